@@ -1,0 +1,138 @@
+// kiln/runtime.h: load a compiled .kiln artifact and run it.
+//
+//   auto model = kiln::Model::Load("silero_vad.kiln");          // mmap + verify
+//   if (!model.ok()) return Fail(model.status());
+//   auto ctx = kiln::ExecutionContext::Create(*model, {});      // CPU backend by default
+//   if (!ctx.ok()) return Fail(ctx.status());
+//   kiln::TensorView in[] = {kiln::TensorView::Host(audio, kiln::DType::kFloat32, {1, 576}), ...};
+//   std::vector<kiln::TensorView> out;                          // empty: the context allocates
+//   kiln::Status st = ctx->Run(in, out);
+//   // out[i] now points into the context's memory, valid until the next Run or destruction.
+//
+// Errors: every call returns Status/Result and never throws or aborts. Load reports a
+// corrupt or truncated artifact as kDataLoss and a newer format as kIncompatible; Run
+// reports inputs that fit no entry as kInvalidArgument, one line per entry naming the input,
+// the check, the expected value and the value found.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/stats.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// The artifact format versions this runtime reads: [kMinFormatVersion, kFormatVersion].
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kMinFormatVersion = 1;
+
+// One dimension of a model input or output as declared by the artifact: a constant, or
+// a symbol name such as "N" (then `value` is -1).
+struct DimInfo {
+  int64_t value = -1;
+  std::string symbol;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<DimInfo> shape;
+};
+
+// Per-entry facts recorded by the compiler.
+struct EntryInfo {
+  std::string name;                 // e.g. "default" or "N=1"
+  std::vector<std::string> stage_names;   // "import", "canonical", ..., "plan"
+  std::vector<std::string> stage_traces;  // printed trace of each stage, same order
+  std::vector<int64_t> stage_time_ns;     // compile time of each stage, same order
+  std::string prologue_text;              // the prologue checks, printed
+  std::string arena_bytes;                // arena size: a number, or an expression over symbols
+  int32_t num_instructions = 0;
+};
+
+// A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
+// mapped file and weights) and may be used from any thread. The mapping lives as long as
+// the last copy and every ExecutionContext made from it.
+class Model {
+ public:
+  // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
+  // checks and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
+  // truncated: the message names the section and file offset), kIncompatible (format
+  // version outside [kMinFormatVersion, kFormatVersion]).
+  static Result<Model> Load(const std::string& path);
+  // Same from bytes in memory. The bytes are copied into memory the Model owns, so the
+  // caller may free them on return.
+  static Result<Model> Load(std::span<const uint8_t> bytes);
+
+  uint32_t format_version() const;
+  std::string_view producer() const;  // Kiln version that wrote the artifact
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  const std::vector<EntryInfo>& entries() const;
+  uint64_t weights_bytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+enum class Device : int32_t {
+  kCpu = 0,
+  kCuda = 1,
+  kAuto = 2,  // CUDA when a usable device is present, else CPU
+};
+
+struct ContextOptions {
+  Device device = Device::kAuto;
+};
+
+// Per-thread execution state over one Model: the memory arena, scratch, and Stats.
+// Thread-compatible: use one context from one thread at a time; create one context per
+// thread to serve calls concurrently. Memory is allocated at creation and when an entry
+// first sees larger symbolic shapes, never in a steady-state Run.
+class ExecutionContext {
+ public:
+  // Errors: kFailedPrecondition when `device` is kCuda and no CUDA backend is available.
+  static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
+
+  // Runs the model. `inputs` are in the model's input order (Model::inputs()).
+  // `outputs`: either empty, in which case it is filled with views into context-owned
+  // memory, valid until the next Run or the context's destruction; or one view per model
+  // output with caller-owned `data`, dtype and shape matching the computed output, into
+  // which the results are copied. `stream` is a cudaStream_t for the CUDA backend, ignored
+  // by the CPU backend (which finishes before returning).
+  // Errors: kInvalidArgument when the inputs pass no entry's prologue (one line per
+  // entry) or a caller-supplied output does not match; errors from kernels keep their
+  // code and name the instruction and op.
+  Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
+             void* stream = nullptr);
+
+  // Waits for work enqueued on `stream` (no-op on the CPU backend).
+  Status Synchronize(void* stream = nullptr);
+
+  const Stats& stats() const;
+  Device device() const;
+  // Bytes currently held by the arena and kernel scratch.
+  uint64_t arena_bytes() const;
+
+  ExecutionContext(ExecutionContext&&) noexcept;
+  ExecutionContext& operator=(ExecutionContext&&) noexcept;
+  ~ExecutionContext();
+
+  struct Impl;
+
+ private:
+  explicit ExecutionContext(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

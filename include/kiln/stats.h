@@ -1,0 +1,45 @@
+// kiln/stats.h: per-context call statistics, in the spirit of Lightning Thunder's
+// CompileStats.
+//
+//   const kiln::Stats& s = ctx.stats();
+//   printf("%llu calls, %llu hits, prologue %lld ns\n", s.calls, s.cache_hits,
+//          s.last_prologue_time());
+//
+// All times are nanoseconds of std::chrono::steady_clock since its epoch; a *_stop of 0
+// means the phase has not run yet. Stats belong to one ExecutionContext and share its
+// threading rule: read them from the thread that calls Run, or after it has returned.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Stats {
+  uint64_t calls = 0;         // Run calls, successful or not
+  uint64_t cache_hits = 0;    // calls whose inputs passed some entry's prologue
+  uint64_t cache_misses = 0;  // calls whose inputs passed no entry's prologue
+  int32_t last_entry = -1;    // index of the entry the last hit chose, -1 before any hit
+  // One line per entry for the last miss: the first check that failed and why. Cleared
+  // by the next miss, kept across hits (so it always describes the latest miss).
+  std::vector<std::string> last_miss_reasons;
+
+  // Whole Run call.
+  int64_t last_host_start = 0, last_host_stop = 0;
+  // Finding the entry: includes running the prologues that failed before the hit.
+  int64_t last_cache_lookup_start = 0, last_cache_lookup_stop = 0;
+  // The prologue of the entry that passed.
+  int64_t last_prologue_start = 0, last_prologue_stop = 0;
+  // Executing (on the CPU backend) or enqueueing (on a GPU backend) the instructions.
+  int64_t last_computation_start = 0, last_computation_stop = 0;
+  // Sum of computation times over all successful calls, for averages.
+  int64_t total_computation_ns = 0;
+
+  int64_t last_host_time() const { return last_host_stop - last_host_start; }
+  int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }
+  int64_t last_prologue_time() const { return last_prologue_stop - last_prologue_start; }
+  int64_t last_computation_time() const { return last_computation_stop - last_computation_start; }
+};
+
+}  // namespace kiln

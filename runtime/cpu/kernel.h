@@ -1,0 +1,63 @@
+// The CPU backend's kernel interface. Every registry op has one CPU kernel, a plain
+// function over dense row-major host tensors. The runtime calls kernels from the
+// instruction list; the compiler calls the same kernels to fold constants.
+//
+// Contract for every kernel:
+//  - inputs and outputs follow the ONNX operator spec of the newest opset (the importer
+//    rewrites older forms), with the input/output order of that spec;
+//  - an absent optional input has `data == nullptr` and `rank == -1`;
+//  - output shapes are already computed by the compiler's shape inference and given in
+//    `outputs[i].dims`; a kernel only writes the data;
+//  - kernels never allocate on the heap and never throw: scratch memory comes from
+//    `workspace` (sized by KernelDef::workspace), errors are returned as Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+#include "runtime/attrs.h"
+
+namespace kiln::cpu {
+
+struct TensorRef {
+  void* data = nullptr;
+  DType dtype = DType::kUndefined;
+  int32_t rank = -1;
+  const int64_t* dims = nullptr;
+  int64_t num_elements = 0;
+
+  bool present() const { return rank >= 0; }
+  int64_t dim(int i) const { return dims[i]; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+struct KernelCall {
+  const AttrMap& attrs;
+  std::span<const TensorRef> inputs;
+  std::span<const TensorRef> outputs;
+  void* workspace = nullptr;      // scratch for this call, at least KernelDef::workspace bytes
+  size_t workspace_bytes = 0;
+};
+
+using KernelFn = Status (*)(const KernelCall& call);
+// Bytes of scratch a call with these shapes needs (0 if none). Must not allocate.
+using WorkspaceFn = size_t (*)(const AttrMap& attrs, std::span<const TensorRef> inputs,
+                               std::span<const TensorRef> outputs);
+
+struct KernelDef {
+  std::string_view op;  // ONNX op type, or a "kiln."-prefixed internal op
+  KernelFn run = nullptr;
+  WorkspaceFn workspace = nullptr;  // null: no scratch needed
+};
+
+// The kernel for `op`, or nullptr. Thread-safe; the table is built once.
+const KernelDef* FindKernel(std::string_view op);
+// Every registered kernel, sorted by op name.
+std::span<const KernelDef> AllKernels();
+
+}  // namespace kiln::cpu
