@@ -1,0 +1,90 @@
+// The trace: Kiln's compiler IR (see ../shared/DESIGN.md, "The trace").
+//
+// A Trace is an ordered list of nodes (bound symbols) over a table of values (tensor
+// proxies). Each value has a dtype and a symbolic shape; a value may also carry constant
+// data (a weight or a folded result) or, for small integer tensors computed from shapes
+// (Shape -> Gather -> Concat chains), its elements as Syms. Every compiler stage returns a
+// new Trace and its printed form is stored in the artifact.
+//
+// Subgraphs (If branches) are Blocks whose nodes use the same value table, so a branch
+// may read values of the enclosing graph by id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/sym.h"
+#include "kiln/tensor.h"
+#include "runtime/attrs.h"
+
+namespace kiln::ir {
+
+// Constant tensor data owned by the compiler. Immutable once built; shared between traces.
+struct ConstData {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;  // row-major, dims product * DTypeSize(dtype)
+
+  int64_t num_elements() const;
+  // Element i converted to int64 / double (integer, bool and float dtypes).
+  int64_t IntAt(int64_t i) const;
+  double FloatAt(int64_t i) const;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  SymShape shape;
+  std::shared_ptr<const ConstData> data;   // set for constants
+  std::optional<std::vector<Sym>> sym;     // elements as Syms, for small int tensors
+
+  bool is_const() const { return data != nullptr; }
+  int rank() const { return static_cast<int>(shape.size()); }
+};
+
+using ValueId = int32_t;
+inline constexpr ValueId kNoValue = -1;  // an absent optional input
+
+struct Block;
+
+struct Node {
+  std::string op;    // registry op name: ONNX op type or "kiln.*"
+  std::string name;  // ONNX node name, or a generated one; used in every error message
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  AttrMap attrs;
+  // Named subgraphs, e.g. {"then_branch", ...}, {"else_branch", ...}.
+  std::vector<std::pair<std::string, std::shared_ptr<Block>>> blocks;
+};
+
+struct Block {
+  std::vector<Node> nodes;
+  std::vector<ValueId> outputs;
+};
+
+struct Trace {
+  std::string stage;       // "import", "canonical", ...
+  std::string provenance;  // one line: what produced this trace
+  std::vector<Value> values;
+  std::vector<ValueId> inputs;   // runtime inputs, in model order
+  std::vector<ValueId> outputs;  // model outputs, in model order
+  Block body;
+  // Assumptions the entry makes about its symbols (e.g. "T == 1" chosen for an If);
+  // each is checked by the prologue. Expressions whose value must be nonzero.
+  std::vector<Sym> guards;
+
+  ValueId AddValue(Value v) {
+    values.push_back(std::move(v));
+    return static_cast<ValueId>(values.size() - 1);
+  }
+  Value& value(ValueId id) { return values[id]; }
+  const Value& value(ValueId id) const { return values[id]; }
+
+  // Thunder-style text: one line per node, "t3 = Conv(x, w) # float32[N, 8, 28, 28]".
+  std::string Print() const;
+};
+
+}  // namespace kiln::ir
