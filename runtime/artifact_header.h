@@ -1,0 +1,25 @@
+// The fixed 64-byte header at the start of every .kiln file (see schema/kiln.fbs).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln {
+
+inline constexpr char kArtifactMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
+inline constexpr uint64_t kWeightsAlignment = 256;
+inline constexpr uint64_t kWeightAlignment = 64;  // each weight inside the blob
+
+struct ArtifactHeader {
+  char magic[8];
+  uint32_t header_bytes;      // sizeof(ArtifactHeader)
+  uint32_t format_version;
+  uint64_t flatbuffer_offset;
+  uint64_t flatbuffer_size;
+  uint64_t weights_offset;    // multiple of kWeightsAlignment
+  uint64_t weights_size;
+  uint64_t weights_xxh64;     // XXH64 of the weights blob, seed 0
+  uint64_t reserved;
+};
+static_assert(sizeof(ArtifactHeader) == 64);
+
+}  // namespace kiln
