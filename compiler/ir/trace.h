@@ -56,6 +56,9 @@ struct Node {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   AttrMap attrs;
+  // Set by the `executors` stage: who runs the node ("cpu", ...) and why.
+  std::string executor;
+  std::string executor_reason;
   // Named subgraphs, e.g. {"then_branch", ...}, {"else_branch", ...}.
   std::vector<std::pair<std::string, std::shared_ptr<Block>>> blocks;
 };
