@@ -1,0 +1,170 @@
+#include "compiler/passes/canonicalize.h"
+
+#include <unordered_set>
+
+#include "compiler/ops/registry.h"
+#include "compiler/passes/constant_fold.h"
+
+namespace kiln::passes {
+namespace {
+
+class Canonicalizer {
+ public:
+  Canonicalizer(ir::Trace& trace, const std::vector<Assumption>& assumptions)
+      : trace_(trace), assumptions_(assumptions), remap_(trace.values.size()) {
+    for (size_t i = 0; i < remap_.size(); ++i) remap_[i] = static_cast<ir::ValueId>(i);
+  }
+
+  // Processes `block` into `out`. Returns false (with undecided_ set) when an If could not
+  // be decided.
+  Status Run(const ir::Block& block, std::vector<ir::Node>& out) {
+    for (const ir::Node& original : block.nodes) {
+      if (undecided_) return Status::Ok();
+      ir::Node node = original;
+      for (ir::ValueId& id : node.inputs) id = Map(id);
+      if (node.op == "If") {
+        KILN_RETURN_IF_ERROR(InlineIf(node, out));
+        continue;
+      }
+      KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
+      if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
+          node.inputs[0] != ir::kNoValue) {
+        remap_[node.outputs[0]] = node.inputs[0];
+        continue;
+      }
+      if (!NeedsInstruction(node)) continue;
+      if (CanFold(trace_, node)) {
+        KILN_RETURN_IF_ERROR(FoldNode(trace_, node));
+        continue;
+      }
+      out.push_back(std::move(node));
+    }
+    return Status::Ok();
+  }
+
+  ir::ValueId Map(ir::ValueId id) const { return id == ir::kNoValue ? id : remap_[id]; }
+  const std::optional<ir::Sym>& undecided() const { return undecided_; }
+  std::vector<ir::Sym>& guards() { return guards_; }
+
+ private:
+  // False when every output is constant or known element-wise as Syms, so the runtime
+  // needs no instruction for it.
+  bool NeedsInstruction(const ir::Node& node) {
+    bool needed = false;
+    for (ir::ValueId id : node.outputs) {
+      if (id == ir::kNoValue) continue;
+      ir::Value& v = trace_.value(id);
+      MaterializeKnownElements(v);
+      if (!v.is_const() && !v.sym) needed = true;
+    }
+    return needed;
+  }
+
+  Status InlineIf(const ir::Node& node, std::vector<ir::Node>& out) {
+    if (node.inputs.empty() || node.inputs[0] == ir::kNoValue)
+      return InvalidArgument("node '" + node.name + "' (If): missing condition input");
+    const ir::Value& cond = trace_.value(node.inputs[0]);
+    std::optional<bool> taken;
+    if (cond.is_const() && cond.data->num_elements() >= 1) {
+      taken = cond.data->IntAt(0) != 0;
+    } else if (cond.sym && !cond.sym->empty()) {
+      const ir::Sym& c = (*cond.sym)[0];
+      if (c.is_const()) taken = *c.value() != 0;
+      for (const Assumption& a : assumptions_)
+        if (!taken && a.condition.Same(c)) {
+          taken = a.holds;
+          guards_.push_back(a.holds ? c : ir::Eq(c, 0));
+        }
+      if (!taken) {
+        undecided_ = c;
+        return Status::Ok();
+      }
+    } else {
+      return Unimplemented("node '" + node.name +
+                           "' (If): the condition depends on tensor data, not only on shapes; "
+                           "Kiln resolves If at compile time");
+    }
+    const char* branch = *taken ? "then_branch" : "else_branch";
+    const ir::Block* chosen = nullptr;
+    for (const auto& [name, block] : node.blocks)
+      if (name == branch) chosen = block.get();
+    if (!chosen) return InvalidArgument("node '" + node.name + "' (If): no " + branch);
+    if (chosen->outputs.size() != node.outputs.size())
+      return InvalidArgument("node '" + node.name + "' (If): " + branch + " has " +
+                             std::to_string(chosen->outputs.size()) + " outputs, the node " +
+                             std::to_string(node.outputs.size()));
+    KILN_RETURN_IF_ERROR(Run(*chosen, out));
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] != ir::kNoValue) remap_[node.outputs[i]] = Map(chosen->outputs[i]);
+    return Status::Ok();
+  }
+
+  ir::Trace& trace_;
+  const std::vector<Assumption>& assumptions_;
+  std::vector<ir::ValueId> remap_;
+  std::optional<ir::Sym> undecided_;
+  std::vector<ir::Sym> guards_;
+};
+
+// Keeps only the values the trace refers to, renumbered in order of first use.
+void Compact(ir::Trace& trace) {
+  std::vector<ir::ValueId> renum(trace.values.size(), ir::kNoValue);
+  std::vector<ir::Value> kept;
+  auto use = [&](ir::ValueId& id) {
+    if (id == ir::kNoValue) return;
+    if (renum[id] == ir::kNoValue) {
+      renum[id] = static_cast<ir::ValueId>(kept.size());
+      kept.push_back(trace.values[id]);
+    }
+    id = renum[id];
+  };
+  for (ir::ValueId& id : trace.inputs) use(id);
+  for (ir::Node& n : trace.body.nodes) {
+    for (ir::ValueId& id : n.inputs) use(id);
+    for (ir::ValueId& id : n.outputs) use(id);
+  }
+  for (ir::ValueId& id : trace.outputs) use(id);
+  trace.values = std::move(kept);
+}
+
+}  // namespace
+
+void EliminateDeadCode(ir::Trace& trace) {
+  std::unordered_set<ir::ValueId> live(trace.outputs.begin(), trace.outputs.end());
+  std::vector<ir::Node> kept;
+  for (auto it = trace.body.nodes.rbegin(); it != trace.body.nodes.rend(); ++it) {
+    bool used = false;
+    for (ir::ValueId id : it->outputs) used = used || (id != ir::kNoValue && live.count(id));
+    if (!used) continue;
+    // Outputs nobody reads become absent, so the plan gives them no memory... except that
+    // kernels may still need somewhere to write; keep them.
+    for (ir::ValueId id : it->inputs)
+      if (id != ir::kNoValue) live.insert(id);
+    kept.push_back(std::move(*it));
+  }
+  trace.body.nodes.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
+  Compact(trace);
+}
+
+Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
+                                        const std::vector<Assumption>& assumptions) {
+  CanonicalizeResult result;
+  ir::Trace& trace = result.trace;
+  trace = imported;
+  trace.stage = "canonical";
+  trace.provenance = "shape inference, constant and shape folding, If resolution, dead-code elimination";
+  trace.body = ir::Block{};
+  Canonicalizer canon(trace, assumptions);
+  KILN_RETURN_IF_ERROR(canon.Run(imported.body, trace.body.nodes));
+  if (canon.undecided()) {
+    result.undecided_condition = canon.undecided();
+    return result;
+  }
+  for (ir::ValueId& id : trace.outputs) id = canon.Map(id);
+  trace.guards = imported.guards;
+  for (const ir::Sym& g : canon.guards()) trace.guards.push_back(g);
+  EliminateDeadCode(trace);
+  return result;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,34 @@
+// The `canonical` stage: shape inference through the op registry, constant folding (by
+// running the CPU backend's kernels on constant inputs), shape-arithmetic folding (values
+// known as Syms need no instruction), If resolution, and dead-code elimination.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "compiler/ir/trace.h"
+#include "kiln/status.h"
+
+namespace kiln::passes {
+
+// A condition on the symbols assumed true for this entry; becomes a prologue guard.
+struct Assumption {
+  ir::Sym condition;  // an expression over the input symbols
+  bool holds = true;  // assume nonzero (true) or zero (false)
+};
+
+struct CanonicalizeResult {
+  ir::Trace trace;
+  // Set when an If's condition depended on symbols no assumption covered: the caller
+  // compiles the entry twice, once assuming it true and once false.
+  std::optional<ir::Sym> undecided_condition;
+};
+
+// Consumes `imported` (stage "import"); the result's guards list the assumptions used.
+Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
+                                        const std::vector<Assumption>& assumptions);
+
+// Removes nodes whose outputs nothing uses. Exposed for tests.
+void EliminateDeadCode(ir::Trace& trace);
+
+}  // namespace kiln::passes

@@ -1,0 +1,105 @@
+#include "compiler/passes/constant_fold.h"
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/cpu/kernel.h"
+
+namespace kiln::passes {
+namespace {
+
+cpu::TensorRef RefOf(const ir::ConstData& d) {
+  cpu::TensorRef r;
+  r.data = const_cast<uint8_t*>(d.bytes.data());
+  r.dtype = d.dtype;
+  r.rank = static_cast<int32_t>(d.dims.size());
+  r.dims = d.dims.data();
+  r.num_elements = d.num_elements();
+  return r;
+}
+
+int64_t BytesOf(const ir::Value& v) {
+  int64_t n = static_cast<int64_t>(DTypeSize(v.dtype));
+  for (const auto& d : v.shape) n *= d.value().value_or(0);
+  return n;
+}
+
+}  // namespace
+
+bool CanFold(const ir::Trace& trace, const ir::Node& node) {
+  if (!cpu::FindKernel(node.op)) return false;
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (ir::ValueId id : node.inputs) {
+    if (id == ir::kNoValue) continue;
+    const ir::Value& v = trace.value(id);
+    if (!v.is_const()) return false;
+    in_bytes += static_cast<int64_t>(v.data->bytes.size());
+  }
+  for (ir::ValueId id : node.outputs) {
+    if (id == ir::kNoValue) continue;
+    const ir::Value& v = trace.value(id);
+    if (!ir::IsStatic(v.shape) || DTypeSize(v.dtype) == 0) return false;
+    out_bytes += BytesOf(v);
+  }
+  return out_bytes <= kMaxFoldBytes || out_bytes <= in_bytes;
+}
+
+Status FoldNode(ir::Trace& trace, const ir::Node& node) {
+  const cpu::KernelDef* kernel = cpu::FindKernel(node.op);
+  std::vector<cpu::TensorRef> ins, outs;
+  std::vector<std::shared_ptr<ir::ConstData>> results;
+  for (ir::ValueId id : node.inputs)
+    ins.push_back(id == ir::kNoValue ? cpu::TensorRef{} : RefOf(*trace.value(id).data));
+  for (ir::ValueId id : node.outputs) {
+    if (id == ir::kNoValue) {
+      outs.push_back(cpu::TensorRef{});
+      results.push_back(nullptr);
+      continue;
+    }
+    const ir::Value& v = trace.value(id);
+    auto data = std::make_shared<ir::ConstData>();
+    data->dtype = v.dtype;
+    data->dims = ir::StaticDims(v.shape);
+    data->bytes.assign(static_cast<size_t>(BytesOf(v)), 0);
+    outs.push_back(RefOf(*data));
+    results.push_back(std::move(data));
+  }
+  std::vector<uint8_t> scratch;
+  if (kernel->workspace) scratch.resize(kernel->workspace(node.attrs, ins, outs));
+  cpu::KernelCall call{node.attrs, ins, outs, scratch.data(), scratch.size()};
+  KILN_RETURN_IF_ERROR_CTX(kernel->run(call),
+                           "folding node '" + node.name + "' (" + node.op + ")");
+  for (size_t i = 0; i < node.outputs.size(); ++i)
+    if (node.outputs[i] != ir::kNoValue) trace.value(node.outputs[i]).data = results[i];
+  return Status::Ok();
+}
+
+bool MaterializeKnownElements(ir::Value& value) {
+  if (value.is_const() || !value.sym || !ir::IsStatic(value.shape)) return false;
+  for (const ir::Sym& s : *value.sym)
+    if (!s.is_const()) return false;
+  size_t elem = DTypeSize(value.dtype);
+  if (elem == 0) return false;
+  auto data = std::make_shared<ir::ConstData>();
+  data->dtype = value.dtype;
+  data->dims = ir::StaticDims(value.shape);
+  if (static_cast<int64_t>(value.sym->size()) != data->num_elements()) return false;
+  data->bytes.resize(value.sym->size() * elem);
+  for (size_t i = 0; i < value.sym->size(); ++i) {
+    int64_t v = *(*value.sym)[i].value();
+    uint8_t* dst = data->bytes.data() + i * elem;
+    switch (value.dtype) {
+      case DType::kInt64: std::memcpy(dst, &v, 8); break;
+      case DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(dst, &x, 4); break; }
+      case DType::kBool:
+      case DType::kUInt8: *dst = static_cast<uint8_t>(v != 0 && value.dtype == DType::kBool ? 1 : v); break;
+      case DType::kInt8: *dst = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
+      case DType::kFloat32: { float x = static_cast<float>(v); std::memcpy(dst, &x, 4); break; }
+      default: return false;
+    }
+  }
+  value.data = std::move(data);
+  return true;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,174 @@
+#include "compiler/passes/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::passes {
+namespace {
+
+inline constexpr int64_t kBufferAlignment = 64;
+
+// Makes sure each model output is written by an instruction, into its own buffer.
+void CopyUnwrittenOutputs(ir::Trace& trace) {
+  std::vector<bool> written(trace.values.size(), false);
+  for (const ir::Node& n : trace.body.nodes)
+    for (ir::ValueId id : n.outputs)
+      if (id != ir::kNoValue) written[id] = true;
+  std::vector<bool> seen(trace.values.size(), false);
+  for (size_t i = 0; i < trace.outputs.size(); ++i) {
+    ir::ValueId src = trace.outputs[i];
+    if (written[src] && !seen[src]) {
+      seen[src] = true;
+      continue;
+    }
+    ir::Value copy = trace.value(src);
+    copy.data = nullptr;
+    copy.sym.reset();
+    ir::ValueId dst = trace.AddValue(copy);
+    trace.value(src).name += "#source";
+    ir::Node node;
+    node.op = "Identity";
+    node.name = "copy_to_output_" + std::to_string(i);
+    node.inputs = {src};
+    node.outputs = {dst};
+    node.executor = "cpu";
+    node.executor_reason = "model output must be written into the arena";
+    trace.body.nodes.push_back(std::move(node));
+    trace.outputs[i] = dst;
+    written.push_back(true);
+    seen.push_back(true);
+  }
+}
+
+// Greedy by size: largest first, lowest non-conflicting offset.
+int64_t PlaceStatic(const std::vector<int>& buffers, std::vector<TensorPlan>& plans) {
+  std::vector<int> order = buffers;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return *plans[a].bytes.value() > *plans[b].bytes.value();
+  });
+  std::vector<int> placed;
+  int64_t arena = 0;
+  for (int b : order) {
+    TensorPlan& p = plans[b];
+    int64_t size = *p.bytes.value();
+    std::vector<std::pair<int64_t, int64_t>> busy;  // [begin, end) of overlapping lifetimes
+    for (int q : placed) {
+      const TensorPlan& o = plans[q];
+      if (o.first <= p.last && p.first <= o.last)
+        busy.emplace_back(*o.offset.value(), *o.offset.value() + *o.bytes.value());
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (const auto& [begin, end] : busy) {
+      if (offset + size <= begin) break;
+      offset = std::max(offset, end);
+    }
+    p.offset = offset;
+    arena = std::max(arena, offset + size);
+    placed.push_back(b);
+  }
+  return arena;
+}
+
+// Slots for symbolic sizes: a buffer reuses a free slot, preferring one of the same size.
+ir::Sym PlaceSymbolic(const std::vector<int>& buffers, std::vector<TensorPlan>& plans) {
+  struct Slot { ir::Sym bytes; int32_t free_after; std::vector<int> members; };
+  std::vector<Slot> slots;
+  std::vector<int> order = buffers;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return plans[a].first < plans[b].first; });
+  for (int b : order) {
+    TensorPlan& p = plans[b];
+    int chosen = -1;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (slots[s].free_after >= p.first) continue;
+      if (chosen < 0 || slots[s].bytes.Same(p.bytes)) chosen = static_cast<int>(s);
+      if (slots[s].bytes.Same(p.bytes)) break;
+    }
+    if (chosen < 0) {
+      slots.push_back({p.bytes, p.last, {b}});
+    } else {
+      Slot& s = slots[chosen];
+      s.bytes = ir::Max(s.bytes, p.bytes);
+      s.free_after = p.last;
+      s.members.push_back(b);
+    }
+  }
+  ir::Sym offset(0);
+  for (const Slot& s : slots) {
+    for (int b : s.members) plans[b].offset = offset;
+    offset = offset + s.bytes;
+  }
+  return offset;
+}
+
+}  // namespace
+
+Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
+  MemoryPlan plan;
+  ir::Trace& trace = plan.trace;
+  trace = executors;
+  trace.stage = "plan";
+  trace.provenance = "liveness-based memory plan; final instruction list";
+  CopyUnwrittenOutputs(trace);
+
+  const int32_t n = static_cast<int32_t>(trace.body.nodes.size());
+  std::vector<TensorPlan>& tensors = plan.tensors;
+  tensors.assign(trace.values.size(), TensorPlan{});
+  for (size_t i = 0; i < trace.inputs.size(); ++i) {
+    tensors[trace.inputs[i]].storage = StorageKind::kInput;
+    tensors[trace.inputs[i]].input_index = static_cast<int64_t>(i);
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    const ir::Node& node = trace.body.nodes[t];
+    for (ir::ValueId id : node.outputs) {
+      if (id == ir::kNoValue) continue;
+      TensorPlan& p = tensors[id];
+      p.storage = StorageKind::kArena;
+      p.first = t;
+      p.last = t;
+    }
+    for (ir::ValueId id : node.inputs) {
+      if (id == ir::kNoValue) continue;
+      TensorPlan& p = tensors[id];
+      if (p.storage == StorageKind::kArena) {
+        p.last = std::max(p.last, t);
+      } else if (p.storage == StorageKind::kAbsent) {
+        const ir::Value& v = trace.value(id);
+        if (v.is_const()) p.storage = StorageKind::kWeight;
+        else if (v.sym) p.storage = StorageKind::kSymbolic;
+        else
+          return Internal("plan: value '" + v.name + "' read by node '" + node.name +
+                          "' has no producer, data or known elements");
+      }
+    }
+  }
+  for (ir::ValueId id : trace.outputs) tensors[id].last = n;
+
+  std::vector<int> buffers;
+  bool all_static = true;
+  for (size_t id = 0; id < tensors.size(); ++id) {
+    TensorPlan& p = tensors[id];
+    if (p.storage != StorageKind::kArena) continue;
+    const ir::Value& v = trace.value(static_cast<ir::ValueId>(id));
+    ir::Sym raw = ir::NumElements(v.shape) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
+    p.bytes = ir::CeilDiv(raw, kBufferAlignment) * ir::Sym(kBufferAlignment);
+    all_static = all_static && p.bytes.is_const();
+    buffers.push_back(static_cast<int>(id));
+  }
+  if (all_static) {
+    plan.arena_bytes = PlaceStatic(buffers, tensors);
+    int64_t bound = 0;
+    for (int32_t t = 0; t <= n; ++t) {
+      int64_t live = 0;
+      for (int b : buffers)
+        if (tensors[b].first <= t && t <= tensors[b].last) live += *tensors[b].bytes.value();
+      bound = std::max(bound, live);
+    }
+    plan.lower_bound_bytes = bound;
+  } else {
+    plan.arena_bytes = PlaceSymbolic(buffers, tensors);
+  }
+  return plan;
+}
+
+}  // namespace kiln::passes
