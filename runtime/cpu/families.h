@@ -1,0 +1,25 @@
+// Per-family kernel tables. Each op family lives in its own .cc file and exports its
+// table here; registry.cc merges them into the sorted table behind FindKernel.
+#pragma once
+
+#include <span>
+
+#include "runtime/cpu/kernel.h"
+
+namespace kiln::cpu {
+
+std::span<const KernelDef> ElementwiseKernels();    // elementwise.cc
+std::span<const KernelDef> UnaryKernels();          // unary.cc
+std::span<const KernelDef> CastKernels();           // cast.cc
+std::span<const KernelDef> MatMulKernels();         // matmul.cc
+std::span<const KernelDef> ConvKernels();           // conv.cc
+std::span<const KernelDef> NormalizationKernels();  // normalization.cc
+std::span<const KernelDef> PoolKernels();           // pool.cc
+std::span<const KernelDef> SoftmaxKernels();        // softmax.cc
+std::span<const KernelDef> ReduceKernels();         // reduce.cc
+std::span<const KernelDef> DataMovementKernels();   // data_movement.cc
+std::span<const KernelDef> ShapeKernels();          // shape_ops.cc
+std::span<const KernelDef> ResizeKernels();         // resize.cc
+std::span<const KernelDef> LstmKernels();           // lstm.cc
+
+}  // namespace kiln::cpu

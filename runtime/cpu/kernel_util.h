@@ -1,0 +1,217 @@
+// Small helpers shared by the CPU kernel families: shape arithmetic, broadcasting,
+// dtype dispatch and error messages. Everything here is allocation-free except the
+// error paths, which build a message string.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+#include "runtime/cpu/kernel.h"
+
+namespace kiln::cpu {
+
+inline std::string ShapeStr(const int64_t* dims, int rank) {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) {
+    if (i) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+inline std::string ShapeStr(const TensorRef& t) {
+  return t.present() ? ShapeStr(t.dims, t.rank) : std::string("<absent>");
+}
+inline std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
+
+inline Status OpError(std::string_view op, const std::string& msg) {
+  return InvalidArgument(std::string(op) + ": " + msg);
+}
+inline Status OpUnimplemented(std::string_view op, const std::string& msg) {
+  return Unimplemented(std::string(op) + ": " + msg);
+}
+
+inline int64_t Product(const int64_t* dims, int begin, int end) {
+  int64_t p = 1;
+  for (int i = begin; i < end; ++i) p *= dims[i];
+  return p;
+}
+
+// Maps an ONNX axis in [-rank, rank) to [0, rank); false when out of range.
+inline bool NormalizeAxis(int64_t axis, int rank, int* out) {
+  if (axis < -rank || axis >= rank) return false;
+  *out = static_cast<int>(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+inline void ContiguousStrides(const int64_t* dims, int rank, int64_t* strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+// Element strides of `in` read as if broadcast (numpy, right-aligned) to `out_dims`:
+// broadcast dims get stride 0. False when `in` does not broadcast to `out_dims`.
+inline bool BroadcastStrides(const int64_t* in_dims, int in_rank, const int64_t* out_dims,
+                             int out_rank, int64_t* strides) {
+  if (in_rank > out_rank) return false;
+  int64_t s = 1;
+  for (int i = out_rank - 1; i >= 0; --i) {
+    int j = i - (out_rank - in_rank);
+    if (j < 0) {
+      strides[i] = 0;
+      continue;
+    }
+    int64_t d = in_dims[j];
+    if (d == out_dims[i]) {
+      strides[i] = d == 1 ? 0 : s;
+    } else if (d == 1) {
+      strides[i] = 0;
+    } else {
+      return false;
+    }
+    s *= d;
+  }
+  return true;
+}
+inline bool BroadcastStrides(const TensorRef& in, const TensorRef& out, int64_t* strides) {
+  return BroadcastStrides(in.dims, in.rank, out.dims, out.rank, strides);
+}
+
+// Odometer over an N-D index space; `Next` steps the last axis fastest.
+struct NdIndex {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t idx[kMaxRank] = {};
+  NdIndex(const int64_t* d, int r) : rank(r) {
+    for (int i = 0; i < r; ++i) dims[i] = d[i];
+  }
+  // Advances axes [0, upto) only, so callers can run the innermost axes themselves.
+  bool Next(int upto) {
+    for (int i = upto - 1; i >= 0; --i) {
+      if (++idx[i] < dims[i]) return true;
+      idx[i] = 0;
+    }
+    return false;
+  }
+  int64_t Offset(const int64_t* strides, int upto) const {
+    int64_t o = 0;
+    for (int i = 0; i < upto; ++i) o += idx[i] * strides[i];
+    return o;
+  }
+};
+
+inline bool IsIndexType(DType dt) { return dt == DType::kInt64 || dt == DType::kInt32; }
+
+// Element i of an int32/int64 tensor (callers check IsIndexType first).
+inline int64_t IndexAt(const TensorRef& t, int64_t i) {
+  return t.dtype == DType::kInt64 ? t.as<const int64_t>()[i]
+                                  : static_cast<int64_t>(t.as<const int32_t>()[i]);
+}
+
+// Calls f(T{}) with the C++ type of a numeric dtype. False for other dtypes.
+template <typename F>
+bool VisitNumeric(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kFloat32: f(float{}); return true;
+    case DType::kFloat64: f(double{}); return true;
+    case DType::kInt32: f(int32_t{}); return true;
+    case DType::kInt64: f(int64_t{}); return true;
+    case DType::kInt8: f(int8_t{}); return true;
+    case DType::kUInt8: f(uint8_t{}); return true;
+    case DType::kInt16: f(int16_t{}); return true;
+    case DType::kUInt16: f(uint16_t{}); return true;
+    case DType::kUInt32: f(uint32_t{}); return true;
+    case DType::kUInt64: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+template <typename F>
+bool VisitFloat(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kFloat32: f(float{}); return true;
+    case DType::kFloat64: f(double{}); return true;
+    default: return false;
+  }
+}
+
+// Element i of any numeric or bool tensor, widened to double (scalar inputs such as
+// Clip bounds, Pow exponents, Range endpoints).
+inline double NumberAt(const TensorRef& t, int64_t i) {
+  double v = 0;
+  if (t.dtype == DType::kBool) return t.as<const uint8_t>()[i] ? 1.0 : 0.0;
+  VisitNumeric(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    v = static_cast<double>(t.as<const T>()[i]);
+  });
+  return v;
+}
+
+// Unsigned type of the same width, for dtype-agnostic data movement.
+template <size_t kSize> struct UIntOfSize;
+template <> struct UIntOfSize<1> { using type = uint8_t; };
+template <> struct UIntOfSize<2> { using type = uint16_t; };
+template <> struct UIntOfSize<4> { using type = uint32_t; };
+template <> struct UIntOfSize<8> { using type = uint64_t; };
+
+// Calls f(U{}) with an unsigned type as wide as one element; false for other sizes.
+template <typename F>
+bool VisitBySize(size_t size, F&& f) {
+  switch (size) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+inline Status CheckWorkspace(const KernelCall& call, size_t need, std::string_view op) {
+  if (need > 0 && (call.workspace == nullptr || call.workspace_bytes < need)) {
+    return Internal(std::string(op) + ": workspace of " + std::to_string(call.workspace_bytes) +
+                    " bytes given, " + std::to_string(need) + " needed");
+  }
+  return Status::Ok();
+}
+
+inline Status CheckArity(const KernelCall& call, std::string_view op, size_t min_inputs,
+                         size_t min_outputs = 1) {
+  if (call.inputs.size() < min_inputs || call.outputs.size() < min_outputs) {
+    return OpError(op, "expected at least " + std::to_string(min_inputs) + " inputs and " +
+                           std::to_string(min_outputs) + " outputs, got " +
+                           std::to_string(call.inputs.size()) + " and " +
+                           std::to_string(call.outputs.size()));
+  }
+  for (size_t i = 0; i < min_inputs; ++i) {
+    if (!call.inputs[i].present()) {
+      return OpError(op, "required input " + std::to_string(i) + " is absent");
+    }
+  }
+  if (!call.outputs[0].present()) return OpError(op, "output 0 is absent");
+  return Status::Ok();
+}
+
+// Optional input i: present only when the span is long enough and the tensor is there.
+inline const TensorRef* OptionalInput(const KernelCall& call, size_t i) {
+  return i < call.inputs.size() && call.inputs[i].present() ? &call.inputs[i] : nullptr;
+}
+inline const TensorRef* OptionalOutput(const KernelCall& call, size_t i) {
+  return i < call.outputs.size() && call.outputs[i].present() ? &call.outputs[i] : nullptr;
+}
+
+inline Status CheckSameCount(const TensorRef& in, const TensorRef& out, std::string_view op) {
+  if (in.num_elements != out.num_elements) {
+    return OpError(op, "input " + ShapeStr(in) + " has " + std::to_string(in.num_elements) +
+                           " elements but output " + ShapeStr(out) + " has " +
+                           std::to_string(out.num_elements));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,42 @@
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "runtime/cpu/families.h"
+#include "runtime/cpu/kernel.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Built once on first use; a function-local static makes the build thread-safe and
+// keeps the family files free of static-initialization-order concerns.
+const std::vector<KernelDef>& Table() {
+  static const std::vector<KernelDef> table = [] {
+    const std::array<std::span<const KernelDef>, 13> families = {
+        ElementwiseKernels(), UnaryKernels(),         CastKernels(),
+        MatMulKernels(),      ConvKernels(),          NormalizationKernels(),
+        PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
+        DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
+        LstmKernels()};
+    std::vector<KernelDef> all;
+    for (auto family : families) all.insert(all.end(), family.begin(), family.end());
+    std::stable_sort(all.begin(), all.end(),
+                     [](const KernelDef& a, const KernelDef& b) { return a.op < b.op; });
+    return all;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const KernelDef* FindKernel(std::string_view op) {
+  const auto& table = Table();
+  auto it = std::lower_bound(table.begin(), table.end(), op,
+                             [](const KernelDef& k, std::string_view name) { return k.op < name; });
+  if (it == table.end() || it->op != op) return nullptr;
+  return &*it;
+}
+
+std::span<const KernelDef> AllKernels() { return Table(); }
+
+}  // namespace kiln::cpu
