@@ -1,0 +1,245 @@
+#include "compiler/serialize/artifact_writer.h"
+
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <xxhash.h>
+
+#include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
+#include "schema/kiln_generated.h"
+
+namespace kiln::serialize {
+namespace {
+
+namespace fb = ::kiln::fb;
+using FbOffsetString = flatbuffers::Offset<flatbuffers::String>;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Numbers the Syms of one entry into its expression table.
+class ExprTable {
+ public:
+  int32_t SymbolIndex(const std::string& name) {
+    for (size_t i = 0; i < symbols_.size(); ++i)
+      if (symbols_[i] == name) return static_cast<int32_t>(i);
+    symbols_.push_back(name);
+    return static_cast<int32_t>(symbols_.size() - 1);
+  }
+
+  int32_t Add(const ir::Sym& s) {
+    std::string key = s.ToString();
+    if (auto it = index_.find(key); it != index_.end()) return it->second;
+    fb::ExprNode node;
+    switch (s.op()) {
+      case ir::SymOp::kConst: node = fb::ExprNode(fb::ExprOp::Const, *s.value(), 0); break;
+      case ir::SymOp::kVar: node = fb::ExprNode(fb::ExprOp::Var, SymbolIndex(s.name()), 0); break;
+      default: {
+        int64_t a = Add(s.lhs());
+        int64_t b = Add(s.rhs());
+        node = fb::ExprNode(OpOf(s.op()), a, b);
+      }
+    }
+    nodes_.push_back(node);
+    int32_t id = static_cast<int32_t>(nodes_.size() - 1);
+    index_.emplace(std::move(key), id);
+    return id;
+  }
+
+  const std::vector<fb::ExprNode>& nodes() const { return nodes_; }
+  const std::vector<std::string>& symbols() const { return symbols_; }
+
+ private:
+  static fb::ExprOp OpOf(ir::SymOp op) {
+    switch (op) {
+      case ir::SymOp::kAdd: return fb::ExprOp::Add;
+      case ir::SymOp::kSub: return fb::ExprOp::Sub;
+      case ir::SymOp::kMul: return fb::ExprOp::Mul;
+      case ir::SymOp::kFloorDiv: return fb::ExprOp::FloorDiv;
+      case ir::SymOp::kCeilDiv: return fb::ExprOp::CeilDiv;
+      case ir::SymOp::kMod: return fb::ExprOp::Mod;
+      case ir::SymOp::kMax: return fb::ExprOp::Max;
+      case ir::SymOp::kMin: return fb::ExprOp::Min;
+      case ir::SymOp::kEq: return fb::ExprOp::Eq;
+      case ir::SymOp::kLt: return fb::ExprOp::Lt;
+      default: return fb::ExprOp::Const;
+    }
+  }
+  std::vector<fb::ExprNode> nodes_;
+  std::vector<std::string> symbols_;
+  std::unordered_map<std::string, int32_t> index_;
+};
+
+// The weights blob, shared by all entries; each distinct ConstData is stored once.
+class WeightsBlob {
+ public:
+  int64_t Add(const std::string& name, const std::shared_ptr<const ir::ConstData>& data) {
+    if (auto it = index_.find(data.get()); it != index_.end()) return it->second;
+    uint64_t offset = AlignUp(bytes_.size(), kWeightAlignment);
+    bytes_.resize(offset + data->bytes.size());
+    if (!data->bytes.empty()) std::memcpy(bytes_.data() + offset, data->bytes.data(), data->bytes.size());
+    weights_.push_back({name, data, offset});
+    keep_.push_back(data);
+    int64_t id = static_cast<int64_t>(weights_.size() - 1);
+    index_.emplace(data.get(), id);
+    return id;
+  }
+
+  struct Item { std::string name; std::shared_ptr<const ir::ConstData> data; uint64_t offset; };
+  const std::vector<Item>& items() const { return weights_; }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<Item> weights_;
+  std::vector<std::shared_ptr<const ir::ConstData>> keep_;
+  std::unordered_map<const ir::ConstData*, int64_t> index_;
+  std::vector<uint8_t> bytes_;
+};
+
+flatbuffers::Offset<fb::Attr> WriteAttr(flatbuffers::FlatBufferBuilder& b, const std::string& name, const Attr& a) {
+  auto n = b.CreateString(name);
+  FbOffsetString s = a.kind == Attr::Kind::kString ? b.CreateString(a.s) : FbOffsetString();
+  auto ints = a.kind == Attr::Kind::kInts ? b.CreateVector(a.ints) : flatbuffers::Offset<flatbuffers::Vector<int64_t>>();
+  auto floats = a.kind == Attr::Kind::kFloats ? b.CreateVector(a.floats) : flatbuffers::Offset<flatbuffers::Vector<float>>();
+  return fb::CreateAttr(b, n, static_cast<fb::AttrKind>(a.kind), a.i, a.f, s, ints, floats);
+}
+
+fb::Storage StorageOf(passes::StorageKind k) {
+  switch (k) {
+    case passes::StorageKind::kInput: return fb::Storage::Input;
+    case passes::StorageKind::kWeight: return fb::Storage::Weight;
+    case passes::StorageKind::kArena: return fb::Storage::Arena;
+    case passes::StorageKind::kSymbolic: return fb::Storage::Symbolic;
+    default: return fb::Storage::Absent;
+  }
+}
+
+Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
+                                                        ExprTable& exprs) {
+  std::vector<flatbuffers::Offset<fb::InputCheck>> inputs;
+  for (ir::ValueId id : t.inputs) {
+    const ir::Value& v = t.value(id);
+    std::vector<flatbuffers::Offset<fb::DimCheck>> dims;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      const ir::Sym& s = v.shape[d];
+      if (s.is_const()) {
+        dims.push_back(fb::CreateDimCheck(b, -1, *s.value()));
+      } else if (s.op() == ir::SymOp::kVar) {
+        dims.push_back(fb::CreateDimCheck(b, exprs.SymbolIndex(s.name())));
+      } else {
+        return Internal("input '" + v.name + "' dim " + std::to_string(d) + " is an expression (" +
+                        s.ToString() + "); inputs may only have constant or symbol dims");
+      }
+    }
+    inputs.push_back(fb::CreateInputCheck(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims)));
+  }
+  std::vector<flatbuffers::Offset<fb::Guard>> guards;
+  for (const ir::Sym& g : t.guards) guards.push_back(fb::CreateGuard(b, exprs.Add(g), b.CreateString(g.ToString())));
+  return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(guards));
+}
+
+Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder& b, const EntryRecord& e,
+                                                  WeightsBlob& weights) {
+  const ir::Trace& t = e.plan.trace;
+  ExprTable exprs;
+  KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, exprs));
+
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (size_t id = 0; id < t.values.size(); ++id) {
+    const ir::Value& v = t.values[id];
+    const passes::TensorPlan& p = e.plan.tensors[id];
+    std::vector<int32_t> shape;
+    for (const ir::Sym& d : v.shape) shape.push_back(exprs.Add(d));
+    int64_t index = -1;
+    int32_t offset = -1;
+    std::vector<int32_t> values;
+    switch (p.storage) {
+      case passes::StorageKind::kInput: index = p.input_index; break;
+      case passes::StorageKind::kWeight: index = weights.Add(v.name, v.data); break;
+      case passes::StorageKind::kArena: offset = exprs.Add(p.offset); break;
+      case passes::StorageKind::kSymbolic:
+        for (const ir::Sym& s : *v.sym) values.push_back(exprs.Add(s));
+        break;
+      default: break;
+    }
+    tensors.push_back(fb::CreateTensor(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(shape),
+                                       StorageOf(p.storage), index, offset, b.CreateVector(values)));
+  }
+
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions;
+  for (const ir::Node& n : t.body.nodes) {
+    std::vector<flatbuffers::Offset<fb::Attr>> attrs;
+    for (const auto& [name, a] : n.attrs.items()) attrs.push_back(WriteAttr(b, name, a));
+    std::vector<int32_t> ins(n.inputs.begin(), n.inputs.end()), outs(n.outputs.begin(), n.outputs.end());
+    instructions.push_back(fb::CreateInstruction(b, b.CreateString(n.op), b.CreateString(n.name),
+                                                 b.CreateString(n.executor), b.CreateVector(ins), b.CreateVector(outs),
+                                                 b.CreateVector(attrs)));
+  }
+  int32_t arena = exprs.Add(e.plan.arena_bytes);
+  std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());
+  std::vector<flatbuffers::Offset<fb::Stage>> stages;
+  for (const StageRecord& s : e.stages)
+    stages.push_back(fb::CreateStage(b, b.CreateString(s.name), b.CreateString(s.trace), s.time_ns));
+  std::vector<FbOffsetString> symbols;
+  for (const std::string& s : exprs.symbols()) symbols.push_back(b.CreateString(s));
+  return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
+                         b.CreateVectorOfStructs(exprs.nodes()), b.CreateVector(tensors), b.CreateVector(instructions),
+                         b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages));
+}
+
+flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const ir::Value& v) {
+  std::vector<int64_t> dims;
+  std::vector<FbOffsetString> symbols;
+  for (const ir::Sym& d : v.shape) {
+    dims.push_back(d.value().value_or(-1));
+    symbols.push_back(b.CreateString(d.is_const() ? std::string() : d.ToString()));
+  }
+  return fb::CreateIoInfo(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims),
+                          b.CreateVector(symbols));
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
+  if (artifact.entries.empty()) return Internal("WriteArtifact: no entries");
+  flatbuffers::FlatBufferBuilder b(1 << 16);
+  WeightsBlob weights;
+  std::vector<flatbuffers::Offset<fb::Entry>> entries;
+  for (const EntryRecord& e : artifact.entries) {
+    KILN_ASSIGN_OR_RETURN(auto entry, WriteEntry(b, e, weights));
+    entries.push_back(entry);
+  }
+  const ir::Trace& first = artifact.entries.front().plan.trace;
+  std::vector<flatbuffers::Offset<fb::IoInfo>> inputs, outputs;
+  for (ir::ValueId id : first.inputs) inputs.push_back(WriteIo(b, first.value(id)));
+  for (ir::ValueId id : first.outputs) outputs.push_back(WriteIo(b, first.value(id)));
+  std::vector<flatbuffers::Offset<fb::Weight>> wtable;
+  for (const auto& w : weights.items())
+    wtable.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<int32_t>(w.data->dtype),
+                                      b.CreateVector(w.data->dims), w.offset, w.data->bytes.size()));
+  std::vector<FbOffsetString> archs;
+  auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln 0.1.0"), b.CreateString(artifact.source),
+                                 b.CreateVector(archs), b.CreateString("fp32"), b.CreateVector(inputs),
+                                 b.CreateVector(outputs), b.CreateVector(wtable),
+                                 b.CreateVector(std::vector<flatbuffers::Offset<fb::Kernel>>()), b.CreateVector(entries));
+  b.Finish(root, fb::ArtifactIdentifier());
+
+  ArtifactHeader h{};
+  std::memcpy(h.magic, kArtifactMagic, sizeof(h.magic));
+  h.header_bytes = sizeof(ArtifactHeader);
+  h.format_version = kFormatVersion;
+  h.flatbuffer_offset = sizeof(ArtifactHeader);
+  h.flatbuffer_size = b.GetSize();
+  h.weights_offset = AlignUp(h.flatbuffer_offset + h.flatbuffer_size, kWeightsAlignment);
+  h.weights_size = weights.bytes().size();
+  h.weights_xxh64 = XXH64(weights.bytes().data(), weights.bytes().size(), 0);
+
+  std::vector<uint8_t> out(h.weights_offset + h.weights_size, 0);
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());
+  if (h.weights_size) std::memcpy(out.data() + h.weights_offset, weights.bytes().data(), h.weights_size);
+  return out;
+}
+
+}  // namespace kiln::serialize
