@@ -1,0 +1,126 @@
+#include "compiler/compile.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "compiler/onnx/importer.h"
+#include "compiler/passes/canonicalize.h"
+#include "compiler/passes/executors.h"
+#include "compiler/passes/memory_plan.h"
+#include "compiler/serialize/artifact_writer.h"
+
+namespace kiln::compiler {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string PlanText(const passes::MemoryPlan& plan) {
+  std::string s = plan.trace.Print();
+  s += fmt::format("# arena: {} bytes", plan.arena_bytes.ToString());
+  if (plan.lower_bound_bytes) s += fmt::format(" (lower bound {} bytes)", *plan.lower_bound_bytes);
+  s += "\n";
+  for (size_t id = 0; id < plan.tensors.size(); ++id) {
+    const passes::TensorPlan& p = plan.tensors[id];
+    if (p.storage != passes::StorageKind::kArena) continue;
+    s += fmt::format("#   {} @ {} : {} bytes, live [{}, {}]\n", plan.trace.values[id].name, p.offset.ToString(),
+                     p.bytes.ToString(), p.first, p.last);
+  }
+  return s;
+}
+
+std::string EntryName(const std::vector<passes::Assumption>& assumptions) {
+  if (assumptions.empty()) return "default";
+  std::string s;
+  for (const auto& a : assumptions)
+    s += (s.empty() ? "" : ", ") + (a.holds ? a.condition.ToString() : "not " + a.condition.ToString());
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
+                                             CompileSummary* summary) {
+  auto log = [&](const std::string& line) { if (options.log) options.log(line); };
+  const int64_t start = NowNs();
+  onnx_import::ImportOptions import_options;
+  import_options.input_shapes = options.input_shapes;
+  log(fmt::format("import {}", path));
+  int64_t t0 = NowNs();
+  KILN_ASSIGN_OR_RETURN(ir::Trace imported, onnx_import::ImportOnnxFile(path, import_options));
+  const int64_t import_ns = NowNs() - t0;
+  const std::string import_text = imported.Print();
+
+  serialize::ArtifactRecord record;
+  record.source = std::filesystem::path(path).filename().string();
+  std::vector<std::vector<passes::Assumption>> work{{}};
+  Status first_error;
+  while (!work.empty()) {
+    std::vector<passes::Assumption> assumptions = work.front();
+    work.erase(work.begin());
+    const std::string name = EntryName(assumptions);
+    t0 = NowNs();
+    auto canonical = passes::Canonicalize(imported, assumptions);
+    if (canonical.ok() && canonical->undecided_condition) {
+      const ir::Sym c = *canonical->undecided_condition;
+      if (static_cast<int>(record.entries.size() + work.size() + 2) > options.max_entries)
+        return ResourceExhausted(fmt::format("shape-dependent If conditions need more than {} entries", options.max_entries));
+      log(fmt::format("entry '{}': If condition {} depends on input shapes; compiling one entry for each outcome",
+                      name, c.ToString()));
+      auto yes = assumptions, no = assumptions;
+      yes.push_back({c, true});
+      no.push_back({c, false});
+      work.push_back(yes);
+      work.push_back(no);
+      continue;
+    }
+    const int64_t canonical_ns = NowNs() - t0;
+    Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
+    Result<ir::Trace> executors = Status(StatusCode::kInternal, "not run");
+    int64_t executors_ns = 0, plan_ns = 0;
+    if (canonical.ok()) {
+      t0 = NowNs();
+      executors = passes::AssignExecutors(canonical->trace);
+      executors_ns = NowNs() - t0;
+      if (executors.ok()) {
+        t0 = NowNs();
+        plan = passes::PlanMemory(*executors);
+        plan_ns = NowNs() - t0;
+      }
+    }
+    Status st = !canonical.ok() ? canonical.status() : !executors.ok() ? executors.status() : plan.status();
+    if (!st.ok()) {
+      if (assumptions.empty()) return st;
+      // A speculative entry whose assumption makes the model invalid is dropped: inputs
+      // satisfying it could not have run anywhere.
+      log(fmt::format("entry '{}' dropped: {}", name, st.message()));
+      if (first_error.ok()) first_error = st;
+      continue;
+    }
+    serialize::EntryRecord entry;
+    entry.name = name;
+    entry.stages = {{"import", import_text, import_ns},
+                    {"canonical", canonical->trace.Print(), canonical_ns},
+                    {"executors", executors->Print(), executors_ns},
+                    {"plan", PlanText(*plan), plan_ns}};
+    if (summary) {
+      summary->entries.push_back({name, static_cast<int>(plan->trace.body.nodes.size()),
+                                  plan->arena_bytes.ToString(), plan->lower_bound_bytes.value_or(-1)});
+    }
+    log(fmt::format("entry '{}': {} instructions, arena {} bytes", name, plan->trace.body.nodes.size(),
+                    plan->arena_bytes.ToString()));
+    entry.plan = std::move(*plan);
+    record.entries.push_back(std::move(entry));
+  }
+  if (record.entries.empty()) return first_error;
+  log("serialize");
+  auto bytes = serialize::WriteArtifact(record);
+  if (summary) summary->total_ns = NowNs() - start;
+  return bytes;
+}
+
+}  // namespace kiln::compiler
