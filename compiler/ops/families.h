@@ -1,0 +1,21 @@
+// Per-family op tables. Each op family's meta functions live in their own .cc file and
+// append their OpDefs here; registry.cc builds the table once from all of them.
+#pragma once
+
+#include <vector>
+
+#include "compiler/ops/registry.h"
+
+namespace kiln::ir {
+
+void RegisterElementwiseOps(std::vector<OpDef>& ops);    // meta_elementwise.cc
+void RegisterMatMulOps(std::vector<OpDef>& ops);         // meta_matmul.cc
+void RegisterConvOps(std::vector<OpDef>& ops);           // meta_conv.cc
+void RegisterPoolOps(std::vector<OpDef>& ops);           // meta_pool.cc
+void RegisterNormOps(std::vector<OpDef>& ops);           // meta_norm.cc (incl. Softmax)
+void RegisterReduceOps(std::vector<OpDef>& ops);         // meta_reduce.cc
+void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
+void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
+void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
+
+}  // namespace kiln::ir

@@ -1,0 +1,388 @@
+#include "compiler/ops/meta_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kiln::ir::meta {
+
+// ---- element access --------------------------------------------------------------------
+
+std::optional<int64_t> StaticCount(const Value& v) {
+  return NumElements(v.shape).value();
+}
+
+std::optional<std::vector<Sym>> Elements(const Value& v) {
+  if (v.sym) {
+    if (auto n = StaticCount(v); n && *n == static_cast<int64_t>(v.sym->size())) return v.sym;
+    return std::nullopt;
+  }
+  if (!v.data) return std::nullopt;
+  DType t = v.data->dtype;
+  if (!IsInteger(t) && t != DType::kBool) return std::nullopt;
+  int64_t n = v.data->num_elements();
+  if (n > kMaxSymElements) return std::nullopt;
+  std::vector<Sym> out;
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i) out.emplace_back(v.data->IntAt(i));
+  return out;
+}
+
+std::optional<std::vector<int64_t>> ConstInts(const Value& v) {
+  auto e = Elements(v);
+  if (!e) return std::nullopt;
+  std::vector<int64_t> out;
+  out.reserve(e->size());
+  for (const Sym& s : *e) {
+    if (!s.is_const()) return std::nullopt;
+    out.push_back(*s.value());
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> FloatElements(const Value& v) {
+  if (!v.data) {
+    if (auto ints = ConstInts(v)) return std::vector<double>(ints->begin(), ints->end());
+    return std::nullopt;
+  }
+  if (!IsNumeric(v.data->dtype) && v.data->dtype != DType::kBool) return std::nullopt;
+  int64_t n = v.data->num_elements();
+  if (n > kMaxSymElements) return std::nullopt;
+  std::vector<double> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = v.data->FloatAt(i);
+  return out;
+}
+
+void SetSym(MetaContext& ctx, int i, std::vector<Sym> elems) {
+  Value* v = ctx.output(i);
+  if (!v || static_cast<int64_t>(elems.size()) > kMaxSymElements) return;
+  v->sym = std::move(elems);
+}
+
+// ---- dtypes ------------------------------------------------------------------------------
+
+bool IsFloat(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kFloat64 ||
+         t == DType::kBFloat16;
+}
+bool IsSignedInt(DType t) {
+  return t == DType::kInt8 || t == DType::kInt16 || t == DType::kInt32 || t == DType::kInt64;
+}
+bool IsInteger(DType t) {
+  return IsSignedInt(t) || t == DType::kUInt8 || t == DType::kUInt16 || t == DType::kUInt32 ||
+         t == DType::kUInt64;
+}
+bool IsNumeric(DType t) { return IsFloat(t) || IsInteger(t); }
+std::string DTypeStr(DType t) { return std::string(DTypeName(t)); }
+
+bool InSet(DType t, unsigned set) {
+  if (IsFloat(t)) return set & kFloats;
+  if (IsSignedInt(t)) return set & kSignedInts;
+  if (IsInteger(t)) return set & kUnsignedInts;
+  if (t == DType::kBool) return set & kBools;
+  return false;
+}
+
+static std::string SetStr(unsigned set) {
+  std::vector<std::string> parts;
+  if (set & kFloats) parts.push_back("float");
+  if ((set & kInts) == kInts) parts.push_back("integer");
+  else if (set & kSignedInts) parts.push_back("signed integer");
+  else if (set & kUnsignedInts) parts.push_back("unsigned integer");
+  if (set & kBools) parts.push_back("bool");
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? (i + 1 == parts.size() ? " or " : ", ") : "") + parts[i];
+  return s;
+}
+
+Status CheckDType(const Value& v, std::string_view what, unsigned set) {
+  if (InSet(v.dtype, set)) return Status::Ok();
+  return InvalidArgument("input " + std::string(what) + ": expected a " + SetStr(set) +
+                         " tensor, found " + DTypeStr(v.dtype));
+}
+
+Status CheckSameDType(const Value& a, std::string_view an, const Value& b, std::string_view bn) {
+  if (a.dtype == b.dtype) return Status::Ok();
+  return InvalidArgument("inputs " + std::string(an) + " and " + std::string(bn) +
+                         ": expected the same dtype, found " + DTypeStr(a.dtype) + " and " +
+                         DTypeStr(b.dtype));
+}
+
+// ---- inputs and attributes ----------------------------------------------------------------
+
+Result<const Value*> Need(MetaContext& ctx, int i, std::string_view what) {
+  const Value* v = ctx.input(i);
+  if (!v)
+    return InvalidArgument("expected input " + std::to_string(i) + " (" + std::string(what) +
+                           "), found it absent (" + std::to_string(ctx.num_inputs()) +
+                           " inputs)");
+  return v;
+}
+
+const Value* Optional(MetaContext& ctx, int i) {
+  const Value* v = ctx.input(i);
+  if (!v) return nullptr;
+  if (auto n = StaticCount(*v); n && *n == 0 && v->rank() == 1) return nullptr;
+  return v;
+}
+
+Status CheckRank(const Value& v, std::string_view what, int lo, int hi) {
+  if (v.rank() >= lo && v.rank() <= hi) return Status::Ok();
+  std::string exp = lo == hi ? "rank " + std::to_string(lo)
+                   : hi >= 1000 ? "rank >= " + std::to_string(lo)
+                               : "rank " + std::to_string(lo) + ".." + std::to_string(hi);
+  return InvalidArgument(std::string(what) + ": expected " + exp + ", found rank " +
+                         std::to_string(v.rank()) + " " + Str(v.shape));
+}
+
+Result<int> NormAxis(int64_t axis, int rank, std::string_view what) {
+  if (axis < -rank || axis >= rank)
+    return InvalidArgument(std::string(what) + ": expected a value in [" + std::to_string(-rank) +
+                           ", " + std::to_string(rank - 1) + "], found " + std::to_string(axis));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+Result<std::vector<int>> NormAxes(const std::vector<int64_t>& axes, int rank, std::string_view what) {
+  std::vector<int> out;
+  std::vector<bool> seen(rank, false);
+  for (int64_t a : axes) {
+    KILN_ASSIGN_OR_RETURN(int n, NormAxis(a, rank, what));
+    if (seen[n])
+      return InvalidArgument(std::string(what) + ": expected distinct axes, found " + Str(axes));
+    seen[n] = true;
+    out.push_back(n);
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> NeedConstInts(const Value& v, std::string_view what) {
+  if (auto c = ConstInts(v)) return *c;
+  return Unimplemented("data-dependent output shape: " + std::string(what) + " (" + v.name +
+                       ") is not known at compile time");
+}
+
+Result<std::vector<Sym>> NeedElements(const Value& v, std::string_view what) {
+  if (auto c = Elements(v)) return *c;
+  return Unimplemented("data-dependent output shape: " + std::string(what) + " (" + v.name +
+                       ") is not known at compile time");
+}
+
+Result<std::vector<int64_t>> IntsAttr(const AttrMap& attrs, std::string_view name, size_t n,
+                                      int64_t def) {
+  if (!attrs.Has(name)) return std::vector<int64_t>(n, def);
+  const auto& v = attrs.GetInts(name);
+  if (v.size() != n)
+    return InvalidArgument("attribute " + std::string(name) + ": expected " + std::to_string(n) +
+                           " values, found " + std::to_string(v.size()) + " " + Str(v));
+  return v;
+}
+
+// ---- symbolic dims ----------------------------------------------------------------------
+
+namespace {
+
+// x = base + off.
+std::pair<Sym, int64_t> SplitOffset(const Sym& x) {
+  if (x.is_const()) return {Sym(0), *x.value()};
+  if (x.op() == SymOp::kAdd && x.rhs().is_const()) {
+    auto [b, o] = SplitOffset(x.lhs());
+    return {b, o + *x.rhs().value()};
+  }
+  if (x.op() == SymOp::kAdd && x.lhs().is_const()) {
+    auto [b, o] = SplitOffset(x.rhs());
+    return {b, o + *x.lhs().value()};
+  }
+  if (x.op() == SymOp::kSub && x.rhs().is_const()) {
+    auto [b, o] = SplitOffset(x.lhs());
+    return {b, o - *x.rhs().value()};
+  }
+  return {x, 0};
+}
+
+Sym WithOffset(const Sym& base, int64_t off) {
+  if (base.is_const()) return Sym(*base.value() + off);
+  if (off == 0) return base;
+  if (off > 0) return base + Sym(off);
+  if (off == INT64_MIN) return base + Sym(off);
+  return base - Sym(-off);
+}
+
+// x = coef * product(factors).
+void Factor(const Sym& x, int64_t* coef, std::vector<Sym>* factors) {
+  if (x.is_const()) { *coef *= *x.value(); return; }
+  if (x.op() == SymOp::kMul) {
+    Factor(x.lhs(), coef, factors);
+    Factor(x.rhs(), coef, factors);
+    return;
+  }
+  factors->push_back(x);
+}
+
+Sym Product(int64_t coef, const std::vector<Sym>& f) {
+  Sym r(coef);
+  for (const Sym& s : f) r = r * s;
+  // Constant first reads badly ("(64*N)"); put factors first when coef != 1.
+  if (coef != 1 && !f.empty()) {
+    Sym p = f[0];
+    for (size_t i = 1; i < f.size(); ++i) p = p * f[i];
+    return p * Sym(coef);
+  }
+  return r;
+}
+
+}  // namespace
+
+Sym AddC(const Sym& x, int64_t c) {
+  auto [b, o] = SplitOffset(x);
+  int64_t n;
+  if (__builtin_add_overflow(o, c, &n)) return x + Sym(c);
+  return WithOffset(b, n);
+}
+
+Sym SubS(const Sym& a, const Sym& b) {
+  auto [ba, oa] = SplitOffset(a);
+  auto [bb, ob] = SplitOffset(b);
+  int64_t d;
+  if (__builtin_sub_overflow(oa, ob, &d)) return a - b;
+  if (ba.Same(bb)) return Sym(d);
+  if (bb.is_const()) return WithOffset(ba, d);  // bb is 0
+  return WithOffset(ba - bb, d);
+}
+
+Sym AddS(const Sym& a, const Sym& b) {
+  auto [ba, oa] = SplitOffset(a);
+  auto [bb, ob] = SplitOffset(b);
+  int64_t d;
+  if (__builtin_add_overflow(oa, ob, &d)) return a + b;
+  if (ba.is_const()) return WithOffset(bb, d);
+  if (bb.is_const()) return WithOffset(ba, d);
+  return WithOffset(ba + bb, d);
+}
+
+bool NonNegative(const Sym& s) {
+  switch (s.op()) {
+    case SymOp::kConst: return *s.value() >= 0;
+    case SymOp::kVar: return true;
+    case SymOp::kEq:
+    case SymOp::kLt: return true;
+    case SymOp::kAdd:
+    case SymOp::kMul:
+    case SymOp::kFloorDiv:
+    case SymOp::kCeilDiv:
+    case SymOp::kMin: return NonNegative(s.lhs()) && NonNegative(s.rhs());
+    case SymOp::kMax: return NonNegative(s.lhs()) || NonNegative(s.rhs());
+    case SymOp::kMod: return NonNegative(s.rhs());
+    case SymOp::kSub: {
+      // base + offset with base >= 0 and offset >= 0.
+      auto [b, o] = SplitOffset(s);
+      return o >= 0 && b.op() != SymOp::kSub && NonNegative(b);
+    }
+  }
+  return false;
+}
+
+Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
+  if (exact) *exact = true;
+  int64_t ca = 1, cb = 1;
+  std::vector<Sym> fa, fb;
+  Factor(a, &ca, &fa);
+  Factor(b, &cb, &fb);
+  std::vector<Sym> rest_b;
+  for (const Sym& f : fb) {
+    auto it = std::find_if(fa.begin(), fa.end(), [&](const Sym& x) { return x.Same(f); });
+    if (it != fa.end()) fa.erase(it);
+    else rest_b.push_back(f);
+  }
+  if (cb != 0) {
+    int64_t g = std::gcd(ca, cb);
+    if (g != 0) { ca /= g; cb /= g; }
+    if (cb < 0) { ca = -ca; cb = -cb; }
+  }
+  if (rest_b.empty() && cb == 1) return Product(ca, fa);
+  if (exact) *exact = false;
+  return FloorDiv(Product(ca, fa), Product(cb, rest_b));
+}
+
+void AddGuard(MetaContext& ctx, const Sym& g) {
+  if (g.is_const() && *g.value() != 0) return;
+  for (const Sym& x : ctx.trace().guards)
+    if (x.Same(g)) return;
+  ctx.trace().guards.push_back(g);
+}
+
+Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what) {
+  if (expected.Same(found)) return Status::Ok();
+  if (expected.is_const() && found.is_const())
+    return InvalidArgument(std::string(what) + ": expected " + expected.ToString() + ", found " +
+                           found.ToString());
+  AddGuard(ctx, Eq(expected, found));
+  return Status::Ok();
+}
+
+Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b) {
+  size_t r = std::max(a.size(), b.size());
+  SymShape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    bool ha = i < a.size(), hb = i < b.size();
+    const Sym one(1);
+    const Sym& x = ha ? a[a.size() - 1 - i] : one;
+    const Sym& y = hb ? b[b.size() - 1 - i] : one;
+    Sym& o = out[r - 1 - i];
+    auto is1 = [](const Sym& s) { return s.is_const() && *s.value() == 1; };
+    if (x.Same(y) || is1(y)) o = x;
+    else if (is1(x)) o = y;
+    else if (x.is_const() && y.is_const())
+      return InvalidArgument("shapes " + Str(a) + " and " + Str(b) +
+                             " do not broadcast: expected equal dims or 1, found " +
+                             x.ToString() + " vs " + y.ToString());
+    else {
+      // Prefer a constant; of two symbols take the first. Either way assume equality.
+      o = y.is_const() ? y : x;
+      AddGuard(ctx, Eq(x, y));
+    }
+  }
+  return out;
+}
+
+std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<int64_t>& from,
+                                   const std::vector<int64_t>& to) {
+  int64_t n = 1;
+  for (int64_t d : to) n *= d;
+  std::vector<Sym> out;
+  out.reserve(n);
+  size_t r = to.size();
+  std::vector<int64_t> f(r, 1);
+  for (size_t i = 0; i < from.size(); ++i) f[r - from.size() + i] = from[i];
+  std::vector<int64_t> fstride(r, 0);
+  int64_t s = 1;
+  for (size_t i = r; i-- > 0;) {
+    fstride[i] = f[i] == 1 ? 0 : s;
+    s *= f[i];
+  }
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t src = 0;
+    for (size_t i = 0; i < r; ++i) src += idx[i] * fstride[i];
+    out.push_back(v[src]);
+    for (size_t i = r; i-- > 0;) {
+      if (++idx[i] < to[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return out;
+}
+
+Status CheckMaxOutputs(MetaContext& ctx, int max) {
+  if (ctx.num_outputs() <= max) return Status::Ok();
+  return InvalidArgument("expected at most " + std::to_string(max) + " outputs, found " +
+                         std::to_string(ctx.num_outputs()));
+}
+
+std::string Str(const SymShape& s) { return ShapeToString(s); }
+std::string Str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace kiln::ir::meta

@@ -1,0 +1,126 @@
+// Helpers shared by the meta functions (compiler/ops/meta_*.cc): reading the elements of
+// small integer tensors as Syms, broadcasting symbolic shapes, axis normalisation, dtype
+// checks and a little symbolic arithmetic that keeps shape expressions short.
+//
+// Conventions used by every meta function:
+//  - A named symbol (a dim of a model input) is a dim, so it is >= 0 at run time.
+//  - Where two dims must be equal and are not provably so (two different symbols, or a
+//    symbol against a constant), the meta function assumes they are equal and records
+//    the assumption as a guard of the trace (`Eq(a, b)`), which the prologue checks.
+//    Two different constants are an InvalidArgument.
+//  - Messages say what was expected and what was found; the caller (InferNode) prefixes
+//    "node 'NAME' (OP): ".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/sym.h"
+#include "compiler/ir/trace.h"
+#include "compiler/ops/registry.h"
+#include "kiln/status.h"
+
+namespace kiln::ir::meta {
+
+// Elements are tracked (as `Value::sym`) only for tensors with at most this many.
+inline constexpr int64_t kMaxSymElements = 1024;
+
+// ---- element access --------------------------------------------------------------------
+// The elements of `v` as Syms: `v.sym` if set, else the constant data of an integer or
+// bool tensor with at most kMaxSymElements elements; nullopt otherwise.
+std::optional<std::vector<Sym>> Elements(const Value& v);
+// Same, only when every element is a constant.
+std::optional<std::vector<int64_t>> ConstInts(const Value& v);
+// Constant data of a float (or integer) tensor as doubles (at most kMaxSymElements).
+std::optional<std::vector<double>> FloatElements(const Value& v);
+// The static element count of `v`, or nullopt when its shape is symbolic.
+std::optional<int64_t> StaticCount(const Value& v);
+// Sets output i's sym elements (ignored when the output is absent or when `elems` is
+// longer than kMaxSymElements).
+void SetSym(MetaContext& ctx, int i, std::vector<Sym> elems);
+
+// ---- dtypes ------------------------------------------------------------------------------
+bool IsFloat(DType t);    // float16/32/64, bfloat16
+bool IsInteger(DType t);  // signed and unsigned integers (not bool)
+bool IsSignedInt(DType t);
+bool IsNumeric(DType t);  // IsFloat || IsInteger
+std::string DTypeStr(DType t);
+
+enum DTypeSet : unsigned {
+  kFloats = 1u << 0,
+  kSignedInts = 1u << 1,
+  kUnsignedInts = 1u << 2,
+  kBools = 1u << 3,
+  kInts = kSignedInts | kUnsignedInts,
+  kNumeric = kFloats | kInts,
+  kAll = kNumeric | kBools,
+};
+bool InSet(DType t, unsigned set);
+// InvalidArgument("input NAME: expected dtype in {...}, found int64") when not in `set`.
+Status CheckDType(const Value& v, std::string_view what, unsigned set);
+// InvalidArgument when a and b differ ("inputs A and B: expected the same dtype, ...").
+Status CheckSameDType(const Value& a, std::string_view an, const Value& b, std::string_view bn);
+
+// ---- inputs and attributes ----------------------------------------------------------------
+// Input i, or InvalidArgument("missing required input i (NAME)").
+Result<const Value*> Need(MetaContext& ctx, int i, std::string_view what);
+// Input i when present and not an empty (zero-element) placeholder.
+const Value* Optional(MetaContext& ctx, int i);
+// InvalidArgument unless the rank is in [lo, hi].
+Status CheckRank(const Value& v, std::string_view what, int lo, int hi);
+// Normalises axis into [0, rank); InvalidArgument when outside [-rank, rank).
+Result<int> NormAxis(int64_t axis, int rank, std::string_view what = "axis");
+// Normalises and checks a list of axes (no duplicates).
+Result<std::vector<int>> NormAxes(const std::vector<int64_t>& axes, int rank,
+                                  std::string_view what = "axes");
+// The elements of a parameter input (axes, pads, repeats, ...) that must be constant:
+// Unimplemented("data-dependent output shape: ...") when they are not known.
+Result<std::vector<int64_t>> NeedConstInts(const Value& v, std::string_view what);
+// Same, but symbolic elements are allowed.
+Result<std::vector<Sym>> NeedElements(const Value& v, std::string_view what);
+// Attribute values of an int list, defaulting to `n` copies of `def` when absent;
+// InvalidArgument when present with a length other than n.
+Result<std::vector<int64_t>> IntsAttr(const AttrMap& attrs, std::string_view name, size_t n,
+                                      int64_t def);
+
+// ---- symbolic dims ----------------------------------------------------------------------
+// x + c, folding into an existing constant offset: AddC(H - 1, 2) is H + 1.
+Sym AddC(const Sym& x, int64_t c);
+// a - b, cancelling a common base: SubS(H + 3, H - 1) is 4.
+Sym SubS(const Sym& a, const Sym& b);
+// a + b with constant offsets merged.
+Sym AddS(const Sym& a, const Sym& b);
+// True when the expression is provably >= 0 (symbols are dims, so they are).
+bool NonNegative(const Sym& s);
+// a / b for a product a that b divides: cancels common factors; FloorDiv otherwise.
+// Sets *exact to false when the cancellation was not complete.
+Sym DivExact(const Sym& a, const Sym& b, bool* exact = nullptr);
+// Requires a == b: OK when Same(); InvalidArgument(`what`: expected A, found B) when both
+// are constants and differ; otherwise records the guard Eq(a, b) on the trace.
+Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what);
+// Records a guard (an expression that must be nonzero at run time), once.
+void AddGuard(MetaContext& ctx, const Sym& g);
+
+// Multidirectional (numpy) broadcast of two shapes. Dims: Same -> that dim; a constant 1
+// broadcasts; a symbol against a constant other than 1 gives the constant (guard
+// Eq(sym, c)); two different symbols give the first (guard Eq(a, b)); two different
+// constants other than 1 are an InvalidArgument naming both shapes.
+Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b);
+// Broadcasts the elements of `v` (static shape `from`) to the static shape `to`.
+std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<int64_t>& from,
+                                   const std::vector<int64_t>& to);
+
+std::string Str(const SymShape& s);
+// Registers `name` with its meta function, runnable by the CPU backend.
+inline void Def(std::vector<OpDef>& ops, std::string name, MetaFn fn) {
+  ops.push_back(OpDef{std::move(name), std::move(fn), {"cpu"}});
+}
+// InvalidArgument when the node has more outputs than the op defines.
+Status CheckMaxOutputs(MetaContext& ctx, int max);
+
+std::string Str(const std::vector<int64_t>& v);
+
+}  // namespace kiln::ir::meta

@@ -1,0 +1,94 @@
+#include "compiler/ops/registry.h"
+
+#include <algorithm>
+#include <string>
+
+#include "compiler/ops/families.h"
+
+namespace kiln::ir {
+namespace {
+
+struct Table {
+  std::vector<OpDef> ops;  // sorted by name, names unique
+};
+
+const Table& GetTable() {
+  static const Table table = [] {
+    Table t;
+    RegisterElementwiseOps(t.ops);
+    RegisterMatMulOps(t.ops);
+    RegisterConvOps(t.ops);
+    RegisterPoolOps(t.ops);
+    RegisterNormOps(t.ops);
+    RegisterReduceOps(t.ops);
+    RegisterShapeOps(t.ops);
+    RegisterDataMovementOps(t.ops);
+    RegisterRnnOps(t.ops);
+    // Sorted for lookup; on a duplicate name the first registration wins.
+    std::stable_sort(t.ops.begin(), t.ops.end(),
+                     [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
+    t.ops.erase(std::unique(t.ops.begin(), t.ops.end(),
+                            [](const OpDef& a, const OpDef& b) { return a.name == b.name; }),
+                t.ops.end());
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const OpDef* FindOp(std::string_view name) {
+  const auto& ops = GetTable().ops;
+  auto it = std::lower_bound(ops.begin(), ops.end(), name,
+                             [](const OpDef& d, std::string_view n) { return d.name < n; });
+  return it != ops.end() && it->name == name ? &*it : nullptr;
+}
+
+std::vector<const OpDef*> AllOps() {
+  std::vector<const OpDef*> out;
+  for (const OpDef& d : GetTable().ops) out.push_back(&d);
+  return out;
+}
+
+Status InferNode(Trace& trace, Node& node) {
+  const std::string context = "node '" + node.name + "' (" + node.op + ")";
+  const OpDef* def = FindOp(node.op);
+  if (!def)
+    return Unimplemented("no op '" + node.op + "' in the registry (" +
+                         std::to_string(GetTable().ops.size()) + " ops known)")
+        .WithContext(context);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    ValueId id = node.inputs[i];
+    if (id == kNoValue) continue;
+    if (id < 0 || static_cast<size_t>(id) >= trace.values.size())
+      return Internal("input " + std::to_string(i) + " refers to value " + std::to_string(id) +
+                      ", outside the value table (" + std::to_string(trace.values.size()) + ")")
+          .WithContext(context);
+    if (trace.value(id).dtype == DType::kUndefined)
+      return Internal("input " + std::to_string(i) + " ('" + trace.value(id).name +
+                      "') has no dtype yet; its producer must be inferred first")
+          .WithContext(context);
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    ValueId id = node.outputs[i];
+    if (id == kNoValue) continue;
+    if (id < 0 || static_cast<size_t>(id) >= trace.values.size())
+      return Internal("output " + std::to_string(i) + " refers to value " + std::to_string(id) +
+                      ", outside the value table (" + std::to_string(trace.values.size()) + ")")
+          .WithContext(context);
+    // The meta function decides the elements afresh.
+    trace.value(id).sym.reset();
+  }
+  MetaContext ctx(trace, node);
+  Status s = def->meta(ctx);
+  if (!s.ok()) return s.WithContext(context);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    ValueId id = node.outputs[i];
+    if (id != kNoValue && trace.value(id).dtype == DType::kUndefined)
+      return Internal("meta function left output " + std::to_string(i) + " without a dtype")
+          .WithContext(context);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::ir
