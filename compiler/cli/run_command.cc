@@ -1,0 +1,108 @@
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/commands.h"
+#include "compiler/io/tensor_io.h"
+#include "kiln/runtime.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string ShapeText(const TensorView& v) {
+  std::string s = "[";
+  for (int i = 0; i < v.rank; ++i) s += (i ? ", " : "") + std::to_string(v.dims[i]);
+  return s + "]";
+}
+
+void PrintStats(const Stats& s, double load_ms) {
+  std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}\n", s.calls, s.cache_hits,
+                           s.cache_misses, s.last_entry);
+  std::cout << fmt::format("  load {:.3f} ms | host {:.3f} ms | cache lookup {:.3f} us | prologue {:.3f} us | "
+                           "computation {:.3f} ms\n",
+                           load_ms, s.last_host_time() / 1e6, s.last_cache_lookup_time() / 1e3,
+                           s.last_prologue_time() / 1e3, s.last_computation_time() / 1e6);
+}
+
+int RunModel(const std::string& artifact, const std::string& inputs_dir, const std::string& outputs_dir,
+             const std::string& device, int repeat) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::Load(artifact);
+  if (!model.ok()) {
+    std::cerr << "kiln run: " << artifact << ": " << model.status().ToString() << "\n";
+    return 1;
+  }
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> names;
+  for (const TensorInfo& t : model->inputs()) names.push_back(t.name);
+  auto inputs = io::ReadInputDir(inputs_dir, names);
+  if (!inputs.ok()) {
+    std::cerr << "kiln run: " << inputs.status().ToString() << "\n";
+    return 1;
+  }
+  ContextOptions options;
+  options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
+  auto ctx = ExecutionContext::Create(*model, options);
+  if (!ctx.ok()) {
+    std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
+    return 1;
+  }
+  std::vector<TensorView> views;
+  for (const io::HostTensor& t : *inputs) views.push_back(t.view());
+  std::vector<TensorView> outputs;
+  std::vector<int64_t> times;
+  for (int i = 0; i < repeat; ++i) {
+    outputs.clear();
+    Status st = ctx->Run(views, outputs);
+    if (!st.ok()) {
+      std::cerr << "kiln run: " << st.ToString() << "\n";
+      return 1;
+    }
+    times.push_back(ctx->stats().last_host_time());
+  }
+  std::vector<io::HostTensor> host;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = model->outputs()[i].name;
+    std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype), ShapeText(outputs[i]));
+    host.push_back(io::HostTensor::FromView(name, outputs[i]));
+  }
+  if (!outputs_dir.empty()) {
+    Status st = io::WriteOutputDir(outputs_dir, host);
+    if (!st.ok()) {
+      std::cerr << "kiln run: " << st.ToString() << "\n";
+      return 1;
+    }
+  }
+  PrintStats(ctx->stats(), load_ms);
+  if (repeat > 1) {
+    std::sort(times.begin(), times.end());
+    std::cout << fmt::format("latency over {} runs: min {:.3f} ms, median {:.3f} ms, max {:.3f} ms\n", repeat,
+                             times.front() / 1e6, times[times.size() / 2] / 1e6, times.back() / 1e6);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a .kiln artifact on inputs from a folder");
+  auto artifact = std::make_shared<std::string>();
+  auto inputs = std::make_shared<std::string>();
+  auto outputs = std::make_shared<std::string>();
+  auto device = std::make_shared<std::string>("auto");
+  auto repeat = std::make_shared<int>(1);
+  cmd->add_option("artifact", *artifact, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--inputs", *inputs,
+                  "folder with input_N.pb (ONNX TensorProto, N in the model's input order) or NAME.npy files")
+      ->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--outputs", *outputs, "folder to write output_N.pb into, in the model's output order");
+  cmd->add_option("--device", *device, "cpu, cuda, or auto (CUDA when available, else CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--repeat", *repeat, "run this many times and print min/median/max latency")
+      ->check(CLI::Range(1, 1000000));
+  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat)); });
+}
+
+}  // namespace kiln::cli
