@@ -70,6 +70,17 @@ class Sym {
   std::shared_ptr<const Node> node_;
 };
 
+Sym operator+(const Sym& a, const Sym& b);
+Sym operator-(const Sym& a, const Sym& b);
+Sym operator*(const Sym& a, const Sym& b);
+Sym FloorDiv(const Sym& a, const Sym& b);
+Sym CeilDiv(const Sym& a, const Sym& b);
+Sym Mod(const Sym& a, const Sym& b);
+Sym Max(const Sym& a, const Sym& b);
+Sym Min(const Sym& a, const Sym& b);
+Sym Eq(const Sym& a, const Sym& b);
+Sym Lt(const Sym& a, const Sym& b);
+
 using SymShape = std::vector<Sym>;
 
 // Product of dims (1 for rank 0).
