@@ -1,0 +1,431 @@
+// Conv (1-D to 3-D and beyond, grouped, dilated) by im2col + SGEMM, and ConvTranspose
+// by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "runtime/cpu/families.h"
+#include "runtime/cpu/kernel_util.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int kMaxSpatial = kMaxRank - 2;
+
+// Geometry shared by Conv and ConvTranspose. "in" is the spatial extent of X, "out" that
+// of Y; for ConvTranspose the roles in im2col/col2im are mirrored.
+struct ConvGeometry {
+  int sr = 0;  // spatial rank
+  int64_t group = 1;
+  int64_t kernel[kMaxSpatial] = {};
+  int64_t stride[kMaxSpatial] = {};
+  int64_t dilation[kMaxSpatial] = {};
+  int64_t pad_begin[kMaxSpatial] = {};
+  int64_t pad_end[kMaxSpatial] = {};
+  int64_t in[kMaxSpatial] = {};
+  int64_t out[kMaxSpatial] = {};
+  int64_t kernel_size = 1, in_size = 1, out_size = 1;
+};
+
+Status ReadSpatialAttr(const AttrMap& attrs, const char* name, int sr, int64_t def,
+                       int64_t* dst, std::string_view op) {
+  const auto& v = attrs.GetInts(name);
+  if (v.empty()) {
+    std::fill(dst, dst + sr, def);
+    return Status::Ok();
+  }
+  if (static_cast<int>(v.size()) != sr) {
+    return OpError(op, std::string(name) + " has " + std::to_string(v.size()) + " values, expected " +
+                           std::to_string(sr) + " (one per spatial axis)");
+  }
+  for (int i = 0; i < sr; ++i) {
+    if (v[i] < 1) return OpError(op, std::string(name) + " must be >= 1, got " + std::to_string(v[i]));
+    dst[i] = v[i];
+  }
+  return Status::Ok();
+}
+
+// Validates shapes and attributes common to both ops; fills everything but the pads.
+// `w_spatial` are W's spatial dims (the kernel).
+Status CommonGeometry(const KernelCall& call, std::string_view op, ConvGeometry* g) {
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  if (x.rank < 3 || x.rank > kMaxRank) {
+    return OpError(op, "input X must have rank 3 to " + std::to_string(kMaxRank) + ", got " + ShapeStr(x));
+  }
+  if (w.rank != x.rank || y.rank != x.rank) {
+    return OpError(op, "X " + ShapeStr(x) + ", W " + ShapeStr(w) + " and Y " + ShapeStr(y) +
+                           " must have the same rank");
+  }
+  if (x.dtype != DType::kFloat32 || w.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) {
+    return OpError(op, "expected float32 X, W and Y, got " + DTypeStr(x.dtype) + ", " +
+                           DTypeStr(w.dtype) + ", " + DTypeStr(y.dtype));
+  }
+  g->sr = x.rank - 2;
+  g->group = call.attrs.GetInt("group", 1);
+  if (g->group < 1) return OpError(op, "group must be >= 1, got " + std::to_string(g->group));
+  for (int i = 0; i < g->sr; ++i) {
+    g->kernel[i] = w.dims[i + 2];
+    g->in[i] = x.dims[i + 2];
+    g->out[i] = y.dims[i + 2];
+    g->kernel_size *= g->kernel[i];
+    g->in_size *= g->in[i];
+    g->out_size *= g->out[i];
+  }
+  const auto& ks = call.attrs.GetInts("kernel_shape");
+  if (!ks.empty()) {
+    if (static_cast<int>(ks.size()) != g->sr || !std::equal(ks.begin(), ks.end(), g->kernel)) {
+      return OpError(op, "kernel_shape attribute does not match W " + ShapeStr(w));
+    }
+  }
+  KILN_RETURN_IF_ERROR(ReadSpatialAttr(call.attrs, "strides", g->sr, 1, g->stride, op));
+  KILN_RETURN_IF_ERROR(ReadSpatialAttr(call.attrs, "dilations", g->sr, 1, g->dilation, op));
+  return Status::Ok();
+}
+
+// Explicit pads, when given and not overridden by auto_pad.
+Status ReadPads(const AttrMap& attrs, std::string_view op, ConvGeometry* g) {
+  const auto& pads = attrs.GetInts("pads");
+  if (pads.empty()) return Status::Ok();
+  if (static_cast<int>(pads.size()) != 2 * g->sr) {
+    return OpError(op, "pads has " + std::to_string(pads.size()) + " values, expected " +
+                           std::to_string(2 * g->sr));
+  }
+  for (int i = 0; i < g->sr; ++i) {
+    g->pad_begin[i] = pads[i];
+    g->pad_end[i] = pads[i + g->sr];
+    if (pads[i] < 0 || pads[i + g->sr] < 0) return OpError(op, "pads must be >= 0");
+  }
+  return Status::Ok();
+}
+
+Status ConvGeometryFor(const KernelCall& call, ConvGeometry* g) {
+  constexpr std::string_view kName = "Conv";
+  KILN_RETURN_IF_ERROR(CommonGeometry(call, kName, g));
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const int64_t c = x.dims[1], m = w.dims[0];
+  if (c % g->group != 0) {
+    return OpError(kName, "group " + std::to_string(g->group) + " does not divide input channels " +
+                              std::to_string(c));
+  }
+  if (m % g->group != 0) {
+    return OpError(kName, "group " + std::to_string(g->group) + " does not divide output channels " +
+                              std::to_string(m));
+  }
+  if (w.dims[1] != c / g->group) {
+    return OpError(kName, "W " + ShapeStr(w) + " has " + std::to_string(w.dims[1]) +
+                              " input channels per group, expected " + std::to_string(c / g->group));
+  }
+  if (y.dims[0] != x.dims[0] || y.dims[1] != m) {
+    return OpError(kName, "output " + ShapeStr(y) + " must have batch " + std::to_string(x.dims[0]) +
+                              " and " + std::to_string(m) + " channels");
+  }
+  const std::string_view auto_pad = call.attrs.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (int i = 0; i < g->sr; ++i) {
+      const int64_t eff_k = (g->kernel[i] - 1) * g->dilation[i] + 1;
+      const int64_t target = (g->in[i] + g->stride[i] - 1) / g->stride[i];
+      const int64_t total = std::max<int64_t>(0, (target - 1) * g->stride[i] + eff_k - g->in[i]);
+      // SAME_UPPER puts the odd pad at the end, SAME_LOWER at the beginning.
+      g->pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g->pad_end[i] = total - g->pad_begin[i];
+    }
+  } else if (auto_pad == "NOTSET") {
+    KILN_RETURN_IF_ERROR(ReadPads(call.attrs, kName, g));
+  } else if (auto_pad != "VALID") {
+    return OpError(kName, "unknown auto_pad '" + std::string(auto_pad) + "'");
+  }
+  for (int i = 0; i < g->sr; ++i) {
+    const int64_t eff_k = (g->kernel[i] - 1) * g->dilation[i] + 1;
+    const int64_t span = g->in[i] + g->pad_begin[i] + g->pad_end[i] - eff_k;
+    const int64_t expected = span < 0 ? 0 : span / g->stride[i] + 1;
+    if (g->out[i] != expected) {
+      return OpError(kName, "output spatial dim " + std::to_string(i) + " is " +
+                                std::to_string(g->out[i]) + ", expected " + std::to_string(expected) +
+                                " from input " + ShapeStr(x) + ", kernel " + ShapeStr(w) +
+                                " and the strides/pads/dilations");
+    }
+  }
+  return Status::Ok();
+}
+
+bool IsPointwise(const ConvGeometry& g) {
+  for (int i = 0; i < g.sr; ++i) {
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
+  }
+  return true;
+}
+
+size_t ConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs,
+                     std::span<const TensorRef> outputs) {
+  if (inputs.size() < 2 || outputs.empty() || !inputs[1].present() || !outputs[0].present()) return 0;
+  const TensorRef &w = inputs[1], &y = outputs[0];
+  if (w.rank < 3 || y.rank != w.rank) return 0;
+  bool pointwise = attrs.GetString("auto_pad", "NOTSET") != "SAME_UPPER" &&
+                   attrs.GetString("auto_pad", "NOTSET") != "SAME_LOWER";
+  for (int64_t p : attrs.GetInts("pads")) pointwise = pointwise && p == 0;
+  for (int64_t s : attrs.GetInts("strides")) pointwise = pointwise && s == 1;
+  int64_t k = 1, o = 1;
+  for (int i = 2; i < w.rank; ++i) {
+    k *= w.dims[i];
+    o *= y.dims[i];
+    pointwise = pointwise && w.dims[i] == 1;
+  }
+  if (pointwise) return 0;
+  return static_cast<size_t>(w.dims[1] * k * o) * sizeof(float);
+}
+
+// Fills col[(c, kernel offset), output position] for one image and one group.
+void Im2Col(const float* x, int64_t channels, const ConvGeometry& g, float* col) {
+  const int sr = g.sr;
+  int64_t in_strides[kMaxSpatial];
+  ContiguousStrides(g.in, sr, in_strides);
+  const int last = sr - 1;
+  const int64_t out_last = g.out[last];
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* xc = x + c * g.in_size;
+    NdIndex kit(g.kernel, sr);
+    do {
+      NdIndex oit(g.out, sr);
+      const int64_t k_last = kit.idx[last] * g.dilation[last] - g.pad_begin[last];
+      do {
+        bool valid = true;
+        int64_t off = 0;
+        for (int i = 0; i < last; ++i) {
+          const int64_t pos = oit.idx[i] * g.stride[i] - g.pad_begin[i] + kit.idx[i] * g.dilation[i];
+          if (pos < 0 || pos >= g.in[i]) { valid = false; break; }
+          off += pos * in_strides[i];
+        }
+        if (!valid) {
+          std::fill(col, col + out_last, 0.0f);
+        } else {
+          const float* row = xc + off;
+          const int64_t s = g.stride[last], n = g.in[last];
+          for (int64_t o = 0; o < out_last; ++o) {
+            const int64_t pos = o * s + k_last;
+            col[o] = (pos >= 0 && pos < n) ? row[pos] : 0.0f;
+          }
+        }
+        col += out_last;
+      } while (oit.Next(last));
+    } while (kit.Next(sr));
+  }
+}
+
+Status ConvKernel(const KernelCall& call) {
+  constexpr std::string_view kName = "Conv";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvGeometryFor(call, &g));
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const TensorRef* bias = OptionalInput(call, 2);
+  const int64_t n = x.dims[0], c = x.dims[1], m = w.dims[0];
+  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
+    return OpError(kName, "bias " + ShapeStr(*bias) + " must be float32 with " + std::to_string(m) +
+                              " elements");
+  }
+  if (y.num_elements == 0) return Status::Ok();
+  const int64_t cg = c / g.group, mg = m / g.group;
+  const int64_t rows = cg * g.kernel_size;  // GEMM K
+  const bool pointwise = IsPointwise(g);
+  if (!pointwise) {
+    KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * g.out_size) * sizeof(float), kName));
+  }
+  float* col = static_cast<float*>(call.workspace);
+  const float* px = x.as<const float>();
+  const float* pw = w.as<const float>();
+  float* py = y.as<float>();
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      const float* xg = px + (b * c + grp * cg) * g.in_size;
+      float* yg = py + (b * m + grp * mg) * g.out_size;
+      const float* wg = pw + grp * mg * rows;
+      if (rows == 0) {
+        std::fill(yg, yg + mg * g.out_size, 0.0f);
+        continue;
+      }
+      const float* bmat = xg;
+      if (!pointwise) {
+        Im2Col(xg, cg, g, col);
+        bmat = col;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(mg),
+                  static_cast<blasint>(g.out_size), static_cast<blasint>(rows), 1.0f, wg,
+                  static_cast<blasint>(rows), bmat, static_cast<blasint>(g.out_size), 0.0f, yg,
+                  static_cast<blasint>(g.out_size));
+    }
+    if (bias) {
+      const float* pb = bias->as<const float>();
+      for (int64_t oc = 0; oc < m; ++oc) {
+        float* row = py + (b * m + oc) * g.out_size;
+        for (int64_t i = 0; i < g.out_size; ++i) row[i] += pb[oc];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// --- ConvTranspose -------------------------------------------------------------------------
+
+Status ConvTransposeGeometryFor(const KernelCall& call, ConvGeometry* g) {
+  constexpr std::string_view kName = "ConvTranspose";
+  KILN_RETURN_IF_ERROR(CommonGeometry(call, kName, g));
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const int64_t c = x.dims[1];
+  if (c % g->group != 0) {
+    return OpError(kName, "group " + std::to_string(g->group) + " does not divide input channels " +
+                              std::to_string(c));
+  }
+  if (w.dims[0] != c) {
+    return OpError(kName, "W " + ShapeStr(w) + " must have " + std::to_string(c) +
+                              " rows (input channels) in dim 0");
+  }
+  const int64_t m = w.dims[1] * g->group;
+  if (y.dims[0] != x.dims[0] || y.dims[1] != m) {
+    return OpError(kName, "output " + ShapeStr(y) + " must have batch " + std::to_string(x.dims[0]) +
+                              " and " + std::to_string(m) + " channels");
+  }
+  int64_t out_pad[kMaxSpatial] = {};
+  const auto& op_attr = call.attrs.GetInts("output_padding");
+  if (!op_attr.empty()) {
+    if (static_cast<int>(op_attr.size()) != g->sr) {
+      return OpError(kName, "output_padding has " + std::to_string(op_attr.size()) +
+                                " values, expected " + std::to_string(g->sr));
+    }
+    std::copy(op_attr.begin(), op_attr.end(), out_pad);
+  }
+  const std::string_view auto_pad = call.attrs.GetString("auto_pad", "NOTSET");
+  const bool from_output = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
+                           !call.attrs.GetInts("output_shape").empty();
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return OpError(kName, "unknown auto_pad '" + std::string(auto_pad) + "'");
+  }
+  if (from_output) {
+    // The output size is fixed, so the pads are whatever makes it come out right.
+    for (int i = 0; i < g->sr; ++i) {
+      const int64_t full = g->stride[i] * (g->in[i] - 1) + out_pad[i] +
+                           (g->kernel[i] - 1) * g->dilation[i] + 1;
+      const int64_t total = std::max<int64_t>(0, full - g->out[i]);
+      g->pad_begin[i] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      g->pad_end[i] = total - g->pad_begin[i];
+    }
+  } else if (auto_pad == "NOTSET") {
+    KILN_RETURN_IF_ERROR(ReadPads(call.attrs, kName, g));
+  }
+  for (int i = 0; i < g->sr; ++i) {
+    const int64_t expected = g->stride[i] * (g->in[i] - 1) + out_pad[i] +
+                             (g->kernel[i] - 1) * g->dilation[i] + 1 - g->pad_begin[i] - g->pad_end[i];
+    if (g->out[i] != expected) {
+      return OpError(kName, "output spatial dim " + std::to_string(i) + " is " +
+                                std::to_string(g->out[i]) + ", expected " + std::to_string(expected));
+    }
+  }
+  return Status::Ok();
+}
+
+size_t ConvTransposeWorkspace(const AttrMap&, std::span<const TensorRef> inputs,
+                              std::span<const TensorRef> outputs) {
+  if (inputs.size() < 2 || !inputs[0].present() || !inputs[1].present()) return 0;
+  const TensorRef &x = inputs[0], &w = inputs[1];
+  if (w.rank < 3 || x.rank != w.rank) return 0;
+  int64_t k = 1, d = 1;
+  for (int i = 2; i < w.rank; ++i) {
+    k *= w.dims[i];
+    d *= x.dims[i];
+  }
+  return static_cast<size_t>(w.dims[1] * k * d) * sizeof(float);
+}
+
+// Scatter-adds col[(m, kernel offset), input position] into y for one image and group.
+void Col2Im(const float* col, int64_t channels, const ConvGeometry& g, float* y) {
+  const int sr = g.sr;
+  int64_t out_strides[kMaxSpatial];
+  ContiguousStrides(g.out, sr, out_strides);
+  const int last = sr - 1;
+  const int64_t in_last = g.in[last];
+  for (int64_t c = 0; c < channels; ++c) {
+    float* yc = y + c * g.out_size;
+    NdIndex kit(g.kernel, sr);
+    do {
+      NdIndex iit(g.in, sr);
+      const int64_t k_last = kit.idx[last] * g.dilation[last] - g.pad_begin[last];
+      do {
+        bool valid = true;
+        int64_t off = 0;
+        for (int i = 0; i < last; ++i) {
+          const int64_t pos = iit.idx[i] * g.stride[i] - g.pad_begin[i] + kit.idx[i] * g.dilation[i];
+          if (pos < 0 || pos >= g.out[i]) { valid = false; break; }
+          off += pos * out_strides[i];
+        }
+        if (valid) {
+          float* row = yc + off;
+          const int64_t s = g.stride[last], n = g.out[last];
+          for (int64_t i = 0; i < in_last; ++i) {
+            const int64_t pos = i * s + k_last;
+            if (pos >= 0 && pos < n) row[pos] += col[i];
+          }
+        }
+        col += in_last;
+      } while (iit.Next(last));
+    } while (kit.Next(sr));
+  }
+}
+
+Status ConvTransposeKernel(const KernelCall& call) {
+  constexpr std::string_view kName = "ConvTranspose";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvTransposeGeometryFor(call, &g));
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const TensorRef* bias = OptionalInput(call, 2);
+  const int64_t n = x.dims[0], c = x.dims[1], m = y.dims[1];
+  const int64_t cg = c / g.group, mg = m / g.group;
+  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
+    return OpError(kName, "bias " + ShapeStr(*bias) + " must be float32 with " + std::to_string(m) +
+                              " elements");
+  }
+  if (y.num_elements == 0) return Status::Ok();
+  float* py = y.as<float>();
+  std::fill(py, py + y.num_elements, 0.0f);
+  const int64_t rows = mg * g.kernel_size;
+  if (x.num_elements > 0 && rows > 0) {
+    KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * g.in_size) * sizeof(float), kName));
+    float* col = static_cast<float*>(call.workspace);
+    const float* px = x.as<const float>();
+    const float* pw = w.as<const float>();
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t grp = 0; grp < g.group; ++grp) {
+        const float* xg = px + (b * c + grp * cg) * g.in_size;
+        const float* wg = pw + grp * cg * rows;
+        if (cg == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<blasint>(rows),
+                    static_cast<blasint>(g.in_size), static_cast<blasint>(cg), 1.0f, wg,
+                    static_cast<blasint>(rows), xg, static_cast<blasint>(g.in_size), 0.0f, col,
+                    static_cast<blasint>(g.in_size));
+        Col2Im(col, mg, g, py + (b * m + grp * mg) * g.out_size);
+      }
+    }
+  }
+  if (bias) {
+    const float* pb = bias->as<const float>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < m; ++oc) {
+        float* row = py + (b * m + oc) * g.out_size;
+        for (int64_t i = 0; i < g.out_size; ++i) row[i] += pb[oc];
+      }
+  }
+  return Status::Ok();
+}
+
+constexpr KernelDef kKernels[] = {
+    {"Conv", ConvKernel, ConvWorkspace},
+    {"ConvTranspose", ConvTransposeKernel, ConvTransposeWorkspace},
+};
+
+}  // namespace
+
+std::span<const KernelDef> ConvKernels() { return kKernels; }
+
+}  // namespace kiln::cpu
