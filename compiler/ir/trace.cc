@@ -1,0 +1,210 @@
+// ConstData element access and Trace::Print (Thunder-style text).
+#include "compiler/ir/trace.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace kiln::ir {
+namespace {
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) { mant <<= 1; --exp; }
+      mant &= 0x3ffu;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float BFloat16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+template <typename T>
+T Load(const std::vector<uint8_t>& bytes, int64_t i) {
+  T v;
+  std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return v;
+}
+
+int64_t SaturatingCast(double d) {
+  if (std::isnan(d)) return 0;
+  if (d >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (d <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(d);
+}
+
+std::string TypeText(const Value& v) {
+  return std::string(DTypeName(v.dtype)) + ShapeToString(v.shape);
+}
+
+std::string FloatText(float f) {
+  std::ostringstream os;
+  os.precision(9);
+  os << f;
+  return os.str();
+}
+
+std::string AttrText(const Attr& a) {
+  switch (a.kind) {
+    case Attr::Kind::kInt: return std::to_string(a.i);
+    case Attr::Kind::kFloat: return FloatText(a.f);
+    case Attr::Kind::kString: return "'" + a.s + "'";
+    case Attr::Kind::kInts: {
+      std::string s = "[";
+      for (size_t i = 0; i < a.ints.size(); ++i) s += (i ? ", " : "") + std::to_string(a.ints[i]);
+      return s + "]";
+    }
+    case Attr::Kind::kFloats: {
+      std::string s = "[";
+      for (size_t i = 0; i < a.floats.size(); ++i) s += (i ? ", " : "") + FloatText(a.floats[i]);
+      return s + "]";
+    }
+  }
+  return "?";
+}
+
+class Printer {
+ public:
+  explicit Printer(const Trace& t) : t_(t) {}
+
+  std::string Name(ValueId id) const {
+    if (id == kNoValue) return "_";
+    if (id < 0 || static_cast<size_t>(id) >= t_.values.size()) return "<bad value " + std::to_string(id) + ">";
+    const std::string& n = t_.values[id].name;
+    return n.empty() ? "v" + std::to_string(id) : n;
+  }
+  std::string Type(ValueId id) const {
+    if (id < 0 || static_cast<size_t>(id) >= t_.values.size()) return "?";
+    return TypeText(t_.values[id]);
+  }
+
+  void Block(const ir::Block& b, int depth, bool is_body) {
+    const std::string ind(static_cast<size_t>(depth) * 2, ' ');
+    for (const Node& n : b.nodes) {
+      std::string line = ind;
+      if (n.outputs.empty()) {
+        line += "_";
+      } else {
+        for (size_t i = 0; i < n.outputs.size(); ++i) line += (i ? ", " : "") + Name(n.outputs[i]);
+      }
+      line += " = " + n.op + "(";
+      bool first = true;
+      for (ValueId in : n.inputs) {
+        line += (first ? "" : ", ") + Name(in);
+        first = false;
+      }
+      for (const auto& [k, a] : n.attrs.items()) {
+        line += (first ? "" : ", ") + k + "=" + AttrText(a);
+        first = false;
+      }
+      line += ")";
+      std::string types;
+      for (size_t i = 0; i < n.outputs.size(); ++i) {
+        if (n.outputs[i] == kNoValue) continue;
+        types += (types.empty() ? "" : ", ") + Type(n.outputs[i]);
+      }
+      if (!types.empty()) line += " # " + types;
+      out_ << line << "\n";
+      for (const auto& [bname, blk] : n.blocks) {
+        out_ << ind << "  " << bname << ":\n";
+        if (blk) Block(*blk, depth + 2, false);
+      }
+    }
+    if (!is_body) {
+      std::string line = ind + "return";
+      for (size_t i = 0; i < b.outputs.size(); ++i) line += (i ? ", " : " ") + Name(b.outputs[i]);
+      out_ << line << "\n";
+    }
+  }
+
+  std::string Run() {
+    out_ << "# stage: " << t_.stage << "\n";
+    out_ << "# provenance: " << t_.provenance << "\n";
+    std::string ins;
+    for (ValueId id : t_.inputs) ins += (ins.empty() ? "" : ", ") + Name(id) + ": " + Type(id);
+    out_ << "# inputs: " << ins << "\n";
+    for (size_t i = 0; i < t_.values.size(); ++i)
+      if (t_.values[i].is_const())
+        out_ << "# const " << Name(static_cast<ValueId>(i)) << ": " << TypeText(t_.values[i]) << "\n";
+    for (const Sym& g : t_.guards) out_ << "# guard: " << g.ToString() << "\n";
+    Block(t_.body, 0, true);
+    std::string ret = "return";
+    for (size_t i = 0; i < t_.outputs.size(); ++i) ret += (i ? ", " : " ") + Name(t_.outputs[i]);
+    out_ << ret << "\n";
+    return out_.str();
+  }
+
+ private:
+  const Trace& t_;
+  std::ostringstream out_;
+};
+
+}  // namespace
+
+int64_t ConstData::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return 0;
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
+  return n;
+}
+
+int64_t ConstData::IntAt(int64_t i) const {
+  const size_t es = DTypeSize(dtype);
+  if (i < 0 || es == 0 || static_cast<size_t>(i) >= bytes.size() / es) return 0;
+  switch (dtype) {
+    case DType::kInt64: return Load<int64_t>(bytes, i);
+    case DType::kInt32: return Load<int32_t>(bytes, i);
+    case DType::kInt16: return Load<int16_t>(bytes, i);
+    case DType::kInt8: return Load<int8_t>(bytes, i);
+    case DType::kUInt8: return Load<uint8_t>(bytes, i);
+    case DType::kUInt16: return Load<uint16_t>(bytes, i);
+    case DType::kUInt32: return Load<uint32_t>(bytes, i);
+    case DType::kUInt64: {
+      const uint64_t v = Load<uint64_t>(bytes, i);
+      return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
+    }
+    case DType::kBool: return Load<uint8_t>(bytes, i) != 0;
+    default: return SaturatingCast(FloatAt(i));
+  }
+}
+
+double ConstData::FloatAt(int64_t i) const {
+  const size_t es = DTypeSize(dtype);
+  if (i < 0 || es == 0 || static_cast<size_t>(i) >= bytes.size() / es) return 0.0;
+  switch (dtype) {
+    case DType::kFloat32: return Load<float>(bytes, i);
+    case DType::kFloat64: return Load<double>(bytes, i);
+    case DType::kFloat16: return HalfToFloat(Load<uint16_t>(bytes, i));
+    case DType::kBFloat16: return BFloat16ToFloat(Load<uint16_t>(bytes, i));
+    case DType::kUInt64: return static_cast<double>(Load<uint64_t>(bytes, i));
+    default: return static_cast<double>(IntAt(i));
+  }
+}
+
+std::string Trace::Print() const { return Printer(*this).Run(); }
+
+}  // namespace kiln::ir

@@ -1,0 +1,951 @@
+// The ONNX importer: ModelProto -> `import` trace. See importer.h for the contract.
+//
+// Structure: Importer walks the main graph and, recursively, the GRAPH attributes of If
+// nodes, with a stack of name scopes (a subgraph may read values of enclosing graphs by
+// name; all values live in the one Trace::values table). Each node is converted as is,
+// then `Rewrite` brings older-opset forms to the newest form (the form of
+// runtime/cpu/kernel.h's contract).
+//
+// Rewrites (opset = the model's default-domain opset):
+//   Slice < 10                starts/ends/axes attrs -> inputs 1..3 (int64)
+//   Squeeze/Unsqueeze < 13    axes attr -> input 1 (int64)
+//   ReduceSum < 13,
+//   other Reduce* < 18        axes attr -> input 1 (int64); keepdims kept
+//   Pad < 11                  pads (Pad-2) / paddings attr -> input 1 (int64); value attr ->
+//                             input 2 (scalar of the data's dtype when known, else float32;
+//                             omitted when 0); mode kept
+//   Clip < 11                 min/max attrs -> inputs 1/2 (scalars, like Pad's value)
+//   Split < 13                split attr -> input 1 (int64)
+//   TopK < 10                 k attr -> input 1 (int64 [1])
+//   Upsample (any), Resize < 11
+//                             -> Resize(X, roi = absent, scales) with mode nearest|linear,
+//                             coordinate_transformation_mode "asymmetric", nearest_mode
+//                             "floor" (the opset <= 10 semantics)
+//   Resize >= 11              attrs kept; a constant empty roi/scales input -> absent
+//   Softmax/LogSoftmax/Hardmax < 13
+//                             coerce_2d = 1 and axis (default 1) set explicitly
+//   Dropout                   -> Identity(data); a used mask output or a constant true
+//                             training_mode -> Unimplemented
+//   BatchNormalization        only output 0 is kept; used training outputs, training_mode=1
+//                             or spatial=0 -> Unimplemented
+//   ConstantOfShape           `value` TENSOR attr -> attrs dtype (kiln::DType as int) and
+//                             value_float (float dtypes) or value_int (integer/bool dtypes)
+//   Gemm                      legacy `broadcast` attr dropped
+//   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list
+// Unimplemented: opset < 7, non-default domains, non-tensor graph inputs, string / complex
+// tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
+// Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
+// and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
+// Constant value_string(s)/sparse_value, tensor segments.
+#include "compiler/onnx/importer.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace kiln::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+using ir::ConstData;
+using ir::kNoValue;
+using ir::Node;
+using ir::Sym;
+using ir::SymShape;
+using ir::Trace;
+using ir::Value;
+using ir::ValueId;
+
+std::string Q(const std::string& s) { return "'" + s + "'"; }
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string DTypeText(DType d) { return std::string(DTypeName(d)); }
+
+// ONNX element type -> DType (same numbering). `what` names the tensor for errors.
+Result<DType> ToDType(int32_t onnx_type, const std::string& what) {
+  switch (onnx_type) {
+    case onnx::TensorProto::UNDEFINED:
+      return DataLoss(what + ": element type is missing (data_type 0, UNDEFINED)");
+    case onnx::TensorProto::STRING:
+      return Unimplemented(what + ": element type string is not supported (numeric and bool only)");
+    case onnx::TensorProto::COMPLEX64:
+    case onnx::TensorProto::COMPLEX128:
+      return Unimplemented(what + ": complex element types are not supported");
+    default: break;
+  }
+  if (!IsValidDType(onnx_type))
+    return Unimplemented(what + ": element type " + std::to_string(onnx_type) +
+                         " is not supported (known: float32/16/64, bfloat16, [u]int8..64, bool)");
+  return static_cast<DType>(onnx_type);
+}
+
+bool IsFloatType(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
+         d == DType::kBFloat16;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t e8 = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (e8 == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  const int32_t exp = static_cast<int32_t>(e8) - 127 + 15;
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(h);
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+template <typename T>
+void Append(std::vector<uint8_t>& out, T v) {
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &v, sizeof(T));
+}
+
+// A base-10 non-negative int64 ("123"), or nullopt.
+std::optional<int64_t> ParseNonNegative(const std::string& s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0 || s.empty()) return std::nullopt;
+  return v;
+}
+
+// Every name a node of `g` (or of its subgraphs) reads, plus every graph output name.
+void CollectUses(const onnx::GraphProto& g, std::unordered_set<std::string>& uses) {
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty()) uses.insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectUses(a.g(), uses);
+      for (const auto& sg : a.graphs()) CollectUses(sg, uses);
+    }
+  }
+  for (const auto& o : g.output()) uses.insert(o.name());
+}
+
+const std::unordered_set<std::string>& ReduceOps() {
+  static const std::unordered_set<std::string> kOps = {
+      "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+      "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+  return kOps;
+}
+
+class Importer {
+ public:
+  Importer(const ImportOptions& options, std::string base_dir)
+      : options_(options), base_dir_(std::move(base_dir)) {}
+
+  Result<Trace> Run(const onnx::ModelProto& model, const std::string& source);
+
+ private:
+  Status ImportGraph(const onnx::GraphProto& g, ir::Block& block, bool is_main,
+                     const std::string& where);
+  Status ImportMainInputs(const onnx::GraphProto& g);
+  Status ImportNode(const onnx::NodeProto& np, int index, ir::Block& block);
+  Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
+  Status ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a, Node& node,
+                     const std::string& where);
+  // Brings an older-opset node to the newest form. Sets *keep_outputs to the number of
+  // leading outputs the rewritten node produces (-1: all).
+  Status Rewrite(const onnx::NodeProto& np, Node& node, const std::string& where,
+                 int* keep_outputs);
+
+  Result<std::shared_ptr<ConstData>> TensorData(const onnx::TensorProto& t,
+                                                const std::string& what);
+  Status ReadExternal(const onnx::TensorProto& t, const std::string& what, int64_t nbytes,
+                      std::vector<uint8_t>& out);
+
+  // Values.
+  ValueId AddConst(const std::string& name, std::shared_ptr<const ConstData> data);
+  ValueId AddInt64Const(const std::string& hint, std::vector<int64_t> v, bool scalar = false);
+  ValueId AddFloatScalar(const std::string& hint, DType dtype, float v);
+  std::string UniqueValueName(const std::string& hint);
+  std::string UniqueNodeName(const std::string& hint);
+  void ApplyTypeInfo(Value& v);
+  std::optional<ValueId> Lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return f->second;
+    }
+    return std::nullopt;
+  }
+  Status Define(const std::string& name, ValueId id, const std::string& where) {
+    if (!scopes_.back().emplace(name, id).second)
+      return DataLoss(where + ": value " + Q(name) + " is defined twice (ONNX names are SSA)");
+    return Status::Ok();
+  }
+  bool Used(const std::string& name) const { return !name.empty() && uses_.count(name) > 0; }
+  static void SetInput(Node& node, size_t i, ValueId id) {
+    if (node.inputs.size() <= i) node.inputs.resize(i + 1, kNoValue);
+    node.inputs[i] = id;
+  }
+  // attr `name` (INTS) -> int64 input i; false if absent.
+  bool IntsAttrToInput(Node& node, const std::string& name, size_t i) {
+    const Attr* a = node.attrs.Find(name);
+    if (!a || a->kind != Attr::Kind::kInts) return false;
+    SetInput(node, i, AddInt64Const(node.name + "_" + name, a->ints));
+    node.attrs.Erase(name);
+    return true;
+  }
+  DType InputDType(const Node& node, size_t i) const {
+    return i < node.inputs.size() && node.inputs[i] != kNoValue
+               ? trace_.value(node.inputs[i]).dtype : DType::kUndefined;
+  }
+
+  const ImportOptions& options_;
+  std::string base_dir_;
+  int64_t opset_ = 0;
+  Trace trace_;
+  std::vector<std::unordered_map<std::string, ValueId>> scopes_;
+  std::unordered_map<std::string, const onnx::TypeProto*> value_info_;
+  std::unordered_set<std::string> uses_;
+  std::unordered_set<std::string> node_names_;
+  std::unordered_set<std::string> value_names_;
+};
+
+// ---- values -----------------------------------------------------------------------------
+
+std::string Importer::UniqueValueName(const std::string& hint) {
+  std::string name = hint;
+  for (int k = 1; value_names_.count(name); ++k) name = hint + "_" + std::to_string(k);
+  value_names_.insert(name);
+  return name;
+}
+
+std::string Importer::UniqueNodeName(const std::string& hint) {
+  std::string name = hint;
+  for (int k = 1; node_names_.count(name); ++k) name = hint + "_" + std::to_string(k);
+  node_names_.insert(name);
+  return name;
+}
+
+ValueId Importer::AddConst(const std::string& name, std::shared_ptr<const ConstData> data) {
+  Value v;
+  v.name = name;
+  value_names_.insert(name);
+  v.dtype = data->dtype;
+  for (int64_t d : data->dims) v.shape.push_back(Sym(d));
+  v.data = std::move(data);
+  return trace_.AddValue(std::move(v));
+}
+
+ValueId Importer::AddInt64Const(const std::string& hint, std::vector<int64_t> vals, bool scalar) {
+  auto cd = std::make_shared<ConstData>();
+  cd->dtype = DType::kInt64;
+  if (!scalar) cd->dims = {static_cast<int64_t>(vals.size())};
+  for (int64_t x : vals) Append(cd->bytes, x);
+  return AddConst(UniqueValueName(hint), std::move(cd));
+}
+
+ValueId Importer::AddFloatScalar(const std::string& hint, DType dtype, float v) {
+  auto cd = std::make_shared<ConstData>();
+  if (!IsFloatType(dtype)) dtype = DType::kFloat32;
+  cd->dtype = dtype;
+  switch (dtype) {
+    case DType::kFloat64: Append(cd->bytes, static_cast<double>(v)); break;
+    case DType::kFloat16: Append(cd->bytes, FloatToHalf(v)); break;
+    case DType::kBFloat16: Append(cd->bytes, FloatToBFloat16(v)); break;
+    default: Append(cd->bytes, v); break;
+  }
+  return AddConst(UniqueValueName(hint), std::move(cd));
+}
+
+// dtype and shape from value_info / graph output declarations; lenient (a malformed entry
+// is ignored: the meta pass recomputes both).
+void Importer::ApplyTypeInfo(Value& v) {
+  auto it = value_info_.find(v.name);
+  if (it == value_info_.end() || !it->second->has_tensor_type()) return;
+  const auto& tt = it->second->tensor_type();
+  if (IsValidDType(tt.elem_type()) && tt.elem_type() != 0) v.dtype = static_cast<DType>(tt.elem_type());
+  if (!tt.has_shape()) return;
+  SymShape shape;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) return;
+      shape.push_back(Sym(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      shape.push_back(Sym::Var(d.dim_param()));
+    } else {
+      shape.push_back(Sym::Var(v.name + "_dim" + std::to_string(i)));
+    }
+  }
+  v.shape = std::move(shape);
+}
+
+// ---- tensors ----------------------------------------------------------------------------
+
+Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto& t,
+                                                        const std::string& what) {
+  KILN_ASSIGN_OR_RETURN(DType dtype, ToDType(t.data_type(), what));
+  if (t.has_segment()) return Unimplemented(what + ": segmented tensors are not supported");
+  auto cd = std::make_shared<ConstData>();
+  cd->dtype = dtype;
+  int64_t n = 1;
+  for (int i = 0; i < t.dims_size(); ++i) {
+    const int64_t d = t.dims(i);
+    if (d < 0)
+      return DataLoss(what + ": dim " + std::to_string(i) + " is " + std::to_string(d) +
+                      ", expected >= 0");
+    if (__builtin_mul_overflow(n, d, &n))
+      return DataLoss(what + ": element count of dims " +
+                      DimsText({t.dims().begin(), t.dims().end()}) + " overflows int64");
+    cd->dims.push_back(d);
+  }
+  const int64_t esize = static_cast<int64_t>(DTypeSize(dtype));
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(n, esize, &nbytes))
+    return DataLoss(what + ": byte size of dims " + DimsText(cd->dims) + " x " +
+                    DTypeText(dtype) + " overflows int64");
+  const std::string shape_text = DTypeText(dtype) + DimsText(cd->dims);
+
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    KILN_RETURN_IF_ERROR(ReadExternal(t, what, nbytes, cd->bytes));
+    return cd;
+  }
+  if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != nbytes)
+      return DataLoss(what + ": raw_data has " + std::to_string(t.raw_data().size()) +
+                      " bytes, expected " + std::to_string(nbytes) + " for " + shape_text);
+    cd->bytes.assign(t.raw_data().begin(), t.raw_data().end());
+    return cd;
+  }
+  // Typed fields, per the ONNX spec's field-per-type table.
+  auto count_error = [&](const char* field, int have) {
+    return DataLoss(what + ": " + field + " has " + std::to_string(have) + " values, expected " +
+                    std::to_string(n) + " for " + shape_text);
+  };
+  cd->bytes.reserve(static_cast<size_t>(nbytes));
+  switch (dtype) {
+    case DType::kFloat32:
+      if (t.float_data_size() != n) return count_error("float_data", t.float_data_size());
+      for (float x : t.float_data()) Append(cd->bytes, x);
+      break;
+    case DType::kFloat64:
+      if (t.double_data_size() != n) return count_error("double_data", t.double_data_size());
+      for (double x : t.double_data()) Append(cd->bytes, x);
+      break;
+    case DType::kInt64:
+      if (t.int64_data_size() != n) return count_error("int64_data", t.int64_data_size());
+      for (int64_t x : t.int64_data()) Append(cd->bytes, x);
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      if (t.uint64_data_size() != n) return count_error("uint64_data", t.uint64_data_size());
+      for (uint64_t x : t.uint64_data()) {
+        if (dtype == DType::kUInt32) Append(cd->bytes, static_cast<uint32_t>(x));
+        else Append(cd->bytes, x);
+      }
+      break;
+    default:  // int32, int16, int8, uint16, uint8, bool, float16, bfloat16: int32_data
+      if (t.int32_data_size() != n) return count_error("int32_data", t.int32_data_size());
+      for (int32_t x : t.int32_data()) {
+        switch (dtype) {
+          case DType::kInt32: Append(cd->bytes, x); break;
+          case DType::kInt16: Append(cd->bytes, static_cast<int16_t>(x)); break;
+          case DType::kUInt16:
+          case DType::kFloat16:
+          case DType::kBFloat16: Append(cd->bytes, static_cast<uint16_t>(x)); break;
+          case DType::kInt8: Append(cd->bytes, static_cast<int8_t>(x)); break;
+          case DType::kUInt8: Append(cd->bytes, static_cast<uint8_t>(x)); break;
+          case DType::kBool: Append(cd->bytes, static_cast<uint8_t>(x != 0)); break;
+          default: break;
+        }
+      }
+      break;
+  }
+  if (static_cast<int64_t>(cd->bytes.size()) != nbytes)
+    return Internal(what + ": built " + std::to_string(cd->bytes.size()) + " bytes, expected " +
+                    std::to_string(nbytes));
+  return cd;
+}
+
+Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& what,
+                              int64_t nbytes, std::vector<uint8_t>& out) {
+  std::string location;
+  std::optional<int64_t> offset, length;
+  for (const auto& e : t.external_data()) {
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset" || e.key() == "length") {
+      auto v = ParseNonNegative(e.value());
+      if (!v)
+        return DataLoss(what + ": external data " + e.key() + " " + Q(e.value()) +
+                        " is not a non-negative integer");
+      (e.key() == "offset" ? offset : length) = *v;
+    }  // "checksum" and unknown keys are ignored
+  }
+  if (location.empty()) return DataLoss(what + ": external data has no 'location' entry");
+  if (base_dir_.empty())
+    return InvalidArgument(what + ": external data file " + Q(location) +
+                           " needs the model's folder, but the model was given as bytes "
+                           "with no base directory");
+  const fs::path rel(location);
+  if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+    return DataLoss(what + ": external data file " + Q(location) +
+                    " is an absolute path; it must be relative to the model folder " +
+                    Q(base_dir_));
+  for (const auto& part : rel)
+    if (part == "..")
+      return DataLoss(what + ": external data file " + Q(location) +
+                      " escapes the model folder " + Q(base_dir_) + " ('..' not allowed)");
+  const fs::path full = fs::path(base_dir_) / rel;
+  std::error_code ec;
+  // Symlinks inside the folder must not lead out of it either.
+  const fs::path cbase = fs::weakly_canonical(fs::path(base_dir_), ec);
+  const fs::path cfull = ec ? fs::path() : fs::weakly_canonical(full, ec);
+  if (!ec) {
+    auto [b, f] = std::mismatch(cbase.begin(), cbase.end(), cfull.begin(), cfull.end());
+    if (b != cbase.end() && !(std::next(b) == cbase.end() && b->empty()))
+      return DataLoss(what + ": external data file " + Q(location) + " resolves to " +
+                      Q(cfull.string()) + ", outside the model folder " + Q(cbase.string()));
+  }
+  const std::string file = full.string();
+  if (!fs::is_regular_file(full, ec))
+    return NotFound(what + ": external data file " + Q(file) + " does not exist or is not a file");
+  const uintmax_t fsize = fs::file_size(full, ec);
+  if (ec) return NotFound(what + ": cannot stat external data file " + Q(file) + ": " + ec.message());
+  if (fsize > options_.max_file_bytes)
+    return ResourceExhausted(what + ": external data file " + Q(file) + " has " +
+                             std::to_string(fsize) + " bytes, over max_file_bytes " +
+                             std::to_string(options_.max_file_bytes));
+  if (length && *length != nbytes)
+    return DataLoss(what + ": external data length is " + std::to_string(*length) +
+                    " bytes, expected " + std::to_string(nbytes) + " for " +
+                    DTypeText(static_cast<DType>(t.data_type())) +
+                    DimsText({t.dims().begin(), t.dims().end()}) + " (file " + Q(file) + ")");
+  const uint64_t off = static_cast<uint64_t>(offset.value_or(0));
+  if (off > fsize || fsize - off < static_cast<uint64_t>(nbytes))
+    return DataLoss(what + ": external data range [" + std::to_string(off) + ", " +
+                    std::to_string(off + static_cast<uint64_t>(nbytes)) +
+                    ") is outside file " + Q(file) + " of " + std::to_string(fsize) + " bytes");
+  std::ifstream in(full, std::ios::binary);
+  if (!in) return NotFound(what + ": cannot open external data file " + Q(file));
+  out.resize(static_cast<size_t>(nbytes));
+  in.seekg(static_cast<std::streamoff>(off));
+  if (nbytes > 0) in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(nbytes));
+  if (!in)
+    return DataLoss(what + ": reading " + std::to_string(nbytes) + " bytes at offset " +
+                    std::to_string(off) + " of external data file " + Q(file) + " failed");
+  return Status::Ok();
+}
+
+// ---- graphs -----------------------------------------------------------------------------
+
+Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
+  std::unordered_set<std::string> init_names;
+  for (const auto& t : g.initializer()) init_names.insert(t.name());
+  std::unordered_set<std::string> runtime_inputs;
+  for (const auto& in : g.input()) {
+    const std::string& name = in.name();
+    if (init_names.count(name)) continue;  // frozen: a constant, not a runtime input
+    const std::string what = "graph input " + Q(name);
+    if (name.empty()) return DataLoss("graph input #" + std::to_string(runtime_inputs.size()) + " has no name");
+    if (!in.has_type()) return DataLoss(what + ": no type");
+    if (!in.type().has_tensor_type())
+      return Unimplemented(what + ": only tensor inputs are supported (found a sequence, map, "
+                           "optional or sparse type)");
+    const auto& tt = in.type().tensor_type();
+    KILN_ASSIGN_OR_RETURN(DType dtype, ToDType(tt.elem_type(), what));
+    auto ov = options_.input_shapes.find(name);
+    const std::vector<int64_t>* over = ov == options_.input_shapes.end() ? nullptr : &ov->second;
+    if (over)
+      for (size_t i = 0; i < over->size(); ++i)
+        if ((*over)[i] < -1)
+          return InvalidArgument("input_shapes[" + Q(name) + "] dim " + std::to_string(i) +
+                                 " is " + std::to_string((*over)[i]) +
+                                 ", expected >= 0 or -1 (keep the declared dim)");
+    SymShape shape;
+    if (!tt.has_shape()) {
+      if (!over || std::count(over->begin(), over->end(), -1) > 0)
+        return Unimplemented(what + ": the model declares no shape (unknown rank); give every "
+                             "dim in ImportOptions::input_shapes");
+      for (int64_t d : *over) shape.push_back(Sym(d));
+    } else {
+      std::string declared = "[";
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const auto& d = tt.shape().dim(i);
+        if (d.has_dim_value()) {
+          if (d.dim_value() < 0)
+            return DataLoss(what + ": dim " + std::to_string(i) + " is " +
+                            std::to_string(d.dim_value()) + ", expected >= 0");
+          shape.push_back(Sym(d.dim_value()));
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+          shape.push_back(Sym::Var(d.dim_param()));
+        } else {
+          shape.push_back(Sym::Var(name + "_dim" + std::to_string(i)));
+        }
+        declared += (i ? ", " : "") + shape.back().ToString();
+      }
+      declared += "]";
+      if (over) {
+        if (over->size() != shape.size())
+          return InvalidArgument("input_shapes[" + Q(name) + "] has rank " +
+                                 std::to_string(over->size()) + ", the model declares rank " +
+                                 std::to_string(shape.size()) + " " + declared);
+        for (size_t i = 0; i < shape.size(); ++i) {
+          const int64_t want = (*over)[i];
+          if (want == -1) continue;
+          if (shape[i].is_const() && *shape[i].value() != want)
+            return InvalidArgument("input_shapes[" + Q(name) + "] dim " + std::to_string(i) +
+                                   " = " + std::to_string(want) + ", but the model fixes it to " +
+                                   std::to_string(*shape[i].value()) + " " + declared);
+          shape[i] = Sym(want);
+        }
+      }
+    }
+    Value v;
+    v.name = name;
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    value_names_.insert(name);
+    const ValueId id = trace_.AddValue(std::move(v));
+    KILN_RETURN_IF_ERROR(Define(name, id, "graph"));
+    trace_.inputs.push_back(id);
+    runtime_inputs.insert(name);
+  }
+  for (const auto& [name, dims] : options_.input_shapes) {
+    if (runtime_inputs.count(name)) continue;
+    if (init_names.count(name))
+      return InvalidArgument("input_shapes names " + Q(name) +
+                             ", an initializer (a frozen constant), not a runtime input");
+    std::string list;
+    for (const auto& in : g.input())
+      if (runtime_inputs.count(in.name())) list += (list.empty() ? "" : ", ") + in.name();
+    return InvalidArgument("input_shapes names " + Q(name) +
+                           ", which is not an input of the model (inputs: " + list + ")");
+  }
+  return Status::Ok();
+}
+
+Status Importer::ImportGraph(const onnx::GraphProto& g, ir::Block& block, bool is_main,
+                             const std::string& where) {
+  for (const auto& vi : g.value_info())
+    if (vi.has_type()) value_info_[vi.name()] = &vi.type();
+  for (const auto& o : g.output())
+    if (o.has_type()) value_info_[o.name()] = &o.type();
+  if (g.sparse_initializer_size() > 0)
+    return Unimplemented(where + ": sparse initializers are not supported (" +
+                         Q(g.sparse_initializer(0).values().name()) + ")");
+  for (const auto& t : g.initializer()) {
+    if (t.name().empty()) return DataLoss(where + ": an initializer has no name");
+    KILN_ASSIGN_OR_RETURN(auto data, TensorData(t, "initializer " + Q(t.name())));
+    KILN_RETURN_IF_ERROR(Define(t.name(), AddConst(t.name(), std::move(data)), where));
+  }
+  if (is_main) KILN_RETURN_IF_ERROR(ImportMainInputs(g));
+  for (int i = 0; i < g.node_size(); ++i) KILN_RETURN_IF_ERROR(ImportNode(g.node(i), i, block));
+  for (int i = 0; i < g.output_size(); ++i) {
+    const std::string& name = g.output(i).name();
+    auto id = Lookup(name);
+    if (!id)
+      return DataLoss(where + ": output #" + std::to_string(i) + " " + Q(name) +
+                      " is not produced by any node, initializer or input");
+    block.outputs.push_back(*id);
+  }
+  return Status::Ok();
+}
+
+// ---- nodes ------------------------------------------------------------------------------
+
+Status Importer::ImportConstantNode(const onnx::NodeProto& np, const std::string& where) {
+  if (np.output_size() != 1 || np.output(0).empty())
+    return DataLoss(where + ": expected 1 output, found " + std::to_string(np.output_size()));
+  if (np.attribute_size() != 1)
+    return DataLoss(where + ": expected exactly 1 attribute (value, value_float(s), value_int(s)), found " +
+                    std::to_string(np.attribute_size()));
+  const auto& a = np.attribute(0);
+  const std::string& out = np.output(0);
+  std::shared_ptr<ConstData> cd;
+  if (a.name() == "value") {
+    if (!a.has_t()) return DataLoss(where + ": attribute 'value' holds no tensor");
+    KILN_ASSIGN_OR_RETURN(cd, TensorData(a.t(), where + " attribute 'value'"));
+  } else if (a.name() == "value_float" || a.name() == "value_floats") {
+    cd = std::make_shared<ConstData>();
+    cd->dtype = DType::kFloat32;
+    if (a.name() == "value_float") {
+      Append(cd->bytes, a.f());
+    } else {
+      cd->dims = {a.floats_size()};
+      for (float x : a.floats()) Append(cd->bytes, x);
+    }
+  } else if (a.name() == "value_int" || a.name() == "value_ints") {
+    cd = std::make_shared<ConstData>();
+    cd->dtype = DType::kInt64;
+    if (a.name() == "value_int") {
+      Append(cd->bytes, a.i());
+    } else {
+      cd->dims = {a.ints_size()};
+      for (int64_t x : a.ints()) Append(cd->bytes, x);
+    }
+  } else if (a.name() == "value_string" || a.name() == "value_strings" ||
+             a.name() == "sparse_value") {
+    return Unimplemented(where + ": attribute " + Q(a.name()) +
+                         " is not supported (string and sparse constants)");
+  } else {
+    return DataLoss(where + ": unknown attribute " + Q(a.name()));
+  }
+  value_names_.insert(out);
+  return Define(out, AddConst(out, std::move(cd)), where);
+}
+
+Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a,
+                             Node& node, const std::string& where) {
+  const std::string aw = where + " attribute " + Q(a.name());
+  if (a.name().empty()) return DataLoss(where + ": an attribute has no name");
+  if (!a.ref_attr_name().empty())
+    return Unimplemented(aw + ": attribute references (ONNX functions) are not supported");
+  auto type = a.type();
+  if (type == onnx::AttributeProto::UNDEFINED) {  // IR < 2 files leave `type` unset
+    if (a.has_f()) type = onnx::AttributeProto::FLOAT;
+    else if (a.has_i()) type = onnx::AttributeProto::INT;
+    else if (a.has_s()) type = onnx::AttributeProto::STRING;
+    else if (a.has_t()) type = onnx::AttributeProto::TENSOR;
+    else if (a.has_g()) type = onnx::AttributeProto::GRAPH;
+    else if (a.floats_size()) type = onnx::AttributeProto::FLOATS;
+    else if (a.ints_size()) type = onnx::AttributeProto::INTS;
+    else if (a.strings_size()) type = onnx::AttributeProto::STRINGS;
+    else return DataLoss(aw + ": no type and no value");
+  }
+  switch (type) {
+    case onnx::AttributeProto::INT: node.attrs.SetInt(a.name(), a.i()); return Status::Ok();
+    case onnx::AttributeProto::FLOAT: node.attrs.SetFloat(a.name(), a.f()); return Status::Ok();
+    case onnx::AttributeProto::STRING: node.attrs.SetString(a.name(), a.s()); return Status::Ok();
+    case onnx::AttributeProto::INTS:
+      node.attrs.SetInts(a.name(), {a.ints().begin(), a.ints().end()});
+      return Status::Ok();
+    case onnx::AttributeProto::FLOATS:
+      node.attrs.SetFloats(a.name(), {a.floats().begin(), a.floats().end()});
+      return Status::Ok();
+    case onnx::AttributeProto::STRINGS: {
+      const std::string& op = node.op;
+      if (a.name() == "activations" && (op == "LSTM" || op == "GRU" || op == "RNN")) {
+        // Defaults: LSTM Sigmoid,Tanh,Tanh; GRU Sigmoid,Tanh; RNN Tanh (per direction).
+        std::vector<std::string> unit = op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                      : op == "GRU"  ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                     : std::vector<std::string>{"Tanh"};
+        bool is_default = a.strings_size() > 0 && a.strings_size() % unit.size() == 0;
+        for (int i = 0; is_default && i < a.strings_size(); ++i) {
+          std::string s = a.strings(i);
+          std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+          std::string u = unit[i % unit.size()];
+          std::transform(u.begin(), u.end(), u.begin(), ::tolower);
+          is_default = s == u;
+        }
+        if (is_default) return Status::Ok();
+        return Unimplemented(aw + ": only the default activations are supported");
+      }
+      return Unimplemented(aw + ": STRINGS attributes are not supported");
+    }
+    case onnx::AttributeProto::TENSOR: {
+      if (node.op == "ConstantOfShape" && a.name() == "value") {
+        if (!a.has_t()) return DataLoss(aw + ": holds no tensor");
+        KILN_ASSIGN_OR_RETURN(auto cd, TensorData(a.t(), aw));
+        if (cd->num_elements() != 1)
+          return InvalidArgument(aw + ": expected a one-element tensor, found " +
+                                 DTypeText(cd->dtype) + DimsText(cd->dims));
+        node.attrs.SetInt("dtype", static_cast<int64_t>(cd->dtype));
+        if (IsFloatType(cd->dtype)) node.attrs.SetFloat("value_float", static_cast<float>(cd->FloatAt(0)));
+        else node.attrs.SetInt("value_int", cd->IntAt(0));
+        return Status::Ok();
+      }
+      return Unimplemented(aw + ": TENSOR attributes are supported only for Constant and "
+                           "ConstantOfShape");
+    }
+    case onnx::AttributeProto::GRAPH: {
+      if (!a.has_g()) return DataLoss(aw + ": holds no graph");
+      const auto& g = a.g();
+      if (g.input_size() > 0)
+        return Unimplemented(aw + ": a subgraph with inputs (a Loop or Scan body) is not "
+                             "supported; only If branches are");
+      auto block = std::make_shared<ir::Block>();
+      scopes_.emplace_back();
+      Status st = ImportGraph(g, *block, false, aw);
+      scopes_.pop_back();
+      KILN_RETURN_IF_ERROR(st);
+      node.blocks.emplace_back(a.name(), std::move(block));
+      return Status::Ok();
+    }
+    default:
+      return Unimplemented(aw + ": attribute type " +
+                           onnx::AttributeProto::AttributeType_Name(type) + " is not supported");
+  }
+}
+
+Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::string& where,
+                         int* keep_outputs) {
+  const std::string op = node.op;
+  auto need = [&](const char* attr) -> Status {
+    if (!node.attrs.Has(attr))
+      return InvalidArgument(where + ": opset " + std::to_string(opset_) + " " + op +
+                             " requires attribute " + Q(attr));
+    return Status::Ok();
+  };
+  if (op == "Slice" && opset_ < 10) {
+    KILN_RETURN_IF_ERROR(need("starts"));
+    KILN_RETURN_IF_ERROR(need("ends"));
+    node.inputs.resize(1);
+    IntsAttrToInput(node, "starts", 1);
+    IntsAttrToInput(node, "ends", 2);
+    IntsAttrToInput(node, "axes", 3);
+  } else if ((op == "Squeeze" || op == "Unsqueeze") && opset_ < 13) {
+    if (op == "Unsqueeze") KILN_RETURN_IF_ERROR(need("axes"));
+    IntsAttrToInput(node, "axes", 1);
+  } else if ((op == "ReduceSum" && opset_ < 13) || (ReduceOps().count(op) && opset_ < 18)) {
+    IntsAttrToInput(node, "axes", 1);
+  } else if (op == "Pad" && opset_ < 11) {
+    if (node.attrs.Has("paddings") && !node.attrs.Has("pads")) {
+      node.attrs.SetInts("pads", node.attrs.GetInts("paddings"));
+      node.attrs.Erase("paddings");
+    }
+    KILN_RETURN_IF_ERROR(need("pads"));
+    IntsAttrToInput(node, "pads", 1);
+    const float value = node.attrs.GetFloat("value", 0.0f);
+    node.attrs.Erase("value");
+    if (value != 0.0f) SetInput(node, 2, AddFloatScalar(node.name + "_value", InputDType(node, 0), value));
+  } else if (op == "Clip" && opset_ < 11) {
+    const DType dt = InputDType(node, 0);
+    if (const Attr* a = node.attrs.Find("min"); a && a->kind == Attr::Kind::kFloat)
+      SetInput(node, 1, AddFloatScalar(node.name + "_min", dt, a->f));
+    if (const Attr* a = node.attrs.Find("max"); a && a->kind == Attr::Kind::kFloat)
+      SetInput(node, 2, AddFloatScalar(node.name + "_max", dt, a->f));
+    node.attrs.Erase("min");
+    node.attrs.Erase("max");
+  } else if (op == "Split" && opset_ < 13) {
+    IntsAttrToInput(node, "split", 1);
+  } else if (op == "TopK" && opset_ < 10) {
+    KILN_RETURN_IF_ERROR(need("k"));
+    SetInput(node, 1, AddInt64Const(node.name + "_k", {node.attrs.GetInt("k", 0)}));
+    node.attrs.Erase("k");
+  } else if (op == "Upsample" || (op == "Resize" && opset_ < 11)) {
+    std::string mode(node.attrs.GetString("mode", "nearest"));
+    if (mode == "bilinear") mode = "linear";
+    if (mode != "nearest" && mode != "linear")
+      return InvalidArgument(where + ": mode " + Q(mode) + ", expected 'nearest' or 'linear'");
+    ValueId x = node.inputs.empty() ? kNoValue : node.inputs[0];
+    ValueId scales = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
+    if (op == "Upsample" && opset_ < 9) {
+      KILN_RETURN_IF_ERROR(need("scales"));
+      auto cd = std::make_shared<ConstData>();
+      cd->dtype = DType::kFloat32;
+      const auto& s = node.attrs.GetFloats("scales");
+      cd->dims = {static_cast<int64_t>(s.size())};
+      for (float f : s) Append(cd->bytes, f);
+      scales = AddConst(UniqueValueName(node.name + "_scales"), std::move(cd));
+    }
+    if (x == kNoValue || scales == kNoValue)
+      return InvalidArgument(where + ": expected inputs X and scales");
+    node.op = "Resize";
+    node.inputs = {x, kNoValue, scales};
+    node.attrs = AttrMap();
+    node.attrs.SetString("mode", mode);
+    node.attrs.SetString("coordinate_transformation_mode", "asymmetric");
+    node.attrs.SetString("nearest_mode", "floor");
+  } else if (op == "Resize") {
+    for (size_t i = 1; i <= 2 && i < node.inputs.size(); ++i) {
+      const ValueId id = node.inputs[i];
+      if (id != kNoValue && trace_.value(id).is_const() && trace_.value(id).data->num_elements() == 0)
+        node.inputs[i] = kNoValue;  // Resize-11 spelled "absent" as an empty tensor
+    }
+  } else if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset_ < 13) {
+    node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
+    node.attrs.SetInt("coerce_2d", 1);
+  } else if (op == "Dropout") {
+    if (np.output_size() > 1 && Used(np.output(1)))
+      return Unimplemented(where + ": the mask output " + Q(np.output(1)) +
+                           " is used; Kiln runs Dropout as inference-mode Identity only");
+    if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+      const Value& tm = trace_.value(node.inputs[2]);
+      if (!tm.is_const())
+        return Unimplemented(where + ": training_mode " + Q(tm.name) +
+                             " is not a constant; Kiln supports inference mode only");
+      if (tm.data->num_elements() > 0 && tm.data->IntAt(0) != 0)
+        return Unimplemented(where + ": training_mode is true; Kiln supports inference mode only");
+    }
+    if (node.inputs.empty()) return InvalidArgument(where + ": expected input 'data'");
+    node.op = "Identity";
+    node.inputs.resize(1);
+    node.attrs = AttrMap();
+    *keep_outputs = 1;
+  } else if (op == "BatchNormalization") {
+    if (node.attrs.GetInt("training_mode", 0) != 0)
+      return Unimplemented(where + ": training_mode=1 is not supported (inference only)");
+    node.attrs.Erase("training_mode");
+    for (int i = 1; i < np.output_size(); ++i)
+      if (Used(np.output(i)))
+        return Unimplemented(where + ": training output #" + std::to_string(i) + " " +
+                             Q(np.output(i)) + " is used; Kiln supports inference mode only");
+    if (node.attrs.Has("spatial")) {
+      if (node.attrs.GetInt("spatial", 1) != 1)
+        return Unimplemented(where + ": spatial=0 (per-activation statistics) is not supported");
+      node.attrs.Erase("spatial");
+    }
+    node.attrs.Erase("is_test");
+    *keep_outputs = 1;
+  } else if (op == "ConstantOfShape") {
+    if (!node.attrs.Has("dtype")) {
+      node.attrs.SetInt("dtype", static_cast<int64_t>(DType::kFloat32));
+      node.attrs.SetFloat("value_float", 0.0f);
+    }
+  } else if (op == "Gemm") {
+    node.attrs.Erase("broadcast");
+  }
+  return Status::Ok();
+}
+
+Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& block) {
+  const std::string& op = np.op_type();
+  if (op.empty()) return DataLoss("node #" + std::to_string(index) + " " + Q(np.name()) + " has no op_type");
+  const std::string name = UniqueNodeName(np.name().empty() ? op + "_" + std::to_string(index) : np.name());
+  const std::string where = "node " + Q(name) + " (" + op + ")";
+  if (!np.domain().empty() && np.domain() != "ai.onnx")
+    return Unimplemented(where + ": domain " + Q(np.domain()) + " op " + Q(op) +
+                         " is not supported (only the default ONNX domain)");
+  if (op == "Constant") return ImportConstantNode(np, where);
+
+  Node node;
+  node.op = op;
+  node.name = name;
+  for (int i = 0; i < np.input_size(); ++i) {
+    const std::string& in = np.input(i);
+    if (in.empty()) { node.inputs.push_back(kNoValue); continue; }
+    auto id = Lookup(in);
+    if (!id)
+      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(in) +
+                      " is not defined by any earlier node, initializer or graph input");
+    node.inputs.push_back(*id);
+  }
+  for (const auto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, node, where));
+  int keep = -1;
+  KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));
+  const int nout = keep < 0 ? np.output_size() : std::min(keep, np.output_size());
+  for (int i = 0; i < nout; ++i) {
+    const std::string& out = np.output(i);
+    if (out.empty()) { node.outputs.push_back(kNoValue); continue; }
+    Value v;
+    v.name = out;
+    value_names_.insert(out);
+    ApplyTypeInfo(v);
+    const ValueId id = trace_.AddValue(std::move(v));
+    KILN_RETURN_IF_ERROR(Define(out, id, where));
+    node.outputs.push_back(id);
+  }
+  block.nodes.push_back(std::move(node));
+  return Status::Ok();
+}
+
+Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& source) {
+  if (!model.has_graph()) return DataLoss("not an ONNX ModelProto: " + source + " has no graph");
+  if (model.ir_version() <= 0)
+    return DataLoss("not an ONNX ModelProto: " + source + " has no ir_version");
+  bool found = false;
+  for (const auto& os : model.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      opset_ = os.version();
+      found = true;
+    }
+  }
+  if (!found)
+    return Unimplemented(source + ": no opset_import for the default ONNX domain (opset 1 "
+                         "implied); Kiln supports opset 7 and newer");
+  if (opset_ < 7)
+    return Unimplemented(source + ": opset " + std::to_string(opset_) +
+                         " is not supported; Kiln supports opset 7 and newer");
+  CollectUses(model.graph(), uses_);
+  trace_.stage = "import";
+  std::string producer = model.producer_name();
+  if (!model.producer_version().empty()) producer += (producer.empty() ? "" : " ") + model.producer_version();
+  trace_.provenance = "imported from " + source + " (opset " + std::to_string(opset_) + ", IR " +
+                      std::to_string(model.ir_version()) + ", producer " +
+                      (producer.empty() ? std::string("unknown") : producer) + ")";
+  scopes_.emplace_back();
+  const std::string gname = model.graph().name().empty() ? std::string("main graph")
+                                                          : "graph " + Q(model.graph().name());
+  KILN_RETURN_IF_ERROR(ImportGraph(model.graph(), trace_.body, true, gname));
+  trace_.outputs = trace_.body.outputs;
+  return std::move(trace_);
+}
+
+Result<Trace> ImportImpl(std::span<const uint8_t> bytes, const std::string& base_dir,
+                         const ImportOptions& options, const std::string& source) {
+  if (bytes.size() > options.max_file_bytes)
+    return ResourceExhausted(source + " has " + std::to_string(bytes.size()) +
+                             " bytes, over max_file_bytes " + std::to_string(options.max_file_bytes));
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return ResourceExhausted(source + " has " + std::to_string(bytes.size()) +
+                             " bytes, over protobuf's 2 GiB limit; store weights as external data");
+  onnx::ModelProto model;
+  google::protobuf::io::CodedInputStream cis(bytes.data(), static_cast<int>(bytes.size()));
+  if (!model.ParseFromCodedStream(&cis) || !cis.ConsumedEntireMessage())
+    return DataLoss("not an ONNX ModelProto: " + source + " (" + std::to_string(bytes.size()) +
+                    " bytes) is not valid protobuf");
+  Importer importer(options, base_dir);
+  return importer.Run(model, source);
+}
+
+}  // namespace
+
+Result<Trace> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (!fs::is_regular_file(p, ec))
+    return NotFound("ONNX model file " + Q(path) + " does not exist or is not a file");
+  const uintmax_t size = fs::file_size(p, ec);
+  if (ec) return NotFound("cannot stat ONNX model file " + Q(path) + ": " + ec.message());
+  if (size > options.max_file_bytes)
+    return ResourceExhausted("ONNX model file " + Q(path) + " has " + std::to_string(size) +
+                             " bytes, over max_file_bytes " + std::to_string(options.max_file_bytes));
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return NotFound("cannot open ONNX model file " + Q(path));
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  if (size > 0) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+  if (!in) return DataLoss("reading ONNX model file " + Q(path) + " failed");
+  std::string base = p.parent_path().string();
+  if (base.empty()) base = ".";
+  return ImportImpl(bytes, base, options, p.filename().string());
+}
+
+Result<Trace> ImportOnnxBytes(std::span<const uint8_t> bytes, const std::string& base_dir,
+                              const ImportOptions& options) {
+  return ImportImpl(bytes, base_dir, options, "ONNX model bytes");
+}
+
+}  // namespace kiln::onnx_import
