@@ -372,6 +372,86 @@ std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<
   return out;
 }
 
+Result<Window> ReadWindow(const AttrMap& attrs, const std::vector<int64_t>& kernel,
+                          bool has_dilations) {
+  Window w;
+  w.n = static_cast<int>(kernel.size());
+  w.kernel = kernel;
+  for (size_t i = 0; i < kernel.size(); ++i)
+    if (kernel[i] < 1)
+      return InvalidArgument("kernel_shape: expected positive dims, found " + Str(kernel));
+  KILN_ASSIGN_OR_RETURN(w.strides, IntsAttr(attrs, "strides", w.n, 1));
+  if (has_dilations) {
+    KILN_ASSIGN_OR_RETURN(w.dilations, IntsAttr(attrs, "dilations", w.n, 1));
+  } else {
+    w.dilations.assign(w.n, 1);
+  }
+  KILN_ASSIGN_OR_RETURN(w.pads, IntsAttr(attrs, "pads", 2 * w.n, 0));
+  for (int i = 0; i < w.n; ++i) {
+    if (w.strides[i] < 1)
+      return InvalidArgument("strides: expected positive values, found " + Str(w.strides));
+    if (w.dilations[i] < 1)
+      return InvalidArgument("dilations: expected positive values, found " + Str(w.dilations));
+  }
+  for (int64_t p : w.pads)
+    if (p < 0) return InvalidArgument("pads: expected values >= 0, found " + Str(w.pads));
+  w.auto_pad = std::string(attrs.GetString("auto_pad", "NOTSET"));
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" &&
+      w.auto_pad != "VALID")
+    return InvalidArgument("auto_pad: expected NOTSET, SAME_UPPER, SAME_LOWER or VALID, found \"" +
+                           w.auto_pad + "\"");
+  if (w.auto_pad != "NOTSET" && attrs.Has("pads")) {
+    bool any = false;
+    for (int64_t p : w.pads) any |= p != 0;
+    if (any)
+      return InvalidArgument("pads: expected none with auto_pad " + w.auto_pad + ", found " +
+                             Str(w.pads));
+  }
+  int64_t cm = attrs.GetInt("ceil_mode", 0);
+  if (cm != 0 && cm != 1)
+    return InvalidArgument("ceil_mode: expected 0 or 1, found " + std::to_string(cm));
+  w.ceil_mode = cm == 1;
+  return w;
+}
+
+Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
+  SymShape out;
+  for (int i = 0; i < w.n; ++i) {
+    const Sym& x = in[i];
+    int64_t s = w.strides[i];
+    int64_t keff = w.dilations[i] * (w.kernel[i] - 1) + 1;
+    Sym o;
+    if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+      o = CeilDiv(x, s);
+    } else {
+      bool valid = w.auto_pad == "VALID";
+      int64_t pb = valid ? 0 : w.pads[i], pe = valid ? 0 : w.pads[i + w.n];
+      int64_t c = pb + pe - keff;  // total = x + c
+      if (s == 1) {
+        o = AddC(x, c + 1);
+      } else if (w.ceil_mode && !valid) {
+        o = AddC(CeilDiv(AddC(x, c), s), 1);
+        // Drop a last window that would start in the end padding: (o-1)*s >= x + pb.
+        if (s > keff - pe) {
+          Sym start = SubS(o, 1) * Sym(s);
+          Sym drop = Sym(1) - Lt(start, AddC(x, pb));
+          o = SubS(o, drop);
+        }
+      } else {
+        o = AddC(FloorDiv(AddC(x, c), s), 1);
+      }
+    }
+    if (auto v = o.value(); v && *v < 1)
+      return InvalidArgument("spatial dim " + std::to_string(i) + ": expected an output size >= 1, found " +
+                             std::to_string(*v) + " (input " + x.ToString() + ", kernel " +
+                             std::to_string(w.kernel[i]) + ", stride " + std::to_string(s) +
+                             ", dilation " + std::to_string(w.dilations[i]) + ", pads " +
+                             Str(w.pads) + ")");
+    out.push_back(o);
+  }
+  return out;
+}
+
 Status CheckMaxOutputs(MetaContext& ctx, int max) {
   if (ctx.num_outputs() <= max) return Status::Ok();
   return InvalidArgument("expected at most " + std::to_string(max) + " outputs, found " +

@@ -113,6 +113,23 @@ Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& 
 std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<int64_t>& from,
                                    const std::vector<int64_t>& to);
 
+// Sliding-window attributes shared by Conv, ConvTranspose, MaxPool and AveragePool.
+struct Window {
+  int n = 0;  // spatial rank
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: n begins then n ends
+  std::string auto_pad = "NOTSET";
+  bool ceil_mode = false;
+};
+// Reads and validates strides, dilations (when `has_dilations`), pads, auto_pad and
+// ceil_mode for the given (already validated) kernel shape.
+Result<Window> ReadWindow(const AttrMap& attrs, const std::vector<int64_t>& kernel,
+                          bool has_dilations);
+// The output spatial dims of a window op over `in` (the input's spatial dims):
+// NOTSET: floor-or-ceil((in + pb + pe - dil*(k-1) - 1) / s) + 1 (with ceil_mode, a last
+// window that starts in the end padding is dropped, as PyTorch and onnxruntime do);
+// VALID: the same with zero pads; SAME_UPPER/SAME_LOWER: ceil(in / s).
+Result<SymShape> WindowOutput(const SymShape& in, const Window& w);
+
 std::string Str(const SymShape& s);
 // Registers `name` with its meta function, runnable by the CPU backend.
 inline void Def(std::vector<OpDef>& ops, std::string name, MetaFn fn) {
