@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Compiles the Silero VAD model bundled in the silero-vad pip package with Kiln, synthesises
+# a few seconds of speech with espeak-ng, and runs the compiled model over it as a stream.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/setup.sh
+
+OUT=build/demo
+mkdir -p "$OUT"
+
+# The wheel's model file; find_spec locates the package without importing it (importing
+# silero_vad would need torch, which we do not install).
+MODEL="$(build/venv/bin/python - <<'PY'
+import importlib.util, os
+spec = importlib.util.find_spec("silero_vad")
+path = os.path.join(list(spec.submodule_search_locations)[0], "data", "silero_vad_16k_op15.onnx")
+if not os.path.isfile(path):
+    raise SystemExit(f"silero_vad_16k_op15.onnx not found at {path}")
+print(path)
+PY
+)"
+echo "[demo] model: $MODEL"
+
+echo "[demo] kiln compile -> $OUT/silero_vad.kiln"
+build/kiln compile "$MODEL" -o "$OUT/silero_vad.kiln"
+
+echo "[demo] synthesising speech with espeak-ng"
+espeak-ng -v en -s 150 -w "$OUT/speech.wav" \
+  "Kiln compiles neural networks ahead of time. This voice activity detector runs on the Kiln runtime, one half second chunk at a time."
+# 16 kHz mono float32 samples, with one second of silence before and after the speech.
+sox "$OUT/speech.wav" -r 16000 -c 1 -e float -b 32 -t raw "$OUT/speech.f32" pad 1 1
+echo "[demo] audio: $OUT/speech.f32 ($(($(stat -c %s "$OUT/speech.f32") / 4)) samples at 16 kHz)"
+
+echo "[demo] running the compiled model over the audio stream"
+build/samples/vad_stream "$OUT/silero_vad.kiln" "$OUT/speech.f32"

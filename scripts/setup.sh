@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what Kiln needs and builds it. Idempotent: each step is skipped when already done.
+#   Debian packages (apt-get, only the missing ones) -> build/venv (pip) -> cmake configure + build.
+# Run from anywhere, as root or with sudo available.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD="$ROOT/build"
+VENV="$BUILD/venv"
+
+log() { echo "[setup] $*"; }
+
+# --- Debian packages ------------------------------------------------------------------------
+DEBS=(cmake g++ pkg-config flatbuffers-compiler libflatbuffers-dev libfmt-dev doctest-dev libonnx-dev
+      libprotobuf-dev protobuf-compiler libcli11-dev libxxhash-dev libopenblas-dev python3-venv
+      espeak-ng sox)
+missing=()
+for pkg in "${DEBS[@]}"; do
+  if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then missing+=("$pkg"); fi
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { log "error: not root and no sudo; install: ${missing[*]}"; exit 1; }
+    SUDO=(sudo)
+  fi
+  mkdir -p "$BUILD"
+  {
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  } >"$BUILD/apt.log" 2>&1 || { tail -30 "$BUILD/apt.log"; log "error: apt-get failed (log: build/apt.log)"; exit 1; }
+else
+  log "Debian packages: all present"
+fi
+
+# --- Python venv: test data and reference outputs only (Kiln itself needs no Python) ---------
+mkdir -p "$BUILD"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  PY=python3
+  [[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3  # Debian's, which python3-venv completes
+  log "creating venv at build/venv"
+  "$PY" -m venv "$VENV"
+fi
+if "$VENV/bin/python" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+  log "pip: onnx onnxruntime numpy present"
+else
+  log "pip: installing onnx onnxruntime numpy"
+  "$VENV/bin/python" -m pip install -q onnx onnxruntime numpy
+fi
+# These wheels carry trained ONNX models. --no-deps: their dependencies (torch, opencv, ...)
+# are not needed to read the model files.
+if "$VENV/bin/python" -m pip show -q silero-vad rapidocr-onnxruntime >/dev/null 2>&1; then
+  log "pip: silero-vad rapidocr-onnxruntime present"
+else
+  log "pip: installing silero-vad rapidocr-onnxruntime (--no-deps, for their model files)"
+  "$VENV/bin/python" -m pip install -q --no-deps silero-vad rapidocr-onnxruntime
+fi
+
+# --- build ------------------------------------------------------------------------------------
+# Re-running configure is cheap and picks up new source files.
+log "configuring (cmake -S . -B build)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configure.log" 2>&1 || {
+  cat "$BUILD/configure.log"; log "error: cmake configure failed (log: build/configure.log)"; exit 1; }
+log "building (cmake --build build -j2)"
+cmake --build build -j2
+log "done"
