@@ -1,0 +1,335 @@
+// ExecutionContext: entry selection through the prologues, binding of tensor shapes and
+// pointers for a symbol assignment (cached per entry), and instruction execution on the
+// CPU backend. The success path of a steady-state Run allocates nothing and builds no
+// strings: failures are recorded as PODs and formatted only when returned.
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "kiln/runtime.h"
+#include "runtime/context_impl.h"
+
+namespace kiln {
+
+bool AlignedBuffer::Reserve(uint64_t bytes) {
+  if (bytes <= size_) return true;
+  const uint64_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded < bytes || rounded > SIZE_MAX) return false;
+  void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
+  if (p == nullptr) return false;
+  std::free(data_);
+  data_ = static_cast<uint8_t*>(p);
+  size_ = rounded;
+  return true;
+}
+
+namespace {
+
+using std::to_string;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ShapeText(const int64_t* dims, int32_t rank) {
+  std::string s = "[";
+  for (int32_t i = 0; i < rank; ++i) s += (i ? ", " : "") + to_string(dims[i]);
+  return s + "]";
+}
+
+std::string TensorLabel(const PreparedEntry& pe, int32_t t) {
+  std::string s = pe.label + " tensor " + to_string(t);
+  if (!pe.tensors[t].name.empty()) s += " '" + pe.tensors[t].name + "'";
+  return s;
+}
+
+void InitEntryState(const PreparedEntry& pe, EntryState& s) {
+  s.scratch.Resize(pe.prologue);
+  s.binding.assign(pe.prologue.symbols.size(), 0);
+  s.values.assign(pe.exprs.size(), 0);
+  s.dims.assign(pe.dim_exprs.size(), 0);
+  s.refs.assign(pe.tensors.size(), cpu::TensorRef{});
+  s.symbolic.assign(static_cast<size_t>(pe.num_symbolic_values) + 1, 0);
+  s.operands.assign(pe.operands.size(), cpu::TensorRef{});
+  for (size_t k = 0; k < pe.operands.size(); ++k) {
+    const int32_t t = pe.operands[k];
+    if (t >= 0 && pe.tensors[t].storage == StorageKind::kInput)
+      s.input_slots.emplace_back(static_cast<int32_t>(k), static_cast<int32_t>(pe.tensors[t].index));
+  }
+}
+
+// Product of dims times the element size; false on overflow.
+bool TensorBytes(const cpu::TensorRef& r, int64_t* elems, uint64_t* bytes) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < r.rank; ++d)
+    if (__builtin_mul_overflow(n, r.dims[d], &n)) return false;
+  uint64_t b = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), DTypeSize(r.dtype), &b)) return false;
+  *elems = n;
+  *bytes = b;
+  return true;
+}
+
+}  // namespace
+
+class ContextRunner {
+ public:
+  ContextRunner(ExecutionContext::Impl& c) : c_(c) {}
+
+  // Evaluates the entry's exprs for the symbols its prologue just bound and lays out every
+  // tensor: dims, data pointer, arena and workspace sizes. Runs when the symbols or the
+  // arena changed since the entry was last bound.
+  Status Bind(int32_t e, std::span<const TensorView> inputs) {
+    const PreparedEntry& pe = c_.mi->prepared[e];
+    EntryState& s = c_.entries[e];
+    s.bound = false;
+    ExprFailure why;
+    if (!EvalExprs(pe.exprs, s.scratch.symbol_values, s.values.data(), &why))
+      return InvalidArgument(pe.label + ": cannot compute shapes for these inputs: " +
+                             FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
+    for (size_t k = 0; k < pe.dim_exprs.size(); ++k) s.dims[k] = s.values[pe.dim_exprs[k]];
+    const int64_t arena = s.values[pe.arena_expr];
+    if (arena < 0) return DataLoss(pe.label + ": arena size evaluates to " + to_string(arena));
+    s.arena_needed = static_cast<uint64_t>(arena);
+    if (!c_.arena.Reserve(s.arena_needed))
+      return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(arena) + " bytes");
+    for (size_t t = 0; t < pe.tensors.size(); ++t)
+      KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
+    for (size_t k = 0; k < pe.operands.size(); ++k)
+      s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
+    s.workspace_needed = 0;
+    for (const PreparedInstruction& pi : pe.instructions) {
+      if (pi.kernel->workspace == nullptr) continue;
+      const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
+      const size_t ws = pi.kernel->workspace(pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
+                                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
+      s.workspace_needed = std::max<uint64_t>(s.workspace_needed, ws);
+    }
+    if (!c_.workspace.Reserve(s.workspace_needed))
+      return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
+                               " bytes of kernel workspace");
+    std::copy(s.scratch.symbol_values.begin(), s.scratch.symbol_values.end(), s.binding.begin());
+    s.arena_base = c_.arena.data();
+    s.bound = true;
+    return Status::Ok();
+  }
+
+  bool NeedsBind(int32_t e) const {
+    const EntryState& s = c_.entries[e];
+    if (!s.bound || s.arena_base != c_.arena.data()) return true;
+    const auto& v = s.scratch.symbol_values;
+    for (size_t k = 0; k < v.size(); ++k)
+      if (v[k] != s.binding[k]) return true;
+    return false;
+  }
+
+ private:
+  Status LayOut(const PreparedEntry& pe, EntryState& s, int32_t t, std::span<const TensorView> inputs) {
+    const PreparedTensor& pt = pe.tensors[t];
+    cpu::TensorRef& r = s.refs[t];
+    r = cpu::TensorRef{};
+    if (pt.storage == StorageKind::kAbsent) return Status::Ok();
+    r.dtype = pt.dtype;
+    r.rank = pt.rank;
+    r.dims = s.dims.data() + pt.dims_begin;
+    for (int32_t d = 0; d < r.rank; ++d)
+      if (r.dims[d] < 0)
+        return DataLoss(TensorLabel(pe, t) + ": dim " + to_string(d) + " evaluates to " + to_string(r.dims[d]));
+    uint64_t bytes = 0;
+    if (!TensorBytes(r, &r.num_elements, &bytes))
+      return InvalidArgument(TensorLabel(pe, t) + ": shape " + ShapeText(r.dims, r.rank) + " is too large");
+    switch (pt.storage) {
+      case StorageKind::kInput: {
+        const TensorView& v = inputs[pt.index];
+        if (v.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, v.dims))
+          return DataLoss(TensorLabel(pe, t) + ": planned shape " + ShapeText(r.dims, r.rank) +
+                          " differs from input " + to_string(pt.index) + "'s " + ShapeText(v.dims, v.rank));
+        r.data = v.data;
+        break;
+      }
+      case StorageKind::kWeight: {
+        const PreparedWeight& w = c_.mi->weight_table[pt.index];
+        if (bytes > w.size)
+          return DataLoss(TensorLabel(pe, t) + ": needs " + to_string(bytes) + " bytes, weight " +
+                          to_string(pt.index) + " has " + to_string(w.size));
+        r.data = const_cast<uint8_t*>(c_.mi->weights + w.offset);  // kernels only read inputs
+        break;
+      }
+      case StorageKind::kArena: {
+        const int64_t off = s.values[pt.offset_expr];
+        const uint64_t elem = DTypeSize(pt.dtype);
+        if (off < 0 || static_cast<uint64_t>(off) % elem != 0 ||
+            static_cast<uint64_t>(off) > s.arena_needed || bytes > s.arena_needed - static_cast<uint64_t>(off))
+          return DataLoss(TensorLabel(pe, t) + ": arena bytes [" + to_string(off) + ", +" + to_string(bytes) +
+                          ") misaligned or outside the arena (" + to_string(s.arena_needed) + " bytes)");
+        r.data = c_.arena.data() + off;
+        break;
+      }
+      case StorageKind::kSymbolic: {
+        if (r.num_elements != pt.num_values)
+          return DataLoss(TensorLabel(pe, t) + ": shape " + ShapeText(r.dims, r.rank) + " but " +
+                          to_string(pt.num_values) + " values");
+        int64_t* base = s.symbolic.data() + pt.values_begin;
+        for (int32_t v = 0; v < pt.num_values; ++v) {
+          const int64_t x = s.values[pe.value_exprs[pt.values_begin + v]];
+          if (pt.dtype == DType::kInt64) {
+            base[v] = x;
+          } else {
+            if (x < INT32_MIN || x > INT32_MAX)
+              return InvalidArgument(TensorLabel(pe, t) + ": value " + to_string(x) + " does not fit int32");
+            reinterpret_cast<int32_t*>(base)[v] = static_cast<int32_t>(x);
+          }
+        }
+        r.data = base;
+        break;
+      }
+      case StorageKind::kAbsent: break;
+    }
+    return Status::Ok();
+  }
+
+  ExecutionContext::Impl& c_;
+};
+
+namespace {
+
+Status MissError(ExecutionContext::Impl& c) {
+  Stats& st = c.stats;
+  st.last_miss_reasons.clear();
+  std::string msg;
+  for (size_t e = 0; e < c.entries.size(); ++e) {
+    const PreparedEntry& pe = c.mi->prepared[e];
+    std::string line = pe.label + ": " +
+                       FormatPrologueFailure(pe.prologue, pe.exprs, c.entries[e].failure, MemoryKind::kHost);
+    if (e) msg += "\n";
+    msg += line;
+    st.last_miss_reasons.push_back(std::move(line));
+  }
+  return InvalidArgument(std::move(msg));
+}
+
+Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s) {
+  for (const PreparedInstruction& pi : pe.instructions) {
+    const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
+    const cpu::KernelCall call{pi.attrs,
+                               {ops, static_cast<size_t>(pi.num_inputs)},
+                               {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
+                               c.workspace.data(),
+                               static_cast<size_t>(c.workspace.size())};
+    Status st = pi.kernel->run(call);
+    if (!st.ok()) return st.WithContext(pi.label);
+  }
+  return Status::Ok();
+}
+
+Status DeliverOutputs(ExecutionContext::Impl& c, const PreparedEntry& pe, const EntryState& s,
+                      std::vector<TensorView>& outputs) {
+  const size_t n = pe.outputs.size();
+  if (outputs.empty()) {
+    outputs.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const cpu::TensorRef& r = s.refs[pe.outputs[i]];
+      outputs[i] = TensorView::Host(r.data, r.dtype, r.dims, r.rank);
+    }
+    return Status::Ok();
+  }
+  if (outputs.size() != n)
+    return InvalidArgument("expected " + to_string(n) + " outputs, got " + to_string(outputs.size()));
+  for (size_t i = 0; i < n; ++i) {
+    const cpu::TensorRef& r = s.refs[pe.outputs[i]];
+    const TensorView& o = outputs[i];
+    const std::string name = "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'";
+    if (o.dtype != r.dtype)
+      return InvalidArgument(name + " dtype " + std::string(DTypeName(o.dtype)) + ", expected " +
+                             std::string(DTypeName(r.dtype)));
+    if (o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
+      return InvalidArgument(name + " shape " + ShapeText(o.dims, o.rank) + ", expected " +
+                             ShapeText(r.dims, r.rank));
+    if (o.memory != MemoryKind::kHost) return InvalidArgument(name + " is not in host memory");
+    if (o.data == nullptr && r.num_elements > 0) return InvalidArgument(name + " data pointer is null");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const cpu::TensorRef& r = s.refs[pe.outputs[i]];
+    const size_t bytes = static_cast<size_t>(r.num_elements) * DTypeSize(r.dtype);
+    if (outputs[i].data != r.data && bytes > 0) std::memmove(outputs[i].data, r.data, bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
+  if (options.device == Device::kCuda)
+    return FailedPrecondition("the CUDA backend is not built into this runtime; use --device cpu");
+  if (options.device != Device::kCpu && options.device != Device::kAuto)
+    return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
+  auto impl = std::make_unique<Impl>(model);
+  impl->device = Device::kCpu;
+  impl->entries.resize(impl->mi->prepared.size());
+  for (size_t e = 0; e < impl->entries.size(); ++e) InitEntryState(impl->mi->prepared[e], impl->entries[e]);
+  return ExecutionContext(std::move(impl));
+}
+
+Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
+                             void* stream) {
+  Impl& c = *impl_;
+  Stats& st = c.stats;
+  ++st.calls;
+  st.last_host_start = st.last_cache_lookup_start = NowNs();
+  int32_t hit = -1;
+  for (size_t e = 0; e < c.entries.size() && hit < 0; ++e) {
+    const PreparedEntry& pe = c.mi->prepared[e];
+    EntryState& s = c.entries[e];
+    const int64_t start = NowNs();
+    if (RunPrologue(pe.prologue, pe.exprs, inputs, MemoryKind::kHost, s.scratch, &s.failure)) {
+      st.last_prologue_start = start;
+      st.last_prologue_stop = NowNs();
+      hit = static_cast<int32_t>(e);
+    }
+  }
+  st.last_cache_lookup_stop = NowNs();
+  if (hit < 0) {
+    ++st.cache_misses;
+    Status miss = MissError(c);
+    st.last_host_stop = NowNs();
+    return miss;
+  }
+  ++st.cache_hits;
+  st.last_entry = hit;
+  const PreparedEntry& pe = c.mi->prepared[hit];
+  EntryState& s = c.entries[hit];
+  ContextRunner runner(c);
+  if (runner.NeedsBind(hit)) {
+    Status bind = runner.Bind(hit, inputs);
+    if (!bind.ok()) {
+      st.last_host_stop = NowNs();
+      return bind;
+    }
+  }
+  for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
+  for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
+
+  st.last_computation_start = NowNs();
+  Status run = Execute(c, pe, s);
+  st.last_computation_stop = NowNs();
+  if (run.ok()) {
+    st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
+    run = DeliverOutputs(c, pe, s, outputs);
+  }
+  st.last_host_stop = NowNs();
+  return run;
+}
+
+Status ExecutionContext::Synchronize(void* stream) { return Status::Ok(); }
+const Stats& ExecutionContext::stats() const { return impl_->stats; }
+Device ExecutionContext::device() const { return impl_->device; }
+uint64_t ExecutionContext::arena_bytes() const { return impl_->arena.size() + impl_->workspace.size(); }
+
+ExecutionContext::ExecutionContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ExecutionContext::ExecutionContext(ExecutionContext&&) noexcept = default;
+ExecutionContext& ExecutionContext::operator=(ExecutionContext&&) noexcept = default;
+ExecutionContext::~ExecutionContext() = default;
+
+}  // namespace kiln

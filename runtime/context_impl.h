@@ -1,0 +1,67 @@
+// ExecutionContext::Impl: the per-context state behind Run. Every buffer a steady-state
+// Run touches is sized at Create or when an entry first sees a larger shape, so that Run
+// with the shapes of the previous call allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/cpu/kernel.h"
+#include "runtime/model_impl.h"
+#include "runtime/prologue.h"
+
+namespace kiln {
+
+// A 64-byte-aligned heap block that only grows.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(data_); }
+  // False when the allocation fails; the old block is kept then.
+  bool Reserve(uint64_t bytes);
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// Per-entry state: the prologue's scratch and the tensors as bound for the last symbol
+// values this entry saw.
+struct EntryState {
+  PrologueScratch scratch;
+  PrologueFailure failure;  // this entry's failed check in the current Run
+  bool bound = false;
+  std::vector<int64_t> binding;      // symbol values the refs below were computed for
+  const uint8_t* arena_base = nullptr;  // arena they point into (it may move when it grows)
+  uint64_t arena_needed = 0;
+  std::vector<int64_t> values;       // evaluated exprs
+  std::vector<int64_t> dims;         // flat tensor dims, laid out as PreparedEntry::dim_exprs
+  std::vector<cpu::TensorRef> refs;  // one per tensor
+  std::vector<int64_t> symbolic;     // storage of Symbolic tensors
+  std::vector<cpu::TensorRef> operands;  // flat instruction operands
+  // Operand slots holding model inputs, patched with the caller's pointers on every call.
+  std::vector<std::pair<int32_t, int32_t>> input_slots;  // (slot, model input)
+  uint64_t workspace_needed = 0;
+};
+
+struct ExecutionContext::Impl {
+  explicit Impl(const Model& m) : model(m), mi(&m.impl()) {}
+
+  Model model;  // keeps the mapping and prepared entries alive
+  const Model::Impl* mi;
+  Device device = Device::kCpu;
+  Stats stats;
+  std::vector<EntryState> entries;
+  AlignedBuffer arena;
+  AlignedBuffer workspace;
+};
+
+}  // namespace kiln

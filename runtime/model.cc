@@ -1,0 +1,343 @@
+// Model::Load: map or copy the artifact, check the file header, run flatbuffers::Verifier,
+// hash the weights, run Kiln's semantic checks (verify.cc), then copy everything Run needs
+// into the plain structs of model_impl.h. Nothing is trusted before it is checked.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
+#include "runtime/model_impl.h"
+#include "runtime/verify.h"
+#include "schema/kiln_generated.h"
+
+namespace kiln {
+
+std::shared_ptr<const ArtifactBytes> ArtifactBytes::Mapped(void* addr, size_t size) {
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true));
+}
+std::shared_ptr<const ArtifactBytes> ArtifactBytes::Owned(void* addr, size_t size) {
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, false));
+}
+ArtifactBytes::~ArtifactBytes() {
+  if (mapped_) munmap(addr_, size_);
+  else std::free(addr_);
+}
+
+namespace {
+
+using std::to_string;
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+template <typename T>
+uint32_t Size(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+// [offset, offset + size) inside a file of `file` bytes, without overflow.
+bool InFile(uint64_t offset, uint64_t size, uint64_t file) {
+  return offset <= file && size <= file - offset;
+}
+
+Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
+  if (size < sizeof(ArtifactHeader))
+    return DataLoss("artifact is " + to_string(size) + " bytes, smaller than the " +
+                    to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
+  std::memcpy(h, data, sizeof *h);
+  if (std::memcmp(h->magic, kArtifactMagic, sizeof kArtifactMagic) != 0)
+    return DataLoss("not a .kiln artifact: bad magic at file offset 0 (expected \"KILNART\\0\")");
+  if (h->format_version < kMinFormatVersion || h->format_version > kFormatVersion) {
+    const char* rel = h->format_version > kFormatVersion ? "newer" : "older";
+    return Incompatible("artifact format version " + to_string(h->format_version) + " is " + rel +
+                        " than this runtime supports (" + to_string(kMinFormatVersion) + ".." +
+                        to_string(kFormatVersion) + ")");
+  }
+  if (h->header_bytes < sizeof(ArtifactHeader) || h->header_bytes > size)
+    return DataLoss("file header size " + to_string(h->header_bytes) + " is invalid (file: " +
+                    to_string(size) + " bytes)");
+  if (h->flatbuffer_offset < h->header_bytes || !InFile(h->flatbuffer_offset, h->flatbuffer_size, size))
+    return DataLoss("FlatBuffer section [" + to_string(h->flatbuffer_offset) + ", +" +
+                    to_string(h->flatbuffer_size) + ") lies outside the file (" + to_string(size) +
+                    " bytes; truncated?)");
+  if (!InFile(h->weights_offset, h->weights_size, size))
+    return DataLoss("weights section [" + to_string(h->weights_offset) + ", +" +
+                    to_string(h->weights_size) + ") lies outside the file (" + to_string(size) +
+                    " bytes; truncated?)");
+  if (h->weights_offset < h->flatbuffer_offset + h->flatbuffer_size)
+    return DataLoss("weights section at file offset " + to_string(h->weights_offset) +
+                    " overlaps the FlatBuffer, which ends at " +
+                    to_string(h->flatbuffer_offset + h->flatbuffer_size));
+  if (h->weights_offset % kWeightsAlignment != 0)
+    return DataLoss("weights section at file offset " + to_string(h->weights_offset) +
+                    " is not a multiple of " + to_string(kWeightsAlignment));
+  return Status::Ok();
+}
+
+Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::Artifact** out) {
+  const std::string range = "(bytes " + to_string(h.flatbuffer_offset) + ".." +
+                            to_string(h.flatbuffer_offset + h.flatbuffer_size) + ")";
+  if (h.flatbuffer_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return DataLoss("artifact FlatBuffer is too large " + range);
+  flatbuffers::Verifier::Options opts;
+  opts.max_tables = 50'000'000;  // big models have many tensors; the depth limit stays
+  const uint8_t* fbuf = data + h.flatbuffer_offset;
+  flatbuffers::Verifier verifier(fbuf, static_cast<size_t>(h.flatbuffer_size), opts);
+  if (!fb::VerifyArtifactBuffer(verifier))
+    return DataLoss("artifact FlatBuffer failed verification " + range);
+  const fb::Artifact* a = fb::GetArtifact(fbuf);
+  if (a->format_version() != h.format_version)
+    return DataLoss("FlatBuffer format_version " + to_string(a->format_version()) +
+                    " differs from the file header's " + to_string(h.format_version));
+  *out = a;
+  return Status::Ok();
+}
+
+Status CheckWeights(const uint8_t* data, const ArtifactHeader& h) {
+  const uint64_t got = XXH64(data + h.weights_offset, static_cast<size_t>(h.weights_size), 0);
+  if (got == h.weights_xxh64) return Status::Ok();
+  return DataLoss("weights checksum mismatch: header says " + Hex(h.weights_xxh64) +
+                  ", blob hashes to " + Hex(got) + " (weights section at file offset " +
+                  to_string(h.weights_offset) + ", " + to_string(h.weights_size) + " bytes)");
+}
+
+std::vector<TensorInfo> IoInfos(const flatbuffers::Vector<flatbuffers::Offset<fb::IoInfo>>* ios) {
+  std::vector<TensorInfo> out;
+  for (uint32_t i = 0; i < Size(ios); ++i) {
+    const fb::IoInfo* io = ios->Get(i);
+    TensorInfo t;
+    t.name = Str(io->name());
+    t.dtype = static_cast<DType>(io->dtype());
+    for (uint32_t d = 0; d < Size(io->dims()); ++d) {
+      DimInfo dim;
+      dim.value = io->dims()->Get(d);
+      if (d < Size(io->symbols())) dim.symbol = Str(io->symbols()->Get(d));
+      if (!dim.symbol.empty()) dim.value = -1;
+      t.shape.push_back(std::move(dim));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Prologue BuildPrologue(const fb::Entry& e) {
+  Prologue p;
+  for (uint32_t s = 0; s < Size(e.symbols()); ++s) p.symbols.push_back(Str(e.symbols()->Get(s)));
+  const fb::Prologue* fp = e.prologue();
+  if (fp == nullptr) return p;
+  for (uint32_t i = 0; i < Size(fp->inputs()); ++i) {
+    const fb::InputCheck* c = fp->inputs()->Get(i);
+    PrologueInput in;
+    in.name = Str(c->name());
+    in.dtype = static_cast<DType>(c->dtype());
+    for (uint32_t d = 0; d < Size(c->dims()); ++d) {
+      const fb::DimCheck* fd = c->dims()->Get(d);
+      in.dims.push_back({fd->symbol(), fd->value(), fd->min(), fd->max(), fd->divisor()});
+    }
+    p.inputs.push_back(std::move(in));
+  }
+  for (uint32_t g = 0; g < Size(fp->guards()); ++g) {
+    const fb::Guard* fg = fp->guards()->Get(g);
+    p.guards.push_back({fg->expr(), Str(fg->text())});
+    p.guard_exprs = std::max(p.guard_exprs, fg->expr() + 1);
+  }
+  return p;
+}
+
+AttrMap BuildAttrs(const fb::Instruction& ins) {
+  AttrMap m;
+  for (uint32_t k = 0; k < Size(ins.attrs()); ++k) {
+    const fb::Attr* a = ins.attrs()->Get(k);
+    std::string name = a->name()->str();
+    switch (a->kind()) {
+      case fb::AttrKind::Int: m.SetInt(std::move(name), a->i()); break;
+      case fb::AttrKind::Float: m.SetFloat(std::move(name), a->f()); break;
+      case fb::AttrKind::String: m.SetString(std::move(name), Str(a->s())); break;
+      case fb::AttrKind::Ints:
+        m.SetInts(std::move(name), a->ints() ? std::vector<int64_t>(a->ints()->begin(), a->ints()->end())
+                                             : std::vector<int64_t>());
+        break;
+      case fb::AttrKind::Floats:
+        m.SetFloats(std::move(name), a->floats() ? std::vector<float>(a->floats()->begin(), a->floats()->end())
+                                                 : std::vector<float>());
+        break;
+    }
+  }
+  return m;
+}
+
+void BuildTensors(const fb::Entry& e, PreparedEntry& pe) {
+  for (uint32_t t = 0; t < Size(e.tensors()); ++t) {
+    const fb::Tensor* x = e.tensors()->Get(t);
+    PreparedTensor pt;
+    pt.name = Str(x->name());
+    pt.dtype = static_cast<DType>(x->dtype());
+    pt.storage = static_cast<StorageKind>(x->storage());
+    pt.index = x->index();
+    pt.dims_begin = static_cast<int32_t>(pe.dim_exprs.size());
+    if (pt.storage != StorageKind::kAbsent) {
+      pt.rank = static_cast<int32_t>(Size(x->shape()));
+      for (uint32_t d = 0; d < Size(x->shape()); ++d) pe.dim_exprs.push_back(x->shape()->Get(d));
+    }
+    if (pt.storage == StorageKind::kArena) pt.offset_expr = x->offset();
+    if (pt.storage == StorageKind::kSymbolic) {
+      pt.values_begin = static_cast<int32_t>(pe.value_exprs.size());
+      pt.num_values = static_cast<int32_t>(Size(x->values()));
+      for (uint32_t v = 0; v < Size(x->values()); ++v) pe.value_exprs.push_back(x->values()->Get(v));
+    }
+    pe.tensors.push_back(std::move(pt));
+  }
+  pe.num_symbolic_values = static_cast<int32_t>(pe.value_exprs.size());
+}
+
+void BuildInstructions(const fb::Entry& e, PreparedEntry& pe) {
+  for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
+    const fb::Instruction* ins = e.instructions()->Get(i);
+    PreparedInstruction pi;
+    pi.kernel = cpu::FindKernel(ins->op()->string_view());
+    pi.attrs = BuildAttrs(*ins);
+    pi.operands_begin = static_cast<int32_t>(pe.operands.size());
+    pi.num_inputs = static_cast<int32_t>(Size(ins->inputs()));
+    pi.num_outputs = static_cast<int32_t>(Size(ins->outputs()));
+    for (uint32_t k = 0; k < Size(ins->inputs()); ++k) pe.operands.push_back(ins->inputs()->Get(k));
+    for (uint32_t k = 0; k < Size(ins->outputs()); ++k) pe.operands.push_back(ins->outputs()->Get(k));
+    pi.label = "instruction " + to_string(i);
+    if (ins->name() && ins->name()->size()) pi.label += " '" + ins->name()->str() + "'";
+    pi.label += " (" + ins->op()->str() + ")";
+    pe.instructions.push_back(std::move(pi));
+  }
+}
+
+// The arena size as text: a number when it does not depend on the symbols.
+std::string ArenaText(const PreparedEntry& pe) {
+  std::vector<int64_t> values(pe.exprs.size());
+  ExprFailure why;
+  bool uses_var = false;
+  for (const Expr& x : pe.exprs) uses_var |= x.op == ExprOp::kVar;
+  if (!uses_var && EvalExprs(pe.exprs, {}, values.data(), &why)) return to_string(values[pe.arena_expr]);
+  return PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
+}
+
+void BuildEntry(const fb::Entry& e, uint32_t index, PreparedEntry& pe, EntryInfo& info) {
+  pe.name = Str(e.name());
+  pe.label = "entry " + to_string(index) + " (" + pe.name + ")";
+  pe.prologue = BuildPrologue(e);
+  for (uint32_t i = 0; i < Size(e.exprs()); ++i) {
+    const fb::ExprNode* n = e.exprs()->Get(i);
+    pe.exprs.push_back({static_cast<ExprOp>(n->op()), n->a(), n->b()});
+  }
+  BuildTensors(e, pe);
+  BuildInstructions(e, pe);
+  for (uint32_t i = 0; i < Size(e.inputs()); ++i) pe.inputs.push_back(e.inputs()->Get(i));
+  for (uint32_t i = 0; i < Size(e.outputs()); ++i) pe.outputs.push_back(e.outputs()->Get(i));
+  pe.arena_expr = e.arena_bytes();
+
+  info.name = pe.name;
+  for (uint32_t s = 0; s < Size(e.stages()); ++s) {
+    const fb::Stage* st = e.stages()->Get(s);
+    info.stage_names.push_back(Str(st->name()));
+    info.stage_traces.push_back(Str(st->trace()));
+    info.stage_time_ns.push_back(st->time_ns());
+  }
+  info.prologue_text = PrologueText(pe.prologue, pe.exprs);
+  info.arena_bytes = ArenaText(pe);
+  info.num_instructions = static_cast<int32_t>(pe.instructions.size());
+}
+
+Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes) {
+  const uint8_t* data = bytes->data();
+  ArtifactHeader h;
+  KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
+  const fb::Artifact* a = nullptr;
+  KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
+  KILN_RETURN_IF_ERROR(CheckWeights(data, h));
+  KILN_RETURN_IF_ERROR(VerifyArtifact(*a, h.weights_size));
+
+  auto impl = std::make_unique<Model::Impl>();
+  impl->bytes = std::move(bytes);
+  impl->weights = data + h.weights_offset;
+  impl->weights_size = h.weights_size;
+  impl->format_version = h.format_version;
+  impl->producer = Str(a->producer());
+  impl->inputs = IoInfos(a->inputs());
+  impl->outputs = IoInfos(a->outputs());
+  for (uint32_t w = 0; w < Size(a->weights()); ++w) {
+    const fb::Weight* fw = a->weights()->Get(w);
+    impl->weight_table.push_back(
+        {Str(fw->name()), static_cast<DType>(fw->dtype()), fw->offset(), fw->size()});
+  }
+  const uint32_t n = a->entries()->size();
+  impl->prepared.resize(n);
+  impl->entries.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    BuildEntry(*a->entries()->Get(i), i, impl->prepared[i], impl->entries[i]);
+  return std::shared_ptr<const Model::Impl>(std::move(impl));
+}
+
+}  // namespace
+
+Result<Model> Model::Load(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string msg = "cannot open '" + path + "': " + std::strerror(err);
+    if (err == ENOENT || err == ENOTDIR) return NotFound(std::move(msg));
+    return FailedPrecondition(std::move(msg));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument("'" + path + "' is not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < sizeof(ArtifactHeader)) {
+    ::close(fd);
+    return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
+                    to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
+  }
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping stays valid
+  if (addr == MAP_FAILED)
+    return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size));
+  if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
+  return Model(*impl);
+}
+
+Result<Model> Model::Load(std::span<const uint8_t> bytes) {
+  // Aligned like a mapping would be, so the weights blob (256-aligned in the file) is too.
+  const size_t rounded = (bytes.size() + kWeightsAlignment - 1) / kWeightsAlignment * kWeightsAlignment;
+  void* copy = std::aligned_alloc(kWeightsAlignment, rounded == 0 ? kWeightsAlignment : rounded);
+  if (copy == nullptr)
+    return ResourceExhausted("cannot allocate " + to_string(bytes.size()) + " bytes for the artifact");
+  if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Owned(copy, bytes.size()));
+  if (!impl.ok()) return impl.status();
+  return Model(*impl);
+}
+
+uint32_t Model::format_version() const { return impl_->format_version; }
+std::string_view Model::producer() const { return impl_->producer; }
+const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
+const std::vector<EntryInfo>& Model::entries() const { return impl_->entries; }
+uint64_t Model::weights_bytes() const { return impl_->weights_size; }
+
+}  // namespace kiln

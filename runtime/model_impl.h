@@ -1,0 +1,102 @@
+// Model::Impl: everything the runtime needs from a verified artifact, copied once at load
+// into plain structs so that Run never touches the FlatBuffer, never parses and never
+// builds strings on its success path. Immutable after Load; shared by Model copies and
+// ExecutionContexts through shared_ptr.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/attrs.h"
+#include "runtime/cpu/kernel.h"
+#include "runtime/expr_eval.h"
+#include "runtime/prologue.h"
+
+namespace kiln {
+
+// The artifact's bytes: a read-only private mmap of the file, or an owned 256-byte-aligned
+// copy of caller bytes. Released (munmap / free) by the destructor.
+class ArtifactBytes {
+ public:
+  static std::shared_ptr<const ArtifactBytes> Mapped(void* addr, size_t size);
+  static std::shared_ptr<const ArtifactBytes> Owned(void* addr, size_t size);
+  ~ArtifactBytes();
+  ArtifactBytes(const ArtifactBytes&) = delete;
+  ArtifactBytes& operator=(const ArtifactBytes&) = delete;
+
+  const uint8_t* data() const { return static_cast<const uint8_t*>(addr_); }
+  size_t size() const { return size_; }
+
+ private:
+  ArtifactBytes(void* addr, size_t size, bool mapped) : addr_(addr), size_(size), mapped_(mapped) {}
+  void* addr_;
+  size_t size_;
+  bool mapped_;
+};
+
+enum class StorageKind : uint8_t { kAbsent = 0, kInput = 1, kWeight = 2, kArena = 3, kSymbolic = 4 };
+
+struct PreparedTensor {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  StorageKind storage = StorageKind::kAbsent;
+  int32_t rank = -1;         // -1 for Absent
+  int32_t dims_begin = 0;    // into PreparedEntry::dim_exprs (and the context's dims array)
+  int64_t index = 0;         // Input: model input; Weight: weight index
+  int32_t offset_expr = -1;  // Arena: byte offset
+  int32_t values_begin = 0;  // Symbolic: into PreparedEntry::value_exprs
+  int32_t num_values = 0;
+};
+
+struct PreparedInstruction {
+  const cpu::KernelDef* kernel = nullptr;
+  AttrMap attrs;
+  int32_t operands_begin = 0;  // inputs then outputs, in PreparedEntry::operands (-1: absent)
+  int32_t num_inputs = 0;
+  int32_t num_outputs = 0;
+  std::string label;  // "instruction 12 'conv1' (Conv)", prefixed to kernel errors
+};
+
+struct PreparedEntry {
+  std::string name;
+  std::string label;  // "entry 0 (default)"
+  Prologue prologue;
+  std::vector<Expr> exprs;
+  std::vector<PreparedTensor> tensors;
+  std::vector<int32_t> dim_exprs;    // flat: every tensor's shape exprs
+  std::vector<int32_t> value_exprs;  // flat: every Symbolic tensor's element exprs
+  std::vector<PreparedInstruction> instructions;
+  std::vector<int32_t> operands;     // flat instruction operand tensor indices
+  std::vector<int32_t> inputs;       // tensor index of each model input
+  std::vector<int32_t> outputs;      // tensor index of each model output
+  int32_t arena_expr = 0;
+  int32_t num_symbolic_values = 0;
+};
+
+struct PreparedWeight {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct Model::Impl {
+  std::shared_ptr<const ArtifactBytes> bytes;
+  const uint8_t* weights = nullptr;  // the blob, inside `bytes`
+  uint64_t weights_size = 0;
+
+  uint32_t format_version = 0;
+  std::string producer;
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+  std::vector<EntryInfo> entries;
+
+  std::vector<PreparedWeight> weight_table;
+  std::vector<PreparedEntry> prepared;
+};
+
+}  // namespace kiln

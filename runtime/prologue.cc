@@ -1,0 +1,197 @@
+#include "runtime/prologue.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+namespace kiln {
+namespace {
+
+bool Fail(PrologueFailure* why, PrologueCheck check, int32_t input, int32_t dim, int64_t got) {
+  why->check = check;
+  why->input = input;
+  why->dim = dim;
+  why->got = got;
+  return false;
+}
+
+bool CheckDims(const PrologueInput& in, const TensorView& view, int32_t i,
+               PrologueScratch& s, PrologueFailure* why) {
+  const int32_t rank = static_cast<int32_t>(in.dims.size());
+  for (int32_t d = 0; d < rank; ++d) {
+    const PrologueDim& c = in.dims[d];
+    const int64_t v = view.dims[d];
+    if (c.symbol < 0) {
+      if (v != c.value) return Fail(why, PrologueCheck::kDim, i, d, v);
+      continue;
+    }
+    if (s.bound_by[c.symbol] >= 0) {
+      if (v != s.symbol_values[c.symbol]) {
+        why->bound_input = s.bound_by[c.symbol];
+        why->bound = s.symbol_values[c.symbol];
+        return Fail(why, PrologueCheck::kSymbolMismatch, i, d, v);
+      }
+      continue;
+    }
+    if (v < c.min || v > c.max) return Fail(why, PrologueCheck::kSymbolRange, i, d, v);
+    if (v % c.divisor != 0) return Fail(why, PrologueCheck::kSymbolDivisor, i, d, v);
+    s.symbol_values[c.symbol] = v;
+    s.bound_by[c.symbol] = i;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool RunPrologue(const Prologue& p, std::span<const Expr> exprs,
+                 std::span<const TensorView> inputs, MemoryKind memory, PrologueScratch& s,
+                 PrologueFailure* why) {
+  const size_t n = p.inputs.size();
+  if (inputs.size() != n)
+    return Fail(why, PrologueCheck::kInputCount, -1, -1, static_cast<int64_t>(inputs.size()));
+  for (size_t k = 0; k < s.bound_by.size(); ++k) s.bound_by[k] = -1;
+  for (size_t k = 0; k < n; ++k) {
+    const PrologueInput& in = p.inputs[k];
+    const TensorView& v = inputs[k];
+    const int32_t i = static_cast<int32_t>(k);
+    if (v.data == nullptr) return Fail(why, PrologueCheck::kNullData, i, -1, 0);
+    if (v.memory != memory)
+      return Fail(why, PrologueCheck::kMemoryKind, i, -1, static_cast<int64_t>(v.memory));
+    if (v.dtype != in.dtype)
+      return Fail(why, PrologueCheck::kDType, i, -1, static_cast<int64_t>(v.dtype));
+    const size_t elem = DTypeSize(in.dtype);
+    const auto addr = reinterpret_cast<uintptr_t>(v.data);
+    if (elem > 1 && addr % elem != 0)
+      return Fail(why, PrologueCheck::kMisaligned, i, -1, static_cast<int64_t>(addr));
+    if (v.rank != static_cast<int32_t>(in.dims.size()))
+      return Fail(why, PrologueCheck::kRank, i, -1, v.rank);
+    if (!CheckDims(in, v, i, s, why)) return false;
+  }
+  if (p.guards.empty()) return true;
+  if (!EvalExprs(exprs.first(static_cast<size_t>(p.guard_exprs)), s.symbol_values,
+                 s.expr_values.data(), &why->expr)) {
+    why->guard = 0;
+    return Fail(why, PrologueCheck::kGuardError, -1, -1, 0);
+  }
+  for (size_t g = 0; g < p.guards.size(); ++g) {
+    if (s.expr_values[p.guards[g].expr] == 0) {
+      why->guard = static_cast<int32_t>(g);
+      return Fail(why, PrologueCheck::kGuard, -1, -1, 0);
+    }
+  }
+  return true;
+}
+
+namespace {
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string GuardText(const Prologue& p, std::span<const Expr> exprs, const PrologueGuard& g) {
+  std::string t = g.text.empty() ? PrintExpr(exprs, g.expr, p.symbols) : g.text;
+  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') return t;
+  return "(" + t + ")";
+}
+
+std::string RangeText(const std::string& sym, const PrologueDim& c) {
+  if (c.max == INT64_MAX) return sym + " >= " + std::to_string(c.min);
+  return sym + " in [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]";
+}
+
+}  // namespace
+
+std::string PrologueShapeText(const Prologue& p, const PrologueInput& in) {
+  std::string s = "[";
+  for (size_t d = 0; d < in.dims.size(); ++d) {
+    if (d) s += ", ";
+    const PrologueDim& c = in.dims[d];
+    s += c.symbol < 0 ? std::to_string(c.value) : p.symbols[c.symbol];
+  }
+  return s + "]";
+}
+
+std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs,
+                                  const PrologueFailure& why, MemoryKind memory) {
+  auto mem_name = [](int64_t m) {
+    return m == static_cast<int64_t>(MemoryKind::kHost) ? std::string("host")
+           : m == static_cast<int64_t>(MemoryKind::kDevice)
+               ? std::string("device")
+               : "unknown(" + std::to_string(m) + ")";
+  };
+  if (why.check == PrologueCheck::kInputCount)
+    return "expected " + std::to_string(p.inputs.size()) + " inputs, got " +
+           std::to_string(why.got);
+  if (why.check == PrologueCheck::kGuard || why.check == PrologueCheck::kGuardError) {
+    // kGuardError evaluates the guard prefix as a whole; name the first guard.
+    const std::string g = GuardText(p, exprs, p.guards[why.guard]);
+    if (why.check == PrologueCheck::kGuard) return "guard " + g + " does not hold";
+    return "guard " + g + " could not be evaluated: " +
+           FormatExprFailure(exprs, p.symbols, why.expr);
+  }
+  const PrologueInput& in = p.inputs[why.input];
+  const std::string head = "input " + Quote(in.name);
+  const std::string got = std::to_string(why.got);
+  std::string dim_head;
+  if (why.dim >= 0) {
+    dim_head = head + " dim " + std::to_string(why.dim);
+    const PrologueDim& c = in.dims[why.dim];
+    if (c.symbol >= 0) dim_head += " (" + p.symbols[c.symbol] + ")";
+    dim_head += " = " + got;
+  }
+  switch (why.check) {
+    case PrologueCheck::kNullData: return head + " data pointer is null";
+    case PrologueCheck::kMemoryKind:
+      return head + " is in " + mem_name(why.got) + " memory, expected " +
+             mem_name(static_cast<int64_t>(memory)) + " memory";
+    case PrologueCheck::kDType:
+      return head + " dtype " + std::string(DTypeName(static_cast<DType>(why.got))) +
+             ", expected " + std::string(DTypeName(in.dtype));
+    case PrologueCheck::kMisaligned: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "0x%" PRIx64, static_cast<uint64_t>(why.got));
+      return head + " data pointer " + buf + " is not aligned to " +
+             std::to_string(DTypeSize(in.dtype)) + " bytes (" +
+             std::string(DTypeName(in.dtype)) + ")";
+    }
+    case PrologueCheck::kRank:
+      return head + " rank " + got + ", expected " + std::to_string(in.dims.size()) + " (" +
+             PrologueShapeText(p, in) + ")";
+    case PrologueCheck::kDim:
+      return dim_head + ", expected " + std::to_string(in.dims[why.dim].value);
+    case PrologueCheck::kSymbolMismatch: {
+      const std::string& sym = p.symbols[in.dims[why.dim].symbol];
+      return dim_head + ", but input " + Quote(p.inputs[why.bound_input].name) + " bound " +
+             sym + " = " + std::to_string(why.bound);
+    }
+    case PrologueCheck::kSymbolRange: {
+      const PrologueDim& c = in.dims[why.dim];
+      return dim_head + ", expected " + RangeText(p.symbols[c.symbol], c);
+    }
+    case PrologueCheck::kSymbolDivisor:
+      return dim_head + ", expected a multiple of " + std::to_string(in.dims[why.dim].divisor);
+    default: break;
+  }
+  return head + ": unknown check";
+}
+
+std::string PrologueText(const Prologue& p, std::span<const Expr> exprs) {
+  std::string out = std::to_string(p.inputs.size()) + " inputs\n";
+  std::vector<bool> seen(p.symbols.size(), false);
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const PrologueInput& in = p.inputs[i];
+    out += "input " + std::to_string(i) + " " + Quote(in.name) + ": " +
+           std::string(DTypeName(in.dtype)) + PrologueShapeText(p, in) + ", non-null, aligned\n";
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      const PrologueDim& c = in.dims[d];
+      if (c.symbol < 0 || seen[c.symbol]) continue;
+      seen[c.symbol] = true;
+      out += "  bind " + p.symbols[c.symbol] + " = dim " + std::to_string(d) + ", " +
+             RangeText(p.symbols[c.symbol], c);
+      if (c.divisor != 1) out += ", multiple of " + std::to_string(c.divisor);
+      out += "\n";
+    }
+  }
+  for (const PrologueGuard& g : p.guards) out += "guard " + GuardText(p, exprs, g) + "\n";
+  return out;
+}
+
+}  // namespace kiln

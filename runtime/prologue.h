@@ -1,0 +1,108 @@
+// The prologue of an entry as plain data (copied out of the FlatBuffer at load), and the
+// interpreter that decides whether a call's inputs fit the entry.
+//
+//   PrologueFailure why;
+//   if (!RunPrologue(prologue, exprs, inputs, MemoryKind::kHost, scratch, &why))
+//     reason = FormatPrologueFailure(prologue, exprs, why);   // failure path only
+//
+// RunPrologue is the per-call hot path: no allocation, no exceptions, no strings. It
+// stops at the first failing check and records it in a small POD; the message is built
+// only when the caller asks for it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+#include "runtime/expr_eval.h"
+
+namespace kiln {
+
+struct PrologueDim {
+  int32_t symbol = -1;  // -1: the dim must equal `value`; else index into Prologue::symbols
+  int64_t value = 0;
+  int64_t min = 1;      // symbol range, inclusive
+  int64_t max = INT64_MAX;
+  int64_t divisor = 1;  // symbol must be a multiple of this (>= 1)
+};
+
+struct PrologueInput {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<PrologueDim> dims;  // rank = size
+};
+
+struct PrologueGuard {
+  int32_t expr = 0;  // index into the entry's expr table; must evaluate nonzero
+  std::string text;
+};
+
+struct Prologue {
+  std::vector<PrologueInput> inputs;
+  std::vector<PrologueGuard> guards;
+  std::vector<std::string> symbols;  // the entry's symbol names
+  // Guards read exprs [0, guard_exprs): the prefix evaluated when guards run.
+  int32_t guard_exprs = 0;
+};
+
+// Caller-owned buffers RunPrologue writes into, sized once per entry.
+struct PrologueScratch {
+  std::vector<int64_t> symbol_values;  // symbols.size(); the binding, valid after success
+  std::vector<int32_t> bound_by;       // symbols.size(); input that bound each symbol
+  std::vector<int64_t> expr_values;    // >= guard_exprs
+
+  void Resize(const Prologue& p) {
+    symbol_values.assign(p.symbols.size(), 0);
+    bound_by.assign(p.symbols.size(), -1);
+    expr_values.assign(static_cast<size_t>(p.guard_exprs), 0);
+  }
+};
+
+enum class PrologueCheck : uint8_t {
+  kInputCount,      // got = inputs given
+  kNullData,
+  kMemoryKind,      // got = MemoryKind found
+  kDType,           // got = dtype found
+  kMisaligned,      // got = pointer value
+  kRank,            // got = rank found
+  kDim,             // constant dim: got = dim found
+  kSymbolMismatch,  // got = dim found, bound = value bound by input `bound_input`
+  kSymbolRange,     // got = dim found
+  kSymbolDivisor,   // got = dim found
+  kGuard,           // guard `guard` evaluated to 0
+  kGuardError,      // evaluating guard `guard` failed: see `expr`
+};
+
+struct PrologueFailure {
+  PrologueCheck check = PrologueCheck::kInputCount;
+  int32_t input = -1;
+  int32_t dim = -1;
+  int32_t guard = -1;
+  int32_t bound_input = -1;
+  int64_t got = 0;
+  int64_t bound = 0;
+  ExprFailure expr;
+};
+
+// Checks, in order: input count; per input, data pointer non-null, memory kind, dtype,
+// pointer aligned to the element size, rank, then each dim (constant: equal; symbol: bound
+// at first use, equal at later uses, within [min, max], a multiple of divisor); then the
+// guards. On success scratch.symbol_values holds the binding.
+bool RunPrologue(const Prologue& prologue, std::span<const Expr> exprs,
+                 std::span<const TensorView> inputs, MemoryKind memory, PrologueScratch& scratch,
+                 PrologueFailure* why);
+
+// The failed check as a sentence, e.g. "input 'x' dim 2 (H) = 31, expected a multiple of
+// 32". The caller adds the entry ("entry 0 (default): ").
+std::string FormatPrologueFailure(const Prologue& prologue, std::span<const Expr> exprs,
+                                  const PrologueFailure& why, MemoryKind memory);
+
+// An input's declared shape, e.g. "[N, 3, H, W]".
+std::string PrologueShapeText(const Prologue& prologue, const PrologueInput& input);
+
+// The whole prologue, one check per line, for `kiln inspect`.
+std::string PrologueText(const Prologue& prologue, std::span<const Expr> exprs);
+
+}  // namespace kiln

@@ -1,0 +1,283 @@
+#include "runtime/verify.h"
+
+#include <string>
+#include <vector>
+
+#include "kiln/tensor.h"
+#include "runtime/cpu/kernel.h"
+#include "runtime/expr_eval.h"
+
+namespace kiln {
+namespace {
+
+using std::to_string;
+
+template <typename T>
+uint32_t Size(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+std::string Named(const flatbuffers::String* name) {
+  return name && name->size() ? " '" + name->str() + "'" : std::string();
+}
+
+std::string Range(int64_t i, uint32_t n, const char* what) {
+  return to_string(i) + " out of range (" + what + ": " + to_string(n) + ")";
+}
+
+Status CheckDType(int32_t dtype, const std::string& where) {
+  if (IsValidDType(dtype)) return Status::Ok();
+  return DataLoss(where + ": invalid dtype " + to_string(dtype));
+}
+
+// numel * element size, false on a negative dim or overflow.
+bool ByteSize(const flatbuffers::Vector<int64_t>* dims, DType dtype, uint64_t* out) {
+  uint64_t n = DTypeSize(dtype);
+  for (uint32_t i = 0; i < Size(dims); ++i) {
+    const int64_t d = dims->Get(i);
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+Status VerifyIo(const flatbuffers::Vector<flatbuffers::Offset<fb::IoInfo>>* ios, const char* kind) {
+  for (uint32_t i = 0; i < Size(ios); ++i) {
+    const fb::IoInfo* io = ios->Get(i);
+    const std::string where = std::string("model ") + kind + " " + to_string(i) + Named(io->name());
+    KILN_RETURN_IF_ERROR(CheckDType(io->dtype(), where));
+    if (Size(io->symbols()) != 0 && Size(io->symbols()) != Size(io->dims()))
+      return DataLoss(where + ": " + to_string(Size(io->symbols())) + " symbol names for " +
+                      to_string(Size(io->dims())) + " dims");
+  }
+  return Status::Ok();
+}
+
+Status VerifyWeights(const fb::Artifact& a, uint64_t blob) {
+  for (uint32_t i = 0; i < Size(a.weights()); ++i) {
+    const fb::Weight* w = a.weights()->Get(i);
+    const std::string where = "weight " + to_string(i) + Named(w->name());
+    KILN_RETURN_IF_ERROR(CheckDType(w->dtype(), where));
+    uint64_t bytes = 0;
+    if (!ByteSize(w->dims(), static_cast<DType>(w->dtype()), &bytes))
+      return DataLoss(where + ": dims negative or too large");
+    if (bytes != w->size())
+      return DataLoss(where + ": size " + to_string(w->size()) + " bytes, but its dims and dtype need " +
+                      to_string(bytes));
+    if (w->offset() % 64 != 0)
+      return DataLoss(where + ": offset " + to_string(w->offset()) + " is not a multiple of 64");
+    if (w->offset() > blob || w->size() > blob - w->offset())
+      return DataLoss(where + ": bytes [" + to_string(w->offset()) + ", " +
+                      to_string(w->offset() + w->size()) + ") outside the weights blob (" +
+                      to_string(blob) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+class EntryVerifier {
+ public:
+  EntryVerifier(const fb::Artifact& a, const fb::Entry& e, uint32_t index)
+      : a_(a), e_(e), where_("entry " + to_string(index)) {
+    num_exprs_ = Size(e.exprs());
+    num_symbols_ = Size(e.symbols());
+    num_tensors_ = Size(e.tensors());
+  }
+
+  Status Verify() {
+    KILN_RETURN_IF_ERROR(Exprs());
+    KILN_RETURN_IF_ERROR(PrologueChecks());
+    KILN_RETURN_IF_ERROR(Tensors());
+    KILN_RETURN_IF_ERROR(Instructions());
+    KILN_RETURN_IF_ERROR(EntryIo());
+    return ExprRef(e_.arena_bytes(), where_ + ": arena_bytes");
+  }
+
+ private:
+  Status ExprRef(int64_t i, const std::string& what) const {
+    if (i >= 0 && i < num_exprs_) return Status::Ok();
+    return DataLoss(what + " expr " + Range(i, num_exprs_, "exprs"));
+  }
+
+  Status Exprs() {
+    for (uint32_t i = 0; i < num_exprs_; ++i) {
+      const fb::ExprNode* n = e_.exprs()->Get(i);
+      const std::string where = where_ + " expr " + to_string(i);
+      const int op = static_cast<int>(n->op());
+      if (op < 0 || op >= kNumExprOps) return DataLoss(where + ": invalid op " + to_string(op));
+      if (n->op() == fb::ExprOp::Const) continue;
+      if (n->op() == fb::ExprOp::Var) {
+        if (n->a() < 0 || n->a() >= num_symbols_)
+          return DataLoss(where + ": symbol " + Range(n->a(), num_symbols_, "symbols"));
+        continue;
+      }
+      for (int64_t ref : {n->a(), n->b()})
+        if (ref < 0 || ref >= i)
+          return DataLoss(where + ": operand " + to_string(ref) + " is not an earlier node");
+    }
+    return Status::Ok();
+  }
+
+  Status PrologueChecks() {
+    const fb::Prologue* p = e_.prologue();
+    const uint32_t n = p ? Size(p->inputs()) : 0;
+    if (n != Size(a_.inputs()))
+      return DataLoss(where_ + ": prologue checks " + to_string(n) + " inputs, the model has " +
+                      to_string(Size(a_.inputs())));
+    std::vector<bool> bound(num_symbols_, false);
+    for (uint32_t i = 0; i < n; ++i) {
+      const fb::InputCheck* in = p->inputs()->Get(i);
+      const std::string where = where_ + " prologue input " + to_string(i) + Named(in->name());
+      KILN_RETURN_IF_ERROR(CheckDType(in->dtype(), where));
+      if (Size(in->dims()) > static_cast<uint32_t>(kMaxRank))
+        return DataLoss(where + ": rank " + to_string(Size(in->dims())) + " exceeds " +
+                        to_string(kMaxRank));
+      for (uint32_t d = 0; d < Size(in->dims()); ++d) {
+        const fb::DimCheck* c = in->dims()->Get(d);
+        const std::string dw = where + " dim " + to_string(d);
+        if (c->symbol() < 0) continue;
+        if (c->symbol() >= static_cast<int64_t>(num_symbols_))
+          return DataLoss(dw + ": symbol " + Range(c->symbol(), num_symbols_, "symbols"));
+        if (c->divisor() < 1) return DataLoss(dw + ": divisor " + to_string(c->divisor()) + " < 1");
+        if (c->min() > c->max())
+          return DataLoss(dw + ": empty range [" + to_string(c->min()) + ", " + to_string(c->max()) + "]");
+        bound[c->symbol()] = true;
+      }
+    }
+    for (uint32_t i = 0; i < num_exprs_; ++i) {
+      const fb::ExprNode* x = e_.exprs()->Get(i);
+      if (x->op() == fb::ExprOp::Var && !bound[x->a()])
+        return DataLoss(where_ + " expr " + to_string(i) + ": symbol " + to_string(x->a()) +
+                        Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim");
+    }
+    for (uint32_t g = 0; p && g < Size(p->guards()); ++g)
+      KILN_RETURN_IF_ERROR(ExprRef(p->guards()->Get(g)->expr(), where_ + " guard " + to_string(g) + ":"));
+    return Status::Ok();
+  }
+
+  Status Tensors() {
+    for (uint32_t t = 0; t < num_tensors_; ++t) {
+      const fb::Tensor* x = e_.tensors()->Get(t);
+      const std::string where = where_ + " tensor " + to_string(t) + Named(x->name());
+      const int storage = static_cast<int>(x->storage());
+      if (storage < 0 || storage > static_cast<int>(fb::Storage::Symbolic))
+        return DataLoss(where + ": invalid storage kind " + to_string(storage));
+      if (x->storage() == fb::Storage::Absent) continue;
+      KILN_RETURN_IF_ERROR(CheckDType(x->dtype(), where));
+      for (uint32_t d = 0; d < Size(x->shape()); ++d)
+        KILN_RETURN_IF_ERROR(ExprRef(x->shape()->Get(d), where + ": shape"));
+      switch (x->storage()) {
+        case fb::Storage::Input:
+          if (x->index() < 0 || x->index() >= Size(a_.inputs()))
+            return DataLoss(where + ": input " + Range(x->index(), Size(a_.inputs()), "inputs"));
+          break;
+        case fb::Storage::Weight: {
+          if (x->index() < 0 || x->index() >= Size(a_.weights()))
+            return DataLoss(where + ": weight " + Range(x->index(), Size(a_.weights()), "weights"));
+          const int32_t wd = a_.weights()->Get(static_cast<uint32_t>(x->index()))->dtype();
+          if (wd != x->dtype())
+            return DataLoss(where + ": dtype " + std::string(DTypeName(static_cast<DType>(x->dtype()))) +
+                            " but weight " + to_string(x->index()) + " is " +
+                            std::string(DTypeName(static_cast<DType>(wd))));
+          break;
+        }
+        case fb::Storage::Arena:
+          KILN_RETURN_IF_ERROR(ExprRef(x->offset(), where + ": offset"));
+          break;
+        case fb::Storage::Symbolic:
+          if (x->dtype() != static_cast<int32_t>(DType::kInt64) &&
+              x->dtype() != static_cast<int32_t>(DType::kInt32))
+            return DataLoss(where + ": symbolic tensor of dtype " +
+                            std::string(DTypeName(static_cast<DType>(x->dtype()))) +
+                            ", expected int64 or int32");
+          for (uint32_t v = 0; v < Size(x->values()); ++v)
+            KILN_RETURN_IF_ERROR(ExprRef(x->values()->Get(v), where + ": value"));
+          break;
+        default: break;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Instructions() {
+    for (uint32_t i = 0; i < Size(e_.instructions()); ++i) {
+      const fb::Instruction* ins = e_.instructions()->Get(i);
+      const std::string where = where_ + " instruction " + to_string(i) + Named(ins->name());
+      if (cpu::FindKernel(ins->op()->string_view()) == nullptr)
+        return Unimplemented(where + " op '" + ins->op()->str() + "' has no CPU kernel in this runtime");
+      for (uint32_t k = 0; k < Size(ins->inputs()); ++k) {
+        const int32_t t = ins->inputs()->Get(k);
+        if (t < -1 || t >= static_cast<int64_t>(num_tensors_))
+          return DataLoss(where + ": input " + to_string(k) + " tensor " + Range(t, num_tensors_, "tensors"));
+      }
+      for (uint32_t k = 0; k < Size(ins->outputs()); ++k) {
+        const int32_t t = ins->outputs()->Get(k);
+        if (t < 0 || t >= static_cast<int64_t>(num_tensors_))
+          return DataLoss(where + ": output " + to_string(k) + " tensor " + Range(t, num_tensors_, "tensors"));
+        if (e_.tensors()->Get(t)->storage() != fb::Storage::Arena)
+          return DataLoss(where + ": output " + to_string(k) + " tensor " + to_string(t) +
+                          " is not in the arena");
+      }
+      for (uint32_t k = 0; k < Size(ins->attrs()); ++k) {
+        const int kind = static_cast<int>(ins->attrs()->Get(k)->kind());
+        if (kind < 0 || kind > static_cast<int>(fb::AttrKind::Floats))
+          return DataLoss(where + ": attribute '" + ins->attrs()->Get(k)->name()->str() +
+                          "' has invalid kind " + to_string(kind));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status EntryIo() {
+    const fb::Prologue* p = e_.prologue();
+    if (Size(e_.inputs()) != Size(a_.inputs()))
+      return DataLoss(where_ + ": " + to_string(Size(e_.inputs())) + " input tensors, the model has " +
+                      to_string(Size(a_.inputs())) + " inputs");
+    for (uint32_t i = 0; i < Size(e_.inputs()); ++i) {
+      const int32_t t = e_.inputs()->Get(i);
+      const std::string where = where_ + " input " + to_string(i);
+      if (t < 0 || t >= static_cast<int64_t>(num_tensors_))
+        return DataLoss(where + ": tensor " + Range(t, num_tensors_, "tensors"));
+      const fb::Tensor* x = e_.tensors()->Get(t);
+      const fb::InputCheck* c = p->inputs()->Get(i);
+      if (x->storage() != fb::Storage::Input || x->index() != i)
+        return DataLoss(where + ": tensor " + to_string(t) + " is not model input " + to_string(i));
+      if (x->dtype() != c->dtype() || Size(x->shape()) != Size(c->dims()))
+        return DataLoss(where + ": tensor " + to_string(t) + " dtype/rank differ from its prologue check");
+    }
+    if (Size(e_.outputs()) != Size(a_.outputs()))
+      return DataLoss(where_ + ": " + to_string(Size(e_.outputs())) + " output tensors, the model has " +
+                      to_string(Size(a_.outputs())) + " outputs");
+    for (uint32_t i = 0; i < Size(e_.outputs()); ++i) {
+      const int32_t t = e_.outputs()->Get(i);
+      const std::string where = where_ + " output " + to_string(i);
+      if (t < 0 || t >= static_cast<int64_t>(num_tensors_))
+        return DataLoss(where + ": tensor " + Range(t, num_tensors_, "tensors"));
+      const fb::Tensor* x = e_.tensors()->Get(t);
+      if (x->storage() != fb::Storage::Arena)
+        return DataLoss(where + ": tensor " + to_string(t) + " is not in the arena");
+      if (Size(x->shape()) > static_cast<uint32_t>(kMaxRank))
+        return Unimplemented(where + ": rank " + to_string(Size(x->shape())) +
+                             " exceeds the " + to_string(kMaxRank) + " a TensorView holds");
+    }
+    return Status::Ok();
+  }
+
+  const fb::Artifact& a_;
+  const fb::Entry& e_;
+  std::string where_;
+  uint32_t num_exprs_ = 0, num_symbols_ = 0, num_tensors_ = 0;
+};
+
+}  // namespace
+
+Status VerifyArtifact(const fb::Artifact& a, uint64_t weights_size) {
+  if (Size(a.entries()) == 0) return DataLoss("artifact has no entries");
+  KILN_RETURN_IF_ERROR(VerifyIo(a.inputs(), "input"));
+  KILN_RETURN_IF_ERROR(VerifyIo(a.outputs(), "output"));
+  KILN_RETURN_IF_ERROR(VerifyWeights(a, weights_size));
+  for (uint32_t i = 0; i < a.entries()->size(); ++i)
+    KILN_RETURN_IF_ERROR(EntryVerifier(a, *a.entries()->Get(i), i).Verify());
+  return Status::Ok();
+}
+
+}  // namespace kiln
