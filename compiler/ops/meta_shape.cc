@@ -1,0 +1,310 @@
+// Meta functions of the shape ops: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze,
+// ConstantOfShape, Range, Expand and Tile.
+//
+// These carry the shape arithmetic of exported models: Shape and Size produce their
+// elements as Syms, the reshaping ops pass elements through, and the ops whose output
+// shape is given by a tensor (Reshape, ConstantOfShape, Expand, Tile, Range) read that
+// tensor's elements (constant or symbolic). A shape that depends on data not known at
+// compile time is Unimplemented("data-dependent output shape: ...").
+//
+// A symbolic element of a shape tensor is taken to be a dim (> 0); only the constants 0
+// and -1 get Reshape's special meanings.
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/ops/families.h"
+#include "compiler/ops/meta_util.h"
+
+namespace kiln::ir {
+using namespace meta;
+namespace {
+
+// A 1-D integer tensor that describes a shape; its elements (symbolic allowed).
+Result<std::vector<Sym>> ShapeInput(MetaContext& ctx, int i, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(const Value* v, Need(ctx, i, what));
+  KILN_RETURN_IF_ERROR(CheckDType(*v, what, kSignedInts));
+  KILN_RETURN_IF_ERROR(CheckRank(*v, "input " + std::string(what), 1, 1));
+  return NeedElements(*v, what);
+}
+
+void PassElements(MetaContext& ctx, const Value& in) {
+  if (auto e = Elements(in)) SetSym(ctx, 0, std::move(*e));
+}
+
+Status ShapeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  int64_t r = x->rank();
+  auto clamp = [r](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t{0}, r); };
+  int64_t start = clamp(ctx.attrs().GetInt("start", 0));
+  int64_t end = clamp(ctx.attrs().GetInt("end", r));
+  std::vector<Sym> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back(x->shape[i]);
+  ctx.SetOutput(0, DType::kInt64, {Sym(static_cast<int64_t>(dims.size()))});
+  SetSym(ctx, 0, std::move(dims));
+  return Status::Ok();
+}
+
+Status SizeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  ctx.SetOutput(0, DType::kInt64, {});
+  SetSym(ctx, 0, {NumElements(x->shape)});
+  return Status::Ok();
+}
+
+// Requires NumElements(a) == NumElements(b); `what` describes the reshape.
+Status SameCount(MetaContext& ctx, const SymShape& a, const SymShape& b, const std::string& what) {
+  Sym na = NumElements(a), nb = NumElements(b);
+  if (na.Same(nb)) return Status::Ok();
+  if (na.is_const() && nb.is_const())
+    return InvalidArgument(what + ": expected " + na.ToString() + " elements, found " + nb.ToString());
+  bool exact = false;
+  Sym q = DivExact(na, nb, &exact);
+  if (exact && q.is_const() && *q.value() == 1) return Status::Ok();
+  AddGuard(ctx, Eq(na, nb));
+  return Status::Ok();
+}
+
+Status ReshapeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, ShapeInput(ctx, 1, "shape"));
+  bool allowzero = ctx.attrs().GetInt("allowzero", 0) != 0;
+  SymShape out;
+  int infer = -1;
+  bool has_zero = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const Sym& e = shape[i];
+    auto v = e.value();
+    if (v && *v == -1) {
+      if (infer >= 0)
+        return InvalidArgument("shape: expected at most one -1, found " + Str(shape));
+      infer = static_cast<int>(i);
+      out.push_back(Sym(1));
+    } else if (v && *v == 0 && !allowzero) {
+      if (i >= x->shape.size())
+        return InvalidArgument("shape: a 0 at index " + std::to_string(i) +
+                               " copies an input dim, expected an index below the input rank " +
+                               std::to_string(x->rank()) + ", found shape " + Str(shape));
+      out.push_back(x->shape[i]);
+    } else if (v && *v < -1) {
+      return InvalidArgument("shape: expected dims >= -1, found " + Str(shape));
+    } else {
+      has_zero |= v && *v == 0;
+      out.push_back(e);
+    }
+  }
+  std::string what = "cannot reshape " + Str(x->shape) + " to " + Str(shape);
+  if (infer >= 0) {
+    if (has_zero)
+      return InvalidArgument("shape: with allowzero=1, expected no 0 together with -1, found " + Str(shape));
+    Sym total = NumElements(x->shape), known = NumElements(out);
+    if (total.is_const() && known.is_const()) {
+      int64_t t = *total.value(), k = *known.value();
+      if (k == 0 || t % k != 0)
+        return InvalidArgument(what + ": expected an element count divisible by " +
+                               std::to_string(k) + ", found " + std::to_string(t));
+      out[infer] = Sym(t / k);
+    } else {
+      bool exact = false;
+      out[infer] = DivExact(total, known, &exact);
+      if (!exact) AddGuard(ctx, Eq(Mod(total, known), 0));
+    }
+  } else {
+    KILN_RETURN_IF_ERROR(SameCount(ctx, x->shape, out, what));
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  PassElements(ctx, *x);
+  return Status::Ok();
+}
+
+Status FlattenMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  int r = x->rank();
+  int64_t axis = ctx.attrs().GetInt("axis", 1);
+  if (axis < -r || axis > r)
+    return InvalidArgument("axis: expected a value in [" + std::to_string(-r) + ", " +
+                           std::to_string(r) + "], found " + std::to_string(axis));
+  if (axis < 0) axis += r;
+  SymShape a(x->shape.begin(), x->shape.begin() + axis), b(x->shape.begin() + axis, x->shape.end());
+  ctx.SetOutput(0, x->dtype, {NumElements(a), NumElements(b)});
+  PassElements(ctx, *x);
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> AxesInput(MetaContext& ctx, const Value& v) {
+  KILN_RETURN_IF_ERROR(CheckDType(v, "axes", kSignedInts));
+  KILN_RETURN_IF_ERROR(CheckRank(v, "input axes", 0, 1));
+  return NeedConstInts(v, "axes");
+}
+
+Status SqueezeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  if (ctx.attrs().Has("axes"))
+    return InvalidArgument("axes: expected the opset-13 form (axes as input 1), found an attribute");
+  std::vector<bool> drop(x->rank(), false);
+  if (const Value* a = ctx.input(1)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesInput(ctx, *a));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, x->rank()));
+    for (int i : norm) {
+      const Sym& d = x->shape[i];
+      if (d.is_const() && *d.value() != 1)
+        return InvalidArgument("axes: expected dims of size 1, found dim " + std::to_string(i) +
+                               " = " + d.ToString() + " in " + Str(x->shape));
+      if (!d.is_const()) AddGuard(ctx, Eq(d, 1));
+      drop[i] = true;
+    }
+  } else {
+    for (int i = 0; i < x->rank(); ++i) {
+      const Sym& d = x->shape[i];
+      if (!d.is_const())
+        return Unimplemented("Squeeze without axes on symbolic dim " + std::to_string(i) + " of " +
+                             Str(x->shape) + ": whether it is 1 is not known at compile time");
+      drop[i] = *d.value() == 1;
+    }
+  }
+  SymShape out;
+  for (int i = 0; i < x->rank(); ++i)
+    if (!drop[i]) out.push_back(x->shape[i]);
+  ctx.SetOutput(0, x->dtype, out);
+  PassElements(ctx, *x);
+  return Status::Ok();
+}
+
+Status UnsqueezeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  if (ctx.attrs().Has("axes"))
+    return InvalidArgument("axes: expected the opset-13 form (axes as input 1), found an attribute");
+  KILN_ASSIGN_OR_RETURN(const Value* a, Need(ctx, 1, "axes"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesInput(ctx, *a));
+  int r = x->rank() + static_cast<int>(axes.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, r));
+  std::vector<bool> ins(r, false);
+  for (int i : norm) ins[i] = true;
+  SymShape out;
+  size_t k = 0;
+  for (int i = 0; i < r; ++i) out.push_back(ins[i] ? Sym(1) : x->shape[k++]);
+  ctx.SetOutput(0, x->dtype, out);
+  PassElements(ctx, *x);
+  return Status::Ok();
+}
+
+Status ConstantOfShapeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, ShapeInput(ctx, 0, "input"));
+  for (const Sym& d : shape)
+    if (d.is_const() && *d.value() < 0)
+      return InvalidArgument("input: expected dims >= 0, found " + Str(shape));
+  int64_t dt = ctx.attrs().GetInt("dtype", static_cast<int64_t>(DType::kFloat32));
+  if (!IsValidDType(static_cast<int32_t>(dt)))
+    return InvalidArgument("dtype: expected a DType value, found " + std::to_string(dt));
+  DType t = static_cast<DType>(dt);
+  ctx.SetOutput(0, t, shape);
+  if ((IsInteger(t) || t == DType::kBool) && IsStatic(shape)) {
+    int64_t n = *NumElements(shape).value();
+    if (n <= kMaxSymElements) {
+      int64_t v = ctx.attrs().Has("value_int")
+                      ? ctx.attrs().GetInt("value_int", 0)
+                      : static_cast<int64_t>(ctx.attrs().GetFloat("value_float", 0.0f));
+      if (t == DType::kBool) v = v != 0;
+      SetSym(ctx, 0, std::vector<Sym>(n, Sym(v)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RangeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  const char* names[] = {"start", "limit", "delta"};
+  const Value* in[3];
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(in[i], Need(ctx, i, names[i]));
+    KILN_RETURN_IF_ERROR(CheckDType(*in[i], names[i], kFloats | kSignedInts));
+    if (i) KILN_RETURN_IF_ERROR(CheckSameDType(*in[0], "start", *in[i], names[i]));
+    auto n = StaticCount(*in[i]);
+    if (in[i]->rank() > 1 || (n && *n != 1))
+      return InvalidArgument(std::string("input ") + names[i] + ": expected a scalar, found shape " +
+                             Str(in[i]->shape));
+  }
+  DType t = in[0]->dtype;
+  if (IsFloat(t)) {
+    auto s = FloatElements(*in[0]), l = FloatElements(*in[1]), d = FloatElements(*in[2]);
+    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1)
+      return Unimplemented("data-dependent output shape: float Range with inputs not known at compile time");
+    if ((*d)[0] == 0) return InvalidArgument("delta: expected nonzero, found 0");
+    double diff = t == DType::kFloat32 ? static_cast<double>(static_cast<float>((*l)[0] - (*s)[0]))
+                                       : (*l)[0] - (*s)[0];
+    double c = std::ceil(diff / (*d)[0]);
+    if (!(c < 9e15)) return InvalidArgument("expected a finite element count, found " + std::to_string(c));
+    ctx.SetOutput(0, t, {Sym(std::max<int64_t>(0, static_cast<int64_t>(c)))});
+    return Status::Ok();
+  }
+  auto s = Elements(*in[0]), l = Elements(*in[1]), d = Elements(*in[2]);
+  if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1)
+    return Unimplemented("data-dependent output shape: Range inputs not known at compile time");
+  const Sym &start = (*s)[0], &limit = (*l)[0], &delta = (*d)[0];
+  auto dv = delta.value();
+  if (!dv)
+    return Unimplemented("data-dependent output shape: Range with symbolic delta " + delta.ToString());
+  if (*dv == 0) return InvalidArgument("delta: expected nonzero, found 0");
+  Sym span = *dv > 0 ? SubS(limit, start) : SubS(start, limit);
+  int64_t step = *dv > 0 ? *dv : -*dv;
+  Sym n = CeilDiv(span, step);
+  if (!NonNegative(n)) n = Max(n, 0);
+  ctx.SetOutput(0, t, {n});
+  if (auto nv = n.value(); nv && *nv <= kMaxSymElements) {
+    std::vector<Sym> e;
+    for (int64_t i = 0; i < *nv; ++i) e.push_back(AddC(start, i * *dv));
+    SetSym(ctx, 0, std::move(e));
+  }
+  return Status::Ok();
+}
+
+Status ExpandMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, ShapeInput(ctx, 1, "shape"));
+  KILN_ASSIGN_OR_RETURN(SymShape out, Broadcast(ctx, x->shape, shape));
+  ctx.SetOutput(0, x->dtype, out);
+  if (IsStatic(x->shape) && IsStatic(out) && *NumElements(out).value() <= kMaxSymElements)
+    if (auto e = Elements(*x)) SetSym(ctx, 0, BroadcastElements(*e, StaticDims(x->shape), StaticDims(out)));
+  return Status::Ok();
+}
+
+Status TileMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> reps, ShapeInput(ctx, 1, "repeats"));
+  if (static_cast<int>(reps.size()) != x->rank())
+    return InvalidArgument("repeats: expected " + std::to_string(x->rank()) +
+                           " values (the input rank), found " + std::to_string(reps.size()));
+  SymShape out;
+  for (int i = 0; i < x->rank(); ++i) {
+    if (reps[i].is_const() && *reps[i].value() < 0)
+      return InvalidArgument("repeats: expected values >= 0, found " + Str(reps));
+    out.push_back(x->shape[i] * reps[i]);
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterShapeOps(std::vector<OpDef>& ops) {
+  Def(ops, "Shape", ShapeMeta);
+  Def(ops, "Size", SizeMeta);
+  Def(ops, "Reshape", ReshapeMeta);
+  Def(ops, "Flatten", FlattenMeta);
+  Def(ops, "Squeeze", SqueezeMeta);
+  Def(ops, "Unsqueeze", UnsqueezeMeta);
+  Def(ops, "ConstantOfShape", ConstantOfShapeMeta);
+  Def(ops, "Range", RangeMeta);
+  Def(ops, "Expand", ExpandMeta);
+  Def(ops, "Tile", TileMeta);
+}
+
+}  // namespace kiln::ir
