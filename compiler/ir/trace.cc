@@ -54,7 +54,9 @@ int64_t SaturatingCast(double d) {
   return static_cast<int64_t>(d);
 }
 
+// "float32[N, 3]"; "?" for a value whose dtype is not known yet (before inference).
 std::string TypeText(const Value& v) {
+  if (v.dtype == DType::kUndefined) return v.shape.empty() ? "?" : "?" + ShapeToString(v.shape);
   return std::string(DTypeName(v.dtype)) + ShapeToString(v.shape);
 }
 
