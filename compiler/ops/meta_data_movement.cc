@@ -1,0 +1,501 @@
+// Meta functions of the data-movement ops: Transpose, Concat, Split, Slice, Gather,
+// GatherElements, Pad, DepthToSpace, SpaceToDepth and Resize.
+//
+// Slice on a symbolic dim with constant starts/ends: the usual index forms are kept exact
+// by assuming the indices are within the dim and recording that assumption as a guard
+// (e.g. x[1:] on dim T gives T - 1 with the guard 0 < T), rather than building clamps.
+// Ends at or beyond INT32_MAX (and, for negative steps, at or below -INT32_MAX) are taken
+// to mean "to the end" on a symbolic dim. Symbolic starts/ends must be provably >= 0.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compiler/ops/families.h"
+#include "compiler/ops/meta_util.h"
+
+namespace kiln::ir {
+using namespace meta;
+namespace {
+
+constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+
+Status TransposeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  int r = x->rank();
+  std::vector<int64_t> perm = ctx.attrs().GetInts("perm");
+  if (!ctx.attrs().Has("perm"))
+    for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int>(perm.size()) != r)
+    return InvalidArgument("perm: expected " + std::to_string(r) + " values (the input rank), found " +
+                           Str(perm));
+  std::vector<bool> seen(r, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[p])
+      return InvalidArgument("perm: expected a permutation of 0.." + std::to_string(r - 1) +
+                             ", found " + Str(perm));
+    seen[p] = true;
+  }
+  SymShape out;
+  for (int64_t p : perm) out.push_back(x->shape[p]);
+  ctx.SetOutput(0, x->dtype, out);
+  if (r <= 1)
+    if (auto e = Elements(*x)) SetSym(ctx, 0, std::move(*e));
+  return Status::Ok();
+}
+
+Status ConcatMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  if (ctx.num_inputs() < 1) return InvalidArgument("expected at least 1 input, found 0");
+  if (!ctx.attrs().Has("axis")) return InvalidArgument("attribute axis: expected an int, found it missing");
+  std::vector<const Value*> ins;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    KILN_ASSIGN_OR_RETURN(const Value* v, Need(ctx, i, "inputs[" + std::to_string(i) + "]"));
+    ins.push_back(v);
+  }
+  const Value* a = ins[0];
+  KILN_RETURN_IF_ERROR(CheckRank(*a, "input 0", 1, 1000));
+  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", 0), a->rank()));
+  SymShape out = a->shape;
+  for (size_t i = 1; i < ins.size(); ++i) {
+    const Value* v = ins[i];
+    std::string nm = "inputs[" + std::to_string(i) + "]";
+    KILN_RETURN_IF_ERROR(CheckSameDType(*a, "inputs[0]", *v, nm));
+    if (v->rank() != a->rank())
+      return InvalidArgument("input " + std::to_string(i) + ": expected rank " +
+                             std::to_string(a->rank()) + ", found rank " + std::to_string(v->rank()) +
+                             " " + Str(v->shape) + " (input 0 is " + Str(a->shape) + ")");
+    for (int d = 0; d < a->rank(); ++d) {
+      if (d == axis) continue;
+      if (!out[d].Same(v->shape[d]) && out[d].is_const() && v->shape[d].is_const())
+        return InvalidArgument("input " + std::to_string(i) + " dim " + std::to_string(d) +
+                               ": expected " + out[d].ToString() + ", found " +
+                               v->shape[d].ToString() + " (" + Str(a->shape) + " vs " +
+                               Str(v->shape) + ", axis " + std::to_string(axis) + ")");
+      KILN_RETURN_IF_ERROR(Unify(ctx, out[d], v->shape[d], nm));
+    }
+    out[axis] = AddS(out[axis], v->shape[axis]);
+  }
+  ctx.SetOutput(0, a->dtype, out);
+  // Elements: concatenate row-major blocks.
+  if (!IsStatic(out) || *NumElements(out).value() > kMaxSymElements) return Status::Ok();
+  std::vector<std::vector<Sym>> elems;
+  for (const Value* v : ins) {
+    auto e = Elements(*v);
+    if (!e) return Status::Ok();
+    elems.push_back(std::move(*e));
+  }
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= *out[d].value();
+  std::vector<Sym> res;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < ins.size(); ++i) {
+      int64_t block = 1;
+      for (int d = axis; d < ins[i]->rank(); ++d) block *= *ins[i]->shape[d].value();
+      for (int64_t k = 0; k < block; ++k) res.push_back(elems[i][o * block + k]);
+    }
+  SetSym(ctx, 0, std::move(res));
+  return Status::Ok();
+}
+
+// Sets the elements of output `out` to elements [start, start+len) along a 1-D input.
+void SliceElements1D(MetaContext& ctx, int out, const Value& x, int64_t start, int64_t len,
+                     int64_t step) {
+  if (x.rank() != 1) return;
+  auto e = Elements(x);
+  if (!e) return;
+  std::vector<Sym> r;
+  for (int64_t i = 0; i < len; ++i) {
+    int64_t k = start + i * step;
+    if (k < 0 || k >= static_cast<int64_t>(e->size())) return;
+    r.push_back((*e)[k]);
+  }
+  SetSym(ctx, out, std::move(r));
+}
+
+Status SplitMeta(MetaContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  KILN_RETURN_IF_ERROR(CheckRank(*x, "input", 1, 1000));
+  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
+  int n = ctx.num_outputs();
+  if (n < 1) return InvalidArgument("expected at least 1 output, found 0");
+  const Sym& d = x->shape[axis];
+  std::vector<Sym> sizes;
+  if (const Value* s = ctx.input(1)) {
+    KILN_RETURN_IF_ERROR(CheckDType(*s, "split", kSignedInts));
+    KILN_RETURN_IF_ERROR(CheckRank(*s, "input split", 1, 1));
+    KILN_ASSIGN_OR_RETURN(sizes, NeedElements(*s, "split"));
+    if (static_cast<int>(sizes.size()) != n)
+      return InvalidArgument("split: expected " + std::to_string(n) + " sizes (one per output), found " +
+                             Str(sizes));
+    Sym sum(0);
+    for (const Sym& v : sizes) {
+      if (v.is_const() && *v.value() < 0)
+        return InvalidArgument("split: expected sizes >= 0, found " + Str(sizes));
+      sum = AddS(sum, v);
+    }
+    if (!sum.Same(d) && sum.is_const() && d.is_const())
+      return InvalidArgument("split: expected sizes summing to " + d.ToString() + " (dim " +
+                             std::to_string(axis) + " of " + Str(x->shape) + "), found " + Str(sizes));
+    KILN_RETURN_IF_ERROR(Unify(ctx, d, sum, "split sum"));
+  } else if (ctx.attrs().Has("num_outputs")) {
+    int64_t no = ctx.attrs().GetInt("num_outputs", 0);
+    if (no != n)
+      return InvalidArgument("num_outputs: expected " + std::to_string(n) + " (the node's outputs), found " +
+                             std::to_string(no));
+    Sym chunk = CeilDiv(d, n);
+    for (int i = 0; i + 1 < n; ++i) sizes.push_back(chunk);
+    Sym last = SubS(d, chunk * Sym(n - 1));
+    if (auto lv = last.value(); lv && *lv < 0)
+      return InvalidArgument("num_outputs: expected at most " + d.ToString() + " outputs for dim " +
+                             d.ToString() + ", found " + std::to_string(n));
+    sizes.push_back(last);
+  } else {
+    if (auto dv = d.value(); dv && *dv % n != 0)
+      return InvalidArgument("expected dim " + std::to_string(axis) + " of " + Str(x->shape) +
+                             " divisible by the " + std::to_string(n) + " outputs, found " +
+                             std::to_string(*dv));
+    bool exact = false;
+    Sym each = DivExact(d, Sym(n), &exact);
+    if (!exact) AddGuard(ctx, Eq(Mod(d, n), 0));
+    sizes.assign(n, each);
+  }
+  int64_t offset = 0;
+  bool static_offsets = true;
+  for (int i = 0; i < n; ++i) {
+    SymShape out = x->shape;
+    out[axis] = sizes[i];
+    ctx.SetOutput(i, x->dtype, out);
+    if (static_offsets && sizes[i].is_const() && x->rank() == 1) {
+      SliceElements1D(ctx, i, *x, offset, *sizes[i].value(), 1);
+      offset += *sizes[i].value();
+    } else {
+      static_offsets = false;
+    }
+  }
+  return Status::Ok();
+}
+
+// The start (after normalisation) and length of a slice along a dim.
+struct SliceRange {
+  Sym start, len;
+};
+
+Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const Sym& e,
+                            int64_t step) {
+  if (d.is_const() && s.is_const() && e.is_const()) {
+    int64_t D = *d.value(), S = *s.value(), E = *e.value();
+    if (step > 0) {
+      S = S < 0 ? std::max<int64_t>(0, S + D) : std::min(S, D);
+      E = E < 0 ? std::max<int64_t>(0, E + D) : std::min(E, D);
+      int64_t n = E > S ? (E - S + step - 1) / step : 0;
+      return SliceRange{Sym(S), Sym(n)};
+    }
+    S = S < 0 ? std::max<int64_t>(-1, S + D) : std::min(S, D - 1);
+    E = E < 0 ? std::max<int64_t>(-1, E + D) : std::min(E, D - 1);
+    int64_t n = S > E ? (S - E + (-step) - 1) / (-step) : 0;
+    return SliceRange{Sym(S), Sym(n)};
+  }
+  // Symbolic: assume in-range indices, guarded.
+  auto need_le = [&](int64_t k) {  // k <= d
+    if (k > 0) AddGuard(ctx, Lt(Sym(k - 1), d));
+  };
+  auto index = [&](const Sym& k, bool is_end) -> Result<Sym> {
+    if (!k.is_const()) {
+      if (!NonNegative(k))
+        return Unimplemented("Slice with symbolic index " + k.ToString() +
+                             " that is not provably >= 0");
+      if (step < 0) return Unimplemented("Slice with a negative step and symbolic index " + k.ToString());
+      return Min(k, d);
+    }
+    int64_t v = *k.value();
+    if (step > 0) {
+      if (v >= kBig) return d;
+      if (v <= -kBig) return Sym(0);
+      if (v >= 0) { need_le(v); return Sym(v); }
+      need_le(-v);
+      return AddC(d, v);
+    }
+    // Negative step: starts clamp to [0, d-1], ends to [-1, d-1].
+    if (v >= kBig) return AddC(d, -1);
+    if (v <= -kBig) return is_end ? Sym(-1) : Sym(0);
+    if (v >= 0) { need_le(v + 1); return Sym(v); }
+    need_le(-v);
+    return AddC(d, v);
+  };
+  KILN_ASSIGN_OR_RETURN(Sym S, index(s, false));
+  KILN_ASSIGN_OR_RETURN(Sym E, index(e, true));
+  Sym diff = step > 0 ? SubS(E, S) : SubS(S, E);
+  if (auto dv = diff.value(); dv && *dv < 0) diff = Sym(0);
+  if (!NonNegative(diff)) AddGuard(ctx, Sym(1) - Lt(diff, 0));
+  int64_t as = step > 0 ? step : -step;
+  return SliceRange{S, as == 1 ? diff : CeilDiv(diff, as)};
+}
+
+Status SliceMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_RETURN_IF_ERROR(CheckRank(*x, "input data", 1, 1000));
+  const char* names[] = {"starts", "ends", "axes", "steps"};
+  for (int i = 1; i <= 4; ++i)
+    if (const Value* v = ctx.input(i)) {
+      KILN_RETURN_IF_ERROR(CheckDType(*v, names[i - 1], kSignedInts));
+      KILN_RETURN_IF_ERROR(CheckRank(*v, std::string("input ") + names[i - 1], 1, 1));
+    } else if (i <= 2) {
+      return InvalidArgument(std::string("expected input ") + names[i - 1] + ", found it absent");
+    }
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> starts, NeedElements(*ctx.input(1), "starts"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> ends, NeedElements(*ctx.input(2), "ends"));
+  size_t n = starts.size();
+  if (ends.size() != n)
+    return InvalidArgument("ends: expected " + std::to_string(n) + " values (as starts), found " +
+                           std::to_string(ends.size()));
+  std::vector<int64_t> axes, steps(n, 1);
+  if (const Value* a = ctx.input(3)) {
+    KILN_ASSIGN_OR_RETURN(axes, NeedConstInts(*a, "axes"));
+  } else {
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (const Value* s = ctx.input(4)) {
+    KILN_ASSIGN_OR_RETURN(steps, NeedConstInts(*s, "steps"));
+  }
+  if (axes.size() != n || steps.size() != n)
+    return InvalidArgument("axes/steps: expected " + std::to_string(n) + " values (as starts), found " +
+                           std::to_string(axes.size()) + " and " + std::to_string(steps.size()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, x->rank()));
+  SymShape out = x->shape;
+  std::optional<SliceRange> r0;
+  for (size_t i = 0; i < n; ++i) {
+    if (steps[i] == 0) return InvalidArgument("steps: expected nonzero values, found " + Str(steps));
+    KILN_ASSIGN_OR_RETURN(SliceRange r, SliceDim(ctx, x->shape[norm[i]], starts[i], ends[i], steps[i]));
+    out[norm[i]] = r.len;
+    r0 = r;
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  if (x->rank() == 1) {
+    if (!r0) {
+      if (auto e = Elements(*x)) SetSym(ctx, 0, std::move(*e));
+    } else if (r0->start.is_const() && r0->len.is_const()) {
+      SliceElements1D(ctx, 0, *x, *r0->start.value(), *r0->len.value(), steps[0]);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GatherMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(const Value* idx, Need(ctx, 1, "indices"));
+  KILN_RETURN_IF_ERROR(CheckRank(*x, "input data", 1, 1000));
+  KILN_RETURN_IF_ERROR(CheckDType(*idx, "indices", kSignedInts));
+  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
+  const Sym& d = x->shape[axis];
+  auto ie = Elements(*idx);
+  if (ie && d.is_const()) {
+    int64_t D = *d.value();
+    for (const Sym& k : *ie)
+      if (k.is_const() && (*k.value() < -D || *k.value() >= D))
+        return InvalidArgument("indices: expected values in [" + std::to_string(-D) + ", " +
+                               std::to_string(D - 1) + "] (dim " + std::to_string(axis) + " of " +
+                               Str(x->shape) + "), found " + k.ToString());
+  }
+  SymShape out(x->shape.begin(), x->shape.begin() + axis);
+  out.insert(out.end(), idx->shape.begin(), idx->shape.end());
+  out.insert(out.end(), x->shape.begin() + axis + 1, x->shape.end());
+  ctx.SetOutput(0, x->dtype, out);
+  if (x->rank() == 1 && ie && d.is_const()) {
+    auto xe = Elements(*x);
+    if (!xe) return Status::Ok();
+    std::vector<Sym> res;
+    for (const Sym& k : *ie) {
+      if (!k.is_const()) return Status::Ok();
+      int64_t i = *k.value();
+      if (i < 0) i += *d.value();
+      res.push_back((*xe)[i]);
+    }
+    SetSym(ctx, 0, std::move(res));
+  }
+  return Status::Ok();
+}
+
+Status GatherElementsMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(const Value* idx, Need(ctx, 1, "indices"));
+  KILN_RETURN_IF_ERROR(CheckRank(*x, "input data", 1, 1000));
+  KILN_RETURN_IF_ERROR(CheckDType(*idx, "indices", kSignedInts));
+  if (idx->rank() != x->rank())
+    return InvalidArgument("indices: expected rank " + std::to_string(x->rank()) + " (as data " +
+                           Str(x->shape) + "), found " + Str(idx->shape));
+  KILN_RETURN_IF_ERROR(NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()).status());
+  ctx.SetOutput(0, x->dtype, idx->shape);
+  return Status::Ok();
+}
+
+Status PadMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(const Value* p, Need(ctx, 1, "pads"));
+  if (ctx.attrs().Has("pads"))
+    return InvalidArgument("pads: expected the opset-11 form (pads as input 1), found an attribute");
+  std::string mode(ctx.attrs().GetString("mode", "constant"));
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return InvalidArgument("mode: expected constant, reflect, edge or wrap, found \"" + mode + "\"");
+  KILN_RETURN_IF_ERROR(CheckDType(*p, "pads", kSignedInts));
+  KILN_RETURN_IF_ERROR(CheckRank(*p, "input pads", 1, 1));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> pads, NeedElements(*p, "pads"));
+  if (const Value* cv = ctx.input(2)) {
+    KILN_RETURN_IF_ERROR(CheckSameDType(*x, "data", *cv, "constant_value"));
+    auto n = StaticCount(*cv);
+    if (cv->rank() > 1 || (n && *n != 1))
+      return InvalidArgument("constant_value: expected a scalar, found shape " + Str(cv->shape));
+  }
+  std::vector<int> axes;
+  if (const Value* a = ctx.input(3)) {
+    KILN_RETURN_IF_ERROR(CheckDType(*a, "axes", kSignedInts));
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> av, NeedConstInts(*a, "axes"));
+    KILN_ASSIGN_OR_RETURN(axes, NormAxes(av, x->rank()));
+  } else {
+    for (int i = 0; i < x->rank(); ++i) axes.push_back(i);
+  }
+  size_t k = axes.size();
+  if (pads.size() != 2 * k)
+    return InvalidArgument("pads: expected " + std::to_string(2 * k) + " values (2 per axis), found " +
+                           std::to_string(pads.size()) + " " + Str(pads));
+  SymShape out = x->shape;
+  for (size_t i = 0; i < k; ++i) {
+    const Sym& d = x->shape[axes[i]];
+    const Sym &pb = pads[i], &pe = pads[i + k];
+    if (mode == "reflect" && d.is_const() && pb.is_const() && pe.is_const() &&
+        (*pb.value() >= *d.value() || *pe.value() >= *d.value()))
+      return InvalidArgument("pads: reflect mode expects pads below the dim size " + d.ToString() +
+                             " (axis " + std::to_string(axes[i]) + "), found " + pb.ToString() +
+                             " and " + pe.ToString());
+    Sym o = AddS(AddS(d, pb), pe);
+    if (auto v = o.value(); v && *v < 0)
+      return InvalidArgument("pads: expected an output dim >= 0 on axis " + std::to_string(axes[i]) +
+                             ", found " + std::to_string(*v) + " (pads " + Str(pads) + ")");
+    out[axes[i]] = o;
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  return Status::Ok();
+}
+
+Status DepthSpaceMeta(MetaContext& ctx, bool to_space) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  KILN_RETURN_IF_ERROR(CheckRank(*x, "input", 4, 4));
+  int64_t b = ctx.attrs().GetInt("blocksize", 0);
+  if (b < 1) return InvalidArgument("blocksize: expected >= 1, found " + std::to_string(b));
+  if (to_space) {
+    std::string mode(ctx.attrs().GetString("mode", "DCR"));
+    if (mode != "DCR" && mode != "CRD")
+      return InvalidArgument("mode: expected DCR or CRD, found \"" + mode + "\"");
+  }
+  const SymShape& s = x->shape;
+  SymShape out;
+  if (to_space) {
+    if (auto c = s[1].value(); c && *c % (b * b) != 0)
+      return InvalidArgument("expected channels divisible by blocksize^2 = " + std::to_string(b * b) +
+                             ", found " + std::to_string(*c));
+    bool exact;
+    Sym c = DivExact(s[1], Sym(b * b), &exact);
+    if (!exact) AddGuard(ctx, Eq(Mod(s[1], b * b), 0));
+    out = {s[0], c, s[2] * Sym(b), s[3] * Sym(b)};
+  } else {
+    SymShape hw;
+    for (int i = 2; i < 4; ++i) {
+      if (auto v = s[i].value(); v && *v % b != 0)
+        return InvalidArgument("expected spatial dims divisible by blocksize " + std::to_string(b) +
+                               ", found " + Str(s));
+      bool exact;
+      hw.push_back(DivExact(s[i], Sym(b), &exact));
+      if (!exact) AddGuard(ctx, Eq(Mod(s[i], b), 0));
+    }
+    out = {s[0], s[1] * Sym(b * b), hw[0], hw[1]};
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  return Status::Ok();
+}
+
+// floor(d * scale), kept symbolic for integer scales and exact small fractions.
+Result<Sym> ScaleDim(const Sym& d, double scale) {
+  if (!(scale > 0) || !std::isfinite(scale))
+    return InvalidArgument("scales: expected positive values, found " + std::to_string(scale));
+  if (auto v = d.value()) return Sym(static_cast<int64_t>(std::floor(static_cast<double>(*v) * scale)));
+  if (scale == std::floor(scale)) return d * Sym(static_cast<int64_t>(scale));
+  for (int64_t q = 2; q <= 1024; ++q) {
+    double p = std::round(scale * q);
+    if (p / static_cast<double>(q) == scale)
+      return FloorDiv(d * Sym(static_cast<int64_t>(p)), q);
+  }
+  return Unimplemented("Resize scale " + std::to_string(scale) + " on symbolic dim " + d.ToString() +
+                       ": expected an integer or an exact small fraction");
+}
+
+Status ResizeMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "X"));
+  KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kNumeric));
+  std::string mode(ctx.attrs().GetString("mode", "nearest"));
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return InvalidArgument("mode: expected nearest, linear or cubic, found \"" + mode + "\"");
+  const Value* scales = Optional(ctx, 2);
+  const Value* sizes = Optional(ctx, 3);
+  if (scales && sizes)
+    return InvalidArgument("expected only one of scales and sizes, found both");
+  if (!scales && !sizes) return InvalidArgument("expected scales or sizes, found neither");
+  std::vector<int> axes;
+  if (ctx.attrs().Has("axes")) {
+    KILN_ASSIGN_OR_RETURN(axes, NormAxes(ctx.attrs().GetInts("axes"), x->rank()));
+  } else {
+    for (int i = 0; i < x->rank(); ++i) axes.push_back(i);
+  }
+  SymShape out = x->shape;
+  if (sizes) {
+    std::string policy(ctx.attrs().GetString("keep_aspect_ratio_policy", "stretch"));
+    if (policy != "stretch")
+      return Unimplemented("keep_aspect_ratio_policy \"" + policy + "\": only \"stretch\" is supported");
+    KILN_RETURN_IF_ERROR(CheckDType(*sizes, "sizes", kSignedInts));
+    KILN_ASSIGN_OR_RETURN(std::vector<Sym> sz, NeedElements(*sizes, "sizes"));
+    if (sz.size() != axes.size())
+      return InvalidArgument("sizes: expected " + std::to_string(axes.size()) + " values, found " +
+                             Str(sz));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (sz[i].is_const() && *sz[i].value() < 0)
+        return InvalidArgument("sizes: expected values >= 0, found " + Str(sz));
+      out[axes[i]] = sz[i];
+    }
+  } else {
+    KILN_RETURN_IF_ERROR(CheckDType(*scales, "scales", kFloats));
+    auto sc = FloatElements(*scales);
+    if (!sc)
+      return Unimplemented("data-dependent output shape: scales (" + scales->name +
+                           ") is not known at compile time");
+    if (sc->size() != axes.size())
+      return InvalidArgument("scales: expected " + std::to_string(axes.size()) + " values, found " +
+                             std::to_string(sc->size()));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(out[axes[i]], ScaleDim(x->shape[axes[i]], (*sc)[i]));
+    }
+  }
+  ctx.SetOutput(0, x->dtype, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterDataMovementOps(std::vector<OpDef>& ops) {
+  Def(ops, "Transpose", TransposeMeta);
+  Def(ops, "Concat", ConcatMeta);
+  Def(ops, "Split", SplitMeta);
+  Def(ops, "Slice", SliceMeta);
+  Def(ops, "Gather", GatherMeta);
+  Def(ops, "GatherElements", GatherElementsMeta);
+  Def(ops, "Pad", PadMeta);
+  Def(ops, "DepthToSpace", [](MetaContext& c) { return DepthSpaceMeta(c, true); });
+  Def(ops, "SpaceToDepth", [](MetaContext& c) { return DepthSpaceMeta(c, false); });
+  Def(ops, "Resize", ResizeMeta);
+}
+
+}  // namespace kiln::ir

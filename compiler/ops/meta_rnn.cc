@@ -1,0 +1,84 @@
+// Meta function of LSTM (layout 0: X [seq_length, batch_size, input_size]).
+#include "compiler/ops/families.h"
+#include "compiler/ops/meta_util.h"
+
+namespace kiln::ir {
+using namespace meta;
+namespace {
+
+// Checks that input i (when present) has exactly the shape `want`.
+Status ShapeIs(MetaContext& ctx, int i, std::string_view what, const SymShape& want, bool required) {
+  const Value* v = ctx.input(i);
+  if (!v) {
+    if (required) return InvalidArgument("expected input " + std::string(what) + ", found it absent");
+    return Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(CheckSameDType(*ctx.input(0), "X", *v, what));
+  if (v->rank() != static_cast<int>(want.size()))
+    return InvalidArgument("input " + std::string(what) + ": expected shape " + Str(want) + ", found " +
+                           Str(v->shape));
+  for (size_t d = 0; d < want.size(); ++d) {
+    const Sym& a = want[d];
+    const Sym& b = v->shape[d];
+    if (a.Same(b)) continue;
+    if (a.is_const() && b.is_const())
+      return InvalidArgument("input " + std::string(what) + ": expected shape " + Str(want) +
+                             ", found " + Str(v->shape));
+    AddGuard(ctx, Eq(a, b));
+  }
+  return Status::Ok();
+}
+
+Status LstmMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 3));
+  KILN_ASSIGN_OR_RETURN(const Value* X, Need(ctx, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Value* W, Need(ctx, 1, "W"));
+  KILN_ASSIGN_OR_RETURN(const Value* R, Need(ctx, 2, "R"));
+  KILN_RETURN_IF_ERROR(CheckDType(*X, "X", kFloats));
+  KILN_RETURN_IF_ERROR(CheckRank(*X, "input X", 3, 3));
+  KILN_RETURN_IF_ERROR(CheckRank(*W, "input W", 3, 3));
+  KILN_RETURN_IF_ERROR(CheckRank(*R, "input R", 3, 3));
+  if (int64_t layout = ctx.attrs().GetInt("layout", 0); layout != 0)
+    return Unimplemented("layout " + std::to_string(layout) + ": only layout 0 ([seq, batch, input]) is supported");
+  std::string dir(ctx.attrs().GetString("direction", "forward"));
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return InvalidArgument("direction: expected forward, reverse or bidirectional, found \"" + dir + "\"");
+  int64_t dirs = dir == "bidirectional" ? 2 : 1;
+  if (int64_t f = ctx.attrs().GetInt("input_forget", 0); f != 0 && f != 1)
+    return InvalidArgument("input_forget: expected 0 or 1, found " + std::to_string(f));
+  // hidden_size: the attribute, else R's last dim (which must be static).
+  int64_t H;
+  if (ctx.attrs().Has("hidden_size")) {
+    H = ctx.attrs().GetInt("hidden_size", 0);
+    if (H < 1) return InvalidArgument("hidden_size: expected >= 1, found " + std::to_string(H));
+  } else if (auto h = R->shape[2].value()) {
+    H = *h;
+  } else {
+    return Unimplemented("hidden_size: expected the attribute or a static R, found R " + Str(R->shape));
+  }
+  const Sym &seq = X->shape[0], &batch = X->shape[1], &in = X->shape[2];
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 1, "W", {dirs, 4 * H, in}, true));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 2, "R", {dirs, 4 * H, H}, true));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 3, "B", {dirs, 8 * H}, false));
+  if (const Value* sl = ctx.input(4)) {
+    if (sl->dtype != DType::kInt32)
+      return InvalidArgument("input sequence_lens: expected int32, found " + DTypeStr(sl->dtype));
+    if (sl->rank() != 1)
+      return InvalidArgument("input sequence_lens: expected shape [" + batch.ToString() + "], found " +
+                             Str(sl->shape));
+    KILN_RETURN_IF_ERROR(Unify(ctx, batch, sl->shape[0], "input sequence_lens dim 0 (batch)"));
+  }
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 5, "initial_h", {dirs, batch, H}, false));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 6, "initial_c", {dirs, batch, H}, false));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 7, "P", {dirs, 3 * H}, false));
+  ctx.SetOutput(0, X->dtype, {seq, dirs, batch, H});
+  ctx.SetOutput(1, X->dtype, {dirs, batch, H});
+  ctx.SetOutput(2, X->dtype, {dirs, batch, H});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterRnnOps(std::vector<OpDef>& ops) { Def(ops, "LSTM", LstmMeta); }
+
+}  // namespace kiln::ir
