@@ -1,0 +1,211 @@
+// Normalization ops: BatchNormalization (inference), InstanceNormalization,
+// LayerNormalization and GroupNormalization. Statistics accumulate in double so long
+// rows do not lose precision.
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/cpu/families.h"
+#include "runtime/cpu/kernel_util.h"
+
+namespace kiln::cpu {
+namespace {
+
+Status CheckFloat(const TensorRef& t, std::string_view op, const char* what) {
+  if (t.dtype != DType::kFloat32) {
+    return OpError(op, std::string(what) + " must be float32, got " + DTypeStr(t.dtype));
+  }
+  return Status::Ok();
+}
+
+Status CheckPerChannel(const TensorRef& t, int64_t c, std::string_view op, const char* what) {
+  KILN_RETURN_IF_ERROR(CheckFloat(t, op, what));
+  if (t.num_elements != c) {
+    return OpError(op, std::string(what) + " " + ShapeStr(t) + " must have " + std::to_string(c) +
+                           " elements (one per channel)");
+  }
+  return Status::Ok();
+}
+
+// y = (x - mean) * inv_std * scale + bias over `count` contiguous values.
+void Normalize(const float* x, int64_t count, float scale, float bias, double eps, float* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i) sum += x[i];
+  const double mean = count ? sum / count : 0;
+  double sq = 0;
+  for (int64_t i = 0; i < count; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const double var = count ? sq / count : 0;
+  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < count; ++i) y[i] = (x[i] - m) * inv * scale + bias;
+}
+
+Status BatchNormalization(const KernelCall& call) {
+  constexpr std::string_view kName = "BatchNormalization";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 5));
+  if (call.attrs.GetInt("training_mode", 0) != 0) {
+    return OpUnimplemented(kName, "training_mode=1 is not supported (inference only)");
+  }
+  const TensorRef& x = call.inputs[0];
+  const TensorRef& y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
+  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
+  if (x.rank < 2) return OpError(kName, "X must have rank >= 2, got " + ShapeStr(x));
+  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  const char* names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1 + i], c, kName, names[i]));
+  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
+  const float* scale = call.inputs[1].as<const float>();
+  const float* bias = call.inputs[2].as<const float>();
+  const float* mean = call.inputs[3].as<const float>();
+  const float* var = call.inputs[4].as<const float>();
+  const float* px = x.as<const float>();
+  float* py = y.as<float>();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    // Folded into one multiply-add per element.
+    const float a = static_cast<float>(scale[ch] / std::sqrt(static_cast<double>(var[ch]) + eps));
+    const float b = bias[ch] - mean[ch] * a;
+    for (int64_t b_i = 0; b_i < n; ++b_i) {
+      const int64_t off = (b_i * c + ch) * spatial;
+      for (int64_t i = 0; i < spatial; ++i) py[off + i] = px[off + i] * a + b;
+    }
+  }
+  return Status::Ok();
+}
+
+Status InstanceNormalization(const KernelCall& call) {
+  constexpr std::string_view kName = "InstanceNormalization";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
+  const TensorRef& x = call.inputs[0];
+  const TensorRef& y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
+  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
+  if (x.rank < 3) return OpError(kName, "X must have rank >= 3, got " + ShapeStr(x));
+  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1], c, kName, "scale"));
+  KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[2], c, kName, "B"));
+  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
+  const float* scale = call.inputs[1].as<const float>();
+  const float* bias = call.inputs[2].as<const float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t off = (b * c + ch) * spatial;
+      Normalize(x.as<const float>() + off, spatial, scale[ch], bias[ch], eps, y.as<float>() + off);
+    }
+  return Status::Ok();
+}
+
+Status GroupNormalization(const KernelCall& call) {
+  constexpr std::string_view kName = "GroupNormalization";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
+  const TensorRef& x = call.inputs[0];
+  const TensorRef& y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
+  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
+  if (x.rank < 2) return OpError(kName, "X must have rank >= 2, got " + ShapeStr(x));
+  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  const int64_t groups = call.attrs.GetInt("num_groups", 0);
+  if (groups < 1 || c % groups != 0) {
+    return OpError(kName, "num_groups " + std::to_string(groups) + " does not divide channels " +
+                              std::to_string(c));
+  }
+  KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1], c, kName, "scale"));
+  KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[2], c, kName, "bias"));
+  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
+  const float* scale = call.inputs[1].as<const float>();
+  const float* bias = call.inputs[2].as<const float>();
+  const int64_t cg = c / groups, count = cg * spatial;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t off = (b * c + g * cg) * spatial;
+      const float* px = x.as<const float>() + off;
+      float* py = y.as<float>() + off;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < count; ++i) sum += px[i];
+      const double mean = count ? sum / count : 0;
+      for (int64_t i = 0; i < count; ++i) sq += (px[i] - mean) * (px[i] - mean);
+      const float inv = static_cast<float>(1.0 / std::sqrt((count ? sq / count : 0) + eps));
+      for (int64_t ch = 0; ch < cg; ++ch) {
+        const float s = scale[g * cg + ch], bb = bias[g * cg + ch];
+        for (int64_t i = 0; i < spatial; ++i) {
+          const int64_t k = ch * spatial + i;
+          py[k] = (px[k] - static_cast<float>(mean)) * inv * s + bb;
+        }
+      }
+    }
+  return Status::Ok();
+}
+
+Status LayerNormalization(const KernelCall& call) {
+  constexpr std::string_view kName = "LayerNormalization";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
+  const TensorRef &x = call.inputs[0], &scale = call.inputs[1], &y = call.outputs[0];
+  const TensorRef* bias = OptionalInput(call, 2);
+  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
+  KILN_RETURN_IF_ERROR(CheckFloat(scale, kName, "Scale"));
+  if (bias) KILN_RETURN_IF_ERROR(CheckFloat(*bias, kName, "B"));
+  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
+  int axis = 0;
+  if (!NormalizeAxis(call.attrs.GetInt("axis", -1), x.rank, &axis)) {
+    return OpError(kName, "axis " + std::to_string(call.attrs.GetInt("axis", -1)) +
+                              " is out of range for X " + ShapeStr(x));
+  }
+  const int64_t outer = Product(x.dims, 0, axis), inner = Product(x.dims, axis, x.rank);
+  // Scale and B broadcast against the normalized shape X.dims[axis:].
+  const int nrank = x.rank - axis;
+  int64_t ss[kMaxRank] = {}, sb[kMaxRank] = {};
+  if (!BroadcastStrides(scale.dims, scale.rank, x.dims + axis, nrank, ss) ||
+      (bias && !BroadcastStrides(bias->dims, bias->rank, x.dims + axis, nrank, sb))) {
+    return OpError(kName, "Scale " + ShapeStr(scale) + " and B " + (bias ? ShapeStr(*bias) : "<absent>") +
+                              " must broadcast to the normalized shape " +
+                              ShapeStr(x.dims + axis, nrank));
+  }
+  const TensorRef* mean_out = OptionalOutput(call, 1);
+  const TensorRef* inv_out = OptionalOutput(call, 2);
+  for (const TensorRef* o : {mean_out, inv_out}) {
+    if (o && (o->num_elements != outer || o->dtype != DType::kFloat32)) {
+      return OpError(kName, "Mean/InvStdDev output " + ShapeStr(*o) + " must be float32 with " +
+                                std::to_string(outer) + " elements");
+    }
+  }
+  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
+  const float* ps = scale.as<const float>();
+  const float* pb = bias ? bias->as<const float>() : nullptr;
+  const bool scale_full = scale.num_elements == inner, bias_full = !bias || bias->num_elements == inner;
+  for (int64_t r = 0; r < outer; ++r) {
+    const float* px = x.as<const float>() + r * inner;
+    float* py = y.as<float>() + r * inner;
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < inner; ++i) sum += px[i];
+    const double mean = inner ? sum / inner : 0;
+    for (int64_t i = 0; i < inner; ++i) sq += (px[i] - mean) * (px[i] - mean);
+    const double inv = 1.0 / std::sqrt((inner ? sq / inner : 0) + eps);
+    if (mean_out) mean_out->as<float>()[r] = static_cast<float>(mean);
+    if (inv_out) inv_out->as<float>()[r] = static_cast<float>(inv);
+    const float m = static_cast<float>(mean), iv = static_cast<float>(inv);
+    if (scale_full && bias_full) {
+      for (int64_t i = 0; i < inner; ++i) py[i] = (px[i] - m) * iv * ps[i] + (pb ? pb[i] : 0.0f);
+      continue;
+    }
+    NdIndex it(x.dims + axis, nrank);
+    for (int64_t i = 0; i < inner; ++i) {
+      const float s = ps[it.Offset(ss, nrank)];
+      const float b = pb ? pb[it.Offset(sb, nrank)] : 0.0f;
+      py[i] = (px[i] - m) * iv * s + b;
+      it.Next(nrank);
+    }
+  }
+  return Status::Ok();
+}
+
+constexpr KernelDef kKernels[] = {
+    {"BatchNormalization", BatchNormalization, nullptr},
+    {"GroupNormalization", GroupNormalization, nullptr},
+    {"InstanceNormalization", InstanceNormalization, nullptr},
+    {"LayerNormalization", LayerNormalization, nullptr},
+};
+
+}  // namespace
+
+std::span<const KernelDef> NormalizationKernels() { return kKernels; }
+
+}  // namespace kiln::cpu
