@@ -109,6 +109,9 @@ Status ReshapeMeta(MetaContext& ctx) {
     } else {
       bool exact = false;
       out[infer] = DivExact(total, known, &exact);
+      if (!exact && out[infer].is_const())  // e.g. N*3136 / (N*5)
+        return InvalidArgument(what + ": expected an element count divisible by " +
+                               known.ToString() + ", found " + total.ToString());
       if (!exact) AddGuard(ctx, Eq(Mod(total, known), 0));
     }
   } else {

@@ -430,7 +430,7 @@ Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
       if (s == 1) {
         o = AddC(x, c + 1);
       } else if (w.ceil_mode && !valid) {
-        o = AddC(CeilDiv(AddC(x, c), s), 1);
+        o = CeilDiv(AddC(x, c + s), s);  // ceil((x + c) / s) + 1
         // Drop a last window that would start in the end padding: (o-1)*s >= x + pb.
         if (s > keff - pe) {
           Sym start = SubS(o, 1) * Sym(s);
@@ -438,7 +438,7 @@ Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
           o = SubS(o, drop);
         }
       } else {
-        o = AddC(FloorDiv(AddC(x, c), s), 1);
+        o = FloorDiv(AddC(x, c + s), s);  // floor((x + c) / s) + 1
       }
     }
     if (auto v = o.value(); v && *v < 1)
