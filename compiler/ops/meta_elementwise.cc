@@ -257,6 +257,39 @@ Status WhereMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// PRelu: slope broadcasts (unidirectionally) to X; the output has X's shape.
+Status PReluMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Value* slope, Need(ctx, 1, "slope"));
+  KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kFloats | kSignedInts));
+  KILN_RETURN_IF_ERROR(CheckSameDType(*x, "X", *slope, "slope"));
+  KILN_ASSIGN_OR_RETURN(SymShape s, Broadcast(ctx, x->shape, slope->shape));
+  if (s.size() != x->shape.size())
+    return InvalidArgument("input slope: expected a shape broadcastable to " + Str(x->shape) +
+                           ", found " + Str(slope->shape));
+  ctx.SetOutput(0, x->dtype, x->shape);
+  return Status::Ok();
+}
+
+// Dropout in inference: the output is the input; the optional mask is all true.
+Status DropoutMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 2));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
+  KILN_RETURN_IF_ERROR(CheckDType(*x, "data", kFloats));
+  if (const Value* t = ctx.input(2)) {
+    auto e = Elements(*t);
+    if (!e || e->size() != 1 || !(*e)[0].is_const())
+      return Unimplemented("training_mode input not known at compile time (inference only)");
+    if (*(*e)[0].value() != 0)
+      return Unimplemented("training_mode=true: expected inference mode, found training");
+  }
+  ctx.SetOutput(0, x->dtype, x->shape);
+  ctx.SetOutput(1, DType::kBool, x->shape);
+  if (auto e = Elements(*x)) SetSym(ctx, 0, std::move(*e));
+  return Status::Ok();
+}
+
 Status CheckGelu(const AttrMap& a) {
   std::string_view m = a.GetString("approximate", "none");
   if (m != "none" && m != "tanh")
@@ -297,10 +330,13 @@ void RegisterElementwiseOps(std::vector<OpDef>& ops) {
   Def(ops, "Sign", Unary(kNumeric));
   for (const char* op : {"LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal",
                          "Floor", "Ceil", "Round", "Erf", "Sin", "Cos", "Softplus", "Elu", "Selu",
-                         "HardSigmoid", "HardSwish"})
+                         "HardSigmoid", "HardSwish", "Acos", "Asin", "Atan", "Cosh", "Sinh", "Tan",
+                         "Softsign", "Mish", "ThresholdedRelu", "Celu"})
     Def(ops, op, Unary(kFloats));
   Def(ops, "Gelu", Unary(kFloats, nullptr, CheckGelu));
   Def(ops, "Clip", ClipMeta);
+  Def(ops, "PRelu", PReluMeta);
+  Def(ops, "Dropout", DropoutMeta);
   Def(ops, "Identity", IdentityMeta);
   Def(ops, "Cast", CastMeta);
   Def(ops, "CastLike", CastLikeMeta);

@@ -42,6 +42,24 @@ Status InstanceNormMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// GroupNormalization: scale and bias are per channel (opset 21), as the CPU kernel expects.
+Status GroupNormMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* X, Need(ctx, 0, "X"));
+  KILN_RETURN_IF_ERROR(CheckDType(*X, "X", kFloats));
+  KILN_RETURN_IF_ERROR(CheckRank(*X, "input X", 3, 1000));
+  int64_t g = ctx.attrs().GetInt("num_groups", 0);
+  if (g < 1) return InvalidArgument("num_groups: expected >= 1, found " + std::to_string(g));
+  const Sym& C = X->shape[1];
+  if (auto c = C.value(); c && *c % g != 0)
+    return InvalidArgument("num_groups " + std::to_string(g) + ": expected a divisor of the channels, found " +
+                           std::to_string(*c) + " channels");
+  KILN_RETURN_IF_ERROR(ChannelParam(ctx, 1, "scale", C));
+  KILN_RETURN_IF_ERROR(ChannelParam(ctx, 2, "bias", C));
+  ctx.SetOutput(0, X->dtype, X->shape);
+  return Status::Ok();
+}
+
 // `p` must broadcast (unidirectionally) to the normalised dims X[axis:].
 Status NormParam(MetaContext& ctx, const Value& p, std::string_view what, const SymShape& tail) {
   if (p.rank() > static_cast<int>(tail.size()))
@@ -114,6 +132,7 @@ void RegisterNormOps(std::vector<OpDef>& ops) {
   Def(ops, "BatchNormalization", BatchNormMeta);
   Def(ops, "InstanceNormalization", InstanceNormMeta);
   Def(ops, "LayerNormalization", LayerNormMeta);
+  Def(ops, "GroupNormalization", GroupNormMeta);
   Def(ops, "Softmax", SoftmaxMeta);
   Def(ops, "LogSoftmax", SoftmaxMeta);
   Def(ops, "Hardmax", SoftmaxMeta);

@@ -1,4 +1,5 @@
-// Meta functions of MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
+// Meta functions of MaxPool (with its optional Indices output), AveragePool, LpPool,
+// GlobalAveragePool, GlobalMaxPool and GlobalLpPool.
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -21,9 +22,9 @@ Status PoolMeta(MetaContext& ctx, bool is_max) {
     int64_t so = ctx.attrs().GetInt("storage_order", 0);
     if (so != 0 && so != 1)
       return InvalidArgument("storage_order: expected 0 or 1, found " + std::to_string(so));
-    if (ctx.output(1))
-      return Unimplemented("the Indices output of MaxPool is not supported (found it used)");
   } else {
+    if (int64_t p = ctx.attrs().GetInt("p", 2); p < 1)
+      return InvalidArgument("p: expected >= 1, found " + std::to_string(p));
     int64_t cip = ctx.attrs().GetInt("count_include_pad", 0);
     if (cip != 0 && cip != 1)
       return InvalidArgument("count_include_pad: expected 0 or 1, found " + std::to_string(cip));
@@ -33,6 +34,7 @@ Status PoolMeta(MetaContext& ctx, bool is_max) {
   SymShape out = {X->shape[0], X->shape[1]};
   out.insert(out.end(), sp.begin(), sp.end());
   ctx.SetOutput(0, X->dtype, out);
+  if (is_max) ctx.SetOutput(1, DType::kInt64, out);  // Indices, flattened positions
   return Status::Ok();
 }
 
@@ -52,6 +54,8 @@ Status GlobalPoolMeta(MetaContext& ctx, bool is_max) {
 void RegisterPoolOps(std::vector<OpDef>& ops) {
   Def(ops, "MaxPool", [](MetaContext& c) { return PoolMeta(c, true); });
   Def(ops, "AveragePool", [](MetaContext& c) { return PoolMeta(c, false); });
+  Def(ops, "LpPool", [](MetaContext& c) { return PoolMeta(c, false); });
+  Def(ops, "GlobalLpPool", [](MetaContext& c) { return GlobalPoolMeta(c, false); });
   Def(ops, "GlobalMaxPool", [](MetaContext& c) { return GlobalPoolMeta(c, true); });
   Def(ops, "GlobalAveragePool", [](MetaContext& c) { return GlobalPoolMeta(c, false); });
 }

@@ -64,7 +64,7 @@ Status ArgMeta(MetaContext& ctx) {
 
 void RegisterReduceOps(std::vector<OpDef>& ops) {
   for (const char* op : {"ReduceMean", "ReduceL2", "ReduceSumSquare", "ReduceSum", "ReduceMax",
-                         "ReduceMin", "ReduceProd"})
+                         "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"})
     Def(ops, op, [](MetaContext& c) { return ReduceMeta(c, kFloats | kInts); });
   Def(ops, "ArgMax", ArgMeta);
   Def(ops, "ArgMin", ArgMeta);
