@@ -421,6 +421,55 @@ TEST_CASE("LSTM output shapes and weight validation") {
   CHECK(s.message().find("expected shape [2, 64, 10], found [2, 80, 10]") != std::string::npos);
 }
 
+TEST_CASE("more shape arithmetic: Where, ConstantOfShape, Cast, Expand, Gather errors") {
+  Builder b;
+  ValueId x = b.Input("x", DType::kFloat32, {N, 3, 1});
+  REQUIRE(b.Op("Shape", {x}).ok());
+  ValueId shp = b.Out();
+  ValueId ones = b.Ints("ones", {1, 1, 1});
+  REQUIRE(b.Op("Equal", {shp, ones}).ok());
+  CHECK(b.OutSym() == "[(N == 1), 0, 1]");
+  ValueId eq = b.Out();
+  REQUIRE(b.Op("Where", {eq, b.Ints("neg", {-1, -1, -1}), shp}).ok());
+  CHECK(b.OutSym() == "[(((N == 1)*-1)+((1-(N == 1))*N)), 3, -1]");
+
+  AttrMap cos;
+  cos.SetInt("dtype", static_cast<int64_t>(DType::kInt64));
+  cos.SetInt("value_int", 7);
+  REQUIRE(b.Op("ConstantOfShape", {b.Ints("two", {2})}, cos).ok());
+  CHECK(b.OutV().dtype == DType::kInt64);
+  CHECK(b.OutSym() == "[7, 7]");
+
+  AttrMap to;
+  to.SetInt("to", static_cast<int64_t>(DType::kInt64));
+  REQUIRE(b.Op("Cast", {b.Floats("f", {2.7f, -1.5f})}, to).ok());
+  CHECK(b.OutSym() == "[2, -1]");
+
+  REQUIRE(b.Op("Expand", {x, b.Ints("es", {2, 1, 1, 6})}).ok());
+  CHECK(b.OutShape() == "[2, N, 3, 6]");
+
+  Status s = b.Op("Gather", {shp, b.Const<int64_t>("i5", DType::kInt64, {5}, {})});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("expected values in [-3, 2]") != std::string::npos);
+  CHECK(s.message().find("found 5") != std::string::npos);
+
+  // Concat of a runtime tensor's elements is not known: the output has no sym.
+  ValueId dyn = b.Input("dyn", DType::kInt64, {1});
+  AttrMap ax0;
+  ax0.SetInt("axis", 0);
+  REQUIRE(b.Op("Concat", {shp, dyn}, ax0).ok());
+  CHECK(b.OutShape() == "[4]");
+  CHECK(b.OutSym() == "none");
+
+  // Symbolic inner dims of MatMul are assumed equal and guarded.
+  ValueId a = b.Input("a", DType::kFloat32, {N, T});
+  ValueId c = b.Input("c", DType::kFloat32, {H, 4});
+  REQUIRE(b.Op("MatMul", {a, c}).ok());
+  CHECK(b.OutShape() == "[N, 4]");
+  REQUIRE(!b.t.guards.empty());
+  CHECK(b.t.guards.back().ToString() == "(T == H)");
+}
+
 TEST_CASE("meta helpers") {
   using namespace meta;
   CHECK(AddC(H - 1, 2).ToString() == "(H+1)");
