@@ -354,30 +354,37 @@ Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto&
     return DataLoss(what + ": " + field + " has " + std::to_string(have) + " values, expected " +
                     std::to_string(n) + " for " + shape_text);
   };
+  // Counts are checked before anything is allocated: dims alone never size a buffer.
+  int have = 0;
+  const char* field = "int32_data";
+  switch (dtype) {
+    case DType::kFloat32: have = t.float_data_size(); field = "float_data"; break;
+    case DType::kFloat64: have = t.double_data_size(); field = "double_data"; break;
+    case DType::kInt64: have = t.int64_data_size(); field = "int64_data"; break;
+    case DType::kUInt32:
+    case DType::kUInt64: have = t.uint64_data_size(); field = "uint64_data"; break;
+    default: have = t.int32_data_size(); break;
+  }
+  if (have != n) return count_error(field, have);
   cd->bytes.reserve(static_cast<size_t>(nbytes));
   switch (dtype) {
     case DType::kFloat32:
-      if (t.float_data_size() != n) return count_error("float_data", t.float_data_size());
       for (float x : t.float_data()) Append(cd->bytes, x);
       break;
     case DType::kFloat64:
-      if (t.double_data_size() != n) return count_error("double_data", t.double_data_size());
       for (double x : t.double_data()) Append(cd->bytes, x);
       break;
     case DType::kInt64:
-      if (t.int64_data_size() != n) return count_error("int64_data", t.int64_data_size());
       for (int64_t x : t.int64_data()) Append(cd->bytes, x);
       break;
     case DType::kUInt32:
     case DType::kUInt64:
-      if (t.uint64_data_size() != n) return count_error("uint64_data", t.uint64_data_size());
       for (uint64_t x : t.uint64_data()) {
         if (dtype == DType::kUInt32) Append(cd->bytes, static_cast<uint32_t>(x));
         else Append(cd->bytes, x);
       }
       break;
     default:  // int32, int16, int8, uint16, uint8, bool, float16, bfloat16: int32_data
-      if (t.int32_data_size() != n) return count_error("int32_data", t.int32_data_size());
       for (int32_t x : t.int32_data()) {
         switch (dtype) {
           case DType::kInt32: Append(cd->bytes, x); break;
