@@ -675,6 +675,15 @@ TEST_CASE("onnx import: bad tensors are precise DataLoss errors") {
     CHECK(r.status().code() == StatusCode::kDataLoss);
     CHECK(Contains(r.status().message(), "overflows int64"));
   }
+  {
+    // Huge dims with (almost) no data: an error, never a huge allocation.
+    auto m = ReluModel();
+    AddFloatInit(m.mutable_graph(), "w", {1ll << 30, 1ll << 30}, {1.0f});
+    auto r = Import(m);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(Contains(r.status().message(), "float_data has 1 values"));
+  }
 }
 
 TEST_CASE("onnx import: unknown input names, domains and old opsets") {
