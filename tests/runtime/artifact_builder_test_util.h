@@ -1,0 +1,250 @@
+// Builds small .kiln artifacts in tests: a plain-struct description (ArtifactSpec) turned
+// into header + FlatBuffer + 256-aligned weights blob with a correct XXH64. Tests edit the
+// spec to make an artifact semantically wrong, or edit the bytes to corrupt it.
+//
+//   ArtifactSpec spec = AddModelSpec();            // y = x + w, x: float32[N, 3]
+//   std::vector<uint8_t> bytes = BuildArtifact(spec);
+//   auto model = kiln::Model::Load(bytes);
+#pragma once
+
+#include <xxhash.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "flatbuffers/flatbuffers.h"
+#include "kiln/tensor.h"
+#include "runtime/artifact_header.h"
+#include "schema/kiln_generated.h"
+
+namespace kiln::testing {
+
+struct DimSpec {
+  int32_t symbol = -1;
+  int64_t value = 0;
+  int64_t min = 1;
+  int64_t max = std::numeric_limits<int64_t>::max();
+  int64_t divisor = 1;
+};
+inline DimSpec Const(int64_t v) { return DimSpec{-1, v}; }
+inline DimSpec Sym(int32_t s, int64_t min = 1, int64_t max = std::numeric_limits<int64_t>::max(),
+                   int64_t divisor = 1) {
+  return DimSpec{s, 0, min, max, divisor};
+}
+
+struct InputCheckSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<DimSpec> dims;
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int32_t> shape;  // expr indices
+  fb::Storage storage = fb::Storage::Arena;
+  int64_t index = 0;
+  int32_t offset = 0;          // expr index
+  std::vector<int32_t> values;
+  int32_t raw_dtype = -1;      // >= 0: written instead of dtype (to test invalid dtypes)
+};
+
+struct AttrSpec {
+  std::string name;
+  fb::AttrKind kind = fb::AttrKind::Int;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+};
+
+struct InstructionSpec {
+  std::string op;
+  std::string name;
+  std::vector<int32_t> inputs, outputs;
+  std::vector<AttrSpec> attrs;
+};
+
+struct GuardSpec {
+  int32_t expr = 0;
+  std::string text;
+};
+
+struct EntrySpec {
+  std::string name = "default";
+  std::vector<InputCheckSpec> checks;
+  std::vector<GuardSpec> guards;
+  std::vector<std::string> symbols;
+  std::vector<fb::ExprNode> exprs;
+  std::vector<TensorSpec> tensors;
+  std::vector<InstructionSpec> instructions;
+  std::vector<int32_t> inputs, outputs;
+  int32_t arena_bytes = 0;
+  std::vector<std::string> stage_names;
+};
+
+struct IoSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;
+};
+
+struct WeightSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+};
+
+struct ArtifactSpec {
+  uint32_t format_version = 1;
+  std::string producer = "kiln test";
+  std::vector<IoSpec> inputs, outputs;
+  std::vector<WeightSpec> weights;
+  std::vector<EntrySpec> entries;
+};
+
+inline TensorSpec T(std::string name, DType dtype, std::vector<int32_t> shape, fb::Storage storage,
+                    int64_t index = 0, int32_t offset = 0, std::vector<int32_t> values = {}) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.storage = storage;
+  t.index = index;
+  t.offset = offset;
+  t.values = std::move(values);
+  return t;
+}
+
+inline fb::ExprNode E(fb::ExprOp op, int64_t a, int64_t b = 0) { return fb::ExprNode(op, a, b); }
+
+template <typename T>
+std::vector<uint8_t> Bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder& b, const EntrySpec& e) {
+  std::vector<flatbuffers::Offset<fb::InputCheck>> checks;
+  for (const auto& c : e.checks) {
+    std::vector<flatbuffers::Offset<fb::DimCheck>> dims;
+    for (const auto& d : c.dims)
+      dims.push_back(fb::CreateDimCheck(b, d.symbol, d.value, d.min, d.max, d.divisor));
+    checks.push_back(fb::CreateInputCheck(b, b.CreateString(c.name), static_cast<int32_t>(c.dtype),
+                                          b.CreateVector(dims)));
+  }
+  std::vector<flatbuffers::Offset<fb::Guard>> guards;
+  for (const auto& g : e.guards) guards.push_back(fb::CreateGuard(b, g.expr, b.CreateString(g.text)));
+  auto prologue = fb::CreatePrologue(b, b.CreateVector(checks), b.CreateVector(guards));
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (const auto& t : e.tensors)
+    tensors.push_back(fb::CreateTensor(b, b.CreateString(t.name),
+                                       t.raw_dtype >= 0 ? t.raw_dtype : static_cast<int32_t>(t.dtype),
+                                       b.CreateVector(t.shape), t.storage, t.index, t.offset,
+                                       b.CreateVector(t.values)));
+  std::vector<flatbuffers::Offset<fb::Instruction>> instrs;
+  for (const auto& in : e.instructions) {
+    std::vector<flatbuffers::Offset<fb::Attr>> attrs;
+    for (const auto& a : in.attrs)
+      attrs.push_back(fb::CreateAttr(b, b.CreateString(a.name), a.kind, a.i, a.f, b.CreateString(a.s),
+                                     b.CreateVector(a.ints)));
+    instrs.push_back(fb::CreateInstruction(b, b.CreateString(in.op), b.CreateString(in.name),
+                                           b.CreateString("cpu"), b.CreateVector(in.inputs),
+                                           b.CreateVector(in.outputs), b.CreateVector(attrs)));
+  }
+  std::vector<flatbuffers::Offset<fb::Stage>> stages;
+  for (const auto& s : e.stage_names)
+    stages.push_back(fb::CreateStage(b, b.CreateString(s), b.CreateString("trace of " + s), 1000));
+  return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVectorOfStrings(e.symbols),
+                         b.CreateVectorOfStructs(e.exprs), b.CreateVector(tensors), b.CreateVector(instrs),
+                         b.CreateVector(e.inputs), b.CreateVector(e.outputs), e.arena_bytes,
+                         b.CreateVector(stages));
+}
+
+inline std::vector<flatbuffers::Offset<fb::IoInfo>> BuildIo(flatbuffers::FlatBufferBuilder& b,
+                                                            const std::vector<IoSpec>& ios) {
+  std::vector<flatbuffers::Offset<fb::IoInfo>> out;
+  for (const auto& io : ios)
+    out.push_back(fb::CreateIoInfo(b, b.CreateString(io.name), static_cast<int32_t>(io.dtype),
+                                   b.CreateVector(io.dims), b.CreateVectorOfStrings(io.symbols)));
+  return out;
+}
+
+// Header + FlatBuffer + weights blob (each weight at a multiple of 64), with the checksum.
+inline std::vector<uint8_t> BuildArtifact(const ArtifactSpec& spec) {
+  std::vector<uint8_t> blob;
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Weight>> weights;
+  for (const auto& w : spec.weights) {
+    blob.resize((blob.size() + 63) / 64 * 64);
+    const uint64_t offset = blob.size();
+    blob.insert(blob.end(), w.bytes.begin(), w.bytes.end());
+    weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<int32_t>(w.dtype),
+                                       b.CreateVector(w.dims), offset, w.bytes.size()));
+  }
+  std::vector<flatbuffers::Offset<fb::Entry>> entries;
+  for (const auto& e : spec.entries) entries.push_back(BuildEntry(b, e));
+  auto inputs = BuildIo(b, spec.inputs);
+  auto outputs = BuildIo(b, spec.outputs);
+  auto artifact = fb::CreateArtifact(b, spec.format_version, b.CreateString(spec.producer),
+                                     b.CreateString("test.onnx"), b.CreateVectorOfStrings({}),
+                                     b.CreateString("fp32"), b.CreateVector(inputs), b.CreateVector(outputs),
+                                     b.CreateVector(weights), 0, b.CreateVector(entries));
+  fb::FinishArtifactBuffer(b, artifact);
+
+  ArtifactHeader h{};
+  std::memcpy(h.magic, kArtifactMagic, sizeof h.magic);
+  h.header_bytes = sizeof h;
+  h.format_version = spec.format_version;
+  h.flatbuffer_offset = sizeof h;
+  h.flatbuffer_size = b.GetSize();
+  h.weights_offset = (h.flatbuffer_offset + h.flatbuffer_size + 255) / 256 * 256;
+  h.weights_size = blob.size();
+  h.weights_xxh64 = XXH64(blob.data(), blob.size(), 0);
+  std::vector<uint8_t> out(h.weights_offset + blob.size(), 0);
+  std::memcpy(out.data(), &h, sizeof h);
+  std::memcpy(out.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());
+  if (!blob.empty()) std::memcpy(out.data() + h.weights_offset, blob.data(), blob.size());
+  return out;
+}
+
+// y = Add(x, w): x float32[N, 3] with N in [1, 64], w = {10, 20, 30}, y float32[N, 3] in
+// the arena. Exprs: 0 N, 1 3, 2 0, 3 12, 4 N*12 (arena bytes).
+inline ArtifactSpec AddModelSpec() {
+  ArtifactSpec a;
+  a.inputs = {{"x", DType::kFloat32, {-1, 3}, {"N", ""}}};
+  a.outputs = {{"y", DType::kFloat32, {-1, 3}, {"N", ""}}};
+  a.weights = {{"w", DType::kFloat32, {3}, Bytes(std::vector<float>{10, 20, 30})}};
+  EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {Sym(0, 1, 64), Const(3)}}};
+  e.symbols = {"N"};
+  e.exprs = {E(fb::ExprOp::Var, 0), E(fb::ExprOp::Const, 3), E(fb::ExprOp::Const, 0),
+             E(fb::ExprOp::Const, 12), E(fb::ExprOp::Mul, 0, 3)};
+  e.tensors = {T("x", DType::kFloat32, {0, 1}, fb::Storage::Input, 0),
+               T("w", DType::kFloat32, {1}, fb::Storage::Weight, 0),
+               T("y", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 2)};
+  e.instructions = {{"Add", "add0", {0, 1}, {2}, {}}};
+  e.inputs = {0};
+  e.outputs = {2};
+  e.arena_bytes = 4;
+  e.stage_names = {"import", "canonical", "fusion", "executors", "plan"};
+  a.entries = {e};
+  return a;
+}
+
+inline ArtifactHeader ReadHeader(const std::vector<uint8_t>& bytes) {
+  ArtifactHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  return h;
+}
+inline void WriteHeader(std::vector<uint8_t>& bytes, const ArtifactHeader& h) {
+  std::memcpy(bytes.data(), &h, sizeof h);
+}
+
+}  // namespace kiln::testing

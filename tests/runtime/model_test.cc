@@ -1,0 +1,396 @@
+// Model::Load and ExecutionContext::Run over artifacts built in the test.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "tests/runtime/artifact_builder_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::AddModelSpec;
+using testing::ArtifactSpec;
+using testing::BuildArtifact;
+using testing::E;
+
+Model LoadOk(const std::vector<uint8_t>& bytes) {
+  Result<Model> m = Model::Load(bytes);
+  REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+  return *m;
+}
+
+Status LoadError(const ArtifactSpec& spec) { return Model::Load(BuildArtifact(spec)).status(); }
+
+ExecutionContext MakeContext(const Model& m) {
+  Result<ExecutionContext> c = ExecutionContext::Create(m, {});
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  return std::move(*c);
+}
+
+TEST_CASE("Add model runs and returns views into the arena") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  CHECK(ctx.device() == Device::kCpu);
+  float x[] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out;
+  Status st = ctx.Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dtype == DType::kFloat32);
+  CHECK(out[0].rank == 2);
+  CHECK(out[0].dims[0] == 2);
+  CHECK(out[0].dims[1] == 3);
+  const float* y = static_cast<const float*>(out[0].data);
+  const float want[] = {11, 22, 33, 14, 25, 36};
+  for (int i = 0; i < 6; ++i) CHECK(y[i] == want[i]);
+  CHECK(ctx.arena_bytes() >= 24);
+
+  // A larger N grows the arena; a smaller one reuses it.
+  std::vector<float> big(3 * 40, 1.0f);
+  TensorView in2[] = {TensorView::Host(big.data(), DType::kFloat32, {40, 3})};
+  out.clear();
+  REQUIRE(ctx.Run(in2, out).ok());
+  CHECK(out[0].dims[0] == 40);
+  CHECK(static_cast<const float*>(out[0].data)[119] == 31.0f);
+  CHECK(ctx.arena_bytes() >= 480);
+  const uint64_t arena = ctx.arena_bytes();
+  out.clear();
+  REQUIRE(ctx.Run(in, out).ok());
+  CHECK(static_cast<const float*>(out[0].data)[5] == 36.0f);
+  CHECK(ctx.arena_bytes() == arena);
+}
+
+TEST_CASE("outputs are copied into caller buffers and mismatches rejected") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float x[] = {1, 2, 3, 4, 5, 6};
+  float y[6] = {};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out = {TensorView::Host(y, DType::kFloat32, {2, 3})};
+  REQUIRE(ctx.Run(in, out).ok());
+  CHECK(y[0] == 11);
+  CHECK(y[5] == 36);
+  CHECK(out[0].data == y);
+
+  std::vector<TensorView> wrong = {TensorView::Host(y, DType::kFloat32, {3, 3})};
+  Status st = ctx.Run(in, wrong);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "output 0 'y' shape [3, 3], expected [2, 3]");
+  wrong = {TensorView::Host(y, DType::kInt32, {2, 3})};
+  CHECK(ctx.Run(in, wrong).message() == "output 0 'y' dtype int32, expected float32");
+  wrong = {TensorView::Host(y, DType::kFloat32, {2, 3}), TensorView::Host(y, DType::kFloat32, {2, 3})};
+  CHECK(ctx.Run(in, wrong).message() == "expected 1 outputs, got 2");
+}
+
+TEST_CASE("Stats count hits and misses and keep the miss reasons") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float x[6] = {};
+  double d[6] = {};
+  TensorView good[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  TensorView bad[] = {TensorView::Host(d, DType::kFloat64, {2, 3})};
+  std::vector<TensorView> out;
+  CHECK(ctx.stats().last_entry == -1);
+  REQUIRE(ctx.Run(good, out).ok());
+  Status st = ctx.Run(bad, out);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "entry 0 (default): input 'x' dtype float64, expected float32");
+  out.clear();
+  REQUIRE(ctx.Run(good, out).ok());
+  const Stats& s = ctx.stats();
+  CHECK(s.calls == 3);
+  CHECK(s.cache_hits == 2);
+  CHECK(s.cache_misses == 1);
+  CHECK(s.last_entry == 0);
+  REQUIRE(s.last_miss_reasons.size() == 1);
+  CHECK(s.last_miss_reasons[0] == "entry 0 (default): input 'x' dtype float64, expected float32");
+  CHECK(s.last_host_start > 0);
+  CHECK(s.last_host_time() >= s.last_computation_time());
+  CHECK(s.last_prologue_stop >= s.last_prologue_start);
+  CHECK(s.last_cache_lookup_stop >= s.last_cache_lookup_start);
+  CHECK(s.total_computation_ns >= s.last_computation_time());
+}
+
+// Entry 0 "N=1" (guarded by N == 1), entry 1 "default" for N in [1, 64].
+ArtifactSpec TwoEntrySpec() {
+  ArtifactSpec a = AddModelSpec();
+  testing::EntrySpec one = a.entries[0];
+  one.name = "N=1";
+  one.exprs.push_back(E(fb::ExprOp::Const, 1));    // 5
+  one.exprs.push_back(E(fb::ExprOp::Eq, 0, 5));    // 6
+  one.guards = {{6, "N == 1"}};
+  a.entries.insert(a.entries.begin(), one);
+  return a;
+}
+
+TEST_CASE("entries are tried in order; a miss lists every entry") {
+  Model m = LoadOk(BuildArtifact(TwoEntrySpec()));
+  REQUIRE(m.entries().size() == 2);
+  ExecutionContext ctx = MakeContext(m);
+  float x[12] = {1, 2, 3};
+  std::vector<TensorView> out;
+  TensorView one[] = {TensorView::Host(x, DType::kFloat32, {1, 3})};
+  REQUIRE(ctx.Run(one, out).ok());
+  CHECK(ctx.stats().last_entry == 0);
+  CHECK(static_cast<const float*>(out[0].data)[2] == 33.0f);
+  TensorView four[] = {TensorView::Host(x, DType::kFloat32, {4, 3})};
+  out.clear();
+  REQUIRE(ctx.Run(four, out).ok());
+  CHECK(ctx.stats().last_entry == 1);
+  TensorView bad[] = {TensorView::Host(x, DType::kFloat32, {4, 2})};
+  Status st = ctx.Run(bad, out);
+  CHECK(st.message() ==
+        "entry 0 (N=1): input 'x' dim 1 = 2, expected 3\n"
+        "entry 1 (default): input 'x' dim 1 = 2, expected 3");
+  TensorView many[] = {TensorView::Host(x, DType::kFloat32, {65, 3})};
+  st = ctx.Run(many, out);
+  CHECK(st.message() ==
+        "entry 0 (N=1): input 'x' dim 0 (N) = 65, expected N in [1, 64]\n"
+        "entry 1 (default): input 'x' dim 0 (N) = 65, expected N in [1, 64]");
+  CHECK(ctx.stats().last_miss_reasons.size() == 2);
+  CHECK(ctx.Run({}, out).message() ==
+        "entry 0 (N=1): expected 1 inputs, got 0\nentry 1 (default): expected 1 inputs, got 0");
+}
+
+TEST_CASE("symbolic tensors carry evaluated symbol values") {
+  // y = x + s where x: int64[N] and s is the int64[1] symbolic tensor {N * 12}.
+  ArtifactSpec a = AddModelSpec();
+  a.inputs[0] = {"x", DType::kInt64, {-1}, {"N"}};
+  a.outputs[0] = {"y", DType::kInt64, {-1}, {"N"}};
+  a.weights.clear();
+  testing::EntrySpec& e = a.entries[0];
+  e.checks = {{"x", DType::kInt64, {testing::Sym(0, 1, 64)}}};
+  e.exprs.push_back(E(fb::ExprOp::Const, 8));    // 5
+  e.exprs.push_back(E(fb::ExprOp::Mul, 0, 5));   // 6: arena N * 8
+  e.exprs.push_back(E(fb::ExprOp::Const, 1));    // 7
+  e.tensors = {testing::T("x", DType::kInt64, {0}, fb::Storage::Input, 0),
+               testing::T("s", DType::kInt64, {7}, fb::Storage::Symbolic, 0, 0, {4}),
+               testing::T("y", DType::kInt64, {0}, fb::Storage::Arena, 0, 2)};
+  e.arena_bytes = 6;
+  Model m = LoadOk(BuildArtifact(a));
+  CHECK(m.entries()[0].arena_bytes == "N * 8");
+  ExecutionContext ctx = MakeContext(m);
+  int64_t x[] = {1, 2};
+  TensorView in[] = {TensorView::Host(x, DType::kInt64, {2})};
+  std::vector<TensorView> out;
+  Status st = ctx.Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(static_cast<const int64_t*>(out[0].data)[0] == 25);
+  CHECK(static_cast<const int64_t*>(out[0].data)[1] == 26);
+}
+
+TEST_CASE("Model exposes the artifact's facts") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  CHECK(m.format_version() == 1);
+  CHECK(m.producer() == "kiln test");
+  CHECK(m.weights_bytes() == 12);
+  REQUIRE(m.inputs().size() == 1);
+  CHECK(m.inputs()[0].name == "x");
+  CHECK(m.inputs()[0].shape[0].symbol == "N");
+  CHECK(m.inputs()[0].shape[0].value == -1);
+  CHECK(m.inputs()[0].shape[1].value == 3);
+  const EntryInfo& e = m.entries()[0];
+  CHECK(e.name == "default");
+  CHECK(e.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan"});
+  CHECK(e.stage_traces[0] == "trace of import");
+  CHECK(e.stage_time_ns[4] == 1000);
+  CHECK(e.arena_bytes == "N * 12");
+  CHECK(e.num_instructions == 1);
+  CHECK(e.prologue_text == "1 inputs\ninput 0 'x': float32[N, 3], non-null, aligned\n  bind N = dim 0, N in [1, 64]\n");
+  Model copy = m;  // shares the bytes
+  CHECK(copy.entries().size() == 1);
+
+  ArtifactSpec constant = AddModelSpec();
+  constant.entries[0].arena_bytes = 3;
+  CHECK(LoadOk(BuildArtifact(constant)).entries()[0].arena_bytes == "12");
+}
+
+TEST_CASE("Load from a file maps it; a missing file is kNotFound") {
+  std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());
+  char path[] = "/tmp/kiln_model_test_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  close(fd);
+  {
+    Result<Model> m = Model::Load(std::string(path));
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    ExecutionContext ctx = MakeContext(*m);
+    float x[] = {1, 2, 3};
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 3})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx.Run(in, out).ok());
+    CHECK(static_cast<const float*>(out[0].data)[1] == 22.0f);
+  }
+  std::remove(path);
+  Result<Model> missing = Model::Load(std::string("/nonexistent/dir/model.kiln"));
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("every truncated prefix fails cleanly") {
+  const std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    Result<Model> m = Model::Load(std::span<const uint8_t>(bytes.data(), n));
+    CHECK_MESSAGE(!m.ok(), "prefix of ", n, " bytes loaded");
+    if (!m.ok()) CHECK(m.status().code() == StatusCode::kDataLoss);
+  }
+}
+
+TEST_CASE("corrupt bytes in the FlatBuffer never crash the loader") {
+  const std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());
+  const ArtifactHeader h = testing::ReadHeader(bytes);
+  for (uint64_t i = h.flatbuffer_offset; i < h.flatbuffer_offset + h.flatbuffer_size; ++i) {
+    for (uint8_t v : {uint8_t{0xFF}, uint8_t{0x00}, uint8_t{0x80}}) {
+      std::vector<uint8_t> copy = bytes;
+      copy[i] = v;
+      Result<Model> m = Model::Load(copy);  // may load: only a crash or hang is a failure
+      if (!m.ok()) CHECK(m.status().code() != StatusCode::kOk);
+    }
+  }
+}
+
+TEST_CASE("header and checksum errors") {
+  const std::vector<uint8_t> good = BuildArtifact(AddModelSpec());
+  const ArtifactHeader h = testing::ReadHeader(good);
+
+  std::vector<uint8_t> bytes = good;
+  bytes[h.weights_offset + 5] ^= 0x01;
+  Status st = Model::Load(bytes).status();
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message().find("weights checksum mismatch: header says 0x") == 0);
+  CHECK(st.message().find("(weights section at file offset " + std::to_string(h.weights_offset) +
+                          ", 12 bytes)") != std::string::npos);
+
+  bytes = good;
+  bytes[0] = 'X';
+  st = Model::Load(bytes).status();
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message().find("bad magic") != std::string::npos);
+
+  bytes = good;
+  ArtifactHeader v = h;
+  v.format_version = 7;
+  testing::WriteHeader(bytes, v);
+  st = Model::Load(bytes).status();
+  CHECK(st.code() == StatusCode::kIncompatible);
+  CHECK(st.message() == "artifact format version 7 is newer than this runtime supports (1..1)");
+
+  bytes = good;
+  v = h;
+  v.weights_offset += 1;
+  testing::WriteHeader(bytes, v);
+  CHECK(Model::Load(bytes).status().code() == StatusCode::kDataLoss);
+
+  bytes = good;
+  bytes[h.flatbuffer_offset + 4] = 'X';  // file identifier
+  st = Model::Load(bytes).status();
+  CHECK(st.message() == "artifact FlatBuffer failed verification (bytes 64.." +
+                            std::to_string(h.flatbuffer_offset + h.flatbuffer_size) + ")");
+}
+
+TEST_CASE("semantic checks name the section") {
+  ArtifactSpec a = AddModelSpec();
+  a.entries[0].instructions[0].inputs[1] = 17;
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() == "entry 0 instruction 0 'add0': input 1 tensor 17 out of range (tensors: 3)");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[0].shape[1] = 900;
+  CHECK(LoadError(a).message() == "entry 0 tensor 0 'x': shape expr 900 out of range (exprs: 5)");
+
+  a = AddModelSpec();
+  a.entries[0].instructions[0].op = "Foo";
+  st = LoadError(a);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(st.message() == "entry 0 instruction 0 'add0' op 'Foo' has no CPU kernel in this runtime");
+
+  a = AddModelSpec();
+  a.entries[0].exprs[4] = E(fb::ExprOp::Mul, 0, 4);
+  CHECK(LoadError(a).message() == "entry 0 expr 4: operand 4 is not an earlier node");
+
+  a = AddModelSpec();
+  a.entries[0].exprs[0] = E(fb::ExprOp::Var, 3);
+  CHECK(LoadError(a).message() == "entry 0 expr 0: symbol 3 out of range (symbols: 1)");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[1].index = 2;
+  CHECK(LoadError(a).message() == "entry 0 tensor 1 'w': weight 2 out of range (weights: 1)");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[0].index = 1;
+  CHECK(LoadError(a).message() == "entry 0 tensor 0 'x': input 1 out of range (inputs: 1)");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[2].raw_dtype = 8;
+  CHECK(LoadError(a).message() == "entry 0 tensor 2 'y': invalid dtype 8");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[2].storage = static_cast<fb::Storage>(9);
+  CHECK(LoadError(a).message() == "entry 0 tensor 2 'y': invalid storage kind 9");
+
+  a = AddModelSpec();
+  a.entries[0].instructions[0].outputs[0] = 1;
+  CHECK(LoadError(a).message() == "entry 0 instruction 0 'add0': output 0 tensor 1 is not in the arena");
+
+  a = AddModelSpec();
+  a.entries[0].instructions[0].inputs.push_back(-1);  // absent optional input: fine
+  CHECK(LoadError(a).ok());
+  a.entries[0].instructions[0].outputs.push_back(-1);
+  CHECK(LoadError(a).message() == "entry 0 instruction 0 'add0': output 1 tensor -1 out of range (tensors: 3)");
+
+  a = AddModelSpec();
+  a.entries[0].outputs = {7};
+  CHECK(LoadError(a).message() == "entry 0 output 0: tensor 7 out of range (tensors: 3)");
+
+  a = AddModelSpec();
+  a.entries[0].arena_bytes = 99;
+  CHECK(LoadError(a).message() == "entry 0: arena_bytes expr 99 out of range (exprs: 5)");
+
+  a = AddModelSpec();
+  a.entries[0].guards = {{42, "x"}};
+  CHECK(LoadError(a).message() == "entry 0 guard 0: expr 42 out of range (exprs: 5)");
+
+  a = AddModelSpec();
+  a.entries[0].checks.clear();
+  CHECK(LoadError(a).message() == "entry 0: prologue checks 0 inputs, the model has 1");
+
+  a = AddModelSpec();
+  a.weights[0].dims = {4};
+  CHECK(LoadError(a).message() == "weight 0 'w': size 12 bytes, but its dims and dtype need 16");
+
+  a = AddModelSpec();
+  a.entries.clear();
+  CHECK(LoadError(a).message() == "artifact has no entries");
+}
+
+TEST_CASE("plans that do not fit are caught at bind time, not in a kernel") {
+  ArtifactSpec a = AddModelSpec();
+  a.entries[0].arena_bytes = 3;  // 12 bytes: enough for N = 1 only
+  Model m = LoadOk(BuildArtifact(a));
+  ExecutionContext ctx = MakeContext(m);
+  float x[6] = {};
+  std::vector<TensorView> out;
+  TensorView one[] = {TensorView::Host(x, DType::kFloat32, {1, 3})};
+  REQUIRE(ctx.Run(one, out).ok());
+  TensorView two[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  Status st = ctx.Run(two, out);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() == "entry 0 (default) tensor 2 'y': arena bytes [0, +24) misaligned or outside the arena (12 bytes)");
+}
+
+TEST_CASE("a CUDA context is refused on this runtime") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  Result<ExecutionContext> c = ExecutionContext::Create(m, {Device::kCuda});
+  CHECK(c.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(c.status().message() == "the CUDA backend is not built into this runtime; use --device cpu");
+}
+
+}  // namespace
+}  // namespace kiln

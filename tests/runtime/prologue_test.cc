@@ -1,0 +1,152 @@
+#include "runtime/prologue.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+PrologueDim Const(int64_t v) { return {-1, v}; }
+PrologueDim Sym(int32_t s, int64_t min, int64_t max, int64_t divisor = 1) {
+  return {s, 0, min, max, divisor};
+}
+
+// x: float32[N, 3, H, W], N in [1, 64], H a multiple of 32.
+Prologue ImagePrologue() {
+  Prologue p;
+  p.symbols = {"N", "H", "W"};
+  p.inputs = {{"x", DType::kFloat32, {Sym(0, 1, 64), Const(3), Sym(1, 1, 1024, 32), Sym(2, 1, INT64_MAX)}}};
+  return p;
+}
+
+struct Checker {
+  explicit Checker(Prologue prologue, std::vector<Expr> exprs = {})
+      : p(std::move(prologue)), x(std::move(exprs)) {
+    s.Resize(p);
+  }
+  // "" when the inputs pass, else the formatted message as the context prints it.
+  std::string Run(std::vector<TensorView> in, MemoryKind memory = MemoryKind::kHost) {
+    PrologueFailure why;
+    if (RunPrologue(p, x, in, memory, s, &why)) return "";
+    return "entry 0 (default): " + FormatPrologueFailure(p, x, why, memory);
+  }
+  Prologue p;
+  std::vector<Expr> x;
+  PrologueScratch s;
+};
+
+alignas(64) float buf[64];
+
+TEST_CASE("prologue passes and binds symbols") {
+  Checker c(ImagePrologue());
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {2, 3, 64, 5})}) == "");
+  CHECK(c.s.symbol_values == std::vector<int64_t>{2, 64, 5});
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {64, 3, 1024, 1})}) == "");
+  CHECK(c.s.symbol_values == std::vector<int64_t>{64, 1024, 1});
+}
+
+TEST_CASE("prologue failure messages, one per check kind") {
+  Checker c(ImagePrologue());
+  SUBCASE("dtype") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat64, {1, 3, 32, 32})}) ==
+          "entry 0 (default): input 'x' dtype float64, expected float32");
+  }
+  SUBCASE("rank") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {3, 32, 32})}) ==
+          "entry 0 (default): input 'x' rank 3, expected 4 ([N, 3, H, W])");
+  }
+  SUBCASE("rank above kMaxRank") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 1, 1, 1, 1, 1, 1, 1, 1})}) ==
+          "entry 0 (default): input 'x' rank 9, expected 4 ([N, 3, H, W])");
+  }
+  SUBCASE("constant dim") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 4, 32, 32})}) ==
+          "entry 0 (default): input 'x' dim 1 = 4, expected 3");
+  }
+  SUBCASE("symbol range") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {100, 3, 32, 32})}) ==
+          "entry 0 (default): input 'x' dim 0 (N) = 100, expected N in [1, 64]");
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 32, 0})}) ==
+          "entry 0 (default): input 'x' dim 3 (W) = 0, expected W >= 1");
+  }
+  SUBCASE("symbol divisor") {
+    CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 31, 32})}) ==
+          "entry 0 (default): input 'x' dim 2 (H) = 31, expected a multiple of 32");
+  }
+  SUBCASE("null pointer") {
+    CHECK(c.Run({TensorView::Host(nullptr, DType::kFloat32, {1, 3, 32, 32})}) ==
+          "entry 0 (default): input 'x' data pointer is null");
+  }
+  SUBCASE("memory kind") {
+    TensorView v = TensorView::Host(buf, DType::kFloat32, {1, 3, 32, 32});
+    v.memory = MemoryKind::kDevice;
+    CHECK(c.Run({v}) == "entry 0 (default): input 'x' is in device memory, expected host memory");
+  }
+  SUBCASE("alignment") {
+    const std::string m = c.Run({TensorView::Host(reinterpret_cast<char*>(buf) + 2, DType::kFloat32, {1, 3, 32, 32})});
+    CHECK(m.find("entry 0 (default): input 'x' data pointer 0x") == 0);
+    CHECK(m.find("is not aligned to 4 bytes (float32)") != std::string::npos);
+  }
+  SUBCASE("input count") {
+    Prologue p = ImagePrologue();
+    p.inputs.push_back({"y", DType::kFloat32, {}});
+    p.inputs.push_back({"z", DType::kFloat32, {}});
+    Checker c3(p);
+    CHECK(c3.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 32, 32}), TensorView::Host(buf, DType::kFloat32, {})}) ==
+          "entry 0 (default): expected 3 inputs, got 2");
+  }
+}
+
+TEST_CASE("prologue symbol bound by one input and checked at another") {
+  Prologue p;
+  p.symbols = {"batch"};
+  p.inputs = {{"input", DType::kFloat32, {Sym(0, 1, 16), Const(4)}},
+              {"state", DType::kFloat32, {Const(2), Sym(0, 1, 16)}}};
+  Checker c(p);
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 4}), TensorView::Host(buf, DType::kFloat32, {2, 1})}) == "");
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 4}), TensorView::Host(buf, DType::kFloat32, {2, 2})}) ==
+        "entry 0 (default): input 'state' dim 1 (batch) = 2, but input 'input' bound batch = 1");
+  // The binding starts afresh on each run.
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {2, 4}), TensorView::Host(buf, DType::kFloat32, {2, 2})}) == "");
+}
+
+TEST_CASE("prologue guards") {
+  Prologue p;
+  p.symbols = {"T"};
+  p.inputs = {{"x", DType::kFloat32, {Sym(0, 1, 100)}}};
+  p.guards = {{2, "T == 1"}};
+  p.guard_exprs = 3;
+  std::vector<Expr> x = {{ExprOp::kVar, 0, 0}, {ExprOp::kConst, 1, 0}, {ExprOp::kEq, 0, 1}};
+  Checker c(p, x);
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1})}) == "");
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {2})}) == "entry 0 (default): guard (T == 1) does not hold");
+
+  // A guard whose expression cannot be evaluated fails the entry, naming the node.
+  Prologue q = p;
+  q.guards = {{3, ""}};
+  q.guard_exprs = 4;
+  std::vector<Expr> y = {{ExprOp::kVar, 0, 0}, {ExprOp::kConst, 0, 0}, {ExprOp::kConst, 1, 0},
+                         {ExprOp::kFloorDiv, 2, 1}};
+  Checker d(q, y);
+  CHECK(d.Run({TensorView::Host(buf, DType::kFloat32, {1})}) ==
+        "entry 0 (default): guard (1 // 0) could not be evaluated: expr 3 (1 // 0): division by zero (1 by 0)");
+}
+
+TEST_CASE("prologue text lists every check") {
+  Prologue p = ImagePrologue();
+  p.guards = {{0, "N < 8"}};
+  p.guard_exprs = 1;
+  std::vector<Expr> x = {{ExprOp::kConst, 1, 0}};
+  const std::string t = PrologueText(p, x);
+  CHECK(t == "1 inputs\n"
+             "input 0 'x': float32[N, 3, H, W], non-null, aligned\n"
+             "  bind N = dim 0, N in [1, 64]\n"
+             "  bind H = dim 2, H in [1, 1024], multiple of 32\n"
+             "  bind W = dim 3, W >= 1\n"
+             "guard (N < 8)\n");
+}
+
+}  // namespace
+}  // namespace kiln
