@@ -240,15 +240,15 @@ Status DeliverOutputs(ExecutionContext::Impl& c, const PreparedEntry& pe, const 
   for (size_t i = 0; i < n; ++i) {
     const cpu::TensorRef& r = s.refs[pe.outputs[i]];
     const TensorView& o = outputs[i];
-    const std::string name = "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'";
+    auto name = [&] { return "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'"; };
     if (o.dtype != r.dtype)
-      return InvalidArgument(name + " dtype " + std::string(DTypeName(o.dtype)) + ", expected " +
+      return InvalidArgument(name() + " dtype " + std::string(DTypeName(o.dtype)) + ", expected " +
                              std::string(DTypeName(r.dtype)));
     if (o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
-      return InvalidArgument(name + " shape " + ShapeText(o.dims, o.rank) + ", expected " +
+      return InvalidArgument(name() + " shape " + ShapeText(o.dims, o.rank) + ", expected " +
                              ShapeText(r.dims, r.rank));
-    if (o.memory != MemoryKind::kHost) return InvalidArgument(name + " is not in host memory");
-    if (o.data == nullptr && r.num_elements > 0) return InvalidArgument(name + " data pointer is null");
+    if (o.memory != MemoryKind::kHost) return InvalidArgument(name() + " is not in host memory");
+    if (o.data == nullptr && r.num_elements > 0) return InvalidArgument(name() + " data pointer is null");
   }
   for (size_t i = 0; i < n; ++i) {
     const cpu::TensorRef& r = s.refs[pe.outputs[i]];
