@@ -59,6 +59,13 @@
 namespace kiln::onnx_import {
 namespace {
 
+// A dim_param names a symbol, except "?" and "", which some exporters write for "unknown":
+// each such dim gets its own symbol instead of being tied to the others.
+bool IsNamedDim(const onnx::TensorShapeProto::Dimension& d) {
+  return d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?";
+}
+
+
 namespace fs = std::filesystem;
 using ir::ConstData;
 using ir::kNoValue;
@@ -303,7 +310,7 @@ void Importer::ApplyTypeInfo(Value& v) {
     if (d.has_dim_value()) {
       if (d.dim_value() < 0) return;
       shape.push_back(Sym(d.dim_value()));
-    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+    } else if (IsNamedDim(d)) {
       shape.push_back(Sym::Var(d.dim_param()));
     } else {
       shape.push_back(Sym::Var(v.name + "_dim" + std::to_string(i)));
@@ -511,12 +518,16 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
       std::string declared = "[";
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
         const auto& d = tt.shape().dim(i);
-        if (d.has_dim_value()) {
+        if (d.has_dim_value() && d.dim_value() == -1) {
+          // Not valid ONNX, but Paddle and other exporters write -1 for a dynamic dim and
+          // onnxruntime accepts it: treat it as an unnamed symbolic dim.
+          shape.push_back(Sym::Var(name + "_dim" + std::to_string(i)));
+        } else if (d.has_dim_value()) {
           if (d.dim_value() < 0)
             return DataLoss(what + ": dim " + std::to_string(i) + " is " +
-                            std::to_string(d.dim_value()) + ", expected >= 0");
+                            std::to_string(d.dim_value()) + ", expected >= 0 (or -1 for a dynamic dim)");
           shape.push_back(Sym(d.dim_value()));
-        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        } else if (IsNamedDim(d)) {
           shape.push_back(Sym::Var(d.dim_param()));
         } else {
           shape.push_back(Sym::Var(name + "_dim" + std::to_string(i)));

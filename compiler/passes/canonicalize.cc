@@ -161,8 +161,21 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
     return result;
   }
   for (ir::ValueId& id : trace.outputs) id = canon.Map(id);
-  trace.guards = imported.guards;
-  for (const ir::Sym& g : canon.guards()) trace.guards.push_back(g);
+  // The meta functions appended their guards to trace.guards while inferring; add the
+  // If assumptions and drop repeats.
+  std::vector<ir::Sym> guards;
+  for (const ir::Sym& g : trace.guards) guards.push_back(g);
+  for (const ir::Sym& g : canon.guards()) guards.push_back(g);
+  trace.guards.clear();
+  for (const ir::Sym& g : guards) {
+    if (g.is_const() && *g.value() != 0) continue;
+    if (g.is_const())
+      return InvalidArgument("the model's shapes contradict each other: a check the shape inference "
+                             "needed can never hold");
+    bool seen = false;
+    for (const ir::Sym& k : trace.guards) seen = seen || k.Same(g);
+    if (!seen) trace.guards.push_back(g);
+  }
   EliminateDeadCode(trace);
   return result;
 }

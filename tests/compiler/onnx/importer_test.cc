@@ -271,6 +271,24 @@ TEST_CASE("onnx import: dim_param becomes a symbol, unknown dims get named symbo
   CHECK(x.shape[2].name() == "x_dim2");
 }
 
+TEST_CASE("onnx import: a graph input dim_value of -1 (Paddle exports) is a symbol, -2 is an error") {
+  auto m = MakeModel(11);
+  AddInput(m.mutable_graph(), "x", {"-1", "3", "?"});
+  AddNode(m.mutable_graph(), "Relu", {"x"}, {"y"});
+  AddOutput(m.mutable_graph(), "y");
+  auto r = Import(m);
+  REQUIRE(r.ok());
+  CHECK(r->value(r->inputs[0]).shape[0].name() == "x_dim0");
+
+  auto bad = MakeModel(11);
+  AddInput(bad.mutable_graph(), "x", {"-2"});
+  AddNode(bad.mutable_graph(), "Relu", {"x"}, {"y"});
+  AddOutput(bad.mutable_graph(), "y");
+  auto e = Import(bad);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.status().message() == "graph input 'x': dim 0 is -2, expected >= 0 (or -1 for a dynamic dim)");
+}
+
 TEST_CASE("onnx import: input_shapes fixes dims and rejects mismatches") {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
