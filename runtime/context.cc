@@ -160,6 +160,10 @@ class ContextRunner {
       case StorageKind::kArena: {
         const int64_t off = s.values[pt.offset_expr];
         const uint64_t elem = DTypeSize(pt.dtype);
+        if (bytes == 0) {  // an empty tensor's offset is never dereferenced
+          r.data = c_.arena.data();
+          break;
+        }
         if (off < 0 || static_cast<uint64_t>(off) % elem != 0 ||
             static_cast<uint64_t>(off) > s.arena_needed || bytes > s.arena_needed - static_cast<uint64_t>(off))
           return DataLoss(TensorLabel(pe, t) + ": arena bytes [" + to_string(off) + ", +" + to_string(bytes) +

@@ -80,7 +80,7 @@ Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
     return DataLoss("weights section [" + to_string(h->weights_offset) + ", +" +
                     to_string(h->weights_size) + ") lies outside the file (" + to_string(size) +
                     " bytes; truncated?)");
-  if (h->weights_offset < h->flatbuffer_offset + h->flatbuffer_size)
+  if (h->weights_size > 0 && h->weights_offset < h->flatbuffer_offset + h->flatbuffer_size)
     return DataLoss("weights section at file offset " + to_string(h->weights_offset) +
                     " overlaps the FlatBuffer, which ends at " +
                     to_string(h->flatbuffer_offset + h->flatbuffer_size));
