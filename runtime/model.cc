@@ -226,11 +226,21 @@ void BuildInstructions(const fb::Entry& e, PreparedEntry& pe) {
 
 // The arena size as text: a number when it does not depend on the symbols.
 std::string ArenaText(const PreparedEntry& pe) {
-  std::vector<int64_t> values(pe.exprs.size());
+  const size_t n = static_cast<size_t>(pe.arena_expr) + 1;
+  std::vector<bool> uses_var(n, false);
+  std::vector<Expr> prefix(pe.exprs.begin(), pe.exprs.begin() + n);
+  for (size_t i = 0; i < n; ++i) {
+    const Expr& x = prefix[i];
+    if (x.op == ExprOp::kVar) {
+      uses_var[i] = true;
+      prefix[i] = {ExprOp::kConst, 1, 0};  // any value: only nodes without symbols are read
+    } else if (x.op != ExprOp::kConst) {
+      uses_var[i] = uses_var[x.a] || uses_var[x.b];
+    }
+  }
+  std::vector<int64_t> values(n);
   ExprFailure why;
-  bool uses_var = false;
-  for (const Expr& x : pe.exprs) uses_var |= x.op == ExprOp::kVar;
-  if (!uses_var && EvalExprs(pe.exprs, {}, values.data(), &why)) return to_string(values[pe.arena_expr]);
+  if (!uses_var[n - 1] && EvalExprs(prefix, {}, values.data(), &why)) return to_string(values[n - 1]);
   return PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
 }
 

@@ -209,6 +209,9 @@ TEST_CASE("Model exposes the artifact's facts") {
   ArtifactSpec constant = AddModelSpec();
   constant.entries[0].arena_bytes = 3;
   CHECK(LoadOk(BuildArtifact(constant)).entries()[0].arena_bytes == "12");
+  constant.entries[0].exprs.push_back(E(fb::ExprOp::Mul, 1, 3));  // 5: 3 * 12
+  constant.entries[0].arena_bytes = 5;
+  CHECK(LoadOk(BuildArtifact(constant)).entries()[0].arena_bytes == "36");
 }
 
 TEST_CASE("Load from a file maps it; a missing file is kNotFound") {
