@@ -207,3 +207,32 @@ TEST_CASE("DepthToSpace DCR and CRD, SpaceToDepth") {
 
 }  // namespace
 }  // namespace kiln::cpu::testing
+
+namespace kiln::cpu::testing {
+namespace {
+
+TEST_CASE("Data movement on zero-size tensors") {
+  auto x = Floats({0, 3}, {});
+  auto t = Output(DType::kFloat32, {3, 0});
+  CHECK(RunKernel("Transpose", {}, {&x}, {&t}).ok());
+  auto a = Floats({1, 3}, {1, 2, 3});
+  auto c = Output(DType::kFloat32, {1, 3});
+  CHECK(RunKernel("Concat", {}, {&x, &a}, {&c}).ok());
+  CHECK(c.values<float>() == std::vector<float>{1, 2, 3});
+  auto ind = Int64s({0}, {});
+  auto g = Output(DType::kFloat32, {0, 3});
+  CHECK(RunKernel("Gather", {}, {&a, &ind}, {&g}).ok());
+  auto pads = Int64s({4}, {1, 0, 0, 0});
+  auto cv = Floats({}, {7});
+  auto p = Output(DType::kFloat32, {1, 3});
+  REQUIRE(RunKernel("Pad", {}, {&x, &pads, &cv}, {&p}).ok());
+  CHECK(p.values<float>() == std::vector<float>{7, 7, 7});
+  auto e = Output(DType::kFloat32, {2, 0, 3});
+  CHECK(RunKernel("Expand", {}, {&x}, {&e}).ok());
+  auto reps = Int64s({2}, {2, 2});
+  auto tl = Output(DType::kFloat32, {0, 6});
+  CHECK(RunKernel("Tile", {}, {&x, &reps}, {&tl}).ok());
+}
+
+}  // namespace
+}  // namespace kiln::cpu::testing

@@ -83,3 +83,31 @@ TEST_CASE("ArgMax and ArgMin") {
 
 }  // namespace
 }  // namespace kiln::cpu::testing
+
+namespace kiln::cpu::testing {
+namespace {
+
+TEST_CASE("Reductions, softmax and pooling on zero-size tensors") {
+  auto x = Floats({2, 0}, {});
+  auto axes = Int64s({1}, {1});
+  auto y = Output(DType::kFloat32, {2, 1});
+  REQUIRE(RunKernel("ReduceSum", {}, {&x, &axes}, {&y}).ok());
+  CHECK(y.values<float>() == std::vector<float>{0, 0});
+  auto s = Output(DType::kFloat32, {2, 0});
+  CHECK(RunKernel("Softmax", {}, {&x}, {&s}).ok());
+  auto am = Output(DType::kInt64, {2});
+  AttrMap attrs;
+  attrs.SetInt("axis", 1);
+  CHECK(RunKernel("ArgMax", attrs, {&x}, {&am}).code() == StatusCode::kInvalidArgument);
+  auto img = Floats({0, 3, 4, 4}, {});
+  auto pooled = Output(DType::kFloat32, {0, 3, 2, 2});
+  AttrMap pool;
+  pool.SetInts("kernel_shape", {2, 2});
+  pool.SetInts("strides", {2, 2});
+  CHECK(RunKernel("MaxPool", pool, {&img}, {&pooled}).ok());
+  auto g = Output(DType::kFloat32, {0, 3, 1, 1});
+  CHECK(RunKernel("GlobalAveragePool", {}, {&img}, {&g}).ok());
+}
+
+}  // namespace
+}  // namespace kiln::cpu::testing
