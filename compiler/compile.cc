@@ -33,6 +33,15 @@ std::string PlanText(const passes::MemoryPlan& plan) {
   return s;
 }
 
+// The arena size for the compile log: a number, or which symbols it depends on (the full
+// expression is in the plan trace and `kiln inspect`).
+std::string ArenaText(const ir::Sym& bytes) {
+  if (bytes.is_const()) return std::to_string(*bytes.value()) + " bytes";
+  std::string vars;
+  for (const std::string& v : bytes.Vars()) vars += (vars.empty() ? "" : ", ") + v;
+  return "symbolic in " + vars + ", evaluated per input shape";
+}
+
 std::string EntryName(const std::vector<passes::Assumption>& assumptions) {
   if (assumptions.empty()) return "default";
   std::string s;
@@ -109,10 +118,10 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
                     {"plan", PlanText(*plan), plan_ns}};
     if (summary) {
       summary->entries.push_back({name, static_cast<int>(plan->trace.body.nodes.size()),
-                                  plan->arena_bytes.ToString(), plan->lower_bound_bytes.value_or(-1)});
+                                  ArenaText(plan->arena_bytes), plan->lower_bound_bytes.value_or(-1)});
     }
-    log(fmt::format("entry '{}': {} instructions, arena {} bytes", name, plan->trace.body.nodes.size(),
-                    plan->arena_bytes.ToString()));
+    log(fmt::format("entry '{}': {} instructions, arena {}", name, plan->trace.body.nodes.size(),
+                    ArenaText(plan->arena_bytes)));
     entry.plan = std::move(*plan);
     record.entries.push_back(std::move(entry));
   }

@@ -28,10 +28,12 @@ echo "[demo] kiln compile -> $OUT/silero_vad.kiln"
 build/kiln compile "$MODEL" -o "$OUT/silero_vad.kiln"
 
 echo "[demo] synthesising speech with espeak-ng"
-espeak-ng -v en -s 150 -w "$OUT/speech.wav" \
-  "Kiln compiles neural networks ahead of time. This voice activity detector runs on the Kiln runtime, one half second chunk at a time."
+# Two utterances with a 1.5 s pause between them (SSML break), so the detector has two
+# speech segments to find.
+espeak-ng -m -v en -s 150 -w "$OUT/speech.wav" \
+  "<speak>Kiln compiles neural networks ahead of time. <break time=\"1500ms\"/> This voice activity detector runs on the Kiln runtime, one chunk of thirty two milliseconds at a time.</speak>"
 # 16 kHz mono float32 samples, with one second of silence before and after the speech.
-sox "$OUT/speech.wav" -r 16000 -c 1 -e float -b 32 -t raw "$OUT/speech.f32" pad 1 1
+sox "$OUT/speech.wav" -r 16000 -c 1 -e float -b 32 -t raw "$OUT/speech.f32" gain -n -3 pad 1 1
 echo "[demo] audio: $OUT/speech.f32 ($(($(stat -c %s "$OUT/speech.f32") / 4)) samples at 16 kHz)"
 
 echo "[demo] running the compiled model over the audio stream"

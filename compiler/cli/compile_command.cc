@@ -81,7 +81,7 @@ void RunCompile(const std::string& model, const std::string& output, const std::
   std::cout << fmt::format("wrote {} ({} bytes, {} entr{}) in {:.3f} s\n", output, bytes->size(),
                            summary.entries.size(), summary.entries.size() == 1 ? "y" : "ies", summary.total_ns / 1e9);
   for (const auto& e : summary.entries) {
-    std::cout << fmt::format("  entry '{}': {} instructions, arena {} bytes", e.name, e.instructions, e.arena_bytes);
+    std::cout << fmt::format("  entry '{}': {} instructions, arena {}", e.name, e.instructions, e.arena_bytes);
     if (e.lower_bound_bytes >= 0) std::cout << fmt::format(" (lower bound {} bytes)", e.lower_bound_bytes);
     std::cout << "\n";
   }

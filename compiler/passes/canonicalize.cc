@@ -1,5 +1,6 @@
 #include "compiler/passes/canonicalize.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "compiler/ops/registry.h"
@@ -127,6 +128,34 @@ void Compact(ir::Trace& trace) {
   trace.values = std::move(kept);
 }
 
+// Folding an Identity or inlining an If can leave a model output pointing at a value with
+// another name (an input, a branch value). Outputs keep the model's names: an intermediate
+// is renamed; an input or an output listed twice gets an Identity copy.
+void KeepOutputNames(const ir::Trace& imported, ir::Trace& trace) {
+  for (size_t i = 0; i < trace.outputs.size(); ++i) {
+    const std::string& want = imported.value(imported.outputs[i]).name;
+    ir::ValueId id = trace.outputs[i];
+    if (trace.value(id).name == want) continue;
+    bool is_input = std::find(trace.inputs.begin(), trace.inputs.end(), id) != trace.inputs.end();
+    bool repeated = std::count(trace.outputs.begin(), trace.outputs.end(), id) > 1;
+    if (!is_input && !repeated) {
+      trace.value(id).name = want;
+      continue;
+    }
+    ir::Value copy = trace.value(id);
+    copy.name = want;
+    copy.data = nullptr;
+    copy.sym.reset();
+    ir::Node node;
+    node.op = "Identity";
+    node.name = "output_" + want;
+    node.inputs = {id};
+    node.outputs = {trace.AddValue(std::move(copy))};
+    trace.outputs[i] = node.outputs[0];
+    trace.body.nodes.push_back(std::move(node));
+  }
+}
+
 }  // namespace
 
 void EliminateDeadCode(ir::Trace& trace) {
@@ -161,6 +190,7 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
     return result;
   }
   for (ir::ValueId& id : trace.outputs) id = canon.Map(id);
+  KeepOutputNames(imported, trace);
   // The meta functions appended their guards to trace.guards while inferring; add the
   // If assumptions and drop repeats.
   std::vector<ir::Sym> guards;

@@ -25,7 +25,8 @@ void CopyUnwrittenOutputs(ir::Trace& trace) {
     copy.data = nullptr;
     copy.sym.reset();
     ir::ValueId dst = trace.AddValue(copy);
-    trace.value(src).name += "#source";
+    if (std::find(trace.inputs.begin(), trace.inputs.end(), src) == trace.inputs.end())
+      trace.value(src).name += "#source";
     ir::Node node;
     node.op = "Identity";
     node.name = "copy_to_output_" + std::to_string(i);

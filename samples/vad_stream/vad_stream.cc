@@ -70,8 +70,13 @@ int main(int argc, char** argv) {
   }
 
   std::printf("audio: %.2f s, %d chunks of %d ms\n", audio.size() / double(kRate), chunks, kChunk * 1000 / kRate);
-  std::printf("speech probability per 32 ms chunk (# = speech):\n  ");
-  for (float p : probs) std::putchar(p >= kOnThreshold ? '#' : p >= kOffThreshold ? '+' : '.');
+  std::printf("speech probability per 32 ms chunk ('#' >= %.2f, '+' >= %.2f, '.' below):\n", kOnThreshold,
+              kOffThreshold);
+  constexpr int kPerLine = 100;  // 3.2 s of audio per line
+  for (int c = 0; c < chunks; ++c) {
+    if (c % kPerLine == 0) std::printf("%s%6.2f s | ", c ? "\n" : "", c * kChunk / double(kRate));
+    std::putchar(probs[c] >= kOnThreshold ? '#' : probs[c] >= kOffThreshold ? '+' : '.');
+  }
   std::printf("\n");
   bool speaking = false;
   int start = 0, silence = 0, segments = 0;

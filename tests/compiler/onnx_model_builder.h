@@ -1,0 +1,113 @@
+// Helpers that build small ONNX ModelProtos in C++ (no Python at test time), for the
+// importer, pass and artifact tests.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "compiler/onnx/importer.h"
+
+namespace kiln::testing {
+
+using kiln::ir::Trace;
+using kiln::onnx_import::ImportOnnxBytes;
+using kiln::onnx_import::ImportOptions;
+
+inline onnx::ModelProto MakeModel(int64_t opset) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("kiln-test");
+  m.set_producer_version("1.0");
+  auto* os = m.add_opset_import();
+  os->set_domain("");
+  os->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+// dims: a number is dim_value, "?" an unknown dim, anything else a dim_param.
+inline void AddValueInfo(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list,
+                  const std::string& name, int elem, const std::vector<std::string>& dims) {
+  auto* vi = list->Add();
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (const auto& d : dims) {
+    auto* dim = shape->add_dim();
+    if (d == "?") continue;
+    if (std::isdigit(static_cast<unsigned char>(d[0])) || d[0] == '-') dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+inline void AddInput(onnx::GraphProto* g, const std::string& name, const std::vector<std::string>& dims,
+              int elem = onnx::TensorProto::FLOAT) {
+  AddValueInfo(g->mutable_input(), name, elem, dims);
+}
+inline void AddOutput(onnx::GraphProto* g, const std::string& name) { g->add_output()->set_name(name); }
+
+inline onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::vector<std::string> ins,
+                         std::vector<std::string> outs, const std::string& name = "") {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& i : ins) n->add_input(i);
+  for (auto& o : outs) n->add_output(o);
+  return n;
+}
+inline void AttrInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+inline void AttrFloat(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+inline void AttrInts(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+inline void AttrFloats(onnx::NodeProto* n, const std::string& name, std::vector<float> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (auto x : v) a->add_floats(x);
+}
+inline onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& name,
+                                std::vector<int64_t> dims, std::vector<float> vals) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) t->add_dims(d);
+  for (auto v : vals) t->add_float_data(v);
+  return t;
+}
+
+inline kiln::Result<Trace> Import(const onnx::ModelProto& m, const ImportOptions& opts = {},
+                           const std::string& base_dir = "") {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  return ImportOnnxBytes({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, base_dir, opts);
+}
+
+inline onnx::TensorProto* AddInt64Init(onnx::GraphProto* g, const std::string& name,
+                                std::vector<int64_t> dims, std::vector<int64_t> vals) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  for (auto d : dims) t->add_dims(d);
+  for (auto v : vals) t->add_int64_data(v);
+  return t;
+}
+
+}  // namespace kiln::testing

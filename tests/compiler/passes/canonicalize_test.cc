@@ -1,0 +1,138 @@
+// The canonical stage: shape-arithmetic folding, constant folding, If resolution, DCE.
+#include "compiler/passes/canonicalize.h"
+
+#include <doctest/doctest.h>
+
+#include "tests/compiler/onnx_model_builder.h"
+
+using namespace kiln::testing;  // NOLINT: the model-building helpers
+using kiln::passes::Assumption;
+using kiln::passes::Canonicalize;
+
+namespace {
+
+std::vector<std::string> Ops(const kiln::ir::Trace& t) {
+  std::vector<std::string> ops;
+  for (const auto& n : t.body.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+// x[N, 4, 4] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [16])): the exporter's way
+// of writing x.view(x.size(0), -1).
+onnx::ModelProto ShapeChainModel() {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "4", "4"});
+  AddInt64Init(g, "zero", {}, {0});
+  AddInt64Init(g, "axes0", {1}, {0});
+  AddInt64Init(g, "sixteen", {1}, {16});
+  AddNode(g, "Shape", {"x"}, {"s"});
+  AttrInt(AddNode(g, "Gather", {"s", "zero"}, {"n"}), "axis", 0);
+  AddNode(g, "Unsqueeze", {"n", "axes0"}, {"n1"});
+  AttrInt(AddNode(g, "Concat", {"n1", "sixteen"}, {"shape"}), "axis", 0);
+  AddNode(g, "Reshape", {"x", "shape"}, {"y"});
+  AddOutput(g, "y");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("canonical: a Shape->Gather->Unsqueeze->Concat->Reshape chain needs no instruction but the Reshape") {
+  auto imported = Import(ShapeChainModel());
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const kiln::ir::Trace& t = r->trace;
+  CHECK(Ops(t) == std::vector<std::string>{"Reshape"});
+  const auto& y = t.value(t.outputs[0]);
+  CHECK(kiln::ir::ShapeToString(y.shape) == "[N, 16]");
+  // The shape operand is known element-wise as Syms: [N, 16].
+  const auto& shape = t.value(t.body.nodes[0].inputs[1]);
+  REQUIRE(shape.sym.has_value());
+  CHECK((*shape.sym)[0].ToString() == "N");
+  CHECK((*shape.sym)[1].value() == 16);
+}
+
+TEST_CASE("canonical: with the shape fixed, the chain folds to a constant shape") {
+  ImportOptions options;
+  options.input_shapes["x"] = {2, 4, 4};
+  auto imported = Import(ShapeChainModel(), options);
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE(r.ok());
+  const kiln::ir::Trace& t = r->trace;
+  CHECK(Ops(t) == std::vector<std::string>{"Reshape"});
+  const auto& shape = t.value(t.body.nodes[0].inputs[1]);
+  REQUIRE(shape.is_const());
+  CHECK(shape.data->IntAt(0) == 2);
+  CHECK(shape.data->IntAt(1) == 16);
+  CHECK(kiln::ir::ShapeToString(t.value(t.outputs[0]).shape) == "[2, 16]");
+}
+
+TEST_CASE("canonical: constant subgraphs fold through the CPU kernels; dead nodes go") {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"3"});
+  AddFloatInit(g, "a", {3}, {1, 2, 3});
+  AddFloatInit(g, "b", {3}, {10, 20, 30});
+  AddNode(g, "Add", {"a", "b"}, {"ab"});          // folds to [11, 22, 33]
+  AddNode(g, "Mul", {"x", "ab"}, {"y"});
+  AddNode(g, "Relu", {"x"}, {"unused"});          // nobody reads it
+  AddOutput(g, "y");
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE(r.ok());
+  const kiln::ir::Trace& t = r->trace;
+  CHECK(Ops(t) == std::vector<std::string>{"Mul"});
+  const auto& ab = t.value(t.body.nodes[0].inputs[1]);
+  REQUIRE(ab.is_const());
+  CHECK(ab.data->FloatAt(0) == 11.0);
+  CHECK(ab.data->FloatAt(2) == 33.0);
+}
+
+TEST_CASE("canonical: an If on a symbolic dim is undecided until an assumption covers it") {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "3"});
+  AddInt64Init(g, "zero", {}, {0});
+  AddInt64Init(g, "one", {}, {1});
+  AddNode(g, "Shape", {"x"}, {"s"});
+  AttrInt(AddNode(g, "Gather", {"s", "zero"}, {"n"}), "axis", 0);
+  AddNode(g, "Equal", {"n", "one"}, {"is_one"});
+  auto* node = AddNode(g, "If", {"is_one"}, {"y"});
+  auto* then_attr = node->add_attribute();
+  then_attr->set_name("then_branch");
+  then_attr->set_type(onnx::AttributeProto::GRAPH);
+  auto* then_g = then_attr->mutable_g();
+  AddInt64Init(then_g, "axes0", {1}, {0});
+  AddNode(then_g, "Squeeze", {"x", "axes0"}, {"sq"});
+  AddOutput(then_g, "sq");
+  auto* else_attr = node->add_attribute();
+  else_attr->set_name("else_branch");
+  else_attr->set_type(onnx::AttributeProto::GRAPH);
+  auto* else_g = else_attr->mutable_g();
+  AddNode(else_g, "Identity", {"x"}, {"id"});
+  AddOutput(else_g, "id");
+  AddOutput(g, "y");
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+
+  auto undecided = Canonicalize(*imported, {});
+  REQUIRE(undecided.ok());
+  REQUIRE(undecided->undecided_condition.has_value());
+  const kiln::ir::Sym cond = *undecided->undecided_condition;
+  CHECK(cond.ToString() == "(N == 1)");
+
+  auto yes = Canonicalize(*imported, {Assumption{cond, true}});
+  REQUIRE(yes.ok());
+  CHECK(kiln::ir::ShapeToString(yes->trace.value(yes->trace.outputs[0]).shape) == "[3]");
+  REQUIRE(yes->trace.guards.size() == 1);
+  CHECK(yes->trace.guards[0].ToString() == "(N == 1)");
+
+  auto no = Canonicalize(*imported, {Assumption{cond, false}});
+  REQUIRE(no.ok());
+  CHECK(kiln::ir::ShapeToString(no->trace.value(no->trace.outputs[0]).shape) == "[N, 3]");
+  REQUIRE(no->trace.guards.size() == 1);
+  CHECK(no->trace.guards[0].ToString() == "((N == 1) == 0)");
+}
