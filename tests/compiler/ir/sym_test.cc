@@ -1,0 +1,38 @@
+// Symbolic integers: simplification, printing, evaluation with overflow and division checks.
+#include "compiler/ir/sym.h"
+
+#include <doctest/doctest.h>
+
+using kiln::ir::Sym;
+
+TEST_CASE("sym: constants fold and identities simplify") {
+  Sym n = Sym::Var("N");
+  CHECK((Sym(2) * Sym(3) + Sym(1)).value() == 7);
+  CHECK((n * Sym(1)).Same(n));
+  CHECK((n + Sym(0)).Same(n));
+  CHECK((n * Sym(0)).value() == 0);
+  CHECK((n - n).value() == 0);
+  CHECK(FloorDiv(n, Sym(1)).Same(n));
+  CHECK(Eq(n, n).value() == 1);
+  CHECK(FloorDiv(Sym(-7), Sym(2)).value() == -4);
+  CHECK(CeilDiv(Sym(7), Sym(2)).value() == 4);
+  CHECK(Mod(Sym(-7), Sym(3)).value() == 2);
+}
+
+TEST_CASE("sym: printing and evaluation") {
+  Sym h = Sym::Var("H");
+  Sym out = FloorDiv(h + Sym(1), Sym(2));
+  CHECK(out.ToString() == "((H+1) floordiv 2)");
+  CHECK(out.Vars() == std::vector<std::string>{"H"});
+  CHECK(out.Eval({{"H", 7}}) == 4);
+  CHECK_FALSE(out.Eval({}).has_value());  // unbound symbol
+}
+
+TEST_CASE("sym: overflow and division by zero are not folded or evaluated") {
+  Sym big(INT64_MAX);
+  Sym sum = big + Sym(1);
+  CHECK_FALSE(sum.is_const());            // stays symbolic, so the runtime reports it
+  CHECK_FALSE(sum.Eval({}).has_value());
+  Sym d = FloorDiv(Sym(5), Sym::Var("Z"));
+  CHECK_FALSE(d.Eval({{"Z", 0}}).has_value());
+}
