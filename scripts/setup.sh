@@ -13,7 +13,7 @@ log() { echo "[setup] $*"; }
 
 # --- Debian packages ------------------------------------------------------------------------
 DEBS=(cmake g++ pkg-config flatbuffers-compiler libflatbuffers-dev libfmt-dev doctest-dev libonnx-dev
-      libprotobuf-dev protobuf-compiler libcli11-dev libxxhash-dev libopenblas-dev python3-venv
+      libprotobuf-dev protobuf-compiler libcli11-dev nlohmann-json3-dev libxxhash-dev libopenblas-dev python3-venv
       espeak-ng sox)
 missing=()
 for pkg in "${DEBS[@]}"; do
@@ -43,11 +43,14 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating venv at build/venv"
   "$PY" -m venv "$VENV"
 fi
-if "$VENV/bin/python" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+# Pinned so reference outputs do not move under the tests.
+PIP_REFS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+PIP_MODELS=(silero-vad==6.2.3 rapidocr-onnxruntime==1.4.4)
+if "$VENV/bin/python" -m pip show -q onnx onnxruntime numpy >/dev/null 2>&1; then
   log "pip: onnx onnxruntime numpy present"
 else
-  log "pip: installing onnx onnxruntime numpy"
-  "$VENV/bin/python" -m pip install -q onnx onnxruntime numpy
+  log "pip: installing ${PIP_REFS[*]}"
+  "$VENV/bin/python" -m pip install -q "${PIP_REFS[@]}"
 fi
 # These wheels carry trained ONNX models. --no-deps: their dependencies (torch, opencv, ...)
 # are not needed to read the model files.
@@ -55,7 +58,7 @@ if "$VENV/bin/python" -m pip show -q silero-vad rapidocr-onnxruntime >/dev/null 
   log "pip: silero-vad rapidocr-onnxruntime present"
 else
   log "pip: installing silero-vad rapidocr-onnxruntime (--no-deps, for their model files)"
-  "$VENV/bin/python" -m pip install -q --no-deps silero-vad rapidocr-onnxruntime
+  "$VENV/bin/python" -m pip install -q --no-deps "${PIP_MODELS[@]}"
 fi
 
 # --- build ------------------------------------------------------------------------------------
