@@ -110,4 +110,21 @@ inline onnx::TensorProto* AddInt64Init(onnx::GraphProto* g, const std::string& n
   return t;
 }
 
+// Adds a GRAPH attribute `name` ("then_branch", "else_branch") to an If node; returns the graph.
+inline onnx::GraphProto* AddBranch(onnx::NodeProto* if_node, const std::string& name) {
+  auto* a = if_node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  return a->mutable_g();
+}
+
+// out = (Shape(x)[0] == 1): the exporter's pattern behind `if x.size(0) == 1`.
+inline void AddFirstDimIsOne(onnx::GraphProto* g, const std::string& x, const std::string& out) {
+  AddInt64Init(g, out + "_zero", {}, {0});
+  AddInt64Init(g, out + "_one", {}, {1});
+  AddNode(g, "Shape", {x}, {out + "_shape"});
+  AttrInt(AddNode(g, "Gather", {out + "_shape", out + "_zero"}, {out + "_dim0"}), "axis", 0);
+  AddNode(g, "Equal", {out + "_dim0", out + "_one"}, {out});
+}
+
 }  // namespace kiln::testing

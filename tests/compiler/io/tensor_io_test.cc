@@ -1,4 +1,5 @@
 #include "compiler/io/tensor_io.h"
+#include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>
@@ -11,37 +12,15 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using kiln::testing::ReadBytes;
+using kiln::testing::TempDir;
+using kiln::testing::WriteBytes;
 using kiln::DType;
 using kiln::StatusCode;
 using kiln::io::HostTensor;
 
 namespace {
 
-// A fresh folder per test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("kiln_tensor_io_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 template <typename T>
 HostTensor Make(std::string name, DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {

@@ -1,5 +1,6 @@
 // ONNX importer tests: small ModelProtos built with the protobuf API, serialized, imported.
 #include "compiler/onnx/importer.h"
+#include "tests/temp_dir.h"
 #include "tests/compiler/onnx_model_builder.h"
 
 #include <doctest/doctest.h>
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using kiln::testing::TempDir;
+using kiln::testing::WriteBytes;
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 using kiln::DType;
 using kiln::StatusCode;
@@ -27,25 +30,6 @@ using kiln::onnx_import::ImportOptions;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("kiln_onnx_importer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 ValueId FindValue(const Trace& t, const std::string& name) {
   for (size_t i = 0; i < t.values.size(); ++i)

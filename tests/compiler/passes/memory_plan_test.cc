@@ -14,6 +14,19 @@ using kiln::passes::StorageKind;
 
 namespace {
 
+// Runs the stages up to the plan.
+MemoryPlan Plan(const onnx::ModelProto& m) {
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+  auto canonical = kiln::passes::Canonicalize(*imported, {});
+  REQUIRE(canonical.ok());
+  auto executors = kiln::passes::AssignExecutors(canonical->trace);
+  REQUIRE(executors.ok());
+  auto plan = kiln::passes::PlanMemory(*executors);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
+  return std::move(*plan);
+}
+
 // x -> Relu -> Sigmoid -> Relu -> Sigmoid -> y, plus a branch that keeps t1 alive longer.
 MemoryPlan PlanFor(const std::vector<std::string>& dims) {
   auto m = MakeModel(13);
@@ -25,15 +38,7 @@ MemoryPlan PlanFor(const std::vector<std::string>& dims) {
   AddNode(g, "Add", {"t3", "t1"}, {"t4"});
   AddNode(g, "Sigmoid", {"t4"}, {"y"});
   AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto canonical = kiln::passes::Canonicalize(*imported, {});
-  REQUIRE(canonical.ok());
-  auto executors = kiln::passes::AssignExecutors(canonical->trace);
-  REQUIRE(executors.ok());
-  auto plan = kiln::passes::PlanMemory(*executors);
-  REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
-  return std::move(*plan);
+  return Plan(m);
 }
 
 void CheckNoOverlap(const MemoryPlan& plan, const std::vector<std::pair<std::string, int64_t>>& bindings) {
@@ -80,16 +85,10 @@ TEST_CASE("plan: a model output that is an input gets its own copy in the arena"
   AddInput(g, "x", {"2"});
   AddNode(g, "Identity", {"x"}, {"y"});
   AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto canonical = kiln::passes::Canonicalize(*imported, {});
-  REQUIRE(canonical.ok());
-  auto executors = kiln::passes::AssignExecutors(canonical->trace);
-  REQUIRE(executors.ok());
-  auto plan = kiln::passes::PlanMemory(*executors);
-  REQUIRE(plan.ok());
-  REQUIRE(plan->trace.body.nodes.size() == 1);
-  CHECK(plan->trace.body.nodes[0].op == "Identity");
-  CHECK(plan->tensors[plan->trace.outputs[0]].storage == StorageKind::kArena);
-  CHECK(plan->trace.value(plan->trace.outputs[0]).name == "y");
+  MemoryPlan plan = Plan(m);
+  REQUIRE(plan.trace.body.nodes.size() == 1);
+  CHECK(plan.trace.body.nodes[0].op == "Identity");
+  CHECK(plan.tensors[plan.trace.outputs[0]].storage == StorageKind::kArena);
+  CHECK(plan.trace.value(plan.trace.outputs[0]).name == "y");
+  CHECK(plan.trace.value(plan.trace.inputs[0]).name == "x");
 }
