@@ -67,7 +67,7 @@ int Inspect(const std::string& path, bool json, bool traces) {
       if (traces) std::cout << e.stage_traces[s] << "\n";
     }
   }
-  if (!traces) std::cout << "\n(use --traces to print each stage's trace)\n";
+  if (!traces) std::cout << "\n(traces hidden by --no-traces)\n";
   return 0;
 }
 
@@ -77,11 +77,12 @@ void AddInspectCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show what a .kiln artifact holds: I/O, entries, prologue, plan, traces");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  auto traces = std::make_shared<bool>(false);
+  auto traces = std::make_shared<bool>(true);
   cmd->add_option("artifact", *path, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
                                  "weights_bytes); entries include every stage's trace");
-  cmd->add_flag("--traces", *traces, "print the trace of every compiler stage");
+  cmd->add_flag("--traces,!--no-traces", *traces,
+                "print the trace of every compiler stage (default), or only the summary with --no-traces");
   cmd->callback([=] { SetExitCode(Inspect(*path, *json, *traces)); });
 }
 
