@@ -98,7 +98,7 @@ void AddRunCommand(CLI::App& app) {
                   "folder with input_N.pb (ONNX TensorProto, N in the model's input order) or NAME.npy files")
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--outputs", *outputs, "folder to write output_N.pb into, in the model's output order");
-  cmd->add_option("--device", *device, "cpu, cuda, or auto (CUDA when available, else CPU)")
+  cmd->add_option("--device", *device, "cpu, cuda or auto (default): auto picks CUDA when a CUDA backend and device are present, else the CPU. This build has the CPU backend only, so cuda fails with a clear error")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--repeat", *repeat, "run this many times and print min/median/max latency")
       ->check(CLI::Range(1, 1000000));
