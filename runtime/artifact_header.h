@@ -18,7 +18,7 @@ struct ArtifactHeader {
   uint64_t weights_offset;    // multiple of kWeightsAlignment
   uint64_t weights_size;
   uint64_t weights_xxh64;     // XXH64 of the weights blob, seed 0
-  uint64_t reserved;
+  uint64_t flatbuffer_xxh64;  // XXH64 of the FlatBuffer section, seed 0
 };
 static_assert(sizeof(ArtifactHeader) == 64);
 

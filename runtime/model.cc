@@ -98,6 +98,12 @@ Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::A
   flatbuffers::Verifier::Options opts;
   opts.max_tables = 50'000'000;  // big models have many tensors; the depth limit stays
   const uint8_t* fbuf = data + h.flatbuffer_offset;
+  // The Verifier proves the FlatBuffer is safe to read, not that it is the one the compiler
+  // wrote: a flipped byte in a dim or an offset would still verify and compute garbage.
+  const uint64_t got = XXH64(fbuf, static_cast<size_t>(h.flatbuffer_size), 0);
+  if (got != h.flatbuffer_xxh64)
+    return DataLoss("FlatBuffer checksum mismatch: header says " + Hex(h.flatbuffer_xxh64) + ", section hashes to " +
+                    Hex(got) + " " + range);
   flatbuffers::Verifier verifier(fbuf, static_cast<size_t>(h.flatbuffer_size), opts);
   if (!fb::VerifyArtifactBuffer(verifier))
     return DataLoss("artifact FlatBuffer failed verification " + range);
@@ -303,7 +309,8 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
 }  // namespace
 
 Result<Model> Model::Load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     std::string msg = "cannot open '" + path + "': " + std::strerror(err);

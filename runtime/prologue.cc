@@ -87,8 +87,9 @@ namespace {
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
 std::string GuardText(const Prologue& p, std::span<const Expr> exprs, const PrologueGuard& g) {
+  // The compiler writes "(condition) from <where it comes from>"; keep that as it is.
   std::string t = g.text.empty() ? PrintExpr(exprs, g.expr, p.symbols) : g.text;
-  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') return t;
+  if (!t.empty() && t.front() == '(') return t;
   return "(" + t + ")";
 }
 

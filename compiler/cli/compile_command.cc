@@ -1,3 +1,4 @@
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -31,9 +32,10 @@ bool ParseShape(const std::string& text, std::string& name, std::vector<int64_t>
       dims.push_back(-1);
     } else {
       char* end = nullptr;
+      errno = 0;
       long long v = std::strtoll(d.c_str(), &end, 10);
-      if (d.empty() || *end != '\0' || v < 0) {
-        error = "dim '" + d + "' in '" + text + "' is not a non-negative integer or '?'";
+      if (d.empty() || *end != '\0' || v < 0 || errno == ERANGE) {
+        error = "dim '" + d + "' in '" + text + "' is not a non-negative 64-bit integer, '?' or -1";
         return false;
       }
       dims.push_back(v);
@@ -55,7 +57,11 @@ void RunCompile(const std::string& model, const std::string& output, const std::
       exit_code = 2;
       return;
     }
-    options.input_shapes[name] = dims;
+    if (!options.input_shapes.emplace(name, dims).second) {
+      std::cerr << "kiln compile: --shape: input '" << name << "' is given more than once\n";
+      exit_code = 2;
+      return;
+    }
   }
   const auto start = std::chrono::steady_clock::now();
   if (!quiet)
@@ -102,7 +108,7 @@ void AddCompileCommand(CLI::App& app) {
       ->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", *output, "artifact to write (.kiln)")->required();
   cmd->add_option("--shape", *shapes,
-                  "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' keeps a dim symbolic); "
+                  "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' or -1 keeps a dim symbolic); "
                   "repeatable. Without it, symbolic dims stay symbolic.");
   cmd->add_flag("-q,--quiet", *quiet, "do not print progress to stderr");
   cmd->callback([=] { RunCompile(*model, *output, *shapes, *quiet); });

@@ -10,10 +10,12 @@ int main(int argc, char** argv) {
   kiln::cli::AddCompileCommand(app);
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
+  app.footer("Exit status: 0 success, 1 the command failed (the message says why), 2 bad command line.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 has its own codes (105 for a failed validator); one code for usage errors.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return kiln::cli::ExitCode();
 }

@@ -41,6 +41,8 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound(fmt::format("{}: no such file", path));
   if (fs::is_directory(path, ec)) return InvalidArgument(fmt::format("{}: is a directory, expected a file", path));
+  // Opening a FIFO or a device would block or read forever.
+  if (!fs::is_regular_file(path, ec)) return InvalidArgument(fmt::format("{}: is not a regular file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(fmt::format("{}: cannot open for reading", path));
   in.seekg(0, std::ios::end);

@@ -149,7 +149,7 @@ class Printer {
     for (size_t i = 0; i < t_.values.size(); ++i)
       if (t_.values[i].is_const())
         out_ << "# const " << Name(static_cast<ValueId>(i)) << ": " << TypeText(t_.values[i]) << "\n";
-    for (const Sym& g : t_.guards) out_ << "# guard: " << g.ToString() << "\n";
+    for (const Guard& g : t_.guards) out_ << "# guard: " << g.condition.ToString() << " from " << g.origin << "\n";
     Block(t_.body, 0, true);
     std::string ret = "return";
     for (size_t i = 0; i < t_.outputs.size(); ++i) ret += (i ? ", " : " ") + Name(t_.outputs[i]);

@@ -50,6 +50,13 @@ inline constexpr ValueId kNoValue = -1;  // an absent optional input
 
 struct Block;
 
+// A condition on the input symbols the trace relies on (nonzero when it holds), and where it
+// comes from, for the prologue's error message.
+struct Guard {
+  Sym condition;
+  std::string origin;  // e.g. "node 'pool1' (MaxPool), whose output 'y' dim 2 must be >= 1"
+};
+
 struct Node {
   std::string op;    // registry op name: ONNX op type or "kiln.*"
   std::string name;  // ONNX node name, or a generated one; used in every error message
@@ -75,9 +82,9 @@ struct Trace {
   std::vector<ValueId> inputs;   // runtime inputs, in model order
   std::vector<ValueId> outputs;  // model outputs, in model order
   Block body;
-  // Assumptions the entry makes about its symbols (e.g. "T == 1" chosen for an If);
-  // each is checked by the prologue. Expressions whose value must be nonzero.
-  std::vector<Sym> guards;
+  // Assumptions the entry makes about its symbols (e.g. "T == 1" chosen for an If, or a
+  // broadcast of two symbols that must be equal); each is checked by the prologue.
+  std::vector<Guard> guards;
 
   ValueId AddValue(Value v) {
     values.push_back(std::move(v));

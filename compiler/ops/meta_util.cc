@@ -305,9 +305,9 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
 
 void AddGuard(MetaContext& ctx, const Sym& g) {
   if (g.is_const() && *g.value() != 0) return;
-  for (const Sym& x : ctx.trace().guards)
-    if (x.Same(g)) return;
-  ctx.trace().guards.push_back(g);
+  for (const Guard& x : ctx.trace().guards)
+    if (x.condition.Same(g)) return;
+  ctx.trace().guards.push_back({g, "node '" + ctx.node().name + "' (" + ctx.node().op + ")"});
 }
 
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what) {

@@ -28,6 +28,7 @@ class Canonicalizer {
         continue;
       }
       KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
+      KILN_RETURN_IF_ERROR(CheckOutputDims(node));
       if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
           node.inputs[0] != ir::kNoValue) {
         remap_[node.outputs[0]] = node.inputs[0];
@@ -45,7 +46,7 @@ class Canonicalizer {
 
   ir::ValueId Map(ir::ValueId id) const { return id == ir::kNoValue ? id : remap_[id]; }
   const std::optional<ir::Sym>& undecided() const { return undecided_; }
-  std::vector<ir::Sym>& guards() { return guards_; }
+  std::vector<ir::Guard>& guards() { return guards_; }
 
  private:
   // False when every output is constant or known element-wise as Syms, so the runtime
@@ -61,6 +62,30 @@ class Canonicalizer {
     return needed;
   }
 
+  // Every output dim must be computable: a dim with no symbols that did not fold to a
+  // number overflowed int64. A symbolic dim computed from the inputs (a Conv or pool
+  // extent, a Slice length) must be at least 1 for the calls this entry accepts, as the
+  // static compile checks for fixed shapes; the prologue gets a guard for it.
+  Status CheckOutputDims(const ir::Node& node) {
+    for (ir::ValueId id : node.outputs) {
+      if (id == ir::kNoValue) continue;
+      const ir::Value& v = trace_.value(id);
+      for (size_t d = 0; d < v.shape.size(); ++d) {
+        const ir::Sym& dim = v.shape[d];
+        if (dim.is_const() || dim.op() == ir::SymOp::kVar) continue;
+        if (dim.Vars().empty())
+          return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
+                                 std::to_string(d) + " overflows int64: " + dim.ToString());
+        guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
+                                               "' dim " + std::to_string(d) + " must be >= 1"});
+      }
+      if (!ir::NumElements(v.shape).is_const() && ir::NumElements(v.shape).Vars().empty())
+        return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name +
+                               "' has more elements than int64 can count: " + ir::ShapeToString(v.shape));
+    }
+    return Status::Ok();
+  }
+
   Status InlineIf(const ir::Node& node, std::vector<ir::Node>& out) {
     if (node.inputs.empty() || node.inputs[0] == ir::kNoValue)
       return InvalidArgument("node '" + node.name + "' (If): missing condition input");
@@ -74,7 +99,9 @@ class Canonicalizer {
       for (const Assumption& a : assumptions_)
         if (!taken && a.condition.Same(c)) {
           taken = a.holds;
-          guards_.push_back(a.holds ? c : ir::Eq(c, 0));
+          guards_.push_back({a.holds ? c : ir::Eq(c, 0),
+                             "node '" + node.name + "' (If), whose " + (a.holds ? "then" : "else") +
+                                 " branch this entry was compiled for"});
         }
       if (!taken) {
         undecided_ = c;
@@ -104,7 +131,7 @@ class Canonicalizer {
   const std::vector<Assumption>& assumptions_;
   std::vector<ir::ValueId> remap_;
   std::optional<ir::Sym> undecided_;
-  std::vector<ir::Sym> guards_;
+  std::vector<ir::Guard> guards_;
 };
 
 // Keeps only the values the trace refers to, renumbered in order of first use.
@@ -192,19 +219,19 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
   for (ir::ValueId& id : trace.outputs) id = canon.Map(id);
   KeepOutputNames(imported, trace);
   // The meta functions appended their guards to trace.guards while inferring; add the
-  // If assumptions and drop repeats.
-  std::vector<ir::Sym> guards;
-  for (const ir::Sym& g : trace.guards) guards.push_back(g);
-  for (const ir::Sym& g : canon.guards()) guards.push_back(g);
+  // If assumptions and output-extent checks, and drop repeats.
+  // If assumptions come first: they are why the entry exists.
+  std::vector<ir::Guard> guards = std::move(canon.guards());
+  for (ir::Guard& g : trace.guards) guards.push_back(std::move(g));
   trace.guards.clear();
-  for (const ir::Sym& g : guards) {
-    if (g.is_const() && *g.value() != 0) continue;
-    if (g.is_const())
-      return InvalidArgument("the model's shapes contradict each other: a check the shape inference "
-                             "needed can never hold");
+  for (ir::Guard& g : guards) {
+    if (g.condition.is_const() && *g.condition.value() != 0) continue;
+    if (g.condition.is_const())
+      return InvalidArgument("the model's shapes contradict each other: " + g.origin +
+                             " needs a condition that can never hold");
     bool seen = false;
-    for (const ir::Sym& k : trace.guards) seen = seen || k.Same(g);
-    if (!seen) trace.guards.push_back(g);
+    for (const ir::Guard& k : trace.guards) seen = seen || k.condition.Same(g.condition);
+    if (!seen) trace.guards.push_back(std::move(g));
   }
   EliminateDeadCode(trace);
   return result;

@@ -135,7 +135,9 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
     inputs.push_back(fb::CreateInputCheck(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims)));
   }
   std::vector<flatbuffers::Offset<fb::Guard>> guards;
-  for (const ir::Sym& g : t.guards) guards.push_back(fb::CreateGuard(b, exprs.Add(g), b.CreateString(g.ToString())));
+  for (const ir::Guard& g : t.guards)
+    guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
+                                     b.CreateString(g.condition.ToString() + " from " + g.origin)));
   return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(guards));
 }
 
@@ -234,6 +236,7 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   h.weights_offset = AlignUp(h.flatbuffer_offset + h.flatbuffer_size, kWeightsAlignment);
   h.weights_size = weights.bytes().size();
   h.weights_xxh64 = XXH64(weights.bytes().data(), weights.bytes().size(), 0);
+  h.flatbuffer_xxh64 = XXH64(b.GetBufferPointer(), b.GetSize(), 0);
 
   std::vector<uint8_t> out(h.weights_offset + h.weights_size, 0);
   std::memcpy(out.data(), &h, sizeof(h));

@@ -2,6 +2,10 @@
 // by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace.
 #include <cblas.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -158,11 +162,40 @@ bool IsPointwise(const ConvGeometry& g) {
   return true;
 }
 
+// Column-buffer budget for one im2col tile: small enough to stay in L2 while OpenBLAS
+// packs it, large enough that each GEMM still has a wide N.
+constexpr int64_t kColTileBytes = 1 << 20;
+constexpr int64_t kMinTilePixels = 256;
+
+// Output pixels per im2col tile for a GEMM with K = `rows` over `out_size` pixels. Tiles
+// are equal-sized (but for the last) so no tile is a sliver.
+int64_t ConvTilePixels(int64_t rows, int64_t out_size) {
+  if (rows <= 0 || out_size <= 0) return 0;
+  int64_t tile = std::max(kMinTilePixels, kColTileBytes / (rows * static_cast<int64_t>(sizeof(float))));
+  if (tile >= out_size) return out_size;
+  const int64_t tiles = (out_size + tile - 1) / tile;
+  tile = (out_size + tiles - 1) / tiles;
+  return std::min(out_size, (tile + 15) / 16 * 16);
+}
+
+// Depthwise 2-D conv (one input and one output channel per group, no dilation) runs
+// directly on the image: im2col + GEMM would have M = 1.
+bool IsDepthwise2D(int64_t group, const TensorRef& x, const TensorRef& w, const TensorRef& y,
+                   const AttrMap& attrs) {
+  if (x.rank != 4 || w.rank != 4 || y.rank != 4 || group < 2) return false;
+  if (x.dims[1] != group || w.dims[0] != group || w.dims[1] != 1 || y.dims[1] != group) return false;
+  for (int64_t d : attrs.GetInts("dilations")) {
+    if (d != 1) return false;
+  }
+  return true;
+}
+
 size_t ConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs,
                      std::span<const TensorRef> outputs) {
   if (inputs.size() < 2 || outputs.empty() || !inputs[1].present() || !outputs[0].present()) return 0;
   const TensorRef &w = inputs[1], &y = outputs[0];
   if (w.rank < 3 || y.rank != w.rank) return 0;
+  if (inputs[0].present() && IsDepthwise2D(attrs.GetInt("group", 1), inputs[0], w, y, attrs)) return 0;
   bool pointwise = attrs.GetString("auto_pad", "NOTSET") != "SAME_UPPER" &&
                    attrs.GetString("auto_pad", "NOTSET") != "SAME_LOWER";
   for (int64_t p : attrs.GetInts("pads")) pointwise = pointwise && p == 0;
@@ -174,43 +207,167 @@ size_t ConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs,
     pointwise = pointwise && w.dims[i] == 1;
   }
   if (pointwise) return 0;
-  return static_cast<size_t>(w.dims[1] * k * o) * sizeof(float);
+  const int64_t rows = w.dims[1] * k;
+  return static_cast<size_t>(rows * ConvTilePixels(rows, o)) * sizeof(float);
 }
 
-// Fills col[(c, kernel offset), output position] for one image and one group.
-void Im2Col(const float* x, int64_t channels, const ConvGeometry& g, float* col) {
-  const int sr = g.sr;
-  int64_t in_strides[kMaxSpatial];
+// The output positions o along an axis whose input position o * stride + offset lies in
+// [0, n): o in [*lo, *hi), clamped to [0, out).
+void ValidRange(int64_t offset, int64_t stride, int64_t n, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  *hi = offset >= n ? 0 : (n - 1 - offset) / stride + 1;
+  *lo = std::min(*lo, out);
+  *hi = std::clamp(*hi, *lo, out);
+}
+
+// Fills col[(c, kernel offset), j] for output positions p0 + j, j in [0, count), of one
+// image and one group. Each output row segment is zeros, a (strided) copy, zeros.
+void Im2ColTile(const float* x, int64_t channels, const ConvGeometry& g, int64_t p0, int64_t count,
+                float* col) {
+  const int sr = g.sr, last = sr - 1;
+  int64_t in_strides[kMaxSpatial], start[kMaxSpatial];
   ContiguousStrides(g.in, sr, in_strides);
-  const int last = sr - 1;
-  const int64_t out_last = g.out[last];
+  int64_t p = p0;
+  for (int i = sr - 1; i >= 0; --i) {
+    start[i] = p % g.out[i];
+    p /= g.out[i];
+  }
+  const int64_t out_last = g.out[last], s = g.stride[last];
   for (int64_t c = 0; c < channels; ++c) {
     const float* xc = x + c * g.in_size;
     NdIndex kit(g.kernel, sr);
     do {
-      NdIndex oit(g.out, sr);
       const int64_t k_last = kit.idx[last] * g.dilation[last] - g.pad_begin[last];
-      do {
+      int64_t lo, hi;
+      ValidRange(k_last, s, g.in[last], out_last, &lo, &hi);
+      int64_t idx[kMaxSpatial];
+      std::copy(start, start + sr, idx);
+      float* dst = col;
+      for (int64_t left = count; left > 0;) {
+        const int64_t seg_begin = idx[last], seg_end = std::min(out_last, seg_begin + left);
         bool valid = true;
         int64_t off = 0;
         for (int i = 0; i < last; ++i) {
-          const int64_t pos = oit.idx[i] * g.stride[i] - g.pad_begin[i] + kit.idx[i] * g.dilation[i];
+          const int64_t pos = idx[i] * g.stride[i] - g.pad_begin[i] + kit.idx[i] * g.dilation[i];
           if (pos < 0 || pos >= g.in[i]) { valid = false; break; }
           off += pos * in_strides[i];
         }
-        if (!valid) {
-          std::fill(col, col + out_last, 0.0f);
+        const int64_t a = valid ? std::clamp(lo, seg_begin, seg_end) : seg_end;
+        const int64_t b = valid ? std::clamp(hi, a, seg_end) : seg_end;
+        float* d = dst - seg_begin;  // indexed by output position along the last axis
+        std::fill(d + seg_begin, d + a, 0.0f);
+        const float* row = xc + off + k_last;
+        if (s == 1) {
+          std::memcpy(d + a, row + a, static_cast<size_t>(b - a) * sizeof(float));
         } else {
-          const float* row = xc + off;
-          const int64_t s = g.stride[last], n = g.in[last];
-          for (int64_t o = 0; o < out_last; ++o) {
-            const int64_t pos = o * s + k_last;
-            col[o] = (pos >= 0 && pos < n) ? row[pos] : 0.0f;
-          }
+          for (int64_t o = a; o < b; ++o) d[o] = row[o * s];
         }
-        col += out_last;
-      } while (oit.Next(last));
+        std::fill(d + b, d + seg_end, 0.0f);
+        dst += seg_end - seg_begin;
+        left -= seg_end - seg_begin;
+        idx[last] = seg_end;
+        for (int i = last; i > 0 && idx[i] == g.out[i]; --i) {
+          idx[i] = 0;
+          ++idx[i - 1];
+        }
+      }
+      col += count;
     } while (kit.Next(sr));
+  }
+}
+
+// --- Depthwise ----------------------------------------------------------------------------
+// y[o] += a * x[o * stride] for o in [0, n), stride 1 or 2 vectorised. The build targets
+// baseline x86-64, so the AVX2 versions are chosen at run time.
+
+void AxpyStridedScalar(float a, const float* x, int64_t stride, int64_t n, float* y) {
+  for (int64_t o = 0; o < n; ++o) y[o] += a * x[o * stride];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) void AxpyStridedAvx2(float a, const float* x, int64_t stride,
+                                                         int64_t n, float* y) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t o = 0;
+  if (stride == 1) {
+    for (; o + 8 <= n; o += 8) {
+      _mm256_storeu_ps(y + o, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o)));
+    }
+  } else if (stride == 2) {
+    // Reads x[2o .. 2o+15]; the last one needed is x[2(n-1)], so stop while 2o + 16 <= 2n - 1.
+    for (; 2 * o + 16 <= 2 * n - 1; o += 8) {
+      const __m256 lo = _mm256_loadu_ps(x + 2 * o), hi = _mm256_loadu_ps(x + 2 * o + 8);
+      // Even lanes of lo and hi, interleaved by 128-bit half, then put in order.
+      const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 xs = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+      _mm256_storeu_ps(y + o, _mm256_fmadd_ps(va, xs, _mm256_loadu_ps(y + o)));
+    }
+  }
+  for (; o < n; ++o) y[o] += a * x[o * stride];
+}
+
+bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
+void AxpyStrided(float a, const float* x, int64_t stride, int64_t n, float* y) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasAvx2Fma()) return AxpyStridedAvx2(a, x, stride, n, y);
+#endif
+  AxpyStridedScalar(a, x, stride, n, y);
+}
+
+// One channel of a depthwise 2-D conv: each output row starts at the bias and gets one
+// axpy per kernel tap over the output columns whose input column is inside the image.
+void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeometry& g, float* y) {
+  const int64_t in_h = g.in[0], in_w = g.in[1], out_h = g.out[0], out_w = g.out[1];
+  const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    float* yr = y + oh * out_w;
+    std::fill(yr, yr + out_w, bias);
+    for (int64_t kh = 0; kh < kh_n; ++kh) {
+      const int64_t ih = oh * sh - g.pad_begin[0] + kh;
+      if (ih < 0 || ih >= in_h) continue;
+      const float* xr = x + ih * in_w;
+      for (int64_t kw = 0; kw < kw_n; ++kw) {
+        const int64_t off = kw - g.pad_begin[1];
+        int64_t lo, hi;
+        ValidRange(off, sw, in_w, out_w, &lo, &hi);
+        if (hi > lo) AxpyStrided(w[kh * kw_n + kw], xr + lo * sw + off, sw, hi - lo, yr + lo);
+      }
+    }
+  }
+}
+
+// y[r, j] = bias[r] for the `cols` columns of `rows` rows with leading dim ld, so the GEMM
+// can accumulate onto it (beta = 1) instead of a separate bias pass.
+void FillBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* y) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(y + r * ld, y + r * ld + cols, bias[r]);
+}
+
+void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+           float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+// One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile.
+void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg,
+               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg) {
+  const int64_t tile = pointwise ? g.out_size : ConvTilePixels(rows, g.out_size);
+  for (int64_t p0 = 0; p0 < g.out_size; p0 += tile) {
+    const int64_t count = std::min(tile, g.out_size - p0);
+    if (bias) FillBias(bias, mg, count, g.out_size, yg + p0);
+    const float* bmat = xg + p0;
+    if (!pointwise) {
+      Im2ColTile(xg, cg, g, p0, count, col);
+      bmat = col;
+    }
+    Sgemm(mg, count, rows, wg, rows, bmat, pointwise ? g.out_size : count, bias ? 1.0f : 0.0f,
+          yg + p0, g.out_size);
   }
 }
 
@@ -227,41 +384,39 @@ Status ConvKernel(const KernelCall& call) {
                               " elements");
   }
   if (y.num_elements == 0) return Status::Ok();
+  const float* px = x.as<const float>();
+  const float* pw = w.as<const float>();
+  const float* pb = bias ? bias->as<const float>() : nullptr;
+  float* py = y.as<float>();
+  if (IsDepthwise2D(g.group, x, w, y, call.attrs)) {
+    for (int64_t i = 0; i < n * c; ++i) {
+      DepthwiseConv2D(px + i * g.in_size, pw + (i % c) * g.kernel_size, pb ? pb[i % c] : 0.0f, g,
+                      py + i * g.out_size);
+    }
+    return Status::Ok();
+  }
   const int64_t cg = c / g.group, mg = m / g.group;
   const int64_t rows = cg * g.kernel_size;  // GEMM K
   const bool pointwise = IsPointwise(g);
-  if (!pointwise) {
-    KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * g.out_size) * sizeof(float), kName));
+  if (!pointwise && rows > 0) {
+    const int64_t tile = ConvTilePixels(rows, g.out_size);
+    KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * tile) * sizeof(float), kName));
   }
   float* col = static_cast<float*>(call.workspace);
-  const float* px = x.as<const float>();
-  const float* pw = w.as<const float>();
-  float* py = y.as<float>();
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const float* xg = px + (b * c + grp * cg) * g.in_size;
       float* yg = py + (b * m + grp * mg) * g.out_size;
-      const float* wg = pw + grp * mg * rows;
+      const float* bg = pb ? pb + grp * mg : nullptr;
       if (rows == 0) {
-        std::fill(yg, yg + mg * g.out_size, 0.0f);
+        if (bg) {
+          FillBias(bg, mg, g.out_size, g.out_size, yg);
+        } else {
+          std::fill(yg, yg + mg * g.out_size, 0.0f);
+        }
         continue;
       }
-      const float* bmat = xg;
-      if (!pointwise) {
-        Im2Col(xg, cg, g, col);
-        bmat = col;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(mg),
-                  static_cast<blasint>(g.out_size), static_cast<blasint>(rows), 1.0f, wg,
-                  static_cast<blasint>(rows), bmat, static_cast<blasint>(g.out_size), 0.0f, yg,
-                  static_cast<blasint>(g.out_size));
-    }
-    if (bias) {
-      const float* pb = bias->as<const float>();
-      for (int64_t oc = 0; oc < m; ++oc) {
-        float* row = py + (b * m + oc) * g.out_size;
-        for (int64_t i = 0; i < g.out_size; ++i) row[i] += pb[oc];
-      }
+      ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg);
     }
   }
   return Status::Ok();

@@ -117,4 +117,11 @@ TEST_CASE("silero: truncated and tampered artifacts are rejected at load") {
   auto r = kiln::Model::Load(flipped);
   CHECK(r.status().code() == kiln::StatusCode::kDataLoss);
   CHECK(r.status().message().find("weights checksum mismatch") != std::string::npos);
+  // A flipped byte inside the FlatBuffer (a dim, an offset, an op name) would still pass the
+  // FlatBuffers Verifier; its checksum catches it.
+  std::vector<uint8_t> flipped_fb = good;
+  flipped_fb[64 + 200] ^= 0x01;
+  auto f = kiln::Model::Load(flipped_fb);
+  CHECK(f.status().code() == kiln::StatusCode::kDataLoss);
+  CHECK(f.status().message().find("FlatBuffer checksum mismatch") != std::string::npos);
 }

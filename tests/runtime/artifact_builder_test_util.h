@@ -207,6 +207,7 @@ inline std::vector<uint8_t> BuildArtifact(const ArtifactSpec& spec) {
   h.weights_offset = (h.flatbuffer_offset + h.flatbuffer_size + 255) / 256 * 256;
   h.weights_size = blob.size();
   h.weights_xxh64 = XXH64(blob.data(), blob.size(), 0);
+  h.flatbuffer_xxh64 = XXH64(b.GetBufferPointer(), b.GetSize(), 0);
   std::vector<uint8_t> out(h.weights_offset + blob.size(), 0);
   std::memcpy(out.data(), &h, sizeof h);
   std::memcpy(out.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());

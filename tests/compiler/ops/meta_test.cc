@@ -197,7 +197,7 @@ TEST_CASE("broadcasting") {
   REQUIRE(b.Op("Sub", {f, g}).ok());
   CHECK(b.OutShape() == "[5]");
   REQUIRE(b.t.guards.size() == 1);
-  CHECK(b.t.guards[0].ToString() == "(N == 5)");
+  CHECK(b.t.guards[0].condition.ToString() == "(N == 5)");
 
   // Comparisons give bool; mismatched dtypes are rejected.
   REQUIRE(b.Op("Less", {a, c}).ok());
@@ -467,7 +467,7 @@ TEST_CASE("more shape arithmetic: Where, ConstantOfShape, Cast, Expand, Gather e
   REQUIRE(b.Op("MatMul", {a, c}).ok());
   CHECK(b.OutShape() == "[N, 4]");
   REQUIRE(!b.t.guards.empty());
-  CHECK(b.t.guards.back().ToString() == "(T == H)");
+  CHECK(b.t.guards.back().condition.ToString() == "(T == H)");
 }
 
 TEST_CASE("meta helpers") {

@@ -118,11 +118,29 @@ TEST_CASE("canonical: an If on a symbolic dim is undecided until an assumption c
   REQUIRE(yes.ok());
   CHECK(kiln::ir::ShapeToString(yes->trace.value(yes->trace.outputs[0]).shape) == "[3]");
   REQUIRE(yes->trace.guards.size() == 1);
-  CHECK(yes->trace.guards[0].ToString() == "(N == 1)");
+  CHECK(yes->trace.guards[0].condition.ToString() == "(N == 1)");
+  CHECK(yes->trace.guards[0].origin == "node 'If_3' (If), whose then branch this entry was compiled for");
 
   auto no = Canonicalize(*imported, {Assumption{cond, false}});
   REQUIRE(no.ok());
   CHECK(kiln::ir::ShapeToString(no->trace.value(no->trace.outputs[0]).shape) == "[N, 3]");
   REQUIRE(no->trace.guards.size() == 1);
-  CHECK(no->trace.guards[0].ToString() == "((N == 1) == 0)");
+  CHECK(no->trace.guards[0].condition.ToString() == "((N == 1) == 0)");
+}
+
+TEST_CASE("canonical: a symbolic output extent gets a guard that it is at least 1") {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "1", "H", "4"});
+  auto* pool = AddNode(g, "MaxPool", {"x"}, {"y"}, "pool");
+  AttrInts(pool, "kernel_shape", {2, 2});
+  AttrInts(pool, "strides", {2, 2});
+  AddOutput(g, "y");
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->trace.guards.size() == 1);
+  CHECK(r->trace.guards[0].condition.ToString() == "(0 < (H floordiv 2))");
+  CHECK(r->trace.guards[0].origin == "node 'pool' (MaxPool), whose output 'y' dim 2 must be >= 1");
 }
