@@ -904,9 +904,9 @@ Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& so
   if (!found)
     return Unimplemented(source + ": no opset_import for the default ONNX domain (opset 1 "
                          "implied); Kiln supports opset 7 and newer");
-  if (opset_ < 7)
-    return Unimplemented(source + ": opset " + std::to_string(opset_) +
-                         " is not supported; Kiln supports opset 7 and newer");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return Unimplemented(source + ": opset " + std::to_string(opset_) + " is not supported; Kiln supports opsets " + std::to_string(kMinOpset) + " to " +
+                         std::to_string(kMaxOpset));
   CollectUses(model.graph(), uses_);
   trace_.stage = "import";
   std::string producer = model.producer_name();

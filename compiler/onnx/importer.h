@@ -37,6 +37,11 @@
 
 namespace kiln::onnx_import {
 
+// Default-domain opsets the importer accepts. Newer opsets may change the semantics of an
+// op silently, so they are refused rather than guessed at.
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxOpset = 24;
+
 struct ImportOptions {
   // Fixes dims of runtime inputs: name -> dims, -1 keeps the declared dim. Rank must match
   // the declaration and a fixed declared dim must agree, else InvalidArgument naming the input.

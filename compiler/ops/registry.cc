@@ -1,5 +1,7 @@
 #include "compiler/ops/registry.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <string>
 
@@ -50,6 +52,26 @@ std::vector<const OpDef*> AllOps() {
   return out;
 }
 
+// Attributes whose meaning is the same for every op that has them, checked here once:
+// ONNX flags are 0 or 1, and an epsilon is a finite, non-negative number.
+Status CheckCommonAttrs(const AttrMap& attrs) {
+  static const char* const kFlags[] = {
+      "keepdims", "noop_with_empty_axes", "select_last_index", "transA",   "transB",
+      "ceil_mode", "count_include_pad",   "coerce_2d",         "allowzero", "input_forget",
+      "storage_order", "fmod",            "exclusive",         "reverse",  "largest",
+      "sorted",   "upper",                "exclude_outside",   "antialias"};
+  for (const char* name : kFlags) {
+    const Attr* a = attrs.Find(name);
+    if (a && (a->kind != Attr::Kind::kInt || (a->i != 0 && a->i != 1)))
+      return InvalidArgument(std::string("attribute '") + name + "': expected 0 or 1, found " +
+                             (a->kind == Attr::Kind::kInt ? std::to_string(a->i) : "a non-integer"));
+  }
+  if (const Attr* e = attrs.Find("epsilon"); e && (e->kind != Attr::Kind::kFloat || !(e->f >= 0.0f) || std::isinf(e->f)))
+    return InvalidArgument("attribute 'epsilon': expected a finite number >= 0, found " +
+                           (e->kind == Attr::Kind::kFloat ? std::to_string(e->f) : std::string("a non-float")));
+  return Status::Ok();
+}
+
 Status InferNode(Trace& trace, Node& node) {
   const std::string context = "node '" + node.name + "' (" + node.op + ")";
   const OpDef* def = FindOp(node.op);
@@ -57,6 +79,7 @@ Status InferNode(Trace& trace, Node& node) {
     return Unimplemented("no op '" + node.op + "' in the registry (" +
                          std::to_string(GetTable().ops.size()) + " ops known)")
         .WithContext(context);
+  KILN_RETURN_IF_ERROR_CTX(CheckCommonAttrs(node.attrs), context);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     ValueId id = node.inputs[i];
     if (id == kNoValue) continue;
