@@ -164,8 +164,8 @@ bool IsPointwise(const ConvGeometry& g) {
 
 // Column-buffer budget for one im2col tile: small enough to stay in L2 while OpenBLAS
 // packs it, large enough that each GEMM still has a wide N.
-constexpr int64_t kColTileBytes = 1 << 20;
-constexpr int64_t kMinTilePixels = 256;
+constexpr int64_t kColTileBytes = 512 << 10;
+constexpr int64_t kMinTilePixels = 128;
 
 // Output pixels per im2col tile for a GEMM with K = `rows` over `out_size` pixels. Tiles
 // are equal-sized (but for the last) so no tile is a sliver.

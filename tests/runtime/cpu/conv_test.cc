@@ -11,6 +11,48 @@ std::vector<float> Iota(int64_t n, float scale = 1.0f, float start = 0.0f) {
   return v;
 }
 
+// (i % mod - off) * scale for i in [0, n), computed in double like numpy does before the
+// float32 cast, so the expected values below (from onnxruntime) match bit for bit.
+std::vector<float> Pattern(int64_t n, int64_t mod, int64_t off, double scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(static_cast<double>(i % mod - off) * scale);
+  return v;
+}
+
+// Direct 2-D conv, the definition written out, for checking the tiled and depthwise paths
+// on shapes too large to paste expected values for.
+std::vector<float> ReferenceConv2D(const TestTensor& x, const TestTensor& w, const std::vector<float>& bias,
+                                   int64_t group, const int64_t stride[2], const int64_t pad[2],
+                                   const int64_t dil[2], int64_t out_h, int64_t out_w) {
+  const auto xv = x.values<float>(), wv = w.values<float>();
+  const int64_t n = x.dims()[0], c = x.dims()[1], h = x.dims()[2], wd = x.dims()[3];
+  const int64_t m = w.dims()[0], cg = w.dims()[1], kh = w.dims()[2], kw = w.dims()[3], mg = m / group;
+  std::vector<float> y(static_cast<size_t>(n * m * out_h * out_w));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < m; ++oc)
+      for (int64_t oh = 0; oh < out_h; ++oh)
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          double acc = bias.empty() ? 0.0 : bias[oc];
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t ih = oh * stride[0] - pad[0] + i * dil[0];
+                const int64_t iw = ow * stride[1] - pad[1] + j * dil[1];
+                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
+                const int64_t xc = (oc / mg) * cg + ic;
+                acc += static_cast<double>(xv[((b * c + xc) * h + ih) * wd + iw]) *
+                       wv[((oc * cg + ic) * kh + i) * kw + j];
+              }
+          y[((b * m + oc) * out_h + oh) * out_w + ow] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+size_t WorkspaceFor(const AttrMap& attrs, const TestTensor& x, const TestTensor& w, const TestTensor& y) {
+  std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
+  return FindKernel("Conv")->workspace(attrs, in, out);
+}
+
 // Expected values below come from onnxruntime 1.x on the same inputs.
 TEST_CASE("Conv 1x1x3x3 Sobel-like kernel with pads 1") {
   auto x = Floats({1, 1, 3, 3}, Iota(9, 1, 1));
@@ -108,6 +150,134 @@ TEST_CASE("Conv with a zero-size batch") {
   auto w = Floats({2, 1, 2, 2}, Iota(8));
   auto y = Output(DType::kFloat32, {0, 2, 2, 2});
   CHECK(RunKernel("Conv", {}, {&x, &w}, {&y}).ok());
+}
+
+TEST_CASE("Conv depthwise 3x3, stride 1, pads 1, bias: direct path, no workspace") {
+  // Rows of 20 run the vector loop twice and the scalar tail.
+  auto x = Floats({1, 2, 3, 20}, Pattern(120, 11, 5, 0.1));
+  auto w = Floats({2, 1, 3, 3}, Pattern(18, 7, 3, 0.25));
+  auto b = Floats({2}, {0.5f, -1});
+  auto y = Output(DType::kFloat32, {1, 2, 3, 20});
+  AttrMap attrs;
+  attrs.SetInt("group", 2);
+  attrs.SetInts("pads", {1, 1, 1, 1});
+  CHECK(WorkspaceFor(attrs, x, w, y) == 0);
+  Status s = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  KILN_CHECK_FLOATS(
+      y.values<float>(),
+      (std::vector<float>{
+          -0.375f, 0.425f, 1.275f, 0.475f, 0.5f, 0.525f, 0.55f, 0.575f, 0.6f, 0.625f, 0.09999999f, -0.15f,
+          0.425f, 1.275f, 0.475f, 0.5f, 0.525f, 0.55f, 0.575f, 0.5f, 0.9f, 0.75f, 0.35f, 0.775f, 1.475f,
+          0.525f, 0.4f, 0.275f, 0.15f, 0.02499998f, 0.175f, 0.6f, 0.75f, 0.35f, 0.775f, 1.475f, 0.525f, 0.4f,
+          0.275f, 0.15f, 0.375f, 0.35f, 0.825f, 1.025f, 0.675f, 0.6f, 0.525f, 0.45f, 0.375f, 0.3f, 0.225f,
+          0.15f, 0.35f, 0.825f, 1.025f, 0.675f, 0.6f, 0.525f, 0.45f, 0.425f, -1.025f, -0.95f, -0.975f, -1,
+          -1.025f, -0.225f, -1.075f, -1.65f, -1.4f, -0.875f, -0.9f, -0.925f, -0.95f, -0.975f, -1, -1.025f,
+          -0.225f, -1.075f, -1.65f, -1.55f, -0.95f, -0.85f, -0.875f, -0.9f, -0.925f, -1.225f, -1.25f,
+          -0.175f, -1.025f, -1.6f, -1.35f, -0.825f, -0.85f, -0.875f, -0.9f, -0.925f, -1.225f, -1.25f,
+          -0.175f, -1.275f, -1.1f, -1.225f, -1.175f, -1.125f, -1.075f, -1.025f, -0.975f, -1.2f, -1.15f, 0,
+          -0.775f, -1.275f, -1.225f, -1.175f, -1.125f, -1.075f, -1.025f, -0.975f, -1.2f, -0.675f}));
+}
+
+TEST_CASE("Conv depthwise 3x5, stride 2, asymmetric pads, no bias") {
+  // 11 output columns: one 8-wide stride-2 vector step, then the scalar tail.
+  auto x = Floats({1, 2, 5, 23}, Pattern(230, 13, 6, 0.05));
+  auto w = Floats({2, 1, 3, 5}, Pattern(30, 5, 2, 0.5));
+  auto y = Output(DType::kFloat32, {1, 2, 2, 11});
+  AttrMap attrs;
+  attrs.SetInt("group", 2);
+  attrs.SetInts("strides", {2, 2});
+  attrs.SetInts("pads", {0, 2, 1, 1});
+  Status s = RunKernel("Conv", attrs, {&x, &w}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  KILN_CHECK_FLOATS(
+      y.values<float>(),
+      (std::vector<float>{0.3f, -0.225f, -0.55f, -0.225f, 0.7500001f, 0.7500001f, -0.2250001f, -0.55f, -0.225f,
+                          -0.225f, 0.1f, -0.07500001f, 0.75f, 0.1f, -0.2249999f, -0.225f, -0.55f, -0.225f,
+                          0.7500001f, 0.7500001f, -0.2250001f, -0.55f, 0.175f, -0.2249999f, -0.225f, -0.55f,
+                          -0.225f, 0.7500001f, 0.7500001f, -0.2250001f, -0.55f, -0.225f, -0.225f, -0.525f, 0.1f,
+                          0.75f, 0.1f, -0.2249999f, -0.225f, -0.55f, -0.225f, 0.7500001f, 0.7500001f,
+                          -0.2250001f}));
+}
+
+TEST_CASE("Conv depthwise matches the definition: strides, pads, batch, and dilation (general path)") {
+  const int64_t c = 5, h = 13, wd = 41;
+  auto x = Floats({2, c, h, wd}, Pattern(2 * c * h * wd, 23, 11, 0.07));
+  std::vector<float> bias = Pattern(c, 3, 1, 0.5);
+  auto b = Floats({c}, bias);
+  for (int64_t s : {1, 2, 3}) {
+    for (int64_t d : {1, 2}) {
+      CAPTURE(s);
+      CAPTURE(d);
+      auto w = Floats({c, 1, 3, 3}, Pattern(c * 9, 7, 3, 0.25));
+      const int64_t stride[2] = {s, s}, pad[2] = {1, 2}, dil[2] = {d, d};
+      const int64_t out_h = (h + 1 + 0 - (2 * d + 1)) / s + 1, out_w = (wd + 2 + 1 - (2 * d + 1)) / s + 1;
+      auto y = Output(DType::kFloat32, {2, c, out_h, out_w});
+      AttrMap attrs;
+      attrs.SetInt("group", c);
+      attrs.SetInts("strides", {s, s});
+      attrs.SetInts("pads", {1, 2, 0, 1});
+      attrs.SetInts("dilations", {d, d});
+      Status st = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, c, stride, pad, dil, out_h, out_w));
+    }
+  }
+}
+
+TEST_CASE("Conv im2col is tiled: the workspace holds one tile, tiles split output rows") {
+  // K = 16 * 3 * 3 = 144 rows over 31 * 35 = 1085 pixels: two tiles, the cut mid-row.
+  auto x = Floats({1, 16, 31, 35}, Pattern(16 * 31 * 35, 17, 8, 0.03));
+  auto w = Floats({2, 16, 3, 3}, Pattern(2 * 16 * 9, 5, 2, 0.1));
+  std::vector<float> bias{0.25f, -0.5f};
+  auto b = Floats({2}, bias);
+  auto y = Output(DType::kFloat32, {1, 2, 31, 35});
+  AttrMap attrs;
+  attrs.SetInts("pads", {1, 1, 1, 1});
+  const size_t whole = 144 * 1085 * sizeof(float);
+  const size_t ws = WorkspaceFor(attrs, x, w, y);
+  CHECK(ws > 0);
+  CHECK(ws < whole);
+  Status s = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  const auto got = y.values<float>();
+  // Spot values and per-channel sums from onnxruntime, around the tile boundary.
+  for (auto [i, v] : std::vector<std::pair<size_t, float>>{{0, 0.124f}, {543, 0.214f}, {544, 0.361f},
+                                                           {545, 0.406f}, {1084, 0.244f}, {1085, -0.509f},
+                                                           {1600, -0.614f}, {2169, -0.542f}}) {
+    CAPTURE(i);
+    CHECK(got[i] == doctest::Approx(v).epsilon(1e-5));
+  }
+  double sum0 = 0, sum1 = 0;
+  for (size_t i = 0; i < 1085; ++i) sum0 += got[i], sum1 += got[1085 + i];
+  CHECK(sum0 == doctest::Approx(271.589).epsilon(1e-5));
+  CHECK(sum1 == doctest::Approx(-542.941).epsilon(1e-5));
+  const int64_t one[2] = {1, 1};
+  KILN_CHECK_FLOATS(got, ReferenceConv2D(x, w, bias, 1, one, one, one, 31, 35));
+}
+
+TEST_CASE("Conv tiled, grouped, strided: matches the definition; a large image needs a small workspace") {
+  auto x = Floats({2, 6, 40, 47}, Pattern(2 * 6 * 40 * 47, 19, 9, 0.04));
+  auto w = Floats({4, 3, 3, 3}, Pattern(4 * 3 * 9, 11, 5, 0.1));
+  std::vector<float> bias{1, -1, 0.5f, 0};
+  auto b = Floats({4}, bias);
+  auto y = Output(DType::kFloat32, {2, 4, 20, 24});
+  AttrMap attrs;
+  attrs.SetInt("group", 2);
+  attrs.SetInts("strides", {2, 2});
+  attrs.SetInts("pads", {1, 1, 0, 1});
+  Status s = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  const int64_t stride[2] = {2, 2}, pad[2] = {1, 1}, dil[2] = {1, 1};
+  KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, 2, stride, pad, dil, 20, 24));
+
+  // super-resolution's 64 -> 64 3x3 conv on 224x224: whole-image im2col would be 115 MB.
+  auto bx = Floats({1, 64, 224, 224}, {});
+  auto bw = Floats({64, 64, 3, 3}, {});
+  auto by = Output(DType::kFloat32, {1, 64, 224, 224});
+  AttrMap big;
+  big.SetInts("pads", {1, 1, 1, 1});
+  CHECK(WorkspaceFor(big, bx, bw, by) <= (size_t{2} << 20));
 }
 
 TEST_CASE("ConvTranspose 2-D strides, asymmetric pads, output_padding") {
