@@ -5,6 +5,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -65,7 +69,24 @@ T SoftplusOf(T x) {
   return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 
+// x > 0 ? x : 0 per lane, NaN and -0 included (MAXPS returns its second operand unless
+// the first is greater). GCC will not if-convert the plain loop, and the branch on the
+// sign of activations mispredicts half the time.
+void ReluFloat(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE__)
+  const __m128 zero = _mm_setzero_ps();
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_loadu_ps(x + i), zero));
+#endif
+  for (; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 Status Relu(const KernelCall& c) {
+  KILN_RETURN_IF_ERROR(CheckUnary(c, "Relu"));
+  if (c.inputs[0].dtype == DType::kFloat32) {
+    ReluFloat(c.inputs[0].as<const float>(), c.outputs[0].as<float>(), c.inputs[0].num_elements);
+    return Status::Ok();
+  }
   return NumericUnary(c, "Relu", [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); });
 }
 Status LeakyRelu(const KernelCall& c) {

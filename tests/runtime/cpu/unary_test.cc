@@ -15,6 +15,18 @@ std::vector<float> RunUnary(std::string_view op, std::vector<float> x, const Att
   return out.values<float>();
 }
 
+TEST_CASE("Relu float32: vector body and tail agree, -0 and NaN give +0 as x > 0 ? x : 0 does") {
+  const float nan = std::nanf("");
+  const auto y = RunUnary("Relu", {-1, 0.5f, -0.0f, nan, 3, -2, 1e-40f, -1e-40f, 7});
+  const std::vector<float> want{0, 0.5f, 0, 0, 3, 0, 1e-40f, 0, 7};
+  REQUIRE(y.size() == want.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    CAPTURE(i);
+    CHECK(y[i] == want[i]);
+    CHECK(!std::signbit(y[i]));
+  }
+}
+
 TEST_CASE("Activations") {
   CHECK(RunUnary("Relu", {-1, 0, 2}) == std::vector<float>{0, 0, 2});
   KILN_CHECK_FLOATS(RunUnary("LeakyRelu", {-1, 2}), (std::vector<float>{-0.01f, 2}));
