@@ -17,21 +17,11 @@
 namespace kiln::cpu {
 namespace {
 
-constexpr int kMaxSpatial = kMaxRank - 2;
-
 // Geometry shared by Conv and ConvTranspose. "in" is the spatial extent of X, "out" that
 // of Y; for ConvTranspose the roles in im2col/col2im are mirrored.
-struct ConvGeometry {
-  int sr = 0;  // spatial rank
+struct ConvGeometry : WindowGeometry {
   int64_t group = 1;
-  int64_t kernel[kMaxSpatial] = {};
-  int64_t stride[kMaxSpatial] = {};
-  int64_t dilation[kMaxSpatial] = {};
-  int64_t pad_begin[kMaxSpatial] = {};
-  int64_t pad_end[kMaxSpatial] = {};
-  int64_t in[kMaxSpatial] = {};
-  int64_t out[kMaxSpatial] = {};
-  int64_t kernel_size = 1, in_size = 1, out_size = 1;
+  int64_t kernel_size = 1;
 };
 
 Status ReadSpatialAttr(const AttrMap& attrs, const char* name, int sr, int64_t def,
@@ -151,6 +141,14 @@ Status ConvGeometryFor(const KernelCall& call, ConvGeometry* g) {
                                 " from input " + ShapeStr(x) + ", kernel " + ShapeStr(w) +
                                 " and the strides/pads/dilations");
     }
+  }
+  return Status::Ok();
+}
+
+Status CheckBias(const TensorRef* bias, int64_t m, std::string_view op) {
+  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
+    return OpError(op, "bias " + ShapeStr(*bias) + " must be float32 with " + std::to_string(m) +
+                           " elements");
   }
   return Status::Ok();
 }
@@ -379,10 +377,7 @@ Status ConvKernel(const KernelCall& call) {
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
   const TensorRef* bias = OptionalInput(call, 2);
   const int64_t n = x.dims[0], c = x.dims[1], m = w.dims[0];
-  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
-    return OpError(kName, "bias " + ShapeStr(*bias) + " must be float32 with " + std::to_string(m) +
-                              " elements");
-  }
+  KILN_RETURN_IF_ERROR(CheckBias(bias, m, kName));
   if (y.num_elements == 0) return Status::Ok();
   const float* px = x.as<const float>();
   const float* pw = w.as<const float>();
@@ -537,13 +532,17 @@ Status ConvTransposeKernel(const KernelCall& call) {
   const TensorRef* bias = OptionalInput(call, 2);
   const int64_t n = x.dims[0], c = x.dims[1], m = y.dims[1];
   const int64_t cg = c / g.group, mg = m / g.group;
-  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
-    return OpError(kName, "bias " + ShapeStr(*bias) + " must be float32 with " + std::to_string(m) +
-                              " elements");
-  }
+  KILN_RETURN_IF_ERROR(CheckBias(bias, m, kName));
   if (y.num_elements == 0) return Status::Ok();
   float* py = y.as<float>();
-  std::fill(py, py + y.num_elements, 0.0f);
+  // Y starts at the bias (or zero) and col2im scatter-adds the products onto it.
+  if (bias) {
+    for (int64_t b = 0; b < n; ++b) {
+      FillBias(bias->as<const float>(), m, g.out_size, g.out_size, py + b * m * g.out_size);
+    }
+  } else {
+    std::fill(py, py + y.num_elements, 0.0f);
+  }
   const int64_t rows = mg * g.kernel_size;
   if (x.num_elements > 0 && rows > 0) {
     KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * g.in_size) * sizeof(float), kName));
@@ -562,14 +561,6 @@ Status ConvTransposeKernel(const KernelCall& call) {
         Col2Im(col, mg, g, py + (b * m + grp * mg) * g.out_size);
       }
     }
-  }
-  if (bias) {
-    const float* pb = bias->as<const float>();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oc = 0; oc < m; ++oc) {
-        float* row = py + (b * m + oc) * g.out_size;
-        for (int64_t i = 0; i < g.out_size; ++i) row[i] += pb[oc];
-      }
   }
   return Status::Ok();
 }

@@ -125,47 +125,71 @@ Status TransposeKernel(const KernelCall& call) {
 
 // --- Concat / Split ------------------------------------------------------------------------
 
+// Concat and Split are one operation run in opposite directions: a `whole` tensor and
+// `parts` that tile it along `axis`. "part"/"whole" name the sides in messages
+// ("input"/"output" for Concat, the reverse for Split).
+Status ReadConcatAxis(const KernelCall& call, const TensorRef& whole, std::string_view op,
+                      const char* whole_name, int* axis) {
+  if (!NormalizeAxis(call.attrs.GetInt("axis", 0), whole.rank, axis)) {
+    return OpError(op, "axis " + std::to_string(call.attrs.GetInt("axis", 0)) + " is out of range for " +
+                           whole_name + " " + ShapeStr(whole));
+  }
+  return Status::Ok();
+}
+
+Status CheckPartsTile(std::span<const TensorRef> parts, const TensorRef& whole, int axis,
+                      std::string_view op, const std::string& part_name, const std::string& whole_name) {
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorRef& p = parts[i];
+    if (!p.present()) return OpError(op, part_name + " " + std::to_string(i) + " is absent");
+    KILN_RETURN_IF_ERROR(CheckSameDType(p, whole, op));
+    bool ok = p.rank == whole.rank;
+    for (int d = 0; ok && d < whole.rank; ++d) ok = d == axis || p.dims[d] == whole.dims[d];
+    if (!ok) {
+      return OpError(op, part_name + " " + std::to_string(i) + " " + ShapeStr(p) + " does not match " +
+                             whole_name + " " + ShapeStr(whole) + " outside axis " + std::to_string(axis));
+    }
+    total += p.dims[axis];
+  }
+  if (total != whole.dims[axis]) {
+    return OpError(op, part_name + "s add up to " + std::to_string(total) + " along axis " +
+                           std::to_string(axis) + ", " + whole_name + " has " +
+                           std::to_string(whole.dims[axis]));
+  }
+  return Status::Ok();
+}
+
+// Copies every part into its slab of `whole` (Concat), or the slabs out (Split).
+void CopySlabs(std::span<const TensorRef> parts, const TensorRef& whole, int axis, bool into_whole) {
+  const int64_t outer = Product(whole.dims, 0, axis);
+  const int64_t inner_bytes =
+      Product(whole.dims, axis + 1, whole.rank) * static_cast<int64_t>(DTypeSize(whole.dtype));
+  const int64_t whole_row = whole.dims[axis] * inner_bytes;
+  int64_t col = 0;
+  for (const TensorRef& p : parts) {
+    const int64_t row = p.dims[axis] * inner_bytes;
+    char* slab = static_cast<char*>(whole.data) + col;
+    char* part = static_cast<char*>(p.data);
+    for (int64_t o = 0; row > 0 && o < outer; ++o) {
+      if (into_whole) {
+        std::memcpy(slab + o * whole_row, part + o * row, row);
+      } else {
+        std::memcpy(part + o * row, slab + o * whole_row, row);
+      }
+    }
+    col += row;
+  }
+}
+
 Status ConcatKernel(const KernelCall& call) {
   constexpr std::string_view kName = "Concat";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 1));
   const TensorRef& y = call.outputs[0];
   int axis = 0;
-  if (!NormalizeAxis(call.attrs.GetInt("axis", 0), y.rank, &axis)) {
-    return OpError(kName, "axis " + std::to_string(call.attrs.GetInt("axis", 0)) +
-                              " is out of range for output " + ShapeStr(y));
-  }
-  const size_t esize = DTypeSize(y.dtype);
-  int64_t total = 0;
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const TensorRef& x = call.inputs[i];
-    if (!x.present()) return OpError(kName, "input " + std::to_string(i) + " is absent");
-    KILN_RETURN_IF_ERROR(CheckSameDType(x, y, kName));
-    bool ok = x.rank == y.rank;
-    for (int d = 0; ok && d < y.rank; ++d) ok = d == axis || x.dims[d] == y.dims[d];
-    if (!ok) {
-      return OpError(kName, "input " + std::to_string(i) + " " + ShapeStr(x) +
-                                " does not match output " + ShapeStr(y) + " outside axis " +
-                                std::to_string(axis));
-    }
-    total += x.dims[axis];
-  }
-  if (total != y.dims[axis]) {
-    return OpError(kName, "inputs add up to " + std::to_string(total) + " along axis " +
-                              std::to_string(axis) + ", output has " + std::to_string(y.dims[axis]));
-  }
-  const int64_t outer = Product(y.dims, 0, axis);
-  const int64_t inner_bytes = Product(y.dims, axis + 1, y.rank) * static_cast<int64_t>(esize);
-  const int64_t out_row = y.dims[axis] * inner_bytes;
-  int64_t col = 0;
-  for (const TensorRef& x : call.inputs) {
-    const int64_t row = x.dims[axis] * inner_bytes;
-    if (row > 0) {
-      const char* src = static_cast<const char*>(x.data);
-      char* dst = static_cast<char*>(y.data) + col;
-      for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * out_row, src + o * row, row);
-    }
-    col += row;
-  }
+  KILN_RETURN_IF_ERROR(ReadConcatAxis(call, y, kName, "output", &axis));
+  KILN_RETURN_IF_ERROR(CheckPartsTile(call.inputs, y, axis, kName, "input", "output"));
+  CopySlabs(call.inputs, y, axis, /*into_whole=*/true);
   return Status::Ok();
 }
 
@@ -174,43 +198,10 @@ Status SplitKernel(const KernelCall& call) {
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 1));
   const TensorRef& x = call.inputs[0];
   int axis = 0;
-  if (!NormalizeAxis(call.attrs.GetInt("axis", 0), x.rank, &axis)) {
-    return OpError(kName, "axis " + std::to_string(call.attrs.GetInt("axis", 0)) +
-                              " is out of range for input " + ShapeStr(x));
-  }
+  KILN_RETURN_IF_ERROR(ReadConcatAxis(call, x, kName, "input", &axis));
   // The output dims already encode `split` / `num_outputs`; check they tile the input.
-  int64_t total = 0;
-  for (size_t i = 0; i < call.outputs.size(); ++i) {
-    const TensorRef& y = call.outputs[i];
-    if (!y.present()) return OpError(kName, "output " + std::to_string(i) + " is absent");
-    KILN_RETURN_IF_ERROR(CheckSameDType(x, y, kName));
-    bool ok = x.rank == y.rank;
-    for (int d = 0; ok && d < x.rank; ++d) ok = d == axis || x.dims[d] == y.dims[d];
-    if (!ok) {
-      return OpError(kName, "output " + std::to_string(i) + " " + ShapeStr(y) +
-                                " does not match input " + ShapeStr(x) + " outside axis " +
-                                std::to_string(axis));
-    }
-    total += y.dims[axis];
-  }
-  if (total != x.dims[axis]) {
-    return OpError(kName, "outputs add up to " + std::to_string(total) + " along axis " +
-                              std::to_string(axis) + ", input has " + std::to_string(x.dims[axis]));
-  }
-  const size_t esize = DTypeSize(x.dtype);
-  const int64_t outer = Product(x.dims, 0, axis);
-  const int64_t inner_bytes = Product(x.dims, axis + 1, x.rank) * static_cast<int64_t>(esize);
-  const int64_t in_row = x.dims[axis] * inner_bytes;
-  int64_t col = 0;
-  for (const TensorRef& y : call.outputs) {
-    const int64_t row = y.dims[axis] * inner_bytes;
-    if (row > 0) {
-      const char* src = static_cast<const char*>(x.data) + col;
-      char* dst = static_cast<char*>(y.data);
-      for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * row, src + o * in_row, row);
-    }
-    col += row;
-  }
+  KILN_RETURN_IF_ERROR(CheckPartsTile(call.outputs, x, axis, kName, "output", "input"));
+  CopySlabs(call.outputs, x, axis, /*into_whole=*/false);
   return Status::Ok();
 }
 

@@ -106,6 +106,23 @@ struct NdIndex {
   }
 };
 
+// Spatial axes of an [N, C, spatial...] tensor.
+constexpr int kMaxSpatial = kMaxRank - 2;
+
+// A window sliding over the spatial axes (Conv, ConvTranspose, pooling): per axis the
+// kernel extent, stride, dilation and pads, and the input and output extents.
+struct WindowGeometry {
+  int sr = 0;  // spatial rank
+  int64_t kernel[kMaxSpatial] = {};
+  int64_t stride[kMaxSpatial] = {};
+  int64_t dilation[kMaxSpatial] = {};
+  int64_t pad_begin[kMaxSpatial] = {};
+  int64_t pad_end[kMaxSpatial] = {};
+  int64_t in[kMaxSpatial] = {};
+  int64_t out[kMaxSpatial] = {};
+  int64_t in_size = 1, out_size = 1;
+};
+
 inline bool IsIndexType(DType dt) { return dt == DType::kInt64 || dt == DType::kInt32; }
 
 // Element i of an int32/int64 tensor (callers check IsIndexType first).

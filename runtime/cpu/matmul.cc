@@ -46,6 +46,18 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   }
 }
 
+// Calls f(T{}) for the dtypes MatMul and Gemm take; false for others.
+template <typename F>
+bool VisitGemmType(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kFloat32: f(float{}); return true;
+    case DType::kFloat64: f(double{}); return true;
+    case DType::kInt32: f(int32_t{}); return true;
+    case DType::kInt64: f(int64_t{}); return true;
+    default: return false;
+  }
+}
+
 Status MatMulKernel(const KernelCall& call) {
   constexpr std::string_view kName = "MatMul";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
@@ -106,13 +118,7 @@ Status MatMulKernel(const KernelCall& call) {
       ++i;
     } while (it.Next(batch_rank));
   };
-  switch (a.dtype) {
-    case DType::kFloat32: run(float{}); break;
-    case DType::kFloat64: run(double{}); break;
-    case DType::kInt32: run(int32_t{}); break;
-    case DType::kInt64: run(int64_t{}); break;
-    default: return OpError(kName, "unsupported dtype " + DTypeStr(a.dtype));
-  }
+  if (!VisitGemmType(a.dtype, run)) return OpError(kName, "unsupported dtype " + DTypeStr(a.dtype));
   return Status::Ok();
 }
 
@@ -161,13 +167,7 @@ Status GemmKernel(const KernelCall& call) {
     Gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), a.as<const T>(), a.dims[1], b.as<const T>(),
             b.dims[1], static_cast<T>(beta), py, n);
   };
-  switch (a.dtype) {
-    case DType::kFloat32: run(float{}); break;
-    case DType::kFloat64: run(double{}); break;
-    case DType::kInt32: run(int32_t{}); break;
-    case DType::kInt64: run(int64_t{}); break;
-    default: return OpError(kName, "unsupported dtype " + DTypeStr(a.dtype));
-  }
+  if (!VisitGemmType(a.dtype, run)) return OpError(kName, "unsupported dtype " + DTypeStr(a.dtype));
   return Status::Ok();
 }
 

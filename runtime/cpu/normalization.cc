@@ -26,17 +26,60 @@ Status CheckPerChannel(const TensorRef& t, int64_t c, std::string_view op, const
   return Status::Ok();
 }
 
-// y = (x - mean) * inv_std * scale + bias over `count` contiguous values.
-void Normalize(const float* x, int64_t count, float scale, float bias, double eps, float* y) {
+// Mean and 1 / sqrt(variance + eps) of `count` contiguous values (0 and 1/sqrt(eps) when
+// empty), accumulated in double.
+void MeanInvStd(const float* x, int64_t count, double eps, float* mean_out, float* inv_out) {
   double sum = 0;
   for (int64_t i = 0; i < count; ++i) sum += x[i];
   const double mean = count ? sum / count : 0;
   double sq = 0;
   for (int64_t i = 0; i < count; ++i) sq += (x[i] - mean) * (x[i] - mean);
   const double var = count ? sq / count : 0;
-  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-  const float m = static_cast<float>(mean);
-  for (int64_t i = 0; i < count; ++i) y[i] = (x[i] - m) * inv * scale + bias;
+  *inv_out = static_cast<float>(1.0 / std::sqrt(var + eps));
+  *mean_out = static_cast<float>(mean);
+}
+
+// y = (x - mean) * inv_std * scale + bias over `count` contiguous values.
+void ApplyNorm(const float* x, int64_t count, float mean, float inv_std, float scale, float bias,
+               float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = (x[i] - mean) * inv_std * scale + bias;
+}
+
+// X and Y of a per-channel op: float32 X, as many elements in Y, rank >= min_rank; gives
+// the batch, channel and (flattened) spatial extents.
+struct ChannelShape {
+  int64_t n = 0, c = 0, spatial = 0;
+};
+Status CheckChannelInput(const KernelCall& call, std::string_view op, int min_rank, ChannelShape* s) {
+  const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckFloat(x, op, "X"));
+  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, op));
+  if (x.rank < min_rank) {
+    return OpError(op, "X must have rank >= " + std::to_string(min_rank) + ", got " + ShapeStr(x));
+  }
+  *s = {x.dims[0], x.dims[1], Product(x.dims, 2, x.rank)};
+  return Status::Ok();
+}
+
+// Instance and group normalization: statistics over each group of C / groups channels
+// (one channel for instance norm), then each channel's own scale and bias (inputs 1, 2).
+void NormalizeGroups(const KernelCall& call, const ChannelShape& sh, int64_t groups, double eps) {
+  if (groups < 1) return;  // no channels
+  const float* scale = call.inputs[1].as<const float>();
+  const float* bias = call.inputs[2].as<const float>();
+  const int64_t c = sh.c, spatial = sh.spatial, cg = c / groups, count = cg * spatial;
+  for (int64_t b = 0; b < sh.n; ++b)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t off = (b * c + g * cg) * spatial;
+      const float* px = call.inputs[0].as<const float>() + off;
+      float* py = call.outputs[0].as<float>() + off;
+      float mean, inv;
+      MeanInvStd(px, count, eps, &mean, &inv);
+      for (int64_t ch = 0; ch < cg; ++ch) {
+        ApplyNorm(px + ch * spatial, spatial, mean, inv, scale[g * cg + ch], bias[g * cg + ch],
+                  py + ch * spatial);
+      }
+    }
 }
 
 Status BatchNormalization(const KernelCall& call) {
@@ -45,12 +88,9 @@ Status BatchNormalization(const KernelCall& call) {
   if (call.attrs.GetInt("training_mode", 0) != 0) {
     return OpUnimplemented(kName, "training_mode=1 is not supported (inference only)");
   }
-  const TensorRef& x = call.inputs[0];
-  const TensorRef& y = call.outputs[0];
-  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
-  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
-  if (x.rank < 2) return OpError(kName, "X must have rank >= 2, got " + ShapeStr(x));
-  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  ChannelShape sh;
+  KILN_RETURN_IF_ERROR(CheckChannelInput(call, kName, 2, &sh));
+  const int64_t n = sh.n, c = sh.c, spatial = sh.spatial;
   const char* names[] = {"scale", "B", "input_mean", "input_var"};
   for (int i = 0; i < 4; ++i) KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1 + i], c, kName, names[i]));
   const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
@@ -58,8 +98,8 @@ Status BatchNormalization(const KernelCall& call) {
   const float* bias = call.inputs[2].as<const float>();
   const float* mean = call.inputs[3].as<const float>();
   const float* var = call.inputs[4].as<const float>();
-  const float* px = x.as<const float>();
-  float* py = y.as<float>();
+  const float* px = call.inputs[0].as<const float>();
+  float* py = call.outputs[0].as<float>();
   for (int64_t ch = 0; ch < c; ++ch) {
     // Folded into one multiply-add per element.
     const float a = static_cast<float>(scale[ch] / std::sqrt(static_cast<double>(var[ch]) + eps));
@@ -75,34 +115,21 @@ Status BatchNormalization(const KernelCall& call) {
 Status InstanceNormalization(const KernelCall& call) {
   constexpr std::string_view kName = "InstanceNormalization";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
-  const TensorRef& x = call.inputs[0];
-  const TensorRef& y = call.outputs[0];
-  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
-  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
-  if (x.rank < 3) return OpError(kName, "X must have rank >= 3, got " + ShapeStr(x));
-  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  ChannelShape sh;
+  KILN_RETURN_IF_ERROR(CheckChannelInput(call, kName, 3, &sh));
+  const int64_t c = sh.c;
   KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1], c, kName, "scale"));
   KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[2], c, kName, "B"));
-  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
-  const float* scale = call.inputs[1].as<const float>();
-  const float* bias = call.inputs[2].as<const float>();
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const int64_t off = (b * c + ch) * spatial;
-      Normalize(x.as<const float>() + off, spatial, scale[ch], bias[ch], eps, y.as<float>() + off);
-    }
+  NormalizeGroups(call, sh, c, call.attrs.GetFloat("epsilon", 1e-5f));
   return Status::Ok();
 }
 
 Status GroupNormalization(const KernelCall& call) {
   constexpr std::string_view kName = "GroupNormalization";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
-  const TensorRef& x = call.inputs[0];
-  const TensorRef& y = call.outputs[0];
-  KILN_RETURN_IF_ERROR(CheckFloat(x, kName, "X"));
-  KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kName));
-  if (x.rank < 2) return OpError(kName, "X must have rank >= 2, got " + ShapeStr(x));
-  const int64_t n = x.dims[0], c = x.dims[1], spatial = Product(x.dims, 2, x.rank);
+  ChannelShape sh;
+  KILN_RETURN_IF_ERROR(CheckChannelInput(call, kName, 2, &sh));
+  const int64_t c = sh.c;
   const int64_t groups = call.attrs.GetInt("num_groups", 0);
   if (groups < 1 || c % groups != 0) {
     return OpError(kName, "num_groups " + std::to_string(groups) + " does not divide channels " +
@@ -110,28 +137,7 @@ Status GroupNormalization(const KernelCall& call) {
   }
   KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[1], c, kName, "scale"));
   KILN_RETURN_IF_ERROR(CheckPerChannel(call.inputs[2], c, kName, "bias"));
-  const double eps = call.attrs.GetFloat("epsilon", 1e-5f);
-  const float* scale = call.inputs[1].as<const float>();
-  const float* bias = call.inputs[2].as<const float>();
-  const int64_t cg = c / groups, count = cg * spatial;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t off = (b * c + g * cg) * spatial;
-      const float* px = x.as<const float>() + off;
-      float* py = y.as<float>() + off;
-      double sum = 0, sq = 0;
-      for (int64_t i = 0; i < count; ++i) sum += px[i];
-      const double mean = count ? sum / count : 0;
-      for (int64_t i = 0; i < count; ++i) sq += (px[i] - mean) * (px[i] - mean);
-      const float inv = static_cast<float>(1.0 / std::sqrt((count ? sq / count : 0) + eps));
-      for (int64_t ch = 0; ch < cg; ++ch) {
-        const float s = scale[g * cg + ch], bb = bias[g * cg + ch];
-        for (int64_t i = 0; i < spatial; ++i) {
-          const int64_t k = ch * spatial + i;
-          py[k] = (px[k] - static_cast<float>(mean)) * inv * s + bb;
-        }
-      }
-    }
+  NormalizeGroups(call, sh, groups, call.attrs.GetFloat("epsilon", 1e-5f));
   return Status::Ok();
 }
 
@@ -174,14 +180,10 @@ Status LayerNormalization(const KernelCall& call) {
   for (int64_t r = 0; r < outer; ++r) {
     const float* px = x.as<const float>() + r * inner;
     float* py = y.as<float>() + r * inner;
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < inner; ++i) sum += px[i];
-    const double mean = inner ? sum / inner : 0;
-    for (int64_t i = 0; i < inner; ++i) sq += (px[i] - mean) * (px[i] - mean);
-    const double inv = 1.0 / std::sqrt((inner ? sq / inner : 0) + eps);
-    if (mean_out) mean_out->as<float>()[r] = static_cast<float>(mean);
-    if (inv_out) inv_out->as<float>()[r] = static_cast<float>(inv);
-    const float m = static_cast<float>(mean), iv = static_cast<float>(inv);
+    float m, iv;
+    MeanInvStd(px, inner, eps, &m, &iv);
+    if (mean_out) mean_out->as<float>()[r] = m;
+    if (inv_out) inv_out->as<float>()[r] = iv;
     if (scale_full && bias_full) {
       for (int64_t i = 0; i < inner; ++i) py[i] = (px[i] - m) * iv * ps[i] + (pb ? pb[i] : 0.0f);
       continue;

@@ -12,19 +12,7 @@
 namespace kiln::cpu {
 namespace {
 
-constexpr int kMaxSpatial = kMaxRank - 2;
-
-struct PoolGeometry {
-  int sr = 0;
-  int64_t kernel[kMaxSpatial] = {};
-  int64_t stride[kMaxSpatial] = {};
-  int64_t dilation[kMaxSpatial] = {};
-  int64_t pad_begin[kMaxSpatial] = {};
-  int64_t pad_end[kMaxSpatial] = {};
-  int64_t in[kMaxSpatial] = {};
-  int64_t out[kMaxSpatial] = {};
-  int64_t in_size = 1, out_size = 1;
-};
+using PoolGeometry = WindowGeometry;
 
 Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry* g) {
   const TensorRef &x = call.inputs[0], &y = call.outputs[0];
