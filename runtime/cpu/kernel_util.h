@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <string_view>
 
 #include "kiln/status.h"
@@ -33,6 +34,20 @@ inline Status OpError(std::string_view op, const std::string& msg) {
 inline Status OpUnimplemented(std::string_view op, const std::string& msg) {
   return Unimplemented(std::string(op) + ": " + msg);
 }
+
+// Max, min and clamp that pass a NaN in `x` on, as onnxruntime and NumPy do; std::max and
+// std::min would return the other operand and hide the NaN.
+template <typename T>
+inline bool IsNaN(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+template <typename T>
+inline T MaxNaN(T x, T bound) { return x < bound ? bound : x; }
+template <typename T>
+inline T MinNaN(T x, T bound) { return x > bound ? bound : x; }
+template <typename T>
+inline T ClampNaN(T x, T lo, T hi) { return MinNaN(MaxNaN(x, lo), hi); }
 
 inline int64_t Product(const int64_t* dims, int begin, int end) {
   int64_t p = 1;

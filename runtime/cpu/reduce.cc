@@ -65,8 +65,9 @@ T InitValue() {
 
 template <Red kOp, typename T>
 inline T Accumulate(T acc, T v) {
-  if constexpr (kOp == Red::kMax) return v > acc ? v : acc;
-  else if constexpr (kOp == Red::kMin) return v < acc ? v : acc;
+  // Once a NaN is seen it stays: MaxNaN/MinNaN pass a NaN in their first operand on.
+  if constexpr (kOp == Red::kMax) return IsNaN(acc) ? acc : MaxNaN(v, acc);
+  else if constexpr (kOp == Red::kMin) return IsNaN(acc) ? acc : MinNaN(v, acc);
   else if constexpr (kOp == Red::kProd) return static_cast<T>(acc * v);
   else if constexpr (kOp == Red::kL1) return static_cast<T>(acc + (v < T(0) ? T(0) - v : v));
   else if constexpr (kOp == Red::kL2 || kOp == Red::kSumSquare) return static_cast<T>(acc + v * v);
