@@ -19,20 +19,6 @@ int64_t NowNs() {
       .count();
 }
 
-std::string PlanText(const passes::MemoryPlan& plan) {
-  std::string s = plan.trace.Print();
-  s += fmt::format("# arena: {} bytes", plan.arena_bytes.ToString());
-  if (plan.lower_bound_bytes) s += fmt::format(" (lower bound {} bytes)", *plan.lower_bound_bytes);
-  s += "\n";
-  for (size_t id = 0; id < plan.tensors.size(); ++id) {
-    const passes::TensorPlan& p = plan.tensors[id];
-    if (p.storage != passes::StorageKind::kArena) continue;
-    s += fmt::format("#   {} @ {} : {} bytes, live [{}, {}]\n", plan.trace.values[id].name, p.offset.ToString(),
-                     p.bytes.ToString(), p.first, p.last);
-  }
-  return s;
-}
-
 // The arena size for the compile log: a number, or which symbols it depends on (the full
 // expression is in the plan trace and `kiln inspect`).
 std::string ArenaText(const ir::Sym& bytes) {
@@ -40,6 +26,23 @@ std::string ArenaText(const ir::Sym& bytes) {
   std::string vars;
   for (const std::string& v : bytes.Vars()) vars += (vars.empty() ? "" : ", ") + v;
   return "symbolic in " + vars + ", evaluated per input shape";
+}
+
+std::string PlanText(const passes::MemoryPlan& plan) {
+  std::string s = plan.trace.Print();
+  // Symbolic offsets are sums of slot sizes and print as long expressions: name the slot
+  // instead, and leave the full arithmetic to the expression table.
+  s += "# arena: " + ArenaText(plan.arena_bytes);
+  if (plan.lower_bound_bytes) s += fmt::format(" (lower bound {} bytes)", *plan.lower_bound_bytes);
+  s += "\n";
+  for (size_t id = 0; id < plan.tensors.size(); ++id) {
+    const passes::TensorPlan& p = plan.tensors[id];
+    if (p.storage != passes::StorageKind::kArena) continue;
+    const std::string where = p.slot >= 0 ? fmt::format("slot {}", p.slot) : "offset " + p.offset.ToString();
+    s += fmt::format("#   {} @ {}: {} bytes, live [{}, {}]\n", plan.trace.values[id].name, where, p.bytes.ToString(),
+                     p.first, p.last);
+  }
+  return s;
 }
 
 std::string EntryName(const std::vector<passes::Assumption>& assumptions) {

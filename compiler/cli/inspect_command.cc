@@ -59,8 +59,12 @@ int Inspect(const std::string& path, bool json, bool traces) {
     std::cout << fmt::format("output {}: {}{}\n", t.name, DTypeName(t.dtype), ShapeText(t));
   for (size_t i = 0; i < model->entries().size(); ++i) {
     const EntryInfo& e = model->entries()[i];
-    std::cout << fmt::format("\nentry {} '{}': {} instructions, arena {} bytes\n", i, e.name, e.num_instructions,
-                             e.arena_bytes);
+    // A symbolic arena size is a long expression; --json and the plan trace have all of it.
+    constexpr size_t kShown = 100;
+    const std::string arena = e.arena_bytes.size() <= kShown
+                                  ? e.arena_bytes + " bytes"
+                                  : "symbolic, " + e.arena_bytes.substr(0, kShown) + "... bytes";
+    std::cout << fmt::format("\nentry {} '{}': {} instructions, arena {}\n", i, e.name, e.num_instructions, arena);
     std::cout << "prologue:\n" << e.prologue_text << "\n";
     for (size_t s = 0; s < e.stage_names.size(); ++s) {
       std::cout << fmt::format("stage '{}': {:.3f} ms\n", e.stage_names[s], e.stage_time_ns[s] / 1e6);

@@ -96,7 +96,10 @@ ir::Sym PlaceSymbolic(const std::vector<int>& buffers, std::vector<TensorPlan>& 
   }
   ir::Sym offset(0);
   for (const Slot& s : slots) {
-    for (int b : s.members) plans[b].offset = offset;
+    for (int b : s.members) {
+      plans[b].offset = offset;
+      plans[b].slot = static_cast<int32_t>(&s - slots.data());
+    }
     offset = offset + s.bytes;
   }
   return offset;

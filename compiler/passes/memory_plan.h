@@ -27,6 +27,7 @@ struct TensorPlan {
   ir::Sym offset;            // kArena, bytes
   ir::Sym bytes;             // kArena, rounded size
   int32_t first = -1, last = -1;  // kArena: lifetime in instruction indices
+  int32_t slot = -1;              // kArena with symbolic sizes: the slot it shares
 };
 
 struct MemoryPlan {
