@@ -76,6 +76,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
     }
   }
   PrintStats(ctx->stats(), load_ms);
+  std::cout << fmt::format("memory: {} bytes of arena and kernel scratch held by the context\n", ctx->arena_bytes());
   if (repeat > 1) {
     std::sort(times.begin(), times.end());
     std::cout << fmt::format("latency over {} runs: min {:.3f} ms, median {:.3f} ms, max {:.3f} ms\n", repeat,
