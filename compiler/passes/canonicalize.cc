@@ -5,6 +5,7 @@
 
 #include "compiler/ops/registry.h"
 #include "compiler/passes/constant_fold.h"
+#include "compiler/passes/fold_batchnorm.h"
 
 namespace kiln::passes {
 namespace {
@@ -208,7 +209,9 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
   ir::Trace& trace = result.trace;
   trace = imported;
   trace.stage = "canonical";
-  trace.provenance = "shape inference, constant and shape folding, If resolution, dead-code elimination";
+  trace.provenance =
+      "shape inference, constant and shape folding, If resolution, BatchNormalization folded into Conv, "
+      "dead-code elimination";
   trace.body = ir::Block{};
   Canonicalizer canon(trace, assumptions);
   KILN_RETURN_IF_ERROR(canon.Run(imported.body, trace.body.nodes));
@@ -233,6 +236,7 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
     for (const ir::Guard& k : trace.guards) seen = seen || k.condition.Same(g.condition);
     if (!seen) trace.guards.push_back(std::move(g));
   }
+  FoldBatchNormIntoConv(trace);
   EliminateDeadCode(trace);
   return result;
 }

@@ -1,6 +1,7 @@
 // The `canonical` stage: shape inference through the op registry, constant folding (by
 // running the CPU backend's kernels on constant inputs), shape-arithmetic folding (values
-// known as Syms need no instruction), If resolution, and dead-code elimination.
+// known as Syms need no instruction), If resolution, BatchNormalization folded into the
+// Conv before it (passes/fold_batchnorm.h), and dead-code elimination.
 #pragma once
 
 #include <optional>

@@ -144,3 +144,51 @@ TEST_CASE("canonical: a symbolic output extent gets a guard that it is at least 
   CHECK(r->trace.guards[0].condition.ToString() == "(0 < (H floordiv 2))");
   CHECK(r->trace.guards[0].origin == "node 'pool' (MaxPool), whose output 'y' dim 2 must be >= 1");
 }
+
+TEST_CASE("canonical: BatchNormalization after a Conv folds into its weights and bias") {
+  // x [1,1,1,2] -> Conv (2 output channels, 1x1, W = [2, 3], b = [1, -1]) -> BN.
+  auto m = MakeModel(15);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "1", "1", "2"});
+  AddFloatInit(g, "W", {2, 1, 1, 1}, {2.0f, 3.0f});
+  AddFloatInit(g, "b", {2}, {1.0f, -1.0f});
+  AddFloatInit(g, "scale", {2}, {0.5f, 2.0f});
+  AddFloatInit(g, "shift", {2}, {0.25f, 0.0f});
+  AddFloatInit(g, "mean", {2}, {1.0f, 2.0f});
+  AddFloatInit(g, "var", {2}, {4.0f, 0.25f});
+  AddNode(g, "Conv", {"x", "W", "b"}, {"c"}, "conv");
+  AttrFloat(AddNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"}, "bn"), "epsilon", 0.0f);
+  AddOutput(g, "y");
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE(r.ok());
+  const kiln::ir::Trace& t = r->trace;
+  REQUIRE(Ops(t) == std::vector<std::string>{"Conv"});
+  CHECK(t.value(t.body.nodes[0].outputs[0]).name == "y");
+  // s = scale / sqrt(var) = [0.25, 4]; W' = W * s = [0.5, 12]; b' = (b - mean) * s + shift = [0.25, -12].
+  const auto& w = *t.value(t.body.nodes[0].inputs[1]).data;
+  const auto& b = *t.value(t.body.nodes[0].inputs[2]).data;
+  CHECK(w.FloatAt(0) == doctest::Approx(0.5));
+  CHECK(w.FloatAt(1) == doctest::Approx(12.0));
+  CHECK(b.FloatAt(0) == doctest::Approx(0.25));
+  CHECK(b.FloatAt(1) == doctest::Approx(-12.0));
+}
+
+TEST_CASE("canonical: a Conv output read by more than the BatchNormalization is not folded") {
+  auto m = MakeModel(15);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "1", "1", "2"});
+  AddFloatInit(g, "W", {1, 1, 1, 1}, {2.0f});
+  for (const char* n : {"scale", "shift", "mean", "var"}) AddFloatInit(g, n, {1}, {1.0f});
+  AddNode(g, "Conv", {"x", "W"}, {"c"});
+  AddNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"});
+  AddNode(g, "Relu", {"c"}, {"z"});
+  AddOutput(g, "y");
+  AddOutput(g, "z");
+  auto imported = Import(m);
+  REQUIRE(imported.ok());
+  auto r = Canonicalize(*imported, {});
+  REQUIRE(r.ok());
+  CHECK(Ops(r->trace) == std::vector<std::string>{"Conv", "BatchNormalization", "Relu"});
+}
