@@ -6,39 +6,10 @@
 #include <limits>
 #include <sstream>
 
+#include "runtime/half.h"
+
 namespace kiln::ir {
 namespace {
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) { mant <<= 1; --exp; }
-      mant &= 0x3ffu;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float BFloat16ToFloat(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 template <typename T>
 T Load(const std::vector<uint8_t>& bytes, int64_t i) {
@@ -201,7 +172,7 @@ double ConstData::FloatAt(int64_t i) const {
     case DType::kFloat32: return Load<float>(bytes, i);
     case DType::kFloat64: return Load<double>(bytes, i);
     case DType::kFloat16: return HalfToFloat(Load<uint16_t>(bytes, i));
-    case DType::kBFloat16: return BFloat16ToFloat(Load<uint16_t>(bytes, i));
+    case DType::kBFloat16: return BF16ToFloat(Load<uint16_t>(bytes, i));
     case DType::kUInt64: return static_cast<double>(Load<uint64_t>(bytes, i));
     default: return static_cast<double>(IntAt(i));
   }

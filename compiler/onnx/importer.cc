@@ -56,6 +56,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/half.h"
+
 namespace kiln::onnx_import {
 namespace {
 
@@ -107,38 +109,6 @@ Result<DType> ToDType(int32_t onnx_type, const std::string& what) {
 bool IsFloatType(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 ||
          d == DType::kBFloat16;
-}
-
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t e8 = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (e8 == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
-  const int32_t exp = static_cast<int32_t>(e8) - 127 + 15;
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(h);
-}
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
 }
 
 template <typename T>
@@ -290,7 +260,7 @@ ValueId Importer::AddFloatScalar(const std::string& hint, DType dtype, float v) 
   switch (dtype) {
     case DType::kFloat64: Append(cd->bytes, static_cast<double>(v)); break;
     case DType::kFloat16: Append(cd->bytes, FloatToHalf(v)); break;
-    case DType::kBFloat16: Append(cd->bytes, FloatToBFloat16(v)); break;
+    case DType::kBFloat16: Append(cd->bytes, FloatToBF16(v)); break;
     default: Append(cd->bytes, v); break;
   }
   return AddConst(UniqueValueName(hint), std::move(cd));
