@@ -62,6 +62,10 @@ struct ExecutionContext::Impl {
   std::vector<EntryState> entries;
   AlignedBuffer arena;
   AlignedBuffer workspace;
+  // Data pointers of the views the last Run handed out (one per model output). A caller
+  // who passes that vector back without clear() gets it refilled, not treated as buffers
+  // of their own: after the arena grows those pointers are freed memory.
+  std::vector<const void*> delivered;
 };
 
 }  // namespace kiln

@@ -28,8 +28,8 @@ echo "[demo] kiln compile -> $OUT/silero_vad.kiln"
 build/kiln compile "$MODEL" -o "$OUT/silero_vad.kiln"
 
 echo "[demo] synthesising speech with espeak-ng"
-# Two utterances with a 1.5 s pause between them (SSML break), so the detector has two
-# speech segments to find.
+# Two utterances with a 1.5 s pause between them (SSML break), so the detector has speech
+# to find on both sides of a silence (a comma pause inside a sentence may split it further).
 espeak-ng -m -v en -s 150 -w "$OUT/speech.wav" \
   "<speak>Kiln compiles neural networks ahead of time. <break time=\"1500ms\"/> This voice activity detector runs on the Kiln runtime, one chunk of thirty two milliseconds at a time.</speak>"
 # 16 kHz mono float32 samples, with one second of silence before and after the speech.

@@ -46,20 +46,13 @@ fi
 # Pinned so reference outputs do not move under the tests.
 PIP_REFS=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
 PIP_MODELS=(silero-vad==6.2.3 rapidocr-onnxruntime==1.4.4)
-if "$VENV/bin/python" -m pip show -q onnx onnxruntime numpy >/dev/null 2>&1; then
-  log "pip: onnx onnxruntime numpy present"
-else
-  log "pip: installing ${PIP_REFS[*]}"
-  "$VENV/bin/python" -m pip install -q "${PIP_REFS[@]}"
-fi
+# pip checks the pinned versions against what is installed and needs no network when they match.
+log "pip: ${PIP_REFS[*]}"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIP_REFS[@]}"
 # These wheels carry trained ONNX models. --no-deps: their dependencies (torch, opencv, ...)
 # are not needed to read the model files.
-if "$VENV/bin/python" -m pip show -q silero-vad rapidocr-onnxruntime >/dev/null 2>&1; then
-  log "pip: silero-vad rapidocr-onnxruntime present"
-else
-  log "pip: installing silero-vad rapidocr-onnxruntime (--no-deps, for their model files)"
-  "$VENV/bin/python" -m pip install -q --no-deps "${PIP_MODELS[@]}"
-fi
+log "pip: ${PIP_MODELS[*]} (--no-deps, for their model files)"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${PIP_MODELS[@]}"
 
 # --- build ------------------------------------------------------------------------------------
 # Re-running configure is cheap and picks up new source files.

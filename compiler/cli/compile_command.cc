@@ -1,12 +1,12 @@
 #include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "compiler/cli/commands.h"
 #include "compiler/compile.h"
+#include "compiler/serialize/artifact_file.h"
 
 namespace kiln::cli {
 namespace {
@@ -76,11 +76,8 @@ void RunCompile(const std::string& model, const std::string& output, const std::
     exit_code = 1;
     return;
   }
-  std::ofstream out(output, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
-  out.close();
-  if (!out) {
-    std::cerr << "kiln compile: cannot write " << output << "\n";
+  if (Status written = serialize::WriteArtifactFile(output, *bytes); !written.ok()) {
+    std::cerr << "kiln compile: " << written.message() << "\n";
     exit_code = 1;
     return;
   }

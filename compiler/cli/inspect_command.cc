@@ -37,7 +37,11 @@ int Inspect(const std::string& path, bool json, bool traces) {
     for (const EntryInfo& e : model->entries()) {
       nlohmann::json stages = nlohmann::json::array();
       for (size_t i = 0; i < e.stage_names.size(); ++i)
-        stages.push_back({{"name", e.stage_names[i]}, {"time_ns", e.stage_time_ns[i]}, {"trace", e.stage_traces[i]}});
+      {
+        nlohmann::json stage = {{"name", e.stage_names[i]}, {"time_ns", e.stage_time_ns[i]}};
+        if (traces) stage["trace"] = e.stage_traces[i];
+        stages.push_back(std::move(stage));
+      }
       entries.push_back({{"name", e.name}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
                          {"instructions", e.num_instructions}, {"stages", stages}});
     }
@@ -84,7 +88,7 @@ void AddInspectCommand(CLI::App& app) {
   auto traces = std::make_shared<bool>(true);
   cmd->add_option("artifact", *path, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
-                                 "weights_bytes); entries include every stage's trace");
+                                 "weights_bytes); entries include every stage's trace unless --no-traces");
   cmd->add_flag("--traces,!--no-traces", *traces,
                 "print the trace of every compiler stage (default), or only the summary with --no-traces");
   cmd->callback([=] { SetExitCode(Inspect(*path, *json, *traces)); });

@@ -58,7 +58,7 @@ Result<std::string> ReadWholeFile(const std::string& path) {
 
 Status WriteWholeFile(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return NotFound(fmt::format("{}: cannot open for writing", path));
+  if (!out) return FailedPrecondition(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
   out.close();
   if (!out) return Internal(fmt::format("{}: write of {} bytes failed", path, size));
@@ -571,7 +571,7 @@ Result<std::vector<HostTensor>> ReadInputDir(const std::string& dir, const std::
 Status WriteOutputDir(const std::string& dir, const std::vector<HostTensor>& outputs) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return NotFound(fmt::format("{}: cannot create folder: {}", dir, ec.message()));
+  if (ec) return FailedPrecondition(fmt::format("{}: cannot create folder: {}", dir, ec.message()));
   for (size_t i = 0; i < outputs.size(); ++i)
     KILN_RETURN_IF_ERROR(WriteTensorProtoFile((fs::path(dir) / fmt::format("output_{}.pb", i)).string(), outputs[i]));
   return Status::Ok();

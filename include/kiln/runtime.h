@@ -106,13 +106,16 @@ class ExecutionContext {
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).
   // `outputs`: either empty, in which case it is filled with views into context-owned
-  // memory, valid until the next Run or the context's destruction; or one view per model
-  // output with caller-owned `data`, dtype and shape matching the computed output, into
-  // which the results are copied. `stream` is a cudaStream_t for the CUDA backend, ignored
+  // memory, valid until the next Run or the context's destruction (passing back the
+  // vector the last Run filled, unchanged, is the same as passing it empty); or one view per
+  // model output with caller-owned `data`, dtype and shape matching the computed output,
+  // into which the results are copied. `stream` is a cudaStream_t for the CUDA backend, ignored
   // by the CPU backend (which finishes before returning).
   // Errors: kInvalidArgument when the inputs pass no entry's prologue (one line per
   // entry) or a caller-supplied output does not match; errors from kernels keep their
-  // code and name the instruction and op.
+  // code and name the instruction and op; kFailedPrecondition on a moved-from context.
+  // Allocation: none in Kiln's code once an entry has seen its shapes; OpenBLAS's own
+  // small-matrix GEMM path may still call malloc inside a GEMM.
   Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
              void* stream = nullptr);
 

@@ -36,7 +36,8 @@ enum class DType : int32_t {
 
 // Bytes per element; 0 for kUndefined or a value outside the enum.
 size_t DTypeSize(DType dtype);
-// ONNX-style lower-case name ("float32", "int64", "bool"); "undefined(N)" for unknown values.
+// ONNX-style lower-case name ("float32", "int64", "bool"). Values outside the enum give
+// "undefined(N)" for N in 0..24 and "undefined(?)" beyond (the view is static storage).
 std::string_view DTypeName(DType dtype);
 // True for the values listed in DType other than kUndefined.
 bool IsValidDType(int32_t value);

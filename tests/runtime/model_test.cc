@@ -67,6 +67,45 @@ TEST_CASE("Add model runs and returns views into the arena") {
   CHECK(ctx.arena_bytes() == arena);
 }
 
+TEST_CASE("the vector the last Run filled can be passed back unchanged, even after the arena grows") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float x[] = {1, 2, 3};
+  TensorView small[] = {TensorView::Host(x, DType::kFloat32, {1, 3})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx.Run(small, out).ok());
+  // Same vector, no clear(): its view points into the arena that the next call outgrows.
+  std::vector<float> big(3 * 64, 2.0f);
+  TensorView large[] = {TensorView::Host(big.data(), DType::kFloat32, {64, 3})};
+  Status st = ctx.Run(large, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].dims[0] == 64);
+  CHECK(static_cast<const float*>(out[0].data)[191] == 32.0f);
+}
+
+TEST_CASE("a caller output with an impossible rank is described, not read past its dims") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float x[] = {1, 2, 3, 4, 5, 6};
+  float y[6] = {};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out = {TensorView::Host(y, DType::kFloat32, {2, 3})};
+  out[0].rank = 100;
+  CHECK(ctx.Run(in, out).message() == "output 0 'y' shape of rank 100, expected [2, 3]");
+}
+
+TEST_CASE("a moved-from context refuses to run") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  ExecutionContext other = std::move(ctx);
+  float x[] = {1, 2, 3};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 3})};
+  std::vector<TensorView> out;
+  CHECK(ctx.Run(in, out).code() == StatusCode::kFailedPrecondition);  // NOLINT: use after move is the test
+  CHECK(other.Run(in, out).ok());
+}
+
 TEST_CASE("outputs are copied into caller buffers and mismatches rejected") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
   ExecutionContext ctx = MakeContext(m);

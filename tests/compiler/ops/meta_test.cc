@@ -31,7 +31,7 @@ struct Builder {
     d->dtype = dt;
     d->dims = dims;
     d->bytes.resize(vals.size() * sizeof(T));
-    std::memcpy(d->bytes.data(), vals.data(), d->bytes.size());
+    if (!vals.empty()) std::memcpy(d->bytes.data(), vals.data(), d->bytes.size());
     Value v;
     v.name = name;
     v.dtype = dt;

@@ -1,0 +1,63 @@
+// Rewriting an artifact that a loaded Model has mapped must not disturb that Model.
+#include "compiler/serialize/artifact_file.h"
+
+#include <doctest/doctest.h>
+
+#include "compiler/compile.h"
+#include "kiln/runtime.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/temp_dir.h"
+
+using namespace kiln::testing;  // NOLINT: the model-building helpers
+
+namespace {
+
+// y = x * k for a constant k, x: float32[2].
+std::vector<uint8_t> ScaleArtifact(const TempDir& dir, float k) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2"});
+  AddFloatInit(g, "k", {}, {k});
+  AddNode(g, "Mul", {"x", "k"}, {"y"});
+  AddOutput(g, "y");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  WriteBytes(dir / "scale.onnx", bytes);
+  auto artifact = kiln::compiler::CompileOnnxFile(dir / "scale.onnx", {}, nullptr);
+  REQUIRE(artifact.ok());
+  return *artifact;
+}
+
+float RunScale(const kiln::Model& model) {
+  auto ctx = kiln::ExecutionContext::Create(model, {});
+  REQUIRE(ctx.ok());
+  float x[2] = {1.0f, 2.0f};
+  kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {2})};
+  std::vector<kiln::TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  return static_cast<const float*>(out[0].data)[1];
+}
+
+}  // namespace
+
+TEST_CASE("artifact file: a rewrite replaces the file while a loaded Model keeps its bytes") {
+  TempDir dir;
+  const std::string path = dir / "model.kiln";
+  REQUIRE(kiln::serialize::WriteArtifactFile(path, ScaleArtifact(dir, 3.0f)).ok());
+  auto old_model = kiln::Model::Load(path);
+  REQUIRE(old_model.ok());
+  CHECK(RunScale(*old_model) == 6.0f);
+
+  REQUIRE(kiln::serialize::WriteArtifactFile(path, ScaleArtifact(dir, 5.0f)).ok());
+  CHECK(RunScale(*old_model) == 6.0f);  // still the mapped old file
+  auto new_model = kiln::Model::Load(path);
+  REQUIRE(new_model.ok());
+  CHECK(RunScale(*new_model) == 10.0f);
+}
+
+TEST_CASE("artifact file: a folder that does not exist is a clear error") {
+  TempDir dir;
+  kiln::Status st = kiln::serialize::WriteArtifactFile(dir / "missing/model.kiln", {1, 2, 3});
+  CHECK(st.code() == kiln::StatusCode::kFailedPrecondition);
+  CHECK(st.message() == "cannot write '" + (dir / "missing/model.kiln") + "': No such file or directory");
+}
