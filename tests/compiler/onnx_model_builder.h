@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/canonicalize.h"
 
 namespace kiln::testing {
 
@@ -125,6 +126,15 @@ inline void AddFirstDimIsOne(onnx::GraphProto* g, const std::string& x, const st
   AddNode(g, "Shape", {x}, {out + "_shape"});
   AttrInt(AddNode(g, "Gather", {out + "_shape", out + "_zero"}, {out + "_dim0"}), "axis", 0);
   AddNode(g, "Equal", {out + "_dim0", out + "_one"}, {out});
+}
+
+// Imports `m` (which must import) and runs the canonical stage on it.
+inline kiln::Result<kiln::passes::CanonicalizeResult> Canonical(
+    const onnx::ModelProto& m, const ImportOptions& options = {},
+    const std::vector<kiln::passes::Assumption>& assumptions = {}) {
+  auto imported = Import(m, options);
+  REQUIRE_MESSAGE(imported.ok(), imported.status().ToString());
+  return kiln::passes::Canonicalize(*imported, assumptions);
 }
 
 }  // namespace kiln::testing

@@ -9,9 +9,7 @@ using namespace kiln::testing;  // NOLINT: the model-building helpers
 namespace {
 
 std::string CanonicalError(const onnx::ModelProto& m) {
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto r = kiln::passes::Canonicalize(*imported, {});
+  auto r = Canonical(m);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == kiln::StatusCode::kInvalidArgument);
   return r.status().message();

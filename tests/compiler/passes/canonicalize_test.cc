@@ -38,9 +38,7 @@ onnx::ModelProto ShapeChainModel() {
 }  // namespace
 
 TEST_CASE("canonical: a Shape->Gather->Unsqueeze->Concat->Reshape chain needs no instruction but the Reshape") {
-  auto imported = Import(ShapeChainModel());
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(ShapeChainModel());
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   const kiln::ir::Trace& t = r->trace;
   CHECK(Ops(t) == std::vector<std::string>{"Reshape"});
@@ -56,9 +54,7 @@ TEST_CASE("canonical: a Shape->Gather->Unsqueeze->Concat->Reshape chain needs no
 TEST_CASE("canonical: with the shape fixed, the chain folds to a constant shape") {
   ImportOptions options;
   options.input_shapes["x"] = {2, 4, 4};
-  auto imported = Import(ShapeChainModel(), options);
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(ShapeChainModel(), options);
   REQUIRE(r.ok());
   const kiln::ir::Trace& t = r->trace;
   CHECK(Ops(t) == std::vector<std::string>{"Reshape"});
@@ -79,9 +75,7 @@ TEST_CASE("canonical: constant subgraphs fold through the CPU kernels; dead node
   AddNode(g, "Mul", {"x", "ab"}, {"y"});
   AddNode(g, "Relu", {"x"}, {"unused"});          // nobody reads it
   AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(m);
   REQUIRE(r.ok());
   const kiln::ir::Trace& t = r->trace;
   CHECK(Ops(t) == std::vector<std::string>{"Mul"});
@@ -136,9 +130,7 @@ TEST_CASE("canonical: a symbolic output extent gets a guard that it is at least 
   AttrInts(pool, "kernel_shape", {2, 2});
   AttrInts(pool, "strides", {2, 2});
   AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(m);
   REQUIRE(r.ok());
   REQUIRE(r->trace.guards.size() == 1);
   CHECK(r->trace.guards[0].condition.ToString() == "(0 < (H floordiv 2))");
@@ -159,9 +151,7 @@ TEST_CASE("canonical: BatchNormalization after a Conv folds into its weights and
   AddNode(g, "Conv", {"x", "W", "b"}, {"c"}, "conv");
   AttrFloat(AddNode(g, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"}, "bn"), "epsilon", 0.0f);
   AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(m);
   REQUIRE(r.ok());
   const kiln::ir::Trace& t = r->trace;
   REQUIRE(Ops(t) == std::vector<std::string>{"Conv"});
@@ -186,9 +176,7 @@ TEST_CASE("canonical: a Conv output read by more than the BatchNormalization is 
   AddNode(g, "Relu", {"c"}, {"z"});
   AddOutput(g, "y");
   AddOutput(g, "z");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto r = Canonicalize(*imported, {});
+  auto r = Canonical(m);
   REQUIRE(r.ok());
   CHECK(Ops(r->trace) == std::vector<std::string>{"Conv", "BatchNormalization", "Relu"});
 }

@@ -16,9 +16,7 @@ namespace {
 
 // Runs the stages up to the plan.
 MemoryPlan Plan(const onnx::ModelProto& m) {
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-  auto canonical = kiln::passes::Canonicalize(*imported, {});
+  auto canonical = Canonical(m);
   REQUIRE(canonical.ok());
   auto executors = kiln::passes::AssignExecutors(canonical->trace);
   REQUIRE(executors.ok());
