@@ -10,6 +10,21 @@
 namespace kiln::passes {
 namespace {
 
+// True when `s` is at least 1 for every binding the prologue accepts (symbols are >= 1), so
+// it needs no guard. Conservative: floor division and subtraction are never assumed positive.
+bool IsPositive(const ir::Sym& s) {
+  switch (s.op()) {
+    case ir::SymOp::kConst: return *s.value() >= 1;
+    case ir::SymOp::kVar: return true;
+    case ir::SymOp::kAdd:
+    case ir::SymOp::kMul:
+    case ir::SymOp::kMin: return IsPositive(s.lhs()) && IsPositive(s.rhs());
+    case ir::SymOp::kMax: return IsPositive(s.lhs()) || IsPositive(s.rhs());
+    case ir::SymOp::kCeilDiv: return IsPositive(s.lhs()) && IsPositive(s.rhs());
+    default: return false;
+  }
+}
+
 class Canonicalizer {
  public:
   Canonicalizer(ir::Trace& trace, const std::vector<Assumption>& assumptions)
@@ -17,8 +32,8 @@ class Canonicalizer {
     for (size_t i = 0; i < remap_.size(); ++i) remap_[i] = static_cast<ir::ValueId>(i);
   }
 
-  // Processes `block` into `out`. Returns false (with undecided_ set) when an If could not
-  // be decided.
+  // Processes `block` into `out`. Stops early, with undecided() set, at an If whose
+  // condition no assumption decides.
   Status Run(const ir::Block& block, std::vector<ir::Node>& out) {
     for (const ir::Node& original : block.nodes) {
       if (undecided_) return Status::Ok();
@@ -73,7 +88,7 @@ class Canonicalizer {
       const ir::Value& v = trace_.value(id);
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
-        if (dim.is_const() || dim.op() == ir::SymOp::kVar) continue;
+        if (IsPositive(dim)) continue;
         if (dim.Vars().empty())
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
                                  std::to_string(d) + " overflows int64: " + dim.ToString());
