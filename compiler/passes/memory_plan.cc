@@ -71,25 +71,44 @@ int64_t PlaceStatic(const std::vector<int>& buffers, std::vector<TensorPlan>& pl
   return arena;
 }
 
-// Slots for symbolic sizes: a buffer reuses a free slot, preferring one of the same size.
+// A size at a nominal binding (every symbol 64), to compare symbolic sizes when choosing a
+// slot. Only the choice depends on it; the offsets stay valid for every binding.
+int64_t NominalBytes(const ir::Sym& bytes) {
+  std::vector<std::pair<std::string, int64_t>> bindings;
+  for (const std::string& v : bytes.Vars()) bindings.emplace_back(v, 64);
+  return bytes.Eval(bindings).value_or(INT64_MAX);
+}
+
+// Slots for symbolic sizes: a buffer reuses a free slot, preferring one of the same size,
+// then the one whose nominal size is closest without growing it, then the largest.
 ir::Sym PlaceSymbolic(const std::vector<int>& buffers, std::vector<TensorPlan>& plans) {
-  struct Slot { ir::Sym bytes; int32_t free_after; std::vector<int> members; };
+  struct Slot { ir::Sym bytes; int64_t nominal; int32_t free_after; std::vector<int> members; };
   std::vector<Slot> slots;
   std::vector<int> order = buffers;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return plans[a].first < plans[b].first; });
   for (int b : order) {
     TensorPlan& p = plans[b];
+    const int64_t want = NominalBytes(p.bytes);
+    // Cost of putting the buffer in a slot: its growth at the nominal binding, then waste.
+    auto cost = [&](const Slot& s) {
+      return s.nominal >= want ? std::pair<int64_t, int64_t>{0, s.nominal - want}
+                               : std::pair<int64_t, int64_t>{want - s.nominal, 0};
+    };
     int chosen = -1;
     for (size_t s = 0; s < slots.size(); ++s) {
       if (slots[s].free_after >= p.first) continue;
-      if (chosen < 0 || slots[s].bytes.Same(p.bytes)) chosen = static_cast<int>(s);
-      if (slots[s].bytes.Same(p.bytes)) break;
+      if (slots[s].bytes.Same(p.bytes)) {
+        chosen = static_cast<int>(s);
+        break;
+      }
+      if (chosen < 0 || cost(slots[s]) < cost(slots[chosen])) chosen = static_cast<int>(s);
     }
     if (chosen < 0) {
-      slots.push_back({p.bytes, p.last, {b}});
+      slots.push_back({p.bytes, want, p.last, {b}});
     } else {
       Slot& s = slots[chosen];
-      s.bytes = ir::Max(s.bytes, p.bytes);
+      if (!s.bytes.Same(p.bytes)) s.bytes = ir::Max(s.bytes, p.bytes);
+      s.nominal = std::max(s.nominal, want);
       s.free_after = p.last;
       s.members.push_back(b);
     }
