@@ -1,0 +1,69 @@
+#include "compiler/fusion/rules.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::fusion {
+namespace {
+
+// Ops that a library executor runs on the GPU (issue 4 wires the calls), and ops without
+// any GPU path yet. Every op of the CPU backend appears in exactly one table;
+// tests/compiler/fusion/rules_test.cc checks that.
+constexpr FusionRule kOtherRules[] = {
+    {"MatMul", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"Gemm", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"Conv", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution, fused with bias and activation"},
+    {"ConvTranspose", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution backward-data"},
+    {"MaxPool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
+    {"AveragePool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
+    {"LSTM", FusionKind::kLibrary, nullptr, nullptr, "cuDNN RNN (cudnnRNNForward)"},
+    {"LpPool", FusionKind::kCpuOnly, nullptr, nullptr,
+     "cuDNN has no Lp pooling mode and windowed reductions are not generated yet"},
+    {"ArgMax", FusionKind::kCpuOnly, nullptr, nullptr,
+     "needs a (value, index) reduction; fused programs reduce one value per row"},
+    {"ArgMin", FusionKind::kCpuOnly, nullptr, nullptr,
+     "needs a (value, index) reduction; fused programs reduce one value per row"},
+    {"Hardmax", FusionKind::kCpuOnly, nullptr, nullptr,
+     "needs a (value, index) reduction; fused programs reduce one value per row"},
+    {"Shape", FusionKind::kCpuOnly, nullptr, nullptr,
+     "shape arithmetic: folded at compile time or evaluated by the entry's expressions, never launched"},
+    {"Size", FusionKind::kCpuOnly, nullptr, nullptr,
+     "shape arithmetic: folded at compile time or evaluated by the entry's expressions, never launched"},
+};
+
+struct Table {
+  std::vector<FusionRule> rules;
+  Table() {
+    for (auto part : {ElementwiseRules(), DataMovementRules(), ReductionRules(), std::span<const FusionRule>(kOtherRules)})
+      rules.insert(rules.end(), part.begin(), part.end());
+    std::sort(rules.begin(), rules.end(), [](const FusionRule& a, const FusionRule& b) { return a.op < b.op; });
+  }
+};
+
+const Table& GetTable() {
+  static const Table table;
+  return table;
+}
+
+}  // namespace
+
+const FusionRule* FindRule(std::string_view op) {
+  const auto& rules = GetTable().rules;
+  auto it = std::lower_bound(rules.begin(), rules.end(), op, [](const FusionRule& r, std::string_view o) { return r.op < o; });
+  return it != rules.end() && it->op == op ? &*it : nullptr;
+}
+
+std::span<const FusionRule> AllRules() { return GetTable().rules; }
+
+const char* KindName(FusionKind kind) {
+  switch (kind) {
+    case FusionKind::kElementwise: return "elementwise";
+    case FusionKind::kIndexMap: return "index map";
+    case FusionKind::kReduction: return "reduction";
+    case FusionKind::kLibrary: return "library";
+    case FusionKind::kCpuOnly: return "cpu only";
+  }
+  return "?";
+}
+
+}  // namespace kiln::fusion
