@@ -150,6 +150,10 @@ int32_t ProgramBuilder::Load(int input, int32_t index) {
 }
 
 int32_t ProgramBuilder::AddReduction(fused::ReduceOp op, int32_t value) {
+  // A reduction lowered again (its output read at another coordinate of the same row)
+  // reuses the first: its value node is hash-consed, so equal reductions compare equal.
+  for (size_t k = 0; k < p_->reductions.size(); ++k)
+    if (p_->reductions[k].op == op && p_->reductions[k].value == value) return Acc(static_cast<int>(k));
   p_->reductions.push_back({op, value});
   return Acc(static_cast<int>(p_->reductions.size() - 1));
 }
@@ -188,7 +192,7 @@ int32_t ProgramBuilder::Cast(int32_t x, DType dtype) {
   ScalarType t = ScalarType::kF32;
   fused::ComputeTypeOf(dtype, &t);
   // Casts that change nothing: to the full-width type of the same class.
-  const bool exact = dtype == DType::kFloat || dtype == DType::kDouble || dtype == DType::kInt64;
+  const bool exact = dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kInt64;
   if (exact && TypeOf(x) == t) return x;
   if (IsConst(p_->nodes[x]) && TypeOf(x) == ScalarType::kI64 && t == ScalarType::kI64 && dtype != DType::kBool) {
     // Narrowing of a constant index is left to run time unless it fits.
@@ -200,7 +204,7 @@ int32_t ProgramBuilder::Cast(int32_t x, DType dtype) {
 
 int32_t ProgramBuilder::Convert(int32_t x, ScalarType type) {
   if (TypeOf(x) == type) return x;
-  const DType to = type == ScalarType::kI64 ? DType::kInt64 : type == ScalarType::kF32 ? DType::kFloat : DType::kDouble;
+  const DType to = type == ScalarType::kI64 ? DType::kInt64 : type == ScalarType::kF32 ? DType::kFloat32 : DType::kFloat64;
   return Emit({Op::kCast, type, x, -1, -1, static_cast<int64_t>(to), 0.0});
 }
 

@@ -98,6 +98,11 @@ class Printer {
         types += (types.empty() ? "" : ", ") + Type(n.outputs[i]);
       }
       if (!types.empty()) line += " # " + types;
+      if (n.fused) {
+        std::string members;
+        for (const std::string& m : n.fused->members) members += (members.empty() ? "" : ", ") + m;
+        line += " <- " + members;
+      }
       out_ << line << "\n";
       for (const auto& [bname, blk] : n.blocks) {
         out_ << ind << "  " << bname << ":\n";

@@ -19,6 +19,7 @@
 #include "compiler/ir/sym.h"
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
+#include "runtime/fused/program.h"
 
 namespace kiln::ir {
 
@@ -57,6 +58,16 @@ struct Guard {
   std::string origin;  // e.g. "node 'pool1' (MaxPool), whose output 'y' dim 2 must be >= 1"
 };
 
+// A fused region, set on "kiln.Fused" nodes by the `fusion` stage: the portable program
+// of one generated kernel, the symbolic value of each of its size arguments, and the ops
+// it replaced ("Add 'add_1'"), in trace order.
+struct FusedKernel {
+  fused::Program program;
+  std::vector<Sym> sizes;
+  std::vector<std::string> members;
+  std::string reduction;  // the reduction-family op of the region, or ""
+};
+
 struct Node {
   std::string op;    // registry op name: ONNX op type or "kiln.*"
   std::string name;  // ONNX node name, or a generated one; used in every error message
@@ -68,6 +79,7 @@ struct Node {
   std::string executor_reason;
   // Named subgraphs, e.g. {"then_branch", ...}, {"else_branch", ...}.
   std::vector<std::pair<std::string, std::shared_ptr<Block>>> blocks;
+  std::shared_ptr<const FusedKernel> fused;  // "kiln.Fused" only; immutable, shared by traces
 };
 
 struct Block {

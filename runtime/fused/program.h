@@ -5,10 +5,10 @@
 //
 //   Program p;                      // out0[i] = max(in0[i] + in1[i % 8], 0) over a [4, 8] domain
 //   p.domain = {4, 8};
-//   p.inputs = {{DType::kFloat, {4, 8}}, {DType::kFloat, {8}}};
+//   p.inputs = {{DType::kFloat32, {4, 8}}, {DType::kFloat32, {8}}};
 //   p.nodes = {{kLinear, I64}, {kLoad, F32, a=0, i=0}, {kCoord, I64, i=1}, {kLoad, F32, a=2, i=1},
 //              {kAdd, F32, a=1, b=3}, {kConst, F32, f=0}, {kMax, F32, a=4, b=5}};
-//   p.outputs = {{{DType::kFloat, {4, 8}}, /*value=*/6, /*per_row=*/false}};
+//   p.outputs = {{{DType::kFloat32, {4, 8}}, /*value=*/6, /*per_row=*/false}};
 //
 // Semantics:
 //  - The domain is a row-major index space of rank `domain.size()`. Axes in `reduce_axes`

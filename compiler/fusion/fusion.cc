@@ -1,0 +1,369 @@
+#include "compiler/fusion/fusion.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compiler/fusion/rules.h"
+
+namespace kiln::fusion {
+namespace {
+
+using ir::ValueId;
+
+constexpr int kNotFused = -1;
+constexpr int kSeveral = -2;  // a multi-output node: each output is its own region
+
+struct Producer {
+  int node = -1;
+  int output = 0;
+};
+
+struct Region {
+  ValueId root = ir::kNoValue;
+  int root_node = -1;
+  std::vector<int> members;  // node indices, in trace order once built
+  int reduction = -1;        // node index of the reduction-family member
+};
+
+std::string Describe(const ir::Node& n) { return n.op + " '" + n.name + "'"; }
+
+// Lowers one region into a program: the LowerContext the op lowerings see.
+class RegionLowering : public LowerContext {
+ public:
+  RegionLowering(const ir::Trace& t, const std::vector<Producer>& producers, const std::set<int>& members)
+      : t_(t), producers_(producers), members_(members), b_(&kernel_.program) {}
+
+  ProgramBuilder& builder() override { return b_; }
+  const ir::Trace& trace() const override { return t_; }
+  std::vector<int32_t> DomainCoords() override {
+    std::vector<int32_t> c;
+    for (size_t k = 0; k < kernel_.program.domain.size(); ++k) c.push_back(b_.Coord(static_cast<int>(k)));
+    return c;
+  }
+
+  Result<int32_t> ValueAt(ValueId v, std::span<const int32_t> coords) override {
+    const ir::Value& val = t_.value(v);
+    if (static_cast<int>(coords.size()) != val.rank())
+      return Internal(fmt::format("'{}' read with {} coordinates, has rank {}", val.name, coords.size(), val.rank()));
+    auto key = std::make_pair(v, std::vector<int32_t>(coords.begin(), coords.end()));
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    fused::ScalarType type;
+    if (!fused::ComputeTypeOf(val.dtype, &type))
+      return Unimplemented("'" + val.name + "' has dtype " + std::string(DTypeName(val.dtype)) + ", which a fused program cannot hold");
+    int32_t node;
+    const Producer p = producers_[v];
+    if (p.node >= 0 && members_.count(p.node)) {
+      const ir::Node& n = t_.body.nodes[p.node];
+      const FusionRule* rule = FindRule(n.op);
+      KILN_ASSIGN_OR_RETURN(node, rule->lower(*this, n, p.output, coords));
+      node = b_.Convert(node, type);
+    } else if (val.is_const() && val.data->num_elements() == 1) {
+      // Scalars are folded into the program rather than loaded.
+      node = type == fused::ScalarType::kI64 ? b_.ConstI(val.data->IntAt(0)) : b_.ConstF(val.data->FloatAt(0), type);
+    } else if (val.sym && val.sym->size() == 1 && type == fused::ScalarType::kI64) {
+      node = b_.Dim((*val.sym)[0]);
+    } else {
+      auto slot = inputs_.find(v);
+      if (slot == inputs_.end()) {
+        slot = inputs_.emplace(v, b_.AddInput(val.dtype, val.shape)).first;
+        input_values_.push_back(v);
+      }
+      node = b_.Load(slot->second, b_.Ravel(coords, val.shape));
+    }
+    memo_.emplace(std::move(key), node);
+    return node;
+  }
+
+  // Builds the program of the region whose output is `root`.
+  Result<std::shared_ptr<ir::FusedKernel>> Build(ValueId root, int reduction) {
+    const ir::Value& out = t_.value(root);
+    fused::Program& p = kernel_.program;
+    std::vector<int32_t> coords;
+    bool per_row = false;
+    if (reduction >= 0) {
+      const ir::Node& r = t_.body.nodes[reduction];
+      KILN_ASSIGN_OR_RETURN(ReductionDomain d, FindRule(r.op)->domain(t_, r));
+      b_.SetDomain(d.dims, d.reduce_axes);
+      ir::SymShape kept;
+      std::vector<int32_t> kept_coords;
+      for (size_t k = 0; k < d.dims.size(); ++k)
+        if (!(d.reduce_axes >> k & 1)) kept.push_back(d.dims[k]), kept_coords.push_back(b_.Coord(static_cast<int>(k)));
+      if (ir::ShapeToString(out.shape) == ir::ShapeToString(d.dims)) {
+        coords = DomainCoords();
+      } else if (ir::NumElements(out.shape).Same(ir::NumElements(d.dims))) {
+        coords = b_.Unravel(b_.Linear(), out.shape);
+      } else if (ir::NumElements(out.shape).Same(ir::NumElements(kept))) {
+        per_row = true;
+        coords = b_.Unravel(b_.Ravel(kept_coords, kept), out.shape);
+      } else {
+        return Unimplemented(fmt::format("the output {} is neither the reduction domain {} nor one element per row",
+                                         ir::ShapeToString(out.shape), ir::ShapeToString(d.dims)));
+      }
+    } else {
+      b_.SetDomain(out.shape, 0);
+      coords = DomainCoords();
+    }
+    KILN_ASSIGN_OR_RETURN(int32_t value, ValueAt(root, coords));
+    b_.AddOutput(out.dtype, out.shape, value, per_row);
+    if (p.domain.size() > static_cast<size_t>(kMaxRank))
+      return Unimplemented(fmt::format("the domain has rank {}, more than {}", p.domain.size(), kMaxRank));
+    KILN_RETURN_IF_ERROR(fused::Validate(p).WithContext("fused program"));
+    kernel_.sizes = b_.sizes();
+    return std::make_shared<ir::FusedKernel>(std::move(kernel_));
+  }
+
+  const std::vector<ValueId>& input_values() const { return input_values_; }
+
+ private:
+  const ir::Trace& t_;
+  const std::vector<Producer>& producers_;
+  const std::set<int>& members_;
+  ir::FusedKernel kernel_;
+  ProgramBuilder b_;
+  std::map<std::pair<ValueId, std::vector<int32_t>>, int32_t> memo_;
+  std::map<ValueId, int32_t> inputs_;
+  std::vector<ValueId> input_values_;
+};
+
+class Fuser {
+ public:
+  Fuser(const ir::Trace& t, FusionReport* report) : t_(t), report_(report) {}
+
+  Result<ir::Trace> Run() {
+    const auto& nodes = t_.body.nodes;
+    producers_.assign(t_.values.size(), Producer{});
+    consumers_.assign(t_.values.size(), {});
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      for (size_t o = 0; o < nodes[n].outputs.size(); ++o)
+        if (nodes[n].outputs[o] != ir::kNoValue) producers_[nodes[n].outputs[o]] = {static_cast<int>(n), static_cast<int>(o)};
+      for (ValueId in : nodes[n].inputs)
+        if (in != ir::kNoValue) consumers_[in].push_back(static_cast<int>(n));
+    }
+    for (ValueId o : t_.outputs) outputs_.insert(o);
+    region_of_.assign(nodes.size(), kNotFused);
+    why_not_.assign(nodes.size(), "");
+    for (size_t n = 0; n < nodes.size(); ++n) why_not_[n] = Fusible(static_cast<int>(n));
+    for (int n = static_cast<int>(nodes.size()) - 1; n >= 0; --n) Assign(n);
+    return Emit();
+  }
+
+ private:
+  // "" when node n can be fused, else why not.
+  std::string Fusible(int n) {
+    const ir::Node& node = t_.body.nodes[n];
+    const FusionRule* rule = FindRule(node.op);
+    if (!rule) return "no fusion rule";
+    if (!rule->lower) return std::string(KindName(rule->kind)) + ": " + std::string(rule->note);
+    if (!node.blocks.empty()) return "has subgraphs";
+    for (ValueId o : node.outputs) {
+      if (o == ir::kNoValue) continue;
+      auto built = BuildRegion({n}, o, rule->kind == FusionKind::kReduction ? n : -1);
+      if (!built.ok()) return built.status().message();
+    }
+    return "";
+  }
+
+  Result<std::pair<std::shared_ptr<ir::FusedKernel>, std::vector<ValueId>>> BuildRegion(const std::set<int>& members,
+                                                                                         ValueId root, int reduction) {
+    RegionLowering lowering(t_, producers_, members);
+    KILN_ASSIGN_OR_RETURN(auto kernel, lowering.Build(root, reduction));
+    return std::make_pair(kernel, lowering.input_values());
+  }
+
+  int UsedOutputs(const ir::Node& n) const {
+    int k = 0;
+    for (ValueId o : n.outputs) k += o != ir::kNoValue;
+    return k;
+  }
+
+  void NewRegion(int n, ValueId root) {
+    regions_.push_back({root, n, {n}, FindRule(t_.body.nodes[n].op)->kind == FusionKind::kReduction ? n : -1});
+  }
+
+  void Cut(int n, const std::string& why) {
+    const ir::Node& node = t_.body.nodes[n];
+    report_->log.push_back(fmt::format("cut after {} (output '{}'): {}", Describe(node),
+                                       t_.value(node.outputs[0]).name, why));
+  }
+
+  void Assign(int n) {
+    const ir::Node& node = t_.body.nodes[n];
+    if (!why_not_[n].empty()) return;
+    if (UsedOutputs(node) != 1) {
+      region_of_[n] = kSeveral;
+      for (ValueId o : node.outputs)
+        if (o != ir::kNoValue) NewRegion(n, o);
+      return;
+    }
+    ValueId v = ir::kNoValue;
+    for (ValueId o : node.outputs) if (o != ir::kNoValue) v = o;
+    const std::string why = JoinReason(n, v);
+    if (why.empty()) {
+      const int r = region_of_[consumers_[v][0]];
+      region_of_[n] = r;
+      regions_[r].members.push_back(n);
+      if (FindRule(node.op)->kind == FusionKind::kReduction) regions_[r].reduction = n;
+      return;
+    }
+    if (!consumers_[v].empty() && why != "-") Cut(n, why);
+    region_of_[n] = static_cast<int>(regions_.size());
+    NewRegion(n, v);
+  }
+
+  // "" if node n (output v) joins its consumers' region; "-" for a region start that is not
+  // worth logging (no consumers, or consumers that cannot fuse anyway); else the reason.
+  std::string JoinReason(int n, ValueId v) {
+    if (outputs_.count(v)) return "it is a model output";
+    if (consumers_[v].empty()) return "-";
+    std::set<int> regions;
+    for (int c : consumers_[v]) {
+      if (region_of_[c] == kNotFused) return "-";
+      if (region_of_[c] == kSeveral) return "its consumer " + Describe(t_.body.nodes[c]) + " has several outputs";
+      regions.insert(region_of_[c]);
+    }
+    if (regions.size() > 1) return fmt::format("it feeds {} regions", regions.size());
+    Region& r = regions_[*regions.begin()];
+    for (int c : consumers_[v]) {
+      const ir::Node& cn = t_.body.nodes[c];
+      if (cn.op == "Resize" && !cn.inputs.empty() && cn.inputs[0] == v && cn.attrs.GetString("mode", "nearest") != "nearest")
+        return "Resize '" + cn.name + "' interpolates several elements of it per output; recomputing it there would multiply the work";
+    }
+    const ir::Node& node = t_.body.nodes[n];
+    if (FindRule(node.op)->kind != FusionKind::kReduction) return TryJoin(r, n, -1);
+    if (r.reduction >= 0)
+      return "the region already has a reduction (" + Describe(t_.body.nodes[r.reduction]) + ")";
+    if (std::string why = EpilogueReason(r, n); !why.empty()) return why;
+    return TryJoin(r, n, n);
+  }
+
+  // Builds the region with n added, so a region is never left in a state that cannot be
+  // lowered; "" on success.
+  std::string TryJoin(const Region& r, int n, int new_reduction) {
+    std::set<int> members(r.members.begin(), r.members.end());
+    members.insert(n);
+    auto built = BuildRegion(members, r.root, new_reduction >= 0 ? new_reduction : r.reduction);
+    if (!built.ok()) return "the region cannot take it: " + built.status().message();
+    if (built->first->program.nodes.size() > kMaxProgramNodes)
+      return fmt::format("the region's program would exceed {} nodes", kMaxProgramNodes);
+    return "";
+  }
+
+  // The members of r downstream of reduction node red must keep every element in its own
+  // row: elementwise ops whose reduction-derived operands are the reduction's output shape
+  // (or, broadcast along the reduced axes, the domain's shape).
+  std::string EpilogueReason(const Region& r, int red) {
+    const ir::Node& rn = t_.body.nodes[red];
+    auto domain = FindRule(rn.op)->domain(t_, rn);
+    if (!domain.ok()) return domain.status().message();
+    const ir::SymShape& out = t_.value(rn.outputs[0]).shape;
+    const std::string out_s = ir::ShapeToString(out), dom_s = ir::ShapeToString(domain->dims);
+    ir::SymShape keep = domain->dims;
+    for (size_t k = 0; k < keep.size(); ++k)
+      if (domain->reduce_axes >> k & 1) keep[k] = ir::Sym(1);
+    const bool row_broadcast = ir::ShapeToString(keep) == out_s;
+    std::set<ValueId> derived = {rn.outputs[0]};
+    std::vector<int> members = r.members;
+    std::sort(members.begin(), members.end());
+    for (int m : members) {
+      const ir::Node& mn = t_.body.nodes[m];
+      bool reads_derived = false;
+      for (ValueId in : mn.inputs) reads_derived |= in != ir::kNoValue && derived.count(in);
+      if (!reads_derived) continue;
+      if (FindRule(mn.op)->kind != FusionKind::kElementwise)
+        return "the " + std::string(KindName(FindRule(mn.op)->kind)) + " " + Describe(mn) + " would follow the reduction";
+      const std::string e = ir::ShapeToString(t_.value(mn.outputs[0]).shape);
+      if (e != out_s && !(row_broadcast && e == dom_s))
+        return Describe(mn) + " would read the reduction's result in another row";
+      for (ValueId in : mn.inputs) {
+        if (in == ir::kNoValue || !derived.count(in)) continue;
+        const std::string s = ir::ShapeToString(t_.value(in).shape);
+        if (s != e && !(row_broadcast && s == out_s && e == dom_s))
+          return Describe(mn) + " would read the reduction's result in another row";
+      }
+      derived.insert(mn.outputs[0]);
+    }
+    return "";
+  }
+
+  Result<ir::Trace> Emit() {
+    ir::Trace out = t_;
+    out.stage = "fusion";
+    out.provenance = "fusion: regions of elementwise, index-map and reduction ops as generated kernels";
+    out.body.nodes.clear();
+    std::map<int, std::vector<int>> regions_at;  // root node -> region ids, in output order
+    for (size_t r = 0; r < regions_.size(); ++r) regions_at[regions_[r].root_node].push_back(static_cast<int>(r));
+    for (auto& [node, ids] : regions_at) std::sort(ids.begin(), ids.end(), [&](int a, int b) {
+      return regions_[a].root < regions_[b].root;
+    });
+    const auto& nodes = t_.body.nodes;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (region_of_[n] == kNotFused) {
+        out.body.nodes.push_back(nodes[n]);
+        if (!why_not_[n].empty() && why_not_[n] != "no fusion rule")
+          report_->log.push_back(fmt::format("unfused {}: {}", Describe(nodes[n]), why_not_[n]));
+        continue;
+      }
+      auto it = regions_at.find(static_cast<int>(n));
+      if (it == regions_at.end()) continue;  // a member; emitted with its region's root
+      for (int r : it->second) KILN_RETURN_IF_ERROR(EmitRegion(regions_[r], out));
+    }
+    report_->nodes_before = static_cast<int>(nodes.size());
+    report_->nodes_after = static_cast<int>(out.body.nodes.size());
+    return out;
+  }
+
+  Status EmitRegion(Region& region, ir::Trace& out) {
+    std::sort(region.members.begin(), region.members.end());
+    std::set<int> members(region.members.begin(), region.members.end());
+    auto built = BuildRegion(members, region.root, region.reduction);
+    if (!built.ok()) {
+      // Every join was built when it was made, so this is a compiler bug.
+      return Internal("fusion region at '" + t_.value(region.root).name + "': " + built.status().message());
+    }
+    auto& [kernel, inputs] = *built;
+    for (int m : region.members) kernel->members.push_back(Describe(t_.body.nodes[m]));
+    if (region.reduction >= 0) kernel->reduction = t_.body.nodes[region.reduction].op;
+    const ir::Node& root = t_.body.nodes[region.root_node];
+    ir::Node fused;
+    fused.op = "kiln.Fused";
+    fused.name = root.name;
+    if (UsedOutputs(root) > 1) fused.name += ":" + t_.value(region.root).name;
+    fused.inputs = inputs;
+    fused.outputs = {region.root};
+    fused.fused = kernel;
+    out.body.nodes.push_back(std::move(fused));
+    ++report_->fused_kernels;
+    std::string ops;
+    for (int m : region.members) ops += (ops.empty() ? "" : ", ") + Describe(t_.body.nodes[m]);
+    report_->log.push_back(fmt::format("region '{}': {} op{} -> 1 kernel{} ({}); {} program nodes", t_.value(region.root).name,
+                                       region.members.size(), region.members.size() == 1 ? "" : "s",
+                                       region.reduction >= 0 ? ", reduction " + t_.body.nodes[region.reduction].op : "",
+                                       ops, kernel->program.nodes.size()));
+    return Status::Ok();
+  }
+
+  static constexpr size_t kMaxProgramNodes = 4096;
+
+  const ir::Trace& t_;
+  FusionReport* report_;
+  std::vector<Producer> producers_;
+  std::vector<std::vector<int>> consumers_;
+  std::set<ValueId> outputs_;
+  std::vector<int> region_of_;
+  std::vector<std::string> why_not_;
+  std::vector<Region> regions_;
+};
+
+}  // namespace
+
+Result<ir::Trace> Fuse(const ir::Trace& canonical, FusionReport* report) {
+  FusionReport local;
+  Fuser fuser(canonical, report ? report : &local);
+  return fuser.Run();
+}
+
+}  // namespace kiln::fusion
