@@ -2,10 +2,15 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/cuda_source.h"
+#include "compiler/codegen/nvrtc_compiler.h"
+#include "compiler/fusion/fusion.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/epilogue.h"
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/executors.h"
 #include "compiler/passes/memory_plan.h"
@@ -53,6 +58,69 @@ std::string EntryName(const std::vector<passes::Assumption>& assumptions) {
   return s;
 }
 
+// The fusion stage: epilogues folded into MatMul/Gemm/Conv, then fused regions.
+Result<ir::Trace> FusionStage(const ir::Trace& canonical, fusion::FusionReport* report) {
+  std::vector<std::string> epilogues;
+  KILN_ASSIGN_OR_RETURN(ir::Trace folded, passes::FoldEpilogues(canonical, &epilogues));
+  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(folded, report));
+  report->log.insert(report->log.begin(), epilogues.begin(), epilogues.end());
+  report->nodes_before = static_cast<int>(canonical.body.nodes.size());
+  return fused;
+}
+
+// Emits the CUDA source of every fused node, merges identical kernels, and compiles them
+// with NVRTC for options.archs (none: a CPU-only artifact).
+Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& record, CompileSummary* summary,
+                    const std::function<void(const std::string&)>& log) {
+  std::map<std::string, int32_t> by_name;
+  std::vector<codegen::EmittedKernel> emitted;
+  for (const serialize::EntryRecord& e : record.entries) {
+    for (const ir::Node& n : e.plan.trace.body.nodes) {
+      if (!n.fused || record.kernel_of.count(n.fused.get())) continue;
+      auto k = codegen::EmitCuda(n.fused->program);
+      if (!k.ok()) return k.status().WithContext("node '" + n.name + "': CUDA emission");
+      auto [it, added] = by_name.emplace(k->name, static_cast<int32_t>(record.kernels.size()));
+      if (added) {
+        serialize::KernelRecord r;
+        r.name = k->name;
+        r.source = k->source;
+        r.fused = n.fused;
+        r.launch_kind = static_cast<int>(k->kind);
+        r.block = k->block;
+        r.vector = k->vector;
+        r.index_bits = k->index_bits;
+        record.kernels.push_back(std::move(r));
+        emitted.push_back(std::move(*k));
+      }
+      record.kernel_of[n.fused.get()] = it->second;
+    }
+  }
+  record.target_archs = options.archs;
+  if (summary) summary->kernels = static_cast<int>(emitted.size());
+  if (emitted.empty() || options.archs.empty()) {
+    if (!emitted.empty()) log(fmt::format("{} kernels kept as portable programs only (--arch none)", emitted.size()));
+    return Status::Ok();
+  }
+  std::string archs;
+  for (const std::string& a : options.archs) archs += (archs.empty() ? "" : ",") + a;
+  log(fmt::format("NVRTC: {} kernels for {}", emitted.size(), archs));
+  codegen::CompileKernelOptions copts;
+  copts.archs = options.archs;
+  copts.cache_dir = options.kernel_cache_dir;
+  copts.use_cache = options.use_kernel_cache;
+  copts.threads = options.jobs;
+  copts.progress = options.kernel_progress;
+  codegen::CompileStats stats;
+  copts.stats = &stats;
+  KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, codegen::CompileKernels(emitted, copts));
+  for (size_t k = 0; k < images.size(); ++k)
+    for (codegen::KernelImage& im : images[k].images)
+      record.kernels[k].images.push_back({im.arch, im.ptx, std::move(im.data)});
+  if (summary) summary->compile_jobs = stats.jobs, summary->cached_jobs = stats.cached;
+  log(fmt::format("NVRTC: {} jobs, {} from the cache, {} compiled", stats.jobs, stats.cached, stats.compiled));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
@@ -93,10 +161,17 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     const int64_t canonical_ns = NowNs() - t0;
     Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> executors = Status(StatusCode::kInternal, "not run");
-    int64_t executors_ns = 0, plan_ns = 0;
+    Result<ir::Trace> fused = Status(StatusCode::kInternal, "not run");
+    fusion::FusionReport fusion_report;
+    int64_t executors_ns = 0, plan_ns = 0, fusion_ns = 0;
     if (canonical.ok()) {
       t0 = NowNs();
-      executors = passes::AssignExecutors(canonical->trace);
+      fused = options.fuse ? FusionStage(canonical->trace, &fusion_report) : canonical->trace;
+      fusion_ns = NowNs() - t0;
+    }
+    if (fused.ok()) {
+      t0 = NowNs();
+      executors = passes::AssignExecutors(*fused);
       executors_ns = NowNs() - t0;
       if (executors.ok()) {
         t0 = NowNs();
@@ -104,7 +179,10 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
         plan_ns = NowNs() - t0;
       }
     }
-    Status st = !canonical.ok() ? canonical.status() : !executors.ok() ? executors.status() : plan.status();
+    Status st = !canonical.ok() ? canonical.status()
+                : !fused.ok()   ? fused.status()
+                : !executors.ok() ? executors.status()
+                                  : plan.status();
     if (!st.ok()) {
       if (assumptions.empty()) return st;
       // A speculative entry whose assumption makes the model invalid is dropped: inputs
@@ -115,10 +193,21 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     }
     serialize::EntryRecord entry;
     entry.name = name;
-    entry.stages = {{"import", import_text, import_ns},
-                    {"canonical", canonical->trace.Print(), canonical_ns},
-                    {"executors", executors->Print(), executors_ns},
-                    {"plan", PlanText(*plan), plan_ns}};
+    entry.stages = {{"import", import_text, import_ns}, {"canonical", canonical->trace.Print(), canonical_ns}};
+    if (options.fuse) {
+      std::string text = fused->Print();
+      for (const std::string& line : fusion_report.log) text += "# " + line + "\n";
+      entry.stages.push_back({"fusion", std::move(text), fusion_ns});
+      for (const std::string& line : fusion_report.log) log(fmt::format("entry '{}': fusion: {}", name, line));
+      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, fusion_report.nodes_before,
+                      fusion_report.nodes_after, fusion_report.fused_kernels));
+    }
+    entry.stages.push_back({"executors", executors->Print(), executors_ns});
+    entry.stages.push_back({"plan", PlanText(*plan), plan_ns});
+    if (summary && record.entries.empty()) {
+      summary->ops_before_fusion = static_cast<int>(canonical->trace.body.nodes.size());
+      summary->ops_after_fusion = static_cast<int>(fused->body.nodes.size());
+    }
     if (summary) {
       summary->entries.push_back({name, static_cast<int>(plan->trace.body.nodes.size()),
                                   ArenaText(plan->arena_bytes), plan->lower_bound_bytes.value_or(-1)});
@@ -129,6 +218,9 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     record.entries.push_back(std::move(entry));
   }
   if (record.entries.empty()) return first_error;
+  t0 = NowNs();
+  KILN_RETURN_IF_ERROR(BuildKernels(options, record, summary, log));
+  if (summary) summary->nvrtc_ns = NowNs() - t0;
   log("serialize");
   auto bytes = serialize::WriteArtifact(record);
   if (summary) summary->total_ns = NowNs() - start;

@@ -1,5 +1,6 @@
 // The compiler driver: ONNX file -> .kiln artifact bytes, through the stages of
-// DESIGN.md (import, canonical, executors, plan).
+// DESIGN.md (import, canonical, fusion, executors, plan), then CUDA code generation and
+// ahead-of-time NVRTC compilation of the fused kernels.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,17 @@ struct CompileOptions {
   int max_entries = 8;
   // Called with one human-readable line per step (progress and the compile log).
   std::function<void(const std::string&)> log;
+  // The fusion stage (epilogues on MatMul/Gemm/Conv, then fused regions). Off: every op
+  // stays a separate instruction, as a reference for the fused artifact.
+  bool fuse = true;
+  // NVRTC targets: "sm_NN" cubins and "compute_NN" PTX. Empty: a CPU-only artifact that
+  // holds the portable programs alone (`--arch none`).
+  std::vector<std::string> archs = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "compute_90"};
+  std::string kernel_cache_dir;  // empty: the default (~/.cache/kiln/kernels)
+  bool use_kernel_cache = true;
+  int jobs = 0;                  // NVRTC threads; 0: one per core
+  // Called as kernel compile jobs finish: done, total, how many came from the cache.
+  std::function<void(int, int, int)> kernel_progress;
 };
 
 struct EntrySummary {
@@ -31,6 +43,12 @@ struct EntrySummary {
 struct CompileSummary {
   std::vector<EntrySummary> entries;
   int64_t total_ns = 0;
+  int ops_before_fusion = 0;  // first entry: canonical ops
+  int ops_after_fusion = 0;   // first entry: ops after fusion (kernels and unfused ops)
+  int kernels = 0;            // distinct generated kernels in the artifact
+  int compile_jobs = 0;       // (kernel, arch) NVRTC jobs
+  int cached_jobs = 0;        // of which served from the cache
+  int64_t nvrtc_ns = 0;       // wall time of code generation and NVRTC
 };
 
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,

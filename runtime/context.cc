@@ -8,6 +8,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/context_impl.h"
+#include "runtime/cpu/fused.h"
 
 namespace kiln {
 
@@ -62,6 +63,7 @@ void InitEntryState(const PreparedEntry& pe, EntryState& s) {
   s.refs.assign(pe.tensors.size(), cpu::TensorRef{});
   s.symbolic.assign(static_cast<size_t>(pe.num_symbolic_values) + 1, 0);
   s.operands.assign(pe.operands.size(), cpu::TensorRef{});
+  s.sizes.assign(pe.size_exprs.size(), 0);
   for (size_t k = 0; k < pe.operands.size(); ++k) {
     const int32_t t = pe.operands[k];
     if (t >= 0 && pe.tensors[t].storage == StorageKind::kInput)
@@ -108,8 +110,17 @@ class ContextRunner {
       KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
     for (size_t k = 0; k < pe.operands.size(); ++k)
       s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
+    for (size_t k = 0; k < pe.size_exprs.size(); ++k) {
+      s.sizes[k] = s.values[pe.size_exprs[k]];
+      if (s.sizes[k] < 0)
+        return DataLoss(pe.label + ": a kernel size argument evaluates to " + to_string(s.sizes[k]));
+    }
     s.workspace_needed = 0;
     for (const PreparedInstruction& pi : pe.instructions) {
+      if (pi.program) {
+        s.workspace_needed = std::max<uint64_t>(s.workspace_needed, cpu::FusedWorkspaceBytes(*pi.program));
+        continue;
+      }
       if (pi.kernel->workspace == nullptr) continue;
       const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
       const size_t ws = pi.kernel->workspace(pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
@@ -231,7 +242,10 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
                                {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                                c.workspace.data(),
                                static_cast<size_t>(c.workspace.size())};
-    Status st = pi.kernel->run(call);
+    Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
+                                           {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
+                                           call.workspace, call.workspace_bytes)
+                           : pi.kernel->run(call);
     if (!st.ok()) return st.WithContext(pi.label);
   }
   return Status::Ok();

@@ -47,6 +47,7 @@ struct EntryState {
   std::vector<cpu::TensorRef> refs;  // one per tensor
   std::vector<int64_t> symbolic;     // storage of Symbolic tensors
   std::vector<cpu::TensorRef> operands;  // flat instruction operands
+  std::vector<int64_t> sizes;            // fused instructions' size arguments, evaluated
   // Operand slots holding model inputs, patched with the caller's pointers on every call.
   std::vector<std::pair<int32_t, int32_t>> input_slots;  // (slot, model input)
   uint64_t workspace_needed = 0;

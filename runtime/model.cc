@@ -212,11 +212,18 @@ void BuildTensors(const fb::Entry& e, PreparedEntry& pe) {
   pe.num_symbolic_values = static_cast<int32_t>(pe.value_exprs.size());
 }
 
-void BuildInstructions(const fb::Entry& e, PreparedEntry& pe) {
+void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntry& pe) {
   for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
     const fb::Instruction* ins = e.instructions()->Get(i);
     PreparedInstruction pi;
-    pi.kernel = cpu::FindKernel(ins->op()->string_view());
+    if (ins->kernel() >= 0) {
+      pi.program = &impl.programs[ins->kernel()];
+      pi.sizes_begin = static_cast<int32_t>(pe.size_exprs.size());
+      pi.num_sizes = static_cast<int32_t>(Size(ins->sizes()));
+      for (uint32_t k = 0; k < Size(ins->sizes()); ++k) pe.size_exprs.push_back(ins->sizes()->Get(k));
+    } else {
+      pi.kernel = cpu::FindKernel(ins->op()->string_view());
+    }
     pi.attrs = BuildAttrs(*ins);
     pi.operands_begin = static_cast<int32_t>(pe.operands.size());
     pi.num_inputs = static_cast<int32_t>(Size(ins->inputs()));
@@ -228,6 +235,50 @@ void BuildInstructions(const fb::Entry& e, PreparedEntry& pe) {
     pi.label += " (" + ins->op()->str() + ")";
     pe.instructions.push_back(std::move(pi));
   }
+}
+
+// Copies a kernel's program out of the FlatBuffer. Structure is checked afterwards by
+// fused::Validate; here only what the copy itself needs (present tables, sane enums).
+Result<fused::Program> ReadProgram(const fb::Program& fp) {
+  fused::Program p;
+  auto spec = [](const fb::TensorSpec* t, fused::TensorSpec* out) {
+    if (t == nullptr) return false;
+    out->dtype = static_cast<DType>(t->dtype());
+    if (!IsValidDType(t->dtype())) out->dtype = DType::kUndefined;
+    for (uint32_t d = 0; d < Size(t->dims()); ++d) out->dims.push_back(t->dims()->Get(d));
+    return true;
+  };
+  for (uint32_t d = 0; d < Size(fp.domain()); ++d) p.domain.push_back(fp.domain()->Get(d));
+  p.reduce_axes = fp.reduce_axes();
+  p.num_sizes = fp.num_sizes();
+  for (uint32_t i = 0; i < Size(fp.inputs()); ++i) {
+    p.inputs.emplace_back();
+    if (!spec(fp.inputs()->Get(i), &p.inputs.back())) return DataLoss("program input " + to_string(i) + " has no spec");
+  }
+  for (uint32_t i = 0; i < Size(fp.outputs()); ++i) {
+    const fb::ProgramOutput* o = fp.outputs()->Get(i);
+    fused::Output out;
+    if (!spec(o->tensor(), &out.tensor)) return DataLoss("program output " + to_string(i) + " has no spec");
+    out.value = o->value();
+    out.per_row = o->per_row();
+    p.outputs.push_back(std::move(out));
+  }
+  for (uint32_t i = 0; i < Size(fp.nodes()); ++i) {
+    const fb::ProgramNode* n = fp.nodes()->Get(i);
+    if (n->op() >= fused::kNumOps || n->type() > static_cast<uint8_t>(fused::ScalarType::kF64))
+      return DataLoss("program node " + to_string(i) + ": invalid op " + to_string(n->op()) + " or type " +
+                      to_string(n->type()));
+    p.nodes.push_back({static_cast<fused::Op>(n->op()), static_cast<fused::ScalarType>(n->type()), n->a(), n->b(),
+                       n->c(), n->i(), n->f()});
+  }
+  for (uint32_t i = 0; i < Size(fp.reductions()); ++i) {
+    const fb::ProgramReduction* r = fp.reductions()->Get(i);
+    if (r->op() > static_cast<uint8_t>(fused::ReduceOp::kMin))
+      return DataLoss("program reduction " + to_string(i) + ": invalid op " + to_string(r->op()));
+    p.reductions.push_back({static_cast<fused::ReduceOp>(r->op()), r->value()});
+  }
+  for (uint32_t i = 0; i < Size(fp.checks()); ++i) p.checks.push_back(Str(fp.checks()->Get(i)));
+  return p;
 }
 
 // The arena size as text: a number when it does not depend on the symbols.
@@ -250,7 +301,7 @@ std::string ArenaText(const PreparedEntry& pe) {
   return PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
 }
 
-void BuildEntry(const fb::Entry& e, uint32_t index, PreparedEntry& pe, EntryInfo& info) {
+void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info) {
   pe.name = Str(e.name());
   pe.label = "entry " + to_string(index) + " (" + pe.name + ")";
   pe.prologue = BuildPrologue(e);
@@ -259,7 +310,7 @@ void BuildEntry(const fb::Entry& e, uint32_t index, PreparedEntry& pe, EntryInfo
     pe.exprs.push_back({static_cast<ExprOp>(n->op()), n->a(), n->b()});
   }
   BuildTensors(e, pe);
-  BuildInstructions(e, pe);
+  BuildInstructions(e, impl, pe);
   for (uint32_t i = 0; i < Size(e.inputs()); ++i) pe.inputs.push_back(e.inputs()->Get(i));
   for (uint32_t i = 0; i < Size(e.outputs()); ++i) pe.outputs.push_back(e.outputs()->Get(i));
   pe.arena_expr = e.arena_bytes();
@@ -298,11 +349,19 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     impl->weight_table.push_back(
         {Str(fw->name()), static_cast<DType>(fw->dtype()), fw->offset(), fw->size()});
   }
+  for (uint32_t k = 0; k < Size(a->kernels()); ++k) {
+    const fb::Kernel* fk = a->kernels()->Get(k);
+    impl->kernel_names.push_back(Str(fk->name()));
+    if (fk->program() == nullptr) return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "' has no program");
+    KILN_ASSIGN_OR_RETURN(fused::Program p, ReadProgram(*fk->program()));
+    KILN_RETURN_IF_ERROR_CTX(fused::Validate(p), "kernel " + to_string(k) + " '" + Str(fk->name()) + "': program");
+    impl->programs.push_back(std::move(p));
+  }
   const uint32_t n = a->entries()->size();
   impl->prepared.resize(n);
   impl->entries.resize(n);
   for (uint32_t i = 0; i < n; ++i)
-    BuildEntry(*a->entries()->Get(i), i, impl->prepared[i], impl->entries[i]);
+    BuildEntry(*a->entries()->Get(i), i, *impl, impl->prepared[i], impl->entries[i]);
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 

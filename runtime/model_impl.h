@@ -14,6 +14,7 @@
 #include "runtime/attrs.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/expr_eval.h"
+#include "runtime/fused/program.h"
 #include "runtime/prologue.h"
 
 namespace kiln {
@@ -53,7 +54,10 @@ struct PreparedTensor {
 };
 
 struct PreparedInstruction {
-  const cpu::KernelDef* kernel = nullptr;
+  const cpu::KernelDef* kernel = nullptr;    // null for a fused instruction
+  const fused::Program* program = nullptr;   // kiln.Fused: Model::Impl::programs[i]
+  int32_t sizes_begin = 0;   // kiln.Fused: its size-argument exprs in PreparedEntry::size_exprs
+  int32_t num_sizes = 0;
   AttrMap attrs;
   int32_t operands_begin = 0;  // inputs then outputs, in PreparedEntry::operands (-1: absent)
   int32_t num_inputs = 0;
@@ -71,6 +75,7 @@ struct PreparedEntry {
   std::vector<int32_t> value_exprs;  // flat: every Symbolic tensor's element exprs
   std::vector<PreparedInstruction> instructions;
   std::vector<int32_t> operands;     // flat instruction operand tensor indices
+  std::vector<int32_t> size_exprs;   // flat size-argument exprs of the fused instructions
   std::vector<int32_t> inputs;       // tensor index of each model input
   std::vector<int32_t> outputs;      // tensor index of each model output
   int32_t arena_expr = 0;
@@ -96,6 +101,8 @@ struct Model::Impl {
   std::vector<EntryInfo> entries;
 
   std::vector<PreparedWeight> weight_table;
+  std::vector<std::string> kernel_names;  // Artifact.kernels[i].name
+  std::vector<fused::Program> programs;   // Artifact.kernels[i].program, validated
   std::vector<PreparedEntry> prepared;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/verify.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -202,8 +203,6 @@ class EntryVerifier {
     for (uint32_t i = 0; i < Size(e_.instructions()); ++i) {
       const fb::Instruction* ins = e_.instructions()->Get(i);
       const std::string where = where_ + " instruction " + to_string(i) + Named(ins->name());
-      if (cpu::FindKernel(ins->op()->string_view()) == nullptr)
-        return Unimplemented(where + " op '" + ins->op()->str() + "' has no CPU kernel in this runtime");
       for (uint32_t k = 0; k < Size(ins->inputs()); ++k) {
         const int32_t t = ins->inputs()->Get(k);
         if (t < -1 || t >= static_cast<int64_t>(num_tensors_))
@@ -217,6 +216,7 @@ class EntryVerifier {
           return DataLoss(where + ": output " + to_string(k) + " tensor " + to_string(t) +
                           " is not in the arena");
       }
+      KILN_RETURN_IF_ERROR(Kernel(*ins, where));
       for (uint32_t k = 0; k < Size(ins->attrs()); ++k) {
         const int kind = static_cast<int>(ins->attrs()->Get(k)->kind());
         if (kind < 0 || kind > static_cast<int>(fb::AttrKind::Floats))
@@ -225,6 +225,45 @@ class EntryVerifier {
       }
     }
     return Status::Ok();
+  }
+
+  // A fused instruction names a kernel whose program matches its operands; any other
+  // instruction needs a CPU kernel for its op.
+  Status Kernel(const fb::Instruction& ins, const std::string& where) const {
+    const uint32_t num_kernels = Size(a_.kernels());
+    if (ins.kernel() < 0) {
+      if (Size(ins.sizes()) != 0) return DataLoss(where + ": size arguments without a kernel");
+      if (cpu::FindKernel(ins.op()->string_view()) == nullptr)
+        return Unimplemented(where + " op '" + ins.op()->str() + "' has no CPU kernel in this runtime");
+      return Status::Ok();
+    }
+    if (ins.kernel() >= static_cast<int64_t>(num_kernels))
+      return DataLoss(where + ": kernel " + Range(ins.kernel(), num_kernels, "kernels"));
+    if (ins.op()->string_view() != "kiln.Fused")
+      return DataLoss(where + ": op '" + ins.op()->str() + "' names kernel " + to_string(ins.kernel()) +
+                      "; only kiln.Fused instructions run kernels");
+    const fb::Program* p = a_.kernels()->Get(ins.kernel())->program();
+    if (p == nullptr) return DataLoss(where + ": kernel " + to_string(ins.kernel()) + " has no program");
+    if (Size(ins.sizes()) != static_cast<uint32_t>(std::max(0, p->num_sizes())))
+      return DataLoss(where + ": " + to_string(Size(ins.sizes())) + " size arguments, its kernel's program takes " +
+                      to_string(p->num_sizes()));
+    for (uint32_t k = 0; k < Size(ins.sizes()); ++k)
+      KILN_RETURN_IF_ERROR(ExprRef(ins.sizes()->Get(k), where + ": size argument " + to_string(k)));
+    auto dtypes = [&](const flatbuffers::Vector<int32_t>* ts, uint32_t n, auto spec_at, const char* what) -> Status {
+      if (Size(ts) != n)
+        return DataLoss(where + ": " + to_string(Size(ts)) + " " + what + "s, its kernel's program has " + to_string(n));
+      for (uint32_t k = 0; k < n; ++k) {
+        const int32_t t = ts->Get(k);
+        const fb::TensorSpec* spec = spec_at(k);
+        if (t < 0 || spec == nullptr || e_.tensors()->Get(t)->dtype() != spec->dtype() ||
+            Size(e_.tensors()->Get(t)->shape()) != Size(spec->dims()))
+          return DataLoss(where + ": " + what + " " + to_string(k) + " does not match its kernel's program (dtype or rank)");
+      }
+      return Status::Ok();
+    };
+    KILN_RETURN_IF_ERROR(dtypes(ins.inputs(), Size(p->inputs()), [&](uint32_t k) { return p->inputs()->Get(k); }, "input"));
+    return dtypes(ins.outputs(), Size(p->outputs()),
+                  [&](uint32_t k) { return p->outputs()->Get(k)->tensor(); }, "output");
   }
 
   Status EntryIo() {

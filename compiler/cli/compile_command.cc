@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <iostream>
@@ -5,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/commands.h"
+#include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/compile.h"
 #include "compiler/serialize/artifact_file.h"
 
@@ -46,9 +48,58 @@ bool ParseShape(const std::string& text, std::string& name, std::vector<int64_t>
   return true;
 }
 
-void RunCompile(const std::string& model, const std::string& output, const std::vector<std::string>& shapes,
-                bool quiet) {
+struct CompileFlags {
+  std::string model, output;
+  std::vector<std::string> shapes;
+  bool quiet = false;
+  bool no_fuse = false;
+  std::string archs = "sm_80,sm_86,sm_87,sm_89,sm_90";
+  std::string kernel_cache;
+  bool no_kernel_cache = false;
+  int jobs = 0;
+};
+
+// "sm_80,sm_86" -> cubin archs plus PTX of the newest ("compute_86"); "none" -> {}.
+bool ParseArchs(const std::string& text, std::vector<std::string>& archs, std::string& error) {
+  archs.clear();
+  if (text == "none") return true;
+  int newest = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string a = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int cc = 0;
+    char* end = nullptr;
+    if (a.rfind("sm_", 0) == 0) cc = static_cast<int>(std::strtol(a.c_str() + 3, &end, 10));
+    if (cc < 50 || cc > 200 || end == nullptr || *end != '\0') {
+      error = "'" + a + "' is not an arch such as sm_80 or sm_90 (or use 'none' for a CPU-only artifact)";
+      return false;
+    }
+    if (std::find(archs.begin(), archs.end(), a) == archs.end()) archs.push_back(a);
+    newest = std::max(newest, cc);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  archs.push_back("compute_" + std::to_string(newest));
+  return true;
+}
+
+void RunCompile(const CompileFlags& f) {
+  const std::string& model = f.model;
+  const std::string& output = f.output;
+  const std::vector<std::string>& shapes = f.shapes;
+  const bool quiet = f.quiet;
   compiler::CompileOptions options;
+  options.fuse = !f.no_fuse;
+  options.kernel_cache_dir = f.kernel_cache;
+  options.use_kernel_cache = !f.no_kernel_cache;
+  options.jobs = f.jobs;
+  if (std::string error; !ParseArchs(f.archs, options.archs, error)) {
+    std::cerr << "kiln compile: --arch: " << error << "\n";
+    exit_code = 2;
+    return;
+  }
+  if (!quiet) options.kernel_progress = codegen::TerminalProgress();
   for (const std::string& s : shapes) {
     std::string name, error;
     std::vector<int64_t> dims;
@@ -88,6 +139,12 @@ void RunCompile(const std::string& model, const std::string& output, const std::
     if (e.lower_bound_bytes >= 0) std::cout << fmt::format(" (lower bound {} bytes)", e.lower_bound_bytes);
     std::cout << "\n";
   }
+  if (options.fuse)
+    std::cout << fmt::format("  fusion: {} ops -> {} ({} distinct generated kernels)\n", summary.ops_before_fusion,
+                             summary.ops_after_fusion, summary.kernels);
+  if (summary.compile_jobs > 0)
+    std::cout << fmt::format("  NVRTC: {} jobs ({} cached) in {:.3f} s\n", summary.compile_jobs, summary.cached_jobs,
+                             summary.nvrtc_ns / 1e9);
 }
 
 }  // namespace
@@ -97,18 +154,25 @@ void SetExitCode(int code) { exit_code = code; }
 
 void AddCompileCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Compile an ONNX model into a .kiln artifact");
-  auto model = std::make_shared<std::string>();
-  auto output = std::make_shared<std::string>();
-  auto shapes = std::make_shared<std::vector<std::string>>();
-  auto quiet = std::make_shared<bool>(false);
-  cmd->add_option("model", *model, "ONNX model file (.onnx); external-data files are read from its folder")
+  auto f = std::make_shared<CompileFlags>();
+  cmd->add_option("model", f->model, "ONNX model file (.onnx); external-data files are read from its folder")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", *output, "artifact to write (.kiln)")->required();
-  cmd->add_option("--shape", *shapes,
+  cmd->add_option("-o,--output", f->output, "artifact to write (.kiln)")->required();
+  cmd->add_option("--shape", f->shapes,
                   "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' or -1 keeps a dim symbolic); "
                   "repeatable. Without it, symbolic dims stay symbolic.");
-  cmd->add_flag("-q,--quiet", *quiet, "do not print progress to stderr");
-  cmd->callback([=] { RunCompile(*model, *output, *shapes, *quiet); });
+  cmd->add_option("--arch", f->archs,
+                  "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
+                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone")
+      ->capture_default_str();
+  cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
+  cmd->add_option("--kernel-cache", f->kernel_cache,
+                  "folder of the NVRTC cache, keyed by content hash (default: $XDG_CACHE_HOME/kiln/kernels or "
+                  "~/.cache/kiln/kernels)");
+  cmd->add_flag("--no-kernel-cache", f->no_kernel_cache, "compile every kernel afresh, neither reading nor writing the cache");
+  cmd->add_option("-j,--jobs", f->jobs, "NVRTC threads (default: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("-q,--quiet", f->quiet, "do not print progress to stderr");
+  cmd->callback([=] { RunCompile(*f); });
 }
 
 }  // namespace kiln::cli

@@ -142,7 +142,7 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
 }
 
 Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder& b, const EntryRecord& e,
-                                                  WeightsBlob& weights) {
+                                                  const ArtifactRecord& artifact, WeightsBlob& weights) {
   const ir::Trace& t = e.plan.trace;
   ExprTable exprs;
   KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, exprs));
@@ -174,9 +174,17 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
     std::vector<flatbuffers::Offset<fb::Attr>> attrs;
     for (const auto& [name, a] : n.attrs.items()) attrs.push_back(WriteAttr(b, name, a));
     std::vector<int32_t> ins(n.inputs.begin(), n.inputs.end()), outs(n.outputs.begin(), n.outputs.end());
+    int32_t kernel = -1;
+    std::vector<int32_t> sizes;
+    if (n.fused) {
+      auto it = artifact.kernel_of.find(n.fused.get());
+      if (it == artifact.kernel_of.end()) return Internal("fused node '" + n.name + "' has no kernel in the kernel table");
+      kernel = it->second;
+      for (const ir::Sym& s : n.fused->sizes) sizes.push_back(exprs.Add(s));
+    }
     instructions.push_back(fb::CreateInstruction(b, b.CreateString(n.op), b.CreateString(n.name),
                                                  b.CreateString(n.executor), b.CreateVector(ins), b.CreateVector(outs),
-                                                 b.CreateVector(attrs)));
+                                                 b.CreateVector(attrs), kernel, b.CreateVector(sizes)));
   }
   int32_t arena = exprs.Add(e.plan.arena_bytes);
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());
@@ -188,6 +196,40 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
                          b.CreateVectorOfStructs(exprs.nodes()), b.CreateVector(tensors), b.CreateVector(instructions),
                          b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages));
+}
+
+flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b, const fused::TensorSpec& t) {
+  return fb::CreateTensorSpec(b, static_cast<int32_t>(t.dtype), b.CreateVector(t.dims));
+}
+
+flatbuffers::Offset<fb::Program> WriteProgram(flatbuffers::FlatBufferBuilder& b, const fused::Program& p) {
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> inputs;
+  for (const auto& t : p.inputs) inputs.push_back(WriteSpec(b, t));
+  std::vector<flatbuffers::Offset<fb::ProgramOutput>> outputs;
+  for (const auto& o : p.outputs) outputs.push_back(fb::CreateProgramOutput(b, WriteSpec(b, o.tensor), o.value, o.per_row));
+  std::vector<fb::ProgramNode> nodes;
+  for (const auto& n : p.nodes)
+    nodes.emplace_back(static_cast<uint8_t>(n.op), static_cast<uint8_t>(n.type), n.a, n.b, n.c, n.i, n.f);
+  std::vector<fb::ProgramReduction> reductions;
+  for (const auto& r : p.reductions) reductions.emplace_back(static_cast<uint8_t>(r.op), r.value);
+  std::vector<FbOffsetString> checks;
+  for (const auto& c : p.checks) checks.push_back(b.CreateString(c));
+  return fb::CreateProgram(b, b.CreateVector(p.domain), p.reduce_axes, p.num_sizes, b.CreateVector(inputs),
+                           b.CreateVector(outputs), b.CreateVectorOfStructs(nodes), b.CreateVectorOfStructs(reductions),
+                           b.CreateVector(checks));
+}
+
+flatbuffers::Offset<fb::Kernel> WriteKernel(flatbuffers::FlatBufferBuilder& b, const KernelRecord& k) {
+  std::vector<FbOffsetString> archs;
+  std::vector<flatbuffers::Offset<fb::KernelImage>> images;
+  for (const KernelImageRecord& im : k.images) {
+    archs.push_back(b.CreateString(im.arch));
+    images.push_back(fb::CreateKernelImage(b, b.CreateString(im.arch), im.ptx, b.CreateVector(im.data)));
+  }
+  auto launch = fb::CreateLaunch(b, static_cast<fb::LaunchKind>(k.launch_kind), k.block, k.vector, k.index_bits);
+  return fb::CreateKernel(b, b.CreateString(k.name), b.CreateVector(archs), b.CreateString(k.source),
+                          WriteProgram(b, k.fused->program), launch, b.CreateVector(images),
+                          BytesMoved(k.fused->program));
 }
 
 flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const ir::Value& v) {
@@ -203,13 +245,28 @@ flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const
 
 }  // namespace
 
+int64_t BytesMoved(const fused::Program& program) {
+  int64_t total = 0;
+  auto add = [&](const fused::TensorSpec& t) {
+    int64_t n = static_cast<int64_t>(DTypeSize(t.dtype));
+    for (int64_t d : t.dims) {
+      if (d < 0 || total < 0) return void(total = -1);
+      if (__builtin_mul_overflow(n, d, &n)) return void(total = -1);
+    }
+    if (total >= 0 && __builtin_add_overflow(total, n, &total)) total = -1;
+  };
+  for (const auto& t : program.inputs) add(t);
+  for (const auto& o : program.outputs) add(o.tensor);
+  return total;
+}
+
 Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   if (artifact.entries.empty()) return Internal("WriteArtifact: no entries");
   flatbuffers::FlatBufferBuilder b(1 << 16);
   WeightsBlob weights;
   std::vector<flatbuffers::Offset<fb::Entry>> entries;
   for (const EntryRecord& e : artifact.entries) {
-    KILN_ASSIGN_OR_RETURN(auto entry, WriteEntry(b, e, weights));
+    KILN_ASSIGN_OR_RETURN(auto entry, WriteEntry(b, e, artifact, weights));
     entries.push_back(entry);
   }
   const ir::Trace& first = artifact.entries.front().plan.trace;
@@ -221,10 +278,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
     wtable.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<int32_t>(w.data->dtype),
                                       b.CreateVector(w.data->dims), w.offset, w.data->bytes.size()));
   std::vector<FbOffsetString> archs;
+  for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
   auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln 0.1.0"), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString("fp32"), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
-                                 b.CreateVector(std::vector<flatbuffers::Offset<fb::Kernel>>()), b.CreateVector(entries));
+                                 b.CreateVector(kernels), b.CreateVector(entries));
   b.Finish(root, fb::ArtifactIdentifier());
 
   ArtifactHeader h{};

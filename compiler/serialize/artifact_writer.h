@@ -1,9 +1,11 @@
-// Serializes compiled entries into a .kiln artifact (schema/kiln.fbs, format version 1):
+// Serializes compiled entries into a .kiln artifact (schema/kiln.fbs, format version 2):
 // the 64-byte header, the FlatBuffer, and the 256-byte-aligned weights blob with its
-// XXH64 checksum.
+// XXH64 checksum, and the kernel table of generated kernels.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,10 +26,36 @@ struct EntryRecord {
   std::vector<StageRecord> stages;
 };
 
+struct KernelImageRecord {
+  std::string arch;           // "sm_90", or "compute_90" for PTX
+  bool ptx = false;
+  std::vector<uint8_t> data;
+};
+
+// One generated kernel, shared by every fused node (of any entry) with the same source.
+struct KernelRecord {
+  std::string name;
+  std::string source;
+  std::shared_ptr<const ir::FusedKernel> fused;  // its portable program
+  int launch_kind = 0;        // fb::LaunchKind
+  int block = 256;
+  int vector = 1;
+  int index_bits = 64;
+  std::vector<KernelImageRecord> images;
+};
+
 struct ArtifactRecord {
   std::string source;                 // model file name
   std::vector<EntryRecord> entries;   // at least one
+  std::vector<std::string> target_archs;  // cubin archs and PTX ("compute_90"); empty: CPU-only
+  std::vector<KernelRecord> kernels;
+  // The kernel of each fused node's FusedKernel (nodes share FusedKernel objects across the
+  // stages' traces).
+  std::map<const ir::FusedKernel*, int32_t> kernel_of;
 };
+
+// Input plus output bytes of one launch of `program`, or -1 if a dim is symbolic.
+int64_t BytesMoved(const fused::Program& program);
 
 Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact);
 
