@@ -281,6 +281,25 @@ Result<fused::Program> ReadProgram(const fb::Program& fp) {
   return p;
 }
 
+KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
+  KernelInfo info;
+  info.name = Str(k.name());
+  for (uint32_t i = 0; i < Size(k.images()); ++i) {
+    const fb::KernelImage* im = k.images()->Get(i);
+    info.archs.push_back(Str(im->arch()));
+    info.image_bytes.push_back(Size(im->data()));
+  }
+  info.source = Str(k.source());
+  info.program = fused::Print(p);
+  if (const fb::Launch* l = k.launch()) {
+    info.launch = std::string(l->kind() == fb::LaunchKind::RowReduction ? "row reduction" : "elementwise") +
+                  ", block " + to_string(l->block()) + (l->vector() > 1 ? ", vector " + to_string(l->vector()) : "") +
+                  ", " + to_string(l->index_bits()) + "-bit indices";
+  }
+  info.bytes_moved = k.bytes_moved();
+  return info;
+}
+
 // The arena size as text: a number when it does not depend on the symbols.
 std::string ArenaText(const PreparedEntry& pe) {
   const size_t n = static_cast<size_t>(pe.arena_expr) + 1;
@@ -351,10 +370,10 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   }
   for (uint32_t k = 0; k < Size(a->kernels()); ++k) {
     const fb::Kernel* fk = a->kernels()->Get(k);
-    impl->kernel_names.push_back(Str(fk->name()));
     if (fk->program() == nullptr) return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "' has no program");
     KILN_ASSIGN_OR_RETURN(fused::Program p, ReadProgram(*fk->program()));
     KILN_RETURN_IF_ERROR_CTX(fused::Validate(p), "kernel " + to_string(k) + " '" + Str(fk->name()) + "': program");
+    impl->kernels.push_back(BuildKernelInfo(*fk, p));
     impl->programs.push_back(std::move(p));
   }
   const uint32_t n = a->entries()->size();
@@ -414,6 +433,7 @@ std::string_view Model::producer() const { return impl_->producer; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<EntryInfo>& Model::entries() const { return impl_->entries; }
+const std::vector<KernelInfo>& Model::kernels() const { return impl_->kernels; }
 uint64_t Model::weights_bytes() const { return impl_->weights_size; }
 
 }  // namespace kiln

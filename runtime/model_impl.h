@@ -101,7 +101,7 @@ struct Model::Impl {
   std::vector<EntryInfo> entries;
 
   std::vector<PreparedWeight> weight_table;
-  std::vector<std::string> kernel_names;  // Artifact.kernels[i].name
+  std::vector<KernelInfo> kernels;        // Artifact.kernels[i], for inspection
   std::vector<fused::Program> programs;   // Artifact.kernels[i].program, validated
   std::vector<PreparedEntry> prepared;
 };

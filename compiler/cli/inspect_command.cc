@@ -1,4 +1,5 @@
 #include <iostream>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,7 +27,40 @@ nlohmann::json IoJson(const std::vector<TensorInfo>& list) {
   return out;
 }
 
-int Inspect(const std::string& path, bool json, bool traces) {
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+nlohmann::json KernelsJson(const Model& model, bool sources) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const KernelInfo& k : model.kernels()) {
+    nlohmann::json images = nlohmann::json::array();
+    for (size_t i = 0; i < k.archs.size(); ++i) images.push_back({{"arch", k.archs[i]}, {"bytes", k.image_bytes[i]}});
+    nlohmann::json j = {{"name", k.name}, {"images", images}, {"launch", k.launch}, {"bytes_moved", k.bytes_moved}};
+    if (sources) j["source"] = k.source, j["program"] = k.program;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// Every kernel: name, archs and image sizes, launch rule, bytes moved, then (with
+// `sources`) its portable program and CUDA source.
+void PrintKernels(const Model& model, bool sources) {
+  for (size_t i = 0; i < model.kernels().size(); ++i) {
+    const KernelInfo& k = model.kernels()[i];
+    std::string images;
+    for (size_t a = 0; a < k.archs.size(); ++a) images += fmt::format("{}{} {} B", a ? ", " : "", k.archs[a], k.image_bytes[a]);
+    std::cout << fmt::format("\nkernel {} {}: {}; images: {}; bytes moved per launch: {}\n", i, k.name, k.launch,
+                             images.empty() ? "none (CPU-only artifact)" : images,
+                             k.bytes_moved >= 0 ? std::to_string(k.bytes_moved) : "symbolic");
+    if (!sources) continue;
+    std::cout << "program:\n" << k.program << "source:\n" << k.source << "\n";
+  }
+}
+
+int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
   auto model = Model::Load(path);
   if (!model.ok()) {
     std::cerr << "kiln inspect: " << path << ": " << model.status().ToString() << "\n";
@@ -50,13 +84,18 @@ int Inspect(const std::string& path, bool json, bool traces) {
                           {"inputs", IoJson(model->inputs())},
                           {"outputs", IoJson(model->outputs())},
                           {"entries", entries},
-                          {"kernels", nlohmann::json::array()},
+                          {"kernels", KernelsJson(*model, kernels)},
                           {"weights_bytes", model->weights_bytes()}};
     std::cout << doc.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: format version {}, produced by {}\n", path, model->format_version(), model->producer());
-  std::cout << fmt::format("weights: {} bytes\nkernels: none (CPU backend only)\n", model->weights_bytes());
+  std::set<std::string> archs;
+  for (const KernelInfo& k : model->kernels()) archs.insert(k.archs.begin(), k.archs.end());
+  std::cout << fmt::format("weights: {} bytes\nkernels: {}{}\n", model->weights_bytes(), model->kernels().size(),
+                           model->kernels().empty() ? ""
+                           : archs.empty()          ? " (portable programs only: a CPU-only artifact)"
+                                                    : " for " + Join({archs.begin(), archs.end()}));
   for (const TensorInfo& t : model->inputs())
     std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), ShapeText(t));
   for (const TensorInfo& t : model->outputs())
@@ -72,9 +111,12 @@ int Inspect(const std::string& path, bool json, bool traces) {
     std::cout << "prologue:\n" << e.prologue_text << "\n";
     for (size_t s = 0; s < e.stage_names.size(); ++s) {
       std::cout << fmt::format("stage '{}': {:.3f} ms\n", e.stage_names[s], e.stage_time_ns[s] / 1e6);
-      if (traces) std::cout << e.stage_traces[s] << "\n";
+      // --kernels shows the fusion stage (its regions and cuts) even when traces are hidden.
+      if (traces || (kernels && e.stage_names[s] == "fusion")) std::cout << e.stage_traces[s] << "\n";
     }
   }
+  if (kernels) PrintKernels(*model, true);
+  else if (!model->kernels().empty()) PrintKernels(*model, false);
   if (!traces) std::cout << "\n(traces hidden by --no-traces)\n";
   return 0;
 }
@@ -82,16 +124,21 @@ int Inspect(const std::string& path, bool json, bool traces) {
 }  // namespace
 
 void AddInspectCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Show what a .kiln artifact holds: I/O, entries, prologue, plan, traces");
+  auto* cmd = app.add_subcommand("inspect", "Show what a .kiln artifact holds: I/O, entries, prologue, plan, traces, kernels");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto traces = std::make_shared<bool>(true);
+  auto kernels = std::make_shared<bool>(false);
   cmd->add_option("artifact", *path, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
   cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
-                                 "weights_bytes); entries include every stage's trace unless --no-traces");
+                                 "weights_bytes); entries include every stage's trace unless --no-traces, "
+                                 "kernels their program and source with --kernels");
   cmd->add_flag("--traces,!--no-traces", *traces,
                 "print the trace of every compiler stage (default), or only the summary with --no-traces");
-  cmd->callback([=] { SetExitCode(Inspect(*path, *json, *traces)); });
+  cmd->add_flag("--kernels", *kernels,
+                "print every generated kernel's portable program and CUDA source (archs, image sizes, launch rule "
+                "and bytes moved are always listed), and the 'fusion' stage with its regions and cuts");
+  cmd->callback([=] { SetExitCode(Inspect(*path, *json, *traces, *kernels)); });
 }
 
 }  // namespace kiln::cli

@@ -109,6 +109,7 @@ class RegionLowering : public LowerContext {
     }
     KILN_ASSIGN_OR_RETURN(int32_t value, ValueAt(root, coords));
     b_.AddOutput(out.dtype, out.shape, value, per_row);
+    b_.Compact();
     if (p.domain.size() > static_cast<size_t>(kMaxRank))
       return Unimplemented(fmt::format("the domain has rank {}, more than {}", p.domain.size(), kMaxRank));
     KILN_RETURN_IF_ERROR(fused::Validate(p).WithContext("fused program"));

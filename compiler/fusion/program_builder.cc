@@ -68,10 +68,18 @@ int32_t ProgramBuilder::Fold(const Node& n) {
   }
   if (n.type == ScalarType::kI64) {
     switch (n.op) {
-      case Op::kAdd:
+      case Op::kAdd: {
         if (is_int(n.a, 0)) return n.b;
         if (is_int(n.b, 0)) return n.a;
+        // (x floordiv d) * d + x mod d = x: a view's Ravel of its own Unravel.
+        const Node& m = nodes[n.a];
+        const Node& r = nodes[n.b];
+        if (m.op == Op::kMul && r.op == Op::kMod && m.b == r.b) {
+          const Node& q = nodes[m.a];
+          if (q.op == Op::kFloorDiv && q.a == r.a && q.b == r.b) return r.a;
+        }
         break;
+      }
       case Op::kSub:
         if (is_int(n.b, 0)) return n.a;
         break;
@@ -246,6 +254,32 @@ std::vector<int32_t> ProgramBuilder::Unravel(int32_t linear, const ir::SymShape&
     rest = Binary(Op::kFloorDiv, rest, d);
   }
   return coords;
+}
+
+void ProgramBuilder::Compact() {
+  std::vector<fused::Node>& nodes = p_->nodes;
+  std::vector<char> live(nodes.size(), 0);
+  for (const fused::Output& o : p_->outputs) live[o.value] = 1;
+  for (const fused::Reduction& r : p_->reductions) live[r.value] = 1;
+  for (size_t k = nodes.size(); k-- > 0;) {
+    if (!live[k]) continue;
+    for (int32_t x : {nodes[k].a, nodes[k].b, nodes[k].c})
+      if (x >= 0) live[x] = 1;
+  }
+  std::vector<int32_t> remap(nodes.size(), -1);
+  std::vector<fused::Node> kept;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (!live[k]) continue;
+    fused::Node n = nodes[k];
+    for (int32_t* x : {&n.a, &n.b, &n.c})
+      if (*x >= 0) *x = remap[*x];
+    remap[k] = static_cast<int32_t>(kept.size());
+    kept.push_back(n);
+  }
+  nodes = std::move(kept);
+  for (fused::Output& o : p_->outputs) o.value = remap[o.value];
+  for (fused::Reduction& r : p_->reductions) r.value = remap[r.value];
+  memo_.clear();
 }
 
 }  // namespace kiln::fusion

@@ -68,6 +68,11 @@ class ProgramBuilder {
   int32_t Ravel(std::span<const int32_t> coords, const ir::SymShape& shape);
   std::vector<int32_t> Unravel(int32_t linear, const ir::SymShape& shape);
 
+  // Drops nodes nothing stored or reduced depends on (lowering leaves some behind, e.g. the
+  // coordinates of a view folded away) and renumbers the rest. Call last: the builder must
+  // not be used afterwards.
+  void Compact();
+
   // The symbolic value of each size argument, in argument order.
   const std::vector<ir::Sym>& sizes() const { return sizes_; }
   fused::Program& program() { return *p_; }

@@ -56,6 +56,19 @@ struct EntryInfo {
   int32_t num_instructions = 0;
 };
 
+// One generated kernel of the artifact (the compiler's `fusion` stage made it from a fused
+// region). The CPU backend runs its portable program; the CUDA backend loads the image for
+// the device's arch, or JIT-compiles the PTX.
+struct KernelInfo {
+  std::string name;                  // CUDA entry point, "kiln_<16 hex digits>"
+  std::vector<std::string> archs;    // "sm_90" cubins, "compute_90" PTX; empty: CPU-only artifact
+  std::vector<uint64_t> image_bytes; // size of each image, same order as archs
+  std::string source;                // CUDA C++ source as given to NVRTC
+  std::string program;               // the portable program, printed
+  std::string launch;                // launch rule, e.g. "elementwise, block 256, vector 4, 32-bit indices"
+  int64_t bytes_moved = -1;          // input + output bytes per launch; -1 where shapes are symbolic
+};
+
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
 // mapped file and weights) and may be used from any thread. The mapping lives as long as
 // the last copy and every ExecutionContext made from it.
@@ -75,6 +88,7 @@ class Model {
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<EntryInfo>& entries() const;
+  const std::vector<KernelInfo>& kernels() const;
   uint64_t weights_bytes() const;
 
   struct Impl;
