@@ -9,24 +9,12 @@
 #include <fstream>
 
 #include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 
 namespace {
-
-std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const kiln::compiler::CompileOptions& options = {}) {
-  static int counter = 0;
-  auto path = std::filesystem::temp_directory_path() /
-              ("kiln_compile_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".onnx");
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  auto artifact = kiln::compiler::CompileOnnxFile(path.string(), options, nullptr);
-  std::filesystem::remove(path);
-  REQUIRE_MESSAGE(artifact.ok(), artifact.status().ToString());
-  return *artifact;
-}
 
 // y = Relu(x) * w + 1, x: float32[N, 3].
 onnx::ModelProto AffineModel() {
@@ -60,8 +48,8 @@ TEST_CASE("compile: the artifact round-trips its I/O, entries, stages and weight
   CHECK(model->weights_bytes() >= 16);
   REQUIRE(model->entries().size() == 1);
   const kiln::EntryInfo& e = model->entries()[0];
-  CHECK(e.stage_names == std::vector<std::string>{"import", "canonical", "executors", "plan"});
-  CHECK(e.num_instructions == 3);
+  CHECK(e.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan"});
+  CHECK(e.num_instructions == 1);  // Relu, Mul and Add fused into one kernel
   CHECK(e.stage_traces[1].find("y = Add(m, one)") != std::string::npos);
 
   auto ctx = kiln::ExecutionContext::Create(*model, {});
@@ -79,7 +67,7 @@ TEST_CASE("compile: the artifact round-trips its I/O, entries, stages and weight
 }
 
 TEST_CASE("compile: --shape fixes a symbolic dim, and the prologue then rejects other sizes") {
-  kiln::compiler::CompileOptions options;
+  kiln::compiler::CompileOptions options = CpuOnly();
   options.input_shapes["x"] = {4, -1};
   auto model = kiln::Model::Load(CompileModel(AffineModel(), options));
   REQUIRE(model.ok());

@@ -11,10 +11,15 @@ and every WORK/.../output_N.pb is compared with DIR/.../output_N.pb the way np.a
 |got - want| <= atol + rtol * |want|, with atol 1e-4 and rtol 1e-3 (atol 1e-2 for folders whose
 name starts with "mnist", whose published outputs are only that close). One line per output
 gives the worst absolute error and the worst error relative to the tolerance (<= 1 passes).
+With --compare-unfused, each model is also compiled with `--no-fuse --arch none` (one
+instruction per op), run on the same inputs, and every fused output is compared with the
+unfused one at atol 1e-5, rtol 1e-4: fusion reorders float32 arithmetic and keeps
+normalisation statistics in float32 rather than double, which moves results by a few ulps,
+never by the model's tolerance. A set passes only when both comparisons pass.
 The last line is "N passed, M failed", counting test sets; the exit status is 1 when any set
 fails, including when a kiln command fails.
 
-usage: run_model_dir.py [--kiln build/kiln] [--work build/e2e] DIR...
+usage: run_model_dir.py [--kiln build/kiln] [--work build/e2e] [--compare-unfused] DIR...
 """
 import argparse
 import glob
@@ -74,7 +79,11 @@ def load_tensor(path):
     return numpy_helper.to_array(onnx.load_tensor(path))
 
 
-def compare(want, got, atol):
+UNFUSED_ATOL = 1e-5
+UNFUSED_RTOL = 1e-4
+
+
+def compare(want, got, atol, rtol=RTOL):
     """np.allclose(got, want) (a NaN anywhere fails); returns (ok, worst abs error, worst
     error / tolerance, note)."""
     if want.shape != got.shape:
@@ -85,10 +94,10 @@ def compare(want, got, atol):
         return True, 0.0, 0.0, ""
     w = want.astype(np.float64)
     g = got.astype(np.float64)
-    ok = bool(np.allclose(g, w, rtol=RTOL, atol=atol))
+    ok = bool(np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=False))
     with np.errstate(invalid="ignore"):
         err = np.abs(g - w)
-        ratio = err / (atol + RTOL * np.abs(w))
+        ratio = err / (atol + rtol * np.abs(w))
     finite = ~np.isnan(ratio)
     if not finite.any():
         return ok, float("nan"), float("nan"), "all NaN"
@@ -102,8 +111,35 @@ def compare(want, got, atol):
     return ok, float(err[worst]), float(ratio[worst]), note
 
 
-def check_set(kiln, artifact, model_dir, set_dir, out_dir, atol):
-    """Runs one test set; returns True when every output matches."""
+def check_unfused(kiln, unfused, label, set_dir, out_dir, wanted):
+    """Runs the unfused artifact on the set; True when every fused output in out_dir matches it."""
+    ref_dir = out_dir + "_unfused"
+    shutil.rmtree(ref_dir, ignore_errors=True)
+    args = [kiln, "run", unfused, "--inputs", set_dir, "--outputs", ref_dir]
+    ok, _, output, rc = run_command(args, RUN_TIMEOUT_S)
+    if not ok:
+        show_failure(f"{label}: kiln run (unfused)", args, output, rc)
+        return False
+    all_ok = True
+    for want_path in wanted:
+        fname = os.path.basename(want_path)
+        try:
+            ref = load_tensor(os.path.join(ref_dir, fname))
+            got = load_tensor(os.path.join(out_dir, fname))
+        except Exception as e:
+            say(f"  FAIL {label} {fname}: cannot read the fused or unfused output: {e}")
+            all_ok = False
+            continue
+        ok, worst_abs, worst_ratio, note = compare(ref, got, UNFUSED_ATOL, UNFUSED_RTOL)
+        all_ok = all_ok and ok
+        say(f"  {'ok  ' if ok else 'FAIL'} {label} {fname} fused vs unfused: max|err| {worst_abs:.3g}, "
+            f"worst err/tol {worst_ratio:.3g}{' (' + note + ')' if note else ''}")
+    return all_ok
+
+
+def check_set(kiln, artifact, model_dir, set_dir, out_dir, atol, unfused=None):
+    """Runs one test set; returns True when every output matches (and matches the unfused
+    artifact's, when one is given)."""
     set_name = os.path.basename(set_dir)
     label = f"{os.path.basename(model_dir)}/{set_name}"
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -138,11 +174,13 @@ def check_set(kiln, artifact, model_dir, set_dir, out_dir, atol):
         say(f"  {'ok  ' if ok else 'FAIL'} {label} {fname} '{name}' {want.dtype}{list(want.shape)}: "
             f"max|err| {worst_abs:.3g}, worst err/tol {worst_ratio:.3g}"
             f"{' (' + note + ')' if note else ''}")
+    if unfused:
+        all_ok = check_unfused(kiln, unfused, label, set_dir, out_dir, wanted) and all_ok
     say(f"  {label}: {'passed' if all_ok else 'FAILED'} (run {secs:.2f} s)")
     return all_ok
 
 
-def check_model_dir(kiln, work, model_dir):
+def check_model_dir(kiln, work, model_dir, compare_unfused=False):
     """Compiles and runs one model folder; returns (passed, failed) test-set counts."""
     model_dir = os.path.normpath(model_dir)
     name = os.path.basename(model_dir)
@@ -161,7 +199,15 @@ def check_model_dir(kiln, work, model_dir):
         show_failure(f"{name}: kiln compile", args, output, rc)
         return 0, len(sets)
     say(f"  compiled {artifact} in {secs:.1f} s")
-    passed = sum(check_set(kiln, artifact, model_dir, s, os.path.join(work, name, os.path.basename(s)), atol)
+    unfused = None
+    if compare_unfused:
+        unfused = os.path.join(work, f"{name}.unfused.kiln")
+        args = [kiln, "compile", model, "-o", unfused, "--no-fuse", "--arch", "none", "-q"]
+        ok, _, output, rc = run_command(args, COMPILE_TIMEOUT_S)
+        if not ok:
+            show_failure(f"{name}: kiln compile --no-fuse", args, output, rc)
+            return 0, len(sets)
+    passed = sum(check_set(kiln, artifact, model_dir, s, os.path.join(work, name, os.path.basename(s)), atol, unfused)
                  for s in sets)
     return passed, len(sets) - passed
 
@@ -171,6 +217,8 @@ def main():
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="model folder (model.onnx + test_data_set_*)")
     parser.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="the kiln CLI binary")
     parser.add_argument("--work", default=os.path.join(ROOT, "build", "e2e"), help="where artifacts and outputs go")
+    parser.add_argument("--compare-unfused", action="store_true",
+                        help="also compare every output with an unfused (--no-fuse) compile of the model")
     args = parser.parse_args()
     kiln = os.path.abspath(args.kiln)
     if not os.path.isfile(kiln):
@@ -180,7 +228,7 @@ def main():
         return 1
     passed = failed = 0
     for d in args.dirs:
-        p, f = check_model_dir(kiln, os.path.abspath(args.work), d)
+        p, f = check_model_dir(kiln, os.path.abspath(args.work), d, args.compare_unfused)
         passed += p
         failed += f
     say(f"{passed} passed, {failed} failed")

@@ -1,0 +1,55 @@
+// Test helper: compiles an in-memory ONNX model to artifact bytes through the real driver.
+// Kernels are kept as portable programs (no NVRTC) unless the options ask for archs.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/compile.h"
+#include "kiln/runtime.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln::testing {
+
+inline compiler::CompileOptions CpuOnly() {
+  compiler::CompileOptions o;
+  o.archs.clear();
+  return o;
+}
+
+inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compiler::CompileOptions& options = CpuOnly(),
+                                         compiler::CompileSummary* summary = nullptr) {
+  static int counter = 0;
+  auto path = std::filesystem::temp_directory_path() /
+              ("kiln_compile_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".onnx");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto artifact = compiler::CompileOnnxFile(path.string(), options, summary);
+  std::filesystem::remove(path);
+  REQUIRE_MESSAGE(artifact.ok(), artifact.status().ToString());
+  return *artifact;
+}
+
+// Runs artifact `bytes` on host inputs and returns copies of its outputs as float vectors.
+inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& bytes, std::span<const TensorView> inputs) {
+  auto model = Model::Load(bytes);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<TensorView> out;
+  Status st = ctx->Run(inputs, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  std::vector<std::vector<float>> result;
+  for (const TensorView& t : out) {
+    REQUIRE(t.dtype == DType::kFloat32);
+    const float* p = static_cast<const float*>(t.data);
+    result.emplace_back(p, p + t.num_elements());
+  }
+  return result;
+}
+
+}  // namespace kiln::testing

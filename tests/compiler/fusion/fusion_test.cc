@@ -1,0 +1,236 @@
+// The fusion stage: which ops form one region, where regions are cut and why, and that a
+// fused artifact computes what the unfused one does (hand-computed values and --no-fuse).
+#include "compiler/fusion/fusion.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "compiler/fusion/rules.h"
+#include "runtime/cpu/kernel.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+using namespace kiln::testing;  // NOLINT: the model-building helpers
+
+namespace {
+
+struct Fused {
+  kiln::ir::Trace trace;
+  kiln::fusion::FusionReport report;
+  std::vector<const kiln::ir::Node*> kernels;  // the kiln.Fused nodes
+  std::string log;                             // report lines joined
+};
+
+Fused FuseModel(const onnx::ModelProto& m) {
+  auto canonical = Canonical(m);
+  REQUIRE_MESSAGE(canonical.ok(), canonical.status().ToString());
+  Fused f;
+  auto trace = kiln::fusion::Fuse(canonical->trace, &f.report);
+  REQUIRE_MESSAGE(trace.ok(), trace.status().ToString());
+  f.trace = std::move(*trace);
+  for (const auto& n : f.trace.body.nodes)
+    if (n.fused) f.kernels.push_back(&n);
+  for (const auto& l : f.report.log) f.log += l + "\n";
+  return f;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Compiles `m` fused and unfused and checks both give the same outputs on `inputs`.
+void CheckFusedMatchesUnfused(const onnx::ModelProto& m, std::span<const kiln::TensorView> inputs) {
+  auto fused_opts = CpuOnly();
+  auto unfused_opts = CpuOnly();
+  unfused_opts.fuse = false;
+  auto fused = RunFloat(CompileModel(m, fused_opts), inputs);
+  auto unfused = RunFloat(CompileModel(m, unfused_opts), inputs);
+  REQUIRE(fused.size() == unfused.size());
+  for (size_t o = 0; o < fused.size(); ++o) {
+    REQUIRE(fused[o].size() == unfused[o].size());
+    // Same float32 math in another order: a few ulps, and 1e-6 absolute near zero.
+    for (size_t i = 0; i < fused[o].size(); ++i)
+      REQUIRE_MESSAGE(std::fabs(fused[o][i] - unfused[o][i]) <= 1e-6f + 1e-5f * std::fabs(unfused[o][i]),
+                      "output " << o << " element " << i << ": fused " << fused[o][i] << ", unfused " << unfused[o][i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fusion: an elementwise chain with broadcasts becomes one kernel with the right values") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddFloatInit(g, "w", {3}, {1.0f, 2.0f, 3.0f});
+  AddFloatInit(g, "one", {}, {1.0f});
+  AddNode(g, "Relu", {"x"}, {"r"}, "relu");
+  AddNode(g, "Mul", {"r", "w"}, {"m"}, "mul");
+  AddNode(g, "Add", {"m", "one"}, {"y"}, "add");
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  REQUIRE(f.kernels.size() == 1);
+  CHECK(f.trace.body.nodes.size() == 1);
+  CHECK(f.kernels[0]->fused->members.size() == 3);
+  CHECK(f.report.nodes_before == 3);
+  CHECK(f.report.nodes_after == 1);
+  // The scalar constant is folded into the program; w is its one loaded weight.
+  CHECK(f.kernels[0]->inputs.size() == 2);
+
+  float x[6] = {-1, 1, 2, 3, -4, 0.5f};
+  kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {2, 3})};
+  auto y = RunFloat(CompileModel(m), in);
+  const float expected[6] = {1, 3, 7, 4, 1, 2.5f};  // relu(x) * [1,2,3] + 1
+  for (int i = 0; i < 6; ++i) CHECK(y[0][i] == doctest::Approx(expected[i]));
+}
+
+TEST_CASE("fusion: softmax takes its elementwise prologue and epilogue into one row-reduction kernel") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4", "5"});
+  AddFloatInit(g, "s", {}, {0.5f});
+  AddFloatInit(g, "b", {5}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f});
+  AddNode(g, "Mul", {"x", "s"}, {"xs"}, "scale");
+  AttrInt(AddNode(g, "Softmax", {"xs"}, {"p"}, "softmax"), "axis", -1);
+  AddNode(g, "Add", {"p", "b"}, {"y"}, "bias");
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  REQUIRE(f.kernels.size() == 1);
+  CHECK(f.kernels[0]->fused->reduction == "Softmax");
+  CHECK(f.kernels[0]->fused->program.reductions.size() == 2);  // max, then sum of exp
+
+  std::vector<float> x = Random(20, 1);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {4, 5})};
+  auto y = RunFloat(CompileModel(m), in);
+  for (int r = 0; r < 4; ++r) {
+    double mx = -1e30, sum = 0;
+    for (int c = 0; c < 5; ++c) mx = std::max(mx, 0.5 * x[r * 5 + c]);
+    for (int c = 0; c < 5; ++c) sum += std::exp(0.5 * x[r * 5 + c] - mx);
+    for (int c = 0; c < 5; ++c) {
+      const double want = std::exp(0.5 * x[r * 5 + c] - mx) / sum + 0.1 * (c + 1);
+      CHECK(y[0][r * 5 + c] == doctest::Approx(want).epsilon(1e-5));
+    }
+  }
+  CheckFusedMatchesUnfused(m, in);
+}
+
+TEST_CASE("fusion: a decomposed softmax is two kernels; the row result broadcasts into the epilogue") {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"3", "7"});
+  AddInt64Init(g, "axes", {1}, {1});
+  AddNode(g, "ReduceMax", {"x", "axes"}, {"mx"}, "max");
+  AddNode(g, "Sub", {"x", "mx"}, {"d"}, "sub");
+  AddNode(g, "Exp", {"d"}, {"e"}, "exp");
+  AddNode(g, "ReduceSum", {"e", "axes"}, {"s"}, "sum");
+  AddNode(g, "Div", {"e", "s"}, {"y"}, "div");
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  REQUIRE(f.kernels.size() == 2);
+  CHECK(f.kernels[0]->fused->reduction == "ReduceMax");
+  CHECK(f.kernels[1]->fused->reduction == "ReduceSum");
+  CHECK(f.kernels[1]->fused->members.size() == 4);  // sub, exp, sum, div
+  CHECK(f.kernels[1]->fused->program.outputs[0].per_row == false);
+  CHECK(f.log.find("the region already has a reduction") != std::string::npos);
+
+  std::vector<float> x = Random(21, 2);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {3, 7})};
+  CheckFusedMatchesUnfused(m, in);
+}
+
+TEST_CASE("fusion: cuts at model outputs and at index maps after a reduction, with reasons") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3", "4"});
+  AddNode(g, "Exp", {"x"}, {"e"}, "exp");
+  AddNode(g, "Neg", {"e"}, {"n"}, "neg");            // e is also a model output: cut
+  AttrInt(AddNode(g, "Softmax", {"n"}, {"p"}, "softmax"), "axis", -1);
+  AttrInts(AddNode(g, "Transpose", {"p"}, {"t"}, "transpose"), "perm", {0, 2, 1});  // index map after reduction
+  AddOutput(g, "e");
+  AddOutput(g, "t");
+  Fused f = FuseModel(m);
+  CHECK(f.log.find("cut after Exp 'exp' (output 'e'): it is a model output") != std::string::npos);
+  CHECK(f.log.find("the index map Transpose 'transpose' would follow the reduction") != std::string::npos);
+  CHECK(f.kernels.size() == 3);  // exp | neg+softmax | transpose
+
+  std::vector<float> x = Random(24, 3);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3, 4})};
+  CheckFusedMatchesUnfused(m, in);
+}
+
+TEST_CASE("fusion: data movement fuses as index maps, views fold into index arithmetic") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3", "4"});
+  AddInput(g, "z", {"4", "6"});
+  AddInt64Init(g, "shape", {2}, {6, 4});
+  AddNode(g, "Sigmoid", {"x"}, {"s"}, "sigmoid");
+  AddNode(g, "Reshape", {"s", "shape"}, {"r"}, "reshape");
+  AttrInts(AddNode(g, "Transpose", {"r"}, {"t"}, "transpose"), "perm", {1, 0});
+  AttrInt(AddNode(g, "Concat", {"t", "z"}, {"c"}, "concat"), "axis", 1);
+  AddNode(g, "Tanh", {"c"}, {"y"}, "tanh");
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  REQUIRE(f.kernels.size() == 1);
+  CHECK(f.kernels[0]->fused->members.size() == 5);
+
+  std::vector<float> x = Random(24, 4), z = Random(24, 5);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3, 4}),
+                           kiln::TensorView::Host(z.data(), kiln::DType::kFloat32, {4, 6})};
+  auto y = RunFloat(CompileModel(m), in);
+  // y[i][j] = tanh(j < 6 ? sigmoid(x.flat[j * 4 + i]) : z[i][j - 6])
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 12; ++j) {
+      const float want = std::tanh(j < 6 ? 1.0f / (1.0f + std::exp(-x[j * 4 + i])) : z[i * 6 + (j - 6)]);
+      CHECK(y[0][i * 12 + j] == doctest::Approx(want).epsilon(1e-5));
+    }
+}
+
+TEST_CASE("fusion: layer normalization with a residual prologue and symbolic rows") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "8"});
+  AddInput(g, "res", {"N", "8"});
+  AddFloatInit(g, "gamma", {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  AddFloatInit(g, "beta", {8}, {0, 0, 0, 0, 1, 1, 1, 1});
+  AddNode(g, "Add", {"x", "res"}, {"h"}, "residual");
+  AttrFloat(AddNode(g, "LayerNormalization", {"h", "gamma", "beta"}, {"y"}, "ln"), "epsilon", 1e-5f);
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  REQUIRE(f.kernels.size() == 1);
+  CHECK(f.kernels[0]->fused->program.num_sizes == 1);  // N is a size argument
+
+  for (int64_t n : {1, 3}) {
+    std::vector<float> x = Random(n * 8, 6), r = Random(n * 8, 7);
+    kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {n, 8}),
+                             kiln::TensorView::Host(r.data(), kiln::DType::kFloat32, {n, 8})};
+    CheckFusedMatchesUnfused(m, in);
+  }
+}
+
+TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason to stay on the CPU") {
+  // Ops the CPU backend runs that never reach a fusion decision: the memory planner's own
+  // copy (Identity) is a rule too; the check is strict.
+  for (const kiln::cpu::KernelDef& k : kiln::cpu::AllKernels()) {
+    const kiln::fusion::FusionRule* rule = kiln::fusion::FindRule(k.op);
+    INFO("op " << k.op);
+    REQUIRE(rule != nullptr);
+    switch (rule->kind) {
+      case kiln::fusion::FusionKind::kElementwise:
+      case kiln::fusion::FusionKind::kIndexMap: CHECK(rule->lower != nullptr); break;
+      case kiln::fusion::FusionKind::kReduction:
+        CHECK(rule->lower != nullptr);
+        CHECK(rule->domain != nullptr);
+        break;
+      case kiln::fusion::FusionKind::kLibrary:
+      case kiln::fusion::FusionKind::kCpuOnly: CHECK(!rule->note.empty()); break;
+    }
+  }
+  auto rules = kiln::fusion::AllRules();
+  for (size_t i = 1; i < rules.size(); ++i) CHECK_MESSAGE(rules[i - 1].op < rules[i].op, "duplicate rule " << rules[i].op);
+}
