@@ -58,16 +58,6 @@ std::string EntryName(const std::vector<passes::Assumption>& assumptions) {
   return s;
 }
 
-// The fusion stage: epilogues folded into MatMul/Gemm/Conv, then fused regions.
-Result<ir::Trace> FusionStage(const ir::Trace& canonical, fusion::FusionReport* report) {
-  std::vector<std::string> epilogues;
-  KILN_ASSIGN_OR_RETURN(ir::Trace folded, passes::FoldEpilogues(canonical, &epilogues));
-  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(folded, report));
-  report->log.insert(report->log.begin(), epilogues.begin(), epilogues.end());
-  report->nodes_before = static_cast<int>(canonical.body.nodes.size());
-  return fused;
-}
-
 // Emits the CUDA source of every fused node, merges identical kernels, and compiles them
 // with NVRTC for options.archs (none: a CPU-only artifact).
 Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& record, CompileSummary* summary,
@@ -123,6 +113,21 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
 
 }  // namespace
 
+Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
+                              ir::Trace* folded) {
+  std::vector<std::string> epilogues;
+  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues));
+  fusion::FusionReport report;
+  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
+  if (log) {
+    log->insert(log->end(), epilogues.begin(), epilogues.end());
+    log->insert(log->end(), report.log.begin(), report.log.end());
+  }
+  if (kernels) *kernels = report.fused_kernels;
+  if (folded) *folded = std::move(with_epilogues);
+  return fused;
+}
+
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
                                              CompileSummary* summary) {
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
@@ -162,11 +167,12 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> executors = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> fused = Status(StatusCode::kInternal, "not run");
-    fusion::FusionReport fusion_report;
+    std::vector<std::string> fusion_log;
+    int fused_kernels = 0;
     int64_t executors_ns = 0, plan_ns = 0, fusion_ns = 0;
     if (canonical.ok()) {
       t0 = NowNs();
-      fused = options.fuse ? FusionStage(canonical->trace, &fusion_report) : canonical->trace;
+      fused = options.fuse ? FusionStage(canonical->trace, &fusion_log, &fused_kernels) : canonical->trace;
       fusion_ns = NowNs() - t0;
     }
     if (fused.ok()) {
@@ -196,11 +202,11 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     entry.stages = {{"import", import_text, import_ns}, {"canonical", canonical->trace.Print(), canonical_ns}};
     if (options.fuse) {
       std::string text = fused->Print();
-      for (const std::string& line : fusion_report.log) text += "# " + line + "\n";
+      for (const std::string& line : fusion_log) text += "# " + line + "\n";
       entry.stages.push_back({"fusion", std::move(text), fusion_ns});
-      for (const std::string& line : fusion_report.log) log(fmt::format("entry '{}': fusion: {}", name, line));
-      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, fusion_report.nodes_before,
-                      fusion_report.nodes_after, fusion_report.fused_kernels));
+      for (const std::string& line : fusion_log) log(fmt::format("entry '{}': fusion: {}", name, line));
+      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, canonical->trace.body.nodes.size(),
+                      fused->body.nodes.size(), fused_kernels));
     }
     entry.stages.push_back({"executors", executors->Print(), executors_ns});
     entry.stages.push_back({"plan", PlanText(*plan), plan_ns});

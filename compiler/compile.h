@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/ir/trace.h"
 #include "kiln/status.h"
 
 namespace kiln::compiler {
@@ -50,6 +51,13 @@ struct CompileSummary {
   int cached_jobs = 0;        // of which served from the cache
   int64_t nvrtc_ns = 0;       // wall time of code generation and NVRTC
 };
+
+// The `fusion` stage on its own: epilogues folded into MatMul/Gemm/Conv
+// (compiler/passes/epilogue.h), then fused regions (compiler/fusion/fusion.h). `folded`,
+// when not null, receives the trace after epilogue folding, the one whose node indices
+// FusedKernel::member_nodes refer to. Appends the stage's log lines to `log`.
+Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
+                              ir::Trace* folded = nullptr);
 
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
                                              CompileSummary* summary);

@@ -327,6 +327,7 @@ class Fuser {
     }
     auto& [kernel, inputs] = *built;
     for (int m : region.members) kernel->members.push_back(Describe(t_.body.nodes[m]));
+    kernel->member_nodes = region.members;
     if (region.reduction >= 0) kernel->reduction = t_.body.nodes[region.reduction].op;
     const ir::Node& root = t_.body.nodes[region.root_node];
     ir::Node fused;
