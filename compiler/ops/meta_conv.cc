@@ -1,5 +1,7 @@
-// Meta functions of Conv and ConvTranspose (1-D, 2-D and 3-D).
+// Meta functions of Conv and ConvTranspose (1-D, 2-D and 3-D). Conv also takes the
+// epilogue-annotated form of passes/epilogue.h: Conv(X, W[, B[, residual]]).
 #include "compiler/ops/families.h"
+#include "compiler/ops/meta_epilogue.h"
 #include "compiler/ops/meta_util.h"
 
 namespace kiln::ir {
@@ -79,6 +81,7 @@ Status ConvMeta(MetaContext& ctx) {
   KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(in, w));
   SymShape out = {c.X->shape[0], M};
   out.insert(out.end(), sp.begin(), sp.end());
+  KILN_RETURN_IF_ERROR(CheckEpilogue(ctx, out, c.X->dtype));
   ctx.SetOutput(0, c.X->dtype, out);
   return Status::Ok();
 }

@@ -1,6 +1,10 @@
-// Meta functions of MatMul (numpy matmul rules, including 1-D operands) and Gemm.
+// Meta functions of MatMul (numpy matmul rules, including 1-D operands) and Gemm, with the
+// epilogue-annotated forms of passes/epilogue.h: MatMul(A, B[, bias[, residual]]) and
+// Gemm(A, B[, C[, residual]]).
 #include "compiler/ops/families.h"
+#include "compiler/ops/meta_epilogue.h"
 #include "compiler/ops/meta_util.h"
+#include "runtime/cpu/epilogue.h"
 
 namespace kiln::ir {
 using namespace meta;
@@ -37,6 +41,18 @@ Status MatMulMeta(MetaContext& ctx) {
   SymShape out = *batch;
   if (A->rank() > 1) out.push_back(a[a.size() - 2]);
   if (B->rank() > 1) out.push_back(b[b.size() - 1]);
+  // The annotated form's bias: a vector along the output's last dim (B's columns).
+  if (const Value* bias = ctx.input(static_cast<int>(cpu::kEpilogueBiasInput))) {
+    if (A->dtype != DType::kFloat32 && A->dtype != DType::kFloat64)
+      return InvalidArgument("input bias: expected float32 or float64 operands, found " + DTypeStr(A->dtype));
+    KILN_RETURN_IF_ERROR(CheckSameDType(*A, "A", *bias, "bias"));
+    if (B->rank() < 2)
+      return InvalidArgument("input bias: expected B of rank >= 2 (the bias runs along its columns), "
+                             "found B " + Str(B->shape));
+    KILN_RETURN_IF_ERROR(CheckRank(*bias, "input bias", 1, 1));
+    KILN_RETURN_IF_ERROR(Unify(ctx, out.back(), bias->shape[0], "input bias dim 0 (output columns)"));
+  }
+  KILN_RETURN_IF_ERROR(CheckEpilogue(ctx, out, A->dtype));
   ctx.SetOutput(0, A->dtype, out);
   return Status::Ok();
 }
@@ -74,6 +90,7 @@ Status GemmMeta(MetaContext& ctx) {
       AddGuard(ctx, Eq(c, o));
     }
   }
+  KILN_RETURN_IF_ERROR(CheckEpilogue(ctx, out, A->dtype));
   ctx.SetOutput(0, A->dtype, out);
   return Status::Ok();
 }

@@ -1,5 +1,7 @@
 // Conv (1-D to 3-D and beyond, grouped, dilated) by im2col + SGEMM, and ConvTranspose
-// by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace.
+// by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace. Conv
+// applies the epilogue annotations of compiler/passes/epilogue.h (residual, activation)
+// to each image and group right after its GEMM, while the output is still in cache.
 #include <cblas.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -378,6 +381,8 @@ Status ConvKernel(const KernelCall& call) {
   const TensorRef* bias = OptionalInput(call, 2);
   const int64_t n = x.dims[0], c = x.dims[1], m = w.dims[0];
   KILN_RETURN_IF_ERROR(CheckBias(bias, m, kName));
+  Epilogue epilogue;
+  KILN_RETURN_IF_ERROR(ReadEpilogue(call, kName, &epilogue));
   if (y.num_elements == 0) return Status::Ok();
   const float* px = x.as<const float>();
   const float* pw = w.as<const float>();
@@ -387,6 +392,7 @@ Status ConvKernel(const KernelCall& call) {
     for (int64_t i = 0; i < n * c; ++i) {
       DepthwiseConv2D(px + i * g.in_size, pw + (i % c) * g.kernel_size, pb ? pb[i % c] : 0.0f, g,
                       py + i * g.out_size);
+      ApplyEpilogue(epilogue, y, i * g.out_size, g.out_size);
     }
     return Status::Ok();
   }
@@ -409,9 +415,10 @@ Status ConvKernel(const KernelCall& call) {
         } else {
           std::fill(yg, yg + mg * g.out_size, 0.0f);
         }
-        continue;
+      } else {
+        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg);
       }
-      ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg);
+      ApplyEpilogue(epilogue, y, yg - py, mg * g.out_size);
     }
   }
   return Status::Ok();

@@ -1,9 +1,13 @@
-// MatMul (numpy-style batched, with ONNX's 1-D promotion rules) and Gemm, on OpenBLAS.
+// MatMul (numpy-style batched, with ONNX's 1-D promotion rules) and Gemm, on OpenBLAS, with
+// the epilogue annotations of compiler/passes/epilogue.h (a MatMul bias, a residual, an
+// activation) applied to each GEMM's output while it is still in cache.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -96,6 +100,21 @@ Status MatMulKernel(const KernelCall& call) {
     return OpError(kName, "batch dimensions of " + ShapeStr(a) + " and " + ShapeStr(b) +
                               " do not broadcast to output " + ShapeStr(y));
   }
+  // The annotated form's bias: one value per output column, added by the GEMM (beta = 1
+  // onto rows that start as the bias).
+  const TensorRef* bias = OptionalInput(call, kEpilogueBiasInput);
+  if (bias) {
+    if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64) {
+      return OpError(kName, "a bias needs float32 or float64 operands, found " + DTypeStr(a.dtype));
+    }
+    if (b_vec || bias->dtype != a.dtype || bias->rank != 1 || bias->dims[0] != n) {
+      return OpError(kName, "bias " + ShapeStr(*bias) + " " + DTypeStr(bias->dtype) + " must be a " +
+                                DTypeStr(a.dtype) + " vector of the " + std::to_string(n) +
+                                " output columns (B " + ShapeStr(b) + " must be at least 2-D)");
+    }
+  }
+  Epilogue epilogue;
+  KILN_RETURN_IF_ERROR(ReadEpilogue(call, kName, &epilogue));
   const int64_t batch = Product(y.dims, 0, batch_rank);
   const int64_t a_count = Product(a.dims, 0, a_batch), b_count = Product(b.dims, 0, b_batch);
   auto run = [&](auto tag) {
@@ -104,9 +123,15 @@ Status MatMulKernel(const KernelCall& call) {
     const T* pb = b.as<const T>();
     T* py = y.as<T>();
     if (batch == 0) return;
+    const T beta = bias ? T(1) : T(0);
+    if (bias && n > 0) {
+      const T* pbias = bias->as<const T>();
+      for (int64_t r = 0, rows = y.num_elements / n; r < rows; ++r) std::copy(pbias, pbias + n, py + r * n);
+    }
     // A shared right operand lets the whole batch go through one GEMM.
     if (b_count == 1 && a_count == batch) {
-      Gemm<T>(false, false, batch * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
+      Gemm<T>(false, false, batch * m, n, k, T(1), pa, k, pb, n, beta, py, n);
+      ApplyEpilogue(epilogue, y);
       return;
     }
     NdIndex it(y.dims, batch_rank);
@@ -114,7 +139,8 @@ Status MatMulKernel(const KernelCall& call) {
     do {
       const int64_t oa = it.Offset(sa, batch_rank) * m * k;
       const int64_t ob = it.Offset(sb, batch_rank) * k * n;
-      Gemm<T>(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
+      Gemm<T>(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, beta, py + i * m * n, n);
+      ApplyEpilogue(epilogue, y, i * m * n, m * n);
       ++i;
     } while (it.Next(batch_rank));
   };
@@ -155,6 +181,8 @@ Status GemmKernel(const KernelCall& call) {
     return OpError(kName, "C " + ShapeStr(*c) + " does not broadcast to " + ShapeStr(y));
   }
   if (!c) beta = 0;
+  Epilogue epilogue;
+  KILN_RETURN_IF_ERROR(ReadEpilogue(call, kName, &epilogue));
   auto run = [&](auto tag) {
     using T = decltype(tag);
     T* py = y.as<T>();
@@ -166,6 +194,7 @@ Status GemmKernel(const KernelCall& call) {
     }
     Gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), a.as<const T>(), a.dims[1], b.as<const T>(),
             b.dims[1], static_cast<T>(beta), py, n);
+    ApplyEpilogue(epilogue, y);
   };
   if (!VisitGemmType(a.dtype, run)) return OpError(kName, "unsupported dtype " + DTypeStr(a.dtype));
   return Status::Ok();

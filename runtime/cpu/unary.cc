@@ -5,10 +5,7 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
-
+#include "runtime/cpu/activation.h"
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -57,28 +54,8 @@ Status NumericUnary(const KernelCall& call, std::string_view name, F f) {
 }
 
 template <typename T>
-T SigmoidOf(T x) {
-  // Split by sign so exp never overflows.
-  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
-
-template <typename T>
 T SoftplusOf(T x) {
   return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-}
-
-// max(x, 0) per lane with NaN passed on: MAXPS returns its second operand unless the first
-// is greater, so max(0, x) keeps a NaN x (and -0). GCC will not if-convert the plain loop,
-// and the branch on the sign of activations mispredicts half the time.
-void ReluFloat(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-#if defined(__SSE__)
-  const __m128 zero = _mm_setzero_ps();
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(zero, _mm_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i) y[i] = MaxNaN(x[i], 0.0f);
 }
 
 Status Relu(const KernelCall& c) {
@@ -87,7 +64,7 @@ Status Relu(const KernelCall& c) {
     ReluFloat(c.inputs[0].as<const float>(), c.outputs[0].as<float>(), c.inputs[0].num_elements);
     return Status::Ok();
   }
-  return NumericUnary(c, "Relu", [](auto x) { return MaxNaN(x, decltype(x)(0)); });
+  return NumericUnary(c, "Relu", [](auto x) { return ReluOf(x); });
 }
 Status LeakyRelu(const KernelCall& c) {
   const double alpha = c.attrs.GetFloat("alpha", 0.01f);
@@ -221,20 +198,11 @@ Status Selu(const KernelCall& c) {
 }
 Status Gelu(const KernelCall& c) {
   const std::string_view approx = c.attrs.GetString("approximate", "none");
-  if (approx == "tanh") {
-    return FloatUnary(c, "Gelu", [](auto x) {
-      using T = decltype(x);
-      const T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
-      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-    });
-  }
+  if (approx == "tanh") return FloatUnary(c, "Gelu", [](auto x) { return GeluTanhOf(x); });
   if (approx != "none") {
     return OpError("Gelu", "approximate must be 'none' or 'tanh', got '" + std::string(approx) + "'");
   }
-  return FloatUnary(c, "Gelu", [](auto x) {
-    using T = decltype(x);
-    return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
-  });
+  return FloatUnary(c, "Gelu", [](auto x) { return GeluOf(x); });
 }
 Status HardSigmoid(const KernelCall& c) {
   const double alpha = c.attrs.GetFloat("alpha", 0.2f);
@@ -245,10 +213,7 @@ Status HardSigmoid(const KernelCall& c) {
   });
 }
 Status HardSwish(const KernelCall& c) {
-  return FloatUnary(c, "HardSwish", [](auto x) {
-    using T = decltype(x);
-    return x * ClampNaN(x / T(6) + T(0.5), T(0), T(1));
-  });
+  return FloatUnary(c, "HardSwish", [](auto x) { return HardSwishOf(x); });
 }
 
 Status Not(const KernelCall& call) {

@@ -1,0 +1,18 @@
+// Validation of the epilogue annotations that passes/epilogue.h records on MatMul, Gemm and
+// Conv nodes, shared by their meta functions (meta_matmul.cc, meta_conv.cc).
+#pragma once
+
+#include "compiler/ir/sym.h"
+#include "compiler/ops/registry.h"
+#include "kiln/status.h"
+
+namespace kiln::ir::meta {
+
+// Checks the epilogue attributes (runtime/cpu/epilogue.h parses them, so the compiler and
+// the kernels accept the same forms), that the node has at most 4 inputs, and the residual
+// (input 3): present exactly when epilogue_residual = 1, with the output's dtype and exactly
+// its shape `out` (same rank, every dim the same Sym: no broadcast, no guard). Any epilogue
+// needs a float32 or float64 output, the dtypes the CPU kernels apply epilogues to.
+Status CheckEpilogue(MetaContext& ctx, const SymShape& out, DType out_dtype);
+
+}  // namespace kiln::ir::meta

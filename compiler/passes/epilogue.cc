@@ -1,0 +1,382 @@
+#include "compiler/passes/epilogue.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "compiler/ops/registry.h"
+#include "runtime/cpu/epilogue.h"
+
+namespace kiln::passes {
+namespace {
+
+bool IsFloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+bool SameShape(const ir::SymShape& a, const ir::SymShape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].Same(b[i])) return false;
+  return true;
+}
+
+constexpr size_t kBiasInput = cpu::kEpilogueBiasInput;
+constexpr size_t kResidualInput = cpu::kEpilogueResidualInput;
+
+// Input i of `n`, or kNoValue when the node has fewer inputs.
+ir::ValueId InputOr(const ir::Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : ir::kNoValue; }
+
+bool IsAnchor(const ir::Node& n) { return n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv"; }
+
+// True when `n` already carries an epilogue (this pass ran before, or the node was built so).
+bool HasEpilogue(const ir::Node& n) {
+  if (n.attrs.Has(cpu::kEpilogueActivationAttr) || n.attrs.Has(cpu::kEpilogueResidualAttr) ||
+      n.attrs.Has(cpu::kEpilogueOrderAttr))
+    return true;
+  if (n.inputs.size() > kResidualInput) return true;
+  return n.op == "MatMul" && n.inputs.size() > kBiasInput;
+}
+
+// Readers of every value: `uses` counts every reference (nested blocks and model outputs
+// included); `readers` lists the top-level nodes reading it, once per reference.
+struct Uses {
+  std::vector<int> uses;
+  std::vector<std::vector<int>> readers;
+
+  explicit Uses(const ir::Trace& t) : uses(t.values.size(), 0), readers(t.values.size()) {
+    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
+      for (ir::ValueId id : t.body.nodes[i].inputs) {
+        if (id == ir::kNoValue) continue;
+        ++uses[id];
+        readers[id].push_back(static_cast<int>(i));
+      }
+      for (const auto& [name, block] : t.body.nodes[i].blocks) CountBlock(*block);
+    }
+    for (ir::ValueId id : t.outputs)
+      if (id != ir::kNoValue) ++uses[id];
+  }
+  void CountBlock(const ir::Block& b) {
+    for (const ir::Node& n : b.nodes) {
+      for (ir::ValueId id : n.inputs)
+        if (id != ir::kNoValue) ++uses[id];
+      for (const auto& [name, block] : n.blocks) CountBlock(*block);
+    }
+    for (ir::ValueId id : b.outputs)
+      if (id != ir::kNoValue) ++uses[id];
+  }
+  // The only reader of `id` when it has exactly one reference, from a top-level node.
+  int SoleReader(ir::ValueId id) const {
+    return uses[id] == 1 && readers[id].size() == 1 ? readers[id][0] : -1;
+  }
+};
+
+// The bias values (one per output channel) of constant `c` added to an output of shape
+// `out`, when c varies along `axis` only (or not at all); nullopt otherwise. `channels` is
+// out[axis], which must be static.
+std::optional<std::vector<double>> ChannelBias(const ir::Value& c, const ir::SymShape& out, int axis) {
+  const auto channels = out[axis].value();
+  if (!channels || !c.is_const() || c.rank() > static_cast<int>(out.size())) return std::nullopt;
+  const std::vector<int64_t>& dims = c.data->dims;
+  const int offset = static_cast<int>(out.size()) - static_cast<int>(dims.size());
+  bool along_axis = false;
+  for (int j = 0; j < static_cast<int>(dims.size()); ++j) {
+    if (dims[j] == 1) continue;
+    if (j + offset != axis || dims[j] != *channels) return std::nullopt;
+    along_axis = true;
+  }
+  std::vector<double> v(static_cast<size_t>(*channels));
+  for (int64_t k = 0; k < *channels; ++k) v[k] = c.data->FloatAt(along_axis ? k : 0);
+  return v;
+}
+
+ir::ValueId AddConst(ir::Trace& t, std::string name, DType dtype, std::vector<int64_t> dims,
+                     const std::vector<double>& v) {
+  auto data = std::make_shared<ir::ConstData>();
+  data->dtype = dtype;
+  data->dims = dims;
+  data->bytes.resize(v.size() * DTypeSize(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::kFloat32) {
+      const float f = static_cast<float>(v[i]);
+      std::memcpy(data->bytes.data() + i * sizeof(float), &f, sizeof(float));
+    } else {
+      std::memcpy(data->bytes.data() + i * sizeof(double), &v[i], sizeof(double));
+    }
+  }
+  ir::Value value;
+  value.name = std::move(name);
+  value.dtype = dtype;
+  for (int64_t d : dims) value.shape.push_back(d);
+  value.data = std::move(data);
+  return t.AddValue(std::move(value));
+}
+
+// Rounds to the dtype, so sums made at compile time round as the kernels would.
+double Round(DType dtype, double x) { return dtype == DType::kFloat32 ? static_cast<float>(x) : x; }
+
+// One chain found after an anchor.
+struct Chain {
+  std::vector<int> folded;         // node indices absorbed, in order
+  ir::ValueId result = ir::kNoValue;
+  // bias
+  int bias_node = -1;
+  ir::ValueId bias_const = ir::kNoValue;
+  std::vector<double> bias;
+  // activation
+  cpu::EpilogueActivation act = cpu::EpilogueActivation::kNone;
+  std::string act_desc;  // for the log: "Relu 'relu1'"
+  // residual
+  ir::ValueId residual = ir::kNoValue;
+  bool residual_first = false;
+};
+
+class Folder {
+ public:
+  explicit Folder(ir::Trace& t) : claimed(t.body.nodes.size(), false), t_(t), uses_(t) {}
+
+  // Nodes already part of a chain: a node joins at most one (two anchors may both reach the
+  // Add that sums them; the first takes it, the other then sees its output read by a node
+  // that is taken and stops).
+  std::vector<bool> claimed;
+
+  // Extends `chain` from `tip` with an activation; false when none follows.
+  bool MatchActivation(ir::ValueId tip, Chain& chain) {
+    const ir::Value& x = t_.value(tip);
+    if (const int r = Reader(tip); r >= 0) {
+      const ir::Node& n = t_.body.nodes[r];
+      if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return false;
+      std::optional<cpu::EpilogueActivation> act;
+      if (n.op == "Relu") act = cpu::EpilogueActivation::kRelu;
+      if (n.op == "Sigmoid") act = cpu::EpilogueActivation::kSigmoid;
+      if (n.op == "HardSwish") act = cpu::EpilogueActivation::kHardSwish;
+      if (n.op == "Gelu") {
+        const std::string_view approx = n.attrs.GetString("approximate", "none");
+        if (approx == "none") act = cpu::EpilogueActivation::kGelu;
+        if (approx == "tanh") act = cpu::EpilogueActivation::kGeluTanh;
+      }
+      if (!act || !Keeps(x, n.outputs[0])) return false;
+      chain.act = *act;
+      chain.act_desc = std::string(cpu::EpilogueActivationName(*act)) + " '" + n.name + "'";
+      chain.folded.push_back(r);
+      chain.result = n.outputs[0];
+      return true;
+    }
+    // SiLU: x read by exactly Sigmoid(x) -> s and Mul(x, s) / Mul(s, x), s read only by the Mul.
+    if (uses_.uses[tip] != 2 || uses_.readers[tip].size() != 2) return false;
+    int sig = uses_.readers[tip][0], mul = uses_.readers[tip][1];
+    if (claimed[sig] || claimed[mul]) return false;
+    if (t_.body.nodes[sig].op != "Sigmoid") std::swap(sig, mul);
+    const ir::Node& s = t_.body.nodes[sig];
+    const ir::Node& m = t_.body.nodes[mul];
+    if (sig == mul || s.op != "Sigmoid" || m.op != "Mul") return false;
+    if (s.inputs.size() != 1 || s.outputs.size() != 1 || s.outputs[0] == ir::kNoValue) return false;
+    const ir::ValueId sv = s.outputs[0];
+    if (m.inputs.size() != 2 || m.outputs.size() != 1 || m.outputs[0] == ir::kNoValue) return false;
+    const bool operands =
+        (m.inputs[0] == tip && m.inputs[1] == sv) || (m.inputs[0] == sv && m.inputs[1] == tip);
+    if (!operands || Reader(sv) != mul || !Keeps(x, sv) || !Keeps(x, m.outputs[0])) return false;
+    chain.act = cpu::EpilogueActivation::kSilu;
+    chain.act_desc = "SiLU (Sigmoid '" + s.name + "', Mul '" + m.name + "')";
+    chain.folded.push_back(sig);
+    chain.folded.push_back(mul);
+    chain.result = m.outputs[0];
+    return true;
+  }
+
+  // Extends `chain` from `tip` with a residual add; false when none follows.
+  bool MatchResidual(ir::ValueId tip, Chain& chain) {
+    const int r = Reader(tip);
+    if (r < 0) return false;
+    const ir::Node& n = t_.body.nodes[r];
+    if (n.op != "Add" || n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue)
+      return false;
+    const ir::ValueId other = n.inputs[0] == tip ? n.inputs[1] : n.inputs[0];
+    if (other == tip || other == ir::kNoValue) return false;
+    const ir::Value& x = t_.value(tip);
+    const ir::Value& o = t_.value(other);
+    if (o.is_const() || o.sym || o.dtype != x.dtype || !SameShape(o.shape, x.shape)) return false;
+    if (!Keeps(x, n.outputs[0])) return false;
+    chain.residual = other;
+    chain.folded.push_back(r);
+    chain.result = n.outputs[0];
+    return true;
+  }
+
+  // Extends `chain` from the anchor's output with a bias add; false when none follows or it
+  // cannot be folded into this anchor.
+  bool MatchBias(const ir::Node& anchor, ir::ValueId tip, Chain& chain) {
+    const int r = Reader(tip);
+    if (r < 0) return false;
+    const ir::Node& n = t_.body.nodes[r];
+    if (n.op != "Add" || n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue)
+      return false;
+    const ir::ValueId c = n.inputs[0] == tip ? n.inputs[1] : n.inputs[0];
+    if (c == tip || c == ir::kNoValue) return false;
+    const ir::Value& x = t_.value(tip);
+    const ir::Value& cv = t_.value(c);
+    if (!cv.is_const() || cv.dtype != x.dtype || !Keeps(x, n.outputs[0])) return false;
+    const int axis = anchor.op == "Conv" ? 1 : x.rank() - 1;
+    if (axis < 0 || axis >= x.rank()) return false;
+    // A MatMul bias runs along B's columns; with a 1-D B the last output dim is A's rows.
+    if (anchor.op == "MatMul" && t_.value(anchor.inputs[1]).rank() < 2) return false;
+    auto bias = ChannelBias(cv, x.shape, axis);
+    if (!bias) return false;
+    // An existing Conv bias or Gemm C must be a constant to be merged with this one.
+    const ir::ValueId own = InputOr(anchor, kBiasInput);
+    if (own != ir::kNoValue && !t_.value(own).is_const()) return false;
+    chain.bias_node = r;
+    chain.bias_const = c;
+    chain.bias = std::move(*bias);
+    chain.folded.push_back(r);
+    chain.result = n.outputs[0];
+    return true;
+  }
+
+  // The chain after `anchor`, or nullopt when nothing folds.
+  std::optional<Chain> Match(const ir::Node& anchor) {
+    if (anchor.outputs.size() != 1 || anchor.outputs[0] == ir::kNoValue || anchor.inputs.size() < 2)
+      return std::nullopt;
+    const ir::ValueId out = anchor.outputs[0];
+    if (!IsFloatType(t_.value(out).dtype) || HasEpilogue(anchor)) return std::nullopt;
+    Chain chain;
+    chain.result = out;
+    MatchBias(anchor, out, chain);
+    if (MatchActivation(chain.result, chain)) {
+      MatchResidual(chain.result, chain);
+    } else if (MatchResidual(chain.result, chain)) {
+      chain.residual_first = MatchActivation(chain.result, chain);
+    }
+    if (chain.folded.empty()) return std::nullopt;
+    return chain;
+  }
+
+  // Rewrites `node` (a copy of the anchor) into its annotated form for `chain`.
+  void Annotate(ir::Node& node, const Chain& chain) {
+    const DType dtype = t_.value(node.outputs[0]).dtype;
+    if (chain.bias_node >= 0) {
+      const int64_t n = static_cast<int64_t>(chain.bias.size());
+      const ir::ValueId old = InputOr(node, kBiasInput);
+      ir::ValueId bias = ir::kNoValue;
+      if (old == ir::kNoValue) {
+        const ir::Value& c = t_.value(chain.bias_const);
+        // The constant itself when it already is the [N] vector; a reshaped copy otherwise.
+        if (c.data->dims == std::vector<int64_t>{n}) {
+          bias = chain.bias_const;
+        } else {
+          bias = AddConst(t_, c.name + "#bias", dtype, {n}, chain.bias);
+        }
+      } else if (node.op == "Conv") {
+        const ir::ConstData& b = *t_.value(old).data;
+        std::vector<double> sum(chain.bias.size());
+        for (int64_t k = 0; k < n; ++k) sum[k] = Round(dtype, b.FloatAt(k) + chain.bias[k]);
+        bias = AddConst(t_, node.name + "#bias", dtype, {n}, sum);
+      } else {
+        // Gemm: beta * C (broadcast to [M or 1, N]) + bias, with beta then 1.
+        const ir::ConstData& cd = *t_.value(old).data;
+        const double beta = node.attrs.GetFloat("beta", 1.0f);
+        const int64_t rows = cd.dims.size() == 2 ? cd.dims[0] : 1;
+        const int64_t cols = cd.dims.empty() ? 1 : cd.dims.back();
+        std::vector<double> merged(static_cast<size_t>(rows * n));
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const double cval = cd.FloatAt(i * cols + (cols == 1 ? 0 : j));
+            merged[i * n + j] = Round(dtype, Round(dtype, beta * cval) + chain.bias[j]);
+          }
+        std::vector<int64_t> dims = rows == 1 && cd.dims.size() < 2 ? std::vector<int64_t>{n}
+                                                                     : std::vector<int64_t>{rows, n};
+        bias = AddConst(t_, node.name + "#bias", dtype, dims, merged);
+      }
+      if (node.inputs.size() <= kBiasInput) node.inputs.resize(kBiasInput + 1, ir::kNoValue);
+      node.inputs[kBiasInput] = bias;
+      if (node.op == "Gemm") node.attrs.SetFloat("beta", 1.0f);
+    }
+    if (chain.act != cpu::EpilogueActivation::kNone)
+      node.attrs.SetString(std::string(cpu::kEpilogueActivationAttr),
+                           std::string(cpu::EpilogueActivationName(chain.act)));
+    if (chain.residual != ir::kNoValue) {
+      node.inputs.resize(kResidualInput + 1, ir::kNoValue);
+      node.inputs[kResidualInput] = chain.residual;
+      node.attrs.SetInt(std::string(cpu::kEpilogueResidualAttr), 1);
+    }
+    node.attrs.SetString(std::string(cpu::kEpilogueOrderAttr),
+                         std::string(chain.residual_first ? cpu::kEpilogueOrderResidualFirst
+                                                          : cpu::kEpilogueOrderActFirst));
+    node.outputs[0] = chain.result;
+  }
+
+  std::string Describe(const ir::Node& anchor, const Chain& chain) const {
+    std::vector<std::string> parts;
+    if (chain.bias_node >= 0) parts.push_back("bias '" + t_.value(chain.bias_const).name + "'");
+    std::string residual;
+    if (chain.residual != ir::kNoValue) residual = "residual '" + t_.value(chain.residual).name + "'";
+    if (chain.residual_first && !residual.empty()) parts.push_back(residual);
+    if (!chain.act_desc.empty()) parts.push_back(chain.act_desc);
+    if (!chain.residual_first && !residual.empty()) parts.push_back(residual);
+    std::string line = anchor.name + " (" + anchor.op + "): folded ";
+    for (size_t i = 0; i < parts.size(); ++i) line += (i ? ", " : "") + parts[i];
+    return line + " into the epilogue";
+  }
+
+ private:
+  // The only reader of `id`, unless it is taken by another chain; -1 otherwise.
+  int Reader(ir::ValueId id) const {
+    const int r = uses_.SoleReader(id);
+    return r >= 0 && !claimed[r] ? r : -1;
+  }
+
+  // True when value `out` keeps the dtype and shape of `x` (an elementwise step).
+  bool Keeps(const ir::Value& x, ir::ValueId out) const {
+    const ir::Value& o = t_.value(out);
+    return o.dtype == x.dtype && SameShape(o.shape, x.shape);
+  }
+
+  ir::Trace& t_;
+  Uses uses_;
+};
+
+}  // namespace
+
+Result<ir::Trace> FoldEpilogues(const ir::Trace& canonical, std::vector<std::string>* log) {
+  ir::Trace t = canonical;
+  t.stage = "epilogue";
+  Folder folder(t);
+  const size_t count = t.body.nodes.size();
+  // Each anchor's annotated node replaces the chain's last node (where every input of the
+  // chain, the residual included, is already computed); the other nodes of the chain go.
+  std::vector<std::optional<ir::Node>> placed(count);
+  int folded = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const ir::Node& anchor = t.body.nodes[i];
+    if (!IsAnchor(anchor)) continue;
+    std::optional<Chain> chain = folder.Match(anchor);
+    if (!chain) continue;
+    ir::Node node = anchor;
+    folder.Annotate(node, *chain);
+    KILN_RETURN_IF_ERROR(ir::InferNode(t, node));
+    if (log) log->push_back(folder.Describe(anchor, *chain));
+    int last = chain->folded.front();
+    for (int j : chain->folded) {
+      folder.claimed[j] = true;
+      last = std::max(last, j);
+    }
+    folder.claimed[i] = true;
+    placed[last] = std::move(node);
+    ++folded;
+  }
+  std::vector<ir::Node> nodes;
+  nodes.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (placed[i]) {
+      nodes.push_back(std::move(*placed[i]));
+    } else if (!folder.claimed[i]) {
+      nodes.push_back(std::move(t.body.nodes[i]));
+    }
+  }
+  t.body.nodes = std::move(nodes);
+  t.provenance = "epilogues (bias, activation, residual) folded into " + std::to_string(folded) +
+                 " MatMul/Gemm/Conv nodes";
+  return t;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,428 @@
+// The epilogue pass: which chains fold into MatMul, Gemm and Conv and which do not, the
+// annotated form it writes, and (end to end through the runtime) that the folded trace
+// computes what the unfolded one does.
+#include "compiler/passes/epilogue.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/passes/executors.h"
+#include "compiler/passes/memory_plan.h"
+#include "compiler/serialize/artifact_writer.h"
+#include "kiln/runtime.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+using namespace kiln::testing;  // NOLINT: the model-building helpers
+using kiln::ir::Node;
+using kiln::passes::FoldEpilogues;
+
+namespace {
+
+struct Folded {
+  Trace canonical;
+  Trace trace;
+  std::vector<std::string> log;
+};
+
+Folded Fold(const onnx::ModelProto& m) {
+  auto c = Canonical(m);
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  Folded f;
+  f.canonical = c->trace;
+  auto t = FoldEpilogues(f.canonical, &f.log);
+  REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  f.trace = std::move(*t);
+  return f;
+}
+
+std::vector<std::string> Ops(const Trace& t) {
+  std::vector<std::string> ops;
+  for (const auto& n : t.body.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+// Names of a node's inputs ("" for an absent one).
+std::vector<std::string> Inputs(const Trace& t, const Node& n) {
+  std::vector<std::string> names;
+  for (auto id : n.inputs) names.push_back(id == kiln::ir::kNoValue ? "" : t.value(id).name);
+  return names;
+}
+
+std::vector<double> ConstValues(const Trace& t, kiln::ir::ValueId id) {
+  REQUIRE(t.value(id).is_const());
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.value(id).data->num_elements(); ++i) v.push_back(t.value(id).data->FloatAt(i));
+  return v;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Runs `trace` through the remaining stages and the runtime on float32 inputs (static
+// shapes); returns each output's elements.
+std::vector<std::vector<float>> Execute(const Trace& trace, const std::vector<std::vector<float>>& inputs) {
+  auto executors = kiln::passes::AssignExecutors(trace);
+  REQUIRE_MESSAGE(executors.ok(), executors.status().ToString());
+  auto plan = kiln::passes::PlanMemory(*executors);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().ToString());
+  kiln::serialize::ArtifactRecord record;
+  record.source = "epilogue_test.onnx";
+  kiln::serialize::EntryRecord entry;
+  entry.name = "default";
+  entry.stages = {{"epilogue", trace.Print(), 0}};
+  entry.plan = std::move(*plan);
+  record.entries.push_back(std::move(entry));
+  auto bytes = kiln::serialize::WriteArtifact(record);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
+  auto model = kiln::Model::Load(std::span<const uint8_t>(bytes->data(), bytes->size()));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = kiln::ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<std::vector<int64_t>> dims(inputs.size());
+  std::vector<kiln::TensorView> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (const auto& d : trace.value(trace.inputs[i]).shape) dims[i].push_back(*d.value());
+    in.push_back(kiln::TensorView::Host(inputs[i].data(), kiln::DType::kFloat32, dims[i].data(),
+                                        static_cast<int32_t>(dims[i].size())));
+  }
+  std::vector<kiln::TensorView> out;
+  kiln::Status st = ctx->Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  std::vector<std::vector<float>> result;
+  for (const auto& o : out) {
+    int64_t n = 1;
+    for (int i = 0; i < o.rank; ++i) n *= o.dims[i];
+    const float* p = static_cast<const float*>(o.data);
+    result.emplace_back(p, p + n);
+  }
+  return result;
+}
+
+// The folded and the canonical trace give the same outputs on random inputs (to an ulp or
+// so: a folded bias is summed in another order).
+void CheckSameResults(const Folded& f) {
+  std::vector<std::vector<float>> inputs;
+  uint32_t seed = 7;
+  for (auto id : f.canonical.inputs) {
+    int64_t n = 1;
+    for (const auto& d : f.canonical.value(id).shape) n *= *d.value();
+    inputs.push_back(RandomFloats(static_cast<size_t>(n), seed++));
+  }
+  const auto expected = Execute(f.canonical, inputs);
+  const auto actual = Execute(f.trace, inputs);
+  REQUIRE(actual.size() == expected.size());
+  for (size_t o = 0; o < actual.size(); ++o) {
+    REQUIRE(actual[o].size() == expected[o].size());
+    for (size_t i = 0; i < actual[o].size(); ++i) {
+      INFO("output " << o << " index " << i);
+      CHECK(std::fabs(actual[o][i] - expected[o][i]) <= 1e-5f * (1 + std::fabs(expected[o][i])));
+    }
+  }
+}
+
+// x[2,3] -> MatMul(W[3,4]) -> Add(bias[4]) -> Relu -> Add(r[2,4]) -> y
+onnx::ModelProto MatMulChain() {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddInput(g, "r", {"2", "4"});
+  AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 1));
+  AddFloatInit(g, "bias", {4}, {0.5f, -1, 2, 0});
+  AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+  AddNode(g, "Add", {"m", "bias"}, {"mb"}, "add_bias");
+  AddNode(g, "Relu", {"mb"}, {"a"}, "relu1");
+  AddNode(g, "Add", {"a", "r"}, {"y"}, "add_res");
+  AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("epilogue: MatMul + bias + Relu + residual folds into one annotated MatMul") {
+  Folded f = Fold(MatMulChain());
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"MatMul"});
+  const Node& n = f.trace.body.nodes[0];
+  CHECK(n.name == "mm");
+  CHECK(Inputs(f.trace, n) == std::vector<std::string>{"x", "W", "bias", "r"});
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "Relu");
+  CHECK(n.attrs.GetInt("epilogue_residual", 0) == 1);
+  CHECK(n.attrs.GetString("epilogue_order", "") == "bias,act,residual");
+  CHECK(f.trace.value(n.outputs[0]).name == "y");
+  CHECK(f.trace.stage == "epilogue");
+  CHECK(f.log ==
+        std::vector<std::string>{"mm (MatMul): folded bias 'bias', Relu 'relu1', residual 'r' "
+                                 "into the epilogue"});
+  CheckSameResults(f);
+  // Running the pass again changes nothing.
+  std::vector<std::string> log;
+  auto again = FoldEpilogues(f.trace, &log);
+  REQUIRE(again.ok());
+  again->provenance = f.trace.provenance;  // which counts the nodes folded by each run
+  CHECK(again->Print() == f.trace.Print());
+  CHECK(log.empty());
+}
+
+TEST_CASE("epilogue: ResNet's Conv -> Add(bias) -> Add(shortcut) -> Relu keeps its order") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "5", "5"});
+  AddInput(g, "r", {"1", "3", "5", "5"});
+  AddFloatInit(g, "W", {3, 2, 3, 3}, RandomFloats(54, 2));
+  AddFloatInit(g, "b", {1, 3, 1, 1}, {0.25f, -0.5f, 1});
+  AttrInts(AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Add", {"c", "b"}, {"cb"}, "bias_add");
+  AddNode(g, "Add", {"r", "cb"}, {"s"}, "res_add");  // the shortcut as the first operand
+  AddNode(g, "Relu", {"s"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Conv"});
+  const Node& n = f.trace.body.nodes[0];
+  REQUIRE(n.inputs.size() == 4);
+  CHECK(Inputs(f.trace, n)[3] == "r");
+  CHECK(f.trace.value(n.inputs[2]).data->dims == std::vector<int64_t>{3});  // [1,3,1,1] as B: [3]
+  CHECK(ConstValues(f.trace, n.inputs[2]) == std::vector<double>{0.25, -0.5, 1});
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "Relu");
+  CHECK(n.attrs.GetString("epilogue_order", "") == "bias,residual,act");
+  CHECK(f.log ==
+        std::vector<std::string>{"conv1 (Conv): folded bias 'b', residual 'r', Relu 'relu' "
+                                 "into the epilogue"});
+  CheckSameResults(f);
+}
+
+TEST_CASE("epilogue: a Conv's own bias and an added constant are summed; Sigmoid+Mul is SiLU") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "2", "4", "4"});
+  AddFloatInit(g, "W", {3, 2, 1, 1}, RandomFloats(6, 3));
+  AddFloatInit(g, "B", {3}, {1, 2, 3});
+  AddFloatInit(g, "k", {3, 1, 1}, {0.5f, 0.25f, -4});
+  AddNode(g, "Conv", {"x", "W", "B"}, {"c"}, "conv");
+  AddNode(g, "Add", {"k", "c"}, {"cb"}, "add");
+  AddNode(g, "Sigmoid", {"cb"}, {"s"}, "sig");
+  AddNode(g, "Mul", {"s", "cb"}, {"y"}, "mul");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Conv"});
+  const Node& n = f.trace.body.nodes[0];
+  CHECK(n.inputs.size() == 3);
+  CHECK(ConstValues(f.trace, n.inputs[2]) == std::vector<double>{1.5, 2.25, -1});
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "SiLU");
+  CHECK(!n.attrs.Has("epilogue_residual"));
+  CHECK(f.log ==
+        std::vector<std::string>{"conv (Conv): folded bias 'k', SiLU (Sigmoid 'sig', Mul 'mul') "
+                                 "into the epilogue"});
+  CheckSameResults(f);
+}
+
+TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1; Gelu tanh") {
+  auto m = MakeModel(20);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddFloatInit(g, "W", {4, 3}, RandomFloats(12, 4));
+  AddFloatInit(g, "bias", {1, 4}, {1, -1, 0.5f, 0});
+  auto* gemm = AddNode(g, "Gemm", {"x", "W"}, {"t"}, "fc");
+  AttrInt(gemm, "transB", 1);
+  AttrFloat(gemm, "alpha", 0.5f);
+  AttrFloat(gemm, "beta", 3.0f);  // no C: beta does not matter, and becomes 1
+  AddNode(g, "Add", {"t", "bias"}, {"tb"}, "add");
+  auto* gelu = AddNode(g, "Gelu", {"tb"}, {"y"}, "gelu");
+  auto* a = gelu->add_attribute();
+  a->set_name("approximate");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("tanh");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Gemm"});
+  const Node& n = f.trace.body.nodes[0];
+  REQUIRE(n.inputs.size() == 3);
+  CHECK(f.trace.value(n.inputs[2]).data->dims == std::vector<int64_t>{4});
+  CHECK(ConstValues(f.trace, n.inputs[2]) == std::vector<double>{1, -1, 0.5, 0});
+  CHECK(n.attrs.GetFloat("beta", 0) == 1.0f);
+  CHECK(n.attrs.GetFloat("alpha", 0) == 0.5f);
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "GeluTanh");
+  CheckSameResults(f);
+}
+
+TEST_CASE("epilogue: a constant Gemm C is merged with the bias as beta * C + bias; HardSwish") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"3", "2"});
+  AddFloatInit(g, "W", {2, 4}, RandomFloats(8, 5));
+  AddFloatInit(g, "C", {3, 1}, {1, 2, 3});
+  AddFloatInit(g, "bias", {4}, {0, 10, 20, 30});
+  AttrFloat(AddNode(g, "Gemm", {"x", "W", "C"}, {"t"}, "fc"), "beta", 2.0f);
+  AddNode(g, "Add", {"t", "bias"}, {"tb"}, "add");
+  AddNode(g, "HardSwish", {"tb"}, {"y"}, "hs");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Gemm"});
+  const Node& n = f.trace.body.nodes[0];
+  CHECK(f.trace.value(n.inputs[2]).data->dims == std::vector<int64_t>{3, 4});
+  CHECK(ConstValues(f.trace, n.inputs[2]) ==
+        std::vector<double>{2, 12, 22, 32, 4, 14, 24, 34, 6, 16, 26, 36});
+  CHECK(n.attrs.GetFloat("beta", 0) == 1.0f);
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "HardSwish");
+  CheckSameResults(f);
+}
+
+TEST_CASE("epilogue: the Add of two Convs folds into the first only, which moves after the second") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "3", "3"});
+  AddFloatInit(g, "W1", {2, 2, 1, 1}, RandomFloats(4, 6));
+  AddFloatInit(g, "W2", {2, 2, 1, 1}, RandomFloats(4, 7));
+  AddNode(g, "Conv", {"x", "W1"}, {"c1"}, "conv1");
+  AddNode(g, "Conv", {"x", "W2"}, {"c2"}, "conv2");
+  AddNode(g, "Add", {"c1", "c2"}, {"s"}, "sum");
+  AddNode(g, "Sigmoid", {"s"}, {"y"}, "sig");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Conv", "Conv"});
+  CHECK(f.trace.body.nodes[0].name == "conv2");
+  CHECK(f.trace.body.nodes[0].attrs.items().empty());
+  const Node& n = f.trace.body.nodes[1];
+  CHECK(n.name == "conv1");
+  CHECK(Inputs(f.trace, n) == std::vector<std::string>{"x", "W1", "", "c2"});
+  CHECK(n.attrs.GetString("epilogue_order", "") == "bias,residual,act");
+  CHECK(f.log.size() == 1);
+  CheckSameResults(f);
+}
+
+TEST_CASE("epilogue: a model output inside the chain stops it there") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddInput(g, "r", {"2", "4"});
+  AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 8));
+  AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+  AddNode(g, "Relu", {"m"}, {"a"}, "relu");
+  AddNode(g, "Add", {"a", "r"}, {"y"}, "add");
+  AddOutput(g, "a");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"MatMul", "Add"});
+  CHECK(f.trace.value(f.trace.body.nodes[0].outputs[0]).name == "a");
+  CHECK(f.trace.body.nodes[0].inputs.size() == 2);
+  CHECK(f.log == std::vector<std::string>{"mm (MatMul): folded Relu 'relu' into the epilogue"});
+  CheckSameResults(f);
+
+  // The product itself a model output: nothing folds.
+  auto m2 = MakeModel(17);
+  g = m2.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 9));
+  AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+  AddNode(g, "Relu", {"m"}, {"a"}, "relu");
+  AddOutput(g, "m");
+  AddOutput(g, "a");
+  Folded f2 = Fold(m2);
+  CHECK(Ops(f2.trace) == std::vector<std::string>{"MatMul", "Relu"});
+  CHECK(f2.log.empty());
+}
+
+TEST_CASE("epilogue: what does not fold") {
+  SUBCASE("a bias that is not a constant") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"2", "3"});
+    AddInput(g, "b", {"4"});
+    AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 10));
+    AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+    AddNode(g, "Add", {"m", "b"}, {"y"}, "add");
+    AddOutput(g, "y");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "Add"});
+    CHECK(f.log.empty());
+  }
+  SUBCASE("a product with two readers") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"2", "3"});
+    AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 11));
+    AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+    AddNode(g, "Relu", {"m"}, {"a"}, "relu");
+    AddNode(g, "Sigmoid", {"m"}, {"s"}, "sig");
+    AddOutput(g, "a");
+    AddOutput(g, "s");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "Relu", "Sigmoid"});
+  }
+  SUBCASE("a residual that broadcasts") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"2", "3"});
+    AddInput(g, "r", {"1", "4"});
+    AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 12));
+    AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+    AddNode(g, "Add", {"m", "r"}, {"y"}, "add");
+    AddOutput(g, "y");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "Add"});
+  }
+  SUBCASE("an integer MatMul") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"2", "3"}, onnx::TensorProto::INT64);
+    AddInt64Init(g, "W", {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    AddInt64Init(g, "b", {4}, {1, -1, 1, -1});
+    AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+    AddNode(g, "Add", {"m", "b"}, {"mb"}, "add");
+    AddNode(g, "Relu", {"mb"}, {"y"}, "relu");
+    AddOutput(g, "y");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "Add", "Relu"});
+  }
+  SUBCASE("a Conv bias of shape [C] runs along the last axis, not the channels") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"1", "2", "2", "2"});
+    AddFloatInit(g, "W", {2, 2, 1, 1}, RandomFloats(4, 13));
+    AddFloatInit(g, "k", {2}, {1, 2});
+    AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
+    AddNode(g, "Add", {"c", "k"}, {"y"}, "add");
+    AddOutput(g, "y");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add"});
+  }
+  SUBCASE("a Sigmoid whose output is also read elsewhere is no SiLU") {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"2", "3"});
+    AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 14));
+    AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+    AddNode(g, "Sigmoid", {"m"}, {"s"}, "sig");
+    AddNode(g, "Mul", {"m", "s"}, {"y"}, "mul");
+    AddOutput(g, "y");
+    AddOutput(g, "s");
+    Folded f = Fold(m);
+    CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "Sigmoid", "Mul"});
+  }
+}
+
+TEST_CASE("epilogue: symbolic batch dims fold when the residual has the same symbols") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "3"});
+  AddInput(g, "r", {"N", "4"});
+  AddInput(g, "q", {"M", "4"});
+  AddFloatInit(g, "W", {3, 4}, RandomFloats(12, 15));
+  AddFloatInit(g, "W2", {3, 4}, RandomFloats(12, 16));
+  AddNode(g, "MatMul", {"x", "W"}, {"m"}, "mm");
+  AddNode(g, "Add", {"m", "r"}, {"y"}, "add");
+  AddNode(g, "MatMul", {"x", "W2"}, {"m2"}, "mm2");
+  AddNode(g, "Add", {"m2", "q"}, {"z"}, "add2");  // N vs M: equal only by a guard, not folded
+  AddOutput(g, "y");
+  AddOutput(g, "z");
+  Folded f = Fold(m);
+  CHECK(Ops(f.trace) == std::vector<std::string>{"MatMul", "MatMul", "Add"});
+  CHECK(f.log == std::vector<std::string>{"mm (MatMul): folded residual 'r' into the epilogue"});
+}
+
+}  // namespace
