@@ -1,0 +1,308 @@
+// NVRTC compilation of generated kernels: a job per (kernel, arch) on a pool of threads,
+// each first looking in the on-disk cache. NVRTC programs are independent objects, and the
+// NVRTC API may be called from several threads at once.
+#include "compiler/codegen/nvrtc_compiler.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#ifdef KILN_HAVE_NVRTC
+#include <nvrtc.h>
+#endif
+
+namespace kiln::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Cache entry layout: magic, payload size, XXH64 of the payload, the entry's key, payload.
+constexpr char kCacheMagic[8] = {'K', 'I', 'L', 'N', 'K', 'C', '0', '1'};
+constexpr size_t kCacheHeader = 32;
+
+bool ValidArch(const std::string& arch, bool* ptx) {
+  std::string digits;
+  if (arch.rfind("sm_", 0) == 0) {
+    *ptx = false;
+    digits = arch.substr(3);
+  } else if (arch.rfind("compute_", 0) == 0) {
+    *ptx = true;
+    digits = arch.substr(8);
+  } else {
+    return false;
+  }
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.pop_back();
+  if (digits.size() < 2 || digits.size() > 3) return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+void PutU64(std::string* s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetU64(const std::string& s, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+
+// The payload of a valid cache entry for `key`, or false.
+bool ReadCache(const fs::path& path, uint64_t key, std::vector<uint8_t>* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad() || bytes.size() < kCacheHeader) return false;
+  if (std::memcmp(bytes.data(), kCacheMagic, sizeof(kCacheMagic)) != 0) return false;
+  const uint64_t size = GetU64(bytes, 8), sum = GetU64(bytes, 16), stored_key = GetU64(bytes, 24);
+  if (stored_key != key || size != bytes.size() - kCacheHeader) return false;
+  const char* payload = bytes.data() + kCacheHeader;
+  if (XXH64(payload, size, 0) != sum) return false;
+  out->assign(payload, payload + size);
+  return true;
+}
+
+// Writes an entry through a temporary file and a rename; failures are ignored (the cache
+// is an optimisation).
+void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& data) {
+  std::string bytes(kCacheMagic, sizeof(kCacheMagic));
+  PutU64(&bytes, data.size());
+  PutU64(&bytes, XXH64(data.data(), data.size(), 0));
+  PutU64(&bytes, key);
+  bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
+  const size_t tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  fs::path tmp = path;
+  tmp += fmt::format(".{}.{:x}.tmp", static_cast<long>(::getpid()), tid);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+#ifdef KILN_HAVE_NVRTC
+
+const std::vector<std::string>& BaseOptions() {
+  static const std::vector<std::string> opts = {"-std=c++17"};
+  return opts;
+}
+
+std::string NvrtcVersion() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return fmt::format("{}.{}", major, minor);
+}
+
+Status NvrtcCompile(const EmittedKernel& k, const std::string& arch, bool ptx, std::vector<uint8_t>* out) {
+  nvrtcProgram prog = nullptr;
+  const std::string file = k.name + ".cu";
+  nvrtcResult r = nvrtcCreateProgram(&prog, k.source.c_str(), file.c_str(), 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) {
+    return Internal(fmt::format("NVRTC could not create a program for kernel '{}': {}", k.name, nvrtcGetErrorString(r)));
+  }
+  std::vector<std::string> opts = BaseOptions();
+  opts.push_back("--gpu-architecture=" + arch);
+  std::vector<const char*> argv;
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+  r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  Status st;
+  if (r != NVRTC_SUCCESS) {
+    size_t log_size = 0;
+    std::string log;
+    if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+      log.resize(log_size);
+      if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
+      while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    }
+    st = Internal(fmt::format("NVRTC failed to compile kernel '{}' for {}: {}\n{}", k.name, arch,
+                              nvrtcGetErrorString(r), log));
+  } else {
+    size_t size = 0;
+    r = ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size);
+    if (r == NVRTC_SUCCESS) {
+      out->resize(size);
+      r = ptx ? nvrtcGetPTX(prog, reinterpret_cast<char*>(out->data()))
+              : nvrtcGetCUBIN(prog, reinterpret_cast<char*>(out->data()));
+    }
+    if (r != NVRTC_SUCCESS) {
+      st = Internal(fmt::format("NVRTC could not return the {} of kernel '{}' for {}: {}", ptx ? "PTX" : "cubin",
+                                k.name, arch, nvrtcGetErrorString(r)));
+    }
+  }
+  nvrtcDestroyProgram(&prog);
+  return st;
+}
+
+#endif  // KILN_HAVE_NVRTC
+
+}  // namespace
+
+std::vector<std::string> DefaultArchs() { return {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "compute_90"}; }
+
+bool HaveNvrtc() {
+#ifdef KILN_HAVE_NVRTC
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string DefaultKernelCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return (fs::path(xdg) / "kiln" / "kernels").string();
+  const char* home = std::getenv("HOME");
+  if (home && home[0] != '\0') return (fs::path(home) / ".cache" / "kiln" / "kernels").string();
+  return "";
+}
+
+std::function<void(int, int, int)> TerminalProgress() {
+  if (!::isatty(STDERR_FILENO)) return [](int, int, int) {};
+  return [](int done, int total, int cached) {
+    std::fprintf(stderr, "\rcompiling kernels: %d/%d (%d cached)%s", done, total, cached, done == total ? "\n" : "");
+    std::fflush(stderr);
+  };
+}
+
+Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel>& kernels,
+                                                 const CompileKernelOptions& options) {
+  std::vector<bool> arch_ptx(options.archs.size());
+  for (size_t a = 0; a < options.archs.size(); ++a) {
+    bool ptx = false;
+    if (!ValidArch(options.archs[a], &ptx)) {
+      return InvalidArgument(fmt::format("arch '{}': expected sm_NN (a cubin) or compute_NN (PTX), e.g. sm_90",
+                                         options.archs[a]));
+    }
+    arch_ptx[a] = ptx;
+  }
+#ifndef KILN_HAVE_NVRTC
+  if (kernels.empty() || options.archs.empty()) {
+    if (options.stats) *options.stats = CompileStats{};
+    std::vector<KernelImages> none;
+    for (const EmittedKernel& k : kernels) none.push_back({k.name, {}});
+    return none;
+  }
+  return Unimplemented("this kiln was built without NVRTC (no CUDA toolkit at build time); use --arch none");
+#else
+  // Kernels with identical sources are compiled once.
+  std::vector<size_t> unique;            // kernel index of each unique source
+  std::vector<size_t> unique_of(kernels.size());
+  {
+    std::map<std::string_view, size_t> seen;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      auto [it, added] = seen.emplace(kernels[k].source, unique.size());
+      if (added) unique.push_back(k);
+      unique_of[k] = it->second;
+    }
+  }
+  struct Job {
+    size_t kernel;  // index into kernels
+    size_t arch;    // index into options.archs
+    std::vector<uint8_t> data;
+    Status status;
+  };
+  std::vector<Job> jobs;
+  for (size_t u : unique) {
+    for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status()});
+  }
+
+  std::string cache_dir;
+  if (options.use_cache) {
+    cache_dir = options.cache_dir.empty() ? DefaultKernelCacheDir() : options.cache_dir;
+    std::error_code ec;
+    if (!cache_dir.empty()) fs::create_directories(cache_dir, ec);
+    if (ec) cache_dir.clear();  // no cache this time; compiling still works
+  }
+  std::string key_suffix = "nvrtc " + NvrtcVersion();
+  for (const std::string& o : BaseOptions()) key_suffix += '\0' + o;
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  int done = 0, cached = 0, compiled = 0;
+  const int total = static_cast<int>(jobs.size());
+  auto worker = [&]() {
+    for (;;) {
+      const size_t j = next.fetch_add(1);
+      if (j >= jobs.size() || failed.load()) return;
+      Job& job = jobs[j];
+      const EmittedKernel& k = kernels[job.kernel];
+      const std::string& arch = options.archs[job.arch];
+      const bool ptx = arch_ptx[job.arch];
+      std::string key_text = k.source;
+      key_text += '\0';
+      key_text += arch;
+      key_text += '\0';
+      key_text += key_suffix;
+      const uint64_t key = XXH64(key_text.data(), key_text.size(), 0);
+      const fs::path path = cache_dir.empty() ? fs::path() : fs::path(cache_dir) / (Hex(key) + (ptx ? ".ptx" : ".cubin"));
+      bool hit = !cache_dir.empty() && ReadCache(path, key, &job.data);
+      if (!hit) {
+        job.status = NvrtcCompile(k, arch, ptx, &job.data);
+        if (!job.status.ok()) failed.store(true);
+        if (job.status.ok() && !cache_dir.empty()) WriteCache(path, key, job.data);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      if (hit) ++cached;
+      else if (job.status.ok()) ++compiled;
+      if (options.progress) options.progress(done, total, cached);
+    }
+  };
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min(threads, total));
+  if (total > 0) {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+  }
+  if (options.stats) *options.stats = CompileStats{total, cached, compiled};
+  for (Job& job : jobs) {
+    if (!job.status.ok()) return job.status;
+  }
+
+  std::vector<KernelImages> out(kernels.size());
+  std::vector<size_t> first_job(unique.size());
+  for (size_t u = 0; u < unique.size(); ++u) first_job[u] = u * options.archs.size();
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    out[k].kernel = kernels[k].name;
+    const size_t base = first_job[unique_of[k]];
+    for (size_t a = 0; a < options.archs.size(); ++a) {
+      const Job& job = jobs[base + a];
+      out[k].images.push_back({options.archs[a], arch_ptx[a], job.data});
+    }
+  }
+  return out;
+#endif
+}
+
+}  // namespace kiln::codegen
