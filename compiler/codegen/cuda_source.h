@@ -18,8 +18,9 @@
 //     at run time when the element count is a multiple of 4 and the vector pointers are
 //     16-byte aligned; otherwise the scalar loop does it all). A good grid is
 //     ceil(n / (block * vector)), capped (e.g. at 65535 or a multiple of the SM count).
-//   - kRowReduction: blockDim.x must be `block` (a multiple of 32); blocks stride over the
-//     rows (grid.x = min(rows, cap) is fine), the block's threads over the columns.
+//   - kRowReduction: blockDim.x = `block` (32..256, a power of two; any multiple of 32 up
+//     to `block` also works); blocks stride over the rows (grid.x = min(rows, cap) is
+//     fine), the block's threads over the columns. Static shared memory only (<= 768 B).
 //   - index_bits 32: every dim is constant and every element count is below 2^31, so the
 //     kernel decomposes indices in 32-bit arithmetic; 64 otherwise.
 #pragma once

@@ -52,6 +52,8 @@ bool ValidArch(const std::string& arch, bool* ptx) {
   return true;
 }
 
+#ifdef KILN_HAVE_NVRTC
+
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
@@ -108,8 +110,6 @@ void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& 
   fs::rename(tmp, path, ec);
   if (ec) fs::remove(tmp, ec);
 }
-
-#ifdef KILN_HAVE_NVRTC
 
 const std::vector<std::string>& BaseOptions() {
   static const std::vector<std::string> opts = {"-std=c++17"};
