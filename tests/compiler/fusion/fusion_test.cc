@@ -222,10 +222,10 @@ TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason 
     REQUIRE(rule != nullptr);
     switch (rule->kind) {
       case kiln::fusion::FusionKind::kElementwise:
-      case kiln::fusion::FusionKind::kIndexMap: CHECK(rule->lower != nullptr); break;
+      case kiln::fusion::FusionKind::kIndexMap: CHECK(static_cast<bool>(rule->lower)); break;
       case kiln::fusion::FusionKind::kReduction:
-        CHECK(rule->lower != nullptr);
-        CHECK(rule->domain != nullptr);
+        CHECK(static_cast<bool>(rule->lower));
+        CHECK(static_cast<bool>(rule->domain));
         break;
       case kiln::fusion::FusionKind::kLibrary:
       case kiln::fusion::FusionKind::kCpuOnly: CHECK(!rule->note.empty()); break;
