@@ -1,0 +1,1392 @@
+// The CPU interpreter of fused programs (runtime/fused/program.h).
+//
+// Evaluation is blocked: a block is `nr` rows x `nc` columns of the domain (at most B
+// elements, B = BlockSize), and each node is computed for the whole block before the next
+// one, into its own slot of 8-byte values in the workspace. The switch over the op is
+// therefore paid once per node per block, and each op is a tight loop GCC vectorizes at -O2
+// (groups of kLanes over the block padded to a multiple of kLanes, __restrict slots).
+//
+// Two shapes of block, chosen per launch:
+//  - whole rows: when a row has at most B columns, a block holds floor(B / columns) whole
+//    rows (B rows of one column when nothing is reduced). The reductions and the full
+//    outputs then see the same block elements, so a node computed for reduction 0 is
+//    reused by reduction 1 and by the outputs (the "incremental" node lists);
+//  - split rows: a longer row is cut into blocks of columns, and each reduction and the
+//    full outputs make their own pass over the row's blocks, recomputing what they need
+//    (the "full" node lists).
+// Per-row outputs are a final pass with one element per row (every reduced coordinate 0).
+// When the reduced axes are the trailing ones (or none), a block is a run of consecutive
+// domain elements: kLinear is an iota, coordinates are runs and stores are contiguous.
+// Otherwise the block's indices come from odometers over the kept and the reduced axes.
+// kLinear and kCoord are only computed when the program reads them.
+//
+// Numerics: kF32 nodes compute in float and kF64 in double, as the CUDA kernels do. A kF32
+// sum reduction accumulates in double (as the CPU Softmax kernel does) and is rounded to
+// float when kAcc reads it.
+//
+// kCast follows program.h: float -> integer truncates toward zero, saturates at the target
+// dtype's range and maps NaN to 0; integer -> narrower integer wraps (two's complement);
+// -> bool is x != 0 (NaN gives 1); -> float16/bfloat16 rounds to nearest even through
+// runtime/half.h, as the CPU Cast kernel does. The CPU Cast kernel (runtime/cpu/cast.cc)
+// agrees except for floats outside the target integer's range, which it saturates at the
+// int64 range and then wraps (ONNX leaves that case undefined).
+#include "runtime/cpu/fused.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/kernel_util.h"
+#include "runtime/half.h"
+
+namespace kiln::cpu {
+namespace {
+
+using fused::Node;
+using fused::Op;
+using fused::Program;
+using fused::ReduceOp;
+using fused::ScalarType;
+
+// Bigger programs get smaller blocks, so the value slots stay near the cache size.
+int BlockSize(size_t num_nodes) { return num_nodes <= 256 ? 256 : num_nodes <= 1024 ? 128 : 64; }
+
+size_t Align64(size_t x) { return (x + 63) & ~size_t{63}; }
+
+// Loops run in groups of kLanes elements (see Map1 below).
+constexpr int kLanes = 16;
+
+// Byte offsets of the workspace's parts (relative to the 64-byte aligned base).
+struct Layout {
+  int block = 0;        // B: elements per block, a multiple of kLanes
+  size_t slot = 0;      // elements per value slot: B plus kLanes of slack for run fills
+  size_t values = 0;    // one slot per node
+  size_t linear = 0;    // the block elements' linear indices
+  size_t coords = 0;    // per domain axis: the block elements' coordinates
+  size_t rowbase = 0;   // per row of the block: linear index with reduced coordinates 0
+  size_t rowcoord = 0;  // per kept axis: the rows' coordinates
+  size_t coloff = 0;    // per column of the block: linear offset of its reduced coordinates
+  size_t colcoord = 0;  // per reduced axis: the columns' coordinates
+  size_t acc = 0;       // per reduction: one accumulator per row of the block
+  size_t lists = 0;     // per pass: the full and the incremental node list
+  size_t counts = 0;    // their lengths
+  size_t marks = 0;     // two bytes per node, to build the lists
+  size_t total = 0;
+};
+
+Layout MakeLayout(const Program& p) {
+  Layout l;
+  const size_t n = p.nodes.size(), rank = p.domain.size(), k = p.reductions.size();
+  const size_t b = BlockSize(n);
+  const size_t passes = k + 2;
+  l.block = static_cast<int>(b);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off = Align64(off + bytes);
+    return at;
+  };
+  l.slot = b + kLanes;
+  l.values = take(n * l.slot * 8);
+  l.linear = take(l.slot * 8);
+  l.coords = take(rank * l.slot * 8);
+  l.rowbase = take(b * 8);
+  l.rowcoord = take(rank * b * 8);
+  l.coloff = take(b * 8);
+  l.colcoord = take(rank * b * 8);
+  l.acc = take(k * b * 8);
+  l.lists = take(2 * passes * n * sizeof(int32_t));
+  l.counts = take(2 * passes * sizeof(int32_t));
+  l.marks = take(2 * n);
+  l.total = off + 64;  // room to align the caller's pointer
+  return l;
+}
+
+// ---- Loops ---------------------------------------------------------------------------------
+//
+// GCC's -O2 vectorizer only takes loops that need no scalar epilogue and no run-time alias
+// check, so the loops below run over groups of kLanes with __restrict pointers. Pure ops
+// compute the whole padded block (Pad(n) <= B elements): the tail past n is zero-filled by
+// the leaves (loads, coordinates, accumulators) and its results are never stored.
+
+inline int Pad(int n) { return (n + kLanes - 1) & ~(kLanes - 1); }
+
+template <typename T>
+inline T* As(uint8_t* p) {
+  return reinterpret_cast<T*>(p);
+}
+template <typename T>
+inline const T* As(const uint8_t* p) {
+  return reinterpret_cast<const T*>(p);
+}
+
+// o[j] = f(x[j]) for j < m, m a multiple of kLanes. (GCC honours __restrict on
+// parameters, not on locals, hence the typed inner functions.)
+template <typename O, typename X, typename F>
+inline void Map1T(O* __restrict po, const X* __restrict px, int m, F f) {
+  for (int j = 0; j < m; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) po[j + k] = f(px[j + k]);
+  }
+}
+template <typename O, typename X, typename F>
+inline void Map1(void* o, const void* x, int m, F f) {
+  Map1T(static_cast<O*>(o), static_cast<const X*>(x), m, f);
+}
+template <typename O, typename X, typename F>
+inline void Map2T(O* __restrict po, const X* __restrict px, const X* __restrict py, int m, F f) {
+  for (int j = 0; j < m; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) po[j + k] = f(px[j + k], py[j + k]);
+  }
+}
+template <typename O, typename X, typename F>
+inline void Map2(void* o, const void* x, const void* y, int m, F f) {
+  Map2T(static_cast<O*>(o), static_cast<const X*>(x), static_cast<const X*>(y), m, f);
+}
+// o[j] = f(x[j]) for j < n, any n (stores to tensors, contiguous loads).
+template <typename O, typename X, typename F>
+inline void MapN(O* __restrict po, const X* __restrict px, int n, F f) {
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) po[j + k] = f(px[j + k]);
+  }
+  for (; j < n; ++j) po[j] = f(px[j]);
+}
+
+// ---- Element conversions ------------------------------------------------------------------
+
+template <typename T>
+int64_t SatToInt(double d) {
+  if (d != d) return 0;
+  if constexpr (std::is_same_v<T, int64_t>) {
+    if (d >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+    if (d <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(d);
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    if (!(d > 0)) return 0;
+    if (d >= 18446744073709551616.0) return static_cast<int64_t>(std::numeric_limits<uint64_t>::max());
+    return static_cast<int64_t>(static_cast<uint64_t>(d));
+  } else {
+    constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+    constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+    return static_cast<int64_t>(static_cast<T>(d < lo ? lo : d > hi ? hi : d));
+  }
+}
+
+// kCast of m values of type S (int64_t, float or double) to dtype dt, held in its compute
+// type.
+template <typename S>
+void CastTo(DType dt, const void* x, void* o, int m) {
+  constexpr bool kFromInt = std::is_same_v<S, int64_t>;
+  switch (dt) {
+    case DType::kFloat32:
+      Map1<float, S>(o, x, m, [](S v) { return static_cast<float>(v); });
+      return;
+    case DType::kFloat16:
+      Map1<float, S>(o, x, m, [](S v) { return HalfToFloat(FloatToHalf(static_cast<float>(v))); });
+      return;
+    case DType::kBFloat16:
+      Map1<float, S>(o, x, m, [](S v) { return BF16ToFloat(FloatToBF16(static_cast<float>(v))); });
+      return;
+    case DType::kFloat64:
+      Map1<double, S>(o, x, m, [](S v) { return static_cast<double>(v); });
+      return;
+    case DType::kBool:
+      Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return v != 0; });
+      return;
+    default:
+      break;
+  }
+  if constexpr (kFromInt) {
+    // Integer narrowing wraps, as a C cast does.
+    switch (dt) {
+      case DType::kInt8:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<int8_t>(v); });
+        return;
+      case DType::kUInt8:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<uint8_t>(v); });
+        return;
+      case DType::kInt16:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<int16_t>(v); });
+        return;
+      case DType::kUInt16:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<uint16_t>(v); });
+        return;
+      case DType::kInt32:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<int32_t>(v); });
+        return;
+      case DType::kUInt32:
+        Map1<int64_t, S>(o, x, m, [](S v) -> int64_t { return static_cast<uint32_t>(v); });
+        return;
+      default:
+        std::memcpy(o, x, static_cast<size_t>(m) * 8);
+        return;  // int64, uint64
+    }
+  } else {
+    // Float to integer truncates toward zero and saturates; NaN gives 0.
+    switch (dt) {
+      case DType::kInt8:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<int8_t>(v); });
+        return;
+      case DType::kUInt8:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<uint8_t>(v); });
+        return;
+      case DType::kInt16:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<int16_t>(v); });
+        return;
+      case DType::kUInt16:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<uint16_t>(v); });
+        return;
+      case DType::kInt32:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<int32_t>(v); });
+        return;
+      case DType::kUInt32:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<uint32_t>(v); });
+        return;
+      case DType::kInt64:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<int64_t>(v); });
+        return;
+      case DType::kUInt64:
+        Map1<int64_t, S>(o, x, m, [](S v) { return SatToInt<uint64_t>(v); });
+        return;
+      default:
+        return;
+    }
+  }
+}
+
+// Gathers base[idx[j]] converted by `conv`; false (with the bad index) when one is out of
+// [0, count). Runs of consecutive indices (the common case: loads at kLinear, broadcasts
+// along the innermost axis) and repeated indices take vectorizable paths.
+template <typename S, typename D, typename F>
+bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int n, int64_t count, D* __restrict out,
+             int64_t* bad, F conv) {
+  if (n == 0) return true;
+  const int64_t i0 = idx[0];
+  uint64_t run = 0, same = 0;
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      run |= static_cast<uint64_t>(idx[j + k] ^ (i0 + j + k));
+      same |= static_cast<uint64_t>(idx[j + k] ^ i0);
+    }
+  }
+  for (; j < n; ++j) {
+    run |= static_cast<uint64_t>(idx[j] ^ (i0 + j));
+    same |= static_cast<uint64_t>(idx[j] ^ i0);
+  }
+  if (i0 >= 0 && i0 < count) {
+    if (same == 0) {
+      const D v = conv(src[i0]);
+      for (j = 0; j < n; ++j) out[j] = v;
+      return true;
+    }
+    if (run == 0 && n <= count - i0) {
+      MapN(out, src + i0, n, conv);
+      return true;
+    }
+  }
+  for (j = 0; j < n; ++j) {
+    const int64_t k = idx[j];
+    if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(count)) {
+      *bad = k;
+      return false;
+    }
+    out[j] = conv(src[k]);
+  }
+  return true;
+}
+
+template <typename S, typename D, typename F>
+bool Gather(const void* base, const int64_t* idx, int n, int64_t count, D* out, int64_t* bad, F conv) {
+  return GatherT(static_cast<const S*>(base), idx, n, count, out, bad, conv);
+}
+
+bool LoadInput(const TensorRef& in, const int64_t* idx, int n, uint8_t* out, int64_t* bad) {
+  int64_t* oi = reinterpret_cast<int64_t*>(out);
+  auto widen = [](auto v) { return static_cast<int64_t>(v); };
+  switch (in.dtype) {
+    case DType::kFloat32:
+      return Gather<float>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+                           [](float v) { return v; });
+    case DType::kFloat16:
+      return Gather<uint16_t>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+                              [](uint16_t v) { return HalfToFloat(v); });
+    case DType::kBFloat16:
+      return Gather<uint16_t>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+                              [](uint16_t v) { return BF16ToFloat(v); });
+    case DType::kFloat64:
+      return Gather<double>(in.data, idx, n, in.num_elements, reinterpret_cast<double*>(out), bad,
+                            [](double v) { return v; });
+    case DType::kInt8:
+      return Gather<int8_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kUInt8:
+      return Gather<uint8_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kInt16:
+      return Gather<int16_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kUInt16:
+      return Gather<uint16_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kInt32:
+      return Gather<int32_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kUInt32:
+      return Gather<uint32_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kInt64:
+      return Gather<int64_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kUInt64:
+      return Gather<uint64_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+    case DType::kBool:
+      return Gather<uint8_t>(in.data, idx, n, in.num_elements, oi, bad,
+                             [](uint8_t v) { return static_cast<int64_t>(v != 0); });
+    default:
+      return true;  // not reached: RunFused checked the dtype against the spec
+  }
+}
+
+// Writes the block's values of an output: element j goes to dst[pos[j]] or, when pos is
+// null, to dst[first + j].
+template <typename D, typename S, typename F>
+void Scatter(void* dst, const int64_t* pos, int64_t first, const uint8_t* slot, int n, F conv) {
+  D* d = static_cast<D*>(dst);
+  const S* v = As<S>(slot);
+  if (pos == nullptr) {
+    MapN(d + first, v, n, conv);
+  } else {
+    for (int j = 0; j < n; ++j) d[pos[j]] = conv(v[j]);
+  }
+}
+
+void StoreOutput(const TensorRef& out, const uint8_t* slot, const int64_t* pos, int64_t first, int n) {
+  auto same = [](auto x) { return x; };
+  void* d = out.data;
+  switch (out.dtype) {
+    case DType::kFloat32:
+      Scatter<float, float>(d, pos, first, slot, n, same);
+      return;
+    case DType::kFloat16:
+      Scatter<uint16_t, float>(d, pos, first, slot, n, [](float x) { return FloatToHalf(x); });
+      return;
+    case DType::kBFloat16:
+      Scatter<uint16_t, float>(d, pos, first, slot, n, [](float x) { return FloatToBF16(x); });
+      return;
+    case DType::kFloat64:
+      Scatter<double, double>(d, pos, first, slot, n, same);
+      return;
+    case DType::kInt64:
+      Scatter<int64_t, int64_t>(d, pos, first, slot, n, same);
+      return;
+    default:
+      break;
+  }
+  // Narrower integers wrap, as a C cast does; bool is x != 0.
+  auto narrow = [&](auto tag) {
+    using D = decltype(tag);
+    Scatter<D, int64_t>(d, pos, first, slot, n, [](int64_t x) { return static_cast<D>(x); });
+  };
+  switch (out.dtype) {
+    case DType::kInt8:
+      narrow(int8_t{});
+      return;
+    case DType::kUInt8:
+      narrow(uint8_t{});
+      return;
+    case DType::kInt16:
+      narrow(int16_t{});
+      return;
+    case DType::kUInt16:
+      narrow(uint16_t{});
+      return;
+    case DType::kInt32:
+      narrow(int32_t{});
+      return;
+    case DType::kUInt32:
+      narrow(uint32_t{});
+      return;
+    case DType::kUInt64:
+      narrow(uint64_t{});
+      return;
+    case DType::kBool:
+      Scatter<uint8_t, int64_t>(d, pos, first, slot, n,
+                                [](int64_t x) { return static_cast<uint8_t>(x != 0); });
+      return;
+    default:
+      return;
+  }
+}
+
+// ---- Scalar semantics ---------------------------------------------------------------------
+
+inline int64_t WrapAdd(int64_t x, int64_t y) {
+  return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+}
+inline int64_t WrapSub(int64_t x, int64_t y) {
+  return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+}
+inline int64_t WrapMul(int64_t x, int64_t y) {
+  return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+}
+inline int64_t WrapNeg(int64_t x) { return static_cast<int64_t>(0 - static_cast<uint64_t>(x)); }
+
+// Truncating division and C remainder without the two undefined cases: y == 0 gives 0 and
+// INT64_MIN / -1 wraps to INT64_MIN (remainder 0).
+inline int64_t DivI(int64_t x, int64_t y) {
+  if (y == 0) return 0;
+  if (y == -1) return WrapNeg(x);
+  return x / y;
+}
+inline int64_t FmodI(int64_t x, int64_t y) {
+  if (y == 0 || y == -1) return 0;
+  return x % y;
+}
+inline int64_t ModI(int64_t x, int64_t y) {
+  const int64_t r = FmodI(x, y);
+  return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+inline int64_t FloorDivI(int64_t x, int64_t y) {
+  if (y == 0) return 0;
+  if (y == -1) return WrapNeg(x);
+  const int64_t q = x / y;
+  return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+template <typename T>
+inline T ModF(T x, T y) {
+  const T r = std::fmod(x, y);
+  return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+
+// NaN in either operand gives NaN (ONNX Min/Max).
+template <typename T>
+inline T MinOf(T x, T y) {
+  return (x < y || x != x) ? x : y;
+}
+template <typename T>
+inline T MaxOf(T x, T y) {
+  return (x > y || x != x) ? x : y;
+}
+
+// ---- Block evaluation ----------------------------------------------------------------------
+
+// f over the node's own type (x and result of one type).
+template <typename F>
+void Unary(ScalarType t, uint8_t* o, const uint8_t* x, int n, F f) {
+  switch (t) {
+    case ScalarType::kI64:
+      Map1<int64_t, int64_t>(o, x, n, f);
+      return;
+    case ScalarType::kF32:
+      Map1<float, float>(o, x, n, f);
+      return;
+    case ScalarType::kF64:
+      Map1<double, double>(o, x, n, f);
+      return;
+  }
+}
+template <typename F>
+void FloatUnary(ScalarType t, uint8_t* o, const uint8_t* x, int n, F f) {
+  if (t == ScalarType::kF32)
+    Map1<float, float>(o, x, n, f);
+  else
+    Map1<double, double>(o, x, n, f);
+}
+template <typename F>
+void Binary(ScalarType t, uint8_t* o, const uint8_t* x, const uint8_t* y, int n, F f) {
+  switch (t) {
+    case ScalarType::kI64:
+      Map2<int64_t, int64_t>(o, x, y, n, f);
+      return;
+    case ScalarType::kF32:
+      Map2<float, float>(o, x, y, n, f);
+      return;
+    case ScalarType::kF64:
+      Map2<double, double>(o, x, y, n, f);
+      return;
+  }
+}
+// Comparisons: operands of type `t`, kI64 result.
+template <typename F>
+void Compare(ScalarType t, uint8_t* o, const uint8_t* x, const uint8_t* y, int n, F f) {
+  auto g = [&](auto a, auto b) { return static_cast<int64_t>(f(a, b)); };
+  switch (t) {
+    case ScalarType::kI64:
+      Map2<int64_t, int64_t>(o, x, y, n, g);
+      return;
+    case ScalarType::kF32:
+      Map2<int64_t, float>(o, x, y, n, g);
+      return;
+    case ScalarType::kF64:
+      Map2<int64_t, double>(o, x, y, n, g);
+      return;
+  }
+}
+
+template <typename T>
+void SelectT(T* __restrict po, const int64_t* __restrict pc, const T* __restrict py, const T* __restrict pz,
+             int m) {
+  for (int j = 0; j < m; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) po[j + k] = pc[j + k] != 0 ? py[j + k] : pz[j + k];
+  }
+}
+template <typename T>
+void Select(void* o, const void* cond, const void* y, const void* z, int m) {
+  SelectT(static_cast<T*>(o), static_cast<const int64_t*>(cond), static_cast<const T*>(y),
+          static_cast<const T*>(z), m);
+}
+
+// What went wrong in a block, reported after it.
+struct Fault {
+  int32_t node = -1;
+  int64_t index = 0;
+  int64_t bound = 0;
+};
+
+// Everything a block evaluation reads.
+struct Eval {
+  const Program* p = nullptr;
+  std::span<const TensorRef> inputs;
+  uint8_t* values = nullptr;
+  size_t slot_bytes = 0;
+  // The block elements' linear indices and coordinates. They live in the slot of the first
+  // kLinear / kCoord(a) node (its owner), so that node costs nothing; others copy them.
+  int64_t* linear = nullptr;
+  int64_t* coord[kMaxRank] = {};
+  int32_t linear_owner = -1;
+  int32_t coord_owner[kMaxRank] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  const uint8_t* acc = nullptr;  // reduction k at acc + k * block * 8
+  int block = 0;
+  Fault fault;
+
+  uint8_t* slot(int32_t node) const { return values + static_cast<size_t>(node) * slot_bytes; }
+};
+
+// Computes node `id` for the block's n = nr * nc elements (row-major: row r, column c at
+// r * nc + c), and zeros or harmless values up to Pad(n). False on a failed load or index
+// check (ev.fault says which).
+bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
+  const int n = nr * nc;
+  const int m = Pad(n);
+  const Node& node = ev.p->nodes[id];
+  uint8_t* o = ev.slot(id);
+  const uint8_t* x = node.a >= 0 ? ev.slot(node.a) : nullptr;
+  const uint8_t* y = node.b >= 0 ? ev.slot(node.b) : nullptr;
+  const ScalarType t = node.type;
+  // Leaves write n values; their padding is zeroed so the pure ops read defined values.
+  auto zero_tail = [&] {
+    const size_t size = t == ScalarType::kF32 ? 4 : 8;
+    std::memset(o + n * size, 0, (m - n) * size);
+  };
+  switch (node.op) {
+    case Op::kConst:
+    case Op::kSize:
+      return true;  // filled once per launch
+    case Op::kCoord:
+      if (id != ev.coord_owner[node.i]) std::memcpy(o, ev.coord[node.i], static_cast<size_t>(n) * 8);
+      zero_tail();
+      return true;
+    case Op::kLinear:
+      if (id != ev.linear_owner) std::memcpy(o, ev.linear, static_cast<size_t>(n) * 8);
+      zero_tail();
+      return true;
+    case Op::kAcc: {
+      const uint8_t* acc = ev.acc + static_cast<size_t>(node.i) * ev.block * 8;
+      for (int r = 0; r < nr; ++r) {
+        const size_t first = static_cast<size_t>(r) * nc;
+        if (t == ScalarType::kI64) {
+          const int64_t v = As<int64_t>(acc)[r];
+          for (int c = 0; c < nc; ++c) As<int64_t>(o)[first + c] = v;
+        } else if (t == ScalarType::kF32) {
+          const float v = static_cast<float>(As<double>(acc)[r]);
+          for (int c = 0; c < nc; ++c) As<float>(o)[first + c] = v;
+        } else {
+          const double v = As<double>(acc)[r];
+          for (int c = 0; c < nc; ++c) As<double>(o)[first + c] = v;
+        }
+      }
+      zero_tail();
+      return true;
+    }
+    case Op::kLoad:
+      if (!LoadInput(ev.inputs[node.i], As<int64_t>(x), n, o, &ev.fault.index)) {
+        ev.fault.node = id;
+        ev.fault.bound = ev.inputs[node.i].num_elements;
+        return false;
+      }
+      zero_tail();
+      return true;
+    case Op::kCheckIndex: {
+      const int64_t* px = As<int64_t>(x);
+      const int64_t* py = As<int64_t>(y);
+      uint64_t bad = 0;
+      Map2<int64_t, int64_t>(o, x, y, m,
+                             [](int64_t v, int64_t bound) { return v >= 0 && v < bound ? v : 0; });
+      for (int j = 0; j < n; ++j)
+        bad |= static_cast<uint64_t>(px[j] < 0) | static_cast<uint64_t>(px[j] >= py[j]);
+      if (bad) {
+        for (int j = 0; j < n; ++j) {
+          if (px[j] < 0 || px[j] >= py[j]) {
+            ev.fault = {id, px[j], py[j]};
+            return false;
+          }
+        }
+      }
+      return true;
+    }
+    case Op::kCast:
+      switch (ev.p->nodes[node.a].type) {
+        case ScalarType::kI64:
+          CastTo<int64_t>(static_cast<DType>(node.i), x, o, m);
+          break;
+        case ScalarType::kF32:
+          CastTo<float>(static_cast<DType>(node.i), x, o, m);
+          break;
+        case ScalarType::kF64:
+          CastTo<double>(static_cast<DType>(node.i), x, o, m);
+          break;
+      }
+      return true;
+    case Op::kNeg:
+      if (t == ScalarType::kI64)
+        Map1<int64_t, int64_t>(o, x, m, WrapNeg);
+      else
+        FloatUnary(t, o, x, m, [](auto v) { return -v; });
+      return true;
+    case Op::kAbs:
+      if (t == ScalarType::kI64)
+        Map1<int64_t, int64_t>(o, x, m, [](int64_t v) { return v < 0 ? WrapNeg(v) : v; });
+      else
+        FloatUnary(t, o, x, m, [](auto v) { return std::fabs(v); });
+      return true;
+    case Op::kSign:
+      Unary(t, o, x, m, [](auto v) {
+        using T = decltype(v);
+        return v > T(0) ? T(1) : v < T(0) ? T(-1) : v;  // 0 stays 0, NaN stays NaN
+      });
+      return true;
+    case Op::kNot:
+      Map1<int64_t, int64_t>(o, x, m, [](int64_t v) -> int64_t { return v == 0; });
+      return true;
+    case Op::kFloor:
+      FloatUnary(t, o, x, m, [](auto v) { return std::floor(v); });
+      return true;
+    case Op::kCeil:
+      FloatUnary(t, o, x, m, [](auto v) { return std::ceil(v); });
+      return true;
+    // Half to even under the default rounding mode, as the CPU Round kernel does.
+    case Op::kRound:
+      FloatUnary(t, o, x, m, [](auto v) { return std::nearbyint(v); });
+      return true;
+    case Op::kSqrt:
+      FloatUnary(t, o, x, m, [](auto v) { return std::sqrt(v); });
+      return true;
+    case Op::kExp:
+      FloatUnary(t, o, x, m, [](auto v) { return std::exp(v); });
+      return true;
+    case Op::kLog:
+      FloatUnary(t, o, x, m, [](auto v) { return std::log(v); });
+      return true;
+    case Op::kErf:
+      FloatUnary(t, o, x, m, [](auto v) { return std::erf(v); });
+      return true;
+    case Op::kTanh:
+      FloatUnary(t, o, x, m, [](auto v) { return std::tanh(v); });
+      return true;
+    case Op::kSigmoid:
+      FloatUnary(t, o, x, m, [](auto v) {
+        using T = decltype(v);
+        return T(1) / (T(1) + std::exp(-v));
+      });
+      return true;
+    case Op::kSin:
+      FloatUnary(t, o, x, m, [](auto v) { return std::sin(v); });
+      return true;
+    case Op::kCos:
+      FloatUnary(t, o, x, m, [](auto v) { return std::cos(v); });
+      return true;
+    case Op::kTan:
+      FloatUnary(t, o, x, m, [](auto v) { return std::tan(v); });
+      return true;
+    case Op::kAsin:
+      FloatUnary(t, o, x, m, [](auto v) { return std::asin(v); });
+      return true;
+    case Op::kAcos:
+      FloatUnary(t, o, x, m, [](auto v) { return std::acos(v); });
+      return true;
+    case Op::kAtan:
+      FloatUnary(t, o, x, m, [](auto v) { return std::atan(v); });
+      return true;
+    case Op::kSinh:
+      FloatUnary(t, o, x, m, [](auto v) { return std::sinh(v); });
+      return true;
+    case Op::kCosh:
+      FloatUnary(t, o, x, m, [](auto v) { return std::cosh(v); });
+      return true;
+    case Op::kReciprocal:
+      FloatUnary(t, o, x, m, [](auto v) { return decltype(v)(1) / v; });
+      return true;
+    case Op::kIsNaN:
+      if (ev.p->nodes[node.a].type == ScalarType::kF32) {
+        Map1<int64_t, float>(o, x, m, [](float v) -> int64_t { return v != v; });
+      } else {
+        Map1<int64_t, double>(o, x, m, [](double v) -> int64_t { return v != v; });
+      }
+      return true;
+    case Op::kAdd:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, WrapAdd);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return a + b; });
+      return true;
+    case Op::kSub:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, WrapSub);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return a - b; });
+      return true;
+    case Op::kMul:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, WrapMul);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return a * b; });
+      return true;
+    case Op::kDiv:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, DivI);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return a / b; });
+      return true;
+    case Op::kFloorDiv:
+      Map2<int64_t, int64_t>(o, x, y, m, FloorDivI);
+      return true;
+    case Op::kMod:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, ModI);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return ModF(a, b); });
+      return true;
+    case Op::kFmod:
+      if (t == ScalarType::kI64)
+        Map2<int64_t, int64_t>(o, x, y, m, FmodI);
+      else
+        Binary(t, o, x, y, m, [](auto a, auto b) { return std::fmod(a, b); });
+      return true;
+    case Op::kPow:
+      if (t == ScalarType::kF32)
+        Map2<float, float>(o, x, y, m, [](float a, float b) { return std::pow(a, b); });
+      else
+        Map2<double, double>(o, x, y, m, [](double a, double b) { return std::pow(a, b); });
+      return true;
+    case Op::kMin:
+      Binary(t, o, x, y, m, [](auto a, auto b) { return MinOf(a, b); });
+      return true;
+    case Op::kMax:
+      Binary(t, o, x, y, m, [](auto a, auto b) { return MaxOf(a, b); });
+      return true;
+    case Op::kEq:
+      Compare(ev.p->nodes[node.a].type, o, x, y, m, [](auto a, auto b) { return a == b; });
+      return true;
+    case Op::kLt:
+      Compare(ev.p->nodes[node.a].type, o, x, y, m, [](auto a, auto b) { return a < b; });
+      return true;
+    case Op::kLe:
+      Compare(ev.p->nodes[node.a].type, o, x, y, m, [](auto a, auto b) { return a <= b; });
+      return true;
+    case Op::kAnd:
+      Map2<int64_t, int64_t>(o, x, y, m, [](int64_t a, int64_t b) -> int64_t { return (a != 0) & (b != 0); });
+      return true;
+    case Op::kOr:
+      Map2<int64_t, int64_t>(o, x, y, m, [](int64_t a, int64_t b) -> int64_t { return (a != 0) | (b != 0); });
+      return true;
+    case Op::kXor:
+      Map2<int64_t, int64_t>(o, x, y, m,
+                             [](int64_t a, int64_t b) -> int64_t { return (a != 0) != (b != 0); });
+      return true;
+    case Op::kSelect:
+      switch (t) {
+        case ScalarType::kI64:
+          Select<int64_t>(o, x, y, ev.slot(node.c), m);
+          break;
+        case ScalarType::kF32:
+          Select<float>(o, x, y, ev.slot(node.c), m);
+          break;
+        case ScalarType::kF64:
+          Select<double>(o, x, y, ev.slot(node.c), m);
+          break;
+      }
+      return true;
+  }
+  return true;
+}
+
+bool EvalList(Eval& ev, const int32_t* list, int32_t count, int nr, int nc) {
+  for (int32_t k = 0; k < count; ++k) {
+    if (!EvalNode(ev, list[k], nr, nc)) return false;
+  }
+  return true;
+}
+
+// Accumulators hold double for float reductions (a kF32 sum accumulates in double; kAcc
+// rounds the result to float) and int64 for kI64.
+void InitAcc(ReduceOp op, ScalarType t, uint8_t* acc, int nr) {
+  if (t == ScalarType::kI64) {
+    int64_t v = 0;
+    switch (op) {
+      case ReduceOp::kSum:
+        v = 0;
+        break;
+      case ReduceOp::kProd:
+        v = 1;
+        break;
+      case ReduceOp::kMax:
+        v = std::numeric_limits<int64_t>::min();
+        break;
+      case ReduceOp::kMin:
+        v = std::numeric_limits<int64_t>::max();
+        break;
+    }
+    for (int r = 0; r < nr; ++r) As<int64_t>(acc)[r] = v;
+  } else {
+    double v = 0;
+    switch (op) {
+      case ReduceOp::kSum:
+        v = 0;
+        break;
+      case ReduceOp::kProd:
+        v = 1;
+        break;
+      case ReduceOp::kMax:
+        v = -std::numeric_limits<double>::infinity();
+        break;
+      case ReduceOp::kMin:
+        v = std::numeric_limits<double>::infinity();
+        break;
+    }
+    for (int r = 0; r < nr; ++r) As<double>(acc)[r] = v;
+  }
+}
+
+template <typename T, typename A>
+A FoldRow(ReduceOp op, A a, const T* v, int nc) {
+  switch (op) {
+    case ReduceOp::kSum:
+      if constexpr (std::is_same_v<T, int64_t>) {
+        for (int c = 0; c < nc; ++c) a = WrapAdd(a, v[c]);
+      } else {
+        for (int c = 0; c < nc; ++c) a += v[c];
+      }
+      return a;
+    case ReduceOp::kProd:
+      if constexpr (std::is_same_v<T, int64_t>) {
+        for (int c = 0; c < nc; ++c) a = WrapMul(a, v[c]);
+        return a;
+      } else {
+        T p = static_cast<T>(a);  // a product in the value's own precision
+        for (int c = 0; c < nc; ++c) p *= v[c];
+        return p;
+      }
+    case ReduceOp::kMax: {
+      T m = static_cast<T>(a);
+      for (int c = 0; c < nc; ++c) m = MaxOf(v[c], m);
+      return m;
+    }
+    case ReduceOp::kMin: {
+      T m = static_cast<T>(a);
+      for (int c = 0; c < nc; ++c) m = MinOf(v[c], m);
+      return m;
+    }
+  }
+  return a;
+}
+
+// Folds the block's values (nr rows of nc columns) into the rows' accumulators.
+void Fold(ReduceOp op, ScalarType t, const uint8_t* v, int nr, int nc, uint8_t* acc) {
+  for (int r = 0; r < nr; ++r) {
+    const size_t first = static_cast<size_t>(r) * nc;
+    switch (t) {
+      case ScalarType::kI64:
+        As<int64_t>(acc)[r] = FoldRow(op, As<int64_t>(acc)[r], As<int64_t>(v) + first, nc);
+        break;
+      case ScalarType::kF32:
+        As<double>(acc)[r] = FoldRow(op, As<double>(acc)[r], As<float>(v) + first, nc);
+        break;
+      case ScalarType::kF64:
+        As<double>(acc)[r] = FoldRow(op, As<double>(acc)[r], As<double>(v) + first, nc);
+        break;
+    }
+  }
+}
+
+// An odometer over a subset of the domain's axes, tracking the linear offset of its
+// coordinates in the full domain.
+struct Odometer {
+  int n = 0;
+  int axes[kMaxRank] = {};
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+  int64_t idx[kMaxRank] = {};
+  int64_t offset = 0;
+
+  void Seek(int64_t linear) {
+    offset = 0;
+    for (int k = n - 1; k >= 0; --k) {
+      idx[k] = dims[k] > 0 ? linear % dims[k] : 0;
+      linear = dims[k] > 0 ? linear / dims[k] : 0;
+      offset += idx[k] * strides[k];
+    }
+  }
+  void Next() {
+    for (int k = n - 1; k >= 0; --k) {
+      if (++idx[k] < dims[k]) {
+        offset += strides[k];
+        return;
+      }
+      offset -= (dims[k] - 1) * strides[k];
+      idx[k] = 0;
+    }
+  }
+};
+
+// dst[j] = v + j for j < Pad(n) (writes up to kLanes - 1 past n: slots have that slack).
+inline void IotaPadded(int64_t* __restrict dst, int64_t v, int n) {
+  for (int j = 0; j < n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) dst[j + k] = v + j + k;
+  }
+}
+inline void FillPadded(int64_t* __restrict dst, int64_t v, int n) {
+  for (int j = 0; j < n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) dst[j + k] = v;
+  }
+}
+
+// Coordinates along an axis of stride s and extent d for the domain elements
+// [first, first + n): runs of s equal values, counting up modulo d. n > 0 implies s, d >= 1.
+// Each run may overshoot by up to kLanes - 1 elements; the next run overwrites them.
+void FillCoordRun(int64_t* dst, int64_t first, int n, int64_t s, int64_t d) {
+  int64_t c = (first / s) % d;
+  int j = 0;
+  if (s == 1) {  // the innermost axis: ascending runs up to d
+    while (j < n) {
+      const int len = static_cast<int>(std::min<int64_t>(d - c, n - j));
+      IotaPadded(dst + j, c, len);
+      j += len;
+      c = 0;
+    }
+    return;
+  }
+  int64_t left = s - first % s;
+  while (j < n) {
+    const int len = static_cast<int>(std::min<int64_t>(left, n - j));
+    FillPadded(dst + j, c, len);
+    j += len;
+    left = s;
+    if (++c == d) c = 0;
+  }
+}
+
+std::string DimsText(const std::vector<int64_t>& dims, std::span<const int64_t> sizes) {
+  std::string s = "[";
+  bool symbolic = false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (k) s += ", ";
+    if (dims[k] >= 0) {
+      s += std::to_string(dims[k]);
+    } else {
+      symbolic = true;
+      s += "s" + std::to_string(-(dims[k] + 1));
+    }
+  }
+  s += "]";
+  if (symbolic) {
+    s += " with";
+    for (size_t k = 0; k < sizes.size(); ++k)
+      s += (k ? ", s" : " s") + std::to_string(k) + " = " + std::to_string(sizes[k]);
+  }
+  return s;
+}
+
+// The element count of encoded dims under `sizes`; false on an overflow or a bad size index.
+bool CountOf(const std::vector<int64_t>& dims, std::span<const int64_t> sizes, int64_t* count) {
+  int64_t c = 1;
+  for (int64_t d : dims) {
+    int64_t v = d;
+    if (d < 0) {
+      const uint64_t s = static_cast<uint64_t>(-(d + 1));
+      if (s >= sizes.size()) return false;
+      v = sizes[s];
+    }
+    if (__builtin_mul_overflow(c, v, &c)) return false;
+  }
+  *count = c;
+  return true;
+}
+
+Status CheckTensors(const std::vector<fused::TensorSpec>& specs, std::span<const TensorRef> refs,
+                    std::span<const int64_t> sizes, const char* what) {
+  if (refs.size() != specs.size()) {
+    return InvalidArgument(std::string("fused program: ") + std::to_string(refs.size()) + " " + what +
+                           "s given, expected " + std::to_string(specs.size()));
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    auto where = [&] { return std::string("fused program: ") + what + " " + std::to_string(k); };
+    if (refs[k].dtype != specs[k].dtype) {
+      return InvalidArgument(where() + " has dtype " + DTypeStr(refs[k].dtype) + ", expected " +
+                             DTypeStr(specs[k].dtype));
+    }
+    int64_t count = 0;
+    if (!CountOf(specs[k].dims, sizes, &count)) {
+      return InvalidArgument(where() + ": shape " + DimsText(specs[k].dims, sizes) + " overflows int64");
+    }
+    if (refs[k].num_elements != count) {
+      return InvalidArgument(where() + " has " + std::to_string(refs[k].num_elements) +
+                             " elements, expected " + std::to_string(count) + " (shape " +
+                             DimsText(specs[k].dims, sizes) + ")");
+    }
+    if (count > 0 && refs[k].data == nullptr) return InvalidArgument(where() + " has no data");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t FusedWorkspaceBytes(const fused::Program& program) { return MakeLayout(program).total; }
+
+Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
+                std::span<const TensorRef> outputs, std::span<const int64_t> sizes, void* workspace,
+                size_t workspace_bytes) {
+  const Layout l = MakeLayout(p);
+  if (workspace == nullptr || workspace_bytes < l.total) {
+    return Internal("fused program: workspace of " + std::to_string(workspace_bytes) + " bytes given, " +
+                    std::to_string(l.total) + " needed");
+  }
+  if (sizes.size() != static_cast<size_t>(p.num_sizes)) {
+    return InvalidArgument("fused program: " + std::to_string(sizes.size()) +
+                           " size arguments given, expected " + std::to_string(p.num_sizes));
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] < 0) {
+      return InvalidArgument("fused program: size argument " + std::to_string(k) + " is " +
+                             std::to_string(sizes[k]) + ", expected >= 0");
+    }
+  }
+  KILN_RETURN_IF_ERROR(CheckTensors(p.inputs, inputs, sizes, "input"));
+  if (outputs.size() != p.outputs.size()) {
+    return InvalidArgument("fused program: " + std::to_string(outputs.size()) + " outputs given, expected " +
+                           std::to_string(p.outputs.size()));
+  }
+
+  // The domain, its rows and columns.
+  const int rank = static_cast<int>(p.domain.size());
+  if (rank > kMaxRank) return Internal("fused program: domain rank " + std::to_string(rank) + " exceeds 8");
+  int64_t dims[kMaxRank] = {}, strides[kMaxRank] = {};
+  int64_t total = 1, rows = 1, cols = 1;
+  for (int a = 0; a < rank; ++a) {
+    const int64_t d = p.domain[a];
+    if (d < 0 && static_cast<uint64_t>(-(d + 1)) >= sizes.size()) {
+      return Internal("fused program: domain dim " + std::to_string(a) + " names a missing size argument");
+    }
+    dims[a] = d >= 0 ? d : sizes[-(d + 1)];
+    if (__builtin_mul_overflow(total, dims[a], &total)) {
+      return InvalidArgument("fused program: domain " + DimsText(p.domain, sizes) + " overflows int64");
+    }
+  }
+  for (int64_t a = rank - 1, s = 1; a >= 0; --a) {
+    strides[a] = s;
+    s *= dims[a];
+  }
+  Odometer row_od, col_od;
+  for (int a = 0; a < rank; ++a) {
+    Odometer& od = (p.reduce_axes >> a) & 1u ? col_od : row_od;
+    od.axes[od.n] = a;
+    od.dims[od.n] = dims[a];
+    od.strides[od.n] = strides[a];
+    ++od.n;
+    ((p.reduce_axes >> a) & 1u ? cols : rows) *= dims[a];
+  }
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const TensorRef& o = outputs[k];
+    auto where = [&] { return "fused program: output " + std::to_string(k); };
+    const fused::Output& spec = p.outputs[k];
+    if (o.dtype != spec.tensor.dtype) {
+      return InvalidArgument(where() + " has dtype " + DTypeStr(o.dtype) + ", expected " +
+                             DTypeStr(spec.tensor.dtype));
+    }
+    int64_t count = 0;
+    if (!CountOf(spec.tensor.dims, sizes, &count)) {
+      return InvalidArgument(where() + ": shape " + DimsText(spec.tensor.dims, sizes) + " overflows int64");
+    }
+    const int64_t expected = spec.per_row ? rows : total;
+    if (o.num_elements != count || count != expected) {
+      return InvalidArgument(where() + " has " + std::to_string(o.num_elements) + " elements, expected " +
+                             std::to_string(count) + " (shape " + DimsText(spec.tensor.dims, sizes) +
+                             "; the domain " + DimsText(p.domain, sizes) + " has " +
+                             std::to_string(expected) + (spec.per_row ? " rows)" : " elements)"));
+    }
+    if (count > 0 && o.data == nullptr) return InvalidArgument(where() + " has no data");
+  }
+  if (rows == 0) return Status::Ok();
+
+  // Workspace parts.
+  const size_t base =
+      Align64(reinterpret_cast<uintptr_t>(workspace)) - reinterpret_cast<uintptr_t>(workspace);
+  uint8_t* ws = static_cast<uint8_t*>(workspace) + base;
+  const int B = l.block;
+  const size_t num_nodes = p.nodes.size();
+  const size_t num_red = p.reductions.size();
+  int64_t* linear = reinterpret_cast<int64_t*>(ws + l.linear);
+  int64_t* coords = reinterpret_cast<int64_t*>(ws + l.coords);
+  int64_t* rowbase = reinterpret_cast<int64_t*>(ws + l.rowbase);
+  int64_t* rowcoord = reinterpret_cast<int64_t*>(ws + l.rowcoord);
+  int64_t* coloff = reinterpret_cast<int64_t*>(ws + l.coloff);
+  int64_t* colcoord = reinterpret_cast<int64_t*>(ws + l.colcoord);
+  uint8_t* acc = ws + l.acc;
+  int32_t* lists = reinterpret_cast<int32_t*>(ws + l.lists);
+  int32_t* counts = reinterpret_cast<int32_t*>(ws + l.counts);
+  uint8_t* need = ws + l.marks;
+  uint8_t* done = need + num_nodes;
+  auto acc_of = [&](size_t k) { return acc + k * B * 8; };
+
+  Eval ev;
+  ev.p = &p;
+  ev.inputs = inputs;
+  ev.values = ws + l.values;
+  ev.slot_bytes = l.slot * 8;
+  ev.linear = linear;
+  for (int a = 0; a < rank; ++a) ev.coord[a] = coords + a * l.slot;
+  ev.acc = acc;
+  ev.block = B;
+
+  // What the program reads, and the constants (filled once).
+  bool uses_linear = false, uses_coord[kMaxRank] = {};
+  for (size_t id = 0; id < num_nodes; ++id) {
+    const Node& node = p.nodes[id];
+    uint8_t* s = ev.slot(static_cast<int32_t>(id));
+    switch (node.op) {
+      case Op::kLinear:
+        if (!uses_linear) {
+          ev.linear_owner = static_cast<int32_t>(id);
+          ev.linear = As<int64_t>(s);
+        }
+        uses_linear = true;
+        break;
+      case Op::kCoord:
+        if (node.i < 0 || node.i >= rank) return Internal("fused program: kCoord axis out of range");
+        if (!uses_coord[node.i]) {
+          ev.coord_owner[node.i] = static_cast<int32_t>(id);
+          ev.coord[node.i] = As<int64_t>(s);
+        }
+        uses_coord[node.i] = true;
+        break;
+      case Op::kSize:
+        for (int j = 0; j < B; ++j) As<int64_t>(s)[j] = sizes[node.i];
+        break;
+      case Op::kConst:
+        for (int j = 0; j < B; ++j) {
+          if (node.type == ScalarType::kI64)
+            As<int64_t>(s)[j] = node.i;
+          else if (node.type == ScalarType::kF32)
+            As<float>(s)[j] = static_cast<float>(node.f);
+          else
+            As<double>(s)[j] = node.f;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  bool has_full = false, has_per_row = false;
+  for (const fused::Output& o : p.outputs) (o.per_row ? has_per_row : has_full) = true;
+  linear = ev.linear;
+  // With the reduced axes trailing (or none), every block is one run of consecutive domain
+  // elements: indices and coordinates are runs, and stores are contiguous.
+  const int num_reduced = __builtin_popcount(p.reduce_axes);
+  const uint32_t all_axes = (1u << rank) - 1;
+  const bool contiguous = p.reduce_axes == (all_axes & ~((1u << (rank - num_reduced)) - 1));
+  const bool need_linear = uses_linear || (has_full && !contiguous);  // stores use linear[]
+
+  // Node lists per pass: reductions 0..K-1, the full outputs (K), the per-row outputs (K+1).
+  // List 2*pass holds every node the pass needs; list 2*pass+1 only those no earlier pass
+  // computed (for whole-row blocks, where earlier values are still in their slots).
+  const size_t passes = num_red + 2;
+  std::memset(done, 0, num_nodes);
+  for (size_t pass = 0; pass < passes; ++pass) {
+    std::memset(need, 0, num_nodes);
+    if (pass < num_red) {
+      need[p.reductions[pass].value] = 1;
+    } else {
+      for (const fused::Output& o : p.outputs) {
+        if (o.per_row == (pass == num_red + 1)) need[o.value] = 1;
+      }
+    }
+    for (size_t id = num_nodes; id-- > 0;) {
+      if (!need[id]) continue;
+      const Node& node = p.nodes[id];
+      for (int32_t operand : {node.a, node.b, node.c}) {
+        if (operand >= 0) need[operand] = 1;
+      }
+    }
+    int32_t* full = lists + 2 * pass * num_nodes;
+    int32_t* inc = full + num_nodes;
+    int32_t nf = 0, ni = 0;
+    for (size_t id = 0; id < num_nodes; ++id) {
+      if (!need[id] || p.nodes[id].op == Op::kConst || p.nodes[id].op == Op::kSize) continue;
+      full[nf++] = static_cast<int32_t>(id);
+      if (!done[id]) inc[ni++] = static_cast<int32_t>(id);
+      if (pass <= num_red) done[id] = 1;
+    }
+    counts[2 * pass] = nf;
+    counts[2 * pass + 1] = ni;
+  }
+  auto list = [&](size_t pass, bool incremental) { return lists + (2 * pass + incremental) * num_nodes; };
+  auto count = [&](size_t pass, bool incremental) { return counts[2 * pass + incremental]; };
+
+  auto fault_status = [&]() -> Status {
+    const Fault& f = ev.fault;
+    const Node& node = p.nodes[f.node];
+    if (node.op == Op::kCheckIndex) {
+      const std::string what =
+          node.i >= 0 && static_cast<size_t>(node.i) < p.checks.size() ? p.checks[node.i] : "index check";
+      return InvalidArgument(what + ": index " + std::to_string(f.index) + " is out of range [0, " +
+                             std::to_string(f.bound) + ")");
+    }
+    return Internal("fused program: node " + std::to_string(f.node) + " loads input " +
+                    std::to_string(node.i) + " at index " + std::to_string(f.index) + ", but it has " +
+                    std::to_string(f.bound) +
+                    " elements (a compiler bug: loads are in range by construction)");
+  };
+
+  // Column part of a block: columns [first, first + nc) of a row (generic layout).
+  auto fill_columns = [&](int64_t first, int nc) {
+    col_od.Seek(first);
+    for (int c = 0; c < nc; ++c) {
+      coloff[c] = col_od.offset;
+      for (int k = 0; k < col_od.n; ++k) {
+        if (uses_coord[col_od.axes[k]]) colcoord[col_od.axes[k] * B + c] = col_od.idx[k];
+      }
+      col_od.Next();
+    }
+  };
+  // Row part: the next nr rows of row_od.
+  auto fill_rows = [&](int nr) {
+    for (int r = 0; r < nr; ++r) {
+      rowbase[r] = row_od.offset;
+      for (int k = 0; k < row_od.n; ++k) {
+        if (uses_coord[row_od.axes[k]]) rowcoord[row_od.axes[k] * B + r] = row_od.idx[k];
+      }
+      row_od.Next();
+    }
+  };
+  // Block elements, generic layout: nr rows x nc columns from the row and column parts.
+  auto fill_block = [&](int nr, int nc) {
+    if (need_linear) {
+      for (int r = 0; r < nr; ++r) {
+        int64_t* dst = linear + static_cast<size_t>(r) * nc;
+        for (int c = 0; c < nc; ++c) dst[c] = rowbase[r] + coloff[c];
+      }
+    }
+    for (int a = 0; a < rank; ++a) {
+      if (!uses_coord[a]) continue;
+      int64_t* dst = ev.coord[a];
+      if ((p.reduce_axes >> a) & 1u) {
+        for (int r = 0; r < nr; ++r) std::memcpy(dst + r * nc, colcoord + a * B, static_cast<size_t>(nc) * 8);
+      } else {
+        for (int r = 0; r < nr; ++r) {
+          for (int c = 0; c < nc; ++c) dst[r * nc + c] = rowcoord[a * B + r];
+        }
+      }
+    }
+  };
+  // Block elements, contiguous layout: domain elements [first, first + n).
+  auto fill_run = [&](int64_t first, int n) {
+    if (n == 0) return;
+    if (need_linear) IotaPadded(linear, first, n);
+    for (int a = 0; a < rank; ++a) {
+      if (uses_coord[a]) FillCoordRun(ev.coord[a], first, n, strides[a], dims[a]);
+    }
+  };
+  // Per-row outputs of the block's nr rows (starting at row `first_row`), every reduced
+  // coordinate 0.
+  auto per_row_pass = [&](int64_t first_row, int nr) -> bool {
+    for (int r = 0; r < nr; ++r) linear[r] = rowbase[r];
+    for (int a = 0; a < rank; ++a) {
+      if (!uses_coord[a]) continue;
+      int64_t* dst = ev.coord[a];
+      const bool reduced = (p.reduce_axes >> a) & 1u;
+      for (int r = 0; r < nr; ++r) dst[r] = reduced ? 0 : rowcoord[a * B + r];
+    }
+    if (!EvalList(ev, list(num_red + 1, false), count(num_red + 1, false), nr, 1)) return false;
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      if (p.outputs[k].per_row) StoreOutput(outputs[k], ev.slot(p.outputs[k].value), nullptr, first_row, nr);
+    }
+    return true;
+  };
+  // Full outputs: at linear[j], or at first + j in the contiguous layout.
+  auto store_full = [&](int64_t first, int n) {
+    for (size_t k = 0; k < p.outputs.size(); ++k) {
+      if (p.outputs[k].per_row) continue;
+      StoreOutput(outputs[k], ev.slot(p.outputs[k].value), contiguous ? nullptr : linear, first, n);
+    }
+  };
+
+  row_od.Seek(0);
+  if (cols <= B) {
+    // Whole rows per block.
+    const int nc = static_cast<int>(cols);
+    const int64_t rows_per_block = nc == 0 ? B : B / nc;
+    if (!contiguous) fill_columns(0, nc);
+    for (int64_t first_row = 0; first_row < rows; first_row += rows_per_block) {
+      const int nr = static_cast<int>(std::min<int64_t>(rows_per_block, rows - first_row));
+      const int64_t first = first_row * cols;
+      if (!contiguous || has_per_row) fill_rows(nr);
+      if (contiguous)
+        fill_run(first, nr * nc);
+      else
+        fill_block(nr, nc);
+      for (size_t k = 0; k < num_red; ++k) {
+        const fused::Reduction& red = p.reductions[k];
+        const ScalarType t = p.nodes[red.value].type;
+        if (!EvalList(ev, list(k, true), count(k, true), nr, nc)) return fault_status();
+        InitAcc(red.op, t, acc_of(k), nr);
+        Fold(red.op, t, ev.slot(red.value), nr, nc, acc_of(k));
+      }
+      if (has_full) {
+        if (!EvalList(ev, list(num_red, true), count(num_red, true), nr, nc)) return fault_status();
+        store_full(first, nr * nc);
+      }
+      if (has_per_row && !per_row_pass(first_row, nr)) return fault_status();
+    }
+    return Status::Ok();
+  }
+
+  // Split rows: blocks of about equal size.
+  const int64_t blocks_per_row = (cols + B - 1) / B;
+  const int64_t block_cols = (cols + blocks_per_row - 1) / blocks_per_row;
+  for (int64_t row = 0; row < rows; ++row) {
+    if (!contiguous || has_per_row) fill_rows(1);
+    for (size_t pass = 0; pass <= num_red; ++pass) {
+      if (pass == num_red && !has_full) break;
+      const bool is_red = pass < num_red;
+      const ScalarType t = is_red ? p.nodes[p.reductions[pass].value].type : ScalarType::kI64;
+      if (is_red) InitAcc(p.reductions[pass].op, t, acc_of(pass), 1);
+      for (int64_t col = 0; col < cols; col += block_cols) {
+        const int nc = static_cast<int>(std::min<int64_t>(block_cols, cols - col));
+        const int64_t first = row * cols + col;
+        if (contiguous) {
+          fill_run(first, nc);
+        } else {
+          fill_columns(col, nc);
+          fill_block(1, nc);
+        }
+        if (!EvalList(ev, list(pass, false), count(pass, false), 1, nc)) return fault_status();
+        if (is_red) {
+          Fold(p.reductions[pass].op, t, ev.slot(p.reductions[pass].value), 1, nc, acc_of(pass));
+        } else {
+          store_full(first, nc);
+        }
+      }
+    }
+    if (has_per_row && !per_row_pass(row, 1)) return fault_status();
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::cpu
