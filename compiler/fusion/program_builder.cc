@@ -135,6 +135,7 @@ int64_t ProgramBuilder::EncodeDim(const ir::Sym& d) {
 }
 
 int32_t ProgramBuilder::Dim(const ir::Sym& d) {
+  if (d.is_const()) return ConstI(*d.value());  // any constant, also a negative one
   const int64_t e = EncodeDim(d);
   if (e >= 0) return ConstI(e);
   return Emit({Op::kSize, ScalarType::kI64, -1, -1, -1, -(e + 1), 0.0});
