@@ -57,6 +57,7 @@ class RegionLowering : public LowerContext {
     int32_t node;
     const Producer p = producers_[v];
     if (p.node >= 0 && members_.count(p.node)) {
+      ++times_lowered_[v];
       const ir::Node& n = t_.body.nodes[p.node];
       const FusionRule* rule = FindRule(n.op);
       KILN_ASSIGN_OR_RETURN(node, rule->lower(*this, n, p.output, coords));
@@ -118,6 +119,11 @@ class RegionLowering : public LowerContext {
   }
 
   const std::vector<ValueId>& input_values() const { return input_values_; }
+  // At how many distinct coordinates per domain element member value v is computed.
+  int TimesLowered(ValueId v) const {
+    auto it = times_lowered_.find(v);
+    return it == times_lowered_.end() ? 0 : it->second;
+  }
 
  private:
   const ir::Trace& t_;
@@ -128,6 +134,7 @@ class RegionLowering : public LowerContext {
   std::map<std::pair<ValueId, std::vector<int32_t>>, int32_t> memo_;
   std::map<ValueId, int32_t> inputs_;
   std::vector<ValueId> input_values_;
+  std::map<ValueId, int> times_lowered_;
 };
 
 class Fuser {
@@ -146,6 +153,7 @@ class Fuser {
     }
     for (ValueId o : t_.outputs) outputs_.insert(o);
     region_of_.assign(nodes.size(), kNotFused);
+    on_branch_.assign(nodes.size(), 0);
     why_not_.assign(nodes.size(), "");
     for (size_t n = 0; n < nodes.size(); ++n) why_not_[n] = Fusible(static_cast<int>(n));
     for (int n = static_cast<int>(nodes.size()) - 1; n >= 0; --n) Assign(n);
@@ -168,11 +176,16 @@ class Fuser {
     return "";
   }
 
-  Result<std::pair<std::shared_ptr<ir::FusedKernel>, std::vector<ValueId>>> BuildRegion(const std::set<int>& members,
-                                                                                         ValueId root, int reduction) {
+  struct Built {
+    std::shared_ptr<ir::FusedKernel> kernel;
+    std::vector<ValueId> inputs;
+    int times_lowered = 0;  // of the value `count` names
+  };
+
+  Result<Built> BuildRegion(const std::set<int>& members, ValueId root, int reduction, ValueId count = ir::kNoValue) {
     RegionLowering lowering(t_, producers_, members);
     KILN_ASSIGN_OR_RETURN(auto kernel, lowering.Build(root, reduction));
-    return std::make_pair(kernel, lowering.input_values());
+    return Built{kernel, lowering.input_values(), lowering.TimesLowered(count)};
   }
 
   int UsedOutputs(const ir::Node& n) const {
@@ -206,6 +219,7 @@ class Fuser {
     if (why.empty()) {
       const int r = region_of_[consumers_[v][0]];
       region_of_[n] = r;
+      for (int c : consumers_[v]) on_branch_[n] |= t_.body.nodes[c].op == "Concat" || on_branch_[c];
       regions_[r].members.push_back(n);
       if (FindRule(node.op)->kind == FusionKind::kReduction) regions_[r].reduction = n;
       return;
@@ -234,6 +248,16 @@ class Fuser {
         return "Resize '" + cn.name + "' interpolates several elements of it per output; recomputing it there would multiply the work";
     }
     const ir::Node& node = t_.body.nodes[n];
+    // A Concat computes every input for each of its output elements (the unselected ones
+    // at clamped coordinates), so only ops that merely move loads may feed it in-region;
+    // arithmetic there would run once per Concat input instead of once.
+    if (!MovesLoadsOnly(node)) {
+      for (int c : consumers_[v])
+        if (t_.body.nodes[c].op == "Concat" || on_branch_[c])
+          return "it would be computed for every element of Concat " +
+                 (t_.body.nodes[c].op == "Concat" ? "'" + t_.body.nodes[c].name + "'" : "downstream") +
+                 ", once per Concat input";
+    }
     if (FindRule(node.op)->kind != FusionKind::kReduction) return TryJoin(r, n, -1);
     if (r.reduction >= 0)
       return "the region already has a reduction (" + Describe(t_.body.nodes[r.reduction]) + ")";
@@ -241,15 +265,30 @@ class Fuser {
     return TryJoin(r, n, n);
   }
 
+  // Index maps that only move loads (not Resize's interpolation).
+  static bool MovesLoadsOnly(const ir::Node& n) {
+    const FusionRule* rule = FindRule(n.op);
+    if (rule == nullptr || rule->kind != FusionKind::kIndexMap) return false;
+    return n.op != "Resize" || n.attrs.GetString("mode", "nearest") == "nearest";
+  }
+
   // Builds the region with n added, so a region is never left in a state that cannot be
   // lowered; "" on success.
   std::string TryJoin(const Region& r, int n, int new_reduction) {
     std::set<int> members(r.members.begin(), r.members.end());
     members.insert(n);
-    auto built = BuildRegion(members, r.root, new_reduction >= 0 ? new_reduction : r.reduction);
+    const ir::Node& node = t_.body.nodes[n];
+    auto built = BuildRegion(members, r.root, new_reduction >= 0 ? new_reduction : r.reduction, node.outputs[0]);
     if (!built.ok()) return "the region cannot take it: " + built.status().message();
-    if (built->first->program.nodes.size() > kMaxProgramNodes)
+    if (built->kernel->program.nodes.size() > kMaxProgramNodes)
       return fmt::format("the region's program would exceed {} nodes", kMaxProgramNodes);
+    // Inlining recomputes a value wherever it is read. Index maps only move loads around,
+    // but arithmetic read at several coordinates (e.g. the halves of a Slice pair that a
+    // Concat joins again) would be computed several times per element, with all of its
+    // producers: it is cheaper to materialise it once.
+    if (built->times_lowered > 1 && FindRule(node.op)->kind != FusionKind::kIndexMap)
+      return fmt::format("its value would be computed at {} coordinates per output element; stored once instead",
+                         built->times_lowered);
     return "";
   }
 
@@ -325,7 +364,8 @@ class Fuser {
       // Every join was built when it was made, so this is a compiler bug.
       return Internal("fusion region at '" + t_.value(region.root).name + "': " + built.status().message());
     }
-    auto& [kernel, inputs] = *built;
+    auto& kernel = built->kernel;
+    auto& inputs = built->inputs;
     for (int m : region.members) kernel->members.push_back(Describe(t_.body.nodes[m]));
     kernel->member_nodes = region.members;
     if (region.reduction >= 0) kernel->reduction = t_.body.nodes[region.reduction].op;
@@ -356,6 +396,7 @@ class Fuser {
   std::vector<std::vector<int>> consumers_;
   std::set<ValueId> outputs_;
   std::vector<int> region_of_;
+  std::vector<char> on_branch_;  // a member that only moves loads into a Concat of its region
   std::vector<std::string> why_not_;
   std::vector<Region> regions_;
 };

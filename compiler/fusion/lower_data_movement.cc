@@ -758,6 +758,14 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
       return Unimplemented("Resize mode 'linear': whether axis " + std::to_string(i) +
                            " is resized is only known at run time");
     }
+    // Upsampling by a power of two with floor(x / scale), the classic nearest Upsample:
+    // the float transform is exact there, so integer division gives the same index.
+    if (!linear && coord == CoordMode::kAsymmetric && nearest == NearestMode::kFloor && scale[i] &&
+        *scale[i] >= 1.0f && *scale[i] <= 1024.0f && std::exp2(std::round(std::log2(*scale[i]))) == *scale[i] &&
+        (x.shape[i] * ir::Sym(static_cast<int64_t>(*scale[i]))).Same(y.shape[i])) {
+      idx[i] = {b.Binary(Op::kFloorDiv, coords[i], b.ConstI(static_cast<int64_t>(*scale[i])))};
+      continue;
+    }
     const int32_t in_len = IntNode(b, x.shape[i]), out_len = IntNode(b, y.shape[i]);
     const int32_t last = LastIndex(b, x.shape[i]);
     const int32_t o = f.FromInt(coords[i]);

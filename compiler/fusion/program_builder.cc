@@ -233,6 +233,16 @@ int32_t ProgramBuilder::Clamp(int32_t x, int32_t lo, int32_t hi) {
 }
 
 int32_t ProgramBuilder::Ravel(std::span<const int32_t> coords, const ir::SymShape& shape) {
+  // A tensor of the domain's shape read at the current element is read at kLinear: no
+  // index arithmetic, and the CUDA emitter can vectorise such loads.
+  if (coords.size() == p_->domain.size() && !coords.empty()) {
+    bool same = true;
+    for (size_t k = 0; k < coords.size() && same; ++k) {
+      const fused::Node& c = p_->nodes[coords[k]];
+      same = c.op == Op::kCoord && c.i == static_cast<int64_t>(k) && EncodeDim(shape[k]) == p_->domain[k];
+    }
+    if (same) return Linear();
+  }
   int32_t index = ConstI(0);
   for (size_t k = 0; k < coords.size(); ++k) {
     // A dim of 1 contributes nothing: its coordinate is 0 in every valid program.

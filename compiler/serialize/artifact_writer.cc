@@ -202,23 +202,6 @@ flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b,
   return fb::CreateTensorSpec(b, static_cast<int32_t>(t.dtype), b.CreateVector(t.dims));
 }
 
-flatbuffers::Offset<fb::Program> WriteProgram(flatbuffers::FlatBufferBuilder& b, const fused::Program& p) {
-  std::vector<flatbuffers::Offset<fb::TensorSpec>> inputs;
-  for (const auto& t : p.inputs) inputs.push_back(WriteSpec(b, t));
-  std::vector<flatbuffers::Offset<fb::ProgramOutput>> outputs;
-  for (const auto& o : p.outputs) outputs.push_back(fb::CreateProgramOutput(b, WriteSpec(b, o.tensor), o.value, o.per_row));
-  std::vector<fb::ProgramNode> nodes;
-  for (const auto& n : p.nodes)
-    nodes.emplace_back(static_cast<uint8_t>(n.op), static_cast<uint8_t>(n.type), n.a, n.b, n.c, n.i, n.f);
-  std::vector<fb::ProgramReduction> reductions;
-  for (const auto& r : p.reductions) reductions.emplace_back(static_cast<uint8_t>(r.op), r.value);
-  std::vector<FbOffsetString> checks;
-  for (const auto& c : p.checks) checks.push_back(b.CreateString(c));
-  return fb::CreateProgram(b, b.CreateVector(p.domain), p.reduce_axes, p.num_sizes, b.CreateVector(inputs),
-                           b.CreateVector(outputs), b.CreateVectorOfStructs(nodes), b.CreateVectorOfStructs(reductions),
-                           b.CreateVector(checks));
-}
-
 flatbuffers::Offset<fb::Kernel> WriteKernel(flatbuffers::FlatBufferBuilder& b, const KernelRecord& k) {
   std::vector<FbOffsetString> archs;
   std::vector<flatbuffers::Offset<fb::KernelImage>> images;
@@ -244,6 +227,23 @@ flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const
 }
 
 }  // namespace
+
+flatbuffers::Offset<fb::Program> WriteProgram(flatbuffers::FlatBufferBuilder& b, const fused::Program& p) {
+  std::vector<flatbuffers::Offset<fb::TensorSpec>> inputs;
+  for (const auto& t : p.inputs) inputs.push_back(WriteSpec(b, t));
+  std::vector<flatbuffers::Offset<fb::ProgramOutput>> outputs;
+  for (const auto& o : p.outputs) outputs.push_back(fb::CreateProgramOutput(b, WriteSpec(b, o.tensor), o.value, o.per_row));
+  std::vector<fb::ProgramNode> nodes;
+  for (const auto& n : p.nodes)
+    nodes.emplace_back(static_cast<uint8_t>(n.op), static_cast<uint8_t>(n.type), n.a, n.b, n.c, n.i, n.f);
+  std::vector<fb::ProgramReduction> reductions;
+  for (const auto& r : p.reductions) reductions.emplace_back(static_cast<uint8_t>(r.op), r.value);
+  std::vector<FbOffsetString> checks;
+  for (const auto& c : p.checks) checks.push_back(b.CreateString(c));
+  return fb::CreateProgram(b, b.CreateVector(p.domain), p.reduce_axes, p.num_sizes, b.CreateVector(inputs),
+                           b.CreateVector(outputs), b.CreateVectorOfStructs(nodes), b.CreateVectorOfStructs(reductions),
+                           b.CreateVector(checks));
+}
 
 int64_t BytesMoved(const fused::Program& program) {
   int64_t total = 0;

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "compiler/passes/memory_plan.h"
+#include "flatbuffers/flatbuffers.h"
+#include "schema/kiln_generated.h"
 #include "kiln/status.h"
 
 namespace kiln::serialize {
@@ -53,6 +55,9 @@ struct ArtifactRecord {
   // stages' traces).
   std::map<const ir::FusedKernel*, int32_t> kernel_of;
 };
+
+// A program as the schema's Program table (also used by tests that build artifacts).
+flatbuffers::Offset<fb::Program> WriteProgram(flatbuffers::FlatBufferBuilder& b, const fused::Program& program);
 
 // Input plus output bytes of one launch of `program`, or -1 if a dim is symbolic.
 int64_t BytesMoved(const fused::Program& program);

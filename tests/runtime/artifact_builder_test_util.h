@@ -17,7 +17,9 @@
 
 #include "flatbuffers/flatbuffers.h"
 #include "kiln/tensor.h"
+#include "compiler/serialize/artifact_writer.h"
 #include "runtime/artifact_header.h"
+#include "runtime/fused/program.h"
 #include "schema/kiln_generated.h"
 
 namespace kiln::testing {
@@ -66,6 +68,8 @@ struct InstructionSpec {
   std::string name;
   std::vector<int32_t> inputs, outputs;
   std::vector<AttrSpec> attrs;
+  int32_t kernel = -1;          // kiln.Fused: index into ArtifactSpec::kernels
+  std::vector<int32_t> sizes;   // kiln.Fused: expr index per size argument
 };
 
 struct GuardSpec {
@@ -106,6 +110,7 @@ struct ArtifactSpec {
   std::vector<IoSpec> inputs, outputs;
   std::vector<WeightSpec> weights;
   std::vector<EntrySpec> entries;
+  std::vector<fused::Program> kernels;  // written with no source and no images
 };
 
 inline TensorSpec T(std::string name, DType dtype, std::vector<int32_t> shape, fb::Storage storage,
@@ -156,7 +161,8 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
                                      b.CreateVector(a.ints)));
     instrs.push_back(fb::CreateInstruction(b, b.CreateString(in.op), b.CreateString(in.name),
                                            b.CreateString("cpu"), b.CreateVector(in.inputs),
-                                           b.CreateVector(in.outputs), b.CreateVector(attrs)));
+                                           b.CreateVector(in.outputs), b.CreateVector(attrs), in.kernel,
+                                           b.CreateVector(in.sizes)));
   }
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const auto& s : e.stage_names)
@@ -192,10 +198,14 @@ inline std::vector<uint8_t> BuildArtifact(const ArtifactSpec& spec) {
   for (const auto& e : spec.entries) entries.push_back(BuildEntry(b, e));
   auto inputs = BuildIo(b, spec.inputs);
   auto outputs = BuildIo(b, spec.outputs);
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
+  for (size_t k = 0; k < spec.kernels.size(); ++k)
+    kernels.push_back(fb::CreateKernel(b, b.CreateString("kiln_test_" + std::to_string(k)), 0, 0,
+                                       serialize::WriteProgram(b, spec.kernels[k])));
   auto artifact = fb::CreateArtifact(b, spec.format_version, b.CreateString(spec.producer),
                                      b.CreateString("test.onnx"), b.CreateVectorOfStrings({}),
                                      b.CreateString("fp32"), b.CreateVector(inputs), b.CreateVector(outputs),
-                                     b.CreateVector(weights), 0, b.CreateVector(entries));
+                                     b.CreateVector(weights), b.CreateVector(kernels), b.CreateVector(entries));
   fb::FinishArtifactBuffer(b, artifact);
 
   ArtifactHeader h{};

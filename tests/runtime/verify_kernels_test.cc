@@ -1,0 +1,120 @@
+// Fused instructions in loaded artifacts: a good one runs through the program interpreter;
+// every way a hostile artifact can get the kernel table or a fused instruction wrong is a
+// precise kDataLoss at load, never a crash or an out-of-range read at run time.
+#include <doctest/doctest.h>
+
+#include "kiln/runtime.h"
+#include "tests/runtime/artifact_builder_test_util.h"
+
+using namespace kiln::testing;  // NOLINT
+using kiln::DType;
+using kiln::fused::Op;
+using kiln::fused::ScalarType;
+
+namespace {
+
+// y = max(x + w, 0) as one fused instruction: x float32[N, 3], w = {10, 20, 30}.
+// Size argument 0 is N (expr 0).
+ArtifactSpec FusedAddSpec() {
+  ArtifactSpec a = AddModelSpec();
+  a.format_version = 2;
+  kiln::fused::Program p;
+  p.domain = {-1, 3};
+  p.num_sizes = 1;
+  p.inputs = {{DType::kFloat32, {-1, 3}}, {DType::kFloat32, {3}}};
+  p.nodes = {{Op::kLinear, ScalarType::kI64},
+             {Op::kLoad, ScalarType::kF32, 0, -1, -1, 0},
+             {Op::kCoord, ScalarType::kI64, -1, -1, -1, 1},
+             {Op::kLoad, ScalarType::kF32, 2, -1, -1, 1},
+             {Op::kAdd, ScalarType::kF32, 1, 3},
+             {Op::kConst, ScalarType::kF32, -1, -1, -1, 0, 0.0},
+             {Op::kMax, ScalarType::kF32, 4, 5}};
+  p.outputs = {{{DType::kFloat32, {-1, 3}}, 6, false}};
+  a.kernels = {p};
+  InstructionSpec& ins = a.entries[0].instructions[0];
+  ins.op = "kiln.Fused";
+  ins.kernel = 0;
+  ins.sizes = {0};
+  return a;
+}
+
+kiln::Status LoadStatus(const ArtifactSpec& spec) {
+  auto m = kiln::Model::Load(BuildArtifact(spec));
+  return m.ok() ? kiln::Status::Ok() : m.status();
+}
+
+void CheckDataLoss(const ArtifactSpec& spec, const std::string& fragment) {
+  kiln::Status st = LoadStatus(spec);
+  CHECK(st.code() == kiln::StatusCode::kDataLoss);
+  CHECK_MESSAGE(st.message().find(fragment) != std::string::npos, st.message());
+}
+
+}  // namespace
+
+TEST_CASE("a fused instruction runs its kernel's program") {
+  auto model = kiln::Model::Load(BuildArtifact(FusedAddSpec()));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->kernels().size() == 1);
+  CHECK(model->kernels()[0].archs.empty());
+  CHECK(model->kernels()[0].program.find("load f32") != std::string::npos);
+  auto ctx = kiln::ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  float x[6] = {-11, 1, 2, 3, -40, 0.5f};
+  kiln::TensorView in[] = {kiln::TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<kiln::TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  const float* y = static_cast<const float*>(out[0].data);
+  const float want[6] = {0, 21, 32, 13, 0, 30.5f};
+  for (int i = 0; i < 6; ++i) CHECK(y[i] == want[i]);
+}
+
+TEST_CASE("hostile kernel references and programs are rejected at load") {
+  SUBCASE("kernel index out of range") {
+    ArtifactSpec a = FusedAddSpec();
+    a.entries[0].instructions[0].kernel = 5;
+    CheckDataLoss(a, "kernel 5 out of range (kernels: 1)");
+  }
+  SUBCASE("a CPU op naming a kernel") {
+    ArtifactSpec a = FusedAddSpec();
+    a.entries[0].instructions[0].op = "Add";
+    CheckDataLoss(a, "only kiln.Fused instructions run kernels");
+  }
+  SUBCASE("size arguments missing") {
+    ArtifactSpec a = FusedAddSpec();
+    a.entries[0].instructions[0].sizes = {};
+    CheckDataLoss(a, "0 size arguments, its kernel's program takes 1");
+  }
+  SUBCASE("size argument expr out of range") {
+    ArtifactSpec a = FusedAddSpec();
+    a.entries[0].instructions[0].sizes = {99};
+    CheckDataLoss(a, "size argument 0 expr 99 out of range");
+  }
+  SUBCASE("operand count differs from the program") {
+    ArtifactSpec a = FusedAddSpec();
+    a.entries[0].instructions[0].inputs = {0};
+    CheckDataLoss(a, "1 inputs, its kernel's program has 2");
+  }
+  SUBCASE("operand dtype differs from the program") {
+    ArtifactSpec a = FusedAddSpec();
+    a.kernels[0].inputs[1].dtype = DType::kFloat64;
+    a.kernels[0].nodes[3].type = ScalarType::kF64;
+    a.kernels[0].nodes = {a.kernels[0].nodes[0], a.kernels[0].nodes[1], a.kernels[0].nodes[2],
+                          a.kernels[0].nodes[3]};
+    a.kernels[0].outputs[0].value = 1;
+    CheckDataLoss(a, "input 1 does not match its kernel's program");
+  }
+  SUBCASE("a program node reading a later node") {
+    ArtifactSpec a = FusedAddSpec();
+    a.kernels[0].nodes[4].b = 6;
+    kiln::Status st = LoadStatus(a);
+    CHECK(st.code() != kiln::StatusCode::kOk);
+    CHECK_MESSAGE(st.message().find("kernel 0 'kiln_test_0': program") != std::string::npos, st.message());
+  }
+  SUBCASE("a load of a missing input") {
+    ArtifactSpec a = FusedAddSpec();
+    a.kernels[0].nodes[3].i = 7;
+    kiln::Status st = LoadStatus(a);
+    CHECK(st.code() != kiln::StatusCode::kOk);
+    CHECK_MESSAGE(st.message().find("kernel 0") != std::string::npos, st.message());
+  }
+}
