@@ -340,16 +340,23 @@ class Fuser {
       return regions_[a].root < regions_[b].root;
     });
     const auto& nodes = t_.body.nodes;
+    // Unfused ops, one log line per (op, reason) with their count and first names.
+    std::map<std::pair<std::string, std::string>, std::vector<std::string>> unfused;
     for (size_t n = 0; n < nodes.size(); ++n) {
       if (region_of_[n] == kNotFused) {
         out.body.nodes.push_back(nodes[n]);
-        if (!why_not_[n].empty() && why_not_[n] != "no fusion rule")
-          report_->log.push_back(fmt::format("unfused {}: {}", Describe(nodes[n]), why_not_[n]));
+        unfused[{nodes[n].op, why_not_[n]}].push_back(nodes[n].name);
         continue;
       }
       auto it = regions_at.find(static_cast<int>(n));
       if (it == regions_at.end()) continue;  // a member; emitted with its region's root
       for (int r : it->second) KILN_RETURN_IF_ERROR(EmitRegion(regions_[r], out));
+    }
+    for (const auto& [key, names] : unfused) {
+      std::string shown;
+      for (size_t i = 0; i < names.size() && i < 3; ++i) shown += (i ? ", '" : "'") + names[i] + "'";
+      if (names.size() > 3) shown += ", ...";
+      report_->log.push_back(fmt::format("unfused {} {} ({}): {}", names.size(), key.first, shown, key.second));
     }
     report_->nodes_before = static_cast<int>(nodes.size());
     report_->nodes_after = static_cast<int>(out.body.nodes.size());
