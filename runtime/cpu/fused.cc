@@ -10,10 +10,12 @@
 //  - whole rows: when a row has at most B columns, a block holds floor(B / columns) whole
 //    rows (B rows of one column when nothing is reduced). The reductions and the full
 //    outputs then see the same block elements, so a node computed for reduction 0 is
-//    reused by reduction 1 and by the outputs (the "incremental" node lists);
+//    reused by reduction 1 and by the outputs;
 //  - split rows: a longer row is cut into blocks of columns, and each reduction and the
-//    full outputs make their own pass over the row's blocks, recomputing what they need
-//    (the "full" node lists).
+//    full outputs make their own pass over the row's blocks, recomputing what they need.
+// Nodes are evaluated on demand from the roots (reduction values, outputs): a kSelect whose
+// condition is uniform over the block evaluates only the chosen branch, so a Concat of
+// four inputs costs about one branch per element, not four.
 // Per-row outputs are a final pass with one element per row (every reduced coordinate 0).
 // When the reduced axes are the trailing ones (or none), a block is a run of consecutive
 // domain elements: kLinear is an iota, coordinates are runs and stores are contiguous.
@@ -59,6 +61,12 @@ size_t Align64(size_t x) { return (x + 63) & ~size_t{63}; }
 // Loops run in groups of kLanes elements (see Map1 below).
 constexpr int kLanes = 16;
 
+// The affine form of an index node: c0 + sum_a coef[a] * coord_a (see ComputeAffine).
+struct Affine {
+  int64_t c0;
+  int64_t coef[kMaxRank];  // 0 on axes of extent 1, whose coordinate is always 0
+};
+
 // Byte offsets of the workspace's parts (relative to the 64-byte aligned base).
 struct Layout {
   int block = 0;        // B: elements per block, a multiple of kLanes
@@ -71,9 +79,12 @@ struct Layout {
   size_t coloff = 0;    // per column of the block: linear offset of its reduced coordinates
   size_t colcoord = 0;  // per reduced axis: the columns' coordinates
   size_t acc = 0;       // per reduction: one accumulator per row of the block
-  size_t lists = 0;     // per pass: the full and the incremental node list
-  size_t counts = 0;    // their lengths
-  size_t marks = 0;     // two bytes per node, to build the lists
+  size_t computed = 0;  // per node: computed for the current block (1 byte), and the
+  size_t initial = 0;   //   initial flags (constants are computed once per launch)
+  size_t stack = 0;     // the evaluation stack (int32 per node)
+  size_t marks = 0;     // per node: needed by some pass
+  size_t forms = 0;     // per node: its affine form
+  size_t affine = 0;    // per node: whether it is affine
   size_t total = 0;
 };
 
@@ -81,7 +92,6 @@ Layout MakeLayout(const Program& p) {
   Layout l;
   const size_t n = p.nodes.size(), rank = p.domain.size(), k = p.reductions.size();
   const size_t b = BlockSize(n);
-  const size_t passes = k + 2;
   l.block = static_cast<int>(b);
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -98,9 +108,12 @@ Layout MakeLayout(const Program& p) {
   l.coloff = take(b * 8);
   l.colcoord = take(rank * b * 8);
   l.acc = take(k * b * 8);
-  l.lists = take(2 * passes * n * sizeof(int32_t));
-  l.counts = take(2 * passes * sizeof(int32_t));
-  l.marks = take(2 * n);
+  l.computed = take(n);
+  l.initial = take(n);
+  l.stack = take(n * sizeof(int32_t));
+  l.marks = take(n);
+  l.forms = take(n * sizeof(Affine));
+  l.affine = take(n);
   l.total = off + 64;  // room to align the caller's pointer
   return l;
 }
@@ -466,6 +479,178 @@ inline T MaxOf(T x, T y) {
   return (x > y || x != x) ? x : y;
 }
 
+// dst[j] = v + j for j < Pad(n) (writes up to kLanes - 1 past n: slots have that slack).
+inline void IotaPadded(int64_t* __restrict dst, int64_t v, int n) {
+  for (int j = 0; j < n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) dst[j + k] = v + j + k;
+  }
+}
+inline void FillPadded(int64_t* __restrict dst, int64_t v, int n) {
+  for (int j = 0; j < n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) dst[j + k] = v;
+  }
+}
+
+// Coordinates along an axis of stride s and extent d for the domain elements
+// [first, first + n): runs of s equal values, counting up modulo d. n > 0 implies s, d >= 1.
+// Each run may overshoot by up to kLanes - 1 elements; the next run overwrites them.
+void FillCoordRun(int64_t* dst, int64_t first, int n, int64_t s, int64_t d) {
+  int64_t c = (first / s) % d;
+  int j = 0;
+  if (s == 1) {  // the innermost axis: ascending runs up to d
+    while (j < n) {
+      const int len = static_cast<int>(std::min<int64_t>(d - c, n - j));
+      IotaPadded(dst + j, c, len);
+      j += len;
+      c = 0;
+    }
+    return;
+  }
+  int64_t left = s - first % s;
+  while (j < n) {
+    const int len = static_cast<int>(std::min<int64_t>(left, n - j));
+    FillPadded(dst + j, c, len);
+    j += len;
+    left = s;
+    if (++c == d) c = 0;
+  }
+}
+
+// ---- Affine index expressions --------------------------------------------------------------
+//
+// Index arithmetic (ravels of coordinates, offsets, strides) is mostly affine in the
+// coordinates. At launch, each kI64 node built from kCoord, kLinear, kConst, kSize, add, sub,
+// neg and products with an affine constant gets its form c0 + sum_a coef[a] * coord_a. The
+// arithmetic wraps, as the nodes' does, so the form equals the node's value exactly. Such
+// add/sub/mul/neg nodes are filled from their form instead of their operands (which are then
+// not evaluated unless something else reads them): a load at the ravel of all coordinates
+// becomes a load at an iota, with no int64 multiply per element.
+
+bool IsConstant(const Affine& f, int rank) {
+  for (int a = 0; a < rank; ++a) {
+    if (f.coef[a] != 0) return false;
+  }
+  return true;
+}
+
+// The forms of all nodes; ok[id] = 0 where a node is not affine.
+void ComputeAffine(const Program& p, const int64_t* dims, const int64_t* strides, int rank,
+                   std::span<const int64_t> sizes, Affine* forms, uint8_t* ok) {
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    const Node& node = p.nodes[id];
+    Affine& f = forms[id];
+    f = Affine{};
+    ok[id] = 0;
+    if (node.type != ScalarType::kI64) continue;
+    const Affine* x = node.a >= 0 && ok[node.a] ? &forms[node.a] : nullptr;
+    const Affine* y = node.b >= 0 && ok[node.b] ? &forms[node.b] : nullptr;
+    switch (node.op) {
+      case Op::kConst:
+        f.c0 = node.i;
+        break;
+      case Op::kSize:
+        f.c0 = sizes[node.i];
+        break;
+      case Op::kCoord:
+        if (dims[node.i] != 1) f.coef[node.i] = 1;
+        break;
+      case Op::kLinear:
+        for (int a = 0; a < rank; ++a) f.coef[a] = dims[a] != 1 ? strides[a] : 0;
+        break;
+      case Op::kAdd:
+      case Op::kSub:
+        if (!x || !y) continue;
+        f.c0 = node.op == Op::kAdd ? WrapAdd(x->c0, y->c0) : WrapSub(x->c0, y->c0);
+        for (int a = 0; a < rank; ++a) {
+          f.coef[a] = node.op == Op::kAdd ? WrapAdd(x->coef[a], y->coef[a]) : WrapSub(x->coef[a], y->coef[a]);
+        }
+        break;
+      case Op::kNeg:
+        if (!x) continue;
+        f.c0 = WrapNeg(x->c0);
+        for (int a = 0; a < rank; ++a) f.coef[a] = WrapNeg(x->coef[a]);
+        break;
+      case Op::kMul: {
+        if (!x || !y) continue;
+        if (!IsConstant(*x, rank) && !IsConstant(*y, rank)) continue;
+        const Affine& v = IsConstant(*x, rank) ? *y : *x;
+        const int64_t k = IsConstant(*x, rank) ? x->c0 : y->c0;
+        f.c0 = WrapMul(v.c0, k);
+        for (int a = 0; a < rank; ++a) f.coef[a] = WrapMul(v.coef[a], k);
+        break;
+      }
+      default:
+        continue;
+    }
+    ok[id] = 1;
+  }
+}
+
+// Nodes computed from their form rather than from their operands.
+bool FilledFromForm(const Node& node, bool affine) {
+  return affine && (node.op == Op::kAdd || node.op == Op::kSub || node.op == Op::kMul || node.op == Op::kNeg);
+}
+
+// v[j] += base + step * j for j < n (exact: neighbouring runs must not be touched).
+inline void AddIota(int64_t* __restrict v, int64_t base, int64_t step, int n) {
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) v[j + k] = WrapAdd(v[j + k], WrapAdd(base, WrapMul(step, j + k)));
+  }
+  for (; j < n; ++j) v[j] = WrapAdd(v[j], WrapAdd(base, WrapMul(step, j)));
+}
+
+// Adds k * coordinate for an axis (or merged axes) of stride s and extent d to the values
+// of the domain elements [first, first + n).
+void AddCoordRuns(int64_t* v, int64_t first, int n, int64_t k, int64_t s, int64_t d) {
+  int64_t c = (first / s) % d;
+  int j = 0;
+  if (s == 1) {
+    while (j < n) {
+      const int len = static_cast<int>(std::min<int64_t>(d - c, n - j));
+      AddIota(v + j, WrapMul(k, c), k, len);
+      j += len;
+      c = 0;
+    }
+    return;
+  }
+  int64_t left = s - first % s;
+  while (j < n) {
+    const int len = static_cast<int>(std::min<int64_t>(left, n - j));
+    AddIota(v + j, WrapMul(k, c), 0, len);
+    j += len;
+    left = s;
+    if (++c == d) c = 0;
+  }
+}
+
+// The values of form f for the domain elements [first, first + n), m = Pad(n) written.
+// Consecutive axes whose coefficients follow the row-major strides (coef[a] = coef[a+1] *
+// dims[a+1]) merge into one run, so a form equal to kLinear is a single iota.
+void FillFormRun(int64_t* v, const Affine& f, int64_t first, int n, int m, const int64_t* dims,
+                 const int64_t* strides, int rank) {
+  FillPadded(v, f.c0, m);
+  if (n == 0) return;
+  int64_t gk = 0, gs = 1, gd = 1;
+  bool open = false;
+  auto flush = [&] {
+    if (open && gk != 0) AddCoordRuns(v, first, n, gk, gs, gd);
+  };
+  for (int a = rank - 1; a >= 0; --a) {
+    if (dims[a] == 1) continue;
+    if (open && f.coef[a] == WrapMul(gk, gd)) {
+      gd *= dims[a];
+      continue;
+    }
+    flush();
+    gk = f.coef[a];
+    gs = strides[a];
+    gd = dims[a];
+    open = true;
+  }
+  flush();
+}
+
 // ---- Block evaluation ----------------------------------------------------------------------
 
 // f over the node's own type (x and result of one type).
@@ -534,6 +719,17 @@ void Select(void* o, const void* cond, const void* y, const void* z, int m) {
           static_cast<const T*>(z), m);
 }
 
+// 1 when every cond[j] (j < n) is nonzero, 0 when every one is zero, -1 when they differ.
+inline int Uniform(const int64_t* __restrict cond, int n) {
+  if (n == 0) return 1;
+  uint64_t any = 0, all = 1;
+  for (int j = 0; j < n; ++j) {
+    any |= cond[j] != 0;
+    all &= cond[j] != 0;
+  }
+  return all ? 1 : any ? -1 : 0;
+}
+
 // What went wrong in a block, reported after it.
 struct Fault {
   int32_t node = -1;
@@ -554,6 +750,17 @@ struct Eval {
   int32_t linear_owner = -1;
   int32_t coord_owner[kMaxRank] = {-1, -1, -1, -1, -1, -1, -1, -1};
   const uint8_t* acc = nullptr;  // reduction k at acc + k * block * 8
+  // Affine forms (see ComputeAffine) and the domain, for nodes filled from their form.
+  const Affine* forms = nullptr;
+  const uint8_t* affine = nullptr;
+  const int64_t* dims = nullptr;
+  const int64_t* strides = nullptr;
+  int rank = 0;
+  // The block is the domain elements [run_first, run_first + n) when >= 0; otherwise its
+  // elements' coordinates are in coord[] for every axis a filled form needs.
+  int64_t run_first = -1;
+  uint8_t* computed = nullptr;  // per node, for the current block
+  int32_t* stack = nullptr;
   int block = 0;
   Fault fault;
 
@@ -576,6 +783,23 @@ bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
     const size_t size = t == ScalarType::kF32 ? 4 : 8;
     std::memset(o + n * size, 0, (m - n) * size);
   };
+  if (FilledFromForm(node, ev.affine[id])) {
+    const Affine& f = ev.forms[id];
+    int64_t* v = As<int64_t>(o);
+    if (ev.run_first >= 0) {
+      FillFormRun(v, f, ev.run_first, n, m, ev.dims, ev.strides, ev.rank);
+    } else {
+      for (int j = 0; j < n; ++j) v[j] = f.c0;
+      for (int a = 0; a < ev.rank; ++a) {
+        if (f.coef[a] == 0) continue;
+        const int64_t k = f.coef[a];
+        const int64_t* c = ev.coord[a];
+        for (int j = 0; j < n; ++j) v[j] = WrapAdd(v[j], WrapMul(k, c[j]));
+      }
+      zero_tail();
+    }
+    return true;
+  }
   switch (node.op) {
     case Op::kConst:
     case Op::kSize:
@@ -802,6 +1026,11 @@ bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
                              [](int64_t a, int64_t b) -> int64_t { return (a != 0) != (b != 0); });
       return true;
     case Op::kSelect:
+      // A uniform condition: only the chosen operand was computed (see Demand).
+      if (const int which = Uniform(As<int64_t>(x), n); which >= 0) {
+        std::memcpy(o, which ? y : ev.slot(node.c), static_cast<size_t>(m) * (t == ScalarType::kF32 ? 4 : 8));
+        return true;
+      }
       switch (t) {
         case ScalarType::kI64:
           Select<int64_t>(o, x, y, ev.slot(node.c), m);
@@ -818,9 +1047,47 @@ bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
   return true;
 }
 
-bool EvalList(Eval& ev, const int32_t* list, int32_t count, int nr, int nc) {
-  for (int32_t k = 0; k < count; ++k) {
-    if (!EvalNode(ev, list[k], nr, nc)) return false;
+// Evaluates node `root` for the block and, first, every node it needs that the block has not
+// computed yet (ev.computed). A kSelect whose condition is the same over the whole block
+// needs only the chosen operand: the other branch of a Concat, Where or Pad is skipped. The
+// stack holds a path of operands, so its depth is at most the number of nodes.
+bool Demand(Eval& ev, int32_t root, int nr, int nc) {
+  const int n = nr * nc;
+  const std::vector<Node>& nodes = ev.p->nodes;
+  uint8_t* computed = ev.computed;
+  if (computed[root]) return true;
+  int32_t* stack = ev.stack;
+  int sp = 0;
+  stack[sp++] = root;
+  while (sp > 0) {
+    const int32_t id = stack[sp - 1];
+    const Node& node = nodes[id];
+    int32_t next = -1;
+    if (node.op == Op::kSelect) {
+      if (!computed[node.a]) {
+        next = node.a;
+      } else {
+        const int which = Uniform(As<int64_t>(ev.slot(node.a)), n);
+        if (which != 0 && !computed[node.b])
+          next = node.b;
+        else if (which != 1 && !computed[node.c])
+          next = node.c;
+      }
+    } else if (!FilledFromForm(node, ev.affine[id])) {
+      if (node.a >= 0 && !computed[node.a])
+        next = node.a;
+      else if (node.b >= 0 && !computed[node.b])
+        next = node.b;
+      else if (node.c >= 0 && !computed[node.c])
+        next = node.c;
+    }
+    if (next >= 0) {
+      stack[sp++] = next;
+      continue;
+    }
+    if (!EvalNode(ev, id, nr, nc)) return false;
+    computed[id] = 1;
+    --sp;
   }
   return true;
 }
@@ -945,43 +1212,6 @@ struct Odometer {
     }
   }
 };
-
-// dst[j] = v + j for j < Pad(n) (writes up to kLanes - 1 past n: slots have that slack).
-inline void IotaPadded(int64_t* __restrict dst, int64_t v, int n) {
-  for (int j = 0; j < n; j += kLanes) {
-    for (int k = 0; k < kLanes; ++k) dst[j + k] = v + j + k;
-  }
-}
-inline void FillPadded(int64_t* __restrict dst, int64_t v, int n) {
-  for (int j = 0; j < n; j += kLanes) {
-    for (int k = 0; k < kLanes; ++k) dst[j + k] = v;
-  }
-}
-
-// Coordinates along an axis of stride s and extent d for the domain elements
-// [first, first + n): runs of s equal values, counting up modulo d. n > 0 implies s, d >= 1.
-// Each run may overshoot by up to kLanes - 1 elements; the next run overwrites them.
-void FillCoordRun(int64_t* dst, int64_t first, int n, int64_t s, int64_t d) {
-  int64_t c = (first / s) % d;
-  int j = 0;
-  if (s == 1) {  // the innermost axis: ascending runs up to d
-    while (j < n) {
-      const int len = static_cast<int>(std::min<int64_t>(d - c, n - j));
-      IotaPadded(dst + j, c, len);
-      j += len;
-      c = 0;
-    }
-    return;
-  }
-  int64_t left = s - first % s;
-  while (j < n) {
-    const int len = static_cast<int>(std::min<int64_t>(left, n - j));
-    FillPadded(dst + j, c, len);
-    j += len;
-    left = s;
-    if (++c == d) c = 0;
-  }
-}
 
 std::string DimsText(const std::vector<int64_t>& dims, std::span<const int64_t> sizes) {
   std::string s = "[";
@@ -1139,10 +1369,8 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   int64_t* coloff = reinterpret_cast<int64_t*>(ws + l.coloff);
   int64_t* colcoord = reinterpret_cast<int64_t*>(ws + l.colcoord);
   uint8_t* acc = ws + l.acc;
-  int32_t* lists = reinterpret_cast<int32_t*>(ws + l.lists);
-  int32_t* counts = reinterpret_cast<int32_t*>(ws + l.counts);
   uint8_t* need = ws + l.marks;
-  uint8_t* done = need + num_nodes;
+  uint8_t* initial = ws + l.initial;
   auto acc_of = [&](size_t k) { return acc + k * B * 8; };
 
   Eval ev;
@@ -1155,26 +1383,23 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   ev.acc = acc;
   ev.block = B;
 
-  // What the program reads, and the constants (filled once).
-  bool uses_linear = false, uses_coord[kMaxRank] = {};
+  // The owners of the coordinates and of kLinear, and the constants (filled once).
   for (size_t id = 0; id < num_nodes; ++id) {
     const Node& node = p.nodes[id];
     uint8_t* s = ev.slot(static_cast<int32_t>(id));
     switch (node.op) {
       case Op::kLinear:
-        if (!uses_linear) {
+        if (ev.linear_owner < 0) {
           ev.linear_owner = static_cast<int32_t>(id);
           ev.linear = As<int64_t>(s);
         }
-        uses_linear = true;
         break;
       case Op::kCoord:
         if (node.i < 0 || node.i >= rank) return Internal("fused program: kCoord axis out of range");
-        if (!uses_coord[node.i]) {
+        if (ev.coord_owner[node.i] < 0) {
           ev.coord_owner[node.i] = static_cast<int32_t>(id);
           ev.coord[node.i] = As<int64_t>(s);
         }
-        uses_coord[node.i] = true;
         break;
       case Op::kSize:
         for (int j = 0; j < B; ++j) As<int64_t>(s)[j] = sizes[node.i];
@@ -1201,14 +1426,27 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   const int num_reduced = __builtin_popcount(p.reduce_axes);
   const uint32_t all_axes = (1u << rank) - 1;
   const bool contiguous = p.reduce_axes == (all_axes & ~((1u << (rank - num_reduced)) - 1));
-  const bool need_linear = uses_linear || (has_full && !contiguous);  // stores use linear[]
+  Affine* forms = reinterpret_cast<Affine*>(ws + l.forms);
+  uint8_t* affine = ws + l.affine;
+  ComputeAffine(p, dims, strides, rank, sizes, forms, affine);
+  ev.forms = forms;
+  ev.affine = affine;
+  ev.dims = dims;
+  ev.strides = strides;
+  ev.rank = rank;
 
-  // Node lists per pass: reductions 0..K-1, the full outputs (K), the per-row outputs (K+1).
-  // List 2*pass holds every node the pass needs; list 2*pass+1 only those no earlier pass
-  // computed (for whole-row blocks, where earlier values are still in their slots).
-  const size_t passes = num_red + 2;
-  std::memset(done, 0, num_nodes);
-  for (size_t pass = 0; pass < passes; ++pass) {
+  ev.computed = ws + l.computed;
+  ev.stack = reinterpret_cast<int32_t*>(ws + l.stack);
+  for (size_t id = 0; id < num_nodes; ++id) {
+    initial[id] = p.nodes[id].op == Op::kConst || p.nodes[id].op == Op::kSize;
+  }
+  auto reset = [&] { std::memcpy(ev.computed, initial, num_nodes); };
+
+  // What the passes may read (reductions 0..K-1, the full outputs as pass K, the per-row
+  // outputs as pass K+1): kLinear, coordinates, and the coordinates of forms evaluated
+  // outside runs (every block in the generic layout; per-row passes always).
+  bool uses_linear = false, uses_coord[kMaxRank] = {};
+  for (size_t pass = 0; pass < num_red + 2; ++pass) {
     std::memset(need, 0, num_nodes);
     if (pass < num_red) {
       need[p.reductions[pass].value] = 1;
@@ -1218,26 +1456,22 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
       }
     }
     for (size_t id = num_nodes; id-- > 0;) {
-      if (!need[id]) continue;
       const Node& node = p.nodes[id];
+      if (!need[id]) continue;
+      if (node.op == Op::kLinear) uses_linear = true;
+      if (node.op == Op::kCoord) uses_coord[node.i] = true;
+      if (FilledFromForm(node, affine[id])) {  // a form needs no operands
+        if (!contiguous || pass == num_red + 1) {
+          for (int a = 0; a < rank; ++a) uses_coord[a] |= forms[id].coef[a] != 0;
+        }
+        continue;
+      }
       for (int32_t operand : {node.a, node.b, node.c}) {
         if (operand >= 0) need[operand] = 1;
       }
     }
-    int32_t* full = lists + 2 * pass * num_nodes;
-    int32_t* inc = full + num_nodes;
-    int32_t nf = 0, ni = 0;
-    for (size_t id = 0; id < num_nodes; ++id) {
-      if (!need[id] || p.nodes[id].op == Op::kConst || p.nodes[id].op == Op::kSize) continue;
-      full[nf++] = static_cast<int32_t>(id);
-      if (!done[id]) inc[ni++] = static_cast<int32_t>(id);
-      if (pass <= num_red) done[id] = 1;
-    }
-    counts[2 * pass] = nf;
-    counts[2 * pass + 1] = ni;
   }
-  auto list = [&](size_t pass, bool incremental) { return lists + (2 * pass + incremental) * num_nodes; };
-  auto count = [&](size_t pass, bool incremental) { return counts[2 * pass + incremental]; };
+  const bool need_linear = uses_linear || (has_full && !contiguous);  // stores use linear[]
 
   auto fault_status = [&]() -> Status {
     const Fault& f = ev.fault;
@@ -1306,6 +1540,7 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   // Per-row outputs of the block's nr rows (starting at row `first_row`), every reduced
   // coordinate 0.
   auto per_row_pass = [&](int64_t first_row, int nr) -> bool {
+    ev.run_first = -1;
     for (int r = 0; r < nr; ++r) linear[r] = rowbase[r];
     for (int a = 0; a < rank; ++a) {
       if (!uses_coord[a]) continue;
@@ -1313,18 +1548,27 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
       const bool reduced = (p.reduce_axes >> a) & 1u;
       for (int r = 0; r < nr; ++r) dst[r] = reduced ? 0 : rowcoord[a * B + r];
     }
-    if (!EvalList(ev, list(num_red + 1, false), count(num_red + 1, false), nr, 1)) return false;
+    reset();
+    for (const fused::Output& o : p.outputs) {
+      if (o.per_row && !Demand(ev, o.value, nr, 1)) return false;
+    }
     for (size_t k = 0; k < p.outputs.size(); ++k) {
       if (p.outputs[k].per_row) StoreOutput(outputs[k], ev.slot(p.outputs[k].value), nullptr, first_row, nr);
     }
     return true;
   };
-  // Full outputs: at linear[j], or at first + j in the contiguous layout.
-  auto store_full = [&](int64_t first, int n) {
+  // Full outputs of the block: evaluated, then stored at linear[j], or at first + j in the
+  // contiguous layout.
+  auto full_outputs = [&](int64_t first, int nr, int nc) -> bool {
+    for (const fused::Output& o : p.outputs) {
+      if (!o.per_row && !Demand(ev, o.value, nr, nc)) return false;
+    }
+    const int n = nr * nc;
     for (size_t k = 0; k < p.outputs.size(); ++k) {
       if (p.outputs[k].per_row) continue;
       StoreOutput(outputs[k], ev.slot(p.outputs[k].value), contiguous ? nullptr : linear, first, n);
     }
+    return true;
   };
 
   row_od.Seek(0);
@@ -1341,17 +1585,18 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
         fill_run(first, nr * nc);
       else
         fill_block(nr, nc);
+      ev.run_first = contiguous ? first : -1;
+      // The reductions and the full outputs see the same elements: what one computed, the
+      // next reuses.
+      reset();
       for (size_t k = 0; k < num_red; ++k) {
         const fused::Reduction& red = p.reductions[k];
         const ScalarType t = p.nodes[red.value].type;
-        if (!EvalList(ev, list(k, true), count(k, true), nr, nc)) return fault_status();
+        if (!Demand(ev, red.value, nr, nc)) return fault_status();
         InitAcc(red.op, t, acc_of(k), nr);
         Fold(red.op, t, ev.slot(red.value), nr, nc, acc_of(k));
       }
-      if (has_full) {
-        if (!EvalList(ev, list(num_red, true), count(num_red, true), nr, nc)) return fault_status();
-        store_full(first, nr * nc);
-      }
+      if (has_full && !full_outputs(first, nr, nc)) return fault_status();
       if (has_per_row && !per_row_pass(first_row, nr)) return fault_status();
     }
     return Status::Ok();
@@ -1376,11 +1621,13 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
           fill_columns(col, nc);
           fill_block(1, nc);
         }
-        if (!EvalList(ev, list(pass, false), count(pass, false), 1, nc)) return fault_status();
+        ev.run_first = contiguous ? first : -1;
+        reset();
         if (is_red) {
+          if (!Demand(ev, p.reductions[pass].value, 1, nc)) return fault_status();
           Fold(p.reductions[pass].op, t, ev.slot(p.reductions[pass].value), 1, nc, acc_of(pass));
-        } else {
-          store_full(first, nc);
+        } else if (!full_outputs(first, 1, nc)) {
+          return fault_status();
         }
       }
     }

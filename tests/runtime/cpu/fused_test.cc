@@ -183,6 +183,62 @@ TEST_CASE("Fused gather with an index check, against the Gather kernel") {
   CHECK(st.message() == "Gather 'g' input 'idx': index -1 is out of range [0, 5)");
 }
 
+// Concat of x [r0, c0] and y [r1, c1] along `axis` as the compiler lowers it: both branches
+// read at clamped coordinates, a kSelect picks one.
+Program ConcatProgram(int axis, int64_t r0, int64_t c0, int64_t r1, int64_t c1) {
+  const int64_t rows = axis == 0 ? r0 + r1 : r0, cols = axis == 0 ? c0 : c0 + c1;
+  const int64_t split = axis == 0 ? r0 : c0;
+  Program p;
+  p.domain = {rows, cols};
+  p.inputs = {{DType::kFloat32, {r0, c0}}, {DType::kFloat32, {r1, c1}}};
+  const int32_t along = axis, other = 1 - axis;
+  p.nodes = {ft::Coord(along),         // 0
+             ft::Coord(other),         // 1
+             ft::ConstI(split - 1),    // 2
+             N(Op::kMin, kI64, 0, 2),  // 3: clamped into x
+             ft::ConstI(split),        // 4
+             N(Op::kSub, kI64, 0, 4),  // 5
+             ft::ConstI(0),            // 6
+             N(Op::kMax, kI64, 5, 6),  // 7: clamped into y
+             ft::ConstI(c0),           // 8
+             ft::ConstI(c1),           // 9
+             // x index: axis 0: i0 * c0 + j; axis 1: i * c0 + j0.
+             axis == 0 ? N(Op::kMul, kI64, 3, 8) : N(Op::kMul, kI64, 1, 8),    // 10
+             axis == 0 ? N(Op::kAdd, kI64, 10, 1) : N(Op::kAdd, kI64, 10, 3),  // 11
+             ft::Load(0, 11, kF32),                                            // 12
+             axis == 0 ? N(Op::kMul, kI64, 7, 9) : N(Op::kMul, kI64, 1, 9),    // 13
+             axis == 0 ? N(Op::kAdd, kI64, 13, 1) : N(Op::kAdd, kI64, 13, 7),  // 14
+             ft::Load(1, 14, kF32),                                            // 15
+             N(Op::kLt, kI64, 0, 4),                                           // 16
+             N(Op::kSelect, kF32, 16, 12, 15)};                                // 17
+  p.outputs = {{{DType::kFloat32, {rows, cols}}, 17, false}};
+  return p;
+}
+
+TEST_CASE("Fused concat through select, against the Concat kernel") {
+  // Along rows, most blocks lie in one input (the other branch is skipped); along columns of
+  // a long row, blocks straddle the boundary and take both.
+  struct Case {
+    int axis;
+    int64_t r0, c0, r1, c1;
+  };
+  for (const Case& c :
+       {Case{0, 300, 4, 200, 4}, Case{1, 2, 300, 2, 5}, Case{1, 700, 3, 700, 1}, Case{0, 1, 7, 2, 7}}) {
+    INFO("axis " << c.axis << ": [" << c.r0 << ", " << c.c0 << "] + [" << c.r1 << ", " << c.c1 << "]");
+    auto x = Floats({c.r0, c.c0}, RandomFloats(c.r0 * c.c0, 15));
+    auto y = Floats({c.r1, c.c1}, RandomFloats(c.r1 * c.c1, 16));
+    const Program p = ConcatProgram(c.axis, c.r0, c.c0, c.r1, c.c1);
+    const std::vector<int64_t> dims = p.outputs[0].tensor.dims;
+    auto expected = Output(DType::kFloat32, dims);
+    AttrMap attrs;
+    attrs.SetInt("axis", c.axis);
+    REQUIRE_OK(RunKernel("Concat", attrs, {&x, &y}, {&expected}));
+    auto out = Output(DType::kFloat32, dims);
+    REQUIRE_OK(RunProgram(p, {&x, &y}, {&out}));
+    CHECK(out.values<float>() == expected.values<float>());
+  }
+}
+
 TEST_CASE("Fused load out of range is an internal error") {
   Program p;
   p.domain = {4};
@@ -274,21 +330,36 @@ TEST_CASE("Fused ReduceSum/Max/Min/Prod over any axes, against the reduce kernel
 TEST_CASE("Fused reduction over a leading axis with a full output reading the result") {
   // x [n, 3, 4]; mean over axis 0 (per-row [3, 4]) and centred = x - mean (full [n, 3, 4]).
   // n = 5 fits whole rows in a block, n = 300 splits each row (strided columns both ways).
-  for (int64_t n : {5, 300}) {
-    INFO("n = " << n);
+  // The load index is kLinear, or the ravel of the coordinates ((c0 * 3 + c1) * 4 + c2) as
+  // the compiler writes it.
+  for (auto [n, ravel] : {std::pair<int64_t, bool>{5, false}, {300, false}, {5, true}, {300, true}}) {
+    INFO("n = " << n << (ravel ? ", ravel" : ", linear"));
     const std::vector<int64_t> dims = {n, 3, 4};
     Program p;
     p.domain = dims;
     p.reduce_axes = 0b001;
     p.inputs = {{DType::kFloat32, dims}};
-    p.nodes = {ft::Linear(),
-               ft::Load(0, 0, kF32),
-               ft::Acc(0, kF32),
-               ft::ConstF(static_cast<double>(n)),
-               N(Op::kDiv, kF32, 2, 3),
-               N(Op::kSub, kF32, 1, 4)};
-    p.reductions = {{ReduceOp::kSum, 1}};
-    p.outputs = {{{DType::kFloat32, {3, 4}}, 4, true}, {{DType::kFloat32, dims}, 5, false}};
+    if (ravel) {
+      p.nodes = {ft::Coord(0),
+                 ft::ConstI(3),
+                 N(Op::kMul, kI64, 0, 1),
+                 ft::Coord(1),
+                 N(Op::kAdd, kI64, 2, 3),
+                 ft::ConstI(4),
+                 N(Op::kMul, kI64, 4, 5),
+                 ft::Coord(2),
+                 N(Op::kAdd, kI64, 6, 7)};
+    } else {
+      p.nodes = {ft::Linear()};
+    }
+    const int32_t index = static_cast<int32_t>(p.nodes.size()) - 1, v = index + 1;
+    p.nodes.push_back(ft::Load(0, index, kF32));            // v: x
+    p.nodes.push_back(ft::Acc(0, kF32));                    // v + 1
+    p.nodes.push_back(ft::ConstF(static_cast<double>(n)));  // v + 2
+    p.nodes.push_back(N(Op::kDiv, kF32, v + 1, v + 2));     // v + 3: mean
+    p.nodes.push_back(N(Op::kSub, kF32, v, v + 3));         // v + 4
+    p.reductions = {{ReduceOp::kSum, v}};
+    p.outputs = {{{DType::kFloat32, {3, 4}}, v + 3, true}, {{DType::kFloat32, dims}, v + 4, false}};
     const std::vector<float> xv = RandomFloats(n * 12, 7);
     auto x = Floats(dims, xv);
     auto mean = Output(DType::kFloat32, {3, 4});
