@@ -57,11 +57,23 @@ int64_t TruncToInt64(double d) {
   return static_cast<int64_t>(d);
 }
 
+// ONNX leaves float -> integer outside the target's range undefined; Kiln saturates at the
+// target's range (NaN gives 0), the same rule as fused programs (runtime/fused/program.h)
+// and the generated CUDA kernels, so fusing a Cast never changes a result.
 template <typename T>
 T ToInt(const Value& v) {
   if (v.is_float) {
     if constexpr (std::is_same_v<T, uint64_t>) {
       if (v.f >= 9.2233720368547758e18 && v.f < 1.8446744073709552e19) return static_cast<uint64_t>(v.f);
+      if (v.f >= 1.8446744073709552e19) return std::numeric_limits<uint64_t>::max();
+    }
+    if constexpr (sizeof(T) < sizeof(int64_t)) {
+      if (std::isnan(v.f)) return 0;
+      if (v.f <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+      if (v.f >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    }
+    if constexpr (std::is_unsigned_v<T>) {
+      if (v.f <= 0) return 0;
     }
     return static_cast<T>(TruncToInt64(v.f));
   }

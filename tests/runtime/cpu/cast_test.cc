@@ -20,6 +20,19 @@ TEST_CASE("Cast float to int truncates toward zero") {
   CHECK(RunKernel("Cast", attrs, {&x}, {&y8}).code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("Cast float to a narrower integer saturates at its range, NaN gives 0 (as fused programs do)") {
+  auto x = Floats({5}, {300.0f, -300.0f, 1e10f, -5.5f, std::nanf("")});
+  auto y8 = Output(DType::kInt8, {5});
+  REQUIRE(RunKernel("Cast", {}, {&x}, {&y8}).ok());
+  CHECK(y8.values<int8_t>() == std::vector<int8_t>{127, -128, 127, -5, 0});
+  auto u8 = Output(DType::kUInt8, {5});
+  REQUIRE(RunKernel("Cast", {}, {&x}, {&u8}).ok());
+  CHECK(u8.values<uint8_t>() == std::vector<uint8_t>{255, 0, 255, 0, 0});
+  auto i32 = Output(DType::kInt32, {5});
+  REQUIRE(RunKernel("Cast", {}, {&x}, {&i32}).ok());
+  CHECK(i32.values<int32_t>() == std::vector<int32_t>{300, -300, 2147483647, -5, 0});
+}
+
 TEST_CASE("Cast to and from bool") {
   auto x = Floats({3}, {0, -2, 0.1f});
   auto b = Output(DType::kBool, {3});
