@@ -189,7 +189,9 @@ class Folder {
     const int r = Reader(tip);
     if (r < 0) return false;
     const ir::Node& n = t_.body.nodes[r];
-    if (n.op != "Add" || n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue)
+    // A two-input Sum is an Add (older ResNet exports write the shortcut that way).
+    const bool add = n.op == "Add" || (n.op == "Sum" && n.inputs.size() == 2);
+    if (!add || n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue)
       return false;
     const ir::ValueId other = n.inputs[0] == tip ? n.inputs[1] : n.inputs[0];
     if (other == tip || other == ir::kNoValue) return false;

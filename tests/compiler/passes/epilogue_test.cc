@@ -196,6 +196,24 @@ TEST_CASE("epilogue: ResNet's Conv -> Add(bias) -> Add(shortcut) -> Relu keeps i
   CheckSameResults(f);
 }
 
+TEST_CASE("epilogue: a two-input Sum is a residual add") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "5", "5"});
+  AddInput(g, "r", {"1", "3", "5", "5"});
+  AddFloatInit(g, "W", {3, 2, 3, 3}, RandomFloats(54, 3));
+  AttrInts(AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv1"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Sum", {"c", "r"}, {"s"}, "res_sum");
+  AddNode(g, "Relu", {"s"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  Folded f = Fold(m);
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Conv"});
+  const Node& n = f.trace.body.nodes[0];
+  CHECK(Inputs(f.trace, n)[3] == "r");
+  CHECK(n.attrs.GetString("epilogue_order", "") == "bias,residual,act");
+  CheckSameResults(f);
+}
+
 TEST_CASE("epilogue: a Conv's own bias and an added constant are summed; Sigmoid+Mul is SiLU") {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
