@@ -110,11 +110,7 @@ class ContextRunner {
       KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
     for (size_t k = 0; k < pe.operands.size(); ++k)
       s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
-    for (size_t k = 0; k < pe.size_exprs.size(); ++k) {
-      s.sizes[k] = s.values[pe.size_exprs[k]];
-      if (s.sizes[k] < 0)
-        return DataLoss(pe.label + ": a kernel size argument evaluates to " + to_string(s.sizes[k]));
-    }
+    for (size_t k = 0; k < pe.size_exprs.size(); ++k) s.sizes[k] = s.values[pe.size_exprs[k]];
     s.workspace_needed = 0;
     for (const PreparedInstruction& pi : pe.instructions) {
       if (pi.program) {

@@ -67,6 +67,9 @@ class RegionLowering : public LowerContext {
       node = type == fused::ScalarType::kI64 ? b_.ConstI(val.data->IntAt(0)) : b_.ConstF(val.data->FloatAt(0), type);
     } else if (val.sym && val.sym->size() == 1 && type == fused::ScalarType::kI64) {
       node = b_.Dim((*val.sym)[0]);
+    } else if (auto n = ir::NumElements(val.shape).value(); n && *n == 0) {
+      // An empty tensor (e.g. a Concat input) is read only where a Select discards it.
+      node = type == fused::ScalarType::kI64 ? b_.ConstI(0) : b_.ConstF(0, type);
     } else {
       auto slot = inputs_.find(v);
       if (slot == inputs_.end()) {

@@ -318,6 +318,10 @@ bool Gather(const void* base, const int64_t* idx, int n, int64_t count, D* out, 
 }
 
 bool LoadInput(const TensorRef& in, const int64_t* idx, int n, uint8_t* out, int64_t* bad) {
+  if (in.num_elements == 0) {  // never read: such a load is one a Select discards
+    std::memset(out, 0, static_cast<size_t>(n) * 8);
+    return true;
+  }
   int64_t* oi = reinterpret_cast<int64_t*>(out);
   auto widen = [](auto v) { return static_cast<int64_t>(v); };
   switch (in.dtype) {
@@ -1244,7 +1248,7 @@ bool CountOf(const std::vector<int64_t>& dims, std::span<const int64_t> sizes, i
       if (s >= sizes.size()) return false;
       v = sizes[s];
     }
-    if (__builtin_mul_overflow(c, v, &c)) return false;
+    if (v < 0 || __builtin_mul_overflow(c, v, &c)) return false;
   }
   *count = c;
   return true;
@@ -1264,7 +1268,7 @@ Status CheckTensors(const std::vector<fused::TensorSpec>& specs, std::span<const
     }
     int64_t count = 0;
     if (!CountOf(specs[k].dims, sizes, &count)) {
-      return InvalidArgument(where() + ": shape " + DimsText(specs[k].dims, sizes) + " overflows int64");
+      return InvalidArgument(where() + ": shape " + DimsText(specs[k].dims, sizes) + " is negative or overflows int64");
     }
     if (refs[k].num_elements != count) {
       return InvalidArgument(where() + " has " + std::to_string(refs[k].num_elements) +
@@ -1292,12 +1296,6 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
     return InvalidArgument("fused program: " + std::to_string(sizes.size()) +
                            " size arguments given, expected " + std::to_string(p.num_sizes));
   }
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    if (sizes[k] < 0) {
-      return InvalidArgument("fused program: size argument " + std::to_string(k) + " is " +
-                             std::to_string(sizes[k]) + ", expected >= 0");
-    }
-  }
   KILN_RETURN_IF_ERROR(CheckTensors(p.inputs, inputs, sizes, "input"));
   if (outputs.size() != p.outputs.size()) {
     return InvalidArgument("fused program: " + std::to_string(outputs.size()) + " outputs given, expected " +
@@ -1315,8 +1313,12 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
       return Internal("fused program: domain dim " + std::to_string(a) + " names a missing size argument");
     }
     dims[a] = d >= 0 ? d : sizes[-(d + 1)];
+    if (dims[a] < 0) {
+      return InvalidArgument("fused program: domain dim " + std::to_string(a) + " is " + std::to_string(dims[a]) +
+                             " (size argument " + std::to_string(-(d + 1)) + "), expected >= 0");
+    }
     if (__builtin_mul_overflow(total, dims[a], &total)) {
-      return InvalidArgument("fused program: domain " + DimsText(p.domain, sizes) + " overflows int64");
+      return InvalidArgument("fused program: domain " + DimsText(p.domain, sizes) + " is negative or overflows int64");
     }
   }
   for (int64_t a = rank - 1, s = 1; a >= 0; --a) {
@@ -1342,7 +1344,7 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
     }
     int64_t count = 0;
     if (!CountOf(spec.tensor.dims, sizes, &count)) {
-      return InvalidArgument(where() + ": shape " + DimsText(spec.tensor.dims, sizes) + " overflows int64");
+      return InvalidArgument(where() + ": shape " + DimsText(spec.tensor.dims, sizes) + " is negative or overflows int64");
     }
     const int64_t expected = spec.per_row ? rows : total;
     if (o.num_elements != count || count != expected) {

@@ -30,6 +30,12 @@
 //
 // Dims in `domain` and tensor specs are encoded as int64: d >= 0 is a constant extent,
 // d < 0 is size argument -(d + 1), whose value is passed with each launch (kSize reads it).
+// Size arguments are any int64 (a symbolic Pad amount may be negative); a dim that reads
+// one must find it >= 0.
+//
+// A load from an input with no elements yields 0 and reads nothing: such a load is always
+// one whose value a Select discards (an empty Concat input, say), but it is still
+// evaluated, and its clamped index cannot be in range.
 #pragma once
 
 #include <cstdint>

@@ -239,3 +239,21 @@ TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason 
   auto rules = kiln::fusion::AllRules();
   for (size_t i = 1; i < rules.size(); ++i) CHECK_MESSAGE(rules[i - 1].op < rules[i].op, "duplicate rule " << rules[i].op);
 }
+
+TEST_CASE("fusion: an empty Concat input is never read") {
+  // Symbolic dims are >= 1 by the prologue's extent guards, so only a static 0 gets here.
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AddInput(g, "z", {"0", "3"});
+  AttrInt(AddNode(g, "Concat", {"x", "z"}, {"c"}, "concat"), "axis", 0);
+  AddNode(g, "Relu", {"c"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  REQUIRE(FuseModel(m).kernels.size() == 1);
+  std::vector<float> x = Random(6, 8), z(1, 0.0f);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3}),
+                           kiln::TensorView::Host(z.data(), kiln::DType::kFloat32, {0, 3})};
+  auto y = RunFloat(CompileModel(m), in);
+  REQUIRE(y[0].size() == 6);
+  for (int i = 0; i < 6; ++i) CHECK(y[0][i] == std::max(0.0f, x[i]));
+}
