@@ -111,6 +111,24 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   return Status::Ok();
 }
 
+// The `codegen` stage's text for one entry: the kernel each fused node runs, its launch
+// rule and its images. Its time is the whole artifact's emission and NVRTC time.
+std::string CodegenText(const serialize::ArtifactRecord& record, const serialize::EntryRecord& e) {
+  std::string s = "# stage: codegen\n# targets: ";
+  for (size_t i = 0; i < record.target_archs.size(); ++i) s += (i ? ", " : "") + record.target_archs[i];
+  s += record.target_archs.empty() ? "none (portable programs only)\n" : "\n";
+  for (const ir::Node& n : e.plan.trace.body.nodes) {
+    if (!n.fused) continue;
+    const serialize::KernelRecord& k = record.kernels[record.kernel_of.at(n.fused.get())];
+    size_t bytes = 0;
+    for (const auto& im : k.images) bytes += im.data.size();
+    s += fmt::format("{} <- '{}': {}, block {}, vector {}, {}-bit indices, {} images ({} bytes)\n", k.name, n.name,
+                     k.launch_kind == 0 ? "elementwise" : "row reduction", k.block, k.vector, k.index_bits,
+                     k.images.size(), bytes);
+  }
+  return s;
+}
+
 }  // namespace
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
@@ -226,7 +244,9 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
   if (record.entries.empty()) return first_error;
   t0 = NowNs();
   KILN_RETURN_IF_ERROR(BuildKernels(options, record, summary, log));
-  if (summary) summary->nvrtc_ns = NowNs() - t0;
+  const int64_t codegen_ns = NowNs() - t0;
+  if (summary) summary->nvrtc_ns = codegen_ns;
+  for (serialize::EntryRecord& e : record.entries) e.stages.push_back({"codegen", CodegenText(record, e), codegen_ns});
   log("serialize");
   auto bytes = serialize::WriteArtifact(record);
   if (summary) summary->total_ns = NowNs() - start;
