@@ -3,6 +3,15 @@
 // needs (a column loop computes what its reductions or stores read). Leaves map to the
 // scope's indices: kCoord to a coordinate computed from the linear, row or column index,
 // kLinear to the linear index, kAcc to the block-reduced accumulator.
+//
+// Integer (kI64) nodes are typed by their value ranges (index_ranges.h): index arithmetic
+// that depends only on coordinates, the linear index, constants, sizes and checked indices
+// and provably fits in 32 bits is computed as `int`; everything else, and every value that
+// depends on tensor data, as `long long` (wrapping helpers where it may overflow). Division
+// and modulo of provably non-negative operands are plain unsigned `/` and `%` (with a zero
+// check only when the divisor may be 0); a provably positive divisor needs no zero or -1
+// check and at most one sign fix-up; the full helpers (kiln_floordiv, kiln_mod, ...) remain
+// for the other cases. Integer constants are written as literals where they are used.
 #include "compiler/codegen/cuda_source.h"
 
 #include <xxhash.h>
@@ -18,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "compiler/codegen/host_shim.h"
+#include "compiler/codegen/index_ranges.h"
 #include "compiler/codegen/kernel_prelude.h"
 
 namespace kiln::codegen {
@@ -91,6 +101,27 @@ std::string IntLiteral(int64_t v) {
   return std::to_string(v) + "LL";
 }
 
+// 32-bit values are `int` whatever their sign: signed overflow cannot happen (the ranges
+// are exact), and the compiler, knowing it, folds constant offsets into addresses, which
+// it could not do for wrapping unsigned arithmetic. Non-negative ones divide as unsigned.
+const char* RepType(IntRep r) { return r == IntRep::kS64 ? "long long" : "int"; }
+bool SameType(IntRep a, IntRep b) { return (a == IntRep::kS64) == (b == IntRep::kS64); }
+
+// The unsigned type of r's width, for division of non-negative values.
+const char* RepUnsigned(IntRep r) { return r == IntRep::kS64 ? "kiln_u64" : "unsigned"; }
+
+// A literal of type r (v fits in it); negative ones in parentheses, so `-` + literal is no `--`.
+std::string RepLiteral(int64_t v, IntRep r) {
+  if (r == IntRep::kS64) return v < 0 ? "(" + IntLiteral(v) + ")" : IntLiteral(v);
+  if (v == INT32_MIN) return "(-2147483647 - 1)";
+  return v < 0 ? "(" + std::to_string(v) + ")" : std::to_string(v);
+}
+
+// x, computed as type `from`, as type `to` (its value fits in `to`).
+std::string Fit(const std::string& x, IntRep from, IntRep to) {
+  return SameType(from, to) ? x : fmt::format("({})({})", RepType(to), x);
+}
+
 struct Needs {
   bool half = false, bf16 = false, cast = false;
 };
@@ -158,6 +189,23 @@ class Emitter {
            p_.nodes[n.a].op == Op::kLinear;
   }
   std::string NodeExpr(int32_t n, const Scope& s);
+  std::string IntNodeExpr(int32_t n, const Scope& s);
+  // Integer node o as type r, at least as wide as its own type (constants as literals).
+  std::string Operand(int32_t o, IntRep r) const;
+  // A node's value as its own type: its name, or the literal of an integer constant (those
+  // are not declared).
+  std::string Ref(int32_t o) const {
+    if (o < 0) return "";
+    const Node& n = p_.nodes[o];
+    if (n.op == Op::kConst && n.type == ScalarType::kI64) return RepLiteral(n.i, ranges_.rep[o]);
+    return "v" + std::to_string(o);
+  }
+  // Non-negative integer node o as the unsigned type of r's width.
+  std::string UnsignedOperand(int32_t o, IntRep r) const;
+  // The C type a node's value is declared with.
+  const char* DeclType(int32_t n) const {
+    return p_.nodes[n].type == ScalarType::kI64 ? RepType(ranges_.rep[n]) : CType(p_.nodes[n].type);
+  }
   void EmitNodes(const std::vector<int32_t>& roots, const Scope& s, std::string* out, const std::string& indent);
   std::string LoadExpr(int input, const std::string& element);
   std::string StoreExpr(int output, const std::string& value);
@@ -167,11 +215,15 @@ class Emitter {
 
   std::string Signature() const;
   std::string Preamble() const;
+  // Per size argument: read by a dim (of the domain, an input or an output), which must
+  // find it >= 0; the kernel returns early otherwise (Preamble).
+  std::vector<bool> DimSizes() const;
   Status EmitElementwise(std::string* body);
   Status EmitRowReduction(std::string* body);
 
   const Program& p_;
   bool idx32_ = false;
+  IndexRanges ranges_;
   Needs needs_;
   int vector_ = 1;
   int block_ = kMaxThreads;
@@ -292,20 +344,18 @@ std::string Emitter::CastExpr(const std::string& x, ScalarType from, DType to) {
   return fmt::format("kiln_clamp(kiln_f2i({}), {}, {})", x, IntLiteral(lo), IntLiteral(hi));
 }
 
+// A float (kF32/kF64) node. Integer operands of any representation convert implicitly.
 std::string Emitter::NodeExpr(int32_t id, const Scope& s) {
   const Node& n = p_.nodes[id];
+  if (n.type == ScalarType::kI64) return IntNodeExpr(id, s);
   const ScalarType t = n.type;
-  const bool f32 = t == ScalarType::kF32, isf = t != ScalarType::kI64;
-  auto v = [](int32_t o) { return "v" + std::to_string(o); };
-  const std::string x = v(n.a), y = v(n.b), z = v(n.c);
+  const bool f32 = t == ScalarType::kF32;
+  const std::string x = Ref(n.a), y = Ref(n.b), z = Ref(n.c);
   // A C math function: the float or double version by the node's type.
   auto math = [&](const char* name) { return fmt::format("{}{}({})", name, f32 ? "f" : "", x); };
   auto one = [&]() { return std::string(f32 ? "1.0f" : "1.0"); };
   switch (n.op) {
-    case Op::kConst: return isf ? FloatLiteral(n.f, t) : IntLiteral(n.i);
-    case Op::kCoord: return "(long long)" + s.coord[n.i];
-    case Op::kLinear: return "(long long)" + s.linear;
-    case Op::kSize: return "s" + std::to_string(n.i);
+    case Op::kConst: return FloatLiteral(n.f, t);
     case Op::kAcc: return "acc" + std::to_string(n.i);
     case Op::kLoad: {
       const int in = static_cast<int>(n.i);
@@ -315,10 +365,9 @@ std::string Emitter::NodeExpr(int32_t id, const Scope& s) {
       return LoadExpr(in, fmt::format("in{}[{}]", in, x));
     }
     case Op::kCast: return CastExpr(x, p_.nodes[n.a].type, static_cast<DType>(n.i));
-    case Op::kNeg: return isf ? "-" + x : "kiln_neg(" + x + ")";
-    case Op::kAbs: return isf ? math("fabs") : "kiln_abs(" + x + ")";
+    case Op::kNeg: return "-" + x;
+    case Op::kAbs: return math("fabs");
     case Op::kSign: return "kiln_sign(" + x + ")";
-    case Op::kNot: return "(long long)(" + x + " == 0)";
     case Op::kFloor: return math("floor");
     case Op::kCeil: return math("ceil");
     case Op::kRound: return math("rint");  // rint rounds halves to even in the default mode
@@ -337,26 +386,155 @@ std::string Emitter::NodeExpr(int32_t id, const Scope& s) {
     case Op::kSinh: return math("sinh");
     case Op::kCosh: return math("cosh");
     case Op::kReciprocal: return one() + " / " + x;
-    case Op::kIsNaN: return "(long long)(" + x + " != " + x + ")";
-    case Op::kAdd: return isf ? x + " + " + y : fmt::format("kiln_add({}, {})", x, y);
-    case Op::kSub: return isf ? x + " - " + y : fmt::format("kiln_sub({}, {})", x, y);
-    case Op::kMul: return isf ? x + " * " + y : fmt::format("kiln_mul({}, {})", x, y);
-    case Op::kDiv: return isf ? x + " / " + y : fmt::format("kiln_div({}, {})", x, y);
-    case Op::kFloorDiv:
-      return isf ? fmt::format("floor{}({} / {})", f32 ? "f" : "", x, y) : fmt::format("kiln_floordiv({}, {})", x, y);
+    case Op::kAdd: return x + " + " + y;
+    case Op::kSub: return x + " - " + y;
+    case Op::kMul: return x + " * " + y;
+    case Op::kDiv: return x + " / " + y;
+    case Op::kFloorDiv: return fmt::format("floor{}({} / {})", f32 ? "f" : "", x, y);
     case Op::kMod: return fmt::format("kiln_mod({}, {})", x, y);
-    case Op::kFmod: return isf ? fmt::format("fmod{}({}, {})", f32 ? "f" : "", x, y) : fmt::format("kiln_fmod({}, {})", x, y);
+    case Op::kFmod: return fmt::format("fmod{}({}, {})", f32 ? "f" : "", x, y);
     case Op::kPow: return fmt::format("pow{}({}, {})", f32 ? "f" : "", x, y);
     case Op::kMin: return fmt::format("kiln_min({}, {})", x, y);
     case Op::kMax: return fmt::format("kiln_max({}, {})", x, y);
-    case Op::kEq: return fmt::format("(long long)({} == {})", x, y);
-    case Op::kLt: return fmt::format("(long long)({} < {})", x, y);
-    case Op::kLe: return fmt::format("(long long)({} <= {})", x, y);
-    case Op::kAnd: return fmt::format("(long long)({} != 0 && {} != 0)", x, y);
-    case Op::kOr: return fmt::format("(long long)({} != 0 || {} != 0)", x, y);
-    case Op::kXor: return fmt::format("(long long)(({} != 0) != ({} != 0))", x, y);
     case Op::kSelect: return fmt::format("{} != 0 ? {} : {}", x, y, z);
-    case Op::kCheckIndex: return fmt::format("kiln_check({}, {}, {}u, err)", x, y, n.i);
+    default: break;
+  }
+  return "0";  // unreachable for validated programs
+}
+
+std::string Emitter::Operand(int32_t o, IntRep r) const {
+  const Node& n = p_.nodes[o];
+  if (n.op == Op::kConst) return RepLiteral(n.i, r);
+  const std::string name = "v" + std::to_string(o);
+  return SameType(ranges_.rep[o], r) ? name : fmt::format("({}){}", RepType(r), name);
+}
+
+std::string Emitter::UnsignedOperand(int32_t o, IntRep r) const {
+  const Node& n = p_.nodes[o];
+  if (n.op == Op::kConst) return std::to_string(n.i) + (r == IntRep::kS64 ? "ull" : "u");
+  const std::string name = "v" + std::to_string(o);
+  return fmt::format("({}){}", RepUnsigned(r), name);
+}
+
+// An integer node, computed in the widest representation of it and its integer operands
+// (`wide`) and converted to its own. Every conversion keeps the value: a node's range holds
+// its value, and its representation holds its range.
+std::string Emitter::IntNodeExpr(int32_t id, const Scope& s) {
+  const Node& n = p_.nodes[id];
+  const IntRep rep = ranges_.rep[id];
+  const char* type = RepType(rep);
+  auto is_int = [&](int32_t o) { return o >= 0 && p_.nodes[o].type == ScalarType::kI64; };
+  IntRep wide = rep;
+  for (int32_t o : {n.a, n.b, n.c}) {
+    if (is_int(o)) wide = std::max(wide, ranges_.rep[o]);
+  }
+  const std::string x = Ref(n.a), y = Ref(n.b), z = Ref(n.c);
+  const IntRange xr = n.a >= 0 ? ranges_.range[n.a] : IntRange{};
+  const IntRange yr = n.b >= 0 ? ranges_.range[n.b] : IntRange{};
+  // A 0/1 result of a condition.
+  auto flag = [&](const std::string& cond) { return fmt::format("({})({})", type, cond); };
+  // A binary op in `r`: operands converted to it, the result to the node's type.
+  auto infix = [&](const char* op, IntRep r) {
+    return Fit(fmt::format("{} {} {}", Operand(n.a, r), op, Operand(n.b, r)), r, rep);
+  };
+  auto helper64 = [&](const char* name) {
+    return Fit(fmt::format("{}({}, {})", name, Operand(n.a, IntRep::kS64), Operand(n.b, IntRep::kS64)),
+               IntRep::kS64, rep);
+  };
+  auto leaf_index = [&](const std::string& idx) {
+    // Coordinates and the linear index are of the kernel's index type.
+    return fmt::format("({}){}", type, idx);
+  };
+  switch (n.op) {
+    case Op::kConst: return RepLiteral(n.i, rep);
+    case Op::kCoord: return leaf_index(s.coord[n.i]);
+    case Op::kLinear: return leaf_index(s.linear);
+    case Op::kSize: return Fit("s" + std::to_string(n.i), IntRep::kS64, rep);
+    case Op::kAcc: return "acc" + std::to_string(n.i);
+    case Op::kLoad: {
+      const int in = static_cast<int>(n.i);
+      if (VectorLoad(n, &s)) return LoadExpr(in, "x" + std::to_string(in) + "[e]");
+      return LoadExpr(in, fmt::format("in{}[{}]", in, x));
+    }
+    case Op::kCast: {
+      const DType to = static_cast<DType>(n.i);
+      const ScalarType from = p_.nodes[n.a].type;
+      if (to == DType::kBool) return flag(x + " != 0");
+      if (from == ScalarType::kI64) {
+        // An integer cast that cannot wrap is the value itself (the range is then x's).
+        if (ranges_.range[id] == xr) return Operand(n.a, rep);
+        return Fit(CastExpr(Operand(n.a, IntRep::kS64), from, to), IntRep::kS64, rep);
+      }
+      return Fit(CastExpr(x, from, to), IntRep::kS64, rep);
+    }
+    case Op::kNeg: {
+      if (!ranges_.exact[id]) return "kiln_neg(" + Operand(n.a, IntRep::kS64) + ")";
+      const IntRep r = std::max(wide, IntRep::kS32);
+      return Fit("-" + Operand(n.a, r), r, rep);
+    }
+    case Op::kAbs: {
+      if (xr.lo >= 0) return Operand(n.a, rep);
+      if (!ranges_.exact[id]) return "kiln_abs(" + Operand(n.a, IntRep::kS64) + ")";
+      const IntRep r = std::max(wide, IntRep::kS32);
+      return Fit(fmt::format("({0} < 0 ? -{0} : {0})", Operand(n.a, r)), r, rep);
+    }
+    case Op::kSign:
+      if (xr.lo >= 0) return flag(x + " > 0");
+      return flag(fmt::format("({0} > 0) - ({0} < 0)", x));
+    case Op::kNot: return flag(x + " == 0");
+    case Op::kIsNaN: return flag(x + " != " + x);
+    case Op::kEq: case Op::kLt: case Op::kLe: {
+      const char* op = n.op == Op::kEq ? "==" : (n.op == Op::kLt ? "<" : "<=");
+      if (!is_int(n.a)) return flag(fmt::format("{} {} {}", x, op, y));
+      const IntRep r = std::max(ranges_.rep[n.a], ranges_.rep[n.b]);
+      return flag(fmt::format("{} {} {}", Operand(n.a, r), op, Operand(n.b, r)));
+    }
+    case Op::kAnd: return flag(fmt::format("{} != 0 && {} != 0", x, y));
+    case Op::kOr: return flag(fmt::format("{} != 0 || {} != 0", x, y));
+    case Op::kXor: return flag(fmt::format("({} != 0) != ({} != 0)", x, y));
+    case Op::kAdd: return ranges_.exact[id] ? infix("+", wide) : helper64("kiln_add");
+    case Op::kSub: return ranges_.exact[id] ? infix("-", wide) : helper64("kiln_sub");
+    case Op::kMul: return ranges_.exact[id] ? infix("*", wide) : helper64("kiln_mul");
+    case Op::kDiv: case Op::kFloorDiv: case Op::kMod: case Op::kFmod: {
+      const bool div = n.op == Op::kDiv || n.op == Op::kFloorDiv;
+      const char* op = div ? "/" : "%";
+      if (yr.lo == 0 && yr.hi == 0) return RepLiteral(0, rep);  // x / 0 = x % 0 = 0
+      if (xr.lo >= 0 && yr.lo >= 1 && xr.hi < yr.lo) {  // 0 <= x < y: x / y = 0, x % y = x
+        return div ? RepLiteral(0, rep) : Operand(n.a, rep);
+      }
+      if (xr.lo >= 0 && yr.lo >= 0) {
+        // Non-negative: floor and truncation agree, and so do both modulos. Unsigned
+        // division is the cheapest (no sign fix-up; a shift or a multiply for constants).
+        std::string e = fmt::format("{} {} {}", UnsignedOperand(n.a, wide), op, UnsignedOperand(n.b, wide));
+        if (yr.lo == 0) e = fmt::format("({} == 0 ? 0 : {})", y, e);  // x / 0 = x % 0 = 0
+        return fmt::format("({})({})", type, e);
+      }
+      const bool no_wrap = yr.lo >= 1 || yr.hi <= -2;  // divisor never 0 or -1
+      if (no_wrap && (n.op == Op::kDiv || n.op == Op::kFmod)) return infix(op, wide);  // C truncates
+      if (yr.lo >= 1) {
+        // A positive divisor: floor division and Python modulo from C's, one fix-up each.
+        const std::string a = Operand(n.a, wide), b = Operand(n.b, wide);
+        if (n.op == Op::kFloorDiv) return Fit(fmt::format("{0} / {1} - ({0} % {1} < 0)", a, b), wide, rep);
+        return Fit(fmt::format("{0} % {1} + ({0} % {1} < 0 ? {1} : 0)", a, b), wide, rep);
+      }
+      const char* name = n.op == Op::kDiv ? "kiln_div"
+                         : n.op == Op::kFloorDiv ? "kiln_floordiv"
+                         : n.op == Op::kMod ? "kiln_mod" : "kiln_fmod";
+      return helper64(name);
+    }
+    case Op::kMin: case Op::kMax: {
+      // One operand never above the other: the result is that operand.
+      const bool x_low = xr.hi <= yr.lo, y_low = yr.hi <= xr.lo;
+      if (x_low || y_low) return Operand((x_low == (n.op == Op::kMin)) ? n.a : n.b, rep);
+      const IntRep r = wide;
+      return Fit(fmt::format("{}({}, {})", n.op == Op::kMin ? "kiln_min" : "kiln_max", Operand(n.a, r),
+                             Operand(n.b, r)), r, rep);
+    }
+    case Op::kSelect: return fmt::format("{} != 0 ? {} : {}", x, Operand(n.b, rep), Operand(n.c, rep));
+    case Op::kCheckIndex:
+      return Fit(fmt::format("kiln_check({}, {}, {}u, err)", Operand(n.a, IntRep::kS64), Operand(n.b, IntRep::kS64),
+                             n.i), IntRep::kS64, rep);
+    default: break;
   }
   return "0";  // unreachable for validated programs
 }
@@ -364,7 +542,8 @@ std::string Emitter::NodeExpr(int32_t id, const Scope& s) {
 void Emitter::EmitNodes(const std::vector<int32_t>& roots, const Scope& s, std::string* out,
                         const std::string& indent) {
   for (int32_t n : Reachable(roots, &s)) {
-    *out += fmt::format("{}const {} v{} = {};\n", indent, CType(p_.nodes[n].type), n, NodeExpr(n, s));
+    if (p_.nodes[n].op == Op::kConst && p_.nodes[n].type == ScalarType::kI64) continue;  // inlined (Ref)
+    *out += fmt::format("{}const {} v{} = {};\n", indent, DeclType(n), n, NodeExpr(n, s));
   }
 }
 
@@ -383,16 +562,38 @@ std::string Emitter::Signature() const {
   return s + ") {\n";
 }
 
-// Size arguments as the index type; a negative size (never passed by a correct launcher)
-// makes the kernel do nothing rather than walk memory.
+std::vector<bool> Emitter::DimSizes() const {
+  std::vector<bool> used(static_cast<size_t>(p_.num_sizes), false);
+  auto mark = [&](const std::vector<int64_t>& dims) {
+    for (int64_t d : dims) {
+      if (d < 0) used[-(d + 1)] = true;
+    }
+  };
+  mark(p_.domain);
+  for (const fused::TensorSpec& t : p_.inputs) mark(t.dims);
+  for (const fused::Output& o : p_.outputs) mark(o.tensor.dims);
+  return used;
+}
+
+// The size arguments that dims read, as the index type. Such a size is >= 0 for a correct
+// launch; a negative one makes the kernel do nothing rather than walk memory. Sizes that
+// no dim reads are values of the program (a Pad amount, say) and may be negative.
 std::string Emitter::Preamble() const {
   std::string s;
-  if (p_.num_sizes == 0) return s;
+  const std::vector<bool> dim_sizes = DimSizes();
   std::string cond;
-  for (int k = 0; k < p_.num_sizes; ++k) cond += (k ? " || s" : "s") + std::to_string(k) + " < 0";
-  s += "  if (" + cond + ") return;\n";
   for (int k = 0; k < p_.num_sizes; ++k) {
-    s += fmt::format("  const {} z{} = ({})s{};\n", IdxType(), k, IdxType(), k);
+    if (dim_sizes[k]) cond += (cond.empty() ? "s" : " || s") + std::to_string(k) + " < 0";
+  }
+  if (cond.empty()) return s;
+  s += "  if (" + cond + ") return;\n";
+  // Index-typed copies of the sizes that extents of the domain read (Dim).
+  std::vector<bool> domain_sizes(static_cast<size_t>(p_.num_sizes), false);
+  for (int64_t d : p_.domain) {
+    if (d < 0) domain_sizes[-(d + 1)] = true;
+  }
+  for (int k = 0; k < p_.num_sizes; ++k) {
+    if (domain_sizes[k]) s += fmt::format("  const {} z{} = ({})s{};\n", IdxType(), k, IdxType(), k);
   }
   return s;
 }
@@ -440,7 +641,7 @@ Status Emitter::EmitElementwise(std::string* body) {
     sc.linear = "i";
     EmitNodes(roots, sc, &e, indent);
     for (size_t k = 0; k < p_.outputs.size(); ++k) {
-      const std::string value = "v" + std::to_string(p_.outputs[k].value);
+      const std::string value = Ref(p_.outputs[k].value);
       if (vector_lane) {
         e += fmt::format("{}y{}[e] = {};\n", indent, k, StoreExpr(static_cast<int>(k), value));
       } else {
@@ -629,7 +830,10 @@ Status Emitter::EmitRowReduction(std::string* body) {
     EmitNodes(roots, sc, &s, "      ");
     for (int r : pass) {
       const fused::Reduction& red = p_.reductions[r];
-      s += fmt::format("      acc{0} = kiln_op_{1}()(acc{0}, v{2});\n", r, op_name(red.op), red.value);
+      // An integer value of a narrower type joins the 64-bit accumulator as long long.
+      const bool int_value = p_.nodes[red.value].type == ScalarType::kI64;
+      s += fmt::format("      acc{0} = kiln_op_{1}()(acc{0}, {2});\n", r, op_name(red.op),
+                       int_value ? Operand(red.value, IntRep::kS64) : Ref(red.value));
     }
     s += "    }\n";
     for (int r : pass) {
@@ -645,7 +849,7 @@ Status Emitter::EmitRowReduction(std::string* body) {
     s += c;
     EmitNodes(full_roots, sc, &s, "      ");
     for (int k : full_outputs) {
-      s += fmt::format("      out{}[lin] = {};\n", k, StoreExpr(k, "v" + std::to_string(p_.outputs[k].value)));
+      s += fmt::format("      out{}[lin] = {};\n", k, StoreExpr(k, Ref(p_.outputs[k].value)));
     }
     s += "    }\n";
   }
@@ -658,7 +862,7 @@ Status Emitter::EmitRowReduction(std::string* body) {
     if (need_linear) sc.linear = row_base;
     EmitNodes(row_roots, sc, &s, "      ");
     for (int k : row_outputs) {
-      s += fmt::format("      out{}[row] = {};\n", k, StoreExpr(k, "v" + std::to_string(p_.outputs[k].value)));
+      s += fmt::format("      out{}[row] = {};\n", k, StoreExpr(k, Ref(p_.outputs[k].value)));
     }
     s += "    }\n";
   }
@@ -693,6 +897,13 @@ Result<EmittedKernel> Emitter::Run() {
   for (const fused::Output& o : p_.outputs) idx32_ = idx32_ && fits32(o.tensor.dims);
 
   const bool row = p_.reduce_axes != 0;
+  // Nodes are evaluated only for non-empty domains, and a row reduction's per-row outputs
+  // with its reduced axes possibly empty.
+  uint32_t nonempty_axes = 0;
+  for (size_t k = 0; k < p_.domain.size(); ++k) {
+    if (!row || !((p_.reduce_axes >> k) & 1u)) nonempty_axes |= 1u << k;
+  }
+  ranges_ = AnalyseRanges(p_, nonempty_axes, DimSizes());
   std::string body;
   KILN_RETURN_IF_ERROR(row ? EmitRowReduction(&body) : EmitElementwise(&body));
 

@@ -7,7 +7,8 @@
 // the same kernel text is checked on machines without a GPU. Each section has its own
 // include guard, so the host harness can put many kernels into one translation unit.
 //
-// Conventions: kI64 values are `long long`, kF32 `float`, kF64 `double`. Integer
+// Conventions: kI64 values are `long long`, kF32 `float`, kF64 `double`; index arithmetic
+// the emitter proves to fit in 32 bits is `int` (cuda_source.cc). Integer
 // arithmetic that may overflow goes through unsigned types, so it wraps instead of being
 // undefined (ONNX int64 arithmetic wraps in onnxruntime, and the host shim build must not
 // trap: INT64_MIN / -1 raises SIGFPE on x86).
@@ -56,6 +57,8 @@ __device__ __forceinline__ double kiln_max(double x, double y) { return (x != x 
 __device__ __forceinline__ double kiln_min(double x, double y) { return (x != x || y != y) ? x + y : (y < x ? y : x); }
 __device__ __forceinline__ long long kiln_max(long long x, long long y) { return x < y ? y : x; }
 __device__ __forceinline__ long long kiln_min(long long x, long long y) { return y < x ? y : x; }
+__device__ __forceinline__ int kiln_max(int x, int y) { return x < y ? y : x; }
+__device__ __forceinline__ int kiln_min(int x, int y) { return y < x ? y : x; }
 // kCheckIndex: x when 0 <= x < n. Otherwise the first failing thread records (check + 1) in
 // err[0] and the index in err[1] (low word) and err[2] (high word), and the result is 0, so
 // the load that uses it stays in range.

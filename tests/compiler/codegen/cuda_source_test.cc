@@ -14,12 +14,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "compiler/codegen/cuda_source.h"
 #include "runtime/cpu/fused.h"
@@ -127,7 +130,8 @@ struct Suite {
 };
 
 enum ProgramId {
-  kBroadcast, kVector, kSoftmax, kSoftmaxSym, kLeading, kMiddle, kGather, kCast, kSymbolic, kAllOps, kNumPrograms
+  kBroadcast, kVector, kSoftmax, kSoftmaxSym, kLeading, kMiddle, kGather, kCast, kSymbolic, kAllOps,
+  kIndexMath, kLoadedIndex, kSignedIndex, kSizeDivisor, kRowIndex, kRowIndexSym, kNumPrograms
 };
 
 Suite MakeSuite() {
@@ -143,6 +147,12 @@ Suite MakeSuite() {
   s.programs[kCast] = testing::CastProgram();
   s.programs[kSymbolic] = testing::SymbolicProgram();
   s.programs[kAllOps] = testing::AllOpsProgram();
+  s.programs[kIndexMath] = testing::IndexMathProgram();
+  s.programs[kLoadedIndex] = testing::LoadedIndexProgram();
+  s.programs[kSignedIndex] = testing::SignedIndexProgram();
+  s.programs[kSizeDivisor] = testing::SizeDivisorProgram();
+  s.programs[kRowIndex] = testing::RowIndexProgram(7);
+  s.programs[kRowIndexSym] = testing::RowIndexProgram(-2);
   for (const fused::Program& p : s.programs) {
     Result<EmittedKernel> k = codegen::EmitCuda(p);
     REQUIRE_MESSAGE(k.ok(), k.status().ToString());
@@ -176,13 +186,18 @@ Run Prepare(const fused::Program& p, const std::vector<int64_t>& sizes, uint32_t
   return r;
 }
 
-Status RunKernel(ProgramId id, Run& r, const std::vector<int64_t>& sizes,
-                 std::optional<testing::HostLaunch> launch = std::nullopt) {
-  const Suite& s = GetSuite();
+Status RunKernel(const HostKernels& lib, const EmittedKernel& kernel, const fused::Program& p, Run& r,
+                 const std::vector<int64_t>& sizes, std::optional<testing::HostLaunch> launch = std::nullopt) {
   std::vector<cpu::TensorRef> in, out;
   for (Tensor& t : r.inputs) in.push_back(t.ref());
   for (Tensor& t : r.outputs) out.push_back(t.ref());
-  return testing::RunHostKernel(*s.lib, s.kernels[id], s.programs[id], in, out, sizes, launch);
+  return testing::RunHostKernel(lib, kernel, p, in, out, sizes, launch);
+}
+
+Status RunKernel(ProgramId id, Run& r, const std::vector<int64_t>& sizes,
+                 std::optional<testing::HostLaunch> launch = std::nullopt) {
+  const Suite& s = GetSuite();
+  return RunKernel(*s.lib, s.kernels[id], s.programs[id], r, sizes, launch);
 }
 
 Status RunInterpreter(const fused::Program& p, Run& r, const std::vector<int64_t>& sizes) {
@@ -204,20 +219,19 @@ bool Close(DType dt, double got, double want) {
   }
 }
 
-// Runs program `id` on the host kernel and on the interpreter with the same random inputs
+// Runs a program on its host kernel and on the interpreter with the same random inputs
 // (`fill` may then set chosen values) and compares every output element.
-void CompareWithInterpreter(ProgramId id, const std::vector<int64_t>& sizes, uint32_t seed,
-                            void (*fill)(Run&) = nullptr, std::optional<testing::HostLaunch> launch = std::nullopt) {
+void CompareWithInterpreter(const HostKernels& lib, const EmittedKernel& k, const fused::Program& p, int id,
+                            const std::vector<int64_t>& sizes, uint32_t seed, void (*fill)(Run&) = nullptr,
+                            std::optional<testing::HostLaunch> launch = std::nullopt) {
   CAPTURE(id);
   CAPTURE(seed);
-  const Suite& s = GetSuite();
-  const fused::Program& p = s.programs[id];
   Run kernel = Prepare(p, sizes, seed);
   if (fill) fill(kernel);
   Run interp = kernel;
   // Outputs start different, so an element neither writes cannot pass.
   for (Tensor& t : kernel.outputs) std::fill(t.bytes.begin(), t.bytes.end(), 0xA5);
-  Status ks = RunKernel(id, kernel, sizes, launch);
+  Status ks = RunKernel(lib, k, p, kernel, sizes, launch);
   REQUIRE_MESSAGE(ks.ok(), ks.ToString());
   Status is = RunInterpreter(p, interp, sizes);
   REQUIRE_MESSAGE(is.ok(), is.ToString());
@@ -231,10 +245,37 @@ void CompareWithInterpreter(ProgramId id, const std::vector<int64_t>& sizes, uin
                           : Close(got.dtype, Get(got, i), Get(want, i));
       if (!ok && bad++ < 3) {
         FAIL_CHECK("program " << id << " output " << o << " (" << DTypeName(got.dtype) << ") element " << i
-                              << ": kernel " << Get(got, i) << ", interpreter " << Get(want, i));
+                              << ": kernel " << GetInt(got, i) << ", interpreter " << GetInt(want, i) << " ("
+                              << Get(got, i) << ", " << Get(want, i) << ")");
       }
     }
   }
+}
+
+void CompareWithInterpreter(ProgramId id, const std::vector<int64_t>& sizes, uint32_t seed,
+                            void (*fill)(Run&) = nullptr, std::optional<testing::HostLaunch> launch = std::nullopt) {
+  const Suite& s = GetSuite();
+  CompareWithInterpreter(*s.lib, s.kernels[id], s.programs[id], id, sizes, seed, fill, launch);
+}
+
+// The kernel function of a source (after the prelude), and the lines of its body that
+// declare node values.
+std::string KernelBody(const EmittedKernel& k) {
+  const size_t at = k.source.find("extern \"C\"");
+  REQUIRE(at != std::string::npos);
+  return k.source.substr(at);
+}
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The declaration of node n's value ("const int v12 = ...;"), or "" if not emitted.
+std::string Decl(const std::string& body, int32_t n) {
+  const std::string name = " v" + std::to_string(n) + " = ";
+  const size_t at = body.find(name);
+  if (at == std::string::npos) return "";
+  const size_t begin = body.rfind('\n', at) + 1, end = body.find('\n', at);
+  std::string line = body.substr(begin, end - begin);
+  return line.substr(line.find_first_not_of(' '));
 }
 
 TEST_CASE("EmitCuda: launch rules follow the program") {
@@ -561,6 +602,219 @@ TEST_CASE("host shim: kernels match the CPU interpreter on random inputs") {
     k[4] = std::numeric_limits<int64_t>::max();
     j[4] = 2;
   });
+}
+
+// Whether node n's declaration is one of `types` ("int", "long long", ...).
+bool DeclaredAs(const std::string& body, int32_t n, std::initializer_list<const char*> types) {
+  const std::string d = Decl(body, n);
+  for (const char* t : types) {
+    if (d.rfind(std::string("const ") + t + " v", 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST_CASE("EmitCuda: index arithmetic of static shapes is 32-bit, with plain division") {
+  const Suite& s = GetSuite();
+  const fused::Program& p = s.programs[kIndexMath];
+  const EmittedKernel& k = s.kernels[kIndexMath];
+  CHECK(k.index_bits == 32);
+  const std::string body = KernelBody(k);
+  for (const char* helper : {"kiln_floordiv(", "kiln_mod(", "kiln_div(", "kiln_fmod(", "kiln_add(", "kiln_mul("}) {
+    CAPTURE(helper);
+    CHECK(!Has(body, helper));
+  }
+  CHECK(!Has(body, "long long v"));
+  int divisions = 0;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    if (p.nodes[n].type != fused::ScalarType::kI64) continue;
+    CAPTURE(Decl(body, static_cast<int32_t>(n)));
+    if (p.nodes[n].op == fused::Op::kConst) {  // integer constants are literals where used
+      CHECK(Decl(body, static_cast<int32_t>(n)).empty());
+      continue;
+    }
+    CHECK(DeclaredAs(body, static_cast<int32_t>(n), {"int"}));
+    const fused::Op op = p.nodes[n].op;
+    if (op == fused::Op::kFloorDiv || op == fused::Op::kMod || op == fused::Op::kDiv || op == fused::Op::kFmod) {
+      const std::string d = Decl(body, static_cast<int32_t>(n));
+      CHECK((Has(d, " / ") || Has(d, " % ")));
+      CHECK(!Has(d, "=="));  // no zero check: the divisors are positive constants
+      ++divisions;
+    }
+  }
+  CHECK(divisions == 9);
+
+  // Bounded by static dims, 32-bit even where the kernel's indices are 64-bit: the
+  // coordinate along the extent-6 axis, and (j * 5) // s0, whose divisor s0 is an extent of
+  // the domain (>= 1 wherever the body runs): plain division, no zero check.
+  const fused::Program& sp = s.programs[kSizeDivisor];
+  const std::string sd = KernelBody(s.kernels[kSizeDivisor]);
+  CHECK(s.kernels[kSizeDivisor].index_bits == 64);
+  CHECK(Decl(sd, 1) == "const int v1 = (int)c1;");
+  const std::string out0 = Decl(sd, sp.outputs[0].value), out1 = Decl(sd, sp.outputs[1].value);
+  const std::string out2 = Decl(sd, sp.outputs[2].value);
+  CHECK(Has(out0, "(kiln_u64)"));
+  CHECK(Has(out0, " / "));
+  CHECK(!Has(out0, "=="));
+  CHECK(Has(out0, "const int v"));  // at most 5 * 5
+  // s1 is read by no dim: it may be 0 or negative, so the full helpers remain.
+  CHECK(Has(out1, "kiln_mod("));
+  CHECK(Has(out2, "kiln_floordiv("));
+
+  // A per-row output of a row reduction runs even when the reduced extent s1 is 0: a
+  // non-negative division by it keeps its zero check (and needs no sign fix-up).
+  const fused::Program& rp = s.programs[kRowIndexSym];
+  const std::string rb = KernelBody(s.kernels[kRowIndexSym]);
+  const int32_t per = rp.nodes[rp.outputs[0].value].b;
+  REQUIRE(rp.nodes[per].op == fused::Op::kFloorDiv);
+  CHECK(Has(Decl(rb, per), "== 0 ? 0 : "));
+  CHECK(!Has(Decl(rb, per), "kiln_floordiv("));
+  // A narrow value joins a 64-bit accumulator as long long.
+  CHECK(Has(KernelBody(s.kernels[kRowIndex]), "acc0 = kiln_op_sum()(acc0, (long long)v"));
+}
+
+TEST_CASE("EmitCuda: loaded indices keep the full 64-bit semantics") {
+  const Suite& s = GetSuite();
+  const fused::Program& p = s.programs[kLoadedIndex];
+  const std::string body = KernelBody(s.kernels[kLoadedIndex]);
+  int32_t raw = -1, mod = -1, check = -1, half = -1, fmod = -1, div = -1;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const fused::Node& node = p.nodes[n];
+    const int32_t id = static_cast<int32_t>(n);
+    if (node.op == fused::Op::kLoad && node.i == 1) raw = id;
+    if (node.op == fused::Op::kMod) mod = id;
+    if (node.op == fused::Op::kCheckIndex) check = id;
+    if (node.op == fused::Op::kFloorDiv) half = id;
+    if (node.op == fused::Op::kFmod) fmod = id;
+    if (node.op == fused::Op::kDiv) div = id;
+  }
+  const std::string v = "v" + std::to_string(raw);
+  CHECK(Decl(body, raw) == fmt::format("const long long {} = (long long)in1[v{}];", v, p.nodes[raw].a));
+  // A loaded value may be negative: a positive constant divisor needs no zero or -1 check,
+  // but floor division and Python modulo keep their sign fix-ups, in 64 bits.
+  CHECK(Decl(body, mod) == fmt::format("const long long v{0} = {1} % 5LL + ({1} % 5LL < 0 ? 5LL : 0);", mod, v));
+  CHECK(Decl(body, half) == fmt::format("const long long v{0} = {1} / 2LL - ({1} % 2LL < 0);", half, v));
+  // C's % and / are exact here: the divisor is never 0 or -1.
+  CHECK(Decl(body, fmod) == fmt::format("const long long v{} = {} % 3LL;", fmod, v));
+  CHECK(Has(Decl(body, div), fmt::format("const long long v{} = {} / (long long)v", div, v)));
+  // The checked index is an index again: 32-bit for the address arithmetic after it.
+  CHECK(Decl(body, check) == fmt::format("const int v{} = (int)(kiln_check(v{}, 5LL, 0u, err));", check, mod));
+  // In the gather program the wrapped index is data too.
+  const std::string gb = KernelBody(s.kernels[kGather]);
+  CHECK(Has(gb, "kiln_add(v"));
+  CHECK(Has(gb, "kiln_check(v"));
+}
+
+TEST_CASE("host shim: index arithmetic matches hand values and the interpreter") {
+  const Suite& s = GetSuite();
+  SUBCASE("upsample, transposed concat and unravel by hand") {
+    Run r = Prepare(s.programs[kIndexMath], {}, 30);
+    REQUIRE(RunKernel(kIndexMath, r, {}).ok());
+    const float* a = r.inputs[0].as<float>();
+    const float* b = r.inputs[1].as<float>();
+    for (int n = 0; n < 2; ++n) {
+      for (int c = 0; c < 6; ++c) {
+        for (int h = 0; h < 4; ++h) {
+          for (int w = 0; w < 4; ++w) {
+            const int lin = ((n * 6 + c) * 4 + h) * 4 + w;
+            const float want = c < 3 ? a[((n * 3 + c) * 2 + h / 2) * 2 + w / 2] : b[((n * 4 + h) * 4 + w) * 3 + c - 3];
+            CHECK(r.outputs[0].as<float>()[lin] == want);
+            CHECK(r.outputs[1].as<int32_t>()[lin] == c * 100 + h * 10 + w);
+            CHECK(r.outputs[2].as<int64_t>()[lin] == lin / 7 + lin % 5);
+          }
+        }
+      }
+    }
+  }
+  SUBCASE("negative values through division and modulo") {
+    Run r = Prepare(s.programs[kSignedIndex], {}, 31);
+    REQUIRE(RunKernel(kSignedIndex, r, {}).ok());
+    const int64_t* k = r.inputs[0].as<int64_t>();
+    auto floordiv = [](int64_t x, int64_t y) { return y == 0 ? 0 : (x / y - ((x % y != 0) && ((x < 0) != (y < 0)))); };
+    auto pymod = [](int64_t x, int64_t y) { return y == 0 ? 0 : ((x % y + y) % y); };
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        const int e = i * 8 + j;
+        const int64_t d = j - 5;
+        auto out = [&](int o) { return r.outputs[o].as<int64_t>()[e]; };
+        CAPTURE(e);
+        CHECK(out(0) == floordiv(d, 3));
+        CHECK(out(1) == pymod(d, 3));
+        CHECK(out(2) == d / -2);
+        CHECK(out(3) == d % 3);
+        CHECK(out(4) == floordiv(d, j - 3));
+        CHECK(out(5) == pymod(k[e], d));
+        CHECK(out(6) == floordiv(k[e], 4));
+        CHECK(out(7) == -d * 7 + (d > 0) - (d < 0) + (d < 0 ? -d : d) * 100);
+        CHECK(out(8) == std::max<int64_t>(std::min<int64_t>(d, 1), -2) + i);
+      }
+    }
+  }
+  CompareWithInterpreter(kIndexMath, {}, 32);
+  CompareWithInterpreter(kLoadedIndex, {}, 33);  // indices in [-20, 20]
+  CompareWithInterpreter(kLoadedIndex, {}, 34, [](Run& r) {
+    const int64_t idx[4] = {std::numeric_limits<int64_t>::min(), -1, std::numeric_limits<int64_t>::max(), -6};
+    std::memcpy(r.inputs[1].bytes.data(), idx, sizeof(idx));
+  });
+  CompareWithInterpreter(kSignedIndex, {}, 35, [](Run& r) {
+    int64_t* k = r.inputs[0].as<int64_t>();
+    k[0] = std::numeric_limits<int64_t>::min();  // d = -5
+    k[4] = std::numeric_limits<int64_t>::min();  // d = -1: INT64_MIN mod -1 = 0
+    k[5] = std::numeric_limits<int64_t>::max();  // d = 0
+    k[12] = -1;
+  });
+  // An empty domain must not divide by its zero extent (the host traps on x / 0).
+  for (const std::vector<int64_t>& sizes : std::vector<std::vector<int64_t>>{{4, 3}, {4, 0}, {0, 3}, {0, 0}, {1, 7}}) {
+    CAPTURE(sizes[0]);
+    CAPTURE(sizes[1]);
+    CompareWithInterpreter(kSizeDivisor, sizes, 36);
+    CompareWithInterpreter(kRowIndex, sizes, 37);
+    CompareWithInterpreter(kRowIndexSym, sizes, 38);
+    CompareWithInterpreter(kRowIndexSym, sizes, 38, nullptr, testing::HostLaunch{2, 1});
+  }
+}
+
+// Sets a third of every integer input's elements to extremes (INT64_MIN, INT32_MIN - 1, ...),
+// truncated to the dtype.
+void FillExtremes(Run& r) {
+  const int64_t extremes[] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                              -2147483649LL, -2147483648LL, 2147483647LL, 2147483648LL, -1, 0};
+  for (Tensor& t : r.inputs) {
+    const size_t w = DTypeSize(t.dtype);
+    for (int64_t i = 0; i < t.count(); i += 3) {
+      std::memcpy(t.bytes.data() + i * w, &extremes[(i / 3) % 8], w);  // the low bytes
+    }
+  }
+}
+
+TEST_CASE("host shim: random integer programs match the interpreter") {
+  std::vector<fused::Program> programs;
+  std::vector<EmittedKernel> kernels;
+  for (uint32_t seed = 100; seed < 124; ++seed) {
+    programs.push_back(testing::RandomIntProgram(seed, seed % 2 == 1));
+    Result<EmittedKernel> k = codegen::EmitCuda(programs.back());
+    REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+    kernels.push_back(*k);
+  }
+  // The programs exercise every representation.
+  int narrow = 0, wide = 0;
+  for (const EmittedKernel& k : kernels) {
+    const std::string body = KernelBody(k);
+    narrow += Has(body, "const int v");
+    wide += Has(body, "const long long v");
+  }
+  CHECK(narrow >= 24);
+  CHECK(wide >= 24);
+  testing::TempDir dir;
+  Result<std::unique_ptr<HostKernels>> lib = HostKernels::Build(kernels, dir.path.string());
+  REQUIRE_MESSAGE(lib.ok(), lib.status().ToString());
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const bool symbolic = programs[i].domain[0] < 0;
+    for (const std::vector<int64_t>& sizes :
+         std::vector<std::vector<int64_t>>{{3, 2}, {1, 0}, {symbolic ? 0 : 5, 7}, {2, 1}}) {
+      CompareWithInterpreter(**lib, kernels[i], programs[i], static_cast<int>(100 + i), sizes, 40);
+      CompareWithInterpreter(**lib, kernels[i], programs[i], static_cast<int>(100 + i), sizes, 41, FillExtremes);
+    }
+  }
 }
 
 }  // namespace

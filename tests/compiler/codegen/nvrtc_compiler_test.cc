@@ -26,7 +26,9 @@ std::vector<EmittedKernel> TestKernels() {
       testing::BroadcastProgram(),       testing::VectorProgram(),      testing::SoftmaxProgram(5, 37, 0),
       testing::SoftmaxProgram(-1, -2, 2), testing::LeadingReduceProgram(), testing::MiddleReduceProgram(),
       testing::GatherProgram(),          testing::CastProgram(),        testing::SymbolicProgram(),
-      testing::AllOpsProgram()};
+      testing::AllOpsProgram(),          testing::IndexMathProgram(),   testing::LoadedIndexProgram(),
+      testing::SignedIndexProgram(),     testing::SizeDivisorProgram(), testing::RowIndexProgram(7),
+      testing::RowIndexProgram(-2),      testing::RandomIntProgram(7, false), testing::RandomIntProgram(8, true)};
   std::vector<EmittedKernel> kernels;
   for (const fused::Program& p : programs) {
     Result<EmittedKernel> k = codegen::EmitCuda(p);

@@ -4,7 +4,9 @@
 // the fusion stage's builder so the tests depend only on program.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -245,6 +247,181 @@ inline fused::Program AllOpsProgram() {
   m.Out(DType::kFloat32, {24}, m.Select(kb, x, y));
   m.Out(DType::kFloat64, {24}, m.Un(Op::kExp, m.Cast(x, DType::kFloat64)));
   m.Out(DType::kFloat64, {24}, m.Bin(Op::kMax, m.Cast(x, DType::kFloat64), m.Cast(y, DType::kFloat64)));
+  return m.p;
+}
+
+// Index arithmetic of static shapes, as fusion emits it: over [2, 6, 4, 4], channels 0..2
+// are a nearest 2x upsample of a [2, 3, 2, 2] and channels 3..5 read b [2, 4, 4, 3] (NHWC)
+// transposed (out0, float32); out1 (int32) unravels the linear index by floor division and
+// modulo ((lin // 16) % 6 * 100 + (lin % 16) // 4 * 10 + lin % 4); out2 (int64) is
+// lin / 7 + fmod(lin, 5) (truncating division and C modulo).
+inline fused::Program IndexMathProgram() {
+  using fused::Op;
+  ProgramMaker m;
+  m.p.domain = {2, 6, 4, 4};
+  const int a = m.Input(DType::kFloat32, {2, 3, 2, 2}), b = m.Input(DType::kFloat32, {2, 4, 4, 3});
+  const int32_t n = m.Coord(0), c = m.Coord(1), h = m.Coord(2), w = m.Coord(3);
+  const int32_t two = m.I(2), three = m.I(3), four = m.I(4);
+  auto fma = [&](int32_t x, int32_t k, int32_t y) { return m.Bin(Op::kAdd, m.Bin(Op::kMul, x, k), y); };
+  const int32_t ca = m.Bin(Op::kMin, c, two);
+  int32_t ia = fma(fma(fma(n, three, ca), two, m.Bin(Op::kFloorDiv, h, two)), two, m.Bin(Op::kFloorDiv, w, two));
+  const int32_t cb = m.Bin(Op::kMax, m.Bin(Op::kSub, c, three), m.I(0));
+  const int32_t ib = fma(fma(fma(n, four, h), four, w), three, cb);
+  m.Out(DType::kFloat32, {2, 6, 4, 4}, m.Select(m.Bin(Op::kLt, c, three), m.Load(a, ia), m.Load(b, ib)));
+  const int32_t lin = m.Linear(), sixteen = m.I(16);
+  const int32_t q = m.Bin(Op::kMod, m.Bin(Op::kFloorDiv, lin, sixteen), m.I(6));
+  const int32_t r = m.Bin(Op::kMod, lin, sixteen);
+  int32_t v = fma(q, m.I(100), m.Bin(Op::kMul, m.Bin(Op::kFloorDiv, r, four), m.I(10)));
+  v = m.Bin(Op::kAdd, v, m.Bin(Op::kMod, lin, four));
+  m.Out(DType::kInt32, {2, 6, 4, 4}, m.Cast(v, DType::kInt32));
+  m.Out(DType::kInt64, {2, 6, 4, 4}, m.Bin(Op::kAdd, m.Bin(Op::kDiv, lin, m.I(7)), m.Bin(Op::kFmod, lin, m.I(5))));
+  return m.p;
+}
+
+// Gather with a loaded int64 index used directly: over [4, 3], out0 = data[(idx[i] mod 5),
+// j] (Python modulo, then checked: check 0) from data [5, 3]; out1 (int64) = idx[i] // 2 *
+// 10 + fmod(idx[i], 3); out2 (int64) = idx[i] / (j + 1) (truncating).
+inline fused::Program LoadedIndexProgram() {
+  using fused::Op;
+  ProgramMaker m;
+  m.p.domain = {4, 3};
+  const int data = m.Input(DType::kFloat32, {5, 3}), idx = m.Input(DType::kInt64, {4});
+  const int32_t raw = m.Load(idx, m.Coord(0));
+  const int32_t five = m.I(5);
+  const int32_t row = m.Check(m.Bin(Op::kMod, raw, five), five, "Gather 'g' input 'indices'");
+  m.Out(DType::kFloat32, {4, 3}, m.Load(data, m.Bin(Op::kAdd, m.Bin(Op::kMul, row, m.I(3)), m.Coord(1))));
+  const int32_t half = m.Bin(Op::kFloorDiv, raw, m.I(2));
+  m.Out(DType::kInt64, {4, 3},
+        m.Bin(Op::kAdd, m.Bin(Op::kMul, half, m.I(10)), m.Bin(Op::kFmod, raw, m.I(3))));
+  m.Out(DType::kInt64, {4, 3}, m.Bin(Op::kDiv, raw, m.Bin(Op::kAdd, m.Coord(1), m.I(1))));
+  return m.p;
+}
+
+// Index values that go negative, over [3, 8] (i, j): d = j - 5 in [-5, 2]. Each int64 output
+// is one way of dividing: d // 3, d mod 3, d / -2, fmod(d, 3) (small signed values, constant
+// divisors), d // (j - 3) (a divisor that may be 0 or -1), k mod d and k // 4 (k: int64
+// data), and -d * 7 + sign(d) + |d| * 100 and max(min(d, 1), -2) + i.
+inline fused::Program SignedIndexProgram() {
+  using fused::Op;
+  ProgramMaker m;
+  m.p.domain = {3, 8};
+  const int ki = m.Input(DType::kInt64, {3, 8});
+  const int32_t i = m.Coord(0), j = m.Coord(1), k = m.Load(ki, m.Linear());
+  const int32_t d = m.Bin(Op::kSub, j, m.I(5)), three = m.I(3);
+  const std::vector<int64_t> dims = {3, 8};
+  m.Out(DType::kInt64, dims, m.Bin(Op::kFloorDiv, d, three));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kMod, d, three));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kDiv, d, m.I(-2)));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kFmod, d, three));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kFloorDiv, d, m.Bin(Op::kSub, j, three)));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kMod, k, d));
+  m.Out(DType::kInt64, dims, m.Bin(Op::kFloorDiv, k, m.I(4)));
+  int32_t v = m.Bin(Op::kMul, m.Un(Op::kNeg, d), m.I(7));
+  v = m.Bin(Op::kAdd, m.Bin(Op::kAdd, v, m.Un(Op::kSign, d)), m.Bin(Op::kMul, m.Un(Op::kAbs, d), m.I(100)));
+  m.Out(DType::kInt64, dims, v);
+  m.Out(DType::kInt64, dims, m.Bin(Op::kAdd, m.Bin(Op::kMax, m.Bin(Op::kMin, d, m.I(1)), m.I(-2)), i));
+  return m.p;
+}
+
+// Division by size arguments over [s0, 6]: out0 = (j * 5) // s0 (s0 is an extent of the
+// domain: >= 1 wherever the body runs), out1 = (i + 3) mod s1 and out2 = (i * 6 + j) // s1
+// (s1 is read by no dim: any value, 0 included).
+inline fused::Program SizeDivisorProgram() {
+  using fused::Op;
+  ProgramMaker m;
+  m.p.domain = {-1, 6};
+  m.p.num_sizes = 2;
+  const int32_t i = m.Coord(0), j = m.Coord(1);
+  m.Out(DType::kInt64, {-1, 6}, m.Bin(Op::kFloorDiv, m.Bin(Op::kMul, j, m.I(5)), m.Size(0)));
+  m.Out(DType::kInt64, {-1, 6}, m.Bin(Op::kMod, m.Bin(Op::kAdd, i, m.I(3)), m.Size(1)));
+  m.Out(DType::kInt64, {-1, 6}, m.Bin(Op::kFloorDiv, m.Linear(), m.Size(1)));
+  return m.p;
+}
+
+// Index arithmetic in a row reduction over [s0, cols] (reduced axis 1; cols constant or
+// size 1): acc0 = sum over j of (j * 3) mod 5, acc1 = max over j of k[i, j] // 3 (k int32);
+// per-row out0 = acc0 * 100 + i // s1 and out1 = acc1 (int64); the full out2
+// (int64) = lin mod 7 + i // 2. With cols = -2, s1 is the reduced extent, which may be 0:
+// the per-row outputs are still evaluated then, so s1 cannot be assumed >= 1.
+inline fused::Program RowIndexProgram(int64_t cols) {
+  using fused::Op;
+  ProgramMaker m;
+  m.p.domain = {-1, cols};
+  m.p.reduce_axes = 2;
+  m.p.num_sizes = 2;
+  const int k = m.Input(DType::kInt32, {-1, cols});
+  const int32_t i = m.Coord(0), j = m.Coord(1), lin = m.Linear();
+  const int32_t acc0 = m.Reduce(fused::ReduceOp::kSum, m.Bin(Op::kMod, m.Bin(Op::kMul, j, m.I(3)), m.I(5)));
+  const int32_t acc1 = m.Reduce(fused::ReduceOp::kMax, m.Bin(Op::kFloorDiv, m.Load(k, lin), m.I(3)));
+  const int32_t per = m.Bin(Op::kFloorDiv, i, m.Size(1));
+  m.Out(DType::kInt64, {-1}, m.Bin(Op::kAdd, m.Bin(Op::kMul, acc0, m.I(100)), per), true);
+  m.Out(DType::kInt64, {-1}, acc1, true);
+  m.Out(DType::kInt64, {-1, cols}, m.Bin(Op::kAdd, m.Bin(Op::kMod, lin, m.I(7)), m.Bin(Op::kFloorDiv, i, m.I(2))));
+  return m.p;
+}
+
+// A random integer program over [3, 5] (or [s0, 5] when `symbolic`; size 1 is read by no
+// dim): leaves are the coordinates, the linear index, both sizes, constants (small ones
+// and int32/int64 extremes) and loads of int8, uint8, int32 and int64 inputs at the linear
+// index; then `count` random integer ops, casts and selects over earlier nodes (recent ones
+// favoured, so chains form). Conditions (And/Or/Xor/Not operands, Select's first) are
+// comparison results. Every integer node is also an int64 output.
+inline fused::Program RandomIntProgram(uint32_t seed, bool symbolic, int count = 28) {
+  using fused::Op;
+  std::mt19937 rng(seed);
+  auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+  ProgramMaker m;
+  const int64_t rows = symbolic ? -1 : 3;
+  const std::vector<int64_t> dims = {rows, 5};
+  m.p.domain = dims;
+  m.p.num_sizes = 2;
+  std::vector<int32_t> pool = {m.Coord(0), m.Coord(1), m.Linear(), m.Size(0), m.Size(1)};
+  for (int64_t c : {0LL, 1LL, 2LL, 3LL, -1LL, -2LL, 5LL, 7LL, -7LL, 100LL, 2147483647LL, 2147483648LL,
+                    -2147483648LL, 1LL << 40}) {
+    pool.push_back(m.I(c));
+  }
+  pool.push_back(m.I(INT64_MAX));
+  pool.push_back(m.I(INT64_MIN));
+  for (DType dt : {DType::kInt8, DType::kUInt8, DType::kInt32, DType::kInt64}) {
+    pool.push_back(m.Load(m.Input(dt, dims), m.Linear()));
+  }
+  std::vector<int32_t> flags;
+  auto operand = [&]() {
+    if (pick(2) == 0) return pool[pool.size() - 1 - pick(std::min<size_t>(6, pool.size()))];
+    return pool[pick(pool.size())];
+  };
+  auto flag = [&]() {
+    if (flags.empty() || pick(3) == 0) {
+      const Op cmp[] = {Op::kEq, Op::kLt, Op::kLe};
+      flags.push_back(m.Bin(cmp[pick(3)], operand(), operand()));
+      pool.push_back(flags.back());
+    }
+    return flags[pick(flags.size())];
+  };
+  const Op binary[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kFloorDiv, Op::kMod, Op::kFmod, Op::kMin, Op::kMax};
+  const Op unary[] = {Op::kNeg, Op::kAbs, Op::kSign};
+  const DType casts[] = {DType::kInt8, DType::kUInt8, DType::kInt16, DType::kInt32, DType::kUInt32, DType::kBool,
+                         DType::kInt64};
+  for (int step = 0; step < count; ++step) {
+    int32_t node = -1;
+    switch (pick(10)) {
+      case 0: node = m.Un(unary[pick(3)], operand()); break;
+      case 1: node = m.Cast(operand(), casts[pick(7)]); break;
+      case 2: node = m.Select(flag(), operand(), operand()); break;
+      case 3: {
+        const Op logic[] = {Op::kAnd, Op::kOr, Op::kXor, Op::kNot};
+        const Op op = logic[pick(4)];
+        node = op == Op::kNot ? m.Un(op, flag()) : m.Bin(op, flag(), flag());
+        flags.push_back(node);
+        break;
+      }
+      default: node = m.Bin(binary[pick(9)], operand(), operand()); break;
+    }
+    pool.push_back(node);
+  }
+  for (size_t n = 0; n < m.p.nodes.size(); ++n) {
+    if (m.p.nodes[n].type == fused::ScalarType::kI64) m.Out(DType::kInt64, dims, static_cast<int32_t>(n));
+  }
   return m.p;
 }
 
