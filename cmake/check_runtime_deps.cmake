@@ -1,9 +1,10 @@
-# Fails the build if the runtime library references ONNX, protobuf, NVRTC or compiler symbols.
+# Fails the build if the runtime library references ONNX, protobuf, NVRTC or compiler symbols,
+# or links the CUDA driver, cuBLASLt or cuDNN (the CUDA backend opens them with dlopen).
 execute_process(COMMAND nm -C --undefined-only ${LIB} OUTPUT_VARIABLE undefined RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
 endif()
-foreach(pattern "onnx::" "google::protobuf" "nvrtc" "kiln::compiler")
+foreach(pattern "onnx::" "google::protobuf" "nvrtc" "kiln::compiler" "cuInit" "cublasLt" "cudnn")
   string(FIND "${undefined}" "${pattern}" pos)
   if(NOT pos EQUAL -1)
     message(FATAL_ERROR "kiln_runtime must not depend on '${pattern}' (found in ${LIB})")

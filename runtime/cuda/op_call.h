@@ -1,0 +1,39 @@
+// One op as the CUDA backend's library executors (cuBLASLt, cuDNN) receive it: device
+// tensors in the ONNX operator's input/output order (the newest opset's form, with the
+// fusion stage's epilogue annotations: compiler/passes/epilogue.h, runtime/cpu/epilogue.h),
+// the op's attributes, the caller's stream, and workspace carved from the context's arena.
+// Shapes are already computed; an executor only enqueues work on `stream` and never
+// synchronises, allocates device memory, or throws.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kiln/tensor.h"
+#include "runtime/attrs.h"
+
+namespace kiln::cuda {
+
+struct DeviceTensor {
+  CUdeviceptr data = 0;
+  DType dtype = DType::kUndefined;
+  int32_t rank = -1;  // -1: an absent optional operand
+  const int64_t* dims = nullptr;
+  int64_t num_elements = 0;
+
+  bool present() const { return rank >= 0; }
+};
+
+struct OpCall {
+  const AttrMap& attrs;
+  std::span<const DeviceTensor> inputs;
+  std::span<const DeviceTensor> outputs;
+  CUstream stream = nullptr;
+  CUdeviceptr workspace = 0;  // at least the executor's Workspace() bytes for these shapes
+  size_t workspace_bytes = 0;
+};
+
+}  // namespace kiln::cuda
