@@ -9,6 +9,9 @@
 #include "kiln/runtime.h"
 #include "runtime/context_impl.h"
 #include "runtime/cpu/fused.h"
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/executor.h"
+#endif
 
 namespace kiln {
 
@@ -283,15 +286,65 @@ Status DeliverOutputs(ExecutionContext::Impl& c, const PreparedEntry& pe, const 
   return Status::Ok();
 }
 
+#if KILN_HAVE_CUDA
+// The CUDA backend's Run after the prologue and Bind: enqueue, then hand out device views
+// of the outputs, or copy into the caller's buffers (host or device) on the stream.
+Status RunCuda(ExecutionContext::Impl& c, int32_t hit, const PreparedEntry& pe, EntryState& s,
+               std::span<const TensorView> inputs, std::vector<TensorView>& outputs, CUstream stream) {
+  const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
+  if (into_caller && outputs.size() != pe.outputs.size())
+    return InvalidArgument("expected " + to_string(pe.outputs.size()) + " outputs, got " + to_string(outputs.size()));
+  std::vector<TensorView>& views = c.device_views;
+  KILN_RETURN_IF_ERROR(c.cuda->Execute(hit, pe, s, c.arena.data(), c.workspace.data(),
+                                       static_cast<size_t>(c.workspace.size()), inputs, stream, views, c.stats));
+  if (!into_caller) {
+    outputs = views;
+    c.delivered.resize(views.size());
+    for (size_t i = 0; i < views.size(); ++i) c.delivered[i] = views[i].data;
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    const TensorView& o = outputs[i];
+    const TensorView& r = views[i];
+    const std::string name = "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'";
+    if (o.dtype != r.dtype || o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
+      return InvalidArgument(name + " is " + std::string(DTypeName(o.dtype)) + ShapeText(o.dims, o.rank) +
+                             ", expected " + std::string(DTypeName(r.dtype)) + ShapeText(r.dims, r.rank));
+    if (o.data == nullptr && r.num_elements() > 0) return InvalidArgument(name + " data pointer is null");
+    if (r.num_bytes() > 0) KILN_RETURN_IF_ERROR(c.cuda->Copy(o.data, o.memory, r.data, r.num_bytes(), stream));
+  }
+  return Status::Ok();
+}
+#endif
+
 }  // namespace
 
 Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
-  if (options.device == Device::kCuda)
-    return FailedPrecondition("the CUDA backend is not built into this runtime; use --device cpu");
-  if (options.device != Device::kCpu && options.device != Device::kAuto)
+  if (options.device != Device::kCpu && options.device != Device::kAuto && options.device != Device::kCuda)
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
   auto impl = std::make_unique<Impl>(model);
   impl->device = Device::kCpu;
+  impl->device_note = "CPU backend";
+  if (options.device != Device::kCpu) {
+#if KILN_HAVE_CUDA
+    auto executor = cuda::Executor::Create(model, options.device_ordinal, options.cuda_graphs);
+    if (executor.ok()) {
+      impl->cuda = std::move(*executor);
+      impl->device = Device::kCuda;
+      const cuda::DeviceInfo& d = impl->cuda->device();
+      impl->device_note = "CUDA device " + to_string(d.ordinal) + ": " + d.name + " (" + d.arch() + ")";
+    } else if (options.device == Device::kCuda) {
+      return executor.status();
+    } else {
+      impl->device_note = "CPU backend; CUDA unavailable: " + std::string(executor.status().message());
+    }
+#else
+    if (options.device == Device::kCuda)
+      return FailedPrecondition("this runtime was built without the CUDA toolkit, so it has no CUDA backend; "
+                                "use --device cpu");
+    impl->device_note = "CPU backend; this runtime was built without CUDA";
+#endif
+  }
   impl->entries.resize(impl->mi->prepared.size());
   for (size_t e = 0; e < impl->entries.size(); ++e) InitEntryState(impl->mi->prepared[e], impl->entries[e]);
   return ExecutionContext(std::move(impl));
@@ -312,7 +365,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
     const PreparedEntry& pe = c.mi->prepared[e];
     EntryState& s = c.entries[e];
     const int64_t start = NowNs();
-    if (RunPrologue(pe.prologue, pe.exprs, inputs, MemoryKind::kHost, s.scratch, &s.failure)) {
+    if (RunPrologue(pe.prologue, pe.exprs, inputs, c.cuda ? kAnyMemory : MemoryKind::kHost, s.scratch, &s.failure)) {
       st.last_prologue_start = start;
       st.last_prologue_stop = NowNs();
       hit = static_cast<int32_t>(e);
@@ -341,6 +394,14 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
 
   st.last_computation_start = NowNs();
+#if KILN_HAVE_CUDA
+  if (c.cuda) {
+    Status run = RunCuda(c, hit, pe, s, inputs, outputs, static_cast<CUstream>(stream));
+    st.last_computation_stop = st.last_host_stop = NowNs();
+    if (run.ok()) st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
+    return run;
+  }
+#endif
   Status run = Execute(c, pe, s);
   st.last_computation_stop = NowNs();
   if (run.ok()) {
@@ -351,7 +412,17 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   return run;
 }
 
-Status ExecutionContext::Synchronize(void* stream) { return Status::Ok(); }
+Status ExecutionContext::Synchronize(void* stream) {
+  if (!impl_) return FailedPrecondition("Synchronize on a moved-from ExecutionContext");
+#if KILN_HAVE_CUDA
+  if (impl_->cuda) return impl_->cuda->Synchronize(static_cast<CUstream>(stream), impl_->stats);
+#else
+  (void)stream;
+#endif
+  return Status::Ok();
+}
+const std::string& ExecutionContext::device_note() const { return impl_->device_note; }
+ExecutionContext::Impl::~Impl() = default;
 const Stats& ExecutionContext::stats() const { return impl_->stats; }
 Device ExecutionContext::device() const { return impl_->device; }
 uint64_t ExecutionContext::arena_bytes() const { return impl_->arena.size() + impl_->workspace.size(); }

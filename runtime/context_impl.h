@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/runtime.h"
@@ -15,6 +16,9 @@
 #include "runtime/prologue.h"
 
 namespace kiln {
+namespace cuda {
+class Executor;  // runtime/cuda/executor.h, in builds with the CUDA toolkit
+}
 
 // A 64-byte-aligned heap block that only grows.
 class AlignedBuffer {
@@ -55,10 +59,13 @@ struct EntryState {
 
 struct ExecutionContext::Impl {
   explicit Impl(const Model& m) : model(m), mi(&m.impl()) {}
+  ~Impl();  // context.cc, where cuda::Executor is complete
 
   Model model;  // keeps the mapping and prepared entries alive
   const Model::Impl* mi;
   Device device = Device::kCpu;
+  std::string device_note;
+  std::unique_ptr<cuda::Executor> cuda;  // set on the CUDA backend
   Stats stats;
   std::vector<EntryState> entries;
   AlignedBuffer arena;
@@ -67,6 +74,7 @@ struct ExecutionContext::Impl {
   // who passes that vector back without clear() gets it refilled, not treated as buffers
   // of their own: after the arena grows those pointers are freed memory.
   std::vector<const void*> delivered;
+  std::vector<TensorView> device_views;  // CUDA backend: the outputs of the last Run
 };
 
 }  // namespace kiln

@@ -281,6 +281,31 @@ Result<fused::Program> ReadProgram(const fb::Program& fp) {
   return p;
 }
 
+Result<PreparedKernel> BuildLaunch(const fb::Kernel& k, uint32_t index) {
+  PreparedKernel pk;
+  pk.name = Str(k.name());
+  const std::string where = "kernel " + to_string(index) + " '" + pk.name + "'";
+  if (const fb::Launch* l = k.launch()) {
+    pk.launch_kind = static_cast<int>(l->kind());
+    pk.block = l->block();
+    pk.vector = l->vector();
+  }
+  if (pk.launch_kind < 0 || pk.launch_kind > 1 || pk.block < 1 || pk.block > 1024 || pk.vector < 1 || pk.vector > 16)
+    return DataLoss(where + ": launch rule (kind " + to_string(pk.launch_kind) + ", block " + to_string(pk.block) +
+                    ", vector " + to_string(pk.vector) + ") out of range");
+  if (pk.launch_kind == 1 && pk.block % 32 != 0)
+    return DataLoss(where + ": a row-reduction block of " + to_string(pk.block) + " threads is not a multiple of 32");
+  for (uint32_t i = 0; i < Size(k.images()); ++i) {
+    const fb::KernelImage* im = k.images()->Get(i);
+    PreparedImage p{Str(im->arch()), im->ptx(), im->data() ? im->data()->data() : nullptr, Size(im->data())};
+    if (p.size == 0) return DataLoss(where + ": image " + to_string(i) + " (" + p.arch + ") is empty");
+    if (p.ptx && p.data[p.size - 1] != 0)
+      return DataLoss(where + ": PTX image " + to_string(i) + " (" + p.arch + ") is not NUL-terminated");
+    pk.images.push_back(std::move(p));
+  }
+  return pk;
+}
+
 KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
   KernelInfo info;
   info.name = Str(k.name());
@@ -374,6 +399,8 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     KILN_ASSIGN_OR_RETURN(fused::Program p, ReadProgram(*fk->program()));
     KILN_RETURN_IF_ERROR_CTX(fused::Validate(p), "kernel " + to_string(k) + " '" + Str(fk->name()) + "': program");
     impl->kernels.push_back(BuildKernelInfo(*fk, p));
+    KILN_ASSIGN_OR_RETURN(PreparedKernel pk, BuildLaunch(*fk, k));
+    impl->launch.push_back(std::move(pk));
     impl->programs.push_back(std::move(p));
   }
   const uint32_t n = a->entries()->size();

@@ -82,6 +82,22 @@ struct PreparedEntry {
   int32_t num_symbolic_values = 0;
 };
 
+// A generated kernel's launch rule and images (pointers into the artifact's bytes), for
+// the CUDA backend.
+struct PreparedImage {
+  std::string arch;  // "sm_90" or "compute_90"
+  bool ptx = false;  // NUL-terminated PTX text
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+struct PreparedKernel {
+  std::string name;
+  int launch_kind = 0;  // fb::LaunchKind: 0 elementwise, 1 row reduction
+  int block = 256;
+  int vector = 1;
+  std::vector<PreparedImage> images;
+};
+
 struct PreparedWeight {
   std::string name;
   DType dtype = DType::kUndefined;
@@ -103,6 +119,7 @@ struct Model::Impl {
   std::vector<PreparedWeight> weight_table;
   std::vector<KernelInfo> kernels;        // Artifact.kernels[i], for inspection
   std::vector<fused::Program> programs;   // Artifact.kernels[i].program, validated
+  std::vector<PreparedKernel> launch;     // Artifact.kernels[i]'s launch rule and images
   std::vector<PreparedEntry> prepared;
 };
 

@@ -55,8 +55,9 @@ bool RunPrologue(const Prologue& p, std::span<const Expr> exprs,
     const TensorView& v = inputs[k];
     const int32_t i = static_cast<int32_t>(k);
     if (v.data == nullptr) return Fail(why, PrologueCheck::kNullData, i, -1, 0);
-    if (v.memory != memory)
-      return Fail(why, PrologueCheck::kMemoryKind, i, -1, static_cast<int64_t>(v.memory));
+    const bool kind_ok = memory == kAnyMemory ? (v.memory == MemoryKind::kHost || v.memory == MemoryKind::kDevice)
+                                              : v.memory == memory;
+    if (!kind_ok) return Fail(why, PrologueCheck::kMemoryKind, i, -1, static_cast<int64_t>(v.memory));
     if (v.dtype != in.dtype)
       return Fail(why, PrologueCheck::kDType, i, -1, static_cast<int64_t>(v.dtype));
     const size_t elem = DTypeSize(in.dtype);

@@ -86,6 +86,10 @@ struct PrologueFailure {
   ExprFailure expr;
 };
 
+// The `memory` a CUDA context passes: host or device inputs are both fine (copies are the
+// backend's business); an unknown kind still fails.
+inline constexpr MemoryKind kAnyMemory = static_cast<MemoryKind>(-1);
+
 // Checks, in order: input count; per input, data pointer non-null, memory kind, dtype,
 // pointer aligned to the element size, rank, then each dim (constant: equal; symbol: bound
 // at first use, equal at later uses, within [min, max], a multiple of divisor); then the

@@ -49,24 +49,47 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
     return 1;
   }
+  std::cout << "device: " << ctx->device_note() << "\n";
   std::vector<TensorView> views;
   for (const io::HostTensor& t : *inputs) views.push_back(t.view());
   std::vector<TensorView> outputs;
-  std::vector<int64_t> times;
+  std::vector<int64_t> times, gpu_times;
   for (int i = 0; i < repeat; ++i) {
     outputs.clear();
+    const auto start = std::chrono::steady_clock::now();
     Status st = ctx->Run(views, outputs);
+    if (st.ok()) st = ctx->Synchronize();  // a no-op on the CPU backend
     if (!st.ok()) {
       std::cerr << "kiln run: " << st.ToString() << "\n";
       return 1;
     }
-    times.push_back(ctx->stats().last_host_time());
+    times.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    if (ctx->stats().last_gpu_ns >= 0) gpu_times.push_back(ctx->stats().last_gpu_ns);
   }
   std::vector<io::HostTensor> host;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string& name = model->outputs()[i].name;
     std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype), ShapeText(outputs[i]));
-    host.push_back(io::HostTensor::FromView(name, outputs[i]));
+    if (outputs[i].memory == MemoryKind::kHost) {
+      host.push_back(io::HostTensor::FromView(name, outputs[i]));
+      continue;
+    }
+    io::HostTensor t;  // filled by one more run into host buffers, below
+    t.name = name;
+    t.dtype = outputs[i].dtype;
+    t.dims.assign(outputs[i].dims, outputs[i].dims + outputs[i].rank);
+    t.bytes.assign(static_cast<size_t>(outputs[i].num_bytes()), 0);
+    host.push_back(std::move(t));
+  }
+  if (!outputs.empty() && outputs[0].memory == MemoryKind::kDevice) {
+    std::vector<TensorView> into;
+    for (io::HostTensor& t : host) into.push_back(t.view());
+    Status st = ctx->Run(views, into);
+    if (st.ok()) st = ctx->Synchronize();
+    if (!st.ok()) {
+      std::cerr << "kiln run: " << st.ToString() << "\n";
+      return 1;
+    }
   }
   if (!outputs_dir.empty()) {
     Status st = io::WriteOutputDir(outputs_dir, host);
@@ -81,6 +104,11 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
     std::sort(times.begin(), times.end());
     std::cout << fmt::format("latency over {} runs: min {:.3f} ms, median {:.3f} ms, max {:.3f} ms\n", repeat,
                              times.front() / 1e6, times[times.size() / 2] / 1e6, times.back() / 1e6);
+    if (!gpu_times.empty()) {
+      std::sort(gpu_times.begin(), gpu_times.end());
+      std::cout << fmt::format("GPU time over {} runs (CUDA events): min {:.3f} ms, median {:.3f} ms\n",
+                               gpu_times.size(), gpu_times.front() / 1e6, gpu_times[gpu_times.size() / 2] / 1e6);
+    }
   }
   return 0;
 }
@@ -99,7 +127,7 @@ void AddRunCommand(CLI::App& app) {
                   "folder with input_N.pb (ONNX TensorProto, N in the model's input order) or NAME.npy files")
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--outputs", *outputs, "folder to write output_N.pb into, in the model's output order");
-  cmd->add_option("--device", *device, "cpu, cuda or auto (default): auto picks CUDA when a CUDA backend and device are present, else the CPU. This build has the CPU backend only, so cuda fails with a clear error")
+  cmd->add_option("--device", *device, "cpu, cuda or auto (default): auto uses CUDA device 0 when a driver and device are present, else the CPU (the first line printed says which, and why); cuda fails with the reason when it cannot be used")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--repeat", *repeat, "run this many times and print min/median/max latency")
       ->check(CLI::Range(1, 1000000));

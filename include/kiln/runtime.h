@@ -107,6 +107,8 @@ enum class Device : int32_t {
 
 struct ContextOptions {
   Device device = Device::kAuto;
+  int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
+  bool cuda_graphs = false;  // reserved: capture and replay entries as CUDA graphs (not yet)
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
@@ -115,7 +117,11 @@ struct ContextOptions {
 // first sees larger symbolic shapes, never in a steady-state Run.
 class ExecutionContext {
  public:
-  // Errors: kFailedPrecondition when `device` is kCuda and no CUDA backend is available.
+  // kCuda: the CUDA backend on device_ordinal; kAuto: that, else the CPU backend (and
+  // device_note() says why). Errors for kCuda: kFailedPrecondition when the runtime was
+  // built without CUDA or there is no driver or device; kIncompatible when a generated
+  // kernel has neither a cubin for the device's arch nor PTX; kResourceExhausted when the
+  // weights do not fit; kDeviceError for other driver failures.
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).
@@ -137,7 +143,11 @@ class ExecutionContext {
   Status Synchronize(void* stream = nullptr);
 
   const Stats& stats() const;
+  // The backend this context runs on (kCpu or kCuda, never kAuto), and in words why: the
+  // device's name, or why CUDA was not used ("CPU backend; CUDA unavailable: no CUDA
+  // driver found (...)").
   Device device() const;
+  const std::string& device_note() const;
   // Bytes currently held by the arena and kernel scratch.
   uint64_t arena_bytes() const;
 

@@ -35,6 +35,9 @@ struct Stats {
   int64_t last_computation_start = 0, last_computation_stop = 0;
   // Sum of computation times over all successful calls, for averages.
   int64_t total_computation_ns = 0;
+  // CUDA backend: GPU time of the last Run from CUDA events around its work on the stream,
+  // in ns; known once Synchronize has returned, -1 until then and on the CPU backend.
+  int64_t last_gpu_ns = -1;
 
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
   int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }

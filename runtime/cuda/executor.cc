@@ -1,0 +1,358 @@
+#include "runtime/cuda/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/cpu/fused.h"
+
+namespace kiln::cuda {
+namespace {
+
+using std::to_string;
+
+// Weights and kernel modules of one Model on one device, shared by every executor there.
+struct DeviceModel {
+  const Driver* drv = nullptr;
+  Model model;  // keeps the mapped artifact (and the cache key) alive
+  CUdeviceptr weights = 0;
+  std::vector<CUmodule> modules;
+  std::vector<CUfunction> functions;  // one per kernel of the artifact
+
+  explicit DeviceModel(Model m) : model(std::move(m)) {}
+  ~DeviceModel() {
+    for (CUmodule m : modules)
+      if (m) drv->ModuleUnload(m);
+    if (weights) drv->MemFree(weights);
+  }
+};
+
+// The image of kernel `k` this device runs: its own arch's cubin, else the PTX of the
+// newest arch not above the device's (the driver JIT-compiles it).
+const PreparedImage* PickImage(const PreparedKernel& k, const DeviceInfo& dev) {
+  const int cc = dev.cc_major * 10 + dev.cc_minor;
+  const PreparedImage* ptx = nullptr;
+  int ptx_cc = -1;
+  for (const PreparedImage& im : k.images) {
+    const auto us = im.arch.find('_');
+    if (us == std::string::npos) continue;
+    const int arch = std::atoi(im.arch.c_str() + us + 1);
+    if (!im.ptx && arch == cc) return &im;
+    if (im.ptx && arch <= cc && arch > ptx_cc) ptx = &im, ptx_cc = arch;
+  }
+  return ptx;
+}
+
+Result<std::shared_ptr<DeviceModel>> LoadDeviceModel(const Driver& drv, const Model& model, const DeviceInfo& dev) {
+  const Model::Impl& mi = model.impl();
+  auto dm = std::make_shared<DeviceModel>(model);
+  dm->drv = &drv;
+  if (mi.weights_size) {
+    Status st = Check(drv, drv.MemAlloc(&dm->weights, mi.weights_size), "cuMemAlloc (weights)");
+    if (!st.ok()) return ResourceExhausted("cannot allocate " + to_string(mi.weights_size) + " bytes of weights on " +
+                                           dev.name + ": " + std::string(st.message()));
+    KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoD(dm->weights, mi.weights, mi.weights_size), "cuMemcpyHtoD (weights)"));
+  }
+  for (size_t k = 0; k < mi.launch.size(); ++k) {
+    const PreparedKernel& pk = mi.launch[k];
+    const PreparedImage* im = PickImage(pk, dev);
+    if (im == nullptr) {
+      std::string archs;
+      for (const PreparedImage& i : pk.images) archs += (archs.empty() ? "" : ", ") + i.arch;
+      return Incompatible("kernel " + to_string(k) + " '" + pk.name + "' has no cubin for " + dev.arch() + " (" +
+                          dev.name + ") and no PTX it can JIT; the artifact has: " +
+                          (archs.empty() ? "no images (compiled with --arch none)" : archs) +
+                          ". Recompile with --arch " + dev.arch());
+    }
+    CUmodule module = nullptr;
+    KILN_RETURN_IF_ERROR(Check(drv, drv.ModuleLoadData(&module, im->data),
+                               "cuModuleLoadData (kernel '" + pk.name + "', " + im->arch + ")"));
+    dm->modules.push_back(module);
+    CUfunction fn = nullptr;
+    KILN_RETURN_IF_ERROR(Check(drv, drv.ModuleGetFunction(&fn, module, pk.name.c_str()),
+                               "cuModuleGetFunction ('" + pk.name + "')"));
+    dm->functions.push_back(fn);
+  }
+  return dm;
+}
+
+// One upload per (artifact, device) while any executor uses it.
+Result<std::shared_ptr<DeviceModel>> SharedDeviceModel(const Driver& drv, const Model& model, const DeviceInfo& dev) {
+  static std::mutex mu;
+  static std::map<std::pair<const Model::Impl*, int>, std::weak_ptr<DeviceModel>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_pair(&model.impl(), dev.ordinal);
+  if (auto it = cache.find(key); it != cache.end())
+    if (auto dm = it->second.lock()) return dm;
+  KILN_ASSIGN_OR_RETURN(auto dm, LoadDeviceModel(drv, model, dev));
+  cache[key] = dm;
+  return dm;
+}
+
+// A device buffer that only grows.
+struct DeviceBuffer {
+  const Driver* drv = nullptr;
+  CUdeviceptr ptr = 0;
+  uint64_t bytes = 0;
+  Status Reserve(uint64_t want, const char* what) {
+    if (want <= bytes) return Status::Ok();
+    if (ptr) drv->MemFree(ptr), ptr = 0, bytes = 0;
+    Status st = Check(*drv, drv->MemAlloc(&ptr, want), what);
+    if (!st.ok()) return ResourceExhausted("cannot allocate " + to_string(want) + " bytes for the " + what + ": " +
+                                           std::string(st.message()));
+    bytes = want;
+    return Status::Ok();
+  }
+  void Free() {
+    if (ptr) drv->MemFree(ptr);
+    ptr = 0;
+    bytes = 0;
+  }
+  ~DeviceBuffer() { Free(); }
+};
+
+uint64_t TensorBytes(const cpu::TensorRef& r) { return static_cast<uint64_t>(r.num_elements) * DTypeSize(r.dtype); }
+
+int64_t DimValue(int64_t d, std::span<const int64_t> sizes) { return d >= 0 ? d : sizes[-(d + 1)]; }
+
+}  // namespace
+
+struct Executor::State {
+  const Driver* drv = nullptr;
+  DeviceInfo dev;
+  CUcontext ctx = nullptr;
+  std::shared_ptr<DeviceModel> dm;
+  DeviceBuffer arena, staging, symbolic, err;
+  CUevent start = nullptr, stop = nullptr;
+  bool timing = false;  // events recorded by the last Execute
+  std::vector<std::vector<uint8_t>> host_inputs;  // host copies of device inputs, for CPU fallbacks
+  std::vector<CUdeviceptr> input_ptrs;            // device address of each model input this call
+  std::vector<CUdeviceptr> ptr_args;              // kernel argument storage
+  std::vector<long long> size_args;
+  std::vector<void*> params;
+  std::vector<const fused::Program*> checked;  // programs with index checks launched since the last sync
+
+  ~State() {
+    if (drv == nullptr) return;
+    // Device memory goes before the context reference that keeps it valid.
+    arena.Free(), staging.Free(), symbolic.Free(), err.Free();
+    if (start) drv->EventDestroy(start);
+    if (stop) drv->EventDestroy(stop);
+    dm.reset();
+    if (ctx) drv->DevicePrimaryCtxRelease(dev.device);
+  }
+
+  CUdeviceptr DevicePtr(const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena, int32_t t) const {
+    const PreparedTensor& pt = pe.tensors[t];
+    const cpu::TensorRef& r = s.refs[t];
+    switch (pt.storage) {
+      case StorageKind::kArena:
+        return arena.ptr + static_cast<CUdeviceptr>(static_cast<const uint8_t*>(r.data) - host_arena);
+      case StorageKind::kWeight:
+        return dm->weights + dm->model.impl().weight_table[pt.index].offset;
+      case StorageKind::kInput: return input_ptrs[pt.index];
+      case StorageKind::kSymbolic: return symbolic.ptr + static_cast<CUdeviceptr>(pt.values_begin) * 8;
+      case StorageKind::kAbsent: break;
+    }
+    return 0;
+  }
+
+  Status Launch(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const uint8_t* host_arena,
+                CUstream stream) {
+    const Model::Impl& mi = dm->model.impl();
+    const size_t k = static_cast<size_t>(pi.program - mi.programs.data());
+    const PreparedKernel& pk = mi.launch[k];
+    const fused::Program& p = *pi.program;
+    if (!p.checks.empty() && std::find(checked.begin(), checked.end(), &p) == checked.end()) checked.push_back(&p);
+    std::span<const int64_t> sizes(s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes));
+    int64_t rows = 1, total = 1;
+    for (size_t a = 0; a < p.domain.size(); ++a) {
+      const int64_t d = DimValue(p.domain[a], sizes);
+      total *= d;
+      if (!(p.reduce_axes >> a & 1)) rows *= d;
+    }
+    if (total == 0 && !(pk.launch_kind == 1 && rows > 0)) return Status::Ok();
+    const int64_t cap = std::max<int64_t>(1, static_cast<int64_t>(dev.sm_count) * 32);
+    const int64_t per_block = pk.launch_kind == 1 ? 1 : static_cast<int64_t>(pk.block) * pk.vector;
+    const int64_t work = pk.launch_kind == 1 ? rows : total;
+    const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>((work + per_block - 1) / per_block, 1, cap));
+    const int32_t* ops = pe.operands.data() + pi.operands_begin;
+    ptr_args.clear();
+    size_args.clear();
+    params.clear();
+    for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) ptr_args.push_back(DevicePtr(pe, s, host_arena, ops[i]));
+    for (int64_t v : sizes) size_args.push_back(static_cast<long long>(v));
+    ptr_args.push_back(err.ptr);
+    // Parameter order: inputs, outputs, sizes, err (compiler/codegen/cuda_source.h).
+    for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) params.push_back(&ptr_args[i]);
+    for (long long& v : size_args) params.push_back(&v);
+    params.push_back(&ptr_args.back());
+    return Check(*drv,
+                 drv->LaunchKernel(dm->functions[k], grid, 1, 1, static_cast<unsigned>(pk.block), 1, 1, 0, stream,
+                                   params.data(), nullptr),
+                 pi.label + ": cuLaunchKernel");
+  }
+
+  // Runs one instruction on the CPU backend: its inputs come to the host arena (or host
+  // staging), the kernel runs, its outputs go back to the device arena.
+  Status Fallback(const PreparedEntry& pe, const PreparedInstruction& pi, EntryState& s, uint8_t* host_arena,
+                  std::span<const TensorView> inputs, CUstream stream, void* workspace, size_t workspace_bytes) {
+    const int32_t* ops = pe.operands.data() + pi.operands_begin;
+    cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+    for (int32_t i = 0; i < pi.num_inputs; ++i) {
+      if (ops[i] < 0) continue;
+      const PreparedTensor& pt = pe.tensors[ops[i]];
+      if (pt.storage == StorageKind::kArena && TensorBytes(refs[i]) > 0) {
+        KILN_RETURN_IF_ERROR(Check(*drv,
+                                   drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, ops[i]),
+                                                        TensorBytes(refs[i]), stream),
+                                   pi.label + ": copy an input to the host"));
+      } else if (pt.storage == StorageKind::kInput && inputs[pt.index].memory == MemoryKind::kDevice) {
+        std::vector<uint8_t>& h = host_inputs[pt.index];
+        h.resize(TensorBytes(refs[i]) + 1);
+        KILN_RETURN_IF_ERROR(Check(*drv,
+                                   drv->MemcpyDtoHAsync(h.data(), input_ptrs[pt.index], TensorBytes(refs[i]), stream),
+                                   pi.label + ": copy a device input to the host"));
+        refs[i].data = h.data();
+      }
+    }
+    KILN_RETURN_IF_ERROR(Check(*drv, drv->StreamSynchronize(stream), pi.label + ": wait for the device"));
+    const cpu::KernelCall call{pi.attrs,
+                               {refs, static_cast<size_t>(pi.num_inputs)},
+                               {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
+                               workspace,
+                               workspace_bytes};
+    Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
+                                           {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
+                                           workspace, workspace_bytes)
+                           : pi.kernel->run(call);
+    if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
+    for (int32_t o = 0; o < pi.num_outputs; ++o) {
+      const int32_t t = ops[pi.num_inputs + o];
+      const cpu::TensorRef& r = refs[pi.num_inputs + o];
+      if (t < 0 || TensorBytes(r) == 0) continue;
+      KILN_RETURN_IF_ERROR(Check(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
+                                 pi.label + ": copy an output to the device"));
+    }
+    // The host arena is reused by the next fallback: its data must reach the device first.
+    return Check(*drv, drv->StreamSynchronize(stream), pi.label + ": wait for the device");
+  }
+};
+
+Executor::Executor(std::unique_ptr<State> state) : s_(std::move(state)) {}
+Executor::~Executor() = default;
+
+const DeviceInfo& Executor::device() const { return s_->dev; }
+
+Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs) {
+  (void)cuda_graphs;  // graphs are not captured yet: every Run enqueues its instructions
+  KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
+  auto st = std::make_unique<State>();
+  st->drv = drv;
+  st->arena.drv = st->staging.drv = st->symbolic.drv = st->err.drv = drv;
+  KILN_ASSIGN_OR_RETURN(st->dev, QueryDevice(*drv, ordinal));
+  KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&st->ctx, st->dev.device), "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(Check(*drv, drv->CtxSetCurrent(st->ctx), "cuCtxSetCurrent"));
+  KILN_ASSIGN_OR_RETURN(st->dm, SharedDeviceModel(*drv, model, st->dev));
+  KILN_RETURN_IF_ERROR(st->err.Reserve(16, "kernel error words"));
+  KILN_RETURN_IF_ERROR(Check(*drv, drv->MemsetD8Async(st->err.ptr, 0, 16, nullptr), "cuMemsetD8Async (error words)"));
+  KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->start, CU_EVENT_DEFAULT), "cuEventCreate"));
+  KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->stop, CU_EVENT_DEFAULT), "cuEventCreate"));
+  st->host_inputs.resize(model.inputs().size());
+  st->input_ptrs.resize(model.inputs().size());
+  return std::unique_ptr<Executor>(new Executor(std::move(st)));
+}
+
+Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, const uint8_t* host_arena,
+                         void* workspace, size_t workspace_bytes, std::span<const TensorView> inputs,
+                         CUstream stream, std::vector<TensorView>& outputs, Stats& stats) {
+  (void)e;
+  State& s = *s_;
+  const Driver& drv = *s.drv;
+  KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
+  KILN_RETURN_IF_ERROR(s.arena.Reserve(std::max<uint64_t>(es.arena_needed, 64), "device arena"));
+  // Host inputs go to device staging, 256-byte aligned one after another.
+  uint64_t staging = 0;
+  std::vector<uint64_t> offsets(inputs.size(), 0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].memory == MemoryKind::kDevice) continue;
+    offsets[i] = staging;
+    staging += (inputs[i].num_bytes() + 255) / 256 * 256;
+  }
+  KILN_RETURN_IF_ERROR(s.staging.Reserve(std::max<uint64_t>(staging, 256), "input staging"));
+  KILN_RETURN_IF_ERROR(s.symbolic.Reserve(std::max<uint64_t>(es.symbolic.size() * 8, 64), "symbolic values"));
+  KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.start, stream), "cuEventRecord"));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].memory == MemoryKind::kDevice) {
+      s.input_ptrs[i] = reinterpret_cast<CUdeviceptr>(inputs[i].data);
+      continue;
+    }
+    s.input_ptrs[i] = s.staging.ptr + offsets[i];
+    if (inputs[i].num_bytes())
+      KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.input_ptrs[i], inputs[i].data, inputs[i].num_bytes(), stream),
+                                 "copy input " + to_string(i) + " to the device"));
+  }
+  if (!es.symbolic.empty())
+    KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
+                               "copy symbolic values to the device"));
+  uint8_t* host = const_cast<uint8_t*>(host_arena);
+  for (const PreparedInstruction& pi : pe.instructions) {
+    // Generated kernels run on the device; every other op is a CPU fallback until the
+    // cuBLASLt / cuDNN executors claim it.
+    if (pi.program && !s.dm->functions.empty()) {
+      KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
+    } else {
+      KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
+    }
+  }
+  KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.stop, stream), "cuEventRecord"));
+  s.timing = true;
+  stats.last_gpu_ns = -1;
+  outputs.resize(pe.outputs.size());
+  for (size_t o = 0; o < pe.outputs.size(); ++o) {
+    const int32_t t = pe.outputs[o];
+    const cpu::TensorRef& r = es.refs[t];
+    outputs[o] = TensorView::Host(reinterpret_cast<void*>(s.DevicePtr(pe, es, host_arena, t)), r.dtype, r.dims, r.rank);
+    outputs[o].memory = MemoryKind::kDevice;
+  }
+  return Status::Ok();
+}
+
+Status Executor::Synchronize(CUstream stream, Stats& stats) {
+  State& s = *s_;
+  const Driver& drv = *s.drv;
+  KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
+  KILN_RETURN_IF_ERROR(Check(drv, drv.StreamSynchronize(stream), "cuStreamSynchronize"));
+  if (s.timing) {
+    float ms = 0;
+    if (drv.EventElapsedTime(&ms, s.start, s.stop) == CUDA_SUCCESS) stats.last_gpu_ns = static_cast<int64_t>(ms * 1e6);
+    s.timing = false;
+  }
+  uint32_t words[4] = {};
+  KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyDtoHAsync(words, s.err.ptr, 12, stream), "read the kernels' error words"));
+  KILN_RETURN_IF_ERROR(Check(drv, drv.StreamSynchronize(stream), "cuStreamSynchronize"));
+  if (words[0] == 0) return Status::Ok();
+  KILN_RETURN_IF_ERROR(Check(drv, drv.MemsetD8Async(s.err.ptr, 0, 16, stream), "reset the kernels' error words"));
+  const int64_t index = static_cast<int64_t>(static_cast<uint64_t>(words[1]) | static_cast<uint64_t>(words[2]) << 32);
+  // The error words say which check of its program failed, not which kernel: name the
+  // check when one program with checks ran, else list the candidates.
+  std::string what;
+  for (const fused::Program* p : s.checked)
+    if (words[0] - 1 < p->checks.size()) what += (what.empty() ? "" : " or ") + p->checks[words[0] - 1];
+  s.checked.clear();
+  if (what.empty()) what = "an index check";
+  return InvalidArgument(what + ": index " + to_string(index) + " is out of range (found by a generated kernel)");
+}
+
+Status Executor::Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream) {
+  const Driver& drv = *s_->drv;
+  const CUdeviceptr from = reinterpret_cast<CUdeviceptr>(src);
+  if (dst_memory == MemoryKind::kDevice)
+    return Check(drv, drv.MemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), from, bytes, stream),
+                 "copy an output into a device buffer");
+  return Check(drv, drv.MemcpyDtoHAsync(dst, from, bytes, stream), "copy an output to the host");
+}
+
+}  // namespace kiln::cuda

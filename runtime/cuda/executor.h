@@ -1,0 +1,74 @@
+// The CUDA backend's executor for one ExecutionContext: runs an entry's instructions on a
+// device, on the caller's stream. Generated kernels are launched from the artifact's
+// cubin for the device's arch (or its PTX, JIT-compiled by the driver); library ops go to
+// cuBLASLt / cuDNN when those are present and accept the op; every other op runs on the
+// CPU backend with explicit copies (a "CPU fallback region" of one instruction).
+//
+// Memory: the context's host-side binding (runtime/context.cc, Bind) lays every arena
+// tensor out at an offset in a host arena; the executor mirrors that layout in one device
+// arena, so a tensor's device address is device_arena + (host address - host arena). The
+// host arena doubles as the staging area of CPU fallback instructions. Weights are
+// uploaded once per (Model, device) and shared by every executor on that device.
+//
+// NOTE: written and compiled without a GPU; only the failure paths (no driver, no device)
+// have run. Everything that needs a device is exercised by scripts/gpu-check.
+//
+// Thread-compatible: one executor per context, used by one thread at a time.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "runtime/context_impl.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/model_impl.h"
+
+namespace kiln::cuda {
+
+class Executor {
+ public:
+  // Opens device `ordinal`, uploads the weights (or reuses another executor's upload on the
+  // same device) and loads every kernel's module. Errors: kFailedPrecondition (no driver,
+  // no device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the
+  // message lists the artifact's archs and the device's), kResourceExhausted (device
+  // memory), kDeviceError (any other driver failure).
+  static Result<std::unique_ptr<Executor>> Create(const Model& model, int ordinal, bool cuda_graphs);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  const DeviceInfo& device() const;
+
+  // Runs entry `e` (its host binding `s` is current; `host_arena` is the context's host
+  // arena base). Device inputs are read in place; host inputs are copied to device
+  // staging. Outputs: device views into the arena, valid until the next Run. Enqueues on
+  // `stream` and returns without waiting, except around CPU fallback instructions, which
+  // need their inputs on the host (they use `workspace`, the context's host kernel
+  // scratch). Errors name the instruction.
+  Status Execute(int32_t e, const PreparedEntry& pe, EntryState& s, const uint8_t* host_arena, void* workspace,
+                 size_t workspace_bytes, std::span<const TensorView> inputs, CUstream stream,
+                 std::vector<TensorView>& outputs, Stats& stats);
+
+  // Waits for `stream`; then reports a generated kernel's failed index check as
+  // kInvalidArgument (e.g. "Gather 'g' input 'idx': index 7 is out of range") and fills
+  // Stats::last_gpu_ns from the call's CUDA events.
+  Status Synchronize(CUstream stream, Stats& stats);
+
+  // Copies `bytes` from device `src` to `dst` (host or device memory) on `stream`, for
+  // outputs into caller buffers; the caller's Synchronize makes them visible.
+  Status Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream);
+
+ private:
+  struct State;
+  explicit Executor(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace kiln::cuda
