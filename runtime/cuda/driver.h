@@ -19,8 +19,11 @@
 
 namespace kiln::cuda {
 
-// Driver entry points Kiln uses. Each is resolved with cuGetProcAddress for the CUDA 12
-// ABI (so cuMemAlloc is the _v2 form), after libcuda.so.1 is opened.
+// Driver entry points Kiln uses. Each is resolved with cuGetProcAddress by its base name for
+// the ABI of the cuda.h Kiln was built with (CUDA_VERSION: cuMemAlloc is the _v2 form,
+// GraphInstantiate is cuGraphInstantiateWithFlags), after libcuda.so.1 is opened. A driver
+// older than that header's major version is refused: the generated kernels and the CUDA
+// libraries of that toolkit need it.
 struct Driver {
   decltype(&::cuInit) Init = nullptr;
   decltype(&::cuDriverGetVersion) DriverGetVersion = nullptr;
@@ -68,12 +71,19 @@ struct Driver {
 };
 
 // The driver, loaded and initialised (cuInit) on first call. Errors: kFailedPrecondition
-// "no CUDA driver found (libcuda.so.1: <dlerror>)" when the library is missing, naming
-// the missing entry point when one is, or with cuInit's error (e.g. no device / driver
-// mismatch). The result of the first call is kept: later calls return it again.
+// "no CUDA driver found (libcuda.so.1: <dlerror>)" when the library is missing (or is the
+// toolkit's stub library), naming the missing entry point when one is, for a driver older
+// than CUDA_VERSION's major, or with cuInit's error ("no CUDA device (cuInit: ...)" for
+// CUDA_ERROR_NO_DEVICE). The result of the first call is kept: later calls return it again.
+// Thread-safe.
 Result<const Driver*> LoadDriver();
 
-// OK for CUDA_SUCCESS; else kDeviceError "<what>: CUDA_ERROR_NAME: description".
+// LoadDriver's loader, uncached, for a given file (a soname or a path), filling `out` on
+// success: for tests of the error paths. It calls cuInit when the library is a driver.
+Status LoadDriverFrom(const std::string& path, Driver& out);
+
+// OK for CUDA_SUCCESS; else kDeviceError "<what>: CUDA_ERROR_NAME: description", or
+// "<what>: CUDA error N" with a table that has no GetErrorName (e.g. Driver{}).
 Status Check(const Driver& drv, CUresult result, std::string_view what);
 
 struct DeviceInfo {
@@ -88,7 +98,8 @@ struct DeviceInfo {
 };
 
 // Device `ordinal`. Errors: kFailedPrecondition "no CUDA device" when the driver sees none,
-// kOutOfRange for an ordinal past the count, driver errors as kDeviceError.
+// kOutOfRange for an ordinal past the count, driver errors as kDeviceError naming the call,
+// kInternal for a table that is not loaded.
 Result<DeviceInfo> QueryDevice(const Driver& drv, int ordinal);
 
 }  // namespace kiln::cuda
