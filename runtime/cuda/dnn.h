@@ -1,0 +1,192 @@
+// Conv, ConvTranspose, MaxPool and AveragePool on cuDNN 9's descriptor API, with the fusion
+// stage's Conv epilogues (compiler/passes/epilogue.h) where cuDNN can run them.
+//
+//   KILN_ASSIGN_OR_RETURN(const cuda::Dnn* dnn, cuda::LoadDnn());
+//   KILN_ASSIGN_OR_RETURN(auto cudnn, cuda::DnnExecutor::Create(*dnn, {}));   // device context current
+//   if (cuda::DnnExecutor::Supports("Conv", attrs, in, out).ok())             // else: another executor
+//     KILN_RETURN_IF_ERROR(cudnn->Run("Conv", call, "conv1"));                // enqueued on call.stream
+//
+// ---- Geometry -----------------------------------------------------------------------------------
+// ResolveConvGeometry / ResolveConvTransposeGeometry / ResolvePoolGeometry apply ONNX's rules
+// exactly as the CPU kernels do (runtime/cpu/conv.cc, pool.cc): strides, dilations, group,
+// kernel_shape, explicit pads or auto_pad (SAME_UPPER puts the odd pad at the end, SAME_LOWER
+// at the start; pooling derives SAME pads from the output size), output_padding and
+// output_shape, and check the output's spatial dims. PlanDnn then maps the op onto cuDNN's
+// NCHW / NCDHW tensors: a 1-D op becomes 2-D with a unit height (input [N, C, 1, L], kernel
+// [.., 1, k], pad 0, stride 1 and dilation 1 along it). Both are pure and tested on the CPU.
+//
+// ---- What runs here (everything else is kUnimplemented from Supports, for another executor) ---
+//   all ops     float32 tensors of 1 to 3 spatial dims, every dim and element count within
+//               int32; symmetric pads only (cuDNN's legacy descriptors have one pad per axis:
+//               e.g. SAME_UPPER with an odd total pad is refused).
+//   Conv        groups and dilations (cudnnSetConvolutionGroupCount); bias B (input 2, [M]);
+//               epilogue activation none or Relu (Gelu, GeluTanh, Sigmoid, HardSwish and SiLU
+//               are refused: the legacy fused call takes Relu only), residual R (input 3) in
+//               either order. With a bias and Relu it is one cudnnConvolutionBiasActivationForward
+//               y = relu(conv(x) + alpha2 * z + bias): z = R for order "bias,residual,act"
+//               (alpha2 = 1), else z = y with alpha2 = 0 and, for "bias,act,residual", R added
+//               by cudnnAddTensor after it. Otherwise cudnnConvolutionForward, then cudnnAddTensor
+//               for the bias and R and cudnnActivationForward (in place) for Relu, in the
+//               epilogue's order. The fused call is only used with RELU, whose algorithms are
+//               unrestricted (IDENTITY would require IMPLICIT_PRECOMP_GEMM).
+//   ConvTranspose  cudnnConvolutionBackwardData of the convolution whose input is Y and whose
+//               output is X (the filter [C, M/group, k...] is ONNX's W as it is), then
+//               cudnnAddTensor for the bias. output_padding must be below the stride (so that
+//               convolving Y gives back X's size, as cuDNN checks). No epilogue.
+//   MaxPool     CUDNN_POOLING_MAX (NaN propagates), no Indices output, dilations 1.
+//   AveragePool CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING / _EXCLUDE_PADDING from
+//               count_include_pad, dilations 1.
+//   pooling     the output must be the floor-mode size (ceil_mode adding a window is refused:
+//               cuDNN computes floor-mode outputs only) and every pad below the window.
+//
+// ---- Execution ------------------------------------------------------------------------------
+// Descriptors are created once per distinct plan (DnnPlan is the cache key) and destroyed with
+// the executor. The convolution algorithm comes from cudnnGetConvolutionForwardAlgorithm_v7 /
+// BackwardDataAlgorithm_v7 once per plan: the first that succeeds, fits the workspace cap and,
+// unless DnnOptions::allow_tf32, uses plain FMA math (CUDNN_FMA_MATH set on the descriptor:
+// CUDNN_DEFAULT_MATH would let Ampere and later GPUs use TF32); deterministic algorithms are
+// preferred. Each call sets the stream (cudnnSetStream) and enqueues; nothing is allocated on
+// the device and nothing synchronises. Workspace comes from OpCall::workspace.
+//
+// NOTE: written and compiled on a machine without a GPU. Only the geometry, PlanDnn, Supports,
+// Workspace and the failing Create() have run; descriptor creation, algorithm selection and
+// every cuDNN compute call have NEVER run on a GPU. scripts/gpu-check must compare them with
+// the CPU backend.
+//
+// Thread-compatible: one executor per execution context, used by one thread at a time.
+#pragma once
+
+#include <cuda.h>
+#include <cudnn.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+#include "runtime/attrs.h"
+#include "runtime/cuda/libraries.h"
+#include "runtime/cuda/op_call.h"
+
+namespace kiln::cuda {
+
+inline constexpr int kMaxWindowDims = kMaxRank - 2;
+
+// An op's sliding window in ONNX terms, per spatial axis. `in` is X's extent and `out` Y's,
+// for every op (for ConvTranspose the window slides over Y and X is the smaller side).
+struct WindowGeometry {
+  int spatial = 0;  // spatial rank: X's rank - 2
+  int64_t group = 1;
+  int64_t kernel[kMaxWindowDims] = {};
+  int64_t stride[kMaxWindowDims] = {};
+  int64_t dilation[kMaxWindowDims] = {};
+  int64_t pad_begin[kMaxWindowDims] = {};
+  int64_t pad_end[kMaxWindowDims] = {};
+  int64_t in[kMaxWindowDims] = {};
+  int64_t out[kMaxWindowDims] = {};
+  int64_t output_padding[kMaxWindowDims] = {};  // ConvTranspose only
+};
+
+// Conv(X [N, C, D...], W [M, C/group, k...]) -> Y [N, M, O...]. kInvalidArgument, with what was
+// expected and found, for the cases the CPU kernel rejects (ranks, channels, group, attribute
+// lengths, unknown auto_pad, output dims that do not follow from the rest).
+Status ResolveConvGeometry(const AttrMap& attrs, const DeviceTensor& x, const DeviceTensor& w,
+                           const DeviceTensor& y, WindowGeometry* g);
+// ConvTranspose(X [N, C, D...], W [C, M/group, k...]) -> Y [N, M, O...], with output_padding,
+// and output_shape / SAME auto_pad deriving the pads from Y's size.
+Status ResolveConvTransposeGeometry(const AttrMap& attrs, const DeviceTensor& x, const DeviceTensor& w,
+                                    const DeviceTensor& y, WindowGeometry* g);
+// MaxPool / AveragePool (`op` names errors): kernel_shape, strides, dilations, pads or auto_pad;
+// Y's dims must be the floor- or ceil-mode size.
+Status ResolvePoolGeometry(std::string_view op, const AttrMap& attrs, const DeviceTensor& x,
+                           const DeviceTensor& y, WindowGeometry* g);
+
+enum class DnnOp : uint8_t { kConv, kConvTranspose, kMaxPool, kAveragePool };
+
+// One op as cuDNN descriptors take it; also the executor's cache key (no pointers).
+struct DnnPlan {
+  DnnOp op = DnnOp::kConv;
+  int32_t nb_dims = 0;           // 4 (2-D, and 1-D promoted) or 5 (3-D)
+  std::array<int32_t, 5> x{};    // cuDNN's X dims (ConvTranspose: its dy)
+  std::array<int32_t, 5> w{};    // filter dims (convolutions)
+  std::array<int32_t, 5> y{};    // cuDNN's Y dims (ConvTranspose: its dx)
+  std::array<int32_t, 3> pad{};  // per spatial axis (nb_dims - 2 used)
+  std::array<int32_t, 3> stride{};
+  std::array<int32_t, 3> dilation{};
+  std::array<int32_t, 3> window{};  // pooling
+  int32_t group = 1;
+  bool bias = false;            // input 2, one value per output channel
+  bool residual = false;        // input 3, Y's shape
+  bool residual_first = false;  // order "bias,residual,act"
+  bool relu = false;
+  bool fused = false;              // cudnnConvolutionBiasActivationForward (bias and Relu)
+  bool count_include_pad = false;  // AveragePool
+  bool empty = false;              // Y has no elements: nothing to enqueue
+  bool operator==(const DnnPlan&) const = default;
+};
+
+// Geometry, then the cuDNN mapping, for "Conv", "ConvTranspose", "MaxPool" or "AveragePool".
+// Errors: kInvalidArgument for malformed ops (as the CPU kernels), kUnimplemented with the reason
+// for valid ops cuDNN is not used for here (see the header comment). Reads shapes and dtypes only.
+Status PlanDnn(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+               std::span<const DeviceTensor> outputs, DnnPlan* plan);
+
+struct DnnOptions {
+  // The most workspace one convolution may use; algorithms needing more are skipped.
+  size_t max_workspace_bytes = size_t{64} << 20;
+  // Lets cuDNN choose TF32 tensor-core algorithms for float32 (about 1e-3 relative error).
+  bool allow_tf32 = false;
+};
+
+class DnnExecutor {
+ public:
+  // Creates the cuDNN handle (cudnnCreate, for the CUDA context current on this thread, which
+  // must stay the same for the executor's life). `dnn` must outlive the executor (LoadDnn's
+  // table does). Errors: kDeviceError naming the call, e.g. without a driver or a device.
+  static Result<std::unique_ptr<DnnExecutor>> Create(const Dnn& dnn, const DnnOptions& options = {});
+  ~DnnExecutor();
+  DnnExecutor(const DnnExecutor&) = delete;
+  DnnExecutor& operator=(const DnnExecutor&) = delete;
+
+  // OK when the op runs here; kUnimplemented with the reason, or kInvalidArgument for a
+  // malformed op (PlanDnn's errors).
+  static Status Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                         std::span<const DeviceTensor> outputs);
+
+  // Workspace bytes to plan: the cap for a convolution that runs here and is not empty, 0 for
+  // pooling and for ops that do not run here. Needs no device; Prepare gives the exact figure.
+  size_t Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                   std::span<const DeviceTensor> outputs) const;
+  // The same for an executor created with `options` (no executor needed).
+  static size_t WorkspaceFor(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
+                             std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs);
+
+  // Creates (and caches) the descriptors and the algorithm for these shapes and returns the
+  // exact workspace bytes. Optional: Run does the same on first use. Errors as Run's.
+  Result<size_t> Prepare(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                         std::span<const DeviceTensor> outputs);
+
+  // Enqueues `op` on call.stream; `node` names the node in errors. Errors: PlanDnn's;
+  // kUnimplemented when cuDNN offers no algorithm within the workspace cap; kInvalidArgument
+  // for a null pointer or a workspace smaller than the algorithm needs; kDeviceError
+  // "<op> '<node>': <cuDNN call>: CUDNN_STATUS_..." for any failed library call.
+  Status Run(std::string_view op, const OpCall& call, std::string_view node);
+  Status Conv(const OpCall& call, std::string_view node) { return Run("Conv", call, node); }
+  Status ConvTranspose(const OpCall& call, std::string_view node) { return Run("ConvTranspose", call, node); }
+  Status MaxPool(const OpCall& call, std::string_view node) { return Run("MaxPool", call, node); }
+  Status AveragePool(const OpCall& call, std::string_view node) { return Run("AveragePool", call, node); }
+
+  // Distinct plans whose descriptors are cached (for tests and stats).
+  size_t cached_plans() const;
+
+ private:
+  struct State;
+  explicit DnnExecutor(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace kiln::cuda

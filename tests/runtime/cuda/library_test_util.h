@@ -1,0 +1,169 @@
+// Helpers for the cuBLASLt / cuDNN executor tests (blas_test.cc, dnn_test.cc): host tensors that
+// view as DeviceTensor (shapes only, or device copies on a GPU) and as the CPU kernels'
+// TensorRef, a CPU-kernel runner (the reference), and a small device session for "[gpu]" cases.
+#pragma once
+
+#if KILN_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/attrs.h"
+#include "runtime/cpu/kernel.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/op_call.h"
+
+namespace kiln::cuda::testing {
+
+// A dense float32 host tensor (or a shape with another dtype and no data). rank -1: absent.
+struct HostTensor {
+  std::vector<int64_t> dims;
+  DType dtype = DType::kFloat32;
+  std::vector<float> v;
+  int32_t rank = 0;
+
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
+  bool present() const { return rank >= 0; }
+  // The shape as an executor sees it; `ptr` is the device copy (0 for shape-only checks).
+  DeviceTensor Dev(CUdeviceptr ptr = 0) const {
+    if (!present()) return DeviceTensor{};
+    return DeviceTensor{ptr, dtype, rank, dims.data(), count()};
+  }
+  cpu::TensorRef Host() {
+    if (!present()) return cpu::TensorRef{};
+    return cpu::TensorRef{v.data(), dtype, rank, dims.data(), count()};
+  }
+};
+
+inline HostTensor Shape(std::vector<int64_t> dims, DType dtype = DType::kFloat32) {
+  HostTensor t;
+  t.rank = static_cast<int32_t>(dims.size());
+  t.dims = std::move(dims);
+  t.dtype = dtype;
+  return t;
+}
+inline HostTensor Absent() {
+  HostTensor t;
+  t.rank = -1;
+  return t;
+}
+inline HostTensor Zeros(std::vector<int64_t> dims) {
+  HostTensor t = Shape(std::move(dims));
+  t.v.assign(static_cast<size_t>(t.count()), 0.0f);
+  return t;
+}
+// Uniform in [-1, 1), reproducible per seed.
+inline HostTensor Random(std::vector<int64_t> dims, uint32_t seed) {
+  HostTensor t = Zeros(std::move(dims));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : t.v) x = dist(gen);
+  return t;
+}
+
+inline std::vector<DeviceTensor> DevViews(const std::vector<const HostTensor*>& ts) {
+  std::vector<DeviceTensor> out;
+  for (const HostTensor* t : ts) out.push_back(t->Dev());
+  return out;
+}
+
+// Runs the CPU backend's kernel for `op` (the reference) on host tensors.
+inline Status RunCpu(std::string_view op, const AttrMap& attrs, const std::vector<HostTensor*>& inputs,
+                     const std::vector<HostTensor*>& outputs) {
+  const cpu::KernelDef* k = cpu::FindKernel(op);
+  if (k == nullptr) return NotFound(std::string(op));
+  std::vector<cpu::TensorRef> in, out;
+  for (HostTensor* t : inputs) in.push_back(t->Host());
+  for (HostTensor* t : outputs) out.push_back(t->Host());
+  std::vector<uint8_t> ws(k->workspace ? k->workspace(attrs, in, out) : 0);
+  cpu::KernelCall call{attrs, in, out, ws.data(), ws.size()};
+  return k->run(call);
+}
+
+// Largest |a - b| / (1 + |b|) over two equally long float vectors (+inf on a length mismatch).
+inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i])) / (1.0 + std::fabs(double(b[i])));
+    if (!(d <= worst)) worst = d;  // NaN-safe: a NaN difference wins
+  }
+  return worst;
+}
+
+// Device 0's primary context made current on this thread, a stream, and device buffers freed
+// at the end. Only for "[gpu]" cases (after KILN_REQUIRE_GPU); every failure is a test failure.
+class GpuSession {
+ public:
+  GpuSession() {
+    auto drv = LoadDriver();
+    REQUIRE_MESSAGE(drv.ok(), drv.status().ToString());
+    drv_ = *drv;
+    REQUIRE(Ok(drv_->DeviceGet(&dev_, 0), "cuDeviceGet"));
+    REQUIRE(Ok(drv_->DevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain"));
+    REQUIRE(Ok(drv_->CtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+    REQUIRE(Ok(drv_->StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  }
+  ~GpuSession() {
+    if (stream_) drv_->StreamSynchronize(stream_);
+    for (CUdeviceptr p : buffers_) drv_->MemFree(p);
+    if (stream_) drv_->StreamDestroy(stream_);
+    if (ctx_) drv_->DevicePrimaryCtxRelease(dev_);
+  }
+  GpuSession(const GpuSession&) = delete;
+  GpuSession& operator=(const GpuSession&) = delete;
+
+  CUstream stream() const { return stream_; }
+
+  CUdeviceptr Alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    REQUIRE(Ok(drv_->MemAlloc(&p, bytes == 0 ? 1 : bytes), "cuMemAlloc"));
+    buffers_.push_back(p);
+    return p;
+  }
+  // A device copy of `t` (nothing for an absent tensor).
+  CUdeviceptr Upload(const HostTensor& t) {
+    if (!t.present()) return 0;
+    const size_t bytes = t.v.size() * sizeof(float);
+    CUdeviceptr p = Alloc(bytes);
+    if (bytes) REQUIRE(Ok(drv_->MemcpyHtoD(p, t.v.data(), bytes), "cuMemcpyHtoD"));
+    return p;
+  }
+  // Waits for the stream, then copies `count` floats back.
+  std::vector<float> Download(CUdeviceptr p, int64_t count) {
+    std::vector<float> out(static_cast<size_t>(count));
+    REQUIRE(Ok(drv_->StreamSynchronize(stream_), "cuStreamSynchronize"));
+    if (count) {
+      REQUIRE(
+          Ok(drv_->MemcpyDtoHAsync(out.data(), p, out.size() * sizeof(float), stream_), "cuMemcpyDtoHAsync"));
+      REQUIRE(Ok(drv_->StreamSynchronize(stream_), "cuStreamSynchronize"));
+    }
+    return out;
+  }
+
+ private:
+  bool Ok(CUresult r, const char* what) {
+    Status st = Check(*drv_, r, what);
+    if (!st.ok()) MESSAGE(st.ToString());
+    return st.ok();
+  }
+  const Driver* drv_ = nullptr;
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::vector<CUdeviceptr> buffers_;
+};
+
+}  // namespace kiln::cuda::testing
+
+#endif  // KILN_HAVE_CUDA
