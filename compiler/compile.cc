@@ -215,6 +215,13 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
       if (first_error.ok()) first_error = st;
       continue;
     }
+    for (const ir::Node& n : plan->trace.body.nodes)
+      for (const auto* ids : {&n.inputs, &n.outputs})
+        for (ir::ValueId id : *ids)
+          if (id != ir::kNoValue && plan->trace.value(id).rank() > kMaxRank)
+            return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank <= {}",
+                                             n.name, n.op, plan->trace.value(id).name, plan->trace.value(id).rank(),
+                                             kMaxRank));
     serialize::EntryRecord entry;
     entry.name = name;
     entry.stages = {{"import", import_text, import_ns}, {"canonical", canonical->trace.Print(), canonical_ns}};

@@ -68,6 +68,10 @@ bool ParseArchs(const std::string& text, std::vector<std::string>& archs, std::s
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
     std::string a = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (a == "none") {
+      error = "'none' (a CPU-only artifact) cannot be combined with archs in '" + text + "'";
+      return false;
+    }
     int cc = 0;
     char* end = nullptr;
     if (a.rfind("sm_", 0) == 0) cc = static_cast<int>(std::strtol(a.c_str() + 3, &end, 10));

@@ -86,7 +86,8 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                           {"entries", entries},
                           {"kernels", KernelsJson(*model, kernels)},
                           {"weights_bytes", model->weights_bytes()}};
-    std::cout << doc.dump(2) << "\n";
+    // Names come from the model and need not be UTF-8: invalid bytes print as U+FFFD.
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::cout << fmt::format("{}: format version {}, produced by {}\n", path, model->format_version(), model->producer());

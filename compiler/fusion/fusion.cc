@@ -175,6 +175,10 @@ class Fuser {
       if (o == ir::kNoValue) continue;
       auto built = BuildRegion({n}, o, rule->kind == FusionKind::kReduction ? n : -1);
       if (!built.ok()) return built.status().message();
+      if (built->kernel->program.nodes.size() > kMaxProgramNodes || built->inputs.size() > kMaxKernelInputs)
+        return fmt::format("its kernel would have {} program nodes and {} inputs, over the limits of {} and {}",
+                           built->kernel->program.nodes.size(), built->inputs.size(), kMaxProgramNodes,
+                           kMaxKernelInputs);
     }
     return "";
   }
@@ -285,6 +289,8 @@ class Fuser {
     if (!built.ok()) return "the region cannot take it: " + built.status().message();
     if (built->kernel->program.nodes.size() > kMaxProgramNodes)
       return fmt::format("the region's program would exceed {} nodes", kMaxProgramNodes);
+    if (built->inputs.size() > kMaxKernelInputs)
+      return fmt::format("the region's kernel would exceed {} inputs", kMaxKernelInputs);
     // Inlining recomputes a value wherever it is read. Index maps only move loads around,
     // but arithmetic read at several coordinates (e.g. the halves of a Slice pair that a
     // Concat joins again) would be computed several times per element, with all of its
@@ -398,7 +404,10 @@ class Fuser {
     return Status::Ok();
   }
 
-  static constexpr size_t kMaxProgramNodes = 4096;
+  // NVRTC's time grows faster than linearly with a kernel's size (a 1000-node program takes
+  // minutes for the default archs), and a launch's parameters must fit in 32 KB.
+  static constexpr size_t kMaxProgramNodes = 400;
+  static constexpr size_t kMaxKernelInputs = 256;
 
   const ir::Trace& t_;
   FusionReport* report_;

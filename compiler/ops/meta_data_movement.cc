@@ -327,7 +327,20 @@ Status GatherElementsMeta(MetaContext& ctx) {
   if (idx->rank() != x->rank())
     return InvalidArgument("indices: expected rank " + std::to_string(x->rank()) + " (as data " +
                            Str(x->shape) + "), found " + Str(idx->shape));
-  KILN_RETURN_IF_ERROR(NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()).status());
+  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
+  // Off the axis, each index dim must fit in the data's (ONNX GatherElements); where a
+  // dim is symbolic the prologue checks it.
+  for (int d = 0; d < x->rank(); ++d) {
+    if (d == axis || idx->shape[d].Same(x->shape[d])) continue;
+    const auto i = idx->shape[d].value(), n = x->shape[d].value();
+    if (i && n) {
+      if (*i > *n)
+        return InvalidArgument("indices: dim " + std::to_string(d) + " is " + std::to_string(*i) +
+                               ", more than data's " + std::to_string(*n) + " " + Str(x->shape));
+      continue;
+    }
+    AddGuard(ctx, Lt(idx->shape[d], AddS(x->shape[d], Sym(1))));
+  }
   ctx.SetOutput(0, x->dtype, idx->shape);
   return Status::Ok();
 }
@@ -371,6 +384,11 @@ Status PadMeta(MetaContext& ctx) {
       return InvalidArgument("pads: reflect mode expects pads below the dim size " + d.ToString() +
                              " (axis " + std::to_string(axes[i]) + "), found " + pb.ToString() +
                              " and " + pe.ToString());
+    if (mode == "reflect" && !(d.is_const() && pb.is_const() && pe.is_const())) {
+      // Reflection reaches at most dim - 1 elements back: the prologue checks symbolic pads.
+      AddGuard(ctx, Lt(pb, d));
+      AddGuard(ctx, Lt(pe, d));
+    }
     Sym o = AddS(AddS(d, pb), pe);
     if (auto v = o.value(); v && *v < 0)
       return InvalidArgument("pads: expected an output dim >= 0 on axis " + std::to_string(axes[i]) +

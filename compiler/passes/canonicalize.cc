@@ -89,9 +89,13 @@ class Canonicalizer {
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
         if (IsPositive(dim)) continue;
-        if (dim.Vars().empty())
+        if (dim.Vars().empty()) {
+          if (dim.value() && *dim.value() == 0)
+            return Unimplemented("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
+                                 std::to_string(d) + " is 0; Kiln does not compile tensors with no elements");
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
-                                 std::to_string(d) + " overflows int64: " + dim.ToString());
+                                 std::to_string(d) + " is " + dim.ToString() + " (negative or overflowing int64)");
+        }
         guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
                                                "' dim " + std::to_string(d) + " must be >= 1"});
       }

@@ -190,7 +190,6 @@ bool ComputeTypeOf(DType dtype, ScalarType* out) {
     case DType::kInt64:
     case DType::kBool:
     case DType::kUInt32:
-    case DType::kUInt64:
       *out = ScalarType::kI64;
       return true;
     default:

@@ -133,7 +133,8 @@ struct Program {
 };
 
 // The compute type of a tensor dtype, or false for dtypes a program cannot hold (strings,
-// complex). Bool and every integer dtype map to kI64; float16/bfloat16/float to kF32.
+// complex, and uint64, whose upper half signed int64 arithmetic would get wrong). Bool and
+// every other integer dtype map to kI64; float16/bfloat16/float to kF32.
 bool ComputeTypeOf(DType dtype, ScalarType* out);
 
 // Checks the program's structure: operand indices refer to earlier nodes, operand and

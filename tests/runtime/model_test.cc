@@ -435,11 +435,26 @@ TEST_CASE("plans that do not fit are caught at bind time, not in a kernel") {
   CHECK(st.message() == "entry 0 (default) tensor 2 'y': arena bytes [0, +24) misaligned or outside the arena (12 bytes)");
 }
 
-TEST_CASE("a CUDA context is refused on this runtime") {
+TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto falls back to the CPU and says why") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  Result<ExecutionContext> probe = ExecutionContext::Create(m, {Device::kAuto});
+  REQUIRE(probe.ok());
+  if (probe->device() == Device::kCuda) {
+    MESSAGE("a CUDA device is present: " << probe->device_note());
+    return;
+  }
   Result<ExecutionContext> c = ExecutionContext::Create(m, {Device::kCuda});
   CHECK(c.status().code() == StatusCode::kFailedPrecondition);
-  CHECK(c.status().message() == "the CUDA backend is not built into this runtime; use --device cpu");
+#if KILN_HAVE_CUDA
+  const std::string why = std::string(c.status().message());
+  CHECK_MESSAGE((why.find("no CUDA driver found") != std::string::npos || why.find("no CUDA device") != std::string::npos),
+                why);
+  CHECK(probe->device_note() == "CPU backend; CUDA unavailable: " + why);
+#else
+  CHECK(c.status().message() ==
+        "this runtime was built without the CUDA toolkit, so it has no CUDA backend; use --device cpu");
+  CHECK(probe->device_note() == "CPU backend; this runtime was built without CUDA");
+#endif
 }
 
 }  // namespace
