@@ -66,6 +66,12 @@ inline void AttrInt(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
 }
+inline void AttrString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
 inline void AttrFloat(onnx::NodeProto* n, const std::string& name, float v) {
   auto* a = n->add_attribute();
   a->set_name(name);

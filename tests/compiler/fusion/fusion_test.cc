@@ -257,3 +257,61 @@ TEST_CASE("fusion: an empty Concat input is never read") {
   REQUIRE(y[0].size() == 6);
   for (int i = 0; i < 6; ++i) CHECK(y[0][i] == std::max(0.0f, x[i]));
 }
+
+TEST_CASE("fusion: uint64 stays unfused (signed int64 arithmetic would be wrong past 2^63)") {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "a", {"3"}, onnx::TensorProto::UINT64);
+  AddInput(g, "b", {"3"}, onnx::TensorProto::UINT64);
+  AddNode(g, "Mul", {"a", "b"}, {"p"}, "mul");
+  AddNode(g, "Div", {"p", "b"}, {"y"}, "div");
+  AddOutput(g, "y");
+  Fused f = FuseModel(m);
+  CHECK(f.kernels.empty());
+  CHECK_MESSAGE(f.log.find("has dtype uint64, which a fused program cannot hold") != std::string::npos, f.log);
+}
+
+TEST_CASE("symbolic GatherElements index dims and reflect pads are checked by the prologue") {
+  {
+    auto m = MakeModel(17);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"A", "B"});
+    AddInput(g, "i", {"C", "D"}, onnx::TensorProto::INT64);
+    AttrInt(AddNode(g, "GatherElements", {"x", "i"}, {"y"}, "ge"), "axis", 0);
+    AddOutput(g, "y");
+    auto model = kiln::Model::Load(CompileModel(m));
+    REQUIRE(model.ok());
+    auto ctx = kiln::ExecutionContext::Create(*model, {kiln::Device::kCpu});
+    float x[4] = {1, 2, 3, 4};
+    int64_t idx[3] = {0, 0, 0};  // [1, 3] against data [2, 2]: dim 1 does not fit
+    kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {2, 2}),
+                             kiln::TensorView::Host(idx, kiln::DType::kInt64, {1, 3})};
+    std::vector<kiln::TensorView> out;
+    kiln::Status st = ctx->Run(in, out);
+    CHECK(st.code() == kiln::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(st.message().find("guard") != std::string::npos, st.message());
+  }
+  {
+    auto m = MakeModel(18);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"N", "2"});
+    AddInt64Init(g, "pads", {4}, {2, 0, 2, 0});
+    AttrString(AddNode(g, "Pad", {"x", "pads"}, {"y"}, "pad"), "mode", "reflect");
+    AddOutput(g, "y");
+    auto model = kiln::Model::Load(CompileModel(m));
+    REQUIRE(model.ok());
+    auto ctx = kiln::ExecutionContext::Create(*model, {kiln::Device::kCpu});
+    float x[4] = {1, 2, 3, 4};  // N = 2: reflect pads of 2 need N >= 3
+    kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {2, 2})};
+    std::vector<kiln::TensorView> out;
+    kiln::Status st = ctx->Run(in, out);
+    CHECK(st.code() == kiln::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(st.message().find("guard") != std::string::npos, st.message());
+    float x3[6] = {1, 2, 3, 4, 5, 6};
+    kiln::TensorView in3[] = {kiln::TensorView::Host(x3, kiln::DType::kFloat32, {3, 2})};
+    REQUIRE(ctx->Run(in3, out).ok());
+    const float* y = static_cast<const float*>(out[0].data);
+    const float want[14] = {5, 6, 3, 4, 1, 2, 3, 4, 5, 6, 3, 4, 1, 2};
+    for (int k = 0; k < 14; ++k) CHECK(y[k] == want[k]);
+  }
+}
