@@ -98,6 +98,7 @@ class Printer {
         types += (types.empty() ? "" : ", ") + Type(n.outputs[i]);
       }
       if (!types.empty()) line += " # " + types;
+      if (!n.executor.empty()) line += " @" + n.executor;
       if (n.fused) {
         std::string members;
         for (const std::string& m : n.fused->members) members += (members.empty() ? "" : ", ") + m;

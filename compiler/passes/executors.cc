@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "compiler/fusion/rules.h"
 #include "compiler/ops/registry.h"
 #include "runtime/cpu/kernel.h"
 
@@ -10,7 +11,7 @@ namespace kiln::passes {
 Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
   ir::Trace trace = canonical;
   trace.stage = "executors";
-  trace.provenance = "executor assignment: generated kernels for fused regions, the CPU backend for the rest";
+  trace.provenance = "executor assignment: generated kernels, cuBLASLt/cuDNN for library ops, CPU fallback for the rest";
   for (ir::Node& node : trace.body.nodes) {
     if (node.fused) {
       node.executor = "generated";
@@ -22,8 +23,18 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
     if (!listed || !cpu::FindKernel(node.op))
       return Unimplemented("node '" + node.name + "' (" + node.op +
                            "): no executor can run this op (no CPU kernel registered)");
-    node.executor = "cpu";
-    node.executor_reason = "CPU reference kernel; no GPU executor in this build";
+    // On a GPU, library ops go to cuBLASLt / cuDNN (the CPU backend takes them when the
+    // library refuses a form); everything else is a CPU fallback region with copies.
+    const fusion::FusionRule* rule = fusion::FindRule(node.op);
+    if (rule && rule->kind == fusion::FusionKind::kLibrary) {
+      node.executor = rule->note.rfind("cuBLASLt", 0) == 0 ? "cublaslt" : "cudnn";
+      node.executor_reason = std::string(rule->note) + "; the CPU backend when the library refuses it or on a CPU";
+    } else {
+      node.executor = "cpu";
+      node.executor_reason = rule && rule->kind == fusion::FusionKind::kCpuOnly
+                                 ? "CPU fallback on a GPU: " + std::string(rule->note)
+                                 : "CPU fallback on a GPU: this instance has no fused form (see the fusion log)";
+    }
   }
   return trace;
 }

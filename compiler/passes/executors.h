@@ -1,7 +1,9 @@
 // The `executors` stage: assigns every node the executor that will run it and records
 // why. Preference order (DESIGN.md): cuDNN, cuBLASLt, a generated kernel, the CPU
-// fallback. This build has only the CPU backend, so every op the registry lists with
-// "cpu" and the runtime has a kernel for goes to "cpu"; anything else is an error.
+// fallback. Fused regions get "generated"; MatMul/Gemm "cublaslt"; Conv, ConvTranspose and
+// pooling "cudnn"; every other op "cpu" (a CPU fallback region on a GPU). Every op must
+// also have a CPU kernel, since the CPU backend runs whole artifacts; anything else is an
+// error.
 #pragma once
 
 #include "compiler/ir/trace.h"

@@ -7,6 +7,9 @@
 #include <utility>
 
 #include "runtime/cpu/fused.h"
+#include "runtime/cuda/blas.h"
+#include "runtime/cuda/dnn.h"
+#include "runtime/cuda/libraries.h"
 
 namespace kiln::cuda {
 namespace {
@@ -133,11 +136,18 @@ struct Executor::State {
   std::vector<long long> size_args;
   std::vector<void*> params;
   std::vector<const fused::Program*> checked;  // programs with index checks launched since the last sync
+  // Library executors: null when the library is missing (its ops then run on the CPU).
+  std::unique_ptr<BlasExecutor> blas;
+  std::unique_ptr<DnnExecutor> dnn;
+  DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
+  std::vector<DeviceTensor> dts;  // operands of the current library call
 
   ~State() {
     if (drv == nullptr) return;
-    // Device memory goes before the context reference that keeps it valid.
-    arena.Free(), staging.Free(), symbolic.Free(), err.Free();
+    // Device memory and library handles go before the context reference that keeps them valid.
+    blas.reset();
+    dnn.reset();
+    arena.Free(), staging.Free(), symbolic.Free(), err.Free(), library_ws.Free();
     if (start) drv->EventDestroy(start);
     if (stop) drv->EventDestroy(stop);
     dm.reset();
@@ -157,6 +167,37 @@ struct Executor::State {
       case StorageKind::kAbsent: break;
     }
     return 0;
+  }
+
+  // Runs a library op (MatMul/Gemm on cuBLASLt, Conv/ConvTranspose/pooling on cuDNN) when
+  // the library is present and accepts it; false in *ran otherwise.
+  Status Library(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
+                 const uint8_t* host_arena, CUstream stream, bool* ran) {
+    *ran = false;
+    const std::string_view op = pi.kernel->op;
+    const bool is_blas = op == "MatMul" || op == "Gemm";
+    const bool is_dnn = op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool";
+    if (!(is_blas && blas) && !(is_dnn && dnn)) return Status::Ok();
+    const int32_t* ops = pe.operands.data() + pi.operands_begin;
+    dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
+    for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
+      if (ops[i] < 0) continue;
+      const cpu::TensorRef& r = s.refs[ops[i]];
+      dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
+    }
+    std::span<const DeviceTensor> ins(dts.data(), static_cast<size_t>(pi.num_inputs));
+    std::span<const DeviceTensor> outs(dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
+    const Status supported = is_blas ? BlasExecutor::Supports(op, pi.attrs, ins, outs)
+                                     : DnnExecutor::Supports(op, pi.attrs, ins, outs);
+    if (!supported.ok()) return Status::Ok();  // not this library's: the CPU runs it
+    const size_t ws = is_blas ? blas->Workspace(op, pi.attrs, ins, outs) : dnn->Workspace(op, pi.attrs, ins, outs);
+    KILN_RETURN_IF_ERROR(library_ws.Reserve(std::max<size_t>(ws, 256), "cuBLASLt/cuDNN workspace"));
+    const OpCall call{pi.attrs, ins, outs, stream, library_ws.ptr, static_cast<size_t>(library_ws.bytes)};
+    Status st = is_blas ? blas->Run(op, call, pi.label) : dnn->Run(op, call, pi.label);
+    if (st.code() == StatusCode::kUnimplemented) return Status::Ok();  // no algorithm: the CPU runs it
+    KILN_RETURN_IF_ERROR(st);
+    *ran = true;
+    return Status::Ok();
   }
 
   Status Launch(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const uint8_t* host_arena,
@@ -260,6 +301,13 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   KILN_RETURN_IF_ERROR(Check(*drv, drv->MemsetD8Async(st->err.ptr, 0, 16, nullptr), "cuMemsetD8Async (error words)"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->start, CU_EVENT_DEFAULT), "cuEventCreate"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->stop, CU_EVENT_DEFAULT), "cuEventCreate"));
+  // cuBLASLt and cuDNN are optional: without them their ops run on the CPU backend.
+  if (auto blas = LoadBlas(); blas.ok()) {
+    if (auto ex = BlasExecutor::Create(**blas); ex.ok()) st->blas = std::move(*ex);
+  }
+  if (auto dnn = LoadDnn(); dnn.ok()) {
+    if (auto ex = DnnExecutor::Create(**dnn); ex.ok()) st->dnn = std::move(*ex);
+  }
   st->host_inputs.resize(model.inputs().size());
   st->input_ptrs.resize(model.inputs().size());
   return std::unique_ptr<Executor>(new Executor(std::move(st)));
@@ -299,13 +347,15 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
                                "copy symbolic values to the device"));
   uint8_t* host = const_cast<uint8_t*>(host_arena);
   for (const PreparedInstruction& pi : pe.instructions) {
-    // Generated kernels run on the device; every other op is a CPU fallback until the
-    // cuBLASLt / cuDNN executors claim it.
+    // Generated kernels run on the device, library ops on cuBLASLt / cuDNN when those
+    // accept them; every other op is a CPU fallback.
     if (pi.program && !s.dm->functions.empty()) {
       KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
-    } else {
-      KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
+      continue;
     }
+    bool ran = false;
+    if (pi.kernel) KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
+    if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
   }
   KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.stop, stream), "cuEventRecord"));
   s.timing = true;

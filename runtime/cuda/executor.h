@@ -2,7 +2,8 @@
 // device, on the caller's stream. Generated kernels are launched from the artifact's
 // cubin for the device's arch (or its PTX, JIT-compiled by the driver); library ops go to
 // cuBLASLt / cuDNN when those are present and accept the op; every other op runs on the
-// CPU backend with explicit copies (a "CPU fallback region" of one instruction).
+// CPU backend with explicit copies (a "CPU fallback region" of one instruction). The
+// library workspace is planned once at the libraries' caps (32 MiB cuBLASLt, 64 MiB cuDNN).
 //
 // Memory: the context's host-side binding (runtime/context.cc, Bind) lays every arena
 // tensor out at an offset in a host arena; the executor mirrors that layout in one device
