@@ -108,7 +108,10 @@ enum class Device : int32_t {
 struct ContextOptions {
   Device device = Device::kAuto;
   int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
-  bool cuda_graphs = false;  // reserved: capture and replay entries as CUDA graphs (not yet)
+  // CUDA backend: capture each entry at each shape (and buffer addresses) as a CUDA graph
+  // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream: capture
+  // on the legacy default stream is not allowed, so a null stream runs uncaptured.
+  bool cuda_graphs = false;
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.

@@ -38,6 +38,11 @@ struct Stats {
   // CUDA backend: GPU time of the last Run from CUDA events around its work on the stream,
   // in ns; known once Synchronize has returned, -1 until then and on the CPU backend.
   int64_t last_gpu_ns = -1;
+  // CUDA graphs (ContextOptions::cuda_graphs): replays of a captured (entry, shape, buffers)
+  // graph, and captures. A shape's first run is not captured (it does the libraries' lazy
+  // set-up); its second is. Entries with CPU fallback ops are never captured.
+  uint64_t graph_hits = 0;
+  uint64_t graph_misses = 0;
 
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
   int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }

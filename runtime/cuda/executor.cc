@@ -141,10 +141,15 @@ struct Executor::State {
   std::unique_ptr<DnnExecutor> dnn;
   DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
   std::vector<DeviceTensor> dts;  // operands of the current library call
+  // CUDA graphs, keyed by entry, arena and input addresses and the bound symbols.
+  bool graphs = false;
+  std::map<std::vector<int64_t>, CUgraphExec> graph_cache;
+  std::map<std::vector<int64_t>, int> graph_seen;  // shapes run once, uncaptured
 
   ~State() {
     if (drv == nullptr) return;
     // Device memory and library handles go before the context reference that keeps them valid.
+    for (auto& [key, exec] : graph_cache) drv->GraphExecDestroy(exec);
     blas.reset();
     dnn.reset();
     arena.Free(), staging.Free(), symbolic.Free(), err.Free(), library_ws.Free();
@@ -198,6 +203,31 @@ struct Executor::State {
     KILN_RETURN_IF_ERROR(st);
     *ran = true;
     return Status::Ok();
+  }
+
+  // True when every instruction of the entry runs on the device (a generated kernel or a
+  // library op the library accepts): only then can the entry be captured as a graph.
+  bool DeviceOnly(const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena) {
+    for (const PreparedInstruction& pi : pe.instructions) {
+      if (pi.program) continue;
+      const std::string_view op = pi.kernel->op;
+      const bool is_blas = op == "MatMul" || op == "Gemm";
+      const bool is_dnn = op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool";
+      if (!(is_blas && blas) && !(is_dnn && dnn)) return false;
+      const int32_t* ops = pe.operands.data() + pi.operands_begin;
+      dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
+      for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
+        if (ops[i] < 0) continue;
+        const cpu::TensorRef& r = s.refs[ops[i]];
+        dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
+      }
+      std::span<const DeviceTensor> ins(dts.data(), static_cast<size_t>(pi.num_inputs));
+      std::span<const DeviceTensor> outs(dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
+      if (!(is_blas ? BlasExecutor::Supports(op, pi.attrs, ins, outs) : DnnExecutor::Supports(op, pi.attrs, ins, outs))
+               .ok())
+        return false;
+    }
+    return true;
   }
 
   Status Launch(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const uint8_t* host_arena,
@@ -288,10 +318,10 @@ Executor::~Executor() = default;
 const DeviceInfo& Executor::device() const { return s_->dev; }
 
 Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs) {
-  (void)cuda_graphs;  // graphs are not captured yet: every Run enqueues its instructions
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
   auto st = std::make_unique<State>();
   st->drv = drv;
+  st->graphs = cuda_graphs;
   st->arena.drv = st->staging.drv = st->symbolic.drv = st->err.drv = drv;
   KILN_ASSIGN_OR_RETURN(st->dev, QueryDevice(*drv, ordinal));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&st->ctx, st->dev.device), "cuDevicePrimaryCtxRetain"));
@@ -316,7 +346,6 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
 Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, const uint8_t* host_arena,
                          void* workspace, size_t workspace_bytes, std::span<const TensorView> inputs,
                          CUstream stream, std::vector<TensorView>& outputs, Stats& stats) {
-  (void)e;
   State& s = *s_;
   const Driver& drv = *s.drv;
   KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
@@ -346,16 +375,51 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
     KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
                                "copy symbolic values to the device"));
   uint8_t* host = const_cast<uint8_t*>(host_arena);
-  for (const PreparedInstruction& pi : pe.instructions) {
-    // Generated kernels run on the device, library ops on cuBLASLt / cuDNN when those
-    // accept them; every other op is a CPU fallback.
-    if (pi.program && !s.dm->functions.empty()) {
-      KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
-      continue;
+  auto enqueue_all = [&]() -> Status {
+    for (const PreparedInstruction& pi : pe.instructions) {
+      // Generated kernels run on the device, library ops on cuBLASLt / cuDNN when those
+      // accept them; every other op is a CPU fallback.
+      if (pi.program && !s.dm->functions.empty()) {
+        KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
+        continue;
+      }
+      bool ran = false;
+      if (pi.kernel) KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
+      if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
     }
-    bool ran = false;
-    if (pi.kernel) KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
-    if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
+    return Status::Ok();
+  };
+  std::vector<int64_t> key;
+  if (s.graphs && stream != nullptr && s.DeviceOnly(pe, es, host_arena)) {
+    // Everything a captured launch bakes in: buffer addresses (the arena and the library
+    // workspace may move when they grow) and, through the binding, the size arguments.
+    key = {e, static_cast<int64_t>(s.arena.ptr), static_cast<int64_t>(s.symbolic.ptr),
+           static_cast<int64_t>(s.library_ws.ptr), static_cast<int64_t>(s.library_ws.bytes)};
+    for (CUdeviceptr p : s.input_ptrs) key.push_back(static_cast<int64_t>(p));
+    key.insert(key.end(), es.binding.begin(), es.binding.end());
+  }
+  if (key.empty() || ++s.graph_seen[key] == 1) {
+    KILN_RETURN_IF_ERROR(enqueue_all());
+  } else {
+    auto it = s.graph_cache.find(key);
+    if (it == s.graph_cache.end()) {
+      ++stats.graph_misses;
+      KILN_RETURN_IF_ERROR(Check(drv, drv.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                                 "cuStreamBeginCapture"));
+      Status captured = enqueue_all();
+      CUgraph graph = nullptr;
+      Status ended = Check(drv, drv.StreamEndCapture(stream, &graph), "cuStreamEndCapture");
+      KILN_RETURN_IF_ERROR(captured);
+      KILN_RETURN_IF_ERROR(ended);
+      CUgraphExec exec = nullptr;
+      Status inst = Check(drv, drv.GraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+      drv.GraphDestroy(graph);
+      KILN_RETURN_IF_ERROR(inst);
+      it = s.graph_cache.emplace(key, exec).first;
+    } else {
+      ++stats.graph_hits;
+    }
+    KILN_RETURN_IF_ERROR(Check(drv, drv.GraphLaunch(it->second, stream), "cuGraphLaunch"));
   }
   KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.stop, stream), "cuEventRecord"));
   s.timing = true;

@@ -4,6 +4,9 @@
 // cuBLASLt / cuDNN when those are present and accept the op; every other op runs on the
 // CPU backend with explicit copies (a "CPU fallback region" of one instruction). The
 // library workspace is planned once at the libraries' caps (32 MiB cuBLASLt, 64 MiB cuDNN).
+// With cuda_graphs, an entry whose every instruction runs on the device is captured at its
+// second run with the same shape and buffer addresses, and replayed afterwards; input
+// staging and symbolic-value uploads stay outside the graph.
 //
 // Memory: the context's host-side binding (runtime/context.cc, Bind) lays every arena
 // tensor out at an offset in a host arena; the executor mirrors that layout in one device
