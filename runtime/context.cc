@@ -234,7 +234,11 @@ Status MissError(ExecutionContext::Impl& c) {
 }
 
 Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s) {
-  for (const PreparedInstruction& pi : pe.instructions) {
+  std::vector<int64_t>& times = c.stats.last_instruction_ns;
+  if (c.profile) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
+  int64_t t = c.profile ? NowNs() : 0;
+  for (size_t k = 0; k < pe.instructions.size(); ++k) {
+    const PreparedInstruction& pi = pe.instructions[k];
     const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
     const cpu::KernelCall call{pi.attrs,
                                {ops, static_cast<size_t>(pi.num_inputs)},
@@ -246,6 +250,11 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
                                            call.workspace, call.workspace_bytes)
                            : pi.kernel->run(call);
     if (!st.ok()) return st.WithContext(pi.label);
+    if (c.profile) {
+      const int64_t now = NowNs();
+      times[k] = now - t;
+      t = now;
+    }
   }
   return Status::Ok();
 }
@@ -324,10 +333,12 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
   auto impl = std::make_unique<Impl>(model);
   impl->device = Device::kCpu;
+  impl->profile = options.profile;
   impl->device_note = "CPU backend";
   if (options.device != Device::kCpu) {
 #if KILN_HAVE_CUDA
-    auto executor = cuda::Executor::Create(model, options.device_ordinal, options.cuda_graphs);
+    auto executor = cuda::Executor::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile,
+                                           options.profile);
     if (executor.ok()) {
       impl->cuda = std::move(*executor);
       impl->device = Device::kCuda;

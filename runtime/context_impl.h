@@ -64,6 +64,7 @@ struct ExecutionContext::Impl {
   Model model;  // keeps the mapping and prepared entries alive
   const Model::Impl* mi;
   Device device = Device::kCpu;
+  bool profile = false;
   std::string device_note;
   std::unique_ptr<cuda::Executor> cuda;  // set on the CUDA backend
   Stats stats;

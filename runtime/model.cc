@@ -369,6 +369,11 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
   info.arena_bytes = ArenaText(pe);
   info.num_instructions = static_cast<int32_t>(pe.instructions.size());
+  for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
+    const fb::Instruction* ins = e.instructions()->Get(i);
+    info.instructions.push_back("'" + Str(ins->name()) + "' (" + ins->op()->str() + ")" +
+                                (ins->executor() && ins->executor()->size() ? " @" + ins->executor()->str() : ""));
+  }
 }
 
 Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes) {

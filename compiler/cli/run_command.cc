@@ -26,8 +26,34 @@ void PrintStats(const Stats& s, double load_ms) {
                            s.last_prologue_time() / 1e3, s.last_computation_time() / 1e6);
 }
 
+// The last run's instruction times (ContextOptions::profile): the slowest first, then the
+// total per executor.
+void PrintProfile(const Model& model, const Stats& s) {
+  if (s.last_entry < 0 || s.last_instruction_ns.empty()) return;
+  const std::vector<std::string>& labels = model.entries()[s.last_entry].instructions;
+  const size_t n = std::min(labels.size(), s.last_instruction_ns.size());
+  std::vector<size_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s.last_instruction_ns[a] > s.last_instruction_ns[b]; });
+  int64_t total = 0;
+  std::map<std::string, int64_t> by_executor;
+  for (size_t k = 0; k < n; ++k) {
+    total += s.last_instruction_ns[k];
+    const size_t at = labels[k].rfind(" @");
+    by_executor[at == std::string::npos ? "?" : labels[k].substr(at + 2)] += s.last_instruction_ns[k];
+  }
+  std::cout << fmt::format("profile of the last run: {} instructions, {:.3f} ms\n", n, total / 1e6);
+  for (size_t i = 0; i < n && i < 20; ++i) {
+    const size_t k = order[i];
+    std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  #{:<4} {}\n", s.last_instruction_ns[k] / 1e6,
+                             total ? 100.0 * s.last_instruction_ns[k] / total : 0.0, k, labels[k]);
+  }
+  for (const auto& [executor, ns] : by_executor)
+    std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  all @{}\n", ns / 1e6, total ? 100.0 * ns / total : 0.0, executor);
+}
+
 int RunModel(const std::string& artifact, const std::string& inputs_dir, const std::string& outputs_dir,
-             const std::string& device, int repeat) {
+             const std::string& device, int repeat, bool profile) {
   auto t0 = std::chrono::steady_clock::now();
   auto model = Model::Load(artifact);
   if (!model.ok()) {
@@ -44,6 +70,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
   }
   ContextOptions options;
   options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
+  options.profile = profile;
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
@@ -99,6 +126,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
     }
   }
   PrintStats(ctx->stats(), load_ms);
+  PrintProfile(*model, ctx->stats());
   std::cout << fmt::format("memory: {} bytes of arena and kernel scratch held by the context\n", ctx->arena_bytes());
   if (repeat > 1) {
     std::sort(times.begin(), times.end());
@@ -131,7 +159,11 @@ void AddRunCommand(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--repeat", *repeat, "run this many times and print min/median/max latency")
       ->check(CLI::Range(1, 1000000));
-  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat)); });
+  auto profile = std::make_shared<bool>(false);
+  cmd->add_flag("--profile", *profile,
+                "time every instruction (host time on the CPU, CUDA events on a GPU) and print the slowest of the "
+                "last run and the total per executor");
+  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat, *profile)); });
 }
 
 }  // namespace kiln::cli

@@ -54,6 +54,8 @@ struct EntryInfo {
   std::string prologue_text;              // the prologue checks, printed
   std::string arena_bytes;                // arena size: a number, or an expression over symbols
   int32_t num_instructions = 0;
+  // One label per instruction, "'conv1' (Conv) @cudnn": node name, op, executor.
+  std::vector<std::string> instructions;
 };
 
 // One generated kernel of the artifact (the compiler's `fusion` stage made it from a fused
@@ -112,6 +114,9 @@ struct ContextOptions {
   // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream: capture
   // on the legacy default stream is not allowed, so a null stream runs uncaptured.
   bool cuda_graphs = false;
+  // Time every instruction (Stats::last_instruction_ns). Costs a clock read (CPU) or a CUDA
+  // event (GPU) per instruction, and graphs are not captured while profiling.
+  bool profile = false;
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.

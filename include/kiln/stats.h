@@ -43,6 +43,10 @@ struct Stats {
   // set-up); its second is. Entries with CPU fallback ops are never captured.
   uint64_t graph_hits = 0;
   uint64_t graph_misses = 0;
+  // ContextOptions::profile: the time of each instruction of the last Run's entry, in ns, in
+  // instruction order (labels: EntryInfo::instructions). Host wall time on the CPU backend;
+  // CUDA-event time on the CUDA backend, filled by Synchronize. Empty when not profiling.
+  std::vector<int64_t> last_instruction_ns;
 
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
   int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }

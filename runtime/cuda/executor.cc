@@ -141,6 +141,10 @@ struct Executor::State {
   std::unique_ptr<DnnExecutor> dnn;
   DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
   std::vector<DeviceTensor> dts;  // operands of the current library call
+  // Per-instruction events when profiling: event k is recorded after instruction k - 1.
+  bool profile = false;
+  std::vector<CUevent> marks;
+  size_t marked = 0;  // events recorded by the last Execute
   // CUDA graphs, keyed by entry, arena and input addresses and the bound symbols.
   bool graphs = false;
   std::map<std::vector<int64_t>, CUgraphExec> graph_cache;
@@ -150,6 +154,7 @@ struct Executor::State {
     if (drv == nullptr) return;
     // Device memory and library handles go before the context reference that keeps them valid.
     for (auto& [key, exec] : graph_cache) drv->GraphExecDestroy(exec);
+    for (CUevent ev : marks) drv->EventDestroy(ev);
     blas.reset();
     dnn.reset();
     arena.Free(), staging.Free(), symbolic.Free(), err.Free(), library_ws.Free();
@@ -317,11 +322,12 @@ Executor::~Executor() = default;
 
 const DeviceInfo& Executor::device() const { return s_->dev; }
 
-Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs) {
+Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
   auto st = std::make_unique<State>();
   st->drv = drv;
   st->graphs = cuda_graphs;
+  st->profile = profile;
   st->arena.drv = st->staging.drv = st->symbolic.drv = st->err.drv = drv;
   KILN_ASSIGN_OR_RETURN(st->dev, QueryDevice(*drv, ordinal));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&st->ctx, st->dev.device), "cuDevicePrimaryCtxRetain"));
@@ -375,17 +381,33 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
     KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
                                "copy symbolic values to the device"));
   uint8_t* host = const_cast<uint8_t*>(host_arena);
+  if (s.profile) {
+    while (s.marks.size() < pe.instructions.size() + 1) {
+      CUevent ev = nullptr;
+      KILN_RETURN_IF_ERROR(Check(drv, drv.EventCreate(&ev, CU_EVENT_DEFAULT), "cuEventCreate (profile)"));
+      s.marks.push_back(ev);
+    }
+    KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[0], stream), "cuEventRecord (profile)"));
+  }
+  s.marked = s.profile ? pe.instructions.size() + 1 : 0;
+  size_t index = 0;
   auto enqueue_all = [&]() -> Status {
     for (const PreparedInstruction& pi : pe.instructions) {
+      ++index;
+      auto mark = [&]() -> Status {
+        return s.profile ? Check(drv, drv.EventRecord(s.marks[index], stream), "cuEventRecord (profile)") : Status::Ok();
+      };
       // Generated kernels run on the device, library ops on cuBLASLt / cuDNN when those
       // accept them; every other op is a CPU fallback.
       if (pi.program && !s.dm->functions.empty()) {
         KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
+        KILN_RETURN_IF_ERROR(mark());
         continue;
       }
       bool ran = false;
       if (pi.kernel) KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
       if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
+      KILN_RETURN_IF_ERROR(mark());
     }
     return Status::Ok();
   };
@@ -443,6 +465,15 @@ Status Executor::Synchronize(CUstream stream, Stats& stats) {
     float ms = 0;
     if (drv.EventElapsedTime(&ms, s.start, s.stop) == CUDA_SUCCESS) stats.last_gpu_ns = static_cast<int64_t>(ms * 1e6);
     s.timing = false;
+  }
+  if (s.marked > 1) {
+    stats.last_instruction_ns.assign(s.marked - 1, 0);
+    for (size_t k = 1; k < s.marked; ++k) {
+      float ms = 0;
+      if (drv.EventElapsedTime(&ms, s.marks[k - 1], s.marks[k]) == CUDA_SUCCESS)
+        stats.last_instruction_ns[k - 1] = static_cast<int64_t>(ms * 1e6);
+    }
+    s.marked = 0;
   }
   uint32_t words[4] = {};
   KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyDtoHAsync(words, s.err.ptr, 12, stream), "read the kernels' error words"));

@@ -43,7 +43,7 @@ class Executor {
   // no device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the
   // message lists the artifact's archs and the device's), kResourceExhausted (device
   // memory), kDeviceError (any other driver failure).
-  static Result<std::unique_ptr<Executor>> Create(const Model& model, int ordinal, bool cuda_graphs);
+  static Result<std::unique_ptr<Executor>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

@@ -459,3 +459,32 @@ TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto fal
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST_CASE("profile: one time per instruction, with a label each, and none without it") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  REQUIRE(m.entries()[0].instructions == std::vector<std::string>{"'add0' (Add) @cpu"});
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out;
+  ContextOptions options;
+  options.device = Device::kCpu;
+  options.profile = true;
+  auto profiled = ExecutionContext::Create(m, options);
+  REQUIRE(profiled.ok());
+  REQUIRE(profiled->Run(in, out).ok());
+  const Stats& s = profiled->stats();
+  REQUIRE(s.last_instruction_ns.size() == 1);
+  CHECK(s.last_instruction_ns[0] >= 0);
+  CHECK(s.last_instruction_ns[0] <= s.last_computation_time());
+  auto plain = ExecutionContext::Create(m, {Device::kCpu});
+  REQUIRE(plain.ok());
+  out.clear();
+  REQUIRE(plain->Run(in, out).ok());
+  CHECK(plain->stats().last_instruction_ns.empty());
+}
+
+}  // namespace
+}  // namespace kiln
