@@ -344,6 +344,7 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
       impl->device = Device::kCuda;
       const cuda::DeviceInfo& d = impl->cuda->device();
       impl->device_note = "CUDA device " + to_string(d.ordinal) + ": " + d.name + " (" + d.arch() + ")";
+      if (!impl->cuda->library_note().empty()) impl->device_note += "; " + impl->cuda->library_note();
     } else if (options.device == Device::kCuda) {
       return executor.status();
     } else {

@@ -140,6 +140,7 @@ struct Executor::State {
   std::unique_ptr<BlasExecutor> blas;
   std::unique_ptr<DnnExecutor> dnn;
   DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
+  std::string library_note;
   std::vector<DeviceTensor> dts;  // operands of the current library call
   // Per-instruction events when profiling: event k is recorded after instruction k - 1.
   bool profile = false;
@@ -321,6 +322,7 @@ Executor::Executor(std::unique_ptr<State> state) : s_(std::move(state)) {}
 Executor::~Executor() = default;
 
 const DeviceInfo& Executor::device() const { return s_->dev; }
+const std::string& Executor::library_note() const { return s_->library_note; }
 
 Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
@@ -338,11 +340,23 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->start, CU_EVENT_DEFAULT), "cuEventCreate"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->stop, CU_EVENT_DEFAULT), "cuEventCreate"));
   // cuBLASLt and cuDNN are optional: without them their ops run on the CPU backend.
-  if (auto blas = LoadBlas(); blas.ok()) {
-    if (auto ex = BlasExecutor::Create(**blas); ex.ok()) st->blas = std::move(*ex);
+  auto note = [&](const char* what, const Status& why) {
+    st->library_note += std::string(st->library_note.empty() ? "" : "; ") + what +
+                        " unavailable, its ops run on the CPU: " + std::string(why.message());
+  };
+  if (auto blas = LoadBlas(); !blas.ok()) {
+    note("cuBLASLt", blas.status());
+  } else if (auto ex = BlasExecutor::Create(**blas); !ex.ok()) {
+    note("cuBLASLt", ex.status());
+  } else {
+    st->blas = std::move(*ex);
   }
-  if (auto dnn = LoadDnn(); dnn.ok()) {
-    if (auto ex = DnnExecutor::Create(**dnn); ex.ok()) st->dnn = std::move(*ex);
+  if (auto dnn = LoadDnn(); !dnn.ok()) {
+    note("cuDNN", dnn.status());
+  } else if (auto ex = DnnExecutor::Create(**dnn); !ex.ok()) {
+    note("cuDNN", ex.status());
+  } else {
+    st->dnn = std::move(*ex);
   }
   st->host_inputs.resize(model.inputs().size());
   st->input_ptrs.resize(model.inputs().size());

@@ -49,6 +49,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   const DeviceInfo& device() const;
+  // "" when cuBLASLt and cuDNN are both in use; else which is missing and why (its ops then
+  // run on the CPU backend), for the context's device_note().
+  const std::string& library_note() const;
 
   // Runs entry `e` (its host binding `s` is current; `host_arena` is the context's host
   // arena base). Device inputs are read in place; host inputs are copied to device
