@@ -180,15 +180,17 @@ struct Executor::State {
     return 0;
   }
 
-  // Runs a library op (MatMul/Gemm on cuBLASLt, Conv/ConvTranspose/pooling on cuDNN) when
-  // the library is present and accepts it; false in *ran otherwise.
-  Status Library(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
-                 const uint8_t* host_arena, CUstream stream, bool* ran) {
-    *ran = false;
+  enum class Lib : uint8_t { kNone, kBlas, kDnn };
+
+  // The library that takes instruction `pi` (present, and its Supports accepts these shapes),
+  // with the operands as device tensors in `dts`; kNone when the CPU must run it.
+  Lib Accepting(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
+                const uint8_t* host_arena) {
+    if (pi.kernel == nullptr) return Lib::kNone;
     const std::string_view op = pi.kernel->op;
     const bool is_blas = op == "MatMul" || op == "Gemm";
     const bool is_dnn = op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool";
-    if (!(is_blas && blas) && !(is_dnn && dnn)) return Status::Ok();
+    if (!(is_blas && blas) && !(is_dnn && dnn)) return Lib::kNone;
     const int32_t* ops = pe.operands.data() + pi.operands_begin;
     dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
     for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
@@ -196,15 +198,31 @@ struct Executor::State {
       const cpu::TensorRef& r = s.refs[ops[i]];
       dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
     }
-    std::span<const DeviceTensor> ins(dts.data(), static_cast<size_t>(pi.num_inputs));
-    std::span<const DeviceTensor> outs(dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
-    const Status supported = is_blas ? BlasExecutor::Supports(op, pi.attrs, ins, outs)
-                                     : DnnExecutor::Supports(op, pi.attrs, ins, outs);
-    if (!supported.ok()) return Status::Ok();  // not this library's: the CPU runs it
-    const size_t ws = is_blas ? blas->Workspace(op, pi.attrs, ins, outs) : dnn->Workspace(op, pi.attrs, ins, outs);
+    const Status supported = is_blas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
+                                     : DnnExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi));
+    if (!supported.ok()) return Lib::kNone;
+    return is_blas ? Lib::kBlas : Lib::kDnn;
+  }
+  std::span<const DeviceTensor> Ins(const PreparedInstruction& pi) const {
+    return {dts.data(), static_cast<size_t>(pi.num_inputs)};
+  }
+  std::span<const DeviceTensor> Outs(const PreparedInstruction& pi) const {
+    return {dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs)};
+  }
+
+  // Runs a library op (MatMul/Gemm on cuBLASLt, Conv/ConvTranspose/pooling on cuDNN) when
+  // the library is present and accepts it; false in *ran otherwise.
+  Status Library(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
+                 const uint8_t* host_arena, CUstream stream, bool* ran) {
+    *ran = false;
+    const Lib lib = Accepting(pe, pi, s, host_arena);
+    if (lib == Lib::kNone) return Status::Ok();  // not a library's: the CPU runs it
+    const std::string_view op = pi.kernel->op;
+    const size_t ws = lib == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
+                                        : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
     KILN_RETURN_IF_ERROR(library_ws.Reserve(std::max<size_t>(ws, 256), "cuBLASLt/cuDNN workspace"));
-    const OpCall call{pi.attrs, ins, outs, stream, library_ws.ptr, static_cast<size_t>(library_ws.bytes)};
-    Status st = is_blas ? blas->Run(op, call, pi.label) : dnn->Run(op, call, pi.label);
+    const OpCall call{pi.attrs, Ins(pi), Outs(pi), stream, library_ws.ptr, static_cast<size_t>(library_ws.bytes)};
+    Status st = lib == Lib::kBlas ? blas->Run(op, call, pi.label) : dnn->Run(op, call, pi.label);
     if (st.code() == StatusCode::kUnimplemented) return Status::Ok();  // no algorithm: the CPU runs it
     KILN_RETURN_IF_ERROR(st);
     *ran = true;
@@ -214,25 +232,8 @@ struct Executor::State {
   // True when every instruction of the entry runs on the device (a generated kernel or a
   // library op the library accepts): only then can the entry be captured as a graph.
   bool DeviceOnly(const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena) {
-    for (const PreparedInstruction& pi : pe.instructions) {
-      if (pi.program) continue;
-      const std::string_view op = pi.kernel->op;
-      const bool is_blas = op == "MatMul" || op == "Gemm";
-      const bool is_dnn = op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool";
-      if (!(is_blas && blas) && !(is_dnn && dnn)) return false;
-      const int32_t* ops = pe.operands.data() + pi.operands_begin;
-      dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
-      for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
-        if (ops[i] < 0) continue;
-        const cpu::TensorRef& r = s.refs[ops[i]];
-        dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
-      }
-      std::span<const DeviceTensor> ins(dts.data(), static_cast<size_t>(pi.num_inputs));
-      std::span<const DeviceTensor> outs(dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
-      if (!(is_blas ? BlasExecutor::Supports(op, pi.attrs, ins, outs) : DnnExecutor::Supports(op, pi.attrs, ins, outs))
-               .ok())
-        return false;
-    }
+    for (const PreparedInstruction& pi : pe.instructions)
+      if (!pi.program && Accepting(pe, pi, s, host_arena) == Lib::kNone) return false;
     return true;
   }
 
@@ -419,7 +420,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
         continue;
       }
       bool ran = false;
-      if (pi.kernel) KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
+      KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
       if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
       KILN_RETURN_IF_ERROR(mark());
     }
