@@ -1,5 +1,6 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -50,12 +51,13 @@ std::string PlanText(const passes::MemoryPlan& plan) {
   return s;
 }
 
-std::string EntryName(const std::vector<passes::Assumption>& assumptions) {
-  if (assumptions.empty()) return "default";
+// The profile's name, then the If outcomes the entry was compiled for: "N in 1..64; T > 1".
+std::string EntryName(const std::string& profile, const std::vector<passes::Assumption>& assumptions) {
   std::string s;
   for (const auto& a : assumptions)
     s += (s.empty() ? "" : ", ") + (a.holds ? a.condition.ToString() : "not " + a.condition.ToString());
-  return s;
+  if (s.empty()) return profile;
+  return profile == "default" ? s : profile + "; " + s;
 }
 
 // Emits the CUDA source of every fused node, merges identical kernels, and compiles them
@@ -103,9 +105,11 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   codegen::CompileStats stats;
   copts.stats = &stats;
   KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, codegen::CompileKernels(emitted, copts));
-  for (size_t k = 0; k < images.size(); ++k)
+  for (size_t k = 0; k < images.size(); ++k) {
+    record.kernels[k].compile_ns = images[k].compile_ns;
     for (codegen::KernelImage& im : images[k].images)
       record.kernels[k].images.push_back({im.arch, im.ptx, std::move(im.data)});
+  }
   if (summary) summary->compile_jobs = stats.jobs, summary->cached_jobs = stats.cached;
   log(fmt::format("NVRTC: {} jobs, {} from the cache, {} compiled", stats.jobs, stats.cached, stats.compiled));
   return Status::Ok();
@@ -129,48 +133,28 @@ std::string CodegenText(const serialize::ArtifactRecord& record, const serialize
   return s;
 }
 
-}  // namespace
-
-Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded) {
-  std::vector<std::string> epilogues;
-  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues));
-  fusion::FusionReport report;
-  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
-  if (log) {
-    log->insert(log->end(), epilogues.begin(), epilogues.end());
-    log->insert(log->end(), report.log.begin(), report.log.end());
-  }
-  if (kernels) *kernels = report.fused_kernels;
-  if (folded) *folded = std::move(with_epilogues);
-  return fused;
+Result<ir::Trace> Import(const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes) {
+  onnx_import::ImportOptions import_options;
+  import_options.input_shapes = shapes;
+  return onnx_import::ImportOnnxFile(path, import_options);
 }
 
-Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
-                                             CompileSummary* summary) {
-  auto log = [&](const std::string& line) { if (options.log) options.log(line); };
-  const int64_t start = NowNs();
-  onnx_import::ImportOptions import_options;
-  import_options.input_shapes = options.input_shapes;
-  log(fmt::format("import {}", path));
-  int64_t t0 = NowNs();
-  KILN_ASSIGN_OR_RETURN(ir::Trace imported, onnx_import::ImportOnnxFile(path, import_options));
-  const int64_t import_ns = NowNs() - t0;
-  const std::string import_text = imported.Print();
-
-  serialize::ArtifactRecord record;
-  record.source = std::filesystem::path(path).filename().string();
+Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& import_stage,
+                      const ResolvedProfile& profile, const CompileOptions& options,
+                      serialize::ArtifactRecord& record, CompileSummary* summary,
+                      const std::function<void(const std::string&)>& log) {
   std::vector<std::vector<passes::Assumption>> work{{}};
   Status first_error;
+  int made = 0;
   while (!work.empty()) {
     std::vector<passes::Assumption> assumptions = work.front();
     work.erase(work.begin());
-    const std::string name = EntryName(assumptions);
-    t0 = NowNs();
+    const std::string name = EntryName(profile.name, assumptions);
+    int64_t t0 = NowNs();
     auto canonical = passes::Canonicalize(imported, assumptions);
     if (canonical.ok() && canonical->undecided_condition) {
       const ir::Sym c = *canonical->undecided_condition;
-      if (static_cast<int>(record.entries.size() + work.size() + 2) > options.max_entries)
+      if (made + static_cast<int>(work.size()) + 2 > options.max_entries)
         return ResourceExhausted(fmt::format("shape-dependent If conditions need more than {} entries", options.max_entries));
       log(fmt::format("entry '{}': If condition {} depends on input shapes; compiling one entry for each outcome",
                       name, c.ToString()));
@@ -222,38 +206,120 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
             return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank <= {}",
                                              n.name, n.op, plan->trace.value(id).name, plan->trace.value(id).rank(),
                                              kMaxRank));
+    auto ops = [](const ir::Trace& t) { return static_cast<int>(t.body.nodes.size()); };
     serialize::EntryRecord entry;
     entry.name = name;
-    entry.stages = {{"import", import_text, import_ns}, {"canonical", canonical->trace.Print(), canonical_ns}};
+    entry.ranges = profile.ranges;
+    entry.stages = {import_stage, {"canonical", canonical->trace.Print(), canonical_ns, ops(canonical->trace)}};
     if (options.fuse) {
       std::string text = fused->Print();
       for (const std::string& line : fusion_log) text += "# " + line + "\n";
-      entry.stages.push_back({"fusion", std::move(text), fusion_ns});
+      entry.stages.push_back({"fusion", std::move(text), fusion_ns, ops(*fused)});
       for (const std::string& line : fusion_log) log(fmt::format("entry '{}': fusion: {}", name, line));
-      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, canonical->trace.body.nodes.size(),
-                      fused->body.nodes.size(), fused_kernels));
+      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, ops(canonical->trace),
+                      ops(*fused), fused_kernels));
     }
-    entry.stages.push_back({"executors", executors->Print(), executors_ns});
-    entry.stages.push_back({"plan", PlanText(*plan), plan_ns});
+    entry.stages.push_back({"executors", executors->Print(), executors_ns, ops(*executors)});
+    entry.stages.push_back({"plan", PlanText(*plan), plan_ns, ops(plan->trace)});
     if (summary && record.entries.empty()) {
-      summary->ops_before_fusion = static_cast<int>(canonical->trace.body.nodes.size());
-      summary->ops_after_fusion = static_cast<int>(fused->body.nodes.size());
+      summary->ops_before_fusion = ops(canonical->trace);
+      summary->ops_after_fusion = ops(*fused);
     }
     if (summary) {
-      summary->entries.push_back({name, static_cast<int>(plan->trace.body.nodes.size()),
-                                  ArenaText(plan->arena_bytes), plan->lower_bound_bytes.value_or(-1)});
+      summary->entries.push_back({name, ops(plan->trace), ArenaText(plan->arena_bytes),
+                                  plan->lower_bound_bytes.value_or(-1)});
     }
-    log(fmt::format("entry '{}': {} instructions, arena {}", name, plan->trace.body.nodes.size(),
-                    ArenaText(plan->arena_bytes)));
+    log(fmt::format("entry '{}': {} instructions, arena {}", name, ops(plan->trace), ArenaText(plan->arena_bytes)));
     entry.plan = std::move(*plan);
     record.entries.push_back(std::move(entry));
+    ++made;
   }
-  if (record.entries.empty()) return first_error;
+  return made ? Status::Ok() : first_error;
+}
+
+}  // namespace
+
+Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
+                              ir::Trace* folded) {
+  std::vector<std::string> epilogues;
+  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues));
+  fusion::FusionReport report;
+  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
+  if (log) {
+    log->insert(log->end(), epilogues.begin(), epilogues.end());
+    log->insert(log->end(), report.log.begin(), report.log.end());
+  }
+  if (kernels) *kernels = report.fused_kernels;
+  if (folded) *folded = std::move(with_epilogues);
+  return fused;
+}
+
+Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
+                                             CompileSummary* summary) {
+  auto log = [&](const std::string& line) { if (options.log) options.log(line); };
+  const int64_t start = NowNs();
+  log(fmt::format("import {}", path));
+  int64_t t0 = NowNs();
+  KILN_ASSIGN_OR_RETURN(ir::Trace imported, Import(path, options.input_shapes));
+  const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,
+                                            static_cast<int>(imported.body.nodes.size())};
+
+  const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}}}
+                                                                  : options.profiles;
+  std::vector<ResolvedProfile> resolved;
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(ResolvedProfile r, ResolveProfile(profiles[i], imported));
+    for (size_t j = 0; j < resolved.size(); ++j)
+      if (resolved[j].name == r.name)
+        return InvalidArgument(fmt::format("profiles '{}' and '{}' both make entry '{}'", profiles[j].text,
+                                           profiles[i].text, r.name));
+    resolved.push_back(std::move(r));
+  }
+  // Most specialised first: Run takes the first entry whose prologue passes.
+  std::vector<size_t> order(resolved.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return resolved[a].MoreSpecialisedThan(resolved[b]); });
+  if (!std::is_sorted(order.begin(), order.end())) {
+    std::string names;
+    for (size_t i : order) names += (names.empty() ? "'" : ", '") + resolved[i].name + "'";
+    log("entries ordered most specialised first: " + names);
+  }
+
+  serialize::ArtifactRecord record;
+  record.source = std::filesystem::path(path).filename().string();
+  for (size_t i : order) {
+    const ResolvedProfile& profile = resolved[i];
+    Status st;
+    if (profile.input_shapes.empty()) {
+      st = CompileProfile(imported, import_stage, profile, options, record, summary, log);
+    } else {
+      // Fixed dims are imported as constants, so every stage sees static shapes there.
+      std::map<std::string, std::vector<int64_t>> shapes = options.input_shapes;
+      for (const auto& [name, dims] : profile.input_shapes) {
+        auto [it, added] = shapes.emplace(name, dims);
+        if (!added)
+          for (size_t d = 0; d < dims.size(); ++d)
+            if (dims[d] >= 0) it->second[d] = dims[d];
+      }
+      t0 = NowNs();
+      auto specialised = Import(path, shapes);
+      if (!specialised.ok()) {
+        st = specialised.status();
+      } else {
+        const serialize::StageRecord stage{"import", specialised->Print(), NowNs() - t0,
+                                           static_cast<int>(specialised->body.nodes.size())};
+        st = CompileProfile(*specialised, stage, profile, options, record, summary, log);
+      }
+    }
+    if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + profiles[i].text + "'");
+  }
   t0 = NowNs();
   KILN_RETURN_IF_ERROR(BuildKernels(options, record, summary, log));
   const int64_t codegen_ns = NowNs() - t0;
   if (summary) summary->nvrtc_ns = codegen_ns;
-  for (serialize::EntryRecord& e : record.entries) e.stages.push_back({"codegen", CodegenText(record, e), codegen_ns});
+  for (serialize::EntryRecord& e : record.entries)
+    e.stages.push_back({"codegen", CodegenText(record, e), codegen_ns, static_cast<int>(e.plan.trace.body.nodes.size())});
   log("serialize");
   auto bytes = serialize::WriteArtifact(record);
   if (summary) summary->total_ns = NowNs() - start;

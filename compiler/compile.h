@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/ir/trace.h"
+#include "compiler/profile.h"
 #include "kiln/status.h"
 
 namespace kiln::compiler {
@@ -17,7 +18,12 @@ namespace kiln::compiler {
 struct CompileOptions {
   // Fixes dims of inputs (name -> dims, -1 keeps a dim symbolic), as `--shape`.
   std::map<std::string, std::vector<int64_t>> input_shapes;
-  // At most this many entries are made by splitting on shape-dependent If conditions.
+  // Shape specialisations (compiler/profile.h): one entry each, compiled for the shapes it
+  // admits, and ordered most specialised first (fewest admitted shapes; ties keep this
+  // order). Empty: one entry, symbolic where the model is.
+  std::vector<Profile> profiles;
+  // At most this many entries per profile are made by splitting on shape-dependent If
+  // conditions.
   int max_entries = 8;
   // Called with one human-readable line per step (progress and the compile log).
   std::function<void(const std::string&)> log;

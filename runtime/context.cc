@@ -358,7 +358,11 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
 #endif
   }
   impl->entries.resize(impl->mi->prepared.size());
-  for (size_t e = 0; e < impl->entries.size(); ++e) InitEntryState(impl->mi->prepared[e], impl->entries[e]);
+  impl->stats.entries.resize(impl->entries.size());
+  for (size_t e = 0; e < impl->entries.size(); ++e) {
+    InitEntryState(impl->mi->prepared[e], impl->entries[e]);
+    impl->stats.entries[e].compile = model.entries()[e].compile;
+  }
   return ExecutionContext(std::move(impl));
 }
 
@@ -391,6 +395,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
     return miss;
   }
   ++st.cache_hits;
+  ++st.entries[hit].hits;
   st.last_entry = hit;
   const PreparedEntry& pe = c.mi->prepared[hit];
   EntryState& s = c.entries[hit];

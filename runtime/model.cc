@@ -322,6 +322,7 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
                   ", " + to_string(l->index_bits()) + "-bit indices";
   }
   info.bytes_moved = k.bytes_moved();
+  info.compile_ns = k.compile_ns();
   return info;
 }
 
@@ -360,11 +361,22 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   pe.arena_expr = e.arena_bytes();
 
   info.name = pe.name;
+  EntryCompileStats& cs = info.compile;
   for (uint32_t s = 0; s < Size(e.stages()); ++s) {
     const fb::Stage* st = e.stages()->Get(s);
-    info.stage_names.push_back(Str(st->name()));
+    cs.stage_names.push_back(Str(st->name()));
     info.stage_traces.push_back(Str(st->trace()));
-    info.stage_time_ns.push_back(st->time_ns());
+    cs.stage_time_ns.push_back(st->time_ns());
+    cs.stage_ops.push_back(st->num_ops());
+  }
+  std::vector<bool> launched(impl.kernels.size(), false);
+  for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
+    const int32_t k = e.instructions()->Get(i)->kernel();
+    if (k < 0 || launched[k]) continue;  // the verifier checked k < kernels
+    launched[k] = true;
+    ++cs.kernels;
+    const int64_t ns = impl.kernels[k].compile_ns;
+    if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
   info.arena_bytes = ArenaText(pe);

@@ -1,5 +1,6 @@
 #include "runtime/prologue.h"
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -94,9 +95,17 @@ std::string GuardText(const Prologue& p, std::span<const Expr> exprs, const Prol
   return "(" + t + ")";
 }
 
-std::string RangeText(const std::string& sym, const PrologueDim& c) {
-  if (c.max == INT64_MAX) return sym + " >= " + std::to_string(c.min);
-  return sym + " in [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]";
+// "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
+std::string RangeText(const PrologueDim& c) {
+  if (c.max == INT64_MAX) return ">= " + std::to_string(c.min);
+  return std::to_string(c.min) + ".." + std::to_string(c.max);
+}
+
+// The name an input has in the printed prologue: its own when it reads as an identifier.
+std::string LocalName(const std::string& name, size_t index) {
+  bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.');
+  return ok ? name : "in" + std::to_string(index);
 }
 
 }  // namespace
@@ -166,7 +175,7 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
     }
     case PrologueCheck::kSymbolRange: {
       const PrologueDim& c = in.dims[why.dim];
-      return dim_head + ", expected " + RangeText(p.symbols[c.symbol], c);
+      return dim_head + ", expected " + RangeText(c);
     }
     case PrologueCheck::kSymbolDivisor:
       return dim_head + ", expected a multiple of " + std::to_string(in.dims[why.dim].divisor);
@@ -176,24 +185,47 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
 }
 
 std::string PrologueText(const Prologue& p, std::span<const Expr> exprs) {
-  std::string out = std::to_string(p.inputs.size()) + " inputs\n";
-  std::vector<bool> seen(p.symbols.size(), false);
+  std::string args, binds;
+  for (size_t i = 0; i < p.inputs.size(); ++i) args += (i ? ", " : "") + LocalName(p.inputs[i].name, i);
+  for (const std::string& sym : p.symbols) binds += (binds.empty() ? "" : ", ") + sym;
+  std::string out = "prologue(" + args + ") -> (" + binds + ")\n";
+  out += "  check len(inputs) == " + std::to_string(p.inputs.size()) + "\n";
+  std::vector<bool> bound(p.symbols.size(), false);
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     const PrologueInput& in = p.inputs[i];
-    out += "input " + std::to_string(i) + " " + Quote(in.name) + ": " +
-           std::string(DTypeName(in.dtype)) + PrologueShapeText(p, in) + ", non-null, aligned\n";
+    const std::string x = LocalName(in.name, i);
+    out += "  " + x + " = inputs[" + std::to_string(i) + "]  # " + Quote(in.name) + ": " +
+           std::string(DTypeName(in.dtype)) + PrologueShapeText(p, in) + "\n";
+    out += "  check " + x + ".data != null\n";
+    out += "  check " + x + ".memory == host  # CUDA backend: host or device\n";
+    out += "  check " + x + ".dtype == " + std::string(DTypeName(in.dtype)) + "\n";
+    if (DTypeSize(in.dtype) > 1) out += "  check " + x + ".data % " + std::to_string(DTypeSize(in.dtype)) + " == 0\n";
+    out += "  check " + x + ".rank == " + std::to_string(in.dims.size()) + "\n";
     for (size_t d = 0; d < in.dims.size(); ++d) {
       const PrologueDim& c = in.dims[d];
-      if (c.symbol < 0 || seen[c.symbol]) continue;
-      seen[c.symbol] = true;
-      out += "  bind " + p.symbols[c.symbol] + " = dim " + std::to_string(d) + ", " +
-             RangeText(p.symbols[c.symbol], c);
-      if (c.divisor != 1) out += ", multiple of " + std::to_string(c.divisor);
-      out += "\n";
+      const std::string dim = x + ".shape[" + std::to_string(d) + "]";
+      if (c.symbol < 0) {
+        out += "  check " + dim + " == " + std::to_string(c.value) + "\n";
+        continue;
+      }
+      const std::string& sym = p.symbols[c.symbol];
+      if (bound[c.symbol]) {
+        out += "  check " + dim + " == " + sym + "\n";
+        continue;
+      }
+      bound[c.symbol] = true;
+      out += "  " + sym + " = " + dim + "\n";
+      out += "  check " + sym + (c.max == INT64_MAX ? " " : " in ") + RangeText(c) + "\n";
+      if (c.divisor != 1) out += "  check " + sym + " % " + std::to_string(c.divisor) + " == 0\n";
     }
   }
-  for (const PrologueGuard& g : p.guards) out += "guard " + GuardText(p, exprs, g) + "\n";
-  return out;
+  for (const PrologueGuard& g : p.guards) {
+    std::string text = GuardText(p, exprs, g);
+    const size_t from = text.find(") from ");  // the compiler's "(condition) from <origin>"
+    if (from != std::string::npos) text.replace(from, 7, ")  # from ");
+    out += "  check " + text + "\n";
+  }
+  return out + "  return (" + binds + ")\n";
 }
 
 }  // namespace kiln

@@ -51,6 +51,7 @@ bool ParseShape(const std::string& text, std::string& name, std::vector<int64_t>
 struct CompileFlags {
   std::string model, output;
   std::vector<std::string> shapes;
+  std::vector<std::string> profiles;
   bool quiet = false;
   bool no_fuse = false;
   std::string archs = "sm_80,sm_86,sm_87,sm_89,sm_90";
@@ -118,6 +119,15 @@ void RunCompile(const CompileFlags& f) {
       return;
     }
   }
+  for (const std::string& text : f.profiles) {
+    auto p = compiler::ParseProfile(text);
+    if (!p.ok()) {
+      std::cerr << "kiln compile: --profile: " << p.status().message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    options.profiles.push_back(std::move(*p));
+  }
   const auto start = std::chrono::steady_clock::now();
   if (!quiet)
     options.log = [start](const std::string& line) {
@@ -165,6 +175,13 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_option("--shape", f->shapes,
                   "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' or -1 keeps a dim symbolic); "
                   "repeatable. Without it, symbolic dims stay symbolic.");
+  cmd->add_option("--profile", f->profiles,
+                  "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
+                  "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "
+                  "(1..64, or 8.. for no upper bound) or either with ':K' for multiples of K (32..1024:32); "
+                  "';' separates inputs; 'default' is the model's own shapes. Entries are tried most "
+                  "specialised first, and inputs that fit none are rejected. Without it: one entry, symbolic "
+                  "where the model is. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone")

@@ -70,14 +70,15 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
     nlohmann::json entries = nlohmann::json::array();
     for (const EntryInfo& e : model->entries()) {
       nlohmann::json stages = nlohmann::json::array();
-      for (size_t i = 0; i < e.stage_names.size(); ++i)
-      {
-        nlohmann::json stage = {{"name", e.stage_names[i]}, {"time_ns", e.stage_time_ns[i]}};
+      const EntryCompileStats& c = e.compile;
+      for (size_t i = 0; i < c.stage_names.size(); ++i) {
+        nlohmann::json stage = {{"name", c.stage_names[i]}, {"time_ns", c.stage_time_ns[i]}, {"ops", c.stage_ops[i]}};
         if (traces) stage["trace"] = e.stage_traces[i];
         stages.push_back(std::move(stage));
       }
       entries.push_back({{"name", e.name}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
-                         {"instructions", e.num_instructions}, {"stages", stages}});
+                         {"instructions", e.num_instructions}, {"kernels", c.kernels},
+                         {"kernel_compile_ns", c.kernel_compile_ns}, {"stages", stages}});
     }
     nlohmann::json doc = {{"format_version", model->format_version()},
                           {"producer", std::string(model->producer())},
@@ -110,11 +111,20 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                                   : "symbolic, " + e.arena_bytes.substr(0, kShown) + "... bytes";
     std::cout << fmt::format("\nentry {} '{}': {} instructions, arena {}\n", i, e.name, e.num_instructions, arena);
     std::cout << "prologue:\n" << e.prologue_text << "\n";
-    for (size_t s = 0; s < e.stage_names.size(); ++s) {
-      std::cout << fmt::format("stage '{}': {:.3f} ms\n", e.stage_names[s], e.stage_time_ns[s] / 1e6);
+    const EntryCompileStats& c = e.compile;
+    for (size_t s = 0; s < c.stage_names.size(); ++s) {
+      std::string ops;
+      if (c.stage_ops[s] >= 0)
+        ops = s > 0 && c.stage_ops[s - 1] >= 0 ? fmt::format(", {} -> {} ops", c.stage_ops[s - 1], c.stage_ops[s])
+                                               : fmt::format(", {} ops", c.stage_ops[s]);
+      std::cout << fmt::format("stage '{}': {:.3f} ms{}\n", c.stage_names[s], c.stage_time_ns[s] / 1e6, ops);
       // --kernels shows the fusion stage (its regions and cuts) even when traces are hidden.
-      if (traces || (kernels && e.stage_names[s] == "fusion")) std::cout << e.stage_traces[s] << "\n";
+      if (traces || (kernels && c.stage_names[s] == "fusion")) std::cout << e.stage_traces[s] << "\n";
     }
+    if (c.kernels > 0)
+      std::cout << fmt::format("kernels launched: {}, NVRTC {}\n", c.kernels,
+                               c.kernel_compile_ns < 0 ? std::string("not run (portable programs only)")
+                                                       : fmt::format("{:.3f} ms", c.kernel_compile_ns / 1e6));
   }
   if (kernels) PrintKernels(*model, true);
   else if (!model->kernels().empty()) PrintKernels(*model, false);

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -228,10 +229,11 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     size_t arch;    // index into options.archs
     std::vector<uint8_t> data;
     Status status;
+    int64_t ns = 0;  // NVRTC time; 0 for a cache hit
   };
   std::vector<Job> jobs;
   for (size_t u : unique) {
-    for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status()});
+    for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status(), 0});
   }
 
   std::string cache_dir;
@@ -266,7 +268,9 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
       const fs::path path = cache_dir.empty() ? fs::path() : fs::path(cache_dir) / (Hex(key) + (ptx ? ".ptx" : ".cubin"));
       bool hit = !cache_dir.empty() && ReadCache(path, key, &job.data);
       if (!hit) {
+        const auto t0 = std::chrono::steady_clock::now();
         job.status = NvrtcCompile(k, arch, ptx, &job.data);
+        job.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
         if (!job.status.ok()) failed.store(true);
         if (job.status.ok() && !cache_dir.empty()) WriteCache(path, key, job.data);
       }
@@ -299,6 +303,7 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     for (size_t a = 0; a < options.archs.size(); ++a) {
       const Job& job = jobs[base + a];
       out[k].images.push_back({options.archs[a], arch_ptx[a], job.data});
+      out[k].compile_ns += job.ns;
     }
   }
   return out;

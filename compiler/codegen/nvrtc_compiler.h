@@ -55,6 +55,7 @@ struct KernelImage {
 struct KernelImages {
   std::string kernel;               // EmittedKernel::name
   std::vector<KernelImage> images;  // one per arch, in options.archs order
+  int64_t compile_ns = 0;           // NVRTC wall time summed over its archs; 0 when all were cached
 };
 
 // True when this build has NVRTC.

@@ -116,6 +116,7 @@ fb::Storage StorageOf(passes::StorageKind k) {
 }
 
 Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
+                                                        const std::map<std::string, compiler::DimRange>& ranges,
                                                         ExprTable& exprs) {
   std::vector<flatbuffers::Offset<fb::InputCheck>> inputs;
   for (ir::ValueId id : t.inputs) {
@@ -126,7 +127,9 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
       if (s.is_const()) {
         dims.push_back(fb::CreateDimCheck(b, -1, *s.value()));
       } else if (s.op() == ir::SymOp::kVar) {
-        dims.push_back(fb::CreateDimCheck(b, exprs.SymbolIndex(s.name())));
+        auto r = ranges.find(s.name());
+        const compiler::DimRange range = r == ranges.end() ? compiler::DimRange{} : r->second;
+        dims.push_back(fb::CreateDimCheck(b, exprs.SymbolIndex(s.name()), 0, range.min, range.max, range.divisor));
       } else {
         return Internal("input '" + v.name + "' dim " + std::to_string(d) + " is an expression (" +
                         s.ToString() + "); inputs may only have constant or symbol dims");
@@ -145,7 +148,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
                                                   const ArtifactRecord& artifact, WeightsBlob& weights) {
   const ir::Trace& t = e.plan.trace;
   ExprTable exprs;
-  KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, exprs));
+  KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, e.ranges, exprs));
 
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (size_t id = 0; id < t.values.size(); ++id) {
@@ -190,7 +193,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const StageRecord& s : e.stages)
-    stages.push_back(fb::CreateStage(b, b.CreateString(s.name), b.CreateString(s.trace), s.time_ns));
+    stages.push_back(fb::CreateStage(b, b.CreateString(s.name), b.CreateString(s.trace), s.time_ns, s.num_ops));
   std::vector<FbOffsetString> symbols;
   for (const std::string& s : exprs.symbols()) symbols.push_back(b.CreateString(s));
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
@@ -212,7 +215,7 @@ flatbuffers::Offset<fb::Kernel> WriteKernel(flatbuffers::FlatBufferBuilder& b, c
   auto launch = fb::CreateLaunch(b, static_cast<fb::LaunchKind>(k.launch_kind), k.block, k.vector, k.index_bits);
   return fb::CreateKernel(b, b.CreateString(k.name), b.CreateVector(archs), b.CreateString(k.source),
                           WriteProgram(b, k.fused->program), launch, b.CreateVector(images),
-                          BytesMoved(k.fused->program));
+                          BytesMoved(k.fused->program), k.compile_ns);
 }
 
 flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const ir::Value& v) {

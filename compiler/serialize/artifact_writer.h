@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/passes/memory_plan.h"
+#include "compiler/profile.h"
 #include "flatbuffers/flatbuffers.h"
 #include "schema/kiln_generated.h"
 #include "kiln/status.h"
@@ -20,12 +21,16 @@ struct StageRecord {
   std::string name;   // "import", "canonical", "executors", "plan"
   std::string trace;  // printed trace
   int64_t time_ns = 0;
+  int num_ops = -1;   // ops in `trace`
 };
 
 struct EntryRecord {
   std::string name;
   passes::MemoryPlan plan;         // plan.trace carries inputs, outputs, guards
   std::vector<StageRecord> stages;
+  // Ranges of the entry's symbolic input dims from its compile profile; symbols not listed
+  // are checked against the default range (>= 1).
+  std::map<std::string, compiler::DimRange> ranges;
 };
 
 struct KernelImageRecord {
@@ -44,6 +49,7 @@ struct KernelRecord {
   int vector = 1;
   int index_bits = 64;
   std::vector<KernelImageRecord> images;
+  int64_t compile_ns = -1;    // NVRTC time of its images; -1 when not compiled (--arch none)
 };
 
 struct ArtifactRecord {

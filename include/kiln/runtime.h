@@ -45,13 +45,19 @@ struct TensorInfo {
   std::vector<DimInfo> shape;
 };
 
-// Per-entry facts recorded by the compiler.
+// One entry of the artifact: a shape specialisation (a compile profile, or an outcome of a
+// shape-dependent If) with its own prologue and instructions. Entries are listed in the
+// order Run tries them, most specialised first.
 struct EntryInfo {
-  std::string name;                 // e.g. "default" or "N=1"
-  std::vector<std::string> stage_names;   // "import", "canonical", ..., "plan"
-  std::vector<std::string> stage_traces;  // printed trace of each stage, same order
-  std::vector<int64_t> stage_time_ns;     // compile time of each stage, same order
-  std::string prologue_text;              // the prologue checks, printed
+  // The profile it was compiled for: "default" (the model's own shapes), "N=1",
+  // "N in 1..64, H in 32..1024:32", then any If outcomes ("N=1; not (T > 1)").
+  std::string name;
+  EntryCompileStats compile;              // stage names, times and op counts; NVRTC time
+  // The printed trace of each stage, in compile.stage_names order (Thunder's last_traces).
+  std::vector<std::string> stage_traces;
+  // The prologue as a readable trace, one check per line in the order Run performs them
+  // (Thunder's last_prologue_traces); `kiln inspect` prints it.
+  std::string prologue_text;
   std::string arena_bytes;                // arena size: a number, or an expression over symbols
   int32_t num_instructions = 0;
   // One label per instruction, "'conv1' (Conv) @cudnn": node name, op, executor.
@@ -69,6 +75,7 @@ struct KernelInfo {
   std::string program;               // the portable program, printed
   std::string launch;                // launch rule, e.g. "elementwise, block 256, vector 4, 32-bit indices"
   int64_t bytes_moved = -1;          // input + output bytes per launch; -1 where shapes are symbolic
+  int64_t compile_ns = -1;           // NVRTC time of its images, ns; 0: all cached; -1: not recorded
 };
 
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the

@@ -5,8 +5,8 @@
 //   printf("%llu calls, %llu hits, prologue %lld ns\n", s.calls, s.cache_hits,
 //          s.last_prologue_time());
 //
-// All times are nanoseconds of std::chrono::steady_clock since its epoch; a *_stop of 0
-// means the phase has not run yet. Stats belong to one ExecutionContext and share its
+// All times are nanoseconds of std::chrono::steady_clock since its epoch; a phase the last
+// call did not reach (the prologue and computation of a miss) reads start = stop = 0. Stats belong to one ExecutionContext and share its
 // threading rule: read them from the thread that calls Run, or after it has returned.
 #pragma once
 
@@ -16,11 +16,39 @@
 
 namespace kiln {
 
+// What the compiler measured while making one entry, as the artifact records it (Thunder's
+// compile-time statistics). Stage vectors are in stage order and of equal length.
+struct EntryCompileStats {
+  // "import", "canonical", "fusion" (absent with --no-fuse), "executors", "plan", "codegen".
+  std::vector<std::string> stage_names;
+  // Wall time of each stage, ns. 'import' is shared by the entries of one profile, and
+  // 'codegen' (CUDA emission and NVRTC) is the whole artifact's, shared by all entries.
+  std::vector<int64_t> stage_time_ns;
+  // Ops (trace nodes) in each stage's output trace; the ops a stage started from are the
+  // previous stage's. -1 where the artifact predates the field.
+  std::vector<int32_t> stage_ops;
+  // Distinct generated kernels the entry launches.
+  int32_t kernels = 0;
+  // NVRTC time of those kernels, summed over kernels and archs, ns; 0 when every image came
+  // from the kernel cache; -1 when not recorded (a CPU-only --arch none artifact, or an
+  // older writer). Kernels shared with other entries count in each.
+  int64_t kernel_compile_ns = -1;
+};
+
+// One entry's share of a context's calls, and its compile statistics.
+struct EntryStats {
+  uint64_t hits = 0;          // calls this entry served (its prologue was the first to pass)
+  EntryCompileStats compile;  // a copy of Model::entries()[i].compile, made at Create
+};
+
 struct Stats {
   uint64_t calls = 0;         // Run calls, successful or not
   uint64_t cache_hits = 0;    // calls whose inputs passed some entry's prologue
   uint64_t cache_misses = 0;  // calls whose inputs passed no entry's prologue
   int32_t last_entry = -1;    // index of the entry the last hit chose, -1 before any hit
+  // One per entry of the model, in entry order (the order prologues are tried), sized at
+  // Create: the sum of hits over entries is cache_hits.
+  std::vector<EntryStats> entries;
   // One line per entry for the last miss: the first check that failed and why. Cleared
   // by the next miss, kept across hits (so it always describes the latest miss).
   std::vector<std::string> last_miss_reasons;

@@ -48,7 +48,12 @@ TEST_CASE("compile: the artifact round-trips its I/O, entries, stages and weight
   CHECK(model->weights_bytes() == 12);  // w; the scalar 1 is folded into the fused program
   REQUIRE(model->entries().size() == 1);
   const kiln::EntryInfo& e = model->entries()[0];
-  CHECK(e.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan", "codegen"});
+  CHECK(e.compile.stage_names ==
+        std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan", "codegen"});
+  // Relu, Mul, Add: imported and canonical as three ops, one fused op from then on.
+  CHECK(e.compile.stage_ops == std::vector<int32_t>{3, 3, 1, 1, 1, 1});
+  CHECK(e.compile.kernels == 1);
+  CHECK(e.compile.kernel_compile_ns == -1);  // CpuOnly(): no NVRTC
   CHECK(e.num_instructions == 1);  // Relu, Mul and Add fused into one kernel
   CHECK(e.stage_traces[1].find("y = Add(m, one)") != std::string::npos);
 

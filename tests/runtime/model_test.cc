@@ -191,11 +191,53 @@ TEST_CASE("entries are tried in order; a miss lists every entry") {
   TensorView many[] = {TensorView::Host(x, DType::kFloat32, {65, 3})};
   st = ctx.Run(many, out);
   CHECK(st.message() ==
-        "entry 0 (N=1): input 'x' dim 0 (N) = 65, expected N in [1, 64]\n"
-        "entry 1 (default): input 'x' dim 0 (N) = 65, expected N in [1, 64]");
+        "entry 0 (N=1): input 'x' dim 0 (N) = 65, expected 1..64\n"
+        "entry 1 (default): input 'x' dim 0 (N) = 65, expected 1..64");
   CHECK(ctx.stats().last_miss_reasons.size() == 2);
   CHECK(ctx.Run({}, out).message() ==
         "entry 0 (N=1): expected 1 inputs, got 0\nentry 1 (default): expected 1 inputs, got 0");
+  const Stats& s = ctx.stats();
+  CHECK(s.calls == 5);
+  CHECK(s.cache_hits == 2);
+  CHECK(s.cache_misses == 3);
+  REQUIRE(s.entries.size() == 2);
+  CHECK(s.entries[0].hits == 1);
+  CHECK(s.entries[1].hits == 1);
+  CHECK(s.entries[1].compile.stage_names == m.entries()[1].compile.stage_names);
+  // A miss reaches neither the prologue's success nor the computation: both read 0.
+  CHECK(s.last_prologue_start == 0);
+  CHECK(s.last_computation_stop == 0);
+  CHECK(s.last_cache_lookup_stop >= s.last_cache_lookup_start);
+}
+
+TEST_CASE("a call that fits no entry writes no output buffer and leaves the context usable") {
+  Model m = LoadOk(BuildArtifact(TwoEntrySpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  TensorView good[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  // Caller-owned outputs: a miss leaves every byte as it was.
+  float y[6];
+  std::fill(y, y + 6, -7.0f);
+  std::vector<TensorView> out = {TensorView::Host(y, DType::kFloat32, {2, 3})};
+  TensorView bad[] = {TensorView::Host(x, DType::kFloat32, {2, 4})};
+  CHECK(ctx.Run(bad, out).code() == StatusCode::kInvalidArgument);
+  CHECK(std::all_of(y, y + 6, [](float v) { return v == -7.0f; }));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].data == y);
+  // Context-owned outputs: the views and the memory behind them survive a miss.
+  std::vector<TensorView> views;
+  REQUIRE(ctx.Run(good, views).ok());
+  const std::vector<float> before(static_cast<const float*>(views[0].data), static_cast<const float*>(views[0].data) + 6);
+  const std::vector<TensorView> kept = views;
+  CHECK(ctx.Run(bad, views).code() == StatusCode::kInvalidArgument);
+  REQUIRE(views.size() == 1);
+  CHECK(views[0].data == kept[0].data);
+  CHECK(std::equal(before.begin(), before.end(), static_cast<const float*>(views[0].data)));
+  // And the next good call runs as if the miss had not happened: y = x + w (w = 10, 20, 30).
+  REQUIRE(ctx.Run(good, out).ok());
+  CHECK(std::vector<float>(y, y + 6) == std::vector<float>{11, 22, 33, 14, 25, 36});
+  CHECK(ctx.stats().cache_hits == 2);
+  CHECK(ctx.stats().cache_misses == 2);
 }
 
 TEST_CASE("symbolic tensors carry evaluated symbol values") {
@@ -237,12 +279,15 @@ TEST_CASE("Model exposes the artifact's facts") {
   CHECK(m.inputs()[0].shape[1].value == 3);
   const EntryInfo& e = m.entries()[0];
   CHECK(e.name == "default");
-  CHECK(e.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan"});
+  CHECK(e.compile.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan"});
   CHECK(e.stage_traces[0] == "trace of import");
-  CHECK(e.stage_time_ns[4] == 1000);
+  CHECK(e.compile.stage_time_ns[4] == 1000);
+  CHECK(e.compile.stage_ops == std::vector<int32_t>(5, -1));  // the test writer records no op counts
+  CHECK(e.compile.kernels == 0);
+  CHECK(e.compile.kernel_compile_ns == -1);
   CHECK(e.arena_bytes == "N * 12");
   CHECK(e.num_instructions == 1);
-  CHECK(e.prologue_text == "1 inputs\ninput 0 'x': float32[N, 3], non-null, aligned\n  bind N = dim 0, N in [1, 64]\n");
+  CHECK(e.prologue_text.find("  N = x.shape[0]\n  check N in 1..64\n  check x.shape[1] == 3\n") != std::string::npos);
   Model copy = m;  // shares the bytes
   CHECK(copy.entries().size() == 1);
 

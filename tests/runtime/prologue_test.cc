@@ -67,9 +67,9 @@ TEST_CASE("prologue failure messages, one per check kind") {
   }
   SUBCASE("symbol range") {
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {100, 3, 32, 32})}) ==
-          "entry 0 (default): input 'x' dim 0 (N) = 100, expected N in [1, 64]");
+          "entry 0 (default): input 'x' dim 0 (N) = 100, expected 1..64");
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 32, 0})}) ==
-          "entry 0 (default): input 'x' dim 3 (W) = 0, expected W >= 1");
+          "entry 0 (default): input 'x' dim 3 (W) = 0, expected >= 1");
   }
   SUBCASE("symbol divisor") {
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 31, 32})}) ==
@@ -134,18 +134,43 @@ TEST_CASE("prologue guards") {
         "entry 0 (default): guard (1 // 0) could not be evaluated: expr 3 (1 // 0): division by zero (1 by 0)");
 }
 
-TEST_CASE("prologue text lists every check") {
+TEST_CASE("prologue text is a trace of every check, in the order they run") {
   Prologue p = ImagePrologue();
   p.guards = {{0, "N < 8"}};
   p.guard_exprs = 1;
   std::vector<Expr> x = {{ExprOp::kConst, 1, 0}};
   const std::string t = PrologueText(p, x);
-  CHECK(t == "1 inputs\n"
-             "input 0 'x': float32[N, 3, H, W], non-null, aligned\n"
-             "  bind N = dim 0, N in [1, 64]\n"
-             "  bind H = dim 2, H in [1, 1024], multiple of 32\n"
-             "  bind W = dim 3, W >= 1\n"
-             "guard (N < 8)\n");
+  CHECK(t == "prologue(x) -> (N, H, W)\n"
+             "  check len(inputs) == 1\n"
+             "  x = inputs[0]  # 'x': float32[N, 3, H, W]\n"
+             "  check x.data != null\n"
+             "  check x.memory == host  # CUDA backend: host or device\n"
+             "  check x.dtype == float32\n"
+             "  check x.data % 4 == 0\n"
+             "  check x.rank == 4\n"
+             "  N = x.shape[0]\n"
+             "  check N in 1..64\n"
+             "  check x.shape[1] == 3\n"
+             "  H = x.shape[2]\n"
+             "  check H in 1..1024\n"
+             "  check H % 32 == 0\n"
+             "  W = x.shape[3]\n"
+             "  check W >= 1\n"
+             "  check (N < 8)\n"
+             "  return (N, H, W)\n");
+  // A second use of a symbol is an equality check; a name that is not an identifier and a
+  // guard's origin print as the compiler wrote them.
+  Prologue two;
+  two.symbols = {"B"};
+  two.inputs = {{"a:0", DType::kUInt8, {Sym(0, 1, INT64_MAX)}}, {"b", DType::kInt64, {Sym(0, 1, INT64_MAX)}}};
+  two.guards = {{0, "(B < 9) from node 'n' (If)"}};
+  two.guard_exprs = 1;
+  const std::string u = PrologueText(two, x);
+  CHECK(u.find("prologue(in0, b) -> (B)\n") == 0);
+  CHECK(u.find("  in0 = inputs[0]  # 'a:0': uint8[B]\n  check in0.data != null\n") != std::string::npos);
+  CHECK(u.find("in0.data %") == std::string::npos);  // one-byte elements: any address
+  CHECK(u.find("  check b.data % 8 == 0\n  check b.rank == 1\n  check b.shape[0] == B\n") != std::string::npos);
+  CHECK(u.find("  check (B < 9)  # from node 'n' (If)\n") != std::string::npos);
 }
 
 }  // namespace

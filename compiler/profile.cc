@@ -1,0 +1,198 @@
+#include "compiler/profile.h"
+
+#include <charconv>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace kiln::compiler {
+namespace {
+
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0;;) {
+    const size_t at = s.find(sep, pos);
+    parts.push_back(s.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos));
+    if (at == std::string_view::npos) return parts;
+    pos = at + 1;
+  }
+}
+
+bool ParsePositive(std::string_view s, int64_t* v) {
+  s = Trim(s);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 1;
+}
+
+// Rounds min up and max down to multiples of the divisor; false when nothing is left.
+bool Normalise(DimRange& r) {
+  if (r.min % r.divisor) {
+    if (r.min > kNoMax - r.divisor) return false;
+    r.min += r.divisor - r.min % r.divisor;
+  }
+  r.max -= r.max % r.divisor;
+  return r.min <= r.max;
+}
+
+Result<DimRange> ParseSpec(std::string_view spec, const std::string& where) {
+  DimRange r;
+  const size_t colon = spec.rfind(':');
+  if (colon != std::string_view::npos) {
+    if (!ParsePositive(spec.substr(colon + 1), &r.divisor))
+      return InvalidArgument(fmt::format("{}: divisor '{}' is not an integer >= 1", where, spec.substr(colon + 1)));
+    spec = spec.substr(0, colon);
+  }
+  const size_t dots = spec.find("..");
+  if (dots == std::string_view::npos) {
+    if (!ParsePositive(spec, &r.min))
+      return InvalidArgument(fmt::format("{}: '{}' is not a dim value >= 1, a range LO..HI or LO..", where, spec));
+    r.max = r.min;
+  } else {
+    const std::string_view lo = spec.substr(0, dots), hi = Trim(spec.substr(dots + 2));
+    if (!ParsePositive(lo, &r.min))
+      return InvalidArgument(fmt::format("{}: range start '{}' is not an integer >= 1", where, lo));
+    if (!hi.empty() && !ParsePositive(hi, &r.max))
+      return InvalidArgument(fmt::format("{}: range end '{}' is not an integer >= 1", where, hi));
+  }
+  const DimRange given = r;
+  if (!Normalise(r))
+    return InvalidArgument(fmt::format("{}: {} admits no value", where, given.Describe("the range")));
+  return r;
+}
+
+// The dim of `input` that `dim` names: its position, or the first dim bound to that symbol.
+Result<int> FindDim(const ir::Value& input, const std::string& dim, const std::string& where) {
+  const int rank = static_cast<int>(input.shape.size());
+  if (!dim.empty() && dim.find_first_not_of("0123456789") == std::string::npos) {
+    int64_t pos = 0;
+    const auto [end, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), pos);
+    if (ec != std::errc() || pos >= rank)
+      return InvalidArgument(fmt::format("{}: input '{}' has rank {} ({}), so it has no dim {}", where, input.name,
+                                         rank, ir::ShapeToString(input.shape), dim));
+    return static_cast<int>(pos);
+  }
+  for (int d = 0; d < rank; ++d)
+    if (input.shape[d].op() == ir::SymOp::kVar && input.shape[d].name() == dim) return d;
+  return InvalidArgument(fmt::format("{}: input '{}' {} has no dim named '{}' (name a symbol it declares, or a "
+                                     "position 0..{})",
+                                     where, input.name, ir::ShapeToString(input.shape), dim, rank - 1));
+}
+
+}  // namespace
+
+std::string DimRange::Describe(const std::string& name) const {
+  const std::string step = divisor == 1 ? "" : fmt::format(":{}", divisor);
+  if (fixed()) return fmt::format("{}={}", name, min);
+  if (max == kNoMax) return fmt::format("{} >= {}{}", name, min, step);
+  return fmt::format("{} in {}..{}{}", name, min, max, step);
+}
+
+Result<Profile> ParseProfile(std::string_view text) {
+  Profile p;
+  p.text = std::string(text);
+  if (Trim(text) == "default") return p;
+  const std::string where = fmt::format("profile '{}'", text);
+  for (std::string_view group : Split(text, ';')) {
+    group = Trim(group);
+    const size_t eq = group.find('=');
+    const size_t colon = eq == std::string_view::npos ? std::string_view::npos : group.rfind(':', eq);
+    if (colon == std::string_view::npos || colon == 0)
+      return InvalidArgument(fmt::format("{}: expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) "
+                                         "or 'default', got '{}'",
+                                         where, group));
+    const std::string input(Trim(group.substr(0, colon)));
+    for (std::string_view item : Split(group.substr(colon + 1), ',')) {
+      const size_t at = item.find('=');
+      if (at == std::string_view::npos)
+        return InvalidArgument(fmt::format("{}: expected DIM=VALUE after '{}:', got '{}'", where, input, item));
+      const std::string dim(Trim(item.substr(0, at)));
+      if (dim.empty()) return InvalidArgument(fmt::format("{}: missing dim name before '=' in '{}'", where, item));
+      KILN_ASSIGN_OR_RETURN(DimRange r, ParseSpec(item.substr(at + 1), fmt::format("{} {}:{}", where, input, dim)));
+      p.dims.push_back({input, dim, r});
+    }
+  }
+  return p;
+}
+
+Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported) {
+  const std::string where = fmt::format("profile '{}'", profile.text);
+  std::map<std::string, DimRange> ranges;
+  std::vector<std::string> order;  // symbols in the order the profile names them
+  for (const DimConstraint& c : profile.dims) {
+    const ir::Value* input = nullptr;
+    std::string names;
+    for (ir::ValueId id : imported.inputs) {
+      names += (names.empty() ? "'" : ", '") + imported.value(id).name + "'";
+      if (imported.value(id).name == c.input) input = &imported.value(id);
+    }
+    if (!input)
+      return InvalidArgument(fmt::format("{}: '{}' is not a runtime input of the model (inputs: {})", where, c.input,
+                                         names.empty() ? "none" : names));
+    KILN_ASSIGN_OR_RETURN(int d, FindDim(*input, c.dim, where));
+    const ir::Sym& s = input->shape[d];
+    if (s.is_const()) {
+      if (!c.range.Contains(*s.value()))
+        return InvalidArgument(fmt::format("{}: input '{}' dim {} is fixed to {} by the model (or --shape), outside {}",
+                                           where, c.input, d, *s.value(), c.range.Describe(c.dim)));
+      continue;
+    }
+    const std::string& sym = s.name();
+    auto [it, added] = ranges.emplace(sym, c.range);
+    if (added) {
+      order.push_back(sym);
+      continue;
+    }
+    DimRange& r = it->second;
+    const DimRange before = r;
+    r.min = std::max(r.min, c.range.min);
+    r.max = std::min(r.max, c.range.max);
+    r.divisor = std::lcm(r.divisor, c.range.divisor);
+    if (r.divisor <= 0 || !Normalise(r))
+      return InvalidArgument(fmt::format("{}: {} and {} admit no common value", where, before.Describe(sym),
+                                         c.range.Describe(sym)));
+  }
+
+  ResolvedProfile out;
+  for (const std::string& sym : order) out.name += (out.name.empty() ? "" : ", ") + ranges[sym].Describe(sym);
+  if (out.name.empty()) out.name = "default";
+  // Volume over every symbol the inputs declare; one left unconstrained is unbounded.
+  std::set<std::string> symbols;
+  for (ir::ValueId id : imported.inputs) {
+    const ir::Value& v = imported.value(id);
+    std::vector<int64_t> dims(v.shape.size(), -1);
+    bool any = false;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (v.shape[d].op() != ir::SymOp::kVar) continue;
+      symbols.insert(v.shape[d].name());
+      auto it = ranges.find(v.shape[d].name());
+      if (it != ranges.end() && it->second.fixed()) dims[d] = it->second.min, any = true;
+    }
+    if (any) out.input_shapes[v.name] = std::move(dims);
+  }
+  out.volume = 1;
+  for (const std::string& sym : symbols) {
+    auto it = ranges.find(sym);
+    if (it == ranges.end() || !it->second.fixed()) ++out.free_symbols;
+    if (it == ranges.end() || it->second.max == kNoMax) {
+      out.volume = INFINITY;
+      continue;
+    }
+    const DimRange& r = it->second;
+    out.volume *= static_cast<double>((r.max - r.min) / r.divisor + 1);
+  }
+  for (const auto& [sym, r] : ranges)
+    if (!r.fixed()) out.ranges.emplace(sym, r);
+  return out;
+}
+
+}  // namespace kiln::compiler

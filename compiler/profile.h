@@ -1,0 +1,88 @@
+// Compile profiles: the shape specialisations `kiln compile --profile` asks for. Each profile
+// becomes one entry of the artifact (more when a shape-dependent If splits it), compiled for
+// the shapes the profile admits: static where it fixes every dim, symbolic elsewhere, with the
+// profile's ranges checked by the entry's prologue.
+//
+//   --profile 'images:N=1'                                   N fixed: a static entry
+//   --profile 'images:N=1..64,H=32..1024:32,W=32..1024:32'   ranges; H and W multiples of 32
+//   --profile 'images:0=1..64'                               dim 0 by position
+//   --profile 'x:N=4;mask:1=4..16'                           constraints on several inputs
+//   --profile default                                        the model's own shapes
+//
+// Grammar: PROFILE := 'default' | INPUT ':' DIM '=' SPEC (',' DIM '=' SPEC)* (';' INPUT ':' ...)*
+//   INPUT  a runtime input's name; it may itself contain ':' (the last ':' before the first
+//          '=' ends it, as in TensorFlow-style names "input_1:0")
+//   DIM    the dim's symbol as the model declares it ("N", "p2o.DynamicDimension.0", or the
+//          "<input>_dim<i>" name Kiln gives an unnamed dim), or its position (digits)
+//   SPEC   V | LO..HI | LO.. (no upper bound), each optionally ':K' (a multiple of K);
+//          all values >= 1
+// A symbol shared by several inputs is one symbol: constraining it at one input constrains
+// every dim bound to it, and two constraints on it must overlap.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/trace.h"
+#include "kiln/status.h"
+
+namespace kiln::compiler {
+
+// The values a dim may take: min <= v <= max and v % divisor == 0. min, max and divisor >= 1.
+struct DimRange {
+  int64_t min = 1;
+  int64_t max = std::numeric_limits<int64_t>::max();
+  int64_t divisor = 1;
+
+  bool fixed() const { return min == max; }
+  bool Contains(int64_t v) const { return v >= min && v <= max && v % divisor == 0; }
+  // "N=1", "N in 1..64", "N in 32..1024:32", "N >= 8", "N >= 8:8".
+  std::string Describe(const std::string& name) const;
+};
+
+struct DimConstraint {
+  std::string input;
+  std::string dim;  // symbol name, or a position in decimal digits
+  DimRange range;
+};
+
+struct Profile {
+  std::string text;                 // as the user wrote it
+  std::vector<DimConstraint> dims;  // empty: the model's own shapes ('default')
+};
+
+// Parses one --profile value. Errors: kInvalidArgument saying what was expected and where
+// in the text, e.g. "'images:N=64..1': range 64..1 is empty".
+Result<Profile> ParseProfile(std::string_view text);
+
+// A profile applied to a model's imported trace.
+struct ResolvedProfile {
+  std::string name;  // the entry's name: "N=1", "N in 1..64, H in 32..1024:32", or "default"
+  // Fixed dims for the importer (onnx_import::ImportOptions::input_shapes): one per input
+  // with a fixed symbol, -1 where the dim keeps its declaration.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Symbols that stay symbolic, with the range the prologue checks (symbols not named
+  // here keep the default range, >= 1).
+  std::map<std::string, DimRange> ranges;
+  // How specialised the entry is. Entries are tried most specialised first: fewest symbols
+  // left free (not fixed to one value), then fewest admitted shapes (`volume`, +inf when a
+  // free symbol is unbounded). So 'N=1' (free H, W) comes before 'N in 1..64, H in .., W in ..'.
+  int free_symbols = 0;
+  double volume = 0;
+  bool MoreSpecialisedThan(const ResolvedProfile& o) const {
+    return free_symbols != o.free_symbols ? free_symbols < o.free_symbols : volume < o.volume;
+  }
+};
+
+// Resolves `profile` against the runtime inputs of `imported` (the model as imported with
+// the user's --shape overrides). Errors (kInvalidArgument): an input that is not a runtime
+// input (the message lists them), a dim name or position the input does not have (the
+// message shows its declared shape), a range that excludes a dim the model fixes, and
+// constraints on one symbol that do not overlap.
+Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,266 @@
+// Compile profiles: parsing `--profile` text, resolving it against a model's inputs, and the
+// multi-entry artifacts they make (names, order, prologue ranges, which entry a call takes).
+#include "compiler/profile.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+namespace kiln::compiler {
+namespace {
+
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+Profile Parsed(const std::string& text) {
+  auto p = ParseProfile(text);
+  REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+  return *p;
+}
+
+std::string ParseError(const std::string& text) {
+  auto p = ParseProfile(text);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.status().code() == StatusCode::kInvalidArgument);
+  return std::string(p.status().message());
+}
+
+// x: float32[N, 3, H, W], y: float32[N, 5]; out = x (the graph's body does not matter here).
+ir::Trace TwoInputTrace() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "3", "H", "W"});
+  testing::AddInput(g, "y", {"N", "5"});
+  testing::AddNode(g, "Identity", {"x"}, {"out"});
+  testing::AddOutput(g, "out");
+  auto t = testing::Import(m);
+  REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  return *t;
+}
+
+ResolvedProfile Resolved(const std::string& text) {
+  auto r = ResolveProfile(Parsed(text), TwoInputTrace());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return *r;
+}
+
+std::string ResolveError(const std::string& text) {
+  auto r = ResolveProfile(Parsed(text), TwoInputTrace());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("profile text: values, ranges, steps, positions and several inputs") {
+  Profile one = Parsed("images:N=1");
+  REQUIRE(one.dims.size() == 1);
+  CHECK(one.dims[0].input == "images");
+  CHECK(one.dims[0].dim == "N");
+  CHECK(one.dims[0].range.min == 1);
+  CHECK(one.dims[0].range.max == 1);
+
+  Profile range = Parsed("images:N=1..64,H=32..1024:32, W = 32..1024:32");
+  REQUIRE(range.dims.size() == 3);
+  CHECK(range.dims[1].dim == "H");
+  CHECK(range.dims[1].range.min == 32);
+  CHECK(range.dims[1].range.max == 1024);
+  CHECK(range.dims[1].range.divisor == 32);
+  CHECK(range.dims[2].dim == "W");
+  CHECK(range.dims[2].range.Describe("W") == "W in 32..1024:32");
+
+  // The last ':' before the first '=' ends the input name: TensorFlow-style "input_1:0".
+  Profile tf = Parsed("input_1:0:0=2..;mask:1=3");
+  REQUIRE(tf.dims.size() == 2);
+  CHECK(tf.dims[0].input == "input_1:0");
+  CHECK(tf.dims[0].dim == "0");
+  CHECK(tf.dims[0].range.min == 2);
+  CHECK(tf.dims[0].range.max == kNoMax);
+  CHECK(tf.dims[0].range.Describe("B") == "B >= 2");
+  CHECK(tf.dims[1].input == "mask");
+
+  // A range is narrowed to the multiples of its step.
+  Profile narrowed = Parsed("x:N=20..70:16");
+  CHECK(narrowed.dims[0].range.min == 32);
+  CHECK(narrowed.dims[0].range.max == 64);
+  CHECK(Parsed("x:N=20..30:8").dims[0].range.Describe("N") == "N=24");
+
+  CHECK(Parsed("default").dims.empty());
+}
+
+TEST_CASE("profile text errors say what was expected") {
+  CHECK(ParseError("images") ==
+        "profile 'images': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) or 'default', "
+        "got 'images'");
+  CHECK(ParseError("images:N") ==
+        "profile 'images:N': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) or 'default', "
+        "got 'images:N'");
+  CHECK(ParseError("images:N=1,H") == "profile 'images:N=1,H': expected DIM=VALUE after 'images:', got 'H'");
+  CHECK(ParseError("images:=4") == "profile 'images:=4': missing dim name before '=' in '=4'");
+  CHECK(ParseError("images:N=0") ==
+        "profile 'images:N=0' images:N: '0' is not a dim value >= 1, a range LO..HI or LO..");
+  CHECK(ParseError("images:N=x") ==
+        "profile 'images:N=x' images:N: 'x' is not a dim value >= 1, a range LO..HI or LO..");
+  CHECK(ParseError("images:N=64..1") == "profile 'images:N=64..1' images:N: the range in 64..1 admits no value");
+  CHECK(ParseError("images:N=3..5:8") == "profile 'images:N=3..5:8' images:N: the range in 3..5:8 admits no value");
+  CHECK(ParseError("images:N=1..4:0") == "profile 'images:N=1..4:0' images:N: divisor '0' is not an integer >= 1");
+  CHECK(ParseError("images:N=-1..4") ==
+        "profile 'images:N=-1..4' images:N: range start '-1' is not an integer >= 1");
+  CHECK(ParseError("images:N=1..99999999999999999999") ==
+        "profile 'images:N=1..99999999999999999999' images:N: range end '99999999999999999999' is not an integer "
+        ">= 1");
+}
+
+TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every input that declares it") {
+  ResolvedProfile one = Resolved("x:N=1");
+  CHECK(one.name == "N=1");
+  CHECK(one.input_shapes.at("x") == std::vector<int64_t>{1, -1, -1, -1});
+  CHECK(one.input_shapes.at("y") == std::vector<int64_t>{1, -1});
+  CHECK(one.ranges.empty());
+  CHECK(one.free_symbols == 2);  // H and W
+  CHECK(std::isinf(one.volume));
+
+  ResolvedProfile range = Resolved("x:0=1..64,2=32..1024:32,W=32..1024:32");
+  CHECK(range.name == "N in 1..64, H in 32..1024:32, W in 32..1024:32");
+  CHECK(range.input_shapes.empty());
+  REQUIRE(range.ranges.size() == 3);
+  CHECK(range.ranges.at("H").divisor == 32);
+  CHECK(range.free_symbols == 3);
+  CHECK(range.volume == 64.0 * 32 * 32);
+
+  // N constrained at both inputs: the intersection.
+  ResolvedProfile both = Resolved("x:N=2..8;y:0=4..16");
+  CHECK(both.name == "N in 4..8");
+  CHECK(both.ranges.at("N").min == 4);
+  CHECK(both.ranges.at("N").max == 8);
+
+  // A constraint on a dim the model fixes only has to admit it.
+  CHECK(Resolved("x:1=1..4").name == "default");
+
+  CHECK(Resolved("default").name == "default");
+  CHECK(Resolved("default").free_symbols == 3);
+
+  // Fewer free symbols first, then fewer shapes.
+  CHECK(one.MoreSpecialisedThan(range));
+  CHECK(Resolved("x:N=1,H=32,W=32").MoreSpecialisedThan(one));
+  CHECK(range.MoreSpecialisedThan(Resolved("x:N=1..64,H=1..1024,W=1..1024")));
+  CHECK_FALSE(range.MoreSpecialisedThan(range));
+}
+
+TEST_CASE("profile resolution errors name the input, the dim and what the model declares") {
+  CHECK(ResolveError("z:N=1") == "profile 'z:N=1': 'z' is not a runtime input of the model (inputs: 'x', 'y')");
+  CHECK(ResolveError("x:M=1") ==
+        "profile 'x:M=1': input 'x' [N, 3, H, W] has no dim named 'M' (name a symbol it declares, or a position 0..3)");
+  CHECK(ResolveError("x:7=1") == "profile 'x:7=1': input 'x' has rank 4 ([N, 3, H, W]), so it has no dim 7");
+  CHECK(ResolveError("x:1=4") == "profile 'x:1=4': input 'x' dim 1 is fixed to 3 by the model (or --shape), outside 1=4");
+  CHECK(ResolveError("x:N=1..2;y:N=5..6") == "profile 'x:N=1..2;y:N=5..6': N in 1..2 and N in 5..6 admit no common value");
+}
+
+namespace {
+
+// y = x * 2 + b: x float32[N, 3], b = (1, 2, 3).
+onnx::ModelProto ScaleModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "3"});
+  testing::AddFloatInit(g, "two", {}, {2.0f});
+  testing::AddFloatInit(g, "b", {3}, {1.0f, 2.0f, 3.0f});
+  testing::AddNode(g, "Mul", {"x", "two"}, {"m"});
+  testing::AddNode(g, "Add", {"m", "b"}, {"y"});
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+CompileOptions WithProfiles(std::vector<std::string> texts) {
+  CompileOptions o = testing::CpuOnly();
+  for (const std::string& t : texts) o.profiles.push_back(Parsed(t));
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("profiles: one entry each, most specialised first, and a call takes the first that fits") {
+  auto bytes = testing::CompileModel(ScaleModel(), WithProfiles({"x:N=1..64", "x:N=1", "x:0=4"}));
+  auto model = Model::Load(bytes);
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 3);
+  CHECK(model->entries()[0].name == "N=1");
+  CHECK(model->entries()[1].name == "N=4");
+  CHECK(model->entries()[2].name == "N in 1..64");
+  // Static entries: shapes and the arena are numbers; the range entry's are expressions.
+  CHECK(model->entries()[0].arena_bytes.find('N') == std::string::npos);
+  CHECK(model->entries()[1].prologue_text.find("  check x.shape[0] == 4\n") != std::string::npos);
+  CHECK(model->entries()[2].prologue_text.find("  N = x.shape[0]\n  check N in 1..64\n") != std::string::npos);
+  CHECK(model->entries()[1].stage_traces[0].find("float32[4, 3]") != std::string::npos);
+
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<float> x(65 * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  const float b[3] = {1, 2, 3};
+  auto run = [&](int64_t n) -> Status {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {n, 3})};
+    std::vector<TensorView> out;
+    Status st = ctx->Run(in, out);
+    if (!st.ok()) return st;
+    const float* y = static_cast<const float*>(out[0].data);
+    for (int64_t i = 0; i < n * 3; ++i) REQUIRE(y[i] == x[i] * 2 + b[i % 3]);
+    return st;
+  };
+  // Scripted calls: entry taken, or a miss.
+  const std::pair<int64_t, int32_t> script[] = {{1, 0}, {4, 1}, {7, 2}, {65, -1}, {1, 0}, {64, 2}, {4, 1}, {0, -1}};
+  for (const auto& [n, entry] : script) {
+    Status st = run(n);
+    CHECK_MESSAGE(st.ok() == (entry >= 0), "N = ", n, ": ", st.ToString());
+    if (entry >= 0) CHECK(ctx->stats().last_entry == entry);
+  }
+  const Stats& s = ctx->stats();
+  CHECK(s.calls == 8);
+  CHECK(s.cache_hits == 6);
+  CHECK(s.cache_misses == 2);
+  CHECK(s.entries[0].hits == 2);
+  CHECK(s.entries[1].hits == 2);
+  CHECK(s.entries[2].hits == 2);
+  REQUIRE(s.last_miss_reasons.size() == 3);
+  CHECK(s.last_miss_reasons[0] == "entry 0 (N=1): input 'x' dim 0 = 0, expected 1");
+  CHECK(s.last_miss_reasons[1] == "entry 1 (N=4): input 'x' dim 0 = 0, expected 4");
+  CHECK(s.last_miss_reasons[2] == "entry 2 (N in 1..64): input 'x' dim 0 (N) = 0, expected 1..64");
+  CHECK(run(80).message() ==
+        "entry 0 (N=1): input 'x' dim 0 = 80, expected 1\n"
+        "entry 1 (N=4): input 'x' dim 0 = 80, expected 4\n"
+        "entry 2 (N in 1..64): input 'x' dim 0 (N) = 80, expected 1..64");
+}
+
+TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the compiler") {
+  auto bytes = testing::CompileModel(ScaleModel(), WithProfiles({"x:N=8..64:8"}));
+  auto model = Model::Load(bytes);
+  REQUIRE(model.ok());
+  CHECK(model->entries()[0].prologue_text.find("  check N in 8..64\n  check N % 8 == 0\n") != std::string::npos);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<float> x(64 * 3, 1.0f);
+  std::vector<TensorView> out;
+  TensorView twelve[] = {TensorView::Host(x.data(), DType::kFloat32, {12, 3})};
+  CHECK(ctx->Run(twelve, out).message() == "entry 0 (N in 8..64:8): input 'x' dim 0 (N) = 12, expected a multiple of 8");
+  TensorView sixteen[] = {TensorView::Host(x.data(), DType::kFloat32, {16, 3})};
+  CHECK(ctx->Run(sixteen, out).ok());
+
+  auto compile_error = [](std::vector<std::string> texts) {
+    auto path = std::filesystem::temp_directory_path() / ("kiln_profile_test_" + std::to_string(::getpid()) + ".onnx");
+    std::string data;
+    REQUIRE(ScaleModel().SerializeToString(&data));
+    std::ofstream(path, std::ios::binary) << data;
+    auto r = CompileOnnxFile(path.string(), WithProfiles(texts), nullptr);
+    std::filesystem::remove(path);
+    REQUIRE_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  CHECK(compile_error({"x:N=1", "x:0=1"}) == "profiles 'x:N=1' and 'x:0=1' both make entry 'N=1'");
+  CHECK(compile_error({"x:N=1", "z:N=1"}) == "profile 'z:N=1': 'z' is not a runtime input of the model (inputs: 'x')");
+}
+
+}  // namespace kiln::compiler
