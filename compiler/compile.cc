@@ -270,20 +270,17 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
   for (size_t i = 0; i < profiles.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(ResolvedProfile r, ResolveProfile(profiles[i], imported));
     for (size_t j = 0; j < resolved.size(); ++j)
-      if (resolved[j].name == r.name)
-        return InvalidArgument(fmt::format("profiles '{}' and '{}' both make entry '{}'", profiles[j].text,
+      if (resolved[j].Includes(r) && r.Includes(resolved[j]))
+        return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", profiles[j].text,
                                            profiles[i].text, r.name));
     resolved.push_back(std::move(r));
   }
-  // Most specialised first: Run takes the first entry whose prologue passes.
-  std::vector<size_t> order(resolved.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return resolved[a].MoreSpecialisedThan(resolved[b]); });
+  // Run takes the first entry whose prologue passes: specialised entries go first.
+  const std::vector<size_t> order = TryOrder(resolved);
   if (!std::is_sorted(order.begin(), order.end())) {
     std::string names;
     for (size_t i : order) names += (names.empty() ? "'" : ", '") + resolved[i].name + "'";
-    log("entries ordered most specialised first: " + names);
+    log("entries ordered so that one whose shapes fit inside another's is tried first: " + names);
   }
 
   serialize::ArtifactRecord record;

@@ -19,8 +19,8 @@ struct CompileOptions {
   // Fixes dims of inputs (name -> dims, -1 keeps a dim symbolic), as `--shape`.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   // Shape specialisations (compiler/profile.h): one entry each, compiled for the shapes it
-  // admits, and ordered most specialised first (fewest admitted shapes; ties keep this
-  // order). Empty: one entry, symbolic where the model is.
+  // admits, in this order except that one whose shapes fit inside another's goes first
+  // (TryOrder). Empty: one entry, symbolic where the model is.
   std::vector<Profile> profiles;
   // At most this many entries per profile are made by splitting on shape-dependent If
   // conditions.

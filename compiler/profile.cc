@@ -1,9 +1,8 @@
 #include "compiler/profile.h"
 
+#include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <numeric>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -165,34 +164,46 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
   ResolvedProfile out;
   for (const std::string& sym : order) out.name += (out.name.empty() ? "" : ", ") + ranges[sym].Describe(sym);
   if (out.name.empty()) out.name = "default";
-  // Volume over every symbol the inputs declare; one left unconstrained is unbounded.
-  std::set<std::string> symbols;
   for (ir::ValueId id : imported.inputs) {
     const ir::Value& v = imported.value(id);
     std::vector<int64_t> dims(v.shape.size(), -1);
     bool any = false;
     for (size_t d = 0; d < v.shape.size(); ++d) {
       if (v.shape[d].op() != ir::SymOp::kVar) continue;
-      symbols.insert(v.shape[d].name());
       auto it = ranges.find(v.shape[d].name());
+      out.symbols[v.shape[d].name()] = it == ranges.end() ? DimRange{} : it->second;
       if (it != ranges.end() && it->second.fixed()) dims[d] = it->second.min, any = true;
     }
     if (any) out.input_shapes[v.name] = std::move(dims);
   }
-  out.volume = 1;
-  for (const std::string& sym : symbols) {
-    auto it = ranges.find(sym);
-    if (it == ranges.end() || !it->second.fixed()) ++out.free_symbols;
-    if (it == ranges.end() || it->second.max == kNoMax) {
-      out.volume = INFINITY;
-      continue;
-    }
-    const DimRange& r = it->second;
-    out.volume *= static_cast<double>((r.max - r.min) / r.divisor + 1);
-  }
   for (const auto& [sym, r] : ranges)
     if (!r.fixed()) out.ranges.emplace(sym, r);
   return out;
+}
+
+bool ResolvedProfile::Includes(const ResolvedProfile& other) const {
+  for (const auto& [sym, r] : symbols) {
+    auto it = other.symbols.find(sym);
+    if (it == other.symbols.end() || !r.Includes(it->second)) return false;
+  }
+  return true;
+}
+
+std::vector<size_t> TryOrder(const std::vector<ResolvedProfile>& profiles) {
+  std::vector<size_t> left(profiles.size()), order;
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  while (!left.empty()) {
+    // The first remaining profile with no other remaining one strictly inside it.
+    auto next = std::find_if(left.begin(), left.end(), [&](size_t i) {
+      return std::none_of(left.begin(), left.end(), [&](size_t j) {
+        return j != i && profiles[i].Includes(profiles[j]) && !profiles[j].Includes(profiles[i]);
+      });
+    });
+    if (next == left.end()) next = left.begin();  // not reached: strict inclusion has no cycles
+    order.push_back(*next);
+    left.erase(next);
+  }
+  return order;
 }
 
 }  // namespace kiln::compiler

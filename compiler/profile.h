@@ -40,6 +40,10 @@ struct DimRange {
 
   bool fixed() const { return min == max; }
   bool Contains(int64_t v) const { return v >= min && v <= max && v % divisor == 0; }
+  // True when every value of `o` is in this range (both normalised, as ParseProfile makes them).
+  bool Includes(const DimRange& o) const {
+    return o.min >= min && o.max <= max && (o.fixed() ? o.min % divisor == 0 : o.divisor % divisor == 0);
+  }
   // "N=1", "N in 1..64", "N in 32..1024:32", "N >= 8", "N >= 8:8".
   std::string Describe(const std::string& name) const;
 };
@@ -68,14 +72,13 @@ struct ResolvedProfile {
   // Symbols that stay symbolic, with the range the prologue checks (symbols not named
   // here keep the default range, >= 1).
   std::map<std::string, DimRange> ranges;
-  // How specialised the entry is. Entries are tried most specialised first: fewest symbols
-  // left free (not fixed to one value), then fewest admitted shapes (`volume`, +inf when a
-  // free symbol is unbounded). So 'N=1' (free H, W) comes before 'N in 1..64, H in .., W in ..'.
-  int free_symbols = 0;
-  double volume = 0;
-  bool MoreSpecialisedThan(const ResolvedProfile& o) const {
-    return free_symbols != o.free_symbols ? free_symbols < o.free_symbols : volume < o.volume;
-  }
+  // Every symbol the inputs declare, with the values this profile admits (min == max where
+  // it fixes the symbol; >= 1 where it says nothing).
+  std::map<std::string, DimRange> symbols;
+
+  // True when every input shape `other` admits, this profile admits too. Both must be
+  // resolved against the same trace.
+  bool Includes(const ResolvedProfile& other) const;
 };
 
 // Resolves `profile` against the runtime inputs of `imported` (the model as imported with
@@ -84,5 +87,10 @@ struct ResolvedProfile {
 // message shows its declared shape), a range that excludes a dim the model fixes, and
 // constraints on one symbol that do not overlap.
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
+
+// The order in which entries are tried: the given order, except that a profile whose shapes
+// all fit inside another's goes before it ('N=1' before 'N in 1..64'), so the specialised
+// entry serves the calls it can. Indices into `profiles`.
+std::vector<size_t> TryOrder(const std::vector<ResolvedProfile>& profiles);
 
 }  // namespace kiln::compiler

@@ -179,9 +179,9 @@ void AddCompileCommand(CLI::App& app) {
                   "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
                   "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "
                   "(1..64, or 8.. for no upper bound) or either with ':K' for multiples of K (32..1024:32); "
-                  "';' separates inputs; 'default' is the model's own shapes. Entries are tried most "
-                  "specialised first, and inputs that fit none are rejected. Without it: one entry, symbolic "
-                  "where the model is. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32'");
+                  "';' separates inputs; 'default' is the model's own shapes. Run tries the entries in the "
+                  "order given, except that one whose shapes all fit inside another's goes first, and rejects "
+                  "inputs that fit none. Without it: one entry, symbolic where the model is. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone")

@@ -47,7 +47,8 @@ struct TensorInfo {
 
 // One entry of the artifact: a shape specialisation (a compile profile, or an outcome of a
 // shape-dependent If) with its own prologue and instructions. Entries are listed in the
-// order Run tries them, most specialised first.
+// order Run tries them: as the profiles were given, except that one whose shapes all fit inside
+// another's comes before it.
 struct EntryInfo {
   // The profile it was compiled for: "default" (the model's own shapes), "N=1",
   // "N in 1..64, H in 32..1024:32", then any If outcomes ("N=1; not (T > 1)").

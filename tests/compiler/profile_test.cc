@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <limits>
 
 #include "tests/compiler/compile_util.h"
@@ -121,16 +120,14 @@ TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every in
   CHECK(one.input_shapes.at("x") == std::vector<int64_t>{1, -1, -1, -1});
   CHECK(one.input_shapes.at("y") == std::vector<int64_t>{1, -1});
   CHECK(one.ranges.empty());
-  CHECK(one.free_symbols == 2);  // H and W
-  CHECK(std::isinf(one.volume));
+  CHECK(one.symbols.at("N").Describe("N") == "N=1");
+  CHECK(one.symbols.at("H").Describe("H") == "H >= 1");  // not named: the default range
 
   ResolvedProfile range = Resolved("x:0=1..64,2=32..1024:32,W=32..1024:32");
   CHECK(range.name == "N in 1..64, H in 32..1024:32, W in 32..1024:32");
   CHECK(range.input_shapes.empty());
   REQUIRE(range.ranges.size() == 3);
   CHECK(range.ranges.at("H").divisor == 32);
-  CHECK(range.free_symbols == 3);
-  CHECK(range.volume == 64.0 * 32 * 32);
 
   // N constrained at both inputs: the intersection.
   ResolvedProfile both = Resolved("x:N=2..8;y:0=4..16");
@@ -142,13 +139,27 @@ TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every in
   CHECK(Resolved("x:1=1..4").name == "default");
 
   CHECK(Resolved("default").name == "default");
-  CHECK(Resolved("default").free_symbols == 3);
+}
 
-  // Fewer free symbols first, then fewer shapes.
-  CHECK(one.MoreSpecialisedThan(range));
-  CHECK(Resolved("x:N=1,H=32,W=32").MoreSpecialisedThan(one));
-  CHECK(range.MoreSpecialisedThan(Resolved("x:N=1..64,H=1..1024,W=1..1024")));
-  CHECK_FALSE(range.MoreSpecialisedThan(range));
+TEST_CASE("profiles are tried as given, except that one whose shapes fit inside another's goes first") {
+  const ResolvedProfile all = Resolved("default"), one = Resolved("x:N=1"), range = Resolved("x:N=1..64,H=32..1024:32"),
+                        one_small = Resolved("x:N=1,H=64..128:64"), odd = Resolved("x:N=1,H=33");
+  CHECK(all.Includes(one));
+  CHECK(all.Includes(range));
+  CHECK(one.Includes(one_small));
+  CHECK(range.Includes(one_small));  // 64 and 128 are multiples of 32
+  CHECK_FALSE(range.Includes(odd));  // 33 is not
+  CHECK_FALSE(one.Includes(range));
+  CHECK_FALSE(range.Includes(one));  // N=1 with any H
+  CHECK(range.Includes(range));
+  CHECK(Resolved("x:N=8..64:8").Includes(Resolved("x:N=16..32:16")));
+  CHECK_FALSE(Resolved("x:N=8..64:16").Includes(Resolved("x:N=16..32:8")));
+
+  using Order = std::vector<size_t>;
+  CHECK(TryOrder({all, one, range}) == Order{1, 2, 0});
+  CHECK(TryOrder({range, one}) == Order{0, 1});            // neither inside the other: as given
+  CHECK(TryOrder({range, one, one_small}) == Order{2, 0, 1});
+  CHECK(TryOrder({all, range, one_small}) == Order{2, 1, 0});
 }
 
 TEST_CASE("profile resolution errors name the input, the dim and what the model declares") {
@@ -183,7 +194,7 @@ CompileOptions WithProfiles(std::vector<std::string> texts) {
 
 }  // namespace
 
-TEST_CASE("profiles: one entry each, most specialised first, and a call takes the first that fits") {
+TEST_CASE("profiles: one entry each, specialised ones first, and a call takes the first that fits") {
   auto bytes = testing::CompileModel(ScaleModel(), WithProfiles({"x:N=1..64", "x:N=1", "x:0=4"}));
   auto model = Model::Load(bytes);
   REQUIRE(model.ok());
@@ -259,7 +270,9 @@ TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the comp
     REQUIRE_FALSE(r.ok());
     return std::string(r.status().message());
   };
-  CHECK(compile_error({"x:N=1", "x:0=1"}) == "profiles 'x:N=1' and 'x:0=1' both make entry 'N=1'");
+  CHECK(compile_error({"x:N=1", "x:0=1"}) == "profiles 'x:N=1' and 'x:0=1' admit the same shapes (N=1)");
+  CHECK(compile_error({"x:N=2..9:2", "x:N=1..8:2"}) ==
+        "profiles 'x:N=2..9:2' and 'x:N=1..8:2' admit the same shapes (N in 2..8:2)");
   CHECK(compile_error({"x:N=1", "z:N=1"}) == "profile 'z:N=1': 'z' is not a runtime input of the model (inputs: 'x')");
 }
 
