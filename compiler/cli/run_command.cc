@@ -17,9 +17,11 @@ std::string ShapeText(const TensorView& v) {
   return s + "]";
 }
 
-void PrintStats(const Stats& s, double load_ms) {
-  std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}\n", s.calls, s.cache_hits,
+void PrintStats(const Model& model, const Stats& s, double load_ms) {
+  std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}", s.calls, s.cache_hits,
                            s.cache_misses, s.last_entry);
+  if (s.last_entry >= 0) std::cout << " '" << model.entries()[s.last_entry].name << "'";
+  std::cout << "\n";
   std::cout << fmt::format("  load {:.3f} ms | host {:.3f} ms | cache lookup {:.3f} us | prologue {:.3f} us | "
                            "computation {:.3f} ms\n",
                            load_ms, s.last_host_time() / 1e6, s.last_cache_lookup_time() / 1e3,
@@ -125,7 +127,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
       return 1;
     }
   }
-  PrintStats(ctx->stats(), load_ms);
+  PrintStats(*model, ctx->stats(), load_ms);
   PrintProfile(*model, ctx->stats());
   std::cout << fmt::format("memory: {} bytes of arena and kernel scratch held by the context\n", ctx->arena_bytes());
   if (repeat > 1) {
