@@ -14,7 +14,7 @@ log() { echo "[setup] $*"; }
 # --- Debian packages ------------------------------------------------------------------------
 DEBS=(cmake g++ pkg-config flatbuffers-compiler libflatbuffers-dev libfmt-dev doctest-dev libonnx-dev
       libprotobuf-dev protobuf-compiler libcli11-dev nlohmann-json3-dev libxxhash-dev libopenblas-dev python3-venv
-      espeak-ng sox)
+      libbenchmark-dev espeak-ng sox)
 missing=()
 for pkg in "${DEBS[@]}"; do
   if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then missing+=("$pkg"); fi

@@ -1,0 +1,175 @@
+// A steady-state ExecutionContext::Run allocates nothing: the global operator new and
+// delete are replaced (for the whole kiln_tests binary) by malloc/free versions that count
+// the calls made on this thread while a CountAllocations window is open. Outside a window
+// they only forward to malloc/free. A miss formats its message and may allocate; the test
+// counts hits only.
+//
+// Only allocation through operator new is seen; the runtime's arena uses aligned_alloc
+// directly, and only when an entry first sees larger shapes, which warm-up covers.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "tests/runtime/multi_entry_spec_test_util.h"
+
+namespace {
+
+thread_local bool counting = false;
+thread_local long allocations = 0;
+
+void* Allocate(std::size_t size, std::size_t align) {
+  if (counting) ++allocations;
+  if (size == 0) size = 1;
+  if (align <= alignof(std::max_align_t)) return std::malloc(size);
+  void* p = nullptr;
+  return posix_memalign(&p, align, size) == 0 ? p : nullptr;
+}
+
+void* AllocateOrThrow(std::size_t size, std::size_t align) {
+  void* p = Allocate(size, align);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return AllocateOrThrow(n, 0); }
+void* operator new[](std::size_t n) { return AllocateOrThrow(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return AllocateOrThrow(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return AllocateOrThrow(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return Allocate(n, 0); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return Allocate(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace kiln {
+namespace {
+
+// Counts the operator new calls `body` makes on this thread. No doctest macro may run
+// inside: doctest allocates.
+template <typename F>
+long CountAllocations(F&& body) {
+  allocations = 0;
+  counting = true;
+  body();
+  counting = false;
+  return allocations;
+}
+
+constexpr int kInputs = 4;
+constexpr int kEntries = 6;
+constexpr int kCalls = 100;
+
+struct Fixture {
+  explicit Fixture(ContextOptions options = {}) {
+    options.device = Device::kCpu;
+    Result<Model> m = Model::Load(testing::BuildArtifact(testing::MultiEntrySpec(kInputs, kEntries)));
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    Result<ExecutionContext> c = ExecutionContext::Create(*m, options);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    ctx.emplace(std::move(*c));
+  }
+  // All kInputs inputs float32[n, 3, h, w] over one buffer.
+  std::vector<TensorView> Inputs(int64_t n, int64_t h, int64_t w) {
+    return std::vector<TensorView>(kInputs, TensorView::Host(data.data(), DType::kFloat32, {n, 3, h, w}));
+  }
+  // Runs `calls` times alternating over `inputs`; false at the first failed Run.
+  bool RunAll(const std::vector<std::vector<TensorView>>& inputs, int calls) {
+    for (int k = 0; k < calls; ++k)
+      if (!ctx->Run(inputs[k % inputs.size()], out).ok()) return false;
+    return true;
+  }
+  std::vector<float> data = std::vector<float>(64 * 3 * 8 * 8, 1.0f);
+  std::optional<ExecutionContext> ctx;
+  std::vector<TensorView> out;
+};
+
+TEST_CASE("the allocation counter sees allocations made in its window") {
+  std::vector<int> v;
+  const long n = CountAllocations([&] { v.reserve(100); });
+  CHECK(n == 1);
+  CHECK(v.capacity() >= 100);
+  const long none = CountAllocations([] {});
+  CHECK(none == 0);
+}
+
+TEST_CASE("the allocation counter sees allocations inside Run: a miss formats its message") {
+  Fixture f;
+  const std::vector<TensorView> bad = f.Inputs(1, 4, 0);  // W = 0 is below W's minimum of 1
+  REQUIRE(f.RunAll({f.Inputs(1, 4, 5)}, 2));
+  bool failed = false;
+  const long n = CountAllocations([&] { failed = !f.ctx->Run(bad, f.out).ok(); });
+  CHECK(failed);
+  CHECK(n > 0);
+}
+
+TEST_CASE("a steady-state Run allocates nothing") {
+  SUBCASE("the last of several entries, every prologue before it failing") {
+    Fixture f;
+    const std::vector<std::vector<TensorView>> in = {f.Inputs(1, 4, 5)};
+    REQUIRE(f.RunAll(in, 2));  // the first Run binds the entry and sizes the arena
+    REQUIRE(f.ctx->stats().last_entry == kEntries - 1);
+    bool ok = false;
+    const long n = CountAllocations([&] { ok = f.RunAll(in, kCalls); });
+    CHECK(n == 0);
+    CHECK(ok);
+    CHECK(f.ctx->stats().cache_hits == 2 + kCalls);
+  }
+  SUBCASE("with profiling on") {
+    ContextOptions options;
+    options.profile = true;
+    Fixture f(options);
+    const std::vector<std::vector<TensorView>> in = {f.Inputs(1, 4, 5)};
+    REQUIRE(f.RunAll(in, 2));
+    bool ok = false;
+    const long n = CountAllocations([&] { ok = f.RunAll(in, kCalls); });
+    CHECK(n == 0);
+    CHECK(ok);
+    CHECK(f.ctx->stats().last_instruction_ns.size() == 1);
+  }
+  SUBCASE("alternating between two entries, each already seen") {
+    Fixture f;
+    // N = 2 hits entry 0, N = 1 the last entry.
+    const std::vector<std::vector<TensorView>> in = {f.Inputs(2, 4, 5), f.Inputs(1, 4, 5)};
+    REQUIRE(f.RunAll(in, 4));  // each entry binds at its first Run (again if a later one moved the arena)
+    bool ok = false;
+    const long n = CountAllocations([&] { ok = f.RunAll(in, kCalls); });
+    CHECK(n == 0);
+    CHECK(ok);
+    CHECK(f.ctx->stats().last_entry == kEntries - 1);
+  }
+  SUBCASE("alternating shapes within one entry, which rebinds on every call") {
+    Fixture f;
+    const std::vector<std::vector<TensorView>> in = {f.Inputs(1, 8, 8), f.Inputs(1, 2, 7)};
+    REQUIRE(f.RunAll(in, 2));
+    bool ok = false;
+    const long n = CountAllocations([&] { ok = f.RunAll(in, kCalls); });
+    CHECK(n == 0);
+    CHECK(ok);
+    CHECK(f.ctx->stats().last_entry == kEntries - 1);
+    CHECK(f.out[0].dims[2] == 2);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
