@@ -375,19 +375,28 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   // Phases this call does not reach read 0, not the previous call's times.
   st.last_prologue_start = st.last_prologue_stop = 0;
   st.last_computation_start = st.last_computation_stop = 0;
-  st.last_host_start = st.last_cache_lookup_start = NowNs();
+  const int64_t start = NowNs();  // a clock read costs ~20 ns: none per entry tried
+  st.last_host_start = st.last_cache_lookup_start = start;
+  const MemoryKind memory = c.cuda ? kAnyMemory : MemoryKind::kHost;
   int32_t hit = -1;
   for (size_t e = 0; e < c.entries.size() && hit < 0; ++e) {
     const PreparedEntry& pe = c.mi->prepared[e];
     EntryState& s = c.entries[e];
-    const int64_t start = NowNs();
-    if (RunPrologue(pe.prologue, pe.exprs, inputs, c.cuda ? kAnyMemory : MemoryKind::kHost, s.scratch, &s.failure)) {
-      st.last_prologue_start = start;
-      st.last_prologue_stop = NowNs();
-      hit = static_cast<int32_t>(e);
-    }
+    if (RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure)) hit = static_cast<int32_t>(e);
   }
   st.last_cache_lookup_stop = NowNs();
+  if (hit == 0) {
+    st.last_prologue_start = start;
+    st.last_prologue_stop = st.last_cache_lookup_stop;
+  } else if (hit > 0) {
+    // The lookup also ran the entries that failed: time the hit's prologue on its own by
+    // running it again (same inputs, same result), cheaper than a clock read per entry.
+    const PreparedEntry& pe = c.mi->prepared[hit];
+    EntryState& s = c.entries[hit];
+    st.last_prologue_start = NowNs();
+    (void)RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure);
+    st.last_prologue_stop = NowNs();
+  }
   if (hit < 0) {
     ++st.cache_misses;
     Status miss = MissError(c);

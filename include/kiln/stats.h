@@ -57,7 +57,9 @@ struct Stats {
   int64_t last_host_start = 0, last_host_stop = 0;
   // Finding the entry: includes running the prologues that failed before the hit.
   int64_t last_cache_lookup_start = 0, last_cache_lookup_stop = 0;
-  // The prologue of the entry that passed.
+  // The prologue of the entry that passed. When entry 0 passed this is the lookup's interval;
+  // for a later entry its prologue is timed again on its own (the lookup reads no clock per
+  // entry tried).
   int64_t last_prologue_start = 0, last_prologue_stop = 0;
   // Executing (on the CPU backend) or enqueueing (on a GPU backend) the instructions.
   int64_t last_computation_start = 0, last_computation_stop = 0;
