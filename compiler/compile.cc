@@ -15,6 +15,7 @@
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/executors.h"
 #include "compiler/passes/memory_plan.h"
+#include "compiler/passes/prune_guards.h"
 #include "compiler/serialize/artifact_writer.h"
 
 namespace kiln::compiler {
@@ -165,6 +166,13 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
       work.push_back(no);
       continue;
     }
+    // The profile's ranges decide some guards at compile time; one that no shape in them
+    // passes makes the entry useless.
+    std::vector<std::string> dropped_guards;
+    if (canonical.ok()) {
+      Status pruned = passes::PruneGuards(canonical->trace, profile.ranges, &dropped_guards);
+      if (!pruned.ok()) canonical = pruned;
+    }
     const int64_t canonical_ns = NowNs() - t0;
     Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> executors = Status(StatusCode::kInternal, "not run");
@@ -210,7 +218,11 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     serialize::EntryRecord entry;
     entry.name = name;
     entry.ranges = profile.ranges;
-    entry.stages = {import_stage, {"canonical", canonical->trace.Print(), canonical_ns, ops(canonical->trace)}};
+    std::string canonical_text = canonical->trace.Print();
+    for (const std::string& line : dropped_guards) canonical_text += "# " + line + "\n";
+    if (!dropped_guards.empty())
+      log(fmt::format("entry '{}': {} guards implied by the symbol ranges, dropped", name, dropped_guards.size()));
+    entry.stages = {import_stage, {"canonical", std::move(canonical_text), canonical_ns, ops(canonical->trace)}};
     if (options.fuse) {
       std::string text = fused->Print();
       for (const std::string& line : fusion_log) text += "# " + line + "\n";

@@ -277,3 +277,37 @@ TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the comp
 }
 
 }  // namespace kiln::compiler
+
+namespace kiln::compiler {
+
+TEST_CASE("profiles: guards their ranges imply are dropped, and a range no shape of the model fits is an error") {
+  // MaxPool with a window of 3 and no padding needs L >= 3: a guard (0 < (L-2)).
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "1", "L"});
+  testing::AttrInts(testing::AddNode(g, "MaxPool", {"x"}, {"y"}, "pool"), "kernel_shape", {3});
+  testing::AddOutput(g, "y");
+  auto guards = [&](std::vector<std::string> texts) {
+    auto bytes = testing::CompileModel(m, WithProfiles(texts));
+    auto model = Model::Load(bytes);
+    REQUIRE(model.ok());
+    std::vector<std::string> lines;
+    for (const EntryInfo& e : model->entries())
+      lines.push_back(e.prologue_text.find("check (0 < (L-2))") != std::string::npos ? "guarded" : "not guarded");
+    return lines;
+  };
+  CHECK(guards({"default", "x:L=3..64"}) == std::vector<std::string>{"not guarded", "guarded"});
+
+  std::string data;
+  REQUIRE(m.SerializeToString(&data));
+  auto path = std::filesystem::temp_directory_path() / ("kiln_profile_guard_" + std::to_string(::getpid()) + ".onnx");
+  std::ofstream(path, std::ios::binary) << data;
+  auto r = CompileOnnxFile(path.string(), WithProfiles({"x:L=3..64", "x:L=1..2"}), nullptr);
+  std::filesystem::remove(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "profile 'x:L=1..2': no input shape fits: node 'pool' (MaxPool), whose output 'y' dim 2 must be >= 1 needs "
+        "(0 < (L-2)), which fails for every L in 1..2");
+}
+
+}  // namespace kiln::compiler
