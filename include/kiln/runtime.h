@@ -141,6 +141,14 @@ class ExecutionContext {
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).
+  // Entry selection: each entry's prologue (EntryInfo::prologue_text) is tried in order, and
+  // the first that passes runs (a cache hit). A prologue checks the input count, then per
+  // input: data non-null; memory kind (kHost on the CPU backend, kHost or kDevice on CUDA);
+  // dtype; data aligned to the dtype's size; rank; each dim, a constant or a symbol bound at
+  // its first use and equal at later ones, within its range and a multiple of its step;
+  // then the entry's guards. Wider alignment is never required: generated kernels use
+  // 16-byte vector loads when every pointer they touch allows it, scalar loads otherwise.
+  // The prologues allocate nothing and throw nothing; a miss writes no output.
   // `outputs`: either empty, in which case it is filled with views into context-owned
   // memory, valid until the next Run or the context's destruction (passing back the
   // vector the last Run filled, unchanged, is the same as passing it empty); or one view per
