@@ -34,6 +34,17 @@ inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compil
   return *artifact;
 }
 
+// Copies of float32 host tensors (a Run's outputs) as float vectors.
+inline std::vector<std::vector<float>> FloatCopies(std::span<const TensorView> tensors) {
+  std::vector<std::vector<float>> result;
+  for (const TensorView& t : tensors) {
+    REQUIRE(t.dtype == DType::kFloat32);
+    const float* p = static_cast<const float*>(t.data);
+    result.emplace_back(p, p + t.num_elements());
+  }
+  return result;
+}
+
 // Runs artifact `bytes` on host inputs and returns copies of its outputs as float vectors.
 inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& bytes, std::span<const TensorView> inputs) {
   auto model = Model::Load(bytes);
@@ -43,13 +54,7 @@ inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& byte
   std::vector<TensorView> out;
   Status st = ctx->Run(inputs, out);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
-  std::vector<std::vector<float>> result;
-  for (const TensorView& t : out) {
-    REQUIRE(t.dtype == DType::kFloat32);
-    const float* p = static_cast<const float*>(t.data);
-    result.emplace_back(p, p + t.num_elements());
-  }
-  return result;
+  return FloatCopies(out);
 }
 
 }  // namespace kiln::testing

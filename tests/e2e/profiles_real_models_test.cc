@@ -14,6 +14,7 @@
 #include "compiler/compile.h"
 #include "compiler/io/tensor_io.h"
 #include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
 
 namespace {
 
@@ -34,8 +35,7 @@ struct Case {
 };
 
 std::vector<uint8_t> Compile(const std::string& path, const std::vector<std::string>& profiles) {
-  kiln::compiler::CompileOptions o;
-  o.archs.clear();
+  kiln::compiler::CompileOptions o = kiln::testing::CpuOnly();
   for (const std::string& p : profiles) {
     auto parsed = kiln::compiler::ParseProfile(p);
     REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
@@ -57,16 +57,6 @@ std::vector<float> Images(const kiln::io::HostTensor& test, const Call& c) {
     for (int64_t i = 0; i < per; ++i)
       x[b * per + i] = src[(b % test.dims[0]) * per + i] * (1.0f + 0.05f * static_cast<float>(b));
   return x;
-}
-
-std::vector<std::vector<float>> Copy(const std::vector<TensorView>& out) {
-  std::vector<std::vector<float>> r;
-  for (const TensorView& t : out) {
-    REQUIRE(t.dtype == DType::kFloat32);
-    const float* p = static_cast<const float*>(t.data);
-    r.emplace_back(p, p + t.num_elements());
-  }
-  return r;
 }
 
 void RunCase(const Case& c) {
@@ -110,7 +100,7 @@ void RunCase(const Case& c) {
     CHECK(ctx->stats().last_entry == call.entry);
     std::vector<TensorView> ref_out;
     REQUIRE(ref_ctx->Run(in, ref_out).ok());
-    const auto got = Copy(out), want = Copy(ref_out);
+    const auto got = kiln::testing::FloatCopies(out), want = kiln::testing::FloatCopies(ref_out);
     REQUIRE(got.size() == want.size());
     for (size_t o = 0; o < got.size(); ++o) {
       REQUIRE(got[o].size() == want[o].size());
