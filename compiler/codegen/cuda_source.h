@@ -40,7 +40,11 @@ enum class LaunchKind : int8_t { kElementwise = 0, kRowReduction = 1 };
 inline constexpr int kErrorWords = 3;
 
 struct EmittedKernel {
-  std::string name;    // "kiln_" + 16 hex digits of the XXH64 of the kernel body
+  // "kiln_" + 16 hex digits of the XXH64 of the kernel body and the printed program: two
+  // programs that emit the same body (they differ only where the code does not look, such
+  // as the full shape of an input read at the linear index) still get distinct kernels, as
+  // the artifact stores each kernel's program for the CPU backend and for validation.
+  std::string name;
   std::string source;  // the complete NVRTC input: prelude sections, then the kernel
   LaunchKind kind = LaunchKind::kElementwise;
   int block = 256;     // threads per block

@@ -158,3 +158,43 @@ TEST_CASE("profiles on the PP-OCR direction classifier: N=1, N=2 and a range, ag
   };
   RunCase(c);
 }
+
+TEST_CASE("profiles on Silero VAD: a fixed sequence length gives the default artifact's outputs on every test set") {
+  // A regression: with `sequence` fixed, two fused ops (Gather of state[0] from [2, 1, 128],
+  // Squeeze of a [1, 128, 1]) emitted one kernel body and shared one kernel, and every call
+  // failed the second op's input-shape check.
+  const std::string dir = std::string(KILN_TEST_DATA_DIR) + "/silero_vad_16k_op15";
+  if (!std::filesystem::exists(dir + "/model.onnx")) {
+    MESSAGE("skipped: " << dir << " is missing (run tests/e2e/make_package_testdata.py)");
+    return;
+  }
+  auto multi = kiln::Model::Load(Compile(dir + "/model.onnx", {"input:1=576", "input:batch=1..4,sequence=576"}));
+  auto single = kiln::Model::Load(Compile(dir + "/model.onnx", {}));
+  REQUIRE(multi.ok());
+  REQUIRE(single.ok());
+  // The second profile's shapes fit inside the first's, so it is tried first.
+  REQUIRE(multi->entries().size() == 2);
+  CHECK(multi->entries()[0].name.rfind("batch in 1..4, sequence=576", 0) == 0);
+  CHECK(multi->entries()[1].name.rfind("sequence=576", 0) == 0);
+  auto ctx = kiln::ExecutionContext::Create(*multi, {});
+  auto ref_ctx = kiln::ExecutionContext::Create(*single, {});
+  REQUIRE(ctx.ok());
+  REQUIRE(ref_ctx.ok());
+  std::vector<std::string> names;
+  for (const kiln::TensorInfo& t : multi->inputs()) names.push_back(t.name);
+  int sets = 0;
+  for (; std::filesystem::exists(dir + "/test_data_set_" + std::to_string(sets)); ++sets) {
+    auto inputs = kiln::io::ReadInputDir(dir + "/test_data_set_" + std::to_string(sets), names);
+    REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
+    std::vector<TensorView> views;
+    for (const auto& t : *inputs) views.push_back(t.view());
+    std::vector<TensorView> out, ref_out;
+    kiln::Status st = ctx->Run(views, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx->stats().last_entry == 0);
+    REQUIRE(ref_ctx->Run(views, ref_out).ok());
+    CHECK(kiln::testing::FloatCopies(out) == kiln::testing::FloatCopies(ref_out));
+  }
+  CHECK(sets == 3);
+  CHECK(ctx->stats().entries[0].hits == 3);
+}

@@ -353,6 +353,15 @@ TEST_CASE("EmitCuda: source shape, names and reachability") {
   REQUIRE(k3.ok());
   CHECK(k3->source.find(dead_var) == std::string::npos);
   CHECK(k3->source.find("v4 ") != std::string::npos);
+  // Its body is the live program's, yet it is another kernel: the artifact keeps each
+  // kernel's program (Silero with a fixed sequence length had two fused ops, a Gather of
+  // state[0] from [2, 1, 128] and a Squeeze of [1, 128, 1], emit one body, and the second
+  // was then checked against the first one's input shape).
+  CHECK(k3->name != bc.name);
+  std::string renamed = k3->source;
+  for (size_t at = 0; (at = renamed.find(k3->name, at)) != std::string::npos; at += bc.name.size())
+    renamed.replace(at, k3->name.size(), bc.name);
+  CHECK(renamed == bc.source);
 }
 
 TEST_CASE("EmitCuda: invalid programs are rejected") {
