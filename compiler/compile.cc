@@ -297,6 +297,7 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
 
   serialize::ArtifactRecord record;
   record.source = std::filesystem::path(path).filename().string();
+  for (ir::ValueId id : imported.inputs) record.inputs.push_back(imported.value(id));
   for (size_t i : order) {
     const ResolvedProfile& profile = resolved[i];
     Status st;

@@ -33,17 +33,18 @@ bool ParsePositive(std::string_view s, int64_t* v) {
   return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 1;
 }
 
-// Rounds min up and max down to multiples of the divisor; false when nothing is left.
+// Rounds min up and a finite max down to multiples of the divisor; false when nothing is left.
 bool Normalise(DimRange& r) {
   if (r.min % r.divisor) {
     if (r.min > kNoMax - r.divisor) return false;
     r.min += r.divisor - r.min % r.divisor;
   }
-  r.max -= r.max % r.divisor;
-  return r.min <= r.max;
+  if (r.max != kNoMax) r.max -= r.max % r.divisor;
+  return r.min <= r.max && r.min != kNoMax;
 }
 
 Result<DimRange> ParseSpec(std::string_view spec, const std::string& where) {
+  const std::string_view spec_text = spec;
   DimRange r;
   const size_t colon = spec.rfind(':');
   if (colon != std::string_view::npos) {
@@ -63,15 +64,16 @@ Result<DimRange> ParseSpec(std::string_view spec, const std::string& where) {
     if (!hi.empty() && !ParsePositive(hi, &r.max))
       return InvalidArgument(fmt::format("{}: range end '{}' is not an integer >= 1", where, hi));
   }
-  const DimRange given = r;
-  if (!Normalise(r))
-    return InvalidArgument(fmt::format("{}: {} admits no value", where, given.Describe("the range")));
+  if (!Normalise(r)) return InvalidArgument(fmt::format("{}: '{}' admits no value", where, Trim(spec_text)));
   return r;
 }
 
 // The dim of `input` that `dim` names: its position, or the first dim bound to that symbol.
 Result<int> FindDim(const ir::Value& input, const std::string& dim, const std::string& where) {
   const int rank = static_cast<int>(input.shape.size());
+  if (rank == 0)
+    return InvalidArgument(fmt::format("{}: input '{}' is a scalar (rank 0): it has no dims to constrain", where,
+                                       input.name));
   if (!dim.empty() && dim.find_first_not_of("0123456789") == std::string::npos) {
     int64_t pos = 0;
     const auto [end, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), pos);
@@ -89,11 +91,16 @@ Result<int> FindDim(const ir::Value& input, const std::string& dim, const std::s
 
 }  // namespace
 
-std::string DimRange::Describe(const std::string& name) const {
+std::string DimRange::Values() const {
   const std::string step = divisor == 1 ? "" : fmt::format(":{}", divisor);
-  if (fixed()) return fmt::format("{}={}", name, min);
-  if (max == kNoMax) return fmt::format("{} >= {}{}", name, min, step);
-  return fmt::format("{} in {}..{}{}", name, min, max, step);
+  if (fixed()) return std::to_string(min);
+  if (max == kNoMax) return fmt::format(">= {}{}", min, step);
+  return fmt::format("{}..{}{}", min, max, step);
+}
+
+std::string DimRange::Describe(const std::string& name) const {
+  if (fixed()) return name + "=" + Values();
+  return name + (max == kNoMax ? " " : " in ") + Values();
 }
 
 Result<Profile> ParseProfile(std::string_view text) {
@@ -141,8 +148,8 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
     const ir::Sym& s = input->shape[d];
     if (s.is_const()) {
       if (!c.range.Contains(*s.value()))
-        return InvalidArgument(fmt::format("{}: input '{}' dim {} is fixed to {} by the model (or --shape), outside {}",
-                                           where, c.input, d, *s.value(), c.range.Describe(c.dim)));
+        return InvalidArgument(fmt::format("{}: input '{}' dim {} is fixed to {} by the model (or --shape), not {}",
+                                           where, c.input, d, *s.value(), c.range.Values()));
       continue;
     }
     const std::string& sym = s.name();
@@ -155,8 +162,9 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
     const DimRange before = r;
     r.min = std::max(r.min, c.range.min);
     r.max = std::min(r.max, c.range.max);
-    r.divisor = std::lcm(r.divisor, c.range.divisor);
-    if (r.divisor <= 0 || !Normalise(r))
+    const int64_t g = std::gcd(r.divisor, c.range.divisor);
+    const bool overflow = __builtin_mul_overflow(r.divisor / g, c.range.divisor, &r.divisor);
+    if (overflow || !Normalise(r))
       return InvalidArgument(fmt::format("{}: {} and {} admit no common value", where, before.Describe(sym),
                                          c.range.Describe(sym)));
   }

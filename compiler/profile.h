@@ -44,7 +44,9 @@ struct DimRange {
   bool Includes(const DimRange& o) const {
     return o.min >= min && o.max <= max && (o.fixed() ? o.min % divisor == 0 : o.divisor % divisor == 0);
   }
-  // "N=1", "N in 1..64", "N in 32..1024:32", "N >= 8", "N >= 8:8".
+  // The values in profile syntax: "1", "1..64", "32..1024:32", ">= 8", ">= 8:8".
+  std::string Values() const;
+  // With a name: "N=1", "N in 1..64", "N in 32..1024:32", "N >= 8", "N >= 8:8".
   std::string Describe(const std::string& name) const;
 };
 

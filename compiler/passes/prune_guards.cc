@@ -156,8 +156,9 @@ Status PruneGuards(ir::Trace& trace, const std::map<std::string, compiler::DimRa
                                             RangesText(g.condition, ranges)));
         break;
       case Verdict::kNever:
-        return InvalidArgument(fmt::format("no input shape fits: {} needs {}, which fails for every {}", g.origin,
-                                           g.condition.ToString(), RangesText(g.condition, ranges)));
+        return InvalidArgument(fmt::format("no input shape in the ranges can run this entry: {} needs {}, which fails "
+                                           "for every {}",
+                                           g.origin, g.condition.ToString(), RangesText(g.condition, ranges)));
       default: kept.push_back(std::move(g)); break;
     }
   }

@@ -1,5 +1,7 @@
-// Drops the guards an entry's symbol ranges already imply, and rejects an entry whose ranges
-// no guard-satisfying shape fits. Guards come from canonicalisation ("Conv output dim 2 must
+// Drops the guards an entry's symbol ranges already imply, and rejects an entry none of whose
+// shapes passes a guard. (Such an entry may still describe shapes the model accepts: a
+// symbolic broadcast is compiled as equal dims, guarded, so a dim of 1 that ONNX would
+// broadcast needs a profile that fixes it.) Guards come from canonicalisation ("Conv output dim 2 must
 // be >= 1", "the two Add inputs' dims are equal", an If outcome); the prologue checks each
 // symbol's range (compiler/profile.h) before any guard, so a guard that holds for every
 // value in the ranges only costs time per call and lines in `kiln inspect`.

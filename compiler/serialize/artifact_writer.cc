@@ -1,5 +1,6 @@
 #include "compiler/serialize/artifact_writer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -71,18 +72,31 @@ class ExprTable {
   std::unordered_map<std::string, int32_t> index_;
 };
 
-// The weights blob, shared by all entries; each distinct ConstData is stored once.
+// The weights blob, shared by all entries. Equal constants are stored once: the same
+// ConstData, or equal dtype, dims and bytes (each profile that fixes a dim imports the model
+// again, so its weights arrive as new ConstData with the same contents).
 class WeightsBlob {
  public:
   int64_t Add(const std::string& name, const std::shared_ptr<const ir::ConstData>& data) {
-    if (auto it = index_.find(data.get()); it != index_.end()) return it->second;
+    if (auto it = by_pointer_.find(data.get()); it != by_pointer_.end()) return it->second;
+    const uint64_t hash = XXH64(data->bytes.data(), data->bytes.size(), 0);
+    auto [first, last] = by_content_.equal_range(hash);
+    for (auto it = first; it != last; ++it) {
+      const ir::ConstData& w = *weights_[it->second].data;
+      if (w.dtype == data->dtype && w.dims == data->dims && w.bytes == data->bytes) {
+        by_pointer_.emplace(data.get(), it->second);
+        keep_.push_back(data);
+        return it->second;
+      }
+    }
     uint64_t offset = AlignUp(bytes_.size(), kWeightAlignment);
     bytes_.resize(offset + data->bytes.size());
     if (!data->bytes.empty()) std::memcpy(bytes_.data() + offset, data->bytes.data(), data->bytes.size());
     weights_.push_back({name, data, offset});
     keep_.push_back(data);
-    int64_t id = static_cast<int64_t>(weights_.size() - 1);
-    index_.emplace(data.get(), id);
+    const int64_t id = static_cast<int64_t>(weights_.size() - 1);
+    by_pointer_.emplace(data.get(), id);
+    by_content_.emplace(hash, id);
     return id;
   }
 
@@ -92,8 +106,9 @@ class WeightsBlob {
 
  private:
   std::vector<Item> weights_;
-  std::vector<std::shared_ptr<const ir::ConstData>> keep_;
-  std::unordered_map<const ir::ConstData*, int64_t> index_;
+  std::vector<std::shared_ptr<const ir::ConstData>> keep_;  // keeps by_pointer_'s keys alive
+  std::unordered_map<const ir::ConstData*, int64_t> by_pointer_;
+  std::unordered_multimap<uint64_t, int64_t> by_content_;  // XXH64 of the bytes -> weight
   std::vector<uint8_t> bytes_;
 };
 
@@ -229,6 +244,37 @@ flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const
                           b.CreateVector(symbols));
 }
 
+// Input or output `k` of the model as the entries see it: each dim the entries agree on;
+// else the one symbolic form the symbolic entries share (the constants are its
+// specialisations: N=1 and N in 1..64 give N); else the forms joined by '|' ("1|4").
+flatbuffers::Offset<fb::IoInfo> WriteMergedIo(flatbuffers::FlatBufferBuilder& b, const std::vector<EntryRecord>& entries,
+                                              bool input, size_t k) {
+  auto value = [&](const EntryRecord& e) -> const ir::Value& {
+    const ir::Trace& t = e.plan.trace;
+    return t.value(input ? t.inputs[k] : t.outputs[k]);
+  };
+  ir::Value merged = value(entries.front());
+  for (size_t d = 0; d < merged.shape.size(); ++d) {
+    std::vector<ir::Sym> forms;
+    for (const EntryRecord& e : entries) {
+      const ir::Sym& s = value(e).shape[d];
+      if (std::none_of(forms.begin(), forms.end(), [&](const ir::Sym& f) { return f.Same(s); })) forms.push_back(s);
+    }
+    if (forms.size() == 1) continue;
+    std::vector<ir::Sym> symbolic;
+    for (const ir::Sym& f : forms)
+      if (!f.is_const()) symbolic.push_back(f);
+    if (symbolic.size() == 1) {
+      merged.shape[d] = symbolic[0];
+      continue;
+    }
+    std::string joined;
+    for (const ir::Sym& f : forms) joined += (joined.empty() ? "" : "|") + f.ToString();
+    merged.shape[d] = ir::Sym::Var(joined);
+  }
+  return WriteIo(b, merged);
+}
+
 }  // namespace
 
 flatbuffers::Offset<fb::Program> WriteProgram(flatbuffers::FlatBufferBuilder& b, const fused::Program& p) {
@@ -274,8 +320,10 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   }
   const ir::Trace& first = artifact.entries.front().plan.trace;
   std::vector<flatbuffers::Offset<fb::IoInfo>> inputs, outputs;
-  for (ir::ValueId id : first.inputs) inputs.push_back(WriteIo(b, first.value(id)));
-  for (ir::ValueId id : first.outputs) outputs.push_back(WriteIo(b, first.value(id)));
+  for (size_t k = 0; k < first.inputs.size(); ++k)
+    inputs.push_back(artifact.inputs.empty() ? WriteMergedIo(b, artifact.entries, true, k)
+                                             : WriteIo(b, artifact.inputs[k]));
+  for (size_t k = 0; k < first.outputs.size(); ++k) outputs.push_back(WriteMergedIo(b, artifact.entries, false, k));
   std::vector<flatbuffers::Offset<fb::Weight>> wtable;
   for (const auto& w : weights.items())
     wtable.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<int32_t>(w.data->dtype),

@@ -55,6 +55,10 @@ struct KernelRecord {
 struct ArtifactRecord {
   std::string source;                 // model file name
   std::vector<EntryRecord> entries;   // at least one
+  // The model's runtime inputs as declared (before any profile fixed a dim), for
+  // Model::inputs(). Empty: taken from the entries, as the outputs always are (each dim the
+  // entries agree on; else the one symbolic form they share; else their forms joined by '|').
+  std::vector<ir::Value> inputs;
   std::vector<std::string> target_archs;  // cubin archs and PTX ("compute_90"); empty: CPU-only
   std::vector<KernelRecord> kernels;
   // The kernel of each fused node's FusedKernel (nodes share FusedKernel objects across the

@@ -33,7 +33,9 @@ inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // One dimension of a model input or output as declared by the artifact: a constant, or
-// a symbol name such as "N" (then `value` is -1).
+// (then `value` is -1) a symbol such as "N", an expression over symbols for an output
+// ("((H+1) floordiv 2)"), or where the entries fix it differently, their values joined by
+// '|' ("1|4"). Inputs are as the model declares them, before any compile profile.
 struct DimInfo {
   int64_t value = -1;
   std::string symbol;

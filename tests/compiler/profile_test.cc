@@ -27,12 +27,13 @@ std::string ParseError(const std::string& text) {
   return std::string(p.status().message());
 }
 
-// x: float32[N, 3, H, W], y: float32[N, 5]; out = x (the graph's body does not matter here).
+// x: float32[N, 3, H, W], y: float32[N, 5], s: int64 scalar; out = x (the body does not matter).
 ir::Trace TwoInputTrace() {
   auto m = testing::MakeModel(13);
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {"N", "3", "H", "W"});
   testing::AddInput(g, "y", {"N", "5"});
+  testing::AddInput(g, "s", {}, onnx::TensorProto::INT64);
   testing::AddNode(g, "Identity", {"x"}, {"out"});
   testing::AddOutput(g, "out");
   auto t = testing::Import(m);
@@ -80,6 +81,12 @@ TEST_CASE("profile text: values, ranges, steps, positions and several inputs") {
   CHECK(tf.dims[0].range.min == 2);
   CHECK(tf.dims[0].range.max == kNoMax);
   CHECK(tf.dims[0].range.Describe("B") == "B >= 2");
+  // An open range with a step stays open.
+  const DimRange open_step = Parsed("x:N=5..:8").dims[0].range;
+  CHECK(open_step.min == 8);
+  CHECK(open_step.max == kNoMax);
+  CHECK(open_step.Describe("N") == "N >= 8:8");
+  CHECK(open_step.Values() == ">= 8:8");
   CHECK(tf.dims[1].input == "mask");
 
   // A range is narrowed to the multiples of its step.
@@ -104,8 +111,11 @@ TEST_CASE("profile text errors say what was expected") {
         "profile 'images:N=0' images:N: '0' is not a dim value >= 1, a range LO..HI or LO..");
   CHECK(ParseError("images:N=x") ==
         "profile 'images:N=x' images:N: 'x' is not a dim value >= 1, a range LO..HI or LO..");
-  CHECK(ParseError("images:N=64..1") == "profile 'images:N=64..1' images:N: the range in 64..1 admits no value");
-  CHECK(ParseError("images:N=3..5:8") == "profile 'images:N=3..5:8' images:N: the range in 3..5:8 admits no value");
+  CHECK(ParseError("images:N=64..1") == "profile 'images:N=64..1' images:N: '64..1' admits no value");
+  CHECK(ParseError("images:N=3..5:8") == "profile 'images:N=3..5:8' images:N: '3..5:8' admits no value");
+  CHECK(ParseError("images:N=3:2") == "profile 'images:N=3:2' images:N: '3:2' admits no value");
+  CHECK(ParseError("x:N=9223372036854775807..:2") ==
+        "profile 'x:N=9223372036854775807..:2' x:N: '9223372036854775807..:2' admits no value");
   CHECK(ParseError("images:N=1..4:0") == "profile 'images:N=1..4:0' images:N: divisor '0' is not an integer >= 1");
   CHECK(ParseError("images:N=-1..4") ==
         "profile 'images:N=-1..4' images:N: range start '-1' is not an integer >= 1");
@@ -163,11 +173,19 @@ TEST_CASE("profiles are tried as given, except that one whose shapes fit inside 
 }
 
 TEST_CASE("profile resolution errors name the input, the dim and what the model declares") {
-  CHECK(ResolveError("z:N=1") == "profile 'z:N=1': 'z' is not a runtime input of the model (inputs: 'x', 'y')");
+  CHECK(ResolveError("z:N=1") == "profile 'z:N=1': 'z' is not a runtime input of the model (inputs: 'x', 'y', 's')");
   CHECK(ResolveError("x:M=1") ==
         "profile 'x:M=1': input 'x' [N, 3, H, W] has no dim named 'M' (name a symbol it declares, or a position 0..3)");
   CHECK(ResolveError("x:7=1") == "profile 'x:7=1': input 'x' has rank 4 ([N, 3, H, W]), so it has no dim 7");
-  CHECK(ResolveError("x:1=4") == "profile 'x:1=4': input 'x' dim 1 is fixed to 3 by the model (or --shape), outside 1=4");
+  CHECK(ResolveError("x:1=4") == "profile 'x:1=4': input 'x' dim 1 is fixed to 3 by the model (or --shape), not 4");
+  CHECK(ResolveError("x:1=4..8:4") ==
+        "profile 'x:1=4..8:4': input 'x' dim 1 is fixed to 3 by the model (or --shape), not 4..8:4");
+  // Two steps on one symbol: their least common multiple, or an error when it overflows.
+  CHECK(Resolved("x:N=1..:4;y:N=1..:6").name == "N >= 12:12");
+  CHECK(ResolveError("x:N=1..:4294967311;y:N=1..:4294967357") ==
+        "profile 'x:N=1..:4294967311;y:N=1..:4294967357': N >= 4294967311:4294967311 and N >= 4294967357:4294967357 "
+        "admit no common value");
+  CHECK(ResolveError("s:0=1") == "profile 's:0=1': input 's' is a scalar (rank 0): it has no dims to constrain");
   CHECK(ResolveError("x:N=1..2;y:N=5..6") == "profile 'x:N=1..2;y:N=5..6': N in 1..2 and N in 5..6 admit no common value");
 }
 
@@ -207,6 +225,14 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
   CHECK(model->entries()[1].prologue_text.find("  check x.shape[0] == 4\n") != std::string::npos);
   CHECK(model->entries()[2].prologue_text.find("  N = x.shape[0]\n  check N in 1..64\n") != std::string::npos);
   CHECK(model->entries()[1].stage_traces[0].find("float32[4, 3]") != std::string::npos);
+  // The model's I/O as declared, not entry 0's: x is [N, 3]; y's dim 0 is 1, 4 or N, so N.
+  CHECK(model->inputs()[0].shape[0].symbol == "N");
+  CHECK(model->outputs()[0].shape[0].symbol == "N");
+  CHECK(model->outputs()[0].shape[1].value == 3);
+  // One copy of the weights, though each fixed profile imports the model again.
+  auto single = Model::Load(testing::CompileModel(ScaleModel()));
+  REQUIRE(single.ok());
+  CHECK(model->weights_bytes() == single->weights_bytes());
 
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
@@ -244,6 +270,14 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
         "entry 0 (N=1): input 'x' dim 0 = 80, expected 1\n"
         "entry 1 (N=4): input 'x' dim 0 = 80, expected 4\n"
         "entry 2 (N in 1..64): input 'x' dim 0 (N) = 80, expected 1..64");
+}
+
+TEST_CASE("profiles: an output dim the entries fix differently reads as their values joined by '|'") {
+  auto model = Model::Load(testing::CompileModel(ScaleModel(), WithProfiles({"x:N=1", "x:N=4"})));
+  REQUIRE(model.ok());
+  CHECK(model->inputs()[0].shape[0].symbol == "N");
+  CHECK(model->outputs()[0].shape[0].symbol == "1|4");
+  CHECK(model->outputs()[0].shape[0].value == -1);
 }
 
 TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the compiler") {
@@ -306,8 +340,8 @@ TEST_CASE("profiles: guards their ranges imply are dropped, and a range no shape
   std::filesystem::remove(path);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
-        "profile 'x:L=1..2': no input shape fits: node 'pool' (MaxPool), whose output 'y' dim 2 must be >= 1 needs "
-        "(0 < (L-2)), which fails for every L in 1..2");
+        "profile 'x:L=1..2': no input shape in the ranges can run this entry: node 'pool' (MaxPool), whose output "
+        "'y' dim 2 must be >= 1 needs (0 < (L-2)), which fails for every L in 1..2");
 }
 
 }  // namespace kiln::compiler

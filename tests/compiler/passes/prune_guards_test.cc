@@ -45,9 +45,9 @@ TEST_CASE("guards the symbol ranges imply are dropped, by intervals or by enumer
 
 TEST_CASE("a guard no binding in the ranges passes is an error naming it") {
   CHECK(Prune(ir::Lt(0, H - 2), {{"H", {1, 2, 1}}}) ==
-        "no input shape fits: node 'n' (Op) needs (0 < (H-2)), which fails for every H in 1..2");
+        "no input shape in the ranges can run this entry: node 'n' (Op) needs (0 < (H-2)), which fails for every H in 1..2");
   CHECK(Prune(ir::Eq(ir::Mod(H, 2), 1), {{"H", {2, 64, 2}}}) ==
-        "no input shape fits: node 'n' (Op) needs ((H mod 2) == 1), which fails for every H in 2..64:2");
+        "no input shape in the ranges can run this entry: node 'n' (Op) needs ((H mod 2) == 1), which fails for every H in 2..64:2");
 }
 
 }  // namespace kiln::passes
