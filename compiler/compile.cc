@@ -134,9 +134,11 @@ std::string CodegenText(const serialize::ArtifactRecord& record, const serialize
   return s;
 }
 
-Result<ir::Trace> Import(const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes) {
+Result<ir::Trace> Import(const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes,
+                         const CompileOptions& options) {
   onnx_import::ImportOptions import_options;
   import_options.input_shapes = shapes;
+  import_options.constant_inputs = options.constant_inputs;
   return onnx_import::ImportOnnxFile(path, import_options);
 }
 
@@ -272,7 +274,7 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
   const int64_t start = NowNs();
   log(fmt::format("import {}", path));
   int64_t t0 = NowNs();
-  KILN_ASSIGN_OR_RETURN(ir::Trace imported, Import(path, options.input_shapes));
+  KILN_ASSIGN_OR_RETURN(ir::Trace imported, Import(path, options.input_shapes, options));
   const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,
                                             static_cast<int>(imported.body.nodes.size())};
 
@@ -313,7 +315,7 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
             if (dims[d] >= 0) it->second[d] = dims[d];
       }
       t0 = NowNs();
-      auto specialised = Import(path, shapes);
+      auto specialised = Import(path, shapes, options);
       if (!specialised.ok()) {
         st = specialised.status();
       } else {

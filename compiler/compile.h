@@ -18,6 +18,8 @@ namespace kiln::compiler {
 struct CompileOptions {
   // Fixes dims of inputs (name -> dims, -1 keeps a dim symbolic), as `--shape`.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Binds runtime inputs to constants, as `--constant-input` (onnx_import::ImportOptions).
+  std::map<std::string, std::shared_ptr<const ir::ConstData>> constant_inputs;
   // Shape specialisations (compiler/profile.h): one entry each, compiled for the shapes it
   // admits, in this order except that one whose shapes fit inside another's goes first
   // (TryOrder). Empty: one entry, symbolic where the model is.

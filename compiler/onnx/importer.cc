@@ -458,7 +458,7 @@ Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& wha
 Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
   std::unordered_set<std::string> init_names;
   for (const auto& t : g.initializer()) init_names.insert(t.name());
-  std::unordered_set<std::string> runtime_inputs;
+  std::unordered_set<std::string> runtime_inputs, constant_inputs;
   for (const auto& in : g.input()) {
     const std::string& name = in.name();
     if (init_names.count(name)) continue;  // frozen: a constant, not a runtime input
@@ -521,6 +521,23 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
         }
       }
     }
+    if (auto c = options_.constant_inputs.find(name); c != options_.constant_inputs.end()) {
+      // Bound to a constant: shapes that depend on it (axes, pads, sizes) are known now.
+      const ConstData& d = *c->second;
+      bool fits = d.dtype == dtype && (!tt.has_shape() || d.dims.size() == shape.size());
+      for (size_t i = 0; fits && tt.has_shape() && i < shape.size(); ++i)
+        fits = !shape[i].is_const() || *shape[i].value() == d.dims[i];
+      if (!fits) {
+        SymShape given;
+        for (int64_t x : d.dims) given.push_back(Sym(x));
+        return InvalidArgument("constant_inputs[" + Q(name) + "] is " + std::string(DTypeName(d.dtype)) +
+                               ir::ShapeToString(given) + ", the model declares " + std::string(DTypeName(dtype)) +
+                               ir::ShapeToString(shape));
+      }
+      KILN_RETURN_IF_ERROR(Define(name, AddConst(name, c->second), "graph"));
+      constant_inputs.insert(name);
+      continue;
+    }
     Value v;
     v.name = name;
     v.dtype = dtype;
@@ -531,6 +548,9 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
     trace_.inputs.push_back(id);
     runtime_inputs.insert(name);
   }
+  for (const auto& [name, data] : options_.constant_inputs)
+    if (!constant_inputs.count(name))
+      return InvalidArgument("constant_inputs names " + Q(name) + ", which is not a runtime input of the model");
   for (const auto& [name, dims] : options_.input_shapes) {
     if (runtime_inputs.count(name)) continue;
     if (init_names.count(name))

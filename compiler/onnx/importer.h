@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct ImportOptions {
   // Fixes dims of runtime inputs: name -> dims, -1 keeps the declared dim. Rank must match
   // the declaration and a fixed declared dim must agree, else InvalidArgument naming the input.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Binds runtime inputs to constants (name -> value): the input is no longer a runtime
+  // input, and everything computed from it folds, such as a Reduce's `axes` or a Resize's
+  // `sizes` fed as inputs. dtype must match and dims the declared constant dims, else
+  // InvalidArgument.
+  std::map<std::string, std::shared_ptr<const ir::ConstData>> constant_inputs;
   // Largest model file (and largest external-data file) read.
   uint64_t max_file_bytes = 4ull << 30;
 };

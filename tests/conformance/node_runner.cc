@@ -1,0 +1,501 @@
+// kiln_conformance: ONNX's backend node test suite through Kiln. Each case folder
+// (`model.onnx`, `test_data_set_K/input_N.pb`, `output_N.pb`) is compiled with the real
+// driver (CPU-only artifact), run on the CPU backend, and compared with the stored outputs.
+//
+//   kiln_conformance --data build/onnx-tests/node [--expected tests/conformance/expected_pass.txt]
+//                    [--json out.json] [--markdown out.md] [--filter SUBSTRING] [--jobs N]
+//
+// Each case runs in a child process (a crash or a hang is that case's failure, not the
+// runner's) and ends as one of:
+//   pass          every output of every test set matches (same dtype and shape; values with
+//                 |got - want| <= atol + rtol * |want|, atol 1e-7, rtol 1e-3 as ONNX's own
+//                 backend test; NaN where NaN is expected; integers and bools exactly)
+//   fail          a compile error other than kUnimplemented, a run error, a mismatch, a crash
+//   unsupported   the compiler says kUnimplemented: valid ONNX that Kiln does not support
+//   out of scope  string, sequence, optional, map, complex, float8, int4 and float4 types; the
+//                 ai.onnx.ml and training domains; random ops; training losses
+//                 (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and ImageDecoder
+//                 (decided before compiling, from the model's types and nodes)
+// Prints one line per case that is not a pass, a per-op table, and totals. With --expected,
+// exits 1 when a listed case does not pass (a regression) and lists cases that pass but are
+// not listed (the list can be raised); else exits 0.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/compile.h"
+#include "compiler/io/tensor_io.h"
+#include "kiln/runtime.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/half.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kAtol = 1e-7, kRtol = 1e-3;
+constexpr int kCaseTimeoutSeconds = 120;
+
+enum class Outcome { kPass, kFail, kUnsupported, kOutOfScope };
+
+const char* OutcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::kPass: return "pass";
+    case Outcome::kFail: return "fail";
+    case Outcome::kUnsupported: return "unsupported";
+    case Outcome::kOutOfScope: return "out of scope";
+  }
+  return "?";
+}
+
+struct CaseResult {
+  std::string name;
+  std::string op;
+  Outcome outcome = Outcome::kFail;
+  std::string detail;
+};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
+  return s;
+}
+
+bool IsOutOfScopeElemType(int32_t t) {
+  return t == onnx::TensorProto::STRING || t == onnx::TensorProto::COMPLEX64 || t == onnx::TensorProto::COMPLEX128 ||
+         t >= 17;  // FLOAT8E4M3FN and later: float8, int4/uint4, float4 (newer than Debian's onnx.proto)
+}
+
+// Why a type is out of scope, or "".
+std::string TypeScope(const onnx::TypeProto& t) {
+  if (t.has_sequence_type()) return "sequence type";
+  if (t.has_optional_type()) return "optional type";
+  if (t.has_map_type()) return "map type";
+  if (t.has_sparse_tensor_type()) return "sparse tensor type";
+  if (t.has_tensor_type() && IsOutOfScopeElemType(t.tensor_type().elem_type()))
+    return fmt::format("element type {}", t.tensor_type().elem_type());
+  return "";
+}
+
+std::string GraphScope(const onnx::GraphProto& g) {
+  static const std::set<std::string> kRandom = {"RandomNormal", "RandomNormalLike", "RandomUniform",
+                                                "RandomUniformLike", "Bernoulli", "Multinomial"};
+  static const std::set<std::string> kStringOps = {"StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch",
+                                                   "TfIdfVectorizer"};
+  // Training losses (no inference model computes one) and media decoding (a codec's job).
+  static const std::set<std::string> kNotInference = {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+                                                      "ImageDecoder"};
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+    for (const onnx::ValueInfoProto& v : *list)
+      if (std::string why = TypeScope(v.type()); !why.empty()) return why + " ('" + v.name() + "')";
+  for (const onnx::TensorProto& t : g.initializer())
+    if (IsOutOfScopeElemType(t.data_type())) return "initializer element type";
+  for (const onnx::NodeProto& n : g.node()) {
+    const std::string& d = n.domain();
+    if (!d.empty() && d != "ai.onnx") return "domain " + d;
+    if (kRandom.count(n.op_type())) return "random op " + n.op_type();
+    if (kStringOps.count(n.op_type())) return "string op " + n.op_type();
+    if (kNotInference.count(n.op_type())) return "not an inference op: " + n.op_type();
+    if (n.op_type().find("Sequence") != std::string::npos || n.op_type().rfind("Optional", 0) == 0)
+      return "sequence/optional op " + n.op_type();
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if ((a.name() == "to" || a.name() == "output_dtype" || a.name() == "dtype") && a.type() == onnx::AttributeProto::INT &&
+          IsOutOfScopeElemType(static_cast<int32_t>(a.i())))
+        return n.op_type() + " to element type " + std::to_string(a.i());
+      if (a.type() == onnx::AttributeProto::TENSOR && IsOutOfScopeElemType(a.t().data_type()))
+        return n.op_type() + " attribute of an out-of-scope element type";
+      if (a.type() == onnx::AttributeProto::GRAPH)
+        if (std::string why = GraphScope(a.g()); !why.empty()) return why;
+    }
+  }
+  return "";
+}
+
+// The op a case tests: the node whose op name prefixes the case name (test_reduce_sum_... ->
+// ReduceSum), else the first node's.
+std::string CaseOp(const onnx::GraphProto& g, const std::string& case_name) {
+  std::string name = case_name.rfind("test_", 0) == 0 ? case_name.substr(5) : case_name;
+  const std::string key = Lower(name);
+  std::string best;
+  for (const onnx::NodeProto& n : g.node()) {
+    const std::string op = Lower(n.op_type());
+    if (key.rfind(op, 0) == 0 && op.size() > Lower(best).size()) best = n.op_type();
+  }
+  if (best.empty() && g.node_size() > 0) best = g.node(0).op_type();
+  return best;
+}
+
+double ElementAt(const kiln::io::HostTensor& t, int64_t i) {
+  const uint8_t* p = t.bytes.data();
+  switch (t.dtype) {
+    case kiln::DType::kFloat32: { float v; std::memcpy(&v, p + i * 4, 4); return v; }
+    case kiln::DType::kFloat64: { double v; std::memcpy(&v, p + i * 8, 8); return v; }
+    case kiln::DType::kFloat16: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return kiln::HalfToFloat(v); }
+    case kiln::DType::kBFloat16: { uint16_t v; std::memcpy(&v, p + i * 2, 2); return kiln::BF16ToFloat(v); }
+    default: return 0;
+  }
+}
+
+bool IsFloat(kiln::DType d) {
+  return d == kiln::DType::kFloat32 || d == kiln::DType::kFloat64 || d == kiln::DType::kFloat16 ||
+         d == kiln::DType::kBFloat16;
+}
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// "" when `got` matches `want`, else what differs.
+std::string Compare(const kiln::io::HostTensor& want, const kiln::TensorView& got_view, size_t k) {
+  const kiln::io::HostTensor got = kiln::io::HostTensor::FromView("", got_view);
+  if (got.dtype != want.dtype)
+    return fmt::format("output {}: dtype {}, expected {}", k, kiln::DTypeName(got.dtype), kiln::DTypeName(want.dtype));
+  if (got.dims != want.dims)
+    return fmt::format("output {}: shape {}, expected {}", k, DimsText(got.dims), DimsText(want.dims));
+  if (!IsFloat(want.dtype)) {
+    if (got.bytes != want.bytes) {
+      const size_t e = kiln::DTypeSize(want.dtype);
+      size_t i = 0;
+      while (i < got.bytes.size() && got.bytes[i] == want.bytes[i]) ++i;
+      return fmt::format("output {}: element {} differs (integers and bools compare exactly)", k, i / e);
+    }
+    return "";
+  }
+  const int64_t n = want.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = ElementAt(got, i), w = ElementAt(want, i);
+    if (std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= kAtol + kRtol * std::fabs(w)) continue;
+    if (std::isinf(w) && g == w) continue;
+    return fmt::format("output {}: element {} = {}, expected {}", k, i, g, w);
+  }
+  return "";
+}
+
+CaseResult RunCase(const fs::path& dir) {
+  CaseResult r;
+  r.name = dir.filename().string();
+  onnx::ModelProto m;
+  {
+    std::ifstream f(dir / "model.onnx", std::ios::binary);
+    if (!m.ParseFromIstream(&f)) {
+      r.detail = "model.onnx does not parse";
+      return r;
+    }
+  }
+  r.op = CaseOp(m.graph(), r.name);
+  if (std::string why = GraphScope(m.graph()); !why.empty()) {
+    r.outcome = Outcome::kOutOfScope;
+    r.detail = why;
+    return r;
+  }
+  // Inputs in graph order (initializers are not inputs), read from each test set by position.
+  std::vector<std::string> graph_inputs;
+  {
+    std::set<std::string> inits;
+    for (const onnx::TensorProto& t : m.graph().initializer()) inits.insert(t.name());
+    for (const onnx::ValueInfoProto& v : m.graph().input())
+      if (!inits.count(v.name())) graph_inputs.push_back(v.name());
+  }
+  auto read_set = [&](const fs::path& set) -> kiln::Result<std::map<std::string, kiln::io::HostTensor>> {
+    std::map<std::string, kiln::io::HostTensor> by_name;
+    for (size_t k = 0; k < graph_inputs.size(); ++k) {
+      KILN_ASSIGN_OR_RETURN(kiln::io::HostTensor t,
+                            kiln::io::ReadTensorProtoFile((set / ("input_" + std::to_string(k) + ".pb")).string()));
+      by_name[graph_inputs[k]] = std::move(t);
+    }
+    return by_name;
+  };
+  auto first_set = read_set(dir / "test_data_set_0");
+  if (!first_set.ok()) {
+    r.detail = "test_data_set_0: " + first_set.status().ToString();
+    return r;
+  }
+
+  // An input Kiln needs at compile time (a Reduce's axes, a Resize's sizes, fed as graph
+  // inputs by the test) is bound to test set 0's value, as `kiln compile --constant-input`
+  // does; such passes are reported with the inputs they bound.
+  kiln::compiler::CompileOptions options;
+  options.archs.clear();
+  std::string bound;
+  kiln::Result<std::vector<uint8_t>> bytes = kiln::Status(kiln::StatusCode::kInternal, "not compiled");
+  for (;;) {
+    bytes = kiln::compiler::CompileOnnxFile((dir / "model.onnx").string(), options, nullptr);
+    if (bytes.ok() || bytes.status().code() != kiln::StatusCode::kUnimplemented) break;
+    const std::string msg(bytes.status().message());
+    const size_t at = msg.find(") is not known at compile time");
+    const size_t open = at == std::string::npos ? at : msg.rfind('(', at);
+    if (open == std::string::npos) break;
+    const std::string name = msg.substr(open + 1, at - open - 1);
+    auto it = first_set->find(name);
+    if (it == first_set->end() || options.constant_inputs.count(name)) break;
+    auto data = std::make_shared<kiln::ir::ConstData>();
+    data->dtype = it->second.dtype;
+    data->dims = it->second.dims;
+    data->bytes = it->second.bytes;
+    options.constant_inputs[name] = std::move(data);
+    bound += (bound.empty() ? "" : ", ") + name;
+  }
+  if (!bytes.ok()) {
+    r.outcome = bytes.status().code() == kiln::StatusCode::kUnimplemented ? Outcome::kUnsupported : Outcome::kFail;
+    r.detail = "compile: " + bytes.status().ToString();
+    return r;
+  }
+  auto model = kiln::Model::Load(*bytes);
+  if (!model.ok()) {
+    r.detail = "load: " + model.status().ToString();
+    return r;
+  }
+  auto ctx = kiln::ExecutionContext::Create(*model, {kiln::Device::kCpu});
+  if (!ctx.ok()) {
+    r.detail = "context: " + ctx.status().ToString();
+    return r;
+  }
+  int sets = 0;
+  for (; fs::exists(dir / ("test_data_set_" + std::to_string(sets))); ++sets) {
+    const fs::path set = dir / ("test_data_set_" + std::to_string(sets));
+    auto inputs = read_set(set);
+    if (!inputs.ok()) {
+      r.detail = set.filename().string() + ": inputs: " + inputs.status().ToString();
+      return r;
+    }
+    for (const auto& [name, data] : options.constant_inputs)
+      if (inputs->at(name).bytes != data->bytes || inputs->at(name).dims != data->dims) {
+        r.outcome = Outcome::kUnsupported;
+        r.detail = set.filename().string() + ": input '" + name + "' differs from test_data_set_0's, which was bound";
+        return r;
+      }
+    std::vector<kiln::TensorView> views;
+    for (const kiln::TensorInfo& t : model->inputs()) views.push_back(inputs->at(t.name).view());
+    std::vector<kiln::TensorView> out;
+    kiln::Status st = ctx->Run(views, out);
+    if (!st.ok()) {
+      r.detail = set.filename().string() + ": run: " + st.ToString();
+      return r;
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      const fs::path want_path = set / ("output_" + std::to_string(k) + ".pb");
+      auto want = kiln::io::ReadTensorProtoFile(want_path.string());
+      if (!want.ok()) {
+        r.detail = set.filename().string() + ": " + want.status().ToString();
+        return r;
+      }
+      if (std::string diff = Compare(*want, out[k], k); !diff.empty()) {
+        r.detail = set.filename().string() + ": " + diff;
+        return r;
+      }
+    }
+    if (fs::exists(set / ("output_" + std::to_string(out.size()) + ".pb"))) {
+      r.detail = set.filename().string() + ": Kiln gave " + std::to_string(out.size()) + " outputs, the test more";
+      return r;
+    }
+  }
+  r.outcome = Outcome::kPass;
+  r.detail = std::to_string(sets) + " test sets";
+  if (!bound.empty()) r.detail += "; constant inputs: " + bound;
+  return r;
+}
+
+// Serialised as one line: outcome \t op \t detail (tabs and newlines in detail become spaces).
+std::string Encode(const CaseResult& r) {
+  std::string d = r.detail;
+  std::replace(d.begin(), d.end(), '\t', ' ');
+  std::replace(d.begin(), d.end(), '\n', ' ');
+  return fmt::format("{}\t{}\t{}", static_cast<int>(r.outcome), r.op, d);
+}
+
+CaseResult Decode(const std::string& name, const std::string& line) {
+  CaseResult r;
+  r.name = name;
+  std::istringstream in(line);
+  std::string outcome;
+  std::getline(in, outcome, '\t');
+  std::getline(in, r.op, '\t');
+  std::getline(in, r.detail);
+  r.outcome = static_cast<Outcome>(std::atoi(outcome.c_str()));
+  return r;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string name;
+  std::string out;
+  time_t started = 0;
+};
+
+// Runs every case, `jobs` child processes at a time.
+std::vector<CaseResult> RunAll(const std::vector<fs::path>& cases, int jobs) {
+  std::vector<CaseResult> results;
+  std::vector<Child> running;
+  size_t next = 0;
+  auto finish = [&](Child& c) {
+    int status = 0;
+    waitpid(c.pid, &status, 0);
+    close(c.fd);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !c.out.empty()) {
+      if (!c.out.empty() && c.out.back() == '\n') c.out.pop_back();
+      results.push_back(Decode(c.name, c.out));
+    } else {
+      CaseResult r;
+      r.name = c.name;
+      r.detail = WIFSIGNALED(status) ? fmt::format("crashed: signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                     : fmt::format("child exited with status {}", WEXITSTATUS(status));
+      if (time(nullptr) - c.started >= kCaseTimeoutSeconds) r.detail = fmt::format("timed out after {} s", kCaseTimeoutSeconds);
+      results.push_back(r);
+    }
+  };
+  while (next < cases.size() || !running.empty()) {
+    while (next < cases.size() && static_cast<int>(running.size()) < jobs) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        std::perror("pipe");
+        std::exit(2);
+      }
+      std::cout.flush();
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        alarm(kCaseTimeoutSeconds);
+        const std::string line = Encode(RunCase(cases[next])) + "\n";
+        if (write(fds[1], line.data(), line.size()) < 0) _exit(3);
+        _exit(0);
+      }
+      close(fds[1]);
+      running.push_back({pid, fds[0], cases[next].filename().string(), "", time(nullptr)});
+      ++next;
+    }
+    std::vector<pollfd> pfds;
+    for (const Child& c : running) pfds.push_back({c.fd, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 1000);
+    for (size_t i = running.size(); i-- > 0;) {
+      if (!(pfds[i].revents & (POLLIN | POLLHUP))) continue;
+      char buf[4096];
+      const ssize_t n = read(running[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        running[i].out.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      finish(running[i]);
+      running.erase(running.begin() + static_cast<ptrdiff_t>(i));
+    }
+  }
+  std::sort(results.begin(), results.end(), [](const CaseResult& a, const CaseResult& b) { return a.name < b.name; });
+  return results;
+}
+
+// Expanded cases (test_x_expanded, test_x_expanded_ver18) test the op of test_x.
+void NameExpandedOps(std::vector<CaseResult>& results) {
+  std::map<std::string, std::string> op_of;
+  for (const CaseResult& r : results) op_of[r.name] = r.op;
+  for (CaseResult& r : results) {
+    const size_t at = r.name.find("_expanded");
+    if (at == std::string::npos) continue;
+    auto it = op_of.find(r.name.substr(0, at));
+    if (it != op_of.end() && !it->second.empty()) r.op = it->second;
+  }
+}
+
+int Usage(const char* why) {
+  std::cerr << "kiln_conformance: " << why << "\n"
+            << "usage: kiln_conformance --data DIR [--expected FILE] [--json FILE] [--markdown FILE] [--filter TEXT] "
+               "[--jobs N]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data, expected_path, json_path, markdown_path, filter;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--data") data = value();
+    else if (a == "--expected") expected_path = value();
+    else if (a == "--json") json_path = value();
+    else if (a == "--markdown") markdown_path = value();
+    else if (a == "--filter") filter = value();
+    else if (a == "--jobs") jobs = std::max(1, std::atoi(value().c_str()));
+    else return Usage(("unknown argument '" + a + "'").c_str());
+  }
+  if (data.empty() || !fs::is_directory(data)) return Usage("--data must name the folder of node test cases");
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(data))
+    if (fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(filter) != std::string::npos)
+      cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  std::vector<CaseResult> results = RunAll(cases, jobs);
+  NameExpandedOps(results);
+
+  // Per op: pass, fail, unsupported, out of scope.
+  std::map<std::string, std::array<int, 4>> table;
+  std::array<int, 4> totals{};
+  int bound_passes = 0;
+  for (const CaseResult& r : results) {
+    if (r.outcome == Outcome::kPass && r.detail.find("constant inputs:") != std::string::npos) ++bound_passes;
+    ++table[r.op.empty() ? "(none)" : r.op][static_cast<int>(r.outcome)];
+    ++totals[static_cast<int>(r.outcome)];
+    if (r.outcome == Outcome::kFail || r.outcome == Outcome::kUnsupported)
+      std::cout << fmt::format("{:<12} {} [{}]: {}\n", OutcomeName(r.outcome), r.name, r.op, r.detail);
+  }
+  std::string md = "| op | pass | fail | unsupported | out of scope |\n|---|---|---|---|---|\n";
+  for (const auto& [op, c] : table) md += fmt::format("| {} | {} | {} | {} | {} |\n", op, c[0], c[1], c[2], c[3]);
+  const int in_scope = totals[0] + totals[1] + totals[2];
+  const std::string summary =
+      fmt::format("{} cases: {} in scope, {} pass ({:.1f}% of in scope; {} with inputs bound to constants), {} fail, "
+                  "{} unsupported, {} out of scope",
+                  results.size(), in_scope, totals[0], in_scope ? 100.0 * totals[0] / in_scope : 0.0, bound_passes,
+                  totals[1], totals[2], totals[3]);
+  std::cout << "\n" << md << "\n" << summary << "\n";
+  if (!markdown_path.empty()) std::ofstream(markdown_path) << md << "\n" << summary << "\n";
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"total", results.size()}, {"in_scope", in_scope}, {"pass", totals[0]},
+                        {"pass_with_constant_inputs", bound_passes},
+                        {"fail", totals[1]}, {"unsupported", totals[2]}, {"out_of_scope", totals[3]}};
+    for (const auto& [op, c] : table)
+      j["ops"][op] = {{"pass", c[0]}, {"fail", c[1]}, {"unsupported", c[2]}, {"out_of_scope", c[3]}};
+    for (const CaseResult& r : results)
+      j["cases"][r.name] = {{"op", r.op}, {"outcome", OutcomeName(r.outcome)}, {"detail", r.detail}};
+    std::ofstream(json_path) << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  if (expected_path.empty()) return 0;
+
+  std::set<std::string> expected;
+  {
+    std::ifstream f(expected_path);
+    for (std::string line; std::getline(f, line);)
+      if (!line.empty() && line[0] != '#') expected.insert(line);
+  }
+  int regressions = 0, raised = 0;
+  for (const CaseResult& r : results) {
+    const bool listed = expected.count(r.name) > 0;
+    if (listed && r.outcome != Outcome::kPass) {
+      std::cout << fmt::format("REGRESSION {}: expected to pass, {}: {}\n", r.name, OutcomeName(r.outcome), r.detail);
+      ++regressions;
+    } else if (!listed && r.outcome == Outcome::kPass) {
+      std::cout << fmt::format("newly passing (add to {}): {}\n", expected_path, r.name);
+      ++raised;
+    }
+  }
+  std::cout << fmt::format("{} regressions against {}; {} newly passing cases\n", regressions, expected_path, raised);
+  return regressions ? 1 : 0;
+}
