@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "runtime/half.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -54,6 +55,33 @@ TEST_CASE("MatMul on int64 and with K = 0") {
   auto ye = Output(DType::kFloat32, {2, 3});
   REQUIRE(RunKernel("MatMul", {}, {&e1, &e2}, {&ye}).ok());
   CHECK(ye.values<float>() == std::vector<float>(6, 0.0f));
+}
+
+// Half operands are multiplied in float32 and each output rounded once: 2048 + 3 is not a
+// float16 (its spacing there is 2) and rounds to the even neighbour 2052.
+TEST_CASE("MatMul on float16 and bfloat16 accumulates in float32 and rounds once") {
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    auto to = [dt](float f) { return dt == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f); };
+    auto from = [dt](uint16_t h) { return dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h); };
+    auto tensor = [&](std::vector<int64_t> dims, std::vector<float> v) {
+      TestTensor t(dt, std::move(dims), 2);
+      for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = to(v[i]);
+      return t;
+    };
+    auto a = tensor({2, 2}, {1, 2, 3, 4});
+    auto b = tensor({2, 2}, {0.5f, 1, -1, 2});
+    auto y = Output(dt, {2, 2});
+    REQUIRE(RunKernel("MatMul", {}, {&a, &b}, {&y}).ok());
+    std::vector<float> got;
+    for (uint16_t h : y.values<uint16_t>()) got.push_back(from(h));
+    CHECK(got == std::vector<float>{-1.5f, 5, -2.5f, 11});
+  }
+  TestTensor a(DType::kFloat16, {1, 2}, 2), b(DType::kFloat16, {2, 1}, 2);
+  a.data<uint16_t>()[0] = FloatToHalf(2048), a.data<uint16_t>()[1] = FloatToHalf(3);
+  b.data<uint16_t>()[0] = b.data<uint16_t>()[1] = FloatToHalf(1);
+  auto y = Output(DType::kFloat16, {1, 1});
+  REQUIRE(RunKernel("MatMul", {}, {&a, &b}, {&y}).ok());
+  CHECK(HalfToFloat(y.values<uint16_t>()[0]) == 2052.0f);
 }
 
 TEST_CASE("MatMul rejects mismatched inner dims") {
