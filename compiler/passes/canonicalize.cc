@@ -79,9 +79,9 @@ class Canonicalizer {
   }
 
   // Every output dim must be computable: a dim with no symbols that did not fold to a
-  // number overflowed int64. A symbolic dim computed from the inputs (a Conv or pool
-  // extent, a Slice length) must be at least 1 for the calls this entry accepts, as the
-  // static compile checks for fixed shapes; the prologue gets a guard for it.
+  // number overflowed int64. A static dim may be 0 (an empty tensor, as ONNX allows). A
+  // symbolic dim computed from the inputs (a Conv or pool extent, a Slice length) must be
+  // at least 1 for the calls this entry accepts; the prologue gets a guard for it.
   Status CheckOutputDims(const ir::Node& node) {
     for (ir::ValueId id : node.outputs) {
       if (id == ir::kNoValue) continue;
@@ -90,9 +90,7 @@ class Canonicalizer {
         const ir::Sym& dim = v.shape[d];
         if (IsPositive(dim)) continue;
         if (dim.Vars().empty()) {
-          if (dim.value() && *dim.value() == 0)
-            return Unimplemented("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
-                                 std::to_string(d) + " is 0; Kiln does not compile tensors with no elements");
+          if (dim.value() && *dim.value() == 0) continue;  // an empty tensor: every op and kernel accepts it
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
                                  std::to_string(d) + " is " + dim.ToString() + " (negative or overflowing int64)");
         }
