@@ -797,9 +797,11 @@ Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::strin
     node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
     node.attrs.SetInt("coerce_2d", 1);
   } else if (op == "Dropout") {
-    if (np.output_size() > 1 && Used(np.output(1)))
-      return Unimplemented(where + ": the mask output " + Q(np.output(1)) +
-                           " is used; Kiln runs Dropout as inference-mode Identity only");
+    // Before opset 10 the mask had the data's type; since then it is bool, as Kiln's Dropout makes it.
+    const bool mask_used = np.output_size() > 1 && Used(np.output(1));
+    if (mask_used && opset_ < 10)
+      return Unimplemented(where + ": the mask output " + Q(np.output(1)) + " of opset " + std::to_string(opset_) +
+                           " Dropout (a float mask) is used; Kiln supports it from opset 10");
     if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
       const Value& tm = trace_.value(node.inputs[2]);
       if (!tm.is_const())
@@ -809,10 +811,12 @@ Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::strin
         return Unimplemented(where + ": training_mode is true; Kiln supports inference mode only");
     }
     if (node.inputs.empty()) return InvalidArgument(where + ": expected input 'data'");
-    node.op = "Identity";
+    // In inference the output is the input and the mask is all true: an Identity, or a
+    // Dropout of the data alone when the mask is read.
+    node.op = mask_used ? "Dropout" : "Identity";
     node.inputs.resize(1);
     node.attrs = AttrMap();
-    *keep_outputs = 1;
+    *keep_outputs = mask_used ? 2 : 1;
   } else if (op == "BatchNormalization") {
     if (node.attrs.GetInt("training_mode", 0) != 0)
       return Unimplemented(where + ": training_mode=1 is not supported (inference only)");
