@@ -17,5 +17,6 @@ void RegisterReduceOps(std::vector<OpDef>& ops);         // meta_reduce.cc
 void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
 void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
 void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
+void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
 
 }  // namespace kiln::ir

@@ -26,6 +26,7 @@ const Table& GetTable() {
     RegisterShapeOps(t.ops);
     RegisterDataMovementOps(t.ops);
     RegisterRnnOps(t.ops);
+    RegisterQuantizeOps(t.ops);
     // Sorted for lookup; on a duplicate name the first registration wins.
     std::stable_sort(t.ops.begin(), t.ops.end(),
                      [](const OpDef& a, const OpDef& b) { return a.name < b.name; });

@@ -21,5 +21,6 @@ std::span<const KernelDef> DataMovementKernels();   // data_movement.cc
 std::span<const KernelDef> ShapeKernels();          // shape_ops.cc
 std::span<const KernelDef> ResizeKernels();         // resize.cc
 std::span<const KernelDef> LstmKernels();           // lstm.cc
+std::span<const KernelDef> QuantizeKernels();       // quantize.cc
 
 }  // namespace kiln::cpu

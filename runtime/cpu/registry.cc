@@ -12,12 +12,13 @@ namespace {
 // keeps the family files free of static-initialization-order concerns.
 const std::vector<KernelDef>& Table() {
   static const std::vector<KernelDef> table = [] {
-    const std::array<std::span<const KernelDef>, 13> families = {
+    const std::span<const KernelDef> families[] = {
         ElementwiseKernels(), UnaryKernels(),         CastKernels(),
         MatMulKernels(),      ConvKernels(),          NormalizationKernels(),
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
-        LstmKernels()};
+        LstmKernels(),
+        QuantizeKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),
