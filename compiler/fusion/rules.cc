@@ -25,6 +25,7 @@ constexpr FusionRule kOtherRules[] = {
      "needs a (value, index) reduction; fused programs reduce one value per row"},
     {"Hardmax", FusionKind::kCpuOnly, nullptr, nullptr,
      "needs a (value, index) reduction; fused programs reduce one value per row"},
+    {"Det", FusionKind::kCpuOnly, nullptr, nullptr, "an LU factorisation per matrix; fused programs compute one element at a time"},
     {"DynamicQuantizeLinear", FusionKind::kCpuOnly, nullptr, nullptr,
      "a whole-tensor min/max feeds every element; fused programs have no reduce-then-map region"},
     {"QuantizeLinear", FusionKind::kCpuOnly, nullptr, nullptr, "no quantized dtypes in fused programs yet"},
@@ -42,7 +43,7 @@ constexpr FusionRule kOtherRules[] = {
 struct Table {
   std::vector<FusionRule> rules;
   Table() {
-    for (auto part : {ElementwiseRules(), DataMovementRules(), ReductionRules(), std::span<const FusionRule>(kOtherRules)})
+    for (auto part : {ElementwiseRules(), DataMovementRules(), ReductionRules(), MathRules(), std::span<const FusionRule>(kOtherRules)})
       rules.insert(rules.end(), part.begin(), part.end());
     std::sort(rules.begin(), rules.end(), [](const FusionRule& a, const FusionRule& b) { return a.op < b.op; });
   }

@@ -46,5 +46,6 @@ const char* KindName(FusionKind kind);
 std::span<const FusionRule> ElementwiseRules();   // lower_elementwise.cc
 std::span<const FusionRule> DataMovementRules();  // lower_data_movement.cc
 std::span<const FusionRule> ReductionRules();     // lower_reduction.cc
+std::span<const FusionRule> MathRules();          // lower_math.cc
 
 }  // namespace kiln::fusion

@@ -18,5 +18,7 @@ void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
 void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
 void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
 void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
+void RegisterMathOps(std::vector<OpDef>& ops);           // meta_math.cc
+void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
 
 }  // namespace kiln::ir

@@ -63,9 +63,12 @@ Status ArgMeta(MetaContext& ctx) {
 }  // namespace
 
 void RegisterReduceOps(std::vector<OpDef>& ops) {
-  for (const char* op : {"ReduceMean", "ReduceL2", "ReduceSumSquare", "ReduceSum", "ReduceMax",
-                         "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"})
+  for (const char* op : {"ReduceMean", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceSum",
+                         "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"})
     Def(ops, op, [](MetaContext& c) { return ReduceMeta(c, kFloats | kInts); });
+  // Opset 20 allows bool for Max and Min (any / all).
+  for (const char* op : {"ReduceMax", "ReduceMin"})
+    Def(ops, op, [](MetaContext& c) { return ReduceMeta(c, kFloats | kInts | kBools); });
   Def(ops, "ArgMax", ArgMeta);
   Def(ops, "ArgMin", ArgMeta);
 }

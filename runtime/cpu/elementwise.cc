@@ -312,6 +312,8 @@ Status PowKernel(const KernelCall& call) {
       case DType::kFloat64: run(double{}); break;
       case DType::kInt32: run(int32_t{}); break;
       case DType::kInt64: run(int64_t{}); break;
+      case DType::kUInt32: run(uint32_t{}); break;
+      case DType::kUInt64: run(uint64_t{}); break;
       default: break;
     }
   };

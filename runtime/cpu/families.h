@@ -22,5 +22,7 @@ std::span<const KernelDef> ShapeKernels();          // shape_ops.cc
 std::span<const KernelDef> ResizeKernels();         // resize.cc
 std::span<const KernelDef> LstmKernels();           // lstm.cc
 std::span<const KernelDef> QuantizeKernels();       // quantize.cc
+std::span<const KernelDef> MathKernels();           // math.cc
+std::span<const KernelDef> MatrixKernels();         // matrix.cc
 
 }  // namespace kiln::cpu

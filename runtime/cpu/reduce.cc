@@ -163,6 +163,13 @@ Status ReduceKernel(const KernelCall& call, std::string_view name) {
       }
     }
   };
+  // Bool Max/Min (opset 20) are any/all, which uint8 0/1 computes.
+  if constexpr (kOp == Red::kMax || kOp == Red::kMin) {
+    if (x.dtype == DType::kBool) {
+      run(uint8_t{});
+      return Status::Ok();
+    }
+  }
   bool ok = VisitNumeric(x.dtype, [&](auto tag) { run(tag); });
   if (!ok) return OpError(name, "unsupported dtype " + DTypeStr(x.dtype));
   return Status::Ok();

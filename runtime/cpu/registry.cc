@@ -18,7 +18,8 @@ const std::vector<KernelDef>& Table() {
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
-        QuantizeKernels()};
+        QuantizeKernels(),
+        MathKernels(), MatrixKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),
