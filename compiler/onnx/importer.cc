@@ -868,10 +868,13 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   for (const auto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, node, where));
   int keep = -1;
   KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));
-  const int nout = keep < 0 ? np.output_size() : std::min(keep, np.output_size());
+  int nout = keep < 0 ? np.output_size() : std::min(keep, np.output_size());
+  while (nout > 0 && np.output(nout - 1).empty()) --nout;  // trailing absent outputs are simply not made
   for (int i = 0; i < nout; ++i) {
-    const std::string& out = np.output(i);
-    if (out.empty()) { node.outputs.push_back(kNoValue); continue; }
+    // An absent output before a present one (LSTM's Y when only Y_h is read) still gets a
+    // value: instructions name every output they write up to the last.
+    const std::string out = np.output(i).empty() ? UniqueValueName(name + "_unused_output_" + std::to_string(i))
+                                                 : np.output(i);
     Value v;
     v.name = out;
     value_names_.insert(out);

@@ -1,4 +1,4 @@
-// Meta function of LSTM (layout 0: X [seq_length, batch_size, input_size]).
+// Meta function of LSTM (layout 0: X [seq, batch, input]; layout 1: X [batch, seq, input]).
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -38,8 +38,8 @@ Status LstmMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckRank(*X, "input X", 3, 3));
   KILN_RETURN_IF_ERROR(CheckRank(*W, "input W", 3, 3));
   KILN_RETURN_IF_ERROR(CheckRank(*R, "input R", 3, 3));
-  if (int64_t layout = ctx.attrs().GetInt("layout", 0); layout != 0)
-    return Unimplemented("layout " + std::to_string(layout) + ": only layout 0 ([seq, batch, input]) is supported");
+  const int64_t layout = ctx.attrs().GetInt("layout", 0);
+  if (layout != 0 && layout != 1) return InvalidArgument("layout: expected 0 or 1, found " + std::to_string(layout));
   std::string dir(ctx.attrs().GetString("direction", "forward"));
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
     return InvalidArgument("direction: expected forward, reverse or bidirectional, found \"" + dir + "\"");
@@ -56,7 +56,10 @@ Status LstmMeta(MetaContext& ctx) {
   } else {
     return Unimplemented("hidden_size: expected the attribute or a static R, found R " + Str(R->shape));
   }
-  const Sym &seq = X->shape[0], &batch = X->shape[1], &in = X->shape[2];
+  const bool batch_first = layout == 1;
+  const Sym &seq = X->shape[batch_first ? 1 : 0], &batch = X->shape[batch_first ? 0 : 1], &in = X->shape[2];
+  const Sym dirs_sym(dirs), hidden(H);
+  const SymShape state = batch_first ? SymShape{batch, dirs_sym, hidden} : SymShape{dirs_sym, batch, hidden};
   KILN_RETURN_IF_ERROR(ShapeIs(ctx, 1, "W", {dirs, 4 * H, in}, true));
   KILN_RETURN_IF_ERROR(ShapeIs(ctx, 2, "R", {dirs, 4 * H, H}, true));
   KILN_RETURN_IF_ERROR(ShapeIs(ctx, 3, "B", {dirs, 8 * H}, false));
@@ -68,12 +71,13 @@ Status LstmMeta(MetaContext& ctx) {
                              Str(sl->shape));
     KILN_RETURN_IF_ERROR(Unify(ctx, batch, sl->shape[0], "input sequence_lens dim 0 (batch)"));
   }
-  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 5, "initial_h", {dirs, batch, H}, false));
-  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 6, "initial_c", {dirs, batch, H}, false));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 5, "initial_h", state, false));
+  KILN_RETURN_IF_ERROR(ShapeIs(ctx, 6, "initial_c", state, false));
   KILN_RETURN_IF_ERROR(ShapeIs(ctx, 7, "P", {dirs, 3 * H}, false));
-  ctx.SetOutput(0, X->dtype, {seq, dirs, batch, H});
-  ctx.SetOutput(1, X->dtype, {dirs, batch, H});
-  ctx.SetOutput(2, X->dtype, {dirs, batch, H});
+  if (batch_first) ctx.SetOutput(0, X->dtype, {batch, seq, dirs_sym, hidden});
+  else ctx.SetOutput(0, X->dtype, {seq, dirs_sym, batch, hidden});
+  ctx.SetOutput(1, X->dtype, state);
+  ctx.SetOutput(2, X->dtype, state);
   return Status::Ok();
 }
 

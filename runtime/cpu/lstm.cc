@@ -1,10 +1,13 @@
-// LSTM (ONNX opset 14 semantics, layout 0): forward, reverse or bidirectional, with
-// optional bias, sequence lengths, initial state, peepholes, clip and input_forget.
+// LSTM (ONNX opset 14 semantics): forward, reverse or bidirectional, with optional bias,
+// sequence lengths, initial state, peepholes, clip and input_forget. Layout 0 has X
+// [seq, batch, input], Y [seq, dirs, batch, H] and states [dirs, batch, H]; layout 1 puts
+// batch first: X [batch, seq, input], Y [batch, seq, dirs, H], states [batch, dirs, H].
 // The input projection X·W^T for all steps is one SGEMM; each step adds H·R^T with
 // another. Gate order in W, R and B is i, o, f, c.
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -81,20 +84,21 @@ size_t WorkspaceFloats(const LstmShape& s) {
 
 size_t LstmWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef>) {
   if (inputs.size() < 3 || !inputs[0].present() || inputs[0].rank != 3) return 0;
+  const bool batch_first = attrs.GetInt("layout", 0) == 1;
   LstmShape s;
-  s.seq = inputs[0].dims[0];
-  s.batch = inputs[0].dims[1];
+  s.seq = inputs[0].dims[batch_first ? 1 : 0];
+  s.batch = inputs[0].dims[batch_first ? 0 : 1];
   s.hidden = attrs.GetInt("hidden_size", inputs[2].present() && inputs[2].rank == 3 ? inputs[2].dims[2] : 0);
   return WorkspaceFloats(s) * sizeof(float);
 }
 
-Status CheckShape(const TensorRef* t, std::initializer_list<int64_t> dims, const char* what) {
+Status CheckShape(const TensorRef* t, std::span<const int64_t> dims, const char* what) {
   if (!t) return Status::Ok();
   if (t->dtype != DType::kFloat32) {
     return OpError(kName, std::string(what) + " must be float32, got " + DTypeStr(t->dtype));
   }
   bool ok = t->rank == static_cast<int>(dims.size());
-  for (int i = 0; ok && i < t->rank; ++i) ok = t->dims[i] == dims.begin()[i];
+  for (int i = 0; ok && i < t->rank; ++i) ok = t->dims[i] == dims[i];
   if (!ok) {
     std::string want = "[";
     for (int64_t d : dims) want += (want.size() > 1 ? "," : "") + std::to_string(d);
@@ -102,13 +106,18 @@ Status CheckShape(const TensorRef* t, std::initializer_list<int64_t> dims, const
   }
   return Status::Ok();
 }
+Status CheckShape(const TensorRef* t, std::initializer_list<int64_t> dims, const char* what) {
+  return CheckShape(t, std::span<const int64_t>(dims.begin(), dims.size()), what);
+}
 
 Status LstmKernel(const KernelCall& call) {
   if (call.inputs.size() < 3 || !call.inputs[0].present() || !call.inputs[1].present() ||
       !call.inputs[2].present()) {
     return OpError(kName, "X, W and R are required");
   }
-  if (call.attrs.GetInt("layout", 0) != 0) return OpUnimplemented(kName, "layout=1 is not supported");
+  const int64_t layout = call.attrs.GetInt("layout", 0);
+  if (layout != 0 && layout != 1) return OpError(kName, "layout must be 0 or 1, got " + std::to_string(layout));
+  const bool batch_first = layout == 1;
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &r = call.inputs[2];
   const TensorRef* bias = OptionalInput(call, 3);
   const TensorRef* lens = OptionalInput(call, 4);
@@ -118,27 +127,36 @@ Status LstmKernel(const KernelCall& call) {
   const TensorRef* y = OptionalOutput(call, 0);
   const TensorRef* yh = OptionalOutput(call, 1);
   const TensorRef* yc = OptionalOutput(call, 2);
-  if (x.rank != 3) return OpError(kName, "X must be [seq_length, batch_size, input_size], got " + ShapeStr(x));
+  if (x.rank != 3) return OpError(kName, "X must have rank 3, got " + ShapeStr(x));
   const std::string_view direction = call.attrs.GetString("direction", "forward");
   LstmShape s;
   if (direction == "forward" || direction == "reverse") s.dirs = 1;
   else if (direction == "bidirectional") s.dirs = 2;
   else return OpError(kName, "unknown direction '" + std::string(direction) + "'");
-  s.seq = x.dims[0];
-  s.batch = x.dims[1];
+  s.seq = x.dims[batch_first ? 1 : 0];
+  s.batch = x.dims[batch_first ? 0 : 1];
   s.input = x.dims[2];
   s.hidden = call.attrs.GetInt("hidden_size", r.rank == 3 ? r.dims[2] : 0);
   const int64_t H = s.hidden, B = s.batch, S = s.seq, D = s.dirs;
-  KILN_RETURN_IF_ERROR(CheckShape(&x, {S, B, s.input}, "X"));
+  // Element offsets of X's row (t, b), of Y's row (t, d, b) and of a state's row (d, b).
+  auto x_row = [&](int64_t t, int64_t b) { return batch_first ? b * S + t : t * B + b; };
+  auto y_row = [&](int64_t t, int64_t d, int64_t b) { return batch_first ? (b * S + t) * D + d : (t * D + d) * B + b; };
+  auto state_row = [&](int64_t d, int64_t b) { return batch_first ? b * D + d : d * B + b; };
+  const std::array<int64_t, 3> state = batch_first ? std::array<int64_t, 3>{B, D, H} : std::array<int64_t, 3>{D, B, H};
+  const std::array<int64_t, 3> x_dims =
+      batch_first ? std::array<int64_t, 3>{B, S, s.input} : std::array<int64_t, 3>{S, B, s.input};
+  const std::array<int64_t, 4> y_dims =
+      batch_first ? std::array<int64_t, 4>{B, S, D, H} : std::array<int64_t, 4>{S, D, B, H};
+  KILN_RETURN_IF_ERROR(CheckShape(&x, x_dims, "X"));
   KILN_RETURN_IF_ERROR(CheckShape(&w, {D, 4 * H, s.input}, "W"));
   KILN_RETURN_IF_ERROR(CheckShape(&r, {D, 4 * H, H}, "R"));
   KILN_RETURN_IF_ERROR(CheckShape(bias, {D, 8 * H}, "B"));
-  KILN_RETURN_IF_ERROR(CheckShape(h0, {D, B, H}, "initial_h"));
-  KILN_RETURN_IF_ERROR(CheckShape(c0, {D, B, H}, "initial_c"));
+  KILN_RETURN_IF_ERROR(CheckShape(h0, state, "initial_h"));
+  KILN_RETURN_IF_ERROR(CheckShape(c0, state, "initial_c"));
   KILN_RETURN_IF_ERROR(CheckShape(peep, {D, 3 * H}, "P"));
-  KILN_RETURN_IF_ERROR(CheckShape(y, {S, D, B, H}, "Y"));
-  KILN_RETURN_IF_ERROR(CheckShape(yh, {D, B, H}, "Y_h"));
-  KILN_RETURN_IF_ERROR(CheckShape(yc, {D, B, H}, "Y_c"));
+  KILN_RETURN_IF_ERROR(CheckShape(y, y_dims, "Y"));
+  KILN_RETURN_IF_ERROR(CheckShape(yh, state, "Y_h"));
+  KILN_RETURN_IF_ERROR(CheckShape(yc, state, "Y_c"));
   if (lens) {
     if (!IsIndexType(lens->dtype) || lens->num_elements != B) {
       return OpError(kName, "sequence_lens must be int32 with " + std::to_string(B) + " elements, got " +
@@ -163,7 +181,7 @@ Status LstmKernel(const KernelCall& call) {
   const bool input_forget = call.attrs.GetInt("input_forget", 0) != 0;
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(s) * sizeof(float), kName));
 
-  float* gates_x = static_cast<float*>(call.workspace);  // [S*B, 4H]
+  float* gates_x = static_cast<float*>(call.workspace);  // [S*B, 4H], rows as X's
   float* gates = gates_x + S * B * 4 * H;                  // [B, 4H]
   float* h = gates + B * 4 * H;                            // [B, H]
   float* c = h + B * H;                                    // [B, H]
@@ -191,17 +209,18 @@ Status LstmKernel(const KernelCall& call) {
           for (int64_t j = 0; j < 4 * H; ++j) gates_x[row * 4 * H + j] += wb[j] + rb[j];
       }
     }
-    for (int64_t i = 0; i < B * H; ++i) {
-      h[i] = h0 ? h0->as<const float>()[d * B * H + i] : 0.0f;
-      c[i] = c0 ? c0->as<const float>()[d * B * H + i] : 0.0f;
-    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < H; ++j) {
+        h[b * H + j] = h0 ? h0->as<const float>()[state_row(d, b) * H + j] : 0.0f;
+        c[b * H + j] = c0 ? c0->as<const float>()[state_row(d, b) * H + j] : 0.0f;
+      }
     for (int64_t step = 0; step < S; ++step) {
       // Each batch entry walks its own sequence; reverse starts at its own last step.
       for (int64_t b = 0; b < B; ++b) {
         const int64_t len = lens ? IndexAt(*lens, b) : S;
         if (step >= len) continue;
         const int64_t t = reverse ? len - 1 - step : step;
-        std::memcpy(gates + b * 4 * H, gates_x + (t * B + b) * 4 * H, 4 * H * sizeof(float));
+        std::memcpy(gates + b * 4 * H, gates_x + x_row(t, b) * 4 * H, 4 * H * sizeof(float));
       }
       if (B > 0 && H > 0) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(B),
@@ -227,11 +246,13 @@ Status LstmKernel(const KernelCall& call) {
           cb[j] = c_new;
           hb[j] = ot * hact(c_new);
         }
-        if (y) std::memcpy(y->as<float>() + ((t * D + d) * B + b) * H, hb, H * sizeof(float));
+        if (y) std::memcpy(y->as<float>() + y_row(t, d, b) * H, hb, H * sizeof(float));
       }
     }
-    if (yh) std::memcpy(yh->as<float>() + d * B * H, h, B * H * sizeof(float));
-    if (yc) std::memcpy(yc->as<float>() + d * B * H, c, B * H * sizeof(float));
+    for (int64_t b = 0; b < B; ++b) {
+      if (yh) std::memcpy(yh->as<float>() + state_row(d, b) * H, h + b * H, H * sizeof(float));
+      if (yc) std::memcpy(yc->as<float>() + state_row(d, b) * H, c + b * H, H * sizeof(float));
+    }
   }
   return Status::Ok();
 }

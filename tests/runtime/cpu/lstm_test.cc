@@ -105,8 +105,52 @@ TEST_CASE("LSTM shape errors") {
   attrs.SetInt("hidden_size", H);
   Status s = RunKernel("LSTM", attrs, {&x, &w, &r}, {&y});
   CHECK(s.message() == "LSTM: W is [1,12,3], expected [1,12,2]");
+  attrs.SetInt("layout", 2);
+  CHECK(RunKernel("LSTM", attrs, {&x, &w, &r}, {&y}).message() == "LSTM: layout must be 0 or 1, got 2");
+}
+
+// Layout 1 (batch first) on the bidirectional case above: the same numbers, transposed.
+TEST_CASE("LSTM layout 1: X [batch, seq, input], Y [batch, seq, dirs, H], states [batch, dirs, H]") {
+  // Swaps the two leading dims of a [a, b, inner] row-major array.
+  auto swap01 = [](const std::vector<float>& v, int64_t a, int64_t b, int64_t inner) {
+    std::vector<float> out(v.size());
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t k = 0; k < inner; ++k) out[(j * a + i) * inner + k] = v[(i * b + j) * inner + k];
+    return out;
+  };
+  auto x = Floats({B, S, I}, swap01(Pattern(S * B * I, 5, 9, 4, 0.25f), S, B, I));
+  auto w = Floats({2, 4 * H, I}, Pattern(2 * 4 * H * I, 7, 11, 5, 0.1f));
+  auto r = Floats({2, 4 * H, H}, Pattern(2 * 4 * H * H, 3, 13, 6, 0.05f));
+  auto b = Floats({2, 8 * H}, Pattern(2 * 8 * H, 5, 7, 3, 0.1f));
+  auto lens = Int32s({B}, {3, 2});
+  auto h0 = Floats({B, 2, H}, swap01(Pattern(2 * B * H, 2, 5, 2, 0.3f), 2, B, H));
+  auto c0 = Floats({B, 2, H}, swap01(Pattern(2 * B * H, 3, 7, 3, 0.2f), 2, B, H));
+  auto p = Floats({2, 3 * H}, Pattern(2 * 3 * H, 4, 9, 4, 0.1f));
+  auto y = Output(DType::kFloat32, {B, S, 2, H});
+  auto yh = Output(DType::kFloat32, {B, 2, H});
+  auto yc = Output(DType::kFloat32, {B, 2, H});
+  AttrMap attrs;
+  attrs.SetInt("hidden_size", H);
   attrs.SetInt("layout", 1);
-  CHECK(RunKernel("LSTM", attrs, {&x, &w, &r}, {&y}).code() == StatusCode::kUnimplemented);
+  attrs.SetString("direction", "bidirectional");
+  Status s = RunKernel("LSTM", attrs, {&x, &w, &r, &b, &lens, &h0, &c0, &p}, {&y, &yh, &yc});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  // Layout 0's Y [S, 2, B, H] is [S*2, B, H]; batch first is [B, S*2, H].
+  CheckClose(y.values<float>(),
+             swap01({-0.1923434f, -0.1635426f, 0.2681048f, -0.1637926f, -0.07757416f, -0.01378938f,
+                     -0.1741135f, 0.1764085f, 0.003295625f, -0.1494266f, 0.1533969f, 0.1361672f,
+                     -0.2287428f, -0.1712081f, 0.2073754f, -0.2435783f, -0.1200283f, 0.05590446f,
+                     -0.07034876f, 0.02933394f, -0.02667768f, 0.03268135f, 0.0324497f, 0.2102798f,
+                     -0.1177022f, -0.04729202f, 0.1425592f, 0, 0, 0,
+                     0.07190111f, -0.1490735f, -0.1912896f, 0, 0, 0},
+                    S * 2, B, H));
+  CheckClose(yh.values<float>(),
+             swap01({-0.1177022f, -0.04729202f, 0.1425592f, -0.2435783f, -0.1200283f, 0.05590446f,
+                     -0.1741135f, 0.1764085f, 0.003295625f, -0.1494266f, 0.1533969f, 0.1361672f}, 2, B, H));
+  CheckClose(yc.values<float>(),
+             swap01({-0.2272512f, -0.09755422f, 0.2440311f, -0.5319393f, -0.1856178f, 0.161538f,
+                     -0.2665924f, 0.388887f, 0.007203277f, -0.2254149f, 0.3692809f, 0.3214759f}, 2, B, H));
 }
 
 }  // namespace
