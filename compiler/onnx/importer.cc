@@ -6,7 +6,14 @@
 // then `Rewrite` brings older-opset forms to the newest form (the form of
 // runtime/cpu/kernel.h's contract).
 //
+// Op versions Kiln does not implement are refused per node (op_versions.h's table), before
+// any rewrite, on the attributes as the model wrote them.
 // Rewrites (opset = the model's default-domain opset):
+//   any op < 7                `consumed_inputs` (a memory hint) and the legacy `broadcast`
+//                             flag (numpy broadcasting subsumes it) dropped
+//   Cast < 6                  `to` as a type name ('FLOAT') -> the dtype number
+//   Concat < 4                absent axis -> 1 (the old default)
+//   Reshape < 5               shape attr -> input 1 (int64)
 //   Slice < 10                starts/ends/axes attrs -> inputs 1..3 (int64)
 //   Squeeze/Unsqueeze < 13    axes attr -> input 1 (int64)
 //   ReduceSum < 13,
@@ -32,7 +39,7 @@
 //                             value_float (float dtypes) or value_int (integer/bool dtypes)
 //   Gemm                      legacy `broadcast` attr dropped
 //   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list
-// Unimplemented: opset < 7, non-default domains, non-tensor graph inputs, string / complex
+// Unimplemented: op versions refused by op_versions.cc, non-default domains, non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
 // and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
@@ -56,6 +63,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "compiler/onnx/op_versions.h"
 #include "runtime/half.h"
 
 namespace kiln::onnx_import {
@@ -727,7 +735,24 @@ Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::strin
                              " requires attribute " + Q(attr));
     return Status::Ok();
   };
-  if (op == "Slice" && opset_ < 10) {
+  if (opset_ < 7) {
+    node.attrs.Erase("consumed_inputs");
+    node.attrs.Erase("broadcast");
+  }
+  if (op == "Cast" && opset_ < 6) {
+    const Attr* to = node.attrs.Find("to");
+    onnx::TensorProto::DataType type;
+    if (!to || to->kind != Attr::Kind::kString || !onnx::TensorProto::DataType_Parse(to->s, &type))
+      return InvalidArgument(where + ": opset " + std::to_string(opset_) +
+                             " Cast requires attribute 'to' naming a type (such as 'FLOAT')");
+    node.attrs.SetInt("to", type);
+  } else if (op == "Concat" && opset_ < 4) {
+    node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
+  } else if (op == "Reshape" && opset_ < 5) {
+    KILN_RETURN_IF_ERROR(need("shape"));
+    node.inputs.resize(1);
+    IntsAttrToInput(node, "shape", 1);
+  } else if (op == "Slice" && opset_ < 10) {
     KILN_RETURN_IF_ERROR(need("starts"));
     KILN_RETURN_IF_ERROR(need("ends"));
     node.inputs.resize(1);
@@ -866,6 +891,7 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
     node.inputs.push_back(*id);
   }
   for (const auto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, node, where));
+  KILN_RETURN_IF_ERROR(CheckOpVersion(op, opset_, node.attrs, where));
   int keep = -1;
   KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));
   int nout = keep < 0 ? np.output_size() : std::min(keep, np.output_size());
@@ -891,16 +917,9 @@ Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& so
   if (!model.has_graph()) return DataLoss("not an ONNX ModelProto: " + source + " has no graph");
   if (model.ir_version() <= 0)
     return DataLoss("not an ONNX ModelProto: " + source + " has no ir_version");
-  bool found = false;
-  for (const auto& os : model.opset_import()) {
-    if (os.domain().empty() || os.domain() == "ai.onnx") {
-      opset_ = os.version();
-      found = true;
-    }
-  }
-  if (!found)
-    return Unimplemented(source + ": no opset_import for the default ONNX domain (opset 1 "
-                         "implied); Kiln supports opset 7 and newer");
+  opset_ = 1;  // ONNX: a model that names no default-domain opset uses opset 1
+  for (const auto& os : model.opset_import())
+    if (os.domain().empty() || os.domain() == "ai.onnx") opset_ = os.version();
   if (opset_ < kMinOpset || opset_ > kMaxOpset)
     return Unimplemented(source + ": opset " + std::to_string(opset_) + " is not supported; Kiln supports opsets " + std::to_string(kMinOpset) + " to " +
                          std::to_string(kMaxOpset));
