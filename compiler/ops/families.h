@@ -20,5 +20,7 @@ void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
 void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
 void RegisterMathOps(std::vector<OpDef>& ops);           // meta_math.cc
 void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
+void RegisterScatterOps(std::vector<OpDef>& ops);        // meta_scatter.cc
+void RegisterTopKOps(std::vector<OpDef>& ops);           // meta_topk.cc
 
 }  // namespace kiln::ir

@@ -29,6 +29,8 @@ const Table& GetTable() {
     RegisterQuantizeOps(t.ops);
     RegisterMathOps(t.ops);
     RegisterMatrixOps(t.ops);
+    RegisterScatterOps(t.ops);
+    RegisterTopKOps(t.ops);
     // Sorted for lookup; on a duplicate name the first registration wins.
     std::stable_sort(t.ops.begin(), t.ops.end(),
                      [](const OpDef& a, const OpDef& b) { return a.name < b.name; });

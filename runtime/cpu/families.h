@@ -24,5 +24,7 @@ std::span<const KernelDef> LstmKernels();           // lstm.cc
 std::span<const KernelDef> QuantizeKernels();       // quantize.cc
 std::span<const KernelDef> MathKernels();           // math.cc
 std::span<const KernelDef> MatrixKernels();         // matrix.cc
+std::span<const KernelDef> ScatterKernels();        // scatter.cc
+std::span<const KernelDef> TopKKernels();           // topk.cc
 
 }  // namespace kiln::cpu

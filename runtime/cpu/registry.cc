@@ -19,7 +19,7 @@ const std::vector<KernelDef>& Table() {
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
         QuantizeKernels(),
-        MathKernels(), MatrixKernels()};
+        MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),

@@ -114,5 +114,50 @@ TEST_CASE("matrix ops: Trilu, EyeLike, Det") {
   CHECK(g.Op("Det", {rect}).code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("index ops: ScatterElements, ScatterND, GatherND, OneHot, TopK") {
+  Graph g;
+  ValueId data = g.In(DType::kFloat32, {Sym(4), Sym(5), Sym(6)});
+  ValueId idx = g.In(DType::kInt64, {Sym(4), Sym(2), Sym(6)});
+  ValueId upd = g.In(DType::kFloat32, {Sym(4), Sym(2), Sym(6)});
+  AttrMap red;
+  red.SetString("reduction", "avg");
+  CHECK(Says(g.Op("ScatterElements", {data, idx, upd}, red),
+             "(ScatterElements): attribute reduction: expected none, add, mul, max or min, found \"avg\""));
+  REQUIRE(g.Op("Scatter", {data, idx, upd}).ok());
+  CHECK(g.Shape() == "[4, 5, 6]");
+
+  ValueId tuples = g.In(DType::kInt64, {N, Sym(2)});
+  ValueId slices = g.In(DType::kFloat32, {N, Sym(6)});
+  REQUIRE(g.Op("ScatterND", {data, tuples, slices}).ok());
+  ValueId wrong = g.In(DType::kFloat32, {N, Sym(5)});
+  CHECK(g.Op("ScatterND", {data, tuples, wrong}).code() == StatusCode::kInvalidArgument);
+  REQUIRE(g.Op("GatherND", {data, tuples}).ok());
+  CHECK(g.Shape() == "[N, 6]");
+  ValueId bidx = g.In(DType::kInt64, {Sym(4), Sym(3), Sym(1)});
+  AttrMap b1;
+  b1.SetInt("batch_dims", 1);
+  REQUIRE(g.Op("GatherND", {data, bidx}, b1).ok());
+  CHECK(g.Shape() == "[4, 3, 6]");
+  b1.SetInt("batch_dims", 3);
+  CHECK(Says(g.Op("GatherND", {data, bidx}, b1), "attribute batch_dims"));
+
+  ValueId ind = g.In(DType::kInt64, {Sym(2), Sym(3)});
+  ValueId depth = g.Ints({10}, {});
+  ValueId values = g.In(DType::kFloat32, {Sym(2)});
+  AttrMap ax;
+  ax.SetInt("axis", 1);
+  REQUIRE(g.Op("OneHot", {ind, depth, values}, ax).ok());
+  CHECK(g.Shape() == "[2, 10, 3]");
+  ValueId live_depth = g.In(DType::kInt64, {});
+  CHECK(Says(g.Op("OneHot", {ind, live_depth, values}), "data-dependent output shape: depth"));
+
+  ValueId k = g.Ints({3}, {1});
+  REQUIRE(g.Op("TopK", {data, k}, {}, 2).ok());
+  CHECK(g.Shape(0) == "[4, 5, 3]");
+  CHECK(g.Out(1).dtype == DType::kInt64);
+  ValueId k9 = g.Ints({9}, {1});
+  CHECK(Says(g.Op("TopK", {data, k9}, {}, 2), "input K: expected at most 6 (X dim 2), found 9"));
+}
+
 }  // namespace
 }  // namespace kiln::ir
