@@ -818,6 +818,8 @@ Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::strin
       if (id != kNoValue && trace_.value(id).is_const() && trace_.value(id).data->num_elements() == 0)
         node.inputs[i] = kNoValue;  // Resize-11 spelled "absent" as an empty tensor
     }
+  } else if (op == "DFT" && opset_ < 20) {  // axis: an attribute (default 1), an input (default -2) from 20
+    node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
   } else if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset_ < 13) {
     node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
     node.attrs.SetInt("coerce_2d", 1);

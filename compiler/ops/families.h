@@ -18,6 +18,8 @@ void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
 void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
 void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
 void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
+void RegisterGridSampleOps(std::vector<OpDef>& ops);     // meta_grid_sample.cc
+void RegisterSignalOps(std::vector<OpDef>& ops);         // meta_signal.cc
 void RegisterMathOps(std::vector<OpDef>& ops);           // meta_math.cc
 void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
 void RegisterScatterOps(std::vector<OpDef>& ops);        // meta_scatter.cc

@@ -27,6 +27,8 @@ const Table& GetTable() {
     RegisterDataMovementOps(t.ops);
     RegisterRnnOps(t.ops);
     RegisterQuantizeOps(t.ops);
+    RegisterGridSampleOps(t.ops);
+    RegisterSignalOps(t.ops);
     RegisterMathOps(t.ops);
     RegisterMatrixOps(t.ops);
     RegisterScatterOps(t.ops);

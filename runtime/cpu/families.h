@@ -22,6 +22,8 @@ std::span<const KernelDef> ShapeKernels();          // shape_ops.cc
 std::span<const KernelDef> ResizeKernels();         // resize.cc
 std::span<const KernelDef> LstmKernels();           // lstm.cc
 std::span<const KernelDef> QuantizeKernels();       // quantize.cc
+std::span<const KernelDef> GridSampleKernels();     // grid_sample.cc
+std::span<const KernelDef> SignalKernels();         // signal.cc
 std::span<const KernelDef> MathKernels();           // math.cc
 std::span<const KernelDef> MatrixKernels();         // matrix.cc
 std::span<const KernelDef> ScatterKernels();        // scatter.cc

@@ -18,7 +18,7 @@ const std::vector<KernelDef>& Table() {
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
-        QuantizeKernels(),
+        QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
