@@ -17,6 +17,9 @@ void RegisterReduceOps(std::vector<OpDef>& ops);         // meta_reduce.cc
 void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
 void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
 void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
+void RegisterCumulativeOps(std::vector<OpDef>& ops);     // meta_cumulative.cc
+void RegisterBitCastOps(std::vector<OpDef>& ops);        // meta_bitcast.cc
+void RegisterTensorScatterOps(std::vector<OpDef>& ops);  // meta_tensor_scatter.cc
 void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
 void RegisterGridSampleOps(std::vector<OpDef>& ops);     // meta_grid_sample.cc
 void RegisterSignalOps(std::vector<OpDef>& ops);         // meta_signal.cc

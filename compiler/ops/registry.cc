@@ -26,6 +26,9 @@ const Table& GetTable() {
     RegisterShapeOps(t.ops);
     RegisterDataMovementOps(t.ops);
     RegisterRnnOps(t.ops);
+    RegisterCumulativeOps(t.ops);
+    RegisterBitCastOps(t.ops);
+    RegisterTensorScatterOps(t.ops);
     RegisterQuantizeOps(t.ops);
     RegisterGridSampleOps(t.ops);
     RegisterSignalOps(t.ops);
