@@ -460,12 +460,16 @@ Status ConvTransposeGeometryFor(const KernelCall& call, ConvGeometry* g) {
     return OpError(kName, "unknown auto_pad '" + std::string(auto_pad) + "'");
   }
   if (from_output) {
-    // The output size is fixed, so the pads are whatever makes it come out right.
+    // The output size is fixed, so the pads are whatever makes it come out right (the
+    // spec's rule: SAME_UPPER puts floor(total / 2) first, NOTSET and SAME_LOWER put it
+    // last). An output_shape past the full extent makes the total negative: the output
+    // gets zeros past the last written position (onnx/reference/ops/op_conv_transpose.py).
     for (int i = 0; i < g->sr; ++i) {
       const int64_t full = g->stride[i] * (g->in[i] - 1) + out_pad[i] +
                            (g->kernel[i] - 1) * g->dilation[i] + 1;
-      const int64_t total = std::max<int64_t>(0, full - g->out[i]);
-      g->pad_begin[i] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      const int64_t total = full - g->out[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
+      g->pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       g->pad_end[i] = total - g->pad_begin[i];
     }
   } else if (auto_pad == "NOTSET") {

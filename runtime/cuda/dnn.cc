@@ -183,9 +183,12 @@ Status ResolveConvTransposeGeometry(const AttrMap& attrs, const DeviceTensor& x,
   for (int i = 0; i < g->spatial; ++i) {
     const int64_t full = g->stride[i] * (g->in[i] - 1) + g->output_padding[i] + EffectiveKernel(*g, i);
     if (from_output) {
-      // The output size is given, so the pads are whatever makes it come out right.
-      const int64_t total = std::max<int64_t>(0, full - g->out[i]);
-      g->pad_begin[i] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      // The output size is given, so the pads are whatever makes it come out right, by the
+      // spec's rule as the CPU kernel (runtime/cpu/conv.cc); a negative total (an output
+      // past the full extent) gives negative pads, which PlanDnn refuses.
+      const int64_t total = full - g->out[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
+      g->pad_begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       g->pad_end[i] = total - g->pad_begin[i];
     }
   }
@@ -302,6 +305,11 @@ Status CudnnWindow(std::string_view op, const WindowGeometry& g, DnnPlan* p) {
     ++j;
   }
   for (int i = 0; i < g.spatial; ++i, ++j) {
+    if (g.pad_begin[i] < 0 || g.pad_end[i] < 0) {
+      return Refused(op, "negative pads (" + std::to_string(g.pad_begin[i]) + " before, " +
+                             std::to_string(g.pad_end[i]) + " after, spatial axis " + std::to_string(i) +
+                             "): an output_shape past the full extent");
+    }
     if (g.pad_begin[i] != g.pad_end[i]) {
       return Refused(op, "asymmetric pads (" + std::to_string(g.pad_begin[i]) + " before, " +
                              std::to_string(g.pad_end[i]) + " after, spatial axis " + std::to_string(i) +

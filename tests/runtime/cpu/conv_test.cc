@@ -323,5 +323,30 @@ TEST_CASE("ConvTranspose rejects a group that does not divide channels") {
   CHECK(s.message() == "ConvTranspose: group 2 does not divide input channels 3");
 }
 
+// output_shape sets the pads: total = stride * (in - 1) + kernel - out. Without auto_pad the
+// spec puts floor(total / 2) at the end; a negative total leaves zeros past the full extent.
+TEST_CASE("ConvTranspose 1-D with output_shape: pads from the spec's rule") {
+  auto x = Floats({1, 1, 3}, {1, 2, 3});
+  auto w = Floats({1, 1, 2}, {1, 10});
+  // Full extent 2 * 2 + 2 = 6: [1, 10, 2, 20, 3, 30].
+  AttrMap attrs;
+  attrs.SetInts("strides", {2});
+  attrs.SetInts("output_shape", {8});  // total -2: one zero before, one after
+  auto y8 = Output(DType::kFloat32, {1, 1, 8});
+  REQUIRE(RunKernel("ConvTranspose", attrs, {&x, &w}, {&y8}).ok());
+  CHECK(y8.values<float>() == (std::vector<float>{0, 1, 10, 2, 20, 3, 30, 0}));
+  attrs.SetInts("output_shape", {7});  // total -1: the zero goes after
+  auto y7 = Output(DType::kFloat32, {1, 1, 7});
+  REQUIRE(RunKernel("ConvTranspose", attrs, {&x, &w}, {&y7}).ok());
+  CHECK(y7.values<float>() == (std::vector<float>{1, 10, 2, 20, 3, 30, 0}));
+  attrs.SetInts("output_shape", {5});  // total 1: the cut is at the start
+  auto y5 = Output(DType::kFloat32, {1, 1, 5});
+  REQUIRE(RunKernel("ConvTranspose", attrs, {&x, &w}, {&y5}).ok());
+  CHECK(y5.values<float>() == (std::vector<float>{10, 2, 20, 3, 30}));
+  attrs.SetString("auto_pad", "SAME_UPPER");  // SAME_UPPER cuts at the end
+  REQUIRE(RunKernel("ConvTranspose", attrs, {&x, &w}, {&y5}).ok());
+  CHECK(y5.values<float>() == (std::vector<float>{1, 10, 2, 20, 3}));
+}
+
 }  // namespace
 }  // namespace kiln::cpu::testing
