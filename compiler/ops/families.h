@@ -17,6 +17,7 @@ void RegisterReduceOps(std::vector<OpDef>& ops);         // meta_reduce.cc
 void RegisterShapeOps(std::vector<OpDef>& ops);          // meta_shape.cc
 void RegisterDataMovementOps(std::vector<OpDef>& ops);   // meta_data_movement.cc
 void RegisterRnnOps(std::vector<OpDef>& ops);            // meta_rnn.cc
+void RegisterTransformerOps(std::vector<OpDef>& ops);    // meta_transformer.cc
 void RegisterCumulativeOps(std::vector<OpDef>& ops);     // meta_cumulative.cc
 void RegisterBitCastOps(std::vector<OpDef>& ops);        // meta_bitcast.cc
 void RegisterTensorScatterOps(std::vector<OpDef>& ops);  // meta_tensor_scatter.cc

@@ -26,6 +26,7 @@ const Table& GetTable() {
     RegisterShapeOps(t.ops);
     RegisterDataMovementOps(t.ops);
     RegisterRnnOps(t.ops);
+    RegisterTransformerOps(t.ops);
     RegisterCumulativeOps(t.ops);
     RegisterBitCastOps(t.ops);
     RegisterTensorScatterOps(t.ops);

@@ -18,6 +18,7 @@ const std::vector<KernelDef>& Table() {
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
+        TransformerKernels(),
         CumulativeKernels(), BitCastKernels(), TensorScatterKernels(),
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels()};
