@@ -126,11 +126,12 @@ TEST_CASE("cuDNN geometry: ConvTranspose output_padding and output_shape") {
   CHECK(g.output_padding[0] == 1);
   CHECK(g.pad_begin[1] == 1);
   CHECK(g.pad_end[1] == 1);
-  // output_shape 8 without output_padding: full size 9, so 1 pad, at the end (asymmetric).
+  // output_shape 8 without output_padding: full size 9, so 1 pad; without auto_pad the spec
+  // puts total - floor(total / 2) at the start (asymmetric).
   AttrMap os = Attrs({{"strides", {2, 2}}, {"output_shape", {8, 8}}});
   REQUIRE(ResolveConvTransposeGeometry(os, x.Dev(), w.Dev(), y.Dev(), &g).ok());
-  CHECK(g.pad_begin[0] == 0);
-  CHECK(g.pad_end[0] == 1);
+  CHECK(g.pad_begin[0] == 1);
+  CHECK(g.pad_end[0] == 0);
   AttrMap lower = Attrs({{"strides", {2, 2}}}, {{"auto_pad", "SAME_LOWER"}});
   REQUIRE(ResolveConvTransposeGeometry(lower, x.Dev(), w.Dev(), y.Dev(), &g).ok());
   CHECK(g.pad_begin[0] == 1);
