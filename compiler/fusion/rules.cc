@@ -55,6 +55,7 @@ constexpr FusionRule kOtherRules[] = {
     {"CumSum", FusionKind::kCpuOnly, nullptr, nullptr, "a running scan along an axis; fused programs compute each element independently"},
     {"CumProd", FusionKind::kCpuOnly, nullptr, nullptr, "a running scan along an axis; fused programs compute each element independently"},
     {"BitCast", FusionKind::kCpuOnly, nullptr, nullptr, "a byte copy; fused programs have no bit-reinterpreting load yet"},
+    {"CausalConvWithState", FusionKind::kCpuOnly, nullptr, nullptr, "a stateful depthwise convolution with two outputs; no generated kernel yet"},
     {"TensorScatter", FusionKind::kCpuOnly, nullptr, nullptr, "a KV-cache write at data-dependent rows; fused programs compute each output element once"},
     {"Shape", FusionKind::kCpuOnly, nullptr, nullptr,
      "shape arithmetic: folded at compile time or evaluated by the entry's expressions, never launched"},

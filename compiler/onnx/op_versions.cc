@@ -38,7 +38,7 @@ constexpr OpVersion kTable[] = {
     {"Cast", 6, kSame, "'to' as a dtype number"},
     {"Cast", 25, kSame, kInt2},
     {"CastLike", 25, kSame, kInt2},
-    {"CausalConvWithState", 27, kRefused, "the stateful causal depthwise convolution is not implemented"},
+    {"CausalConvWithState", 27, kSame, "new op: the version Kiln implements"},
     {"Concat", 1, kRewritten, "an absent 'axis' becomes the old default 1"},
     {"Concat", 4, kSame, "'axis' required"},
     {"Constant", 25, kSame, kInt2},

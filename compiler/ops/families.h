@@ -21,6 +21,7 @@ void RegisterTransformerOps(std::vector<OpDef>& ops);    // meta_transformer.cc
 void RegisterCumulativeOps(std::vector<OpDef>& ops);     // meta_cumulative.cc
 void RegisterBitCastOps(std::vector<OpDef>& ops);        // meta_bitcast.cc
 void RegisterTensorScatterOps(std::vector<OpDef>& ops);  // meta_tensor_scatter.cc
+void RegisterCausalConvOps(std::vector<OpDef>& ops);     // meta_causal_conv.cc
 void RegisterQuantizeOps(std::vector<OpDef>& ops);       // meta_quantize.cc
 void RegisterGridSampleOps(std::vector<OpDef>& ops);     // meta_grid_sample.cc
 void RegisterSignalOps(std::vector<OpDef>& ops);         // meta_signal.cc

@@ -30,6 +30,7 @@ const Table& GetTable() {
     RegisterCumulativeOps(t.ops);
     RegisterBitCastOps(t.ops);
     RegisterTensorScatterOps(t.ops);
+    RegisterCausalConvOps(t.ops);
     RegisterQuantizeOps(t.ops);
     RegisterGridSampleOps(t.ops);
     RegisterSignalOps(t.ops);

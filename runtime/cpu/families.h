@@ -25,6 +25,7 @@ std::span<const KernelDef> TransformerKernels();    // transformer.cc
 std::span<const KernelDef> CumulativeKernels();     // cumulative.cc
 std::span<const KernelDef> BitCastKernels();        // bitcast.cc
 std::span<const KernelDef> TensorScatterKernels();  // tensor_scatter.cc
+std::span<const KernelDef> CausalConvKernels();     // causal_conv.cc
 std::span<const KernelDef> QuantizeKernels();       // quantize.cc
 std::span<const KernelDef> GridSampleKernels();     // grid_sample.cc
 std::span<const KernelDef> SignalKernels();         // signal.cc

@@ -19,7 +19,7 @@ const std::vector<KernelDef>& Table() {
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
         TransformerKernels(),
-        CumulativeKernels(), BitCastKernels(), TensorScatterKernels(),
+        CumulativeKernels(), BitCastKernels(), TensorScatterKernels(), CausalConvKernels(),
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels()};
     std::vector<KernelDef> all;
