@@ -328,7 +328,8 @@ Status ReadBias(const KernelCall& call, const AttentionShape& a, BiasSource* bia
 // followed by the new keys and values, and each kv head serving q_heads / kv_heads
 // consecutive q heads. qk_matmul_output holds, by qk_matmul_output_mode, the scaled
 // product (0), after softcap (1), after the bias (2) or the probabilities (3). A query row
-// whose every key is masked gets zero probabilities, so a zero output.
+// whose every key is masked gets zero probabilities, so a zero output. Mode 0 follows the
+// spec's text (before the softcap); onnx's reference returns it softcapped (no test has both).
 Status Attention(const KernelCall& call) {
   constexpr std::string_view kName = "Attention";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
