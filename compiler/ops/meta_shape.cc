@@ -236,8 +236,11 @@ Status RangeMeta(MetaContext& ctx) {
   DType t = in[0]->dtype;
   if (IsFloat(t)) {
     auto s = FloatElements(*in[0]), l = FloatElements(*in[1]), d = FloatElements(*in[2]);
-    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1)
-      return Unimplemented("data-dependent output shape: float Range with inputs not known at compile time");
+    for (int i = 0; i < 3; ++i)
+      if (!(i == 0 ? s : i == 1 ? l : d))
+        return Unimplemented(std::string("data-dependent output shape: Range ") + names[i] + " (" + in[i]->name +
+                             ") is not known at compile time");
+    if (s->size() != 1 || l->size() != 1 || d->size() != 1) return InvalidArgument("expected scalar inputs");
     if ((*d)[0] == 0) return InvalidArgument("delta: expected nonzero, found 0");
     double diff = t == DType::kFloat32 ? static_cast<double>(static_cast<float>((*l)[0] - (*s)[0]))
                                        : (*l)[0] - (*s)[0];
@@ -247,8 +250,11 @@ Status RangeMeta(MetaContext& ctx) {
     return Status::Ok();
   }
   auto s = Elements(*in[0]), l = Elements(*in[1]), d = Elements(*in[2]);
-  if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1)
-    return Unimplemented("data-dependent output shape: Range inputs not known at compile time");
+  for (int i = 0; i < 3; ++i)
+    if (!(i == 0 ? s : i == 1 ? l : d))
+      return Unimplemented(std::string("data-dependent output shape: Range ") + names[i] + " (" + in[i]->name +
+                           ") is not known at compile time");
+  if (s->size() != 1 || l->size() != 1 || d->size() != 1) return InvalidArgument("expected scalar inputs");
   const Sym &start = (*s)[0], &limit = (*l)[0], &delta = (*d)[0];
   auto dv = delta.value();
   if (!dv)

@@ -232,7 +232,8 @@ CaseResult RunCase(const fs::path& dir) {
 
   // An input Kiln needs at compile time (a Reduce's axes, a Resize's sizes, fed as graph
   // inputs by the test) is bound to test set 0's value, as `kiln compile --constant-input`
-  // does; such passes are reported with the inputs they bound.
+  // does; when the value is computed inside the graph, the small integer inputs (at most 16
+  // elements) are bound. Such passes are reported with the inputs they bound.
   kiln::compiler::CompileOptions options;
   options.archs.clear();
   std::string bound;
@@ -245,14 +246,28 @@ CaseResult RunCase(const fs::path& dir) {
     const size_t open = at == std::string::npos ? at : msg.rfind('(', at);
     if (open == std::string::npos) break;
     const std::string name = msg.substr(open + 1, at - open - 1);
-    auto it = first_set->find(name);
-    if (it == first_set->end() || options.constant_inputs.count(name)) break;
-    auto data = std::make_shared<kiln::ir::ConstData>();
-    data->dtype = it->second.dtype;
-    data->dims = it->second.dims;
-    data->bytes = it->second.bytes;
-    options.constant_inputs[name] = std::move(data);
-    bound += (bound.empty() ? "" : ", ") + name;
+    auto bind = [&](const std::string& input) {
+      const kiln::io::HostTensor& t = first_set->at(input);
+      auto data = std::make_shared<kiln::ir::ConstData>();
+      data->dtype = t.dtype;
+      data->dims = t.dims;
+      data->bytes = t.bytes;
+      options.constant_inputs[input] = std::move(data);
+      bound += (bound.empty() ? "" : ", ") + input;
+    };
+    if (first_set->count(name)) {
+      if (options.constant_inputs.count(name)) break;
+      bind(name);
+      continue;
+    }
+    // A value computed inside the graph (a function body's Range limit from a `size` input):
+    // bind the small integer inputs it may come from, once.
+    size_t added = 0;
+    for (const auto& [input, t] : *first_set)
+      if (!options.constant_inputs.count(input) && t.num_elements() <= 16 &&
+          (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32))
+        bind(input), ++added;
+    if (added == 0) break;
   }
   if (!bytes.ok()) {
     r.outcome = bytes.status().code() == kiln::StatusCode::kUnimplemented ? Outcome::kUnsupported : Outcome::kFail;
