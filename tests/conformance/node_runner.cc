@@ -4,6 +4,11 @@
 //
 //   kiln_conformance --data build/onnx-tests/node [--expected tests/conformance/expected_pass.txt]
 //                    [--json out.json] [--markdown out.md] [--filter SUBSTRING] [--jobs N]
+//                    [--device cpu|cuda]
+//
+// --device cuda runs every case on the CUDA backend (artifacts then carry sm_80..sm_90 cubins
+// and PTX, compiled with NVRTC and its cache); a context that cannot be made is that case's
+// failure. scripts/gpu-check runs it so on a GPU machine.
 //
 // Each case runs in a child process (a crash or a hang is that case's failure, not the
 // runner's) and ends as one of:
@@ -32,6 +37,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -190,6 +196,8 @@ std::string Compare(const kiln::io::HostTensor& want, const kiln::TensorView& go
   return "";
 }
 
+kiln::Device g_device = kiln::Device::kCpu;
+
 CaseResult RunCase(const fs::path& dir) {
   CaseResult r;
   r.name = dir.filename().string();
@@ -235,7 +243,7 @@ CaseResult RunCase(const fs::path& dir) {
   // does; when the value is computed inside the graph, the small integer inputs (at most 16
   // elements) are bound. Such passes are reported with the inputs they bound.
   kiln::compiler::CompileOptions options;
-  options.archs.clear();
+  if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
   std::string bound;
   kiln::Result<std::vector<uint8_t>> bytes = kiln::Status(kiln::StatusCode::kInternal, "not compiled");
   for (;;) {
@@ -279,12 +287,13 @@ CaseResult RunCase(const fs::path& dir) {
     r.detail = "load: " + model.status().ToString();
     return r;
   }
-  auto ctx = kiln::ExecutionContext::Create(*model, {kiln::Device::kCpu});
+  auto ctx = kiln::ExecutionContext::Create(*model, {g_device});
   if (!ctx.ok()) {
     r.detail = "context: " + ctx.status().ToString();
     return r;
   }
   int sets = 0;
+  std::list<kiln::io::HostTensor> host_copies;  // stable addresses for the CUDA outputs
   for (; fs::exists(dir / ("test_data_set_" + std::to_string(sets))); ++sets) {
     const fs::path set = dir / ("test_data_set_" + std::to_string(sets));
     auto inputs = read_set(set);
@@ -302,6 +311,21 @@ CaseResult RunCase(const fs::path& dir) {
     for (const kiln::TensorInfo& t : model->inputs()) views.push_back(inputs->at(t.name).view());
     std::vector<kiln::TensorView> out;
     kiln::Status st = ctx->Run(views, out);
+    if (st.ok() && g_device == kiln::Device::kCuda) {
+      // Device outputs: wait, then copy each into host memory to compare.
+      st = ctx->Synchronize();
+      std::vector<kiln::TensorView> host;
+      for (const kiln::TensorView& o : out) {  // never read: `o.data` is device memory
+        kiln::io::HostTensor& h = host_copies.emplace_back();
+        h.dtype = o.dtype;
+        h.dims.assign(o.dims, o.dims + o.rank);
+        h.bytes.resize(static_cast<size_t>(o.num_bytes()));
+        host.push_back(h.view());
+      }
+      if (st.ok()) st = ctx->Run(views, host);  // caller-owned host outputs: Run copies into them
+      if (st.ok()) st = ctx->Synchronize();
+      out = host;
+    }
     if (!st.ok()) {
       r.detail = set.filename().string() + ": run: " + st.ToString();
       return r;
@@ -432,7 +456,7 @@ void NameExpandedOps(std::vector<CaseResult>& results) {
 int Usage(const char* why) {
   std::cerr << "kiln_conformance: " << why << "\n"
             << "usage: kiln_conformance --data DIR [--expected FILE] [--json FILE] [--markdown FILE] [--filter TEXT] "
-               "[--jobs N]\n";
+               "[--jobs N] [--device cpu|cuda]\n";
   return 2;
 }
 
@@ -450,6 +474,11 @@ int main(int argc, char** argv) {
     else if (a == "--markdown") markdown_path = value();
     else if (a == "--filter") filter = value();
     else if (a == "--jobs") jobs = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--device") {
+      const std::string d = value();
+      if (d != "cpu" && d != "cuda") return Usage("--device is cpu or cuda");
+      g_device = d == "cuda" ? kiln::Device::kCuda : kiln::Device::kCpu;
+    }
     else return Usage(("unknown argument '" + a + "'").c_str());
   }
   if (data.empty() || !fs::is_directory(data)) return Usage("--data must name the folder of node test cases");
