@@ -29,5 +29,6 @@ void RegisterMathOps(std::vector<OpDef>& ops);           // meta_math.cc
 void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
 void RegisterScatterOps(std::vector<OpDef>& ops);        // meta_scatter.cc
 void RegisterTopKOps(std::vector<OpDef>& ops);           // meta_topk.cc
+void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
 
 }  // namespace kiln::ir

@@ -33,5 +33,6 @@ std::span<const KernelDef> MathKernels();           // math.cc
 std::span<const KernelDef> MatrixKernels();         // matrix.cc
 std::span<const KernelDef> ScatterKernels();        // scatter.cc
 std::span<const KernelDef> TopKKernels();           // topk.cc
+std::span<const KernelDef> FeatureNormKernels();    // feature_norm.cc
 
 }  // namespace kiln::cpu
