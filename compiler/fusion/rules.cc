@@ -37,6 +37,7 @@ constexpr FusionRule kOtherRules[] = {
     {"LRN", FusionKind::kCpuOnly, nullptr, nullptr, "a sum over a channel window; not lowered to a fused program yet"},
     {"LpNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "not lowered to the reduction family yet"},
     {"MeanVarianceNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "statistics over several axes; not lowered to the reduction family yet"},
+    {"Einsum", FusionKind::kCpuOnly, nullptr, nullptr, "a direct loop over the index space; not rewritten to a batched matmul yet"},
     {"Det", FusionKind::kCpuOnly, nullptr, nullptr, "an LU factorisation per matrix; fused programs compute one element at a time"},
     {"DynamicQuantizeLinear", FusionKind::kCpuOnly, nullptr, nullptr,
      "a whole-tensor min/max feeds every element; fused programs have no reduce-then-map region"},

@@ -30,5 +30,6 @@ void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
 void RegisterScatterOps(std::vector<OpDef>& ops);        // meta_scatter.cc
 void RegisterTopKOps(std::vector<OpDef>& ops);           // meta_topk.cc
 void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
+void RegisterEinsumOps(std::vector<OpDef>& ops);         // meta_einsum.cc
 
 }  // namespace kiln::ir
