@@ -38,7 +38,8 @@
 //   ConstantOfShape           `value` TENSOR attr -> attrs dtype (kiln::DType as int) and
 //                             value_float (float dtypes) or value_int (integer/bool dtypes)
 //   Gemm                      legacy `broadcast` attr dropped
-//   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list
+//   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list,
+//                             else one comma-separated STRING (e.g. "Relu,Tanh")
 // Unimplemented: op versions refused by op_versions.cc, non-default domains, non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
@@ -64,6 +65,7 @@
 #include <vector>
 
 #include "compiler/onnx/op_versions.h"
+#include "onnx/defs/schema.h"
 #include "runtime/half.h"
 
 namespace kiln::onnx_import {
@@ -661,6 +663,19 @@ Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributePro
     else if (a.strings_size()) type = onnx::AttributeProto::STRINGS;
     else return DataLoss(aw + ": no type and no value");
   }
+  // Kiln's meta functions read attributes by kind and would fall back to the default on a
+  // mismatch: check the type against ONNX's schema (Debian's libonnx knows opsets <= 17; an
+  // op's attribute types do not change across versions), so the mistake is an error instead.
+  if (np.domain().empty() || np.domain() == "ai.onnx") {
+    if (const onnx::OpSchema* schema =
+            onnx::OpSchemaRegistry::Schema(np.op_type(), static_cast<int>(std::min<int64_t>(opset_, INT32_MAX)), "")) {
+      auto declared = schema->attributes().find(a.name());
+      if (declared != schema->attributes().end() && declared->second.type != type)
+        return InvalidArgument(aw + " is " + onnx::AttributeProto::AttributeType_Name(type) + ", expected " +
+                               onnx::AttributeProto::AttributeType_Name(declared->second.type) + " (ONNX " +
+                               np.op_type() + "-" + std::to_string(schema->since_version()) + ")");
+    }
+  }
   switch (type) {
     case onnx::AttributeProto::INT: node.attrs.SetInt(a.name(), a.i()); return Status::Ok();
     case onnx::AttributeProto::FLOAT: node.attrs.SetFloat(a.name(), a.f()); return Status::Ok();
@@ -687,7 +702,11 @@ Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributePro
           is_default = s == u;
         }
         if (is_default) return Status::Ok();
-        return Unimplemented(aw + ": only the default activations are supported");
+        // AttrMap holds no string lists; the kernels parse this comma-separated form.
+        std::string list;
+        for (int i = 0; i < a.strings_size(); ++i) list += (i ? "," : "") + a.strings(i);
+        node.attrs.SetString(a.name(), list);
+        return Status::Ok();
       }
       return Unimplemented(aw + ": STRINGS attributes are not supported");
     }
