@@ -29,6 +29,7 @@ void RegisterMathOps(std::vector<OpDef>& ops);           // meta_math.cc
 void RegisterMatrixOps(std::vector<OpDef>& ops);         // meta_matrix.cc
 void RegisterScatterOps(std::vector<OpDef>& ops);        // meta_scatter.cc
 void RegisterTopKOps(std::vector<OpDef>& ops);           // meta_topk.cc
+void RegisterVisionOps(std::vector<OpDef>& ops);         // meta_vision.cc
 void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
 void RegisterEinsumOps(std::vector<OpDef>& ops);         // meta_einsum.cc
 

@@ -38,6 +38,7 @@ const Table& GetTable() {
     RegisterMatrixOps(t.ops);
     RegisterScatterOps(t.ops);
     RegisterTopKOps(t.ops);
+    RegisterVisionOps(t.ops);
     RegisterFeatureNormOps(t.ops);
     RegisterEinsumOps(t.ops);
     // Sorted for lookup; on a duplicate name the first registration wins.

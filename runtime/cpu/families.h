@@ -33,6 +33,7 @@ std::span<const KernelDef> MathKernels();           // math.cc
 std::span<const KernelDef> MatrixKernels();         // matrix.cc
 std::span<const KernelDef> ScatterKernels();        // scatter.cc
 std::span<const KernelDef> TopKKernels();           // topk.cc
+std::span<const KernelDef> VisionKernels();         // vision.cc
 std::span<const KernelDef> FeatureNormKernels();    // feature_norm.cc
 std::span<const KernelDef> EinsumKernels();         // einsum.cc
 

@@ -21,7 +21,8 @@ const std::vector<KernelDef>& Table() {
         TransformerKernels(),
         CumulativeKernels(), BitCastKernels(), TensorScatterKernels(), CausalConvKernels(),
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
-        MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), FeatureNormKernels(), EinsumKernels()};
+        MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
+        FeatureNormKernels(), EinsumKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),
