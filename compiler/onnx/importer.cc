@@ -31,6 +31,8 @@
 //   Resize >= 11              attrs kept; a constant empty roi/scales input -> absent
 //   Softmax/LogSoftmax/Hardmax < 13
 //                             coerce_2d = 1 and axis (default 1) set explicitly
+//   RoiAlign < 16             coordinate_transformation_mode "output_half_pixel" (RoiAlign-10's
+//                             behaviour; the attribute and its half_pixel default came in 16)
 //   Dropout                   -> Identity(data); a used mask output or a constant true
 //                             training_mode -> Unimplemented
 //   BatchNormalization        only output 0 is kept; used training outputs, training_mode=1
@@ -839,6 +841,8 @@ Status Importer::Rewrite(const onnx::NodeProto& np, Node& node, const std::strin
     }
   } else if (op == "DFT" && opset_ < 20) {  // axis: an attribute (default 1), an input (default -2) from 20
     node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
+  } else if (op == "RoiAlign" && opset_ < 16) {  // RoiAlign-10 had output_half_pixel semantics, no attribute
+    node.attrs.SetString("coordinate_transformation_mode", "output_half_pixel");
   } else if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset_ < 13) {
     node.attrs.SetInt("axis", node.attrs.GetInt("axis", 1));
     node.attrs.SetInt("coerce_2d", 1);

@@ -690,3 +690,20 @@ TEST_CASE("onnx import: the shared real models import") {
     ++count;
   }
 }
+
+TEST_CASE("onnx import: RoiAlign before opset 16 gets RoiAlign-10's output_half_pixel coordinates") {
+  for (int64_t opset : {10, 16}) {
+    auto m = MakeModel(opset);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"1", "1", "4", "4"});
+    AddInput(g, "rois", {"1", "4"});
+    AddInput(g, "idx", {"1"}, onnx::TensorProto::INT64);
+    AddNode(g, "RoiAlign", {"x", "rois", "idx"}, {"y"}, "roi");
+    AddOutput(g, "y");
+    auto t = Import(m);
+    REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+    REQUIRE(t->body.nodes.size() == 1);
+    CHECK(t->body.nodes[0].attrs.GetString("coordinate_transformation_mode", "") ==
+          (opset == 10 ? "output_half_pixel" : ""));
+  }
+}
