@@ -43,6 +43,7 @@ constexpr FusionRule kOtherRules[] = {
     {"LpNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "not lowered to the reduction family yet"},
     {"MeanVarianceNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "statistics over several axes; not lowered to the reduction family yet"},
     {"Einsum", FusionKind::kCpuOnly, nullptr, nullptr, "a direct loop over the index space; not rewritten to a batched matmul yet"},
+    {"CenterCropPad", FusionKind::kCpuOnly, nullptr, nullptr, "not lowered to Slice/Pad index arithmetic yet"},
     {"Det", FusionKind::kCpuOnly, nullptr, nullptr, "an LU factorisation per matrix; fused programs compute one element at a time"},
     {"DynamicQuantizeLinear", FusionKind::kCpuOnly, nullptr, nullptr,
      "a whole-tensor min/max feeds every element; fused programs have no reduce-then-map region"},

@@ -32,5 +32,6 @@ void RegisterTopKOps(std::vector<OpDef>& ops);           // meta_topk.cc
 void RegisterVisionOps(std::vector<OpDef>& ops);         // meta_vision.cc
 void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
 void RegisterEinsumOps(std::vector<OpDef>& ops);         // meta_einsum.cc
+void RegisterCenterCropPadOps(std::vector<OpDef>& ops);  // meta_center_crop_pad.cc
 
 }  // namespace kiln::ir
