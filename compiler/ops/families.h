@@ -33,5 +33,6 @@ void RegisterVisionOps(std::vector<OpDef>& ops);         // meta_vision.cc
 void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
 void RegisterEinsumOps(std::vector<OpDef>& ops);         // meta_einsum.cc
 void RegisterCenterCropPadOps(std::vector<OpDef>& ops);  // meta_center_crop_pad.cc
+void RegisterSelectionOps(std::vector<OpDef>& ops);      // meta_selection.cc
 
 }  // namespace kiln::ir

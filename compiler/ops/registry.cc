@@ -42,6 +42,7 @@ const Table& GetTable() {
     RegisterFeatureNormOps(t.ops);
     RegisterEinsumOps(t.ops);
     RegisterCenterCropPadOps(t.ops);
+    RegisterSelectionOps(t.ops);
     // Sorted for lookup; on a duplicate name the first registration wins.
     std::stable_sort(t.ops.begin(), t.ops.end(),
                      [](const OpDef& a, const OpDef& b) { return a.name < b.name; });

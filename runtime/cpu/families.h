@@ -37,5 +37,6 @@ std::span<const KernelDef> VisionKernels();         // vision.cc
 std::span<const KernelDef> FeatureNormKernels();    // feature_norm.cc
 std::span<const KernelDef> EinsumKernels();         // einsum.cc
 std::span<const KernelDef> CenterCropPadKernels();  // center_crop_pad.cc
+std::span<const KernelDef> SelectionKernels();      // selection.cc
 
 }  // namespace kiln::cpu

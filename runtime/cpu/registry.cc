@@ -22,7 +22,8 @@ const std::vector<KernelDef>& Table() {
         CumulativeKernels(), BitCastKernels(), TensorScatterKernels(), CausalConvKernels(),
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
-        FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels()};
+        FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(), 
+        SelectionKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),

@@ -1,0 +1,126 @@
+// Meta functions of Compress, NonZero and Unique (runtime/cpu/selection.cc). Their output
+// sizes depend on the data, which Kiln must know at compile time: a constant (or an input
+// bound with `kiln compile --constant-input`) compiles, and the canonical stage then folds
+// the node by running the CPU kernel; anything else is Unimplemented with the
+// "data-dependent output shape" message that names the value to bind.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "compiler/ops/families.h"
+#include "compiler/ops/meta_util.h"
+
+namespace kiln::ir {
+using namespace meta;
+namespace {
+
+Result<const ConstData*> NeedConst(const Value& v, std::string_view what) {
+  if (v.data) return v.data.get();
+  return Unimplemented("data-dependent output shape: " + std::string(what) + " (" + v.name +
+                       ") is not known at compile time");
+}
+
+bool NonZeroAt(const ConstData& d, int64_t i) {
+  return IsFloat(d.dtype) ? d.FloatAt(i) != 0.0 : d.IntAt(i) != 0;
+}
+
+Status CompressMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
+  KILN_ASSIGN_OR_RETURN(const Value* cond, Need(ctx, 1, "condition"));
+  KILN_RETURN_IF_ERROR(CheckDType(*cond, "condition", kBools));
+  KILN_RETURN_IF_ERROR(CheckRank(*cond, "input condition", 1, 1));
+  const bool has_axis = ctx.attrs().Has("axis");
+  int axis = 0;
+  if (has_axis) {
+    KILN_RETURN_IF_ERROR(CheckRank(*x, "input", 1, kMaxRank));
+    KILN_ASSIGN_OR_RETURN(axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
+  }
+  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*cond, "condition"));
+  // Slices past the condition's length are dropped; a longer condition is an error.
+  std::optional<int64_t> extent = has_axis ? x->shape[axis].value() : StaticCount(*x);
+  const int64_t len = c->num_elements();
+  if (extent && len > *extent)
+    return InvalidArgument("input condition: expected at most " + std::to_string(*extent) + " elements (the " +
+                           (has_axis ? "axis dim" : "element count") + "), found " + std::to_string(len));
+  int64_t count = 0;
+  for (int64_t i = 0; i < len; ++i) count += NonZeroAt(*c, i) ? 1 : 0;
+  SymShape out = has_axis ? x->shape : SymShape{};
+  if (has_axis) out[axis] = Sym(count);
+  else out.push_back(Sym(count));
+  ctx.SetOutput(0, x->dtype, out);
+  return Status::Ok();
+}
+
+Status NonZeroMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "X"));
+  KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kAll));
+  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*x, "X"));
+  int64_t count = 0;
+  for (int64_t i = 0; i < c->num_elements(); ++i) count += NonZeroAt(*c, i) ? 1 : 0;
+  // A scalar counts as one dim, as numpy's nonzero treats it.
+  ctx.SetOutput(0, DType::kInt64, {Sym(std::max(1, x->rank())), Sym(count)});
+  return Status::Ok();
+}
+
+// Element order for Unique: integers exactly, floats by value with every NaN equal.
+int CompareAt(const ConstData& d, int64_t a, int64_t b) {
+  if (!IsFloat(d.dtype)) {
+    const int64_t u = d.IntAt(a), v = d.IntAt(b);
+    return u < v ? -1 : u > v ? 1 : 0;
+  }
+  const double u = d.FloatAt(a), v = d.FloatAt(b);
+  if (std::isnan(u) || std::isnan(v)) return std::isnan(u) == std::isnan(v) ? 0 : std::isnan(u) ? 1 : -1;
+  return u < v ? -1 : u > v ? 1 : 0;
+}
+
+Status UniqueMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 4));
+  KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "X"));
+  KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kAll));
+  const bool has_axis = ctx.attrs().Has("axis");
+  int axis = 0;
+  if (has_axis) {
+    KILN_RETURN_IF_ERROR(CheckRank(*x, "input X", 1, kMaxRank));
+    KILN_ASSIGN_OR_RETURN(axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
+  }
+  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*x, "X"));
+  // Slices along the axis (single elements without one), compared lexicographically.
+  int64_t outer = 1, n = c->num_elements(), inner = 1;
+  if (has_axis) {
+    n = c->dims[axis];
+    for (int d = 0; d < axis; ++d) outer *= c->dims[d];
+    for (size_t d = axis + 1; d < c->dims.size(); ++d) inner *= c->dims[d];
+  }
+  auto compare = [&](int64_t a, int64_t b) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        if (int r = CompareAt(*c, (o * n + a) * inner + i, (o * n + b) * inner + i)) return r;
+    return 0;
+  };
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
+  int64_t unique = n ? 1 : 0;
+  for (int64_t k = 1; k < n; ++k) unique += compare(order[k - 1], order[k]) != 0 ? 1 : 0;
+  SymShape y = has_axis ? x->shape : SymShape{};
+  if (has_axis) y[axis] = Sym(unique);
+  else y.push_back(Sym(unique));
+  ctx.SetOutput(0, x->dtype, y);
+  ctx.SetOutput(1, DType::kInt64, {Sym(unique)});
+  ctx.SetOutput(2, DType::kInt64, {Sym(n)});
+  ctx.SetOutput(3, DType::kInt64, {Sym(unique)});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterSelectionOps(std::vector<OpDef>& ops) {
+  Def(ops, "Compress", CompressMeta);
+  Def(ops, "NonZero", NonZeroMeta);
+  Def(ops, "Unique", UniqueMeta);
+}
+
+}  // namespace kiln::ir
