@@ -1,5 +1,6 @@
 // Elementwise binary, variadic and ternary ops with numpy multidirectional broadcasting:
-// arithmetic, comparison, logic, Mod, Pow, PRelu, Max/Min/Sum/Mean and Where.
+// arithmetic, comparison, logic, Mod, Pow, PRelu, Max/Min/Sum/Mean and Where. Arithmetic
+// and Max/Min/Mod also take float16/bfloat16, computed in float and rounded back.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/half.h"
 
 namespace kiln::cpu {
 namespace {
@@ -149,6 +151,17 @@ struct Arith {
   }
 };
 
+// float16/bfloat16 storage: the float op on the widened operands, rounded back to
+// nearest even, as the fused programs compute them.
+template <Bin kOp, bool kBF16>
+struct Arith16 {
+  Arith<kOp, float> op;
+  uint16_t operator()(uint16_t x, uint16_t y) const {
+    if constexpr (kBF16) return FloatToBF16(op(BF16ToFloat(x), BF16ToFloat(y)));
+    else return FloatToHalf(op(HalfToFloat(x), HalfToFloat(y)));
+  }
+};
+
 template <Bin kOp, typename T>
 struct Compare {
   uint8_t operator()(T x, T y) const {
@@ -217,6 +230,14 @@ Status ApplyBinary(const TensorRef& a, const TensorRef& b, const TensorRef& out,
     }
     bool div_by_zero = false;
     const bool fmod = attrs.GetInt("fmod", 0) != 0;
+    if (a.dtype == DType::kFloat16) {
+      Broadcast2<uint16_t, uint16_t, uint16_t>(a, b, out, Arith16<kOp, false>{{&div_by_zero, fmod}});
+      return Status::Ok();
+    }
+    if (a.dtype == DType::kBFloat16) {
+      Broadcast2<uint16_t, uint16_t, uint16_t>(a, b, out, Arith16<kOp, true>{{&div_by_zero, fmod}});
+      return Status::Ok();
+    }
     bool ok = VisitNumeric(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       Broadcast2<T, T, T>(a, b, out, Arith<kOp, T>{&div_by_zero, fmod});
