@@ -51,7 +51,8 @@ Status Lrn(const KernelCall& call) {
   return Status::Ok();
 }
 
-// y = x / ||x||_p along `axis` (p = 1 or 2); a zero norm gives what the division gives.
+// y = x / ||x||_p along `axis` (p = 1 or 2); a zero norm gives 0, not 0/0, as ONNX's
+// reference does.
 Status LpNormalization(const KernelCall& call) {
   constexpr std::string_view kName = "LpNormalization";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 1));
@@ -72,7 +73,7 @@ Status LpNormalization(const KernelCall& call) {
         norm += p == 1 ? std::fabs(v) : v * v;
       }
       if (p == 2) norm = std::sqrt(norm);
-      for (int64_t j = 0; j < len; ++j) StoreFloat(y, base + j * inner, LoadFloat(x, base + j * inner) / norm);
+      for (int64_t j = 0; j < len; ++j) StoreFloat(y, base + j * inner, norm == 0 ? 0.0 : LoadFloat(x, base + j * inner) / norm);
     }
   return Status::Ok();
 }

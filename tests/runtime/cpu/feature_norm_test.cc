@@ -57,6 +57,9 @@ TEST_CASE("LpNormalization: p = 2 along the last axis, p = 1 along the first") {
   a.SetInt("p", 1);
   REQUIRE(RunKernel("LpNormalization", a, {&x}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{3.0f / 9, -4.0f / 12, 6.0f / 9, 8.0f / 12}));
+  auto zeros = Floats({2, 2}, {0, 0, 1, 0});
+  REQUIRE(RunKernel("LpNormalization", {}, {&zeros}, {&y}).ok());  // a zero norm gives 0, not NaN
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{0, 0, 1, 0}));
   a.SetInt("p", 3);
   CHECK(RunKernel("LpNormalization", a, {&x}, {&y}).message() == "LpNormalization: p must be 1 or 2, got 3");
 }
