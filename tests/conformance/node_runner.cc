@@ -105,6 +105,10 @@ std::string GraphScope(const onnx::GraphProto& g) {
                                                 "RandomUniformLike", "Bernoulli", "Multinomial"};
   static const std::set<std::string> kStringOps = {"StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch",
                                                    "TfIdfVectorizer"};
+  // Ops on sequence values (ReverseSequence, despite its name, is a tensor op: in scope).
+  static const std::set<std::string> kSequenceOps = {"SequenceConstruct", "SequenceEmpty", "SequenceAt",
+                                                     "SequenceInsert", "SequenceErase", "SequenceLength",
+                                                     "SequenceMap", "SplitToSequence", "ConcatFromSequence"};
   // Training losses (no inference model computes one) and media decoding (a codec's job).
   static const std::set<std::string> kNotInference = {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
                                                       "ImageDecoder"};
@@ -119,7 +123,7 @@ std::string GraphScope(const onnx::GraphProto& g) {
     if (kRandom.count(n.op_type())) return "random op " + n.op_type();
     if (kStringOps.count(n.op_type())) return "string op " + n.op_type();
     if (kNotInference.count(n.op_type())) return "not an inference op: " + n.op_type();
-    if (n.op_type().find("Sequence") != std::string::npos || n.op_type().rfind("Optional", 0) == 0)
+    if (kSequenceOps.count(n.op_type()) || n.op_type().rfind("Optional", 0) == 0)
       return "sequence/optional op " + n.op_type();
     for (const onnx::AttributeProto& a : n.attribute()) {
       if ((a.name() == "to" || a.name() == "output_dtype" || a.name() == "dtype") && a.type() == onnx::AttributeProto::INT &&
