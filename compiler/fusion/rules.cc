@@ -17,6 +17,8 @@ constexpr FusionRule kOtherRules[] = {
     {"MaxPool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
     {"AveragePool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
     {"LSTM", FusionKind::kLibrary, nullptr, nullptr, "cuDNN RNN (cudnnRNNForward)"},
+    {"GRU", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports GRU; not wired)"},
+    {"RNN", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports it; not wired)"},
     {"LpPool", FusionKind::kCpuOnly, nullptr, nullptr,
      "cuDNN has no Lp pooling mode and windowed reductions are not generated yet"},
     {"ArgMax", FusionKind::kCpuOnly, nullptr, nullptr,

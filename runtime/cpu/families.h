@@ -21,6 +21,7 @@ std::span<const KernelDef> DataMovementKernels();   // data_movement.cc
 std::span<const KernelDef> ShapeKernels();          // shape_ops.cc
 std::span<const KernelDef> ResizeKernels();         // resize.cc
 std::span<const KernelDef> LstmKernels();           // lstm.cc
+std::span<const KernelDef> RnnKernels();            // rnn.cc
 std::span<const KernelDef> TransformerKernels();    // transformer.cc
 std::span<const KernelDef> CumulativeKernels();     // cumulative.cc
 std::span<const KernelDef> BitCastKernels();        // bitcast.cc

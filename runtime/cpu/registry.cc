@@ -18,11 +18,12 @@ const std::vector<KernelDef>& Table() {
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
         DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
         LstmKernels(),
+        RnnKernels(),
         TransformerKernels(),
         CumulativeKernels(), BitCastKernels(), TensorScatterKernels(), CausalConvKernels(),
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
-        FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(), 
+        FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(),
         SelectionKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
