@@ -656,6 +656,9 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
   if (mode != "nearest" && mode != "linear") return InvalidArgument("Resize mode '" + mode + "' is unknown");
   const bool linear = mode == "linear";
   if (attrs.GetInt("antialias", 0) != 0) return Unimplemented("Resize with antialias=1 has no fused form");
+  // The kept aspect ratio's common scale is not out / in, which is what this lowering derives from sizes.
+  if (attrs.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+    return Unimplemented("Resize keep_aspect_ratio_policy other than stretch has no fused form");
   const std::string cm(attrs.GetString("coordinate_transformation_mode", "half_pixel"));
   CoordMode coord;
   if (cm == "half_pixel")

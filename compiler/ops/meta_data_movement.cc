@@ -472,8 +472,9 @@ Status ResizeMeta(MetaContext& ctx) {
   SymShape out = x->shape;
   if (sizes) {
     std::string policy(ctx.attrs().GetString("keep_aspect_ratio_policy", "stretch"));
-    if (policy != "stretch")
-      return Unimplemented("keep_aspect_ratio_policy \"" + policy + "\": only \"stretch\" is supported");
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+      return InvalidArgument("keep_aspect_ratio_policy: expected stretch, not_larger or not_smaller, found \"" +
+                             policy + "\"");
     KILN_RETURN_IF_ERROR(CheckDType(*sizes, "sizes", kSignedInts));
     KILN_ASSIGN_OR_RETURN(std::vector<Sym> sz, NeedElements(*sizes, "sizes"));
     if (sz.size() != axes.size())
@@ -483,6 +484,23 @@ Status ResizeMeta(MetaContext& ctx) {
       if (sz[i].is_const() && *sz[i].value() < 0)
         return InvalidArgument("sizes: expected values >= 0, found " + Str(sz));
       out[axes[i]] = sz[i];
+    }
+    if (policy != "stretch") {
+      // One scale for every axis in `axes`: the min (not_larger) or max (not_smaller) of
+      // sizes / input, in float as the CPU kernel computes it; each dim is round(in * scale).
+      float scale = 0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const auto in = x->shape[axes[i]].value();
+        const auto want = sz[i].value();
+        if (!in || !want)
+          return Unimplemented("keep_aspect_ratio_policy \"" + policy + "\": expected static sizes and input dims "
+                               "on the resized axes, found sizes " + Str(sz) + " and X " + Str(x->shape));
+        const float s = *in > 0 ? static_cast<float>(*want) / static_cast<float>(*in) : 1.0f;
+        scale = i == 0 ? s : policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+      }
+      for (int a : axes) {
+        out[a] = Sym(static_cast<int64_t>(std::round(static_cast<float>(*x->shape[a].value()) * scale)));
+      }
     }
   } else {
     KILN_RETURN_IF_ERROR(CheckDType(*scales, "scales", kFloats));
