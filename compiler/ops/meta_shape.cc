@@ -234,6 +234,12 @@ Status RangeMeta(MetaContext& ctx) {
                              Str(in[i]->shape));
   }
   DType t = in[0]->dtype;
+  if (t == DType::kFloat16 || t == DType::kBFloat16) {
+    // Range-27 computes low-precision ranges in stash_type; other dtypes ignore it.
+    int64_t stash = ctx.attrs().GetInt("stash_type", static_cast<int64_t>(DType::kFloat32));
+    if (stash != static_cast<int64_t>(DType::kFloat32) && stash != static_cast<int64_t>(DType::kFloat64))
+      return InvalidArgument("stash_type: expected 1 (float) or 11 (double), found " + std::to_string(stash));
+  }
   if (IsFloat(t)) {
     auto s = FloatElements(*in[0]), l = FloatElements(*in[1]), d = FloatElements(*in[2]);
     for (int i = 0; i < 3; ++i)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/cpu/families.h"
+#include "runtime/cpu/float_storage.h"
 #include "runtime/cpu/kernel_util.h"
 
 namespace kiln::cpu {
@@ -67,6 +68,35 @@ Status ConstantOfShapeKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// Range-27 over float16/bfloat16: start, limit and delta are widened to the stash_type (float32 or
+// float64) and each element is start + i * delta in that precision, rounded to the storage type once;
+// accumulating in float16 would stall once v + delta rounds back to v.
+template <typename S>
+Status RangeInStash(const KernelCall& call, std::string_view name) {
+  const TensorRef& y = call.outputs[0];
+  const S start = static_cast<S>(LoadFloat(call.inputs[0], 0));
+  const S limit = static_cast<S>(LoadFloat(call.inputs[1], 0));
+  const S delta = static_cast<S>(LoadFloat(call.inputs[2], 0));
+  if (delta == S(0)) return OpError(name, "delta is 0");
+  const double count =
+      std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (n != y.num_elements) {
+    return OpError(name, "output has " + std::to_string(y.num_elements) + " elements, the range has " +
+                             std::to_string(n));
+  }
+  for (int64_t i = 0; i < n; ++i) StoreFloat(y, i, static_cast<S>(start + static_cast<S>(i) * delta));
+  return Status::Ok();
+}
+
+Status LowPrecisionRange(const KernelCall& call) {
+  constexpr std::string_view kName = "Range";
+  const int64_t stash = call.attrs.GetInt("stash_type", static_cast<int64_t>(DType::kFloat32));
+  if (stash == static_cast<int64_t>(DType::kFloat32)) return RangeInStash<float>(call, kName);
+  if (stash == static_cast<int64_t>(DType::kFloat64)) return RangeInStash<double>(call, kName);
+  return OpError(kName, "stash_type must be 1 (float) or 11 (double), got " + std::to_string(stash));
+}
+
 Status RangeKernel(const KernelCall& call) {
   constexpr std::string_view kName = "Range";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
@@ -79,6 +109,7 @@ Status RangeKernel(const KernelCall& call) {
                                 DTypeStr(t.dtype) + " " + ShapeStr(t));
     }
   }
+  if (y.dtype == DType::kFloat16 || y.dtype == DType::kBFloat16) return LowPrecisionRange(call);
   Status status;
   bool ok = VisitNumeric(y.dtype, [&](auto tag) {
     using T = decltype(tag);

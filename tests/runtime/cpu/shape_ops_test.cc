@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "runtime/half.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -43,6 +44,37 @@ TEST_CASE("Shape, Size, ConstantOfShape, Range") {
   CHECK(rf.values<float>() == std::vector<float>{0, 0.25f, 0.5f, 0.75f});
   auto rbad = Output(DType::kInt64, {4});
   CHECK(RunKernel("Range", {}, {&r0, &r1, &rd}, {&rbad}).code() == StatusCode::kInvalidArgument);
+}
+
+TestTensor Half(DType dt, float v) {
+  TestTensor t(dt, {}, 2);
+  t.data<uint16_t>()[0] = dt == DType::kFloat16 ? FloatToHalf(v) : FloatToBF16(v);
+  return t;
+}
+
+// Where float16 (bfloat16) spacing is 2, start + i in float32 rounds to even each time, while
+// accumulating in the storage type would stick at start.
+TEST_CASE("Range: float16 and bfloat16 in stash_type") {
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    INFO(DTypeName(dt));
+    const float s = dt == DType::kFloat16 ? 2048 : 256;
+    auto start = Half(dt, s), limit = Half(dt, s + 4), delta = Half(dt, 1);
+    for (int64_t stash : {1, 11}) {
+      AttrMap attrs;
+      attrs.SetInt("stash_type", stash);
+      auto y = Output(dt, {4});
+      REQUIRE(RunKernel("Range", attrs, {&start, &limit, &delta}, {&y}).ok());
+      std::vector<float> got;
+      for (uint16_t h : y.values<uint16_t>()) got.push_back(dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h));
+      CHECK(got == std::vector<float>{s, s, s + 2, s + 4});
+    }
+    AttrMap bad;
+    bad.SetInt("stash_type", 10);
+    auto y = Output(dt, {4});
+    Status st = RunKernel("Range", bad, {&start, &limit, &delta}, {&y});
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message().find("stash_type") != std::string::npos);
+  }
 }
 
 }  // namespace
