@@ -45,6 +45,7 @@ constexpr FusionRule kOtherRules[] = {
     {"LpNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "not lowered to the reduction family yet"},
     {"MeanVarianceNormalization", FusionKind::kCpuOnly, nullptr, nullptr, "statistics over several axes; not lowered to the reduction family yet"},
     {"Einsum", FusionKind::kCpuOnly, nullptr, nullptr, "a direct loop over the index space; not rewritten to a batched matmul yet"},
+    {"ReverseSequence", FusionKind::kCpuOnly, nullptr, nullptr, "a per-batch reversal length read from a tensor; fused index maps are affine"},
     {"CenterCropPad", FusionKind::kCpuOnly, nullptr, nullptr, "not lowered to Slice/Pad index arithmetic yet"},
     {"Compress", FusionKind::kCpuOnly, nullptr, nullptr, "a data-dependent output size: compiled only from a constant condition"},
     {"NonZero", FusionKind::kCpuOnly, nullptr, nullptr, "a data-dependent output size: compiled only from constants and folded"},

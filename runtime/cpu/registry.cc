@@ -24,7 +24,7 @@ const std::vector<KernelDef>& Table() {
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
         FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(),
-        SelectionKernels()};
+        SelectionKernels(), ReverseSequenceKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     std::stable_sort(all.begin(), all.end(),
