@@ -1,7 +1,9 @@
 // Resize (opset 18/19 semantics): nearest, linear and cubic over any set of axes, with
 // the coordinate transforms, nearest modes and tf_crop_and_resize extrapolation of the
 // spec. Arithmetic mirrors onnxruntime's CPU kernel (float coordinates, same weight
-// formulas, same summation order for bilinear) so results match it.
+// formulas, same summation order for bilinear) so results match it. antialias = 1 (linear
+// and cubic) follows the ONNX reference: when downsampling by s, the filter is stretched by
+// 1/s (2·ceil(1/s) taps for linear, 2·ceil(2/s) for cubic) and its weights normalised.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +29,7 @@ struct ResizeParams {
   Nearest nearest = Nearest::kRoundPreferFloor;
   float cubic_a = -0.75f;
   bool exclude_outside = false;
+  bool antialias = false;
   float extrapolation = 0.0f;
   float scale[kMaxRank] = {};
   float roi_start[kMaxRank] = {};
@@ -96,7 +99,8 @@ Status ParseParams(const KernelCall& call, ResizeParams* p) {
   else if (nearest == "floor") p->nearest = Nearest::kFloor;
   else if (nearest == "ceil") p->nearest = Nearest::kCeil;
   else return OpError(kName, "unknown nearest_mode '" + std::string(nearest) + "'");
-  if (attrs.GetInt("antialias", 0) != 0) return OpUnimplemented(kName, "antialias=1 is not supported");
+  p->antialias = attrs.GetInt("antialias", 0) != 0;
+  if (p->antialias && p->mode == Mode::kNearest) return OpError(kName, "antialias=1 needs mode linear or cubic");
   p->cubic_a = attrs.GetFloat("cubic_coeff_a", -0.75f);
   p->exclude_outside = attrs.GetInt("exclude_outside", 0) != 0;
   p->extrapolation = attrs.GetFloat("extrapolation_value", 0.0f);
@@ -171,27 +175,70 @@ Status ParseParams(const KernelCall& call, ResizeParams* p) {
   return Status::Ok();
 }
 
+// Tap slots per output coordinate on an axis of `in` -> `out`. Antialiasing needs
+// 2·ceil(2/s) for cubic; the scale s is at least (out - 0.5) / in (sizes rounded with a
+// kept aspect ratio; floor(in·s) = out otherwise), which bounds it.
+int64_t TapCapacity(bool antialias, int64_t in, int64_t out) {
+  if (!antialias) return kMaxTaps;
+  const double inv = static_cast<double>(in) / std::max(static_cast<double>(out) - 0.5, 0.5);
+  return std::max<int64_t>(kMaxTaps, 2 * static_cast<int64_t>(std::ceil(2 * inv)) + 2);
+}
+
 // Per-axis tap tables in the workspace: for every output coordinate on every axis,
-// kMaxTaps input indices (-1: extrapolate) and weights.
-size_t TableBytes(const TensorRef& y) {
+// TapCapacity input indices (-1: extrapolate) and weights.
+size_t TableBytes(bool antialias, const TensorRef& x, const TensorRef& y) {
   size_t n = 0;
-  for (int i = 0; i < y.rank; ++i) n += static_cast<size_t>(y.dims[i]);
-  return n * kMaxTaps * (sizeof(int64_t) + sizeof(float));
+  for (int i = 0; i < y.rank && i < x.rank; ++i)
+    n += static_cast<size_t>(y.dims[i] * TapCapacity(antialias, x.dims[i], y.dims[i]));
+  return n * (sizeof(int64_t) + sizeof(float));
 }
 
-size_t ResizeWorkspace(const AttrMap&, std::span<const TensorRef>, std::span<const TensorRef> outputs) {
-  return outputs.empty() || !outputs[0].present() ? 0 : TableBytes(outputs[0]);
+size_t ResizeWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+  if (inputs.empty() || !inputs[0].present() || outputs.empty() || !outputs[0].present()) return 0;
+  return TableBytes(attrs.GetInt("antialias", 0) != 0, inputs[0], outputs[0]);
 }
 
-// Fills the taps of one axis; returns the tap count used on it.
-int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, int64_t* idx, float* w) {
+// The ONNX reference's antialiased filter at x = base + ratio, ratio in (0, 1] (an integer x
+// counts as the right end of the interval before it): n taps at base + start .. base + start + n - 1.
+// Returns n, or -1 when more than `cap`.
+int AntialiasTaps(const ResizeParams& p, double x, double scale, int64_t in_len, int64_t cap, int64_t* ti,
+                  float* tw) {
+  const double s = std::min(scale, 1.0);
+  const bool linear = p.mode == Mode::kLinear;
+  const int64_t start = static_cast<int64_t>(std::floor((linear ? -1.0 : -2.0) / s)) + 1;
+  const int64_t n = 2 - 2 * start;
+  if (n > cap) return -1;
+  const int64_t base = static_cast<int64_t>(std::ceil(x)) - 1;
+  const double ratio = x - static_cast<double>(base);
+  const double a = p.cubic_a;
+  auto weight = [&](int64_t t) {
+    const int64_t pos = base + start + t;
+    if (p.exclude_outside && (pos < 0 || pos >= in_len)) return 0.0;
+    const double arg = std::fabs((static_cast<double>(start + t) - ratio) * s);
+    if (linear) return std::clamp(1 - arg, 0.0, 1.0);
+    if (arg <= 1) return ((a + 2) * arg - (a + 3)) * arg * arg + 1;
+    if (arg < 2) return ((a * arg - 5 * a) * arg + 8 * a) * arg - 4 * a;
+    return 0.0;
+  };
+  double sum = 0;
+  for (int64_t t = 0; t < n; ++t) sum += weight(t);
+  for (int64_t t = 0; t < n; ++t) {
+    ti[t] = std::clamp<int64_t>(base + start + t, 0, in_len - 1);
+    tw[t] = static_cast<float>(sum != 0 ? weight(t) / sum : weight(t));
+  }
+  return static_cast<int>(n);
+}
+
+// Fills the taps of one axis (`cap` slots per output coordinate); returns the tap count
+// used on it, or -1 when antialiasing needs more than `cap`.
+int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, int64_t cap, int64_t* idx, float* w) {
   const float scale = p.scale[axis];
   const bool extrapolate = p.coord == Coord::kTfCropAndResize;
-  const int taps = p.mode == Mode::kNearest ? 1 : (p.mode == Mode::kLinear ? 2 : 4);
+  int taps = p.mode == Mode::kNearest ? 1 : (p.mode == Mode::kLinear ? 2 : 4);
   for (int64_t o = 0; o < out_len; ++o) {
-    int64_t* ti = idx + o * kMaxTaps;
-    float* tw = w + o * kMaxTaps;
-    for (int t = 0; t < kMaxTaps; ++t) {
+    int64_t* ti = idx + o * cap;
+    float* tw = w + o * cap;
+    for (int64_t t = 0; t < cap; ++t) {
       ti[t] = 0;
       tw[t] = 0.0f;
     }
@@ -207,7 +254,10 @@ int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, 
       for (int t = 0; t < taps; ++t) ti[t] = -1;
       continue;
     }
-    if (p.mode == Mode::kNearest) {
+    if (p.antialias) {
+      taps = AntialiasTaps(p, in_x, scale, in_len, cap, ti, tw);
+      if (taps < 0) return -1;
+    } else if (p.mode == Mode::kNearest) {
       int64_t n = NearestPixel(p.nearest, in_x);
       ti[0] = std::clamp<int64_t>(n, 0, in_len - 1);
       tw[0] = 1.0f;
@@ -254,19 +304,23 @@ Status ResizeKernel(const KernelCall& call) {
   if (p.mode != Mode::kNearest && x.dtype != DType::kFloat32) {
     return OpUnimplemented(kName, "linear and cubic modes support float32 only, got " + DTypeStr(x.dtype));
   }
-  KILN_RETURN_IF_ERROR(CheckWorkspace(call, TableBytes(y), kName));
-  int64_t total_out = 0;
-  for (int i = 0; i < r; ++i) total_out += y.dims[i];
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, TableBytes(p.antialias, x, y), kName));
+  int64_t cap[kMaxRank];
+  int64_t total_slots = 0;
+  for (int i = 0; i < r; ++i) {
+    cap[i] = TapCapacity(p.antialias, x.dims[i], y.dims[i]);
+    total_slots += y.dims[i] * cap[i];
+  }
   int64_t* idx_base = static_cast<int64_t*>(call.workspace);
-  float* w_base = reinterpret_cast<float*>(idx_base + total_out * kMaxTaps);
+  float* w_base = reinterpret_cast<float*>(idx_base + total_slots);
   int64_t* idx[kMaxRank];
   float* w[kMaxRank];
   int64_t taps[kMaxRank];
   int active = 0;
   for (int i = 0, off = 0; i < r; ++i) {
-    idx[i] = idx_base + off * kMaxTaps;
-    w[i] = w_base + off * kMaxTaps;
-    off += static_cast<int>(y.dims[i]);
+    idx[i] = idx_base + off;
+    w[i] = w_base + off;
+    off += static_cast<int>(y.dims[i] * cap[i]);
     // Axes that neither scale nor move stay a single-tap identity, which is exact.
     // onnxruntime's bilinear (2-D/4-D) and trilinear (3-D/5-D) paths always interpolate
     // their inner axes, even unscaled ones; doing the same keeps results bit-identical.
@@ -276,12 +330,16 @@ Status ResizeKernel(const KernelCall& call) {
                           p.coord != Coord::kTfCropAndResize;
     if (identity) {
       for (int64_t o = 0; o < y.dims[i]; ++o) {
-        idx[i][o * kMaxTaps] = o;
-        w[i][o * kMaxTaps] = 1.0f;
+        idx[i][o * cap[i]] = o;
+        w[i][o * cap[i]] = 1.0f;
       }
       taps[i] = 1;
     } else {
-      taps[i] = BuildAxis(p, i, x.dims[i], y.dims[i], idx[i], w[i]);
+      taps[i] = BuildAxis(p, i, x.dims[i], y.dims[i], cap[i], idx[i], w[i]);
+      if (taps[i] < 0) {
+        return OpUnimplemented(kName, "antialias on axis " + std::to_string(i) + " needs more than " +
+                                          std::to_string(cap[i]) + " taps at scale " + std::to_string(p.scale[i]));
+      }
       if (taps[i] > 1) ++active;
     }
   }
@@ -308,7 +366,7 @@ Status ResizeKernel(const KernelCall& call) {
         int64_t off = 0;
         bool outside = false;
         for (int i = 0; i < r; ++i) {
-          const int64_t s = idx[i][it.idx[i] * kMaxTaps];
+          const int64_t s = idx[i][it.idx[i] * cap[i]];
           if (s < 0) { outside = true; break; }
           off += s * strides[i];
         }
@@ -324,7 +382,7 @@ Status ResizeKernel(const KernelCall& call) {
   NdIndex it(y.dims, r);
   for (int64_t o = 0; o < y.num_elements; ++o, it.Next(r)) {
     bool outside = false;
-    for (int i = 0; i < r && !outside; ++i) outside = idx[i][it.idx[i] * kMaxTaps] < 0;
+    for (int i = 0; i < r && !outside; ++i) outside = idx[i][it.idx[i] * cap[i]] < 0;
     if (outside) {
       py[o] = p.extrapolation;
       continue;
@@ -338,7 +396,7 @@ Status ResizeKernel(const KernelCall& call) {
       float wt = 1.0f;
       bool first = true;
       for (int i = r - 1; i >= 0; --i) {
-        const int64_t k = it.idx[i] * kMaxTaps + ct.idx[i];
+        const int64_t k = it.idx[i] * cap[i] + ct.idx[i];
         off += idx[i][k] * strides[i];
         if (taps[i] > 1) {
           wt = first ? w[i][k] : wt * w[i][k];
