@@ -1,5 +1,5 @@
-// Elementwise math beyond unary.cc and elementwise.cc: the inverse hyperbolic functions,
-// IsInf/IsNaN, Shrink, Swish, and the integer bit ops (BitwiseAnd/Or/Xor/Not, BitShift).
+// Elementwise math beyond unary.cc and elementwise.cc: IsInf/IsNaN, Shrink, and the integer
+// bit ops (BitwiseAnd/Or/Xor/Not, BitShift).
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -18,33 +18,6 @@ Status CheckSameShape(const KernelCall& call, std::string_view name, DType out_d
   if (y.dtype != out_dtype)
     return OpError(name, "expected a " + DTypeStr(out_dtype) + " output, got " + DTypeStr(y.dtype));
   return Status::Ok();
-}
-
-// y = f(x) over float32/float64, in the input's type.
-template <typename F>
-Status FloatMap(const KernelCall& call, std::string_view name, F f) {
-  KILN_RETURN_IF_ERROR(CheckSameShape(call, name, call.inputs.empty() ? DType::kUndefined : call.inputs[0].dtype));
-  const TensorRef &x = call.inputs[0], &y = call.outputs[0];
-  bool ok = VisitFloat(x.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.as<const T>();
-    T* py = y.as<T>();
-    for (int64_t i = 0; i < x.num_elements; ++i) py[i] = static_cast<T>(f(px[i]));
-  });
-  if (!ok) return OpError(name, "expected a float32 or float64 input, got " + DTypeStr(x.dtype));
-  return Status::Ok();
-}
-
-Status Acosh(const KernelCall& c) { return FloatMap(c, "Acosh", [](auto x) { return std::acosh(x); }); }
-Status Asinh(const KernelCall& c) { return FloatMap(c, "Asinh", [](auto x) { return std::asinh(x); }); }
-Status Atanh(const KernelCall& c) { return FloatMap(c, "Atanh", [](auto x) { return std::atanh(x); }); }
-
-Status Swish(const KernelCall& c) {
-  const double alpha = c.attrs.GetFloat("alpha", 1.0f);
-  return FloatMap(c, "Swish", [alpha](auto x) {
-    using T = decltype(x);
-    return x / (T(1) + std::exp(-static_cast<T>(alpha) * x));
-  });
 }
 
 // Calls f(i, v) with element i of a float tensor (float16 and bfloat16 included) as double.
@@ -163,7 +136,7 @@ Status BitShift(const KernelCall& c) {
   const bool left = dir == "LEFT";
   return IntBinary(c, "BitShift", true, [left](auto x, auto s) {
     using T = decltype(x);
-    if (s >= sizeof(T) * 8) return T(0);
+    if (static_cast<uint64_t>(s) >= sizeof(T) * 8) return T(0);  // unsigned dtypes only run here
     return left ? T(x << s) : T(x >> s);
   });
 }
@@ -181,9 +154,6 @@ Status BitwiseNot(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"Acosh", Acosh, nullptr},
-    {"Asinh", Asinh, nullptr},
-    {"Atanh", Atanh, nullptr},
     {"BitShift", BitShift, nullptr},
     {"BitwiseAnd", BitwiseAnd, nullptr},
     {"BitwiseNot", BitwiseNot, nullptr},
@@ -192,7 +162,6 @@ constexpr KernelDef kKernels[] = {
     {"IsInf", IsInf, nullptr},
     {"IsNaN", IsNaN, nullptr},
     {"Shrink", Shrink, nullptr},
-    {"Swish", Swish, nullptr},
 };
 
 }  // namespace

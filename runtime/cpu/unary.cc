@@ -157,6 +157,16 @@ Status Acos(const KernelCall& c) {
 Status Atan(const KernelCall& c) {
   return FloatUnary(c, "Atan", [](auto x) { return std::atan(x); });
 }
+Status Acosh(const KernelCall& c) { return FloatUnary(c, "Acosh", [](auto x) { return std::acosh(x); }); }
+Status Asinh(const KernelCall& c) { return FloatUnary(c, "Asinh", [](auto x) { return std::asinh(x); }); }
+Status Atanh(const KernelCall& c) { return FloatUnary(c, "Atanh", [](auto x) { return std::atanh(x); }); }
+Status Swish(const KernelCall& c) {
+  const double alpha = c.attrs.GetFloat("alpha", 1.0f);
+  return FloatUnary(c, "Swish", [alpha](auto x) {
+    using T = decltype(x);
+    return x / (T(1) + std::exp(-static_cast<T>(alpha) * x));
+  });
+}
 Status Sinh(const KernelCall& c) {
   return FloatUnary(c, "Sinh", [](auto x) { return std::sinh(x); });
 }
@@ -264,8 +274,11 @@ Status Clip(const KernelCall& call) {
 constexpr KernelDef kKernels[] = {
     {"Abs", Abs, nullptr},
     {"Acos", Acos, nullptr},
+    {"Acosh", Acosh, nullptr},
     {"Asin", Asin, nullptr},
+    {"Asinh", Asinh, nullptr},
     {"Atan", Atan, nullptr},
+    {"Atanh", Atanh, nullptr},
     {"Ceil", Ceil, nullptr},
     {"Celu", Celu, nullptr},
     {"Clip", Clip, nullptr},
@@ -294,6 +307,7 @@ constexpr KernelDef kKernels[] = {
     {"Softplus", Softplus, nullptr},
     {"Softsign", Softsign, nullptr},
     {"Sqrt", Sqrt, nullptr},
+    {"Swish", Swish, nullptr},
     {"Tan", Tan, nullptr},
     {"Tanh", Tanh, nullptr},
     {"ThresholdedRelu", ThresholdedRelu, nullptr},
