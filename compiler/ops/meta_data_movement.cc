@@ -405,6 +405,9 @@ Status DepthSpaceMeta(MetaContext& ctx, bool to_space) {
   KILN_RETURN_IF_ERROR(CheckRank(*x, "input", 4, 4));
   int64_t b = ctx.attrs().GetInt("blocksize", 0);
   if (b < 1) return InvalidArgument("blocksize: expected >= 1, found " + std::to_string(b));
+  int64_t b2 = 0;  // blocksize^2, the channel factor
+  if (__builtin_mul_overflow(b, b, &b2))
+    return InvalidArgument("blocksize: expected blocksize^2 to fit int64, found blocksize " + std::to_string(b));
   if (to_space) {
     std::string mode(ctx.attrs().GetString("mode", "DCR"));
     if (mode != "DCR" && mode != "CRD")
@@ -413,12 +416,12 @@ Status DepthSpaceMeta(MetaContext& ctx, bool to_space) {
   const SymShape& s = x->shape;
   SymShape out;
   if (to_space) {
-    if (auto c = s[1].value(); c && *c % (b * b) != 0)
-      return InvalidArgument("expected channels divisible by blocksize^2 = " + std::to_string(b * b) +
+    if (auto c = s[1].value(); c && *c % b2 != 0)
+      return InvalidArgument("expected channels divisible by blocksize^2 = " + std::to_string(b2) +
                              ", found " + std::to_string(*c));
     bool exact;
-    Sym c = DivExact(s[1], Sym(b * b), &exact);
-    if (!exact) AddGuard(ctx, Eq(Mod(s[1], b * b), 0));
+    Sym c = DivExact(s[1], Sym(b2), &exact);
+    if (!exact) AddGuard(ctx, Eq(Mod(s[1], b2), 0));
     out = {s[0], c, s[2] * Sym(b), s[3] * Sym(b)};
   } else {
     SymShape hw;
@@ -430,7 +433,7 @@ Status DepthSpaceMeta(MetaContext& ctx, bool to_space) {
       hw.push_back(DivExact(s[i], Sym(b), &exact));
       if (!exact) AddGuard(ctx, Eq(Mod(s[i], b), 0));
     }
-    out = {s[0], s[1] * Sym(b * b), hw[0], hw[1]};
+    out = {s[0], s[1] * Sym(b2), hw[0], hw[1]};
   }
   ctx.SetOutput(0, x->dtype, out);
   return Status::Ok();

@@ -551,23 +551,30 @@ Status BlockRearrange(const KernelCall& call, std::string_view name, bool to_spa
   const int64_t b = call.attrs.GetInt("blocksize", 0);
   if (b < 1) return OpError(name, "blocksize must be >= 1, got " + std::to_string(b));
   const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
+  // blocksize^2 and the output dims must fit int64 (a hostile artifact may carry any blocksize).
+  int64_t b2 = 0, hb = 0, wb = 0, cb2 = 0;
+  const bool overflow = __builtin_mul_overflow(b, b, &b2) ||
+                        (to_space ? __builtin_mul_overflow(h, b, &hb) || __builtin_mul_overflow(w, b, &wb)
+                                  : __builtin_mul_overflow(c, b2, &cb2));
+  if (overflow)
+    return OpError(name, "blocksize " + std::to_string(b) + " with input " + ShapeStr(x) + " overflows int64");
   int64_t dims6[6];
   int perm[6];
   if (to_space) {
-    if (c % (b * b) != 0) {
+    if (c % b2 != 0) {
       return OpError(name, "channels " + std::to_string(c) + " are not divisible by blocksize^2 = " +
-                               std::to_string(b * b));
+                               std::to_string(b2));
     }
-    const int64_t expect[4] = {n, c / (b * b), h * b, w * b};
+    const int64_t expect[4] = {n, c / b2, hb, wb};
     if (!std::equal(expect, expect + 4, y.dims)) return OpError(name, "output " + ShapeStr(y) + " does not match input " + ShapeStr(x));
     const std::string_view mode = call.attrs.GetString("mode", "DCR");
     if (mode == "DCR") {
-      const int64_t d[6] = {n, b, b, c / (b * b), h, w};
+      const int64_t d[6] = {n, b, b, c / b2, h, w};
       const int p[6] = {0, 3, 4, 1, 5, 2};
       std::copy(d, d + 6, dims6);
       std::copy(p, p + 6, perm);
     } else if (mode == "CRD") {
-      const int64_t d[6] = {n, c / (b * b), b, b, h, w};
+      const int64_t d[6] = {n, c / b2, b, b, h, w};
       const int p[6] = {0, 1, 4, 2, 5, 3};
       std::copy(d, d + 6, dims6);
       std::copy(p, p + 6, perm);
@@ -578,7 +585,7 @@ Status BlockRearrange(const KernelCall& call, std::string_view name, bool to_spa
     if (h % b != 0 || w % b != 0) {
       return OpError(name, "spatial dims of " + ShapeStr(x) + " are not divisible by blocksize " + std::to_string(b));
     }
-    const int64_t expect[4] = {n, c * b * b, h / b, w / b};
+    const int64_t expect[4] = {n, cb2, h / b, w / b};
     if (!std::equal(expect, expect + 4, y.dims)) return OpError(name, "output " + ShapeStr(y) + " does not match input " + ShapeStr(x));
     const int64_t d[6] = {n, c, h / b, b, w / b, b};
     const int p[6] = {0, 3, 5, 1, 2, 4};

@@ -111,4 +111,17 @@ TEST_CASE("invalid models: an unsupported op, dtype or attribute value names wha
   CHECK(Says(dtype, "element type string is not supported"));
 }
 
+TEST_CASE("invalid models: an attribute whose arithmetic overflows is an error, not a crash") {
+  // DepthToSpace blocksize 2^40: blocksize^2 wrapped to 0 and the channel check divided by it.
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "8", "2", "2"});
+  AttrInt(AddNode(g, "DepthToSpace", {"x"}, {"y"}, "d2s"), "blocksize", int64_t{1} << 40);
+  AddOutput(g, "y");
+  Status st = CompileStatus(m);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(Says(st, "d2s"));
+  CHECK(Says(st, "blocksize: expected blocksize^2 to fit int64, found blocksize 1099511627776"));
+}
+
 }  // namespace kiln::testing

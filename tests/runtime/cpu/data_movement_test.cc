@@ -203,6 +203,14 @@ TEST_CASE("DepthToSpace DCR and CRD, SpaceToDepth") {
   sattrs.SetInt("blocksize", 2);
   REQUIRE(RunKernel("SpaceToDepth", sattrs, {&s}, {&sy}).ok());
   CHECK(sy.values<float>() == std::vector<float>{0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15});
+  // A blocksize whose square overflows int64 (it came as 0 and divided by zero: SIGFPE).
+  AttrMap huge;
+  huge.SetInt("blocksize", int64_t{1} << 40);
+  for (const char* op : {"DepthToSpace", "SpaceToDepth"}) {
+    Status st = RunKernel(op, huge, {&x}, {&y});
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message().find("overflows int64") != std::string::npos);
+  }
 }
 
 }  // namespace
