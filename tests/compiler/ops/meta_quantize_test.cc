@@ -6,33 +6,23 @@
 
 #include "compiler/ir/trace.h"
 #include "compiler/ops/registry.h"
+#include "tests/compiler/ops/infer_one.h"
 
 namespace kiln::ir {
 namespace {
 
+// One node at a time through testing::InferOne; Out() is the last node's output.
 struct QBuilder {
-  Trace t;
-  ValueId In(DType dt, std::vector<int64_t> dims) {
-    Value v;
-    v.name = "in" + std::to_string(t.values.size());
-    v.dtype = dt;
-    for (int64_t d : dims) v.shape.push_back(Sym(d));
-    ValueId id = t.AddValue(std::move(v));
-    t.inputs.push_back(id);
-    return id;
+  Result<Value> last = Status(StatusCode::kInternal, "no node yet");
+  testing::In In(DType dt, std::vector<int64_t> dims) const { return {dt, std::move(dims)}; }
+  Status Op(const std::string& op, const std::vector<testing::In>& ins, const AttrMap& attrs = {}) {
+    last = testing::InferOne(op, ins, attrs);
+    return last.status();
   }
-  Status Op(const std::string& op, std::vector<ValueId> ins, AttrMap attrs = {}, int nout = 1) {
-    Node n;
-    n.op = op;
-    n.name = "n";
-    n.inputs = std::move(ins);
-    n.attrs = std::move(attrs);
-    for (int i = 0; i < nout; ++i) n.outputs.push_back(t.AddValue(Value{}));
-    t.body.nodes.push_back(std::move(n));
-    return InferNode(t, t.body.nodes.back());
-  }
-  const Value& Out(int i = 0) const { return t.value(t.body.nodes.back().outputs[i]); }
+  const Value& Out() const { return *last; }
 };
+
+const testing::In kAbsent = {DType::kUndefined, {}, std::nullopt, true};
 
 AttrMap Int(const char* name, int64_t v) {
   AttrMap a;
@@ -42,7 +32,7 @@ AttrMap Int(const char* name, int64_t v) {
 
 TEST_CASE("QuantizeLinear meta: output dtype from zero point, output_dtype or uint8") {
   QBuilder b;
-  ValueId x = b.In(DType::kFloat32, {2, 4}), s = b.In(DType::kFloat32, {}), zp = b.In(DType::kInt8, {});
+  testing::In x = b.In(DType::kFloat32, {2, 4}), s = b.In(DType::kFloat32, {}), zp = b.In(DType::kInt8, {});
   REQUIRE(b.Op("QuantizeLinear", {x, s}).ok());
   CHECK(b.Out().dtype == DType::kUInt8);
   REQUIRE(b.Op("QuantizeLinear", {x, s, zp}).ok());
@@ -63,8 +53,8 @@ TEST_CASE("QuantizeLinear meta: output dtype from zero point, output_dtype or ui
 
 TEST_CASE("QuantizeLinear / DequantizeLinear meta: per-axis and blocked parameter shapes") {
   QBuilder b;
-  ValueId x = b.In(DType::kFloat32, {2, 4}), per_axis = b.In(DType::kFloat32, {4}), wrong = b.In(DType::kFloat32, {3});
-  ValueId blocked = b.In(DType::kFloat32, {2, 2});
+  testing::In x = b.In(DType::kFloat32, {2, 4}), per_axis = b.In(DType::kFloat32, {4}), wrong = b.In(DType::kFloat32, {3});
+  testing::In blocked = b.In(DType::kFloat32, {2, 2});
   CHECK(b.Op("QuantizeLinear", {x, per_axis}).ok());
   Status st = b.Op("QuantizeLinear", {x, wrong});
   CHECK(st.code() == StatusCode::kInvalidArgument);
@@ -76,28 +66,28 @@ TEST_CASE("QuantizeLinear / DequantizeLinear meta: per-axis and blocked paramete
   CHECK(st.message().find("y_scale dim 1") != std::string::npos);
   st = b.Op("QuantizeLinear", {x, per_axis}, Int("axis", 2));
   CHECK(st.message().find("attribute 'axis'") != std::string::npos);
-  ValueId q = b.In(DType::kUInt8, {2, 4}), s16 = b.In(DType::kFloat16, {});
+  testing::In q = b.In(DType::kUInt8, {2, 4}), s16 = b.In(DType::kFloat16, {});
   REQUIRE(b.Op("DequantizeLinear", {q, s16}).ok());
   CHECK(b.Out().dtype == DType::kFloat16);
-  ValueId zp8 = b.In(DType::kInt8, {});
+  testing::In zp8 = b.In(DType::kInt8, {});
   st = b.Op("DequantizeLinear", {q, s16, zp8});
   CHECK(st.message().find("expected the same dtype") != std::string::npos);
 }
 
 TEST_CASE("Integer matmul and convolution meta") {
   QBuilder b;
-  ValueId a = b.In(DType::kUInt8, {3, 2, 4}), w = b.In(DType::kInt8, {4, 5}), fa = b.In(DType::kFloat32, {2, 4});
+  testing::In a = b.In(DType::kUInt8, {3, 2, 4}), w = b.In(DType::kInt8, {4, 5}), fa = b.In(DType::kFloat32, {2, 4});
   REQUIRE(b.Op("MatMulInteger", {a, w}).ok());
   CHECK(b.Out().dtype == DType::kInt32);
   CHECK(ShapeToString(b.Out().shape) == "[3, 2, 5]");
   Status st = b.Op("MatMulInteger", {fa, w});
   CHECK(st.message() == "node 'n' (MatMulInteger): input A: expected int8 or uint8, found float32");
-  ValueId x = b.In(DType::kUInt8, {1, 2, 5, 5}), k = b.In(DType::kUInt8, {4, 1, 3, 3});
+  testing::In x = b.In(DType::kUInt8, {1, 2, 5, 5}), k = b.In(DType::kUInt8, {4, 1, 3, 3});
   AttrMap g = Int("group", 2);
   REQUIRE(b.Op("ConvInteger", {x, k}, g).ok());
   CHECK(ShapeToString(b.Out().shape) == "[1, 4, 3, 3]");
-  ValueId zps = b.In(DType::kUInt8, {3});
-  st = b.Op("ConvInteger", {x, k, kNoValue, zps}, g);
+  testing::In zps = b.In(DType::kUInt8, {3});
+  st = b.Op("ConvInteger", {x, k, kAbsent, zps}, g);
   CHECK(st.message().find("w_zero_point dim 0 (output channels)") != std::string::npos);
 }
 
