@@ -127,6 +127,11 @@ struct ContextOptions {
   // Time every instruction (Stats::last_instruction_ns). Costs a clock read (CPU) or a CUDA
   // event (GPU) per instruction, and graphs are not captured while profiling.
   bool profile = false;
+  // CPU backend: worker threads for a Run, the calling thread included (like onnxruntime's
+  // intra_op_num_threads); 0 means one per online core. Kiln's kernels split their outer loops
+  // over these threads. OpenBLAS keeps one process-wide thread count: creating a CPU context
+  // sets it to this value, so contexts that disagree share the last value set.
+  int cpu_threads = 0;
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
