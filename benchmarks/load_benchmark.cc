@@ -1,0 +1,131 @@
+// The cost of Model::Load per megabyte of weights (Google Benchmark).
+//
+//   build/benchmarks/load_benchmark [--benchmark_min_time=0.5]
+//
+// BM_Load/weights_MB:W  Model::Load(path) of an artifact file with W MB (W * 10^6 bytes) of
+//                       weights: y = Add(x, w), x, w, y float32[W * 250000], w the one weight.
+//                       The file is written once per W (to the temp directory, removed at exit).
+//                       Timed: open, fstat, mmap (MAP_PRIVATE, pages faulted in on first touch),
+//                       the header checks, XXH64 of the FlatBuffer, flatbuffers::Verifier, XXH64
+//                       of the weights blob (which reads every weights page), the semantic checks
+//                       (runtime/verify.cc) and the copy into the prepared structs. Not timed: the
+//                       Model's release (munmap), which happens after each iteration's clock stops.
+//                       The file is in the page cache throughout (it was just written), so this is
+//                       the warm-cache load: the page faults map cached pages and no byte comes
+//                       from disk. A cold load adds the disk read of the whole file, which this
+//                       does not measure. The FlatBuffer is a few hundred bytes, so nearly all the
+//                       time is per byte of weights; a real model's many tables add their own
+//                       Verifier and semantic-check cost on top.
+//                       ms_per_10MB: load time per 10 MB of weights (target: < 1 ms).
+//                       bytes_per_second: weights bytes loaded per second.
+//
+// The per-call costs of Run are in prologue_benchmark (entry selection) and
+// dispatch_benchmark (per instruction on the CPU backend).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "kiln/runtime.h"
+#include "tests/runtime/artifact_builder_test_util.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kMB = 1'000'000;
+
+// y = Add(x, w) over float32[n], n = mb * 250000: one weight of `mb` MB.
+testing::ArtifactSpec WeightsSpec(int64_t mb) {
+  using testing::E;
+  using testing::T;
+  const int64_t n = mb * kMB / 4;
+  testing::ArtifactSpec a;
+  a.inputs = {{"x", DType::kFloat32, {n}, {""}}};
+  a.outputs = {{"y", DType::kFloat32, {n}, {""}}};
+  std::vector<uint8_t> bytes(static_cast<size_t>(mb * kMB));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  a.weights = {{"w", DType::kFloat32, {n}, std::move(bytes)}};
+  testing::EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {testing::Const(n)}}};
+  // Exprs: 0 n, 1 0 (y's offset), 2 n * 4 (arena bytes).
+  e.exprs = {E(fb::ExprOp::Const, n), E(fb::ExprOp::Const, 0), E(fb::ExprOp::Const, n * 4)};
+  e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0),
+               T("w", DType::kFloat32, {0}, fb::Storage::Weight, 0),
+               T("y", DType::kFloat32, {0}, fb::Storage::Arena, 0, 1)};
+  e.instructions = {{"Add", "add0", {0, 1}, {2}, {}, -1, {}}};
+  e.inputs = {0};
+  e.outputs = {2};
+  e.arena_bytes = 2;
+  a.entries = {e};
+  return a;
+}
+
+// One artifact file per weights size, written on first use and removed at exit.
+class ArtifactFiles {
+ public:
+  ~ArtifactFiles() {
+    std::error_code ignored;
+    for (const auto& [mb, path] : paths_) std::filesystem::remove(path, ignored);
+  }
+
+  // The file's path, or "" if it cannot be written.
+  std::string Path(int64_t mb) {
+    auto it = paths_.find(mb);
+    if (it != paths_.end()) return it->second;
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+    if (ec) return "";
+    const std::string path = (dir / ("kiln_load_benchmark_" + std::to_string(::getpid()) + "_" +
+                                     std::to_string(mb) + "MB.kiln")).string();
+    const std::vector<uint8_t> bytes = testing::BuildArtifact(WeightsSpec(mb));
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) {
+      std::filesystem::remove(path, ec);
+      return "";
+    }
+    paths_[mb] = path;
+    return path;
+  }
+
+ private:
+  std::map<int64_t, std::string> paths_;
+};
+
+ArtifactFiles files;
+
+void BM_Load(benchmark::State& state) {
+  const int64_t mb = state.range(0);
+  const std::string path = files.Path(mb);
+  if (path.empty()) {
+    state.SkipWithError("cannot write the artifact to the temp directory");
+    return;
+  }
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    Result<Model> m = Model::Load(path);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!m.ok()) {
+      state.SkipWithError(m.status().ToString().c_str());
+      break;
+    }
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  state.SetBytesProcessed(state.iterations() * mb * kMB);
+  state.counters["ms_per_10MB"] =
+      benchmark::Counter(seconds * 1e3 * 10 / static_cast<double>(mb), benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_Load)->ArgName("weights_MB")->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kiln
