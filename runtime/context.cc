@@ -452,6 +452,17 @@ ExecutionContext::Impl::~Impl() = default;
 const Stats& ExecutionContext::stats() const { return impl_->stats; }
 Device ExecutionContext::device() const { return impl_->device; }
 uint64_t ExecutionContext::arena_bytes() const { return impl_->arena.size() + impl_->workspace.size(); }
+ExecutionContext::MemoryUsage ExecutionContext::memory_usage() const {
+  MemoryUsage m;
+  m.host_bytes = arena_bytes();
+#if KILN_HAVE_CUDA
+  if (impl_->cuda) {
+    m.host_bytes += impl_->cuda->host_bytes();
+    m.device_bytes = impl_->cuda->device_bytes();
+  }
+#endif
+  return m;
+}
 
 ExecutionContext::ExecutionContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ExecutionContext::ExecutionContext(ExecutionContext&&) noexcept = default;

@@ -9,6 +9,7 @@ namespace kiln::cli {
 void AddCompileCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
+void AddBenchCommand(CLI::App& app);
 int ExitCode();
 void SetExitCode(int code);
 

@@ -1,4 +1,4 @@
-// The `kiln` command line: compile, run, inspect.
+// The `kiln` command line: compile, run, inspect, bench.
 #include <CLI/CLI.hpp>
 
 #include "compiler/cli/commands.h"
@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddCompileCommand(app);
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
+  kiln::cli::AddBenchCommand(app);
   app.footer("Exit status: 0 success, 1 the command failed (the message says why), 2 bad command line.");
   try {
     app.parse(argc, argv);

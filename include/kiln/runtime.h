@@ -182,6 +182,22 @@ class ExecutionContext {
   // Bytes currently held by the arena and kernel scratch.
   uint64_t arena_bytes() const;
 
+  // Memory held by this context now, in bytes. Its buffers only grow (at Create and when an
+  // entry first sees larger shapes) and live until the context is destroyed, so this is also
+  // the peak over the context's life so far.
+  struct MemoryUsage {
+    // Host: the arena and kernel scratch (arena_bytes()); on the CUDA backend also the host
+    // copies of device inputs kept for CPU fallback instructions. The Model's mapped weights
+    // are the Model's, not counted.
+    uint64_t host_bytes = 0;
+    // Device (0 on the CPU backend): the device arena, input staging, symbolic values, error
+    // words, the cuBLASLt/cuDNN workspace, and the uploaded weights (shared by the contexts of
+    // one Model on one device, so counted in each). Not counted: what the driver, cuBLASLt,
+    // cuDNN and CUDA graphs allocate internally, and the loaded kernel modules.
+    uint64_t device_bytes = 0;
+  };
+  MemoryUsage memory_usage() const;
+
   ExecutionContext(ExecutionContext&&) noexcept;
   ExecutionContext& operator=(ExecutionContext&&) noexcept;
   ~ExecutionContext();

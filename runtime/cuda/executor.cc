@@ -324,6 +324,16 @@ Executor::~Executor() = default;
 
 const DeviceInfo& Executor::device() const { return s_->dev; }
 const std::string& Executor::library_note() const { return s_->library_note; }
+uint64_t Executor::device_bytes() const {
+  const State& s = *s_;
+  return s.arena.bytes + s.staging.bytes + s.symbolic.bytes + s.err.bytes + s.library_ws.bytes +
+         s.dm->model.impl().weights_size;
+}
+uint64_t Executor::host_bytes() const {
+  uint64_t n = 0;
+  for (const std::vector<uint8_t>& h : s_->host_inputs) n += h.capacity();
+  return n;
+}
 
 Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());

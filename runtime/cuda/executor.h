@@ -72,6 +72,11 @@ class Executor {
   // outputs into caller buffers; the caller's Synchronize makes them visible.
   Status Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream);
 
+  // Bytes this executor holds (ExecutionContext::memory_usage): device buffers plus the
+  // uploaded weights; host copies of device inputs.
+  uint64_t device_bytes() const;
+  uint64_t host_bytes() const;
+
  private:
   struct State;
   explicit Executor(std::unique_ptr<State> state);

@@ -1,0 +1,182 @@
+#include "compiler/io/bench_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace kiln::io {
+namespace {
+
+nlohmann::json SummaryJson(const LatencySummary& s, bool mean) {
+  nlohmann::json j = {{"min", s.min}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
+  if (mean) j["mean"] = s.mean;
+  return j;
+}
+
+double Share(int64_t part, int64_t total) { return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0; }
+
+nlohmann::json ProfileJson(const ProfileSummary& p) {
+  nlohmann::json instructions = nlohmann::json::array();
+  for (const ProfileInstruction& i : p.instructions)
+    instructions.push_back({{"name", i.label.name},
+                            {"op", i.label.op},
+                            {"executor", i.label.executor},
+                            {"calls", i.calls},
+                            {"total_ms", i.total_ns / 1e6},
+                            {"mean_us", i.calls ? i.total_ns / 1e3 / static_cast<double>(i.calls) : 0.0},
+                            {"share", Share(i.total_ns, p.total_ns)}});
+  nlohmann::json ops = nlohmann::json::array();
+  for (const ProfileOp& o : p.ops)
+    ops.push_back({{"op", o.op}, {"calls", o.calls}, {"total_ms", o.total_ns / 1e6}, {"share", Share(o.total_ns, p.total_ns)}});
+  return {{"instructions", instructions}, {"ops", ops}};
+}
+
+std::string Bytes(uint64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (b < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+std::string ShapeText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Long node names are cut from the front: their ends tell nodes apart.
+std::string Fit(const std::string& s, size_t width) {
+  return s.size() <= width ? s : "..." + s.substr(s.size() - (width - 3));
+}
+
+// A time in milliseconds in the unit that suits `scale_ms` (ms, us or ns), "12.345 ms".
+struct TimeUnit {
+  const char* name;
+  double per_ms;
+};
+TimeUnit UnitFor(double scale_ms) {
+  return scale_ms >= 1 ? TimeUnit{"ms", 1} : scale_ms >= 1e-3 ? TimeUnit{"us", 1e3} : TimeUnit{"ns", 1e6};
+}
+std::string Time(double ms) {
+  const TimeUnit u = UnitFor(ms);
+  return fmt::format("{:.3f} {}", ms * u.per_ms, u.name);
+}
+
+// "latency us:  min 1.234  p50 ..." in the unit of the median.
+std::string SummaryLine(const char* what, const LatencySummary& s, bool mean) {
+  const TimeUnit u = UnitFor(s.p50);
+  std::string line = fmt::format("{:<12} min {:.3f}  p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  max {:.3f}",
+                                 fmt::format("{} {}:", what, u.name), s.min * u.per_ms, s.p50 * u.per_ms,
+                                 s.p90 * u.per_ms, s.p99 * u.per_ms, s.max * u.per_ms);
+  if (mean) line += fmt::format("  mean {:.3f}", s.mean * u.per_ms);
+  return line;
+}
+
+void PrintProfile(const ProfileSummary& p, std::ostream& out, size_t top) {
+  out << fmt::format("\nprofile: {} runs, {} instructions, {:.3f} ms of instruction time per run\n", p.runs,
+                     p.instructions.size(), p.runs ? p.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0);
+  size_t op_width = 2;
+  for (const ProfileOp& o : p.ops) op_width = std::max(op_width, o.op.size());
+  out << fmt::format("\nby op kind:\n  {:<{}}  {:>8}  {:>11}  {:>11}  {:>6}\n", "op", op_width, "calls", "total ms",
+                     "ms per run", "share");
+  for (const ProfileOp& o : p.ops)
+    out << fmt::format("  {:<{}}  {:>8}  {:>11.3f}  {:>11.3f}  {:>5.1f}%\n", o.op, op_width, o.calls, o.total_ns / 1e6,
+                       p.runs ? o.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0, 100 * Share(o.total_ns, p.total_ns));
+  const size_t shown = std::min(top, p.instructions.size());
+  size_t name_width = 4, exec_width = 8;
+  for (size_t i = 0; i < shown; ++i) {
+    name_width = std::max(name_width, std::min<size_t>(p.instructions[i].label.name.size(), 40));
+    exec_width = std::max(exec_width, p.instructions[i].label.executor.size());
+  }
+  out << fmt::format("\nslowest instructions ({} of {}; all in --json):\n", shown, p.instructions.size());
+  out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10}  {:>10}  {:>6}\n", "#", "name", name_width, "op",
+                     op_width, "executor", exec_width, "calls", "total ms", "mean us", "share");
+  for (size_t i = 0; i < shown; ++i) {
+    const ProfileInstruction& in = p.instructions[i];
+    out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10.3f}  {:>10.1f}  {:>5.1f}%\n", in.index,
+                       Fit(in.label.name, name_width), name_width, in.label.op, op_width, in.label.executor, exec_width,
+                       in.calls, in.total_ns / 1e6, in.calls ? in.total_ns / 1e3 / static_cast<double>(in.calls) : 0.0,
+                       100 * Share(in.total_ns, p.total_ns));
+  }
+}
+
+}  // namespace
+
+nlohmann::json BenchJson(const BenchResult& r) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const BenchInput& in : r.inputs) inputs.push_back({{"name", in.name}, {"dtype", in.dtype}, {"shape", in.shape}});
+  return {{"artifact", r.artifact},
+          {"device", r.device},
+          {"device_note", r.device_note},
+          {"threads", r.threads},
+          {"cuda_graphs", r.cuda_graphs},
+          {"load_ms", r.load_ms},
+          {"warmup", r.warmup},
+          {"iterations", r.iterations},
+          {"latency_ms", SummaryJson(r.latency_ms, true)},
+          {"throughput_per_s", r.throughput_per_s},
+          {"host_us", {{"lookup", r.lookup_us}, {"prologue", r.prologue_us}, {"computation", r.computation_us}}},
+          {"gpu_ms", r.gpu_ms ? SummaryJson(*r.gpu_ms, false) : nlohmann::json(nullptr)},
+          {"memory", {{"host_bytes", r.host_bytes}, {"device_bytes", r.device_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}}},
+          {"inputs", inputs},
+          {"entry", r.entry},
+          {"profile", r.profile ? ProfileJson(*r.profile) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json TraceJson(const BenchResult& r) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "kiln bench " + r.artifact}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "calls"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 2}, {"args", {{"name", "instructions"}}}});
+  const int64_t origin = r.trace.empty() ? 0 : r.trace.front().start_ns;
+  for (const TracedRun& run : r.trace) {
+    events.push_back({{"name", fmt::format("Run #{}", run.iteration)},
+                      {"cat", "call"},
+                      {"ph", "X"},
+                      {"ts", (run.start_ns - origin) / 1e3},
+                      {"dur", run.wall_ns / 1e3},
+                      {"pid", 1},
+                      {"tid", 1},
+                      {"args", {{"iteration", run.iteration}}}});
+    const std::vector<std::string>* labels =
+        run.entry >= 0 && static_cast<size_t>(run.entry) < r.instruction_labels.size() ? &r.instruction_labels[run.entry]
+                                                                                        : nullptr;
+    int64_t at = run.computation_start_ns - origin;
+    for (size_t k = 0; k < run.instruction_ns.size(); ++k) {
+      const InstructionLabel l = labels && k < labels->size() ? ParseInstructionLabel((*labels)[k])
+                                                             : InstructionLabel{"?", "?", "?"};
+      events.push_back({{"name", l.name.empty() ? l.op : l.name},
+                        {"cat", l.executor},
+                        {"ph", "X"},
+                        {"ts", at / 1e3},
+                        {"dur", run.instruction_ns[k] / 1e3},
+                        {"pid", 1},
+                        {"tid", 2},
+                        {"args", {{"op", l.op}, {"entry", run.entry}, {"instruction", k}, {"iteration", run.iteration}}}});
+      at += run.instruction_ns[k];
+    }
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
+  out << fmt::format("artifact:    {}\n", r.artifact);
+  out << fmt::format("device:      {}\n", r.device_note);
+  for (const std::string& n : r.notes) out << fmt::format("note:        {}\n", n);
+  out << fmt::format("threads:     {}\n", r.threads == 0 ? std::string("one per core (default)") : std::to_string(r.threads));
+  if (r.device == "cuda") out << fmt::format("cuda graphs: {}\n", r.cuda_graphs ? fmt::format("on ({} replays, {} captures)", r.graph_hits, r.graph_misses) : "off");
+  out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create)\n", r.load_ms);
+  for (const BenchInput& in : r.inputs) out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
+  out << fmt::format("entry:       '{}'\n", r.entry);
+  out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3), r.warmup);
+  out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";
+  out << fmt::format("throughput:  {:.2f} calls/s\n", r.throughput_per_s);
+  out << fmt::format("host us:     lookup {:.2f}  prologue {:.2f}  computation {:.1f}  (medians)\n", r.lookup_us,
+                     r.prologue_us, r.computation_us);
+  if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << "  (CUDA events)\n";
+  out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
+                     Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));
+  if (r.profile) PrintProfile(*r.profile, out, top);
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,178 @@
+#include "compiler/io/bench_runner.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "compiler/io/random_inputs.h"
+#include "compiler/io/tensor_io.h"
+
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/driver.h"
+#endif
+
+namespace kiln::io {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The stream every call runs on: a non-blocking stream on the CUDA backend (the context made
+// its device's primary context current on this thread), none on the CPU backend.
+class BenchStream {
+ public:
+  BenchStream() = default;
+  BenchStream(const BenchStream&) = delete;
+  BenchStream& operator=(const BenchStream&) = delete;
+  ~BenchStream() {
+#if KILN_HAVE_CUDA
+    if (stream_) {
+      drv_->StreamSynchronize(stream_);
+      drv_->StreamDestroy(stream_);
+    }
+#endif
+  }
+  Status Create() {
+#if KILN_HAVE_CUDA
+    KILN_ASSIGN_OR_RETURN(drv_, cuda::LoadDriver());
+    return cuda::Check(*drv_, drv_->StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+#else
+    return FailedPrecondition("this kiln was built without CUDA");
+#endif
+  }
+  void* get() const {
+#if KILN_HAVE_CUDA
+    return stream_;
+#else
+    return nullptr;
+#endif
+  }
+
+ private:
+#if KILN_HAVE_CUDA
+  const cuda::Driver* drv_ = nullptr;
+  CUstream stream_ = nullptr;
+#endif
+};
+
+Result<std::vector<HostTensor>> PrepareInputs(const BenchConfig& config, const Model& model) {
+  if (config.random == !config.inputs_dir.empty())
+    return InvalidArgument("give exactly one of an input folder (--inputs DIR) and random inputs (--random)");
+  if (!config.random) {
+    if (!config.shapes.empty()) return InvalidArgument("--shape applies to random inputs only (--random)");
+    std::vector<std::string> names;
+    for (const TensorInfo& t : model.inputs()) names.push_back(t.name);
+    return ReadInputDir(config.inputs_dir, names);
+  }
+  KILN_ASSIGN_OR_RETURN(auto shapes, ResolveInputShapes(model.inputs(), model.entries(), config.shapes));
+  return RandomInputs(model.inputs(), shapes, config.seed);
+}
+
+// One call as the benchmark counts it: Run, then Synchronize.
+Status Call(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vector<TensorView>& outputs, void* stream) {
+  KILN_RETURN_IF_ERROR(ctx.Run(inputs, outputs, stream));
+  return ctx.Synchronize(stream);
+}
+
+double Median(std::vector<double> v) { return Summarize(std::move(v)).p50; }
+
+}  // namespace
+
+Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void(const BenchProgress&)>& progress) {
+  BenchResult r;
+  r.artifact = config.artifact;
+  r.threads = config.threads;
+  r.warmup = config.warmup;
+  // load_ms: Model::Load and ExecutionContext::Create, not reading or making the inputs.
+  const int64_t load_start = NowNs();
+  KILN_ASSIGN_OR_RETURN(Model model, Model::Load(config.artifact));
+  const int64_t load_ns = NowNs() - load_start;
+  KILN_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, PrepareInputs(config, model));
+  ContextOptions options;
+  options.device = config.device;
+  options.cuda_graphs = config.cuda_graphs;
+  options.profile = config.profile;
+  options.cpu_threads = config.threads;
+  const int64_t create_start = NowNs();
+  KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
+  r.load_ms = static_cast<double>(load_ns + NowNs() - create_start) / 1e6;
+  BenchStream stream;  // declared after ctx: destroyed before the context releases the device
+  const bool cuda = ctx.device() == Device::kCuda;
+  r.device = cuda ? "cuda" : "cpu";
+  r.device_note = ctx.device_note();
+  if (cuda) KILN_RETURN_IF_ERROR(stream.Create());
+  if (config.cuda_graphs && !cuda) r.notes.push_back("--cuda-graphs ignored on the CPU backend");
+  if (config.cuda_graphs && cuda && config.profile)
+    r.notes.push_back("--cuda-graphs has no effect with --profile (graphs are not captured while profiling)");
+  r.cuda_graphs = config.cuda_graphs && cuda && !config.profile;
+  if (config.profile)
+    r.notes.push_back("--profile times every instruction, which adds its own cost to the latency figures");
+  if (config.threads != 0 && cuda) r.notes.push_back("--threads applies to the CPU backend and CPU fallback ops only");
+  for (const auto& e : model.entries()) r.instruction_labels.push_back(e.instructions);
+  std::vector<TensorView> views;
+  for (const HostTensor& t : inputs) {
+    views.push_back(t.view());
+    r.inputs.push_back({t.name, std::string(DTypeName(t.dtype)), t.dims});
+  }
+  std::vector<TensorView> outputs;
+  auto report = [&](const BenchProgress& p) {
+    if (progress) progress(p);
+  };
+  for (int i = 0; i < config.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs, stream.get()));
+    report({true, i + 1, 0});
+  }
+  const Stats& st = ctx.stats();
+  std::vector<double> wall_ms, lookup_us, prologue_us, computation_us, gpu_ms;
+  ProfileAccumulator profile;
+  std::deque<TracedRun> trace;
+  const int64_t begin = NowNs();
+  int64_t end = begin;
+  for (int64_t i = 0;; ++i) {
+    const bool more = config.duration_s > 0 ? i == 0 || static_cast<double>(end - begin) < config.duration_s * 1e9
+                                            : i < config.iterations;
+    if (!more) break;
+    const int64_t start = NowNs();
+    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs, stream.get()));
+    end = NowNs();
+    wall_ms.push_back(static_cast<double>(end - start) / 1e6);
+    lookup_us.push_back(static_cast<double>(st.last_cache_lookup_time()) / 1e3);
+    prologue_us.push_back(static_cast<double>(st.last_prologue_time()) / 1e3);
+    computation_us.push_back(static_cast<double>(st.last_computation_time()) / 1e3);
+    if (st.last_gpu_ns >= 0) gpu_ms.push_back(static_cast<double>(st.last_gpu_ns) / 1e6);
+    if (config.profile) {
+      profile.Add(st.last_entry, st.last_instruction_ns);
+      if (config.trace_runs > 0) {
+        if (trace.size() == config.trace_runs) trace.pop_front();
+        trace.push_back({i, start, end - start, st.last_computation_start, st.last_entry, st.last_instruction_ns});
+      }
+    }
+    report({false, i + 1, static_cast<double>(end - begin) / 1e9});
+  }
+  r.iterations = static_cast<int64_t>(wall_ms.size());
+  r.timed_s = static_cast<double>(end - begin) / 1e9;
+  r.latency_ms = Summarize(wall_ms);
+  r.throughput_per_s = r.timed_s > 0 ? static_cast<double>(r.iterations) / r.timed_s : 0;
+  r.lookup_us = Median(std::move(lookup_us));
+  r.prologue_us = Median(std::move(prologue_us));
+  r.computation_us = Median(std::move(computation_us));
+  if (!gpu_ms.empty()) r.gpu_ms = Summarize(std::move(gpu_ms));
+  r.graph_hits = st.graph_hits;
+  r.graph_misses = st.graph_misses;
+  const ExecutionContext::MemoryUsage memory = ctx.memory_usage();
+  r.host_bytes = memory.host_bytes;
+  r.device_bytes = memory.device_bytes;
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) r.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  if (st.last_entry >= 0) r.entry = model.entries()[st.last_entry].name;
+  if (config.profile) r.profile = profile.Summary(r.instruction_labels);
+  r.trace.assign(trace.begin(), trace.end());
+  return r;
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,53 @@
+// compiler/io/bench_runner.h: `kiln bench`'s measurement: load an artifact, prepare inputs
+// (from a folder, or seeded random ones), warm up, then time calls of Run + Synchronize.
+//
+//   kiln::io::BenchConfig config;
+//   config.artifact = "model.kiln";
+//   config.random = true;
+//   KILN_ASSIGN_OR_RETURN(kiln::io::BenchResult r, kiln::io::RunBench(config, nullptr));
+//
+// Inputs are host tensors, so on the CUDA backend each call includes their upload; outputs
+// stay in the context's memory (no copy to the host is timed). On the CUDA backend every call
+// runs on one non-blocking stream created for the benchmark (CUDA graphs need a non-null one).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/io/bench_report.h"
+#include "kiln/runtime.h"
+
+namespace kiln::io {
+
+struct BenchConfig {
+  std::string artifact;
+  // Inputs: a folder (io::ReadInputDir), or random (io::ResolveInputShapes, io::RandomInputs).
+  std::string inputs_dir;
+  bool random = false;
+  std::map<std::string, std::vector<int64_t>> shapes;  // --shape, for random inputs
+  uint64_t seed = 1;
+  Device device = Device::kAuto;
+  int threads = 0;  // ContextOptions::cpu_threads
+  bool cuda_graphs = false;
+  bool profile = false;
+  int warmup = 10;
+  int64_t iterations = 100;  // timed calls, when duration_s is 0
+  double duration_s = 0;     // > 0: time calls until this many seconds have passed
+  size_t trace_runs = 20;    // the last profiled runs kept for the trace
+};
+
+// Where the run is, for a progress line: after every call.
+struct BenchProgress {
+  bool warmup = false;   // still warming up
+  int64_t done = 0;      // calls done in this phase
+  double elapsed_s = 0;  // since the timed phase began (0 in warm-up)
+};
+
+// Errors are those of Model::Load, the input readers, ExecutionContext::Create, Run and
+// Synchronize, unchanged; kInvalidArgument for neither or both of inputs_dir and random.
+Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void(const BenchProgress&)>& progress);
+
+}  // namespace kiln::io

@@ -1,0 +1,90 @@
+#include "compiler/io/bench_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace kiln::io {
+
+double NearestRank(std::span<const double> sorted, double p) {
+  const size_t n = sorted.size();
+  const double rank = std::ceil(p * static_cast<double>(n) / 100.0);  // p * n is exact: no 9.0000001
+  const size_t k = rank < 1 ? 0 : std::min(n - 1, static_cast<size_t>(rank) - 1);
+  return sorted[k];
+}
+
+LatencySummary Summarize(std::vector<double> samples) {
+  LatencySummary s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  double sum = 0;
+  for (double v : samples) sum += v;
+  s.min = samples.front();
+  s.max = samples.back();
+  s.p50 = NearestRank(samples, 50);
+  s.p90 = NearestRank(samples, 90);
+  s.p99 = NearestRank(samples, 99);
+  s.mean = sum / static_cast<double>(samples.size());
+  return s;
+}
+
+InstructionLabel ParseInstructionLabel(std::string_view label) {
+  // "'NAME' (OP)" then optionally " @EXECUTOR"; NAME may hold anything, so cut from the right.
+  std::string_view head = label;
+  std::string executor;
+  if (head.empty() || head.back() != ')') {
+    const size_t at = head.rfind(" @");
+    if (at == std::string_view::npos) return {std::string(label), "?", "?"};
+    executor = std::string(head.substr(at + 2));
+    head = head.substr(0, at);
+  }
+  const size_t open = head.rfind("' (");
+  if (head.size() < 5 || head.front() != '\'' || head.back() != ')' || open == std::string_view::npos || open == 0)
+    return {std::string(label), "?", "?"};
+  return {std::string(head.substr(1, open - 1)), std::string(head.substr(open + 3, head.size() - open - 4)), executor};
+}
+
+void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns) {
+  if (entry < 0) return;
+  ++runs_;
+  if (sums_.size() <= static_cast<size_t>(entry)) sums_.resize(static_cast<size_t>(entry) + 1);
+  std::vector<Sum>& sums = sums_[static_cast<size_t>(entry)];
+  if (sums.size() < ns.size()) sums.resize(ns.size());
+  for (size_t k = 0; k < ns.size(); ++k) {
+    ++sums[k].calls;
+    sums[k].ns += ns[k];
+  }
+}
+
+ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<std::string>> labels) const {
+  ProfileSummary p;
+  p.runs = runs_;
+  std::map<std::string, ProfileOp> ops;
+  for (size_t e = 0; e < sums_.size(); ++e) {
+    for (size_t k = 0; k < sums_[e].size(); ++k) {
+      const Sum& s = sums_[e][k];
+      if (s.calls == 0) continue;
+      ProfileInstruction row;
+      row.entry = static_cast<int32_t>(e);
+      row.index = static_cast<int32_t>(k);
+      row.label = e < labels.size() && k < labels[e].size() ? ParseInstructionLabel(labels[e][k])
+                                                              : InstructionLabel{"?", "?", "?"};
+      row.calls = s.calls;
+      row.total_ns = s.ns;
+      p.total_ns += s.ns;
+      ProfileOp& op = ops[row.label.op];
+      op.op = row.label.op;
+      op.calls += s.calls;
+      op.total_ns += s.ns;
+      p.instructions.push_back(std::move(row));
+    }
+  }
+  std::stable_sort(p.instructions.begin(), p.instructions.end(),
+                   [](const ProfileInstruction& a, const ProfileInstruction& b) { return a.total_ns > b.total_ns; });
+  for (auto& [name, op] : ops) p.ops.push_back(std::move(op));
+  std::stable_sort(p.ops.begin(), p.ops.end(),
+                   [](const ProfileOp& a, const ProfileOp& b) { return a.total_ns > b.total_ns; });
+  return p;
+}
+
+}  // namespace kiln::io

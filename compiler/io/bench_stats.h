@@ -1,0 +1,81 @@
+// compiler/io/bench_stats.h: the statistics of `kiln bench`: latency percentiles, and the
+// per-instruction profile (Stats::last_instruction_ns) summed over many runs.
+//
+//   kiln::io::LatencySummary s = kiln::io::Summarize(latencies_ms);   // s.p99, s.mean, ...
+//   kiln::io::ProfileAccumulator acc;
+//   acc.Add(ctx.stats().last_entry, ctx.stats().last_instruction_ns);  // after each run
+//   kiln::io::ProfileSummary p = acc.Summary(labels);  // labels[e] = entries()[e].instructions
+//
+// Thread-compatible; nothing here allocates on behalf of anyone else.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::io {
+
+// Nearest-rank percentile: the smallest sample with at least p percent of the samples at or
+// below it, sorted[ceil(p * n / 100) - 1] (sorted[0] for p = 0). `sorted` is ascending and
+// non-empty; p is in [0, 100]. No interpolation: the result is always one of the samples.
+double NearestRank(std::span<const double> sorted, double p);
+
+// Order statistics of a sample, in its unit. All zero for an empty sample.
+struct LatencySummary {
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+};
+LatencySummary Summarize(std::vector<double> samples);
+
+// An instruction label of EntryInfo::instructions, "'conv1' (Conv) @cudnn", in parts. A
+// label without " @executor" has an empty executor; text that is not a label at all is
+// returned whole as the name, with op and executor "?".
+struct InstructionLabel {
+  std::string name, op, executor;
+};
+InstructionLabel ParseInstructionLabel(std::string_view label);
+
+// One instruction's time summed over the runs that executed it.
+struct ProfileInstruction {
+  int32_t entry = 0;   // entry index
+  int32_t index = 0;   // instruction index within the entry
+  InstructionLabel label;
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+};
+
+// One op kind (ONNX op type, or "kiln.Fused" for generated kernels) summed over its
+// instructions and runs.
+struct ProfileOp {
+  std::string op;
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+};
+
+struct ProfileSummary {
+  int64_t runs = 0;      // runs added
+  int64_t total_ns = 0;  // all instruction time of all runs: the denominator of every share
+  std::vector<ProfileInstruction> instructions;  // by total_ns, largest first; ties in entry/index order
+  std::vector<ProfileOp> ops;                    // same order rule, ties by op name
+};
+
+// Sums per-instruction times over runs.
+class ProfileAccumulator {
+ public:
+  // One run of entry `entry`: `ns[k]` is instruction k's time.
+  void Add(int32_t entry, std::span<const int64_t> ns);
+  // `labels[e]` are entry e's instruction labels; an instruction beyond its entry's labels
+  // reads "?" for name, op and executor.
+  ProfileSummary Summary(std::span<const std::vector<std::string>> labels) const;
+  int64_t runs() const { return runs_; }
+
+ private:
+  struct Sum {
+    int64_t calls = 0, ns = 0;
+  };
+  int64_t runs_ = 0;
+  std::vector<std::vector<Sum>> sums_;  // [entry][instruction]
+};
+
+}  // namespace kiln::io

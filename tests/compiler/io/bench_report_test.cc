@@ -1,0 +1,145 @@
+// kiln bench's outputs: the --json document's exact keys and values, the Chrome trace's
+// events, and the human report's lines, from a hand-made result.
+#include "compiler/io/bench_report.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <sstream>
+
+namespace kiln::io {
+namespace {
+
+std::set<std::string> Keys(const nlohmann::json& j) {
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  return keys;
+}
+
+BenchResult SampleResult() {
+  BenchResult r;
+  r.artifact = "m.kiln";
+  r.device = "cpu";
+  r.device_note = "CPU backend";
+  r.threads = 2;
+  r.load_ms = 1.5;
+  r.warmup = 3;
+  r.iterations = 4;
+  r.timed_s = 0.5;
+  r.latency_ms = Summarize({1, 2, 3, 4});
+  r.throughput_per_s = 8;
+  r.lookup_us = 0.25;
+  r.prologue_us = 0.125;
+  r.computation_us = 100;
+  r.host_bytes = 4096;
+  r.peak_rss_bytes = 1 << 20;
+  r.inputs = {{"x", "float32", {2, 4}}};
+  r.entry = "default";
+  r.instruction_labels = {{"'mm' (MatMul) @blas", "'' (Relu) @kiln"}};
+  ProfileAccumulator acc;
+  acc.Add(0, std::vector<int64_t>{3000, 1000});
+  r.profile = acc.Summary(r.instruction_labels);
+  // Two traced runs 10 us apart; the first computation starts 1 us into its call.
+  r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}}};
+  return r;
+}
+
+TEST_CASE("bench report: the JSON document has exactly the agreed keys and values") {
+  const BenchResult r = SampleResult();
+  const nlohmann::json j = BenchJson(r);
+  CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
+                                          "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
+                                          "memory", "inputs", "entry", "profile"});
+  CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean"});
+  CHECK(Keys(j["host_us"]) == std::set<std::string>{"lookup", "prologue", "computation"});
+  CHECK(Keys(j["memory"]) == std::set<std::string>{"host_bytes", "device_bytes", "peak_rss_bytes"});
+  CHECK(j["gpu_ms"].is_null());
+  CHECK(j["threads"] == 2);
+  CHECK(j["cuda_graphs"] == false);
+  CHECK(j["iterations"] == 4);
+  CHECK(j["latency_ms"]["p50"] == 2.0);  // nearest rank: ceil(4 * 0.5) = 2nd
+  CHECK(j["latency_ms"]["p90"] == 4.0);
+  CHECK(j["latency_ms"]["mean"] == 2.5);
+  CHECK(j["host_us"]["prologue"] == 0.125);
+  CHECK(j["memory"]["host_bytes"] == 4096);
+  CHECK(j["inputs"][0]["name"] == "x");
+  CHECK(j["inputs"][0]["shape"] == nlohmann::json::array({2, 4}));
+  CHECK(j["entry"] == "default");
+  const nlohmann::json& p = j["profile"];
+  CHECK(Keys(p) == std::set<std::string>{"instructions", "ops"});
+  REQUIRE(p["instructions"].size() == 2);
+  const nlohmann::json& mm = p["instructions"][0];
+  CHECK(Keys(mm) == std::set<std::string>{"name", "op", "executor", "calls", "total_ms", "mean_us", "share"});
+  CHECK(mm["name"] == "mm");
+  CHECK(mm["executor"] == "blas");
+  CHECK(mm["total_ms"] == doctest::Approx(0.003));
+  CHECK(mm["mean_us"] == doctest::Approx(3.0));
+  CHECK(mm["share"] == doctest::Approx(0.75));
+  REQUIRE(p["ops"].size() == 2);
+  CHECK(Keys(p["ops"][1]) == std::set<std::string>{"op", "calls", "total_ms", "share"});
+  CHECK(p["ops"][1]["op"] == "Relu");
+  CHECK(p["ops"][1]["share"] == doctest::Approx(0.25));
+
+  BenchResult gpu = r;
+  gpu.gpu_ms = Summarize({0.5, 0.25});
+  gpu.profile.reset();
+  const nlohmann::json g = BenchJson(gpu);
+  CHECK(Keys(g["gpu_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max"});
+  CHECK(g["gpu_ms"]["min"] == 0.25);
+  CHECK(g["profile"].is_null());
+}
+
+TEST_CASE("bench report: the trace has one complete event per call and per instruction, in microseconds") {
+  const nlohmann::json t = TraceJson(SampleResult());
+  std::vector<nlohmann::json> calls, instructions;
+  for (const nlohmann::json& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["tid"] == 1 ? calls : instructions).push_back(e);
+  }
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0]["name"] == "Run #7");
+  CHECK(calls[0]["ts"] == 0.0);
+  CHECK(calls[0]["dur"] == 5.0);
+  CHECK(calls[1]["ts"] == 10.0);
+  REQUIRE(instructions.size() == 4);
+  const nlohmann::json& mm = instructions[0];
+  CHECK(mm["name"] == "mm");
+  CHECK(mm["cat"] == "blas");
+  CHECK(mm["pid"] == 1);
+  CHECK(mm["ts"] == 1.0);
+  CHECK(mm["dur"] == 3.0);
+  CHECK(mm["args"]["op"] == "MatMul");
+  CHECK(mm["args"]["iteration"] == 7);
+  // Laid end to end; an unnamed node shows its op.
+  CHECK(instructions[1]["name"] == "Relu");
+  CHECK(instructions[1]["ts"] == 4.0);
+  CHECK(instructions[1]["dur"] == 1.0);
+  CHECK(instructions[2]["ts"] == 11.0);
+  CHECK(instructions[3]["ts"] == 13.0);
+  CHECK(instructions[3]["dur"] == 0.5);
+}
+
+TEST_CASE("bench report: the human report shows latency, host split, memory and the op table") {
+  std::ostringstream out;
+  PrintBenchReport(SampleResult(), out);
+  const std::string s = out.str();
+  CHECK(s.find("latency ms:  min 1.000  p50 2.000  p90 4.000  p99 4.000  max 4.000  mean 2.500") != std::string::npos);
+  CHECK(s.find("iterations:  4 timed in 500.000 ms, after 3 warm-up") != std::string::npos);
+  CHECK(s.find("throughput:  8.00 calls/s") != std::string::npos);
+  CHECK(s.find("host us:     lookup 0.25  prologue") != std::string::npos);
+  CHECK(s.find("memory:      host 4.0 KiB, device 0 B") != std::string::npos);
+  CHECK(s.find("by op kind:") != std::string::npos);
+  CHECK(s.find("75.0%") != std::string::npos);
+  CHECK(s.find("gpu ") == std::string::npos);
+  // Sub-millisecond medians print in microseconds.
+  BenchResult fast = SampleResult();
+  fast.latency_ms = Summarize({0.0125, 0.02});
+  fast.gpu_ms = Summarize({0.010});
+  std::ostringstream fast_out;
+  PrintBenchReport(fast, fast_out);
+  CHECK(fast_out.str().find("latency us:  min 12.500  p50 12.500  p90 20.000") != std::string::npos);
+  CHECK(fast_out.str().find("gpu us:      min 10.000") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::io

@@ -1,0 +1,169 @@
+// `kiln bench` end to end on a tiny compiled model: random and folder inputs, the JSON
+// document's contents, the profile and trace, duration mode, and the errors.
+#include "compiler/io/bench_runner.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "compiler/io/tensor_io.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/temp_dir.h"
+
+namespace kiln::io {
+namespace {
+
+// y = Relu(x) + x with x: float32[N, 4]; compiled as `shape` fixes it (empty: N symbolic).
+std::string TinyArtifact(const testing::TempDir& dir, const std::vector<int64_t>& shape = {}) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "4"});
+  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu1");
+  testing::AddNode(g, "Add", {"r", "x"}, {"y"}, "add1");
+  testing::AddOutput(g, "y");
+  compiler::CompileOptions options = testing::CpuOnly();
+  if (!shape.empty()) options.input_shapes["x"] = shape;
+  const std::vector<uint8_t> bytes = testing::CompileModel(m, options);
+  const std::string path = dir / "tiny.kiln";
+  testing::WriteBytes(path, std::string(bytes.begin(), bytes.end()));
+  return path;
+}
+
+// A folder with input_0.pb: float32 zeros of shape `dims`.
+std::string InputDir(const testing::TempDir& dir, const std::vector<int64_t>& dims) {
+  HostTensor x;
+  x.name = "x";
+  x.dtype = DType::kFloat32;
+  x.dims = dims;
+  x.bytes.assign(static_cast<size_t>(x.num_elements()) * 4, 0);
+  const std::string path = dir / "inputs";
+  REQUIRE(WriteOutputDir(path, {x}).ok());  // writes output_0.pb: renamed as an input
+  std::filesystem::rename(path + "/output_0.pb", path + "/input_0.pb");
+  return path;
+}
+
+BenchConfig Config(const std::string& artifact) {
+  BenchConfig c;
+  c.artifact = artifact;
+  c.device = Device::kCpu;
+  c.warmup = 2;
+  c.iterations = 5;
+  return c;
+}
+
+TEST_CASE("bench runner: random inputs, 5 iterations, profile: the JSON document holds the run") {
+  testing::TempDir dir;
+  BenchConfig c = Config(TinyArtifact(dir));
+  c.random = true;
+  c.shapes["x"] = {3, 4};
+  c.profile = true;
+  c.trace_runs = 3;
+  auto r = RunBench(c, nullptr);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  // Through text, as a script reads it.
+  const nlohmann::json j = nlohmann::json::parse(BenchJson(*r).dump());
+  CHECK(j["artifact"] == c.artifact);
+  CHECK(j["device"] == "cpu");
+  CHECK(j["iterations"] == 5);
+  CHECK(j["warmup"] == 2);
+  CHECK(j["threads"] == 0);
+  CHECK(j["cuda_graphs"] == false);
+  CHECK(j["entry"] == "default");
+  const nlohmann::json& l = j["latency_ms"];
+  CHECK(l["min"].get<double>() > 0);
+  CHECK(l["min"] <= l["p50"]);
+  CHECK(l["p50"] <= l["p90"]);
+  CHECK(l["p90"] <= l["p99"]);
+  CHECK(l["p99"] <= l["max"]);
+  CHECK(l["min"] <= l["mean"]);
+  CHECK(l["mean"] <= l["max"]);
+  CHECK(j["throughput_per_s"].get<double>() > 0);
+  CHECK(j["host_us"]["computation"].get<double>() > 0);
+  CHECK(j["gpu_ms"].is_null());
+  CHECK(j["memory"]["host_bytes"].get<uint64_t>() > 0);
+  CHECK(j["memory"]["device_bytes"] == 0);
+  CHECK(j["memory"]["peak_rss_bytes"].get<uint64_t>() > 0);
+  REQUIRE(j["inputs"].size() == 1);
+  CHECK(j["inputs"][0]["name"] == "x");
+  CHECK(j["inputs"][0]["dtype"] == "float32");
+  CHECK(j["inputs"][0]["shape"] == nlohmann::json::array({3, 4}));
+  // Every instruction ran in each of the 5 timed calls; the shares add up to 1.
+  const nlohmann::json& p = j["profile"];
+  REQUIRE(p.is_object());
+  REQUIRE(p["instructions"].size() >= 1);
+  double share = 0;
+  for (const nlohmann::json& i : p["instructions"]) {
+    CHECK(i["calls"] == 5);
+    share += i["share"].get<double>();
+  }
+  CHECK(share == doctest::Approx(1.0));
+  // The trace keeps the last 3 calls.
+  REQUIRE(r->trace.size() == 3);
+  CHECK(r->trace.front().iteration == 2);
+  CHECK(r->trace.back().iteration == 4);
+}
+
+TEST_CASE("bench runner: inputs from a folder; duration mode; progress reports") {
+  testing::TempDir dir;
+  BenchConfig c = Config(TinyArtifact(dir, {2, 4}));
+  c.inputs_dir = InputDir(dir, {2, 4});
+  c.iterations = 0;
+  c.duration_s = 0.05;
+  int64_t warm = 0, timed = 0;
+  auto r = RunBench(c, [&](const BenchProgress& p) { (p.warmup ? warm : timed) = p.done; });
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->timed_s >= 0.05);
+  CHECK(r->iterations >= 1);
+  CHECK(timed == r->iterations);
+  CHECK(warm == 2);
+  CHECK(r->inputs[0].shape == std::vector<int64_t>{2, 4});
+  CHECK_FALSE(r->profile.has_value());
+}
+
+TEST_CASE("bench runner: errors name the problem") {
+  testing::TempDir dir;
+  const std::string artifact = TinyArtifact(dir);
+  BenchConfig c = Config(artifact);
+  auto neither = RunBench(c, nullptr);
+  REQUIRE_FALSE(neither.ok());
+  CHECK(neither.status().code() == StatusCode::kInvalidArgument);
+  // N is symbolic and no entry fixes it.
+  c.random = true;
+  auto open = RunBench(c, nullptr);
+  REQUIRE_FALSE(open.ok());
+  const std::string message(open.status().message());
+  CHECK(message.find("input 'x' dim 0 is symbolic ('N')") != std::string::npos);
+  CHECK(message.find("--shape x:Nx4") != std::string::npos);
+  // A folder without the inputs.
+  BenchConfig empty = Config(artifact);
+  std::filesystem::create_directories(dir / "empty");
+  empty.inputs_dir = dir / "empty";
+  auto missing = RunBench(empty, nullptr);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  // The artifact is fixed at 2x4: random inputs take that shape, a --shape of 3x4 is refused
+  // before running, and a 3x4 input from a folder fits no entry.
+  testing::TempDir fixed_dir;
+  BenchConfig fixed = Config(TinyArtifact(fixed_dir, {2, 4}));
+  fixed.random = true;
+  auto ok = RunBench(fixed, nullptr);
+  REQUIRE_MESSAGE(ok.ok(), ok.status().ToString());
+  CHECK(ok->inputs[0].shape == std::vector<int64_t>{2, 4});
+  fixed.shapes["x"] = {3, 4};
+  auto wrong = RunBench(fixed, nullptr);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(std::string(wrong.status().message()).find("dim 0 is 2 in the artifact") != std::string::npos);
+  BenchConfig folder = Config(fixed.artifact);
+  folder.inputs_dir = InputDir(fixed_dir, {3, 4});
+  auto no_entry = RunBench(folder, nullptr);
+  REQUIRE_FALSE(no_entry.ok());
+  CHECK(no_entry.status().code() == StatusCode::kInvalidArgument);
+  CHECK(std::string(no_entry.status().message()).find("x") != std::string::npos);
+  BenchConfig bad = Config(dir / "no_such.kiln");
+  bad.random = true;
+  CHECK(RunBench(bad, nullptr).status().code() == StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kiln::io

@@ -1,0 +1,109 @@
+// kiln bench's statistics: nearest-rank percentiles, label parsing, and the profile summed
+// over runs, against hand-computed values.
+#include "compiler/io/bench_stats.h"
+
+#include <doctest/doctest.h>
+
+namespace kiln::io {
+namespace {
+
+TEST_CASE("bench stats: nearest-rank percentiles of known samples") {
+  // 1..10 shuffled: rank ceil(p * 10 / 100): p50 -> 5th, p90 -> 9th, p99 -> 10th.
+  LatencySummary s = Summarize({7, 3, 10, 1, 9, 2, 8, 5, 4, 6});
+  CHECK(s.min == 1);
+  CHECK(s.p50 == 5);
+  CHECK(s.p90 == 9);
+  CHECK(s.p99 == 10);
+  CHECK(s.max == 10);
+  CHECK(s.mean == doctest::Approx(5.5));
+  // Three samples: p50 -> rank ceil(1.5) = 2, p90 -> ceil(2.7) = 3. No interpolation.
+  s = Summarize({30, 10, 20});
+  CHECK(s.p50 == 20);
+  CHECK(s.p90 == 30);
+  CHECK(s.p99 == 30);
+  CHECK(s.mean == doctest::Approx(20));
+  // 1..100: p99 is the 99th value, where p * n / 100 would read 98.99999 or 99.00001 if
+  // computed as (p / 100) * n.
+  std::vector<double> hundred;
+  for (int i = 100; i >= 1; --i) hundred.push_back(i);
+  s = Summarize(hundred);
+  CHECK(s.p50 == 50);
+  CHECK(s.p90 == 90);
+  CHECK(s.p99 == 99);
+  const std::vector<double> sorted = {1, 2, 3};
+  CHECK(NearestRank(sorted, 0) == 1);
+  CHECK(NearestRank(sorted, 100) == 3);
+  CHECK(NearestRank(sorted, 34) == 2);  // ceil(1.02) = 2
+  s = Summarize({4.5});
+  CHECK((s.min == 4.5 && s.p50 == 4.5 && s.p99 == 4.5 && s.max == 4.5 && s.mean == 4.5));
+  s = Summarize({});
+  CHECK((s.min == 0 && s.max == 0 && s.mean == 0));
+}
+
+TEST_CASE("bench stats: instruction labels split into name, op and executor") {
+  InstructionLabel l = ParseInstructionLabel("'conv1' (Conv) @cudnn");
+  CHECK(l.name == "conv1");
+  CHECK(l.op == "Conv");
+  CHECK(l.executor == "cudnn");
+  l = ParseInstructionLabel("'' (Relu) @cpu");
+  CHECK(l.name == "");
+  CHECK(l.op == "Relu");
+  // Names may hold anything, even the separators.
+  l = ParseInstructionLabel("'a' (b) @c' (Add) @kiln");
+  CHECK(l.name == "a' (b) @c");
+  CHECK(l.op == "Add");
+  CHECK(l.executor == "kiln");
+  l = ParseInstructionLabel("'fused_3' (kiln.Fused)");
+  CHECK(l.name == "fused_3");
+  CHECK(l.op == "kiln.Fused");
+  CHECK(l.executor == "");
+  l = ParseInstructionLabel("garbage");
+  CHECK(l.name == "garbage");
+  CHECK(l.op == "?");
+}
+
+TEST_CASE("bench stats: the profile sums each instruction over runs and groups by op") {
+  const std::vector<std::vector<std::string>> labels = {
+      {"'c1' (Conv) @cpu", "'r1' (Relu) @cpu", "'c2' (Conv) @cpu"},
+      {"'c1' (Conv) @cpu", "'m' (MatMul) @blas"}};
+  ProfileAccumulator acc;
+  acc.Add(0, std::vector<int64_t>{100, 10, 300});
+  acc.Add(0, std::vector<int64_t>{140, 30, 200});
+  acc.Add(1, std::vector<int64_t>{20, 1000});
+  acc.Add(-1, std::vector<int64_t>{5});  // no entry: ignored
+  ProfileSummary p = acc.Summary(labels);
+  CHECK(p.runs == 3);
+  CHECK(p.total_ns == 100 + 10 + 300 + 140 + 30 + 200 + 20 + 1000);
+  REQUIRE(p.instructions.size() == 5);
+  // Largest total first: m 1000, c2 500, c1 (entry 0) 240, r1 40, c1 (entry 1) 20.
+  CHECK(p.instructions[0].label.name == "m");
+  CHECK(p.instructions[0].entry == 1);
+  CHECK(p.instructions[0].calls == 1);
+  CHECK(p.instructions[1].label.name == "c2");
+  CHECK(p.instructions[1].index == 2);
+  CHECK(p.instructions[1].total_ns == 500);
+  CHECK(p.instructions[1].calls == 2);
+  CHECK(p.instructions[2].total_ns == 240);
+  CHECK(p.instructions[3].label.op == "Relu");
+  CHECK(p.instructions[3].total_ns == 40);
+  CHECK(p.instructions[4].entry == 1);
+  CHECK(p.instructions[4].total_ns == 20);
+  // Ops: MatMul 1000 (1 call), Conv 240 + 500 + 20 = 760 (5 calls), Relu 40 (2 calls).
+  REQUIRE(p.ops.size() == 3);
+  CHECK(p.ops[0].op == "MatMul");
+  CHECK(p.ops[1].op == "Conv");
+  CHECK(p.ops[1].total_ns == 760);
+  CHECK(p.ops[1].calls == 5);
+  CHECK(p.ops[2].op == "Relu");
+  CHECK(p.ops[2].calls == 2);
+  // An instruction without a label still counts.
+  ProfileAccumulator unlabeled;
+  unlabeled.Add(0, std::vector<int64_t>{7});
+  p = unlabeled.Summary({});
+  REQUIRE(p.instructions.size() == 1);
+  CHECK(p.instructions[0].label.op == "?");
+  CHECK(p.ops[0].total_ns == 7);
+}
+
+}  // namespace
+}  // namespace kiln::io
