@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
@@ -101,61 +102,122 @@ AxisWindow Window(const PoolGeometry& g, int i, int64_t o) {
 
 enum class PoolKind { kMax, kAverage, kLp };
 
-template <typename T, PoolKind kKind>
-void PoolPlane(const T* x, const PoolGeometry& g, bool count_include_pad, int64_t p,
-               int64_t plane_offset, bool col_major, T* y, int64_t* indices) {
-  const int sr = g.sr;
-  int64_t in_strides[kMaxSpatial], col_strides[kMaxSpatial];
-  ContiguousStrides(g.in, sr, in_strides);
+// The windows of every output position along each axis, computed once per call (read-only
+// while the planes run).
+struct PoolPlan {
+  std::vector<AxisWindow> axis[kMaxSpatial];
+  int64_t in_strides[kMaxSpatial] = {}, col_strides[kMaxSpatial] = {};
+  int64_t max_rows = 1;  // most rows (valid taps over all axes but the last) of a window
+};
+
+PoolPlan MakePoolPlan(const PoolGeometry& g) {
+  PoolPlan plan;
+  ContiguousStrides(g.in, g.sr, plan.in_strides);
   int64_t s = 1;
-  for (int i = 0; i < sr; ++i) {  // storage_order=1 numbers spatial positions column-major
-    col_strides[i] = s;
+  for (int i = 0; i < g.sr; ++i) {  // storage_order=1 numbers spatial positions column-major
+    plan.col_strides[i] = s;
     s *= g.in[i];
+    plan.axis[i].resize(static_cast<size_t>(g.out[i]));
+    for (int64_t o = 0; o < g.out[i]; ++o) plan.axis[i][static_cast<size_t>(o)] = Window(g, i, o);
   }
-  NdIndex oit(g.out, sr);
-  for (int64_t o = 0; o < g.out_size; ++o, oit.Next(sr)) {
-    AxisWindow win[kMaxSpatial];
+  for (int i = 0; i + 1 < g.sr; ++i) plan.max_rows *= std::min(g.kernel[i], g.in[i]);
+  return plan;
+}
+
+// One plane. Output positions run row-major; the window's rows (its valid taps over the
+// leading axes) are listed once per output row, and the taps along the last axis are a
+// tight loop. Taps are visited in row-major order, as the definition reads them.
+template <typename T, PoolKind kKind>
+void PoolPlane(const T* x, const PoolGeometry& g, const PoolPlan& plan, bool count_include_pad, int64_t p,
+               int64_t plane_offset, bool col_major, T* y, int64_t* indices) {
+  const int sr = g.sr, last = sr - 1;
+  const std::vector<AxisWindow>& lw = plan.axis[last];
+  const int64_t out_last = g.out[last], dil = g.dilation[last], cs_last = plan.col_strides[last];
+  const int64_t outer_size = g.out_size / std::max<int64_t>(out_last, 1);
+  std::vector<int64_t> row_offs(static_cast<size_t>(plan.max_rows)), row_coffs(row_offs.size());
+  NdIndex oit(g.out, last);
+  for (int64_t orow = 0; orow < outer_size; ++orow, oit.Next(last)) {
+    // The rows of this output row's windows: products of the leading axes' valid taps.
+    int64_t nrows = 1, padded_outer = 1;
+    const AxisWindow* win[kMaxSpatial];
     int64_t taps[kMaxSpatial];
-    int64_t valid = 1, padded = 1;
-    for (int i = 0; i < sr; ++i) {
-      win[i] = Window(g, i, oit.idx[i]);
-      taps[i] = win[i].end - win[i].first;
-      valid *= taps[i];
-      padded *= win[i].padded;
+    for (int i = 0; i < last; ++i) {
+      win[i] = &plan.axis[i][static_cast<size_t>(oit.idx[i])];
+      taps[i] = win[i]->end - win[i]->first;
+      nrows *= taps[i];
+      padded_outer *= win[i]->padded;
     }
-    double acc = kKind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-    T best = std::numeric_limits<T>::lowest();
-    int64_t best_idx = -1;
-    if (valid > 0) {
-      NdIndex kit(taps, sr);
-      for (int64_t t = 0; t < valid; ++t, kit.Next(sr)) {
+    if (nrows > 0) {
+      NdIndex kit(taps, last);
+      for (int64_t r = 0; r < nrows; ++r, kit.Next(last)) {
         int64_t off = 0, coff = 0;
-        for (int i = 0; i < sr; ++i) {
-          const int64_t pos = win[i].start + (win[i].first + kit.idx[i]) * g.dilation[i];
-          off += pos * in_strides[i];
-          coff += pos * col_strides[i];
+        for (int i = 0; i < last; ++i) {
+          const int64_t pos = win[i]->start + (win[i]->first + kit.idx[i]) * g.dilation[i];
+          off += pos * plan.in_strides[i];
+          coff += pos * plan.col_strides[i];
         }
-        const T v = x[off];
-        if constexpr (kKind == PoolKind::kMax) {
-          if (v > best || best_idx < 0) {
-            best = v;
-            best_idx = col_major ? coff : off;
-          }
-        } else if constexpr (kKind == PoolKind::kAverage) {
-          acc += static_cast<double>(v);
-        } else {
-          acc += std::pow(std::fabs(static_cast<double>(v)), static_cast<double>(p));
-        }
+        row_offs[static_cast<size_t>(r)] = off;
+        row_coffs[static_cast<size_t>(r)] = coff;
       }
     }
-    if constexpr (kKind == PoolKind::kMax) {
-      y[o] = best_idx < 0 ? T(0) : best;
-      if (indices) indices[o] = best_idx < 0 ? 0 : plane_offset + best_idx;
-    } else if constexpr (kKind == PoolKind::kAverage) {
-      const int64_t div = count_include_pad ? padded : valid;
-      y[o] = div > 0 ? static_cast<T>(acc / static_cast<double>(div)) : T(0);
-    } else {
-      y[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
+    const int64_t* row_off = row_offs.data();
+    T* yr = y + orow * out_last;
+    int64_t* ir = indices ? indices + orow * out_last : nullptr;
+    for (int64_t o = 0; o < out_last; ++o) {
+      const AxisWindow& w = lw[static_cast<size_t>(o)];
+      const int64_t k0 = w.start + w.first * dil, nk = w.end - w.first;
+      const int64_t valid = nrows * nk;
+      if constexpr (kKind == PoolKind::kMax) {
+        if (valid == 0) {
+          yr[o] = T(0);
+          if (ir) ir[o] = 0;
+          continue;
+        }
+        // The first tap, then strictly greater ones: the first of equal maxima wins.
+        T best = x[row_off[0] + k0];
+        int64_t best_r = 0, best_k = 0;
+        for (int64_t r = 0; r < nrows; ++r) {
+          const T* row = x + row_off[r] + k0;
+          if (ir) {
+            for (int64_t k = 0; k < nk; ++k) {
+              if (row[k * dil] > best) {
+                best = row[k * dil];
+                best_r = r;
+                best_k = k;
+              }
+            }
+          } else if (dil == 1) {
+            for (int64_t k = 0; k < nk; ++k) best = row[k] > best ? row[k] : best;
+          } else {
+            for (int64_t k = 0; k < nk; ++k) best = row[k * dil] > best ? row[k * dil] : best;
+          }
+        }
+        yr[o] = best;
+        if (ir) {
+          const int64_t pos = k0 + best_k * dil;
+          ir[o] = plane_offset + (col_major ? row_coffs[static_cast<size_t>(best_r)] + pos * cs_last
+                                            : row_off[best_r] + pos);
+        }
+      } else {
+        double acc = 0.0;
+        for (int64_t r = 0; r < nrows; ++r) {
+          const T* row = x + row_off[r] + k0;
+          for (int64_t k = 0; k < nk; ++k) {
+            const double v = static_cast<double>(row[k * dil]);
+            if constexpr (kKind == PoolKind::kAverage) {
+              acc += v;
+            } else {
+              acc += std::pow(std::fabs(v), static_cast<double>(p));
+            }
+          }
+        }
+        if constexpr (kKind == PoolKind::kAverage) {
+          const int64_t div = count_include_pad ? padded_outer * w.padded : valid;
+          yr[o] = div > 0 ? static_cast<T>(acc / static_cast<double>(div)) : T(0);
+        } else {
+          yr[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
+        }
+      }
     }
   }
 }
@@ -175,10 +237,11 @@ Status PoolKernel(const KernelCall& call, std::string_view name) {
   const bool col_major = call.attrs.GetInt("storage_order", 0) != 0;
   const int64_t p = call.attrs.GetInt("p", 2);
   const int64_t planes = x.dims[0] * x.dims[1];
+  const PoolPlan plan = MakePoolPlan(g);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     for (int64_t pl = 0; pl < planes; ++pl) {
-      PoolPlane<T, kKind>(x.as<const T>() + pl * g.in_size, g, include_pad, p, pl * g.in_size,
+      PoolPlane<T, kKind>(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size,
                           col_major, y.as<T>() + pl * g.out_size,
                           ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);
     }

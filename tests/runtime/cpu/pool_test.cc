@@ -85,6 +85,79 @@ TEST_CASE("Global pools") {
   CHECK(y.values<float>() == std::vector<float>{4, -1});
 }
 
+// The definition, tap by tap, for a 3-D pool over one plane per (n, c): MaxPool's value and
+// index (the first of equal maxima; row- or column-major spatial numbering) and
+// AveragePool's mean over the valid taps.
+struct PoolReference {
+  std::vector<float> max, avg;
+  std::vector<int64_t> idx;
+};
+PoolReference ReferencePool3D(const std::vector<float>& x, int64_t planes, const int64_t* in,
+                              const int64_t* k, const int64_t* s, const int64_t* pb, const int64_t* d,
+                              const int64_t* out, bool col_major) {
+  PoolReference r;
+  const int64_t in_size = in[0] * in[1] * in[2];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t o0 = 0; o0 < out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          float best = 0;
+          int64_t best_i = -1, count = 0;
+          double sum = 0;
+          for (int64_t k0 = 0; k0 < k[0]; ++k0)
+            for (int64_t k1 = 0; k1 < k[1]; ++k1)
+              for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                const int64_t p0 = o0 * s[0] - pb[0] + k0 * d[0], p1 = o1 * s[1] - pb[1] + k1 * d[1],
+                              p2 = o2 * s[2] - pb[2] + k2 * d[2];
+                if (p0 < 0 || p0 >= in[0] || p1 < 0 || p1 >= in[1] || p2 < 0 || p2 >= in[2]) continue;
+                const float v = x[static_cast<size_t>(pl * in_size + (p0 * in[1] + p1) * in[2] + p2)];
+                const int64_t at = col_major ? p0 + in[0] * (p1 + in[1] * p2) : (p0 * in[1] + p1) * in[2] + p2;
+                if (best_i < 0 || v > best) {
+                  best = v;
+                  best_i = pl * in_size + at;
+                }
+                sum += v;
+                ++count;
+              }
+          r.max.push_back(best);
+          r.idx.push_back(best_i);
+          r.avg.push_back(static_cast<float>(sum / static_cast<double>(count)));
+        }
+  }
+  return r;
+}
+
+TEST_CASE("3-D MaxPool (with Indices, both storage orders) and AveragePool match the definition") {
+  const int64_t in[3] = {5, 6, 7}, k[3] = {2, 3, 2}, s[3] = {2, 1, 2}, pb[3] = {1, 0, 1}, pe[3] = {0, 1, 1},
+                d[3] = {1, 2, 1};
+  int64_t out[3];
+  for (int i = 0; i < 3; ++i) out[i] = (in[i] + pb[i] + pe[i] - ((k[i] - 1) * d[i] + 1)) / s[i] + 1;
+  std::vector<float> xv(2 * 3 * 5 * 6 * 7);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37 + 11) % 23) - 9.5f;  // with ties
+  auto x = Floats({2, 3, in[0], in[1], in[2]}, xv);
+  AttrMap attrs;
+  attrs.SetInts("kernel_shape", {k[0], k[1], k[2]});
+  attrs.SetInts("strides", {s[0], s[1], s[2]});
+  attrs.SetInts("pads", {pb[0], pb[1], pb[2], pe[0], pe[1], pe[2]});
+  attrs.SetInts("dilations", {d[0], d[1], d[2]});
+  for (int64_t order : {0, 1}) {
+    CAPTURE(order);
+    attrs.SetInt("storage_order", order);
+    const PoolReference ref = ReferencePool3D(xv, 6, in, k, s, pb, d, out, order == 1);
+    auto y = Output(DType::kFloat32, {2, 3, out[0], out[1], out[2]});
+    auto idx = Output(DType::kInt64, {2, 3, out[0], out[1], out[2]});
+    Status st = RunKernel("MaxPool", attrs, {&x}, {&y, &idx});
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(y.values<float>() == ref.max);
+    CHECK(idx.values<int64_t>() == ref.idx);
+    auto avg = Output(DType::kFloat32, {2, 3, out[0], out[1], out[2]});
+    AttrMap avg_attrs = attrs;
+    avg_attrs.SetInt("storage_order", 0);
+    REQUIRE(RunKernel("AveragePool", avg_attrs, {&x}, {&avg}).ok());
+    KILN_CHECK_FLOATS(avg.values<float>(), ref.avg);
+  }
+}
+
 TEST_CASE("MaxPool rejects a missing kernel_shape and a wrong output size") {
   auto x = PoolInput();
   auto y = Output(DType::kFloat32, {1, 1, 3, 4});
