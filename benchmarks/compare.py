@@ -252,7 +252,7 @@ def run_model(args, model_dir, name, record):
     record["status"] = "ok"
 
 
-def machine_info(kiln):
+def machine_info(kiln, load_at_start):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor() or "unknown CPU")
     git = ["git", "-C", ROOT]
@@ -261,6 +261,7 @@ def machine_info(kiln):
     dirty = subprocess.run(git + ["diff", "--quiet", "HEAD"], capture_output=True).returncode != 0
     return {"cpu": cpu, "cores": os.cpu_count(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average_1min": {"start": load_at_start, "end": os.getloadavg()[0]},
             "onnxruntime": ort.__version__, "kiln_commit": commit, "kiln_tree_dirty": dirty,
             "kiln": os.path.abspath(kiln), "python": platform.python_version()}
 
@@ -271,7 +272,9 @@ def fmt_ms(x):
 
 def markdown(machine, settings, records):
     dirty = " (with uncommitted changes)" if machine["kiln_tree_dirty"] else ""
-    lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores; {machine['date']}; "
+    load = machine["load_average_1min"]
+    lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores (load average {load['start']:.1f} "
+             f"at the start, {load['end']:.1f} at the end); {machine['date']}; "
              f"onnxruntime {machine['onnxruntime']}; Kiln {machine['kiln_commit']}{dirty}.",
              f"Latency: median over {settings['rounds']} alternating round(s) of each round's median "
              "per-call latency (one `kiln bench` block, then one onnxruntime block of as many calls).",
@@ -332,6 +335,7 @@ def main():
         progress("error: no model folders given and none found (run scripts/test.sh)")
         return 2
 
+    load_at_start = os.getloadavg()[0]  # other work on the machine makes timings noisy
     records, seen_models, used_names = [], {}, set()
     for n, model_dir in enumerate(dirs, 1):
         name = os.path.basename(model_dir)
@@ -363,7 +367,7 @@ def main():
                 "ort": {"provider": "CPUExecutionProvider", "inter_op_num_threads": 1,
                         "execution_mode": "ORT_SEQUENTIAL",
                         "graph_optimization_level": ort.SessionOptions().graph_optimization_level.name}}
-    machine = machine_info(args.kiln)
+    machine = machine_info(args.kiln, load_at_start)
     table = markdown(machine, settings, records)
     for path in (args.json, args.markdown):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
