@@ -21,7 +21,9 @@ For each model:
      session.run, each timed with time.perf_counter_ns. N is chosen so that a block takes about
      --seconds (from a short probe of both, 10 <= N <= 1000), W = N/10 (2 to 50).
      A tool's figure is the median over the rounds of its round's median (p50) latency.
-     onnxruntime's per-call time includes its Python binding (a few microseconds per call).
+     Kiln's latency is kiln bench's: wall time of Run, outputs left in the context's memory;
+     onnxruntime's includes its Python binding and the outputs' numpy arrays (a few
+     microseconds per call, which matters only for the tiniest models).
 
 Prints a markdown table (model, input shapes, T, Kiln and onnxruntime p50, ratio Kiln/ORT with
 > 1 meaning Kiln is slower, outputs agree, target) and a line naming the machine, the date,
@@ -310,15 +312,15 @@ def parse_threads(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="*", help="model folders (default: see above)")
-    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="kiln binary")
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="kiln binary (default build/kiln)")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "compare"),
-                    help="folder for artifacts and outputs")
-    ap.add_argument("--threads", type=parse_threads, default=[1, 2], help="thread counts, e.g. 1,2")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per model and T")
-    ap.add_argument("--seconds", type=float, default=1.5, help="about how long one block takes")
+                    help="folder for artifacts and outputs (default build/compare)")
+    ap.add_argument("--threads", type=parse_threads, default=[1, 2], help="thread counts (default 1,2)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per model and T (default 3)")
+    ap.add_argument("--seconds", type=float, default=1.5, help="about how long one block takes (default 1.5)")
     ap.add_argument("--json", help="figures (default WORK/compare.json)")
     ap.add_argument("--markdown", help="the table (default WORK/compare.md)")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 1 round of short blocks")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 1 round of short blocks (0.1 s)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.seconds = 1, 0.1
