@@ -72,9 +72,12 @@ std::string SummaryLine(const char* what, const LatencySummary& s, bool mean) {
   return line;
 }
 
-void PrintProfile(const ProfileSummary& p, std::ostream& out, size_t top) {
+void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t top) {
   out << fmt::format("\nprofile: {} runs, {} instructions, {:.3f} ms of instruction time per run\n", p.runs,
                      p.instructions.size(), p.runs ? p.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0);
+  if (cpu)
+    out << "(executor: as the compiler assigned it for the CUDA backend; the CPU backend runs every instruction "
+           "with its own kernels)\n";
   size_t op_width = 2;
   for (const ProfileOp& o : p.ops) op_width = std::max(op_width, o.op.size());
   out << fmt::format("\nby op kind:\n  {:<{}}  {:>8}  {:>11}  {:>11}  {:>6}\n", "op", op_width, "calls", "total ms",
@@ -176,7 +179,7 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << "  (CUDA events)\n";
   out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
                      Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));
-  if (r.profile) PrintProfile(*r.profile, out, top);
+  if (r.profile) PrintProfile(*r.profile, r.device == "cpu", out, top);
 }
 
 }  // namespace kiln::io

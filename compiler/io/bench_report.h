@@ -70,7 +70,8 @@ struct BenchResult {
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
 // shape}], entry, profile null or {instructions [{name, op, executor, calls, total_ms,
 // mean_us, share}], ops [{op, calls, total_ms, share}]} (share: fraction 0..1 of all
-// instruction time). Names need not be UTF-8: dump with error_handler_t::replace.
+// instruction time; executor: the label's, as the compiler assigned it, which the CPU backend
+// does not follow). Names need not be UTF-8: dump with error_handler_t::replace.
 nlohmann::json BenchJson(const BenchResult& r);
 
 // Chrome trace of r.trace: {"traceEvents": [...], "displayTimeUnit": "ms"}. Per run, an "X"

@@ -49,12 +49,13 @@ SymbolValues FixedByEntry(const std::string& name) {
   return fixed;
 }
 
-// "--shape x:Nx3x224x224 with a number for N" for the error of an undecided dim.
+// "pass --shape x:DIMS, numbers for its dims [N, 3, 224, 224] joined by 'x'" for the error of
+// an undecided dim.
 std::string ShapeHint(const TensorInfo& t) {
   std::string dims;
   for (size_t i = 0; i < t.shape.size(); ++i)
-    dims += (i ? "x" : "") + (t.shape[i].value >= 0 ? std::to_string(t.shape[i].value) : t.shape[i].symbol);
-  return fmt::format("pass its shape with --shape {}:{}, numbers for the symbols", t.name, dims);
+    dims += (i ? ", " : "") + (t.shape[i].value >= 0 ? std::to_string(t.shape[i].value) : t.shape[i].symbol);
+  return fmt::format("pass --shape {}:DIMS, numbers for its dims [{}] joined by 'x'", t.name, dims);
 }
 
 Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string, std::vector<int64_t>>& given) {

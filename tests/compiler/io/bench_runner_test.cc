@@ -134,7 +134,7 @@ TEST_CASE("bench runner: errors name the problem") {
   REQUIRE_FALSE(open.ok());
   const std::string message(open.status().message());
   CHECK(message.find("input 'x' dim 0 is symbolic ('N')") != std::string::npos);
-  CHECK(message.find("--shape x:Nx4") != std::string::npos);
+  CHECK(message.find("pass --shape x:DIMS, numbers for its dims [N, 4]") != std::string::npos);
   // A folder without the inputs.
   BenchConfig empty = Config(artifact);
   std::filesystem::create_directories(dir / "empty");

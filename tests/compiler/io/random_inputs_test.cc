@@ -61,7 +61,7 @@ TEST_CASE("random inputs: an undecided dim or a wrong --shape is a precise error
   const std::vector<EntryInfo> entries = {Entry("default"), Entry("N in 1..64")};
   const std::string open = Error({Info("x", {Sym("N"), Const(3)})}, entries);
   CHECK(open.find("input 'x' dim 0 is symbolic ('N')") != std::string::npos);
-  CHECK(open.find("--shape x:Nx3") != std::string::npos);
+  CHECK(open.find("pass --shape x:DIMS, numbers for its dims [N, 3]") != std::string::npos);
   const std::vector<TensorInfo> x = {Info("x", {Sym("N"), Const(3)})};
   CHECK(Error(x, entries, {{"y", {1, 3}}}).find("'y', which is not an input of the model (inputs: 'x')") !=
         std::string::npos);
