@@ -454,6 +454,7 @@ Device ExecutionContext::device() const { return impl_->device; }
 uint64_t ExecutionContext::arena_bytes() const { return impl_->arena.size() + impl_->workspace.size(); }
 ExecutionContext::MemoryUsage ExecutionContext::memory_usage() const {
   MemoryUsage m;
+  if (!impl_) return m;  // moved-from: holds nothing
   m.host_bytes = arena_bytes();
 #if KILN_HAVE_CUDA
   if (impl_->cuda) {

@@ -184,7 +184,7 @@ class ExecutionContext {
 
   // Memory held by this context now, in bytes. Its buffers only grow (at Create and when an
   // entry first sees larger shapes) and live until the context is destroyed, so this is also
-  // the peak over the context's life so far.
+  // the peak over the context's life so far. A moved-from context reads zero.
   struct MemoryUsage {
     // Host: the arena and kernel scratch (arena_bytes()); on the CUDA backend also the host
     // copies of device inputs kept for CPU fallback instructions. The Model's mapped weights
