@@ -2,6 +2,8 @@
 // pointers for a symbol assignment (cached per entry), and instruction execution on the
 // CPU backend. The success path of a steady-state Run allocates nothing and builds no
 // strings: failures are recorded as PODs and formatted only when returned.
+#include <cblas.h>
+
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -117,7 +119,8 @@ class ContextRunner {
     s.workspace_needed = 0;
     for (const PreparedInstruction& pi : pe.instructions) {
       if (pi.program) {
-        s.workspace_needed = std::max<uint64_t>(s.workspace_needed, cpu::FusedWorkspaceBytes(*pi.program));
+        const int threads = c_.threads ? c_.threads->size() : 1;
+        s.workspace_needed = std::max<uint64_t>(s.workspace_needed, cpu::FusedWorkspaceBytes(*pi.program, threads));
         continue;
       }
       if (pi.kernel->workspace == nullptr) continue;
@@ -244,10 +247,11 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
                                {ops, static_cast<size_t>(pi.num_inputs)},
                                {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                                c.workspace.data(),
-                               static_cast<size_t>(c.workspace.size())};
+                               static_cast<size_t>(c.workspace.size()),
+                               c.threads.get()};
     Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
                                            {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
-                                           call.workspace, call.workspace_bytes)
+                                           call.workspace, call.workspace_bytes, call.threads)
                            : pi.kernel->run(call);
     if (!st.ok()) return st.WithContext(pi.label);
     if (c.profile) {
@@ -331,10 +335,15 @@ Status RunCuda(ExecutionContext::Impl& c, int32_t hit, const PreparedEntry& pe, 
 Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
   if (options.device != Device::kCpu && options.device != Device::kAuto && options.device != Device::kCuda)
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
+  if (options.cpu_threads < 0 || options.cpu_threads > cpu::ThreadPool::kMaxThreads)
+    return InvalidArgument("cpu_threads is " + to_string(options.cpu_threads) + ", expected 0 (one per core) to " +
+                           to_string(cpu::ThreadPool::kMaxThreads));
   auto impl = std::make_unique<Impl>(model);
   impl->device = Device::kCpu;
   impl->profile = options.profile;
-  impl->device_note = "CPU backend";
+  const int threads = options.cpu_threads > 0 ? options.cpu_threads : cpu::DefaultThreadCount();
+  const std::string cpu_note = "CPU backend, " + to_string(threads) + (threads == 1 ? " thread" : " threads");
+  impl->device_note = cpu_note;
   if (options.device != Device::kCpu) {
 #if KILN_HAVE_CUDA
     auto executor = cuda::Executor::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile,
@@ -348,14 +357,22 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     } else if (options.device == Device::kCuda) {
       return executor.status();
     } else {
-      impl->device_note = "CPU backend; CUDA unavailable: " + std::string(executor.status().message());
+      impl->device_note = cpu_note + "; CUDA unavailable: " + std::string(executor.status().message());
     }
 #else
     if (options.device == Device::kCuda)
       return FailedPrecondition("this runtime was built without the CUDA toolkit, so it has no CUDA backend; "
                                 "use --device cpu");
-    impl->device_note = "CPU backend; this runtime was built without CUDA";
+    impl->device_note = cpu_note + "; this runtime was built without CUDA";
 #endif
+  }
+  if (impl->device == Device::kCpu) {
+    auto pool = cpu::ThreadPool::Create(threads);
+    if (!pool.ok()) return pool.status();
+    impl->threads = std::move(*pool);
+    // OpenBLAS keeps one process-wide count (runtime.h says so): at 1 thread no GEMM may
+    // use a second core either.
+    openblas_set_num_threads(threads);
   }
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());

@@ -12,6 +12,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/model_impl.h"
 #include "runtime/prologue.h"
 
@@ -67,6 +68,9 @@ struct ExecutionContext::Impl {
   bool profile = false;
   std::string device_note;
   std::unique_ptr<cuda::Executor> cuda;  // set on the CUDA backend
+  // CPU backend: the workers the kernels split their outer loops over (ContextOptions::
+  // cpu_threads); null on the CUDA backend, whose CPU instructions run on the calling thread.
+  std::unique_ptr<cpu::ThreadPool> threads;
   Stats stats;
   std::vector<EntryState> entries;
   AlignedBuffer arena;

@@ -55,7 +55,7 @@ void PrintProfile(const Model& model, const Stats& s) {
 }
 
 int RunModel(const std::string& artifact, const std::string& inputs_dir, const std::string& outputs_dir,
-             const std::string& device, int repeat, bool profile) {
+             const std::string& device, int repeat, bool profile, int threads) {
   auto t0 = std::chrono::steady_clock::now();
   auto model = Model::Load(artifact);
   if (!model.ok()) {
@@ -73,6 +73,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
   ContextOptions options;
   options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
   options.profile = profile;
+  options.cpu_threads = threads;
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
@@ -165,7 +166,12 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_flag("--profile", *profile,
                 "time every instruction (host time on the CPU, CUDA events on a GPU) and print the slowest of the "
                 "last run and the total per executor");
-  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat, *profile)); });
+  auto threads = std::make_shared<int>(0);
+  cmd->add_option("--threads", *threads,
+                  "CPU backend: threads per run, the caller's included (OpenBLAS gets the same count); "
+                  "0 (default): one per core")
+      ->check(CLI::Range(0, 256));
+  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat, *profile, *threads)); });
 }
 
 }  // namespace kiln::cli

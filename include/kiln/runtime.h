@@ -127,10 +127,17 @@ struct ContextOptions {
   // Time every instruction (Stats::last_instruction_ns). Costs a clock read (CPU) or a CUDA
   // event (GPU) per instruction, and graphs are not captured while profiling.
   bool profile = false;
-  // CPU backend: worker threads for a Run, the calling thread included (like onnxruntime's
-  // intra_op_num_threads); 0 means one per online core. Kiln's kernels split their outer loops
-  // over these threads. OpenBLAS keeps one process-wide thread count: creating a CPU context
-  // sets it to this value, so contexts that disagree share the last value set.
+  // CPU backend: threads for a Run, the calling thread included (like onnxruntime's
+  // intra_op_num_threads), 1 to 256; 0 means one per CPU this process may run on (its
+  // affinity mask). Create starts cpu_threads - 1 worker threads, owned by the context, which
+  // wait (briefly spinning, then asleep) between Runs. Kiln's kernels split their outer loops
+  // over them (fused programs by blocks of rows, depthwise Conv and pooling by channel, im2col
+  // and col2im by channel) when the work is large enough; the results are the same bits at
+  // every thread count. OpenBLAS keeps one process-wide thread count: creating a CPU context
+  // sets it to this value, so contexts that disagree share the last value set. The CUDA
+  // backend ignores it (its CPU instructions run on the calling thread). device_note() gives
+  // the count ("CPU backend, 2 threads"). Create fails with kInvalidArgument outside [0, 256]
+  // and kResourceExhausted when a thread cannot be started.
   int cpu_threads = 0;
 };
 

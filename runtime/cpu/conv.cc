@@ -16,6 +16,7 @@
 #include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/half.h"
 
 namespace kiln::cpu {
@@ -357,15 +358,19 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
 }
 
 // One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile.
+// The GEMM is OpenBLAS's to parallelise; the column tile is filled by the pool's threads,
+// each taking a range of input channels (disjoint rows of the tile).
 void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg,
-               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg) {
+               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg, ThreadPool* threads) {
   const int64_t tile = pointwise ? g.out_size : ConvTilePixels(rows, g.out_size);
   for (int64_t p0 = 0; p0 < g.out_size; p0 += tile) {
     const int64_t count = std::min(tile, g.out_size - p0);
     if (bias) FillBias(bias, mg, count, g.out_size, yg + p0);
     const float* bmat = xg + p0;
     if (!pointwise) {
-      Im2ColTile(xg, cg, g, p0, count, col);
+      ParallelFor(threads, cg, MinItemsPerPart(g.kernel_size * count), [&](int64_t c0, int64_t c1) {
+        Im2ColTile(xg + c0 * g.in_size, c1 - c0, g, p0, count, col + c0 * g.kernel_size * count);
+      });
       bmat = col;
     }
     Sgemm(mg, count, rows, wg, rows, bmat, pointwise ? g.out_size : count, bias ? 1.0f : 0.0f,
@@ -423,7 +428,7 @@ Status HalfConv(const KernelCall& call) {
   fy.data = next;
   const KernelCall fcall{call.attrs, std::span<const TensorRef>(inputs, bias ? 3 : 2),
                          std::span<const TensorRef>(&fy, 1), next + y.num_elements,
-                         call.workspace_bytes - floats * sizeof(float)};
+                         call.workspace_bytes - floats * sizeof(float), call.threads};
   KILN_RETURN_IF_ERROR(ConvKernel(fcall));
   uint16_t* dst = y.as<uint16_t>();
   for (int64_t i = 0; i < y.num_elements; ++i)
@@ -449,11 +454,14 @@ Status ConvKernel(const KernelCall& call) {
   const float* pb = bias ? bias->as<const float>() : nullptr;
   float* py = y.as<float>();
   if (IsDepthwise2D(g.group, x, w, y, call.attrs)) {
-    for (int64_t i = 0; i < n * c; ++i) {
-      DepthwiseConv2D(px + i * g.in_size, pw + (i % c) * g.kernel_size, pb ? pb[i % c] : 0.0f, g,
-                      py + i * g.out_size);
-      ApplyEpilogue(epilogue, y, i * g.out_size, g.out_size);
-    }
+    // Channels are independent: split them over the threads.
+    ParallelFor(call.threads, n * c, MinItemsPerPart(g.out_size * g.kernel_size), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        DepthwiseConv2D(px + i * g.in_size, pw + (i % c) * g.kernel_size, pb ? pb[i % c] : 0.0f, g,
+                        py + i * g.out_size);
+        ApplyEpilogue(epilogue, y, i * g.out_size, g.out_size);
+      }
+    });
     return Status::Ok();
   }
   const int64_t cg = c / g.group, mg = m / g.group;
@@ -476,7 +484,7 @@ Status ConvKernel(const KernelCall& call) {
           std::fill(yg, yg + mg * g.out_size, 0.0f);
         }
       } else {
-        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg);
+        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg, call.threads);
       }
       ApplyEpilogue(epilogue, y, yg - py, mg * g.out_size);
     }
@@ -629,7 +637,10 @@ Status ConvTransposeKernel(const KernelCall& call) {
                     static_cast<blasint>(g.in_size), static_cast<blasint>(cg), 1.0f, wg,
                     static_cast<blasint>(rows), xg, static_cast<blasint>(g.in_size), 0.0f, col,
                     static_cast<blasint>(g.in_size));
-        Col2Im(col, mg, g, py + (b * m + grp * mg) * g.out_size);
+        // Output channels are disjoint: split them over the threads.
+        ParallelFor(call.threads, mg, MinItemsPerPart(g.kernel_size * g.in_size), [&](int64_t c0, int64_t c1) {
+          Col2Im(col + c0 * g.kernel_size * g.in_size, c1 - c0, g, py + (b * m + grp * mg + c0) * g.out_size);
+        });
       }
     }
   }

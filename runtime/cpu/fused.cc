@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/half.h"
 
 namespace kiln::cpu {
@@ -117,6 +118,9 @@ Layout MakeLayout(const Program& p) {
   l.total = off + 64;  // room to align the caller's pointer
   return l;
 }
+
+// Bytes of one thread's slice of the workspace (every part of the layout; a multiple of 64).
+size_t SliceBytes(const Layout& l) { return l.total - 64; }
 
 // ---- Loops ---------------------------------------------------------------------------------
 //
@@ -1280,17 +1284,35 @@ Status CheckTensors(const std::vector<fused::TensorSpec>& specs, std::span<const
   return Status::Ok();
 }
 
+// The error a block's fault stands for.
+Status FaultStatus(const Program& p, const Fault& f) {
+  const Node& node = p.nodes[f.node];
+  if (node.op == Op::kCheckIndex) {
+    const std::string what =
+        node.i >= 0 && static_cast<size_t>(node.i) < p.checks.size() ? p.checks[node.i] : "index check";
+    return InvalidArgument(what + ": index " + std::to_string(f.index) + " is out of range [0, " +
+                           std::to_string(f.bound) + ")");
+  }
+  return Internal("fused program: node " + std::to_string(f.node) + " loads input " + std::to_string(node.i) +
+                  " at index " + std::to_string(f.index) + ", but it has " + std::to_string(f.bound) +
+                  " elements (a compiler bug: loads are in range by construction)");
+}
+
 }  // namespace
 
-size_t FusedWorkspaceBytes(const fused::Program& program) { return MakeLayout(program).total; }
+size_t FusedWorkspaceBytes(const fused::Program& program, int threads) {
+  const Layout l = MakeLayout(program);
+  return SliceBytes(l) * static_cast<size_t>(std::max(threads, 1)) + 64;
+}
 
 Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
                 std::span<const TensorRef> outputs, std::span<const int64_t> sizes, void* workspace,
-                size_t workspace_bytes) {
+                size_t workspace_bytes, ThreadPool* threads) {
   const Layout l = MakeLayout(p);
-  if (workspace == nullptr || workspace_bytes < l.total) {
+  const size_t needed = SliceBytes(l) * static_cast<size_t>(threads ? threads->size() : 1) + 64;
+  if (workspace == nullptr || workspace_bytes < needed) {
     return Internal("fused program: workspace of " + std::to_string(workspace_bytes) + " bytes given, " +
-                    std::to_string(l.total) + " needed");
+                    std::to_string(needed) + " needed");
   }
   if (sizes.size() != static_cast<size_t>(p.num_sizes)) {
     return InvalidArgument("fused program: " + std::to_string(sizes.size()) +
@@ -1325,9 +1347,9 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
     strides[a] = s;
     s *= dims[a];
   }
-  Odometer row_od, col_od;
+  Odometer row_od0, col_od0;  // each part copies them
   for (int a = 0; a < rank; ++a) {
-    Odometer& od = (p.reduce_axes >> a) & 1u ? col_od : row_od;
+    Odometer& od = (p.reduce_axes >> a) & 1u ? col_od0 : row_od0;
     od.axes[od.n] = a;
     od.dims[od.n] = dims[a];
     od.strides[od.n] = strides[a];
@@ -1357,72 +1379,22 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   }
   if (rows == 0) return Status::Ok();
 
-  // Workspace parts.
+  // The analysis every part shares lives in slice 0 of the workspace: affine forms,
+  // initial flags, need marks. Each part has its own slice for the rest (value slots, block
+  // indices, accumulators).
   const size_t base =
       Align64(reinterpret_cast<uintptr_t>(workspace)) - reinterpret_cast<uintptr_t>(workspace);
   uint8_t* ws = static_cast<uint8_t*>(workspace) + base;
   const int B = l.block;
   const size_t num_nodes = p.nodes.size();
   const size_t num_red = p.reductions.size();
-  int64_t* linear = reinterpret_cast<int64_t*>(ws + l.linear);
-  int64_t* coords = reinterpret_cast<int64_t*>(ws + l.coords);
-  int64_t* rowbase = reinterpret_cast<int64_t*>(ws + l.rowbase);
-  int64_t* rowcoord = reinterpret_cast<int64_t*>(ws + l.rowcoord);
-  int64_t* coloff = reinterpret_cast<int64_t*>(ws + l.coloff);
-  int64_t* colcoord = reinterpret_cast<int64_t*>(ws + l.colcoord);
-  uint8_t* acc = ws + l.acc;
   uint8_t* need = ws + l.marks;
   uint8_t* initial = ws + l.initial;
-  auto acc_of = [&](size_t k) { return acc + k * B * 8; };
-
-  Eval ev;
-  ev.p = &p;
-  ev.inputs = inputs;
-  ev.values = ws + l.values;
-  ev.slot_bytes = l.slot * 8;
-  ev.linear = linear;
-  for (int a = 0; a < rank; ++a) ev.coord[a] = coords + a * l.slot;
-  ev.acc = acc;
-  ev.block = B;
-
-  // The owners of the coordinates and of kLinear, and the constants (filled once).
-  for (size_t id = 0; id < num_nodes; ++id) {
-    const Node& node = p.nodes[id];
-    uint8_t* s = ev.slot(static_cast<int32_t>(id));
-    switch (node.op) {
-      case Op::kLinear:
-        if (ev.linear_owner < 0) {
-          ev.linear_owner = static_cast<int32_t>(id);
-          ev.linear = As<int64_t>(s);
-        }
-        break;
-      case Op::kCoord:
-        if (node.i < 0 || node.i >= rank) return Internal("fused program: kCoord axis out of range");
-        if (ev.coord_owner[node.i] < 0) {
-          ev.coord_owner[node.i] = static_cast<int32_t>(id);
-          ev.coord[node.i] = As<int64_t>(s);
-        }
-        break;
-      case Op::kSize:
-        for (int j = 0; j < B; ++j) As<int64_t>(s)[j] = sizes[node.i];
-        break;
-      case Op::kConst:
-        for (int j = 0; j < B; ++j) {
-          if (node.type == ScalarType::kI64)
-            As<int64_t>(s)[j] = node.i;
-          else if (node.type == ScalarType::kF32)
-            As<float>(s)[j] = static_cast<float>(node.f);
-          else
-            As<double>(s)[j] = node.f;
-        }
-        break;
-      default:
-        break;
-    }
+  for (const Node& node : p.nodes) {
+    if (node.op == Op::kCoord && (node.i < 0 || node.i >= rank)) return Internal("fused program: kCoord axis out of range");
   }
   bool has_full = false, has_per_row = false;
   for (const fused::Output& o : p.outputs) (o.per_row ? has_per_row : has_full) = true;
-  linear = ev.linear;
   // With the reduced axes trailing (or none), every block is one run of consecutive domain
   // elements: indices and coordinates are runs, and stores are contiguous.
   const int num_reduced = __builtin_popcount(p.reduce_axes);
@@ -1431,18 +1403,9 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   Affine* forms = reinterpret_cast<Affine*>(ws + l.forms);
   uint8_t* affine = ws + l.affine;
   ComputeAffine(p, dims, strides, rank, sizes, forms, affine);
-  ev.forms = forms;
-  ev.affine = affine;
-  ev.dims = dims;
-  ev.strides = strides;
-  ev.rank = rank;
-
-  ev.computed = ws + l.computed;
-  ev.stack = reinterpret_cast<int32_t*>(ws + l.stack);
   for (size_t id = 0; id < num_nodes; ++id) {
     initial[id] = p.nodes[id].op == Op::kConst || p.nodes[id].op == Op::kSize;
   }
-  auto reset = [&] { std::memcpy(ev.computed, initial, num_nodes); };
 
   // What the passes may read (reductions 0..K-1, the full outputs as pass K, the per-row
   // outputs as pass K+1): kLinear, coordinates, and the coordinates of forms evaluated
@@ -1475,165 +1438,241 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
   }
   const bool need_linear = uses_linear || (has_full && !contiguous);  // stores use linear[]
 
-  auto fault_status = [&]() -> Status {
-    const Fault& f = ev.fault;
-    const Node& node = p.nodes[f.node];
-    if (node.op == Op::kCheckIndex) {
-      const std::string what =
-          node.i >= 0 && static_cast<size_t>(node.i) < p.checks.size() ? p.checks[node.i] : "index check";
-      return InvalidArgument(what + ": index " + std::to_string(f.index) + " is out of range [0, " +
-                             std::to_string(f.bound) + ")");
-    }
-    return Internal("fused program: node " + std::to_string(f.node) + " loads input " +
-                    std::to_string(node.i) + " at index " + std::to_string(f.index) + ", but it has " +
-                    std::to_string(f.bound) +
-                    " elements (a compiler bug: loads are in range by construction)");
-  };
+  // Units of work, the parts' grain: blocks of whole rows when a row fits in a block, else
+  // single rows (a row's reductions stay in one part, so no sum is split across threads and
+  // the results do not depend on the thread count).
+  const bool whole_rows = cols <= B;
+  const int64_t rows_per_block = !whole_rows ? 1 : cols == 0 ? B : B / cols;
+  const int64_t units = (rows + rows_per_block - 1) / rows_per_block;
+  // A unit's work is its node evaluations, so small launches stay on one thread.
+  int64_t unit_work = 0;
+  if (__builtin_mul_overflow(std::max<int64_t>(1, rows_per_block * cols), static_cast<int64_t>(num_nodes), &unit_work))
+    unit_work = kMinPartWork;
+  const int64_t min_units = MinItemsPerPart(unit_work);
+  Fault faults[ThreadPool::kMaxThreads];
+  bool failed[ThreadPool::kMaxThreads] = {};
 
-  // Column part of a block: columns [first, first + nc) of a row (generic layout).
-  auto fill_columns = [&](int64_t first, int nc) {
-    col_od.Seek(first);
-    for (int c = 0; c < nc; ++c) {
-      coloff[c] = col_od.offset;
-      for (int k = 0; k < col_od.n; ++k) {
-        if (uses_coord[col_od.axes[k]]) colcoord[col_od.axes[k] * B + c] = col_od.idx[k];
+  // Units [unit_begin, unit_end) with slice `part`; false on a fault (faults[part] says which).
+  auto run_units = [&](int64_t unit_begin, int64_t unit_end, int part) {
+    uint8_t* slice = ws + static_cast<size_t>(part) * SliceBytes(l);
+    int64_t* linear = reinterpret_cast<int64_t*>(slice + l.linear);
+    int64_t* coords = reinterpret_cast<int64_t*>(slice + l.coords);
+    int64_t* rowbase = reinterpret_cast<int64_t*>(slice + l.rowbase);
+    int64_t* rowcoord = reinterpret_cast<int64_t*>(slice + l.rowcoord);
+    int64_t* coloff = reinterpret_cast<int64_t*>(slice + l.coloff);
+    int64_t* colcoord = reinterpret_cast<int64_t*>(slice + l.colcoord);
+    uint8_t* acc = slice + l.acc;
+    auto acc_of = [&](size_t k) { return acc + k * B * 8; };
+    Odometer row_od = row_od0, col_od = col_od0;
+
+    Eval ev;
+    ev.p = &p;
+    ev.inputs = inputs;
+    ev.values = slice + l.values;
+    ev.slot_bytes = l.slot * 8;
+    ev.linear = linear;
+    for (int a = 0; a < rank; ++a) ev.coord[a] = coords + a * l.slot;
+    ev.acc = acc;
+    ev.block = B;
+    ev.forms = forms;
+    ev.affine = affine;
+    ev.dims = dims;
+    ev.strides = strides;
+    ev.rank = rank;
+    ev.computed = slice + l.computed;
+    ev.stack = reinterpret_cast<int32_t*>(slice + l.stack);
+
+    // The owners of the coordinates and of kLinear, and the constants (filled once).
+    for (size_t id = 0; id < num_nodes; ++id) {
+      const Node& node = p.nodes[id];
+      uint8_t* s = ev.slot(static_cast<int32_t>(id));
+      switch (node.op) {
+        case Op::kLinear:
+          if (ev.linear_owner < 0) {
+            ev.linear_owner = static_cast<int32_t>(id);
+            ev.linear = As<int64_t>(s);
+          }
+          break;
+        case Op::kCoord:
+          if (ev.coord_owner[node.i] < 0) {
+            ev.coord_owner[node.i] = static_cast<int32_t>(id);
+            ev.coord[node.i] = As<int64_t>(s);
+          }
+          break;
+        case Op::kSize:
+          for (int j = 0; j < B; ++j) As<int64_t>(s)[j] = sizes[node.i];
+          break;
+        case Op::kConst:
+          for (int j = 0; j < B; ++j) {
+            if (node.type == ScalarType::kI64)
+              As<int64_t>(s)[j] = node.i;
+            else if (node.type == ScalarType::kF32)
+              As<float>(s)[j] = static_cast<float>(node.f);
+            else
+              As<double>(s)[j] = node.f;
+          }
+          break;
+        default:
+          break;
       }
-      col_od.Next();
     }
-  };
-  // Row part: the next nr rows of row_od.
-  auto fill_rows = [&](int nr) {
-    for (int r = 0; r < nr; ++r) {
-      rowbase[r] = row_od.offset;
-      for (int k = 0; k < row_od.n; ++k) {
-        if (uses_coord[row_od.axes[k]]) rowcoord[row_od.axes[k] * B + r] = row_od.idx[k];
+    linear = ev.linear;
+    auto reset = [&] { std::memcpy(ev.computed, initial, num_nodes); };
+
+    // Column part of a block: columns [first, first + nc) of a row (generic layout).
+    auto fill_columns = [&](int64_t first, int nc) {
+      col_od.Seek(first);
+      for (int c = 0; c < nc; ++c) {
+        coloff[c] = col_od.offset;
+        for (int k = 0; k < col_od.n; ++k) {
+          if (uses_coord[col_od.axes[k]]) colcoord[col_od.axes[k] * B + c] = col_od.idx[k];
+        }
+        col_od.Next();
       }
-      row_od.Next();
-    }
-  };
-  // Block elements, generic layout: nr rows x nc columns from the row and column parts.
-  auto fill_block = [&](int nr, int nc) {
-    if (need_linear) {
+    };
+    // Row part: the next nr rows of row_od.
+    auto fill_rows = [&](int nr) {
       for (int r = 0; r < nr; ++r) {
-        int64_t* dst = linear + static_cast<size_t>(r) * nc;
-        for (int c = 0; c < nc; ++c) dst[c] = rowbase[r] + coloff[c];
+        rowbase[r] = row_od.offset;
+        for (int k = 0; k < row_od.n; ++k) {
+          if (uses_coord[row_od.axes[k]]) rowcoord[row_od.axes[k] * B + r] = row_od.idx[k];
+        }
+        row_od.Next();
       }
-    }
-    for (int a = 0; a < rank; ++a) {
-      if (!uses_coord[a]) continue;
-      int64_t* dst = ev.coord[a];
-      if ((p.reduce_axes >> a) & 1u) {
-        for (int r = 0; r < nr; ++r) std::memcpy(dst + r * nc, colcoord + a * B, static_cast<size_t>(nc) * 8);
-      } else {
+    };
+    // Block elements, generic layout: nr rows x nc columns from the row and column parts.
+    auto fill_block = [&](int nr, int nc) {
+      if (need_linear) {
         for (int r = 0; r < nr; ++r) {
-          for (int c = 0; c < nc; ++c) dst[r * nc + c] = rowcoord[a * B + r];
+          int64_t* dst = linear + static_cast<size_t>(r) * nc;
+          for (int c = 0; c < nc; ++c) dst[c] = rowbase[r] + coloff[c];
         }
       }
-    }
-  };
-  // Block elements, contiguous layout: domain elements [first, first + n).
-  auto fill_run = [&](int64_t first, int n) {
-    if (n == 0) return;
-    if (need_linear) IotaPadded(linear, first, n);
-    for (int a = 0; a < rank; ++a) {
-      if (uses_coord[a]) FillCoordRun(ev.coord[a], first, n, strides[a], dims[a]);
-    }
-  };
-  // Per-row outputs of the block's nr rows (starting at row `first_row`), every reduced
-  // coordinate 0.
-  auto per_row_pass = [&](int64_t first_row, int nr) -> bool {
-    ev.run_first = -1;
-    for (int r = 0; r < nr; ++r) linear[r] = rowbase[r];
-    for (int a = 0; a < rank; ++a) {
-      if (!uses_coord[a]) continue;
-      int64_t* dst = ev.coord[a];
-      const bool reduced = (p.reduce_axes >> a) & 1u;
-      for (int r = 0; r < nr; ++r) dst[r] = reduced ? 0 : rowcoord[a * B + r];
-    }
-    reset();
-    for (const fused::Output& o : p.outputs) {
-      if (o.per_row && !Demand(ev, o.value, nr, 1)) return false;
-    }
-    for (size_t k = 0; k < p.outputs.size(); ++k) {
-      if (p.outputs[k].per_row) StoreOutput(outputs[k], ev.slot(p.outputs[k].value), nullptr, first_row, nr);
-    }
-    return true;
-  };
-  // Full outputs of the block: evaluated, then stored at linear[j], or at first + j in the
-  // contiguous layout.
-  auto full_outputs = [&](int64_t first, int nr, int nc) -> bool {
-    for (const fused::Output& o : p.outputs) {
-      if (!o.per_row && !Demand(ev, o.value, nr, nc)) return false;
-    }
-    const int n = nr * nc;
-    for (size_t k = 0; k < p.outputs.size(); ++k) {
-      if (p.outputs[k].per_row) continue;
-      StoreOutput(outputs[k], ev.slot(p.outputs[k].value), contiguous ? nullptr : linear, first, n);
-    }
-    return true;
-  };
-
-  row_od.Seek(0);
-  if (cols <= B) {
-    // Whole rows per block.
-    const int nc = static_cast<int>(cols);
-    const int64_t rows_per_block = nc == 0 ? B : B / nc;
-    if (!contiguous) fill_columns(0, nc);
-    for (int64_t first_row = 0; first_row < rows; first_row += rows_per_block) {
-      const int nr = static_cast<int>(std::min<int64_t>(rows_per_block, rows - first_row));
-      const int64_t first = first_row * cols;
-      if (!contiguous || has_per_row) fill_rows(nr);
-      if (contiguous)
-        fill_run(first, nr * nc);
-      else
-        fill_block(nr, nc);
-      ev.run_first = contiguous ? first : -1;
-      // The reductions and the full outputs see the same elements: what one computed, the
-      // next reuses.
-      reset();
-      for (size_t k = 0; k < num_red; ++k) {
-        const fused::Reduction& red = p.reductions[k];
-        const ScalarType t = p.nodes[red.value].type;
-        if (!Demand(ev, red.value, nr, nc)) return fault_status();
-        InitAcc(red.op, t, acc_of(k), nr);
-        Fold(red.op, t, ev.slot(red.value), nr, nc, acc_of(k));
-      }
-      if (has_full && !full_outputs(first, nr, nc)) return fault_status();
-      if (has_per_row && !per_row_pass(first_row, nr)) return fault_status();
-    }
-    return Status::Ok();
-  }
-
-  // Split rows: blocks of about equal size.
-  const int64_t blocks_per_row = (cols + B - 1) / B;
-  const int64_t block_cols = (cols + blocks_per_row - 1) / blocks_per_row;
-  for (int64_t row = 0; row < rows; ++row) {
-    if (!contiguous || has_per_row) fill_rows(1);
-    for (size_t pass = 0; pass <= num_red; ++pass) {
-      if (pass == num_red && !has_full) break;
-      const bool is_red = pass < num_red;
-      const ScalarType t = is_red ? p.nodes[p.reductions[pass].value].type : ScalarType::kI64;
-      if (is_red) InitAcc(p.reductions[pass].op, t, acc_of(pass), 1);
-      for (int64_t col = 0; col < cols; col += block_cols) {
-        const int nc = static_cast<int>(std::min<int64_t>(block_cols, cols - col));
-        const int64_t first = row * cols + col;
-        if (contiguous) {
-          fill_run(first, nc);
+      for (int a = 0; a < rank; ++a) {
+        if (!uses_coord[a]) continue;
+        int64_t* dst = ev.coord[a];
+        if ((p.reduce_axes >> a) & 1u) {
+          for (int r = 0; r < nr; ++r) std::memcpy(dst + r * nc, colcoord + a * B, static_cast<size_t>(nc) * 8);
         } else {
-          fill_columns(col, nc);
-          fill_block(1, nc);
-        }
-        ev.run_first = contiguous ? first : -1;
-        reset();
-        if (is_red) {
-          if (!Demand(ev, p.reductions[pass].value, 1, nc)) return fault_status();
-          Fold(p.reductions[pass].op, t, ev.slot(p.reductions[pass].value), 1, nc, acc_of(pass));
-        } else if (!full_outputs(first, 1, nc)) {
-          return fault_status();
+          for (int r = 0; r < nr; ++r) {
+            for (int c = 0; c < nc; ++c) dst[r * nc + c] = rowcoord[a * B + r];
+          }
         }
       }
+    };
+    // Block elements, contiguous layout: domain elements [first, first + n).
+    auto fill_run = [&](int64_t first, int n) {
+      if (n == 0) return;
+      if (need_linear) IotaPadded(linear, first, n);
+      for (int a = 0; a < rank; ++a) {
+        if (uses_coord[a]) FillCoordRun(ev.coord[a], first, n, strides[a], dims[a]);
+      }
+    };
+    // Per-row outputs of the block's nr rows (starting at row `first_row`), every reduced
+    // coordinate 0.
+    auto per_row_pass = [&](int64_t first_row, int nr) -> bool {
+      ev.run_first = -1;
+      for (int r = 0; r < nr; ++r) linear[r] = rowbase[r];
+      for (int a = 0; a < rank; ++a) {
+        if (!uses_coord[a]) continue;
+        int64_t* dst = ev.coord[a];
+        const bool reduced = (p.reduce_axes >> a) & 1u;
+        for (int r = 0; r < nr; ++r) dst[r] = reduced ? 0 : rowcoord[a * B + r];
+      }
+      reset();
+      for (const fused::Output& o : p.outputs) {
+        if (o.per_row && !Demand(ev, o.value, nr, 1)) return false;
+      }
+      for (size_t k = 0; k < p.outputs.size(); ++k) {
+        if (p.outputs[k].per_row) StoreOutput(outputs[k], ev.slot(p.outputs[k].value), nullptr, first_row, nr);
+      }
+      return true;
+    };
+    // Full outputs of the block: evaluated, then stored at linear[j], or at first + j in the
+    // contiguous layout.
+    auto full_outputs = [&](int64_t first, int nr, int nc) -> bool {
+      for (const fused::Output& o : p.outputs) {
+        if (!o.per_row && !Demand(ev, o.value, nr, nc)) return false;
+      }
+      const int n = nr * nc;
+      for (size_t k = 0; k < p.outputs.size(); ++k) {
+        if (p.outputs[k].per_row) continue;
+        StoreOutput(outputs[k], ev.slot(p.outputs[k].value), contiguous ? nullptr : linear, first, n);
+      }
+      return true;
+    };
+    auto fail = [&] {
+      faults[part] = ev.fault;
+      failed[part] = true;
+    };
+
+    row_od.Seek(unit_begin * rows_per_block);
+    if (whole_rows) {
+      const int nc = static_cast<int>(cols);
+      if (!contiguous) fill_columns(0, nc);
+      for (int64_t first_row = unit_begin * rows_per_block; first_row < std::min(rows, unit_end * rows_per_block);
+           first_row += rows_per_block) {
+        const int nr = static_cast<int>(std::min<int64_t>(rows_per_block, rows - first_row));
+        const int64_t first = first_row * cols;
+        if (!contiguous || has_per_row) fill_rows(nr);
+        if (contiguous)
+          fill_run(first, nr * nc);
+        else
+          fill_block(nr, nc);
+        ev.run_first = contiguous ? first : -1;
+        // The reductions and the full outputs see the same elements: what one computed, the
+        // next reuses.
+        reset();
+        for (size_t k = 0; k < num_red; ++k) {
+          const fused::Reduction& red = p.reductions[k];
+          const ScalarType t = p.nodes[red.value].type;
+          if (!Demand(ev, red.value, nr, nc)) return fail();
+          InitAcc(red.op, t, acc_of(k), nr);
+          Fold(red.op, t, ev.slot(red.value), nr, nc, acc_of(k));
+        }
+        if (has_full && !full_outputs(first, nr, nc)) return fail();
+        if (has_per_row && !per_row_pass(first_row, nr)) return fail();
+      }
+      return;
     }
-    if (has_per_row && !per_row_pass(row, 1)) return fault_status();
+
+    // Split rows: blocks of about equal size.
+    const int64_t blocks_per_row = (cols + B - 1) / B;
+    const int64_t block_cols = (cols + blocks_per_row - 1) / blocks_per_row;
+    for (int64_t row = unit_begin; row < unit_end; ++row) {
+      if (!contiguous || has_per_row) fill_rows(1);
+      for (size_t pass = 0; pass <= num_red; ++pass) {
+        if (pass == num_red && !has_full) break;
+        const bool is_red = pass < num_red;
+        const ScalarType t = is_red ? p.nodes[p.reductions[pass].value].type : ScalarType::kI64;
+        if (is_red) InitAcc(p.reductions[pass].op, t, acc_of(pass), 1);
+        for (int64_t col = 0; col < cols; col += block_cols) {
+          const int nc = static_cast<int>(std::min<int64_t>(block_cols, cols - col));
+          const int64_t first = row * cols + col;
+          if (contiguous) {
+            fill_run(first, nc);
+          } else {
+            fill_columns(col, nc);
+            fill_block(1, nc);
+          }
+          ev.run_first = contiguous ? first : -1;
+          reset();
+          if (is_red) {
+            if (!Demand(ev, p.reductions[pass].value, 1, nc)) return fail();
+            Fold(p.reductions[pass].op, t, ev.slot(p.reductions[pass].value), 1, nc, acc_of(pass));
+          } else if (!full_outputs(first, 1, nc)) {
+            return fail();
+          }
+        }
+      }
+      if (has_per_row && !per_row_pass(row, 1)) return fail();
+    }
+  };
+  const int parts = ParallelParts(threads, units, min_units);
+  ParallelFor(threads, units, min_units, run_units);
+  // The first fault in domain order is the one a single thread would have stopped at.
+  for (int k = 0; k < parts; ++k) {
+    if (failed[k]) return FaultStatus(p, faults[k]);
   }
   return Status::Ok();
 }

@@ -14,17 +14,22 @@
 
 namespace kiln::cpu {
 
-// Bytes of scratch RunFused needs for `program` (independent of the sizes).
-size_t FusedWorkspaceBytes(const fused::Program& program);
+// Bytes of scratch RunFused needs for `program` on a pool of `threads` threads (1 without a
+// pool): one slice per thread, independent of the sizes.
+size_t FusedWorkspaceBytes(const fused::Program& program, int threads = 1);
 
 // Runs a validated program. `inputs`/`outputs` are dense row-major host tensors matching
 // program.inputs/outputs (dtype and, once `sizes` are substituted, element counts);
-// `sizes` holds the size arguments. `workspace` must hold FusedWorkspaceBytes(program).
+// `sizes` holds the size arguments. `workspace` must hold FusedWorkspaceBytes(program,
+// threads ? threads->size() : 1). With a pool, large launches split their blocks of rows
+// (or their rows, when a row spans several blocks) over its threads; a row's reductions stay
+// on one thread, so the results are the same bits whatever the pool.
 // Errors: kInvalidArgument when a kCheckIndex fails (the message quotes the check and the
-// index found), when counts or dtypes do not match, or when a size argument is negative;
-// kInternal when a load index is out of range (a compiler bug). Never allocates.
+// index found; the first failing element in domain order), when counts or dtypes do not
+// match, or when a size argument is negative; kInternal when a load index is out of range (a
+// compiler bug) or the workspace is too small. Never allocates.
 Status RunFused(const fused::Program& program, std::span<const TensorRef> inputs,
                 std::span<const TensorRef> outputs, std::span<const int64_t> sizes, void* workspace,
-                size_t workspace_bytes);
+                size_t workspace_bytes, ThreadPool* threads = nullptr);
 
 }  // namespace kiln::cpu

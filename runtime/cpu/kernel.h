@@ -36,12 +36,18 @@ struct TensorRef {
   T* as() const { return static_cast<T*>(data); }
 };
 
+class ThreadPool;  // runtime/cpu/thread_pool.h
+
 struct KernelCall {
   const AttrMap& attrs;
   std::span<const TensorRef> inputs;
   std::span<const TensorRef> outputs;
   void* workspace = nullptr;      // scratch for this call, at least KernelDef::workspace bytes
   size_t workspace_bytes = 0;
+  // The context's worker threads, for ParallelFor over a kernel's outer loop; null (constant
+  // folding, most tests) runs it on the calling thread. A kernel's results must not depend on
+  // it: parts may not split a floating-point reduction.
+  ThreadPool* threads = nullptr;
 };
 
 using KernelFn = Status (*)(const KernelCall& call);

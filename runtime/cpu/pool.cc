@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -238,13 +239,18 @@ Status PoolKernel(const KernelCall& call, std::string_view name) {
   const int64_t p = call.attrs.GetInt("p", 2);
   const int64_t planes = x.dims[0] * x.dims[1];
   const PoolPlan plan = MakePoolPlan(g);
+  int64_t window = 1;
+  for (int i = 0; i < g.sr; ++i) window *= g.kernel[i];
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      PoolPlane<T, kKind>(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size,
-                          col_major, y.as<T>() + pl * g.out_size,
-                          ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);
-    }
+    // Planes are independent: split them over the threads.
+    ParallelFor(call.threads, planes, MinItemsPerPart(g.out_size * window), [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        PoolPlane<T, kKind>(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size,
+                            col_major, y.as<T>() + pl * g.out_size,
+                            ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);
+      }
+    });
   };
   switch (x.dtype) {
     case DType::kFloat32: run(float{}); break;
@@ -280,22 +286,24 @@ Status GlobalPool(const KernelCall& call, std::string_view name) {
     using T = decltype(tag);
     const T* px = x.as<const T>();
     T* py = y.as<T>();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const T* row = px + pl * spatial;
-      if constexpr (kKind == PoolKind::kMax) {
-        T m = spatial ? row[0] : T(0);
-        for (int64_t i = 1; i < spatial; ++i) m = row[i] > m ? row[i] : m;
-        py[pl] = m;
-      } else if constexpr (kKind == PoolKind::kAverage) {
-        double s = 0;
-        for (int64_t i = 0; i < spatial; ++i) s += row[i];
-        py[pl] = static_cast<T>(spatial ? s / static_cast<double>(spatial) : 0.0);
-      } else {
-        double s = 0;
-        for (int64_t i = 0; i < spatial; ++i) s += std::pow(std::fabs(static_cast<double>(row[i])), p);
-        py[pl] = static_cast<T>(std::pow(s, 1.0 / p));
+    ParallelFor(call.threads, planes, MinItemsPerPart(spatial), [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const T* row = px + pl * spatial;
+        if constexpr (kKind == PoolKind::kMax) {
+          T m = spatial ? row[0] : T(0);
+          for (int64_t i = 1; i < spatial; ++i) m = row[i] > m ? row[i] : m;
+          py[pl] = m;
+        } else if constexpr (kKind == PoolKind::kAverage) {
+          double s = 0;
+          for (int64_t i = 0; i < spatial; ++i) s += row[i];
+          py[pl] = static_cast<T>(spatial ? s / static_cast<double>(spatial) : 0.0);
+        } else {
+          double s = 0;
+          for (int64_t i = 0; i < spatial; ++i) s += std::pow(std::fabs(static_cast<double>(row[i])), p);
+          py[pl] = static_cast<T>(std::pow(s, 1.0 / p));
+        }
       }
-    }
+    });
   });
   if (!ok) return OpError(name, "expected float32 or float64, got " + DTypeStr(x.dtype));
   return Status::Ok();

@@ -482,7 +482,7 @@ TEST_CASE("plans that do not fit are caught at bind time, not in a kernel") {
 
 TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto falls back to the CPU and says why") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
-  Result<ExecutionContext> probe = ExecutionContext::Create(m, {Device::kAuto});
+  Result<ExecutionContext> probe = ExecutionContext::Create(m, {.device = Device::kAuto, .cpu_threads = 1});
   REQUIRE(probe.ok());
   if (probe->device() == Device::kCuda) {
     MESSAGE("a CUDA device is present: " << probe->device_note());
@@ -494,11 +494,11 @@ TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto fal
   const std::string why = std::string(c.status().message());
   CHECK_MESSAGE((why.find("no CUDA driver found") != std::string::npos || why.find("no CUDA device") != std::string::npos),
                 why);
-  CHECK(probe->device_note() == "CPU backend; CUDA unavailable: " + why);
+  CHECK(probe->device_note() == "CPU backend, 1 thread; CUDA unavailable: " + why);
 #else
   CHECK(c.status().message() ==
         "this runtime was built without the CUDA toolkit, so it has no CUDA backend; use --device cpu");
-  CHECK(probe->device_note() == "CPU backend; this runtime was built without CUDA");
+  CHECK(probe->device_note() == "CPU backend, 1 thread; this runtime was built without CUDA");
 #endif
 }
 

@@ -1,0 +1,135 @@
+// The CPU backend's worker threads: a fixed team an ExecutionContext owns, over which the
+// kernels split their outer loops (fused-program blocks, depthwise-conv channels, pooling
+// planes).
+//
+//   ParallelFor(call.threads, planes, kMinPlanesPerPart, [&](int64_t begin, int64_t end) {
+//     for (int64_t pl = begin; pl < end; ++pl) PoolPlane(...);
+//   });
+//
+// ParallelFor splits [0, n) into parts of equal size (static chunking: the same n and pool
+// always give the same parts, so what a part computes never depends on timing), runs part 0
+// on the calling thread and the others on the workers, and returns when every part is done.
+// A body that needs per-part scratch takes a third argument, the part's index in
+// [0, pool->size()). A null pool, or too little work (fewer than 2 * min_per_part
+// iterations), runs the body once on the calling thread over all of [0, n).
+//
+// Why a pool of our own rather than OpenMP (libgomp): libgomp's idle workers busy-wait for
+// GOMP_SPINCOUNT (300000 spins, about 0.1-1 ms) after each parallel region unless
+// OMP_WAIT_POLICY=passive is set in the environment before the process starts, which a
+// library cannot do; on a machine whose cores OpenBLAS's own threads also need for the GEMM
+// that typically follows a fused op, those spinning workers take the cores from OpenBLAS.
+// libgomp's team is also per calling thread and sized by per-thread ICVs, and whether a
+// parallel region allocates is an implementation detail, where Run must allocate nothing
+// (tests/runtime/run_allocations_test.cc). This pool spins for a few microseconds, then
+// yields the core for a short while, then sleeps on a futex (std::atomic::wait); it
+// allocates only in Create, and it adds no runtime dependency.
+//
+// Thread safety: one ParallelFor at a time per pool (a context is used from one thread at a
+// time). A ParallelFor from inside a body (nested) runs serially on the thread that makes it.
+// Bodies must not throw.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::cpu {
+
+class ThreadPool {
+ public:
+  // Most threads a pool may have (ContextOptions::cpu_threads is checked against it).
+  static constexpr int kMaxThreads = 256;
+
+  // A pool of `threads` threads, the caller's included: starts threads - 1 workers.
+  // Errors: kInvalidArgument unless 1 <= threads <= kMaxThreads; kResourceExhausted when the
+  // system refuses a thread.
+  static Result<std::unique_ptr<ThreadPool>> Create(int threads);
+  ~ThreadPool();  // stops and joins the workers
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  using PartFn = void (*)(void* body, int64_t begin, int64_t end, int part);
+  // Runs fn(body, begin_k, end_k, k) for the `parts` equal parts k of [0, n), part 0 here;
+  // 2 <= parts <= size(). Use ParallelFor below.
+  void Run(int64_t n, int parts, PartFn fn, void* body);
+  bool busy() const { return busy_.load(std::memory_order_relaxed); }
+
+ private:
+  ThreadPool() = default;
+  void WorkerLoop(int index);
+  void RunPart(int part) const;
+
+  std::vector<std::thread> workers_;
+  // The current job, written by Run before it bumps generation_ (release) and read by the
+  // workers after they see the new generation (acquire).
+  PartFn fn_ = nullptr;
+  void* body_ = nullptr;
+  int64_t n_ = 0;
+  int parts_ = 0;
+  bool stop_ = false;
+  std::atomic<bool> busy_{false};
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<int32_t> pending_{0};  // workers yet to finish the current job
+};
+
+// The part count ParallelFor uses for n iterations of at least min_per_part each.
+inline int ParallelParts(const ThreadPool* pool, int64_t n, int64_t min_per_part) {
+  if (pool == nullptr || n <= 0) return 1;
+  const int64_t by_work = n / std::max<int64_t>(min_per_part, 1);
+  return static_cast<int>(std::clamp<int64_t>(by_work, 1, pool->size()));
+}
+
+// [begin, end) of part k of [0, n) split into `parts`: the first n % parts parts are one
+// longer.
+inline void PartRange(int64_t n, int parts, int k, int64_t* begin, int64_t* end) {
+  const int64_t base = n / parts, extra = n % parts;
+  *begin = k * base + std::min<int64_t>(k, extra);
+  *end = *begin + base + (k < extra ? 1 : 0);
+}
+
+// Work (multiply-adds, element loads or stores, fused-program node evaluations) below which
+// a part of a ParallelFor is not worth a thread: waking a worker and joining it costs a few
+// microseconds, about what 64K such operations take.
+inline constexpr int64_t kMinPartWork = int64_t{1} << 16;
+
+// ParallelFor's min_per_part for items of `work_per_item` each.
+inline int64_t MinItemsPerPart(int64_t work_per_item) {
+  return work_per_item >= kMinPartWork ? 1 : (kMinPartWork + work_per_item - 1) / std::max<int64_t>(work_per_item, 1);
+}
+
+// fn(begin, end) or fn(begin, end, part) over the parts of [0, n); see the file comment.
+template <typename F>
+void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_per_part, F&& fn) {
+  constexpr bool kWithPart = std::is_invocable_v<F&, int64_t, int64_t, int>;
+  auto call = [&fn](int64_t begin, int64_t end, int part) {
+    if constexpr (kWithPart) {
+      fn(begin, end, part);
+    } else {
+      fn(begin, end);
+    }
+  };
+  if (n <= 0) return;
+  const int parts = ParallelParts(pool, n, min_per_part);
+  if (parts <= 1 || pool->busy()) {
+    call(0, n, 0);
+    return;
+  }
+  using Call = decltype(call);
+  pool->Run(n, parts, [](void* body, int64_t begin, int64_t end, int part) {
+    (*static_cast<Call*>(body))(begin, end, part);
+  }, &call);
+}
+
+// The thread count cpu_threads = 0 stands for: the CPUs this process may run on (its
+// affinity mask), at least 1 and at most ThreadPool::kMaxThreads.
+int DefaultThreadCount();
+
+}  // namespace kiln::cpu
