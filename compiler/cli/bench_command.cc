@@ -37,9 +37,10 @@ class ProgressLine {
     if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     shown_ = true;
-    const std::string text = p.warmup                ? fmt::format("warm-up {}/{}", p.done, c.warmup)
-                             : c.duration_s > 0 ? fmt::format("timed {} calls, {:.1f}/{:.1f} s", p.done, p.elapsed_s, c.duration_s)
-                                                : fmt::format("timed {}/{}", p.done, c.iterations);
+    const std::string text = p.warmup ? fmt::format("warm-up {}/{}", p.done, c.warmup)
+                             : c.duration_s > 0
+                                 ? fmt::format("timed {} calls, {:.1f}/{:.1f} s", p.done, p.elapsed_s, c.duration_s)
+                                 : fmt::format("timed {}/{}", p.done, c.iterations);
     std::cerr << "\r\033[Kkiln bench: " << text << std::flush;
   }
   void Clear() {
@@ -112,8 +113,9 @@ int Bench(BenchFlags& f) {
 }  // namespace
 
 void AddBenchCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Measure a .kiln artifact: latency percentiles, throughput, host and GPU "
-                                          "time, memory, and a per-op profile");
+  auto* cmd = app.add_subcommand("bench",
+                                 "Measure a .kiln artifact: latency percentiles, throughput, host and GPU "
+                                 "time, memory, and a per-op profile");
   auto f = std::make_shared<BenchFlags>();
   io::BenchConfig& c = f->config;
   cmd->add_option("artifact", c.artifact, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
@@ -121,29 +123,37 @@ void AddBenchCommand(CLI::App& app) {
                                  "folder with input_N.pb (ONNX TensorProto, N in the model's input order) or NAME.npy "
                                  "files, as for kiln run")
                      ->check(CLI::ExistingDirectory);
-  auto* random = cmd->add_flag("--random", c.random,
-                               "random inputs instead: floats uniform in [-1, 1), integers in 0..9, bools 0/1, from "
-                               "--seed. Every dim must be known: a constant of the artifact, given by --shape, bound by "
-                               "another input's --shape (same symbol), or fixed by the artifact's entries (the first "
-                               "entry's value)");
+  auto* random =
+      cmd->add_flag("--random", c.random,
+                    "random inputs instead: floats uniform in [-1, 1), integers in 0..9, bools 0/1, from "
+                    "--seed. Every dim must be known: a constant of the artifact, given by --shape, bound by "
+                    "another input's --shape (same symbol), or fixed by the artifact's entries (the first "
+                    "entry's value)");
   inputs->excludes(random);
   cmd->add_option("--shape", f->shapes,
                   "with --random: an input's shape, NAME:DIMS such as images:1x3x640x640; repeatable")
       ->needs(random);
   cmd->add_option("--seed", c.seed, "seed of --random")->capture_default_str()->needs(random);
   cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones")
-      ->capture_default_str()->check(CLI::Range(0, 1000000));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   auto* iterations = cmd->add_option("--iterations", c.iterations, "timed calls")
-                         ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+                         ->capture_default_str()
+                         ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   cmd->add_option("--duration", c.duration_s,
                   "instead of --iterations: time calls until this many seconds have passed (at least one call)")
-      ->check(CLI::PositiveNumber)->excludes(iterations);
+      ->check(CLI::PositiveNumber)
+      ->excludes(iterations);
   cmd->add_option("--device", f->device,
                   "cpu, cuda or auto: auto uses CUDA device 0 when a driver and device are present, else the CPU (the "
                   "report's device line says which, and why)")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option("--threads", c.threads, "CPU backend worker threads, the calling thread included; 0 = one per core")
-      ->capture_default_str()->check(CLI::Range(0, 4096));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--threads", c.threads,
+                  "CPU backend threads for a Run, the calling thread included; 0 = one per CPU this process may use "
+                  "(no effect on the CUDA backend)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   cmd->add_flag("--cuda-graphs", c.cuda_graphs,
                 "CUDA backend: capture each entry as a CUDA graph and replay it (ignored on the CPU backend, and "
                 "while profiling)");
@@ -154,7 +164,8 @@ void AddBenchCommand(CLI::App& app) {
                   "write a Chrome trace (Trace Event Format JSON, for https://ui.perfetto.dev or chrome://tracing) of "
                   "the last --trace-runs profiled calls to FILE; implies --profile");
   cmd->add_option("--trace-runs", c.trace_runs, "calls kept in the --trace file (the last ones)")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--json", f->json,
                   "write the results as JSON to FILE ('-': to stdout, instead of the report). Latencies are wall time "
                   "of Run + Synchronize in ms; percentiles are nearest-rank (always one of the samples); host_us are "

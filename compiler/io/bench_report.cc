@@ -13,7 +13,9 @@ nlohmann::json SummaryJson(const LatencySummary& s, bool mean) {
   return j;
 }
 
-double Share(int64_t part, int64_t total) { return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0; }
+double Share(int64_t part, int64_t total) {
+  return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0;
+}
 
 nlohmann::json ProfileJson(const ProfileSummary& p) {
   nlohmann::json instructions = nlohmann::json::array();
@@ -27,7 +29,8 @@ nlohmann::json ProfileJson(const ProfileSummary& p) {
                             {"share", Share(i.total_ns, p.total_ns)}});
   nlohmann::json ops = nlohmann::json::array();
   for (const ProfileOp& o : p.ops)
-    ops.push_back({{"op", o.op}, {"calls", o.calls}, {"total_ms", o.total_ns / 1e6}, {"share", Share(o.total_ns, p.total_ns)}});
+    ops.push_back(
+        {{"op", o.op}, {"calls", o.calls}, {"total_ms", o.total_ns / 1e6}, {"share", Share(o.total_ns, p.total_ns)}});
   return {{"instructions", instructions}, {"ops", ops}};
 }
 
@@ -84,7 +87,8 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
                      "ms per run", "share");
   for (const ProfileOp& o : p.ops)
     out << fmt::format("  {:<{}}  {:>8}  {:>11.3f}  {:>11.3f}  {:>5.1f}%\n", o.op, op_width, o.calls, o.total_ns / 1e6,
-                       p.runs ? o.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0, 100 * Share(o.total_ns, p.total_ns));
+                       p.runs ? o.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0,
+                       100 * Share(o.total_ns, p.total_ns));
   const size_t shown = std::min(top, p.instructions.size());
   size_t name_width = 4, exec_width = 8;
   for (size_t i = 0; i < shown; ++i) {
@@ -120,7 +124,8 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"throughput_per_s", r.throughput_per_s},
           {"host_us", {{"lookup", r.lookup_us}, {"prologue", r.prologue_us}, {"computation", r.computation_us}}},
           {"gpu_ms", r.gpu_ms ? SummaryJson(*r.gpu_ms, false) : nlohmann::json(nullptr)},
-          {"memory", {{"host_bytes", r.host_bytes}, {"device_bytes", r.device_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}}},
+          {"memory",
+           {{"host_bytes", r.host_bytes}, {"device_bytes", r.device_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}}},
           {"inputs", inputs},
           {"entry", r.entry},
           {"profile", r.profile ? ProfileJson(*r.profile) : nlohmann::json(nullptr)}};
@@ -128,9 +133,11 @@ nlohmann::json BenchJson(const BenchResult& r) {
 
 nlohmann::json TraceJson(const BenchResult& r) {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "kiln bench " + r.artifact}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "kiln bench " + r.artifact}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "calls"}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 2}, {"args", {{"name", "instructions"}}}});
+  events.push_back(
+      {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 2}, {"args", {{"name", "instructions"}}}});
   const int64_t origin = r.trace.empty() ? 0 : r.trace.front().start_ns;
   for (const TracedRun& run : r.trace) {
     events.push_back({{"name", fmt::format("Run #{}", run.iteration)},
@@ -142,20 +149,22 @@ nlohmann::json TraceJson(const BenchResult& r) {
                       {"tid", 1},
                       {"args", {{"iteration", run.iteration}}}});
     const std::vector<std::string>* labels =
-        run.entry >= 0 && static_cast<size_t>(run.entry) < r.instruction_labels.size() ? &r.instruction_labels[run.entry]
-                                                                                        : nullptr;
+        run.entry >= 0 && static_cast<size_t>(run.entry) < r.instruction_labels.size()
+            ? &r.instruction_labels[run.entry]
+            : nullptr;
     int64_t at = run.computation_start_ns - origin;
     for (size_t k = 0; k < run.instruction_ns.size(); ++k) {
-      const InstructionLabel l = labels && k < labels->size() ? ParseInstructionLabel((*labels)[k])
-                                                             : InstructionLabel{"?", "?", "?"};
-      events.push_back({{"name", l.name.empty() ? l.op : l.name},
-                        {"cat", l.executor},
-                        {"ph", "X"},
-                        {"ts", at / 1e3},
-                        {"dur", run.instruction_ns[k] / 1e3},
-                        {"pid", 1},
-                        {"tid", 2},
-                        {"args", {{"op", l.op}, {"entry", run.entry}, {"instruction", k}, {"iteration", run.iteration}}}});
+      const InstructionLabel l =
+          labels && k < labels->size() ? ParseInstructionLabel((*labels)[k]) : InstructionLabel{"?", "?", "?"};
+      events.push_back(
+          {{"name", l.name.empty() ? l.op : l.name},
+           {"cat", l.executor},
+           {"ph", "X"},
+           {"ts", at / 1e3},
+           {"dur", run.instruction_ns[k] / 1e3},
+           {"pid", 1},
+           {"tid", 2},
+           {"args", {{"op", l.op}, {"entry", run.entry}, {"instruction", k}, {"iteration", run.iteration}}}});
       at += run.instruction_ns[k];
     }
   }
@@ -166,10 +175,15 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("artifact:    {}\n", r.artifact);
   out << fmt::format("device:      {}\n", r.device_note);
   for (const std::string& n : r.notes) out << fmt::format("note:        {}\n", n);
-  out << fmt::format("threads:     {}\n", r.threads == 0 ? std::string("one per core (default)") : std::to_string(r.threads));
-  if (r.device == "cuda") out << fmt::format("cuda graphs: {}\n", r.cuda_graphs ? fmt::format("on ({} replays, {} captures)", r.graph_hits, r.graph_misses) : "off");
+  out << fmt::format("threads:     {}\n",
+                     r.threads == 0 ? std::string("default (one per CPU)") : std::to_string(r.threads));
+  if (r.device == "cuda")
+    out << fmt::format(
+        "cuda graphs: {}\n",
+        r.cuda_graphs ? fmt::format("on ({} replays, {} captures)", r.graph_hits, r.graph_misses) : "off");
   out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create)\n", r.load_ms);
-  for (const BenchInput& in : r.inputs) out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
+  for (const BenchInput& in : r.inputs)
+    out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
   out << fmt::format("entry:       '{}'\n", r.entry);
   out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3), r.warmup);
   out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";

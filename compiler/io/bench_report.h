@@ -24,9 +24,9 @@ namespace kiln::io {
 // One profiled run as the trace shows it. Stats give each instruction's duration, not its
 // start, so the trace lays a run's instructions end to end from the start of its computation.
 struct TracedRun {
-  int64_t iteration = 0;          // timed iteration, from 0
-  int64_t start_ns = 0;           // Run called (steady clock)
-  int64_t wall_ns = 0;            // Run + Synchronize, as the latency counts it
+  int64_t iteration = 0;             // timed iteration, from 0
+  int64_t start_ns = 0;              // Run called (steady clock)
+  int64_t wall_ns = 0;               // Run + Synchronize, as the latency counts it
   int64_t computation_start_ns = 0;  // Stats::last_computation_start
   int32_t entry = 0;
   std::vector<int64_t> instruction_ns;  // Stats::last_instruction_ns
@@ -39,17 +39,17 @@ struct BenchInput {
 };
 
 struct BenchResult {
-  std::string artifact;     // path as given
-  std::string device;       // "cpu" or "cuda": the backend that ran
-  std::string device_note;  // ExecutionContext::device_note()
-  int threads = 0;          // --threads as requested; 0 = one per core
-  bool cuda_graphs = false; // graphs in effect (requested, on CUDA, not profiling)
+  std::string artifact;            // path as given
+  std::string device;              // "cpu" or "cuda": the backend that ran
+  std::string device_note;         // ExecutionContext::device_note()
+  int threads = 0;                 // --threads as requested; 0 = one per core
+  bool cuda_graphs = false;        // graphs in effect (requested, on CUDA, not profiling)
   std::vector<std::string> notes;  // options that had no effect, and why
-  double load_ms = 0;       // Model::Load + ExecutionContext::Create
+  double load_ms = 0;              // Model::Load + ExecutionContext::Create
   int warmup = 0;
-  int64_t iterations = 0;   // timed calls
-  double timed_s = 0;       // wall time of the timed loop
-  LatencySummary latency_ms;  // per call of Run + Synchronize, wall clock
+  int64_t iterations = 0;       // timed calls
+  double timed_s = 0;           // wall time of the timed loop
+  LatencySummary latency_ms;    // per call of Run + Synchronize, wall clock
   double throughput_per_s = 0;  // iterations / timed_s
   // Medians over the timed calls of Stats' host phases, microseconds.
   double lookup_us = 0, prologue_us = 0, computation_us = 0;
@@ -60,7 +60,7 @@ struct BenchResult {
   std::vector<BenchInput> inputs;
   std::string entry;  // name of the entry the last timed call used
   std::optional<ProfileSummary> profile;
-  std::vector<TracedRun> trace;  // the last profiled runs, oldest first
+  std::vector<TracedRun> trace;                              // the last profiled runs, oldest first
   std::vector<std::vector<std::string>> instruction_labels;  // per entry: EntryInfo::instructions
 };
 

@@ -5,8 +5,6 @@
 #include <chrono>
 #include <deque>
 
-#include <fmt/format.h>
-
 #include "compiler/io/random_inputs.h"
 #include "compiler/io/tensor_io.h"
 
@@ -112,7 +110,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   r.cuda_graphs = config.cuda_graphs && cuda && !config.profile;
   if (config.profile)
     r.notes.push_back("--profile times every instruction, which adds its own cost to the latency figures");
-  if (config.threads != 0 && cuda) r.notes.push_back("--threads applies to the CPU backend and CPU fallback ops only");
+  if (config.threads != 0 && cuda) r.notes.push_back("--threads has no effect on the CUDA backend");
   for (const auto& e : model.entries()) r.instruction_labels.push_back(e.instructions);
   std::vector<TensorView> views;
   for (const HostTensor& t : inputs) {

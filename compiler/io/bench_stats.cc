@@ -68,7 +68,7 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<std::stri
       row.entry = static_cast<int32_t>(e);
       row.index = static_cast<int32_t>(k);
       row.label = e < labels.size() && k < labels[e].size() ? ParseInstructionLabel(labels[e][k])
-                                                              : InstructionLabel{"?", "?", "?"};
+                                                            : InstructionLabel{"?", "?", "?"};
       row.calls = s.calls;
       row.total_ns = s.ns;
       p.total_ns += s.ns;

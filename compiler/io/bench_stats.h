@@ -38,8 +38,8 @@ InstructionLabel ParseInstructionLabel(std::string_view label);
 
 // One instruction's time summed over the runs that executed it.
 struct ProfileInstruction {
-  int32_t entry = 0;   // entry index
-  int32_t index = 0;   // instruction index within the entry
+  int32_t entry = 0;  // entry index
+  int32_t index = 0;  // instruction index within the entry
   InstructionLabel label;
   int64_t calls = 0;
   int64_t total_ns = 0;
@@ -54,8 +54,8 @@ struct ProfileOp {
 };
 
 struct ProfileSummary {
-  int64_t runs = 0;      // runs added
-  int64_t total_ns = 0;  // all instruction time of all runs: the denominator of every share
+  int64_t runs = 0;                              // runs added
+  int64_t total_ns = 0;                          // all instruction time of all runs: the denominator of every share
   std::vector<ProfileInstruction> instructions;  // by total_ns, largest first; ties in entry/index order
   std::vector<ProfileOp> ops;                    // same order rule, ties by op name
 };

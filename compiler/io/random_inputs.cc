@@ -38,7 +38,8 @@ SymbolValues FixedByEntry(const std::string& name) {
   size_t pos = 0;
   while (pos <= profile.size()) {
     const size_t comma = profile.find(", ", pos);
-    const std::string_view clause = profile.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    const std::string_view clause =
+        profile.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     const size_t eq = clause.find('=');
     int64_t value = 0;
     if (eq != std::string_view::npos && eq > 0 && ParseInt(clause.substr(eq + 1), value))
@@ -74,8 +75,8 @@ Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string
       if (dims[d] < 0)
         return InvalidArgument(fmt::format("--shape {}: dim {} is symbolic; random inputs need a number", name, d));
       if (it->shape[d].value >= 0 && it->shape[d].value != dims[d])
-        return InvalidArgument(fmt::format("--shape {}:{}: dim {} is {} in the artifact", name, DimsText(dims), d,
-                                           it->shape[d].value));
+        return InvalidArgument(
+            fmt::format("--shape {}:{}: dim {} is {} in the artifact", name, DimsText(dims), d, it->shape[d].value));
     }
   }
   return Status::Ok();
@@ -99,7 +100,8 @@ Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const Ten
   for (const TensorInfo& t : inputs)
     if (!given.count(t.name))
       for (const DimInfo& dim : t.shape)
-        if (dim.value < 0 && !bound.count(dim.symbol) && dim.symbol.find('|') == std::string::npos) open.push_back(dim.symbol);
+        if (dim.value < 0 && !bound.count(dim.symbol) && dim.symbol.find('|') == std::string::npos)
+          open.push_back(dim.symbol);
   if (!open.empty()) {
     for (const EntryInfo& e : entries) {
       const SymbolValues fixed = FixedByEntry(e.name);
@@ -121,14 +123,16 @@ Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const Ten
       int64_t value = dim.value;
       if (value < 0) {
         const std::string_view first = std::string_view(dim.symbol).substr(0, dim.symbol.find('|'));
-        if (auto b = bound.find(dim.symbol); b != bound.end()) value = b->second;
+        if (auto b = bound.find(dim.symbol); b != bound.end())
+          value = b->second;
         else if (first.size() < dim.symbol.size() && !ParseInt(first, value))
           if (auto f = bound.find(first); f != bound.end()) value = f->second;
       }
       if (value < 0)
-        return InvalidArgument(fmt::format("input '{}' dim {} is symbolic ('{}') and no entry of the artifact fixes it: "
-                                           "{}",
-                                           t.name, d, dim.symbol, ShapeHint(t)));
+        return InvalidArgument(
+            fmt::format("input '{}' dim {} is symbolic ('{}') and no entry of the artifact fixes it: "
+                        "{}",
+                        t.name, d, dim.symbol, ShapeHint(t)));
       dims.push_back(value);
     }
     shapes.push_back(std::move(dims));

@@ -63,9 +63,8 @@ TEST_CASE("bench stats: instruction labels split into name, op and executor") {
 }
 
 TEST_CASE("bench stats: the profile sums each instruction over runs and groups by op") {
-  const std::vector<std::vector<std::string>> labels = {
-      {"'c1' (Conv) @cpu", "'r1' (Relu) @cpu", "'c2' (Conv) @cpu"},
-      {"'c1' (Conv) @cpu", "'m' (MatMul) @blas"}};
+  const std::vector<std::vector<std::string>> labels = {{"'c1' (Conv) @cpu", "'r1' (Relu) @cpu", "'c2' (Conv) @cpu"},
+                                                        {"'c1' (Conv) @cpu", "'m' (MatMul) @blas"}};
   ProfileAccumulator acc;
   acc.Add(0, std::vector<int64_t>{100, 10, 300});
   acc.Add(0, std::vector<int64_t>{140, 30, 200});
