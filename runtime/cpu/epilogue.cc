@@ -78,15 +78,17 @@ std::string_view EpilogueActivationName(EpilogueActivation a) {
 Status ParseEpilogue(const AttrMap& attrs, EpilogueSpec* spec) {
   *spec = EpilogueSpec{};
   if (const Attr* a = attrs.Find(kEpilogueActivationAttr)) {
-    std::string expected;
-    for (const ActivationName& n : kActivationNames)
-      expected += (expected.empty() ? "" : ", ") + std::string(n.name);
+    auto expected = [] {  // only on the error path: a steady-state Run allocates nothing
+      std::string names;
+      for (const ActivationName& n : kActivationNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
+      return names;
+    };
     if (a->kind != Attr::Kind::kString)
       return InvalidArgument(std::string(kEpilogueActivationAttr) + ": expected a string, one of " +
-                             expected + ", found a non-string attribute");
+                             expected() + ", found a non-string attribute");
     auto act = ParseEpilogueActivation(a->s);
     if (!act)
-      return InvalidArgument(std::string(kEpilogueActivationAttr) + ": expected one of " + expected +
+      return InvalidArgument(std::string(kEpilogueActivationAttr) + ": expected one of " + expected() +
                              ", found '" + a->s + "'");
     spec->activation = *act;
   }

@@ -1,25 +1,28 @@
 // A steady-state ExecutionContext::Run allocates nothing: the global operator new and
 // delete are replaced (for the whole kiln_tests binary) by malloc/free versions that count
-// the calls made on this thread while a CountAllocations window is open. Outside a window
-// they only forward to malloc/free. A miss formats its message and may allocate; the test
-// counts hits only.
+// the calls made on any thread (the context's CPU workers included) while a
+// CountAllocations window is open. Outside a window they only forward to malloc/free. A miss
+// formats its message and may allocate; the test counts hits only.
 //
 // Only allocation through operator new is seen; the runtime's arena uses aligned_alloc
 // directly, and only when an entry first sees larger shapes, which warm-up covers.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <optional>
 #include <vector>
 
 #include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
 #include "tests/runtime/multi_entry_spec_test_util.h"
+#include "tests/runtime/threaded_model_test_util.h"
 
 namespace {
 
-thread_local bool counting = false;
-thread_local long allocations = 0;
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
 
 void* Allocate(std::size_t size, std::size_t align) {
   if (counting) ++allocations;
@@ -65,8 +68,8 @@ void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcep
 namespace kiln {
 namespace {
 
-// Counts the operator new calls `body` makes on this thread. No doctest macro may run
-// inside: doctest allocates.
+// Counts the operator new calls made while `body` runs, on any thread. No doctest macro may
+// run inside: doctest allocates.
 template <typename F>
 long CountAllocations(F&& body) {
   allocations = 0;
@@ -168,6 +171,30 @@ TEST_CASE("a steady-state Run allocates nothing") {
     CHECK(ok);
     CHECK(f.ctx->stats().last_entry == kEntries - 1);
     CHECK(f.out[0].dims[2] == 2);
+  }
+}
+
+TEST_CASE("a steady-state Run allocates nothing on 1, 2 or 3 CPU threads") {
+  auto model = Model::Load(testing::CompileModel(testing::ThreadedModel()));
+  REQUIRE(model.ok());
+  constexpr int64_t c = testing::kThreadedModelChannels, side = testing::kThreadedModelSide;
+  const std::vector<float> x = testing::SeededFloats(c * side * side, 3);
+  const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, c, side, side})};
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    ContextOptions options;
+    options.device = Device::kCpu;
+    options.cpu_threads = threads;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE(ctx.ok());
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());  // binds the entry, sizes arena and workspace
+    bool ok = true;
+    const long n = CountAllocations([&] {
+      for (int k = 0; k < 10; ++k) ok = ok && ctx->Run(in, out).ok();
+    });
+    CHECK(n == 0);
+    CHECK(ok);
   }
 }
 
