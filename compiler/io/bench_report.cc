@@ -71,7 +71,7 @@ std::string SummaryLine(const char* what, const LatencySummary& s, bool mean) {
   std::string line = fmt::format("{:<12} min {:.3f}  p50 {:.3f}  p90 {:.3f}  p99 {:.3f}  max {:.3f}",
                                  fmt::format("{} {}:", what, u.name), s.min * u.per_ms, s.p50 * u.per_ms,
                                  s.p90 * u.per_ms, s.p99 * u.per_ms, s.max * u.per_ms);
-  if (mean) line += fmt::format("  mean {:.3f}", s.mean * u.per_ms);
+  if (mean) line += fmt::format("  mean {:.3f}  sd {:.3f}", s.mean * u.per_ms, s.stddev * u.per_ms);
   return line;
 }
 
@@ -187,6 +187,10 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("entry:       '{}'\n", r.entry);
   out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3), r.warmup);
   out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";
+  // A spread this wide usually means other load on the machine, or too few calls.
+  if (r.latency_ms.mean > 0 && r.latency_ms.stddev > 0.1 * r.latency_ms.mean)
+    out << fmt::format("             latency varies by {:.0f}% of the mean (sd/mean): other load on the machine?\n",
+                       100 * r.latency_ms.stddev / r.latency_ms.mean);
   out << fmt::format("throughput:  {:.2f} calls/s\n", r.throughput_per_s);
   out << fmt::format("host us:     lookup {:.2f}  prologue {:.2f}  computation {:.1f}  (medians)\n", r.lookup_us,
                      r.prologue_us, r.computation_us);

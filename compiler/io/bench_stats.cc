@@ -25,6 +25,9 @@ LatencySummary Summarize(std::vector<double> samples) {
   s.p90 = NearestRank(samples, 90);
   s.p99 = NearestRank(samples, 99);
   s.mean = sum / static_cast<double>(samples.size());
+  double squares = 0;
+  for (double v : samples) squares += (v - s.mean) * (v - s.mean);
+  s.stddev = std::sqrt(squares / static_cast<double>(samples.size()));
   return s;
 }
 

@@ -22,9 +22,10 @@ namespace kiln::io {
 // non-empty; p is in [0, 100]. No interpolation: the result is always one of the samples.
 double NearestRank(std::span<const double> sorted, double p);
 
-// Order statistics of a sample, in its unit. All zero for an empty sample.
+// Order statistics of a sample, in its unit, and its spread: the population standard
+// deviation. All zero for an empty sample.
 struct LatencySummary {
-  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0, stddev = 0;
 };
 LatencySummary Summarize(std::vector<double> samples);
 

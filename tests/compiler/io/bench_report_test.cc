@@ -123,7 +123,10 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   std::ostringstream out;
   PrintBenchReport(SampleResult(), out);
   const std::string s = out.str();
-  CHECK(s.find("latency ms:  min 1.000  p50 2.000  p90 4.000  p99 4.000  max 4.000  mean 2.500") != std::string::npos);
+  // sd of 1, 2, 3, 4: sqrt(1.25) = 1.118, 45% of the mean: flagged.
+  CHECK(s.find("latency ms:  min 1.000  p50 2.000  p90 4.000  p99 4.000  max 4.000  mean 2.500  sd 1.118") !=
+        std::string::npos);
+  CHECK(s.find("latency varies by 45% of the mean") != std::string::npos);
   CHECK(s.find("iterations:  4 timed in 500.000 ms, after 3 warm-up") != std::string::npos);
   CHECK(s.find("throughput:  8.00 calls/s") != std::string::npos);
   CHECK(s.find("host us:     lookup 0.25  prologue") != std::string::npos);
@@ -139,6 +142,11 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   PrintBenchReport(fast, fast_out);
   CHECK(fast_out.str().find("latency us:  min 12.500  p50 12.500  p90 20.000") != std::string::npos);
   CHECK(fast_out.str().find("gpu us:      min 10.000") != std::string::npos);
+  BenchResult steady = SampleResult();
+  steady.latency_ms = Summarize({10, 10.5, 11});
+  std::ostringstream steady_out;
+  PrintBenchReport(steady, steady_out);
+  CHECK(steady_out.str().find("latency varies") == std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 namespace kiln::io {
 namespace {
 
@@ -16,6 +18,7 @@ TEST_CASE("bench stats: nearest-rank percentiles of known samples") {
   CHECK(s.p99 == 10);
   CHECK(s.max == 10);
   CHECK(s.mean == doctest::Approx(5.5));
+  CHECK(s.stddev == doctest::Approx(std::sqrt(8.25)));  // mean of (k - 5.5)^2 over 1..10 = 82.5 / 10
   // Three samples: p50 -> rank ceil(1.5) = 2, p90 -> ceil(2.7) = 3. No interpolation.
   s = Summarize({30, 10, 20});
   CHECK(s.p50 == 20);
@@ -35,9 +38,9 @@ TEST_CASE("bench stats: nearest-rank percentiles of known samples") {
   CHECK(NearestRank(sorted, 100) == 3);
   CHECK(NearestRank(sorted, 34) == 2);  // ceil(1.02) = 2
   s = Summarize({4.5});
-  CHECK((s.min == 4.5 && s.p50 == 4.5 && s.p99 == 4.5 && s.max == 4.5 && s.mean == 4.5));
+  CHECK((s.min == 4.5 && s.p50 == 4.5 && s.p99 == 4.5 && s.max == 4.5 && s.mean == 4.5 && s.stddev == 0));
   s = Summarize({});
-  CHECK((s.min == 0 && s.max == 0 && s.mean == 0));
+  CHECK((s.min == 0 && s.max == 0 && s.mean == 0 && s.stddev == 0));
 }
 
 TEST_CASE("bench stats: instruction labels split into name, op and executor") {
