@@ -520,6 +520,8 @@ class Bench:
         self.report.write()
 
     def max_autotune(self, r):
+        if self.args.max_autotune == "auto":
+            log(f'{r["model"]} batch {r["batch"]} {r["dtype"]}: max-autotune ({self.budget.left():.0f} s left)')
         self.step(r["max_autotune"], "max-autotune", r["model"],
                   lambda: self.time_compiled(r["model"], r["batch"], r["dtype"], "max-autotune"))
 

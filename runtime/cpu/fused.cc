@@ -305,13 +305,18 @@ bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int n, int6
       return true;
     }
   }
+  // Any other pattern: one range check over the block, then a plain gather.
+  uint64_t outside = 0;
+  for (j = 0; j < n; ++j) outside |= static_cast<uint64_t>(idx[j] >= count || idx[j] < 0);
+  if (outside == 0) {
+    for (j = 0; j < n; ++j) out[j] = conv(src[idx[j]]);
+    return true;
+  }
   for (j = 0; j < n; ++j) {
-    const int64_t k = idx[j];
-    if (static_cast<uint64_t>(k) >= static_cast<uint64_t>(count)) {
-      *bad = k;
+    if (static_cast<uint64_t>(idx[j]) >= static_cast<uint64_t>(count)) {
+      *bad = idx[j];
       return false;
     }
-    out[j] = conv(src[k]);
   }
   return true;
 }
@@ -775,6 +780,55 @@ struct Eval {
   uint8_t* slot(int32_t node) const { return values + static_cast<size_t>(node) * slot_bytes; }
 };
 
+// Floor division and modulo of int64 values by a divisor d > 0 that is the same for the
+// whole launch (a kConst or kSize node): the index maps of Resize, DepthToSpace and friends.
+// A power of two 2^k is an arithmetic shift right by k and a mask (the modulo takes the
+// divisor's sign, so it is non-negative). Otherwise, when every x of the block is in
+// [0, 2^52), the quotient is trunc(double(x) / double(d)): both are exact in double, and the
+// correctly rounded quotient cannot reach q + 1 because d * (q + 1) <= x + d < 2^53. Else
+// (negative or huge x) the general integer division.
+struct ConstDivisor {
+  int64_t d = 0;  // 0: not a launch constant, or not positive
+  int shift = -1;  // k when d = 2^k
+};
+
+ConstDivisor DivisorOf(const Eval& ev, int32_t id) {
+  const Node& n = ev.p->nodes[id];
+  if (n.type != ScalarType::kI64 || (n.op != Op::kConst && n.op != Op::kSize)) return {};
+  const int64_t v = n.op == Op::kConst ? n.i : As<int64_t>(ev.slot(id))[0];
+  if (v <= 0) return {};
+  return {v, (v & (v - 1)) == 0 ? __builtin_ctzll(static_cast<uint64_t>(v)) : -1};
+}
+
+inline bool AllBelow2Pow52(const int64_t* __restrict x, int n) {
+  uint64_t high = 0;  // the bits of 2^52 and above, the sign bit included
+  for (int j = 0; j < n; ++j) high |= static_cast<uint64_t>(x[j]);
+  return (high >> 52) == 0;
+}
+
+// o = floor(x / d) (mod = false) or x mod d (mod = true) for the m = Pad(n) values (those
+// past n only need to be harmless); false when the general division must run instead.
+bool DivideByConstant(const ConstDivisor& c, bool mod, uint8_t* o, const uint8_t* x, int n, int m) {
+  if (c.d <= 0) return false;
+  if (c.shift >= 0) {
+    if (mod)
+      Map1<int64_t, int64_t>(o, x, m, [mask = c.d - 1](int64_t v) { return v & mask; });
+    else
+      Map1<int64_t, int64_t>(o, x, m, [k = c.shift](int64_t v) { return v >> k; });
+    return true;
+  }
+  if (!AllBelow2Pow52(As<int64_t>(x), n)) return false;
+  const double dd = static_cast<double>(c.d);
+  if (mod) {
+    Map1<int64_t, int64_t>(o, x, m, [dd, d = c.d](int64_t v) {
+      return v - static_cast<int64_t>(static_cast<double>(v) / dd) * d;
+    });
+  } else {
+    Map1<int64_t, int64_t>(o, x, m, [dd](int64_t v) { return static_cast<int64_t>(static_cast<double>(v) / dd); });
+  }
+  return true;
+}
+
 // Computes node `id` for the block's n = nr * nc elements (row-major: row r, column c at
 // r * nc + c), and zeros or harmless values up to Pad(n). False on a failed load or index
 // check (ev.fault says which).
@@ -988,13 +1042,13 @@ bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
         Binary(t, o, x, y, m, [](auto a, auto b) { return a / b; });
       return true;
     case Op::kFloorDiv:
-      Map2<int64_t, int64_t>(o, x, y, m, FloorDivI);
+      if (!DivideByConstant(DivisorOf(ev, node.b), false, o, x, n, m)) Map2<int64_t, int64_t>(o, x, y, m, FloorDivI);
       return true;
     case Op::kMod:
-      if (t == ScalarType::kI64)
-        Map2<int64_t, int64_t>(o, x, y, m, ModI);
-      else
+      if (t != ScalarType::kI64)
         Binary(t, o, x, y, m, [](auto a, auto b) { return ModF(a, b); });
+      else if (!DivideByConstant(DivisorOf(ev, node.b), true, o, x, n, m))
+        Map2<int64_t, int64_t>(o, x, y, m, ModI);
       return true;
     case Op::kFmod:
       if (t == ScalarType::kI64)

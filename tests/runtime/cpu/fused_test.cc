@@ -629,6 +629,86 @@ TEST_CASE("Fused int64 arithmetic: division, modulo, zero divisors") {
   CHECK(outs[7].values<int64_t>() == V{-7, 7, -7, 7, -5, kMin, 0});
 }
 
+TEST_CASE("Fused floordiv and mod by a constant or size power of two: floor and the divisor's sign") {
+  // A divisor of 2^k (a constant or a size argument) is a shift and a mask inside the
+  // interpreter; the results must be those of the general division. 3 is not a power of two.
+  Program p;
+  p.domain = {9};
+  p.num_sizes = 1;
+  p.inputs = {{DType::kInt64, {9}}};
+  p.nodes = {ft::Linear(),                      // 0
+             ft::Load(0, 0, kI64),              // 1 x
+             ft::ConstI(4),                     // 2
+             ft::Size(0),                       // 3 (8)
+             ft::ConstI(3),                     // 4
+             N(Op::kFloorDiv, kI64, 1, 2),      // 5
+             N(Op::kMod, kI64, 1, 2),           // 6
+             N(Op::kFloorDiv, kI64, 1, 3),      // 7
+             N(Op::kMod, kI64, 1, 3),           // 8
+             N(Op::kFloorDiv, kI64, 1, 4),      // 9
+             N(Op::kMod, kI64, 1, 4)};          // 10
+  for (int32_t v = 5; v <= 10; ++v) p.outputs.push_back({{DType::kInt64, {9}}, v, false});
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  auto x = Int64s({9}, {0, 1, 7, 8, -1, -7, -8, -9, kMin});
+  std::vector<TestTensor> outs;
+  for (int k = 0; k < 6; ++k) outs.push_back(Output(DType::kInt64, {9}));
+  std::vector<const TestTensor*> out_ptrs;
+  for (auto& t : outs) out_ptrs.push_back(&t);
+  REQUIRE_OK(RunProgram(p, {&x}, out_ptrs, {8}));
+  using V = std::vector<int64_t>;
+  CHECK(outs[0].values<int64_t>() == V{0, 0, 1, 2, -1, -2, -2, -3, kMin / 4});
+  CHECK(outs[1].values<int64_t>() == V{0, 1, 3, 0, 3, 1, 0, 3, 0});
+  CHECK(outs[2].values<int64_t>() == V{0, 0, 0, 1, -1, -1, -1, -2, kMin / 8});
+  CHECK(outs[3].values<int64_t>() == V{0, 1, 7, 0, 7, 1, 0, 7, 0});
+  CHECK(outs[4].values<int64_t>() == V{0, 0, 2, 2, -1, -3, -3, -3, kMin / 3 - 1});
+  CHECK(outs[5].values<int64_t>() == V{0, 1, 1, 2, 2, 2, 1, 0, 1});
+}
+
+TEST_CASE("Fused floordiv and mod of non-negative values by a constant or size that is not a power of two") {
+  // Values in [0, 2^52) take the interpreter's double path; 2^52 and above the integer one.
+  // Multiples of the divisor and their neighbours near 2^52 are where rounding would show.
+  const int64_t two52 = int64_t{1} << 52;
+  for (const int64_t top : {two52 - 1, two52, std::numeric_limits<int64_t>::max()}) {
+    CAPTURE(top);
+    std::vector<int64_t> xs = {0, 1, 2, 3, 6, 7, 20, 21, 22, top, top - 1, top - 2, top - 3};
+    for (int64_t d : {int64_t{3}, int64_t{7}}) {
+      const int64_t q = (top / d) * d;  // the largest multiple of d up to top
+      xs.insert(xs.end(), {q, q - 1, q - d, q - d + 1});
+    }
+    const int64_t len = static_cast<int64_t>(xs.size());
+    Program p;
+    p.domain = {len};
+    p.num_sizes = 1;
+    p.inputs = {{DType::kInt64, {len}}};
+    p.nodes = {ft::Linear(),                  // 0
+               ft::Load(0, 0, kI64),          // 1 x
+               ft::ConstI(3),                 // 2
+               ft::Size(0),                   // 3 (7)
+               N(Op::kFloorDiv, kI64, 1, 2),  // 4
+               N(Op::kMod, kI64, 1, 2),       // 5
+               N(Op::kFloorDiv, kI64, 1, 3),  // 6
+               N(Op::kMod, kI64, 1, 3)};      // 7
+    for (int32_t v = 4; v <= 7; ++v) p.outputs.push_back({{DType::kInt64, {len}}, v, false});
+    auto x = Int64s({len}, xs);
+    std::vector<TestTensor> outs;
+    for (int k = 0; k < 4; ++k) outs.push_back(Output(DType::kInt64, {len}));
+    std::vector<const TestTensor*> out_ptrs;
+    for (auto& t : outs) out_ptrs.push_back(&t);
+    REQUIRE_OK(RunProgram(p, {&x}, out_ptrs, {7}));
+    std::vector<int64_t> q3, r3, q7, r7;
+    for (int64_t v : xs) {  // non-negative: C++'s truncating / and % are floor and mod
+      q3.push_back(v / 3);
+      r3.push_back(v % 3);
+      q7.push_back(v / 7);
+      r7.push_back(v % 7);
+    }
+    CHECK(outs[0].values<int64_t>() == q3);
+    CHECK(outs[1].values<int64_t>() == r3);
+    CHECK(outs[2].values<int64_t>() == q7);
+    CHECK(outs[3].values<int64_t>() == r7);
+  }
+}
+
 TEST_CASE("Fused float arithmetic: mod, fmod, pow, comparisons, select and logic") {
   Program p;
   p.domain = {4};
