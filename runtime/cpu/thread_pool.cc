@@ -62,7 +62,7 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads) {
   pool->workers_.reserve(static_cast<size_t>(threads - 1));
   for (int w = 1; w < threads; ++w) {
     try {
-      pool->workers_.emplace_back([p = pool.get(), w] { p->WorkerLoop(w); });
+      pool->workers_.emplace_back([p = pool.get()] { p->WorkerLoop(); });
     } catch (const std::system_error& e) {
       // The destructor stops and joins the workers started so far.
       return ResourceExhausted("cannot start CPU worker thread " + std::to_string(w) + " of " +
@@ -73,41 +73,52 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  stop_ = true;
+  stop_.store(true, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::RunPart(int part) const {
-  int64_t begin = 0, end = 0;
-  PartRange(n_, parts_, part, &begin, &end);
-  fn_(body_, begin, end, part);
+void ThreadPool::TakeParts(uint32_t generation) {
+  const PartFn fn = fn_.load(std::memory_order_relaxed);
+  void* const body = body_.load(std::memory_order_relaxed);
+  const int64_t n = n_.load(std::memory_order_relaxed);
+  uint64_t c = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const int parts = static_cast<int>((c >> 16) & 0xffff), k = static_cast<int>(c & 0xffff);
+    if (static_cast<uint32_t>(c >> 32) != generation || k >= parts) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    int64_t begin = 0, end = 0;
+    PartRange(n, parts, k, &begin, &end);
+    fn(body, begin, end, k);
+    // Release: the caller, seeing every part finished, may then overwrite the job.
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) finished_.notify_one();
+    c = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::Run(int64_t n, int parts, PartFn fn, void* body) {
   busy_.store(true, std::memory_order_relaxed);
-  fn_ = fn;
-  body_ = body;
-  n_ = n;
-  parts_ = std::clamp(parts, 1, size());
-  // Every worker acknowledges every job, those without a part too: then none of them can
-  // still be reading the job's fields when the next Run writes them.
-  pending_.store(static_cast<int32_t>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  parts = std::clamp(parts, 1, size());
+  fn_.store(fn, std::memory_order_relaxed);
+  body_.store(body, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store(uint64_t{generation} << 32 | static_cast<uint64_t>(parts) << 16, std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
   generation_.notify_all();  // a futex wake only when some worker sleeps
-  RunPart(0);
-  for (int32_t left; (left = pending_.load(std::memory_order_acquire)) != 0;) WaitWhileEqual(pending_, left);
+  TakeParts(generation);
+  for (int32_t done; (done = finished_.load(std::memory_order_acquire)) != parts;) WaitWhileEqual(finished_, done);
   busy_.store(false, std::memory_order_relaxed);
 }
 
-void ThreadPool::WorkerLoop(int index) {
+void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
   for (;;) {
     seen = WaitWhileEqual(generation_, seen);
-    if (stop_) return;
-    if (index < parts_) RunPart(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    if (stop_.load(std::memory_order_relaxed)) return;
+    TakeParts(seen);
   }
 }
 

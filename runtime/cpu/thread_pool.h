@@ -7,11 +7,14 @@
 //   });
 //
 // ParallelFor splits [0, n) into parts of equal size (static chunking: the same n and pool
-// always give the same parts, so what a part computes never depends on timing), runs part 0
-// on the calling thread and the others on the workers, and returns when every part is done.
+// always give the same parts, so what a part computes never depends on timing), wakes the
+// workers, and the calling thread and the workers take parts until none is left; it returns
+// when every part is done. A part no worker has taken yet is run by the caller, so a worker
+// the OS has not scheduled (a busy machine) costs nothing but its own claimed part.
 // A body that needs per-part scratch takes a third argument, the part's index in
-// [0, pool->size()). A null pool, or too little work (fewer than 2 * min_per_part
-// iterations), runs the body once on the calling thread over all of [0, n).
+// [0, pool->size()), which is also the scratch's index: two parts never run at once on one
+// index. A null pool, or too little work (fewer than 2 * min_per_part iterations), runs the
+// body once on the calling thread over all of [0, n).
 //
 // Why a pool of our own rather than OpenMP (libgomp): libgomp's idle workers busy-wait for
 // GOMP_SPINCOUNT (300000 spins, about 0.1-1 ms) after each parallel region unless
@@ -57,27 +60,31 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   using PartFn = void (*)(void* body, int64_t begin, int64_t end, int part);
-  // Runs fn(body, begin_k, end_k, k) for the `parts` equal parts k of [0, n), part 0 here;
+  // Runs fn(body, begin_k, end_k, k) for the `parts` equal parts k of [0, n);
   // 2 <= parts <= size(). Use ParallelFor below.
   void Run(int64_t n, int parts, PartFn fn, void* body);
   bool busy() const { return busy_.load(std::memory_order_relaxed); }
 
  private:
   ThreadPool() = default;
-  void WorkerLoop(int index);
-  void RunPart(int part) const;
+  void WorkerLoop();
+  // Claims and runs parts of job `generation` until none is left.
+  void TakeParts(uint32_t generation);
 
   std::vector<std::thread> workers_;
-  // The current job, written by Run before it bumps generation_ (release) and read by the
-  // workers after they see the new generation (acquire).
-  PartFn fn_ = nullptr;
-  void* body_ = nullptr;
-  int64_t n_ = 0;
-  int parts_ = 0;
-  bool stop_ = false;
+  // The current job. Written by Run before it publishes the job in claim_ and generation_
+  // (release); a worker reads them after it sees the new generation (acquire) and uses them
+  // only once it has claimed a part of that generation, which proves they were not yet
+  // overwritten by the next job.
+  std::atomic<PartFn> fn_{nullptr};
+  std::atomic<void*> body_{nullptr};
+  std::atomic<int64_t> n_{0};
+  // Generation (32 bits), part count (16 bits), next part to hand out (16 bits).
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // what sleeping workers wait on
+  alignas(64) std::atomic<int32_t> finished_{0};     // parts of the current job done
+  std::atomic<bool> stop_{false};
   std::atomic<bool> busy_{false};
-  alignas(64) std::atomic<uint32_t> generation_{0};
-  alignas(64) std::atomic<int32_t> pending_{0};  // workers yet to finish the current job
 };
 
 // The part count ParallelFor uses for n iterations of at least min_per_part each.

@@ -1,10 +1,12 @@
 // The CPU backend's thread pool: every index of a ParallelFor is visited exactly once, by
-// equal contiguous parts, whatever n and the pool size; small loops stay on the caller.
+// equal contiguous parts, whatever n and the pool size; parts run concurrently; small loops
+// stay on the caller.
 #include "runtime/cpu/thread_pool.h"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -68,18 +70,27 @@ TEST_CASE("ParallelFor uses min(threads, n / min_per_part) parts, at least one")
   CheckCoverage(pool.get(), 100, 1000);
 }
 
-TEST_CASE("ParallelFor runs its parts on distinct threads, part 0 on the caller") {
+TEST_CASE("ParallelFor's parts run concurrently on the pool's threads") {
+  // Each part waits until all have started, which only distinct threads can do (the caller
+  // takes a part first; the workers take the others). A 10 s bound keeps a bug from hanging.
   auto pool = MakePool(3);
   std::mutex mu;
   std::set<std::thread::id> ids;
-  std::thread::id part0;
-  ParallelFor(pool.get(), 3, 1, [&](int64_t, int64_t, int part) {
-    std::lock_guard<std::mutex> lock(mu);
-    ids.insert(std::this_thread::get_id());
-    if (part == 0) part0 = std::this_thread::get_id();
+  std::atomic<int> started{0};
+  bool all_met = true;
+  ParallelFor(pool.get(), 3, 1, [&](int64_t, int64_t, int) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    ++started;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    if (started < 3) all_met = false;
   });
+  CHECK(all_met);
   CHECK(ids.size() == 3);
-  CHECK(part0 == std::this_thread::get_id());
+  CHECK(ids.count(std::this_thread::get_id()) == 1);
 }
 
 TEST_CASE("a ParallelFor inside a part runs serially on that part's thread") {
