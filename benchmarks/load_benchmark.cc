@@ -2,22 +2,25 @@
 //
 //   build/benchmarks/load_benchmark [--benchmark_min_time=0.5]
 //
-// BM_Load/weights_MB:W  Model::Load(path) of an artifact file with W MB (W * 10^6 bytes) of
-//                       weights: y = Add(x, w), x, w, y float32[W * 250000], w the one weight.
-//                       The file is written once per W (to the temp directory, removed at exit).
-//                       Timed: open, fstat, mmap (MAP_PRIVATE, pages faulted in on first touch),
-//                       the header checks, XXH64 of the FlatBuffer, flatbuffers::Verifier, XXH64
-//                       of the weights blob (which reads every weights page), the semantic checks
-//                       (runtime/verify.cc) and the copy into the prepared structs. Not timed: the
-//                       Model's release (munmap), which happens after each iteration's clock stops.
-//                       The file is in the page cache throughout (it was just written), so this is
-//                       the warm-cache load: the page faults map cached pages and no byte comes
-//                       from disk. A cold load adds the disk read of the whole file, which this
-//                       does not measure. The FlatBuffer is a few hundred bytes, so nearly all the
-//                       time is per byte of weights; a real model's many tables add their own
-//                       Verifier and semantic-check cost on top.
-//                       ms_per_10MB: load time per 10 MB of weights (target: < 1 ms).
-//                       bytes_per_second: weights bytes loaded per second.
+// BM_Load/weights_MB:W/flushed:F
+//     Model::Load(path) of an artifact file with W MB (W * 10^6 bytes) of weights:
+//     y = Add(x, w), x, w, y float32[W * 250000], w the one weight. The file is written once
+//     per W (to the temp directory, removed at exit).
+//     Timed: open, fstat, mmap (MAP_PRIVATE, pages faulted in on first touch), the header
+//     checks, XXH64 of the FlatBuffer, flatbuffers::Verifier, XXH64 of the weights blob (which
+//     reads every weights page), the semantic checks (runtime/verify.cc) and the copy into the
+//     prepared structs. Not timed: the Model's release (munmap) after each load, and the flush.
+//     The file stays in the page cache throughout (it was just written): no byte comes from
+//     disk, so this is a warm-page-cache load. A cold one adds the disk read of the whole file,
+//     which this does not measure.
+//     F = 0: the file's bytes are in the CPU caches as far as the last load left them there
+//     (all of them when W MB fit in the last-level cache). F = 1 (x86-64 only): before each
+//     load the file's cache lines are flushed (clflush), so the bytes come from DRAM, as for a
+//     process that loads a model the kernel cached earlier.
+//     The FlatBuffer is a few hundred bytes, so nearly all the time is per byte of weights; a
+//     real model's many tables add their own Verifier and semantic-check cost on top.
+//     ms_per_10MB: load time per 10 MB of weights (target: < 1 ms).
+//     bytes_per_second: weights bytes loaded per second.
 //
 // The per-call costs of Run are in prologue_benchmark (entry selection) and
 // dispatch_benchmark (per instruction on the CPU backend).
@@ -31,7 +34,13 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kiln/runtime.h"
 #include "tests/runtime/artifact_builder_test_util.h"
@@ -100,17 +109,63 @@ class ArtifactFiles {
   std::map<int64_t, std::string> paths_;
 };
 
-ArtifactFiles files;
+ArtifactFiles artifact_files;
+
+// A second, read-only mapping of a file: the same page-cache pages Model::Load maps, so
+// flushing its lines evicts the file's bytes from every CPU cache.
+class FileLines {
+ public:
+  explicit FileLines(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return;
+    if (::fstat(fd, &st) == 0) {
+      void* addr = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+      if (addr != MAP_FAILED) {
+        addr_ = static_cast<const uint8_t*>(addr);
+        size_ = static_cast<size_t>(st.st_size);
+      }
+    }
+    ::close(fd);
+  }
+  FileLines(const FileLines&) = delete;
+  FileLines& operator=(const FileLines&) = delete;
+  ~FileLines() {
+    if (addr_) ::munmap(const_cast<uint8_t*>(addr_), size_);
+  }
+
+  // False if the file could not be mapped or this CPU has no clflush.
+  bool Flush() const {
+#if defined(__x86_64__)
+    if (addr_ == nullptr) return false;
+    for (size_t i = 0; i < size_; i += 64) _mm_clflush(addr_ + i);
+    _mm_mfence();
+    return true;
+#else
+    return false;
+#endif
+  }
+
+ private:
+  const uint8_t* addr_ = nullptr;
+  size_t size_ = 0;
+};
 
 void BM_Load(benchmark::State& state) {
   const int64_t mb = state.range(0);
-  const std::string path = files.Path(mb);
+  const bool flushed = state.range(1) != 0;
+  const std::string path = artifact_files.Path(mb);
   if (path.empty()) {
     state.SkipWithError("cannot write the artifact to the temp directory");
     return;
   }
+  const FileLines lines(path);
   double seconds = 0;
   for (auto _ : state) {
+    if (flushed && !lines.Flush()) {
+      state.SkipWithError("cannot flush the file from the CPU caches (x86-64 only)");
+      break;
+    }
     const auto start = std::chrono::steady_clock::now();
     Result<Model> m = Model::Load(path);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -125,7 +180,11 @@ void BM_Load(benchmark::State& state) {
   state.counters["ms_per_10MB"] =
       benchmark::Counter(seconds * 1e3 * 10 / static_cast<double>(mb), benchmark::Counter::kAvgIterations);
 }
-BENCHMARK(BM_Load)->ArgName("weights_MB")->Arg(1)->Arg(10)->Arg(100)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Load)
+    ->ArgNames({"weights_MB", "flushed"})
+    ->ArgsProduct({{1, 10, 100}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln
