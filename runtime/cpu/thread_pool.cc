@@ -17,8 +17,9 @@ namespace {
 // parallel loop usually starts a few microseconds after the last one ended (one small
 // instruction in between), and a futex wake-up costs about as much as that; but an OpenBLAS
 // GEMM or a serial kernel can run for milliseconds, during which a spinning worker would
-// hold a core that OpenBLAS's threads want. Yielding first lets them have it.
-constexpr int kPauseSpins = 2000;       // about 10-50 us of pause instructions
+// hold a core that OpenBLAS's threads want. So after a short spin the waiter yields (the OS
+// runs any other ready thread on its core first), and after 0.1 ms it sleeps.
+constexpr int kPauseSpins = 256;        // a few microseconds of pause instructions
 constexpr int64_t kYieldNs = 100'000;   // then sched_yield for up to 0.1 ms
 
 inline void CpuRelax() {
