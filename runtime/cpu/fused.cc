@@ -832,7 +832,7 @@ bool DivideByConstant(const ConstDivisor& c, bool mod, uint8_t* o, const uint8_t
 // Computes node `id` for the block's n = nr * nc elements (row-major: row r, column c at
 // r * nc + c), and zeros or harmless values up to Pad(n). False on a failed load or index
 // check (ev.fault says which).
-bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
+bool EvalValues(Eval& ev, int32_t id, int nr, int nc) {
   const int n = nr * nc;
   const int m = Pad(n);
   const Node& node = ev.p->nodes[id];
@@ -1109,15 +1109,102 @@ bool EvalNode(Eval& ev, int32_t id, int nr, int nc) {
   return true;
 }
 
+// ---- Uniform values ------------------------------------------------------------------------
+//
+// In the contiguous layout, a value that is the same for every element of the block (a
+// constant, the coordinate along an axis the block does not cross, and what is computed from
+// those alone: a channel's scale and shift, a gather's base offset, a concat's branch index)
+// is computed for one element and kept in the first kLanes elements of its slot. It is
+// broadcast over the block only when something reads all of it: a node that is not uniform,
+// an output or a reduction. ev.computed[id] holds the state of a node for the block:
+constexpr uint8_t kComputed = 1;       // every element (constants: from the launch)
+constexpr uint8_t kUniform = 2;        // one value, in the first kLanes elements only
+constexpr uint8_t kUniformFilled = 3;  // one value, broadcast over the block
+
+// Whether the coordinate along axis a is the same for the run [run_first, run_first + n).
+bool AxisUniform(const Eval& ev, int a, int n) {
+  return ev.dims[a] == 1 || ev.run_first / ev.strides[a] == (ev.run_first + n - 1) / ev.strides[a];
+}
+
+bool IsUniformValue(const Eval& ev, int32_t id) {
+  const Op op = ev.p->nodes[id].op;
+  return ev.computed[id] >= kUniform || op == Op::kConst || op == Op::kSize;
+}
+
+// Copies element 0 of node id's slot to elements [1, count).
+void Broadcast(Eval& ev, int32_t id, int count) {
+  uint8_t* o = ev.slot(id);
+  if (ev.p->nodes[id].type == ScalarType::kF32) {
+    float* v = As<float>(o);
+    for (int j = 1; j < count; ++j) v[j] = v[0];
+  } else {
+    int64_t* v = As<int64_t>(o);  // the bits of an int64 or a double
+    for (int j = 1; j < count; ++j) v[j] = v[0];
+  }
+}
+
+// Makes a uniform value whole over the block's n elements.
+void FillUniform(Eval& ev, int32_t id, int n) {
+  if (ev.computed[id] != kUniform) return;
+  Broadcast(ev, id, Pad(n));
+  ev.computed[id] = kUniformFilled;
+}
+
+// A select's choice from its computed condition: 1 all true, 0 all false, -1 mixed.
+int Choice(const Eval& ev, int32_t cond, int n) {
+  const int64_t* c = As<int64_t>(ev.slot(cond));
+  return IsUniformValue(ev, cond) ? c[0] != 0 : Uniform(c, n);
+}
+
+// Computes node `id` (its operands computed) and returns its state, 0 when EvalValues
+// failed.
+uint8_t EvalNode(Eval& ev, int32_t id, int nr, int nc) {
+  const int n = nr * nc;
+  const Node& node = ev.p->nodes[id];
+  if (ev.run_first < 0 || n <= 1) return EvalValues(ev, id, nr, nc) ? kComputed : 0;
+  const bool form = FilledFromForm(node, ev.affine[id]);
+  bool uniform = true;
+  if (node.op == Op::kLinear || node.op == Op::kAcc) {
+    uniform = false;
+  } else if (node.op == Op::kCoord) {
+    uniform = AxisUniform(ev, static_cast<int>(node.i), n);
+  } else if (form) {
+    for (int a = 0; a < ev.rank; ++a) uniform = uniform && (ev.forms[id].coef[a] == 0 || AxisUniform(ev, a, n));
+  } else if (node.op == Op::kSelect) {
+    const int which = Choice(ev, node.a, n);
+    uniform = which >= 0 && IsUniformValue(ev, node.a) && IsUniformValue(ev, which ? node.b : node.c);
+  } else {
+    for (int32_t operand : {node.a, node.b, node.c}) uniform = uniform && (operand < 0 || IsUniformValue(ev, operand));
+  }
+  // Coordinates and forms are filled runs, about the cost of a broadcast: computed whole.
+  if (node.op == Op::kCoord || form) {
+    if (!EvalValues(ev, id, nr, nc)) return 0;
+    return uniform ? kUniformFilled : kComputed;
+  }
+  if (uniform) {
+    if (!EvalValues(ev, id, 1, 1)) return 0;
+    Broadcast(ev, id, kLanes);
+    return kUniform;
+  }
+  for (int32_t operand : {node.a, node.b, node.c}) {
+    if (operand >= 0) FillUniform(ev, operand, n);
+  }
+  return EvalValues(ev, id, nr, nc) ? kComputed : 0;
+}
+
 // Evaluates node `root` for the block and, first, every node it needs that the block has not
 // computed yet (ev.computed). A kSelect whose condition is the same over the whole block
 // needs only the chosen operand: the other branch of a Concat, Where or Pad is skipped. The
-// stack holds a path of operands, so its depth is at most the number of nodes.
+// stack holds a path of operands, so its depth is at most the number of nodes. The root's
+// value is whole over the block on return.
 bool Demand(Eval& ev, int32_t root, int nr, int nc) {
   const int n = nr * nc;
   const std::vector<Node>& nodes = ev.p->nodes;
   uint8_t* computed = ev.computed;
-  if (computed[root]) return true;
+  if (computed[root]) {
+    FillUniform(ev, root, n);
+    return true;
+  }
   int32_t* stack = ev.stack;
   int sp = 0;
   stack[sp++] = root;
@@ -1129,7 +1216,7 @@ bool Demand(Eval& ev, int32_t root, int nr, int nc) {
       if (!computed[node.a]) {
         next = node.a;
       } else {
-        const int which = Uniform(As<int64_t>(ev.slot(node.a)), n);
+        const int which = Choice(ev, node.a, n);
         if (which != 0 && !computed[node.b])
           next = node.b;
         else if (which != 1 && !computed[node.c])
@@ -1147,10 +1234,12 @@ bool Demand(Eval& ev, int32_t root, int nr, int nc) {
       stack[sp++] = next;
       continue;
     }
-    if (!EvalNode(ev, id, nr, nc)) return false;
-    computed[id] = 1;
+    const uint8_t state = EvalNode(ev, id, nr, nc);
+    if (state == 0) return false;
+    computed[id] = state;
     --sp;
   }
+  FillUniform(ev, root, n);
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/half.h"
@@ -706,6 +707,72 @@ TEST_CASE("Fused floordiv and mod of non-negative values by a constant or size t
     CHECK(outs[1].values<int64_t>() == r3);
     CHECK(outs[2].values<int64_t>() == q7);
     CHECK(outs[3].values<int64_t>() == r7);
+  }
+}
+
+TEST_CASE("Fused values uniform over a block (per channel) are exact whether blocks cross channels or not") {
+  // x [2, 5, H, W] and a per-channel s [5]. Per channel: sqrt(s[c]) (uniform within a channel),
+  // x * sqrt(s[c]) for c < 2 and -1 elsewhere (a select on a channel condition), the uniform
+  // value itself as an output, float(c) (a cast of a coordinate), and a sum over the last
+  // axis of x + sqrt(s[c]) (a reduction reading a uniform operand; without it, blocks are
+  // runs of 256 elements instead of whole rows). H x W = 41 x 30 puts many blocks inside one
+  // channel and some across two; 3 x 7 puts several channels in every block.
+  for (auto [h, w, reduce] : {std::tuple<int64_t, int64_t, bool>{41, 30, true}, {41, 30, false}, {3, 7, true}, {3, 7, false}}) {
+    CAPTURE(h);
+    CAPTURE(reduce);
+    const std::vector<int64_t> dims = {2, 5, h, w}, rows = {2, 5, h};
+    const int64_t count = Count(dims);
+    Program p;
+    p.domain = dims;
+    p.inputs = {{DType::kFloat32, dims}, {DType::kFloat32, {5}}};
+    p.nodes = {ft::Coord(1),                                  // 0 c
+               ft::Linear(),                                  // 1
+               ft::Load(0, 1, kF32),                          // 2 x
+               ft::Load(1, 0, kF32),                          // 3 s[c]
+               N(Op::kSqrt, kF32, 3),                         // 4 sqrt(s[c])
+               N(Op::kMul, kF32, 2, 4),                       // 5
+               ft::ConstI(2),                                 // 6
+               N(Op::kLt, kI64, 0, 6),                        // 7 c < 2
+               ft::ConstF(-1),                                // 8
+               N(Op::kSelect, kF32, 7, 5, 8),                 // 9
+               ft::Cast(0, DType::kFloat32, kF32),            // 10 float(c)
+               N(Op::kAdd, kF32, 2, 4),                       // 11 x + sqrt(s[c])
+               ft::Acc(0, kF32)};                             // 12
+    p.outputs = {{{DType::kFloat32, dims}, 9, false},
+                 {{DType::kFloat32, dims}, 4, false},
+                 {{DType::kFloat32, dims}, 10, false}};
+    if (reduce) {
+      p.reduce_axes = 0b1000;
+      p.reductions = {{ReduceOp::kSum, 11}};
+      p.outputs.push_back({{DType::kFloat32, rows}, 12, true});
+    } else {
+      p.nodes.pop_back();  // the kAcc
+    }
+    const std::vector<float> xv = RandomFloats(count, 11), sv = {0.25f, 2.0f, 9.0f, 0.5f, 7.0f};
+    auto x = Floats(dims, xv);
+    auto sc = Floats({5}, sv);
+    auto sel = Output(DType::kFloat32, dims), root = Output(DType::kFloat32, dims), cf = Output(DType::kFloat32, dims),
+         sum = Output(DType::kFloat32, rows);
+    std::vector<const TestTensor*> outs = {&sel, &root, &cf};
+    if (reduce) outs.push_back(&sum);
+    REQUIRE_OK(RunProgram(p, {&x, &sc}, outs));
+    std::vector<float> e_sel(count), e_root(count), e_cf(count), e_sum(Count(rows));
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t c = (i / (h * w)) % 5;
+      const float r = std::sqrt(sv[c]);
+      e_sel[i] = c < 2 ? xv[i] * r : -1.0f;
+      e_root[i] = r;
+      e_cf[i] = static_cast<float>(c);
+    }
+    for (int64_t row = 0; row < Count(rows); ++row) {
+      double acc = 0;
+      for (int64_t j = 0; j < w; ++j) acc += xv[row * w + j] + std::sqrt(sv[(row / h) % 5]);
+      e_sum[row] = static_cast<float>(acc);
+    }
+    CHECK(sel.values<float>() == e_sel);
+    CHECK(root.values<float>() == e_root);
+    CHECK(cf.values<float>() == e_cf);
+    if (reduce) CheckClose(sum.values<float>(), e_sum, 1e-6, 1e-6);
   }
 }
 
