@@ -274,13 +274,22 @@ void CastTo(DType dt, const void* x, void* o, int m) {
   }
 }
 
-// Gathers base[idx[j]] converted by `conv`; false (with the bad index) when one is out of
-// [0, count). Runs of consecutive indices (the common case: loads at kLinear, broadcasts
-// along the innermost axis) and repeated indices take vectorizable paths.
+// Gathers base[idx[j]] converted by `conv`, or base[first + j] when idx is null (a load at
+// kLinear or at a form equal to it: the run is known without looking); false (with the
+// first bad index) when one is out of [0, count), count >= 1. Runs of consecutive indices
+// (broadcasts along the innermost axis) and repeated indices take vectorizable paths.
 template <typename S, typename D, typename F>
-bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int n, int64_t count, D* __restrict out,
-             int64_t* bad, F conv) {
+bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int64_t first, int n, int64_t count,
+             D* __restrict out, int64_t* bad, F conv) {
   if (n == 0) return true;
+  if (idx == nullptr) {
+    if (first < 0 || first > count - n) {
+      *bad = first < 0 ? first : std::max(first, count);
+      return false;
+    }
+    MapN(out, src + first, n, conv);
+    return true;
+  }
   const int64_t i0 = idx[0];
   uint64_t run = 0, same = 0;
   int j = 0;
@@ -305,28 +314,29 @@ bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int n, int6
       return true;
     }
   }
-  // Any other pattern: one range check over the block, then a plain gather.
+  // Any other pattern: a gather that reads element 0 in place of an index out of range,
+  // and reports the first such index afterwards.
+  const uint64_t ucount = static_cast<uint64_t>(count);
   uint64_t outside = 0;
-  for (j = 0; j < n; ++j) outside |= static_cast<uint64_t>(idx[j] >= count || idx[j] < 0);
-  if (outside == 0) {
-    for (j = 0; j < n; ++j) out[j] = conv(src[idx[j]]);
-    return true;
-  }
   for (j = 0; j < n; ++j) {
-    if (static_cast<uint64_t>(idx[j]) >= static_cast<uint64_t>(count)) {
-      *bad = idx[j];
-      return false;
-    }
+    const uint64_t k = static_cast<uint64_t>(idx[j]);
+    outside |= static_cast<uint64_t>(k >= ucount);
+    out[j] = conv(src[k < ucount ? k : 0]);
   }
-  return true;
+  if (outside == 0) return true;
+  for (j = 0; static_cast<uint64_t>(idx[j]) < ucount; ++j) {
+  }
+  *bad = idx[j];
+  return false;
 }
 
 template <typename S, typename D, typename F>
-bool Gather(const void* base, const int64_t* idx, int n, int64_t count, D* out, int64_t* bad, F conv) {
-  return GatherT(static_cast<const S*>(base), idx, n, count, out, bad, conv);
+bool Gather(const void* base, const int64_t* idx, int64_t first, int n, int64_t count, D* out, int64_t* bad, F conv) {
+  return GatherT(static_cast<const S*>(base), idx, first, n, count, out, bad, conv);
 }
 
-bool LoadInput(const TensorRef& in, const int64_t* idx, int n, uint8_t* out, int64_t* bad) {
+// Loads input `in` at idx[j], or at first + j when idx is null (see GatherT).
+bool LoadInput(const TensorRef& in, const int64_t* idx, int64_t first, int n, uint8_t* out, int64_t* bad) {
   if (in.num_elements == 0) {  // never read: such a load is one a Select discards
     std::memset(out, 0, static_cast<size_t>(n) * 8);
     return true;
@@ -335,35 +345,35 @@ bool LoadInput(const TensorRef& in, const int64_t* idx, int n, uint8_t* out, int
   auto widen = [](auto v) { return static_cast<int64_t>(v); };
   switch (in.dtype) {
     case DType::kFloat32:
-      return Gather<float>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+      return Gather<float>(in.data, idx, first, n, in.num_elements, reinterpret_cast<float*>(out), bad,
                            [](float v) { return v; });
     case DType::kFloat16:
-      return Gather<uint16_t>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+      return Gather<uint16_t>(in.data, idx, first, n, in.num_elements, reinterpret_cast<float*>(out), bad,
                               [](uint16_t v) { return HalfToFloat(v); });
     case DType::kBFloat16:
-      return Gather<uint16_t>(in.data, idx, n, in.num_elements, reinterpret_cast<float*>(out), bad,
+      return Gather<uint16_t>(in.data, idx, first, n, in.num_elements, reinterpret_cast<float*>(out), bad,
                               [](uint16_t v) { return BF16ToFloat(v); });
     case DType::kFloat64:
-      return Gather<double>(in.data, idx, n, in.num_elements, reinterpret_cast<double*>(out), bad,
+      return Gather<double>(in.data, idx, first, n, in.num_elements, reinterpret_cast<double*>(out), bad,
                             [](double v) { return v; });
     case DType::kInt8:
-      return Gather<int8_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<int8_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kUInt8:
-      return Gather<uint8_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<uint8_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kInt16:
-      return Gather<int16_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<int16_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kUInt16:
-      return Gather<uint16_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<uint16_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kInt32:
-      return Gather<int32_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<int32_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kUInt32:
-      return Gather<uint32_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<uint32_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kInt64:
-      return Gather<int64_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<int64_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kUInt64:
-      return Gather<uint64_t>(in.data, idx, n, in.num_elements, oi, bad, widen);
+      return Gather<uint64_t>(in.data, idx, first, n, in.num_elements, oi, bad, widen);
     case DType::kBool:
-      return Gather<uint8_t>(in.data, idx, n, in.num_elements, oi, bad,
+      return Gather<uint8_t>(in.data, idx, first, n, in.num_elements, oi, bad,
                              [](uint8_t v) { return static_cast<int64_t>(v != 0); });
     default:
       return true;  // not reached: RunFused checked the dtype against the spec
@@ -829,6 +839,24 @@ bool DivideByConstant(const ConstDivisor& c, bool mod, uint8_t* o, const uint8_t
   return true;
 }
 
+// Whether node id's values over the block are the run [*first, *first + n): kLinear, or a
+// form equal to c0 + kLinear, in the contiguous layout.
+bool IsKnownRun(const Eval& ev, int32_t id, int64_t* first) {
+  if (ev.run_first < 0) return false;
+  const Node& node = ev.p->nodes[id];
+  if (node.op == Op::kLinear) {
+    *first = ev.run_first;
+    return true;
+  }
+  if (!FilledFromForm(node, ev.affine[id])) return false;
+  const Affine& f = ev.forms[id];
+  for (int a = 0; a < ev.rank; ++a) {
+    if (f.coef[a] != (ev.dims[a] != 1 ? ev.strides[a] : 0)) return false;
+  }
+  *first = WrapAdd(f.c0, ev.run_first);
+  return true;
+}
+
 // Computes node `id` for the block's n = nr * nc elements (row-major: row r, column c at
 // r * nc + c), and zeros or harmless values up to Pad(n). False on a failed load or index
 // check (ev.fault says which).
@@ -892,14 +920,17 @@ bool EvalValues(Eval& ev, int32_t id, int nr, int nc) {
       zero_tail();
       return true;
     }
-    case Op::kLoad:
-      if (!LoadInput(ev.inputs[node.i], As<int64_t>(x), n, o, &ev.fault.index)) {
+    case Op::kLoad: {
+      int64_t first = 0;
+      const bool run = IsKnownRun(ev, node.a, &first);
+      if (!LoadInput(ev.inputs[node.i], run ? nullptr : As<int64_t>(x), first, n, o, &ev.fault.index)) {
         ev.fault.node = id;
         ev.fault.bound = ev.inputs[node.i].num_elements;
         return false;
       }
       zero_tail();
       return true;
+    }
     case Op::kCheckIndex: {
       const int64_t* px = As<int64_t>(x);
       const int64_t* py = As<int64_t>(y);

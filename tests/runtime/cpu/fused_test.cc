@@ -251,6 +251,32 @@ TEST_CASE("Fused load out of range is an internal error") {
   const Status st = RunProgram(p, {&x}, {&y});
   CHECK(st.code() == StatusCode::kInternal);
   CHECK(st.message().find("node 3 loads input 0 at index 4, but it has 4 elements") != std::string::npos);
+  // A run starting below 0, and a strided gather (neither a run nor one repeated index)
+  // whose fifth index is past the end: the message names the first bad index.
+  for (auto [offset, scale, expected] : {std::tuple<int64_t, int64_t, const char*>{-2, 1, "at index -2,"},
+                                         {0, 2, "at index 8,"}}) {
+    Program q;
+    q.domain = {6};
+    q.inputs = {{DType::kFloat32, {8}}};
+    q.nodes = {ft::Linear(), ft::ConstI(scale), N(Op::kMul, kI64, 0, 1), ft::ConstI(offset), N(Op::kAdd, kI64, 2, 3),
+               ft::Load(0, 4, kF32)};
+    q.outputs = {{{DType::kFloat32, {6}}, 5, false}};
+    auto x8 = Floats({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+    auto y6 = Output(DType::kFloat32, {6});
+    const Status bad = RunProgram(q, {&x8}, {&y6});
+    CHECK(bad.code() == StatusCode::kInternal);
+    CHECK_MESSAGE(bad.message().find(expected) != std::string::npos, bad.message());
+  }
+  // In range, the strided gather reads every other element.
+  Program g;
+  g.domain = {4};
+  g.inputs = {{DType::kFloat32, {8}}};
+  g.nodes = {ft::Linear(), ft::ConstI(2), N(Op::kMul, kI64, 0, 1), ft::Load(0, 2, kF32)};
+  g.outputs = {{{DType::kFloat32, {4}}, 3, false}};
+  auto x8 = Floats({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto y4 = Output(DType::kFloat32, {4});
+  REQUIRE_OK(RunProgram(g, {&x8}, {&y4}));
+  CHECK(y4.values<float>() == std::vector<float>{1, 3, 5, 7});
 }
 
 // ---- Reductions ------------------------------------------------------------------------------
