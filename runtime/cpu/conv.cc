@@ -327,6 +327,13 @@ void AxpyStrided(float a, const float* x, int64_t stride, int64_t n, float* y) {
 void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeometry& g, float* y) {
   const int64_t in_h = g.in[0], in_w = g.in[1], out_h = g.out[0], out_w = g.out[1];
   const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  // The valid output columns of each kernel column, the same for every row (up to 16
+  // kernel columns kept; wider kernels recompute them).
+  constexpr int64_t kKeep = 16;
+  int64_t col_lo[kKeep], col_hi[kKeep];
+  for (int64_t kw = 0; kw < std::min(kw_n, kKeep); ++kw) {
+    ValidRange(kw - g.pad_begin[1], sw, in_w, out_w, &col_lo[kw], &col_hi[kw]);
+  }
   for (int64_t oh = 0; oh < out_h; ++oh) {
     float* yr = y + oh * out_w;
     std::fill(yr, yr + out_w, bias);
@@ -337,7 +344,12 @@ void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeome
       for (int64_t kw = 0; kw < kw_n; ++kw) {
         const int64_t off = kw - g.pad_begin[1];
         int64_t lo, hi;
-        ValidRange(off, sw, in_w, out_w, &lo, &hi);
+        if (kw < kKeep) {
+          lo = col_lo[kw];
+          hi = col_hi[kw];
+        } else {
+          ValidRange(off, sw, in_w, out_w, &lo, &hi);
+        }
         if (hi > lo) AxpyStrided(w[kh * kw_n + kw], xr + lo * sw + off, sw, hi - lo, yr + lo);
       }
     }

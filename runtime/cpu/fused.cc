@@ -1321,7 +1321,14 @@ A FoldRow(ReduceOp op, A a, const T* v, int nc) {
       if constexpr (std::is_same_v<T, int64_t>) {
         for (int c = 0; c < nc; ++c) a = WrapAdd(a, v[c]);
       } else {
-        for (int c = 0; c < nc; ++c) a += v[c];
+        // Four partial sums, so the adds overlap instead of waiting on each other.
+        A s[4] = {0, 0, 0, 0};
+        int c = 0;
+        for (; c + 4 <= nc; c += 4) {
+          for (int k = 0; k < 4; ++k) s[k] += v[c + k];
+        }
+        for (; c < nc; ++c) s[0] += v[c];
+        a += (s[0] + s[1]) + (s[2] + s[3]);
       }
       return a;
     case ReduceOp::kProd:

@@ -225,6 +225,26 @@ TEST_CASE("Conv depthwise matches the definition: strides, pads, batch, and dila
   }
 }
 
+TEST_CASE("Conv depthwise with a kernel wider than 16 columns matches the definition") {
+  // The direct kernel keeps the valid output columns of up to 16 kernel columns; the rest
+  // are computed per row. 2 x 19 kernel, stride 2 along the width, pads on both sides.
+  const int64_t c = 3, h = 6, wd = 40;
+  auto x = Floats({1, c, h, wd}, Pattern(c * h * wd, 19, 4, 0.05));
+  auto w = Floats({c, 1, 2, 19}, Pattern(c * 38, 13, 6, 0.1));
+  std::vector<float> bias = {0.5f, -1.0f, 0.25f};
+  auto b = Floats({c}, bias);
+  const int64_t stride[2] = {1, 2}, pad[2] = {1, 9}, dil[2] = {1, 1};
+  const int64_t out_h = (h + 1 + 0 - 2) / 1 + 1, out_w = (wd + 9 + 8 - 19) / 2 + 1;
+  auto y = Output(DType::kFloat32, {1, c, out_h, out_w});
+  AttrMap attrs;
+  attrs.SetInt("group", c);
+  attrs.SetInts("strides", {1, 2});
+  attrs.SetInts("pads", {1, 9, 0, 8});
+  Status st = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, c, stride, pad, dil, out_h, out_w));
+}
+
 TEST_CASE("Conv im2col is tiled: the workspace holds one tile, tiles split output rows") {
   // K = 16 * 3 * 3 = 144 rows over 31 * 35 = 1085 pixels: two tiles, the cut mid-row.
   auto x = Floats({1, 16, 31, 35}, Pattern(16 * 31 * 35, 17, 8, 0.03));
