@@ -279,6 +279,16 @@ void Im2ColTile(const float* x, int64_t channels, const ConvGeometry& g, int64_t
   }
 }
 
+// y[j] = v for j < n, in groups of 8 that GCC vectorizes at -O2 (std::fill's loop is not:
+// the cheap vectorizer cost model refuses loops that need a scalar epilogue).
+void FillFloats(float* __restrict y, int64_t n, float v) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int k = 0; k < 8; ++k) y[j + k] = v;
+  }
+  for (; j < n; ++j) y[j] = v;
+}
+
 // --- Depthwise ----------------------------------------------------------------------------
 // y[o] += a * x[o * stride] for o in [0, n), stride 1 or 2 vectorised. The build targets
 // baseline x86-64, so the AVX2 versions are chosen at run time.
@@ -336,7 +346,7 @@ void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeome
   }
   for (int64_t oh = 0; oh < out_h; ++oh) {
     float* yr = y + oh * out_w;
-    std::fill(yr, yr + out_w, bias);
+    FillFloats(yr, out_w, bias);
     for (int64_t kh = 0; kh < kh_n; ++kh) {
       const int64_t ih = oh * sh - g.pad_begin[0] + kh;
       if (ih < 0 || ih >= in_h) continue;
@@ -359,7 +369,7 @@ void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeome
 // y[r, j] = bias[r] for the `cols` columns of `rows` rows with leading dim ld, so the GEMM
 // can accumulate onto it (beta = 1) instead of a separate bias pass.
 void FillBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* y) {
-  for (int64_t r = 0; r < rows; ++r) std::fill(y + r * ld, y + r * ld + cols, bias[r]);
+  for (int64_t r = 0; r < rows; ++r) FillFloats(y + r * ld, cols, bias[r]);
 }
 
 void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
@@ -369,11 +379,14 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const f
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-// One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile.
-// The GEMM is OpenBLAS's to parallelise; the column tile is filled by the pool's threads,
-// each taking a range of input channels (disjoint rows of the tile).
+// One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile,
+// each tile's epilogue applied right after its GEMM, while the tile is in cache (Y's
+// elements from y_offset on are the group's). The GEMM is OpenBLAS's to parallelise; the
+// column tile is filled by the pool's threads, each taking a range of input channels
+// (disjoint rows of the tile).
 void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg,
-               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg, ThreadPool* threads) {
+               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg, ThreadPool* threads,
+               const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
   const int64_t tile = pointwise ? g.out_size : ConvTilePixels(rows, g.out_size);
   for (int64_t p0 = 0; p0 < g.out_size; p0 += tile) {
     const int64_t count = std::min(tile, g.out_size - p0);
@@ -387,6 +400,7 @@ void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, 
     }
     Sgemm(mg, count, rows, wg, rows, bmat, pointwise ? g.out_size : count, bias ? 1.0f : 0.0f,
           yg + p0, g.out_size);
+    for (int64_t r = 0; r < mg; ++r) ApplyEpilogue(epilogue, y, y_offset + r * g.out_size + p0, count);
   }
 }
 
@@ -495,10 +509,11 @@ Status ConvKernel(const KernelCall& call) {
         } else {
           std::fill(yg, yg + mg * g.out_size, 0.0f);
         }
+        ApplyEpilogue(epilogue, y, yg - py, mg * g.out_size);
       } else {
-        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg, call.threads);
+        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg, call.threads, epilogue, y,
+                  yg - py);
       }
-      ApplyEpilogue(epilogue, y, yg - py, mg * g.out_size);
     }
   }
   return Status::Ok();

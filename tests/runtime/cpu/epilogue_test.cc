@@ -197,6 +197,8 @@ TEST_CASE("epilogue: Conv (im2col, pointwise, grouped, depthwise) equals Conv, a
   };
   const Case cases[] = {
       {{2, 4, 6, 6}, {6, 4, 3, 3}, {2, 6, 6, 6}, 1, {1, 1, 1, 1}},  // im2col + GEMM
+      // Two im2col tiles per image (K = 144 over 1085 pixels), each with its own epilogue.
+      {{2, 16, 31, 35}, {3, 16, 3, 3}, {2, 3, 31, 35}, 1, {1, 1, 1, 1}},
       {{2, 4, 5, 5}, {3, 4, 1, 1}, {2, 3, 5, 5}, 1, {0, 0, 0, 0}},  // pointwise: GEMM on X
       {{1, 4, 5, 5}, {6, 2, 3, 3}, {1, 6, 3, 3}, 2, {0, 0, 0, 0}},  // two groups
       {{2, 4, 7, 7}, {4, 1, 3, 3}, {2, 4, 7, 7}, 4, {1, 1, 1, 1}},  // depthwise 2-D
