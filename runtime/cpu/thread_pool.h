@@ -1,8 +1,8 @@
 // The CPU backend's worker threads: a fixed team an ExecutionContext owns, over which the
-// kernels split their outer loops (fused-program blocks, depthwise-conv channels, pooling
-// planes).
+// kernels split their outer loops (fused-program blocks of rows, depthwise-conv, im2col and
+// col2im channels, pooling planes).
 //
-//   ParallelFor(call.threads, planes, kMinPlanesPerPart, [&](int64_t begin, int64_t end) {
+//   ParallelFor(call.threads, planes, MinItemsPerPart(plane_work), [&](int64_t begin, int64_t end) {
 //     for (int64_t pl = begin; pl < end; ++pl) PoolPlane(...);
 //   });
 //
