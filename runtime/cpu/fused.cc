@@ -306,7 +306,9 @@ bool GatherT(const S* __restrict src, const int64_t* __restrict idx, int64_t fir
   if (i0 >= 0 && i0 < count) {
     if (same == 0) {
       const D v = conv(src[i0]);
-      for (j = 0; j < n; ++j) out[j] = v;
+      for (j = 0; j < Pad(n); j += kLanes) {  // the slot has room for Pad(n)
+        for (int k = 0; k < kLanes; ++k) out[j + k] = v;
+      }
       return true;
     }
     if (run == 0 && n <= count - i0) {
@@ -1162,15 +1164,19 @@ bool IsUniformValue(const Eval& ev, int32_t id) {
   return ev.computed[id] >= kUniform || op == Op::kConst || op == Op::kSize;
 }
 
-// Copies element 0 of node id's slot to elements [1, count).
+// Copies element 0 of node id's slot to elements [1, count), count a multiple of kLanes.
 void Broadcast(Eval& ev, int32_t id, int count) {
   uint8_t* o = ev.slot(id);
   if (ev.p->nodes[id].type == ScalarType::kF32) {
     float* v = As<float>(o);
-    for (int j = 1; j < count; ++j) v[j] = v[0];
+    const float x = v[0];
+    for (int j = 0; j < count; j += kLanes) {
+      for (int k = 0; k < kLanes; ++k) v[j + k] = x;
+    }
   } else {
     int64_t* v = As<int64_t>(o);  // the bits of an int64 or a double
-    for (int j = 1; j < count; ++j) v[j] = v[0];
+    const int64_t x = v[0];
+    FillPadded(v, x, count);
   }
 }
 
