@@ -54,8 +54,13 @@ using fused::Program;
 using fused::ReduceOp;
 using fused::ScalarType;
 
-// Bigger programs get smaller blocks, so the value slots stay near the cache size.
-int BlockSize(size_t num_nodes) { return num_nodes <= 256 ? 256 : num_nodes <= 1024 ? 128 : 64; }
+// Bigger programs get smaller blocks, so the value slots stay near the cache size: small
+// programs (activations, scale-and-shift, broadcasts, index maps, pooling) get long blocks,
+// up to about 0.5 MB of slots (within L2), so the per-block and per-node costs are spread
+// over more elements.
+int BlockSize(size_t num_nodes) {
+  return num_nodes <= 32 ? 2048 : num_nodes <= 96 ? 512 : num_nodes <= 256 ? 256 : num_nodes <= 1024 ? 128 : 64;
+}
 
 size_t Align64(size_t x) { return (x + 63) & ~size_t{63}; }
 

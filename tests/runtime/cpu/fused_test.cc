@@ -284,7 +284,7 @@ TEST_CASE("Fused load out of range is an internal error") {
 TEST_CASE("Fused softmax over the last axis, against the Softmax kernel") {
   // Whole rows per block (several rows, one row, exactly a block, one column) and split rows.
   for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{5, 7}, {37, 7}, {2, 256}, {3, 1000}, {300, 1}, {2, 513}}) {
+       {std::pair<int64_t, int64_t>{5, 7}, {37, 7}, {2, 2048}, {3, 5000}, {300, 1}, {2, 2049}}) {
     INFO("shape [" << rows << ", " << cols << "]");
     auto x = Floats({rows, cols}, RandomFloats(rows * cols, 5, -10.0f, 10.0f));
     auto expected = Output(DType::kFloat32, {rows, cols});
@@ -322,8 +322,8 @@ TEST_CASE("Fused ReduceSum/Max/Min/Prod over any axes, against the reduce kernel
   };
   // Trailing axes (contiguous columns), then middle and mixed axes (strided columns), in whole-row
   // and split-row blocks.
-  const Case cases[] = {{{6, 4, 5}, 0b110, {1, 2}}, {{3, 700}, 0b10, {1}},   {{1, 40, 30}, 0b110, {1, 2}},
-                        {{50, 3}, 0b10, {1}},       {{3, 4, 5}, 0b010, {1}}, {{4, 300, 2}, 0b010, {1}},
+  const Case cases[] = {{{6, 4, 5}, 0b110, {1, 2}}, {{3, 2100}, 0b10, {1}},   {{1, 40, 30}, 0b110, {1, 2}},
+                        {{50, 3}, 0b10, {1}},       {{3, 4, 5}, 0b010, {1}}, {{4, 3000, 2}, 0b010, {1}},
                         {{4, 3, 5}, 0b101, {0, 2}}};
   const std::pair<ReduceOp, const char*> ops[] = {{ReduceOp::kSum, "ReduceSum"},
                                                   {ReduceOp::kMax, "ReduceMax"},
@@ -356,10 +356,10 @@ TEST_CASE("Fused ReduceSum/Max/Min/Prod over any axes, against the reduce kernel
 
 TEST_CASE("Fused reduction over a leading axis with a full output reading the result") {
   // x [n, 3, 4]; mean over axis 0 (per-row [3, 4]) and centred = x - mean (full [n, 3, 4]).
-  // n = 5 fits whole rows in a block, n = 300 splits each row (strided columns both ways).
+  // n = 5 fits whole rows in a block, n = 3000 splits each row (strided columns both ways).
   // The load index is kLinear, or the ravel of the coordinates ((c0 * 3 + c1) * 4 + c2) as
   // the compiler writes it.
-  for (auto [n, ravel] : {std::pair<int64_t, bool>{5, false}, {300, false}, {5, true}, {300, true}}) {
+  for (auto [n, ravel] : {std::pair<int64_t, bool>{5, false}, {3000, false}, {5, true}, {3000, true}}) {
     INFO("n = " << n << (ravel ? ", ravel" : ", linear"));
     const std::vector<int64_t> dims = {n, 3, 4};
     Program p;
@@ -741,9 +741,9 @@ TEST_CASE("Fused values uniform over a block (per channel) are exact whether blo
   // x * sqrt(s[c]) for c < 2 and -1 elsewhere (a select on a channel condition), the uniform
   // value itself as an output, float(c) (a cast of a coordinate), and a sum over the last
   // axis of x + sqrt(s[c]) (a reduction reading a uniform operand; without it, blocks are
-  // runs of 256 elements instead of whole rows). H x W = 41 x 30 puts many blocks inside one
-  // channel and some across two; 3 x 7 puts several channels in every block.
-  for (auto [h, w, reduce] : {std::tuple<int64_t, int64_t, bool>{41, 30, true}, {41, 30, false}, {3, 7, true}, {3, 7, false}}) {
+  // runs of up to 2048 elements instead of whole rows). H x W = 41 x 130 puts many blocks
+  // inside one channel and some across two; 3 x 7 puts several channels in every block.
+  for (auto [h, w, reduce] : {std::tuple<int64_t, int64_t, bool>{41, 130, true}, {41, 130, false}, {3, 7, true}, {3, 7, false}}) {
     CAPTURE(h);
     CAPTURE(reduce);
     const std::vector<int64_t> dims = {2, 5, h, w}, rows = {2, 5, h};
