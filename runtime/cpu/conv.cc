@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -334,7 +335,7 @@ void AxpyStrided(float a, const float* x, int64_t stride, int64_t n, float* y) {
 
 // One channel of a depthwise 2-D conv: each output row starts at the bias and gets one
 // axpy per kernel tap over the output columns whose input column is inside the image.
-void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeometry& g, float* y) {
+void DepthwiseConv2DAxpy(const float* x, const float* w, float bias, const ConvGeometry& g, float* y) {
   const int64_t in_h = g.in[0], in_w = g.in[1], out_h = g.out[0], out_w = g.out[1];
   const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
   // The valid output columns of each kernel column, the same for every row (up to 16
@@ -364,6 +365,86 @@ void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeome
       }
     }
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Small kernels (up to kMaxTaps taps, stride 1 or 2, rows up to kMaxRow floats once padded)
+// keep each output in a register over all its taps instead of one pass over the output row
+// per tap: the input rows a output row reads are copied, zero-padded left and right, into
+// a stack buffer, so every tap is a plain (strided) load. Each output is bias then one FMA
+// per tap in the kernel's row-major order (rows outside the image skipped), vector lanes and
+// tail alike.
+constexpr int64_t kMaxTaps = 49, kMaxRow = 1024;
+
+bool DepthwiseRegisterFits(const ConvGeometry& g) {
+  const int64_t sw = g.stride[1];
+  const int64_t padded = (g.out[1] - 1) * sw + g.kernel[1];
+  return g.kernel[0] * g.kernel[1] <= kMaxTaps && (sw == 1 || sw == 2) && padded + 16 <= kMaxRow &&
+         g.kernel[0] <= 7;
+}
+
+__attribute__((target("avx2,fma"))) void DepthwiseConv2DAvx2(const float* x, const float* w, float bias,
+                                                             const ConvGeometry& g, float* y) {
+  const int64_t in_h = g.in[0], in_w = g.in[1], out_h = g.out[0], out_w = g.out[1];
+  const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t left = g.pad_begin[1];
+  const int64_t padded = (out_w - 1) * sw + kw_n;  // columns an output row reads
+  alignas(32) float rows[7][kMaxRow];
+  const float* row_ptr[7];
+  float taps_w[kMaxTaps];
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    int64_t n_rows = 0;
+    for (int64_t kh = 0; kh < kh_n; ++kh) {
+      const int64_t ih = oh * sh - g.pad_begin[0] + kh;
+      if (ih < 0 || ih >= in_h) continue;
+      // Padded columns [0, padded) are input columns [-left, padded - left).
+      float* r = rows[n_rows];
+      const int64_t lo = std::min(left, padded), hi = std::clamp(in_w + left, lo, padded);
+      std::memset(r, 0, static_cast<size_t>(lo) * sizeof(float));
+      std::memcpy(r + lo, x + ih * in_w + (lo - left), static_cast<size_t>(hi - lo) * sizeof(float));
+      std::memset(r + hi, 0, static_cast<size_t>(padded + 16 - hi) * sizeof(float));
+      row_ptr[n_rows] = r;
+      for (int64_t kw = 0; kw < kw_n; ++kw) taps_w[n_rows * kw_n + kw] = w[kh * kw_n + kw];
+      ++n_rows;
+    }
+    float* yr = y + oh * out_w;
+    int64_t o = 0;
+    for (; o + 8 <= out_w; o += 8) {
+      __m256 acc = _mm256_set1_ps(bias);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float* src = row_ptr[r] + o * sw;
+        for (int64_t kw = 0; kw < kw_n; ++kw) {
+          __m256 xs;
+          if (sw == 1) {
+            xs = _mm256_loadu_ps(src + kw);
+          } else {
+            const __m256 lo8 = _mm256_loadu_ps(src + kw), hi8 = _mm256_loadu_ps(src + kw + 8);
+            const __m256 ev = _mm256_shuffle_ps(lo8, hi8, _MM_SHUFFLE(2, 0, 2, 0));
+            xs = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+          }
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(taps_w[r * kw_n + kw]), xs, acc);
+        }
+      }
+      _mm256_storeu_ps(yr + o, acc);
+    }
+    for (; o < out_w; ++o) {
+      float acc = bias;
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float* src = row_ptr[r] + o * sw;
+        for (int64_t kw = 0; kw < kw_n; ++kw) acc = std::fma(taps_w[r * kw_n + kw], src[kw], acc);
+      }
+      yr[o] = acc;
+    }
+  }
+}
+#endif
+
+// One channel of a depthwise 2-D conv.
+void DepthwiseConv2D(const float* x, const float* w, float bias, const ConvGeometry& g, float* y) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasAvx2Fma() && DepthwiseRegisterFits(g)) return DepthwiseConv2DAvx2(x, w, bias, g, y);
+#endif
+  DepthwiseConv2DAxpy(x, w, bias, g, y);
 }
 
 // y[r, j] = bias[r] for the `cols` columns of `rows` rows with leading dim ld, so the GEMM

@@ -225,6 +225,32 @@ TEST_CASE("Conv depthwise matches the definition: strides, pads, batch, and dila
   }
 }
 
+TEST_CASE("Conv depthwise 5x5 and 7x7, strides 1 and 2, pads: matches the definition") {
+  // MobileNet-style kernels on rows long enough for several 8-wide vector chunks and a tail.
+  const int64_t c = 4, h = 9, wd = 45;
+  auto x = Floats({2, c, h, wd}, Pattern(2 * c * h * wd, 29, 13, 0.04));
+  std::vector<float> bias = {0.5f, -0.25f, 0.0f, 1.0f};
+  auto b = Floats({c}, bias);
+  for (int64_t k : {5, 7}) {
+    for (int64_t s : {1, 2}) {
+      CAPTURE(k);
+      CAPTURE(s);
+      auto w = Floats({c, 1, k, k}, Pattern(c * k * k, 11, 5, 0.08));
+      const int64_t p = k / 2;
+      const int64_t stride[2] = {s, s}, pad[2] = {p, p}, dil[2] = {1, 1};
+      const int64_t out_h = (h + 2 * p - k) / s + 1, out_w = (wd + 2 * p - k) / s + 1;
+      auto y = Output(DType::kFloat32, {2, c, out_h, out_w});
+      AttrMap attrs;
+      attrs.SetInt("group", c);
+      attrs.SetInts("strides", {s, s});
+      attrs.SetInts("pads", {p, p, p, p});
+      Status st = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, c, stride, pad, dil, out_h, out_w));
+    }
+  }
+}
+
 TEST_CASE("Conv depthwise with a kernel wider than 16 columns matches the definition") {
   // The direct kernel keeps the valid output columns of up to 16 kernel columns; the rest
   // are computed per row. 2 x 19 kernel, stride 2 along the width, pads on both sides.
