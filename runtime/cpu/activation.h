@@ -63,4 +63,20 @@ inline void ReluFloat(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = ReluOf(x[i]);
 }
 
+// HardSwishOf per lane, the same bits: x / 6 + 0.5 (DIVPS, ADDPS round as the scalar ops
+// do), then MaxNaN(t, 0) as MAXPS(0, t) and MinNaN(t, 1) as MINPS(1, t), which return t when
+// it is NaN, as the scalar selects do. x may equal y.
+inline void HardSwishFloat(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__SSE__)
+  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f), six = _mm_set1_ps(6.0f), half = _mm_set1_ps(0.5f);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(x + i);
+    const __m128 t = _mm_min_ps(one, _mm_max_ps(zero, _mm_add_ps(_mm_div_ps(v, six), half)));
+    _mm_storeu_ps(y + i, _mm_mul_ps(v, t));
+  }
+#endif
+  for (; i < n; ++i) y[i] = HardSwishOf(x[i]);
+}
+
 }  // namespace kiln::cpu

@@ -24,9 +24,26 @@ constexpr ActivationName kActivationNames[] = {
 // is in L1, as two simple loops (which vectorise) instead of one loop with both.
 constexpr int64_t kBlock = 2048;
 
+// Loops run in groups of kLanes plus a scalar tail: GCC's -O2 vectorizer (the cheap cost
+// model) refuses a loop that would need a scalar epilogue, so a plain loop stays scalar.
+constexpr int64_t kLanes = 16;
+
 template <typename T, typename F>
-void MapInPlace(T* y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(y[i]);
+void MapInPlace(T* __restrict y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t k = 0; k < kLanes; ++k) y[i + k] = f(y[i + k]);
+  }
+  for (; i < n; ++i) y[i] = f(y[i]);
+}
+
+template <typename T>
+void AddInPlace(T* __restrict y, const T* __restrict r, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t k = 0; k < kLanes; ++k) y[i + k] += r[i + k];
+  }
+  for (; i < n; ++i) y[i] += r[i];
 }
 
 template <typename T>
@@ -43,7 +60,13 @@ void Activate(EpilogueActivation a, T* y, int64_t n) {
     case EpilogueActivation::kGelu: return MapInPlace(y, n, [](T x) { return GeluOf(x); });
     case EpilogueActivation::kGeluTanh: return MapInPlace(y, n, [](T x) { return GeluTanhOf(x); });
     case EpilogueActivation::kSigmoid: return MapInPlace(y, n, [](T x) { return SigmoidOf(x); });
-    case EpilogueActivation::kHardSwish: return MapInPlace(y, n, [](T x) { return HardSwishOf(x); });
+    case EpilogueActivation::kHardSwish:
+      if constexpr (std::is_same_v<T, float>) {
+        HardSwishFloat(y, y, n);
+      } else {
+        MapInPlace(y, n, [](T x) { return HardSwishOf(x); });
+      }
+      return;
     case EpilogueActivation::kSilu: return MapInPlace(y, n, [](T x) { return SiluOf(x); });
   }
 }
@@ -53,11 +76,9 @@ void Apply(const EpilogueSpec& spec, T* y, const T* residual, int64_t count) {
   for (int64_t b = 0; b < count; b += kBlock) {
     const int64_t n = std::min(kBlock, count - b);
     T* yb = y + b;
-    if (residual && spec.residual_first)
-      for (int64_t i = 0; i < n; ++i) yb[i] += residual[b + i];
+    if (residual && spec.residual_first) AddInPlace(yb, residual + b, n);
     Activate(spec.activation, yb, n);
-    if (residual && !spec.residual_first)
-      for (int64_t i = 0; i < n; ++i) yb[i] += residual[b + i];
+    if (residual && !spec.residual_first) AddInPlace(yb, residual + b, n);
   }
 }
 

@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
+#include "runtime/cpu/activation.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -84,6 +86,25 @@ void CheckClose(const TestTensor& actual, const TestTensor& expected, double tol
       ++bad;
       FAIL_CHECK("index " << i << ": fused " << a[i] << ", unfused " << e[i]);
     }
+  }
+}
+
+TEST_CASE("epilogue: the vector HardSwish gives HardSwishOf's bits, NaN, infinities and signed zeros included") {
+  std::vector<float> x = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f, -3.0f,
+                          2.9999998f, -2.9999998f, 1e-40f, -1e-40f, 1e30f, -1e30f, 0.5f, -1.5f};
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  for (int i = 0; i < 1001; ++i) x.push_back(dist(gen));  // an odd count: vector groups and a tail
+  std::vector<float> y(x.size());
+  HardSwishFloat(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(x[i]);
+    const float e = HardSwishOf(x[i]);
+    uint32_t a, b;
+    std::memcpy(&a, &y[i], 4);
+    std::memcpy(&b, &e, 4);
+    CHECK((std::isnan(e) ? std::isnan(y[i]) : a == b));
   }
 }
 
