@@ -7,8 +7,8 @@
 //     y = Add(x, w), x, w, y float32[W * 250000], w the one weight. The file is written once
 //     per W (to the temp directory, removed at exit).
 //     Timed: open, fstat, mmap (MAP_PRIVATE, pages faulted in on first touch), the header
-//     checks, XXH64 of the FlatBuffer, flatbuffers::Verifier, XXH64 of the weights blob (which
-//     reads every weights page), the semantic checks (runtime/verify.cc) and the copy into the
+//     checks, the checksum of the FlatBuffer, flatbuffers::Verifier, the checksum of the weights
+//     blob (XXH3-64 from format 3, runtime/checksum.h; it reads every weights page), the semantic checks (runtime/verify.cc) and the copy into the
 //     prepared structs. Not timed: the Model's release (munmap) after each load, and the flush.
 //     The file stays in the page cache throughout (it was just written): no byte comes from
 //     disk, so this is a warm-page-cache load. A cold one adds the disk read of the whole file,
@@ -56,6 +56,7 @@ testing::ArtifactSpec WeightsSpec(int64_t mb) {
   using testing::T;
   const int64_t n = mb * kMB / 4;
   testing::ArtifactSpec a;
+  a.format_version = kFormatVersion;  // the checksum the compiler writes today
   a.inputs = {{"x", DType::kFloat32, {n}, {""}}};
   a.outputs = {{"y", DType::kFloat32, {n}, {""}}};
   std::vector<uint8_t> bytes(static_cast<size_t>(mb * kMB));

@@ -17,8 +17,8 @@ struct ArtifactHeader {
   uint64_t flatbuffer_size;
   uint64_t weights_offset;    // multiple of kWeightsAlignment
   uint64_t weights_size;
-  uint64_t weights_xxh64;     // XXH64 of the weights blob, seed 0
-  uint64_t flatbuffer_xxh64;  // XXH64 of the FlatBuffer section, seed 0
+  uint64_t weights_checksum;     // of the weights blob: ArtifactChecksum (runtime/checksum.h)
+  uint64_t flatbuffer_checksum;  // of the FlatBuffer section, the same way
 };
 static_assert(sizeof(ArtifactHeader) == 64);
 

@@ -17,6 +17,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
+#include "runtime/checksum.h"
 #include "runtime/model_impl.h"
 #include "runtime/verify.h"
 #include "schema/kiln_generated.h"
@@ -100,9 +101,9 @@ Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::A
   const uint8_t* fbuf = data + h.flatbuffer_offset;
   // The Verifier proves the FlatBuffer is safe to read, not that it is the one the compiler
   // wrote: a flipped byte in a dim or an offset would still verify and compute garbage.
-  const uint64_t got = XXH64(fbuf, static_cast<size_t>(h.flatbuffer_size), 0);
-  if (got != h.flatbuffer_xxh64)
-    return DataLoss("FlatBuffer checksum mismatch: header says " + Hex(h.flatbuffer_xxh64) + ", section hashes to " +
+  const uint64_t got = ArtifactChecksum(h.format_version, fbuf, static_cast<size_t>(h.flatbuffer_size));
+  if (got != h.flatbuffer_checksum)
+    return DataLoss("FlatBuffer checksum mismatch: header says " + Hex(h.flatbuffer_checksum) + ", section hashes to " +
                     Hex(got) + " " + range);
   flatbuffers::Verifier verifier(fbuf, static_cast<size_t>(h.flatbuffer_size), opts);
   if (!fb::VerifyArtifactBuffer(verifier))
@@ -116,9 +117,9 @@ Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::A
 }
 
 Status CheckWeights(const uint8_t* data, const ArtifactHeader& h) {
-  const uint64_t got = XXH64(data + h.weights_offset, static_cast<size_t>(h.weights_size), 0);
-  if (got == h.weights_xxh64) return Status::Ok();
-  return DataLoss("weights checksum mismatch: header says " + Hex(h.weights_xxh64) +
+  const uint64_t got = ArtifactChecksum(h.format_version, data + h.weights_offset, static_cast<size_t>(h.weights_size));
+  if (got == h.weights_checksum) return Status::Ok();
+  return DataLoss("weights checksum mismatch: header says " + Hex(h.weights_checksum) +
                   ", blob hashes to " + Hex(got) + " (weights section at file offset " +
                   to_string(h.weights_offset) + ", " + to_string(h.weights_size) + " bytes)");
 }

@@ -9,6 +9,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
+#include "runtime/checksum.h"
 #include "schema/kiln_generated.h"
 
 namespace kiln::serialize {
@@ -346,8 +347,8 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   h.flatbuffer_size = b.GetSize();
   h.weights_offset = AlignUp(h.flatbuffer_offset + h.flatbuffer_size, kWeightsAlignment);
   h.weights_size = weights.bytes().size();
-  h.weights_xxh64 = XXH64(weights.bytes().data(), weights.bytes().size(), 0);
-  h.flatbuffer_xxh64 = XXH64(b.GetBufferPointer(), b.GetSize(), 0);
+  h.weights_checksum = ArtifactChecksum(kFormatVersion, weights.bytes().data(), weights.bytes().size());
+  h.flatbuffer_checksum = ArtifactChecksum(kFormatVersion, b.GetBufferPointer(), b.GetSize());
 
   std::vector<uint8_t> out(h.weights_offset + h.weights_size, 0);
   std::memcpy(out.data(), &h, sizeof(h));

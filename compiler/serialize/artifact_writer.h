@@ -1,6 +1,6 @@
-// Serializes compiled entries into a .kiln artifact (schema/kiln.fbs, format version 2):
-// the 64-byte header, the FlatBuffer, and the 256-byte-aligned weights blob with its
-// XXH64 checksum, and the kernel table of generated kernels.
+// Serializes compiled entries into a .kiln artifact (schema/kiln.fbs, format version
+// kFormatVersion): the 64-byte header, the FlatBuffer, and the 256-byte-aligned weights blob
+// with their checksums (runtime/checksum.h), and the kernel table of generated kernels.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Builds small .kiln artifacts in tests: a plain-struct description (ArtifactSpec) turned
-// into header + FlatBuffer + 256-aligned weights blob with a correct XXH64. Tests edit the
+// into header + FlatBuffer + 256-aligned weights blob with correct checksums. Tests edit the
 // spec to make an artifact semantically wrong, or edit the bytes to corrupt it.
 //
 //   ArtifactSpec spec = AddModelSpec();            // y = x + w, x: float32[N, 3]
@@ -19,6 +19,7 @@
 #include "kiln/tensor.h"
 #include "compiler/serialize/artifact_writer.h"
 #include "runtime/artifact_header.h"
+#include "runtime/checksum.h"
 #include "runtime/fused/program.h"
 #include "schema/kiln_generated.h"
 
@@ -216,8 +217,8 @@ inline std::vector<uint8_t> BuildArtifact(const ArtifactSpec& spec) {
   h.flatbuffer_size = b.GetSize();
   h.weights_offset = (h.flatbuffer_offset + h.flatbuffer_size + 255) / 256 * 256;
   h.weights_size = blob.size();
-  h.weights_xxh64 = XXH64(blob.data(), blob.size(), 0);
-  h.flatbuffer_xxh64 = XXH64(b.GetBufferPointer(), b.GetSize(), 0);
+  h.weights_checksum = ArtifactChecksum(spec.format_version, blob.data(), blob.size());
+  h.flatbuffer_checksum = ArtifactChecksum(spec.format_version, b.GetBufferPointer(), b.GetSize());
   std::vector<uint8_t> out(h.weights_offset + blob.size(), 0);
   std::memcpy(out.data(), &h, sizeof h);
   std::memcpy(out.data() + h.flatbuffer_offset, b.GetBufferPointer(), b.GetSize());

@@ -10,6 +10,7 @@
 
 #include "kiln/runtime.h"
 #include "tests/runtime/artifact_builder_test_util.h"
+#include "runtime/checksum.h"
 
 namespace kiln {
 namespace {
@@ -343,6 +344,29 @@ TEST_CASE("corrupt bytes in the FlatBuffer never crash the loader") {
   }
 }
 
+TEST_CASE("the header checksums are XXH64 before format 3 and XXH3-64 from it") {
+  // Hand-checked values: XXH64 and XXH3-64 of "abc" with seed 0 (xxHash's sanity tests).
+  const char abc[] = "abc";
+  CHECK(ArtifactChecksum(2, abc, 3) == 0x44BC2CF5AD770999ULL);
+  CHECK(ArtifactChecksum(3, abc, 3) == 0x78AF5F94892F3950ULL);
+  for (uint32_t version : {1u, 2u, 3u}) {
+    CAPTURE(version);
+    ArtifactSpec spec = AddModelSpec();
+    spec.format_version = version;
+    std::vector<uint8_t> bytes = BuildArtifact(spec);
+    const ArtifactHeader h = testing::ReadHeader(bytes);
+    CHECK(h.weights_checksum == ArtifactChecksum(version, bytes.data() + h.weights_offset, h.weights_size));
+    REQUIRE(Model::Load(bytes).ok());
+    // The same bytes claiming the other hash family fail the FlatBuffer checksum.
+    ArtifactHeader other = h;
+    other.format_version = version < kXxh3FormatVersion ? kXxh3FormatVersion : 2;
+    testing::WriteHeader(bytes, other);
+    Status st = Model::Load(bytes).status();
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().rfind("FlatBuffer checksum mismatch", 0) == 0);
+  }
+}
+
 TEST_CASE("header and checksum errors") {
   const std::vector<uint8_t> good = BuildArtifact(AddModelSpec());
   const ArtifactHeader h = testing::ReadHeader(good);
@@ -367,7 +391,7 @@ TEST_CASE("header and checksum errors") {
   testing::WriteHeader(bytes, v);
   st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 7 is newer than this runtime supports (1..2)");
+  CHECK(st.message() == "artifact format version 7 is newer than this runtime supports (1..3)");
 
   bytes = good;
   v = h;
@@ -382,7 +406,7 @@ TEST_CASE("header and checksum errors") {
   CHECK(st.message().rfind("FlatBuffer checksum mismatch: header says 0x", 0) == 0);
   // With the checksum recomputed, the Verifier still rejects the bad identifier.
   v = h;
-  v.flatbuffer_xxh64 = XXH64(bytes.data() + h.flatbuffer_offset, h.flatbuffer_size, 0);
+  v.flatbuffer_checksum = ArtifactChecksum(h.format_version, bytes.data() + h.flatbuffer_offset, h.flatbuffer_size);
   testing::WriteHeader(bytes, v);
   st = Model::Load(bytes).status();
   CHECK(st.message() == "artifact FlatBuffer failed verification (bytes 64.." +
