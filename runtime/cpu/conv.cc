@@ -481,7 +481,11 @@ void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, 
     }
     Sgemm(mg, count, rows, wg, rows, bmat, pointwise ? g.out_size : count, bias ? 1.0f : 0.0f,
           yg + p0, g.out_size);
-    for (int64_t r = 0; r < mg; ++r) ApplyEpilogue(epilogue, y, y_offset + r * g.out_size + p0, count);
+    if (count == g.out_size) {  // one tile: the group's rows are contiguous, one call
+      ApplyEpilogue(epilogue, y, y_offset, mg * g.out_size);
+    } else {
+      for (int64_t r = 0; r < mg; ++r) ApplyEpilogue(epilogue, y, y_offset + r * g.out_size + p0, count);
+    }
   }
 }
 

@@ -1578,6 +1578,7 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
       Align64(reinterpret_cast<uintptr_t>(workspace)) - reinterpret_cast<uintptr_t>(workspace);
   uint8_t* ws = static_cast<uint8_t*>(workspace) + base;
   const int B = l.block;
+  const int const_fill = Pad(static_cast<int>(std::min<int64_t>(B, std::max(total, rows))));
   const size_t num_nodes = p.nodes.size();
   const size_t num_red = p.reductions.size();
   uint8_t* need = ws + l.marks;
@@ -1691,17 +1692,19 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
             ev.coord[node.i] = As<int64_t>(s);
           }
           break;
+        // No block holds more than min(B, total) elements (or rows, in the per-row pass), so
+        // a small launch fills only that much of a long block's slot.
         case Op::kSize:
-          for (int j = 0; j < B; ++j) As<int64_t>(s)[j] = sizes[node.i];
+          FillPadded(As<int64_t>(s), sizes[node.i], const_fill);
           break;
         case Op::kConst:
-          for (int j = 0; j < B; ++j) {
-            if (node.type == ScalarType::kI64)
-              As<int64_t>(s)[j] = node.i;
-            else if (node.type == ScalarType::kF32)
-              As<float>(s)[j] = static_cast<float>(node.f);
-            else
-              As<double>(s)[j] = node.f;
+          if (node.type == ScalarType::kI64) {
+            FillPadded(As<int64_t>(s), node.i, const_fill);
+          } else if (node.type == ScalarType::kF32) {
+            const float v = static_cast<float>(node.f);
+            for (int j = 0; j < const_fill; ++j) As<float>(s)[j] = v;
+          } else {
+            for (int j = 0; j < const_fill; ++j) As<double>(s)[j] = node.f;
           }
           break;
         default:
