@@ -370,9 +370,9 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     auto pool = cpu::ThreadPool::Create(threads);
     if (!pool.ok()) return pool.status();
     impl->threads = std::move(*pool);
-    // OpenBLAS keeps one process-wide count (runtime.h says so): at 1 thread no GEMM may
-    // use a second core either.
-    openblas_set_num_threads(threads);
+    // OpenBLAS keeps one process-wide count (runtime.h says so). Kiln splits its GEMMs over
+    // its own threads (runtime/cpu/gemm.h says why), so OpenBLAS's are never used.
+    openblas_set_num_threads(1);
   }
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());

@@ -131,13 +131,16 @@ struct ContextOptions {
   // intra_op_num_threads), 1 to 256; 0 means one per CPU this process may run on (its
   // affinity mask). Create starts cpu_threads - 1 worker threads, owned by the context, which
   // wait (briefly spinning, then asleep) between Runs. Kiln's kernels split their outer loops
-  // over them (fused programs by blocks of rows, depthwise Conv and pooling by channel, im2col
-  // and col2im by channel) when the work is large enough; the results are the same bits at
-  // every thread count. OpenBLAS keeps one process-wide thread count: creating a CPU context
-  // sets it to this value, so contexts that disagree share the last value set. The CUDA
-  // backend ignores it (its CPU instructions run on the calling thread). device_note() gives
-  // the count ("CPU backend, 2 threads"). Create fails with kInvalidArgument outside [0, 256]
-  // and kResourceExhausted when a thread cannot be started.
+  // over them when the work is large enough: fused programs by blocks of rows, depthwise
+  // Conv and pooling by channel, im2col and col2im by channel, and float32 GEMMs (MatMul,
+  // Gemm, Conv, ConvTranspose) by blocks of the output that depend on the shape only; the
+  // results are the same bits at every thread count. OpenBLAS runs single-threaded inside
+  // these blocks: creating a CPU context sets OpenBLAS's process-wide thread count to 1 (its
+  // own idle workers would compete with the context's for the cores), which other users of
+  // OpenBLAS in the process then see too. The CUDA backend ignores cpu_threads (its CPU
+  // instructions run on the calling thread). device_note() gives the count ("CPU backend,
+  // 2 threads"). Create fails with kInvalidArgument outside [0, 256] and kResourceExhausted
+  // when a thread cannot be started.
   int cpu_threads = 0;
 };
 

@@ -2,8 +2,6 @@
 // by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace. Conv
 // applies the epilogue annotations of compiler/passes/epilogue.h (residual, activation)
 // to each image and group right after its GEMM, while the output is still in cache.
-#include <cblas.h>
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
@@ -16,6 +14,7 @@
 
 #include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/half.h"
@@ -453,18 +452,11 @@ void FillBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* 
   for (int64_t r = 0; r < rows; ++r) FillFloats(y + r * ld, cols, bias[r]);
 }
 
-void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-           float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
 // One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile,
 // each tile's epilogue applied right after its GEMM, while the tile is in cache (Y's
-// elements from y_offset on are the group's). The GEMM is OpenBLAS's to parallelise; the
-// column tile is filled by the pool's threads, each taking a range of input channels
-// (disjoint rows of the tile).
+// elements from y_offset on are the group's). The pool's threads fill the column tile
+// (each a range of input channels: disjoint rows of the tile), then share its GEMM
+// (runtime/cpu/gemm.h).
 void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg,
                int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg, ThreadPool* threads,
                const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
@@ -479,8 +471,8 @@ void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, 
       });
       bmat = col;
     }
-    Sgemm(mg, count, rows, wg, rows, bmat, pointwise ? g.out_size : count, bias ? 1.0f : 0.0f,
-          yg + p0, g.out_size);
+    ParallelSgemm(threads, false, false, mg, count, rows, 1.0f, wg, rows, bmat, pointwise ? g.out_size : count,
+                  bias ? 1.0f : 0.0f, yg + p0, g.out_size);
     if (count == g.out_size) {  // one tile: the group's rows are contiguous, one call
       ApplyEpilogue(epilogue, y, y_offset, mg * g.out_size);
     } else {
@@ -745,10 +737,8 @@ Status ConvTransposeKernel(const KernelCall& call) {
         const float* xg = px + (b * c + grp * cg) * g.in_size;
         const float* wg = pw + grp * cg * rows;
         if (cg == 0) continue;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<blasint>(rows),
-                    static_cast<blasint>(g.in_size), static_cast<blasint>(cg), 1.0f, wg,
-                    static_cast<blasint>(rows), xg, static_cast<blasint>(g.in_size), 0.0f, col,
-                    static_cast<blasint>(g.in_size));
+        ParallelSgemm(call.threads, true, false, rows, g.in_size, cg, 1.0f, wg, rows, xg, g.in_size, 0.0f, col,
+                      g.in_size);
         // Output channels are disjoint: split them over the threads.
         ParallelFor(call.threads, mg, MinItemsPerPart(g.kernel_size * g.in_size), [&](int64_t c0, int64_t c1) {
           Col2Im(col + c0 * g.kernel_size * g.in_size, c1 - c0, g, py + (b * m + grp * mg + c0) * g.out_size);

@@ -10,15 +10,17 @@
 
 #include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/half.h"
 
 namespace kiln::cpu {
 namespace {
 
-// C[m,n] = A[m,k] * B[k,n] (+ C when accumulate), row-major, any leading dims.
+// C[m,n] = A[m,k] * B[k,n] (+ C when accumulate), row-major, any leading dims. float32
+// GEMMs are split over `threads` (runtime/cpu/gemm.h).
 template <typename T>
-void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+void Gemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == T(0)) {
@@ -30,9 +32,7 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   const auto opa = ta ? CblasTrans : CblasNoTrans;
   const auto opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, opa, opb, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+    ParallelSgemm(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, opa, opb, static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
@@ -146,7 +146,7 @@ Status MatMulKernel(const KernelCall& call) {
     }
     // A shared right operand lets the whole batch go through one GEMM.
     if (b_count == 1 && a_count == batch) {
-      Gemm<T>(false, false, batch * m, n, k, T(1), pa, k, pb, n, beta, py, n);
+      Gemm<T>(call.threads, false, false, batch * m, n, k, T(1), pa, k, pb, n, beta, py, n);
       ApplyEpilogue(epilogue, y);
       return;
     }
@@ -155,7 +155,7 @@ Status MatMulKernel(const KernelCall& call) {
     do {
       const int64_t oa = it.Offset(sa, batch_rank) * m * k;
       const int64_t ob = it.Offset(sb, batch_rank) * k * n;
-      Gemm<T>(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, beta, py + i * m * n, n);
+      Gemm<T>(call.threads, false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, beta, py + i * m * n, n);
       ApplyEpilogue(epilogue, y, i * m * n, m * n);
       ++i;
     } while (it.Next(batch_rank));
@@ -223,7 +223,7 @@ Status GemmKernel(const KernelCall& call) {
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) py[i * n + j] = pc[i * sc[0] + j * sc[1]];
     }
-    Gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), a.as<const T>(), a.dims[1], b.as<const T>(),
+    Gemm<T>(call.threads, ta, tb, m, n, k, static_cast<T>(alpha), a.as<const T>(), a.dims[1], b.as<const T>(),
             b.dims[1], static_cast<T>(beta), py, n);
     ApplyEpilogue(epilogue, y);
   };

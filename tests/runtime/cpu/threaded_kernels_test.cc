@@ -1,6 +1,7 @@
 // The kernels that split their outer loops over a thread pool (KernelCall::threads): the
-// fused-program interpreter, Conv (depthwise channels, im2col channels), ConvTranspose
-// (col2im channels) and pooling (planes). Each is run without a pool and on pools of 1, 2
+// fused-program interpreter, Conv (depthwise channels, im2col channels, GEMM blocks),
+// ConvTranspose (GEMM blocks, col2im channels), MatMul and Gemm (GEMM blocks) and pooling
+// (planes). Each is run without a pool and on pools of 1, 2
 // and 3 threads, on shapes large enough to be split: the outputs must be the same bits, and
 // the fused programs must also match values computed here from their definitions (the
 // kernels' own tests check them against references on one thread).
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/cpu/fused.h"
@@ -234,6 +236,34 @@ TEST_CASE("ConvTranspose split over threads: col2im output channels give the sam
   SameOnEveryPool(pools, DType::kFloat32, {1, 32, 65, 65}, [&](ThreadPool* pool, TestTensor& y) {
     return RunKernelOn("ConvTranspose", a, {&x, &w}, {&y}, pool);
   });
+}
+
+TEST_CASE("MatMul and Gemm split over threads (runtime/cpu/gemm.h): same bits, close to the definition") {
+  Pools pools;
+  // Wide (column blocks) and tall (row blocks) products, both large enough to be split.
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{96, 300, 1000}, {1000, 300, 40}}) {
+    INFO(m << " x " << k << " x " << n);
+    auto a = Floats({m, k}, RandomFloats(static_cast<size_t>(m * k), 15));
+    auto b = Floats({k, n}, RandomFloats(static_cast<size_t>(k * n), 16));
+    const std::vector<float> y = SameOnEveryPool(pools, DType::kFloat32, {m, n}, [&](ThreadPool* pool, TestTensor& out) {
+      return RunKernelOn("MatMul", AttrMap{}, {&a, &b}, {&out}, pool);
+    });
+    const auto av = a.values<float>(), bv = b.values<float>();
+    size_t bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += static_cast<double>(av[i * k + p]) * bv[p * n + j];
+        bad += !(std::fabs(y[i * n + j] - want) <= 1e-3 + 1e-4 * std::fabs(want));
+      }
+    CHECK(bad == 0);
+    AttrMap trans;
+    trans.SetInt("transB", 1);
+    auto bt = Floats({n, k}, RandomFloats(static_cast<size_t>(k * n), 17));
+    SameOnEveryPool(pools, DType::kFloat32, {m, n}, [&](ThreadPool* pool, TestTensor& out) {
+      return RunKernelOn("Gemm", trans, {&a, &bt}, {&out}, pool);
+    });
+  }
 }
 
 TEST_CASE("pooling split over threads: planes give the same bits") {

@@ -1,0 +1,46 @@
+#include "runtime/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace kiln::cpu {
+namespace {
+
+// Products below this many multiply-adds are one call. Above, blocks of at least kMinBlock
+// columns (or rows), at most kMaxBlocks of them: each block repacks the other operand, which
+// costs a few percent of its multiply-adds at 256 columns, so a single thread loses little.
+constexpr double kMinSplitWork = double{1 << 22};
+constexpr int64_t kMinBlock = 64;
+constexpr int64_t kMaxBlocks = 16;
+
+void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+}  // namespace
+
+void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const bool by_columns = n >= m;
+  const int64_t extent = by_columns ? n : m;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t wanted = work < kMinSplitWork ? 1 : std::clamp<int64_t>(extent / kMinBlock, 1, kMaxBlocks);
+  const int64_t block = ((extent + wanted - 1) / wanted + 15) / 16 * 16;
+  const int64_t blocks = (extent + block - 1) / block;
+  ParallelFor(threads, blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t lo = u * block, len = std::min(extent, lo + block) - lo;
+      if (by_columns) {
+        Sgemm(ta, tb, m, len, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+      } else {
+        Sgemm(ta, tb, len, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
+      }
+    }
+  });
+}
+
+}  // namespace kiln::cpu
