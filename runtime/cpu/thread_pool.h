@@ -19,13 +19,15 @@
 // Why a pool of our own rather than OpenMP (libgomp): libgomp's idle workers busy-wait for
 // GOMP_SPINCOUNT (300000 spins, about 0.1-1 ms) after each parallel region unless
 // OMP_WAIT_POLICY=passive is set in the environment before the process starts, which a
-// library cannot do; on a machine whose cores OpenBLAS's own threads also need for the GEMM
-// that typically follows a fused op, those spinning workers take the cores from OpenBLAS.
-// libgomp's team is also per calling thread and sized by per-thread ICVs, and whether a
-// parallel region allocates is an implementation detail, where Run must allocate nothing
-// (tests/runtime/run_allocations_test.cc). This pool spins for a few microseconds, then
-// yields the core for a short while, then sleeps on a futex (std::atomic::wait); it
-// allocates only in Create, and it adds no runtime dependency.
+// library cannot do; they then hold cores that the caller's other threads (other contexts,
+// the application) want between Runs. libgomp's team is also per calling thread and sized
+// by per-thread ICVs, and whether a parallel region allocates is an implementation detail,
+// where Run must allocate nothing (tests/runtime/run_allocations_test.cc). OpenBLAS's own
+// thread pool has the same idle spinning (sched_yield for about 0.1 s), which is why the
+// CPU backend keeps OpenBLAS at one thread and splits GEMMs over this pool instead
+// (runtime/cpu/gemm.h). This pool spins for a few microseconds, then yields the core for up
+// to 0.1 ms, then sleeps on a futex (std::atomic::wait); it allocates only in Create, and it
+// adds no runtime dependency.
 //
 // Thread safety: one ParallelFor at a time per pool (a context is used from one thread at a
 // time). A ParallelFor from inside a body (nested) runs serially on the thread that makes it.
