@@ -8,13 +8,15 @@ namespace kiln::cpu {
 namespace {
 
 // Products below this many multiply-adds are one call. Above, blocks of at least kMinBlock
-// columns (or rows), at most kMaxBlocks of them. Each block repacks the other operand, a
-// cost a single thread pays too (ResNet-50 on one thread: about 86-91 ms against 85 ms
-// unsplit, within the noise of the machine it was measured on); blocks of 64 are what lets
-// ResNet-50's 3x3 convolutions, whose im2col tiles are 112-224 columns wide, use 2 threads.
+// columns (or rows), at most kMaxBlocks of them. Each block repacks the other operand and
+// runs narrower OpenBLAS kernels, a cost a single thread pays too: ResNet-50 on one thread
+// takes 81-84 ms this way against 77 ms unsplit, and on two threads 52 ms against 74 ms
+// (medians, 2 idle cores). Blocks of 64 are what let its 3x3 convolutions, whose im2col
+// tiles are 112-224 columns wide, use two threads; 4 blocks at most keep the one-thread
+// cost at that (16 cost 84-86 ms).
 constexpr double kMinSplitWork = double{1 << 22};
 constexpr int64_t kMinBlock = 64;
-constexpr int64_t kMaxBlocks = 16;
+constexpr int64_t kMaxBlocks = 4;
 
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
