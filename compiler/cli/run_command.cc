@@ -168,7 +168,7 @@ void AddRunCommand(CLI::App& app) {
                 "last run and the total per executor");
   auto threads = std::make_shared<int>(0);
   cmd->add_option("--threads", *threads,
-                  "CPU backend: threads per run, the caller's included (OpenBLAS gets the same count); "
+                  "CPU backend: threads per run, the caller's included (Kiln splits its kernels and GEMMs over them; OpenBLAS runs single-threaded inside); "
                   "0 (default): one per core")
       ->check(CLI::Range(0, 256));
   cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat, *profile, *threads)); });
