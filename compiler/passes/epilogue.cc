@@ -162,8 +162,9 @@ class Folder {
       chain.result = n.outputs[0];
       return true;
     }
-    // SiLU: x read by exactly Sigmoid(x) -> s and Mul(x, s) / Mul(s, x), s read only by the Mul.
     if (uses_.uses[tip] != 2 || uses_.readers[tip].size() != 2) return false;
+    if (MatchWrittenOutHardSwish(tip, chain)) return true;
+    // SiLU: x read by exactly Sigmoid(x) -> s and Mul(x, s) / Mul(s, x), s read only by the Mul.
     int sig = uses_.readers[tip][0], mul = uses_.readers[tip][1];
     if (claimed[sig] || claimed[mul]) return false;
     if (t_.body.nodes[sig].op != "Sigmoid") std::swap(sig, mul);
@@ -181,6 +182,37 @@ class Folder {
     chain.folded.push_back(sig);
     chain.folded.push_back(mul);
     chain.result = m.outputs[0];
+    return true;
+  }
+
+  // HardSwish written out as Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) (PaddlePaddle's exports):
+  // x read by exactly the Add and the Mul (either operand order in each), the Add's output
+  // only by the Clip, the Clip's only by the Mul and the Mul's only by the Div; the constants
+  // are scalars (one element) of exactly these values.
+  bool MatchWrittenOutHardSwish(ir::ValueId tip, Chain& chain) {
+    int add = uses_.readers[tip][0], mul = uses_.readers[tip][1];
+    if (t_.body.nodes[add].op != "Add") std::swap(add, mul);
+    if (add == mul || claimed[add] || claimed[mul]) return false;
+    const ir::Node& a = t_.body.nodes[add];
+    const ir::Node& m = t_.body.nodes[mul];
+    if (!IsBinary(a, "Add") || !IsBinary(m, "Mul") || !IsScalar(Other(a, tip), 3)) return false;
+    const int clip = Reader(a.outputs[0]);
+    if (clip < 0) return false;
+    const ir::Node& c = t_.body.nodes[clip];
+    if (c.op != "Clip" || c.outputs.size() != 1 || c.outputs[0] == ir::kNoValue || !ClipsTo0And6(c)) return false;
+    if (Other(m, tip) != c.outputs[0] || Reader(c.outputs[0]) != mul) return false;
+    const int div = Reader(m.outputs[0]);
+    if (div < 0) return false;
+    const ir::Node& d = t_.body.nodes[div];
+    if (!IsBinary(d, "Div") || d.inputs[0] != m.outputs[0] || !IsScalar(d.inputs[1], 6)) return false;
+    const ir::Value& x = t_.value(tip);
+    for (const ir::Node* n : {&a, &c, &m, &d})
+      if (!Keeps(x, n->outputs[0])) return false;
+    chain.act = cpu::EpilogueActivation::kHardSwish;
+    chain.act_desc = "HardSwish (Add '" + a.name + "', Clip '" + c.name + "', Mul '" + m.name +
+                     "', Div '" + d.name + "')";
+    chain.folded.insert(chain.folded.end(), {add, clip, mul, div});
+    chain.result = d.outputs[0];
     return true;
   }
 
@@ -325,6 +357,33 @@ class Folder {
   int Reader(ir::ValueId id) const {
     const int r = uses_.SoleReader(id);
     return r >= 0 && !claimed[r] ? r : -1;
+  }
+
+  // True when `n` is `op` with two inputs and one output, all present.
+  static bool IsBinary(const ir::Node& n, std::string_view op) {
+    return n.op == op && n.inputs.size() == 2 && n.inputs[0] != ir::kNoValue && n.inputs[1] != ir::kNoValue &&
+           n.outputs.size() == 1 && n.outputs[0] != ir::kNoValue;
+  }
+
+  // The operand of binary `n` that is not `id` (kNoValue when both are).
+  static ir::ValueId Other(const ir::Node& n, ir::ValueId id) {
+    if (n.inputs[0] == id) return n.inputs[1] == id ? ir::kNoValue : n.inputs[1];
+    return n.inputs[1] == id ? n.inputs[0] : ir::kNoValue;
+  }
+
+  // True when `id` is a constant of one element equal to `v`.
+  bool IsScalar(ir::ValueId id, double v) const {
+    if (id == ir::kNoValue || !t_.value(id).is_const()) return false;
+    const ir::ConstData& d = *t_.value(id).data;
+    return d.num_elements() == 1 && d.FloatAt(0) == v;
+  }
+
+  // True when Clip `c` bounds its input to [0, 6]: constant min and max inputs (opset 11 on)
+  // or min and max attributes (before), both present.
+  bool ClipsTo0And6(const ir::Node& c) const {
+    if (c.inputs.size() == 3) return IsScalar(c.inputs[1], 0) && IsScalar(c.inputs[2], 6);
+    return c.inputs.size() == 1 && c.attrs.Has("min") && c.attrs.Has("max") &&
+           c.attrs.GetFloat("min", 1) == 0 && c.attrs.GetFloat("max", 0) == 6;
   }
 
   // True when value `out` keeps the dtype and shape of `x` (an elementwise step).

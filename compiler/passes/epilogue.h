@@ -16,13 +16,19 @@
 //   2. then either an activation followed by a residual ("bias,act,residual", the order of
 //      e.g. transformer blocks) or a residual followed by an activation ("bias,residual,act",
 //      ResNet's Conv -> Add(shortcut) -> Relu), each again optional:
-//      activation: Relu, Gelu (approximate "none" or "tanh"), Sigmoid, HardSwish, and SiLU
-//                  written as Mul(x, Sigmoid(x)) (either operand order), x the pre-activation;
+//      activation: Relu, Gelu (approximate "none" or "tanh"), Sigmoid, HardSwish, SiLU
+//                  written as Mul(x, Sigmoid(x)) (either operand order), and HardSwish
+//                  written as Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) (either operand order in
+//                  the Add and the Mul; 0, 3 and 6 one-element constants, or Clip's min/max
+//                  attributes), x the pre-activation;
 //      residual:   Add(t, r) or Add(r, t), r not a constant, of t's dtype and exactly t's
 //                  shape (same rank, every dim the same, static or symbolic: no broadcast).
 //   Every value inside the chain (P's output and each intermediate) must have exactly one
 //   reader and must not be a model output; SiLU's x has exactly two readers, its Sigmoid and
-//   its Mul, and the Sigmoid's output only the Mul. Only float32 and float64 chains fold.
+//   its Mul, and the Sigmoid's output only the Mul; the written-out HardSwish's x exactly two,
+//   its Add and its Mul. Only float32 and float64 chains fold. The written-out HardSwish then
+//   computes x * clamp(x / 6 + 0.5, 0, 1) (runtime/cpu/activation.h), which may differ from
+//   x * clip(x + 3, 0, 6) / 6 in the last bit or two.
 //
 // ---- The annotated form (the contract for the backends) ----------------------------------
 //   Conv(X, W[, B[, R]])        B: [M], the ONNX bias, now holding the folded bias too.

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -239,6 +241,45 @@ TEST_CASE("epilogue: a Conv's own bias and an added constant are summed; Sigmoid
   CheckSameResults(f);
 }
 
+// x[1,2,5,5] -> Conv(W, B) -> c; y = Div(Mul(c, Clip(Add(c, three), lo, hi)), six): HardSwish
+// written out as PaddlePaddle exports it, with the constants given (3, 0, 6, 6 for HardSwish).
+// `also_out` makes c a model output too (a second reader).
+onnx::ModelProto WrittenOutHardSwish(float three, float lo, float hi, float six, bool also_out = false) {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "5", "5"});
+  AddFloatInit(g, "W", {3, 2, 3, 3}, RandomFloats(54, 21));
+  AddFloatInit(g, "B", {3}, {0.5f, -1, 3});
+  AddFloatInit(g, "three", {}, {three});
+  AddFloatInit(g, "lo", {}, {lo});
+  AddFloatInit(g, "hi", {}, {hi});
+  AddFloatInit(g, "six", {1}, {six});
+  AttrInts(AddNode(g, "Conv", {"x", "W", "B"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Add", {"three", "c"}, {"a"}, "add3");
+  AddNode(g, "Clip", {"a", "lo", "hi"}, {"k"}, "clip");
+  AddNode(g, "Mul", {"c", "k"}, {"p"}, "mul");
+  AddNode(g, "Div", {"p", "six"}, {"y"}, "div6");
+  AddOutput(g, "y");
+  if (also_out) AddOutput(g, "c");
+  return m;
+}
+
+TEST_CASE("epilogue: x * Clip(x + 3, 0, 6) / 6 after a Conv is a HardSwish epilogue") {
+  Folded f = Fold(WrittenOutHardSwish(3, 0, 6, 6));
+  REQUIRE(Ops(f.trace) == std::vector<std::string>{"Conv"});
+  const Node& n = f.trace.body.nodes[0];
+  CHECK(Inputs(f.trace, n) == std::vector<std::string>{"x", "W", "B"});
+  CHECK(n.attrs.GetString("epilogue_activation", "") == "HardSwish");
+  CHECK(f.trace.value(n.outputs[0]).name == "y");
+  CHECK(f.log == std::vector<std::string>{"conv (Conv): folded HardSwish (Add 'add3', Clip 'clip', Mul "
+                                          "'mul', Div 'div6') into the epilogue"});
+  // The inputs reach beyond -3 and 3, so both clamps and the curve between are compared.
+  const std::vector<float> y = Execute(f.canonical, {RandomFloats(50, 7)})[0];
+  CHECK(std::count(y.begin(), y.end(), 0.0f) > 0);       // Clip(x + 3, 0, 6) at 0: y = x * 0
+  CHECK(*std::max_element(y.begin(), y.end()) > 3.0f);  // at 6: y = x
+  CheckSameResults(f);
+}
+
 TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1; Gelu tanh") {
   auto m = MakeModel(20);
   auto* g = m.mutable_graph();
@@ -408,6 +449,16 @@ TEST_CASE("epilogue: what does not fold") {
     AddOutput(g, "y");
     Folded f = Fold(m);
     CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add"});
+  }
+  SUBCASE("a written-out HardSwish with other constants, or whose pre-activation is read elsewhere") {
+    for (const auto& [three, lo, hi, six] : std::vector<std::array<float, 4>>{
+             {2, 0, 6, 6}, {3, -1, 6, 6}, {3, 0, 5, 6}, {3, 0, 6, 5}}) {
+      INFO("constants " << three << " " << lo << " " << hi << " " << six);
+      Folded f = Fold(WrittenOutHardSwish(three, lo, hi, six));
+      CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add", "Clip", "Mul", "Div"});
+    }
+    Folded f = Fold(WrittenOutHardSwish(3, 0, 6, 6, /*also_out=*/true));
+    CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add", "Clip", "Mul", "Div"});
   }
   SUBCASE("a Sigmoid whose output is also read elsewhere is no SiLU") {
     auto m = MakeModel(17);
