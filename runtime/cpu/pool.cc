@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <vector>
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
@@ -103,122 +102,183 @@ AxisWindow Window(const PoolGeometry& g, int i, int64_t o) {
 
 enum class PoolKind { kMax, kAverage, kLp };
 
-// The windows of every output position along each axis, computed once per call (read-only
-// while the planes run).
+// Bytes of the per-axis windows (PoolPlan::axis) for this output: one AxisWindow per output
+// coordinate on each spatial axis.
+size_t PoolWindowBytes(const TensorRef& y) {
+  int64_t n = 0;
+  for (int i = 2; i < y.rank; ++i) n += y.dims[i];
+  return static_cast<size_t>(n) * sizeof(AxisWindow);
+}
+
+size_t PoolWorkspace(const AttrMap&, std::span<const TensorRef>, std::span<const TensorRef> outputs) {
+  return outputs.empty() || !outputs[0].present() ? 0 : PoolWindowBytes(outputs[0]);
+}
+
+// The windows of every output position along each axis, computed once per call into the
+// call's workspace (read-only while the planes run).
 struct PoolPlan {
-  std::vector<AxisWindow> axis[kMaxSpatial];
+  const AxisWindow* axis[kMaxSpatial] = {};
   int64_t in_strides[kMaxSpatial] = {}, col_strides[kMaxSpatial] = {};
-  int64_t max_rows = 1;  // most rows (valid taps over all axes but the last) of a window
+  // One tap further along axis i: in the plane, and in the column-major numbering.
+  int64_t tap_step[kMaxSpatial] = {}, tap_cstep[kMaxSpatial] = {};
 };
 
-PoolPlan MakePoolPlan(const PoolGeometry& g) {
+// `windows` holds PoolWindowBytes(y) bytes.
+PoolPlan MakePoolPlan(const PoolGeometry& g, AxisWindow* windows) {
   PoolPlan plan;
   ContiguousStrides(g.in, g.sr, plan.in_strides);
   int64_t s = 1;
   for (int i = 0; i < g.sr; ++i) {  // storage_order=1 numbers spatial positions column-major
     plan.col_strides[i] = s;
     s *= g.in[i];
-    plan.axis[i].resize(static_cast<size_t>(g.out[i]));
-    for (int64_t o = 0; o < g.out[i]; ++o) plan.axis[i][static_cast<size_t>(o)] = Window(g, i, o);
+    plan.tap_step[i] = g.dilation[i] * plan.in_strides[i];
+    plan.tap_cstep[i] = g.dilation[i] * plan.col_strides[i];
+    for (int64_t o = 0; o < g.out[i]; ++o) windows[o] = Window(g, i, o);
+    plan.axis[i] = windows;
+    windows += g.out[i];
   }
-  for (int i = 0; i + 1 < g.sr; ++i) plan.max_rows *= std::min(g.kernel[i], g.in[i]);
   return plan;
 }
 
-// One plane. Output positions run row-major; the window's rows (its valid taps over the
-// leading axes) are listed once per output row, and the taps along the last axis are a
-// tight loop. Taps are visited in row-major order, as the definition reads them.
-template <typename T, PoolKind kKind>
+// The rows of one output row's windows: the valid taps over the leading axes (all but the
+// last), numbered row-major. Row r's offset in the plane and its column-major spatial number
+// (storage_order=1) are computed from r.
+struct WindowRows {
+  const PoolPlan* plan;
+  int lead;        // leading axes
+  int64_t count;   // rows
+  int64_t taps[kMaxSpatial];  // valid taps along leading axis i
+  int64_t off0, coff0;        // row 0
+
+  int64_t At(int64_t r, const int64_t* step, int64_t at) const {
+    if (lead == 0) return at;
+    for (int i = lead - 1; i > 0; --i) {
+      at += (r % taps[i]) * step[i];
+      r /= taps[i];
+    }
+    return at + r * step[0];
+  }
+  int64_t off(int64_t r) const { return At(r, plan->tap_step, off0); }
+  int64_t coff(int64_t r) const { return At(r, plan->tap_cstep, coff0); }
+};
+
+// Rows looked up in tables filled once per output row (windows of at most kTableRows rows).
+struct RowTable {
+  const int64_t* offs;
+  const int64_t* coffs;
+  int64_t off(int64_t r) const { return offs[r]; }
+  int64_t coff(int64_t r) const { return coffs[r]; }
+};
+
+// Rows up to which an output row's row offsets are tabled on the stack (two tables of 4 KB);
+// larger windows (only hostile or exotic N-d pools) compute each row's offset when they read it.
+constexpr int64_t kTableRows = 512;
+
+// One output row: the taps along the last axis are a tight loop, visited row by row in
+// row-major order, as the definition reads them (the first of equal maxima wins). ir (MaxPool's
+// Indices) is null unless kIndices.
+template <typename T, PoolKind kKind, bool kIndices, typename Rows>
+void PoolRow(const T* x, const PoolGeometry& g, const PoolPlan& plan, bool count_include_pad, int64_t p,
+             int64_t plane_offset, bool col_major, const Rows& rows, int64_t nrows, int64_t padded_outer,
+             T* yr, int64_t* ir) {
+  const int last = g.sr - 1;
+  const AxisWindow* lw = plan.axis[last];
+  const int64_t out_last = g.out[last], dil = g.dilation[last], cs_last = plan.col_strides[last];
+  for (int64_t o = 0; o < out_last; ++o) {
+    const AxisWindow& w = lw[o];
+    const int64_t k0 = w.start + w.first * dil, nk = w.end - w.first;
+    const int64_t valid = nrows * nk;
+    if constexpr (kKind == PoolKind::kMax) {
+      if (valid == 0) {
+        yr[o] = T(0);
+        if constexpr (kIndices) ir[o] = 0;
+        continue;
+      }
+      // The first tap, then strictly greater ones: the first of equal maxima wins.
+      T best = x[rows.off(0) + k0];
+      int64_t best_r = 0, best_k = 0;
+      for (int64_t r = 0; r < nrows; ++r) {
+        const T* row = x + rows.off(r) + k0;
+        if constexpr (kIndices) {
+          for (int64_t k = 0; k < nk; ++k) {
+            if (row[k * dil] > best) {
+              best = row[k * dil];
+              best_r = r;
+              best_k = k;
+            }
+          }
+        } else if (dil == 1) {
+          for (int64_t k = 0; k < nk; ++k) best = row[k] > best ? row[k] : best;
+        } else {
+          for (int64_t k = 0; k < nk; ++k) best = row[k * dil] > best ? row[k * dil] : best;
+        }
+      }
+      yr[o] = best;
+      if constexpr (kIndices) {
+        const int64_t pos = k0 + best_k * dil;
+        ir[o] = plane_offset + (col_major ? rows.coff(best_r) + pos * cs_last : rows.off(best_r) + pos);
+      }
+    } else {
+      double acc = 0.0;
+      for (int64_t r = 0; r < nrows; ++r) {
+        const T* row = x + rows.off(r) + k0;
+        for (int64_t k = 0; k < nk; ++k) {
+          const double v = static_cast<double>(row[k * dil]);
+          if constexpr (kKind == PoolKind::kAverage) {
+            acc += v;
+          } else {
+            acc += std::pow(std::fabs(v), static_cast<double>(p));
+          }
+        }
+      }
+      if constexpr (kKind == PoolKind::kAverage) {
+        const int64_t div = count_include_pad ? padded_outer * w.padded : valid;
+        yr[o] = div > 0 ? static_cast<T>(acc / static_cast<double>(div)) : T(0);
+      } else {
+        yr[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
+      }
+    }
+  }
+}
+
+// One plane. Output positions run row-major; the window's rows are listed once per output
+// row (in stack tables up to kTableRows rows) and PoolRow runs the taps.
+template <typename T, PoolKind kKind, bool kIndices>
 void PoolPlane(const T* x, const PoolGeometry& g, const PoolPlan& plan, bool count_include_pad, int64_t p,
                int64_t plane_offset, bool col_major, T* y, int64_t* indices) {
-  const int sr = g.sr, last = sr - 1;
-  const std::vector<AxisWindow>& lw = plan.axis[last];
-  const int64_t out_last = g.out[last], dil = g.dilation[last], cs_last = plan.col_strides[last];
+  const int last = g.sr - 1;
+  const int64_t out_last = g.out[last];
   const int64_t outer_size = g.out_size / std::max<int64_t>(out_last, 1);
-  std::vector<int64_t> row_offs(static_cast<size_t>(plan.max_rows)), row_coffs(row_offs.size());
+  int64_t offs[kTableRows], coffs[kTableRows];
   NdIndex oit(g.out, last);
   for (int64_t orow = 0; orow < outer_size; ++orow, oit.Next(last)) {
-    // The rows of this output row's windows: products of the leading axes' valid taps.
-    int64_t nrows = 1, padded_outer = 1;
-    const AxisWindow* win[kMaxSpatial];
-    int64_t taps[kMaxSpatial];
+    WindowRows rows;  // taps[i] set for the leading axes only
+    rows.plan = &plan;
+    rows.lead = last;
+    rows.count = 1;
+    rows.off0 = rows.coff0 = 0;
+    int64_t padded_outer = 1;
     for (int i = 0; i < last; ++i) {
-      win[i] = &plan.axis[i][static_cast<size_t>(oit.idx[i])];
-      taps[i] = win[i]->end - win[i]->first;
-      nrows *= taps[i];
-      padded_outer *= win[i]->padded;
+      const AxisWindow& w = plan.axis[i][oit.idx[i]];
+      const int64_t first = w.start + w.first * g.dilation[i];
+      rows.taps[i] = w.end - w.first;
+      rows.count *= rows.taps[i];
+      rows.off0 += first * plan.in_strides[i];
+      rows.coff0 += first * plan.col_strides[i];
+      padded_outer *= w.padded;
     }
-    if (nrows > 0) {
-      NdIndex kit(taps, last);
-      for (int64_t r = 0; r < nrows; ++r, kit.Next(last)) {
-        int64_t off = 0, coff = 0;
-        for (int i = 0; i < last; ++i) {
-          const int64_t pos = win[i]->start + (win[i]->first + kit.idx[i]) * g.dilation[i];
-          off += pos * plan.in_strides[i];
-          coff += pos * plan.col_strides[i];
-        }
-        row_offs[static_cast<size_t>(r)] = off;
-        row_coffs[static_cast<size_t>(r)] = coff;
-      }
-    }
-    const int64_t* row_off = row_offs.data();
     T* yr = y + orow * out_last;
-    int64_t* ir = indices ? indices + orow * out_last : nullptr;
-    for (int64_t o = 0; o < out_last; ++o) {
-      const AxisWindow& w = lw[static_cast<size_t>(o)];
-      const int64_t k0 = w.start + w.first * dil, nk = w.end - w.first;
-      const int64_t valid = nrows * nk;
-      if constexpr (kKind == PoolKind::kMax) {
-        if (valid == 0) {
-          yr[o] = T(0);
-          if (ir) ir[o] = 0;
-          continue;
-        }
-        // The first tap, then strictly greater ones: the first of equal maxima wins.
-        T best = x[row_off[0] + k0];
-        int64_t best_r = 0, best_k = 0;
-        for (int64_t r = 0; r < nrows; ++r) {
-          const T* row = x + row_off[r] + k0;
-          if (ir) {
-            for (int64_t k = 0; k < nk; ++k) {
-              if (row[k * dil] > best) {
-                best = row[k * dil];
-                best_r = r;
-                best_k = k;
-              }
-            }
-          } else if (dil == 1) {
-            for (int64_t k = 0; k < nk; ++k) best = row[k] > best ? row[k] : best;
-          } else {
-            for (int64_t k = 0; k < nk; ++k) best = row[k * dil] > best ? row[k * dil] : best;
-          }
-        }
-        yr[o] = best;
-        if (ir) {
-          const int64_t pos = k0 + best_k * dil;
-          ir[o] = plane_offset + (col_major ? row_coffs[static_cast<size_t>(best_r)] + pos * cs_last
-                                            : row_off[best_r] + pos);
-        }
-      } else {
-        double acc = 0.0;
-        for (int64_t r = 0; r < nrows; ++r) {
-          const T* row = x + row_off[r] + k0;
-          for (int64_t k = 0; k < nk; ++k) {
-            const double v = static_cast<double>(row[k * dil]);
-            if constexpr (kKind == PoolKind::kAverage) {
-              acc += v;
-            } else {
-              acc += std::pow(std::fabs(v), static_cast<double>(p));
-            }
-          }
-        }
-        if constexpr (kKind == PoolKind::kAverage) {
-          const int64_t div = count_include_pad ? padded_outer * w.padded : valid;
-          yr[o] = div > 0 ? static_cast<T>(acc / static_cast<double>(div)) : T(0);
-        } else {
-          yr[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
-        }
+    int64_t* ir = kIndices ? indices + orow * out_last : nullptr;
+    if (rows.count <= kTableRows) {
+      for (int64_t r = 0; r < rows.count; ++r) {
+        offs[r] = rows.off(r);
+        coffs[r] = rows.coff(r);
       }
+      PoolRow<T, kKind, kIndices>(x, g, plan, count_include_pad, p, plane_offset, col_major,
+                                  RowTable{offs, coffs}, rows.count, padded_outer, yr, ir);
+    } else {
+      PoolRow<T, kKind, kIndices>(x, g, plan, count_include_pad, p, plane_offset, col_major, rows, rows.count,
+                                  padded_outer, yr, ir);
     }
   }
 }
@@ -238,17 +298,18 @@ Status PoolKernel(const KernelCall& call, std::string_view name) {
   const bool col_major = call.attrs.GetInt("storage_order", 0) != 0;
   const int64_t p = call.attrs.GetInt("p", 2);
   const int64_t planes = x.dims[0] * x.dims[1];
-  const PoolPlan plan = MakePoolPlan(g);
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, PoolWindowBytes(y), name));
+  const PoolPlan plan = MakePoolPlan(g, static_cast<AxisWindow*>(call.workspace));
   int64_t window = 1;
   for (int i = 0; i < g.sr; ++i) window *= g.kernel[i];
   auto run = [&](auto tag) {
     using T = decltype(tag);
+    const auto plane = ind ? PoolPlane<T, kKind, true> : PoolPlane<T, kKind, false>;
     // Planes are independent: split them over the threads.
     ParallelFor(call.threads, planes, MinItemsPerPart(g.out_size * window), [&](int64_t begin, int64_t end) {
       for (int64_t pl = begin; pl < end; ++pl) {
-        PoolPlane<T, kKind>(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size,
-                            col_major, y.as<T>() + pl * g.out_size,
-                            ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);
+        plane(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size, col_major,
+              y.as<T>() + pl * g.out_size, ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);
       }
     });
   };
@@ -316,12 +377,12 @@ Status GlobalAveragePool(const KernelCall& c) {
 Status GlobalLpPool(const KernelCall& c) { return GlobalPool<PoolKind::kLp>(c, "GlobalLpPool"); }
 
 constexpr KernelDef kKernels[] = {
-    {"AveragePool", AveragePool, nullptr},
+    {"AveragePool", AveragePool, PoolWorkspace},
     {"GlobalAveragePool", GlobalAveragePool, nullptr},
     {"GlobalLpPool", GlobalLpPool, nullptr},
     {"GlobalMaxPool", GlobalMaxPool, nullptr},
-    {"LpPool", LpPool, nullptr},
-    {"MaxPool", MaxPool, nullptr},
+    {"LpPool", LpPool, PoolWorkspace},
+    {"MaxPool", MaxPool, PoolWorkspace},
 };
 
 }  // namespace

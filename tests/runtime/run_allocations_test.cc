@@ -174,8 +174,28 @@ TEST_CASE("a steady-state Run allocates nothing") {
   }
 }
 
-TEST_CASE("a steady-state Run allocates nothing on 1, 2 or 3 CPU threads") {
-  auto model = Model::Load(testing::CompileModel(testing::ThreadedModel()));
+// testing::ThreadedModel with pooling kernels after it, large enough to split their planes
+// over the threads:
+//   mp, mi = MaxPool(y, 3x3, strides 2, pads 1)         with Indices
+//   ap = AveragePool(mp, 3x3, pads 1, count_include_pad)
+//   outputs y, z, mp, mi, ap
+onnx::ModelProto PooledThreadedModel() {
+  onnx::ModelProto m = testing::ThreadedModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  onnx::NodeProto* max = testing::AddNode(g, "MaxPool", {"y"}, {"mp", "mi"}, "maxpool");
+  testing::AttrInts(max, "kernel_shape", {3, 3});
+  testing::AttrInts(max, "strides", {2, 2});
+  testing::AttrInts(max, "pads", {1, 1, 1, 1});
+  onnx::NodeProto* avg = testing::AddNode(g, "AveragePool", {"mp"}, {"ap"}, "avgpool");
+  testing::AttrInts(avg, "kernel_shape", {3, 3});
+  testing::AttrInts(avg, "pads", {1, 1, 1, 1});
+  testing::AttrInt(avg, "count_include_pad", 1);
+  for (const char* out : {"mp", "mi", "ap"}) testing::AddOutput(g, out);
+  return m;
+}
+
+TEST_CASE("a steady-state Run with convolutions, fused programs and pools allocates nothing on 1-3 CPU threads") {
+  auto model = Model::Load(testing::CompileModel(PooledThreadedModel()));
   REQUIRE(model.ok());
   constexpr int64_t c = testing::kThreadedModelChannels, side = testing::kThreadedModelSide;
   const std::vector<float> x = testing::SeededFloats(c * side * side, 3);
@@ -189,6 +209,7 @@ TEST_CASE("a steady-state Run allocates nothing on 1, 2 or 3 CPU threads") {
     REQUIRE(ctx.ok());
     std::vector<TensorView> out;
     REQUIRE(ctx->Run(in, out).ok());  // binds the entry, sizes arena and workspace
+    REQUIRE(out.size() == 5);
     bool ok = true;
     const long n = CountAllocations([&] {
       for (int k = 0; k < 10; ++k) ok = ok && ctx->Run(in, out).ok();

@@ -127,13 +127,12 @@ PoolReference ReferencePool3D(const std::vector<float>& x, int64_t planes, const
   return r;
 }
 
-TEST_CASE("3-D MaxPool (with Indices, both storage orders) and AveragePool match the definition") {
-  const int64_t in[3] = {5, 6, 7}, k[3] = {2, 3, 2}, s[3] = {2, 1, 2}, pb[3] = {1, 0, 1}, pe[3] = {0, 1, 1},
-                d[3] = {1, 2, 1};
+// Runs a 3-D MaxPool (with Indices, both storage orders) and AveragePool over [2, 3, in...]
+// holding xv, and compares them with the definition.
+void CheckPool3D(const int64_t* in, const int64_t* k, const int64_t* s, const int64_t* pb, const int64_t* pe,
+                 const int64_t* d, const std::vector<float>& xv) {
   int64_t out[3];
   for (int i = 0; i < 3; ++i) out[i] = (in[i] + pb[i] + pe[i] - ((k[i] - 1) * d[i] + 1)) / s[i] + 1;
-  std::vector<float> xv(2 * 3 * 5 * 6 * 7);
-  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37 + 11) % 23) - 9.5f;  // with ties
   auto x = Floats({2, 3, in[0], in[1], in[2]}, xv);
   AttrMap attrs;
   attrs.SetInts("kernel_shape", {k[0], k[1], k[2]});
@@ -156,6 +155,30 @@ TEST_CASE("3-D MaxPool (with Indices, both storage orders) and AveragePool match
     REQUIRE(RunKernel("AveragePool", avg_attrs, {&x}, {&avg}).ok());
     KILN_CHECK_FLOATS(avg.values<float>(), ref.avg);
   }
+}
+
+TEST_CASE("3-D MaxPool (with Indices, both storage orders) and AveragePool match the definition") {
+  const int64_t in[3] = {5, 6, 7}, k[3] = {2, 3, 2}, s[3] = {2, 1, 2}, pb[3] = {1, 0, 1}, pe[3] = {0, 1, 1},
+                d[3] = {1, 2, 1};
+  std::vector<float> xv(2 * 3 * 5 * 6 * 7);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37 + 11) % 23) - 9.5f;  // with ties
+  CheckPool3D(in, k, s, pb, pe, d, xv);
+}
+
+// The kernel tables the rows of a window (its valid taps over the leading axes) for up to
+// 512 rows; these windows have 23..25 x 21..22 rows (483 to 550: both ways), some clipped
+// by pads, and a dilated last axis.
+TEST_CASE("3-D pools whose windows have more rows than the kernel tables match the definition") {
+  const int64_t in[3] = {34, 24, 5}, k[3] = {25, 22, 2}, s[3] = {3, 2, 2}, pb[3] = {2, 1, 0}, pe[3] = {1, 0, 1},
+                d[3] = {1, 1, 2};
+  const size_t n = 2 * 3 * 34 * 24 * 5;
+  std::vector<float> ties(n), distinct(n);
+  for (size_t i = 0; i < n; ++i) {
+    ties[i] = static_cast<float>((i * 37 + 11) % 23) - 9.5f;
+    distinct[i] = static_cast<float>((i * 7919) % n);  // a permutation of 0..n-1 (7919 is prime)
+  }
+  SUBCASE("with ties") { CheckPool3D(in, k, s, pb, pe, d, ties); }
+  SUBCASE("distinct values") { CheckPool3D(in, k, s, pb, pe, d, distinct); }
 }
 
 TEST_CASE("MaxPool rejects a missing kernel_shape and a wrong output size") {
