@@ -184,7 +184,11 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     int64_t executors_ns = 0, plan_ns = 0, fusion_ns = 0;
     if (canonical.ok()) {
       t0 = NowNs();
-      fused = options.fuse ? FusionStage(canonical->trace, &fusion_log, &fused_kernels) : canonical->trace;
+      // A GPU artifact folds only the activations the CUDA libraries apply (epilogue.h).
+      const auto activations = options.archs.empty() ? passes::EpilogueActivations::kAny
+                                                     : passes::EpilogueActivations::kGpuLibraries;
+      fused = options.fuse ? FusionStage(canonical->trace, &fusion_log, &fused_kernels, nullptr, activations)
+                           : canonical->trace;
       fusion_ns = NowNs() - t0;
     }
     if (fused.ok()) {
@@ -254,9 +258,9 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
 }  // namespace
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded) {
+                              ir::Trace* folded, passes::EpilogueActivations activations) {
   std::vector<std::string> epilogues;
-  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues));
+  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues, activations));
   fusion::FusionReport report;
   KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
   if (log) {

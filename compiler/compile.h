@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/ir/trace.h"
+#include "compiler/passes/epilogue.h"
 #include "compiler/profile.h"
 #include "kiln/status.h"
 
@@ -63,9 +64,11 @@ struct CompileSummary {
 // The `fusion` stage on its own: epilogues folded into MatMul/Gemm/Conv
 // (compiler/passes/epilogue.h), then fused regions (compiler/fusion/fusion.h). `folded`,
 // when not null, receives the trace after epilogue folding, the one whose node indices
-// FusedKernel::member_nodes refer to. Appends the stage's log lines to `log`.
+// FusedKernel::member_nodes refer to. Appends the stage's log lines to `log`. `activations`:
+// which activations fold into epilogues (kGpuLibraries for an artifact with GPU archs).
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded = nullptr);
+                              ir::Trace* folded = nullptr,
+                              passes::EpilogueActivations activations = passes::EpilogueActivations::kAny);
 
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
                                              CompileSummary* summary);

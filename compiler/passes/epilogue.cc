@@ -117,6 +117,7 @@ double Round(DType dtype, double x) { return dtype == DType::kFloat32 ? static_c
 
 // One chain found after an anchor.
 struct Chain {
+  std::string_view anchor_op;      // "Conv", "MatMul" or "Gemm"
   std::vector<int> folded;         // node indices absorbed, in order
   ir::ValueId result = ir::kNoValue;
   // bias
@@ -133,12 +134,20 @@ struct Chain {
 
 class Folder {
  public:
-  explicit Folder(ir::Trace& t) : claimed(t.body.nodes.size(), false), t_(t), uses_(t) {}
+  Folder(ir::Trace& t, EpilogueActivations activations)
+      : claimed(t.body.nodes.size(), false), activations_(activations), t_(t), uses_(t) {}
 
   // Nodes already part of a chain: a node joins at most one (two anchors may both reach the
   // Add that sums them; the first takes it, the other then sees its output read by a node
   // that is taken and stops).
   std::vector<bool> claimed;
+
+  // Whether `act` may fold into the chain's anchor (EpilogueActivations in epilogue.h).
+  bool Takes(const Chain& chain, cpu::EpilogueActivation act) const {
+    if (activations_ == EpilogueActivations::kAny) return true;
+    if (act == cpu::EpilogueActivation::kRelu) return true;
+    return act == cpu::EpilogueActivation::kGeluTanh && chain.anchor_op != "Conv";
+  }
 
   // Extends `chain` from `tip` with an activation; false when none follows.
   bool MatchActivation(ir::ValueId tip, Chain& chain) {
@@ -155,7 +164,7 @@ class Folder {
         if (approx == "none") act = cpu::EpilogueActivation::kGelu;
         if (approx == "tanh") act = cpu::EpilogueActivation::kGeluTanh;
       }
-      if (!act || !Keeps(x, n.outputs[0])) return false;
+      if (!act || !Takes(chain, *act) || !Keeps(x, n.outputs[0])) return false;
       chain.act = *act;
       chain.act_desc = std::string(cpu::EpilogueActivationName(*act)) + " '" + n.name + "'";
       chain.folded.push_back(r);
@@ -177,6 +186,7 @@ class Folder {
     const bool operands =
         (m.inputs[0] == tip && m.inputs[1] == sv) || (m.inputs[0] == sv && m.inputs[1] == tip);
     if (!operands || Reader(sv) != mul || !Keeps(x, sv) || !Keeps(x, m.outputs[0])) return false;
+    if (!Takes(chain, cpu::EpilogueActivation::kSilu)) return false;
     chain.act = cpu::EpilogueActivation::kSilu;
     chain.act_desc = "SiLU (Sigmoid '" + s.name + "', Mul '" + m.name + "')";
     chain.folded.push_back(sig);
@@ -208,6 +218,7 @@ class Folder {
     const ir::Value& x = t_.value(tip);
     for (const ir::Node* n : {&a, &c, &m, &d})
       if (!Keeps(x, n->outputs[0])) return false;
+    if (!Takes(chain, cpu::EpilogueActivation::kHardSwish)) return false;
     chain.act = cpu::EpilogueActivation::kHardSwish;
     chain.act_desc = "HardSwish (Add '" + a.name + "', Clip '" + c.name + "', Mul '" + m.name +
                      "', Div '" + d.name + "')";
@@ -274,12 +285,16 @@ class Folder {
     const ir::ValueId out = anchor.outputs[0];
     if (!IsFloatType(t_.value(out).dtype) || HasEpilogue(anchor)) return std::nullopt;
     Chain chain;
+    chain.anchor_op = anchor.op;
     chain.result = out;
     MatchBias(anchor, out, chain);
+    // cuBLASLt applies no activation together with a C matrix (the residual): for the GPU
+    // libraries a MatMul/Gemm epilogue has one or the other.
+    const bool both = activations_ == EpilogueActivations::kAny || anchor.op == "Conv";
     if (MatchActivation(chain.result, chain)) {
-      MatchResidual(chain.result, chain);
+      if (both) MatchResidual(chain.result, chain);
     } else if (MatchResidual(chain.result, chain)) {
-      chain.residual_first = MatchActivation(chain.result, chain);
+      chain.residual_first = both && MatchActivation(chain.result, chain);
     }
     if (chain.folded.empty()) return std::nullopt;
     return chain;
@@ -392,16 +407,18 @@ class Folder {
     return o.dtype == x.dtype && SameShape(o.shape, x.shape);
   }
 
+  EpilogueActivations activations_;
   ir::Trace& t_;
   Uses uses_;
 };
 
 }  // namespace
 
-Result<ir::Trace> FoldEpilogues(const ir::Trace& canonical, std::vector<std::string>* log) {
+Result<ir::Trace> FoldEpilogues(const ir::Trace& canonical, std::vector<std::string>* log,
+                                EpilogueActivations activations) {
   ir::Trace t = canonical;
   t.stage = "epilogue";
-  Folder folder(t);
+  Folder folder(t, activations);
   const size_t count = t.body.nodes.size();
   // Each anchor's annotated node replaces the chain's last node (where every input of the
   // chain, the residual included, is already computed); the other nodes of the chain go.

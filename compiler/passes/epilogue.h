@@ -88,11 +88,21 @@
 
 namespace kiln::passes {
 
+// Which activations fold into an epilogue.
+//   kAny: every activation above; the CPU kernels apply them all (a CPU-only artifact).
+//   kGpuLibraries: only those the CUDA backend's library call applies with the operation:
+//     Relu on Conv (cudnnConvolutionBiasActivationForward), Relu and GeluTanh on MatMul/Gemm
+//     (cuBLASLt; runtime/cuda/blas.cc, dnn.cc). Any other activation stays a separate op that
+//     fusion makes a generated kernel; folded, it would send its Conv/MatMul to the CPU on the
+//     CUDA backend (the libraries refuse the epilogue). An artifact for GPU archs uses this.
+enum class EpilogueActivations { kAny, kGpuLibraries };
+
 // Returns `canonical` (stage "canonical", shapes inferred) with every foldable chain folded
 // into its MatMul, Gemm or Conv; stage "epilogue". When `log` is not null, appends one line
 // per annotated node, e.g. "conv1 (Conv): folded bias 'b', Relu 'relu1', residual 'x' into
 // the epilogue". Nodes that already carry an epilogue are left alone, so running it twice
 // changes nothing. Errors only if re-inferring an annotated node fails (a bug here).
-Result<ir::Trace> FoldEpilogues(const ir::Trace& canonical, std::vector<std::string>* log);
+Result<ir::Trace> FoldEpilogues(const ir::Trace& canonical, std::vector<std::string>* log,
+                                EpilogueActivations activations = EpilogueActivations::kAny);
 
 }  // namespace kiln::passes

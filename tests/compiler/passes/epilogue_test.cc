@@ -280,6 +280,54 @@ TEST_CASE("epilogue: x * Clip(x + 3, 0, 6) / 6 after a Conv is a HardSwish epilo
   CheckSameResults(f);
 }
 
+TEST_CASE("epilogue: for the GPU libraries only the activations cuDNN and cuBLASLt apply fold") {
+  using kiln::passes::EpilogueActivations;
+  auto fold_gpu = [](const onnx::ModelProto& m) {
+    auto c = Canonical(m);
+    REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    auto t = FoldEpilogues(c->trace, nullptr, EpilogueActivations::kGpuLibraries);
+    REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+    return std::move(*t);
+  };
+  // Conv + written-out HardSwish: cuDNN's fused convolution takes Relu only, so the four ops
+  // stay (for fusion) and the Conv keeps no activation.
+  Trace hs = fold_gpu(WrittenOutHardSwish(3, 0, 6, 6));
+  CHECK(Ops(hs) == std::vector<std::string>{"Conv", "Add", "Clip", "Mul", "Div"});
+  CHECK(!hs.body.nodes[0].attrs.Has("epilogue_activation"));
+  // Conv + bias + SiLU: the bias folds, Sigmoid and Mul stay.
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "2", "4", "4"});
+  AddFloatInit(g, "W", {3, 2, 1, 1}, RandomFloats(6, 3));
+  AddFloatInit(g, "k", {3, 1, 1}, {0.5f, 0.25f, -4});
+  AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
+  AddNode(g, "Add", {"k", "c"}, {"cb"}, "add");
+  AddNode(g, "Sigmoid", {"cb"}, {"s"}, "sig");
+  AddNode(g, "Mul", {"s", "cb"}, {"y"}, "mul");
+  AddOutput(g, "y");
+  Trace silu = fold_gpu(m);
+  CHECK(Ops(silu) == std::vector<std::string>{"Conv", "Sigmoid", "Mul"});
+  CHECK(!silu.body.nodes[0].attrs.Has("epilogue_activation"));
+  CHECK(silu.body.nodes[0].inputs.size() == 3);  // the bias
+  // MatMul + bias + Relu + residual: cuBLASLt applies no activation with a C matrix, so the
+  // residual Add stays; with kAny all three fold (the first test case).
+  Trace mm = fold_gpu(MatMulChain());
+  CHECK(Ops(mm) == std::vector<std::string>{"MatMul", "Add"});
+  CHECK(mm.body.nodes[0].attrs.GetString("epilogue_activation", "") == "Relu");
+  CHECK(!mm.body.nodes[0].attrs.Has("epilogue_residual"));
+  // Conv + Relu folds for cuDNN as for the CPU.
+  auto r = MakeModel(17);
+  g = r.mutable_graph();
+  AddInput(g, "x", {"1", "2", "4", "4"});
+  AddFloatInit(g, "W", {3, 2, 1, 1}, RandomFloats(6, 4));
+  AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
+  AddNode(g, "Relu", {"c"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  Trace relu = fold_gpu(r);
+  CHECK(Ops(relu) == std::vector<std::string>{"Conv"});
+  CHECK(relu.body.nodes[0].attrs.GetString("epilogue_activation", "") == "Relu");
+}
+
 TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1; Gelu tanh") {
   auto m = MakeModel(20);
   auto* g = m.mutable_graph();
