@@ -183,7 +183,7 @@ void AddCompileCommand(CLI::App& app) {
                   "inputs that fit none. Without it: one entry, symbolic where the model is. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
-                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone")
+                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues (GPU artifacts fold only those cuDNN/cuBLASLt apply)")
       ->capture_default_str();
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
   cmd->add_option("--kernel-cache", f->kernel_cache,
