@@ -67,6 +67,9 @@ size_t Align64(size_t x) { return (x + 63) & ~size_t{63}; }
 // Loops run in groups of kLanes elements (see Map1 below).
 constexpr int kLanes = 16;
 
+// The shortest segment of per-segment values (see "Per-segment values" below).
+constexpr int64_t kMinSegment = 16;
+
 // The affine form of an index node: c0 + sum_a coef[a] * coord_a (see ComputeAffine).
 struct Affine {
   int64_t c0;
@@ -91,6 +94,8 @@ struct Layout {
   size_t marks = 0;     // per node: needed by some pass
   size_t forms = 0;     // per node: its affine form
   size_t affine = 0;    // per node: whether it is affine
+  size_t deps = 0;      // per node: the domain axes its value depends on (bit a for axis a)
+  size_t segidx = 0;    // a load's index per segment, when its index node is not per segment
   size_t total = 0;
 };
 
@@ -120,6 +125,8 @@ Layout MakeLayout(const Program& p) {
   l.marks = take(n);
   l.forms = take(n * sizeof(Affine));
   l.affine = take(n);
+  l.deps = take(n * sizeof(uint32_t));
+  l.segidx = take((b / kMinSegment + 2 + kLanes) * 8);  // Pad(segments in a block)
   l.total = off + 64;  // room to align the caller's pointer
   return l;
 }
@@ -789,6 +796,11 @@ struct Eval {
   // The block is the domain elements [run_first, run_first + n) when >= 0; otherwise its
   // elements' coordinates are in coord[] for every axis a filled form needs.
   int64_t run_first = -1;
+  // Segments (see "Per-segment values"): seg_len 0 when off.
+  int64_t seg_len = 0;
+  uint32_t seg_axes = 0;
+  const uint32_t* deps = nullptr;
+  int64_t* segidx = nullptr;  // room for a load's index per segment
   uint8_t* computed = nullptr;  // per node, for the current block
   int32_t* stack = nullptr;
   int block = 0;
@@ -1158,6 +1170,7 @@ bool EvalValues(Eval& ev, int32_t id, int nr, int nc) {
 constexpr uint8_t kComputed = 1;       // every element (constants: from the launch)
 constexpr uint8_t kUniform = 2;        // one value, in the first kLanes elements only
 constexpr uint8_t kUniformFilled = 3;  // one value, broadcast over the block
+constexpr uint8_t kSegments = 4;       // one value per segment (below), in the first elements
 
 // Whether the coordinate along axis a is the same for the run [run_first, run_first + n).
 bool AxisUniform(const Eval& ev, int a, int n) {
@@ -1166,7 +1179,43 @@ bool AxisUniform(const Eval& ev, int a, int n) {
 
 bool IsUniformValue(const Eval& ev, int32_t id) {
   const Op op = ev.p->nodes[id].op;
-  return ev.computed[id] >= kUniform || op == Op::kConst || op == Op::kSize;
+  return ev.computed[id] == kUniform || ev.computed[id] == kUniformFilled || op == Op::kConst || op == Op::kSize;
+}
+
+// ---- Per-segment values --------------------------------------------------------------------
+//
+// In the contiguous layout, a value that depends only on the outer axes 0..k of the domain
+// (ev.seg_axes) is the same over each segment of seg_len = strides[k] consecutive elements: a
+// channel's scale read from an [N, C, 1, 1] tensor, and what is computed from it alone (an
+// SE block's HardSigmoid). A block longer than a segment holds it as one value per segment
+// it touches (the first and last may be partial), computed over those few elements, and
+// spreads it over the block when something reads all of it, as for uniform values. RunFused
+// picks k, when some load reads such an index and seg_len >= kMinSegment; kCoord and kLinear
+// nodes, selects, accumulators and index checks are always computed whole (a load at a kCoord
+// takes its index per segment from the coordinate's form).
+
+// The number of segments the block [run_first, run_first + n) touches, n >= 1.
+int SegmentCount(const Eval& ev, int n) {
+  return static_cast<int>((ev.run_first + n - 1) / ev.seg_len - ev.run_first / ev.seg_len + 1);
+}
+
+// Spreads the per-segment values v[0, count) over the block's n elements (and Pad(n)).
+// From the last segment back: segment g starts at element g or later, so the values not yet
+// spread are never overwritten.
+template <typename T>
+void SpreadSegments(T* v, int64_t first, int64_t len, int count, int n) {
+  for (int j = n; j < Pad(n); ++j) v[j] = v[count - 1];
+  const int64_t g0 = first / len;
+  for (int g = count - 1; g >= 0; --g) {
+    const T x = v[g];
+    const int begin = g == 0 ? 0 : static_cast<int>((g0 + g) * len - first);
+    const int end = static_cast<int>(std::min<int64_t>((g0 + g + 1) * len - first, n));
+    int j = begin;
+    for (; j + kLanes <= end; j += kLanes) {
+      for (int k = 0; k < kLanes; ++k) v[j + k] = x;
+    }
+    for (; j < end; ++j) v[j] = x;
+  }
 }
 
 // Copies element 0 of node id's slot to elements [1, count), count a multiple of kLanes.
@@ -1185,8 +1234,18 @@ void Broadcast(Eval& ev, int32_t id, int count) {
   }
 }
 
-// Makes a uniform value whole over the block's n elements.
+// Makes a uniform or per-segment value whole over the block's n elements.
 void FillUniform(Eval& ev, int32_t id, int n) {
+  if (ev.computed[id] == kSegments) {
+    uint8_t* o = ev.slot(id);
+    const int count = SegmentCount(ev, n);
+    if (ev.p->nodes[id].type == ScalarType::kF32)
+      SpreadSegments(As<float>(o), ev.run_first, ev.seg_len, count, n);
+    else
+      SpreadSegments(As<int64_t>(o), ev.run_first, ev.seg_len, count, n);  // int64 or double bits
+    ev.computed[id] = kComputed;
+    return;
+  }
   if (ev.computed[id] != kUniform) return;
   Broadcast(ev, id, Pad(n));
   ev.computed[id] = kUniformFilled;
@@ -1195,7 +1254,56 @@ void FillUniform(Eval& ev, int32_t id, int n) {
 // A select's choice from its computed condition: 1 all true, 0 all false, -1 mixed.
 int Choice(const Eval& ev, int32_t cond, int n) {
   const int64_t* c = As<int64_t>(ev.slot(cond));
+  if (ev.computed[cond] == kSegments) return Uniform(c, SegmentCount(ev, n));
   return IsUniformValue(ev, cond) ? c[0] != 0 : Uniform(c, n);
+}
+
+// Computes node `id` (not uniform over the block's n elements) once per segment when it
+// depends on the segment axes only and its operands are uniform or per segment: kSegments;
+// 0 when its load failed; -1 when it must be computed whole.
+int EvalSegments(Eval& ev, int32_t id, int n) {
+  const Node& node = ev.p->nodes[id];
+  if (ev.seg_len == 0 || (ev.deps[id] & ~ev.seg_axes) != 0) return -1;
+  if (node.op == Op::kCoord || node.op == Op::kLinear || node.op == Op::kSelect || node.op == Op::kAcc ||
+      node.op == Op::kCheckIndex)
+    return -1;
+  const int count = SegmentCount(ev, n);
+  uint8_t* o = ev.slot(id);
+  // Form f over the segments: the segment axes with strides in units of segments.
+  auto fill_form = [&](const Affine& f, int64_t* v) {
+    int64_t strides[kMaxRank];
+    int rank = 0;
+    for (; rank < ev.rank && ((ev.seg_axes >> rank) & 1u); ++rank) strides[rank] = ev.strides[rank] / ev.seg_len;
+    FillFormRun(v, f, ev.run_first / ev.seg_len, count, Pad(count), ev.dims, strides, rank);
+  };
+  if (FilledFromForm(node, ev.affine[id])) {
+    fill_form(ev.forms[id], As<int64_t>(o));
+    return kSegments;
+  }
+  if (node.op == Op::kLoad) {
+    // Not uniform, so its index is per segment, or a coordinate computed whole.
+    const int64_t* idx = As<int64_t>(ev.slot(node.a));
+    if (ev.computed[node.a] != kSegments) {
+      if (!ev.affine[node.a]) return -1;
+      fill_form(ev.forms[node.a], ev.segidx);
+      idx = ev.segidx;
+    }
+    if (!LoadInput(ev.inputs[node.i], idx, 0, count, o, &ev.fault.index)) {
+      ev.fault.node = id;
+      ev.fault.bound = ev.inputs[node.i].num_elements;
+      return 0;
+    }
+    const size_t size = node.type == ScalarType::kF32 ? 4 : 8;
+    std::memset(o + count * size, 0, (Pad(count) - count) * size);
+    return kSegments;
+  }
+  for (int32_t operand : {node.a, node.b, node.c}) {
+    if (operand >= 0 && ev.computed[operand] != kSegments && !IsUniformValue(ev, operand)) return -1;
+  }
+  for (int32_t operand : {node.a, node.b, node.c}) {
+    if (operand >= 0 && ev.computed[operand] == kUniform) Broadcast(ev, operand, Pad(count));
+  }
+  return EvalValues(ev, id, 1, count) ? kSegments : 0;
 }
 
 // Computes node `id` (its operands computed) and returns its state, 0 when EvalValues
@@ -1218,7 +1326,11 @@ uint8_t EvalNode(Eval& ev, int32_t id, int nr, int nc) {
   } else {
     for (int32_t operand : {node.a, node.b, node.c}) uniform = uniform && (operand < 0 || IsUniformValue(ev, operand));
   }
-  // Coordinates and forms are filled runs, about the cost of a broadcast: computed whole.
+  // Coordinates and forms are filled runs, about the cost of a broadcast: computed whole
+  // (unless per segment).
+  if (!uniform && form) {
+    if (const int state = EvalSegments(ev, id, n); state >= 0) return static_cast<uint8_t>(state);
+  }
   if (node.op == Op::kCoord || form) {
     if (!EvalValues(ev, id, nr, nc)) return 0;
     return uniform ? kUniformFilled : kComputed;
@@ -1228,6 +1340,7 @@ uint8_t EvalNode(Eval& ev, int32_t id, int nr, int nc) {
     Broadcast(ev, id, kLanes);
     return kUniform;
   }
+  if (const int state = EvalSegments(ev, id, n); state >= 0) return static_cast<uint8_t>(state);
   for (int32_t operand : {node.a, node.b, node.c}) {
     if (operand >= 0) FillUniform(ev, operand, n);
   }
@@ -1600,6 +1713,33 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
     initial[id] = p.nodes[id].op == Op::kConst || p.nodes[id].op == Op::kSize;
   }
 
+  // The axes each node depends on, and the segments (see "Per-segment values"): k is the
+  // innermost axis that a load's index depends on last, over the loads whose index does not
+  // depend on the innermost axis of extent > 1 and whose segments are long enough.
+  uint32_t* deps = reinterpret_cast<uint32_t*>(ws + l.deps);
+  uint32_t non_unit = 0;
+  for (int a = 0; a < rank; ++a) non_unit |= dims[a] != 1 ? 1u << a : 0u;
+  int seg_axis = -1;
+  for (size_t id = 0; id < num_nodes; ++id) {
+    const Node& node = p.nodes[id];
+    uint32_t d = 0;
+    if (node.op == Op::kCoord) {
+      d = (1u << node.i) & non_unit;
+    } else if (node.op == Op::kLinear || node.op == Op::kAcc) {
+      d = non_unit;
+    } else if (FilledFromForm(node, affine[id])) {
+      for (int a = 0; a < rank; ++a) d |= forms[id].coef[a] != 0 ? 1u << a : 0u;
+    } else {
+      for (int32_t operand : {node.a, node.b, node.c}) d |= operand >= 0 ? deps[operand] : 0u;
+    }
+    deps[id] = d;
+    if (node.op == Op::kLoad && d != 0 && non_unit != 0) {
+      const int inner = 31 - __builtin_clz(d), last = 31 - __builtin_clz(non_unit);
+      if (inner < last && strides[inner] >= kMinSegment) seg_axis = std::max(seg_axis, inner);
+    }
+  }
+  const bool segments = contiguous && num_red == 0 && seg_axis >= 0;
+
   // What the passes may read (reductions 0..K-1, the full outputs as pass K, the per-row
   // outputs as pass K+1): kLinear, coordinates, and the coordinates of forms evaluated
   // outside runs (every block in the generic layout; per-row passes always).
@@ -1672,6 +1812,12 @@ Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs,
     ev.dims = dims;
     ev.strides = strides;
     ev.rank = rank;
+    if (segments) {
+      ev.seg_len = strides[seg_axis];
+      ev.seg_axes = (2u << seg_axis) - 1;
+    }
+    ev.deps = deps;
+    ev.segidx = reinterpret_cast<int64_t*>(slice + l.segidx);
     ev.computed = slice + l.computed;
     ev.stack = reinterpret_cast<int32_t*>(slice + l.stack);
 

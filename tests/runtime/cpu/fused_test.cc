@@ -802,6 +802,63 @@ TEST_CASE("Fused values uniform over a block (per channel) are exact whether blo
   }
 }
 
+TEST_CASE("Fused per-channel values of an SE block are exact, per segment or not") {
+  // x [2, 6, H, W] * HardSigmoid(s[n, c]) (s of shape [2, 6, 1, 1], read at n * 6 + c), the
+  // HardSigmoid itself as an output, and s[n, c] > 0 ? x : s[c] (a select on a per-channel
+  // condition; s[c] a load at a coordinate). H x W of 16 or more elements makes the per-channel
+  // values one per channel segment of a block: 4 x 6 and 1 x 40 put several channels in a block,
+  // 30 x 17 makes blocks start inside a channel, 41 x 130 puts most blocks inside one channel;
+  // 3 x 5 is below the shortest segment, so it is computed per element.
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{4, 6}, {1, 40}, {30, 17}, {41, 130}, {3, 5}}) {
+    CAPTURE(h);
+    CAPTURE(w);
+    const std::vector<int64_t> dims = {2, 6, h, w};
+    const int64_t count = Count(dims);
+    Program p;
+    p.domain = dims;
+    p.inputs = {{DType::kFloat32, dims}, {DType::kFloat32, {2, 6, 1, 1}}};
+    p.nodes = {ft::Coord(0),                   // 0 n
+               ft::Coord(1),                   // 1 c
+               ft::ConstI(6),                  // 2
+               N(Op::kMul, kI64, 0, 2),        // 3 n * 6
+               N(Op::kAdd, kI64, 3, 1),        // 4 n * 6 + c
+               ft::Linear(),                   // 5
+               ft::Load(0, 5, kF32),           // 6 x
+               ft::Load(1, 4, kF32),           // 7 s[n, c]
+               ft::ConstF(0.2f),               // 8
+               N(Op::kMul, kF32, 8, 7),        // 9
+               ft::ConstF(0.5),                // 10
+               N(Op::kAdd, kF32, 9, 10),       // 11
+               ft::ConstF(0),                  // 12
+               ft::ConstF(1),                  // 13
+               N(Op::kMax, kF32, 11, 12),      // 14
+               N(Op::kMin, kF32, 14, 13),      // 15 HardSigmoid(s[n, c])
+               N(Op::kMul, kF32, 6, 15),       // 16
+               ft::Load(1, 1, kF32),           // 17 s[c]
+               N(Op::kLt, kI64, 12, 7),        // 18 0 < s[n, c]
+               N(Op::kSelect, kF32, 18, 6, 17)};  // 19
+    p.outputs = {{{DType::kFloat32, dims}, 16, false},
+                 {{DType::kFloat32, dims}, 15, false},
+                 {{DType::kFloat32, dims}, 19, false}};
+    const std::vector<float> xv = RandomFloats(count, 21), sv = RandomFloats(12, 22, -6.0f, 6.0f);
+    auto x = Floats(dims, xv);
+    auto sc = Floats({2, 6, 1, 1}, sv);
+    auto y = Output(DType::kFloat32, dims), hs = Output(DType::kFloat32, dims), sel = Output(DType::kFloat32, dims);
+    REQUIRE_OK(RunProgram(p, {&x, &sc}, {&y, &hs, &sel}));
+    std::vector<float> e_y(count), e_hs(count), e_sel(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t nc = i / (h * w), c = nc % 6;
+      const float v = std::min(std::max(0.2f * sv[nc] + 0.5f, 0.0f), 1.0f);
+      e_y[i] = xv[i] * v;
+      e_hs[i] = v;
+      e_sel[i] = 0 < sv[nc] ? xv[i] : sv[c];
+    }
+    CHECK(y.values<float>() == e_y);
+    CHECK(hs.values<float>() == e_hs);
+    CHECK(sel.values<float>() == e_sel);
+  }
+}
+
 TEST_CASE("Fused float arithmetic: mod, fmod, pow, comparisons, select and logic") {
   Program p;
   p.domain = {4};
