@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -181,6 +182,17 @@ int64_t ConvTilePixels(int64_t rows, int64_t out_size) {
   return std::min(out_size, (tile + 15) / 16 * 16);
 }
 
+// Column buffers the workspace holds: up to kMaxTileSlots tiles of a Conv run at once, one
+// per thread, each on its own buffer (ConvGroup). A fixed cap rather than the thread count
+// because the workspace is sized from the shapes alone; 4 tiles of at most ~512 KiB (more
+// only when a single tile is already 128 pixels wide) keep the scratch a few MiB.
+constexpr int64_t kMaxTileSlots = 4;
+
+int64_t ConvTileSlots(int64_t rows, int64_t out_size) {
+  const int64_t tile = ConvTilePixels(rows, out_size);
+  return tile == 0 ? 0 : std::min(kMaxTileSlots, (out_size + tile - 1) / tile);
+}
+
 // Depthwise 2-D conv (one input and one output channel per group, no dilation) runs
 // directly on the image: im2col + GEMM would have M = 1.
 bool IsDepthwise2D(int64_t group, const TensorRef& x, const TensorRef& w, const TensorRef& y,
@@ -211,7 +223,7 @@ size_t FloatConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> input
   }
   if (pointwise) return 0;
   const int64_t rows = w.dims[1] * k;
-  return static_cast<size_t>(rows * ConvTilePixels(rows, o)) * sizeof(float);
+  return static_cast<size_t>(rows * ConvTilePixels(rows, o) * ConvTileSlots(rows, o)) * sizeof(float);
 }
 
 // The output positions o along an axis whose input position o * stride + offset lies in
@@ -452,32 +464,57 @@ void FillBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* 
   for (int64_t r = 0; r < rows; ++r) FillFloats(y + r * ld, cols, bias[r]);
 }
 
-// One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile,
-// each tile's epilogue applied right after its GEMM, while the tile is in cache (Y's
-// elements from y_offset on are the group's). The pool's threads fill the column tile
-// (each a range of input channels: disjoint rows of the tile), then share its GEMM
-// (runtime/cpu/gemm.h).
-void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg,
-               int64_t rows, const ConvGeometry& g, bool pointwise, float* col, float* yg, ThreadPool* threads,
+// Y[mg, count] (columns p0 .. p0 + count of one image and group, row stride out_size) =
+// W[mg, rows] * im2col(X) (+ bias), then the tile's epilogue, while the tile is in cache.
+// `threads` fill the column tile (each a range of input channels: disjoint rows of the
+// tile) and share its GEMM (runtime/cpu/gemm.h); the bits do not depend on them.
+void ConvTile(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg, int64_t rows,
+              const ConvGeometry& g, bool pointwise, int64_t p0, int64_t count, float* col, float* yg,
+              ThreadPool* threads, const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
+  if (bias) FillBias(bias, mg, count, g.out_size, yg + p0);
+  const float* bmat = xg + p0;
+  if (!pointwise) {
+    ParallelFor(threads, cg, MinItemsPerPart(g.kernel_size * count), [&](int64_t c0, int64_t c1) {
+      Im2ColTile(xg + c0 * g.in_size, c1 - c0, g, p0, count, col + c0 * g.kernel_size * count);
+    });
+    bmat = col;
+  }
+  ParallelSgemm(threads, false, false, mg, count, rows, 1.0f, wg, rows, bmat, pointwise ? g.out_size : count,
+                bias ? 1.0f : 0.0f, yg + p0, g.out_size);
+  if (count == g.out_size) {  // one tile: the group's rows are contiguous, one call
+    ApplyEpilogue(epilogue, y, y_offset, mg * g.out_size);
+  } else {
+    for (int64_t r = 0; r < mg; ++r) ApplyEpilogue(epilogue, y, y_offset + r * g.out_size + p0, count);
+  }
+}
+
+// One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile
+// (Y's elements from y_offset on are the group's). With `slots` column buffers of `tile`
+// pixels at `col` and at least a tile per thread (threads beyond `slots` idle), each
+// thread takes whole tiles, the next one left, on its own buffer, and computes them alone:
+// one fork and join per group instead of three per tile, and no GEMM cut thinner than a
+// tile. Otherwise the threads share each tile. A tile's result is the same either way, so
+// the bits do not depend on the thread count or on which thread takes which tile.
+void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg, int64_t rows,
+               const ConvGeometry& g, bool pointwise, float* col, int64_t slots, float* yg, ThreadPool* threads,
                const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
   const int64_t tile = pointwise ? g.out_size : ConvTilePixels(rows, g.out_size);
+  const int64_t tiles = (g.out_size + tile - 1) / tile;
+  const int64_t parts = threads ? std::min<int64_t>(slots, threads->size()) : 1;
+  if (parts >= 2 && tiles >= parts) {
+    std::atomic<int64_t> next{0};
+    ParallelFor(threads, parts, 1, [&](int64_t, int64_t, int part) {
+      for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tiles;) {
+        const int64_t p0 = t * tile;
+        ConvTile(xg, wg, bias, cg, mg, rows, g, pointwise, p0, std::min(tile, g.out_size - p0),
+                 col + part * rows * tile, yg, nullptr, epilogue, y, y_offset);
+      }
+    });
+    return;
+  }
   for (int64_t p0 = 0; p0 < g.out_size; p0 += tile) {
-    const int64_t count = std::min(tile, g.out_size - p0);
-    if (bias) FillBias(bias, mg, count, g.out_size, yg + p0);
-    const float* bmat = xg + p0;
-    if (!pointwise) {
-      ParallelFor(threads, cg, MinItemsPerPart(g.kernel_size * count), [&](int64_t c0, int64_t c1) {
-        Im2ColTile(xg + c0 * g.in_size, c1 - c0, g, p0, count, col + c0 * g.kernel_size * count);
-      });
-      bmat = col;
-    }
-    ParallelSgemm(threads, false, false, mg, count, rows, 1.0f, wg, rows, bmat, pointwise ? g.out_size : count,
-                  bias ? 1.0f : 0.0f, yg + p0, g.out_size);
-    if (count == g.out_size) {  // one tile: the group's rows are contiguous, one call
-      ApplyEpilogue(epilogue, y, y_offset, mg * g.out_size);
-    } else {
-      for (int64_t r = 0; r < mg; ++r) ApplyEpilogue(epilogue, y, y_offset + r * g.out_size + p0, count);
-    }
+    ConvTile(xg, wg, bias, cg, mg, rows, g, pointwise, p0, std::min(tile, g.out_size - p0), col, yg, threads,
+             epilogue, y, y_offset);
   }
 }
 
@@ -570,9 +607,11 @@ Status ConvKernel(const KernelCall& call) {
   const int64_t cg = c / g.group, mg = m / g.group;
   const int64_t rows = cg * g.kernel_size;  // GEMM K
   const bool pointwise = IsPointwise(g);
+  int64_t slots = 0;  // column buffers in the workspace
   if (!pointwise && rows > 0) {
-    const int64_t tile = ConvTilePixels(rows, g.out_size);
-    KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(rows * tile) * sizeof(float), kName));
+    const size_t tile_bytes = static_cast<size_t>(rows * ConvTilePixels(rows, g.out_size)) * sizeof(float);
+    KILN_RETURN_IF_ERROR(CheckWorkspace(call, tile_bytes, kName));
+    slots = std::min<int64_t>(ConvTileSlots(rows, g.out_size), static_cast<int64_t>(call.workspace_bytes / tile_bytes));
   }
   float* col = static_cast<float*>(call.workspace);
   for (int64_t b = 0; b < n; ++b) {
@@ -588,8 +627,8 @@ Status ConvKernel(const KernelCall& call) {
         }
         ApplyEpilogue(epilogue, y, yg - py, mg * g.out_size);
       } else {
-        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, yg, call.threads, epilogue, y,
-                  yg - py);
+        ConvGroup(xg, pw + grp * mg * rows, bg, cg, mg, rows, g, pointwise, col, slots, yg, call.threads, epilogue,
+                  y, yg - py);
       }
     }
   }

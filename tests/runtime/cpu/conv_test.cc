@@ -271,8 +271,9 @@ TEST_CASE("Conv depthwise with a kernel wider than 16 columns matches the defini
   KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, c, stride, pad, dil, out_h, out_w));
 }
 
-TEST_CASE("Conv im2col is tiled: the workspace holds one tile, tiles split output rows") {
-  // K = 16 * 3 * 3 = 144 rows over 31 * 35 = 1085 pixels: two tiles, the cut mid-row.
+TEST_CASE("Conv im2col is tiled: the workspace holds a column buffer per tile, tiles split output rows") {
+  // K = 16 * 3 * 3 = 144 rows over 31 * 35 = 1085 pixels: two tiles of 544 pixels, the cut
+  // mid-row, and a buffer for each so two threads can take one each.
   auto x = Floats({1, 16, 31, 35}, Pattern(16 * 31 * 35, 17, 8, 0.03));
   auto w = Floats({2, 16, 3, 3}, Pattern(2 * 16 * 9, 5, 2, 0.1));
   std::vector<float> bias{0.25f, -0.5f};
@@ -280,11 +281,14 @@ TEST_CASE("Conv im2col is tiled: the workspace holds one tile, tiles split outpu
   auto y = Output(DType::kFloat32, {1, 2, 31, 35});
   AttrMap attrs;
   attrs.SetInts("pads", {1, 1, 1, 1});
-  const size_t whole = 144 * 1085 * sizeof(float);
-  const size_t ws = WorkspaceFor(attrs, x, w, y);
-  CHECK(ws > 0);
-  CHECK(ws < whole);
-  Status s = RunKernel("Conv", attrs, {&x, &w, &b}, {&y});
+  const size_t tile = 144 * 544 * sizeof(float);
+  CHECK(WorkspaceFor(attrs, x, w, y) == 2 * tile);
+  // One thread needs one buffer only; less than one tile is refused.
+  const KernelDef* def = FindKernel("Conv");
+  const std::vector<TensorRef> in{x.ref(), w.ref(), b.ref()}, out{y.ref()};
+  std::vector<uint8_t> scratch(tile);
+  CHECK(def->run(KernelCall{attrs, in, out, scratch.data(), tile - 4, nullptr}).code() == StatusCode::kInternal);
+  Status s = def->run(KernelCall{attrs, in, out, scratch.data(), tile, nullptr});
   REQUIRE_MESSAGE(s.ok(), s.ToString());
   const auto got = y.values<float>();
   // Spot values and per-channel sums from onnxruntime, around the tile boundary.
@@ -317,13 +321,14 @@ TEST_CASE("Conv tiled, grouped, strided: matches the definition; a large image n
   const int64_t stride[2] = {2, 2}, pad[2] = {1, 1}, dil[2] = {1, 1};
   KILN_CHECK_FLOATS(y.values<float>(), ReferenceConv2D(x, w, bias, 2, stride, pad, dil, 20, 24));
 
-  // super-resolution's 64 -> 64 3x3 conv on 224x224: whole-image im2col would be 115 MB.
+  // super-resolution's 64 -> 64 3x3 conv on 224x224: whole-image im2col would be 115 MB;
+  // the workspace is 4 of its 222 tiles (K = 576 rows, 240 pixels each).
   auto bx = Floats({1, 64, 224, 224}, {});
   auto bw = Floats({64, 64, 3, 3}, {});
   auto by = Output(DType::kFloat32, {1, 64, 224, 224});
   AttrMap big;
   big.SetInts("pads", {1, 1, 1, 1});
-  CHECK(WorkspaceFor(big, bx, bw, by) <= (size_t{2} << 20));
+  CHECK(WorkspaceFor(big, bx, bw, by) == 4 * 576 * 240 * sizeof(float));
 }
 
 TEST_CASE("ConvTranspose 2-D strides, asymmetric pads, output_padding") {

@@ -1,5 +1,6 @@
 // The kernels that split their outer loops over a thread pool (KernelCall::threads): the
-// fused-program interpreter, Conv (depthwise channels, im2col channels, GEMM blocks),
+// fused-program interpreter, Conv (depthwise channels, whole im2col tiles, or a tile's
+// im2col channels and GEMM blocks),
 // ConvTranspose (GEMM blocks, col2im channels), MatMul and Gemm (GEMM blocks) and pooling
 // (planes). Each is run without a pool and on pools of 1, 2
 // and 3 threads, on shapes large enough to be split: the outputs must be the same bits, and
@@ -7,7 +8,9 @@
 // kernels' own tests check them against references on one thread).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -66,14 +69,15 @@ Status RunProgramOn(const Program& p, std::vector<const TestTensor*> inputs, std
   return RunFused(p, in, out, {}, ws.data(), bytes, pool);
 }
 
+// Runs `op` with the workspace its KernelDef asks for, or `max_workspace` bytes when fewer.
 Status RunKernelOn(std::string_view op, const AttrMap& attrs, std::vector<const TestTensor*> inputs,
-                   std::vector<const TestTensor*> outputs, ThreadPool* pool) {
+                   std::vector<const TestTensor*> outputs, ThreadPool* pool, size_t max_workspace = SIZE_MAX) {
   const KernelDef* def = FindKernel(op);
   if (def == nullptr) return NotFound(std::string(op));
   std::vector<TensorRef> in, out;
   for (auto* t : inputs) in.push_back(t->ref());
   for (auto* t : outputs) out.push_back(t->ref());
-  const size_t ws = def->workspace ? def->workspace(attrs, in, out) : 0;
+  const size_t ws = std::min(def->workspace ? def->workspace(attrs, in, out) : 0, max_workspace);
   std::vector<uint8_t> workspace(ws + 1);
   const KernelCall call{attrs, in, out, workspace.data(), ws, pool};
   return def->run(call);
@@ -214,16 +218,37 @@ TEST_CASE("Conv split over threads: depthwise channels and im2col channels give 
       });
     }
   }
-  SUBCASE("3x3 by im2col tiles, one group and two") {
-    // Channel counts big enough for two parts per tile (a tile is at most 512 KiB).
+  SUBCASE("3x3 by im2col tiles, one group and two: whole tiles per thread") {
+    // K = 576: 19 tiles of 224 pixels at 64x64, 5 tiles of 208 per group at 32x32.
     for (int64_t group : {1, 2}) {
       const int64_t c = 64 * group, hw = group == 1 ? 64 : 32;
       auto x = Floats({1, c, hw, hw}, RandomFloats(static_cast<size_t>(c * hw * hw), 10));
       auto w = Floats({16, 64, 3, 3}, RandomFloats(16 * 64 * 9, 11));
+      auto bias = Floats({16}, RandomFloats(16, 12));
       SameOnEveryPool(pools, DType::kFloat32, {1, 16, hw, hw}, [&](ThreadPool* pool, TestTensor& y) {
-        return RunKernelOn("Conv", ConvAttrs(group, 1, 1), {&x, &w}, {&y}, pool);
+        return RunKernelOn("Conv", ConvAttrs(group, 1, 1), {&x, &w, &bias}, {&y}, pool);
+      });
+      // A workspace of one column buffer: the threads share each tile instead.
+      const size_t one_tile = static_cast<size_t>(576 * (group == 1 ? 224 : 208)) * sizeof(float);
+      SameOnEveryPool(pools, DType::kFloat32, {1, 16, hw, hw}, [&](ThreadPool* pool, TestTensor& y) {
+        return RunKernelOn("Conv", ConvAttrs(group, 1, 1), {&x, &w, &bias}, {&y}, pool, one_tile);
       });
     }
+  }
+  SUBCASE("5x5 on one input channel (super-resolution's first conv): ten tiles of 5024 pixels") {
+    auto x = Floats({1, 1, 224, 224}, RandomFloats(224 * 224, 13));
+    auto w = Floats({8, 1, 5, 5}, RandomFloats(8 * 25, 14));
+    auto bias = Floats({8}, RandomFloats(8, 15));
+    SameOnEveryPool(pools, DType::kFloat32, {1, 8, 224, 224}, [&](ThreadPool* pool, TestTensor& y) {
+      return RunKernelOn("Conv", ConvAttrs(1, 1, 2), {&x, &w, &bias}, {&y}, pool);
+    });
+  }
+  SUBCASE("3x3 on 7x7 with 256 channels: one tile, its im2col channels and GEMM blocks shared") {
+    auto x = Floats({1, 256, 7, 7}, RandomFloats(256 * 49, 16));
+    auto w = Floats({256, 256, 3, 3}, RandomFloats(256 * 256 * 9, 17));
+    SameOnEveryPool(pools, DType::kFloat32, {1, 256, 7, 7}, [&](ThreadPool* pool, TestTensor& y) {
+      return RunKernelOn("Conv", ConvAttrs(1, 1, 1), {&x, &w}, {&y}, pool);
+    });
   }
 }
 
