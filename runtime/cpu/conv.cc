@@ -467,7 +467,9 @@ void FillBias(const float* bias, int64_t rows, int64_t cols, int64_t ld, float* 
 // Y[mg, count] (columns p0 .. p0 + count of one image and group, row stride out_size) =
 // W[mg, rows] * im2col(X) (+ bias), then the tile's epilogue, while the tile is in cache.
 // `threads` fill the column tile (each a range of input channels: disjoint rows of the
-// tile) and share its GEMM (runtime/cpu/gemm.h); the bits do not depend on them.
+// tile) and share its GEMM (runtime/cpu/gemm.h); the bits do not depend on them. A
+// pointwise conv's tiles narrower than the image are ParallelSgemm's column blocks of the
+// whole product (SgemmColumnBlock), each one call, as ParallelSgemm would make it.
 void ConvTile(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg, int64_t rows,
               const ConvGeometry& g, bool pointwise, int64_t p0, int64_t count, float* col, float* yg,
               ThreadPool* threads, const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
@@ -479,8 +481,12 @@ void ConvTile(const float* xg, const float* wg, const float* bias, int64_t cg, i
     });
     bmat = col;
   }
-  ParallelSgemm(threads, false, false, mg, count, rows, 1.0f, wg, rows, bmat, pointwise ? g.out_size : count,
-                bias ? 1.0f : 0.0f, yg + p0, g.out_size);
+  if (pointwise && count < g.out_size) {
+    Sgemm(false, false, mg, count, rows, 1.0f, wg, rows, bmat, g.out_size, bias ? 1.0f : 0.0f, yg + p0, g.out_size);
+  } else {
+    ParallelSgemm(threads, false, false, mg, count, rows, 1.0f, wg, rows, bmat, pointwise ? g.out_size : count,
+                  bias ? 1.0f : 0.0f, yg + p0, g.out_size);
+  }
   if (count == g.out_size) {  // one tile: the group's rows are contiguous, one call
     ApplyEpilogue(epilogue, y, y_offset, mg * g.out_size);
   } else {
@@ -490,24 +496,25 @@ void ConvTile(const float* xg, const float* wg, const float* bias, int64_t cg, i
 
 // One image, one group: Y[mg, out_size] = W[mg, rows] * im2col(X) (+ bias), tile by tile
 // (Y's elements from y_offset on are the group's). With `slots` column buffers of `tile`
-// pixels at `col` and at least a tile per thread (threads beyond `slots` idle), each
-// thread takes whole tiles, the next one left, on its own buffer, and computes them alone:
-// one fork and join per group instead of three per tile, and no GEMM cut thinner than a
-// tile. Otherwise the threads share each tile. A tile's result is the same either way, so
-// the bits do not depend on the thread count or on which thread takes which tile.
+// pixels at `col` (a pointwise conv needs none) and at least a tile per thread (threads
+// beyond `slots` idle), each thread takes whole tiles, the next one left, on its own
+// buffer, and computes them alone: one fork and join per group instead of three per tile,
+// no GEMM cut thinner than a tile, and bias fill and epilogue in parallel too. Otherwise
+// the threads share each tile. A tile's result is the same either way, so the bits do not
+// depend on the thread count or on which thread takes which tile.
 void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, int64_t mg, int64_t rows,
                const ConvGeometry& g, bool pointwise, float* col, int64_t slots, float* yg, ThreadPool* threads,
                const Epilogue& epilogue, const TensorRef& y, int64_t y_offset) {
-  const int64_t tile = pointwise ? g.out_size : ConvTilePixels(rows, g.out_size);
+  const int64_t tile = pointwise ? SgemmColumnBlock(mg, g.out_size, rows) : ConvTilePixels(rows, g.out_size);
   const int64_t tiles = (g.out_size + tile - 1) / tile;
-  const int64_t parts = threads ? std::min<int64_t>(slots, threads->size()) : 1;
+  const int64_t parts = threads ? std::min<int64_t>(pointwise ? tiles : slots, threads->size()) : 1;
   if (parts >= 2 && tiles >= parts) {
     std::atomic<int64_t> next{0};
     ParallelFor(threads, parts, 1, [&](int64_t, int64_t, int part) {
       for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tiles;) {
         const int64_t p0 = t * tile;
         ConvTile(xg, wg, bias, cg, mg, rows, g, pointwise, p0, std::min(tile, g.out_size - p0),
-                 col + part * rows * tile, yg, nullptr, epilogue, y, y_offset);
+                 pointwise ? nullptr : col + part * rows * tile, yg, nullptr, epilogue, y, y_offset);
       }
     });
     return;

@@ -18,6 +18,16 @@ constexpr double kMinSplitWork = double{1 << 22};
 constexpr int64_t kMinBlock = 64;
 constexpr int64_t kMaxBlocks = 4;
 
+// The block length along C's columns (n >= m) or rows that ParallelSgemm uses.
+int64_t BlockLength(int64_t m, int64_t n, int64_t k) {
+  const int64_t extent = n >= m ? n : m;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t wanted = work < kMinSplitWork ? 1 : std::clamp<int64_t>(extent / kMinBlock, 1, kMaxBlocks);
+  return std::min(extent, ((extent + wanted - 1) / wanted + 15) / 16 * 16);
+}
+
+}  // namespace
+
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -25,15 +35,13 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-}  // namespace
+int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k) { return n >= m ? BlockLength(m, n, k) : n; }
 
 void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const bool by_columns = n >= m;
   const int64_t extent = by_columns ? n : m;
-  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t wanted = work < kMinSplitWork ? 1 : std::clamp<int64_t>(extent / kMinBlock, 1, kMaxBlocks);
-  const int64_t block = ((extent + wanted - 1) / wanted + 15) / 16 * 16;
+  const int64_t block = BlockLength(m, n, k);
   const int64_t blocks = (extent + block - 1) / block;
   ParallelFor(threads, blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {

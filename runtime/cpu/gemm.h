@@ -24,4 +24,14 @@ namespace kiln::cpu {
 void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// The columns per block ParallelSgemm cuts C[m, n] (op(A) m x k) into when it cuts C's
+// columns; n when it makes one call or cuts rows. A caller that runs the blocks itself
+// (each with Sgemm below, then its own per-block work) makes the same calls, so gets the
+// same bits.
+int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k);
+
+// The same product in one OpenBLAS call on the calling thread.
+void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
 // The kernels that split their outer loops over a thread pool (KernelCall::threads): the
-// fused-program interpreter, Conv (depthwise channels, whole im2col tiles, or a tile's
-// im2col channels and GEMM blocks),
+// fused-program interpreter, Conv (depthwise channels, whole im2col tiles or pointwise
+// GEMM blocks, or a tile's im2col channels and GEMM blocks),
 // ConvTranspose (GEMM blocks, col2im channels), MatMul and Gemm (GEMM blocks) and pooling
 // (planes). Each is run without a pool and on pools of 1, 2
 // and 3 threads, on shapes large enough to be split: the outputs must be the same bits, and
@@ -241,6 +241,15 @@ TEST_CASE("Conv split over threads: depthwise channels and im2col channels give 
     auto bias = Floats({8}, RandomFloats(8, 15));
     SameOnEveryPool(pools, DType::kFloat32, {1, 8, 224, 224}, [&](ThreadPool* pool, TestTensor& y) {
       return RunKernelOn("Conv", ConvAttrs(1, 1, 2), {&x, &w, &bias}, {&y}, pool);
+    });
+  }
+  SUBCASE("1x1 with bias: GEMM column blocks, each with its bias and epilogue, whole per thread") {
+    // M = 64, N = 56 * 56 = 3136, K = 64: four blocks of 784 columns.
+    auto x = Floats({1, 64, 56, 56}, RandomFloats(64 * 3136, 18));
+    auto w = Floats({64, 64, 1, 1}, RandomFloats(64 * 64, 19));
+    auto bias = Floats({64}, RandomFloats(64, 20));
+    SameOnEveryPool(pools, DType::kFloat32, {1, 64, 56, 56}, [&](ThreadPool* pool, TestTensor& y) {
+      return RunKernelOn("Conv", ConvAttrs(1, 1, 0), {&x, &w, &bias}, {&y}, pool);
     });
   }
   SUBCASE("3x3 on 7x7 with 256 channels: one tile, its im2col channels and GEMM blocks shared") {
