@@ -5,12 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
 
 #include "compiler/fusion/rules.h"
 #include "runtime/cpu/kernel.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/random_floats.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 
@@ -34,14 +34,6 @@ Fused FuseModel(const onnx::ModelProto& m) {
     if (n.fused) f.kernels.push_back(&n);
   for (const auto& l : f.report.log) f.log += l + "\n";
   return f;
-}
-
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
 }
 
 // Compiles `m` fused and unfused and checks both give the same outputs on `inputs`.
@@ -104,7 +96,7 @@ TEST_CASE("fusion: softmax takes its elementwise prologue and epilogue into one 
   CHECK(f.kernels[0]->fused->reduction == "Softmax");
   CHECK(f.kernels[0]->fused->program.reductions.size() == 2);  // max, then sum of exp
 
-  std::vector<float> x = Random(20, 1);
+  std::vector<float> x = RandomFloats(20, 1);
   kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {4, 5})};
   auto y = RunFloat(CompileModel(m), in);
   for (int r = 0; r < 4; ++r) {
@@ -138,7 +130,7 @@ TEST_CASE("fusion: a decomposed softmax is two kernels; the row result broadcast
   CHECK(f.kernels[1]->fused->program.outputs[0].per_row == false);
   CHECK(f.log.find("the region already has a reduction") != std::string::npos);
 
-  std::vector<float> x = Random(21, 2);
+  std::vector<float> x = RandomFloats(21, 2);
   kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {3, 7})};
   CheckFusedMatchesUnfused(m, in);
 }
@@ -158,7 +150,7 @@ TEST_CASE("fusion: cuts at model outputs and at index maps after a reduction, wi
   CHECK(f.log.find("the index map Transpose 'transpose' would follow the reduction") != std::string::npos);
   CHECK(f.kernels.size() == 3);  // exp | neg+softmax | transpose
 
-  std::vector<float> x = Random(24, 3);
+  std::vector<float> x = RandomFloats(24, 3);
   kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3, 4})};
   CheckFusedMatchesUnfused(m, in);
 }
@@ -184,7 +176,7 @@ TEST_CASE("fusion: data movement fuses as index maps; arithmetic feeding a Conca
   CHECK(f.log.find("cut after Sigmoid 'sigmoid' (output 's'): it would be computed for every element of Concat") !=
         std::string::npos);
 
-  std::vector<float> x = Random(24, 4), z = Random(24, 5);
+  std::vector<float> x = RandomFloats(24, 4), z = RandomFloats(24, 5);
   kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3, 4}),
                            kiln::TensorView::Host(z.data(), kiln::DType::kFloat32, {4, 6})};
   auto y = RunFloat(CompileModel(m), in);
@@ -211,7 +203,7 @@ TEST_CASE("fusion: layer normalization with a residual prologue and symbolic row
   CHECK(f.kernels[0]->fused->program.num_sizes == 1);  // N is a size argument
 
   for (int64_t n : {1, 3}) {
-    std::vector<float> x = Random(n * 8, 6), r = Random(n * 8, 7);
+    std::vector<float> x = RandomFloats(n * 8, 6), r = RandomFloats(n * 8, 7);
     kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {n, 8}),
                              kiln::TensorView::Host(r.data(), kiln::DType::kFloat32, {n, 8})};
     CheckFusedMatchesUnfused(m, in);
@@ -250,7 +242,7 @@ TEST_CASE("fusion: an empty Concat input is never read") {
   AddNode(g, "Relu", {"c"}, {"y"}, "relu");
   AddOutput(g, "y");
   REQUIRE(FuseModel(m).kernels.size() == 1);
-  std::vector<float> x = Random(6, 8), z(1, 0.0f);
+  std::vector<float> x = RandomFloats(6, 8), z(1, 0.0f);
   kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, 3}),
                            kiln::TensorView::Host(z.data(), kiln::DType::kFloat32, {0, 3})};
   auto y = RunFloat(CompileModel(m), in);

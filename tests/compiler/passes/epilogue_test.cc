@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "compiler/serialize/artifact_writer.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/random_floats.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 using kiln::ir::Node;
@@ -58,14 +58,6 @@ std::vector<double> ConstValues(const Trace& t, kiln::ir::ValueId id) {
   REQUIRE(t.value(id).is_const());
   std::vector<double> v;
   for (int64_t i = 0; i < t.value(id).data->num_elements(); ++i) v.push_back(t.value(id).data->FloatAt(i));
-  return v;
-}
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
   return v;
 }
 

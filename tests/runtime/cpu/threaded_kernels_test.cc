@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "runtime/cpu/thread_pool.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
 #include "tests/runtime/fused/program_test_util.h"
+#include "tests/random_floats.h"
 
 namespace kiln::cpu::testing {
 namespace {
@@ -28,14 +28,7 @@ namespace {
 namespace ft = kiln::fused::testing;
 using fused::Op;
 using fused::Program;
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using kiln::testing::RandomFloats;
 
 // Pools of 1, 2 and 3 threads, and no pool (nullptr) first.
 struct Pools {
