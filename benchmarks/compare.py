@@ -30,7 +30,8 @@ Prints a markdown table (model, input shapes, T, Kiln and onnxruntime p50, ratio
 onnxruntime's version and Kiln's commit; writes it to --markdown and every figure to --json.
 Targets: Kiln within 1.5x of onnxruntime on every real model, within 2x on ONNX's light models
 (ResNet-50). Progress goes to stderr. Exit status: 0 every model compared and timed, 1 some
-model failed to compile or run or its outputs disagree, 2 setup error (missing module or kiln).
+model failed to compile or run or its outputs disagree, or a folder given lacks model.onnx or
+test_data_set_0/ (a row says which), 2 setup error (missing module or kiln).
 """
 import argparse
 import datetime
@@ -343,8 +344,13 @@ def main():
         name = os.path.basename(model_dir)
         model = os.path.join(model_dir, "model.onnx")
         progress(f"[{n}/{len(dirs)}] {name} ({model_dir})")
-        if not os.path.isfile(model) or not os.path.isdir(os.path.join(model_dir, "test_data_set_0")):
-            progress("  skipped: needs model.onnx and test_data_set_0/")
+        missing = ("no such folder" if not os.path.isdir(model_dir) else
+                   "no model.onnx" if not os.path.isfile(model) else
+                   "no test_data_set_0/" if not os.path.isdir(os.path.join(model_dir, "test_data_set_0")) else None)
+        if missing:  # a row that says so, and exit status 1
+            progress(f"  FAILED: {missing}")
+            records.append({"name": name, "dir": os.path.abspath(model_dir), "target_ratio": target_for(model_dir),
+                            "status": missing, "runs": []})
             continue
         with open(model, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()

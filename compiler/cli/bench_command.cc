@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -90,6 +91,20 @@ int Bench(BenchFlags& f) {
       return 2;
     }
   }
+  if (f.trace == "-") {
+    std::cerr << "kiln bench: --trace needs a file ('-' is only for --json)\n";
+    return 2;
+  }
+  // The output files are opened before the run, so that an unwritable path fails at once
+  // rather than after a long --duration.
+  for (const std::string* path : {&f.json, &f.trace}) {
+    if (path->empty() || *path == "-") continue;
+    std::ofstream probe(*path, std::ios::binary | std::ios::app);
+    if (!probe) {
+      std::cerr << "kiln bench: cannot write " << *path << ": " << std::strerror(errno) << "\n";
+      return 1;
+    }
+  }
   c.device = f.device == "cpu" ? Device::kCpu : f.device == "cuda" ? Device::kCuda : Device::kAuto;
   if (!f.trace.empty()) c.profile = true;
   ProgressLine line(!f.quiet);
@@ -127,11 +142,12 @@ void AddBenchCommand(CLI::App& app) {
       cmd->add_flag("--random", c.random,
                     "random inputs instead: floats uniform in [-1, 1), integers in 0..9, bools 0/1, from "
                     "--seed. Every dim must be known: a constant of the artifact, given by --shape, bound by "
-                    "another input's --shape (same symbol), or fixed by the artifact's entries (the first "
-                    "entry's value)");
+                    "another input's --shape (same symbol), or fixed by the artifact's entries (the first entry "
+                    "that fixes every open dim, else the one that fixes the most)");
   inputs->excludes(random);
   cmd->add_option("--shape", f->shapes,
-                  "with --random: an input's shape, NAME:DIMS such as images:1x3x640x640; repeatable")
+                  "with --random: an input's shape, NAME:DIMS such as images:1x3x640x640 ('?' leaves a dim to the "
+                  "artifact's entries); repeatable")
       ->needs(random);
   cmd->add_option("--seed", c.seed, "seed of --random")->capture_default_str()->needs(random);
   cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones")
@@ -142,7 +158,17 @@ void AddBenchCommand(CLI::App& app) {
                          ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   cmd->add_option("--duration", c.duration_s,
                   "instead of --iterations: time calls until this many seconds have passed (at least one call)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double v = 0;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+              return std::string("not a number: ") + text;
+            }
+            return v > 0 && std::isfinite(v) ? std::string() : "expected a finite number of seconds > 0, got " + text;
+          },
+          "SECONDS > 0"))
       ->excludes(iterations);
   cmd->add_option("--device", f->device,
                   "cpu, cuda or auto: auto uses CUDA device 0 when a driver and device are present, else the CPU (the "

@@ -192,8 +192,9 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
     out << fmt::format("             latency varies by {:.0f}% of the mean (sd/mean): other load on the machine?\n",
                        100 * r.latency_ms.stddev / r.latency_ms.mean);
   out << fmt::format("throughput:  {:.2f} calls/s\n", r.throughput_per_s);
-  out << fmt::format("host us:     lookup {:.2f}  prologue {:.2f}  computation {:.1f}  (medians)\n", r.lookup_us,
-                     r.prologue_us, r.computation_us);
+  out << fmt::format("host us:     lookup {:.2f} (its prologues included)  prologue {:.2f}  computation {:.1f}  "
+                     "(medians)\n",
+                     r.lookup_us, r.prologue_us, r.computation_us);
   if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << "  (CUDA events)\n";
   out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
                      Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));

@@ -56,7 +56,9 @@ std::string ShapeHint(const TensorInfo& t) {
   std::string dims;
   for (size_t i = 0; i < t.shape.size(); ++i)
     dims += (i ? ", " : "") + (t.shape[i].value >= 0 ? std::to_string(t.shape[i].value) : t.shape[i].symbol);
-  return fmt::format("pass --shape {}:DIMS, numbers for its dims [{}] joined by 'x'", t.name, dims);
+  return fmt::format("pass --shape {}:DIMS, numbers for its dims [{}] joined by 'x' ('?' takes the value an entry "
+                     "fixes)",
+                     t.name, dims);
 }
 
 Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string, std::vector<int64_t>>& given) {
@@ -72,9 +74,7 @@ Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string
       return InvalidArgument(fmt::format("--shape {}:{} has rank {}, the input has rank {}", name, DimsText(dims),
                                          dims.size(), it->shape.size()));
     for (size_t d = 0; d < dims.size(); ++d) {
-      if (dims[d] < 0)
-        return InvalidArgument(fmt::format("--shape {}: dim {} is symbolic; random inputs need a number", name, d));
-      if (it->shape[d].value >= 0 && it->shape[d].value != dims[d])
+      if (dims[d] >= 0 && it->shape[d].value >= 0 && it->shape[d].value != dims[d])
         return InvalidArgument(
             fmt::format("--shape {}:{}: dim {} is {} in the artifact", name, DimsText(dims), d, it->shape[d].value));
     }
@@ -88,38 +88,53 @@ Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const Ten
                                                              std::span<const EntryInfo> entries,
                                                              const std::map<std::string, std::vector<int64_t>>& given) {
   KILN_RETURN_IF_ERROR(CheckGiven(inputs, given));
-  SymbolValues bound;  // from the given shapes
-  for (const TensorInfo& t : inputs) {
-    auto it = given.find(t.name);
-    if (it == given.end()) continue;
-    for (size_t d = 0; d < t.shape.size(); ++d)
-      if (t.shape[d].value < 0) bound.emplace(t.shape[d].symbol, it->second[d]);
-  }
-  // Symbols still open, then the first entry that fixes them all.
-  std::vector<std::string> open;
-  for (const TensorInfo& t : inputs)
-    if (!given.count(t.name))
-      for (const DimInfo& dim : t.shape)
-        if (dim.value < 0 && !bound.count(dim.symbol) && dim.symbol.find('|') == std::string::npos)
-          open.push_back(dim.symbol);
-  if (!open.empty()) {
-    for (const EntryInfo& e : entries) {
-      const SymbolValues fixed = FixedByEntry(e.name);
-      if (std::all_of(open.begin(), open.end(), [&](const std::string& s) { return fixed.count(s) > 0; })) {
-        for (const std::string& s : open) bound.emplace(s, fixed.at(s));
-        break;
-      }
-    }
-  }
+  // Each input's dims as given: a --shape's numbers (-1 where it writes '?'), else the
+  // artifact's constants and -1 for its symbolic dims.
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorInfo& t : inputs) {
     if (auto it = given.find(t.name); it != given.end()) {
       shapes.push_back(it->second);
-      continue;
+    } else {
+      std::vector<int64_t> dims;
+      for (const DimInfo& dim : t.shape) dims.push_back(dim.value);
+      shapes.push_back(std::move(dims));
     }
-    std::vector<int64_t> dims;
+  }
+  SymbolValues bound;  // symbols whose value a --shape gives
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t d = 0; d < inputs[i].shape.size(); ++d)
+      if (inputs[i].shape[d].value < 0 && shapes[i][d] >= 0) bound.emplace(inputs[i].shape[d].symbol, shapes[i][d]);
+  // Symbols still open, then the first entry that fixes them all, else the first that fixes
+  // the most of them (the error below then names the dims still open).
+  std::vector<std::string> open;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t d = 0; d < inputs[i].shape.size(); ++d) {
+      const DimInfo& dim = inputs[i].shape[d];
+      if (shapes[i][d] < 0 && dim.value < 0 && !bound.count(dim.symbol) && dim.symbol.find('|') == std::string::npos)
+        open.push_back(dim.symbol);
+    }
+  if (!open.empty()) {
+    SymbolValues pick;
+    size_t most = 0;
+    for (const EntryInfo& e : entries) {
+      SymbolValues fixed = FixedByEntry(e.name);
+      const size_t n = static_cast<size_t>(
+          std::count_if(open.begin(), open.end(), [&](const std::string& s) { return fixed.count(s) > 0; }));
+      if (n > most) {
+        most = n;
+        pick = std::move(fixed);
+      }
+      if (n == open.size()) break;
+    }
+    for (const std::string& s : open)
+      if (auto f = pick.find(s); f != pick.end()) bound.emplace(s, f->second);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorInfo& t = inputs[i];
+    std::vector<int64_t>& dims = shapes[i];
     for (size_t d = 0; d < t.shape.size(); ++d) {
       const DimInfo& dim = t.shape[d];
+      if (dims[d] >= 0) continue;
       int64_t value = dim.value;
       if (value < 0) {
         const std::string_view first = std::string_view(dim.symbol).substr(0, dim.symbol.find('|'));
@@ -133,9 +148,8 @@ Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const Ten
             fmt::format("input '{}' dim {} is symbolic ('{}') and no entry of the artifact fixes it: "
                         "{}",
                         t.name, d, dim.symbol, ShapeHint(t)));
-      dims.push_back(value);
+      dims[d] = value;
     }
-    shapes.push_back(std::move(dims));
   }
   return shapes;
 }

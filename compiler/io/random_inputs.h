@@ -19,14 +19,15 @@
 namespace kiln::io {
 
 // Concrete shapes for `inputs` (Model::inputs(), in order). Each dim is, in this order of
-// precedence: the shape given for the input in `given` (all of its dims); the artifact's
-// constant; the value a given shape binds to the same symbol ("N" in x:[N,3] given as 2x3
-// makes N = 2 for y:[N]); the value the entries fix: from the first entry (in `entries`'
-// order, the order Run tries them) whose profile fixes every symbol still open ("N=1, T=64"
-// in EntryInfo::name), or the first form of a symbol listing the entries' values ("1|4"
-// gives 1). Errors (kInvalidArgument): a name in `given` that is no input; a given shape of
-// the wrong rank, with a negative dim, or contradicting a constant dim; a dim none of the
-// rules decides, naming the input, the dim and its symbol and saying to pass --shape NAME:DIMS.
+// precedence: the number given for it in `given` (a --shape; -1, written '?', leaves it to
+// the rules after); the artifact's constant; the value a given shape binds to the same symbol
+// ("N" in x:[N,3] given as 2x3 makes N = 2 for y:[N]); the value the entries fix: from the
+// first entry (in `entries`' order, the order Run tries them) whose profile fixes every symbol
+// still open ("N=1, T=64" in EntryInfo::name), else from the first that fixes the most of
+// them; or the first form of a symbol listing the entries' values ("1|4" gives 1). Errors
+// (kInvalidArgument): a name in `given` that is no input; a given shape of the wrong rank or
+// contradicting a constant dim; a dim none of the rules decides, naming the input, the dim
+// and its symbol and saying to pass --shape NAME:DIMS.
 Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const TensorInfo> inputs,
                                                              std::span<const EntryInfo> entries,
                                                              const std::map<std::string, std::vector<int64_t>>& given);

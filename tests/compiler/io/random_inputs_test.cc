@@ -55,6 +55,10 @@ TEST_CASE("random inputs: shapes from constants, --shape, shared symbols and the
   // --shape wins over the entries.
   CHECK(Shapes({Info("x", {Sym("N"), Const(3)})}, {Entry("N=1")}, {{"x", {7, 3}}}) == Dims{{7, 3}});
   CHECK(Shapes({Info("s", {})}, none) == Dims{{}});
+  // '?' (-1) in a --shape takes what the other rules decide: here the entry's N.
+  const std::vector<TensorInfo> nchw = {Info("x", {Sym("N"), Const(3), Sym("H"), Sym("W")})};
+  CHECK(Shapes(nchw, {Entry("N=1")}, {{"x", {-1, 3, 64, 32}}}) == Dims{{1, 3, 64, 32}});
+  CHECK(Shapes(nchw, {Entry("N=1")}, {{"x", {-1, -1, 8, 8}}}) == Dims{{1, 3, 8, 8}});
 }
 
 TEST_CASE("random inputs: an undecided dim or a wrong --shape is a precise error") {
@@ -68,6 +72,9 @@ TEST_CASE("random inputs: an undecided dim or a wrong --shape is a precise error
   CHECK(Error(x, entries, {{"x", {1, 3, 1}}}).find("has rank 3, the input has rank 2") != std::string::npos);
   CHECK(Error(x, entries, {{"x", {1, 4}}}).find("dim 1 is 3 in the artifact") != std::string::npos);
   CHECK(Error(x, entries, {{"x", {-1, 3}}}).find("dim 0 is symbolic") != std::string::npos);
+  // An entry that fixes only some symbols: the error names a dim it leaves open, not one it fixes.
+  const std::vector<TensorInfo> nchw = {Info("x", {Sym("N"), Const(3), Sym("H"), Sym("W")})};
+  CHECK(Error(nchw, {Entry("N=1")}).find("input 'x' dim 2 is symbolic ('H')") != std::string::npos);
 }
 
 TEST_CASE("random inputs: values by dtype, reproducible from the seed") {
