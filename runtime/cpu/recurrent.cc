@@ -1,12 +1,11 @@
 #include "runtime/cpu/recurrent.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include "runtime/cpu/activation.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
 
 namespace kiln::cpu::recurrent {
@@ -189,9 +188,7 @@ void ProjectInputs(const Geometry& g, const KernelCall& call, int64_t d, int64_t
   if (rows == 0 || n == 0) return;
   const float* wd = call.inputs[1].as<const float>() + d * n * g.input;
   if (g.input > 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(n),
-                static_cast<blasint>(g.input), 1.0f, call.inputs[0].as<const float>(), static_cast<blasint>(g.input),
-                wd, static_cast<blasint>(g.input), 0.0f, out, static_cast<blasint>(n));
+    Sgemm(false, true, rows, n, g.input, 1.0f, call.inputs[0].as<const float>(), g.input, wd, g.input, 0.0f, out, n);
   } else {
     std::fill(out, out + rows * n, 0.0f);
   }
@@ -208,9 +205,7 @@ void ProjectInputs(const Geometry& g, const KernelCall& call, int64_t d, int64_t
 
 void AddRecurrent(const Geometry& g, const float* h, const float* r, int64_t n, float* out, int64_t out_stride) {
   if (g.batch == 0 || n == 0 || g.hidden == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(g.batch), static_cast<blasint>(n),
-              static_cast<blasint>(g.hidden), 1.0f, h, static_cast<blasint>(g.hidden), r,
-              static_cast<blasint>(g.hidden), 1.0f, out, static_cast<blasint>(out_stride));
+  Sgemm(false, true, g.batch, n, g.hidden, 1.0f, h, g.hidden, r, g.hidden, 1.0f, out, out_stride);
 }
 
 }  // namespace kiln::cpu::recurrent

@@ -6,14 +6,13 @@
 // is computed in float32 (RMS statistics in double) and rounded to the storage type once
 // per output element. For half inputs that is at least as accurate as the reference, which
 // rounds every intermediate (scores, softmax) to half.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "runtime/cpu/families.h"
+#include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/half.h"
 
@@ -377,9 +376,7 @@ Status Attention(const KernelCall& call) {
       const float* qh = wq + (b * a.q_heads + h) * a.q_seq * a.head;
       const int64_t kvh = b * a.kv_heads + h / group;
       if (a.q_seq > 0 && t > 0 && a.head > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(a.q_seq), static_cast<blasint>(t),
-                    static_cast<blasint>(a.head), scale, qh, static_cast<blasint>(a.head), wk + kvh * t * a.head,
-                    static_cast<blasint>(a.head), 0.0f, scores, static_cast<blasint>(t));
+        Sgemm(false, true, a.q_seq, t, a.head, scale, qh, a.head, wk + kvh * t * a.head, a.head, 0.0f, scores, t);
       } else {
         for (int64_t i = 0; i < a.q_seq * t; ++i) scores[i] = 0;
       }
@@ -407,9 +404,8 @@ Status Attention(const KernelCall& call) {
         emit(3);
       }
       if (a.q_seq > 0 && a.v_head > 0 && t > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(a.q_seq),
-                    static_cast<blasint>(a.v_head), static_cast<blasint>(t), 1.0f, scores, static_cast<blasint>(t),
-                    wv + kvh * t * a.v_head, static_cast<blasint>(a.v_head), 0.0f, wy, static_cast<blasint>(a.v_head));
+        Sgemm(false, false, a.q_seq, a.v_head, t, 1.0f, scores, t, wv + kvh * t * a.v_head, a.v_head, 0.0f, wy,
+              a.v_head);
       } else {
         for (int64_t i = 0; i < a.q_seq * a.v_head; ++i) wy[i] = 0;
       }
