@@ -18,7 +18,11 @@
 
 namespace kiln {
 namespace cuda {
-class Executor;  // runtime/cuda/executor.h, in builds with the CUDA toolkit
+#if KILN_HAVE_CUDA
+class Executor;  // runtime/cuda/executor.h
+#else
+class Executor {};  // no CUDA backend in this build: never created, but unique_ptr needs a complete type
+#endif
 }
 
 // A 64-byte-aligned heap block that only grows.
