@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "compiler/onnx/op_versions.h"
+#include "compiler/onnx/subgraph_depth.h"
 #include "onnx/defs/schema.h"
 #include "runtime/half.h"
 
@@ -971,8 +972,15 @@ Result<Trace> ImportImpl(std::span<const uint8_t> bytes, const std::string& base
   if (bytes.size() > static_cast<size_t>(INT_MAX))
     return ResourceExhausted(source + " has " + std::to_string(bytes.size()) +
                              " bytes, over protobuf's 2 GiB limit; store weights as external data");
+  if (options.max_subgraph_depth < 0 || options.max_subgraph_depth > kMaxSubgraphDepthLimit)
+    return InvalidArgument("max_subgraph_depth is " + std::to_string(options.max_subgraph_depth) +
+                           ", expected 0.." + std::to_string(kMaxSubgraphDepthLimit));
+  KILN_RETURN_IF_ERROR(CheckSubgraphDepth(bytes, options.max_subgraph_depth, source));
   onnx::ModelProto model;
   google::protobuf::io::CodedInputStream cis(bytes.data(), static_cast<int>(bytes.size()));
+  // Each subgraph level nests three messages (GraphProto, NodeProto, AttributeProto): the
+  // parser's usual allowance of 100 at every level the depth check admits.
+  cis.SetRecursionLimit(100 + 3 * options.max_subgraph_depth);
   if (!model.ParseFromCodedStream(&cis) || !cis.ConsumedEntireMessage())
     return DataLoss("not an ONNX ModelProto: " + source + " (" + std::to_string(bytes.size()) +
                     " bytes) is not valid protobuf");

@@ -22,7 +22,8 @@
 //    kUndefined and an empty shape.
 // Errors: kDataLoss for malformed or inconsistent files, kUnimplemented for valid ONNX Kiln
 // does not support, kInvalidArgument for bad options, kNotFound for missing files,
-// kResourceExhausted for files over max_file_bytes. Never throws, never aborts.
+// kResourceExhausted for files over max_file_bytes or subgraphs nested deeper than
+// max_subgraph_depth. Never throws, never aborts.
 // Thread-compatible: calls share no state.
 #pragma once
 
@@ -44,6 +45,11 @@ namespace kiln::onnx_import {
 inline constexpr int64_t kMinOpset = 1;
 inline constexpr int64_t kMaxOpset = 27;
 
+// Subgraph nesting: the default limit, and the largest limit an option may set (parsing,
+// importing and shape inference recurse once per level, so the stack bounds it).
+inline constexpr int kDefaultMaxSubgraphDepth = 32;
+inline constexpr int kMaxSubgraphDepthLimit = 256;
+
 struct ImportOptions {
   // Fixes dims of runtime inputs: name -> dims, -1 keeps the declared dim. Rank must match
   // the declaration and a fixed declared dim must agree, else InvalidArgument naming the input.
@@ -55,6 +61,10 @@ struct ImportOptions {
   std::map<std::string, std::shared_ptr<const ir::ConstData>> constant_inputs;
   // Largest model file (and largest external-data file) read.
   uint64_t max_file_bytes = 4ull << 30;
+  // Deepest subgraph nesting accepted (If/Loop/Scan bodies; the main graph is level 0), 0 to
+  // kMaxSubgraphDepthLimit. Deeper models are ResourceExhausted naming the path to the first
+  // subgraph over it, checked on the bytes before they are parsed (subgraph_depth.h).
+  int max_subgraph_depth = kDefaultMaxSubgraphDepth;
 };
 
 // Reads an ONNX model file (and its external-data files, relative to the model's folder).

@@ -125,6 +125,58 @@ inline onnx::GraphProto* AddBranch(onnx::NodeProto* if_node, const std::string& 
   return a->mutable_g();
 }
 
+// A serialized ModelProto (opset 13) whose main graph holds one If node 'if_0', whose
+// then_branch holds 'if_1', and so on, `levels` subgraphs deep (the innermost graph empty).
+// Written on the wire directly, from the sizes computed inside out: protobuf's serializer
+// (and the destructor of a parsed ModelProto) recurse once per nested message.
+inline std::string NestedIfModelBytes(int levels) {
+  auto varint = [](std::string& s, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) s += static_cast<char>(v | 0x80);
+    s += static_cast<char>(v);
+  };
+  auto varint_size = [](uint64_t v) {
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7) ++n;
+    return n;
+  };
+  auto field_size = [&](uint32_t number, size_t len) { return varint_size(number << 3 | 2) + varint_size(len) + len; };
+  auto field = [&](std::string& s, uint32_t number, size_t len) {
+    varint(s, number << 3 | 2);
+    varint(s, len);
+  };
+  auto text = [&](std::string& s, uint32_t number, const std::string& t) {
+    field(s, number, t.size());
+    s += t;
+  };
+  const auto name = [](int k) { return "if_" + std::to_string(k); };
+  // GraphProto{node: NodeProto{name: 3, op_type: 4, attribute: 5 AttributeProto{name: 1,
+  // type: 20 (GRAPH = 5), g: 6 GraphProto}}}.
+  std::vector<size_t> graph(levels + 1, 0), node(levels), attr(levels);
+  for (int k = levels - 1; k >= 0; --k) {
+    attr[k] = field_size(1, 11) + 3 + field_size(6, graph[k + 1]);
+    node[k] = field_size(3, name(k).size()) + field_size(4, 2) + field_size(5, attr[k]);
+    graph[k] = field_size(1, node[k]);
+  }
+  std::string s;
+  varint(s, 1 << 3);  // ir_version 8
+  varint(s, 8);
+  field(s, 8, 2);     // opset_import {version 13}
+  varint(s, 2 << 3);
+  varint(s, 13);
+  field(s, 7, graph[0]);
+  for (int k = 0; k < levels; ++k) {
+    field(s, 1, node[k]);
+    text(s, 3, name(k));
+    text(s, 4, "If");
+    field(s, 5, attr[k]);
+    text(s, 1, "then_branch");
+    varint(s, 20 << 3);
+    varint(s, onnx::AttributeProto::GRAPH);
+    field(s, 6, graph[k + 1]);
+  }
+  return s;
+}
+
 // out = (Shape(x)[0] == 1): the exporter's pattern behind `if x.size(0) == 1`.
 inline void AddFirstDimIsOne(onnx::GraphProto* g, const std::string& x, const std::string& out) {
   AddInt64Init(g, out + "_zero", {}, {0});

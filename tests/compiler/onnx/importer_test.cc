@@ -470,6 +470,63 @@ TEST_CASE("onnx import: If branches become blocks that read outer values") {
   CHECK(Contains(r->Print(), "  then_branch:\n    then_branch_out = Relu(x) # ?\n    return then_branch_out\n"));
 }
 
+TEST_CASE("onnx import: subgraphs nested deeper than max_subgraph_depth are refused before parsing") {
+  auto import = [](const std::string& bytes, const ImportOptions& opts = {}) {
+    return ImportOnnxBytes({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "", opts);
+  };
+  // The wire-level builder writes what protobuf would.
+  onnx::ModelProto three;
+  REQUIRE(three.ParseFromString(NestedIfModelBytes(3)));
+  CHECK(three.graph().node(0).name() == "if_0");
+  CHECK(three.graph().node(0).attribute(0).g().node(0).attribute(0).g().node(0).name() == "if_2");
+  CHECK(three.graph().node(0).attribute(0).g().node(0).attribute(0).g().node(0).attribute(0).g().node_size() == 0);
+
+  // At the limit: parsed (the parser's recursion limit allows it) and imported.
+  auto at = import(NestedIfModelBytes(kiln::onnx_import::kDefaultMaxSubgraphDepth));
+  CHECK_MESSAGE(at.ok(), at.status().ToString());
+  for (int levels : {kiln::onnx_import::kDefaultMaxSubgraphDepth + 1, 10000}) {
+    auto r = import(NestedIfModelBytes(levels));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kResourceExhausted);
+    CHECK(r.status().message() ==
+          "ONNX model bytes: subgraphs (If/Loop/Scan bodies) nest deeper than max_subgraph_depth 32: level 33 at "
+          "main graph > node 'if_0' (If) attribute 'then_branch' > node 'if_1' (If) attribute 'then_branch' > "
+          "node 'if_2' (If) attribute 'then_branch' > ... (27 levels) ... > node 'if_30' (If) attribute "
+          "'then_branch' > node 'if_31' (If) attribute 'then_branch' > node 'if_32' (If) attribute 'then_branch'");
+  }
+  // The option moves the limit, within what the stack allows.
+  ImportOptions deep;
+  deep.max_subgraph_depth = kiln::onnx_import::kMaxSubgraphDepthLimit;
+  CHECK(import(NestedIfModelBytes(kiln::onnx_import::kMaxSubgraphDepthLimit), deep).ok());
+  ImportOptions shallow;
+  shallow.max_subgraph_depth = 0;
+  auto flat = import(NestedIfModelBytes(1), shallow);
+  CHECK(flat.status().code() == StatusCode::kResourceExhausted);
+  CHECK(Contains(flat.status().message(), "level 1 at main graph > node 'if_0' (If) attribute 'then_branch'"));
+  ImportOptions bad;
+  bad.max_subgraph_depth = kiln::onnx_import::kMaxSubgraphDepthLimit + 1;
+  auto refused = import(NestedIfModelBytes(1), bad);
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() == "max_subgraph_depth is 257, expected 0..256");
+
+  // Unnamed nodes are named by index; a Loop body counts like an If branch.
+  auto m = MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  for (int level = 0; level < 2; ++level) {
+    auto* loop = AddNode(g, "Loop", {}, {});
+    auto* a = loop->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    g = a->mutable_g();
+  }
+  ImportOptions one;
+  one.max_subgraph_depth = 1;
+  auto loops = Import(m, one);
+  CHECK(loops.status().code() == StatusCode::kResourceExhausted);
+  CHECK(Contains(loops.status().message(),
+                 "level 2 at main graph > node #0 (Loop) attribute 'body' > node #0 (Loop) attribute 'body'"));
+}
+
 TEST_CASE("onnx import: external data is read relative to the model folder") {
   TempDir dir;
   // 8 bytes of padding, then 4 floats.
