@@ -19,7 +19,7 @@ namespace kiln {
 
 bool AlignedBuffer::Reserve(uint64_t bytes) {
   if (bytes <= size_) return true;
-  const uint64_t rounded = (bytes + 63) / 64 * 64;
+  const uint64_t rounded = AllocationBytes(bytes);
   if (rounded < bytes || rounded > SIZE_MAX) return false;
   void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
   if (p == nullptr) return false;
@@ -54,12 +54,6 @@ bool IsLastDelivered(const ExecutionContext::Impl& c, const std::vector<TensorVi
   return true;
 }
 
-std::string TensorLabel(const PreparedEntry& pe, int32_t t) {
-  std::string s = pe.label + " tensor " + to_string(t);
-  if (!pe.tensors[t].name.empty()) s += " '" + pe.tensors[t].name + "'";
-  return s;
-}
-
 void InitEntryState(const PreparedEntry& pe, EntryState& s) {
   s.scratch.Resize(pe.prologue);
   s.binding.assign(pe.prologue.symbols.size(), 0);
@@ -69,23 +63,12 @@ void InitEntryState(const PreparedEntry& pe, EntryState& s) {
   s.symbolic.assign(static_cast<size_t>(pe.num_symbolic_values) + 1, 0);
   s.operands.assign(pe.operands.size(), cpu::TensorRef{});
   s.sizes.assign(pe.size_exprs.size(), 0);
+  s.arena_scratch.Resize(pe.liveness);
   for (size_t k = 0; k < pe.operands.size(); ++k) {
     const int32_t t = pe.operands[k];
     if (t >= 0 && pe.tensors[t].storage == StorageKind::kInput)
       s.input_slots.emplace_back(static_cast<int32_t>(k), static_cast<int32_t>(pe.tensors[t].index));
   }
-}
-
-// Product of dims times the element size; false on overflow.
-bool TensorBytes(const cpu::TensorRef& r, int64_t* elems, uint64_t* bytes) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < r.rank; ++d)
-    if (__builtin_mul_overflow(n, r.dims[d], &n)) return false;
-  uint64_t b = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(n), DTypeSize(r.dtype), &b)) return false;
-  *elems = n;
-  *bytes = b;
-  return true;
 }
 
 }  // namespace
@@ -96,7 +79,8 @@ class ContextRunner {
 
   // Evaluates the entry's exprs for the symbols its prologue just bound and lays out every
   // tensor: dims, data pointer, arena and workspace sizes. Runs when the symbols or the
-  // arena changed since the entry was last bound.
+  // arena changed since the entry was last bound. Checks the memory plan for these shapes
+  // (unless load did) and the context's memory limit before allocating anything.
   Status Bind(int32_t e, std::span<const TensorView> inputs) {
     const PreparedEntry& pe = c_.mi->prepared[e];
     EntryState& s = c_.entries[e];
@@ -106,13 +90,10 @@ class ContextRunner {
       return InvalidArgument(pe.label + ": cannot compute shapes for these inputs: " +
                              FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
     for (size_t k = 0; k < pe.dim_exprs.size(); ++k) s.dims[k] = s.values[pe.dim_exprs[k]];
-    const int64_t arena = s.values[pe.arena_expr];
-    if (arena < 0) return DataLoss(pe.label + ": arena size evaluates to " + to_string(arena));
-    s.arena_needed = static_cast<uint64_t>(arena);
-    if (!c_.arena.Reserve(s.arena_needed))
-      return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(arena) + " bytes");
     for (size_t t = 0; t < pe.tensors.size(); ++t)
       KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
+    if (!pe.plan_checked) KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, s.values.data(), s.dims.data(), s.arena_scratch));
+    s.arena_needed = static_cast<uint64_t>(s.values[pe.arena_expr]);  // >= 0: the plan check
     for (size_t k = 0; k < pe.operands.size(); ++k)
       s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
     for (size_t k = 0; k < pe.size_exprs.size(); ++k) s.sizes[k] = s.values[pe.size_exprs[k]];
@@ -129,9 +110,20 @@ class ContextRunner {
                                              {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
       s.workspace_needed = std::max<uint64_t>(s.workspace_needed, ws);
     }
+    KILN_RETURN_IF_ERROR(CheckMemoryLimit(pe, s));
+    if (!c_.arena.Reserve(s.arena_needed))
+      return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(s.arena_needed) + " bytes");
     if (!c_.workspace.Reserve(s.workspace_needed))
       return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
                                " bytes of kernel workspace");
+    // Arena pointers, now that the arena is placed; an empty tensor's offset is never read.
+    for (int32_t t : pe.liveness.tensors) {
+      cpu::TensorRef& r = s.refs[t];
+      r.data = c_.arena.data() + (r.num_elements == 0 ? 0 : s.values[pe.tensors[t].offset_expr]);
+    }
+    for (size_t k = 0; k < pe.operands.size(); ++k)
+      if (pe.operands[k] >= 0 && pe.tensors[pe.operands[k]].storage == StorageKind::kArena)
+        s.operands[k].data = s.refs[pe.operands[k]].data;
     std::copy(s.scratch.symbol_values.begin(), s.scratch.symbol_values.end(), s.binding.begin());
     s.arena_base = c_.arena.data();
     s.bound = true;
@@ -158,15 +150,15 @@ class ContextRunner {
     r.dims = s.dims.data() + pt.dims_begin;
     for (int32_t d = 0; d < r.rank; ++d)
       if (r.dims[d] < 0)
-        return DataLoss(TensorLabel(pe, t) + ": dim " + to_string(d) + " evaluates to " + to_string(r.dims[d]));
+        return DataLoss(pe.TensorLabel(t) + ": dim " + to_string(d) + " evaluates to " + to_string(r.dims[d]));
     uint64_t bytes = 0;
-    if (!TensorBytes(r, &r.num_elements, &bytes))
-      return InvalidArgument(TensorLabel(pe, t) + ": shape " + ShapeText(r.dims, r.rank) + " is too large");
+    if (!ShapeBytes(r.dims, r.rank, r.dtype, &r.num_elements, &bytes))
+      return InvalidArgument(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " is too large");
     switch (pt.storage) {
       case StorageKind::kInput: {
         const TensorView& v = inputs[pt.index];
         if (v.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, v.dims))
-          return DataLoss(TensorLabel(pe, t) + ": planned shape " + ShapeText(r.dims, r.rank) +
+          return DataLoss(pe.TensorLabel(t) + ": planned shape " + ShapeText(r.dims, r.rank) +
                           " differs from input " + to_string(pt.index) + "'s " + ShapeText(v.dims, v.rank));
         r.data = v.data;
         break;
@@ -174,28 +166,15 @@ class ContextRunner {
       case StorageKind::kWeight: {
         const PreparedWeight& w = c_.mi->weight_table[pt.index];
         if (bytes > w.size)
-          return DataLoss(TensorLabel(pe, t) + ": needs " + to_string(bytes) + " bytes, weight " +
+          return DataLoss(pe.TensorLabel(t) + ": needs " + to_string(bytes) + " bytes, weight " +
                           to_string(pt.index) + " has " + to_string(w.size));
         r.data = const_cast<uint8_t*>(c_.mi->weights + w.offset);  // kernels only read inputs
         break;
       }
-      case StorageKind::kArena: {
-        const int64_t off = s.values[pt.offset_expr];
-        const uint64_t elem = DTypeSize(pt.dtype);
-        if (bytes == 0) {  // an empty tensor's offset is never dereferenced
-          r.data = c_.arena.data();
-          break;
-        }
-        if (off < 0 || static_cast<uint64_t>(off) % elem != 0 ||
-            static_cast<uint64_t>(off) > s.arena_needed || bytes > s.arena_needed - static_cast<uint64_t>(off))
-          return DataLoss(TensorLabel(pe, t) + ": arena bytes [" + to_string(off) + ", +" + to_string(bytes) +
-                          ") misaligned or outside the arena (" + to_string(s.arena_needed) + " bytes)");
-        r.data = c_.arena.data() + off;
-        break;
-      }
+      case StorageKind::kArena: break;  // placed by Bind once the plan is checked and the arena reserved
       case StorageKind::kSymbolic: {
         if (r.num_elements != pt.num_values)
-          return DataLoss(TensorLabel(pe, t) + ": shape " + ShapeText(r.dims, r.rank) + " but " +
+          return DataLoss(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " but " +
                           to_string(pt.num_values) + " values");
         int64_t* base = s.symbolic.data() + pt.values_begin;
         for (int32_t v = 0; v < pt.num_values; ++v) {
@@ -204,7 +183,7 @@ class ContextRunner {
             base[v] = x;
           } else {
             if (x < INT32_MIN || x > INT32_MAX)
-              return InvalidArgument(TensorLabel(pe, t) + ": value " + to_string(x) + " does not fit int32");
+              return InvalidArgument(pe.TensorLabel(t) + ": value " + to_string(x) + " does not fit int32");
             reinterpret_cast<int32_t*>(base)[v] = static_cast<int32_t>(x);
           }
         }
@@ -214,6 +193,20 @@ class ContextRunner {
       case StorageKind::kAbsent: break;
     }
     return Status::Ok();
+  }
+
+  // The context's arena and workspace, grown for this binding, within
+  // LoadOptions::max_context_bytes.
+  Status CheckMemoryLimit(const PreparedEntry& pe, const EntryState& s) const {
+    const uint64_t arena = std::max(c_.arena.size(), AllocationBytes(s.arena_needed));
+    const uint64_t workspace = std::max(c_.workspace.size(), AllocationBytes(s.workspace_needed));
+    uint64_t total = 0;
+    if (__builtin_add_overflow(arena, workspace, &total)) total = UINT64_MAX;
+    if (total <= c_.mi->max_context_bytes) return Status::Ok();
+    return ResourceExhausted(pe.label + ": these shapes need an arena of " + to_string(s.arena_needed) + " bytes and " +
+                             to_string(s.workspace_needed) + " bytes of kernel workspace; the context would hold " +
+                             to_string(total) + " bytes, above LoadOptions::max_context_bytes (" +
+                             to_string(c_.mi->max_context_bytes) + ")");
   }
 
   ExecutionContext::Impl& c_;

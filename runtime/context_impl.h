@@ -60,6 +60,7 @@ struct EntryState {
   // Operand slots holding model inputs, patched with the caller's pointers on every call.
   std::vector<std::pair<int32_t, int32_t>> input_slots;  // (slot, model input)
   uint64_t workspace_needed = 0;
+  ArenaScratch arena_scratch;  // CheckArenaPlan's buffers, sized at Create
 };
 
 struct ExecutionContext::Impl {

@@ -7,12 +7,14 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "kiln/runtime.h"
@@ -57,6 +59,39 @@ bool InFile(uint64_t offset, uint64_t size, uint64_t file) {
   return offset <= file && size <= file - offset;
 }
 
+// flatbuffers::Verifier on a FlatBuffer section of `size` bytes (< FLATBUFFERS_MAX_BUFFER_SIZE).
+bool IsArtifactFlatBuffer(const uint8_t* fbuf, uint64_t size) {
+  flatbuffers::Verifier::Options opts;
+  opts.max_tables = 50'000'000;  // big models have many tensors; the depth limit stays
+  flatbuffers::Verifier verifier(fbuf, static_cast<size_t>(size), opts);
+  return fb::VerifyArtifactBuffer(verifier);
+}
+
+// A format version this runtime does not read: an artifact of another format, or a damaged
+// header? Every format keeps the header's magic, header size, version and FlatBuffer section
+// where version 1 put them, and the FlatBuffer's root Artifact keeps format_version (fields
+// are never removed or reused: schema/kiln.fbs), so another format's file has a FlatBuffer
+// that verifies and states the same version. Random bytes or a flipped version field do not.
+Status UnsupportedVersion(const uint8_t* data, size_t size, const ArtifactHeader& h) {
+  const std::string corrupt = "corrupt file header: format version field reads " + to_string(h.format_version) +
+                              " (this runtime reads " + to_string(kMinFormatVersion) + ".." +
+                              to_string(kFormatVersion) + "), ";
+  if (h.header_bytes < sizeof(ArtifactHeader) || h.header_bytes > size || h.flatbuffer_offset < h.header_bytes ||
+      !InFile(h.flatbuffer_offset, h.flatbuffer_size, size) || h.flatbuffer_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return DataLoss(corrupt + "and its header size " + to_string(h.header_bytes) + " or FlatBuffer section [" +
+                    to_string(h.flatbuffer_offset) + ", +" + to_string(h.flatbuffer_size) +
+                    ") does not fit the file (" + to_string(size) + " bytes)");
+  if (!IsArtifactFlatBuffer(data + h.flatbuffer_offset, h.flatbuffer_size))
+    return DataLoss(corrupt + "and bytes " + to_string(h.flatbuffer_offset) + ".." +
+                    to_string(h.flatbuffer_offset + h.flatbuffer_size) + " are not a Kiln FlatBuffer");
+  const uint32_t stated = fb::GetArtifact(data + h.flatbuffer_offset)->format_version();
+  if (stated != h.format_version)
+    return DataLoss(corrupt + "but the FlatBuffer says format version " + to_string(stated));
+  return Incompatible("artifact format version " + to_string(h.format_version) + " is " +
+                      (h.format_version > kFormatVersion ? "newer" : "older") + " than this runtime supports (" +
+                      to_string(kMinFormatVersion) + ".." + to_string(kFormatVersion) + ")");
+}
+
 Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
   if (size < sizeof(ArtifactHeader))
     return DataLoss("artifact is " + to_string(size) + " bytes, smaller than the " +
@@ -64,12 +99,8 @@ Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
   std::memcpy(h, data, sizeof *h);
   if (std::memcmp(h->magic, kArtifactMagic, sizeof kArtifactMagic) != 0)
     return DataLoss("not a .kiln artifact: bad magic at file offset 0 (expected \"KILNART\\0\")");
-  if (h->format_version < kMinFormatVersion || h->format_version > kFormatVersion) {
-    const char* rel = h->format_version > kFormatVersion ? "newer" : "older";
-    return Incompatible("artifact format version " + to_string(h->format_version) + " is " + rel +
-                        " than this runtime supports (" + to_string(kMinFormatVersion) + ".." +
-                        to_string(kFormatVersion) + ")");
-  }
+  if (h->format_version < kMinFormatVersion || h->format_version > kFormatVersion)
+    return UnsupportedVersion(data, size, *h);
   if (h->header_bytes < sizeof(ArtifactHeader) || h->header_bytes > size)
     return DataLoss("file header size " + to_string(h->header_bytes) + " is invalid (file: " +
                     to_string(size) + " bytes)");
@@ -96,8 +127,6 @@ Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::A
                             to_string(h.flatbuffer_offset + h.flatbuffer_size) + ")";
   if (h.flatbuffer_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return DataLoss("artifact FlatBuffer is too large " + range);
-  flatbuffers::Verifier::Options opts;
-  opts.max_tables = 50'000'000;  // big models have many tensors; the depth limit stays
   const uint8_t* fbuf = data + h.flatbuffer_offset;
   // The Verifier proves the FlatBuffer is safe to read, not that it is the one the compiler
   // wrote: a flipped byte in a dim or an offset would still verify and compute garbage.
@@ -105,8 +134,7 @@ Status CheckFlatBuffer(const uint8_t* data, const ArtifactHeader& h, const fb::A
   if (got != h.flatbuffer_checksum)
     return DataLoss("FlatBuffer checksum mismatch: header says " + Hex(h.flatbuffer_checksum) + ", section hashes to " +
                     Hex(got) + " " + range);
-  flatbuffers::Verifier verifier(fbuf, static_cast<size_t>(h.flatbuffer_size), opts);
-  if (!fb::VerifyArtifactBuffer(verifier))
+  if (!IsArtifactFlatBuffer(fbuf, h.flatbuffer_size))
     return DataLoss("artifact FlatBuffer failed verification " + range);
   const fb::Artifact* a = fb::GetArtifact(fbuf);
   if (a->format_version() != h.format_version)
@@ -327,11 +355,12 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
   return info;
 }
 
-// The arena size as text: a number when it does not depend on the symbols.
-std::string ArenaText(const PreparedEntry& pe) {
-  const size_t n = static_cast<size_t>(pe.arena_expr) + 1;
+// The value of expr `index` when it does not depend on the symbols (nothing when it does, or
+// when evaluating it fails).
+std::optional<int64_t> ConstantExpr(const std::vector<Expr>& exprs, int32_t index) {
+  const size_t n = static_cast<size_t>(index) + 1;
   std::vector<bool> uses_var(n, false);
-  std::vector<Expr> prefix(pe.exprs.begin(), pe.exprs.begin() + n);
+  std::vector<Expr> prefix(exprs.begin(), exprs.begin() + n);
   for (size_t i = 0; i < n; ++i) {
     const Expr& x = prefix[i];
     if (x.op == ExprOp::kVar) {
@@ -343,8 +372,14 @@ std::string ArenaText(const PreparedEntry& pe) {
   }
   std::vector<int64_t> values(n);
   ExprFailure why;
-  if (!uses_var[n - 1] && EvalExprs(prefix, {}, values.data(), &why)) return to_string(values[n - 1]);
-  return PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
+  if (uses_var[n - 1] || !EvalExprs(prefix, {}, values.data(), &why)) return std::nullopt;
+  return values[n - 1];
+}
+
+// The arena size as text: a number when it does not depend on the symbols.
+std::string ArenaText(const PreparedEntry& pe) {
+  const std::optional<int64_t> bytes = ConstantExpr(pe.exprs, pe.arena_expr);
+  return bytes ? to_string(*bytes) : PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
 }
 
 void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info) {
@@ -389,7 +424,43 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   }
 }
 
-Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes) {
+// The memory plan's byte check, at load, for an entry whose exprs use no symbol (then Bind
+// skips it: its values are the same for every call).
+Status CheckStaticPlan(PreparedEntry& pe) {
+  if (std::any_of(pe.exprs.begin(), pe.exprs.end(), [](const Expr& x) { return x.op == ExprOp::kVar; }))
+    return Status::Ok();
+  std::vector<int64_t> values(pe.exprs.size());
+  ExprFailure why;
+  if (!EvalExprs(pe.exprs, {}, values.data(), &why))
+    return DataLoss(pe.label + ": " + FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
+  std::vector<int64_t> dims(pe.dim_exprs.size());
+  for (size_t k = 0; k < dims.size(); ++k) dims[k] = values[pe.dim_exprs[k]];
+  ArenaScratch scratch;
+  scratch.Resize(pe.liveness);
+  KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, values.data(), dims.data(), scratch));
+  pe.plan_checked = true;
+  return Status::Ok();
+}
+
+// LoadOptions::max_context_bytes, 0 resolved to the host's physical memory.
+uint64_t ContextLimit(const LoadOptions& options) {
+  if (options.max_context_bytes != 0) return options.max_context_bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t bytes = 0;
+  if (pages <= 0 || page <= 0 ||
+      __builtin_mul_overflow(static_cast<uint64_t>(pages), static_cast<uint64_t>(page), &bytes))
+    return UINT64_MAX;
+  return bytes;
+}
+
+Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
+  if (size <= options.max_artifact_bytes) return Status::Ok();
+  return ResourceExhausted("artifact is " + to_string(size) + " bytes, above LoadOptions::max_artifact_bytes (" +
+                           to_string(options.max_artifact_bytes) + ")");
+}
+
+Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes,
+                                                 const LoadOptions& options) {
   const uint8_t* data = bytes->data();
   ArtifactHeader h;
   KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
@@ -403,6 +474,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->weights = data + h.weights_offset;
   impl->weights_size = h.weights_size;
   impl->format_version = h.format_version;
+  impl->max_context_bytes = ContextLimit(options);
   impl->producer = Str(a->producer());
   impl->inputs = IoInfos(a->inputs());
   impl->outputs = IoInfos(a->outputs());
@@ -424,14 +496,24 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   const uint32_t n = a->entries()->size();
   impl->prepared.resize(n);
   impl->entries.resize(n);
-  for (uint32_t i = 0; i < n; ++i)
-    BuildEntry(*a->entries()->Get(i), i, *impl, impl->prepared[i], impl->entries[i]);
+  for (uint32_t i = 0; i < n; ++i) {
+    PreparedEntry& pe = impl->prepared[i];
+    BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i]);
+    KILN_RETURN_IF_ERROR(ArenaLiveness::Build(pe, &pe.liveness));
+    KILN_RETURN_IF_ERROR(CheckStaticPlan(pe));
+    const std::optional<int64_t> arena = ConstantExpr(pe.exprs, pe.arena_expr);
+    if (arena && *arena > 0 && AllocationBytes(static_cast<uint64_t>(*arena)) > impl->max_context_bytes)
+      return ResourceExhausted(pe.label + ": its arena of " + to_string(*arena) + " bytes (" +
+                               to_string(AllocationBytes(static_cast<uint64_t>(*arena))) +
+                               " allocated) is above LoadOptions::max_context_bytes (" +
+                               to_string(impl->max_context_bytes) + ")");
+  }
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
 }  // namespace
 
-Result<Model> Model::Load(const std::string& path) {
+Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -446,6 +528,10 @@ Result<Model> Model::Load(const std::string& path) {
     return InvalidArgument("'" + path + "' is not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
+  if (Status limit = CheckArtifactSize(size, options); !limit.ok()) {
+    ::close(fd);
+    return limit.WithContext("'" + path + "'");
+  }
   if (size < sizeof(ArtifactHeader)) {
     ::close(fd);
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
@@ -456,19 +542,20 @@ Result<Model> Model::Load(const std::string& path) {
   ::close(fd);  // the mapping stays valid
   if (addr == MAP_FAILED)
     return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size));
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size), options);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
   return Model(*impl);
 }
 
-Result<Model> Model::Load(std::span<const uint8_t> bytes) {
+Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& options) {
+  KILN_RETURN_IF_ERROR(CheckArtifactSize(bytes.size(), options));
   // Aligned like a mapping would be, so the weights blob (256-aligned in the file) is too.
   const size_t rounded = (bytes.size() + kWeightsAlignment - 1) / kWeightsAlignment * kWeightsAlignment;
   void* copy = std::aligned_alloc(kWeightsAlignment, rounded == 0 ? kWeightsAlignment : rounded);
   if (copy == nullptr)
     return ResourceExhausted("cannot allocate " + to_string(bytes.size()) + " bytes for the artifact");
   if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Owned(copy, bytes.size()));
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Owned(copy, bytes.size()), options);
   if (!impl.ok()) return impl.status();
   return Model(*impl);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/runtime.h"
+#include "runtime/arena_plan.h"
 #include "runtime/attrs.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/expr_eval.h"
@@ -80,7 +81,23 @@ struct PreparedEntry {
   std::vector<int32_t> outputs;      // tensor index of each model output
   int32_t arena_expr = 0;
   int32_t num_symbolic_values = 0;
+  ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)
+  // The memory plan's byte check passed at load: nothing in it depends on the symbols, so
+  // Bind need not run it again.
+  bool plan_checked = false;
+
+  // "tensor 17 'conv1_out'", and with the entry: "entry 0 (default) tensor 17 'conv1_out'".
+  std::string TensorName(int32_t t) const {
+    return "tensor " + std::to_string(t) + (tensors[t].name.empty() ? "" : " '" + tensors[t].name + "'");
+  }
+  std::string TensorLabel(int32_t t) const { return label + " " + TensorName(t); }
 };
+
+// The bytes an ExecutionContext allocates for an arena or workspace of `bytes`: a multiple
+// of 64 (UINT64_MAX when that overflows), the size LoadOptions::max_context_bytes bounds.
+inline uint64_t AllocationBytes(uint64_t bytes) {
+  return bytes > UINT64_MAX - 63 ? UINT64_MAX : (bytes + 63) / 64 * 64;
+}
 
 // A generated kernel's launch rule and images (pointers into the artifact's bytes), for
 // the CUDA backend.
@@ -111,6 +128,7 @@ struct Model::Impl {
   uint64_t weights_size = 0;
 
   uint32_t format_version = 0;
+  uint64_t max_context_bytes = UINT64_MAX;  // LoadOptions::max_context_bytes, resolved
   std::string producer;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;

@@ -266,6 +266,21 @@ class EntryVerifier {
                   [&](uint32_t k) { return p->outputs()->Get(k)->tensor(); }, "output");
   }
 
+  // An input tensor's dim is what its prologue check makes it: the checked constant, or the
+  // symbol it binds.
+  Status InputDim(const fb::DimCheck& c, int32_t expr, const std::string& where) const {
+    const fb::ExprNode* x = e_.exprs()->Get(static_cast<uint32_t>(expr));
+    if (c.symbol() < 0 ? x->op() == fb::ExprOp::Const && x->a() == c.value()
+                       : x->op() == fb::ExprOp::Var && x->a() == c.symbol())
+      return Status::Ok();
+    const std::string checked = c.symbol() < 0 ? "the constant " + to_string(c.value())
+                                               : "symbol " + to_string(c.symbol()) + Named(e_.symbols()->Get(c.symbol()));
+    const std::string found = x->op() == fb::ExprOp::Const ? "the constant " + to_string(x->a())
+                              : x->op() == fb::ExprOp::Var ? "symbol " + to_string(x->a()) + Named(e_.symbols()->Get(x->a()))
+                                                           : "a computed value";
+    return DataLoss(where + " is expr " + to_string(expr) + ", " + found + ", but the prologue checks " + checked);
+  }
+
   Status EntryIo() {
     const fb::Prologue* p = e_.prologue();
     if (Size(e_.inputs()) != Size(a_.inputs()))
@@ -282,6 +297,9 @@ class EntryVerifier {
         return DataLoss(where + ": tensor " + to_string(t) + " is not model input " + to_string(i));
       if (x->dtype() != c->dtype() || Size(x->shape()) != Size(c->dims()))
         return DataLoss(where + ": tensor " + to_string(t) + " dtype/rank differ from its prologue check");
+      for (uint32_t d = 0; d < Size(c->dims()); ++d)
+        KILN_RETURN_IF_ERROR(InputDim(*c->dims()->Get(d), x->shape()->Get(d), where + ": tensor " +
+                                      to_string(t) + Named(x->name()) + " dim " + to_string(d)));
     }
     if (Size(e_.outputs()) != Size(a_.outputs()))
       return DataLoss(where_ + ": " + to_string(Size(e_.outputs())) + " output tensors, the model has " +

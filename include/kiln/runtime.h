@@ -81,6 +81,24 @@ struct KernelInfo {
   int64_t compile_ns = -1;           // NVRTC time of its images, ns; 0: all cached; -1: not recorded
 };
 
+// Limits Model::Load enforces on an artifact from an untrusted source, and that the model's
+// ExecutionContexts enforce on the memory its entries declare. Sizes in bytes. A declared
+// size above a limit is refused before anything of that size is allocated.
+struct LoadOptions {
+  // Largest artifact accepted: the file's size (Load(path), checked before it is mapped) or
+  // bytes.size() (Load(bytes), checked before the copy). Default: no limit beyond the
+  // address space. Above it: kResourceExhausted.
+  uint64_t max_artifact_bytes = UINT64_MAX;
+  // Largest memory one ExecutionContext of this model may hold for its entries: the arena
+  // plus the kernel workspace (ExecutionContext::arena_bytes(); on the CUDA backend this also
+  // bounds the device arena, which has the arena's size). 0, the default, means the host's
+  // physical memory (sysconf), so a size no machine could hold never reaches an allocation.
+  // Load refuses an entry whose arena size is a constant above the limit; Run refuses, before
+  // allocating, a call whose shapes make an entry's arena plus workspace exceed it. Both are
+  // kResourceExhausted naming the entry, the size and the limit.
+  uint64_t max_context_bytes = 0;
+};
+
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
 // mapped file and weights) and may be used from any thread. The mapping lives as long as
 // the last copy and every ExecutionContext made from it.
@@ -88,12 +106,13 @@ class Model {
  public:
   // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
   // checks and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
-  // truncated: the message names the section and file offset), kIncompatible (format
-  // version outside [kMinFormatVersion, kFormatVersion]).
-  static Result<Model> Load(const std::string& path);
+  // truncated: the message names the section and file offset), kIncompatible (a well-formed
+  // artifact of a format version outside [kMinFormatVersion, kFormatVersion]; a header whose
+  // version field is damaged is kDataLoss), kResourceExhausted (over a LoadOptions limit).
+  static Result<Model> Load(const std::string& path, const LoadOptions& options = {});
   // Same from bytes in memory. The bytes are copied into memory the Model owns, so the
   // caller may free them on return.
-  static Result<Model> Load(std::span<const uint8_t> bytes);
+  static Result<Model> Load(std::span<const uint8_t> bytes, const LoadOptions& options = {});
 
   uint32_t format_version() const;
   std::string_view producer() const;  // Kiln version that wrote the artifact
@@ -174,7 +193,11 @@ class ExecutionContext {
   // by the CPU backend (which finishes before returning).
   // Errors: kInvalidArgument when the inputs pass no entry's prologue (one line per
   // entry) or a caller-supplied output does not match; errors from kernels keep their
-  // code and name the instruction and op; kFailedPrecondition on a moved-from context.
+  // code and name the instruction and op; kFailedPrecondition on a moved-from context;
+  // kResourceExhausted when the entry's arena plus workspace for these shapes would exceed
+  // LoadOptions::max_context_bytes, or its allocation fails; kDataLoss when the artifact's
+  // memory plan for these shapes is corrupt (a tensor outside the arena, or two tensors live
+  // at the same time sharing bytes).
   // Allocation: none in Kiln's code once an entry has seen its shapes; OpenBLAS's own
   // small-matrix GEMM path may still call malloc inside a GEMM.
   Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,

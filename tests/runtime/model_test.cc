@@ -387,14 +387,6 @@ TEST_CASE("header and checksum errors") {
 
   bytes = good;
   ArtifactHeader v = h;
-  v.format_version = 7;
-  testing::WriteHeader(bytes, v);
-  st = Model::Load(bytes).status();
-  CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 7 is newer than this runtime supports (1..3)");
-
-  bytes = good;
-  v = h;
   v.weights_offset += 1;
   testing::WriteHeader(bytes, v);
   CHECK(Model::Load(bytes).status().code() == StatusCode::kDataLoss);
@@ -487,6 +479,47 @@ TEST_CASE("semantic checks name the section") {
   a = AddModelSpec();
   a.entries.clear();
   CHECK(LoadError(a).message() == "artifact has no entries");
+}
+
+TEST_CASE("an entry's input tensors have the shapes its prologue checks") {
+  ArtifactSpec a = AddModelSpec();  // x: dims [expr 0 (N), expr 1 (3)], checked as [N, 3]
+  a.entries[0].tensors[0].shape[1] = 3;  // the constant 12
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() == "entry 0 input 0: tensor 0 'x' dim 1 is expr 3, the constant 12, but the prologue checks "
+                        "the constant 3");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[0].shape[0] = 1;
+  CHECK(LoadError(a).message() == "entry 0 input 0: tensor 0 'x' dim 0 is expr 1, the constant 3, but the prologue "
+                                  "checks symbol 0 'N'");
+
+  a = AddModelSpec();
+  a.entries[0].tensors[0].shape[0] = 4;  // N * 12
+  CHECK(LoadError(a).message() == "entry 0 input 0: tensor 0 'x' dim 0 is expr 4, a computed value, but the "
+                                  "prologue checks symbol 0 'N'");
+
+  a = AddModelSpec();
+  a.entries[0].symbols.push_back("M");
+  a.entries[0].checks[0].dims[1] = testing::Sym(1);
+  a.entries[0].exprs.push_back(E(fb::ExprOp::Var, 1));  // 5, bound by dim 1, but x's dim 1 stays 3
+  CHECK(LoadError(a).message() == "entry 0 input 0: tensor 0 'x' dim 1 is expr 1, the constant 3, but the "
+                                  "prologue checks symbol 1 'M'");
+}
+
+TEST_CASE("an entry without symbols whose sizes overflow is corrupt at load") {
+  ArtifactSpec a = AddModelSpec();
+  testing::EntrySpec& e = a.entries[0];
+  e.symbols.clear();
+  e.checks[0].dims[0] = testing::Const(2);
+  e.exprs[0] = E(fb::ExprOp::Const, 2);
+  e.exprs.push_back(E(fb::ExprOp::Const, INT64_MAX));  // 5
+  e.exprs.push_back(E(fb::ExprOp::Mul, 5, 3));         // 6: overflows
+  e.arena_bytes = 6;
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() == "entry 0 (default): expr 6 (9223372036854775807 * 12): int64 overflow computing "
+                        "9223372036854775807 * 12");
 }
 
 TEST_CASE("plans that do not fit are caught at bind time, not in a kernel") {

@@ -1,0 +1,63 @@
+// The runtime's recheck of an entry's memory plan (compiler/passes/memory_plan.cc), so that a
+// corrupt or hostile plan is an error and never two kernels writing the same bytes:
+//  - every arena tensor is written by exactly one instruction, and no instruction reads it
+//    before that one (checked at load, ArenaLiveness::Build);
+//  - for the shapes of a binding, every arena tensor lies inside the arena, aligned to its
+//    element size, and shares no byte with another arena tensor live at the same time
+//    (CheckArenaPlan). A tensor is live over the closed interval [the instruction that
+//    writes it, the last instruction that reads it]; the entry's outputs stay live to the end.
+//
+//   ArenaLiveness live;
+//   KILN_RETURN_IF_ERROR(ArenaLiveness::Build(entry, &live));          // at load
+//   ArenaScratch scratch;
+//   scratch.Resize(live);                                              // per context
+//   KILN_RETURN_IF_ERROR(CheckArenaPlan(entry, values, dims, scratch)); // per new binding
+//
+// Offsets and sizes are exprs over the symbols, so the byte check runs where they are known:
+// at load for an entry without symbols, else once per new binding in Bind. It sweeps the
+// tensors in the order they are written, keeping the live ones ordered by offset: O(n log n)
+// for n arena tensors, no allocation once the scratch is sized, no strings unless it fails.
+// Every failure is kDataLoss naming the entry and the tensors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+struct PreparedEntry;  // runtime/model_impl.h
+
+// An entry's arena tensors and their lifetimes, in instruction indices.
+struct ArenaLiveness {
+  std::vector<int32_t> tensors;  // arena tensor indices, ordered by (first, index)
+  std::vector<int32_t> first;    // per position in `tensors`: the instruction that writes it
+  std::vector<int32_t> last;     // the last that reads it; the instruction count for outputs
+  std::vector<int32_t> expiry;   // positions ordered by (last, position)
+
+  // From the entry's instructions, whose operand indices load verification has checked.
+  // kDataLoss when an arena tensor is written twice or never, or read before it is written.
+  static Status Build(const PreparedEntry& entry, ArenaLiveness* out);
+};
+
+// Per-context buffers for CheckArenaPlan, sized once per entry.
+struct ArenaScratch {
+  std::vector<uint64_t> begin, end;  // per position: bytes [begin, end) in the arena
+  std::vector<int32_t> by_offset;    // positions ordered by (begin, position)
+  std::vector<int32_t> rank;         // per position: its index in by_offset
+  std::vector<int32_t> live;         // Fenwick tree over ranks: 1 where the tensor is live
+
+  void Resize(const ArenaLiveness& l);
+};
+
+// numel * element size of a shape; false on a negative dim or overflow.
+bool ShapeBytes(const int64_t* dims, int32_t rank, DType dtype, int64_t* elements, uint64_t* bytes);
+
+// Checks the entry's arena tensors for the evaluated `values` of its exprs and `dims` (flat,
+// laid out as PreparedEntry::dim_exprs): each inside the arena (values[arena_expr] bytes) and
+// aligned, and no two live at the same time sharing a byte. Empty tensors take no bytes.
+Status CheckArenaPlan(const PreparedEntry& entry, const int64_t* values, const int64_t* dims, ArenaScratch& s);
+
+}  // namespace kiln

@@ -1,0 +1,200 @@
+// The runtime's recheck of the memory plan (runtime/arena_plan.h): artifacts whose plan is
+// corrupt are refused with kDataLoss naming the entry and the tensors; at load when the
+// entry's offsets and sizes are constants, at the Run whose shapes make them collide
+// otherwise.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/arena_plan.h"
+#include "runtime/model_impl.h"
+#include "tests/runtime/artifact_builder_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::ArtifactSpec;
+using testing::BuildArtifact;
+using testing::E;
+using testing::T;
+
+// y = Relu(Relu(Relu(Relu(x)))) over float32[4] (16 bytes each): instruction i writes
+// tensor i + 1 ('t1'..'t3', then 'y' = tensor 4) and reads tensor i. Exprs: 0 the dim 4,
+// 1 offset 0, 2 offset 16, 3 offset 8, 4 arena 32. A valid plan ping-pongs between offsets 0
+// and 16: t1 [0, 1], t2 [1, 2], t3 [2, 3], y [3, end] in instruction indices.
+ArtifactSpec ChainSpec() {
+  ArtifactSpec a;
+  a.inputs = {{"x", DType::kFloat32, {4}, {""}}};
+  a.outputs = {{"y", DType::kFloat32, {4}, {""}}};
+  testing::EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {testing::Const(4)}}};
+  e.exprs = {E(fb::ExprOp::Const, 4), E(fb::ExprOp::Const, 0), E(fb::ExprOp::Const, 16),
+             E(fb::ExprOp::Const, 8), E(fb::ExprOp::Const, 32)};
+  e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0)};
+  for (int j = 1; j <= 4; ++j) {
+    e.tensors.push_back(T(j == 4 ? "y" : "t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0,
+                          j % 2 ? 1 : 2));
+    e.instructions.push_back({"Relu", "relu" + std::to_string(j), {j - 1}, {j}, {}, -1, {}});
+  }
+  e.inputs = {0};
+  e.outputs = {4};
+  e.arena_bytes = 4;
+  a.entries = {e};
+  return a;
+}
+
+Status LoadError(const ArtifactSpec& spec) { return Model::Load(BuildArtifact(spec)).status(); }
+
+TEST_CASE("memory plan: a plan that reuses bytes only after their tensor's last read loads and runs") {
+  Result<Model> m = Model::Load(BuildArtifact(ChainSpec()));
+  REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+  CHECK(m->impl().prepared[0].plan_checked);  // constants only: checked at load
+  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+  REQUIRE(ctx.ok());
+  float x[] = {-1, 2, -3, 4};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {4})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  const float* y = static_cast<const float*>(out[0].data);
+  CHECK(std::vector<float>(y, y + 4) == std::vector<float>{0, 2, 0, 4});
+}
+
+TEST_CASE("memory plan: tensors live at the same time may not share a byte") {
+  ArtifactSpec a = ChainSpec();
+  a.entries[0].tensors[2].offset = 3;  // t2 at 8: overlaps t1 [0, 16) while instruction 1 reads t1
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() ==
+        "entry 0 (default) memory plan: tensor 1 't1' (bytes [0, 16), live at instructions 0..1) and "
+        "tensor 2 't2' (bytes [8, 24), live at instructions 1..2) share bytes");
+
+  // Lifetimes are closed: an instruction's output may not take the bytes of its own input.
+  a = ChainSpec();
+  a.entries[0].tensors[2].offset = 1;  // t2 = Relu(t1), both at 0
+  CHECK(LoadError(a).message() ==
+        "entry 0 (default) memory plan: tensor 1 't1' (bytes [0, 16), live at instructions 0..1) and "
+        "tensor 2 't2' (bytes [0, 16), live at instructions 1..2) share bytes");
+
+  // An entry output lives to the end: t1 made an output may not be reused by t3.
+  a = ChainSpec();
+  a.outputs.push_back({"t1", DType::kFloat32, {4}, {""}});
+  a.entries[0].outputs.push_back(1);
+  CHECK(LoadError(a).message() ==
+        "entry 0 (default) memory plan: tensor 1 't1' (bytes [0, 16), live at instructions 0..the end) and "
+        "tensor 3 't3' (bytes [0, 16), live at instructions 2..3) share bytes");
+
+  // Empty tensors take no bytes: a zero-sized t2 may sit anywhere.
+  a = ChainSpec();
+  a.entries[0].exprs.push_back(E(fb::ExprOp::Const, 0));  // 5
+  a.entries[0].tensors[2].shape = {5};
+  a.entries[0].tensors[2].offset = 1;
+  a.entries[0].tensors[3].shape = {5};
+  CHECK(LoadError(a).ok());
+}
+
+TEST_CASE("memory plan: every arena tensor is written by exactly one instruction, before any read") {
+  ArtifactSpec a = ChainSpec();
+  a.entries[0].instructions[2].outputs = {2};  // relu3 writes t2 again
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() ==
+        "entry 0 (default) memory plan: tensor 2 't2' is written by instruction 1 'relu2' (Relu) and again by "
+        "instruction 2 'relu3' (Relu)");
+
+  a = ChainSpec();
+  a.entries[0].instructions[0].inputs = {2};  // relu1 reads t2, which relu2 writes
+  st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() ==
+        "entry 0 (default) memory plan: instruction 0 'relu1' (Relu) reads tensor 2 't2' before instruction 1 "
+        "'relu2' (Relu) writes it");
+
+  a = ChainSpec();
+  a.entries[0].instructions[1].inputs = {2};  // relu2 reads its own output
+  CHECK(LoadError(a).message() ==
+        "entry 0 (default) memory plan: instruction 1 'relu2' (Relu) reads tensor 2 't2' before it writes it itself");
+
+  a = ChainSpec();
+  a.entries[0].tensors.push_back(T("ghost", DType::kFloat32, {0}, fb::Storage::Arena, 0, 1));
+  st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() == "entry 0 (default) memory plan: tensor 5 'ghost' is in the arena but no instruction writes it");
+}
+
+// ChainSpec over float32[N], N in 1..8: t1 and t3 at 0, t2 and y at the constant 16 (expr 2),
+// arena N * 4 + 16. Right for N <= 4; from N = 5 on t1 [0, 4N) reaches into t2 [16, 16 + 4N).
+ArtifactSpec SymbolicChainSpec() {
+  ArtifactSpec a = ChainSpec();
+  a.inputs[0] = {"x", DType::kFloat32, {-1}, {"N"}};
+  a.outputs[0] = {"y", DType::kFloat32, {-1}, {"N"}};
+  testing::EntrySpec& e = a.entries[0];
+  e.symbols = {"N"};
+  e.checks = {{"x", DType::kFloat32, {testing::Sym(0, 1, 8)}}};
+  e.exprs[0] = E(fb::ExprOp::Var, 0);
+  e.exprs.push_back(E(fb::ExprOp::Const, 4));   // 5
+  e.exprs.push_back(E(fb::ExprOp::Mul, 0, 5));  // 6: N * 4
+  e.exprs.push_back(E(fb::ExprOp::Add, 6, 2));  // 7: N * 4 + 16
+  e.arena_bytes = 7;
+  return a;
+}
+
+TEST_CASE("memory plan: symbolic offsets are checked at the Run whose shapes make tensors collide") {
+  Result<Model> m = Model::Load(BuildArtifact(SymbolicChainSpec()));
+  REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+  CHECK_FALSE(m->impl().prepared[0].plan_checked);
+  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+  REQUIRE(ctx.ok());
+  float x[8] = {-1, 2, -3, 4, -5, 6, -7, 8};
+  std::vector<TensorView> out;
+  TensorView four[] = {TensorView::Host(x, DType::kFloat32, {4})};
+  REQUIRE(ctx->Run(four, out).ok());
+  CHECK(static_cast<const float*>(out[0].data)[3] == 4.0f);
+  TensorView five[] = {TensorView::Host(x, DType::kFloat32, {5})};
+  Status st = ctx->Run(five, out);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() ==
+        "entry 0 (default) memory plan: tensor 1 't1' (bytes [0, 20), live at instructions 0..1) and "
+        "tensor 2 't2' (bytes [16, 36), live at instructions 1..2) share bytes");
+  // The context stays usable for shapes the plan fits.
+  TensorView two[] = {TensorView::Host(x, DType::kFloat32, {2})};
+  out.clear();
+  REQUIRE(ctx->Run(two, out).ok());
+  CHECK(out[0].dims[0] == 2);
+  CHECK(static_cast<const float*>(out[0].data)[1] == 2.0f);
+}
+
+TEST_CASE("memory plan: the sweep finds an overlap among many live tensors, whatever their order in the arena") {
+  // n tensors all written by one instruction each and all entry outputs (live to the end),
+  // laid out back to back in reverse order; then one pair is made to overlap.
+  const int n = 2000;
+  ArtifactSpec a;
+  a.inputs = {{"x", DType::kFloat32, {1}, {""}}};
+  testing::EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {testing::Const(1)}}};
+  e.exprs = {E(fb::ExprOp::Const, 1)};
+  e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0)};
+  for (int j = 1; j <= n; ++j) {
+    e.exprs.push_back(E(fb::ExprOp::Const, 4 * (n - j)));
+    e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0, j));
+    e.instructions.push_back({"Identity", "id" + std::to_string(j), {0}, {j}, {}, -1, {}});
+    e.outputs.push_back(j);
+    a.outputs.push_back({"t" + std::to_string(j), DType::kFloat32, {1}, {""}});
+  }
+  e.exprs.push_back(E(fb::ExprOp::Const, 4 * n));
+  e.arena_bytes = n + 1;
+  e.inputs = {0};
+  a.entries = {e};
+  REQUIRE(LoadError(a).ok());
+  a.entries[0].exprs[1500] = E(fb::ExprOp::Const, 4 * (n - 700) + 2);  // t1500 reaches into t700
+  a.entries[0].tensors[1500].dtype = DType::kUInt8;
+  Status st = LoadError(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK(st.message() ==
+        "entry 0 (default) memory plan: tensor 700 't700' (bytes [5200, 5204), live at instructions 699..the end) "
+        "and tensor 1500 't1500' (bytes [5202, 5203), live at instructions 1499..the end) share bytes");
+}
+
+}  // namespace
+}  // namespace kiln
