@@ -63,7 +63,7 @@ std::string ShapeHint(const TensorInfo& t) {
 
 Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string, std::vector<int64_t>>& given) {
   for (const auto& [name, dims] : given) {
-    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const TensorInfo& t) { return t.name == name; });
+    auto it = std::find_if(inputs.begin(), inputs.end(), [&name = name](const TensorInfo& t) { return t.name == name; });
     if (it == inputs.end()) {
       std::string names;
       for (const TensorInfo& t : inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
