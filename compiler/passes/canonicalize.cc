@@ -97,9 +97,16 @@ class Canonicalizer {
         guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
                                                "' dim " + std::to_string(d) + " must be >= 1"});
       }
-      if (!ir::NumElements(v.shape).is_const() && ir::NumElements(v.shape).Vars().empty())
+      const ir::Sym elements = ir::NumElements(v.shape);
+      if (!elements.is_const() && elements.Vars().empty())
         return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name +
                                "' has more elements than int64 can count: " + ir::ShapeToString(v.shape));
+      // Folding sizes its buffer from this, the memory plan sums it: it must be a number.
+      const ir::Sym bytes = elements * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
+      if (!bytes.is_const() && bytes.Vars().empty())
+        return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' " +
+                               std::string(DTypeName(v.dtype)) + ir::ShapeToString(v.shape) +
+                               " has more bytes than int64 can count");
     }
     return Status::Ok();
   }

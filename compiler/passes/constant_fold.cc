@@ -1,6 +1,7 @@
 #include "compiler/passes/constant_fold.h"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "runtime/cpu/kernel.h"
@@ -18,9 +19,11 @@ cpu::TensorRef RefOf(const ir::ConstData& d) {
   return r;
 }
 
-int64_t BytesOf(const ir::Value& v) {
+// The byte size of a static shape, or nullopt when it overflows int64.
+std::optional<int64_t> BytesOf(const ir::Value& v) {
   int64_t n = static_cast<int64_t>(DTypeSize(v.dtype));
-  for (const auto& d : v.shape) n *= d.value().value_or(0);
+  for (const auto& d : v.shape)
+    if (__builtin_mul_overflow(n, d.value().value_or(0), &n)) return std::nullopt;
   return n;
 }
 
@@ -38,8 +41,10 @@ bool CanFold(const ir::Trace& trace, const ir::Node& node) {
   for (ir::ValueId id : node.outputs) {
     if (id == ir::kNoValue) continue;
     const ir::Value& v = trace.value(id);
-    if (!ir::IsStatic(v.shape) || DTypeSize(v.dtype) == 0) return false;
-    out_bytes += BytesOf(v);
+    const std::optional<int64_t> bytes = BytesOf(v);
+    if (!ir::IsStatic(v.shape) || DTypeSize(v.dtype) == 0 || !bytes ||
+        __builtin_add_overflow(out_bytes, *bytes, &out_bytes))
+      return false;
   }
   return out_bytes <= kMaxFoldBytes || out_bytes <= in_bytes;
 }
@@ -60,7 +65,7 @@ Status FoldNode(ir::Trace& trace, const ir::Node& node) {
     auto data = std::make_shared<ir::ConstData>();
     data->dtype = v.dtype;
     data->dims = ir::StaticDims(v.shape);
-    data->bytes.assign(static_cast<size_t>(BytesOf(v)), 0);
+    data->bytes.assign(static_cast<size_t>(*BytesOf(v)), 0);  // CanFold checked it
     outs.push_back(RefOf(*data));
     results.push_back(std::move(data));
   }

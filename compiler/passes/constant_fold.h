@@ -13,7 +13,8 @@ inline constexpr int64_t kMaxFoldBytes = 4 << 20;
 // True if every present input is constant, every output shape is static and a CPU kernel
 // exists for the op.
 bool CanFold(const ir::Trace& trace, const ir::Node& node);
-// Runs the kernel and stores each output's data; errors name the node.
+// Runs the kernel and stores each output's data (only for a node CanFold accepts); errors
+// name the node.
 Status FoldNode(ir::Trace& trace, const ir::Node& node);
 // Turns a Value whose `sym` elements are all constants into a constant. Returns true if
 // it did.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace kiln::passes {
 namespace {
@@ -41,8 +42,9 @@ void CopyUnwrittenOutputs(ir::Trace& trace) {
   }
 }
 
-// Greedy by size: largest first, lowest non-conflicting offset.
-int64_t PlaceStatic(const std::vector<int>& buffers, std::vector<TensorPlan>& plans) {
+// Greedy by size: largest first, lowest non-conflicting offset. nullopt when an end offset
+// overflows int64.
+std::optional<int64_t> PlaceStatic(const std::vector<int>& buffers, std::vector<TensorPlan>& plans) {
   std::vector<int> order = buffers;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return *plans[a].bytes.value() > *plans[b].bytes.value();
@@ -59,13 +61,15 @@ int64_t PlaceStatic(const std::vector<int>& buffers, std::vector<TensorPlan>& pl
         busy.emplace_back(*o.offset.value(), *o.offset.value() + *o.bytes.value());
     }
     std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (const auto& [begin, end] : busy) {
-      if (offset + size <= begin) break;
-      offset = std::max(offset, end);
+    int64_t offset = 0, end = 0;
+    for (const auto& [busy_begin, busy_end] : busy) {
+      if (__builtin_add_overflow(offset, size, &end)) return std::nullopt;
+      if (end <= busy_begin) break;
+      offset = std::max(offset, busy_end);
     }
+    if (__builtin_add_overflow(offset, size, &end)) return std::nullopt;
     p.offset = offset;
-    arena = std::max(arena, offset + size);
+    arena = std::max(arena, end);
     placed.push_back(b);
   }
   return arena;
@@ -175,14 +179,24 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     const ir::Value& v = trace.value(static_cast<ir::ValueId>(id));
     ir::Sym raw = ir::NumElements(v.shape) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
     p.bytes = ir::CeilDiv(raw, kBufferAlignment) * ir::Sym(kBufferAlignment);
+    if (!p.bytes.is_const() && p.bytes.Vars().empty())
+      return ResourceExhausted("plan: tensor '" + v.name + "' " + std::string(DTypeName(v.dtype)) +
+                               ir::ShapeToString(v.shape) + " has more bytes (rounded up to " +
+                               std::to_string(kBufferAlignment) + ") than int64 can count");
     all_static = all_static && p.bytes.is_const();
     buffers.push_back(static_cast<int>(id));
   }
+  const auto overflow = [&] {
+    return ResourceExhausted("plan: the arena for " + std::to_string(buffers.size()) +
+                             " tensors has more bytes than int64 can count");
+  };
   if (all_static) {
-    plan.arena_bytes = PlaceStatic(buffers, tensors);
+    const std::optional<int64_t> arena = PlaceStatic(buffers, tensors);
+    if (!arena) return overflow();
+    plan.arena_bytes = *arena;
     int64_t bound = 0;
     for (int32_t t = 0; t <= n; ++t) {
-      int64_t live = 0;
+      int64_t live = 0;  // at most the arena: it cannot overflow
       for (int b : buffers)
         if (tensors[b].first <= t && t <= tensors[b].last) live += *tensors[b].bytes.value();
       bound = std::max(bound, live);
@@ -190,6 +204,7 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     plan.lower_bound_bytes = bound;
   } else {
     plan.arena_bytes = PlaceSymbolic(buffers, tensors);
+    if (!plan.arena_bytes.is_const() && plan.arena_bytes.Vars().empty()) return overflow();
   }
   return plan;
 }

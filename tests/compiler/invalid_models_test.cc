@@ -42,6 +42,17 @@ bool Says(const Status& st, const std::string& text) {
   return ok;
 }
 
+// fill_<name> = ConstantOfShape(value 1.0f, shape <name>) with the shape an initializer.
+void AddFill(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> shape) {
+  AddInt64Init(g, name, {static_cast<int64_t>(shape.size())}, shape);
+  auto* a = AddNode(g, "ConstantOfShape", {name}, {"fill_" + name}, "fill_" + name)->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->add_float_data(1.0f);
+}
+
 }  // namespace
 
 TEST_CASE("invalid models: an attribute of the wrong type names the node, op and attribute") {
@@ -122,6 +133,68 @@ TEST_CASE("invalid models: an attribute whose arithmetic overflows is an error, 
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(Says(st, "d2s"));
   CHECK(Says(st, "blocksize: expected blocksize^2 to fit int64, found blocksize 1099511627776"));
+}
+
+TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused before anything is allocated") {
+  // Range(0, 2^62, 1) of int64: 2^62 elements fit int64, 2^65 bytes do not. The size wrapped
+  // to 0, folding allocated nothing and the kernel wrote 2^62 values into it (a segfault).
+  auto range = MakeModel(13);
+  auto* g = range.mutable_graph();
+  AddInt64Init(g, "start", {}, {0});
+  AddInt64Init(g, "limit", {}, {int64_t{1} << 62});
+  AddInt64Init(g, "delta", {}, {1});
+  AddNode(g, "Range", {"start", "limit", "delta"}, {"r"}, "range");
+  AddOutput(g, "r");
+  Status st = CompileStatus(range);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "node 'range' (Range): output 'r' int64[4611686018427387904] has more bytes than int64 can count");
+
+  // Resize by 1e30: floor(2 * 1e30) converted to int64 was undefined behaviour (INT64_MIN here).
+  auto resize = MakeModel(13);
+  g = resize.mutable_graph();
+  AddFloatInit(g, "w", {1, 2}, {1, 2});
+  AddFloatInit(g, "scales", {2}, {1.0f, 1e30f});
+  AddNode(g, "Resize", {"w", "", "scales"}, {"y"}, "resize");
+  AddOutput(g, "y");
+  st = CompileStatus(resize);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(Says(st, "node 'resize' (Resize): scales: 1000000015047466219876688855040.000000 times dim 2 does not fit int64"));
+
+  // Each tensor fits, the arena does not. 2^61 - 1 floats (the fill fused into the Relu): rounded up to 64 bytes, they overflow.
+  auto rounded = MakeModel(13);
+  g = rounded.mutable_graph();
+  AddFill(g, "n", {(int64_t{1} << 61) - 1});
+  AddNode(g, "Relu", {"fill_n"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  st = CompileStatus(rounded);
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(Says(st, "plan: tensor 'y' float32[2305843009213693951] has more bytes (rounded up to 64) than int64 can count"));
+  // Two 2^62-byte tensors live at once: their offsets overflow.
+  auto two = MakeModel(13);
+  g = two.mutable_graph();
+  AddFill(g, "a", {int64_t{1} << 60});
+  AddFill(g, "b", {int64_t{1} << 60});
+  AddNode(g, "MatMul", {"fill_a", "fill_b"}, {"y"}, "dot");
+  AddOutput(g, "y");
+  st = CompileStatus(two);
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(st.message() == "plan: the arena for 3 tensors has more bytes than int64 can count");
+}
+
+TEST_CASE("invalid models: subgraphs nested deeper than the limit are a compile error naming the path") {
+  auto m = MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  for (int level = 0; level < 40; ++level) {
+    auto* a = AddNode(g, "If", {}, {}, "if" + std::to_string(level))->add_attribute();
+    a->set_name("else_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    g = a->mutable_g();
+  }
+  Status st = CompileStatus(m);
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(Says(st, "subgraphs (If/Loop/Scan bodies) nest deeper than max_subgraph_depth 32: level 33 at main graph > "
+                 "node 'if0' (If) attribute 'else_branch'"));
+  CHECK(Says(st, "> node 'if32' (If) attribute 'else_branch'"));
 }
 
 }  // namespace kiln::testing

@@ -1,5 +1,6 @@
 // The canonical stage: shape-arithmetic folding, constant folding, If resolution, DCE.
 #include "compiler/passes/canonicalize.h"
+#include "compiler/passes/constant_fold.h"
 
 #include <doctest/doctest.h>
 
@@ -179,4 +180,37 @@ TEST_CASE("canonical: a Conv output read by more than the BatchNormalization is 
   auto r = Canonical(m);
   REQUIRE(r.ok());
   CHECK(Ops(r->trace) == std::vector<std::string>{"Conv", "BatchNormalization", "Relu"});
+}
+
+TEST_CASE("canonical: a constant result over kMaxFoldBytes stays an instruction; one whose size overflows is refused") {
+  // ConstantOfShape(value 1.0f, shape) -> y: folding would allocate the whole result at compile time.
+  auto model = [](std::vector<int64_t> shape) {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInt64Init(g, "shape", {static_cast<int64_t>(shape.size())}, shape);
+    auto* n = AddNode(g, "ConstantOfShape", {"shape"}, {"y"}, "fill");
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_float_data(1.0f);
+    AddOutput(g, "y");
+    return m;
+  };
+  static_assert(kiln::passes::kMaxFoldBytes == 4 << 20);
+  auto small = Canonical(model({1 << 10, 1 << 10}));  // 4 MiB: folded
+  REQUIRE(small.ok());
+  CHECK(Ops(small->trace).empty());
+  CHECK(small->trace.value(small->trace.outputs[0]).is_const());
+  auto big = Canonical(model({1 << 20, 1 << 20}));  // 4 TiB: a runtime instruction, nothing allocated
+  REQUIRE(big.ok());
+  CHECK(Ops(big->trace) == std::vector<std::string>{"ConstantOfShape"});
+  // 2^61 elements of 4 bytes: the element count fits int64, the byte size does not (it
+  // wrapped negative and folding threw std::length_error).
+  auto wraps = Canonical(model({1 << 30, 1 << 30, 2}));
+  REQUIRE_FALSE(wraps.ok());
+  CHECK(wraps.status().code() == kiln::StatusCode::kInvalidArgument);
+  CHECK(wraps.status().message() ==
+        "node 'fill' (ConstantOfShape): output 'y' float32[1073741824, 1073741824, 2] has more bytes than int64 can count");
 }
