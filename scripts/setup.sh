@@ -15,25 +15,7 @@ log() { echo "[setup] $*"; }
 DEBS=(cmake g++ pkg-config flatbuffers-compiler libflatbuffers-dev libfmt-dev doctest-dev libonnx-dev
       libprotobuf-dev protobuf-compiler libcli11-dev nlohmann-json3-dev libxxhash-dev libopenblas-dev python3-venv
       libbenchmark-dev espeak-ng sox)
-missing=()
-for pkg in "${DEBS[@]}"; do
-  if ! dpkg -s "$pkg" 2>/dev/null | grep -q '^Status: install ok installed'; then missing+=("$pkg"); fi
-done
-if ((${#missing[@]})); then
-  log "installing Debian packages: ${missing[*]}"
-  SUDO=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { log "error: not root and no sudo; install: ${missing[*]}"; exit 1; }
-    SUDO=(sudo)
-  fi
-  mkdir -p "$BUILD"
-  {
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update &&
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-  } >"$BUILD/apt.log" 2>&1 || { tail -30 "$BUILD/apt.log"; log "error: apt-get failed (log: build/apt.log)"; exit 1; }
-else
-  log "Debian packages: all present"
-fi
+bash "$ROOT/scripts/install-debs.sh" setup "${DEBS[@]}"
 
 # --- Python venv: test data and reference outputs only (Kiln itself needs no Python) ---------
 mkdir -p "$BUILD"

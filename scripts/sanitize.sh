@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The sanitizer tier: builds Kiln with clang, AddressSanitizer and UndefinedBehaviorSanitizer
+# (and libFuzzer's coverage instrumentation) in build/sanitize, runs the doctest suite there
+# with LeakSanitizer on, then runs each libFuzzer target in fuzz/ for a bounded time from a
+# seed corpus made here. Any sanitizer report, leak, crash or per-input timeout fails it.
+#
+# Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
+# build/venv (writes the .npy seeds), build/testdata and build/onnx-tests (models, test data).
+#
+#   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--no-tests] [--no-fuzz] [TARGET...]
+#     --fuzz-seconds N  time per fuzz target (default 60, or $KILN_FUZZ_SECONDS)
+#     --fuzz-jobs N     targets fuzzed at the same time (default 2, or $KILN_FUZZ_JOBS)
+#     TARGET...         fuzz only these (default: every fuzz/fuzz_*.cc)
+#     --no-tests / --no-fuzz  skip (and do not build) the doctest run / the fuzzers
+#   $KILN_SANITIZE_BUILD: the build folder (default build/sanitize).
+#
+# A failing fuzz input is saved under build/sanitize/fuzz-crashes/<target>/ and the script
+# prints the command that replays it. The corpus each target grew is kept in
+# build/sanitize/fuzz-corpus/<target>/ and reused by the next run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
+FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-60}"
+FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
+RUN_TESTS=1
+RUN_FUZZ=1
+TARGETS=()
+while (($#)); do
+  case "$1" in
+    --fuzz-seconds) FUZZ_SECONDS="$2"; shift 2 ;;
+    --fuzz-jobs) FUZZ_JOBS="$2"; shift 2 ;;
+    --no-tests) RUN_TESTS=0; shift ;;
+    --no-fuzz) RUN_FUZZ=0; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -*) echo "sanitize.sh: unknown option $1" >&2; exit 2 ;;
+    *) TARGETS+=("$1"); shift ;;
+  esac
+done
+if ((${#TARGETS[@]} == 0)); then
+  for f in fuzz/fuzz_*.cc; do TARGETS+=("$(basename "$f" .cc)"); done
+fi
+
+log() { echo "[sanitize] $*"; }
+die() { log "error: $*"; exit 1; }
+
+for need in build/kiln build/venv/bin/python build/testdata build/onnx-tests/node; do
+  [[ -e "$need" ]] || die "no $need: run scripts/test.sh first"
+done
+
+# clang, libFuzzer and the sanitizer runtimes (libclang-rt), lld (links the instrumented
+# binaries faster) and llvm-symbolizer (file:line in reports).
+bash scripts/install-debs.sh sanitize clang libclang-rt-14-dev lld llvm
+
+# --- build ---------------------------------------------------------------------------------
+# -O1 and line tables only: the fastest build that still gives symbolized reports. No CUDA:
+# the tier checks the CPU runtime, the compiler and the tests that run without a GPU.
+log "configuring $BUILD (clang, -fsanitize=address,undefined, fuzzers)"
+mkdir -p "$BUILD"
+cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_C_FLAGS="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
+  -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DKILN_SANITIZE=address,undefined -DKILN_BUILD_FUZZERS=ON \
+  -DKILN_BUILD_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON >"$BUILD/configure.log" 2>&1 ||
+  { cat "$BUILD/configure.log"; die "cmake configure failed (log: $BUILD/configure.log)"; }
+BUILD_TARGETS=(kiln)
+((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests)
+((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
+log "building ${BUILD_TARGETS[*]}"
+# $KILN_BUILD_LOCK: a lock file the build step holds (flock), where several builds share a machine.
+${KILN_BUILD_LOCK:+flock "$KILN_BUILD_LOCK"} cmake --build "$BUILD" -j"$(nproc)" --target "${BUILD_TARGETS[@]}" >"$BUILD/build.log" 2>&1 ||
+  { tail -40 "$BUILD/build.log"; die "build failed (log: $BUILD/build.log)"; }
+
+# Every report is fatal (-fno-sanitize-recover=all at compile time); leaks are reported at exit.
+SYMBOLIZER="$(command -v llvm-symbolizer || true)"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
+status=0
+
+# --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------
+if ((RUN_TESTS)); then
+  # The tests look for their data next to the binary's build folder (tests/CMakeLists.txt).
+  ln -sfn "$ROOT/build/testdata" "$BUILD/testdata"
+  ln -sfn "$ROOT/build/onnx-tests" "$BUILD/onnx-tests"
+  log "kiln_tests under ASan+UBSan+LSan (log: $BUILD/kiln_tests.log)"
+  start=$SECONDS
+  if "$BUILD/tests/kiln_tests" >"$BUILD/kiln_tests.log" 2>&1; then
+    log "kiln_tests: $(grep '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($((SECONDS - start)) s)"
+  else
+    grep -n -m5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|ERROR:|FAILED' "$BUILD/kiln_tests.log" || true
+    tail -30 "$BUILD/kiln_tests.log"
+    log "kiln_tests: FAILED ($((SECONDS - start)) s; log: $BUILD/kiln_tests.log)"
+    status=1
+  fi
+fi
+
+# --- fuzzing ---------------------------------------------------------------------------------
+if ((RUN_FUZZ)); then
+  FZ="$BUILD/fuzz"
+  SEEDS="$FZ/seeds"
+  rm -rf "$SEEDS"
+  mkdir -p "$SEEDS"/{fuzz_model_load,fuzz_onnx_compile,fuzz_prologue,fuzz_tensor_readers}
+  log "seed corpora -> $SEEDS"
+  # Every 4th ONNX node model (a few hundred, all ops) and the real models: the models seed the
+  # compiler, their CPU artifacts the loader, their test data the readers.
+  mapfile -t models < <(ls -d build/onnx-tests/node/*/ | awk 'NR % 4 == 1'; ls -d build/testdata/*/)
+  for dir in "${models[@]}"; do
+    name="$(basename "$dir")"
+    [[ -f "$dir/model.onnx" ]] || continue
+    cp "$dir/model.onnx" "$SEEDS/fuzz_onnx_compile/$name.onnx"
+    build/kiln compile -q --arch none -o "$SEEDS/fuzz_model_load/$name.kiln" "$dir/model.onnx" >/dev/null 2>&1 ||
+      rm -f "$SEEDS/fuzz_model_load/$name.kiln"
+    for pb in "$dir"/test_data_set_0/*.pb; do
+      [[ -f "$pb" ]] && cp "$pb" "$SEEDS/fuzz_tensor_readers/${name}_$(basename "$pb")"
+    done
+  done
+  build/venv/bin/python - "$SEEDS/fuzz_tensor_readers" "$SEEDS/fuzz_prologue" <<'EOF'
+import glob, os, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+readers, prologue = sys.argv[1], sys.argv[2]
+# The .npy twin of every .pb seed (what `kiln run` reads from an input folder).
+for pb in sorted(glob.glob(os.path.join(readers, "*.pb"))):
+    t = onnx.TensorProto()
+    with open(pb, "rb") as f:
+        t.ParseFromString(f.read())
+    try:
+        a = numpy_helper.to_array(t)
+    except Exception:
+        continue
+    if a.dtype != object:
+        np.save(pb[:-3] + ".npy", a)
+# The prologue target reads its bytes as choices (fuzz_prologue.cc): a few fixed random seeds.
+rng = np.random.default_rng(8)
+for i in range(16):
+    with open(os.path.join(prologue, f"seed_{i}"), "wb") as f:
+        f.write(rng.integers(0, 256, size=int(rng.integers(8, 256)), dtype=np.uint8).tobytes())
+EOF
+  # The prologue target's artifact: silero VAD, whose prologue has symbols and guards.
+  ARTIFACT="$FZ/silero_vad.kiln"
+  build/kiln compile -q --arch none -o "$ARTIFACT" build/testdata/silero_vad_16k_op15/model.onnx >/dev/null ||
+    die "kiln compile of silero_vad_16k_op15 failed"
+
+  # Per target: libFuzzer's flags (timeout per input in s, memory), and extra arguments.
+  # allocator_may_return_null: a huge allocation returns null, which Kiln reports as
+  # kResourceExhausted; libFuzzer still fails any single malloc over -malloc_limit_mb.
+  fuzz_one() {
+    local t="$1" corpus="$FZ/corpus/$1" crashes="$BUILD/fuzz-crashes/$1" flags=() extra=()
+    mkdir -p "$corpus" "$crashes"
+    case "$t" in
+      fuzz_onnx_compile) flags=(-timeout=30 -max_len=2000000) ;;
+      fuzz_model_load) flags=(-timeout=20 -max_len=2000000) ;;
+      fuzz_prologue) flags=(-timeout=10); extra=(--artifact="$ARTIFACT") ;;
+      *) flags=(-timeout=10) ;;
+    esac
+    ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1" \
+      "$BUILD/fuzz/$t" "${flags[@]}" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=3072 -malloc_limit_mb=3072 \
+      -print_final_stats=1 -artifact_prefix="$crashes/" "${extra[@]}" "$corpus" "$SEEDS/$t" >"$FZ/$t.log" 2>&1
+  }
+  report_one() {
+    local t="$1" rc="$2" log="$FZ/$1.log"
+    local execs corpus_n stats
+    execs="$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)"
+    stats="$(grep -E '^#[0-9]+[[:space:]]+(DONE|INITED|pulse|NEW|REDUCE)' "$log" | tail -1 | sed 's/[[:space:]]\+/ /g')"
+    corpus_n="$(find "$FZ/corpus/$t" -type f | wc -l)"
+    if [[ "$rc" == 0 ]]; then
+      log "$t: ok, ${execs:-?} executions in ${FUZZ_SECONDS} s, corpus $corpus_n new files + $(find "$SEEDS/$t" -type f | wc -l) seeds; last: $stats"
+    else
+      status=1
+      grep -m3 -E 'ERROR: |runtime error:|ALARM|out-of-memory|deadly signal|==ERROR' "$log" || true
+      local saved
+      saved="$(grep -o "Test unit written to [^ ]*" "$log" | awk '{print $5}' | tail -1)"
+      log "$t: FAILED (exit $rc) after ${execs:-?} executions; log: $log"
+      if [[ -n "$saved" ]]; then
+        log "  input saved: $saved"
+        local replay="$BUILD/fuzz/$t"
+        [[ "$t" == fuzz_prologue ]] && replay="$replay --artifact=$ARTIFACT"
+        log "  reproduce: ASAN_OPTIONS=allocator_may_return_null=1 $replay $saved"
+      fi
+    fi
+  }
+
+  log "fuzzing ${TARGETS[*]}: ${FUZZ_SECONDS} s each, $FUZZ_JOBS at a time (logs: $FZ/<target>.log)"
+  declare -A pid_target=()
+  for t in "${TARGETS[@]}"; do
+    [[ -x "$BUILD/fuzz/$t" ]] || die "no fuzz target $t"
+    while ((${#pid_target[@]} >= FUZZ_JOBS)); do
+      set +e; wait -n -p done_pid; rc=$?; set -e
+      report_one "${pid_target[$done_pid]}" "$rc"
+      unset "pid_target[$done_pid]"
+    done
+    fuzz_one "$t" &
+    pid_target[$!]="$t"
+  done
+  while ((${#pid_target[@]})); do
+    set +e; wait -n -p done_pid; rc=$?; set -e
+    report_one "${pid_target[$done_pid]}" "$rc"
+    unset "pid_target[$done_pid]"
+  done
+fi
+
+if ((status)); then
+  log "FAILED"
+else
+  log "all clean"
+fi
+exit "$status"
