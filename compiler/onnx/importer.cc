@@ -62,6 +62,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -399,19 +400,25 @@ Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto&
 Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& what,
                               int64_t nbytes, std::vector<uint8_t>& out) {
   std::string location;
-  std::optional<int64_t> offset, length;
+  const std::string* offset_text = nullptr;
+  const std::string* length_text = nullptr;
   for (const auto& e : t.external_data()) {
-    if (e.key() == "location") {
-      location = e.value();
-    } else if (e.key() == "offset" || e.key() == "length") {
-      auto v = ParseNonNegative(e.value());
-      if (!v)
-        return DataLoss(what + ": external data " + e.key() + " " + Q(e.value()) +
-                        " is not a non-negative integer");
-      (e.key() == "offset" ? offset : length) = *v;
-    }  // "checksum" and unknown keys are ignored
+    if (e.key() == "location") location = e.value();
+    else if (e.key() == "offset") offset_text = &e.value();
+    else if (e.key() == "length") length_text = &e.value();
+    // "checksum" and unknown keys are ignored
   }
   if (location.empty()) return DataLoss(what + ": external data has no 'location' entry");
+  if (location.find('\0') != std::string::npos)
+    return DataLoss(what + ": external data location " + Q(location) + " contains a NUL byte");
+  std::optional<int64_t> offset, length;
+  for (auto [key, text, value] : {std::tuple{"offset", offset_text, &offset}, std::tuple{"length", length_text, &length}}) {
+    if (!text) continue;
+    *value = ParseNonNegative(*text);
+    if (!*value)
+      return DataLoss(what + ": external data " + key + " " + Q(*text) + " (file " + Q(location) +
+                      ") is not an integer in 0.." + std::to_string(std::numeric_limits<int64_t>::max()));
+  }
   if (base_dir_.empty())
     return InvalidArgument(what + ": external data file " + Q(location) +
                            " needs the model's folder, but the model was given as bytes "
@@ -426,19 +433,25 @@ Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& wha
       return DataLoss(what + ": external data file " + Q(location) +
                       " escapes the model folder " + Q(base_dir_) + " ('..' not allowed)");
   const fs::path full = fs::path(base_dir_) / rel;
+  const std::string file = full.string();
   std::error_code ec;
-  // Symlinks inside the folder must not lead out of it either.
+  // Symlinks inside the folder must not lead out of it either; a path that cannot be
+  // resolved (a symlink loop, no permission) is refused rather than left unchecked.
   const fs::path cbase = fs::weakly_canonical(fs::path(base_dir_), ec);
   const fs::path cfull = ec ? fs::path() : fs::weakly_canonical(full, ec);
-  if (!ec) {
-    auto [b, f] = std::mismatch(cbase.begin(), cbase.end(), cfull.begin(), cfull.end());
-    if (b != cbase.end() && !(std::next(b) == cbase.end() && b->empty()))
-      return DataLoss(what + ": external data file " + Q(location) + " resolves to " +
-                      Q(cfull.string()) + ", outside the model folder " + Q(cbase.string()));
-  }
-  const std::string file = full.string();
-  if (!fs::is_regular_file(full, ec))
-    return NotFound(what + ": external data file " + Q(file) + " does not exist or is not a file");
+  if (ec)
+    return DataLoss(what + ": external data file " + Q(file) + " cannot be resolved: " + ec.message());
+  auto [b, f] = std::mismatch(cbase.begin(), cbase.end(), cfull.begin(), cfull.end());
+  if (b != cbase.end() && !(std::next(b) == cbase.end() && b->empty()))
+    return DataLoss(what + ": external data file " + Q(location) + " resolves to " +
+                    Q(cfull.string()) + ", outside the model folder " + Q(cbase.string()));
+  const fs::file_status status = fs::status(full, ec);
+  if (status.type() == fs::file_type::not_found)
+    return NotFound(what + ": external data file " + Q(file) + " does not exist");
+  if (status.type() != fs::file_type::regular)
+    return DataLoss(what + ": external data file " + Q(file) + " is " +
+                    (status.type() == fs::file_type::directory ? "a directory" : "not a regular file") +
+                    ", expected a file");
   const uintmax_t fsize = fs::file_size(full, ec);
   if (ec) return NotFound(what + ": cannot stat external data file " + Q(file) + ": " + ec.message());
   if (fsize > options_.max_file_bytes)

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -536,7 +537,7 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
   fs::create_directories(dir.path / "data");
   WriteBytes(dir / "data/w.bin", blob);
 
-  auto make = [](const std::string& location, const std::string& offset) {
+  auto make = [](const std::string& location, const std::string& offset, const std::string& length = "16") {
     auto m = MakeModel(13);
     auto* g = m.mutable_graph();
     AddInput(g, "x", {"4"});
@@ -553,7 +554,7 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
     e->set_value(offset);
     e = t->add_external_data();
     e->set_key("length");
-    e->set_value("16");
+    e->set_value(length);
     AddNode(g, "Add", {"x", "w"}, {"y"});
     AddOutput(g, "y");
     return m;
@@ -595,6 +596,48 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
   auto missing = ImportOnnxFile(save(make("data/nope.bin", "0")), {});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message() == "initializer 'w': external data file '" + (dir / "data/nope.bin") + "' does not exist");
+
+  // Offsets and lengths: negative, not a number, over int64; a length the dims do not need.
+  for (const auto& [offset, length, bad] : {std::tuple{"-8", "16", "offset '-8'"}, std::tuple{"8x", "16", "offset '8x'"},
+                                            std::tuple{"99999999999999999999", "16", "offset '99999999999999999999'"},
+                                            std::tuple{"8", "-16", "length '-16'"}, std::tuple{"8", "", "length ''"}}) {
+    auto r = ImportOnnxFile(save(make("data/w.bin", offset, length)), {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == std::string("initializer 'w': external data ") + bad +
+                                      " (file 'data/w.bin') is not an integer in 0..9223372036854775807");
+  }
+  auto length = ImportOnnxFile(save(make("data/w.bin", "8", "12")), {});
+  CHECK(length.status().code() == StatusCode::kDataLoss);
+  CHECK(length.status().message() == "initializer 'w': external data length is 12 bytes, expected 16 for float32[4] (file '" +
+                                         (dir / "data/w.bin") + "')");
+  auto past_end = ImportOnnxFile(save(make("data/w.bin", "9223372036854775807")), {});
+  CHECK(past_end.status().code() == StatusCode::kDataLoss);
+  CHECK(Contains(past_end.status().message(), "range [9223372036854775807, 9223372036854775823) is outside file"));
+
+  // A folder, a NUL byte, symlinks out of the folder (to a file, through a folder).
+  auto folder = ImportOnnxFile(save(make("data", "0")), {});
+  CHECK(folder.status().code() == StatusCode::kDataLoss);
+  CHECK(folder.status().message() == "initializer 'w': external data file '" + (dir / "data") +
+                                         "' is a directory, expected a file");
+  auto nul = ImportOnnxFile(save(make(std::string("data/w.bin\0../../x", 18), "8")), {});
+  CHECK(nul.status().code() == StatusCode::kDataLoss);
+  CHECK(Contains(nul.status().message(), "contains a NUL byte"));
+  TempDir outside;
+  WriteBytes(outside / "w.bin", blob);
+  fs::create_symlink(outside.path / "w.bin", dir.path / "data/link.bin");
+  fs::create_directory_symlink(outside.path, dir.path / "data/out");
+  for (const char* location : {"data/link.bin", "data/out/w.bin"}) {
+    auto r = ImportOnnxFile(save(make(location, "8")), {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(Contains(r.status().message(), "initializer 'w': external data file '" + std::string(location) + "' resolves to '" +
+                                             fs::canonical(outside.path / "w.bin").string() + "', outside the model folder"));
+  }
+  // A symlink that stays inside the folder is fine.
+  fs::create_symlink("w.bin", dir.path / "data/alias.bin");
+  CHECK(ImportOnnxFile(save(make("data/alias.bin", "8")), {}).ok());
 
   // Given as bytes without a folder, external data cannot be resolved.
   auto nobase = Import(make("data/w.bin", "8"));
