@@ -135,12 +135,17 @@ class EntryVerifier {
       for (uint32_t d = 0; d < Size(in->dims()); ++d) {
         const fb::DimCheck* c = in->dims()->Get(d);
         const std::string dw = where + " dim " + to_string(d);
-        if (c->symbol() < 0) continue;
+        if (c->symbol() < 0) {
+          if (c->value() < 0) return DataLoss(dw + ": constant " + to_string(c->value()) + " is negative");
+          continue;
+        }
         if (c->symbol() >= static_cast<int64_t>(num_symbols_))
           return DataLoss(dw + ": symbol " + Range(c->symbol(), num_symbols_, "symbols"));
         if (c->divisor() < 1) return DataLoss(dw + ": divisor " + to_string(c->divisor()) + " < 1");
         if (c->min() > c->max())
           return DataLoss(dw + ": empty range [" + to_string(c->min()) + ", " + to_string(c->max()) + "]");
+        if (c->min() < 0)
+          return DataLoss(dw + ": range [" + to_string(c->min()) + ", " + to_string(c->max()) + "] admits negative dims");
         bound[c->symbol()] = true;
       }
     }
@@ -312,6 +317,13 @@ class EntryVerifier {
       const fb::Tensor* x = e_.tensors()->Get(t);
       if (x->storage() != fb::Storage::Arena)
         return DataLoss(where + ": tensor " + to_string(t) + " is not in the arena");
+      const fb::IoInfo* io = a_.outputs()->Get(i);
+      if (x->dtype() != io->dtype() || Size(x->shape()) != Size(io->dims()))
+        return DataLoss(where + ": tensor " + to_string(t) + Named(x->name()) + " is " +
+                        std::string(DTypeName(static_cast<DType>(x->dtype()))) + " of rank " +
+                        to_string(Size(x->shape())) + ", the model's output" + Named(io->name()) + " " +
+                        std::string(DTypeName(static_cast<DType>(io->dtype()))) + " of rank " +
+                        to_string(Size(io->dims())));
       if (Size(x->shape()) > static_cast<uint32_t>(kMaxRank))
         return Unimplemented(where + ": rank " + to_string(Size(x->shape())) +
                              " exceeds the " + to_string(kMaxRank) + " a TensorView holds");

@@ -189,7 +189,7 @@ TEST_CASE("memory plan: the sweep finds an overlap among many live tensors, what
   a.entries = {e};
   REQUIRE(LoadError(a).ok());
   a.entries[0].exprs[1500] = E(fb::ExprOp::Const, 4 * (n - 700) + 2);  // t1500 reaches into t700
-  a.entries[0].tensors[1500].dtype = DType::kUInt8;
+  a.entries[0].tensors[1500].dtype = a.outputs[1499].dtype = DType::kUInt8;
   Status st = LoadError(a);
   CHECK(st.code() == StatusCode::kDataLoss);
   CHECK(st.message() ==

@@ -479,6 +479,24 @@ TEST_CASE("semantic checks name the section") {
   a = AddModelSpec();
   a.entries.clear();
   CHECK(LoadError(a).message() == "artifact has no entries");
+
+  a = AddModelSpec();
+  a.entries[0].checks[0].dims[1] = testing::Const(-3);
+  CHECK(LoadError(a).message() == "entry 0 prologue input 0 'x' dim 1: constant -3 is negative");
+
+  a = AddModelSpec();
+  a.entries[0].checks[0].dims[0] = testing::Sym(0, -4, 64);
+  CHECK(LoadError(a).message() == "entry 0 prologue input 0 'x' dim 0: range [-4, 64] admits negative dims");
+
+  a = AddModelSpec();
+  a.outputs[0].dtype = DType::kInt32;
+  CHECK(LoadError(a).message() ==
+        "entry 0 output 0: tensor 2 'y' is float32 of rank 2, the model's output 'y' int32 of rank 2");
+  a = AddModelSpec();
+  a.outputs[0].dims = {-1};
+  a.outputs[0].symbols = {"N"};
+  CHECK(LoadError(a).message() ==
+        "entry 0 output 0: tensor 2 'y' is float32 of rank 2, the model's output 'y' float32 of rank 1");
 }
 
 TEST_CASE("an entry's input tensors have the shapes its prologue checks") {
