@@ -149,7 +149,15 @@ void AddBenchCommand(CLI::App& app) {
                   "with --random: an input's shape, NAME:DIMS such as images:1x3x640x640 ('?' leaves a dim to the "
                   "artifact's entries); repeatable")
       ->needs(random);
-  cmd->add_option("--seed", c.seed, "seed of --random")->capture_default_str()->needs(random);
+  cmd->add_option("--seed", c.seed, "seed of --random, an integer in 0..18446744073709551615 (the JSON report's seed)")
+      ->capture_default_str()
+      ->needs(random)
+      ->check(CLI::Validator(
+          [](std::string& text) {  // CLI11 alone reads "-1" as 2^64 - 1
+            return io::ParseSeed(text) ? std::string()
+                                       : "expected an integer in 0..18446744073709551615, got " + text;
+          },
+          "0..2^64-1"));
   cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));

@@ -9,7 +9,7 @@ namespace {
 
 nlohmann::json SummaryJson(const LatencySummary& s, bool mean) {
   nlohmann::json j = {{"min", s.min}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
-  if (mean) j["mean"] = s.mean;
+  if (mean) j["mean"] = s.mean, j["stddev"] = s.stddev;
   return j;
 }
 
@@ -127,6 +127,7 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"memory",
            {{"host_bytes", r.host_bytes}, {"device_bytes", r.device_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}}},
           {"inputs", inputs},
+          {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
           {"entry", r.entry},
           {"profile", r.profile ? ProfileJson(*r.profile) : nlohmann::json(nullptr)}};
 }
@@ -184,6 +185,7 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create)\n", r.load_ms);
   for (const BenchInput& in : r.inputs)
     out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
+  if (r.seed) out << fmt::format("seed:        {} (random inputs)\n", *r.seed);
   out << fmt::format("entry:       '{}'\n", r.entry);
   out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3), r.warmup);
   out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";

@@ -58,6 +58,7 @@ struct BenchResult {
   uint64_t host_bytes = 0, device_bytes = 0;  // ExecutionContext::memory_usage() after the runs
   uint64_t peak_rss_bytes = 0;                // getrusage: the whole process
   std::vector<BenchInput> inputs;
+  std::optional<uint64_t> seed;  // of random inputs (--random --seed); none for inputs read from files
   std::string entry;  // name of the entry the last timed call used
   std::optional<ProfileSummary> profile;
   std::vector<TracedRun> trace;                              // the last profiled runs, oldest first
@@ -65,10 +66,10 @@ struct BenchResult {
 };
 
 // The --json document. Keys, exactly: artifact, device, device_note, threads, cuda_graphs,
-// load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean},
+// load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
 // throughput_per_s, host_us {lookup, prologue, computation}, gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
-// shape}], entry, profile null or {instructions [{name, op, executor, calls, total_ms,
+// shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name, op, executor, calls, total_ms,
 // mean_us, share}], ops [{op, calls, total_ms, share}]} (share: fraction 0..1 of all
 // instruction time; executor: the label's, as the compiler assigned it, which the CPU backend
 // does not follow). Names need not be UTF-8: dump with error_handler_t::replace.

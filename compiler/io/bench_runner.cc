@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <charconv>
 #include <chrono>
 #include <deque>
 
@@ -81,11 +82,19 @@ double Median(std::vector<double> v) { return Summarize(std::move(v)).p50; }
 
 }  // namespace
 
+std::optional<uint64_t> ParseSeed(std::string_view text) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void(const BenchProgress&)>& progress) {
   BenchResult r;
   r.artifact = config.artifact;
   r.threads = config.threads;
   r.warmup = config.warmup;
+  if (config.random) r.seed = config.seed;
   // load_ms: Model::Load and ExecutionContext::Create, not reading or making the inputs.
   const int64_t load_start = NowNs();
   KILN_ASSIGN_OR_RETURN(Model model, Model::Load(config.artifact));

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/io/bench_report.h"
@@ -45,6 +47,10 @@ struct BenchProgress {
   int64_t done = 0;      // calls done in this phase
   double elapsed_s = 0;  // since the timed phase began (0 in warm-up)
 };
+
+// A --seed value: decimal digits that fit uint64, 0..18446744073709551615, with no sign or
+// spaces ("-1" is refused, not read as 2^64 - 1). nullopt otherwise.
+std::optional<uint64_t> ParseSeed(std::string_view text);
 
 // Errors are those of Model::Load, the input readers, ExecutionContext::Create, Run and
 // Synchronize, unchanged; kInvalidArgument for neither or both of inputs_dir and random.

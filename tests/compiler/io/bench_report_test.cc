@@ -34,6 +34,7 @@ BenchResult SampleResult() {
   r.host_bytes = 4096;
   r.peak_rss_bytes = 1 << 20;
   r.inputs = {{"x", "float32", {2, 4}}};
+  r.seed = 18446744073709551615ull;  // the whole uint64 range, written exactly
   r.entry = "default";
   r.instruction_labels = {{"'mm' (MatMul) @blas", "'' (Relu) @kiln"}};
   ProfileAccumulator acc;
@@ -49,8 +50,8 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   const nlohmann::json j = BenchJson(r);
   CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
                                          "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
-                                         "memory", "inputs", "entry", "profile"});
-  CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean"});
+                                         "memory", "inputs", "seed", "entry", "profile"});
+  CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean", "stddev"});
   CHECK(Keys(j["host_us"]) == std::set<std::string>{"lookup", "prologue", "computation"});
   CHECK(Keys(j["memory"]) == std::set<std::string>{"host_bytes", "device_bytes", "peak_rss_bytes"});
   CHECK(j["gpu_ms"].is_null());
@@ -60,6 +61,12 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(j["latency_ms"]["p50"] == 2.0);  // nearest rank: ceil(4 * 0.5) = 2nd
   CHECK(j["latency_ms"]["p90"] == 4.0);
   CHECK(j["latency_ms"]["mean"] == 2.5);
+  CHECK(j["latency_ms"]["stddev"] == doctest::Approx(1.118034));  // sqrt(1.25): population
+  CHECK(j["seed"].get<uint64_t>() == 18446744073709551615ull);
+  CHECK(j.dump().find("\"seed\":18446744073709551615") != std::string::npos);
+  BenchResult from_files = r;
+  from_files.seed.reset();
+  CHECK(BenchJson(from_files)["seed"].is_null());
   CHECK(j["host_us"]["prologue"] == 0.125);
   CHECK(j["memory"]["host_bytes"] == 4096);
   CHECK(j["inputs"][0]["name"] == "x");
@@ -131,6 +138,7 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   CHECK(s.find("throughput:  8.00 calls/s") != std::string::npos);
   CHECK(s.find("host us:     lookup 0.25 (its prologues included)  prologue") != std::string::npos);
   CHECK(s.find("memory:      host 4.0 KiB, device 0 B") != std::string::npos);
+  CHECK(s.find("seed:        18446744073709551615 (random inputs)\n") != std::string::npos);
   CHECK(s.find("by op kind:") != std::string::npos);
   CHECK(s.find("75.0%") != std::string::npos);
   CHECK(s.find("gpu ") == std::string::npos);

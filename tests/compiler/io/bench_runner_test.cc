@@ -121,6 +121,14 @@ TEST_CASE("bench runner: inputs from a folder; duration mode; progress reports")
   CHECK_FALSE(r->profile.has_value());
 }
 
+TEST_CASE("bench runner: a seed is decimal digits in the uint64 range, never a wrapped negative") {
+  CHECK(ParseSeed("0") == uint64_t{0});
+  CHECK(ParseSeed("42") == uint64_t{42});
+  CHECK(ParseSeed("18446744073709551615") == uint64_t{18446744073709551615ull});
+  for (const char* bad : {"-1", "18446744073709551616", "", "+1", " 1", "1 ", "0x10", "1e3"})
+    CHECK_MESSAGE(!ParseSeed(bad), bad);
+}
+
 TEST_CASE("bench runner: errors name the problem") {
   testing::TempDir dir;
   const std::string artifact = TinyArtifact(dir);
