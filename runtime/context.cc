@@ -221,7 +221,8 @@ Status MissError(ExecutionContext::Impl& c) {
   for (size_t e = 0; e < c.entries.size(); ++e) {
     const PreparedEntry& pe = c.mi->prepared[e];
     std::string line = pe.label + ": " +
-                       FormatPrologueFailure(pe.prologue, pe.exprs, c.entries[e].failure, MemoryKind::kHost);
+                       FormatPrologueFailure(pe.prologue, pe.exprs, c.entries[e].failure, MemoryKind::kHost,
+                                             &c.entries[e].scratch);
     if (e) msg += "\n";
     msg += line;
     st.last_miss_reasons.push_back(std::move(line));

@@ -95,6 +95,34 @@ std::string GuardText(const Prologue& p, std::span<const Expr> exprs, const Prol
   return "(" + t + ")";
 }
 
+// " for H = 2 (input 'x' dim 2), W = 1 (input 'x' dim 3)": the symbols expression `expr` reads
+// (operands precede their node), as the failed call bound them.
+std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
+  if (expr < 0 || static_cast<size_t>(expr) >= exprs.size()) return "";
+  std::vector<bool> used(static_cast<size_t>(expr) + 1, false), reads(p.symbols.size(), false);
+  used[expr] = true;
+  for (int32_t i = expr; i >= 0; --i) {
+    if (!used[i]) continue;
+    const Expr& e = exprs[i];
+    if (e.op == ExprOp::kVar) {
+      if (e.a >= 0 && static_cast<size_t>(e.a) < reads.size()) reads[e.a] = true;
+    } else if (e.op != ExprOp::kConst) {
+      for (int64_t operand : {e.a, e.b})
+        if (operand >= 0 && operand < i) used[operand] = true;
+    }
+  }
+  std::string t;
+  for (size_t k = 0; k < reads.size(); ++k) {
+    if (!reads[k] || k >= s.bound_by.size() || s.bound_by[k] < 0) continue;
+    const PrologueInput& in = p.inputs[s.bound_by[k]];
+    size_t dim = 0;
+    while (dim < in.dims.size() && in.dims[dim].symbol != static_cast<int32_t>(k)) ++dim;
+    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " + std::to_string(s.symbol_values[k]) + " (input " +
+         Quote(in.name) + " dim " + std::to_string(dim) + ")";
+  }
+  return t;
+}
+
 // "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
 std::string RangeText(const PrologueDim& c) {
   if (c.max == INT64_MAX) return ">= " + std::to_string(c.min);
@@ -121,7 +149,8 @@ std::string PrologueShapeText(const Prologue& p, const PrologueInput& in) {
 }
 
 std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs,
-                                  const PrologueFailure& why, MemoryKind memory) {
+                                  const PrologueFailure& why, MemoryKind memory,
+                                  const PrologueScratch* scratch) {
   auto mem_name = [](int64_t m) {
     return m == static_cast<int64_t>(MemoryKind::kHost) ? std::string("host")
            : m == static_cast<int64_t>(MemoryKind::kDevice)
@@ -133,10 +162,10 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
            std::to_string(why.got);
   if (why.check == PrologueCheck::kGuard || why.check == PrologueCheck::kGuardError) {
     // kGuardError evaluates the guard prefix as a whole; name the first guard.
-    const std::string g = GuardText(p, exprs, p.guards[why.guard]);
-    if (why.check == PrologueCheck::kGuard) return "guard " + g + " does not hold";
-    return "guard " + g + " could not be evaluated: " +
-           FormatExprFailure(exprs, p.symbols, why.expr);
+    const PrologueGuard& guard = p.guards[why.guard];
+    const std::string g = GuardText(p, exprs, guard), bound = scratch ? BindingText(p, exprs, guard.expr, *scratch) : "";
+    if (why.check == PrologueCheck::kGuard) return "guard " + g + " does not hold" + bound;
+    return "guard " + g + " could not be evaluated" + bound + ": " + FormatExprFailure(exprs, p.symbols, why.expr);
   }
   const PrologueInput& in = p.inputs[why.input];
   const std::string head = "input " + Quote(in.name);

@@ -3,7 +3,7 @@
 //
 //   PrologueFailure why;
 //   if (!RunPrologue(prologue, exprs, inputs, MemoryKind::kHost, scratch, &why))
-//     reason = FormatPrologueFailure(prologue, exprs, why);   // failure path only
+//     reason = FormatPrologueFailure(prologue, exprs, why, memory, &scratch);  // failure path only
 //
 // RunPrologue is the per-call hot path: no allocation, no exceptions, no strings. It
 // stops at the first failing check and records it in a small POD; the message is built
@@ -99,9 +99,13 @@ bool RunPrologue(const Prologue& prologue, std::span<const Expr> exprs,
                  PrologueFailure* why);
 
 // The failed check as a sentence, e.g. "input 'x' dim 2 (H) = 31, expected a multiple of
-// 32". The caller adds the entry ("entry 0 (default): ").
+// 32". Given `scratch` (that of the failed RunPrologue call), a failed guard names the
+// symbols it reads as they were bound, and where from: "guard (0 < (H-2)) from node 'c' (Conv), whose
+// output 'y' dim 2 must be >= 1 does not hold for H = 2 (input 'x' dim 2)". The caller adds
+// the entry ("entry 0 (default): ").
 std::string FormatPrologueFailure(const Prologue& prologue, std::span<const Expr> exprs,
-                                  const PrologueFailure& why, MemoryKind memory);
+                                  const PrologueFailure& why, MemoryKind memory,
+                                  const PrologueScratch* scratch = nullptr);
 
 // An input's declared shape, e.g. "[N, 3, H, W]".
 std::string PrologueShapeText(const Prologue& prologue, const PrologueInput& input);

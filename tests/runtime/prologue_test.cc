@@ -30,7 +30,7 @@ struct Checker {
   std::string Run(std::vector<TensorView> in, MemoryKind memory = MemoryKind::kHost) {
     PrologueFailure why;
     if (RunPrologue(p, x, in, memory, s, &why)) return "";
-    return "entry 0 (default): " + FormatPrologueFailure(p, x, why, memory);
+    return "entry 0 (default): " + FormatPrologueFailure(p, x, why, memory, &s);
   }
   Prologue p;
   std::vector<Expr> x;
@@ -121,7 +121,8 @@ TEST_CASE("prologue guards") {
   std::vector<Expr> x = {{ExprOp::kVar, 0, 0}, {ExprOp::kConst, 1, 0}, {ExprOp::kEq, 0, 1}};
   Checker c(p, x);
   CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1})}) == "");
-  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {2})}) == "entry 0 (default): guard (T == 1) does not hold");
+  CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {2})}) ==
+        "entry 0 (default): guard (T == 1) does not hold for T = 2 (input 'x' dim 0)");
 
   // A guard whose expression cannot be evaluated fails the entry, naming the node.
   Prologue q = p;
@@ -132,6 +133,21 @@ TEST_CASE("prologue guards") {
   Checker d(q, y);
   CHECK(d.Run({TensorView::Host(buf, DType::kFloat32, {1})}) ==
         "entry 0 (default): guard (1 // 0) could not be evaluated: expr 3 (1 // 0): division by zero (1 by 0)");
+
+  // A Conv's output extent guard names only the symbols it reads, and the input dim that bound each.
+  Prologue conv;
+  conv.symbols = {"N", "H", "W"};
+  conv.inputs = {{"img", DType::kFloat32, {Sym(0, 1, 100), Const(1), Sym(1, 1, 100), Sym(2, 1, 100)}}};
+  conv.guards = {{4, "(0 < (H-2)) from node 'c' (Conv), whose output 'y' dim 2 must be >= 1"}};
+  conv.guard_exprs = 5;
+  // 0 < (H - 2): node 2 is H - 2, node 4 compares the constant 0 (node 3) with it.
+  std::vector<Expr> z = {{ExprOp::kVar, 1, 0}, {ExprOp::kConst, 2, 0}, {ExprOp::kSub, 0, 1}, {ExprOp::kConst, 0, 0},
+                         {ExprOp::kLt, 3, 2}};
+  Checker e(conv, z);
+  CHECK(e.Run({TensorView::Host(buf, DType::kFloat32, {1, 1, 3, 2})}) == "");
+  CHECK(e.Run({TensorView::Host(buf, DType::kFloat32, {1, 1, 2, 5})}) ==
+        "entry 0 (default): guard (0 < (H-2)) from node 'c' (Conv), whose output 'y' dim 2 must be >= 1 does not "
+        "hold for H = 2 (input 'img' dim 2)");
 }
 
 TEST_CASE("prologue text is a trace of every check, in the order they run") {
