@@ -17,28 +17,6 @@ std::string Lifetime(const PreparedEntry& pe, int32_t first, int32_t last) {
   return "live at instructions " + to_string(first) + ".." + end;
 }
 
-// A Fenwick tree over the ranks (by offset) of the live tensors.
-void Mark(std::vector<int32_t>& tree, int32_t rank, int32_t delta) {
-  for (size_t i = static_cast<size_t>(rank) + 1; i < tree.size(); i += i & (0 - i)) tree[i] += delta;
-}
-// Live tensors whose rank is below `rank`.
-int32_t CountBelow(const std::vector<int32_t>& tree, int32_t rank) {
-  int32_t n = 0;
-  for (size_t i = static_cast<size_t>(rank); i > 0; i -= i & (0 - i)) n += tree[i];
-  return n;
-}
-// The rank of the k-th live tensor by offset, k >= 1 and at most the live count.
-int32_t KthLive(const std::vector<int32_t>& tree, int32_t k) {
-  size_t at = 0;
-  for (size_t step = std::bit_floor(tree.size() - 1); step > 0; step >>= 1) {
-    if (at + step < tree.size() && tree[at + step] < k) {
-      at += step;
-      k -= tree[at];
-    }
-  }
-  return static_cast<int32_t>(at);
-}
-
 }  // namespace
 
 Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
@@ -88,13 +66,78 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
   return Status::Ok();
 }
 
+void RankSet::Resize(size_t n) {
+  level_begin_.clear();
+  size_t words = 0, level = std::max<size_t>(1, (n + 63) / 64);
+  for (;;) {
+    level_begin_.push_back(words);
+    words += level;
+    if (level == 1) break;
+    level = (level + 63) / 64;
+  }
+  level_begin_.push_back(words);
+  words_.assign(words, 0);
+}
+
+void RankSet::Clear() { std::fill(words_.begin(), words_.end(), 0); }
+
+void RankSet::Insert(int64_t i) {
+  for (size_t k = 0; k + 1 < level_begin_.size(); ++k, i >>= 6) {
+    uint64_t& w = words_[level_begin_[k] + static_cast<size_t>(i >> 6)];
+    const bool was_empty = w == 0;
+    w |= uint64_t{1} << (i & 63);
+    if (!was_empty) break;
+  }
+}
+
+void RankSet::Erase(int64_t i) {
+  for (size_t k = 0; k + 1 < level_begin_.size(); ++k, i >>= 6) {
+    uint64_t& w = words_[level_begin_[k] + static_cast<size_t>(i >> 6)];
+    w &= ~(uint64_t{1} << (i & 63));
+    if (w != 0) break;
+  }
+}
+
+int64_t RankSet::Below(int64_t i) const {
+  const size_t levels = level_begin_.size() - 1;
+  size_t k = 0;
+  for (;; ++k, i >>= 6) {  // up to the first level with a member below i's bit
+    if (k == levels) return -1;
+    const uint64_t w = words_[level_begin_[k] + static_cast<size_t>(i >> 6)] & ((uint64_t{1} << (i & 63)) - 1);
+    if (w != 0) {
+      i = (i & ~int64_t{63}) | (63 - std::countl_zero(w));
+      break;
+    }
+  }
+  for (; k > 0; --k)  // down, taking the highest member of each word
+    i = (i << 6) | (63 - std::countl_zero(words_[level_begin_[k - 1] + static_cast<size_t>(i)]));
+  return i;
+}
+
+int64_t RankSet::Above(int64_t i) const {
+  const size_t levels = level_begin_.size() - 1;
+  size_t k = 0;
+  for (;; ++k, i >>= 6) {
+    if (k == levels) return -1;
+    const uint64_t w = words_[level_begin_[k] + static_cast<size_t>(i >> 6)] & ~((uint64_t{2} << (i & 63)) - 1);
+    if (w != 0) {
+      i = (i & ~int64_t{63}) | std::countr_zero(w);
+      break;
+    }
+  }
+  for (; k > 0; --k)
+    i = (i << 6) | std::countr_zero(words_[level_begin_[k - 1] + static_cast<size_t>(i)]);
+  return i;
+}
+
 void ArenaScratch::Resize(const ArenaLiveness& l) {
   const size_t m = l.tensors.size();
   begin.assign(m, 0);
   end.assign(m, 0);
-  by_offset.assign(m, 0);
-  rank.assign(m, 0);
-  live.assign(m + 1, 0);
+  by_offset.resize(m);
+  rank.resize(m);
+  for (size_t p = 0; p < m; ++p) by_offset[p] = rank[p] = static_cast<int32_t>(p);
+  live.Resize(m);
 }
 
 bool ShapeBytes(const int64_t* dims, int32_t rank, DType dtype, int64_t* elements, uint64_t* bytes) {
@@ -130,11 +173,12 @@ Status CheckArenaPlan(const PreparedEntry& pe, const int64_t* values, const int6
     s.begin[p] = static_cast<uint64_t>(off);
     s.end[p] = static_cast<uint64_t>(off) + bytes;
   }
-  for (int32_t p = 0; p < m; ++p) s.by_offset[p] = p;
-  std::sort(s.by_offset.begin(), s.by_offset.end(),
-            [&](int32_t a, int32_t b) { return s.begin[a] != s.begin[b] ? s.begin[a] < s.begin[b] : a < b; });
-  for (int32_t r = 0; r < m; ++r) s.rank[s.by_offset[r]] = r;
-  std::fill(s.live.begin(), s.live.end(), 0);
+  auto before = [&](int32_t a, int32_t b) { return s.begin[a] != s.begin[b] ? s.begin[a] < s.begin[b] : a < b; };
+  if (!std::is_sorted(s.by_offset.begin(), s.by_offset.end(), before)) {
+    std::sort(s.by_offset.begin(), s.by_offset.end(), before);
+    for (int32_t r = 0; r < m; ++r) s.rank[s.by_offset[r]] = r;
+  }
+  s.live.Clear();
   auto overlap = [&](int32_t a, int32_t b) {
     auto side = [&](int32_t p) {
       return pe.TensorName(l.tensors[p]) + " (bytes [" + to_string(s.begin[p]) + ", " +
@@ -144,27 +188,22 @@ Status CheckArenaPlan(const PreparedEntry& pe, const int64_t* values, const int6
   };
   // Sweep in write order. The live set is kept free of overlaps, so ordered by offset its
   // ends are ordered too: a new tensor overlaps a live one iff it overlaps its neighbours.
-  int32_t live = 0;
   size_t x = 0;
   for (int32_t p = 0; p < m; ++p) {
     for (; x < l.expiry.size() && l.last[l.expiry[x]] < l.first[p]; ++x) {
       const int32_t q = l.expiry[x];
-      if (s.end[q] == s.begin[q]) continue;
-      Mark(s.live, s.rank[q], -1);
-      --live;
+      if (s.end[q] != s.begin[q]) s.live.Erase(s.rank[q]);
     }
     if (s.end[p] == s.begin[p]) continue;
-    const int32_t below = CountBelow(s.live, s.rank[p]);
-    if (below > 0) {
-      const int32_t q = s.by_offset[KthLive(s.live, below)];
+    if (const int64_t r = s.live.Below(s.rank[p]); r >= 0) {
+      const int32_t q = s.by_offset[r];
       if (s.end[q] > s.begin[p]) return overlap(q, p);
     }
-    if (below < live) {
-      const int32_t q = s.by_offset[KthLive(s.live, below + 1)];
+    if (const int64_t r = s.live.Above(s.rank[p]); r >= 0) {
+      const int32_t q = s.by_offset[r];
       if (s.begin[q] < s.end[p]) return overlap(p, q);
     }
-    Mark(s.live, s.rank[p], 1);
-    ++live;
+    s.live.Insert(s.rank[p]);
   }
   return Status::Ok();
 }

@@ -16,10 +16,13 @@
 // Offsets and sizes are exprs over the symbols, so the byte check runs where they are known:
 // at load for an entry without symbols, else once per new binding in Bind. It sweeps the
 // tensors in the order they are written, keeping the live ones ordered by offset: O(n log n)
-// for n arena tensors, no allocation once the scratch is sized, no strings unless it fails.
+// for n arena tensors (O(n) plus the sweep's word operations when the order of the offsets
+// did not change since the last binding), no allocation once the scratch is sized, no
+// strings unless it fails.
 // Every failure is kDataLoss naming the entry and the tensors.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -42,12 +45,31 @@ struct ArenaLiveness {
   static Status Build(const PreparedEntry& entry, ArenaLiveness* out);
 };
 
+// A set of integers in [0, n) with predecessor and successor queries in O(log64 n): bit i of
+// level 0 is set when i is in the set, bit w of level k + 1 when word w of level k is nonzero.
+class RankSet {
+ public:
+  void Resize(size_t n);
+  void Clear();
+  void Insert(int64_t i);
+  void Erase(int64_t i);
+  int64_t Below(int64_t i) const;  // the largest member < i, or -1
+  int64_t Above(int64_t i) const;  // the smallest member > i, or -1
+
+ private:
+  std::vector<uint64_t> words_;       // every level, level 0 first
+  std::vector<size_t> level_begin_;   // first word of each level, then words_.size()
+};
+
 // Per-context buffers for CheckArenaPlan, sized once per entry.
 struct ArenaScratch {
   std::vector<uint64_t> begin, end;  // per position: bytes [begin, end) in the arena
-  std::vector<int32_t> by_offset;    // positions ordered by (begin, position)
+  // Positions ordered by (begin, position), kept from the last check: the order of offsets
+  // rarely changes between bindings (a compiled plan's offsets are sums of slot sizes), and
+  // an order that still holds is not sorted again.
+  std::vector<int32_t> by_offset;
   std::vector<int32_t> rank;         // per position: its index in by_offset
-  std::vector<int32_t> live;         // Fenwick tree over ranks: 1 where the tensor is live
+  RankSet live;                      // the ranks of the tensors live at the sweep's instruction
 
   void Resize(const ArenaLiveness& l);
 };
