@@ -4,7 +4,9 @@
 // otherwise.
 #include <doctest/doctest.h>
 
+#include <iterator>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -195,6 +197,39 @@ TEST_CASE("memory plan: the sweep finds an overlap among many live tensors, what
   CHECK(st.message() ==
         "entry 0 (default) memory plan: tensor 700 't700' (bytes [5200, 5204), live at instructions 699..the end) "
         "and tensor 1500 't1500' (bytes [5202, 5203), live at instructions 1499..the end) share bytes");
+}
+
+TEST_CASE("RankSet: predecessor and successor agree with std::set over one to four levels") {
+  std::mt19937 rng(8);
+  for (int64_t n : {1, 2, 63, 64, 65, 4097, 300000}) {
+    CAPTURE(n);
+    RankSet set;
+    set.Resize(static_cast<size_t>(n));
+    std::set<int64_t> want;
+    for (int op = 0; op < 20000; ++op) {
+      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+      if (rng() % 3 != 0) {
+        set.Insert(i);
+        want.insert(i);
+      } else {
+        set.Erase(i);
+        want.erase(i);
+      }
+      const int64_t q = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+      auto above = want.upper_bound(q);
+      auto below = want.lower_bound(q);
+      const int64_t want_above = above == want.end() ? -1 : *above;
+      const int64_t want_below = below == want.begin() ? -1 : *std::prev(below);
+      if (set.Above(q) != want_above || set.Below(q) != want_below) {
+        CHECK(set.Above(q) == want_above);
+        CHECK(set.Below(q) == want_below);
+        break;
+      }
+    }
+    set.Clear();
+    CHECK(set.Below(n - 1) == -1);
+    CHECK(set.Above(0) == -1);
+  }
 }
 
 TEST_CASE("memory plan: the sweep agrees with checking every pair, on random plans") {
