@@ -1,6 +1,8 @@
-// Model::Load: map or copy the artifact, check the file header, run flatbuffers::Verifier,
-// hash the weights, run Kiln's semantic checks (verify.cc), then copy everything Run needs
-// into the plain structs of model_impl.h. Nothing is trusted before it is checked.
+// Model::Load: map or copy the artifact (within LoadOptions::max_artifact_bytes), check the
+// file header, run flatbuffers::Verifier, hash the weights, run Kiln's semantic checks
+// (verify.cc), then copy everything Run needs into the plain structs of model_impl.h and
+// recheck each entry's memory plan (arena_plan.h) and its arena against
+// LoadOptions::max_context_bytes. Nothing is trusted before it is checked.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
