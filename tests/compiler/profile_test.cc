@@ -250,7 +250,9 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
   };
   // Scripted calls: entry taken, or a miss.
   const std::pair<int64_t, int32_t> script[] = {{1, 0}, {4, 1}, {7, 2}, {65, -1}, {1, 0}, {64, 2}, {4, 1}, {0, -1}};
-  for (const auto& [n, entry] : script) {
+  for (const auto& call : script) {
+    const int64_t n = call.first;
+    const int32_t entry = call.second;
     Status st = run(n);
     CHECK_MESSAGE(st.ok() == (entry >= 0), "N = ", n, ": ", st.ToString());
     if (entry >= 0) CHECK(ctx->stats().last_entry == entry);

@@ -491,8 +491,9 @@ TEST_CASE("epilogue: what does not fold") {
     CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add"});
   }
   SUBCASE("a written-out HardSwish with other constants, or whose pre-activation is read elsewhere") {
-    for (const auto& [three, lo, hi, six] : std::vector<std::array<float, 4>>{
+    for (const std::array<float, 4>& c : std::vector<std::array<float, 4>>{
              {2, 0, 6, 6}, {3, -1, 6, 6}, {3, 0, 5, 6}, {3, 0, 6, 5}}) {
+      const float three = c[0], lo = c[1], hi = c[2], six = c[3];
       INFO("constants " << three << " " << lo << " " << hi << " " << six);
       Folded f = Fold(WrittenOutHardSwish(three, lo, hi, six));
       CHECK(Ops(f.trace) == std::vector<std::string>{"Conv", "Add", "Clip", "Mul", "Div"});

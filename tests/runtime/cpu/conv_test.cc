@@ -292,9 +292,11 @@ TEST_CASE("Conv im2col is tiled: the workspace holds a column buffer per tile, t
   REQUIRE_MESSAGE(s.ok(), s.ToString());
   const auto got = y.values<float>();
   // Spot values and per-channel sums from onnxruntime, around the tile boundary.
-  for (auto [i, v] : std::vector<std::pair<size_t, float>>{{0, 0.124f}, {543, 0.214f}, {544, 0.361f},
-                                                           {545, 0.406f}, {1084, 0.244f}, {1085, -0.509f},
-                                                           {1600, -0.614f}, {2169, -0.542f}}) {
+  for (auto spot : std::vector<std::pair<size_t, float>>{{0, 0.124f}, {543, 0.214f}, {544, 0.361f},
+                                                         {545, 0.406f}, {1084, 0.244f}, {1085, -0.509f},
+                                                         {1600, -0.614f}, {2169, -0.542f}}) {
+    const size_t i = spot.first;
+    const float v = spot.second;
     CAPTURE(i);
     CHECK(got[i] == doctest::Approx(v).epsilon(1e-5));
   }

@@ -283,8 +283,8 @@ TEST_CASE("Fused load out of range is an internal error") {
 
 TEST_CASE("Fused softmax over the last axis, against the Softmax kernel") {
   // Whole rows per block (several rows, one row, exactly a block, one column) and split rows.
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{5, 7}, {37, 7}, {2, 2048}, {3, 5000}, {300, 1}, {2, 2049}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{5, 7}, {37, 7}, {2, 2048}, {3, 5000}, {300, 1}, {2, 2049}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     INFO("shape [" << rows << ", " << cols << "]");
     auto x = Floats({rows, cols}, RandomFloats(rows * cols, 5, -10.0f, 10.0f));
     auto expected = Output(DType::kFloat32, {rows, cols});
@@ -330,7 +330,9 @@ TEST_CASE("Fused ReduceSum/Max/Min/Prod over any axes, against the reduce kernel
                                                   {ReduceOp::kMin, "ReduceMin"},
                                                   {ReduceOp::kProd, "ReduceProd"}};
   for (const Case& c : cases) {
-    for (auto [op, name] : ops) {
+    for (const auto& op_name : ops) {
+      const auto op = op_name.first;
+      const auto& name = op_name.second;
       INFO(name << " over " << c.dims.size() << "-d input of " << Count(c.dims) << " elements");
       // Products of many values need values near 1 to stay finite.
       const bool prod = op == ReduceOp::kProd;
@@ -359,7 +361,9 @@ TEST_CASE("Fused reduction over a leading axis with a full output reading the re
   // n = 5 fits whole rows in a block, n = 3000 splits each row (strided columns both ways).
   // The load index is kLinear, or the ravel of the coordinates ((c0 * 3 + c1) * 4 + c2) as
   // the compiler writes it.
-  for (auto [n, ravel] : {std::pair<int64_t, bool>{5, false}, {3000, false}, {5, true}, {3000, true}}) {
+  for (auto n_ravel : {std::pair<int64_t, bool>{5, false}, {3000, false}, {5, true}, {3000, true}}) {
+    const int64_t n = n_ravel.first;
+    const bool ravel = n_ravel.second;
     INFO("n = " << n << (ravel ? ", ravel" : ", linear"));
     const std::vector<int64_t> dims = {n, 3, 4};
     Program p;
@@ -472,7 +476,8 @@ Program LayerNormProgram(int64_t rows, int64_t cols, float eps) {
 
 TEST_CASE("Fused layer normalization, against the LayerNormalization kernel") {
   const float eps = 1e-5f;
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 16}, {3, 1000}, {2, 257}, {40, 1}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{7, 16}, {3, 1000}, {2, 257}, {40, 1}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     INFO("shape [" << rows << ", " << cols << "]");
     auto x = Floats({rows, cols}, RandomFloats(rows * cols, 8, -4.0f, 6.0f));
     auto scale = Floats({cols}, RandomFloats(cols, 9, 0.5f, 1.5f));
@@ -743,7 +748,9 @@ TEST_CASE("Fused values uniform over a block (per channel) are exact whether blo
   // axis of x + sqrt(s[c]) (a reduction reading a uniform operand; without it, blocks are
   // runs of up to 2048 elements instead of whole rows). H x W = 41 x 130 puts many blocks
   // inside one channel and some across two; 3 x 7 puts several channels in every block.
-  for (auto [h, w, reduce] : {std::tuple<int64_t, int64_t, bool>{41, 130, true}, {41, 130, false}, {3, 7, true}, {3, 7, false}}) {
+  for (auto c : {std::tuple<int64_t, int64_t, bool>{41, 130, true}, {41, 130, false}, {3, 7, true}, {3, 7, false}}) {
+    const int64_t h = std::get<0>(c), w = std::get<1>(c);
+    const bool reduce = std::get<2>(c);
     CAPTURE(h);
     CAPTURE(reduce);
     const std::vector<int64_t> dims = {2, 5, h, w}, rows = {2, 5, h};
@@ -809,7 +816,8 @@ TEST_CASE("Fused per-channel values of an SE block are exact, per segment or not
   // values one per channel segment of a block: 4 x 6 and 1 x 40 put several channels in a block,
   // 30 x 17 makes blocks start inside a channel, 41 x 130 puts most blocks inside one channel;
   // 3 x 5 is below the shortest segment, so it is computed per element.
-  for (auto [h, w] : {std::pair<int64_t, int64_t>{4, 6}, {1, 40}, {30, 17}, {41, 130}, {3, 5}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{4, 6}, {1, 40}, {30, 17}, {41, 130}, {3, 5}}) {
+    const int64_t h = shape.first, w = shape.second;
     CAPTURE(h);
     CAPTURE(w);
     const std::vector<int64_t> dims = {2, 6, h, w};
@@ -926,7 +934,9 @@ TEST_CASE("Fused float unary ops match the CPU kernels") {
   // Round halves to even; Sign of 0 is 0.
   const std::vector<float> specials = {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.0f, 3.49f, -3.51f};
   std::copy(specials.begin(), specials.end(), xs.begin());
-  for (auto [op, name] : ops) {
+  for (const auto& op_name : ops) {
+    const auto op = op_name.first;
+    const auto& name = op_name.second;
     INFO(name);
     const bool positive = op == Op::kSqrt || op == Op::kLog;
     std::vector<float> v = xs;

@@ -98,7 +98,8 @@ std::vector<float> SameOnEveryPool(const Pools& pools, DType dtype, std::vector<
 
 TEST_CASE("fused AddRelu split over threads gives the bits of its definition") {
   Pools pools;
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6000, 16}, {300, 1000}, {1, 70000}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{6000, 16}, {300, 1000}, {1, 70000}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     INFO(rows << " x " << cols);
     const Program p = ft::AddRelu(rows, cols);
     auto x = Floats({rows, cols}, RandomFloats(static_cast<size_t>(rows * cols), 1));
@@ -116,7 +117,8 @@ TEST_CASE("fused AddRelu split over threads gives the bits of its definition") {
 TEST_CASE("fused Softmax split over threads: each row's reductions stay on one thread") {
   Pools pools;
   // Short rows (whole rows per block) and long rows (each row cut into blocks).
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4000, 50}, {40, 5000}}) {
+  for (auto shape : {std::pair<int64_t, int64_t>{4000, 50}, {40, 5000}}) {
+    const int64_t rows = shape.first, cols = shape.second;
     INFO(rows << " x " << cols);
     const Program p = ft::SoftmaxLastAxis(rows, cols);
     auto x = Floats({rows, cols}, RandomFloats(static_cast<size_t>(rows * cols), 3));
@@ -268,7 +270,8 @@ TEST_CASE("ConvTranspose split over threads: col2im output channels give the sam
 TEST_CASE("MatMul and Gemm split over threads (runtime/cpu/gemm.h): same bits, close to the definition") {
   Pools pools;
   // Wide (column blocks) and tall (row blocks) products, both large enough to be split.
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{96, 300, 1000}, {1000, 300, 40}}) {
+  for (auto shape : {std::tuple<int64_t, int64_t, int64_t>{96, 300, 1000}, {1000, 300, 40}}) {
+    const int64_t m = std::get<0>(shape), k = std::get<1>(shape), n = std::get<2>(shape);
     INFO(m << " x " << k << " x " << n);
     auto a = Floats({m, k}, RandomFloats(static_cast<size_t>(m * k), 15));
     auto b = Floats({k, n}, RandomFloats(static_cast<size_t>(k * n), 16));
