@@ -115,7 +115,7 @@ void RunCases(std::vector<Case> cases, std::vector<std::vector<std::vector<float
 
 }  // namespace
 
-TEST_CASE("models loaded, run and released many times give the same outputs and leak nothing") {
+TEST_CASE("many load/run/release cycles give the same outputs and leak nothing") {
   const std::vector<uint8_t> threaded = CompileModel(ThreadedModel());
   const std::vector<uint8_t> softmax = CompileModel(SoftmaxModel());
   // The same artifact with one weights byte flipped: a kDataLoss at every load.
