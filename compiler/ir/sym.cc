@@ -98,6 +98,8 @@ Sym Sym::Make(SymOp op, const Sym& a, const Sym& b) {
       break;
   }
   auto n = std::make_shared<Node>(Node{op, 0, {}, std::make_shared<const Sym>(a), std::make_shared<const Sym>(b)});
+  if (__builtin_add_overflow(a.tree_size(), b.tree_size(), &n->size) || __builtin_add_overflow(n->size, 1, &n->size))
+    n->size = INT64_MAX;
   return Sym(std::move(n));
 }
 

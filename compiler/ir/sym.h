@@ -36,6 +36,10 @@ class Sym {
   const std::string& name() const { return node_->name; }  // kVar only
   const Sym& lhs() const { return *node_->a; }
   const Sym& rhs() const { return *node_->b; }
+  // Nodes of the expression written out as a tree (shared sub-expressions counted at every
+  // use), saturating at INT64_MAX: what printing, comparing or walking it costs. Repeated
+  // doubling (s = s + s) makes it exponential in the number of ops, so callers bound it.
+  int64_t tree_size() const { return node_->size; }
 
   // Readable form: "N", "(N*3)", "((H+1) floordiv 2)".
   std::string ToString() const;
@@ -64,6 +68,7 @@ class Sym {
     int64_t value = 0;
     std::string name;
     std::shared_ptr<const Sym> a, b;
+    int64_t size = 1;  // tree_size()
   };
   static Sym Make(SymOp op, const Sym& a, const Sym& b);
   explicit Sym(std::shared_ptr<const Node> n) : node_(std::move(n)) {}

@@ -86,6 +86,17 @@ class Canonicalizer {
     for (ir::ValueId id : node.outputs) {
       if (id == ir::kNoValue) continue;
       const ir::Value& v = trace_.value(id);
+      // Checked after every node, so no expression grows past twice the limit before it is refused.
+      auto too_big = [&](const char* what, size_t i, const ir::Sym& s) {
+        return ResourceExhausted("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' " + what + " " +
+                                 std::to_string(i) + " is a symbolic expression of " + std::to_string(s.tree_size()) +
+                                 " terms, over the limit of " + std::to_string(kMaxSymTreeSize));
+      };
+      for (size_t d = 0; d < v.shape.size(); ++d)
+        if (v.shape[d].tree_size() > kMaxSymTreeSize) return too_big("dim", d, v.shape[d]);
+      if (v.sym)
+        for (size_t i = 0; i < v.sym->size(); ++i)
+          if ((*v.sym)[i].tree_size() > kMaxSymTreeSize) return too_big("element", i, (*v.sym)[i]);
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
         if (IsPositive(dim)) continue;

@@ -25,6 +25,11 @@ struct CanonicalizeResult {
   std::optional<ir::Sym> undecided_condition;
 };
 
+// Largest symbolic expression (Sym::tree_size) a dim or a known element of a node's output may
+// be; past it the stage fails with ResourceExhausted naming the node. Real models stay in the
+// tens; a hostile one doubling an expression per node would otherwise take exponential time.
+inline constexpr int64_t kMaxSymTreeSize = 4096;
+
 // Consumes `imported` (stage "import"); the result's guards list the assumptions used.
 Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
                                         const std::vector<Assumption>& assumptions);

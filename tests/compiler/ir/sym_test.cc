@@ -36,3 +36,16 @@ TEST_CASE("sym: overflow and division by zero are not folded or evaluated") {
   Sym d = FloorDiv(Sym(5), Sym::Var("Z"));
   CHECK_FALSE(d.Eval({{"Z", 0}}).has_value());
 }
+
+TEST_CASE("sym: tree_size counts shared sub-expressions at every use and saturates") {
+  Sym n = Sym::Var("N");
+  CHECK(n.tree_size() == 1);
+  CHECK(Sym(3).tree_size() == 1);
+  CHECK((n + Sym(1)).tree_size() == 3);
+  CHECK((n * Sym(1)).tree_size() == 1);  // simplified away
+  Sym s = n;
+  for (int i = 0; i < 10; ++i) s = s + s;  // shared, but printed 2^10 times
+  CHECK(s.tree_size() == 2047);
+  for (int i = 0; i < 60; ++i) s = s + s;
+  CHECK(s.tree_size() == INT64_MAX);
+}

@@ -214,3 +214,23 @@ TEST_CASE("canonical: a constant result over kMaxFoldBytes stays an instruction;
   CHECK(wraps.status().message() ==
         "node 'fill' (ConstantOfShape): output 'y' float32[1073741824, 1073741824, 2] has more bytes than int64 can count");
 }
+
+TEST_CASE("canonical: shape arithmetic that doubles an expression per node is refused at kMaxSymTreeSize") {
+  // s_{i+1} = s_i + s_i from Shape(x): 40 nodes would make an expression of 2^41 terms, and
+  // printing or walking it took exponential time (a hang, not an error).
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N"});
+  AddNode(g, "Shape", {"x"}, {"s0"});
+  for (int i = 0; i < 40; ++i)
+    AddNode(g, "Add", {"s" + std::to_string(i), "s" + std::to_string(i)}, {"s" + std::to_string(i + 1)},
+            "add" + std::to_string(i));
+  AddNode(g, "Reshape", {"x", "s40"}, {"y"});
+  AddOutput(g, "y");
+  static_assert(kiln::passes::kMaxSymTreeSize == 4096);
+  auto r = Canonical(m);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == kiln::StatusCode::kResourceExhausted);
+  CHECK(r.status().message() ==
+        "node 'add11' (Add): output 's12' element 0 is a symbolic expression of 8191 terms, over the limit of 4096");
+}
