@@ -717,6 +717,23 @@ TEST_CASE("onnx import: bad tensors are precise DataLoss errors") {
     CHECK(r.status().code() == StatusCode::kDataLoss);
     CHECK(Contains(r.status().message(), "float_data has 1 values"));
   }
+  {
+    // The same with raw_data, in a Constant node: the size check comes before any copy.
+    auto m = ReluModel();
+    auto* c = AddNode(m.mutable_graph(), "Constant", {}, {"k"}, "huge");
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1ll << 30);
+    a->mutable_t()->add_dims(1ll << 30);
+    a->mutable_t()->set_raw_data(std::string(8, '\0'));
+    auto r = Import(m);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == "node 'huge' (Constant) attribute 'value': raw_data has 8 bytes, expected "
+                                  "4611686018427387904 for float32[1073741824, 1073741824]");
+  }
 }
 
 TEST_CASE("onnx import: unknown input names, domains and old opsets") {
