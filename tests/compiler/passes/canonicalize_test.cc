@@ -234,3 +234,30 @@ TEST_CASE("canonical: shape arithmetic that doubles an expression per node is re
   CHECK(r.status().message() ==
         "node 'add11' (Add): output 's12' element 0 is a symbolic expression of 8191 terms, over the limit of 4096");
 }
+
+TEST_CASE("canonical: Expand, Tile and Range with constant inputs and terabyte results stay instructions") {
+  // Each would fold by running its CPU kernel on a buffer of the whole result.
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;
+  };
+  for (const Case& c : {Case{"Expand", {"w", "big_shape"}}, Case{"Tile", {"w", "big_repeats"}},
+                        Case{"Range", {"zero", "big_limit", "one"}}}) {
+    const std::string op = c.op;
+    CAPTURE(op);
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddFloatInit(g, "w", {1, 2}, {1, 2});
+    AddInt64Init(g, "big_shape", {3}, {int64_t{1} << 20, int64_t{1} << 20, 2});
+    AddInt64Init(g, "big_repeats", {2}, {int64_t{1} << 20, int64_t{1} << 19});
+    AddInt64Init(g, "zero", {}, {0});
+    AddInt64Init(g, "big_limit", {}, {int64_t{1} << 40});
+    AddInt64Init(g, "one", {}, {1});
+    AddNode(g, c.op, c.inputs, {"y"}, "huge");
+    AddOutput(g, "y");
+    auto r = Canonical(m);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(Ops(r->trace) == std::vector<std::string>{op});
+    CHECK_FALSE(r->trace.value(r->trace.outputs[0]).is_const());
+  }
+}
