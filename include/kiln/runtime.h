@@ -90,8 +90,9 @@ struct LoadOptions {
   // address space. Above it: kResourceExhausted.
   uint64_t max_artifact_bytes = UINT64_MAX;
   // Largest memory one ExecutionContext of this model may hold for its entries: the arena
-  // plus the kernel workspace (ExecutionContext::arena_bytes(); on the CUDA backend this also
-  // bounds the device arena, which has the arena's size). 0, the default, means the host's
+  // plus the kernel workspace, each as allocated (rounded up to 64 bytes), as
+  // ExecutionContext::arena_bytes() reports them (on the CUDA backend this also bounds the
+  // device arena, which has the arena's size). 0, the default, means the host's
   // physical memory (sysconf), so a size no machine could hold never reaches an allocation.
   // Load refuses an entry whose arena size is a constant above the limit; Run refuses, before
   // allocating, a call whose shapes make an entry's arena plus workspace exceed it. Both are
@@ -105,7 +106,7 @@ struct LoadOptions {
 class Model {
  public:
   // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
-  // checks and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
+  // checks, the memory plan where its sizes are constants, and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
   // truncated: the message names the section and file offset), kIncompatible (a well-formed
   // artifact of a format version outside [kMinFormatVersion, kFormatVersion]; a header whose
   // version field is damaged is kDataLoss), kResourceExhausted (over a LoadOptions limit).
