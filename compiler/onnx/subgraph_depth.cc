@@ -7,17 +7,21 @@ namespace kiln::onnx_import {
 namespace {
 
 // The messages on the path to a subgraph, and the field numbers (onnx.proto) that lead on.
-enum class Kind { kModel, kGraph, kNode, kAttribute };
-constexpr uint32_t kModelGraph = 7, kGraphNode = 1, kNodeName = 3, kNodeOpType = 4, kNodeAttribute = 5,
-                   kAttributeName = 1, kAttributeG = 6, kAttributeGraphs = 11;
+// A model-local function (FunctionProto) holds nodes as a graph does, at level 0.
+enum class Kind { kModel, kGraph, kFunction, kNode, kAttribute };
+constexpr uint32_t kModelGraph = 7, kModelFunctions = 25, kGraphNode = 1, kFunctionName = 1, kFunctionNode = 7,
+                   kNodeName = 3, kNodeOpType = 4, kNodeAttribute = 5, kAttributeName = 1, kAttributeG = 6,
+                   kAttributeGraphs = 11;
+
+bool HoldsNodes(Kind k) { return k == Kind::kGraph || k == Kind::kFunction; }
 
 struct Frame {
   Frame(Kind k, size_t e) : kind(k), end(e) {}
   Kind kind;
   size_t end;         // offset one past the message's last byte
-  int nodes = 0;      // kGraph: nodes seen so far
+  int nodes = 0;      // kGraph, kFunction: nodes seen so far
   int index = 0;      // kNode: its index in the graph
-  std::string name;   // kNode, kAttribute: as read so far
+  std::string name;   // kFunction, kNode, kAttribute: as read so far
   std::string op;     // kNode
 };
 
@@ -31,7 +35,8 @@ std::optional<uint64_t> ReadVarint(std::span<const uint8_t> b, size_t& pos, size
   return std::nullopt;
 }
 
-// "main graph > node 'a' (If) attribute 'then_branch' > ...", the middle elided past 6 levels.
+// "main graph > node 'a' (If) attribute 'then_branch' > ...", the middle elided past 6 levels;
+// "function 'f' > ..." inside a model-local function.
 std::string PathText(const std::vector<Frame>& stack) {
   std::vector<std::string> hops;
   for (size_t i = 0; i < stack.size(); ++i) {
@@ -43,7 +48,8 @@ std::string PathText(const std::vector<Frame>& stack) {
       hops.back() += " attribute '" + f.name + "'";
     }
   }
-  std::string s = "main graph";
+  std::string s = stack.size() > 1 && stack[1].kind == Kind::kFunction ? "function '" + stack[1].name + "'"
+                                                                       : std::string("main graph");
   for (size_t i = 0; i < hops.size(); ++i) {
     if (hops.size() > 6 && i == 3) {
       s += " > ... (" + std::to_string(hops.size() - 6) + " levels) ...";
@@ -63,7 +69,7 @@ Status CheckSubgraphDepth(std::span<const uint8_t> bytes, int max_depth, const s
   while (!stack.empty()) {
     Frame& f = stack.back();
     if (pos >= f.end) {
-      if (f.kind == Kind::kGraph) --depth;
+      if (HoldsNodes(f.kind)) --depth;
       stack.pop_back();
       continue;
     }
@@ -84,13 +90,16 @@ Status CheckSubgraphDepth(std::span<const uint8_t> bytes, int max_depth, const s
     const size_t end = pos + static_cast<size_t>(*len);
     std::optional<Kind> child;
     if (f.kind == Kind::kModel && field == kModelGraph) child = Kind::kGraph;
+    if (f.kind == Kind::kModel && field == kModelFunctions) child = Kind::kFunction;
     if (f.kind == Kind::kGraph && field == kGraphNode) child = Kind::kNode;
+    if (f.kind == Kind::kFunction && field == kFunctionNode) child = Kind::kNode;
     if (f.kind == Kind::kNode && field == kNodeAttribute) child = Kind::kAttribute;
     if (f.kind == Kind::kAttribute && (field == kAttributeG || field == kAttributeGraphs)) child = Kind::kGraph;
     if (!child) {
       std::string* text = f.kind == Kind::kNode && field == kNodeName        ? &f.name
                           : f.kind == Kind::kNode && field == kNodeOpType    ? &f.op
                           : f.kind == Kind::kAttribute && field == kAttributeName ? &f.name
+                          : f.kind == Kind::kFunction && field == kFunctionName   ? &f.name
                                                                                    : nullptr;
       if (text) text->assign(reinterpret_cast<const char*>(bytes.data() + pos), end - pos);
       pos = end;
@@ -98,7 +107,7 @@ Status CheckSubgraphDepth(std::span<const uint8_t> bytes, int max_depth, const s
     }
     Frame next(*child, end);
     if (*child == Kind::kNode) next.index = f.nodes++;
-    if (*child == Kind::kGraph && ++depth > max_depth)
+    if (HoldsNodes(*child) && ++depth > max_depth)
       return ResourceExhausted(source + ": subgraphs (If/Loop/Scan bodies) nest deeper than max_subgraph_depth " +
                                std::to_string(max_depth) + ": level " + std::to_string(depth) + " at " +
                                PathText(stack));

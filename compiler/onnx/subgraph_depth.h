@@ -3,9 +3,9 @@
 //
 // A hostile model can nest subgraphs thousands of levels deep. Parsing it, walking it and
 // inferring its shapes all recurse once per level, so the depth is checked first, on the
-// serialized bytes, by an iterative walk of the wire format that follows only ModelProto.graph,
-// GraphProto.node, NodeProto.attribute and AttributeProto.g / .graphs and skips every other
-// field by its length. Malformed bytes are left to the protobuf parser (which reports them).
+// serialized bytes, by an iterative walk of the wire format that follows only ModelProto.graph
+// and .functions, GraphProto.node, FunctionProto.node, NodeProto.attribute and
+// AttributeProto.g / .graphs and skips every other field by its length. Malformed bytes are left to the protobuf parser (which reports them).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@
 
 namespace kiln::onnx_import {
 
-// Nesting levels: the main graph is level 0, an If branch of a main-graph node level 1.
+// Nesting levels: the main graph (and each model-local function) is level 0, an If branch of
+// a main-graph node level 1.
 // OK when no subgraph is deeper than `max_depth`; else ResourceExhausted naming `source`, the
 // depth found, the limit and the path of nodes and attributes down to the first subgraph
 // over it ("main graph > node 'if0' (If) attribute 'then_branch' > ...").

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -526,6 +525,24 @@ TEST_CASE("onnx import: subgraphs nested deeper than max_subgraph_depth are refu
   CHECK(loops.status().code() == StatusCode::kResourceExhausted);
   CHECK(Contains(loops.status().message(),
                  "level 2 at main graph > node #0 (Loop) attribute 'body' > node #0 (Loop) attribute 'body'"));
+
+  // Model-local functions nest the same way (the parser recursed through them too).
+  auto f = ReluModel();
+  auto* fn = f.add_functions();
+  fn->set_name("f");
+  onnx::NodeProto* node = fn->add_node();
+  for (int level = 0; level < 2; ++level) {
+    node->set_op_type("If");
+    node->set_name("fif" + std::to_string(level));
+    auto* a = node->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    node = a->mutable_g()->add_node();
+  }
+  auto functions = Import(f, one);
+  CHECK(functions.status().code() == StatusCode::kResourceExhausted);
+  CHECK(Contains(functions.status().message(), "level 2 at function 'f' > node 'fif0' (If) attribute 'then_branch' > "
+                                               "node 'fif1' (If) attribute 'then_branch'"));
 }
 
 TEST_CASE("onnx import: external data is read relative to the model folder") {
@@ -599,13 +616,18 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
   CHECK(missing.status().message() == "initializer 'w': external data file '" + (dir / "data/nope.bin") + "' does not exist");
 
   // Offsets and lengths: negative, not a number, over int64; a length the dims do not need.
-  for (const auto& [offset, length, bad] : {std::tuple{"-8", "16", "offset '-8'"}, std::tuple{"8x", "16", "offset '8x'"},
-                                            std::tuple{"99999999999999999999", "16", "offset '99999999999999999999'"},
-                                            std::tuple{"8", "-16", "length '-16'"}, std::tuple{"8", "", "length ''"}}) {
-    auto r = ImportOnnxFile(save(make("data/w.bin", offset, length)), {});
+  struct BadNumber {
+    const char* offset;
+    const char* length;
+    const char* named;  // as the message quotes it
+  };
+  for (const BadNumber& b : {BadNumber{"-8", "16", "offset '-8'"}, BadNumber{"8x", "16", "offset '8x'"},
+                             BadNumber{"99999999999999999999", "16", "offset '99999999999999999999'"},
+                             BadNumber{"8", "-16", "length '-16'"}, BadNumber{"8", "", "length ''"}}) {
+    auto r = ImportOnnxFile(save(make("data/w.bin", b.offset, b.length)), {});
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kDataLoss);
-    CHECK(r.status().message() == std::string("initializer 'w': external data ") + bad +
+    CHECK(r.status().message() == std::string("initializer 'w': external data ") + b.named +
                                       " (file 'data/w.bin') is not an integer in 0..9223372036854775807");
   }
   auto length = ImportOnnxFile(save(make("data/w.bin", "8", "12")), {});
