@@ -104,14 +104,11 @@ struct Arith {
   bool fmod;
   T operator()(T x, T y) const {
     if constexpr (kOp == Bin::kAdd) {
-      if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(x) + static_cast<std::make_unsigned_t<T>>(y));
-      else return x + y;
+      return WrapAdd(x, y);
     } else if constexpr (kOp == Bin::kSub) {
-      if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(x) - static_cast<std::make_unsigned_t<T>>(y));
-      else return x - y;
+      return WrapSub(x, y);
     } else if constexpr (kOp == Bin::kMul) {
-      if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(x) * static_cast<std::make_unsigned_t<T>>(y));
-      else return x * y;
+      return WrapMul(x, y);
     } else if constexpr (kOp == Bin::kDiv) {
       if constexpr (std::is_integral_v<T>) {
         if (y == 0) { *div_by_zero = true; return 0; }
@@ -311,7 +308,7 @@ void PowTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   }
   Broadcast2<T, E, T>(a, b, out, [](T x, E y) -> T {
     if constexpr (std::is_same_v<T, float>) return std::pow(x, static_cast<float>(y));
-    else return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    else return FromDouble<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
   });
 }
 

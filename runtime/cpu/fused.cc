@@ -186,22 +186,10 @@ inline void MapN(O* __restrict po, const X* __restrict px, int n, F f) {
 
 // ---- Element conversions ------------------------------------------------------------------
 
+// T's value (FromDouble's saturating conversion) in the int64 slot of an integer register.
 template <typename T>
 int64_t SatToInt(double d) {
-  if (d != d) return 0;
-  if constexpr (std::is_same_v<T, int64_t>) {
-    if (d >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
-    if (d <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
-    return static_cast<int64_t>(d);
-  } else if constexpr (std::is_same_v<T, uint64_t>) {
-    if (!(d > 0)) return 0;
-    if (d >= 18446744073709551616.0) return static_cast<int64_t>(std::numeric_limits<uint64_t>::max());
-    return static_cast<int64_t>(static_cast<uint64_t>(d));
-  } else {
-    constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
-    constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
-    return static_cast<int64_t>(static_cast<T>(d < lo ? lo : d > hi ? hi : d));
-  }
+  return static_cast<int64_t>(FromDouble<T>(d));
 }
 
 // kCast of m values of type S (int64_t, float or double) to dtype dt, held in its compute

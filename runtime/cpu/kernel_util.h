@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <string_view>
@@ -48,6 +49,52 @@ template <typename T>
 inline T MinNaN(T x, T bound) { return x > bound ? bound : x; }
 template <typename T>
 inline T ClampNaN(T x, T lo, T hi) { return MinNaN(MaxNaN(x, lo), hi); }
+
+// Integer +, - and * wrapping modulo 2^bits, as ONNX runtimes compute them: signed overflow
+// is undefined behavior in C++, and so is overflow of an unsigned type narrower than int (it
+// is promoted to int first), hence the arithmetic in unsigned int or wider. Floats: plain.
+template <typename T>
+using WrapUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+template <typename T>
+inline T WrapAdd(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(x) + static_cast<WrapUnsigned<T>>(y));
+  else return x + y;
+}
+template <typename T>
+inline T WrapSub(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(x) - static_cast<WrapUnsigned<T>>(y));
+  else return x - y;
+}
+template <typename T>
+inline T WrapMul(T x, T y) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return static_cast<T>(static_cast<WrapUnsigned<T>>(x) * static_cast<WrapUnsigned<T>>(y));
+  else return x * y;
+}
+
+// A double result stored as element type T. Floating T: the usual rounding. Integer T:
+// truncated toward zero and saturated at T's range, NaN giving 0 (the rule of Cast and of
+// fused programs, runtime/fused/program.h): a C++ conversion of NaN, an infinity or an
+// out-of-range value to an integer is undefined behavior, and kernels computing in double
+// (Pow on integers, integer ReduceMean/L2/LogSum) can produce all three.
+template <typename T>
+inline T FromDouble(double d) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(d);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return d != 0;
+  } else {
+    if (d != d) return 0;
+    // 2^bits (unsigned) or 2^(bits-1) (signed), exact in a double; T's max is one below.
+    constexpr double kLimit = std::is_signed_v<T> ? -static_cast<double>(std::numeric_limits<T>::min())
+                                                  : 2.0 * static_cast<double>(std::numeric_limits<T>::max() / 2 + 1);
+    if (d >= kLimit) return std::numeric_limits<T>::max();
+    if (d <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    return static_cast<T>(d);
+  }
+}
 
 inline int64_t Product(const int64_t* dims, int begin, int end) {
   int64_t p = 1;

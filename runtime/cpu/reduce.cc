@@ -68,10 +68,11 @@ inline T Accumulate(T acc, T v) {
   // Once a NaN is seen it stays: MaxNaN/MinNaN pass a NaN in their first operand on.
   if constexpr (kOp == Red::kMax) return IsNaN(acc) ? acc : MaxNaN(v, acc);
   else if constexpr (kOp == Red::kMin) return IsNaN(acc) ? acc : MinNaN(v, acc);
-  else if constexpr (kOp == Red::kProd) return static_cast<T>(acc * v);
-  else if constexpr (kOp == Red::kL1) return static_cast<T>(acc + (v < T(0) ? T(0) - v : v));
-  else if constexpr (kOp == Red::kL2 || kOp == Red::kSumSquare) return static_cast<T>(acc + v * v);
-  else return static_cast<T>(acc + v);
+  // Integers wrap on overflow (kernel_util.h), as Add and Mul do.
+  else if constexpr (kOp == Red::kProd) return WrapMul(acc, v);
+  else if constexpr (kOp == Red::kL1) return WrapAdd(acc, v < T(0) ? WrapSub(T(0), v) : v);
+  else if constexpr (kOp == Red::kL2 || kOp == Red::kSumSquare) return WrapAdd(acc, WrapMul(v, v));
+  else return WrapAdd(acc, v);
 }
 
 // Visits every input element with the offset of the output element it reduces into.
@@ -154,11 +155,11 @@ Status ReduceKernel(const KernelCall& call, std::string_view name) {
       ForEachReduced(x, reduced, [&](int64_t i, int64_t o) { py[o] = Accumulate<kOp, T>(py[o], px[i]); });
       for (int64_t i = 0; i < kept; ++i) {
         if constexpr (kOp == Red::kMean) {
-          py[i] = static_cast<T>(static_cast<double>(py[i]) / static_cast<double>(count));
+          py[i] = FromDouble<T>(static_cast<double>(py[i]) / static_cast<double>(count));
         } else if constexpr (kOp == Red::kL2) {
-          py[i] = static_cast<T>(std::sqrt(static_cast<double>(py[i])));
+          py[i] = FromDouble<T>(std::sqrt(static_cast<double>(py[i])));
         } else if constexpr (kOp == Red::kLogSum) {
-          py[i] = static_cast<T>(std::log(static_cast<double>(py[i])));
+          py[i] = FromDouble<T>(std::log(static_cast<double>(py[i])));
         }
       }
     }

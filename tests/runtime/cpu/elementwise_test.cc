@@ -112,6 +112,39 @@ TEST_CASE("Pow with float base and int64 exponent") {
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{4, 1.7320508f, 0.25f}));
 }
 
+TEST_CASE("Pow on integers saturates where the power leaves the type (2^1000 is INT32_MAX, 2^-inf is 0)") {
+  // The power is computed in double; an int32 cannot hold inf or 2^40, and converting them is
+  // undefined behavior in C++ (UBSan found it), so the result saturates as Cast does.
+  auto a = Int32s({4}, {2, -2, 2, 0});
+  auto e = Floats({4}, {1000, 1001, 40, -1});
+  auto y = Output(DType::kInt32, {4});
+  REQUIRE(RunKernel("Pow", {}, {&a, &e}, {&y}).ok());
+  // 0^-1 = inf saturates too.
+  CHECK(y.values<int32_t>() == std::vector<int32_t>{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MAX});
+  auto nan = Floats({}, {NAN});
+  auto y2 = Output(DType::kInt32, {4});
+  REQUIRE(RunKernel("Pow", {}, {&a, &nan}, {&y2}).ok());
+  CHECK(y2.values<int32_t>() == std::vector<int32_t>{0, 0, 0, 0});  // NaN gives 0
+}
+
+TEST_CASE("integer Add, Sub and Mul wrap modulo 2^bits, also for types narrower than int") {
+  // uint16 * uint16 is computed in int after promotion; 65535 * 65535 overflows int, which is
+  // undefined behavior (as is any signed overflow): the kernels compute in unsigned.
+  TestTensor a(DType::kUInt16, {2}, 2), b(DType::kUInt16, {2}, 2);
+  a.data<uint16_t>()[0] = 65535, a.data<uint16_t>()[1] = 300;
+  b.data<uint16_t>()[0] = 65535, b.data<uint16_t>()[1] = 300;
+  auto y = Output(DType::kUInt16, {2});
+  REQUIRE(RunKernel("Mul", {}, {&a, &b}, {&y}).ok());
+  CHECK(y.values<uint16_t>() == std::vector<uint16_t>{1, static_cast<uint16_t>(90000 % 65536)});
+  auto i = Int32s({2}, {INT32_MAX, INT32_MIN});
+  auto one = Int32s({}, {1});
+  auto yi = Output(DType::kInt32, {2});
+  REQUIRE(RunKernel("Add", {}, {&i, &one}, {&yi}).ok());
+  CHECK(yi.values<int32_t>() == std::vector<int32_t>{INT32_MIN, INT32_MIN + 1});
+  REQUIRE(RunKernel("Sub", {}, {&i, &one}, {&yi}).ok());
+  CHECK(yi.values<int32_t>() == std::vector<int32_t>{INT32_MAX - 1, INT32_MAX});
+}
+
 TEST_CASE("Variadic Max, Min, Sum, Mean") {
   auto a = Floats({2}, {1, 5});
   auto b = Floats({2}, {3, 2});

@@ -44,6 +44,28 @@ TEST_CASE("ReduceSum on int64 with no axes reduces everything") {
   CHECK(y.values<int64_t>() == std::vector<int64_t>{720});
 }
 
+TEST_CASE("integer reductions: sums and products wrap, ReduceLogSum of 0 (log 0 = -inf) saturates at INT64_MIN") {
+  // Signed overflow and converting -inf to an integer are undefined behavior in C++ (UBSan
+  // found them); sums wrap modulo 2^64 as Add does, and results computed in double saturate
+  // as Cast does.
+  AttrMap attrs;
+  attrs.SetInt("keepdims", 0);
+  auto axes = Int64s({1}, {1});
+  auto big = Int64s({2, 2}, {INT64_MAX, 1, INT64_MIN, -1});
+  auto y = Output(DType::kInt64, {2});
+  REQUIRE(RunKernel("ReduceSum", attrs, {&big, &axes}, {&y}).ok());
+  CHECK(y.values<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MAX});
+  auto sq = Int64s({1, 2}, {int64_t{1} << 32, 3});
+  auto y1 = Output(DType::kInt64, {1});
+  REQUIRE(RunKernel("ReduceProd", attrs, {&sq, &axes}, {&y1}).ok());
+  CHECK(y1.values<int64_t>() == std::vector<int64_t>{int64_t{3} << 32});
+  REQUIRE(RunKernel("ReduceSumSquare", attrs, {&sq, &axes}, {&y1}).ok());
+  CHECK(y1.values<int64_t>() == std::vector<int64_t>{9});  // 2^64 wraps to 0, + 9
+  auto x = Int64s({2, 2}, {0, 0, 1, 2});
+  REQUIRE(RunKernel("ReduceLogSum", attrs, {&x, &axes}, {&y}).ok());
+  CHECK(y.values<int64_t>() == std::vector<int64_t>{INT64_MIN, 1});  // log 0, trunc(log 3)
+}
+
 TEST_CASE("noop_with_empty_axes copies the input") {
   auto x = Floats({2}, {3, 4});
   auto axes = Int64s({0}, {});
