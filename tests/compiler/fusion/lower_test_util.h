@@ -75,8 +75,7 @@ class NodeTrace {
     data->dims = dims;
     const size_t es = DTypeSize(dtype);
     data->bytes.resize(values.size() * es);
-    for (size_t i = 0; i < values.size(); ++i)
-      Store(dtype, static_cast<double>(values[i]), data->bytes.data() + i * es);
+    for (size_t i = 0; i < values.size(); ++i) Store(dtype, values[i], data->bytes.data() + i * es);
     ir::Value v;
     v.name = name;
     v.dtype = dtype;
@@ -137,14 +136,21 @@ class NodeTrace {
       const size_t es = DTypeSize(v.dtype);
       uint8_t* p = t.data<uint8_t>();
       for (size_t i = 0; i < n; ++i) {
-        double x;
-        if (v.data) {
-          x = IsFloat(v.dtype) ? v.data->FloatAt(static_cast<int64_t>(i))
-                               : static_cast<double>(v.data->IntAt(i));
-        } else if (v.sym) {
+        // Integers from constants and Syms are stored as int64, exactly (INT64_MAX, a Slice's
+        // "to the end", has no double that converts back).
+        if (v.data && !IsFloat(v.dtype)) {
+          Store(v.dtype, v.data->IntAt(i), p + i * es);
+          continue;
+        }
+        if (v.sym) {
           auto e = (*v.sym)[i].Eval(bind);
           REQUIRE(e.has_value());
-          x = static_cast<double>(*e);
+          Store(v.dtype, *e, p + i * es);
+          continue;
+        }
+        double x;
+        if (v.data) {
+          x = v.data->FloatAt(static_cast<int64_t>(i));
         } else if (IsFloat(v.dtype)) {
           x = std::uniform_real_distribution<double>(-4.0, 4.0)(rng);
         } else if (v.dtype == DType::kBool) {
@@ -165,15 +171,16 @@ class NodeTrace {
   static bool IsFloat(DType t) {
     return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
   }
-  // Writes x converted to `dtype` at p.
-  static void Store(DType dtype, double x, uint8_t* p) {
+  // Writes x (a double or an int64) converted to `dtype` at p.
+  template <typename T>
+  static void Store(DType dtype, T x, uint8_t* p) {
     auto put = [p](auto v) { std::memcpy(p, &v, sizeof(v)); };
     switch (dtype) {
       case DType::kFloat32:
         put(static_cast<float>(x));
         break;
       case DType::kFloat64:
-        put(x);
+        put(static_cast<double>(x));
         break;
       case DType::kFloat16:
         put(FloatToHalf(static_cast<float>(x)));
