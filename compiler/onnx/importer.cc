@@ -547,6 +547,15 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
         }
       }
     }
+    // The fixed dims alone must leave a byte size int64 can count: the runtime sizes and
+    // copies inputs from it.
+    int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+    for (const Sym& d : shape)
+      if (d.is_const() && __builtin_mul_overflow(bytes, *d.value(), &bytes)) {
+        const std::string text = what + ": " + DTypeText(dtype) + ir::ShapeToString(shape) +
+                                 " has more bytes than int64 can count";
+        return over ? InvalidArgument(text + " (dims fixed by input_shapes)") : DataLoss(text);
+      }
     if (auto c = options_.constant_inputs.find(name); c != options_.constant_inputs.end()) {
       // Bound to a constant: shapes that depend on it (axes, pads, sizes) are known now.
       const ConstData& d = *c->second;

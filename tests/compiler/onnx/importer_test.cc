@@ -192,6 +192,24 @@ TEST_CASE("onnx import: a graph input dim_value of -1 (Paddle exports) is a symb
   CHECK(e.status().message() == "graph input 'x': dim 0 is -2, expected >= 0 (or -1 for a dynamic dim)");
 }
 
+TEST_CASE("onnx import: a graph input whose fixed dims overflow int64 bytes is refused") {
+  auto m = ReluModel();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(
+      int64_t{1} << 61);
+  auto r = Import(m);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kDataLoss);
+  CHECK(r.status().message() == "graph input 'x': float32[N, 2305843009213693952] has more bytes than int64 can count");
+  // The declared shape fits; the one input_shapes asks for does not.
+  ImportOptions opts;
+  opts.input_shapes["x"] = {int64_t{1} << 62, 4};
+  auto fixed = Import(ReluModel(), opts);
+  REQUIRE_FALSE(fixed.ok());
+  CHECK(fixed.status().code() == StatusCode::kInvalidArgument);
+  CHECK(fixed.status().message() ==
+        "graph input 'x': float32[4611686018427387904, 4] has more bytes than int64 can count (dims fixed by input_shapes)");
+}
+
 TEST_CASE("onnx import: input_shapes fixes dims and rejects mismatches") {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
