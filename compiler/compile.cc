@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -272,8 +273,10 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
   return fused;
 }
 
-Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
-                                             CompileSummary* summary) {
+namespace {
+
+Result<std::vector<uint8_t>> CompileOnnxFileOrThrow(const std::string& path, const CompileOptions& options,
+                                                    CompileSummary* summary) {
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
   const int64_t start = NowNs();
   log(fmt::format("import {}", path));
@@ -340,6 +343,19 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
   auto bytes = serialize::WriteArtifact(record);
   if (summary) summary->total_ns = NowNs() - start;
   return bytes;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
+                                             CompileSummary* summary) {
+  // The stages bound what they allocate (folded constants, tensor and arena sizes); a machine
+  // short of memory is still an error, never an abort.
+  try {
+    return CompileOnnxFileOrThrow(path, options, summary);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory compiling " + path);
+  }
 }
 
 }  // namespace kiln::compiler

@@ -70,6 +70,9 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny);
 
+// Errors name the node, value or file. Over a limit (ImportOptions' file size, constant bytes
+// and subgraph nesting, passes::kMaxSymTreeSize, an arena over int64) or out of memory:
+// kResourceExhausted; a size that overflows int64 is an error naming the node. Never throws.
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
                                              CompileSummary* summary);
 

@@ -60,6 +60,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -184,6 +185,16 @@ class Importer {
                                                 const std::string& what);
   Status ReadExternal(const onnx::TensorProto& t, const std::string& what, int64_t nbytes,
                       std::vector<uint8_t>& out);
+  // Adds a tensor's bytes to the model's total before they are copied; ResourceExhausted
+  // over max_constant_bytes.
+  Status CountConstantBytes(int64_t nbytes, const std::string& what) {
+    if (__builtin_add_overflow(constant_bytes_, static_cast<uint64_t>(nbytes), &constant_bytes_))
+      constant_bytes_ = UINT64_MAX;
+    if (constant_bytes_ <= options_.max_constant_bytes) return Status::Ok();
+    return ResourceExhausted(what + ": " + std::to_string(nbytes) + " bytes bring the model's constants to " +
+                             std::to_string(constant_bytes_) + " bytes, over max_constant_bytes " +
+                             std::to_string(options_.max_constant_bytes));
+  }
 
   // Values.
   ValueId AddConst(const std::string& name, std::shared_ptr<const ConstData> data);
@@ -231,6 +242,7 @@ class Importer {
   std::unordered_set<std::string> uses_;
   std::unordered_set<std::string> node_names_;
   std::unordered_set<std::string> value_names_;
+  uint64_t constant_bytes_ = 0;  // CountConstantBytes
 };
 
 // ---- values -----------------------------------------------------------------------------
@@ -337,6 +349,7 @@ Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto&
     if (static_cast<int64_t>(t.raw_data().size()) != nbytes)
       return DataLoss(what + ": raw_data has " + std::to_string(t.raw_data().size()) +
                       " bytes, expected " + std::to_string(nbytes) + " for " + shape_text);
+    KILN_RETURN_IF_ERROR(CountConstantBytes(nbytes, what));
     cd->bytes.assign(t.raw_data().begin(), t.raw_data().end());
     return cd;
   }
@@ -357,6 +370,7 @@ Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto&
     default: have = t.int32_data_size(); break;
   }
   if (have != n) return count_error(field, have);
+  KILN_RETURN_IF_ERROR(CountConstantBytes(nbytes, what));
   cd->bytes.reserve(static_cast<size_t>(nbytes));
   switch (dtype) {
     case DType::kFloat32:
@@ -468,6 +482,7 @@ Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& wha
     return DataLoss(what + ": external data range [" + std::to_string(off) + ", " +
                     std::to_string(off + static_cast<uint64_t>(nbytes)) +
                     ") is outside file " + Q(file) + " of " + std::to_string(fsize) + " bytes");
+  KILN_RETURN_IF_ERROR(CountConstantBytes(nbytes, what));
   std::ifstream in(full, std::ios::binary);
   if (!in) return NotFound(what + ": cannot open external data file " + Q(file));
   out.resize(static_cast<size_t>(nbytes));
@@ -1007,7 +1022,11 @@ Result<Trace> ImportImpl(std::span<const uint8_t> bytes, const std::string& base
     return DataLoss("not an ONNX ModelProto: " + source + " (" + std::to_string(bytes.size()) +
                     " bytes) is not valid protobuf");
   Importer importer(options, base_dir);
-  return importer.Run(model, source);
+  try {
+    return importer.Run(model, source);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory importing " + source + " (limits: ImportOptions::max_constant_bytes)");
+  }
 }
 
 }  // namespace

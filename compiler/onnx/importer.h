@@ -22,8 +22,9 @@
 //    kUndefined and an empty shape.
 // Errors: kDataLoss for malformed or inconsistent files, kUnimplemented for valid ONNX Kiln
 // does not support, kInvalidArgument for bad options, kNotFound for missing files,
-// kResourceExhausted for files over max_file_bytes or subgraphs nested deeper than
-// max_subgraph_depth. Never throws, never aborts.
+// kResourceExhausted for files over max_file_bytes, constants over max_constant_bytes,
+// subgraphs nested deeper than max_subgraph_depth, or memory running out. Never throws, never
+// aborts.
 // Thread-compatible: calls share no state.
 #pragma once
 
@@ -61,6 +62,10 @@ struct ImportOptions {
   std::map<std::string, std::shared_ptr<const ir::ConstData>> constant_inputs;
   // Largest model file (and largest external-data file) read.
   uint64_t max_file_bytes = 4ull << 30;
+  // Largest total of constant data the model holds: initializers and Constant nodes, embedded
+  // or external (several may name the same external bytes: each copy counts). Checked before
+  // each tensor is copied.
+  uint64_t max_constant_bytes = 16ull << 30;
   // Deepest subgraph nesting accepted (If/Loop/Scan bodies; the main graph is level 0), 0 to
   // kMaxSubgraphDepthLimit. Deeper models are ResourceExhausted naming the path to the first
   // subgraph over it, checked on the bytes before they are parsed (subgraph_depth.h).

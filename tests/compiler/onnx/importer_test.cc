@@ -776,6 +776,22 @@ TEST_CASE("onnx import: bad tensors are precise DataLoss errors") {
   }
 }
 
+TEST_CASE("onnx import: constants over max_constant_bytes in total are refused before they are copied") {
+  // Many initializers may name the same external bytes: a small model could ask for terabytes.
+  auto m = ReluModel();
+  AddFloatInit(m.mutable_graph(), "w1", {4}, {1, 2, 3, 4});
+  AddFloatInit(m.mutable_graph(), "w2", {4}, {1, 2, 3, 4});
+  ImportOptions opts;
+  opts.max_constant_bytes = 24;
+  auto r = Import(m, opts);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kResourceExhausted);
+  CHECK(r.status().message() ==
+        "initializer 'w2': 16 bytes bring the model's constants to 32 bytes, over max_constant_bytes 24");
+  opts.max_constant_bytes = 32;
+  CHECK(Import(m, opts).ok());
+}
+
 TEST_CASE("onnx import: unknown input names, domains and old opsets") {
   auto m = ReluModel();
   AddNode(m.mutable_graph(), "Add", {"y", "ghost"}, {"z"}, "adder");
