@@ -1022,16 +1022,19 @@ Result<Trace> ImportImpl(std::span<const uint8_t> bytes, const std::string& base
     return DataLoss("not an ONNX ModelProto: " + source + " (" + std::to_string(bytes.size()) +
                     " bytes) is not valid protobuf");
   Importer importer(options, base_dir);
-  try {
-    return importer.Run(model, source);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhausted("out of memory importing " + source + " (limits: ImportOptions::max_constant_bytes)");
-  }
+  return importer.Run(model, source);
+}
+
+// What the importer allocates is bounded by the options; a machine short of memory is still
+// an error, never an abort.
+Status OutOfMemory(const std::string& source) {
+  return ResourceExhausted("out of memory importing " + source +
+                           " (bounded by ImportOptions::max_file_bytes and max_constant_bytes)");
 }
 
 }  // namespace
 
-Result<Trace> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
+Result<Trace> ImportOnnxFile(const std::string& path, const ImportOptions& options) try {
   std::error_code ec;
   const fs::path p(path);
   if (!fs::is_regular_file(p, ec))
@@ -1049,11 +1052,15 @@ Result<Trace> ImportOnnxFile(const std::string& path, const ImportOptions& optio
   std::string base = p.parent_path().string();
   if (base.empty()) base = ".";
   return ImportImpl(bytes, base, options, p.filename().string());
+} catch (const std::bad_alloc&) {
+  return OutOfMemory(Q(path));
 }
 
 Result<Trace> ImportOnnxBytes(std::span<const uint8_t> bytes, const std::string& base_dir,
-                              const ImportOptions& options) {
+                              const ImportOptions& options) try {
   return ImportImpl(bytes, base_dir, options, "ONNX model bytes");
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("ONNX model bytes");
 }
 
 }  // namespace kiln::onnx_import
