@@ -101,6 +101,11 @@ Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
   std::memcpy(h, data, sizeof *h);
   if (std::memcmp(h->magic, kArtifactMagic, sizeof kArtifactMagic) != 0)
     return DataLoss("not a .kiln artifact: bad magic at file offset 0 (expected \"KILNART\\0\")");
+  // The FlatBuffer's 8-byte fields are aligned relative to its start, which the writer puts
+  // on 8 bytes; elsewhere every read of them would be a misaligned load.
+  if (h->flatbuffer_offset % 8 != 0)
+    return DataLoss("FlatBuffer section at file offset " + to_string(h->flatbuffer_offset) +
+                    " is not 8-byte aligned");
   if (h->format_version < kMinFormatVersion || h->format_version > kFormatVersion)
     return UnsupportedVersion(data, size, *h);
   if (h->header_bytes < sizeof(ArtifactHeader) || h->header_bytes > size)

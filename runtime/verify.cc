@@ -42,6 +42,51 @@ bool ByteSize(const flatbuffers::Vector<int64_t>* dims, DType dtype, uint64_t* o
   return true;
 }
 
+// FlatBuffers 2.0's Verifier checks a vector's length field for 4-byte alignment but not its
+// elements for theirs, so a [long] or a vector of 8-byte structs may start 4 bytes off, and
+// reading it is a misaligned load (undefined behavior; found by UBSan). Every such vector
+// must start on 8 bytes (the FlatBuffer itself does: Model::Load checks its file offset).
+template <typename T>
+Status Aligned8(const flatbuffers::Vector<T>* v, const std::string& where) {
+  if (v == nullptr || reinterpret_cast<uintptr_t>(v->Data()) % 8 == 0) return Status::Ok();
+  return DataLoss(where + ": vector of 8-byte elements is not 8-byte aligned");
+}
+
+Status VerifyAlignment(const fb::Artifact& a) {
+  auto each = [](auto* vec, auto&& check) -> Status {
+    for (uint32_t i = 0; i < Size(vec); ++i) KILN_RETURN_IF_ERROR(check(*vec->Get(i), to_string(i)));
+    return Status::Ok();
+  };
+  for (auto [ios, kind] : {std::pair{a.inputs(), "input "}, std::pair{a.outputs(), "output "}})
+    KILN_RETURN_IF_ERROR(each(ios, [kind = kind](const fb::IoInfo& io, const std::string& i) {
+      return Aligned8(io.dims(), kind + i + " dims");
+    }));
+  KILN_RETURN_IF_ERROR(each(a.weights(), [](const fb::Weight& w, const std::string& i) {
+    return Aligned8(w.dims(), "weight " + i + " dims");
+  }));
+  KILN_RETURN_IF_ERROR(each(a.kernels(), [&](const fb::Kernel& k, const std::string& i) -> Status {
+    const fb::Program* p = k.program();
+    if (p == nullptr) return Status::Ok();
+    const std::string where = "kernel " + i + " program";
+    KILN_RETURN_IF_ERROR(Aligned8(p->domain(), where + " domain"));
+    KILN_RETURN_IF_ERROR(Aligned8(p->nodes(), where + " nodes"));
+    KILN_RETURN_IF_ERROR(each(p->inputs(), [&](const fb::TensorSpec& t, const std::string& j) {
+      return Aligned8(t.dims(), where + " input " + j + " dims");
+    }));
+    return each(p->outputs(), [&](const fb::ProgramOutput& o, const std::string& j) {
+      return o.tensor() ? Aligned8(o.tensor()->dims(), where + " output " + j + " dims") : Status::Ok();
+    });
+  }));
+  return each(a.entries(), [&](const fb::Entry& e, const std::string& i) -> Status {
+    KILN_RETURN_IF_ERROR(Aligned8(e.exprs(), "entry " + i + " exprs"));
+    return each(e.instructions(), [&](const fb::Instruction& in, const std::string& j) {
+      return each(in.attrs(), [&](const fb::Attr& at, const std::string&) {
+        return Aligned8(at.ints(), "entry " + i + " instruction " + j + " attribute '" + at.name()->str() + "' ints");
+      });
+    });
+  });
+}
+
 Status VerifyIo(const flatbuffers::Vector<flatbuffers::Offset<fb::IoInfo>>* ios, const char* kind) {
   for (uint32_t i = 0; i < Size(ios); ++i) {
     const fb::IoInfo* io = ios->Get(i);
@@ -341,6 +386,7 @@ class EntryVerifier {
 
 Status VerifyArtifact(const fb::Artifact& a, uint64_t weights_size) {
   if (Size(a.entries()) == 0) return DataLoss("artifact has no entries");
+  KILN_RETURN_IF_ERROR(VerifyAlignment(a));
   KILN_RETURN_IF_ERROR(VerifyIo(a.inputs(), "input"));
   KILN_RETURN_IF_ERROR(VerifyIo(a.outputs(), "output"));
   KILN_RETURN_IF_ERROR(VerifyWeights(a, weights_size));

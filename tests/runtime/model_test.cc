@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -341,6 +342,44 @@ TEST_CASE("corrupt bytes in the FlatBuffer fail its checksum") {
     CHECK(st.code() == StatusCode::kDataLoss);
     CHECK(st.message().rfind("FlatBuffer checksum mismatch", 0) == 0);
   }
+}
+
+TEST_CASE("8-byte data off its alignment is kDataLoss at load: the FlatBuffer's file offset, and a vector moved 4 bytes") {
+  // FlatBuffers 2.0's Verifier checks a vector's length field for 4-byte alignment only;
+  // reading a [long] 4 bytes off is a misaligned load (UBSan found it through the one-byte
+  // changes below). Every uoffset of the FlatBuffer moved by 4, checksum fixed: some of them
+  // move a [long] or an [ExprNode], and none may load without a clean error.
+  const std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());
+  const ArtifactHeader h = testing::ReadHeader(bytes);
+  {
+    std::vector<uint8_t> copy = bytes;
+    ArtifactHeader moved = h;
+    moved.flatbuffer_offset += 4;
+    testing::WriteHeader(copy, moved);
+    Status st = Model::Load(copy).status();
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().find("FlatBuffer section at file offset " + std::to_string(h.flatbuffer_offset + 4) +
+                            " is not 8-byte aligned") != std::string::npos);
+  }
+  int misaligned = 0;
+  for (uint64_t i = h.flatbuffer_offset; i + 4 <= h.flatbuffer_offset + h.flatbuffer_size; i += 4) {
+    for (int32_t delta : {4, -4}) {
+      std::vector<uint8_t> copy = bytes;
+      uint32_t word;
+      std::memcpy(&word, copy.data() + i, 4);
+      word += static_cast<uint32_t>(delta);
+      std::memcpy(copy.data() + i, &word, 4);
+      ArtifactHeader fixed = h;
+      fixed.flatbuffer_checksum = ArtifactChecksum(h.format_version, copy.data() + h.flatbuffer_offset, h.flatbuffer_size);
+      testing::WriteHeader(copy, fixed);
+      Status st = Model::Load(copy).status();
+      if (st.message().find("vector of 8-byte elements is not 8-byte aligned") != std::string::npos) {
+        CHECK(st.code() == StatusCode::kDataLoss);
+        ++misaligned;
+      }
+    }
+  }
+  CHECK(misaligned > 0);
 }
 
 TEST_CASE("every one-byte change to the FlatBuffer, checksum fixed, fails cleanly at load or runs cleanly") {
