@@ -1,4 +1,4 @@
-// Fuzz target: artifact bytes -> Model::Load -> a CPU ExecutionContext -> Run on inputs that
+// Fuzz target: artifact bytes (checksums fixed up) -> Model::Load -> a CPU ExecutionContext -> Run on inputs that
 // fit the first entry's prologue (zeros, then arbitrary bytes when the zeros ran). Every
 // step may fail with a Status; none may crash, leak, hang or touch memory it does not own.
 //
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
+#include "runtime/checksum.h"
 #include "runtime/model_impl.h"
 
 namespace {
@@ -44,6 +46,23 @@ bool PickDims(const kiln::PrologueInput& in, std::vector<int64_t>& symbols, std:
   return true;
 }
 
+// The bytes with the header's checksums recomputed where its sections lie in the file, so
+// that mutations reach the FlatBuffer Verifier and the semantic checks instead of stopping
+// at a checksum mismatch (Load's tamper check, which the tests cover).
+std::vector<uint8_t> WithChecksums(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> bytes(data, data + size);
+  kiln::ArtifactHeader h;
+  if (size < sizeof h) return bytes;
+  std::memcpy(&h, data, sizeof h);
+  auto in_file = [&](uint64_t offset, uint64_t n) { return offset <= size && n <= size - offset; };
+  if (in_file(h.flatbuffer_offset, h.flatbuffer_size))
+    h.flatbuffer_checksum = kiln::ArtifactChecksum(h.format_version, data + h.flatbuffer_offset, h.flatbuffer_size);
+  if (in_file(h.weights_offset, h.weights_size))
+    h.weights_checksum = kiln::ArtifactChecksum(h.format_version, data + h.weights_offset, h.weights_size);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  return bytes;
+}
+
 uint64_t Bytes(kiln::DType dtype, const std::vector<int64_t>& dims) {
   uint64_t n = kiln::DTypeSize(dtype);
   for (int64_t d : dims)
@@ -59,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // kResourceExhausted (at Load when constant, at Run when symbolic), never allocated.
   kiln::LoadOptions load;
   load.max_context_bytes = kMaxContextBytes;
-  auto model = kiln::Model::Load(std::span<const uint8_t>(data, size), load);
+  auto model = kiln::Model::Load(WithChecksums(data, size), load);
   if (!model.ok()) return 0;
   // What a caller reads after Load: every string and table of the Model.
   for (const kiln::EntryInfo& e : model->entries()) (void)e.prologue_text.size();

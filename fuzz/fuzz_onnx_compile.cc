@@ -20,23 +20,28 @@
 
 namespace {
 
-std::string ModelPath() {
-  static const std::string path = [] {
-    std::string dir = (std::filesystem::temp_directory_path() / "kiln_fuzz_compile_XXXXXX").string();
-    if (::mkdtemp(dir.data()) == nullptr) {
+// A private folder, removed at exit.
+struct TempDir {
+  std::string path = (std::filesystem::temp_directory_path() / "kiln_fuzz_compile_XXXXXX").string();
+  TempDir() {
+    if (::mkdtemp(path.data()) == nullptr) {
       std::perror("mkdtemp");
       std::abort();
     }
-    std::atexit([] { std::filesystem::remove_all(std::filesystem::path(ModelPath()).parent_path()); });
-    return dir + "/model.onnx";
-  }();
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+const std::string& ModelPath() {
+  static const TempDir dir;
+  static const std::string path = dir.path + "/model.onnx";
   return path;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = ModelPath();
+  const std::string& path = ModelPath();
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));

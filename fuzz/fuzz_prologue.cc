@@ -108,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                          : kiln::MemoryKind::kHost;
     const int64_t b = v.rank >= 0 && v.rank <= kiln::kMaxRank ? v.num_bytes() : INT64_MAX;
     bytes[i] = b < 0 ? UINT64_MAX : static_cast<uint64_t>(b);
-    total = bytes[i] > kMaxRunBytes || total + bytes[i] > kMaxRunBytes ? UINT64_MAX : total + bytes[i];
+    total = bytes[i] > kMaxRunBytes || total > kMaxRunBytes - bytes[i] ? UINT64_MAX : total + bytes[i];
   }
   // Data: a buffer that holds every input's bytes when they fit the cap; otherwise a pointer
   // no prologue-passing Run may follow, so only the prologues run. Sometimes null or odd.
