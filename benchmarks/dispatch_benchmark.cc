@@ -17,6 +17,13 @@
 //     run_1_ns:           the interleaved K = 1 Run: the fixed cost plus one instruction.
 //     With profile = 1 the slope also holds the clock read each instruction adds.
 //
+// BM_Rebind/instructions:K
+//     The same chain over float32[N], N a symbol, the second slot at offset 64 * N, called
+//     with N = 1 and N = 2 in turn (profile 0): every timed Run binds the entry again
+//     (evaluates its exprs, lays out every tensor, rechecks the memory plan, places the
+//     arena pointers) before running it. Same counters, both contexts rebinding: the slope
+//     is the bind's cost per instruction (one arena tensor each) plus the dispatch.
+//
 // Entry selection per call is measured by prologue_benchmark; Model::Load by load_benchmark.
 #include <benchmark/benchmark.h>
 
@@ -30,37 +37,46 @@
 namespace kiln {
 namespace {
 
-// x float32[1] -> K Identity instructions -> y. Tensor 0 is x; tensor j >= 1, the output of
-// instruction j - 1, lies at arena offset 0 (j odd) or 64 (j even); y is tensor K.
-testing::ArtifactSpec ChainSpec(int num_instructions) {
+// x float32[N] -> K Identity instructions -> y, N = 1 (fixed) or the symbol N in 1..2.
+// Tensor 0 is x; tensor j >= 1, the output of instruction j - 1, lies at arena offset 0
+// (j odd) or 64 * N (j even); y is tensor K.
+testing::ArtifactSpec ChainSpec(int num_instructions, bool symbolic) {
   using testing::E;
   using testing::T;
   testing::ArtifactSpec a;
-  a.inputs = {{"x", DType::kFloat32, {1}, {""}}};
-  a.outputs = {{"y", DType::kFloat32, {1}, {""}}};
+  const std::vector<int64_t> dims = {symbolic ? -1 : 1};
+  const std::vector<std::string> symbols = {symbolic ? "N" : ""};
+  a.inputs = {{"x", DType::kFloat32, dims, symbols}};
+  a.outputs = {{"y", DType::kFloat32, dims, symbols}};
   testing::EntrySpec e;
-  e.checks = {{"x", DType::kFloat32, {testing::Const(1)}}};
-  // Exprs: 0 1 (the dim), 1 0 and 2 64 (the two offsets), 3 128 (arena bytes).
-  e.exprs = {E(fb::ExprOp::Const, 1), E(fb::ExprOp::Const, 0), E(fb::ExprOp::Const, 64),
-             E(fb::ExprOp::Const, 128)};
+  if (symbolic) e.symbols = {"N"};
+  e.checks = {{"x", DType::kFloat32, {symbolic ? testing::Sym(0, 1, 2) : testing::Const(1)}}};
+  // Exprs: 0 N (the dim), 1 0 and 3 64 * N (the two offsets), 4 128 * N (arena bytes).
+  e.exprs = {symbolic ? E(fb::ExprOp::Var, 0) : E(fb::ExprOp::Const, 1), E(fb::ExprOp::Const, 0),
+             E(fb::ExprOp::Const, 64), E(fb::ExprOp::Mul, 0, 2), E(fb::ExprOp::Add, 3, 3)};
   e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0)};
   for (int j = 1; j <= num_instructions; ++j) {
-    e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0, j % 2 ? 1 : 2));
+    e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0, j % 2 ? 1 : 3));
     e.instructions.push_back({"Identity", "identity" + std::to_string(j), {j - 1}, {j}, {}, -1, {}});
   }
   e.inputs = {0};
   e.outputs = {num_instructions};
-  e.arena_bytes = 3;
+  e.arena_bytes = 4;
   a.entries = {e};
   return a;
 }
 
-alignas(64) float x = 42.0f;
+alignas(64) float x[2] = {42.0f, 42.0f};
 
-// A CPU context over ChainSpec(num_instructions) whose output was checked once, or the
-// benchmark skipped.
-std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_instructions, bool profile) {
-  Result<Model> m = Model::Load(testing::BuildArtifact(ChainSpec(num_instructions)));
+// x as float32[1] and, for BM_Rebind, float32[2].
+const std::vector<TensorView> kShapes[2] = {{TensorView::Host(x, DType::kFloat32, {1})},
+                                            {TensorView::Host(x, DType::kFloat32, {2})}};
+
+// A CPU context over ChainSpec(num_instructions, symbolic) whose output was checked once, or
+// the benchmark skipped.
+std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_instructions, bool profile,
+                                            bool symbolic) {
+  Result<Model> m = Model::Load(testing::BuildArtifact(ChainSpec(num_instructions, symbolic)));
   if (!m.ok()) {
     state.SkipWithError(m.status().ToString().c_str());
     return std::nullopt;
@@ -74,10 +90,9 @@ std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_ins
     state.SkipWithError(c.status().ToString().c_str());
     return std::nullopt;
   }
-  const std::vector<TensorView> in = {TensorView::Host(&x, DType::kFloat32, {1})};
   std::vector<TensorView> out;
-  Status st = c->Run(in, out);
-  if (!st.ok() || out.size() != 1 || *static_cast<const float*>(out[0].data) != x) {
+  Status st = c->Run(kShapes[0], out);
+  if (!st.ok() || out.size() != 1 || *static_cast<const float*>(out[0].data) != x[0]) {
     state.SkipWithError(st.ok() ? "the chain's output differs from its input" : st.ToString().c_str());
     return std::nullopt;
   }
@@ -86,16 +101,17 @@ std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_ins
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-void BM_Dispatch(benchmark::State& state) {
-  const int num_instructions = static_cast<int>(state.range(0));
-  const bool profile = state.range(1) != 0;
-  std::optional<ExecutionContext> ctx = MakeContext(state, num_instructions, profile);
-  std::optional<ExecutionContext> one = MakeContext(state, 1, profile);
+// Times Run of the K-instruction chain, each followed by the K = 1 chain; with `rebind`, both
+// symbolic and called with the two shapes in turn.
+void RunChains(benchmark::State& state, int num_instructions, bool profile, bool rebind) {
+  std::optional<ExecutionContext> ctx = MakeContext(state, num_instructions, profile, rebind);
+  std::optional<ExecutionContext> one = MakeContext(state, 1, profile, rebind);
   if (!ctx || !one) return;
-  const std::vector<TensorView> in = {TensorView::Host(&x, DType::kFloat32, {1})};
   std::vector<TensorView> out, out_one;
   double seconds = 0, seconds_one = 0;
+  size_t call = 0;
   for (auto _ : state) {
+    const std::vector<TensorView>& in = kShapes[rebind ? ++call % 2 : 0];
     const auto t0 = std::chrono::steady_clock::now();
     Status st = ctx->Run(in, out);
     const auto t1 = std::chrono::steady_clock::now();
@@ -115,10 +131,17 @@ void BM_Dispatch(benchmark::State& state) {
   if (num_instructions > 1)
     state.counters["ns_per_instruction"] = (seconds - seconds_one) * 1e9 / n / (num_instructions - 1);
 }
+
+void BM_Dispatch(benchmark::State& state) {
+  RunChains(state, static_cast<int>(state.range(0)), state.range(1) != 0, false);
+}
 BENCHMARK(BM_Dispatch)
     ->ArgNames({"instructions", "profile"})
     ->ArgsProduct({{1, 16, 256}, {0, 1}})
     ->UseManualTime();
+
+void BM_Rebind(benchmark::State& state) { RunChains(state, static_cast<int>(state.range(0)), false, true); }
+BENCHMARK(BM_Rebind)->ArgName("instructions")->Arg(16)->Arg(1024)->UseManualTime();
 
 }  // namespace
 }  // namespace kiln

@@ -58,6 +58,8 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
   for (int32_t t : l.tensors) {
     l.first.push_back(writer[t]);
     l.last.push_back(last[t]);
+    l.offset_expr.push_back(pe.tensors[t].offset_expr);
+    l.elem_bytes.push_back(static_cast<uint32_t>(DTypeSize(pe.tensors[t].dtype)));  // verified dtype
   }
   l.expiry.resize(l.tensors.size());
   for (size_t p = 0; p < l.expiry.size(); ++p) l.expiry[p] = static_cast<int32_t>(p);
@@ -140,16 +142,40 @@ void ArenaScratch::Resize(const ArenaLiveness& l) {
   live.Resize(m);
 }
 
-bool ShapeBytes(const int64_t* dims, int32_t rank, DType dtype, int64_t* elements, uint64_t* bytes) {
+bool ShapeBytes(const int64_t* dims, int32_t rank, uint64_t elem_bytes, int64_t* elements, uint64_t* bytes) {
   int64_t n = 1;
   for (int32_t d = 0; d < rank; ++d)
     if (dims[d] < 0 || __builtin_mul_overflow(n, dims[d], &n)) return false;
   uint64_t b = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(n), DTypeSize(dtype), &b)) return false;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), elem_bytes, &b)) return false;
   *elements = n;
   *bytes = b;
   return true;
 }
+
+namespace {
+
+// The O(n) proof. Walk the tensors in the order of their offsets; a run starts at a tensor
+// that starts at or past every end so far. Within a run each tensor must be written after
+// the last read of the one walked before it, whose lifetime then ends last in the run. Two
+// tensors that share a byte are in one run (the later one in the walk starts inside the
+// earlier one, so no run starts between them), so their lifetimes are apart. A slot plan
+// passes: a slot's tensors start at one offset, walked in the order they are written, each
+// after its predecessor's last read, and end before the next slot. False proves nothing:
+// the exact sweep decides.
+bool ProvenByRuns(const ArenaLiveness& l, const ArenaScratch& s) {
+  uint64_t reach = 0;    // the largest end so far
+  int32_t run_last = 0;  // the last read of the run's latest tensor, its latest one to end
+  for (const int32_t p : s.by_offset) {
+    if (s.end[p] == s.begin[p]) continue;
+    if (s.begin[p] < reach && l.first[p] <= run_last) return false;
+    run_last = l.last[p];
+    reach = std::max(reach, s.end[p]);
+  }
+  return true;
+}
+
+}  // namespace
 
 Status CheckArenaPlan(const PreparedEntry& pe, const int64_t* values, const int64_t* dims, ArenaScratch& s) {
   const ArenaLiveness& l = pe.liveness;
@@ -157,18 +183,18 @@ Status CheckArenaPlan(const PreparedEntry& pe, const int64_t* values, const int6
   const int64_t arena = values[pe.arena_expr];
   if (arena < 0) return DataLoss(pe.label + ": arena size evaluates to " + to_string(arena));
   for (int32_t p = 0; p < m; ++p) {
-    const int32_t t = l.tensors[p];
-    const PreparedTensor& pt = pe.tensors[t];
+    const PreparedTensor& pt = pe.tensors[l.tensors[p]];
     int64_t elements = 0;
     uint64_t bytes = 0;
-    if (!ShapeBytes(dims + pt.dims_begin, pt.rank, pt.dtype, &elements, &bytes))
-      return DataLoss(pe.TensorLabel(t) + ": dims negative or too large");
-    const int64_t off = values[pt.offset_expr];
+    if (!ShapeBytes(dims + pt.dims_begin, pt.rank, l.elem_bytes[p], &elements, &bytes))
+      return DataLoss(pe.TensorLabel(l.tensors[p]) + ": dims negative or too large");
+    const int64_t off = values[l.offset_expr[p]];
     s.begin[p] = s.end[p] = 0;
     if (bytes == 0) continue;  // an empty tensor's offset is never dereferenced
-    if (off < 0 || static_cast<uint64_t>(off) % DTypeSize(pt.dtype) != 0 || off > arena ||
+    // Element sizes are powers of two: the mask tests alignment without a division.
+    if (off < 0 || (static_cast<uint64_t>(off) & (l.elem_bytes[p] - 1)) != 0 || off > arena ||
         bytes > static_cast<uint64_t>(arena - off))
-      return DataLoss(pe.TensorLabel(t) + ": arena bytes [" + to_string(off) + ", +" + to_string(bytes) +
+      return DataLoss(pe.TensorLabel(l.tensors[p]) + ": arena bytes [" + to_string(off) + ", +" + to_string(bytes) +
                       ") misaligned or outside the arena (" + to_string(arena) + " bytes)");
     s.begin[p] = static_cast<uint64_t>(off);
     s.end[p] = static_cast<uint64_t>(off) + bytes;
@@ -178,6 +204,8 @@ Status CheckArenaPlan(const PreparedEntry& pe, const int64_t* values, const int6
     std::sort(s.by_offset.begin(), s.by_offset.end(), before);
     for (int32_t r = 0; r < m; ++r) s.rank[s.by_offset[r]] = r;
   }
+  if (ProvenByRuns(l, s)) return Status::Ok();
+  ++s.sweeps;
   s.live.Clear();
   auto overlap = [&](int32_t a, int32_t b) {
     auto side = [&](int32_t p) {

@@ -14,11 +14,14 @@
 //   KILN_RETURN_IF_ERROR(CheckArenaPlan(entry, values, dims, scratch)); // per new binding
 //
 // Offsets and sizes are exprs over the symbols, so the byte check runs where they are known:
-// at load for an entry without symbols, else once per new binding in Bind. It sweeps the
-// tensors in the order they are written, keeping the live ones ordered by offset: O(n log n)
-// for n arena tensors (O(n) plus the sweep's word operations when the order of the offsets
-// did not change since the last binding), no allocation once the scratch is sized, no
-// strings unless it fails.
+// at load for an entry without symbols, else once per new binding in Bind. It first walks
+// the tensors in the order of their offsets, which proves a plan laid out in slots (each a
+// run of tensors at one offset whose lifetimes follow one another, the slots end to end, as
+// the compiler's PlaceSymbolic makes them) in O(n) for n arena tensors when that order did
+// not change since the last binding. A plan this walk cannot prove (another layout, or an
+// overlap) gets the exact check: a sweep of the tensors in the order they are written,
+// keeping the live ones ordered by offset, O(n log n). No allocation once the scratch is
+// sized, no strings unless it fails.
 // Every failure is kDataLoss naming the entry and the tensors.
 #pragma once
 
@@ -39,6 +42,8 @@ struct ArenaLiveness {
   std::vector<int32_t> first;    // per position in `tensors`: the instruction that writes it
   std::vector<int32_t> last;     // the last that reads it; the instruction count for outputs
   std::vector<int32_t> expiry;   // positions ordered by (last, position)
+  std::vector<int32_t> offset_expr;  // per position: the tensor's offset expr
+  std::vector<uint32_t> elem_bytes;  // per position: its element size (1, 2, 4 or 8)
 
   // From the entry's instructions, whose operand indices load verification has checked.
   // kDataLoss when an arena tensor is written twice or never, or read before it is written.
@@ -70,12 +75,13 @@ struct ArenaScratch {
   std::vector<int32_t> by_offset;
   std::vector<int32_t> rank;         // per position: its index in by_offset
   RankSet live;                      // the ranks of the tensors live at the sweep's instruction
+  int64_t sweeps = 0;                // exact sweeps run: plans the walk by offset did not prove
 
   void Resize(const ArenaLiveness& l);
 };
 
-// numel * element size of a shape; false on a negative dim or overflow.
-bool ShapeBytes(const int64_t* dims, int32_t rank, DType dtype, int64_t* elements, uint64_t* bytes);
+// numel * elem_bytes of a shape; false on a negative dim or overflow.
+bool ShapeBytes(const int64_t* dims, int32_t rank, uint64_t elem_bytes, int64_t* elements, uint64_t* bytes);
 
 // Checks the entry's arena tensors for the evaluated `values` of its exprs and `dims` (flat,
 // laid out as PreparedEntry::dim_exprs): each inside the arena (values[arena_expr] bytes) and

@@ -68,6 +68,7 @@ void InitEntryState(const PreparedEntry& pe, EntryState& s) {
     const int32_t t = pe.operands[k];
     if (t >= 0 && pe.tensors[t].storage == StorageKind::kInput)
       s.input_slots.emplace_back(static_cast<int32_t>(k), static_cast<int32_t>(pe.tensors[t].index));
+    if (t >= 0 && pe.tensors[t].storage == StorageKind::kArena) s.arena_slots.emplace_back(static_cast<int32_t>(k), t);
   }
 }
 
@@ -117,13 +118,12 @@ class ContextRunner {
       return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
                                " bytes of kernel workspace");
     // Arena pointers, now that the arena is placed; an empty tensor's offset is never read.
-    for (int32_t t : pe.liveness.tensors) {
-      cpu::TensorRef& r = s.refs[t];
-      r.data = c_.arena.data() + (r.num_elements == 0 ? 0 : s.values[pe.tensors[t].offset_expr]);
+    const ArenaLiveness& l = pe.liveness;
+    for (size_t p = 0; p < l.tensors.size(); ++p) {
+      cpu::TensorRef& r = s.refs[l.tensors[p]];
+      r.data = c_.arena.data() + (r.num_elements == 0 ? 0 : s.values[l.offset_expr[p]]);
     }
-    for (size_t k = 0; k < pe.operands.size(); ++k)
-      if (pe.operands[k] >= 0 && pe.tensors[pe.operands[k]].storage == StorageKind::kArena)
-        s.operands[k].data = s.refs[pe.operands[k]].data;
+    for (const auto& [slot, t] : s.arena_slots) s.operands[slot].data = s.refs[t].data;
     std::copy(s.scratch.symbol_values.begin(), s.scratch.symbol_values.end(), s.binding.begin());
     s.arena_base = c_.arena.data();
     s.bound = true;
@@ -152,7 +152,7 @@ class ContextRunner {
       if (r.dims[d] < 0)
         return DataLoss(pe.TensorLabel(t) + ": dim " + to_string(d) + " evaluates to " + to_string(r.dims[d]));
     uint64_t bytes = 0;
-    if (!ShapeBytes(r.dims, r.rank, r.dtype, &r.num_elements, &bytes))
+    if (!ShapeBytes(r.dims, r.rank, DTypeSize(r.dtype), &r.num_elements, &bytes))
       return InvalidArgument(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " is too large");
     switch (pt.storage) {
       case StorageKind::kInput: {

@@ -59,6 +59,8 @@ struct EntryState {
   std::vector<int64_t> sizes;            // fused instructions' size arguments, evaluated
   // Operand slots holding model inputs, patched with the caller's pointers on every call.
   std::vector<std::pair<int32_t, int32_t>> input_slots;  // (slot, model input)
+  // Operand slots holding arena tensors, given their pointers once Bind placed the arena.
+  std::vector<std::pair<int32_t, int32_t>> arena_slots;  // (slot, tensor)
   uint64_t workspace_needed = 0;
   ArenaScratch arena_scratch;  // CheckArenaPlan's buffers, sized at Create
 };
