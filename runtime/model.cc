@@ -83,7 +83,7 @@ Status UnsupportedVersion(const uint8_t* data, size_t size, const ArtifactHeader
     return DataLoss(corrupt + "and its header size " + to_string(h.header_bytes) + " or FlatBuffer section [" +
                     to_string(h.flatbuffer_offset) + ", +" + to_string(h.flatbuffer_size) +
                     ") does not fit the file (" + to_string(size) + " bytes)");
-  if (!IsArtifactFlatBuffer(data + h.flatbuffer_offset, h.flatbuffer_size))
+  if (h.flatbuffer_offset % 8 != 0 || !IsArtifactFlatBuffer(data + h.flatbuffer_offset, h.flatbuffer_size))
     return DataLoss(corrupt + "and bytes " + to_string(h.flatbuffer_offset) + ".." +
                     to_string(h.flatbuffer_offset + h.flatbuffer_size) + " are not a Kiln FlatBuffer");
   const uint32_t stated = fb::GetArtifact(data + h.flatbuffer_offset)->format_version();
@@ -101,11 +101,6 @@ Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
   std::memcpy(h, data, sizeof *h);
   if (std::memcmp(h->magic, kArtifactMagic, sizeof kArtifactMagic) != 0)
     return DataLoss("not a .kiln artifact: bad magic at file offset 0 (expected \"KILNART\\0\")");
-  // The FlatBuffer's 8-byte fields are aligned relative to its start, which the writer puts
-  // on 8 bytes; elsewhere every read of them would be a misaligned load.
-  if (h->flatbuffer_offset % 8 != 0)
-    return DataLoss("FlatBuffer section at file offset " + to_string(h->flatbuffer_offset) +
-                    " is not 8-byte aligned");
   if (h->format_version < kMinFormatVersion || h->format_version > kFormatVersion)
     return UnsupportedVersion(data, size, *h);
   if (h->header_bytes < sizeof(ArtifactHeader) || h->header_bytes > size)
@@ -115,6 +110,11 @@ Status CheckHeader(const uint8_t* data, size_t size, ArtifactHeader* h) {
     return DataLoss("FlatBuffer section [" + to_string(h->flatbuffer_offset) + ", +" +
                     to_string(h->flatbuffer_size) + ") lies outside the file (" + to_string(size) +
                     " bytes; truncated?)");
+  // The FlatBuffer's 8-byte fields are aligned relative to its start, which the writer puts
+  // on 8 bytes; elsewhere every read of them would be a misaligned load.
+  if (h->flatbuffer_offset % 8 != 0)
+    return DataLoss("FlatBuffer section at file offset " + to_string(h->flatbuffer_offset) +
+                    " is not 8-byte aligned");
   if (!InFile(h->weights_offset, h->weights_size, size))
     return DataLoss("weights section [" + to_string(h->weights_offset) + ", +" +
                     to_string(h->weights_size) + ") lies outside the file (" + to_string(size) +

@@ -48,7 +48,8 @@ bool ByteSize(const flatbuffers::Vector<int64_t>* dims, DType dtype, uint64_t* o
 // must start on 8 bytes (the FlatBuffer itself does: Model::Load checks its file offset).
 template <typename T>
 Status Aligned8(const flatbuffers::Vector<T>* v, const std::string& where) {
-  if (v == nullptr || reinterpret_cast<uintptr_t>(v->Data()) % 8 == 0) return Status::Ok();
+  // An empty vector has no elements to read, wherever it starts.
+  if (v == nullptr || v->size() == 0 || reinterpret_cast<uintptr_t>(v->Data()) % 8 == 0) return Status::Ok();
   return DataLoss(where + ": vector of 8-byte elements is not 8-byte aligned");
 }
 

@@ -85,18 +85,27 @@ struct AxisWindow {
   int64_t padded;      // taps inside [-pad_begin, in + pad_end)
 };
 
+// The taps k of [0, kernel) whose input position start + k * d (d >= 1) lies in [lo, hi), as
+// [first, end) (empty when first >= end). Computed by division, not by visiting every tap:
+// a hostile kernel_shape of 2^40 with pads to match made one output position take minutes
+// (found by fuzzing). 128-bit, so no sum or product of int64 attributes overflows.
+void TapRange(__int128 start, int64_t d, int64_t kernel, __int128 lo, __int128 hi, int64_t* first, int64_t* end) {
+  auto floor_div = [](__int128 a, __int128 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  const __int128 f = std::max<__int128>(0, -floor_div(start - lo, d));         // ceil((lo - start) / d)
+  const __int128 e = std::min<__int128>(kernel, floor_div(hi - 1 - start, d) + 1);
+  *first = static_cast<int64_t>(f);
+  *end = static_cast<int64_t>(std::max(f, e));
+}
+
 AxisWindow Window(const PoolGeometry& g, int i, int64_t o) {
-  AxisWindow w{o * g.stride[i] - g.pad_begin[i], 0, 0, 0};
-  w.first = g.kernel[i];
-  for (int64_t k = 0; k < g.kernel[i]; ++k) {
-    const int64_t pos = w.start + k * g.dilation[i];
-    if (pos >= 0 && pos < g.in[i]) {
-      if (w.first == g.kernel[i]) w.first = k;
-      w.end = k + 1;
-    }
-    if (pos >= -g.pad_begin[i] && pos < g.in[i] + g.pad_end[i]) ++w.padded;
-  }
+  const __int128 start = static_cast<__int128>(o) * g.stride[i] - g.pad_begin[i];
+  AxisWindow w{static_cast<int64_t>(start), 0, 0, 0};
+  TapRange(start, g.dilation[i], g.kernel[i], 0, g.in[i], &w.first, &w.end);
   if (w.first >= w.end) w.first = w.end = 0;
+  int64_t pf = 0, pe = 0;
+  TapRange(start, g.dilation[i], g.kernel[i], -static_cast<__int128>(g.pad_begin[i]),
+           static_cast<__int128>(g.in[i]) + g.pad_end[i], &pf, &pe);
+  w.padded = pe - pf;
   return w;
 }
 

@@ -28,6 +28,27 @@ TEST_CASE("MaxPool with pads, strides, ceil_mode and Indices") {
   CHECK(idx.values<int64_t>() == std::vector<int64_t>{1, 3, 4, 11, 7, 14, 16, 18, 19});
 }
 
+TEST_CASE("pools with a kernel of 2^40 taps and pads to match take time by the input, not the kernel") {
+  // Each output position's valid taps are found by division; visiting all 2^40 taps per
+  // position hung (fuzz_model_load). Window o covers inputs [o - (2^40 - 1), o]: a running max
+  // and, counting the padding, an average over 2^40 taps.
+  const int64_t k = int64_t{1} << 40;
+  auto x = Floats({1, 1, 4}, {3, 1, 4, 2});
+  AttrMap attrs;
+  attrs.SetInts("kernel_shape", {k});
+  attrs.SetInts("pads", {k - 1, 0});
+  auto y = Output(DType::kFloat32, {1, 1, 4});
+  Status s = RunKernel("MaxPool", attrs, {&x}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(y.values<float>() == std::vector<float>{3, 3, 4, 4});
+  attrs.SetInt("count_include_pad", 1);
+  auto avg = Output(DType::kFloat32, {1, 1, 4});
+  s = RunKernel("AveragePool", attrs, {&x}, {&avg});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  const std::vector<float> sums = {3, 4, 8, 10};
+  for (size_t o = 0; o < 4; ++o) CHECK(avg.values<float>()[o] == doctest::Approx(sums[o] / static_cast<double>(k)));
+}
+
 TEST_CASE("MaxPool with dilations") {
   auto x = PoolInput();
   auto y = Output(DType::kFloat32, {1, 1, 2, 3});
