@@ -42,7 +42,7 @@ if ((${#TARGETS[@]} == 0)); then
   for f in fuzz/fuzz_*.cc; do TARGETS+=("$(basename "$f" .cc)"); done
 fi
 
-log() { echo "[sanitize] $*"; }
+log() { echo "[sanitize] [${SECONDS}s] $*"; }
 die() { log "error: $*"; exit 1; }
 
 for need in build/kiln build/venv/bin/python build/testdata build/onnx-tests/node; do
@@ -78,20 +78,32 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${SYMBOLIZER:+:external_
 status=0
 
 # --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------
+# It runs on one core, in the background while the fuzzers use the others (it counts as one
+# of the --fuzz-jobs), and is reported at the end.
+run_tests() {
+  local start=$SECONDS rc=0
+  "$BUILD/tests/kiln_tests" >"$BUILD/kiln_tests.log" 2>&1 || rc=$?
+  echo "$rc $((SECONDS - start))" >"$BUILD/kiln_tests.rc"
+}
+report_tests() {
+  local rc secs
+  read -r rc secs <"$BUILD/kiln_tests.rc" || { rc='?'; secs='?'; }
+  if [[ "$rc" == 0 ]]; then
+    log "kiln_tests: $(grep '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($secs s)"
+  else
+    grep -n -m5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|ERROR:|FAILED' "$BUILD/kiln_tests.log" || true
+    tail -30 "$BUILD/kiln_tests.log"
+    log "kiln_tests: FAILED (exit $rc, $secs s; log: $BUILD/kiln_tests.log)"
+    status=1
+  fi
+}
 if ((RUN_TESTS)); then
   # The tests look for their data next to the binary's build folder (tests/CMakeLists.txt).
   ln -sfn "$ROOT/build/testdata" "$BUILD/testdata"
   ln -sfn "$ROOT/build/onnx-tests" "$BUILD/onnx-tests"
+  rm -f "$BUILD/kiln_tests.rc"
   log "kiln_tests under ASan+UBSan+LSan (log: $BUILD/kiln_tests.log)"
-  start=$SECONDS
-  if "$BUILD/tests/kiln_tests" >"$BUILD/kiln_tests.log" 2>&1; then
-    log "kiln_tests: $(grep '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($((SECONDS - start)) s)"
-  else
-    grep -n -m5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|ERROR:|FAILED' "$BUILD/kiln_tests.log" || true
-    tail -30 "$BUILD/kiln_tests.log"
-    log "kiln_tests: FAILED ($((SECONDS - start)) s; log: $BUILD/kiln_tests.log)"
-    status=1
-  fi
+  run_tests &
 fi
 
 # --- fuzzing ---------------------------------------------------------------------------------
@@ -196,6 +208,9 @@ EOF
   wait
   for t in "${TARGETS[@]}"; do report_one "$t" "$(cat "$FZ/$t.rc" 2>/dev/null || echo '?')"; done
 fi
+
+wait
+((RUN_TESTS)) && report_tests
 
 if ((status)); then
   log "FAILED"
