@@ -51,11 +51,18 @@ Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry
     if (g->kernel[i] < 1 || g->stride[i] < 1 || g->dilation[i] < 1) {
       return OpError(op, "kernel_shape, strides and dilations must be >= 1");
     }
-    const int64_t eff_k = (g->kernel[i] - 1) * g->dilation[i] + 1;
+    // Attributes from an artifact may be anything: the window's extent, the padded input and
+    // every window start must fit int64 (computed in 128 bits, refused when they do not).
+    const __int128 eff_k = static_cast<__int128>(g->kernel[i] - 1) * g->dilation[i] + 1;
+    if (eff_k > INT64_MAX)
+      return OpError(op, "kernel_shape and dilations on spatial axis " + std::to_string(i) +
+                             " make a window wider than int64");
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t total = std::max<int64_t>(0, (g->out[i] - 1) * g->stride[i] + eff_k - g->in[i]);
-      g->pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      g->pad_end[i] = total - g->pad_begin[i];
+      const __int128 total =
+          std::max<__int128>(0, static_cast<__int128>(g->out[i] - 1) * g->stride[i] + eff_k - g->in[i]);
+      if (total > INT64_MAX) return OpError(op, "SAME padding on spatial axis " + std::to_string(i) + " overflows int64");
+      g->pad_begin[i] = static_cast<int64_t>(auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2);
+      g->pad_end[i] = static_cast<int64_t>(total) - g->pad_begin[i];
     } else if (auto_pad == "NOTSET") {
       if (!pads.empty()) {
         g->pad_begin[i] = pads[i];
@@ -64,10 +71,13 @@ Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry
     } else if (auto_pad != "VALID") {
       return OpError(op, "unknown auto_pad '" + std::string(auto_pad) + "'");
     }
+    const __int128 padded_in = static_cast<__int128>(g->in[i]) + g->pad_begin[i] + g->pad_end[i];
+    if (padded_in > INT64_MAX || padded_in < INT64_MIN || g->pad_begin[i] == INT64_MIN)
+      return OpError(op, "pads on spatial axis " + std::to_string(i) + " overflow int64");
     // With ceil_mode the last window may start past the padded end; ONNX drops it.
-    const int64_t span = g->in[i] + g->pad_begin[i] + g->pad_end[i] - eff_k;
-    const int64_t floor_out = span < 0 ? 0 : span / g->stride[i] + 1;
-    const int64_t ceil_out = span < 0 ? 0 : (span + g->stride[i] - 1) / g->stride[i] + 1;
+    const __int128 span = padded_in - eff_k;
+    const int64_t floor_out = span < 0 ? 0 : static_cast<int64_t>(span / g->stride[i] + 1);
+    const int64_t ceil_out = span < 0 ? 0 : static_cast<int64_t>((span + g->stride[i] - 1) / g->stride[i] + 1);
     if (g->out[i] != floor_out && g->out[i] != ceil_out && auto_pad == "NOTSET") {
       return OpError(op, "output spatial dim " + std::to_string(i) + " is " + std::to_string(g->out[i]) +
                              ", expected " + std::to_string(floor_out) +
@@ -311,13 +321,14 @@ Status PoolKernel(const KernelCall& call, std::string_view name) {
   const int64_t planes = x.dims[0] * x.dims[1];
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, PoolWindowBytes(y), name));
   const PoolPlan plan = MakePoolPlan(g, static_cast<AxisWindow*>(call.workspace));
-  int64_t window = 1;
-  for (int i = 0; i < g.sr; ++i) window *= g.kernel[i];
+  int64_t plane_work = g.out_size;  // taps per plane, a cost estimate: saturates
+  for (int i = 0; i < g.sr; ++i)
+    if (__builtin_mul_overflow(plane_work, g.kernel[i], &plane_work)) plane_work = INT64_MAX;
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const auto plane = ind ? PoolPlane<T, kKind, true> : PoolPlane<T, kKind, false>;
     // Planes are independent: split them over the threads.
-    ParallelFor(call.threads, planes, MinItemsPerPart(g.out_size * window), [&](int64_t begin, int64_t end) {
+    ParallelFor(call.threads, planes, MinItemsPerPart(plane_work), [&](int64_t begin, int64_t end) {
       for (int64_t pl = begin; pl < end; ++pl) {
         plane(x.as<const T>() + pl * g.in_size, g, plan, include_pad, p, pl * g.in_size, col_major,
               y.as<T>() + pl * g.out_size, ind ? ind->as<int64_t>() + pl * g.out_size : nullptr);

@@ -49,6 +49,26 @@ TEST_CASE("pools with a kernel of 2^40 taps and pads to match take time by the i
   for (size_t o = 0; o < 4; ++o) CHECK(avg.values<float>()[o] == doctest::Approx(sums[o] / static_cast<double>(k)));
 }
 
+TEST_CASE("pool attributes whose window or padded extent overflows int64 are an error naming the axis") {
+  // (kernel - 1) * dilation, in + pads and the tap count were int64 arithmetic that overflowed
+  // (UBSan, on a fuzzed artifact).
+  auto x = Floats({1, 1, 4}, {3, 1, 4, 2});
+  auto y = Output(DType::kFloat32, {1, 1, 1});
+  AttrMap wide;
+  wide.SetInts("kernel_shape", {int64_t{1} << 62});
+  wide.SetInts("dilations", {4});
+  Status s = RunKernel("MaxPool", wide, {&x}, {&y});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("kernel_shape and dilations on spatial axis 0 make a window wider than int64") !=
+        std::string::npos);
+  AttrMap padded;
+  padded.SetInts("kernel_shape", {2});
+  padded.SetInts("pads", {INT64_MAX, INT64_MAX});
+  s = RunKernel("AveragePool", padded, {&x}, {&y});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("pads on spatial axis 0 overflow int64") != std::string::npos);
+}
+
 TEST_CASE("MaxPool with dilations") {
   auto x = PoolInput();
   auto y = Output(DType::kFloat32, {1, 1, 2, 3});
