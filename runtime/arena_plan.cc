@@ -142,17 +142,6 @@ void ArenaScratch::Resize(const ArenaLiveness& l) {
   live.Resize(m);
 }
 
-bool ShapeBytes(const int64_t* dims, int32_t rank, uint64_t elem_bytes, int64_t* elements, uint64_t* bytes) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < rank; ++d)
-    if (dims[d] < 0 || __builtin_mul_overflow(n, dims[d], &n)) return false;
-  uint64_t b = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(n), elem_bytes, &b)) return false;
-  *elements = n;
-  *bytes = b;
-  return true;
-}
-
 namespace {
 
 // The O(n) proof. Walk the tensors in the order of their offsets; a run starts at a tensor

@@ -80,8 +80,18 @@ struct ArenaScratch {
   void Resize(const ArenaLiveness& l);
 };
 
-// numel * elem_bytes of a shape; false on a negative dim or overflow.
-bool ShapeBytes(const int64_t* dims, int32_t rank, uint64_t elem_bytes, int64_t* elements, uint64_t* bytes);
+// numel * elem_bytes of a shape; false on a negative dim or overflow. Inline: Bind's LayOut
+// calls it for every tensor.
+inline bool ShapeBytes(const int64_t* dims, int32_t rank, uint64_t elem_bytes, int64_t* elements, uint64_t* bytes) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < rank; ++d)
+    if (dims[d] < 0 || __builtin_mul_overflow(n, dims[d], &n)) return false;
+  uint64_t b = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), elem_bytes, &b)) return false;
+  *elements = n;
+  *bytes = b;
+  return true;
+}
 
 // Checks the entry's arena tensors for the evaluated `values` of its exprs and `dims` (flat,
 // laid out as PreparedEntry::dim_exprs): each inside the arena (values[arena_expr] bytes) and
