@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer tier: builds Kiln with clang, AddressSanitizer and UndefinedBehaviorSanitizer
 # (and libFuzzer's coverage instrumentation) in build/sanitize, runs the doctest suite there
-# with LeakSanitizer on, then runs each libFuzzer target in fuzz/ for a bounded time from a
+# with LeakSanitizer on, then runs each libFuzzer target in tests/fuzz/ for a bounded time from a
 # seed corpus made here. Any sanitizer report, leak, crash or per-input timeout fails it.
 #
 # Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
@@ -10,7 +10,7 @@
 #   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--no-tests] [--no-fuzz] [TARGET...]
 #     --fuzz-seconds N  time per fuzz target (default 60, or $KILN_FUZZ_SECONDS)
 #     --fuzz-jobs N     targets fuzzed at the same time (default 2, or $KILN_FUZZ_JOBS)
-#     TARGET...         fuzz only these (default: every fuzz/fuzz_*.cc)
+#     TARGET...         fuzz only these (default: every tests/fuzz/fuzz_*.cc)
 #     --no-tests / --no-fuzz  skip (and do not build) the doctest run / the fuzzers
 #   $KILN_SANITIZE_BUILD: the build folder (default build/sanitize).
 #
@@ -39,7 +39,7 @@ while (($#)); do
   esac
 done
 if ((${#TARGETS[@]} == 0)); then
-  for f in fuzz/fuzz_*.cc; do TARGETS+=("$(basename "$f" .cc)"); done
+  for f in tests/fuzz/fuzz_*.cc; do TARGETS+=("$(basename "$f" .cc)"); done
 fi
 
 log() { echo "[sanitize] [${SECONDS}s] $*"; }
