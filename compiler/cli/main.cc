@@ -1,7 +1,27 @@
 // The `kiln` command line: compile, run, inspect, bench.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <new>
+
 #include "compiler/cli/commands.h"
+
+namespace {
+
+// A command's report is only delivered when stdout takes it: a full disk or a closed pipe
+// (`kiln inspect m.kiln > /dev/full`) fails the command instead of exiting 0.
+int CheckStdoutWritten(int code) {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (std::cout.good() && flushed) return code;
+  // No errno here: it belongs to whichever write failed first, possibly long before.
+  std::fprintf(stderr, "kiln: error: writing to standard output failed (disk full or output closed?)\n");
+  return code == 0 ? 1 : code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: compile ONNX models ahead of time into .kiln artifacts and run them.", "kiln"};
@@ -16,7 +36,14 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 has its own codes (105 for a failed validator); one code for usage errors.
-    return app.exit(e) == 0 ? 0 : 2;
+    return CheckStdoutWritten(app.exit(e) == 0 ? 0 : 2);
+  } catch (const std::bad_alloc&) {
+    // Last resort: the commands return Status, but a library may still throw.
+    std::fprintf(stderr, "kiln: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: unexpected failure: %s\n", e.what());
+    return 1;
   }
-  return kiln::cli::ExitCode();
+  return CheckStdoutWritten(kiln::cli::ExitCode());
 }

@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/serialize/artifact_file.h"
+
 #ifdef KILN_HAVE_NVRTC
 #include <nvrtc.h>
 #endif
@@ -86,30 +88,16 @@ bool ReadCache(const fs::path& path, uint64_t key, std::vector<uint8_t>* out) {
   return true;
 }
 
-// Writes an entry through a temporary file and a rename; failures are ignored (the cache
-// is an optimisation).
+// Writes an entry through a temporary file and a rename (ReplaceFile: mkstemp, so a link
+// planted in the cache folder is never followed); failures are ignored (the cache is an
+// optimisation).
 void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& data) {
   std::string bytes(kCacheMagic, sizeof(kCacheMagic));
   PutU64(&bytes, data.size());
   PutU64(&bytes, XXH64(data.data(), data.size(), 0));
   PutU64(&bytes, key);
   bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
-  const size_t tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  fs::path tmp = path;
-  tmp += fmt::format(".{}.{:x}.tmp", static_cast<long>(::getpid()), tid);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
+  (void)serialize::ReplaceFile(path.string(), bytes.data(), bytes.size());
 }
 
 const std::vector<std::string>& BaseOptions() {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <optional>
 
 namespace kiln::io {
@@ -37,7 +38,9 @@ std::string DimsString(const std::vector<int64_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ","));
 }
 
-Result<std::string> ReadWholeFile(const std::string& path) {
+// Reads a regular file of at most `limit` bytes (`what` names the limit in the message). The
+// size is checked before the buffer is allocated: a sparse 1 TB file is an error, not an abort.
+Result<std::string> ReadWholeFile(const std::string& path, uint64_t limit, std::string_view what) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound(fmt::format("{}: no such file", path));
   if (fs::is_directory(path, ec)) return InvalidArgument(fmt::format("{}: is a directory, expected a file", path));
@@ -48,9 +51,16 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size < 0) return DataLoss(fmt::format("{}: cannot determine the file size", path));
+  if (static_cast<uint64_t>(size) > limit)
+    return ResourceExhausted(
+        fmt::format("{}: the file is {} bytes, over the {}-byte limit {}", path, size, limit, what));
   in.seekg(0, std::ios::beg);
   std::string data;
-  data.resize(static_cast<size_t>(size));
+  try {
+    data.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(fmt::format("{}: cannot allocate {} bytes to read the file", path, size));
+  }
   if (size > 0 && !in.read(data.data(), size))
     return DataLoss(fmt::format("{}: read failed after {} of {} bytes", path, in.gcount(), size));
   return data;
@@ -417,7 +427,8 @@ Result<HostTensor> ParseTensorProto(const void* data, size_t size, std::string_v
 }
 
 Result<HostTensor> ReadTensorProtoFile(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string data,
+                        ReadWholeFile(path, kMaxTensorProtoFileBytes, "for a serialized TensorProto (protobuf's message limit)"));
   return ParseTensorProto(data.data(), data.size(), path);
 }
 
@@ -491,7 +502,7 @@ Result<HostTensor> ParseNpy(const void* data, size_t size, std::string_view orig
 }
 
 Result<HostTensor> ReadNpyFile(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+  KILN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, kMaxNpyFileBytes, "for a .npy file"));
   KILN_ASSIGN_OR_RETURN(HostTensor t, ParseNpy(data.data(), data.size(), path));
   t.name = StemOf(path);
   return t;

@@ -9,7 +9,8 @@
 // Readers never trust a size in the file: every length is checked against the bytes present
 // before anything is allocated, and a malformed file is an error naming the file and the
 // problem (kDataLoss for truncated or inconsistent data, kUnimplemented for valid files using
-// a feature Kiln does not read, kNotFound for a missing file).
+// a feature Kiln does not read, kNotFound for a missing file). A file larger than the limits
+// below is kResourceExhausted naming the file, its size and the limit, before any allocation.
 // All functions are thread-compatible; they keep no state between calls.
 #pragma once
 
@@ -43,6 +44,11 @@ struct HostTensor {
 
 // "float32[1,3,224,224]" style description for messages.
 std::string Describe(const HostTensor& t);
+
+// The largest files the readers take: protobuf parses at most 2 GiB - 1 bytes; a .npy file may
+// hold up to 16 GiB (header and data; the bytes are held twice while reading).
+inline constexpr uint64_t kMaxTensorProtoFileBytes = (uint64_t{1} << 31) - 1;
+inline constexpr uint64_t kMaxNpyFileBytes = uint64_t{1} << 34;
 
 // ONNX TensorProto (serialized), e.g. test_data_set_0/input_0.pb.
 Result<HostTensor> ReadTensorProtoFile(const std::string& path);

@@ -394,3 +394,24 @@ TEST_CASE("tensor_io: WriteOutputDir and views of host tensors") {
   CHECK(Values<float>(copy) == std::vector<float>{1, 2, 3, 4, 5, 6});
   CHECK(kiln::io::Describe(copy) == "float32[3,2]");
 }
+
+TEST_CASE("tensor_io: a sparse file over the size limit is kResourceExhausted before any allocation") {
+  TempDir dir;
+  // 1 TB that takes no disk: reading it used to size a buffer from st_size (std::bad_alloc).
+  for (const char* name : {"input_0.pb", "x.npy"}) {
+    std::filesystem::path p = dir.path / name;
+    std::ofstream(p).close();
+    std::filesystem::resize_file(p, uint64_t{1} << 40);
+  }
+  auto pb = kiln::io::ReadTensorProtoFile(dir / "input_0.pb");
+  CHECK(pb.status().code() == StatusCode::kResourceExhausted);
+  CHECK(pb.status().message() == dir / "input_0.pb" +
+                                     ": the file is 1099511627776 bytes, over the 2147483647-byte limit for a "
+                                     "serialized TensorProto (protobuf's message limit)");
+  auto npy = kiln::io::ReadNpyFile(dir / "x.npy");
+  CHECK(npy.status().code() == StatusCode::kResourceExhausted);
+  CHECK(npy.status().message() ==
+        dir / "x.npy" + ": the file is 1099511627776 bytes, over the 17179869184-byte limit for a .npy file");
+  // ReadInputDir (kiln run --inputs) goes through the same readers.
+  CHECK(kiln::io::ReadInputDir(dir.path.string(), {"x"}).status().code() == StatusCode::kResourceExhausted);
+}

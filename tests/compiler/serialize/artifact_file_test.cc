@@ -8,6 +8,11 @@
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/temp_dir.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 
 namespace {
@@ -62,4 +67,31 @@ TEST_CASE("artifact file: a folder that does not exist is a clear error") {
   kiln::Status st = kiln::serialize::WriteArtifactFile(dir / "missing/model.kiln", {1, 2, 3});
   CHECK(st.code() == kiln::StatusCode::kFailedPrecondition);
   CHECK(st.message() == "cannot write '" + (dir / "missing/model.kiln") + "': No such file or directory");
+}
+
+TEST_CASE("artifact file: a symlink planted at a temporary name is never followed, a special file is refused") {
+  TempDir dir;
+  const std::string out = dir / "out.kiln";
+  WriteBytes(dir / "victim.txt", "precious");
+  // The old temporary was OUT.tmp<pid>, opened with fopen("wb"): a link there was followed.
+  std::filesystem::create_symlink(dir / "victim.txt", out + ".tmp" + std::to_string(::getpid()));
+  REQUIRE(kiln::serialize::WriteArtifactFile(out, {1, 2, 3}).ok());
+  CHECK(ReadBytes(dir / "victim.txt") == "precious");
+  CHECK(ReadBytes(out) == std::string("\x01\x02\x03", 3));
+  CHECK(std::filesystem::is_symlink(out + ".tmp" + std::to_string(::getpid())));
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) files += e.path().string().find(".tmpX") == std::string::npos;
+  CHECK(files == 3);  // out.kiln, victim.txt, the planted link: no temporary left behind
+
+  // A FIFO (like /dev/null, not a regular file) would have been replaced by a regular file.
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  kiln::Status st = kiln::serialize::WriteArtifactFile(fifo, {1});
+  CHECK(st.code() == kiln::StatusCode::kFailedPrecondition);
+  CHECK(st.message() == "cannot write '" + fifo +
+                            "': it exists and is a FIFO; the file is written by a rename, which would replace it: "
+                            "give a regular file path");
+  CHECK(std::filesystem::is_fifo(fifo));
+  st = kiln::serialize::WriteArtifactFile(dir.path.string(), {1});
+  CHECK(st.message().find("it exists and is a folder") != std::string::npos);
 }
