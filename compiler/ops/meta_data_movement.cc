@@ -181,6 +181,13 @@ struct SliceRange {
   Sym start, len;
 };
 
+// |step| for counting the elements of a slice: INT64_MIN's magnitude is not an int64, and
+// INT64_MAX counts the same (a distance between in-range indices is at most INT64_MAX).
+int64_t StepSize(int64_t step) {
+  if (step == std::numeric_limits<int64_t>::min()) return std::numeric_limits<int64_t>::max();
+  return step > 0 ? step : -step;
+}
+
 Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const Sym& e,
                             int64_t step) {
   if (d.is_const() && s.is_const() && e.is_const()) {
@@ -188,12 +195,12 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
     if (step > 0) {
       S = S < 0 ? std::max<int64_t>(0, S + D) : std::min(S, D);
       E = E < 0 ? std::max<int64_t>(0, E + D) : std::min(E, D);
-      int64_t n = E > S ? (E - S + step - 1) / step : 0;
+      int64_t n = E > S ? 1 + (E - S - 1) / step : 0;  // ceil((E - S) / step) without overflow
       return SliceRange{Sym(S), Sym(n)};
     }
     S = S < 0 ? std::max<int64_t>(-1, S + D) : std::min(S, D - 1);
     E = E < 0 ? std::max<int64_t>(-1, E + D) : std::min(E, D - 1);
-    int64_t n = S > E ? (S - E + (-step) - 1) / (-step) : 0;
+    int64_t n = S > E ? 1 + (S - E - 1) / StepSize(step) : 0;
     return SliceRange{Sym(S), Sym(n)};
   }
   // Symbolic: assume in-range indices, guarded.
@@ -228,7 +235,7 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
   Sym diff = step > 0 ? SubS(E, S) : SubS(S, E);
   if (auto dv = diff.value(); dv && *dv < 0) diff = Sym(0);
   if (!NonNegative(diff)) AddGuard(ctx, Sym(1) - Lt(diff, 0));
-  int64_t as = step > 0 ? step : -step;
+  const int64_t as = StepSize(step);
   return SliceRange{S, as == 1 ? diff : CeilDiv(diff, as)};
 }
 

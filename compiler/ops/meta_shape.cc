@@ -99,6 +99,11 @@ Status ReshapeMeta(MetaContext& ctx) {
   if (infer >= 0) {
     if (has_zero)
       return InvalidArgument("shape: with allowzero=1, expected no 0 together with -1, found " + Str(shape));
+    int64_t known_const = 1;  // the constant dims besides the -1: their product must fit
+    for (size_t i = 0; i < out.size(); ++i)
+      if (static_cast<int>(i) != infer && out[i].is_const() &&
+          __builtin_mul_overflow(known_const, *out[i].value(), &known_const))
+        return InvalidArgument(what + ": the product of the dims besides the -1 overflows int64");
     Sym total = NumElements(x->shape), known = NumElements(out);
     if (total.is_const() && known.is_const()) {
       int64_t t = *total.value(), k = *known.value();

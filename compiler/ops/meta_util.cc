@@ -181,35 +181,38 @@ Result<std::vector<int64_t>> IntsAttr(const AttrMap& attrs, std::string_view nam
 
 namespace {
 
-// x = base + off.
+// x = base + off. An offset that would overflow int64 is left inside the base.
 std::pair<Sym, int64_t> SplitOffset(const Sym& x) {
   if (x.is_const()) return {Sym(0), *x.value()};
-  if (x.op() == SymOp::kAdd && x.rhs().is_const()) {
+  const bool add = x.op() == SymOp::kAdd, sub = x.op() == SymOp::kSub;
+  if ((add || sub) && x.rhs().is_const()) {
     auto [b, o] = SplitOffset(x.lhs());
-    return {b, o + *x.rhs().value()};
-  }
-  if (x.op() == SymOp::kAdd && x.lhs().is_const()) {
+    int64_t r;
+    if (!(add ? __builtin_add_overflow(o, *x.rhs().value(), &r) : __builtin_sub_overflow(o, *x.rhs().value(), &r)))
+      return {b, r};
+  } else if (add && x.lhs().is_const()) {
     auto [b, o] = SplitOffset(x.rhs());
-    return {b, o + *x.lhs().value()};
-  }
-  if (x.op() == SymOp::kSub && x.rhs().is_const()) {
-    auto [b, o] = SplitOffset(x.lhs());
-    return {b, o - *x.rhs().value()};
+    int64_t r;
+    if (!__builtin_add_overflow(o, *x.lhs().value(), &r)) return {b, r};
   }
   return {x, 0};
 }
 
 Sym WithOffset(const Sym& base, int64_t off) {
-  if (base.is_const()) return Sym(*base.value() + off);
   if (off == 0) return base;
+  if (base.is_const()) return base + Sym(off);  // folds, or stays symbolic when it would overflow
   if (off > 0) return base + Sym(off);
   if (off == INT64_MIN) return base + Sym(off);
   return base - Sym(-off);
 }
 
-// x = coef * product(factors).
+// x = coef * product(factors); a constant that would overflow coef stays a factor.
 void Factor(const Sym& x, int64_t* coef, std::vector<Sym>* factors) {
-  if (x.is_const()) { *coef *= *x.value(); return; }
+  int64_t product;
+  if (x.is_const() && !__builtin_mul_overflow(*coef, *x.value(), &product)) {
+    *coef = product;
+    return;
+  }
   if (x.op() == SymOp::kMul) {
     Factor(x.lhs(), coef, factors);
     Factor(x.rhs(), coef, factors);
@@ -292,6 +295,10 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
     auto it = std::find_if(fa.begin(), fa.end(), [&](const Sym& x) { return x.Same(f); });
     if (it != fa.end()) fa.erase(it);
     else rest_b.push_back(f);
+  }
+  if (ca == INT64_MIN || cb == INT64_MIN) {  // no magnitude to reduce or negate
+    if (exact) *exact = false;
+    return FloorDiv(a, b);
   }
   if (cb != 0) {
     int64_t g = std::gcd(ca, cb);
@@ -419,18 +426,24 @@ Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
   for (int i = 0; i < w.n; ++i) {
     const Sym& x = in[i];
     int64_t s = w.strides[i];
-    int64_t keff = w.dilations[i] * (w.kernel[i] - 1) + 1;
+    // keff = dilation * (kernel - 1) + 1 and c = pads - keff (output = (x + c) / s + 1), with
+    // c + s also in range (kernel, dilation, stride >= 1 and pads >= 0 were checked).
+    int64_t keff, c, c_s;
+    const bool valid = w.auto_pad == "VALID";
+    const int64_t pb = valid ? 0 : w.pads[i], pe = valid ? 0 : w.pads[i + w.n];
+    if (__builtin_mul_overflow(w.dilations[i], w.kernel[i] - 1, &keff) || __builtin_add_overflow(keff, 1, &keff) ||
+        __builtin_add_overflow(pb, pe, &c) || __builtin_sub_overflow(c, keff, &c) || __builtin_add_overflow(c, s, &c_s))
+      return InvalidArgument("spatial dim " + std::to_string(i) + ": kernel_shape " + std::to_string(w.kernel[i]) +
+                             ", dilation " + std::to_string(w.dilations[i]) + ", stride " + std::to_string(s) +
+                             " and pads " + Str(w.pads) + " overflow int64 in the output size");
     Sym o;
     if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
       o = CeilDiv(x, s);
     } else {
-      bool valid = w.auto_pad == "VALID";
-      int64_t pb = valid ? 0 : w.pads[i], pe = valid ? 0 : w.pads[i + w.n];
-      int64_t c = pb + pe - keff;  // total = x + c
       if (s == 1) {
-        o = AddC(x, c + 1);
+        o = AddC(x, c_s);  // s == 1
       } else if (w.ceil_mode && !valid) {
-        o = CeilDiv(AddC(x, c + s), s);  // ceil((x + c) / s) + 1
+        o = CeilDiv(AddC(x, c_s), s);  // ceil((x + c) / s) + 1
         // Drop a last window that would start in the end padding: (o-1)*s >= x + pb.
         if (s > keff - pe) {
           Sym start = SubS(o, 1) * Sym(s);
@@ -438,7 +451,7 @@ Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
           o = SubS(o, drop);
         }
       } else {
-        o = FloorDiv(AddC(x, c + s), s);  // floor((x + c) / s) + 1
+        o = FloorDiv(AddC(x, c_s), s);  // floor((x + c) / s) + 1
       }
     }
     if (auto v = o.value(); v && *v < 1)

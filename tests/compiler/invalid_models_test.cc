@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "compiler/compile.h"
 #include "tests/compiler/onnx_model_builder.h"
@@ -148,6 +149,20 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   Status st = CompileStatus(range);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "node 'range' (Range): output 'r' int64[4611686018427387904] has more bytes than int64 can count");
+
+  // Range(INT64_MIN, INT64_MAX, INT64_MAX): limit - start overflows (it was wrapped while
+  // folding the offsets).
+  auto limits = MakeModel(13);
+  g = limits.mutable_graph();
+  AddInt64Init(g, "start", {}, {std::numeric_limits<int64_t>::min()});
+  AddInt64Init(g, "limit", {}, {std::numeric_limits<int64_t>::max()});
+  AddInt64Init(g, "delta", {}, {std::numeric_limits<int64_t>::max()});
+  AddNode(g, "Range", {"start", "limit", "delta"}, {"r"}, "range");
+  AddOutput(g, "r");
+  st = CompileStatus(limits);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "node 'range' (Range): output 'r' dim 0 is max(((9223372036854775807--9223372036854775808) "
+                        "ceildiv 9223372036854775807), 0) (negative or overflowing int64)");
 
   // Resize by 1e30: floor(2 * 1e30) converted to int64 was undefined behaviour (INT64_MIN here).
   auto resize = MakeModel(13);
