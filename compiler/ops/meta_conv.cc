@@ -117,15 +117,22 @@ Status ConvTransposeMeta(MetaContext& ctx) {
     for (int i = 0; i < c.n; ++i) {
       const Sym& x = c.X->shape[2 + i];
       int64_t s = w.strides[i];
-      int64_t keff = w.dilations[i] * (w.kernel[i] - 1) + 1;
       Sym o;
       if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
         o = x * Sym(s);
       } else {
-        bool valid = w.auto_pad == "VALID";
-        int64_t pads = valid ? 0 : w.pads[i] + w.pads[i + c.n];
-        // s * (x - 1) + output_padding + keff - pads
-        o = AddC(x * Sym(s), opad[i] + keff - pads - s);
+        // s * (x - 1) + output_padding + keff - pads, keff = dilation * (kernel - 1) + 1; the
+        // constant part checked for int64 overflow (the factors were checked to be >= 0).
+        const bool valid = w.auto_pad == "VALID";
+        int64_t keff, pads = 0, k;
+        if (__builtin_mul_overflow(w.dilations[i], w.kernel[i] - 1, &keff) || __builtin_add_overflow(keff, 1, &keff) ||
+            (!valid && __builtin_add_overflow(w.pads[i], w.pads[i + c.n], &pads)) ||
+            __builtin_add_overflow(opad[i], keff, &k) || __builtin_sub_overflow(k, pads, &k) ||
+            __builtin_sub_overflow(k, s, &k))
+          return InvalidArgument("spatial dim " + std::to_string(i) + ": kernel_shape " + std::to_string(w.kernel[i]) +
+                                 ", dilation " + std::to_string(w.dilations[i]) + ", stride " + std::to_string(s) +
+                                 " and pads " + Str(w.pads) + " overflow int64 in the output size");
+        o = AddC(x * Sym(s), k);
       }
       if (auto v = o.value(); v && *v < 1)
         return InvalidArgument("spatial dim " + std::to_string(i) + ": expected an output size >= 1, found " +

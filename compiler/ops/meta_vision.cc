@@ -75,12 +75,22 @@ Status Col2ImMeta(MetaContext& ctx) {
     if (dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + n] < 0)
       return InvalidArgument("attributes 'dilations', 'strides', 'pads': expected positive dilations and strides, "
                              "pads >= 0, found " + Str(dil) + ", " + Str(str) + ", " + Str(pads));
-    const int64_t nb = (img[i] + pads[i] + pads[i + n] - dil[i] * (blk[i] - 1) - 1) / str[i] + 1;
+    // nb = (img + pads - dilated block) / stride + 1, every step checked for int64 overflow.
+    int64_t padded, dilated, nb = 0;
+    const bool overflow = __builtin_add_overflow(img[i], pads[i], &padded) ||
+                          __builtin_add_overflow(padded, pads[i + n], &padded) ||
+                          __builtin_mul_overflow(dil[i], blk[i] - 1, &dilated) ||
+                          __builtin_add_overflow(dilated, 1, &dilated);
+    if (overflow)
+      return InvalidArgument("dim " + std::to_string(i) + ": image_shape " + Str(img) + ", block_shape " + Str(blk) +
+                             ", dilations " + Str(dil) + " and pads " + Str(pads) + " overflow int64");
+    if (padded >= dilated) nb = (padded - dilated) / str[i] + 1;
     if (nb < 1)
       return InvalidArgument("input image_shape: dim " + std::to_string(i) + " (" + std::to_string(img[i]) +
-                             ") is smaller than the dilated block " + std::to_string(dil[i] * (blk[i] - 1) + 1));
-    block_size *= blk[i];
-    blocks *= nb;
+                             ") is smaller than the dilated block " + std::to_string(dilated));
+    if (__builtin_mul_overflow(block_size, blk[i], &block_size) || __builtin_mul_overflow(blocks, nb, &blocks))
+      return InvalidArgument("inputs image_shape and block_shape: the block size or the number of blocks of " +
+                             Str(img) + " and " + Str(blk) + " overflows int64");
   }
   bool exact = true;
   Sym c = DivExact(x->shape[1], Sym(block_size), &exact);
@@ -184,9 +194,13 @@ Status DeformConvMeta(MetaContext& ctx) {
                            std::to_string(*c));
   KILN_ASSIGN_OR_RETURN(Window w, ReadWindow(ctx.attrs(), kernel, true));
   KILN_ASSIGN_OR_RETURN(SymShape spatial, WindowOutput({X->shape[2], X->shape[3]}, w));
-  const int64_t taps = kernel[0] * kernel[1];
+  int64_t masks, offsets;  // offset_group * kH * kW, and * 2
+  if (__builtin_mul_overflow(og, kernel[0], &masks) || __builtin_mul_overflow(masks, kernel[1], &masks) ||
+      __builtin_mul_overflow(masks, 2, &offsets))
+    return InvalidArgument("attributes 'offset_group' " + std::to_string(og) + " and 'kernel_shape' " + Str(kernel) +
+                           ": offset_group * kH * kW * 2 overflows int64");
   KILN_RETURN_IF_ERROR(Unify(ctx, X->shape[0], off->shape[0], "input offset dim 0 (batch)"));
-  KILN_RETURN_IF_ERROR(Unify(ctx, Sym(og * taps * 2), off->shape[1], "input offset dim 1 (offset_group * kH * kW * 2)"));
+  KILN_RETURN_IF_ERROR(Unify(ctx, Sym(offsets), off->shape[1], "input offset dim 1 (offset_group * kH * kW * 2)"));
   KILN_RETURN_IF_ERROR(Unify(ctx, spatial[0], off->shape[2], "input offset dim 2 (output height)"));
   KILN_RETURN_IF_ERROR(Unify(ctx, spatial[1], off->shape[3], "input offset dim 3 (output width)"));
   if (B) {
@@ -198,7 +212,7 @@ Status DeformConvMeta(MetaContext& ctx) {
     KILN_RETURN_IF_ERROR(CheckSameDType(*X, "X", *mask, "mask"));
     KILN_RETURN_IF_ERROR(CheckRank(*mask, "input mask", 4, 4));
     KILN_RETURN_IF_ERROR(Unify(ctx, X->shape[0], mask->shape[0], "input mask dim 0 (batch)"));
-    KILN_RETURN_IF_ERROR(Unify(ctx, Sym(og * taps), mask->shape[1], "input mask dim 1 (offset_group * kH * kW)"));
+    KILN_RETURN_IF_ERROR(Unify(ctx, Sym(masks), mask->shape[1], "input mask dim 1 (offset_group * kH * kW)"));
     KILN_RETURN_IF_ERROR(Unify(ctx, spatial[0], mask->shape[2], "input mask dim 2 (output height)"));
     KILN_RETURN_IF_ERROR(Unify(ctx, spatial[1], mask->shape[3], "input mask dim 3 (output width)"));
   }

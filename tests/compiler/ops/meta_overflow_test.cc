@@ -71,5 +71,38 @@ TEST_CASE("meta overflow: Range from INT64_MIN to INT64_MAX keeps the overflowin
   CHECK(Shape(r) == "[max(((9223372036854775807--9223372036854775808) ceildiv 9223372036854775807), 0)]");
 }
 
+TEST_CASE("meta overflow: ConvTranspose, Col2Im and DeformConv attributes that overflow are named") {
+  AttrMap dil;
+  dil.SetInts("dilations", {int64_t{1} << 62, int64_t{1} << 62});
+  auto convt = InferOne("ConvTranspose", {{DType::kFloat32, {1, 1, 4, 4}}, {DType::kFloat32, {1, 1, 3, 3}}}, dil);
+  REQUIRE(!convt.ok());
+  CHECK(convt.status().code() == StatusCode::kInvalidArgument);
+  CHECK(convt.status().message() ==
+        "node 'n' (ConvTranspose): spatial dim 0: kernel_shape 3, dilation 4611686018427387904, stride 1 and pads "
+        "[0, 0, 0, 0] overflow int64 in the output size");
+
+  // 2^62 x 2^62 blocks of 1x1: each count fits, their product does not.
+  auto col2im = InferOne("Col2Im", {{DType::kFloat32, {1, 1, 4}},
+                                    {DType::kInt64, {2}, std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62}},
+                                    {DType::kInt64, {2}, std::vector<int64_t>{1, 1}}});
+  REQUIRE(!col2im.ok());
+  CHECK(col2im.status().code() == StatusCode::kInvalidArgument);
+  CHECK(col2im.status().message() ==
+        "node 'n' (Col2Im): inputs image_shape and block_shape: the block size or the number of blocks of "
+        "[4611686018427387904, 4611686018427387904] and [1, 1] overflows int64");
+
+  AttrMap deform;
+  deform.SetInts("kernel_shape", {int64_t{1} << 32, int64_t{1} << 32});
+  deform.SetInts("pads", std::vector<int64_t>(4, int64_t{1} << 31));
+  auto d = InferOne("DeformConv", {{DType::kFloat32, {1, 1, 3, 3}},
+                                   {DType::kFloat32, {1, 1, int64_t{1} << 32, int64_t{1} << 32}},
+                                   {DType::kFloat32, {1, 2, 4, 4}}}, deform);
+  REQUIRE(!d.ok());
+  CHECK(d.status().code() == StatusCode::kInvalidArgument);
+  CHECK(d.status().message() ==
+        "node 'n' (DeformConv): attributes 'offset_group' 1 and 'kernel_shape' [4294967296, 4294967296]: "
+        "offset_group * kH * kW * 2 overflows int64");
+}
+
 }  // namespace
 }  // namespace kiln::ir
