@@ -16,6 +16,8 @@
 #include <new>
 #include <optional>
 
+#include "compiler/serialize/artifact_file.h"
+
 namespace kiln::io {
 namespace {
 
@@ -64,15 +66,6 @@ Result<std::string> ReadWholeFile(const std::string& path, uint64_t limit, std::
   if (size > 0 && !in.read(data.data(), size))
     return DataLoss(fmt::format("{}: read failed after {} of {} bytes", path, in.gcount(), size));
   return data;
-}
-
-Status WriteWholeFile(const std::string& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return FailedPrecondition(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-  out.close();
-  if (!out) return Internal(fmt::format("{}: write of {} bytes failed", path, size));
-  return Status::Ok();
 }
 
 // Checks that a tensor's byte count agrees with its dims and dtype before writing it.
@@ -442,7 +435,7 @@ Status WriteTensorProtoFile(const std::string& path, const HostTensor& t) {
   std::string out;
   if (!p.SerializeToString(&out))
     return Internal(fmt::format("{}: serializing tensor '{}' {} failed (over 2 GiB?)", path, t.name, Describe(t)));
-  return WriteWholeFile(path, out.data(), out.size());
+  return serialize::ReplaceFile(path, out.data(), out.size());
 }
 
 // ---- .npy -------------------------------------------------------------------------------
@@ -528,7 +521,7 @@ Status WriteNpyFile(const std::string& path, const HostTensor& t) {
   for (int i = 0; i < (v2 ? 4 : 2); ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
   out += header;
   out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-  return WriteWholeFile(path, out.data(), out.size());
+  return serialize::ReplaceFile(path, out.data(), out.size());
 }
 
 // ---- input and output folders -------------------------------------------------------------

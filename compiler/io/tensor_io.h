@@ -11,6 +11,9 @@
 // problem (kDataLoss for truncated or inconsistent data, kUnimplemented for valid files using
 // a feature Kiln does not read, kNotFound for a missing file). A file larger than the limits
 // below is kResourceExhausted naming the file, its size and the limit, before any allocation.
+// Writers go through serialize::ReplaceFile (a temporary made with mkstemp, then a rename): a
+// planted link is not followed and an existing non-regular file (a FIFO, a device) is refused
+// with kFailedPrecondition instead of blocking or being replaced.
 // All functions are thread-compatible; they keep no state between calls.
 #pragma once
 

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -414,4 +415,20 @@ TEST_CASE("tensor_io: a sparse file over the size limit is kResourceExhausted be
         dir / "x.npy" + ": the file is 1099511627776 bytes, over the 17179869184-byte limit for a .npy file");
   // ReadInputDir (kiln run --inputs) goes through the same readers.
   CHECK(kiln::io::ReadInputDir(dir.path.string(), {"x"}).status().code() == StatusCode::kResourceExhausted);
+}
+
+TEST_CASE("tensor_io: writers refuse a FIFO in place of the file instead of blocking on it") {
+  TempDir dir;
+  // kiln run --outputs DIR: an output_0.pb that is a FIFO blocked the open forever.
+  const std::string fifo = dir / "output_0.pb";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  HostTensor t = Make<float>("y", DType::kFloat32, {2}, {1, 2});
+  kiln::Status st = kiln::io::WriteOutputDir(dir.path.string(), {t});
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK(st.message() == "cannot write '" + fifo +
+                            "': it exists and is a FIFO; the file is written by a rename, which would replace it: "
+                            "give a regular file path");
+  CHECK(kiln::io::WriteNpyFile(fifo, t).code() == StatusCode::kFailedPrecondition);
+  REQUIRE(kiln::io::WriteNpyFile(dir / "y.npy", t).ok());
+  CHECK(kiln::io::ReadNpyFile(dir / "y.npy")->bytes == t.bytes);
 }
