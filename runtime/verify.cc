@@ -278,15 +278,45 @@ class EntryVerifier {
     return Status::Ok();
   }
 
+  // An instruction's operand counts, and its required inputs present, as its op's schema says.
+  static Status Operands(const fb::Instruction& ins, const cpu::Arity& a, const std::string& where) {
+    const auto count = [](uint32_t n, uint8_t lo, uint8_t hi) {
+      return n >= lo && (hi == cpu::Arity::kUnbounded || n <= hi);
+    };
+    const auto expected = [](uint8_t lo, uint8_t hi) {
+      return hi == cpu::Arity::kUnbounded ? "at least " + to_string(lo)
+             : lo == hi                  ? to_string(lo)
+                                         : to_string(lo) + " to " + to_string(hi);
+    };
+    const std::string op = "op '" + ins.op()->str() + "'";
+    // Trailing absent inputs past the last present one count as not given (kernels never read
+    // an absent input), so the count is up to the last present input.
+    uint32_t num_inputs = Size(ins.inputs());
+    const uint32_t num_outputs = Size(ins.outputs());
+    while (num_inputs > a.min_inputs && ins.inputs()->Get(num_inputs - 1) < 0) --num_inputs;
+    if (!count(num_inputs, a.min_inputs, a.max_inputs))
+      return DataLoss(where + ": " + op + " takes " + expected(a.min_inputs, a.max_inputs) + " inputs, found " +
+                      to_string(num_inputs));
+    if (!count(num_outputs, a.min_outputs, a.max_outputs))
+      return DataLoss(where + ": " + op + " has " + expected(a.min_outputs, a.max_outputs) + " outputs, found " +
+                      to_string(num_outputs));
+    for (uint32_t k = 0; k < Size(ins.inputs()); ++k) {
+      if (ins.inputs()->Get(k) < 0 && a.Required(k))
+        return DataLoss(where + ": " + op + " input " + to_string(k) + " is required but absent");
+    }
+    return Status::Ok();
+  }
+
   // A fused instruction names a kernel whose program matches its operands; any other
   // instruction needs a CPU kernel for its op.
   Status Kernel(const fb::Instruction& ins, const std::string& where) const {
     const uint32_t num_kernels = Size(a_.kernels());
     if (ins.kernel() < 0) {
       if (Size(ins.sizes()) != 0) return DataLoss(where + ": size arguments without a kernel");
-      if (cpu::FindKernel(ins.op()->string_view()) == nullptr)
+      const cpu::KernelDef* k = cpu::FindKernel(ins.op()->string_view());
+      if (k == nullptr)
         return Unimplemented(where + " op '" + ins.op()->str() + "' has no CPU kernel in this runtime");
-      return Status::Ok();
+      return Operands(ins, k->arity, where);
     }
     if (ins.kernel() >= static_cast<int64_t>(num_kernels))
       return DataLoss(where + ": kernel " + Range(ins.kernel(), num_kernels, "kernels"));

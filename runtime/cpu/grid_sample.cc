@@ -15,20 +15,20 @@ namespace {
 enum class Mode { kNearest, kLinear, kCubic };
 enum class Padding { kZeros, kBorder, kReflection };
 
-// Reflects x into [lo, hi] by its nearer border, as often as needed.
+// Reflects x into [lo, hi] by its nearer border, as often as needed: the distance past the
+// border modulo two ranges (fmod, so a huge x is no integer overflow); an even number of
+// reflections lands that far inside the border, an odd number that far from the other one.
+// An empty range gives lo; NaN and infinities stay NaN.
 double Reflect(double x, double lo, double hi) {
   const double range = hi - lo;
+  if (!(range > 0)) return lo;
   if (x < lo) {
-    const double dx = lo - x;
-    const int64_t n = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(n) * range;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double m = std::fmod(lo - x, 2 * range);
+    return m < range ? lo + m : hi - (m - range);
   }
   if (x > hi) {
-    const double dx = x - hi;
-    const int64_t n = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(n) * range;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double m = std::fmod(x - hi, 2 * range);
+    return m < range ? hi - m : lo + (m - range);
   }
   return x;
 }
@@ -77,6 +77,14 @@ Taps AxisTaps(float g, const Axis& a, bool align, Mode mode, Padding pad) {
     else if (pad == Padding::kReflection) x = static_cast<float>(Reflect(x, a.lo, a.hi));
   }
   Taps t;
+  // Past the valid range by more than the widest taps (cubic reads floor(x) - 1 .. + 2), every
+  // tap reads a zero: one tap of weight 0 outside. This also takes NaN and infinite grid
+  // values, which must not be converted to integers.
+  if (!(x >= a.lo - 4 && x <= a.hi + 4)) {
+    t.count = 1;
+    t.index[0] = -1;
+    return t;
+  }
   if (mode == Mode::kNearest) {
     t.count = 1;
     t.index[0] = TapIndex(static_cast<int64_t>(x), a, pad);
@@ -166,12 +174,16 @@ Status GridSampleKernel(const KernelCall& call) {
     axes[d].hi = static_cast<float>(axes[d].size) - (align ? 1.0f : 0.5f);
   }
   const int64_t in_size = Product(x.dims, 2, x.rank), out_size = Product(y.dims, 2, y.rank);
+  // Checked before any pointer is cast: a grid or Y of another dtype would be read past its end.
+  if (grid.dtype != x.dtype || y.dtype != x.dtype)
+    return OpUnimplemented(kOp, "dtype " + DTypeStr(x.dtype) + " with grid " + DTypeStr(grid.dtype) + " and Y " +
+                                    DTypeStr(y.dtype));
   const bool ok = VisitFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     Sample(x.as<const T>(), grid.as<const T>(), y.as<T>(), x.dim(0), x.dim(1), r, axes, in_size, out_size, align, mode,
            pad);
   });
-  if (!ok || grid.dtype != x.dtype) return OpUnimplemented(kOp, "dtype " + DTypeStr(x.dtype));
+  if (!ok) return OpUnimplemented(kOp, "dtype " + DTypeStr(x.dtype));
   return Status::Ok();
 }
 

@@ -5,7 +5,10 @@
 // Contract for every kernel:
 //  - inputs and outputs follow the ONNX operator spec of the newest opset (the importer
 //    rewrites older forms), with the input/output order of that spec;
-//  - an absent optional input has `data == nullptr` and `rank == -1`;
+//  - an absent optional input has `data == nullptr` and `rank == -1`; in a loaded artifact the
+//    operand counts and the required inputs' presence match KernelDef::arity (runtime/verify.cc),
+//    but dtypes, shapes, attributes and data are whatever the artifact and caller give: a kernel
+//    checks each before it casts a pointer, indexes, or converts a float to an integer;
 //  - output shapes are already computed by the compiler's shape inference and given in
 //    `outputs[i].dims`; a kernel only writes the data;
 //  - kernels never allocate on the heap and never throw: scratch memory comes from
@@ -55,14 +58,30 @@ using KernelFn = Status (*)(const KernelCall& call);
 using WorkspaceFn = size_t (*)(const AttrMap& attrs, std::span<const TensorRef> inputs,
                                std::span<const TensorRef> outputs);
 
+// The operands an op takes, from its ONNX schema (newest opset). Load checks every
+// instruction against it (runtime/verify.cc), so a kernel is never reached with too few or
+// too many operands or with a required input absent; kernels still check dtypes and shapes.
+struct Arity {
+  static constexpr uint8_t kUnbounded = 255;  // max_inputs/max_outputs of a variadic op
+  static constexpr uint32_t kAll = ~0u;       // required: every input (variadic ops)
+  uint8_t min_inputs = 0, max_inputs = 0;
+  uint32_t required = 0;  // bit i: input i must be present; kAll: every input
+  uint8_t min_outputs = 0, max_outputs = 0;
+
+  bool Required(size_t i) const { return required == kAll || (i < 32 && (required >> i & 1u)); }
+};
+
 struct KernelDef {
   std::string_view op;  // ONNX op type, or a "kiln."-prefixed internal op
   KernelFn run = nullptr;
   WorkspaceFn workspace = nullptr;  // null: no scratch needed
+  Arity arity{};  // filled by the registry from OpArity (runtime/cpu/arity.cc)
 };
 
 // The kernel for `op`, or nullptr. Thread-safe; the table is built once.
 const KernelDef* FindKernel(std::string_view op);
+// The operand counts of `op`, or nullptr when the table has none (runtime/cpu/arity.cc).
+const Arity* OpArity(std::string_view op);
 // Every registered kernel, sorted by op name.
 std::span<const KernelDef> AllKernels();
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 #include <string_view>
+#include <vector>
 
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -94,6 +95,23 @@ inline T FromDouble(double d) {
     if (d <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
     return static_cast<T>(d);
   }
+}
+
+// A coordinate computed from data (grid points, regions, scales), already floored, ceiled or
+// rounded, as an index: clamped to [-2^62, 2^62] and NaN giving 0, so NaN, infinities and 1e30
+// convert without undefined behavior and a few taps can be added or subtracted after. Callers
+// clamp or range-check the result against the real extent as before.
+inline int64_t ToIndex(double x) {
+  constexpr double kLimit = 4611686018427387904.0;  // 2^62
+  if (!(x == x)) return 0;
+  return static_cast<int64_t>(x < -kLimit ? -kLimit : (x > kLimit ? kLimit : x));
+}
+
+// Element i of an ints attribute, or `def` when the attribute is absent or too short (a
+// hostile artifact may give any length; reading past it would be out of bounds).
+inline int64_t IntsAt(const AttrMap& attrs, std::string_view name, size_t i, int64_t def) {
+  const std::vector<int64_t>& v = attrs.GetInts(name);
+  return i < v.size() ? v[i] : def;
 }
 
 inline int64_t Product(const int64_t* dims, int begin, int end) {

@@ -56,7 +56,8 @@ bool QuantRange(DType t, double* lo, double* hi) {
   }
 }
 
-// Integer element i of an int8/uint8/int16/uint16/int32 tensor; 0 for an absent tensor.
+// Integer element i of an int8/uint8/int16/uint16/int32 tensor; 0 for an absent tensor or
+// any other dtype (kernels reject those first; reading them as int32 could pass their end).
 int32_t IntAt(const TensorRef* t, int64_t i) {
   if (!t) return 0;
   switch (t->dtype) {
@@ -64,8 +65,17 @@ int32_t IntAt(const TensorRef* t, int64_t i) {
     case DType::kUInt8: return t->as<const uint8_t>()[i];
     case DType::kInt16: return t->as<const int16_t>()[i];
     case DType::kUInt16: return t->as<const uint16_t>()[i];
-    default: return t->as<const int32_t>()[i];
+    case DType::kInt32: return t->as<const int32_t>()[i];
+    default: return 0;
   }
+}
+
+// MatMulInteger and ConvInteger: each data input int8 or uint8, its zero point of its dtype.
+Status CheckInt8Operand(std::string_view op, std::string_view what, const TensorRef& t, const TensorRef* zp) {
+  if ((t.dtype != DType::kInt8 && t.dtype != DType::kUInt8) || (zp && zp->dtype != t.dtype))
+    return OpError(op, std::string(what) + " must be int8 or uint8 with a zero point of its dtype, found " +
+                           DTypeStr(t.dtype) + (zp ? " and zero point " + DTypeStr(zp->dtype) : std::string()));
+  return Status::Ok();
 }
 
 // Stores round-half-even(v) saturated to the quantized type of `t`. NaN becomes the
@@ -220,6 +230,11 @@ Status DynamicQuantizeLinearKernel(const KernelCall& call) {
   if (x.dtype != DType::kFloat32 || y.dtype != DType::kUInt8)
     return OpError(kOp, "expected float32 -> uint8, found " + DTypeStr(x.dtype) + " -> " + DTypeStr(y.dtype));
   KILN_RETURN_IF_ERROR(CheckSameCount(x, y, kOp));
+  if ((ys && (ys->dtype != DType::kFloat32 || ys->num_elements != 1)) ||
+      (yzp && (yzp->dtype != DType::kUInt8 || yzp->num_elements != 1)))
+    return OpError(kOp, "y_scale must be one float32 and y_zero_point one uint8, found " +
+                            (ys ? DTypeStr(ys->dtype) + " " + ShapeStr(*ys) : std::string("<absent>")) + " and " +
+                            (yzp ? DTypeStr(yzp->dtype) + " " + ShapeStr(*yzp) : std::string("<absent>")));
   const float* xv = x.as<const float>();
   // The range always includes 0, so that 0 quantizes exactly.
   float mn = 0.0f, mx = 0.0f;
@@ -232,7 +247,8 @@ Status DynamicQuantizeLinearKernel(const KernelCall& call) {
   for (int64_t i = 0; i < x.num_elements; ++i)
     StoreQuant(y, i, static_cast<double>(std::nearbyint(xv[i] / scale)) + zp, 0, 255);
   if (ys) ys->as<float>()[0] = scale;
-  if (yzp) yzp->as<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  // An infinite input makes the scale infinite and zp NaN: FromDouble stores 0, not UB.
+  if (yzp) yzp->as<uint8_t>()[0] = FromDouble<uint8_t>(zp);
   return Status::Ok();
 }
 
@@ -291,7 +307,7 @@ void ForEachIntDot(const IntMatMul& g, const TensorRef& a, const TensorRef* azp,
         const int32_t zb = IntAt(bzp, RowIndex(bzp, n));
         int32_t acc = 0;
         for (int64_t k = 0; k < g.K; ++k)
-          acc += (IntAt(&a, ao + m * g.K + k) - za) * (IntAt(&b, bo + k * g.N + n) - zb);
+          acc = WrapAdd(acc, WrapMul(IntAt(&a, ao + m * g.K + k) - za, IntAt(&b, bo + k * g.N + n) - zb));
         emit(yi, m, n, acc);
       }
     }
@@ -304,6 +320,8 @@ Status MatMulIntegerKernel(const KernelCall& call) {
   const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
   const TensorRef *azp = OptionalInput(call, 2), *bzp = OptionalInput(call, 3);
   if (y.dtype != DType::kInt32) return OpError(kOp, "output must be int32, found " + DTypeStr(y.dtype));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "A", a, azp));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "B", b, bzp));
   IntMatMul g;
   KILN_RETURN_IF_ERROR(MakeIntMatMul(kOp, a, b, y, &g));
   KILN_RETURN_IF_ERROR(CheckRowParam(kOp, "a_zero_point", azp, g.M));
@@ -416,8 +434,8 @@ void ForEachIntConv(const IntConvGeometry& g, const TensorRef& x, int32_t xzp, c
           }
           if (inside)
             for (int64_t c = 0; c < cg; ++c)
-              acc += (IntAt(&x, (n * g.C + c0 + c) * g.in_size + off) - xzp) *
-                     (IntAt(&w, (m * cg + c) * ksize + kf) - zw);
+              acc = WrapAdd(acc, WrapMul(IntAt(&x, (n * g.C + c0 + c) * g.in_size + off) - xzp,
+                                         IntAt(&w, (m * cg + c) * ksize + kf) - zw));
           ++kf;
         } while (k.Next(g.sr));
         emit(yi++, m, acc);
@@ -432,6 +450,8 @@ Status ConvIntegerKernel(const KernelCall& call) {
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
   const TensorRef *xzp = OptionalInput(call, 2), *wzp = OptionalInput(call, 3);
   if (y.dtype != DType::kInt32) return OpError(kOp, "output must be int32, found " + DTypeStr(y.dtype));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "X", x, xzp));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "W", w, wzp));
   IntConvGeometry g;
   KILN_RETURN_IF_ERROR(MakeIntConv(call, kOp, x, w, y, &g));
   KILN_RETURN_IF_ERROR(CheckRowParam(kOp, "w_zero_point", wzp, g.M));

@@ -1,6 +1,7 @@
 #include "runtime/cpu/recurrent.h"
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <cmath>
 
@@ -129,6 +130,13 @@ std::optional<Geometry> WorkspaceGeometry(const AttrMap& attrs, std::span<const 
   g.seq = inputs[0].dims[g.batch_first ? 1 : 0];
   g.batch = inputs[0].dims[g.batch_first ? 0 : 1];
   g.hidden = attrs.GetInt("hidden_size", inputs[2].present() && inputs[2].rank == 3 ? inputs[2].dims[2] : 0);
+  // hidden_size is any int64 and X's dims may be huge with 0 elements: the workspaces, at most
+  // (seq + 1) * batch * 8 * hidden floats, must be computable without overflow (else none is
+  // sized, and ParseGeometry or the shape checks refuse the call).
+  int64_t floats = 0;
+  if (g.seq < 0 || g.batch < 0 || g.hidden < 0 || __builtin_mul_overflow(g.seq + 1, g.batch, &floats) ||
+      __builtin_mul_overflow(floats, 8, &floats) || __builtin_mul_overflow(floats, g.hidden, &floats))
+    return std::nullopt;
   return g;
 }
 
@@ -151,6 +159,10 @@ Status ParseGeometry(std::string_view op, const KernelCall& call, int64_t gates,
   g->batch = x.dims[g->batch_first ? 0 : 1];
   g->input = x.dims[2];
   g->hidden = call.attrs.GetInt("hidden_size", r.rank == 3 ? r.dims[2] : 0);
+  // The attribute is any int64: the shapes below multiply it by 2 * gates, which must not overflow.
+  if (g->hidden < 0 || g->hidden > std::numeric_limits<int64_t>::max() / (2 * gates))
+    return OpError(op, "hidden_size " + std::to_string(g->hidden) + " is outside [0, 2^63 / " +
+                           std::to_string(2 * gates) + ")");
   const int64_t H = g->hidden, B = g->batch, S = g->seq, D = g->dirs, I = g->input;
   const auto state = g->StateDims();
   const std::array<int64_t, 3> x_dims = g->batch_first ? std::array<int64_t, 3>{B, S, I}

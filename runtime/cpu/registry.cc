@@ -27,6 +27,9 @@ const std::vector<KernelDef>& Table() {
         SelectionKernels(), ReverseSequenceKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
+    for (KernelDef& k : all) {
+      if (const Arity* a = OpArity(k.op)) k.arity = *a;
+    }
     std::stable_sort(all.begin(), all.end(),
                      [](const KernelDef& a, const KernelDef& b) { return a.op < b.op; });
     return all;

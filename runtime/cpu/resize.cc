@@ -59,11 +59,11 @@ float OriginalCoordinate(Coord c, float x, float scale, float out_len, float in_
 int64_t NearestPixel(Nearest m, float x) {
   switch (m) {
     case Nearest::kRoundPreferFloor:
-      if (x == static_cast<float>(static_cast<int64_t>(x)) + 0.5f) return static_cast<int64_t>(x);
-      return static_cast<int64_t>(std::round(x));
-    case Nearest::kRoundPreferCeil: return static_cast<int64_t>(std::round(x));
-    case Nearest::kFloor: return static_cast<int64_t>(std::floor(x));
-    case Nearest::kCeil: return static_cast<int64_t>(std::ceil(x));
+      if (x == std::trunc(x) + 0.5f) return ToIndex(std::trunc(x));
+      return ToIndex(std::round(x));
+    case Nearest::kRoundPreferCeil: return ToIndex(std::round(x));
+    case Nearest::kFloor: return ToIndex(std::floor(x));
+    case Nearest::kCeil: return ToIndex(std::ceil(x));
   }
   return 0;
 }
@@ -205,10 +205,12 @@ int AntialiasTaps(const ResizeParams& p, double x, double scale, int64_t in_len,
                   float* tw) {
   const double s = std::min(scale, 1.0);
   const bool linear = p.mode == Mode::kLinear;
-  const int64_t start = static_cast<int64_t>(std::floor((linear ? -1.0 : -2.0) / s)) + 1;
+  // In double first: a scale of 0 or NaN (caller data) makes start -inf or NaN.
+  const double start_d = std::floor((linear ? -1.0 : -2.0) / s) + 1;
+  if (!(2 - 2 * start_d <= static_cast<double>(cap))) return -1;
+  const int64_t start = static_cast<int64_t>(start_d);
   const int64_t n = 2 - 2 * start;
-  if (n > cap) return -1;
-  const int64_t base = static_cast<int64_t>(std::ceil(x)) - 1;
+  const int64_t base = ToIndex(std::ceil(x)) - 1;
   const double ratio = x - static_cast<double>(base);
   const double a = p.cubic_a;
   auto weight = [&](int64_t t) {
@@ -273,7 +275,7 @@ int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, 
       ti[1] = i2;
       tw[1] = d1;
     } else {
-      const int64_t base = static_cast<int64_t>(std::floor(in_x));
+      const int64_t base = ToIndex(std::floor(in_x));
       float coeffs[4];
       CubicCoeffs(in_x - static_cast<float>(base), p.cubic_a, coeffs);
       float sum = 0;

@@ -168,7 +168,7 @@ Status OneHot(const KernelCall& call) {
   const TensorRef &idx = call.inputs[0], &depth_in = call.inputs[1], &values = call.inputs[2], &y = call.outputs[0];
   if (values.num_elements != 2 || values.dtype != y.dtype) return OpError("OneHot", "values must be [off, on] of the output's dtype, got " + ShapeStr(values));
   if (depth_in.num_elements != 1) return OpError("OneHot", "depth must be a scalar, got " + ShapeStr(depth_in));
-  const int64_t depth = static_cast<int64_t>(NumberAt(depth_in, 0));
+  const int64_t depth = FromDouble<int64_t>(NumberAt(depth_in, 0));
   int axis = 0;
   const int64_t a = call.attrs.GetInt("axis", -1);
   if (y.rank != idx.rank + 1 || !NormalizeAxis(a, y.rank, &axis) || y.dims[axis] != depth)
@@ -180,7 +180,8 @@ Status OneHot(const KernelCall& call) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t d = 0; d < depth; ++d)
       for (int64_t i = 0; i < inner; ++i) {
-        int64_t v = static_cast<int64_t>(NumberAt(idx, o * inner + i));
+        // Float indices are truncated; saturated (no UB) past int64, so an index of 2^63 is just out of range.
+        int64_t v = FromDouble<int64_t>(NumberAt(idx, o * inner + i));
         if (v < 0) v += depth;
         std::memcpy(py + ((o * depth + d) * inner + i) * es, pv + (v == d ? es : 0), es);
       }

@@ -80,7 +80,7 @@ Status RangeInStash(const KernelCall& call, std::string_view name) {
   if (delta == S(0)) return OpError(name, "delta is 0");
   const double count =
       std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
-  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  const int64_t n = count > 0 ? ToIndex(count) : 0;  // NaN or infinite counts convert without UB
   if (n != y.num_elements) {
     return OpError(name, "output has " + std::to_string(y.num_elements) + " elements, the range has " +
                              std::to_string(n));
@@ -122,7 +122,7 @@ Status RangeKernel(const KernelCall& call) {
     }
     const double count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
                                    static_cast<double>(delta));
-    const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+    const int64_t n = count > 0 ? ToIndex(count) : 0;  // NaN or infinite counts convert without UB
     if (n != y.num_elements) {
       status = OpError(kName, "output has " + std::to_string(y.num_elements) + " elements, the range has " +
                                   std::to_string(n));

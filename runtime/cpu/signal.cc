@@ -166,8 +166,8 @@ Status MelWeightMatrixKernel(const KernelCall& call) {
   for (int i = 0; i < 5; ++i)
     if (call.inputs[i].num_elements != 1) return OpError(kOp, "input " + std::to_string(i) + " must be a scalar");
   const TensorRef& y = call.outputs[0];
-  const int64_t bins = static_cast<int64_t>(NumberAt(call.inputs[0], 0));
-  const int64_t len = static_cast<int64_t>(NumberAt(call.inputs[1], 0));
+  const int64_t bins = ToIndex(NumberAt(call.inputs[0], 0));
+  const int64_t len = ToIndex(NumberAt(call.inputs[1], 0));
   const double rate = NumberAt(call.inputs[2], 0);
   const int64_t spec = len / 2 + 1;
   if (y.rank != 2 || y.dim(0) != spec || y.dim(1) != bins || !(rate > 0))
@@ -177,10 +177,10 @@ Status MelWeightMatrixKernel(const KernelCall& call) {
   auto to_mel = [](float hz) { return static_cast<double>(2595.0f * std::log1p(hz / 700.0f)) / std::log(10.0); };
   const double lo = to_mel(static_cast<float>(NumberAt(call.inputs[3], 0)));
   const double hi = to_mel(static_cast<float>(NumberAt(call.inputs[4], 0)));
-  const double step = (hi - lo) / static_cast<double>(bins + 2);
+  const double step = (hi - lo) / (static_cast<double>(bins) + 2);
   auto edge = [&](int64_t i) {
     const double hz = 700.0 * std::expm1((static_cast<double>(i) * step + lo) / 2595.0 * std::log(10.0));
-    return static_cast<int64_t>(std::floor(static_cast<double>(len + 1) * hz / rate));
+    return ToIndex(std::floor(static_cast<double>(len + 1) * hz / rate));
   };
   const bool ok = VisitNumeric(y.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -191,10 +191,13 @@ Status MelWeightMatrixKernel(const KernelCall& call) {
       auto set = [&](int64_t j, double v) {
         if (j >= 0 && j < spec) out[j * bins + m] = static_cast<T>(v);
       };
+      // Edges come from caller data (up to +-2^62): loops visit only the output's rows, and
+      // differences are taken in double.
+      const auto dist = [](int64_t a, int64_t b) { return static_cast<double>(a) - static_cast<double>(b); };
       if (c == l) set(c, 1.0);
       else
-        for (int64_t j = l; j <= c; ++j) set(j, static_cast<double>(j - l) / static_cast<double>(c - l));
-      for (int64_t j = c; j < h; ++j) set(j, static_cast<double>(h - j) / static_cast<double>(h - c));
+        for (int64_t j = std::max<int64_t>(l, 0); j <= std::min(c, spec - 1); ++j) set(j, dist(j, l) / dist(c, l));
+      for (int64_t j = std::max<int64_t>(c, 0); j < std::min(h, spec); ++j) set(j, dist(h, j) / dist(h, c));
     }
   });
   if (!ok) return OpUnimplemented(kOp, "output dtype " + DTypeStr(y.dtype));

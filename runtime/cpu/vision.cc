@@ -7,6 +7,8 @@
 //  - NonMaxSuppression: the selection in non_max_suppression.h.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "runtime/cpu/families.h"
@@ -27,7 +29,8 @@ struct RoiSample {
 
 RoiSample RoiBilinear(double y, double x, int64_t h, int64_t w) {
   RoiSample s;
-  if (y < -1.0 || y > static_cast<double>(h) || x < -1.0 || x > static_cast<double>(w)) return s;
+  // Written so that a NaN coordinate also gives weight 0 (and is never converted to an integer).
+  if (!(y >= -1.0 && y <= static_cast<double>(h) && x >= -1.0 && x <= static_cast<double>(w))) return s;
   y = std::max(y, 0.0);
   x = std::max(x, 0.0);
   int64_t y0 = static_cast<int64_t>(y), x0 = static_cast<int64_t>(x), y1, x1;
@@ -41,9 +44,28 @@ RoiSample RoiBilinear(double y, double x, int64_t h, int64_t w) {
   return s;
 }
 
+// The most bilinear samples one output bin may take. Adaptive sampling (sampling_ratio 0)
+// takes ceil(roi size / output size) per axis, so a region far larger than the image (a
+// caller's coordinates of 1e5 on a 4x4 map) would otherwise run for hours; such a call is
+// refused with the counts. 2^16 is a 256 x 256 grid per bin, far beyond real detectors.
+constexpr double kMaxRoiSamplesPerBin = 65536;
+
+// X [N, C, H, W], rois [R, 4] of X's dtype, batch_indices [R] int64/int32, Y [R, C, OH, OW].
+Status CheckRoiAlignOperands(const TensorRef& x, const TensorRef& rois, const TensorRef& bi, const TensorRef& y) {
+  if (x.rank != 4 || y.rank != 4 || rois.rank != 2 || rois.dim(1) != 4 || rois.dtype != x.dtype ||
+      y.dtype != x.dtype || !IsIndexType(bi.dtype) || bi.rank != 1 || rois.dim(0) != y.dim(0) ||
+      bi.dim(0) != y.dim(0) || y.dim(1) != x.dim(1))
+    return OpError("RoiAlign", "expected X [N,C,H,W], rois [R,4] of X's dtype, batch_indices [R] int64/int32 and "
+                               "Y [R,C,OH,OW] of X's dtype; got X " + ShapeStr(x) + " " + DTypeStr(x.dtype) + ", rois " +
+                               ShapeStr(rois) + " " + DTypeStr(rois.dtype) + ", batch_indices " + ShapeStr(bi) + " " +
+                               DTypeStr(bi.dtype) + ", Y " + ShapeStr(y) + " " + DTypeStr(y.dtype));
+  return Status::Ok();
+}
+
 template <typename T>
 Status RoiAlignT(const KernelCall& call) {
   const TensorRef &x = call.inputs[0], &rois = call.inputs[1], &bi = call.inputs[2], &y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckRoiAlignOperands(x, rois, bi, y));
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t R = y.dim(0), OH = y.dim(2), OW = y.dim(3);
   const bool half_pixel = call.attrs.GetString("coordinate_transformation_mode", "half_pixel") == "half_pixel";
@@ -64,8 +86,15 @@ Status RoiAlignT(const KernelCall& call) {
     if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
     const double bh = rh / OH, bw = rw / OW;
     // sampling_ratio 0: as many samples per bin as the bin is pixels wide (adaptive).
-    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / OH));
-    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / OW));
+    // Counted in double (NaN and huge values fail the bound); a negative count samples nothing.
+    const double sh = std::max(ratio > 0 ? static_cast<double>(ratio) : std::ceil(rh / OH), 0.0);
+    const double sw = std::max(ratio > 0 ? static_cast<double>(ratio) : std::ceil(rw / OW), 0.0);
+    if (!(sh * sw <= kMaxRoiSamplesPerBin))
+      return OpError("RoiAlign", "roi " + std::to_string(r) + " (height " + std::to_string(rh) + ", width " +
+                                     std::to_string(rw) + ", sampling_ratio " + std::to_string(ratio) + ") needs " +
+                                     std::to_string(sh) + " x " + std::to_string(sw) +
+                                     " samples per bin, more than the limit of 65536");
+    const int64_t gh = static_cast<int64_t>(sh), gw = static_cast<int64_t>(sw);
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     for (int64_t c = 0; c < C; ++c) {
       const T* plane = px + (b * C + c) * H * W;
@@ -111,19 +140,26 @@ Status Col2Im(const KernelCall& call) {
   if (n < 1 || block.num_elements != n || !IsIndexType(block.dtype))
     return OpError("Col2Im", "block_shape " + ShapeStr(block) + " does not match the image rank " + std::to_string(n));
   int64_t k[kMaxSpatial], dil[kMaxSpatial], str[kMaxSpatial], pb[kMaxSpatial], nb[kMaxSpatial];
-  const bool has_d = call.attrs.Has("dilations"), has_s = call.attrs.Has("strides"), has_p = call.attrs.Has("pads");
   int64_t bs = 1, blocks = 1;
   for (int i = 0; i < n; ++i) {
     k[i] = IndexAt(block, i);
-    dil[i] = has_d ? call.attrs.GetInts("dilations")[i] : 1;
-    str[i] = has_s ? call.attrs.GetInts("strides")[i] : 1;
-    pb[i] = has_p ? call.attrs.GetInts("pads")[i] : 0;
-    const int64_t pe = has_p ? call.attrs.GetInts("pads")[i + n] : 0;
-    nb[i] = (y.dim(2 + i) + pb[i] + pe - dil[i] * (k[i] - 1) - 1) / str[i] + 1;
-    bs *= k[i];
-    blocks *= nb[i];
+    dil[i] = IntsAt(call.attrs, "dilations", i, 1);
+    str[i] = IntsAt(call.attrs, "strides", i, 1);
+    pb[i] = IntsAt(call.attrs, "pads", i, 0);
+    const int64_t pe = IntsAt(call.attrs, "pads", i + n, 0);
+    // Attributes and block_shape may hold any int64: 128-bit span, checked products.
+    const __int128 span = static_cast<__int128>(y.dim(2 + i)) + pb[i] + pe - static_cast<__int128>(dil[i]) * (k[i] - 1) - 1;
+    if (str[i] < 1 || dil[i] < 1 || k[i] < 1 || span < 0 || span / str[i] + 1 > std::numeric_limits<int64_t>::max() ||
+        __builtin_mul_overflow(bs, k[i], &bs) || __builtin_mul_overflow(blocks, static_cast<int64_t>(span / str[i] + 1), &blocks))
+      return OpError("Col2Im", "axis " + std::to_string(i) + ": block " + std::to_string(k[i]) + ", stride " +
+                                   std::to_string(str[i]) + ", dilation " + std::to_string(dil[i]) + " and pads " +
+                                   std::to_string(pb[i]) + ", " + std::to_string(pe) + " give no blocks over " +
+                                   ShapeStr(y));
+    nb[i] = static_cast<int64_t>(span / str[i] + 1);
   }
-  if (x.dim(1) != y.dim(1) * bs || x.dim(2) != blocks)
+  int64_t channels = 0;
+  if (__builtin_mul_overflow(y.dim(1), bs, &channels) || x.rank != 3 || x.dtype != y.dtype || x.dim(0) != y.dim(0) || x.dim(1) != channels ||
+      x.dim(2) != blocks)
     return OpError("Col2Im", "input " + ShapeStr(x) + " does not match output " + ShapeStr(y) + " with " +
                                  std::to_string(blocks) + " blocks of " + std::to_string(bs));
   const int64_t image = Product(y.dims, 2, y.rank);
@@ -161,15 +197,26 @@ Status MaxUnpool(const KernelCall& call) {
   const TensorRef &x = call.inputs[0], &ind = call.inputs[1], &y = call.outputs[0];
   const int n = x.rank - 2;
   const auto& k = call.attrs.GetInts("kernel_shape");
-  if (static_cast<int>(k.size()) != n || y.rank != x.rank)
-    return OpError("MaxUnpool", "kernel_shape and output " + ShapeStr(y) + " do not match X " + ShapeStr(x));
+  if (static_cast<int>(k.size()) != n || y.rank != x.rank || y.dtype != x.dtype || !IsIndexType(ind.dtype) ||
+      ind.num_elements != x.num_elements || (n > 0 && (y.dim(0) != x.dim(0) || y.dim(1) != x.dim(1))))
+    return OpError("MaxUnpool", "kernel_shape, I " + ShapeStr(ind) + " " + DTypeStr(ind.dtype) + " and Y " +
+                                    ShapeStr(y) + " " + DTypeStr(y.dtype) + " do not match X " + ShapeStr(x) + " " +
+                                    DTypeStr(x.dtype));
   // The indices address the unpooled shape (as MaxPool's); an output_shape larger than it
   // holds that tensor at its origin, zeros around.
   int64_t inferred[kMaxRank] = {x.dim(0), x.dim(1)};
   for (int i = 0; i < n; ++i) {
-    const int64_t s = call.attrs.Has("strides") ? call.attrs.GetInts("strides")[i] : 1;
-    const int64_t p = call.attrs.Has("pads") ? call.attrs.GetInts("pads")[i] + call.attrs.GetInts("pads")[i + n] : 0;
-    inferred[2 + i] = (x.dim(2 + i) - 1) * s - p + k[i];
+    const int64_t s = IntsAt(call.attrs, "strides", i, 1);
+    int64_t p = 0;
+    // From the attributes: any int64 may arrive, so overflow is an error, not a wrap.
+    const bool overflow = __builtin_add_overflow(IntsAt(call.attrs, "pads", i, 0), IntsAt(call.attrs, "pads", i + n, 0), &p) ||
+                          __builtin_mul_overflow(x.dim(2 + i) - 1, s, &inferred[2 + i]) ||
+                          __builtin_sub_overflow(inferred[2 + i], p, &inferred[2 + i]) ||
+                          __builtin_add_overflow(inferred[2 + i], k[i], &inferred[2 + i]);
+    if (overflow || inferred[2 + i] < 1)
+      return OpError("MaxUnpool", "axis " + std::to_string(i) + ": X " + ShapeStr(x) + " with stride " +
+                                      std::to_string(s) + ", pads " + std::to_string(p) + " and kernel " +
+                                      std::to_string(k[i]) + " has no unpooled size in [1, 2^63)");
     if (inferred[2 + i] > y.dim(2 + i))
       return OpError("MaxUnpool", "output " + ShapeStr(y) + " is smaller than the unpooled shape " +
                                       ShapeStr(inferred, x.rank));
@@ -210,7 +257,7 @@ Status MaxUnpool(const KernelCall& call) {
 template <typename T>
 double BilinearZeros(const T* plane, int64_t h, int64_t w, double y, double x) {
   const double fy = std::floor(y), fx = std::floor(x);
-  const int64_t y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
+  const int64_t y0 = ToIndex(fy), x0 = ToIndex(fx);  // offsets are data: NaN or 1e30 read zeros
   const double ly = y - fy, lx = x - fx;
   double v = 0;
   for (int dy = 0; dy < 2; ++dy)
@@ -230,16 +277,26 @@ Status DeformConvT(const KernelCall& call) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t OC = wt.dim(0), CG = wt.dim(1), KH = wt.dim(2), KW = wt.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t group = call.attrs.GetInt("group", 1), og = call.attrs.GetInt("offset_group", 1);
-  auto attr = [&](const char* name, int i, int64_t def) {
-    return call.attrs.Has(name) ? call.attrs.GetInts(name)[i] : def;
-  };
+  auto attr = [&](const char* name, int i, int64_t def) { return IntsAt(call.attrs, name, i, def); };
   const int64_t sh = attr("strides", 0, 1), sw = attr("strides", 1, 1);
   const int64_t dh = attr("dilations", 0, 1), dw = attr("dilations", 1, 1);
   const int64_t ph = attr("pads", 0, 0), pw = attr("pads", 1, 0);
-  if (C != CG * group || OC % group != 0 || C % og != 0)
+  if (wt.rank != 4 || y.rank != 4 || group < 1 || og < 1 || C != CG * group || OC % group != 0 || C % og != 0)
     return OpError("DeformConv", "X " + ShapeStr(x) + " and W " + ShapeStr(wt) + " do not match group " +
                                      std::to_string(group) + " and offset_group " + std::to_string(og));
   const int64_t ocg = OC / group, cog = C / og, taps = KH * KW, plane_out = OH * OW;
+  const auto is = [&](const TensorRef* t, std::initializer_list<int64_t> dims) {
+    if (t == nullptr) return true;
+    if (t->dtype != x.dtype || t->rank != static_cast<int32_t>(dims.size())) return false;
+    int i = 0;
+    for (int64_t d : dims) if (t->dim(i++) != d) return false;
+    return true;
+  };
+  if (!is(&wt, {OC, CG, KH, KW}) || !is(&off, {N, og * taps * 2, OH, OW}) || !is(bias, {OC}) ||
+      !is(mask, {N, og * taps, OH, OW}) || !is(&y, {N, OC, OH, OW}))
+    return OpError("DeformConv", "operands do not match X " + ShapeStr(x) + " " + DTypeStr(x.dtype) + ": W " +
+                                     ShapeStr(wt) + ", offset " + ShapeStr(off) + ", Y " + ShapeStr(y) +
+                                     " (bias [OC], mask [N, offset_group*kH*kW, OH, OW], all of X's dtype)");
   const T *px = x.as<const T>(), *pw_ = wt.as<const T>(), *po = off.as<const T>();
   T* py = y.as<T>();
   for (int64_t b = 0; b < N; ++b)
@@ -279,7 +336,7 @@ Status DeformConv(const KernelCall& call) {
 // ---- NonMaxSuppression ------------------------------------------------------------------
 
 size_t NmsWorkspace(const AttrMap&, std::span<const TensorRef> inputs, std::span<const TensorRef>) {
-  return 2 * static_cast<size_t>(inputs[0].dim(1)) * sizeof(int64_t);
+  return inputs[0].rank == 3 ? 2 * static_cast<size_t>(inputs[0].dim(1)) * sizeof(int64_t) : 0;
 }
 
 Status NonMaxSuppression(const KernelCall& call) {
@@ -288,6 +345,20 @@ Status NonMaxSuppression(const KernelCall& call) {
     return call.inputs.size() > i && call.inputs[i].present() && call.inputs[i].num_elements > 0 ? &call.inputs[i]
                                                                                                 : nullptr;
   };
+  const auto scalar = [&](size_t i, bool index) {
+    const TensorRef* t = opt(i);
+    return t == nullptr || (index ? IsIndexType(t->dtype) : t->dtype == DType::kFloat32);
+  };
+  if (boxes.dtype != DType::kFloat32 || boxes.rank != 3 || boxes.dim(2) != 4 || scores.dtype != DType::kFloat32 ||
+      scores.rank != 3 || scores.dim(0) != boxes.dim(0) || scores.dim(2) != boxes.dim(1) ||
+      y.dtype != DType::kInt64 || y.rank != 2 || y.dim(1) != 3 || !scalar(2, true) || !scalar(3, false) ||
+      !scalar(4, false))
+    return OpError("NonMaxSuppression", "expected float32 boxes [B,N,4] and scores [B,C,N], int64/int32 "
+                                        "max_output_boxes_per_class, float32 thresholds and an int64 [K,3] output; got "
+                                        "boxes " + ShapeStr(boxes) + " " + DTypeStr(boxes.dtype) + ", scores " +
+                                        ShapeStr(scores) + " " + DTypeStr(scores.dtype) + ", output " + ShapeStr(y) +
+                                        " " + DTypeStr(y.dtype));
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, 2 * static_cast<size_t>(boxes.dim(1)) * sizeof(int64_t), "NonMaxSuppression"));
   NmsParams p;
   p.batches = boxes.dim(0);
   p.boxes = boxes.dim(1);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "kiln/runtime.h"
+#include "runtime/cpu/kernel.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
 using namespace kiln::testing;  // NOLINT
@@ -116,5 +117,72 @@ TEST_CASE("hostile kernel references and programs are rejected at load") {
     kiln::Status st = LoadStatus(a);
     CHECK(st.code() != kiln::StatusCode::kOk);
     CHECK_MESSAGE(st.message().find("kernel 0") != std::string::npos, st.message());
+  }
+}
+
+TEST_CASE("every CPU kernel has its op's operand counts") {
+  for (const kiln::cpu::KernelDef& k : kiln::cpu::AllKernels()) {
+    CHECK_MESSAGE(kiln::cpu::OpArity(k.op) != nullptr, k.op);
+    CHECK_MESSAGE(k.arity.max_inputs >= k.arity.min_inputs, k.op);
+    CHECK_MESSAGE(k.arity.max_inputs >= 1, k.op);
+  }
+  const kiln::cpu::KernelDef* roi = kiln::cpu::FindKernel("RoiAlign");
+  REQUIRE(roi != nullptr);
+  CHECK(roi->arity.min_inputs == 3);
+  CHECK(roi->arity.Required(2));
+  const kiln::cpu::KernelDef* nms = kiln::cpu::FindKernel("NonMaxSuppression");
+  REQUIRE(nms != nullptr);
+  CHECK((nms->arity.min_inputs == 2 && nms->arity.max_inputs == 5 && !nms->arity.Required(2)));
+  CHECK(kiln::cpu::FindKernel("Concat")->arity.Required(40));  // variadic: every input
+}
+
+// The tester's cases (tampered, resealed artifacts): RoiAlign, NonMaxSuppression and DeformConv
+// with 2 inputs read past their operand list, MaxUnpool and RoiAlign with an absent required
+// input dereferenced null. Load now refuses every operand list its op's schema does not allow.
+TEST_CASE("an instruction's operand counts and required inputs are checked at load") {
+  SUBCASE("too few inputs") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].inputs = {0};
+    CheckDataLoss(a, "instruction 0 'add0': op 'Add' takes 2 inputs, found 1");
+  }
+  SUBCASE("too many inputs") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].inputs = {0, 1, 1};
+    CheckDataLoss(a, "op 'Add' takes 2 inputs, found 3");
+  }
+  SUBCASE("a required input absent") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].inputs = {0, -1};
+    CheckDataLoss(a, "instruction 0 'add0': op 'Add' input 1 is required but absent");
+  }
+  SUBCASE("too many outputs") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].outputs = {2, 2};
+    CheckDataLoss(a, "op 'Add' has 1 outputs, found 2");
+  }
+  SUBCASE("RoiAlign with 2 inputs") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].op = "RoiAlign";
+    CheckDataLoss(a, "op 'RoiAlign' takes 3 inputs, found 2");
+  }
+  SUBCASE("NonMaxSuppression's optional inputs may be absent, its scores may not") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].op = "NonMaxSuppression";
+    a.entries[0].instructions[0].inputs = {0, -1, -1};
+    CheckDataLoss(a, "op 'NonMaxSuppression' input 1 is required but absent");
+  }
+  SUBCASE("MaxUnpool without its indices") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].op = "MaxUnpool";
+    a.entries[0].instructions[0].inputs = {0, -1};
+    CheckDataLoss(a, "op 'MaxUnpool' input 1 is required but absent");
+  }
+  SUBCASE("variadic Sum: at least one input, each present") {
+    ArtifactSpec a = AddModelSpec();
+    a.entries[0].instructions[0].op = "Sum";
+    a.entries[0].instructions[0].inputs = {};
+    CheckDataLoss(a, "op 'Sum' takes at least 1 inputs, found 0");
+    a.entries[0].instructions[0].inputs = {0, 1, -1};
+    CheckDataLoss(a, "op 'Sum' input 2 is required but absent");
   }
 }

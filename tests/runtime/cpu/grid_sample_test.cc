@@ -1,6 +1,8 @@
 // GridSample and AffineGrid against hand-computed values.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <string>
 
 #include "tests/runtime/cpu/kernel_test_util.h"
@@ -58,6 +60,36 @@ TEST_CASE("AffineGrid identity: pixel centres without align_corners") {
   TestTensor t2 = Floats({1, 2, 3}, {1, 0, 0.25f, 0, 1, 0});
   REQUIRE(RunKernel("AffineGrid", a, {&t2, &size}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{-0.75f, -1, 1.25f, -1, -0.75f, 1, 1.25f, 1}));
+}
+
+
+// NaN, infinite and 1e30 grid values were converted to int64 (UB; found by the h8 tester):
+// now a point that far outside reads zeros, and reflection of a huge value stays in range.
+TEST_CASE("GridSample: NaN, infinite and huge grid values") {
+  TestTensor x = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  TestTensor g = Floats({1, 1, 4, 2}, {nan, 0, inf, 0, 1e30f, 0, -1e30f, -inf});
+  TestTensor y = Output(DType::kFloat32, {1, 1, 1, 4});
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    REQUIRE(RunKernel("GridSample", GridAttrs(mode, "zeros", 0), {&x, &g}, {&y}).ok());
+    CHECK(y.values<float>() == std::vector<float>{0, 0, 0, 0});
+  }
+  // Border: infinities clamp to the edge; NaN still reads zeros.
+  REQUIRE(RunKernel("GridSample", GridAttrs("linear", "border", 1), {&x, &g}, {&y}).ok());
+  CHECK(y.values<float>() == std::vector<float>{0, 3, 3, 1});  // x clamps to column 1; y = 0.5 halves rows 0 and 1
+  // Reflection of 1e30 lands somewhere inside: a finite value between the pixels' extremes.
+  TestTensor h = Floats({1, 1, 1, 2}, {1e30f, 0.25f});
+  TestTensor z = Output(DType::kFloat32, {1, 1, 1, 1});
+  REQUIRE(RunKernel("GridSample", GridAttrs("linear", "reflection", 1), {&x, &h}, {&z}).ok());
+  CHECK((z.values<float>()[0] >= 1 && z.values<float>()[0] <= 4));
+  // Reflection on a 1-pixel axis with align_corners (an empty range; divided by 0 before).
+  TestTensor one = Floats({1, 1, 1, 1}, {9}), far = Floats({1, 1, 1, 2}, {3, 3});
+  REQUIRE(RunKernel("GridSample", GridAttrs("linear", "reflection", 1), {&one, &far}, {&z}).ok());
+  CHECK(z.values<float>()[0] == 9);
+  // A grid of another dtype was read as X's before its dtype was checked.
+  TestTensor g64 = Int64s({1, 1, 1, 2}, {0, 0});
+  CHECK(RunKernel("GridSample", GridAttrs("linear", "zeros", 0), {&x, &g64}, {&z}).message() ==
+        "GridSample: dtype float32 with grid int64 and Y float32");
 }
 
 }  // namespace

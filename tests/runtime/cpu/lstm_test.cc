@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -151,6 +153,19 @@ TEST_CASE("LSTM layout 1: X [batch, seq, input], Y [batch, seq, dirs, H], states
   CheckClose(yc.values<float>(),
              swap01({-0.2272512f, -0.09755422f, 0.2440311f, -0.5319393f, -0.1856178f, 0.161538f,
                      -0.2665924f, 0.388887f, 0.007203277f, -0.2254149f, 0.3692809f, 0.3214759f}, 2, B, H));
+}
+
+
+// hidden_size = INT64_MAX overflowed 4 * hidden_size in the shape checks (h8 tester).
+TEST_CASE("LSTM: a hidden_size that overflows the gate sizes is an error") {
+  auto x = Floats({S, B, I}, Pattern(S * B * I, 5, 9, 4, 0.25f));
+  auto w = Floats({1, 4 * H, I}, {});
+  auto r = Floats({1, 4 * H, H}, {});
+  auto y = Output(DType::kFloat32, {S, 1, B, H});
+  AttrMap attrs;
+  attrs.SetInt("hidden_size", std::numeric_limits<int64_t>::max());
+  CHECK(RunKernel("LSTM", attrs, {&x, &w, &r}, {&y}).message() ==
+        "LSTM: hidden_size 9223372036854775807 is outside [0, 2^63 / 8)");
 }
 
 }  // namespace

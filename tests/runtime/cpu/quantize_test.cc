@@ -1,6 +1,8 @@
 // Integer quantization kernels against hand-computed values; ties exercise round half to even.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -95,6 +97,29 @@ TEST_CASE("ConvInteger and QLinearConv (with bias, half to even)") {
   CHECK(yp.values<int32_t>()[0] == 0);
   CHECK(yp.values<int32_t>()[1] == 1);
   CHECK(yp.values<int32_t>()[5] == 8);
+}
+
+
+// -inf made the scale infinite and the zero point NaN, converted to uint8 (UB; h8 tester).
+// MatMulInteger read int32 operands as int8/uint8 inputs would be read (h8 tester).
+TEST_CASE("DynamicQuantizeLinear with -inf; integer matmul and conv take only int8/uint8") {
+  TestTensor x = Floats({2}, {-std::numeric_limits<float>::infinity(), 1});
+  TestTensor y = Output(DType::kUInt8, {2}), s = Output(DType::kFloat32, {}), zp = Output(DType::kUInt8, {});
+  REQUIRE(RunKernel("DynamicQuantizeLinear", {}, {&x}, {&y, &s, &zp}).ok());
+  CHECK(zp.values<uint8_t>()[0] == 0);
+  TestTensor bad_zp = Output(DType::kFloat32, {});
+  CHECK(RunKernel("DynamicQuantizeLinear", {}, {&x}, {&y, &s, &bad_zp}).message() ==
+        "DynamicQuantizeLinear: y_scale must be one float32 and y_zero_point one uint8, found float32 [] and "
+        "float32 []");
+  TestTensor a = Int32s({1, 1}, {5}), b = Int32s({1, 1}, {7}), out = Output(DType::kInt32, {1, 1});
+  CHECK(RunKernel("MatMulInteger", {}, {&a, &b}, {&out}).message() ==
+        "MatMulInteger: A must be int8 or uint8 with a zero point of its dtype, found int32");
+  TestTensor ua = U8({1, 1}, {5}), ib = I8({1, 1}, {7}), izp = I8({}, {1});
+  CHECK(RunKernel("MatMulInteger", {}, {&ua, &ib, &izp}, {&out}).message() ==
+        "MatMulInteger: A must be int8 or uint8 with a zero point of its dtype, found uint8 and zero point int8");
+  TestTensor cx = Int32s({1, 1, 1, 1}, {5}), cw = U8({1, 1, 1, 1}, {7}), cy = Output(DType::kInt32, {1, 1, 1, 1});
+  CHECK(RunKernel("ConvInteger", {}, {&cx, &cw}, {&cy}).message() ==
+        "ConvInteger: X must be int8 or uint8 with a zero point of its dtype, found int32");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -89,6 +91,17 @@ TEST_CASE("TopK: largest and smallest, ties to the lower index") {
   CHECK(i1.values<int64_t>() == std::vector<int64_t>{0, 0, 0, 1});
   auto k9 = Int64s({1}, {9});
   CHECK(RunKernel("TopK", {}, {&x, &k9}, {&v, &i}).code() == StatusCode::kInvalidArgument);
+}
+
+
+// An int64 index of INT64_MAX went through double (2^63) back to int64: UB (h8 tester).
+TEST_CASE("OneHot: an index of INT64_MAX is out of range, not undefined") {
+  auto idx = Int64s({2}, {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
+  auto depth = Floats({}, {2});
+  auto values = Floats({2}, {0, 1});
+  auto y = Output(DType::kFloat32, {2, 2});
+  REQUIRE(RunKernel("OneHot", {}, {&idx, &depth, &values}, {&y}).ok());
+  CHECK(y.values<float>() == std::vector<float>{0, 0, 0, 0});
 }
 
 }  // namespace

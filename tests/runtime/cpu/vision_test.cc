@@ -1,6 +1,8 @@
 // RoiAlign, Col2Im, MaxUnpool, DeformConv and NonMaxSuppression against hand-computed values.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <string>
 #include <vector>
 
@@ -143,6 +145,58 @@ TEST_CASE("NonMaxSuppression: IOU, score threshold, max per class, box formats, 
   REQUIRE(RunKernel("NonMaxSuppression", Center(0), {&corners, &scores}, {&y0}).ok());
   CHECK(RunKernel("NonMaxSuppression", Center(0), {&corners, &scores, &max3, &iou}, {&y1}).message() ==
         "NonMaxSuppression: selected 2 boxes, output has 1 rows");
+}
+
+
+// Caller data (4 floats) used to hang RoiAlign: adaptive sampling took ceil(1e5 / 1) samples
+// per axis, 10^10 per bin; sampling_ratio 2^40 overflowed gh * gw. NaN coordinates were
+// converted to int64 (UB). Found by the h8 tester.
+TEST_CASE("RoiAlign: samples per bin are bounded; NaN coordinates read zeros") {
+  TestTensor x = Ramp4x4();
+  TestTensor rois = Floats({1, 4}, {0, 0, 1e5f, 1e5f}), bi = Int64s({1}, {0}), y = Output(DType::kFloat32, {1, 1, 1, 1});
+  Status st = RunKernel("RoiAlign", RoiAttrs("output_half_pixel", "avg", 0), {&x, &rois, &bi}, {&y});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(st.message().find("RoiAlign: roi 0 (height 100000.000000, width 100000.000000, sampling_ratio 0) "
+                                  "needs 100000.000000 x 100000.000000 samples per bin, more than the limit of 65536") !=
+                    std::string::npos,
+                st.message());
+  TestTensor small = Floats({1, 4}, {0, 0, 2, 2});
+  st = RunKernel("RoiAlign", RoiAttrs("output_half_pixel", "avg", int64_t{1} << 40), {&x, &small, &bi}, {&y});
+  CHECK_MESSAGE(st.message().find("sampling_ratio 1099511627776) needs") != std::string::npos, st.message());
+  // 256 x 256 samples per bin is the limit and runs.
+  CHECK(RoiAlign1(x, {0, 0, 2, 2}, RoiAttrs("output_half_pixel", "avg", 256)) == doctest::Approx(5));
+  // A NaN region: every sample is outside, the bin averages zeros.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(RoiAlign1(x, {nan, 0, 2, 2}, RoiAttrs("output_half_pixel", "avg", 1)) == 0);
+}
+
+TEST_CASE("RoiAlign, MaxUnpool, DeformConv and NonMaxSuppression reject operands of the wrong dtype or shape") {
+  TestTensor x = Ramp4x4(), bi = Int64s({1}, {0}), y = Output(DType::kFloat32, {1, 1, 1, 1});
+  TestTensor rois64 = Int64s({1}, {0});  // the tester's int64 rois of 1 element
+  Status st = RunKernel("RoiAlign", RoiAttrs("half_pixel", "avg", 1), {&x, &rois64, &bi}, {&y});
+  CHECK_MESSAGE(st.message().find("RoiAlign: expected X [N,C,H,W], rois [R,4] of X's dtype") == 0, st.message());
+  CHECK_MESSAGE(st.message().find("rois [1] int64") != std::string::npos, st.message());
+  // MaxUnpool with float indices, and with strides near INT64_MAX (overflowed int64).
+  TestTensor v = Floats({1, 1, 1, 1}, {7}), fi = Floats({1, 1, 1, 1}, {0}), ii = Int64s({1, 1, 1, 1}, {0});
+  TestTensor u = Output(DType::kFloat32, {1, 1, 2, 2});
+  AttrMap a;
+  a.SetInts("kernel_shape", {2, 2});
+  st = RunKernel("MaxUnpool", a, {&v, &fi}, {&u});
+  CHECK_MESSAGE(st.message().find("MaxUnpool: kernel_shape, I [1,1,1,1] float32 and Y") == 0, st.message());
+  TestTensor v2 = Floats({1, 1, 2, 1}, {7, 8}), i2 = Int64s({1, 1, 2, 1}, {0, 1});
+  a.SetInts("strides", {std::numeric_limits<int64_t>::max(), 1});
+  st = RunKernel("MaxUnpool", a, {&v2, &i2}, {&u});
+  CHECK(st.message() == "MaxUnpool: axis 0: X [1,1,2,1] with stride 9223372036854775807, pads 0 and kernel 2 "
+                        "has no unpooled size in [1, 2^63)");
+  // DeformConv with an offset of the wrong shape (read past its end before).
+  TestTensor w = Floats({1, 1, 1, 1}, {1}), off = Floats({1, 1, 4, 4}, std::vector<float>(16)), dy = Output(DType::kFloat32, {1, 1, 4, 4});
+  st = RunKernel("DeformConv", {}, {&x, &w, &off}, {&dy});
+  CHECK_MESSAGE(st.message().find("DeformConv: operands do not match X [1,1,4,4] float32: W [1,1,1,1], offset [1,1,4,4]") == 0,
+                st.message());
+  // NonMaxSuppression with int64 boxes.
+  TestTensor boxes = Int64s({1, 1, 4}, {0, 0, 1, 1}), scores = Floats({1, 1, 1}, {1}), sel = Output(DType::kInt64, {1, 3});
+  st = RunKernel("NonMaxSuppression", {}, {&boxes, &scores}, {&sel});
+  CHECK_MESSAGE(st.message().find("got boxes [1,1,4] int64") != std::string::npos, st.message());
 }
 
 }  // namespace
