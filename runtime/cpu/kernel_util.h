@@ -120,6 +120,16 @@ inline int64_t Product(const int64_t* dims, int begin, int end) {
   return p;
 }
 
+// Product of dims computed from attributes or data (not a real tensor's shape, which load
+// has checked): false when a dim is negative or the product overflows int64.
+inline bool CheckedProduct(const int64_t* dims, int begin, int end, int64_t* out) {
+  int64_t p = 1;
+  for (int i = begin; i < end; ++i)
+    if (dims[i] < 0 || __builtin_mul_overflow(p, dims[i], &p)) return false;
+  *out = p;
+  return true;
+}
+
 // Maps an ONNX axis in [-rank, rank) to [0, rank); false when out of range.
 inline bool NormalizeAxis(int64_t axis, int rank, int* out) {
   if (axis < -rank || axis >= rank) return false;

@@ -221,7 +221,9 @@ Status MaxUnpool(const KernelCall& call) {
       return OpError("MaxUnpool", "output " + ShapeStr(y) + " is smaller than the unpooled shape " +
                                       ShapeStr(inferred, x.rank));
   }
-  const int64_t total = Product(inferred, 0, x.rank);
+  int64_t total = 0;
+  if (!CheckedProduct(inferred, 0, x.rank, &total))
+    return OpError("MaxUnpool", "the unpooled shape " + ShapeStr(inferred, x.rank) + " has more than 2^63 elements");
   const bool ok = VisitNumeric(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     std::fill(y.as<T>(), y.as<T>() + y.num_elements, T{});
