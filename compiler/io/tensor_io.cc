@@ -40,9 +40,16 @@ std::string DimsString(const std::vector<int64_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ","));
 }
 
-// Reads a regular file of at most `limit` bytes (`what` names the limit in the message). The
-// size is checked before the buffer is allocated: a sparse 1 TB file is an error, not an abort.
-Result<std::string> ReadWholeFile(const std::string& path, uint64_t limit, std::string_view what) {
+struct FileBytes {
+  std::string data;    // the first min(file_size, max_read) bytes
+  uint64_t file_size;
+};
+
+// Reads a regular file of at most `limit` bytes (`what` names the limit in the message), or
+// only its first `max_read` bytes. The size is checked before the buffer is allocated: a
+// sparse 1 TB file is an error, not an abort.
+Result<FileBytes> ReadFile(const std::string& path, uint64_t limit, std::string_view what,
+                           uint64_t max_read = std::numeric_limits<uint64_t>::max()) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound(fmt::format("{}: no such file", path));
   if (fs::is_directory(path, ec)) return InvalidArgument(fmt::format("{}: is a directory, expected a file", path));
@@ -57,15 +64,16 @@ Result<std::string> ReadWholeFile(const std::string& path, uint64_t limit, std::
     return ResourceExhausted(
         fmt::format("{}: the file is {} bytes, over the {}-byte limit {}", path, size, limit, what));
   in.seekg(0, std::ios::beg);
-  std::string data;
+  FileBytes f{std::string(), static_cast<uint64_t>(size)};
+  const uint64_t n = std::min(f.file_size, max_read);
   try {
-    data.resize(static_cast<size_t>(size));
+    f.data.resize(static_cast<size_t>(n));
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted(fmt::format("{}: cannot allocate {} bytes to read the file", path, size));
+    return ResourceExhausted(fmt::format("{}: cannot allocate {} bytes to read the file", path, n));
   }
-  if (size > 0 && !in.read(data.data(), size))
-    return DataLoss(fmt::format("{}: read failed after {} of {} bytes", path, in.gcount(), size));
-  return data;
+  if (n > 0 && !in.read(f.data.data(), static_cast<std::streamsize>(n)))
+    return DataLoss(fmt::format("{}: read failed after {} of {} bytes", path, in.gcount(), n));
+  return f;
 }
 
 // Checks that a tensor's byte count agrees with its dims and dtype before writing it.
@@ -420,9 +428,9 @@ Result<HostTensor> ParseTensorProto(const void* data, size_t size, std::string_v
 }
 
 Result<HostTensor> ReadTensorProtoFile(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string data,
-                        ReadWholeFile(path, kMaxTensorProtoFileBytes, "for a serialized TensorProto (protobuf's message limit)"));
-  return ParseTensorProto(data.data(), data.size(), path);
+  KILN_ASSIGN_OR_RETURN(FileBytes f,
+                        ReadFile(path, kMaxTensorProtoFileBytes, "for a serialized TensorProto (protobuf's message limit)"));
+  return ParseTensorProto(f.data.data(), f.data.size(), path);
 }
 
 Status WriteTensorProtoFile(const std::string& path, const HostTensor& t) {
@@ -440,8 +448,24 @@ Status WriteTensorProtoFile(const std::string& path, const HostTensor& t) {
 
 // ---- .npy -------------------------------------------------------------------------------
 
-Result<HostTensor> ParseNpy(const void* data, size_t size, std::string_view origin) {
-  const auto* p = static_cast<const uint8_t*>(data);
+namespace {
+
+// How much of a .npy file ReadNpyFile reads to parse its header (NumPy's are under 100 bytes
+// for any rank Kiln supports).
+constexpr uint64_t kMaxNpyHeadRead = uint64_t{1} << 20;
+
+// What a .npy header declares: the data starts at `data_offset` and holds `data_bytes`.
+struct NpyLayout {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+  uint64_t data_bytes = 0;
+};
+
+// Parses the preamble and header from the first `size` bytes of a file of `file_size` bytes
+// (ParseNpy passes all of it, ReadNpyFile only the head) and checks the declared data size
+// against the file's before anything else is read.
+Result<NpyLayout> ParseNpyHeader(const uint8_t* p, size_t size, uint64_t file_size, std::string_view origin) {
   if (size < kNpyMagicLen + 2 || std::memcmp(p, kNpyMagic, kNpyMagicLen) != 0)
     return DataLoss(fmt::format("{}: not a .npy file (missing the \\x93NUMPY magic)", origin));
   const int major = p[6];
@@ -453,50 +477,76 @@ Result<HostTensor> ParseNpy(const void* data, size_t size, std::string_view orig
   const size_t prefix = kNpyMagicLen + 2 + len_bytes;
   if (size < prefix) return DataLoss(fmt::format("{}: truncated in the .npy preamble ({} bytes)", origin, size));
   const size_t header_len = ReadLE(p + 8, len_bytes);
-  if (header_len > size - prefix)
+  if (header_len > file_size - prefix)
     return DataLoss(fmt::format("{}: truncated: header says {} header bytes but only {} follow", origin, header_len,
-                                size - prefix));
+                                file_size - prefix));
+  if (header_len > size - prefix)
+    return ResourceExhausted(fmt::format("{}: the .npy header is {} bytes, over the {}-byte limit", origin,
+                                         header_len, kMaxNpyHeadRead - prefix));
   const std::string_view header(reinterpret_cast<const char*>(p + prefix), header_len);
 
+  NpyLayout l;
   std::string descr;
   bool fortran = false;
-  std::vector<int64_t> shape;
-  KILN_RETURN_IF_ERROR(HeaderParser(header, origin).Parse(&descr, &fortran, &shape));
-  KILN_ASSIGN_OR_RETURN(DType dtype, DTypeFromDescr(descr, origin));
-  if (shape.size() > static_cast<size_t>(kMaxRank))
-    return Unimplemented(fmt::format("{}: rank {} exceeds Kiln's maximum rank {}", origin, shape.size(), kMaxRank));
-  auto n = CheckedElements(shape);
-  if (!n) return DataLoss(fmt::format("{}: shape {} overflows", origin, DimsString(shape)));
+  KILN_RETURN_IF_ERROR(HeaderParser(header, origin).Parse(&descr, &fortran, &l.shape));
+  KILN_ASSIGN_OR_RETURN(l.dtype, DTypeFromDescr(descr, origin));
+  if (l.shape.size() > static_cast<size_t>(kMaxRank))
+    return Unimplemented(fmt::format("{}: rank {} exceeds Kiln's maximum rank {}", origin, l.shape.size(), kMaxRank));
+  auto n = CheckedElements(l.shape);
+  if (!n) return DataLoss(fmt::format("{}: shape {} overflows", origin, DimsString(l.shape)));
   // Fortran order only matters when more than one dim is above 1, but we reject it always:
   // the data would be silently transposed otherwise, and np.ascontiguousarray fixes it.
   if (fortran)
     return Unimplemented(fmt::format("{}: Fortran-order (column-major) data is not supported; save a C-order "
                                      "array (np.save(path, np.ascontiguousarray(a)))", origin));
-  const size_t esize = DTypeSize(dtype);
-  const size_t have = size - prefix - header_len;
+  const size_t esize = DTypeSize(l.dtype);
+  l.data_offset = prefix + header_len;
+  const uint64_t have = file_size - l.data_offset;
   const uint64_t need_elems = static_cast<uint64_t>(*n);
   if (need_elems > have / esize)
     return DataLoss(fmt::format("{}: truncated: shape {} of {} needs {} data bytes but the file has {}", origin,
-                                DimsString(shape), DTypeName(dtype),
+                                DimsString(l.shape), DTypeName(l.dtype),
                                 need_elems <= static_cast<uint64_t>(kMaxInt64) / esize
                                     ? fmt::format("{}", need_elems * esize) : std::string("too many"),
                                 have));
-  if (need_elems * esize != have)
+  l.data_bytes = need_elems * esize;
+  if (l.data_bytes != have)
     return DataLoss(fmt::format("{}: shape {} of {} needs {} data bytes but the file has {} ({} extra)", origin,
-                                DimsString(shape), DTypeName(dtype), need_elems * esize, have,
-                                have - need_elems * esize));
+                                DimsString(l.shape), DTypeName(l.dtype), l.data_bytes, have, have - l.data_bytes));
+  return l;
+}
+
+HostTensor NpyTensor(NpyLayout l, const uint8_t* data) {
   HostTensor t;
-  t.dtype = dtype;
-  t.dims = std::move(shape);
-  t.bytes.assign(p + prefix + header_len, p + size);
-  if (dtype == DType::kBool)
+  t.dtype = l.dtype;
+  t.dims = std::move(l.shape);
+  t.bytes.assign(data, data + l.data_bytes);
+  if (t.dtype == DType::kBool)
     for (uint8_t& b : t.bytes) b = b != 0 ? 1 : 0;
   return t;
 }
 
+}  // namespace
+
+Result<HostTensor> ParseNpy(const void* data, size_t size, std::string_view origin) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  KILN_ASSIGN_OR_RETURN(NpyLayout l, ParseNpyHeader(p, size, size, origin));
+  const uint8_t* start = p + l.data_offset;
+  return NpyTensor(std::move(l), start);
+}
+
 Result<HostTensor> ReadNpyFile(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, kMaxNpyFileBytes, "for a .npy file"));
-  KILN_ASSIGN_OR_RETURN(HostTensor t, ParseNpy(data.data(), data.size(), path));
+  // The header first, so that a file whose size disagrees with its header is refused before
+  // its data is read.
+  KILN_ASSIGN_OR_RETURN(FileBytes head, ReadFile(path, kMaxNpyFileBytes, "for a .npy file", kMaxNpyHeadRead));
+  KILN_ASSIGN_OR_RETURN(NpyLayout l, ParseNpyHeader(reinterpret_cast<const uint8_t*>(head.data.data()),
+                                                    head.data.size(), head.file_size, path));
+  KILN_ASSIGN_OR_RETURN(FileBytes f, ReadFile(path, kMaxNpyFileBytes, "for a .npy file"));
+  if (f.file_size != head.file_size)
+    return DataLoss(fmt::format("{}: the file changed size while being read ({} then {} bytes)", path,
+                                head.file_size, f.file_size));
+  const auto* data = reinterpret_cast<const uint8_t*>(f.data.data()) + l.data_offset;
+  HostTensor t = NpyTensor(std::move(l), data);
   t.name = StemOf(path);
   return t;
 }

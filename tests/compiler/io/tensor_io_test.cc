@@ -432,3 +432,24 @@ TEST_CASE("tensor_io: writers refuse a FIFO in place of the file instead of bloc
   REQUIRE(kiln::io::WriteNpyFile(dir / "y.npy", t).ok());
   CHECK(kiln::io::ReadNpyFile(dir / "y.npy")->bytes == t.bytes);
 }
+
+TEST_CASE("tensor_io: a .npy whose size disagrees with its header is refused before its data is read") {
+  TempDir dir;
+  HostTensor t = Make<float>("x", DType::kFloat32, {4}, {1, 2, 3, 4});
+  REQUIRE(kiln::io::WriteNpyFile(dir / "x.npy", t).ok());
+  const uint64_t small = std::filesystem::file_size(dir / "x.npy");
+  // 15 GiB, under the 16 GiB limit and sparse: reading it whole would take 15 GiB of memory.
+  std::filesystem::resize_file(dir / "x.npy", uint64_t{15} << 30);
+  auto r = kiln::io::ReadNpyFile(dir / "x.npy");
+  CHECK(r.status().code() == StatusCode::kDataLoss);
+  CHECK(r.status().message() == dir / "x.npy" + ": shape [4] of float32 needs 16 data bytes but the file has " +
+                                    std::to_string((uint64_t{15} << 30) - (small - 16)) + " (" +
+                                    std::to_string((uint64_t{15} << 30) - small) + " extra)");
+  // No magic at all: refused after reading the head only.
+  std::filesystem::path zeros = dir.path / "zeros.npy";
+  std::ofstream(zeros).close();
+  std::filesystem::resize_file(zeros, uint64_t{15} << 30);
+  auto z = kiln::io::ReadNpyFile(zeros.string());
+  CHECK(z.status().code() == StatusCode::kDataLoss);
+  CHECK(z.status().message() == zeros.string() + ": not a .npy file (missing the \\x93NUMPY magic)");
+}
