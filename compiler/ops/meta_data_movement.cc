@@ -78,7 +78,8 @@ Status ConcatMeta(MetaContext& ctx) {
   }
   ctx.SetOutput(0, a->dtype, out);
   // Elements: concatenate row-major blocks.
-  if (!IsStatic(out) || *NumElements(out).value() > kMaxSymElements) return Status::Ok();
+  // A count that overflows int64 stays symbolic (no value): not propagated either.
+  if (auto count = NumElements(out).value(); !IsStatic(out) || !count || *count > kMaxSymElements) return Status::Ok();
   std::vector<std::vector<Sym>> elems;
   for (const Value* v : ins) {
     auto e = Elements(*v);

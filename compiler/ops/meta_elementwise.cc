@@ -24,9 +24,11 @@ void Propagate(MetaContext& ctx, const std::vector<const Value*>& ins, const Sym
                const SymFn& fn) {
   if (!fn || !IsStatic(out) || !ctx.output(0)) return;
   std::vector<int64_t> to = StaticDims(out);
-  int64_t n = 1;
-  for (int64_t d : to) n *= d;
-  if (n > kMaxSymElements) return;
+  // A count that overflows int64 ([2^32, 2^32, 0] has none, but its partial product does)
+  // stays symbolic: no value.
+  auto count = NumElements(out).value();
+  if (!count || *count > kMaxSymElements) return;
+  const int64_t n = *count;
   std::vector<std::vector<Sym>> elems;
   for (const Value* v : ins) {
     if (!v || !IsStatic(v->shape)) return;

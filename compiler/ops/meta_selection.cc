@@ -91,8 +91,11 @@ Status UniqueMeta(MetaContext& ctx) {
   int64_t outer = 1, n = c->num_elements(), inner = 1;
   if (has_axis) {
     n = c->dims[axis];
-    for (int d = 0; d < axis; ++d) outer *= c->dims[d];
-    for (size_t d = axis + 1; d < c->dims.size(); ++d) inner *= c->dims[d];
+    // With no elements the dims' products may not fit int64 ([2^40, 2^40, 0]); nothing is compared.
+    if (std::find(c->dims.begin(), c->dims.end(), 0) == c->dims.end()) {
+      for (int d = 0; d < axis; ++d) outer *= c->dims[d];
+      for (size_t d = axis + 1; d < c->dims.size(); ++d) inner *= c->dims[d];
+    }
   }
   auto compare = [&](int64_t a, int64_t b) {
     for (int64_t o = 0; o < outer; ++o)

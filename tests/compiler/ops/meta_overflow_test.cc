@@ -104,5 +104,21 @@ TEST_CASE("meta overflow: ConvTranspose, Col2Im and DeformConv attributes that o
         "offset_group * kH * kW * 2 overflows int64");
 }
 
+TEST_CASE("meta overflow: empty tensors whose other dims multiply past int64 are shaped, not overflowed") {
+  // [2^32, 2^32, 0] holds no elements; the element propagation multiplied the dims in order.
+  const In x{DType::kInt64, {int64_t{1} << 32, int64_t{1} << 32, 0}, std::vector<int64_t>{}};
+  CHECK(Shape(InferOne("Add", {x, x})) == "[4294967296, 4294967296, 0]");
+  CHECK(Shape(InferOne("Concat", {x, x}, [] {
+          AttrMap a;
+          a.SetInt("axis", 2);
+          return a;
+        }())) == "[4294967296, 4294967296, 0]");
+  AttrMap last;
+  last.SetInt("axis", 2);
+  auto u = InferOne("Unique", {x}, last);  // the slices' outer and inner counts overflowed
+  REQUIRE(u.ok());
+  CHECK(ShapeToString(u->shape) == "[4294967296, 4294967296, 0]");
+}
+
 }  // namespace
 }  // namespace kiln::ir
