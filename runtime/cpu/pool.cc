@@ -90,9 +90,11 @@ Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry
 // Per-axis window bounds for one output position: the kernel taps that land inside the
 // input, and how many land inside the padded extent (for count_include_pad).
 struct AxisWindow {
-  int64_t start;       // input coordinate of tap 0
-  int64_t first, end;  // valid taps are [first, end)
-  int64_t padded;      // taps inside [-pad_begin, in + pad_end)
+  int64_t pos;     // input coordinate of the first valid tap; 0 when there is none, so that
+                   // offsets derived from an empty window stay in range (hostile strides and
+                   // pads put tap 0 near INT64_MAX, found by fuzzing)
+  int64_t taps;    // valid taps: pos, pos + d, ..., inside [0, in)
+  int64_t padded;  // taps inside [-pad_begin, in + pad_end)
 };
 
 // The taps k of [0, kernel) whose input position start + k * d (d >= 1) lies in [lo, hi), as
@@ -109,9 +111,13 @@ void TapRange(__int128 start, int64_t d, int64_t kernel, __int128 lo, __int128 h
 
 AxisWindow Window(const PoolGeometry& g, int i, int64_t o) {
   const __int128 start = static_cast<__int128>(o) * g.stride[i] - g.pad_begin[i];
-  AxisWindow w{static_cast<int64_t>(start), 0, 0, 0};
-  TapRange(start, g.dilation[i], g.kernel[i], 0, g.in[i], &w.first, &w.end);
-  if (w.first >= w.end) w.first = w.end = 0;
+  AxisWindow w{0, 0, 0};
+  int64_t first = 0, end = 0;
+  TapRange(start, g.dilation[i], g.kernel[i], 0, g.in[i], &first, &end);
+  if (first < end) {
+    w.pos = static_cast<int64_t>(start + static_cast<__int128>(first) * g.dilation[i]);
+    w.taps = end - first;
+  }
   int64_t pf = 0, pe = 0;
   TapRange(start, g.dilation[i], g.kernel[i], -static_cast<__int128>(g.pad_begin[i]),
            static_cast<__int128>(g.in[i]) + g.pad_end[i], &pf, &pe);
@@ -200,14 +206,14 @@ constexpr int64_t kTableRows = 512;
 template <typename T, PoolKind kKind, bool kIndices, typename Rows>
 [[gnu::always_inline]] inline void PoolRow(const T* x, const PoolGeometry& g, const PoolPlan& plan,
                                            bool count_include_pad, int64_t p, int64_t plane_offset, bool col_major,
-                                           const Rows& rows, int64_t nrows, int64_t padded_outer, T* yr,
+                                           const Rows& rows, int64_t nrows, double padded_outer, T* yr,
                                            int64_t* ir) {
   const int last = g.sr - 1;
   const AxisWindow* lw = plan.axis[last];
   const int64_t out_last = g.out[last], dil = g.dilation[last], cs_last = plan.col_strides[last];
   for (int64_t o = 0; o < out_last; ++o) {
     const AxisWindow& w = lw[o];
-    const int64_t k0 = w.start + w.first * dil, nk = w.end - w.first;
+    const int64_t k0 = w.pos, nk = w.taps;
     const int64_t valid = nrows * nk;
     if constexpr (kKind == PoolKind::kMax) {
       if (valid == 0) {
@@ -253,8 +259,8 @@ template <typename T, PoolKind kKind, bool kIndices, typename Rows>
         }
       }
       if constexpr (kKind == PoolKind::kAverage) {
-        const int64_t div = count_include_pad ? padded_outer * w.padded : valid;
-        yr[o] = div > 0 ? static_cast<T>(acc / static_cast<double>(div)) : T(0);
+        const double div = count_include_pad ? padded_outer * static_cast<double>(w.padded) : static_cast<double>(valid);
+        yr[o] = div > 0 ? static_cast<T>(acc / div) : T(0);
       } else {
         yr[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
       }
@@ -278,11 +284,11 @@ void PoolPlane(const T* x, const PoolGeometry& g, const PoolPlan& plan, bool cou
     rows.lead = last;
     rows.count = 1;
     rows.off0 = rows.coff0 = 0;
-    int64_t padded_outer = 1;
+    double padded_outer = 1;  // a product of hostile kernel extents may pass int64
     for (int i = 0; i < last; ++i) {
       const AxisWindow& w = plan.axis[i][oit.idx[i]];
-      const int64_t first = w.start + w.first * g.dilation[i];
-      rows.taps[i] = w.end - w.first;
+      const int64_t first = w.pos;
+      rows.taps[i] = w.taps;
       rows.count *= rows.taps[i];
       rows.off0 += first * plan.in_strides[i];
       rows.coff0 += first * plan.col_strides[i];

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include <doctest/doctest.h>
 
 #include "tests/runtime/cpu/kernel_test_util.h"
@@ -47,6 +49,33 @@ TEST_CASE("pools with a kernel of 2^40 taps and pads to match take time by the i
   REQUIRE_MESSAGE(s.ok(), s.ToString());
   const std::vector<float> sums = {3, 4, 8, 10};
   for (size_t o = 0; o < 4; ++o) CHECK(avg.values<float>()[o] == doctest::Approx(sums[o] / static_cast<double>(k)));
+}
+
+TEST_CASE("pool windows that start near INT64_MAX or count 2^80 padded taps") {
+  // A stride of 2^61 with pads to match puts output row 1's window at input row 2^61: empty,
+  // but its offset in the plane (2^61 * row stride) overflowed int64 (UBSan, fuzz_model_load).
+  // An empty window gives 0, as everywhere in these kernels.
+  const int64_t far = int64_t{1} << 61;
+  auto x = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  AttrMap attrs;
+  attrs.SetInts("kernel_shape", {1, 1});
+  attrs.SetInts("strides", {far, 1});
+  attrs.SetInts("pads", {0, 0, far, 0});
+  auto y = Output(DType::kFloat32, {1, 1, 2, 2});
+  Status s = RunKernel("MaxPool", attrs, {&x}, {&y});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(y.values<float>() == std::vector<float>{1, 2, 0, 0});
+  // Counting the padding, a 2^40 x 2^40 window holds 2^80 taps: the divisor wrapped to 0.
+  const int64_t k = int64_t{1} << 40;
+  auto one = Floats({1, 1, 1, 1}, {8});
+  AttrMap wide;
+  wide.SetInts("kernel_shape", {k, k});
+  wide.SetInts("pads", {k - 1, k - 1, 0, 0});
+  wide.SetInt("count_include_pad", 1);
+  auto avg = Output(DType::kFloat32, {1, 1, 1, 1});
+  s = RunKernel("AveragePool", wide, {&one}, {&avg});
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(avg.values<float>()[0] == std::ldexp(1.0f, -77));  // 8 / 2^80
 }
 
 TEST_CASE("pool attributes whose window or padded extent overflows int64 are an error naming the axis") {
