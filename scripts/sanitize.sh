@@ -7,16 +7,19 @@
 # Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
 # build/venv (writes the .npy seeds), build/testdata and build/onnx-tests (models, test data).
 #
-#   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--no-tests] [--no-fuzz] [TARGET...]
+#   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
 #     --fuzz-seconds N  time per fuzz target (default 60, or $KILN_FUZZ_SECONDS)
 #     --fuzz-jobs N     targets fuzzed at the same time (default 2, or $KILN_FUZZ_JOBS)
+#     --fuzz-seed N     libFuzzer's -seed (default 1, or $KILN_FUZZ_SEED): a fixed seed makes a CI
+#                       run explore the same inputs first, so a red run can be told from noise;
+#                       0 draws a new seed each run (use it for longer hunts)
 #     TARGET...         fuzz only these (default: every tests/fuzz/fuzz_*.cc)
 #     --no-tests / --no-fuzz  skip (and do not build) the doctest run / the fuzzers
 #   $KILN_SANITIZE_BUILD: the build folder (default build/sanitize).
 #
 # A failing fuzz input is saved under build/sanitize/fuzz-crashes/<target>/ and the script
 # prints the command that replays it. The corpus each target grew is kept in
-# build/sanitize/fuzz-corpus/<target>/ and reused by the next run.
+# build/sanitize/fuzz/corpus/<target>/ and reused by the next run.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +27,7 @@ cd "$ROOT"
 BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
 FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-60}"
 FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
+FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1
 RUN_FUZZ=1
 TARGETS=()
@@ -31,9 +35,10 @@ while (($#)); do
   case "$1" in
     --fuzz-seconds) FUZZ_SECONDS="$2"; shift 2 ;;
     --fuzz-jobs) FUZZ_JOBS="$2"; shift 2 ;;
+    --fuzz-seed) FUZZ_SEED="$2"; shift 2 ;;
     --no-tests) RUN_TESTS=0; shift ;;
     --no-fuzz) RUN_FUZZ=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "sanitize.sh: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -172,7 +177,7 @@ EOF
       *) flags=(-timeout=10) ;;
     esac
     ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1" \
-      "$BUILD/fuzz/$t" "${flags[@]}" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=3072 -malloc_limit_mb=3072 \
+      "$BUILD/fuzz/$t" "${flags[@]}" -max_total_time="$FUZZ_SECONDS" -seed="$FUZZ_SEED" -rss_limit_mb=3072 -malloc_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="$crashes/" "${extra[@]}" "$corpus" "$SEEDS/$t" >"$FZ/$t.log" 2>&1
   }
   report_one() {
@@ -198,7 +203,7 @@ EOF
     fi
   }
 
-  log "fuzzing ${TARGETS[*]}: ${FUZZ_SECONDS} s each, $FUZZ_JOBS at a time (logs: $FZ/<target>.log)"
+  log "fuzzing ${TARGETS[*]}: ${FUZZ_SECONDS} s each, $FUZZ_JOBS at a time, seed $FUZZ_SEED (logs: $FZ/<target>.log)"
   for t in "${TARGETS[@]}"; do
     [[ -x "$BUILD/fuzz/$t" ]] || die "no fuzz target $t"
     rm -f "$FZ/$t.rc"
