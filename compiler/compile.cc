@@ -135,14 +135,6 @@ std::string CodegenText(const serialize::ArtifactRecord& record, const serialize
   return s;
 }
 
-Result<ir::Trace> Import(const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes,
-                         const CompileOptions& options) {
-  onnx_import::ImportOptions import_options;
-  import_options.input_shapes = shapes;
-  import_options.constant_inputs = options.constant_inputs;
-  return onnx_import::ImportOnnxFile(path, import_options);
-}
-
 Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& import_stage,
                       const ResolvedProfile& profile, const CompileOptions& options,
                       serialize::ArtifactRecord& record, CompileSummary* summary,
@@ -275,13 +267,13 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
 
 namespace {
 
-Result<std::vector<uint8_t>> CompileOnnxFileOrThrow(const std::string& path, const CompileOptions& options,
-                                                    CompileSummary* summary) {
+Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const ImportFn& import,
+                                            const CompileOptions& options, CompileSummary* summary) {
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
   const int64_t start = NowNs();
-  log(fmt::format("import {}", path));
+  log(fmt::format("import {}", source));
   int64_t t0 = NowNs();
-  KILN_ASSIGN_OR_RETURN(ir::Trace imported, Import(path, options.input_shapes, options));
+  KILN_ASSIGN_OR_RETURN(ir::Trace imported, import(options.input_shapes));
   const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,
                                             static_cast<int>(imported.body.nodes.size())};
 
@@ -305,7 +297,7 @@ Result<std::vector<uint8_t>> CompileOnnxFileOrThrow(const std::string& path, con
   }
 
   serialize::ArtifactRecord record;
-  record.source = std::filesystem::path(path).filename().string();
+  record.source = source;
   for (ir::ValueId id : imported.inputs) record.inputs.push_back(imported.value(id));
   for (size_t i : order) {
     const ResolvedProfile& profile = resolved[i];
@@ -322,7 +314,7 @@ Result<std::vector<uint8_t>> CompileOnnxFileOrThrow(const std::string& path, con
             if (dims[d] >= 0) it->second[d] = dims[d];
       }
       t0 = NowNs();
-      auto specialised = Import(path, shapes, options);
+      auto specialised = import(shapes);
       if (!specialised.ok()) {
         st = specialised.status();
       } else {
@@ -347,15 +339,26 @@ Result<std::vector<uint8_t>> CompileOnnxFileOrThrow(const std::string& path, con
 
 }  // namespace
 
-Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
-                                             CompileSummary* summary) {
+Result<std::vector<uint8_t>> CompileImported(const std::string& source, const ImportFn& import,
+                                             const CompileOptions& options, CompileSummary* summary) {
   // The stages bound what they allocate (folded constants, tensor and arena sizes); a machine
   // short of memory is still an error, never an abort.
   try {
-    return CompileOnnxFileOrThrow(path, options, summary);
+    return CompileOrThrow(source, import, options, summary);
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted("out of memory compiling " + path);
+    return ResourceExhausted("out of memory compiling " + source);
   }
+}
+
+Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
+                                             CompileSummary* summary) {
+  auto import = [&](const std::map<std::string, std::vector<int64_t>>& shapes) {
+    onnx_import::ImportOptions import_options;
+    import_options.input_shapes = shapes;
+    import_options.constant_inputs = options.constant_inputs;
+    return onnx_import::ImportOnnxFile(path, import_options);
+  };
+  return CompileImported(std::filesystem::path(path).filename().string(), import, options, summary);
 }
 
 }  // namespace kiln::compiler

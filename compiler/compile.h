@@ -70,9 +70,22 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny);
 
-// Errors name the node, value or file. Over a limit (ImportOptions' file size, constant bytes
-// and subgraph nesting, passes::kMaxSymTreeSize, an arena over int64) or out of memory:
-// kResourceExhausted; a size that overflows int64 is an error naming the node. Never throws.
+// A frontend's `import` stage: the trace of the model with the given input dims fixed (name ->
+// dims, -1 keeps a dim as declared; empty: the model's own shapes). The driver calls it once,
+// then once more per profile that fixes dims, so every stage sees static shapes there.
+using ImportFn = std::function<Result<ir::Trace>(const std::map<std::string, std::vector<int64_t>>& input_shapes)>;
+
+// The driver for any frontend: import, then every stage per profile, code generation and
+// serialisation. `source` names the model in the log and the artifact ("model.onnx").
+// options.input_shapes are passed to `import` (options.constant_inputs are the ONNX
+// frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. Never throws.
+Result<std::vector<uint8_t>> CompileImported(const std::string& source, const ImportFn& import,
+                                             const CompileOptions& options, CompileSummary* summary);
+
+// CompileImported with the ONNX importer. Errors name the node, value or file. Over a limit
+// (ImportOptions' file size, constant bytes and subgraph nesting, passes::kMaxSymTreeSize, an
+// arena over int64) or out of memory: kResourceExhausted; a size that overflows int64 is an
+// error naming the node. Never throws.
 Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const CompileOptions& options,
                                              CompileSummary* summary);
 
