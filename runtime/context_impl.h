@@ -65,7 +65,9 @@ struct EntryState {
   ArenaScratch arena_scratch;  // CheckArenaPlan's buffers, sized at Create
 };
 
-struct ExecutionContext::Impl {
+// Hidden: a nested class takes the KILN_API visibility of its enclosing class, and this one
+// is internal to the runtime (libkiln_runtime.so must not export it).
+struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   explicit Impl(const Model& m) : model(m), mi(&m.impl()) {}
   ~Impl();  // context.cc, where cuda::Executor is complete
 

@@ -122,7 +122,9 @@ struct PreparedWeight {
   uint64_t size = 0;
 };
 
-struct Model::Impl {
+// Hidden: a nested class takes the KILN_API visibility of its enclosing class, and this one
+// is internal to the runtime (libkiln_runtime.so must not export it).
+struct [[gnu::visibility("hidden")]] Model::Impl {
   std::shared_ptr<const ArtifactBytes> bytes;
   const uint8_t* weights = nullptr;  // the blob, inside `bytes`
   uint64_t weights_size = 0;

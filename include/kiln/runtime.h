@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/export.h"
 #include "kiln/stats.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -103,7 +104,7 @@ struct LoadOptions {
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
 // mapped file and weights) and may be used from any thread. The mapping lives as long as
 // the last copy and every ExecutionContext made from it.
-class Model {
+class KILN_API Model {
  public:
   // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
   // checks, the memory plan where its sizes are constants, and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
@@ -168,7 +169,7 @@ struct ContextOptions {
 // Thread-compatible: use one context from one thread at a time; create one context per
 // thread to serve calls concurrently. Memory is allocated at creation and when an entry
 // first sees larger symbolic shapes, never in a steady-state Run.
-class ExecutionContext {
+class KILN_API ExecutionContext {
  public:
   // kCuda: the CUDA backend on device_ordinal; kAuto: that, else the CPU backend (and
   // device_note() says why). Errors for kCuda: kFailedPrecondition when the runtime was

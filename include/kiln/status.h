@@ -15,6 +15,8 @@
 #include <utility>
 #include <variant>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 // The short code set. The detail is always in the message.
@@ -33,9 +35,9 @@ enum class StatusCode : int {
 };
 
 // Name of a code, e.g. "INVALID_ARGUMENT".
-std::string_view StatusCodeName(StatusCode code);
+KILN_API std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] KILN_API Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message);
@@ -70,15 +72,15 @@ class [[nodiscard]] Status {
 };
 
 // Shorthands, e.g. `return InvalidArgument("input 'x' dim 0 = 3, expected 1")`.
-Status InvalidArgument(std::string message);
-Status NotFound(std::string message);
-Status OutOfRange(std::string message);
-Status ResourceExhausted(std::string message);
-Status FailedPrecondition(std::string message);
-Status DataLoss(std::string message);
-Status Incompatible(std::string message);
-Status Unimplemented(std::string message);
-Status Internal(std::string message);
+KILN_API Status InvalidArgument(std::string message);
+KILN_API Status NotFound(std::string message);
+KILN_API Status OutOfRange(std::string message);
+KILN_API Status ResourceExhausted(std::string message);
+KILN_API Status FailedPrecondition(std::string message);
+KILN_API Status DataLoss(std::string message);
+KILN_API Status Incompatible(std::string message);
+KILN_API Status Unimplemented(std::string message);
+KILN_API Status Internal(std::string message);
 
 // A value of type T, or a non-OK Status. Accessing value() of an error Result is a bug in
 // the caller; it is checked in debug builds only.

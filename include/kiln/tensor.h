@@ -13,6 +13,8 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 // Element types. The numeric values are those of ONNX's TensorProto.DataType, so artifacts
@@ -35,12 +37,12 @@ enum class DType : int32_t {
 };
 
 // Bytes per element; 0 for kUndefined or a value outside the enum.
-size_t DTypeSize(DType dtype);
+KILN_API size_t DTypeSize(DType dtype);
 // ONNX-style lower-case name ("float32", "int64", "bool"). Values outside the enum give
 // "undefined(N)" for N in 0..24 and "undefined(?)" beyond (the view is static storage).
-std::string_view DTypeName(DType dtype);
+KILN_API std::string_view DTypeName(DType dtype);
 // True for the values listed in DType other than kUndefined.
-bool IsValidDType(int32_t value);
+KILN_API bool IsValidDType(int32_t value);
 
 // Where a tensor's bytes live.
 enum class MemoryKind : int32_t {
@@ -51,7 +53,7 @@ enum class MemoryKind : int32_t {
 inline constexpr int kMaxRank = 8;
 
 // A non-owning view of a dense tensor: pointer, dtype, shape and memory kind.
-struct TensorView {
+struct KILN_API TensorView {
   void* data = nullptr;
   DType dtype = DType::kUndefined;
   int32_t rank = 0;  // 0 for a scalar
