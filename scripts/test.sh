@@ -20,6 +20,8 @@ esac
 bash scripts/setup.sh
 echo "[test] real-model test data from pip packages -> build/testdata"
 build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata
+echo "[test] tracing API test models (ONNX twins, weights, onnxruntime outputs) -> build/testdata-trace"
+build/venv/bin/python tests/compiler/trace/make_trace_models.py --out build/testdata-trace
 echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests"
 build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
 build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
