@@ -1,22 +1,17 @@
 #include "runtime/checksum.h"
 
+// Header-only: XXH_INLINE_ALL compiles xxHash into this file (static functions), so the
+// runtime needs no libxxhash at run time and a cross build needs none for its target. The
+// header picks the target's baseline vector unit at compile time (SSE2 on x86-64, NEON on
+// aarch64); libxxhash's run-time dispatch to AVX2/AVX-512 is not in the header.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
-#if defined(__x86_64__)
-// Debian's libxxhash exports the x86 dispatcher, which picks the widest vector unit at run
-// time (the plain XXH3_64bits symbol is its SSE2 build). Other architectures' builds use
-// their vector unit (NEON on aarch64) in XXH3_64bits itself.
-#include <xxh_x86dispatch.h>
-#endif
 
 namespace kiln {
 
 uint64_t ArtifactChecksum(uint32_t format_version, const void* data, size_t size) {
   if (format_version < kXxh3FormatVersion) return XXH64(data, size, 0);
-#if defined(__x86_64__)
-  return XXH3_64bits_dispatch(data, size);
-#else
   return XXH3_64bits(data, size);
-#endif
 }
 
 }  // namespace kiln

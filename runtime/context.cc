@@ -2,7 +2,6 @@
 // pointers for a symbol assignment (cached per entry), and instruction execution on the
 // CPU backend. The success path of a steady-state Run allocates nothing and builds no
 // strings: failures are recorded as PODs and formatted only when returned.
-#include <cblas.h>
 
 #include <chrono>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include "kiln/runtime.h"
 #include "runtime/context_impl.h"
 #include "runtime/cpu/fused.h"
+#include "runtime/cpu/gemm.h"
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/executor.h"
 #endif
@@ -364,9 +364,7 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     auto pool = cpu::ThreadPool::Create(threads);
     if (!pool.ok()) return pool.status();
     impl->threads = std::move(*pool);
-    // OpenBLAS keeps one process-wide count (runtime.h says so). Kiln splits its GEMMs over
-    // its own threads (runtime/cpu/gemm.h says why), so OpenBLAS's are never used.
-    openblas_set_num_threads(1);
+    cpu::PrepareGemmThreads();
   }
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());

@@ -1,15 +1,14 @@
 #include "runtime/cpu/gemm.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 
 namespace kiln::cpu {
 namespace {
 
-// Products below this many multiply-adds are one call. Above, blocks of at least kMinBlock
-// columns (or rows), at most kMaxBlocks of them. Each block repacks the other operand and
-// runs narrower OpenBLAS kernels, a cost a single thread pays too: ResNet-50 on one thread
+// The split over threads, the same for both GEMM implementations (gemm.h). Products below
+// this many multiply-adds are one call. Above, blocks of at least kMinBlock columns (or
+// rows), at most kMaxBlocks of them. Each block repacks the other operand and runs
+// narrower OpenBLAS kernels, a cost a single thread pays too: ResNet-50 on one thread
 // takes 81-84 ms this way against 77 ms unsplit, and on two threads 52 ms against 74 ms
 // (medians, 2 idle cores). Blocks of 64 are what let its 3x3 convolutions, whose im2col
 // tiles are 112-224 columns wide, use two threads; 4 blocks at most keep the one-thread
@@ -27,13 +26,6 @@ int64_t BlockLength(int64_t m, int64_t n, int64_t k) {
 }
 
 }  // namespace
-
-void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
 
 int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k) { return n >= m ? BlockLength(m, n, k) : n; }
 

@@ -1,8 +1,6 @@
-// MatMul (numpy-style batched, with ONNX's 1-D promotion rules) and Gemm, on OpenBLAS, with
+// MatMul (numpy-style batched, with ONNX's 1-D promotion rules) and Gemm, on gemm.h, with
 // the epilogue annotations of compiler/passes/epilogue.h (a MatMul bias, a residual, an
 // activation) applied to each GEMM's output while it is still in cache.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -29,14 +27,10 @@ void Gemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  const auto opa = ta ? CblasTrans : CblasNoTrans;
-  const auto opb = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {
     ParallelSgemm(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, opa, opb, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+    Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
