@@ -1,0 +1,327 @@
+// service: an HTTP inference service over one compiled Kiln artifact.
+//
+//   service MODEL.kiln [--host 127.0.0.1] [--port 8080] [--contexts 1] [--threads-per-context 1]
+//                      [--http-threads N] [--wait-ms 5000] [--max-body-bytes 16777216]
+//
+//   POST /v1/infer   inputs as JSON (json_body.h) or as .npy parts of a multipart/form-data body
+//                    (npy_body.h); the outputs come back in the request's format
+//   GET  /healthz    200 "ok" (the model is loaded before the port opens)
+//   GET  /metrics    Prometheus text format (metrics.h)
+//
+// Concurrency: --contexts K ExecutionContexts over one Model (context_pool.h), each running its
+// calls on --threads-per-context T CPU threads. A request holds one of --http-threads HTTP
+// threads (default max(8, 2K)) and borrows a context for its Run; when none is free within
+// --wait-ms it gets 503 with Retry-After: 1. SIGINT or SIGTERM closes the listening socket, lets
+// the requests already accepted finish (an idle keep-alive connection is dropped within 2 s) and
+// exits 0. The contexts use the CPU backend: outputs are read from host memory.
+//
+// Errors, as {"error": "message"}: 400 for a body that cannot be read as the model's inputs (bad
+// JSON with the parser's position, unknown or missing input, wrong dtype, data length not
+// matching the shape), 404 unknown path, 405 wrong method, 413 body over --max-body-bytes, 415
+// neither JSON nor multipart, 422 when Run refuses the inputs (the prologue's message, verbatim,
+// e.g. a shape no entry accepts), 500 for other runtime errors, 503 no context free in time.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "context_pool.h"
+#include "inputs.h"
+#include "json_body.h"
+#include "metrics.h"
+#include "npy_body.h"
+
+namespace {
+
+int g_stop_pipe[2] = {-1, -1};
+
+void OnStopSignal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_stop_pipe[1], &b, 1);  // async-signal-safe
+}
+
+struct Options {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (the chosen one is printed)
+  int contexts = 1;
+  int threads_per_context = 1;
+  int http_threads = 0;  // 0: max(8, 2 * contexts)
+  int wait_ms = 5000;
+  int64_t max_body_bytes = 16 << 20;
+};
+
+constexpr const char* kUsage =
+    "usage: service MODEL.kiln [--host 127.0.0.1] [--port 8080] [--contexts 1] [--threads-per-context 1]\n"
+    "                          [--http-threads N] [--wait-ms 5000] [--max-body-bytes 16777216]\n";
+
+template <typename T>
+bool ParseNumber(const char* s, T min, T* out) {
+  const char* end = s + std::strlen(s);
+  auto [p, ec] = std::from_chars(s, end, *out);
+  return ec == std::errc() && p == end && *out >= min;
+}
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      if (!o->model_path.empty()) return false;
+      o->model_path = a;
+      continue;
+    }
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    bool ok = true;
+    if (a == "--host") o->host = v;
+    else if (a == "--port") ok = ParseNumber(v, 0, &o->port) && o->port <= 65535;
+    else if (a == "--contexts") ok = ParseNumber(v, 1, &o->contexts);
+    else if (a == "--threads-per-context") ok = ParseNumber(v, 0, &o->threads_per_context);
+    else if (a == "--http-threads") ok = ParseNumber(v, 1, &o->http_threads);
+    else if (a == "--wait-ms") ok = ParseNumber(v, 0, &o->wait_ms);
+    else if (a == "--max-body-bytes") ok = ParseNumber<int64_t>(v, 1, &o->max_body_bytes);
+    else ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "service: bad option %s %s\n", a.c_str(), v);
+      return false;
+    }
+  }
+  return !o->model_path.empty();
+}
+
+void SetError(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+// The media type of a Content-Type header, lower-case, without parameters.
+std::string MediaType(const httplib::Request& req) {
+  std::string t = req.get_header_value("Content-Type");
+  t = t.substr(0, t.find(';'));
+  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return t;
+}
+
+// HTTP status for a Run error: the caller's inputs (the prologue's refusal, an index out of
+// range, shapes too large for the context limit) are 422; the rest is the service's problem.
+int RunErrorStatus(kiln::StatusCode code) {
+  switch (code) {
+    case kiln::StatusCode::kInvalidArgument:
+    case kiln::StatusCode::kOutOfRange:
+    case kiln::StatusCode::kResourceExhausted: return 422;
+    default: return 500;
+  }
+}
+
+class Service {
+ public:
+  Service(const Options& options, kiln::Model model, std::unique_ptr<ContextPool> pool)
+      : options_(options), model_(std::move(model)), pool_(std::move(pool)), metrics_(model_, pool_->size()) {}
+
+  void Infer(const httplib::Request& req, httplib::Response& res) {
+    RequestInputs inputs(model_.inputs());
+    const std::string media = MediaType(req);
+    const bool multipart = media == "multipart/form-data";
+    kiln::Status parsed;
+    if (multipart) {
+      for (const auto& [name, part] : req.files) {
+        parsed = ParseNpyInput(name, part.content, inputs);
+        if (!parsed.ok()) break;
+      }
+    } else if (media == "application/json") {
+      parsed = ParseJsonInputs(req.body, inputs);
+    } else {
+      return SetError(res, 415, "Content-Type '" + req.get_header_value("Content-Type") +
+                                    "': send application/json or multipart/form-data with one .npy part per input");
+    }
+    if (!parsed.ok()) return SetError(res, 400, parsed.message());
+    kiln::Result<std::vector<kiln::TensorView>> views = inputs.Views();
+    if (!views.ok()) return SetError(res, 400, views.status().message());
+
+    std::optional<ContextPool::Lease> lease = pool_->Borrow(std::chrono::milliseconds(options_.wait_ms));
+    if (!lease) {
+      res.set_header("Retry-After", "1");
+      return SetError(res, 503, "all " + std::to_string(pool_->size()) + " contexts stayed busy for " +
+                                    std::to_string(options_.wait_ms) + " ms (--wait-ms)");
+    }
+    std::vector<kiln::TensorView> outputs;
+    const kiln::Status run = lease->context().Run(*views, outputs);
+    metrics_.RecordRun(lease->index(), lease->context(), run.ok());
+    if (!run.ok()) return SetError(res, RunErrorStatus(run.code()), run.ToString());
+    // The outputs live in the context's memory: encode them before the lease ends.
+    if (multipart) {
+      kiln::Result<MultipartBody> body = NpyMultipartOutputs(model_.outputs(), outputs);
+      if (!body.ok()) return SetError(res, 500, body.status().ToString());
+      res.set_content(std::move(body->body), body->content_type.c_str());
+    } else {
+      kiln::Result<std::string> body = JsonOutputs(model_.outputs(), outputs);
+      if (!body.ok()) return SetError(res, 500, body.status().ToString());
+      res.set_content(std::move(*body), "application/json");
+    }
+  }
+
+  void Metrics(const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(pool_->busy()), "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  // Fills the body of an error response httplib made itself (404, 413, a malformed request).
+  httplib::Server::HandlerResponse LibraryError(const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours, already has one
+    if (res.status == 404) {
+      SetError(res, 404, "no route for " + req.method + " " + req.path +
+                             "; the service answers POST /v1/infer, GET /healthz and GET /metrics");
+    } else if (res.status == 413) {
+      SetError(res, 413, "request body of " + req.get_header_value("Content-Length") + " bytes is over the limit of " +
+                             std::to_string(options_.max_body_bytes) + " bytes (--max-body-bytes)");
+    } else if (res.status == 400 && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+               !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      SetError(res, 400, "a " + req.method + " request needs a Content-Length header or a chunked body");
+    } else {
+      SetError(res, res.status, "malformed HTTP request (status " + std::to_string(res.status) + ")");
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  ::Metrics& metrics() { return metrics_; }
+
+ private:
+  const Options& options_;
+  kiln::Model model_;
+  std::unique_ptr<ContextPool> pool_;
+  ::Metrics metrics_;
+};
+
+// Every route, and for each path the methods it does not take (httplib routes GET, HEAD (as GET),
+// POST, PUT, PATCH, DELETE and OPTIONS), which answer 405 with an Allow header.
+void Route(httplib::Server& server, Service& service) {
+  using Handler = httplib::Server::Handler;
+  using Register = httplib::Server& (httplib::Server::*)(const std::string&, Handler);
+  struct Method {
+    const char* name;
+    Register reg;
+  };
+  const Method methods[] = {
+      {"GET", static_cast<Register>(&httplib::Server::Get)},       {"POST", static_cast<Register>(&httplib::Server::Post)},
+      {"PUT", static_cast<Register>(&httplib::Server::Put)},       {"PATCH", static_cast<Register>(&httplib::Server::Patch)},
+      {"DELETE", static_cast<Register>(&httplib::Server::Delete)}, {"OPTIONS", static_cast<Register>(&httplib::Server::Options)},
+  };
+  struct Route {
+    const char* path;
+    const char* method;
+    Handler handler;
+  };
+  const Route routes[] = {
+      {"/v1/infer", "POST", [&](const httplib::Request& q, httplib::Response& r) { service.Infer(q, r); }},
+      {"/healthz", "GET", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok", "text/plain"); }},
+      {"/metrics", "GET", [&](const httplib::Request& q, httplib::Response& r) { service.Metrics(q, r); }},
+  };
+  for (const Route& route : routes) {
+    const std::string allow = std::string(route.method) + (std::strcmp(route.method, "GET") == 0 ? ", HEAD" : "");
+    for (const Method& m : methods) {
+      if (std::strcmp(m.name, route.method) == 0) {
+        (server.*m.reg)(route.path, route.handler);
+        continue;
+      }
+      (server.*m.reg)(route.path, [allow, path = std::string(route.path)](const httplib::Request& q, httplib::Response& r) {
+        r.set_header("Allow", allow);
+        SetError(r, 405, "method " + q.method + " is not allowed on " + path + "; allowed: " + allow);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!ParseArgs(argc, argv, &options)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  // SIGINT/SIGTERM write their number to a pipe that a thread of ours waits on (a handler, not
+  // sigwait: threads that libraries start before main, such as OpenBLAS's, do not block the
+  // signals, and one of them may be the one to receive it). A client closing its socket
+  // mid-response must not kill the process.
+  if (pipe(g_stop_pipe) != 0) {
+    std::perror("service: pipe");
+    return 1;
+  }
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  kiln::Result<kiln::Model> model = kiln::Model::Load(options.model_path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "service: %s: %s\n", options.model_path.c_str(), model.status().ToString().c_str());
+    return 1;
+  }
+  kiln::ContextOptions context_options;
+  context_options.device = kiln::Device::kCpu;
+  context_options.cpu_threads = options.threads_per_context;
+  kiln::Result<std::unique_ptr<ContextPool>> pool = ContextPool::Create(*model, options.contexts, context_options);
+  if (!pool.ok()) {
+    std::fprintf(stderr, "service: %s\n", pool.status().ToString().c_str());
+    return 1;
+  }
+  Service service(options, std::move(*model), std::move(*pool));
+
+  httplib::Server server;
+  const int http_threads = options.http_threads ? options.http_threads : std::max(8, 2 * options.contexts);
+  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
+  server.set_keep_alive_timeout(2);
+  Route(server, service);
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [&](const httplib::Request& q, httplib::Response& r) { return service.LibraryError(q, r); }));
+  // httplib calls this for every response just before writing it, so a client that has its
+  // answer finds it counted in /metrics.
+  server.set_post_routing_handler([&](const httplib::Request&, httplib::Response& r) { service.metrics().RecordResponse(r.status); });
+
+  const int port = options.port == 0 ? server.bind_to_any_port(options.host)
+                                     : (server.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port < 0) {
+    std::fprintf(stderr, "service: cannot listen on %s:%d\n", options.host.c_str(), options.port);
+    return 1;
+  }
+  std::printf("service: listening on http://%s:%d (%d contexts x %d threads, %d HTTP threads)\n", options.host.c_str(),
+              port, options.contexts, options.threads_per_context, http_threads);
+  std::fflush(stdout);
+
+  std::atomic<bool> listen_done{false};
+  unsigned char signal_number = 0;
+  std::thread stopper([&] {
+    while (read(g_stop_pipe[0], &signal_number, 1) < 0 && errno == EINTR) {
+    }
+    if (signal_number == 0) return;  // main's wake-up after listen failed
+    // stop() acts only once listen_after_bind has started running.
+    while (!listen_done && !server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    server.stop();
+  });
+  const bool listened = server.listen_after_bind();  // returns once stopped and the accepted requests are done
+  listen_done = true;
+  const unsigned char wake = 0;
+  if (write(g_stop_pipe[1], &wake, 1) != 1) std::perror("service: write");  // no-op if the stopper has read a signal
+  stopper.join();
+  if (!listened || !signal_number) {
+    std::fprintf(stderr, "service: the listening socket failed\n");
+    return 1;
+  }
+  std::printf("service: %s, stopped after finishing the requests in flight\n", strsignal(signal_number));
+  return 0;
+}
