@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Kiln and runs every test: the doctest unit tests and the real-model end-to-end tests,
-# then the sanitizer tiers (README "Security model"): scripts/sanitize.sh (the unit tests under
-# ASan+UBSan+LSan, and each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one
-# Model under ThreadSanitizer).
+# the samples built against the installed package (scripts/samples.sh), then the sanitizer
+# tiers (README "Security model"): scripts/sanitize.sh (the unit tests under ASan+UBSan+LSan,
+# and each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one Model under
+# ThreadSanitizer).
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: the normal build's tests only
 set -euo pipefail
 
@@ -27,6 +28,8 @@ build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
 build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
 echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2
+echo "[test] samples against the installed package"
+bash scripts/samples.sh
 if ((SANITIZERS)); then
   echo "[test] sanitizer tiers"
   bash scripts/sanitize.sh
