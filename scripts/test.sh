@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Kiln and runs every test: the doctest unit tests and the real-model end-to-end tests,
-# the samples built against the installed package (scripts/samples.sh), then the sanitizer
-# tiers (README "Security model"): scripts/sanitize.sh (the unit tests under ASan+UBSan+LSan,
-# and each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one Model under
+# the samples built against the installed package (scripts/samples.sh), the aarch64 runtime
+# cross-compiled and tested under qemu-user (scripts/aarch64.sh), then the sanitizer tiers
+# (README "Security model"): scripts/sanitize.sh (the unit tests under ASan+UBSan+LSan, and
+# each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one Model under
 # ThreadSanitizer).
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: the normal build's tests only
 set -euo pipefail
@@ -14,7 +15,7 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -30,6 +31,8 @@ echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2
 echo "[test] samples against the installed package"
 bash scripts/samples.sh
+echo "[test] aarch64: the runtime cross-compiled, its tests under qemu-user"
+bash scripts/aarch64.sh
 if ((SANITIZERS)); then
   echo "[test] sanitizer tiers"
   bash scripts/sanitize.sh

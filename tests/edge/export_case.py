@@ -43,9 +43,8 @@ def main():
             tensor = onnx.TensorProto()
             with open(os.path.join(folder, f"{kind}_{n}.pb"), "rb") as f:
                 tensor.ParseFromString(f.read())
-            array = np.ascontiguousarray(numpy_helper.to_array(tensor))
+            array = numpy_helper.to_array(tensor).copy(order="C")  # ascontiguousarray makes a scalar 1-d
             if kind == "output" and n == 0 and args.perturb:
-                array = array.copy()
                 array.flat[0] += 0.01
             file = f"{kind}_{n}.bin"
             array.astype(array.dtype.newbyteorder("<")).tofile(os.path.join(args.out, file))
