@@ -28,6 +28,7 @@ install(FILES ${CMAKE_BINARY_DIR}/package/KilnConfig.cmake ${CMAKE_BINARY_DIR}/p
 
 # pkg-config: prefix is found from the .pc file's own folder (${pcfiledir}).
 file(RELATIVE_PATH KILN_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" KILN_PC_TO_PREFIX "${KILN_PC_TO_PREFIX}")
 foreach(target IN LISTS KILN_INSTALLED)
   get_target_property(KILN_PC_COMPONENT ${target} EXPORT_NAME)
   get_target_property(KILN_PC_LIB ${target} OUTPUT_NAME)
