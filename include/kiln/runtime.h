@@ -158,7 +158,8 @@ struct ContextOptions {
   // results are the same bits at every thread count. OpenBLAS runs single-threaded inside
   // these blocks: creating a CPU context sets OpenBLAS's process-wide thread count to 1 (its
   // own idle workers would compete with the context's for the cores), which other users of
-  // OpenBLAS in the process then see too. The CUDA backend ignores cpu_threads (its CPU
+  // OpenBLAS in the process then see too (a runtime built with -DKILN_WITH_BLAS=OFF uses its
+  // own GEMM and leaves OpenBLAS alone). The CUDA backend ignores cpu_threads (its CPU
   // instructions run on the calling thread). device_note() gives the count ("CPU backend,
   // 2 threads"). Create fails with kInvalidArgument outside [0, 256] and kResourceExhausted
   // when a thread cannot be started.
