@@ -113,7 +113,8 @@ struct CompileOptions {
   std::function<void(const std::string&)> log;
 };
 
-// Records one model: its inputs, parameters, ops and outputs.
+// Records one model: its inputs, parameters, ops and outputs. Copies of a Builder share the
+// recorded model (as Tensors do); thread-compatible.
 class KILN_API Builder {
  public:
   // `name` names the model in the artifact's provenance and in messages.
