@@ -19,8 +19,10 @@
 // JSON with the parser's position, unknown or missing input, wrong dtype, data length not
 // matching the shape), 404 unknown path, 405 wrong method, 413 body over --max-body-bytes, 415
 // neither JSON nor multipart, 422 when Run refuses the inputs (the prologue's message, verbatim,
-// e.g. a shape no entry accepts), 500 for other runtime errors, 503 no context free in time.
+// e.g. a shape no entry accepts), 406 when an output's dtype has no encoding in the request's
+// format, 500 for other runtime errors, 503 no context free in time.
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -126,23 +128,85 @@ int RunErrorStatus(kiln::StatusCode code) {
   }
 }
 
+// An output dtype the request's format does not carry (float16 in JSON, bfloat16 in .npy) is
+// 406; the request may ask again in the other format.
+int EncodeErrorStatus(const kiln::Status& st) { return st.code() == kiln::StatusCode::kUnimplemented ? 406 : 500; }
+
+// httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+// library): more new connections than that arriving while the accept thread is busy have their
+// SYNs dropped and wait for the client's retransmit, 1 s. Listening again on the bound socket
+// sets a larger backlog (Linux updates it in place).
+class Server : public httplib::Server {
+ public:
+  bool RaiseBacklog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+};
+
+// The service's paths and the methods each takes (HEAD is served as GET).
+struct Route {
+  const char* path;
+  const char* allow;
+};
+constexpr Route kRoutes[] = {{"/v1/infer", "POST"}, {"/healthz", "GET, HEAD"}, {"/metrics", "GET, HEAD"}};
+
+// A request body, read through httplib's ContentReader. Past max_bytes the rest is read and
+// dropped, so the connection stays usable: httplib 0.11 holds a Content-Length body to
+// set_payload_max_length (413 before any handler runs) but reads a chunked one whole.
+struct Body {
+  bool read_ok = true;
+  bool too_large = false;
+  std::string raw;                                          // not multipart
+  std::vector<std::pair<std::string, std::string>> parts;  // multipart/form-data: name, content
+};
+
+Body ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
+              int64_t max_bytes) {
+  Body body;
+  int64_t total = 0;
+  auto keep = [&](const char* data, size_t n, std::string& into) {
+    total += static_cast<int64_t>(n);
+    body.too_large = body.too_large || total > max_bytes;
+    if (!body.too_large) into.append(data, n);
+    return true;
+  };
+  if (req.is_multipart_form_data()) {
+    body.read_ok = read(
+        [&](const httplib::MultipartFormData& part) {
+          if (!body.too_large) body.parts.emplace_back(part.name, "");
+          return true;
+        },
+        [&](const char* data, size_t n) { return body.parts.empty() || keep(data, n, body.parts.back().second); });
+  } else {
+    body.read_ok = read([&](const char* data, size_t n) { return keep(data, n, body.raw); });
+  }
+  if (!body.read_ok && res.status == 413) body.too_large = true;  // httplib's Content-Length check
+  return body;
+}
+
+std::string TooLargeMessage(const httplib::Request& req, int64_t max_bytes) {
+  const std::string length = req.get_header_value("Content-Length");
+  return "request body" + (length.empty() ? "" : " of " + length + " bytes") + " is over the limit of " +
+         std::to_string(max_bytes) + " bytes (--max-body-bytes)";
+}
+
 class Service {
  public:
   Service(const Options& options, kiln::Model model, std::unique_ptr<ContextPool> pool)
       : options_(options), model_(std::move(model)), pool_(std::move(pool)), metrics_(model_, pool_->size()) {}
 
-  void Infer(const httplib::Request& req, httplib::Response& res) {
+  void Infer(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+    const Body body = ReadBody(req, res, read, options_.max_body_bytes);
+    if (body.too_large) return SetError(res, 413, TooLargeMessage(req, options_.max_body_bytes));
+    if (!body.read_ok) return SetError(res, 400, "malformed or incomplete request body");
     RequestInputs inputs(model_.inputs());
-    const std::string media = MediaType(req);
-    const bool multipart = media == "multipart/form-data";
+    const bool multipart = req.is_multipart_form_data();
     kiln::Status parsed;
     if (multipart) {
-      for (const auto& [name, part] : req.files) {
-        parsed = ParseNpyInput(name, part.content, inputs);
+      for (const auto& [name, content] : body.parts) {
+        parsed = ParseNpyInput(name, content, inputs);
         if (!parsed.ok()) break;
       }
-    } else if (media == "application/json") {
-      parsed = ParseJsonInputs(req.body, inputs);
+    } else if (MediaType(req) == "application/json") {
+      parsed = ParseJsonInputs(body.raw, inputs);
     } else {
       return SetError(res, 415, "Content-Type '" + req.get_header_value("Content-Type") +
                                     "': send application/json or multipart/form-data with one .npy part per input");
@@ -164,28 +228,26 @@ class Service {
     // The outputs live in the context's memory: encode them before the lease ends.
     if (multipart) {
       kiln::Result<MultipartBody> body = NpyMultipartOutputs(model_.outputs(), outputs);
-      if (!body.ok()) return SetError(res, 500, body.status().ToString());
+      if (!body.ok()) return SetError(res, EncodeErrorStatus(body.status()), body.status().ToString());
       res.set_content(std::move(body->body), body->content_type.c_str());
     } else {
       kiln::Result<std::string> body = JsonOutputs(model_.outputs(), outputs);
-      if (!body.ok()) return SetError(res, 500, body.status().ToString());
+      if (!body.ok()) return SetError(res, EncodeErrorStatus(body.status()), body.status().ToString());
       res.set_content(std::move(*body), "application/json");
     }
   }
 
-  void Metrics(const httplib::Request&, httplib::Response& res) {
+  void Scrape(const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(pool_->busy()), "text/plain; version=0.0.4; charset=utf-8");
   }
 
   // Fills the body of an error response httplib made itself (404, 413, a malformed request).
   httplib::Server::HandlerResponse LibraryError(const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours, already has one
-    if (res.status == 404) {
-      SetError(res, 404, "no route for " + req.method + " " + req.path +
-                             "; the service answers POST /v1/infer, GET /healthz and GET /metrics");
+    if (res.status == 404) {  // a method httplib does not route (TRACE, CONNECT)
+      NoRoute(req, res, nullptr);
     } else if (res.status == 413) {
-      SetError(res, 413, "request body of " + req.get_header_value("Content-Length") + " bytes is over the limit of " +
-                             std::to_string(options_.max_body_bytes) + " bytes (--max-body-bytes)");
+      SetError(res, 413, TooLargeMessage(req, options_.max_body_bytes));
     } else if (res.status == 400 && (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
                !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
       SetError(res, 400, "a " + req.method + " request needs a Content-Length header or a chunked body");
@@ -195,52 +257,42 @@ class Service {
     return httplib::Server::HandlerResponse::Handled;
   }
 
-  ::Metrics& metrics() { return metrics_; }
+  // Requests no route takes: 405 for a path that exists, else 404. A body is read first (and
+  // dropped), within the limit.
+  void NoRoute(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* read) {
+    if (read && ReadBody(req, res, *read, options_.max_body_bytes).too_large) {
+      return SetError(res, 413, TooLargeMessage(req, options_.max_body_bytes));
+    }
+    for (const Route& route : kRoutes) {
+      if (req.path != route.path) continue;
+      res.set_header("Allow", route.allow);
+      return SetError(res, 405, "method " + req.method + " is not allowed on " + req.path + "; allowed: " + route.allow);
+    }
+    SetError(res, 404, "no route for " + req.method + " " + req.path +
+                           "; the service answers POST /v1/infer, GET /healthz and GET /metrics");
+  }
+
+  Metrics& metrics() { return metrics_; }
 
  private:
   const Options& options_;
   kiln::Model model_;
   std::unique_ptr<ContextPool> pool_;
-  ::Metrics metrics_;
+  Metrics metrics_;
 };
 
-// Every route, and for each path the methods it does not take (httplib routes GET, HEAD (as GET),
-// POST, PUT, PATCH, DELETE and OPTIONS), which answer 405 with an Allow header.
 void Route(httplib::Server& server, Service& service) {
-  using Handler = httplib::Server::Handler;
-  using Register = httplib::Server& (httplib::Server::*)(const std::string&, Handler);
-  struct Method {
-    const char* name;
-    Register reg;
-  };
-  const Method methods[] = {
-      {"GET", static_cast<Register>(&httplib::Server::Get)},       {"POST", static_cast<Register>(&httplib::Server::Post)},
-      {"PUT", static_cast<Register>(&httplib::Server::Put)},       {"PATCH", static_cast<Register>(&httplib::Server::Patch)},
-      {"DELETE", static_cast<Register>(&httplib::Server::Delete)}, {"OPTIONS", static_cast<Register>(&httplib::Server::Options)},
-  };
-  struct Route {
-    const char* path;
-    const char* method;
-    Handler handler;
-  };
-  const Route routes[] = {
-      {"/v1/infer", "POST", [&](const httplib::Request& q, httplib::Response& r) { service.Infer(q, r); }},
-      {"/healthz", "GET", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok", "text/plain"); }},
-      {"/metrics", "GET", [&](const httplib::Request& q, httplib::Response& r) { service.Metrics(q, r); }},
-  };
-  for (const Route& route : routes) {
-    const std::string allow = std::string(route.method) + (std::strcmp(route.method, "GET") == 0 ? ", HEAD" : "");
-    for (const Method& m : methods) {
-      if (std::strcmp(m.name, route.method) == 0) {
-        (server.*m.reg)(route.path, route.handler);
-        continue;
-      }
-      (server.*m.reg)(route.path, [allow, path = std::string(route.path)](const httplib::Request& q, httplib::Response& r) {
-        r.set_header("Allow", allow);
-        SetError(r, 405, "method " + q.method + " is not allowed on " + path + "; allowed: " + allow);
-      });
-    }
-  }
+  using httplib::ContentReader, httplib::Request, httplib::Response;
+  using WithBody = httplib::Server::HandlerWithContentReader;
+  server.Post("/v1/infer", WithBody([&](const Request& q, Response& r, const ContentReader& read) { service.Infer(q, r, read); }));
+  server.Get("/healthz", [](const Request&, Response& r) { r.set_content("ok", "text/plain"); });
+  server.Get("/metrics", [&](const Request& q, Response& r) { service.Scrape(q, r); });
+  // Everything else (httplib tries routes in the order given). Methods that may carry a body get
+  // a reader, so that it is drained within the limit, not read whole by httplib.
+  auto no_route = [&](const Request& q, Response& r) { service.NoRoute(q, r, nullptr); };
+  auto no_route_body = WithBody([&](const Request& q, Response& r, const ContentReader& read) { service.NoRoute(q, r, &read); });
+  server.Get(".*", no_route).Options(".*", no_route);
+  server.Post(".*", no_route_body).Put(".*", no_route_body).Patch(".*", no_route_body).Delete(".*", no_route_body);
 }
 
 }  // namespace
@@ -281,7 +333,7 @@ int main(int argc, char** argv) {
   }
   Service service(options, std::move(*model), std::move(*pool));
 
-  httplib::Server server;
+  Server server;
   const int http_threads = options.http_threads ? options.http_threads : std::max(8, 2 * options.contexts);
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
@@ -295,7 +347,7 @@ int main(int argc, char** argv) {
 
   const int port = options.port == 0 ? server.bind_to_any_port(options.host)
                                      : (server.bind_to_port(options.host, options.port) ? options.port : -1);
-  if (port < 0) {
+  if (port < 0 || !server.RaiseBacklog()) {
     std::fprintf(stderr, "service: cannot listen on %s:%d\n", options.host.c_str(), options.port);
     return 1;
   }

@@ -6,7 +6,8 @@ Starts the service on a free loopback port, sends concurrent valid requests in b
 and checks every answer against onnxruntime on the same inputs, sends malformed requests of each
 kind and checks status and message, checks /metrics against what was sent, then stops the service
 with SIGTERM while a request is in flight and checks that the request completes and the exit
-status is 0. Exits nonzero with the first failure's description.
+status is 0. A second service with one context checks the 503 of a request that finds no free
+context within --wait-ms. Exits nonzero with the first failure's description.
 """
 import io
 import json
@@ -120,9 +121,9 @@ def check_outputs(session, inputs, got, what):
             fail(f"{what}: {name} differs from onnxruntime by up to {np.max(np.abs(g - w)):.3g}")
 
 
-def start(binary, artifact):
-    proc = subprocess.Popen([binary, artifact, "--port", "0", "--contexts", str(CONTEXTS), "--threads-per-context", "1",
-                             "--max-body-bytes", str(MAX_BODY)], stdout=subprocess.PIPE, text=True)
+def start(binary, artifact, contexts=CONTEXTS, extra=()):
+    proc = subprocess.Popen([binary, artifact, "--port", "0", "--contexts", str(contexts), "--threads-per-context", "1",
+                             "--max-body-bytes", str(MAX_BODY), *extra], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
     if not m:
@@ -220,10 +221,16 @@ def malformed(base):
         ("prologue: batch", "POST", "/v1/infer", *multipart({k: npy_bytes(v) for k, v in mismatched.items()}), 422,
          "input 'state' dim 1"),
         ("too large", "POST", "/v1/infer", b" " * (MAX_BODY + 1), J, 413, f"over the limit of {MAX_BODY} bytes"),
+        ("too large, chunked", "POST", "/v1/infer", iter([b" " * (1 << 16)] * (MAX_BODY // (1 << 16) + 1)), J, 413,
+         f"request body is over the limit of {MAX_BODY} bytes"),
+        ("too large, chunked", "PUT", "/healthz", iter([b" " * (1 << 16)] * (MAX_BODY // (1 << 16) + 1)), J, 413,
+         f"request body is over the limit of {MAX_BODY} bytes"),
         ("media type", "POST", "/v1/infer", b"{}", "text/plain", 415, "send application/json or multipart/form-data"),
         ("unknown path", "GET", "/v2/models", None, None, 404, "no route for GET /v2/models"),
         ("wrong method", "GET", "/v1/infer", None, None, 405, "method GET is not allowed on /v1/infer"),
         ("wrong method", "DELETE", "/metrics", None, None, 405, "method DELETE is not allowed on /metrics"),
+        ("wrong method", "POST", "/healthz", b"{}", J, 405, "method POST is not allowed on /healthz"),
+        ("unknown path", "POST", "/v1/infer/x", b"{}", J, 404, "no route for POST /v1/infer/x"),
     ]
     for what, method, path, body, ct, want_status, want_text in cases:
         status, hdrs, data = request(base + path, body, ct, method=method)
@@ -301,8 +308,10 @@ def check_metrics(base, ok_runs, refused_runs):
           f"{sum(expected_http.values())} HTTP responses by code)")
 
 
-def graceful_shutdown(proc, base, session):
-    inputs = make_inputs(np.random.default_rng(7), batch=3000)  # a Run of some 100s of ms
+def slow_request(base):
+    """Starts a request whose Run takes some 100s of ms and returns once it holds a context:
+    (its inputs, its thread, a dict that gets "response" and "at", the time it came)."""
+    inputs = make_inputs(np.random.default_rng(7), batch=3000)
     result = {}
 
     def slow():
@@ -312,13 +321,36 @@ def graceful_shutdown(proc, base, session):
     t = threading.Thread(target=slow)
     t.start()
     deadline = time.time() + 20
-    while True:  # wait until the request holds a context, i.e. is in flight
+    while True:
         _, _, data = request(base + "/metrics")
         if metric_values(data.decode())[0]["kiln_contexts_busy"] >= 1:
-            break
+            return inputs, t, result
         if time.time() > deadline or not t.is_alive():
             fail("the slow request never showed as busy in /metrics")
         time.sleep(0.002)
+
+
+def busy_pool(binary, artifact):
+    """With its one context lent, a service with --wait-ms 50 answers 503 and Retry-After."""
+    proc, base = start(binary, artifact, contexts=1, extra=("--wait-ms", "50"))
+    try:
+        _, t, result = slow_request(base)
+        status, hdrs, data = request(base + "/v1/infer", json_body(make_inputs(np.random.default_rng(8), 1)),
+                                     "application/json")
+        want = "all 1 contexts stayed busy for 50 ms"
+        if status != 503 or want not in json.loads(data)["error"] or hdrs.get("Retry-After") != "1":
+            fail(f"busy pool: got {status} {data!r} Retry-After {hdrs.get('Retry-After')}, expected 503 with {want!r}")
+        t.join(30)
+        if result.get("response", (None,))[0] != 200:
+            fail(f"busy pool: the slow request got {result.get('response')}")
+    finally:
+        proc.kill()
+        proc.wait()
+    print("test_service: a request finding no free context within --wait-ms got 503")
+
+
+def graceful_shutdown(proc, base, session):
+    inputs, t, result = slow_request(base)  # in flight: it holds a context
     proc.send_signal(signal.SIGTERM)
     signalled = time.perf_counter()
     refused = False
@@ -361,6 +393,7 @@ def main():
     finally:
         if proc.poll() is None:
             proc.kill()
+    busy_pool(binary, artifact)
     print("test_service: PASS")
 
 
