@@ -5,7 +5,8 @@
 # seed corpus made here. Any sanitizer report, leak, crash or per-input timeout fails it.
 #
 # Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
-# build/venv (writes the .npy seeds), build/testdata and build/onnx-tests (models, test data).
+# build/venv (writes the .npy seeds), build/testdata, build/testdata-trace and build/onnx-tests
+# (models, test data).
 #
 #   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
 #     --fuzz-seconds N  time per fuzz target (default 60, or $KILN_FUZZ_SECONDS)
@@ -50,7 +51,7 @@ fi
 log() { echo "[sanitize] [${SECONDS}s] $*"; }
 die() { log "error: $*"; exit 1; }
 
-for need in build/kiln build/venv/bin/python build/testdata build/onnx-tests/node; do
+for need in build/kiln build/venv/bin/python build/testdata build/testdata-trace build/onnx-tests/node; do
   [[ -e "$need" ]] || die "no $need: run scripts/test.sh first"
 done
 
@@ -106,6 +107,7 @@ if ((RUN_TESTS)); then
   # The tests look for their data next to the binary's build folder (tests/CMakeLists.txt).
   ln -sfn "$ROOT/build/testdata" "$BUILD/testdata"
   ln -sfn "$ROOT/build/onnx-tests" "$BUILD/onnx-tests"
+  ln -sfn "$ROOT/build/testdata-trace" "$BUILD/testdata-trace"
   rm -f "$BUILD/kiln_tests.rc"
   log "kiln_tests under ASan+UBSan+LSan (log: $BUILD/kiln_tests.log)"
   run_tests &
