@@ -26,9 +26,9 @@
 //
 // Names: every op takes an optional `name` for its output (and node), which `kiln inspect`
 // shows in the traces; without one the op's kind is used ("relu", "relu_1", ...). A name
-// already used in the Builder gets a suffix "_1", "_2", ... Linear with a bias (two ONNX nodes) names
-// the first "<name>.matmul" and the second "<name>"; an op's constants are "<name>.shape",
-// "<name>.scalar".
+// already used in the Builder gets a suffix "_1", "_2", ... Linear with a bias (two ONNX
+// nodes) names the first "<name>.matmul" and the second "<name>"; an op's constants are
+// "<name>.shape" and "<name>.scalar".
 //
 // Dtypes: ops take the dtypes their ONNX operator takes (the examples use float32). A float
 // scalar operand (x * 0.5f) becomes a constant of the tensor's float dtype.
