@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -175,7 +176,13 @@ bool PrepareInputs(const kiln::Model& model, int argc, char** argv, std::vector<
                    JoinDims(view.dims, view.rank).c_str());
       return false;
     }
-    in.storage.assign((static_cast<uint64_t>(bytes) + 7) / 8, 0);
+    try {
+      in.storage.assign((static_cast<uint64_t>(bytes) + 7) / 8, 0);
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "embed: input '%s': cannot allocate %" PRId64 " bytes for %s %s\n", info.name.c_str(), bytes,
+                   std::string(kiln::DTypeName(info.dtype)).c_str(), JoinDims(view.dims, view.rank).c_str());
+      return false;
+    }
     if (!in.file.empty()) {
       std::ifstream f(in.file, std::ios::binary | std::ios::ate);
       if (!f) {
