@@ -143,13 +143,15 @@ Tensor Builder::Parameter(std::string name, std::vector<int64_t> dims, std::span
     auto data = std::make_shared<ir::ConstData>();
     data->dtype = DType::kFloat32;
     data->dims = std::move(dims);
+    for (size_t d = 0; d < data->dims.size(); ++d)
+      if (data->dims[d] < 0) {
+        state_->Fail(InvalidArgument(fmt::format("parameter '{}': dim {} is {}, expected >= 0", name, d, data->dims[d])));
+        return State::Make(state_, ir::kNoValue);
+      }
     const int64_t n = data->num_elements();
-    bool negative = false;
-    for (int64_t d : data->dims) negative |= d < 0;
-    if (negative || n != static_cast<int64_t>(values.size())) {
+    if (n != static_cast<int64_t>(values.size())) {
       state_->Fail(InvalidArgument(fmt::format("parameter '{}': dims [{}] hold {} elements, found {} values", name,
-                                               fmt::join(data->dims, ", "), negative ? "no valid number of" : std::to_string(n),
-                                               values.size())));
+                                               fmt::join(data->dims, ", "), n, values.size())));
       return State::Make(state_, ir::kNoValue);
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());

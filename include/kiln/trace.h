@@ -126,8 +126,8 @@ class KILN_API Builder {
   Tensor Input(std::string name, DType dtype, std::vector<Dim> shape);
 
   // A float32 constant of `dims` (row-major) holding `values`, which are copied: the caller's
-  // array may be freed after the call. Error (recorded): values.size() differs from the
-  // product of dims.
+  // array may be freed after the call. Errors (recorded): a negative dim, or values.size()
+  // differing from the product of dims.
   Tensor Parameter(std::string name, std::vector<int64_t> dims, std::span<const float> values);
   // A constant read from a NumPy .npy file now (v1-v3, little-endian, C order, any dtype Kiln
   // supports). Errors (recorded): the reader's, naming `path` (kNotFound for a missing file,

@@ -107,6 +107,9 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
     Builder b;
     CHECK_FALSE(b.Parameter("w", {2, 3}, std::vector<float>(5)).valid());
     CHECK(b.status().message() == "parameter 'w': dims [2, 3] hold 6 elements, found 5 values");
+    Builder b2;
+    CHECK_FALSE(b2.Parameter("w", {2, -3}, std::vector<float>(6)).valid());
+    CHECK(b2.status().message() == "parameter 'w': dim 1 is -3, expected >= 0");
   }
   SUBCASE("an input with an empty symbol name") {
     Builder b;
