@@ -59,7 +59,7 @@ kiln::Status ReadBool(const json& v, const std::string& where, uint8_t* out) {
 template <typename T, typename Read>
 kiln::Status ReadAll(const json& data, const std::string& where, std::byte* dst, Read read) {
   for (size_t i = 0; i < data.size(); ++i) {
-    T value;
+    T value{};
     KILN_RETURN_IF_ERROR(read(data[i], where + ".data[" + std::to_string(i) + "]", &value));
     std::memcpy(dst + i * sizeof(T), &value, sizeof(T));
   }

@@ -246,7 +246,7 @@ class Service {
   // Fills the body of an error response httplib made itself (404, 413, a malformed request).
   httplib::Server::HandlerResponse LibraryError(const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours, already has one
-    if (res.status == 404) {  // a method httplib does not route (TRACE, CONNECT)
+    if (res.status == 404) {  // no handler matched: a method none is registered for
       NoRoute(req, res, nullptr);
     } else if (res.status == 413) {
       SetError(res, 413, TooLargeMessage(req, options_.max_body_bytes));
@@ -280,7 +280,7 @@ class Service {
   Metrics metrics_;
 };
 
-void Route(httplib::Server& server, Service& service) {
+void AddRoutes(httplib::Server& server, Service& service) {
   using httplib::ContentReader, httplib::Request, httplib::Response;
   using WithBody = httplib::Server::HandlerWithContentReader;
   server.Post("/v1/infer", WithBody([&](const Request& q, Response& r, const ContentReader& read) { service.Infer(q, r, read); }));
@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   server.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   server.set_keep_alive_timeout(2);
-  Route(server, service);
+  AddRoutes(server, service);
   server.set_error_handler(httplib::Server::HandlerWithResponse(
       [&](const httplib::Request& q, httplib::Response& r) { return service.LibraryError(q, r); }));
   // httplib calls this for every response just before writing it, so a client that has its
