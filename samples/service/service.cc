@@ -9,9 +9,9 @@
 //   GET  /metrics    Prometheus text format (metrics.h)
 //
 // Concurrency: --contexts K ExecutionContexts over one Model (context_pool.h), each running its
-// calls on --threads-per-context T CPU threads. A request holds one of --http-threads HTTP
-// threads (default max(8, 2K)) and borrows a context for its Run; when none is free within
-// --wait-ms it gets 503 with Retry-After: 1. SIGINT or SIGTERM closes the listening socket, lets
+// calls on --threads-per-context T CPU threads (0: one per CPU). A request holds one of
+// --http-threads HTTP threads (default max(8, 2K)) and borrows a context for its Run; when none
+// is free within --wait-ms it gets 503 with Retry-After: 1. SIGINT or SIGTERM closes the listening socket, lets
 // the requests already accepted finish (an idle keep-alive connection is dropped within 2 s) and
 // exits 0. The contexts use the CPU backend: outputs are read from host memory.
 //
