@@ -78,7 +78,7 @@ export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
 flags=$(pkg-config --cflags --libs kiln-runtime) || die "pkg-config kiln-runtime failed"
 log "pkg-config --cflags --libs kiln-runtime: $flags"
 # shellcheck disable=SC2086  # flags are words
-g++ -std=c++20 -O2 "$ROOT/samples/embed/embed.cc" $flags -o "$OUT/embed-pkgconfig" ||
+"${CXX:-g++}" -std=c++20 -O2 "$ROOT/samples/embed/embed.cc" $flags -o "$OUT/embed-pkgconfig" ||
   die "embed does not build with pkg-config's flags"
 set +e
 usage=$(LD_LIBRARY_PATH="$LIBDIR" "$OUT/embed-pkgconfig" 2>&1); rc=$?
