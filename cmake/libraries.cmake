@@ -22,7 +22,8 @@ function(kiln_add_libraries name export_name)
   target_link_libraries(${name}_shared PRIVATE ${name}_objects)
   target_compile_features(${name}_shared PUBLIC cxx_std_20)
   target_include_directories(${name}_shared PUBLIC
-    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${KILN_GENERATED_INCLUDE}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set(map ${CMAKE_SOURCE_DIR}/cmake/exports.map)
   target_link_options(${name}_shared PRIVATE -Wl,--gc-sections -Wl,--version-script=${map})
   # SOVERSION major.minor: before 1.0 a minor release may change the ABI.

@@ -20,7 +20,7 @@ namespace kiln {
 bool AlignedBuffer::Reserve(uint64_t bytes) {
   if (bytes <= size_) return true;
   const uint64_t rounded = AllocationBytes(bytes);
-  if (rounded < bytes || rounded > SIZE_MAX) return false;
+  if (rounded < bytes || rounded > static_cast<uint64_t>(PTRDIFF_MAX)) return false;
   void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
   if (p == nullptr) return false;
   std::free(data_);

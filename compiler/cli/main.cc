@@ -7,6 +7,7 @@
 #include <new>
 
 #include "compiler/cli/commands.h"
+#include "kiln/version.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ int CheckStdoutWritten(int code) {
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: compile ONNX models ahead of time into .kiln artifacts and run them.", "kiln"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln 0.1.0");
+  app.set_version_flag("--version", "kiln " KILN_VERSION_STRING);
   kiln::cli::AddCompileCommand(app);
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);

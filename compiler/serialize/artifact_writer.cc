@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "kiln/runtime.h"
+#include "kiln/version.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
 #include "schema/kiln_generated.h"
@@ -333,7 +334,7 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
-  auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln 0.1.0"), b.CreateString(artifact.source),
+  auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString("fp32"), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
                                  b.CreateVector(kernels), b.CreateVector(entries));

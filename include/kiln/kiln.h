@@ -44,15 +44,14 @@
 #include <stdint.h>
 
 #include "kiln/export.h"
+#include "kiln/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The version of this header; kiln_version() gives the library's. */
-#define KILN_VERSION_MAJOR 0
-#define KILN_VERSION_MINOR 1
-#define KILN_VERSION_PATCH 0
+/* KILN_VERSION_MAJOR, _MINOR, _PATCH (kiln/version.h) are the version of these headers;
+ * kiln_version() gives the library's. */
 
 /* Status codes: kiln::StatusCode's values. The detail is always in the handle's last error. */
 typedef enum kiln_status {
