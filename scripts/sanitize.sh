@@ -16,6 +16,9 @@
 #                       0 draws a new seed each run (use it for longer hunts)
 #     TARGET...         fuzz only these (default: every tests/fuzz/fuzz_*.cc)
 #     --no-tests / --no-fuzz  skip (and do not build) the doctest run / the fuzzers
+#     --build-only      configure and build, then stop (needs only the Debian packages; test.sh
+#                       runs it in the background at low priority, on cores the other steps leave idle)
+#     --no-build        use the binaries a --build-only run made
 #   $KILN_SANITIZE_BUILD: the build folder (default build/sanitize).
 #
 # A failing fuzz input is saved under build/sanitize/fuzz-crashes/<target>/ and the script
@@ -31,6 +34,8 @@ FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
 FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1
 RUN_FUZZ=1
+BUILD_ONLY=0
+NO_BUILD=0
 TARGETS=()
 while (($#)); do
   case "$1" in
@@ -39,7 +44,9 @@ while (($#)); do
     --fuzz-seed) FUZZ_SEED="$2"; shift 2 ;;
     --no-tests) RUN_TESTS=0; shift ;;
     --no-fuzz) RUN_FUZZ=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    --no-build) NO_BUILD=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "sanitize.sh: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -51,9 +58,11 @@ fi
 log() { echo "[sanitize] [${SECONDS}s] $*"; }
 die() { log "error: $*"; exit 1; }
 
-for need in build/kiln build/venv/bin/python build/testdata build/testdata-trace build/onnx-tests/node; do
-  [[ -e "$need" ]] || die "no $need: run scripts/test.sh first"
-done
+if ((!BUILD_ONLY)); then
+  for need in build/kiln build/venv/bin/python build/testdata build/testdata-trace build/onnx-tests/node; do
+    [[ -e "$need" ]] || die "no $need: run scripts/test.sh first"
+  done
+fi
 
 # clang, libFuzzer and the sanitizer runtimes (libclang-rt), lld (links the instrumented
 # binaries faster) and llvm-symbolizer (file:line in reports).
@@ -62,6 +71,15 @@ bash scripts/install-debs.sh sanitize clang libclang-rt-14-dev lld llvm
 # --- build ---------------------------------------------------------------------------------
 # -O1 and line tables only: the fastest build that still gives symbolized reports. No CUDA:
 # the tier checks the CPU runtime, the compiler and the tests that run without a GPU.
+BUILD_TARGETS=(kiln)
+((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests)
+((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
+if ((NO_BUILD)); then
+  for t in "${BUILD_TARGETS[@]}"; do
+    [[ -x "$BUILD/$t" || -x "$BUILD/tests/$t" || -x "$BUILD/fuzz/$t" ]] ||
+      die "no $t in $BUILD: run scripts/sanitize.sh --build-only first"
+  done
+else
 log "configuring $BUILD (clang, -fsanitize=address,undefined, fuzzers)"
 mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -69,13 +87,15 @@ cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DKILN_SANITIZE=address,undefined -DKILN_BUILD_FUZZERS=ON \
   -DKILN_BUILD_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON >"$BUILD/configure.log" 2>&1 ||
   { cat "$BUILD/configure.log"; die "cmake configure failed (log: $BUILD/configure.log)"; }
-BUILD_TARGETS=(kiln)
-((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests)
-((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
 log "building ${BUILD_TARGETS[*]}"
 # $KILN_BUILD_LOCK: a lock file the build step holds (flock), where several builds share a machine.
 ${KILN_BUILD_LOCK:+flock "$KILN_BUILD_LOCK"} cmake --build "$BUILD" -j"$(nproc)" --target "${BUILD_TARGETS[@]}" >"$BUILD/build.log" 2>&1 ||
   { tail -40 "$BUILD/build.log"; die "build failed (log: $BUILD/build.log)"; }
+fi
+if ((BUILD_ONLY)); then
+  log "built ${BUILD_TARGETS[*]} in $BUILD"
+  exit 0
+fi
 
 # Every report is fatal (-fno-sanitize-recover=all at compile time); leaks are reported at exit.
 SYMBOLIZER="$(command -v llvm-symbolizer || true)"
@@ -86,9 +106,14 @@ status=0
 # --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------
 # It runs on one core, in the background while the fuzzers use the others (it counts as one
 # of the --fuzz-jobs), and is reported at the end.
+# One case is left to the normal build's ctest: the host-shim coverage sweep over every real
+# model's and ONNX node case's fused kernels spends its time in the host compiler it starts
+# for each kernel (uninstrumented), 84 s of this run for little sanitizer coverage that the
+# other host-shim cases do not give.
+UNSANITIZED_CASES="fused kernels of the real models and ONNX node cases: host-compiled CUDA*"
 run_tests() {
   local start=$SECONDS rc=0
-  "$BUILD/tests/kiln_tests" >"$BUILD/kiln_tests.log" 2>&1 || rc=$?
+  "$BUILD/tests/kiln_tests" --test-case-exclude="$UNSANITIZED_CASES" >"$BUILD/kiln_tests.log" 2>&1 || rc=$?
   echo "$rc $((SECONDS - start))" >"$BUILD/kiln_tests.rc"
 }
 report_tests() {

