@@ -17,7 +17,7 @@
 #     TARGET...         fuzz only these (default: every tests/fuzz/fuzz_*.cc)
 #     --no-tests / --no-fuzz  skip (and do not build) the doctest run / the fuzzers
 #     --build-only      configure and build, then stop (needs only the Debian packages; test.sh
-#                       runs it in the background at low priority, on cores the other steps leave idle)
+#                       runs it in the background, next to its other steps)
 #     --no-build        use the binaries a --build-only run made
 #   $KILN_SANITIZE_BUILD: the build folder (default build/sanitize).
 #
