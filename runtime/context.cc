@@ -248,6 +248,8 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
                                            call.workspace, call.workspace_bytes, call.threads)
                            : pi.kernel->run(call);
     if (!st.ok()) return st.WithContext(pi.label);
+    if (c.instruction_observer) [[unlikely]]
+      c.instruction_observer(pe, pi, call.outputs);
     if (c.profile) {
       const int64_t now = NowNs();
       times[k] = now - t;

@@ -238,7 +238,9 @@ class KILN_API ExecutionContext {
   ExecutionContext& operator=(ExecutionContext&&) noexcept;
   ~ExecutionContext();
 
+  // Runtime-internal state (runtime/context_impl.h), for Kiln's own tools; not an API.
   struct Impl;
+  Impl& impl() { return *impl_; }
 
  private:
   explicit ExecutionContext(std::unique_ptr<Impl> impl);
