@@ -46,10 +46,12 @@ inline std::vector<std::vector<float>> FloatCopies(std::span<const TensorView> t
 }
 
 // Runs artifact `bytes` on host inputs and returns copies of its outputs as float vectors.
-inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& bytes, std::span<const TensorView> inputs) {
+// `options` picks the backend (the default: kAuto).
+inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& bytes, std::span<const TensorView> inputs,
+                                                const ContextOptions& options = {}) {
   auto model = Model::Load(bytes);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  auto ctx = ExecutionContext::Create(*model, {});
+  auto ctx = ExecutionContext::Create(*model, options);
   REQUIRE(ctx.ok());
   std::vector<TensorView> out;
   Status st = ctx->Run(inputs, out);

@@ -4,9 +4,8 @@
 // one by the CPU backend. Inputs are random (weights are the model's own), with symbolic
 // dims bound to the shapes of the model's first test set.
 //
-// Models: every folder of KILN_TEST_DATA_DIR (made by tests/e2e/make_package_testdata.py),
-// plus every folder under each path in $KILN_MODEL_DIRS (':'-separated; .ci/run adds
-// ../shared/models), plus every ONNX node test case of tests/conformance/expected_pass.txt
+// Models: every folder of kiln::testing::ModelDirs() (tests/e2e/model_dirs.h: the packaged
+// test data and $KILN_MODEL_DIRS), plus every ONNX node test case of tests/conformance/expected_pass.txt
 // found under build/onnx-tests/node (tests/conformance/get_onnx_tests.py) (inputs the case feeds axes or sizes through are bound to
 // its test set's values, as the conformance runner does). The test is skipped when there are
 // none. All kernels are compiled for the host in a few large batches.
@@ -19,7 +18,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -36,34 +34,13 @@
 #include "runtime/cpu/fused.h"
 #include "runtime/half.h"
 #include "tests/compiler/codegen/host_shim_harness.h"
+#include "tests/e2e/model_dirs.h"
 #include "tests/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using kiln::DType;
-
-std::vector<std::string> ModelDirs() {
-  std::vector<std::string> parents = {KILN_TEST_DATA_DIR};
-  if (const char* extra = std::getenv("KILN_MODEL_DIRS")) {
-    std::string s = extra;
-    for (size_t pos = 0; pos <= s.size();) {
-      size_t colon = s.find(':', pos);
-      std::string p = s.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      if (!p.empty()) parents.push_back(p);
-      if (colon == std::string::npos) break;
-      pos = colon + 1;
-    }
-  }
-  std::vector<std::string> dirs;
-  for (const std::string& parent : parents) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(parent, ec))
-      if (fs::exists(e.path() / "model.onnx") && fs::exists(e.path() / "test_data_set_0")) dirs.push_back(e.path());
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
 
 // The ONNX node cases Kiln passes (tests/conformance/expected_pass.txt) that are present.
 std::vector<std::string> NodeCaseDirs() {
@@ -293,7 +270,7 @@ kiln::Result<Buffer> RunMembers(const ModelTrace& m, const kiln::ir::Node& node,
 
 TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled CUDA == interpreted program == unfused ops") {
   std::vector<std::pair<std::string, bool>> dirs;  // (folder, is an ONNX node case)
-  for (const std::string& d : ModelDirs()) dirs.emplace_back(d, false);
+  for (const std::string& d : kiln::testing::ModelDirs()) dirs.emplace_back(d, false);
   for (const std::string& d : NodeCaseDirs()) dirs.emplace_back(d, true);
   if (dirs.empty()) {
     MESSAGE("skipped: no model folders in " << KILN_TEST_DATA_DIR << " or $KILN_MODEL_DIRS (run scripts/test.sh)");

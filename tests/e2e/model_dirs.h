@@ -1,0 +1,41 @@
+// Test helper: the real-model folders the end-to-end tests run over.
+//
+// Every folder of KILN_TEST_DATA_DIR (made by tests/e2e/make_package_testdata.py), plus every
+// folder under each path in $KILN_MODEL_DIRS (':'-separated; .ci/run sets it to
+// ../shared/models), that holds a model.onnx and a test_data_set_0/. Sorted by path; empty
+// when neither has any (a test then says it is skipped and returns).
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace kiln::testing {
+
+inline std::vector<std::string> ModelDirs() {
+  std::vector<std::string> parents = {KILN_TEST_DATA_DIR};
+  if (const char* extra = std::getenv("KILN_MODEL_DIRS")) {
+    std::string s = extra;
+    for (size_t pos = 0; pos <= s.size();) {
+      size_t colon = s.find(':', pos);
+      std::string p = s.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+      if (!p.empty()) parents.push_back(p);
+      if (colon == std::string::npos) break;
+      pos = colon + 1;
+    }
+  }
+  std::vector<std::string> dirs;
+  for (const std::string& parent : parents) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(parent, ec))
+      if (std::filesystem::exists(e.path() / "model.onnx") && std::filesystem::exists(e.path() / "test_data_set_0"))
+        dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+}  // namespace kiln::testing
