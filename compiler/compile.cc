@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <new>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -169,6 +170,20 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
       if (!pruned.ok()) canonical = pruned;
     }
     const int64_t canonical_ns = NowNs() - t0;
+    // The precision stage rewrites the canonical trace before fusion, so its Casts fuse.
+    const bool lowers = options.precision.precision != passes::Precision::kFp32 ||
+                        options.precision.io_dtype != DType::kFloat32;
+    std::optional<ir::Trace> lowered;
+    std::vector<std::string> precision_log;
+    int64_t precision_ns = 0;
+    if (canonical.ok() && lowers) {
+      t0 = NowNs();
+      auto l = passes::LowerPrecision(canonical->trace, options.precision, &precision_log);
+      precision_ns = NowNs() - t0;
+      if (l.ok()) lowered = std::move(*l);
+      else canonical = l.status();
+    }
+    const ir::Trace* before_fusion = canonical.ok() ? (lowered ? &*lowered : &canonical->trace) : nullptr;
     Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> executors = Status(StatusCode::kInternal, "not run");
     Result<ir::Trace> fused = Status(StatusCode::kInternal, "not run");
@@ -180,8 +195,8 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
       // A GPU artifact folds only the activations the CUDA libraries apply (epilogue.h).
       const auto activations = options.archs.empty() ? passes::EpilogueActivations::kAny
                                                      : passes::EpilogueActivations::kGpuLibraries;
-      fused = options.fuse ? FusionStage(canonical->trace, &fusion_log, &fused_kernels, nullptr, activations)
-                           : canonical->trace;
+      fused = options.fuse ? FusionStage(*before_fusion, &fusion_log, &fused_kernels, nullptr, activations)
+                           : *before_fusion;
       fusion_ns = NowNs() - t0;
     }
     if (fused.ok()) {
@@ -222,18 +237,24 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     if (!dropped_guards.empty())
       log(fmt::format("entry '{}': {} guards implied by the symbol ranges, dropped", name, dropped_guards.size()));
     entry.stages = {import_stage, {"canonical", std::move(canonical_text), canonical_ns, ops(canonical->trace)}};
+    if (lowered) {
+      std::string text = lowered->Print();
+      for (const std::string& line : precision_log) text += "# " + line + "\n";
+      entry.stages.push_back({"precision", std::move(text), precision_ns, ops(*lowered)});
+      for (const std::string& line : precision_log) log(fmt::format("entry '{}': precision: {}", name, line));
+    }
     if (options.fuse) {
       std::string text = fused->Print();
       for (const std::string& line : fusion_log) text += "# " + line + "\n";
       entry.stages.push_back({"fusion", std::move(text), fusion_ns, ops(*fused)});
       for (const std::string& line : fusion_log) log(fmt::format("entry '{}': fusion: {}", name, line));
-      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, ops(canonical->trace),
+      log(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", name, ops(*before_fusion),
                       ops(*fused), fused_kernels));
     }
     entry.stages.push_back({"executors", executors->Print(), executors_ns, ops(*executors)});
     entry.stages.push_back({"plan", PlanText(*plan), plan_ns, ops(plan->trace)});
     if (summary && record.entries.empty()) {
-      summary->ops_before_fusion = ops(canonical->trace);
+      summary->ops_before_fusion = ops(*before_fusion);
       summary->ops_after_fusion = ops(*fused);
     }
     if (summary) {
@@ -298,7 +319,11 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
 
   serialize::ArtifactRecord record;
   record.source = source;
-  for (ir::ValueId id : imported.inputs) record.inputs.push_back(imported.value(id));
+  record.precision = passes::PrecisionName(options.precision.precision);
+  for (ir::ValueId id : imported.inputs) {
+    record.inputs.push_back(imported.value(id));
+    if (record.inputs.back().dtype == DType::kFloat32) record.inputs.back().dtype = options.precision.io_dtype;
+  }
   for (size_t i : order) {
     const ResolvedProfile& profile = resolved[i];
     Status st;

@@ -11,6 +11,7 @@
 
 #include "compiler/ir/trace.h"
 #include "compiler/passes/epilogue.h"
+#include "compiler/passes/precision.h"
 #include "compiler/profile.h"
 #include "kiln/status.h"
 
@@ -33,6 +34,9 @@ struct CompileOptions {
   // The fusion stage (epilogues on MatMul/Gemm/Conv, then fused regions). Off: every op
   // stays a separate instruction, as a reference for the fused artifact.
   bool fuse = true;
+  // The `precision` stage (compiler/passes/precision.h): `--precision`, `--keep-fp32` and
+  // `--io-precision`. The default keeps the model in float32.
+  passes::PrecisionOptions precision;
   // NVRTC targets: "sm_NN" cubins and "compute_NN" PTX. Empty: a CPU-only artifact that
   // holds the portable programs alone (`--arch none`).
   std::vector<std::string> archs = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "compute_90"};

@@ -28,6 +28,9 @@ struct CompileFlags {
   std::string kernel_cache;
   bool no_kernel_cache = false;
   int jobs = 0;
+  std::string precision = "fp32";
+  std::vector<std::string> keep_fp32;
+  std::string io_precision = "declared";
 };
 
 // "sm_80,sm_86" -> cubin archs plus PTX of the newest ("compute_86"); "none" -> {}.
@@ -74,6 +77,13 @@ void RunCompile(const CompileFlags& f) {
     exit_code = 2;
     return;
   }
+  options.precision.precision = f.precision == "fp16"   ? passes::Precision::kFp16
+                                : f.precision == "bf16" ? passes::Precision::kBf16
+                                                        : passes::Precision::kFp32;
+  options.precision.io_dtype = f.io_precision == "fp16"   ? DType::kFloat16
+                               : f.io_precision == "bf16" ? DType::kBFloat16
+                                                          : DType::kFloat32;
+  options.precision.keep_fp32 = f.keep_fp32;
   if (!quiet) options.kernel_progress = codegen::TerminalProgress();
   for (const std::string& s : shapes) {
     std::string name, error;
@@ -184,6 +194,22 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues (GPU artifacts fold only those cuDNN/cuBLASLt apply)")
+      ->capture_default_str();
+  cmd->add_option("--precision", f->precision,
+                  "the type of weights and activations: fp32, or fp16 / bf16 with float32 accumulation. GEMM and "
+                  "conv accumulate in float32; reductions, Softmax and normalisations compute in float32 and "
+                  "store the precision type; Exp, Pow, Log, ReduceSum, CumSum, recurrent and detection ops stay "
+                  "float32 (the table in the README, 'Reduced precision'); integer and shape paths are untouched. "
+                  "The 'precision' trace of `kiln inspect` shows the Casts")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--keep-fp32", f->keep_fp32,
+                  "keep a node (by ONNX node name) or every node of an op type (Softmax) in float32, whatever the "
+                  "table says, e.g. a detector's box decoding; repeatable. A name matching nothing is an error");
+  cmd->add_option("--io-precision", f->io_precision,
+                  "the dtype of the model's float32 inputs and outputs: 'declared' keeps float32 (the artifact "
+                  "converts at its edges), fp16 or bf16 makes callers pass and receive that type")
+      ->check(CLI::IsMember({"declared", "fp16", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
   cmd->add_option("--kernel-cache", f->kernel_cache,

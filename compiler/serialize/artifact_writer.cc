@@ -335,7 +335,7 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
   auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
-                                 b.CreateVector(archs), b.CreateString("fp32"), b.CreateVector(inputs),
+                                 b.CreateVector(archs), b.CreateString(artifact.precision), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
                                  b.CreateVector(kernels), b.CreateVector(entries));
   b.Finish(root, fb::ArtifactIdentifier());

@@ -59,6 +59,7 @@ struct ArtifactRecord {
   // Model::inputs(). Empty: taken from the entries, as the outputs always are (each dim the
   // entries agree on; else the one symbolic form they share; else their forms joined by '|').
   std::vector<ir::Value> inputs;
+  std::string precision = "fp32";          // passes::PrecisionName of `--precision`
   std::vector<std::string> target_archs;  // cubin archs and PTX ("compute_90"); empty: CPU-only
   std::vector<KernelRecord> kernels;
   // The kernel of each fused node's FusedKernel (nodes share FusedKernel objects across the

@@ -1,0 +1,423 @@
+#include "compiler/passes/precision.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "compiler/ops/registry.h"
+#include "runtime/half.h"
+
+namespace kiln::passes {
+namespace {
+
+enum class Class { kLow, kFollow, kFloat32 };
+
+struct Policy {
+  std::string_view op;
+  Class cls;
+  // Inputs that keep their declared dtype whatever the class (Resize's roi and scales are
+  // coordinates, and its meta function reads them as float32).
+  std::initializer_list<int> declared_inputs = {};
+};
+
+// The precision policy. kLow: half storage, float32 accumulation inside the kernel. kFollow:
+// the type the inputs arrive in. kFloat32: float32 in and out. An op not listed is kFloat32.
+constexpr Policy kPolicy[] = {
+    // GEMM and convolution: the tensor-core ops, float32 accumulators (cuBLASLt
+    // CUBLAS_COMPUTE_32F, cuDNN float compute, the CPU backend's float32 GEMM).
+    {"Attention", Class::kLow}, {"Conv", Class::kLow}, {"ConvTranspose", Class::kLow},
+    {"DeformConv", Class::kLow}, {"Einsum", Class::kLow}, {"Gemm", Class::kLow}, {"MatMul", Class::kLow},
+    // Reductions whose result stays within the input's range: statistics, sums and
+    // exponentials computed in float32, the result stored in the precision type.
+    {"AveragePool", Class::kLow}, {"BatchNormalization", Class::kLow}, {"GlobalAveragePool", Class::kLow},
+    {"GlobalMaxPool", Class::kLow}, {"GroupNormalization", Class::kLow}, {"InstanceNormalization", Class::kLow},
+    {"LayerNormalization", Class::kLow}, {"LogSoftmax", Class::kLow}, {"LpNormalization", Class::kLow},
+    {"MaxPool", Class::kLow}, {"MeanVarianceNormalization", Class::kLow}, {"RMSNormalization", Class::kLow},
+    {"ReduceMax", Class::kLow}, {"ReduceMean", Class::kLow}, {"ReduceMin", Class::kLow}, {"Softmax", Class::kLow},
+    // Elementwise, activations, comparisons and data movement: exact or within the input's
+    // range, so they run in whatever type their inputs come in.
+    {"Abs", Class::kFollow}, {"Add", Class::kFollow}, {"ArgMax", Class::kFollow}, {"ArgMin", Class::kFollow},
+    {"Cast", Class::kFollow}, {"CastLike", Class::kFollow}, {"Celu", Class::kFollow},
+    {"CenterCropPad", Class::kFollow}, {"Ceil", Class::kFollow}, {"Clip", Class::kFollow},
+    {"Compress", Class::kFollow}, {"Concat", Class::kFollow}, {"Cos", Class::kFollow},
+    {"DepthToSpace", Class::kFollow}, {"Div", Class::kFollow}, {"Dropout", Class::kFollow},
+    {"Elu", Class::kFollow}, {"Equal", Class::kFollow}, {"Erf", Class::kFollow}, {"Expand", Class::kFollow},
+    {"Flatten", Class::kFollow}, {"Floor", Class::kFollow}, {"Gather", Class::kFollow},
+    {"GatherElements", Class::kFollow}, {"GatherND", Class::kFollow}, {"Gelu", Class::kFollow},
+    {"Greater", Class::kFollow}, {"GreaterOrEqual", Class::kFollow}, {"Hardmax", Class::kFollow},
+    {"HardSigmoid", Class::kFollow}, {"HardSwish", Class::kFollow}, {"Identity", Class::kFollow},
+    {"IsInf", Class::kFollow}, {"IsNaN", Class::kFollow}, {"LeakyRelu", Class::kFollow}, {"Less", Class::kFollow},
+    {"LessOrEqual", Class::kFollow}, {"Max", Class::kFollow}, {"MaxUnpool", Class::kFollow},
+    {"Mean", Class::kFollow}, {"Min", Class::kFollow}, {"Mish", Class::kFollow}, {"Mul", Class::kFollow},
+    {"Neg", Class::kFollow}, {"NonZero", Class::kFollow}, {"OneHot", Class::kFollow}, {"PRelu", Class::kFollow},
+    {"Pad", Class::kFollow}, {"Relu", Class::kFollow}, {"Reshape", Class::kFollow},
+    {"Resize", Class::kFollow, {1, 2}}, {"ReverseSequence", Class::kFollow}, {"Round", Class::kFollow},
+    {"Scatter", Class::kFollow}, {"ScatterElements", Class::kFollow}, {"ScatterND", Class::kFollow},
+    {"Selu", Class::kFollow}, {"Shape", Class::kFollow}, {"Shrink", Class::kFollow},
+    {"Sigmoid", Class::kFollow}, {"Sign", Class::kFollow}, {"Sin", Class::kFollow}, {"Size", Class::kFollow},
+    {"Slice", Class::kFollow}, {"Softplus", Class::kFollow}, {"Softsign", Class::kFollow},
+    {"SpaceToDepth", Class::kFollow}, {"Split", Class::kFollow}, {"Sqrt", Class::kFollow},
+    {"Squeeze", Class::kFollow}, {"Sub", Class::kFollow}, {"Sum", Class::kFollow}, {"Swish", Class::kFollow},
+    {"Tanh", Class::kFollow}, {"TensorScatter", Class::kFollow}, {"ThresholdedRelu", Class::kFollow},
+    {"Tile", Class::kFollow}, {"TopK", Class::kFollow}, {"Transpose", Class::kFollow},
+    {"Trilu", Class::kFollow}, {"Unique", Class::kFollow}, {"Unsqueeze", Class::kFollow},
+    {"Where", Class::kFollow},
+    // Not listed, so float32: Exp, Log, Pow, Reciprocal and the hyperbolic and inverse
+    // trigonometric functions (results beyond 65504 or accuracy lost near 0 and 1), ReduceSum,
+    // ReduceSumSquare, ReduceProd, ReduceLogSum(Exp), CumSum, CumProd, LpPool and LRN (sums
+    // that outgrow their inputs), LSTM, GRU, RNN (state carried over many steps),
+    // NonMaxSuppression, RoiAlign, GridSample and AffineGrid (coordinates), DFT, STFT and
+    // the window functions, quantization, Range, ConstantOfShape, EyeLike, Det, Mod, BitCast.
+};
+
+const Policy* FindPolicy(std::string_view op) {
+  for (const Policy& p : kPolicy)
+    if (p.op == op) return &p;
+  return nullptr;
+}
+
+std::string_view Suffix(DType t) {
+  switch (t) {
+    case DType::kFloat16: return "fp16";
+    case DType::kBFloat16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+bool IsLow(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+std::shared_ptr<const ir::ConstData> Convert(const ir::ConstData& in, DType to) {
+  auto out = std::make_shared<ir::ConstData>();
+  out->dtype = to;
+  out->dims = in.dims;
+  const int64_t n = in.num_elements();
+  out->bytes.resize(static_cast<size_t>(n) * DTypeSize(to));
+  for (int64_t i = 0; i < n; ++i) {
+    const float f = static_cast<float>(in.FloatAt(i));
+    if (to == DType::kFloat32) {
+      std::memcpy(out->bytes.data() + 4 * i, &f, 4);
+    } else {
+      const uint16_t h = to == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f);
+      std::memcpy(out->bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+class Lowering {
+ public:
+  Lowering(const ir::Trace& in, const PrecisionOptions& options, std::vector<std::string>* log)
+      : in_(in), out_(in), options_(options), low_(PrecisionDType(options.precision)), log_(log) {
+    out_.stage = "precision";
+    out_.provenance = fmt::format("Kiln precision pass: {}, float32 accumulation", PrecisionName(options.precision));
+    out_.body.nodes.clear();
+    for (const ir::Value& v : in.values) names_.insert(v.name);
+  }
+
+  Result<ir::Trace> Run() {
+    KILN_RETURN_IF_ERROR(CheckKeepNames());
+    // Inputs declared float32 take io_dtype: a new value under the input's name, and the
+    // float32 one is made from it by a Cast when a float32 reader needs it.
+    for (ir::ValueId& id : out_.inputs) {
+      if (in_.value(id).dtype != DType::kFloat32 || options_.io_dtype == DType::kFloat32) continue;
+      ir::Value v = in_.value(id);
+      v.dtype = options_.io_dtype;
+      out_.value(id).name = Fresh(v.name + ".to_fp32");
+      const ir::ValueId io = out_.AddValue(std::move(v));
+      produced_[id] = io;
+      id = io;
+    }
+    for (const ir::Node& n : in_.body.nodes) KILN_RETURN_IF_ERROR(Lower(n));
+    for (ir::ValueId& id : out_.outputs) {
+      const DType declared = in_.value(id).dtype;
+      const DType want = declared == DType::kFloat32 ? options_.io_dtype : declared;
+      const ir::ValueId v = Need(id, want);
+      if (v == id) continue;
+      // The output keeps its name on the value of the chosen dtype.
+      ir::ValueId named = v;
+      if (!IsNodeOutput(v) || std::count(out_.outputs.begin(), out_.outputs.end(), v) > 0) {
+        named = out_.AddValue(out_.value(v));
+        ir::Node identity{"Identity", Fresh(in_.value(id).name + ".identity"), {v}, {named}};
+        KILN_RETURN_IF_ERROR(Emit(std::move(identity)));
+      }
+      const std::string name = in_.value(id).name;
+      out_.value(id).name = Fresh(name + ".fp32");
+      out_.value(named).name = name;
+      id = named;
+    }
+    if (log_) {
+      log_->push_back(fmt::format("{} of {} ops in {} ({} by the table, the others follow their inputs); {} "
+                                  "that could follow stay float32; {} Casts inserted; {} constants converted ({} "
+                                  "bytes fewer)",
+                                  lowered_, in_.body.nodes.size(), PrecisionName(options_.precision), low_ops_,
+                                  fp32_ops_, casts_, converted_, saved_bytes_));
+    }
+    return std::move(out_);
+  }
+
+ private:
+  Status CheckKeepNames() {
+    for (const std::string& k : options_.keep_fp32) {
+      bool found = false;
+      for (const ir::Node& n : in_.body.nodes) found = found || n.name == k || n.op == k;
+      if (!found)
+        return InvalidArgument(fmt::format("--keep-fp32 '{}': no node and no op type of that name in the model "
+                                           "(names are ONNX node names or op types such as Softmax)",
+                                           k));
+    }
+    return Status::Ok();
+  }
+
+  std::string Fresh(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; names_.count(name); ++i) name = fmt::format("{}_{}", base, i);
+    names_.insert(name);
+    return name;
+  }
+
+  bool IsNodeOutput(ir::ValueId v) const {
+    for (const ir::Node& n : out_.body.nodes)
+      for (ir::ValueId o : n.outputs)
+        if (o == v) return true;
+    return false;
+  }
+
+  // The value now holding `id`'s data as it was produced.
+  ir::ValueId Produced(ir::ValueId id) const {
+    auto it = produced_.find(id);
+    return it == produced_.end() ? id : it->second;
+  }
+  DType Arrives(ir::ValueId id) const { return out_.value(Produced(id)).dtype; }
+
+  Status Emit(ir::Node node) {
+    KILN_RETURN_IF_ERROR(ir::InferNode(out_, node));
+    out_.body.nodes.push_back(std::move(node));
+    return Status::Ok();
+  }
+
+  // `id`'s data in dtype `t`: the value itself, a converted constant, or the output of a
+  // Cast inserted once, before the first reader.
+  Result<ir::ValueId> NeedOr(ir::ValueId id, DType t) {
+    const ir::ValueId p = Produced(id);
+    if (out_.value(p).dtype == t) return p;
+    if (t == in_.value(id).dtype) {
+      // The declared type keeps the declared value id (an output, or a value a subgraph reads).
+      if (!materialized_.insert(id).second) return id;
+      journal_.push_back({id, DType::kUndefined});
+      ++casts_;
+      ir::Node cast{"Cast", Fresh(in_.value(id).name + ".to_" + std::string(Suffix(t))), {p}, {id}};
+      cast.attrs.SetInt("to", static_cast<int64_t>(t));
+      KILN_RETURN_IF_ERROR(Emit(std::move(cast)));
+      return id;
+    }
+    if (auto it = cache_.find({id, t}); it != cache_.end()) return it->second;
+    ir::Value v = in_.value(id);
+    v.dtype = t;
+    v.sym.reset();
+    ir::ValueId made;
+    if (v.is_const()) {
+      v.data = Convert(*in_.value(id).data, t);
+      saved_bytes_ += static_cast<int64_t>(in_.value(id).data->bytes.size()) - static_cast<int64_t>(v.data->bytes.size());
+      v.name = Fresh(v.name + "." + std::string(Suffix(t)));
+      made = out_.AddValue(std::move(v));
+      ++converted_;
+    } else {
+      v.data.reset();
+      v.name = Fresh(in_.value(id).name + ".to_" + std::string(Suffix(t)));
+      made = out_.AddValue(std::move(v));
+      ++casts_;
+      ir::Node cast{"Cast", out_.value(made).name, {p}, {made}};
+      cast.attrs.SetInt("to", static_cast<int64_t>(t));
+      KILN_RETURN_IF_ERROR(Emit(std::move(cast)));
+    }
+    cache_[{id, t}] = made;
+    journal_.push_back({id, t});
+    return made;
+  }
+  ir::ValueId Need(ir::ValueId id, DType t) {
+    auto r = NeedOr(id, t);
+    if (!r.ok() && first_error_.ok()) first_error_ = r.status();
+    return r.ok() ? *r : id;
+  }
+
+  // The values a node's subgraphs read from the enclosing graph get their declared type.
+  void NeedDeclaredInBlocks(const ir::Node& n) {
+    for (const auto& [name, block] : n.blocks) {
+      for (const ir::Node& inner : block->nodes) {
+        for (ir::ValueId id : inner.inputs)
+          if (id != ir::kNoValue) Need(id, in_.value(id).dtype);
+        NeedDeclaredInBlocks(inner);
+      }
+      for (ir::ValueId id : block->outputs) Need(id, in_.value(id).dtype);
+    }
+  }
+
+  bool IsDeclaredInput(const Policy* p, size_t i) const {
+    if (!p) return false;
+    for (int k : p->declared_inputs)
+      if (static_cast<size_t>(k) == i) return true;
+    return false;
+  }
+
+  // A float32 input the class may convert.
+  bool Convertible(const ir::Node& n, const Policy* p, size_t i) const {
+    return n.inputs[i] != ir::kNoValue && in_.value(n.inputs[i]).dtype == DType::kFloat32 && !IsDeclaredInput(p, i);
+  }
+
+  Status Lower(const ir::Node& n) {
+    const Policy* p = FindPolicy(n.op);
+    const bool keep = std::find_if(options_.keep_fp32.begin(), options_.keep_fp32.end(), [&](const std::string& k) {
+                        return k == n.name || k == n.op;
+                      }) != options_.keep_fp32.end();
+    Class cls = keep || !p || !n.blocks.empty() ? Class::kFloat32 : p->cls;
+    if (keep && p && p->cls != Class::kFloat32 && log_)
+      log_->push_back(fmt::format("node '{}' ({}) kept in float32 (--keep-fp32)", n.name, n.op));
+    if (cls == Class::kFollow) {
+      // Low when any float input arrives low or is a constant (or there are none); float32
+      // when they all come from float32 ops.
+      bool any = false, low = false;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        if (!Convertible(n, p, i)) continue;
+        any = true;
+        low = low || IsLow(Arrives(n.inputs[i])) || in_.value(n.inputs[i]).is_const();
+      }
+      const bool casts_to_float = n.op == "Cast" && n.attrs.GetInt("to", 0) == static_cast<int64_t>(DType::kFloat32);
+      if (!any && !casts_to_float) cls = Class::kFloat32;  // nothing to lower: keep it as is
+      else cls = !any || low ? Class::kLow : Class::kFloat32;
+    }
+    if (cls == Class::kLow) {
+      Status st = LowerTo(n, p, low_);
+      if (st.ok()) {
+        ++lowered_;
+        if (p && p->cls == Class::kLow) ++low_ops_;
+        return Status::Ok();
+      }
+      if (!first_error_.ok()) return first_error_;
+      if (log_)
+        log_->push_back(fmt::format("node '{}' ({}) kept in float32: {}", n.name, n.op, st.message()));
+    }
+    if (p && p->cls != Class::kFloat32) ++fp32_ops_;
+    NeedDeclaredInBlocks(n);
+    ir::Node node = n;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != ir::kNoValue) node.inputs[i] = Need(node.inputs[i], in_.value(node.inputs[i]).dtype);
+    KILN_RETURN_IF_ERROR(first_error_);
+    // Outputs keep their declared values (and dtypes); the node's own meta already ran.
+    out_.body.nodes.push_back(std::move(node));
+    return Status::Ok();
+  }
+
+  // Runs `n` with its float32 inputs in `t`. Its meta function decides the output dtypes;
+  // an output that stays float32 keeps its value. When the meta function rejects the types,
+  // fails having emitted nothing.
+  Status LowerTo(const ir::Node& n, const Policy* p, DType t) {
+    journal_.clear();
+    const size_t emitted = out_.body.nodes.size();
+    const int casts = casts_, converted = converted_;
+    const int64_t saved = saved_bytes_;
+    Status st = TryLowerTo(n, p, t);
+    if (!st.ok() && first_error_.ok()) {
+      // Undo the Casts and constants made for this node: the float32 form reads other values.
+      out_.body.nodes.resize(emitted);
+      for (const auto& key : journal_) {
+        if (key.second == DType::kUndefined) materialized_.erase(key.first);
+        else cache_.erase(key);
+      }
+      casts_ = casts, converted_ = converted, saved_bytes_ = saved;
+    }
+    return st;
+  }
+
+  Status TryLowerTo(const ir::Node& n, const Policy* p, DType t) {
+    ir::Node node = n;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ir::ValueId id = node.inputs[i];
+      if (id == ir::kNoValue) continue;
+      node.inputs[i] = Need(id, Convertible(n, p, i) ? t : in_.value(id).dtype);
+    }
+    KILN_RETURN_IF_ERROR(first_error_);
+    if (n.op == "Cast" && node.attrs.GetInt("to", 0) == static_cast<int64_t>(DType::kFloat32))
+      node.attrs.SetInt("to", static_cast<int64_t>(t));
+    std::vector<ir::ValueId> provisional;
+    for (ir::ValueId& o : node.outputs) {
+      if (o == ir::kNoValue) continue;
+      ir::Value v = in_.value(o);
+      v.name += ".lowering";
+      o = out_.AddValue(std::move(v));
+      provisional.push_back(o);
+    }
+    Status st = ir::InferNode(out_, node);
+    for (size_t k = 0; st.ok() && k < node.outputs.size(); ++k) {
+      const ir::ValueId o = n.outputs[k];
+      if (o == ir::kNoValue) continue;
+      ir::Value& v = out_.value(node.outputs[k]);
+      const ir::Value& declared = in_.value(o);
+      if (v.dtype == declared.dtype) {
+        node.outputs[k] = o;
+        continue;
+      }
+      if (declared.dtype != DType::kFloat32 || !IsLow(v.dtype))
+        st = Internal(fmt::format("output '{}' became {} (declared {})", declared.name, DTypeName(v.dtype),
+                                  DTypeName(declared.dtype)));
+      // Same shape as declared (the meta function may have named fresh symbols).
+      v.shape = declared.shape;
+      v.sym.reset();
+      v.name = Fresh(declared.name + "." + std::string(Suffix(v.dtype)));
+      produced_[o] = node.outputs[k];
+    }
+    if (!st.ok()) {
+      for (ir::ValueId o : n.outputs) produced_.erase(o);
+      return st;
+    }
+    out_.body.nodes.push_back(std::move(node));
+    return Status::Ok();
+  }
+
+  const ir::Trace& in_;
+  ir::Trace out_;
+  const PrecisionOptions& options_;
+  const DType low_;
+  std::vector<std::string>* log_;
+  std::set<std::string> names_;
+  std::unordered_map<ir::ValueId, ir::ValueId> produced_;
+  std::map<std::pair<ir::ValueId, DType>, ir::ValueId> cache_;
+  std::set<ir::ValueId> materialized_;
+  // What the current LowerTo added to cache_ (dtype) and materialized_ (kUndefined).
+  std::vector<std::pair<ir::ValueId, DType>> journal_;
+  Status first_error_;
+  int lowered_ = 0, low_ops_ = 0, fp32_ops_ = 0, casts_ = 0, converted_ = 0;
+  int64_t saved_bytes_ = 0;
+};
+
+}  // namespace
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+DType PrecisionDType(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return DType::kFloat16;
+    case Precision::kBf16: return DType::kBFloat16;
+    default: return DType::kFloat32;
+  }
+}
+
+Result<ir::Trace> LowerPrecision(const ir::Trace& canonical, const PrecisionOptions& options,
+                                 std::vector<std::string>* log) {
+  if (options.precision == Precision::kFp32 && options.io_dtype == DType::kFloat32 && options.keep_fp32.empty())
+    return canonical;
+  return Lowering(canonical, options, log).Run();
+}
+
+}  // namespace kiln::passes
