@@ -25,9 +25,17 @@
 //
 // Constants are converted at compile time (round to nearest even, runtime/half.h); a
 // constant read both by low and by float32 nodes is stored in both types. A Cast is inserted
-// once per (value, type), right before its first reader; it is named "<value>.to_fp16"
-// ("to_bf16", "to_fp32") and shows in every later stage's trace, as a member of the fused
-// kernel that absorbed it or as an instruction of its own.
+// once per (value, type), right before its first reader, and shows in every later stage's
+// trace, as a member of the fused kernel that absorbed it or as an instruction of its own.
+//
+// Names (so the trace and `--validate` can relate a value to its float32 original): a value
+// keeps its name and id in its declared dtype. A node that now writes a value in the
+// precision type writes a new value "<name>.fp16" ("<name>.bf16"); a converted constant is
+// "<name>.fp16" too. A Cast to another type writes "<name>.to_fp16" ("to_bf16"), and one back
+// to the declared float32 writes the declared value itself (its node is "<name>.to_fp32").
+// A name taken already gets "_1", "_2", ... appended. Model inputs and outputs keep their
+// names whatever their dtype: under --io-precision the declared float32 value is renamed
+// "<name>.to_fp32" (an input) or "<name>.fp32" (an output).
 #pragma once
 
 #include <string>
