@@ -6,15 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "kiln/runtime.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/cpu/thread_pool.h"
+#include "runtime/instruction_observer.h"
 #include "runtime/model_impl.h"
 #include "runtime/prologue.h"
 
@@ -91,13 +90,7 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   // of their own: after the arena grows those pointers are freed memory.
   std::vector<const void*> delivered;
   std::vector<TensorView> device_views;  // CUDA backend: the outputs of the last Run
-  // CPU backend only, for Kiln's own tools (compiler/validate/precision_report.h), not an
-  // API: when set, Execute calls it after each instruction that succeeded, with the entry,
-  // the instruction and its output tensors (in the arena: valid until a later instruction
-  // reuses their bytes, so read them inside the call). Unset: one untaken branch per
-  // instruction, nothing else.
-  std::function<void(const PreparedEntry&, const PreparedInstruction&, std::span<const cpu::TensorRef>)>
-      instruction_observer;
+  InstructionObserver instruction_observer;  // runtime/instruction_observer.h; CPU backend
 };
 
 }  // namespace kiln
