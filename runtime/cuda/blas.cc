@@ -478,6 +478,13 @@ struct BlasExecutor::State {
     if (plan.bias_input >= 0) {
       KILN_RETURN_IF_ERROR(
           SetDesc(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias), what, "BIAS_POINTER"));
+      if (plan.type != CUDA_R_32F) {
+        // The bias has D's type: cuBLASLt's default for float16 / bfloat16 D, set explicitly so
+        // that the half bias vector is never read as float (float32 keeps the default untouched).
+        const int32_t bias_type = plan.type;
+        KILN_RETURN_IF_ERROR(SetDesc(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type),
+                                     what, "BIAS_DATA_TYPE"));
+      }
     }
     KILN_RETURN_IF_ERROR(Layout(plan.a, plan.type, plan.batch, &e->a, what + " (A)"));
     KILN_RETURN_IF_ERROR(Layout(plan.b, plan.type, plan.batch, &e->b, what + " (B)"));
@@ -496,11 +503,12 @@ struct BlasExecutor::State {
     cublasLtMatmulHeuristicResult_t results[kHeuristicCandidates] = {};
     int returned = 0;
     // C shares D's layout (cuBLASLt requires C and D to match, and C is D itself when absent).
-    KILN_RETURN_IF_ERROR(
-        CheckBlas(*blas,
-                  blas->MatmulAlgoGetHeuristic(handle, e->desc, e->a, e->b, e->d, e->d, preference,
-                                               kHeuristicCandidates, results, &returned),
-                  what + ": cublasLtMatmulAlgoGetHeuristic"));
+    // CUBLAS_STATUS_NOT_SUPPORTED means no algorithm for this configuration (e.g. bfloat16 on a
+    // GPU without it): like an empty result, the op is left to the CPU backend.
+    const cublasStatus_t heuristic = blas->MatmulAlgoGetHeuristic(handle, e->desc, e->a, e->b, e->d, e->d,
+                                                                  preference, kHeuristicCandidates, results, &returned);
+    if (heuristic == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;
+    else KILN_RETURN_IF_ERROR(CheckBlas(*blas, heuristic, what + ": cublasLtMatmulAlgoGetHeuristic"));
     for (int i = 0; i < returned; ++i) {
       if (results[i].state == CUBLAS_STATUS_SUCCESS &&
           results[i].workspaceSize <= options.max_workspace_bytes) {

@@ -17,7 +17,8 @@
 //
 // ---- What runs here (everything else is kUnimplemented from Supports, for another executor) ---
 //   dtypes     float32 (compute CUBLAS_COMPUTE_32F, or _FAST_TF32 when BlasOptions::allow_tf32),
-//              float16 and bfloat16 (fp32 accumulation and scaling). Not float64 or integers.
+//              float16 and bfloat16 (fp32 accumulation and scaling; a bias vector of D's type,
+//              CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE set to it). Not float64 or integers.
 //   MatMul     ONNX's 1-D promotion; batch dims where each operand's batch is either the
 //              output's whole batch or absent/all ones for B (a shared right operand: the batch
 //              folds into M, one GEMM) — A and B with equal batches run as a strided batch.
@@ -39,8 +40,10 @@
 // ---- Execution ------------------------------------------------------------------------------
 // For each distinct problem (the plan, plus the alignment of each pointer, which the heuristic
 // depends on) the executor creates the matmul descriptor and the layouts once, asks
-// cublasLtMatmulAlgoGetHeuristic once, and caches all of it; later calls only set the bias
-// pointer and enqueue cublasLtMatmul on the call's stream. It never allocates device memory
+// cublasLtMatmulAlgoGetHeuristic once, and caches all of it (no algorithm, or
+// CUBLAS_STATUS_NOT_SUPPORTED from the heuristic, as for bfloat16 on a GPU without it, is
+// kUnimplemented: the CPU backend runs the op); later calls only set the bias pointer and
+// enqueue cublasLtMatmul on the call's stream. It never allocates device memory
 // and never synchronises. Workspace comes from OpCall::workspace (256-byte aligned).
 //
 // NOTE: written and compiled on a machine without a GPU. Only PlanMatMul/PlanGemm, Supports,

@@ -267,15 +267,31 @@ Status ResolvePoolGeometry(std::string_view op, const AttrMap& attrs, const Devi
 
 namespace {
 
-// X, W and Y (or X and Y) float32, every dim and element count within int32.
+// X, W and Y (or X and Y) of one dtype cuDNN takes here (float32, float16 or bfloat16), every
+// dim and element count within int32.
 Status CheckTensors(std::string_view op, std::initializer_list<const DeviceTensor*> ts) {
+  const DeviceTensor& first = **ts.begin();
+  if (first.dtype != DType::kFloat32 && first.dtype != DType::kFloat16 && first.dtype != DType::kBFloat16) {
+    return Refused(op, "cuDNN runs float32, float16 and bfloat16 here, found " + DTypeStr(first.dtype) + " " +
+                           Shape(first));
+  }
   for (const DeviceTensor* t : ts) {
-    if (t->dtype != DType::kFloat32) {
-      return Refused(op, "cuDNN runs float32 here, found " + DTypeStr(t->dtype) + " " + Shape(*t));
+    if (t->dtype != first.dtype) {
+      return Invalid(op, "operand " + Shape(*t) + " is " + DTypeStr(t->dtype) + ", expected " +
+                             DTypeStr(first.dtype) + " (input X's dtype)");
     }
     if (!FitsInt32(t->num_elements)) {
       return Refused(op, "tensor " + Shape(*t) + " has more elements than cuDNN's int32 range");
     }
+  }
+  return Status::Ok();
+}
+
+// A bias (input 2, when present) has X's dtype, as cuDNN's bias descriptor takes Y's type.
+Status CheckBiasDType(std::string_view op, const DeviceTensor* bias, const DeviceTensor& x) {
+  if (bias && bias->dtype != x.dtype) {
+    return Invalid(op, "bias " + Shape(*bias) + " is " + DTypeStr(bias->dtype) + ", expected " +
+                           DTypeStr(x.dtype) + " (input X's dtype)");
   }
   return Status::Ok();
 }
@@ -338,8 +354,8 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   KILN_RETURN_IF_ERROR(ResolveConvGeometry(attrs, x, w, y, &g));
   const DeviceTensor* bias = OptionalTensor(inputs, 2);
   const int64_t m = w.dims[0];
-  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
-    return Invalid(kOp, "bias " + Shape(*bias) + " must be float32 with " + std::to_string(m) + " elements");
+  if (bias && bias->num_elements != m) {
+    return Invalid(kOp, "bias " + Shape(*bias) + " must have " + std::to_string(m) + " elements");
   }
   // The epilogue attributes and the residual, checked as the CPU kernel does (ReadEpilogue).
   cpu::EpilogueSpec spec;
@@ -359,7 +375,9 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                      "residual " + Shape(*r) + " must have the output's shape " + Shape(y) + " and dtype");
   }
   KILN_RETURN_IF_ERROR(CheckTensors(kOp, {&x, &w, &y}));
+  KILN_RETURN_IF_ERROR(CheckBiasDType(kOp, bias, x));
   p->op = DnnOp::kConv;
+  p->dtype = x.dtype;
   p->empty = y.num_elements == 0;
   if (p->empty) return Status::Ok();
   if (x.num_elements == 0 || w.num_elements == 0) {
@@ -378,7 +396,9 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   p->residual = r != nullptr;
   p->residual_first = r && spec.residual_first;
   p->relu = spec.activation == cpu::EpilogueActivation::kRelu;
-  p->fused = p->bias && p->relu;
+  // cuDNN documents the fused call for float32 and float16 data (FLOAT_CONFIG, PSEUDO_HALF_CONFIG)
+  // but not for bfloat16, which takes the separate calls.
+  p->fused = p->bias && p->relu && p->dtype != DType::kBFloat16;
   return Status::Ok();
 }
 
@@ -391,8 +411,8 @@ Status PlanConvTranspose(const AttrMap& attrs, std::span<const DeviceTensor> inp
   KILN_RETURN_IF_ERROR(ResolveConvTransposeGeometry(attrs, x, w, y, &g));
   const DeviceTensor* bias = OptionalTensor(inputs, 2);
   const int64_t m = y.dims[1];
-  if (bias && (bias->num_elements != m || bias->dtype != DType::kFloat32)) {
-    return Invalid(kOp, "bias " + Shape(*bias) + " must be float32 with " + std::to_string(m) + " elements");
+  if (bias && bias->num_elements != m) {
+    return Invalid(kOp, "bias " + Shape(*bias) + " must have " + std::to_string(m) + " elements");
   }
   cpu::EpilogueSpec spec;
   Status st = cpu::ParseEpilogue(attrs, &spec);
@@ -401,7 +421,9 @@ Status PlanConvTranspose(const AttrMap& attrs, std::span<const DeviceTensor> inp
     return Refused(kOp, "epilogues are folded into Conv, MatMul and Gemm only");
   }
   KILN_RETURN_IF_ERROR(CheckTensors(kOp, {&x, &w, &y}));
+  KILN_RETURN_IF_ERROR(CheckBiasDType(kOp, bias, x));
   p->op = DnnOp::kConvTranspose;
+  p->dtype = x.dtype;
   p->empty = y.num_elements == 0;
   if (p->empty) return Status::Ok();
   if (x.num_elements == 0 || w.num_elements == 0) {
@@ -435,6 +457,7 @@ Status PlanPool(std::string_view op, const AttrMap& attrs, std::span<const Devic
   if (indices) return Refused(op, "the Indices output (cuDNN's pooling has none)");
   KILN_RETURN_IF_ERROR(CheckTensors(op, {&x, &y}));
   p->op = op == "MaxPool" ? DnnOp::kMaxPool : DnnOp::kAveragePool;
+  p->dtype = x.dtype;
   p->count_include_pad = p->op == DnnOp::kAveragePool && attrs.GetInt("count_include_pad", 0) != 0;
   p->empty = y.num_elements == 0;
   if (p->empty) return Status::Ok();
@@ -495,6 +518,7 @@ struct DnnPlanHash {
         uint64_t{p.residual} << 17 | uint64_t{p.residual_first} << 18 | uint64_t{p.relu} << 19 |
         uint64_t{p.fused} << 20 | uint64_t{p.count_include_pad} << 21 | uint64_t{p.empty} << 22 |
         static_cast<uint64_t>(static_cast<uint32_t>(p.group)) << 32);
+    mix(static_cast<uint64_t>(p.dtype));
     for (const auto* a : {&p.x, &p.w, &p.y})
       for (int32_t v : *a) mix(static_cast<uint32_t>(v));
     for (const auto* a : {&p.pad, &p.stride, &p.dilation, &p.window})
@@ -523,6 +547,27 @@ void PackedStrides(const int32_t* dims, int nb, int32_t* strides) {
     strides[i] = s;
     s *= dims[i];
   }
+}
+
+// cuDNN's element type for a dtype PlanDnn accepted.
+cudnnDataType_t DataType(DType dt) {
+  switch (dt) {
+    case DType::kFloat16: return CUDNN_DATA_HALF;
+    case DType::kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+// What PlanDnn cannot see: the device. cuDNN's bfloat16 convolutions (PSEUDO_BFLOAT16_CONFIG)
+// and pooling need compute capability 8.0 (Ampere) or later.
+Status DeviceRefusal(const DnnOptions& options, std::string_view op, const DnnPlan& p) {
+  if (p.dtype == DType::kBFloat16 && options.compute_capability < 80) {
+    return Refused(op, "bfloat16 needs compute capability 8.0 or later, the device has " +
+                           (options.compute_capability > 0 ? std::to_string(options.compute_capability / 10) +
+                                                                 "." + std::to_string(options.compute_capability % 10)
+                                                           : std::string("an unknown one")));
+  }
+  return Status::Ok();
 }
 
 const char* OpName(DnnOp op) {
@@ -564,23 +609,32 @@ struct DnnExecutor::State {
     return CheckDnn(*dnn, st, what + ": " + call);
   }
 
-  Status Tensor(const int32_t* dims, int nb, cudnnTensorDescriptor_t* out, const std::string& what) const {
+  Status Tensor(const int32_t* dims, int nb, DType dtype, cudnnTensorDescriptor_t* out,
+                const std::string& what) const {
     KILN_RETURN_IF_ERROR(Check(dnn->CreateTensorDescriptor(out), what, "cudnnCreateTensorDescriptor"));
     int32_t strides[5];
     PackedStrides(dims, nb, strides);
-    return Check(dnn->SetTensorNdDescriptor(*out, CUDNN_DATA_FLOAT, nb, dims, strides), what,
+    return Check(dnn->SetTensorNdDescriptor(*out, DataType(dtype), nb, dims, strides), what,
                  "cudnnSetTensorNdDescriptor");
   }
 
-  // The first usable perf result: status SUCCESS, within the workspace cap, FMA math unless
-  // TF32 is allowed; deterministic ones first.
+  // Whether an algorithm rated for `math` may run: float32 takes FMA (or default) math unless
+  // TF32 is allowed; float16 and bfloat16 take any but CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+  // (which may convert data to another 16-bit type), tensor cores accumulating in float32.
+  bool MathAllowed(cudnnMathType_t math, DType dtype) const {
+    if (dtype != DType::kFloat32) return math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    return options.allow_tf32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
+  }
+
+  // The first usable perf result: status SUCCESS, within the workspace cap, of an allowed math
+  // type; deterministic ones first.
   template <typename Perf>
-  const Perf* Choose(const Perf* perf, int count) const {
+  const Perf* Choose(const Perf* perf, int count, DType dtype) const {
     for (int pass = 0; pass < 2; ++pass) {
       for (int i = 0; i < count; ++i) {
         const Perf& r = perf[i];
         if (r.status != CUDNN_STATUS_SUCCESS || r.memory > options.max_workspace_bytes) continue;
-        if (!options.allow_tf32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
+        if (!MathAllowed(r.mathType, dtype)) continue;
         if (pass == 0 && r.determinism != CUDNN_DETERMINISTIC) continue;
         return &r;
       }
@@ -591,21 +645,29 @@ struct DnnExecutor::State {
   Status BuildConv(const DnnPlan& p, const std::string& what, CachedDnn* e) const {
     const int nb = p.nb_dims, sr = nb - 2;
     // Conv: x -> y. ConvTranspose is the backward data of the convolution y -> x.
-    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, &e->x, what + " (X)"));
-    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, &e->y, what + " (Y)"));
+    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, p.dtype, &e->x, what + " (X)"));
+    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, p.dtype, &e->y, what + " (Y)"));
     KILN_RETURN_IF_ERROR(Check(dnn->CreateFilterDescriptor(&e->w), what, "cudnnCreateFilterDescriptor"));
     KILN_RETURN_IF_ERROR(
-        Check(dnn->SetFilterNdDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nb, p.w.data()), what,
+        Check(dnn->SetFilterNdDescriptor(e->w, DataType(p.dtype), CUDNN_TENSOR_NCHW, nb, p.w.data()), what,
               "cudnnSetFilterNdDescriptor"));
     KILN_RETURN_IF_ERROR(
         Check(dnn->CreateConvolutionDescriptor(&e->conv), what, "cudnnCreateConvolutionDescriptor"));
+    // The compute type is float for every dtype: float16 and bfloat16 data with float32
+    // accumulation are cuDNN's PSEUDO_HALF_CONFIG and PSEUDO_BFLOAT16_CONFIG (alpha and beta are
+    // float for both, as for float32).
     KILN_RETURN_IF_ERROR(
         Check(dnn->SetConvolutionNdDescriptor(e->conv, sr, p.pad.data(), p.stride.data(), p.dilation.data(),
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
               what, "cudnnSetConvolutionNdDescriptor"));
     KILN_RETURN_IF_ERROR(
         Check(dnn->SetConvolutionGroupCount(e->conv, p.group), what, "cudnnSetConvolutionGroupCount"));
-    const cudnnMathType_t math = options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    // float32: FMA math, so that Ampere and later do not use TF32, unless it is allowed.
+    // float16 / bfloat16: tensor-core math (their products are exact in the float32 accumulator).
+    const bool low = p.dtype != DType::kFloat32;
+    const cudnnMathType_t math = low               ? CUDNN_TENSOR_OP_MATH
+                                 : options.allow_tf32 ? CUDNN_DEFAULT_MATH
+                                                      : CUDNN_FMA_MATH;
     KILN_RETURN_IF_ERROR(
         Check(dnn->SetConvolutionMathType(e->conv, math), what, "cudnnSetConvolutionMathType"));
     // cuDNN's own output size must be the ONNX one (it is, for symmetric pads): a cheap host
@@ -620,7 +682,7 @@ struct DnnExecutor::State {
     }
     if (p.bias) {
       int32_t dims[5] = {1, p.y[1], 1, 1, 1};
-      KILN_RETURN_IF_ERROR(Tensor(dims, nb, &e->bias, what + " (bias)"));
+      KILN_RETURN_IF_ERROR(Tensor(dims, nb, p.dtype, &e->bias, what + " (bias)"));
     }
     if (p.relu) {
       KILN_RETURN_IF_ERROR(
@@ -639,7 +701,7 @@ struct DnnExecutor::State {
       KILN_RETURN_IF_ERROR(Check(dnn->GetConvolutionForwardAlgorithm_v7(handle, e->x, e->w, e->conv, e->y,
                                                                         requested, &returned, perf),
                                  what, "cudnnGetConvolutionForwardAlgorithm_v7"));
-      const cudnnConvolutionFwdAlgoPerf_t* best = Choose(perf, returned);
+      const cudnnConvolutionFwdAlgoPerf_t* best = Choose(perf, returned, p.dtype);
       if (!best) return Unimplemented(what + ": cuDNN offers no forward algorithm within the workspace cap");
       e->fwd_algo = best->algo;
       chosen_math = best->mathType;
@@ -652,15 +714,15 @@ struct DnnExecutor::State {
       KILN_RETURN_IF_ERROR(Check(dnn->GetConvolutionBackwardDataAlgorithm_v7(
                                      handle, e->w, e->x, e->conv, e->y, requested, &returned, perf),
                                  what, "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
-      const cudnnConvolutionBwdDataAlgoPerf_t* best = Choose(perf, returned);
+      const cudnnConvolutionBwdDataAlgoPerf_t* best = Choose(perf, returned, p.dtype);
       if (!best)
         return Unimplemented(what + ": cuDNN offers no backward-data algorithm within the workspace cap");
       e->bwd_algo = best->algo;
       chosen_math = best->mathType;
     }
-    // With TF32 allowed, run the algorithm in the math mode it was rated for; without, keep
-    // FMA math on the descriptor whatever the result reported.
-    if (options.allow_tf32 && chosen_math != math) {
+    // With TF32 allowed, or for float16 / bfloat16, run the algorithm in the math mode it was
+    // rated for; float32 without TF32 keeps FMA math on the descriptor whatever was reported.
+    if ((options.allow_tf32 || low) && chosen_math != math) {
       KILN_RETURN_IF_ERROR(
           Check(dnn->SetConvolutionMathType(e->conv, chosen_math), what, "cudnnSetConvolutionMathType"));
     }
@@ -683,8 +745,8 @@ struct DnnExecutor::State {
 
   Status BuildPool(const DnnPlan& p, const std::string& what, CachedDnn* e) const {
     const int nb = p.nb_dims, sr = nb - 2;
-    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, &e->x, what + " (X)"));
-    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, &e->y, what + " (Y)"));
+    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, p.dtype, &e->x, what + " (X)"));
+    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, p.dtype, &e->y, what + " (Y)"));
     KILN_RETURN_IF_ERROR(Check(dnn->CreatePoolingDescriptor(&e->pool), what, "cudnnCreatePoolingDescriptor"));
     const cudnnPoolingMode_t mode = p.op == DnnOp::kMaxPool ? CUDNN_POOLING_MAX
                                     : p.count_include_pad   ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
@@ -778,11 +840,24 @@ Status DnnExecutor::Supports(std::string_view op, const AttrMap& attrs, std::spa
   return PlanDnn(op, attrs, inputs, outputs, &plan);
 }
 
+Status DnnExecutor::SupportsWith(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
+                                 std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs) {
+  DnnPlan plan;
+  KILN_RETURN_IF_ERROR(PlanDnn(op, attrs, inputs, outputs, &plan));
+  return DeviceRefusal(options, op, plan);
+}
+
+Status DnnExecutor::Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                            std::span<const DeviceTensor> outputs) const {
+  return SupportsWith(s_->options, op, attrs, inputs, outputs);
+}
+
 size_t DnnExecutor::WorkspaceFor(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
                                  std::span<const DeviceTensor> inputs,
                                  std::span<const DeviceTensor> outputs) {
   DnnPlan plan;
   if (!PlanDnn(op, attrs, inputs, outputs, &plan).ok() || plan.empty) return 0;
+  if (!DeviceRefusal(options, op, plan).ok()) return 0;
   return plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose ? options.max_workspace_bytes : 0;
 }
 
@@ -797,6 +872,7 @@ Result<size_t> DnnExecutor::Prepare(std::string_view op, const AttrMap& attrs,
   DnnPlan plan;
   KILN_RETURN_IF_ERROR(PlanDnn(op, attrs, inputs, outputs, &plan));
   if (plan.empty) return size_t{0};
+  KILN_RETURN_IF_ERROR(DeviceRefusal(s_->options, op, plan));
   KILN_ASSIGN_OR_RETURN(const CachedDnn* entry, s_->Find(plan, std::string(OpName(plan.op)) + " (prepare)"));
   return entry->workspace;
 }
@@ -806,6 +882,7 @@ Status DnnExecutor::Run(std::string_view op, const OpCall& call, std::string_vie
   KILN_RETURN_IF_ERROR_CTX(PlanDnn(op, call.attrs, call.inputs, call.outputs, &plan),
                            "node '" + std::string(node) + "'");
   if (plan.empty) return Status::Ok();
+  KILN_RETURN_IF_ERROR_CTX(DeviceRefusal(s_->options, op, plan), "node '" + std::string(node) + "'");
   const std::string what = std::string(op) + " '" + std::string(node) + "'";
   const bool conv = plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose;
   if (call.inputs[0].data == 0 || call.outputs[0].data == 0 || (conv && call.inputs[1].data == 0) ||

@@ -16,18 +16,25 @@
 // [.., 1, k], pad 0, stride 1 and dilation 1 along it). Both are pure and tested on the CPU.
 //
 // ---- What runs here (everything else is kUnimplemented from Supports, for another executor) ---
-//   all ops     float32 tensors of 1 to 3 spatial dims, every dim and element count within
-//               int32; symmetric pads only (cuDNN's legacy descriptors have one pad per axis:
-//               e.g. SAME_UPPER with an odd total pad is refused).
+//   all ops     tensors of 1 to 3 spatial dims, every dim and element count within int32;
+//               symmetric pads only (cuDNN's legacy descriptors have one pad per axis: e.g.
+//               SAME_UPPER with an odd total pad is refused).
+//   dtypes      float32, float16 or bfloat16, one for every tensor of the op (X, W, the bias,
+//               the residual, Y). Convolutions compute in float32 for all three (the
+//               convolution descriptor's type is CUDNN_DATA_FLOAT: cuDNN's FLOAT_CONFIG,
+//               PSEUDO_HALF_CONFIG and PSEUDO_BFLOAT16_CONFIG); alpha and beta are float.
+//               float16 / bfloat16 convolutions use tensor-core math (CUDNN_TENSOR_OP_MATH);
+//               float32 keeps FMA math (below). bfloat16 needs compute capability 8.0:
+//               SupportsWith / Accepts / Run refuse it below that (DnnOptions::compute_capability).
 //   Conv        groups and dilations (cudnnSetConvolutionGroupCount); bias B (input 2, [M]);
 //               epilogue activation none or Relu (Gelu, GeluTanh, Sigmoid, HardSwish and SiLU
 //               are refused: the legacy fused call takes Relu only), residual R (input 3) in
 //               either order. With a bias and Relu it is one cudnnConvolutionBiasActivationForward
 //               y = relu(conv(x) + alpha2 * z + bias): z = R for order "bias,residual,act"
 //               (alpha2 = 1), else z = y with alpha2 = 0 and, for "bias,act,residual", R added
-//               by cudnnAddTensor after it. Otherwise cudnnConvolutionForward, then cudnnAddTensor
-//               for the bias and R and cudnnActivationForward (in place) for Relu, in the
-//               epilogue's order. The fused call is only used with RELU, whose algorithms are
+//               by cudnnAddTensor after it. Otherwise (and always for bfloat16, for which cuDNN
+//               documents no fused config) cudnnConvolutionForward, then cudnnAddTensor for the
+//               bias and R and cudnnActivationForward (in place) for Relu, in the epilogue's order. The fused call is only used with RELU, whose algorithms are
 //               unrestricted (IDENTITY would require IMPLICIT_PRECOMP_GEMM).
 //   ConvTranspose  cudnnConvolutionBackwardData of the convolution whose input is Y and whose
 //               output is X (the filter [C, M/group, k...] is ONNX's W as it is), then
@@ -49,9 +56,10 @@
 // the device and nothing synchronises. Workspace comes from OpCall::workspace.
 //
 // NOTE: written and compiled on a machine without a GPU. Only the geometry, PlanDnn, Supports,
-// Workspace and the failing Create() have run; descriptor creation, algorithm selection and
-// every cuDNN compute call have NEVER run on a GPU. scripts/gpu-check must compare them with
-// the CPU backend.
+// SupportsWith, Workspace and the failing Create() have run; descriptor creation, algorithm
+// selection and every cuDNN compute call have NEVER run on a GPU, for any dtype (the float16 /
+// bfloat16 data types and their tensor-op math included). scripts/gpu-check must compare them
+// with the CPU backend.
 //
 // Thread-compatible: one executor per execution context, used by one thread at a time.
 #pragma once
@@ -126,6 +134,7 @@ struct DnnPlan {
   bool fused = false;              // cudnnConvolutionBiasActivationForward (bias and Relu)
   bool count_include_pad = false;  // AveragePool
   bool empty = false;              // Y has no elements: nothing to enqueue
+  DType dtype = DType::kFloat32;   // of every tensor: float32, float16 or bfloat16
   bool operator==(const DnnPlan&) const = default;
 };
 
@@ -140,6 +149,9 @@ struct DnnOptions {
   size_t max_workspace_bytes = size_t{64} << 20;
   // Lets cuDNN choose TF32 tensor-core algorithms for float32 (about 1e-3 relative error).
   bool allow_tf32 = false;
+  // The device's compute capability, major * 10 + minor (90 for Hopper); 0 when unknown.
+  // bfloat16 ops need 80 (Ampere) or later: below that, and when unknown, they are refused.
+  int compute_capability = 0;
 };
 
 class DnnExecutor {
@@ -152,13 +164,20 @@ class DnnExecutor {
   DnnExecutor(const DnnExecutor&) = delete;
   DnnExecutor& operator=(const DnnExecutor&) = delete;
 
-  // OK when the op runs here; kUnimplemented with the reason, or kInvalidArgument for a
-  // malformed op (PlanDnn's errors).
+  // OK when the op runs here on some device; kUnimplemented with the reason, or
+  // kInvalidArgument for a malformed op (PlanDnn's errors).
   static Status Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                          std::span<const DeviceTensor> outputs);
+  // Supports, and also kUnimplemented for what the device of an executor created with `options`
+  // cannot run (bfloat16 below compute capability 8.0 or unknown). Needs no device.
+  static Status SupportsWith(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
+                             std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs);
+  // SupportsWith this executor's options: whether Run takes the op.
+  Status Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                 std::span<const DeviceTensor> outputs) const;
 
   // Workspace bytes to plan: the cap for a convolution that runs here and is not empty, 0 for
-  // pooling and for ops that do not run here. Needs no device; Prepare gives the exact figure.
+  // pooling and for ops that do not run here (Accepts refuses them). Needs no device; Prepare gives the exact figure.
   size_t Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                    std::span<const DeviceTensor> outputs) const;
   // The same for an executor created with `options` (no executor needed).

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/cpu/fused.h"
+#include "runtime/cpu/widen.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/dnn.h"
 #include "runtime/cuda/libraries.h"
@@ -199,7 +200,7 @@ struct Executor::State {
       dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
     }
     const Status supported = is_blas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
-                                     : DnnExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi));
+                                     : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
     if (!supported.ok()) return Lib::kNone;
     return is_blas ? Lib::kBlas : Lib::kDnn;
   }
@@ -305,7 +306,7 @@ struct Executor::State {
     Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
                                            {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
                                            workspace, workspace_bytes)
-                           : pi.kernel->run(call);
+                           : cpu::RunKernel(*pi.kernel, call);
     if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
     for (int32_t o = 0; o < pi.num_outputs; ++o) {
       const int32_t t = ops[pi.num_inputs + o];
@@ -362,9 +363,11 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   } else {
     st->blas = std::move(*ex);
   }
+  DnnOptions dnn_options;  // bfloat16 convolutions need compute capability 8.0
+  dnn_options.compute_capability = st->dev.cc_major * 10 + st->dev.cc_minor;
   if (auto dnn = LoadDnn(); !dnn.ok()) {
     note("cuDNN", dnn.status());
-  } else if (auto ex = DnnExecutor::Create(**dnn); !ex.ok()) {
+  } else if (auto ex = DnnExecutor::Create(**dnn, dnn_options); !ex.ok()) {
     note("cuDNN", ex.status());
   } else {
     st->dnn = std::move(*ex);

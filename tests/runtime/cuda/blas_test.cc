@@ -470,25 +470,32 @@ TEST_CASE("cuBLASLt executor: Create fails cleanly without a driver or device") 
 
 // ---- On a GPU (never run yet) ---------------------------------------------------------------
 
-// Runs `op` on the executor with device copies of the inputs, then compares with the CPU kernel.
-void CheckOnGpu(testing::GpuSession& gpu, BlasExecutor& lt, Case c, double tolerance) {
+// Runs `op` on the executor with device copies of the inputs in `dt` (their values rounded to
+// it), then compares with the CPU kernel's float32 result on the same rounded values.
+void CheckOnGpu(testing::GpuSession& gpu, BlasExecutor& lt, Case c, double tolerance,
+                DType dt = DType::kFloat32) {
   CAPTURE(c.op);
+  CAPTURE(DTypeName(dt));
+  for (HostTensor& t : c.in) t = testing::Rounded(std::move(t), dt);
+  std::vector<HostTensor> ref;
+  for (const HostTensor& t : c.in) ref.push_back(testing::AsFloat32(t));
   std::vector<HostTensor*> cpu_in;
-  for (HostTensor& t : c.in) cpu_in.push_back(&t);
+  for (HostTensor& t : ref) cpu_in.push_back(&t);
   HostTensor want = Zeros(c.y);
   Status st = RunCpu(c.op, c.attrs, cpu_in, {&want});
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   std::vector<DeviceTensor> in;
   for (const HostTensor& t : c.in) in.push_back(t.Dev(gpu.Upload(t)));
   HostTensor y = Zeros(c.y);
-  const CUdeviceptr y_dev = gpu.Alloc(y.v.size() * sizeof(float));
+  y.dtype = dt;
+  const CUdeviceptr y_dev = gpu.Alloc(y.v.size() * DTypeSize(dt));
   DeviceTensor out[] = {y.Dev(y_dev)};
   const size_t ws_bytes = lt.Workspace(c.op, c.attrs, in, out);
   const CUdeviceptr ws = ws_bytes ? gpu.Alloc(ws_bytes) : 0;
   OpCall call{c.attrs, in, out, gpu.stream(), ws, ws_bytes};
   st = lt.Run(c.op, call, "gpu_test");
   REQUIRE_MESSAGE(st.ok(), st.ToString());
-  std::vector<float> got = gpu.Download(y_dev, y.count());
+  std::vector<float> got = gpu.Download(y_dev, y.count(), dt);
   CHECK(MaxRelDiff(got, want.v) < tolerance);
 }
 
@@ -530,6 +537,33 @@ TEST_CASE("[gpu] cuBLASLt MatMul and Gemm match the CPU kernels") {
   const size_t before = ex.cached_plans();
   CheckOnGpu(gpu, ex, {"MatMul", {}, {r({64, 96}), r({96, 80})}, {64, 80}}, kTol);
   CHECK(ex.cached_plans() == before);  // same shapes and (256-byte) alignments: reused
+}
+
+TEST_CASE("[gpu] cuBLASLt float16 and bfloat16 MatMul and Gemm match the CPU kernels") {
+  KILN_REQUIRE_GPU();
+  testing::GpuSession gpu;
+  Result<const Blas*> blas = LoadBlas();
+  REQUIRE_MESSAGE(blas.ok(), blas.status().ToString());
+  auto lt = BlasExecutor::Create(**blas);
+  REQUIRE_MESSAGE(lt.ok(), lt.status().ToString());
+  BlasExecutor& ex = **lt;
+  uint32_t seed = 3000;
+  auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
+  // float32 accumulation of the rounded inputs: the difference is the output's rounding (2^-11
+  // relative for float16, 2^-8 for bfloat16; MaxRelDiff is relative to 1 + |ref|).
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    const double tol = dt == DType::kFloat16 ? 2e-3 : 1.6e-2;
+    CheckOnGpu(gpu, ex, {"MatMul", {}, {r({64, 96}), r({96, 80})}, {64, 80}}, tol, dt);
+    CheckOnGpu(gpu, ex, {"MatMul", {}, {r({4, 33, 512}), r({512, 17})}, {4, 33, 17}}, tol, dt);
+    CheckOnGpu(gpu, ex, {"MatMul", {}, {r({3, 2, 31, 40}), r({3, 2, 40, 29})}, {3, 2, 31, 29}}, tol, dt);
+    // Gemm's C as a bias vector of D's type (the BIAS epilogue with BIAS_DATA_TYPE = D's type),
+    // and a full C.
+    CheckOnGpu(gpu, ex, {"Gemm", {}, {r({48, 64}), r({64, 72}), r({72})}, {48, 72}}, tol, dt);
+    AttrMap t;
+    t.SetInt("transB", 1);
+    t.SetFloat("beta", 0.5f);
+    CheckOnGpu(gpu, ex, {"Gemm", t, {r({48, 64}), r({72, 64}), r({48, 72})}, {48, 72}}, tol, dt);
+  }
 }
 
 }  // namespace

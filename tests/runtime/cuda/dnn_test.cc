@@ -204,14 +204,16 @@ TEST_CASE("cuDNN Supports: Conv forms, epilogues and refusals") {
     CHECK(st.code() == StatusCode::kUnimplemented);
     CHECK(Contains(st.message(), act));
   }
-  // Asymmetric pads (SAME_UPPER at stride 2 over an even size) and float16 are refused.
+  // Asymmetric pads (SAME_UPPER at stride 2 over an even size) and float64 are refused.
   HostTensor y2 = Shape({1, 4, 4, 4});
   Status st = Supports("Conv", Attrs({{"strides", {2, 2}}}, {{"auto_pad", "SAME_UPPER"}}), {&x, &w}, {&y2});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "asymmetric pads"));
-  HostTensor xh = Shape({1, 3, 8, 8}, DType::kFloat16), wh = Shape({4, 3, 3, 3}, DType::kFloat16),
-             yh = Shape({1, 4, 8, 8}, DType::kFloat16);
-  CHECK(Supports("Conv", pad1, {&xh, &wh}, {&yh}).code() == StatusCode::kUnimplemented);
+  HostTensor xd = Shape({1, 3, 8, 8}, DType::kFloat64), wd = Shape({4, 3, 3, 3}, DType::kFloat64),
+             yd = Shape({1, 4, 8, 8}, DType::kFloat64);
+  st = Supports("Conv", pad1, {&xd, &wd}, {&yd});
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(Contains(st.message(), "float32, float16 and bfloat16 here, found float64"));
   // 4 spatial dims.
   HostTensor x4 = Shape({1, 1, 3, 3, 3, 3}), w4 = Shape({1, 1, 1, 1, 1, 1}), y4 = Shape({1, 1, 3, 3, 3, 3});
   CHECK(Supports("Conv", {}, {&x4, &w4}, {&y4}).code() == StatusCode::kUnimplemented);
@@ -221,6 +223,88 @@ TEST_CASE("cuDNN Supports: Conv forms, epilogues and refusals") {
   HostTensor b3 = Shape({3});
   CHECK(Supports("Conv", pad1, {&x, &w, &b3}, {&y}).code() == StatusCode::kInvalidArgument);
   CHECK(Supports("Softmax", {}, {&x}, {&y}).code() == StatusCode::kUnimplemented);
+}
+
+TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype per op") {
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    CAPTURE(DTypeName(dt));
+    HostTensor x = Shape({1, 3, 8, 8}, dt), w = Shape({4, 3, 3, 3}, dt), y = Shape({1, 4, 8, 8}, dt),
+               b = Shape({4}, dt), r = Shape({1, 4, 8, 8}, dt);
+    AttrMap relu = Attrs({{"pads", {1, 1, 1, 1}}});
+    relu.SetString("epilogue_activation", "Relu");
+    DnnPlan p;
+    REQUIRE(PlanOf("Conv", relu, {&x, &w, &b}, {&y}, &p).ok());
+    CHECK(p.dtype == dt);
+    CHECK(p.bias);
+    CHECK(p.relu);
+    // cuDNN documents the fused bias + activation call for float16 (PSEUDO_HALF_CONFIG), not bfloat16.
+    CHECK(p.fused == (dt == DType::kFloat16));
+    AttrMap res = relu;
+    res.SetInt("epilogue_residual", 1);
+    CHECK(Supports("Conv", res, {&x, &w, &b, &r}, {&y}).ok());
+    HostTensor cx = Shape({1, 3, 4, 4}, dt), cw = Shape({3, 2, 3, 3}, dt), cy = Shape({1, 2, 8, 8}, dt),
+               cb = Shape({2}, dt);
+    const AttrMap up = Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}});
+    REQUIRE(PlanOf("ConvTranspose", up, {&cx, &cw, &cb}, {&cy}, &p).ok());
+    CHECK(p.dtype == dt);
+    HostTensor px = Shape({1, 2, 6, 7}, dt), py = Shape({1, 2, 3, 4}, dt);
+    const AttrMap pool = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+    REQUIRE(PlanOf("MaxPool", pool, {&px}, {&py}, &p).ok());
+    CHECK(p.dtype == dt);
+    CHECK(Supports("AveragePool", pool, {&px}, {&py}).ok());
+    // Equal plans of different dtypes are different cache entries.
+    DnnPlan f32;
+    HostTensor fx = Shape({1, 2, 6, 7}), fy = Shape({1, 2, 3, 4});
+    REQUIRE(PlanOf("MaxPool", pool, {&fx}, {&fy}, &f32).ok());
+    CHECK_FALSE(f32 == p);
+    // Every tensor has X's dtype: a float32 bias, W or residual is malformed (the CPU kernels
+    // reject it too).
+    HostTensor b32 = Shape({4}), w32 = Shape({4, 3, 3, 3}), r32 = Shape({1, 4, 8, 8});
+    Status st = Supports("Conv", relu, {&x, &w, &b32}, {&y});
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(Contains(st.message(), "bias [4] is float32, expected " + std::string(DTypeName(dt))));
+    st = Supports("Conv", relu, {&x, &w32}, {&y});
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(Contains(st.message(), "is float32, expected " + std::string(DTypeName(dt)) + " (input X's dtype)"));
+    CHECK(Supports("Conv", res, {&x, &w, &b, &r32}, {&y}).code() == StatusCode::kInvalidArgument);
+    CHECK(Supports("ConvTranspose", up, {&cx, &cw, &b32}, {&cy}).code() == StatusCode::kInvalidArgument);
+    HostTensor py32 = Shape({1, 2, 3, 4});
+    CHECK(Supports("MaxPool", pool, {&px}, {&py32}).code() == StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0; float16 and float32 run anywhere") {
+  const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
+  auto conv = [&pad1](DType dt, int cc) {
+    HostTensor x = Shape({1, 3, 8, 8}, dt), w = Shape({4, 3, 3, 3}, dt), y = Shape({1, 4, 8, 8}, dt);
+    DnnOptions opt;
+    opt.compute_capability = cc;
+    opt.max_workspace_bytes = 4096;
+    std::vector<DeviceTensor> in = testing::DevViews({&x, &w}), out = testing::DevViews({&y});
+    const size_t ws = DnnExecutor::WorkspaceFor(opt, "Conv", pad1, in, out);
+    Status st = DnnExecutor::SupportsWith(opt, "Conv", pad1, in, out);
+    CHECK((st.ok() ? ws == 4096 : ws == 0));  // a refused op plans no workspace
+    return st;
+  };
+  CHECK(conv(DType::kBFloat16, 80).ok());
+  CHECK(conv(DType::kBFloat16, 90).ok());
+  Status st = conv(DType::kBFloat16, 75);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(Contains(st.message(), "bfloat16 needs compute capability 8.0 or later, the device has 7.5"));
+  st = conv(DType::kBFloat16, 0);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(Contains(st.message(), "an unknown one"));
+  for (int cc : {0, 61, 75, 90}) {
+    CHECK(conv(DType::kFloat16, cc).ok());
+    CHECK(conv(DType::kFloat32, cc).ok());
+  }
+  // Malformed ops keep their own error whatever the device.
+  HostTensor x = Shape({1, 3, 8, 8}, DType::kBFloat16), w = Shape({4, 3, 3, 3}, DType::kBFloat16),
+             y = Shape({1, 4, 7, 7}, DType::kBFloat16);
+  DnnOptions old;
+  old.compute_capability = 70;
+  CHECK(DnnExecutor::SupportsWith(old, "Conv", pad1, testing::DevViews({&x, &w}), testing::DevViews({&y})).code() ==
+        StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("cuDNN Supports: ConvTranspose and pooling refusals") {
@@ -636,17 +720,25 @@ TEST_CASE("cuDNN executor: Create fails cleanly without a driver or device") {
 
 // ---- On a GPU (never run yet) ---------------------------------------------------------------
 
-void CheckOnGpu(testing::GpuSession& gpu, DnnExecutor& ex, Case c, double tolerance) {
+// Runs the case on the GPU with every tensor in `dt` (its values rounded to it) and compares with
+// the CPU kernel's float32 result on the same (rounded) values.
+void CheckOnGpu(testing::GpuSession& gpu, DnnExecutor& ex, Case c, double tolerance,
+                DType dt = DType::kFloat32) {
   CAPTURE(c.op);
+  CAPTURE(DTypeName(dt));
+  for (HostTensor& t : c.in) t = testing::Rounded(std::move(t), dt);
+  std::vector<HostTensor> ref;
+  for (const HostTensor& t : c.in) ref.push_back(testing::AsFloat32(t));
   std::vector<HostTensor*> cpu_in;
-  for (HostTensor& t : c.in) cpu_in.push_back(&t);
+  for (HostTensor& t : ref) cpu_in.push_back(&t);
   HostTensor want = Zeros(c.y);
   Status st = RunCpu(c.op, c.attrs, cpu_in, {&want});
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   std::vector<DeviceTensor> in;
   for (const HostTensor& t : c.in) in.push_back(t.Dev(gpu.Upload(t)));
   HostTensor y = Zeros(c.y);
-  const CUdeviceptr y_dev = gpu.Alloc(y.v.size() * sizeof(float));
+  y.dtype = dt;
+  const CUdeviceptr y_dev = gpu.Alloc(y.v.size() * DTypeSize(dt));
   DeviceTensor out[] = {y.Dev(y_dev)};
   Result<size_t> exact = ex.Prepare(c.op, c.attrs, in, out);
   REQUIRE_MESSAGE(exact.ok(), exact.status().ToString());
@@ -656,7 +748,7 @@ void CheckOnGpu(testing::GpuSession& gpu, DnnExecutor& ex, Case c, double tolera
   OpCall call{c.attrs, in, out, gpu.stream(), ws, ws_bytes};
   st = ex.Run(c.op, call, "gpu_test");
   REQUIRE_MESSAGE(st.ok(), st.ToString());
-  std::vector<float> got = gpu.Download(y_dev, y.count());
+  std::vector<float> got = gpu.Download(y_dev, y.count(), dt);
   CHECK(MaxRelDiff(got, want.v) < tolerance);
 }
 
@@ -726,6 +818,66 @@ TEST_CASE("[gpu] cuDNN Conv, ConvTranspose and pooling match the CPU kernels") {
   const size_t before = ex.cached_plans();
   CheckOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
   CHECK(ex.cached_plans() == before);
+}
+
+TEST_CASE("[gpu] cuDNN float16 and bfloat16 Conv, ConvTranspose and pooling match the CPU kernels") {
+  KILN_REQUIRE_GPU();
+  testing::GpuSession gpu;
+  Result<const Dnn*> dnn = LoadDnn();
+  REQUIRE_MESSAGE(dnn.ok(), dnn.status().ToString());
+  Result<const Driver*> drv = LoadDriver();
+  REQUIRE_MESSAGE(drv.ok(), drv.status().ToString());
+  Result<DeviceInfo> dev = QueryDevice(**drv, 0);
+  REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
+  DnnOptions options;
+  options.compute_capability = dev->cc_major * 10 + dev->cc_minor;
+  auto created = DnnExecutor::Create(*dnn.value(), options);
+  REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+  DnnExecutor& ex = **created;
+  uint32_t seed = 7000;
+  auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
+  // The reference is float32 on the same rounded inputs, so the difference is the output's
+  // rounding (2^-11 relative for float16, 2^-8 for bfloat16; MaxRelDiff is relative to 1 + |ref|)
+  // plus, where the epilogue takes separate calls, the rounding of the intermediate Y.
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    if (dt == DType::kBFloat16 && options.compute_capability < 80) {
+      MESSAGE("bfloat16 skipped: compute capability " << options.compute_capability << " (needs 80)");
+      continue;
+    }
+    const double tol = dt == DType::kFloat16 ? 4e-3 : 3e-2;
+    const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
+    CheckOnGpu(gpu, ex, {"Conv", pad1, {r({2, 16, 28, 28}), r({32, 16, 3, 3}), r({32})}, {2, 32, 28, 28}}, tol,
+               dt);
+    CheckOnGpu(gpu, ex,
+               {"Conv",
+                Attrs({{"pads", {2, 2, 2, 2}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"group", {2}}}),
+                {r({2, 8, 21, 20}), r({12, 4, 3, 3})},
+                {2, 12, 11, 10}},
+               tol, dt);
+    CheckOnGpu(gpu, ex, {"Conv", Attrs({{"pads", {1, 1}}, {"strides", {3}}}), {r({2, 3, 50}), r({5, 3, 4}), r({5})},
+                         {2, 5, 17}},
+               tol, dt);
+    for (const char* order : {"bias,act,residual", "bias,residual,act"}) {
+      CAPTURE(std::string(order));
+      AttrMap a = pad1;
+      a.SetString("epilogue_activation", "Relu");
+      CheckOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16})}, {1, 16, 14, 14}}, tol, dt);
+      a.SetInt("epilogue_residual", 1);
+      a.SetString("epilogue_order", order);
+      CheckOnGpu(gpu, ex,
+                 {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16}), r({1, 16, 14, 14})}, {1, 16, 14, 14}},
+                 tol, dt);
+    }
+    CheckOnGpu(gpu, ex,
+               {"ConvTranspose",
+                Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}),
+                {r({1, 8, 10, 10}), r({8, 4, 3, 3}), r({4})},
+                {1, 4, 20, 20}},
+               tol, dt);
+    const AttrMap k3s2p1 = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+    CheckOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
+    CheckOnGpu(gpu, ex, {"AveragePool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
+  }
 }
 
 }  // namespace

@@ -18,10 +18,13 @@
 #include "runtime/cpu/kernel.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/op_call.h"
+#include "runtime/half.h"
 
 namespace kiln::cuda::testing {
 
-// A dense float32 host tensor (or a shape with another dtype and no data). rank -1: absent.
+// A dense host tensor of float values (or a shape with another dtype and no data); with dtype
+// float16 / bfloat16 the values are ones that dtype represents (see Rounded), stored as that
+// dtype on the device. rank -1: absent.
 struct HostTensor {
   std::vector<int64_t> dims;
   DType dtype = DType::kFloat32;
@@ -68,6 +71,22 @@ inline HostTensor Random(std::vector<int64_t> dims, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& x : t.v) x = dist(gen);
+  return t;
+}
+
+// `t` as dtype `dt` (float32, float16 or bfloat16): every value rounded to it (to nearest even,
+// as runtime/half.h and the CPU backend round) and the dtype set, for a device upload.
+inline HostTensor Rounded(HostTensor t, DType dt) {
+  t.dtype = dt;
+  for (float& x : t.v) {
+    if (dt == DType::kFloat16) x = HalfToFloat(FloatToHalf(x));
+    if (dt == DType::kBFloat16) x = BF16ToFloat(FloatToBF16(x));
+  }
+  return t;
+}
+// The same values as a float32 tensor (the CPU reference's operand).
+inline HostTensor AsFloat32(HostTensor t) {
+  if (t.present()) t.dtype = DType::kFloat32;
   return t;
 }
 
@@ -131,23 +150,35 @@ class GpuSession {
     buffers_.push_back(p);
     return p;
   }
-  // A device copy of `t` (nothing for an absent tensor).
+  // A device copy of `t` in its dtype (float32, or float16 / bfloat16 bits); nothing for an
+  // absent tensor.
   CUdeviceptr Upload(const HostTensor& t) {
     if (!t.present()) return 0;
-    const size_t bytes = t.v.size() * sizeof(float);
-    CUdeviceptr p = Alloc(bytes);
-    if (bytes) REQUIRE(Ok(drv_->MemcpyHtoD(p, t.v.data(), bytes), "cuMemcpyHtoD"));
-    return p;
+    if (t.dtype == DType::kFloat32) return UploadBytes(t.v.data(), t.v.size() * sizeof(float));
+    REQUIRE((t.dtype == DType::kFloat16 || t.dtype == DType::kBFloat16));
+    std::vector<uint16_t> bits(t.v.size());
+    for (size_t i = 0; i < bits.size(); ++i)
+      bits[i] = t.dtype == DType::kFloat16 ? FloatToHalf(t.v[i]) : FloatToBF16(t.v[i]);
+    return UploadBytes(bits.data(), bits.size() * sizeof(uint16_t));
   }
-  // Waits for the stream, then copies `count` floats back.
-  std::vector<float> Download(CUdeviceptr p, int64_t count) {
+  // Waits for the stream, then copies `count` elements of `dtype` (float32, float16 or
+  // bfloat16) back, as floats.
+  std::vector<float> Download(CUdeviceptr p, int64_t count, DType dtype = DType::kFloat32) {
     std::vector<float> out(static_cast<size_t>(count));
     REQUIRE(Ok(drv_->StreamSynchronize(stream_), "cuStreamSynchronize"));
-    if (count) {
+    if (count == 0) return out;
+    if (dtype == DType::kFloat32) {
       REQUIRE(
           Ok(drv_->MemcpyDtoHAsync(out.data(), p, out.size() * sizeof(float), stream_), "cuMemcpyDtoHAsync"));
+    } else {
+      std::vector<uint16_t> bits(out.size());
+      REQUIRE(Ok(drv_->MemcpyDtoHAsync(bits.data(), p, bits.size() * sizeof(uint16_t), stream_),
+                 "cuMemcpyDtoHAsync"));
       REQUIRE(Ok(drv_->StreamSynchronize(stream_), "cuStreamSynchronize"));
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = dtype == DType::kFloat16 ? HalfToFloat(bits[i]) : BF16ToFloat(bits[i]);
     }
+    REQUIRE(Ok(drv_->StreamSynchronize(stream_), "cuStreamSynchronize"));
     return out;
   }
 
@@ -156,6 +187,11 @@ class GpuSession {
     Status st = Check(*drv_, r, what);
     if (!st.ok()) MESSAGE(st.ToString());
     return st.ok();
+  }
+  CUdeviceptr UploadBytes(const void* data, size_t bytes) {
+    CUdeviceptr p = Alloc(bytes);
+    if (bytes) REQUIRE(Ok(drv_->MemcpyHtoD(p, data, bytes), "cuMemcpyHtoD"));
+    return p;
   }
   const Driver* drv_ = nullptr;
   CUdevice dev_ = 0;
