@@ -11,6 +11,7 @@
 #include "compiler/compile.h"
 #include "compiler/io/tensor_io.h"
 #include "compiler/serialize/artifact_file.h"
+#include "compiler/validate/precision_report.h"
 
 namespace kiln::cli {
 namespace {
@@ -31,6 +32,7 @@ struct CompileFlags {
   std::string precision = "fp32";
   std::vector<std::string> keep_fp32;
   std::string io_precision = "declared";
+  std::string validate;
 };
 
 // "sm_80,sm_86" -> cubin archs plus PTX of the newest ("compute_86"); "none" -> {}.
@@ -164,6 +166,15 @@ void RunCompile(const CompileFlags& f) {
   if (summary.compile_jobs > 0)
     std::cout << fmt::format("  NVRTC: {} jobs ({} cached) in {:.3f} s\n", summary.compile_jobs, summary.cached_jobs,
                              summary.nvrtc_ns / 1e9);
+  if (!f.validate.empty()) {
+    auto report = validate::ValidatePrecision(model, options, *bytes, f.validate);
+    if (!report.ok()) {
+      std::cerr << "kiln compile: --validate: " << report.status().ToString() << "\n";
+      exit_code = 1;
+      return;
+    }
+    std::cout << validate::FormatPrecisionReport(*report);
+  }
 }
 
 }  // namespace
@@ -211,6 +222,15 @@ void AddCompileCommand(CLI::App& app) {
                   "converts at its edges), fp16 or bf16 makes callers pass and receive that type")
       ->check(CLI::IsMember({"declared", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_option("--validate", f->validate,
+                  "after writing the artifact, run it and a float32 compile of the model on the CPU backend over "
+                  "the inputs in DIR (input_N.pb or NAME.npy as for `kiln run --inputs`, or a model folder whose "
+                  "test_data_set_* are each run) and print each output's max abs and rel error and cosine "
+                  "similarity, and a 'warning:' line for each value that overflowed (inf or NaN where float32 "
+                  "has none; compile with --no-fuse as well to locate it to one op). Warnings keep exit status "
+                  "0; unreadable or mismatched inputs exit 1")
+      ->type_name("DIR")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
   cmd->add_option("--kernel-cache", f->kernel_cache,
                   "folder of the NVRTC cache, keyed by content hash (default: $XDG_CACHE_HOME/kiln/kernels or "

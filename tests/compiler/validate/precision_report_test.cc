@@ -1,0 +1,251 @@
+// `kiln compile --validate` (compiler/validate/precision_report.h): the report's figures on
+// small models whose float16 results are known exactly, the overflow warning, and the errors.
+#include "compiler/validate/precision_report.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "compiler/io/tensor_io.h"
+#include "runtime/half.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/temp_dir.h"
+
+namespace kiln::validate {
+namespace {
+
+using testing::AddFloatInit;
+using testing::AddInput;
+using testing::AddNode;
+using testing::AddOutput;
+using testing::TempDir;
+
+// y = x * 2 ('scale'): exact in every precision, so the output's error is the input's rounding.
+onnx::ModelProto ScaleModel() {
+  onnx::ModelProto m = testing::MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4"});
+  AddFloatInit(g, "two", {}, {2.0f});
+  AddNode(g, "Mul", {"x", "two"}, {"y"}, "scale");
+  AddOutput(g, "y");
+  return m;
+}
+
+// y = (x * 1000) * 0.001, nodes 'big' and 'small': h = x * 1000 leaves float16's range
+// (65504) for x = 100 while float32 and bfloat16 hold it.
+onnx::ModelProto OverflowModel() {
+  onnx::ModelProto m = testing::MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4"});
+  AddFloatInit(g, "k_big", {}, {1000.0f});
+  AddFloatInit(g, "k_small", {}, {0.001f});
+  AddNode(g, "Mul", {"x", "k_big"}, {"h"}, "big");
+  AddNode(g, "Mul", {"h", "k_small"}, {"y"}, "small");
+  AddOutput(g, "y");
+  return m;
+}
+
+std::string WriteModel(const TempDir& dir, const onnx::ModelProto& m) {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  testing::WriteBytes(dir / "model.onnx", bytes);
+  return dir / "model.onnx";
+}
+
+void WriteInput(const std::string& path, const std::string& name, const std::vector<float>& values) {
+  io::HostTensor t;
+  t.name = name;
+  t.dtype = DType::kFloat32;
+  t.dims = {static_cast<int64_t>(values.size())};
+  t.bytes.resize(values.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  REQUIRE(io::WriteTensorProtoFile(path, t).ok());
+}
+
+compiler::CompileOptions Options(passes::Precision p, bool fuse = true, DType io = DType::kFloat32) {
+  compiler::CompileOptions o = testing::CpuOnly();
+  o.precision.precision = p;
+  o.precision.io_dtype = io;
+  o.fuse = fuse;
+  return o;
+}
+
+Result<PrecisionReport> Validate(const std::string& model, const compiler::CompileOptions& options,
+                                 const std::string& inputs) {
+  auto artifact = compiler::CompileOnnxFile(model, options, nullptr);
+  REQUIRE_MESSAGE(artifact.ok(), artifact.status().ToString());
+  return ValidatePrecision(model, options, *artifact, inputs);
+}
+
+const float kThird = 1.0f / 3.0f;
+// float32(1/3) = 11184811 / 2^25, float16(1/3) = 1365 / 2^12.
+const double kThirdError = 11184811.0 / 33554432.0 - 1365.0 / 4096.0;
+
+TEST_CASE("precision report: float16 error of y = 2x at x = 1/3 is twice fp16(1/3)'s rounding") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, ScaleModel());
+  WriteInput(dir / "input_0.pb", "x", {kThird, kThird, -kThird, kThird});
+  for (DType io : {DType::kFloat32, DType::kFloat16}) {
+    CAPTURE(DTypeName(io));
+    auto r = Validate(model, Options(passes::Precision::kFp16, true, io), dir.path.string());
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(r->precision == "fp16");
+    REQUIRE(r->sets.size() == 1);
+    REQUIRE(r->outputs.size() == 1);
+    const OutputReport& o = r->outputs[0];
+    CHECK(o.output == "y");
+    CHECK(o.dtype == io);
+    CHECK(o.metrics.elements == 4);
+    CHECK(o.metrics.max_abs == 2 * kThirdError);
+    CHECK(o.metrics.max_rel == doctest::Approx(kThirdError / (11184811.0 / 33554432.0)).epsilon(1e-12));
+    CHECK(o.metrics.cosine == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(o.metrics.nonfinite == 0);
+    CHECK(r->overflows.empty());
+    const std::string text = FormatPrecisionReport(*r);
+    CHECK(text.find("accuracy of the fp16 artifact against float32") != std::string::npos);
+    CHECK(text.find("warning") == std::string::npos);
+  }
+}
+
+TEST_CASE("precision report: a float32 artifact matches the reference") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});
+  auto r = Validate(model, Options(passes::Precision::kFp32), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->precision == "fp32");
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.max_rel < 1e-6);  // fusion's float32 rounding at most
+  CHECK(r->outputs[0].metrics.cosine == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(r->overflows.empty());
+}
+
+TEST_CASE("precision report: x * 1000 overflows float16 at x = 100; the warning names the value and node") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});
+  auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->overflows.size() == 1);
+  const Overflow& o = r->overflows[0];
+  CHECK(o.value == "h.fp16");  // h, written in float16 (passes/precision.h)
+  CHECK(o.instruction.find("'big' (Mul)") != std::string::npos);
+  CHECK(o.dtype == DType::kFloat16);
+  CHECK(o.nonfinite == 2);  // +-1e5; 3000 and 500 fit
+  CHECK(o.elements == 4);
+  CHECK(o.downstream >= 1);  // y, and its Cast back to float32
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.nonfinite == 2);
+  CHECK(r->outputs[0].metrics.compared == 2);
+  const std::string text = FormatPrecisionReport(*r);
+  CHECK(text.find("warning: " + r->sets[0] + ": fp16 overflow: value 'h.fp16' (float16) at instruction") !=
+        std::string::npos);
+  CHECK(text.find("'big' (Mul): 2 of 4 elements inf or NaN where float32 has none") != std::string::npos);
+  CHECK(text.find("warning: " + r->sets[0] + ": output 'y' has 2 of 4 elements inf or NaN") != std::string::npos);
+}
+
+TEST_CASE("precision report: values that are inf in float32 too are no overflow") {
+  // x = 1e36 overflows float16 in its Cast; h = x * 1000 and y are inf in float32 as well, so
+  // h.fp16 and y, though inf, are neither overflows nor counted downstream of the Cast.
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {1e36f, 1, 2, 3});
+  auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->overflows.size() == 1);
+  CHECK(r->overflows[0].value == "x.to_fp16");
+  CHECK(r->overflows[0].nonfinite == 1);
+  CHECK(r->overflows[0].downstream == 0);
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.ref_nonfinite == 1);
+  CHECK(r->outputs[0].metrics.nonfinite == 0);
+}
+
+TEST_CASE("precision report: bfloat16 keeps float32's range, so x * 1000 does not overflow") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});
+  auto r = Validate(model, Options(passes::Precision::kBf16, /*fuse=*/false), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->overflows.empty());
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.nonfinite == 0);
+  CHECK(r->outputs[0].metrics.max_rel < 3 * 0.00390625);  // three roundings of 2^-8 at most
+  CHECK(FormatPrecisionReport(*r).find("warning") == std::string::npos);
+}
+
+TEST_CASE("precision report: an input that overflows float16 in its conversion (--io-precision fp16)") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, ScaleModel());
+  WriteInput(dir / "input_0.pb", "x", {1e5f, 1, 2, 3});
+  auto r = Validate(model, Options(passes::Precision::kFp16, true, DType::kFloat16), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->overflows.size() == 1);
+  CHECK(r->overflows[0].value == "x");
+  CHECK(r->overflows[0].instruction == "input conversion");
+  CHECK(r->overflows[0].nonfinite == 1);
+  CHECK(r->overflows[0].downstream >= 1);
+}
+
+TEST_CASE("precision report: a model folder's test_data_set_* are each run") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, ScaleModel());
+  std::filesystem::create_directories(dir / "test_data_set_1");
+  std::filesystem::create_directories(dir / "test_data_set_0");
+  WriteInput(dir / "test_data_set_0/input_0.pb", "x", {kThird, 1, 1, 1});
+  WriteInput(dir / "test_data_set_1/input_0.pb", "x", {1, 2, 3, 4});
+  auto r = Validate(model, Options(passes::Precision::kFp16), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->sets == std::vector<std::string>{"test_data_set_0", "test_data_set_1"});
+  REQUIRE(r->outputs.size() == 2);
+  CHECK(r->outputs[0].set == "test_data_set_0");
+  CHECK(r->outputs[0].metrics.max_abs == 2 * kThirdError);
+  CHECK(r->outputs[1].set == "test_data_set_1");
+  CHECK(r->outputs[1].metrics.max_abs == 0.0);  // small integers are exact in float16
+}
+
+TEST_CASE("precision report: errors name the folder and the input") {
+  TempDir dir;
+  onnx::ModelProto m = ScaleModel();
+  auto* g = m.mutable_graph();
+  AddInput(g, "z", {"4"});
+  AddNode(g, "Add", {"y", "z"}, {"w"}, "add");
+  AddOutput(g, "w");
+  const std::string model = WriteModel(dir, m);
+  const auto options = Options(passes::Precision::kFp16);
+  auto artifact = compiler::CompileOnnxFile(model, options, nullptr);
+  REQUIRE(artifact.ok());
+
+  auto missing_dir = ValidatePrecision(model, options, *artifact, dir / "nope");
+  REQUIRE(!missing_dir.ok());
+  CHECK(missing_dir.status().code() == StatusCode::kNotFound);
+  CHECK(missing_dir.status().message() == dir / "nope" + ": no such input folder");
+
+  WriteInput(dir / "input_0.pb", "x", {1, 2, 3, 4});
+  auto missing_input = ValidatePrecision(model, options, *artifact, dir.path.string());
+  REQUIRE(!missing_input.ok());
+  CHECK(missing_input.status().code() == StatusCode::kNotFound);
+  CHECK(missing_input.status().message().find("input_1.pb: missing; the model has 2 inputs and input 1 is 'z'") !=
+        std::string::npos);
+
+  io::HostTensor ints;
+  ints.name = "z";
+  ints.dtype = DType::kInt64;
+  ints.dims = {4};
+  ints.bytes.assign(32, 0);
+  REQUIRE(io::WriteTensorProtoFile(dir / "input_1.pb", ints).ok());
+  auto wrong_dtype = ValidatePrecision(model, options, *artifact, dir.path.string());
+  REQUIRE(!wrong_dtype.ok());
+  CHECK(wrong_dtype.status().code() == StatusCode::kInvalidArgument);
+  CHECK(wrong_dtype.status().message() == dir.path.string() + ": input 1 'z' is int64[4], the model takes float32");
+
+  WriteInput(dir / "input_1.pb", "z", {1, 2, 3});
+  auto wrong_shape = ValidatePrecision(model, options, *artifact, dir.path.string());
+  REQUIRE(!wrong_shape.ok());
+  CHECK(wrong_shape.status().code() == StatusCode::kInvalidArgument);
+  CHECK(wrong_shape.status().message().find(dir.path.string() + ": float32 reference: ") == 0);
+}
+
+}  // namespace
+}  // namespace kiln::validate
