@@ -1,0 +1,388 @@
+// The CUDA backend on float16 and bfloat16 artifacts (`kiln compile --precision`,
+// compiler/passes/precision.h): small models built here (cuBLASLt MatMul and Gemm, cuDNN Conv
+// and pooling, generated kernels with half storage and float32 row reductions: Softmax,
+// LayerNormalization, ReduceMean) and every real model (tests/e2e/model_dirs.h), each
+// compiled for this GPU's arch in fp32, fp16 and bf16, and each artifact run on the CPU
+// backend and on the CUDA backend with the same inputs (random ones for the small models,
+// test_data_set_0 for the real ones).
+//
+// Two checks per artifact:
+//  - the CUDA outputs match the CPU backend's outputs of the same artifact, per output, by the
+//    rule the CPU precision test uses for that model (tests/e2e/precision_real_models_test.cc):
+//    argmax agreement on every row for the classifiers' outputs, |diff| <= 0.01 (fp16) / 0.02
+//    (bf16) for Silero VAD's speech probability, cosine >= 0.999 for every other output (fp32
+//    artifacts are held to the same rules; they pass with a wide margin). The two backends
+//    run the same graph in the same storage types, so they differ only by the order of float32
+//    accumulation (and by the GPU libraries' algorithms) and by roundings to the half type
+//    that this reorders;
+//  - the heavy ops do not fall back to the CPU: when every instruction of the fp32 artifact
+//    runs on the device, every instruction of the fp16 / bf16 one must too (bf16 only on
+//    compute capability 8.0 and later). Seen through CUDA graphs: an entry with a CPU fallback
+//    is never captured (include/kiln/stats.h), so the third run of a device-only entry is a
+//    graph hit (Stats::graph_hits).
+//
+// NOTE: written on a machine without a GPU; it has NEVER run (KILN_REQUIRE_GPU skips it here).
+// scripts/gpu-check runs it with the other "[gpu]" cases.
+#if KILN_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/io/tensor_io.h"
+#include "kiln/runtime.h"
+#include "runtime/cuda/driver.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/e2e/model_dirs.h"
+#include "tests/gpu_test_util.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::io::HostTensor;
+using kiln::passes::Precision;
+using namespace kiln::testing;
+
+enum class Metric { kCosine, kArgmax, kAbsolute };
+
+struct Rule {
+  const char* model;
+  int output;
+  Metric metric;
+  double fp16, bf16;  // the bound in each precision (fp32 artifacts use fp16's); unused for kArgmax
+};
+
+// The CPU precision test's rules (tests/e2e/precision_real_models_test.cc, kRules); every
+// other output: cosine >= 0.999.
+constexpr Rule kRules[] = {
+    {"mnist-8", 0, Metric::kArgmax, 0, 0},
+    {"ppocr-cls-mobile-v2", 0, Metric::kArgmax, 0, 0},
+    {"ch_ppocr_mobile_v2.0_cls", 0, Metric::kArgmax, 0, 0},
+    {"silero-vad-v6-16k-op15", 0, Metric::kAbsolute, 0.01, 0.02},
+    {"silero_vad_16k_op15", 0, Metric::kAbsolute, 0.01, 0.02},
+};
+
+Rule RuleFor(const std::string& model, int output) {
+  for (const Rule& r : kRules)
+    if (model == r.model && output == r.output) return r;
+  return {"", output, Metric::kCosine, 0.999, 0.999};
+}
+
+// Both outputs as doubles (float32 outputs; the precision stage keeps model outputs float32,
+// and a float16 / bfloat16 one would be widened by the caller's view of it).
+std::vector<double> Values(const HostTensor& t) {
+  REQUIRE(t.dtype == DType::kFloat32);
+  std::vector<double> v(static_cast<size_t>(t.num_elements()));
+  const float* p = reinterpret_cast<const float*>(t.bytes.data());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = p[i];
+  return v;
+}
+
+// Checks `got` (CUDA) against `want` (CPU) by `rule`; the figures are printed under `label`.
+void CheckOutput(const std::string& label, const HostTensor& got, const HostTensor& want, const Rule& rule,
+                 double bound) {
+  REQUIRE(got.dims == want.dims);
+  const std::vector<double> g = Values(got), w = Values(want);
+  double dot = 0, gg = 0, ww = 0, max_diff = 0;
+  int64_t non_finite = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i]) && std::isfinite(w[i])) ++non_finite;
+    dot += g[i] * w[i];
+    gg += g[i] * g[i];
+    ww += w[i] * w[i];
+    max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
+  }
+  const double cosine = gg == 0 && ww == 0 ? 1.0 : gg == 0 || ww == 0 ? 0.0 : dot / std::sqrt(gg * ww);
+  const int64_t width = want.dims.empty() ? 1 : want.dims.back();
+  int64_t rows = 0, agree = 0;
+  if (width > 0) {
+    rows = static_cast<int64_t>(w.size()) / width;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t gi = 0, wi = 0;
+      for (int64_t j = 1; j < width; ++j) {
+        if (g[r * width + j] > g[r * width + gi]) gi = j;
+        if (w[r * width + j] > w[r * width + wi]) wi = j;
+      }
+      agree += gi == wi;
+    }
+  }
+  MESSAGE(label << ": cosine " << cosine << ", max |cuda - cpu| " << max_diff << ", argmax agrees on " << agree << " of "
+                    << rows << " rows");
+  CHECK(non_finite == 0);
+  switch (rule.metric) {
+    case Metric::kCosine: CHECK_MESSAGE(cosine >= bound, "cosine bound " << bound); break;
+    case Metric::kArgmax: CHECK(agree == rows); break;
+    case Metric::kAbsolute: CHECK_MESSAGE(max_diff <= bound, "absolute bound " << bound); break;
+  }
+}
+
+std::vector<uint8_t> CompileFor(const std::string& onnx_path, Precision precision, const std::string& arch) {
+  kiln::compiler::CompileOptions options;
+  options.archs = {arch};
+  options.precision.precision = precision;
+  auto bytes = kiln::compiler::CompileOnnxFile(onnx_path, options, nullptr);
+  REQUIRE_MESSAGE(bytes.ok(), kiln::passes::PrecisionName(precision) << ": " << bytes.status().ToString());
+  return std::move(*bytes);
+}
+
+struct Outputs {
+  std::vector<HostTensor> tensors;
+  bool device_only = false;  // CUDA: the entry was captured as a graph (no CPU fallback op)
+};
+
+// Runs `artifact` on `device`; on CUDA three times with CUDA graphs (capture needs a device-only
+// entry, and happens at the second run with the same shapes), into host buffers shaped like
+// `like` (the CPU run's outputs).
+Outputs Run(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>& inputs, kiln::Device device,
+            const std::vector<HostTensor>* like = nullptr) {
+  auto model = kiln::Model::Load(artifact);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  std::vector<kiln::TensorView> in;
+  for (const HostTensor& t : inputs) in.push_back(t.view());
+  kiln::ContextOptions options;
+  options.device = device;
+  options.cuda_graphs = device == kiln::Device::kCuda;
+  auto ctx = kiln::ExecutionContext::Create(*model, options);
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  REQUIRE(ctx->device() == device);
+  Outputs result;
+  if (device == kiln::Device::kCpu) {
+    std::vector<kiln::TensorView> out;
+    kiln::Status st = ctx->Run(in, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    for (size_t o = 0; o < out.size(); ++o)
+      result.tensors.push_back(HostTensor::FromView(model->outputs()[o].name, out[o]));
+    return result;
+  }
+  REQUIRE(like != nullptr);
+  result.tensors = *like;
+  std::vector<kiln::TensorView> out;
+  for (HostTensor& t : result.tensors) {
+    std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xA5});  // a CUDA run that writes nothing fails
+    out.push_back(t.view());
+  }
+  for (int run = 0; run < 3; ++run) {
+    kiln::Status st = ctx->Run(in, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    st = ctx->Synchronize();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
+  result.device_only = ctx->stats().graph_hits > 0;
+  return result;
+}
+
+// The inputs of `artifact`'s model read from `dir` (test_data_set_0/input_N.pb).
+std::vector<HostTensor> ReadInputs(const std::vector<uint8_t>& artifact, const std::string& dir) {
+  auto model = kiln::Model::Load(artifact);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  std::vector<std::string> names;
+  for (const kiln::TensorInfo& t : model->inputs()) names.push_back(t.name);
+  auto inputs = kiln::io::ReadInputDir(dir, names);
+  REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
+  return std::move(*inputs);
+}
+
+// One model in fp32, fp16 and bf16: CUDA against CPU, and no new CPU fallbacks below fp32.
+// The inputs are `inputs`, or when `input_dir` is not empty, read from there.
+void CheckModel(const std::string& name, const std::string& onnx_path, std::vector<HostTensor> inputs,
+                const std::string& input_dir, const kiln::cuda::DeviceInfo& dev) {
+  const int cc = dev.cc_major * 10 + dev.cc_minor;
+  bool fp32_device_only = false;
+  for (Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    const char* pname = kiln::passes::PrecisionName(precision);
+    if (precision == Precision::kBf16 && cc < 80) {
+      MESSAGE(name << " bf16 skipped: " << dev.arch() << " has no bfloat16 cuDNN / cuBLASLt (needs sm_80)");
+      continue;
+    }
+    const std::vector<uint8_t> artifact = CompileFor(onnx_path, precision, dev.arch());
+    if (!input_dir.empty() && precision == Precision::kFp32) inputs = ReadInputs(artifact, input_dir);
+    const Outputs cpu = Run(artifact, inputs, kiln::Device::kCpu);
+    const Outputs cuda = Run(artifact, inputs, kiln::Device::kCuda, &cpu.tensors);
+    REQUIRE(cuda.tensors.size() == cpu.tensors.size());
+    for (size_t o = 0; o < cpu.tensors.size(); ++o) {
+      std::ostringstream label;
+      label << name << " " << pname << " output " << o << " '" << cpu.tensors[o].name << "'";
+      INFO(label.str());
+      const Rule rule = RuleFor(name, static_cast<int>(o));
+      CheckOutput(label.str(), cuda.tensors[o], cpu.tensors[o], rule,
+                  precision == Precision::kBf16 ? rule.bf16 : rule.fp16);
+    }
+    MESSAGE(name << " " << pname << ": every instruction on the device: " << (cuda.device_only ? "yes" : "no"));
+    if (precision == Precision::kFp32) {
+      fp32_device_only = cuda.device_only;
+    } else if (fp32_device_only) {
+      CHECK_MESSAGE(cuda.device_only, name << " " << pname
+                                            << ": an op runs on the CPU that runs on the GPU in fp32 (compare "
+                                               "`kiln inspect` of both artifacts)");
+    }
+  }
+}
+
+// ---- Small models -------------------------------------------------------------------------------
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+HostTensor RandomInput(const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
+  HostTensor t;
+  t.name = name;
+  t.dtype = DType::kFloat32;
+  t.dims = std::move(dims);
+  const std::vector<float> v = RandomFloats(static_cast<size_t>(t.num_elements()), seed);
+  t.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+void AddRandomInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
+                   float scale) {
+  size_t n = 1;
+  for (int64_t d : dims) n *= static_cast<size_t>(d);
+  AddFloatInit(g, name, dims, RandomFloats(n, seed, scale));
+}
+
+// x [8, 64] -> MatMul [64, 96] -> Add -> Relu -> Gemm ([96, 32], C [32]) -> Softmax: cuBLASLt
+// (with a half bias vector for Gemm's C) and a generated row reduction.
+onnx::ModelProto MlpModel() {
+  onnx::ModelProto m = MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "x", {"8", "64"});
+  AddRandomInit(g, "w1", {64, 96}, 11, 0.125f);
+  AddRandomInit(g, "b1", {96}, 12, 0.5f);
+  AddRandomInit(g, "w2", {96, 32}, 13, 0.1f);
+  AddRandomInit(g, "b2", {32}, 14, 0.5f);
+  AddNode(g, "MatMul", {"x", "w1"}, {"h"}, "fc1");
+  AddNode(g, "Add", {"h", "b1"}, {"hb"}, "fc1_bias");
+  AddNode(g, "Relu", {"hb"}, {"a"}, "relu");
+  AddNode(g, "Gemm", {"a", "w2", "b2"}, {"logits"}, "fc2");
+  AttrInt(AddNode(g, "Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
+  AddOutput(g, "y");
+  return m;
+}
+
+// x [2, 8, 16, 16] -> Conv (16, 3x3, bias) -> Relu -> MaxPool 2x2 -> Conv (16, 3x3, bias) ->
+// AveragePool 2x2 -> Flatten -> Gemm [256, 10]: cuDNN convolutions and pooling.
+onnx::ModelProto ConvModel() {
+  onnx::ModelProto m = MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "8", "16", "16"});
+  AddRandomInit(g, "w1", {16, 8, 3, 3}, 21, 0.2f);
+  AddRandomInit(g, "b1", {16}, 22, 0.5f);
+  AddRandomInit(g, "w2", {16, 16, 3, 3}, 23, 0.15f);
+  AddRandomInit(g, "b2", {16}, 24, 0.5f);
+  AddRandomInit(g, "w3", {256, 10}, 25, 0.1f);
+  AddRandomInit(g, "b3", {10}, 26, 0.5f);
+  AttrInts(AddNode(g, "Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Relu", {"c1"}, {"r1"}, "relu1");
+  auto* mp = AddNode(g, "MaxPool", {"r1"}, {"p1"}, "maxpool");
+  AttrInts(mp, "kernel_shape", {2, 2});
+  AttrInts(mp, "strides", {2, 2});
+  AttrInts(AddNode(g, "Conv", {"p1", "w2", "b2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
+  auto* ap = AddNode(g, "AveragePool", {"c2"}, {"p2"}, "avgpool");
+  AttrInts(ap, "kernel_shape", {2, 2});
+  AttrInts(ap, "strides", {2, 2});
+  AddNode(g, "Flatten", {"p2"}, {"f"}, "flatten");
+  AddNode(g, "Gemm", {"f", "w3", "b3"}, {"y"}, "fc");
+  AddOutput(g, "y");
+  return m;
+}
+
+// x [4, 12, 48] -> LayerNormalization -> Softmax, and ReduceMean over the last axis: the
+// generated kernels' half loads and stores around float32 statistics.
+onnx::ModelProto NormModel() {
+  onnx::ModelProto m = MakeModel(18);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddInput(g, "x", {"4", "12", "48"});
+  AddRandomInit(g, "scale", {48}, 31, 1.0f);
+  AddRandomInit(g, "bias", {48}, 32, 0.5f);
+  AddInt64Init(g, "axes", {1}, {-1});
+  AttrInt(AddNode(g, "LayerNormalization", {"x", "scale", "bias"}, {"n"}, "ln"), "axis", -1);
+  AttrInt(AddNode(g, "Softmax", {"n"}, {"y"}, "softmax"), "axis", -1);
+  AddNode(g, "ReduceMean", {"x", "axes"}, {"mean"}, "mean");
+  AddOutput(g, "y");
+  AddOutput(g, "mean");
+  return m;
+}
+
+// Writes `m` next to the other temporary files and returns its path (removed by the caller).
+std::string WriteModel(const onnx::ModelProto& m, const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kiln_precision_gpu_" + std::to_string(::getpid()) + "_" + name + ".onnx");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path.string();
+}
+
+kiln::cuda::DeviceInfo Device0() {
+  auto drv = kiln::cuda::LoadDriver();
+  REQUIRE_MESSAGE(drv.ok(), drv.status().ToString());
+  auto dev = kiln::cuda::QueryDevice(**drv, 0);
+  REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
+  return *dev;
+}
+
+}  // namespace
+
+TEST_CASE("[gpu] precision: fp16 and bf16 small models on the CUDA backend match the CPU backend") {
+  KILN_REQUIRE_GPU();
+  const kiln::cuda::DeviceInfo dev = Device0();
+  struct Small {
+    const char* name;
+    onnx::ModelProto model;
+    std::vector<HostTensor> inputs;
+  };
+  const Small models[] = {
+      {"mlp", MlpModel(), {RandomInput("x", {8, 64}, 1)}},
+      {"conv", ConvModel(), {RandomInput("x", {2, 8, 16, 16}, 2)}},
+      {"norm", NormModel(), {RandomInput("x", {4, 12, 48}, 3)}},
+  };
+  for (const Small& s : models) {
+    CAPTURE(s.name);
+    const std::string path = WriteModel(s.model, s.name);
+    CheckModel(s.name, path, s.inputs, "", dev);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("[gpu] precision: every real model in fp16 and bf16 on the CUDA backend matches the CPU backend") {
+  KILN_REQUIRE_GPU();
+  std::vector<std::string> dirs = ModelDirs();
+  if (TestDataDir() != KILN_TEST_DATA_DIR) {
+    // scripts/gpu-check names the carried build's test data in $KILN_TEST_DATA_DIR (TestDataDir).
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(TestDataDir(), ec))
+      if (std::filesystem::exists(e.path() / "model.onnx") && std::filesystem::exists(e.path() / "test_data_set_0") &&
+          std::find(dirs.begin(), dirs.end(), e.path().string()) == dirs.end())
+        dirs.push_back(e.path().string());
+  }
+  if (dirs.empty()) {
+    MESSAGE("no model folders in " << TestDataDir() << " or $KILN_MODEL_DIRS: nothing to check");
+    return;
+  }
+  const kiln::cuda::DeviceInfo dev = Device0();
+  for (const std::string& dir : dirs) {
+    CAPTURE(dir);
+    CheckModel(std::filesystem::path(dir).filename().string(), dir + "/model.onnx", {}, dir + "/test_data_set_0",
+               dev);
+  }
+}
+
+#endif  // KILN_HAVE_CUDA
