@@ -145,6 +145,20 @@ TEST_CASE("precision report: x * 1000 overflows float16 at x = 100; the warning 
   CHECK(text.find("warning: " + r->sets[0] + ": output 'y' has 2 of 4 elements inf or NaN") != std::string::npos);
 }
 
+TEST_CASE("precision report: a fused kernel keeps x * 1000 in float32 registers, so its artifact does not overflow") {
+  // The check covers what the artifact stores: fused, 'big' and 'small' are one generated
+  // kernel that stores only y.
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});
+  auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/true), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(r->overflows.empty());
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.nonfinite == 0);
+  CHECK(r->outputs[0].metrics.max_rel < 0.00048828125);  // 0.001 rounded to float16: 2^-11 at most
+}
+
 TEST_CASE("precision report: values that are inf in float32 too are no overflow") {
   // x = 1e36 overflows float16 in its Cast; h = x * 1000 and y are inf in float32 as well, so
   // h.fp16 and y, though inf, are neither overflows nor counted downstream of the Cast.
