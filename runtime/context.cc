@@ -11,6 +11,7 @@
 #include "runtime/context_impl.h"
 #include "runtime/cpu/fused.h"
 #include "runtime/cpu/gemm.h"
+#include "runtime/cpu/widen.h"
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/executor.h"
 #endif
@@ -105,10 +106,9 @@ class ContextRunner {
         s.workspace_needed = std::max<uint64_t>(s.workspace_needed, cpu::FusedWorkspaceBytes(*pi.program, threads));
         continue;
       }
-      if (pi.kernel->workspace == nullptr) continue;
       const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
-      const size_t ws = pi.kernel->workspace(pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
-                                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
+      const size_t ws = cpu::KernelWorkspaceBytes(*pi.kernel, pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
+                                                  {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
       s.workspace_needed = std::max<uint64_t>(s.workspace_needed, ws);
     }
     KILN_RETURN_IF_ERROR(CheckMemoryLimit(pe, s));
@@ -246,7 +246,7 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
     Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
                                            {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
                                            call.workspace, call.workspace_bytes, call.threads)
-                           : pi.kernel->run(call);
+                           : cpu::RunKernel(*pi.kernel, call);
     if (!st.ok()) return st.WithContext(pi.label);
     if (c.instruction_observer) [[unlikely]]
       c.instruction_observer(pe, pi, call.outputs);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/widen.h"
 
 namespace kiln::passes {
 namespace {
@@ -69,10 +70,9 @@ Status FoldNode(ir::Trace& trace, const ir::Node& node) {
     outs.push_back(RefOf(*data));
     results.push_back(std::move(data));
   }
-  std::vector<uint8_t> scratch;
-  if (kernel->workspace) scratch.resize(kernel->workspace(node.attrs, ins, outs));
+  std::vector<uint8_t> scratch(cpu::KernelWorkspaceBytes(*kernel, node.attrs, ins, outs));
   cpu::KernelCall call{node.attrs, ins, outs, scratch.data(), scratch.size()};
-  KILN_RETURN_IF_ERROR_CTX(kernel->run(call),
+  KILN_RETURN_IF_ERROR_CTX(cpu::RunKernel(*kernel, call),
                            "folding node '" + node.name + "' (" + node.op + ")");
   for (size_t i = 0; i < node.outputs.size(); ++i)
     if (node.outputs[i] != ir::kNoValue) trace.value(node.outputs[i]).data = results[i];

@@ -21,7 +21,7 @@ Status BitCastKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
-constexpr KernelDef kKernels[] = {{"BitCast", BitCastKernel, nullptr}};
+constexpr KernelDef kKernels[] = {{"BitCast", BitCastKernel, nullptr, true}};
 
 }  // namespace
 

@@ -166,8 +166,8 @@ Status Cast(const KernelCall& call) { return CastImpl(call, "Cast"); }
 Status CastLike(const KernelCall& call) { return CastImpl(call, "CastLike"); }
 
 constexpr KernelDef kKernels[] = {
-    {"Cast", Cast, nullptr},
-    {"CastLike", CastLike, nullptr},
+    {"Cast", Cast, nullptr, true},
+    {"CastLike", CastLike, nullptr, true},
 };
 
 }  // namespace

@@ -73,7 +73,7 @@ Status CausalConvKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
-constexpr KernelDef kKernels[] = {{"CausalConvWithState", CausalConvKernel, nullptr}};
+constexpr KernelDef kKernels[] = {{"CausalConvWithState", CausalConvKernel, nullptr, true}};
 
 }  // namespace
 

@@ -43,7 +43,7 @@ Status CenterCropPad(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"CenterCropPad", CenterCropPad, nullptr},
+    {"CenterCropPad", CenterCropPad, nullptr, true},
 };
 
 }  // namespace

@@ -18,7 +18,6 @@
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
 #include "runtime/cpu/thread_pool.h"
-#include "runtime/half.h"
 
 namespace kiln::cpu {
 namespace {
@@ -205,8 +204,8 @@ bool IsDepthwise2D(int64_t group, const TensorRef& x, const TensorRef& w, const 
   return true;
 }
 
-size_t FloatConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs,
-                          std::span<const TensorRef> outputs) {
+size_t ConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs,
+                     std::span<const TensorRef> outputs) {
   if (inputs.size() < 2 || outputs.empty() || !inputs[1].present() || !outputs[0].present()) return 0;
   const TensorRef &w = inputs[1], &y = outputs[0];
   if (w.rank < 3 || y.rank != w.rank) return 0;
@@ -525,68 +524,9 @@ void ConvGroup(const float* xg, const float* wg, const float* bias, int64_t cg, 
   }
 }
 
-bool IsHalfType(DType dt) { return dt == DType::kFloat16 || dt == DType::kBFloat16; }
-
-// float16 and bfloat16 Conv: X, W, B and Y are widened to float32 at the front of the
-// workspace (the float32 Conv's own scratch follows), so products accumulate in float32
-// like cuDNN's float32 compute type for half operands, and each output is rounded to
-// nearest even once, as runtime/cpu/matmul.cc does for half MatMul.
-size_t HalfConvFloats(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  const bool has_bias = inputs.size() > 2 && inputs[2].present();
-  return static_cast<size_t>(inputs[0].num_elements + inputs[1].num_elements +
-                             (has_bias ? inputs[2].num_elements : 0) + outputs[0].num_elements);
-}
-
-size_t ConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  const size_t scratch = FloatConvWorkspace(attrs, inputs, outputs);
-  if (inputs.size() < 2 || outputs.empty() || !inputs[0].present() || !IsHalfType(inputs[0].dtype)) return scratch;
-  return HalfConvFloats(inputs, outputs) * sizeof(float) + scratch;
-}
-
-Status ConvKernel(const KernelCall& call);
-
-Status HalfConv(const KernelCall& call) {
-  constexpr std::string_view kName = "Conv";
-  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
-  const TensorRef* bias = OptionalInput(call, 2);
-  if (w.dtype != x.dtype || y.dtype != x.dtype || (bias && bias->dtype != x.dtype)) {
-    return OpError(kName, "expected X, W, B and Y of one dtype, got " + DTypeStr(x.dtype) + ", " + DTypeStr(w.dtype) +
-                              ", " + (bias ? DTypeStr(bias->dtype) : std::string("none")) + ", " + DTypeStr(y.dtype));
-  }
-  Epilogue epilogue;
-  KILN_RETURN_IF_ERROR(ReadEpilogue(call, kName, &epilogue));
-  if (epilogue.spec.any()) return OpUnimplemented(kName, "epilogue annotations need float32 operands");
-  const size_t floats = HalfConvFloats(call.inputs, call.outputs);
-  KILN_RETURN_IF_ERROR(CheckWorkspace(call, floats * sizeof(float), kName));
-  float* next = static_cast<float*>(call.workspace);
-  auto widen = [&](const TensorRef& t) {
-    TensorRef f = t;
-    f.dtype = DType::kFloat32;
-    f.data = next;
-    const uint16_t* src = t.as<const uint16_t>();
-    for (int64_t i = 0; i < t.num_elements; ++i)
-      next[i] = t.dtype == DType::kFloat16 ? HalfToFloat(src[i]) : BF16ToFloat(src[i]);
-    next += t.num_elements;
-    return f;
-  };
-  TensorRef inputs[3] = {widen(x), widen(w), bias ? widen(*bias) : TensorRef{}};
-  TensorRef fy = y;
-  fy.dtype = DType::kFloat32;
-  fy.data = next;
-  const KernelCall fcall{call.attrs, std::span<const TensorRef>(inputs, bias ? 3 : 2),
-                         std::span<const TensorRef>(&fy, 1), next + y.num_elements,
-                         call.workspace_bytes - floats * sizeof(float), call.threads};
-  KILN_RETURN_IF_ERROR(ConvKernel(fcall));
-  uint16_t* dst = y.as<uint16_t>();
-  for (int64_t i = 0; i < y.num_elements; ++i)
-    dst[i] = y.dtype == DType::kFloat16 ? FloatToHalf(next[i]) : FloatToBF16(next[i]);
-  return Status::Ok();
-}
-
 Status ConvKernel(const KernelCall& call) {
   constexpr std::string_view kName = "Conv";
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
-  if (IsHalfType(call.inputs[0].dtype)) return HalfConv(call);
   ConvGeometry g;
   KILN_RETURN_IF_ERROR(ConvGeometryFor(call, &g));
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];

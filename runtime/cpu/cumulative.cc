@@ -110,8 +110,8 @@ Status CumulativeKernel(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"CumProd", CumulativeKernel<Combine::kProd>, nullptr},
-    {"CumSum", CumulativeKernel<Combine::kSum>, nullptr},
+    {"CumProd", CumulativeKernel<Combine::kProd>, nullptr, true},
+    {"CumSum", CumulativeKernel<Combine::kSum>, nullptr, true},
 };
 
 }  // namespace

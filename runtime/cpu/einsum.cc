@@ -126,7 +126,7 @@ Status Einsum(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"Einsum", Einsum, nullptr},
+    {"Einsum", Einsum, nullptr, true},
 };
 
 }  // namespace

@@ -403,26 +403,29 @@ Status WhereKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// halves: the binary arithmetic rounds each result once itself (Arith16), Max and Min are
+// exact in any type, Where moves elements by size; comparisons, Pow, and Sum and Mean (whose
+// pairwise fold would round every partial sum) run widened to float32 (runtime/cpu/widen.h).
 constexpr KernelDef kKernels[] = {
-    {"Add", BinaryKernel<Bin::kAdd>, nullptr},
+    {"Add", BinaryKernel<Bin::kAdd>, nullptr, true},
     {"And", BinaryKernel<Bin::kAnd>, nullptr},
-    {"Div", BinaryKernel<Bin::kDiv>, nullptr},
+    {"Div", BinaryKernel<Bin::kDiv>, nullptr, true},
     {"Equal", BinaryKernel<Bin::kEqual>, nullptr},
     {"Greater", BinaryKernel<Bin::kGreater>, nullptr},
     {"GreaterOrEqual", BinaryKernel<Bin::kGreaterOrEqual>, nullptr},
     {"Less", BinaryKernel<Bin::kLess>, nullptr},
     {"LessOrEqual", BinaryKernel<Bin::kLessOrEqual>, nullptr},
-    {"Max", MaxKernel, nullptr},
+    {"Max", MaxKernel, nullptr, true},
     {"Mean", MeanKernel, nullptr},
-    {"Min", MinKernel, nullptr},
-    {"Mod", BinaryKernel<Bin::kMod>, nullptr},
-    {"Mul", BinaryKernel<Bin::kMul>, nullptr},
+    {"Min", MinKernel, nullptr, true},
+    {"Mod", BinaryKernel<Bin::kMod>, nullptr, true},
+    {"Mul", BinaryKernel<Bin::kMul>, nullptr, true},
     {"Or", BinaryKernel<Bin::kOr>, nullptr},
-    {"PRelu", BinaryKernel<Bin::kPRelu>, nullptr},
+    {"PRelu", BinaryKernel<Bin::kPRelu>, nullptr, true},
     {"Pow", PowKernel, nullptr},
-    {"Sub", BinaryKernel<Bin::kSub>, nullptr},
+    {"Sub", BinaryKernel<Bin::kSub>, nullptr, true},
     {"Sum", SumKernel, nullptr},
-    {"Where", WhereKernel, nullptr},
+    {"Where", WhereKernel, nullptr, true},
     {"Xor", BinaryKernel<Bin::kXor>, nullptr},
 };
 

@@ -152,9 +152,9 @@ Status MeanVarianceNormalization(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"LRN", Lrn, nullptr},
-    {"LpNormalization", LpNormalization, nullptr},
-    {"MeanVarianceNormalization", MeanVarianceNormalization, MvnWorkspace},
+    {"LRN", Lrn, nullptr, true},
+    {"LpNormalization", LpNormalization, nullptr, true},
+    {"MeanVarianceNormalization", MeanVarianceNormalization, MvnWorkspace, true},
 };
 
 }  // namespace

@@ -12,7 +12,9 @@
 //  - output shapes are already computed by the compiler's shape inference and given in
 //    `outputs[i].dims`; a kernel only writes the data;
 //  - kernels never allocate on the heap and never throw: scratch memory comes from
-//    `workspace` (sized by KernelDef::workspace), errors are returned as Status.
+//    `workspace` (sized by KernelDef::workspace), errors are returned as Status;
+//  - callers go through runtime/cpu/widen.h (KernelWorkspaceBytes, RunKernel), which gives a
+//    kernel without KernelDef::halves float32 copies of its float16/bfloat16 operands.
 #pragma once
 
 #include <cstddef>
@@ -75,6 +77,10 @@ struct KernelDef {
   std::string_view op;  // ONNX op type, or a "kiln."-prefixed internal op
   KernelFn run = nullptr;
   WorkspaceFn workspace = nullptr;  // null: no scratch needed
+  // The kernel reads and writes float16/bfloat16 operands itself. Otherwise the runtime runs
+  // it in float32 on widened copies of its half operands and rounds its half outputs once
+  // (runtime/cpu/widen.h), so the kernel only ever sees float32 where a model has halves.
+  bool halves = false;
   Arity arity{};  // filled by the registry from OpArity (runtime/cpu/arity.cc)
 };
 

@@ -159,8 +159,8 @@ constexpr KernelDef kKernels[] = {
     {"BitwiseNot", BitwiseNot, nullptr},
     {"BitwiseOr", BitwiseOr, nullptr},
     {"BitwiseXor", BitwiseXor, nullptr},
-    {"IsInf", IsInf, nullptr},
-    {"IsNaN", IsNaN, nullptr},
+    {"IsInf", IsInf, nullptr, true},
+    {"IsNaN", IsNaN, nullptr, true},
     {"Shrink", Shrink, nullptr},
 };
 

@@ -10,7 +10,6 @@
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel_util.h"
-#include "runtime/half.h"
 
 namespace kiln::cpu {
 namespace {
@@ -56,23 +55,6 @@ bool VisitGemmType(DType dt, F&& f) {
     case DType::kInt64: f(int64_t{}); return true;
     default: return false;
   }
-}
-
-// float16 and bfloat16 have no OpenBLAS GEMM. Their operands are widened to float32 in the
-// workspace, multiplied with sgemm (so products accumulate in float32, like cuBLAS's
-// float32 compute type for half operands) and each output rounded to nearest even once.
-// This can differ by one unit in the last place from a GEMM that rounds partial sums to
-// half, and it is never less accurate.
-bool IsHalfType(DType dt) { return dt == DType::kFloat16 || dt == DType::kBFloat16; }
-
-float WidenHalf(DType dt, uint16_t h) { return dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h); }
-uint16_t NarrowHalf(DType dt, float f) { return dt == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f); }
-
-// Workspace of a half MatMul: float32 copies of A, B and Y.
-size_t MatMulWorkspace(const AttrMap&, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  if (inputs.size() < 2 || outputs.empty() || !IsHalfType(inputs[0].dtype)) return 0;
-  return static_cast<size_t>(inputs[0].num_elements + inputs[1].num_elements + outputs[0].num_elements) *
-         sizeof(float);
 }
 
 Status MatMulKernel(const KernelCall& call) {
@@ -154,17 +136,6 @@ Status MatMulKernel(const KernelCall& call) {
       ++i;
     } while (it.Next(batch_rank));
   };
-  if (IsHalfType(a.dtype)) {
-    KILN_RETURN_IF_ERROR(CheckWorkspace(call, MatMulWorkspace(call.attrs, call.inputs, call.outputs), kName));
-    float* fa = static_cast<float*>(call.workspace);
-    float* fb = fa + a.num_elements;
-    float* fy = fb + b.num_elements;
-    for (int64_t i = 0; i < a.num_elements; ++i) fa[i] = WidenHalf(a.dtype, a.as<const uint16_t>()[i]);
-    for (int64_t i = 0; i < b.num_elements; ++i) fb[i] = WidenHalf(a.dtype, b.as<const uint16_t>()[i]);
-    run(static_cast<const float*>(fa), static_cast<const float*>(fb), fy);
-    for (int64_t i = 0; i < y.num_elements; ++i) y.as<uint16_t>()[i] = NarrowHalf(a.dtype, fy[i]);
-    return Status::Ok();
-  }
   if (!VisitGemmType(a.dtype, [&](auto tag) {
         using T = decltype(tag);
         run(a.as<const T>(), b.as<const T>(), y.as<T>());
@@ -227,7 +198,7 @@ Status GemmKernel(const KernelCall& call) {
 
 constexpr KernelDef kKernels[] = {
     {"Gemm", GemmKernel, nullptr},
-    {"MatMul", MatMulKernel, MatMulWorkspace},
+    {"MatMul", MatMulKernel, nullptr},
 };
 
 }  // namespace

@@ -131,8 +131,8 @@ Status Det(const KernelCall& call) {
 
 constexpr KernelDef kKernels[] = {
     {"Det", Det, DetWorkspace},
-    {"EyeLike", EyeLike, nullptr},
-    {"Trilu", Trilu, nullptr},
+    {"EyeLike", EyeLike, nullptr, true},
+    {"Trilu", Trilu, nullptr, true},
 };
 
 }  // namespace

@@ -490,12 +490,12 @@ Status QLinearConvKernel(const KernelCall& call) {
 
 constexpr KernelDef kKernels[] = {
     {"ConvInteger", ConvIntegerKernel, nullptr},
-    {"DequantizeLinear", DequantizeLinearKernel, nullptr},
+    {"DequantizeLinear", DequantizeLinearKernel, nullptr, true},
     {"DynamicQuantizeLinear", DynamicQuantizeLinearKernel, nullptr},
     {"MatMulInteger", MatMulIntegerKernel, nullptr},
     {"QLinearConv", QLinearConvKernel, nullptr},
-    {"QLinearMatMul", QLinearMatMulKernel, nullptr},
-    {"QuantizeLinear", QuantizeLinearKernel, nullptr},
+    {"QLinearMatMul", QLinearMatMulKernel, nullptr, true},
+    {"QuantizeLinear", QuantizeLinearKernel, nullptr, true},
 };
 
 }  // namespace

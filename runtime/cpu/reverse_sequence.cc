@@ -46,7 +46,7 @@ Status ReverseSequence(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"ReverseSequence", ReverseSequence, nullptr},
+    {"ReverseSequence", ReverseSequence, nullptr, true},
 };
 
 }  // namespace

@@ -188,8 +188,10 @@ Status OneHot(const KernelCall& call) {
   return Status::Ok();
 }
 
+// halves: GatherND moves elements by size; OneHot reads indices and depth as numbers and
+// the Scatters may reduce, so those run widened to float32 (runtime/cpu/widen.h).
 constexpr KernelDef kKernels[] = {
-    {"GatherND", GatherND, nullptr},
+    {"GatherND", GatherND, nullptr, true},
     {"OneHot", OneHot, nullptr},
     {"Scatter", ScatterKernel, nullptr},
     {"ScatterElements", ScatterElementsKernel, nullptr},

@@ -176,9 +176,9 @@ Status Unique(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"Compress", Compress, nullptr},
-    {"NonZero", NonZero, nullptr},
-    {"Unique", Unique, UniqueWorkspace},
+    {"Compress", Compress, nullptr, true},
+    {"NonZero", NonZero, nullptr, true},
+    {"Unique", Unique, UniqueWorkspace, true},
 };
 
 }  // namespace

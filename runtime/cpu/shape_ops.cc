@@ -142,9 +142,9 @@ Status RangeKernel(const KernelCall& call) {
 
 constexpr KernelDef kKernels[] = {
     {"ConstantOfShape", ConstantOfShapeKernel, nullptr},
-    {"Range", RangeKernel, nullptr},
-    {"Shape", ShapeKernel, nullptr},
-    {"Size", SizeKernel, nullptr},
+    {"Range", RangeKernel, nullptr, true},
+    {"Shape", ShapeKernel, nullptr, true},
+    {"Size", SizeKernel, nullptr, true},
 };
 
 }  // namespace

@@ -49,7 +49,7 @@ Status TensorScatterKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
-constexpr KernelDef kKernels[] = {{"TensorScatter", TensorScatterKernel, nullptr}};
+constexpr KernelDef kKernels[] = {{"TensorScatter", TensorScatterKernel, nullptr, true}};
 
 }  // namespace
 

@@ -418,9 +418,9 @@ Status Attention(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"Attention", Attention, AttentionWorkspace},
-    {"RMSNormalization", RmsNormalization, nullptr},
-    {"RotaryEmbedding", RotaryEmbedding, nullptr},
+    {"Attention", Attention, AttentionWorkspace, true},
+    {"RMSNormalization", RmsNormalization, nullptr, true},
+    {"RotaryEmbedding", RotaryEmbedding, nullptr, true},
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Conv over float16 and bfloat16: widened to float32, accumulated there, rounded back once.
+// Conv over float16 and bfloat16: widened to float32 (runtime/cpu/widen.h), accumulated there,
+// rounded back once.
 #include <doctest/doctest.h>
 
 #include "runtime/half.h"
@@ -40,11 +41,17 @@ TEST_CASE("Conv: float16 and bfloat16") {
     REQUIRE(RunKernel("Conv", {}, {&xs, &ones}, {&ys}).ok());
     CHECK(Widened(dt, ys) == std::vector<float>{big + 2});
 
-    auto wf = Floats({1, 1, 2}, {0.5f, 0.25f});
-    Status st = RunKernel("Conv", {}, {&x, &wf, &b}, {&y});
-    CHECK(st.code() == StatusCode::kInvalidArgument);
-    const std::string name(DTypeName(dt));
-    CHECK(st.message() == "Conv: expected X, W, B and Y of one dtype, got " + name + ", float32, " + name + ", " + name);
+    // An epilogue annotation runs in the float32 kernel too (runtime/cpu/widen.h): Relu
+    // after the bias turns 0.5 x[i] + 0.25 x[i+1] - 1.5 = [-1.25, -0.5, 0.25, 1] non-negative.
+    AttrMap relu;
+    relu.SetString("epilogue_activation", "Relu");
+    relu.SetString("epilogue_order", "bias,act,residual");
+    auto x4 = Halves(dt, {1, 1, 5}, {0, 1, 2, 3, 4});
+    auto bm = Halves(dt, {1}, {-1.5f});
+    auto y4 = Output(dt, {1, 1, 4});
+    Status st = RunKernel("Conv", relu, {&x4, &w, &bm}, {&y4});
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(Widened(dt, y4) == std::vector<float>{0, 0, 0.25f, 1});
   }
 }
 

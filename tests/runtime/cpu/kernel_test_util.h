@@ -13,6 +13,7 @@
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/widen.h"
 
 namespace kiln::cpu::testing {
 
@@ -96,7 +97,7 @@ inline TestTensor Output(DType dtype, std::vector<int64_t> dims) {
 }
 inline TestTensor Absent() { return TestTensor(); }
 
-// Runs `op` on the tensors, with a workspace sized by the kernel's WorkspaceFn.
+// Runs `op` on the tensors through runtime/cpu/widen.h, with the workspace it asks for.
 inline Status RunKernel(std::string_view op, const AttrMap& attrs,
                         std::vector<const TestTensor*> inputs,
                         std::vector<const TestTensor*> outputs) {
@@ -105,10 +106,10 @@ inline Status RunKernel(std::string_view op, const AttrMap& attrs,
   std::vector<TensorRef> in, out;
   for (auto* t : inputs) in.push_back(t->ref());
   for (auto* t : outputs) out.push_back(t->ref());
-  size_t ws = def->workspace ? def->workspace(attrs, in, out) : 0;
+  size_t ws = KernelWorkspaceBytes(*def, attrs, in, out);
   std::vector<uint8_t> workspace(ws + 1);
   KernelCall call{attrs, in, out, ws ? workspace.data() : nullptr, ws};
-  return def->run(call);
+  return cpu::RunKernel(*def, call);
 }
 
 // Element-wise approximate comparison with a readable failure.
