@@ -145,8 +145,10 @@ std::string ReferenceName(const std::string& value) {
 
 // The overflows of `tested` against `reference`, where they start (see the header).
 void FindOverflows(const std::string& set, const ObservedRun& tested, const ObservedRun& reference,
-                   std::vector<Overflow>* overflows) {
-  std::map<std::string, int64_t> ref_nonfinite;
+                   const std::vector<io::HostTensor>& reference_inputs, std::vector<Overflow>* overflows) {
+  std::map<std::string, int64_t> ref_nonfinite;  // the model inputs' too: an inf read from DIR is no overflow
+  for (const io::HostTensor& t : reference_inputs)
+    ref_nonfinite[t.name] = CountNonFinite(t.bytes.data(), t.dtype, t.num_elements());
   for (const Stored& s : reference.stored) ref_nonfinite[s.value] += s.nonfinite;
   // Values that hold new infs or NaNs -> the index of the overflow they come from.
   std::map<std::string, size_t> bad;
@@ -218,7 +220,7 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
       if (!m.ok()) return m.status().WithContext(fmt::format("{}: output {} '{}'", set_dir.string(), i, out.name));
       report.outputs.push_back({set, out.name, out.dtype, *m});
     }
-    FindOverflows(set, *tested, *ref, &report.overflows);
+    FindOverflows(set, *tested, *ref, *ref_inputs, &report.overflows);
   }
   return report;
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "compiler/io/tensor_io.h"
 #include "runtime/half.h"
@@ -174,6 +175,21 @@ TEST_CASE("precision report: values that are inf in float32 too are no overflow"
   REQUIRE(r->outputs.size() == 1);
   CHECK(r->outputs[0].metrics.ref_nonfinite == 1);
   CHECK(r->outputs[0].metrics.nonfinite == 0);
+}
+
+TEST_CASE("precision report: an inf in the input itself is no overflow") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {std::numeric_limits<float>::infinity(), 1, 2, 3});
+  for (DType io : {DType::kFloat32, DType::kFloat16}) {
+    CAPTURE(DTypeName(io));
+    auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false, io), dir.path.string());
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK(r->overflows.empty());
+    REQUIRE(r->outputs.size() == 1);
+    CHECK(r->outputs[0].metrics.ref_nonfinite == 1);
+    CHECK(r->outputs[0].metrics.nonfinite == 0);
+  }
 }
 
 TEST_CASE("precision report: bfloat16 keeps float32's range, so x * 1000 does not overflow") {
