@@ -482,6 +482,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->format_version = h.format_version;
   impl->max_context_bytes = ContextLimit(options);
   impl->producer = Str(a->producer());
+  impl->precision = a->precision() && a->precision()->size() ? Str(a->precision()) : "fp32";
   impl->inputs = IoInfos(a->inputs());
   impl->outputs = IoInfos(a->outputs());
   for (uint32_t w = 0; w < Size(a->weights()); ++w) {
@@ -568,6 +569,7 @@ Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& opt
 
 uint32_t Model::format_version() const { return impl_->format_version; }
 std::string_view Model::producer() const { return impl_->producer; }
+std::string_view Model::precision() const { return impl_->precision; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<EntryInfo>& Model::entries() const { return impl_->entries; }

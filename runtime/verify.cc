@@ -421,6 +421,11 @@ Status VerifyArtifact(const fb::Artifact& a, uint64_t weights_size) {
   KILN_RETURN_IF_ERROR(VerifyIo(a.inputs(), "input"));
   KILN_RETURN_IF_ERROR(VerifyIo(a.outputs(), "output"));
   KILN_RETURN_IF_ERROR(VerifyWeights(a, weights_size));
+  if (a.precision() && a.precision()->size()) {
+    const std::string p = a.precision()->str();
+    if (p != "fp32" && p != "fp16" && p != "bf16")
+      return DataLoss("artifact precision '" + p.substr(0, 16) + "': expected fp32, fp16 or bf16");
+  }
   for (uint32_t i = 0; i < a.entries()->size(); ++i)
     KILN_RETURN_IF_ERROR(EntryVerifier(a, *a.entries()->Get(i), i).Verify());
   return Status::Ok();

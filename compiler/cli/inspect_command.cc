@@ -82,6 +82,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
     }
     nlohmann::json doc = {{"format_version", model->format_version()},
                           {"producer", std::string(model->producer())},
+                          {"precision", std::string(model->precision())},
                           {"inputs", IoJson(model->inputs())},
                           {"outputs", IoJson(model->outputs())},
                           {"entries", entries},
@@ -91,7 +92,8 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{}: format version {}, produced by {}\n", path, model->format_version(), model->producer());
+  std::cout << fmt::format("{}: format version {}, produced by {}, precision {}\n", path, model->format_version(),
+                           model->producer(), model->precision());
   std::set<std::string> archs;
   for (const KernelInfo& k : model->kernels()) archs.insert(k.archs.begin(), k.archs.end());
   std::cout << fmt::format("weights: {} bytes\nkernels: {}{}\n", model->weights_bytes(), model->kernels().size(),

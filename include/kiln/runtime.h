@@ -118,6 +118,10 @@ class KILN_API Model {
 
   uint32_t format_version() const;
   std::string_view producer() const;  // Kiln version that wrote the artifact
+  // The `kiln compile --precision` of the artifact: "fp32", "fp16" or "bf16" (weights and
+  // activations; inputs() and outputs() give the dtypes callers pass and receive). Artifacts
+  // written before the field was filled read "fp32".
+  std::string_view precision() const;
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<EntryInfo>& entries() const;

@@ -5,14 +5,17 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "runtime/half.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/runtime/artifact_builder_test_util.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
+using kiln::ArtifactHeader;
 using kiln::DType;
 using kiln::ir::Node;
 using kiln::passes::LowerPrecision;
@@ -247,4 +250,28 @@ TEST_CASE("precision: an fp16 artifact on the CPU backend computes the fp16-roun
     CHECK(out[0][0] == want);
     CHECK(out[0][0] != static_cast<float>((x[0] * 3.0f + x[1] * 7.0f) / 3.0f));
   }
+}
+
+TEST_CASE("precision: the artifact records its precision; load rejects an unknown one") {
+  auto options = CpuOnly();
+  options.precision.precision = Precision::kBf16;
+  std::vector<uint8_t> bytes = CompileModel(GemmChain(), options);
+  auto model = kiln::Model::Load(bytes);
+  REQUIRE(model.ok());
+  CHECK(model->precision() == "bf16");
+  auto fp32 = kiln::Model::Load(CompileModel(GemmChain()));
+  REQUIRE(fp32.ok());
+  CHECK(fp32->precision() == "fp32");
+  // Every "bf16" in the FlatBuffer (the field and value names) becomes "bx16".
+  int patched = 0;
+  for (size_t i = 0; i + 4 <= bytes.size(); ++i)
+    if (std::memcmp(&bytes[i], "bf16", 4) == 0) bytes[i + 1] = 'x', ++patched;
+  REQUIRE(patched > 0);
+  ArtifactHeader h = ReadHeader(bytes);
+  h.flatbuffer_checksum = kiln::ArtifactChecksum(h.format_version, bytes.data() + h.flatbuffer_offset, h.flatbuffer_size);
+  WriteHeader(bytes, h);
+  auto bad = kiln::Model::Load(bytes);
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().code() == kiln::StatusCode::kDataLoss);
+  CHECK(bad.status().message().find("artifact precision 'bx16': expected fp32, fp16 or bf16") != std::string::npos);
 }
