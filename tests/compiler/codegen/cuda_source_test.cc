@@ -131,7 +131,8 @@ struct Suite {
 
 enum ProgramId {
   kBroadcast, kVector, kSoftmax, kSoftmaxSym, kLeading, kMiddle, kGather, kCast, kSymbolic, kAllOps,
-  kIndexMath, kLoadedIndex, kSignedIndex, kSizeDivisor, kRowIndex, kRowIndexSym, kNumPrograms
+  kIndexMath, kLoadedIndex, kSignedIndex, kSizeDivisor, kRowIndex, kRowIndexSym, kSoftmaxHalf, kSoftmaxBF16,
+  kNumPrograms
 };
 
 Suite MakeSuite() {
@@ -153,6 +154,8 @@ Suite MakeSuite() {
   s.programs[kSizeDivisor] = testing::SizeDivisorProgram();
   s.programs[kRowIndex] = testing::RowIndexProgram(7);
   s.programs[kRowIndexSym] = testing::RowIndexProgram(-2);
+  s.programs[kSoftmaxHalf] = testing::SoftmaxProgram(-1, -2, 2, DType::kFloat16);
+  s.programs[kSoftmaxBF16] = testing::SoftmaxProgram(-1, -2, 2, DType::kBFloat16);
   for (const fused::Program& p : s.programs) {
     Result<EmittedKernel> k = codegen::EmitCuda(p);
     REQUIRE_MESSAGE(k.ok(), k.status().ToString());
@@ -576,6 +579,18 @@ TEST_CASE("host shim: kernels match the CPU interpreter on random inputs") {
   CompareWithInterpreter(kSoftmaxSym, {4, 300}, 14, nullptr, testing::HostLaunch{3, 256});
   CompareWithInterpreter(kSoftmaxSym, {1, 1}, 15);
   CompareWithInterpreter(kSoftmaxSym, {3, 0}, 15);  // rows without columns: max = -inf, sum = 0
+  // The same row reduction over float16 / bfloat16 storage (the precision stage's Softmax and
+  // normalisations): half loads into float registers, float32 statistics across the block's
+  // shuffles and shared memory, half stores of the full and the per-row output.
+  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_h2f(in0["));
+  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_f2h("));
+  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_bf2f(in0["));
+  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_f2bf("));
+  for (ProgramId id : {kSoftmaxHalf, kSoftmaxBF16}) {
+    CompareWithInterpreter(id, {4, 300}, 23);
+    CompareWithInterpreter(id, {4, 300}, 23, nullptr, testing::HostLaunch{3, 256});
+    CompareWithInterpreter(id, {5, 37}, 24, nullptr, testing::HostLaunch{2, 64});
+  }
   CompareWithInterpreter(kLeading, {}, 16);
   CompareWithInterpreter(kLeading, {}, 16, nullptr, testing::HostLaunch{4, 32});
   CompareWithInterpreter(kMiddle, {}, 17);

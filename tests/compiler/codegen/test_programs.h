@@ -99,20 +99,22 @@ inline fused::Program VectorProgram() {
 
 // Softmax over the last axis of [rows, cols] (encoded dims: constants or size arguments),
 // plus the per-row log-sum-exp: acc0 = max x, acc1 = sum exp(x - acc0), out0 = exp(x -
-// acc0) / acc1, out1[row] = log(acc1) + acc0.
-inline fused::Program SoftmaxProgram(int64_t rows, int64_t cols, int32_t num_sizes) {
+// acc0) / acc1, out1[row] = log(acc1) + acc0. x and both outputs are stored as `dtype`
+// (float16 / bfloat16: loaded into and computed in float, as the precision stage's kernels).
+inline fused::Program SoftmaxProgram(int64_t rows, int64_t cols, int32_t num_sizes,
+                                     DType dtype = DType::kFloat32) {
   using fused::Op;
   ProgramMaker m;
   m.p.domain = {rows, cols};
   m.p.reduce_axes = 2;
   m.p.num_sizes = num_sizes;
-  const int in = m.Input(DType::kFloat32, {rows, cols});
+  const int in = m.Input(dtype, {rows, cols});
   const int32_t x = m.Load(in, m.Linear());
   const int32_t mx = m.Reduce(fused::ReduceOp::kMax, x);
   const int32_t e = m.Un(Op::kExp, m.Bin(Op::kSub, x, mx));
   const int32_t sum = m.Reduce(fused::ReduceOp::kSum, e);
-  m.Out(DType::kFloat32, {rows, cols}, m.Bin(Op::kDiv, e, sum));
-  m.Out(DType::kFloat32, {rows}, m.Bin(Op::kAdd, m.Un(Op::kLog, sum), mx), /*per_row=*/true);
+  m.Out(dtype, {rows, cols}, m.Bin(Op::kDiv, e, sum));
+  m.Out(dtype, {rows}, m.Bin(Op::kAdd, m.Un(Op::kLog, sum), mx), /*per_row=*/true);
   return m.p;
 }
 
