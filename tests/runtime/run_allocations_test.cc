@@ -219,5 +219,47 @@ TEST_CASE("a steady-state Run with convolutions, fused programs and pools alloca
   }
 }
 
+// float16 kernels without KernelDef::halves run on float32 copies in the context's
+// workspace (runtime/cpu/widen.h), a variadic Sum's operand list included:
+//   s = Softmax(x), t = Sigmoid(x), u = Sum(s, t, x), m = ReduceMean(u, axes [1])
+// over float16 x [4, 64] of zeros: s = 1/64, t = 1/2, u = m = 33/64, all exact in float16.
+TEST_CASE("a steady-state Run of unfused float16 kernels, widened to float32, allocates nothing") {
+  onnx::ModelProto proto = testing::MakeModel(18);
+  onnx::GraphProto* g = proto.mutable_graph();
+  testing::AddInput(g, "x", {"4", "64"}, onnx::TensorProto::FLOAT16);
+  testing::AddNode(g, "Softmax", {"x"}, {"s"}, "softmax");
+  testing::AddNode(g, "Sigmoid", {"x"}, {"t"}, "sigmoid");
+  testing::AddNode(g, "Sum", {"s", "t", "x"}, {"u"}, "sum");
+  testing::AddInt64Init(g, "axes", {1}, {1});
+  testing::AddNode(g, "ReduceMean", {"u", "axes"}, {"m"}, "mean");
+  testing::AddOutput(g, "u");
+  testing::AddOutput(g, "m");
+  compiler::CompileOptions unfused = testing::CpuOnly();
+  unfused.fuse = false;
+  auto model = Model::Load(testing::CompileModel(proto, unfused));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  ContextOptions options;
+  options.device = Device::kCpu;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  const std::vector<uint16_t> x(4 * 64, 0);  // float16 +0
+  const TensorView in[] = {TensorView::Host(const_cast<uint16_t*>(x.data()), DType::kFloat16, {4, 64})};
+  std::vector<TensorView> out;
+  Status st = ctx->Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  bool ok = true;
+  const long n = CountAllocations([&] {
+    for (int k = 0; k < 10; ++k) ok = ok && ctx->Run(in, out).ok();
+  });
+  CHECK(n == 0);
+  CHECK(ok);
+  REQUIRE(out.size() == 2);
+  REQUIRE(out[0].dtype == DType::kFloat16);
+  REQUIRE(out[1].dtype == DType::kFloat16);
+  const uint16_t k33_64 = 0x3820;  // 33/64 in float16
+  for (int i = 0; i < 4 * 64; ++i) REQUIRE(static_cast<const uint16_t*>(out[0].data)[i] == k33_64);
+  for (int i = 0; i < 4; ++i) CHECK(static_cast<const uint16_t*>(out[1].data)[i] == k33_64);
+}
+
 }  // namespace
 }  // namespace kiln
