@@ -241,6 +241,8 @@ std::string FormatPrecisionReport(const PrecisionReport& report) {
     s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11.4g}  {:>11.4g}  {:>12.9f}  {:>10}\n", o.set, set_w, o.output,
                      out_w, m.elements, m.max_abs, m.max_rel, m.cosine, m.nonfinite);
   }
+  s += "  (rel err: |err| / max(|float32|, 1e-3 * the output's largest |float32|); inf/NaN: elements inf or NaN "
+       "here, finite in float32)\n";
   for (const OutputReport& o : report.outputs)
     if (o.metrics.nonfinite > 0)
       s += fmt::format("warning: {}: output '{}' has {} of {} elements inf or NaN where float32 has none\n", o.set,

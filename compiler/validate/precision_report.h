@@ -88,8 +88,9 @@ struct PrecisionReport {
 Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const compiler::CompileOptions& options,
                                           std::span<const uint8_t> artifact, const std::string& dir);
 
-// The report as text: a table with one row per set and output, then one line per overflow,
-// each starting with "warning: ".
+// The report as text: a table with one row per set and output and a line defining its
+// columns, then the warnings, each a line starting with "warning: ": an output with inf or
+// NaN where float32 has none, then each overflow.
 std::string FormatPrecisionReport(const PrecisionReport& report);
 
 }  // namespace kiln::validate
