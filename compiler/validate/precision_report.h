@@ -20,23 +20,25 @@
 // similarity, as defined in tensor_compare.h, and the count of elements that are inf or NaN
 // in the artifact but finite in float32.
 //
-// How overflow detection works. Both runs are instrumented: ExecutionContext::Impl::
-// instruction_observer (runtime/context_impl.h, internal to Kiln, CPU backend only) is
-// called after every instruction with its output tensors, and the report counts the inf and
-// NaN elements of each, under the tensor's value name. Every value the tested artifact
-// stores thus gets checked in the type it is stored in: float16 overflows above 65504,
-// bfloat16 keeps float32's range. A value of the tested run that holds inf or NaN is
-// looked up in the reference by name: its own, else the float32 value it stands for by the
-// precision stage's naming (passes/precision.h: "<value>.fp16", "<value>.to_bf16_2",
-// "<value>.fp32" and the like map back to <value>); it is an overflow unless the
-// reference's value also held inf or NaN (a value with no counterpart counts as one). Overflows are reported where they start: an instruction none of whose inputs already
-// overflowed, with the value, its dtype, the instruction (index, node name, op) and the
-// count; values that are inf or NaN only because an input already was are counted as its
-// downstream values. What is checked is what the artifact stores: a generated (fused) kernel
-// keeps the values inside it in float32 registers and stores only its outputs in the
-// precision type, as the CUDA kernels do, so a value inside one cannot overflow and a
-// warning names the fused instruction. To see which op of a fused region overflowed,
-// compile with --no-fuse as well: every op is then an instruction of its own.
+// How overflow detection works. Both runs are instrumented: an internal hook of the CPU
+// backend (SetInstructionObserver, runtime/instruction_observer.h; not runtime API) is called
+// after every instruction with its output tensors, and the report counts the inf and NaN
+// elements of each under the tensor's value name. Every value the tested artifact stores is
+// thus checked in the type it is stored in: float16 overflows above 65504, bfloat16 keeps
+// float32's range. A value of the tested run that holds inf or NaN is looked up in the
+// reference by name: its own, else the float32 value it stands for by the precision stage's
+// naming (passes/precision.h: "<value>.fp16", "<value>.to_bf16_2", "<value>.fp32" and the like
+// map back to <value>); model inputs count as reference values with the inf and NaN read from
+// DIR. It is an overflow unless that reference value held inf or NaN too; a value with no
+// reference counterpart is an overflow whenever it holds inf or NaN. Overflows are reported
+// where they start, at an instruction none of whose inputs had overflowed already: the value,
+// its dtype, the instruction (index, node name, op) and the count; values that are inf or NaN
+// only because an input was are counted as its downstream values. What is checked is what
+// the artifact stores: a generated (fused) kernel keeps the values inside it in float32
+// registers and stores only its outputs in the precision type (the CUDA kernels too), so a
+// value inside one cannot overflow float16, and a warning names the fused instruction. To
+// find the op of a fused region that overflowed, compile with --no-fuse as well: every op is
+// then an instruction of its own.
 //
 // Warnings never fail the validation: only unreadable input, inputs that do not match the
 // model, and failed compiles or runs are errors.
