@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -151,6 +152,7 @@ class Lowering {
       out_.value(named).name = name;
       id = named;
     }
+    DropReplacedConstants();
     if (log_) {
       log_->push_back(fmt::format("{} of {} ops in {} ({} by the table, the others follow their inputs); {} "
                                   "that could follow stay float32; {} Casts inserted; {} constants converted ({} "
@@ -172,6 +174,22 @@ class Lowering {
                                            k));
     }
     return Status::Ok();
+  }
+
+  // A float32 constant that every reader now reads converted is no longer part of the trace
+  // (nor of the printed stages, nor of the weights).
+  void DropReplacedConstants() {
+    std::set<ir::ValueId> read(out_.outputs.begin(), out_.outputs.end());
+    std::function<void(const ir::Block&)> visit = [&](const ir::Block& b) {
+      for (const ir::Node& n : b.nodes) {
+        read.insert(n.inputs.begin(), n.inputs.end());
+        for (const auto& [name, block] : n.blocks) visit(*block);
+      }
+      read.insert(b.outputs.begin(), b.outputs.end());
+    };
+    visit(out_.body);
+    for (const auto& [key, made] : cache_)
+      if (out_.value(key.first).is_const() && !read.count(key.first)) out_.value(key.first).data.reset();
   }
 
   std::string Fresh(const std::string& base) {

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -274,4 +275,33 @@ TEST_CASE("precision: the artifact records its precision; load rejects an unknow
   REQUIRE(!bad.ok());
   CHECK(bad.status().code() == kiln::StatusCode::kDataLoss);
   CHECK(bad.status().message().find("artifact precision 'bx16': expected fp32, fp16 or bf16") != std::string::npos);
+}
+
+TEST_CASE("precision: the artifact's stages show the precision trace, and the executors trace shows every Cast") {
+  for (bool fuse : {true, false}) {
+    CAPTURE(fuse);
+    auto options = CpuOnly();
+    options.fuse = fuse;
+    options.precision.precision = Precision::kFp16;
+    auto model = kiln::Model::Load(CompileModel(GemmChain(), options));
+    REQUIRE(model.ok());
+    const kiln::EntryInfo& e = model->entries().at(0);
+    const auto& names = e.compile.stage_names;
+    const auto at = [&](const std::string& stage) {
+      const size_t i = std::find(names.begin(), names.end(), stage) - names.begin();
+      REQUIRE(i < e.stage_traces.size());
+      return e.stage_traces[i];
+    };
+    CHECK(names.at(2) == "precision");
+    CHECK(at("precision").find("# stage: precision") != std::string::npos);
+    const std::string executors = at("executors");
+    // Fused: the Casts are members of the generated kernels; unfused: instructions.
+    const std::string to16 = fuse ? "Cast 'x.to_fp16'" : "x.to_fp16 = Cast(x, to=10)";
+    const std::string to32 = fuse ? "Cast 's.to_fp32'" : "s = Cast(s.fp16, to=1)";
+    CHECK(executors.find(to16) != std::string::npos);
+    CHECK(executors.find(to32) != std::string::npos);
+    // The float32 weight every reader now reads converted is gone from the trace.
+    CHECK(executors.find("# const W:") == std::string::npos);
+    CHECK(executors.find("# const W.fp16: float16[3, 2]") != std::string::npos);
+  }
 }
