@@ -108,7 +108,7 @@ Result<ObservedRun> RunObserved(const Model& model, const std::vector<io::HostTe
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   ObservedRun run;
   SetInstructionObserver(ctx, [&run](const PreparedEntry& pe, const PreparedInstruction& pi,
-                                           std::span<const cpu::TensorRef> outputs) {
+                                     std::span<const cpu::TensorRef> outputs) {
     std::vector<std::string> in;
     for (int32_t k = 0; k < pi.num_inputs; ++k)
       if (const int32_t t = pe.operands[pi.operands_begin + k]; t >= 0) in.push_back(pe.tensors[t].name);

@@ -85,8 +85,9 @@ struct PrecisionReport {
 // Runs `artifact` (compiled from `model_path` with `options`) and a float32 reference
 // compiled here on the inputs in `dir`, as described above. Errors: kNotFound for a missing
 // DIR or input file, kInvalidArgument for an input whose dtype or shape the model does not
-// take (naming the set and input), the reference compile's and the runs' errors with
-// "float32 reference" or "<precision> artifact" in front, all prefixed with the set's name.
+// take (naming the set's folder and the input); the reference compile's errors after
+// "float32 reference: ", a run's after "<set folder>: float32 reference: " or
+// "<set folder>: fp16 artifact: " (the shape check of a prologue miss among them).
 Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const compiler::CompileOptions& options,
                                           std::span<const uint8_t> artifact, const std::string& dir);
 
