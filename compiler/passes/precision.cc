@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -123,6 +122,9 @@ class Lowering {
 
   Result<ir::Trace> Run() {
     KILN_RETURN_IF_ERROR(CheckKeepNames());
+    for (const ir::Node& n : in_.body.nodes)
+      if (!n.blocks.empty())
+        return Internal(fmt::format("node '{}' ({}) has subgraphs; the canonical stage inlines every If", n.name, n.op));
     // Inputs declared float32 take io_dtype: a new value under the input's name, and the
     // float32 one is made from it by a Cast when a float32 reader needs it.
     for (ir::ValueId& id : out_.inputs) {
@@ -180,14 +182,7 @@ class Lowering {
   // (nor of the printed stages, nor of the weights).
   void DropReplacedConstants() {
     std::set<ir::ValueId> read(out_.outputs.begin(), out_.outputs.end());
-    std::function<void(const ir::Block&)> visit = [&](const ir::Block& b) {
-      for (const ir::Node& n : b.nodes) {
-        read.insert(n.inputs.begin(), n.inputs.end());
-        for (const auto& [name, block] : n.blocks) visit(*block);
-      }
-      read.insert(b.outputs.begin(), b.outputs.end());
-    };
-    visit(out_.body);
+    for (const ir::Node& n : out_.body.nodes) read.insert(n.inputs.begin(), n.inputs.end());
     for (const auto& [key, made] : cache_)
       if (out_.value(key.first).is_const() && !read.count(key.first)) out_.value(key.first).data.reset();
   }
@@ -225,7 +220,7 @@ class Lowering {
     const ir::ValueId p = Produced(id);
     if (out_.value(p).dtype == t) return p;
     if (t == in_.value(id).dtype) {
-      // The declared type keeps the declared value id (an output, or a value a subgraph reads).
+      // The declared type keeps the declared value id.
       if (!materialized_.insert(id).second) return id;
       journal_.push_back({id, DType::kUndefined});
       ++casts_;
@@ -264,18 +259,6 @@ class Lowering {
     return r.ok() ? *r : id;
   }
 
-  // The values a node's subgraphs read from the enclosing graph get their declared type.
-  void NeedDeclaredInBlocks(const ir::Node& n) {
-    for (const auto& [name, block] : n.blocks) {
-      for (const ir::Node& inner : block->nodes) {
-        for (ir::ValueId id : inner.inputs)
-          if (id != ir::kNoValue) Need(id, in_.value(id).dtype);
-        NeedDeclaredInBlocks(inner);
-      }
-      for (ir::ValueId id : block->outputs) Need(id, in_.value(id).dtype);
-    }
-  }
-
   bool IsDeclaredInput(const Policy* p, size_t i) const {
     if (!p) return false;
     for (int k : p->declared_inputs)
@@ -293,7 +276,7 @@ class Lowering {
     const bool keep = std::find_if(options_.keep_fp32.begin(), options_.keep_fp32.end(), [&](const std::string& k) {
                         return k == n.name || k == n.op;
                       }) != options_.keep_fp32.end();
-    Class cls = keep || !p || !n.blocks.empty() ? Class::kFloat32 : p->cls;
+    Class cls = keep || !p ? Class::kFloat32 : p->cls;
     if (keep && p && p->cls != Class::kFloat32 && log_)
       log_->push_back(fmt::format("node '{}' ({}) kept in float32 (--keep-fp32)", n.name, n.op));
     if (cls == Class::kFollow) {
@@ -321,7 +304,6 @@ class Lowering {
         log_->push_back(fmt::format("node '{}' ({}) kept in float32: {}", n.name, n.op, st.message()));
     }
     if (p && p->cls != Class::kFloat32) ++fp32_ops_;
-    NeedDeclaredInBlocks(n);
     ir::Node node = n;
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] != ir::kNoValue) node.inputs[i] = Need(node.inputs[i], in_.value(node.inputs[i]).dtype);
