@@ -43,12 +43,20 @@ TestTensor Float32Of(DType dt, const TestTensor& t) {
   return Floats(t.dims(), v);
 }
 
+// |a - b| in units of `dt`'s last place at b; both finite.
+double UlpsApart(DType dt, float a, float b) {
+  const int mantissa = dt == DType::kFloat16 ? 10 : 7;
+  const double ulp = std::ldexp(1.0, std::ilogb(b == 0 ? 1.0f : b) - mantissa);
+  return std::fabs(static_cast<double>(a) - b) / ulp;
+}
+
 // Runs `op` on half inputs, and on their float32 twins (inputs listed in `float32_inputs`
 // and non-half ones are shared). Each half output must hold the float32 output rounded to
-// `dt` bit for bit; other outputs must be equal. Returns the half outputs, widened.
+// `dt` bit for bit (or within `max_ulps`); other outputs must be equal. Returns the half
+// outputs, widened.
 std::vector<std::vector<float>> CheckAgainstFloat32(DType dt, std::string_view op, const AttrMap& attrs,
                                                     const std::vector<const TestTensor*>& half_inputs,
-                                                    const std::vector<TestTensor*>& outputs) {
+                                                    const std::vector<TestTensor*>& outputs, double max_ulps = 0) {
   std::vector<TestTensor> twins;
   twins.reserve(half_inputs.size() + outputs.size());
   std::vector<const TestTensor*> f_in, f_out, h_out;
@@ -82,18 +90,12 @@ std::vector<std::vector<float>> CheckAgainstFloat32(DType dt, std::string_view o
     const std::vector<uint16_t> bits = outputs[o]->values<uint16_t>();
     for (size_t i = 0; i < f.size(); ++i) {
       INFO("index " << i << ": float32 " << f[i]);
-      CHECK(bits[i] == ToBits(dt, f[i]));
+      if (max_ulps == 0) CHECK(bits[i] == ToBits(dt, f[i]));
+      else CHECK(UlpsApart(dt, FromBits(dt, bits[i]), RoundTo(dt, f[i])) <= max_ulps);
     }
     result.push_back(Widened(dt, *outputs[o]));
   }
   return result;
-}
-
-// |a - b| in units of `dt`'s last place at b; both finite.
-double UlpsApart(DType dt, float a, float b) {
-  const int mantissa = dt == DType::kFloat16 ? 10 : 7;
-  const double ulp = std::ldexp(1.0, std::ilogb(b == 0 ? 1.0f : b) - mantissa);
-  return std::fabs(static_cast<double>(a) - b) / ulp;
 }
 
 TEST_CASE("widened unary ops: Sigmoid and Exp in float16 and bfloat16") {
@@ -324,6 +326,79 @@ TEST_CASE("Gather moves float16 rows itself with int64 indices") {
   auto y = Output(DType::kFloat16, {2, 2});
   REQUIRE(RunKernel("Gather", {}, {&data, &idx}, {&y}).ok());
   CHECK(Widened(DType::kFloat16, y) == std::vector<float>{5, 6, 1, 2});
+}
+
+// The kernels marked KernelDef::halves that compute (rather than move bytes) read and write
+// halves themselves, some in double: their half results must match their own float32 results
+// rounded to the half type, to one unit in the last place (double versus float32 rounding).
+TEST_CASE("kernels with KernelDef::halves agree on half operands with their float32 results") {
+  for (const char* op : {"Einsum", "LpNormalization", "MeanVarianceNormalization", "LRN", "RMSNormalization",
+                         "CumSum", "CumProd", "Range", "Trilu", "EyeLike", "DequantizeLinear", "QuantizeLinear",
+                         "IsNaN", "NonZero", "Gather", "Concat", "Where", "Add", "Max"}) {
+    const KernelDef* k = FindKernel(op);
+    REQUIRE(k);
+    CHECK_MESSAGE(k->halves, std::string(op));
+  }
+  for (DType dt : kHalves) {
+    INFO(DTypeName(dt));
+    auto a = Halves(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+    auto b = Halves(dt, {3, 2}, {0.5f, -1, 2, 0.25f, 1, 3});
+    AttrMap eq;
+    eq.SetString("equation", "ij,jk->ik");
+    auto mm = Output(dt, {2, 2});
+    CHECK(CheckAgainstFloat32(dt, "Einsum", eq, {&a, &b}, {&mm}, 1)[0] == std::vector<float>{7.5f, 8.5f, 18, 15.25f});
+
+    auto x = Halves(dt, {2, 3}, {3, 4, 0, 1, 2, -2});
+    auto y = Output(dt, {2, 3});
+    CHECK(CheckAgainstFloat32(dt, "LpNormalization", {}, {&x}, {&y}, 1)[0] ==
+          std::vector<float>{RoundTo(dt, 0.6), RoundTo(dt, 0.8), 0, RoundTo(dt, 1 / 3.0), RoundTo(dt, 2 / 3.0), RoundTo(dt, -2 / 3.0)});
+    auto x4 = Halves(dt, {1, 2, 1, 3}, {1, 2, 3, -1, 5, 0.5f});
+    auto y4 = Output(dt, {1, 2, 1, 3});
+    CheckAgainstFloat32(dt, "MeanVarianceNormalization", {}, {&x4}, {&y4}, 1);
+    AttrMap lrn;
+    lrn.SetInt("size", 3);
+    auto xl = Halves(dt, {1, 3, 2, 1}, {1, -2, 3, 0.5f, 4, 2});
+    auto yl = Output(dt, {1, 3, 2, 1});
+    CheckAgainstFloat32(dt, "LRN", lrn, {&xl}, {&yl}, 1);
+    auto scale = Halves(dt, {3}, {1, 2, 0.5f});
+    CheckAgainstFloat32(dt, "RMSNormalization", {}, {&x, &scale}, {&y}, 1);
+
+    auto v = Halves(dt, {5}, {1, 2, 3, 4, 0.5f});
+    auto axis = Int64s({}, {0});
+    auto cum = Output(dt, {5});
+    CHECK(CheckAgainstFloat32(dt, "CumSum", {}, {&v, &axis}, {&cum}, 1)[0] == std::vector<float>{1, 3, 6, 10, 10.5f});
+    CHECK(CheckAgainstFloat32(dt, "CumProd", {}, {&v, &axis}, {&cum}, 1)[0] == std::vector<float>{1, 2, 6, 24, 12});
+
+    auto start = Halves(dt, {}, {1}), limit = Halves(dt, {}, {4}), delta = Halves(dt, {}, {0.5f});
+    auto r = Output(dt, {6});
+    CHECK(CheckAgainstFloat32(dt, "Range", {}, {&start, &limit, &delta}, {&r})[0] ==
+          std::vector<float>{1, 1.5f, 2, 2.5f, 3, 3.5f});
+
+    auto sq = Halves(dt, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    auto tri = Output(dt, {3, 3});
+    CHECK(CheckAgainstFloat32(dt, "Trilu", {}, {&sq}, {&tri})[0] == std::vector<float>{1, 2, 3, 0, 5, 6, 0, 0, 9});
+    auto eye = Output(dt, {3, 3});
+    CHECK(CheckAgainstFloat32(dt, "EyeLike", {}, {&sq}, {&eye})[0] == std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+
+    auto q = Make<int8_t>({4}, {-3, 0, 5, 127});
+    auto qs = Halves(dt, {}, {0.5f});
+    auto qz = Make<int8_t>({}, {1});
+    auto dq = Output(dt, {4});
+    CHECK(CheckAgainstFloat32(dt, "DequantizeLinear", {}, {&q, &qs, &qz}, {&dq})[0] == std::vector<float>{-2, -0.5f, 2, 63});
+    auto qx = Halves(dt, {4}, {1, 2.5f, -3, 100});
+    auto qy = Output(DType::kInt8, {4});
+    CheckAgainstFloat32(dt, "QuantizeLinear", {}, {&qx, &qs, &qz}, {&qy});
+    CHECK(qy.values<int8_t>() == std::vector<int8_t>{3, 6, -5, 127});
+
+    auto special = Halves(dt, {4}, {1, NAN, INFINITY, -INFINITY});
+    auto nan = Output(DType::kBool, {4});
+    CheckAgainstFloat32(dt, "IsNaN", {}, {&special}, {&nan});
+    CHECK(nan.values<uint8_t>() == std::vector<uint8_t>{0, 1, 0, 0});
+    auto nz_in = Halves(dt, {2, 3}, {0, 1, 0, 2, -0.0f, -1});
+    auto nz = Output(DType::kInt64, {2, 3});
+    CheckAgainstFloat32(dt, "NonZero", {}, {&nz_in}, {&nz});
+    CHECK(nz.values<int64_t>() == std::vector<int64_t>{0, 1, 1, 1, 0, 2});
+  }
 }
 
 TEST_CASE("KernelWorkspaceBytes: float32 calls cost nothing extra; half calls add 64-byte aligned float32 copies") {
