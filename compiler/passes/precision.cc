@@ -413,6 +413,12 @@ DType PrecisionDType(Precision p) {
   }
 }
 
+std::vector<std::pair<std::string_view, std::string_view>> PrecisionPolicyTable() {
+  std::vector<std::pair<std::string_view, std::string_view>> table;
+  for (const Policy& p : kPolicy) table.emplace_back(p.op, p.cls == Class::kLow ? "low" : "follow");
+  return table;
+}
+
 Result<ir::Trace> LowerPrecision(const ir::Trace& canonical, const PrecisionOptions& options,
                                  std::vector<std::string>* log) {
   if (options.precision == Precision::kFp32 && options.io_dtype == DType::kFloat32 && options.keep_fp32.empty())

@@ -39,6 +39,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/trace.h"
@@ -63,6 +65,10 @@ struct PrecisionOptions {
   // Inputs and outputs of other dtypes never change.
   DType io_dtype = DType::kFloat32;
 };
+
+// The policy table as (op type, "low" or "follow") for every op it names, in its order; an op
+// it does not name is float32. README.md's "Reduced precision" table prints it (a test checks).
+std::vector<std::pair<std::string_view, std::string_view>> PrecisionPolicyTable();
 
 // Returns the lowered trace (stage "precision"). With Precision::kFp32 and io_dtype kFloat
 // it returns `canonical` unchanged. Appends one line per kept-in-float32 decision that was

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -304,4 +308,24 @@ TEST_CASE("precision: the artifact's stages show the precision trace, and the ex
     CHECK(executors.find("# const W:") == std::string::npos);
     CHECK(executors.find("# const W.fp16: float16[3, 2]") != std::string::npos);
   }
+}
+
+TEST_CASE("precision: README.md's policy table is the one the stage uses") {
+  std::ifstream readme(std::string(KILN_SOURCE_DIR) + "/README.md");
+  REQUIRE(readme.good());
+  std::map<std::string, std::set<std::string>> documented;
+  for (std::string line; std::getline(readme, line);) {
+    for (const std::string cls : {"low", "follow"}) {
+      const std::string prefix = "  | " + cls + " | ";
+      if (line.rfind(prefix, 0) != 0) continue;
+      const std::string ops = line.substr(line.rfind(" | ", line.size() - 3) + 3);
+      std::stringstream list(ops.substr(0, ops.size() - 2));  // without the closing " |"
+      for (std::string op; std::getline(list, op, ',');) documented[cls].insert(op.substr(op.find_first_not_of(' ')));
+    }
+  }
+  std::map<std::string, std::set<std::string>> table;
+  for (const auto& [op, cls] : kiln::passes::PrecisionPolicyTable()) table[std::string(cls)].insert(std::string(op));
+  CHECK(table.at("low").count("Softmax") == 1);
+  CHECK(table.at("follow").count("Add") == 1);
+  CHECK(documented == table);
 }
