@@ -176,9 +176,11 @@ void FindOverflows(const std::string& set, const ObservedRun& tested, const Obse
 Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const compiler::CompileOptions& options,
                                           std::span<const uint8_t> artifact, const std::string& dir) {
   PrecisionReport report;
-  report.precision = passes::PrecisionName(options.precision.precision);
-  const std::string tested_name = report.precision + " artifact";
   KILN_ASSIGN_OR_RETURN(std::vector<fs::path> sets, InputSets(dir));
+  auto tested_model = Model::Load(artifact);
+  if (!tested_model.ok()) return tested_model.status().WithContext("the artifact");
+  report.precision = tested_model->precision();
+  const std::string tested_name = report.precision + " artifact";
 
   compiler::CompileOptions ref_options = options;
   ref_options.precision = passes::PrecisionOptions{};
@@ -190,8 +192,6 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
   if (!ref_bytes.ok()) return ref_bytes.status().WithContext("float32 reference");
   auto ref_model = Model::Load(*ref_bytes);
   if (!ref_model.ok()) return ref_model.status().WithContext("float32 reference");
-  auto tested_model = Model::Load(artifact);
-  if (!tested_model.ok()) return tested_model.status().WithContext(tested_name);
   if (tested_model->inputs().size() != ref_model->inputs().size() ||
       tested_model->outputs().size() != ref_model->outputs().size())
     return InvalidArgument(fmt::format("{} has {} inputs and {} outputs, the float32 reference {} and {}", tested_name,

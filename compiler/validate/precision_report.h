@@ -76,7 +76,7 @@ struct Overflow {
 };
 
 struct PrecisionReport {
-  std::string precision;          // "fp16", "bf16" or "fp32" (passes::PrecisionName)
+  std::string precision;          // the artifact's: "fp16", "bf16" or "fp32" (Model::precision)
   std::vector<std::string> sets;  // input set names, in run order
   std::vector<OutputReport> outputs;  // set by set, in model output order
   std::vector<Overflow> overflows;    // set by set, in execution order
