@@ -8,7 +8,7 @@
 //
 // Two checks per artifact:
 //  - the CUDA outputs match the CPU backend's outputs of the same artifact, per output, by the
-//    rule the CPU precision test uses for that model (tests/e2e/precision_real_models_test.cc):
+//    rule the CPU precision test uses for that model (tests/e2e/precision_rules.h):
 //    argmax agreement on every row for the classifiers' outputs, |diff| <= 0.01 (fp16) / 0.02
 //    (bf16) for Silero VAD's speech probability, cosine >= 0.999 for every other output (fp32
 //    artifacts are held to the same rules; they pass with a wide margin). The two backends
@@ -46,6 +46,7 @@
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/e2e/model_dirs.h"
+#include "tests/e2e/precision_rules.h"
 #include "tests/gpu_test_util.h"
 
 namespace {
@@ -55,85 +56,12 @@ using kiln::io::HostTensor;
 using kiln::passes::Precision;
 using namespace kiln::testing;
 
-enum class Metric { kCosine, kArgmax, kAbsolute };
-
-struct Rule {
-  const char* model;
-  int output;
-  Metric metric;
-  double fp16, bf16;  // the bound in each precision (fp32 artifacts use fp16's); unused for kArgmax
-};
-
-// The CPU precision test's rules (tests/e2e/precision_real_models_test.cc, kRules); every
-// other output: cosine >= 0.999.
-constexpr Rule kRules[] = {
-    {"mnist-8", 0, Metric::kArgmax, 0, 0},
-    {"ppocr-cls-mobile-v2", 0, Metric::kArgmax, 0, 0},
-    {"ch_ppocr_mobile_v2.0_cls", 0, Metric::kArgmax, 0, 0},
-    {"silero-vad-v6-16k-op15", 0, Metric::kAbsolute, 0.01, 0.02},
-    {"silero_vad_16k_op15", 0, Metric::kAbsolute, 0.01, 0.02},
-};
-
-Rule RuleFor(const std::string& model, int output) {
-  for (const Rule& r : kRules)
-    if (model == r.model && output == r.output) return r;
-  return {"", output, Metric::kCosine, 0.999, 0.999};
-}
-
-// Both outputs as doubles (float32 outputs; the precision stage keeps model outputs float32,
-// and a float16 / bfloat16 one would be widened by the caller's view of it).
-std::vector<double> Values(const HostTensor& t) {
-  REQUIRE(t.dtype == DType::kFloat32);
-  std::vector<double> v(static_cast<size_t>(t.num_elements()));
-  const float* p = reinterpret_cast<const float*>(t.bytes.data());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = p[i];
-  return v;
-}
-
-// Checks `got` (CUDA) against `want` (CPU) by `rule`; the figures are printed under `label`.
-void CheckOutput(const std::string& label, const HostTensor& got, const HostTensor& want, const Rule& rule,
-                 double bound) {
-  REQUIRE(got.dims == want.dims);
-  const std::vector<double> g = Values(got), w = Values(want);
-  double dot = 0, gg = 0, ww = 0, max_diff = 0;
-  int64_t non_finite = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (!std::isfinite(g[i]) && std::isfinite(w[i])) ++non_finite;
-    dot += g[i] * w[i];
-    gg += g[i] * g[i];
-    ww += w[i] * w[i];
-    max_diff = std::max(max_diff, std::fabs(g[i] - w[i]));
-  }
-  const double cosine = gg == 0 && ww == 0 ? 1.0 : gg == 0 || ww == 0 ? 0.0 : dot / std::sqrt(gg * ww);
-  const int64_t width = want.dims.empty() ? 1 : want.dims.back();
-  int64_t rows = 0, agree = 0;
-  if (width > 0) {
-    rows = static_cast<int64_t>(w.size()) / width;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t gi = 0, wi = 0;
-      for (int64_t j = 1; j < width; ++j) {
-        if (g[r * width + j] > g[r * width + gi]) gi = j;
-        if (w[r * width + j] > w[r * width + wi]) wi = j;
-      }
-      agree += gi == wi;
-    }
-  }
-  MESSAGE(label << ": cosine " << cosine << ", max |cuda - cpu| " << max_diff << ", argmax agrees on " << agree << " of "
-                    << rows << " rows");
-  CHECK(non_finite == 0);
-  switch (rule.metric) {
-    case Metric::kCosine: CHECK_MESSAGE(cosine >= bound, "cosine bound " << bound); break;
-    case Metric::kArgmax: CHECK(agree == rows); break;
-    case Metric::kAbsolute: CHECK_MESSAGE(max_diff <= bound, "absolute bound " << bound); break;
-  }
-}
-
 std::vector<uint8_t> CompileFor(const std::string& onnx_path, Precision precision, const std::string& arch) {
   kiln::compiler::CompileOptions options;
   options.archs = {arch};
   options.precision.precision = precision;
   auto bytes = kiln::compiler::CompileOnnxFile(onnx_path, options, nullptr);
-  REQUIRE_MESSAGE(bytes.ok(), kiln::passes::PrecisionName(precision) << ": " << bytes.status().ToString());
+  REQUIRE_MESSAGE(bytes.ok(), std::string(kiln::passes::PrecisionName(precision)) << ": " << bytes.status().ToString());
   return std::move(*bytes);
 }
 
@@ -201,7 +129,7 @@ void CheckModel(const std::string& name, const std::string& onnx_path, std::vect
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   bool fp32_device_only = false;
   for (Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
-    const char* pname = kiln::passes::PrecisionName(precision);
+    const std::string pname = kiln::passes::PrecisionName(precision);
     if (precision == Precision::kBf16 && cc < 80) {
       MESSAGE(name << " bf16 skipped: " << dev.arch() << " has no bfloat16 cuDNN / cuBLASLt (needs sm_80)");
       continue;
@@ -216,8 +144,9 @@ void CheckModel(const std::string& name, const std::string& onnx_path, std::vect
       label << name << " " << pname << " output " << o << " '" << cpu.tensors[o].name << "'";
       INFO(label.str());
       const Rule rule = RuleFor(name, static_cast<int>(o));
-      CheckOutput(label.str(), cuda.tensors[o], cpu.tensors[o], rule,
-                  precision == Precision::kBf16 ? rule.bf16 : rule.fp16);
+      const Figures f = Compare(cuda.tensors[o], cpu.tensors[o]);
+      MESSAGE(label.str() << ": " << Describe(f, rule));
+      CheckFigures(f, rule, Bound(rule, precision));
     }
     MESSAGE(name << " " << pname << ": every instruction on the device: " << (cuda.device_only ? "yes" : "no"));
     if (precision == Precision::kFp32) {
