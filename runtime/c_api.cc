@@ -370,6 +370,16 @@ kiln_status kiln_model_format_version(const kiln_model* model, uint32_t* out) {
   });
 }
 
+kiln_status kiln_model_precision(const kiln_model* model, const char** out) {
+  return Guard(model, "kiln_model_precision", [&]() -> Status {
+    if (model == nullptr) return NullArgument("model");
+    if (out == nullptr) return NullArgument("out");
+    KILN_RETURN_IF_ERROR(Loaded(*model));
+    *out = model->model->precision().data();  // a std::string the Model owns
+    return Status::Ok();
+  });
+}
+
 kiln_status kiln_model_producer(const kiln_model* model, const char** out) {
   return Guard(model, "kiln_model_producer", [&]() -> Status {
     if (model == nullptr) return NullArgument("model");

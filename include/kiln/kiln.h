@@ -229,6 +229,9 @@ KILN_API kiln_status kiln_model_output(const kiln_model* model, size_t index, ki
  * until the handle is destroyed). Errors as kiln_model_num_inputs. */
 KILN_API kiln_status kiln_model_format_version(const kiln_model* model, uint32_t* out);
 KILN_API kiln_status kiln_model_producer(const kiln_model* model, const char** out);
+/* The `kiln compile --precision` of the artifact (kiln::Model::precision): "fp32", "fp16" or
+ * "bf16", valid until the handle is destroyed. Errors as kiln_model_num_inputs. */
+KILN_API kiln_status kiln_model_precision(const kiln_model* model, const char** out);
 
 /* ---- Context ----------------------------------------------------------------------------- */
 

@@ -120,6 +120,9 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   const char* producer = nullptr;
   REQUIRE(kiln_model_producer(add.model, &producer) == KILN_STATUS_OK);
   CHECK(std::string(producer) == "kiln test");
+  const char* precision = nullptr;
+  REQUIRE(kiln_model_precision(add.model, &precision) == KILN_STATUS_OK);
+  CHECK(std::string(precision) == "fp32");
 
   float x[6] = {1, 2, 3, 4, 5, 6};
   kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {2, 3});
@@ -360,6 +363,8 @@ TEST_CASE("C API: model queries and context creation refuse bad arguments with a
   CHECK(Has(kiln_model_last_error(add.model), "kiln_model_format_version: out is NULL"));
   CHECK(kiln_model_producer(add.model, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(kiln_model_last_error(add.model), "kiln_model_producer: out is NULL"));
+  CHECK(kiln_model_precision(add.model, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(Has(kiln_model_last_error(add.model), "kiln_model_precision: out is NULL"));
   CHECK(kiln_model_input(add.model, 1, &info) == KILN_STATUS_OUT_OF_RANGE);
   CHECK(Has(kiln_model_last_error(add.model), "kiln_model_input: index 1 is out of range: the model has 1 inputs"));
   CHECK(kiln_model_output(add.model, 7, &info) == KILN_STATUS_OUT_OF_RANGE);
