@@ -1,7 +1,8 @@
 // Every real model (tests/e2e/model_dirs.h) compiled with float16 and with bfloat16
-// activations (`kiln compile --precision`, compiler/passes/precision.h) and run on the CPU
-// backend, against the same model compiled in float32, on its test_data_set_0 inputs (the
-// real inputs: an image, a chunk of speech). Each output is held to its rule
+// activations (`kiln compile --precision`, compiler/passes/precision.h), fused (generated
+// kernels, run by the portable interpreter) and unfused (every op a CPU kernel), and run on
+// the CPU backend, against the same model compiled in float32, on its test_data_set_0 inputs
+// (the real inputs: an image, a chunk of speech). Each output is held to its rule
 // (tests/e2e/precision_rules.h, which gives the reasons); the figures of every model and
 // output are printed (doctest MESSAGE) whether they pass or not, so a run of this case alone
 // shows how much accuracy each model loses.
@@ -28,11 +29,13 @@ using kiln::io::HostTensor;
 using kiln::passes::Precision;
 using namespace kiln::testing;
 
-std::vector<uint8_t> Compile(const std::string& dir, Precision precision) {
+std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool fuse) {
   kiln::compiler::CompileOptions options = CpuOnly();
   options.precision.precision = precision;
+  options.fuse = fuse;
   auto bytes = kiln::compiler::CompileOnnxFile(dir + "/model.onnx", options, nullptr);
-  REQUIRE_MESSAGE(bytes.ok(), std::string(kiln::passes::PrecisionName(precision)) << ": " << bytes.status().ToString());
+  REQUIRE_MESSAGE(bytes.ok(), std::string(kiln::passes::PrecisionName(precision)) << (fuse ? "" : " unfused") << ": "
+                                                                  << bytes.status().ToString());
   return std::move(*bytes);
 }
 
@@ -60,18 +63,20 @@ std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::str
 
 void CheckModel(const std::string& dir) {
   const std::string model = std::filesystem::path(dir).filename().string();
-  const std::vector<HostTensor> reference = Run(Compile(dir, Precision::kFp32), dir);
+  const std::vector<HostTensor> reference = Run(Compile(dir, Precision::kFp32, true), dir);
   for (Precision precision : {Precision::kFp16, Precision::kBf16}) {
-    const std::string name = kiln::passes::PrecisionName(precision);
-    const std::vector<HostTensor> got = Run(Compile(dir, precision), dir);
-    REQUIRE(got.size() == reference.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      const std::string label = model + " " + name + " output " + std::to_string(o) + " '" + reference[o].name + "'";
-      INFO(label);
-      const Rule rule = RuleFor(model, static_cast<int>(o));
-      const Figures f = Compare(got[o], reference[o]);
-      MESSAGE(label << ": " << Describe(f, rule));
-      CheckFigures(f, rule, Bound(rule, precision));
+    for (bool fuse : {true, false}) {
+      const std::string name = std::string(kiln::passes::PrecisionName(precision)) + (fuse ? "" : " unfused");
+      const std::vector<HostTensor> got = Run(Compile(dir, precision, fuse), dir);
+      REQUIRE(got.size() == reference.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        const std::string label = model + " " + name + " output " + std::to_string(o) + " '" + reference[o].name + "'";
+        INFO(label);
+        const Rule rule = RuleFor(model, static_cast<int>(o));
+        const Figures f = Compare(got[o], reference[o]);
+        MESSAGE(label << ": " << Describe(f, rule));
+        CheckFigures(f, rule, Bound(rule, precision));
+      }
     }
   }
 }
