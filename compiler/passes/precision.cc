@@ -110,6 +110,15 @@ std::shared_ptr<const ir::ConstData> Convert(const ir::ConstData& in, DType to) 
   return out;
 }
 
+ir::Node MakeNode(std::string op, std::string name, ir::ValueId input, ir::ValueId output) {
+  ir::Node n;
+  n.op = std::move(op);
+  n.name = std::move(name);
+  n.inputs = {input};
+  n.outputs = {output};
+  return n;
+}
+
 class Lowering {
  public:
   Lowering(const ir::Trace& in, const PrecisionOptions& options, std::vector<std::string>* log)
@@ -146,8 +155,7 @@ class Lowering {
       ir::ValueId named = v;
       if (!IsNodeOutput(v) || std::count(out_.outputs.begin(), out_.outputs.end(), v) > 0) {
         named = out_.AddValue(out_.value(v));
-        ir::Node identity{"Identity", Fresh(in_.value(id).name + ".identity"), {v}, {named}};
-        KILN_RETURN_IF_ERROR(Emit(std::move(identity)));
+        KILN_RETURN_IF_ERROR(Emit(MakeNode("Identity", Fresh(in_.value(id).name + ".identity"), v, named)));
       }
       const std::string name = in_.value(id).name;
       out_.value(id).name = Fresh(name + ".fp32");
@@ -224,7 +232,7 @@ class Lowering {
       if (!materialized_.insert(id).second) return id;
       journal_.push_back({id, DType::kUndefined});
       ++casts_;
-      ir::Node cast{"Cast", Fresh(in_.value(id).name + ".to_" + std::string(Suffix(t))), {p}, {id}};
+      ir::Node cast = MakeNode("Cast", Fresh(in_.value(id).name + ".to_" + std::string(Suffix(t))), p, id);
       cast.attrs.SetInt("to", static_cast<int64_t>(t));
       KILN_RETURN_IF_ERROR(Emit(std::move(cast)));
       return id;
@@ -245,7 +253,7 @@ class Lowering {
       v.name = Fresh(in_.value(id).name + ".to_" + std::string(Suffix(t)));
       made = out_.AddValue(std::move(v));
       ++casts_;
-      ir::Node cast{"Cast", out_.value(made).name, {p}, {made}};
+      ir::Node cast = MakeNode("Cast", out_.value(made).name, p, made);
       cast.attrs.SetInt("to", static_cast<int64_t>(t));
       KILN_RETURN_IF_ERROR(Emit(std::move(cast)));
     }
