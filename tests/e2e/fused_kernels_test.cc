@@ -32,6 +32,7 @@
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/canonicalize.h"
 #include "runtime/cpu/fused.h"
+#include "runtime/cpu/widen.h"
 #include "runtime/half.h"
 #include "tests/compiler/codegen/host_shim_harness.h"
 #include "tests/e2e/model_dirs.h"
@@ -259,9 +260,9 @@ kiln::Result<Buffer> RunMembers(const ModelTrace& m, const kiln::ir::Node& node,
     }
     const kiln::cpu::KernelDef* k = kiln::cpu::FindKernel(op.op);
     REQUIRE_MESSAGE(k != nullptr, op.op);
-    std::vector<uint8_t> workspace(k->workspace ? k->workspace(op.attrs, ins, outs) : 0);
+    std::vector<uint8_t> workspace(kiln::cpu::KernelWorkspaceBytes(*k, op.attrs, ins, outs));
     kiln::cpu::KernelCall call{op.attrs, ins, outs, workspace.data(), workspace.size()};
-    KILN_RETURN_IF_ERROR_CTX(k->run(call), op.name + " (" + op.op + ")");
+    KILN_RETURN_IF_ERROR_CTX(kiln::cpu::RunKernel(*k, call), op.name + " (" + op.op + ")");
   }
   return values.at(node.outputs[0]);
 }

@@ -16,6 +16,7 @@
 
 #include "runtime/attrs.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/widen.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/op_call.h"
 #include "runtime/half.h"
@@ -104,9 +105,9 @@ inline Status RunCpu(std::string_view op, const AttrMap& attrs, const std::vecto
   std::vector<cpu::TensorRef> in, out;
   for (HostTensor* t : inputs) in.push_back(t->Host());
   for (HostTensor* t : outputs) out.push_back(t->Host());
-  std::vector<uint8_t> ws(k->workspace ? k->workspace(attrs, in, out) : 0);
+  std::vector<uint8_t> ws(cpu::KernelWorkspaceBytes(*k, attrs, in, out));
   cpu::KernelCall call{attrs, in, out, ws.data(), ws.size()};
-  return k->run(call);
+  return cpu::RunKernel(*k, call);
 }
 
 // Largest |a - b| / (1 + |b|) over two equally long float vectors (+inf on a length mismatch).
