@@ -8,11 +8,17 @@
 
 #include "compiler/ops/registry.h"
 #include "runtime/cpu/epilogue.h"
+#include "runtime/half.h"
 
 namespace kiln::passes {
 namespace {
 
-bool IsFloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+// The output dtypes an epilogue takes: float16 and bfloat16 as well (`--precision`), whose
+// kernels apply it in float32 before the output's one rounding (cuBLASLt's and cuDNN's
+// epilogues; the CPU backend's widened float32 kernel, runtime/cpu/widen.h).
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
 
 bool SameShape(const ir::SymShape& a, const ir::SymShape& b) {
   if (a.size() != b.size()) return false;
@@ -97,11 +103,16 @@ ir::ValueId AddConst(ir::Trace& t, std::string name, DType dtype, std::vector<in
   data->dims = dims;
   data->bytes.resize(v.size() * DTypeSize(dtype));
   for (size_t i = 0; i < v.size(); ++i) {
+    uint8_t* at = data->bytes.data() + i * DTypeSize(dtype);
     if (dtype == DType::kFloat32) {
       const float f = static_cast<float>(v[i]);
-      std::memcpy(data->bytes.data() + i * sizeof(float), &f, sizeof(float));
+      std::memcpy(at, &f, sizeof(float));
+    } else if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
+      const float f = static_cast<float>(v[i]);
+      const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f);
+      std::memcpy(at, &h, sizeof(h));
     } else {
-      std::memcpy(data->bytes.data() + i * sizeof(double), &v[i], sizeof(double));
+      std::memcpy(at, &v[i], sizeof(double));
     }
   }
   ir::Value value;
@@ -113,7 +124,14 @@ ir::ValueId AddConst(ir::Trace& t, std::string name, DType dtype, std::vector<in
 }
 
 // Rounds to the dtype, so sums made at compile time round as the kernels would.
-double Round(DType dtype, double x) { return dtype == DType::kFloat32 ? static_cast<float>(x) : x; }
+double Round(DType dtype, double x) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<float>(x);
+    case DType::kFloat16: return HalfToFloat(FloatToHalf(static_cast<float>(x)));
+    case DType::kBFloat16: return BF16ToFloat(FloatToBF16(static_cast<float>(x)));
+    default: return x;
+  }
+}
 
 // One chain found after an anchor.
 struct Chain {

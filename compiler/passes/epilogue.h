@@ -5,7 +5,7 @@
 // gone from the trace; the annotated node is the only instruction left for the chain.
 //
 // ---- What is folded ---------------------------------------------------------------------
-//   P = MatMul | Gemm | Conv, with a float32 or float64 output
+//   P = MatMul | Gemm | Conv, with a float32, float64, float16 or bfloat16 output
 //   then, each step optional, in this order:
 //   1. bias:      Add(P, c) or Add(c, P), c a constant that only varies along the output
 //                 channel: Conv: c of shape [C,1,1], [1,C,1,1], [1], ... (axis 1 of the
@@ -26,7 +26,10 @@
 //   Every value inside the chain (P's output and each intermediate) must have exactly one
 //   reader and must not be a model output; SiLU's x has exactly two readers, its Sigmoid and
 //   its Mul, and the Sigmoid's output only the Mul; the written-out HardSwish's x exactly two,
-//   its Add and its Mul. Only float32 and float64 chains fold. The written-out HardSwish then
+//   its Add and its Mul. Only float chains fold (float32, float64, and the float16 / bfloat16 of
+//   `--precision`: a folded half chain is computed in float32 and rounded once, where the
+//   unfolded one rounds after every step; a bias summed here is rounded to the half type, as
+//   the lowered constants are). The written-out HardSwish then
 //   computes x * clamp(x / 6 + 0.5, 0, 1) (runtime/cpu/activation.h), which may differ from
 //   x * clip(x + 3, 0, 6) / 6 in the last bit or two.
 //

@@ -98,8 +98,11 @@ Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const Devic
                            " is present but " + std::string(cpu::kEpilogueResidualAttr) + " is not 1");
   }
   if (!spec->any()) return Status::Ok();
-  if (y.dtype != DType::kFloat32 && y.dtype != DType::kFloat64) {
-    return Invalid(op, "an epilogue needs a float32 or float64 output, found " + DTypeStr(y.dtype));
+  // float16 / bfloat16 (TypesFor refuses the rest): the CPU kernels see them as float32
+  // (runtime/cpu/widen.h) and cuBLASLt applies the epilogue in float32 before D's rounding.
+  if (y.dtype != DType::kFloat32 && y.dtype != DType::kFloat64 && y.dtype != DType::kFloat16 &&
+      y.dtype != DType::kBFloat16) {
+    return Invalid(op, "an epilogue needs a float output, found " + DTypeStr(y.dtype));
   }
   if (r) {
     bool same = r->rank == y.rank && r->dtype == y.dtype;

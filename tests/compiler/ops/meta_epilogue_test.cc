@@ -101,7 +101,7 @@ TEST_CASE("meta: annotated MatMul takes a bias along the columns and a residual 
   const ValueId ai = AddInput(t, "Ai", DType::kInt64, {2, 3});
   const ValueId bi = AddZeros(t, "Bi", DType::kInt64, {3, 4});
   CHECK(Has(Infer(t, "MatMul", {ai, bi}, Epilogue("Relu", false)),
-            "epilogue: expected a float32 or float64 output, found int64"));
+            "epilogue: expected a float32, float64, float16 or bfloat16 output, found int64"));
   CHECK(Infer(t, "MatMul", {ai, bi}, {}).ok());  // the plain integer MatMul is untouched
 }
 

@@ -140,9 +140,18 @@ TEST_CASE("cuBLASLt Supports: epilogues cuBLASLt can and cannot run") {
         StatusCode::kInvalidArgument);
   CHECK(Supports("MatMul", {}, {&a, &b, &bias_bad}, y).code() == StatusCode::kInvalidArgument);
   CHECK(Supports("MatMul", Epilogue("Swish"), {&a, &b}, y).code() == StatusCode::kInvalidArgument);
-  HostTensor ah = Shape({2, 3}, DType::kFloat16), bh = Shape({3, 4}, DType::kFloat16),
-             yh = Shape({2, 4}, DType::kFloat16);
-  CHECK(Supports("MatMul", Epilogue("Relu"), {&ah, &bh}, yh).code() == StatusCode::kInvalidArgument);
+  // float16 / bfloat16 (`--precision`): the bias (of D's type), Relu and GeluTanh epilogues and
+  // the residual as for float32.
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    HostTensor ah = Shape({2, 3}, dt), bh = Shape({3, 4}, dt), yh = Shape({2, 4}, dt), bias_h = Shape({4}, dt),
+               r_h = Shape({2, 4}, dt);
+    CHECK(Supports("MatMul", Epilogue("Relu"), {&ah, &bh, &bias_h}, yh).ok());
+    CHECK(Supports("MatMul", Epilogue("GeluTanh"), {&ah, &bh}, yh).ok());
+    CHECK(Supports("MatMul", Epilogue("", true), {&ah, &bh, &bias_h, &r_h}, yh).ok());
+    CHECK(Supports("MatMul", Epilogue("Relu"), {&ah, &bh, &bias}, yh).code() == StatusCode::kInvalidArgument);
+    CHECK(Supports("MatMul", Epilogue("", true), {&ah, &bh, &bias_h, &r}, yh).code() ==
+          StatusCode::kInvalidArgument);  // a float32 residual
+  }
 }
 
 TEST_CASE("cuBLASLt Supports: Gemm's C forms, alpha and beta") {
