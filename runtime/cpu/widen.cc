@@ -42,9 +42,10 @@ bool ScratchBytes(std::span<const TensorRef> inputs, std::span<const TensorRef> 
   for (std::span<const TensorRef> side : {inputs, outputs}) {
     for (const TensorRef& t : side) {
       if (!IsHalf(t)) continue;
-      size_t floats;
-      if (t.num_elements < 0 || __builtin_mul_overflow(static_cast<uint64_t>(t.num_elements), sizeof(float), &floats) ||
-          !AddAligned(bytes, floats))
+      size_t f32_bytes;
+      if (t.num_elements < 0 ||
+          __builtin_mul_overflow(static_cast<uint64_t>(t.num_elements), sizeof(float), &f32_bytes) ||
+          !AddAligned(bytes, f32_bytes))
         return false;
     }
   }

@@ -26,7 +26,7 @@ namespace kiln::cpu {
 // to 64, the float32 view's TensorRefs (one per operand) and 4 bytes
 // per element of each half operand, each part rounded up to 64 bytes. SIZE_MAX when that
 // overflows size_t. Thread-safe; allocates only for a widened call with more than 32 operands
-// (the sizing's own float32 view), never in RunKernel.
+// of a kernel with its own WorkspaceFn (the sizing's float32 view), never in RunKernel.
 size_t KernelWorkspaceBytes(const KernelDef& kernel, const AttrMap& attrs, std::span<const TensorRef> inputs,
                             std::span<const TensorRef> outputs);
 
