@@ -565,6 +565,14 @@ TEST_CASE("[gpu] cuBLASLt float16 and bfloat16 MatMul and Gemm match the CPU ker
     CheckOnGpu(gpu, ex, {"MatMul", {}, {r({64, 96}), r({96, 80})}, {64, 80}}, tol, dt);
     CheckOnGpu(gpu, ex, {"MatMul", {}, {r({4, 33, 512}), r({512, 17})}, {4, 33, 17}}, tol, dt);
     CheckOnGpu(gpu, ex, {"MatMul", {}, {r({3, 2, 31, 40}), r({3, 2, 40, 29})}, {3, 2, 31, 29}}, tol, dt);
+    // Folded epilogues on a half D (compiler/passes/epilogue.h): bias of D's type, activation,
+    // residual as C; applied in float32 before D's one rounding, as the CPU's widened kernel does.
+    for (const char* act : {"", "Relu", "GeluTanh"}) {
+      CAPTURE(std::string(act));
+      CheckOnGpu(gpu, ex, {"MatMul", Epilogue(act), {r({2, 48, 64}), r({64, 72}), r({72})}, {2, 48, 72}}, tol, dt);
+    }
+    CheckOnGpu(gpu, ex, {"MatMul", Epilogue("", true), {r({48, 64}), r({64, 72}), r({72}), r({48, 72})}, {48, 72}},
+               tol, dt);
     // Gemm's C as a bias vector of D's type (the BIAS epilogue with BIAS_DATA_TYPE = D's type),
     // and a full C.
     CheckOnGpu(gpu, ex, {"Gemm", {}, {r({48, 64}), r({64, 72}), r({72})}, {48, 72}}, tol, dt);
