@@ -2,8 +2,10 @@
 // stage's Conv epilogues (compiler/passes/epilogue.h) where cuDNN can run them.
 //
 //   KILN_ASSIGN_OR_RETURN(const cuda::Dnn* dnn, cuda::LoadDnn());
-//   KILN_ASSIGN_OR_RETURN(auto cudnn, cuda::DnnExecutor::Create(*dnn, {}));   // device context current
-//   if (cuda::DnnExecutor::Supports("Conv", attrs, in, out).ok())             // else: another executor
+//   cuda::DnnOptions options;
+//   options.compute_capability = 90;                                          // the device's (bfloat16: >= 80)
+//   KILN_ASSIGN_OR_RETURN(auto cudnn, cuda::DnnExecutor::Create(*dnn, options));  // device context current
+//   if (cudnn->Accepts("Conv", attrs, in, out).ok())                         // else: another executor
 //     KILN_RETURN_IF_ERROR(cudnn->Run("Conv", call, "conv1"));                // enqueued on call.stream
 //
 // ---- Geometry -----------------------------------------------------------------------------------
