@@ -1,7 +1,7 @@
-// Test helper: the real-model folders the end-to-end tests run over.
+// Test helper: the real-model folders the end-to-end tests run over, and their test sets.
 //
-// Every folder of KILN_TEST_DATA_DIR (made by tests/e2e/make_package_testdata.py), plus every
-// folder under each path in $KILN_MODEL_DIRS (':'-separated; .ci/run sets it to
+// ModelDirs(): every folder of KILN_TEST_DATA_DIR (made by tests/e2e/make_package_testdata.py),
+// plus every folder under each path in $KILN_MODEL_DIRS (':'-separated; .ci/run sets it to
 // ../shared/models), that holds a model.onnx and a test_data_set_0/. Sorted by path; empty
 // when neither has any (a test then says it is skipped and returns).
 #pragma once
@@ -36,6 +36,17 @@ inline std::vector<std::string> ModelDirs() {
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
+}
+
+// The folders test_data_set_0, test_data_set_1, ... of a model folder, in that order, up to
+// the first number missing.
+inline std::vector<std::string> TestSets(const std::string& model_dir) {
+  std::vector<std::string> sets;
+  for (int k = 0;; ++k) {
+    const std::string set = model_dir + "/test_data_set_" + std::to_string(k);
+    if (!std::filesystem::is_directory(set)) return sets;
+    sets.push_back(set);
+  }
 }
 
 }  // namespace kiln::testing

@@ -1,8 +1,8 @@
 // Every real model (tests/e2e/model_dirs.h) compiled with float16 and with bfloat16
 // activations (`kiln compile --precision`, compiler/passes/precision.h), fused (generated
 // kernels, run by the portable interpreter) and unfused (every op a CPU kernel), and run on
-// the CPU backend, against the same model compiled in float32, on its test_data_set_0 inputs
-// (the real inputs: an image, a chunk of speech). Each output is held to its rule
+// the CPU backend, against the same model compiled in float32, on every test set's inputs
+// (the real inputs: images, chunks of speech). Each output is held to its rule
 // (tests/e2e/precision_rules.h, which gives the reasons); the figures of every model and
 // output are printed (doctest MESSAGE) whether they pass or not, so a run of this case alone
 // shows how much accuracy each model loses.
@@ -39,13 +39,14 @@ std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool f
   return std::move(*bytes);
 }
 
-// The artifact's outputs on the test set's inputs, run by the CPU backend.
-std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::string& dir) {
+// The artifact's outputs on the inputs in `set` (a test_data_set_N folder), run by the CPU
+// backend.
+std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::string& set) {
   auto model = kiln::Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   std::vector<std::string> names;
   for (const kiln::TensorInfo& t : model->inputs()) names.push_back(t.name);
-  auto inputs = kiln::io::ReadInputDir(dir + "/test_data_set_0", names);
+  auto inputs = kiln::io::ReadInputDir(set, names);
   REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
   std::vector<kiln::TensorView> views;
   for (const HostTensor& t : *inputs) views.push_back(t.view());
@@ -63,19 +64,26 @@ std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::str
 
 void CheckModel(const std::string& dir) {
   const std::string model = std::filesystem::path(dir).filename().string();
-  const std::vector<HostTensor> reference = Run(Compile(dir, Precision::kFp32, true), dir);
+  const std::vector<std::string> sets = TestSets(dir);
+  const std::vector<uint8_t> fp32 = Compile(dir, Precision::kFp32, true);
+  std::vector<std::vector<HostTensor>> reference;
+  for (const std::string& set : sets) reference.push_back(Run(fp32, set));
   for (Precision precision : {Precision::kFp16, Precision::kBf16}) {
     for (bool fuse : {true, false}) {
       const std::string name = std::string(kiln::passes::PrecisionName(precision)) + (fuse ? "" : " unfused");
-      const std::vector<HostTensor> got = Run(Compile(dir, precision, fuse), dir);
-      REQUIRE(got.size() == reference.size());
-      for (size_t o = 0; o < got.size(); ++o) {
-        const std::string label = model + " " + name + " output " + std::to_string(o) + " '" + reference[o].name + "'";
-        INFO(label);
-        const Rule rule = RuleFor(model, static_cast<int>(o));
-        const Figures f = Compare(got[o], reference[o]);
-        MESSAGE(label << ": " << Describe(f, rule));
-        CheckFigures(f, rule, Bound(rule, precision));
+      const std::vector<uint8_t> artifact = Compile(dir, precision, fuse);
+      for (size_t s = 0; s < sets.size(); ++s) {
+        const std::vector<HostTensor> got = Run(artifact, sets[s]);
+        REQUIRE(got.size() == reference[s].size());
+        for (size_t o = 0; o < got.size(); ++o) {
+          const std::string label = model + " set " + std::to_string(s) + " " + name + " output " + std::to_string(o) +
+                                    " '" + reference[s][o].name + "'";
+          INFO(label);
+          const Rule rule = RuleFor(model, static_cast<int>(o));
+          const Figures f = Compare(got[o], reference[s][o]);
+          MESSAGE(label << ": " << Describe(f, rule));
+          CheckFigures(f, rule, Bound(rule, precision));
+        }
       }
     }
   }
