@@ -22,7 +22,9 @@
 // Cast to float32, so its error is far inside the bound.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
