@@ -20,6 +20,7 @@
 
 #include "compiler/io/tensor_io.h"
 #include "compiler/passes/precision.h"
+#include "compiler/validate/tensor_compare.h"
 
 namespace kiln::testing {
 
@@ -87,25 +88,26 @@ struct Figures {
 };
 
 // Both float32 with the same dims (the precision stage keeps float32 model outputs float32).
+// Cosine, max |diff| and the new non-finite values are the --validate report's own figures
+// (compiler/validate/tensor_compare.h); the argmax figures are the classifiers'.
 inline Figures Compare(const io::HostTensor& got, const io::HostTensor& ref) {
   REQUIRE(ref.dtype == DType::kFloat32);
   REQUIRE(got.dtype == DType::kFloat32);
   REQUIRE(got.dims == ref.dims);
+  const auto view = [](const io::HostTensor& t) {
+    return TensorView::Host(t.bytes.data(), t.dtype, t.dims.data(),
+                            static_cast<int32_t>(t.dims.size()));
+  };
+  auto m = validate::CompareTensors(view(got), view(ref));
+  REQUIRE_MESSAGE(m.ok(), m.status().ToString());
   Figures f;
+  f.cosine = m->cosine;
+  f.max_abs_diff = m->max_abs;
+  f.non_finite = m->nonfinite;
   const int64_t n = ref.num_elements();
   const float* g = reinterpret_cast<const float*>(got.bytes.data());
   const float* r = reinterpret_cast<const float*>(ref.bytes.data());
-  double dot = 0, gg = 0, rr = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(g[i]) && std::isfinite(r[i])) ++f.non_finite;
-    dot += static_cast<double>(g[i]) * r[i];
-    gg += static_cast<double>(g[i]) * g[i];
-    rr += static_cast<double>(r[i]) * r[i];
-    f.max_abs_diff = std::max(f.max_abs_diff, std::fabs(static_cast<double>(g[i]) - r[i]));
-    f.max_abs_ref = std::max(f.max_abs_ref, std::fabs(static_cast<double>(r[i])));
-  }
-  // Two all-zero outputs are the same; one zero and one not are as far apart as they get.
-  f.cosine = gg == 0 && rr == 0 ? 1.0 : gg == 0 || rr == 0 ? 0.0 : dot / std::sqrt(gg * rr);
+  for (int64_t i = 0; i < n; ++i) f.max_abs_ref = std::max(f.max_abs_ref, std::fabs(static_cast<double>(r[i])));
   const int64_t width = ref.dims.empty() ? 1 : ref.dims.back();
   if (width <= 0) return f;
   f.rows = n / width;
