@@ -44,6 +44,8 @@ build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
 build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
 echo "[test] ctest"
 ctest --test-dir build --output-on-failure -j2
+echo "[test] reduced-precision accuracy per real model and output (figures of a case ctest ran)"
+build/tests/kiln_tests -tc="precision: every real model*" -s 2>&1 | sed -n 's/^.*MESSAGE: /  /p'
 echo "[test] samples against the installed package"
 bash scripts/samples.sh
 echo "[test] aarch64: the runtime cross-compiled, its tests under qemu-user"
