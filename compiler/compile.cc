@@ -136,6 +136,36 @@ std::string CodegenText(const serialize::ArtifactRecord& record, const serialize
   return s;
 }
 
+// Whether a node of `block` (If branches included) has node name or op type `name`.
+bool HasNodeOrOp(const ir::Block& block, const std::string& name) {
+  for (const ir::Node& n : block.nodes) {
+    if (n.name == name || n.op == name) return true;
+    for (const auto& [attr, sub] : n.blocks)
+      if (sub && HasNodeOrOp(*sub, name)) return true;
+  }
+  return false;
+}
+
+// `--keep-fp32` names are the model's: each must name a node or an op type of the imported
+// trace, If branches included.
+Status CheckKeepNames(const ir::Trace& imported, const std::vector<std::string>& names) {
+  for (const std::string& k : names)
+    if (!HasNodeOrOp(imported.body, k))
+      return InvalidArgument(fmt::format("--keep-fp32 '{}': no node and no op type of that name in the model "
+                                         "(names are ONNX node names or op types such as Softmax)",
+                                         k));
+  return Status::Ok();
+}
+
+// The precision options of one entry: the --keep-fp32 names its canonical trace still has. A
+// node the canonical stage folded away, or one in the other branch of a shape-dependent If,
+// leaves nothing to keep there.
+passes::PrecisionOptions EntryPrecision(const passes::PrecisionOptions& options, const ir::Trace& canonical) {
+  passes::PrecisionOptions entry = options;
+  std::erase_if(entry.keep_fp32, [&](const std::string& k) { return !HasNodeOrOp(canonical.body, k); });
+  return entry;
+}
+
 Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& import_stage,
                       const ResolvedProfile& profile, const CompileOptions& options,
                       serialize::ArtifactRecord& record, CompileSummary* summary,
@@ -178,10 +208,12 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     int64_t precision_ns = 0;
     if (canonical.ok() && lowers) {
       t0 = NowNs();
-      auto l = passes::LowerPrecision(canonical->trace, options.precision, &precision_log);
+      auto l = passes::LowerPrecision(canonical->trace, EntryPrecision(options.precision, canonical->trace),
+                                      &precision_log);
       precision_ns = NowNs() - t0;
-      if (l.ok()) lowered = std::move(*l);
-      else canonical = l.status();
+      // Not an entry whose assumption makes the model invalid: never dropped like one.
+      if (!l.ok()) return l.status().WithContext(fmt::format("entry '{}'", name));
+      lowered = std::move(*l);
     }
     const ir::Trace* before_fusion = canonical.ok() ? (lowered ? &*lowered : &canonical->trace) : nullptr;
     Result<passes::MemoryPlan> plan = Status(StatusCode::kInternal, "not run");
@@ -297,6 +329,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
   KILN_ASSIGN_OR_RETURN(ir::Trace imported, import(options.input_shapes));
   const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,
                                             static_cast<int>(imported.body.nodes.size())};
+  KILN_RETURN_IF_ERROR(CheckKeepNames(imported, options.precision.keep_fp32));
 
   const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}}}
                                                                   : options.profiles;
