@@ -238,11 +238,22 @@ std::string FormatPrecisionReport(const PrecisionReport& report) {
                    "elements", "max abs err", "max rel err", "cosine", "inf/NaN");
   for (const OutputReport& o : report.outputs) {
     const ErrorMetrics& m = o.metrics;
-    s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11.4g}  {:>11.4g}  {:>12.9f}  {:>10}\n", o.set, set_w, o.output,
-                     out_w, m.elements, m.max_abs, m.max_rel, m.cosine, m.nonfinite);
+    if (m.compared == 0 && m.elements > 0)  // no element finite in both: no figure to show
+      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}\n", o.set, set_w, o.output, out_w,
+                       m.elements, "-", "-", "-", m.nonfinite);
+    else
+      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11.4g}  {:>11.4g}  {:>12.9f}  {:>10}\n", o.set, set_w, o.output,
+                       out_w, m.elements, m.max_abs, m.max_rel, m.cosine, m.nonfinite);
   }
   s += "  (rel err: |err| / max(|float32|, 1e-3 * the output's largest |float32|); inf/NaN: elements inf or NaN "
        "here, finite in float32)\n";
+  for (const OutputReport& o : report.outputs) {
+    const ErrorMetrics& m = o.metrics;
+    if (m.compared < m.elements)
+      s += fmt::format("note: {}: output '{}': errors and cosine over the {} of {} elements finite in both ({} inf or "
+                       "NaN in float32)\n",
+                       o.set, o.output, m.compared, m.elements, m.ref_nonfinite);
+  }
   for (const OutputReport& o : report.outputs)
     if (o.metrics.nonfinite > 0)
       s += fmt::format("warning: {}: output '{}' has {} of {} elements inf or NaN where float32 has none\n", o.set,

@@ -92,8 +92,10 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
                                           std::span<const uint8_t> artifact, const std::string& dir);
 
 // The report as text: a table with one row per set and output and a line defining its
-// columns, then the warnings, each a line starting with "warning: ": an output with inf or
-// NaN where float32 has none, then each overflow.
+// columns ("-" for the errors and cosine of an output with no element finite in both), a line
+// starting with "note: " for each output with elements left out of the errors and cosine (inf
+// or NaN in either run: how many were compared), then the warnings, each a line starting with
+// "warning: ": an output with inf or NaN where float32 has none, then each overflow.
 std::string FormatPrecisionReport(const PrecisionReport& report);
 
 }  // namespace kiln::validate

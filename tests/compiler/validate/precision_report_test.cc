@@ -277,5 +277,40 @@ TEST_CASE("precision report: errors name the folder and the input") {
   CHECK(wrong_shape.status().message().find(dir.path.string() + ": float32 reference: ") == 0);
 }
 
+TEST_CASE("precision report: an output with no element finite in both shows '-', not max abs 0 and cosine 1") {
+  // Before: compared == 0 printed the metrics' initial values (0, 0, 1.000000000), as if the
+  // outputs matched exactly.
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  WriteInput(dir / "input_0.pb", "x", {nan, inf, -inf, nan});
+  auto r = Validate(model, Options(passes::Precision::kFp16), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->outputs.size() == 1);
+  CHECK(r->outputs[0].metrics.compared == 0);
+  CHECK(r->outputs[0].metrics.ref_nonfinite == 4);
+  const std::string text = FormatPrecisionReport(*r);
+  CHECK(text.find("1.000000000") == std::string::npos);
+  CHECK(text.find("  y                4            -            -             -           0\n") != std::string::npos);
+  CHECK(text.find("note: " + r->sets[0] + ": output 'y': errors and cosine over the 0 of 4 elements finite in both "
+                  "(4 inf or NaN in float32)\n") != std::string::npos);
+}
+
+TEST_CASE("precision report: an output partly inf or NaN notes how many elements the figures cover") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, OverflowModel());
+  WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});
+  auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  const std::string text = FormatPrecisionReport(*r);
+  CHECK(text.find("note: " + r->sets[0] + ": output 'y': errors and cosine over the 2 of 4 elements finite in both "
+                  "(0 inf or NaN in float32)\n") != std::string::npos);
+  // An output compared in full has no note.
+  WriteInput(dir / "input_0.pb", "x", {1, 2, 3, 4});
+  r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(FormatPrecisionReport(*r).find("note:") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::validate
