@@ -26,7 +26,11 @@ void CopyUnwrittenOutputs(ir::Trace& trace) {
     copy.data = nullptr;
     copy.sym.reset();
     ir::ValueId dst = trace.AddValue(copy);
-    if (std::find(trace.inputs.begin(), trace.inputs.end(), src) == trace.inputs.end())
+    // The copy takes the name; the source keeps it too when it is a model input, or a model
+    // output already (a value the model lists twice: both outputs are named as declared).
+    if (std::find(trace.inputs.begin(), trace.inputs.end(), src) == trace.inputs.end() &&
+        std::find(trace.outputs.begin(), trace.outputs.begin() + static_cast<std::ptrdiff_t>(i), src) ==
+            trace.outputs.begin() + static_cast<std::ptrdiff_t>(i))
       trace.value(src).name += "#source";
     ir::Node node;
     node.op = "Identity";

@@ -90,3 +90,21 @@ TEST_CASE("plan: a model output that is an input gets its own copy in the arena"
   CHECK(plan.trace.value(plan.trace.outputs[0]).name == "y");
   CHECK(plan.trace.value(plan.trace.inputs[0]).name == "x");
 }
+
+TEST_CASE("plan: a value the model lists twice as an output is named as declared in both") {
+  // Before: the second output's copy took the name and renamed the value itself, which is
+  // output 0, "y#source" (kiln inspect and kiln run showed it).
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2"});
+  AddNode(g, "Relu", {"x"}, {"y"});
+  AddOutput(g, "y");
+  AddOutput(g, "y");
+  MemoryPlan plan = Plan(m);
+  REQUIRE(plan.trace.outputs.size() == 2);
+  CHECK(plan.trace.outputs[0] != plan.trace.outputs[1]);
+  CHECK(plan.trace.value(plan.trace.outputs[0]).name == "y");
+  CHECK(plan.trace.value(plan.trace.outputs[1]).name == "y");
+  REQUIRE(plan.trace.body.nodes.size() == 2);
+  CHECK(plan.trace.body.nodes[1].name == "copy_to_output_1");
+}
