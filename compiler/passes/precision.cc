@@ -1,6 +1,7 @@
 #include "compiler/passes/precision.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -119,6 +120,21 @@ ir::Node MakeNode(std::string op, std::string name, ir::ValueId input, ir::Value
   return n;
 }
 
+// Errors when an element of float32 constant `v` that is finite and nonzero becomes 0 or
+// infinite in `t`.
+Status CheckSurvives(const ir::Value& v, DType t) {
+  if (t == DType::kFloat32) return Status::Ok();
+  const ir::ConstData& d = *v.data;
+  for (int64_t i = 0; i < d.num_elements(); ++i) {
+    const float f = static_cast<float>(d.FloatAt(i));
+    if (f == 0 || !std::isfinite(f)) continue;
+    const float r = t == DType::kFloat16 ? HalfToFloat(FloatToHalf(f)) : BF16ToFloat(FloatToBF16(f));
+    if (r == 0 || !std::isfinite(r))
+      return OutOfRange(fmt::format("constant '{}' holds {:g}, which {} rounds to {:g}", v.name, f, DTypeName(t), r));
+  }
+  return Status::Ok();
+}
+
 class Lowering {
  public:
   Lowering(const ir::Trace& in, const PrecisionOptions& options, std::vector<std::string>* log)
@@ -130,7 +146,6 @@ class Lowering {
   }
 
   Result<ir::Trace> Run() {
-    KILN_RETURN_IF_ERROR(CheckKeepNames());
     for (const ir::Node& n : in_.body.nodes)
       if (!n.blocks.empty())
         return Internal(fmt::format("node '{}' ({}) has subgraphs; the canonical stage inlines every If", n.name, n.op));
@@ -174,17 +189,6 @@ class Lowering {
   }
 
  private:
-  Status CheckKeepNames() {
-    for (const std::string& k : options_.keep_fp32) {
-      bool found = false;
-      for (const ir::Node& n : in_.body.nodes) found = found || n.name == k || n.op == k;
-      if (!found)
-        return InvalidArgument(fmt::format("--keep-fp32 '{}': no node and no op type of that name in the model "
-                                           "(names are ONNX node names or op types such as Softmax)",
-                                           k));
-    }
-    return Status::Ok();
-  }
 
   // A float32 constant that every reader now reads converted is no longer part of the trace
   // (nor of the printed stages, nor of the weights).
@@ -288,17 +292,23 @@ class Lowering {
     if (keep && p && p->cls != Class::kFloat32 && log_)
       log_->push_back(fmt::format("node '{}' ({}) kept in float32 (--keep-fp32)", n.name, n.op));
     if (cls == Class::kFollow) {
-      // Low when any float input arrives low or is a constant (or there are none); float32
-      // when they all come from float32 ops.
-      bool any = false, low = false;
+      // Low when a non-constant float input arrives low, or when every float input is a
+      // constant; float32 when the non-constant ones come from float32 ops. Constants do not
+      // vote: Exp(x) * 0.1 stays float32 after the float32 Exp.
+      bool any = false, consts_only = true, low = false;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         if (!Convertible(n, p, i)) continue;
         any = true;
-        low = low || IsLow(Arrives(n.inputs[i])) || in_.value(n.inputs[i]).is_const();
+        if (in_.value(n.inputs[i]).is_const()) continue;
+        consts_only = false;
+        low = low || IsLow(Arrives(n.inputs[i]));
       }
-      const bool casts_to_float = n.op == "Cast" && n.attrs.GetInt("to", 0) == static_cast<int64_t>(DType::kFloat32);
-      if (!any && !casts_to_float) cls = Class::kFloat32;  // nothing to lower: keep it as is
-      else cls = !any || low ? Class::kLow : Class::kFloat32;
+      cls = any && (low || consts_only) ? Class::kLow : Class::kFloat32;
+      // A Cast to float32 goes low only from a half type: an integer's float32 value (a
+      // position, an index) is exact where float16 (past 2048) and bfloat16 (past 256) round it.
+      const ir::Value* from = n.inputs.empty() || n.inputs[0] == ir::kNoValue ? nullptr : &in_.value(n.inputs[0]);
+      if ((n.op == "Cast" || n.op == "CastLike") && from && from->dtype != DType::kFloat32)
+        cls = IsLow(from->dtype) ? Class::kLow : Class::kFloat32;
     }
     if (cls == Class::kLow) {
       Status st = LowerTo(n, p, low_);
@@ -343,6 +353,12 @@ class Lowering {
   }
 
   Status TryLowerTo(const ir::Node& n, const Policy* p, DType t) {
+    // A follower's constant operand must survive the conversion: an epsilon float16 rounds to
+    // 0 turns sqrt(var + eps) into 0 on a constant row. (A GEMM or conv weight that loses a
+    // few tiny elements is lowered all the same.)
+    for (size_t i = 0; p && p->cls == Class::kFollow && i < n.inputs.size(); ++i)
+      if (Convertible(n, p, i) && in_.value(n.inputs[i]).is_const())
+        KILN_RETURN_IF_ERROR(CheckSurvives(in_.value(n.inputs[i]), t));
     ir::Node node = n;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ir::ValueId id = node.inputs[i];

@@ -12,8 +12,13 @@
 //    float32 and only stores its result in the precision type. Conv, MatMul, Gemm,
 //    Softmax, LayerNormalization, ReduceMean, ...
 //  - kFollow: elementwise, activation and data-movement ops run in the type their inputs
-//    arrive in: low when any float input is low or a constant, float32 when all of them
-//    come from float32 ops. They never add a Cast of their own to leave float32.
+//    arrive in: low when a non-constant float input arrives low or when all float inputs are
+//    constants, float32 when the non-constant ones come from float32 ops (constants do not
+//    vote, so Exp(x) * 0.1 stays float32 after the float32 Exp). They never add a Cast of
+//    their own to leave float32. A follower stays float32 when one of its constants has a
+//    nonzero element the precision type rounds to 0 or to infinity (an epsilon of 1e-12), and
+//    a Cast to float32 goes low only from a half type (integers such as positions and indices
+//    keep float32's exactness).
 //  - kFloat32: float inputs converted to float32, outputs float32. Ops whose results leave
 //    the float16 range or lose accuracy there (Exp, Pow, Reciprocal, ReduceSum, CumSum,
 //    ...), the recurrent ops, detection post-processing, and every op the table does not
@@ -21,7 +26,8 @@
 //  - integer, bool and shape paths are untouched whatever the class: only float32 values
 //    are ever converted.
 // A node named in `keep_fp32` (by node name or op type) is kFloat32. A node whose meta
-// function rejects the lowered types stays kFloat32, with a log line saying why.
+// function rejects the lowered types stays kFloat32, with a log line saying why, as does a
+// follower whose constant would not survive.
 //
 // Constants are converted at compile time (round to nearest even, runtime/half.h); a
 // constant read both by low and by float32 nodes is stored in both types. A Cast is inserted
@@ -57,8 +63,9 @@ DType PrecisionDType(Precision p);
 
 struct PrecisionOptions {
   Precision precision = Precision::kFp32;
-  // Node names or op types kept in float32 (`--keep-fp32`). A name that matches no node and
-  // no op type in the trace is an error (kInvalidArgument), as is a misspelt op.
+  // Node names or op types kept in float32 (`--keep-fp32`). A name that matches no node of
+  // this trace is ignored here: the driver checks each against the imported model, If
+  // branches included (compile.cc), since canonicalisation folds nodes and inlines branches.
   std::vector<std::string> keep_fp32;
   // The dtype float32 model inputs and outputs take (`--io-precision`): kFloat32 keeps them
   // as declared, kFloat16 / kBFloat16 changes them (the prologue then checks that dtype).
@@ -73,7 +80,7 @@ std::vector<std::pair<std::string_view, std::string_view>> PrecisionPolicyTable(
 // Returns the lowered trace (stage "precision"). With Precision::kFp32 and io_dtype kFloat
 // it returns `canonical` unchanged. Appends one line per kept-in-float32 decision that was
 // not the table's (keep_fp32 hits, meta rejections) and a summary line to `log` (when not
-// null). Errors: kInvalidArgument for a keep_fp32 name that matches nothing.
+// null). Errors: kInternal only (a trace with subgraphs, which the canonical stage never makes).
 Result<ir::Trace> LowerPrecision(const ir::Trace& canonical, const PrecisionOptions& options,
                                  std::vector<std::string>* log);
 

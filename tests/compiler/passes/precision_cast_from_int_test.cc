@@ -1,16 +1,8 @@
 // The precision stage and Casts from integers to float32: positions and indices computed in
 // float (Cast(int64 -> float) ... Floor -> Cast(int64), or Sin of a position) must keep
 // float32's exact integers up to 2^24, not float16's 2048 or bfloat16's 256.
-//
-// SKIPPED, reported to the lead with a proposed fix (compiler/passes/precision.cc, the lead's
-// file; remove the skip with it): Lower's follow rule lowers a Cast to float that has no
-// float32 input ("casts_to_float", "or there are none"), so Cast(ids, to=FLOAT) becomes
-// Cast(ids, to=FLOAT16 / BFLOAT16) and 4097 arrives as 4096 (fp16) or 4096 (bf16, which
-// already rounds 257 to 256); Floor(ids * 0.5) then gives wrong int64 indices and
-// Sin(position) garbage, fused or not. Proposed: a Cast to float whose input is an integer,
-// bool or float64 writes float32 as declared (only a Cast from a half type may go low), and a
-// low reader converts it with a Cast of its own. This test also needs the constant-operand
-// fix of precision_constant_operands_test.cc: Mul(f, 0.5) must not go low for its constant.
+// A Cast to float32 goes low only from a half type, and the follower after it does not go
+// low for its constant operand (Mul(f, 0.5)).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,8 +15,7 @@
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 
-TEST_CASE("precision: int64 -> float -> Floor(x * 0.5) -> int64 and Sin(position) keep float32's integers" *
-          doctest::skip()) {
+TEST_CASE("precision: int64 -> float -> Floor(x * 0.5) -> int64 and Sin(position) keep float32's integers") {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "ids", {"4"}, onnx::TensorProto::INT64);

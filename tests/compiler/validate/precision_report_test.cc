@@ -22,26 +22,40 @@ using testing::AddNode;
 using testing::AddOutput;
 using testing::TempDir;
 
-// y = x * 2 ('scale'): exact in every precision, so the output's error is the input's rounding.
+// out[4] = in[4] * k as a low op of the precision table: in reshaped to [4, 1], a MatMul by
+// [[k]] named `name` (one product per element, so an inf stays in its element), reshaped back.
+void AddLowScale(onnx::GraphProto* g, const std::string& in, float k, const std::string& name,
+                 const std::string& out) {
+  testing::AddInt64Init(g, name + "_column", {2}, {4, 1});
+  testing::AddInt64Init(g, name + "_row", {1}, {4});
+  AddFloatInit(g, name + "_k", {1, 1}, {k});
+  AddNode(g, "Reshape", {in, name + "_column"}, {name + "_in"});
+  AddNode(g, "MatMul", {name + "_in", name + "_k"}, {name + "_out"}, name);
+  AddNode(g, "Reshape", {name + "_out", name + "_row"}, {out});
+}
+
+// y = x * 2 ('scale', a low MatMul): exact in every precision, so the output's error is the
+// input's rounding.
 onnx::ModelProto ScaleModel() {
   onnx::ModelProto m = testing::MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4"});
-  AddFloatInit(g, "two", {}, {2.0f});
-  AddNode(g, "Mul", {"x", "two"}, {"y"}, "scale");
+  AddLowScale(g, "x", 2.0f, "scale", "y");
   AddOutput(g, "y");
   return m;
 }
 
-// y = (x * 1000) * 0.001, nodes 'big' and 'small': h = x * 1000 leaves float16's range
-// (65504) for x = 100 while float32 and bfloat16 hold it.
+// y = ((x * 1) * 1000) * 0.001, nodes 'id' (a low MatMul), 'big' and 'small': the Muls follow
+// the low MatMul in the precision type, and h = x * 1000 leaves float16's range (65504) for
+// x = 100 while float32 and bfloat16 hold it.
 onnx::ModelProto OverflowModel() {
   onnx::ModelProto m = testing::MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4"});
   AddFloatInit(g, "k_big", {}, {1000.0f});
   AddFloatInit(g, "k_small", {}, {0.001f});
-  AddNode(g, "Mul", {"x", "k_big"}, {"h"}, "big");
+  AddLowScale(g, "x", 1.0f, "id", "x1");
+  AddNode(g, "Mul", {"x1", "k_big"}, {"h"}, "big");
   AddNode(g, "Mul", {"h", "k_small"}, {"y"}, "small");
   AddOutput(g, "y");
   return m;
@@ -161,17 +175,18 @@ TEST_CASE("precision report: a fused kernel keeps x * 1000 in float32 registers,
 }
 
 TEST_CASE("precision report: values that are inf in float32 too are no overflow") {
-  // x = 1e36 overflows float16 in its Cast; h = x * 1000 and y are inf in float32 as well, so
-  // h.fp16 and y, though inf, are neither overflows nor counted downstream of the Cast.
+  // x = 1e36 overflows float16 in the Cast before the MatMul; its product by 1 and that
+  // reshaped (x1) are finite in float32, so they count downstream; h = x * 1000 and y are inf
+  // in float32 as well, so h.fp16 and y, though inf, are neither overflows nor downstream.
   TempDir dir;
   const std::string model = WriteModel(dir, OverflowModel());
   WriteInput(dir / "input_0.pb", "x", {1e36f, 1, 2, 3});
   auto r = Validate(model, Options(passes::Precision::kFp16, /*fuse=*/false), dir.path.string());
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   REQUIRE(r->overflows.size() == 1);
-  CHECK(r->overflows[0].value == "x.to_fp16");
+  CHECK(r->overflows[0].value == "id_in.to_fp16");
   CHECK(r->overflows[0].nonfinite == 1);
-  CHECK(r->overflows[0].downstream == 0);
+  CHECK(r->overflows[0].downstream == 2);  // id_out.fp16 and x1.fp16
   REQUIRE(r->outputs.size() == 1);
   CHECK(r->outputs[0].metrics.ref_nonfinite == 1);
   CHECK(r->outputs[0].metrics.nonfinite == 0);
