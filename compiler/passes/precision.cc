@@ -189,14 +189,19 @@ class Lowering {
   }
 
  private:
-
   // A float32 constant that every reader now reads converted is no longer part of the trace
   // (nor of the printed stages, nor of the weights).
   void DropReplacedConstants() {
     std::set<ir::ValueId> read(out_.outputs.begin(), out_.outputs.end());
     for (const ir::Node& n : out_.body.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-    for (const auto& [key, made] : cache_)
-      if (out_.value(key.first).is_const() && !read.count(key.first)) out_.value(key.first).data.reset();
+    for (const auto& [key, made] : cache_) {
+      ir::Value& v = out_.value(key.first);
+      if (!v.is_const()) continue;
+      saved_bytes_ -= static_cast<int64_t>(out_.value(made).data->bytes.size());
+      if (read.count(key.first)) continue;
+      saved_bytes_ += static_cast<int64_t>(v.data->bytes.size());
+      v.data.reset();
+    }
   }
 
   std::string Fresh(const std::string& base) {
@@ -248,7 +253,6 @@ class Lowering {
     ir::ValueId made;
     if (v.is_const()) {
       v.data = Convert(*in_.value(id).data, t);
-      saved_bytes_ += static_cast<int64_t>(in_.value(id).data->bytes.size()) - static_cast<int64_t>(v.data->bytes.size());
       v.name = Fresh(v.name + "." + std::string(Suffix(t)));
       made = out_.AddValue(std::move(v));
       ++converted_;
@@ -338,7 +342,6 @@ class Lowering {
     journal_.clear();
     const size_t emitted = out_.body.nodes.size();
     const int casts = casts_, converted = converted_;
-    const int64_t saved = saved_bytes_;
     Status st = TryLowerTo(n, p, t);
     if (!st.ok() && first_error_.ok()) {
       // Undo the Casts and constants made for this node: the float32 form reads other values.
@@ -347,7 +350,7 @@ class Lowering {
         if (key.second == DType::kUndefined) materialized_.erase(key.first);
         else cache_.erase(key);
       }
-      casts_ = casts, converted_ = converted, saved_bytes_ = saved;
+      casts_ = casts, converted_ = converted;
     }
     return st;
   }
@@ -416,7 +419,7 @@ class Lowering {
   std::vector<std::pair<ir::ValueId, DType>> journal_;
   Status first_error_;
   int lowered_ = 0, low_ops_ = 0, fp32_ops_ = 0, casts_ = 0, converted_ = 0;
-  int64_t saved_bytes_ = 0;
+  int64_t saved_bytes_ = 0;  // weight bytes the stage removed, less those it added
 };
 
 }  // namespace
