@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The ThreadSanitizer tier: tests/stress/context_stress.cc (8 threads, each with its own
-# ExecutionContext on one shared Model, 1,000 runs each, every output checked bit for bit)
-# built with clang -fsanitize=thread and run on real models. Fails on any TSan report, any
+# ExecutionContext on one shared Model, up to 1,000 runs each, every output checked bit for bit)
+# built with clang -fsanitize=thread and run on real models, one of them compiled --precision fp16. Fails on any TSan report, any
 # mismatch and any error.
 #
 # Needs the normal build first (scripts/test.sh: build/kiln compiles the artifact, and
@@ -42,6 +42,10 @@ cmake --build "$BUILD" -j"$(nproc)" --target context_stress >"$BUILD/build.log" 
 log "compiling the artifacts"
 build/kiln compile "$ROOT/build/testdata/silero_vad_16k_op15/model.onnx" -o "$BUILD/silero.kiln" --arch none -q
 build/kiln compile "$ROOT/build/testdata/ch_ppocr_mobile_v2.0_cls/model.onnx" -o "$BUILD/cls.kiln" --arch none -q
+# fp16: kernels without half support run on float32 copies in each context's workspace
+# (runtime/cpu/widen.h).
+build/kiln compile "$ROOT/build/testdata/silero_vad_16k_op15/model.onnx" -o "$BUILD/silero_fp16.kiln" --arch none -q \
+  --precision fp16
 
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 # stress NAME ARTIFACT ARGS...: runs context_stress under TSan; fails on a report, a mismatch or an error.
@@ -57,6 +61,8 @@ stress() {
   [[ $rc == 0 ]] || { log "FAIL: context_stress exited $rc (log: $log)"; exit 1; }
 }
 stress silero "$BUILD/silero.kiln" --threads 8 --runs 1000 --pool-threads 2 \
+  --shape input:1x576 --shape input:4x448 --shape input:32x703
+stress silero_fp16 "$BUILD/silero_fp16.kiln" --threads 8 --runs 200 --pool-threads 2 \
   --shape input:1x576 --shape input:4x448 --shape input:32x703
 stress cls "$BUILD/cls.kiln" --threads 8 --runs 50 --pool-threads 2 --shape x:1x3x48x192 --shape x:2x3x48x160
 log "ok: no ThreadSanitizer reports, every output bit-identical"
