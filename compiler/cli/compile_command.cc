@@ -86,6 +86,8 @@ void RunCompile(const CompileFlags& f) {
                                : f.io_precision == "bf16" ? DType::kBFloat16
                                                           : DType::kFloat32;
   options.precision.keep_fp32 = f.keep_fp32;
+  if (!f.keep_fp32.empty() && f.precision == "fp32")
+    std::cerr << "kiln compile: warning: --keep-fp32 has no effect with --precision fp32 (the model stays float32)\n";
   if (!quiet) options.kernel_progress = codegen::TerminalProgress();
   for (const std::string& s : shapes) {
     std::string name, error;
