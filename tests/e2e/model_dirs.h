@@ -1,4 +1,5 @@
-// Test helper: the real-model folders the end-to-end tests run over, and their test sets.
+// Test helper: the real-model folders the end-to-end tests run over, their test sets, and a
+// set's inputs.
 //
 // ModelDirs(): every folder of KILN_TEST_DATA_DIR (made by tests/e2e/make_package_testdata.py),
 // plus every folder under each path in $KILN_MODEL_DIRS (':'-separated; .ci/run sets it to
@@ -6,12 +7,17 @@
 // when neither has any (a test then says it is skipped and returns).
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "compiler/io/tensor_io.h"
+#include "kiln/runtime.h"
 
 namespace kiln::testing {
 
@@ -47,6 +53,18 @@ inline std::vector<std::string> TestSets(const std::string& model_dir) {
     if (!std::filesystem::is_directory(set)) return sets;
     sets.push_back(set);
   }
+}
+
+// The inputs of `artifact`'s model read from a test set folder (input_N.pb or NAME.npy, as
+// `kiln run --inputs` reads them), in the model's order.
+inline std::vector<io::HostTensor> ReadInputs(const std::vector<uint8_t>& artifact, const std::string& set) {
+  auto model = Model::Load(artifact);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  std::vector<std::string> names;
+  for (const TensorInfo& t : model->inputs()) names.push_back(t.name);
+  auto inputs = io::ReadInputDir(set, names);
+  REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
+  return std::move(*inputs);
 }
 
 }  // namespace kiln::testing

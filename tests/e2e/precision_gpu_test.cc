@@ -111,17 +111,6 @@ Outputs Run(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>&
   return result;
 }
 
-// The inputs of `artifact`'s model read from `dir` (test_data_set_0/input_N.pb).
-std::vector<HostTensor> ReadInputs(const std::vector<uint8_t>& artifact, const std::string& dir) {
-  auto model = kiln::Model::Load(artifact);
-  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  std::vector<std::string> names;
-  for (const kiln::TensorInfo& t : model->inputs()) names.push_back(t.name);
-  auto inputs = kiln::io::ReadInputDir(dir, names);
-  REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
-  return std::move(*inputs);
-}
-
 // One model in fp32, fp16 and bf16: CUDA against CPU, and no new CPU fallbacks below fp32.
 // The inputs are `inputs`, or when `input_dir` is not empty, read from there.
 void CheckModel(const std::string& name, const std::string& onnx_path, std::vector<HostTensor> inputs,

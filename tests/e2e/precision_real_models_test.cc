@@ -42,14 +42,11 @@ std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool f
 // The artifact's outputs on the inputs in `set` (a test_data_set_N folder), run by the CPU
 // backend.
 std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::string& set) {
+  const std::vector<HostTensor> inputs = ReadInputs(artifact, set);
   auto model = kiln::Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  std::vector<std::string> names;
-  for (const kiln::TensorInfo& t : model->inputs()) names.push_back(t.name);
-  auto inputs = kiln::io::ReadInputDir(set, names);
-  REQUIRE_MESSAGE(inputs.ok(), inputs.status().ToString());
   std::vector<kiln::TensorView> views;
-  for (const HostTensor& t : *inputs) views.push_back(t.view());
+  for (const HostTensor& t : inputs) views.push_back(t.view());
   kiln::ContextOptions options;
   options.device = kiln::Device::kCpu;
   auto ctx = kiln::ExecutionContext::Create(*model, options);
