@@ -24,8 +24,7 @@ Status CheckEpilogue(MetaContext& ctx, const SymShape& out, DType out_dtype) {
                            ": expected no residual, since " + std::string(cpu::kEpilogueResidualAttr) +
                            " is not 1");
   if (!spec.any()) return Status::Ok();
-  if (out_dtype != DType::kFloat32 && out_dtype != DType::kFloat64 && out_dtype != DType::kFloat16 &&
-      out_dtype != DType::kBFloat16)
+  if (!IsFloat(out_dtype))
     return InvalidArgument("epilogue: expected a float32, float64, float16 or bfloat16 output, found " +
                            DTypeStr(out_dtype));
   if (r) {

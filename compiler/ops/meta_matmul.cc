@@ -43,8 +43,7 @@ Status MatMulMeta(MetaContext& ctx) {
   if (B->rank() > 1) out.push_back(b[b.size() - 1]);
   // The annotated form's bias: a vector along the output's last dim (B's columns).
   if (const Value* bias = ctx.input(static_cast<int>(cpu::kEpilogueBiasInput))) {
-    if (A->dtype != DType::kFloat32 && A->dtype != DType::kFloat64 && A->dtype != DType::kFloat16 &&
-        A->dtype != DType::kBFloat16)
+    if (!IsFloat(A->dtype))
       return InvalidArgument("input bias: expected float operands, found " + DTypeStr(A->dtype));
     KILN_RETURN_IF_ERROR(CheckSameDType(*A, "A", *bias, "bias"));
     if (B->rank() < 2)

@@ -1,24 +1,21 @@
 #include "compiler/passes/epilogue.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string_view>
 
 #include "compiler/ops/registry.h"
 #include "runtime/cpu/epilogue.h"
-#include "runtime/half.h"
+#include "runtime/cpu/float_storage.h"
 
 namespace kiln::passes {
 namespace {
 
-// The output dtypes an epilogue takes: float16 and bfloat16 as well (`--precision`), whose
-// kernels apply it in float32 before the output's one rounding (cuBLASLt's and cuDNN's
-// epilogues; the CPU backend's widened float32 kernel, runtime/cpu/widen.h).
-bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
-}
+// The output dtypes an epilogue takes are cpu::IsFloatStorage's: float16 and bfloat16 as well
+// (`--precision`), whose kernels apply it in float32 before the output's one rounding
+// (cuBLASLt's and cuDNN's epilogues; the CPU backend's widened float32 kernel,
+// runtime/cpu/widen.h).
 
 bool SameShape(const ir::SymShape& a, const ir::SymShape& b) {
   if (a.size() != b.size()) return false;
@@ -102,35 +99,16 @@ ir::ValueId AddConst(ir::Trace& t, std::string name, DType dtype, std::vector<in
   data->dtype = dtype;
   data->dims = dims;
   data->bytes.resize(v.size() * DTypeSize(dtype));
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint8_t* at = data->bytes.data() + i * DTypeSize(dtype);
-    if (dtype == DType::kFloat32) {
-      const float f = static_cast<float>(v[i]);
-      std::memcpy(at, &f, sizeof(float));
-    } else if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
-      const float f = static_cast<float>(v[i]);
-      const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f);
-      std::memcpy(at, &h, sizeof(h));
-    } else {
-      std::memcpy(at, &v[i], sizeof(double));
-    }
-  }
+  cpu::TensorRef out;
+  out.data = data->bytes.data();
+  out.dtype = dtype;
+  for (size_t i = 0; i < v.size(); ++i) cpu::StoreFloat(out, static_cast<int64_t>(i), v[i]);
   ir::Value value;
   value.name = std::move(name);
   value.dtype = dtype;
   for (int64_t d : dims) value.shape.push_back(d);
   value.data = std::move(data);
   return t.AddValue(std::move(value));
-}
-
-// Rounds to the dtype, so sums made at compile time round as the kernels would.
-double Round(DType dtype, double x) {
-  switch (dtype) {
-    case DType::kFloat32: return static_cast<float>(x);
-    case DType::kFloat16: return HalfToFloat(FloatToHalf(static_cast<float>(x)));
-    case DType::kBFloat16: return BF16ToFloat(FloatToBF16(static_cast<float>(x)));
-    default: return x;
-  }
 }
 
 // One chain found after an anchor.
@@ -301,7 +279,7 @@ class Folder {
     if (anchor.outputs.size() != 1 || anchor.outputs[0] == ir::kNoValue || anchor.inputs.size() < 2)
       return std::nullopt;
     const ir::ValueId out = anchor.outputs[0];
-    if (!IsFloatType(t_.value(out).dtype) || HasEpilogue(anchor)) return std::nullopt;
+    if (!cpu::IsFloatStorage(t_.value(out).dtype) || HasEpilogue(anchor)) return std::nullopt;
     Chain chain;
     chain.anchor_op = anchor.op;
     chain.result = out;
@@ -335,8 +313,9 @@ class Folder {
         }
       } else if (node.op == "Conv") {
         const ir::ConstData& b = *t_.value(old).data;
+        // Sums made here are rounded to the dtype, as the kernels would round them.
         std::vector<double> sum(chain.bias.size());
-        for (int64_t k = 0; k < n; ++k) sum[k] = Round(dtype, b.FloatAt(k) + chain.bias[k]);
+        for (int64_t k = 0; k < n; ++k) sum[k] = cpu::RoundToStorage(dtype, b.FloatAt(k) + chain.bias[k]);
         bias = AddConst(t_, node.name + "#bias", dtype, {n}, sum);
       } else {
         // Gemm: beta * C (broadcast to [M or 1, N]) + bias, with beta then 1.
@@ -348,7 +327,7 @@ class Folder {
         for (int64_t i = 0; i < rows; ++i)
           for (int64_t j = 0; j < n; ++j) {
             const double cval = cd.FloatAt(i * cols + (cols == 1 ? 0 : j));
-            merged[i * n + j] = Round(dtype, Round(dtype, beta * cval) + chain.bias[j]);
+            merged[i * n + j] = cpu::RoundToStorage(dtype, cpu::RoundToStorage(dtype, beta * cval) + chain.bias[j]);
           }
         std::vector<int64_t> dims = rows == 1 && cd.dims.size() < 2 ? std::vector<int64_t>{n}
                                                                      : std::vector<int64_t>{rows, n};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <set>
 #include <string_view>
@@ -12,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "compiler/ops/registry.h"
-#include "runtime/half.h"
+#include "runtime/cpu/float_storage.h"
 
 namespace kiln::passes {
 namespace {
@@ -99,15 +98,10 @@ std::shared_ptr<const ir::ConstData> Convert(const ir::ConstData& in, DType to) 
   out->dims = in.dims;
   const int64_t n = in.num_elements();
   out->bytes.resize(static_cast<size_t>(n) * DTypeSize(to));
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = static_cast<float>(in.FloatAt(i));
-    if (to == DType::kFloat32) {
-      std::memcpy(out->bytes.data() + 4 * i, &f, 4);
-    } else {
-      const uint16_t h = to == DType::kFloat16 ? FloatToHalf(f) : FloatToBF16(f);
-      std::memcpy(out->bytes.data() + 2 * i, &h, 2);
-    }
-  }
+  cpu::TensorRef dst;
+  dst.data = out->bytes.data();
+  dst.dtype = to;
+  for (int64_t i = 0; i < n; ++i) cpu::StoreFloat(dst, i, in.FloatAt(i));
   return out;
 }
 
@@ -128,7 +122,7 @@ Status CheckSurvives(const ir::Value& v, DType t) {
   for (int64_t i = 0; i < d.num_elements(); ++i) {
     const float f = static_cast<float>(d.FloatAt(i));
     if (f == 0 || !std::isfinite(f)) continue;
-    const float r = t == DType::kFloat16 ? HalfToFloat(FloatToHalf(f)) : BF16ToFloat(FloatToBF16(f));
+    const double r = cpu::RoundToStorage(t, f);
     if (r == 0 || !std::isfinite(r))
       return OutOfRange(fmt::format("constant '{}' holds {:g}, which {} rounds to {:g}", v.name, f, DTypeName(t), r));
   }

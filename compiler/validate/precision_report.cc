@@ -8,18 +8,13 @@
 #include <fmt/format.h>
 
 #include "compiler/io/tensor_io.h"
-#include "compiler/ir/trace.h"
 #include "kiln/runtime.h"
 #include "runtime/instruction_observer.h"
-#include "runtime/half.h"
+#include "runtime/cpu/float_storage.h"
 
 namespace kiln::validate {
 namespace fs = std::filesystem;
 namespace {
-
-bool IsFloat(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat64;
-}
 
 // The input sets in `dir`: its test_data_set_* subfolders in name order, else `dir` itself.
 Result<std::vector<fs::path>> InputSets(const std::string& dir) {
@@ -37,27 +32,18 @@ Result<std::vector<fs::path>> InputSets(const std::string& dir) {
 
 // A float tensor's elements converted to `to` (round to nearest even).
 io::HostTensor ConvertFloat(const io::HostTensor& t, DType to) {
-  ir::ConstData from;
-  from.dtype = t.dtype;
-  from.dims = t.dims;
-  from.bytes = t.bytes;
   io::HostTensor out;
   out.name = t.name;
   out.dtype = to;
   out.dims = t.dims;
   const int64_t n = t.num_elements();
   out.bytes.resize(static_cast<size_t>(n) * DTypeSize(to));
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = from.FloatAt(i);
-    uint8_t* p = out.bytes.data() + i * DTypeSize(to);
-    auto put = [p](auto x) { std::memcpy(p, &x, sizeof x); };
-    switch (to) {
-      case DType::kFloat16: put(FloatToHalf(static_cast<float>(v))); break;
-      case DType::kBFloat16: put(FloatToBF16(static_cast<float>(v))); break;
-      case DType::kFloat64: put(v); break;
-      default: put(static_cast<float>(v)); break;
-    }
-  }
+  cpu::TensorRef src, dst;
+  src.data = const_cast<uint8_t*>(t.bytes.data());
+  src.dtype = t.dtype;
+  dst.data = out.bytes.data();
+  dst.dtype = to;
+  for (int64_t i = 0; i < n; ++i) cpu::StoreFloat(dst, i, cpu::LoadFloat(src, i));
   return out;
 }
 
@@ -73,7 +59,7 @@ Result<std::vector<io::HostTensor>> ToModelDTypes(const std::vector<io::HostTens
       out.push_back(t);
       continue;
     }
-    if (!IsFloat(t.dtype) || !IsFloat(want))
+    if (!cpu::IsFloatStorage(t.dtype) || !cpu::IsFloatStorage(want))
       return InvalidArgument(fmt::format("input {} '{}' is {}, the model takes {}", i, t.name, io::Describe(t),
                                          DTypeName(want)));
     out.push_back(ConvertFloat(t, want));
@@ -115,7 +101,7 @@ Result<ObservedRun> RunObserved(const Model& model, const std::vector<io::HostTe
     for (size_t j = 0; j < outputs.size(); ++j) {
       const int32_t t = pe.operands[pi.operands_begin + pi.num_inputs + static_cast<int32_t>(j)];
       const cpu::TensorRef& r = outputs[j];
-      if (t < 0 || !IsFloat(r.dtype) || r.data == nullptr) continue;
+      if (t < 0 || !cpu::IsFloatStorage(r.dtype) || r.data == nullptr) continue;
       run.stored.push_back({pe.tensors[t].name, pi.label, r.dtype, CountNonFinite(r.data, r.dtype, r.num_elements),
                             r.num_elements, in});
     }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/ir/trace.h"
+#include "runtime/cpu/float_storage.h"
 
 namespace kiln::validate {
 namespace {
@@ -35,37 +36,12 @@ ir::ConstData Copy(const TensorView& t) {
 }  // namespace
 
 int64_t CountNonFinite(const void* data, DType dtype, int64_t elements) {
+  if (!cpu::IsFloatStorage(dtype)) return 0;
+  cpu::TensorRef t;
+  t.data = const_cast<void*>(data);
+  t.dtype = dtype;
   int64_t n = 0;
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (int64_t i = 0; i < elements; ++i) {
-    switch (dtype) {
-      case DType::kFloat32: {
-        uint32_t b;
-        std::memcpy(&b, p + 4 * i, 4);
-        n += (b & 0x7f800000u) == 0x7f800000u;
-        break;
-      }
-      case DType::kFloat64: {
-        uint64_t b;
-        std::memcpy(&b, p + 8 * i, 8);
-        n += (b & 0x7ff0000000000000u) == 0x7ff0000000000000u;
-        break;
-      }
-      case DType::kFloat16: {
-        uint16_t b;
-        std::memcpy(&b, p + 2 * i, 2);
-        n += (b & 0x7c00u) == 0x7c00u;
-        break;
-      }
-      case DType::kBFloat16: {
-        uint16_t b;
-        std::memcpy(&b, p + 2 * i, 2);
-        n += (b & 0x7f80u) == 0x7f80u;
-        break;
-      }
-      default: return 0;
-    }
-  }
+  for (int64_t i = 0; i < elements; ++i) n += !std::isfinite(cpu::LoadFloat(t, i));
   return n;
 }
 

@@ -24,6 +24,17 @@ inline double LoadFloat(const TensorRef& t, int64_t i) {
   }
 }
 
+// v as a tensor of `dt` (which passed IsFloatStorage) stores it and LoadFloat reads it back:
+// rounded to float32, float16 or bfloat16 (to nearest even); float64 keeps it.
+inline double RoundToStorage(DType dt, double v) {
+  switch (dt) {
+    case DType::kFloat16: return HalfToFloat(FloatToHalf(static_cast<float>(v)));
+    case DType::kBFloat16: return BF16ToFloat(FloatToBF16(static_cast<float>(v)));
+    case DType::kFloat64: return v;
+    default: return static_cast<float>(v);
+  }
+}
+
 inline void StoreFloat(const TensorRef& t, int64_t i, double v) {
   switch (t.dtype) {
     case DType::kFloat16: t.as<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
