@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "runtime/cpu/epilogue.h"
+#include "runtime/cpu/float_storage.h"
 #include "runtime/cpu/kernel_util.h"
 
 namespace kiln::cuda {
@@ -100,8 +101,7 @@ Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const Devic
   if (!spec->any()) return Status::Ok();
   // float16 / bfloat16 (TypesFor refuses the rest): the CPU kernels see them as float32
   // (runtime/cpu/widen.h) and cuBLASLt applies the epilogue in float32 before D's rounding.
-  if (y.dtype != DType::kFloat32 && y.dtype != DType::kFloat64 && y.dtype != DType::kFloat16 &&
-      y.dtype != DType::kBFloat16) {
+  if (!cpu::IsFloatStorage(y.dtype)) {
     return Invalid(op, "an epilogue needs a float output, found " + DTypeStr(y.dtype));
   }
   if (r) {
