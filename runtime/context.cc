@@ -9,6 +9,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/context_impl.h"
+#include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/fused.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/widen.h"
@@ -337,8 +338,10 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   auto impl = std::make_unique<Impl>(model);
   impl->device = Device::kCpu;
   impl->profile = options.profile;
+  KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());
   const int threads = options.cpu_threads > 0 ? options.cpu_threads : cpu::DefaultThreadCount();
-  const std::string cpu_note = "CPU backend, " + to_string(threads) + (threads == 1 ? " thread" : " threads");
+  std::string cpu_note = "CPU backend, " + to_string(threads) + (threads == 1 ? " thread" : " threads");
+  if (cpu::CpuIsaCapped()) cpu_note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
   impl->device_note = cpu_note;
   if (options.device != Device::kCpu) {
 #if KILN_HAVE_CUDA

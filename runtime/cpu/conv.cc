@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/gemm.h"
@@ -302,7 +303,7 @@ void FillFloats(float* __restrict y, int64_t n, float v) {
 
 // --- Depthwise ----------------------------------------------------------------------------
 // y[o] += a * x[o * stride] for o in [0, n), stride 1 or 2 vectorised. The build targets
-// baseline x86-64, so the AVX2 versions are chosen at run time.
+// baseline x86-64, so the AVX2 versions are chosen at run time (runtime/cpu/cpu_isa.h).
 
 void AxpyStridedScalar(float a, const float* x, int64_t stride, int64_t n, float* y) {
   for (int64_t o = 0; o < n; ++o) y[o] += a * x[o * stride];
@@ -330,10 +331,7 @@ __attribute__((target("avx2,fma"))) void AxpyStridedAvx2(float a, const float* x
   for (; o < n; ++o) y[o] += a * x[o * stride];
 }
 
-bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
+bool HasAvx2Fma() { return ActiveCpuIsa() == CpuIsa::kAvx2Fma; }
 #endif
 
 void AxpyStrided(float a, const float* x, int64_t stride, int64_t n, float* y) {

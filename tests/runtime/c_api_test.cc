@@ -16,6 +16,7 @@
 #include "compiler/io/tensor_io.h"
 #include "kiln/runtime.h"
 #include "tests/runtime/artifact_builder_test_util.h"
+#include "tests/runtime/cpu_note.h"
 #include "tests/temp_dir.h"
 
 namespace {
@@ -164,7 +165,7 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   const char* note = nullptr;
   REQUIRE(kiln_context_device(add.ctx, &device, &note) == KILN_STATUS_OK);
   CHECK(device == KILN_DEVICE_CPU);
-  CHECK(std::string(note) == "CPU backend, 1 thread");
+  CHECK(std::string(note) == kiln::testing::CpuNote(1));
   uint64_t host = 0, dev = 1;
   REQUIRE(kiln_context_memory(add.ctx, &host, &dev) == KILN_STATUS_OK);
   CHECK(host == 64);  // N = 2: a 24-byte arena, allocated in 64-byte units
@@ -287,7 +288,7 @@ TEST_CASE("C API: Silero VAD from a file gives the C++ API's outputs bit for bit
   CHECK(host == cpp->memory_usage().host_bytes);
   const char* note = nullptr;
   REQUIRE(kiln_context_device(ctx, nullptr, &note) == KILN_STATUS_OK);
-  CHECK(std::string(note) == "CPU backend, 2 threads");
+  CHECK(std::string(note) == kiln::testing::CpuNote(2));
   kiln_context_destroy(ctx);
   kiln_model_destroy(model);
 }

@@ -13,6 +13,7 @@
 #include "compiler/io/tensor_io.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
+#include "tests/runtime/cpu_note.h"
 #include "tests/runtime/threaded_model_test_util.h"
 
 namespace kiln {
@@ -25,7 +26,7 @@ std::vector<std::vector<float>> RunWithThreads(const Model& model, std::span<con
   o.cpu_threads = threads;
   auto ctx = ExecutionContext::Create(model, o);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
-  CHECK(ctx->device_note() == "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads"));
+  CHECK(ctx->device_note() == kiln::testing::CpuNote(threads));
   std::vector<TensorView> out;
   for (int call = 0; call < 2; ++call) {  // the second Run reuses the bound entry
     const Status st = ctx->Run(inputs, out);

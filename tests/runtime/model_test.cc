@@ -11,6 +11,7 @@
 
 #include "kiln/runtime.h"
 #include "tests/runtime/artifact_builder_test_util.h"
+#include "tests/runtime/cpu_note.h"
 #include "runtime/checksum.h"
 
 namespace kiln {
@@ -643,11 +644,11 @@ TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto fal
   const std::string why = std::string(c.status().message());
   CHECK_MESSAGE((why.find("no CUDA driver found") != std::string::npos || why.find("no CUDA device") != std::string::npos),
                 why);
-  CHECK(probe->device_note() == "CPU backend, 1 thread; CUDA unavailable: " + why);
+  CHECK(probe->device_note() == kiln::testing::CpuNote(1) + "; CUDA unavailable: " + why);
 #else
   CHECK(c.status().message() ==
         "this runtime was built without the CUDA toolkit, so it has no CUDA backend; use --device cpu");
-  CHECK(probe->device_note() == "CPU backend, 1 thread; this runtime was built without CUDA");
+  CHECK(probe->device_note() == kiln::testing::CpuNote(1) + "; this runtime was built without CUDA");
 #endif
 }
 

@@ -1,0 +1,57 @@
+#include "runtime/cpu/cpu_isa.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace kiln::cpu {
+namespace {
+
+constexpr const char* kVariable = "KILN_MAX_CPU_ISA";
+
+struct IsaState {
+  CpuIsa cpu = CpuIsa::kBaseline;     // what the CPU supports
+  CpuIsa active = CpuIsa::kBaseline;  // what the kernels use
+  bool valid = true;
+  std::string value;  // the variable's value, when set
+};
+
+IsaState Detect() {
+  IsaState s;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) s.cpu = CpuIsa::kAvx2Fma;
+#endif
+  s.active = s.cpu;
+  if (const char* env = std::getenv(kVariable); env != nullptr && *env != '\0') {
+    s.value = env;
+    if (s.value == "baseline") {
+      s.active = CpuIsa::kBaseline;
+    } else if (s.value != "avx2") {
+      s.valid = false;
+      s.active = CpuIsa::kBaseline;
+    }
+  }
+  return s;
+}
+
+const IsaState& State() {
+  static const IsaState state = Detect();
+  return state;
+}
+
+}  // namespace
+
+CpuIsa ActiveCpuIsa() { return State().active; }
+
+Status MaxCpuIsaSetting() {
+  const IsaState& s = State();
+  if (s.valid) return Status::Ok();
+  return InvalidArgument(std::string(kVariable) + " is '" + s.value +
+                         "', expected 'baseline' (baseline x86-64 kernels only) or 'avx2' (the best the CPU has)");
+}
+
+bool CpuIsaCapped() {
+  const IsaState& s = State();
+  return s.valid && s.active != s.cpu;
+}
+
+}  // namespace kiln::cpu
