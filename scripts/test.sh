@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Builds Kiln and runs every test: the doctest unit tests and the real-model end-to-end tests,
-# the samples built against the installed package (scripts/samples.sh), the aarch64 runtime
-# cross-compiled and tested under qemu-user (scripts/aarch64.sh), then the sanitizer tiers
-# (README "Security model"): scripts/sanitize.sh (the unit tests under ASan+UBSan+LSan, and
-# each libFuzzer target for 60 s) and scripts/tsan.sh (8 contexts on one Model under
-# ThreadSanitizer).
-#   scripts/test.sh [--no-sanitizers]   --no-sanitizers: the normal build's tests only
+# Builds Kiln and runs every test tier. A failing tier does not stop the others: the script
+# ends with one line per tier (PASS, FAIL or SKIP, and its time) and exits 1 when any failed.
+#   test data        real-model inputs and onnxruntime outputs, ONNX's test suite (build/)
+#   ctest            the doctest unit tests and the end-to-end tests (README "Tests")
+#   fp paths: ...    ctest again, less the tests labelled 'once', on other floating-point code
+#                    paths: OpenBLAS forced to other CPUs' kernels (AVX2+FMA, AVX-512), and an
+#                    SSE-only CPU (OpenBLAS's SSE kernels, KILN_MAX_CPU_ISA=baseline, glibc without
+#                    AVX2 and FMA), so that a result that passes only by one CPU's rounding fails
+#                    here (tests/README.md, "Conditioning")
+#   samples          the samples built against the installed package (scripts/samples.sh)
+#   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
+#   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
+#                    ASan+UBSan+LSan, each libFuzzer target for 60 s (scripts/sanitize.sh), and 8
+#                    contexts on one Model under ThreadSanitizer (scripts/tsan.sh)
+#   scripts/test.sh [--no-sanitizers]   --no-sanitizers: skip the asan, fuzz and tsan tiers
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,45 +23,122 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
+SUMMARY=()
+FAILED=0
+START=$SECONDS
+minutes() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+summary() {
+  echo "[test] summary ($(minutes $((SECONDS - START))) in all):"
+  printf '  %s\n' "${SUMMARY[@]}"
+}
+# tier NAME COMMAND...: runs the command as one tier and records its outcome.
+tier() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  echo "[test] ===== $name"
+  "$@" || rc=$?
+  if ((rc == 0)); then
+    SUMMARY+=("PASS  $name ($(minutes $((SECONDS - start))))")
+  else
+    SUMMARY+=("FAIL  $name (exit $rc, $(minutes $((SECONDS - start))))")
+    FAILED=1
+    echo "[test] ===== $name FAILED (exit $rc); going on with the next tier"
+  fi
+}
+skip() { SUMMARY+=("SKIP  $1 ($2)"); echo "[test] ===== $1 skipped: $2"; }
+
 bash scripts/setup.sh --no-build
 if ((SANITIZERS)); then
-  # The sanitizer tier's build needs only the Debian packages, so it runs from here on, next
-  # to the steps below, and fills the cores they leave idle (downloads, test tails,
+  # The sanitizer tiers' build needs only the Debian packages, so it runs from here on, next
+  # to the tiers below, and fills the cores they leave idle (downloads, test tails,
   # single-threaded runs): the whole script is CPU-bound on 2 cores, so the work is the same
-  # and the idle time is what it saves. It runs in its own session (setsid), so that a failing
-  # step below stops the whole build with it; with the kernel's autogroup scheduling (Debian's
-  # default) a session gets an equal share of the CPU whatever its nice value, so the steps
-  # below take about twice as long while it builds.
+  # and the idle time is what it saves. It runs in its own session (setsid), so that it can be
+  # stopped as a whole; with the kernel's autogroup scheduling (Debian's default) a session
+  # gets an equal share of the CPU whatever its nice value, so the tiers below take about
+  # twice as long while it builds.
   mkdir -p build/sanitize
   echo "[test] sanitizer build in the background (log: build/sanitize/background.log)"
   setsid bash scripts/sanitize.sh --build-only >build/sanitize/background.log 2>&1 &
   SANITIZE_BUILD=$!
   trap 'kill -- -"$SANITIZE_BUILD" 2>/dev/null || true' EXIT
 fi
-bash scripts/setup.sh
-echo "[test] real-model test data from pip packages -> build/testdata"
-build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata
-echo "[test] tracing API test models (ONNX twins, weights, onnxruntime outputs) -> build/testdata-trace"
-build/venv/bin/python tests/compiler/trace/make_trace_models.py --out build/testdata-trace
-echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests"
-build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests
-build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light --out build/onnx-tests/light-cases
-echo "[test] ctest"
-ctest --test-dir build --output-on-failure -j2
-echo "[test] reduced-precision accuracy per real model and output (figures of a case ctest ran)"
-build/tests/kiln_tests -tc="precision: every real model*" -s 2>&1 | sed -n 's/^.*MESSAGE: /  /p'
-echo "[test] samples against the installed package"
-bash scripts/samples.sh
-echo "[test] aarch64: the runtime cross-compiled, its tests under qemu-user"
-bash scripts/aarch64.sh
-if ((SANITIZERS)); then
-  echo "[test] sanitizer tiers"
-  wait "$SANITIZE_BUILD" || { tail -40 build/sanitize/background.log; echo "[test] sanitizer build failed"; exit 1; }
-  cat build/sanitize/background.log
-  bash scripts/sanitize.sh --no-build
-  bash scripts/tsan.sh
+# Nothing else can run without the build: a failure here ends the script.
+bash scripts/setup.sh || { SUMMARY+=("FAIL  build (scripts/setup.sh)"); summary; exit 1; }
+
+test_data() {
+  echo "[test] real-model test data from pip packages -> build/testdata" &&
+    build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata &&
+    echo "[test] tracing API test models (ONNX twins, weights, onnxruntime outputs) -> build/testdata-trace" &&
+    build/venv/bin/python tests/compiler/trace/make_trace_models.py --out build/testdata-trace &&
+    echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests" &&
+    build/venv/bin/python tests/conformance/get_onnx_tests.py --out build/onnx-tests &&
+    build/venv/bin/python tests/conformance/make_light_testdata.py --light build/onnx-tests/light \
+      --out build/onnx-tests/light-cases
+}
+tier "test data" test_data
+
+ctest_all() {
+  ctest --test-dir build --output-on-failure -j2 || return
+  echo "[test] reduced-precision accuracy per real model and output (figures of a case ctest ran)"
+  build/tests/kiln_tests -tc="precision: every real model*" -s 2>&1 | sed -n 's/^.*MESSAGE: /  /p'
+}
+tier "ctest" ctest_all
+
+# --- other floating-point paths ----------------------------------------------------------------
+# The kernels OpenBLAS picked for this CPU (its "Core:" line; a CPU model it does not know gets
+# Prescott's), and the CPU's flags.
+DEFAULT_CORE=$(OPENBLAS_VERBOSE=2 build/kiln --version 2>&1 | sed -n 's/^Core: //p' | head -1)
+CPU_FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has_flags() { local f; for f in "$@"; do [[ $CPU_FLAGS == *" $f "* ]] || return 1; done; }
+fp_paths() {  # fp_paths VAR=VALUE...: ctest less the 'once' tests, in that environment
+  env "$@" ctest --test-dir build --output-on-failure -j2 -LE once
+}
+# fp_paths_openblas NAME CORE FLAGS...: ctest on OpenBLAS's CORE kernels, unless they are this
+# CPU's own or it lacks their instructions.
+fp_paths_openblas() {
+  local name="fp paths: OpenBLAS $2 kernels, $1 (this CPU: ${DEFAULT_CORE:-unknown})" core=$2
+  shift 2
+  if [[ $core == "$DEFAULT_CORE" ]]; then skip "$name" "they are this CPU's own, which ctest ran"
+  elif ! has_flags "$@"; then skip "$name" "this CPU lacks $*"
+  else tier "$name" fp_paths OPENBLAS_CORETYPE="$core"
+  fi
+}
+# AVX2 and FMA, as on AMD's Zen, which runs the Haswell kernels; where this CPU already runs
+# those, AVX without FMA.
+if [[ $DEFAULT_CORE == Haswell || $DEFAULT_CORE == Zen ]]; then
+  fp_paths_openblas "AVX without FMA" Sandybridge avx
+else
+  fp_paths_openblas "AVX2 and FMA, as on AMD Zen" Haswell avx2 fma
 fi
+fp_paths_openblas "AVX-512" SkylakeX avx512f avx512dq avx512cd avx512bw avx512vl
+# A CPU with SSE3 and no AVX: OpenBLAS's SSE kernels (Nehalem's where this CPU runs Prescott's),
+# Kiln's baseline kernels and glibc's SSE versions of its math functions.
+SSE_CORE=Prescott
+[[ $DEFAULT_CORE == Prescott ]] && SSE_CORE=Nehalem
+tier "fp paths: SSE-only CPU (OpenBLAS $SSE_CORE kernels, KILN_MAX_CPU_ISA=baseline, glibc without AVX2/FMA)" \
+  fp_paths OPENBLAS_CORETYPE=$SSE_CORE KILN_MAX_CPU_ISA=baseline GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F
+
+tier "samples" bash scripts/samples.sh
+tier "aarch64" bash scripts/aarch64.sh
+
+if ((SANITIZERS)); then
+  if wait "$SANITIZE_BUILD"; then
+    cat build/sanitize/background.log
+    tier "asan: unit tests under ASan+UBSan+LSan" bash scripts/sanitize.sh --no-build --no-fuzz
+    tier "fuzz: libFuzzer targets under ASan+UBSan" bash scripts/sanitize.sh --no-build --no-tests
+  else
+    tail -40 build/sanitize/background.log
+    SUMMARY+=("FAIL  asan and fuzz: the sanitizer build failed (build/sanitize/background.log)")
+    FAILED=1
+  fi
+  tier "tsan" bash scripts/tsan.sh
+else
+  skip "asan, fuzz, tsan" "--no-sanitizers"
+fi
+
+summary
+exit $FAILED

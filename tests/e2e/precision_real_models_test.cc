@@ -12,6 +12,7 @@
 // tests/e2e/run_model_dir.py's (e2e_package_models, .ci/run).
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -78,7 +79,7 @@ void CheckModel(const std::string& dir) {
           INFO(label);
           const Rule rule = RuleFor(model, static_cast<int>(o));
           const Figures f = Compare(got[o], reference[s][o]);
-          MESSAGE(label << ": " << Describe(f, rule));
+          MESSAGE(label << ": " << Describe(f, rule, Bound(rule, precision)));
           CheckFigures(f, rule, Bound(rule, precision));
         }
       }
@@ -87,6 +88,36 @@ void CheckModel(const std::string& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("precision rules: a classifier's argmax is checked on rows with a clear winner, near-ties left to the cosine") {
+  const auto tensor = [](std::vector<float> v) {
+    HostTensor t;
+    t.dtype = kiln::DType::kFloat32;
+    t.dims = {3, 3};
+    t.bytes.resize(v.size() * sizeof(float));
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    return t;
+  };
+  // max |reference| 0.9; bfloat16's near-tie bound 0.05 * 0.9 = 0.045. Row 0 is a near-tie
+  // (margin 0.02), rows 1 and 2 have clear winners (margins 0.85 and 0.1).
+  const HostTensor ref = tensor({0.50f, 0.48f, 0.02f, 0.90f, 0.05f, 0.05f, 0.30f, 0.40f, 0.30f});
+  const Rule rule = RuleFor("ppocr-cls-mobile-v2", 0);
+  REQUIRE(rule.metric == Metric::kArgmax);
+  const double bound = Bound(rule, Precision::kBf16);
+  // The near-tie swapped by an error of 0.011: not counted against the artifact.
+  Figures f = Compare(tensor({0.489f, 0.491f, 0.02f, 0.90f, 0.05f, 0.05f, 0.30f, 0.40f, 0.30f}), ref);
+  ClearRows c = CountClearRows(f, bound);
+  CHECK(c.clear == 2);
+  CHECK(c.agree == 2);
+  CHECK(f.min_margin == doctest::Approx(0.02).epsilon(1e-5));
+  CHECK(Describe(f, rule, bound).find("argmax agrees on 2 of 2 rows (1 near-ties left to the cosine)") !=
+        std::string::npos);
+  // A clear winner lost (row 2: 0.40 -> 0.29) is.
+  f = Compare(tensor({0.50f, 0.48f, 0.02f, 0.90f, 0.05f, 0.05f, 0.30f, 0.29f, 0.30f}), ref);
+  c = CountClearRows(f, bound);
+  CHECK(c.clear == 2);
+  CHECK(c.agree == 1);
+}
 
 TEST_CASE("precision: every real model in fp16 and bf16 on the CPU backend agrees with its fp32 artifact") {
   const std::vector<std::string> dirs = ModelDirs();

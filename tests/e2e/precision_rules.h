@@ -6,7 +6,7 @@
 //
 //   const Rule rule = RuleFor("mnist-8", 0);
 //   const Figures f = Compare(got, reference);  // float32 tensors of the same dims
-//   MESSAGE(label << ": " << Describe(f, rule));
+//   MESSAGE(label << ": " << Describe(f, rule, Bound(rule, precision)));
 //   CheckFigures(f, rule, Bound(rule, precision));
 #pragma once
 
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "compiler/io/tensor_io.h"
 #include "compiler/passes/precision.h"
@@ -26,7 +27,8 @@ namespace kiln::testing {
 
 enum class Metric {
   kCosine,    // cosine similarity of the whole output with the reference's >= the bound
-  kArgmax,    // each row along the last axis has its largest element where the reference's has
+  kArgmax,    // cosine >= kClassifierCosine, and each row along the last axis whose reference has a
+              // clear winner has its largest element where the reference's has (below)
   kAbsolute,  // max |x - x_reference| <= the bound
 };
 
@@ -34,18 +36,27 @@ struct Rule {
   const char* model;  // the model folder's name
   int output;         // index in the model's outputs
   Metric metric;
-  double fp16, bf16;  // the bound in each precision (unused for kArgmax)
+  double fp16, bf16;  // the bound in each precision; for kArgmax, the near-tie margin (below)
 };
+
+// A classifier's logits or probabilities also meet this cosine.
+inline constexpr double kClassifierCosine = 0.999;
 
 // Outputs not listed here are held to cosine >= 0.999 in both precisions (issue 10's bar for
 // a model that is not a classifier): UltraFace's scores and boxes, the super-resolution
 // image, the sine MLP, Silero VAD's LSTM state, the PP-OCR text detectors in float16.
 inline constexpr Rule kRules[] = {
-    // Classifiers: the class is the result, so its index must agree on every row (a digit, a
-    // text line's orientation). Their logits and probabilities also meet cosine >= 0.999.
-    {"mnist-8", 0, Metric::kArgmax, 0, 0},
-    {"ppocr-cls-mobile-v2", 0, Metric::kArgmax, 0, 0},
-    {"ch_ppocr_mobile_v2.0_cls", 0, Metric::kArgmax, 0, 0},
+    // Classifiers: the class is the result (a digit, a text line's orientation), so its index
+    // must agree on every row that has a clear winner, and the logits or probabilities meet
+    // cosine >= kClassifierCosine. A row whose reference top-2 margin is below the bound times
+    // max |reference| is a near-tie (tests/README.md, "Conditioning"): an error of half the
+    // margin on both may swap them, so its argmax is left to the cosine. The bounds are twice
+    // the worst error measured, as a fraction of max |reference|, rounded up: float16 0.42%
+    // (ppocr-cls-mobile-v2 set 1, unfused), bfloat16 1.8% (its set 0). Measured: the smallest
+    // margin, 6.2% of max |reference| (ppocr-cls-mobile-v2 set 0), is no near-tie in either.
+    {"mnist-8", 0, Metric::kArgmax, 0.01, 0.05},
+    {"ppocr-cls-mobile-v2", 0, Metric::kArgmax, 0.01, 0.05},
+    {"ch_ppocr_mobile_v2.0_cls", 0, Metric::kArgmax, 0.01, 0.05},
     // Silero VAD's speech probability, shape [batch, 1]: one number per chunk, so a cosine is
     // 1 whatever it is. Its users compare it with a threshold (0.5 by default, with a 0.15
     // hysteresis), so an absolute error is what matters: 0.01 is well inside the hysteresis.
@@ -85,6 +96,9 @@ struct Figures {
   int64_t non_finite = 0;        // elements not finite here that are finite in the reference
   int64_t rows = 0, agree = 0;   // argmax along the last axis
   double min_margin = INFINITY;  // the smallest gap between the reference's two largest of a row
+  // Per row, whether the argmax agrees and the reference's top-2 margin.
+  std::vector<bool> row_agrees;
+  std::vector<double> row_margin;
 };
 
 // Both float32 with the same dims (the precision stage keeps float32 model outputs float32).
@@ -123,19 +137,39 @@ inline Figures Compare(const io::HostTensor& got, const io::HostTensor& ref) {
     for (int64_t j = 0; j < width; ++j)
       if (j != ri) second = std::max(second, static_cast<double>(rf[j]));
     f.min_margin = std::min(f.min_margin, rf[ri] - second);
+    f.row_margin.push_back(rf[ri] - second);
+    f.row_agrees.push_back(gi == ri);
     if (gi == ri) ++f.agree;
   }
   return f;
 }
 
+// The rows of a kArgmax output whose reference top-2 margin is at least `bound` times
+// max |reference| (the rest are near-ties), and of those the rows whose argmax agrees.
+struct ClearRows {
+  int64_t clear = 0, agree = 0;
+};
+inline ClearRows CountClearRows(const Figures& f, double bound) {
+  ClearRows c;
+  for (size_t row = 0; row < f.row_margin.size(); ++row) {
+    if (f.row_margin[row] < bound * f.max_abs_ref) continue;
+    ++c.clear;
+    if (f.row_agrees[row]) ++c.agree;
+  }
+  return c;
+}
+
 // One line of figures: cosine, largest difference and magnitude, and for kArgmax the rows
-// that agree and the closest call among the reference's rows.
-inline std::string Describe(const Figures& f, const Rule& rule) {
+// that agree, the near-ties and the closest call among the reference's rows.
+inline std::string Describe(const Figures& f, const Rule& rule, double bound) {
   std::ostringstream s;
   s << "cosine " << f.cosine << ", max |diff| " << f.max_abs_diff << " (max |reference| " << f.max_abs_ref << ")";
-  if (rule.metric == Metric::kArgmax)
-    s << ", argmax agrees on " << f.agree << " of " << f.rows << " rows (smallest reference top-2 margin "
-      << f.min_margin << ")";
+  if (rule.metric == Metric::kArgmax) {
+    const ClearRows c = CountClearRows(f, bound);
+    s << ", argmax agrees on " << c.agree << " of " << c.clear << " rows";
+    if (c.clear < f.rows) s << " (" << f.rows - c.clear << " near-ties left to the cosine)";
+    s << ", smallest reference top-2 margin " << f.min_margin << " (near-tie below " << bound * f.max_abs_ref << ")";
+  }
   if (f.non_finite > 0) s << ", " << f.non_finite << " elements not finite";
   return s.str();
 }
@@ -146,7 +180,12 @@ inline void CheckFigures(const Figures& f, const Rule& rule, double bound) {
   CHECK(f.non_finite == 0);
   switch (rule.metric) {
     case Metric::kCosine: CHECK_MESSAGE(f.cosine >= bound, "cosine bound " << bound); break;
-    case Metric::kArgmax: CHECK(f.agree == f.rows); break;
+    case Metric::kArgmax: {
+      const ClearRows c = CountClearRows(f, bound);
+      CHECK_MESSAGE(c.agree == c.clear, "argmax differs on " << c.clear - c.agree << " rows with a clear winner");
+      CHECK_MESSAGE(f.cosine >= kClassifierCosine, "cosine bound " << kClassifierCosine);
+      break;
+    }
     case Metric::kAbsolute: CHECK_MESSAGE(f.max_abs_diff <= bound, "absolute bound " << bound); break;
   }
 }
