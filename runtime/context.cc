@@ -316,11 +316,11 @@ Status RunCuda(ExecutionContext::Impl& c, int32_t hit, const PreparedEntry& pe, 
   for (size_t i = 0; i < views.size(); ++i) {
     const TensorView& o = outputs[i];
     const TensorView& r = views[i];
-    const std::string name = "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'";
+    auto name = [&] { return "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'"; };  // errors only
     if (o.dtype != r.dtype || o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
-      return InvalidArgument(name + " is " + std::string(DTypeName(o.dtype)) + ShapeText(o.dims, o.rank) +
+      return InvalidArgument(name() + " is " + std::string(DTypeName(o.dtype)) + ShapeText(o.dims, o.rank) +
                              ", expected " + std::string(DTypeName(r.dtype)) + ShapeText(r.dims, r.rank));
-    if (o.data == nullptr && r.num_elements() > 0) return InvalidArgument(name + " data pointer is null");
+    if (o.data == nullptr && r.num_elements() > 0) return InvalidArgument(name() + " data pointer is null");
     if (r.num_bytes() > 0) KILN_RETURN_IF_ERROR(c.cuda->Copy(o.data, o.memory, r.data, r.num_bytes(), stream));
   }
   return Status::Ok();

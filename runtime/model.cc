@@ -268,6 +268,7 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
     pi.label = "instruction " + to_string(i);
     if (ins->name() && ins->name()->size()) pi.label += " '" + ins->name()->str() + "'";
     pi.label += " (" + ins->op()->str() + ")";
+    pi.executor = Str(ins->executor());
     pe.instructions.push_back(std::move(pi));
   }
 }

@@ -64,6 +64,9 @@ struct PreparedInstruction {
   int32_t num_inputs = 0;
   int32_t num_outputs = 0;
   std::string label;  // "instruction 12 'conv1' (Conv)", prefixed to kernel errors
+  // Where the artifact says it runs on a GPU: "generated", "cublaslt", "cudnn" or "cpu" (the
+  // compiler's executors stage); "" in artifacts that do not say.
+  std::string executor;
 };
 
 struct PreparedEntry {

@@ -16,7 +16,7 @@ constexpr FusionRule kOtherRules[] = {
     {"ConvTranspose", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution backward-data"},
     {"MaxPool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
     {"AveragePool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
-    {"LSTM", FusionKind::kLibrary, nullptr, nullptr, "cuDNN RNN (cudnnRNNForward)"},
+    {"LSTM", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports LSTM; not wired)"},
     {"GRU", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports GRU; not wired)"},
     {"RNN", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports it; not wired)"},
     {"LpPool", FusionKind::kCpuOnly, nullptr, nullptr,

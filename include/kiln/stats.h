@@ -73,6 +73,18 @@ struct Stats {
   // set-up); its second is. Entries with CPU fallback ops are never captured.
   uint64_t graph_hits = 0;
   uint64_t graph_misses = 0;
+  // CUDA backend: the instructions of the last Run's entry that did not run where their
+  // artifact says (EntryInfo::instructions: "@cublaslt", "@cudnn") but on the CPU backend,
+  // with copies to and from the device, in instruction order. `reason` says why: the library
+  // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
+  // pooling with ceil_mode adds a window ..."), or found no algorithm when it ran. Empty on
+  // the CPU backend and when every instruction ran where its artifact says. Updated by every
+  // successful Run; a steady-state Run allocates nothing here.
+  struct Fallback {
+    int32_t instruction = -1;  // index into EntryInfo::instructions of the entry that ran
+    std::string reason;
+  };
+  std::vector<Fallback> last_fallbacks;
   // ContextOptions::profile: the time of each instruction of the last Run's entry, in ns, in
   // instruction order (labels: EntryInfo::instructions). Host wall time on the CPU backend;
   // CUDA-event time on the CUDA backend, filled by Synchronize. Empty when not profiling.

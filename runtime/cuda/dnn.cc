@@ -396,9 +396,6 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   p->residual = r != nullptr;
   p->residual_first = r && spec.residual_first;
   p->relu = spec.activation == cpu::EpilogueActivation::kRelu;
-  // cuDNN documents the fused call for float32 and float16 data (FLOAT_CONFIG, PSEUDO_HALF_CONFIG)
-  // but not for bfloat16, which takes the separate calls.
-  p->fused = p->bias && p->relu && p->dtype != DType::kBFloat16;
   return Status::Ok();
 }
 
@@ -516,7 +513,7 @@ struct DnnPlanHash {
     };
     mix(static_cast<uint64_t>(p.op) | static_cast<uint64_t>(p.nb_dims) << 8 | uint64_t{p.bias} << 16 |
         uint64_t{p.residual} << 17 | uint64_t{p.residual_first} << 18 | uint64_t{p.relu} << 19 |
-        uint64_t{p.fused} << 20 | uint64_t{p.count_include_pad} << 21 | uint64_t{p.empty} << 22 |
+uint64_t{p.count_include_pad} << 21 | uint64_t{p.empty} << 22 |
         static_cast<uint64_t>(static_cast<uint32_t>(p.group)) << 32);
     mix(static_cast<uint64_t>(p.dtype));
     for (const auto* a : {&p.x, &p.w, &p.y})
@@ -793,19 +790,6 @@ struct DnnExecutor::State {
                                                               e.bwd_algo, ws, ws_bytes, &zero, e.y, Ptr(y)),
                                  what, "cudnnConvolutionBackwardData"));
       if (p.bias) KILN_RETURN_IF_ERROR(AddInto(e.bias, bias, e, y, what));
-      return Status::Ok();
-    }
-    if (p.fused) {
-      // y = relu(conv(x) + alpha2 * z + bias). Without a residual to add first, z is y itself
-      // with alpha2 = 0 (cuDNN then does not use its values).
-      const bool z_is_r = p.residual && p.residual_first;
-      const float alpha2 = z_is_r ? 1.0f : 0.0f;
-      const CUdeviceptr z = z_is_r ? r : y;
-      KILN_RETURN_IF_ERROR(Check(dnn->ConvolutionBiasActivationForward(
-                                     handle, &one, e.x, Ptr(x), e.w, Ptr(w), e.conv, e.fwd_algo, ws, ws_bytes,
-                                     &alpha2, e.y, Ptr(z), e.bias, Ptr(bias), e.act, e.y, Ptr(y)),
-                                 what, "cudnnConvolutionBiasActivationForward"));
-      if (p.residual && !p.residual_first) KILN_RETURN_IF_ERROR(AddInto(e.y, r, e, y, what));
       return Status::Ok();
     }
     KILN_RETURN_IF_ERROR(Check(dnn->ConvolutionForward(handle, &one, e.x, Ptr(x), e.w, Ptr(w), e.conv,

@@ -30,14 +30,13 @@
 //               SupportsWith / Accepts / Run refuse it below that (DnnOptions::compute_capability).
 //   Conv        groups and dilations (cudnnSetConvolutionGroupCount); bias B (input 2, [M]);
 //               epilogue activation none or Relu (Gelu, GeluTanh, Sigmoid, HardSwish and SiLU
-//               are refused: the legacy fused call takes Relu only), residual R (input 3) in
-//               either order. With a bias and Relu it is one cudnnConvolutionBiasActivationForward
-//               y = relu(conv(x) + alpha2 * z + bias): z = R for order "bias,residual,act"
-//               (alpha2 = 1), else z = y with alpha2 = 0 and, for "bias,act,residual", R added
-//               by cudnnAddTensor after it. Otherwise (and always for bfloat16, for which cuDNN
-//               documents no fused config) cudnnConvolutionForward, then cudnnAddTensor for the
-//               bias and R and cudnnActivationForward (in place) for Relu, in the epilogue's order. The fused call is only used with RELU, whose algorithms are
-//               unrestricted (IDENTITY would require IMPLICIT_PRECOMP_GEMM).
+//               are refused), residual R (input 3) in either order: cudnnConvolutionForward,
+//               then cudnnAddTensor for the bias and R and cudnnActivationForward (RELU with
+//               CUDNN_PROPAGATE_NAN, in place) for Relu, in the epilogue's order. The fused
+//               cudnnConvolutionBiasActivationForward is not used: its API reference requires
+//               reluNanOpt CUDNN_NOT_PROPAGATE_NAN (CUDNN_STATUS_NOT_SUPPORTED otherwise), which
+//               makes Relu(NaN) 0 where ONNX, the CPU backend and the generated kernels give NaN;
+//               and with CUDNN_ACTIVATION_IDENTITY it allows only IMPLICIT_PRECOMP_GEMM.
 //   ConvTranspose  cudnnConvolutionBackwardData of the convolution whose input is Y and whose
 //               output is X (the filter [C, M/group, k...] is ONNX's W as it is), then
 //               cudnnAddTensor for the bias. output_padding must be below the stride (so that
@@ -133,7 +132,6 @@ struct DnnPlan {
   bool residual = false;        // input 3, Y's shape
   bool residual_first = false;  // order "bias,residual,act"
   bool relu = false;
-  bool fused = false;              // cudnnConvolutionBiasActivationForward (bias and Relu)
   bool count_include_pad = false;  // AveragePool
   bool empty = false;              // Y has no elements: nothing to enqueue
   DType dtype = DType::kFloat32;   // of every tensor: float32, float16 or bfloat16

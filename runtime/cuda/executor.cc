@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -117,6 +118,12 @@ struct DeviceBuffer {
   ~DeviceBuffer() { Free(); }
 };
 
+// Check(), with the message built only on failure (a steady-state run builds no string).
+template <typename What>
+Status CheckLazy(const Driver& drv, CUresult result, What what) {
+  return result == CUDA_SUCCESS ? Status::Ok() : Check(drv, result, what());
+}
+
 uint64_t TensorBytes(const cpu::TensorRef& r) { return static_cast<uint64_t>(r.num_elements) * DTypeSize(r.dtype); }
 
 int64_t DimValue(int64_t d, std::span<const int64_t> sizes) { return d >= 0 ? d : sizes[-(d + 1)]; }
@@ -141,6 +148,8 @@ struct Executor::State {
   std::unique_ptr<BlasExecutor> blas;
   std::unique_ptr<DnnExecutor> dnn;
   DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
+  // Every device buffer above, so that each gets the driver and is freed.
+  std::array<DeviceBuffer*, 5> Buffers() { return {&arena, &staging, &symbolic, &err, &library_ws}; }
   std::string library_note;
   std::vector<DeviceTensor> dts;  // operands of the current library call
   // Per-instruction events when profiling: event k is recorded after instruction k - 1.
@@ -151,6 +160,8 @@ struct Executor::State {
   bool graphs = false;
   std::map<std::vector<int64_t>, CUgraphExec> graph_cache;
   std::map<std::vector<int64_t>, int> graph_seen;  // shapes run once, uncaptured
+  std::vector<int64_t> graph_key;                  // this call's key (its storage)
+  std::vector<uint64_t> staging_offsets;           // this call's input staging offsets
 
   ~State() {
     if (drv == nullptr) return;
@@ -159,7 +170,7 @@ struct Executor::State {
     for (CUevent ev : marks) drv->EventDestroy(ev);
     blas.reset();
     dnn.reset();
-    arena.Free(), staging.Free(), symbolic.Free(), err.Free(), library_ws.Free();
+    for (DeviceBuffer* b : Buffers()) b->Free();
     if (start) drv->EventDestroy(start);
     if (stop) drv->EventDestroy(stop);
     dm.reset();
@@ -183,15 +194,21 @@ struct Executor::State {
 
   enum class Lib : uint8_t { kNone, kBlas, kDnn };
 
-  // The library that takes instruction `pi` (present, and its Supports accepts these shapes),
-  // with the operands as device tensors in `dts`; kNone when the CPU must run it.
-  Lib Accepting(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
-                const uint8_t* host_arena) {
-    if (pi.kernel == nullptr) return Lib::kNone;
-    const std::string_view op = pi.kernel->op;
-    const bool is_blas = op == "MatMul" || op == "Gemm";
-    const bool is_dnn = op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool";
-    if (!(is_blas && blas) && !(is_dnn && dnn)) return Lib::kNone;
+  // The library each instruction of an entry goes to at one binding of its symbols, and, for
+  // an instruction its artifact names a library for that will not run it, why (the CPU
+  // backend then runs it: Stats::last_fallbacks). Decided at the first run of a binding and
+  // kept, so a steady-state run asks no library and builds no string.
+  struct Decisions {
+    bool valid = false;
+    std::vector<int64_t> binding;
+    std::vector<Lib> lib;
+    std::vector<std::string> why;  // "" where the instruction runs where its artifact says
+  };
+  std::vector<Decisions> decisions;  // per entry
+
+  // The operands of instruction `pi` as device tensors, in `dts`.
+  void DeviceOperands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
+                      const uint8_t* host_arena) {
     const int32_t* ops = pe.operands.data() + pi.operands_begin;
     dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
     for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
@@ -199,10 +216,46 @@ struct Executor::State {
       const cpu::TensorRef& r = s.refs[ops[i]];
       dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
     }
-    const Status supported = is_blas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
-                                     : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
-    if (!supported.ok()) return Lib::kNone;
-    return is_blas ? Lib::kBlas : Lib::kDnn;
+  }
+
+  // Which library the artifact names for `pi` (runtime/model_impl.h's executor); an artifact
+  // that names none (written before executors were recorded per library) falls back on the
+  // op: MatMul and Gemm to cuBLASLt, convolutions and pooling to cuDNN.
+  static Lib Named(const PreparedInstruction& pi) {
+    if (pi.executor == "cublaslt") return Lib::kBlas;
+    if (pi.executor == "cudnn") return Lib::kDnn;
+    if (!pi.executor.empty() || pi.kernel == nullptr) return Lib::kNone;
+    const std::string_view op = pi.kernel->op;
+    if (op == "MatMul" || op == "Gemm") return Lib::kBlas;
+    if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool") return Lib::kDnn;
+    return Lib::kNone;
+  }
+
+  // Decides every instruction of entry `e` for the current binding (once per binding).
+  Decisions& Decide(int32_t e, const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena) {
+    Decisions& d = decisions[static_cast<size_t>(e)];
+    if (d.valid && d.binding == s.binding) return d;
+    d.valid = true;
+    d.binding = s.binding;
+    d.lib.assign(pe.instructions.size(), Lib::kNone);
+    d.why.assign(pe.instructions.size(), std::string());
+    for (size_t i = 0; i < pe.instructions.size(); ++i) {
+      const PreparedInstruction& pi = pe.instructions[i];
+      const Lib named = Named(pi);
+      if (pi.program || named == Lib::kNone) continue;
+      const char* library = named == Lib::kBlas ? "cuBLASLt" : "cuDNN";
+      if ((named == Lib::kBlas && !blas) || (named == Lib::kDnn && !dnn)) {
+        d.why[i] = std::string(library) + " is unavailable";
+        continue;
+      }
+      DeviceOperands(pe, pi, s, host_arena);
+      const std::string_view op = pi.kernel->op;
+      const Status accepted = named == Lib::kBlas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
+                                                  : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
+      if (accepted.ok()) d.lib[i] = named;
+      else d.why[i] = std::string(library) + " refused it: " + std::string(accepted.message());
+    }
+    return d;
   }
   std::span<const DeviceTensor> Ins(const PreparedInstruction& pi) const {
     return {dts.data(), static_cast<size_t>(pi.num_inputs)};
@@ -211,20 +264,28 @@ struct Executor::State {
     return {dts.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs)};
   }
 
-  // Runs a library op (MatMul/Gemm on cuBLASLt, Conv/ConvTranspose/pooling on cuDNN) when
-  // the library is present and accepts it; false in *ran otherwise.
-  Status Library(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
-                 const uint8_t* host_arena, CUstream stream, bool* ran) {
+  // Runs instruction `i` on the library Decide chose for it; false in *ran when it has none,
+  // or when the library finds no algorithm at run time: then the decision changes to the CPU
+  // (with the library's reason) for this binding's later runs.
+  Status Library(const PreparedEntry& pe, size_t i, Decisions& d, const EntryState& s, const uint8_t* host_arena,
+                 CUstream stream, bool* ran) {
     *ran = false;
-    const Lib lib = Accepting(pe, pi, s, host_arena);
-    if (lib == Lib::kNone) return Status::Ok();  // not a library's: the CPU runs it
+    const Lib lib = d.lib[i];
+    if (lib == Lib::kNone) return Status::Ok();
+    const PreparedInstruction& pi = pe.instructions[i];
+    DeviceOperands(pe, pi, s, host_arena);
     const std::string_view op = pi.kernel->op;
     const size_t ws = lib == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
                                         : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
     KILN_RETURN_IF_ERROR(library_ws.Reserve(std::max<size_t>(ws, 256), "cuBLASLt/cuDNN workspace"));
     const OpCall call{pi.attrs, Ins(pi), Outs(pi), stream, library_ws.ptr, static_cast<size_t>(library_ws.bytes)};
     Status st = lib == Lib::kBlas ? blas->Run(op, call, pi.label) : dnn->Run(op, call, pi.label);
-    if (st.code() == StatusCode::kUnimplemented) return Status::Ok();  // no algorithm: the CPU runs it
+    if (st.code() == StatusCode::kUnimplemented) {  // no algorithm for it at run time: the CPU runs it
+      d.lib[i] = Lib::kNone;
+      d.why[i] = std::string(lib == Lib::kBlas ? "cuBLASLt" : "cuDNN") + " refused it when it ran: " +
+                 std::string(st.message());
+      return Status::Ok();
+    }
     KILN_RETURN_IF_ERROR(st);
     *ran = true;
     return Status::Ok();
@@ -232,9 +293,9 @@ struct Executor::State {
 
   // True when every instruction of the entry runs on the device (a generated kernel or a
   // library op the library accepts): only then can the entry be captured as a graph.
-  bool DeviceOnly(const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena) {
-    for (const PreparedInstruction& pi : pe.instructions)
-      if (!pi.program && Accepting(pe, pi, s, host_arena) == Lib::kNone) return false;
+  static bool DeviceOnly(const PreparedEntry& pe, const Decisions& d) {
+    for (size_t i = 0; i < pe.instructions.size(); ++i)
+      if (!pe.instructions[i].program && d.lib[i] == Lib::kNone) return false;
     return true;
   }
 
@@ -268,10 +329,10 @@ struct Executor::State {
     for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) params.push_back(&ptr_args[i]);
     for (long long& v : size_args) params.push_back(&v);
     params.push_back(&ptr_args.back());
-    return Check(*drv,
-                 drv->LaunchKernel(dm->functions[k], grid, 1, 1, static_cast<unsigned>(pk.block), 1, 1, 0, stream,
-                                   params.data(), nullptr),
-                 pi.label + ": cuLaunchKernel");
+    return CheckLazy(*drv,
+                     drv->LaunchKernel(dm->functions[k], grid, 1, 1, static_cast<unsigned>(pk.block), 1, 1, 0, stream,
+                                       params.data(), nullptr),
+                     [&] { return pi.label + ": cuLaunchKernel"; });
   }
 
   // Runs one instruction on the CPU backend: its inputs come to the host arena (or host
@@ -284,20 +345,21 @@ struct Executor::State {
       if (ops[i] < 0) continue;
       const PreparedTensor& pt = pe.tensors[ops[i]];
       if (pt.storage == StorageKind::kArena && TensorBytes(refs[i]) > 0) {
-        KILN_RETURN_IF_ERROR(Check(*drv,
-                                   drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, ops[i]),
-                                                        TensorBytes(refs[i]), stream),
-                                   pi.label + ": copy an input to the host"));
+        KILN_RETURN_IF_ERROR(CheckLazy(*drv,
+                                       drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, ops[i]),
+                                                            TensorBytes(refs[i]), stream),
+                                       [&] { return pi.label + ": copy an input to the host"; }));
       } else if (pt.storage == StorageKind::kInput && inputs[pt.index].memory == MemoryKind::kDevice) {
         std::vector<uint8_t>& h = host_inputs[pt.index];
         h.resize(TensorBytes(refs[i]) + 1);
-        KILN_RETURN_IF_ERROR(Check(*drv,
-                                   drv->MemcpyDtoHAsync(h.data(), input_ptrs[pt.index], TensorBytes(refs[i]), stream),
-                                   pi.label + ": copy a device input to the host"));
+        KILN_RETURN_IF_ERROR(CheckLazy(*drv,
+                                       drv->MemcpyDtoHAsync(h.data(), input_ptrs[pt.index], TensorBytes(refs[i]), stream),
+                                       [&] { return pi.label + ": copy a device input to the host"; }));
         refs[i].data = h.data();
       }
     }
-    KILN_RETURN_IF_ERROR(Check(*drv, drv->StreamSynchronize(stream), pi.label + ": wait for the device"));
+    KILN_RETURN_IF_ERROR(
+        CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return pi.label + ": wait for the device"; }));
     const cpu::KernelCall call{pi.attrs,
                                {refs, static_cast<size_t>(pi.num_inputs)},
                                {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
@@ -312,11 +374,12 @@ struct Executor::State {
       const int32_t t = ops[pi.num_inputs + o];
       const cpu::TensorRef& r = refs[pi.num_inputs + o];
       if (t < 0 || TensorBytes(r) == 0) continue;
-      KILN_RETURN_IF_ERROR(Check(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
-                                 pi.label + ": copy an output to the device"));
+      KILN_RETURN_IF_ERROR(
+          CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
+                    [&] { return pi.label + ": copy an output to the device"; }));
     }
     // The host arena is reused by the next fallback: its data must reach the device first.
-    return Check(*drv, drv->StreamSynchronize(stream), pi.label + ": wait for the device");
+    return CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return pi.label + ": wait for the device"; });
   }
 };
 
@@ -342,7 +405,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   st->drv = drv;
   st->graphs = cuda_graphs;
   st->profile = profile;
-  st->arena.drv = st->staging.drv = st->symbolic.drv = st->err.drv = drv;
+  for (DeviceBuffer* b : st->Buffers()) b->drv = drv;
   KILN_ASSIGN_OR_RETURN(st->dev, QueryDevice(*drv, ordinal));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&st->ctx, st->dev.device), "cuDevicePrimaryCtxRetain"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->CtxSetCurrent(st->ctx), "cuCtxSetCurrent"));
@@ -372,6 +435,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   } else {
     st->dnn = std::move(*ex);
   }
+  st->decisions.resize(model.impl().prepared.size());
   st->host_inputs.resize(model.inputs().size());
   st->input_ptrs.resize(model.inputs().size());
   return std::unique_ptr<Executor>(new Executor(std::move(st)));
@@ -386,10 +450,10 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
   KILN_RETURN_IF_ERROR(s.arena.Reserve(std::max<uint64_t>(es.arena_needed, 64), "device arena"));
   // Host inputs go to device staging, 256-byte aligned one after another.
   uint64_t staging = 0;
-  std::vector<uint64_t> offsets(inputs.size(), 0);
+  s.staging_offsets.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].memory == MemoryKind::kDevice) continue;
-    offsets[i] = staging;
+    s.staging_offsets[i] = staging;
     staging += (inputs[i].num_bytes() + 255) / 256 * 256;
   }
   KILN_RETURN_IF_ERROR(s.staging.Reserve(std::max<uint64_t>(staging, 256), "input staging"));
@@ -400,10 +464,11 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
       s.input_ptrs[i] = reinterpret_cast<CUdeviceptr>(inputs[i].data);
       continue;
     }
-    s.input_ptrs[i] = s.staging.ptr + offsets[i];
+    s.input_ptrs[i] = s.staging.ptr + s.staging_offsets[i];
     if (inputs[i].num_bytes())
-      KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.input_ptrs[i], inputs[i].data, inputs[i].num_bytes(), stream),
-                                 "copy input " + to_string(i) + " to the device"));
+      KILN_RETURN_IF_ERROR(CheckLazy(
+          drv, drv.MemcpyHtoDAsync(s.input_ptrs[i], inputs[i].data, inputs[i].num_bytes(), stream),
+          [&] { return "copy input " + to_string(i) + " to the device"; }));
   }
   if (!es.symbolic.empty())
     KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
@@ -418,59 +483,84 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
     KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[0], stream), "cuEventRecord (profile)"));
   }
   s.marked = s.profile ? pe.instructions.size() + 1 : 0;
-  size_t index = 0;
-  auto enqueue_all = [&]() -> Status {
-    for (const PreparedInstruction& pi : pe.instructions) {
-      ++index;
-      auto mark = [&]() -> Status {
-        return s.profile ? Check(drv, drv.EventRecord(s.marks[index], stream), "cuEventRecord (profile)") : Status::Ok();
-      };
-      // Generated kernels run on the device, library ops on cuBLASLt / cuDNN when those
-      // accept them; every other op is a CPU fallback.
+  State::Decisions& d = s.Decide(e, pe, es, host_arena);
+  // Every instruction of the entry, in order: generated kernels on the device, library ops on
+  // cuBLASLt / cuDNN when the artifact names them and they accept them, every other op on the
+  // CPU backend (a fallback). While capturing, a library that refuses an op only when it runs
+  // stops the enqueueing (*refused): a CPU fallback cannot be captured.
+  size_t fallbacks = 0;
+  auto enqueue_all = [&](bool capturing, bool* refused) -> Status {
+    fallbacks = 0;
+    for (size_t i = 0; i < pe.instructions.size(); ++i) {
+      const PreparedInstruction& pi = pe.instructions[i];
       if (pi.program && !s.dm->functions.empty()) {
         KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
-        KILN_RETURN_IF_ERROR(mark());
-        continue;
+      } else {
+        bool ran = false;
+        KILN_RETURN_IF_ERROR(s.Library(pe, i, d, es, host_arena, stream, &ran));
+        if (!ran && capturing) {
+          *refused = true;
+          return Status::Ok();
+        }
+        if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
+        if (!ran && !d.why[i].empty()) {  // not where the artifact says: report it
+          if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
+          Stats::Fallback& f = stats.last_fallbacks[fallbacks++];
+          f.instruction = static_cast<int32_t>(i);
+          f.reason.assign(d.why[i]);  // reuses the string's storage from the last run
+        }
       }
-      bool ran = false;
-      KILN_RETURN_IF_ERROR(s.Library(pe, pi, es, host_arena, stream, &ran));
-      if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
-      KILN_RETURN_IF_ERROR(mark());
+      if (s.profile)
+        KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[i + 1], stream), "cuEventRecord (profile)"));
     }
     return Status::Ok();
   };
-  std::vector<int64_t> key;
-  if (s.graphs && stream != nullptr && s.DeviceOnly(pe, es, host_arena)) {
+  bool refused = false;
+  std::vector<int64_t>& key = s.graph_key;
+  key.clear();
+  if (s.graphs && stream != nullptr && State::DeviceOnly(pe, d)) {
     // Everything a captured launch bakes in: buffer addresses (the arena and the library
     // workspace may move when they grow) and, through the binding, the size arguments.
-    key = {e, static_cast<int64_t>(s.arena.ptr), static_cast<int64_t>(s.symbolic.ptr),
-           static_cast<int64_t>(s.library_ws.ptr), static_cast<int64_t>(s.library_ws.bytes)};
+    key.insert(key.end(), {e, static_cast<int64_t>(s.arena.ptr), static_cast<int64_t>(s.symbolic.ptr),
+                           static_cast<int64_t>(s.library_ws.ptr), static_cast<int64_t>(s.library_ws.bytes)});
     for (CUdeviceptr p : s.input_ptrs) key.push_back(static_cast<int64_t>(p));
     key.insert(key.end(), es.binding.begin(), es.binding.end());
   }
-  if (key.empty() || ++s.graph_seen[key] == 1) {
-    KILN_RETURN_IF_ERROR(enqueue_all());
+  auto seen = key.empty() ? s.graph_seen.end() : s.graph_seen.find(key);
+  if (key.empty() || seen == s.graph_seen.end()) {
+    if (!key.empty()) s.graph_seen.emplace(key, 1);  // the first run of a shape is not captured
+    KILN_RETURN_IF_ERROR(enqueue_all(false, &refused));
   } else {
     auto it = s.graph_cache.find(key);
     if (it == s.graph_cache.end()) {
       ++stats.graph_misses;
       KILN_RETURN_IF_ERROR(Check(drv, drv.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                                  "cuStreamBeginCapture"));
-      Status captured = enqueue_all();
+      Status captured = enqueue_all(true, &refused);
       CUgraph graph = nullptr;
       Status ended = Check(drv, drv.StreamEndCapture(stream, &graph), "cuStreamEndCapture");
       KILN_RETURN_IF_ERROR(captured);
       KILN_RETURN_IF_ERROR(ended);
-      CUgraphExec exec = nullptr;
-      Status inst = Check(drv, drv.GraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
-      drv.GraphDestroy(graph);
-      KILN_RETURN_IF_ERROR(inst);
-      it = s.graph_cache.emplace(key, exec).first;
+      if (refused) {
+        // Nothing captured ran: run the entry uncaptured, the refused op on the CPU (the
+        // decision now says so, and this shape is no longer DeviceOnly).
+        drv.GraphDestroy(graph);
+        refused = false;
+        KILN_RETURN_IF_ERROR(enqueue_all(false, &refused));
+      } else {
+        CUgraphExec exec = nullptr;
+        Status inst = Check(drv, drv.GraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+        drv.GraphDestroy(graph);
+        KILN_RETURN_IF_ERROR(inst);
+        it = s.graph_cache.emplace(key, exec).first;
+      }
     } else {
       ++stats.graph_hits;
     }
-    KILN_RETURN_IF_ERROR(Check(drv, drv.GraphLaunch(it->second, stream), "cuGraphLaunch"));
+    if (it != s.graph_cache.end())
+      KILN_RETURN_IF_ERROR(Check(drv, drv.GraphLaunch(it->second, stream), "cuGraphLaunch"));
   }
+  stats.last_fallbacks.resize(fallbacks);
   KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.stop, stream), "cuEventRecord"));
   s.timing = true;
   stats.last_gpu_ns = -1;

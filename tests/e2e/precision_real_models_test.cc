@@ -12,7 +12,6 @@
 // tests/e2e/run_model_dir.py's (e2e_package_models, .ci/run).
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -94,8 +93,8 @@ TEST_CASE("precision rules: a classifier's argmax is checked on rows with a clea
     HostTensor t;
     t.dtype = kiln::DType::kFloat32;
     t.dims = {3, 3};
-    t.bytes.resize(v.size() * sizeof(float));
-    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    const auto* bytes = reinterpret_cast<const uint8_t*>(v.data());
+    t.bytes.assign(bytes, bytes + v.size() * sizeof(float));
     return t;
   };
   // max |reference| 0.9; bfloat16's near-tie bound 0.05 * 0.9 = 0.045. Row 0 is a near-tie

@@ -35,8 +35,8 @@
 //
 // ---- Checks ----------------------------------------------------------------------------------
 // cublasLtMatmulAlgoGetHeuristic and cublasLtMatmul validate the problem alike: layout shapes
-// (op(A) m x k, op(B) k x n, C and D m x n, ld >= rows, C's ld may be 0 out of place for a
-// broadcast), types, epilogue, pointer mode. Inconsistent arguments are INVALID_VALUE, valid
+// (op(A) m x k, op(B) k x n, C and D m x n, ld >= rows; out of place, C's layout may differ
+// from D's in ld and batch stride only), types, epilogue, pointer mode. Inconsistent arguments are INVALID_VALUE, valid
 // configurations this emulation lacks are NOT_SUPPORTED; each refusal calls Diagnose. The
 // heuristic returns one algorithm (no workspace) that cublasLtMatmul recognises by its contents.
 // cublasLtMatmul checks every device pointer with DeviceRange over the bytes the layouts touch:
@@ -370,7 +370,7 @@ struct Problem {
   uint64_t m = 0, n = 0, k = 0;
   int32_t batch = 1;
   Matrix a, b, c, d;
-  bool c_is_d_desc = false;  // Cdesc omitted or the same layout object as Ddesc
+  bool c_is_d_desc = false;  // Cdesc is the same layout object as Ddesc
 };
 
 // A refusal: the status, and Diagnose with the call and the reason.
@@ -379,7 +379,7 @@ cublasStatus_t Refuse(const char* call, cublasStatus_t status, const std::string
   return status;
 }
 
-cublasStatus_t ReadMatrix(const char* call, const char* name, const Layout* l, bool ld_zero_ok, Matrix* out) {
+cublasStatus_t ReadMatrix(const char* call, const char* name, const Layout* l, Matrix* out) {
   const Attrs& at = l->attrs;
   out->type = static_cast<cudaDataType_t>(at.Get<uint32_t>(CUBLASLT_MATRIX_LAYOUT_TYPE));
   out->rows = at.Get<uint64_t>(CUBLASLT_MATRIX_LAYOUT_ROWS);
@@ -404,7 +404,7 @@ cublasStatus_t ReadMatrix(const char* call, const char* name, const Layout* l, b
                   who + std::to_string(out->rows) + " x " + std::to_string(out->cols) +
                       " is past the int32 range cuBLASLt documents for ROWS/COLS");
   }
-  if (out->ld < 0 || (static_cast<uint64_t>(out->ld) < out->rows && !(ld_zero_ok && out->ld == 0))) {
+  if (out->ld < 0 || static_cast<uint64_t>(out->ld) < out->rows) {
     return Refuse(call, CUBLAS_STATUS_INVALID_VALUE,
                   who + "LD " + std::to_string(out->ld) + " < ROWS " + std::to_string(out->rows) +
                       " (column-major columns would overlap)");
@@ -422,13 +422,12 @@ bool IsTrans(int32_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }  // 
 cublasStatus_t Validate(const char* call, const MatmulDesc& desc, const Layout* la, const Layout* lb,
                         const Layout* lc, const Layout* ld, Problem* p) {
   const Attrs& at = desc.attrs;
-  p->c_is_d_desc = lc == nullptr || lc == ld;
-  if (lc == nullptr) lc = ld;  // "If Cdesc is omitted, it is assumed equal to Ddesc"
+  p->c_is_d_desc = lc == ld;
   cublasStatus_t st;
-  if ((st = ReadMatrix(call, "A", la, false, &p->a)) != CUBLAS_STATUS_SUCCESS) return st;
-  if ((st = ReadMatrix(call, "B", lb, false, &p->b)) != CUBLAS_STATUS_SUCCESS) return st;
-  if ((st = ReadMatrix(call, "C", lc, !p->c_is_d_desc, &p->c)) != CUBLAS_STATUS_SUCCESS) return st;
-  if ((st = ReadMatrix(call, "D", ld, false, &p->d)) != CUBLAS_STATUS_SUCCESS) return st;
+  if ((st = ReadMatrix(call, "A", la, &p->a)) != CUBLAS_STATUS_SUCCESS) return st;
+  if ((st = ReadMatrix(call, "B", lb, &p->b)) != CUBLAS_STATUS_SUCCESS) return st;
+  if ((st = ReadMatrix(call, "D", ld, &p->d)) != CUBLAS_STATUS_SUCCESS) return st;
+  if ((st = ReadMatrix(call, "C", lc, &p->c)) != CUBLAS_STATUS_SUCCESS) return st;
 
   // Types (cublasLtMatmul(): the table of supported data type / compute type combinations).
   p->compute = at.Get<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE);
@@ -892,12 +891,11 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t li
   if (returnAlgoCount != nullptr) *returnAlgoCount = 0;
   const MatmulDesc* desc = AsDesc(operationDesc);
   const Layout *la = AsLayout(Adesc), *lb = AsLayout(Bdesc), *ld = AsLayout(Ddesc);
-  const Layout* lc = Cdesc == nullptr ? nullptr : AsLayout(Cdesc);
+  const Layout* lc = AsLayout(Cdesc);
   const Preference* pref = AsPref(preference);
-  if (desc == nullptr || la == nullptr || lb == nullptr || ld == nullptr || (Cdesc != nullptr && lc == nullptr) ||
-      pref == nullptr) {
+  if (desc == nullptr || la == nullptr || lb == nullptr || lc == nullptr || ld == nullptr || pref == nullptr) {
     return Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE,
-                  "a descriptor, layout (A, B, D) or preference is NULL or not a live object");
+                  "the descriptor, a layout (A, B, C, D) or the preference is NULL or not a live object");
   }
   if (requestedAlgoCount <= 0 || heuristicResultsArray == nullptr || returnAlgoCount == nullptr) {
     return Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE,
@@ -954,9 +952,10 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cubla
   if (!ValidHandle(lightHandle)) return Refuse(kCall, CUBLAS_STATUS_NOT_INITIALIZED, "not a live cuBLASLt handle");
   const MatmulDesc* desc = AsDesc(computeDesc);
   const Layout *la = AsLayout(Adesc), *lb = AsLayout(Bdesc), *ld = AsLayout(Ddesc);
-  const Layout* lc = Cdesc == nullptr ? nullptr : AsLayout(Cdesc);
-  if (desc == nullptr || la == nullptr || lb == nullptr || ld == nullptr || (Cdesc != nullptr && lc == nullptr)) {
-    return Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE, "the descriptor or a layout (A, B, D) is NULL or not a live object");
+  const Layout* lc = AsLayout(Cdesc);
+  if (desc == nullptr || la == nullptr || lb == nullptr || lc == nullptr || ld == nullptr) {
+    return Refuse(kCall, CUBLAS_STATUS_INVALID_VALUE,
+                  "the descriptor or a layout (A, B, C, D) is NULL or not a live object");
   }
   Work w;
   Problem& p = w.p;

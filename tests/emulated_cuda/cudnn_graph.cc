@@ -339,8 +339,8 @@ cudnnStatus_t NeedHost(std::string_view call, const char* what, const void* p) {
 }
 
 cudnnStatus_t Launch(std::string_view call, const cudnnContext* handle, std::function<void()> work) {
-  LogCall(call);
   const CUresult r = Enqueue(handle->stream, std::string(call), std::move(work));
+  if (r == CUDA_SUCCESS) LogCall(call);  // the log lists operations enqueued (control.h)
   if (r != CUDA_SUCCESS) {
     return Fail(call, CUDNN_STATUS_EXECUTION_FAILED,
                 "the work could not be enqueued on stream " + Hex(reinterpret_cast<uintptr_t>(handle->stream)) +

@@ -15,6 +15,11 @@
 // Diagnostics: every refused call sets the calling thread's last-error message (read back by
 // cudnnGetLastErrorString) naming the argument and the reason, and writes the same through
 // emulated_cuda::Diagnose; every successful call clears the message.
+//
+// Build: one shared library from cudnn_graph.cc, cudnn_ops.cc and cudnn_cnn.cc, linked against
+// the emulated driver, with hidden visibility and -Wl,--version-script=cudnn_exports.map (which
+// exports the cudnn* entry points only), named libcudnn.so.9 with libcudnn_graph.so.9,
+// libcudnn_ops.so.9 and libcudnn_cnn.so.9 beside it as links to the same file.
 #pragma once
 
 // The entry points keep default visibility even when the library is built with
@@ -174,8 +179,11 @@ void* DeviceTensor(std::string_view call, const char* what, const void* ptr, con
 // data.
 inline float Scale(const void* p) { return *static_cast<const float*>(p); }
 
-// Enqueues `work` on the handle's stream after logging the call; maps a failed Enqueue to
-// CUDNN_STATUS_EXECUTION_FAILED (through Fail), else returns Ok().
+// The activation of `a` applied to v, in float (cudnn_ops.cc).
+float Activate(const cudnnActivationStruct& a, float v);
+
+// Enqueues `work` on the handle's stream and logs the call (LogCall) once enqueued; maps a
+// failed Enqueue to CUDNN_STATUS_EXECUTION_FAILED (through Fail), else returns Ok().
 cudnnStatus_t Launch(std::string_view call, const cudnnContext* handle, std::function<void()> work);
 
 }  // namespace kiln::emulated_cuda::dnn

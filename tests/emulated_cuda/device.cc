@@ -67,11 +67,11 @@ const LoadedConfig& Loaded() {
 
 // ---- faults, counters, log --------------------------------------------------------------------
 
-std::mutex g_control_mu;
-std::map<std::string, int64_t, std::less<>> g_faults;    // name -> due checks left (fires at 1)
-std::map<std::string, uint64_t, std::less<>> g_counters;
+std::mutex& g_control_mu = *new std::mutex();  // never destroyed, as the device's state below
+std::map<std::string, int64_t, std::less<>>& g_faults = *new std::map<std::string, int64_t, std::less<>>();  // due checks left
+std::map<std::string, uint64_t, std::less<>>& g_counters = *new std::map<std::string, uint64_t, std::less<>>();
 bool g_logging = false;
-std::string g_log;
+std::string& g_log = *new std::string();
 
 // ---- memory -----------------------------------------------------------------------------------
 
@@ -112,10 +112,11 @@ Memory& Mem() {
 
 // ---- contexts ---------------------------------------------------------------------------------
 
-std::mutex g_device_mu;
-std::condition_variable g_progress;
-std::map<int, CUcontext> g_primary;  // device -> live primary context
-std::set<CUcontext> g_contexts;
+// Never destroyed: stream workers may still wait on them while the process exits.
+std::mutex& g_device_mu = *new std::mutex();
+std::condition_variable& g_progress = *new std::condition_variable();
+std::map<int, CUcontext>& g_primary = *new std::map<int, CUcontext>();  // device -> live primary context
+std::set<CUcontext>& g_contexts = *new std::set<CUcontext>();
 thread_local CUcontext t_current = nullptr;
 
 void RunWorker(Stream* s) {

@@ -9,7 +9,7 @@
 //
 //   std::string why;
 //   float* y = static_cast<float*>(emulated_cuda::DeviceRange(d_ptr, n * 4, &why));
-//   if (y == nullptr) return emulated_cuda::LibraryError("cublasLtMatmul", "D: " + why);
+//   if (y == nullptr) { emulated_cuda::Diagnose("cublasLtMatmul", "D: " + why); return CUBLAS_STATUS_INVALID_VALUE; }
 //   CUresult r = emulated_cuda::Enqueue(stream, "cublasLtMatmul", [=] { ... compute into y ... });
 #pragma once
 
@@ -20,13 +20,16 @@
 #include <string>
 #include <string_view>
 
+// Exported from libcuda.so.1 (built with hidden visibility and a version script).
+#define KILN_EMULATED_API __attribute__((visibility("default")))
+
 namespace kiln::emulated_cuda {
 
 // A host pointer to the device bytes [ptr, ptr + bytes), when the whole range lies inside one
 // live allocation of the emulated device; else nullptr, with *why saying what is wrong (not a
 // device address, freed, past the end of an allocation of N bytes at ...). bytes == 0 checks
 // ptr alone. Thread-safe.
-void* DeviceRange(CUdeviceptr ptr, size_t bytes, std::string* why);
+KILN_EMULATED_API void* DeviceRange(CUdeviceptr ptr, size_t bytes, std::string* why);
 
 // Enqueues `work` on `stream` (nullptr: the current context's legacy default stream), to run
 // on that stream's worker thread after everything enqueued on it before (and, for the legacy
@@ -36,23 +39,23 @@ void* DeviceRange(CUdeviceptr ptr, size_t bytes, std::string* why);
 // (LogCall) and in diagnostics. Returns CUDA_SUCCESS, or what a driver call would return:
 // CUDA_ERROR_INVALID_CONTEXT without a current context, CUDA_ERROR_INVALID_HANDLE for a
 // destroyed stream, the context's sticky error after a fault. Thread-safe.
-CUresult Enqueue(CUstream stream, std::string what, std::function<void()> work);
+KILN_EMULATED_API CUresult Enqueue(CUstream stream, std::string what, std::function<void()> work);
 
 // True when a current context exists on this thread (library handles need one).
-bool HaveCurrentContext();
+KILN_EMULATED_API bool HaveCurrentContext();
 
 // Fault injection (control.h): true when the fault `name` (e.g. "blas-not-supported",
 // "dnn-not-supported") is due at this call, counting calls since the fault was set; each
 // due fault fires once. Thread-safe.
-bool FaultDue(std::string_view name);
+KILN_EMULATED_API bool FaultDue(std::string_view name);
 
 // Appends one line to the call log when logging is on (control.h), e.g. "cublasLtMatmul" or
 // "cudnnConvolutionForward". Libraries log each compute call they enqueue, from the calling
 // thread, at enqueue time (or capture time). Thread-safe.
-void LogCall(std::string_view entry);
+KILN_EMULATED_API void LogCall(std::string_view entry);
 
 // Writes "<library call>: <message>" to stderr, for a refused call whose status code alone
 // would not say why (the real libraries print nothing; this is a test aid).
-void Diagnose(std::string_view call, std::string_view message);
+KILN_EMULATED_API void Diagnose(std::string_view call, std::string_view message);
 
 }  // namespace kiln::emulated_cuda

@@ -1,0 +1,683 @@
+// Standalone self-test of the emulated cuDNN (cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc):
+// each case runs the library through its C API on device memory from CheckAlloc
+// (cudnn_check.h) and compares with values computed by hand from cuDNN's documented semantics
+// (or, for backward data, with a direct scatter loop written here). Prints one line per case;
+// exits 1 if any case fails.
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/emulated_cuda/check_hooks.h"
+#include "tests/emulated_cuda/half.h"
+
+namespace {
+
+namespace ec = kiln::emulated_cuda;  // half.h's conversions
+
+int failures = 0;
+
+void Report(const std::string& name, bool ok, const std::string& detail = "") {
+  std::printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
+  if (!ok) ++failures;
+}
+
+std::string LastError() {
+  char buf[1024];
+  cudnnGetLastErrorString(buf, sizeof(buf));
+  return buf;
+}
+
+std::string StatusStr(cudnnStatus_t s) { return cudnnGetErrorString(s); }
+
+// Compares got with want (NaN equals NaN); returns "" or the first difference.
+std::string Diff(const std::vector<float>& got, const std::vector<float>& want, float tol = 0.0f) {
+  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    if (both_nan) continue;
+    if (std::isnan(got[i]) || std::isnan(want[i]) || std::fabs(got[i] - want[i]) > tol * (1.0f + std::fabs(want[i]))) {
+      return "element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " + std::to_string(want[i]);
+    }
+  }
+  return "";
+}
+
+// Device buffers.
+float* Upload(const std::vector<float>& v, size_t extra_bytes = 0) {
+  auto* p = static_cast<float*>(CheckAlloc(v.size() * 4 + extra_bytes));
+  std::memcpy(p, v.data(), v.size() * 4);
+  return p;
+}
+uint16_t* Upload16(const std::vector<float>& v, cudnnDataType_t dt) {
+  auto* p = static_cast<uint16_t*>(CheckAlloc(v.size() * 2));
+  for (size_t i = 0; i < v.size(); ++i) p[i] = dt == CUDNN_DATA_HALF ? ec::FloatToHalf(v[i]) : ec::FloatToBFloat16(v[i]);
+  return p;
+}
+std::vector<float> Read(const float* p, size_t n) {
+  CheckSync();
+  return std::vector<float>(p, p + n);
+}
+std::vector<float> Read16(const uint16_t* p, size_t n, cudnnDataType_t dt) {
+  CheckSync();
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = dt == CUDNN_DATA_HALF ? ec::HalfToFloat(p[i]) : ec::BFloat16ToFloat(p[i]);
+  return v;
+}
+
+// Descriptors (packed NCHW unless strides are given).
+cudnnTensorDescriptor_t Tensor(std::vector<int> dims, cudnnDataType_t dt = CUDNN_DATA_FLOAT,
+                               std::vector<int> strides = {}) {
+  if (strides.empty()) {
+    strides.resize(dims.size());
+    int s = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      strides[i] = s;
+      s *= dims[i];
+    }
+  }
+  cudnnTensorDescriptor_t t = nullptr;
+  cudnnCreateTensorDescriptor(&t);
+  cudnnStatus_t st = cudnnSetTensorNdDescriptor(t, dt, static_cast<int>(dims.size()), dims.data(), strides.data());
+  if (st != CUDNN_STATUS_SUCCESS) Report("tensor descriptor", false, StatusStr(st) + " " + LastError());
+  return t;
+}
+cudnnFilterDescriptor_t Filter(std::vector<int> dims, cudnnDataType_t dt = CUDNN_DATA_FLOAT) {
+  cudnnFilterDescriptor_t f = nullptr;
+  cudnnCreateFilterDescriptor(&f);
+  cudnnStatus_t st = cudnnSetFilterNdDescriptor(f, dt, CUDNN_TENSOR_NCHW, static_cast<int>(dims.size()), dims.data());
+  if (st != CUDNN_STATUS_SUCCESS) Report("filter descriptor", false, StatusStr(st) + " " + LastError());
+  return f;
+}
+cudnnConvolutionDescriptor_t Conv(std::vector<int> pad, std::vector<int> stride, std::vector<int> dil,
+                                  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION, int groups = 1,
+                                  cudnnDataType_t compute = CUDNN_DATA_FLOAT) {
+  cudnnConvolutionDescriptor_t c = nullptr;
+  cudnnCreateConvolutionDescriptor(&c);
+  cudnnStatus_t st = cudnnSetConvolutionNdDescriptor(c, static_cast<int>(pad.size()), pad.data(), stride.data(),
+                                                     dil.data(), mode, compute);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetConvolutionGroupCount(c, groups);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH);
+  if (st != CUDNN_STATUS_SUCCESS) Report("convolution descriptor", false, StatusStr(st) + " " + LastError());
+  return c;
+}
+cudnnActivationDescriptor_t Act(cudnnActivationMode_t mode, cudnnNanPropagation_t nan, double coef = 0.0) {
+  cudnnActivationDescriptor_t a = nullptr;
+  cudnnCreateActivationDescriptor(&a);
+  cudnnSetActivationDescriptor(a, mode, nan, coef);
+  return a;
+}
+
+const std::vector<float> kX3x3 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+const std::vector<float> kW2x2 = {1, 2, 3, 4};
+
+// y = alpha * conv(x, w) + beta * y for the float tensors given; returns the status.
+cudnnStatus_t Forward(cudnnHandle_t h, cudnnTensorDescriptor_t xd, const void* x, cudnnFilterDescriptor_t wd,
+                      const void* w, cudnnConvolutionDescriptor_t cd, cudnnTensorDescriptor_t yd, void* y,
+                      float alpha = 1.0f, float beta = 0.0f,
+                      cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM) {
+  return cudnnConvolutionForward(h, &alpha, xd, x, wd, w, cd, algo, nullptr, 0, &beta, yd, y);
+}
+
+void CaseVersions() {
+  const bool ok = cudnnGetVersion() / 10000 == CUDNN_MAJOR && cudnnGetCudartVersion() > 0 &&
+                  std::string(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM)) == "CUDNN_STATUS_BAD_PARAM" &&
+                  std::string(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED)) == "CUDNN_STATUS_NOT_SUPPORTED" &&
+                  std::string(cudnnGetErrorString(static_cast<cudnnStatus_t>(12345))) == "CUDNN_UNKNOWN_STATUS";
+  Report("versions and status names", ok, "cudnnGetVersion " + std::to_string(cudnnGetVersion()));
+}
+
+void CaseCrossCorrelationVsConvolution(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 3, 3});
+  auto wd = Filter({1, 1, 2, 2});
+  auto yd = Tensor({1, 1, 2, 2});
+  float* x = Upload(kX3x3);
+  float* w = Upload(kW2x2);
+  float* y = Upload({0, 0, 0, 0});
+  auto cc = Conv({0, 0}, {1, 1}, {1, 1}, CUDNN_CROSS_CORRELATION);
+  cudnnStatus_t st = Forward(h, xd, x, wd, w, cc, yd, y);
+  std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {37, 47, 67, 77});
+  Report("2x2 cross-correlation of a 3x3 input", d.empty(), d);
+  auto cv = Conv({0, 0}, {1, 1}, {1, 1}, CUDNN_CONVOLUTION);
+  st = Forward(h, xd, x, wd, w, cv, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {23, 33, 53, 63});
+  Report("2x2 convolution (mirrored filter) of a 3x3 input", d.empty(), d);
+  // alpha and beta: y = 0.5 * conv + 2 * y, y holding 10s.
+  for (int i = 0; i < 4; ++i) y[i] = 10;
+  st = Forward(h, xd, x, wd, w, cc, yd, y, 0.5f, 2.0f);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {38.5f, 43.5f, 53.5f, 58.5f});
+  Report("alpha 0.5, beta 2 blend with the prior output", d.empty(), d);
+  // beta 0 does not read y: NaN there does not leak.
+  for (int i = 0; i < 4; ++i) y[i] = NAN;
+  st = Forward(h, xd, x, wd, w, cc, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {37, 47, 67, 77});
+  Report("beta 0 ignores a NaN output", d.empty(), d);
+  // The same input with a row pitch of 4 (strides honoured): column 3 holds 999s.
+  auto xs = Tensor({1, 1, 3, 3}, CUDNN_DATA_FLOAT, {12, 12, 4, 1});
+  float* xp = Upload({1, 2, 3, 999, 4, 5, 6, 999, 7, 8, 9, 999});
+  st = Forward(h, xs, xp, wd, w, cc, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {37, 47, 67, 77});
+  Report("strided (row pitch 4) input", d.empty(), d);
+}
+
+void CasePadStrideDilation(cudnnHandle_t h) {
+  std::vector<float> xv(16);
+  for (int i = 0; i < 16; ++i) xv[i] = static_cast<float>(i + 1);
+  auto xd = Tensor({1, 1, 4, 4});
+  auto wd = Filter({1, 1, 2, 2});
+  auto cd = Conv({1, 1}, {2, 2}, {2, 2});
+  int out[4] = {};
+  cudnnStatus_t st = cudnnGetConvolutionNdForwardOutputDim(cd, xd, wd, 4, out);
+  const bool dims_ok = st == CUDNN_STATUS_SUCCESS && out[0] == 1 && out[1] == 1 && out[2] == 2 && out[3] == 2;
+  Report("output dim 1 + (4 + 2*1 - ((2-1)*2 + 1)) / 2 = 2", dims_ok,
+         std::to_string(out[2]) + "x" + std::to_string(out[3]));
+  auto yd = Tensor({1, 1, 2, 2});
+  float* x = Upload(xv);
+  float* w = Upload(kW2x2);
+  float* y = Upload({0, 0, 0, 0});
+  st = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {24, 50, 68, 128});
+  Report("pad 1, stride 2, dilation 2 on a 4x4 input", d.empty(), d);
+  // A yDesc of the wrong spatial size is refused (NOT_SUPPORTED for the forward call).
+  auto bad = Tensor({1, 1, 3, 3});
+  float* yb = Upload(std::vector<float>(9));
+  st = Forward(h, xd, x, wd, w, cd, bad, yb);
+  Report("forward yDesc of the wrong spatial size refused", st == CUDNN_STATUS_NOT_SUPPORTED,
+         StatusStr(st) + " " + LastError());
+}
+
+void CaseGroups(cudnnHandle_t h) {
+  auto xd = Tensor({1, 2, 2, 2});
+  auto wd = Filter({4, 1, 1, 1});
+  auto yd = Tensor({1, 4, 2, 2});
+  float* x = Upload({1, 2, 3, 4, 5, 6, 7, 8});
+  float* w = Upload({1, 2, 3, 4});
+  float* y = Upload(std::vector<float>(16));
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1}, CUDNN_CROSS_CORRELATION, 2);
+  cudnnStatus_t st = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string d = st ? StatusStr(st) + " " + LastError()
+                           : Diff(Read(y, 16), {1, 2, 3, 4, 2, 4, 6, 8, 15, 18, 21, 24, 20, 24, 28, 32});
+  Report("groups = 2: output channels 0-1 read input channel 0, 2-3 channel 1", d.empty(), d);
+  auto one_group = Conv({0, 0}, {1, 1}, {1, 1});
+  st = Forward(h, xd, x, wd, w, one_group, yd, y);
+  Report("a [4,1,1,1] filter on 2 channels without groups refused", st == CUDNN_STATUS_BAD_PARAM,
+         StatusStr(st) + " " + LastError());
+}
+
+void CaseOneD(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 1, 5});
+  auto wd = Filter({1, 1, 1, 3});
+  auto yd = Tensor({1, 1, 1, 3});
+  auto cd = Conv({0, 1}, {1, 2}, {1, 1});
+  float* x = Upload({1, 2, 3, 4, 5});
+  float* w = Upload({1, 0, -1});
+  float* y = Upload({0, 0, 0});
+  cudnnStatus_t st = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 3), {-2, -2, 4});
+  Report("1-D conv as 2-D with unit height (pad 1, stride 2)", d.empty(), d);
+}
+
+void CaseThreeD(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 2, 2, 2});
+  auto wd = Filter({1, 1, 2, 2, 2});
+  auto yd = Tensor({1, 1, 1, 1, 1});
+  auto cd = Conv({0, 0, 0}, {1, 1, 1}, {1, 1, 1});
+  float* x = Upload({1, 2, 3, 4, 5, 6, 7, 8});
+  float* w = Upload({1, 1, 1, 1, 1, 1, 1, 2});
+  float* y = Upload({0});
+  cudnnStatus_t st = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 1), {44});
+  Report("3-D conv of a 2x2x2 input", d.empty(), d);
+}
+
+void CaseAlgorithms(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 3, 3});
+  auto wd = Filter({1, 1, 2, 2});
+  auto yd = Tensor({1, 1, 2, 2});
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+  int max_count = 0, returned = 0;
+  cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count);
+  cudnnConvolutionFwdAlgoPerf_t perf[16];
+  cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, max_count, &returned, perf);
+  bool ok = st == CUDNN_STATUS_SUCCESS && max_count == CUDNN_CONVOLUTION_FWD_ALGO_COUNT && returned == max_count &&
+            perf[0].status == CUDNN_STATUS_SUCCESS && perf[0].mathType == CUDNN_FMA_MATH &&
+            perf[0].determinism == CUDNN_DETERMINISTIC;
+  int supported = 0;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    ++supported;
+    size_t ws = 1;
+    ok = ok && cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, perf[i].algo, &ws) == CUDNN_STATUS_SUCCESS &&
+         ws == perf[i].memory;
+  }
+  size_t ws = 0;
+  ok = ok && supported >= 2 &&
+       cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_FFT, &ws) ==
+           CUDNN_STATUS_NOT_SUPPORTED;
+  Report("forward algorithm list, workspace sizes agree with the query", ok,
+         StatusStr(st) + ", " + std::to_string(returned) + " returned, " + std::to_string(supported) + " supported");
+  // A workspace smaller than the algorithm's is refused.
+  size_t need = 0;
+  cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need);
+  float* x = Upload(kX3x3);
+  float* w = Upload(kW2x2);
+  float* y = Upload({0, 0, 0, 0});
+  const float one = 1, zero = 0;
+  st = cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, nullptr, 0,
+                               &zero, yd, y);
+  const bool refused = need > 0 && st == CUDNN_STATUS_BAD_PARAM;
+  void* ws_buf = CheckAlloc(need);
+  st = cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws_buf,
+                               need, &zero, yd, y);
+  const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {37, 47, 67, 77});
+  Report("IMPLICIT_PRECOMP_GEMM needs its workspace (" + std::to_string(need) + " bytes)", refused && d.empty(), d);
+}
+
+void CaseBiasActivation(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 3, 3});
+  auto wd = Filter({1, 1, 2, 2});
+  auto yd = Tensor({1, 1, 2, 2});
+  auto bd = Tensor({1, 1, 1, 1});
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+  float* x = Upload(kX3x3);
+  float* w = Upload(kW2x2);
+  float* z = Upload({2, 4, -40, 10});
+  float* b = Upload({-40});
+  float* y = Upload({0, 0, 0, 0});
+  auto relu = Act(CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN);
+  const float a1 = 1.0f, a2 = 0.5f, zero = 0.0f;
+  // relu(conv + 0.5 z - 40) = relu([37+1, 47+2, 67-20, 77+5] - 40) = [0, 9, 7, 42]
+  cudnnStatus_t st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &a2,
+                                                           yd, z, bd, b, relu, yd, y);
+  std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {0, 9, 7, 42});
+  Report("fused relu(conv + 0.5 * z + bias)", d.empty(), d);
+  // z = y with alpha2 = 0: y's NaNs are not read.
+  for (int i = 0; i < 4; ++i) y[i] = NAN;
+  st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                             nullptr, 0, &zero, yd, y, bd, b, relu, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {0, 7, 27, 37});
+  Report("fused call with z = y and alpha2 = 0", d.empty(), d);
+  // CUDNN_PROPAGATE_NAN is refused by the fused call.
+  auto relu_nan = Act(CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN);
+  st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                             nullptr, 0, &a2, yd, z, bd, b, relu_nan, yd, y);
+  Report("fused call refuses reluNanOpt CUDNN_PROPAGATE_NAN", st == CUDNN_STATUS_NOT_SUPPORTED,
+         StatusStr(st) + " " + LastError());
+  // IDENTITY needs IMPLICIT_PRECOMP_GEMM.
+  auto ident = Act(CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN);
+  st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                             nullptr, 0, &a2, yd, z, bd, b, ident, yd, y);
+  const std::string msg = LastError();
+  Report("IDENTITY with IMPLICIT_GEMM refused", st == CUDNN_STATUS_NOT_SUPPORTED &&
+                                                    msg.find("IMPLICIT_PRECOMP_GEMM") != std::string::npos,
+         StatusStr(st) + " " + msg);
+  size_t need = 0;
+  cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need);
+  void* ws = CheckAlloc(need);
+  st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                                             ws, need, &a2, yd, z, bd, b, ident, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 4), {-2, 9, 7, 42});
+  Report("IDENTITY with IMPLICIT_PRECOMP_GEMM: conv + 0.5 * z + bias", d.empty(), d);
+  // Other activations are refused.
+  auto sig = Act(CUDNN_ACTIVATION_SIGMOID, CUDNN_NOT_PROPAGATE_NAN);
+  st = cudnnConvolutionBiasActivationForward(h, &a1, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                             nullptr, 0, &a2, yd, z, bd, b, sig, yd, y);
+  Report("fused call refuses SIGMOID", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st));
+}
+
+void CaseBackwardData(cudnnHandle_t h) {
+  // dx [1, 2, 5, 5] <- dy [1, 3, 3, 3] through w [3, 2, 3, 3], pad 1, stride 2.
+  const int C = 2, K = 3, H = 5, O = 3, R = 3;
+  std::vector<float> dy(K * O * O), w(K * C * R * R);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i * 5 % 9) - 4);
+  // Direct scatter: every dy[k, oh, ow] adds dy * w[k, c, r, s] to dx[c, 2*oh - 1 + r, 2*ow - 1 + s].
+  std::vector<float> want(C * H * H, 0.0f);
+  for (int k = 0; k < K; ++k)
+    for (int oh = 0; oh < O; ++oh)
+      for (int ow = 0; ow < O; ++ow)
+        for (int c = 0; c < C; ++c)
+          for (int r = 0; r < R; ++r)
+            for (int s = 0; s < R; ++s) {
+              const int ih = 2 * oh - 1 + r, iw = 2 * ow - 1 + s;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
+              want[(c * H + ih) * H + iw] += dy[(k * O + oh) * O + ow] * w[((k * C + c) * R + r) * R + s];
+            }
+  auto dxd = Tensor({1, C, H, H});
+  auto dyd = Tensor({1, K, O, O});
+  auto wd = Filter({K, C, R, R});
+  auto cd = Conv({1, 1}, {2, 2}, {1, 1});
+  int max_count = 0, returned = 0;
+  cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count);
+  cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+  cudnnStatus_t st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, dyd, cd, dxd, max_count, &returned, perf);
+  int pick = -1;
+  for (int i = 0; i < returned && pick < 0; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) pick = i;
+  }
+  Report("backward-data algorithm list has a deterministic algorithm", st == CUDNN_STATUS_SUCCESS && pick >= 0,
+         StatusStr(st));
+  if (pick < 0) return;
+  size_t need = 0;
+  cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, dyd, cd, dxd, perf[pick].algo, &need);
+  void* ws = need ? CheckAlloc(need) : nullptr;
+  float* dyp = Upload(dy);
+  float* wp = Upload(w);
+  float* dx = Upload(std::vector<float>(C * H * H, 1.0f));
+  const float one = 1.0f;
+  st = cudnnConvolutionBackwardData(h, &one, wd, wp, dyd, dyp, cd, perf[pick].algo, ws, need, &one, dxd, dx);
+  std::vector<float> want_plus_one = want;
+  for (float& v : want_plus_one) v += 1.0f;
+  std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(dx, want.size()), want_plus_one);
+  Report("backward data of a stride-2 conv equals the direct scatter (beta 1)", d.empty(), d);
+  // Adjoint check: <conv(x), dy> == <x, backward(dy)> for x = the scatter's result.
+  float* xf = Upload(want);
+  float* yf = Upload(std::vector<float>(K * O * O));
+  st = Forward(h, dxd, xf, wd, wp, cd, dyd, yf);
+  const std::vector<float> yv = Read(yf, dy.size());
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < dy.size(); ++i) lhs += double(yv[i]) * dy[i];
+  for (size_t i = 0; i < want.size(); ++i) rhs += double(want[i]) * want[i];
+  Report("backward data is the adjoint of forward", st == CUDNN_STATUS_SUCCESS && lhs == rhs,
+         std::to_string(lhs) + " vs " + std::to_string(rhs));
+  // The same adjoint identity for a grouped, dilated, mirrored (CUDNN_CONVOLUTION) 2-group conv:
+  // x [2, 4, 6, 5], w [6, 2, 2, 3], pad (1, 0), stride (1, 2), dilation (2, 1) -> y [2, 6, 6, 2].
+  {
+    auto gxd = Tensor({2, 4, 6, 5});
+    auto gwd = Filter({6, 2, 2, 3});
+    auto gyd = Tensor({2, 6, 6, 2});
+    auto gcd = Conv({1, 0}, {1, 2}, {2, 1}, CUDNN_CONVOLUTION, 2);
+    std::vector<float> gx(2 * 4 * 6 * 5), gw(6 * 2 * 2 * 3), gdy(2 * 6 * 6 * 2);
+    for (size_t i = 0; i < gx.size(); ++i) gx[i] = static_cast<float>(static_cast<int>(i * 3 % 7) - 3);
+    for (size_t i = 0; i < gw.size(); ++i) gw[i] = static_cast<float>(static_cast<int>(i * 5 % 7) - 3);
+    for (size_t i = 0; i < gdy.size(); ++i) gdy[i] = static_cast<float>(static_cast<int>(i * 2 % 5) - 2);
+    float* gxp = Upload(gx);
+    float* gwp = Upload(gw);
+    float* gdyp = Upload(gdy);
+    float* gyp = Upload(std::vector<float>(gdy.size()));
+    float* gdxp = Upload(std::vector<float>(gx.size()));
+    const float zero = 0.0f;
+    cudnnStatus_t s1 = Forward(h, gxd, gxp, gwd, gwp, gcd, gyd, gyp);
+    cudnnStatus_t s2 = cudnnConvolutionBackwardData(h, &one, gwd, gwp, gyd, gdyp, gcd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+                                                    nullptr, 0, &zero, gxd, gdxp);
+    const std::vector<float> gy = Read(gyp, gdy.size()), gdx = Read(gdxp, gx.size());
+    double l = 0, r = 0;
+    for (size_t i = 0; i < gdy.size(); ++i) l += double(gy[i]) * gdy[i];
+    for (size_t i = 0; i < gx.size(); ++i) r += double(gx[i]) * gdx[i];
+    Report("grouped, dilated, mirrored backward data is the adjoint of forward",
+           s1 == CUDNN_STATUS_SUCCESS && s2 == CUDNN_STATUS_SUCCESS && l == r,
+           StatusStr(s1) + "/" + StatusStr(s2) + " " + std::to_string(l) + " vs " + std::to_string(r));
+  }
+  // A dyDesc that is not the forward output of dxDesc: BAD_PARAM for backward data.
+  auto bad = Tensor({1, K, 2, 2});
+  float* dyb = Upload(std::vector<float>(K * 4));
+  st = cudnnConvolutionBackwardData(h, &one, wd, wp, bad, dyb, cd, perf[pick].algo, ws, need, &one, dxd, dx);
+  Report("backward data with a dyDesc of the wrong size refused", st == CUDNN_STATUS_BAD_PARAM,
+         StatusStr(st) + " " + LastError());
+}
+
+void CaseAddTensor(cudnnHandle_t h) {
+  auto cd = Tensor({2, 3, 1, 2});
+  auto ad = Tensor({1, 3, 1, 1});
+  std::vector<float> c(12);
+  for (int i = 0; i < 12; ++i) c[i] = static_cast<float>(i);
+  float* cp = Upload(c);
+  float* ap = Upload({10, 20, 30});
+  const float two = 2.0f, half = 0.5f;
+  cudnnStatus_t st = cudnnAddTensor(h, &two, ad, ap, &half, cd, cp);
+  // C[n, ch, 0, w] = 0.5 * C + 2 * A[ch]
+  std::vector<float> want(12);
+  for (int i = 0; i < 12; ++i) want[i] = 0.5f * i + 2.0f * 10.0f * static_cast<float>((i / 2) % 3 + 1);
+  std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(cp, 12), want);
+  Report("cudnnAddTensor broadcasts a [1,C,1,1] bias (alpha 2, beta 0.5)", d.empty(), d);
+  auto bad = Tensor({1, 2, 1, 1});
+  st = cudnnAddTensor(h, &two, bad, ap, &half, cd, cp);
+  Report("cudnnAddTensor refuses a [1,2,1,1] A for C [2,3,1,2]", st == CUDNN_STATUS_BAD_PARAM,
+         StatusStr(st) + " " + LastError());
+}
+
+void CaseActivation(cudnnHandle_t h) {
+  auto d4 = Tensor({1, 1, 1, 4});
+  const float one = 1.0f, zero = 0.0f;
+  struct Want {
+    const char* name;
+    cudnnActivationMode_t mode;
+    cudnnNanPropagation_t nan;
+    double coef;
+    std::vector<float> y;
+  };
+  const float elu_m1 = std::expm1(-1.0f);
+  const Want cases[] = {
+      {"RELU, NaN propagated", CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0, {0, 0, 2, NAN}},
+      {"RELU, NaN not propagated", CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0, {0, 0, 2, 0}},
+      {"CLIPPED_RELU at 1.5", CUDNN_ACTIVATION_CLIPPED_RELU, CUDNN_NOT_PROPAGATE_NAN, 1.5, {0, 0, 1.5f, 0}},
+      {"ELU alpha 1", CUDNN_ACTIVATION_ELU, CUDNN_NOT_PROPAGATE_NAN, 1.0, {elu_m1, 0, 2, NAN}},
+      {"SIGMOID", CUDNN_ACTIVATION_SIGMOID, CUDNN_NOT_PROPAGATE_NAN, 0,
+       {1.0f / (1.0f + std::exp(1.0f)), 0.5f, 1.0f / (1.0f + std::exp(-2.0f)), NAN}},
+      {"TANH", CUDNN_ACTIVATION_TANH, CUDNN_NOT_PROPAGATE_NAN, 0, {std::tanh(-1.0f), 0, std::tanh(2.0f), NAN}},
+  };
+  for (const Want& c : cases) {
+    float* x = Upload({-1, 0, 2, NAN});
+    auto a = Act(c.mode, c.nan, c.coef);
+    cudnnStatus_t st = cudnnActivationForward(h, a, &one, d4, x, &zero, d4, x);  // in place
+    const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(x, 4), c.y, 1e-6f);
+    Report(std::string("cudnnActivationForward in place: ") + c.name, d.empty(), d);
+  }
+  float* x = Upload({-1, 0, 2, 3});
+  auto ident = Act(CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN);
+  cudnnStatus_t st = cudnnActivationForward(h, ident, &one, d4, x, &zero, d4, x);
+  Report("cudnnActivationForward refuses IDENTITY", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st));
+}
+
+cudnnStatus_t Pool(cudnnHandle_t h, cudnnPoolingMode_t mode, cudnnNanPropagation_t nan, std::vector<int> win,
+                   std::vector<int> pad, std::vector<int> stride, cudnnTensorDescriptor_t xd, const void* x,
+                   cudnnTensorDescriptor_t yd, void* y) {
+  cudnnPoolingDescriptor_t p = nullptr;
+  cudnnCreatePoolingDescriptor(&p);
+  cudnnStatus_t st = cudnnSetPoolingNdDescriptor(p, mode, nan, static_cast<int>(win.size()), win.data(), pad.data(),
+                                                 stride.data());
+  const float one = 1.0f, zero = 0.0f;
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnPoolingForward(h, p, &one, xd, x, &zero, yd, y);
+  cudnnDestroyPoolingDescriptor(p);
+  return st;
+}
+
+void CasePooling(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 2, 4});
+  auto yd = Tensor({1, 1, 1, 2});
+  float* x = Upload({1, NAN, 3, 4, 5, 6, 7, 8});
+  float* y = Upload({0, 0});
+  cudnnStatus_t st = Pool(h, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, {2, 2}, {0, 0}, {2, 2}, xd, x, yd, y);
+  std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 2), {NAN, 8});
+  Report("max pooling, CUDNN_PROPAGATE_NAN: a NaN window gives NaN", d.empty(), d);
+  st = Pool(h, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN, {2, 2}, {0, 0}, {2, 2}, xd, x, yd, y);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(y, 2), {6, 8});
+  Report("max pooling, CUDNN_NOT_PROPAGATE_NAN: the NaN is skipped", d.empty(), d);
+
+  auto x3 = Tensor({1, 1, 3, 3});
+  auto y2 = Tensor({1, 1, 2, 2});
+  float* xp = Upload(kX3x3);
+  float* yp = Upload({0, 0, 0, 0});
+  st = Pool(h, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, CUDNN_NOT_PROPAGATE_NAN, {2, 2}, {1, 1}, {2, 2}, x3, xp,
+            y2, yp);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(yp, 4), {0.25f, 1.25f, 2.75f, 7});
+  Report("average pooling including padding (window 2, pad 1, stride 2)", d.empty(), d);
+  st = Pool(h, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, CUDNN_NOT_PROPAGATE_NAN, {2, 2}, {1, 1}, {2, 2}, x3, xp,
+            y2, yp);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(yp, 4), {1, 2.5f, 5.5f, 7});
+  Report("average pooling excluding padding", d.empty(), d);
+  float* neg = Upload({-1, -2, -3, -4, -5, -6, -7, -8, -9});
+  st = Pool(h, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, {2, 2}, {1, 1}, {2, 2}, x3, neg, y2, yp);
+  d = st ? StatusStr(st) + " " + LastError() : Diff(Read(yp, 4), {-1, -2, -4, -5});
+  Report("max pooling of negative values: padding never wins", d.empty(), d);
+  auto y3 = Tensor({1, 1, 3, 3});
+  st = Pool(h, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, {2, 2}, {1, 1}, {2, 2}, x3, xp, y3, yp);
+  Report("pooling yDesc of the wrong size refused", st == CUDNN_STATUS_BAD_PARAM, StatusStr(st));
+}
+
+void CaseHalfAndBFloat16(cudnnHandle_t h) {
+  // y = conv / 3 of the 3x3 case: [37, 47, 67, 77] / 3, rounded once to the output type.
+  //   half (11 significant bits): 12.3359375, 15.6640625, 22.328125, 25.671875
+  //   bfloat16 (8 significant bits): 12.3125, 15.6875, 22.375, 25.625
+  const float third = 1.0f / 3.0f, zero = 0.0f;
+  struct Want {
+    cudnnDataType_t dt;
+    const char* name;
+    std::vector<float> y;
+  };
+  const Want cases[] = {{CUDNN_DATA_HALF, "half (PSEUDO_HALF_CONFIG)", {12.3359375f, 15.6640625f, 22.328125f, 25.671875f}},
+                        {CUDNN_DATA_BFLOAT16, "bfloat16 (PSEUDO_BFLOAT16_CONFIG)", {12.3125f, 15.6875f, 22.375f, 25.625f}}};
+  for (const Want& c : cases) {
+    auto xd = Tensor({1, 1, 3, 3}, c.dt);
+    auto wd = Filter({1, 1, 2, 2}, c.dt);
+    auto yd = Tensor({1, 1, 2, 2}, c.dt);
+    auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+    uint16_t* x = Upload16(kX3x3, c.dt);
+    uint16_t* w = Upload16(kW2x2, c.dt);
+    uint16_t* y = Upload16({0, 0, 0, 0}, c.dt);
+    cudnnStatus_t st = cudnnConvolutionForward(h, &third, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                               nullptr, 0, &zero, yd, y);
+    const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read16(y, 4, c.dt), c.y);
+    Report(std::string("conv output rounded once to ") + c.name, d.empty(), d);
+  }
+  // bfloat16 has no fused configuration.
+  auto xd = Tensor({1, 1, 3, 3}, CUDNN_DATA_BFLOAT16);
+  auto wd = Filter({1, 1, 2, 2}, CUDNN_DATA_BFLOAT16);
+  auto yd = Tensor({1, 1, 2, 2}, CUDNN_DATA_BFLOAT16);
+  auto bd = Tensor({1, 1, 1, 1}, CUDNN_DATA_BFLOAT16);
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+  auto relu = Act(CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN);
+  uint16_t* x = Upload16(kX3x3, CUDNN_DATA_BFLOAT16);
+  uint16_t* w = Upload16(kW2x2, CUDNN_DATA_BFLOAT16);
+  uint16_t* y = Upload16({0, 0, 0, 0}, CUDNN_DATA_BFLOAT16);
+  uint16_t* b = Upload16({0}, CUDNN_DATA_BFLOAT16);
+  const float one = 1.0f;
+  cudnnStatus_t st = cudnnConvolutionBiasActivationForward(h, &one, xd, x, wd, w, cd,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero,
+                                                           yd, y, bd, b, relu, yd, y);
+  Report("fused call refuses bfloat16", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st));
+  // Half max pooling keeps values exactly.
+  auto px = Tensor({1, 1, 2, 4}, CUDNN_DATA_HALF);
+  auto py = Tensor({1, 1, 1, 2}, CUDNN_DATA_HALF);
+  uint16_t* pxp = Upload16({0.5f, -1, 3.25f, 4, 5, 6, 7, 8.5f}, CUDNN_DATA_HALF);
+  uint16_t* pyp = Upload16({0, 0}, CUDNN_DATA_HALF);
+  st = Pool(h, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, {2, 2}, {0, 0}, {2, 2}, px, pxp, py, pyp);
+  const std::string d = st ? StatusStr(st) + " " + LastError() : Diff(Read16(pyp, 2, CUDNN_DATA_HALF), {6, 8.5f});
+  Report("half max pooling", d.empty(), d);
+}
+
+void CaseRanges(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 3, 3});
+  auto wd = Filter({1, 1, 2, 2});
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+  float* x = Upload(kX3x3);
+  float* w = Upload(kW2x2);
+  // y described as [1,1,2,2] with a row pitch of 4: its extent is (1*4 + 1 + 1) * 4 = 24 bytes,
+  // past the 16-byte allocation.
+  auto yd = Tensor({1, 1, 2, 2}, CUDNN_DATA_FLOAT, {8, 8, 4, 1});
+  float* y = Upload({0, 0, 0, 0});
+  cudnnStatus_t st = Forward(h, xd, x, wd, w, cd, yd, y);
+  std::string msg = LastError();
+  Report("a strided y past its allocation refused", st == CUDNN_STATUS_BAD_PARAM && msg.find("y at") != std::string::npos &&
+                                                       msg.find("24 bytes") != std::string::npos,
+         StatusStr(st) + " " + msg);
+  // A host pointer that is not device memory.
+  std::vector<float> host(4);
+  auto yp = Tensor({1, 1, 2, 2});
+  st = Forward(h, xd, x, wd, w, cd, yp, host.data());
+  Report("a host pointer refused", st == CUDNN_STATUS_BAD_PARAM, StatusStr(st) + " " + LastError());
+  // A success clears the last-error message.
+  st = Forward(h, xd, x, wd, w, cd, yp, y);
+  Report("a successful call clears the last error", st == CUDNN_STATUS_SUCCESS && LastError().empty(), LastError());
+  // A destroyed descriptor is refused.
+  cudnnTensorDescriptor_t gone = Tensor({1, 1, 2, 2});
+  cudnnDestroyTensorDescriptor(gone);
+  st = Forward(h, xd, x, wd, w, cd, gone, y);
+  Report("a destroyed descriptor refused", st == CUDNN_STATUS_BAD_PARAM, StatusStr(st) + " " + LastError());
+}
+
+void CaseSetters() {
+  cudnnTensorDescriptor_t t = nullptr;
+  cudnnCreateTensorDescriptor(&t);
+  const int dims[4] = {1, 0, 2, 2}, strides[4] = {4, 4, 2, 1};
+  bool ok = cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT, 4, dims, strides) == CUDNN_STATUS_BAD_PARAM;
+  const int d9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  ok = ok && cudnnSetTensorNdDescriptor(t, CUDNN_DATA_FLOAT, 9, d9, d9) == CUDNN_STATUS_NOT_SUPPORTED;
+  ok = ok && cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, 3, 2, 2) == CUDNN_STATUS_SUCCESS;
+  cudnnDestroyTensorDescriptor(t);
+  cudnnConvolutionDescriptor_t c = nullptr;
+  cudnnCreateConvolutionDescriptor(&c);
+  const int pad[2] = {-1, 0}, one[2] = {1, 1};
+  ok = ok && cudnnSetConvolutionNdDescriptor(c, 2, pad, one, one, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+                 CUDNN_STATUS_BAD_PARAM;
+  ok = ok && cudnnSetConvolutionGroupCount(c, 0) == CUDNN_STATUS_BAD_PARAM;
+  cudnnDestroyConvolutionDescriptor(c);
+  cudnnPoolingDescriptor_t p = nullptr;
+  cudnnCreatePoolingDescriptor(&p);
+  const int zero_win[2] = {0, 2}, pads[2] = {0, 0};
+  ok = ok && cudnnSetPoolingNdDescriptor(p, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN, 2, zero_win, pads, one) ==
+                 CUDNN_STATUS_BAD_PARAM;
+  cudnnDestroyPoolingDescriptor(p);
+  Report("descriptor setters validate (dims, nbDims, pads, groups, windows)", ok, LastError());
+}
+
+void CaseFault(cudnnHandle_t h) {
+  auto xd = Tensor({1, 1, 3, 3});
+  auto wd = Filter({1, 1, 2, 2});
+  auto yd = Tensor({1, 1, 2, 2});
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1});
+  float* x = Upload(kX3x3);
+  float* w = Upload(kW2x2);
+  float* y = Upload({0, 0, 0, 0});
+  CheckSetFault("dnn-not-supported@1");
+  const cudnnStatus_t first = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string msg = LastError();
+  const cudnnStatus_t second = Forward(h, xd, x, wd, w, cd, yd, y);
+  const std::string d = second ? StatusStr(second) : Diff(Read(y, 4), {37, 47, 67, 77});
+  Report("fault dnn-not-supported fires once", first == CUDNN_STATUS_NOT_SUPPORTED && d.empty(),
+         StatusStr(first) + " " + msg + (d.empty() ? "" : "; then " + d));
+}
+
+void CaseNoContext() {
+  CheckContextCurrent(false);
+  cudnnHandle_t h = nullptr;
+  const cudnnStatus_t st = cudnnCreate(&h);
+  CheckContextCurrent(true);
+  Report("cudnnCreate without a current context", st == CUDNN_STATUS_NOT_INITIALIZED, StatusStr(st) + " " + LastError());
+}
+
+}  // namespace
+
+int main() {
+  if (!CheckInit()) return 1;
+  CaseVersions();
+  CaseNoContext();
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = cudnnCreate(&h);
+  Report("cudnnCreate", st == CUDNN_STATUS_SUCCESS, StatusStr(st) + " " + LastError());
+  if (st != CUDNN_STATUS_SUCCESS) return 1;
+  cudnnSetStream(h, nullptr);
+  CaseCrossCorrelationVsConvolution(h);
+  CasePadStrideDilation(h);
+  CaseGroups(h);
+  CaseOneD(h);
+  CaseThreeD(h);
+  CaseAlgorithms(h);
+  CaseBiasActivation(h);
+  CaseBackwardData(h);
+  CaseAddTensor(h);
+  CaseActivation(h);
+  CasePooling(h);
+  CaseHalfAndBFloat16(h);
+  CaseRanges(h);
+  CaseSetters();
+  CaseFault(h);
+  st = cudnnDestroy(h);
+  Report("cudnnDestroy", st == CUDNN_STATUS_SUCCESS, StatusStr(st));
+  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);
+  return failures ? 1 : 0;
+}
