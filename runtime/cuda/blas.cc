@@ -293,6 +293,10 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
         (c->rank == 1 && c->dims[0] == n) || (c->rank == 2 && c->dims[0] == 1 && c->dims[1] == n);
     if (beta == 0.0f) {
       c_kind = CKind::kNone;
+    } else if (bias_shaped && beta == 1.0f) {
+      // Also when M = 1, where C [N] is Y's shape too: the bias epilogue takes an activation,
+      // cuBLASLt's C does not here.
+      c_kind = CKind::kBias;
     } else if (full) {
       c_kind = CKind::kFull;
     } else if (bias_shaped) {

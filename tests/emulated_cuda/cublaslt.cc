@@ -732,12 +732,12 @@ const char* StatusString(cublasStatus_t s) {
 
 // ---- Exported entry points ------------------------------------------------------------------------
 
-// cuBLAS docs, cuBLASLt API reference: cublasLtCreate(). Fails without a device, i.e. here
-// without a current context (the emulation's stand-in for "no GPU/driver usable").
+// cuBLAS docs, cuBLASLt API reference: cublasLtCreate(). Initialises the CUDA runtime (without
+// a current context it makes device 0's primary context current); fails without a device.
 KILN_LT_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) {
   if (lightHandle == nullptr) return Refuse("cublasLtCreate", CUBLAS_STATUS_INVALID_VALUE, "lightHandle is NULL");
-  if (!emu::HaveCurrentContext()) {
-    return Refuse("cublasLtCreate", CUBLAS_STATUS_NOT_INITIALIZED, "no CUDA context is current on this thread");
+  if (emu::ImplicitContext() != CUDA_SUCCESS) {
+    return Refuse("cublasLtCreate", CUBLAS_STATUS_NOT_INITIALIZED, "the CUDA runtime cannot initialise a device");
   }
   auto* h = new (std::nothrow) cublasLtContext{kHandleMagic};
   if (h == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;

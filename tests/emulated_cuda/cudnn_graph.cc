@@ -385,14 +385,14 @@ void cudnnGetLastErrorString(char* message, size_t max_size) {
   message[n] = '\0';
 }
 
-// cuDNN API reference, cudnn_graph library: cudnnCreate(). Needs a current CUDA context (as the
-// real library needs a device): CUDNN_STATUS_NOT_INITIALIZED without one.
+// cuDNN API reference, cudnn_graph library: cudnnCreate(). Initialises the CUDA runtime (without
+// a current context it makes device 0's primary context current); CUDNN_STATUS_NOT_INITIALIZED
+// without a device.
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   constexpr std::string_view kCall = "cudnnCreate";
   if (handle == nullptr) return Fail(kCall, CUDNN_STATUS_BAD_PARAM, "handle (the output pointer) is NULL");
-  if (!kiln::emulated_cuda::HaveCurrentContext()) {
-    return Fail(kCall, CUDNN_STATUS_NOT_INITIALIZED,
-                "no CUDA context is current on this thread (the handle is bound to the current device)");
+  if (kiln::emulated_cuda::ImplicitContext() != CUDA_SUCCESS) {
+    return Fail(kCall, CUDNN_STATUS_NOT_INITIALIZED, "the CUDA runtime cannot initialise a device");
   }
   auto* h = new cudnnContext();
   Register(h, Kind::kHandle);

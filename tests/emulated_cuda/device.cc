@@ -469,7 +469,6 @@ void MakeSticky(CUcontext ctx, CUresult error) {
   if (g_contexts.count(ctx) != 0 && ctx->sticky == CUDA_SUCCESS) ctx->sticky = error;
 }
 
-bool HaveCurrentContext() { return ContextError() == CUDA_SUCCESS; }
 
 // ---- streams ------------------------------------------------------------------------------------
 

@@ -687,6 +687,19 @@ CUresult GraphDestroy(CUgraph graph) {
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+CUresult ImplicitContext() {
+  if (ContextError() == CUDA_SUCCESS) return CUDA_SUCCESS;
+  if (CUresult r = Init(0); r != CUDA_SUCCESS) return r;
+  static CUcontext primary = RetainPrimary(0);  // the runtime's retain, never released
+  if (!LiveContext(primary)) primary = RetainPrimary(0);  // released by others since: the runtime retains anew
+  SetCurrent(primary);
+  return ContextError();
+}
+
+namespace {
+
 // ---- cuGetProcAddress ----------------------------------------------------------------------------
 
 struct Entry {

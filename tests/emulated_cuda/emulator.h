@@ -41,8 +41,11 @@ KILN_EMULATED_API void* DeviceRange(CUdeviceptr ptr, size_t bytes, std::string* 
 // destroyed stream, the context's sticky error after a fault. Thread-safe.
 KILN_EMULATED_API CUresult Enqueue(CUstream stream, std::string what, std::function<void()> work);
 
-// True when a current context exists on this thread (library handles need one).
-KILN_EMULATED_API bool HaveCurrentContext();
+// What the CUDA runtime, which cuBLASLt and cuDNN are built on, does at a library's first call
+// on a thread without a current context (CUDA Runtime API, "Initialization"): it initialises the
+// driver and makes the primary context of device 0 current, retaining it for the life of the
+// process. CUDA_SUCCESS when a context is current afterwards (library handles need one).
+KILN_EMULATED_API CUresult ImplicitContext();
 
 // Fault injection (control.h): true when the fault `name` (e.g. "blas-not-supported",
 // "dnn-not-supported") is due at this call, counting calls since the fault was set; each

@@ -177,6 +177,11 @@ TEST_CASE("cuBLASLt Supports: Gemm's C forms, alpha and beta") {
   // Activation with a C matrix is refused; with a bias-shaped C it is the BIAS epilogue.
   CHECK(Supports("Gemm", Epilogue("Relu"), {&a, &b, &c_full}, y).code() == StatusCode::kUnimplemented);
   CHECK(Supports("Gemm", Epilogue("Relu"), {&a, &b, &c_n}, y).ok());
+  // One row (M = 1): C [N] is also Y's shape, and still the BIAS epilogue, so the activation
+  // runs in cuBLASLt (the emulated device found it planned as a full C and refused).
+  HostTensor a1 = Shape({1, 3}), y1 = Shape({1, 4});
+  CHECK(Supports("Gemm", Epilogue("Relu"), {&a1, &b, &c_n}, y1).ok());
+  CHECK(Supports("Gemm", Epilogue("Relu"), {&a1, &b, &c_1n}, y1).ok());
   HostTensor r = Shape({2, 4});
   CHECK(Supports("Gemm", Epilogue("", true), {&a, &b, &c_n, &r}, y).ok());
   st = Supports("Gemm", Epilogue("", true), {&a, &b, &c_full, &r}, y);
