@@ -8,6 +8,9 @@
 #                    SSE-only CPU (OpenBLAS's SSE kernels, KILN_MAX_CPU_ISA=baseline, glibc without
 #                    AVX2 and FMA), so that a result that passes only by one CPU's rounding fails
 #                    here (tests/README.md, "Conditioning")
+#   emulated GPU     the CUDA backend end to end on the emulated CUDA device (tests/emulated_cuda/):
+#                    scripts/gpu-check --emulated, the real GPU check's tests on stand-ins of
+#                    libcuda, cuBLASLt and cuDNN; nothing it reports is a GPU measurement
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
@@ -23,7 +26,7 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -123,6 +126,15 @@ SSE_CORE=Prescott
 [[ $DEFAULT_CORE == Prescott ]] && SSE_CORE=Nehalem
 tier "fp paths: SSE-only CPU (OpenBLAS $SSE_CORE kernels, KILN_MAX_CPU_ISA=baseline, glibc without AVX2/FMA)" \
   fp_paths OPENBLAS_CORETYPE=$SSE_CORE KILN_MAX_CPU_ISA=baseline GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F
+
+# The CUDA backend, whole, on the emulated CUDA device (tests/emulated_cuda/README.md): the GPU
+# check's own tests, real models and node suite, with the emulated libraries first on the path.
+if [[ -e build/tests/emulated_cuda/lib/libcuda.so.1 ]]; then
+  tier "emulated GPU: the CUDA backend on the emulated device (scripts/gpu-check --emulated)" \
+    bash scripts/gpu-check --emulated --results build/gpu-check-emulated
+else
+  skip "emulated GPU" "the build has no CUDA toolkit headers, so no emulated device"
+fi
 
 tier "samples" bash scripts/samples.sh
 tier "aarch64" bash scripts/aarch64.sh

@@ -11,7 +11,8 @@
 //  - threadIdx/blockIdx/blockDim/gridDim as thread_local variables (x, y and z), set before
 //    each thread runs;
 //  - block execution. kiln_host_launch(grid, block, kernel) runs the blocks one after another
-//    on the calling host thread. A block's threads are fibers (ucontext), so barriers behave
+//    on the calling host thread. A block's threads are fibers (on x86-64 a context switch of a
+//    few instructions, kiln_switch; elsewhere ucontext), so barriers behave
 //    as on a GPU: __syncthreads waits until every thread of the block that has not returned
 //    reaches a __syncthreads, and __shfl_xor_sync exchanges values through a per-warp buffer
 //    between two barriers of the warp's threads (every lane of the warp must call it, as the
@@ -57,12 +58,54 @@ static inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned value) 
 }
 // ---- block execution -------------------------------------------------------------------
 enum { KILN_RUNNABLE, KILN_AT_BLOCK, KILN_AT_WARP, KILN_DONE };
+#if defined(__x86_64__)
+// kiln_switch(save, load): saves the callee-saved registers and the SSE/x87 control words on this
+// stack, stores the stack pointer in *save, and resumes the context whose stack pointer is
+// `load` (System V x86-64 ABI). No system call, unlike swapcontext's signal-mask save.
+extern "C" void kiln_switch(void** save, void* load);
+__asm__(
+    ".text\n.p2align 4\n.globl kiln_switch\n.hidden kiln_switch\n.type kiln_switch,@function\n"
+    "kiln_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n"
+    ".size kiln_switch, .-kiln_switch\n");
+struct kiln_context {
+  void* sp;
+};
+static inline void kiln_swap(kiln_context* save, kiln_context* load) { kiln_switch(&save->sp, load->sp); }
+// A fresh context on [stack, stack + bytes) that starts in entry(), which must never return.
+static void kiln_make(kiln_context* c, char* stack, size_t bytes, void (*entry)()) {
+  unsigned long long* top = (unsigned long long*)(((unsigned long long)(stack + bytes)) & ~15ull);
+  *--top = 0;                             // entry's return address: it never returns
+  *--top = (unsigned long long)entry;     // kiln_switch's `ret` goes here, as a call would
+  for (int r = 0; r < 6; ++r) *--top = 0;  // rbp, rbx, r12-r15
+  unsigned int control[2];
+  __asm__ volatile("stmxcsr %0\n fnstcw %1" : "=m"(control[0]), "=m"(control[1]));
+  *--top = (unsigned long long)control[0] | (unsigned long long)(control[1] & 0xffffu) << 32;
+  c->sp = top;
+}
+#else
+struct kiln_context {
+  ucontext_t uc;
+};
+static inline void kiln_swap(kiln_context* save, kiln_context* load) { swapcontext(&save->uc, &load->uc); }
+static void kiln_make(kiln_context* c, char* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = bytes;
+  c->uc.uc_link = 0;
+  makecontext(&c->uc, entry, 0);
+}
+#endif
 struct kiln_fiber {
-  ucontext_t ctx;
+  kiln_context ctx;
   int state;
 };
 struct kiln_block_state {
-  ucontext_t scheduler;
+  kiln_context scheduler;
   kiln_fiber* fibers;
   unsigned n;              // threads per block
   unsigned current;        // the fiber running now
@@ -86,7 +129,7 @@ static void kiln_wait(int state) {
   b->waited = 1;
   kiln_fiber* f = &b->fibers[b->current];
   f->state = state;
-  swapcontext(&f->ctx, &b->scheduler);
+  kiln_swap(&f->ctx, &b->scheduler);
 }
 static inline void __syncthreads() {
   if (kiln_block->n > 1) kiln_wait(KILN_AT_BLOCK);
@@ -112,20 +155,20 @@ static void kiln_set_thread(unsigned t) {
   threadIdx.y = t / blockDim.x % blockDim.y;
   threadIdx.z = t / (blockDim.x * blockDim.y);
 }
+// A fiber's entry: runs the kernel as the current thread, then returns to the scheduler for good.
 static void kiln_fiber_main() {
   kiln_block_state* b = kiln_block;
   b->call(b->arg);
-  b->fibers[b->current].state = KILN_DONE;
-}  // returns to uc_link, the scheduler
+  kiln_fiber* f = &b->fibers[b->current];
+  f->state = KILN_DONE;
+  kiln_swap(&f->ctx, &b->scheduler);
+  kiln_fail("a finished fiber was resumed");
+}
 // Runs one block's threads as fibers until all return; the barrier rules are above.
 static void kiln_run_fibers(kiln_block_state* b, char* stacks, size_t stack_bytes) {
   for (unsigned t = 0; t < b->n; ++t) {
     kiln_fiber* f = &b->fibers[t];
-    getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = stacks + (size_t)t * stack_bytes;
-    f->ctx.uc_stack.ss_size = stack_bytes;
-    f->ctx.uc_link = &b->scheduler;
-    makecontext(&f->ctx, kiln_fiber_main, 0);
+    kiln_make(&f->ctx, stacks + (size_t)t * stack_bytes, stack_bytes, kiln_fiber_main);
     f->state = KILN_RUNNABLE;
   }
   for (;;) {
@@ -133,7 +176,7 @@ static void kiln_run_fibers(kiln_block_state* b, char* stacks, size_t stack_byte
       if (b->fibers[t].state != KILN_RUNNABLE) continue;
       b->current = t;
       kiln_set_thread(t);
-      swapcontext(&b->scheduler, &b->fibers[t].ctx);
+      kiln_swap(&b->scheduler, &b->fibers[t].ctx);
     }
     unsigned done = 0, at_block = 0;
     for (unsigned t = 0; t < b->n; ++t) {

@@ -531,7 +531,7 @@ struct BlasExecutor::State {
                          std::to_string(returned) + " candidates)");
   }
 
-  Result<const CachedMatmul*> Find(const LtMatmulPlan& plan, const Buffers& buf, const std::string& what) {
+  Result<const CachedMatmul*> Find(const LtMatmulPlan& plan, const Buffers& buf, const CallName& name) {
     MatmulKey key;
     key.type = static_cast<int32_t>(plan.type);
     key.compute = static_cast<int32_t>(plan.compute);
@@ -557,7 +557,7 @@ struct BlasExecutor::State {
     // Prepare passes no pointers: a 256-aligned stand-in, never dereferenced by the heuristic.
     const void* bias = buf.bias ? Ptr(buf.bias) : reinterpret_cast<const void*>(uintptr_t{kMaxAlign});
     CachedMatmul entry;
-    KILN_RETURN_IF_ERROR(Build(plan, key, bias, what, &entry));
+    KILN_RETURN_IF_ERROR(Build(plan, key, bias, name.str(), &entry));
     return &cache.emplace(key, entry).first->second;
   }
 };
@@ -622,7 +622,8 @@ Result<size_t> BlasExecutor::Prepare(std::string_view op, const AttrMap& attrs,
   KILN_RETURN_IF_ERROR(PlanFor(op, attrs, inputs, outputs, s_->options.allow_tf32, &plan));
   if (plan.empty) return size_t{0};
   // Null pointers stand for 256-byte aligned buffers (AlignmentOf), the arena's alignment.
-  KILN_ASSIGN_OR_RETURN(const CachedMatmul* entry, s_->Find(plan, Buffers{}, std::string(op) + " (prepare)"));
+  const std::string what = std::string(op) + " (prepare)";
+  KILN_ASSIGN_OR_RETURN(const CachedMatmul* entry, s_->Find(plan, Buffers{}, CallName{what, {}}));
   return entry->workspace;
 }
 
@@ -650,7 +651,7 @@ Status BlasExecutor::Run(std::string_view op, const OpCall& call, std::string_vi
 Status BlasExecutor::Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call,
                              std::string_view node) {
   if (plan.empty) return Status::Ok();
-  const std::string what = std::string(op) + " '" + std::string(node) + "'";
+  const CallName what{op, node};  // formatted only for an error (a steady-state Run builds no string)
   Buffers buf;
   buf.a = call.inputs[plan.a_input].data;
   buf.b = call.inputs[plan.b_input].data;
@@ -658,31 +659,37 @@ Status BlasExecutor::Enqueue(std::string_view op, const LtMatmulPlan& plan, cons
   buf.c = plan.c_input >= 0 ? call.inputs[plan.c_input].data : buf.d;
   buf.bias = plan.bias_input >= 0 ? call.inputs[plan.bias_input].data : 0;
   if (buf.a == 0 || buf.b == 0 || buf.c == 0 || buf.d == 0 || (plan.bias_input >= 0 && buf.bias == 0)) {
-    return InvalidArgument(what + ": a null device pointer");
+    return InvalidArgument(what.str() + ": a null device pointer");
   }
   KILN_ASSIGN_OR_RETURN(const CachedMatmul* entry, s_->Find(plan, buf, what));
   if (entry->workspace > call.workspace_bytes) {
-    return InvalidArgument(what + ": the algorithm needs " + std::to_string(entry->workspace) +
+    return InvalidArgument(what.str() + ": the algorithm needs " + std::to_string(entry->workspace) +
                            " workspace bytes, the call has " + std::to_string(call.workspace_bytes));
   }
   if (entry->workspace > 0 && call.workspace % kWorkspaceAlign != 0) {
-    return InvalidArgument(what + ": workspace is not " + std::to_string(kWorkspaceAlign) + "-byte aligned");
+    return InvalidArgument(what.str() + ": workspace is not " + std::to_string(kWorkspaceAlign) + "-byte aligned");
   }
   if (plan.bias_input >= 0) {
     // The descriptor is shared by every call of this problem; only the pointer changes.
     const void* bias = Ptr(buf.bias);
-    KILN_RETURN_IF_ERROR(s_->SetDesc(entry->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias),
-                                     what, "BIAS_POINTER"));
+    const cublasStatus_t set =
+        s_->blas->MatmulDescSetAttribute(entry->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    if (set != CUBLAS_STATUS_SUCCESS)
+      return CheckBlas(*s_->blas, set, what.str() + ": cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
   }
   // Host scalars (CUBLASLT_POINTER_MODE_HOST, the default): read before cublasLtMatmul returns.
   const float alpha = plan.alpha, beta = plan.beta;
   void* workspace = entry->workspace > 0 ? Ptr(call.workspace) : nullptr;
   const size_t workspace_bytes = entry->workspace > 0 ? call.workspace_bytes : 0;
-  return CheckBlas(*s_->blas,
-                   s_->blas->Matmul(s_->handle, entry->desc, &alpha, Ptr(buf.a), entry->a, Ptr(buf.b),
-                                    entry->b, &beta, Ptr(buf.c), entry->d, Ptr(buf.d), entry->d, &entry->algo,
-                                    workspace, workspace_bytes, call.stream),
-                   what + ": cublasLtMatmul");
+  const cublasStatus_t st = s_->blas->Matmul(s_->handle, entry->desc, &alpha, Ptr(buf.a), entry->a, Ptr(buf.b),
+                                             entry->b, &beta, Ptr(buf.c), entry->d, Ptr(buf.d), entry->d,
+                                             &entry->algo, workspace, workspace_bytes, call.stream);
+  if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  Status result = CheckBlas(*s_->blas, st, what.str() + ": cublasLtMatmul");
+  // Refused when it runs (no kernel for this configuration after all): kUnimplemented, as when
+  // no algorithm is found, so that the executor runs the op on the CPU and says why.
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status(StatusCode::kUnimplemented, std::string(result.message()));
+  return result;
 }
 
 size_t BlasExecutor::cached_plans() const { return s_->cache.size(); }

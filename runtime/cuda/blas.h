@@ -153,8 +153,10 @@ class BlasExecutor {
                          std::span<const DeviceTensor> outputs);
 
   // Enqueue the op on call.stream. `node` names the node in errors. Errors: those of Supports;
-  // kUnimplemented when cuBLASLt offers no algorithm for the problem; kInvalidArgument when
-  // call.workspace is smaller than the algorithm needs or not 256-byte aligned; kDeviceError
+  // kUnimplemented when cuBLASLt offers no algorithm for the problem, or cublasLtMatmul refuses
+  // it with CUBLAS_STATUS_NOT_SUPPORTED (the caller may then run the op elsewhere);
+  // kInvalidArgument when call.workspace is smaller than the algorithm needs or not 256-byte
+  // aligned; kDeviceError
   // "<op> '<node>': <cuBLASLt call>: CUBLAS_STATUS_..." for any failed library call.
   Status MatMul(const OpCall& call, std::string_view node);
   Status Gemm(const OpCall& call, std::string_view node);

@@ -602,8 +602,24 @@ struct DnnExecutor::State {
     if (handle) dnn->Destroy(handle);
   }
 
+  // The message is built only on failure: a steady-state Run formats no string.
   Status Check(cudnnStatus_t st, const std::string& what, const char* call) const {
+    if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
     return CheckDnn(*dnn, st, what + ": " + call);
+  }
+  Status Check(cudnnStatus_t st, const CallName& what, const char* call) const {
+    if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
+    return Check(st, what.str(), call);
+  }
+  // A compute call that cuDNN refuses when it runs (CUDNN_STATUS_NOT_SUPPORTED or one of its
+  // sub-codes: no kernel for this configuration after all) is kUnimplemented, as when no
+  // algorithm is found: the executor then runs the op on the CPU and reports why
+  // (Stats::last_fallbacks). Any other failure stays kDeviceError.
+  Status CheckRun(cudnnStatus_t st, const CallName& what, const char* call) const {
+    Status s = Check(st, what, call);
+    if (!s.ok() && CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_NOT_SUPPORTED)
+      return Status(StatusCode::kUnimplemented, std::string(s.message()));
+    return s;
   }
 
   Status Tensor(const int32_t* dims, int nb, DType dtype, cudnnTensorDescriptor_t* out,
@@ -753,9 +769,10 @@ struct DnnExecutor::State {
                  what, "cudnnSetPoolingNdDescriptor");
   }
 
-  Result<const CachedDnn*> Find(const DnnPlan& p, const std::string& what) {
+  Result<const CachedDnn*> Find(const DnnPlan& p, const CallName& name) {
     auto it = cache.find(p);
     if (it != cache.end()) return &it->second;
+    const std::string what = name.str();
     CachedDnn e;
     Status st = p.op == DnnOp::kConv || p.op == DnnOp::kConvTranspose ? BuildConv(p, what, &e)
                                                                       : BuildPool(p, what, &e);
@@ -768,39 +785,39 @@ struct DnnExecutor::State {
 
   // y += t for a tensor of y's shape (the residual) or a [1, M, 1, 1] bias.
   Status AddInto(cudnnTensorDescriptor_t t_desc, CUdeviceptr t, const CachedDnn& e, CUdeviceptr y,
-                 const std::string& what) const {
+                 const CallName& what) const {
     const float one = 1.0f;
-    return Check(dnn->AddTensor(handle, &one, t_desc, Ptr(t), &one, e.y, Ptr(y)), what, "cudnnAddTensor");
+    return CheckRun(dnn->AddTensor(handle, &one, t_desc, Ptr(t), &one, e.y, Ptr(y)), what, "cudnnAddTensor");
   }
 
-  Status Enqueue(const DnnPlan& p, const CachedDnn& e, const OpCall& call, const std::string& what) const {
+  Status Enqueue(const DnnPlan& p, const CachedDnn& e, const OpCall& call, const CallName& what) const {
     const float one = 1.0f, zero = 0.0f;
     const CUdeviceptr x = call.inputs[0].data, y = call.outputs[0].data;
     void* ws = e.workspace > 0 ? Ptr(call.workspace) : nullptr;
     const size_t ws_bytes = e.workspace > 0 ? call.workspace_bytes : 0;
     if (p.op == DnnOp::kMaxPool || p.op == DnnOp::kAveragePool) {
-      return Check(dnn->PoolingForward(handle, e.pool, &one, e.x, Ptr(x), &zero, e.y, Ptr(y)), what,
-                   "cudnnPoolingForward");
+      return CheckRun(dnn->PoolingForward(handle, e.pool, &one, e.x, Ptr(x), &zero, e.y, Ptr(y)), what,
+                      "cudnnPoolingForward");
     }
     const CUdeviceptr w = call.inputs[1].data;
     const CUdeviceptr bias = p.bias ? call.inputs[2].data : 0;
     const CUdeviceptr r = p.residual ? call.inputs[cpu::kEpilogueResidualInput].data : 0;
     if (p.op == DnnOp::kConvTranspose) {
-      KILN_RETURN_IF_ERROR(Check(dnn->ConvolutionBackwardData(handle, &one, e.w, Ptr(w), e.x, Ptr(x), e.conv,
-                                                              e.bwd_algo, ws, ws_bytes, &zero, e.y, Ptr(y)),
-                                 what, "cudnnConvolutionBackwardData"));
+      KILN_RETURN_IF_ERROR(CheckRun(dnn->ConvolutionBackwardData(handle, &one, e.w, Ptr(w), e.x, Ptr(x), e.conv,
+                                                                 e.bwd_algo, ws, ws_bytes, &zero, e.y, Ptr(y)),
+                                    what, "cudnnConvolutionBackwardData"));
       if (p.bias) KILN_RETURN_IF_ERROR(AddInto(e.bias, bias, e, y, what));
       return Status::Ok();
     }
-    KILN_RETURN_IF_ERROR(Check(dnn->ConvolutionForward(handle, &one, e.x, Ptr(x), e.w, Ptr(w), e.conv,
-                                                       e.fwd_algo, ws, ws_bytes, &zero, e.y, Ptr(y)),
-                               what, "cudnnConvolutionForward"));
+    KILN_RETURN_IF_ERROR(CheckRun(dnn->ConvolutionForward(handle, &one, e.x, Ptr(x), e.w, Ptr(w), e.conv,
+                                                          e.fwd_algo, ws, ws_bytes, &zero, e.y, Ptr(y)),
+                                  what, "cudnnConvolutionForward"));
     if (p.bias) KILN_RETURN_IF_ERROR(AddInto(e.bias, bias, e, y, what));
     if (p.residual && p.residual_first) KILN_RETURN_IF_ERROR(AddInto(e.y, r, e, y, what));
     if (p.relu) {
       // In place: cudnnActivationForward allows x == y.
-      KILN_RETURN_IF_ERROR(Check(dnn->ActivationForward(handle, e.act, &one, e.y, Ptr(y), &zero, e.y, Ptr(y)),
-                                 what, "cudnnActivationForward"));
+      KILN_RETURN_IF_ERROR(CheckRun(dnn->ActivationForward(handle, e.act, &one, e.y, Ptr(y), &zero, e.y, Ptr(y)),
+                                    what, "cudnnActivationForward"));
     }
     if (p.residual && !p.residual_first) KILN_RETURN_IF_ERROR(AddInto(e.y, r, e, y, what));
     return Status::Ok();
@@ -857,7 +874,8 @@ Result<size_t> DnnExecutor::Prepare(std::string_view op, const AttrMap& attrs,
   KILN_RETURN_IF_ERROR(PlanDnn(op, attrs, inputs, outputs, &plan));
   if (plan.empty) return size_t{0};
   KILN_RETURN_IF_ERROR(DeviceRefusal(s_->options, op, plan));
-  KILN_ASSIGN_OR_RETURN(const CachedDnn* entry, s_->Find(plan, std::string(OpName(plan.op)) + " (prepare)"));
+  const std::string what = std::string(OpName(plan.op)) + " (prepare)";
+  KILN_ASSIGN_OR_RETURN(const CachedDnn* entry, s_->Find(plan, CallName{what, {}}));
   return entry->workspace;
 }
 
@@ -867,16 +885,16 @@ Status DnnExecutor::Run(std::string_view op, const OpCall& call, std::string_vie
                            "node '" + std::string(node) + "'");
   if (plan.empty) return Status::Ok();
   KILN_RETURN_IF_ERROR_CTX(DeviceRefusal(s_->options, op, plan), "node '" + std::string(node) + "'");
-  const std::string what = std::string(op) + " '" + std::string(node) + "'";
+  const CallName what{op, node};  // formatted only for an error (a steady-state Run builds no string)
   const bool conv = plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose;
   if (call.inputs[0].data == 0 || call.outputs[0].data == 0 || (conv && call.inputs[1].data == 0) ||
       (plan.bias && call.inputs[2].data == 0) ||
       (plan.residual && call.inputs[cpu::kEpilogueResidualInput].data == 0)) {
-    return InvalidArgument(what + ": a null device pointer");
+    return InvalidArgument(what.str() + ": a null device pointer");
   }
   KILN_ASSIGN_OR_RETURN(const CachedDnn* entry, s_->Find(plan, what));
   if (entry->workspace > call.workspace_bytes) {
-    return InvalidArgument(what + ": the algorithm needs " + std::to_string(entry->workspace) +
+    return InvalidArgument(what.str() + ": the algorithm needs " + std::to_string(entry->workspace) +
                            " workspace bytes, the call has " + std::to_string(call.workspace_bytes));
   }
   KILN_RETURN_IF_ERROR(s_->Check(s_->dnn->SetStream(s_->handle, call.stream), what, "cudnnSetStream"));

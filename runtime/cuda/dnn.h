@@ -190,7 +190,9 @@ class DnnExecutor {
                          std::span<const DeviceTensor> outputs);
 
   // Enqueues `op` on call.stream; `node` names the node in errors. Errors: PlanDnn's;
-  // kUnimplemented when cuDNN offers no algorithm within the workspace cap; kInvalidArgument
+  // kUnimplemented when cuDNN offers no algorithm within the workspace cap, or refuses a
+  // compute call with CUDNN_STATUS_NOT_SUPPORTED (or a sub-code; the caller may then run the
+  // op elsewhere; calls enqueued before it still run); kInvalidArgument
   // for a null pointer or a workspace smaller than the algorithm needs; kDeviceError
   // "<op> '<node>': <cuDNN call>: CUDNN_STATUS_..." for any failed library call.
   Status Run(std::string_view op, const OpCall& call, std::string_view node);

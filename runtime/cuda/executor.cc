@@ -162,6 +162,7 @@ struct Executor::State {
   std::map<std::vector<int64_t>, int> graph_seen;  // shapes run once, uncaptured
   std::vector<int64_t> graph_key;                  // this call's key (its storage)
   std::vector<uint64_t> staging_offsets;           // this call's input staging offsets
+  bool capturing = false;                          // the stream is capturing this call's work
 
   ~State() {
     if (drv == nullptr) return;
@@ -203,6 +204,7 @@ struct Executor::State {
     std::vector<int64_t> binding;
     std::vector<Lib> lib;
     std::vector<std::string> why;  // "" where the instruction runs where its artifact says
+    size_t workspace = 0;  // library workspace the instructions need (0: no library instruction)
   };
   std::vector<Decisions> decisions;  // per entry
 
@@ -239,6 +241,7 @@ struct Executor::State {
     d.binding = s.binding;
     d.lib.assign(pe.instructions.size(), Lib::kNone);
     d.why.assign(pe.instructions.size(), std::string());
+    d.workspace = 0;
     for (size_t i = 0; i < pe.instructions.size(); ++i) {
       const PreparedInstruction& pi = pe.instructions[i];
       const Lib named = Named(pi);
@@ -252,8 +255,14 @@ struct Executor::State {
       const std::string_view op = pi.kernel->op;
       const Status accepted = named == Lib::kBlas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
                                                   : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
-      if (accepted.ok()) d.lib[i] = named;
-      else d.why[i] = std::string(library) + " refused it: " + std::string(accepted.message());
+      if (!accepted.ok()) {
+        d.why[i] = std::string(library) + " refused it: " + std::string(accepted.message());
+        continue;
+      }
+      d.lib[i] = named;
+      const size_t ws = named == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
+                                            : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
+      d.workspace = std::max({d.workspace, ws, size_t{256}});
     }
     return d;
   }
@@ -286,9 +295,21 @@ struct Executor::State {
                  std::string(st.message());
       return Status::Ok();
     }
-    KILN_RETURN_IF_ERROR(st);
+    if (!st.ok()) return WithStreamError(std::move(st), stream);
     *ran = true;
     return Status::Ok();
+  }
+
+  // A library call on a context that an earlier kernel's fault poisoned fails with the
+  // library's own status (CUDNN_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_EXECUTION_FAILED), which
+  // does not say what happened; the driver's sticky error, which a wait on the stream returns,
+  // does: it is added to the message. Not while capturing (a wait would end the capture).
+  Status WithStreamError(Status st, CUstream stream) const {
+    if (st.code() != StatusCode::kDeviceError || capturing) return st;
+    const CUresult r = drv->StreamSynchronize(stream);
+    if (r == CUDA_SUCCESS) return st;
+    return Status(st.code(), std::string(st.message()) + "; " +
+                                 std::string(Check(*drv, r, "the stream's earlier work failed").message()));
   }
 
   // True when every instruction of the entry runs on the device (a generated kernel or a
@@ -484,6 +505,9 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
   }
   s.marked = s.profile ? pe.instructions.size() + 1 : 0;
   State::Decisions& d = s.Decide(e, pe, es, host_arena);
+  // The library workspace is reserved before the graph key is made, as the key holds its
+  // address: a shape's second run then finds its first run's key (and is captured).
+  if (d.workspace > 0) KILN_RETURN_IF_ERROR(s.library_ws.Reserve(d.workspace, "cuBLASLt/cuDNN workspace"));
   // Every instruction of the entry, in order: generated kernels on the device, library ops on
   // cuBLASLt / cuDNN when the artifact names them and they accept them, every other op on the
   // CPU backend (a fallback). While capturing, a library that refuses an op only when it runs
@@ -536,7 +560,9 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
       ++stats.graph_misses;
       KILN_RETURN_IF_ERROR(Check(drv, drv.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                                  "cuStreamBeginCapture"));
+      s.capturing = true;
       Status captured = enqueue_all(true, &refused);
+      s.capturing = false;
       CUgraph graph = nullptr;
       Status ended = Check(drv, drv.StreamEndCapture(stream, &graph), "cuStreamEndCapture");
       KILN_RETURN_IF_ERROR(captured);

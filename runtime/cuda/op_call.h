@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
@@ -34,6 +36,15 @@ struct OpCall {
   CUstream stream = nullptr;
   CUdeviceptr workspace = 0;  // at least the executor's Workspace() bytes for these shapes
   size_t workspace_bytes = 0;
+};
+
+// How a library executor's errors name one call: "<op> '<node>'" (just `op` without a node).
+// Formatted only when an error occurs, so that a steady-state Run builds no string.
+struct CallName {
+  std::string_view op, node;
+  std::string str() const {
+    return node.empty() ? std::string(op) : std::string(op) + " '" + std::string(node) + "'";
+  }
 };
 
 }  // namespace kiln::cuda

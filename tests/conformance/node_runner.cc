@@ -4,11 +4,18 @@
 //
 //   kiln_conformance --data build/onnx-tests/node [--expected tests/conformance/expected_pass.txt]
 //                    [--json out.json] [--markdown out.md] [--filter SUBSTRING] [--jobs N]
-//                    [--device cpu|cuda]
+//                    [--device cpu|cuda] [--arch sm_90,compute_90,...] [--known-failures FILE]
 //
 // --device cuda runs every case on the CUDA backend (artifacts then carry sm_80..sm_90 cubins
-// and PTX, compiled with NVRTC and its cache); a context that cannot be made is that case's
-// failure. scripts/gpu-check runs it so on a GPU machine.
+// and PTX, compiled with NVRTC and its cache, or the archs --arch lists); a context that cannot
+// be made is that case's failure. Each output must then also match the CPU backend's on the
+// same artifact (the same tolerance), and the per-op table counts the passing cases in which
+// an instruction of the case's op ran on the CPU backend (labelled @cpu by the compiler, or a
+// library fallback the runtime reported in Stats::last_fallbacks), with the reason.
+// --known-failures FILE lists cases ("name  reason" per line, # comments) that are expected
+// not to pass on this device although --expected lists them: each is reported with its
+// reason instead of as a regression, and one that passes is reported so it can be removed.
+// scripts/gpu-check runs it so on a GPU machine and on the emulated CUDA device.
 //
 // Each case runs in a child process (a crash or a hang is that case's failure, not the
 // runner's) and ends as one of:
@@ -47,6 +54,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/compile.h"
+#include "compiler/fusion/rules.h"
 #include "compiler/io/tensor_io.h"
 #include "kiln/runtime.h"
 #include "onnx/onnx_pb.h"
@@ -76,6 +84,8 @@ struct CaseResult {
   std::string op;
   Outcome outcome = Outcome::kFail;
   std::string detail;
+  // --device cuda: why instructions of the case's op ran on the CPU backend ("" if none did).
+  std::string cpu_reason;
 };
 
 std::string Lower(std::string s) {
@@ -201,6 +211,28 @@ std::string Compare(const kiln::io::HostTensor& want, const kiln::TensorView& go
 }
 
 kiln::Device g_device = kiln::Device::kCpu;
+std::vector<std::string> g_archs;  // --arch; empty: the compiler's default for --device cuda
+
+// Why instructions of `op` ran on the CPU backend in the last Run of a CUDA context: the
+// compiler's reason for those it labels @cpu (the fusion rules' note), the runtime's for
+// library ops it fell back from (Stats::last_fallbacks). "" when none did.
+std::string CpuReason(const kiln::Model& model, const kiln::ExecutionContext& ctx, const std::string& op) {
+  const int32_t e = ctx.stats().last_entry;
+  if (e < 0) return "";
+  const std::vector<std::string>& labels = model.entries()[static_cast<size_t>(e)].instructions;
+  const std::string tag = " (" + op + ")";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].find(tag) == std::string::npos) continue;
+    if (labels[i].size() >= 5 && labels[i].compare(labels[i].size() - 5, 5, " @cpu") == 0) {
+      const kiln::fusion::FusionRule* rule = kiln::fusion::FindRule(op);
+      return rule && rule->kind == kiln::fusion::FusionKind::kCpuOnly ? std::string(rule->note)
+                                                                       : "no generated kernel for this instance";
+    }
+    for (const kiln::Stats::Fallback& f : ctx.stats().last_fallbacks)
+      if (f.instruction == static_cast<int32_t>(i)) return f.reason;
+  }
+  return "";
+}
 
 CaseResult RunCase(const fs::path& dir) {
   CaseResult r;
@@ -248,6 +280,7 @@ CaseResult RunCase(const fs::path& dir) {
   // elements) are bound. Such passes are reported with the inputs they bound.
   kiln::compiler::CompileOptions options;
   if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
+  else if (!g_archs.empty()) options.archs = g_archs;
   std::string bound;
   kiln::Result<std::vector<uint8_t>> bytes = kiln::Status(kiln::StatusCode::kInternal, "not compiled");
   for (;;) {
@@ -296,6 +329,15 @@ CaseResult RunCase(const fs::path& dir) {
     r.detail = "context: " + ctx.status().ToString();
     return r;
   }
+  // On CUDA, the CPU backend runs the same artifact too, as the reference it must agree with.
+  kiln::Result<kiln::ExecutionContext> cpu_ctx = kiln::Status(kiln::StatusCode::kInternal, "unused");
+  if (g_device == kiln::Device::kCuda) {
+    cpu_ctx = kiln::ExecutionContext::Create(*model, {kiln::Device::kCpu});
+    if (!cpu_ctx.ok()) {
+      r.detail = "CPU context: " + cpu_ctx.status().ToString();
+      return r;
+    }
+  }
   int sets = 0;
   std::list<kiln::io::HostTensor> host_copies;  // stable addresses for the CUDA outputs
   for (; fs::exists(dir / ("test_data_set_" + std::to_string(sets))); ++sets) {
@@ -328,6 +370,7 @@ CaseResult RunCase(const fs::path& dir) {
       }
       if (st.ok()) st = ctx->Run(views, host);  // caller-owned host outputs: Run copies into them
       if (st.ok()) st = ctx->Synchronize();
+      if (st.ok()) r.cpu_reason = CpuReason(*model, *ctx, r.op);
       out = host;
     }
     if (!st.ok()) {
@@ -346,6 +389,19 @@ CaseResult RunCase(const fs::path& dir) {
         return r;
       }
     }
+    if (g_device == kiln::Device::kCuda) {
+      std::vector<kiln::TensorView> cpu_out;
+      if (kiln::Status cst = cpu_ctx->Run(views, cpu_out); !cst.ok()) {
+        r.detail = set.filename().string() + ": CPU run: " + cst.ToString();
+        return r;
+      }
+      for (size_t k = 0; k < out.size() && k < cpu_out.size(); ++k) {
+        if (std::string diff = Compare(kiln::io::HostTensor::FromView("", cpu_out[k]), out[k], k); !diff.empty()) {
+          r.detail = set.filename().string() + ": against the CPU backend: " + diff;
+          return r;
+        }
+      }
+    }
     if (fs::exists(set / ("output_" + std::to_string(out.size()) + ".pb"))) {
       r.detail = set.filename().string() + ": Kiln gave " + std::to_string(out.size()) + " outputs, the test more";
       return r;
@@ -357,12 +413,16 @@ CaseResult RunCase(const fs::path& dir) {
   return r;
 }
 
-// Serialised as one line: outcome \t op \t detail (tabs and newlines in detail become spaces).
+// Serialised as one line: outcome \t op \t cpu_reason \t detail (tabs and newlines in the texts
+// become spaces).
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\t', ' ');
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
 std::string Encode(const CaseResult& r) {
-  std::string d = r.detail;
-  std::replace(d.begin(), d.end(), '\t', ' ');
-  std::replace(d.begin(), d.end(), '\n', ' ');
-  return fmt::format("{}\t{}\t{}", static_cast<int>(r.outcome), r.op, d);
+  return fmt::format("{}\t{}\t{}\t{}", static_cast<int>(r.outcome), r.op, OneLine(r.cpu_reason), OneLine(r.detail));
 }
 
 CaseResult Decode(const std::string& name, const std::string& line) {
@@ -372,6 +432,7 @@ CaseResult Decode(const std::string& name, const std::string& line) {
   std::string outcome;
   std::getline(in, outcome, '\t');
   std::getline(in, r.op, '\t');
+  std::getline(in, r.cpu_reason, '\t');
   std::getline(in, r.detail);
   r.outcome = static_cast<Outcome>(std::atoi(outcome.c_str()));
   return r;
@@ -460,14 +521,14 @@ void NameExpandedOps(std::vector<CaseResult>& results) {
 int Usage(const char* why) {
   std::cerr << "kiln_conformance: " << why << "\n"
             << "usage: kiln_conformance --data DIR [--expected FILE] [--json FILE] [--markdown FILE] [--filter TEXT] "
-               "[--jobs N] [--device cpu|cuda]\n";
+               "[--jobs N] [--device cpu|cuda] [--arch LIST] [--known-failures FILE]\n";
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string data, expected_path, json_path, markdown_path, filter;
+  std::string data, expected_path, json_path, markdown_path, filter, known_path;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -478,6 +539,13 @@ int main(int argc, char** argv) {
     else if (a == "--markdown") markdown_path = value();
     else if (a == "--filter") filter = value();
     else if (a == "--jobs") jobs = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--known-failures") known_path = value();
+    else if (a == "--arch") {
+      std::stringstream list(value());
+      for (std::string arch; std::getline(list, arch, ',');)
+        if (!arch.empty()) g_archs.push_back(arch);
+      if (g_archs.empty()) return Usage("--arch needs a comma-separated list such as sm_90,compute_90");
+    }
     else if (a == "--device") {
       const std::string d = value();
       if (d != "cpu" && d != "cuda") return Usage("--device is cpu or cuda");
@@ -494,19 +562,36 @@ int main(int argc, char** argv) {
   std::vector<CaseResult> results = RunAll(cases, jobs);
   NameExpandedOps(results);
 
-  // Per op: pass, fail, unsupported, out of scope.
+  // Per op: pass, fail, unsupported, out of scope; on CUDA also the passing cases whose op ran
+  // on the CPU backend, with the first reason seen.
+  const bool cuda = g_device == kiln::Device::kCuda;
   std::map<std::string, std::array<int, 4>> table;
+  std::map<std::string, std::pair<int, std::string>> on_cpu;
   std::array<int, 4> totals{};
   int bound_passes = 0;
   for (const CaseResult& r : results) {
     if (r.outcome == Outcome::kPass && r.detail.find("constant inputs:") != std::string::npos) ++bound_passes;
-    ++table[r.op.empty() ? "(none)" : r.op][static_cast<int>(r.outcome)];
+    const std::string op = r.op.empty() ? "(none)" : r.op;
+    ++table[op][static_cast<int>(r.outcome)];
     ++totals[static_cast<int>(r.outcome)];
+    if (r.outcome == Outcome::kPass && !r.cpu_reason.empty()) {
+      auto& c = on_cpu[op];
+      if (c.first++ == 0) c.second = r.cpu_reason;
+    }
     if (r.outcome == Outcome::kFail || r.outcome == Outcome::kUnsupported)
       std::cout << fmt::format("{:<12} {} [{}]: {}\n", OutcomeName(r.outcome), r.name, r.op, r.detail);
   }
-  std::string md = "| op | pass | fail | unsupported | out of scope |\n|---|---|---|---|---|\n";
-  for (const auto& [op, c] : table) md += fmt::format("| {} | {} | {} | {} | {} |\n", op, c[0], c[1], c[2], c[3]);
+  std::string md = cuda ? "| op | pass | fail | unsupported | out of scope | passing on the CPU backend (why) |\n"
+                          "|---|---|---|---|---|---|\n"
+                        : "| op | pass | fail | unsupported | out of scope |\n|---|---|---|---|---|\n";
+  for (const auto& [op, c] : table) {
+    md += fmt::format("| {} | {} | {} | {} | {} |", op, c[0], c[1], c[2], c[3]);
+    if (cuda) {
+      auto it = on_cpu.find(op);
+      md += it == on_cpu.end() ? " |" : fmt::format(" {} ({}) |", it->second.first, it->second.second);
+    }
+    md += "\n";
+  }
   const int in_scope = totals[0] + totals[1] + totals[2];
   const std::string summary =
       fmt::format("{} cases: {} in scope, {} pass ({:.1f}% of in scope; {} with inputs bound to constants), {} fail, "
@@ -521,8 +606,10 @@ int main(int argc, char** argv) {
                         {"fail", totals[1]}, {"unsupported", totals[2]}, {"out_of_scope", totals[3]}};
     for (const auto& [op, c] : table)
       j["ops"][op] = {{"pass", c[0]}, {"fail", c[1]}, {"unsupported", c[2]}, {"out_of_scope", c[3]}};
-    for (const CaseResult& r : results)
+    for (const CaseResult& r : results) {
       j["cases"][r.name] = {{"op", r.op}, {"outcome", OutcomeName(r.outcome)}, {"detail", r.detail}};
+      if (!r.cpu_reason.empty()) j["cases"][r.name]["on_cpu"] = r.cpu_reason;
+    }
     std::ofstream(json_path) << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   if (expected_path.empty()) return 0;
@@ -533,17 +620,40 @@ int main(int argc, char** argv) {
     for (std::string line; std::getline(f, line);)
       if (!line.empty() && line[0] != '#') expected.insert(line);
   }
-  int regressions = 0, raised = 0;
+  std::map<std::string, std::string> known;  // case -> why it does not pass on this device
+  if (!known_path.empty()) {
+    std::ifstream f(known_path);
+    if (!f) return Usage(("cannot read --known-failures " + known_path).c_str());
+    for (std::string line; std::getline(f, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t gap = line.find_first_of(" \t");
+      known[line.substr(0, gap)] = gap == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", gap));
+    }
+  }
+  int regressions = 0, raised = 0, listed_total = 0, listed_passing = 0, known_failing = 0;
   for (const CaseResult& r : results) {
     const bool listed = expected.count(r.name) > 0;
-    if (listed && r.outcome != Outcome::kPass) {
+    listed_total += listed;
+    listed_passing += listed && r.outcome == Outcome::kPass;
+    auto k = known.find(r.name);
+    if (listed && r.outcome != Outcome::kPass && k != known.end()) {
+      std::cout << fmt::format("known failure {}: {}: {} (why: {})\n", r.name, OutcomeName(r.outcome), r.detail,
+                               k->second);
+      ++known_failing;
+    } else if (listed && r.outcome != Outcome::kPass) {
       std::cout << fmt::format("REGRESSION {}: expected to pass, {}: {}\n", r.name, OutcomeName(r.outcome), r.detail);
       ++regressions;
+    } else if (listed && k != known.end()) {
+      std::cout << fmt::format("{} passes: remove it from {}\n", r.name, known_path);
     } else if (!listed && r.outcome == Outcome::kPass) {
       std::cout << fmt::format("newly passing (add to {}): {}\n", expected_path, r.name);
       ++raised;
     }
   }
-  std::cout << fmt::format("{} regressions against {}; {} newly passing cases\n", regressions, expected_path, raised);
+  std::cout << fmt::format("{} of the {} cases {} lists pass here ({:.1f}%); {} known failures; {} regressions; {} "
+                           "newly passing cases\n",
+                           listed_passing, listed_total, expected_path,
+                           listed_total ? 100.0 * listed_passing / listed_total : 0.0, known_failing, regressions,
+                           raised);
   return regressions ? 1 : 0;
 }

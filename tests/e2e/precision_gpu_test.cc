@@ -137,7 +137,7 @@ void CheckModel(const std::string& name, const std::string& onnx_path, std::vect
       MESSAGE(label.str() << ": " << Describe(f, rule, Bound(rule, precision)));
       CheckFigures(f, rule, Bound(rule, precision));
     }
-    MESSAGE(name << " " << pname << ": every instruction on the device: " << (cuda.device_only ? "yes" : "no"));
+    MESSAGE(name << " " << pname << ": every instruction on the device: " << std::string(cuda.device_only ? "yes" : "no"));
     if (precision == Precision::kFp32) {
       fp32_device_only = cuda.device_only;
     } else if (fp32_device_only) {

@@ -50,6 +50,8 @@ struct FoundKernel {
   std::string name, source, arch;
   bool ptx = false;
   size_t image_bytes = 0;
+  // Every kernel of the artifact (name, source), this one included: compiled together.
+  std::vector<std::pair<std::string, std::string>> siblings;
 };
 
 // The kernel of the Kiln artifact in memory whose image starts at `image`.
@@ -85,6 +87,8 @@ bool FindInArtifact(const void* image, FoundKernel* out, std::string* why) {
           out->arch = im->arch() ? im->arch()->str() : "";
           out->ptx = im->ptx();
           out->image_bytes = im->data()->size();
+          for (const fb::Kernel* sib : *art->kernels())
+            if (sib->name() && sib->source()) out->siblings.emplace_back(sib->name()->str(), sib->source()->str());
           return true;
         }
       }
@@ -128,14 +132,16 @@ uint64_t Fnv1a(const std::string& s) {
   return h;
 }
 
-// The translation unit for one kernel: the host shim, the source, and the launcher
-//   extern "C" void kiln_emulated_launch(void* const* p, unsigned gx, gy, gz, bx, by, bz)
-// that passes each parameter's value (p[i] points to it) to the kernel, for every thread.
-std::string TranslationUnit(const Kernel& k, const std::string& source) {
-  std::string tu = codegen::kHostShim;
-  tu += source;
-  tu += "\nextern \"C\" void kiln_emulated_launch(void* const* p, unsigned gx, unsigned gy, unsigned gz,\n"
-        "                                     unsigned bx, unsigned by, unsigned bz) {\n"
+// One kernel's part of a translation unit: its source, then its launcher
+//   extern "C" void kiln_emulated_launch_<name>(void* const* p, unsigned gx, gy, gz, bx, by, bz)
+// that passes each parameter's value (p[i] points to it) to the kernel, for every thread. The
+// host shim goes once in front of all parts (its sections have include guards, as the kernels'
+// prelude sections do).
+std::string KernelPart(const Kernel& k, const std::string& source) {
+  std::string tu = source;
+  tu += "\nextern \"C\" void kiln_emulated_launch_" + k.name +
+        "(void* const* p, unsigned gx, unsigned gy, unsigned gz,\n"
+        "    unsigned bx, unsigned by, unsigned bz) {\n"
         "  kiln_dim3 grid, block;\n"
         "  grid.x = gx; grid.y = gy; grid.z = gz; block.x = bx; block.y = by; block.z = bz;\n"
         "  kiln_host_launch(grid, block, [&] { " + k.name + "(";
@@ -146,57 +152,93 @@ std::string TranslationUnit(const Kernel& k, const std::string& source) {
   return tu;
 }
 
-// Compiles (or finds in the cache) the kernel's host library and loads it.
-CUresult Compile(Kernel* k, const std::string& source) {
-  const std::string tu = TranslationUnit(*k, source);
+const char* Compiler() {
   const char* cxx = std::getenv("CXX");
-  const std::string compiler = cxx && *cxx ? cxx : "c++";
-  const std::string flags = "-O1 -shared -fPIC -std=c++20 -w";
+  return cxx && *cxx ? cxx : "c++";
+}
+constexpr const char* kFlags = "-O1 -shared -fPIC -std=c++20 -w";
+
+// The cache file of one kernel: its name and a hash of what compiling it depends on.
+std::string CachePath(const std::string& dir, const Kernel& k, const std::string& source) {
   char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(Fnv1a(tu + compiler + flags)));
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(
+                    Fnv1a(std::string(codegen::kHostShim) + KernelPart(k, source) + Compiler() + kFlags)));
+  return dir + "/" + k.name + "-" + hash + ".so";
+}
+
+// Compiles the kernels of `batch` (kernel, source) into one library, then links it into the
+// cache under each kernel's name (one compiler start for a whole artifact's kernels).
+CUresult CompileBatch(const std::vector<std::pair<const Kernel*, const std::string*>>& batch, const std::string& dir) {
+  std::string tu = codegen::kHostShim;
+  for (const auto& [k, source] : batch) tu += KernelPart(*k, *source);
+  const std::string tmp = dir + "/batch-" + std::to_string(::getpid()) + "-" + batch.front().first->name;
+  const std::string src = tmp + ".cc", log = tmp + ".log", lib = tmp + ".so";
+  {
+    std::ofstream out(src, std::ios::binary);
+    out << tu;
+    if (!out) {
+      Diagnose("cuModuleLoadData", "cannot write " + src);
+      return CUDA_ERROR_INVALID_SOURCE;
+    }
+  }
+  const std::string cmd = std::string(Compiler()) + " " + kFlags + " -o '" + lib + "' '" + src + "' > '" + log + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  Count("host_compiles");
+  if (rc != 0) {
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    Diagnose("cuModuleLoadData", "compiling " + std::to_string(batch.size()) + " kernel(s) for the host failed: " + cmd +
+                                     "\n" + text.str().substr(0, 4000));
+    return CUDA_ERROR_INVALID_SOURCE;
+  }
+  std::remove(src.c_str());
+  std::remove(log.c_str());
+  for (const auto& [k, source] : batch) {
+    const std::string path = CachePath(dir, *k, *source);
+    // A hard link is atomic; another process may have linked the same kernel first.
+    if (::link(lib.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+      Diagnose("cuModuleLoadData", "cannot link " + lib + " to " + path);
+      std::remove(lib.c_str());
+      return CUDA_ERROR_INVALID_SOURCE;
+    }
+  }
+  std::remove(lib.c_str());
+  return CUDA_SUCCESS;
+}
+
+// Finds the kernel's host library in the cache, compiling it (with every other kernel of its
+// artifact not yet there) first when missing, and loads it.
+CUresult Compile(Kernel* k, const FoundKernel& found) {
   const std::string dir = CacheDir();
-  const std::string lib = dir + "/" + k->name + "-" + hash + ".so";
+  const std::string lib = CachePath(dir, *k, found.source);
   if (::access(lib.c_str(), R_OK) != 0) {
     if (!MakeDirs(dir)) {
       Diagnose("cuModuleLoadData", "cannot create the kernel cache folder " + dir);
       return CUDA_ERROR_INVALID_SOURCE;
     }
-    const std::string tmp = lib + ".tmp" + std::to_string(::getpid());
-    const std::string src = tmp + ".cc", log = tmp + ".log";
-    {
-      std::ofstream out(src, std::ios::binary);
-      out << tu;
-      if (!out) {
-        Diagnose("cuModuleLoadData", "cannot write " + src);
-        return CUDA_ERROR_INVALID_SOURCE;
-      }
+    std::vector<Kernel> siblings;
+    siblings.reserve(found.siblings.size());
+    std::vector<std::pair<const Kernel*, const std::string*>> batch = {{k, &found.source}};
+    for (const auto& [name, source] : found.siblings) {
+      if (name == k->name) continue;
+      Kernel sib;
+      if (!ParseSignature(source, name, &sib) || ::access(CachePath(dir, sib, source).c_str(), R_OK) == 0) continue;
+      siblings.push_back(std::move(sib));
+      batch.emplace_back(&siblings.back(), &source);
     }
-    const std::string cmd = compiler + " " + flags + " -o '" + tmp + "' '" + src + "' > '" + log + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    Count("host_compiles");
-    if (rc != 0) {
-      std::ifstream in(log);
-      std::stringstream text;
-      text << in.rdbuf();
-      Diagnose("cuModuleLoadData", "compiling kernel " + k->name + " for the host failed: " + cmd + "\n" +
-                                       text.str().substr(0, 4000));
-      return CUDA_ERROR_INVALID_SOURCE;
-    }
-    std::remove(src.c_str());
-    std::remove(log.c_str());
-    if (std::rename(tmp.c_str(), lib.c_str()) != 0) {
-      Diagnose("cuModuleLoadData", "cannot move " + tmp + " into the kernel cache");
-      return CUDA_ERROR_INVALID_SOURCE;
-    }
+    if (CUresult r = CompileBatch(batch, dir); r != CUDA_SUCCESS) return r;
   }
   void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     Diagnose("cuModuleLoadData", std::string("dlopen ") + lib + ": " + ::dlerror());
     return CUDA_ERROR_INVALID_SOURCE;
   }
-  k->launch = reinterpret_cast<decltype(k->launch)>(::dlsym(handle, "kiln_emulated_launch"));
+  const std::string symbol = "kiln_emulated_launch_" + k->name;
+  k->launch = reinterpret_cast<decltype(k->launch)>(::dlsym(handle, symbol.c_str()));
   if (k->launch == nullptr) {
-    Diagnose("cuModuleLoadData", lib + " has no kiln_emulated_launch");
+    Diagnose("cuModuleLoadData", lib + " has no " + symbol);
     return CUDA_ERROR_INVALID_SOURCE;
   }
   // One mutex per library: a kernel's statics are its library's.
@@ -311,7 +353,7 @@ CUresult LoadModule(const void* image, std::vector<std::shared_ptr<Kernel>>* ker
                                      "(...)` in its source");
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  if (CUresult r = Compile(k.get(), found.source); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Compile(k.get(), found); r != CUDA_SUCCESS) return r;
   kernels->push_back(std::move(k));
   *arch = found.arch;
   return CUDA_SUCCESS;

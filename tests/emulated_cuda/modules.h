@@ -14,7 +14,10 @@
 // Each kernel is compiled once (the host shim, the source and a launcher that unpacks
 // kernelParams) with `$CXX -O1` into a shared library, cached by the kernel's name and a hash
 // of what was compiled in $KILN_EMULATED_CUDA_CACHE (default $XDG_CACHE_HOME/kiln/emulated-cuda,
-// else ~/.cache/kiln/emulated-cuda); processes share the cache (entries are renamed into place).
+// else ~/.cache/kiln/emulated-cuda). A kernel missing there is compiled together with every
+// other kernel of its artifact not yet there, in one compiler run (starting the compiler costs
+// more than a kernel), and the library is hard-linked into the cache under each kernel's name;
+// processes share the cache (links are atomic).
 #pragma once
 
 #include <cuda.h>

@@ -7,6 +7,9 @@ outputs for them. For each model it writes
     OUT/<model>/<parameter>.npy     every weight, which the C++ test loads into its API model
     OUT/<model>/input_<name>.npy    a seeded random input
     OUT/<model>/expected_<name>.npy ONNX Runtime's output on CPU, graph optimizations off
+    OUT/<model>/test_data_set_0/    the same input and outputs as input_N.pb / output_N.pb, the
+                                    layout of ONNX's test data, so every real-model runner
+                                    (tests/e2e/run_model_dir.py, scripts/gpu-check) takes them too
 
 Models: "mlp" (Linear-Relu-Linear-Softmax, x: float32[N, 16]) and "encoder" (a transformer
 encoder block: multi-head self-attention, residual + LayerNorm, Gelu FFN, residual +
@@ -110,8 +113,15 @@ def write(out, name, model, params, inputs):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    for o, value in zip(session.get_outputs(), session.run(None, inputs)):
+    outputs = session.run(None, inputs)
+    for o, value in zip(session.get_outputs(), outputs):
         np.save(os.path.join(folder, "expected_" + o.name + ".npy"), value)
+    test_set = os.path.join(folder, "test_data_set_0")
+    os.makedirs(test_set, exist_ok=True)
+    for k, (i, value) in enumerate(inputs.items()):
+        onnx.save_tensor(numpy_helper.from_array(value, i), os.path.join(test_set, f"input_{k}.pb"))
+    for k, (o, value) in enumerate(zip(session.get_outputs(), outputs)):
+        onnx.save_tensor(numpy_helper.from_array(np.asarray(value), o.name), os.path.join(test_set, f"output_{k}.pb"))
 
 
 def main():
