@@ -69,10 +69,14 @@ fi
 bash scripts/install-debs.sh sanitize clang libclang-rt-14-dev lld llvm
 
 # --- build ---------------------------------------------------------------------------------
+# The emulated CUDA device (tests/emulated_cuda/), when the CUDA toolkit's headers are here: the
+# CUDA backend runs under the sanitizers on it, the GPU check's cases one per process.
+EMULATED_TARGETS=()
+[[ -e /usr/local/cuda/include/cuda.h ]] && EMULATED_TARGETS=(emulated_cuda_driver emulated_cuda_cublaslt emulated_cuda_cudnn)
 # -O1 and line tables only: the fastest build that still gives symbolized reports. No CUDA:
 # the tier checks the CPU runtime, the compiler and the tests that run without a GPU.
 BUILD_TARGETS=(kiln)
-((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests)
+((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests "${EMULATED_TARGETS[@]}")
 ((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
 if ((NO_BUILD)); then
   for t in "${BUILD_TARGETS[@]}"; do
@@ -85,7 +89,7 @@ mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_C_FLAGS="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
   -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DKILN_SANITIZE=address,undefined -DKILN_BUILD_FUZZERS=ON \
-  -DKILN_BUILD_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON >"$BUILD/configure.log" 2>&1 ||
+  -DKILN_BUILD_BENCHMARKS=OFF >"$BUILD/configure.log" 2>&1 ||
   { cat "$BUILD/configure.log"; die "cmake configure failed (log: $BUILD/configure.log)"; }
 log "building ${BUILD_TARGETS[*]}"
 # $KILN_BUILD_LOCK: a lock file the build step holds (flock), where several builds share a machine.
@@ -111,16 +115,38 @@ status=0
 # for each kernel (uninstrumented), 84 s of this run for little sanitizer coverage that the
 # other host-shim cases do not give.
 UNSANITIZED_CASES="fused kernels of the real models and ONNX node cases: host-compiled CUDA*"
+# On the emulated CUDA device, every "[gpu] ..." and "[emulated] ..." case but the real models in
+# fp16 and bf16 (minutes of host-run kernels; the emulated GPU tier of scripts/test.sh runs it).
+EMULATED_SKIP="[gpu] precision: every real model*"
 run_tests() {
   local start=$SECONDS rc=0
   "$BUILD/tests/kiln_tests" --test-case-exclude="$UNSANITIZED_CASES" >"$BUILD/kiln_tests.log" 2>&1 || rc=$?
+  local lib="$BUILD/tests/emulated_cuda/lib" name names=()
+  if ((rc == 0)) && [[ -e "$lib/libcuda.so.1" ]]; then
+    mapfile -t names < <("$BUILD/tests/kiln_tests" -ltc -tc='[gpu]*,[emulated]*' -tce="$EMULATED_SKIP" |
+      grep -E '^\[(gpu|emulated)\] ')
+    echo "=== ${#names[@]} cases on the emulated CUDA device, one per process" >>"$BUILD/kiln_tests.log"
+    for name in "${names[@]}"; do
+      echo "=== $name" >>"$BUILD/kiln_tests.log"
+      LD_LIBRARY_PATH="$lib" KILN_EMULATED_CUDA_CACHE="$ROOT/build/emulated-cuda-kernels" \
+        "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" >"$BUILD/emulated_case.log" 2>&1 || rc=$?
+      cat "$BUILD/emulated_case.log" >>"$BUILD/kiln_tests.log"
+      # A case that skips here did not run on the device: a failure.
+      if grep -q '^GPU test skipped: ' "$BUILD/emulated_case.log"; then
+        echo "FAILED: '$name' skipped on the emulated device" >>"$BUILD/kiln_tests.log"
+        rc=1
+      fi
+      ((rc == 0)) || break
+    done
+  fi
   echo "$rc $((SECONDS - start))" >"$BUILD/kiln_tests.rc"
 }
 report_tests() {
   local rc secs
   read -r rc secs <"$BUILD/kiln_tests.rc" || { rc='?'; secs='?'; }
   if [[ "$rc" == 0 ]]; then
-    log "kiln_tests: $(grep '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($secs s)"
+    log "kiln_tests: $(grep -m1 '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($secs s)"
+    log "kiln_tests on the emulated CUDA device: $(grep -c '^=== \[' "$BUILD/kiln_tests.log") cases passed"
   else
     grep -n -m5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|ERROR:|FAILED' "$BUILD/kiln_tests.log" || true
     tail -30 "$BUILD/kiln_tests.log"

@@ -10,7 +10,7 @@
 //   - doctest 2.4.9 can only skip through a decorator fixed at compile time, so the skip is
 //     reported through ctest instead: tests/CMakeLists.txt gives every discovered test the
 //     property SKIP_REGULAR_EXPRESSION "GPU test skipped: ", and ctest then counts the test as
-//     "Skipped", not "Passed". Only this macro prints that text. Run by hand, the doctest
+//     "Skipped", not "Passed". Only these macros print that text. Run by hand, the doctest
 //     binary shows the line and counts the case as passed (it made no assertion);
 //     scripts/gpu-check counts such a line as a failure, since it runs where a GPU must be.
 //
@@ -18,6 +18,11 @@
 //     KILN_REQUIRE_GPU();
 //     ...
 //   }
+//
+//   - A test case that needs the emulated CUDA device (tests/emulated_cuda/: its fault
+//     injection, counters or call log through EmulatedCuda()) is named "[emulated] ..." and
+//     starts with KILN_REQUIRE_EMULATED_CUDA(): KILN_REQUIRE_GPU(), then the same skip when
+//     the driver is a real one. scripts/gpu-check --emulated runs these cases too.
 #pragma once
 
 #include <cstdlib>
@@ -27,6 +32,7 @@
 #ifdef KILN_HAVE_CUDA
 #include "runtime/cuda/driver.h"
 #endif
+#include "tests/emulated_cuda/control.h"
 
 namespace kiln::testing {
 
@@ -69,4 +75,15 @@ inline std::string TestDataDir() {
       std::cout << "GPU test skipped: " << ::kiln::testing::GpuUnavailableReason() << std::endl; \
       return;                                                                                    \
     }                                                                                            \
+  } while (0)
+
+// KILN_REQUIRE_GPU(), and then also returns, printing the same skip line, when the CUDA driver
+// is not the emulated one (EmulatedCuda() is null: a real GPU's driver).
+#define KILN_REQUIRE_EMULATED_CUDA()                                                                        \
+  do {                                                                                                     \
+    KILN_REQUIRE_GPU();                                                                                    \
+    if (::kiln::testing::EmulatedCuda() == nullptr) {                                                      \
+      std::cout << "GPU test skipped: not the emulated CUDA device (tests/emulated_cuda/)" << std::endl; \
+      return;                                                                                              \
+    }                                                                                                      \
   } while (0)

@@ -77,9 +77,11 @@ struct Stats {
   // artifact says (EntryInfo::instructions: "@cublaslt", "@cudnn") but on the CPU backend,
   // with copies to and from the device, in instruction order. `reason` says why: the library
   // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
-  // pooling with ceil_mode adds a window ..."), or found no algorithm when it ran. Empty on
-  // the CPU backend and when every instruction ran where its artifact says. Updated by every
-  // successful Run; a steady-state Run allocates nothing here.
+  // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
+  // when it ran: ...": no algorithm, or the call returned NOT_SUPPORTED). The decision is kept
+  // for later runs at the same shapes. Empty on the CPU backend and when every instruction
+  // ran where its artifact says. Updated by every successful Run; a steady-state Run
+  // allocates nothing here.
   struct Fallback {
     int32_t instruction = -1;  // index into EntryInfo::instructions of the entry that ran
     std::string reason;

@@ -180,9 +180,31 @@ Result<const Driver*> LoadDriver() {
   return &loaded.table;
 }
 
+// The errors the CUDA Driver API reference documents as leaving the process "in an inconsistent
+// state": every later call on the context returns them again.
+bool IsSticky(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status Check(const Driver& drv, CUresult result, std::string_view what) {
   if (result == CUDA_SUCCESS) return Status::Ok();
-  return Status(StatusCode::kDeviceError, std::string(what) + ": " + Describe(drv, result));
+  std::string msg = std::string(what) + ": " + Describe(drv, result);
+  if (IsSticky(result))
+    msg += " (a sticky error: this process's CUDA context refuses all further work; restart the process)";
+  return Status(StatusCode::kDeviceError, std::move(msg));
 }
 
 Result<DeviceInfo> QueryDevice(const Driver& drv, int ordinal) {

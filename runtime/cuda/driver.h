@@ -83,8 +83,13 @@ Result<const Driver*> LoadDriver();
 Status LoadDriverFrom(const std::string& path, Driver& out);
 
 // OK for CUDA_SUCCESS; else kDeviceError "<what>: CUDA_ERROR_NAME: description", or
-// "<what>: CUDA error N" with a table that has no GetErrorName (e.g. Driver{}).
+// "<what>: CUDA error N" with a table that has no GetErrorName (e.g. Driver{}). A sticky error
+// (IsSticky) adds that the context refuses all further work and the process must restart.
 Status Check(const Driver& drv, CUresult result, std::string_view what);
+
+// True for the errors the Driver API reference documents as sticky: after one, every later call
+// on the context returns it (CUDA_ERROR_ILLEGAL_ADDRESS, _LAUNCH_FAILED, _ILLEGAL_INSTRUCTION, ...).
+bool IsSticky(CUresult result);
 
 struct DeviceInfo {
   int ordinal = 0;

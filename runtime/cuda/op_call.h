@@ -38,13 +38,12 @@ struct OpCall {
   size_t workspace_bytes = 0;
 };
 
-// How a library executor's errors name one call: "<op> '<node>'" (just `op` without a node).
+// How a library executor's errors name one call: `node` as the caller gave it, which the CUDA
+// backend makes its instruction label ("instruction 3 'conv1' (Conv)"), or `op` without one.
 // Formatted only when an error occurs, so that a steady-state Run builds no string.
 struct CallName {
   std::string_view op, node;
-  std::string str() const {
-    return node.empty() ? std::string(op) : std::string(op) + " '" + std::string(node) + "'";
-  }
+  std::string str() const { return std::string(node.empty() ? op : node); }
 };
 
 }  // namespace kiln::cuda

@@ -419,8 +419,10 @@ void SetCurrent(CUcontext ctx) { t_current = ctx; }
 
 bool LiveContext(CUcontext ctx) {
   std::lock_guard<std::mutex> lock(g_device_mu);
-  return g_contexts.count(ctx) != 0;
+  return LiveContextLocked(ctx);
 }
+
+bool LiveContextLocked(CUcontext ctx) { return g_contexts.count(ctx) != 0; }
 
 CUcontext RetainPrimary(int device) {
   std::lock_guard<std::mutex> lock(g_device_mu);
@@ -467,6 +469,7 @@ CUresult ContextError() {
 void MakeSticky(CUcontext ctx, CUresult error) {
   std::lock_guard<std::mutex> lock(g_device_mu);
   if (g_contexts.count(ctx) != 0 && ctx->sticky == CUDA_SUCCESS) ctx->sticky = error;
+  g_progress.notify_all();  // whoever waits for this context's work: none of it will run now
 }
 
 

@@ -138,6 +138,7 @@ void SetCurrent(CUcontext ctx);
 CUcontext RetainPrimary(int device);
 CUresult ReleasePrimary(int device);
 bool LiveContext(CUcontext ctx);
+bool LiveContextLocked(CUcontext ctx);  // the same, with the device mutex held
 
 // Resolves a stream handle of the current context (nullptr: its legacy stream). Fails with
 // CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_INVALID_HANDLE (not a live

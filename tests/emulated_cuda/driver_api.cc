@@ -581,10 +581,11 @@ CUresult EventCreate(CUevent* event, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
-// Waits for the event's last record to run.
+// Waits for the event's last record to run; a record that will never run (its context has a
+// sticky fault, which stops all its work, or is gone) ends the wait too.
 void WaitEvent(CUevent e) {
   std::unique_lock<std::mutex> lock(DeviceMutex());
-  Progress().wait(lock, [&] { return e->done; });
+  Progress().wait(lock, [&] { return e->done || !LiveContextLocked(e->ctx) || e->ctx->sticky != CUDA_SUCCESS; });
 }
 
 CUresult EventDestroy(CUevent event) {
@@ -623,7 +624,7 @@ CUresult EventSynchronize(CUevent event) {
   if (CUresult r = CheckCaptureAllows("cuEventSynchronize"); r != CUDA_SUCCESS) return r;
   if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   WaitEvent(event);
-  return CUDA_SUCCESS;
+  return ContextError();
 }
 
 // cuEventElapsedTime: milliseconds between two completed records, ~0.5 us resolution on a GPU;

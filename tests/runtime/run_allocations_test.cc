@@ -1,14 +1,14 @@
 // A steady-state ExecutionContext::Run allocates nothing: the global operator new and
-// delete are replaced (for the whole kiln_tests binary) by malloc/free versions that count
-// the calls made on any thread (the context's CPU workers included) while a
-// CountAllocations window is open. Outside a window they only forward to malloc/free. A miss
-// formats its message and may allocate; the test counts hits only.
+// delete are replaced here, for the whole kiln_tests binary, by malloc/free versions that
+// report each call to tests/runtime/count_allocations.h, which counts the calls made on any
+// thread (the context's CPU workers included) while a CountAllocations window is open.
+// Outside a window they only forward to malloc/free. A miss formats its message and may
+// allocate; the test counts hits only.
 //
 // Only allocation through operator new is seen; the runtime's arena uses aligned_alloc
 // directly, and only when an entry first sees larger shapes, which warm-up covers.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <optional>
@@ -16,16 +16,14 @@
 
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
+#include "tests/runtime/count_allocations.h"
 #include "tests/runtime/multi_entry_spec_test_util.h"
 #include "tests/runtime/threaded_model_test_util.h"
 
 namespace {
 
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
-
 void* Allocate(std::size_t size, std::size_t align) {
-  if (counting) ++allocations;
+  kiln::testing::NoteAllocation(size);
   if (size == 0) size = 1;
   if (align <= alignof(std::max_align_t)) return std::malloc(size);
   void* p = nullptr;
@@ -68,16 +66,7 @@ void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcep
 namespace kiln {
 namespace {
 
-// Counts the operator new calls made while `body` runs, on any thread. No doctest macro may
-// run inside: doctest allocates.
-template <typename F>
-long CountAllocations(F&& body) {
-  allocations = 0;
-  counting = true;
-  body();
-  counting = false;
-  return allocations;
-}
+using testing::CountAllocations;
 
 constexpr int kInputs = 4;
 constexpr int kEntries = 6;

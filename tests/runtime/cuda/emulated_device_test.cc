@@ -1,0 +1,824 @@
+// The CUDA backend on the emulated CUDA device (tests/emulated_cuda/), through what only the
+// emulation offers: its call log (what each Run enqueued, in order), its counters (device
+// allocations, graph launches) and fault injection (a failing allocation, launch, module load
+// or library call; a kernel that faults). Each case is named "[emulated] ..." and starts with
+// KILN_REQUIRE_EMULATED_CUDA(): without the emulated driver on the library path (a CPU machine
+// as built, or a real GPU) it prints "GPU test skipped: ..." and returns.
+//
+//   LD_LIBRARY_PATH=build/tests/emulated_cuda/lib KILN_EMULATED_CUDA_CACHE=/tmp/emucache
+//   build/tests/kiln_tests -tc="[emulated]*"                      (the two as one command line)
+//
+// Models: Silero VAD and the PP-OCR mobile v2.0 direction classifier from the test data
+// (testing::TestDataDir(), made by scripts/test.sh), compiled with GPU images (the default
+// archs; NVRTC's kernel cache makes that cheap), and a small MatMul/Gemm/Softmax model for
+// cuBLASLt. Results are compared with the CPU backend's on the same artifact and inputs: for the
+// real models within atol 1e-4 + rtol 1e-3 (float32 accumulation order), for the small model
+// 1e-5 + 1e-4. The emulated device runs every kernel on the host, where PP-OCR's row reductions
+// are slow, so most cases run it on the first image only.
+//
+// ONE CASE PER PROCESS for the "[emulated] a sticky fault ..." cases: the kernel fault each injects poisons
+// the device's primary context, which every executor in the process shares (and the weights and
+// modules are cached per Model and device across contexts, runtime/cuda/executor.cc), so every
+// later CUDA test in the same process would fail. They are the last cases of this file, and
+// scripts/gpu-check runs each "[gpu]" / "[emulated]" case in a process of its own.
+#ifdef KILN_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/io/tensor_io.h"
+#include "kiln/runtime.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/model_impl.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/e2e/model_dirs.h"
+#include "tests/gpu_test_util.h"
+#include "tests/runtime/count_allocations.h"
+
+namespace kiln {
+namespace {
+
+using io::HostTensor;
+using testing::EmulatedCudaControl;
+
+constexpr char kSilero[] = "silero_vad_16k_op15";
+constexpr char kCls[] = "ch_ppocr_mobile_v2.0_cls";
+constexpr double kModelAtol = 1e-4, kModelRtol = 1e-3;  // real models (the project's rule)
+constexpr double kSmallAtol = 1e-5, kSmallRtol = 1e-4;  // the small MatMul model
+
+// ---- Models and inputs ----------------------------------------------------------------------------
+
+// A real model of the test data, compiled with GPU images; once per process.
+const std::vector<uint8_t>& RealArtifact(const std::string& name) {
+  static std::map<std::string, std::vector<uint8_t>> cache;
+  if (auto it = cache.find(name); it != cache.end()) return it->second;
+  const std::string onnx = testing::TestDataDir() + "/" + name + "/model.onnx";
+  REQUIRE_MESSAGE(std::filesystem::exists(onnx), onnx << " is missing (scripts/test.sh makes the test data)");
+  auto bytes = compiler::CompileOnnxFile(onnx, compiler::CompileOptions{}, nullptr);
+  REQUIRE_MESSAGE(bytes.ok(), name << ": " << bytes.status().ToString());
+  return cache.emplace(name, std::move(*bytes)).first->second;
+}
+
+std::vector<HostTensor> RealInputs(const std::string& name) {
+  return testing::ReadInputs(RealArtifact(name), testing::TestDataDir() + "/" + name + "/test_data_set_0");
+}
+
+// The first item of a batch (dim 0).
+HostTensor FirstItem(HostTensor t) {
+  REQUIRE(!t.dims.empty());
+  REQUIRE(t.dims[0] >= 1);
+  t.bytes.resize(t.bytes.size() / static_cast<size_t>(t.dims[0]));
+  t.dims[0] = 1;
+  return t;
+}
+
+// The classifier's test image, first of its batch: float32 [1, 3, 48, 192].
+std::vector<HostTensor> ClsOneImage() {
+  std::vector<HostTensor> in = RealInputs(kCls);
+  REQUIRE(in.size() == 1);
+  in[0] = FirstItem(std::move(in[0]));
+  REQUIRE(in[0].dims.size() == 4);
+  return in;
+}
+
+// The first `width` columns of an NCHW float32 image.
+HostTensor CropWidth(const HostTensor& t, int64_t width) {
+  REQUIRE(t.dims.size() == 4);
+  REQUIRE(t.dtype == DType::kFloat32);
+  const int64_t rows = t.dims[0] * t.dims[1] * t.dims[2], w = t.dims[3];
+  REQUIRE(width <= w);
+  HostTensor c = t;
+  c.dims[3] = width;
+  c.bytes.resize(static_cast<size_t>(rows * width) * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(c.bytes.data() + r * width * sizeof(float), t.bytes.data() + r * w * sizeof(float),
+                static_cast<size_t>(width) * sizeof(float));
+  return c;
+}
+
+std::vector<float> SeededFloats(size_t n, uint32_t seed, float scale) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// x [4, 32] -> MatMul [32, 48] -> Add -> Relu -> Gemm ([48, 16], C [16]) -> Softmax: two
+// cuBLASLt instructions (bias and Relu in their epilogues) and a generated row reduction.
+const std::vector<uint8_t>& MlpArtifact() {
+  static const std::vector<uint8_t> bytes = [] {
+    onnx::ModelProto m = testing::MakeModel(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    testing::AddInput(g, "x", {"4", "32"});
+    testing::AddFloatInit(g, "w1", {32, 48}, SeededFloats(32 * 48, 11, 0.25f));
+    testing::AddFloatInit(g, "b1", {48}, SeededFloats(48, 12, 0.5f));
+    testing::AddFloatInit(g, "w2", {48, 16}, SeededFloats(48 * 16, 13, 0.25f));
+    testing::AddFloatInit(g, "b2", {16}, SeededFloats(16, 14, 0.5f));
+    testing::AddNode(g, "MatMul", {"x", "w1"}, {"h"}, "fc1");
+    testing::AddNode(g, "Add", {"h", "b1"}, {"hb"}, "fc1_bias");
+    testing::AddNode(g, "Relu", {"hb"}, {"a"}, "relu");
+    testing::AddNode(g, "Gemm", {"a", "w2", "b2"}, {"logits"}, "fc2");
+    testing::AttrInt(testing::AddNode(g, "Softmax", {"logits"}, {"y"}, "softmax"), "axis", -1);
+    testing::AddOutput(g, "y");
+    return testing::CompileModel(m, compiler::CompileOptions{});
+  }();
+  return bytes;
+}
+
+std::vector<HostTensor> MlpInputs() {
+  HostTensor x;
+  x.name = "x";
+  x.dtype = DType::kFloat32;
+  x.dims = {4, 32};
+  const std::vector<float> v = SeededFloats(4 * 32, 7, 2.0f);
+  x.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+  return {x};
+}
+
+Model Load(const std::vector<uint8_t>& artifact) {
+  auto model = Model::Load(artifact);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  return std::move(*model);
+}
+
+// ---- Running and comparing --------------------------------------------------------------------------
+
+std::vector<TensorView> Views(const std::vector<HostTensor>& ts) {
+  std::vector<TensorView> v;
+  for (const HostTensor& t : ts) v.push_back(t.view());
+  return v;
+}
+
+// The CPU backend's outputs.
+std::vector<HostTensor> RunCpu(const Model& model, const std::vector<HostTensor>& inputs) {
+  auto ctx = ExecutionContext::Create(model, {Device::kCpu});
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  std::vector<TensorView> out;
+  const Status st = ctx->Run(Views(inputs), out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  std::vector<HostTensor> result;
+  for (size_t o = 0; o < out.size(); ++o) result.push_back(HostTensor::FromView(model.outputs()[o].name, out[o]));
+  return result;
+}
+
+// Host tensors shaped like `like`, every byte 0xA5 (a float32 NaN pattern no run produces).
+std::vector<HostTensor> Sentinel(const std::vector<HostTensor>& like) {
+  std::vector<HostTensor> ts = like;
+  for (HostTensor& t : ts) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xA5});
+  return ts;
+}
+
+ContextOptions Cuda(bool graphs = false, bool profile = false) {
+  ContextOptions o;
+  o.device = Device::kCuda;
+  o.cuda_graphs = graphs;
+  o.profile = profile;
+  return o;
+}
+
+ExecutionContext CreateCuda(const Model& model, const ContextOptions& options) {
+  auto ctx = ExecutionContext::Create(model, options);
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  REQUIRE(ctx->device() == Device::kCuda);
+  return std::move(*ctx);
+}
+
+// Run into caller-owned host outputs `out` (Run copies into them), then Synchronize.
+Status RunInto(ExecutionContext& ctx, const std::vector<HostTensor>& inputs, std::vector<HostTensor>& out,
+               CUstream stream = nullptr) {
+  std::vector<TensorView> views = Views(out);
+  KILN_RETURN_IF_ERROR(ctx.Run(Views(inputs), views, stream));
+  return ctx.Synchronize(stream);
+}
+
+// Every element of float32 `got` within atol + rtol * |want| of `want`.
+void CheckClose(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double atol, double rtol,
+                const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    INFO(what << ", output " << o << " '" << want[o].name << "'");
+    REQUIRE(got[o].dtype == DType::kFloat32);
+    REQUIRE(got[o].dims == want[o].dims);
+    REQUIRE(got[o].bytes.size() == want[o].bytes.size());
+    const float* g = reinterpret_cast<const float*>(got[o].bytes.data());
+    const float* w = reinterpret_cast<const float*>(want[o].bytes.data());
+    const size_t n = want[o].bytes.size() / sizeof(float);
+    size_t bad = 0, first = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (std::fabs(static_cast<double>(g[i]) - w[i]) <= atol + rtol * std::fabs(static_cast<double>(w[i]))) continue;
+      if (bad++ == 0) first = i;
+    }
+    CHECK_MESSAGE(bad == 0, bad << " of " << n << " elements differ; the first, [" << first
+                                << "]: " << (first < n ? g[first] : 0.0f) << " on CUDA, "
+                                << (first < n ? w[first] : 0.0f) << " on the CPU");
+  }
+}
+
+bool SameBits(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t o = 0; o < a.size(); ++o)
+    if (a[o].dims != b[o].dims || a[o].bytes != b[o].bytes) return false;
+  return true;
+}
+
+// ---- The emulated device ------------------------------------------------------------------------------
+
+const cuda::Driver& Drv() {
+  auto drv = cuda::LoadDriver();
+  REQUIRE_MESSAGE(drv.ok(), drv.status().ToString());
+  return **drv;
+}
+
+// Clears the injected faults when the case ends, however it ends.
+struct FaultGuard {
+  const EmulatedCudaControl* emu;
+  ~FaultGuard() { emu->set_faults(""); }
+};
+
+void Inject(const EmulatedCudaControl* emu, const char* spec) { REQUIRE(emu->set_faults(spec) == 0); }
+
+// A non-blocking stream of the current context (a CUDA ExecutionContext made on this thread
+// made the device's primary context current). Declare it after the context: it goes first.
+struct Stream {
+  CUstream s = nullptr;
+  Stream() { REQUIRE(Drv().StreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS); }
+  ~Stream() {
+    if (s) Drv().StreamDestroy(s);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+// Page-locked host memory (cuMemAllocHost): copies into it are asynchronous.
+struct Pinned {
+  void* p = nullptr;
+  explicit Pinned(size_t bytes) { REQUIRE(Drv().MemAllocHost(&p, bytes) == CUDA_SUCCESS); }
+  ~Pinned() {
+    if (p) Drv().MemFreeHost(p);
+  }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+
+// Device memory the emulated driver holds now, and what it freed for destroyed contexts (where
+// an allocation Kiln leaked would end up): both unchanged across a case means nothing leaked.
+struct DeviceMemory {
+  uint64_t live = 0, freed_with_context = 0;
+  static DeviceMemory Now(const EmulatedCudaControl* emu) {
+    return {emu->counter("live_device_allocations"), emu->counter("allocations_freed_with_context")};
+  }
+};
+
+void CheckNoLeak(const EmulatedCudaControl* emu, const DeviceMemory& before, const std::string& after_what) {
+  const DeviceMemory now = DeviceMemory::Now(emu);
+  CHECK_MESSAGE(now.live == before.live, after_what << ": " << now.live << " live device allocations, "
+                                                    << before.live << " before");
+  CHECK_MESSAGE(now.freed_with_context == before.freed_with_context,
+                after_what << ": " << (now.freed_with_context - before.freed_with_context)
+                           << " device allocations were still held when their context was destroyed");
+}
+
+bool Contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+// ---- The call log ---------------------------------------------------------------------------------
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) s += "    " + l + "\n";
+  return s.empty() ? "    (nothing)\n" : s;
+}
+
+bool StartsWith(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
+bool IsLaunch(const std::string& l) { return StartsWith(l, "cuLaunchKernel "); }
+bool IsDnn(const std::string& l) { return StartsWith(l, "cudnn"); }
+bool IsBlas(const std::string& l) { return StartsWith(l, "cublasLt"); }
+template <typename P>
+int CountIf(const std::vector<std::string>& lines, P p) {
+  return static_cast<int>(std::count_if(lines.begin(), lines.end(), p));
+}
+
+// The call log of one profiled Run of an entry of `n` instructions, cut at its CUDA events.
+// Execute (runtime/cuda/executor.cc) records the start event, stages the inputs, records
+// marks[0], then after each instruction i marks[i + 1], and last the stop event: n + 3
+// "cuEventRecord" lines. Run then copies the outputs into caller buffers, and Synchronize reads
+// the kernels' error words.
+struct Segments {
+  std::vector<std::string> staging;                    // between the start event and marks[0]
+  std::vector<std::vector<std::string>> instructions;  // instruction i: between marks[i] and marks[i + 1]
+  std::vector<std::string> after;                      // after the stop event
+};
+
+Segments Segment(const std::string& log, size_t n) {
+  std::vector<std::vector<std::string>> groups(1);
+  for (const std::string& line : Lines(log)) {
+    if (line == "cuEventRecord") groups.emplace_back();
+    else groups.back().push_back(line);
+  }
+  INFO("the call log:\n" << log);
+  REQUIRE_MESSAGE(groups.size() - 1 == n + 3, "expected " << n + 3 << " cuEventRecord lines for " << n
+                                                          << " profiled instructions, found " << groups.size() - 1);
+  CHECK_MESSAGE(groups[0].empty(), "enqueued before the start event:\n" << Join(groups[0]));
+  CHECK_MESSAGE(groups[n + 2].empty(), "enqueued after the last instruction's event:\n" << Join(groups[n + 2]));
+  Segments s;
+  s.staging = groups[1];
+  for (size_t i = 0; i < n; ++i) s.instructions.push_back(groups[i + 2]);
+  s.after = groups[n + 3];
+  return s;
+}
+
+// "'conv1' (Conv) @cudnn" -> "cudnn".
+std::string ExecutorOf(const std::string& label) {
+  const size_t at = label.rfind(" @");
+  return at == std::string::npos ? std::string() : label.substr(at + 2);
+}
+
+// The CUDA entry point of a generated instruction (Model::kernels() name), "" for another.
+std::string KernelOf(const Model& model, int32_t e, size_t i) {
+  const Model::Impl& mi = model.impl();
+  const PreparedInstruction& pi = mi.prepared[static_cast<size_t>(e)].instructions[i];
+  if (pi.program == nullptr) return "";
+  return model.kernels()[static_cast<size_t>(pi.program - mi.programs.data())].name;
+}
+
+const Stats::Fallback* FallbackOf(const Stats& stats, size_t i) {
+  for (const Stats::Fallback& f : stats.last_fallbacks)
+    if (f.instruction == static_cast<int32_t>(i)) return &f;
+  return nullptr;
+}
+
+// Each instruction of the last Run's entry enqueued what its executor does: @generated its own
+// kernel's launch and nothing else; @cudnn / @cublaslt that library's calls and no launch, unless
+// Stats::last_fallbacks reports it (with a reason): then no library call but the copies of a CPU
+// fallback; @cpu no launch and no library call, and its outputs copied back to the device.
+void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segments& seg) {
+  const Stats& stats = ctx.stats();
+  const int32_t e = stats.last_entry;
+  REQUIRE(e >= 0);
+  const EntryInfo& entry = model.entries()[static_cast<size_t>(e)];
+  REQUIRE(seg.instructions.size() == entry.instructions.size());
+  for (const Stats::Fallback& f : stats.last_fallbacks) {
+    REQUIRE(f.instruction >= 0);
+    REQUIRE(static_cast<size_t>(f.instruction) < entry.instructions.size());
+    const std::string exec = ExecutorOf(entry.instructions[static_cast<size_t>(f.instruction)]);
+    CHECK_MESSAGE((exec == "cudnn" || exec == "cublaslt"),
+                  "a fallback reported for " << entry.instructions[static_cast<size_t>(f.instruction)]);
+    CHECK(!f.reason.empty());
+  }
+  for (size_t i = 0; i < entry.instructions.size(); ++i) {
+    const std::string& label = entry.instructions[i];
+    const std::vector<std::string>& calls = seg.instructions[i];
+    INFO("instruction " << i << " " << label << " enqueued:\n" << Join(calls));
+    const std::string exec = ExecutorOf(label);
+    const int launches = CountIf(calls, IsLaunch), dnn = CountIf(calls, IsDnn), blas = CountIf(calls, IsBlas);
+    const int to_device = CountIf(calls, [](const std::string& l) { return StartsWith(l, "cuMemcpyHtoDAsync "); });
+    const Stats::Fallback* fallback = FallbackOf(stats, i);
+    if (exec == "generated") {
+      const std::string kernel = KernelOf(model, e, i);
+      CHECK(!kernel.empty());
+      CHECK(calls == std::vector<std::string>{"cuLaunchKernel " + kernel});
+      CHECK(fallback == nullptr);
+    } else if (exec == "cudnn" || exec == "cublaslt") {
+      CHECK(launches == 0);
+      if (fallback != nullptr) {
+        CHECK(dnn + blas == 0);
+        CHECK(to_device >= 1);
+      } else {
+        CHECK((exec == "cudnn" ? dnn : blas) >= 1);
+        CHECK((exec == "cudnn" ? blas : dnn) == 0);
+        CHECK(calls.size() == static_cast<size_t>(dnn + blas));  // no copies
+      }
+    } else if (exec == "cpu") {
+      CHECK(launches == 0);
+      CHECK(dnn + blas == 0);
+      CHECK(to_device >= 1);
+      CHECK(fallback == nullptr);
+    } else {
+      FAIL_CHECK("no executor in the label");
+    }
+  }
+}
+
+// Runs `artifact` once on a profiling CUDA context into host outputs, with the call log on,
+// and checks where each instruction ran, the staging and output copies, and the outputs against
+// the CPU backend's. Returns the context's stats.
+Stats CheckOneProfiledRun(const std::string& what, const std::vector<uint8_t>& artifact,
+                          const std::vector<HostTensor>& inputs, double atol, double rtol) {
+  INFO(what);
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(artifact);
+  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
+  std::vector<HostTensor> got = Sentinel(want);
+  emu->log_begin();
+  const Status st = RunInto(ctx, inputs, got);
+  const std::string log = emu->log_take();
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  const int32_t e = ctx.stats().last_entry;
+  REQUIRE(e >= 0);
+  const size_t n = model.entries()[static_cast<size_t>(e)].instructions.size();
+  const Segments seg = Segment(log, n);
+  CheckPlacement(model, ctx, seg);
+  CHECK(ctx.stats().last_instruction_ns.size() == n);
+  // Staging: each host input copied once (and perhaps the symbolic values); after the stop
+  // event, each output copied to its host buffer, then the error words read.
+  for (const HostTensor& in : inputs)
+    CHECK_MESSAGE(CountIf(seg.staging, [&](const std::string& l) {
+                    return l == "cuMemcpyHtoDAsync " + std::to_string(in.bytes.size());
+                  }) >= 1,
+                  "input '" << in.name << "' (" << in.bytes.size() << " bytes) not staged:\n" << Join(seg.staging));
+  std::vector<std::string> expect_after;
+  for (const HostTensor& o : want) expect_after.push_back("cuMemcpyDtoHAsync " + std::to_string(o.bytes.size()));
+  expect_after.push_back("cuMemcpyDtoHAsync 12");  // Synchronize: the kernels' error words
+  CHECK_MESSAGE(seg.after == expect_after, "after the stop event:\n" << Join(seg.after));
+  CheckClose(got, want, atol, rtol, what);
+  return ctx.stats();
+}
+
+// ---- Steady state --------------------------------------------------------------------------------
+
+// Three warm-up runs (the second captures a graph when it can), then five more: no allocation
+// in Kiln's code on the host, none on the device, and the outputs still right.
+void CheckSteadyState(const std::string& what, const std::vector<uint8_t>& artifact,
+                      const std::vector<HostTensor>& inputs, bool graphs, bool device_only) {
+  const std::string mode = graphs ? "CUDA graphs on a created stream" : "no graphs, the legacy stream";
+  INFO(what << ", " << mode);
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(artifact);
+  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  ExecutionContext ctx = CreateCuda(model, Cuda(graphs));
+  std::optional<Stream> created;
+  if (graphs) created.emplace();
+  const CUstream stream = created ? created->s : nullptr;
+  std::vector<HostTensor> got = Sentinel(want);
+  const std::vector<TensorView> in = Views(inputs);
+  std::vector<TensorView> out = Views(got);
+  for (int run = 0; run < 3; ++run) {
+    Status st = ctx.Run(in, out, stream);
+    if (st.ok()) st = ctx.Synchronize(stream);
+    REQUIRE_MESSAGE(st.ok(), "warm-up run " << run + 1 << ": " << st.ToString());
+  }
+  const uint64_t device_allocations = emu->counter("device_allocations");
+  bool ok = true;
+  const long host_allocations = testing::CountKilnAllocations([&] {
+    for (int run = 0; run < 5; ++run) ok = ok && ctx.Run(in, out, stream).ok() && ctx.Synchronize(stream).ok();
+  });
+  CHECK(ok);
+  CHECK_MESSAGE(host_allocations == 0, host_allocations << " allocations in Kiln's code in 5 steady-state runs:\n"
+                                                        << testing::CountedAllocationStacks());
+  CHECK(emu->counter("device_allocations") == device_allocations);
+  CHECK(ctx.stats().last_fallbacks.empty());
+  CheckClose(got, want, kModelAtol, kModelRtol, what);
+  // Runs 2..8 of one shape: the 2nd captures, the others replay; an entry with a CPU
+  // instruction is never captured.
+  CHECK(ctx.stats().graph_misses == (graphs && device_only ? 1u : 0u));
+  CHECK(ctx.stats().graph_hits == (graphs && device_only ? 6u : 0u));
+}
+
+// =====================================================================================================
+
+TEST_CASE("[emulated] every instruction runs on the executor its artifact names, or the runtime says why") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  {
+    const Stats s = CheckOneProfiledRun(kSilero, RealArtifact(kSilero), RealInputs(kSilero), kModelAtol, kModelRtol);
+    CHECK(s.last_fallbacks.empty());
+    const Model model = Load(RealArtifact(kSilero));
+    int lstms = 0;
+    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions) {
+      if (!Contains(label, "(LSTM)")) continue;
+      ++lstms;
+      CHECK_MESSAGE(ExecutorOf(label) == "cpu", label);  // cuDNN has no RNN path in Kiln
+    }
+    CHECK(lstms == 1);
+  }
+  {
+    const Stats s = CheckOneProfiledRun(kCls, RealArtifact(kCls), RealInputs(kCls), kModelAtol, kModelRtol);
+    const Model model = Load(RealArtifact(kCls));
+    int dnn = 0;
+    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
+      dnn += ExecutorOf(label) == "cudnn";
+    CHECK(dnn > 10);
+  }
+  {
+    const Stats s = CheckOneProfiledRun("MatMul/Gemm model", MlpArtifact(), MlpInputs(), kSmallAtol, kSmallRtol);
+    CHECK(s.last_fallbacks.empty());
+    const Model model = Load(MlpArtifact());
+    int blas = 0;
+    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
+      blas += ExecutorOf(label) == "cublaslt";
+    CHECK(blas == 2);
+  }
+}
+
+TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs moves that instruction to the CPU") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  FaultGuard guard{emu};
+  const Model model = Load(RealArtifact(kCls));
+  const std::vector<HostTensor> inputs = ClsOneImage();
+  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<std::string>& labels = model.entries()[0].instructions;
+  // The fault fires at the first cuDNN convolution or pooling call: the first @cudnn instruction.
+  size_t refused = labels.size();
+  for (size_t i = 0; i < labels.size() && refused == labels.size(); ++i)
+    if (ExecutorOf(labels[i]) == "cudnn") refused = i;
+  REQUIRE(refused < labels.size());
+  INFO("the refused instruction: " << refused << " " << labels[refused]);
+
+  ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
+  const uint64_t fired = emu->counter("faults_fired");
+  Inject(emu, "dnn-not-supported@1");
+  for (int run = 1; run <= 2; ++run) {
+    INFO("run " << run << " of the context");
+    std::vector<HostTensor> got = Sentinel(want);
+    emu->log_begin();
+    const Status st = RunInto(ctx, inputs, got);
+    const std::string log = emu->log_take();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE(ctx.stats().last_entry == 0);
+    const Stats& stats = ctx.stats();
+    REQUIRE(stats.last_fallbacks.size() == 1);
+    CHECK(stats.last_fallbacks[0].instruction == static_cast<int32_t>(refused));
+    CHECK_MESSAGE(Contains(stats.last_fallbacks[0].reason, "cuDNN refused it when it ran"),
+                  stats.last_fallbacks[0].reason);
+    CHECK_MESSAGE(Contains(stats.last_fallbacks[0].reason, "CUDNN_STATUS_NOT_SUPPORTED"),
+                  stats.last_fallbacks[0].reason);
+    const Segments seg = Segment(log, labels.size());
+    CheckPlacement(model, ctx, seg);  // the refused instruction: no cuDNN call, a CPU fallback's copies
+    CHECK(CountIf(seg.instructions[refused], IsDnn) == 0);
+    CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls with a refused cuDNN call");
+  }
+  CHECK(emu->counter("faults_fired") == fired + 1);
+
+  // A new context decides afresh: cuDNN runs the instruction.
+  ExecutionContext fresh = CreateCuda(model, Cuda(false, true));
+  std::vector<HostTensor> got = Sentinel(want);
+  emu->log_begin();
+  const Status st = RunInto(fresh, inputs, got);
+  const std::string log = emu->log_take();
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(fresh.stats().last_fallbacks.empty());
+  const Segments seg = Segment(log, labels.size());
+  CheckPlacement(model, fresh, seg);
+  CHECK(CountIf(seg.instructions[refused], IsDnn) >= 1);
+  CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls in a new context");
+}
+
+TEST_CASE("[emulated] steady-state runs allocate nothing, on the host or the device") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  for (bool graphs : {false, true}) {
+    CheckSteadyState(kSilero, RealArtifact(kSilero), RealInputs(kSilero), graphs, false);  // a CPU LSTM
+    CheckSteadyState(kCls, RealArtifact(kCls), ClsOneImage(), graphs, true);
+  }
+}
+
+TEST_CASE("[emulated] Run enqueues on the caller's stream; results are right after Synchronize") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(RealArtifact(kCls));
+  const std::vector<HostTensor> inputs = RealInputs(kCls);  // the batch of 2
+  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  ExecutionContext ctx = CreateCuda(model, Cuda());
+  Stream stream;
+  std::vector<std::unique_ptr<Pinned>> pinned;
+  std::vector<TensorView> out;
+  for (const HostTensor& w : want) {
+    pinned.push_back(std::make_unique<Pinned>(w.bytes.size()));
+    std::memset(pinned.back()->p, 0xA5, w.bytes.size());
+    out.push_back(TensorView::Host(pinned.back()->p, w.dtype, w.dims.data(), static_cast<int32_t>(w.dims.size())));
+  }
+  emu->log_begin();
+  Status st = ctx.Run(Views(inputs), out, stream.s);
+  const std::string log = emu->log_take();
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  // The outputs' copies into the pinned buffers were enqueued last, after the stop event.
+  const std::vector<std::string> lines = Lines(log);
+  REQUIRE(lines.size() > want.size());
+  for (size_t o = 0; o < want.size(); ++o)
+    CHECK(lines[lines.size() - want.size() + o] == "cuMemcpyDtoHAsync " + std::to_string(want[o].bytes.size()));
+  CHECK(lines[lines.size() - want.size() - 1] == "cuEventRecord");
+  st = ctx.Synchronize(stream.s);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  std::vector<HostTensor> got = want;
+  for (size_t o = 0; o < want.size(); ++o) std::memcpy(got[o].bytes.data(), pinned[o]->p, got[o].bytes.size());
+  CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls into pinned buffers");
+  CHECK(ctx.stats().last_gpu_ns >= 0);  // Synchronize read the CUDA events
+}
+
+TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replayed after, results identical") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(RealArtifact(kCls));
+  for (const std::string& label : model.entries()[0].instructions)
+    REQUIRE_MESSAGE(ExecutorOf(label) != "cpu", "PP-OCR cls is no longer device-only: " << label);
+  const std::vector<HostTensor> a = ClsOneImage();                  // [1, 3, 48, 192]
+  const std::vector<HostTensor> b = {CropWidth(a[0], 96)};          // [1, 3, 48, 96]: fits A's buffers
+  const std::vector<HostTensor> like_a = RunCpu(model, a), like_b = RunCpu(model, b);
+
+  // Reference: an uncaptured context on the same inputs.
+  std::vector<HostTensor> ref_a = Sentinel(like_a), ref_b = Sentinel(like_b);
+  {
+    ExecutionContext plain = CreateCuda(model, Cuda());
+    Status st = RunInto(plain, a, ref_a);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    st = RunInto(plain, b, ref_b);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(plain.stats().graph_hits == 0);
+    CheckClose(ref_a, like_a, kModelAtol, kModelRtol, "shape A, uncaptured");
+    CheckClose(ref_b, like_b, kModelAtol, kModelRtol, "shape B, uncaptured");
+  }
+
+  ExecutionContext ctx = CreateCuda(model, Cuda(true));
+  Stream stream;
+  struct Step {
+    char shape;
+    uint64_t misses, hits, graph_launches, captured;  // totals after the run
+  };
+  // First run of a shape: not captured; second: captured (a miss) and launched; later: replayed.
+  const Step steps[] = {{'A', 0, 0, 0, 0}, {'A', 1, 0, 1, 1}, {'A', 1, 1, 2, 1}, {'A', 1, 2, 3, 1},
+                        {'B', 1, 2, 3, 1}, {'B', 2, 2, 4, 2}, {'A', 2, 3, 5, 2}};
+  const uint64_t launches0 = emu->counter("graph_launches"), captured0 = emu->counter("graphs_captured");
+  int run = 0;
+  for (const Step& step : steps) {
+    ++run;
+    INFO("run " << run << ", shape " << std::string(1, step.shape));
+    std::vector<HostTensor> got = Sentinel(step.shape == 'A' ? like_a : like_b);
+    const Status st = RunInto(ctx, step.shape == 'A' ? a : b, got, stream.s);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx.stats().last_fallbacks.empty());
+    CHECK(ctx.stats().graph_misses == step.misses);
+    CHECK(ctx.stats().graph_hits == step.hits);
+    CHECK(emu->counter("graph_launches") - launches0 == step.graph_launches);
+    CHECK(emu->counter("graphs_captured") - captured0 == step.captured);
+    CHECK_MESSAGE(SameBits(got, step.shape == 'A' ? ref_a : ref_b), "differs from the uncaptured context's outputs");
+  }
+}
+
+TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a healthy context usable") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  FaultGuard guard{emu};
+  const DeviceMemory before = DeviceMemory::Now(emu);
+  const std::vector<HostTensor> inputs = RealInputs(kSilero);
+  const std::vector<HostTensor> want = RunCpu(Load(RealArtifact(kSilero)), inputs);
+
+  SUBCASE("the weights' allocation fails: Create says so") {
+    const Model model = Load(RealArtifact(kSilero));  // a Model of its own: nothing uploaded yet
+    Inject(emu, "alloc-oom@1");
+    auto ctx = ExecutionContext::Create(model, Cuda());
+    REQUIRE(!ctx.ok());
+    CHECK(ctx.status().code() == StatusCode::kResourceExhausted);
+    CHECK_MESSAGE(Contains(ctx.status().message(), "bytes of weights"), ctx.status().ToString());
+    CHECK_MESSAGE(Contains(ctx.status().message(), "CUDA_ERROR_OUT_OF_MEMORY"), ctx.status().ToString());
+  }
+  SUBCASE("the first run's arena allocation fails: that Run says so, the next one works") {
+    const Model model = Load(RealArtifact(kSilero));
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    Inject(emu, "alloc-oom@1");
+    std::vector<HostTensor> got = Sentinel(want);
+    Status st = RunInto(ctx, inputs, got);
+    CHECK(st.code() == StatusCode::kResourceExhausted);
+    CHECK_MESSAGE(Contains(st.message(), "device arena"), st.ToString());
+    st = RunInto(ctx, inputs, got);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CheckClose(got, want, kModelAtol, kModelRtol, "the run after a failed arena allocation");
+  }
+  SUBCASE("a launch fails: the Run names the instruction, the next one works") {
+    const Model model = Load(RealArtifact(kSilero));
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    std::vector<HostTensor> got = Sentinel(want);
+    REQUIRE(RunInto(ctx, inputs, got).ok());
+    // The first instruction that launches a kernel: "'name' (Op) @generated" -> "'name' (Op)".
+    std::string first;
+    for (const std::string& label : model.entries()[static_cast<size_t>(ctx.stats().last_entry)].instructions)
+      if (first.empty() && ExecutorOf(label) == "generated") first = label.substr(0, label.rfind(" @"));
+    REQUIRE(!first.empty());
+    Inject(emu, "launch-fail@1");
+    got = Sentinel(want);
+    std::vector<TensorView> out = Views(got);
+    Status st = ctx.Run(Views(inputs), out);
+    CHECK(st.code() == StatusCode::kDeviceError);
+    CHECK_MESSAGE(Contains(st.message(), "cuLaunchKernel"), st.ToString());
+    CHECK_MESSAGE(Contains(st.message(), "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"), st.ToString());
+    CHECK_MESSAGE(Contains(st.message(), first), st.ToString() << " (expected it to name " << first << ")");
+    st = ctx.Synchronize();  // what was enqueued before the failure completes
+    CHECK_MESSAGE(st.ok(), st.ToString());
+    st = RunInto(ctx, inputs, got);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CheckClose(got, want, kModelAtol, kModelRtol, "the run after a failed launch");
+  }
+  SUBCASE("a module has no binary for the device: Create says so") {
+    const Model model = Load(RealArtifact(kSilero));
+    Inject(emu, "no-binary@1");
+    auto ctx = ExecutionContext::Create(model, Cuda());
+    REQUIRE(!ctx.ok());
+    CHECK(ctx.status().code() == StatusCode::kDeviceError);
+    CHECK_MESSAGE(Contains(ctx.status().message(), "cuModuleLoadData"), ctx.status().ToString());
+    CHECK_MESSAGE(Contains(ctx.status().message(), "CUDA_ERROR_NO_BINARY_FOR_GPU"), ctx.status().ToString());
+    CHECK_MESSAGE(Contains(ctx.status().message(), model.kernels()[0].name), ctx.status().ToString());
+  }
+  SUBCASE("cuBLASLt refuses a matmul when it runs: the CPU runs it, and the run says so") {
+    const Model model = Load(MlpArtifact());
+    const std::vector<HostTensor> mlp_in = MlpInputs();
+    const std::vector<HostTensor> mlp_want = RunCpu(model, mlp_in);
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    const std::vector<std::string>& labels = model.entries()[0].instructions;
+    size_t first = labels.size();
+    for (size_t i = 0; i < labels.size() && first == labels.size(); ++i)
+      if (ExecutorOf(labels[i]) == "cublaslt") first = i;
+    REQUIRE(first < labels.size());
+    Inject(emu, "blas-not-supported@1");
+    for (int run = 1; run <= 2; ++run) {  // the decision is kept for the next run
+      INFO("run " << run);
+      std::vector<HostTensor> got = Sentinel(mlp_want);
+      const Status st = RunInto(ctx, mlp_in, got);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      REQUIRE(ctx.stats().last_fallbacks.size() == 1);
+      CHECK(ctx.stats().last_fallbacks[0].instruction == static_cast<int32_t>(first));
+      CHECK_MESSAGE(Contains(ctx.stats().last_fallbacks[0].reason, "cuBLASLt refused it when it ran"),
+                    ctx.stats().last_fallbacks[0].reason);
+      CheckClose(got, mlp_want, kSmallAtol, kSmallRtol, "MatMul/Gemm model, one matmul on the CPU");
+    }
+  }
+  // Every context and Model of the subcase is gone: so is every device allocation they made.
+  CheckNoLeak(emu, before, "after the subcase");
+}
+
+// A kernel's illegal address on `artifact`: this Run (or its Synchronize) and every later call
+// fail, naming the fault and saying it is sticky; destroying the context neither hangs nor crashes.
+void CheckStickyFault(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>& inputs) {
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  FaultGuard guard{emu};
+  const Model model = Load(artifact);
+  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  uint64_t fired = 0;
+  {
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    std::vector<HostTensor> got = Sentinel(want);
+    REQUIRE(RunInto(ctx, inputs, got).ok());
+    fired = emu->counter("faults_fired");
+    Inject(emu, "illegal-address@1");
+    // The faulting kernel (instruction 0) runs after its launch returned, on the stream's
+    // worker: depending on when, the Run reports it at its next call (a cuDNN convolution that
+    // cannot be enqueued any more: the runtime adds the stream's error to cuDNN's
+    // EXECUTION_FAILED) or at its next wait (a CPU fallback's input copy), or the Synchronize
+    // does. Every path must name the fault.
+    std::vector<TensorView> out = Views(got);
+    Status st = ctx.Run(Views(inputs), out);
+    if (st.ok()) st = ctx.Synchronize();
+    CHECK(st.code() == StatusCode::kDeviceError);
+    CHECK_MESSAGE(Contains(st.message(), "CUDA_ERROR_ILLEGAL_ADDRESS"), st.ToString());
+    // The context is poisoned for good: the next Run fails as clearly, at once, and says why.
+    st = RunInto(ctx, inputs, got);
+    CHECK(st.code() == StatusCode::kDeviceError);
+    CHECK_MESSAGE(Contains(st.message(), "CUDA_ERROR_ILLEGAL_ADDRESS"), st.ToString());
+    CHECK_MESSAGE(Contains(st.message(), "sticky error"), st.ToString());
+    st = ctx.Synchronize();
+    CHECK(st.code() == StatusCode::kDeviceError);
+    CHECK_MESSAGE(Contains(st.message(), "CUDA_ERROR_ILLEGAL_ADDRESS"), st.ToString());
+  }  // and it is destroyed without a hang or a crash
+  CHECK(emu->counter("faults_fired") == fired + 1);
+}
+
+// LAST in this file, each alone in its process (see the top): they poison the primary context.
+TEST_CASE("[emulated] a sticky fault (a kernel's illegal address) fails this Run and every later one, cleanly") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  // Silero: a CPU fallback (the LSTM) waits on the stream in the middle of the Run.
+  CheckStickyFault(RealArtifact(kSilero), RealInputs(kSilero));
+}
+
+TEST_CASE("[emulated] a sticky fault in a model that runs wholly on the device fails cleanly too") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  // Every instruction on the device: the Run records its stop event after the faulting kernel,
+  // and the context's destruction waits on that event.
+  CheckStickyFault(MlpArtifact(), MlpInputs());
+}
+
+}  // namespace
+}  // namespace kiln
+
+#endif  // KILN_HAVE_CUDA
