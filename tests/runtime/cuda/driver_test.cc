@@ -158,8 +158,14 @@ TEST_CASE("Check names the error through the table") {
   Status s = Check(d, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc (arena)");
   CHECK(s.code() == StatusCode::kDeviceError);
   CHECK(s.message() == "cuMemAlloc (arena): CUDA_ERROR_OUT_OF_MEMORY: out of memory");
-  // A code the driver cannot name falls back to the number.
-  CHECK(Check(d, CUDA_ERROR_LAUNCH_FAILED, "cuLaunchKernel").message() == "cuLaunchKernel: CUDA error 719");
+  // A code the driver cannot name falls back to the number; a sticky one (the Driver API
+  // reference: the process "is left in an inconsistent state") says what follows.
+  CHECK(Check(d, CUDA_ERROR_LAUNCH_FAILED, "cuLaunchKernel").message() ==
+        "cuLaunchKernel: CUDA error 719 (a sticky error: this process's CUDA context refuses all further work; "
+        "restart the process)");
+  CHECK(IsSticky(CUDA_ERROR_ILLEGAL_ADDRESS));
+  CHECK_FALSE(IsSticky(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK_FALSE(IsSticky(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES));
 }
 
 TEST_CASE("QueryDevice: no device, ordinals out of range, attributes, driver errors") {
