@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/commands.h"
+#include "compiler/io/bench_report.h"
 #include "compiler/io/tensor_io.h"
 #include "kiln/runtime.h"
 
@@ -26,6 +27,15 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
                            "computation {:.3f} ms\n",
                            load_ms, s.last_host_time() / 1e6, s.last_cache_lookup_time() / 1e3,
                            s.last_prologue_time() / 1e3, s.last_computation_time() / 1e6);
+  // Instructions that did not run where the artifact says (a library refused them): say why.
+  for (const Stats::Fallback& f : s.last_fallbacks) {
+    const std::vector<std::string>& labels = model.entries()[s.last_entry].instructions;
+    std::cout << fmt::format("fallback: #{} {} ran on the CPU backend: {}\n", f.instruction,
+                             f.instruction >= 0 && static_cast<size_t>(f.instruction) < labels.size()
+                                 ? labels[f.instruction]
+                                 : std::string("?"),
+                             f.reason);
+  }
 }
 
 // The last run's instruction times (ContextOptions::profile): the slowest first, then the
@@ -137,8 +147,10 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
                              times.front() / 1e6, times[times.size() / 2] / 1e6, times.back() / 1e6);
     if (!gpu_times.empty()) {
       std::sort(gpu_times.begin(), gpu_times.end());
-      std::cout << fmt::format("GPU time over {} runs (CUDA events): min {:.3f} ms, median {:.3f} ms\n",
-                               gpu_times.size(), gpu_times.front() / 1e6, gpu_times[gpu_times.size() / 2] / 1e6);
+      std::cout << fmt::format("GPU time over {} runs (CUDA events{}): min {:.3f} ms, median {:.3f} ms\n",
+                               gpu_times.size(),
+                               io::EmulatedDevice(ctx->device_note()) ? "; EMULATED device: host time, not a GPU's" : "",
+                               gpu_times.front() / 1e6, gpu_times[gpu_times.size() / 2] / 1e6);
     }
   }
   return 0;

@@ -175,6 +175,9 @@ nlohmann::json TraceJson(const BenchResult& r) {
 void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("artifact:    {}\n", r.artifact);
   out << fmt::format("device:      {}\n", r.device_note);
+  const bool emulated = EmulatedDevice(r.device_note);
+  if (emulated)
+    out << "note:        an EMULATED CUDA device (Kiln's tests): every time below is the host's, not a GPU's\n";
   for (const std::string& n : r.notes) out << fmt::format("note:        {}\n", n);
   out << fmt::format("threads:     {}\n",
                      r.threads == 0 ? std::string("default (one per CPU)") : std::to_string(r.threads));
@@ -197,10 +200,14 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("host us:     lookup {:.2f} (its prologues included)  prologue {:.2f}  computation {:.1f}  "
                      "(medians)\n",
                      r.lookup_us, r.prologue_us, r.computation_us);
-  if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << "  (CUDA events)\n";
+  if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << (emulated ? "  (CUDA events, emulated)\n" : "  (CUDA events)\n");
   out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
                      Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));
   if (r.profile) PrintProfile(*r.profile, r.device == "cpu", out, top);
+}
+
+bool EmulatedDevice(std::string_view device_note) {
+  return device_note.find("Kiln emulated CUDA device") != std::string_view::npos;
 }
 
 }  // namespace kiln::io

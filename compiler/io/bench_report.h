@@ -13,6 +13,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -84,5 +85,10 @@ nlohmann::json TraceJson(const BenchResult& r);
 // The human report: device, load, inputs and entry, latency, throughput, host phases, GPU
 // time, memory, then (with a profile) the op kinds and the slowest `top` instructions.
 void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top = 25);
+
+// True when a context's device_note names the emulated CUDA device of Kiln's tests
+// (tests/emulated_cuda/): its times are the host's, and every report labels them so, never as
+// a GPU's.
+bool EmulatedDevice(std::string_view device_note);
 
 }  // namespace kiln::io

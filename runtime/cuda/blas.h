@@ -46,9 +46,9 @@
 // enqueue cublasLtMatmul on the call's stream. It never allocates device memory
 // and never synchronises. Workspace comes from OpCall::workspace (256-byte aligned).
 //
-// NOTE: written and compiled on a machine without a GPU. Only PlanMatMul/PlanGemm, Supports,
-// Workspace and the failing Create() have run; MatMul/Gemm/Prepare (descriptors, heuristics,
-// cublasLtMatmul) have NEVER run on a GPU. scripts/gpu-check must compare them with the CPU.
+// NOTE: written without a GPU. Every path runs in CI on the emulated CUDA device
+// (tests/emulated_cuda/: a cuBLASLt written from NVIDIA's documentation), never yet on a GPU:
+// scripts/gpu-check compares them with the CPU there.
 //
 // Thread-compatible: one executor per execution context, used by one thread at a time.
 #pragma once

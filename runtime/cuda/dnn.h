@@ -56,11 +56,10 @@
 // preferred. Each call sets the stream (cudnnSetStream) and enqueues; nothing is allocated on
 // the device and nothing synchronises. Workspace comes from OpCall::workspace.
 //
-// NOTE: written and compiled on a machine without a GPU. Only the geometry, PlanDnn, Supports,
-// SupportsWith, Workspace and the failing Create() have run; descriptor creation, algorithm
-// selection and every cuDNN compute call have NEVER run on a GPU, for any dtype (the float16 /
-// bfloat16 data types and their tensor-op math included). scripts/gpu-check must compare them
-// with the CPU backend.
+// NOTE: written without a GPU. Descriptor creation, algorithm selection and every compute call
+// run in CI on the emulated CUDA device (tests/emulated_cuda/: a cuDNN written from NVIDIA's
+// documentation), never yet on a GPU, for any dtype: scripts/gpu-check compares them with the
+// CPU backend there.
 //
 // Thread-compatible: one executor per execution context, used by one thread at a time.
 #pragma once

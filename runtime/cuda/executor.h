@@ -1,8 +1,10 @@
 // The CUDA backend's executor for one ExecutionContext: runs an entry's instructions on a
 // device, on the caller's stream. Generated kernels are launched from the artifact's
-// cubin for the device's arch (or its PTX, JIT-compiled by the driver); library ops go to
-// cuBLASLt / cuDNN when those are present and accept the op; every other op runs on the
-// CPU backend with explicit copies (a "CPU fallback region" of one instruction). The
+// cubin for the device's arch (or its PTX, JIT-compiled by the driver); an instruction the
+// artifact labels @cublaslt or @cudnn goes to that library when it is present and accepts the
+// op (decided once per entry and binding of its symbols); every other op runs on the CPU
+// backend with explicit copies (a "CPU fallback region" of one instruction). A library op
+// that runs on the CPU is reported with the reason in Stats::last_fallbacks. The
 // library workspace is planned once at the libraries' caps (32 MiB cuBLASLt, 64 MiB cuDNN).
 // With cuda_graphs, an entry whose every instruction runs on the device is captured at its
 // second run with the same shape and buffer addresses, and replayed afterwards; input
@@ -14,8 +16,8 @@
 // host arena doubles as the staging area of CPU fallback instructions. Weights are
 // uploaded once per (Model, device) and shared by every executor on that device.
 //
-// NOTE: written and compiled without a GPU; only the failure paths (no driver, no device)
-// have run. Everything that needs a device is exercised by scripts/gpu-check.
+// NOTE: written without a GPU. It runs end to end in CI on the emulated CUDA device
+// (tests/emulated_cuda/), never yet on a GPU: scripts/gpu-check exercises it there.
 //
 // Thread-compatible: one executor per context, used by one thread at a time.
 #pragma once

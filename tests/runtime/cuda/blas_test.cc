@@ -6,8 +6,8 @@
 // (column-major, op(), leading dimensions, strided batches, alpha/beta*C, the BIAS / RELU / GELU
 // epilogues) and compared with the CPU kernels; and that Create() fails cleanly without a driver.
 //
-// "[gpu]" cases run the executor for real and compare with the CPU kernels. They have NEVER
-// run yet (no GPU was available when they were written); scripts/gpu-check runs them.
+// "[gpu]" cases run the executor for real and compare with the CPU kernels: in CI on the
+// emulated CUDA device (tests/emulated_cuda/), and on a real GPU by scripts/gpu-check.
 #if KILN_HAVE_CUDA
 
 #include "runtime/cuda/blas.h"
