@@ -14,7 +14,7 @@
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
-#                    ASan+UBSan+LSan, each libFuzzer target for 60 s (scripts/sanitize.sh), and 8
+#                    ASan+UBSan+LSan, each libFuzzer target for 45 s (scripts/sanitize.sh), and 8
 #                    contexts on one Model under ThreadSanitizer (scripts/tsan.sh)
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: skip the asan, fuzz and tsan tiers
 set -euo pipefail

@@ -173,40 +173,45 @@ bool BwdWorkspace(cudnnConvolutionBwdDataAlgo_t algo, const Problem& p, size_t* 
 }
 
 // y[n, k, o] = sum over c in k's group and taps t of x[n, g * Cg + c, o * stride - pad + t * dil]
-// * w[k, c, t (mirrored for CUDNN_CONVOLUTION)], zero outside x; float accumulation.
+// * w[k, c, t (mirrored for CUDNN_CONVOLUTION)], zero outside x; float accumulation, each output
+// summing over c, then the taps in row-major order. The innermost loop runs along an output row
+// (the same order per element, so the same sums), which the host compiler vectorises.
 std::vector<float> ConvForward(const Problem& p, const std::vector<float>& x, const std::vector<float>& w) {
-  std::vector<float> y(static_cast<size_t>(p.N * p.K * p.Outs()));
+  std::vector<float> y(static_cast<size_t>(p.N * p.K * p.Outs()), 0.0f);
   const int64_t plane = p.in[0] * p.in[1] * p.in[2], taps = p.Taps();
-  size_t yo = 0;
+  const int64_t s2 = p.str[2];
   for (int64_t n = 0; n < p.N; ++n) {
     for (int64_t k = 0; k < p.K; ++k) {
       const int64_t g = k / p.Kg;
+      float* yk = y.data() + (n * p.K + k) * p.Outs();
       for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
-        for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
-          for (int64_t o2 = 0; o2 < p.out[2]; ++o2) {
-            float acc = 0.0f;
-            for (int64_t c = 0; c < p.Cg; ++c) {
-              const float* xp = x.data() + (n * p.C + g * p.Cg + c) * plane;
-              const float* wp = w.data() + (k * p.Cg + c) * taps;
-              for (int64_t t0 = 0; t0 < p.k[0]; ++t0) {
-                const int64_t i0 = o0 * p.str[0] - p.pad[0] + t0 * p.dil[0];
-                if (i0 < 0 || i0 >= p.in[0]) continue;
-                const int64_t w0 = p.flip ? p.k[0] - 1 - t0 : t0;
-                for (int64_t t1 = 0; t1 < p.k[1]; ++t1) {
-                  const int64_t i1 = o1 * p.str[1] - p.pad[1] + t1 * p.dil[1];
-                  if (i1 < 0 || i1 >= p.in[1]) continue;
-                  const int64_t w1 = p.flip ? p.k[1] - 1 - t1 : t1;
-                  for (int64_t t2 = 0; t2 < p.k[2]; ++t2) {
-                    const int64_t i2 = o2 * p.str[2] - p.pad[2] + t2 * p.dil[2];
-                    if (i2 < 0 || i2 >= p.in[2]) continue;
-                    const int64_t w2 = p.flip ? p.k[2] - 1 - t2 : t2;
-                    acc += xp[(i0 * p.in[1] + i1) * p.in[2] + i2] * wp[(w0 * p.k[1] + w1) * p.k[2] + w2];
-                  }
+        for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+          float* yrow = yk + (o0 * p.out[1] + o1) * p.out[2];
+          for (int64_t c = 0; c < p.Cg; ++c) {
+            const float* xp = x.data() + (n * p.C + g * p.Cg + c) * plane;
+            const float* wp = w.data() + (k * p.Cg + c) * taps;
+            for (int64_t t0 = 0; t0 < p.k[0]; ++t0) {
+              const int64_t i0 = o0 * p.str[0] - p.pad[0] + t0 * p.dil[0];
+              if (i0 < 0 || i0 >= p.in[0]) continue;
+              const int64_t w0 = p.flip ? p.k[0] - 1 - t0 : t0;
+              for (int64_t t1 = 0; t1 < p.k[1]; ++t1) {
+                const int64_t i1 = o1 * p.str[1] - p.pad[1] + t1 * p.dil[1];
+                if (i1 < 0 || i1 >= p.in[1]) continue;
+                const int64_t w1 = p.flip ? p.k[1] - 1 - t1 : t1;
+                const float* xrow = xp + (i0 * p.in[1] + i1) * p.in[2];
+                for (int64_t t2 = 0; t2 < p.k[2]; ++t2) {
+                  const int64_t w2 = p.flip ? p.k[2] - 1 - t2 : t2;
+                  const float wv = wp[(w0 * p.k[1] + w1) * p.k[2] + w2];
+                  // The outputs o2 whose input column o2 * s2 + off lies in [0, in[2]).
+                  const int64_t off = t2 * p.dil[2] - p.pad[2];
+                  const int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+                  const int64_t hi = std::min(p.out[2], off >= p.in[2] ? 0 : (p.in[2] - 1 - off) / s2 + 1);
+                  for (int64_t o2 = lo; o2 < hi; ++o2) yrow[o2] += xrow[o2 * s2 + off] * wv;
                 }
               }
             }
-            y[yo++] = acc;
           }
+        }
     }
   }
   return y;
