@@ -73,16 +73,22 @@ bash scripts/install-debs.sh sanitize clang libclang-rt-14-dev lld llvm
 # CUDA backend runs under the sanitizers on it, the GPU check's cases one per process.
 EMULATED_TARGETS=()
 [[ -e /usr/local/cuda/include/cuda.h ]] && EMULATED_TARGETS=(emulated_cuda_driver emulated_cuda_cublaslt emulated_cuda_cudnn)
-# -O1 and line tables only: the fastest build that still gives symbolized reports. No CUDA:
-# the tier checks the CPU runtime, the compiler and the tests that run without a GPU.
+# -O1 and line tables only: the fastest build that still gives symbolized reports.
 BUILD_TARGETS=(kiln)
 ((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests "${EMULATED_TARGETS[@]}")
 ((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
 if ((NO_BUILD)); then
   for t in "${BUILD_TARGETS[@]}"; do
+    [[ $t == emulated_cuda_* ]] && continue  # libraries, checked below
     [[ -x "$BUILD/$t" || -x "$BUILD/tests/$t" || -x "$BUILD/fuzz/$t" ]] ||
       die "no $t in $BUILD: run scripts/sanitize.sh --build-only first"
   done
+  if ((RUN_TESTS)) && ((${#EMULATED_TARGETS[@]})); then
+    for lib in libcuda.so.1 libcublasLt.so.13 libcudnn.so.9; do
+      [[ -e "$BUILD/tests/emulated_cuda/lib/$lib" ]] ||
+        die "no emulated $lib in $BUILD/tests/emulated_cuda/lib: run scripts/sanitize.sh --build-only first"
+    done
+  fi
 else
 log "configuring $BUILD (clang, -fsanitize=address,undefined, fuzzers)"
 mkdir -p "$BUILD"
@@ -105,6 +111,8 @@ fi
 SYMBOLIZER="$(command -v llvm-symbolizer || true)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
+# Leaks in NVIDIA's own libraries (the CUDA toolkit's), never Kiln's: tests/sanitizers/lsan.supp.
+export LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
 status=0
 
 # --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------

@@ -213,20 +213,15 @@ template <typename F>
 static void kiln_host_launch(kiln_dim3 grid, kiln_dim3 block, F kernel) {
   const unsigned n = block.x * block.y * block.z;
   const size_t stack_bytes = 64 * 1024;
-  static thread_local char* stacks = 0;
-  static thread_local unsigned capacity = 0;  // fibers whose stacks are allocated
+  char* stacks = 0;  // the fibers' stacks, for this launch (untouched pages cost nothing)
   kiln_block_state b;
   memset(&b, 0, sizeof b);
   b.n = n;
   b.call = &kiln_call<F>;
   b.arg = &kernel;
   if (n > 1) {
-    if (capacity < n) {
-      free(stacks);
-      stacks = (char*)malloc((size_t)n * stack_bytes);
-      if (!stacks) kiln_fail("out of memory for fiber stacks");
-      capacity = n;
-    }
+    stacks = (char*)malloc((size_t)n * stack_bytes);
+    if (!stacks) kiln_fail("out of memory for fiber stacks");
     b.fibers = (kiln_fiber*)malloc(n * sizeof(kiln_fiber));
     b.lanes = (unsigned long long*)calloc(32 * ((n + 31) / 32), sizeof(unsigned long long));
     if (!b.fibers || !b.lanes) kiln_fail("out of memory for a block");
@@ -256,6 +251,7 @@ static void kiln_host_launch(kiln_dim3 grid, kiln_dim3 block, F kernel) {
   kiln_block = outer;
   free(b.fibers);
   free(b.lanes);
+  free(stacks);
 }
 template <typename F>
 static void kiln_host_launch(unsigned grid, unsigned block, F kernel) {
