@@ -11,6 +11,8 @@
 #   emulated GPU     the CUDA backend end to end on the emulated CUDA device (tests/emulated_cuda/):
 #                    scripts/gpu-check --emulated, the real GPU check's tests on stand-ins of
 #                    libcuda, cuBLASLt and cuDNN; nothing it reports is a GPU measurement
+#   differential     random graphs on every path (unfused, fused, folded, emulated CUDA) and
+#                    onnxruntime, and the regression corpus (tests/differential/README.md)
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
@@ -26,7 +28,7 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -135,6 +137,16 @@ if [[ -e build/tests/emulated_cuda/lib/libcuda.so.1 ]]; then
 else
   skip "emulated GPU" "the build has no CUDA toolkit headers, so no emulated device"
 fi
+
+# One semantics on every path (docs/semantics.md): the regression corpus, then random graphs
+# for a fixed time with a fixed seed (a red run replays), each on the unfused CPU kernels,
+# fused programs, constant folding and the emulated CUDA device, and against onnxruntime.
+differential() {
+  local py=build/venv/bin/python
+  "$py" tests/differential/difftest.py --corpus tests/differential/corpus &&
+    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-150}" --seed "${KILN_DIFFTEST_SEED:-1}"
+}
+tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-150} s of random graphs on every path (tests/differential)" differential
 
 tier "samples" bash scripts/samples.sh
 tier "aarch64" bash scripts/aarch64.sh

@@ -10,6 +10,7 @@ void AddCompileCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+void AddOpsCommand(CLI::App& app);
 int ExitCode();
 void SetExitCode(int code);
 

@@ -1,4 +1,4 @@
-// The `kiln` command line: compile, run, inspect, bench.
+// The `kiln` command line: compile, run, inspect, bench, ops.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
   kiln::cli::AddBenchCommand(app);
+  kiln::cli::AddOpsCommand(app);
   app.footer("Exit status: 0 success, 1 the command failed (the message says why), 2 bad command line.");
   try {
     app.parse(argc, argv);

@@ -60,13 +60,14 @@ __device__ __forceinline__ long long kiln_min(long long x, long long y) { return
 __device__ __forceinline__ int kiln_max(int x, int y) { return x < y ? y : x; }
 __device__ __forceinline__ int kiln_min(int x, int y) { return y < x ? y : x; }
 // kCheckIndex: x when 0 <= x < n. Otherwise the first failing thread records (check + 1) in
-// err[0] and the index in err[1] (low word) and err[2] (high word), and the result is 0, so
-// the load that uses it stays in range.
+// err[0], the index in err[1] (low word) and err[2] (high word) and the bound n in err[3]
+// (saturated at 2^32 - 1), and the result is 0, so the load that uses it stays in range.
 __device__ __forceinline__ long long kiln_check(long long x, long long n, unsigned check, unsigned* err) {
   if (x >= 0 && x < n) return x;
   if (atomicCAS(err, 0u, check + 1u) == 0u) {
     err[1] = (unsigned)(kiln_u64)x;
     err[2] = (unsigned)((kiln_u64)x >> 32);
+    err[3] = n > 0xffffffffll ? 0xffffffffu : (unsigned)n;
   }
   return 0;
 }

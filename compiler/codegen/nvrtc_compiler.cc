@@ -100,8 +100,13 @@ void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& 
   (void)serialize::ReplaceFile(path.string(), bytes.data(), bytes.size());
 }
 
+// NVRTC's defaults are kept where they give IEEE results (-ftz=false: denormals kept,
+// -prec-div=true, -prec-sqrt=true), and -fmad=false turns off a * b + c contracted into one
+// fused multiply-add: the CPU backend rounds the product, so a contracted kernel would differ
+// in the last bit and break docs/semantics.md's rule that one correctly rounded op per element
+// gives the same bits on every path. The kernels are memory-bound; the FMAs saved nothing.
 const std::vector<std::string>& BaseOptions() {
-  static const std::vector<std::string> opts = {"-std=c++17"};
+  static const std::vector<std::string> opts = {"-std=c++17", "-fmad=false"};
   return opts;
 }
 

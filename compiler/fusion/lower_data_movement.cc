@@ -450,14 +450,24 @@ Result<int32_t> LowerPad(LowerContext& ctx, const ir::Node& node, int, std::span
       }
     } else if (IsConstDim(x.shape[d], 1)) {
       in[d] = b.ConstI(0);  // reflect and wrap of a single element
-    } else if (mode == "wrap") {
-      in[d] = b.Binary(Op::kMod, s, dim);  // kMod takes the divisor's sign: in [0, dim)
     } else {
-      // reflect: period 2 * (dim - 1), mirrored in its second half. A runtime dim of 1
-      // gives period 0, and s % 0 = 0 is the right index.
-      const int32_t period = b.Binary(Op::kMul, b.ConstI(2), last);
-      const int32_t m = b.Binary(Op::kMod, s, period);
-      in[d] = b.Select(b.Binary(Op::kLt, m, dim), m, b.Binary(Op::kSub, period, m));
+      // Negative pads crop first (docs/semantics.md, the CPU kernel's PadSource): wrap and
+      // reflect pad around the n elements left, [lo, lo + n).
+      const Sym lo_s = ir::Max(Sym(0), ir::meta::SubS(Sym(0), begin[d]));
+      const int32_t lo = IntNode(b, lo_s);
+      const int32_t n = IntNode(b, ir::meta::AddS(ir::meta::AddS(x.shape[d], ir::Min(begin[d], Sym(0))), ir::Min(end[d], Sym(0))));
+      const int32_t t = IsConstDim(lo_s, 0) ? s : b.Binary(Op::kSub, s, lo);
+      int32_t local;
+      if (mode == "wrap") {
+        local = b.Binary(Op::kMod, t, n);  // kMod takes the divisor's sign: in [0, n)
+      } else {
+        // reflect: period 2 * (n - 1), mirrored in its second half. n = 1 gives period 0,
+        // and t % 0 = 0 is the right index.
+        const int32_t period = b.Binary(Op::kMul, b.ConstI(2), b.Binary(Op::kSub, n, b.ConstI(1)));
+        const int32_t m = b.Binary(Op::kMod, t, period);
+        local = b.Select(b.Binary(Op::kLt, m, n), m, b.Binary(Op::kSub, period, m));
+      }
+      in[d] = IsConstDim(lo_s, 0) ? local : b.Binary(Op::kAdd, local, lo);
     }
   }
   KILN_ASSIGN_OR_RETURN(int32_t v, ctx.ValueAt(node.inputs[0], in));
@@ -641,6 +651,36 @@ int32_t NearestPixel(ProgramBuilder& b, FloatMath& f, NearestMode mode, int32_t 
   return b.Binary(Op::kAdd, base, up);
 }
 
+// The CPU kernel's ExactNearest (runtime/cpu/resize.cc): with the scale exactly out / in, the
+// source coordinate is n / d in integers, and a tie is rounded by the nearest_mode exactly.
+// -1 for the coordinate modes that keep the float formula.
+int32_t ExactNearest(ProgramBuilder& b, CoordMode coord, NearestMode nearest, int32_t o, int32_t in_len,
+                     int32_t out_len) {
+  int32_t n, d;
+  if (coord == CoordMode::kAsymmetric) {
+    n = b.Binary(Op::kMul, o, in_len);
+    d = out_len;
+  } else if (coord == CoordMode::kHalfPixel || coord == CoordMode::kPytorchHalfPixel) {
+    const int32_t odd = b.Binary(Op::kAdd, b.Binary(Op::kMul, b.ConstI(2), o), b.ConstI(1));
+    n = b.Binary(Op::kSub, b.Binary(Op::kMul, odd, in_len), out_len);
+    d = b.Binary(Op::kMul, b.ConstI(2), out_len);
+  } else {
+    return -1;
+  }
+  const int32_t fl = b.Binary(Op::kFloorDiv, n, d);
+  const int32_t r = b.Binary(Op::kSub, n, b.Binary(Op::kMul, fl, d));  // in [0, d)
+  const int32_t twice = b.Binary(Op::kMul, b.ConstI(2), r);
+  int32_t index = fl;
+  switch (nearest) {
+    case NearestMode::kRoundPreferFloor: index = b.Binary(Op::kAdd, fl, b.Binary(Op::kLt, d, twice)); break;
+    case NearestMode::kRoundPreferCeil: index = b.Binary(Op::kAdd, fl, b.Binary(Op::kLe, d, twice)); break;
+    case NearestMode::kFloor: break;
+    case NearestMode::kCeil: index = b.Binary(Op::kAdd, fl, b.Binary(Op::kLt, b.ConstI(0), r)); break;
+  }
+  if (coord == CoordMode::kPytorchHalfPixel) index = b.Select(b.Binary(Op::kLt, b.ConstI(1), out_len), index, b.ConstI(0));
+  return index;
+}
+
 Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::span<const int32_t> coords) {
   ProgramBuilder& b = ctx.builder();
   FloatMath f(b);
@@ -709,6 +749,7 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
   // Per-axis scale: a compile-time float where known, else computed at run time from the
   // extents as the kernel does (float(out) / float(in)).
   std::vector<std::optional<float>> scale(r, 1.0f);
+  std::vector<bool> ratio(r, false);  // the scale is exactly out / in (sizes): see ExactNearest
   std::vector<float> roi_start(r, 0.0f), roi_end(r, 1.0f);
   if (const ir::Value* s = OptionalInputOf(ctx, node, 2)) {
     auto v = ir::meta::FloatElements(*s);
@@ -719,6 +760,7 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
     for (int i = 0; i < naxes; ++i) {
       const int a = axis_of[i];
       const Sym &in = x.shape[a], &out = y.shape[a];
+      ratio[a] = true;
       if (in.is_const() && out.is_const()) {
         scale[a] =
             *in.value() > 0 ? static_cast<float>(*out.value()) / static_cast<float>(*in.value()) : 1.0f;
@@ -787,7 +829,9 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
       outside = outside < 0 ? out_i : b.Binary(Op::kOr, outside, out_i);
     }
     if (!linear) {
-      idx[i] = {b.Clamp(NearestPixel(b, f, nearest, in_x), b.ConstI(0), last)};
+      int32_t exact = -1;
+      if (ratio[i] && !extrapolate) exact = ExactNearest(b, coord, nearest, coords[i], in_len, out_len);
+      idx[i] = {b.Clamp(exact >= 0 ? exact : NearestPixel(b, f, nearest, in_x), b.ConstI(0), last)};
       continue;
     }
     const int32_t c = b.Binary(Op::kMax, f.C(0.0f), b.Binary(Op::kMin, in_x, f.FromInt(last)));

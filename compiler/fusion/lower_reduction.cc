@@ -5,6 +5,7 @@
 // returns the output element from them. Statistics are two-pass (mean, then the sum of
 // squared deviations), like the CPU kernels, in the input's compute type.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -187,6 +188,29 @@ Result<ReductionDomain> ReduceDomain(const ir::Trace& t, const ir::Node& n) {
   return ReductionDomain{x.shape, mask};
 }
 
+// The range of an integer or bool dtype narrower than int64, or false.
+bool NarrowRange(DType d, int64_t* lo, int64_t* hi) {
+  switch (d) {
+    case DType::kBool: *lo = 0; *hi = 1; return true;
+    case DType::kInt8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
+    case DType::kUInt8: *lo = 0; *hi = UINT8_MAX; return true;
+    case DType::kInt16: *lo = INT16_MIN; *hi = INT16_MAX; return true;
+    case DType::kUInt16: *lo = 0; *hi = UINT16_MAX; return true;
+    case DType::kInt32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+    case DType::kUInt32: *lo = 0; *hi = UINT32_MAX; return true;
+    default: return false;
+  }
+}
+
+// Max or Min accumulated in int64 for a narrower dtype: an empty row must give the dtype's
+// identity (docs/semantics.md: ReduceMax of nothing is the dtype's lowest value, false for
+// bool), not the int64 accumulator's start narrowed. Rows with values are already in range.
+int32_t IdentityInDType(ProgramBuilder& b, int32_t r, bool max, DType out) {
+  int64_t lo = 0, hi = 0;
+  if (b.TypeOf(r) != ScalarType::kI64 || !NarrowRange(out, &lo, &hi)) return r;
+  return max ? b.Binary(Op::kMax, r, b.ConstI(lo)) : b.Binary(Op::kMin, r, b.ConstI(hi));
+}
+
 Result<int32_t> Reduce(LowerContext& ctx, const ir::Node& n, int, std::span<const int32_t>) {
   ProgramBuilder& b = ctx.builder();
   const ir::Value& x = In(ctx.trace(), n, 0);
@@ -198,8 +222,8 @@ Result<int32_t> Reduce(LowerContext& ctx, const ir::Node& n, int, std::span<cons
   auto narrow = [&](int32_t r) { return t == ScalarType::kI64 ? b.Cast(r, out) : r; };
   if (op == "ReduceSum") return narrow(b.AddReduction(ReduceOp::kSum, v));
   if (op == "ReduceProd") return narrow(b.AddReduction(ReduceOp::kProd, v));
-  if (op == "ReduceMax" || op == "GlobalMaxPool") return b.AddReduction(ReduceOp::kMax, v);
-  if (op == "ReduceMin") return b.AddReduction(ReduceOp::kMin, v);
+  if (op == "ReduceMax" || op == "GlobalMaxPool") return IdentityInDType(b, b.AddReduction(ReduceOp::kMax, v), true, out);
+  if (op == "ReduceMin") return IdentityInDType(b, b.AddReduction(ReduceOp::kMin, v), false, out);
   if (op == "ReduceMean" || op == "GlobalAveragePool") {
     const int32_t sum = b.AddReduction(ReduceOp::kSum, v);
     if (t != ScalarType::kI64) return b.Binary(Op::kDiv, sum, Count(b, b.program(), mask, t));

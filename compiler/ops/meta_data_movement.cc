@@ -199,9 +199,11 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
       int64_t n = E > S ? 1 + (E - S - 1) / step : 0;  // ceil((E - S) / step) without overflow
       return SliceRange{Sym(S), Sym(n)};
     }
-    S = S < 0 ? std::max<int64_t>(-1, S + D) : std::min(S, D - 1);
+    // Negative step: starts clamp to [0, D-1], ends to [-1, D-1] (ONNX Slice-13); an empty
+    // dim gives nothing.
+    S = S < 0 ? std::max<int64_t>(0, S + D) : std::min(S, D - 1);
     E = E < 0 ? std::max<int64_t>(-1, E + D) : std::min(E, D - 1);
-    int64_t n = S > E ? 1 + (S - E - 1) / StepSize(step) : 0;
+    int64_t n = D > 0 && S > E ? 1 + (S - E - 1) / StepSize(step) : 0;
     return SliceRange{Sym(S), Sym(n)};
   }
   // Symbolic: assume in-range indices, guarded.
@@ -387,15 +389,29 @@ Status PadMeta(MetaContext& ctx) {
   for (size_t i = 0; i < k; ++i) {
     const Sym& d = x->shape[axes[i]];
     const Sym &pb = pads[i], &pe = pads[i + k];
-    if (mode == "reflect" && d.is_const() && pb.is_const() && pe.is_const() &&
-        (*pb.value() >= *d.value() || *pe.value() >= *d.value()))
-      return InvalidArgument("pads: reflect mode expects pads below the dim size " + d.ToString() +
-                             " (axis " + std::to_string(axes[i]) + "), found " + pb.ToString() +
-                             " and " + pe.ToString());
-    if (mode == "reflect" && !(d.is_const() && pb.is_const() && pe.is_const())) {
-      // Reflection reaches at most dim - 1 elements back: the prologue checks symbolic pads.
-      AddGuard(ctx, Lt(pb, d));
-      AddGuard(ctx, Lt(pe, d));
+    // Negative pads crop first (docs/semantics.md): edge, wrap and reflect pad around the
+    // elements they leave, which must not be empty, and reflection reaches at most one less
+    // than their count. The prologue checks symbolic sizes.
+    const Sym left = AddS(AddS(d, Min(pb, Sym(0))), Min(pe, Sym(0)));
+    const bool pads_out = !(pb.is_const() && *pb.value() <= 0 && pe.is_const() && *pe.value() <= 0);
+    const Sym padded = AddS(AddS(d, pb), pe);
+    if (mode != "constant" && pads_out && !(padded.is_const() && *padded.value() == 0)) {
+      if (left.is_const() && *left.value() <= 0)
+        return InvalidArgument("pads: " + mode + " padding needs a non-empty axis " + std::to_string(axes[i]) +
+                               " (dim " + d.ToString() + ", pads " + pb.ToString() + " and " + pe.ToString() + ")");
+      if (!left.is_const()) AddGuard(ctx, Lt(Sym(0), left));
+    }
+    if (mode == "reflect") {
+      if (left.is_const() && pb.is_const() && pe.is_const()) {
+        if ((*pb.value() > 0 && *pb.value() >= *left.value()) || (*pe.value() > 0 && *pe.value() >= *left.value()))
+          return InvalidArgument("pads: reflect mode expects pads below " + left.ToString() +
+                                 ", the elements left on axis " + std::to_string(axes[i]) +
+                                 " after its negative pads (dim " + d.ToString() + "), found " + pb.ToString() +
+                                 " and " + pe.ToString());
+      } else {
+        AddGuard(ctx, Lt(pb, left));
+        AddGuard(ctx, Lt(pe, left));
+      }
     }
     Sym o = AddS(AddS(d, pb), pe);
     if (auto v = o.value(); v && *v < 0)

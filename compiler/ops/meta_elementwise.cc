@@ -8,6 +8,7 @@
 // operands are provably >= 0 (where the two agree); Mod likewise needs a divisor >= 0
 // (and, for fmod=1, a dividend >= 0). Otherwise the elements are simply not tracked.
 #include <cmath>
+#include <limits>
 #include <functional>
 
 #include "compiler/ops/families.h"
@@ -176,10 +177,24 @@ std::optional<std::vector<Sym>> CastElements(const Value& in, DType to) {
   if (IsFloat(in.dtype) && in.data) {
     auto f = FloatElements(in);
     if (!f) return std::nullopt;
+    // Float to integer saturates at the target's range and NaN gives 0 (docs/semantics.md),
+    // as the Cast kernel does; uint64 values of 2^63 and above are left to the kernel.
+    const int bits = static_cast<int>(DTypeSize(to)) * 8;
+    const bool is_signed = IsSignedInt(to);
+    const double lo = is_signed ? -std::ldexp(1.0, bits - 1) : 0.0;            // exact in a double
+    const double above = is_signed || bits == 64 ? std::ldexp(1.0, 63 < bits - 1 ? 63 : bits - 1)
+                                                 : std::ldexp(1.0, bits);      // max + 1
     for (double d : *f) {
       if (to == DType::kBool) { out.push_back(Sym(d != 0.0 ? 1 : 0)); continue; }
-      if (!std::isfinite(d) || std::fabs(d) > 9.2e18) return std::nullopt;
-      out.push_back(Sym(WrapTo(static_cast<int64_t>(std::trunc(d)), to)));
+      if (std::isnan(d)) { out.push_back(Sym(0)); continue; }
+      const double t = std::trunc(d);
+      if (t >= above) {
+        if (to == DType::kUInt64) return std::nullopt;
+        out.push_back(Sym(to == DType::kInt64 ? std::numeric_limits<int64_t>::max()
+                                              : static_cast<int64_t>(above) - 1));
+      } else {
+        out.push_back(Sym(static_cast<int64_t>(t <= lo ? lo : t)));
+      }
     }
     return out;
   }
@@ -267,9 +282,12 @@ Status PReluMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kFloats | kSignedInts));
   KILN_RETURN_IF_ERROR(CheckSameDType(*x, "X", *slope, "slope"));
   KILN_ASSIGN_OR_RETURN(SymShape s, Broadcast(ctx, x->shape, slope->shape));
-  if (s.size() != x->shape.size())
-    return InvalidArgument("input slope: expected a shape broadcastable to " + Str(x->shape) +
-                           ", found " + Str(slope->shape));
+  bool to_x = s.size() == x->shape.size();
+  for (size_t i = 0; to_x && i < s.size(); ++i)
+    to_x = !(s[i].is_const() && x->shape[i].is_const() && *s[i].value() != *x->shape[i].value());
+  if (!to_x)
+    return InvalidArgument("input slope: expected a shape that broadcasts to X's " + Str(x->shape) +
+                           " (unidirectionally: the output has X's shape), found " + Str(slope->shape));
   ctx.SetOutput(0, x->dtype, x->shape);
   return Status::Ok();
 }

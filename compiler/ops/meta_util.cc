@@ -19,7 +19,8 @@ std::optional<std::vector<Sym>> Elements(const Value& v) {
   }
   if (!v.data) return std::nullopt;
   DType t = v.data->dtype;
-  if (!IsInteger(t) && t != DType::kBool) return std::nullopt;
+  // int64 Syms hold every value of these dtypes; uint64's upper half would turn negative.
+  if ((!IsInteger(t) && t != DType::kBool) || t == DType::kUInt64) return std::nullopt;
   int64_t n = v.data->num_elements();
   if (n > kMaxSymElements) return std::nullopt;
   std::vector<Sym> out;

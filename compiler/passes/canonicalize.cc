@@ -72,7 +72,18 @@ class Canonicalizer {
     for (ir::ValueId id : node.outputs) {
       if (id == ir::kNoValue) continue;
       ir::Value& v = trace_.value(id);
-      MaterializeKnownElements(v);
+      // Known elements are computed in int64 by the meta functions; stored in the value's
+      // dtype they wrap (or saturate) as the kernels' results do, and from then on the stored
+      // data is what later nodes read, not the int64 elements.
+      if (MaterializeKnownElements(v)) v.sym.reset();
+      // Elements left symbolic reach the runtime only as int32 or int64 (runtime/verify.cc),
+      // and only when every one can be evaluated: a constant expression that overflowed int64
+      // is left to the kernels, which wrap.
+      if (v.sym) {
+        bool ok = v.dtype == DType::kInt64 || v.dtype == DType::kInt32;
+        for (const ir::Sym& e : *v.sym) ok = ok && (e.is_const() || !e.Vars().empty());
+        if (!ok) v.sym.reset();
+      }
       if (!v.is_const() && !v.sym) needed = true;
     }
     return needed;

@@ -93,13 +93,21 @@ bool MaterializeKnownElements(ir::Value& value) {
   for (size_t i = 0; i < value.sym->size(); ++i) {
     int64_t v = *(*value.sym)[i].value();
     uint8_t* dst = data->bytes.data() + i * elem;
+    // Every dtype that can carry known elements (a value left symbolic is stored so only
+    // when it is int32 or int64, which the runtime's expressions evaluate).
+    auto put = [&](auto x) { std::memcpy(dst, &x, sizeof(x)); };
     switch (value.dtype) {
-      case DType::kInt64: std::memcpy(dst, &v, 8); break;
-      case DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(dst, &x, 4); break; }
-      case DType::kBool:
-      case DType::kUInt8: *dst = static_cast<uint8_t>(v != 0 && value.dtype == DType::kBool ? 1 : v); break;
-      case DType::kInt8: *dst = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
-      case DType::kFloat32: { float x = static_cast<float>(v); std::memcpy(dst, &x, 4); break; }
+      case DType::kInt64: put(v); break;
+      case DType::kInt32: put(static_cast<int32_t>(v)); break;
+      case DType::kInt16: put(static_cast<int16_t>(v)); break;
+      case DType::kInt8: put(static_cast<int8_t>(v)); break;
+      case DType::kUInt64: put(static_cast<uint64_t>(v)); break;
+      case DType::kUInt32: put(static_cast<uint32_t>(v)); break;
+      case DType::kUInt16: put(static_cast<uint16_t>(v)); break;
+      case DType::kUInt8: put(static_cast<uint8_t>(v)); break;
+      case DType::kBool: put(static_cast<uint8_t>(v != 0)); break;
+      case DType::kFloat32: put(static_cast<float>(v)); break;
+      case DType::kFloat64: put(static_cast<double>(v)); break;
       default: return false;
     }
   }

@@ -374,28 +374,31 @@ enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 // Maps an output coordinate (already shifted by the begin pad) into [0, dim), or -1 for
 // constant fill.
-inline int64_t PadSource(int64_t c, int64_t dim, PadMode mode) {
-  if (c >= 0 && c < dim) return c;
+// The source coordinate of padded coordinate c (in the input's numbering), or -1 for the fill
+// value. Negative pads crop first (docs/semantics.md): the elements left are [lo, lo + n), and
+// edge, wrap and reflect pad around those.
+inline int64_t PadSource(int64_t c, int64_t lo, int64_t n, PadMode mode) {
+  if (c >= lo && c < lo + n) return c;
   switch (mode) {
     case PadMode::kConstant: return -1;
-    case PadMode::kEdge: return c < 0 ? 0 : dim - 1;
+    case PadMode::kEdge: return c < lo ? lo : lo + n - 1;
     case PadMode::kWrap: {
-      int64_t m = c % dim;
-      return m < 0 ? m + dim : m;
+      int64_t m = (c - lo) % n;
+      return lo + (m < 0 ? m + n : m);
     }
     case PadMode::kReflect: {
-      if (dim == 1) return 0;
-      const int64_t period = 2 * (dim - 1);
-      int64_t m = c % period;
+      if (n == 1) return lo;
+      const int64_t period = 2 * (n - 1);
+      int64_t m = (c - lo) % period;
       if (m < 0) m += period;
-      return m >= dim ? period - m : m;
+      return lo + (m >= n ? period - m : m);
     }
   }
   return -1;
 }
 
 template <typename U>
-void PadT(const TensorRef& x, const TensorRef& y, const int64_t* begin, PadMode mode, U fill) {
+void PadT(const TensorRef& x, const TensorRef& y, const int64_t* begin, const int64_t* end, PadMode mode, U fill) {
   const int r = x.rank;
   const U* px = x.as<const U>();
   U* py = y.as<U>();
@@ -404,15 +407,19 @@ void PadT(const TensorRef& x, const TensorRef& y, const int64_t* begin, PadMode 
     py[0] = px[0];
     return;
   }
-  int64_t strides[kMaxRank];
+  int64_t strides[kMaxRank], lo[kMaxRank], n[kMaxRank];
   ContiguousStrides(x.dims, r, strides);
-  const int64_t inner = y.dims[r - 1], din = x.dims[r - 1], b = begin[r - 1];
+  for (int d = 0; d < r; ++d) {
+    lo[d] = std::max<int64_t>(-begin[d], 0);
+    n[d] = x.dims[d] + std::min<int64_t>(begin[d], 0) + std::min<int64_t>(end[d], 0);
+  }
+  const int64_t inner = y.dims[r - 1], b = begin[r - 1], lo_in = lo[r - 1], n_in = n[r - 1];
   NdIndex it(y.dims, r);
   do {
     int64_t off = 0;
     bool fill_row = false;
     for (int d = 0; d < r - 1; ++d) {
-      const int64_t s = PadSource(it.idx[d] - begin[d], x.dims[d], mode);
+      const int64_t s = PadSource(it.idx[d] - begin[d], lo[d], n[d], mode);
       if (s < 0) { fill_row = true; break; }
       off += s * strides[d];
     }
@@ -421,7 +428,7 @@ void PadT(const TensorRef& x, const TensorRef& y, const int64_t* begin, PadMode 
     } else {
       const U* row = px + off;
       for (int64_t j = 0; j < inner; ++j) {
-        const int64_t s = PadSource(j - b, din, mode);
+        const int64_t s = PadSource(j - b, lo_in, n_in, mode);
         py[j] = s < 0 ? fill : row[s];
       }
     }
@@ -466,14 +473,18 @@ Status PadKernel(const KernelCall& call) {
       return OpError(kName, "output " + ShapeStr(y) + " does not match input " + ShapeStr(x) +
                                 " padded on axis " + std::to_string(d));
     }
-    if (mode != PadMode::kConstant && x.dims[d] == 0 && y.dims[d] > 0) {
-      return OpError(kName, std::string(mode_s) + " padding needs a non-empty axis " + std::to_string(d));
+    // Negative pads crop first (docs/semantics.md): edge, wrap and reflect pad around what
+    // they leave, which must not be empty, and reflect may not reach past its opposite edge.
+    const int64_t left = x.dims[d] + std::min<int64_t>(begin[d], 0) + std::min<int64_t>(end[d], 0);
+    if (mode != PadMode::kConstant && left <= 0 && y.dims[d] > 0) {
+      return OpError(kName, std::string(mode_s) + " padding needs a non-empty axis " + std::to_string(d) +
+                                (left < x.dims[d] ? " (after its negative pads)" : ""));
     }
-    // Like onnxruntime, reflect may not reach past the opposite edge.
-    if (mode == PadMode::kReflect && (begin[d] > x.dims[d] - 1 || end[d] > x.dims[d] - 1)) {
+    if (mode == PadMode::kReflect && ((begin[d] > 0 && begin[d] > left - 1) || (end[d] > 0 && end[d] > left - 1))) {
       return OpError(kName, "reflect pads " + std::to_string(begin[d]) + "," + std::to_string(end[d]) +
-                                " exceed dim - 1 = " + std::to_string(x.dims[d] - 1) + " on axis " +
-                                std::to_string(d));
+                                " exceed " + std::to_string(left - 1) + " on axis " + std::to_string(d) +
+                                " (reflection stays inside the " + std::to_string(left) +
+                                " elements that the negative pads leave, less one)");
     }
   }
   if (value && value->dtype != x.dtype) {
@@ -485,7 +496,7 @@ Status PadKernel(const KernelCall& call) {
     using U = decltype(tag);
     U fill{};
     if (value && value->num_elements > 0) std::memcpy(&fill, value->data, sizeof(U));
-    PadT<U>(x, y, begin, mode, fill);
+    PadT<U>(x, y, begin, end, mode, fill);
   });
   return Status::Ok();
 }

@@ -199,6 +199,13 @@ struct RowTable {
 // larger windows (only hostile or exotic N-d pools) compute each row's offset when they read it.
 constexpr int64_t kTableRows = 512;
 
+// Whether tap v replaces the running maximum: greater, or the window's first NaN (which then
+// stays: no comparison with a NaN `best` is true, and a later NaN does not move the index).
+template <typename T>
+inline bool Beats(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
 // One output row: the taps along the last axis are a tight loop, visited row by row in
 // row-major order, as the definition reads them (the first of equal maxima wins). ir (MaxPool's
 // Indices) is null unless kIndices. Inlined into PoolPlane: as a call per output row GCC kept
@@ -216,28 +223,31 @@ template <typename T, PoolKind kKind, bool kIndices, typename Rows>
     const int64_t k0 = w.pos, nk = w.taps;
     const int64_t valid = nrows * nk;
     if constexpr (kKind == PoolKind::kMax) {
-      if (valid == 0) {
-        yr[o] = T(0);
+      if (valid == 0) {  // a window with no element: max's identity (docs/semantics.md)
+        yr[o] = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                       : std::numeric_limits<T>::lowest();
         if constexpr (kIndices) ir[o] = 0;
         continue;
       }
-      // The first tap, then strictly greater ones: the first of equal maxima wins.
+      // The first tap, then strictly greater ones: the first of equal maxima wins. The first NaN
+      // tap wins and stays (docs/semantics.md: NaN propagates through MaxPool, as cuDNN's
+      // CUDNN_PROPAGATE_NAN, which the CUDA backend sets); `v != v` is false for integers.
       T best = x[rows.off(0) + k0];
       int64_t best_r = 0, best_k = 0;
       for (int64_t r = 0; r < nrows; ++r) {
         const T* row = x + rows.off(r) + k0;
         if constexpr (kIndices) {
           for (int64_t k = 0; k < nk; ++k) {
-            if (row[k * dil] > best) {
+            if (Beats(row[k * dil], best)) {
               best = row[k * dil];
               best_r = r;
               best_k = k;
             }
           }
         } else if (dil == 1) {
-          for (int64_t k = 0; k < nk; ++k) best = row[k] > best ? row[k] : best;
+          for (int64_t k = 0; k < nk; ++k) best = Beats(row[k], best) ? row[k] : best;
         } else {
-          for (int64_t k = 0; k < nk; ++k) best = row[k * dil] > best ? row[k * dil] : best;
+          for (int64_t k = 0; k < nk; ++k) best = Beats(row[k * dil], best) ? row[k * dil] : best;
         }
       }
       yr[o] = best;
@@ -260,7 +270,7 @@ template <typename T, PoolKind kKind, bool kIndices, typename Rows>
       }
       if constexpr (kKind == PoolKind::kAverage) {
         const double div = count_include_pad ? padded_outer * static_cast<double>(w.padded) : static_cast<double>(valid);
-        yr[o] = div > 0 ? static_cast<T>(acc / div) : T(0);
+        yr[o] = div > 0 ? static_cast<T>(acc / div) : std::numeric_limits<T>::quiet_NaN();  // 0 / 0
       } else {
         yr[o] = static_cast<T>(std::pow(acc, 1.0 / static_cast<double>(p)));
       }
@@ -378,14 +388,16 @@ Status GlobalPool(const KernelCall& call, std::string_view name) {
     ParallelFor(call.threads, planes, MinItemsPerPart(spatial), [&](int64_t begin, int64_t end) {
       for (int64_t pl = begin; pl < end; ++pl) {
         const T* row = px + pl * spatial;
+        // Over no spatial elements: max's identity -inf and the mean NaN, as ReduceMax and
+        // ReduceMean of nothing (docs/semantics.md).
         if constexpr (kKind == PoolKind::kMax) {
-          T m = spatial ? row[0] : T(0);
-          for (int64_t i = 1; i < spatial; ++i) m = row[i] > m ? row[i] : m;
+          T m = spatial ? row[0] : -std::numeric_limits<T>::infinity();
+          for (int64_t i = 1; i < spatial; ++i) m = Beats(row[i], m) ? row[i] : m;
           py[pl] = m;
         } else if constexpr (kKind == PoolKind::kAverage) {
           double s = 0;
           for (int64_t i = 0; i < spatial; ++i) s += row[i];
-          py[pl] = static_cast<T>(spatial ? s / static_cast<double>(spatial) : 0.0);
+          py[pl] = static_cast<T>(spatial ? s / static_cast<double>(spatial) : std::numeric_limits<double>::quiet_NaN());
         } else {
           double s = 0;
           for (int64_t i = 0; i < spatial; ++i) s += std::pow(std::fabs(static_cast<double>(row[i])), p);

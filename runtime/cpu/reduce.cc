@@ -115,9 +115,15 @@ Status ReduceKernel(const KernelCall& call, std::string_view name) {
   bool noop = false;
   KILN_RETURN_IF_ERROR(ReducedAxes(call, name, reduced, &noop));
   if (noop) {
+    // A reduction over no axes reduces each element alone (ONNX opset 18): an identity for
+    // Sum, Mean, Max, Min and Prod, but |x|, x^2, log(x) for L1, L2, SumSquare, LogSum, which
+    // the general path below computes with every axis kept.
     KILN_RETURN_IF_ERROR(CheckSameCount(x, y, name));
-    if (x.data != y.data && x.num_elements) std::memmove(y.data, x.data, x.num_elements * DTypeSize(x.dtype));
-    return Status::Ok();
+    if constexpr (kOp == Red::kSum || kOp == Red::kMean || kOp == Red::kMax || kOp == Red::kMin ||
+                  kOp == Red::kProd) {
+      if (x.data != y.data && x.num_elements) std::memmove(y.data, x.data, x.num_elements * DTypeSize(x.dtype));
+      return Status::Ok();
+    }
   }
   int64_t kept = 1, count = 1;
   for (int i = 0; i < x.rank; ++i) (reduced[i] ? count : kept) *= x.dims[i];
@@ -141,8 +147,11 @@ Status ReduceKernel(const KernelCall& call, std::string_view name) {
         lse[i] = 0;
       }
       ForEachReduced(x, reduced, [&](int64_t i, int64_t o) { py[o] = Accumulate<Red::kMax, T>(py[o], px[i]); });
+      // An infinite max shifts by 0 (exp(inf - inf) would be NaN): a row with +inf sums to
+      // +inf, one of only -inf to 0, whose log is -inf; the fused programs do the same.
       ForEachReduced(x, reduced, [&](int64_t i, int64_t o) {
-        lse[o] += std::exp(static_cast<double>(px[i]) - static_cast<double>(py[o]));
+        const double m = std::isinf(static_cast<double>(py[o])) ? 0.0 : static_cast<double>(py[o]);
+        lse[o] += std::exp(static_cast<double>(px[i]) - m);
       });
       for (int64_t i = 0; i < kept; ++i) {
         const double m = std::isinf(static_cast<double>(py[i])) ? 0.0 : static_cast<double>(py[i]);
@@ -168,6 +177,11 @@ Status ReduceKernel(const KernelCall& call, std::string_view name) {
   if constexpr (kOp == Red::kMax || kOp == Red::kMin) {
     if (x.dtype == DType::kBool) {
       run(uint8_t{});
+      // An empty Min (all of nothing) is true: 1, not uint8's 255.
+      if constexpr (kOp == Red::kMin) {
+        uint8_t* py = y.as<uint8_t>();
+        for (int64_t i = 0; i < kept; ++i) py[i] = py[i] != 0;
+      }
       return Status::Ok();
     }
   }
@@ -215,7 +229,12 @@ Status ArgKernel(const KernelCall& call, std::string_view name) {
         int64_t arg = 0;
         for (int64_t k = 1; k < n; ++k) {
           const T v = row[k * inner];
-          const bool better = kMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
+          // A NaN is the extreme either way: the first NaN wins (the last with
+          // select_last_index), as numpy's argmax/argmin (docs/semantics.md).
+          bool better;
+          if (IsNaN(best)) better = last && IsNaN(v);
+          else if (IsNaN(v)) better = true;
+          else better = kMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
           if (better) {
             best = v;
             arg = k;

@@ -34,6 +34,9 @@ struct ResizeParams {
   float scale[kMaxRank] = {};
   float roi_start[kMaxRank] = {};
   float roi_end[kMaxRank] = {};
+  // The scale is exactly out / in (from `sizes` or the output dims, aspect ratio stretched),
+  // not the float that approximates it: nearest indices then come from ExactNearest.
+  bool ratio[kMaxRank] = {};
 };
 
 float OriginalCoordinate(Coord c, float x, float scale, float out_len, float in_len, float roi_start,
@@ -66,6 +69,40 @@ int64_t NearestPixel(Nearest m, float x) {
     case Nearest::kCeil: return ToIndex(std::ceil(x));
   }
   return 0;
+}
+
+// Nearest mode with the scale exactly out / in (docs/semantics.md): the source coordinate is
+// a fraction n / d of integers, so a tie (exactly k + 1/2) is found exactly and rounded by the
+// nearest_mode, where a float formula could land at k + 0.4999 or k + 0.5001. For
+// half_pixel, pytorch_half_pixel and asymmetric, the coordinate modes whose formula involves the
+// scale; false for the others, which keep the float formula.
+bool ExactNearest(const ResizeParams& p, int64_t o, int64_t in_len, int64_t out_len, int64_t* index) {
+  int64_t n = 0, d = 1;
+  switch (p.coord) {
+    case Coord::kHalfPixel:
+    case Coord::kPytorchHalfPixel:
+      if (p.coord == Coord::kPytorchHalfPixel && out_len <= 1) {
+        *index = 0;
+        return true;
+      }
+      n = (2 * o + 1) * in_len - out_len;  // (o + 1/2) * in / out - 1/2
+      d = 2 * out_len;
+      break;
+    case Coord::kAsymmetric:
+      n = o * in_len;
+      d = out_len;
+      break;
+    default:
+      return false;
+  }
+  const int64_t fl = n / d - (n % d < 0), r = n - fl * d;  // floor division (d > 0): r in [0, d)
+  switch (p.nearest) {
+    case Nearest::kRoundPreferFloor: *index = fl + (2 * r > d); break;
+    case Nearest::kRoundPreferCeil: *index = fl + (2 * r >= d); break;
+    case Nearest::kFloor: *index = fl; break;
+    case Nearest::kCeil: *index = fl + (r > 0); break;
+  }
+  return true;
 }
 
 void CubicCoeffs(float s, float a, float* c) {
@@ -160,6 +197,7 @@ Status ParseParams(const KernelCall& call, ResizeParams* p) {
       const int a = axis_of[i];
       const int64_t target = sizes && sizes->num_elements > 0 ? IndexAt(*sizes, i) : y.dims[a];
       p->scale[a] = x.dims[a] > 0 ? static_cast<float>(target) / static_cast<float>(x.dims[a]) : 1.0f;
+      p->ratio[a] = x.dims[a] > 0 && policy == "stretch";
     }
     if (policy == "not_larger" || policy == "not_smaller") {
       float common = p->scale[axis_of[0]];
@@ -260,7 +298,8 @@ int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, 
       taps = AntialiasTaps(p, in_x, scale, in_len, cap, ti, tw);
       if (taps < 0) return -1;
     } else if (p.mode == Mode::kNearest) {
-      int64_t n = NearestPixel(p.nearest, in_x);
+      int64_t n = 0;
+      if (!(p.ratio[axis] && ExactNearest(p, o, in_len, out_len, &n))) n = NearestPixel(p.nearest, in_x);
       ti[0] = std::clamp<int64_t>(n, 0, in_len - 1);
       tw[0] = 1.0f;
     } else if (p.mode == Mode::kLinear) {

@@ -15,11 +15,14 @@ enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
 template <typename T, SoftKind kKind>
 void SoftRow(const T* x, T* y, int64_t n, int64_t stride) {
   if (n == 0) return;
+  // The first maximum, or the first NaN (which no later value replaces): Hardmax's 1 goes
+  // where ArgMax points (docs/semantics.md); Softmax of a row with a NaN is NaN either way.
   T mx = x[0];
   int64_t arg = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i * stride] > mx) {
-      mx = x[i * stride];
+  for (int64_t i = 1; i < n && mx == mx; ++i) {
+    const T v = x[i * stride];
+    if (v > mx || v != v) {
+      mx = v;
       arg = i;
     }
   }

@@ -1,5 +1,6 @@
 // TopK: the k largest (or smallest) elements along an axis and their indices. Ties go to
-// the lower index, as ONNX specifies; the output is always sorted (allowed for sorted=0).
+// the lower index, as ONNX specifies; the output is always sorted (allowed for sorted=0); a
+// NaN orders above +inf (docs/semantics.md).
 #include <algorithm>
 #include <cstdint>
 
@@ -40,9 +41,13 @@ Status TopK(const KernelCall& call) {
       for (int64_t i = 0; i < inner; ++i) {
         const T* row = px + o * n * inner + i;
         for (int64_t j = 0; j < n; ++j) order[j] = j;
+        // A strict weak order (a NaN compares unordered with everything, which would break
+        // the sort): NaN above +inf, NaNs equal to each other (docs/semantics.md).
+        auto above = [](T u, T v) { return IsNaN(u) ? !IsNaN(v) : (!IsNaN(v) && u > v); };
         std::partial_sort(order, order + k, order + n, [&](int64_t p, int64_t q) {
           const T u = row[p * inner], v = row[q * inner];
-          if (u != v) return largest ? u > v : u < v;
+          if (above(u, v)) return largest;
+          if (above(v, u)) return !largest;
           return p < q;
         });
         for (int64_t j = 0; j < k; ++j) {

@@ -620,7 +620,7 @@ Status Executor::Synchronize(CUstream stream, Stats& stats) {
     s.marked = 0;
   }
   uint32_t words[4] = {};
-  KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyDtoHAsync(words, s.err.ptr, 12, stream), "read the kernels' error words"));
+  KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyDtoHAsync(words, s.err.ptr, 16, stream), "read the kernels' error words"));
   KILN_RETURN_IF_ERROR(Check(drv, drv.StreamSynchronize(stream), "cuStreamSynchronize"));
   if (words[0] == 0) return Status::Ok();
   KILN_RETURN_IF_ERROR(Check(drv, drv.MemsetD8Async(s.err.ptr, 0, 16, stream), "reset the kernels' error words"));
@@ -632,7 +632,7 @@ Status Executor::Synchronize(CUstream stream, Stats& stats) {
     if (words[0] - 1 < p->checks.size()) what += (what.empty() ? "" : " or ") + p->checks[words[0] - 1];
   s.checked.clear();
   if (what.empty()) what = "an index check";
-  return InvalidArgument(what + ": index " + to_string(index) + " is out of range (found by a generated kernel)");
+  return InvalidArgument(what + ": " + fused::IndexOutOfRange(index, words[3]) + " (found by a generated kernel)");
 }
 
 Status Executor::Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream) {

@@ -172,6 +172,12 @@ Status CheckSpecDType(DType dtype, const std::string& where) {
 
 }  // namespace
 
+std::string IndexOutOfRange(int64_t checked_index, int64_t bound) {
+  const int64_t given = checked_index < 0 ? checked_index - bound : checked_index;
+  return "index " + std::to_string(given) + " is out of range [" + std::to_string(-bound) + ", " +
+         std::to_string(bound) + ")";
+}
+
 bool ComputeTypeOf(DType dtype, ScalarType* out) {
   switch (dtype) {
     case DType::kFloat32:

@@ -147,6 +147,12 @@ bool ComputeTypeOf(DType dtype, ScalarType* out);
 // runtime loads and on every program the compiler builds.
 Status Validate(const Program& program);
 
+// The message of a failed kCheckIndex, with the index as the model gave it: a check sees an
+// index that negative-index normalisation already moved up by `bound` when it was negative,
+// so a negative one is reported `bound` lower ("index -7 is out of range [-5, 5)"), as the
+// unfused CPU kernels report it.
+std::string IndexOutOfRange(int64_t checked_index, int64_t bound);
+
 // The op's printed name ("add", "load", ...), for traces and messages.
 const char* OpName(Op op);
 const char* ReduceOpName(ReduceOp op);

@@ -55,7 +55,7 @@ Result<std::unique_ptr<HostKernels>> HostKernels::Build(const std::vector<codege
   }
   const char* cxx = std::getenv("CXX");
   const std::string compiler = cxx && cxx[0] ? cxx : "c++";
-  const std::string cmd = fmt::format("{} -O1 -shared -fPIC -std=c++20 -pthread -w -o {} {} > {} 2>&1", compiler,
+  const std::string cmd = fmt::format("{} -O1 -shared -fPIC -std=c++20 -pthread -w -ffp-contract=off -o {} {} > {} 2>&1", compiler,
                                       ShellQuote(lib), ShellQuote(src), ShellQuote(log));
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {

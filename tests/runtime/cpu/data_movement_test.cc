@@ -172,6 +172,23 @@ TEST_CASE("Pad with axes input and a negative (cropping) pad") {
   CHECK(y.values<float>() == std::vector<float>{0, 1, 2, 0, 4, 5});
 }
 
+TEST_CASE("Pad reflect is judged on what the negative pads leave (docs/semantics.md)") {
+  // Axis of 5 with pads -3 (crop three) and +2: two elements are left, so reflection reaches
+  // at most 1. Checked against the original dim (4), +2 passed and read cropped elements.
+  auto x = Floats({5}, {1, 2, 3, 4, 5});
+  AttrMap attrs;
+  attrs.SetString("mode", "reflect");
+  auto too_far = Int64s({2}, {-3, 2});
+  auto y = Output(DType::kFloat32, {4});
+  Status s = RunKernel("Pad", attrs, {&x, &too_far}, {&y});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("exceed 1 on axis 0") != std::string::npos);
+  auto ok = Int64s({2}, {-3, 1});
+  auto z = Output(DType::kFloat32, {3});
+  REQUIRE(RunKernel("Pad", attrs, {&x, &ok}, {&z}).ok());
+  CHECK(z.values<float>() == std::vector<float>{4, 5, 4});
+}
+
 TEST_CASE("Expand and Tile") {
   auto x = Int64s({3, 1}, {1, 2, 3});
   auto y = Output(DType::kInt64, {2, 3, 2});

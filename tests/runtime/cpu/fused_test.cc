@@ -177,11 +177,11 @@ TEST_CASE("Fused gather with an index check, against the Gather kernel") {
   auto bad = Int64s({6}, {4, 0, 7, 2, -5, 3});
   Status st = RunProgram(GatherProgram(6), {&data, &bad}, {&y});
   CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(st.message() == "Gather 'g' input 'idx': index 7 is out of range [0, 5)");
+  CHECK(st.message() == "Gather 'g' input 'idx': index 7 is out of range [-5, 5)");
   auto neg = Int64s({6}, {4, 0, 1, 2, -6, 3});
   st = RunProgram(GatherProgram(6), {&data, &neg}, {&y});
   CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(st.message() == "Gather 'g' input 'idx': index -1 is out of range [0, 5)");
+  CHECK(st.message() == "Gather 'g' input 'idx': index -6 is out of range [-5, 5)");
 }
 
 // Concat of x [r0, c0] and y [r1, c1] along `axis` as the compiler lowers it: both branches
