@@ -144,7 +144,8 @@ fi
 differential() {
   local py=build/venv/bin/python
   "$py" tests/differential/difftest.py --corpus tests/differential/corpus &&
-    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-150}" --seed "${KILN_DIFFTEST_SEED:-1}"
+    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-150}" --seed "${KILN_DIFFTEST_SEED:-1}" \
+      --cuda-every 3
 }
 tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-150} s of random graphs on every path (tests/differential)" differential
 

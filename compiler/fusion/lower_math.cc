@@ -28,16 +28,25 @@ int32_t One(ProgramBuilder& b) { return b.ConstF(1.0, ScalarType::kF64); }
 int32_t AcoshOf(ProgramBuilder& b, int32_t x) {
   return b.Unary(Op::kLog, b.Binary(Op::kAdd, x, b.Unary(Op::kSqrt, b.Binary(Op::kSub, b.Binary(Op::kMul, x, x), One(b)))));
 }
+// Near 0 the log forms below lose every digit (log(1 + 1e-20) is log(1) = 0, where asinh and
+// atanh of 1e-20 are 1e-20): there, the first two Taylor terms, whose next term is below
+// 1e-13 of the result for |x| < 1e-3.
+int32_t NearZero(ProgramBuilder& b, int32_t x, double cube_coeff, int32_t otherwise) {
+  const int32_t small = b.Binary(Op::kLt, b.Unary(Op::kAbs, x), b.ConstF(1e-3, ScalarType::kF64));
+  const int32_t x3 = b.Binary(Op::kMul, b.Binary(Op::kMul, x, x), x);
+  const int32_t taylor = b.Binary(Op::kAdd, x, b.Binary(Op::kMul, b.ConstF(cube_coeff, ScalarType::kF64), x3));
+  return b.Select(small, taylor, otherwise);
+}
 // asinh(x) = sign(x) log(|x| + sqrt(x^2 + 1)), odd so that large negative x does not cancel.
 int32_t AsinhOf(ProgramBuilder& b, int32_t x) {
   const int32_t ax = b.Unary(Op::kAbs, x);
   const int32_t r = b.Unary(Op::kLog, b.Binary(Op::kAdd, ax, b.Unary(Op::kSqrt, b.Binary(Op::kAdd, b.Binary(Op::kMul, x, x), One(b)))));
-  return b.Binary(Op::kMul, b.Unary(Op::kSign, x), r);
+  return NearZero(b, x, -1.0 / 6.0, b.Binary(Op::kMul, b.Unary(Op::kSign, x), r));
 }
 // atanh(x) = log((1 + x) / (1 - x)) / 2
 int32_t AtanhOf(ProgramBuilder& b, int32_t x) {
   const int32_t q = b.Binary(Op::kDiv, b.Binary(Op::kAdd, One(b), x), b.Binary(Op::kSub, One(b), x));
-  return b.Binary(Op::kMul, b.ConstF(0.5, ScalarType::kF64), b.Unary(Op::kLog, q));
+  return NearZero(b, x, 1.0 / 3.0, b.Binary(Op::kMul, b.ConstF(0.5, ScalarType::kF64), b.Unary(Op::kLog, q)));
 }
 
 // The inverse hyperbolics by their log forms, in float64 so that float32 keeps its

@@ -227,8 +227,9 @@ Result<int32_t> Reduce(LowerContext& ctx, const ir::Node& n, int, std::span<cons
   if (op == "ReduceMean" || op == "GlobalAveragePool") {
     const int32_t sum = b.AddReduction(ReduceOp::kSum, v);
     if (t != ScalarType::kI64) return b.Binary(Op::kDiv, sum, Count(b, b.program(), mask, t));
-    // Integer means divide in double and truncate, as the CPU kernel does.
-    const int32_t q = b.Binary(Op::kDiv, b.Convert(sum, ScalarType::kF64), Count(b, b.program(), mask, ScalarType::kF64));
+    // Integer means divide the sum, wrapped in the output dtype as ReduceSum's is, in double
+    // and truncate, as the CPU kernel does.
+    const int32_t q = b.Binary(Op::kDiv, b.Convert(narrow(sum), ScalarType::kF64), Count(b, b.program(), mask, ScalarType::kF64));
     return b.Cast(q, out);
   }
   if (op == "ReduceSumSquare") return b.AddReduction(ReduceOp::kSum, b.Binary(Op::kMul, v, v));

@@ -394,14 +394,16 @@ Status PadMeta(MetaContext& ctx) {
     // than their count. The prologue checks symbolic sizes.
     const Sym left = AddS(AddS(d, Min(pb, Sym(0))), Min(pe, Sym(0)));
     const bool pads_out = !(pb.is_const() && *pb.value() <= 0 && pe.is_const() && *pe.value() <= 0);
+    // An axis padded to no element pads nothing: the checks are for axes that keep elements.
     const Sym padded = AddS(AddS(d, pb), pe);
-    if (mode != "constant" && pads_out && !(padded.is_const() && *padded.value() == 0)) {
+    const bool empty_out = padded.is_const() && *padded.value() == 0;
+    if (mode != "constant" && pads_out && !empty_out) {
       if (left.is_const() && *left.value() <= 0)
         return InvalidArgument("pads: " + mode + " padding needs a non-empty axis " + std::to_string(axes[i]) +
                                " (dim " + d.ToString() + ", pads " + pb.ToString() + " and " + pe.ToString() + ")");
       if (!left.is_const()) AddGuard(ctx, Lt(Sym(0), left));
     }
-    if (mode == "reflect") {
+    if (mode == "reflect" && !empty_out) {
       if (left.is_const() && pb.is_const() && pe.is_const()) {
         if ((*pb.value() > 0 && *pb.value() >= *left.value()) || (*pe.value() > 0 && *pe.value() >= *left.value()))
           return InvalidArgument("pads: reflect mode expects pads below " + left.ToString() +

@@ -76,15 +76,18 @@ class Canonicalizer {
       // dtype they wrap (or saturate) as the kernels' results do, and from then on the stored
       // data is what later nodes read, not the int64 elements.
       if (MaterializeKnownElements(v)) v.sym.reset();
-      // Elements left symbolic reach the runtime only as int32 or int64 (runtime/verify.cc),
-      // and only when every one can be evaluated: a constant expression that overflowed int64
-      // is left to the kernels, which wrap.
+      // A constant expression that overflowed int64 cannot be evaluated: the kernels, which
+      // wrap, compute the value instead.
       if (v.sym) {
-        bool ok = v.dtype == DType::kInt64 || v.dtype == DType::kInt32;
-        for (const ir::Sym& e : *v.sym) ok = ok && (e.is_const() || !e.Vars().empty());
-        if (!ok) v.sym.reset();
+        bool evaluable = true;
+        for (const ir::Sym& e : *v.sym) evaluable = evaluable && (e.is_const() || !e.Vars().empty());
+        if (!evaluable) v.sym.reset();
       }
-      if (!v.is_const() && !v.sym) needed = true;
+      // Elements left symbolic reach the runtime only as int32 or int64 (runtime/verify.cc);
+      // others (an If's bool condition on shapes) keep their elements for the compiler, and an
+      // instruction computes them should the runtime read them.
+      const bool runtime_symbolic = v.sym && (v.dtype == DType::kInt64 || v.dtype == DType::kInt32);
+      if (!v.is_const() && !runtime_symbolic) needed = true;
     }
     return needed;
   }

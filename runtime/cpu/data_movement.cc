@@ -480,7 +480,8 @@ Status PadKernel(const KernelCall& call) {
       return OpError(kName, std::string(mode_s) + " padding needs a non-empty axis " + std::to_string(d) +
                                 (left < x.dims[d] ? " (after its negative pads)" : ""));
     }
-    if (mode == PadMode::kReflect && ((begin[d] > 0 && begin[d] > left - 1) || (end[d] > 0 && end[d] > left - 1))) {
+    if (mode == PadMode::kReflect && y.dims[d] > 0 &&
+        ((begin[d] > 0 && begin[d] > left - 1) || (end[d] > 0 && end[d] > left - 1))) {
       return OpError(kName, "reflect pads " + std::to_string(begin[d]) + "," + std::to_string(end[d]) +
                                 " exceed " + std::to_string(left - 1) + " on axis " + std::to_string(d) +
                                 " (reflection stays inside the " + std::to_string(left) +

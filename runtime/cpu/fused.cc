@@ -1583,7 +1583,7 @@ Status FaultStatus(const Program& p, const Fault& f) {
   if (node.op == Op::kCheckIndex) {
     const std::string what =
         node.i >= 0 && static_cast<size_t>(node.i) < p.checks.size() ? p.checks[node.i] : "index check";
-    return InvalidArgument(what + ": " + IndexOutOfRange(f.index, f.bound));
+    return InvalidArgument(what + ": " + fused::IndexOutOfRange(f.index, f.bound));
   }
   return Internal("fused program: node " + std::to_string(f.node) + " loads input " + std::to_string(node.i) +
                   " at index " + std::to_string(f.index) + ", but it has " + std::to_string(f.bound) +

@@ -253,8 +253,11 @@ Status Clip(const KernelCall& call) {
   }
   bool ok = VisitNumeric(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T lo_v = lo ? lo->as<const T>()[0] : std::numeric_limits<T>::lowest();
-    const T hi_v = hi ? hi->as<const T>()[0] : std::numeric_limits<T>::max();
+    // An absent bound is no bound: -inf and +inf for floats (lowest() would clamp -inf to
+    // -FLT_MAX), the dtype's range for integers.
+    constexpr bool kInf = std::numeric_limits<T>::has_infinity;
+    const T lo_v = lo ? lo->as<const T>()[0] : kInf ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+    const T hi_v = hi ? hi->as<const T>()[0] : kInf ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
     const T* px = x.as<const T>();
     T* py = y.as<T>();
     // ONNX applies min first, then max, so min > max gives max everywhere.

@@ -3,7 +3,7 @@
 A graph whose ops are all `exact` or `rounded` (ops.py) must give the same bits on every path:
 integers and bools exactly, floats with every NaN equal to every other NaN and -0 equal to +0.
 Any other graph is compared within a tolerance of its output dtype: the same NaN and infinity
-positions, and finite values within rtol * (|want| + max|want|), the tensor's largest finite
+positions, and finite values within rtol * (|want| + max|want| + 1e-6), the tensor's largest finite
 magnitude standing for the scale its sums and functions worked at."""
 import numpy as np
 
@@ -55,18 +55,23 @@ def compare(want, got, exact, half_intermediates=False):
                     f" expected {w[i]!r}")
         return None
     winf, ginf = np.isinf(w), np.isinf(g)
-    bad = np.nonzero((winf | ginf) & (w != g))[0]
+    # Within a tolerance, a sum or a function that lands within a factor 8 of the largest
+    # finite value may overflow on one path and not on another (a wider accumulator).
+    near_max = np.abs(np.where(winf, g, w).astype(np.float64)) > np.finfo(w.dtype).max / 8
+    bad = np.nonzero((winf | ginf) & (w != g) & ~near_max)[0]
     if bad.size:
         i = int(bad[0])
         return f"infinity differs in {bad.size} of {w.size} elements; first: got {describe(g, i)}, expected {w[i]!r}"
-    fin = ~(wn | winf)
+    fin = ~(wn | winf | ginf)
     if not fin.any():
         return None
     w64, g64 = w[fin].astype(np.float64), g[fin].astype(np.float64)
     rtol = RTOL[np.dtype(np.float16)] if half_intermediates else RTOL.get(w.dtype, 1e-2)
     scale = float(np.max(np.abs(w64)))
     err = np.abs(g64 - w64)
-    tol = rtol * (np.abs(w64) + scale) + np.finfo(w.dtype).tiny
+    # An absolute floor of rtol * 1e-6: a function's value far below its output's natural scale
+    # (a sigmoid's 5e-18 against a library's 0) is not a disagreement.
+    tol = rtol * (np.abs(w64) + scale + 1e-6)
     bad = np.nonzero(err > tol)[0]
     if bad.size:
         i = int(bad[np.argmax((err / tol)[bad])])

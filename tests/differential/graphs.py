@@ -109,14 +109,18 @@ class Graph:
         self.initializers.append(numpy_helper.from_array(array, v.name))
         return v
 
-    def node(self, op, inputs, outputs=1, keep=0, **attrs):
+    def node(self, op, inputs, outputs=1, keep=0, like=None, **attrs):
         """Adds `op` and returns its output `keep` (the others stay unused): dtype and shape from
         ONNX's shape inference of the node alone, with constants propagated. Skip when ONNX
-        rejects the node or cannot say the output's shape."""
+        rejects the node or cannot say the output's shape. `like` (dtype, shape) gives the
+        output's type where ONNX's inference cannot (function ops, data-dependent sizes)."""
         names = [i.name if i is not None else "" for i in inputs]
         outs = [self.fresh("v") for _ in range(outputs)]
         node = helper.make_node(op, names, outs, **attrs)
-        out = infer(node, [i for i in inputs if i is not None], self.initializers, outs[keep])
+        if like is not None:
+            out = Value(outs[keep], like[0], like[1])
+        else:
+            out = infer(node, [i for i in inputs if i is not None], self.initializers, outs[keep])
         self.nodes.append(node)
         self.ops.append(op)
         return out

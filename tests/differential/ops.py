@@ -190,7 +190,7 @@ def _cast(g, x):
 
 # ---- reductions -------------------------------------------------------------------------------
 
-def reduce_op(name, cls, dtypes):
+def reduce_op(name, cls, dtypes, steps=False):
     def fn(g, x):
         need(x.dtype in dtypes, "dtype")
         need(x.rank >= 1)
@@ -206,14 +206,15 @@ def reduce_op(name, cls, dtypes):
             attrs["noop_with_empty_axes"] = 1
         ins = [x, g.const(np.array(axes, dtype=np.int64), "axes")] if axes or g.rng.random() < 0.5 else [x]
         return g.node(name, ins, **attrs)
-    TABLE[name] = Op(name, fn, cls)
+    TABLE[name] = Op(name, fn, cls, steps)
 
 
 reduce_op("ReduceMax", "exact", NUMERIC + BOOL)
 reduce_op("ReduceMin", "exact", NUMERIC + BOOL)
 for _n in ["ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
            "ReduceLogSumExp"]:
-    reduce_op(_n, "reduce", [np.dtype(np.float32), np.dtype(np.float64)] if _n in ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp") else FLOATS + [np.dtype(np.int32), np.dtype(np.int64)])
+    reduce_op(_n, "reduce", [np.dtype(np.float32), np.dtype(np.float64)] if _n in ("ReduceL2", "ReduceLogSum", "ReduceLogSumExp")
+              else FLOATS + [np.dtype(np.int32), np.dtype(np.int64)], steps=_n == "ReduceLogSum")  # log of a sum near 0
 
 
 def arg_op(name):
@@ -277,8 +278,6 @@ def pool_attrs(g, x, spatial):
         attrs["pads"] = [int(g.rng.integers(0, k)) for k in kernel] * 2
     elif g.rng.random() < 0.3:
         attrs["auto_pad"] = pick(g.rng, ["SAME_UPPER", "SAME_LOWER", "VALID"])
-    if g.rng.random() < 0.3:
-        attrs["ceil_mode"] = 1
     return attrs
 
 
@@ -543,3 +542,167 @@ def _trilu(g, x):
 @op("Shape", "exact")
 def _shape(g, x):
     return g.node("Shape", [x])
+
+
+# ---- more of the registry -----------------------------------------------------------------------
+
+for _n in ["Asin", "Acos", "Atanh", "Acosh"]:  # a domain edge at ±1: applied to exact values only
+    unary(_n, "math", FLOATS, steps=True)
+
+
+@op("Dropout", "exact")
+def _dropout(g, x):  # inference: the identity
+    need(x.dtype in FLOATS)
+    return g.node("Dropout", [x])
+
+
+@op("CastLike", "exact", steps=True)
+def _castlike(g, x):
+    to = pick(g.rng, NUMERIC + BOOL)
+    return g.node("CastLike", [x, g.const(np.zeros((), dtype=to), "like")])
+
+
+@op("EyeLike", "exact")
+def _eyelike(g, x):
+    need(x.rank == 2)
+    return g.node("EyeLike", [x], k=int(g.rng.integers(-2, 3)))
+
+
+@op("Size", "exact")
+def _size(g, x):
+    return g.node("Size", [x])
+
+
+@op("GatherND", "exact")
+def _gathernd(g, x):
+    need(x.rank >= 1 and all(d > 0 for d in x.shape))
+    k = int(g.rng.integers(1, x.rank + 1))
+    idx = np.stack([g.rng.integers(-d, d, size=2) for d in x.shape[:k]], axis=-1).astype(np.int64)
+    return g.node("GatherND", [x, g.const(idx, "indices")])
+
+
+@op("ScatterElements", "exact")
+def _scatter_elements(g, x):
+    need(x.rank >= 1 and x.size > 0)
+    a = axis_of(g, x)
+    n = x.shape[a]
+    # Distinct indices along the axis (a permutation), so that no two updates race.
+    idx = np.argsort(g.rng.random(x.shape), axis=a).astype(np.int64) - (n if g.rng.random() < 0.3 else 0)
+    return g.node("ScatterElements", [x, g.const(idx, "indices"), operand(g, x, broadcast=False)], axis=a)
+
+
+@op("ScatterND", "exact")
+def _scatter_nd(g, x):
+    need(x.rank >= 1 and x.shape[0] > 0)
+    n = x.shape[0]
+    rows = g.rng.permutation(n)[:int(g.rng.integers(1, n + 1))]
+    idx = rows.reshape(-1, 1).astype(np.int64)
+    upd = g.input(x.dtype, (len(rows),) + x.shape[1:])
+    return g.node("ScatterND", [x, g.const(idx, "indices"), upd])
+
+
+@op("OneHot", "exact")
+def _onehot(g, x):
+    need(x.dtype in [np.dtype(np.int32), np.dtype(np.int64)] and x.size <= 64)
+    depth = g.const(np.array(int(g.rng.integers(1, 6)), dtype=np.int64), "depth")
+    values = g.const(np.array([0, 1], dtype=np.float32), "values")
+    return g.node("OneHot", [x, depth, values], axis=int(g.rng.integers(-x.rank - 1, x.rank + 1)))
+
+
+@op("ReverseSequence", "exact")
+def _reverse_sequence(g, x):
+    need(x.rank >= 2 and x.shape[0] > 0 and x.shape[1] > 0)
+    batch_axis = int(g.rng.integers(0, 2))
+    time_axis = 1 - batch_axis
+    lens = g.rng.integers(1, x.shape[time_axis] + 1, size=x.shape[batch_axis]).astype(np.int64)
+    return g.node("ReverseSequence", [x, g.const(lens, "lens")], batch_axis=batch_axis, time_axis=time_axis)
+
+
+@op("CenterCropPad", "exact")
+def _center_crop_pad(g, x):
+    need(x.rank >= 1)
+    shape = [max(0, d + int(g.rng.integers(-2, 3))) for d in x.shape]
+    return g.node("CenterCropPad", [x, g.const(np.array(shape, dtype=np.int64), "shape")])
+
+
+@op("Compress", "exact")
+def _compress(g, x):
+    need(x.rank >= 1)
+    a = axis_of(g, x)
+    cond = g.rng.integers(0, 2, size=x.shape[a]).astype(np.bool_)
+    shape = list(x.shape)
+    shape[a] = int(cond.sum())
+    return g.node("Compress", [x, g.const(cond, "condition")], axis=a, like=(x.dtype, shape))
+
+
+@op("GlobalLpPool", "reduce")
+def _global_lp_pool(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and x.rank >= 3)
+    return g.node("GlobalLpPool", [x], p=int(pick(g.rng, [1, 2, 3])))
+
+
+@op("LpPool", "reduce")
+def _lp_pool(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and 3 <= x.rank <= 4 and x.size > 0)
+    attrs = pool_attrs(g, x, x.rank - 2)
+    attrs.pop("auto_pad", None)
+    return g.node("LpPool", [x], p=int(pick(g.rng, [1, 2])), **attrs)
+
+
+@op("GroupNormalization", "reduce")
+def _group_norm(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and x.rank >= 3 and x.shape[1] > 0)
+    c = x.shape[1]
+    groups = int(pick(g.rng, [d for d in range(1, c + 1) if c % d == 0]))
+    s = g.const((g.rng.integers(-8, 9, size=c) / 4).astype(np.float32))
+    b = g.const((g.rng.integers(-8, 9, size=c) / 4).astype(np.float32))
+    return g.node("GroupNormalization", [x, s, b], num_groups=groups, epsilon=1e-5, like=(x.dtype, x.shape))
+
+
+@op("MeanVarianceNormalization", "reduce")
+def _mvn(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and x.rank == 4)
+    return g.node("MeanVarianceNormalization", [x], like=(x.dtype, x.shape))
+
+
+@op("ConvTranspose", "reduce")
+def _conv_transpose(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and 3 <= x.rank <= 4 and x.size > 0)
+    c = x.shape[1]
+    m = int(pick(g.rng, [1, 2, 3]))
+    kernel = [int(g.rng.integers(1, 4)) for _ in range(x.rank - 2)]
+    w = g.const((g.rng.integers(-8, 9, size=[c, m] + kernel) / 4).astype(np.float32))
+    attrs = {"kernel_shape": kernel}
+    if g.rng.random() < 0.5:
+        attrs["strides"] = [int(g.rng.integers(1, 3)) for _ in kernel]
+    if g.rng.random() < 0.3:
+        attrs["pads"] = [int(g.rng.integers(0, k)) for k in kernel] * 2
+    return g.node("ConvTranspose", [x, w], **attrs)
+
+
+@op("Einsum", "reduce")
+def _einsum(g, x):
+    need(x.dtype in [np.dtype(np.float32)] and x.rank == 2)
+    eq = pick(g.rng, ["ij->ji", "ij->i", "ij,jk->ik", "ij,ij->ij"])
+    if "," not in eq:
+        return g.node("Einsum", [x], equation=eq)
+    other = g.input(x.dtype, (x.shape[1], int(pick(g.rng, [1, 3]))) if eq == "ij,jk->ik" else x.shape)
+    return g.node("Einsum", [x, other], equation=eq)
+
+
+@op("QuantizeLinear", "exact", steps=True)
+def _quantize(g, x):  # rounds half to even: ties come from the grid of values
+    need(x.dtype in [np.dtype(np.float32)])
+    scale = g.const(np.array(pick(g.rng, [0.25, 0.5, 1.0]), dtype=np.float32), "scale")
+    zp = g.const(np.array(int(g.rng.integers(-3, 4)), dtype=np.int8), "zero_point")
+    return g.node("QuantizeLinear", [x, scale, zp])
+
+
+@op("DequantizeLinear", "rounded")
+def _dequantize(g, x):
+    need(x.dtype in [np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)])
+    scale = g.const(np.array(pick(g.rng, [0.25, 0.5, 3.0]), dtype=np.float32), "scale")
+    ins = [x, scale]
+    if x.dtype != np.dtype(np.int32):
+        ins.append(g.const(np.array(int(g.rng.integers(0, 4)), dtype=x.dtype), "zero_point"))
+    return g.node("DequantizeLinear", ins)

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "tests/runtime/cpu/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -54,7 +56,7 @@ TEST_CASE("pools with a kernel of 2^40 taps and pads to match take time by the i
 TEST_CASE("pool windows that start near INT64_MAX or count 2^80 padded taps") {
   // A stride of 2^61 with pads to match puts output row 1's window at input row 2^61: empty,
   // but its offset in the plane (2^61 * row stride) overflowed int64 (UBSan, fuzz_model_load).
-  // An empty window gives 0, as everywhere in these kernels.
+  // An empty window gives max's identity, -inf (docs/semantics.md).
   const int64_t far = int64_t{1} << 61;
   auto x = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
   AttrMap attrs;
@@ -64,7 +66,8 @@ TEST_CASE("pool windows that start near INT64_MAX or count 2^80 padded taps") {
   auto y = Output(DType::kFloat32, {1, 1, 2, 2});
   Status s = RunKernel("MaxPool", attrs, {&x}, {&y});
   REQUIRE_MESSAGE(s.ok(), s.ToString());
-  CHECK(y.values<float>() == std::vector<float>{1, 2, 0, 0});
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(y.values<float>() == std::vector<float>{1, 2, -inf, -inf});
   // Counting the padding, a 2^40 x 2^40 window holds 2^80 taps: the divisor wrapped to 0.
   const int64_t k = int64_t{1} << 40;
   auto one = Floats({1, 1, 1, 1}, {8});

@@ -111,6 +111,16 @@ TEST_CASE("semantics: ReduceLogSumExp of a row with +inf is +inf, not NaN") {
   CHECK(y.values<float>() == std::vector<float>{kInf, -kInf});
 }
 
+TEST_CASE("semantics: Clip without bounds passes infinities and NaN through") {
+  auto x = Floats({3}, {-kInf, kInf, kNaN});
+  auto y = Output(DType::kFloat32, {3});
+  REQUIRE(RunKernel("Clip", {}, {&x}, {&y}).ok());
+  auto v = y.values<float>();
+  CHECK(v[0] == -kInf);
+  CHECK(v[1] == kInf);
+  CHECK(std::isnan(v[2]));
+}
+
 TEST_CASE("semantics: noop_with_empty_axes reduces each element alone (ONNX opset 18)") {
   auto x = Floats({4}, {-2, 3, 0.25f, kNaN});
   AttrMap attrs;
