@@ -67,7 +67,13 @@ class Case:
             if node.op_type == "Cast" and self.dtype_of(node.input[0]).kind == "f" and \
                     onnx.helper.get_attribute_value(node.attribute[0]) not in (1, 10, 11):
                 return False
+            if node.op_type == "CastLike" and self.dtype_of(node.input[0]).kind == "f" and \
+                    self.dtype_of(node.input[1]).kind not in "fb":
+                return False
         return True
+
+    def has_symbols(self):
+        return bool(self.symbolic)
 
     def half(self):
         """Whether a float16 value is computed inside the graph (see compare's half_intermediates)."""
@@ -132,9 +138,12 @@ def make_case(seed, prefix, edge_rate, forced_ops=None, forced_shape=None, force
             for t in g.initializers:
                 g.dtypes[t.name] = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
             g.dtypes[y.name] = y.dtype
+            # A correctly rounded op on float16 is not the same bits on every path: an unfused
+            # kernel rounds to float16 after each op, a fused one keeps float32 until its store.
+            half = np.dtype(np.float16) in (x.dtype, y.dtype)
+            exact = exact and (spec.cls == "exact" or (spec.cls == "rounded" and not half))
             x = y
             chosen.append(name)
-            exact = exact and spec.cls in EXACT_CLASSES
             break
         else:
             break
@@ -179,7 +188,12 @@ def judge(case, results, reference):
     found = []
     ran = [p for p, r in results.items() if r.ok]
     for p, r in results.items():
-        if r.error and ran:
+        # A compile error of the symbolic model alone (the folded model has static shapes) is
+        # an assumption the compiler made about a symbol (a Slice end within the dim), which a
+        # guard or the compile refuses: issue 22's work, not a wrong result.
+        assumption = case.has_symbols() and p != "folded" and "compile failed" in (r.error or "") \
+            and "INVALID_ARGUMENT" in r.error
+        if r.error and ran and not assumption:
             found.append(Finding(case, f"error on {p}", p, ran[0], r.error))
     if ran:
         anchor = ran[0]
@@ -327,6 +341,9 @@ class SavedCase(Case):
 
     def half(self):
         return self._half
+
+    def has_symbols(self):
+        return any(d.HasField("dim_param") for vi in self.m.graph.input for d in vi.type.tensor_type.shape.dim)
 
 
 def run_saved(kiln, case, work):
