@@ -12,13 +12,13 @@ namespace {
 
 std::string GpuPath(std::string_view op) {
   const fusion::FusionRule* rule = fusion::FindRule(op);
-  if (!rule) return "cpu (no GPU path)";
+  if (!rule) return "cpu: no GPU path";
   switch (rule->kind) {
     case fusion::FusionKind::kElementwise: return "generated (elementwise)";
     case fusion::FusionKind::kIndexMap: return "generated (data movement)";
     case fusion::FusionKind::kReduction: return "generated (reduction)";
-    case fusion::FusionKind::kLibrary: return "library (" + std::string(rule->note) + ")";
-    case fusion::FusionKind::kCpuOnly: return "cpu (" + std::string(rule->note) + ")";
+    case fusion::FusionKind::kLibrary: return "library: " + std::string(rule->note);
+    case fusion::FusionKind::kCpuOnly: return "cpu: " + std::string(rule->note);
   }
   return "?";
 }
@@ -29,7 +29,7 @@ void AddOpsCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "ops", "List the ONNX ops (default domain) the compiler implements, each with its path on a GPU");
   cmd->footer("One line per op: NAME  PATH, where PATH is 'generated (...)' for ops fused into generated kernels,\n"
-              "'library (...)' for cuBLASLt/cuDNN ops and 'cpu (why)' for ops only the CPU backend runs.\n"
+              "'library: ...' for cuBLASLt/cuDNN ops and 'cpu: why' for ops only the CPU backend runs.\n"
               "Every listed op runs on the CPU backend. Op versions Kiln refuses are named by `kiln compile`.");
   cmd->callback([] {
     for (const ir::OpDef* op : ir::AllOps()) {

@@ -141,7 +141,11 @@ class Folder {
   // Whether `act` may fold into the chain's anchor (EpilogueActivations in epilogue.h).
   bool Takes(const Chain& chain, cpu::EpilogueActivation act) const {
     if (activations_ == EpilogueActivations::kAny) return true;
-    if (act == cpu::EpilogueActivation::kRelu) return true;
+    // Relu(NaN) is NaN (docs/semantics.md). cuDNN's separate activation call, with
+    // CUDNN_PROPAGATE_NAN, keeps it; cuBLASLt documents its RELU epilogue as max(x, 0) with no
+    // NaN rule (the emulated device gives 0, as fmaxf would), so a MatMul's or Gemm's Relu
+    // stays a generated kernel. Found by tests/differential (MatMul -> Relu of a NaN row).
+    if (act == cpu::EpilogueActivation::kRelu) return chain.anchor_op == "Conv";
     return act == cpu::EpilogueActivation::kGeluTanh && chain.anchor_op != "Conv";
   }
 

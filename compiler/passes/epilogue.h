@@ -59,7 +59,9 @@
 //   Y^T = B^T * A^T, so the bias over Y's N columns is the bias over the rows of cuBLASLt's D,
 //   which is what its BIAS epilogues broadcast:
 //     bias only                 CUBLASLT_EPILOGUE_BIAS
-//     bias + Relu               CUBLASLT_EPILOGUE_RELU_BIAS   (CUBLASLT_EPILOGUE_RELU without bias)
+//     bias + Relu               CUBLASLT_EPILOGUE_RELU_BIAS   (CUBLASLT_EPILOGUE_RELU without bias);
+//                               only in CPU-only artifacts: its max(x, 0) has no NaN rule, so a
+//                               GPU artifact keeps Relu as a generated kernel (docs/semantics.md)
 //     bias + Gelu               CUBLASLT_EPILOGUE_GELU_BIAS   (CUBLASLT_EPILOGUE_GELU without bias)
 //       cuBLASLt documents its GELU epilogue only as "GELU"; PyTorch routes only
 //       gelu(approximate="tanh") to it, so map "GeluTanh" there, and check the other form

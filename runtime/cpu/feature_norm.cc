@@ -140,8 +140,10 @@ Status MeanVarianceNormalization(const KernelCall& call) {
   for (int64_t g = 0; g < groups; ++g) {
     const double mean = sum[g] / count;
     sum[g] = mean;
-    // Rounding can leave a zero variance slightly negative.
-    sq[g] = std::sqrt(std::max(0.0, sq[g] / count - mean * mean)) + 1e-9;
+    // Rounding can leave a zero variance slightly negative; a NaN (an infinite element makes
+    // inf - inf) stays NaN, as the op's definition computes it (std::max would give 0).
+    const double var = sq[g] / count - mean * mean;
+    sq[g] = std::sqrt(var < 0.0 ? 0.0 : var) + 1e-9;
   }
   NdIndex jt(x.dims, x.rank);
   for (int64_t i = 0; i < x.num_elements; ++i, jt.Next(x.rank)) {

@@ -464,7 +464,9 @@ def known_deviation(finding, deviations):
             return op, reason
         if when == "nan-input" and any(not np.isfinite(a).all() for a in floats):
             return op, reason
-        if when == "denormal-input" and any(((a != 0) & (np.abs(a) < np.finfo(a.dtype).tiny)).any() for a in floats):
+        if when == "extreme-input" and any(((a != 0) & ((np.abs(a) < np.sqrt(np.finfo(a.dtype).tiny)) |
+                                                         (np.abs(a) > np.sqrt(np.finfo(a.dtype).max)))).any()
+                                           for a in floats):
             return op, reason
         if when == "empty-input" and any(a.size == 0 for a in ins):
             return op, reason

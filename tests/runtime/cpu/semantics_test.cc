@@ -121,6 +121,14 @@ TEST_CASE("semantics: Clip without bounds passes infinities and NaN through") {
   CHECK(std::isnan(v[2]));
 }
 
+TEST_CASE("semantics: MeanVarianceNormalization over an infinite element is NaN, as its definition computes") {
+  // var = mean(x^2) - mean(x)^2 = inf - inf: NaN (the kernel clamped it to 0 and gave inf).
+  auto x = Floats({1, 1, 3, 1}, {1, kInf, 2});
+  auto y = Output(DType::kFloat32, {1, 1, 3, 1});
+  REQUIRE(RunKernel("MeanVarianceNormalization", {}, {&x}, {&y}).ok());
+  for (float v : y.values<float>()) CHECK(std::isnan(v));
+}
+
 TEST_CASE("semantics: noop_with_empty_axes reduces each element alone (ONNX opset 18)") {
   auto x = Floats({4}, {-2, 3, 0.25f, kNaN});
   AttrMap attrs;
