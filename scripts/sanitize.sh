@@ -9,7 +9,7 @@
 # (models, test data).
 #
 #   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
-#     --fuzz-seconds N  time per fuzz target (default 45, or $KILN_FUZZ_SECONDS)
+#     --fuzz-seconds N  time per fuzz target (default 35, or $KILN_FUZZ_SECONDS)
 #     --fuzz-jobs N     targets fuzzed at the same time (default 2, or $KILN_FUZZ_JOBS)
 #     --fuzz-seed N     libFuzzer's -seed (default 1, or $KILN_FUZZ_SEED): a fixed seed makes a CI
 #                       run explore the same inputs first, so a red run can be told from noise;
@@ -29,7 +29,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
-FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-45}"
+FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-35}"
 FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
 FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1

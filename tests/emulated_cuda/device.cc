@@ -459,6 +459,12 @@ CUresult ReleasePrimary(int device) {
   return CUDA_SUCCESS;
 }
 
+bool HasPrimary(int device) {
+  std::lock_guard<std::mutex> lock(g_device_mu);
+  auto it = g_primary.find(device);
+  return it != g_primary.end() && it->second != nullptr;
+}
+
 CUresult ContextError() {
   CUcontext ctx = t_current;
   std::lock_guard<std::mutex> lock(g_device_mu);

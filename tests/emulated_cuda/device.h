@@ -137,6 +137,7 @@ void SetCurrent(CUcontext ctx);
 // The primary context of `device`, created at its first retain; released at refcount 0.
 CUcontext RetainPrimary(int device);
 CUresult ReleasePrimary(int device);
+bool HasPrimary(int device);  // whether the device's primary context exists (retained at least once, not yet gone)
 bool LiveContext(CUcontext ctx);
 bool LiveContextLocked(CUcontext ctx);  // the same, with the device mutex held
 

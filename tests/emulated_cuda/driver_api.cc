@@ -194,10 +194,16 @@ CUresult DevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+void FreeModules();
+
+// The last release destroys the context, and the modules loaded in it go too: a context whose
+// sticky error refused cuModuleUnload frees them here, as the driver does.
 CUresult DevicePrimaryCtxRelease(CUdevice dev) {
   if (!g_initialised) return CUDA_ERROR_NOT_INITIALIZED;
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  return ReleasePrimary(dev);
+  const CUresult r = ReleasePrimary(dev);
+  if (r == CUDA_SUCCESS && !HasPrimary(dev)) FreeModules();
+  return r;
 }
 
 CUresult CtxSetCurrent(CUcontext ctx) {
@@ -431,6 +437,15 @@ CUresult ModuleUnload(CUmodule module) {
   }
   delete module;  // kernels queued for launch keep their library through their shared_ptr
   return CUDA_SUCCESS;
+}
+
+void FreeModules() {
+  std::lock_guard<std::mutex> lock(g_modules_mu);
+  for (auto& [key, f] : g_functions) delete f;
+  g_functions.clear();
+  Count("modules_freed_with_context", static_cast<int64_t>(g_modules.size()));
+  for (CUmodule m : g_modules) delete m;
+  g_modules.clear();
 }
 
 CUresult ModuleGetFunction(CUfunction* fn, CUmodule module, const char* name) {
