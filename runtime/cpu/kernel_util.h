@@ -46,6 +46,13 @@ inline bool IsNaN(T x) {
 }
 template <typename T>
 inline T MaxNaN(T x, T bound) { return x < bound ? bound : x; }
+// Whether v replaces the running maximum `best` of a scan that keeps the first maximum: greater,
+// or the scan's first NaN, which then stays (no comparison with a NaN `best` is true, and a
+// later NaN does not replace it): MaxPool, GlobalMaxPool, Hardmax (docs/semantics.md).
+template <typename T>
+inline bool BeatsMax(T v, T best) {
+  return v > best || (v != v && best == best);
+}
 template <typename T>
 inline T MinNaN(T x, T bound) { return x > bound ? bound : x; }
 template <typename T>

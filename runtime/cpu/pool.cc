@@ -199,13 +199,6 @@ struct RowTable {
 // larger windows (only hostile or exotic N-d pools) compute each row's offset when they read it.
 constexpr int64_t kTableRows = 512;
 
-// Whether tap v replaces the running maximum: greater, or the window's first NaN (which then
-// stays: no comparison with a NaN `best` is true, and a later NaN does not move the index).
-template <typename T>
-inline bool Beats(T v, T best) {
-  return v > best || (v != v && best == best);
-}
-
 // One output row: the taps along the last axis are a tight loop, visited row by row in
 // row-major order, as the definition reads them (the first of equal maxima wins). ir (MaxPool's
 // Indices) is null unless kIndices. Inlined into PoolPlane: as a call per output row GCC kept
@@ -238,16 +231,16 @@ template <typename T, PoolKind kKind, bool kIndices, typename Rows>
         const T* row = x + rows.off(r) + k0;
         if constexpr (kIndices) {
           for (int64_t k = 0; k < nk; ++k) {
-            if (Beats(row[k * dil], best)) {
+            if (BeatsMax(row[k * dil], best)) {
               best = row[k * dil];
               best_r = r;
               best_k = k;
             }
           }
         } else if (dil == 1) {
-          for (int64_t k = 0; k < nk; ++k) best = Beats(row[k], best) ? row[k] : best;
+          for (int64_t k = 0; k < nk; ++k) best = BeatsMax(row[k], best) ? row[k] : best;
         } else {
-          for (int64_t k = 0; k < nk; ++k) best = Beats(row[k * dil], best) ? row[k * dil] : best;
+          for (int64_t k = 0; k < nk; ++k) best = BeatsMax(row[k * dil], best) ? row[k * dil] : best;
         }
       }
       yr[o] = best;
@@ -392,7 +385,7 @@ Status GlobalPool(const KernelCall& call, std::string_view name) {
         // ReduceMean of nothing (docs/semantics.md).
         if constexpr (kKind == PoolKind::kMax) {
           T m = spatial ? row[0] : -std::numeric_limits<T>::infinity();
-          for (int64_t i = 1; i < spatial; ++i) m = Beats(row[i], m) ? row[i] : m;
+          for (int64_t i = 1; i < spatial; ++i) m = BeatsMax(row[i], m) ? row[i] : m;
           py[pl] = m;
         } else if constexpr (kKind == PoolKind::kAverage) {
           double s = 0;

@@ -19,10 +19,9 @@ void SoftRow(const T* x, T* y, int64_t n, int64_t stride) {
   // where ArgMax points (docs/semantics.md); Softmax of a row with a NaN is NaN either way.
   T mx = x[0];
   int64_t arg = 0;
-  for (int64_t i = 1; i < n && mx == mx; ++i) {
-    const T v = x[i * stride];
-    if (v > mx || v != v) {
-      mx = v;
+  for (int64_t i = 1; i < n; ++i) {
+    if (BeatsMax(x[i * stride], mx)) {
+      mx = x[i * stride];
       arg = i;
     }
   }
