@@ -470,7 +470,30 @@ def known_deviation(finding, deviations):
             return op, reason
         if when == "empty-input" and any(a.size == 0 for a in ins):
             return op, reason
+        if when == "constant-group" and any(constant_group(a, axes) for a, axes in zip(floats, op_axes(c, op))):
+            return op, reason
     return None
+
+
+def op_axes(case, op):
+    """The `axes` attribute of every `op` node of the case (MeanVarianceNormalization's default,
+    [0, 2, 3], where absent), in the order op_inputs gives their inputs."""
+    out = []
+    for n in case.model().graph.node:
+        if n.op_type == op and n.input and n.input[0]:
+            attr = [list(a.ints) for a in n.attribute if a.name == "axes"]
+            out.append(attr[0] if attr else [0, 2, 3])
+    return out
+
+
+def constant_group(a, axes):
+    """Whether some group of `a`'s elements over `axes` (the other axes kept) is all one value:
+    its variance is exactly 0."""
+    if a.size == 0 or any(not -a.ndim <= x < a.ndim for x in axes):
+        return False
+    axes = tuple(sorted({x % a.ndim for x in axes}))
+    with np.errstate(invalid="ignore"):
+        return bool((a.max(axis=axes) == a.min(axis=axes)).any())
 
 
 # ---- main -------------------------------------------------------------------------------------
