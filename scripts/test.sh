@@ -40,16 +40,28 @@ summary() {
   echo "[test] summary ($(minutes $((SECONDS - START))) in all):"
   printf '  %s\n' "${SUMMARY[@]}"
 }
-# tier NAME COMMAND...: runs the command as one tier and records its outcome.
+# tier NAME COMMAND...: runs the command as one tier and records its outcome. Its output is also
+# kept in build/tiers/N.log, and a failing tier's first error lines go into the summary, so that
+# the last lines of a long run (all a CI report may keep) still say what failed.
+TIER_LOGS=build/tiers
+TIER_COUNT=0
+rm -rf "$TIER_LOGS"
 tier() {
-  local name=$1 start=$SECONDS rc=0
+  local name=$1 start=$SECONDS rc=0 log
   shift
+  mkdir -p "$TIER_LOGS"
+  TIER_COUNT=$((TIER_COUNT + 1))
+  log="$TIER_LOGS/$TIER_COUNT.log"
   echo "[test] ===== $name"
-  "$@" || rc=$?
+  "$@" 2>&1 | tee "$log" || rc=$?
   if ((rc == 0)); then
     SUMMARY+=("PASS  $name ($(minutes $((SECONDS - start))))")
   else
-    SUMMARY+=("FAIL  $name (exit $rc, $(minutes $((SECONDS - start))))")
+    SUMMARY+=("FAIL  $name (exit $rc, $(minutes $((SECONDS - start))); log: $log)")
+    local line
+    while IFS= read -r line; do SUMMARY+=("        ${line:0:300}"); done < <(
+      grep -v '^\[test\] =====' "$log" |
+        grep -m4 -E 'ERROR|FAIL|[Ee]rror:|runtime error|Assertion|Segmentation|DISAGREE|Leak' || true)
     FAILED=1
     echo "[test] ===== $name FAILED (exit $rc); going on with the next tier"
   fi
