@@ -1,5 +1,6 @@
 # `cmake --install <build> --prefix P` (README "Install"): the public headers, libkiln_runtime.so,
-# libkiln_compiler.so and the kiln tool (when built with KILN_BUILD_COMPILER), the CMake package
+# kiln-run (the runtime tools), libkiln_compiler.so and the kiln tool (when built with
+# KILN_BUILD_COMPILER), the CMake package
 # (find_package(Kiln): Kiln::runtime, Kiln::compiler) and pkg-config files (kiln-runtime,
 # kiln-compiler). Nothing installed refers to the source or build tree: the CMake files and the
 # .pc files locate the prefix from their own path, so the tree may also be moved.
@@ -7,6 +8,7 @@ include(CMakePackageConfigHelpers)
 
 set(KILN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 set(KILN_INSTALLED kiln_runtime_shared)
+install(TARGETS kiln-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(KILN_BUILD_COMPILER)
   list(APPEND KILN_INSTALLED kiln_compiler_shared)
   install(TARGETS kiln RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

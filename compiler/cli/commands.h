@@ -1,17 +1,15 @@
-// Subcommands of the `kiln` tool. Each Add*Command registers its options and a callback;
-// the callback stores its exit code for ExitCode().
+// The compiler's subcommands of the `kiln` tool (the runtime's are in tools/cli/commands.h).
+// Each Add*Command registers its options and a callback; the callback stores its exit status
+// with SetExitCode().
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli/commands.h"
+
 namespace kiln::cli {
 
 void AddCompileCommand(CLI::App& app);
-void AddRunCommand(CLI::App& app);
-void AddInspectCommand(CLI::App& app);
-void AddBenchCommand(CLI::App& app);
 void AddOpsCommand(CLI::App& app);
-int ExitCode();
-void SetExitCode(int code);
 
 }  // namespace kiln::cli

@@ -6,17 +6,15 @@
 #include <fmt/format.h>
 
 #include "compiler/cli/commands.h"
-#include "compiler/cli/shape_option.h"
+#include "tools/cli/shape_option.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/compile.h"
-#include "compiler/io/tensor_io.h"
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/tensor_io.h"
+#include "tools/io/replace_file.h"
 #include "compiler/validate/precision_report.h"
 
 namespace kiln::cli {
 namespace {
-
-int exit_code = 0;
 
 struct CompileFlags {
   std::string model, output;
@@ -76,7 +74,7 @@ void RunCompile(const CompileFlags& f) {
   options.jobs = f.jobs;
   if (std::string error; !ParseArchs(f.archs, options.archs, error)) {
     std::cerr << "kiln compile: --arch: " << error << "\n";
-    exit_code = 2;
+    SetExitCode(2);
     return;
   }
   options.precision.precision = f.precision == "fp16"   ? passes::Precision::kFp16
@@ -94,12 +92,12 @@ void RunCompile(const CompileFlags& f) {
     std::vector<int64_t> dims;
     if (!ParseShape(s, name, dims, error)) {
       std::cerr << "kiln compile: --shape: " << error << "\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
     if (!options.input_shapes.emplace(name, dims).second) {
       std::cerr << "kiln compile: --shape: input '" << name << "' is given more than once\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
   }
@@ -107,7 +105,7 @@ void RunCompile(const CompileFlags& f) {
     const size_t eq = text.find('=');
     if (eq == std::string::npos || eq == 0) {
       std::cerr << "kiln compile: --constant-input: expected NAME=FILE (.pb or .npy), got '" << text << "'\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
     const std::string name = text.substr(0, eq), file = text.substr(eq + 1);
@@ -115,7 +113,7 @@ void RunCompile(const CompileFlags& f) {
                                                                        : io::ReadTensorProtoFile(file);
     if (!t.ok()) {
       std::cerr << "kiln compile: --constant-input " << name << ": " << t.status().ToString() << "\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
     auto data = std::make_shared<ir::ConstData>();
@@ -124,7 +122,7 @@ void RunCompile(const CompileFlags& f) {
     data->bytes = std::move(t->bytes);
     if (!options.constant_inputs.emplace(name, std::move(data)).second) {
       std::cerr << "kiln compile: --constant-input: input '" << name << "' is given more than once\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
   }
@@ -132,7 +130,7 @@ void RunCompile(const CompileFlags& f) {
     auto p = compiler::ParseProfile(text);
     if (!p.ok()) {
       std::cerr << "kiln compile: --profile: " << p.status().message() << "\n";
-      exit_code = 2;
+      SetExitCode(2);
       return;
     }
     options.profiles.push_back(std::move(*p));
@@ -147,12 +145,12 @@ void RunCompile(const CompileFlags& f) {
   auto bytes = compiler::CompileOnnxFile(model, options, &summary);
   if (!bytes.ok()) {
     std::cerr << "kiln compile: " << model << ": " << bytes.status().ToString() << "\n";
-    exit_code = 1;
+    SetExitCode(1);
     return;
   }
-  if (Status written = serialize::WriteArtifactFile(output, *bytes); !written.ok()) {
+  if (Status written = io::WriteArtifactFile(output, *bytes); !written.ok()) {
     std::cerr << "kiln compile: " << written.message() << "\n";
-    exit_code = 1;
+    SetExitCode(1);
     return;
   }
   std::cout << fmt::format("wrote {} ({} bytes, {} entr{}) in {:.3f} s\n", output, bytes->size(),
@@ -172,7 +170,7 @@ void RunCompile(const CompileFlags& f) {
     auto report = validate::ValidatePrecision(model, options, *bytes, f.validate);
     if (!report.ok()) {
       std::cerr << "kiln compile: --validate: " << report.status().ToString() << "\n";
-      exit_code = 1;
+      SetExitCode(1);
       return;
     }
     std::cout << validate::FormatPrecisionReport(*report);
@@ -180,9 +178,6 @@ void RunCompile(const CompileFlags& f) {
 }
 
 }  // namespace
-
-int ExitCode() { return exit_code; }
-void SetExitCode(int code) { exit_code = code; }
 
 void AddCompileCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Compile an ONNX model into a .kiln artifact");

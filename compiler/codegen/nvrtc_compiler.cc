@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/replace_file.h"
 
 #ifdef KILN_HAVE_NVRTC
 #include <nvrtc.h>
@@ -97,7 +97,7 @@ void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& 
   PutU64(&bytes, XXH64(data.data(), data.size(), 0));
   PutU64(&bytes, key);
   bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
-  (void)serialize::ReplaceFile(path.string(), bytes.data(), bytes.size());
+  (void)io::ReplaceFile(path.string(), bytes.data(), bytes.size());
 }
 
 // NVRTC's defaults are kept where they give IEEE results (-ftz=false: denormals kept,

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include "compiler/compile.h"
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "compiler/ops/registry.h"
 #include "compiler/profile.h"
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/replace_file.h"
 #include "compiler/trace/import_traced.h"
 #include "compiler/trace/state.h"
 #include "kiln/trace.h"
@@ -252,7 +252,7 @@ Result<std::vector<uint8_t>> Builder::Compile(const CompileOptions& options) con
 Status Builder::CompileToFile(const std::string& path, const CompileOptions& options) const {
   Result<std::vector<uint8_t>> bytes = Compile(options);
   if (!bytes.ok()) return bytes.status();
-  return serialize::WriteArtifactFile(path, *bytes);
+  return io::WriteArtifactFile(path, *bytes);
 }
 
 }  // namespace kiln::trace

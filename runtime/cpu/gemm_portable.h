@@ -13,7 +13,7 @@
 //   On x86-64 with AVX-512, large float32 products take about 8x as long as OpenBLAS's
 //   (256 x 784 x 576: 18 ms against 2.3 ms), so GEMM-heavy models (MatMul, Gemm, Conv,
 //   ConvTranspose, recurrent and attention layers) run up to a few times slower on the CPU
-//   backend (tests/edge/artifact_check, one thread, medians of 20 runs on a busy 2-core
+//   backend (the runtime alone, one thread, medians of 20 runs on a busy 2-core
 //   host: Silero VAD 0.19 ms against 0.07 ms, PaddleOCR cls 7.4 ms against 2.6 ms, PP-OCRv4
 //   det 62 ms against 40 ms). The CUDA backend is unaffected.
 // - Bits. Sums are taken in another order than OpenBLAS's (K in blocks of 256; dot products

@@ -55,7 +55,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/fusion/rules.h"
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "kiln/runtime.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/half.h"

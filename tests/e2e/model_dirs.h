@@ -16,7 +16,7 @@
 #include <system_error>
 #include <vector>
 
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "kiln/runtime.h"
 
 namespace kiln::testing {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "compiler/passes/precision.h"
 #include "compiler/validate/tensor_compare.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "runtime/half.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"

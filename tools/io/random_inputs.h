@@ -1,4 +1,4 @@
-// compiler/io/random_inputs.h: seeded random inputs for a model, for `kiln bench --random`.
+// tools/io/random_inputs.h: seeded random inputs for a model, for `kiln bench --random`.
 //
 //   KILN_ASSIGN_OR_RETURN(auto shapes, kiln::io::ResolveInputShapes(model.inputs(), model.entries(),
 //                                                                   {{"x", {1, 3, 224, 224}}}));
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "kiln/runtime.h"
 
 namespace kiln::io {

@@ -1,5 +1,5 @@
 // `kiln bench`: latency, throughput, host/GPU time split, memory and a per-op profile of an
-// artifact (compiler/io/bench_runner.h does the measuring, bench_report.h the printing).
+// artifact (tools/io/bench_runner.h does the measuring, bench_report.h the printing).
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "compiler/cli/commands.h"
-#include "compiler/cli/shape_option.h"
-#include "compiler/io/bench_report.h"
-#include "compiler/io/bench_runner.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/shape_option.h"
+#include "tools/io/bench_report.h"
+#include "tools/io/bench_runner.h"
 
 namespace kiln::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "compiler/io/bench_runner.h"
+#include "tools/io/bench_runner.h"
 
 #include <sys/resource.h>
 
@@ -6,8 +6,8 @@
 #include <chrono>
 #include <deque>
 
-#include "compiler/io/random_inputs.h"
-#include "compiler/io/tensor_io.h"
+#include "tools/io/random_inputs.h"
+#include "tools/io/tensor_io.h"
 
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/driver.h"

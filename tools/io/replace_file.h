@@ -1,5 +1,5 @@
-// Writing a .kiln file so that programs which have the previous artifact at that path
-// mapped keep working: the bytes go to a sibling temporary file, which is then renamed over
+// tools/io/replace_file.h: writing a file (a .kiln artifact, a tensor, a kernel cache entry)
+// so that programs which have the previous file at that path mapped keep working: the bytes go to a sibling temporary file, which is then renamed over
 // the path. Rewriting a mapped file in place would make its readers fault (SIGBUS), and a
 // failed write would leave half an artifact behind.
 //
@@ -17,7 +17,7 @@
 
 #include "kiln/status.h"
 
-namespace kiln::serialize {
+namespace kiln::io {
 
 // Writes `size` bytes at `data` to `path` by temporary file and rename, as above. The new
 // file gets mode 0666 less the umask, as fopen would give it.
@@ -30,4 +30,4 @@ inline Status WriteArtifactFile(const std::string& path, const std::vector<uint8
   return ReplaceFile(path, bytes.data(), bytes.size());
 }
 
-}  // namespace kiln::serialize
+}  // namespace kiln::io

@@ -1,5 +1,5 @@
 // Rewriting an artifact that a loaded Model has mapped must not disturb that Model.
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/replace_file.h"
 
 #include <doctest/doctest.h>
 
@@ -50,12 +50,12 @@ float RunScale(const kiln::Model& model) {
 TEST_CASE("artifact file: a rewrite replaces the file while a loaded Model keeps its bytes") {
   TempDir dir;
   const std::string path = dir / "model.kiln";
-  REQUIRE(kiln::serialize::WriteArtifactFile(path, ScaleArtifact(dir, 3.0f)).ok());
+  REQUIRE(kiln::io::WriteArtifactFile(path, ScaleArtifact(dir, 3.0f)).ok());
   auto old_model = kiln::Model::Load(path);
   REQUIRE(old_model.ok());
   CHECK(RunScale(*old_model) == 6.0f);
 
-  REQUIRE(kiln::serialize::WriteArtifactFile(path, ScaleArtifact(dir, 5.0f)).ok());
+  REQUIRE(kiln::io::WriteArtifactFile(path, ScaleArtifact(dir, 5.0f)).ok());
   CHECK(RunScale(*old_model) == 6.0f);  // still the mapped old file
   auto new_model = kiln::Model::Load(path);
   REQUIRE(new_model.ok());
@@ -64,7 +64,7 @@ TEST_CASE("artifact file: a rewrite replaces the file while a loaded Model keeps
 
 TEST_CASE("artifact file: a folder that does not exist is a clear error") {
   TempDir dir;
-  kiln::Status st = kiln::serialize::WriteArtifactFile(dir / "missing/model.kiln", {1, 2, 3});
+  kiln::Status st = kiln::io::WriteArtifactFile(dir / "missing/model.kiln", {1, 2, 3});
   CHECK(st.code() == kiln::StatusCode::kFailedPrecondition);
   CHECK(st.message() == "cannot write '" + (dir / "missing/model.kiln") + "': No such file or directory");
 }
@@ -75,7 +75,7 @@ TEST_CASE("artifact file: a symlink planted at a temporary name is never followe
   WriteBytes(dir / "victim.txt", "precious");
   // The old temporary was OUT.tmp<pid>, opened with fopen("wb"): a link there was followed.
   std::filesystem::create_symlink(dir / "victim.txt", out + ".tmp" + std::to_string(::getpid()));
-  REQUIRE(kiln::serialize::WriteArtifactFile(out, {1, 2, 3}).ok());
+  REQUIRE(kiln::io::WriteArtifactFile(out, {1, 2, 3}).ok());
   CHECK(ReadBytes(dir / "victim.txt") == "precious");
   CHECK(ReadBytes(out) == std::string("\x01\x02\x03", 3));
   CHECK(std::filesystem::is_symlink(out + ".tmp" + std::to_string(::getpid())));
@@ -86,12 +86,12 @@ TEST_CASE("artifact file: a symlink planted at a temporary name is never followe
   // A FIFO (like /dev/null, not a regular file) would have been replaced by a regular file.
   const std::string fifo = dir / "fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  kiln::Status st = kiln::serialize::WriteArtifactFile(fifo, {1});
+  kiln::Status st = kiln::io::WriteArtifactFile(fifo, {1});
   CHECK(st.code() == kiln::StatusCode::kFailedPrecondition);
   CHECK(st.message() == "cannot write '" + fifo +
                             "': it exists and is a FIFO; the file is written by a rename, which would replace it: "
                             "give a regular file path");
   CHECK(std::filesystem::is_fifo(fifo));
-  st = kiln::serialize::WriteArtifactFile(dir.path.string(), {1});
+  st = kiln::io::WriteArtifactFile(dir.path.string(), {1});
   CHECK(st.message().find("it exists and is a folder") != std::string::npos);
 }

@@ -1,11 +1,10 @@
 // Reading and writing host tensors: ONNX TensorProto files and NumPy .npy files.
 // Every size read from a file is checked against the bytes actually present before any
 // allocation, so a corrupt header cannot make us allocate or read out of bounds.
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +15,8 @@
 #include <new>
 #include <optional>
 
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/proto_wire.h"
+#include "tools/io/replace_file.h"
 
 namespace kiln::io {
 namespace {
@@ -93,6 +93,28 @@ Status CheckConsistent(const HostTensor& t, std::string_view path) {
 
 // ---- TensorProto ------------------------------------------------------------------------
 
+// onnx.TensorProto (onnx/onnx.proto, proto2), read from the wire format without protobuf
+// (tools/io/proto_wire.h). A repeated numeric field is accepted packed or not, a singular field
+// seen twice keeps its last value, and a record whose wire type does not match its field is
+// skipped, as protobuf's own parser treats them.
+enum TensorProtoField : uint32_t {
+  kDims = 1, kDataType = 2, kSegment = 3, kFloatData = 4, kInt32Data = 5, kStringData = 6, kInt64Data = 7,
+  kName = 8, kRawData = 9, kDoubleData = 10, kUInt64Data = 11, kExternalData = 13, kDataLocation = 14,
+};
+constexpr int32_t kOnnxString = 8, kOnnxComplex64 = 14, kOnnxComplex128 = 15;  // TensorProto.DataType
+constexpr uint64_t kDataLocationExternal = 1;                                  // TensorProto.DataLocation
+
+struct TensorProtoFields {
+  std::string name;
+  std::optional<int32_t> data_type;
+  std::vector<int64_t> dims;
+  std::optional<std::string_view> raw_data;
+  // The typed fields, as their wire values: float_data and double_data hold the bits.
+  std::vector<uint64_t> float_data, int32_data, int64_data, double_data, uint64_data;
+  int64_t string_data = 0, external_data = 0;
+  bool segment = false, external_location = false;
+};
+
 // Which typed field of TensorProto holds each data type, per onnx.proto.
 enum class ProtoField { kFloat, kInt32, kInt64, kDouble, kUInt64 };
 
@@ -118,36 +140,108 @@ ProtoField FieldFor(DType dt) {
   }
 }
 
-int FieldSize(const onnx::TensorProto& p, ProtoField f) {
+const std::vector<uint64_t>& FieldValues(const TensorProtoFields& p, ProtoField f) {
   switch (f) {
-    case ProtoField::kFloat: return p.float_data_size();
-    case ProtoField::kInt32: return p.int32_data_size();
-    case ProtoField::kInt64: return p.int64_data_size();
-    case ProtoField::kDouble: return p.double_data_size();
-    case ProtoField::kUInt64: return p.uint64_data_size();
+    case ProtoField::kFloat: return p.float_data;
+    case ProtoField::kInt32: return p.int32_data;
+    case ProtoField::kInt64: return p.int64_data;
+    case ProtoField::kDouble: return p.double_data;
+    case ProtoField::kUInt64: break;
   }
-  return 0;
+  return p.uint64_data;
+}
+
+// Appends a repeated numeric field's record: one value of `scalar` wire type, or a packed run.
+bool AppendRepeated(const WireField& f, WireType scalar, std::vector<uint64_t>* out, std::string* error) {
+  if (f.type == scalar) {
+    out->push_back(f.number);
+    return true;
+  }
+  if (f.type != WireType::kLengthDelimited) return true;  // another wire type: an unknown field
+  const int fixed = scalar == WireType::kFixed32 ? 4 : scalar == WireType::kFixed64 ? 8 : 0;
+  if (fixed != 0 && f.bytes.size() % static_cast<size_t>(fixed) != 0) {
+    *error = fmt::format("packed field {} has {} bytes, not a multiple of {}", f.field, f.bytes.size(), fixed);
+    return false;
+  }
+  if (fixed != 0) out->reserve(out->size() + f.bytes.size() / static_cast<size_t>(fixed));
+  WireReader packed(f.bytes);
+  uint64_t v = 0;
+  while (fixed != 0 ? packed.NextFixed(fixed, &v) : packed.NextVarint(&v)) out->push_back(v);
+  if (!packed.error().empty()) {
+    *error = fmt::format("packed field {}: {}", f.field, packed.error());
+    return false;
+  }
+  return true;
+}
+
+Result<TensorProtoFields> DecodeTensorProto(std::string_view data, std::string_view origin) {
+  TensorProtoFields p;
+  WireReader r(data);
+  WireField f;
+  std::string error;
+  auto corrupt = [&](const std::string& what) {
+    return DataLoss(fmt::format("{}: not a valid serialized onnx.TensorProto ({} bytes; truncated or corrupt: {})",
+                                origin, data.size(), what));
+  };
+  size_t at = 0;  // the record's first byte
+  while ((at = r.offset(), r.Next(&f))) {
+    const bool varint = f.type == WireType::kVarint, bytes = f.type == WireType::kLengthDelimited;
+    bool ok = true;
+    switch (f.field) {
+      case kDims: {
+        std::vector<uint64_t> dims;
+        ok = AppendRepeated(f, WireType::kVarint, &dims, &error);
+        for (uint64_t d : dims) p.dims.push_back(static_cast<int64_t>(d));
+        break;
+      }
+      case kDataType:
+        if (varint) p.data_type = static_cast<int32_t>(static_cast<uint32_t>(f.number));
+        break;
+      case kSegment: p.segment |= bytes; break;
+      case kFloatData: ok = AppendRepeated(f, WireType::kFixed32, &p.float_data, &error); break;
+      case kInt32Data: ok = AppendRepeated(f, WireType::kVarint, &p.int32_data, &error); break;
+      case kStringData: p.string_data += bytes; break;
+      case kInt64Data: ok = AppendRepeated(f, WireType::kVarint, &p.int64_data, &error); break;
+      case kName:
+        if (bytes) p.name.assign(f.bytes);
+        break;
+      case kRawData:
+        if (bytes) p.raw_data = f.bytes;
+        break;
+      case kDoubleData: ok = AppendRepeated(f, WireType::kFixed64, &p.double_data, &error); break;
+      case kUInt64Data: ok = AppendRepeated(f, WireType::kVarint, &p.uint64_data, &error); break;
+      case kExternalData: p.external_data += bytes; break;
+      case kDataLocation:
+        if (varint) p.external_location = f.number == kDataLocationExternal;
+        break;
+      default: break;  // doc_string, metadata_props and unknown fields
+    }
+    if (!ok) return corrupt(fmt::format("at byte {}: {}", at, error));
+  }
+  if (!r.error().empty()) return corrupt(r.error());
+  return p;
 }
 
 // Stores element i of a typed field into `out`, narrowing as ONNX specifies (int32_data
 // holds the bit pattern of 16-bit floats and the value of small integers).
-void StoreTyped(const onnx::TensorProto& p, DType dt, int64_t n, uint8_t* out) {
+void StoreTyped(const std::vector<uint64_t>& values, DType dt, int64_t n, uint8_t* out) {
   for (int64_t i = 0; i < n; ++i) {
-    const int k = static_cast<int>(i);
+    const uint64_t w = values[static_cast<size_t>(i)];
+    const int32_t i32 = static_cast<int32_t>(static_cast<uint32_t>(w));  // an int32 varint, sign-extended
     switch (dt) {
-      case DType::kFloat32: { float v = p.float_data(k); std::memcpy(out + 4 * i, &v, 4); break; }
-      case DType::kFloat64: { double v = p.double_data(k); std::memcpy(out + 8 * i, &v, 8); break; }
-      case DType::kInt64: { int64_t v = p.int64_data(k); std::memcpy(out + 8 * i, &v, 8); break; }
-      case DType::kUInt64: { uint64_t v = p.uint64_data(k); std::memcpy(out + 8 * i, &v, 8); break; }
-      case DType::kUInt32: { uint32_t v = static_cast<uint32_t>(p.uint64_data(k)); std::memcpy(out + 4 * i, &v, 4); break; }
-      case DType::kInt32: { int32_t v = p.int32_data(k); std::memcpy(out + 4 * i, &v, 4); break; }
+      case DType::kFloat32: { uint32_t v = static_cast<uint32_t>(w); std::memcpy(out + 4 * i, &v, 4); break; }
+      case DType::kFloat64:
+      case DType::kInt64:
+      case DType::kUInt64: std::memcpy(out + 8 * i, &w, 8); break;
+      case DType::kUInt32: { uint32_t v = static_cast<uint32_t>(w); std::memcpy(out + 4 * i, &v, 4); break; }
+      case DType::kInt32: std::memcpy(out + 4 * i, &i32, 4); break;
       case DType::kInt16:
       case DType::kUInt16:
       case DType::kFloat16:
-      case DType::kBFloat16: { uint16_t v = static_cast<uint16_t>(p.int32_data(k)); std::memcpy(out + 2 * i, &v, 2); break; }
+      case DType::kBFloat16: { uint16_t v = static_cast<uint16_t>(i32); std::memcpy(out + 2 * i, &v, 2); break; }
       case DType::kInt8:
-      case DType::kUInt8: out[i] = static_cast<uint8_t>(p.int32_data(k)); break;
-      case DType::kBool: out[i] = p.int32_data(k) != 0 ? 1 : 0; break;
+      case DType::kUInt8: out[i] = static_cast<uint8_t>(i32); break;
+      case DType::kBool: out[i] = i32 != 0 ? 1 : 0; break;
       case DType::kUndefined: break;
     }
   }
@@ -155,27 +249,27 @@ void StoreTyped(const onnx::TensorProto& p, DType dt, int64_t n, uint8_t* out) {
 
 std::string OnnxTypeName(int32_t t) {
   switch (t) {
-    case onnx::TensorProto::STRING: return "string";
-    case onnx::TensorProto::COMPLEX64: return "complex64";
-    case onnx::TensorProto::COMPLEX128: return "complex128";
+    case kOnnxString: return "string";
+    case kOnnxComplex64: return "complex64";
+    case kOnnxComplex128: return "complex128";
     default: return fmt::format("data_type {}", t);
   }
 }
 
-Result<HostTensor> FromProto(const onnx::TensorProto& p, std::string_view origin) {
+Result<HostTensor> FromProto(const TensorProtoFields& p, std::string_view origin) {
   HostTensor t;
-  t.name = p.name();
-  const std::string where = p.name().empty() ? std::string(origin) : fmt::format("{} (tensor '{}')", origin, p.name());
-  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+  t.name = p.name;
+  const std::string where = p.name.empty() ? std::string(origin) : fmt::format("{} (tensor '{}')", origin, p.name);
+  if (p.external_location || p.external_data > 0)
     return Unimplemented(fmt::format("{}: external data is not supported; store the tensor inline", where));
-  if (p.has_segment())
+  if (p.segment)
     return Unimplemented(fmt::format("{}: segmented tensors are not supported", where));
-  if (!p.has_data_type() || p.data_type() == onnx::TensorProto::UNDEFINED)
+  if (!p.data_type || *p.data_type == 0)
     return DataLoss(fmt::format("{}: data_type is missing", where));
-  if (!IsValidDType(p.data_type()))
-    return Unimplemented(fmt::format("{}: {} is not a Kiln dtype", where, OnnxTypeName(p.data_type())));
-  t.dtype = static_cast<DType>(p.data_type());
-  t.dims.assign(p.dims().begin(), p.dims().end());
+  if (!IsValidDType(*p.data_type))
+    return Unimplemented(fmt::format("{}: {} is not a Kiln dtype", where, OnnxTypeName(*p.data_type)));
+  t.dtype = static_cast<DType>(*p.data_type);
+  t.dims = p.dims;
   if (t.dims.size() > static_cast<size_t>(kMaxRank))
     return Unimplemented(fmt::format("{}: rank {} exceeds Kiln's maximum rank {}", where, t.dims.size(), kMaxRank));
   auto n = CheckedElements(t.dims);
@@ -187,33 +281,35 @@ Result<HostTensor> FromProto(const onnx::TensorProto& p, std::string_view origin
   const ProtoField all[] = {ProtoField::kFloat, ProtoField::kInt32, ProtoField::kInt64, ProtoField::kDouble,
                             ProtoField::kUInt64};
   for (ProtoField f : all) {
-    if (f != field && FieldSize(p, f) > 0)
+    if (f != field && !FieldValues(p, f).empty())
       return DataLoss(fmt::format("{}: dtype {} stores its data in raw_data or {}, but {} has {} values", where,
-                                  DTypeName(t.dtype), ProtoFieldName(field), ProtoFieldName(f), FieldSize(p, f)));
+                                  DTypeName(t.dtype), ProtoFieldName(field), ProtoFieldName(f),
+                                  FieldValues(p, f).size()));
   }
-  if (p.string_data_size() > 0)
+  if (p.string_data > 0)
     return DataLoss(fmt::format("{}: dtype {} but string_data has {} values", where, DTypeName(t.dtype),
-                                p.string_data_size()));
-  const int typed = FieldSize(p, field);
-  if (p.has_raw_data()) {
-    if (typed > 0)
+                                p.string_data));
+  const std::vector<uint64_t>& typed = FieldValues(p, field);
+  if (p.raw_data) {
+    if (!typed.empty())
       return DataLoss(fmt::format("{}: both raw_data and {} are set", where, ProtoFieldName(field)));
+    const std::string_view raw = *p.raw_data;
     const uint64_t want = static_cast<uint64_t>(*n);
-    if (p.raw_data().size() % esize != 0 || p.raw_data().size() / esize != want)
+    if (raw.size() % esize != 0 || raw.size() / esize != want)
       return DataLoss(fmt::format("{}: dims {} of {} need {} elements ({} bytes) but raw_data has {} bytes", where,
                                   DimsString(t.dims), DTypeName(t.dtype), *n,
                                   want <= kMaxInt64 / esize ? fmt::format("{}", want * esize) : std::string("too many"),
-                                  p.raw_data().size()));
-    t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
+                                  raw.size()));
+    t.bytes.assign(raw.begin(), raw.end());
     if (t.dtype == DType::kBool)
       for (uint8_t& b : t.bytes) b = b != 0 ? 1 : 0;
     return t;
   }
-  if (static_cast<int64_t>(typed) != *n)
+  if (static_cast<int64_t>(typed.size()) != *n)
     return DataLoss(fmt::format("{}: dims {} of {} need {} elements but {} has {}", where, DimsString(t.dims),
-                                DTypeName(t.dtype), *n, ProtoFieldName(field), typed));
+                                DTypeName(t.dtype), *n, ProtoFieldName(field), typed.size()));
   t.bytes.resize(static_cast<size_t>(*n) * esize);
-  StoreTyped(p, t.dtype, *n, t.bytes.data());
+  StoreTyped(typed, t.dtype, *n, t.bytes.data());
   return t;
 }
 
@@ -418,12 +514,10 @@ std::string Describe(const HostTensor& t) { return fmt::format("{}{}", DTypeName
 // ---- TensorProto ------------------------------------------------------------------------
 
 Result<HostTensor> ParseTensorProto(const void* data, size_t size, std::string_view origin) {
-  if (size > static_cast<size_t>(std::numeric_limits<int>::max()))
+  if (size > kMaxTensorProtoFileBytes)
     return Unimplemented(fmt::format("{}: {} bytes exceeds protobuf's 2 GiB message limit", origin, size));
-  onnx::TensorProto p;
-  if (!p.ParseFromArray(data, static_cast<int>(size)))
-    return DataLoss(fmt::format("{}: not a valid serialized onnx.TensorProto ({} bytes; truncated or corrupt)",
-                                origin, size));
+  KILN_ASSIGN_OR_RETURN(TensorProtoFields p,
+                        DecodeTensorProto(std::string_view(static_cast<const char*>(data), size), origin));
   return FromProto(p, origin);
 }
 
@@ -435,15 +529,15 @@ Result<HostTensor> ReadTensorProtoFile(const std::string& path) {
 
 Status WriteTensorProtoFile(const std::string& path, const HostTensor& t) {
   KILN_RETURN_IF_ERROR(CheckConsistent(t, path));
-  onnx::TensorProto p;
-  p.set_name(t.name);
-  p.set_data_type(static_cast<int32_t>(t.dtype));
-  for (int64_t d : t.dims) p.add_dims(d);
-  p.set_raw_data(t.bytes.data(), t.bytes.size());
-  std::string out;
-  if (!p.SerializeToString(&out))
-    return Internal(fmt::format("{}: serializing tensor '{}' {} failed (over 2 GiB?)", path, t.name, Describe(t)));
-  return serialize::ReplaceFile(path, out.data(), out.size());
+  if (t.bytes.size() > kMaxTensorProtoFileBytes - t.name.size() - 64 * (t.dims.size() + 2))
+    return InvalidArgument(fmt::format("{}: tensor '{}' {} is over the 2 GiB that a TensorProto can hold", path,
+                                       t.name, Describe(t)));
+  WireWriter w;
+  for (int64_t d : t.dims) w.Varint(kDims, static_cast<uint64_t>(d));
+  w.Varint(kDataType, static_cast<uint64_t>(static_cast<int32_t>(t.dtype)));
+  w.Bytes(kName, t.name);
+  w.Bytes(kRawData, t.bytes.data(), t.bytes.size());
+  return ReplaceFile(path, w.out().data(), w.out().size());
 }
 
 // ---- .npy -------------------------------------------------------------------------------
@@ -571,7 +665,7 @@ Status WriteNpyFile(const std::string& path, const HostTensor& t) {
   for (int i = 0; i < (v2 ? 4 : 2); ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
   out += header;
   out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-  return serialize::ReplaceFile(path, out.data(), out.size());
+  return ReplaceFile(path, out.data(), out.size());
 }
 
 // ---- input and output folders -------------------------------------------------------------
@@ -583,43 +677,57 @@ std::string NpyFileNameForInput(std::string_view name) {
   return out + ".npy";
 }
 
-Result<std::vector<HostTensor>> ReadInputDir(const std::string& dir, const std::vector<std::string>& input_names) {
+namespace {
+
+// ReadInputDir and ReadOutputDir: `kind` is "input" or "output".
+Result<std::vector<HostTensor>> ReadTensorDir(const std::string& dir, const std::vector<std::string>& input_names,
+                                               std::string_view kind) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return NotFound(fmt::format("{}: no such input folder", dir));
+  if (!fs::exists(dir, ec)) return NotFound(fmt::format("{}: no such {} folder", dir, kind));
   if (!fs::is_directory(dir, ec)) return InvalidArgument(fmt::format("{}: not a folder", dir));
   const fs::path base(dir);
   std::vector<HostTensor> out;
   out.reserve(input_names.size());
 
-  if (fs::exists(base / "input_0.pb", ec)) {
+  if (fs::exists(base / fmt::format("{}_0.pb", kind), ec)) {
     for (size_t i = 0; i < input_names.size(); ++i) {
-      const std::string path = (base / fmt::format("input_{}.pb", i)).string();
+      const std::string path = (base / fmt::format("{}_{}.pb", kind, i)).string();
       if (!fs::exists(path, ec))
-        return NotFound(fmt::format("{}: missing; the model has {} inputs and input {} is '{}'", path,
-                                    input_names.size(), i, input_names[i]));
+        return NotFound(fmt::format("{}: missing; the model has {} {}s and {} {} is '{}'", path,
+                                    input_names.size(), kind, kind, i, input_names[i]));
       KILN_ASSIGN_OR_RETURN(HostTensor t, ReadTensorProtoFile(path));
       if (!t.name.empty() && t.name != input_names[i])
-        return InvalidArgument(fmt::format("{}: holds tensor '{}' but model input {} is '{}'", path, t.name, i,
+        return InvalidArgument(fmt::format("{}: holds tensor '{}' but model {} {} is '{}'", path, t.name, kind, i,
                                            input_names[i]));
       t.name = input_names[i];
       out.push_back(std::move(t));
     }
-    const std::string extra = (base / fmt::format("input_{}.pb", input_names.size())).string();
+    const std::string extra = (base / fmt::format("{}_{}.pb", kind, input_names.size())).string();
     if (fs::exists(extra, ec))
-      return InvalidArgument(fmt::format("{}: unexpected; the model has only {} inputs", extra, input_names.size()));
+      return InvalidArgument(fmt::format("{}: unexpected; the model has only {} {}s", extra, input_names.size(), kind));
     return out;
   }
 
   for (size_t i = 0; i < input_names.size(); ++i) {
     const std::string path = (base / NpyFileNameForInput(input_names[i])).string();
     if (!fs::exists(path, ec))
-      return NotFound(fmt::format("{}: no input_0.pb and no {} for input {} '{}'", dir, NpyFileNameForInput(input_names[i]),
-                                  i, input_names[i]));
+      return NotFound(fmt::format("{}: no {}_0.pb and no {} for {} {} '{}'", dir, kind, NpyFileNameForInput(input_names[i]),
+                                  kind, i, input_names[i]));
     KILN_ASSIGN_OR_RETURN(HostTensor t, ReadNpyFile(path));
     t.name = input_names[i];
     out.push_back(std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<HostTensor>> ReadInputDir(const std::string& dir, const std::vector<std::string>& input_names) {
+  return ReadTensorDir(dir, input_names, "input");
+}
+
+Result<std::vector<HostTensor>> ReadOutputDir(const std::string& dir, const std::vector<std::string>& output_names) {
+  return ReadTensorDir(dir, output_names, "output");
 }
 
 Status WriteOutputDir(const std::string& dir, const std::vector<HostTensor>& outputs) {

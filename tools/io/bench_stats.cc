@@ -1,4 +1,4 @@
-#include "compiler/io/bench_stats.h"
+#include "tools/io/bench_stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // kiln bench's statistics: nearest-rank percentiles, label parsing, and the profile summed
 // over runs, against hand-computed values.
-#include "compiler/io/bench_stats.h"
+#include "tools/io/bench_stats.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// compiler/io/bench_runner.h: `kiln bench`'s measurement: load an artifact, prepare inputs
+// tools/io/bench_runner.h: `kiln bench`'s measurement: load an artifact, prepare inputs
 // (from a folder, or seeded random ones), warm up, then time calls of Run + Synchronize.
 //
 //   kiln::io::BenchConfig config;
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/io/bench_report.h"
+#include "tools/io/bench_report.h"
 #include "kiln/runtime.h"
 
 namespace kiln::io {

@@ -1,6 +1,6 @@
 // Random inputs for `kiln bench --random`: which shape each input gets (constants, --shape,
 // shared symbols, the entries' fixed values) and the values drawn.
-#include "compiler/io/random_inputs.h"
+#include "tools/io/random_inputs.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "compiler/io/bench_report.h"
+#include "tools/io/bench_report.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// compiler/io/bench_report.h: the results of `kiln bench` (compiler/io/bench_runner.h) and
+// tools/io/bench_report.h: the results of `kiln bench` (tools/io/bench_runner.h) and
 // their three forms: the human report, the --json document, and the Chrome trace of the
 // profiled runs (Trace Event Format, opened by Perfetto and chrome://tracing).
 //
@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/io/bench_stats.h"
+#include "tools/io/bench_stats.h"
 
 namespace kiln::io {
 

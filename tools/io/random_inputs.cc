@@ -1,4 +1,4 @@
-#include "compiler/io/random_inputs.h"
+#include "tools/io/random_inputs.h"
 
 #include <algorithm>
 #include <charconv>

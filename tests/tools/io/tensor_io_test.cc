@@ -1,4 +1,4 @@
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>
@@ -340,6 +340,73 @@ TEST_CASE("tensor_io: malformed TensorProtos are rejected with a reason") {
   const std::string junk = "\xff\xff\xff\xff garbage";
   CHECK(kiln::io::ParseTensorProto(junk.data(), junk.size(), "junk.pb").status().code() == StatusCode::kDataLoss);
   CHECK(kiln::io::ReadTensorProtoFile("/nonexistent/input_0.pb").status().code() == StatusCode::kNotFound);
+}
+
+// The TensorProto reader and writer use the wire format directly (tools/io/proto_wire.h), without
+// protobuf; protobuf's own classes are the reference here.
+TEST_CASE("tensor_io: TensorProto wire format agrees with protobuf's") {
+  // The writer's bytes are protobuf's serialization of the same message.
+  HostTensor t = Make<float>("input:0", DType::kFloat32, {1, 3}, {1.5f, -2.0f, 0.25f});
+  TempDir dir;
+  REQUIRE(kiln::io::WriteTensorProtoFile(dir / "t.pb", t).ok());
+  onnx::TensorProto p;
+  p.set_name("input:0");
+  p.set_data_type(onnx::TensorProto::FLOAT);
+  p.add_dims(1);
+  p.add_dims(3);
+  p.set_raw_data(t.bytes.data(), t.bytes.size());
+  CHECK(ReadBytes(dir / "t.pb") == p.SerializeAsString());
+
+  // Repeated numeric fields unpacked (one record per value, as proto2 writes fields not marked
+  // packed), and an int32_data value below zero (a 10-byte varint): int8 -3 and 100.
+  std::string unpacked = "\x08\x02\x10\x03";  // dims [2], data_type INT8
+  unpacked += "\x28\xfd\xff\xff\xff\xff\xff\xff\xff\xff\x01";  // int32_data -3
+  unpacked += "\x28\x64";  // int32_data 100
+  auto i8 = kiln::io::ParseTensorProto(unpacked.data(), unpacked.size(), "unpacked.pb");
+  REQUIRE(i8.ok());
+  CHECK(Values<int8_t>(*i8) == std::vector<int8_t>{-3, 100});
+  onnx::TensorProto ref;
+  REQUIRE(ref.ParseFromString(unpacked));
+  CHECK(ref.int32_data_size() == 2);
+  CHECK(ref.int32_data(0) == -3);
+
+  // float_data packed and unpacked in one message: protobuf appends both.
+  onnx::TensorProto f;
+  f.set_data_type(onnx::TensorProto::FLOAT);
+  f.add_dims(3);
+  f.add_float_data(1.0f);
+  f.add_float_data(2.0f);
+  std::string mixed = f.SerializeAsString();
+  mixed += "\x25";  // field 4, fixed32: 3.0f
+  const float three = 3.0f;
+  mixed.append(reinterpret_cast<const char*>(&three), 4);
+  REQUIRE(ref.ParseFromString(mixed));
+  CHECK(ref.float_data_size() == 3);
+  auto floats = kiln::io::ParseTensorProto(mixed.data(), mixed.size(), "mixed.pb");
+  REQUIRE(floats.ok());
+  CHECK(Values<float>(*floats) == std::vector<float>{1, 2, 3});
+
+  // A record whose wire type does not match its field is an unknown field to protobuf: here
+  // data_type as a length-delimited record leaves data_type unset.
+  std::string mistyped = "\x08\x01\x12\x01\x01\x4a\x04" "abcd";
+  REQUIRE(ref.ParseFromString(mistyped));
+  CHECK(!ref.has_data_type());
+  auto missing = kiln::io::ParseTensorProto(mistyped.data(), mistyped.size(), "mistyped.pb");
+  CHECK(missing.status().code() == StatusCode::kDataLoss);
+  CHECK(missing.status().message().find("data_type is missing") != std::string::npos);
+
+  // Malformed wire data that protobuf also refuses: a packed fixed32 run of 5 bytes, a length
+  // past the end, a varint past the end, field number 0.
+  for (const std::string& bad : {std::string("\x10\x01\x22\x05\x00\x00\x80\x3f\x00", 9),
+                                 std::string("\x10\x01\x4a\x09" "abc", 6), std::string("\x10\xff", 2),
+                                 std::string("\x00\x01", 2)}) {
+    CAPTURE(bad.size());
+    CHECK(!ref.ParseFromString(bad));
+    kiln::Status st = kiln::io::ParseTensorProto(bad.data(), bad.size(), "bad.pb").status();
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK(st.message().find("bad.pb") != std::string::npos);
+    CHECK(st.message().find("at byte") != std::string::npos);
+  }
 }
 
 TEST_CASE("tensor_io: ReadInputDir loads input_N.pb or NAME.npy in model order") {

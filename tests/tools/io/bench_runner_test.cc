@@ -1,12 +1,12 @@
 // `kiln bench` end to end on a tiny compiled model: random and folder inputs, the JSON
 // document's contents, the profile and trace, duration mode, and the errors.
-#include "compiler/io/bench_runner.h"
+#include "tools/io/bench_runner.h"
 
 #include <doctest/doctest.h>
 
 #include <set>
 
-#include "compiler/io/tensor_io.h"
+#include "tools/io/tensor_io.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/temp_dir.h"

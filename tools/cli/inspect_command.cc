@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "compiler/cli/commands.h"
+#include "tools/cli/commands.h"
 #include "kiln/runtime.h"
 
 namespace kiln::cli {

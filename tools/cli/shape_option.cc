@@ -1,4 +1,4 @@
-#include "compiler/cli/shape_option.h"
+#include "tools/cli/shape_option.h"
 
 #include <cerrno>
 #include <cstdlib>

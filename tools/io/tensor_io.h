@@ -1,4 +1,4 @@
-// compiler/io/tensor_io.h: host tensors in files, for the CLI and the tests.
+// tools/io/tensor_io.h: host tensors in files, for the tools (kiln run, kiln-run) and the tests.
 //
 //   KILN_ASSIGN_OR_RETURN(auto inputs, kiln::io::ReadInputDir("test_data_set_0", {"x", "state"}));
 //   std::vector<kiln::TensorView> views;
@@ -11,7 +11,7 @@
 // problem (kDataLoss for truncated or inconsistent data, kUnimplemented for valid files using
 // a feature Kiln does not read, kNotFound for a missing file). A file larger than the limits
 // below is kResourceExhausted naming the file, its size and the limit, before any allocation.
-// Writers go through serialize::ReplaceFile (a temporary made with mkstemp, then a rename): a
+// Writers go through ReplaceFile (tools/io/replace_file.h) (a temporary made with mkstemp, then a rename): a
 // planted link is not followed and an existing non-regular file (a FIFO, a device) is refused
 // with kFailedPrecondition instead of blocking or being replaced.
 // All functions are thread-compatible; they keep no state between calls.
@@ -76,6 +76,11 @@ std::string NpyFileNameForInput(std::string_view name);
 // Each tensor's name is set to the model's input name.
 Result<std::vector<HostTensor>> ReadInputDir(const std::string& dir,
                                              const std::vector<std::string>& input_names);
+
+// The same for reference outputs (`kiln run --expected`): `output_N.pb` for N = 0..count-1 when
+// `dir/output_0.pb` exists, else `NAME.npy` per output.
+Result<std::vector<HostTensor>> ReadOutputDir(const std::string& dir,
+                                              const std::vector<std::string>& output_names);
 
 // Writes `output_N.pb` for each tensor into `dir`, creating the folder when missing.
 Status WriteOutputDir(const std::string& dir, const std::vector<HostTensor>& outputs);

@@ -1,4 +1,4 @@
-#include "compiler/serialize/artifact_file.h"
+#include "tools/io/replace_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace kiln::serialize {
+namespace kiln::io {
 namespace {
 
 Status Fail(const std::string& path, int err) {
@@ -77,4 +77,4 @@ Status ReplaceFile(const std::string& path, const void* data, size_t size) {
   return Status::Ok();
 }
 
-}  // namespace kiln::serialize
+}  // namespace kiln::io

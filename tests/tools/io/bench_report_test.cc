@@ -1,6 +1,6 @@
 // kiln bench's outputs: the --json document's exact keys and values, the Chrome trace's
 // events, and the human report's lines, from a hand-made result.
-#include "compiler/io/bench_report.h"
+#include "tools/io/bench_report.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// compiler/io/bench_stats.h: the statistics of `kiln bench`: latency percentiles, and the
+// tools/io/bench_stats.h: the statistics of `kiln bench`: latency percentiles, and the
 // per-instruction profile (Stats::last_instruction_ns) summed over many runs.
 //
 //   kiln::io::LatencySummary s = kiln::io::Summarize(latencies_ms);   // s.p99, s.mean, ...

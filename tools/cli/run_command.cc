@@ -1,12 +1,16 @@
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
-#include "compiler/cli/commands.h"
-#include "compiler/io/bench_report.h"
-#include "compiler/io/tensor_io.h"
+#include "tools/cli/commands.h"
+#include "tools/io/bench_report.h"
+#include "tools/io/compare.h"
+#include "tools/io/tensor_io.h"
 #include "kiln/runtime.h"
 
 namespace kiln::cli {
@@ -64,8 +68,39 @@ void PrintProfile(const Model& model, const Stats& s) {
     std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  all @{}\n", ns / 1e6, total ? 100.0 * ns / total : 0.0, executor);
 }
 
-int RunModel(const std::string& artifact, const std::string& inputs_dir, const std::string& outputs_dir,
-             const std::string& device, int repeat, bool profile, int threads) {
+struct RunFlags {
+  std::string artifact, inputs, outputs, expected;
+  std::string device = "auto";
+  int repeat = 1;
+  bool profile = false;
+  int threads = 0;
+  double atol = 1e-4, rtol = 1e-3;
+};
+
+// --expected: every output against its reference; false (after a line per output) when one
+// differs or the references cannot be read.
+bool CheckExpected(const Model& model, const RunFlags& f, const std::vector<io::HostTensor>& got) {
+  std::vector<std::string> names;
+  for (const TensorInfo& t : model.outputs()) names.push_back(t.name);
+  auto want = io::ReadOutputDir(f.expected, names);
+  if (!want.ok()) {
+    std::cerr << "kiln run: --expected: " << want.status().ToString() << "\n";
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < got.size() && i < want->size(); ++i) {
+    const io::Comparison c = io::CompareTensors((*want)[i], got[i], f.atol, f.rtol);
+    std::cout << "expected: " << c.line << "\n";
+    ok = ok && c.match;
+  }
+  std::cout << fmt::format("expected: {} (atol {}, rtol {}, as numpy.allclose with equal_nan)\n",
+                           ok ? "every output matches" : "MISMATCH", f.atol, f.rtol);
+  return ok;
+}
+
+int RunModel(const RunFlags& f) {
+  const std::string &artifact = f.artifact, &inputs_dir = f.inputs, &outputs_dir = f.outputs, &device = f.device;
+  const int repeat = f.repeat;
   auto t0 = std::chrono::steady_clock::now();
   auto model = Model::Load(artifact);
   if (!model.ok()) {
@@ -82,8 +117,8 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
   }
   ContextOptions options;
   options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
-  options.profile = profile;
-  options.cpu_threads = threads;
+  options.profile = f.profile;
+  options.cpu_threads = f.threads;
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
@@ -138,6 +173,7 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
       return 1;
     }
   }
+  const bool matched = f.expected.empty() || CheckExpected(*model, f, host);
   PrintStats(*model, ctx->stats(), load_ms);
   PrintProfile(*model, ctx->stats());
   std::cout << fmt::format("memory: {} bytes of arena and kernel scratch held by the context\n", ctx->arena_bytes());
@@ -153,37 +189,38 @@ int RunModel(const std::string& artifact, const std::string& inputs_dir, const s
                                gpu_times.front() / 1e6, gpu_times[gpu_times.size() / 2] / 1e6);
     }
   }
-  return 0;
+  return matched ? 0 : 1;
 }
 
 }  // namespace
 
 void AddRunCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a .kiln artifact on inputs from a folder");
-  auto artifact = std::make_shared<std::string>();
-  auto inputs = std::make_shared<std::string>();
-  auto outputs = std::make_shared<std::string>();
-  auto device = std::make_shared<std::string>("auto");
-  auto repeat = std::make_shared<int>(1);
-  cmd->add_option("artifact", *artifact, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--inputs", *inputs,
+  auto f = std::make_shared<RunFlags>();
+  cmd->add_option("artifact", f->artifact, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--inputs", f->inputs,
                   "folder with input_N.pb (ONNX TensorProto, N in the model's input order) or NAME.npy files")
       ->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--outputs", *outputs, "folder to write output_N.pb into, in the model's output order");
-  cmd->add_option("--device", *device, "cpu, cuda or auto (default): auto uses CUDA device 0 when a driver and device are present, else the CPU (the first line printed says which, and why); cuda fails with the reason when it cannot be used")
+  cmd->add_option("--outputs", f->outputs, "folder to write output_N.pb into, in the model's output order");
+  cmd->add_option("--expected", f->expected,
+                  "folder with reference outputs (output_N.pb, as in ONNX test data, or NAME.npy): compare every "
+                  "output of the last run with them as numpy.allclose does (equal_nan), print a line per output "
+                  "and exit 1 when one differs")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--atol", f->atol, "--expected: absolute tolerance (default 1e-4)")->check(CLI::Range(0.0, 1e300));
+  cmd->add_option("--rtol", f->rtol, "--expected: relative tolerance (default 1e-3)")->check(CLI::Range(0.0, 1e300));
+  cmd->add_option("--device", f->device, "cpu, cuda or auto (default): auto uses CUDA device 0 when a driver and device are present, else the CPU (the first line printed says which, and why); cuda fails with the reason when it cannot be used")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option("--repeat", *repeat, "run this many times and print min/median/max latency")
+  cmd->add_option("--repeat", f->repeat, "run this many times and print min/median/max latency")
       ->check(CLI::Range(1, 1000000));
-  auto profile = std::make_shared<bool>(false);
-  cmd->add_flag("--profile", *profile,
+  cmd->add_flag("--profile", f->profile,
                 "time every instruction (host time on the CPU, CUDA events on a GPU) and print the slowest of the "
                 "last run and the total per executor");
-  auto threads = std::make_shared<int>(0);
-  cmd->add_option("--threads", *threads,
+  cmd->add_option("--threads", f->threads,
                   "CPU backend: threads per run, the caller's included (Kiln splits its kernels and GEMMs over them; OpenBLAS runs single-threaded inside); "
                   "0 (default): one per core")
       ->check(CLI::Range(0, 256));
-  cmd->callback([=] { SetExitCode(RunModel(*artifact, *inputs, *outputs, *device, *repeat, *profile, *threads)); });
+  cmd->callback([f] { SetExitCode(RunModel(*f)); });
 }
 
 }  // namespace kiln::cli
