@@ -63,7 +63,7 @@ for model in "${MODELS[@]}"; do
       t=$SECONDS
       out=$("${RUNNER[@]}" "$WORK/$model.kiln" --inputs "$set" --expected "$set" --threads "$threads" 2>&1) ||
         { echo "$out"; log "FAIL: $model $(basename "$set") on $threads threads"; exit 1; }
-      log "$model $(basename "$set"), $threads threads: $(grep -c '^expected: .*: ok$' <<<"$out") outputs ok" \
+      log "$model $(basename "$set"), threads $threads: $(grep -c '^expected: .*: ok$' <<<"$out") outputs ok" \
         "[$((SECONDS - t)) s under qemu]"
     done
   done

@@ -213,7 +213,6 @@ int32_t IdentityInDType(ProgramBuilder& b, int32_t r, bool max, DType out) {
 
 Result<int32_t> Reduce(LowerContext& ctx, const ir::Node& n, int, std::span<const int32_t>) {
   ProgramBuilder& b = ctx.builder();
-  const ir::Value& x = In(ctx.trace(), n, 0);
   const DType out = ctx.trace().value(n.outputs[0]).dtype;
   KILN_ASSIGN_OR_RETURN(uint32_t mask, ReduceMask(ctx.trace(), n));
   KILN_ASSIGN_OR_RETURN(int32_t v, ctx.ValueAt(n.inputs[0], ctx.DomainCoords()));

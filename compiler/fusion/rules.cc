@@ -10,12 +10,14 @@ namespace {
 // any GPU path yet. Every op of the CPU backend appears in exactly one table;
 // tests/compiler/fusion/rules_test.cc checks that.
 constexpr FusionRule kOtherRules[] = {
-    {"MatMul", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue"},
-    {"Gemm", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue"},
-    {"Conv", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution, fused with bias and activation"},
-    {"ConvTranspose", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution backward-data"},
-    {"MaxPool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
-    {"AveragePool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling"},
+    {"MatMul", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue",
+     "cublaslt"},
+    {"Gemm", FusionKind::kLibrary, nullptr, nullptr, "cuBLASLt matmul, with its bias/activation epilogue",
+     "cublaslt"},
+    {"Conv", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution, fused with bias and activation", "cudnn"},
+    {"ConvTranspose", FusionKind::kLibrary, nullptr, nullptr, "cuDNN convolution backward-data", "cudnn"},
+    {"MaxPool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling", "cudnn"},
+    {"AveragePool", FusionKind::kLibrary, nullptr, nullptr, "cuDNN pooling", "cudnn"},
     {"LSTM", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports LSTM; not wired)"},
     {"GRU", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports GRU; not wired)"},
     {"RNN", FusionKind::kCpuOnly, nullptr, nullptr, "no GPU path yet (cuDNN RNN supports it; not wired)"},

@@ -32,7 +32,10 @@ struct FusionRule {
   FusionKind kind = FusionKind::kCpuOnly;
   LowerFn lower = nullptr;    // kElementwise, kIndexMap, kReduction
   DomainFn domain = nullptr;  // kReduction
-  std::string_view note;      // kLibrary: which library; kCpuOnly: why there is no GPU path
+  std::string_view note = {};  // kLibrary: what the library call does; kCpuOnly: why there is no GPU path
+  // kLibrary: the library, by the executor name the artifact records for the instruction and
+  // the CUDA backend reads (runtime/cuda/executor.cc): "cublaslt" or "cudnn".
+  std::string_view library = {};
 };
 
 // The rule for `op`, or nullptr if the op has none (the executors stage treats it as

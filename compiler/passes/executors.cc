@@ -27,7 +27,7 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
     // library refuses a form); everything else is a CPU fallback region with copies.
     const fusion::FusionRule* rule = fusion::FindRule(node.op);
     if (rule && rule->kind == fusion::FusionKind::kLibrary) {
-      node.executor = rule->note.rfind("cuBLASLt", 0) == 0 ? "cublaslt" : "cudnn";
+      node.executor = std::string(rule->library);
       node.executor_reason = std::string(rule->note) + "; the CPU backend when the library refuses it or on a CPU";
     } else {
       node.executor = "cpu";

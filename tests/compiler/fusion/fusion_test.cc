@@ -225,7 +225,14 @@ TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason 
         CHECK(static_cast<bool>(rule->domain));
         break;
       case kiln::fusion::FusionKind::kLibrary:
-      case kiln::fusion::FusionKind::kCpuOnly: CHECK(!rule->note.empty()); break;
+        // The artifact's executor names that the CUDA backend runs (runtime/cuda/executor.cc).
+        CHECK((rule->library == "cublaslt" || rule->library == "cudnn"));
+        CHECK(rule->note.find(rule->library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
+        break;
+      case kiln::fusion::FusionKind::kCpuOnly:
+        CHECK(!rule->note.empty());
+        CHECK(rule->library.empty());
+        break;
     }
   }
   auto rules = kiln::fusion::AllRules();
