@@ -5,6 +5,8 @@
 // and Conv take up to 4: an epilogue-annotated node's optional bias (2) and residual (3)
 // (runtime/cpu/epilogue.h). Kernels follow the newest
 // opset (the importer rewrites older forms), so these are the counts an instruction can have.
+// The ctest arity_matches_onnx_schemas (tests/conformance/check_arity.py) compares this table,
+// as `kiln ops --json` prints it, with the schemas of the onnx wheel at the newest opset.
 #include <algorithm>
 #include <string_view>
 #include <utility>
