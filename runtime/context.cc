@@ -11,6 +11,7 @@
 #include "runtime/context_impl.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/fused.h"
+#include "runtime/cpu/run_instruction.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/widen.h"
 #if KILN_HAVE_CUDA
@@ -244,10 +245,7 @@ Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s
                                c.workspace.data(),
                                static_cast<size_t>(c.workspace.size()),
                                c.threads.get()};
-    Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
-                                           {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
-                                           call.workspace, call.workspace_bytes, call.threads)
-                           : cpu::RunKernel(*pi.kernel, call);
+    Status st = cpu::RunInstruction(pi, call, s.sizes);
     if (!st.ok()) return st.WithContext(pi.label);
     if (c.instruction_observer) [[unlikely]]
       c.instruction_observer(pe, pi, call.outputs);

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <utility>
 
-#include "runtime/cpu/fused.h"
+#include "runtime/cpu/run_instruction.h"
 #include "runtime/cpu/widen.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/dnn.h"
@@ -386,10 +386,7 @@ struct Executor::State {
                                {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                                workspace,
                                workspace_bytes};
-    Status st = pi.program ? cpu::RunFused(*pi.program, call.inputs, call.outputs,
-                                           {s.sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)},
-                                           workspace, workspace_bytes)
-                           : cpu::RunKernel(*pi.kernel, call);
+    Status st = cpu::RunInstruction(pi, call, s.sizes);
     if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
     for (int32_t o = 0; o < pi.num_outputs; ++o) {
       const int32_t t = ops[pi.num_inputs + o];
