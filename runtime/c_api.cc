@@ -71,12 +71,24 @@ std::vector<InfoArrays> MakeInfoArrays(const std::vector<kiln::TensorInfo>& info
   return out;
 }
 
+// Each entry's instructions' member-op pointer arrays, which kiln_instruction_info points into.
+std::vector<std::vector<std::vector<const char*>>> MakeMemberOps(const std::vector<kiln::EntryInfo>& entries) {
+  std::vector<std::vector<std::vector<const char*>>> out(entries.size());
+  for (size_t e = 0; e < entries.size(); ++e)
+    for (const kiln::InstructionInfo& i : entries[e].instructions) {
+      std::vector<const char*>& ops = out[e].emplace_back();
+      for (const std::string& op : i.member_ops) ops.push_back(op.c_str());
+    }
+  return out;
+}
+
 }  // namespace
 
 struct kiln_model {
   std::optional<kiln::Model> model;  // empty when the load failed
   std::string load_error;            // the failed load's message
   std::vector<InfoArrays> inputs, outputs;
+  std::vector<std::vector<std::vector<const char*>>> member_ops;  // [entry][instruction]
   // Each thread's last error: the handle is shared between threads. Node-based, so a
   // thread's string stays put while other threads insert theirs.
   struct ThreadError {
@@ -259,6 +271,7 @@ kiln_status LoadModel(const char* fn, kiln_model** out, Load&& load) noexcept {
     if (!r.ok()) return r.status();
     m->inputs = MakeInfoArrays(r->inputs());
     m->outputs = MakeInfoArrays(r->outputs());
+    m->member_ops = MakeMemberOps(r->entries());
     m->model = std::move(*r);
     return Status::Ok();
   });
@@ -358,6 +371,58 @@ kiln_status kiln_model_input(const kiln_model* model, size_t index, kiln_tensor_
 }
 kiln_status kiln_model_output(const kiln_model* model, size_t index, kiln_tensor_info* out) {
   return TensorInfoAt(model, index, out, false);
+}
+
+kiln_status kiln_model_num_entries(const kiln_model* model, size_t* out) {
+  return Guard(model, "kiln_model_num_entries", [&]() -> Status {
+    if (model == nullptr) return NullArgument("model");
+    if (out == nullptr) return NullArgument("out");
+    KILN_RETURN_IF_ERROR(Loaded(*model));
+    *out = model->model->entries().size();
+    return Status::Ok();
+  });
+}
+
+namespace {
+
+kiln::Result<const kiln::EntryInfo*> EntryAt(const kiln_model& model, size_t entry) {
+  const std::vector<kiln::EntryInfo>& entries = model.model->entries();
+  if (entry >= entries.size())
+    return kiln::OutOfRange("entry " + std::to_string(entry) + " is out of range: the model has " +
+                            std::to_string(entries.size()) + " entries");
+  return &entries[entry];
+}
+
+}  // namespace
+
+kiln_status kiln_model_num_instructions(const kiln_model* model, size_t entry, size_t* out) {
+  return Guard(model, "kiln_model_num_instructions", [&]() -> Status {
+    if (model == nullptr) return NullArgument("model");
+    if (out == nullptr) return NullArgument("out");
+    KILN_RETURN_IF_ERROR(Loaded(*model));
+    KILN_ASSIGN_OR_RETURN(const kiln::EntryInfo* e, EntryAt(*model, entry));
+    *out = e->instructions.size();
+    return Status::Ok();
+  });
+}
+
+kiln_status kiln_model_instruction(const kiln_model* model, size_t entry, size_t index, kiln_instruction_info* out) {
+  return Guard(model, "kiln_model_instruction", [&]() -> Status {
+    if (model == nullptr) return NullArgument("model");
+    if (out == nullptr) return NullArgument("out");
+    KILN_RETURN_IF_ERROR(Loaded(*model));
+    KILN_ASSIGN_OR_RETURN(const kiln::EntryInfo* e, EntryAt(*model, entry));
+    if (index >= e->instructions.size())
+      return kiln::OutOfRange("instruction " + std::to_string(index) + " is out of range: entry " +
+                              std::to_string(entry) + " has " + std::to_string(e->instructions.size()) +
+                              " instructions");
+    const kiln::InstructionInfo& i = e->instructions[index];
+    const std::vector<const char*>& ops = model->member_ops[entry][index];
+    // backend() and library() view string literals, which are NUL-terminated.
+    *out = {i.name.c_str(), i.op.c_str(), i.executor.c_str(), i.backend().data(), i.library().data(),
+            i.kernel.c_str(), ops.size(), ops.data()};
+    return Status::Ok();
+  });
 }
 
 kiln_status kiln_model_format_version(const kiln_model* model, uint32_t* out) {

@@ -426,8 +426,14 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   info.num_instructions = static_cast<int32_t>(pe.instructions.size());
   for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
     const fb::Instruction* ins = e.instructions()->Get(i);
-    info.instructions.push_back("'" + Str(ins->name()) + "' (" + ins->op()->str() + ")" +
-                                (ins->executor() && ins->executor()->size() ? " @" + ins->executor()->str() : ""));
+    InstructionInfo ii;
+    ii.name = Str(ins->name());
+    ii.op = ins->op()->str();
+    ii.executor = Str(ins->executor());
+    if (ins->kernel() >= 0) ii.kernel = impl.kernels[static_cast<size_t>(ins->kernel())].name;
+    if (ins->member_ops())
+      for (uint32_t m = 0; m < ins->member_ops()->size(); ++m) ii.member_ops.push_back(Str(ins->member_ops()->Get(m)));
+    info.instructions.push_back(std::move(ii));
   }
 }
 

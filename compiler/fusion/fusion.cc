@@ -382,7 +382,10 @@ class Fuser {
     }
     auto& kernel = built->kernel;
     auto& inputs = built->inputs;
-    for (int m : region.members) kernel->members.push_back(Describe(t_.body.nodes[m]));
+    for (int m : region.members) {
+      kernel->members.push_back(Describe(t_.body.nodes[m]));
+      kernel->member_ops.push_back(t_.body.nodes[m].op);
+    }
     kernel->member_nodes = region.members;
     if (region.reduction >= 0) kernel->reduction = t_.body.nodes[region.reduction].op;
     const ir::Node& root = t_.body.nodes[region.root_node];

@@ -65,6 +65,7 @@ struct FusedKernel {
   fused::Program program;
   std::vector<Sym> sizes;
   std::vector<std::string> members;
+  std::vector<std::string> member_ops;  // the op type of each member ("Add"), same order
   std::vector<int> member_nodes;  // indices of those ops in the trace the fusion stage read
   std::string reduction;  // the reduction-family op of the region, or ""
 };

@@ -196,7 +196,9 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
     std::vector<int32_t> ins(n.inputs.begin(), n.inputs.end()), outs(n.outputs.begin(), n.outputs.end());
     int32_t kernel = -1;
     std::vector<int32_t> sizes;
+    std::vector<FbOffsetString> member_ops;
     if (n.fused) {
+      for (const std::string& op : n.fused->member_ops) member_ops.push_back(b.CreateString(op));
       auto it = artifact.kernel_of.find(n.fused.get());
       if (it == artifact.kernel_of.end()) return Internal("fused node '" + n.name + "' has no kernel in the kernel table");
       kernel = it->second;
@@ -204,7 +206,8 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
     }
     instructions.push_back(fb::CreateInstruction(b, b.CreateString(n.op), b.CreateString(n.name),
                                                  b.CreateString(n.executor), b.CreateVector(ins), b.CreateVector(outs),
-                                                 b.CreateVector(attrs), kernel, b.CreateVector(sizes)));
+                                                 b.CreateVector(attrs), kernel, b.CreateVector(sizes),
+                                                 b.CreateVector(member_ops)));
   }
   int32_t arena = exprs.Add(e.plan.arena_bytes);
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());

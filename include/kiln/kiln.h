@@ -126,6 +126,19 @@ typedef struct kiln_tensor_info {
   const char* const* dim_symbols; /* rank pointers, NULL for a constant dim */
 } kiln_tensor_info;
 
+/* One instruction of an entry, as the artifact records it (kiln::InstructionInfo). All pointers
+ * point into the model handle and stay valid until it is destroyed; none is NULL. */
+typedef struct kiln_instruction_info {
+  const char* name;     /* the source node's name */
+  const char* op;       /* ONNX op type, or "kiln.Fused" for a generated kernel */
+  const char* executor; /* in a CUDA context: "generated", "cublaslt", "cudnn", "cpu"; "" unrecorded */
+  const char* backend;  /* in a CUDA context: "cuda" or "cpu" */
+  const char* library;  /* "cuBLASLt", "cuDNN", or "" for a generated kernel or a CPU kernel */
+  const char* kernel;   /* kiln.Fused: the generated kernel's name, "kiln_<16 hex digits>"; else "" */
+  size_t num_member_ops;
+  const char* const* member_ops; /* kiln.Fused: the ONNX ops it replaced, in trace order */
+} kiln_instruction_info;
+
 /* kiln::LoadOptions: limits for an artifact from an untrusted source, in bytes. Start from
  * kiln_load_options_init; passing NULL options means those defaults. */
 typedef struct kiln_load_options {
@@ -232,6 +245,14 @@ KILN_API kiln_status kiln_model_producer(const kiln_model* model, const char** o
 /* The `kiln compile --precision` of the artifact (kiln::Model::precision): "fp32", "fp16" or
  * "bf16", valid until the handle is destroyed. Errors as kiln_model_num_inputs. */
 KILN_API kiln_status kiln_model_precision(const kiln_model* model, const char** out);
+
+/* The artifact's entries (kiln::Model::entries(), in the order a run tries them) and their
+ * instructions (the order a run executes them). Errors: INVALID_ARGUMENT (a NULL argument),
+ * OUT_OF_RANGE (entry or index >= its count), FAILED_PRECONDITION (the handle's load failed). */
+KILN_API kiln_status kiln_model_num_entries(const kiln_model* model, size_t* out);
+KILN_API kiln_status kiln_model_num_instructions(const kiln_model* model, size_t entry, size_t* out);
+KILN_API kiln_status kiln_model_instruction(const kiln_model* model, size_t entry, size_t index,
+                                            kiln_instruction_info* out);
 
 /* ---- Context ----------------------------------------------------------------------------- */
 

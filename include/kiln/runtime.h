@@ -48,6 +48,31 @@ struct TensorInfo {
   std::vector<DimInfo> shape;
 };
 
+// One instruction of an entry, as the artifact records it. `kiln run --profile`, `kiln bench
+// --profile` and its Chrome trace group instruction times by these fields.
+struct InstructionInfo {
+  std::string name;  // the source node's name (a generated kernel: its region's last node)
+  std::string op;    // ONNX op type, "kiln.Fused" for a generated kernel, or another "kiln.*" op
+  // Where it runs in a CUDA context, as the compiler decided (its `executors` stage):
+  // "generated" a generated kernel, "cublaslt" or "cudnn" that library (or a CPU kernel where
+  // the library refuses the call: Stats::last_fallbacks), "cpu" a CPU kernel, with copies. On
+  // the CPU backend every instruction runs on the CPU: a generated kernel as its portable
+  // program. Empty in artifacts written before the compiler recorded it.
+  std::string executor;
+  std::string kernel;                   // kiln.Fused: the generated kernel's name, "kiln_<16 hex digits>"
+  std::vector<std::string> member_ops;  // kiln.Fused: the ONNX ops it replaced, in trace order
+  // The backend that runs it in a CUDA context: "cuda" (generated, cublaslt, cudnn) or "cpu".
+  std::string_view backend() const {
+    return executor == "generated" || executor == "cublaslt" || executor == "cudnn" ? "cuda" : "cpu";
+  }
+  // The library, "cuBLASLt" or "cuDNN", or "" for a generated kernel or a CPU kernel.
+  std::string_view library() const {
+    return executor == "cublaslt" ? "cuBLASLt" : executor == "cudnn" ? "cuDNN" : "";
+  }
+  // One line for messages: "'conv1' (Conv) @cudnn" ("'x' (Op)" when the executor is empty).
+  std::string label() const { return "'" + name + "' (" + op + ")" + (executor.empty() ? "" : " @" + executor); }
+};
+
 // One entry of the artifact: a shape specialisation (a compile profile, or an outcome of a
 // shape-dependent If) with its own prologue and instructions. Entries are listed in the
 // order Run tries them: as the profiles were given, except that one whose shapes all fit inside
@@ -64,8 +89,8 @@ struct EntryInfo {
   std::string prologue_text;
   std::string arena_bytes;                // arena size: a number, or an expression over symbols
   int32_t num_instructions = 0;
-  // One label per instruction, "'conv1' (Conv) @cudnn": node name, op, executor.
-  std::vector<std::string> instructions;
+  // Its instructions, in the order Run executes them.
+  std::vector<InstructionInfo> instructions;
 };
 
 // One generated kernel of the artifact (the compiler's `fusion` stage made it from a fused

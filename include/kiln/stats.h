@@ -74,7 +74,7 @@ struct Stats {
   uint64_t graph_hits = 0;
   uint64_t graph_misses = 0;
   // CUDA backend: the instructions of the last Run's entry that did not run where their
-  // artifact says (EntryInfo::instructions: "@cublaslt", "@cudnn") but on the CPU backend,
+  // artifact says (InstructionInfo::executor "cublaslt" or "cudnn") but on the CPU backend,
   // with copies to and from the device, in instruction order. `reason` says why: the library
   // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
   // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
@@ -88,7 +88,7 @@ struct Stats {
   };
   std::vector<Fallback> last_fallbacks;
   // ContextOptions::profile: the time of each instruction of the last Run's entry, in ns, in
-  // instruction order (labels: EntryInfo::instructions). Host wall time on the CPU backend;
+  // instruction order (each one's InstructionInfo: EntryInfo::instructions). Host wall time on the CPU backend;
   // CUDA-event time on the CUDA backend, filled by Synchronize. Empty when not profiling.
   std::vector<int64_t> last_instruction_ns;
 

@@ -219,11 +219,10 @@ std::vector<std::string> g_archs;  // --arch; empty: the compiler's default for 
 std::string CpuReason(const kiln::Model& model, const kiln::ExecutionContext& ctx, const std::string& op) {
   const int32_t e = ctx.stats().last_entry;
   if (e < 0) return "";
-  const std::vector<std::string>& labels = model.entries()[static_cast<size_t>(e)].instructions;
-  const std::string tag = " (" + op + ")";
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i].find(tag) == std::string::npos) continue;
-    if (labels[i].size() >= 5 && labels[i].compare(labels[i].size() - 5, 5, " @cpu") == 0) {
+  const std::vector<kiln::InstructionInfo>& infos = model.entries()[static_cast<size_t>(e)].instructions;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (infos[i].op != op) continue;
+    if (infos[i].executor == "cpu") {
       const kiln::fusion::FusionRule* rule = kiln::fusion::FindRule(op);
       return rule && rule->kind == kiln::fusion::FusionKind::kCpuOnly ? std::string(rule->note)
                                                                        : "no generated kernel for this instance";

@@ -124,6 +124,20 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   const char* precision = nullptr;
   REQUIRE(kiln_model_precision(add.model, &precision) == KILN_STATUS_OK);
   CHECK(std::string(precision) == "fp32");
+  size_t entries = 0, instructions = 0;
+  REQUIRE(kiln_model_num_entries(add.model, &entries) == KILN_STATUS_OK);
+  CHECK(entries == 1);
+  REQUIRE(kiln_model_num_instructions(add.model, 0, &instructions) == KILN_STATUS_OK);
+  CHECK(instructions == 1);
+  kiln_instruction_info ins;
+  REQUIRE(kiln_model_instruction(add.model, 0, 0, &ins) == KILN_STATUS_OK);
+  CHECK(std::string(ins.name) == "add0");
+  CHECK(std::string(ins.op) == "Add");
+  CHECK(std::string(ins.executor) == "cpu");
+  CHECK(std::string(ins.backend) == "cpu");
+  CHECK(std::string(ins.library).empty());
+  CHECK(std::string(ins.kernel).empty());
+  CHECK(ins.num_member_ops == 0);
 
   float x[6] = {1, 2, 3, 4, 5, 6};
   kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {2, 3});
@@ -289,6 +303,39 @@ TEST_CASE("C API: Silero VAD from a file gives the C++ API's outputs bit for bit
   const char* note = nullptr;
   REQUIRE(kiln_context_device(ctx, nullptr, &note) == KILN_STATUS_OK);
   CHECK(std::string(note) == kiln::testing::CpuNote(2));
+
+  // Every instruction as the C++ API describes it; generated kernels list the ops they replaced.
+  size_t num_instructions = 0;
+  REQUIRE(kiln_model_num_instructions(model, 0, &num_instructions) == KILN_STATUS_OK);
+  const std::vector<kiln::InstructionInfo>& infos = cpp_model->entries()[0].instructions;
+  REQUIRE(num_instructions == infos.size());
+  int fused = 0, dnn = 0;
+  for (size_t i = 0; i < num_instructions; ++i) {
+    kiln_instruction_info c;
+    REQUIRE(kiln_model_instruction(model, 0, i, &c) == KILN_STATUS_OK);
+    CAPTURE(infos[i].label());
+    CHECK(infos[i].name == c.name);
+    CHECK(infos[i].op == c.op);
+    CHECK(infos[i].executor == c.executor);
+    CHECK(infos[i].backend() == c.backend);
+    CHECK(infos[i].library() == c.library);
+    CHECK(infos[i].kernel == c.kernel);
+    REQUIRE(infos[i].member_ops.size() == c.num_member_ops);
+    for (size_t m = 0; m < c.num_member_ops; ++m) CHECK(infos[i].member_ops[m] == c.member_ops[m]);
+    if (infos[i].op == "kiln.Fused") {
+      ++fused;
+      CHECK(infos[i].executor == "generated");
+      CHECK(infos[i].kernel.rfind("kiln_", 0) == 0);
+      CHECK(c.num_member_ops >= 1);
+    }
+    if (infos[i].op == "Conv") {
+      ++dnn;
+      CHECK(std::string(c.library) == "cuDNN");
+      CHECK(std::string(c.backend) == "cuda");
+    }
+  }
+  CHECK(fused >= 5);
+  CHECK(dnn >= 4);
   kiln_context_destroy(ctx);
   kiln_model_destroy(model);
 }
@@ -402,6 +449,23 @@ TEST_CASE("C API: model queries and context creation refuse bad arguments with a
   kiln_context_destroy(c);
   // The context's errors are not the model's.
   CHECK(Has(kiln_model_last_error(add.model), "index 7"));
+}
+
+TEST_CASE("C API: entry and instruction queries refuse bad arguments with a code and message") {
+  AddModel add;
+  size_t n = 0;
+  kiln_instruction_info ins;
+  CHECK(kiln_model_num_entries(add.model, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(Has(kiln_model_last_error(add.model), "kiln_model_num_entries: out is NULL"));
+  CHECK(kiln_model_num_instructions(add.model, 1, &n) == KILN_STATUS_OUT_OF_RANGE);
+  CHECK(Has(kiln_model_last_error(add.model),
+            "kiln_model_num_instructions: entry 1 is out of range: the model has 1 entries"));
+  CHECK(kiln_model_instruction(add.model, 0, 1, &ins) == KILN_STATUS_OUT_OF_RANGE);
+  CHECK(Has(kiln_model_last_error(add.model),
+            "kiln_model_instruction: instruction 1 is out of range: entry 0 has 1 instructions"));
+  CHECK(kiln_model_instruction(add.model, 0, 0, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(Has(kiln_model_last_error(add.model), "kiln_model_instruction: out is NULL"));
+  CHECK(kiln_model_instruction(nullptr, 0, 0, &ins) == KILN_STATUS_INVALID_ARGUMENT);
 }
 
 TEST_CASE("C API: runs refuse bad tensors and counts with a code and a message naming the argument") {

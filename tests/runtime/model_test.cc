@@ -660,7 +660,16 @@ namespace {
 
 TEST_CASE("profile: one time per instruction, with a label each, and none without it") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
-  REQUIRE(m.entries()[0].instructions == std::vector<std::string>{"'add0' (Add) @cpu"});
+  REQUIRE(m.entries()[0].instructions.size() == 1);
+  const InstructionInfo& add = m.entries()[0].instructions[0];
+  CHECK(add.name == "add0");
+  CHECK(add.op == "Add");
+  CHECK(add.executor == "cpu");
+  CHECK(add.backend() == "cpu");
+  CHECK(add.library().empty());
+  CHECK(add.kernel.empty());
+  CHECK(add.member_ops.empty());
+  CHECK(add.label() == "'add0' (Add) @cpu");
   float x[6] = {1, 2, 3, 4, 5, 6};
   TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
   std::vector<TensorView> out;

@@ -22,6 +22,13 @@ std::string ShapeText(const TensorView& v) {
   return s + "]";
 }
 
+// "'conv1' (Conv) @cudnn", and for a generated kernel the ops it replaced.
+std::string Describe(const InstructionInfo& i) {
+  std::string s = i.label();
+  for (size_t m = 0; m < i.member_ops.size(); ++m) s += (m ? ", " : " <- ") + i.member_ops[m];
+  return s;
+}
+
 void PrintStats(const Model& model, const Stats& s, double load_ms) {
   std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}", s.calls, s.cache_hits,
                            s.cache_misses, s.last_entry);
@@ -33,10 +40,10 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
                            s.last_prologue_time() / 1e3, s.last_computation_time() / 1e6);
   // Instructions that did not run where the artifact says (a library refused them): say why.
   for (const Stats::Fallback& f : s.last_fallbacks) {
-    const std::vector<std::string>& labels = model.entries()[s.last_entry].instructions;
+    const std::vector<InstructionInfo>& infos = model.entries()[s.last_entry].instructions;
     std::cout << fmt::format("fallback: #{} {} ran on the CPU backend: {}\n", f.instruction,
-                             f.instruction >= 0 && static_cast<size_t>(f.instruction) < labels.size()
-                                 ? labels[f.instruction]
+                             f.instruction >= 0 && static_cast<size_t>(f.instruction) < infos.size()
+                                 ? infos[f.instruction].label()
                                  : std::string("?"),
                              f.reason);
   }
@@ -46,8 +53,8 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
 // total per executor.
 void PrintProfile(const Model& model, const Stats& s) {
   if (s.last_entry < 0 || s.last_instruction_ns.empty()) return;
-  const std::vector<std::string>& labels = model.entries()[s.last_entry].instructions;
-  const size_t n = std::min(labels.size(), s.last_instruction_ns.size());
+  const std::vector<InstructionInfo>& infos = model.entries()[s.last_entry].instructions;
+  const size_t n = std::min(infos.size(), s.last_instruction_ns.size());
   std::vector<size_t> order(n);
   for (size_t k = 0; k < n; ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s.last_instruction_ns[a] > s.last_instruction_ns[b]; });
@@ -55,14 +62,13 @@ void PrintProfile(const Model& model, const Stats& s) {
   std::map<std::string, int64_t> by_executor;
   for (size_t k = 0; k < n; ++k) {
     total += s.last_instruction_ns[k];
-    const size_t at = labels[k].rfind(" @");
-    by_executor[at == std::string::npos ? "?" : labels[k].substr(at + 2)] += s.last_instruction_ns[k];
+    by_executor[infos[k].executor.empty() ? "?" : infos[k].executor] += s.last_instruction_ns[k];
   }
   std::cout << fmt::format("profile of the last run: {} instructions, {:.3f} ms\n", n, total / 1e6);
   for (size_t i = 0; i < n && i < 20; ++i) {
     const size_t k = order[i];
     std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  #{:<4} {}\n", s.last_instruction_ns[k] / 1e6,
-                             total ? 100.0 * s.last_instruction_ns[k] / total : 0.0, k, labels[k]);
+                             total ? 100.0 * s.last_instruction_ns[k] / total : 0.0, k, Describe(infos[k]));
   }
   for (const auto& [executor, ns] : by_executor)
     std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  all @{}\n", ns / 1e6, total ? 100.0 * ns / total : 0.0, executor);

@@ -20,9 +20,10 @@ double Share(int64_t part, int64_t total) {
 nlohmann::json ProfileJson(const ProfileSummary& p) {
   nlohmann::json instructions = nlohmann::json::array();
   for (const ProfileInstruction& i : p.instructions)
-    instructions.push_back({{"name", i.label.name},
-                            {"op", i.label.op},
-                            {"executor", i.label.executor},
+    instructions.push_back({{"name", i.info.name},
+                            {"op", i.info.op},
+                            {"executor", i.info.executor},
+                            {"member_ops", i.info.member_ops},
                             {"calls", i.calls},
                             {"total_ms", i.total_ns / 1e6},
                             {"mean_us", i.calls ? i.total_ns / 1e3 / static_cast<double>(i.calls) : 0.0},
@@ -92,8 +93,8 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
   const size_t shown = std::min(top, p.instructions.size());
   size_t name_width = 4, exec_width = 8;
   for (size_t i = 0; i < shown; ++i) {
-    name_width = std::max(name_width, std::min<size_t>(p.instructions[i].label.name.size(), 40));
-    exec_width = std::max(exec_width, p.instructions[i].label.executor.size());
+    name_width = std::max(name_width, std::min<size_t>(p.instructions[i].info.name.size(), 40));
+    exec_width = std::max(exec_width, p.instructions[i].info.executor.size());
   }
   out << fmt::format("\nslowest instructions ({} of {}; all in --json):\n", shown, p.instructions.size());
   out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10}  {:>10}  {:>6}\n", "#", "name", name_width, "op",
@@ -101,7 +102,7 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
   for (size_t i = 0; i < shown; ++i) {
     const ProfileInstruction& in = p.instructions[i];
     out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10.3f}  {:>10.1f}  {:>5.1f}%\n", in.index,
-                       Fit(in.label.name, name_width), name_width, in.label.op, op_width, in.label.executor, exec_width,
+                       Fit(in.info.name, name_width), name_width, in.info.op, op_width, in.info.executor, exec_width,
                        in.calls, in.total_ns / 1e6, in.calls ? in.total_ns / 1e3 / static_cast<double>(in.calls) : 0.0,
                        100 * Share(in.total_ns, p.total_ns));
   }
@@ -149,14 +150,13 @@ nlohmann::json TraceJson(const BenchResult& r) {
                       {"pid", 1},
                       {"tid", 1},
                       {"args", {{"iteration", run.iteration}}}});
-    const std::vector<std::string>* labels =
-        run.entry >= 0 && static_cast<size_t>(run.entry) < r.instruction_labels.size()
-            ? &r.instruction_labels[run.entry]
-            : nullptr;
+    const std::vector<InstructionInfo>* infos =
+        run.entry >= 0 && static_cast<size_t>(run.entry) < r.instructions.size() ? &r.instructions[run.entry] : nullptr;
     int64_t at = run.computation_start_ns - origin;
     for (size_t k = 0; k < run.instruction_ns.size(); ++k) {
-      const InstructionLabel l =
-          labels && k < labels->size() ? ParseInstructionLabel((*labels)[k]) : InstructionLabel{"?", "?", "?"};
+      InstructionInfo l;
+      if (infos && k < infos->size()) l = (*infos)[k];
+      else l.name = l.op = l.executor = "?";
       events.push_back(
           {{"name", l.name.empty() ? l.op : l.name},
            {"cat", l.executor},
@@ -165,7 +165,8 @@ nlohmann::json TraceJson(const BenchResult& r) {
            {"dur", run.instruction_ns[k] / 1e3},
            {"pid", 1},
            {"tid", 2},
-           {"args", {{"op", l.op}, {"entry", run.entry}, {"instruction", k}, {"iteration", run.iteration}}}});
+           {"args",
+            {{"op", l.op}, {"member_ops", l.member_ops}, {"entry", run.entry}, {"instruction", k}, {"iteration", run.iteration}}}});
       at += run.instruction_ns[k];
     }
   }

@@ -63,23 +63,23 @@ struct BenchResult {
   std::string entry;  // name of the entry the last timed call used
   std::optional<ProfileSummary> profile;
   std::vector<TracedRun> trace;                              // the last profiled runs, oldest first
-  std::vector<std::vector<std::string>> instruction_labels;  // per entry: EntryInfo::instructions
+  std::vector<std::vector<InstructionInfo>> instructions;  // per entry: EntryInfo::instructions
 };
 
 // The --json document. Keys, exactly: artifact, device, device_note, threads, cuda_graphs,
 // load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
 // throughput_per_s, host_us {lookup, prologue, computation}, gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
-// shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name, op, executor, calls, total_ms,
-// mean_us, share}], ops [{op, calls, total_ms, share}]} (share: fraction 0..1 of all
-// instruction time; executor: the label's, as the compiler assigned it, which the CPU backend
-// does not follow). Names need not be UTF-8: dump with error_handler_t::replace.
+// shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name, op, executor, member_ops, calls,
+// total_ms, mean_us, share}], ops [{op, calls, total_ms, share}]} (share: fraction 0..1 of all
+// instruction time; name, op, executor, member_ops: the instruction's InstructionInfo, the
+// executor as the compiler assigned it, which the CPU backend does not follow). Names need not be UTF-8: dump with error_handler_t::replace.
 nlohmann::json BenchJson(const BenchResult& r);
 
 // Chrome trace of r.trace: {"traceEvents": [...], "displayTimeUnit": "ms"}. Per run, an "X"
 // event on tid 1 ("calls") named "Run #i" spanning Run + Synchronize, and one "X" event per
-// instruction on tid 2 ("instructions") named by the node, cat = executor, args {op, entry,
-// instruction, iteration}; ts and dur in microseconds from the first traced run's start.
+// instruction on tid 2 ("instructions") named by the node, cat = executor, args {op, member_ops,
+// entry, instruction, iteration}; ts and dur in microseconds from the first traced run's start.
 nlohmann::json TraceJson(const BenchResult& r);
 
 // The human report: device, load, inputs and entry, latency, throughput, host phases, GPU

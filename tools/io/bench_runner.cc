@@ -120,7 +120,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   if (config.profile)
     r.notes.push_back("--profile times every instruction, which adds its own cost to the latency figures");
   if (config.threads != 0 && cuda) r.notes.push_back("--threads has no effect on the CUDA backend");
-  for (const auto& e : model.entries()) r.instruction_labels.push_back(e.instructions);
+  for (const auto& e : model.entries()) r.instructions.push_back(e.instructions);
   std::vector<TensorView> views;
   for (const HostTensor& t : inputs) {
     views.push_back(t.view());
@@ -177,7 +177,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) == 0) r.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
   if (st.last_entry >= 0) r.entry = model.entries()[st.last_entry].name;
-  if (config.profile) r.profile = profile.Summary(r.instruction_labels);
+  if (config.profile) r.profile = profile.Summary(r.instructions);
   r.trace.assign(trace.begin(), trace.end());
   return r;
 }

@@ -31,22 +31,6 @@ LatencySummary Summarize(std::vector<double> samples) {
   return s;
 }
 
-InstructionLabel ParseInstructionLabel(std::string_view label) {
-  // "'NAME' (OP)" then optionally " @EXECUTOR"; NAME may hold anything, so cut from the right.
-  std::string_view head = label;
-  std::string executor;
-  if (head.empty() || head.back() != ')') {
-    const size_t at = head.rfind(" @");
-    if (at == std::string_view::npos) return {std::string(label), "?", "?"};
-    executor = std::string(head.substr(at + 2));
-    head = head.substr(0, at);
-  }
-  const size_t open = head.rfind("' (");
-  if (head.size() < 5 || head.front() != '\'' || head.back() != ')' || open == std::string_view::npos || open == 0)
-    return {std::string(label), "?", "?"};
-  return {std::string(head.substr(1, open - 1)), std::string(head.substr(open + 3, head.size() - open - 4)), executor};
-}
-
 void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns) {
   if (entry < 0) return;
   ++runs_;
@@ -59,7 +43,14 @@ void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns) {
   }
 }
 
-ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<std::string>> labels) const {
+// An instruction the entry did not list (an artifact and a profile that disagree).
+InstructionInfo UnknownInstruction() {
+  InstructionInfo i;
+  i.name = i.op = i.executor = "?";
+  return i;
+}
+
+ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<InstructionInfo>> instructions) const {
   ProfileSummary p;
   p.runs = runs_;
   std::map<std::string, ProfileOp> ops;
@@ -70,13 +61,12 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<std::stri
       ProfileInstruction row;
       row.entry = static_cast<int32_t>(e);
       row.index = static_cast<int32_t>(k);
-      row.label = e < labels.size() && k < labels[e].size() ? ParseInstructionLabel(labels[e][k])
-                                                            : InstructionLabel{"?", "?", "?"};
+      row.info = e < instructions.size() && k < instructions[e].size() ? instructions[e][k] : UnknownInstruction();
       row.calls = s.calls;
       row.total_ns = s.ns;
       p.total_ns += s.ns;
-      ProfileOp& op = ops[row.label.op];
-      op.op = row.label.op;
+      ProfileOp& op = ops[row.info.op];
+      op.op = row.info.op;
       op.calls += s.calls;
       op.total_ns += s.ns;
       p.instructions.push_back(std::move(row));

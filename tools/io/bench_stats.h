@@ -4,7 +4,7 @@
 //   kiln::io::LatencySummary s = kiln::io::Summarize(latencies_ms);   // s.p99, s.mean, ...
 //   kiln::io::ProfileAccumulator acc;
 //   acc.Add(ctx.stats().last_entry, ctx.stats().last_instruction_ns);  // after each run
-//   kiln::io::ProfileSummary p = acc.Summary(labels);  // labels[e] = entries()[e].instructions
+//   kiln::io::ProfileSummary p = acc.Summary(infos);  // infos[e] = entries()[e].instructions
 //
 // Thread-compatible; nothing here allocates on behalf of anyone else.
 #pragma once
@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kiln/runtime.h"
 
 namespace kiln::io {
 
@@ -29,19 +31,11 @@ struct LatencySummary {
 };
 LatencySummary Summarize(std::vector<double> samples);
 
-// An instruction label of EntryInfo::instructions, "'conv1' (Conv) @cudnn", in parts. A
-// label without " @executor" has an empty executor; text that is not a label at all is
-// returned whole as the name, with op and executor "?".
-struct InstructionLabel {
-  std::string name, op, executor;
-};
-InstructionLabel ParseInstructionLabel(std::string_view label);
-
 // One instruction's time summed over the runs that executed it.
 struct ProfileInstruction {
   int32_t entry = 0;  // entry index
   int32_t index = 0;  // instruction index within the entry
-  InstructionLabel label;
+  InstructionInfo info;  // name, op, executor; "?" for each when the entry did not list it
   int64_t calls = 0;
   int64_t total_ns = 0;
 };
@@ -66,9 +60,9 @@ class ProfileAccumulator {
  public:
   // One run of entry `entry`: `ns[k]` is instruction k's time.
   void Add(int32_t entry, std::span<const int64_t> ns);
-  // `labels[e]` are entry e's instruction labels; an instruction beyond its entry's labels
-  // reads "?" for name, op and executor.
-  ProfileSummary Summary(std::span<const std::vector<std::string>> labels) const;
+  // `instructions[e]` are entry e's instructions (EntryInfo::instructions); an instruction
+  // beyond its entry's list reads "?" for name, op and executor.
+  ProfileSummary Summary(std::span<const std::vector<InstructionInfo>> instructions) const;
   int64_t runs() const { return runs_; }
 
  private:

@@ -352,12 +352,6 @@ Segments Segment(const std::string& log, size_t n) {
   return s;
 }
 
-// "'conv1' (Conv) @cudnn" -> "cudnn".
-std::string ExecutorOf(const std::string& label) {
-  const size_t at = label.rfind(" @");
-  return at == std::string::npos ? std::string() : label.substr(at + 2);
-}
-
 // The CUDA entry point of a generated instruction (Model::kernels() name), "" for another.
 std::string KernelOf(const Model& model, int32_t e, size_t i) {
   const Model::Impl& mi = model.impl();
@@ -385,25 +379,30 @@ void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segme
   for (const Stats::Fallback& f : stats.last_fallbacks) {
     REQUIRE(f.instruction >= 0);
     REQUIRE(static_cast<size_t>(f.instruction) < entry.instructions.size());
-    const std::string exec = ExecutorOf(entry.instructions[static_cast<size_t>(f.instruction)]);
-    CHECK_MESSAGE((exec == "cudnn" || exec == "cublaslt"),
-                  "a fallback reported for " << entry.instructions[static_cast<size_t>(f.instruction)]);
+    const InstructionInfo& info = entry.instructions[static_cast<size_t>(f.instruction)];
+    CHECK_MESSAGE(!info.library().empty(), "a fallback reported for " << info.label());
     CHECK(!f.reason.empty());
   }
   for (size_t i = 0; i < entry.instructions.size(); ++i) {
-    const std::string& label = entry.instructions[i];
+    const InstructionInfo& info = entry.instructions[i];
     const std::vector<std::string>& calls = seg.instructions[i];
-    INFO("instruction " << i << " " << label << " enqueued:\n" << Join(calls));
-    const std::string exec = ExecutorOf(label);
+    INFO("instruction " << i << " " << info.label() << " enqueued:\n" << Join(calls));
+    const std::string& exec = info.executor;
     const int launches = CountIf(calls, IsLaunch), dnn = CountIf(calls, IsDnn), blas = CountIf(calls, IsBlas);
     const int to_device = CountIf(calls, [](const std::string& l) { return StartsWith(l, "cuMemcpyHtoDAsync "); });
     const Stats::Fallback* fallback = FallbackOf(stats, i);
     if (exec == "generated") {
       const std::string kernel = KernelOf(model, e, i);
       CHECK(!kernel.empty());
+      CHECK(info.kernel == kernel);
+      CHECK(info.op == "kiln.Fused");
+      CHECK(!info.member_ops.empty());
+      CHECK(info.backend() == "cuda");
       CHECK(calls == std::vector<std::string>{"cuLaunchKernel " + kernel});
       CHECK(fallback == nullptr);
     } else if (exec == "cudnn" || exec == "cublaslt") {
+      CHECK(info.library() == (exec == "cudnn" ? "cuDNN" : "cuBLASLt"));
+      CHECK(info.kernel.empty());
       CHECK(launches == 0);
       if (fallback != nullptr) {
         CHECK(dnn + blas == 0);
@@ -509,10 +508,10 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     CHECK(s.last_fallbacks.empty());
     const Model model = Load(RealArtifact(kSilero));
     int lstms = 0;
-    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions) {
-      if (!Contains(label, "(LSTM)")) continue;
+    for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions) {
+      if (info.op != "LSTM") continue;
       ++lstms;
-      CHECK_MESSAGE(ExecutorOf(label) == "cpu", label);  // cuDNN has no RNN path in Kiln
+      CHECK_MESSAGE(info.executor == "cpu", info.label());  // cuDNN has no RNN path in Kiln
     }
     CHECK(lstms == 1);
   }
@@ -520,8 +519,8 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     const Stats s = CheckOneProfiledRun(kCls, RealArtifact(kCls), RealInputs(kCls), kModelAtol, kModelRtol);
     const Model model = Load(RealArtifact(kCls));
     int dnn = 0;
-    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
-      dnn += ExecutorOf(label) == "cudnn";
+    for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
+      dnn += info.executor == "cudnn";
     CHECK(dnn > 10);
   }
   {
@@ -529,8 +528,8 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     CHECK(s.last_fallbacks.empty());
     const Model model = Load(MlpArtifact());
     int blas = 0;
-    for (const std::string& label : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
-      blas += ExecutorOf(label) == "cublaslt";
+    for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
+      blas += info.executor == "cublaslt";
     CHECK(blas == 2);
   }
 }
@@ -542,13 +541,13 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
   const Model model = Load(RealArtifact(kCls));
   const std::vector<HostTensor> inputs = ClsOneImage();
   const std::vector<HostTensor> want = RunCpu(model, inputs);
-  const std::vector<std::string>& labels = model.entries()[0].instructions;
+  const std::vector<InstructionInfo>& infos = model.entries()[0].instructions;
   // The fault fires at the first cuDNN convolution or pooling call: the first @cudnn instruction.
-  size_t refused = labels.size();
-  for (size_t i = 0; i < labels.size() && refused == labels.size(); ++i)
-    if (ExecutorOf(labels[i]) == "cudnn") refused = i;
-  REQUIRE(refused < labels.size());
-  INFO("the refused instruction: " << refused << " " << labels[refused]);
+  size_t refused = infos.size();
+  for (size_t i = 0; i < infos.size() && refused == infos.size(); ++i)
+    if (infos[i].executor == "cudnn") refused = i;
+  REQUIRE(refused < infos.size());
+  INFO("the refused instruction: " << refused << " " << infos[refused].label());
 
   ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
   const uint64_t fired = emu->counter("faults_fired");
@@ -568,7 +567,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
                   stats.last_fallbacks[0].reason);
     CHECK_MESSAGE(Contains(stats.last_fallbacks[0].reason, "CUDNN_STATUS_NOT_SUPPORTED"),
                   stats.last_fallbacks[0].reason);
-    const Segments seg = Segment(log, labels.size());
+    const Segments seg = Segment(log, infos.size());
     CheckPlacement(model, ctx, seg);  // the refused instruction: no cuDNN call, a CPU fallback's copies
     CHECK(CountIf(seg.instructions[refused], IsDnn) == 0);
     CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls with a refused cuDNN call");
@@ -583,7 +582,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
   const std::string log = emu->log_take();
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   CHECK(fresh.stats().last_fallbacks.empty());
-  const Segments seg = Segment(log, labels.size());
+  const Segments seg = Segment(log, infos.size());
   CheckPlacement(model, fresh, seg);
   CHECK(CountIf(seg.instructions[refused], IsDnn) >= 1);
   CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls in a new context");
@@ -634,8 +633,8 @@ TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replay
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(RealArtifact(kCls));
-  for (const std::string& label : model.entries()[0].instructions)
-    REQUIRE_MESSAGE(ExecutorOf(label) != "cpu", "PP-OCR cls is no longer device-only: " << label);
+  for (const InstructionInfo& info : model.entries()[0].instructions)
+    REQUIRE_MESSAGE(info.executor != "cpu", "PP-OCR cls is no longer device-only: " << info.label());
   const std::vector<HostTensor> a = ClsOneImage();                  // [1, 3, 48, 192]
   const std::vector<HostTensor> b = {CropWidth(a[0], 96)};          // [1, 3, 48, 96]: fits A's buffers
   const std::vector<HostTensor> like_a = RunCpu(model, a), like_b = RunCpu(model, b);
@@ -715,8 +714,8 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
     REQUIRE(RunInto(ctx, inputs, got).ok());
     // The first instruction that launches a kernel: "'name' (Op) @generated" -> "'name' (Op)".
     std::string first;
-    for (const std::string& label : model.entries()[static_cast<size_t>(ctx.stats().last_entry)].instructions)
-      if (first.empty() && ExecutorOf(label) == "generated") first = label.substr(0, label.rfind(" @"));
+    for (const InstructionInfo& info : model.entries()[static_cast<size_t>(ctx.stats().last_entry)].instructions)
+      if (first.empty() && info.executor == "generated") first = "'" + info.name + "' (" + info.op + ")";
     REQUIRE(!first.empty());
     Inject(emu, "launch-fail@1");
     got = Sentinel(want);
@@ -747,11 +746,11 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
     const std::vector<HostTensor> mlp_in = MlpInputs();
     const std::vector<HostTensor> mlp_want = RunCpu(model, mlp_in);
     ExecutionContext ctx = CreateCuda(model, Cuda());
-    const std::vector<std::string>& labels = model.entries()[0].instructions;
-    size_t first = labels.size();
-    for (size_t i = 0; i < labels.size() && first == labels.size(); ++i)
-      if (ExecutorOf(labels[i]) == "cublaslt") first = i;
-    REQUIRE(first < labels.size());
+    const std::vector<InstructionInfo>& infos = model.entries()[0].instructions;
+    size_t first = infos.size();
+    for (size_t i = 0; i < infos.size() && first == infos.size(); ++i)
+      if (infos[i].executor == "cublaslt") first = i;
+    REQUIRE(first < infos.size());
     Inject(emu, "blas-not-supported@1");
     for (int run = 1; run <= 2; ++run) {  // the decision is kept for the next run
       INFO("run " << run);

@@ -36,10 +36,18 @@ BenchResult SampleResult() {
   r.inputs = {{"x", "float32", {2, 4}}};
   r.seed = 18446744073709551615ull;  // the whole uint64 range, written exactly
   r.entry = "default";
-  r.instruction_labels = {{"'mm' (MatMul) @blas", "'' (Relu) @kiln"}};
+  kiln::InstructionInfo mm, relu;
+  mm.name = "mm";
+  mm.op = "MatMul";
+  mm.executor = "cublaslt";
+  relu.op = "kiln.Fused";
+  relu.executor = "generated";
+  relu.kernel = "kiln_0123456789abcdef";
+  relu.member_ops = {"Relu"};
+  r.instructions = {{mm, relu}};
   ProfileAccumulator acc;
   acc.Add(0, std::vector<int64_t>{3000, 1000});
-  r.profile = acc.Summary(r.instruction_labels);
+  r.profile = acc.Summary(r.instructions);
   // Two traced runs 10 us apart; the first computation starts 1 us into its call.
   r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}}};
   return r;
@@ -76,15 +84,18 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(Keys(p) == std::set<std::string>{"instructions", "ops"});
   REQUIRE(p["instructions"].size() == 2);
   const nlohmann::json& mm = p["instructions"][0];
-  CHECK(Keys(mm) == std::set<std::string>{"name", "op", "executor", "calls", "total_ms", "mean_us", "share"});
+  CHECK(Keys(mm) ==
+        std::set<std::string>{"name", "op", "executor", "member_ops", "calls", "total_ms", "mean_us", "share"});
   CHECK(mm["name"] == "mm");
-  CHECK(mm["executor"] == "blas");
+  CHECK(mm["executor"] == "cublaslt");
+  CHECK(mm["member_ops"] == nlohmann::json::array());
+  CHECK(p["instructions"][1]["member_ops"] == nlohmann::json::array({"Relu"}));
   CHECK(mm["total_ms"] == doctest::Approx(0.003));
   CHECK(mm["mean_us"] == doctest::Approx(3.0));
   CHECK(mm["share"] == doctest::Approx(0.75));
   REQUIRE(p["ops"].size() == 2);
   CHECK(Keys(p["ops"][1]) == std::set<std::string>{"op", "calls", "total_ms", "share"});
-  CHECK(p["ops"][1]["op"] == "Relu");
+  CHECK(p["ops"][1]["op"] == "kiln.Fused");
   CHECK(p["ops"][1]["share"] == doctest::Approx(0.25));
 
   BenchResult gpu = r;
@@ -111,14 +122,16 @@ TEST_CASE("bench report: the trace has one complete event per call and per instr
   REQUIRE(instructions.size() == 4);
   const nlohmann::json& mm = instructions[0];
   CHECK(mm["name"] == "mm");
-  CHECK(mm["cat"] == "blas");
+  CHECK(mm["cat"] == "cublaslt");
   CHECK(mm["pid"] == 1);
   CHECK(mm["ts"] == 1.0);
   CHECK(mm["dur"] == 3.0);
   CHECK(mm["args"]["op"] == "MatMul");
   CHECK(mm["args"]["iteration"] == 7);
-  // Laid end to end; an unnamed node shows its op.
-  CHECK(instructions[1]["name"] == "Relu");
+  // Laid end to end; an unnamed node shows its op; a generated kernel lists the ops it replaced.
+  CHECK(instructions[1]["name"] == "kiln.Fused");
+  CHECK(instructions[1]["cat"] == "generated");
+  CHECK(instructions[1]["args"]["member_ops"] == nlohmann::json::array({"Relu"}));
   CHECK(instructions[1]["ts"] == 4.0);
   CHECK(instructions[1]["dur"] == 1.0);
   CHECK(instructions[2]["ts"] == 11.0);

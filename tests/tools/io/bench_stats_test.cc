@@ -43,31 +43,17 @@ TEST_CASE("bench stats: nearest-rank percentiles of known samples") {
   CHECK((s.min == 0 && s.max == 0 && s.mean == 0 && s.stddev == 0));
 }
 
-TEST_CASE("bench stats: instruction labels split into name, op and executor") {
-  InstructionLabel l = ParseInstructionLabel("'conv1' (Conv) @cudnn");
-  CHECK(l.name == "conv1");
-  CHECK(l.op == "Conv");
-  CHECK(l.executor == "cudnn");
-  l = ParseInstructionLabel("'' (Relu) @cpu");
-  CHECK(l.name == "");
-  CHECK(l.op == "Relu");
-  // Names may hold anything, even the separators.
-  l = ParseInstructionLabel("'a' (b) @c' (Add) @kiln");
-  CHECK(l.name == "a' (b) @c");
-  CHECK(l.op == "Add");
-  CHECK(l.executor == "kiln");
-  l = ParseInstructionLabel("'fused_3' (kiln.Fused)");
-  CHECK(l.name == "fused_3");
-  CHECK(l.op == "kiln.Fused");
-  CHECK(l.executor == "");
-  l = ParseInstructionLabel("garbage");
-  CHECK(l.name == "garbage");
-  CHECK(l.op == "?");
-}
-
 TEST_CASE("bench stats: the profile sums each instruction over runs and groups by op") {
-  const std::vector<std::vector<std::string>> labels = {{"'c1' (Conv) @cpu", "'r1' (Relu) @cpu", "'c2' (Conv) @cpu"},
-                                                        {"'c1' (Conv) @cpu", "'m' (MatMul) @blas"}};
+  auto info = [](std::string name, std::string op, std::string executor) {
+    kiln::InstructionInfo i;
+    i.name = std::move(name);
+    i.op = std::move(op);
+    i.executor = std::move(executor);
+    return i;
+  };
+  const std::vector<std::vector<kiln::InstructionInfo>> labels = {
+      {info("c1", "Conv", "cpu"), info("r1", "Relu", "cpu"), info("c2", "Conv", "cpu")},
+      {info("c1", "Conv", "cpu"), info("m", "MatMul", "cublaslt")}};
   ProfileAccumulator acc;
   acc.Add(0, std::vector<int64_t>{100, 10, 300});
   acc.Add(0, std::vector<int64_t>{140, 30, 200});
@@ -78,15 +64,15 @@ TEST_CASE("bench stats: the profile sums each instruction over runs and groups b
   CHECK(p.total_ns == 100 + 10 + 300 + 140 + 30 + 200 + 20 + 1000);
   REQUIRE(p.instructions.size() == 5);
   // Largest total first: m 1000, c2 500, c1 (entry 0) 240, r1 40, c1 (entry 1) 20.
-  CHECK(p.instructions[0].label.name == "m");
+  CHECK(p.instructions[0].info.name == "m");
   CHECK(p.instructions[0].entry == 1);
   CHECK(p.instructions[0].calls == 1);
-  CHECK(p.instructions[1].label.name == "c2");
+  CHECK(p.instructions[1].info.name == "c2");
   CHECK(p.instructions[1].index == 2);
   CHECK(p.instructions[1].total_ns == 500);
   CHECK(p.instructions[1].calls == 2);
   CHECK(p.instructions[2].total_ns == 240);
-  CHECK(p.instructions[3].label.op == "Relu");
+  CHECK(p.instructions[3].info.op == "Relu");
   CHECK(p.instructions[3].total_ns == 40);
   CHECK(p.instructions[4].entry == 1);
   CHECK(p.instructions[4].total_ns == 20);
@@ -103,7 +89,7 @@ TEST_CASE("bench stats: the profile sums each instruction over runs and groups b
   unlabeled.Add(0, std::vector<int64_t>{7});
   p = unlabeled.Summary({});
   REQUIRE(p.instructions.size() == 1);
-  CHECK(p.instructions[0].label.op == "?");
+  CHECK(p.instructions[0].info.op == "?");
   CHECK(p.ops[0].total_ns == 7);
 }
 
