@@ -1,8 +1,9 @@
 // Normalization ops: BatchNormalization (inference), InstanceNormalization,
 // LayerNormalization and GroupNormalization. Statistics accumulate in double so long
-// rows do not lose precision.
+// rows do not lose precision, within float32's range (MeanInvStd).
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
@@ -26,15 +27,23 @@ Status CheckPerChannel(const TensorRef& t, int64_t c, std::string_view op, const
   return Status::Ok();
 }
 
+// A float32 statistic's sum, accumulated in double for precision but with float32's range: past
+// FLT_MAX it is infinite, as in the fused program (compiler/fusion/lower_reduction.cc) and in
+// ONNX's function bodies, which compute the statistics in float32 (stash_type 1).
+double InFloatRange(double sum) {
+  return std::fabs(sum) > std::numeric_limits<float>::max() ? std::copysign(INFINITY, sum) : sum;
+}
+
 // Mean and 1 / sqrt(variance + eps) of `count` contiguous values (0 and 1/sqrt(eps) when
-// empty), accumulated in double.
+// empty): the sum and the sum of squared deviations accumulated in double, each infinite where
+// it leaves float32's range (docs/semantics.md: a variance past FLT_MAX normalises to 0).
 void MeanInvStd(const float* x, int64_t count, double eps, float* mean_out, float* inv_out) {
   double sum = 0;
   for (int64_t i = 0; i < count; ++i) sum += x[i];
-  const double mean = count ? sum / count : 0;
+  const double mean = count ? InFloatRange(sum) / count : 0;
   double sq = 0;
   for (int64_t i = 0; i < count; ++i) sq += (x[i] - mean) * (x[i] - mean);
-  const double var = count ? sq / count : 0;
+  const double var = count ? InFloatRange(sq) / count : 0;
   *inv_out = static_cast<float>(1.0 / std::sqrt(var + eps));
   *mean_out = static_cast<float>(mean);
 }
