@@ -114,6 +114,23 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${SYMBOLIZER:+:external_
 # Leaks in NVIDIA's own libraries (the CUDA toolkit's), never Kiln's: tests/sanitizers/lsan.supp.
 export LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
 status=0
+# LeakSanitizer stops the process's threads with ptrace at exit, which some sandboxes refuse ("fatal
+# error ... does not work under ptrace"): the run then fails after every test passed. A program
+# that leaks 7 bytes tells whether it works here; where it does not, leaks go unchecked in this
+# run and the log and the last line say so.
+LEAKS_UNCHECKED=""
+lsan_probe() {
+  local dir="$BUILD/lsan-probe"
+  mkdir -p "$dir"
+  printf '#include <stdlib.h>\nvoid *volatile p;\nint main(void) { p = malloc(7); p = 0; return 0; }\n' >"$dir/leak.c"
+  clang -fsanitize=address -O0 "$dir/leak.c" -o "$dir/leak" >"$dir/leak.log" 2>&1 || return 0  # no verdict
+  ASAN_OPTIONS=detect_leaks=1 "$dir/leak" >"$dir/leak.log" 2>&1 || true
+  grep -q 'ERROR: LeakSanitizer: detected memory leaks' "$dir/leak.log" && return 0
+  LEAKS_UNCHECKED="$(grep -m1 -i -E 'LeakSanitizer|ptrace' "$dir/leak.log" || echo 'a 7-byte leak was not reported')"
+  log "warning: LeakSanitizer does not work on this machine (${LEAKS_UNCHECKED}); leaks are not checked in this run"
+  export ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}"
+}
+((RUN_TESTS)) && lsan_probe
 
 # --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------
 # It runs on one core, in the background while the fuzzers use the others (it counts as one
@@ -156,7 +173,10 @@ report_tests() {
     log "kiln_tests: $(grep -m1 '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($secs s)"
     log "kiln_tests on the emulated CUDA device: $(grep -c '^=== \[' "$BUILD/kiln_tests.log") cases passed"
   else
-    grep -n -m5 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|ERROR:|FAILED' "$BUILD/kiln_tests.log" || true
+    # Sanitizer reports, doctest failures and crashes, and this script's own FAILED lines; not
+    # the FAILED_PRECONDITION of a skipped GPU test nor a MESSAGE that quotes a DEVICE_ERROR.
+    grep -n -E '==ERROR|ERROR: [A-Za-z]*Sanitizer|Sanitizer has encountered|runtime error:|^SUMMARY: |: ERROR: |CRASHED|^FAILED: |Status: FAILURE' \
+      "$BUILD/kiln_tests.log" | head -8 || true
     tail -30 "$BUILD/kiln_tests.log"
     log "kiln_tests: FAILED (exit $rc, $secs s; log: $BUILD/kiln_tests.log)"
     status=1
@@ -281,6 +301,6 @@ wait
 if ((status)); then
   log "FAILED"
 else
-  log "all clean"
+  log "all clean${LEAKS_UNCHECKED:+ (leaks not checked: LeakSanitizer does not work on this machine)}"
 fi
 exit "$status"

@@ -46,6 +46,17 @@ summary() {
 TIER_LOGS=build/tiers
 TIER_COUNT=0
 rm -rf "$TIER_LOGS"
+# first_errors LOG: the lines that say why a tier failed, most specific first: sanitizer reports,
+# doctest failures and crashes, then the tools' own FAIL/DISAGREE/error lines. Lines that only
+# mention an error code in passing (a skipped GPU test's FAILED_PRECONDITION, a MESSAGE quoting
+# DEVICE_ERROR) are not reasons.
+first_errors() {
+  local log=$1 specific='==ERROR|ERROR: [A-Za-z]*Sanitizer|runtime error:|^SUMMARY: [A-Za-z]*Sanitizer|: ERROR: |CRASHED|Segmentation fault|Assertion .* failed|DISAGREE'
+  local generic='FAIL( |:|ED\b)|[Ee]rror:|Leak'
+  local noise='^\[test\] =====|GPU test skipped|: MESSAGE: |FAILED_PRECONDITION'
+  { grep -E "$specific" "$log" 2>/dev/null | grep -v -E "$noise" | head -6
+    grep -E "$generic" "$log" 2>/dev/null | grep -v -E "$noise|$specific" | head -4; } | head -8
+}
 tier() {
   local name=$1 start=$SECONDS rc=0 log
   shift
@@ -59,9 +70,7 @@ tier() {
   else
     SUMMARY+=("FAIL  $name (exit $rc, $(minutes $((SECONDS - start))); log: $log)")
     local line
-    while IFS= read -r line; do SUMMARY+=("        ${line:0:300}"); done < <(
-      grep -v '^\[test\] =====' "$log" |
-        grep -m4 -E 'ERROR|FAIL|[Ee]rror:|runtime error|Assertion|Segmentation|DISAGREE|Leak' || true)
+    while IFS= read -r line; do SUMMARY+=("        ${line:0:300}"); done < <(first_errors "$log")
     FAILED=1
     echo "[test] ===== $name FAILED (exit $rc); going on with the next tier"
   fi
