@@ -1,36 +1,18 @@
-// ExecutionContext: entry selection through the prologues, binding of tensor shapes and
-// pointers for a symbol assignment (cached per entry), and instruction execution on the
-// CPU backend. The success path of a steady-state Run allocates nothing and builds no
-// strings: failures are recorded as PODs and formatted only when returned.
+// ExecutionContext: entry selection through the prologues, binding of tensor shapes for a
+// symbol assignment (cached per entry), and the Run's phases around its backend
+// (runtime/backend.h), which places, runs and delivers the entry. The success path of a
+// steady-state Run allocates nothing and builds no strings: failures are recorded as PODs and
+// formatted only when returned.
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
 
 #include "kiln/runtime.h"
 #include "runtime/context_impl.h"
-#include "runtime/cpu/cpu_isa.h"
-#include "runtime/cpu/fused.h"
-#include "runtime/cpu/run_instruction.h"
-#include "runtime/cpu/gemm.h"
-#include "runtime/cpu/widen.h"
-#if KILN_HAVE_CUDA
-#include "runtime/cuda/executor.h"
-#endif
 
 namespace kiln {
-
-bool AlignedBuffer::Reserve(uint64_t bytes) {
-  if (bytes <= size_) return true;
-  const uint64_t rounded = AllocationBytes(bytes);
-  if (rounded < bytes || rounded > static_cast<uint64_t>(PTRDIFF_MAX)) return false;
-  void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
-  if (p == nullptr) return false;
-  std::free(data_);
-  data_ = static_cast<uint8_t*>(p);
-  size_ = rounded;
-  return true;
-}
 
 namespace {
 
@@ -77,14 +59,15 @@ void InitEntryState(const PreparedEntry& pe, EntryState& s) {
 
 }  // namespace
 
-class ContextRunner {
+class Binder {
  public:
-  ContextRunner(ExecutionContext::Impl& c) : c_(c) {}
+  explicit Binder(ExecutionContext::Impl& c) : c_(c) {}
 
   // Evaluates the entry's exprs for the symbols its prologue just bound and lays out every
-  // tensor: dims, data pointer, arena and workspace sizes. Runs when the symbols or the
-  // arena changed since the entry was last bound. Checks the memory plan for these shapes
-  // (unless load did) and the context's memory limit before allocating anything.
+  // tensor: dims, data pointer, arena size; then the backend places it (Backend::Prepare).
+  // Runs when the symbols changed since the entry was last bound, or the backend's memory
+  // moved. Checks the memory plan for these shapes (unless load did) before the backend
+  // allocates anything.
   Status Bind(int32_t e, std::span<const TensorView> inputs) {
     const PreparedEntry& pe = c_.mi->prepared[e];
     EntryState& s = c_.entries[e];
@@ -101,40 +84,15 @@ class ContextRunner {
     for (size_t k = 0; k < pe.operands.size(); ++k)
       s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
     for (size_t k = 0; k < pe.size_exprs.size(); ++k) s.sizes[k] = s.values[pe.size_exprs[k]];
-    s.workspace_needed = 0;
-    for (const PreparedInstruction& pi : pe.instructions) {
-      if (pi.program) {
-        const int threads = c_.threads ? c_.threads->size() : 1;
-        s.workspace_needed = std::max<uint64_t>(s.workspace_needed, cpu::FusedWorkspaceBytes(*pi.program, threads));
-        continue;
-      }
-      const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
-      const size_t ws = cpu::KernelWorkspaceBytes(*pi.kernel, pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
-                                                  {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
-      s.workspace_needed = std::max<uint64_t>(s.workspace_needed, ws);
-    }
-    KILN_RETURN_IF_ERROR(CheckMemoryLimit(pe, s));
-    if (!c_.arena.Reserve(s.arena_needed))
-      return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(s.arena_needed) + " bytes");
-    if (!c_.workspace.Reserve(s.workspace_needed))
-      return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
-                               " bytes of kernel workspace");
-    // Arena pointers, now that the arena is placed; an empty tensor's offset is never read.
-    const ArenaLiveness& l = pe.liveness;
-    for (size_t p = 0; p < l.tensors.size(); ++p) {
-      cpu::TensorRef& r = s.refs[l.tensors[p]];
-      r.data = c_.arena.data() + (r.num_elements == 0 ? 0 : s.values[l.offset_expr[p]]);
-    }
-    for (const auto& [slot, t] : s.arena_slots) s.operands[slot].data = s.refs[t].data;
+    KILN_RETURN_IF_ERROR(c_.backend->Prepare(pe, s));
     std::copy(s.scratch.symbol_values.begin(), s.scratch.symbol_values.end(), s.binding.begin());
-    s.arena_base = c_.arena.data();
     s.bound = true;
     return Status::Ok();
   }
 
   bool NeedsBind(int32_t e) const {
     const EntryState& s = c_.entries[e];
-    if (!s.bound || s.arena_base != c_.arena.data()) return true;
+    if (!s.bound || !c_.backend->Holds(s)) return true;
     const auto& v = s.scratch.symbol_values;
     for (size_t k = 0; k < v.size(); ++k)
       if (v[k] != s.binding[k]) return true;
@@ -173,7 +131,7 @@ class ContextRunner {
         r.data = const_cast<uint8_t*>(c_.mi->weights + w.offset);  // kernels only read inputs
         break;
       }
-      case StorageKind::kArena: break;  // placed by Bind once the plan is checked and the arena reserved
+      case StorageKind::kArena: break;  // placed by the backend (Backend::Prepare) once the plan is checked
       case StorageKind::kSymbolic: {
         if (r.num_elements != pt.num_values)
           return DataLoss(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " but " +
@@ -197,20 +155,6 @@ class ContextRunner {
     return Status::Ok();
   }
 
-  // The context's arena and workspace, grown for this binding, within
-  // LoadOptions::max_context_bytes.
-  Status CheckMemoryLimit(const PreparedEntry& pe, const EntryState& s) const {
-    const uint64_t arena = std::max(c_.arena.size(), AllocationBytes(s.arena_needed));
-    const uint64_t workspace = std::max(c_.workspace.size(), AllocationBytes(s.workspace_needed));
-    uint64_t total = 0;
-    if (__builtin_add_overflow(arena, workspace, &total)) total = UINT64_MAX;
-    if (total <= c_.mi->max_context_bytes) return Status::Ok();
-    return ResourceExhausted(pe.label + ": these shapes need an arena of " + to_string(s.arena_needed) + " bytes and " +
-                             to_string(s.workspace_needed) + " bytes of kernel workspace; the context would hold " +
-                             to_string(total) + " bytes, above LoadOptions::max_context_bytes (" +
-                             to_string(c_.mi->max_context_bytes) + ")");
-  }
-
   ExecutionContext::Impl& c_;
 };
 
@@ -232,47 +176,14 @@ Status MissError(ExecutionContext::Impl& c) {
   return InvalidArgument(std::move(msg));
 }
 
-Status Execute(ExecutionContext::Impl& c, const PreparedEntry& pe, EntryState& s) {
-  std::vector<int64_t>& times = c.stats.last_instruction_ns;
-  if (c.profile) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
-  int64_t t = c.profile ? NowNs() : 0;
-  for (size_t k = 0; k < pe.instructions.size(); ++k) {
-    const PreparedInstruction& pi = pe.instructions[k];
-    const cpu::TensorRef* ops = s.operands.data() + pi.operands_begin;
-    const cpu::KernelCall call{pi.attrs,
-                               {ops, static_cast<size_t>(pi.num_inputs)},
-                               {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
-                               c.workspace.data(),
-                               static_cast<size_t>(c.workspace.size()),
-                               c.threads.get()};
-    Status st = cpu::RunInstruction(pi, call, s.sizes);
-    if (!st.ok()) return st.WithContext(pi.label);
-    if (c.instruction_observer) [[unlikely]]
-      c.instruction_observer(pe, pi, call.outputs);
-    if (c.profile) {
-      const int64_t now = NowNs();
-      times[k] = now - t;
-      t = now;
-    }
-  }
-  return Status::Ok();
-}
-
-Status DeliverOutputs(ExecutionContext::Impl& c, const PreparedEntry& pe, const EntryState& s,
-                      std::vector<TensorView>& outputs) {
+// Checks the caller's output views (Run's `outputs`, when they are not the views the last
+// Run handed out) against the entry's outputs as bound, before anything is written to them.
+Status CheckCallerOutputs(const ExecutionContext::Impl& c, const PreparedEntry& pe, const EntryState& s,
+                          const std::vector<TensorView>& outputs) {
   const size_t n = pe.outputs.size();
-  if (outputs.empty() || IsLastDelivered(c, outputs)) {
-    outputs.resize(n);
-    c.delivered.resize(n);  // sized once; no allocation after the first call
-    for (size_t i = 0; i < n; ++i) {
-      const cpu::TensorRef& r = s.refs[pe.outputs[i]];
-      outputs[i] = TensorView::Host(r.data, r.dtype, r.dims, r.rank);
-      c.delivered[i] = r.data;
-    }
-    return Status::Ok();
-  }
   if (outputs.size() != n)
     return InvalidArgument("expected " + to_string(n) + " outputs, got " + to_string(outputs.size()));
+  const MemoryKind writable = c.backend->input_memory();
   for (size_t i = 0; i < n; ++i) {
     const cpu::TensorRef& r = s.refs[pe.outputs[i]];
     const TensorView& o = outputs[i];
@@ -283,92 +194,44 @@ Status DeliverOutputs(ExecutionContext::Impl& c, const PreparedEntry& pe, const 
     if (o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
       return InvalidArgument(name() + " shape " + ShapeText(o.dims, o.rank) + ", expected " +
                              ShapeText(r.dims, r.rank));
-    if (o.memory != MemoryKind::kHost) return InvalidArgument(name() + " is not in host memory");
+    if (writable != kAnyMemory && o.memory != writable)
+      return InvalidArgument(name() + " is not in " + (writable == MemoryKind::kHost ? "host" : "device") +
+                             " memory");
     if (o.data == nullptr && r.num_elements > 0) return InvalidArgument(name() + " data pointer is null");
   }
-  for (size_t i = 0; i < n; ++i) {
-    const cpu::TensorRef& r = s.refs[pe.outputs[i]];
-    const size_t bytes = static_cast<size_t>(r.num_elements) * DTypeSize(r.dtype);
-    if (outputs[i].data != r.data && bytes > 0) std::memmove(outputs[i].data, r.data, bytes);
-  }
   return Status::Ok();
 }
-
-#if KILN_HAVE_CUDA
-// The CUDA backend's Run after the prologue and Bind: enqueue, then hand out device views
-// of the outputs, or copy into the caller's buffers (host or device) on the stream.
-Status RunCuda(ExecutionContext::Impl& c, int32_t hit, const PreparedEntry& pe, EntryState& s,
-               std::span<const TensorView> inputs, std::vector<TensorView>& outputs, CUstream stream) {
-  const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
-  if (into_caller && outputs.size() != pe.outputs.size())
-    return InvalidArgument("expected " + to_string(pe.outputs.size()) + " outputs, got " + to_string(outputs.size()));
-  std::vector<TensorView>& views = c.device_views;
-  KILN_RETURN_IF_ERROR(c.cuda->Execute(hit, pe, s, c.arena.data(), c.workspace.data(),
-                                       static_cast<size_t>(c.workspace.size()), inputs, stream, views, c.stats));
-  if (!into_caller) {
-    outputs = views;
-    c.delivered.resize(views.size());
-    for (size_t i = 0; i < views.size(); ++i) c.delivered[i] = views[i].data;
-    return Status::Ok();
-  }
-  for (size_t i = 0; i < views.size(); ++i) {
-    const TensorView& o = outputs[i];
-    const TensorView& r = views[i];
-    auto name = [&] { return "output " + to_string(i) + " '" + c.mi->outputs[i].name + "'"; };  // errors only
-    if (o.dtype != r.dtype || o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
-      return InvalidArgument(name() + " is " + std::string(DTypeName(o.dtype)) + ShapeText(o.dims, o.rank) +
-                             ", expected " + std::string(DTypeName(r.dtype)) + ShapeText(r.dims, r.rank));
-    if (o.data == nullptr && r.num_elements() > 0) return InvalidArgument(name() + " data pointer is null");
-    if (r.num_bytes() > 0) KILN_RETURN_IF_ERROR(c.cuda->Copy(o.data, o.memory, r.data, r.num_bytes(), stream));
-  }
-  return Status::Ok();
-}
-#endif
 
 }  // namespace
 
 Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
   if (options.device != Device::kCpu && options.device != Device::kAuto && options.device != Device::kCuda)
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
-  if (options.cpu_threads < 0 || options.cpu_threads > cpu::ThreadPool::kMaxThreads)
+  if (options.cpu_threads < 0 || options.cpu_threads > ContextOptions::kMaxCpuThreads)
     return InvalidArgument("cpu_threads is " + to_string(options.cpu_threads) + ", expected 0 (one per core) to " +
-                           to_string(cpu::ThreadPool::kMaxThreads));
+                           to_string(ContextOptions::kMaxCpuThreads));
   auto impl = std::make_unique<Impl>(model);
-  impl->device = Device::kCpu;
-  impl->profile = options.profile;
-  KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());
-  const int threads = options.cpu_threads > 0 ? options.cpu_threads : cpu::DefaultThreadCount();
-  std::string cpu_note = "CPU backend, " + to_string(threads) + (threads == 1 ? " thread" : " threads");
-  if (cpu::CpuIsaCapped()) cpu_note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
-  impl->device_note = cpu_note;
-  if (options.device != Device::kCpu) {
-#if KILN_HAVE_CUDA
-    auto executor = cuda::Executor::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile,
-                                           options.profile);
-    if (executor.ok()) {
-      impl->cuda = std::move(*executor);
-      impl->device = Device::kCuda;
-      const cuda::DeviceInfo& d = impl->cuda->device();
-      impl->device_note = "CUDA device " + to_string(d.ordinal) + ": " + d.name + " (" + d.arch() + ")";
-      if (!impl->cuda->library_note().empty()) impl->device_note += "; " + impl->cuda->library_note();
-    } else if (options.device == Device::kCuda) {
-      return executor.status();
-    } else {
-      impl->device_note = cpu_note + "; CUDA unavailable: " + std::string(executor.status().message());
+  // kAuto tries the registered backends in order (the CPU backend last) and notes why each
+  // before the one it took was unavailable.
+  std::string unavailable;
+  for (const BackendRegistration& r : RegisteredBackends()) {
+    if (options.device != Device::kAuto && r.device != options.device) continue;
+    auto backend = r.create(model, options);
+    if (backend.ok()) {
+      impl->backend = std::move(*backend);
+      break;
     }
-#else
-    if (options.device == Device::kCuda)
-      return FailedPrecondition("this runtime was built without the CUDA toolkit, so it has no CUDA backend; "
-                                "use --device cpu");
-    impl->device_note = cpu_note + "; this runtime was built without CUDA";
-#endif
+    if (options.device != Device::kAuto || r.device == Device::kCpu) return backend.status();
+    unavailable += std::string("; ") + r.title + " unavailable: " + std::string(backend.status().message());
   }
-  if (impl->device == Device::kCpu) {
-    auto pool = cpu::ThreadPool::Create(threads);
-    if (!pool.ok()) return pool.status();
-    impl->threads = std::move(*pool);
-    cpu::PrepareGemmThreads();
-  }
+  const auto registered = RegisteredBackends();
+  const bool has_cuda = std::any_of(registered.begin(), registered.end(),
+                                    [](const BackendRegistration& r) { return r.device == Device::kCuda; });
+  if (!impl->backend)
+    return FailedPrecondition("this runtime was built without the CUDA toolkit, so it has no CUDA backend; "
+                              "use --device cpu");
+  impl->device_note = impl->backend->note() + unavailable;
+  if (options.device == Device::kAuto && !has_cuda) impl->device_note += "; this runtime was built without CUDA";
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());
   for (size_t e = 0; e < impl->entries.size(); ++e) {
@@ -389,7 +252,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   st.last_computation_start = st.last_computation_stop = 0;
   const int64_t start = NowNs();  // a clock read costs ~20 ns: none per entry tried
   st.last_host_start = st.last_cache_lookup_start = start;
-  const MemoryKind memory = c.cuda ? kAnyMemory : MemoryKind::kHost;
+  const MemoryKind memory = c.backend->input_memory();
   int32_t hit = -1;
   for (size_t e = 0; e < c.entries.size() && hit < 0; ++e) {
     const PreparedEntry& pe = c.mi->prepared[e];
@@ -420,9 +283,9 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   st.last_entry = hit;
   const PreparedEntry& pe = c.mi->prepared[hit];
   EntryState& s = c.entries[hit];
-  ContextRunner runner(c);
-  if (runner.NeedsBind(hit)) {
-    Status bind = runner.Bind(hit, inputs);
+  Binder binder(c);
+  if (binder.NeedsBind(hit)) {
+    Status bind = binder.Bind(hit, inputs);
     if (!bind.ok()) {
       st.last_host_stop = NowNs();
       return bind;
@@ -431,20 +294,25 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
   for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
 
-  st.last_computation_start = NowNs();
-#if KILN_HAVE_CUDA
-  if (c.cuda) {
-    Status run = RunCuda(c, hit, pe, s, inputs, outputs, static_cast<CUstream>(stream));
-    st.last_computation_stop = st.last_host_stop = NowNs();
-    if (run.ok()) st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
-    return run;
+  const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
+  if (into_caller) {
+    Status check = CheckCallerOutputs(c, pe, s, outputs);
+    if (!check.ok()) {
+      st.last_host_stop = NowNs();
+      return check;
+    }
   }
-#endif
-  Status run = Execute(c, pe, s);
+  const BackendRun backend_run{hit, pe, s, inputs, stream, st, c.instruction_observer};
+  st.last_computation_start = NowNs();
+  Status run = c.backend->Execute(backend_run);
   st.last_computation_stop = NowNs();
   if (run.ok()) {
     st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
-    run = DeliverOutputs(c, pe, s, outputs);
+    run = c.backend->Deliver(backend_run, outputs, into_caller);
+  }
+  if (run.ok() && !into_caller) {
+    c.delivered.resize(outputs.size());  // sized once; no allocation after the first call
+    for (size_t i = 0; i < outputs.size(); ++i) c.delivered[i] = outputs[i].data;
   }
   st.last_host_stop = NowNs();
   return run;
@@ -452,29 +320,19 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
 
 Status ExecutionContext::Synchronize(void* stream) {
   if (!impl_) return FailedPrecondition("Synchronize on a moved-from ExecutionContext");
-#if KILN_HAVE_CUDA
-  if (impl_->cuda) return impl_->cuda->Synchronize(static_cast<CUstream>(stream), impl_->stats);
-#else
-  (void)stream;
-#endif
-  return Status::Ok();
+  return impl_->backend->Synchronize(stream, impl_->stats);
 }
 const std::string& ExecutionContext::device_note() const { return impl_->device_note; }
-ExecutionContext::Impl::~Impl() = default;
 const Stats& ExecutionContext::stats() const { return impl_->stats; }
-Device ExecutionContext::device() const { return impl_->device; }
-uint64_t ExecutionContext::arena_bytes() const { return impl_->arena.size() + impl_->workspace.size(); }
+Device ExecutionContext::device() const { return impl_->backend->device(); }
+uint64_t ExecutionContext::arena_bytes() const { return impl_->backend->memory_usage().host_bytes; }
 ExecutionContext::MemoryUsage ExecutionContext::memory_usage() const {
-  MemoryUsage m;
-  if (!impl_) return m;  // moved-from: holds nothing
-  m.host_bytes = arena_bytes();
-#if KILN_HAVE_CUDA
-  if (impl_->cuda) {
-    m.host_bytes += impl_->cuda->host_bytes();
-    m.device_bytes = impl_->cuda->device_bytes();
-  }
-#endif
-  return m;
+  if (!impl_) return MemoryUsage{};  // moved-from: holds nothing
+  return impl_->backend->memory_usage();
+}
+
+void SetInstructionObserver(ExecutionContext& ctx, InstructionObserver observer) {
+  ctx.impl().instruction_observer = std::move(observer);
 }
 
 ExecutionContext::ExecutionContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

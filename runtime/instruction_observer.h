@@ -21,6 +21,6 @@ using InstructionObserver =
 
 // Installs `observer` on `ctx` (an empty function removes it). Unset, a Run pays one untaken
 // branch per instruction. Not thread-safe against a Run on the same context.
-void SetInstructionObserver(ExecutionContext& ctx, InstructionObserver observer);
+void SetInstructionObserver(ExecutionContext& ctx, InstructionObserver observer);  // runtime/context.cc
 
 }  // namespace kiln

@@ -193,6 +193,7 @@ struct ContextOptions {
   // 2 threads"). Create fails with kInvalidArgument outside [0, 256] and kResourceExhausted
   // when a thread cannot be started.
   int cpu_threads = 0;
+  static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
@@ -250,7 +251,7 @@ class KILN_API ExecutionContext {
   // driver found (...)").
   Device device() const;
   const std::string& device_note() const;
-  // Bytes currently held by the arena and kernel scratch.
+  // Bytes of host memory held now: memory_usage().host_bytes.
   uint64_t arena_bytes() const;
 
   // Memory held by this context now, in bytes. Its buffers only grow (at Create and when an

@@ -43,13 +43,14 @@
 #include <vector>
 
 #include "kiln/status.h"
+#include "kiln/runtime.h"
 
 namespace kiln::cpu {
 
 class ThreadPool {
  public:
   // Most threads a pool may have (ContextOptions::cpu_threads is checked against it).
-  static constexpr int kMaxThreads = 256;
+  static constexpr int kMaxThreads = ContextOptions::kMaxCpuThreads;
 
   // A pool of `threads` threads, the caller's included: starts threads - 1 workers.
   // Errors: kInvalidArgument unless 1 <= threads <= kMaxThreads; kResourceExhausted when the

@@ -10,10 +10,10 @@
 // second run with the same shape and buffer addresses, and replayed afterwards; input
 // staging and symbolic-value uploads stay outside the graph.
 //
-// Memory: the context's host-side binding (runtime/context.cc, Bind) lays every arena
-// tensor out at an offset in a host arena; the executor mirrors that layout in one device
-// arena, so a tensor's device address is device_arena + (host address - host arena). The
-// host arena doubles as the staging area of CPU fallback instructions. Weights are
+// Memory: the backend (runtime/cuda/backend.h) places every arena tensor at its plan's
+// offset in a host arena (runtime/cpu/host_memory.h); the executor mirrors that layout in
+// one device arena, so a tensor's device address is device_arena + (host address - host
+// arena). The host arena doubles as the staging area of CPU fallback instructions. Weights are
 // uploaded once per (Model, device) and shared by every executor on that device.
 //
 // NOTE: written without a GPU. It runs end to end in CI on the emulated CUDA device
@@ -32,7 +32,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
-#include "runtime/context_impl.h"
+#include "runtime/entry_state.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/model_impl.h"
 

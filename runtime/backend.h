@@ -1,0 +1,83 @@
+// Backend: what runs an ExecutionContext's entries on one kind of device. The context
+// (runtime/context.cc) runs the prologue, picks the entry, binds its shapes for the symbol
+// values (EntryState) and hands the entry to its backend; it names no backend's internals.
+// Backends:
+//   cpu   runtime/cpu/backend.h: every instruction on the host, split over a thread pool;
+//   cuda  runtime/cuda/backend.h: generated kernels, cuBLASLt and cuDNN on a CUDA device,
+//         the instructions no device path takes as CPU fallbacks.
+// A backend is added with its folder and one line in RegisteredBackends (backend_registry.cc).
+//
+// Thread-compatible: one backend per context, used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "runtime/entry_state.h"
+#include "runtime/instruction_observer.h"
+#include "runtime/model_impl.h"
+
+namespace kiln {
+
+// One Run of entry `entry` whose binding `state` is current and prepared (Backend::Prepare).
+struct BackendRun {
+  int32_t entry;
+  const PreparedEntry& pe;
+  EntryState& state;
+  std::span<const TensorView> inputs;  // the caller's, in model input order, checked by the prologue
+  void* stream;                        // the caller's stream (CUstream on CUDA), or null
+  Stats& stats;
+  const InstructionObserver& observer;  // empty when unset; the CPU backend calls it
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  // What runs and how (ExecutionContext::device_note), e.g. "CPU backend, 2 threads".
+  virtual const std::string& note() const = 0;
+  // The memory the prologue accepts inputs in: kHost, or kAnyMemory (prologue.h) on a device.
+  virtual MemoryKind input_memory() const = 0;
+
+  // Whether `s`, bound for its symbols, still points into this backend's memory as it is now
+  // (false after the memory moved to grow for another entry).
+  virtual bool Holds(const EntryState& s) const = 0;
+  // Plans and allocates this backend's memory for entry `pe` at the binding `s` (arena,
+  // workspaces, library plans) and points `s`'s arena tensors into it. Errors:
+  // kResourceExhausted (over LoadOptions::max_context_bytes, or an allocation failed).
+  virtual Status Prepare(const PreparedEntry& pe, EntryState& s) = 0;
+
+  // Runs the entry: on the CPU it returns when the outputs are computed; on a device it
+  // enqueues on run.stream. Errors name the instruction.
+  virtual Status Execute(const BackendRun& run) = 0;
+  // Hands out the outputs of the last Execute: views of the backend's memory, valid until the
+  // next Run (`into_caller` false), or copies into the caller's views (`into_caller` true;
+  // their count, dtypes, shapes, data pointers and memory kinds (input_memory()) were checked
+  // against the binding). On a device, the copies are enqueued on run.stream.
+  virtual Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) = 0;
+  // Waits for the work enqueued on `stream`; reports errors found on the device then.
+  virtual Status Synchronize(void* stream, Stats& stats) = 0;
+
+  virtual ExecutionContext::MemoryUsage memory_usage() const = 0;
+};
+
+// How a context gets a backend. `create` opens the device of options.device_ordinal;
+// `Create` of a device that is not there fails with kFailedPrecondition and the reason.
+struct BackendRegistration {
+  Device device;
+  const char* name;   // "cpu", "cuda": as in --device
+  const char* title;  // "CPU", "CUDA": as in device notes ("CUDA unavailable: ...")
+  Result<std::unique_ptr<Backend>> (*create)(const Model& model, const ContextOptions& options);
+};
+
+// The backends built into this runtime, in the order Device::kAuto tries them (the CPU
+// backend last, always present).
+std::span<const BackendRegistration> RegisteredBackends();
+
+}  // namespace kiln

@@ -1,0 +1,113 @@
+#include "runtime/cpu/backend.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "runtime/cpu/cpu_isa.h"
+#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/host_memory.h"
+#include "runtime/cpu/run_instruction.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace kiln::cpu {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile)
+      : max_context_bytes_(model.impl().max_context_bytes),
+        threads_(std::move(threads)),
+        note_(std::move(note)),
+        profile_(profile) {}
+
+  Device device() const override { return Device::kCpu; }
+  const std::string& note() const override { return note_; }
+  MemoryKind input_memory() const override { return MemoryKind::kHost; }
+  bool Holds(const EntryState& s) const override { return memory_.Holds(s); }
+  Status Prepare(const PreparedEntry& pe, EntryState& s) override {
+    return memory_.Place(pe, s, threads_->size(), max_context_bytes_);
+  }
+
+  Status Execute(const BackendRun& run) override {
+    const PreparedEntry& pe = run.pe;
+    EntryState& s = run.state;
+    std::vector<int64_t>& times = run.stats.last_instruction_ns;
+    if (profile_) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
+    int64_t t = profile_ ? NowNs() : 0;
+    for (size_t k = 0; k < pe.instructions.size(); ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      const TensorRef* ops = s.operands.data() + pi.operands_begin;
+      const KernelCall call{pi.attrs,
+                            {ops, static_cast<size_t>(pi.num_inputs)},
+                            {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
+                            memory_.workspace(),
+                            static_cast<size_t>(memory_.workspace_bytes()),
+                            threads_.get()};
+      Status st = RunInstruction(pi, call, s.sizes);
+      if (!st.ok()) return st.WithContext(pi.label);
+      if (run.observer) [[unlikely]]
+        run.observer(pe, pi, call.outputs);
+      if (profile_) {
+        const int64_t now = NowNs();
+        times[k] = now - t;
+        t = now;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) override {
+    const PreparedEntry& pe = run.pe;
+    const size_t n = pe.outputs.size();
+    if (!into_caller) {
+      outputs.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const TensorRef& r = run.state.refs[pe.outputs[i]];
+        outputs[i] = TensorView::Host(r.data, r.dtype, r.dims, r.rank);
+      }
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const TensorRef& r = run.state.refs[pe.outputs[i]];
+      const size_t bytes = static_cast<size_t>(r.num_elements) * DTypeSize(r.dtype);
+      if (outputs[i].data != r.data && bytes > 0) std::memmove(outputs[i].data, r.data, bytes);
+    }
+    return Status::Ok();
+  }
+
+  Status Synchronize(void*, Stats&) override { return Status::Ok(); }
+
+  ExecutionContext::MemoryUsage memory_usage() const override {
+    ExecutionContext::MemoryUsage m;
+    m.host_bytes = memory_.bytes();
+    return m;
+  }
+
+ private:
+  uint64_t max_context_bytes_;
+  std::unique_ptr<ThreadPool> threads_;
+  std::string note_;
+  bool profile_;
+  HostMemory memory_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const ContextOptions& options) {
+  KILN_RETURN_IF_ERROR(MaxCpuIsaSetting());
+  const int threads = options.cpu_threads > 0 ? options.cpu_threads : DefaultThreadCount();
+  std::string note = "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  if (CpuIsaCapped()) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
+  auto pool = ThreadPool::Create(threads);
+  if (!pool.ok()) return pool.status();
+  PrepareGemmThreads();
+  return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile));
+}
+
+}  // namespace kiln::cpu

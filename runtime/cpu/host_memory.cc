@@ -1,0 +1,62 @@
+#include "runtime/cpu/host_memory.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/cpu/fused.h"
+#include "runtime/cpu/widen.h"
+
+namespace kiln::cpu {
+
+using std::to_string;
+
+bool AlignedBuffer::Reserve(uint64_t bytes) {
+  if (bytes <= size_) return true;
+  const uint64_t rounded = AllocationBytes(bytes);
+  if (rounded < bytes || rounded > static_cast<uint64_t>(PTRDIFF_MAX)) return false;
+  void* p = std::aligned_alloc(64, static_cast<size_t>(rounded));
+  if (p == nullptr) return false;
+  std::free(data_);
+  data_ = static_cast<uint8_t*>(p);
+  size_ = rounded;
+  return true;
+}
+
+Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes) {
+  s.workspace_needed = 0;
+  for (const PreparedInstruction& pi : pe.instructions) {
+    if (pi.program) {
+      s.workspace_needed = std::max<uint64_t>(s.workspace_needed, FusedWorkspaceBytes(*pi.program, threads));
+      continue;
+    }
+    const TensorRef* ops = s.operands.data() + pi.operands_begin;
+    const size_t ws = KernelWorkspaceBytes(*pi.kernel, pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
+                                           {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});
+    s.workspace_needed = std::max<uint64_t>(s.workspace_needed, ws);
+  }
+  const uint64_t arena = std::max(arena_.size(), AllocationBytes(s.arena_needed));
+  const uint64_t workspace = std::max(workspace_.size(), AllocationBytes(s.workspace_needed));
+  uint64_t total = 0;
+  if (__builtin_add_overflow(arena, workspace, &total)) total = UINT64_MAX;
+  if (total > max_context_bytes)
+    return ResourceExhausted(pe.label + ": these shapes need an arena of " + to_string(s.arena_needed) +
+                             " bytes and " + to_string(s.workspace_needed) +
+                             " bytes of kernel workspace; the context would hold " + to_string(total) +
+                             " bytes, above LoadOptions::max_context_bytes (" + to_string(max_context_bytes) + ")");
+  if (!arena_.Reserve(s.arena_needed))
+    return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(s.arena_needed) + " bytes");
+  if (!workspace_.Reserve(s.workspace_needed))
+    return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
+                             " bytes of kernel workspace");
+  // Arena pointers, now that the arena is placed; an empty tensor's offset is never read.
+  const ArenaLiveness& l = pe.liveness;
+  for (size_t p = 0; p < l.tensors.size(); ++p) {
+    TensorRef& r = s.refs[l.tensors[p]];
+    r.data = arena_.data() + (r.num_elements == 0 ? 0 : s.values[l.offset_expr[p]]);
+  }
+  for (const auto& [slot, t] : s.arena_slots) s.operands[slot].data = s.refs[t].data;
+  s.arena_base = arena_.data();
+  return Status::Ok();
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,79 @@
+#include "runtime/cuda/backend.h"
+
+#include <string>
+
+#include "runtime/cpu/cpu_isa.h"
+#include "runtime/cpu/host_memory.h"
+#include "runtime/cuda/executor.h"
+
+namespace kiln::cuda {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, std::unique_ptr<Executor> executor)
+      : max_context_bytes_(model.impl().max_context_bytes), executor_(std::move(executor)) {
+    const DeviceInfo& d = executor_->device();
+    note_ = "CUDA device " + std::to_string(d.ordinal) + ": " + d.name + " (" + d.arch() + ")";
+    if (!executor_->library_note().empty()) note_ += "; " + executor_->library_note();
+  }
+
+  Device device() const override { return Device::kCuda; }
+  const std::string& note() const override { return note_; }
+  MemoryKind input_memory() const override { return kAnyMemory; }
+  bool Holds(const EntryState& s) const override { return host_.Holds(s); }
+  // CPU fallback instructions run on the calling thread: their workspace is sized for one.
+  Status Prepare(const PreparedEntry& pe, EntryState& s) override {
+    return host_.Place(pe, s, /*threads=*/1, max_context_bytes_);
+  }
+
+  Status Execute(const BackendRun& run) override {
+    return executor_->Execute(run.entry, run.pe, run.state, host_.arena(), host_.workspace(),
+                              static_cast<size_t>(host_.workspace_bytes()), run.inputs,
+                              static_cast<CUstream>(run.stream), views_, run.stats);
+  }
+
+  Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) override {
+    if (!into_caller) {
+      outputs = views_;
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < views_.size(); ++i) {
+      const TensorView& r = views_[i];
+      if (r.num_bytes() > 0)
+        KILN_RETURN_IF_ERROR(executor_->Copy(outputs[i].data, outputs[i].memory, r.data, r.num_bytes(),
+                                             static_cast<CUstream>(run.stream)));
+    }
+    return Status::Ok();
+  }
+
+  Status Synchronize(void* stream, Stats& stats) override {
+    return executor_->Synchronize(static_cast<CUstream>(stream), stats);
+  }
+
+  ExecutionContext::MemoryUsage memory_usage() const override {
+    ExecutionContext::MemoryUsage m;
+    m.host_bytes = host_.bytes() + executor_->host_bytes();
+    m.device_bytes = executor_->device_bytes();
+    return m;
+  }
+
+ private:
+  uint64_t max_context_bytes_;
+  std::unique_ptr<Executor> executor_;
+  std::string note_;
+  cpu::HostMemory host_;
+  std::vector<TensorView> views_;  // the outputs of the last Execute, in the device arena
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const ContextOptions& options) {
+  KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());  // CPU fallback instructions run CPU kernels
+  auto executor =
+      Executor::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile);
+  if (!executor.ok()) return executor.status();
+  return std::unique_ptr<Backend>(new CudaBackend(model, std::move(*executor)));
+}
+
+}  // namespace kiln::cuda
