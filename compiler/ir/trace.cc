@@ -120,6 +120,7 @@ class Printer {
   std::string Run() {
     out_ << "# stage: " << t_.stage << "\n";
     out_ << "# provenance: " << t_.provenance << "\n";
+    for (const std::string& note : t_.notes) out_ << "# " << note << "\n";
     std::string ins;
     for (ValueId id : t_.inputs) ins += (ins.empty() ? "" : ", ") + Name(id) + ": " + Type(id);
     out_ << "# inputs: " << ins << "\n";

@@ -92,6 +92,7 @@ struct Block {
 struct Trace {
   std::string stage;       // "import", "canonical", ...
   std::string provenance;  // one line: what produced this trace
+  std::vector<std::string> notes;  // what the stage found, printed as "# " lines after the provenance
   std::vector<Value> values;
   std::vector<ValueId> inputs;   // runtime inputs, in model order
   std::vector<ValueId> outputs;  // model outputs, in model order

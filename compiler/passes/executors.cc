@@ -1,12 +1,49 @@
 #include "compiler/passes/executors.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "compiler/fusion/rules.h"
 #include "compiler/ops/registry.h"
 #include "runtime/cpu/kernel.h"
 
 namespace kiln::passes {
+namespace {
+
+// On a GPU, consecutive nodes the CPU backend runs form one CPU fallback region (one copy to
+// the host of what it reads from the device, one wait, one copy back of what is read after it:
+// runtime/cuda/executor.h). The trace lists them, with each distinct reason once. A library
+// node joins a region only at run time, when its library refuses it (Stats::last_fallbacks).
+void NoteFallbackRegions(ir::Trace& trace) {
+  const std::vector<ir::Node>& nodes = trace.body.nodes;
+  int regions = 0;
+  for (size_t i = 0; i < nodes.size();) {
+    if (nodes[i].executor != "cpu") {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    std::string members, reasons;
+    for (; end < nodes.size() && nodes[end].executor == "cpu"; ++end) {
+      members += (members.empty() ? "" : ", ") + ("'" + nodes[end].name + "' (" + nodes[end].op + ")");
+      std::string why = nodes[end].executor_reason;
+      constexpr std::string_view kPrefix = "CPU fallback on a GPU: ";
+      if (why.starts_with(kPrefix)) why.erase(0, kPrefix.size());
+      if (reasons.find(why) == std::string::npos) reasons += (reasons.empty() ? "" : "; ") + why;
+    }
+    trace.notes.push_back("CPU fallback region " + std::to_string(++regions) + ", " + std::to_string(end - i) +
+                          (end - i == 1 ? " node: " : " nodes: ") + members + " -- " + reasons);
+    i = end;
+  }
+  if (regions > 0)
+    trace.notes.insert(trace.notes.end() - regions,
+                       std::to_string(regions) + " CPU fallback region" + (regions == 1 ? "" : "s") +
+                           " on a GPU (each: one copy to the host, one wait, one copy back)");
+}
+
+}  // namespace
 
 Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
   ir::Trace trace = canonical;
@@ -36,6 +73,7 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
                                  : "CPU fallback on a GPU: this instance has no fused form (see the fusion log)";
     }
   }
+  NoteFallbackRegions(trace);
   return trace;
 }
 

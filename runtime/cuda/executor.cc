@@ -139,6 +139,13 @@ struct Executor::State {
   CUevent start = nullptr, stop = nullptr;
   bool timing = false;  // events recorded by the last Execute
   std::vector<std::vector<uint8_t>> host_inputs;  // host copies of device inputs, for CPU fallbacks
+  // Per entry and arena tensor: the instruction that writes it and the last that reads it (the
+  // instruction count for an entry output), from its memory plan's liveness; -1 elsewhere.
+  struct Lifetimes {
+    std::vector<int32_t> written, last_read;
+  };
+  std::vector<Lifetimes> lifetimes;
+  std::vector<int32_t> region_inputs;  // tensors a CPU fallback region copied to the host
   std::vector<CUdeviceptr> input_ptrs;            // device address of each model input this call
   std::vector<CUdeviceptr> ptr_args;              // kernel argument storage
   std::vector<long long> size_args;
@@ -356,48 +363,81 @@ struct Executor::State {
                      [&] { return pi.label + ": cuLaunchKernel"; });
   }
 
-  // Runs one instruction on the CPU backend: its inputs come to the host arena (or host
-  // staging), the kernel runs, its outputs go back to the device arena.
-  Status Fallback(const PreparedEntry& pe, const PreparedInstruction& pi, EntryState& s, uint8_t* host_arena,
-                  std::span<const TensorView> inputs, CUstream stream, void* workspace, size_t workspace_bytes) {
-    const int32_t* ops = pe.operands.data() + pi.operands_begin;
-    cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
-    for (int32_t i = 0; i < pi.num_inputs; ++i) {
-      if (ops[i] < 0) continue;
-      const PreparedTensor& pt = pe.tensors[ops[i]];
-      if (pt.storage == StorageKind::kArena && TensorBytes(refs[i]) > 0) {
-        KILN_RETURN_IF_ERROR(CheckLazy(*drv,
-                                       drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, ops[i]),
-                                                            TensorBytes(refs[i]), stream),
-                                       [&] { return pi.label + ": copy an input to the host"; }));
-      } else if (pt.storage == StorageKind::kInput && inputs[pt.index].memory == MemoryKind::kDevice) {
-        std::vector<uint8_t>& h = host_inputs[pt.index];
-        h.resize(TensorBytes(refs[i]) + 1);
-        KILN_RETURN_IF_ERROR(CheckLazy(*drv,
-                                       drv->MemcpyDtoHAsync(h.data(), input_ptrs[pt.index], TensorBytes(refs[i]), stream),
-                                       [&] { return pi.label + ": copy a device input to the host"; }));
-        refs[i].data = h.data();
+  // Whether instruction `i` runs on the host under decisions `d`: not a launched generated
+  // kernel, and no library takes it.
+  bool OnHost(const PreparedEntry& pe, const Decisions& d, size_t i) const {
+    return !(pe.instructions[i].program && !dm->functions.empty()) && d.lib[i] == Lib::kNone;
+  }
+
+  // Runs instructions [begin, end) of entry `e` on the CPU backend as one CPU fallback region:
+  // the tensors the region reads from the device come to the host (arena tensors into the host
+  // arena at their offsets, device model inputs into host copies), one wait, the CPU kernels in
+  // order, then the region's outputs that are read after it (or are the entry's outputs) go back
+  // to the device arena, and one wait before the host arena is used again. Tensors that live
+  // and die inside the region never cross. The memory plan makes this safe: a tensor read
+  // after the region is live to its end, so nothing the region writes shares its bytes.
+  Status FallbackRegion(int32_t e, const PreparedEntry& pe, size_t begin, size_t end, EntryState& s,
+                        uint8_t* host_arena, std::span<const TensorView> inputs, CUstream stream, void* workspace,
+                        size_t workspace_bytes) {
+    const Lifetimes& life = lifetimes[static_cast<size_t>(e)];
+    const std::string& where = pe.instructions[begin].label;  // errors only
+    region_inputs.clear();
+    auto copied = [&](int32_t t) { return std::find(region_inputs.begin(), region_inputs.end(), t) != region_inputs.end(); };
+    for (size_t k = begin; k < end; ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      const int32_t* ops = pe.operands.data() + pi.operands_begin;
+      cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+      for (int32_t i = 0; i < pi.num_inputs; ++i) {
+        const int32_t t = ops[i];
+        if (t < 0) continue;
+        const PreparedTensor& pt = pe.tensors[t];
+        if (pt.storage == StorageKind::kArena) {
+          if (life.written[t] >= static_cast<int32_t>(begin) || TensorBytes(refs[i]) == 0 || copied(t)) continue;
+          KILN_RETURN_IF_ERROR(CheckLazy(*drv,
+                                         drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, t),
+                                                              TensorBytes(refs[i]), stream),
+                                         [&] { return pi.label + ": copy an input to the host"; }));
+          region_inputs.push_back(t);
+        } else if (pt.storage == StorageKind::kInput && inputs[pt.index].memory == MemoryKind::kDevice) {
+          std::vector<uint8_t>& h = host_inputs[pt.index];
+          if (!copied(t)) {
+            h.resize(TensorBytes(refs[i]) + 1);
+            KILN_RETURN_IF_ERROR(CheckLazy(
+                *drv, drv->MemcpyDtoHAsync(h.data(), input_ptrs[pt.index], TensorBytes(refs[i]), stream),
+                [&] { return pi.label + ": copy a device input to the host"; }));
+            region_inputs.push_back(t);
+          }
+          refs[i].data = h.data();
+        }
       }
     }
-    KILN_RETURN_IF_ERROR(
-        CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return pi.label + ": wait for the device"; }));
-    const cpu::KernelCall call{pi.attrs,
-                               {refs, static_cast<size_t>(pi.num_inputs)},
-                               {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
-                               workspace,
-                               workspace_bytes};
-    Status st = cpu::RunInstruction(pi, call, s.sizes);
-    if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
-    for (int32_t o = 0; o < pi.num_outputs; ++o) {
-      const int32_t t = ops[pi.num_inputs + o];
-      const cpu::TensorRef& r = refs[pi.num_inputs + o];
-      if (t < 0 || TensorBytes(r) == 0) continue;
-      KILN_RETURN_IF_ERROR(
-          CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
-                    [&] { return pi.label + ": copy an output to the device"; }));
+    KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return where + ": wait for the device"; }));
+    for (size_t k = begin; k < end; ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+      const cpu::KernelCall call{pi.attrs,
+                                 {refs, static_cast<size_t>(pi.num_inputs)},
+                                 {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
+                                 workspace,
+                                 workspace_bytes};
+      Status st = cpu::RunInstruction(pi, call, s.sizes);
+      if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
     }
-    // The host arena is reused by the next fallback: its data must reach the device first.
-    return CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return pi.label + ": wait for the device"; });
+    for (size_t k = begin; k < end; ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      const int32_t* ops = pe.operands.data() + pi.operands_begin;
+      const cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+      for (int32_t o = 0; o < pi.num_outputs; ++o) {
+        const int32_t t = ops[pi.num_inputs + o];
+        const cpu::TensorRef& r = refs[pi.num_inputs + o];
+        if (t < 0 || TensorBytes(r) == 0 || life.last_read[t] < static_cast<int32_t>(end)) continue;
+        KILN_RETURN_IF_ERROR(
+            CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
+                      [&] { return pi.label + ": copy an output to the device"; }));
+      }
+    }
+    // The host arena is reused by the next region: its data must reach the device first.
+    return CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return where + ": wait for the device"; });
   }
 };
 
@@ -454,6 +494,16 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
     st->dnn = std::move(*ex);
   }
   st->decisions.resize(model.impl().prepared.size());
+  for (const PreparedEntry& pe : model.impl().prepared) {
+    State::Lifetimes& life = st->lifetimes.emplace_back();
+    life.written.assign(pe.tensors.size(), -1);
+    life.last_read.assign(pe.tensors.size(), -1);
+    const ArenaLiveness& l = pe.liveness;
+    for (size_t p = 0; p < l.tensors.size(); ++p) {
+      life.written[l.tensors[p]] = l.first[p];
+      life.last_read[l.tensors[p]] = l.last[p];
+    }
+  }
   st->host_inputs.resize(model.inputs().size());
   st->input_ptrs.resize(model.inputs().size());
   return std::unique_ptr<Executor>(new Executor(std::move(st)));
@@ -523,12 +573,23 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
           *refused = true;
           return Status::Ok();
         }
-        if (!ran) KILN_RETURN_IF_ERROR(s.Fallback(pe, pi, es, host, inputs, stream, workspace, workspace_bytes));
-        if (!ran && !d.why[i].empty()) {  // not where the artifact says: report it
-          if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
-          Stats::Fallback& f = stats.last_fallbacks[fallbacks++];
-          f.instruction = static_cast<int32_t>(i);
-          f.reason.assign(d.why[i]);  // reuses the string's storage from the last run
+        if (!ran) {
+          // A CPU fallback region: this instruction and the ones after it that also run on the
+          // host. Its time goes to its first instruction's profile entry.
+          size_t end = i + 1;
+          while (end < pe.instructions.size() && s.OnHost(pe, d, end)) ++end;
+          KILN_RETURN_IF_ERROR(s.FallbackRegion(e, pe, i, end, es, host, inputs, stream, workspace, workspace_bytes));
+          for (size_t k = i; k < end; ++k) {
+            if (d.why[k].empty()) continue;  // runs where the artifact says: nothing to report
+            if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
+            Stats::Fallback& f = stats.last_fallbacks[fallbacks++];
+            f.instruction = static_cast<int32_t>(k);
+            f.reason.assign(d.why[k]);  // reuses the string's storage from the last run
+          }
+          if (s.profile)
+            for (size_t k = i + 1; k < end; ++k)
+              KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[k], stream), "cuEventRecord (profile)"));
+          i = end - 1;
         }
       }
       if (s.profile)

@@ -3,7 +3,9 @@
 // cubin for the device's arch (or its PTX, JIT-compiled by the driver); an instruction the
 // artifact labels @cublaslt or @cudnn goes to that library when it is present and accepts the
 // op (decided once per entry and binding of its symbols); every other op runs on the CPU
-// backend with explicit copies (a "CPU fallback region" of one instruction). A library op
+// backend. Consecutive instructions that run on the host form one CPU fallback region: one
+// copy to the host of what the region reads from the device, one wait, the CPU kernels, one
+// copy back of what is read after it, one wait (FallbackRegion in executor.cc). A library op
 // that runs on the CPU is reported with the reason in Stats::last_fallbacks. The
 // library workspace is planned once at the libraries' caps (32 MiB cuBLASLt, 64 MiB cuDNN).
 // With cuda_graphs, an entry whose every instruction runs on the device is captured at its

@@ -368,9 +368,12 @@ const Stats::Fallback* FallbackOf(const Stats& stats, size_t i) {
 
 // Each instruction of the last Run's entry enqueued what its executor does: @generated its own
 // kernel's launch and nothing else; @cudnn / @cublaslt that library's calls and no launch, unless
-// Stats::last_fallbacks reports it (with a reason): then no library call but the copies of a CPU
-// fallback; @cpu no launch and no library call, and its outputs copied back to the device.
-void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segments& seg) {
+// Stats::last_fallbacks reports it (with a reason): then it runs on the host. Consecutive
+// instructions on the host (@cpu, or reported fallbacks) form one CPU fallback region, whose
+// copies are all enqueued at its first instruction: no launch, no library call, and at least
+// one output copied back to the device (what is read after the region); the region's other
+// instructions enqueue nothing. Returns the size of the largest region.
+size_t CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segments& seg) {
   const Stats& stats = ctx.stats();
   const int32_t e = stats.last_entry;
   REQUIRE(e >= 0);
@@ -383,6 +386,11 @@ void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segme
     CHECK_MESSAGE(!info.library().empty(), "a fallback reported for " << info.label());
     CHECK(!f.reason.empty());
   }
+  auto on_host = [&](size_t i) {
+    const std::string& exec = entry.instructions[i].executor;
+    return exec == "cpu" || ((exec == "cudnn" || exec == "cublaslt") && FallbackOf(stats, i) != nullptr);
+  };
+  size_t region = 0, largest = 0;
   for (size_t i = 0; i < entry.instructions.size(); ++i) {
     const InstructionInfo& info = entry.instructions[i];
     const std::vector<std::string>& calls = seg.instructions[i];
@@ -391,6 +399,12 @@ void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segme
     const int launches = CountIf(calls, IsLaunch), dnn = CountIf(calls, IsDnn), blas = CountIf(calls, IsBlas);
     const int to_device = CountIf(calls, [](const std::string& l) { return StartsWith(l, "cuMemcpyHtoDAsync "); });
     const Stats::Fallback* fallback = FallbackOf(stats, i);
+    region = on_host(i) ? region + 1 : 0;
+    largest = std::max(largest, region);
+    if (region > 1) {
+      CHECK_MESSAGE(calls.empty(), "inside a CPU fallback region: its copies belong to its first instruction");
+      continue;
+    }
     if (exec == "generated") {
       const std::string kernel = KernelOf(model, e, i);
       CHECK(!kernel.empty());
@@ -421,6 +435,7 @@ void CheckPlacement(const Model& model, const ExecutionContext& ctx, const Segme
       FAIL_CHECK("no executor in the label");
     }
   }
+  return largest;
 }
 
 // Runs `artifact` once on a profiling CUDA context into host outputs, with the call log on,
@@ -442,7 +457,8 @@ Stats CheckOneProfiledRun(const std::string& what, const std::vector<uint8_t>& a
   REQUIRE(e >= 0);
   const size_t n = model.entries()[static_cast<size_t>(e)].instructions.size();
   const Segments seg = Segment(log, n);
-  CheckPlacement(model, ctx, seg);
+  const size_t largest_region = CheckPlacement(model, ctx, seg);
+  MESSAGE(what << ": the largest CPU fallback region has " << largest_region << " instruction(s)");
   CHECK(ctx.stats().last_instruction_ns.size() == n);
   // Staging: each host input copied once (and perhaps the symbolic values); after the stop
   // event, each output copied to its host buffer, then the error words read.
@@ -532,6 +548,55 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
       blas += info.executor == "cublaslt";
     CHECK(blas == 2);
   }
+}
+
+TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback region: one copy in, one copy back") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  // x [2, 5] -> Relu (generated) -> Hardmax -> ArgMax (the CPU: one region) -> Cast (generated).
+  onnx::ModelProto m = testing::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"2", "5"});
+  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu");
+  testing::AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
+  testing::AttrInt(testing::AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
+  testing::AttrInt(testing::AddNode(g, "Cast", {"a"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  testing::AddOutput(g, "y");
+  const std::vector<uint8_t> artifact = testing::CompileModel(m, compiler::CompileOptions{});
+  HostTensor x;
+  x.name = "x";
+  x.dtype = DType::kFloat32;
+  x.dims = {2, 5};
+  const std::vector<float> v = {0.5f, -1, 3, 2, 0, -4, 1, 1.5f, 7, 2};
+  x.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(artifact);
+  const std::vector<HostTensor> want = RunCpu(model, {x});
+  ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
+  std::vector<HostTensor> got = Sentinel(want);
+  emu->log_begin();
+  const Status st = RunInto(ctx, {x}, got);
+  const std::string log = emu->log_take();
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  const EntryInfo& entry = model.entries()[static_cast<size_t>(ctx.stats().last_entry)];
+  const Segments seg = Segment(log, entry.instructions.size());
+  CHECK(CheckPlacement(model, ctx, seg) == 2);
+  size_t hardmax = entry.instructions.size();
+  for (size_t i = 0; i < entry.instructions.size(); ++i)
+    if (entry.instructions[i].op == "Hardmax") hardmax = i;
+  REQUIRE(hardmax + 1 < entry.instructions.size());
+  CHECK(entry.instructions[hardmax + 1].op == "ArgMax");
+  // The region's copies, all at its first instruction: Relu's output r (10 floats) to the host,
+  // then ArgMax's output (2 int64) back. Hardmax's output h lives and dies on the host.
+  CHECK(seg.instructions[hardmax] == std::vector<std::string>{"cuMemcpyDtoHAsync 40", "cuMemcpyHtoDAsync 16"});
+  CHECK(seg.instructions[hardmax + 1].empty());
+  // The argmax of each row, hand-computed: 2 and 3.
+  REQUIRE(got.size() == 1);
+  std::vector<float> y(2);
+  REQUIRE(got[0].bytes.size() == y.size() * sizeof(float));
+  std::memcpy(y.data(), got[0].bytes.data(), got[0].bytes.size());
+  CHECK(y == std::vector<float>{2, 3});
 }
 
 TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs moves that instruction to the CPU") {

@@ -1,0 +1,56 @@
+// The `executors` stage: who runs each node, and the CPU fallback regions it notes in its trace.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+namespace {
+
+using namespace kiln::testing;
+
+std::string ExecutorsTrace(const onnx::ModelProto& m) {
+  auto model = kiln::Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  const kiln::EntryInfo& e = model->entries().at(0);
+  const auto& names = e.compile.stage_names;
+  const size_t i = std::find(names.begin(), names.end(), "executors") - names.begin();
+  REQUIRE(i < e.stage_traces.size());
+  return e.stage_traces[i];
+}
+
+TEST_CASE("executors: consecutive CPU nodes form one CPU fallback region, noted with its reasons") {
+  // Relu (generated) -> Hardmax -> ArgMax (the CPU, one region) -> Cast -> Hardmax (a second).
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "5"});
+  AddNode(g, "Relu", {"x"}, {"r"}, "relu");
+  AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
+  AttrInt(AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
+  AttrInt(AddNode(g, "Cast", {"a"}, {"c"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  AddNode(g, "Hardmax", {"c"}, {"y"}, "hardmax2");
+  AddOutput(g, "y");
+  const std::string trace = ExecutorsTrace(m);
+  INFO(trace);
+  CHECK(trace.find("# 2 CPU fallback regions on a GPU (each: one copy to the host, one wait, one copy back)\n") !=
+        std::string::npos);
+  CHECK(trace.find("# CPU fallback region 1, 2 nodes: 'hardmax' (Hardmax), 'argmax' (ArgMax) -- ") !=
+        std::string::npos);
+  CHECK(trace.find("# CPU fallback region 2, 1 node: 'hardmax2' (Hardmax) -- ") != std::string::npos);
+  // Each distinct reason once, without the per-node "CPU fallback on a GPU: " prefix.
+  CHECK(trace.find("-- CPU fallback on a GPU") == std::string::npos);
+}
+
+TEST_CASE("executors: a model without CPU nodes notes no region") {
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "5"});
+  AddNode(g, "Relu", {"x"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  CHECK(ExecutorsTrace(m).find("CPU fallback region") == std::string::npos);
+}
+
+}  // namespace
