@@ -45,6 +45,7 @@ void InitEntryState(const PreparedEntry& pe, EntryState& s) {
   s.values.assign(pe.exprs.size(), 0);
   s.dims.assign(pe.dim_exprs.size(), 0);
   s.refs.assign(pe.tensors.size(), cpu::TensorRef{});
+  s.arena_offsets.assign(pe.tensors.size(), 0);
   s.symbolic.assign(static_cast<size_t>(pe.num_symbolic_values) + 1, 0);
   s.operands.assign(pe.operands.size(), cpu::TensorRef{});
   s.sizes.assign(pe.size_exprs.size(), 0);
@@ -81,6 +82,12 @@ class Binder {
       KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
     if (!pe.plan_checked) KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, s.values.data(), s.dims.data(), s.arena_scratch));
     s.arena_needed = static_cast<uint64_t>(s.values[pe.arena_expr]);  // >= 0: the plan check
+    // An empty tensor's offset is never read.
+    const ArenaLiveness& l = pe.liveness;
+    for (size_t p = 0; p < l.tensors.size(); ++p) {
+      const int32_t t = l.tensors[p];
+      s.arena_offsets[t] = s.refs[t].num_elements == 0 ? 0 : static_cast<uint64_t>(s.values[l.offset_expr[p]]);
+    }
     for (size_t k = 0; k < pe.operands.size(); ++k)
       s.operands[k] = pe.operands[k] < 0 ? cpu::TensorRef{} : s.refs[pe.operands[k]];
     for (size_t k = 0; k < pe.size_exprs.size(); ++k) s.sizes[k] = s.values[pe.size_exprs[k]];

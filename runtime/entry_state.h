@@ -1,7 +1,8 @@
 // EntryState: what an ExecutionContext keeps per entry between Runs: the prologue's scratch
 // and the entry's binding (every tensor's dims and, for the symbol values bound last, its data
-// pointer). The context binds shapes (runtime/context.cc); the backend places the arena
-// tensors in its memory (runtime/backend.h, Backend::Prepare) and reads the binding to run.
+// pointer). The context binds shapes and the arena offsets of the entry's memory plan
+// (runtime/context.cc); each backend places the arena in its own memory (runtime/backend.h,
+// Backend::Prepare) and reads the binding to run.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,9 @@ struct EntryState {
   PrologueFailure failure;  // this entry's failed check in the current Run
   bool bound = false;
   std::vector<int64_t> binding;      // symbol values the refs below were computed for
-  const uint8_t* arena_base = nullptr;  // host arena they point into (it may move when it grows)
-  uint64_t arena_needed = 0;
+  uint64_t host_placement = 0;  // the cpu::HostMemory placement the arena pointers are for (0: none)
+  uint64_t arena_needed = 0;          // bytes
+  std::vector<uint64_t> arena_offsets;  // per tensor: its byte offset in the arena (0 unless an arena tensor)
   std::vector<int64_t> values;       // evaluated exprs
   std::vector<int64_t> dims;         // flat tensor dims, laid out as PreparedEntry::dim_exprs
   std::vector<cpu::TensorRef> refs;  // one per tensor

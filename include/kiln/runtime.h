@@ -115,14 +115,15 @@ struct LoadOptions {
   // bytes.size() (Load(bytes), checked before the copy). Default: no limit beyond the
   // address space. Above it: kResourceExhausted.
   uint64_t max_artifact_bytes = UINT64_MAX;
-  // Largest memory one ExecutionContext of this model may hold for its entries: the arena
-  // plus the kernel workspace, each as allocated (rounded up to 64 bytes), as
-  // ExecutionContext::arena_bytes() reports them (on the CUDA backend this also bounds the
-  // device arena, which has the arena's size). 0, the default, means the host's
-  // physical memory (sysconf), so a size no machine could hold never reaches an allocation.
-  // Load refuses an entry whose arena size is a constant above the limit; Run refuses, before
-  // allocating, a call whose shapes make an entry's arena plus workspace exceed it. Both are
-  // kResourceExhausted naming the entry, the size and the limit.
+  // Largest memory one ExecutionContext of this model may hold for its entries: the host
+  // arena plus the kernel workspace, each as allocated (rounded up to 64 bytes), as
+  // ExecutionContext::arena_bytes() reports them; on the CUDA backend it also bounds the
+  // device arena, which has the arena's size. 0, the default, means the host's physical
+  // memory (sysconf), so a size no machine could hold never reaches an allocation. Load
+  // refuses an entry whose arena size is a constant above the limit; Run refuses, before
+  // allocating, a call whose shapes make an entry's arena (plus, where it runs on the host,
+  // the workspace) exceed it. Both are kResourceExhausted naming the entry, the size and the
+  // limit.
   uint64_t max_context_bytes = 0;
 };
 
@@ -258,9 +259,10 @@ class KILN_API ExecutionContext {
   // entry first sees larger shapes) and live until the context is destroyed, so this is also
   // the peak over the context's life so far. A moved-from context reads zero.
   struct MemoryUsage {
-    // Host: the arena and kernel scratch (arena_bytes()); on the CUDA backend also the host
-    // copies of device inputs kept for CPU fallback instructions. The Model's mapped weights
-    // are the Model's, not counted.
+    // Host: on the CPU backend, the arena and kernel workspace; on the CUDA backend, the host
+    // arena and workspace of CPU fallback regions (none until a region runs) and the host
+    // copies of device inputs they read. The Model's mapped weights are the Model's, not
+    // counted.
     uint64_t host_bytes = 0;
     // Device (0 on the CPU backend): the device arena, input staging, symbolic values, error
     // words, the cuBLASLt/cuDNN workspace, and the uploaded weights (shared by the contexts of

@@ -43,19 +43,17 @@ Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, ui
                              " bytes and " + to_string(s.workspace_needed) +
                              " bytes of kernel workspace; the context would hold " + to_string(total) +
                              " bytes, above LoadOptions::max_context_bytes (" + to_string(max_context_bytes) + ")");
+  const uint8_t* before = arena_.data();
   if (!arena_.Reserve(s.arena_needed))
     return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(s.arena_needed) + " bytes");
   if (!workspace_.Reserve(s.workspace_needed))
     return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
                              " bytes of kernel workspace");
-  // Arena pointers, now that the arena is placed; an empty tensor's offset is never read.
-  const ArenaLiveness& l = pe.liveness;
-  for (size_t p = 0; p < l.tensors.size(); ++p) {
-    TensorRef& r = s.refs[l.tensors[p]];
-    r.data = arena_.data() + (r.num_elements == 0 ? 0 : s.values[l.offset_expr[p]]);
-  }
+  if (placement_ == 0 || arena_.data() != before) ++placement_;
+  // Arena pointers, now that the arena is placed.
+  for (const int32_t t : pe.liveness.tensors) s.refs[t].data = arena_.data() + s.arena_offsets[t];
   for (const auto& [slot, t] : s.arena_slots) s.operands[slot].data = s.refs[t].data;
-  s.arena_base = arena_.data();
+  s.host_placement = placement_;
   return Status::Ok();
 }
 

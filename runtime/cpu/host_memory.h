@@ -42,8 +42,9 @@ class HostMemory {
   // `max_context_bytes` (LoadOptions::max_context_bytes) or an allocation fails, naming the
   // entry and the sizes.
   Status Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes);
-  // Whether `s` was placed in the arena as it is now (false after the arena moved).
-  bool Holds(const EntryState& s) const { return s.arena_base == arena_.data(); }
+  // Whether `s` was placed in the arena as it is now (false before its first placement and
+  // after the arena moved).
+  bool Holds(const EntryState& s) const { return s.host_placement != 0 && s.host_placement == placement_; }
 
   uint8_t* arena() const { return arena_.data(); }
   void* workspace() const { return workspace_.data(); }
@@ -53,6 +54,7 @@ class HostMemory {
  private:
   AlignedBuffer arena_;
   AlignedBuffer workspace_;
+  uint64_t placement_ = 0;  // counts the arena's moves (and its first placement)
 };
 
 }  // namespace kiln::cpu

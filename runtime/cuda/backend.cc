@@ -21,15 +21,19 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCuda; }
   const std::string& note() const override { return note_; }
   MemoryKind input_memory() const override { return kAnyMemory; }
-  bool Holds(const EntryState& s) const override { return host_.Holds(s); }
-  // CPU fallback instructions run on the calling thread: their workspace is sized for one.
+  // Device addresses come from the plan's offsets when used, and the host memory of CPU
+  // fallback regions is placed when a region needs it (cuda/executor.h): no binding goes stale.
+  bool Holds(const EntryState&) const override { return true; }
+  // The device arena is reserved when the entry runs; its size is checked here, before.
   Status Prepare(const PreparedEntry& pe, EntryState& s) override {
-    return host_.Place(pe, s, /*threads=*/1, max_context_bytes_);
+    if (AllocationBytes(s.arena_needed) <= max_context_bytes_) return Status::Ok();
+    return ResourceExhausted(pe.label + ": these shapes need a device arena of " + std::to_string(s.arena_needed) +
+                             " bytes, above LoadOptions::max_context_bytes (" + std::to_string(max_context_bytes_) +
+                             ")");
   }
 
   Status Execute(const BackendRun& run) override {
-    return executor_->Execute(run.entry, run.pe, run.state, host_.arena(), host_.workspace(),
-                              static_cast<size_t>(host_.workspace_bytes()), run.inputs,
+    return executor_->Execute(run.entry, run.pe, run.state, host_, max_context_bytes_, run.inputs,
                               static_cast<CUstream>(run.stream), views_, run.stats);
   }
 

@@ -1,9 +1,9 @@
 // The CUDA backend (runtime/backend.h): an entry's instructions run on one CUDA device, on the
 // caller's stream, each where its artifact says (a generated kernel, cuBLASLt or cuDNN) or,
 // when that cannot run here, on the host as a CPU fallback (cuda/executor.h has the rules).
-// Memory: the device arena, staging and library workspace of the executor, and the host arena
-// and kernel workspace (cpu/host_memory.h) that CPU fallback instructions run in; device
-// tensors sit at their host tensors' arena offsets.
+// Memory: the device arena (at the entry's memory plan offsets), input staging and library
+// workspace of the executor, and, once a CPU fallback region runs, the host arena and kernel
+// workspace (cpu/host_memory.h) it runs in.
 #pragma once
 
 #include <memory>

@@ -185,12 +185,12 @@ struct Executor::State {
     if (ctx) drv->DevicePrimaryCtxRelease(dev.device);
   }
 
-  CUdeviceptr DevicePtr(const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena, int32_t t) const {
+  // Device address of tensor `t` of entry `pe` at its binding `s`: an arena tensor at its plan
+  // offset in the device arena.
+  CUdeviceptr DevicePtr(const PreparedEntry& pe, const EntryState& s, int32_t t) const {
     const PreparedTensor& pt = pe.tensors[t];
-    const cpu::TensorRef& r = s.refs[t];
     switch (pt.storage) {
-      case StorageKind::kArena:
-        return arena.ptr + static_cast<CUdeviceptr>(static_cast<const uint8_t*>(r.data) - host_arena);
+      case StorageKind::kArena: return arena.ptr + static_cast<CUdeviceptr>(s.arena_offsets[t]);
       case StorageKind::kWeight:
         return dm->weights + dm->model.impl().weight_table[pt.index].offset;
       case StorageKind::kInput: return input_ptrs[pt.index];
@@ -216,14 +216,13 @@ struct Executor::State {
   std::vector<Decisions> decisions;  // per entry
 
   // The operands of instruction `pi` as device tensors, in `dts`.
-  void DeviceOperands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
-                      const uint8_t* host_arena) {
+  void DeviceOperands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s) {
     const int32_t* ops = pe.operands.data() + pi.operands_begin;
     dts.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
     for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
       if (ops[i] < 0) continue;
       const cpu::TensorRef& r = s.refs[ops[i]];
-      dts[i] = {DevicePtr(pe, s, host_arena, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
+      dts[i] = {DevicePtr(pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
     }
   }
 
@@ -241,7 +240,7 @@ struct Executor::State {
   }
 
   // Decides every instruction of entry `e` for the current binding (once per binding).
-  Decisions& Decide(int32_t e, const PreparedEntry& pe, const EntryState& s, const uint8_t* host_arena) {
+  Decisions& Decide(int32_t e, const PreparedEntry& pe, const EntryState& s) {
     Decisions& d = decisions[static_cast<size_t>(e)];
     if (d.valid && d.binding == s.binding) return d;
     d.valid = true;
@@ -258,7 +257,7 @@ struct Executor::State {
         d.why[i] = std::string(library) + " is unavailable";
         continue;
       }
-      DeviceOperands(pe, pi, s, host_arena);
+      DeviceOperands(pe, pi, s);
       const std::string_view op = pi.kernel->op;
       const Status accepted = named == Lib::kBlas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
                                                   : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
@@ -283,13 +282,12 @@ struct Executor::State {
   // Runs instruction `i` on the library Decide chose for it; false in *ran when it has none,
   // or when the library finds no algorithm at run time: then the decision changes to the CPU
   // (with the library's reason) for this binding's later runs.
-  Status Library(const PreparedEntry& pe, size_t i, Decisions& d, const EntryState& s, const uint8_t* host_arena,
-                 CUstream stream, bool* ran) {
+  Status Library(const PreparedEntry& pe, size_t i, Decisions& d, const EntryState& s, CUstream stream, bool* ran) {
     *ran = false;
     const Lib lib = d.lib[i];
     if (lib == Lib::kNone) return Status::Ok();
     const PreparedInstruction& pi = pe.instructions[i];
-    DeviceOperands(pe, pi, s, host_arena);
+    DeviceOperands(pe, pi, s);
     const std::string_view op = pi.kernel->op;
     const size_t ws = lib == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
                                         : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
@@ -327,8 +325,7 @@ struct Executor::State {
     return true;
   }
 
-  Status Launch(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const uint8_t* host_arena,
-                CUstream stream) {
+  Status Launch(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, CUstream stream) {
     const Model::Impl& mi = dm->model.impl();
     const size_t k = static_cast<size_t>(pi.program - mi.programs.data());
     const PreparedKernel& pk = mi.launch[k];
@@ -350,7 +347,7 @@ struct Executor::State {
     ptr_args.clear();
     size_args.clear();
     params.clear();
-    for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) ptr_args.push_back(DevicePtr(pe, s, host_arena, ops[i]));
+    for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) ptr_args.push_back(DevicePtr(pe, s, ops[i]));
     for (int64_t v : sizes) size_args.push_back(static_cast<long long>(v));
     ptr_args.push_back(err.ptr);
     // Parameter order: inputs, outputs, sizes, err (compiler/codegen/cuda_source.h).
@@ -376,11 +373,17 @@ struct Executor::State {
   // to the device arena, and one wait before the host arena is used again. Tensors that live
   // and die inside the region never cross. The memory plan makes this safe: a tensor read
   // after the region is live to its end, so nothing the region writes shares its bytes.
+  // The host arena and workspace are placed for the binding at its first region (a context
+  // whose entries never fall back holds none).
   Status FallbackRegion(int32_t e, const PreparedEntry& pe, size_t begin, size_t end, EntryState& s,
-                        uint8_t* host_arena, std::span<const TensorView> inputs, CUstream stream, void* workspace,
-                        size_t workspace_bytes) {
+                        cpu::HostMemory& host, uint64_t max_context_bytes, std::span<const TensorView> inputs,
+                        CUstream stream) {
     const Lifetimes& life = lifetimes[static_cast<size_t>(e)];
     const std::string& where = pe.instructions[begin].label;  // errors only
+    // CPU fallback instructions run on the calling thread: a workspace for one.
+    if (!host.Holds(s)) KILN_RETURN_IF_ERROR(host.Place(pe, s, /*threads=*/1, max_context_bytes));
+    void* const workspace = host.workspace();
+    const size_t workspace_bytes = static_cast<size_t>(host.workspace_bytes());
     region_inputs.clear();
     auto copied = [&](int32_t t) { return std::find(region_inputs.begin(), region_inputs.end(), t) != region_inputs.end(); };
     for (size_t k = begin; k < end; ++k) {
@@ -394,7 +397,7 @@ struct Executor::State {
         if (pt.storage == StorageKind::kArena) {
           if (life.written[t] >= static_cast<int32_t>(begin) || TensorBytes(refs[i]) == 0 || copied(t)) continue;
           KILN_RETURN_IF_ERROR(CheckLazy(*drv,
-                                         drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, host_arena, t),
+                                         drv->MemcpyDtoHAsync(refs[i].data, DevicePtr(pe, s, t),
                                                               TensorBytes(refs[i]), stream),
                                          [&] { return pi.label + ": copy an input to the host"; }));
           region_inputs.push_back(t);
@@ -432,7 +435,7 @@ struct Executor::State {
         const cpu::TensorRef& r = refs[pi.num_inputs + o];
         if (t < 0 || TensorBytes(r) == 0 || life.last_read[t] < static_cast<int32_t>(end)) continue;
         KILN_RETURN_IF_ERROR(
-            CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, host_arena, t), r.data, TensorBytes(r), stream),
+            CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, s, t), r.data, TensorBytes(r), stream),
                       [&] { return pi.label + ": copy an output to the device"; }));
       }
     }
@@ -509,9 +512,9 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   return std::unique_ptr<Executor>(new Executor(std::move(st)));
 }
 
-Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, const uint8_t* host_arena,
-                         void* workspace, size_t workspace_bytes, std::span<const TensorView> inputs,
-                         CUstream stream, std::vector<TensorView>& outputs, Stats& stats) {
+Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::HostMemory& host,
+                         uint64_t max_context_bytes, std::span<const TensorView> inputs, CUstream stream,
+                         std::vector<TensorView>& outputs, Stats& stats) {
   State& s = *s_;
   const Driver& drv = *s.drv;
   KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
@@ -541,7 +544,6 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
   if (!es.symbolic.empty())
     KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
                                "copy symbolic values to the device"));
-  uint8_t* host = const_cast<uint8_t*>(host_arena);
   if (s.profile) {
     while (s.marks.size() < pe.instructions.size() + 1) {
       CUevent ev = nullptr;
@@ -551,7 +553,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
     KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[0], stream), "cuEventRecord (profile)"));
   }
   s.marked = s.profile ? pe.instructions.size() + 1 : 0;
-  State::Decisions& d = s.Decide(e, pe, es, host_arena);
+  State::Decisions& d = s.Decide(e, pe, es);
   // The library workspace is reserved before the graph key is made, as the key holds its
   // address: a shape's second run then finds its first run's key (and is captured).
   if (d.workspace > 0) KILN_RETURN_IF_ERROR(s.library_ws.Reserve(d.workspace, "cuBLASLt/cuDNN workspace"));
@@ -565,10 +567,10 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
     for (size_t i = 0; i < pe.instructions.size(); ++i) {
       const PreparedInstruction& pi = pe.instructions[i];
       if (pi.program && !s.dm->functions.empty()) {
-        KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, host_arena, stream));
+        KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, stream));
       } else {
         bool ran = false;
-        KILN_RETURN_IF_ERROR(s.Library(pe, i, d, es, host_arena, stream, &ran));
+        KILN_RETURN_IF_ERROR(s.Library(pe, i, d, es, stream, &ran));
         if (!ran && capturing) {
           *refused = true;
           return Status::Ok();
@@ -578,7 +580,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
           // host. Its time goes to its first instruction's profile entry.
           size_t end = i + 1;
           while (end < pe.instructions.size() && s.OnHost(pe, d, end)) ++end;
-          KILN_RETURN_IF_ERROR(s.FallbackRegion(e, pe, i, end, es, host, inputs, stream, workspace, workspace_bytes));
+          KILN_RETURN_IF_ERROR(s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream));
           for (size_t k = i; k < end; ++k) {
             if (d.why[k].empty()) continue;  // runs where the artifact says: nothing to report
             if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
@@ -652,7 +654,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, con
   for (size_t o = 0; o < pe.outputs.size(); ++o) {
     const int32_t t = pe.outputs[o];
     const cpu::TensorRef& r = es.refs[t];
-    outputs[o] = TensorView::Host(reinterpret_cast<void*>(s.DevicePtr(pe, es, host_arena, t)), r.dtype, r.dims, r.rank);
+    outputs[o] = TensorView::Host(reinterpret_cast<void*>(s.DevicePtr(pe, es, t)), r.dtype, r.dims, r.rank);
     outputs[o].memory = MemoryKind::kDevice;
   }
   return Status::Ok();

@@ -12,10 +12,11 @@
 // second run with the same shape and buffer addresses, and replayed afterwards; input
 // staging and symbolic-value uploads stay outside the graph.
 //
-// Memory: the backend (runtime/cuda/backend.h) places every arena tensor at its plan's
-// offset in a host arena (runtime/cpu/host_memory.h); the executor mirrors that layout in
-// one device arena, so a tensor's device address is device_arena + (host address - host
-// arena). The host arena doubles as the staging area of CPU fallback instructions. Weights are
+// Memory: one device arena holds the entry's arena tensors at their memory plan's offsets
+// (EntryState::arena_offsets); host inputs are staged in device memory. The host arena and
+// workspace (runtime/cpu/host_memory.h) that CPU fallback regions run in, at the same
+// offsets, are placed at the first region of a binding: a context whose entries run wholly on
+// the device holds none. Weights are
 // uploaded once per (Model, device) and shared by every executor on that device.
 //
 // NOTE: written without a GPU. It runs end to end in CI on the emulated CUDA device
@@ -34,6 +35,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "runtime/cpu/host_memory.h"
 #include "runtime/entry_state.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/model_impl.h"
@@ -57,14 +59,14 @@ class Executor {
   // run on the CPU backend), for the context's device_note().
   const std::string& library_note() const;
 
-  // Runs entry `e` (its host binding `s` is current; `host_arena` is the context's host
-  // arena base). Device inputs are read in place; host inputs are copied to device
-  // staging. Outputs: device views into the arena, valid until the next Run. Enqueues on
-  // `stream` and returns without waiting, except around CPU fallback instructions, which
-  // need their inputs on the host (they use `workspace`, the context's host kernel
-  // scratch). Errors name the instruction.
-  Status Execute(int32_t e, const PreparedEntry& pe, EntryState& s, const uint8_t* host_arena, void* workspace,
-                 size_t workspace_bytes, std::span<const TensorView> inputs, CUstream stream,
+  // Runs entry `e` (its binding `s` is current). Device inputs are read in place; host
+  // inputs are copied to device staging. Outputs: device views into the arena, valid until
+  // the next Run. Enqueues on `stream` and returns without waiting, except around CPU
+  // fallback regions, which need their inputs on the host; they run in `host`, placed for
+  // `s` within `max_context_bytes` (LoadOptions::max_context_bytes) when a region first needs
+  // it. Errors name the instruction.
+  Status Execute(int32_t e, const PreparedEntry& pe, EntryState& s, cpu::HostMemory& host,
+                 uint64_t max_context_bytes, std::span<const TensorView> inputs, CUstream stream,
                  std::vector<TensorView>& outputs, Stats& stats);
 
   // Waits for `stream`; then reports a generated kernel's failed index check as

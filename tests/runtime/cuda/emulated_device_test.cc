@@ -597,6 +597,23 @@ TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback regio
   REQUIRE(got[0].bytes.size() == y.size() * sizeof(float));
   std::memcpy(y.data(), got[0].bytes.data(), got[0].bytes.size());
   CHECK(y == std::vector<float>{2, 3});
+  // The region ran in the host arena and workspace, placed for it: they are the context's
+  // host memory now.
+  CHECK(ctx.memory_usage().host_bytes > 0);
+}
+
+TEST_CASE("[emulated] a CUDA context whose entry runs wholly on the device holds no host arena") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const Model model = Load(MlpArtifact());
+  ExecutionContext ctx = CreateCuda(model, Cuda());
+  std::vector<HostTensor> got = Sentinel(RunCpu(model, MlpInputs()));
+  for (int run = 0; run < 2; ++run) REQUIRE(RunInto(ctx, MlpInputs(), got).ok());
+  CHECK(ctx.stats().last_fallbacks.empty());
+  const ExecutionContext::MemoryUsage m = ctx.memory_usage();
+  CHECK(m.host_bytes == 0);
+  CHECK(ctx.arena_bytes() == 0);
+  // The device holds the arena (4 x 48 floats of h and a, at least), the weights and staging.
+  CHECK(m.device_bytes >= model.impl().weights_size + 4 * 48 * sizeof(float));
 }
 
 TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs moves that instruction to the CPU") {
