@@ -34,7 +34,7 @@ struct FusionRule {
   DomainFn domain = nullptr;  // kReduction
   std::string_view note = {};  // kLibrary: what the library call does; kCpuOnly: why there is no GPU path
   // kLibrary: the library, by the executor name the artifact records for the instruction and
-  // the CUDA backend reads (runtime/cuda/executor.cc): "cublaslt" or "cudnn".
+  // the CUDA backend reads (runtime/cuda/runner.cc): "cublaslt" or "cudnn".
   std::string_view library = {};
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 // On a GPU, consecutive nodes the CPU backend runs form one CPU fallback region (one copy to
 // the host of what it reads from the device, one wait, one copy back of what is read after it:
-// runtime/cuda/executor.h). The trace lists them, with each distinct reason once. A library
+// runtime/cuda/runner.h). The trace lists them, with each distinct reason once. A library
 // node joins a region only at run time, when its library refuses it (Stats::last_fallbacks).
 void NoteFallbackRegions(ir::Trace& trace) {
   const std::vector<ir::Node>& nodes = trace.body.nodes;

@@ -1,6 +1,6 @@
 // One prepared instruction on the CPU: its fused program (kiln.Fused) or its CPU kernel. The
 // CPU backend (runtime/context.cc) runs every instruction through it, the CUDA backend its CPU
-// fallbacks (runtime/cuda/executor.cc). `sizes` holds the entry's evaluated size arguments
+// fallbacks (runtime/cuda/runner.cc). `sizes` holds the entry's evaluated size arguments
 // (EntryState::sizes); the instruction reads its num_sizes from sizes_begin. Thread-safe for
 // distinct calls (the call's workspace and outputs are the caller's).
 #pragma once

@@ -7,7 +7,7 @@
 // correct, not fast: the copies cost one pass over each half operand and 4 bytes per element.
 //
 // The CPU executor (runtime/context.cc), the CUDA backend's CPU fallback
-// (runtime/cuda/executor.cc) and the compiler's constant folding call kernels only through
+// (runtime/cuda/runner.cc) and the compiler's constant folding call kernels only through
 // these two functions.
 #pragma once
 

@@ -4,25 +4,25 @@
 
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/host_memory.h"
-#include "runtime/cuda/executor.h"
+#include "runtime/cuda/runner.h"
 
 namespace kiln::cuda {
 namespace {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const Model& model, std::unique_ptr<Executor> executor)
-      : max_context_bytes_(model.impl().max_context_bytes), executor_(std::move(executor)) {
-    const DeviceInfo& d = executor_->device();
+  CudaBackend(const Model& model, std::unique_ptr<Runner> runner)
+      : max_context_bytes_(model.impl().max_context_bytes), runner_(std::move(runner)) {
+    const DeviceInfo& d = runner_->device();
     note_ = "CUDA device " + std::to_string(d.ordinal) + ": " + d.name + " (" + d.arch() + ")";
-    if (!executor_->library_note().empty()) note_ += "; " + executor_->library_note();
+    if (!runner_->library_note().empty()) note_ += "; " + runner_->library_note();
   }
 
   Device device() const override { return Device::kCuda; }
   const std::string& note() const override { return note_; }
   MemoryKind input_memory() const override { return kAnyMemory; }
   // Device addresses come from the plan's offsets when used, and the host memory of CPU
-  // fallback regions is placed when a region needs it (cuda/executor.h): no binding goes stale.
+  // fallback regions is placed when a region needs it (cuda/runner.h): no binding goes stale.
   bool Holds(const EntryState&) const override { return true; }
   // The device arena is reserved when the entry runs; its size is checked here, before.
   Status Prepare(const PreparedEntry& pe, EntryState& s) override {
@@ -33,7 +33,7 @@ class CudaBackend final : public Backend {
   }
 
   Status Execute(const BackendRun& run) override {
-    return executor_->Execute(run.entry, run.pe, run.state, host_, max_context_bytes_, run.inputs,
+    return runner_->Execute(run.entry, run.pe, run.state, host_, max_context_bytes_, run.inputs,
                               static_cast<CUstream>(run.stream), views_, run.stats);
   }
 
@@ -45,26 +45,26 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < views_.size(); ++i) {
       const TensorView& r = views_[i];
       if (r.num_bytes() > 0)
-        KILN_RETURN_IF_ERROR(executor_->Copy(outputs[i].data, outputs[i].memory, r.data, r.num_bytes(),
+        KILN_RETURN_IF_ERROR(runner_->Copy(outputs[i].data, outputs[i].memory, r.data, r.num_bytes(),
                                              static_cast<CUstream>(run.stream)));
     }
     return Status::Ok();
   }
 
   Status Synchronize(void* stream, Stats& stats) override {
-    return executor_->Synchronize(static_cast<CUstream>(stream), stats);
+    return runner_->Synchronize(static_cast<CUstream>(stream), stats);
   }
 
   ExecutionContext::MemoryUsage memory_usage() const override {
     ExecutionContext::MemoryUsage m;
-    m.host_bytes = host_.bytes() + executor_->host_bytes();
-    m.device_bytes = executor_->device_bytes();
+    m.host_bytes = host_.bytes() + runner_->host_bytes();
+    m.device_bytes = runner_->device_bytes();
     return m;
   }
 
  private:
   uint64_t max_context_bytes_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Runner> runner_;
   std::string note_;
   cpu::HostMemory host_;
   std::vector<TensorView> views_;  // the outputs of the last Execute, in the device arena
@@ -74,10 +74,10 @@ class CudaBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const ContextOptions& options) {
   KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());  // CPU fallback instructions run CPU kernels
-  auto executor =
-      Executor::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile);
-  if (!executor.ok()) return executor.status();
-  return std::unique_ptr<Backend>(new CudaBackend(model, std::move(*executor)));
+  auto runner =
+      Runner::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile);
+  if (!runner.ok()) return runner.status();
+  return std::unique_ptr<Backend>(new CudaBackend(model, std::move(*runner)));
 }
 
 }  // namespace kiln::cuda

@@ -1,5 +1,5 @@
 // MatMul and Gemm on cuBLASLt: the row-major -> column-major mapping (PlanMatMul, PlanGemm)
-// and the executor that caches descriptors and heuristic algorithms per problem.
+// and the library object that caches descriptors and heuristic algorithms per problem.
 // NOTE: the library calls below have never run on a GPU (see blas.h).
 #include "runtime/cuda/blas.h"
 
@@ -345,7 +345,7 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   return CheckInt32(kOp, *plan);
 }
 
-// ---- Executor ---------------------------------------------------------------------------------
+// ---- Library object -----------------------------------------------------------------------------
 
 namespace {
 
@@ -411,7 +411,7 @@ struct Buffers {
 
 }  // namespace
 
-struct BlasExecutor::State {
+struct BlasLibrary::State {
   const Blas* blas = nullptr;
   BlasOptions options;
   cublasLtHandle_t handle = nullptr;
@@ -562,26 +562,26 @@ struct BlasExecutor::State {
   }
 };
 
-BlasExecutor::BlasExecutor(std::unique_ptr<State> state) : s_(std::move(state)) {}
-BlasExecutor::~BlasExecutor() = default;
+BlasLibrary::BlasLibrary(std::unique_ptr<State> state) : s_(std::move(state)) {}
+BlasLibrary::~BlasLibrary() = default;
 
-Result<std::unique_ptr<BlasExecutor>> BlasExecutor::Create(const Blas& blas, const BlasOptions& options) {
+Result<std::unique_ptr<BlasLibrary>> BlasLibrary::Create(const Blas& blas, const BlasOptions& options) {
   auto state = std::make_unique<State>();
   state->blas = &blas;
   state->options = options;
   KILN_RETURN_IF_ERROR_CTX(CheckBlas(blas, blas.Create(&state->handle), "cublasLtCreate"),
-                           "cuBLASLt executor");
+                           "cuBLASLt");
   KILN_RETURN_IF_ERROR_CTX(
       CheckBlas(blas, blas.MatmulPreferenceCreate(&state->preference), "cublasLtMatmulPreferenceCreate"),
-      "cuBLASLt executor");
+      "cuBLASLt");
   const uint64_t max_ws = options.max_workspace_bytes;
   KILN_RETURN_IF_ERROR_CTX(
       CheckBlas(blas,
                 blas.MatmulPreferenceSetAttribute(state->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &max_ws, sizeof(max_ws)),
                 "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"),
-      "cuBLASLt executor");
-  return std::unique_ptr<BlasExecutor>(new BlasExecutor(std::move(state)));
+      "cuBLASLt");
+  return std::unique_ptr<BlasLibrary>(new BlasLibrary(std::move(state)));
 }
 
 namespace {
@@ -590,18 +590,18 @@ Status PlanFor(std::string_view op, const AttrMap& attrs, std::span<const Device
                std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan) {
   if (op == "MatMul") return PlanMatMul(attrs, inputs, outputs, allow_tf32, plan);
   if (op == "Gemm") return PlanGemm(attrs, inputs, outputs, allow_tf32, plan);
-  return Unimplemented(std::string(op) + ": the cuBLASLt executor runs MatMul and Gemm only");
+  return Unimplemented(std::string(op) + ": Kiln runs only MatMul and Gemm on cuBLASLt");
 }
 
 }  // namespace
 
-Status BlasExecutor::Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+Status BlasLibrary::Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                               std::span<const DeviceTensor> outputs) {
   LtMatmulPlan plan;
   return PlanFor(op, attrs, inputs, outputs, false, &plan);
 }
 
-size_t BlasExecutor::WorkspaceFor(const BlasOptions& options, std::string_view op, const AttrMap& attrs,
+size_t BlasLibrary::WorkspaceFor(const BlasOptions& options, std::string_view op, const AttrMap& attrs,
                                   std::span<const DeviceTensor> inputs,
                                   std::span<const DeviceTensor> outputs) {
   LtMatmulPlan plan;
@@ -609,13 +609,13 @@ size_t BlasExecutor::WorkspaceFor(const BlasOptions& options, std::string_view o
   return options.max_workspace_bytes;
 }
 
-size_t BlasExecutor::Workspace(std::string_view op, const AttrMap& attrs,
+size_t BlasLibrary::Workspace(std::string_view op, const AttrMap& attrs,
                                std::span<const DeviceTensor> inputs,
                                std::span<const DeviceTensor> outputs) const {
   return WorkspaceFor(s_->options, op, attrs, inputs, outputs);
 }
 
-Result<size_t> BlasExecutor::Prepare(std::string_view op, const AttrMap& attrs,
+Result<size_t> BlasLibrary::Prepare(std::string_view op, const AttrMap& attrs,
                                      std::span<const DeviceTensor> inputs,
                                      std::span<const DeviceTensor> outputs) {
   LtMatmulPlan plan;
@@ -627,28 +627,28 @@ Result<size_t> BlasExecutor::Prepare(std::string_view op, const AttrMap& attrs,
   return entry->workspace;
 }
 
-Status BlasExecutor::MatMul(const OpCall& call, std::string_view node) {
+Status BlasLibrary::MatMul(const OpCall& call, std::string_view node) {
   LtMatmulPlan plan;
   KILN_RETURN_IF_ERROR_CTX(PlanMatMul(call.attrs, call.inputs, call.outputs, s_->options.allow_tf32, &plan),
                            "node '" + std::string(node) + "'");
   return Enqueue("MatMul", plan, call, node);
 }
 
-Status BlasExecutor::Gemm(const OpCall& call, std::string_view node) {
+Status BlasLibrary::Gemm(const OpCall& call, std::string_view node) {
   LtMatmulPlan plan;
   KILN_RETURN_IF_ERROR_CTX(PlanGemm(call.attrs, call.inputs, call.outputs, s_->options.allow_tf32, &plan),
                            "node '" + std::string(node) + "'");
   return Enqueue("Gemm", plan, call, node);
 }
 
-Status BlasExecutor::Run(std::string_view op, const OpCall& call, std::string_view node) {
+Status BlasLibrary::Run(std::string_view op, const OpCall& call, std::string_view node) {
   if (op == "MatMul") return MatMul(call, node);
   if (op == "Gemm") return Gemm(call, node);
   return Unimplemented(std::string(op) + " '" + std::string(node) +
-                       "': the cuBLASLt executor runs MatMul and Gemm only");
+                       "': Kiln runs only MatMul and Gemm on cuBLASLt");
 }
 
-Status BlasExecutor::Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call,
+Status BlasLibrary::Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call,
                              std::string_view node) {
   if (plan.empty) return Status::Ok();
   const CallName what{op, node};  // formatted only for an error (a steady-state Run builds no string)
@@ -687,11 +687,11 @@ Status BlasExecutor::Enqueue(std::string_view op, const LtMatmulPlan& plan, cons
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   Status result = CheckBlas(*s_->blas, st, what.str() + ": cublasLtMatmul");
   // Refused when it runs (no kernel for this configuration after all): kUnimplemented, as when
-  // no algorithm is found, so that the executor runs the op on the CPU and says why.
+  // no algorithm is found, so that the CUDA backend runs the op on the CPU and says why.
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status(StatusCode::kUnimplemented, std::string(result.message()));
   return result;
 }
 
-size_t BlasExecutor::cached_plans() const { return s_->cache.size(); }
+size_t BlasLibrary::cached_plans() const { return s_->cache.size(); }
 
 }  // namespace kiln::cuda

@@ -2,8 +2,8 @@
 // a bias, ReLU or GELU (tanh form) run inside the GEMM.
 //
 //   KILN_ASSIGN_OR_RETURN(const cuda::Blas* blas, cuda::LoadBlas());
-//   KILN_ASSIGN_OR_RETURN(auto lt, cuda::BlasExecutor::Create(*blas, {}));   // device context current
-//   if (cuda::BlasExecutor::Supports("MatMul", attrs, in, out).ok())          // else: another executor
+//   KILN_ASSIGN_OR_RETURN(auto lt, cuda::BlasLibrary::Create(*blas, {}));   // device context current
+//   if (cuda::BlasLibrary::Supports("MatMul", attrs, in, out).ok())          // else: the CPU backend runs it
 //     KILN_RETURN_IF_ERROR(lt->MatMul(call, "fc1"));                          // enqueued on call.stream
 //
 // ---- Layout -------------------------------------------------------------------------------------
@@ -15,7 +15,7 @@
 // A bias over Y's N columns is a bias over the rows of D, which is what CUBLASLT_EPILOGUE_BIAS
 // broadcasts. PlanMatMul / PlanGemm compute this mapping; they are pure and tested on the CPU.
 //
-// ---- What runs here (everything else is kUnimplemented from Supports, for another executor) ---
+// ---- What runs here (everything else is kUnimplemented from Supports, for the CPU backend) -------
 //   dtypes     float32 (compute CUBLAS_COMPUTE_32F, or _FAST_TF32 when BlasOptions::allow_tf32),
 //              float16 and bfloat16 (fp32 accumulation and scaling; a bias vector of D's type,
 //              CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE set to it). Not float64 or integers.
@@ -39,7 +39,7 @@
 //
 // ---- Execution ------------------------------------------------------------------------------
 // For each distinct problem (the plan, plus the alignment of each pointer, which the heuristic
-// depends on) the executor creates the matmul descriptor and the layouts once, asks
+// depends on) the library object creates the matmul descriptor and the layouts once, asks
 // cublasLtMatmulAlgoGetHeuristic once, and caches all of it (no algorithm, or
 // CUBLAS_STATUS_NOT_SUPPORTED from the heuristic, as for bfloat16 on a GPU without it, is
 // kUnimplemented: the CPU backend runs the op); later calls only set the bias pointer and
@@ -50,7 +50,7 @@
 // (tests/emulated_cuda/: a cuBLASLt written from NVIDIA's documentation), never yet on a GPU:
 // scripts/gpu-check compares them with the CPU there.
 //
-// Thread-compatible: one executor per execution context, used by one thread at a time.
+// Thread-compatible: one library object per execution context, used by one thread at a time.
 #pragma once
 
 #include <cublasLt.h>
@@ -65,6 +65,7 @@
 #include "kiln/status.h"
 #include "runtime/attrs.h"
 #include "runtime/cuda/libraries.h"
+#include "runtime/cuda/library.h"
 #include "runtime/cuda/op_call.h"
 
 namespace kiln::cuda {
@@ -114,26 +115,26 @@ struct LtMatmulPlan {
 // The mapping above for MatMul (inputs A, B[, bias[, R]]) and Gemm (A, B[, C[, R]]), output Y,
 // shapes and dtypes only (no pointer is read). Errors: kInvalidArgument for shapes or dtypes the
 // op itself rejects (the CPU kernel's checks); kUnimplemented, saying why, for valid ops this
-// executor leaves to another (see the header comment). `allow_tf32` picks the compute type.
+// library leaves to the CPU backend (see the header comment). `allow_tf32` picks the compute type.
 Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                   std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan);
 Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                 std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan);
 
-class BlasExecutor {
+class BlasLibrary final : public Library {
  public:
   // Creates the cuBLASLt handle (cublasLtCreate, for the CUDA context current on this thread,
-  // which must stay the same for the executor's life) and a heuristic preference. `blas` must
-  // outlive the executor (LoadBlas's table does). Errors: kDeviceError naming the call, e.g.
+  // which must stay the same for the library object's life) and a heuristic preference. `blas` must
+  // outlive the library object (LoadBlas's table does). Errors: kDeviceError naming the call, e.g.
   // when no driver or device is present (cublasLtCreate fails then). A zero workspace cap is
   // valid: only algorithms without workspace are chosen.
-  static Result<std::unique_ptr<BlasExecutor>> Create(const Blas& blas, const BlasOptions& options = {});
-  ~BlasExecutor();
-  BlasExecutor(const BlasExecutor&) = delete;
-  BlasExecutor& operator=(const BlasExecutor&) = delete;
+  static Result<std::unique_ptr<BlasLibrary>> Create(const Blas& blas, const BlasOptions& options = {});
+  ~BlasLibrary();
+  BlasLibrary(const BlasLibrary&) = delete;
+  BlasLibrary& operator=(const BlasLibrary&) = delete;
 
   // OK when `op` ("MatMul" or "Gemm") with these attributes and shapes runs here; otherwise
-  // kUnimplemented with the reason (the backend then chooses another executor), or
+  // kUnimplemented with the reason (the CPU backend then runs the op), or
   // kInvalidArgument when the op itself is malformed. Reads shapes and dtypes only.
   static Status Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                          std::span<const DeviceTensor> outputs);
@@ -141,8 +142,8 @@ class BlasExecutor {
   // Workspace bytes to plan for this op: the options' cap when it runs here and is not empty,
   // else 0. An upper bound that needs no device; Prepare gives the exact figure.
   size_t Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
-                   std::span<const DeviceTensor> outputs) const;
-  // The same for an executor created with `options` (no executor needed).
+                   std::span<const DeviceTensor> outputs) const override;
+  // The same for a library object created with `options` (none needed).
   static size_t WorkspaceFor(const BlasOptions& options, std::string_view op, const AttrMap& attrs,
                              std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs);
 
@@ -161,14 +162,20 @@ class BlasExecutor {
   Status MatMul(const OpCall& call, std::string_view node);
   Status Gemm(const OpCall& call, std::string_view node);
   // MatMul or Gemm by name (kUnimplemented for any other op).
-  Status Run(std::string_view op, const OpCall& call, std::string_view node);
+  Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
+  // Library: Supports (cuBLASLt takes the same forms on every device Kiln runs on).
+  std::string_view name() const override { return "cuBLASLt"; }
+  Status Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                 std::span<const DeviceTensor> outputs) const override {
+    return Supports(op, attrs, inputs, outputs);
+  }
 
   // Distinct problems whose descriptors and algorithm are cached (for tests and stats).
   size_t cached_plans() const;
 
  private:
   struct State;
-  explicit BlasExecutor(std::unique_ptr<State> state);
+  explicit BlasLibrary(std::unique_ptr<State> state);
   Status Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call, std::string_view node);
   std::unique_ptr<State> s_;
 };

@@ -1,5 +1,5 @@
 // Conv, ConvTranspose and pooling on cuDNN 9: ONNX geometry (the CPU kernels' rules), the
-// mapping onto cuDNN descriptors (PlanDnn), and the executor caching descriptors and
+// mapping onto cuDNN descriptors (PlanDnn), and the library object caching descriptors and
 // algorithms per plan. NOTE: the library calls below have never run on a GPU (see dnn.h).
 #include "runtime/cuda/dnn.h"
 
@@ -497,10 +497,10 @@ Status PlanDnn(std::string_view op, const AttrMap& attrs, std::span<const Device
   if (op == "ConvTranspose") return PlanConvTranspose(attrs, inputs, outputs, plan);
   if (op == "MaxPool" || op == "AveragePool") return PlanPool(op, attrs, inputs, outputs, plan);
   return Unimplemented(std::string(op) +
-                       ": the cuDNN executor runs Conv, ConvTranspose, MaxPool and AveragePool");
+                       ": Kiln runs only Conv, ConvTranspose, MaxPool and AveragePool on cuDNN");
 }
 
-// ---- Executor ---------------------------------------------------------------------------------
+// ---- Library object -----------------------------------------------------------------------------
 
 namespace {
 
@@ -579,7 +579,7 @@ const char* OpName(DnnOp op) {
 
 }  // namespace
 
-struct DnnExecutor::State {
+struct DnnLibrary::State {
   const Dnn* dnn = nullptr;
   DnnOptions options;
   cudnnHandle_t handle = nullptr;
@@ -613,7 +613,7 @@ struct DnnExecutor::State {
   }
   // A compute call that cuDNN refuses when it runs (CUDNN_STATUS_NOT_SUPPORTED or one of its
   // sub-codes: no kernel for this configuration after all) is kUnimplemented, as when no
-  // algorithm is found: the executor then runs the op on the CPU and reports why
+  // algorithm is found: the CUDA backend then runs the op on the CPU and reports why
   // (Stats::last_fallbacks). Any other failure stays kDeviceError.
   Status CheckRun(cudnnStatus_t st, const CallName& what, const char* call) const {
     Status s = Check(st, what, call);
@@ -824,36 +824,36 @@ struct DnnExecutor::State {
   }
 };
 
-DnnExecutor::DnnExecutor(std::unique_ptr<State> state) : s_(std::move(state)) {}
-DnnExecutor::~DnnExecutor() = default;
+DnnLibrary::DnnLibrary(std::unique_ptr<State> state) : s_(std::move(state)) {}
+DnnLibrary::~DnnLibrary() = default;
 
-Result<std::unique_ptr<DnnExecutor>> DnnExecutor::Create(const Dnn& dnn, const DnnOptions& options) {
+Result<std::unique_ptr<DnnLibrary>> DnnLibrary::Create(const Dnn& dnn, const DnnOptions& options) {
   auto state = std::make_unique<State>();
   state->dnn = &dnn;
   state->options = options;
-  KILN_RETURN_IF_ERROR_CTX(CheckDnn(dnn, dnn.Create(&state->handle), "cudnnCreate"), "cuDNN executor");
-  return std::unique_ptr<DnnExecutor>(new DnnExecutor(std::move(state)));
+  KILN_RETURN_IF_ERROR_CTX(CheckDnn(dnn, dnn.Create(&state->handle), "cudnnCreate"), "cuDNN");
+  return std::unique_ptr<DnnLibrary>(new DnnLibrary(std::move(state)));
 }
 
-Status DnnExecutor::Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+Status DnnLibrary::Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                              std::span<const DeviceTensor> outputs) {
   DnnPlan plan;
   return PlanDnn(op, attrs, inputs, outputs, &plan);
 }
 
-Status DnnExecutor::SupportsWith(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
+Status DnnLibrary::SupportsWith(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
                                  std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs) {
   DnnPlan plan;
   KILN_RETURN_IF_ERROR(PlanDnn(op, attrs, inputs, outputs, &plan));
   return DeviceRefusal(options, op, plan);
 }
 
-Status DnnExecutor::Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+Status DnnLibrary::Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                             std::span<const DeviceTensor> outputs) const {
   return SupportsWith(s_->options, op, attrs, inputs, outputs);
 }
 
-size_t DnnExecutor::WorkspaceFor(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
+size_t DnnLibrary::WorkspaceFor(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
                                  std::span<const DeviceTensor> inputs,
                                  std::span<const DeviceTensor> outputs) {
   DnnPlan plan;
@@ -862,12 +862,12 @@ size_t DnnExecutor::WorkspaceFor(const DnnOptions& options, std::string_view op,
   return plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose ? options.max_workspace_bytes : 0;
 }
 
-size_t DnnExecutor::Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+size_t DnnLibrary::Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                               std::span<const DeviceTensor> outputs) const {
   return WorkspaceFor(s_->options, op, attrs, inputs, outputs);
 }
 
-Result<size_t> DnnExecutor::Prepare(std::string_view op, const AttrMap& attrs,
+Result<size_t> DnnLibrary::Prepare(std::string_view op, const AttrMap& attrs,
                                     std::span<const DeviceTensor> inputs,
                                     std::span<const DeviceTensor> outputs) {
   DnnPlan plan;
@@ -879,7 +879,7 @@ Result<size_t> DnnExecutor::Prepare(std::string_view op, const AttrMap& attrs,
   return entry->workspace;
 }
 
-Status DnnExecutor::Run(std::string_view op, const OpCall& call, std::string_view node) {
+Status DnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view node) {
   DnnPlan plan;
   KILN_RETURN_IF_ERROR_CTX(PlanDnn(op, call.attrs, call.inputs, call.outputs, &plan),
                            "node '" + std::string(node) + "'");
@@ -901,6 +901,6 @@ Status DnnExecutor::Run(std::string_view op, const OpCall& call, std::string_vie
   return s_->Enqueue(plan, *entry, call, what);
 }
 
-size_t DnnExecutor::cached_plans() const { return s_->cache.size(); }
+size_t DnnLibrary::cached_plans() const { return s_->cache.size(); }
 
 }  // namespace kiln::cuda

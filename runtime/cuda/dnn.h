@@ -4,8 +4,8 @@
 //   KILN_ASSIGN_OR_RETURN(const cuda::Dnn* dnn, cuda::LoadDnn());
 //   cuda::DnnOptions options;
 //   options.compute_capability = 90;                                          // the device's (bfloat16: >= 80)
-//   KILN_ASSIGN_OR_RETURN(auto cudnn, cuda::DnnExecutor::Create(*dnn, options));  // device context current
-//   if (cudnn->Accepts("Conv", attrs, in, out).ok())                         // else: another executor
+//   KILN_ASSIGN_OR_RETURN(auto cudnn, cuda::DnnLibrary::Create(*dnn, options));  // device context current
+//   if (cudnn->Accepts("Conv", attrs, in, out).ok())                         // else: the CPU backend runs it
 //     KILN_RETURN_IF_ERROR(cudnn->Run("Conv", call, "conv1"));                // enqueued on call.stream
 //
 // ---- Geometry -----------------------------------------------------------------------------------
@@ -17,7 +17,7 @@
 // NCHW / NCDHW tensors: a 1-D op becomes 2-D with a unit height (input [N, C, 1, L], kernel
 // [.., 1, k], pad 0, stride 1 and dilation 1 along it). Both are pure and tested on the CPU.
 //
-// ---- What runs here (everything else is kUnimplemented from Supports, for another executor) ---
+// ---- What runs here (everything else is kUnimplemented from Supports, for the CPU backend) -------
 //   all ops     tensors of 1 to 3 spatial dims, every dim and element count within int32;
 //               symmetric pads only (cuDNN's legacy descriptors have one pad per axis: e.g.
 //               SAME_UPPER with an odd total pad is refused).
@@ -49,7 +49,7 @@
 //
 // ---- Execution ------------------------------------------------------------------------------
 // Descriptors are created once per distinct plan (DnnPlan is the cache key) and destroyed with
-// the executor. The convolution algorithm comes from cudnnGetConvolutionForwardAlgorithm_v7 /
+// the library object. The convolution algorithm comes from cudnnGetConvolutionForwardAlgorithm_v7 /
 // BackwardDataAlgorithm_v7 once per plan: the first that succeeds, fits the workspace cap and,
 // unless DnnOptions::allow_tf32, uses plain FMA math (CUDNN_FMA_MATH set on the descriptor:
 // CUDNN_DEFAULT_MATH would let Ampere and later GPUs use TF32); deterministic algorithms are
@@ -61,7 +61,7 @@
 // documentation), never yet on a GPU, for any dtype: scripts/gpu-check compares them with the
 // CPU backend there.
 //
-// Thread-compatible: one executor per execution context, used by one thread at a time.
+// Thread-compatible: one library object per execution context, used by one thread at a time.
 #pragma once
 
 #include <cuda.h>
@@ -78,6 +78,7 @@
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
 #include "runtime/cuda/libraries.h"
+#include "runtime/cuda/library.h"
 #include "runtime/cuda/op_call.h"
 
 namespace kiln::cuda {
@@ -115,7 +116,7 @@ Status ResolvePoolGeometry(std::string_view op, const AttrMap& attrs, const Devi
 
 enum class DnnOp : uint8_t { kConv, kConvTranspose, kMaxPool, kAveragePool };
 
-// One op as cuDNN descriptors take it; also the executor's cache key (no pointers).
+// One op as cuDNN descriptors take it; also the library object's cache key (no pointers).
 struct DnnPlan {
   DnnOp op = DnnOp::kConv;
   int32_t nb_dims = 0;           // 4 (2-D, and 1-D promoted) or 5 (3-D)
@@ -153,33 +154,34 @@ struct DnnOptions {
   int compute_capability = 0;
 };
 
-class DnnExecutor {
+class DnnLibrary final : public Library {
  public:
   // Creates the cuDNN handle (cudnnCreate, for the CUDA context current on this thread, which
-  // must stay the same for the executor's life). `dnn` must outlive the executor (LoadDnn's
+  // must stay the same for the library object's life). `dnn` must outlive the library object (LoadDnn's
   // table does). Errors: kDeviceError naming the call, e.g. without a driver or a device.
-  static Result<std::unique_ptr<DnnExecutor>> Create(const Dnn& dnn, const DnnOptions& options = {});
-  ~DnnExecutor();
-  DnnExecutor(const DnnExecutor&) = delete;
-  DnnExecutor& operator=(const DnnExecutor&) = delete;
+  static Result<std::unique_ptr<DnnLibrary>> Create(const Dnn& dnn, const DnnOptions& options = {});
+  ~DnnLibrary();
+  DnnLibrary(const DnnLibrary&) = delete;
+  DnnLibrary& operator=(const DnnLibrary&) = delete;
 
   // OK when the op runs here on some device; kUnimplemented with the reason, or
   // kInvalidArgument for a malformed op (PlanDnn's errors).
   static Status Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                          std::span<const DeviceTensor> outputs);
-  // Supports, and also kUnimplemented for what the device of an executor created with `options`
+  // Supports, and also kUnimplemented for what the device of a library object created with `options`
   // cannot run (bfloat16 below compute capability 8.0 or unknown). Needs no device.
   static Status SupportsWith(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
                              std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs);
-  // SupportsWith this executor's options: whether Run takes the op.
+  // SupportsWith this library object's options: whether Run takes the op.
   Status Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
-                 std::span<const DeviceTensor> outputs) const;
+                 std::span<const DeviceTensor> outputs) const override;
+  std::string_view name() const override { return "cuDNN"; }
 
   // Workspace bytes to plan: the cap for a convolution that runs here and is not empty, 0 for
   // pooling and for ops that do not run here (Accepts refuses them). Needs no device; Prepare gives the exact figure.
   size_t Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
-                   std::span<const DeviceTensor> outputs) const;
-  // The same for an executor created with `options` (no executor needed).
+                   std::span<const DeviceTensor> outputs) const override;
+  // The same for a library object created with `options` (none needed).
   static size_t WorkspaceFor(const DnnOptions& options, std::string_view op, const AttrMap& attrs,
                              std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs);
 
@@ -194,7 +196,7 @@ class DnnExecutor {
   // op elsewhere; calls enqueued before it still run); kInvalidArgument
   // for a null pointer or a workspace smaller than the algorithm needs; kDeviceError
   // "<op> '<node>': <cuDNN call>: CUDNN_STATUS_..." for any failed library call.
-  Status Run(std::string_view op, const OpCall& call, std::string_view node);
+  Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
   Status Conv(const OpCall& call, std::string_view node) { return Run("Conv", call, node); }
   Status ConvTranspose(const OpCall& call, std::string_view node) { return Run("ConvTranspose", call, node); }
   Status MaxPool(const OpCall& call, std::string_view node) { return Run("MaxPool", call, node); }
@@ -205,7 +207,7 @@ class DnnExecutor {
 
  private:
   struct State;
-  explicit DnnExecutor(std::unique_ptr<State> state);
+  explicit DnnLibrary(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;
 };
 

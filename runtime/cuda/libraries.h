@@ -1,5 +1,5 @@
 // cuBLASLt and cuDNN 9, opened with dlopen on first use, like the driver (runtime/cuda/driver.h):
-// the runtime starts without them and reports their absence as a Status when an executor asks.
+// the runtime starts without them and reports their absence as a Status when the CUDA backend asks.
 //
 //   KILN_ASSIGN_OR_RETURN(const cuda::Blas* blas, cuda::LoadBlas());
 //   KILN_RETURN_IF_ERROR(cuda::CheckBlas(*blas, blas->Matmul(...), "cublasLtMatmul (Gemm 'fc1')"));

@@ -1,8 +1,8 @@
-// One op as the CUDA backend's library executors (cuBLASLt, cuDNN) receive it: device
+// One op as the CUDA backend's libraries (cuBLASLt, cuDNN: cuda/library.h) receive it: device
 // tensors in the ONNX operator's input/output order (the newest opset's form, with the
 // fusion stage's epilogue annotations: compiler/passes/epilogue.h, runtime/cpu/epilogue.h),
 // the op's attributes, the caller's stream, and workspace carved from the context's arena.
-// Shapes are already computed; an executor only enqueues work on `stream` and never
+// Shapes are already computed; a library only enqueues work on `stream` and never
 // synchronises, allocates device memory, or throws.
 #pragma once
 
@@ -34,11 +34,11 @@ struct OpCall {
   std::span<const DeviceTensor> inputs;
   std::span<const DeviceTensor> outputs;
   CUstream stream = nullptr;
-  CUdeviceptr workspace = 0;  // at least the executor's Workspace() bytes for these shapes
+  CUdeviceptr workspace = 0;  // at least the library's Workspace() bytes for these shapes
   size_t workspace_bytes = 0;
 };
 
-// How a library executor's errors name one call: `node` as the caller gave it, which the CUDA
+// How a library's errors name one call: `node` as the caller gave it, which the CUDA
 // backend makes its instruction label ("instruction 3 'conv1' (Conv)"), or `op` without one.
 // Formatted only when an error occurs, so that a steady-state Run builds no string.
 struct CallName {

@@ -225,7 +225,7 @@ TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason 
         CHECK(static_cast<bool>(rule->domain));
         break;
       case kiln::fusion::FusionKind::kLibrary:
-        // The artifact's executor names that the CUDA backend runs (runtime/cuda/executor.cc).
+        // The artifact's executor names that the CUDA backend runs (runtime/cuda/runner.cc).
         CHECK((rule->library == "cublaslt" || rule->library == "cudnn"));
         CHECK(rule->note.find(rule->library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
         break;

@@ -1,4 +1,4 @@
-// The cuBLASLt executor (runtime/cuda/blas.h).
+// The cuBLASLt library object (runtime/cuda/blas.h).
 //
 // Without a GPU (every machine these tests were written on): which MatMul / Gemm forms and
 // epilogues Supports() accepts or refuses; the row-major -> column-major mapping against hand
@@ -6,7 +6,7 @@
 // (column-major, op(), leading dimensions, strided batches, alpha/beta*C, the BIAS / RELU / GELU
 // epilogues) and compared with the CPU kernels; and that Create() fails cleanly without a driver.
 //
-// "[gpu]" cases run the executor for real and compare with the CPU kernels: in CI on the
+// "[gpu]" cases run the library for real and compare with the CPU kernels: in CI on the
 // emulated CUDA device (tests/emulated_cuda/), and on a real GPU by scripts/gpu-check.
 #if KILN_HAVE_CUDA
 
@@ -38,7 +38,7 @@ Status Supports(std::string_view op, const AttrMap& attrs, const std::vector<con
                 const HostTensor& y) {
   std::vector<DeviceTensor> ins = testing::DevViews(in);
   DeviceTensor out[] = {y.Dev()};
-  return BlasExecutor::Supports(op, attrs, ins, out);
+  return BlasLibrary::Supports(op, attrs, ins, out);
 }
 
 LtMatmulPlan Plan(std::string_view op, const AttrMap& attrs, const std::vector<const HostTensor*>& in,
@@ -83,7 +83,7 @@ TEST_CASE("cuBLASLt Supports: MatMul dtypes, batching and broadcasts") {
   CHECK(Supports("MatMul", none, {&a3, &b3}, y3).ok());
   HostTensor b1 = Shape({1, 3, 4});  // a batch of one broadcasts like a rank-2 B
   CHECK(Supports("MatMul", none, {&a3, &b1}, y3).ok());
-  // A shared left operand, and partial broadcasts, are left to another executor.
+  // A shared left operand, and partial broadcasts, are left to the CPU backend.
   Status st = Supports("MatMul", none, {&a, &b3}, y3);
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "batch broadcast"));
@@ -202,13 +202,13 @@ TEST_CASE("cuBLASLt Workspace: the cap for runnable ops, 0 otherwise") {
   HostTensor a = Shape({2, 3}), b = Shape({3, 4}), y = Shape({2, 4});
   std::vector<DeviceTensor> in = testing::DevViews({&a, &b});
   DeviceTensor out[] = {y.Dev()};
-  CHECK(BlasExecutor::WorkspaceFor(opt, "MatMul", {}, in, out) == 12345);
-  CHECK(BlasExecutor::WorkspaceFor(opt, "Gemm", {}, in, out) == 12345);
-  CHECK(BlasExecutor::WorkspaceFor(opt, "MatMul", Epilogue("Sigmoid"), in, out) == 0);
+  CHECK(BlasLibrary::WorkspaceFor(opt, "MatMul", {}, in, out) == 12345);
+  CHECK(BlasLibrary::WorkspaceFor(opt, "Gemm", {}, in, out) == 12345);
+  CHECK(BlasLibrary::WorkspaceFor(opt, "MatMul", Epilogue("Sigmoid"), in, out) == 0);
   HostTensor a0 = Shape({0, 3}), y0 = Shape({0, 4});
   std::vector<DeviceTensor> in0 = testing::DevViews({&a0, &b});
   DeviceTensor out0[] = {y0.Dev()};
-  CHECK(BlasExecutor::WorkspaceFor(opt, "MatMul", {}, in0, out0) == 0);
+  CHECK(BlasLibrary::WorkspaceFor(opt, "MatMul", {}, in0, out0) == 0);
 }
 
 // ---- The mapping, by hand --------------------------------------------------------------------
@@ -462,14 +462,14 @@ TEST_CASE("cuBLASLt mapping evaluated per the documented semantics equals the CP
 
 // ---- Create without a device --------------------------------------------------------------------
 
-TEST_CASE("cuBLASLt executor: Create fails cleanly without a driver or device") {
+TEST_CASE("cuBLASLt: Create fails cleanly without a driver or device") {
   Result<const Blas*> blas = LoadBlas();
   if (!blas.ok()) {
     MESSAGE("cuBLASLt not loadable here (" << blas.status().ToString() << "); nothing to create");
     CHECK(blas.status().code() == StatusCode::kFailedPrecondition);
     return;
   }
-  Result<std::unique_ptr<BlasExecutor>> lt = BlasExecutor::Create(**blas);
+  Result<std::unique_ptr<BlasLibrary>> lt = BlasLibrary::Create(**blas);
   if (kiln::testing::GpuAvailable()) {
     // A GPU machine: the handle needs no current context for creation, so it may succeed.
     MESSAGE("GPU present; Create: " << (lt.ok() ? "OK" : lt.status().ToString()));
@@ -478,15 +478,15 @@ TEST_CASE("cuBLASLt executor: Create fails cleanly without a driver or device") 
   REQUIRE_FALSE(lt.ok());
   CHECK(lt.status().code() == StatusCode::kDeviceError);
   CHECK(Contains(lt.status().message(), "cublasLtCreate"));
-  CHECK(Contains(lt.status().message(), "cuBLASLt executor"));
+  CHECK(Contains(lt.status().message(), "cuBLASLt"));
   MESSAGE(lt.status().ToString());
 }
 
 // ---- On a GPU (never run yet) ---------------------------------------------------------------
 
-// Runs `op` on the executor with device copies of the inputs in `dt` (their values rounded to
+// Runs `op` on the library with device copies of the inputs in `dt` (their values rounded to
 // it), then compares with the CPU kernel's float32 result on the same rounded values.
-void CheckOnGpu(testing::GpuSession& gpu, BlasExecutor& lt, Case c, double tolerance,
+void CheckOnGpu(testing::GpuSession& gpu, BlasLibrary& lt, Case c, double tolerance,
                 DType dt = DType::kFloat32) {
   CAPTURE(c.op);
   CAPTURE(DTypeName(dt));
@@ -518,9 +518,9 @@ TEST_CASE("[gpu] cuBLASLt MatMul and Gemm match the CPU kernels") {
   testing::GpuSession gpu;
   Result<const Blas*> blas = LoadBlas();
   REQUIRE_MESSAGE(blas.ok(), blas.status().ToString());
-  auto lt = BlasExecutor::Create(**blas);
+  auto lt = BlasLibrary::Create(**blas);
   REQUIRE_MESSAGE(lt.ok(), lt.status().ToString());
-  BlasExecutor& ex = **lt;
+  BlasLibrary& ex = **lt;
   uint32_t seed = 1000;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   // K up to 512: float32 sums of 512 products of [-1, 1) values differ from OpenBLAS's by far less.
@@ -558,9 +558,9 @@ TEST_CASE("[gpu] cuBLASLt float16 and bfloat16 MatMul and Gemm match the CPU ker
   testing::GpuSession gpu;
   Result<const Blas*> blas = LoadBlas();
   REQUIRE_MESSAGE(blas.ok(), blas.status().ToString());
-  auto lt = BlasExecutor::Create(**blas);
+  auto lt = BlasLibrary::Create(**blas);
   REQUIRE_MESSAGE(lt.ok(), lt.status().ToString());
-  BlasExecutor& ex = **lt;
+  BlasLibrary& ex = **lt;
   uint32_t seed = 3000;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   // float32 accumulation of the rounded inputs: the difference is the output's rounding (2^-11

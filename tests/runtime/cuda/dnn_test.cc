@@ -1,4 +1,4 @@
-// The cuDNN executor (runtime/cuda/dnn.h).
+// The cuDNN library object (runtime/cuda/dnn.h).
 //
 // Without a GPU (every machine these tests were written on): the ONNX window geometry (auto_pad,
 // pads, strides, dilations, output_padding, output_shape, ceil-mode pooling) against hand values;
@@ -8,7 +8,7 @@
 // its adjoint, max / average pooling) and compared with the CPU kernels; and that Create() fails
 // cleanly without a driver.
 //
-// "[gpu]" cases run the executor for real and compare with the CPU kernels: in CI on the
+// "[gpu]" cases run the library for real and compare with the CPU kernels: in CI on the
 // emulated CUDA device (tests/emulated_cuda/), and on a real GPU by scripts/gpu-check.
 #if KILN_HAVE_CUDA
 
@@ -60,7 +60,7 @@ Status PlanOf(std::string_view op, const AttrMap& attrs, const std::vector<const
 Status Supports(std::string_view op, const AttrMap& attrs, const std::vector<const HostTensor*>& in,
                 const std::vector<const HostTensor*>& out) {
   std::vector<DeviceTensor> ins = testing::DevViews(in), outs = testing::DevViews(out);
-  return DnnExecutor::Supports(op, attrs, ins, outs);
+  return DnnLibrary::Supports(op, attrs, ins, outs);
 }
 
 // ---- Geometry, by hand -------------------------------------------------------------------------
@@ -279,8 +279,8 @@ TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0; float16 an
     opt.compute_capability = cc;
     opt.max_workspace_bytes = 4096;
     std::vector<DeviceTensor> in = testing::DevViews({&x, &w}), out = testing::DevViews({&y});
-    const size_t ws = DnnExecutor::WorkspaceFor(opt, "Conv", pad1, in, out);
-    Status st = DnnExecutor::SupportsWith(opt, "Conv", pad1, in, out);
+    const size_t ws = DnnLibrary::WorkspaceFor(opt, "Conv", pad1, in, out);
+    Status st = DnnLibrary::SupportsWith(opt, "Conv", pad1, in, out);
     CHECK((st.ok() ? ws == 4096 : ws == 0));  // a refused op plans no workspace
     return st;
   };
@@ -301,7 +301,7 @@ TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0; float16 an
              y = Shape({1, 4, 7, 7}, DType::kBFloat16);
   DnnOptions old;
   old.compute_capability = 70;
-  CHECK(DnnExecutor::SupportsWith(old, "Conv", pad1, testing::DevViews({&x, &w}), testing::DevViews({&y})).code() ==
+  CHECK(DnnLibrary::SupportsWith(old, "Conv", pad1, testing::DevViews({&x, &w}), testing::DevViews({&y})).code() ==
         StatusCode::kInvalidArgument);
 }
 
@@ -424,13 +424,13 @@ TEST_CASE("cuDNN Workspace: the cap for convolutions, 0 for pooling and refused 
   opt.max_workspace_bytes = 777;
   HostTensor x = Shape({1, 3, 8, 8}), w = Shape({4, 3, 3, 3}), y = Shape({1, 4, 6, 6});
   std::vector<DeviceTensor> in = testing::DevViews({&x, &w}), out = testing::DevViews({&y});
-  CHECK(DnnExecutor::WorkspaceFor(opt, "Conv", {}, in, out) == 777);
+  CHECK(DnnLibrary::WorkspaceFor(opt, "Conv", {}, in, out) == 777);
   AttrMap sig;
   sig.SetString("epilogue_activation", "Sigmoid");
-  CHECK(DnnExecutor::WorkspaceFor(opt, "Conv", sig, in, out) == 0);
+  CHECK(DnnLibrary::WorkspaceFor(opt, "Conv", sig, in, out) == 0);
   HostTensor py = Shape({1, 3, 4, 4});
   std::vector<DeviceTensor> pin = testing::DevViews({&x}), pout = testing::DevViews({&py});
-  CHECK(DnnExecutor::WorkspaceFor(opt, "MaxPool", Attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}), pin,
+  CHECK(DnnLibrary::WorkspaceFor(opt, "MaxPool", Attrs({{"kernel_shape", {2, 2}}, {"strides", {2, 2}}}), pin,
                                   pout) == 0);
 }
 
@@ -694,14 +694,14 @@ TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU p
 
 // ---- Create without a device --------------------------------------------------------------------
 
-TEST_CASE("cuDNN executor: Create fails cleanly without a driver or device") {
+TEST_CASE("cuDNN: Create fails cleanly without a driver or device") {
   Result<const Dnn*> dnn = LoadDnn();
   if (!dnn.ok()) {
     MESSAGE("cuDNN not loadable here (" << dnn.status().ToString() << "); nothing to create");
     CHECK(dnn.status().code() == StatusCode::kFailedPrecondition);
     return;
   }
-  Result<std::unique_ptr<DnnExecutor>> ex = DnnExecutor::Create(**dnn);
+  Result<std::unique_ptr<DnnLibrary>> ex = DnnLibrary::Create(**dnn);
   if (kiln::testing::GpuAvailable()) {
     MESSAGE("GPU present; Create: " << (ex.ok() ? "OK" : ex.status().ToString()));
     return;
@@ -709,7 +709,7 @@ TEST_CASE("cuDNN executor: Create fails cleanly without a driver or device") {
   REQUIRE_FALSE(ex.ok());
   CHECK(ex.status().code() == StatusCode::kDeviceError);
   CHECK(Contains(ex.status().message(), "cudnnCreate"));
-  CHECK(Contains(ex.status().message(), "cuDNN executor"));
+  CHECK(Contains(ex.status().message(), "cuDNN"));
   MESSAGE(ex.status().ToString());
 }
 
@@ -717,7 +717,7 @@ TEST_CASE("cuDNN executor: Create fails cleanly without a driver or device") {
 
 // Runs the case on the GPU with every tensor in `dt` (its values rounded to it) and compares with
 // the CPU kernel's float32 result on the same (rounded) values.
-void CheckOnGpu(testing::GpuSession& gpu, DnnExecutor& ex, Case c, double tolerance,
+void CheckOnGpu(testing::GpuSession& gpu, DnnLibrary& ex, Case c, double tolerance,
                 DType dt = DType::kFloat32) {
   CAPTURE(c.op);
   CAPTURE(DTypeName(dt));
@@ -752,9 +752,9 @@ TEST_CASE("[gpu] cuDNN Conv, ConvTranspose and pooling match the CPU kernels") {
   testing::GpuSession gpu;
   Result<const Dnn*> dnn = LoadDnn();
   REQUIRE_MESSAGE(dnn.ok(), dnn.status().ToString());
-  auto created = DnnExecutor::Create(*dnn.value());
+  auto created = DnnLibrary::Create(*dnn.value());
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
-  DnnExecutor& ex = **created;
+  DnnLibrary& ex = **created;
   uint32_t seed = 5000;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   constexpr double kTol = 1e-4;
@@ -826,9 +826,9 @@ TEST_CASE("[gpu] cuDNN float16 and bfloat16 Conv, ConvTranspose and pooling matc
   REQUIRE_MESSAGE(dev.ok(), dev.status().ToString());
   DnnOptions options;
   options.compute_capability = dev->cc_major * 10 + dev->cc_minor;
-  auto created = DnnExecutor::Create(*dnn.value(), options);
+  auto created = DnnLibrary::Create(*dnn.value(), options);
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
-  DnnExecutor& ex = **created;
+  DnnLibrary& ex = **created;
   uint32_t seed = 7000;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   // The reference is float32 on the same rounded inputs, so the difference is the output's

@@ -17,8 +17,8 @@
 // are slow, so most cases run it on the first image only.
 //
 // ONE CASE PER PROCESS for the "[emulated] a sticky fault ..." cases: the kernel fault each injects poisons
-// the device's primary context, which every executor in the process shares (and the weights and
-// modules are cached per Model and device across contexts, runtime/cuda/executor.cc), so every
+// the device's primary context, which every runner in the process shares (and the weights and
+// modules are cached per Model and device across contexts, runtime/cuda/runner.cc), so every
 // later CUDA test in the same process would fail. They are the last cases of this file, and
 // scripts/gpu-check runs each "[gpu]" / "[emulated]" case in a process of its own.
 #ifdef KILN_HAVE_CUDA
@@ -324,7 +324,7 @@ int CountIf(const std::vector<std::string>& lines, P p) {
 }
 
 // The call log of one profiled Run of an entry of `n` instructions, cut at its CUDA events.
-// Execute (runtime/cuda/executor.cc) records the start event, stages the inputs, records
+// Execute (runtime/cuda/runner.cc) records the start event, stages the inputs, records
 // marks[0], then after each instruction i marks[i + 1], and last the stop event: n + 3
 // "cuEventRecord" lines. Run then copies the outputs into caller buffers, and Synchronize reads
 // the kernels' error words.

@@ -1,4 +1,4 @@
-#include "runtime/cuda/executor.h"
+#include "runtime/cuda/runner.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +18,7 @@ namespace {
 
 using std::to_string;
 
-// Weights and kernel modules of one Model on one device, shared by every executor there.
+// Weights and kernel modules of one Model on one device, shared by every runner there.
 struct DeviceModel {
   const Driver* drv = nullptr;
   Model model;  // keeps the mapped artifact (and the cache key) alive
@@ -83,7 +83,7 @@ Result<std::shared_ptr<DeviceModel>> LoadDeviceModel(const Driver& drv, const Mo
   return dm;
 }
 
-// One upload per (artifact, device) while any executor uses it.
+// One upload per (artifact, device) while any runner uses it.
 Result<std::shared_ptr<DeviceModel>> SharedDeviceModel(const Driver& drv, const Model& model, const DeviceInfo& dev) {
   static std::mutex mu;
   static std::map<std::pair<const Model::Impl*, int>, std::weak_ptr<DeviceModel>> cache;
@@ -130,7 +130,7 @@ int64_t DimValue(int64_t d, std::span<const int64_t> sizes) { return d >= 0 ? d 
 
 }  // namespace
 
-struct Executor::State {
+struct Runner::State {
   const Driver* drv = nullptr;
   DeviceInfo dev;
   CUcontext ctx = nullptr;
@@ -151,9 +151,9 @@ struct Executor::State {
   std::vector<long long> size_args;
   std::vector<void*> params;
   std::vector<const fused::Program*> checked;  // programs with index checks launched since the last sync
-  // Library executors: null when the library is missing (its ops then run on the CPU).
-  std::unique_ptr<BlasExecutor> blas;
-  std::unique_ptr<DnnExecutor> dnn;
+  // Library objects: null when the library is missing (its ops then run on the CPU).
+  std::unique_ptr<BlasLibrary> blas;
+  std::unique_ptr<DnnLibrary> dnn;
   DeviceBuffer library_ws;  // workspace of cuBLASLt / cuDNN calls, planned once (the caps)
   // Every device buffer above, so that each gets the driver and is freed.
   std::array<DeviceBuffer*, 5> Buffers() { return {&arena, &staging, &symbolic, &err, &library_ws}; }
@@ -201,6 +201,13 @@ struct Executor::State {
   }
 
   enum class Lib : uint8_t { kNone, kBlas, kDnn };
+  static const char* LibName(Lib lib) { return lib == Lib::kBlas ? "cuBLASLt" : "cuDNN"; }
+  // The library object of `lib`: null when that library is missing here.
+  Library* Of(Lib lib) const {
+    if (lib == Lib::kBlas) return blas.get();
+    if (lib == Lib::kDnn) return dnn.get();
+    return nullptr;
+  }
 
   // The library each instruction of an entry goes to at one binding of its symbols, and, for
   // an instruction its artifact names a library for that will not run it, why (the CPU
@@ -252,22 +259,21 @@ struct Executor::State {
       const PreparedInstruction& pi = pe.instructions[i];
       const Lib named = Named(pi);
       if (pi.program || named == Lib::kNone) continue;
-      const char* library = named == Lib::kBlas ? "cuBLASLt" : "cuDNN";
-      if ((named == Lib::kBlas && !blas) || (named == Lib::kDnn && !dnn)) {
+      const char* library = LibName(named);
+      const Library* lib = Of(named);
+      if (lib == nullptr) {
         d.why[i] = std::string(library) + " is unavailable";
         continue;
       }
       DeviceOperands(pe, pi, s);
       const std::string_view op = pi.kernel->op;
-      const Status accepted = named == Lib::kBlas ? BlasExecutor::Supports(op, pi.attrs, Ins(pi), Outs(pi))
-                                                  : dnn->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
+      const Status accepted = lib->Accepts(op, pi.attrs, Ins(pi), Outs(pi));
       if (!accepted.ok()) {
         d.why[i] = std::string(library) + " refused it: " + std::string(accepted.message());
         continue;
       }
       d.lib[i] = named;
-      const size_t ws = named == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
-                                            : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
+      const size_t ws = lib->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
       d.workspace = std::max({d.workspace, ws, size_t{256}});
     }
     return d;
@@ -282,21 +288,21 @@ struct Executor::State {
   // Runs instruction `i` on the library Decide chose for it; false in *ran when it has none,
   // or when the library finds no algorithm at run time: then the decision changes to the CPU
   // (with the library's reason) for this binding's later runs.
-  Status Library(const PreparedEntry& pe, size_t i, Decisions& d, const EntryState& s, CUstream stream, bool* ran) {
+  Status RunOnLibrary(const PreparedEntry& pe, size_t i, Decisions& d, const EntryState& s, CUstream stream, bool* ran) {
     *ran = false;
     const Lib lib = d.lib[i];
     if (lib == Lib::kNone) return Status::Ok();
     const PreparedInstruction& pi = pe.instructions[i];
     DeviceOperands(pe, pi, s);
     const std::string_view op = pi.kernel->op;
-    const size_t ws = lib == Lib::kBlas ? blas->Workspace(op, pi.attrs, Ins(pi), Outs(pi))
-                                        : dnn->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
+    Library* library = Of(lib);
+    const size_t ws = library->Workspace(op, pi.attrs, Ins(pi), Outs(pi));
     KILN_RETURN_IF_ERROR(library_ws.Reserve(std::max<size_t>(ws, 256), "cuBLASLt/cuDNN workspace"));
     const OpCall call{pi.attrs, Ins(pi), Outs(pi), stream, library_ws.ptr, static_cast<size_t>(library_ws.bytes)};
-    Status st = lib == Lib::kBlas ? blas->Run(op, call, pi.label) : dnn->Run(op, call, pi.label);
+    Status st = library->Run(op, call, pi.label);
     if (st.code() == StatusCode::kUnimplemented) {  // no algorithm for it at run time: the CPU runs it
       d.lib[i] = Lib::kNone;
-      d.why[i] = std::string(lib == Lib::kBlas ? "cuBLASLt" : "cuDNN") + " refused it when it ran: " +
+      d.why[i] = std::string(LibName(lib)) + " refused it when it ran: " +
                  std::string(st.message());
       return Status::Ok();
     }
@@ -444,23 +450,23 @@ struct Executor::State {
   }
 };
 
-Executor::Executor(std::unique_ptr<State> state) : s_(std::move(state)) {}
-Executor::~Executor() = default;
+Runner::Runner(std::unique_ptr<State> state) : s_(std::move(state)) {}
+Runner::~Runner() = default;
 
-const DeviceInfo& Executor::device() const { return s_->dev; }
-const std::string& Executor::library_note() const { return s_->library_note; }
-uint64_t Executor::device_bytes() const {
+const DeviceInfo& Runner::device() const { return s_->dev; }
+const std::string& Runner::library_note() const { return s_->library_note; }
+uint64_t Runner::device_bytes() const {
   const State& s = *s_;
   return s.arena.bytes + s.staging.bytes + s.symbolic.bytes + s.err.bytes + s.library_ws.bytes +
          s.dm->model.impl().weights_size;
 }
-uint64_t Executor::host_bytes() const {
+uint64_t Runner::host_bytes() const {
   uint64_t n = 0;
   for (const std::vector<uint8_t>& h : s_->host_inputs) n += h.capacity();
   return n;
 }
 
-Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
+Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
   auto st = std::make_unique<State>();
   st->drv = drv;
@@ -482,7 +488,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   };
   if (auto blas = LoadBlas(); !blas.ok()) {
     note("cuBLASLt", blas.status());
-  } else if (auto ex = BlasExecutor::Create(**blas); !ex.ok()) {
+  } else if (auto ex = BlasLibrary::Create(**blas); !ex.ok()) {
     note("cuBLASLt", ex.status());
   } else {
     st->blas = std::move(*ex);
@@ -491,7 +497,7 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   dnn_options.compute_capability = st->dev.cc_major * 10 + st->dev.cc_minor;
   if (auto dnn = LoadDnn(); !dnn.ok()) {
     note("cuDNN", dnn.status());
-  } else if (auto ex = DnnExecutor::Create(**dnn, dnn_options); !ex.ok()) {
+  } else if (auto ex = DnnLibrary::Create(**dnn, dnn_options); !ex.ok()) {
     note("cuDNN", ex.status());
   } else {
     st->dnn = std::move(*ex);
@@ -509,10 +515,10 @@ Result<std::unique_ptr<Executor>> Executor::Create(const Model& model, int ordin
   }
   st->host_inputs.resize(model.inputs().size());
   st->input_ptrs.resize(model.inputs().size());
-  return std::unique_ptr<Executor>(new Executor(std::move(st)));
+  return std::unique_ptr<Runner>(new Runner(std::move(st)));
 }
 
-Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::HostMemory& host,
+Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::HostMemory& host,
                          uint64_t max_context_bytes, std::span<const TensorView> inputs, CUstream stream,
                          std::vector<TensorView>& outputs, Stats& stats) {
   State& s = *s_;
@@ -570,7 +576,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu
         KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, stream));
       } else {
         bool ran = false;
-        KILN_RETURN_IF_ERROR(s.Library(pe, i, d, es, stream, &ran));
+        KILN_RETURN_IF_ERROR(s.RunOnLibrary(pe, i, d, es, stream, &ran));
         if (!ran && capturing) {
           *refused = true;
           return Status::Ok();
@@ -660,7 +666,7 @@ Status Executor::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu
   return Status::Ok();
 }
 
-Status Executor::Synchronize(CUstream stream, Stats& stats) {
+Status Runner::Synchronize(CUstream stream, Stats& stats) {
   State& s = *s_;
   const Driver& drv = *s.drv;
   KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
@@ -695,7 +701,7 @@ Status Executor::Synchronize(CUstream stream, Stats& stats) {
   return InvalidArgument(what + ": " + fused::IndexOutOfRange(index, words[3]) + " (found by a generated kernel)");
 }
 
-Status Executor::Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream) {
+Status Runner::Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream) {
   const Driver& drv = *s_->drv;
   const CUdeviceptr from = reinterpret_cast<CUdeviceptr>(src);
   if (dst_memory == MemoryKind::kDevice)

@@ -1,11 +1,11 @@
-// The CUDA backend's executor for one ExecutionContext: runs an entry's instructions on a
+// The CUDA backend's runner for one ExecutionContext: runs an entry's instructions on a
 // device, on the caller's stream. Generated kernels are launched from the artifact's
 // cubin for the device's arch (or its PTX, JIT-compiled by the driver); an instruction the
 // artifact labels @cublaslt or @cudnn goes to that library when it is present and accepts the
 // op (decided once per entry and binding of its symbols); every other op runs on the CPU
 // backend. Consecutive instructions that run on the host form one CPU fallback region: one
 // copy to the host of what the region reads from the device, one wait, the CPU kernels, one
-// copy back of what is read after it, one wait (FallbackRegion in executor.cc). A library op
+// copy back of what is read after it, one wait (FallbackRegion in runner.cc). A library op
 // that runs on the CPU is reported with the reason in Stats::last_fallbacks. The
 // library workspace is planned once at the libraries' caps (32 MiB cuBLASLt, 64 MiB cuDNN).
 // With cuda_graphs, an entry whose every instruction runs on the device is captured at its
@@ -17,12 +17,12 @@
 // workspace (runtime/cpu/host_memory.h) that CPU fallback regions run in, at the same
 // offsets, are placed at the first region of a binding: a context whose entries run wholly on
 // the device holds none. Weights are
-// uploaded once per (Model, device) and shared by every executor on that device.
+// uploaded once per (Model, device) and shared by every runner on that device.
 //
 // NOTE: written without a GPU. It runs end to end in CI on the emulated CUDA device
 // (tests/emulated_cuda/), never yet on a GPU: scripts/gpu-check exercises it there.
 //
-// Thread-compatible: one executor per context, used by one thread at a time.
+// Thread-compatible: one runner per context, used by one thread at a time.
 #pragma once
 
 #include <cuda.h>
@@ -42,17 +42,17 @@
 
 namespace kiln::cuda {
 
-class Executor {
+class Runner {
  public:
-  // Opens device `ordinal`, uploads the weights (or reuses another executor's upload on the
+  // Opens device `ordinal`, uploads the weights (or reuses another runner's upload on the
   // same device) and loads every kernel's module. Errors: kFailedPrecondition (no driver,
   // no device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the
   // message lists the artifact's archs and the device's), kResourceExhausted (device
   // memory), kDeviceError (any other driver failure).
-  static Result<std::unique_ptr<Executor>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile);
-  ~Executor();
-  Executor(const Executor&) = delete;
-  Executor& operator=(const Executor&) = delete;
+  static Result<std::unique_ptr<Runner>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   const DeviceInfo& device() const;
   // "" when cuBLASLt and cuDNN are both in use; else which is missing and why (its ops then
@@ -78,14 +78,14 @@ class Executor {
   // outputs into caller buffers; the caller's Synchronize makes them visible.
   Status Copy(void* dst, MemoryKind dst_memory, const void* src, uint64_t bytes, CUstream stream);
 
-  // Bytes this executor holds (ExecutionContext::memory_usage): device buffers plus the
+  // Bytes this runner holds (ExecutionContext::memory_usage): device buffers plus the
   // uploaded weights; host copies of device inputs.
   uint64_t device_bytes() const;
   uint64_t host_bytes() const;
 
  private:
   struct State;
-  explicit Executor(std::unique_ptr<State> state);
+  explicit Runner(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;
 };
 
