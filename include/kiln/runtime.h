@@ -55,7 +55,8 @@ struct InstructionInfo {
   std::string op;    // ONNX op type, "kiln.Fused" for a generated kernel, or another "kiln.*" op
   // Where it runs in a CUDA context, as the compiler decided (its `executors` stage):
   // "generated" a generated kernel, "cublaslt" or "cudnn" that library (or a CPU kernel where
-  // the library refuses the call: Stats::last_fallbacks), "cpu" a CPU kernel, with copies. On
+  // the library refuses the call: Stats::last_fallbacks), "cpu" a CPU kernel; consecutive CPU
+  // kernels run as one CPU fallback region, with one copy to the host and one back. On
   // the CPU backend every instruction runs on the CPU: a generated kernel as its portable
   // program. Empty in artifacts written before the compiler recorded it.
   std::string executor;

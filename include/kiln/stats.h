@@ -75,7 +75,8 @@ struct Stats {
   uint64_t graph_misses = 0;
   // CUDA backend: the instructions of the last Run's entry that did not run where their
   // artifact says (InstructionInfo::executor "cublaslt" or "cudnn") but on the CPU backend,
-  // with copies to and from the device, in instruction order. `reason` says why: the library
+  // in a CPU fallback region with the CPU instructions next to it (one copy to the host, one
+  // back), in instruction order. `reason` says why: the library
   // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
   // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
   // when it ran: ...": no algorithm, or the call returned NOT_SUPPORTED). The decision is kept
@@ -89,7 +90,8 @@ struct Stats {
   std::vector<Fallback> last_fallbacks;
   // ContextOptions::profile: the time of each instruction of the last Run's entry, in ns, in
   // instruction order (each one's InstructionInfo: EntryInfo::instructions). Host wall time on the CPU backend;
-  // CUDA-event time on the CUDA backend, filled by Synchronize. Empty when not profiling.
+  // CUDA-event time on the CUDA backend, filled by Synchronize, where a CPU fallback region's
+  // time, copies included, is its first instruction's. Empty when not profiling.
   std::vector<int64_t> last_instruction_ns;
 
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
