@@ -48,8 +48,10 @@ class Backend {
   // Whether `s`, bound for its symbols, still points into this backend's memory as it is now
   // (false after the memory moved to grow for another entry).
   virtual bool Holds(const EntryState& s) const = 0;
-  // Plans and allocates this backend's memory for entry `pe` at the binding `s` (arena,
-  // workspaces, library plans) and points `s`'s arena tensors into it. Errors:
+  // Called after each new binding `s` of entry `pe` (which left its arena tensors' data
+  // pointers null): plans this backend's memory for it (arena, workspaces), allocating it and
+  // pointing `s`'s arena tensors into it, or checking it now and placing it when it runs (the
+  // CUDA backend: device addresses from EntryState::arena_offsets). Errors:
   // kResourceExhausted (over LoadOptions::max_context_bytes, or an allocation failed).
   virtual Status Prepare(const PreparedEntry& pe, EntryState& s) = 0;
 

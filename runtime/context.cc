@@ -73,6 +73,7 @@ class Binder {
     const PreparedEntry& pe = c_.mi->prepared[e];
     EntryState& s = c_.entries[e];
     s.bound = false;
+    s.host_placement = 0;  // LayOut clears the arena pointers: the backend places them again
     ExprFailure why;
     if (!EvalExprs(pe.exprs, s.scratch.symbol_values, s.values.data(), &why))
       return InvalidArgument(pe.label + ": cannot compute shapes for these inputs: " +

@@ -1,6 +1,6 @@
 // EntryState: what an ExecutionContext keeps per entry between Runs: the prologue's scratch
-// and the entry's binding (every tensor's dims and, for the symbol values bound last, its data
-// pointer). The context binds shapes and the arena offsets of the entry's memory plan
+// and the entry's binding for the symbol values bound last (every tensor's dims, its arena
+// offset, and its host data pointer once the tensor's memory is placed). The context binds shapes and the arena offsets of the entry's memory plan
 // (runtime/context.cc); each backend places the arena in its own memory (runtime/backend.h,
 // Backend::Prepare) and reads the binding to run.
 #pragma once

@@ -117,14 +117,14 @@ struct LoadOptions {
   // address space. Above it: kResourceExhausted.
   uint64_t max_artifact_bytes = UINT64_MAX;
   // Largest memory one ExecutionContext of this model may hold for its entries: the host
-  // arena plus the kernel workspace, each as allocated (rounded up to 64 bytes), as
-  // ExecutionContext::arena_bytes() reports them; on the CUDA backend it also bounds the
-  // device arena, which has the arena's size. 0, the default, means the host's physical
-  // memory (sysconf), so a size no machine could hold never reaches an allocation. Load
-  // refuses an entry whose arena size is a constant above the limit; Run refuses, before
-  // allocating, a call whose shapes make an entry's arena (plus, where it runs on the host,
-  // the workspace) exceed it. Both are kResourceExhausted naming the entry, the size and the
-  // limit.
+  // arena plus the kernel workspace, each as allocated (rounded up to 64 bytes); on the CUDA
+  // backend it also bounds the device arena, which has the arena's size. 0, the default,
+  // means the host's physical memory (sysconf), so a size no machine could hold never reaches
+  // an allocation. Load refuses an entry whose arena size is a constant above the limit; Run
+  // refuses, before allocating, a call whose shapes make an entry's arena plus workspace
+  // exceed it (on the CUDA backend: the device arena before it runs, the host memory of CPU
+  // fallback regions when the first region runs). All are kResourceExhausted naming the
+  // entry, the size and the limit.
   uint64_t max_context_bytes = 0;
 };
 

@@ -46,10 +46,11 @@ Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, ui
   const uint8_t* before = arena_.data();
   if (!arena_.Reserve(s.arena_needed))
     return ResourceExhausted(pe.label + ": cannot allocate an arena of " + to_string(s.arena_needed) + " bytes");
+  // A moved arena invalidates every entry placed in it, even if the workspace fails below.
+  if (placement_ == 0 || arena_.data() != before) ++placement_;
   if (!workspace_.Reserve(s.workspace_needed))
     return ResourceExhausted(pe.label + ": cannot allocate " + to_string(s.workspace_needed) +
                              " bytes of kernel workspace");
-  if (placement_ == 0 || arena_.data() != before) ++placement_;
   // Arena pointers, now that the arena is placed.
   for (const int32_t t : pe.liveness.tensors) s.refs[t].data = arena_.data() + s.arena_offsets[t];
   for (const auto& [slot, t] : s.arena_slots) s.operands[slot].data = s.refs[t].data;

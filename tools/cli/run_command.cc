@@ -182,7 +182,9 @@ int RunModel(const RunFlags& f) {
   const bool matched = f.expected.empty() || CheckExpected(*model, f, host);
   PrintStats(*model, ctx->stats(), load_ms);
   PrintProfile(*model, ctx->stats());
-  std::cout << fmt::format("memory: {} bytes of arena and kernel scratch held by the context\n", ctx->arena_bytes());
+  const kiln::ExecutionContext::MemoryUsage memory = ctx->memory_usage();
+  std::cout << fmt::format("memory: {} bytes on the host and {} on the device held by the context\n",
+                           memory.host_bytes, memory.device_bytes);
   if (repeat > 1) {
     std::sort(times.begin(), times.end());
     std::cout << fmt::format("latency over {} runs: min {:.3f} ms, median {:.3f} ms, max {:.3f} ms\n", repeat,

@@ -602,6 +602,39 @@ TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback regio
   CHECK(ctx.memory_usage().host_bytes > 0);
 }
 
+TEST_CASE("[emulated] a CPU fallback region after a change of shapes runs in host memory placed for them") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  // x [N, 5] -> Relu (generated) -> Hardmax -> ArgMax (a region) -> Cast (generated): each new N
+  // binds the entry again, and its region needs the host arena placed for that N.
+  onnx::ModelProto m = testing::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "5"});
+  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu");
+  testing::AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
+  testing::AttrInt(testing::AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
+  testing::AttrInt(testing::AddNode(g, "Cast", {"a"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  testing::AddOutput(g, "y");
+  const Model model = Load(testing::CompileModel(m, compiler::CompileOptions{}));
+  ExecutionContext ctx = CreateCuda(model, Cuda());
+  for (const int64_t n : {2, 7, 3, 7}) {
+    INFO("N = " << n);
+    HostTensor x;
+    x.name = "x";
+    x.dtype = DType::kFloat32;
+    x.dims = {n, 5};
+    const std::vector<float> v = SeededFloats(static_cast<size_t>(n * 5), static_cast<uint32_t>(n), 3.0f);
+    x.bytes.resize(v.size() * sizeof(float));
+    std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+    const std::vector<HostTensor> want = RunCpu(model, {x});
+    std::vector<HostTensor> got = Sentinel(want);
+    const Status st = RunInto(ctx, {x}, got);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx.stats().last_fallbacks.empty());
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].bytes == want[0].bytes);  // argmax indices: exact
+  }
+}
+
 TEST_CASE("[emulated] a CUDA context whose entry runs wholly on the device holds no host arena") {
   KILN_REQUIRE_EMULATED_CUDA();
   const Model model = Load(MlpArtifact());
