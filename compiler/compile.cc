@@ -1,7 +1,6 @@
 #include "compiler/compile.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <new>
@@ -19,14 +18,10 @@
 #include "compiler/passes/memory_plan.h"
 #include "compiler/passes/prune_guards.h"
 #include "compiler/serialize/artifact_writer.h"
+#include "runtime/clock.h"
 
 namespace kiln::compiler {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The arena size for the compile log: a number, or which symbols it depends on (the full
 // expression is in the plan trace and `kiln inspect`).

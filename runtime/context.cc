@@ -5,11 +5,11 @@
 // formatted only when returned.
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "kiln/runtime.h"
+#include "runtime/clock.h"
 #include "runtime/context_impl.h"
 
 namespace kiln {
@@ -17,12 +17,6 @@ namespace kiln {
 namespace {
 
 using std::to_string;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A caller's view may carry any rank; only kMaxRank dims exist to read.
 std::string ShapeText(const int64_t* dims, int32_t rank) {

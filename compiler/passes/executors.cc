@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "compiler/fusion/rules.h"
@@ -18,29 +17,23 @@ namespace {
 // node joins a region only at run time, when its library refuses it (Stats::last_fallbacks).
 void NoteFallbackRegions(ir::Trace& trace) {
   const std::vector<ir::Node>& nodes = trace.body.nodes;
-  int regions = 0;
-  for (size_t i = 0; i < nodes.size();) {
-    if (nodes[i].executor != "cpu") {
-      ++i;
-      continue;
-    }
-    size_t end = i;
+  std::vector<std::string> regions;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].executor != "cpu") continue;
+    const size_t begin = i;
     std::string members, reasons;
-    for (; end < nodes.size() && nodes[end].executor == "cpu"; ++end) {
-      members += (members.empty() ? "" : ", ") + ("'" + nodes[end].name + "' (" + nodes[end].op + ")");
-      std::string why = nodes[end].executor_reason;
-      constexpr std::string_view kPrefix = "CPU fallback on a GPU: ";
-      if (why.starts_with(kPrefix)) why.erase(0, kPrefix.size());
+    for (; i < nodes.size() && nodes[i].executor == "cpu"; ++i) {
+      members += (members.empty() ? "" : ", ") + ("'" + nodes[i].name + "' (" + nodes[i].op + ")");
+      const std::string& why = nodes[i].executor_reason;
       if (reasons.find(why) == std::string::npos) reasons += (reasons.empty() ? "" : "; ") + why;
     }
-    trace.notes.push_back("CPU fallback region " + std::to_string(++regions) + ", " + std::to_string(end - i) +
-                          (end - i == 1 ? " node: " : " nodes: ") + members + " -- " + reasons);
-    i = end;
+    regions.push_back("CPU fallback region " + std::to_string(regions.size() + 1) + ", " + std::to_string(i - begin) +
+                      (i - begin == 1 ? " node: " : " nodes: ") + members + " -- " + reasons);
   }
-  if (regions > 0)
-    trace.notes.insert(trace.notes.end() - regions,
-                       std::to_string(regions) + " CPU fallback region" + (regions == 1 ? "" : "s") +
-                           " on a GPU (each: one copy to the host, one wait, one copy back)");
+  if (regions.empty()) return;
+  trace.notes.push_back(std::to_string(regions.size()) + " CPU fallback region" + (regions.size() == 1 ? "" : "s") +
+                        " on a GPU (each: one copy to the host, one wait, one copy back)");
+  trace.notes.insert(trace.notes.end(), regions.begin(), regions.end());
 }
 
 }  // namespace
@@ -68,9 +61,10 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
       node.executor_reason = std::string(rule->note) + "; the CPU backend when the library refuses it or on a CPU";
     } else {
       node.executor = "cpu";
+      // The `executors` trace notes it in a CPU fallback region with this reason.
       node.executor_reason = rule && rule->kind == fusion::FusionKind::kCpuOnly
-                                 ? "CPU fallback on a GPU: " + std::string(rule->note)
-                                 : "CPU fallback on a GPU: this instance has no fused form (see the fusion log)";
+                                 ? std::string(rule->note)
+                                 : "this instance has no fused form (see the fusion log)";
     }
   }
   NoteFallbackRegions(trace);

@@ -1,9 +1,9 @@
 #include "runtime/cpu/backend.h"
 
-#include <chrono>
 #include <cstring>
 #include <string>
 
+#include "runtime/clock.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/host_memory.h"
@@ -12,11 +12,6 @@
 
 namespace kiln::cpu {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 class CpuBackend final : public Backend {
  public:

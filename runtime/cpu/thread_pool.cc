@@ -2,13 +2,14 @@
 
 #include <sched.h>
 
-#include <chrono>
 #include <string>
 #include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+
+#include "runtime/clock.h"
 
 namespace kiln::cpu {
 namespace {
@@ -30,11 +31,6 @@ inline void CpuRelax() {
 #endif
 }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Waits until `a` no longer holds `old` and returns what it holds then.
 template <typename T>

@@ -3,11 +3,11 @@
 #include <sys/resource.h>
 
 #include <charconv>
-#include <chrono>
 #include <deque>
 
 #include "tools/io/random_inputs.h"
 #include "tools/io/tensor_io.h"
+#include "runtime/clock.h"
 
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/driver.h"
@@ -15,11 +15,6 @@
 
 namespace kiln::io {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The stream every call runs on: a non-blocking stream on the CUDA backend (the context made
 // its device's primary context current on this thread), none on the CPU backend.

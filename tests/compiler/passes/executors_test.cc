@@ -40,7 +40,9 @@ TEST_CASE("executors: consecutive CPU nodes form one CPU fallback region, noted 
   CHECK(trace.find("# CPU fallback region 1, 2 nodes: 'hardmax' (Hardmax), 'argmax' (ArgMax) -- ") !=
         std::string::npos);
   CHECK(trace.find("# CPU fallback region 2, 1 node: 'hardmax2' (Hardmax) -- ") != std::string::npos);
-  // Each distinct reason once, without the per-node "CPU fallback on a GPU: " prefix.
+  // Each distinct reason once: Hardmax and ArgMax share their fusion rule's note.
+  CHECK(trace.find("'argmax' (ArgMax) -- needs a (value, index) reduction; fused programs reduce one value per "
+                   "row\n") != std::string::npos);
   CHECK(trace.find("-- CPU fallback on a GPU") == std::string::npos);
 }
 

@@ -142,15 +142,31 @@ const std::vector<uint8_t>& MlpArtifact() {
   return bytes;
 }
 
-std::vector<HostTensor> MlpInputs() {
+// A float32 input 'x' of shape `dims` holding `values`.
+HostTensor FloatInput(std::vector<int64_t> dims, const std::vector<float>& values) {
   HostTensor x;
   x.name = "x";
   x.dtype = DType::kFloat32;
-  x.dims = {4, 32};
-  const std::vector<float> v = SeededFloats(4 * 32, 7, 2.0f);
-  x.bytes.resize(v.size() * sizeof(float));
-  std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
-  return {x};
+  x.dims = std::move(dims);
+  x.bytes.resize(values.size() * sizeof(float));
+  std::memcpy(x.bytes.data(), values.data(), x.bytes.size());
+  return x;
+}
+
+std::vector<HostTensor> MlpInputs() { return {FloatInput({4, 32}, SeededFloats(4 * 32, 7, 2.0f))}; }
+
+// x [rows, 5] -> Relu (generated) -> Hardmax -> ArgMax (on the CPU: one fallback region) ->
+// Cast to float32 (generated): `rows` is a number or a symbol.
+std::vector<uint8_t> RegionArtifact(const std::string& rows) {
+  onnx::ModelProto m = testing::MakeModel(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {rows, "5"});
+  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu");
+  testing::AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
+  testing::AttrInt(testing::AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
+  testing::AttrInt(testing::AddNode(g, "Cast", {"a"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
+  testing::AddOutput(g, "y");
+  return testing::CompileModel(m, compiler::CompileOptions{});
 }
 
 Model Load(const std::vector<uint8_t>& artifact) {
@@ -552,23 +568,8 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
 
 TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback region: one copy in, one copy back") {
   KILN_REQUIRE_EMULATED_CUDA();
-  // x [2, 5] -> Relu (generated) -> Hardmax -> ArgMax (the CPU: one region) -> Cast (generated).
-  onnx::ModelProto m = testing::MakeModel(13);
-  onnx::GraphProto* g = m.mutable_graph();
-  testing::AddInput(g, "x", {"2", "5"});
-  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu");
-  testing::AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
-  testing::AttrInt(testing::AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
-  testing::AttrInt(testing::AddNode(g, "Cast", {"a"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
-  testing::AddOutput(g, "y");
-  const std::vector<uint8_t> artifact = testing::CompileModel(m, compiler::CompileOptions{});
-  HostTensor x;
-  x.name = "x";
-  x.dtype = DType::kFloat32;
-  x.dims = {2, 5};
-  const std::vector<float> v = {0.5f, -1, 3, 2, 0, -4, 1, 1.5f, 7, 2};
-  x.bytes.resize(v.size() * sizeof(float));
-  std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+  const std::vector<uint8_t> artifact = RegionArtifact("2");
+  const HostTensor x = FloatInput({2, 5}, {0.5f, -1, 3, 2, 0, -4, 1, 1.5f, 7, 2});
 
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(artifact);
@@ -604,27 +605,12 @@ TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback regio
 
 TEST_CASE("[emulated] a CPU fallback region after a change of shapes runs in host memory placed for them") {
   KILN_REQUIRE_EMULATED_CUDA();
-  // x [N, 5] -> Relu (generated) -> Hardmax -> ArgMax (a region) -> Cast (generated): each new N
-  // binds the entry again, and its region needs the host arena placed for that N.
-  onnx::ModelProto m = testing::MakeModel(13);
-  onnx::GraphProto* g = m.mutable_graph();
-  testing::AddInput(g, "x", {"N", "5"});
-  testing::AddNode(g, "Relu", {"x"}, {"r"}, "relu");
-  testing::AddNode(g, "Hardmax", {"r"}, {"h"}, "hardmax");
-  testing::AttrInt(testing::AddNode(g, "ArgMax", {"h"}, {"a"}, "argmax"), "axis", 1);
-  testing::AttrInt(testing::AddNode(g, "Cast", {"a"}, {"y"}, "cast"), "to", onnx::TensorProto::FLOAT);
-  testing::AddOutput(g, "y");
-  const Model model = Load(testing::CompileModel(m, compiler::CompileOptions{}));
+  // Each new N binds the entry again, and its region needs the host arena placed for that N.
+  const Model model = Load(RegionArtifact("N"));
   ExecutionContext ctx = CreateCuda(model, Cuda());
   for (const int64_t n : {2, 7, 3, 7}) {
     INFO("N = " << n);
-    HostTensor x;
-    x.name = "x";
-    x.dtype = DType::kFloat32;
-    x.dims = {n, 5};
-    const std::vector<float> v = SeededFloats(static_cast<size_t>(n * 5), static_cast<uint32_t>(n), 3.0f);
-    x.bytes.resize(v.size() * sizeof(float));
-    std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+    const HostTensor x = FloatInput({n, 5}, SeededFloats(static_cast<size_t>(n * 5), static_cast<uint32_t>(n), 3.0f));
     const std::vector<HostTensor> want = RunCpu(model, {x});
     std::vector<HostTensor> got = Sentinel(want);
     const Status st = RunInto(ctx, {x}, got);
