@@ -46,8 +46,9 @@ summary() {
 TIER_LOGS=build/tiers
 TIER_COUNT=0
 rm -rf "$TIER_LOGS"
-# first_errors LOG: the lines that say why a tier failed, most specific first: sanitizer reports,
-# doctest failures and crashes, then the tools' own FAIL/DISAGREE/error lines. Lines that only
+# first_errors LOG: the lines that say why a tier failed, most specific first: sanitizer reports
+# (with the first frames of the first stack, below malloc: where it happened), doctest failures
+# and crashes, then the tools' own FAIL/DISAGREE/error lines. Lines that only
 # mention an error code in passing (a skipped GPU test's FAILED_PRECONDITION, a MESSAGE quoting
 # DEVICE_ERROR) are not reasons.
 first_errors() {
@@ -55,7 +56,8 @@ first_errors() {
   local generic='FAIL( |:|ED\b)|[Ee]rror:|Leak'
   local noise='^\[test\] =====|GPU test skipped|: MESSAGE: |FAILED_PRECONDITION'
   { grep -E "$specific" "$log" 2>/dev/null | grep -v -E "$noise" | head -6
-    grep -E "$generic" "$log" 2>/dev/null | grep -v -E "$noise|$specific" | head -4; } | head -8
+    grep -m3 -E '^ +#[1-9] ' "$log" 2>/dev/null
+    grep -E "$generic" "$log" 2>/dev/null | grep -v -E "$noise|$specific" | head -4; } | head -11
 }
 tier() {
   local name=$1 start=$SECONDS rc=0 log
