@@ -279,12 +279,12 @@ class EntryVerifier {
   }
 
   // An instruction's operand counts, and its required inputs present, as its op's schema says.
-  static Status Operands(const fb::Instruction& ins, const cpu::Arity& a, const std::string& where) {
+  static Status Operands(const fb::Instruction& ins, const Arity& a, const std::string& where) {
     const auto count = [](uint32_t n, uint8_t lo, uint8_t hi) {
-      return n >= lo && (hi == cpu::Arity::kUnbounded || n <= hi);
+      return n >= lo && (hi == Arity::kUnbounded || n <= hi);
     };
     const auto expected = [](uint8_t lo, uint8_t hi) {
-      return hi == cpu::Arity::kUnbounded ? "at least " + to_string(lo)
+      return hi == Arity::kUnbounded ? "at least " + to_string(lo)
              : lo == hi                  ? to_string(lo)
                                          : to_string(lo) + " to " + to_string(hi);
     };

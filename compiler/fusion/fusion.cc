@@ -169,7 +169,7 @@ class Fuser {
     const ir::Node& node = t_.body.nodes[n];
     const FusionRule* rule = FindRule(node.op);
     if (!rule) return "no fusion rule";
-    if (!rule->lower) return std::string(KindName(rule->kind)) + ": " + std::string(rule->note);
+    if (!rule->lower) return std::string(FusionKindName(rule->kind)) + ": " + std::string(rule->note);
     if (!node.blocks.empty()) return "has subgraphs";
     for (ValueId o : node.outputs) {
       if (o == ir::kNoValue) continue;
@@ -323,7 +323,7 @@ class Fuser {
       for (ValueId in : mn.inputs) reads_derived |= in != ir::kNoValue && derived.count(in);
       if (!reads_derived) continue;
       if (FindRule(mn.op)->kind != FusionKind::kElementwise)
-        return "the " + std::string(KindName(FindRule(mn.op)->kind)) + " " + Describe(mn) + " would follow the reduction";
+        return "the " + std::string(FusionKindName(FindRule(mn.op)->kind)) + " " + Describe(mn) + " would follow the reduction";
       const std::string e = ir::ShapeToString(t_.value(mn.outputs[0]).shape);
       if (e != out_s && !(row_broadcast && e == dom_s))
         return Describe(mn) + " would read the reduction's result in another row";

@@ -880,29 +880,29 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
   return value;
 }
 
-constexpr FusionRule kRules[] = {
-    {"Concat", FusionKind::kIndexMap, Checked<LowerConcat>, nullptr, ""},
-    {"DepthToSpace", FusionKind::kIndexMap, Checked<LowerDepthToSpace>, nullptr, ""},
-    {"Dropout", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
-    {"Expand", FusionKind::kIndexMap, Checked<LowerExpand>, nullptr, ""},
-    {"Flatten", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
-    {"Gather", FusionKind::kIndexMap, Checked<LowerGather>, nullptr, ""},
-    {"GatherElements", FusionKind::kIndexMap, Checked<LowerGatherElements>, nullptr, ""},
-    {"Identity", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
-    {"Pad", FusionKind::kIndexMap, Checked<LowerPad>, nullptr, ""},
-    {"Reshape", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
-    {"Resize", FusionKind::kIndexMap, Checked<LowerResize>, nullptr, ""},
-    {"Slice", FusionKind::kIndexMap, Checked<LowerSlice>, nullptr, ""},
-    {"SpaceToDepth", FusionKind::kIndexMap, Checked<LowerSpaceToDepth>, nullptr, ""},
-    {"Split", FusionKind::kIndexMap, Checked<LowerSplit>, nullptr, ""},
-    {"Squeeze", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
-    {"Tile", FusionKind::kIndexMap, Checked<LowerTile>, nullptr, ""},
-    {"Transpose", FusionKind::kIndexMap, Checked<LowerTranspose>, nullptr, ""},
-    {"Unsqueeze", FusionKind::kIndexMap, Checked<LowerView>, nullptr, ""},
+constexpr Lowering kLowerings[] = {
+    {"Concat", Checked<LowerConcat>},
+    {"DepthToSpace", Checked<LowerDepthToSpace>},
+    {"Dropout", Checked<LowerView>},
+    {"Expand", Checked<LowerExpand>},
+    {"Flatten", Checked<LowerView>},
+    {"Gather", Checked<LowerGather>},
+    {"GatherElements", Checked<LowerGatherElements>},
+    {"Identity", Checked<LowerView>},
+    {"Pad", Checked<LowerPad>},
+    {"Reshape", Checked<LowerView>},
+    {"Resize", Checked<LowerResize>},
+    {"Slice", Checked<LowerSlice>},
+    {"SpaceToDepth", Checked<LowerSpaceToDepth>},
+    {"Split", Checked<LowerSplit>},
+    {"Squeeze", Checked<LowerView>},
+    {"Tile", Checked<LowerTile>},
+    {"Transpose", Checked<LowerTranspose>},
+    {"Unsqueeze", Checked<LowerView>},
 };
 
 }  // namespace
 
-std::span<const FusionRule> DataMovementRules() { return kRules; }
+std::span<const Lowering> DataMovementLowerings() { return kLowerings; }
 
 }  // namespace kiln::fusion

@@ -126,28 +126,20 @@ Result<int32_t> EyeLike(LowerContext& ctx, const ir::Node& n, int, std::span<con
   return b.Cast(on, dt);
 }
 
-constexpr FusionKind E = FusionKind::kElementwise;
-constexpr std::string_view kNoBitOps = "a fused program computes in int64 and has no bitwise nodes";
-
-constexpr FusionRule kRules[] = {
-    {"Acosh", E, Hyperbolic<AcoshOf>},
-    {"Asinh", E, Hyperbolic<AsinhOf>},
-    {"Atanh", E, Hyperbolic<AtanhOf>},
-    {"BitShift", FusionKind::kCpuOnly, nullptr, nullptr, kNoBitOps},
-    {"BitwiseAnd", FusionKind::kCpuOnly, nullptr, nullptr, kNoBitOps},
-    {"BitwiseNot", FusionKind::kCpuOnly, nullptr, nullptr, kNoBitOps},
-    {"BitwiseOr", FusionKind::kCpuOnly, nullptr, nullptr, kNoBitOps},
-    {"BitwiseXor", FusionKind::kCpuOnly, nullptr, nullptr, kNoBitOps},
-    {"EyeLike", E, EyeLike},
-    {"IsInf", E, IsInf},
-    {"IsNaN", E, IsNaN},
-    {"Shrink", E, Shrink},
-    {"Swish", E, Swish},
-    {"Trilu", E, Trilu},
+constexpr Lowering kLowerings[] = {
+    {"Acosh", Hyperbolic<AcoshOf>},
+    {"Asinh", Hyperbolic<AsinhOf>},
+    {"Atanh", Hyperbolic<AtanhOf>},
+    {"EyeLike", EyeLike},
+    {"IsInf", IsInf},
+    {"IsNaN", IsNaN},
+    {"Shrink", Shrink},
+    {"Swish", Swish},
+    {"Trilu", Trilu},
 };
 
 }  // namespace
 
-std::span<const FusionRule> MathRules() { return kRules; }
+std::span<const Lowering> MathLowerings() { return kLowerings; }
 
 }  // namespace kiln::fusion

@@ -251,31 +251,29 @@ Result<int32_t> Reduce(LowerContext& ctx, const ir::Node& n, int, std::span<cons
   return Internal("no reduction lowering for " + op);
 }
 
-constexpr FusionKind R = FusionKind::kReduction;
-
-constexpr FusionRule kRules[] = {
-    {"GlobalAveragePool", R, Reduce, ReduceDomain},
-    {"GlobalLpPool", R, Reduce, ReduceDomain},
-    {"GlobalMaxPool", R, Reduce, ReduceDomain},
-    {"GroupNormalization", R, GroupNorm, GroupNormDomain},
-    {"InstanceNormalization", R, GroupNorm, GroupNormDomain},
-    {"LayerNormalization", R, LayerNorm, LayerNormDomain},
-    {"LogSoftmax", R, Soft<true>, SoftDomain},
-    {"ReduceL1", R, Reduce, ReduceDomain},
-    {"ReduceL2", R, Reduce, ReduceDomain},
-    {"ReduceLogSum", R, Reduce, ReduceDomain},
-    {"ReduceLogSumExp", R, Reduce, ReduceDomain},
-    {"ReduceMax", R, Reduce, ReduceDomain},
-    {"ReduceMean", R, Reduce, ReduceDomain},
-    {"ReduceMin", R, Reduce, ReduceDomain},
-    {"ReduceProd", R, Reduce, ReduceDomain},
-    {"ReduceSum", R, Reduce, ReduceDomain},
-    {"ReduceSumSquare", R, Reduce, ReduceDomain},
-    {"Softmax", R, Soft<false>, SoftDomain},
+constexpr Lowering kLowerings[] = {
+    {"GlobalAveragePool", Reduce, ReduceDomain},
+    {"GlobalLpPool", Reduce, ReduceDomain},
+    {"GlobalMaxPool", Reduce, ReduceDomain},
+    {"GroupNormalization", GroupNorm, GroupNormDomain},
+    {"InstanceNormalization", GroupNorm, GroupNormDomain},
+    {"LayerNormalization", LayerNorm, LayerNormDomain},
+    {"LogSoftmax", Soft<true>, SoftDomain},
+    {"ReduceL1", Reduce, ReduceDomain},
+    {"ReduceL2", Reduce, ReduceDomain},
+    {"ReduceLogSum", Reduce, ReduceDomain},
+    {"ReduceLogSumExp", Reduce, ReduceDomain},
+    {"ReduceMax", Reduce, ReduceDomain},
+    {"ReduceMean", Reduce, ReduceDomain},
+    {"ReduceMin", Reduce, ReduceDomain},
+    {"ReduceProd", Reduce, ReduceDomain},
+    {"ReduceSum", Reduce, ReduceDomain},
+    {"ReduceSumSquare", Reduce, ReduceDomain},
+    {"Softmax", Soft<false>, SoftDomain},
 };
 
 }  // namespace
 
-std::span<const FusionRule> ReductionRules() { return kRules; }
+std::span<const Lowering> ReductionLowerings() { return kLowerings; }
 
 }  // namespace kiln::fusion

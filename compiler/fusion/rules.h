@@ -1,4 +1,5 @@
-// The fusion rules, in one table: for every op the CPU backend runs, how it reaches a GPU.
+// The fusion rules: for every op, how it reaches a GPU. Its kind, library and note are its row
+// in the op table (runtime/op_table.h); the generated kinds add their lowering here.
 //
 //  - kElementwise: one output element from the same element of each (broadcast) input.
 //    Joins any region, before or after its reduction.
@@ -7,8 +8,8 @@
 //    without one; after a reduction it would read other rows, so it cuts.
 //  - kReduction: a reduction family (Softmax, LayerNormalization, ReduceSum, ...). At most
 //    one per region; it fixes the region's iteration domain.
-//  - kLibrary: run by a library executor (cuBLASLt, cuDNN); `note` names it. Never fused;
-//    MatMul, Gemm and Conv carry epilogues instead (compiler/passes/epilogue.h).
+//  - kLibrary: run by a library (cuBLASLt, cuDNN); `note` says what the call does. Never
+//    fused; MatMul, Gemm and Conv carry epilogues instead (compiler/passes/epilogue.h).
 //  - kCpuOnly: no GPU path yet; `note` says why. The executors stage runs these on the CPU.
 //
 // Why a region is cut (the compile log prints one of these for each cut):
@@ -19,36 +20,46 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "compiler/fusion/lower.h"
+#include "runtime/op_table.h"
 
 namespace kiln::fusion {
-
-enum class FusionKind : uint8_t { kElementwise, kIndexMap, kReduction, kLibrary, kCpuOnly };
 
 struct FusionRule {
   std::string_view op;
   FusionKind kind = FusionKind::kCpuOnly;
   LowerFn lower = nullptr;    // kElementwise, kIndexMap, kReduction
   DomainFn domain = nullptr;  // kReduction
-  std::string_view note = {};  // kLibrary: what the library call does; kCpuOnly: why there is no GPU path
-  // kLibrary: the library, by the executor name the artifact records for the instruction and
-  // the CUDA backend reads (runtime/cuda/runner.cc): "cublaslt" or "cudnn".
-  std::string_view library = {};
+  std::string_view note;      // kLibrary: what the library call does; kCpuOnly: why there is no GPU path
+  // kLibrary: the library, by the name the artifact records for the instruction and the CUDA
+  // backend reads (runtime/cuda/runner.cc): "cublaslt" or "cudnn".
+  std::string_view library;
 };
 
-// The rule for `op`, or nullptr if the op has none (the executors stage treats it as
-// CPU-only). Thread-safe.
+// The rule for `op`, or nullptr if the op has no row in the op table (the executors stage
+// treats it as CPU-only). Thread-safe.
 const FusionRule* FindRule(std::string_view op);
-// Every rule, sorted by op.
+// Every rule, one per op table row, sorted by op.
 std::span<const FusionRule> AllRules();
-const char* KindName(FusionKind kind);
 
-// Per-file tables merged by rules.cc.
-std::span<const FusionRule> ElementwiseRules();   // lower_elementwise.cc
-std::span<const FusionRule> DataMovementRules();  // lower_data_movement.cc
-std::span<const FusionRule> ReductionRules();     // lower_reduction.cc
-std::span<const FusionRule> MathRules();          // lower_math.cc
+// A generated kind's lowering, in the per-file tables merged by rules.cc.
+struct Lowering {
+  std::string_view op;
+  LowerFn lower = nullptr;
+  DomainFn domain = nullptr;  // kReduction ops only
+};
+std::span<const Lowering> ElementwiseLowerings();   // lower_elementwise.cc
+std::span<const Lowering> DataMovementLowerings();  // lower_data_movement.cc
+std::span<const Lowering> ReductionLowerings();     // lower_reduction.cc
+std::span<const Lowering> MathLowerings();          // lower_math.cc
+
+// What disagrees between the op table and the lowerings, one line each (empty when they
+// agree): a generated kind without a lowering (or a reduction without its domain), a lowering
+// of an op whose kind is not generated or that has no row, an op lowered twice.
+std::vector<std::string> LoweringProblems();
 
 }  // namespace kiln::fusion

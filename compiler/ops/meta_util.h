@@ -131,9 +131,9 @@ Result<Window> ReadWindow(const AttrMap& attrs, const std::vector<int64_t>& kern
 Result<SymShape> WindowOutput(const SymShape& in, const Window& w);
 
 std::string Str(const SymShape& s);
-// Registers `name` with its meta function, runnable by the CPU backend.
+// Registers `name` with its meta function.
 inline void Def(std::vector<OpDef>& ops, std::string name, MetaFn fn) {
-  ops.push_back(OpDef{std::move(name), std::move(fn), {"cpu"}});
+  ops.push_back(OpDef{std::move(name), std::move(fn)});
 }
 // InvalidArgument when the node has more outputs than the op defines.
 Status CheckMaxOutputs(MetaContext& ctx, int max);

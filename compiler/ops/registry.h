@@ -1,5 +1,6 @@
 // The op registry: for each op, its meta function (dtype and symbolic shape inference,
-// attribute validation) and the executors that can run it.
+// attribute validation). The op's other facts (operands, precision class, GPU path) are its
+// row in the op table (runtime/op_table.h); `kiln ops --check` keeps the two in step.
 //
 // A meta function reads the node's input Values and attributes and fills the dtype and
 // shape of each output Value (and, for integer shape arithmetic, the outputs' `sym`
@@ -51,9 +52,6 @@ using MetaFn = std::function<Status(MetaContext&)>;
 struct OpDef {
   std::string name;
   MetaFn meta;
-  // Executors able to run the op, in order of preference ("cpu" for the CPU backend's
-  // reference kernel; later "cublaslt", "cudnn", "fused").
-  std::vector<std::string> executors;
 };
 
 // The op named `name`, or nullptr. The registry is built once; thread-safe.

@@ -1,12 +1,10 @@
 #include "compiler/passes/executors.h"
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "compiler/fusion/rules.h"
-#include "compiler/ops/registry.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/op_table.h"
 
 namespace kiln::passes {
 namespace {
@@ -48,22 +46,21 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
       node.executor_reason = "generated kernel (CUDA from NVRTC; the CPU backend interprets its program)";
       continue;
     }
-    const ir::OpDef* op = ir::FindOp(node.op);
-    bool listed = op && std::find(op->executors.begin(), op->executors.end(), "cpu") != op->executors.end();
-    if (!listed || !cpu::FindKernel(node.op))
+    if (!cpu::FindKernel(node.op))
       return Unimplemented("node '" + node.name + "' (" + node.op +
-                           "): no executor can run this op (no CPU kernel registered)");
+                           "): no backend can run this op (no CPU kernel registered)");
     // On a GPU, library ops go to cuBLASLt / cuDNN (the CPU backend takes them when the
-    // library refuses a form); everything else is a CPU fallback region with copies.
-    const fusion::FusionRule* rule = fusion::FindRule(node.op);
-    if (rule && rule->kind == fusion::FusionKind::kLibrary) {
-      node.executor = std::string(rule->library);
-      node.executor_reason = std::string(rule->note) + "; the CPU backend when the library refuses it or on a CPU";
+    // library refuses a form); everything else is a CPU fallback region with copies. The op
+    // table's library column is the claim the CUDA backend reads too (runtime/op_table.h).
+    const OpInfo* info = FindOpInfo(node.op);
+    if (info && info->fusion == FusionKind::kLibrary) {
+      node.executor = std::string(LibraryName(info->library));
+      node.executor_reason = std::string(info->note) + "; the CPU backend when the library refuses it or on a CPU";
     } else {
       node.executor = "cpu";
       // The `executors` trace notes it in a CPU fallback region with this reason.
-      node.executor_reason = rule && rule->kind == fusion::FusionKind::kCpuOnly
-                                 ? std::string(rule->note)
+      node.executor_reason = info && info->fusion == FusionKind::kCpuOnly
+                                 ? std::string(info->note)
                                  : "this instance has no fused form (see the fusion log)";
     }
   }

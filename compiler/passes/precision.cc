@@ -12,75 +12,10 @@
 
 #include "compiler/ops/registry.h"
 #include "runtime/cpu/float_storage.h"
+#include "runtime/op_table.h"
 
 namespace kiln::passes {
 namespace {
-
-enum class Class { kLow, kFollow, kFloat32 };
-
-struct Policy {
-  std::string_view op;
-  Class cls;
-  // Inputs that keep their declared dtype whatever the class (Resize's roi and scales are
-  // coordinates, and its meta function reads them as float32).
-  std::initializer_list<int> declared_inputs = {};
-};
-
-// The precision policy. kLow: half storage, float32 accumulation inside the kernel. kFollow:
-// the type the inputs arrive in. kFloat32: float32 in and out. An op not listed is kFloat32.
-constexpr Policy kPolicy[] = {
-    // GEMM and convolution: the tensor-core ops, float32 accumulators (cuBLASLt
-    // CUBLAS_COMPUTE_32F, cuDNN float compute, the CPU backend's float32 GEMM).
-    {"Attention", Class::kLow}, {"Conv", Class::kLow}, {"ConvTranspose", Class::kLow},
-    {"DeformConv", Class::kLow}, {"Einsum", Class::kLow}, {"Gemm", Class::kLow}, {"MatMul", Class::kLow},
-    // Reductions whose result stays within the input's range: statistics, sums and
-    // exponentials computed in float32, the result stored in the precision type.
-    {"AveragePool", Class::kLow}, {"BatchNormalization", Class::kLow}, {"GlobalAveragePool", Class::kLow},
-    {"GlobalMaxPool", Class::kLow}, {"GroupNormalization", Class::kLow}, {"InstanceNormalization", Class::kLow},
-    {"LayerNormalization", Class::kLow}, {"LogSoftmax", Class::kLow}, {"LpNormalization", Class::kLow},
-    {"MaxPool", Class::kLow}, {"MeanVarianceNormalization", Class::kLow}, {"RMSNormalization", Class::kLow},
-    {"ReduceMax", Class::kLow}, {"ReduceMean", Class::kLow}, {"ReduceMin", Class::kLow}, {"Softmax", Class::kLow},
-    // Elementwise, activations, comparisons and data movement: exact or within the input's
-    // range, so they run in whatever type their inputs come in.
-    {"Abs", Class::kFollow}, {"Add", Class::kFollow}, {"ArgMax", Class::kFollow}, {"ArgMin", Class::kFollow},
-    {"Cast", Class::kFollow}, {"CastLike", Class::kFollow}, {"Celu", Class::kFollow},
-    {"CenterCropPad", Class::kFollow}, {"Ceil", Class::kFollow}, {"Clip", Class::kFollow},
-    {"Compress", Class::kFollow}, {"Concat", Class::kFollow}, {"Cos", Class::kFollow},
-    {"DepthToSpace", Class::kFollow}, {"Div", Class::kFollow}, {"Dropout", Class::kFollow},
-    {"Elu", Class::kFollow}, {"Equal", Class::kFollow}, {"Erf", Class::kFollow}, {"Expand", Class::kFollow},
-    {"Flatten", Class::kFollow}, {"Floor", Class::kFollow}, {"Gather", Class::kFollow},
-    {"GatherElements", Class::kFollow}, {"GatherND", Class::kFollow}, {"Gelu", Class::kFollow},
-    {"Greater", Class::kFollow}, {"GreaterOrEqual", Class::kFollow}, {"Hardmax", Class::kFollow},
-    {"HardSigmoid", Class::kFollow}, {"HardSwish", Class::kFollow}, {"Identity", Class::kFollow},
-    {"IsInf", Class::kFollow}, {"IsNaN", Class::kFollow}, {"LeakyRelu", Class::kFollow}, {"Less", Class::kFollow},
-    {"LessOrEqual", Class::kFollow}, {"Max", Class::kFollow}, {"MaxUnpool", Class::kFollow},
-    {"Mean", Class::kFollow}, {"Min", Class::kFollow}, {"Mish", Class::kFollow}, {"Mul", Class::kFollow},
-    {"Neg", Class::kFollow}, {"NonZero", Class::kFollow}, {"OneHot", Class::kFollow}, {"PRelu", Class::kFollow},
-    {"Pad", Class::kFollow}, {"Relu", Class::kFollow}, {"Reshape", Class::kFollow},
-    {"Resize", Class::kFollow, {1, 2}}, {"ReverseSequence", Class::kFollow}, {"Round", Class::kFollow},
-    {"Scatter", Class::kFollow}, {"ScatterElements", Class::kFollow}, {"ScatterND", Class::kFollow},
-    {"Selu", Class::kFollow}, {"Shape", Class::kFollow}, {"Shrink", Class::kFollow},
-    {"Sigmoid", Class::kFollow}, {"Sign", Class::kFollow}, {"Sin", Class::kFollow}, {"Size", Class::kFollow},
-    {"Slice", Class::kFollow}, {"Softplus", Class::kFollow}, {"Softsign", Class::kFollow},
-    {"SpaceToDepth", Class::kFollow}, {"Split", Class::kFollow}, {"Sqrt", Class::kFollow},
-    {"Squeeze", Class::kFollow}, {"Sub", Class::kFollow}, {"Sum", Class::kFollow}, {"Swish", Class::kFollow},
-    {"Tanh", Class::kFollow}, {"TensorScatter", Class::kFollow}, {"ThresholdedRelu", Class::kFollow},
-    {"Tile", Class::kFollow}, {"TopK", Class::kFollow}, {"Transpose", Class::kFollow},
-    {"Trilu", Class::kFollow}, {"Unique", Class::kFollow}, {"Unsqueeze", Class::kFollow},
-    {"Where", Class::kFollow},
-    // Not listed, so float32: Exp, Log, Pow, Reciprocal and the hyperbolic and inverse
-    // trigonometric functions (results beyond 65504 or accuracy lost near 0 and 1), ReduceSum,
-    // ReduceSumSquare, ReduceProd, ReduceLogSum(Exp), CumSum, CumProd, LpPool and LRN (sums
-    // that outgrow their inputs), LSTM, GRU, RNN (state carried over many steps),
-    // NonMaxSuppression, RoiAlign, GridSample and AffineGrid (coordinates), DFT, STFT and
-    // the window functions, quantization, Range, ConstantOfShape, EyeLike, Det, Mod, BitCast.
-};
-
-const Policy* FindPolicy(std::string_view op) {
-  for (const Policy& p : kPolicy)
-    if (p.op == op) return &p;
-  return nullptr;
-}
 
 std::string_view Suffix(DType t) {
   switch (t) {
@@ -269,27 +204,27 @@ class Lowering {
     return r.ok() ? *r : id;
   }
 
-  bool IsDeclaredInput(const Policy* p, size_t i) const {
-    if (!p) return false;
-    for (int k : p->declared_inputs)
-      if (static_cast<size_t>(k) == i) return true;
-    return false;
+  bool IsDeclaredInput(const OpInfo* p, size_t i) const {
+    return p && i < 32 && (p->precision.declared_inputs >> i & 1u);
   }
 
   // A float32 input the class may convert.
-  bool Convertible(const ir::Node& n, const Policy* p, size_t i) const {
+  bool Convertible(const ir::Node& n, const OpInfo* p, size_t i) const {
     return n.inputs[i] != ir::kNoValue && in_.value(n.inputs[i]).dtype == DType::kFloat32 && !IsDeclaredInput(p, i);
   }
 
   Status Lower(const ir::Node& n) {
-    const Policy* p = FindPolicy(n.op);
+    // The policy is the op table's precision column (runtime/op_table.h): kLow, half storage
+    // with float32 accumulation inside the kernel; kFollow, the type the inputs arrive in;
+    // kFloat32, float32 in and out. Kiln's internal ops have no row: float32.
+    const OpInfo* p = FindOpInfo(n.op);
     const bool keep = std::find_if(options_.keep_fp32.begin(), options_.keep_fp32.end(), [&](const std::string& k) {
                         return k == n.name || k == n.op;
                       }) != options_.keep_fp32.end();
-    Class cls = keep || !p ? Class::kFloat32 : p->cls;
-    if (keep && p && p->cls != Class::kFloat32 && log_)
+    PrecisionClass cls = keep || !p ? PrecisionClass::kFloat32 : p->precision.cls;
+    if (keep && p && p->precision.cls != PrecisionClass::kFloat32 && log_)
       log_->push_back(fmt::format("node '{}' ({}) kept in float32 (--keep-fp32)", n.name, n.op));
-    if (cls == Class::kFollow) {
+    if (cls == PrecisionClass::kFollow) {
       // Low when a non-constant float input arrives low, or when every float input is a
       // constant; float32 when the non-constant ones come from float32 ops. Constants do not
       // vote: Exp(x) * 0.1 stays float32 after the float32 Exp.
@@ -301,25 +236,25 @@ class Lowering {
         consts_only = false;
         low = low || IsLow(Arrives(n.inputs[i]));
       }
-      cls = any && (low || consts_only) ? Class::kLow : Class::kFloat32;
+      cls = any && (low || consts_only) ? PrecisionClass::kLow : PrecisionClass::kFloat32;
       // A Cast to float32 goes low only from a half type: an integer's float32 value (a
       // position, an index) is exact where float16 (past 2048) and bfloat16 (past 256) round it.
       const ir::Value* from = n.inputs.empty() || n.inputs[0] == ir::kNoValue ? nullptr : &in_.value(n.inputs[0]);
       if ((n.op == "Cast" || n.op == "CastLike") && from && from->dtype != DType::kFloat32)
-        cls = IsLow(from->dtype) ? Class::kLow : Class::kFloat32;
+        cls = IsLow(from->dtype) ? PrecisionClass::kLow : PrecisionClass::kFloat32;
     }
-    if (cls == Class::kLow) {
+    if (cls == PrecisionClass::kLow) {
       Status st = LowerTo(n, p, low_);
       if (st.ok()) {
         ++lowered_;
-        if (p && p->cls == Class::kLow) ++low_ops_;
+        if (p && p->precision.cls == PrecisionClass::kLow) ++low_ops_;
         return Status::Ok();
       }
       if (!first_error_.ok()) return first_error_;
       if (log_)
         log_->push_back(fmt::format("node '{}' ({}) kept in float32: {}", n.name, n.op, st.message()));
     }
-    if (p && p->cls != Class::kFloat32) ++fp32_ops_;
+    if (p && p->precision.cls != PrecisionClass::kFloat32) ++fp32_ops_;
     ir::Node node = n;
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] != ir::kNoValue) node.inputs[i] = Need(node.inputs[i], in_.value(node.inputs[i]).dtype);
@@ -332,7 +267,7 @@ class Lowering {
   // Runs `n` with its float32 inputs in `t`. Its meta function decides the output dtypes;
   // an output that stays float32 keeps its value. When the meta function rejects the types,
   // fails having emitted nothing.
-  Status LowerTo(const ir::Node& n, const Policy* p, DType t) {
+  Status LowerTo(const ir::Node& n, const OpInfo* p, DType t) {
     journal_.clear();
     const size_t emitted = out_.body.nodes.size();
     const int casts = casts_, converted = converted_;
@@ -349,11 +284,11 @@ class Lowering {
     return st;
   }
 
-  Status TryLowerTo(const ir::Node& n, const Policy* p, DType t) {
+  Status TryLowerTo(const ir::Node& n, const OpInfo* p, DType t) {
     // A follower's constant operand must survive the conversion: an epsilon float16 rounds to
     // 0 turns sqrt(var + eps) into 0 on a constant row. (A GEMM or conv weight that loses a
     // few tiny elements is lowered all the same.)
-    for (size_t i = 0; p && p->cls == Class::kFollow && i < n.inputs.size(); ++i)
+    for (size_t i = 0; p && p->precision.cls == PrecisionClass::kFollow && i < n.inputs.size(); ++i)
       if (Convertible(n, p, i) && in_.value(n.inputs[i]).is_const())
         KILN_RETURN_IF_ERROR(CheckSurvives(in_.value(n.inputs[i]), t));
     ir::Node node = n;
@@ -432,12 +367,6 @@ DType PrecisionDType(Precision p) {
     case Precision::kBf16: return DType::kBFloat16;
     default: return DType::kFloat32;
   }
-}
-
-std::vector<std::pair<std::string_view, std::string_view>> PrecisionPolicyTable() {
-  std::vector<std::pair<std::string_view, std::string_view>> table;
-  for (const Policy& p : kPolicy) table.emplace_back(p.op, p.cls == Class::kLow ? "low" : "follow");
-  return table;
 }
 
 Result<ir::Trace> LowerPrecision(const ir::Trace& canonical, const PrecisionOptions& options,

@@ -3,8 +3,8 @@
 // float32. It runs after guard pruning and before fusion, so the Casts it inserts fuse
 // into the generated kernels next to them.
 //
-// Each node gets one of four classes from the policy table in precision.cc (the README's
-// "Reduced precision" section prints it):
+// Each node gets one of four classes from its op's precision column in the op table
+// (runtime/op_table.h; the README's "Reduced precision" section prints it):
 //  - kLow: its float32 inputs are converted to the precision type and its float outputs
 //    are stored in it. The kernels accumulate in float32 (cuBLASLt CUBLAS_COMPUTE_32F,
 //    the CPU backend's GEMM and conv, and the generated kernels' float registers), so a
@@ -72,10 +72,6 @@ struct PrecisionOptions {
   // Inputs and outputs of other dtypes never change.
   DType io_dtype = DType::kFloat32;
 };
-
-// The policy table as (op type, "low" or "follow") for every op it names, in its order; an op
-// it does not name is float32. README.md's "Reduced precision" table prints it (a test checks).
-std::vector<std::pair<std::string_view, std::string_view>> PrecisionPolicyTable();
 
 // Returns the lowered trace (stage "precision"). With Precision::kFp32 and io_dtype kFloat
 // it returns `canonical` unchanged. Appends one line per kept-in-float32 decision that was

@@ -24,6 +24,7 @@
 
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "runtime/op_table.h"
 #include "runtime/attrs.h"
 
 namespace kiln::cpu {
@@ -60,19 +61,6 @@ using KernelFn = Status (*)(const KernelCall& call);
 using WorkspaceFn = size_t (*)(const AttrMap& attrs, std::span<const TensorRef> inputs,
                                std::span<const TensorRef> outputs);
 
-// The operands an op takes, from its ONNX schema (newest opset). Load checks every
-// instruction against it (runtime/verify.cc), so a kernel is never reached with too few or
-// too many operands or with a required input absent; kernels still check dtypes and shapes.
-struct Arity {
-  static constexpr uint8_t kUnbounded = 255;  // max_inputs/max_outputs of a variadic op
-  static constexpr uint32_t kAll = ~0u;       // required: every input (variadic ops)
-  uint8_t min_inputs = 0, max_inputs = 0;
-  uint32_t required = 0;  // bit i: input i must be present; kAll: every input
-  uint8_t min_outputs = 0, max_outputs = 0;
-
-  bool Required(size_t i) const { return required == kAll || (i < 32 && (required >> i & 1u)); }
-};
-
 struct KernelDef {
   std::string_view op;  // ONNX op type, or a "kiln."-prefixed internal op
   KernelFn run = nullptr;
@@ -81,13 +69,14 @@ struct KernelDef {
   // it in float32 on widened copies of its half operands and rounds its half outputs once
   // (runtime/cpu/widen.h), so the kernel only ever sees float32 where a model has halves.
   bool halves = false;
-  Arity arity{};  // filled by the registry from OpArity (runtime/cpu/arity.cc)
+  // The operands the op takes (runtime/op_table.h), filled by the registry. Load checks every
+  // instruction against it (runtime/verify.cc), so a kernel is never reached with too few or
+  // too many operands or with a required input absent; kernels still check dtypes and shapes.
+  Arity arity{};
 };
 
 // The kernel for `op`, or nullptr. Thread-safe; the table is built once.
 const KernelDef* FindKernel(std::string_view op);
-// The operand counts of `op`, or nullptr when the table has none (runtime/cpu/arity.cc).
-const Arity* OpArity(std::string_view op);
 // Every registered kernel, sorted by op name.
 std::span<const KernelDef> AllKernels();
 

@@ -4,6 +4,7 @@
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/op_table.h"
 
 namespace kiln::cpu {
 namespace {
@@ -28,7 +29,7 @@ const std::vector<KernelDef>& Table() {
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     for (KernelDef& k : all) {
-      if (const Arity* a = OpArity(k.op)) k.arity = *a;
+      if (const OpInfo* info = FindOpInfo(k.op)) k.arity = info->arity;
     }
     std::stable_sort(all.begin(), all.end(),
                      [](const KernelDef& a, const KernelDef& b) { return a.op < b.op; });

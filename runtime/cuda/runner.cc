@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/run_instruction.h"
 #include "runtime/cpu/widen.h"
+#include "runtime/op_table.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/dnn.h"
 #include "runtime/cuda/libraries.h"
@@ -235,14 +236,13 @@ struct Runner::State {
 
   // Which library the artifact names for `pi` (runtime/model_impl.h's executor); an artifact
   // that names none (written before executors were recorded per library) falls back on the
-  // op: MatMul and Gemm to cuBLASLt, convolutions and pooling to cuDNN.
+  // op table's library column (runtime/op_table.h), which the compiler's executors stage reads.
   static Lib Named(const PreparedInstruction& pi) {
-    if (pi.executor == "cublaslt") return Lib::kBlas;
-    if (pi.executor == "cudnn") return Lib::kDnn;
-    if (!pi.executor.empty() || pi.kernel == nullptr) return Lib::kNone;
-    const std::string_view op = pi.kernel->op;
-    if (op == "MatMul" || op == "Gemm") return Lib::kBlas;
-    if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool") return Lib::kDnn;
+    std::string_view library = pi.executor;
+    if (library.empty() && pi.kernel != nullptr)
+      if (const OpInfo* info = FindOpInfo(pi.kernel->op)) library = LibraryName(info->library);
+    if (library == LibraryName(OpLibrary::kCublasLt)) return Lib::kBlas;
+    if (library == LibraryName(OpLibrary::kCudnn)) return Lib::kDnn;
     return Lib::kNone;
   }
 

@@ -1,8 +1,8 @@
-"""The CPU backend's operand counts (runtime/cpu/arity.cc, as `kiln ops --json` prints them)
+"""The op table's operand counts (runtime/op_table.cc, as `kiln ops --json` prints them)
 against ONNX's own operator schemas, read from the onnx wheel (onnx.defs.get_schema at Kiln's
 newest opset): min and max inputs and outputs, and which inputs are required (an input whose
-option is Single; a variadic op's inputs all are). arity.cc is copied by hand from these
-schemas, so this is what keeps it true.
+option is Single; a variadic op's inputs all are). The table's arity column is copied by hand
+from these schemas, so this is what keeps it true.
 
     check_arity.py KILN MAX_OPSET
 
@@ -41,7 +41,7 @@ def main():
     for op in ops:
         name, have = op["name"], op["arity"]
         if have is None:
-            problems.append(f"{name}: no operand counts in runtime/cpu/arity.cc")
+            problems.append(f"{name}: no operand counts in runtime/op_table.cc")
             continue
         try:
             s = defs.get_schema(name, max_opset, "")

@@ -223,9 +223,9 @@ std::string CpuReason(const kiln::Model& model, const kiln::ExecutionContext& ct
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].op != op) continue;
     if (infos[i].executor == "cpu") {
-      const kiln::fusion::FusionRule* rule = kiln::fusion::FindRule(op);
-      return rule && rule->kind == kiln::fusion::FusionKind::kCpuOnly ? std::string(rule->note)
-                                                                       : "no generated kernel for this instance";
+      const kiln::OpInfo* info = kiln::FindOpInfo(op);
+      return info && info->fusion == kiln::FusionKind::kCpuOnly ? std::string(info->note)
+                                                                : "no generated kernel for this instance";
     }
     for (const kiln::Stats::Fallback& f : ctx.stats().last_fallbacks)
       if (f.instruction == static_cast<int32_t>(i)) return f.reason;

@@ -122,7 +122,7 @@ TEST_CASE("hostile kernel references and programs are rejected at load") {
 
 TEST_CASE("every CPU kernel has its op's operand counts") {
   for (const kiln::cpu::KernelDef& k : kiln::cpu::AllKernels()) {
-    CHECK_MESSAGE(kiln::cpu::OpArity(k.op) != nullptr, k.op);
+    CHECK_MESSAGE(kiln::FindOpInfo(k.op) != nullptr, k.op);
     CHECK_MESSAGE(k.arity.max_inputs >= k.arity.min_inputs, k.op);
     CHECK_MESSAGE(k.arity.max_inputs >= 1, k.op);
   }

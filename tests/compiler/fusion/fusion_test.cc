@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "compiler/fusion/rules.h"
+#include "compiler/ops/op_table_check.h"
+#include "runtime/op_table.h"
 #include "runtime/cpu/kernel.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
@@ -210,33 +212,39 @@ TEST_CASE("fusion: layer normalization with a residual prologue and symbolic row
   }
 }
 
-TEST_CASE("fusion rules: every op of the CPU backend has a GPU path or a reason to stay on the CPU") {
-  // Ops the CPU backend runs that never reach a fusion decision: the memory planner's own
-  // copy (Identity) is a rule too; the check is strict.
-  for (const kiln::cpu::KernelDef& k : kiln::cpu::AllKernels()) {
-    const kiln::fusion::FusionRule* rule = kiln::fusion::FindRule(k.op);
-    INFO("op " << k.op);
-    REQUIRE(rule != nullptr);
-    switch (rule->kind) {
-      case kiln::fusion::FusionKind::kElementwise:
-      case kiln::fusion::FusionKind::kIndexMap: CHECK(static_cast<bool>(rule->lower)); break;
-      case kiln::fusion::FusionKind::kReduction:
-        CHECK(static_cast<bool>(rule->lower));
-        CHECK(static_cast<bool>(rule->domain));
+TEST_CASE("the op table: every op has its meta function, CPU kernel and lowering, and nothing else does") {
+  // What `kiln ops --check` (run by the build) reports.
+  const std::vector<std::string> problems = kiln::ir::OpTableProblems();
+  for (const std::string& p : problems) MESSAGE(p);
+  CHECK(problems.empty());
+  for (const kiln::fusion::FusionRule& rule : kiln::fusion::AllRules()) {
+    INFO("op " << rule.op);
+    switch (rule.kind) {
+      case kiln::FusionKind::kElementwise:
+      case kiln::FusionKind::kIndexMap: CHECK(static_cast<bool>(rule.lower)); break;
+      case kiln::FusionKind::kReduction:
+        CHECK(static_cast<bool>(rule.lower));
+        CHECK(static_cast<bool>(rule.domain));
         break;
-      case kiln::fusion::FusionKind::kLibrary:
+      case kiln::FusionKind::kLibrary:
         // The artifact's executor names that the CUDA backend runs (runtime/cuda/runner.cc).
-        CHECK((rule->library == "cublaslt" || rule->library == "cudnn"));
-        CHECK(rule->note.find(rule->library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
+        CHECK((rule.library == "cublaslt" || rule.library == "cudnn"));
+        CHECK(rule.note.find(rule.library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
         break;
-      case kiln::fusion::FusionKind::kCpuOnly:
-        CHECK(!rule->note.empty());
-        CHECK(rule->library.empty());
+      case kiln::FusionKind::kCpuOnly:
+        CHECK(!rule.note.empty());
+        CHECK(rule.library.empty());
         break;
     }
   }
-  auto rules = kiln::fusion::AllRules();
-  for (size_t i = 1; i < rules.size(); ++i) CHECK_MESSAGE(rules[i - 1].op < rules[i].op, "duplicate rule " << rules[i].op);
+  CHECK(kiln::fusion::AllRules().size() == kiln::AllOpInfo().size());
+  // The precision policy is a column too: Resize keeps its coordinates (inputs 1 and 2) as
+  // declared, and an op is float32 only where its row says so.
+  REQUIRE(kiln::FindOpInfo("Resize") != nullptr);
+  CHECK(kiln::FindOpInfo("Resize")->precision.declared_inputs == 0b110u);
+  CHECK(kiln::FindOpInfo("Exp")->precision.cls == kiln::PrecisionClass::kFloat32);
+  CHECK(kiln::FindOpInfo("MatMul")->precision.cls == kiln::PrecisionClass::kLow);
+  CHECK(kiln::FindOpInfo("kiln.Fused") == nullptr);
 }
 
 TEST_CASE("fusion: an empty Concat input is never read") {

@@ -21,8 +21,8 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
 LowerFn Fn(std::string_view op) {
-  for (const FusionRule& r : DataMovementRules())
-    if (r.op == op) return r.lower;
+  for (const Lowering& l : DataMovementLowerings())
+    if (l.op == op) return l.lower;
   FAIL("no data-movement rule for " << op);
   return nullptr;
 }
@@ -57,17 +57,18 @@ AttrMap IntAttr(const std::string& name, int64_t v) {
   return a;
 }
 
-TEST_CASE("DataMovementRules: every data-movement op is an index map with a lowering") {
+TEST_CASE("DataMovementLowerings: every data-movement op is an index map with a lowering") {
   const char* ops[] = {"Concat",         "DepthToSpace", "Dropout", "Expand",  "Flatten",   "Gather",
                        "GatherElements", "Identity",     "Pad",     "Reshape", "Resize",    "Slice",
                        "SpaceToDepth",   "Split",        "Squeeze", "Tile",    "Transpose", "Unsqueeze"};
-  CHECK(DataMovementRules().size() == std::size(ops));
+  CHECK(DataMovementLowerings().size() == std::size(ops));
   for (const char* op : ops) {
     INFO(op);
-    auto it = std::find_if(DataMovementRules().begin(), DataMovementRules().end(),
-                           [&](const FusionRule& r) { return r.op == op; });
-    REQUIRE(it != DataMovementRules().end());
-    CHECK(it->kind == FusionKind::kIndexMap);
+    auto it = std::find_if(DataMovementLowerings().begin(), DataMovementLowerings().end(),
+                           [&](const Lowering& l) { return l.op == op; });
+    REQUIRE(it != DataMovementLowerings().end());
+    REQUIRE(kiln::FindOpInfo(op) != nullptr);
+    CHECK(kiln::FindOpInfo(op)->fusion == kiln::FusionKind::kIndexMap);
     CHECK((it->lower != nullptr));
     CHECK((it->domain == nullptr));
   }
