@@ -1,8 +1,8 @@
 # `cmake --install <build> --prefix P` (README "Install"): the public headers, libkiln_runtime.so,
-# kiln-run (the runtime tools), libkiln_compiler.so and the kiln tool (when built with
-# KILN_BUILD_COMPILER), the CMake package
-# (find_package(Kiln): Kiln::runtime, Kiln::compiler) and pkg-config files (kiln-runtime,
-# kiln-compiler). Nothing installed refers to the source or build tree: the CMake files and the
+# kiln-run (the runtime tools), libkiln_tensor_files.a (kiln/tensor_files.h),
+# libkiln_compiler.so and the kiln tool (when built with KILN_BUILD_COMPILER), the CMake package
+# (find_package(Kiln): Kiln::runtime, Kiln::tensor_files, Kiln::compiler) and pkg-config files
+# (kiln-runtime, kiln-compiler). Nothing installed refers to the source or build tree: the CMake files and the
 # .pc files locate the prefix from their own path, so the tree may also be moved.
 include(CMakePackageConfigHelpers)
 
@@ -17,6 +17,8 @@ else()
 endif()
 install(TARGETS ${KILN_INSTALLED} EXPORT KilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# kiln/tensor_files.h's static library (no pkg-config file: it is for CMake users, as the samples).
+install(TARGETS kiln_tensor_files EXPORT KilnTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN *.in EXCLUDE ${KILN_SKIP_HEADER})
 install(FILES ${KILN_GENERATED_INCLUDE}/kiln/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 

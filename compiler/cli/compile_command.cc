@@ -9,7 +9,7 @@
 #include "tools/cli/shape_option.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "tools/io/replace_file.h"
 #include "compiler/validate/precision_report.h"
 

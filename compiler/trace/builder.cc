@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "compiler/ops/registry.h"
 #include "compiler/profile.h"
 #include "tools/io/replace_file.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "runtime/instruction_observer.h"
 #include "runtime/cpu/float_storage.h"

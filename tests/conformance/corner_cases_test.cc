@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 

@@ -55,7 +55,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/fusion/rules.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/half.h"

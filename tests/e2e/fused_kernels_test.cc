@@ -28,7 +28,7 @@
 
 #include "compiler/codegen/cuda_source.h"
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/canonicalize.h"
 #include "runtime/cpu/fused.h"

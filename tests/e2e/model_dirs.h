@@ -16,7 +16,7 @@
 #include <system_error>
 #include <vector>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 
 namespace kiln::testing {

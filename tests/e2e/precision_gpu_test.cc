@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "runtime/cuda/driver.h"
 #include "tests/compiler/compile_util.h"

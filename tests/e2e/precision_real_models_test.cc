@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/e2e/model_dirs.h"

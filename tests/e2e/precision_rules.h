@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "compiler/passes/precision.h"
 #include "compiler/validate/tensor_compare.h"
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 

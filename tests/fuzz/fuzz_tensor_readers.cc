@@ -1,5 +1,5 @@
 // Fuzz target: bytes -> the `.npy` and `.pb` (ONNX TensorProto) readers of
-// tools/io/tensor_io.h, both on every input. A reader may fail with a Status; it may not
+// kiln/tensor_files.h, both on every input. A reader may fail with a Status; it may not
 // crash, leak or allocate more than the bytes present justify, and a tensor it returns must
 // hold exactly num_elements x element size bytes.
 // Seeds: test_data_set_*/*.pb of the ONNX node tests and real models, and .npy files made
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 
 namespace {
 

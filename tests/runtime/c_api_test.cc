@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 #include "tests/runtime/cpu_note.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/runtime/cpu_note.h"

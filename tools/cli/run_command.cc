@@ -10,7 +10,7 @@
 #include "tools/cli/commands.h"
 #include "tools/io/bench_report.h"
 #include "tools/io/compare.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 
 namespace kiln::cli {

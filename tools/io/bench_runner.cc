@@ -6,7 +6,7 @@
 #include <deque>
 
 #include "tools/io/random_inputs.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "runtime/clock.h"
 
 #if KILN_HAVE_CUDA

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 
 namespace kiln::io {
 

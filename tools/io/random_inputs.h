@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 
 namespace kiln::io {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "kiln/trace.h"
 #include "tests/compiler/compile_util.h"

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "compiler/compile.h"
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "kiln/trace.h"
 #include "tests/compiler/compile_util.h"

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/temp_dir.h"

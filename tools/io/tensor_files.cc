@@ -1,7 +1,7 @@
 // Reading and writing host tensors: ONNX TensorProto files and NumPy .npy files.
 // Every size read from a file is checked against the bytes actually present before any
 // allocation, so a corrupt header cannot make us allocate or read out of bounds.
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -76,18 +76,18 @@ Result<FileBytes> ReadFile(const std::string& path, uint64_t limit, std::string_
   return f;
 }
 
-// Checks that a tensor's byte count agrees with its dims and dtype before writing it.
-Status CheckConsistent(const HostTensor& t, std::string_view path) {
+// Whether `t`'s bytes are what its dtype and dims need (the caller adds where).
+Status CheckConsistent(const HostTensor& t) {
   if (!IsValidDType(static_cast<int32_t>(t.dtype)))
-    return InvalidArgument(fmt::format("{}: tensor '{}' has invalid dtype {}", path, t.name, DTypeName(t.dtype)));
+    return InvalidArgument(fmt::format("tensor '{}' has invalid dtype {}", t.name, DTypeName(t.dtype)));
   auto n = CheckedElements(t.dims);
-  if (!n) return InvalidArgument(fmt::format("{}: tensor '{}' has invalid dims {}", path, t.name, DimsString(t.dims)));
+  if (!n) return InvalidArgument(fmt::format("tensor '{}' has invalid dims {}", t.name, DimsString(t.dims)));
   const uint64_t want = static_cast<uint64_t>(*n) * DTypeSize(t.dtype);
   if (*n > 0 && want / static_cast<uint64_t>(*n) != DTypeSize(t.dtype))
-    return InvalidArgument(fmt::format("{}: tensor '{}' dims {} overflow", path, t.name, DimsString(t.dims)));
+    return InvalidArgument(fmt::format("tensor '{}' dims {} overflow", t.name, DimsString(t.dims)));
   if (want != t.bytes.size())
-    return InvalidArgument(fmt::format("{}: tensor '{}' {} needs {} bytes but holds {}", path, t.name,
-                                       Describe(t), want, t.bytes.size()));
+    return InvalidArgument(fmt::format("tensor '{}' {} needs {} bytes but holds {}", t.name, Describe(t), want,
+                                       t.bytes.size()));
   return Status::Ok();
 }
 
@@ -528,7 +528,7 @@ Result<HostTensor> ReadTensorProtoFile(const std::string& path) {
 }
 
 Status WriteTensorProtoFile(const std::string& path, const HostTensor& t) {
-  KILN_RETURN_IF_ERROR(CheckConsistent(t, path));
+  KILN_RETURN_IF_ERROR_CTX(CheckConsistent(t), path);
   if (t.bytes.size() > kMaxTensorProtoFileBytes - t.name.size() - 64 * (t.dims.size() + 2))
     return InvalidArgument(fmt::format("{}: tensor '{}' {} is over the 2 GiB that a TensorProto can hold", path,
                                        t.name, Describe(t)));
@@ -645,13 +645,12 @@ Result<HostTensor> ReadNpyFile(const std::string& path) {
   return t;
 }
 
-Status WriteNpyFile(const std::string& path, const HostTensor& t) {
-  KILN_RETURN_IF_ERROR(CheckConsistent(t, path));
-  Result<std::string> descr = DescrFor(t.dtype);
-  if (!descr.ok()) return descr.status().WithContext(path);
+Result<std::string> SerializeNpy(const HostTensor& t) {
+  KILN_RETURN_IF_ERROR(CheckConsistent(t));
+  KILN_ASSIGN_OR_RETURN(std::string descr, DescrFor(t.dtype));
   // NumPy's tuple spelling: "()", "(5,)", "(1, 576)".
   const std::string shape = t.dims.size() == 1 ? fmt::format("{},", t.dims[0]) : fmt::format("{}", fmt::join(t.dims, ", "));
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", *descr, shape);
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, shape);
   // Pad with spaces so the data starts on a 64-byte boundary; the header ends in '\n'.
   const bool v2 = header.size() + 1 + 10 > 65535;
   const size_t prefix = kNpyMagicLen + 2 + (v2 ? 4 : 2);
@@ -665,7 +664,13 @@ Status WriteNpyFile(const std::string& path, const HostTensor& t) {
   for (int i = 0; i < (v2 ? 4 : 2); ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
   out += header;
   out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-  return ReplaceFile(path, out.data(), out.size());
+  return out;
+}
+
+Status WriteNpyFile(const std::string& path, const HostTensor& t) {
+  Result<std::string> npy = SerializeNpy(t);
+  if (!npy.ok()) return npy.status().WithContext(path);
+  return ReplaceFile(path, npy->data(), npy->size());
 }
 
 // ---- input and output folders -------------------------------------------------------------

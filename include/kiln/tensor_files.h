@@ -1,20 +1,27 @@
-// tools/io/tensor_io.h: host tensors in files, for the tools (kiln run, kiln-run) and the tests.
+// kiln/tensor_files.h: host tensors in files and in memory, as `kiln run` reads and writes them.
+// Library Kiln::tensor_files (libkiln_tensor_files.a, find_package(Kiln COMPONENTS
+// tensor_files)); it links Kiln::runtime and nothing else: no protobuf, no NumPy.
 //
 //   KILN_ASSIGN_OR_RETURN(auto inputs, kiln::io::ReadInputDir("test_data_set_0", {"x", "state"}));
 //   std::vector<kiln::TensorView> views;
 //   for (auto& t : inputs) views.push_back(t.view());
 //
-// Formats: a serialized ONNX TensorProto (`.pb`, the ONNX backend-test layout; raw_data or
-// the typed fields, no external data) and NumPy `.npy` (v1/v2/v3, little-endian, C order).
-// Readers never trust a size in the file: every length is checked against the bytes present
-// before anything is allocated, and a malformed file is an error naming the file and the
-// problem (kDataLoss for truncated or inconsistent data, kUnimplemented for valid files using
-// a feature Kiln does not read, kNotFound for a missing file). A file larger than the limits
-// below is kResourceExhausted naming the file, its size and the limit, before any allocation.
-// Writers go through ReplaceFile (tools/io/replace_file.h) (a temporary made with mkstemp, then a rename): a
-// planted link is not followed and an existing non-regular file (a FIFO, a device) is refused
-// with kFailedPrecondition instead of blocking or being replaced.
-// All functions are thread-compatible; they keep no state between calls.
+// Formats:
+//  - ONNX TensorProto, serialized (`.pb`, the layout of ONNX's backend test data; raw_data or
+//    the typed fields; no external data), read and written from the protobuf wire format
+//    (https://protobuf.dev/programming-guides/encoding/) without protobuf's library;
+//  - NumPy `.npy` (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html):
+//    versions 1.0 to 3.0, little-endian or byte-sized dtypes, C order.
+// Readers never trust a size in the data: every length is checked against the bytes present
+// before anything is allocated, and malformed data is an error naming its origin (the file, or
+// the `origin` given) and the problem: kDataLoss for truncated or inconsistent data,
+// kUnimplemented for valid data using a feature Kiln does not read (a big-endian or structured
+// dtype, Fortran order, external data), kNotFound for a missing file. A file larger than the
+// limits below is kResourceExhausted naming the file, its size and the limit, before any
+// allocation. Files are written to a temporary made with mkstemp and then renamed over the
+// path: a planted link is not followed, and an existing non-regular file (a FIFO, a device) is
+// refused with kFailedPrecondition instead of blocking or being replaced.
+// Thread safety: every function may be called from any thread; none keeps state between calls.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +70,11 @@ Status WriteTensorProtoFile(const std::string& path, const HostTensor& t);
 // NumPy .npy. The tensor's name is the file name without directory and extension.
 Result<HostTensor> ReadNpyFile(const std::string& path);
 Result<HostTensor> ParseNpy(const void* data, size_t size, std::string_view origin);
-// Writes v1 (v2 when the header needs it). bfloat16 has no NumPy dtype: kUnimplemented.
+// The bytes of a .npy file holding `t`: version 1.0 (2.0 when the header needs it), its data at
+// a multiple of 64 bytes. bfloat16 has no NumPy dtype: kUnimplemented; bytes that do not match
+// dims and dtype: kInvalidArgument.
+Result<std::string> SerializeNpy(const HostTensor& t);
+// Writes SerializeNpy's bytes to `path`.
 Status WriteNpyFile(const std::string& path, const HostTensor& t);
 
 // The file name an input named `name` has in an input dir: '/' and ':' become '_'.

@@ -1,4 +1,4 @@
-#include "tools/io/tensor_io.h"
+#include "kiln/tensor_files.h"
 #include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>
@@ -67,7 +67,7 @@ std::string NpyWithHeader(const std::string& dict, const std::string& data) {
 
 }  // namespace
 
-TEST_CASE("tensor_io: reads a .npy written by numpy") {
+TEST_CASE("tensor files: reads a .npy written by numpy") {
   TempDir dir;
   const std::string path = dir / "pixels.npy";
   WriteBytes(path, NumpyF32Bytes());
@@ -83,7 +83,7 @@ TEST_CASE("tensor_io: reads a .npy written by numpy") {
   CHECK(v.data == t->bytes.data());
 }
 
-TEST_CASE("tensor_io: .npy scalar, 1-d bool and v2 headers") {
+TEST_CASE("tensor files: .npy scalar, 1-d bool and v2 headers") {
   TempDir dir;
   const std::string sbytes =
       NpyWithHeader("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", std::string("\x07\0\0\0\0\0\0\0", 8));
@@ -108,7 +108,7 @@ TEST_CASE("tensor_io: .npy scalar, 1-d bool and v2 headers") {
   CHECK(t2->dims == std::vector<int64_t>{2, 3});
 }
 
-TEST_CASE("tensor_io: .npy round trip for every dtype NumPy has") {
+TEST_CASE("tensor files: .npy round trip for every dtype NumPy has") {
   TempDir dir;
   const DType dtypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt8,  DType::kInt16,
                           DType::kInt32,   DType::kInt64,   DType::kUInt8,   DType::kUInt16, DType::kUInt32,
@@ -145,7 +145,30 @@ TEST_CASE("tensor_io: .npy round trip for every dtype NumPy has") {
   CHECK(kiln::io::WriteNpyFile(dir / "bf.npy", bf).code() == StatusCode::kUnimplemented);
 }
 
-TEST_CASE("tensor_io: malformed .npy files are rejected with a reason") {
+TEST_CASE("tensor files: SerializeNpy's bytes are the file's, and ParseNpy reads them back") {
+  TempDir dir;
+  HostTensor t = Make<int16_t>("t", DType::kInt16, {2, 2}, {1, -2, 300, -32768});
+  auto bytes = kiln::io::SerializeNpy(t);
+  REQUIRE(bytes.ok());
+  REQUIRE(kiln::io::WriteNpyFile(dir / "t.npy", t).ok());
+  CHECK(*bytes == ReadBytes(dir / "t.npy"));
+  // The header NumPy writes for it (np.save gives the same 136 bytes): the 10-byte preamble and
+  // the 59-byte dict, padded with spaces and a '\n' so that the data starts at byte 128.
+  CHECK(bytes->size() == 128 + 8);
+  CHECK(bytes->substr(10, 59) == "{'descr': '<i2', 'fortran_order': False, 'shape': (2, 2), }");
+  CHECK(bytes->substr(69, 58) == std::string(58, ' '));
+  CHECK((*bytes)[127] == '\n');
+  auto back = kiln::io::ParseNpy(bytes->data(), bytes->size(), "memory");
+  REQUIRE(back.ok());
+  CHECK(Values<int16_t>(*back) == std::vector<int16_t>{1, -2, 300, -32768});
+  // Bytes that do not match dims and dtype are refused, naming the tensor.
+  t.bytes.pop_back();
+  auto bad = kiln::io::SerializeNpy(t);
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK(bad.status().message() == "tensor 't' int16[2,2] needs 8 bytes but holds 7");
+}
+
+TEST_CASE("tensor files: malformed .npy files are rejected with a reason") {
   TempDir dir;
   const std::string good = NumpyF32Bytes();
   // Every truncation point fails cleanly.
@@ -199,7 +222,7 @@ TEST_CASE("tensor_io: malformed .npy files are rejected with a reason") {
   CHECK(kiln::io::ReadNpyFile(dir / "absent.npy").status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("tensor_io: reads TensorProto bytes written by hand") {
+TEST_CASE("tensor files: reads TensorProto bytes written by hand") {
   // name "x" (field 8), dims [2] (field 1), data_type FLOAT (field 2), raw_data (field 9).
   std::string bytes;
   bytes += "\x08\x02";
@@ -224,7 +247,7 @@ TEST_CASE("tensor_io: reads TensorProto bytes written by hand") {
   CHECK(nodata.status().message().find("nodata.pb") != std::string::npos);
 }
 
-TEST_CASE("tensor_io: TensorProto round trip and typed fields") {
+TEST_CASE("tensor files: TensorProto round trip and typed fields") {
   TempDir dir;
   const DType dtypes[] = {DType::kFloat32, DType::kUInt8,  DType::kInt8,    DType::kUInt16, DType::kInt16,
                           DType::kInt32,   DType::kInt64,  DType::kBool,    DType::kFloat16, DType::kFloat64,
@@ -279,7 +302,7 @@ TEST_CASE("tensor_io: TensorProto round trip and typed fields") {
   CHECK(kiln::io::WriteTensorProtoFile(dir / "w.pb", wrong).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("tensor_io: malformed TensorProtos are rejected with a reason") {
+TEST_CASE("tensor files: malformed TensorProtos are rejected with a reason") {
   auto parse = [](const onnx::TensorProto& p) {
     const std::string s = p.SerializeAsString();
     return kiln::io::ParseTensorProto(s.data(), s.size(), "t.pb").status();
@@ -344,7 +367,7 @@ TEST_CASE("tensor_io: malformed TensorProtos are rejected with a reason") {
 
 // The TensorProto reader and writer use the wire format directly (tools/io/proto_wire.h), without
 // protobuf; protobuf's own classes are the reference here.
-TEST_CASE("tensor_io: TensorProto wire format agrees with protobuf's") {
+TEST_CASE("tensor files: TensorProto wire format agrees with protobuf's") {
   // The writer's bytes are protobuf's serialization of the same message.
   HostTensor t = Make<float>("input:0", DType::kFloat32, {1, 3}, {1.5f, -2.0f, 0.25f});
   TempDir dir;
@@ -409,7 +432,7 @@ TEST_CASE("tensor_io: TensorProto wire format agrees with protobuf's") {
   }
 }
 
-TEST_CASE("tensor_io: ReadInputDir loads input_N.pb or NAME.npy in model order") {
+TEST_CASE("tensor files: ReadInputDir loads input_N.pb or NAME.npy in model order") {
   TempDir dir;
   HostTensor audio = Make<float>("input", DType::kFloat32, {1, 4}, {1, 2, 3, 4});
   HostTensor sr = Make<int64_t>("sr", DType::kInt64, {}, {16000});
@@ -446,7 +469,7 @@ TEST_CASE("tensor_io: ReadInputDir loads input_N.pb or NAME.npy in model order")
   CHECK(kiln::io::ReadInputDir(npy / "nope", {"x"}).status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("tensor_io: WriteOutputDir and views of host tensors") {
+TEST_CASE("tensor files: WriteOutputDir and views of host tensors") {
   TempDir dir;
   HostTensor a = Make<float>("prob", DType::kFloat32, {1, 1}, {0.25f});
   HostTensor empty = Make<float>("none", DType::kFloat32, {0, 3}, {});
@@ -463,7 +486,7 @@ TEST_CASE("tensor_io: WriteOutputDir and views of host tensors") {
   CHECK(kiln::io::Describe(copy) == "float32[3,2]");
 }
 
-TEST_CASE("tensor_io: a sparse file over the size limit is kResourceExhausted before any allocation") {
+TEST_CASE("tensor files: a sparse file over the size limit is kResourceExhausted before any allocation") {
   TempDir dir;
   // 1 TB that takes no disk: reading it used to size a buffer from st_size (std::bad_alloc).
   for (const char* name : {"input_0.pb", "x.npy"}) {
@@ -484,7 +507,7 @@ TEST_CASE("tensor_io: a sparse file over the size limit is kResourceExhausted be
   CHECK(kiln::io::ReadInputDir(dir.path.string(), {"x"}).status().code() == StatusCode::kResourceExhausted);
 }
 
-TEST_CASE("tensor_io: writers refuse a FIFO in place of the file instead of blocking on it") {
+TEST_CASE("tensor files: writers refuse a FIFO in place of the file instead of blocking on it") {
   TempDir dir;
   // kiln run --outputs DIR: an output_0.pb that is a FIFO blocked the open forever.
   const std::string fifo = dir / "output_0.pb";
@@ -500,7 +523,7 @@ TEST_CASE("tensor_io: writers refuse a FIFO in place of the file instead of bloc
   CHECK(kiln::io::ReadNpyFile(dir / "y.npy")->bytes == t.bytes);
 }
 
-TEST_CASE("tensor_io: a .npy whose size disagrees with its header is refused before its data is read") {
+TEST_CASE("tensor files: a .npy whose size disagrees with its header is refused before its data is read") {
   TempDir dir;
   HostTensor t = Make<float>("x", DType::kFloat32, {4}, {1, 2, 3, 4});
   REQUIRE(kiln::io::WriteNpyFile(dir / "x.npy", t).ok());
