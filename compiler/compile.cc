@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <new>
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "compiler/codegen/cuda_source.h"
 #include "compiler/codegen/nvrtc_compiler.h"
@@ -17,6 +19,7 @@
 #include "compiler/passes/executors.h"
 #include "compiler/passes/memory_plan.h"
 #include "compiler/passes/prune_guards.h"
+#include "compiler/passes/value_inputs.h"
 #include "compiler/serialize/artifact_writer.h"
 #include "runtime/clock.h"
 
@@ -168,6 +171,35 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
   std::vector<std::vector<passes::Assumption>> work{{}};
   Status first_error;
   int made = 0;
+  // The symbols' ranges: the profile's for dims (>= 1 where it says nothing), any int64 for the
+  // value symbols (passes/value_inputs.h), which may be 0 or negative.
+  std::map<std::string, DimRange> ranges = profile.ranges;
+  std::map<std::string, std::string> value_symbols;  // symbol -> its input
+  for (ir::ValueId id : imported.inputs)
+    if (const ir::Value& v = imported.value(id); v.sym)
+      for (const ir::Sym& s : *v.sym)
+        if (s.op() == ir::SymOp::kVar) {
+          ranges.emplace(s.name(), DimRange{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1});
+          value_symbols.emplace(s.name(), v.name);
+        }
+  // Value symbols decide If outcomes; a shape computed from one would rest on meta functions
+  // that take shape data as dims that are never -1 or 0 and indices in range
+  // (passes/value_inputs.h), so it is refused.
+  auto shapes_from_values = [&](const ir::Trace& t) -> Status {
+    if (value_symbols.empty()) return Status::Ok();
+    for (const ir::Node& n : t.body.nodes)
+      for (ir::ValueId id : n.outputs) {
+        if (id == ir::kNoValue) continue;
+        for (const ir::Sym& d : t.value(id).shape)
+          for (const std::string& var : d.Vars())
+            if (auto it = value_symbols.find(var); it != value_symbols.end())
+              return Unimplemented(fmt::format(
+                  "node '{}' ({}): output '{}' has shape {}, computed from the values of input '{}'; Kiln compiles "
+                  "If conditions on input values, not shapes yet: bind the input with --constant-input",
+                  n.name, n.op, t.value(id).name, ir::ShapeToString(t.value(id).shape), it->second));
+      }
+    return Status::Ok();
+  };
   while (!work.empty()) {
     std::vector<passes::Assumption> assumptions = work.front();
     work.erase(work.begin());
@@ -177,8 +209,8 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     if (canonical.ok() && canonical->undecided_condition) {
       const ir::Sym c = *canonical->undecided_condition;
       if (made + static_cast<int>(work.size()) + 2 > options.max_entries)
-        return ResourceExhausted(fmt::format("shape-dependent If conditions need more than {} entries", options.max_entries));
-      log(fmt::format("entry '{}': If condition {} depends on input shapes; compiling one entry for each outcome",
+        return ResourceExhausted(fmt::format("If conditions on input shapes or values need more than {} entries", options.max_entries));
+      log(fmt::format("entry '{}': If condition {} depends on input shapes or values; compiling one entry for each outcome",
                       name, c.ToString()));
       auto yes = assumptions, no = assumptions;
       yes.push_back({c, true});
@@ -191,7 +223,8 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     // passes makes the entry useless.
     std::vector<std::string> dropped_guards;
     if (canonical.ok()) {
-      Status pruned = passes::PruneGuards(canonical->trace, profile.ranges, &dropped_guards);
+      Status pruned = passes::PruneGuards(canonical->trace, ranges, &dropped_guards);
+      if (pruned.ok()) pruned = shapes_from_values(canonical->trace);
       if (!pruned.ok()) canonical = pruned;
     }
     const int64_t canonical_ns = NowNs() - t0;
@@ -258,7 +291,7 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     auto ops = [](const ir::Trace& t) { return static_cast<int>(t.body.nodes.size()); };
     serialize::EntryRecord entry;
     entry.name = name;
-    entry.ranges = profile.ranges;
+    entry.ranges = ranges;
     std::string canonical_text = canonical->trace.Print();
     for (const std::string& line : dropped_guards) canonical_text += "# " + line + "\n";
     if (!dropped_guards.empty())
@@ -321,7 +354,13 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
   const int64_t start = NowNs();
   log(fmt::format("import {}", source));
   int64_t t0 = NowNs();
-  KILN_ASSIGN_OR_RETURN(ir::Trace imported, import(options.input_shapes));
+  KILN_ASSIGN_OR_RETURN(const ir::Trace plain, import(options.input_shapes));
+  ir::Trace imported = plain;
+  const std::vector<std::string> value_symbols = passes::MarkValueInputs(imported);
+  if (!value_symbols.empty())
+    log(fmt::format("value inputs: If conditions depend on {}; the prologue binds them from the input's values, "
+                    "which must be in host memory",
+                    fmt::join(value_symbols, ", ")));
   const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,
                                             static_cast<int>(imported.body.nodes.size())};
   KILN_RETURN_IF_ERROR(CheckKeepNames(imported, options.precision.keep_fp32));
@@ -352,32 +391,47 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
     record.inputs.push_back(imported.value(id));
     if (record.inputs.back().dtype == DType::kFloat32) record.inputs.back().dtype = options.precision.io_dtype;
   }
-  for (size_t i : order) {
-    const ResolvedProfile& profile = resolved[i];
-    Status st;
-    if (profile.input_shapes.empty()) {
-      st = CompileProfile(imported, import_stage, profile, options, record, summary, log);
-    } else {
-      // Fixed dims are imported as constants, so every stage sees static shapes there.
-      std::map<std::string, std::vector<int64_t>> shapes = options.input_shapes;
-      for (const auto& [name, dims] : profile.input_shapes) {
-        auto [it, added] = shapes.emplace(name, dims);
-        if (!added)
-          for (size_t d = 0; d < dims.size(); ++d)
-            if (dims[d] >= 0) it->second[d] = dims[d];
-      }
-      t0 = NowNs();
-      auto specialised = import(shapes);
-      if (!specialised.ok()) {
-        st = specialised.status();
+  // The entries, with value inputs (`values`) or without. Value inputs only ever add models: when
+  // the entries cannot be compiled with them, they are compiled as before them, where an input
+  // whose values the model needs is refused or bound with --constant-input.
+  auto compile_entries = [&](bool values) -> Status {
+    record.entries.clear();
+    if (summary) summary->entries.clear();
+    for (size_t i : order) {
+      const ResolvedProfile& profile = resolved[i];
+      Status st;
+      if (profile.input_shapes.empty()) {
+        st = CompileProfile(values ? imported : plain, import_stage, profile, options, record, summary, log);
       } else {
-        const serialize::StageRecord stage{"import", specialised->Print(), NowNs() - t0,
-                                           static_cast<int>(specialised->body.nodes.size())};
-        st = CompileProfile(*specialised, stage, profile, options, record, summary, log);
+        // Fixed dims are imported as constants, so every stage sees static shapes there.
+        std::map<std::string, std::vector<int64_t>> shapes = options.input_shapes;
+        for (const auto& [name, dims] : profile.input_shapes) {
+          auto [it, added] = shapes.emplace(name, dims);
+          if (!added)
+            for (size_t d = 0; d < dims.size(); ++d)
+              if (dims[d] >= 0) it->second[d] = dims[d];
+        }
+        t0 = NowNs();
+        auto specialised = import(shapes);
+        if (!specialised.ok()) {
+          st = specialised.status();
+        } else {
+          if (values) passes::MarkValueInputs(*specialised);
+          const serialize::StageRecord stage{"import", specialised->Print(), NowNs() - t0,
+                                             static_cast<int>(specialised->body.nodes.size())};
+          st = CompileProfile(*specialised, stage, profile, options, record, summary, log);
+        }
       }
+      if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + profiles[i].text + "'");
     }
-    if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + profiles[i].text + "'");
+    return Status::Ok();
+  };
+  Status st = compile_entries(!value_symbols.empty());
+  if (!st.ok() && !value_symbols.empty()) {
+    log(fmt::format("value inputs: {}; compiling without them", st.message()));
+    st = compile_entries(false);
   }
+  KILN_RETURN_IF_ERROR(st);
   t0 = NowNs();
   KILN_RETURN_IF_ERROR(BuildKernels(options, record, summary, log));
   const int64_t codegen_ns = NowNs() - t0;

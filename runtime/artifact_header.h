@@ -8,6 +8,9 @@ namespace kiln {
 inline constexpr char kArtifactMagic[8] = {'K', 'I', 'L', 'N', 'A', 'R', 'T', '\0'};
 inline constexpr uint64_t kWeightsAlignment = 256;
 inline constexpr uint64_t kWeightAlignment = 64;  // each weight inside the blob
+// The first format with value symbols (InputCheck.values); the writer uses it only for the
+// artifacts that have them, and the version before it for the others (schema/VERSIONS.md).
+inline constexpr uint32_t kValueSymbolsFormatVersion = 4;
 
 struct ArtifactHeader {
   char magic[8];

@@ -191,6 +191,10 @@ Prologue BuildPrologue(const fb::Entry& e) {
       const fb::DimCheck* fd = c->dims()->Get(d);
       in.dims.push_back({fd->symbol(), fd->value(), fd->min(), fd->max(), fd->divisor()});
     }
+    for (uint32_t k = 0; k < Size(c->values()); ++k) {
+      const fb::DimCheck* fv = c->values()->Get(k);
+      in.values.push_back({fv->symbol(), fv->value(), fv->min(), fv->max(), fv->divisor()});
+    }
     p.inputs.push_back(std::move(in));
   }
   for (uint32_t g = 0; g < Size(fp->guards()); ++g) {

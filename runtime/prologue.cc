@@ -1,5 +1,6 @@
 #include "runtime/prologue.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
@@ -16,28 +17,44 @@ bool Fail(PrologueFailure* why, PrologueCheck check, int32_t input, int32_t dim,
   return false;
 }
 
+// Checks dim or element `d` of input `i`, whose value is `v`, against `c`.
+bool Check(const PrologueDim& c, int64_t v, int32_t i, int32_t d, bool value, PrologueScratch& s,
+           PrologueFailure* why) {
+  if (c.symbol < 0) {
+    if (v == c.value) return true;
+    why->value = value;
+    return Fail(why, PrologueCheck::kDim, i, d, v);
+  }
+  if (s.bound_by[c.symbol] >= 0) {
+    if (v == s.symbol_values[c.symbol]) return true;
+    why->bound_input = s.bound_by[c.symbol];
+    why->bound = s.symbol_values[c.symbol];
+    why->value = value;
+    return Fail(why, PrologueCheck::kSymbolMismatch, i, d, v);
+  }
+  if (v < c.min || v > c.max || v % c.divisor != 0) {
+    why->value = value;
+    return Fail(why, v < c.min || v > c.max ? PrologueCheck::kSymbolRange : PrologueCheck::kSymbolDivisor, i, d, v);
+  }
+  s.symbol_values[c.symbol] = v;
+  s.bound_by[c.symbol] = i;
+  return true;
+}
+
 bool CheckDims(const PrologueInput& in, const TensorView& view, int32_t i,
                PrologueScratch& s, PrologueFailure* why) {
   const int32_t rank = static_cast<int32_t>(in.dims.size());
-  for (int32_t d = 0; d < rank; ++d) {
-    const PrologueDim& c = in.dims[d];
-    const int64_t v = view.dims[d];
-    if (c.symbol < 0) {
-      if (v != c.value) return Fail(why, PrologueCheck::kDim, i, d, v);
-      continue;
-    }
-    if (s.bound_by[c.symbol] >= 0) {
-      if (v != s.symbol_values[c.symbol]) {
-        why->bound_input = s.bound_by[c.symbol];
-        why->bound = s.symbol_values[c.symbol];
-        return Fail(why, PrologueCheck::kSymbolMismatch, i, d, v);
-      }
-      continue;
-    }
-    if (v < c.min || v > c.max) return Fail(why, PrologueCheck::kSymbolRange, i, d, v);
-    if (v % c.divisor != 0) return Fail(why, PrologueCheck::kSymbolDivisor, i, d, v);
-    s.symbol_values[c.symbol] = v;
-    s.bound_by[c.symbol] = i;
+  for (int32_t d = 0; d < rank; ++d)
+    if (!Check(in.dims[d], view.dims[d], i, d, false, s, why)) return false;
+  if (in.values.empty()) return true;
+  // The element count matches: the dims are constants the loop above checked (runtime/verify.cc).
+  if (view.memory != MemoryKind::kHost)
+    return Fail(why, PrologueCheck::kValueMemory, i, -1, static_cast<int64_t>(view.memory));
+  const int32_t n = static_cast<int32_t>(in.values.size());
+  for (int32_t e = 0; e < n; ++e) {
+    const int64_t v = in.dtype == DType::kInt32 ? static_cast<const int32_t*>(view.data)[e]
+                                                : static_cast<const int64_t*>(view.data)[e];
+    if (!Check(in.values[e], v, i, e, true, s, why)) return false;
   }
   return true;
 }
@@ -51,6 +68,7 @@ bool RunPrologue(const Prologue& p, std::span<const Expr> exprs,
   if (inputs.size() != n)
     return Fail(why, PrologueCheck::kInputCount, -1, -1, static_cast<int64_t>(inputs.size()));
   for (size_t k = 0; k < s.bound_by.size(); ++k) s.bound_by[k] = -1;
+  why->value = false;
   for (size_t k = 0; k < n; ++k) {
     const PrologueInput& in = p.inputs[k];
     const TensorView& v = inputs[k];
@@ -95,6 +113,15 @@ std::string GuardText(const Prologue& p, std::span<const Expr> exprs, const Prol
   return "(" + t + ")";
 }
 
+// "input 'x' dim 2", or "input 'sr' element 0": where input `in` binds `symbol`.
+std::string BinderText(const PrologueInput& in, int32_t symbol) {
+  for (size_t d = 0; d < in.dims.size(); ++d)
+    if (in.dims[d].symbol == symbol) return "input " + Quote(in.name) + " dim " + std::to_string(d);
+  for (size_t e = 0; e < in.values.size(); ++e)
+    if (in.values[e].symbol == symbol) return "input " + Quote(in.name) + " element " + std::to_string(e);
+  return "input " + Quote(in.name);
+}
+
 // " for H = 2 (input 'x' dim 2), W = 1 (input 'x' dim 3)": the symbols expression `expr` reads
 // (operands precede their node), as the failed call bound them.
 std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
@@ -114,18 +141,16 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
   std::string t;
   for (size_t k = 0; k < reads.size(); ++k) {
     if (!reads[k] || k >= s.bound_by.size() || s.bound_by[k] < 0) continue;
-    const PrologueInput& in = p.inputs[s.bound_by[k]];
-    size_t dim = 0;
-    while (dim < in.dims.size() && in.dims[dim].symbol != static_cast<int32_t>(k)) ++dim;
-    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " + std::to_string(s.symbol_values[k]) + " (input " +
-         Quote(in.name) + " dim " + std::to_string(dim) + ")";
+    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " + std::to_string(s.symbol_values[k]) + " (" +
+         BinderText(p.inputs[s.bound_by[k]], static_cast<int32_t>(k)) + ")";
   }
   return t;
 }
 
 // "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
 std::string RangeText(const PrologueDim& c) {
-  if (c.max == INT64_MAX) return ">= " + std::to_string(c.min);
+  if (c.max == INT64_MAX) return c.min == INT64_MIN ? "any int64" : ">= " + std::to_string(c.min);
+  if (c.min == INT64_MIN) return "<= " + std::to_string(c.max);
   return std::to_string(c.min) + ".." + std::to_string(c.max);
 }
 
@@ -170,11 +195,13 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
   const PrologueInput& in = p.inputs[why.input];
   const std::string head = "input " + Quote(in.name);
   const std::string got = std::to_string(why.got);
+  // The dim's or element's check.
+  const std::vector<PrologueDim>& checks = why.value ? in.values : in.dims;
+  const PrologueDim* check = why.dim >= 0 && static_cast<size_t>(why.dim) < checks.size() ? &checks[why.dim] : nullptr;
   std::string dim_head;
-  if (why.dim >= 0) {
-    dim_head = head + " dim " + std::to_string(why.dim);
-    const PrologueDim& c = in.dims[why.dim];
-    if (c.symbol >= 0) dim_head += " (" + p.symbols[c.symbol] + ")";
+  if (check) {
+    dim_head = head + (why.value ? " element " : " dim ") + std::to_string(why.dim);
+    if (check->symbol >= 0) dim_head += " (" + p.symbols[check->symbol] + ")";
     dim_head += " = " + got;
   }
   switch (why.check) {
@@ -195,19 +222,29 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
     case PrologueCheck::kRank:
       return head + " rank " + got + ", expected " + std::to_string(in.dims.size()) + " (" +
              PrologueShapeText(p, in) + ")";
+    case PrologueCheck::kValueMemory:
+      return head + " is in " + mem_name(why.got) +
+             " memory; the prologue reads its values (shapes or an If condition depend on them), so it must "
+             "be in host memory, as TensorRT requires of shape tensors";
+    default: break;
+  }
+  if (!check) return head + ": unknown check";
+  switch (why.check) {
     case PrologueCheck::kDim:
-      return dim_head + ", expected " + std::to_string(in.dims[why.dim].value);
-    case PrologueCheck::kSymbolMismatch: {
-      const std::string& sym = p.symbols[in.dims[why.dim].symbol];
-      return dim_head + ", but input " + Quote(p.inputs[why.bound_input].name) + " bound " +
-             sym + " = " + std::to_string(why.bound);
+      return dim_head + ", expected " + std::to_string(check->value);
+    case PrologueCheck::kSymbolMismatch:
+    {
+      // "input 'x'" for a dim's symbol, "input 'sr' element 0" for an element's.
+      const PrologueInput& binder = p.inputs[why.bound_input];
+      const bool by_dim = std::any_of(binder.dims.begin(), binder.dims.end(),
+                                      [&](const PrologueDim& c) { return c.symbol == check->symbol; });
+      return dim_head + ", but " + (by_dim ? "input " + Quote(binder.name) : BinderText(binder, check->symbol)) +
+             " bound " + p.symbols[check->symbol] + " = " + std::to_string(why.bound);
     }
-    case PrologueCheck::kSymbolRange: {
-      const PrologueDim& c = in.dims[why.dim];
-      return dim_head + ", expected " + RangeText(c);
-    }
+    case PrologueCheck::kSymbolRange:
+      return dim_head + ", expected " + RangeText(*check);
     case PrologueCheck::kSymbolDivisor:
-      return dim_head + ", expected a multiple of " + std::to_string(in.dims[why.dim].divisor);
+      return dim_head + ", expected a multiple of " + std::to_string(check->divisor);
     default: break;
   }
   return head + ": unknown check";
@@ -230,23 +267,26 @@ std::string PrologueText(const Prologue& p, std::span<const Expr> exprs) {
     out += "  check " + x + ".dtype == " + std::string(DTypeName(in.dtype)) + "\n";
     if (DTypeSize(in.dtype) > 1) out += "  check " + x + ".data % " + std::to_string(DTypeSize(in.dtype)) + " == 0\n";
     out += "  check " + x + ".rank == " + std::to_string(in.dims.size()) + "\n";
-    for (size_t d = 0; d < in.dims.size(); ++d) {
-      const PrologueDim& c = in.dims[d];
-      const std::string dim = x + ".shape[" + std::to_string(d) + "]";
+    // A dim ("x.shape[1]") or an element ("sr.values[0]") and its check.
+    auto check = [&](const PrologueDim& c, const std::string& what) {
       if (c.symbol < 0) {
-        out += "  check " + dim + " == " + std::to_string(c.value) + "\n";
-        continue;
+        out += "  check " + what + " == " + std::to_string(c.value) + "\n";
+        return;
       }
       const std::string& sym = p.symbols[c.symbol];
       if (bound[c.symbol]) {
-        out += "  check " + dim + " == " + sym + "\n";
-        continue;
+        out += "  check " + what + " == " + sym + "\n";
+        return;
       }
       bound[c.symbol] = true;
-      out += "  " + sym + " = " + dim + "\n";
-      out += "  check " + sym + (c.max == INT64_MAX ? " " : " in ") + RangeText(c) + "\n";
+      out += "  " + sym + " = " + what + "\n";
+      if (c.min != INT64_MIN || c.max != INT64_MAX)
+        out += "  check " + sym + (c.max == INT64_MAX || c.min == INT64_MIN ? " " : " in ") + RangeText(c) + "\n";
       if (c.divisor != 1) out += "  check " + sym + " % " + std::to_string(c.divisor) + " == 0\n";
-    }
+    };
+    for (size_t d = 0; d < in.dims.size(); ++d) check(in.dims[d], x + ".shape[" + std::to_string(d) + "]");
+    if (!in.values.empty()) out += "  check " + x + ".memory == host  # its values are read\n";
+    for (size_t e = 0; e < in.values.size(); ++e) check(in.values[e], x + ".values[" + std::to_string(e) + "]");
   }
   for (const PrologueGuard& g : p.guards) {
     std::string text = GuardText(p, exprs, g);

@@ -32,6 +32,9 @@ struct PrologueInput {
   std::string name;
   DType dtype = DType::kUndefined;
   std::vector<PrologueDim> dims;  // rank = size
+  // Value symbols: one check per element (row-major) of an int32/int64 input with constant
+  // dims, read from host memory; empty when the prologue reads no element.
+  std::vector<PrologueDim> values;
 };
 
 struct PrologueGuard {
@@ -73,12 +76,14 @@ enum class PrologueCheck : uint8_t {
   kSymbolDivisor,   // got = dim found
   kGuard,           // guard `guard` evaluated to 0
   kGuardError,      // evaluating guard `guard` failed: see `expr`
+  kValueMemory,     // an input whose values the prologue reads is not in host memory: got = kind
 };
 
 struct PrologueFailure {
   PrologueCheck check = PrologueCheck::kInputCount;
   int32_t input = -1;
-  int32_t dim = -1;
+  int32_t dim = -1;     // with `value`: the element index into PrologueInput::values
+  bool value = false;   // kDim, kSymbol*: the check of an element's value, not of a dim
   int32_t guard = -1;
   int32_t bound_input = -1;
   int64_t got = 0;
@@ -92,8 +97,10 @@ inline constexpr MemoryKind kAnyMemory = static_cast<MemoryKind>(-1);
 
 // Checks, in order: input count; per input, data pointer non-null, memory kind, dtype,
 // pointer aligned to the element size, rank, then each dim (constant: equal; symbol: bound
-// at first use, equal at later uses, within [min, max], a multiple of divisor); then the
-// guards. On success scratch.symbol_values holds the binding.
+// at first use, equal at later uses, within [min, max], a multiple of divisor), then for an
+// input with value checks its memory (host, whatever `memory` allows: the prologue reads it)
+// and each element as a dim is checked; then the guards. On success scratch.symbol_values
+// holds the binding.
 bool RunPrologue(const Prologue& prologue, std::span<const Expr> exprs,
                  std::span<const TensorView> inputs, MemoryKind memory, PrologueScratch& scratch,
                  PrologueFailure* why);

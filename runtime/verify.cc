@@ -164,6 +164,44 @@ class EntryVerifier {
     return Status::Ok();
   }
 
+  // An input's value checks (value symbols): an int32 or int64 input with constant dims whose
+  // element count is the number of checks, at most kMaxValueElements, each a constant or a
+  // symbol with a nonempty range.
+  static constexpr uint32_t kMaxValueElements = 64;
+  Status ValueChecks(const fb::InputCheck& in, const std::string& where, std::vector<bool>& bound) const {
+    const uint32_t n = Size(in.values());
+    if (n == 0) return Status::Ok();
+    const DType dt = static_cast<DType>(in.dtype());
+    if (dt != DType::kInt32 && dt != DType::kInt64)
+      return DataLoss(where + ": its " + to_string(n) + " elements are checked, but its dtype is " +
+                      std::string(DTypeName(dt)) + ", not int32 or int64");
+    if (n > kMaxValueElements)
+      return DataLoss(where + ": " + to_string(n) + " elements checked, over the limit of " +
+                      to_string(kMaxValueElements));
+    uint64_t elements = 1;
+    for (uint32_t d = 0; d < Size(in.dims()); ++d) {
+      const fb::DimCheck* c = in.dims()->Get(d);
+      if (c->symbol() >= 0) return DataLoss(where + " dim " + to_string(d) + ": symbolic, but its elements are checked");
+      elements *= static_cast<uint64_t>(c->value());
+      if (elements > kMaxValueElements) break;
+    }
+    if (elements != n)
+      return DataLoss(where + ": " + to_string(n) + " elements checked, but its dims hold " +
+                      (elements > kMaxValueElements ? "more" : to_string(elements)));
+    for (uint32_t k = 0; k < n; ++k) {
+      const fb::DimCheck* c = in.values()->Get(k);
+      const std::string ew = where + " element " + to_string(k);
+      if (c->symbol() < 0) continue;
+      if (c->symbol() >= static_cast<int64_t>(num_symbols_))
+        return DataLoss(ew + ": symbol " + Range(c->symbol(), num_symbols_, "symbols"));
+      if (c->divisor() < 1) return DataLoss(ew + ": divisor " + to_string(c->divisor()) + " < 1");
+      if (c->min() > c->max())
+        return DataLoss(ew + ": empty range [" + to_string(c->min()) + ", " + to_string(c->max()) + "]");
+      bound[c->symbol()] = true;
+    }
+    return Status::Ok();
+  }
+
   Status PrologueChecks() {
     const fb::Prologue* p = e_.prologue();
     const uint32_t n = p ? Size(p->inputs()) : 0;
@@ -194,12 +232,13 @@ class EntryVerifier {
           return DataLoss(dw + ": range [" + to_string(c->min()) + ", " + to_string(c->max()) + "] admits negative dims");
         bound[c->symbol()] = true;
       }
+      KILN_RETURN_IF_ERROR(ValueChecks(*in, where, bound));
     }
     for (uint32_t i = 0; i < num_exprs_; ++i) {
       const fb::ExprNode* x = e_.exprs()->Get(i);
       if (x->op() == fb::ExprOp::Var && !bound[x->a()])
         return DataLoss(where_ + " expr " + to_string(i) + ": symbol " + to_string(x->a()) +
-                        Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim");
+                        Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim or element");
     }
     for (uint32_t g = 0; p && g < Size(p->guards()); ++g)
       KILN_RETURN_IF_ERROR(ExprRef(p->guards()->Get(g)->expr(), where_ + " guard " + to_string(g) + ":"));

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Compiles the Silero VAD model bundled in the silero-vad pip package with Kiln, synthesises
-# a few seconds of speech with espeak-ng, and runs the compiled model over it as a stream.
+# Compiles the Silero VAD model bundled in the silero-vad pip package with Kiln (silero_vad.onnx,
+# whose If on the `sr` input picks its 16 kHz or 8 kHz network: one entry per rate), synthesises
+# a few seconds of speech with espeak-ng, and runs the compiled model over it as a stream, at
+# 16 kHz and at 8 kHz.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,9 +18,9 @@ mkdir -p "$OUT"
 MODEL="$(build/venv/bin/python - <<'PY'
 import importlib.util, os
 spec = importlib.util.find_spec("silero_vad")
-path = os.path.join(list(spec.submodule_search_locations)[0], "data", "silero_vad_16k_op15.onnx")
+path = os.path.join(list(spec.submodule_search_locations)[0], "data", "silero_vad.onnx")
 if not os.path.isfile(path):
-    raise SystemExit(f"silero_vad_16k_op15.onnx not found at {path}")
+    raise SystemExit(f"silero_vad.onnx not found at {path}")
 print(path)
 PY
 )"
@@ -36,5 +38,8 @@ espeak-ng -m -v en -s 150 -w "$OUT/speech.wav" \
 sox "$OUT/speech.wav" -r 16000 -c 1 -e float -b 32 -t raw "$OUT/speech.f32" gain -n -3 pad 1 1
 echo "[demo] audio: $OUT/speech.f32 ($(($(stat -c %s "$OUT/speech.f32") / 4)) samples at 16 kHz)"
 
-echo "[demo] running the compiled model over the audio stream"
+echo "[demo] running the compiled model over the audio stream (16 kHz)"
 build/samples/vad_stream "$OUT/silero_vad.kiln" "$OUT/speech.f32"
+sox -t raw -r 16000 -c 1 -e float -b 32 "$OUT/speech.f32" -t raw -r 8000 "$OUT/speech8k.f32"
+echo "[demo] the same audio at 8 kHz: the artifact's 8 kHz entry"
+build/samples/vad_stream "$OUT/silero_vad.kiln" "$OUT/speech8k.f32" 8000

@@ -152,7 +152,24 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
                         s.ToString() + "); inputs may only have constant or symbol dims");
       }
     }
-    inputs.push_back(fb::CreateInputCheck(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims)));
+    // A value input's elements (passes/value_inputs.h): each a constant or a value symbol,
+    // whose range is any int64 unless the profile names it.
+    std::vector<flatbuffers::Offset<fb::DimCheck>> values;
+    for (size_t k = 0; v.sym && k < v.sym->size(); ++k) {
+      const ir::Sym& s = (*v.sym)[k];
+      if (s.is_const()) {
+        values.push_back(fb::CreateDimCheck(b, -1, *s.value()));
+      } else if (s.op() == ir::SymOp::kVar) {
+        auto r = ranges.find(s.name());
+        const compiler::DimRange range = r == ranges.end() ? compiler::DimRange{INT64_MIN, INT64_MAX, 1} : r->second;
+        values.push_back(fb::CreateDimCheck(b, exprs.SymbolIndex(s.name()), 0, range.min, range.max, range.divisor));
+      } else {
+        return Internal("input '" + v.name + "' element " + std::to_string(k) + " is an expression (" + s.ToString() +
+                        "); a value input's elements may only be constants or symbols");
+      }
+    }
+    inputs.push_back(fb::CreateInputCheck(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims),
+                                          values.empty() ? 0 : b.CreateVector(values)));
   }
   std::vector<flatbuffers::Offset<fb::Guard>> guards;
   for (const ir::Guard& g : t.guards)
@@ -337,7 +354,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
-  auto root = fb::CreateArtifact(b, kFormatVersion, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
+  // Value symbols need format 4; an artifact without them stays version 3, which older
+  // runtimes read (schema/VERSIONS.md).
+  bool value_symbols = false;
+  for (const EntryRecord& e : artifact.entries)
+    for (ir::ValueId id : e.plan.trace.inputs) value_symbols = value_symbols || e.plan.trace.value(id).sym.has_value();
+  const uint32_t version = value_symbols ? kFormatVersion : kValueSymbolsFormatVersion - 1;
+  auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString(artifact.precision), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
                                  b.CreateVector(kernels), b.CreateVector(entries));
@@ -346,13 +369,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   ArtifactHeader h{};
   std::memcpy(h.magic, kArtifactMagic, sizeof(h.magic));
   h.header_bytes = sizeof(ArtifactHeader);
-  h.format_version = kFormatVersion;
+  h.format_version = version;
   h.flatbuffer_offset = sizeof(ArtifactHeader);
   h.flatbuffer_size = b.GetSize();
   h.weights_offset = AlignUp(h.flatbuffer_offset + h.flatbuffer_size, kWeightsAlignment);
   h.weights_size = weights.bytes().size();
-  h.weights_checksum = ArtifactChecksum(kFormatVersion, weights.bytes().data(), weights.bytes().size());
-  h.flatbuffer_checksum = ArtifactChecksum(kFormatVersion, b.GetBufferPointer(), b.GetSize());
+  h.weights_checksum = ArtifactChecksum(version, weights.bytes().data(), weights.bytes().size());
+  h.flatbuffer_checksum = ArtifactChecksum(version, b.GetBufferPointer(), b.GetSize());
 
   std::vector<uint8_t> out(h.weights_offset + h.weights_size, 0);
   std::memcpy(out.data(), &h, sizeof(h));

@@ -31,6 +31,7 @@
 #include "kiln/tensor_files.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/canonicalize.h"
+#include "compiler/passes/value_inputs.h"
 #include "runtime/cpu/fused.h"
 #include "runtime/cpu/widen.h"
 #include "runtime/half.h"
@@ -170,6 +171,7 @@ std::optional<ModelTrace> Prepare(const std::string& dir, bool bind_constants) {
   for (;;) {
     auto imported = kiln::onnx_import::ImportOnnxFile(dir + "/model.onnx", options);
     REQUIRE_MESSAGE(imported.ok(), imported.status().ToString());
+    kiln::passes::MarkValueInputs(*imported);  // as the compiler does
     std::vector<std::string> names;
     for (kiln::ir::ValueId id : imported->inputs) names.push_back(imported->value(id).name);
     std::vector<kiln::io::HostTensor> inputs;
@@ -191,9 +193,23 @@ std::optional<ModelTrace> Prepare(const std::string& dir, bool bind_constants) {
     for (const kiln::io::HostTensor& t : inputs) {
       auto at = std::find(names.begin(), names.end(), t.name);
       if (at == names.end()) continue;  // bound to a constant
-      const kiln::ir::SymShape& shape = imported->value(imported->inputs[at - names.begin()]).shape;
+      const kiln::ir::Value& v = imported->value(imported->inputs[at - names.begin()]);
+      const kiln::ir::SymShape& shape = v.shape;
       for (size_t d = 0; d < shape.size() && d < t.dims.size(); ++d)
         if (shape[d].op() == kiln::ir::SymOp::kVar) m.bindings.emplace_back(shape[d].name(), t.dims[d]);
+      // A value input's symbols are bound from its elements, as the prologue binds them.
+      for (size_t k = 0; v.sym && k < v.sym->size() && k < static_cast<size_t>(t.num_elements()); ++k) {
+        if ((*v.sym)[k].op() != kiln::ir::SymOp::kVar) continue;
+        int64_t e = 0;
+        if (t.dtype == kiln::DType::kInt32) {
+          int32_t e32 = 0;
+          std::memcpy(&e32, t.bytes.data() + 4 * k, 4);
+          e = e32;
+        } else {
+          std::memcpy(&e, t.bytes.data() + 8 * k, 8);
+        }
+        m.bindings.emplace_back((*v.sym)[k].name(), e);
+      }
     }
     // Shape-dependent Ifs are decided by the test-set shapes, as the runtime's entries are.
     std::vector<kiln::passes::Assumption> assumptions;

@@ -91,24 +91,31 @@ def voiced_signal(seconds, seed):
     return (0.3 * x / np.abs(x).max()).astype(np.float32)
 
 
-def silero_sets(session):
-    """Streams the signal through the model as the Silero protocol prescribes (state carried,
-    64 context samples + 512 new), and returns the inputs of chunk 0 (zero state), of a later
-    chunk (carried, nonzero state), and both stacked as batch 2."""
-    audio = voiced_signal(1.5, seed=1)
+def silero_sets(session, rate=SR):
+    """Streams the signal through the model as the Silero protocol prescribes (state carried; at
+    16 kHz 64 context samples + 512 new, at 8 kHz 32 + 256), and returns the inputs of chunk 0
+    (zero state), of a later chunk (carried, nonzero state), and both stacked as batch 2."""
+    audio = voiced_signal(1.5, seed=1)[::SR // rate]
+    chunk, context_len = CHUNK * rate // SR, CONTEXT * rate // SR
     state = np.zeros((2, 1, 128), np.float32)
-    context = np.zeros(CONTEXT, np.float32)
-    sr = np.array(SR, np.int64)
+    context = np.zeros(context_len, np.float32)
+    sr = np.array(rate, np.int64)
     chunks = []
-    for start in range(0, len(audio) - CHUNK + 1, CHUNK):
-        x = np.concatenate([context, audio[start:start + CHUNK]])[None, :]
+    for start in range(0, len(audio) - chunk + 1, chunk):
+        x = np.concatenate([context, audio[start:start + chunk]])[None, :]
         chunks.append((x, state))
         _, state = session.run(None, {"input": x, "state": state, "sr": sr})
-        context = x[0, -CONTEXT:]
+        context = x[0, -context_len:]
     first, later = chunks[0], chunks[min(20, len(chunks) - 1)]
     assert np.abs(later[1]).max() > 0, "the carried state should be nonzero"
     batch2 = (np.concatenate([first[0], later[0]]), np.concatenate([first[1], later[1]], axis=1))
     return [[x, s, sr] for x, s in (first, later, batch2)]
+
+
+def silero_both_rates_sets(session):
+    """silero_vad.onnx, whose If on `sr` picks its 16 kHz or its 8 kHz network: the 16 kHz sets,
+    then the 8 kHz ones."""
+    return silero_sets(session) + silero_sets(session, 8000)
 
 
 # --- PaddleOCR: images with text-like strokes -----------------------------------------------------
@@ -175,6 +182,7 @@ def ocr_det_sets():
 MODELS = [
     # (folder name, package, path in package, make input sets(session))
     ("silero_vad_16k_op15", "silero_vad", ("data", "silero_vad_16k_op15.onnx"), silero_sets),
+    ("silero_vad", "silero_vad", ("data", "silero_vad.onnx"), silero_both_rates_sets),
     ("ch_ppocr_mobile_v2.0_cls", "rapidocr_onnxruntime", ("models", "ch_ppocr_mobile_v2.0_cls_infer.onnx"),
      lambda s: ocr_cls_sets()),
     ("ch_PP-OCRv4_det", "rapidocr_onnxruntime", ("models", "ch_PP-OCRv4_det_infer.onnx"), lambda s: ocr_det_sets()),

@@ -1,5 +1,6 @@
 // Fuzz target: arbitrary tensor metadata (input count, data pointer, memory kind, dtype, rank,
-// dims) against a real artifact's prologues. Each entry's prologue runs on the metadata and,
+// dims) and, for the inputs whose values the prologue reads (value symbols), arbitrary element
+// values, against a real artifact's prologues. Each entry's prologue runs on the metadata and,
 // when it fails, formats its reason; then, when every input's bytes fit a capped buffer, the
 // context runs the model on them (a miss must be a kInvalidArgument naming the check, a hit
 // must run). Nothing may crash, leak or hang.
@@ -121,6 +122,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: views[i].data = nullptr; break;
       case 1: views[i].data = base + 1; break;  // misaligned for any element wider than a byte
       default: views[i].data = base; break;
+    }
+    // A value input's elements, as far as its buffer holds them: near what the prologue
+    // expects, small, extreme or anything.
+    const kiln::PrologueInput* expected = i < first.inputs.size() ? &first.inputs[i] : nullptr;
+    if (expected == nullptr || expected->values.empty()) continue;
+    const size_t room = buffers[i].size() * 8 - 1;
+    const bool wide = views[i].dtype != kiln::DType::kInt32;
+    for (size_t k = 0; k < expected->values.size() && (k + 1) * (wide ? 8 : 4) <= room; ++k) {
+      const int64_t v = PickDim(in, &expected->values[k]);
+      char* at = base + 1 + k * (wide ? 8 : 4);  // the misaligned view reads from base + 1
+      if (views[i].data == base) at -= 1;
+      if (wide) std::memcpy(at, &v, 8);
+      else {
+        const int32_t v32 = static_cast<int32_t>(v);
+        std::memcpy(at, &v32, 4);
+      }
     }
   }
   for (size_t e = 0; e < t.scratch.size(); ++e) {

@@ -150,6 +150,64 @@ TEST_CASE("prologue guards") {
         "hold for H = 2 (input 'img' dim 2)");
 }
 
+// Silero VAD's: input float32[N, L], sr int64[] whose value selects the entry.
+Prologue ValuePrologue() {
+  Prologue p;
+  p.symbols = {"N", "sr", "k"};
+  PrologueInput input{"input", DType::kFloat32, {Sym(0, 1, 64), Const(576)}};
+  PrologueInput sr{"sr", DType::kInt64, {}};
+  sr.values = {Sym(1, INT64_MIN, INT64_MAX)};
+  PrologueInput shape{"shape", DType::kInt32, {Const(2)}};
+  shape.values = {Sym(0, 1, 64), Sym(2, 0, 8, 2)};  // N again; k even, 0..8
+  p.inputs = {input, sr, shape};
+  p.guards = {{2, "(sr == 16000) from node 'If_0' (If), whose then branch this entry was compiled for"}};
+  p.guard_exprs = 3;
+  return p;
+}
+
+TEST_CASE("prologue value checks bind symbols from a host input's elements") {
+  std::vector<Expr> x = {{ExprOp::kVar, 1, 0}, {ExprOp::kConst, 16000, 0}, {ExprOp::kEq, 0, 1}};
+  Checker c(ValuePrologue(), x);
+  int64_t sr = 16000;
+  int32_t shape[2] = {4, 6};
+  auto run = [&](MemoryKind memory = MemoryKind::kHost, MemoryKind sr_memory = MemoryKind::kHost) {
+    TensorView sr_view = TensorView::Host(&sr, DType::kInt64, {});
+    sr_view.memory = sr_memory;
+    return c.Run({TensorView::Host(buf, DType::kFloat32, {4, 576}), sr_view,
+                  TensorView::Host(shape, DType::kInt32, {2})},
+                 memory);
+  };
+  CHECK(run() == "");
+  CHECK(c.s.symbol_values == std::vector<int64_t>{4, 16000, 6});
+  // A CUDA context takes inputs in either memory, but not a value input on the device.
+  CHECK(run(kAnyMemory) == "");
+  CHECK(run(kAnyMemory, MemoryKind::kDevice) ==
+        "entry 0 (default): input 'sr' is in device memory; the prologue reads its values (shapes or an If "
+        "condition depend on them), so it must be in host memory, as TensorRT requires of shape tensors");
+  sr = 8000;
+  CHECK(run() ==
+        "entry 0 (default): guard (sr == 16000) from node 'If_0' (If), whose then branch this entry was compiled "
+        "for does not hold for sr = 8000 (input 'sr' element 0)");
+  sr = -5;  // any int64 is in range; the guard decides
+  CHECK(run().find("does not hold for sr = -5 (input 'sr' element 0)") != std::string::npos);
+  sr = 16000;
+  shape[0] = 5;  // N was bound by input 'input' dim 0
+  CHECK(run() == "entry 0 (default): input 'shape' element 0 (N) = 5, but input 'input' bound N = 4");
+  shape[0] = 4;
+  shape[1] = 10;
+  CHECK(run() == "entry 0 (default): input 'shape' element 1 (k) = 10, expected 0..8");
+  shape[1] = 3;
+  CHECK(run() == "entry 0 (default): input 'shape' element 1 (k) = 3, expected a multiple of 2");
+  shape[1] = 0;
+  CHECK(run() == "");
+
+  const std::string t = PrologueText(c.p, x);
+  CHECK(t.find("  check sr.memory == host  # its values are read\n  sr = sr.values[0]\n  shape = inputs[2]") !=
+        std::string::npos);
+  CHECK(t.find("  check shape.values[0] == N\n  k = shape.values[1]\n  check k in 0..8\n  check k % 2 == 0\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("prologue text is a trace of every check, in the order they run") {
   Prologue p = ImagePrologue();
   p.guards = {{0, "N < 8"}};
