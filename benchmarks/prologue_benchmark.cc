@@ -5,6 +5,8 @@
 // BM_Prologue/inputs:I    RunPrologue alone on I float32[N, 3, H, W] inputs that pass. The
 //                         first input binds N, H, W; each later one checks them for equality.
 //                         ns_per_input: the time per checked input (target: < 20 ns).
+// BM_ValuePrologue/inputs:I  RunPrologue alone on I int64 scalar value inputs (value symbols,
+//                         bound from each input's element); ns_per_input as above.
 // BM_EntryLookup/entries:E  ExecutionContext::Run of tests/runtime/multi_entry_spec_test_util.h
 //                         with 4 inputs and E entries, the first E-1 failing on input 0 dim 0
 //                         and the last matching; its one instruction is Identity of 12 floats.
@@ -50,6 +52,33 @@ void BM_Prologue(benchmark::State& state) {
                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Prologue)->ArgName("inputs")->Arg(1)->Arg(4)->Arg(16);
+
+// RunPrologue alone on I int64 scalar value inputs (as Silero's `sr`): each binds a value
+// symbol from its element in host memory. ns_per_input: the time per value input (target: < 20 ns).
+void BM_ValuePrologue(benchmark::State& state) {
+  const int num_inputs = static_cast<int>(state.range(0));
+  Prologue p;
+  std::vector<int64_t> values(static_cast<size_t>(num_inputs), 16000);
+  std::vector<TensorView> in;
+  for (int k = 0; k < num_inputs; ++k) {
+    p.symbols.push_back("v" + std::to_string(k));
+    PrologueInput input{"v" + std::to_string(k), DType::kInt64, {}};
+    input.values = {PrologueDim{k, 0, INT64_MIN, INT64_MAX}};
+    p.inputs.push_back(std::move(input));
+    in.push_back(TensorView::Host(&values[static_cast<size_t>(k)], DType::kInt64, {}));
+  }
+  PrologueScratch scratch;
+  scratch.Resize(p);
+  PrologueFailure why;
+  for (auto _ : state) {
+    const bool ok = RunPrologue(p, {}, in, MemoryKind::kHost, scratch, &why);
+    benchmark::DoNotOptimize(ok);
+    if (!ok) state.SkipWithError("prologue failed");
+  }
+  state.counters["ns_per_input"] = benchmark::Counter(static_cast<double>(num_inputs) * state.iterations(),
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ValuePrologue)->ArgName("inputs")->Arg(1)->Arg(4)->Arg(16);
 
 // A CPU context over MultiEntrySpec(num_inputs, num_entries), or the benchmark skipped.
 std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_inputs, int num_entries) {
