@@ -52,8 +52,9 @@ bool CheckDims(const PrologueInput& in, const TensorView& view, int32_t i,
     return Fail(why, PrologueCheck::kValueMemory, i, -1, static_cast<int64_t>(view.memory));
   const int32_t n = static_cast<int32_t>(in.values.size());
   for (int32_t e = 0; e < n; ++e) {
-    const int64_t v = in.dtype == DType::kInt32 ? static_cast<const int32_t*>(view.data)[e]
-                                                : static_cast<const int64_t*>(view.data)[e];
+    const int64_t v = in.dtype == DType::kInt64   ? static_cast<const int64_t*>(view.data)[e]
+                      : in.dtype == DType::kInt32 ? static_cast<const int32_t*>(view.data)[e]
+                                                  : int64_t{static_cast<const uint8_t*>(view.data)[e] != 0};  // bool
     if (!Check(in.values[e], v, i, e, true, s, why)) return false;
   }
   return true;

@@ -32,8 +32,8 @@ struct PrologueInput {
   std::string name;
   DType dtype = DType::kUndefined;
   std::vector<PrologueDim> dims;  // rank = size
-  // Value symbols: one check per element (row-major) of an int32/int64 input with constant
-  // dims, read from host memory; empty when the prologue reads no element.
+  // Value symbols: one check per element (row-major) of an int32, int64 or bool (0 or 1) input
+  // with constant dims, read from host memory; empty when the prologue reads no element.
   std::vector<PrologueDim> values;
 };
 

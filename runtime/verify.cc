@@ -164,7 +164,7 @@ class EntryVerifier {
     return Status::Ok();
   }
 
-  // An input's value checks (value symbols): an int32 or int64 input with constant dims whose
+  // An input's value checks (value symbols): an int32, int64 or bool input with constant dims whose
   // element count is the number of checks, at most kMaxValueElements, each a constant or a
   // symbol with a nonempty range.
   static constexpr uint32_t kMaxValueElements = 64;
@@ -172,9 +172,9 @@ class EntryVerifier {
     const uint32_t n = Size(in.values());
     if (n == 0) return Status::Ok();
     const DType dt = static_cast<DType>(in.dtype());
-    if (dt != DType::kInt32 && dt != DType::kInt64)
+    if (dt != DType::kInt32 && dt != DType::kInt64 && dt != DType::kBool)
       return DataLoss(where + ": its " + to_string(n) + " elements are checked, but its dtype is " +
-                      std::string(DTypeName(dt)) + ", not int32 or int64");
+                      std::string(DTypeName(dt)) + ", not int32, int64 or bool");
     if (n > kMaxValueElements)
       return DataLoss(where + ": " + to_string(n) + " elements checked, over the limit of " +
                       to_string(kMaxValueElements));

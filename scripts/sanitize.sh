@@ -145,10 +145,31 @@ UNSANITIZED_CASES="fused kernels of the real models and ONNX node cases: host-co
 # On the emulated CUDA device, every "[gpu] ..." and "[emulated] ..." case but the real models in
 # fp16 and bf16 (minutes of host-run kernels; the emulated GPU tier of scripts/test.sh runs it).
 EMULATED_SKIP="[gpu] precision: every real model*"
+# tool_crashed LOG: LeakSanitizer's own tracer died (it stops every thread with ptrace at exit;
+# "Tracer caught signal 11", seen once in a loaded run after the case had passed), which is not
+# a report about Kiln: no leak, no error, no failed assertion in the log.
+tool_crashed() {
+  grep -q 'LeakSanitizer has encountered a fatal error' "$1" &&
+    ! grep -q -E 'detected memory leaks|ERROR: AddressSanitizer|runtime error:|: ERROR: |CRASHED' "$1"
+}
+# run_logged LOG CMD...: runs CMD into LOG, once more when the sanitizer's own tool crashed.
+run_logged() {
+  local log=$1 rc=0
+  shift
+  "$@" >"$log" 2>&1 || rc=$?
+  if ((rc != 0)) && tool_crashed "$log"; then
+    echo "[sanitize] warning: LeakSanitizer's tracer crashed after the run passed; running it once more" >>"$log"
+    cp "$log" "$log.first"
+    rc=0
+    "$@" >"$log" 2>&1 || rc=$?
+    cat "$log.first" "$log" >"$log.both" && mv "$log.both" "$log"
+  fi
+  return "$rc"
+}
 run_tests() {
   local start=$SECONDS rc=0
-  LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" "$BUILD/tests/kiln_tests" --test-case-exclude="$UNSANITIZED_CASES" \
-    >"$BUILD/kiln_tests.log" 2>&1 || rc=$?
+  LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" run_logged "$BUILD/kiln_tests.log" \
+    "$BUILD/tests/kiln_tests" --test-case-exclude="$UNSANITIZED_CASES" || rc=$?
   local lib="$BUILD/tests/emulated_cuda/lib" name names=()
   if ((rc == 0)) && [[ -e "$lib/libcuda.so.1" ]]; then
     mapfile -t names < <("$BUILD/tests/kiln_tests" -ltc -tc='[gpu]*,[emulated]*' -tce="$EMULATED_SKIP" |
@@ -157,7 +178,7 @@ run_tests() {
     for name in "${names[@]}"; do
       echo "=== $name" >>"$BUILD/kiln_tests.log"
       LD_LIBRARY_PATH="$lib" KILN_EMULATED_CUDA_CACHE="$ROOT/build/emulated-cuda-kernels" \
-        "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" >"$BUILD/emulated_case.log" 2>&1 || rc=$?
+        run_logged "$BUILD/emulated_case.log" "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" || rc=$?
       cat "$BUILD/emulated_case.log" >>"$BUILD/kiln_tests.log"
       # A case that skips here did not run on the device: a failure.
       if grep -q '^GPU test skipped: ' "$BUILD/emulated_case.log"; then

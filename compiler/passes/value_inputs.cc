@@ -65,7 +65,7 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
   for (ir::ValueId id : trace.inputs) {
     ir::Value& v = trace.value(id);
     if (!seen.count(id) || v.sym || v.is_const()) continue;
-    if (v.dtype != DType::kInt32 && v.dtype != DType::kInt64) continue;
+    if (v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) continue;
     if (!std::all_of(v.shape.begin(), v.shape.end(), [](const ir::Sym& d) { return d.is_const(); })) continue;
     int64_t elements = 1;
     for (const ir::Sym& d : v.shape) elements *= *d.value();

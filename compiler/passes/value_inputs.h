@@ -11,7 +11,8 @@
 // are in range, which holds for shapes computed from dims but not for a caller's values, so
 // they stay refused ("not known at compile time") until those semantics are decided at run time.
 //
-// An input qualifies when it is int32 or int64 with constant dims holding 1 to
+// An input qualifies when it is int32, int64 or bool (an If's own condition) with constant dims
+// holding 1 to
 // kMaxValueElements elements; the search from the If conditions back to the model inputs passes
 // through every op but Shape and Size, whose outputs do not depend on their input's values.
 #pragma once
