@@ -5,7 +5,6 @@
 #include <set>
 #include <unordered_map>
 
-
 namespace kiln::passes {
 namespace {
 
@@ -67,8 +66,9 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
     if (!seen.count(id) || v.sym || v.is_const()) continue;
     if (v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) continue;
     if (!std::all_of(v.shape.begin(), v.shape.end(), [](const ir::Sym& d) { return d.is_const(); })) continue;
-    int64_t elements = 1;
-    for (const ir::Sym& d : v.shape) elements *= *d.value();
+    int64_t elements = 1;  // stops growing past the limit, so it cannot overflow
+    for (const ir::Sym& d : v.shape) elements = std::min(elements * std::min(*d.value(), kMaxValueElements + 1),
+                                                         kMaxValueElements + 1);
     if (elements < 1 || elements > kMaxValueElements) continue;
     std::string base = Identifier(v.name);
     while (names.count(base) || names.count(base + "_0")) base += "_value";
