@@ -143,14 +143,25 @@ bool AtIntegerLimit(DType dtype, double v) {
   }
 }
 
-// Counts elements outside the tolerance; reports the first.
+// One unit in the last place of float16 at `r` (normal or subnormal).
+double HalfUlp(double r) {
+  const double a = std::fabs(r);
+  return a < 6.103515625e-05 ? std::ldexp(1.0, -24) : std::ldexp(1.0, std::ilogb(a) - 10);
+}
+
+// Counts elements outside the tolerance; reports the first. A float16 result may also be one
+// float16 ulp off: each path computes in float32 and rounds once to float16, and float32 results
+// that differ in their last bits (the host compiler's FMA contraction, another order) round to
+// neighbouring halves when they straddle a rounding boundary (tests/README.md, "Conditioning").
 int64_t Mismatches(const Buffer& got, const Buffer& ref, const std::string& what) {
   const bool is_float = ref.dtype == DType::kFloat32 || ref.dtype == DType::kFloat64 || ref.dtype == DType::kFloat16;
+  const bool half = ref.dtype == DType::kFloat16;
   int64_t bad = 0;
   for (int64_t i = 0; i < ref.count(); ++i) {
     const double g = At(got, i), r = At(ref, i);
     const bool ok = std::isnan(r) ? std::isnan(g)
-                    : is_float    ? g == r || std::fabs(g - r) <= 1e-5 + 1e-4 * std::fabs(r)
+                    : is_float    ? g == r || std::fabs(g - r) <= 1e-5 + 1e-4 * std::fabs(r) ||
+                                     (half && std::fabs(g - r) <= HalfUlp(r))
                                   : g == r || (AtIntegerLimit(ref.dtype, g) && AtIntegerLimit(ref.dtype, r));
     if (!ok && bad++ == 0) MESSAGE(what << ": element " << i << " is " << g << ", the reference " << r);
   }
@@ -335,7 +346,6 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     REQUIRE_MESSAGE(lib.ok(), lib.status().ToString());
     libs.push_back(std::move(*lib));
   }
-  std::mt19937 rng(12345);
   int64_t checked = 0;
   std::set<std::string> unfused_gaps;
   for (const Check& c : checks) {
@@ -345,6 +355,11 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     CAPTURE(n.name);
     std::map<kiln::ir::ValueId, Buffer> values;
     std::vector<kiln::cpu::TensorRef> ins;
+    // Each check's inputs come from its own seed (model folder and node), so that adding a model
+    // or a node case changes no other check's inputs.
+    const std::string key = c.dir + "/" + n.name;
+    std::seed_seq seed(key.begin(), key.end());
+    std::mt19937 rng(seed);
     for (kiln::ir::ValueId in : n.inputs) values[in] = InputFor(m.fused.value(in), m.bindings, rng);
     for (kiln::ir::ValueId in : n.inputs) ins.push_back(values[in].ref());
     std::vector<int64_t> sizes;
