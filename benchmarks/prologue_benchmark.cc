@@ -33,23 +33,27 @@ std::vector<TensorView> Inputs(int num_inputs) {
   return std::vector<TensorView>(num_inputs, TensorView::Host(data, DType::kFloat32, {1, 3, 4, 5}));
 }
 
-void BM_Prologue(benchmark::State& state) {
-  const int num_inputs = static_cast<int>(state.range(0));
-  Prologue p;
-  p.symbols = {"N", "H", "W"};
-  const PrologueDim n{0, 0, 1, 64}, three{-1, 3}, h{1, 0, 1, 1024, 2}, w{2, 0, 1, INT64_MAX};
-  for (int k = 0; k < num_inputs; ++k) p.inputs.push_back({"x" + std::to_string(k), DType::kFloat32, {n, three, h, w}});
+// Runs `p` on `in` in the benchmark loop; ns_per_input is the time per input.
+void TimePrologue(benchmark::State& state, const Prologue& p, const std::vector<TensorView>& in) {
   PrologueScratch scratch;
   scratch.Resize(p);
-  const std::vector<TensorView> in = Inputs(num_inputs);
   PrologueFailure why;
   for (auto _ : state) {
     const bool ok = RunPrologue(p, {}, in, MemoryKind::kHost, scratch, &why);
     benchmark::DoNotOptimize(ok);
     if (!ok) state.SkipWithError("prologue failed");
   }
-  state.counters["ns_per_input"] = benchmark::Counter(static_cast<double>(num_inputs) * state.iterations(),
+  state.counters["ns_per_input"] = benchmark::Counter(static_cast<double>(in.size()) * state.iterations(),
                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void BM_Prologue(benchmark::State& state) {
+  const int num_inputs = static_cast<int>(state.range(0));
+  Prologue p;
+  p.symbols = {"N", "H", "W"};
+  const PrologueDim n{0, 0, 1, 64}, three{-1, 3}, h{1, 0, 1, 1024, 2}, w{2, 0, 1, INT64_MAX};
+  for (int k = 0; k < num_inputs; ++k) p.inputs.push_back({"x" + std::to_string(k), DType::kFloat32, {n, three, h, w}});
+  TimePrologue(state, p, Inputs(num_inputs));
 }
 BENCHMARK(BM_Prologue)->ArgName("inputs")->Arg(1)->Arg(4)->Arg(16);
 
@@ -67,16 +71,7 @@ void BM_ValuePrologue(benchmark::State& state) {
     p.inputs.push_back(std::move(input));
     in.push_back(TensorView::Host(&values[static_cast<size_t>(k)], DType::kInt64, {}));
   }
-  PrologueScratch scratch;
-  scratch.Resize(p);
-  PrologueFailure why;
-  for (auto _ : state) {
-    const bool ok = RunPrologue(p, {}, in, MemoryKind::kHost, scratch, &why);
-    benchmark::DoNotOptimize(ok);
-    if (!ok) state.SkipWithError("prologue failed");
-  }
-  state.counters["ns_per_input"] = benchmark::Counter(static_cast<double>(num_inputs) * state.iterations(),
-                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  TimePrologue(state, p, in);
 }
 BENCHMARK(BM_ValuePrologue)->ArgName("inputs")->Arg(1)->Arg(4)->Arg(16);
 

@@ -34,7 +34,7 @@ struct PrologueInput {
   std::vector<PrologueDim> dims;  // rank = size
   // Value symbols: one check per element (row-major) of an int32, int64 or bool (0 or 1) input
   // with constant dims, read from host memory; empty when the prologue reads no element.
-  std::vector<PrologueDim> values;
+  std::vector<PrologueDim> values = {};
 };
 
 struct PrologueGuard {
