@@ -348,6 +348,44 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
 
 namespace {
 
+// A compile error about a value Kiln needs at compile time (a Reduce's axes, a Resize's sizes)
+// that comes from runtime inputs, with the profile that would specialise the entry on their
+// values (compiler/profile.h) added: "...; it depends on the values of input 'axes' (int64[2]):
+// compile an entry per value the callers send, for example --profile 'axes=[V0,V1]', ...".
+// Inputs every profile already fixes are not named again.
+Status WithValueProfileHint(const Status& st, const ir::Trace& imported, const std::vector<ResolvedProfile>& profiles) {
+  const std::string msg(st.message());
+  if (st.code() != StatusCode::kUnimplemented ||
+      (msg.find("not known at compile time") == std::string::npos && msg.find("data-dependent") == std::string::npos))
+    return st;
+  // The values the message names, in quotes or parentheses.
+  std::vector<ir::ValueId> named;
+  for (size_t id = 0; id < imported.values.size(); ++id) {
+    const std::string& name = imported.values[id].name;
+    if (!name.empty() && (msg.find("'" + name + "'") != std::string::npos || msg.find("(" + name + ")") != std::string::npos))
+      named.push_back(static_cast<ir::ValueId>(id));
+  }
+  const std::set<ir::ValueId> reaching = passes::ValuesReaching(imported, named);
+  std::vector<std::string> inputs, templates;
+  for (ir::ValueId id : imported.inputs) {
+    const ir::Value& v = imported.value(id);
+    if (!reaching.count(id) || !passes::IsValueInputCandidate(v)) continue;
+    if (!profiles.empty() && std::all_of(profiles.begin(), profiles.end(),
+                                         [&](const ResolvedProfile& p) { return p.values.count(v.name) > 0; }))
+      continue;
+    inputs.push_back(fmt::format("'{}' ({}{})", v.name, DTypeName(v.dtype), ir::ShapeToString(v.shape)));
+    std::vector<std::string> elements;
+    for (int64_t e = 0; e < passes::ValueElements(v); ++e) elements.push_back(fmt::format("V{}", e));
+    templates.push_back(v.shape.empty() ? v.name + "=V" : fmt::format("{}=[{}]", v.name, fmt::join(elements, ",")));
+  }
+  if (inputs.empty()) return st;
+  return Status(st.code(),
+                fmt::format("{}; it depends on the values of input{} {}: compile an entry for each value the callers "
+                            "send, for example --profile '{}' (the prologue checks the values, which must be in host "
+                            "memory), or remove the input with --constant-input NAME=FILE",
+                            msg, inputs.size() > 1 ? "s" : "", fmt::join(inputs, ", "), fmt::join(templates, ";")));
+}
+
 Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const ImportFn& import,
                                             const CompileOptions& options, CompileSummary* summary) {
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
@@ -365,7 +403,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
                                             static_cast<int>(imported.body.nodes.size())};
   KILN_RETURN_IF_ERROR(CheckKeepNames(imported, options.precision.keep_fp32));
 
-  const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}}}
+  const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}, {}}}
                                                                   : options.profiles;
   std::vector<ResolvedProfile> resolved;
   for (size_t i = 0; i < profiles.size(); ++i) {
@@ -400,8 +438,16 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
     for (size_t i : order) {
       const ResolvedProfile& profile = resolved[i];
       Status st;
-      if (profile.input_shapes.empty()) {
+      if (profile.input_shapes.empty() && profile.values.empty()) {
         st = CompileProfile(values ? imported : plain, import_stage, profile, options, record, summary, log);
+      } else if (profile.input_shapes.empty()) {
+        // Fixed values (passes::BindInputValues) replace the value symbols of those inputs.
+        ir::Trace bound = values ? imported : plain;
+        st = passes::BindInputValues(bound, profile.values);
+        if (st.ok()) {
+          const serialize::StageRecord stage{"import", bound.Print(), import_stage.time_ns, import_stage.num_ops};
+          st = CompileProfile(bound, stage, profile, options, record, summary, log);
+        }
       } else {
         // Fixed dims are imported as constants, so every stage sees static shapes there.
         std::map<std::string, std::vector<int64_t>> shapes = options.input_shapes;
@@ -415,7 +461,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
         auto specialised = import(shapes);
         if (!specialised.ok()) {
           st = specialised.status();
-        } else {
+        } else if (st = passes::BindInputValues(*specialised, profile.values); st.ok()) {
           if (values) passes::MarkValueInputs(*specialised);
           const serialize::StageRecord stage{"import", specialised->Print(), NowNs() - t0,
                                              static_cast<int>(specialised->body.nodes.size())};
@@ -431,7 +477,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
     log(fmt::format("value inputs: {}; compiling without them", st.message()));
     st = compile_entries(false);
   }
-  KILN_RETURN_IF_ERROR(st);
+  if (!st.ok()) return WithValueProfileHint(st, plain, resolved);
   t0 = NowNs();
   KILN_RETURN_IF_ERROR(BuildKernels(options, record, summary, log));
   const int64_t codegen_ns = NowNs() - t0;

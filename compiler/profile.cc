@@ -5,6 +5,9 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "compiler/passes/value_inputs.h"
 
 namespace kiln::compiler {
 namespace {
@@ -89,6 +92,29 @@ Result<int> FindDim(const ir::Value& input, const std::string& dim, const std::s
                                      where, input.name, ir::ShapeToString(input.shape), dim, rank - 1));
 }
 
+// INT | '[' INT (',' INT)* ']'.
+Result<std::vector<int64_t>> ParseValues(std::string_view text, const std::string& where) {
+  std::string_view s = Trim(text);
+  const bool bracketed = !s.empty() && s.front() == '[';
+  if (bracketed) {
+    if (s.back() != ']') return InvalidArgument(fmt::format("{}: '{}' has no closing ']'", where, s));
+    s = s.substr(1, s.size() - 2);
+  }
+  std::vector<int64_t> out;
+  if (bracketed && Trim(s).empty()) return out;  // '[]': an empty tensor, such as a Reduce's empty axes
+  for (std::string_view item : Split(s, ',')) {
+    item = Trim(item);
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+      return InvalidArgument(fmt::format("{}: '{}' is not an int64 value (expected INT or [INT,INT,...])", where, item));
+    out.push_back(v);
+  }
+  if (!bracketed && out.size() > 1)
+    return InvalidArgument(fmt::format("{}: several values need brackets: [{}]", where, s));
+  return out;
+}
+
 }  // namespace
 
 std::string DimRange::Values() const {
@@ -112,9 +138,20 @@ Result<Profile> ParseProfile(std::string_view text) {
     group = Trim(group);
     const size_t eq = group.find('=');
     const size_t colon = eq == std::string_view::npos ? std::string_view::npos : group.rfind(':', eq);
+    const bool values = eq != std::string_view::npos && eq > 0 &&
+                        (colon == std::string_view::npos || Trim(group.substr(eq + 1)).starts_with('['));
+    if (values) {
+      const std::string input(Trim(group.substr(0, eq)));
+      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> elements,
+                            ParseValues(group.substr(eq + 1), fmt::format("{} {}", where, input)));
+      for (const ValueConstraint& v : p.values)
+        if (v.input == input) return InvalidArgument(fmt::format("{}: input '{}' has values twice", where, input));
+      p.values.push_back({input, std::move(elements)});
+      continue;
+    }
     if (colon == std::string_view::npos || colon == 0)
-      return InvalidArgument(fmt::format("{}: expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) "
-                                         "or 'default', got '{}'",
+      return InvalidArgument(fmt::format("{}: expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64), "
+                                         "INPUT=VALUES (for example sr=16000 or axes=[0,2]) or 'default', got '{}'",
                                          where, group));
     const std::string input(Trim(group.substr(0, colon)));
     for (std::string_view item : Split(group.substr(colon + 1), ',')) {
@@ -132,18 +169,62 @@ Result<Profile> ParseProfile(std::string_view text) {
 
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported) {
   const std::string where = fmt::format("profile '{}'", profile.text);
-  std::map<std::string, DimRange> ranges;
-  std::vector<std::string> order;  // symbols in the order the profile names them
-  for (const DimConstraint& c : profile.dims) {
-    const ir::Value* input = nullptr;
+  auto find_input = [&](const std::string& name) -> Result<const ir::Value*> {
     std::string names;
     for (ir::ValueId id : imported.inputs) {
       names += (names.empty() ? "'" : ", '") + imported.value(id).name + "'";
-      if (imported.value(id).name == c.input) input = &imported.value(id);
+      if (imported.value(id).name == name) return &imported.value(id);
     }
-    if (!input)
-      return InvalidArgument(fmt::format("{}: '{}' is not a runtime input of the model (inputs: {})", where, c.input,
-                                         names.empty() ? "none" : names));
+    return InvalidArgument(fmt::format("{}: '{}' is not a runtime input of the model (inputs: {})", where, name,
+                                       names.empty() ? "none" : names));
+  };
+  ResolvedProfile out;
+  // Values: checked against the input's dtype and element count. A 1-D input of symbolic
+  // length gets that length fixed, as 'INPUT:0=COUNT' would.
+  std::vector<DimConstraint> dims = profile.dims;
+  std::string value_names;
+  for (const ValueConstraint& c : profile.values) {
+    KILN_ASSIGN_OR_RETURN(const ir::Value* input, find_input(c.input));
+    const std::string at = fmt::format("{}: input '{}' {}{}", where, c.input, DTypeName(input->dtype),
+                                       ir::ShapeToString(input->shape));
+    if (input->dtype != DType::kInt32 && input->dtype != DType::kInt64 && input->dtype != DType::kBool)
+      return InvalidArgument(fmt::format("{}: only int32, int64 and bool inputs can have their values fixed", at));
+    const int64_t count = static_cast<int64_t>(c.elements.size());
+    if (count > passes::kMaxValueElements)
+      return InvalidArgument(fmt::format("{}: {} values, over the limit of {}", at, count, passes::kMaxValueElements));
+    if (input->shape.size() == 1 && !input->shape[0].is_const()) {
+      dims.push_back({c.input, "0", DimRange{count, count, 1}});
+    } else {
+      int64_t elements = 1;
+      for (const ir::Sym& d : input->shape) {
+        if (!d.is_const())
+          return InvalidArgument(fmt::format("{}: its element count is not fixed; fix its dims too, as in "
+                                             "'{}:0=...'",
+                                             at, c.input));
+        elements = std::min(elements * std::min(*d.value(), passes::kMaxValueElements + 1),
+                            passes::kMaxValueElements + 1);
+      }
+      if (elements != count)
+        return InvalidArgument(fmt::format("{}: has {} elements, the profile gives {}", at,
+                                           elements > passes::kMaxValueElements ? "over 64" : std::to_string(elements),
+                                           count));
+    }
+    for (size_t k = 0; k < c.elements.size(); ++k) {
+      const int64_t v = c.elements[k];
+      const bool fits = input->dtype == DType::kInt64   ? true
+                        : input->dtype == DType::kInt32 ? v >= INT32_MIN && v <= INT32_MAX
+                                                        : v == 0 || v == 1;
+      if (!fits) return InvalidArgument(fmt::format("{}: element {} = {} does not fit its dtype", at, k, v));
+    }
+    out.values[c.input] = c.elements;
+    value_names += fmt::format("{}{}={}", value_names.empty() ? "" : ", ", c.input,
+                               input->shape.empty() && count == 1 ? fmt::format("{}", c.elements[0])
+                                                    : fmt::format("[{}]", fmt::join(c.elements, ",")));
+  }
+  std::map<std::string, DimRange> ranges;
+  std::vector<std::string> order;  // symbols in the order the profile names them
+  for (const DimConstraint& c : dims) {
+    KILN_ASSIGN_OR_RETURN(const ir::Value* input, find_input(c.input));
     KILN_ASSIGN_OR_RETURN(int d, FindDim(*input, c.dim, where));
     const ir::Sym& s = input->shape[d];
     if (s.is_const()) {
@@ -169,8 +250,8 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
                                          c.range.Describe(sym)));
   }
 
-  ResolvedProfile out;
   for (const std::string& sym : order) out.name += (out.name.empty() ? "" : ", ") + ranges[sym].Describe(sym);
+  if (!value_names.empty()) out.name += (out.name.empty() ? "" : ", ") + value_names;
   if (out.name.empty()) out.name = "default";
   for (ir::ValueId id : imported.inputs) {
     const ir::Value& v = imported.value(id);
@@ -190,6 +271,10 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
 }
 
 bool ResolvedProfile::Includes(const ResolvedProfile& other) const {
+  for (const auto& [input, elements] : values) {
+    auto it = other.values.find(input);
+    if (it == other.values.end() || it->second != elements) return false;
+  }
   for (const auto& [sym, r] : symbols) {
     auto it = other.symbols.find(sym);
     if (it == other.symbols.end() || !r.Includes(it->second)) return false;

@@ -8,16 +8,30 @@
 //   --profile 'images:0=1..64'                               dim 0 by position
 //   --profile 'x:N=4;mask:1=4..16'                           constraints on several inputs
 //   --profile default                                        the model's own shapes
+//   --profile 'sr=16000'                                     input sr holds 16000: a value entry
+//   --profile 'axes=[0,2];x:N=1'                             values and dims together
 //
-// Grammar: PROFILE := 'default' | INPUT ':' DIM '=' SPEC (',' DIM '=' SPEC)* (';' INPUT ':' ...)*
+// Grammar: PROFILE := 'default' | GROUP (';' GROUP)*
+//          GROUP   := INPUT ':' DIM '=' SPEC (',' DIM '=' SPEC)*      constraints on dims
+//                   | INPUT '=' INT | INPUT '=' '[' INT (',' INT)* ']'  an input's values
 //   INPUT  a runtime input's name; it may itself contain ':' (the last ':' before the first
 //          '=' ends it, as in TensorFlow-style names "input_1:0")
 //   DIM    the dim's symbol as the model declares it ("N", "p2o.DynamicDimension.0", or the
 //          "<input>_dim<i>" name Kiln gives an unnamed dim), or its position (digits)
 //   SPEC   V | LO..HI | LO.. (no upper bound), each optionally ':K' (a multiple of K);
 //          all values >= 1
+//   INT    a decimal integer, negative allowed: the input's elements in row-major order. A
+//          group without ':' before its '=', or whose value is bracketed, fixes values (so an
+//          input named "ids:0" takes 'ids:0=[5]').
 // A symbol shared by several inputs is one symbol: constraining it at one input constrains
 // every dim bound to it, and two constraints on it must overlap.
+//
+// Values. An input whose values decide the program (a Reduce's axes, a Resize's sizes, Silero's
+// sample rate) can be fixed per entry, as Thunder's cache keys on the values of its scalar
+// inputs: the entry is compiled as if `--constant-input` had bound the input, the input stays in
+// the model's signature, and the entry's prologue checks each element at every call (a call
+// with other values misses that entry, naming the input and the element). Such an input is
+// int32, int64 or bool (0 or 1) with at most 64 elements, and must be in host memory.
 #pragma once
 
 #include <cstdint>
@@ -56,9 +70,16 @@ struct DimConstraint {
   DimRange range;
 };
 
+// An input's elements, row-major: 'sr=16000', 'axes=[0,2]'.
+struct ValueConstraint {
+  std::string input;
+  std::vector<int64_t> elements;
+};
+
 struct Profile {
-  std::string text;                 // as the user wrote it
-  std::vector<DimConstraint> dims;  // empty: the model's own shapes ('default')
+  std::string text;                     // as the user wrote it
+  std::vector<DimConstraint> dims;      // empty (and no values): the model's own shapes ('default')
+  std::vector<ValueConstraint> values;  // inputs whose values the entry fixes
 };
 
 // Parses one --profile value. Errors: kInvalidArgument saying what was expected and where
@@ -77,17 +98,20 @@ struct ResolvedProfile {
   // Every symbol the inputs declare, with the values this profile admits (min == max where
   // it fixes the symbol; >= 1 where it says nothing).
   std::map<std::string, DimRange> symbols;
+  // Inputs whose values this profile fixes (passes::BindInputValues), by name.
+  std::map<std::string, std::vector<int64_t>> values;
 
-  // True when every input shape `other` admits, this profile admits too. Both must be
-  // resolved against the same trace.
+  // True when every input shape (and value) `other` admits, this profile admits too. Both must
+  // be resolved against the same trace.
   bool Includes(const ResolvedProfile& other) const;
 };
 
 // Resolves `profile` against the runtime inputs of `imported` (the model as imported with
 // the user's --shape overrides). Errors (kInvalidArgument): an input that is not a runtime
 // input (the message lists them), a dim name or position the input does not have (the
-// message shows its declared shape), a range that excludes a dim the model fixes, and
-// constraints on one symbol that do not overlap.
+// message shows its declared shape), a range that excludes a dim the model fixes,
+// constraints on one symbol that do not overlap, and values for an input that is not int32,
+// int64 or bool, whose element count differs from the values', or that a value does not fit.
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
 
 // The order in which entries are tried: the given order, except that a profile whose shapes

@@ -196,9 +196,13 @@ void AddCompileCommand(CLI::App& app) {
                   "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
                   "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "
                   "(1..64, or 8.. for no upper bound) or either with ':K' for multiples of K (32..1024:32); "
-                  "';' separates inputs; 'default' is the model's own shapes. Run tries the entries in the "
+                  "';' separates inputs; 'default' is the model's own shapes. INPUT=INT or INPUT=[INT,...] fixes "
+                  "the values of an int32, int64 or bool input of at most 64 elements (sr=16000, axes=[0,2], "
+                  "axes=[]): the entry is compiled for them, the input stays, and the prologue checks them at "
+                  "each call (the input must then be in host memory). Run tries the entries in the "
                   "order given, except that one whose shapes all fit inside another's goes first, and rejects "
-                  "inputs that fit none. Without it: one entry, symbolic where the model is. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32'");
+                  "inputs that fit none. Without it: one entry, symbolic where the model is. Example: --profile "
+                  "'images:N=1' --profile 'images:N=1..64,H=32..1024:32' --profile 'sr=16000;x:1=512'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues (GPU artifacts fold only those cuDNN/cuBLASLt apply)")

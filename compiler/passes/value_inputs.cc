@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 
@@ -25,20 +26,71 @@ std::string Identifier(const std::string& name) {
   return out;
 }
 
+// Makes every use of `from` in `block` and the blocks nested in it read `to`.
+void Replace(ir::Block& block, ir::ValueId from, ir::ValueId to) {
+  for (ir::Node& n : block.nodes) {
+    std::replace(n.inputs.begin(), n.inputs.end(), from, to);
+    for (auto& [name, sub] : n.blocks)
+      if (sub) {
+        // Blocks are shared between traces (Trace copies share them): rewrite a copy.
+        auto copy = std::make_shared<ir::Block>(*sub);
+        Replace(*copy, from, to);
+        sub = std::move(copy);
+      }
+  }
+  std::replace(block.outputs.begin(), block.outputs.end(), from, to);
+}
+
 }  // namespace
 
-std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
+Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector<int64_t>>& values) {
+  for (const auto& [name, elements] : values) {
+    auto it = std::find_if(trace.inputs.begin(), trace.inputs.end(),
+                           [&](ir::ValueId id) { return trace.value(id).name == name; });
+    if (it == trace.inputs.end()) return InvalidArgument("values for '" + name + "', which is not a runtime input");
+    const ir::ValueId input = *it;
+    const ir::Value& v = trace.value(input);
+    if ((v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) ||
+        !ir::IsStatic(v.shape))
+      return InvalidArgument("input '" + name + "' (" + std::string(DTypeName(v.dtype)) + ir::ShapeToString(v.shape) +
+                             "): only int32, int64 and bool inputs of constant dims can have their values fixed");
+    auto data = std::make_shared<ir::ConstData>();
+    data->dtype = v.dtype;
+    data->dims = ir::StaticDims(v.shape);
+    if (data->num_elements() != static_cast<int64_t>(elements.size()))
+      return InvalidArgument("input '" + name + "' " + ir::ShapeToString(v.shape) + " has " +
+                             std::to_string(data->num_elements()) + " elements, given " +
+                             std::to_string(elements.size()) + " values");
+    const size_t size = DTypeSize(v.dtype);
+    data->bytes.resize(elements.size() * size);
+    for (size_t k = 0; k < elements.size(); ++k) {
+      const int64_t e = elements[k];
+      const int32_t e32 = static_cast<int32_t>(e);
+      const uint8_t e8 = e != 0;
+      std::memcpy(data->bytes.data() + k * size,
+                  v.dtype == DType::kInt64 ? static_cast<const void*>(&e)
+                  : v.dtype == DType::kInt32 ? static_cast<const void*>(&e32)
+                                             : static_cast<const void*>(&e8),
+                  size);
+    }
+    ir::Value constant{name + ".value", v.dtype, v.shape, std::move(data), std::nullopt};
+    std::vector<ir::Sym> syms;
+    for (int64_t e : elements) syms.push_back(ir::Sym(v.dtype == DType::kBool ? int64_t{e != 0} : e));
+    trace.value(input).sym = std::move(syms);
+    const ir::ValueId c = trace.AddValue(std::move(constant));
+    Replace(trace.body, input, c);
+    std::replace(trace.outputs.begin(), trace.outputs.end(), input, c);
+  }
+  return Status::Ok();
+}
+
+std::set<ir::ValueId> ValuesReaching(const ir::Trace& trace, std::vector<ir::ValueId> work) {
   std::vector<const ir::Node*> nodes;
   Collect(trace.body, nodes);
   std::unordered_map<ir::ValueId, const ir::Node*> producer;
   for (const ir::Node* n : nodes)
     for (ir::ValueId o : n->outputs)
       if (o != ir::kNoValue) producer[o] = n;
-
-  // Back from the If conditions, through the ops whose outputs depend on their inputs' values.
-  std::vector<ir::ValueId> work;
-  for (const ir::Node* n : nodes)
-    if (n->op == "If" && !n->inputs.empty()) work.push_back(n->inputs[0]);
   std::set<ir::ValueId> seen;
   while (!work.empty()) {
     const ir::ValueId id = work.back();
@@ -54,6 +106,32 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
         if (sub)
           for (ir::ValueId o : sub->outputs) work.push_back(o);
   }
+  return seen;
+}
+
+bool IsValueInputCandidate(const ir::Value& v) {
+  if (v.is_const()) return false;
+  if (v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) return false;
+  if (!std::all_of(v.shape.begin(), v.shape.end(), [](const ir::Sym& d) { return d.is_const(); })) return false;
+  return ValueElements(v) >= 1 && ValueElements(v) <= kMaxValueElements;
+}
+
+int64_t ValueElements(const ir::Value& v) {
+  int64_t elements = 1;  // stops growing past the limit, so it cannot overflow
+  for (const ir::Sym& d : v.shape)
+    elements = std::min(elements * std::min(d.value().value_or(kMaxValueElements + 1), kMaxValueElements + 1),
+                        kMaxValueElements + 1);
+  return elements;
+}
+
+std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
+  // Back from the If conditions, through the ops whose outputs depend on their inputs' values.
+  std::vector<ir::ValueId> conditions;
+  std::vector<const ir::Node*> nodes;
+  Collect(trace.body, nodes);
+  for (const ir::Node* n : nodes)
+    if (n->op == "If" && !n->inputs.empty()) conditions.push_back(n->inputs[0]);
+  const std::set<ir::ValueId> seen = ValuesReaching(trace, std::move(conditions));
 
   // Symbol names must not collide with the dims' (or another value input's).
   std::set<std::string> names;
@@ -63,13 +141,8 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
   std::vector<std::string> marked;
   for (ir::ValueId id : trace.inputs) {
     ir::Value& v = trace.value(id);
-    if (!seen.count(id) || v.sym || v.is_const()) continue;
-    if (v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) continue;
-    if (!std::all_of(v.shape.begin(), v.shape.end(), [](const ir::Sym& d) { return d.is_const(); })) continue;
-    int64_t elements = 1;  // stops growing past the limit, so it cannot overflow
-    for (const ir::Sym& d : v.shape) elements = std::min(elements * std::min(*d.value(), kMaxValueElements + 1),
-                                                         kMaxValueElements + 1);
-    if (elements < 1 || elements > kMaxValueElements) continue;
+    if (!seen.count(id) || v.sym || !IsValueInputCandidate(v)) continue;
+    const int64_t elements = ValueElements(v);
     std::string base = Identifier(v.name);
     while (names.count(base) || names.count(base + "_0")) base += "_value";
     std::vector<ir::Sym> elems;

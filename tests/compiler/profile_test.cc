@@ -100,11 +100,11 @@ TEST_CASE("profile text: values, ranges, steps, positions and several inputs") {
 
 TEST_CASE("profile text errors say what was expected") {
   CHECK(ParseError("images") ==
-        "profile 'images': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) or 'default', "
-        "got 'images'");
+        "profile 'images': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64), INPUT=VALUES (for "
+        "example sr=16000 or axes=[0,2]) or 'default', got 'images'");
   CHECK(ParseError("images:N") ==
-        "profile 'images:N': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64) or 'default', "
-        "got 'images:N'");
+        "profile 'images:N': expected INPUT:DIM=VALUE[,DIM=VALUE...] (for example images:N=1..64), INPUT=VALUES (for "
+        "example sr=16000 or axes=[0,2]) or 'default', got 'images:N'");
   CHECK(ParseError("images:N=1,H") == "profile 'images:N=1,H': expected DIM=VALUE after 'images:', got 'H'");
   CHECK(ParseError("images:=4") == "profile 'images:=4': missing dim name before '=' in '=4'");
   CHECK(ParseError("images:N=0") ==
@@ -344,6 +344,152 @@ TEST_CASE("profiles: guards their ranges imply are dropped, and a range no shape
   CHECK(r.status().message() ==
         "profile 'x:L=1..2': no input shape in the ranges can run this entry: node 'pool' (MaxPool), whose output "
         "'y' dim 2 must be >= 1 needs (0 < (L-2)), which fails for every L in 1..2");
+}
+
+TEST_CASE("profile text: an input's values") {
+  Profile sr = Parsed("sr=16000");
+  CHECK(sr.dims.empty());
+  REQUIRE(sr.values.size() == 1);
+  CHECK(sr.values[0].input == "sr");
+  CHECK(sr.values[0].elements == std::vector<int64_t>{16000});
+  CHECK(Parsed("axes=[0, -2]").values[0].elements == std::vector<int64_t>{0, -2});
+  CHECK(Parsed("axes=[]").values[0].elements.empty());
+  Profile both = Parsed("x:N=1;k=3");
+  CHECK(both.dims.size() == 1);
+  CHECK(both.values[0].input == "k");
+  // A bracketed value names the whole text before '=' as the input: "ids:0".
+  CHECK(Parsed("ids:0=[5]").values[0].input == "ids:0");
+  CHECK(Parsed("ids:0=5").dims[0].input == "ids");
+
+  CHECK(ParseError("axes=0,2") == "profile 'axes=0,2' axes: several values need brackets: [0,2]");
+  CHECK(ParseError("axes=[1,x]") == "profile 'axes=[1,x]' axes: 'x' is not an int64 value (expected INT or [INT,INT,...])");
+  CHECK(ParseError("axes=[1") == "profile 'axes=[1' axes: '[1' has no closing ']'");
+  CHECK(ParseError("k=3;k=4") == "profile 'k=3;k=4': input 'k' has values twice");
+  CHECK(ParseError("k=99999999999999999999") ==
+        "profile 'k=99999999999999999999' k: '99999999999999999999' is not an int64 value (expected INT or "
+        "[INT,INT,...])");
+}
+
+TEST_CASE("profiles with values: resolution names them, checks dtype and count, and orders fixed values first") {
+  ResolvedProfile s = Resolved("s=7");
+  CHECK(s.name == "s=7");
+  CHECK(s.values.at("s") == std::vector<int64_t>{7});
+  CHECK(Resolved("x:N=1;s=-7").name == "N=1, s=-7");
+  CHECK(ResolveError("x=[1]") ==
+        "profile 'x=[1]': input 'x' float32[N, 3, H, W]: only int32, int64 and bool inputs can have their values fixed");
+  CHECK(ResolveError("s=[1,2]") == "profile 's=[1,2]': input 's' int64[]: has 1 elements, the profile gives 2");
+  CHECK(ResolveError("t=1") == "profile 't=1': 't' is not a runtime input of the model (inputs: 'x', 'y', 's')");
+  // A profile fixing a value goes before the same profile without it; different values: as given.
+  CHECK(Resolved("default").Includes(s));
+  CHECK_FALSE(s.Includes(Resolved("default")));
+  CHECK(s.Includes(Resolved("x:N=1;s=7")));
+  CHECK_FALSE(s.Includes(Resolved("s=8")));
+  CHECK(TryOrder({Resolved("default"), s, Resolved("s=8")}) == std::vector<size_t>{1, 2, 0});
+}
+
+namespace {
+
+// y = ReduceSum(x, axes), keepdims 0: x float32[2, 3], axes int64[1] an input.
+onnx::ModelProto ReduceModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"2", "3"});
+  testing::AddInput(g, "axes", {"1"}, onnx::TensorProto::INT64);
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x", "axes"}, {"y"}, "sum"), "keepdims", 0);
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+std::string CompileError(const onnx::ModelProto& m, std::vector<std::string> texts) {
+  auto path = std::filesystem::temp_directory_path() / ("kiln_profile_values_" + std::to_string(::getpid()) + ".onnx");
+  std::string data;
+  REQUIRE(m.SerializeToString(&data));
+  std::ofstream(path, std::ios::binary) << data;
+  auto r = CompileOnnxFile(path.string(), WithProfiles(texts), nullptr);
+  std::filesystem::remove(path);
+  REQUIRE_FALSE(r.ok());
+  return std::string(r.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("profiles with values: one entry per value, the input stays, and the prologue checks its elements") {
+  // Without a profile, the error names the input and shows the profile to add.
+  CHECK(CompileError(ReduceModel(), {}) ==
+        "node 'sum' (ReduceSum): data-dependent output shape: axes (axes) is not known at compile time; it depends "
+        "on the values of input 'axes' (int64[1]): compile an entry for each value the callers send, for example "
+        "--profile 'axes=[V0]' (the prologue checks the values, which must be in host memory), or remove the input "
+        "with --constant-input NAME=FILE");
+  auto model = Model::Load(testing::CompileModel(ReduceModel(), WithProfiles({"axes=[0]", "axes=[1]"})));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[0].name == "axes=[0]");
+  CHECK(model->entries()[1].name == "axes=[1]");
+  REQUIRE(model->inputs().size() == 2);
+  CHECK(model->inputs()[1].name == "axes");
+  CHECK(model->format_version() == kFormatVersion);  // the prologue reads values
+  CHECK(model->entries()[1].prologue_text.find("check axes.values[0] == 1") != std::string::npos);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  auto run = [&](int64_t axis, std::vector<float>* y) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    const float* p = static_cast<const float*>(out[0].data);
+    y->assign(p, p + out[0].num_elements());
+    return Status::Ok();
+  };
+  std::vector<float> y;
+  REQUIRE(run(0, &y).ok());
+  CHECK(y == std::vector<float>{5, 7, 9});
+  CHECK(ctx->stats().last_entry == 0);
+  REQUIRE(run(1, &y).ok());
+  CHECK(y == std::vector<float>{6, 15});
+  CHECK(ctx->stats().last_entry == 1);
+  // -1 means axis 1 too, but no entry was compiled for that value.
+  CHECK(run(-1, &y).message() ==
+        "entry 0 (axes=[0]): input 'axes' element 0 = -1, expected 0\n"
+        "entry 1 (axes=[1]): input 'axes' element 0 = -1, expected 1");
+}
+
+TEST_CASE("profiles with values: an If on an input's value compiles the branch each profile picks") {
+  // y = If(mode == 1, x + 1, x * 2); mode int64 scalar.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"3"});
+  testing::AddInput(g, "mode", {}, onnx::TensorProto::INT64);
+  testing::AddInt64Init(g, "one", {}, {1});
+  testing::AddNode(g, "Equal", {"mode", "one"}, {"c"});
+  onnx::NodeProto* n = testing::AddNode(g, "If", {"c"}, {"y"}, "branch");
+  testing::AddFloatInit(g, "k", {}, {2.0f});
+  onnx::GraphProto* then_g = testing::AddBranch(n, "then_branch");
+  testing::AddNode(then_g, "Add", {"x", "k"}, {"t"});
+  testing::AddOutput(then_g, "t");
+  onnx::GraphProto* else_g = testing::AddBranch(n, "else_branch");
+  testing::AddNode(else_g, "Mul", {"x", "k"}, {"e"});
+  testing::AddOutput(else_g, "e");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m, WithProfiles({"mode=1", "mode=0"})));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[0].name == "mode=1");
+  CHECK(model->entries()[1].name == "mode=0");
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[3] = {1, 2, 3};
+  auto run = [&](int64_t mode) -> std::vector<float> {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {3}), TensorView::Host(&mode, DType::kInt64, {})};
+    std::vector<TensorView> out;
+    Status st = ctx->Run(in, out);
+    if (!st.ok()) return {};
+    const float* p = static_cast<const float*>(out[0].data);
+    return {p, p + 3};
+  };
+  CHECK(run(1) == std::vector<float>{3, 4, 5});
+  CHECK(run(0) == std::vector<float>{2, 4, 6});
+  CHECK(run(5).empty());  // a value no profile names: a miss
+  CHECK(ctx->stats().last_miss_reasons[0] == "entry 0 (mode=1): input 'mode' element 0 = 5, expected 1");
 }
 
 }  // namespace kiln::compiler

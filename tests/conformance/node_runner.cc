@@ -51,6 +51,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "compiler/compile.h"
@@ -274,13 +275,18 @@ CaseResult RunCase(const fs::path& dir) {
   }
 
   // An input Kiln needs at compile time (a Reduce's axes, a Resize's sizes, fed as graph
-  // inputs by the test) is bound to test set 0's value, as `kiln compile --constant-input`
-  // does; when the value is computed inside the graph, the small integer inputs (at most 16
-  // elements) are bound. Such passes are reported with the inputs they bound.
+  // inputs by the test) gets a value profile of test set 0's values, as
+  // `kiln compile --profile 'axes=[1]'` does: the input stays in the signature and the entry's
+  // prologue checks its values. An input a value profile cannot fix (a float Resize scales,
+  // over 64 elements) is bound to a constant instead, as `--constant-input` does. When the value
+  // is computed inside the graph, the small integer inputs (at most 16 elements) get this
+  // treatment. Such passes are reported with the inputs they fixed or bound.
   kiln::compiler::CompileOptions options;
   if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
   else if (!g_archs.empty()) options.archs = g_archs;
-  std::string bound;
+  std::string bound;                  // inputs bound to constants
+  std::vector<std::string> profiled;  // value profile groups, "axes=[1]"
+  std::map<std::string, kiln::io::HostTensor> fixed;  // every input either way, with its value
   kiln::Result<std::vector<uint8_t>> bytes = kiln::Status(kiln::StatusCode::kInternal, "not compiled");
   for (;;) {
     bytes = kiln::compiler::CompileOnnxFile((dir / "model.onnx").string(), options, nullptr);
@@ -290,8 +296,26 @@ CaseResult RunCase(const fs::path& dir) {
     const size_t open = at == std::string::npos ? at : msg.rfind('(', at);
     if (open == std::string::npos) break;
     const std::string name = msg.substr(open + 1, at - open - 1);
-    auto bind = [&](const std::string& input) {
+    auto fix = [&](const std::string& input) {
       const kiln::io::HostTensor& t = first_set->at(input);
+      fixed[input] = t;
+      const int64_t n = t.num_elements();
+      if ((t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32 || t.dtype == kiln::DType::kBool) &&
+          n <= 64) {
+        std::vector<int64_t> v(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; ++k)
+          v[k] = t.dtype == kiln::DType::kInt64   ? reinterpret_cast<const int64_t*>(t.bytes.data())[k]
+                 : t.dtype == kiln::DType::kInt32 ? reinterpret_cast<const int32_t*>(t.bytes.data())[k]
+                                                  : t.bytes[k] != 0;
+        profiled.push_back(t.dims.empty() && n == 1 ? fmt::format("{}={}", input, v[0])
+                                          : fmt::format("{}=[{}]", input, fmt::join(v, ",")));
+        auto profile = kiln::compiler::ParseProfile(fmt::format("{}", fmt::join(profiled, ";")));
+        if (profile.ok()) {
+          options.profiles = {*profile};
+          return;
+        }
+        profiled.pop_back();
+      }
       auto data = std::make_shared<kiln::ir::ConstData>();
       data->dtype = t.dtype;
       data->dims = t.dims;
@@ -300,17 +324,17 @@ CaseResult RunCase(const fs::path& dir) {
       bound += (bound.empty() ? "" : ", ") + input;
     };
     if (first_set->count(name)) {
-      if (options.constant_inputs.count(name)) break;
-      bind(name);
+      if (fixed.count(name)) break;
+      fix(name);
       continue;
     }
     // A value computed inside the graph (a function body's Range limit from a `size` input):
-    // bind the small integer inputs it may come from, once.
+    // fix the small integer inputs it may come from, once.
     size_t added = 0;
     for (const auto& [input, t] : *first_set)
-      if (!options.constant_inputs.count(input) && t.num_elements() <= 16 &&
+      if (!fixed.count(input) && t.num_elements() <= 16 &&
           (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32))
-        bind(input), ++added;
+        fix(input), ++added;
     if (added == 0) break;
   }
   if (!bytes.ok()) {
@@ -346,10 +370,10 @@ CaseResult RunCase(const fs::path& dir) {
       r.detail = set.filename().string() + ": inputs: " + inputs.status().ToString();
       return r;
     }
-    for (const auto& [name, data] : options.constant_inputs)
-      if (inputs->at(name).bytes != data->bytes || inputs->at(name).dims != data->dims) {
+    for (const auto& [name, t] : fixed)
+      if (inputs->at(name).bytes != t.bytes || inputs->at(name).dims != t.dims) {
         r.outcome = Outcome::kUnsupported;
-        r.detail = set.filename().string() + ": input '" + name + "' differs from test_data_set_0's, which was bound";
+        r.detail = set.filename().string() + ": input '" + name + "' differs from test_data_set_0's, which was fixed";
         return r;
       }
     std::vector<kiln::TensorView> views;
@@ -408,6 +432,7 @@ CaseResult RunCase(const fs::path& dir) {
   }
   r.outcome = Outcome::kPass;
   r.detail = std::to_string(sets) + " test sets";
+  if (!profiled.empty()) r.detail += fmt::format("; value profile: {}", fmt::join(profiled, ";"));
   if (!bound.empty()) r.detail += "; constant inputs: " + bound;
   return r;
 }
@@ -567,9 +592,10 @@ int main(int argc, char** argv) {
   std::map<std::string, std::array<int, 4>> table;
   std::map<std::string, std::pair<int, std::string>> on_cpu;
   std::array<int, 4> totals{};
-  int bound_passes = 0;
+  int bound_passes = 0, profiled_passes = 0;
   for (const CaseResult& r : results) {
     if (r.outcome == Outcome::kPass && r.detail.find("constant inputs:") != std::string::npos) ++bound_passes;
+    else if (r.outcome == Outcome::kPass && r.detail.find("value profile:") != std::string::npos) ++profiled_passes;
     const std::string op = r.op.empty() ? "(none)" : r.op;
     ++table[op][static_cast<int>(r.outcome)];
     ++totals[static_cast<int>(r.outcome)];
@@ -593,15 +619,17 @@ int main(int argc, char** argv) {
   }
   const int in_scope = totals[0] + totals[1] + totals[2];
   const std::string summary =
-      fmt::format("{} cases: {} in scope, {} pass ({:.1f}% of in scope; {} with inputs bound to constants), {} fail, "
-                  "{} unsupported, {} out of scope",
-                  results.size(), in_scope, totals[0], in_scope ? 100.0 * totals[0] / in_scope : 0.0, bound_passes,
-                  totals[1], totals[2], totals[3]);
+      fmt::format("{} cases: {} in scope, {} pass ({:.1f}% of in scope; {} with value profiles, {} with inputs bound "
+                  "to constants; {} ({:.1f}%) with neither), {} fail, {} unsupported, {} out of scope",
+                  results.size(), in_scope, totals[0], in_scope ? 100.0 * totals[0] / in_scope : 0.0, profiled_passes,
+                  bound_passes, totals[0] - profiled_passes - bound_passes,
+                  in_scope ? 100.0 * (totals[0] - profiled_passes - bound_passes) / in_scope : 0.0, totals[1],
+                  totals[2], totals[3]);
   std::cout << "\n" << md << "\n" << summary << "\n";
   if (!markdown_path.empty()) std::ofstream(markdown_path) << md << "\n" << summary << "\n";
   if (!json_path.empty()) {
     nlohmann::json j = {{"total", results.size()}, {"in_scope", in_scope}, {"pass", totals[0]},
-                        {"pass_with_constant_inputs", bound_passes},
+                        {"pass_with_constant_inputs", bound_passes}, {"pass_with_value_profiles", profiled_passes},
                         {"fail", totals[1]}, {"unsupported", totals[2]}, {"out_of_scope", totals[3]}};
     for (const auto& [op, c] : table)
       j["ops"][op] = {{"pass", c[0]}, {"fail", c[1]}, {"unsupported", c[2]}, {"out_of_scope", c[3]}};
