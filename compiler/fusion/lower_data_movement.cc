@@ -180,30 +180,6 @@ Result<int32_t> LowerTranspose(LowerContext& ctx, const ir::Node& node, int,
 
 // ---- Slice / Split / Concat ---------------------------------------------------------------
 
-constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
-
-// The first input index a slice reads on a dim: the CPU kernel's clamping when dim and
-// start are constants, otherwise the meta function's reading (in-range indices, which it
-// guarded; INT32_MAX and beyond mean "the end").
-Result<Sym> SliceStart(const Sym& d, const Sym& s, int64_t step) {
-  if (d.is_const() && s.is_const()) {
-    const int64_t dim = *d.value();
-    int64_t v = *s.value();
-    if (v < 0) v += dim;
-    v = std::max<int64_t>(v, 0);
-    return Sym(std::min(v, step > 0 ? dim : dim - 1));
-  }
-  if (s.is_const()) {
-    const int64_t v = *s.value();
-    if (v >= kBig) return step > 0 ? d : ir::meta::AddC(d, -1);
-    if (v <= -kBig) return Sym(0);
-    if (v >= 0) return Sym(v);
-    return ir::meta::AddC(d, v);
-  }
-  if (step < 0) return Unimplemented("Slice with a negative step and symbolic start " + s.ToString());
-  return ir::Min(s, d);
-}
-
 Result<int32_t> LowerSlice(LowerContext& ctx, const ir::Node& node, int, std::span<const int32_t> coords) {
   ProgramBuilder& b = ctx.builder();
   const ir::Value& x = ctx.trace().value(node.inputs[0]);
@@ -231,7 +207,7 @@ Result<int32_t> LowerSlice(LowerContext& ctx, const ir::Node& node, int, std::sp
   for (size_t i = 0; i < n; ++i) {
     const int d = NormAxis(axes[i], x.rank());
     if (d < 0 || d >= x.rank() || steps[i] == 0) return InvalidArgument("Slice axis or step out of range");
-    KILN_ASSIGN_OR_RETURN(Sym start, SliceStart(x.shape[d], (*starts)[i], steps[i]));
+    KILN_ASSIGN_OR_RETURN(Sym start, ir::meta::SliceBound(x.shape[d], (*starts)[i], steps[i], false));
     in[d] = b.Binary(Op::kAdd, IntNode(b, start), b.Binary(Op::kMul, coords[d], b.ConstI(steps[i])));
   }
   return ctx.ValueAt(node.inputs[0], in);

@@ -1,11 +1,11 @@
 // Meta functions of the data-movement ops: Transpose, Concat, Split, Slice, Gather,
 // GatherElements, Pad, DepthToSpace, SpaceToDepth and Resize.
 //
-// Slice on a symbolic dim with constant starts/ends: the usual index forms are kept exact
-// by assuming the indices are within the dim and recording that assumption as a guard
-// (e.g. x[1:] on dim T gives T - 1 with the guard 0 < T), rather than building clamps.
-// Ends at or beyond INT32_MAX (and, for negative steps, at or below -INT32_MAX) are taken
-// to mean "to the end" on a symbolic dim. Symbolic starts/ends must be provably >= 0.
+// Slice on a symbolic dim clamps its starts and ends exactly as ONNX specifies, with Min and
+// Max where the dim's lower bound does not decide them (meta::SliceBound): x[1:] on dim T is
+// T - 1, x[:5] is min(5, T), and an end of 1e9 is min(999999999, T), never an assumption that
+// rejects a shorter T. Ends at or beyond INT32_MAX (and, for negative steps, at or below
+// -INT32_MAX) mean "to the end". Symbolic starts/ends must be provably >= 0.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,8 +16,6 @@
 namespace kiln::ir {
 using namespace meta;
 namespace {
-
-constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
 
 Status TransposeMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
@@ -206,40 +204,15 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
     int64_t n = D > 0 && S > E ? 1 + (S - E - 1) / StepSize(step) : 0;
     return SliceRange{Sym(S), Sym(n)};
   }
-  // Symbolic: assume in-range indices, guarded.
-  auto need_le = [&](int64_t k) {  // k <= d
-    if (k > 0) AddGuard(ctx, Lt(Sym(k - 1), d));
-  };
-  auto index = [&](const Sym& k, bool is_end) -> Result<Sym> {
-    if (!k.is_const()) {
-      if (!NonNegative(k))
-        return Unimplemented("Slice with symbolic index " + k.ToString() +
-                             " that is not provably >= 0");
-      if (step < 0) return Unimplemented("Slice with a negative step and symbolic index " + k.ToString());
-      return Min(k, d);
-    }
-    int64_t v = *k.value();
-    if (step > 0) {
-      if (v >= kBig) return d;
-      if (v <= -kBig) return Sym(0);
-      if (v >= 0) { need_le(v); return Sym(v); }
-      need_le(-v);
-      return AddC(d, v);
-    }
-    // Negative step: starts clamp to [0, d-1], ends to [-1, d-1].
-    if (v >= kBig) return AddC(d, -1);
-    if (v <= -kBig) return is_end ? Sym(-1) : Sym(0);
-    if (v >= 0) { need_le(v + 1); return Sym(v); }
-    need_le(-v);
-    return AddC(d, v);
-  };
-  KILN_ASSIGN_OR_RETURN(Sym S, index(s, false));
-  KILN_ASSIGN_OR_RETURN(Sym E, index(e, true));
-  Sym diff = step > 0 ? SubS(E, S) : SubS(S, E);
-  if (auto dv = diff.value(); dv && *dv < 0) diff = Sym(0);
-  if (!NonNegative(diff)) AddGuard(ctx, Sym(1) - Lt(diff, 0));
+  // Symbolic: exact clamps (SliceBound), so no index is assumed in range.
+  KILN_ASSIGN_OR_RETURN(Sym S, SliceBound(d, s, step, false));
+  KILN_ASSIGN_OR_RETURN(Sym E, SliceBound(d, e, step, true));
+  // x[-k:] is the last min(k, d) elements: d - max(0, d - k) written out.
+  if (step == 1 && E.Same(d) && S.op() == SymOp::kMax && s.is_const() && *s.value() < 0)
+    return SliceRange{S, MinS(Sym(-*s.value()), d)};
+  const Sym diff = MaxS(Sym(0), step > 0 ? SubS(E, S) : SubS(S, E));
   const int64_t as = StepSize(step);
-  return SliceRange{S, as == 1 ? diff : CeilDiv(diff, as)};
+  return SliceRange{S, as == 1 ? diff : CeilDiv(diff, Sym(as))};
 }
 
 Status SliceMeta(MetaContext& ctx) {

@@ -1,5 +1,7 @@
 #include "compiler/ops/meta_util.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -283,6 +285,64 @@ bool NonNegative(const Sym& s) {
     }
   }
   return false;
+}
+
+int64_t LowerBound(const Sym& s) {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+  auto add = [](int64_t a, int64_t b) {
+    int64_t r;
+    return a == kNone || b == kNone || __builtin_add_overflow(a, b, &r) ? kNone : r;
+  };
+  switch (s.op()) {
+    case SymOp::kConst: return *s.value();
+    case SymOp::kVar: return 1;
+    case SymOp::kAdd: return add(LowerBound(s.lhs()), LowerBound(s.rhs()));
+    case SymOp::kSub: {
+      auto [b, o] = SplitOffset(s);  // base + constant offset
+      return b.op() == SymOp::kSub ? kNone : add(LowerBound(b), o);
+    }
+    case SymOp::kMul: {
+      const int64_t a = LowerBound(s.lhs()), b = LowerBound(s.rhs());
+      int64_t r;
+      return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, &r) ? r : kNone;
+    }
+    case SymOp::kMin: return std::min(LowerBound(s.lhs()), LowerBound(s.rhs()));
+    case SymOp::kMax: return std::max(LowerBound(s.lhs()), LowerBound(s.rhs()));
+    case SymOp::kEq:
+    case SymOp::kLt: return 0;
+    default: return NonNegative(s) ? 0 : kNone;
+  }
+}
+
+Sym MinS(const Sym& a, const Sym& b) {
+  if (a.is_const() && LowerBound(b) >= *a.value()) return a;
+  if (b.is_const() && LowerBound(a) >= *b.value()) return b;
+  return Min(a, b);
+}
+
+Sym MaxS(const Sym& a, const Sym& b) {
+  if (a.is_const() && LowerBound(b) >= *a.value()) return b;
+  if (b.is_const() && LowerBound(a) >= *b.value()) return a;
+  return Max(a, b);
+}
+
+Result<Sym> SliceBound(const Sym& d, const Sym& k, int64_t step, bool is_end) {
+  constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+  if (!k.is_const()) {
+    if (!NonNegative(k)) return Unimplemented("Slice with symbolic index " + k.ToString() + " that is not provably >= 0");
+    if (step < 0) return Unimplemented("Slice with a negative step and symbolic index " + k.ToString());
+    return MinS(k, d);
+  }
+  const int64_t v = *k.value();
+  if (step > 0) {
+    if (v >= kBig) return d;
+    if (v <= -kBig) return Sym(0);
+    return v >= 0 ? MinS(Sym(v), d) : MaxS(Sym(0), AddC(d, v));
+  }
+  const Sym last = AddC(d, -1);
+  if (v >= kBig) return last;
+  if (v <= -kBig) return Sym(is_end ? -1 : 0);
+  return v >= 0 ? MinS(Sym(v), last) : MaxS(Sym(is_end ? -1 : 0), AddC(d, v));
 }
 
 Sym DivExact(const Sym& a, const Sym& b, bool* exact) {

@@ -95,6 +95,20 @@ Sym SubS(const Sym& a, const Sym& b);
 Sym AddS(const Sym& a, const Sym& b);
 // True when the expression is provably >= 0 (symbols are dims, so they are).
 bool NonNegative(const Sym& s);
+// A lower bound of `s` for every call the prologue accepts, where a dim symbol is at least 1
+// (its default range); INT64_MIN when none is known. LowerBound(T - 1) is 0.
+int64_t LowerBound(const Sym& s);
+// Min and Max, simplified where a constant side is decided by the other's lower bound:
+// MinS(1, T) is 1, MaxS(0, T - 1) is T - 1; otherwise Min(a, b) and Max(a, b).
+Sym MinS(const Sym& a, const Sym& b);
+Sym MaxS(const Sym& a, const Sym& b);
+// The index a Slice bound `k` stands for on a dim of length `d` (a start, or an end when
+// `is_end`), clamped as ONNX Slice-13 specifies: a negative k counts from the end; then with
+// step > 0 it is clamped to [0, d], with step < 0 a start to [0, d - 1] and an end to
+// [-1, d - 1]. Symbolic d gives exact Min/Max expressions (never an in-range assumption),
+// except that |k| >= INT32_MAX means "past the end" (exporters write INT64_MAX, INT32_MAX);
+// a symbolic k must be provably >= 0 and the step positive (Unimplemented otherwise).
+Result<Sym> SliceBound(const Sym& d, const Sym& k, int64_t step, bool is_end);
 // a / b for a product a that b divides: cancels common factors; FloorDiv otherwise.
 // Sets *exact to false when the cancellation was not complete.
 Sym DivExact(const Sym& a, const Sym& b, bool* exact = nullptr);

@@ -123,3 +123,41 @@ TEST_CASE("compile: an If on a symbolic dim becomes one guarded entry per outcom
   CHECK(static_cast<const float*>(out[0].data)[5] == -6.0f);
   CHECK(ctx->stats().cache_hits == 2);
 }
+
+TEST_CASE("compile: Slice bounds past a symbolic dim clamp at run time, fused or not (ONNX Slice-13)") {
+  // a = x[1:1e9] (an exporter's "to the end"), b = x[-3:], c = x[:5] on x float32[T].
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"T"});
+  AddInt64Init(g, "one", {1}, {1});
+  AddInt64Init(g, "huge", {1}, {1000000000});
+  AddInt64Init(g, "minus3", {1}, {-3});
+  AddInt64Init(g, "max", {1}, {INT64_MAX});
+  AddInt64Init(g, "zero", {1}, {0});
+  AddInt64Init(g, "five", {1}, {5});
+  AddNode(g, "Slice", {"x", "one", "huge"}, {"a"});
+  AddNode(g, "Slice", {"x", "minus3", "max"}, {"b"});
+  AddNode(g, "Slice", {"x", "zero", "five"}, {"c"});
+  for (const char* o : {"a", "b", "c"}) AddOutput(g, o);
+  for (bool fuse : {false, true}) {
+    auto options = CpuOnly();
+    options.fuse = fuse;
+    auto model = kiln::Model::Load(CompileModel(m, options));
+    REQUIRE(model.ok());
+    // One guard on T, that `a` is not empty (symbolic dims cannot be 0 yet): T >= 2, not T >= 1e9.
+    const std::string& prologue = model->entries()[0].prologue_text;
+    CHECK(prologue.find("check (0 < (min(1000000000, T)-1))") != std::string::npos);
+    CHECK(prologue.find("check (") == prologue.rfind("check ("));
+    for (int64_t t : {2, 4, 7}) {
+      std::vector<float> x(t);
+      for (int64_t i = 0; i < t; ++i) x[i] = static_cast<float>(10 + i);
+      kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {t})};
+      auto y = RunFloat(CompileModel(m, options), in);
+      CAPTURE(fuse);
+      CAPTURE(t);
+      CHECK(y[0] == std::vector<float>(x.begin() + 1, x.end()));
+      CHECK(y[1] == std::vector<float>(x.end() - std::min<int64_t>(3, t), x.end()));
+      CHECK(y[2] == std::vector<float>(x.begin(), x.begin() + std::min<int64_t>(5, t)));
+    }
+  }
+}

@@ -347,6 +347,19 @@ TEST_CASE("Slice, Split, Pad, Transpose, Squeeze on symbolic dims") {
   REQUIRE(b.Op("Slice", {x, b.Ints("s4", {-1}), b.Ints("e4", {INT64_MIN}), b.Ints("a4", {1}),
                          b.Ints("st4", {-1})}).ok());
   CHECK(b.OutShape() == "[N, T, 32]");
+  // Bounds past a symbolic dim are clamped exactly (ONNX Slice-13), never assumed in range: a T
+  // shorter than 5, or than the 1e9 some exporters write for "to the end", is a valid input.
+  REQUIRE(b.Op("Slice", {x, b.Ints("s5", {0}), b.Ints("e5", {5}), b.Ints("a5", {1})}).ok());
+  CHECK(b.OutShape() == "[N, min(5, T), 32]");
+  REQUIRE(b.Op("Slice", {x, b.Ints("s6", {-3}), b.Ints("e6", {INT64_MAX}), b.Ints("a6", {1})}).ok());
+  CHECK(b.OutShape() == "[N, min(3, T), 32]");
+  REQUIRE(b.Op("Slice", {x, b.Ints("s7", {1}), b.Ints("e7", {1000000000}), b.Ints("a7", {1})}).ok());
+  CHECK(b.OutShape() == "[N, (min(1000000000, T)-1), 32]");
+  REQUIRE(b.Op("Slice", {x, b.Ints("s8", {2}), b.Ints("e8", {-1}), b.Ints("a8", {1})}).ok());
+  CHECK(b.OutShape() == "[N, max(0, ((T-min(2, T))-1)), 32]");
+  REQUIRE(b.Op("Slice", {x, b.Ints("s9", {4}), b.Ints("e9", {1}), b.Ints("a9", {1}), b.Ints("st9", {-1})}).ok());
+  CHECK(b.OutShape() == "[N, max(0, (min(4, (T-1))-min(1, (T-1)))), 32]");
+  CHECK(b.t.guards.empty());
 
   AttrMap ax;
   ax.SetInt("axis", 2);
