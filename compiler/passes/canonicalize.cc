@@ -1,6 +1,9 @@
 #include "compiler/passes/canonicalize.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "compiler/ops/registry.h"
@@ -48,19 +51,11 @@ class Canonicalizer {
         KILN_RETURN_IF_ERROR(InlineIf(node, out));
         continue;
       }
-      KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
-      KILN_RETURN_IF_ERROR(CheckOutputDims(node));
-      if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
-          node.inputs[0] != ir::kNoValue) {
-        remap_[node.outputs[0]] = node.inputs[0];
-        continue;
+      if (node.op == "Range") {
+        KILN_ASSIGN_OR_RETURN(bool rewritten, RangeOverIntegers(node, out));
+        if (rewritten) continue;
       }
-      if (!NeedsInstruction(node)) continue;
-      if (CanFold(trace_, node)) {
-        KILN_RETURN_IF_ERROR(FoldNode(trace_, node));
-        continue;
-      }
-      out.push_back(std::move(node));
+      KILN_RETURN_IF_ERROR(Process(std::move(node), out));
     }
     return Status::Ok();
   }
@@ -70,6 +65,90 @@ class Canonicalizer {
   std::vector<ir::Guard>& guards() { return guards_; }
 
  private:
+  // Infers `node`, then folds it, forwards it (Identity) or appends it to `out`.
+  Status Process(ir::Node node, std::vector<ir::Node>& out) {
+    KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
+    KILN_RETURN_IF_ERROR(CheckOutputDims(node));
+    if (node.op == "Cast" && node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] != ir::kNoValue &&
+        IsIntegerDType(trace_.value(node.inputs[0]).dtype) && IsFloatDType(trace_.value(node.outputs[0]).dtype))
+      cast_from_int_[node.outputs[0]] = node.inputs[0];
+    if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
+        node.inputs[0] != ir::kNoValue) {
+      remap_[node.outputs[0]] = node.inputs[0];
+      return Status::Ok();
+    }
+    if (!NeedsInstruction(node)) return Status::Ok();
+    if (CanFold(trace_, node)) return FoldNode(trace_, node);
+    out.push_back(std::move(node));
+    return Status::Ok();
+  }
+
+  static bool IsIntegerDType(DType t) {
+    return t == DType::kInt64 || t == DType::kInt32 || t == DType::kInt16 || t == DType::kInt8 ||
+           t == DType::kUInt32 || t == DType::kUInt16 || t == DType::kUInt8;
+  }
+  static bool IsFloatDType(DType t) {
+    return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
+  }
+
+  // A float Range whose start, limit and delta are integers (float constants of integral value,
+  // or Casts of integer tensors), such as YOLOv8's anchor grid Range(0, Cast<float>(W), 1), is
+  // the integer Range cast to float: the same values (exact below 2^24 in float32), and its
+  // length is an expression in the shapes rather than data. Rewritten so (true) when at least
+  // one operand is not a constant; false leaves the node as it is. New values are never
+  // remapped (remap_ covers the imported ones).
+  Result<bool> RangeOverIntegers(const ir::Node& node, std::vector<ir::Node>& out) {
+    if (node.inputs.size() != 3 || node.outputs.size() != 1 || node.outputs[0] == ir::kNoValue) return false;
+    const ir::ValueId result = node.outputs[0];
+    for (ir::ValueId id : node.inputs)
+      if (id == ir::kNoValue || !IsFloatDType(trace_.value(id).dtype)) return false;
+    std::vector<ir::ValueId> ints;
+    bool computed = false;
+    for (ir::ValueId id : node.inputs) {
+      const ir::Value& v = trace_.value(id);
+      if (auto c = cast_from_int_.find(id); c != cast_from_int_.end()) {
+        ints.push_back(c->second);
+        computed = true;
+      } else if (v.is_const() && v.data->num_elements() == 1 && std::isfinite(v.data->FloatAt(0)) &&
+                 v.data->FloatAt(0) == std::trunc(v.data->FloatAt(0)) && std::fabs(v.data->FloatAt(0)) < 0x1p53) {
+        auto data = std::make_shared<ir::ConstData>();
+        data->dtype = DType::kInt64;
+        const int64_t x = static_cast<int64_t>(v.data->FloatAt(0));
+        data->bytes.resize(sizeof x);
+        std::memcpy(data->bytes.data(), &x, sizeof x);
+        ir::Value c{v.name + "_int64", DType::kInt64, {}, std::move(data), std::nullopt};
+        ints.push_back(trace_.AddValue(std::move(c)));
+      } else {
+        return false;
+      }
+    }
+    if (!computed) return false;
+    // Each operand as an int64 scalar (Range needs one dtype), the int64 Range, and the Cast back.
+    auto add = [&](const char* op, std::vector<ir::ValueId> in, DType to, const std::string& suffix) {
+      ir::Node n;
+      n.op = op;
+      n.name = node.name + suffix;
+      n.inputs = std::move(in);
+      if (std::string(op) == "Cast") n.attrs.SetInt("to", static_cast<int64_t>(to));
+      ir::Value v;
+      v.name = trace_.value(result).name + suffix;
+      n.outputs = {trace_.AddValue(std::move(v))};
+      return n;
+    };
+    std::vector<ir::Node> rewritten;
+    for (ir::ValueId& id : ints)
+      if (trace_.value(id).dtype != DType::kInt64) {
+        rewritten.push_back(add("Cast", {id}, DType::kInt64, "_" + trace_.value(id).name + "_int64"));
+        id = rewritten.back().outputs[0];
+      }
+    rewritten.push_back(add("Range", ints, DType::kInt64, "_int64"));
+    ir::Node cast = add("Cast", {rewritten.back().outputs[0]}, trace_.value(node.inputs[0]).dtype, "_cast");
+    cast.outputs = {result};
+    rewritten.push_back(std::move(cast));
+    for (ir::Node& n : rewritten) KILN_RETURN_IF_ERROR(Process(std::move(n), out));
+    return true;
+  }
+
   // False when every output is constant or known element-wise as Syms, so the runtime
   // needs no instruction for it.
   bool NeedsInstruction(const ir::Node& node) {
@@ -188,6 +267,7 @@ class Canonicalizer {
   std::optional<ir::Sym> undecided_;
   std::vector<ir::Guard> guards_;
   std::unordered_set<std::string> value_symbols_;  // passes/value_inputs.h: any int64, not >= 1
+  std::unordered_map<ir::ValueId, ir::ValueId> cast_from_int_;  // a float Cast's output -> its integer input
 };
 
 // Keeps only the values the trace refers to, renumbered in order of first use.

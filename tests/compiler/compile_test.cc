@@ -161,3 +161,40 @@ TEST_CASE("compile: Slice bounds past a symbolic dim clamp at run time, fused or
     }
   }
 }
+
+TEST_CASE("compile: a float Range over a Cast shape value has a symbolic length (YOLOv8's anchor grid)") {
+  // y = Range(0.0, Cast<float>(W), 1.0) + 0.5 on x float32[1, 3, H, W]: the length is W, not data.
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "3", "H", "W"});
+  AddInt64Init(g, "i3", {}, {3});
+  AddFloatInit(g, "zero", {}, {0.0f});
+  AddFloatInit(g, "one", {}, {1.0f});
+  AddFloatInit(g, "half", {}, {0.5f});
+  AddNode(g, "Shape", {"x"}, {"s"});
+  AttrInt(AddNode(g, "Gather", {"s", "i3"}, {"w"}), "axis", 0);
+  AttrInt(AddNode(g, "Cast", {"w"}, {"wf"}), "to", onnx::TensorProto::FLOAT);
+  AddNode(g, "Range", {"zero", "wf", "one"}, {"r"}, "grid");
+  AddNode(g, "Add", {"r", "half"}, {"y"});
+  AddOutput(g, "y");
+  auto model = kiln::Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  CHECK(model->outputs()[0].shape[0].symbol == "W");
+  // The canonical trace ranges over int64 and casts the result.
+  CHECK(model->entries()[0].stage_traces[1].find("= Range(") != std::string::npos);
+  CHECK(model->entries()[0].stage_traces[1].find("int64[W]") != std::string::npos);
+  std::vector<float> x(3 * 2 * 4);
+  kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {1, 3, 2, 4})};
+  CHECK(RunFloat(CompileModel(m), in)[0] == std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f});
+  // A Range whose delta is not a whole number is data, as before.
+  g->mutable_initializer(2)->set_float_data(0, 0.5f);
+  auto path = std::filesystem::temp_directory_path() / ("kiln_range_" + std::to_string(::getpid()) + ".onnx");
+  std::string data;
+  REQUIRE(m.SerializeToString(&data));
+  std::ofstream(path, std::ios::binary) << data;
+  auto r = kiln::compiler::CompileOnnxFile(path.string(), CpuOnly(), nullptr);
+  std::filesystem::remove(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() ==
+        "node 'grid' (Range): data-dependent output shape: Range limit (wf) is not known at compile time");
+}
