@@ -182,22 +182,31 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
           ranges.emplace(s.name(), DimRange{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1});
           value_symbols.emplace(s.name(), v.name);
         }
-  // Value symbols decide If outcomes; a shape computed from one would rest on meta functions
-  // that take shape data as dims that are never -1 or 0 and indices in range
-  // (passes/value_inputs.h), so it is refused.
+  // Value symbols decide If outcomes and the shapes of the value shape operands
+  // (passes/value_inputs.h). Any other op computing a shape from one would rest on a meta
+  // function that takes shape data as dims that are never -1 or 0 and indices in range, so it
+  // is refused; an op whose input already has that shape only passes it on.
   auto shapes_from_values = [&](const ir::Trace& t) -> Status {
     if (value_symbols.empty()) return Status::Ok();
-    for (const ir::Node& n : t.body.nodes)
+    for (const ir::Node& n : t.body.nodes) {
+      if (passes::HasValueShapeOperand(n.op)) continue;
+      std::set<std::string> passed_on;
+      for (ir::ValueId id : n.inputs)
+        if (id != ir::kNoValue)
+          for (const ir::Sym& d : t.value(id).shape)
+            for (const std::string& var : d.Vars()) passed_on.insert(var);
       for (ir::ValueId id : n.outputs) {
         if (id == ir::kNoValue) continue;
         for (const ir::Sym& d : t.value(id).shape)
           for (const std::string& var : d.Vars())
-            if (auto it = value_symbols.find(var); it != value_symbols.end())
+            if (auto it = value_symbols.find(var); it != value_symbols.end() && !passed_on.count(var))
               return Unimplemented(fmt::format(
-                  "node '{}' ({}): output '{}' has shape {}, computed from the values of input '{}'; Kiln compiles "
-                  "If conditions on input values, not shapes yet: bind the input with --constant-input",
-                  n.name, n.op, t.value(id).name, ir::ShapeToString(t.value(id).shape), it->second));
+                  "node '{}' ({}): output '{}' has shape {}, computed from the values of input '{}', which this op "
+                  "takes as dims (-1 and 0 included) only when they are known: compile an entry per value with "
+                  "--profile '{}=...', or bind the input with --constant-input",
+                  n.name, n.op, t.value(id).name, ir::ShapeToString(t.value(id).shape), it->second, it->second));
       }
+    }
     return Status::Ok();
   };
   while (!work.empty()) {
@@ -396,7 +405,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
   ir::Trace imported = plain;
   const std::vector<std::string> value_symbols = passes::MarkValueInputs(imported);
   if (!value_symbols.empty())
-    log(fmt::format("value inputs: If conditions depend on {}; the prologue binds them from the input's values, "
+    log(fmt::format("value inputs: If conditions or shape operands depend on {}; the prologue binds them from the input's values, "
                     "which must be in host memory",
                     fmt::join(value_symbols, ", ")));
   const serialize::StageRecord import_stage{"import", imported.Print(), NowNs() - t0,

@@ -62,6 +62,10 @@ Sym Sym::Var(std::string name) {
   return Sym(std::make_shared<Node>(Node{SymOp::kVar, 0, std::move(name), nullptr, nullptr}));
 }
 
+Sym Sym::ValueVar(std::string name) {
+  return Sym(std::make_shared<Node>(Node{SymOp::kVar, 1, std::move(name), nullptr, nullptr}));  // value: the flag
+}
+
 Sym Sym::Make(SymOp op, const Sym& a, const Sym& b) {
   if (a.is_const() && b.is_const()) {
     // Folding that would overflow or divide by zero stays symbolic, so the runtime's

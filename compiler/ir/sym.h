@@ -26,6 +26,11 @@ class Sym {
   Sym() : Sym(int64_t{0}) {}
   Sym(int64_t v);  // NOLINT: implicit, so `shape = {1, n, 3}` reads naturally
   static Sym Var(std::string name);
+  // A value symbol: an element of a model input whose values the program depends on
+  // (passes/value_inputs.h). Unlike a dim's symbol it may be 0 or negative, so no bound is
+  // assumed for it. Same name, same symbol: Same() compares names only.
+  static Sym ValueVar(std::string name);
+  bool is_value_var() const { return node_->op == SymOp::kVar && node_->value != 0; }
 
   SymOp op() const { return node_->op; }
   bool is_const() const { return node_->op == SymOp::kConst; }

@@ -15,14 +15,20 @@ Status TopKMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckRank(*x, "X", 1, kMaxRank));
   if (kin->dtype != DType::kInt64) return InvalidArgument("input K: expected int64, found " + DTypeStr(kin->dtype));
   KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", -1), x->rank()));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> k, NeedConstInts(*kin, "K"));
-  if (k.size() != 1 || k[0] < 0)
-    return InvalidArgument("input K: expected one value >= 0, found " + Str(k));
-  if (auto n = x->shape[axis].value(); n && k[0] > *n)
-    return InvalidArgument("input K: expected at most " + std::to_string(*n) + " (X dim " + std::to_string(axis) +
-                           "), found " + std::to_string(k[0]));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> k, NeedElements(*kin, "K"));
+  if (k.size() != 1) return InvalidArgument("input K: expected one value, found " + std::to_string(k.size()));
+  if (auto kv = k[0].value()) {
+    if (*kv < 0) return InvalidArgument("input K: expected one value >= 0, found [" + std::to_string(*kv) + "]");
+    if (auto n = x->shape[axis].value(); n && *kv > *n)
+      return InvalidArgument("input K: expected at most " + std::to_string(*n) + " (X dim " + std::to_string(axis) +
+                             "), found " + std::to_string(*kv));
+  } else {
+    // K from a value input (passes/value_inputs.h): at most the axis dim, checked by the
+    // prologue; at least 1 by the output dim's own guard.
+    AddGuard(ctx, Sym(1) - Lt(x->shape[axis], k[0]));
+  }
   SymShape out = x->shape;
-  out[axis] = Sym(k[0]);
+  out[axis] = k[0];
   ctx.SetOutput(0, x->dtype, out);
   ctx.SetOutput(1, DType::kInt64, out);
   return Status::Ok();

@@ -268,7 +268,7 @@ Sym AddS(const Sym& a, const Sym& b) {
 bool NonNegative(const Sym& s) {
   switch (s.op()) {
     case SymOp::kConst: return *s.value() >= 0;
-    case SymOp::kVar: return true;
+    case SymOp::kVar: return !s.is_value_var();
     case SymOp::kEq:
     case SymOp::kLt: return true;
     case SymOp::kAdd:
@@ -295,7 +295,7 @@ int64_t LowerBound(const Sym& s) {
   };
   switch (s.op()) {
     case SymOp::kConst: return *s.value();
-    case SymOp::kVar: return 1;
+    case SymOp::kVar: return s.is_value_var() ? kNone : 1;
     case SymOp::kAdd: return add(LowerBound(s.lhs()), LowerBound(s.rhs()));
     case SymOp::kSub: {
       auto [b, o] = SplitOffset(s);  // base + constant offset
@@ -329,9 +329,13 @@ Sym MaxS(const Sym& a, const Sym& b) {
 Result<Sym> SliceBound(const Sym& d, const Sym& k, int64_t step, bool is_end) {
   constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
   if (!k.is_const()) {
-    if (!NonNegative(k)) return Unimplemented("Slice with symbolic index " + k.ToString() + " that is not provably >= 0");
-    if (step < 0) return Unimplemented("Slice with a negative step and symbolic index " + k.ToString());
-    return MinS(k, d);
+    const Sym from_start = MinS(k, step > 0 ? d : AddC(d, -1));
+    if (NonNegative(k)) return from_start;
+    // Sign unknown (a value symbol): a negative k counts from the end, chosen at run time. Both
+    // forms are evaluated, so d + min(k, 0) keeps the unused one from overflowing for huge k.
+    const Sym negative = Lt(k, Sym(0));
+    const Sym from_end = MaxS(Sym(step < 0 && is_end ? -1 : 0), d + Min(k, Sym(0)));
+    return negative * from_end + (Sym(1) - negative) * from_start;
   }
   const int64_t v = *k.value();
   if (step > 0) {

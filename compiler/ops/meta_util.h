@@ -93,7 +93,7 @@ Sym AddC(const Sym& x, int64_t c);
 Sym SubS(const Sym& a, const Sym& b);
 // a + b with constant offsets merged.
 Sym AddS(const Sym& a, const Sym& b);
-// True when the expression is provably >= 0 (symbols are dims, so they are).
+// True when the expression is provably >= 0 (a dim's symbol is; a value symbol is not known to be).
 bool NonNegative(const Sym& s);
 // A lower bound of `s` for every call the prologue accepts, where a dim symbol is at least 1
 // (its default range); INT64_MIN when none is known. LowerBound(T - 1) is 0.
@@ -106,8 +106,9 @@ Sym MaxS(const Sym& a, const Sym& b);
 // `is_end`), clamped as ONNX Slice-13 specifies: a negative k counts from the end; then with
 // step > 0 it is clamped to [0, d], with step < 0 a start to [0, d - 1] and an end to
 // [-1, d - 1]. Symbolic d gives exact Min/Max expressions (never an in-range assumption),
-// except that |k| >= INT32_MAX means "past the end" (exporters write INT64_MAX, INT32_MAX);
-// a symbolic k must be provably >= 0 and the step positive (Unimplemented otherwise).
+// except that a constant |k| >= INT32_MAX means "past the end" (exporters write INT64_MAX,
+// INT32_MAX). A symbolic k of unknown sign (a value symbol) picks its form at run time:
+// (k < 0) * clamp(d + k) + (k >= 0) * clamp(k).
 Result<Sym> SliceBound(const Sym& d, const Sym& k, int64_t step, bool is_end);
 // a / b for a product a that b divides: cancels common factors; FloorDiv otherwise.
 // Sets *exact to false when the cancellation was not complete.

@@ -14,17 +14,17 @@ namespace kiln::passes {
 namespace {
 
 // True when `s` is at least 1 for every binding the prologue accepts (dim symbols are >= 1;
-// the value symbols in `values` may be any int64), so it needs no guard. Conservative: floor
-// division and subtraction are never assumed positive.
-bool IsPositive(const ir::Sym& s, const std::unordered_set<std::string>& values) {
+// value symbols, passes/value_inputs.h, may be any int64), so it needs no guard. Conservative:
+// floor division and subtraction are never assumed positive.
+bool IsPositive(const ir::Sym& s) {
   switch (s.op()) {
     case ir::SymOp::kConst: return *s.value() >= 1;
-    case ir::SymOp::kVar: return !values.count(s.name());
+    case ir::SymOp::kVar: return !s.is_value_var();
     case ir::SymOp::kAdd:
     case ir::SymOp::kMul:
-    case ir::SymOp::kMin: return IsPositive(s.lhs(), values) && IsPositive(s.rhs(), values);
-    case ir::SymOp::kMax: return IsPositive(s.lhs(), values) || IsPositive(s.rhs(), values);
-    case ir::SymOp::kCeilDiv: return IsPositive(s.lhs(), values) && IsPositive(s.rhs(), values);
+    case ir::SymOp::kMin: return IsPositive(s.lhs()) && IsPositive(s.rhs());
+    case ir::SymOp::kMax: return IsPositive(s.lhs()) || IsPositive(s.rhs());
+    case ir::SymOp::kCeilDiv: return IsPositive(s.lhs()) && IsPositive(s.rhs());
     default: return false;
   }
 }
@@ -34,10 +34,6 @@ class Canonicalizer {
   Canonicalizer(ir::Trace& trace, const std::vector<Assumption>& assumptions)
       : trace_(trace), assumptions_(assumptions), remap_(trace.values.size()) {
     for (size_t i = 0; i < remap_.size(); ++i) remap_[i] = static_cast<ir::ValueId>(i);
-    for (ir::ValueId id : trace.inputs)
-      if (const ir::Value& v = trace.value(id); v.sym)
-        for (const ir::Sym& e : *v.sym)
-          if (e.op() == ir::SymOp::kVar) value_symbols_.insert(e.name());
   }
 
   // Processes `block` into `out`. Stops early, with undecided() set, at an If whose
@@ -197,7 +193,7 @@ class Canonicalizer {
           if ((*v.sym)[i].tree_size() > kMaxSymTreeSize) return too_big("element", i, (*v.sym)[i]);
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
-        if (IsPositive(dim, value_symbols_)) continue;
+        if (IsPositive(dim)) continue;
         if (dim.Vars().empty()) {
           if (dim.value() && *dim.value() == 0) continue;  // an empty tensor: every op and kernel accepts it
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
@@ -266,7 +262,6 @@ class Canonicalizer {
   std::vector<ir::ValueId> remap_;
   std::optional<ir::Sym> undecided_;
   std::vector<ir::Guard> guards_;
-  std::unordered_set<std::string> value_symbols_;  // passes/value_inputs.h: any int64, not >= 1
   std::unordered_map<ir::ValueId, ir::ValueId> cast_from_int_;  // a float Cast's output -> its integer input
 };
 

@@ -84,6 +84,31 @@ Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector
   return Status::Ok();
 }
 
+namespace {
+
+struct ShapeOperand {
+  const char* op;
+  int input;
+};
+constexpr ShapeOperand kValueShapeOperands[] = {
+    {"ConstantOfShape", 0}, {"Range", 0}, {"Range", 1}, {"Range", 2}, {"Slice", 1},
+    {"Slice", 2},           {"Tile", 1},  {"TopK", 1},
+};
+
+}  // namespace
+
+bool IsValueShapeOperand(const std::string& op, int input) {
+  for (const ShapeOperand& o : kValueShapeOperands)
+    if (op == o.op && input == o.input) return true;
+  return false;
+}
+
+bool HasValueShapeOperand(const std::string& op) {
+  for (const ShapeOperand& o : kValueShapeOperands)
+    if (op == o.op) return true;
+  return false;
+}
+
 std::set<ir::ValueId> ValuesReaching(const ir::Trace& trace, std::vector<ir::ValueId> work) {
   std::vector<const ir::Node*> nodes;
   Collect(trace.body, nodes);
@@ -125,13 +150,17 @@ int64_t ValueElements(const ir::Value& v) {
 }
 
 std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
-  // Back from the If conditions, through the ops whose outputs depend on their inputs' values.
-  std::vector<ir::ValueId> conditions;
+  // Back from the If conditions and the value shape operands, through the ops whose outputs
+  // depend on their inputs' values.
+  std::vector<ir::ValueId> seeds;
   std::vector<const ir::Node*> nodes;
   Collect(trace.body, nodes);
-  for (const ir::Node* n : nodes)
-    if (n->op == "If" && !n->inputs.empty()) conditions.push_back(n->inputs[0]);
-  const std::set<ir::ValueId> seen = ValuesReaching(trace, std::move(conditions));
+  for (const ir::Node* n : nodes) {
+    if (n->op == "If" && !n->inputs.empty()) seeds.push_back(n->inputs[0]);
+    for (size_t i = 0; i < n->inputs.size(); ++i)
+      if (IsValueShapeOperand(n->op, static_cast<int>(i))) seeds.push_back(n->inputs[i]);
+  }
+  const std::set<ir::ValueId> seen = ValuesReaching(trace, std::move(seeds));
 
   // Symbol names must not collide with the dims' (or another value input's).
   std::set<std::string> names;
@@ -149,7 +178,7 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
     for (int64_t e = 0; e < elements; ++e) {
       const std::string name = v.shape.empty() ? base : base + "_" + std::to_string(e);
       names.insert(name);
-      elems.push_back(ir::Sym::Var(name));
+      elems.push_back(ir::Sym::ValueVar(name));
       marked.push_back(name + " (input '" + v.name + "' element " + std::to_string(e) + ")");
     }
     v.sym = std::move(elems);

@@ -1,20 +1,25 @@
 // Value inputs: the model inputs whose values, not only their shapes, decide the compiled
-// program, because they reach an If condition (Silero's `sr`: 16 kHz or 8 kHz). Each element of
-// such an input becomes a value symbol: the input Value's `sym` holds a Var per element (named
-// after the input: "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference computes with
-// it as with a dim, an If on it becomes one entry per outcome, and the entry's prologue binds
-// the symbols from the input's values at each call (the input must then be in host memory, as
-// TensorRT requires of shape tensors).
+// program, because they reach an If condition (Silero's `sr`: 16 kHz or 8 kHz) or one of the
+// shape operands whose meta functions and lowerings are exact for any int64 value
+// (IsValueShapeOperand: Slice's starts and ends, TopK's K, Tile's repeats, ConstantOfShape's
+// shape, Range's start, limit and delta). Each element of such an input becomes a value symbol
+// (ir::Sym::ValueVar): the input Value's `sym` holds one per element (named after the input:
+// "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference computes with it as with a
+// dim, an If on it becomes one entry per outcome, every shape computed from it is an
+// expression checked by guards where the compiler needs a bound, and the entry's prologue
+// binds the symbols from the input's values at each call (the input must then be in host
+// memory, as TensorRT requires of shape tensors).
 //
-// Not yet: inputs that reach an op's shape operand (Reshape's shape, Slice's starts, TopK's K).
-// Their meta functions take symbolic shape data as dims that are never -1 or 0 and indices that
-// are in range, which holds for shapes computed from dims but not for a caller's values, so
-// they stay refused ("not known at compile time") until those semantics are decided at run time.
+// Not value inputs: those that reach other shape operands (Reshape's shape with its -1 and 0,
+// Expand's, Pad's, Resize's sizes, a Reduce's or Squeeze's axes), whose meta functions take
+// shape data as dims or axes; their values are fixed per entry by a value profile
+// (compiler/profile.h) or bound with --constant-input. compiler/compile.cc refuses a shape such
+// an op computes from a value symbol, and compiles without value symbols instead.
 //
 // An input qualifies when it is int32, int64 or bool (an If's own condition) with constant dims
-// holding 1 to
-// kMaxValueElements elements; the search from the If conditions back to the model inputs passes
-// through every op but Shape and Size, whose outputs do not depend on their input's values.
+// holding 1 to kMaxValueElements elements; the search from the If conditions and the shape
+// operands back to the model inputs passes through every op but Shape and Size, whose outputs
+// do not depend on their input's values.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,11 @@
 namespace kiln::passes {
 
 inline constexpr int64_t kMaxValueElements = 64;  // runtime/verify.cc checks the same limit
+
+// True when input `input` of `op` is a shape operand read as value symbols (above).
+bool IsValueShapeOperand(const std::string& op, int input);
+// True when `op` has such an operand: its output shapes may hold value symbols.
+bool HasValueShapeOperand(const std::string& op);
 
 // The values that `seeds` depend on through values, not only shapes: the seeds themselves, and
 // back from each through the node producing it (its inputs, an If's branch outputs), except

@@ -234,7 +234,19 @@ std::string CpuReason(const kiln::Model& model, const kiln::ExecutionContext& ct
   return "";
 }
 
-CaseResult RunCase(const fs::path& dir) {
+CaseResult RunCase(const fs::path& dir, bool profile_inputs);
+
+// A case whose inputs compiled as value symbols but whose run missed every entry (a value the
+// entry's guards exclude, such as a ConstantOfShape dim of 0) runs again with value profiles
+// for its small integer inputs, as a user would add them.
+CaseResult RunCaseOrProfiled(const fs::path& dir) {
+  CaseResult r = RunCase(dir, false);
+  if (r.outcome != Outcome::kFail || r.detail.find("run: INVALID_ARGUMENT: entry ") == std::string::npos) return r;
+  CaseResult p = RunCase(dir, true);
+  return p.outcome == Outcome::kPass ? p : r;
+}
+
+CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
   CaseResult r;
   r.name = dir.filename().string();
   onnx::ModelProto m;
@@ -280,7 +292,8 @@ CaseResult RunCase(const fs::path& dir) {
   // prologue checks its values. An input a value profile cannot fix (a float Resize scales,
   // over 64 elements) is bound to a constant instead, as `--constant-input` does. When the value
   // is computed inside the graph, the small integer inputs (at most 16 elements) get this
-  // treatment. Such passes are reported with the inputs they fixed or bound.
+  // treatment. Such passes are reported with the inputs they fixed or bound. With
+  // `profile_inputs`, every small integer input gets a value profile from the start.
   kiln::compiler::CompileOptions options;
   if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
   else if (!g_archs.empty()) options.archs = g_archs;
@@ -288,6 +301,39 @@ CaseResult RunCase(const fs::path& dir) {
   std::vector<std::string> profiled;  // value profile groups, "axes=[1]"
   std::map<std::string, kiln::io::HostTensor> fixed;  // every input either way, with its value
   kiln::Result<std::vector<uint8_t>> bytes = kiln::Status(kiln::StatusCode::kInternal, "not compiled");
+  auto fix = [&](const std::string& input) {
+    const kiln::io::HostTensor& t = first_set->at(input);
+    fixed[input] = t;
+    const int64_t n = t.num_elements();
+    if ((t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32 || t.dtype == kiln::DType::kBool) &&
+        n <= 64) {
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k)
+        v[k] = t.dtype == kiln::DType::kInt64   ? reinterpret_cast<const int64_t*>(t.bytes.data())[k]
+               : t.dtype == kiln::DType::kInt32 ? reinterpret_cast<const int32_t*>(t.bytes.data())[k]
+                                                : t.bytes[k] != 0;
+      profiled.push_back(t.dims.empty() && n == 1 ? fmt::format("{}={}", input, v[0])
+                                        : fmt::format("{}=[{}]", input, fmt::join(v, ",")));
+      auto profile = kiln::compiler::ParseProfile(fmt::format("{}", fmt::join(profiled, ";")));
+      if (profile.ok()) {
+        options.profiles = {*profile};
+        return;
+      }
+      profiled.pop_back();
+    }
+    auto data = std::make_shared<kiln::ir::ConstData>();
+    data->dtype = t.dtype;
+    data->dims = t.dims;
+    data->bytes = t.bytes;
+    options.constant_inputs[input] = std::move(data);
+    bound += (bound.empty() ? "" : ", ") + input;
+  };
+  auto small_int = [](const kiln::io::HostTensor& t) {
+    return t.num_elements() <= 16 && (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32);
+  };
+  if (profile_inputs)
+    for (const auto& [input, t] : *first_set)
+      if (small_int(t)) fix(input);
   for (;;) {
     bytes = kiln::compiler::CompileOnnxFile((dir / "model.onnx").string(), options, nullptr);
     if (bytes.ok() || bytes.status().code() != kiln::StatusCode::kUnimplemented) break;
@@ -296,33 +342,6 @@ CaseResult RunCase(const fs::path& dir) {
     const size_t open = at == std::string::npos ? at : msg.rfind('(', at);
     if (open == std::string::npos) break;
     const std::string name = msg.substr(open + 1, at - open - 1);
-    auto fix = [&](const std::string& input) {
-      const kiln::io::HostTensor& t = first_set->at(input);
-      fixed[input] = t;
-      const int64_t n = t.num_elements();
-      if ((t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32 || t.dtype == kiln::DType::kBool) &&
-          n <= 64) {
-        std::vector<int64_t> v(static_cast<size_t>(n));
-        for (int64_t k = 0; k < n; ++k)
-          v[k] = t.dtype == kiln::DType::kInt64   ? reinterpret_cast<const int64_t*>(t.bytes.data())[k]
-                 : t.dtype == kiln::DType::kInt32 ? reinterpret_cast<const int32_t*>(t.bytes.data())[k]
-                                                  : t.bytes[k] != 0;
-        profiled.push_back(t.dims.empty() && n == 1 ? fmt::format("{}={}", input, v[0])
-                                          : fmt::format("{}=[{}]", input, fmt::join(v, ",")));
-        auto profile = kiln::compiler::ParseProfile(fmt::format("{}", fmt::join(profiled, ";")));
-        if (profile.ok()) {
-          options.profiles = {*profile};
-          return;
-        }
-        profiled.pop_back();
-      }
-      auto data = std::make_shared<kiln::ir::ConstData>();
-      data->dtype = t.dtype;
-      data->dims = t.dims;
-      data->bytes = t.bytes;
-      options.constant_inputs[input] = std::move(data);
-      bound += (bound.empty() ? "" : ", ") + input;
-    };
     if (first_set->count(name)) {
       if (fixed.count(name)) break;
       fix(name);
@@ -332,9 +351,7 @@ CaseResult RunCase(const fs::path& dir) {
     // fix the small integer inputs it may come from, once.
     size_t added = 0;
     for (const auto& [input, t] : *first_set)
-      if (!fixed.count(input) && t.num_elements() <= 16 &&
-          (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32))
-        fix(input), ++added;
+      if (!fixed.count(input) && small_int(t)) fix(input), ++added;
     if (added == 0) break;
   }
   if (!bytes.ok()) {
@@ -503,7 +520,7 @@ std::vector<CaseResult> RunAll(const std::vector<fs::path>& cases, int jobs) {
       if (pid == 0) {
         close(fds[0]);
         alarm(kCaseTimeoutSeconds);
-        const std::string line = Encode(RunCase(cases[next])) + "\n";
+        const std::string line = Encode(RunCaseOrProfiled(cases[next])) + "\n";
         if (write(fds[1], line.data(), line.size()) < 0) _exit(3);
         _exit(0);
       }

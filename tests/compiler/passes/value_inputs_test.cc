@@ -1,5 +1,6 @@
 // Value inputs (compiler/passes/value_inputs.h): an int input whose values reach an If
-// condition gets value symbols, which the prologue binds from its elements.
+// condition or a value shape operand gets value symbols, which the prologue binds from its
+// elements.
 #include "compiler/passes/value_inputs.h"
 
 #include <doctest/doctest.h>
@@ -70,12 +71,14 @@ TEST_CASE("value inputs: an If on an input's value compiles to one entry per out
   CHECK(st.message().find("input 'mode' is in device memory") != std::string::npos);
 }
 
-TEST_CASE("value inputs: a shape computed from an input's values is not compiled; the model compiles as without them") {
+TEST_CASE("value inputs: a shape another op computes from an input's values is refused; the model compiles as without them") {
   auto m = IfOnValueModel();
   auto* g = m.mutable_graph();
-  AddInt64Init(g, "zero", {}, {0});
-  AddNode(g, "Range", {"zero", "mode", "one"}, {"steps"}, "range");  // [mode] elements
-  AddOutput(g, "steps");
+  AddInt64Init(g, "axes0", {1}, {0});
+  AddNode(g, "Unsqueeze", {"mode", "axes0"}, {"mode_1d"}, "unsqueeze");
+  AddFloatInit(g, "fill", {1}, {7.0f});
+  AddNode(g, "Expand", {"fill", "mode_1d"}, {"filled"}, "expand");  // [mode] elements
+  AddOutput(g, "filled");
   const auto path = std::filesystem::temp_directory_path() / ("kiln_value_inputs_" + std::to_string(::getpid()) + ".onnx");
   std::string bytes;
   REQUIRE(m.SerializeToString(&bytes));
@@ -85,15 +88,81 @@ TEST_CASE("value inputs: a shape computed from an input's values is not compiled
   options.log = [&](const std::string& line) { log.push_back(line); };
   auto artifact = compiler::CompileOnnxFile(path.string(), options, nullptr);
   std::filesystem::remove(path);
-  // With value symbols, the Range's length would be one: refused, naming the node and the input.
+  // With value symbols, Expand would take the value as a dim: refused, naming the node and the input.
   CHECK(std::find(log.begin(), log.end(),
-                  "value inputs: node 'range' (Range): output 'steps' has shape [mode], computed from the values of "
-                  "input 'mode'; Kiln compiles If conditions on input values, not shapes yet: bind the input with "
-                  "--constant-input; compiling without them") != log.end());
+                  "value inputs: node 'expand' (Expand): output 'filled' has shape [mode], computed from the values "
+                  "of input 'mode', which this op takes as dims (-1 and 0 included) only when they are known: "
+                  "compile an entry per value with --profile 'mode=...', or bind the input with --constant-input; "
+                  "compiling without them") != log.end());
   // Without them, the If on the input's data is refused as before.
   REQUIRE_FALSE(artifact.ok());
   CHECK(artifact.status().code() == StatusCode::kUnimplemented);
   CHECK(artifact.status().message().find("node 'branch' (If): the condition depends on tensor data") !=
+        std::string::npos);
+}
+
+TEST_CASE("value inputs: Slice, TopK, Tile, ConstantOfShape and Range take their sizes from an input's values") {
+  // x float32[6]; s, e, k, r, c int64[1]; n int64 scalar. Every output's size comes from a value.
+  auto m = MakeModel(16);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"6"});
+  for (const char* name : {"s", "e", "k", "r", "c"}) AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
+  AddInput(g, "n", {}, onnx::TensorProto::INT64);
+  AddInt64Init(g, "zero", {}, {0});
+  AddInt64Init(g, "one", {}, {1});
+  AddNode(g, "Slice", {"x", "s", "e"}, {"sliced"}, "slice");
+  AddNode(g, "TopK", {"x", "k"}, {"top", "top_indices"}, "topk");
+  AddNode(g, "Tile", {"x", "r"}, {"tiled"}, "tile");
+  AddNode(g, "ConstantOfShape", {"c"}, {"zeros"}, "fill");
+  AddNode(g, "Range", {"zero", "n", "one"}, {"steps"}, "range");
+  for (const char* name : {"sliced", "top", "tiled", "zeros", "steps"}) AddOutput(g, name);
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
+  REQUIRE(model->inputs().size() == 7);  // every input kept
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[6] = {5, 1, 4, 2, 6, 3};
+  auto run = [&](int64_t s, int64_t e, int64_t k, int64_t r, int64_t c, int64_t n,
+                 std::vector<std::vector<float>>* floats, std::vector<int64_t>* steps) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {6}), TensorView::Host(&s, DType::kInt64, {1}),
+                       TensorView::Host(&e, DType::kInt64, {1}),  TensorView::Host(&k, DType::kInt64, {1}),
+                       TensorView::Host(&r, DType::kInt64, {1}),  TensorView::Host(&c, DType::kInt64, {1}),
+                       TensorView::Host(&n, DType::kInt64, {})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *floats = FloatCopies(std::span<const TensorView>(out.data(), 4));
+    const int64_t* p = static_cast<const int64_t*>(out[4].data);
+    steps->assign(p, p + out[4].num_elements());
+    return Status::Ok();
+  };
+  std::vector<std::vector<float>> y;
+  std::vector<int64_t> steps;
+  REQUIRE(run(1, 4, 2, 2, 3, 4, &y, &steps).ok());
+  CHECK(y[0] == std::vector<float>{1, 4, 2});
+  CHECK(y[1] == std::vector<float>{6, 5});
+  CHECK(y[2] == std::vector<float>{5, 1, 4, 2, 6, 3, 5, 1, 4, 2, 6, 3});
+  CHECK(y[3] == std::vector<float>{0, 0, 0});
+  CHECK(steps == std::vector<int64_t>{0, 1, 2, 3});
+  // Negative and out-of-range Slice bounds are clamped as ONNX says, at run time.
+  REQUIRE(run(-2, INT64_MAX, 6, 1, 1, 1, &y, &steps).ok());
+  CHECK(y[0] == std::vector<float>{6, 3});
+  CHECK(y[1] == std::vector<float>{6, 5, 4, 3, 2, 1});
+  REQUIRE(run(-100, -5, 1, 1, 1, 1, &y, &steps).ok());
+  CHECK(y[0] == std::vector<float>{5});
+  // What the guards exclude is a miss naming the value: K past the axis, an empty output.
+  const std::string too_big = std::string(run(0, 6, 7, 1, 1, 1, &y, &steps).message());
+  CHECK(too_big.find("guard (1-(6 < k_0)) from node 'topk' (TopK) does not hold for k_0 = 7 (input 'k' element 0)") !=
+        std::string::npos);
+  // A huge or overflowing value is a precise error, never an allocation or a wrong size.
+  const Status huge = run(0, 6, 1, 1, 1000000000000000, 1, &y, &steps);
+  CHECK(huge.code() == StatusCode::kResourceExhausted);
+  CHECK(huge.message().find("these shapes need an arena of 4000000000000256 bytes") != std::string::npos);
+  const Status overflow = run(0, 6, 1, 4611686018427387904, 1, 1, &y, &steps);
+  CHECK(overflow.code() == StatusCode::kInvalidArgument);
+  CHECK(overflow.message().find("(6 * r_0): int64 overflow computing 6 * 4611686018427387904") != std::string::npos);
+  const std::string empty = std::string(run(0, 6, 1, 1, 1, 0, &y, &steps).message());
+  CHECK(empty.find("from node 'range' (Range), whose output 'steps' dim 0 must be >= 1 does not hold for n = 0") !=
         std::string::npos);
 }
 
@@ -115,7 +184,7 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
   REQUIRE(model.ok());
   CHECK(model->format_version() == 3);  // no value symbols: older runtimes still read it
 
-  // A shape operand's input is not one yet (value_inputs.h): still refused at compile time.
+  // Reshape's shape operand is not one (value_inputs.h): refused at compile time, or a value profile.
   auto r = MakeModel(16);
   auto* h = r.mutable_graph();
   AddInput(h, "x", {"6"});
