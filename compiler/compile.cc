@@ -484,7 +484,13 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
   Status st = compile_entries(!value_symbols.empty());
   if (!st.ok() && !value_symbols.empty()) {
     log(fmt::format("value inputs: {}; compiling without them", st.message()));
+    const Status with_values = st;
     st = compile_entries(false);
+    // When both fail, a value the compiler needs even with value symbols (a Slice's axes beside
+    // its symbolic starts) is the one to name: fixing it is what lets the model compile.
+    if (!st.ok() && with_values.code() == StatusCode::kUnimplemented &&
+        with_values.message().find(") is not known at compile time") != std::string_view::npos)
+      st = with_values;
   }
   if (!st.ok()) return WithValueProfileHint(st, plain, resolved);
   t0 = NowNs();

@@ -198,3 +198,39 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+
+TEST_CASE("value inputs: a Slice whose axes are an input names the axes, which a value profile fixes") {
+  auto m = MakeModel(16);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4", "6"});
+  for (const char* name : {"starts", "ends", "axes"}) AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
+  AddNode(g, "Slice", {"x", "starts", "ends", "axes"}, {"y"}, "slice");
+  AddOutput(g, "y");
+  const auto path = std::filesystem::temp_directory_path() / ("kiln_value_axes_" + std::to_string(::getpid()) + ".onnx");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto artifact = compiler::CompileOnnxFile(path.string(), CpuOnly(), nullptr);
+  REQUIRE_FALSE(artifact.ok());
+  CHECK(artifact.status().message().find("axes (axes) is not known at compile time; it depends on the values of "
+                                         "input 'axes' (int64[1])") != std::string::npos);
+  compiler::CompileOptions options = CpuOnly();
+  options.profiles = {*compiler::ParseProfile("axes=[1]")};
+  auto model = Model::Load(*compiler::CompileOnnxFile(path.string(), options, nullptr));
+  std::filesystem::remove(path);
+  REQUIRE(model.ok());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  const int64_t starts = -4, ends = 5, axes = 1;  // columns 2..4 of each row: starts and ends stay symbolic
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {4, 6}), TensorView::Host(&starts, DType::kInt64, {1}),
+                     TensorView::Host(&ends, DType::kInt64, {1}), TensorView::Host(&axes, DType::kInt64, {1})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  CHECK(FloatCopies(out)[0] == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16, 20, 21, 22});
+}
+
+}  // namespace kiln::testing
