@@ -66,11 +66,43 @@ Status SameCount(MetaContext& ctx, const SymShape& a, const SymShape& b, const s
   return Status::Ok();
 }
 
+// Reshape to a shape that holds value symbols (passes/value_inputs.h), whose elements may turn
+// out to be 0 (copy the input dim, unless allowzero) or -1 (inferred) at each call: every output
+// dim is the exact expression of all three cases, and guards check what the spec requires (each
+// element >= -1, at most one -1, the element count kept).
+Status ReshapeFromValues(MetaContext& ctx, const Value& x, const std::vector<Sym>& shape, bool allowzero) {
+  const Sym total = NumElements(x.shape);
+  const size_t n = shape.size();
+  std::vector<Sym> minus_one(n), dim(n);  // dim: the element's dim unless it is the -1
+  Sym count_minus_one(0), known(1);
+  for (size_t i = 0; i < n; ++i) {
+    const Sym& e = shape[i];
+    const bool copies = !allowzero && i < x.shape.size();
+    if (!copies) AddGuard(ctx, Sym(1) - Eq(e, 0) * Sym(allowzero ? 0 : 1));  // a 0 past the input rank
+    AddGuard(ctx, Lt(Sym(-2), e));
+    minus_one[i] = Eq(e, -1);
+    const Sym zero = copies ? Eq(e, 0) : Sym(0);
+    dim[i] = zero * (copies ? x.shape[i] : Sym(0)) + (Sym(1) - zero) * e;
+    count_minus_one = count_minus_one + minus_one[i];
+    known = known * (minus_one[i] + (Sym(1) - minus_one[i]) * dim[i]);
+  }
+  AddGuard(ctx, Lt(count_minus_one, 2));
+  // Every term is evaluated at each call: max(known, 1) keeps a 0 dim (allowzero) from dividing
+  // by zero where no element is -1 (with one, the count guard below fails instead).
+  const Sym inferred = FloorDiv(total, Max(known, Sym(1)));
+  SymShape out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = minus_one[i] * inferred + (Sym(1) - minus_one[i]) * dim[i];
+  AddGuard(ctx, Eq(NumElements(out), total));
+  ctx.SetOutput(0, x.dtype, out);
+  return Status::Ok();
+}
+
 Status ReshapeMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
   KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, ShapeInput(ctx, 1, "shape"));
   bool allowzero = ctx.attrs().GetInt("allowzero", 0) != 0;
+  if (std::any_of(shape.begin(), shape.end(), HasValueVar)) return ReshapeFromValues(ctx, *x, shape, allowzero);
   SymShape out;
   int infer = -1;
   bool has_zero = false;

@@ -287,6 +287,14 @@ bool NonNegative(const Sym& s) {
   return false;
 }
 
+bool HasValueVar(const Sym& s) {
+  switch (s.op()) {
+    case SymOp::kConst: return false;
+    case SymOp::kVar: return s.is_value_var();
+    default: return HasValueVar(s.lhs()) || HasValueVar(s.rhs());
+  }
+}
+
 int64_t LowerBound(const Sym& s) {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
   auto add = [](int64_t a, int64_t b) {

@@ -184,12 +184,12 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
   REQUIRE(model.ok());
   CHECK(model->format_version() == 3);  // no value symbols: older runtimes still read it
 
-  // Reshape's shape operand is not one (value_inputs.h): refused at compile time, or a value profile.
+  // Expand's shape operand is not one (value_inputs.h): refused at compile time, or a value profile.
   auto r = MakeModel(16);
   auto* h = r.mutable_graph();
   AddInput(h, "x", {"6"});
   AddInput(h, "shape", {"2"}, onnx::TensorProto::INT64);
-  AddNode(h, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  AddNode(h, "Expand", {"x", "shape"}, {"y"}, "expand");
   AddOutput(h, "y");
   auto reshape = Import(r);
   REQUIRE(reshape.ok());
@@ -231,6 +231,49 @@ TEST_CASE("value inputs: a Slice whose axes are an input names the axes, which a
   std::vector<TensorView> out;
   REQUIRE(ctx->Run(in, out).ok());
   CHECK(FloatCopies(out)[0] == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16, 20, 21, 22});
+}
+
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+
+TEST_CASE("value inputs: Reshape to a shape input, with its 0 and -1 decided at each call") {
+  auto m = MakeModel(16);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3", "4"});
+  AddInput(g, "shape", {"3"}, onnx::TensorProto::INT64);
+  AddNode(g, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  REQUIRE(model->inputs().size() == 2);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  auto run = [&](std::vector<int64_t> shape, std::vector<int64_t>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {2, 3, 4}),
+                       TensorView::Host(shape.data(), DType::kInt64, {3})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    CHECK(FloatCopies(out)[0] == x);  // a reshape keeps the elements in order
+    return Status::Ok();
+  };
+  std::vector<int64_t> dims;
+  REQUIRE(run({4, -1, 2}, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{4, 3, 2});
+  REQUIRE(run({0, 3, -1}, &dims).ok());  // 0 copies the input's dim 0
+  CHECK(dims == std::vector<int64_t>{2, 3, 4});
+  REQUIRE(run({2, 12, 1}, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 12, 1});
+  // What the spec forbids fails the prologue, naming the values.
+  CHECK(run({5, -1, 1}, &dims).message().find("does not hold for shape_0 = 5 (input 'shape' element 0)") !=
+        std::string::npos);
+  CHECK(run({-1, -1, 24}, &dims).message().find("(((shape_0 == -1)+(shape_1 == -1))+(shape_2 == -1)) < 2") !=
+        std::string::npos);
+  CHECK(run({-3, 2, 4}, &dims).message().find("does not hold for shape_0 = -3 (input 'shape' element 0)") !=
+        std::string::npos);
 }
 
 }  // namespace kiln::testing
