@@ -320,7 +320,19 @@ Status ExpandMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
   KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, ShapeInput(ctx, 1, "shape"));
-  KILN_ASSIGN_OR_RETURN(SymShape out, Broadcast(ctx, x->shape, shape));
+  // An element from a value input (passes/value_inputs.h) may be 1 where the input's dim is
+  // larger, and Expand then keeps the input's dim: such an element takes the input's dim (unless
+  // that is 1, where the element is the dim), guarded to be 1 or equal to it.
+  std::vector<Sym> target = shape;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const size_t from_end = shape.size() - 1 - i;
+    if (!HasValueVar(shape[i]) || from_end >= x->shape.size()) continue;
+    const Sym& a = x->shape[x->shape.size() - 1 - from_end];
+    if (a.is_const() && *a.value() == 1) continue;
+    AddGuard(ctx, Lt(Sym(0), Eq(shape[i], Sym(1)) + Eq(shape[i], a)));
+    target[i] = a;
+  }
+  KILN_ASSIGN_OR_RETURN(SymShape out, Broadcast(ctx, x->shape, target));
   ctx.SetOutput(0, x->dtype, out);
   if (IsStatic(x->shape) && IsStatic(out) && *NumElements(out).value() <= kMaxSymElements)
     if (auto e = Elements(*x)) SetSym(ctx, 0, BroadcastElements(*e, StaticDims(x->shape), StaticDims(out)));

@@ -91,8 +91,8 @@ struct ShapeOperand {
   int input;
 };
 constexpr ShapeOperand kValueShapeOperands[] = {
-    {"ConstantOfShape", 0}, {"Range", 0}, {"Range", 1}, {"Range", 2}, {"Reshape", 1},
-    {"Slice", 1},           {"Slice", 2}, {"Tile", 1},  {"TopK", 1},
+    {"ConstantOfShape", 0}, {"Expand", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2}, {"Reshape", 1},
+    {"Slice", 1},           {"Slice", 2},  {"Split", 1}, {"Tile", 1},  {"TopK", 1},
 };
 
 }  // namespace

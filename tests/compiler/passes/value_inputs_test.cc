@@ -77,7 +77,9 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   AddInt64Init(g, "axes0", {1}, {0});
   AddNode(g, "Unsqueeze", {"mode", "axes0"}, {"mode_1d"}, "unsqueeze");
   AddFloatInit(g, "fill", {1}, {7.0f});
-  AddNode(g, "Expand", {"fill", "mode_1d"}, {"filled"}, "expand");  // [mode] elements
+  AddInt64Init(g, "no_pad", {1}, {0});
+  AttrInt(AddNode(g, "Concat", {"no_pad", "mode_1d"}, {"pads"}, "concat"), "axis", 0);
+  AddNode(g, "Pad", {"fill", "pads"}, {"filled"}, "pad");  // [1 + mode] elements
   AddOutput(g, "filled");
   const auto path = std::filesystem::temp_directory_path() / ("kiln_value_inputs_" + std::to_string(::getpid()) + ".onnx");
   std::string bytes;
@@ -88,9 +90,9 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   options.log = [&](const std::string& line) { log.push_back(line); };
   auto artifact = compiler::CompileOnnxFile(path.string(), options, nullptr);
   std::filesystem::remove(path);
-  // With value symbols, Expand would take the value as a dim: refused, naming the node and the input.
+  // With value symbols, Pad would take the value as a pad: refused, naming the node and the input.
   CHECK(std::find(log.begin(), log.end(),
-                  "value inputs: node 'expand' (Expand): output 'filled' has shape [mode], computed from the values "
+                  "value inputs: node 'pad' (Pad): output 'filled' has shape [(mode+1)], computed from the values "
                   "of input 'mode', which this op takes as dims (-1 and 0 included) only when they are known: "
                   "compile an entry per value with --profile 'mode=...', or bind the input with --constant-input; "
                   "compiling without them") != log.end());
@@ -184,16 +186,16 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
   REQUIRE(model.ok());
   CHECK(model->format_version() == 3);  // no value symbols: older runtimes still read it
 
-  // Expand's shape operand is not one (value_inputs.h): refused at compile time, or a value profile.
+  // Pad's pads operand is not one (value_inputs.h): refused at compile time, or a value profile.
   auto r = MakeModel(16);
   auto* h = r.mutable_graph();
   AddInput(h, "x", {"6"});
-  AddInput(h, "shape", {"2"}, onnx::TensorProto::INT64);
-  AddNode(h, "Expand", {"x", "shape"}, {"y"}, "expand");
+  AddInput(h, "pads", {"2"}, onnx::TensorProto::INT64);
+  AddNode(h, "Pad", {"x", "pads"}, {"y"}, "pad");
   AddOutput(h, "y");
-  auto reshape = Import(r);
-  REQUIRE(reshape.ok());
-  CHECK(passes::MarkValueInputs(*reshape).empty());
+  auto pad = Import(r);
+  REQUIRE(pad.ok());
+  CHECK(passes::MarkValueInputs(*pad).empty());
 }
 
 }  // namespace
@@ -274,6 +276,53 @@ TEST_CASE("value inputs: Reshape to a shape input, with its 0 and -1 decided at 
         std::string::npos);
   CHECK(run({-3, 2, 4}, &dims).message().find("does not hold for shape_0 = -3 (input 'shape' element 0)") !=
         std::string::npos);
+}
+
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+
+TEST_CASE("value inputs: Expand to a shape input and Split by a sizes input") {
+  // e = Expand(x float32[3, 1], shape int64[3]); a, b = Split(z float32[6], split int64[2]).
+  auto m = MakeModel(16);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"3", "1"});
+  AddInput(g, "shape", {"3"}, onnx::TensorProto::INT64);
+  AddInput(g, "z", {"6"});
+  AddInput(g, "split", {"2"}, onnx::TensorProto::INT64);
+  AddNode(g, "Expand", {"x", "shape"}, {"e"}, "expand");
+  AddNode(g, "Split", {"z", "split"}, {"a", "b"}, "split");
+  for (const char* name : {"e", "a", "b"}) AddOutput(g, name);
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  REQUIRE(model->inputs().size() == 4);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[3] = {1, 2, 3}, z[6] = {10, 11, 12, 13, 14, 15};
+  auto run = [&](std::vector<int64_t> shape, std::vector<int64_t> split, std::vector<std::vector<float>>* y,
+                 std::vector<int64_t>* e_dims) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {3, 1}), TensorView::Host(shape.data(), DType::kInt64, {3}),
+                       TensorView::Host(z, DType::kFloat32, {6}), TensorView::Host(split.data(), DType::kInt64, {2})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out);
+    e_dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    return Status::Ok();
+  };
+  std::vector<std::vector<float>> y;
+  std::vector<int64_t> dims;
+  // shape [2, 1, 2]: the 1 keeps x's 3 (numpy broadcasting), the 2s add and widen dims.
+  REQUIRE(run({2, 1, 2}, {2, 4}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 3, 2});
+  CHECK(y[0] == std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  CHECK(y[1] == std::vector<float>{10, 11});
+  CHECK(y[2] == std::vector<float>{12, 13, 14, 15});
+  REQUIRE(run({1, 3, 1}, {5, 1}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{1, 3, 1});
+  CHECK(y[2] == std::vector<float>{15});
+  // A dim that neither equals x's nor is 1, and sizes that do not sum to the dim, fail the prologue.
+  CHECK(run({1, 4, 1}, {2, 4}, &y, &dims).message().find("(input 'shape' element 1)") != std::string::npos);
+  CHECK(run({1, 3, 1}, {2, 3}, &y, &dims).message().find("(input 'split' element 1)") != std::string::npos);
 }
 
 }  // namespace kiln::testing
