@@ -1,5 +1,5 @@
 // Meta function of CenterCropPad (runtime/cpu/center_crop_pad.cc): the `shape` input sets
-// the output's size along `axes`, so it must be known at compile time.
+// the output's size along `axes`, known at compile time or a value input's symbols.
 #include <string>
 
 #include "compiler/ops/families.h"
@@ -21,14 +21,17 @@ Status CenterCropPadMeta(MetaContext& ctx) {
   if (!ctx.attrs().Has("axes"))
     for (int d = 0; d < x->rank(); ++d) axes_attr.push_back(d);
   KILN_ASSIGN_OR_RETURN(std::vector<int> axes, NormAxes(axes_attr, x->rank()));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, NeedConstInts(*shape, "shape"));
+  // Sizes from a value input (passes/value_inputs.h) are value symbols: the output dim's own
+  // guard checks them at each call.
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> sizes, NeedElements(*shape, "shape"));
   if (sizes.size() != axes.size())
     return InvalidArgument("input shape: expected " + std::to_string(axes.size()) + " values (one per axis), found " +
                            std::to_string(sizes.size()));
   SymShape out = x->shape;
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (sizes[i] < 0) return InvalidArgument("input shape: expected sizes >= 0, found " + Str(sizes));
-    out[axes[i]] = Sym(sizes[i]);
+    if (sizes[i].is_const() && *sizes[i].value() < 0)
+      return InvalidArgument("input shape: expected sizes >= 0, found " + Str(sizes));
+    out[axes[i]] = sizes[i];
   }
   ctx.SetOutput(0, x->dtype, out);
   return Status::Ok();

@@ -45,18 +45,20 @@ Status AffineGridMeta(MetaContext& ctx) {
   if (size->dtype != DType::kInt64) return InvalidArgument("input size: expected int64, found " + DTypeStr(size->dtype));
   if (int64_t a = ctx.attrs().GetInt("align_corners", 0); a != 0 && a != 1)
     return InvalidArgument("attribute 'align_corners': expected 0 or 1, found " + std::to_string(a));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> sz, NeedConstInts(*size, "input size"));
+  // Constants, or a value input's symbols (passes/value_inputs.h), which guards check.
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> sz, NeedElements(*size, "input size"));
   if (sz.size() != 4 && sz.size() != 5)
     return InvalidArgument("input size: expected [N, C, H, W] or [N, C, D, H, W], found " + Str(sz));
-  for (int64_t d : sz)
-    if (d < 1) return InvalidArgument("input size: expected positive dims, found " + Str(sz));
+  for (const Sym& d : sz)
+    if (d.is_const() && *d.value() < 1) return InvalidArgument("input size: expected positive dims, found " + Str(sz));
+  if (!sz[1].is_const()) AddGuard(ctx, Lt(Sym(0), sz[1]));  // C sets no output dim
   const int64_t r = static_cast<int64_t>(sz.size()) - 2;
   KILN_RETURN_IF_ERROR(CheckRank(*theta, "input theta", 3, 3));
-  KILN_RETURN_IF_ERROR(Unify(ctx, Sym(sz[0]), theta->shape[0], "input theta dim 0 (size[0], batch)"));
+  KILN_RETURN_IF_ERROR(Unify(ctx, sz[0], theta->shape[0], "input theta dim 0 (size[0], batch)"));
   KILN_RETURN_IF_ERROR(Unify(ctx, Sym(r), theta->shape[1], "input theta dim 1 (spatial rank)"));
   KILN_RETURN_IF_ERROR(Unify(ctx, Sym(r + 1), theta->shape[2], "input theta dim 2 (spatial rank + 1)"));
-  SymShape out = {Sym(sz[0])};
-  for (int64_t i = 0; i < r; ++i) out.push_back(Sym(sz[2 + i]));
+  SymShape out = {theta->shape[0].is_const() ? theta->shape[0] : sz[0]};
+  for (int64_t i = 0; i < r; ++i) out.push_back(sz[2 + i]);
   out.push_back(Sym(r));
   ctx.SetOutput(0, theta->dtype, out);
   return Status::Ok();

@@ -1,6 +1,6 @@
 // Meta functions of the signal ops: DFT, STFT, the window generators (HannWindow,
 // HammingWindow, BlackmanWindow) and MelWeightMatrix. Lengths and sizes given as inputs
-// set output shapes, so they must be constant at compile time.
+// set output shapes: constant at compile time, or (a window's size) a value input's symbol.
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -12,6 +12,14 @@ namespace {
 Result<int64_t> ConstScalar(const Value& v, std::string_view what) {
   if (!IsInteger(v.dtype)) return InvalidArgument("input " + std::string(what) + ": expected an integer, found " + DTypeStr(v.dtype));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> e, NeedConstInts(v, "input " + std::string(what)));
+  if (e.size() != 1) return InvalidArgument("input " + std::string(what) + ": expected one element, found " + Str(e));
+  return e[0];
+}
+
+// The same, or a value symbol when the input is a value input (passes/value_inputs.h).
+Result<Sym> ScalarElement(const Value& v, std::string_view what) {
+  if (!IsInteger(v.dtype)) return InvalidArgument("input " + std::string(what) + ": expected an integer, found " + DTypeStr(v.dtype));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> e, NeedElements(v, "input " + std::string(what)));
   if (e.size() != 1) return InvalidArgument("input " + std::string(what) + ": expected one element, found " + Str(e));
   return e[0];
 }
@@ -117,12 +125,12 @@ Result<DType> OutputDatatype(MetaContext& ctx) {
 Status WindowMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* size, Need(ctx, 0, "size"));
-  KILN_ASSIGN_OR_RETURN(int64_t n, ConstScalar(*size, "size"));
-  if (n < 0) return InvalidArgument("input size: expected >= 0, found " + std::to_string(n));
+  KILN_ASSIGN_OR_RETURN(Sym n, ScalarElement(*size, "size"));
+  if (n.is_const() && *n.value() < 0) return InvalidArgument("input size: expected >= 0, found " + n.ToString());
   if (int64_t p = ctx.attrs().GetInt("periodic", 1); p != 0 && p != 1)
     return InvalidArgument("attribute 'periodic': expected 0 or 1, found " + std::to_string(p));
   KILN_ASSIGN_OR_RETURN(DType dt, OutputDatatype(ctx));
-  ctx.SetOutput(0, dt, {Sym(n)});
+  ctx.SetOutput(0, dt, {n});
   return Status::Ok();
 }
 

@@ -2,8 +2,9 @@
 // program, because they reach an If condition (Silero's `sr`: 16 kHz or 8 kHz) or one of the
 // shape operands whose meta functions and lowerings are exact for any int64 value
 // (IsValueShapeOperand: Reshape's shape, with its 0 and -1 decided at each call, Expand's shape,
-// whose 1s keep the input's dims, Slice's starts and ends, Split's sizes, TopK's K, Tile's
-// repeats, ConstantOfShape's shape, Range's start, limit and delta). Each element of such an input becomes a value symbol
+// whose 1s keep the input's dims, Slice's starts and ends, Pad's pads, Split's sizes, TopK's K,
+// Tile's repeats, ConstantOfShape's, CenterCropPad's and AffineGrid's sizes, a window's size,
+// Range's start, limit and delta). Each element of such an input becomes a value symbol
 // (ir::Sym::ValueVar): the input Value's `sym` holds one per element (named after the input:
 // "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference computes with it as with a
 // dim, an If on it becomes one entry per outcome, every shape computed from it is an
@@ -11,8 +12,8 @@
 // binds the symbols from the input's values at each call (the input must then be in host
 // memory, as TensorRT requires of shape tensors).
 //
-// Not value inputs: those that reach other shape operands (Pad's pads, Resize's sizes, a
-// Reduce's, Squeeze's or Slice's axes, OneHot's depth), whose meta functions take
+// Not value inputs: those that reach other shape operands (Resize's sizes, a Reduce's, Squeeze's
+// or Slice's axes, OneHot's depth), whose meta functions take
 // shape data as dims or axes; their values are fixed per entry by a value profile
 // (compiler/profile.h) or bound with --constant-input. compiler/compile.cc refuses a shape such
 // an op computes from a value symbol, and compiles without value symbols instead.

@@ -76,10 +76,10 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   auto* g = m.mutable_graph();
   AddInt64Init(g, "axes0", {1}, {0});
   AddNode(g, "Unsqueeze", {"mode", "axes0"}, {"mode_1d"}, "unsqueeze");
-  AddFloatInit(g, "fill", {1}, {7.0f});
-  AddInt64Init(g, "no_pad", {1}, {0});
-  AttrInt(AddNode(g, "Concat", {"no_pad", "mode_1d"}, {"pads"}, "concat"), "axis", 0);
-  AddNode(g, "Pad", {"fill", "pads"}, {"filled"}, "pad");  // [1 + mode] elements
+  AddFloatInit(g, "fill", {1, 1}, {7.0f});
+  AddInt64Init(g, "one_row", {1}, {1});
+  AttrInt(AddNode(g, "Concat", {"one_row", "mode_1d"}, {"sizes"}, "concat"), "axis", 0);
+  AddNode(g, "Resize", {"fill", "", "", "sizes"}, {"filled"}, "resize");  // [1, mode] elements
   AddOutput(g, "filled");
   const auto path = std::filesystem::temp_directory_path() / ("kiln_value_inputs_" + std::to_string(::getpid()) + ".onnx");
   std::string bytes;
@@ -90,9 +90,9 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   options.log = [&](const std::string& line) { log.push_back(line); };
   auto artifact = compiler::CompileOnnxFile(path.string(), options, nullptr);
   std::filesystem::remove(path);
-  // With value symbols, Pad would take the value as a pad: refused, naming the node and the input.
+  // With value symbols, Resize would take the value as a size: refused, naming the node and the input.
   CHECK(std::find(log.begin(), log.end(),
-                  "value inputs: node 'pad' (Pad): output 'filled' has shape [(mode+1)], computed from the values "
+                  "value inputs: node 'resize' (Resize): output 'filled' has shape [1, mode], computed from the values "
                   "of input 'mode', which this op takes as dims (-1 and 0 included) only when they are known: "
                   "compile an entry per value with --profile 'mode=...', or bind the input with --constant-input; "
                   "compiling without them") != log.end());
@@ -186,12 +186,12 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
   REQUIRE(model.ok());
   CHECK(model->format_version() == 3);  // no value symbols: older runtimes still read it
 
-  // Pad's pads operand is not one (value_inputs.h): refused at compile time, or a value profile.
+  // Squeeze's axes operand is not one (value_inputs.h): refused at compile time, or a value profile.
   auto r = MakeModel(16);
   auto* h = r.mutable_graph();
-  AddInput(h, "x", {"6"});
-  AddInput(h, "pads", {"2"}, onnx::TensorProto::INT64);
-  AddNode(h, "Pad", {"x", "pads"}, {"y"}, "pad");
+  AddInput(h, "x", {"1", "6"});
+  AddInput(h, "axes", {"1"}, onnx::TensorProto::INT64);
+  AddNode(h, "Squeeze", {"x", "axes"}, {"y"}, "squeeze");
   AddOutput(h, "y");
   auto pad = Import(r);
   REQUIRE(pad.ok());
@@ -323,6 +323,51 @@ TEST_CASE("value inputs: Expand to a shape input and Split by a sizes input") {
   // A dim that neither equals x's nor is 1, and sizes that do not sum to the dim, fail the prologue.
   CHECK(run({1, 4, 1}, {2, 4}, &y, &dims).message().find("(input 'shape' element 1)") != std::string::npos);
   CHECK(run({1, 3, 1}, {2, 3}, &y, &dims).message().find("(input 'split' element 1)") != std::string::npos);
+}
+
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+
+TEST_CASE("value inputs: Pad by a pads input and a window of an input's size") {
+  // p = Pad(x float32[4], pads int64[2], mode reflect); w = HannWindow(size int64 scalar).
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4"});
+  AddInput(g, "pads", {"2"}, onnx::TensorProto::INT64);
+  AddInput(g, "size", {}, onnx::TensorProto::INT64);
+  AttrString(AddNode(g, "Pad", {"x", "pads"}, {"p"}, "pad"), "mode", "reflect");
+  AddNode(g, "HannWindow", {"size"}, {"w"}, "window");
+  AddOutput(g, "p");
+  AddOutput(g, "w");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  REQUIRE(model->inputs().size() == 3);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[4] = {1, 2, 3, 4};
+  auto run = [&](std::vector<int64_t> pads, int64_t size, std::vector<std::vector<float>>* y) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {4}), TensorView::Host(pads.data(), DType::kInt64, {2}),
+                       TensorView::Host(&size, DType::kInt64, {})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out);
+    return Status::Ok();
+  };
+  std::vector<std::vector<float>> y;
+  REQUIRE(run({2, 1}, 4, &y).ok());
+  CHECK(y[0] == std::vector<float>{3, 2, 1, 2, 3, 4, 3});  // numpy.pad(x, (2, 1), 'reflect')
+  REQUIRE(y[1].size() == 4);                                 // periodic Hann of 4: 0, 0.5, 1, 0.5
+  CHECK(y[1][0] == doctest::Approx(0.0).epsilon(1e-6));
+  CHECK(y[1][1] == doctest::Approx(0.5).epsilon(1e-6));
+  CHECK(y[1][2] == doctest::Approx(1.0).epsilon(1e-6));
+  REQUIRE(run({-1, 0}, 2, &y).ok());  // a negative pad crops
+  CHECK(y[0] == std::vector<float>{2, 3, 4});
+  CHECK(y[1].size() == 2);
+  // Reflection reaching past the elements is refused at run time, naming the node.
+  const Status far = run({5, 0}, 2, &y);
+  CHECK_FALSE(far.ok());
+  CHECK(far.message().find("Pad") != std::string::npos);
 }
 
 }  // namespace kiln::testing
