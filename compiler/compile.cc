@@ -183,9 +183,10 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
           value_symbols.emplace(s.name(), v.name);
         }
   // Value symbols decide If outcomes and the shapes of the value shape operands
-  // (passes/value_inputs.h). Any other op computing a shape from one would rest on a meta
-  // function that takes shape data as dims that are never -1 or 0 and indices in range, so it
-  // is refused; an op whose input already has that shape only passes it on.
+  // (passes/value_inputs.h), whose meta functions are exact for any value. Every meta function
+  // that reads elements into a shape is one of those; a shape that another op computes from a
+  // value symbol (rather than passing on its input's) would break that invariant, and is an
+  // internal error, after which the model compiles without value symbols.
   auto shapes_from_values = [&](const ir::Trace& t) -> Status {
     if (value_symbols.empty()) return Status::Ok();
     for (const ir::Node& n : t.body.nodes) {
@@ -200,11 +201,10 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
         for (const ir::Sym& d : t.value(id).shape)
           for (const std::string& var : d.Vars())
             if (auto it = value_symbols.find(var); it != value_symbols.end() && !passed_on.count(var))
-              return Unimplemented(fmt::format(
-                  "node '{}' ({}): output '{}' has shape {}, computed from the values of input '{}', which this op "
-                  "takes as dims (-1 and 0 included) only when they are known: compile an entry per value with "
-                  "--profile '{}=...', or bind the input with --constant-input",
-                  n.name, n.op, t.value(id).name, ir::ShapeToString(t.value(id).shape), it->second, it->second));
+              return Internal(fmt::format(
+                  "node '{}' ({}): output '{}' has shape {}, computed from the values of input '{}', but {} has no "
+                  "value shape operand (passes/value_inputs.h)",
+                  n.name, n.op, t.value(id).name, ir::ShapeToString(t.value(id).shape), it->second, n.op));
       }
     }
     return Status::Ok();

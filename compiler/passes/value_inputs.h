@@ -1,8 +1,8 @@
 // Value inputs: the model inputs whose values, not only their shapes, decide the compiled
 // program, because they reach an If condition (Silero's `sr`: 16 kHz or 8 kHz) or one of the
-// shape operands whose meta functions and lowerings are exact for any int64 value
-// (IsValueShapeOperand: Reshape's shape, with its 0 and -1 decided at each call, Expand's shape,
-// whose 1s keep the input's dims, Slice's starts and ends, Pad's pads, Split's sizes, TopK's K,
+// shape operands whose meta functions are exact for any int64 value (IsValueShapeOperand:
+// Reshape's shape, with its 0 and -1 decided at each call, Expand's shape, whose 1s keep the
+// input's dims, Slice's starts and ends, Pad's pads, Split's sizes, Resize's sizes, TopK's K,
 // Tile's repeats, ConstantOfShape's, CenterCropPad's and AffineGrid's sizes, a window's size,
 // Range's start, limit and delta). Each element of such an input becomes a value symbol
 // (ir::Sym::ValueVar): the input Value's `sym` holds one per element (named after the input:
@@ -10,13 +10,15 @@
 // dim, an If on it becomes one entry per outcome, every shape computed from it is an
 // expression checked by guards where the compiler needs a bound, and the entry's prologue
 // binds the symbols from the input's values at each call (the input must then be in host
-// memory, as TensorRT requires of shape tensors).
+// memory, as TensorRT requires of shape tensors). Lowerings that need such a value as a
+// constant leave the op unfused, to its CPU kernel, which reads the input at each call.
 //
-// Not value inputs: those that reach other shape operands (Resize's sizes, a Reduce's, Squeeze's
-// or Slice's axes, OneHot's depth), whose meta functions take
-// shape data as dims or axes; their values are fixed per entry by a value profile
-// (compiler/profile.h) or bound with --constant-input. compiler/compile.cc refuses a shape such
-// an op computes from a value symbol, and compiles without value symbols instead.
+// Not value inputs: those that set an axis or a rank (a Reduce's, Squeeze's, Unsqueeze's or
+// Slice's axes, DFT's axis) or a float value (OneHot's depth, Resize's scales). Their meta
+// functions need the values; a value profile (compiler/profile.h) fixes them per entry, or
+// --constant-input binds them. The table above lists every meta function that reads elements
+// into a shape: compiler/compile.cc checks that no other op computes a shape from a value
+// symbol.
 //
 // An input qualifies when it is int32, int64 or bool (an If's own condition) with constant dims
 // holding 1 to kMaxValueElements elements; the search from the If conditions and the shape

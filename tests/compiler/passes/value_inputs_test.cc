@@ -71,7 +71,7 @@ TEST_CASE("value inputs: an If on an input's value compiles to one entry per out
   CHECK(st.message().find("input 'mode' is in device memory") != std::string::npos);
 }
 
-TEST_CASE("value inputs: a shape another op computes from an input's values is refused; the model compiles as without them") {
+TEST_CASE("value inputs: when the entries cannot be compiled with value symbols, the model compiles as without them") {
   auto m = IfOnValueModel();
   auto* g = m.mutable_graph();
   AddInt64Init(g, "axes0", {1}, {0});
@@ -79,7 +79,9 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   AddFloatInit(g, "fill", {1, 1}, {7.0f});
   AddInt64Init(g, "one_row", {1}, {1});
   AttrInt(AddNode(g, "Concat", {"one_row", "mode_1d"}, {"sizes"}, "concat"), "axis", 0);
-  AddNode(g, "Resize", {"fill", "", "", "sizes"}, {"filled"}, "resize");  // [1, mode] elements
+  // A kept aspect ratio rounds sizes / input in float: no expression of a value symbol.
+  AttrString(AddNode(g, "Resize", {"fill", "", "", "sizes"}, {"filled"}, "resize"), "keep_aspect_ratio_policy",
+             "not_larger");
   AddOutput(g, "filled");
   const auto path = std::filesystem::temp_directory_path() / ("kiln_value_inputs_" + std::to_string(::getpid()) + ".onnx");
   std::string bytes;
@@ -90,12 +92,10 @@ TEST_CASE("value inputs: a shape another op computes from an input's values is r
   options.log = [&](const std::string& line) { log.push_back(line); };
   auto artifact = compiler::CompileOnnxFile(path.string(), options, nullptr);
   std::filesystem::remove(path);
-  // With value symbols, Resize would take the value as a size: refused, naming the node and the input.
   CHECK(std::find(log.begin(), log.end(),
-                  "value inputs: node 'resize' (Resize): output 'filled' has shape [1, mode], computed from the values "
-                  "of input 'mode', which this op takes as dims (-1 and 0 included) only when they are known: "
-                  "compile an entry per value with --profile 'mode=...', or bind the input with --constant-input; "
-                  "compiling without them") != log.end());
+                  "value inputs: node 'resize' (Resize): keep_aspect_ratio_policy \"not_larger\": expected static sizes "
+                  "and input dims on the resized axes, found sizes [1, mode] and X [1, 1]; compiling without them") !=
+        log.end());
   // Without them, the If on the input's data is refused as before.
   REQUIRE_FALSE(artifact.ok());
   CHECK(artifact.status().code() == StatusCode::kUnimplemented);
