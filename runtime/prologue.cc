@@ -148,6 +148,23 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
   return t;
 }
 
+// True when expression `root` reads expression `target` (or is it): operands come before their
+// users, so a walk down from `root` stops below `target`.
+bool Reads(std::span<const Expr> exprs, int32_t root, int32_t target) {
+  if (root < 0 || target < 0 || static_cast<size_t>(root) >= exprs.size() || target > root) return false;
+  std::vector<bool> used(static_cast<size_t>(root) + 1, false);
+  used[root] = true;
+  for (int32_t i = root; i >= target; --i) {
+    if (!used[i]) continue;
+    if (i == target) return true;
+    const Expr& e = exprs[i];
+    if (e.op != ExprOp::kVar && e.op != ExprOp::kConst)
+      for (int64_t operand : {e.a, e.b})
+        if (operand >= 0 && operand < i) used[operand] = true;
+  }
+  return false;
+}
+
 // "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
 std::string RangeText(const PrologueDim& c) {
   if (c.max == INT64_MAX) return c.min == INT64_MIN ? "any int64" : ">= " + std::to_string(c.min);
@@ -186,12 +203,19 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
   if (why.check == PrologueCheck::kInputCount)
     return "expected " + std::to_string(p.inputs.size()) + " inputs, got " +
            std::to_string(why.got);
-  if (why.check == PrologueCheck::kGuard || why.check == PrologueCheck::kGuardError) {
-    // kGuardError evaluates the guard prefix as a whole; name the first guard.
+  if (why.check == PrologueCheck::kGuard) {
     const PrologueGuard& guard = p.guards[why.guard];
-    const std::string g = GuardText(p, exprs, guard), bound = scratch ? BindingText(p, exprs, guard.expr, *scratch) : "";
-    if (why.check == PrologueCheck::kGuard) return "guard " + g + " does not hold" + bound;
-    return "guard " + g + " could not be evaluated" + bound + ": " + FormatExprFailure(exprs, p.symbols, why.expr);
+    return "guard " + GuardText(p, exprs, guard) + " does not hold" +
+           (scratch ? BindingText(p, exprs, guard.expr, *scratch) : "");
+  }
+  if (why.check == PrologueCheck::kGuardError) {
+    // The guard prefix is evaluated as a whole: name the first guard that reads the failing
+    // expression, and the values it was computed from (an overflowing size from an input's values).
+    size_t g = 0;
+    while (g + 1 < p.guards.size() && !Reads(exprs, p.guards[g].expr, why.expr.node)) ++g;
+    return "guard " + GuardText(p, exprs, p.guards[g]) + " could not be evaluated" +
+           (scratch ? BindingText(p, exprs, why.expr.node, *scratch) : "") + ": " +
+           FormatExprFailure(exprs, p.symbols, why.expr);
   }
   const PrologueInput& in = p.inputs[why.input];
   const std::string head = "input " + Quote(in.name);

@@ -162,6 +162,8 @@ TEST_CASE("value inputs: Slice, TopK, Tile, ConstantOfShape and Range take their
   CHECK(huge.message().find("these shapes need an arena of 4000000000000256 bytes") != std::string::npos);
   const Status overflow = run(0, 6, 1, 4611686018427387904, 1, 1, &y, &steps);
   CHECK(overflow.code() == StatusCode::kInvalidArgument);
+  CHECK(overflow.message().find("from node 'tile' (Tile), whose output 'tiled' dim 0 must be >= 1 could not be "
+                                "evaluated for r_0 = 4611686018427387904 (input 'r' element 0): expr") != std::string::npos);
   CHECK(overflow.message().find("(6 * r_0): int64 overflow computing 6 * 4611686018427387904") != std::string::npos);
   const std::string empty = std::string(run(0, 6, 1, 1, 1, 0, &y, &steps).message());
   CHECK(empty.find("from node 'range' (Range), whose output 'steps' dim 0 must be >= 1 does not hold for n = 0") !=
