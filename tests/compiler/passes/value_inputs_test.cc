@@ -201,9 +201,7 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
 }
 
 }  // namespace
-}  // namespace kiln::testing
 
-namespace kiln::testing {
 
 TEST_CASE("value inputs: a Slice whose axes are an input names the axes, which a value profile fixes") {
   auto m = MakeModel(16);
@@ -237,9 +235,6 @@ TEST_CASE("value inputs: a Slice whose axes are an input names the axes, which a
   CHECK(FloatCopies(out)[0] == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16, 20, 21, 22});
 }
 
-}  // namespace kiln::testing
-
-namespace kiln::testing {
 
 TEST_CASE("value inputs: Reshape to a shape input, with its 0 and -1 decided at each call") {
   auto m = MakeModel(16);
@@ -280,9 +275,6 @@ TEST_CASE("value inputs: Reshape to a shape input, with its 0 and -1 decided at 
         std::string::npos);
 }
 
-}  // namespace kiln::testing
-
-namespace kiln::testing {
 
 TEST_CASE("value inputs: Expand to a shape input and Split by a sizes input") {
   // e = Expand(x float32[3, 1], shape int64[3]); a, b = Split(z float32[6], split int64[2]).
@@ -327,9 +319,6 @@ TEST_CASE("value inputs: Expand to a shape input and Split by a sizes input") {
   CHECK(run({1, 3, 1}, {2, 3}, &y, &dims).message().find("(input 'split' element 1)") != std::string::npos);
 }
 
-}  // namespace kiln::testing
-
-namespace kiln::testing {
 
 TEST_CASE("value inputs: Pad by a pads input and a window of an input's size") {
   // p = Pad(x float32[4], pads int64[2], mode reflect); w = HannWindow(size int64 scalar).
