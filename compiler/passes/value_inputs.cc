@@ -44,7 +44,9 @@ void Replace(ir::Block& block, ir::ValueId from, ir::ValueId to) {
 }  // namespace
 
 Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector<int64_t>>& values) {
-  for (const auto& [name, elements] : values) {
+  for (const auto& entry : values) {
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& elements = entry.second;
     auto it = std::find_if(trace.inputs.begin(), trace.inputs.end(),
                            [&](ir::ValueId id) { return trace.value(id).name == name; });
     if (it == trace.inputs.end()) return InvalidArgument("values for '" + name + "', which is not a runtime input");
