@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/ops/meta_util.h"
 #include "compiler/ops/registry.h"
 #include "compiler/passes/constant_fold.h"
 #include "compiler/passes/fold_batchnorm.h"
@@ -65,9 +65,12 @@ class Canonicalizer {
   Status Process(ir::Node node, std::vector<ir::Node>& out) {
     KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
     KILN_RETURN_IF_ERROR(CheckOutputDims(node));
-    if (node.op == "Cast" && node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] != ir::kNoValue &&
-        IsIntegerDType(trace_.value(node.inputs[0]).dtype) && IsFloatDType(trace_.value(node.outputs[0]).dtype))
-      cast_from_int_[node.outputs[0]] = node.inputs[0];
+    if (node.op == "Cast" && node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] != ir::kNoValue) {
+      // uint64 is left out: its upper half would turn negative as the int64 Range's operand.
+      const DType from = trace_.value(node.inputs[0]).dtype;
+      if (ir::meta::IsInteger(from) && from != DType::kUInt64 && ir::meta::IsFloat(trace_.value(node.outputs[0]).dtype))
+        cast_from_int_[node.outputs[0]] = node.inputs[0];
+    }
     if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
         node.inputs[0] != ir::kNoValue) {
       remap_[node.outputs[0]] = node.inputs[0];
@@ -77,14 +80,6 @@ class Canonicalizer {
     if (CanFold(trace_, node)) return FoldNode(trace_, node);
     out.push_back(std::move(node));
     return Status::Ok();
-  }
-
-  static bool IsIntegerDType(DType t) {
-    return t == DType::kInt64 || t == DType::kInt32 || t == DType::kInt16 || t == DType::kInt8 ||
-           t == DType::kUInt32 || t == DType::kUInt16 || t == DType::kUInt8;
-  }
-  static bool IsFloatDType(DType t) {
-    return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16;
   }
 
   // A float Range whose start, limit and delta are integers (float constants of integral value,
@@ -97,7 +92,7 @@ class Canonicalizer {
     if (node.inputs.size() != 3 || node.outputs.size() != 1 || node.outputs[0] == ir::kNoValue) return false;
     const ir::ValueId result = node.outputs[0];
     for (ir::ValueId id : node.inputs)
-      if (id == ir::kNoValue || !IsFloatDType(trace_.value(id).dtype)) return false;
+      if (id == ir::kNoValue || !ir::meta::IsFloat(trace_.value(id).dtype)) return false;
     std::vector<ir::ValueId> ints;
     bool computed = false;
     for (ir::ValueId id : node.inputs) {
@@ -107,12 +102,10 @@ class Canonicalizer {
         computed = true;
       } else if (v.is_const() && v.data->num_elements() == 1 && std::isfinite(v.data->FloatAt(0)) &&
                  v.data->FloatAt(0) == std::trunc(v.data->FloatAt(0)) && std::fabs(v.data->FloatAt(0)) < 0x1p53) {
-        auto data = std::make_shared<ir::ConstData>();
-        data->dtype = DType::kInt64;
-        const int64_t x = static_cast<int64_t>(v.data->FloatAt(0));
-        data->bytes.resize(sizeof x);
-        std::memcpy(data->bytes.data(), &x, sizeof x);
-        ir::Value c{v.name + "_int64", DType::kInt64, {}, std::move(data), std::nullopt};
+        ir::Value c{v.name + "_int64", DType::kInt64, {}, nullptr,
+                    std::vector<ir::Sym>{ir::Sym(static_cast<int64_t>(v.data->FloatAt(0)))}};
+        MaterializeKnownElements(c);
+        c.sym.reset();
         ints.push_back(trace_.AddValue(std::move(c)));
       } else {
         return false;
