@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
+#include <optional>
 #include <set>
 #include <unordered_map>
+
+#include "compiler/passes/constant_fold.h"
 
 namespace kiln::passes {
 namespace {
@@ -56,28 +58,17 @@ Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector
         !ir::IsStatic(v.shape))
       return InvalidArgument("input '" + name + "' (" + std::string(DTypeName(v.dtype)) + ir::ShapeToString(v.shape) +
                              "): only int32, int64 and bool inputs of constant dims can have their values fixed");
-    auto data = std::make_shared<ir::ConstData>();
-    data->dtype = v.dtype;
-    data->dims = ir::StaticDims(v.shape);
-    if (data->num_elements() != static_cast<int64_t>(elements.size()))
+    const std::optional<int64_t> count = ir::NumElements(v.shape).value();  // nullopt: past int64
+    if (count != static_cast<int64_t>(elements.size()))
       return InvalidArgument("input '" + name + "' " + ir::ShapeToString(v.shape) + " has " +
-                             std::to_string(data->num_elements()) + " elements, given " +
+                             (count ? std::to_string(*count) : std::string("more")) + " elements, given " +
                              std::to_string(elements.size()) + " values");
-    const size_t size = DTypeSize(v.dtype);
-    data->bytes.resize(elements.size() * size);
-    for (size_t k = 0; k < elements.size(); ++k) {
-      const int64_t e = elements[k];
-      const int32_t e32 = static_cast<int32_t>(e);
-      const uint8_t e8 = e != 0;
-      std::memcpy(data->bytes.data() + k * size,
-                  v.dtype == DType::kInt64 ? static_cast<const void*>(&e)
-                  : v.dtype == DType::kInt32 ? static_cast<const void*>(&e32)
-                                             : static_cast<const void*>(&e8),
-                  size);
-    }
-    ir::Value constant{name + ".value", v.dtype, v.shape, std::move(data), std::nullopt};
     std::vector<ir::Sym> syms;
     for (int64_t e : elements) syms.push_back(ir::Sym(v.dtype == DType::kBool ? int64_t{e != 0} : e));
+    // The constant every use reads: the elements stored in the input's dtype.
+    ir::Value constant{name + ".value", v.dtype, v.shape, nullptr, syms};
+    MaterializeKnownElements(constant);
+    constant.sym.reset();
     trace.value(input).sym = std::move(syms);
     const ir::ValueId c = trace.AddValue(std::move(constant));
     Replace(trace.body, input, c);
