@@ -125,20 +125,27 @@ std::string BinderText(const PrologueInput& in, int32_t symbol) {
 
 // " for H = 2 (input 'x' dim 2), W = 1 (input 'x' dim 3)": the symbols expression `expr` reads
 // (operands precede their node), as the failed call bound them.
-std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
-  if (expr < 0 || static_cast<size_t>(expr) >= exprs.size()) return "";
-  std::vector<bool> used(static_cast<size_t>(expr) + 1, false), reads(p.symbols.size(), false);
-  used[expr] = true;
-  for (int32_t i = expr; i >= 0; --i) {
-    if (!used[i]) continue;
+// The expressions `root` reads, itself included, as flags over exprs[0..root]: operands come
+// before their users, so one walk down from `root` finds them. Empty for an invalid root.
+std::vector<bool> ExprsRead(std::span<const Expr> exprs, int32_t root) {
+  if (root < 0 || static_cast<size_t>(root) >= exprs.size()) return {};
+  std::vector<bool> used(static_cast<size_t>(root) + 1, false);
+  used[root] = true;
+  for (int32_t i = root; i >= 0; --i) {
     const Expr& e = exprs[i];
-    if (e.op == ExprOp::kVar) {
-      if (e.a >= 0 && static_cast<size_t>(e.a) < reads.size()) reads[e.a] = true;
-    } else if (e.op != ExprOp::kConst) {
+    if (used[i] && e.op != ExprOp::kVar && e.op != ExprOp::kConst)
       for (int64_t operand : {e.a, e.b})
         if (operand >= 0 && operand < i) used[operand] = true;
-    }
   }
+  return used;
+}
+
+std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
+  const std::vector<bool> used = ExprsRead(exprs, expr);
+  std::vector<bool> reads(p.symbols.size(), false);
+  for (size_t i = 0; i < used.size(); ++i)
+    if (used[i] && exprs[i].op == ExprOp::kVar && exprs[i].a >= 0 && static_cast<size_t>(exprs[i].a) < reads.size())
+      reads[exprs[i].a] = true;
   std::string t;
   for (size_t k = 0; k < reads.size(); ++k) {
     if (!reads[k] || k >= s.bound_by.size() || s.bound_by[k] < 0) continue;
@@ -146,23 +153,6 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
          BinderText(p.inputs[s.bound_by[k]], static_cast<int32_t>(k)) + ")";
   }
   return t;
-}
-
-// True when expression `root` reads expression `target` (or is it): operands come before their
-// users, so a walk down from `root` stops below `target`.
-bool Reads(std::span<const Expr> exprs, int32_t root, int32_t target) {
-  if (root < 0 || target < 0 || static_cast<size_t>(root) >= exprs.size() || target > root) return false;
-  std::vector<bool> used(static_cast<size_t>(root) + 1, false);
-  used[root] = true;
-  for (int32_t i = root; i >= target; --i) {
-    if (!used[i]) continue;
-    if (i == target) return true;
-    const Expr& e = exprs[i];
-    if (e.op != ExprOp::kVar && e.op != ExprOp::kConst)
-      for (int64_t operand : {e.a, e.b})
-        if (operand >= 0 && operand < i) used[operand] = true;
-  }
-  return false;
 }
 
 // "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
@@ -212,7 +202,11 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
     // The guard prefix is evaluated as a whole: name the first guard that reads the failing
     // expression, and the values it was computed from (an overflowing size from an input's values).
     size_t g = 0;
-    while (g + 1 < p.guards.size() && !Reads(exprs, p.guards[g].expr, why.expr.node)) ++g;
+    auto reads_failing = [&](int32_t root) {
+      const std::vector<bool> used = ExprsRead(exprs, root);
+      return why.expr.node >= 0 && static_cast<size_t>(why.expr.node) < used.size() && used[why.expr.node];
+    };
+    while (g + 1 < p.guards.size() && !reads_failing(p.guards[g].expr)) ++g;
     return "guard " + GuardText(p, exprs, p.guards[g]) + " could not be evaluated" +
            (scratch ? BindingText(p, exprs, why.expr.node, *scratch) : "") + ": " +
            FormatExprFailure(exprs, p.symbols, why.expr);
