@@ -24,6 +24,22 @@
 
 namespace kiln {
 
+// How a backend sets an entry's run-time dims (PreparedEntry::runtime_dims) during Execute.
+// A Run starts with each at its bound (the context binds it so), so the instruction that
+// reports one has outputs with room for any size; the backend runs it with
+// KernelCall::runtime_size, then calls Set with the size the kernel found. When that differs
+// from the binding, the context evaluates every shape again for it and calls Backend::Prepare,
+// so the instructions after it (and Deliver) see the size; the arena does not move (its plan
+// reads no run-time dim). Errors: those of binding (kDataLoss when the memory plan does not
+// hold for the size, kInvalidArgument when a shape cannot be computed).
+class RuntimeDimSetter {
+ public:
+  virtual Status Set(int32_t dim, int64_t value) = 0;
+
+ protected:
+  ~RuntimeDimSetter() = default;
+};
+
 // One Run of entry `entry` whose binding `state` is current and prepared (Backend::Prepare).
 struct BackendRun {
   int32_t entry;
@@ -33,6 +49,7 @@ struct BackendRun {
   void* stream;                        // the caller's stream (CUstream on CUDA), or null
   Stats& stats;
   const InstructionObserver& observer;  // empty when unset; the CPU backend calls it
+  RuntimeDimSetter& runtime_dims;
 };
 
 class Backend {

@@ -62,11 +62,15 @@ class Binder {
   // tensor: dims, data pointer, arena size; then the backend places it (Backend::Prepare).
   // Runs when the symbols changed since the entry was last bound, or the backend's memory
   // moved. Checks the memory plan for these shapes (unless load did) before the backend
-  // allocates anything.
-  Status Bind(int32_t e, std::span<const TensorView> inputs) {
+  // allocates anything. Run-time dims start at their bounds, unless `runtime_dims_set` (a
+  // run-time dim changed during the run: RuntimeDimSetter).
+  Status Bind(int32_t e, std::span<const TensorView> inputs, bool runtime_dims_set = false) {
     const PreparedEntry& pe = c_.mi->prepared[e];
     EntryState& s = c_.entries[e];
     s.bound = false;
+    if (!runtime_dims_set)
+      for (const PrologueBound& b : pe.prologue.bounds)
+        s.scratch.symbol_values[static_cast<size_t>(b.symbol)] = s.scratch.expr_values[static_cast<size_t>(b.expr)];
     s.host_placement = 0;  // LayOut clears the arena pointers: the backend places them again
     ExprFailure why;
     if (!EvalExprs(pe.exprs, s.scratch.symbol_values, s.values.data(), &why))
@@ -92,12 +96,21 @@ class Binder {
     return Status::Ok();
   }
 
+  int32_t RuntimeSymbol(int32_t e, int32_t dim) const {
+    return c_.mi->prepared[e].runtime_dims[static_cast<size_t>(dim)].symbol;
+  }
+
+  // Whether the entry must be bound before it runs: its symbols changed, the backend's memory
+  // moved, or a run-time dim is not at its bound (a Run starts there, so that the instruction
+  // that reports it has room for any size: each call whose sizes changed binds twice or more).
   bool NeedsBind(int32_t e) const {
     const EntryState& s = c_.entries[e];
     if (!s.bound || !c_.backend->Holds(s)) return true;
     const auto& v = s.scratch.symbol_values;
     for (size_t k = 0; k < v.size(); ++k)
       if (v[k] != s.binding[k]) return true;
+    for (const PrologueBound& b : c_.mi->prepared[e].prologue.bounds)
+      if (v[static_cast<size_t>(b.symbol)] != s.scratch.expr_values[static_cast<size_t>(b.expr)]) return true;
     return false;
   }
 
@@ -158,6 +171,27 @@ class Binder {
   }
 
   ExecutionContext::Impl& c_;
+};
+
+// Sets the run-time dims of one Run's entry (runtime/backend.h).
+class RunRuntimeDims final : public RuntimeDimSetter {
+ public:
+  RunRuntimeDims(Binder& binder, int32_t entry, EntryState& state, std::span<const TensorView> inputs)
+      : binder_(binder), entry_(entry), state_(state), inputs_(inputs) {}
+
+  Status Set(int32_t dim, int64_t value) override {
+    const int32_t symbol = binder_.RuntimeSymbol(entry_, dim);
+    int64_t& bound = state_.scratch.symbol_values[static_cast<size_t>(symbol)];
+    if (bound == value) return Status::Ok();
+    bound = value;
+    return binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true);
+  }
+
+ private:
+  Binder& binder_;
+  int32_t entry_;
+  EntryState& state_;
+  std::span<const TensorView> inputs_;
 };
 
 namespace {
@@ -296,22 +330,25 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
   for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
 
+  // The caller's output views are checked before anything is written to them: before the
+  // run, or after it when run-time dims give the outputs' shapes (only Deliver writes them).
   const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
-  if (into_caller) {
+  const bool runtime_dims = !pe.runtime_dims.empty();
+  if (into_caller && !runtime_dims) {
     Status check = CheckCallerOutputs(c, pe, s, outputs);
     if (!check.ok()) {
       st.last_host_stop = NowNs();
       return check;
     }
   }
-  const BackendRun backend_run{hit, pe, s, inputs, stream, st, c.instruction_observer};
+  RunRuntimeDims setter(binder, hit, s, inputs);
+  const BackendRun backend_run{hit, pe, s, inputs, stream, st, c.instruction_observer, setter};
   st.last_computation_start = NowNs();
   Status run = c.backend->Execute(backend_run);
   st.last_computation_stop = NowNs();
-  if (run.ok()) {
-    st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
-    run = c.backend->Deliver(backend_run, outputs, into_caller);
-  }
+  if (run.ok()) st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
+  if (run.ok() && into_caller && runtime_dims) run = CheckCallerOutputs(c, pe, s, outputs);
+  if (run.ok()) run = c.backend->Deliver(backend_run, outputs, into_caller);
   if (run.ok() && !into_caller) {
     c.delivered.resize(outputs.size());  // sized once; no allocation after the first call
     for (size_t i = 0; i < outputs.size(); ++i) c.delivered[i] = outputs[i].data;

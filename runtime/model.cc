@@ -180,6 +180,12 @@ std::vector<TensorInfo> IoInfos(const flatbuffers::Vector<flatbuffers::Offset<fb
 Prologue BuildPrologue(const fb::Entry& e) {
   Prologue p;
   for (uint32_t s = 0; s < Size(e.symbols()); ++s) p.symbols.push_back(Str(e.symbols()->Get(s)));
+  // The verifier checked that the exprs up to the last bound read no run-time dim.
+  for (uint32_t k = 0; k < Size(e.runtime_dims()); ++k) {
+    const fb::RuntimeDim* d = e.runtime_dims()->Get(k);
+    p.bounds.push_back({d->bound(), d->symbol()});
+    p.guard_exprs = std::max(p.guard_exprs, d->bound() + 1);
+  }
   const fb::Prologue* fp = e.prologue();
   if (fp == nullptr) return p;
   for (uint32_t i = 0; i < Size(fp->inputs()); ++i) {
@@ -406,6 +412,12 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   for (uint32_t i = 0; i < Size(e.inputs()); ++i) pe.inputs.push_back(e.inputs()->Get(i));
   for (uint32_t i = 0; i < Size(e.outputs()); ++i) pe.outputs.push_back(e.outputs()->Get(i));
   pe.arena_expr = e.arena_bytes();
+  pe.runtime_dim_of.assign(pe.instructions.size(), -1);
+  for (uint32_t k = 0; k < Size(e.runtime_dims()); ++k) {
+    const fb::RuntimeDim* d = e.runtime_dims()->Get(k);
+    pe.runtime_dims.push_back({d->symbol(), d->instruction(), d->bound()});
+    pe.runtime_dim_of[static_cast<size_t>(d->instruction())] = static_cast<int32_t>(k);
+  }
 
   info.name = pe.name;
   EntryCompileStats& cs = info.compile;

@@ -69,6 +69,14 @@ struct PreparedInstruction {
   std::string executor;
 };
 
+// A run-time dim (schema/kiln.fbs RuntimeDim): symbol `symbol` is set to the size instruction
+// `instruction` reports; expr `bound_expr` (evaluated by the prologue) is its largest value.
+struct PreparedRuntimeDim {
+  int32_t symbol = 0;
+  int32_t instruction = 0;
+  int32_t bound_expr = 0;
+};
+
 struct PreparedEntry {
   std::string name;
   std::string label;  // "entry 0 (default)"
@@ -84,6 +92,8 @@ struct PreparedEntry {
   std::vector<int32_t> outputs;      // tensor index of each model output
   int32_t arena_expr = 0;
   int32_t num_symbolic_values = 0;
+  std::vector<PreparedRuntimeDim> runtime_dims;
+  std::vector<int32_t> runtime_dim_of;  // per instruction: the run-time dim it sets, or -1
   ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)
   // The memory plan's byte check passed at load: nothing in it depends on the symbols, so
   // Bind need not run it again.

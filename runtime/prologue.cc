@@ -88,7 +88,7 @@ bool RunPrologue(const Prologue& p, std::span<const Expr> exprs,
       return Fail(why, PrologueCheck::kRank, i, -1, v.rank);
     if (!CheckDims(in, v, i, s, why)) return false;
   }
-  if (p.guards.empty()) return true;
+  if (p.guard_exprs == 0) return true;
   if (!EvalExprs(exprs.first(static_cast<size_t>(p.guard_exprs)), s.symbol_values,
                  s.expr_values.data(), &why->expr)) {
     why->guard = 0;
@@ -206,8 +206,18 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
       const std::vector<bool> used = ExprsRead(exprs, root);
       return why.expr.node >= 0 && static_cast<size_t>(why.expr.node) < used.size() && used[why.expr.node];
     };
-    while (g + 1 < p.guards.size() && !reads_failing(p.guards[g].expr)) ++g;
-    return "guard " + GuardText(p, exprs, p.guards[g]) + " could not be evaluated" +
+    while (g < p.guards.size() && !reads_failing(p.guards[g].expr)) ++g;
+    std::string what;
+    if (g < p.guards.size()) {
+      what = "guard " + GuardText(p, exprs, p.guards[g]);
+    } else {
+      size_t b = 0;
+      while (b + 1 < p.bounds.size() && !reads_failing(p.bounds[b].expr)) ++b;
+      what = b < p.bounds.size() ? "the bound " + PrintExpr(exprs, p.bounds[b].expr, p.symbols) + " of run-time dim " +
+                                       p.symbols[static_cast<size_t>(p.bounds[b].symbol)]
+                                 : "an expression";
+    }
+    return what + " could not be evaluated" +
            (scratch ? BindingText(p, exprs, why.expr.node, *scratch) : "") + ": " +
            FormatExprFailure(exprs, p.symbols, why.expr);
   }

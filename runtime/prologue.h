@@ -42,11 +42,19 @@ struct PrologueGuard {
   std::string text;
 };
 
+// The largest value of a run-time dim (a symbol an instruction sets, runtime/model_impl.h's
+// PreparedRuntimeDim), which the prologue evaluates with the guards.
+struct PrologueBound {
+  int32_t expr = 0;
+  int32_t symbol = 0;
+};
+
 struct Prologue {
   std::vector<PrologueInput> inputs;
   std::vector<PrologueGuard> guards;
+  std::vector<PrologueBound> bounds;
   std::vector<std::string> symbols;  // the entry's symbol names
-  // Guards read exprs [0, guard_exprs): the prefix evaluated when guards run.
+  // Guards and bounds read exprs [0, guard_exprs): the prefix evaluated after the input checks.
   int32_t guard_exprs = 0;
 };
 
@@ -75,7 +83,7 @@ enum class PrologueCheck : uint8_t {
   kSymbolRange,     // got = dim found
   kSymbolDivisor,   // got = dim found
   kGuard,           // guard `guard` evaluated to 0
-  kGuardError,      // evaluating guard `guard` failed: see `expr`
+  kGuardError,      // evaluating the guards and bounds failed: see `expr`
   kValueMemory,     // an input whose values the prologue reads is not in host memory: got = kind
 };
 
@@ -99,8 +107,8 @@ inline constexpr MemoryKind kAnyMemory = static_cast<MemoryKind>(-1);
 // pointer aligned to the element size, rank, then each dim (constant: equal; symbol: bound
 // at first use, equal at later uses, within [min, max], a multiple of divisor), then for an
 // input with value checks its memory (host, whatever `memory` allows: the prologue reads it)
-// and each element as a dim is checked; then the guards. On success scratch.symbol_values
-// holds the binding.
+// and each element as a dim is checked; then the guards (the exprs they and the bounds read
+// evaluated into scratch.expr_values). On success scratch.symbol_values holds the binding.
 bool RunPrologue(const Prologue& prologue, std::span<const Expr> exprs,
                  std::span<const TensorView> inputs, MemoryKind memory, PrologueScratch& scratch,
                  PrologueFailure* why);

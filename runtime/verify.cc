@@ -132,11 +132,13 @@ class EntryVerifier {
 
   Status Verify() {
     KILN_RETURN_IF_ERROR(Exprs());
+    KILN_RETURN_IF_ERROR(RuntimeDims());
     KILN_RETURN_IF_ERROR(PrologueChecks());
     KILN_RETURN_IF_ERROR(Tensors());
     KILN_RETURN_IF_ERROR(Instructions());
     KILN_RETURN_IF_ERROR(EntryIo());
-    return ExprRef(e_.arena_bytes(), where_ + ": arena_bytes");
+    KILN_RETURN_IF_ERROR(ExprRef(e_.arena_bytes(), where_ + ": arena_bytes"));
+    return NoRuntimeDim(e_.arena_bytes(), where_ + ": arena_bytes");
   }
 
  private:
@@ -162,6 +164,45 @@ class EntryVerifier {
           return DataLoss(where + ": operand " + to_string(ref) + " is not an earlier node");
     }
     return Status::Ok();
+  }
+
+  // Run-time dims: each a symbol of its own, set by an instruction of its own that runs a CPU
+  // kernel which reports a size, with a bound expr.
+  Status RuntimeDims() {
+    runtime_symbol_.assign(num_symbols_, false);
+    std::vector<bool> setter(Size(e_.instructions()), false);
+    for (uint32_t k = 0; k < Size(e_.runtime_dims()); ++k) {
+      const fb::RuntimeDim* d = e_.runtime_dims()->Get(k);
+      const std::string where = where_ + " run-time dim " + to_string(k);
+      if (d->symbol() < 0 || d->symbol() >= static_cast<int64_t>(num_symbols_))
+        return DataLoss(where + ": symbol " + Range(d->symbol(), num_symbols_, "symbols"));
+      if (runtime_symbol_[d->symbol()]) return DataLoss(where + ": symbol " + to_string(d->symbol()) + " is set twice");
+      runtime_symbol_[d->symbol()] = true;
+      if (d->instruction() < 0 || d->instruction() >= static_cast<int64_t>(setter.size()))
+        return DataLoss(where + ": instruction " + Range(d->instruction(), static_cast<uint32_t>(setter.size()), "instructions"));
+      if (setter[d->instruction()])
+        return DataLoss(where + ": instruction " + to_string(d->instruction()) + " already sets a run-time dim");
+      setter[d->instruction()] = true;
+      const fb::Instruction* ins = e_.instructions()->Get(d->instruction());
+      const cpu::KernelDef* kernel = ins->kernel() < 0 ? cpu::FindKernel(ins->op()->string_view()) : nullptr;
+      if (kernel == nullptr || !kernel->runtime_size)
+        return DataLoss(where + ": instruction " + to_string(d->instruction()) + " (" + ins->op()->str() +
+                        ") does not report a run-time size");
+      KILN_RETURN_IF_ERROR(ExprRef(d->bound(), where + ": bound"));
+    }
+    reads_runtime_.assign(num_exprs_, false);
+    for (uint32_t i = 0; i < num_exprs_; ++i) {
+      const fb::ExprNode* x = e_.exprs()->Get(i);
+      if (x->op() == fb::ExprOp::Var) reads_runtime_[i] = runtime_symbol_[x->a()];
+      else if (x->op() != fb::ExprOp::Const) reads_runtime_[i] = reads_runtime_[x->a()] || reads_runtime_[x->b()];
+    }
+    return Status::Ok();
+  }
+
+  // The arena's size and its tensors' offsets do not move when a run-time dim is set mid-run.
+  Status NoRuntimeDim(int32_t expr, const std::string& what) const {
+    if (!reads_runtime_[static_cast<size_t>(expr)]) return Status::Ok();
+    return DataLoss(what + " expr " + to_string(expr) + " reads a run-time dim");
   }
 
   // An input's value checks (value symbols): an int32, int64 or bool input with constant dims whose
@@ -234,16 +275,34 @@ class EntryVerifier {
       }
       KILN_RETURN_IF_ERROR(ValueChecks(*in, where, bound));
     }
+    for (uint32_t s = 0; s < num_symbols_; ++s)
+      if (bound[s] && runtime_symbol_[s])
+        return DataLoss(where_ + ": symbol " + to_string(s) + Named(e_.symbols()->Get(s)) +
+                        " is a run-time dim, but an input binds it");
+    // The exprs the prologue evaluates (up to the last guard or run-time dim bound) read no
+    // run-time dim: it is not known then.
+    int64_t prologue_exprs = 0;
+    for (uint32_t g = 0; p && g < Size(p->guards()); ++g) {
+      KILN_RETURN_IF_ERROR(ExprRef(p->guards()->Get(g)->expr(), where_ + " guard " + to_string(g) + ":"));
+      prologue_exprs = std::max<int64_t>(prologue_exprs, p->guards()->Get(g)->expr() + 1);
+    }
+    for (uint32_t k = 0; k < Size(e_.runtime_dims()); ++k)
+      prologue_exprs = std::max<int64_t>(prologue_exprs, e_.runtime_dims()->Get(k)->bound() + 1);
     for (uint32_t i = 0; i < num_exprs_; ++i) {
       const fb::ExprNode* x = e_.exprs()->Get(i);
-      if (x->op() == fb::ExprOp::Var && !bound[x->a()])
+      if (x->op() != fb::ExprOp::Var) continue;
+      if (!bound[x->a()] && !runtime_symbol_[x->a()])
         return DataLoss(where_ + " expr " + to_string(i) + ": symbol " + to_string(x->a()) +
                         Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim or element");
+      if (runtime_symbol_[x->a()] && i < prologue_exprs)
+        return DataLoss(where_ + " expr " + to_string(i) + ": the prologue evaluates it, but it reads run-time dim " +
+                        to_string(x->a()) + Named(e_.symbols()->Get(x->a())));
     }
-    for (uint32_t g = 0; p && g < Size(p->guards()); ++g)
-      KILN_RETURN_IF_ERROR(ExprRef(p->guards()->Get(g)->expr(), where_ + " guard " + to_string(g) + ":"));
     return Status::Ok();
   }
+
+  std::vector<bool> runtime_symbol_;  // per symbol: set by an instruction (Entry.runtime_dims)
+  std::vector<bool> reads_runtime_;   // per expr: reads a run-time dim
 
   Status Tensors() {
     for (uint32_t t = 0; t < num_tensors_; ++t) {
@@ -273,6 +332,7 @@ class EntryVerifier {
         }
         case fb::Storage::Arena:
           KILN_RETURN_IF_ERROR(ExprRef(x->offset(), where + ": offset"));
+          KILN_RETURN_IF_ERROR(NoRuntimeDim(x->offset(), where + ": offset"));
           break;
         case fb::Storage::Symbolic:
           if (x->dtype() != static_cast<int32_t>(DType::kInt64) &&

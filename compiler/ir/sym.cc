@@ -66,6 +66,10 @@ Sym Sym::ValueVar(std::string name) {
   return Sym(std::make_shared<Node>(Node{SymOp::kVar, 1, std::move(name), nullptr, nullptr}));  // value: the flag
 }
 
+Sym Sym::RuntimeVar(std::string name) {
+  return Sym(std::make_shared<Node>(Node{SymOp::kVar, 2, std::move(name), nullptr, nullptr}));  // value: the flag
+}
+
 Sym Sym::Make(SymOp op, const Sym& a, const Sym& b) {
   if (a.is_const() && b.is_const()) {
     // Folding that would overflow or divide by zero stays symbolic, so the runtime's
@@ -165,6 +169,30 @@ std::optional<int64_t> Sym::Eval(const std::vector<std::pair<std::string, int64_
       if (!a || !b) return std::nullopt;
       return Apply(op(), *a, *b);
     }
+  }
+}
+
+Sym Substitute(const Sym& s, const std::vector<std::pair<std::string, Sym>>& with) {
+  switch (s.op()) {
+    case SymOp::kConst: return s;
+    case SymOp::kVar:
+      for (const auto& [name, value] : with)
+        if (name == s.name()) return value;
+      return s;
+    default: break;
+  }
+  const Sym a = Substitute(s.lhs(), with), b = Substitute(s.rhs(), with);
+  switch (s.op()) {
+    case SymOp::kAdd: return a + b;
+    case SymOp::kSub: return a - b;
+    case SymOp::kMul: return a * b;
+    case SymOp::kFloorDiv: return FloorDiv(a, b);
+    case SymOp::kCeilDiv: return CeilDiv(a, b);
+    case SymOp::kMod: return Mod(a, b);
+    case SymOp::kMax: return Max(a, b);
+    case SymOp::kMin: return Min(a, b);
+    case SymOp::kEq: return Eq(a, b);
+    default: return Lt(a, b);
   }
 }
 

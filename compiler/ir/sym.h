@@ -30,7 +30,11 @@ class Sym {
   // (passes/value_inputs.h). Unlike a dim's symbol it may be 0 or negative, so no bound is
   // assumed for it. Same name, same symbol: Same() compares names only.
   static Sym ValueVar(std::string name);
-  bool is_value_var() const { return node_->op == SymOp::kVar && node_->value != 0; }
+  bool is_value_var() const { return node_->op == SymOp::kVar && node_->value == 1; }
+  // A run-time dim: a size known only once a node has run (NonZero's count of nonzero
+  // elements), at least 0 and at most its bound (ir::RuntimeDim). Same name, same symbol.
+  static Sym RuntimeVar(std::string name);
+  bool is_runtime_var() const { return node_->op == SymOp::kVar && node_->value == 2; }
 
   SymOp op() const { return node_->op; }
   bool is_const() const { return node_->op == SymOp::kConst; }
@@ -92,6 +96,9 @@ Sym Eq(const Sym& a, const Sym& b);
 Sym Lt(const Sym& a, const Sym& b);
 
 using SymShape = std::vector<Sym>;
+
+// `s` with every symbol named in `with` replaced by its Sym there.
+Sym Substitute(const Sym& s, const std::vector<std::pair<std::string, Sym>>& with);
 
 // Product of dims (1 for rank 0).
 Sym NumElements(const SymShape& shape);

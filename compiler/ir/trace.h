@@ -58,6 +58,15 @@ struct Guard {
   std::string origin;  // e.g. "node 'pool1' (MaxPool), whose output 'y' dim 2 must be >= 1"
 };
 
+// A run-time dim (Sym::RuntimeVar): a size a node's kernel reports once it has run, such as
+// the count of NonZero's output. The memory plan reserves room for `bound`, an expression over
+// the input symbols; the runtime rebinds the shapes after that node (runtime/context.cc).
+struct RuntimeDim {
+  std::string symbol;  // the Sym::RuntimeVar's name
+  Sym bound;
+  std::string origin;  // e.g. "node 'nz' (NonZero) output 'idx' dim 1"
+};
+
 // A fused region, set on "kiln.Fused" nodes by the `fusion` stage: the portable program
 // of one generated kernel, the symbolic value of each of its size arguments, and the ops
 // it replaced ("Add 'add_1'"), in trace order.
@@ -100,6 +109,8 @@ struct Trace {
   // Assumptions the entry makes about its symbols (e.g. "T == 1" chosen for an If, or a
   // broadcast of two symbols that must be equal); each is checked by the prologue.
   std::vector<Guard> guards;
+  // The run-time dims its nodes' meta functions made, once each (by symbol).
+  std::vector<RuntimeDim> runtime_dims;
 
   ValueId AddValue(Value v) {
     values.push_back(std::move(v));

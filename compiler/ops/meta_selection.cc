@@ -1,8 +1,8 @@
 // Meta functions of Compress, NonZero and Unique (runtime/cpu/selection.cc). Their output
-// sizes depend on the data, which Kiln must know at compile time: a constant (or an input
-// bound with `kiln compile --constant-input`) compiles, and the canonical stage then folds
-// the node by running the CPU kernel; anything else is Unimplemented with the
-// "data-dependent output shape" message that names the value to bind.
+// sizes depend on the data. When it is a constant (or an input bound with `kiln compile
+// --constant-input`, or fixed by a value profile), the size is known and the canonical stage
+// folds the node by running the CPU kernel; otherwise the size is a run-time dim
+// (ir::RuntimeDim), at most the number of elements or slices it counts.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -14,12 +14,6 @@
 namespace kiln::ir {
 using namespace meta;
 namespace {
-
-Result<const ConstData*> NeedConst(const Value& v, std::string_view what) {
-  if (v.data) return v.data.get();
-  return Unimplemented("data-dependent output shape: " + std::string(what) + " (" + v.name +
-                       ") is not known at compile time");
-}
 
 bool NonZeroAt(const ConstData& d, int64_t i) {
   return IsFloat(d.dtype) ? d.FloatAt(i) != 0.0 : d.IntAt(i) != 0;
@@ -37,8 +31,17 @@ Status CompressMeta(MetaContext& ctx) {
     KILN_RETURN_IF_ERROR(CheckRank(*x, "input", 1, kMaxRank));
     KILN_ASSIGN_OR_RETURN(axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
   }
-  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*cond, "condition"));
   // Slices past the condition's length are dropped; a longer condition is an error.
+  const Sym slices = has_axis ? x->shape[axis] : NumElements(x->shape);
+  if (!cond->is_const()) {
+    const Sym count = NewRuntimeDim(ctx, 0, Min(cond->shape[0], slices), "count of selected slices");
+    SymShape out = has_axis ? x->shape : SymShape{};
+    if (has_axis) out[axis] = count;
+    else out.push_back(count);
+    ctx.SetOutput(0, x->dtype, out);
+    return Status::Ok();
+  }
+  const ConstData* c = cond->data.get();
   std::optional<int64_t> extent = has_axis ? x->shape[axis].value() : StaticCount(*x);
   const int64_t len = c->num_elements();
   if (extent && len > *extent)
@@ -57,11 +60,16 @@ Status NonZeroMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "X"));
   KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kAll));
-  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*x, "X"));
+  // A scalar counts as one dim, as numpy's nonzero treats it.
+  const Sym rows(std::max(1, x->rank()));
+  if (!x->is_const()) {
+    ctx.SetOutput(0, DType::kInt64, {rows, NewRuntimeDim(ctx, 0, NumElements(x->shape), "count of nonzero elements")});
+    return Status::Ok();
+  }
+  const ConstData* c = x->data.get();
   int64_t count = 0;
   for (int64_t i = 0; i < c->num_elements(); ++i) count += NonZeroAt(*c, i) ? 1 : 0;
-  // A scalar counts as one dim, as numpy's nonzero treats it.
-  ctx.SetOutput(0, DType::kInt64, {Sym(std::max(1, x->rank())), Sym(count)});
+  ctx.SetOutput(0, DType::kInt64, {rows, Sym(count)});
   return Status::Ok();
 }
 
@@ -86,7 +94,19 @@ Status UniqueMeta(MetaContext& ctx) {
     KILN_RETURN_IF_ERROR(CheckRank(*x, "input X", 1, kMaxRank));
     KILN_ASSIGN_OR_RETURN(axis, NormAxis(ctx.attrs().GetInt("axis", 0), x->rank()));
   }
-  KILN_ASSIGN_OR_RETURN(const ConstData* c, NeedConst(*x, "X"));
+  if (!x->is_const()) {
+    const Sym n = has_axis ? x->shape[axis] : NumElements(x->shape);
+    const Sym unique = NewRuntimeDim(ctx, 0, n, "count of unique slices");
+    SymShape y = has_axis ? x->shape : SymShape{};
+    if (has_axis) y[axis] = unique;
+    else y.push_back(unique);
+    ctx.SetOutput(0, x->dtype, y);
+    ctx.SetOutput(1, DType::kInt64, {unique});
+    ctx.SetOutput(2, DType::kInt64, {n});
+    ctx.SetOutput(3, DType::kInt64, {unique});
+    return Status::Ok();
+  }
+  const ConstData* c = x->data.get();
   // Slices along the axis (single elements without one), compared lexicographically.
   int64_t outer = 1, n = c->num_elements(), inner = 1;
   if (has_axis) {

@@ -303,7 +303,7 @@ int64_t LowerBound(const Sym& s) {
   };
   switch (s.op()) {
     case SymOp::kConst: return *s.value();
-    case SymOp::kVar: return s.is_value_var() ? kNone : 1;
+    case SymOp::kVar: return s.is_value_var() ? kNone : s.is_runtime_var() ? 0 : 1;
     case SymOp::kAdd: return add(LowerBound(s.lhs()), LowerBound(s.rhs()));
     case SymOp::kSub: {
       auto [b, o] = SplitOffset(s);  // base + constant offset
@@ -388,6 +388,21 @@ void AddGuard(MetaContext& ctx, const Sym& g) {
   for (const Guard& x : ctx.trace().guards)
     if (x.condition.Same(g)) return;
   ctx.trace().guards.push_back({g, "node '" + ctx.node().name + "' (" + ctx.node().op + ")"});
+}
+
+Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what) {
+  const Value* out = ctx.output(output);
+  const std::string name = (out ? out->name : ctx.node().name) + ".count";
+  std::vector<std::pair<std::string, Sym>> earlier;
+  for (const ir::RuntimeDim& d : ctx.trace().runtime_dims) earlier.emplace_back(d.symbol, d.bound);
+  const Sym b = Substitute(bound, earlier);
+  ir::RuntimeDim dim{name, NonNegative(b) ? b : Max(Sym(0), b),
+                     "node '" + ctx.node().name + "' (" + ctx.node().op + ")'s " + std::string(what)};
+  auto& dims = ctx.trace().runtime_dims;
+  auto it = std::find_if(dims.begin(), dims.end(), [&](const ir::RuntimeDim& d) { return d.symbol == name; });
+  if (it == dims.end()) dims.push_back(std::move(dim));
+  else *it = std::move(dim);
+  return Sym::RuntimeVar(name);
 }
 
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what) {

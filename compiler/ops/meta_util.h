@@ -121,6 +121,11 @@ Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::strin
 // Records a guard (an expression that must be nonzero at run time), once.
 void AddGuard(MetaContext& ctx, const Sym& g);
 
+// A run-time dim of the node's output `output` (ir::RuntimeDim): a Sym::RuntimeVar named after
+// that output ("idx.count"), at most `bound`, recorded in the trace once. Run-time dims in
+// `bound` are replaced by their own bounds, so it reads only input symbols.
+Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what);
+
 // Multidirectional (numpy) broadcast of two shapes. Dims: Same -> that dim; a constant 1
 // broadcasts; a symbol against a constant other than 1 gives the constant (guard
 // Eq(sym, c)); two different symbols give the first (guard Eq(a, b)); two different

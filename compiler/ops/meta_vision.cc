@@ -1,8 +1,7 @@
 // Meta functions of the detection and vision ops in runtime/cpu/vision.cc: RoiAlign,
 // Col2Im, MaxUnpool, DeformConv and NonMaxSuppression. NonMaxSuppression's output size
-// depends on the data, so it compiles only when its inputs are constants (the canonical
-// stage then folds it); otherwise the error names the input to bind, as other
-// data-dependent shapes do (`kiln compile --constant-input`).
+// depends on the data: with constant inputs the canonical stage folds it, otherwise its
+// count of selected boxes is a run-time dim (ir::RuntimeDim).
 #include <cstring>
 
 #include "compiler/ops/families.h"
@@ -220,13 +219,11 @@ Status DeformConvMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
-// The value of a scalar (or one-element) optional input, or `def` when it is absent or empty.
+// The value of a scalar (or one-element) optional input, or `def` when it is absent or empty;
+// the input, when present, is a constant.
 Result<double> OptionalScalar(MetaContext& ctx, int i, std::string_view what, double def) {
   const Value* v = Optional(ctx, i);
   if (!v) return def;
-  if (!v->is_const())
-    return Unimplemented("data-dependent output shape: " + std::string(what) + " (" + v->name +
-                         ") is not known at compile time");
   if (v->data->num_elements() != 1)
     return InvalidArgument("input " + std::string(what) + ": expected one value, found " + Str(v->data->dims));
   return v->data->FloatAt(0);
@@ -254,13 +251,24 @@ Status NonMaxSuppressionMeta(MetaContext& ctx) {
     if (const Value* t = Optional(ctx, i); t && t->dtype != DType::kFloat32)
       return InvalidArgument(std::string("input ") + (i == 3 ? "iou_threshold" : "score_threshold") +
                              ": expected float32, found " + DTypeStr(t->dtype));
-  // The number of selected boxes is the output's dim 0: known only from the data.
-  if (!scores->is_const())
-    return Unimplemented("data-dependent output shape: selected boxes (" + scores->name +
-                         ") is not known at compile time");
-  if (!boxes->is_const())
-    return Unimplemented("data-dependent output shape: selected boxes (" + boxes->name +
-                         ") is not known at compile time");
+  // The number of selected boxes, the output's dim 0, depends on the data: known at compile
+  // time when every input is a constant, else a run-time dim of at most batches x classes x
+  // min(max_output_boxes_per_class, boxes).
+  bool all_const = boxes->is_const() && scores->is_const();
+  for (int i : {2, 3, 4})
+    if (const Value* v = Optional(ctx, i); v && !v->is_const()) all_const = false;
+  if (!all_const) {
+    Sym per_class = 0;  // an absent max_output_boxes_per_class selects nothing
+    if (const Value* m = Optional(ctx, 2)) {
+      per_class = boxes->shape[1];
+      if (m->is_const() && m->data->num_elements() == 1) per_class = Min(per_class, Sym(m->data->IntAt(0)));
+      else if (m->sym && m->sym->size() == 1) per_class = Min(per_class, (*m->sym)[0]);
+    }
+    const Sym selected = NewRuntimeDim(ctx, 0, boxes->shape[0] * scores->shape[1] * Max(Sym(0), per_class),
+                                    "count of selected boxes");
+    ctx.SetOutput(0, DType::kInt64, {selected, Sym(3)});
+    return Status::Ok();
+  }
   cpu::NmsParams p;
   KILN_ASSIGN_OR_RETURN(double max_out, OptionalScalar(ctx, 2, "max_output_boxes_per_class", 0));
   KILN_ASSIGN_OR_RETURN(double iou, OptionalScalar(ctx, 3, "iou_threshold", 0));

@@ -14,12 +14,12 @@ namespace kiln::passes {
 namespace {
 
 // True when `s` is at least 1 for every binding the prologue accepts (dim symbols are >= 1;
-// value symbols, passes/value_inputs.h, may be any int64), so it needs no guard. Conservative:
+// value symbols, passes/value_inputs.h, may be any int64; run-time dims may be 0), so it needs no guard. Conservative:
 // floor division and subtraction are never assumed positive.
 bool IsPositive(const ir::Sym& s) {
   switch (s.op()) {
     case ir::SymOp::kConst: return *s.value() >= 1;
-    case ir::SymOp::kVar: return !s.is_value_var();
+    case ir::SymOp::kVar: return !s.is_value_var() && !s.is_runtime_var();
     case ir::SymOp::kAdd:
     case ir::SymOp::kMul:
     case ir::SymOp::kMin: return IsPositive(s.lhs()) && IsPositive(s.rhs());

@@ -4,10 +4,58 @@
 #include <numeric>
 #include <optional>
 
+#include "compiler/ops/meta_util.h"
+
 namespace kiln::passes {
 namespace {
 
 inline constexpr int64_t kBufferAlignment = 64;
+
+bool HasRuntimeVar(const ir::Sym& s) {
+  if (s.op() == ir::SymOp::kConst) return false;
+  if (s.op() == ir::SymOp::kVar) return s.is_runtime_var();
+  return HasRuntimeVar(s.lhs()) || HasRuntimeVar(s.rhs());
+}
+
+// The least and greatest values of `s` over every value of its run-time dims (each in [0, its
+// bound]; ir::RuntimeDim), as expressions over the input symbols: interval arithmetic, so
+// exact for sums, products of non-negative terms, min and max. nullopt where it cannot bound
+// `s` (a product with a possibly negative side, a division by a run-time dim).
+struct Interval {
+  ir::Sym lo, hi;
+};
+std::optional<Interval> Bounds(const ir::Sym& s, const std::vector<ir::RuntimeDim>& dims) {
+  if (!HasRuntimeVar(s)) return Interval{s, s};
+  if (s.op() == ir::SymOp::kVar) {
+    for (const ir::RuntimeDim& d : dims)
+      if (d.symbol == s.name()) return Interval{0, d.bound};
+    return std::nullopt;
+  }
+  const std::optional<Interval> a = Bounds(s.lhs(), dims), b = Bounds(s.rhs(), dims);
+  if (!a || !b) return std::nullopt;
+  const bool fixed_b = !HasRuntimeVar(s.rhs()) && ir::meta::LowerBound(s.rhs()) >= 1;
+  switch (s.op()) {
+    case ir::SymOp::kAdd: return Interval{a->lo + b->lo, a->hi + b->hi};
+    case ir::SymOp::kSub: return Interval{a->lo - b->hi, a->hi - b->lo};
+    case ir::SymOp::kMul:
+      if (!ir::meta::NonNegative(a->lo) || !ir::meta::NonNegative(b->lo)) return std::nullopt;
+      return Interval{a->lo * b->lo, a->hi * b->hi};
+    case ir::SymOp::kFloorDiv:
+      if (!fixed_b) return std::nullopt;
+      return Interval{ir::FloorDiv(a->lo, s.rhs()), ir::FloorDiv(a->hi, s.rhs())};
+    case ir::SymOp::kCeilDiv:
+      if (!fixed_b) return std::nullopt;
+      return Interval{ir::CeilDiv(a->lo, s.rhs()), ir::CeilDiv(a->hi, s.rhs())};
+    case ir::SymOp::kMod:
+      if (!fixed_b) return std::nullopt;
+      return Interval{0, s.rhs() - 1};
+    case ir::SymOp::kMax: return Interval{ir::Max(a->lo, b->lo), ir::Max(a->hi, b->hi)};
+    case ir::SymOp::kMin: return Interval{ir::Min(a->lo, b->lo), ir::Min(a->hi, b->hi)};
+    case ir::SymOp::kEq:
+    case ir::SymOp::kLt: return Interval{0, 1};
+    default: return std::nullopt;
+  }
+}
 
 // Makes sure each model output is written by an instruction, into its own buffer.
 void CopyUnwrittenOutputs(ir::Trace& trace) {
@@ -181,7 +229,16 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     TensorPlan& p = tensors[id];
     if (p.storage != StorageKind::kArena) continue;
     const ir::Value& v = trace.value(static_cast<ir::ValueId>(id));
-    ir::Sym raw = ir::NumElements(v.shape) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
+    // A dim that depends on a run-time dim gets room for the largest value it can take.
+    ir::SymShape room = v.shape;
+    for (size_t d = 0; d < room.size(); ++d) {
+      const std::optional<Interval> b = Bounds(room[d], trace.runtime_dims);
+      if (!b)
+        return Unimplemented("plan: tensor '" + v.name + "' dim " + std::to_string(d) + " (" + room[d].ToString() +
+                             ") depends on a run-time dim in a way the memory plan cannot bound");
+      room[d] = b->hi;
+    }
+    ir::Sym raw = ir::NumElements(room) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
     p.bytes = ir::CeilDiv(raw, kBufferAlignment) * ir::Sym(kBufferAlignment);
     if (!p.bytes.is_const() && p.bytes.Vars().empty())
       return ResourceExhausted("plan: tensor '" + v.name + "' " + std::string(DTypeName(v.dtype)) +

@@ -172,10 +172,51 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
                                           values.empty() ? 0 : b.CreateVector(values)));
   }
   std::vector<flatbuffers::Offset<fb::Guard>> guards;
-  for (const ir::Guard& g : t.guards)
+  for (const ir::Guard& g : t.guards) {
+    for (const ir::RuntimeDim& d : t.runtime_dims)
+      for (const std::string& name : g.condition.Vars())
+        if (name == d.symbol)
+          return Unimplemented("the guard " + g.condition.ToString() + " from " + g.origin + " reads run-time dim " +
+                               d.symbol + ", which is known only once " + d.origin +
+                               " is computed; the prologue checks guards before the run");
     guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
                                      b.CreateString(g.condition.ToString() + " from " + g.origin)));
+  }
   return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(guards));
+}
+
+// The first node of `t` whose output has run-time dim `d` in a dim: its producer, as every
+// reader comes later. -1 when no node has it (its node was folded or removed).
+int32_t ProducerOf(const ir::Trace& t, const ir::RuntimeDim& d) {
+  for (size_t i = 0; i < t.body.nodes.size(); ++i)
+    for (ir::ValueId id : t.body.nodes[i].outputs) {
+      if (id == ir::kNoValue) continue;
+      for (const ir::Sym& dim : t.value(id).shape)
+        for (const std::string& name : dim.Vars())
+          if (name == d.symbol) return static_cast<int32_t>(i);
+    }
+  return -1;
+}
+
+bool HasRuntimeDims(const ir::Trace& t) {
+  return std::any_of(t.runtime_dims.begin(), t.runtime_dims.end(),
+                     [&](const ir::RuntimeDim& d) { return ProducerOf(t, d) >= 0; });
+}
+
+// The entry's run-time dims that its instructions use, each with its producer. Their bounds
+// go into the expr table right after the guards, among the exprs the prologue evaluates.
+Result<std::vector<fb::RuntimeDim>> WriteRuntimeDims(const ir::Trace& t, ExprTable& exprs) {
+  std::vector<fb::RuntimeDim> out;
+  for (const ir::RuntimeDim& d : t.runtime_dims) {
+    const int32_t producer = ProducerOf(t, d);
+    if (producer < 0) continue;
+    const ir::Node& n = t.body.nodes[static_cast<size_t>(producer)];
+    if (n.fused || n.executor != "cpu")
+      return Internal("run-time dim " + d.symbol + " from " + d.origin + " is first produced by node '" + n.name +
+                      "' (" + n.op + "), which does not report it");
+    out.emplace_back(exprs.SymbolIndex(d.symbol), producer, exprs.Add(d.bound));
+  }
+  return out;
 }
 
 Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder& b, const EntryRecord& e,
@@ -183,6 +224,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   const ir::Trace& t = e.plan.trace;
   ExprTable exprs;
   KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, e.ranges, exprs));
+  KILN_ASSIGN_OR_RETURN(const std::vector<fb::RuntimeDim> runtime_dims, WriteRuntimeDims(t, exprs));
 
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (size_t id = 0; id < t.values.size(); ++id) {
@@ -235,7 +277,8 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   for (const std::string& s : exprs.symbols()) symbols.push_back(b.CreateString(s));
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
                          b.CreateVectorOfStructs(exprs.nodes()), b.CreateVector(tensors), b.CreateVector(instructions),
-                         b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages));
+                         b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages),
+                         runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(runtime_dims));
 }
 
 flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b, const fused::TensorSpec& t) {
@@ -354,12 +397,16 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
-  // Value symbols need format 4; an artifact without them stays version 3, which older
-  // runtimes read (schema/VERSIONS.md).
-  bool value_symbols = false;
-  for (const EntryRecord& e : artifact.entries)
+  // Value symbols need format 4 and run-time dims format 5; an artifact without them stays
+  // at the version before, which older runtimes read (schema/VERSIONS.md).
+  bool value_symbols = false, runtime_dims = false;
+  for (const EntryRecord& e : artifact.entries) {
     for (ir::ValueId id : e.plan.trace.inputs) value_symbols = value_symbols || e.plan.trace.value(id).sym.has_value();
-  const uint32_t version = value_symbols ? kFormatVersion : kValueSymbolsFormatVersion - 1;
+    runtime_dims = runtime_dims || HasRuntimeDims(e.plan.trace);
+  }
+  const uint32_t version = runtime_dims    ? kRuntimeDimsFormatVersion
+                           : value_symbols ? kValueSymbolsFormatVersion
+                                           : kValueSymbolsFormatVersion - 1;
   auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString(artifact.precision), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),

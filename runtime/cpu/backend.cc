@@ -38,13 +38,19 @@ class CpuBackend final : public Backend {
     for (size_t k = 0; k < pe.instructions.size(); ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
+      const int32_t dim = pe.runtime_dim_of[k];
+      int64_t size = 0;
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                             memory_.workspace(),
                             static_cast<size_t>(memory_.workspace_bytes()),
-                            threads_.get()};
+                            threads_.get(),
+                            dim >= 0 ? &size : nullptr};
       Status st = RunInstruction(pi, call, s.sizes);
+      // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
+      // size the kernel found.
+      if (st.ok() && dim >= 0) st = run.runtime_dims.Set(dim, size);
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
         run.observer(pe, pi, call.outputs);

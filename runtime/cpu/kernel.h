@@ -54,6 +54,12 @@ struct KernelCall {
   // folding, most tests) runs it on the calling thread. A kernel's results must not depend on
   // it: parts may not split a floating-point reduction.
   ThreadPool* threads = nullptr;
+  // Set for the instruction that reports a run-time dim (KernelDef::runtime_size): its outputs
+  // are sized for the dim's bound (the largest size it can take); the kernel writes them packed
+  // for the size it finds (NonZero's [rank, count] with stride count) and stores that size here,
+  // or fails with kInternal, never writing past its outputs, when they have no room for it. Null: the
+  // compiler knew the size, and the kernel checks that the data gives the outputs' dims.
+  int64_t* runtime_size = nullptr;
 };
 
 using KernelFn = Status (*)(const KernelCall& call);
@@ -73,6 +79,9 @@ struct KernelDef {
   // instruction against it (runtime/verify.cc), so a kernel is never reached with too few or
   // too many operands or with a required input absent; kernels still check dtypes and shapes.
   Arity arity{};
+  // The kernel can report a run-time dim (KernelCall::runtime_size): its output size depends on
+  // the data (NonZero, Compress, Unique, NonMaxSuppression).
+  bool runtime_size = false;
 };
 
 // The kernel for `op`, or nullptr. Thread-safe; the table is built once.

@@ -33,6 +33,17 @@ inline std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
 inline Status OpError(std::string_view op, const std::string& msg) {
   return InvalidArgument(std::string(op) + ": " + msg);
 }
+// A data-dependent output size `found` as a run-time dim (KernelCall::runtime_size): stored
+// when the outputs have room for it (`fits`), else kInternal (the compiler's bound did not
+// hold), before the kernel writes anything.
+inline Status ReportRuntimeSize(const KernelCall& call, std::string_view op, int64_t found, bool fits) {
+  if (!fits)
+    return Internal(std::string(op) + ": its data-dependent size is " + std::to_string(found) +
+                    ", and its outputs, sized for the run-time dim's bound, have no room for it");
+  *call.runtime_size = found;
+  return Status::Ok();
+}
+
 inline Status OpUnimplemented(std::string_view op, const std::string& msg) {
   return Unimplemented(std::string(op) + ": " + msg);
 }

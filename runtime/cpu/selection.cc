@@ -1,6 +1,7 @@
-// Compress, NonZero and Unique: ops whose output size depends on the data. The compiler
-// sizes their outputs only from constant data (compiler/ops/meta_selection.cc); the
-// kernels check that the data gives that size, so a mismatch is an error, never an
+// Compress, NonZero and Unique: ops whose output size depends on the data. The compiler sizes
+// their outputs from constant data, or makes the size a run-time dim (compiler/ops/
+// meta_selection.cc). The kernels check that the data gives the compiled size, or report the
+// size they find (their outputs sized for the run-time dim's bound), so a mismatch is an error, never an
 // out-of-bounds write.
 #include <algorithm>
 #include <cmath>
@@ -45,10 +46,16 @@ Status Compress(const KernelCall& call) {
   const int64_t len = std::min(cond.num_elements, n);
   int64_t count = 0;
   for (int64_t j = 0; j < len; ++j) count += c[j] ? 1 : 0;
-  if (cond.num_elements > n || y.num_elements != outer * count * inner)
+  if (cond.num_elements > n)
+    return OpError(kName, "condition " + ShapeStr(cond) + " is longer than the " + std::to_string(n) +
+                              " slices of " + ShapeStr(x));
+  if (call.runtime_size) {
+    KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, count, y.num_elements >= outer * count * inner));
+  } else if (y.num_elements != outer * count * inner) {
     return OpError(kName, "condition " + ShapeStr(cond) + " selects " + std::to_string(count) + " of " +
                               std::to_string(n) + " slices of " + ShapeStr(x) + ", which does not match the output " +
                               ShapeStr(y) + " compiled from its constant value");
+  }
   for (int64_t o = 0, k = 0; o < outer; ++o)
     for (int64_t j = 0; j < len; ++j)
       if (c[j]) CopyElems(x, (o * n + j) * inner, y, (k++) * inner, inner);
@@ -62,9 +69,10 @@ Status NonZero(const KernelCall& call) {
   int64_t count = 0;
   for (int64_t i = 0; i < x.num_elements; ++i) count += NonZeroAt(x, i) ? 1 : 0;
   const int r = std::max(1, x.rank);
-  if (y.dtype != DType::kInt64 || y.rank != 2 || y.dims[0] != r || y.dims[1] != count)
+  if (y.dtype != DType::kInt64 || y.rank != 2 || y.dims[0] != r || (!call.runtime_size && y.dims[1] != count))
     return OpError(kName, ShapeStr(x) + " has " + std::to_string(count) + " nonzero elements, which does not match "
                               "the output " + DTypeStr(y.dtype) + ShapeStr(y) + " compiled from its constant value");
+  if (call.runtime_size) KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, count, y.dims[1] >= count));
   int64_t* py = y.as<int64_t>();
   const int64_t one = 1;
   NdIndex it(x.rank ? x.dims : &one, r);
@@ -148,10 +156,15 @@ Status Unique(const KernelCall& call) {
   const int64_t want_y = s.outer * groups * s.inner;
   const TensorRef *indices = OptionalOutput(call, 1), *inverse = OptionalOutput(call, 2),
                   *counts = OptionalOutput(call, 3);
-  if (y.num_elements != want_y || (indices && indices->num_elements != groups) ||
-      (inverse && inverse->num_elements != n) || (counts && counts->num_elements != groups))
+  if (call.runtime_size) {
+    const bool fits = y.num_elements >= want_y && (!indices || indices->num_elements >= groups) &&
+                      (!inverse || inverse->num_elements == n) && (!counts || counts->num_elements >= groups);
+    KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, groups, fits));
+  } else if (y.num_elements != want_y || (indices && indices->num_elements != groups) ||
+             (inverse && inverse->num_elements != n) || (counts && counts->num_elements != groups)) {
     return OpError(kName, ShapeStr(x) + " has " + std::to_string(groups) + " unique slices, which does not match "
                               "the outputs compiled from its constant value (Y " + ShapeStr(y) + ")");
+  }
   const bool sorted = call.attrs.GetInt("sorted", 1) != 0;
   if (sorted) {
     for (int64_t g = 0; g < groups; ++g) rank[g] = g;
@@ -176,9 +189,9 @@ Status Unique(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"Compress", Compress, nullptr, true},
-    {"NonZero", NonZero, nullptr, true},
-    {"Unique", Unique, UniqueWorkspace, true},
+    {"Compress", Compress, nullptr, true, {}, /*runtime_size=*/true},
+    {"NonZero", NonZero, nullptr, true, {}, /*runtime_size=*/true},
+    {"Unique", Unique, UniqueWorkspace, true, {}, /*runtime_size=*/true},
 };
 
 }  // namespace

@@ -371,13 +371,14 @@ Status NonMaxSuppression(const KernelCall& call) {
   if (const TensorRef* t = opt(4)) p.has_score_threshold = true, p.score_threshold = t->as<const float>()[0];
   auto* order = static_cast<int64_t*>(call.workspace);
   int64_t* out = y.as<int64_t>();
-  const int64_t rows = y.dim(0);
+  const int64_t rows = y.dim(0);  // with a run-time dim: sized for its bound
   int64_t row = 0;
   const int64_t selected = NmsSelect(boxes.as<const float>(), scores.as<const float>(), p, order, order + p.boxes,
                                      [&](int64_t b, int64_t c, int64_t i) {
                                        if (row < rows) out[row * 3] = b, out[row * 3 + 1] = c, out[row * 3 + 2] = i;
                                        ++row;
                                      });
+  if (call.runtime_size) return ReportRuntimeSize(call, "NonMaxSuppression", selected, selected <= rows);
   // The output was sized at compile time from the same (constant) inputs.
   if (selected != rows)
     return OpError("NonMaxSuppression", "selected " + std::to_string(selected) + " boxes, output has " +
@@ -390,7 +391,7 @@ constexpr KernelDef kKernels[] = {
     {"Col2Im", Col2Im, nullptr},
     {"MaxUnpool", MaxUnpool, nullptr},
     {"DeformConv", DeformConv, nullptr},
-    {"NonMaxSuppression", NonMaxSuppression, NmsWorkspace},
+    {"NonMaxSuppression", NonMaxSuppression, NmsWorkspace, false, {}, /*runtime_size=*/true},
 };
 
 }  // namespace

@@ -34,7 +34,7 @@ class CudaBackend final : public Backend {
 
   Status Execute(const BackendRun& run) override {
     return runner_->Execute(run.entry, run.pe, run.state, host_, max_context_bytes_, run.inputs,
-                              static_cast<CUstream>(run.stream), views_, run.stats);
+                              static_cast<CUstream>(run.stream), views_, run.stats, run.runtime_dims);
   }
 
   Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) override {

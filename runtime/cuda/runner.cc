@@ -383,7 +383,7 @@ struct Runner::State {
   // whose entries never fall back holds none).
   Status FallbackRegion(int32_t e, const PreparedEntry& pe, size_t begin, size_t end, EntryState& s,
                         cpu::HostMemory& host, uint64_t max_context_bytes, std::span<const TensorView> inputs,
-                        CUstream stream) {
+                        CUstream stream, RuntimeDimSetter& runtime_dims) {
     const Lifetimes& life = lifetimes[static_cast<size_t>(e)];
     const std::string& where = pe.instructions[begin].label;  // errors only
     // CPU fallback instructions run on the calling thread: a workspace for one.
@@ -424,12 +424,22 @@ struct Runner::State {
     for (size_t k = begin; k < end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+      const int32_t dim = pe.runtime_dim_of[k];
+      int64_t size = 0;
       const cpu::KernelCall call{pi.attrs,
                                  {refs, static_cast<size_t>(pi.num_inputs)},
                                  {refs + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                                  workspace,
-                                 workspace_bytes};
+                                 workspace_bytes,
+                                 nullptr,
+                                 dim >= 0 ? &size : nullptr};
       Status st = cpu::RunInstruction(pi, call, s.sizes);
+      if (st.ok() && dim >= 0) {
+        // The last instruction of its region: the outputs go to the device at the size found,
+        // from the host arena placed again for the new binding (at the same offsets).
+        st = runtime_dims.Set(dim, size);
+        if (st.ok() && !host.Holds(s)) st = host.Place(pe, s, /*threads=*/1, max_context_bytes);
+      }
       if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
     }
     for (size_t k = begin; k < end; ++k) {
@@ -520,7 +530,7 @@ Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, 
 
 Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::HostMemory& host,
                          uint64_t max_context_bytes, std::span<const TensorView> inputs, CUstream stream,
-                         std::vector<TensorView>& outputs, Stats& stats) {
+                         std::vector<TensorView>& outputs, Stats& stats, RuntimeDimSetter& runtime_dims) {
   State& s = *s_;
   const Driver& drv = *s.drv;
   KILN_RETURN_IF_ERROR(Check(drv, drv.CtxSetCurrent(s.ctx), "cuCtxSetCurrent"));
@@ -585,8 +595,20 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
           // A CPU fallback region: this instruction and the ones after it that also run on the
           // host. Its time goes to its first instruction's profile entry.
           size_t end = i + 1;
-          while (end < pe.instructions.size() && s.OnHost(pe, d, end)) ++end;
-          KILN_RETURN_IF_ERROR(s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream));
+          while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end)) ++end;
+          KILN_RETURN_IF_ERROR(
+              s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream, runtime_dims));
+          if (pe.runtime_dim_of[end - 1] >= 0) {
+            // A run-time dim may have changed the binding: the symbolic values and the library
+            // decisions (and their workspace) follow it.
+            if (!es.symbolic.empty())
+              KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(),
+                                                                  es.symbolic.size() * 8, stream),
+                                         "copy symbolic values to the device"));
+            s.Decide(e, pe, es);
+            if (d.workspace > 0)
+              KILN_RETURN_IF_ERROR(s.library_ws.Reserve(d.workspace, "cuBLASLt/cuDNN workspace"));
+          }
           for (size_t k = i; k < end; ++k) {
             if (d.why[k].empty()) continue;  // runs where the artifact says: nothing to report
             if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();

@@ -35,6 +35,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "runtime/backend.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/entry_state.h"
 #include "runtime/cuda/driver.h"
@@ -64,10 +65,12 @@ class Runner {
   // the next Run. Enqueues on `stream` and returns without waiting, except around CPU
   // fallback regions, which need their inputs on the host; they run in `host`, placed for
   // `s` within `max_context_bytes` (LoadOptions::max_context_bytes) when a region first needs
-  // it. Errors name the instruction.
+  // it. A CPU fallback region ends at an instruction that reports a run-time dim: once it
+  // ran, `runtime_dims` sets the dim (rebinding `s`), and the region's outputs go to the device
+  // at their new sizes. Errors name the instruction.
   Status Execute(int32_t e, const PreparedEntry& pe, EntryState& s, cpu::HostMemory& host,
                  uint64_t max_context_bytes, std::span<const TensorView> inputs, CUstream stream,
-                 std::vector<TensorView>& outputs, Stats& stats);
+                 std::vector<TensorView>& outputs, Stats& stats, RuntimeDimSetter& runtime_dims);
 
   // Waits for `stream`; then reports a generated kernel's failed index check as
   // kInvalidArgument (e.g. "Gather 'g' input 'idx': index 7 is out of range") and fills

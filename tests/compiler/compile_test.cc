@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
@@ -37,7 +38,7 @@ TEST_CASE("compile: the artifact round-trips its I/O, entries, stages and weight
   auto model = kiln::Model::Load(bytes);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   // No value symbols: the version before them, which older runtimes read (schema/VERSIONS.md).
-  CHECK(model->format_version() == kiln::kFormatVersion - 1);
+  CHECK(model->format_version() == kiln::kValueSymbolsFormatVersion - 1);
   REQUIRE(model->inputs().size() == 1);
   CHECK(model->inputs()[0].name == "x");
   CHECK(model->inputs()[0].dtype == kiln::DType::kFloat32);

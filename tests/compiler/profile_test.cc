@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
@@ -427,7 +428,7 @@ TEST_CASE("profiles with values: one entry per value, the input stays, and the p
   CHECK(model->entries()[1].name == "axes=[1]");
   REQUIRE(model->inputs().size() == 2);
   CHECK(model->inputs()[1].name == "axes");
-  CHECK(model->format_version() == kFormatVersion);  // the prologue reads values
+  CHECK(model->format_version() == kValueSymbolsFormatVersion);  // the prologue reads values
   CHECK(model->entries()[1].prologue_text.find("check axes.values[0] == 1") != std::string::npos);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());

@@ -1,5 +1,6 @@
-// Compress, NonZero, Unique and CenterCropPad meta functions: sizes from constant data,
-// and the "data-dependent output shape" message (which names the value to bind) otherwise.
+// Compress, NonZero, Unique and CenterCropPad meta functions: sizes from constant data; else a
+// run-time dim (Compress, NonZero, Unique) or the "data-dependent output shape" message
+// (CenterCropPad, which names the value to bind).
 #include <doctest/doctest.h>
 
 #include "tests/compiler/ops/infer_one.h"
@@ -7,10 +8,19 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("Data-dependent ops: non-constant data names the value to bind") {
-  CHECK(InferOne("NonZero", {{DType::kInt64, {2, 2}}}).status().message() ==
-        "node 'n' (NonZero): data-dependent output shape: X (in0) is not known at compile time");
-  CHECK(InferOne("Unique", {{DType::kInt64, {4}}}).status().code() == StatusCode::kUnimplemented);
+TEST_CASE("Data-dependent ops: non-constant data gives a run-time dim, or names the value to bind") {
+  auto nz = InferOne("NonZero", {{DType::kInt64, {2, 2}}});
+  REQUIRE(nz.ok());
+  CHECK(ShapeToString(nz->shape) == "[2, out.count]");
+  CHECK(nz->shape[1].is_runtime_var());
+  auto uq = InferOne("Unique", {{DType::kInt64, {4}}});
+  REQUIRE(uq.ok());
+  CHECK(ShapeToString(uq->shape) == "[out.count]");
+  AttrMap axis1;
+  axis1.SetInt("axis", 1);
+  auto cp = InferOne("Compress", {{DType::kFloat32, {2, 5}}, {DType::kBool, {3}}}, axis1);
+  REQUIRE(cp.ok());
+  CHECK(ShapeToString(cp->shape) == "[2, out.count]");
   CHECK(InferOne("CenterCropPad", {{DType::kFloat32, {4, 4}}, {DType::kInt64, {2}}}).status().message() ==
         "node 'n' (CenterCropPad): data-dependent output shape: shape (in1) is not known at compile time");
 }

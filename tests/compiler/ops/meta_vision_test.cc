@@ -138,14 +138,12 @@ Result<Value> Nms(bool const_boxes, bool const_scores, int64_t max_out) {
   return t.value(t.body.nodes.back().outputs[0]);
 }
 
-TEST_CASE("NonMaxSuppression meta: the selection count from constants, else the input to bind") {
+TEST_CASE("NonMaxSuppression meta: the selection count from constants, else a run-time dim") {
   CHECK(Shape(Nms(true, true, 3)) == "[2, 3]");
   CHECK(Shape(Nms(true, true, 1)) == "[1, 3]");
   CHECK(Shape(Nms(true, true, 0)) == "[0, 3]");
-  CHECK(Error(Nms(true, false, 3)) == "node 'nms' (NonMaxSuppression): data-dependent output shape: selected boxes "
-                                      "(scores) is not known at compile time");
-  CHECK(Error(Nms(false, true, 3)) == "node 'nms' (NonMaxSuppression): data-dependent output shape: selected boxes "
-                                      "(boxes) is not known at compile time");
+  CHECK(Shape(Nms(true, false, 3)) == "[selected.count, 3]");
+  CHECK(Shape(Nms(false, true, 3)) == "[selected.count, 3]");
 }
 
 }  // namespace
