@@ -99,9 +99,24 @@ BUILD_START=$SECONDS
 bash scripts/setup.sh || { SUMMARY+=("FAIL  build (scripts/setup.sh)"); summary; exit 1; }
 SUMMARY+=("PASS  build ($(minutes $((SECONDS - BUILD_START))))")
 
+# A detector with NonMaxSuppression in the graph (tests/e2e/make_nms_detector.py), made from
+# ultraface-rfb-320 when a folder of $KILN_MODEL_DIRS has it (.ci/run sets it to ../shared/models).
+nms_detector() {
+  local root
+  local IFS=:
+  for root in ${KILN_MODEL_DIRS:-}; do
+    [ -f "$root/ultraface-rfb-320/model.onnx" ] || continue
+    echo "[test] face detector with NonMaxSuppression from $root/ultraface-rfb-320 -> build/testdata"
+    build/venv/bin/python tests/e2e/make_nms_detector.py --detector "$root/ultraface-rfb-320" --out build/testdata
+    return
+  done
+  echo "[test] no ultraface-rfb-320 under KILN_MODEL_DIRS: the NonMaxSuppression detector is not made"
+}
+
 test_data() {
   echo "[test] real-model test data from pip packages -> build/testdata" &&
     build/venv/bin/python tests/e2e/make_package_testdata.py --out build/testdata &&
+    nms_detector &&
     echo "[test] tracing API test models (ONNX twins, weights, onnxruntime outputs) -> build/testdata-trace" &&
     build/venv/bin/python tests/compiler/trace/make_trace_models.py --out build/testdata-trace &&
     echo "[test] ONNX backend test data (conformance suite) -> build/onnx-tests" &&

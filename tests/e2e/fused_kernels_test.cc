@@ -252,6 +252,12 @@ std::optional<ModelTrace> Prepare(const std::string& dir, bool bind_constants) {
       auto fused = kiln::compiler::FusionStage(canonical->trace, nullptr, nullptr, &m.folded);
       REQUIRE_MESSAGE(fused.ok(), fused.status().ToString());
       m.fused = std::move(*fused);
+      // Run-time dims (NonZero's count) take their bounds: the kernels run on random inputs.
+      for (const kiln::ir::RuntimeDim& d : m.fused.runtime_dims) {
+        const auto bound = d.bound.Eval(m.bindings);
+        REQUIRE_MESSAGE(bound.has_value(), "run-time dim " << d.symbol << " has no bound for the test-set shapes");
+        m.bindings.emplace_back(d.symbol, *bound);
+      }
       return m;
     }
     if (!rebind) return std::nullopt;
