@@ -176,14 +176,15 @@ class Binder {
 // Sets the run-time dims of one Run's entry (runtime/backend.h).
 class RunRuntimeDims final : public RuntimeDimSetter {
  public:
-  RunRuntimeDims(Binder& binder, int32_t entry, EntryState& state, std::span<const TensorView> inputs)
-      : binder_(binder), entry_(entry), state_(state), inputs_(inputs) {}
+  RunRuntimeDims(Binder& binder, int32_t entry, EntryState& state, std::span<const TensorView> inputs, Stats& stats)
+      : binder_(binder), entry_(entry), state_(state), inputs_(inputs), stats_(stats) {}
 
   Status Set(int32_t dim, int64_t value) override {
     const int32_t symbol = binder_.RuntimeSymbol(entry_, dim);
     int64_t& bound = state_.scratch.symbol_values[static_cast<size_t>(symbol)];
     if (bound == value) return Status::Ok();
     bound = value;
+    ++stats_.runtime_dim_binds;
     return binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true);
   }
 
@@ -192,6 +193,7 @@ class RunRuntimeDims final : public RuntimeDimSetter {
   int32_t entry_;
   EntryState& state_;
   std::span<const TensorView> inputs_;
+  Stats& stats_;
 };
 
 namespace {
@@ -341,7 +343,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
       return check;
     }
   }
-  RunRuntimeDims setter(binder, hit, s, inputs);
+  RunRuntimeDims setter(binder, hit, s, inputs, st);
   const BackendRun backend_run{hit, pe, s, inputs, stream, st, c.instruction_observer, setter};
   st.last_computation_start = NowNs();
   Status run = c.backend->Execute(backend_run);

@@ -438,6 +438,10 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
+  for (const PreparedRuntimeDim& d : pe.runtime_dims)
+    info.runtime_dims.push_back(pe.prologue.symbols[static_cast<size_t>(d.symbol)] +
+                                " <= " + PrintExpr(pe.exprs, d.bound_expr, pe.prologue.symbols) + ", set by " +
+                                pe.instructions[static_cast<size_t>(d.instruction)].label);
   info.arena_bytes = ArenaText(pe);
   info.num_instructions = static_cast<int32_t>(pe.instructions.size());
   for (uint32_t i = 0; i < Size(e.instructions()); ++i) {

@@ -264,11 +264,29 @@ for i in range(16):
     with open(os.path.join(prologue, f"seed_{i}"), "wb") as f:
         f.write(rng.integers(0, 256, size=int(rng.integers(8, 256)), dtype=np.uint8).tobytes())
 EOF
-  # The prologue target's artifact: Silero's silero_vad.onnx, whose prologues have symbols,
+  # The prologue target's artifacts: Silero's silero_vad.onnx, whose prologues have symbols,
   # guards and value checks (its `sr` input's value picks one of two entries).
   ARTIFACT="$FZ/silero_vad.kiln"
   build/kiln compile -q --arch none -o "$ARTIFACT" build/testdata/silero_vad/model.onnx >/dev/null ||
     die "kiln compile of silero_vad failed"
+  # And one with a run-time dim: y = 2 * x[x > 0] (NonZero's count sizes the Gather after it).
+  build/venv/bin/python - "$FZ/nonzero.onnx" <<'EOF' || die "writing the NonZero model failed"
+import sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+nodes = [helper.make_node("Greater", ["x", "zero"], ["mask"]), helper.make_node("NonZero", ["mask"], ["where"]),
+         helper.make_node("Reshape", ["where", "flat"], ["index"]), helper.make_node("Gather", ["x", "index"], ["picked"]),
+         helper.make_node("Mul", ["picked", "two"], ["y"])]
+inits = [numpy_helper.from_array(np.array(0, np.float32), "zero"), numpy_helper.from_array(np.array(2, np.float32), "two"),
+         numpy_helper.from_array(np.array([-1], np.int64), "flat")]
+graph = helper.make_graph(nodes, "nonzero", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N"])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), sys.argv[1])
+EOF
+  build/kiln compile -q --arch none -o "$FZ/nonzero.kiln" "$FZ/nonzero.onnx" >/dev/null ||
+    die "kiln compile of the NonZero model failed"
+  ARTIFACT="$ARTIFACT,$FZ/nonzero.kiln"
 
   # Per target: libFuzzer's flags (timeout per input in s, memory), and extra arguments.
   # allocator_may_return_null: a huge allocation returns null, which Kiln reports as

@@ -89,6 +89,13 @@ struct EntryInfo {
   // (Thunder's last_prologue_traces); `kiln inspect` prints it.
   std::string prologue_text;
   std::string arena_bytes;                // arena size: a number, or an expression over symbols
+  // Its run-time dims (format 5): sizes an instruction reports once it has run, such as
+  // NonZero's count, one line each: "where.count <= N, set by instruction 1 'nonzero'
+  // (NonZero)". The memory plan has room for the bound; a Run starts each at its bound and
+  // evaluates every shape again when the instruction reports another size
+  // (Stats::runtime_dim_binds). Such entries are never captured as CUDA graphs: the
+  // instruction is a CPU fallback whose size the host must read.
+  std::vector<std::string> runtime_dims;
   int32_t num_instructions = 0;
   // Its instructions, in the order Run executes them.
   std::vector<InstructionInfo> instructions;

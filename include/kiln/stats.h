@@ -70,9 +70,15 @@ struct Stats {
   int64_t last_gpu_ns = -1;
   // CUDA graphs (ContextOptions::cuda_graphs): replays of a captured (entry, shape, buffers)
   // graph, and captures. A shape's first run is not captured (it does the libraries' lazy
-  // set-up); its second is. Entries with CPU fallback ops are never captured.
+  // set-up); its second is. Entries with CPU fallback ops are never captured, nor those with
+  // run-time dims (EntryInfo::runtime_dims), whose reporting instruction runs on the CPU.
   uint64_t graph_hits = 0;
   uint64_t graph_misses = 0;
+  // Bindings made because an instruction reported a run-time dim (EntryInfo::runtime_dims)
+  // other than its bound or its size at the last such binding: each evaluates every shape of
+  // the entry again (no allocation). A call whose sizes changed makes one per changed dim, and
+  // one more at its start to return the dims to their bounds.
+  uint64_t runtime_dim_binds = 0;
   // CUDA backend: the instructions of the last Run's entry that did not run where their
   // artifact says (InstructionInfo::executor "cublaslt" or "cudnn") but on the CPU backend,
   // in a CPU fallback region with the CPU instructions next to it (one copy to the host, one

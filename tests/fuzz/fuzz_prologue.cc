@@ -2,18 +2,20 @@
 // dims) and, for the inputs whose values the prologue reads (value symbols), arbitrary element
 // values, against a real artifact's prologues. Each entry's prologue runs on the metadata and,
 // when it fails, formats its reason; then, when every input's bytes fit a capped buffer, the
-// context runs the model on them (a miss must be a kInvalidArgument naming the check, a hit
-// must run). Nothing may crash, leak or hang.
+// context runs the model on them, their bytes also taken from the fuzz input (so data-dependent
+// sizes, run-time dims, vary): a miss must be a kInvalidArgument naming the check, a hit must
+// run. Nothing may crash, leak or hang.
 //
-// The artifact: $KILN_FUZZ_ARTIFACT, or `--artifact=PATH` on the command line (scripts/
-// sanitize.sh compiles one from a real model with `kiln compile --arch none`).
+// The artifacts: $KILN_FUZZ_ARTIFACT, or `--artifact=PATH[,PATH...]` on the command line (the
+// first fuzz byte picks one; scripts/sanitize.sh compiles them from real and small models with
+// `kiln compile --arch none`).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +32,9 @@ struct Target {
   std::vector<kiln::PrologueScratch> scratch;  // one per entry
 };
 
-std::optional<Target>& TheTarget() {
-  static std::optional<Target> target;
-  return target;
+std::vector<Target>& Targets() {
+  static std::vector<Target> targets;
+  return targets;
 }
 
 void Die(const std::string& what) {
@@ -64,28 +66,35 @@ int64_t PickDim(FuzzedDataProvider& in, const kiln::PrologueDim* expected) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  std::string path;
-  if (const char* env = std::getenv("KILN_FUZZ_ARTIFACT")) path = env;
+  std::string paths;
+  if (const char* env = std::getenv("KILN_FUZZ_ARTIFACT")) paths = env;
   for (int i = 1; i < *argc; ++i)
-    if (std::strncmp((*argv)[i], "--artifact=", 11) == 0) path = (*argv)[i] + 11;
-  if (path.empty()) Die("set KILN_FUZZ_ARTIFACT or pass --artifact=PATH (a .kiln file)");
-  auto model = kiln::Model::Load(path);
-  if (!model.ok()) Die(model.status().ToString());
-  kiln::ContextOptions options;
-  options.device = kiln::Device::kCpu;
-  options.cpu_threads = 1;
-  auto ctx = kiln::ExecutionContext::Create(*model, options);
-  if (!ctx.ok()) Die(ctx.status().ToString());
-  std::vector<kiln::PrologueScratch> scratch(model->impl().prepared.size());
-  for (size_t e = 0; e < scratch.size(); ++e) scratch[e].Resize(model->impl().prepared[e].prologue);
-  TheTarget().emplace(Target{*model, std::move(*ctx), std::move(scratch)});
+    if (std::strncmp((*argv)[i], "--artifact=", 11) == 0) paths = (*argv)[i] + 11;
+  if (paths.empty()) Die("set KILN_FUZZ_ARTIFACT or pass --artifact=PATH[,PATH...] (.kiln files)");
+  for (size_t begin = 0; begin <= paths.size();) {
+    const size_t comma = std::min(paths.find(',', begin), paths.size());
+    const std::string path = paths.substr(begin, comma - begin);
+    begin = comma + 1;
+    if (path.empty()) continue;
+    auto model = kiln::Model::Load(path);
+    if (!model.ok()) Die(model.status().ToString());
+    kiln::ContextOptions options;
+    options.device = kiln::Device::kCpu;
+    options.cpu_threads = 1;
+    auto ctx = kiln::ExecutionContext::Create(*model, options);
+    if (!ctx.ok()) Die(ctx.status().ToString());
+    std::vector<kiln::PrologueScratch> scratch(model->impl().prepared.size());
+    for (size_t e = 0; e < scratch.size(); ++e) scratch[e].Resize(model->impl().prepared[e].prologue);
+    Targets().push_back(Target{*model, std::move(*ctx), std::move(scratch)});
+  }
+  if (Targets().empty()) Die("no artifact in '" + paths + "'");
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Target& t = *TheTarget();
-  const kiln::Prologue& first = t.model.impl().prepared[0].prologue;
   FuzzedDataProvider in(data, size);
+  Target& t = Targets()[in.ConsumeIntegralInRange<size_t>(0, Targets().size() - 1)];
+  const kiln::Prologue& first = t.model.impl().prepared[0].prologue;
 
   // Mostly the model's input count, sometimes one fewer or more.
   const int delta = in.ConsumeIntegralInRange<int>(-1, 3);
@@ -118,6 +127,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < count; ++i) {
     buffers[i].assign(runnable ? bytes[i] / 8 + 2 : 2, 0);
     char* base = reinterpret_cast<char*>(buffers[i].data());
+    // The elements: fuzz bytes as far as they go (value inputs are written over below).
+    if (runnable) {
+      const std::vector<uint8_t> fill = in.ConsumeBytes<uint8_t>(in.ConsumeIntegralInRange<size_t>(0, bytes[i]));
+      if (!fill.empty()) std::memcpy(base, fill.data(), fill.size());
+    }
     switch (in.ConsumeIntegralInRange<int>(0, 7)) {
       case 0: views[i].data = nullptr; break;
       case 1: views[i].data = base + 1; break;  // misaligned for any element wider than a byte

@@ -89,6 +89,7 @@ struct EntrySpec {
   std::vector<int32_t> inputs, outputs;
   int32_t arena_bytes = 0;
   std::vector<std::string> stage_names;
+  std::vector<fb::RuntimeDim> runtime_dims;  // format 5
 };
 
 struct IoSpec {
@@ -171,7 +172,7 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVectorOfStrings(e.symbols),
                          b.CreateVectorOfStructs(e.exprs), b.CreateVector(tensors), b.CreateVector(instrs),
                          b.CreateVector(e.inputs), b.CreateVector(e.outputs), e.arena_bytes,
-                         b.CreateVector(stages));
+                         b.CreateVector(stages), e.runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(e.runtime_dims));
 }
 
 inline std::vector<flatbuffers::Offset<fb::IoInfo>> BuildIo(flatbuffers::FlatBufferBuilder& b,

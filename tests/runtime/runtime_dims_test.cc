@@ -9,6 +9,7 @@
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/gpu_test_util.h"
+#include "tests/runtime/artifact_builder_test_util.h"
 
 namespace kiln {
 namespace {
@@ -89,6 +90,10 @@ void CheckPositive(Device device) {
   r = RunPositive(*ctx, {-7, 0.5f, 0, 8, 9, -1});
   CHECK(r.y == std::vector<float>{1, 16, 18});
   CHECK(r.count == 3);
+  // The shapes were evaluated again after NonZero in the calls that found fewer than the
+  // bound (3 of 5, 0 of 2, 3 of 6; 2 of 2 is the bound), per Run (two per call on CUDA).
+  CHECK(ctx->stats().runtime_dim_binds == (device == Device::kCuda ? 6u : 3u));
+  CHECK(ctx->stats().graph_hits == 0);
 }
 
 }  // namespace
@@ -131,6 +136,123 @@ TEST_CASE("run-time dims: the compile trace names each with its bound and the no
     if (entry.compile.stage_names[k] == "plan") trace = entry.stage_traces[k];
   CHECK(trace.find("# run-time dim: where.count <= N, set by node 'nonzero' (NonZero)'s count of nonzero elements") !=
         std::string::npos);
+  CHECK(entry.runtime_dims == std::vector<std::string>{"where.count <= N, set by instruction 1 'nonzero' (NonZero)"});
+}
+
+namespace {
+
+// y = NonZero(x), x float32[N] with N in [1, 64], y int64[1, n] with run-time dim n <= N,
+// built by hand (no compiler). Exprs: 0 N (the bound), 1 1, 2 n, 3 0 (offset), 4 8,
+// 5 N*8 (arena bytes).
+testing::ArtifactSpec NonZeroSpec() {
+  testing::ArtifactSpec a;
+  a.format_version = kFormatVersion;
+  a.inputs = {{"x", DType::kFloat32, {-1}, {"N"}}};
+  a.outputs = {{"y", DType::kInt64, {1, -1}, {"", "n"}}};
+  testing::EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {testing::Sym(0, 1, 64)}}};
+  e.symbols = {"N", "n"};
+  e.exprs = {testing::E(fb::ExprOp::Var, 0), testing::E(fb::ExprOp::Const, 1), testing::E(fb::ExprOp::Var, 1),
+             testing::E(fb::ExprOp::Const, 0), testing::E(fb::ExprOp::Const, 8), testing::E(fb::ExprOp::Mul, 0, 4)};
+  e.tensors = {testing::T("x", DType::kFloat32, {0}, fb::Storage::Input, 0),
+               testing::T("y", DType::kInt64, {1, 2}, fb::Storage::Arena, 0, 3)};
+  e.instructions = {{"NonZero", "nz", {0}, {1}, {}, -1, {}}};
+  e.inputs = {0};
+  e.outputs = {1};
+  e.arena_bytes = 5;
+  e.runtime_dims = {fb::RuntimeDim(1, 0, 0)};
+  a.entries = {e};
+  return a;
+}
+
+std::string LoadError(const testing::ArtifactSpec& a) {
+  auto m = Model::Load(testing::BuildArtifact(a));
+  REQUIRE_FALSE(m.ok());
+  return std::string(m.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("run-time dims in a hand-built artifact: NonZero's count, with no compiler") {
+  auto model = Model::Load(testing::BuildArtifact(NonZeroSpec()));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->entries()[0].runtime_dims == std::vector<std::string>{"n <= N, set by instruction 0 'nz' (NonZero)"});
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  for (const std::vector<float>& x : {std::vector<float>{1, 0, 2}, std::vector<float>{0, 0, 0, 0}, std::vector<float>{5}}) {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    std::vector<int64_t> want;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] != 0) want.push_back(static_cast<int64_t>(i));
+    REQUIRE(out[0].rank == 2);
+    CHECK(out[0].dims[1] == static_cast<int64_t>(want.size()));
+    const int64_t* y = static_cast<const int64_t*>(out[0].data);
+    CHECK(std::vector<int64_t>(y, y + out[0].num_elements()) == want);
+  }
+}
+
+TEST_CASE("run-time dims: the verifier refuses every inconsistent description, naming it") {
+  auto spec = NonZeroSpec();
+  spec.entries[0].runtime_dims = {fb::RuntimeDim(5, 0, 0)};
+  CHECK(LoadError(spec) == "entry 0 run-time dim 0: symbol 5 out of range (symbols: 2)");
+  spec = NonZeroSpec();
+  spec.entries[0].runtime_dims = {fb::RuntimeDim(0, 0, 0)};
+  CHECK(LoadError(spec) == "entry 0: symbol 0 'N' is a run-time dim, but an input binds it");
+  spec = NonZeroSpec();
+  spec.entries[0].instructions[0].op = "Relu";
+  CHECK(LoadError(spec) == "entry 0 run-time dim 0: instruction 0 (Relu) does not report a run-time size");
+  spec = NonZeroSpec();
+  spec.entries[0].runtime_dims = {fb::RuntimeDim(1, 0, 2)};  // bound n: read before NonZero runs
+  CHECK(LoadError(spec) == "entry 0 expr 2: the prologue evaluates it, but it reads run-time dim 1 'n'");
+  spec = NonZeroSpec();
+  spec.entries[0].tensors[1].offset = 2;  // the arena offset n moves with the size
+  CHECK(LoadError(spec) == "entry 0 tensor 1 'y': offset expr 2 reads a run-time dim");
+  spec = NonZeroSpec();
+  spec.entries[0].runtime_dims = {fb::RuntimeDim(1, 0, 0), fb::RuntimeDim(1, 0, 0)};
+  CHECK(LoadError(spec) == "entry 0 run-time dim 1: symbol 1 is set twice");
+}
+
+TEST_CASE("run-time dims: a size above the outputs' room is kInternal naming the instruction, nothing written past them") {
+  auto spec = NonZeroSpec();
+  spec.entries[0].tensors[1].shape = {1, 1};  // y int64[1, 1]: room for one index, the bound says N
+  auto model = Model::Load(testing::BuildArtifact(spec));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const std::vector<float> x = {1, 2, 3};
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {3})};
+  std::vector<TensorView> out;
+  Status st = ctx->Run(in, out);
+  CHECK(st.code() == StatusCode::kInternal);
+  CHECK(st.message() ==
+        "instruction 0 'nz' (NonZero): NonZero: its data-dependent size is 3, and its outputs, sized for the run-time "
+        "dim's bound, have no room for it");
+}
+
+TEST_CASE("run-time dims: a shape guard on one is refused at compile time, naming the guard and the node") {
+  // c = NonZero(x) + NonZero(y): broadcasting two counts assumes they are equal, a guard the
+  // prologue would have to check before either is known.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N"});
+  testing::AddInput(g, "y", {"N"});
+  testing::AddNode(g, "NonZero", {"x"}, {"a"}, "nza");
+  testing::AddNode(g, "NonZero", {"y"}, {"b"}, "nzb");
+  testing::AddNode(g, "Add", {"a", "b"}, {"c"}, "add");
+  testing::AddOutput(g, "c");
+  const auto path = std::filesystem::temp_directory_path() / ("kiln_runtime_dims_" + std::to_string(::getpid()) + ".onnx");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto r = compiler::CompileOnnxFile(path.string(), testing::CpuOnly(), nullptr);
+  std::filesystem::remove(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kUnimplemented);
+  CHECK(r.status().message() ==
+        "the guard (a.count == b.count) from node 'add' (Add) reads run-time dim a.count, which is known only once "
+        "node 'nza' (NonZero)'s count of nonzero elements is computed; the prologue checks guards before the run");
 }
 
 }  // namespace kiln

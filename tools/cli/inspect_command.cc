@@ -77,6 +77,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
         stages.push_back(std::move(stage));
       }
       entries.push_back({{"name", e.name}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
+                         {"runtime_dims", e.runtime_dims},
                          {"instructions", e.num_instructions}, {"kernels", c.kernels},
                          {"kernel_compile_ns", c.kernel_compile_ns}, {"stages", stages}});
     }
@@ -113,6 +114,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                                   : "symbolic, " + e.arena_bytes.substr(0, kShown) + "... bytes";
     std::cout << fmt::format("\nentry {} '{}': {} instructions, arena {}\n", i, e.name, e.num_instructions, arena);
     std::cout << "prologue:\n" << e.prologue_text << "\n";
+    for (const std::string& d : e.runtime_dims) std::cout << "run-time dim: " << d << "\n";
     const EntryCompileStats& c = e.compile;
     for (size_t s = 0; s < c.stage_names.size(); ++s) {
       std::string ops;
