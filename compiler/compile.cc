@@ -378,7 +378,10 @@ Status WithValueProfileHint(const Status& st, const ir::Trace& imported, const s
   std::vector<std::string> inputs, templates;
   for (ir::ValueId id : imported.inputs) {
     const ir::Value& v = imported.value(id);
-    if (!reaching.count(id) || !passes::IsValueInputCandidate(v)) continue;
+    const int64_t count = passes::ValueElements(v);
+    const bool fixable = !v.is_const() && passes::CanFixValues(v.dtype) && count >= 1 &&
+                         count <= passes::kMaxValueElements;
+    if (!reaching.count(id) || !fixable) continue;
     if (!profiles.empty() && std::all_of(profiles.begin(), profiles.end(),
                                          [&](const ResolvedProfile& p) { return p.values.count(v.name) > 0; }))
       continue;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/ops/meta_util.h"
 #include "compiler/passes/value_inputs.h"
 
 namespace kiln::compiler {
@@ -92,27 +93,49 @@ Result<int> FindDim(const ir::Value& input, const std::string& dim, const std::s
                                      where, input.name, ir::ShapeToString(input.shape), dim, rank - 1));
 }
 
-// INT | '[' INT (',' INT)* ']'.
-Result<std::vector<int64_t>> ParseValues(std::string_view text, const std::string& where) {
+// V | '[' V (',' V)* ']', each V a number (an integer, or a decimal as strtod reads it).
+Result<std::vector<std::string>> ParseValues(std::string_view text, const std::string& where) {
   std::string_view s = Trim(text);
   const bool bracketed = !s.empty() && s.front() == '[';
   if (bracketed) {
     if (s.back() != ']') return InvalidArgument(fmt::format("{}: '{}' has no closing ']'", where, s));
     s = s.substr(1, s.size() - 2);
   }
-  std::vector<int64_t> out;
+  std::vector<std::string> out;
   if (bracketed && Trim(s).empty()) return out;  // '[]': an empty tensor, such as a Reduce's empty axes
   for (std::string_view item : Split(s, ',')) {
     item = Trim(item);
-    int64_t v = 0;
+    double v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
-      return InvalidArgument(fmt::format("{}: '{}' is not an int64 value (expected INT or [INT,INT,...])", where, item));
-    out.push_back(v);
+      return InvalidArgument(fmt::format("{}: '{}' is not a number (expected V or [V,V,...])", where, item));
+    out.emplace_back(item);
   }
   if (!bracketed && out.size() > 1)
     return InvalidArgument(fmt::format("{}: several values need brackets: [{}]", where, s));
   return out;
+}
+
+// Element `text` of a value profile read in `dtype`: an integer (int64 for bool and the integer
+// dtypes), or the bits of the floating-point value rounded to `dtype` (passes::FloatBits).
+// `shown` gets the value as the entry's name shows it.
+Result<int64_t> ReadElement(const std::string& text, DType dtype, const std::string& where, std::string* shown) {
+  if (ir::meta::IsFloat(dtype)) {
+    double d = 0;
+    std::from_chars(text.data(), text.data() + text.size(), d);  // ParseValues checked it
+    const int64_t bits = passes::FloatBits(dtype, d);
+    *shown = fmt::format("{}", passes::FloatFromBits(dtype, bits));
+    return bits;
+  }
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) return InvalidArgument(fmt::format("{} = {} does not fit its dtype", where, text));
+  if (ec != std::errc() || end != text.data() + text.size())
+    return InvalidArgument(fmt::format("{} = {} is not an integer", where, text));
+  const bool fits = dtype == DType::kInt64 ? true : dtype == DType::kInt32 ? v >= INT32_MIN && v <= INT32_MAX : v == 0 || v == 1;
+  if (!fits) return InvalidArgument(fmt::format("{} = {} does not fit its dtype", where, v));
+  *shown = std::to_string(v);
+  return v;
 }
 
 }  // namespace
@@ -142,7 +165,7 @@ Result<Profile> ParseProfile(std::string_view text) {
                         (colon == std::string_view::npos || Trim(group.substr(eq + 1)).starts_with('['));
     if (values) {
       const std::string input(Trim(group.substr(0, eq)));
-      KILN_ASSIGN_OR_RETURN(std::vector<int64_t> elements,
+      KILN_ASSIGN_OR_RETURN(std::vector<std::string> elements,
                             ParseValues(group.substr(eq + 1), fmt::format("{} {}", where, input)));
       for (const ValueConstraint& v : p.values)
         if (v.input == input) return InvalidArgument(fmt::format("{}: input '{}' has values twice", where, input));
@@ -187,8 +210,9 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
     KILN_ASSIGN_OR_RETURN(const ir::Value* input, find_input(c.input));
     const std::string at = fmt::format("{}: input '{}' {}{}", where, c.input, DTypeName(input->dtype),
                                        ir::ShapeToString(input->shape));
-    if (input->dtype != DType::kInt32 && input->dtype != DType::kInt64 && input->dtype != DType::kBool)
-      return InvalidArgument(fmt::format("{}: only int32, int64 and bool inputs can have their values fixed", at));
+    if (!passes::CanFixValues(input->dtype))
+      return InvalidArgument(fmt::format("{}: only int32, int64, bool, float16, bfloat16, float32 and float64 inputs "
+                                         "can have their values fixed", at));
     const int64_t count = static_cast<int64_t>(c.elements.size());
     if (count > passes::kMaxValueElements)
       return InvalidArgument(fmt::format("{}: {} values, over the limit of {}", at, count, passes::kMaxValueElements));
@@ -209,17 +233,17 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
                                            elements > passes::kMaxValueElements ? "over 64" : std::to_string(elements),
                                            count));
     }
+    std::vector<int64_t> elements;
+    std::vector<std::string> shown(c.elements.size());
     for (size_t k = 0; k < c.elements.size(); ++k) {
-      const int64_t v = c.elements[k];
-      const bool fits = input->dtype == DType::kInt64   ? true
-                        : input->dtype == DType::kInt32 ? v >= INT32_MIN && v <= INT32_MAX
-                                                        : v == 0 || v == 1;
-      if (!fits) return InvalidArgument(fmt::format("{}: element {} = {} does not fit its dtype", at, k, v));
+      KILN_ASSIGN_OR_RETURN(int64_t e, ReadElement(c.elements[k], input->dtype, fmt::format("{}: element {}", at, k),
+                                                   &shown[k]));
+      elements.push_back(e);
     }
-    out.values[c.input] = c.elements;
+    out.values[c.input] = std::move(elements);
     value_names += fmt::format("{}{}={}", value_names.empty() ? "" : ", ", c.input,
-                               input->shape.empty() && count == 1 ? fmt::format("{}", c.elements[0])
-                                                    : fmt::format("[{}]", fmt::join(c.elements, ",")));
+                               input->shape.empty() && count == 1 ? shown[0]
+                                                                  : fmt::format("[{}]", fmt::join(shown, ",")));
   }
   std::map<std::string, DimRange> ranges;
   std::vector<std::string> order;  // symbols in the order the profile names them

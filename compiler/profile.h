@@ -70,10 +70,11 @@ struct DimConstraint {
   DimRange range;
 };
 
-// An input's elements, row-major: 'sr=16000', 'axes=[0,2]'.
+// An input's elements, row-major: 'sr=16000', 'axes=[0,2]', 'scales=[1,1,2,2.5]'; each a
+// number as written, read in the input's dtype when the profile is resolved.
 struct ValueConstraint {
   std::string input;
-  std::vector<int64_t> elements;
+  std::vector<std::string> elements;
 };
 
 struct Profile {
@@ -98,7 +99,9 @@ struct ResolvedProfile {
   // Every symbol the inputs declare, with the values this profile admits (min == max where
   // it fixes the symbol; >= 1 where it says nothing).
   std::map<std::string, DimRange> symbols;
-  // Inputs whose values this profile fixes (passes::BindInputValues), by name.
+  // Inputs whose values this profile fixes (passes::BindInputValues), by name: integers and
+  // bools as int64, floating-point elements as the bits of the input's dtype (passes::
+  // FloatBits), which the prologue compares bit for bit.
   std::map<std::string, std::vector<int64_t>> values;
 
   // True when every input shape (and value) `other` admits, this profile admits too. Both must
@@ -111,7 +114,8 @@ struct ResolvedProfile {
 // input (the message lists them), a dim name or position the input does not have (the
 // message shows its declared shape), a range that excludes a dim the model fixes,
 // constraints on one symbol that do not overlap, and values for an input that is not int32,
-// int64 or bool, whose element count differs from the values', or that a value does not fit.
+// int64, bool, float16, bfloat16, float32 or float64, whose element count differs from the
+// values', or that a value does not fit (an integer input given 2.5, an int32 one 2^31).
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
 
 // The order in which entries are tried: the given order, except that a profile whose shapes

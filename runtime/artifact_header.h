@@ -11,7 +11,8 @@ inline constexpr uint64_t kWeightAlignment = 64;  // each weight inside the blob
 // The first format with value symbols (InputCheck.values); the writer uses it only for the
 // artifacts that have them, and the version before it for the others (schema/VERSIONS.md).
 inline constexpr uint32_t kValueSymbolsFormatVersion = 4;
-// The first format with run-time dims (Entry.runtime_dims), used only by artifacts that have them.
+// The first format with run-time dims (Entry.runtime_dims) and value checks of floating-point
+// inputs, used only by artifacts that have them.
 inline constexpr uint32_t kRuntimeDimsFormatVersion = 5;
 
 struct ArtifactHeader {

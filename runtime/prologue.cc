@@ -1,10 +1,14 @@
 #include "runtime/prologue.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+
+#include "runtime/half.h"
 
 namespace kiln {
 namespace {
@@ -41,6 +45,20 @@ bool Check(const PrologueDim& c, int64_t v, int32_t i, int32_t d, bool value, Pr
   return true;
 }
 
+// Element `e` as its value check reads it: an integer, a bool as 0 or 1, or a floating-point
+// element's bits, zero-extended (float64: its bit pattern), compared bit for bit.
+int64_t ValueAt(DType dtype, const void* data, int32_t e) {
+  switch (dtype) {
+    case DType::kInt64:
+    case DType::kFloat64: return static_cast<const int64_t*>(data)[e];
+    case DType::kInt32: return static_cast<const int32_t*>(data)[e];
+    case DType::kFloat32: return static_cast<const uint32_t*>(data)[e];
+    case DType::kFloat16:
+    case DType::kBFloat16: return static_cast<const uint16_t*>(data)[e];
+    default: return int64_t{static_cast<const uint8_t*>(data)[e] != 0};  // bool
+  }
+}
+
 bool CheckDims(const PrologueInput& in, const TensorView& view, int32_t i,
                PrologueScratch& s, PrologueFailure* why) {
   const int32_t rank = static_cast<int32_t>(in.dims.size());
@@ -51,12 +69,8 @@ bool CheckDims(const PrologueInput& in, const TensorView& view, int32_t i,
   if (view.memory != MemoryKind::kHost)
     return Fail(why, PrologueCheck::kValueMemory, i, -1, static_cast<int64_t>(view.memory));
   const int32_t n = static_cast<int32_t>(in.values.size());
-  for (int32_t e = 0; e < n; ++e) {
-    const int64_t v = in.dtype == DType::kInt64   ? static_cast<const int64_t*>(view.data)[e]
-                      : in.dtype == DType::kInt32 ? static_cast<const int32_t*>(view.data)[e]
-                                                  : int64_t{static_cast<const uint8_t*>(view.data)[e] != 0};  // bool
-    if (!Check(in.values[e], v, i, e, true, s, why)) return false;
-  }
+  for (int32_t e = 0; e < n; ++e)
+    if (!Check(in.values[e], ValueAt(in.dtype, view.data, e), i, e, true, s, why)) return false;
   return true;
 }
 
@@ -156,6 +170,25 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
 }
 
 // "1..64", or ">= 1" without an upper bound: the profile syntax of `kiln compile --profile`.
+// A value check's number as text: an integer, or the floating-point value whose bits it holds
+// (ValueAt), shortest round-trip form ("2.5", "0.1").
+std::string ElementText(DType dtype, int64_t v) {
+  double d = 0;
+  switch (dtype) {
+    case DType::kFloat64: d = std::bit_cast<double>(v); break;
+    case DType::kFloat32: d = std::bit_cast<float>(static_cast<uint32_t>(v)); break;
+    case DType::kFloat16: d = HalfToFloat(static_cast<uint16_t>(v)); break;
+    case DType::kBFloat16: d = BF16ToFloat(static_cast<uint16_t>(v)); break;
+    default: return std::to_string(v);
+  }
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {  // the fewest digits that read back the same
+    std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+    if (std::strtod(buf, nullptr) == d || d != d) break;
+  }
+  return buf;
+}
+
 std::string RangeText(const PrologueDim& c) {
   if (c.max == INT64_MAX) return c.min == INT64_MIN ? "any int64" : ">= " + std::to_string(c.min);
   if (c.min == INT64_MIN) return "<= " + std::to_string(c.max);
@@ -223,7 +256,7 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
   }
   const PrologueInput& in = p.inputs[why.input];
   const std::string head = "input " + Quote(in.name);
-  const std::string got = std::to_string(why.got);
+  const std::string got = why.value ? ElementText(in.dtype, why.got) : std::to_string(why.got);
   // The dim's or element's check.
   const std::vector<PrologueDim>& checks = why.value ? in.values : in.dims;
   const PrologueDim* check = why.dim >= 0 && static_cast<size_t>(why.dim) < checks.size() ? &checks[why.dim] : nullptr;
@@ -260,7 +293,7 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
   if (!check) return head + ": unknown check";
   switch (why.check) {
     case PrologueCheck::kDim:
-      return dim_head + ", expected " + std::to_string(check->value);
+      return dim_head + ", expected " + (why.value ? ElementText(in.dtype, check->value) : std::to_string(check->value));
     case PrologueCheck::kSymbolMismatch:
     {
       // "input 'x'" for a dim's symbol, "input 'sr' element 0" for an element's.
@@ -297,9 +330,9 @@ std::string PrologueText(const Prologue& p, std::span<const Expr> exprs) {
     if (DTypeSize(in.dtype) > 1) out += "  check " + x + ".data % " + std::to_string(DTypeSize(in.dtype)) + " == 0\n";
     out += "  check " + x + ".rank == " + std::to_string(in.dims.size()) + "\n";
     // A dim ("x.shape[1]") or an element ("sr.values[0]") and its check.
-    auto check = [&](const PrologueDim& c, const std::string& what) {
+    auto check = [&](const PrologueDim& c, const std::string& what, bool element) {
       if (c.symbol < 0) {
-        out += "  check " + what + " == " + std::to_string(c.value) + "\n";
+        out += "  check " + what + " == " + (element ? ElementText(in.dtype, c.value) : std::to_string(c.value)) + "\n";
         return;
       }
       const std::string& sym = p.symbols[c.symbol];
@@ -313,9 +346,9 @@ std::string PrologueText(const Prologue& p, std::span<const Expr> exprs) {
         out += "  check " + sym + (c.max == INT64_MAX || c.min == INT64_MIN ? " " : " in ") + RangeText(c) + "\n";
       if (c.divisor != 1) out += "  check " + sym + " % " + std::to_string(c.divisor) + " == 0\n";
     };
-    for (size_t d = 0; d < in.dims.size(); ++d) check(in.dims[d], x + ".shape[" + std::to_string(d) + "]");
+    for (size_t d = 0; d < in.dims.size(); ++d) check(in.dims[d], x + ".shape[" + std::to_string(d) + "]", false);
     if (!in.values.empty()) out += "  check " + x + ".memory == host  # its values are read\n";
-    for (size_t e = 0; e < in.values.size(); ++e) check(in.values[e], x + ".values[" + std::to_string(e) + "]");
+    for (size_t e = 0; e < in.values.size(); ++e) check(in.values[e], x + ".values[" + std::to_string(e) + "]", true);
   }
   for (const PrologueGuard& g : p.guards) {
     std::string text = GuardText(p, exprs, g);

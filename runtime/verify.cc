@@ -213,9 +213,10 @@ class EntryVerifier {
     const uint32_t n = Size(in.values());
     if (n == 0) return Status::Ok();
     const DType dt = static_cast<DType>(in.dtype());
-    if (dt != DType::kInt32 && dt != DType::kInt64 && dt != DType::kBool)
+    const bool floating = dt == DType::kFloat16 || dt == DType::kBFloat16 || dt == DType::kFloat32 || dt == DType::kFloat64;
+    if (dt != DType::kInt32 && dt != DType::kInt64 && dt != DType::kBool && !floating)
       return DataLoss(where + ": its " + to_string(n) + " elements are checked, but its dtype is " +
-                      std::string(DTypeName(dt)) + ", not int32, int64 or bool");
+                      std::string(DTypeName(dt)) + ", not int32, int64, bool or floating-point");
     if (n > kMaxValueElements)
       return DataLoss(where + ": " + to_string(n) + " elements checked, over the limit of " +
                       to_string(kMaxValueElements));
@@ -233,6 +234,8 @@ class EntryVerifier {
       const fb::DimCheck* c = in.values()->Get(k);
       const std::string ew = where + " element " + to_string(k);
       if (c->symbol() < 0) continue;
+      // A floating-point element is compared bit for bit with a constant; it binds no symbol.
+      if (floating) return DataLoss(ew + ": a " + std::string(DTypeName(dt)) + " element binds a symbol");
       if (c->symbol() >= static_cast<int64_t>(num_symbols_))
         return DataLoss(ew + ": symbol " + Range(c->symbol(), num_symbols_, "symbols"));
       if (c->divisor() < 1) return DataLoss(ew + ": divisor " + to_string(c->divisor()) + " < 1");

@@ -1,12 +1,16 @@
 #include "compiler/passes/value_inputs.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
+#include "compiler/ops/meta_util.h"
 #include "compiler/passes/constant_fold.h"
+#include "runtime/half.h"
 
 namespace kiln::passes {
 namespace {
@@ -45,6 +49,37 @@ void Replace(ir::Block& block, ir::ValueId from, ir::ValueId to) {
 
 }  // namespace
 
+bool CanFixValues(DType dtype) {
+  switch (dtype) {
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kBool:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64: return true;
+    default: return false;
+  }
+}
+
+int64_t FloatBits(DType dtype, double value) {
+  switch (dtype) {
+    case DType::kFloat16: return FloatToHalf(static_cast<float>(value));
+    case DType::kBFloat16: return FloatToBF16(static_cast<float>(value));
+    case DType::kFloat32: return std::bit_cast<uint32_t>(static_cast<float>(value));
+    default: return std::bit_cast<int64_t>(value);
+  }
+}
+
+double FloatFromBits(DType dtype, int64_t bits) {
+  switch (dtype) {
+    case DType::kFloat16: return HalfToFloat(static_cast<uint16_t>(bits));
+    case DType::kBFloat16: return BF16ToFloat(static_cast<uint16_t>(bits));
+    case DType::kFloat32: return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    default: return std::bit_cast<double>(bits);
+  }
+}
+
 Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector<int64_t>>& values) {
   for (const auto& entry : values) {
     const std::string& name = entry.first;
@@ -54,10 +89,10 @@ Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector
     if (it == trace.inputs.end()) return InvalidArgument("values for '" + name + "', which is not a runtime input");
     const ir::ValueId input = *it;
     const ir::Value& v = trace.value(input);
-    if ((v.dtype != DType::kInt32 && v.dtype != DType::kInt64 && v.dtype != DType::kBool) ||
-        !ir::IsStatic(v.shape))
+    if (!CanFixValues(v.dtype) || !ir::IsStatic(v.shape))
       return InvalidArgument("input '" + name + "' (" + std::string(DTypeName(v.dtype)) + ir::ShapeToString(v.shape) +
-                             "): only int32, int64 and bool inputs of constant dims can have their values fixed");
+                             "): only int32, int64, bool, float16, bfloat16, float32 and float64 inputs of constant "
+                             "dims can have their values fixed");
     const std::optional<int64_t> count = ir::NumElements(v.shape).value();  // nullopt: past int64
     if (count != static_cast<int64_t>(elements.size()))
       return InvalidArgument("input '" + name + "' " + ir::ShapeToString(v.shape) + " has " +
@@ -65,9 +100,20 @@ Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector
                              std::to_string(elements.size()) + " values");
     std::vector<ir::Sym> syms;
     for (int64_t e : elements) syms.push_back(ir::Sym(v.dtype == DType::kBool ? int64_t{e != 0} : e));
-    // The constant every use reads: the elements stored in the input's dtype.
+    // The constant every use reads: the elements stored in the input's dtype (floating-point
+    // ones from their bits).
     ir::Value constant{name + ".value", v.dtype, v.shape, nullptr, syms};
-    MaterializeKnownElements(constant);
+    if (ir::meta::IsFloat(v.dtype)) {
+      auto data = std::make_shared<ir::ConstData>();
+      data->dtype = v.dtype;
+      data->dims = ir::StaticDims(v.shape);
+      const size_t size = DTypeSize(v.dtype);
+      data->bytes.resize(elements.size() * size);
+      for (size_t k = 0; k < elements.size(); ++k) std::memcpy(data->bytes.data() + k * size, &elements[k], size);
+      constant.data = std::move(data);
+    } else {
+      MaterializeKnownElements(constant);
+    }
     constant.sym.reset();
     trace.value(input).sym = std::move(syms);
     const ir::ValueId c = trace.AddValue(std::move(constant));

@@ -62,13 +62,24 @@ int64_t ValueElements(const ir::Value& v);
 // left alone.
 std::vector<std::string> MarkValueInputs(ir::Trace& trace);
 
-// Fixes the values of the named inputs for one entry (a profile's 'sr=16000' or 'axes=[0,2]',
-// compiler/profile.h): every node (and branch) that read the input reads a constant holding
-// `values` instead, so the entry compiles as if --constant-input had bound it, while the input
-// keeps its place in the signature with those elements as its constant `sym`, which the entry's
-// prologue checks at each call. Call it before MarkValueInputs, which leaves such inputs alone.
-// Errors (kInvalidArgument): a name that is no runtime input, an input that is not int32,
-// int64 or bool with constant dims, an element count other than the values'.
+// True when a value profile can fix the values of an input of `dtype`: int32, int64 and bool
+// (whose elements can also be value symbols), and float16, bfloat16, float32 and float64, whose
+// elements the prologue compares bit for bit (FloatBits).
+bool CanFixValues(DType dtype);
+// The bits of `value` rounded to the floating-point `dtype` (to nearest, ties to even), as the
+// prologue reads an element of that dtype: zero-extended to int64 (float64: its bit pattern).
+int64_t FloatBits(DType dtype, double value);
+// The value those bits hold.
+double FloatFromBits(DType dtype, int64_t bits);
+
+// Fixes the values of the named inputs for one entry (a profile's 'sr=16000', 'axes=[0,2]' or
+// 'scales=[1,1,2,2]', compiler/profile.h): every node (and branch) that read the input reads a
+// constant holding `values` (floating-point elements as FloatBits) instead, so the entry
+// compiles as if --constant-input had bound it, while the input keeps its place in the
+// signature with those elements as its constant `sym`, which the entry's prologue checks at
+// each call. Call it before MarkValueInputs, which leaves such inputs alone. Errors
+// (kInvalidArgument): a name that is no runtime input, an input that CanFixValues refuses or
+// whose dims are not constants, an element count other than the values'.
 Status BindInputValues(ir::Trace& trace, const std::map<std::string, std::vector<int64_t>>& values);
 
 }  // namespace kiln::passes

@@ -7,6 +7,7 @@
 
 #include <xxhash.h>
 
+#include "compiler/ops/meta_util.h"
 #include "kiln/runtime.h"
 #include "kiln/version.h"
 #include "runtime/artifact_header.h"
@@ -397,14 +398,19 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
-  // Value symbols need format 4 and run-time dims format 5; an artifact without them stays
-  // at the version before, which older runtimes read (schema/VERSIONS.md).
-  bool value_symbols = false, runtime_dims = false;
+  // Value checks need format 4, run-time dims and checks of floating-point values format 5;
+  // an artifact without them stays at the version before, which older runtimes read
+  // (schema/VERSIONS.md).
+  bool value_symbols = false, format5 = false;
   for (const EntryRecord& e : artifact.entries) {
-    for (ir::ValueId id : e.plan.trace.inputs) value_symbols = value_symbols || e.plan.trace.value(id).sym.has_value();
-    runtime_dims = runtime_dims || HasRuntimeDims(e.plan.trace);
+    for (ir::ValueId id : e.plan.trace.inputs) {
+      const ir::Value& v = e.plan.trace.value(id);
+      value_symbols = value_symbols || v.sym.has_value();
+      format5 = format5 || (v.sym.has_value() && ir::meta::IsFloat(v.dtype));
+    }
+    format5 = format5 || HasRuntimeDims(e.plan.trace);
   }
-  const uint32_t version = runtime_dims    ? kRuntimeDimsFormatVersion
+  const uint32_t version = format5         ? kRuntimeDimsFormatVersion
                            : value_symbols ? kValueSymbolsFormatVersion
                                            : kValueSymbolsFormatVersion - 1;
   auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),

@@ -352,8 +352,9 @@ TEST_CASE("profile text: an input's values") {
   CHECK(sr.dims.empty());
   REQUIRE(sr.values.size() == 1);
   CHECK(sr.values[0].input == "sr");
-  CHECK(sr.values[0].elements == std::vector<int64_t>{16000});
-  CHECK(Parsed("axes=[0, -2]").values[0].elements == std::vector<int64_t>{0, -2});
+  CHECK(sr.values[0].elements == std::vector<std::string>{"16000"});
+  CHECK(Parsed("axes=[0, -2]").values[0].elements == std::vector<std::string>{"0", "-2"});
+  CHECK(Parsed("scales=[1, 2.5, 1e-3]").values[0].elements == std::vector<std::string>{"1", "2.5", "1e-3"});
   CHECK(Parsed("axes=[]").values[0].elements.empty());
   Profile both = Parsed("x:N=1;k=3");
   CHECK(both.dims.size() == 1);
@@ -363,12 +364,9 @@ TEST_CASE("profile text: an input's values") {
   CHECK(Parsed("ids:0=5").dims[0].input == "ids");
 
   CHECK(ParseError("axes=0,2") == "profile 'axes=0,2' axes: several values need brackets: [0,2]");
-  CHECK(ParseError("axes=[1,x]") == "profile 'axes=[1,x]' axes: 'x' is not an int64 value (expected INT or [INT,INT,...])");
+  CHECK(ParseError("axes=[1,x]") == "profile 'axes=[1,x]' axes: 'x' is not a number (expected V or [V,V,...])");
   CHECK(ParseError("axes=[1") == "profile 'axes=[1' axes: '[1' has no closing ']'");
   CHECK(ParseError("k=3;k=4") == "profile 'k=3;k=4': input 'k' has values twice");
-  CHECK(ParseError("k=99999999999999999999") ==
-        "profile 'k=99999999999999999999' k: '99999999999999999999' is not an int64 value (expected INT or "
-        "[INT,INT,...])");
 }
 
 TEST_CASE("profiles with values: resolution names them, checks dtype and count, and orders fixed values first") {
@@ -377,7 +375,11 @@ TEST_CASE("profiles with values: resolution names them, checks dtype and count, 
   CHECK(s.values.at("s") == std::vector<int64_t>{7});
   CHECK(Resolved("x:N=1;s=-7").name == "N=1, s=-7");
   CHECK(ResolveError("x=[1]") ==
-        "profile 'x=[1]': input 'x' float32[N, 3, H, W]: only int32, int64 and bool inputs can have their values fixed");
+        "profile 'x=[1]': input 'x' float32[N, 3, H, W]: its element count is not fixed; fix its dims too, as in "
+        "'x:0=...'");
+  CHECK(ResolveError("s=2.5") == "profile 's=2.5': input 's' int64[]: element 0 = 2.5 is not an integer");
+  CHECK(ResolveError("s=99999999999999999999") ==
+        "profile 's=99999999999999999999': input 's' int64[]: element 0 = 99999999999999999999 does not fit its dtype");
   CHECK(ResolveError("s=[1,2]") == "profile 's=[1,2]': input 's' int64[]: has 1 elements, the profile gives 2");
   CHECK(ResolveError("t=1") == "profile 't=1': 't' is not a runtime input of the model (inputs: 'x', 'y', 's')");
   // A profile fixing a value goes before the same profile without it; different values: as given.
@@ -491,6 +493,48 @@ TEST_CASE("profiles with values: an If on an input's value compiles the branch e
   CHECK(run(0) == std::vector<float>{2, 4, 6});
   CHECK(run(5).empty());  // a value no profile names: a miss
   CHECK(ctx->stats().last_miss_reasons[0] == "entry 0 (mode=1): input 'mode' element 0 = 5, expected 1");
+}
+
+TEST_CASE("profiles with floating-point values: a Resize's scales input, compared bit for bit by the prologue") {
+  // y = Resize(x, scales), nearest: x float32[1, 1, 2, 2], scales float32[4] an input.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"1", "1", "2", "2"});
+  testing::AddInput(g, "scales", {"4"});
+  testing::AttrString(testing::AddNode(g, "Resize", {"x", "", "scales"}, {"y"}, "resize"), "mode", "nearest");
+  testing::AddOutput(g, "y");
+  CHECK(CompileError(m, {}).find("--profile 'scales=[V0,V1,V2,V3]'") != std::string::npos);
+  auto model = Model::Load(testing::CompileModel(m, WithProfiles({"scales=[1,1,2,2]", "scales=[1, 1, 3.0, 3]"})));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[1].name == "scales=[1,1,3,3]");
+  CHECK(model->format_version() == kFormatVersion);  // floating-point value checks need format 5
+  CHECK(model->entries()[0].prologue_text.find("check scales.values[2] == 2\n") != std::string::npos);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[4] = {1, 2, 3, 4};
+  auto run = [&](float scale, std::vector<float>* y) -> Status {
+    const float scales[4] = {1, 1, scale, scale};
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 1, 2, 2}), TensorView::Host(scales, DType::kFloat32, {4})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    const float* p = static_cast<const float*>(out[0].data);
+    y->assign(p, p + out[0].num_elements());
+    return Status::Ok();
+  };
+  std::vector<float> y;
+  REQUIRE(run(2, &y).ok());
+  CHECK(y == std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  REQUIRE(run(3, &y).ok());
+  CHECK(y.size() == 36);
+  CHECK(y[0] == 1);
+  CHECK(y[2] == 1);
+  CHECK(y[3] == 2);
+  CHECK(y[35] == 4);
+  CHECK(ctx->stats().last_entry == 1);
+  CHECK(run(2.5f, &y).message() ==
+        "entry 0 (scales=[1,1,2,2]): input 'scales' element 2 = 2.5, expected 2\n"
+        "entry 1 (scales=[1,1,3,3]): input 'scales' element 2 = 2.5, expected 3");
 }
 
 }  // namespace kiln::compiler

@@ -56,6 +56,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/fusion/rules.h"
+#include "compiler/passes/value_inputs.h"
 #include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "onnx/onnx_pb.h"
@@ -289,8 +290,9 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
   // An input Kiln needs at compile time (a Reduce's axes, a Resize's sizes, fed as graph
   // inputs by the test) gets a value profile of test set 0's values, as
   // `kiln compile --profile 'axes=[1]'` does: the input stays in the signature and the entry's
-  // prologue checks its values. An input a value profile cannot fix (a float Resize scales,
-  // over 64 elements) is bound to a constant instead, as `--constant-input` does. When the value
+  // prologue checks its values (floating-point ones, a Resize's scales, bit for bit). An input
+  // a value profile cannot fix (over 64 elements) is bound to a constant instead, as
+  // `--constant-input` does. When the value
   // is computed inside the graph, the small integer inputs (at most 16 elements) get this
   // treatment. Such passes are reported with the inputs they fixed or bound. With
   // `profile_inputs`, every small integer input gets a value profile from the start.
@@ -305,13 +307,22 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
     const kiln::io::HostTensor& t = first_set->at(input);
     fixed[input] = t;
     const int64_t n = t.num_elements();
-    if ((t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32 || t.dtype == kiln::DType::kBool) &&
-        n <= 64) {
-      std::vector<int64_t> v(static_cast<size_t>(n));
-      for (int64_t k = 0; k < n; ++k)
-        v[k] = t.dtype == kiln::DType::kInt64   ? reinterpret_cast<const int64_t*>(t.bytes.data())[k]
-               : t.dtype == kiln::DType::kInt32 ? reinterpret_cast<const int32_t*>(t.bytes.data())[k]
-                                                : t.bytes[k] != 0;
+    if (kiln::passes::CanFixValues(t.dtype) && n <= 64) {
+      // Each element as profile text: integers as they are, floating-point ones in the
+      // shortest form that reads back to the same bits.
+      std::vector<std::string> v(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) {
+        const uint8_t* at = t.bytes.data() + k * kiln::DTypeSize(t.dtype);
+        int64_t bits = 0;
+        std::memcpy(&bits, at, kiln::DTypeSize(t.dtype));
+        switch (t.dtype) {
+          case kiln::DType::kInt64: v[k] = fmt::format("{}", bits); break;
+          case kiln::DType::kInt32: v[k] = fmt::format("{}", static_cast<int32_t>(bits)); break;
+          case kiln::DType::kBool: v[k] = bits != 0 ? "1" : "0"; break;
+          case kiln::DType::kFloat64: v[k] = fmt::format("{}", kiln::passes::FloatFromBits(t.dtype, bits)); break;
+          default: v[k] = fmt::format("{}", static_cast<float>(kiln::passes::FloatFromBits(t.dtype, bits))); break;
+        }
+      }
       profiled.push_back(t.dims.empty() && n == 1 ? fmt::format("{}={}", input, v[0])
                                         : fmt::format("{}=[{}]", input, fmt::join(v, ",")));
       auto profile = kiln::compiler::ParseProfile(fmt::format("{}", fmt::join(profiled, ";")));
