@@ -10,6 +10,7 @@
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/artifact_builder_test_util.h"
+#include "tests/runtime/count_allocations.h"
 
 namespace kiln {
 namespace {
@@ -105,6 +106,31 @@ TEST_CASE("run-time dims: NonZero's count sizes the instructions after it, call 
 TEST_CASE("[gpu] run-time dims on the CUDA backend: the fallback region ends at NonZero and its size reaches the device") {
   KILN_REQUIRE_GPU();
   CheckPositive(Device::kCuda);
+}
+
+TEST_CASE("run-time dims: a Run whose sizes change, and whose input shapes change, allocates nothing once warm") {
+  auto model = Model::Load(testing::CompileModel(PositiveModel()));
+  REQUIRE(model.ok());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const std::vector<std::vector<float>> xs = {{1, -2, 3, -4, 5}, {-1, -2, -3, 4, -5}, {1, 2}, {-1, 0, 0, 0, 0, 0, 7}};
+  std::vector<TensorView> out;
+  auto run_all = [&](int calls) {
+    for (int k = 0; k < calls; ++k) {
+      const std::vector<float>& x = xs[static_cast<size_t>(k) % xs.size()];
+      TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
+      if (!ctx->Run(in, out).ok()) return false;
+    }
+    return true;
+  };
+  REQUIRE(run_all(8));  // sizes the arena and the workspace for the largest input
+  bool ok = false;
+  const long n = testing::CountAllocations([&] { ok = run_all(40); });
+  CHECK(ok);
+  CHECK(n == 0);
+  // Three inputs in four find fewer than the bound ({1, 2} finds both): 6 binds in the
+  // warm-up's 8 calls, 30 in these 40.
+  CHECK(ctx->stats().runtime_dim_binds == 36);
 }
 
 TEST_CASE("run-time dims: caller output views are checked against the size found, before anything is written") {
