@@ -295,6 +295,14 @@ bool HasValueVar(const Sym& s) {
   }
 }
 
+bool HasRuntimeVar(const Sym& s) {
+  switch (s.op()) {
+    case SymOp::kConst: return false;
+    case SymOp::kVar: return s.is_runtime_var();
+    default: return HasRuntimeVar(s.lhs()) || HasRuntimeVar(s.rhs());
+  }
+}
+
 int64_t LowerBound(const Sym& s) {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
   auto add = [](int64_t a, int64_t b) {

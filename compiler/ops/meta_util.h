@@ -97,6 +97,8 @@ Sym AddS(const Sym& a, const Sym& b);
 bool NonNegative(const Sym& s);
 // True when `s` involves a value symbol (ir::Sym::ValueVar), so its sign is not known.
 bool HasValueVar(const Sym& s);
+// True when `s` reads a run-time dim (Sym::RuntimeVar).
+bool HasRuntimeVar(const Sym& s);
 // A lower bound of `s` for every call the prologue accepts, where a dim symbol is at least 1
 // (its default range); INT64_MIN when none is known. LowerBound(T - 1) is 0.
 int64_t LowerBound(const Sym& s);

@@ -187,6 +187,8 @@ class Canonicalizer {
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
         if (IsPositive(dim)) continue;
+        // A size found at run time (NonZero's count) may be 0: an empty tensor, as ONNX allows.
+        if (ir::meta::HasRuntimeVar(dim) && ir::meta::NonNegative(dim)) continue;
         if (dim.Vars().empty()) {
           if (dim.value() && *dim.value() == 0) continue;  // an empty tensor: every op and kernel accepts it
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +

@@ -11,12 +11,6 @@ namespace {
 
 inline constexpr int64_t kBufferAlignment = 64;
 
-bool HasRuntimeVar(const ir::Sym& s) {
-  if (s.op() == ir::SymOp::kConst) return false;
-  if (s.op() == ir::SymOp::kVar) return s.is_runtime_var();
-  return HasRuntimeVar(s.lhs()) || HasRuntimeVar(s.rhs());
-}
-
 // The least and greatest values of `s` over every value of its run-time dims (each in [0, its
 // bound]; ir::RuntimeDim), as expressions over the input symbols: interval arithmetic, so
 // exact for sums, products of non-negative terms, min and max. nullopt where it cannot bound
@@ -25,7 +19,7 @@ struct Interval {
   ir::Sym lo, hi;
 };
 std::optional<Interval> Bounds(const ir::Sym& s, const std::vector<ir::RuntimeDim>& dims) {
-  if (!HasRuntimeVar(s)) return Interval{s, s};
+  if (!ir::meta::HasRuntimeVar(s)) return Interval{s, s};
   if (s.op() == ir::SymOp::kVar) {
     for (const ir::RuntimeDim& d : dims)
       if (d.symbol == s.name()) return Interval{0, d.bound};
@@ -33,7 +27,7 @@ std::optional<Interval> Bounds(const ir::Sym& s, const std::vector<ir::RuntimeDi
   }
   const std::optional<Interval> a = Bounds(s.lhs(), dims), b = Bounds(s.rhs(), dims);
   if (!a || !b) return std::nullopt;
-  const bool fixed_b = !HasRuntimeVar(s.rhs()) && ir::meta::LowerBound(s.rhs()) >= 1;
+  const bool fixed_b = !ir::meta::HasRuntimeVar(s.rhs()) && ir::meta::LowerBound(s.rhs()) >= 1;
   switch (s.op()) {
     case ir::SymOp::kAdd: return Interval{a->lo + b->lo, a->hi + b->hi};
     case ir::SymOp::kSub: return Interval{a->lo - b->hi, a->hi - b->lo};

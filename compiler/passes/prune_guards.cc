@@ -44,8 +44,10 @@ std::optional<Interval> Bounds(const ir::Sym& s, const std::map<std::string, com
     case SymOp::kConst: return Interval{*s.value(), *s.value()};
     case SymOp::kVar: {
       auto it = ranges.find(s.name());
-      if (it == ranges.end()) return Interval{1, kInf};
-      return Interval{it->second.min, it->second.max == kInf ? kInf : it->second.max};
+      if (it != ranges.end()) return Interval{it->second.min, it->second.max == kInf ? kInf : it->second.max};
+      // Without a range: a dim is >= 1, a run-time dim >= 0, a value symbol any int64.
+      if (s.is_value_var()) return std::nullopt;
+      return Interval{s.is_runtime_var() ? 0 : 1, kInf};
     }
     default: break;
   }
@@ -135,11 +137,25 @@ Verdict Decide(const ir::Sym& c, const std::map<std::string, compiler::DimRange>
   return Enumerate(c, ranges);
 }
 
+// The variables' ranges, e.g. "N in 1..64, k any int64"; a run-time dim's or value symbol's
+// name has the kind of its Sym in `c`.
+void VarKinds(const ir::Sym& c, std::map<std::string, const char*>& kinds) {
+  if (c.op() == ir::SymOp::kConst) return;
+  if (c.op() == ir::SymOp::kVar) {
+    kinds[c.name()] = c.is_value_var() ? " any int64" : c.is_runtime_var() ? " >= 0" : " >= 1";
+    return;
+  }
+  VarKinds(c.lhs(), kinds);
+  VarKinds(c.rhs(), kinds);
+}
+
 std::string RangesText(const ir::Sym& c, const std::map<std::string, compiler::DimRange>& ranges) {
+  std::map<std::string, const char*> kinds;
+  VarKinds(c, kinds);
   std::string s;
-  for (const std::string& v : c.Vars()) {
+  for (const auto& [v, kind] : kinds) {
     auto it = ranges.find(v);
-    s += (s.empty() ? "" : ", ") + (it == ranges.end() ? v + " >= 1" : it->second.Describe(v));
+    s += (s.empty() ? "" : ", ") + (it == ranges.end() ? v + kind : it->second.Describe(v));
   }
   return s;
 }

@@ -41,6 +41,12 @@ TEST_CASE("guards the symbol ranges imply are dropped, by intervals or by enumer
   CHECK(Prune(ir::Eq(ir::Mod(H, 7), 0), {{"H", {7, 7 * 10000, 1}}}) == "kept");
   // A division by zero at some binding: the prologue must still report it.
   CHECK(Prune(ir::Lt(0, ir::FloorDiv(Sym(10), H - 5) + 100), {{"H", {1, 8, 1}}}) == "kept");
+  // A value symbol (an element of an input) may be any int64, a run-time dim (NonZero's
+  // count) 0: neither is assumed >= 1 as a dim's symbol is.
+  CHECK(Prune(ir::Lt(0, Sym::ValueVar("k")), {}) == "kept");
+  CHECK(Prune(ir::Lt(0, Sym::RuntimeVar("n")), {}) == "kept");
+  CHECK(Prune(ir::Lt(0, Sym::RuntimeVar("n") + 1), {}) == "dropped");
+  CHECK(Prune(ir::Lt(0, Sym::ValueVar("k")), {{"k", {1, 8, 1}}}) == "dropped");  // a profile's range
 }
 
 TEST_CASE("a guard no binding in the ranges passes is an error naming it") {
@@ -48,6 +54,8 @@ TEST_CASE("a guard no binding in the ranges passes is an error naming it") {
         "no input shape in the ranges can run this entry: node 'n' (Op) needs (0 < (H-2)), which fails for every H in 1..2");
   CHECK(Prune(ir::Eq(ir::Mod(H, 2), 1), {{"H", {2, 64, 2}}}) ==
         "no input shape in the ranges can run this entry: node 'n' (Op) needs ((H mod 2) == 1), which fails for every H in 2..64:2");
+  CHECK(Prune(ir::Lt(Sym::RuntimeVar("n"), 0), {}) ==
+        "no input shape in the ranges can run this entry: node 'n' (Op) needs (n < 0), which fails for every n >= 0");
 }
 
 }  // namespace kiln::passes
