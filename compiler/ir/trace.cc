@@ -106,7 +106,9 @@ class Printer {
       }
       out_ << line << "\n";
       for (const auto& [bname, blk] : n.blocks) {
-        out_ << ind << "  " << bname << ":\n";
+        std::string params;
+        for (size_t i = 0; blk && i < blk->inputs.size(); ++i) params += (i ? ", " : "") + Name(blk->inputs[i]);
+        out_ << ind << "  " << bname << (params.empty() ? "" : "(" + params + ")") << ":\n";
         if (blk) Block(*blk, depth + 2, false);
       }
     }

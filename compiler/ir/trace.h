@@ -6,8 +6,9 @@
 // (Shape -> Gather -> Concat chains), its elements as Syms. Every compiler stage returns a
 // new Trace and its printed form is stored in the artifact.
 //
-// Subgraphs (If branches) are Blocks whose nodes use the same value table, so a branch
-// may read values of the enclosing graph by id.
+// Subgraphs (If branches, Loop and Scan bodies) are Blocks whose nodes use the same value
+// table, so a branch may read values of the enclosing graph by id; a body's parameters are
+// values of their own (Block::inputs), which the canonical stage binds per iteration.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,7 @@ struct Node {
 };
 
 struct Block {
+  std::vector<ValueId> inputs;  // a Loop or Scan body's parameters (If branches have none)
   std::vector<Node> nodes;
   std::vector<ValueId> outputs;
 };

@@ -768,12 +768,39 @@ Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributePro
     case onnx::AttributeProto::GRAPH: {
       if (!a.has_g()) return DataLoss(aw + ": holds no graph");
       const auto& g = a.g();
-      if (g.input_size() > 0)
-        return Unimplemented(aw + ": a subgraph with inputs (a Loop or Scan body) is not "
-                             "supported; only If branches are");
+      const bool body = (node.op == "Loop" || node.op == "Scan") && a.name() == "body";
+      if (g.input_size() > 0 && !body)
+        return InvalidArgument(aw + ": a subgraph with inputs, which only a Loop's or Scan's body has");
+      if (node.op == "Scan" && opset_ < 9)
+        return Unimplemented(aw + ": Scan-8 (a batch axis and sequence_lens) is not supported; Scan from opset 9 is");
       auto block = std::make_shared<ir::Block>();
       scopes_.emplace_back();
-      Status st = ImportGraph(g, *block, false, aw);
+      // A body's parameters: values of their own, bound per iteration by the canonical stage
+      // (passes/canonicalize.h), which unrolls the loop.
+      Status st = Status::Ok();
+      for (int i = 0; i < g.input_size() && st.ok(); ++i) {
+        const onnx::ValueInfoProto& in = g.input(i);
+        const std::string what = aw + " input " + Q(in.name());
+        if (in.has_type() && !in.type().has_tensor_type()) {
+          st = Unimplemented(what + ": only tensor parameters are supported (found a sequence, map, optional or "
+                             "sparse type)");
+          break;
+        }
+        Value v;
+        v.name = in.name();
+        if (in.has_type() && in.type().tensor_type().elem_type() != 0) {
+          auto dtype = ToDType(in.type().tensor_type().elem_type(), what);
+          if (!dtype.ok()) {
+            st = dtype.status();
+            break;
+          }
+          v.dtype = *dtype;
+        }
+        const ValueId id = trace_.AddValue(std::move(v));
+        block->inputs.push_back(id);
+        st = Define(in.name(), id, aw);
+      }
+      if (st.ok()) st = ImportGraph(g, *block, false, aw);
       scopes_.pop_back();
       KILN_RETURN_IF_ERROR(st);
       node.blocks.emplace_back(a.name(), std::move(block));

@@ -43,24 +43,263 @@ class Canonicalizer {
       if (undecided_) return Status::Ok();
       ir::Node node = original;
       for (ir::ValueId& id : node.inputs) id = Map(id);
-      if (node.op == "If") {
-        KILN_RETURN_IF_ERROR(InlineIf(node, out));
-        continue;
-      }
-      if (node.op == "Range") {
-        KILN_ASSIGN_OR_RETURN(bool rewritten, RangeOverIntegers(node, out));
-        if (rewritten) continue;
-      }
-      KILN_RETURN_IF_ERROR(Process(std::move(node), out));
+      // In an unrolled body every iteration writes values of its own: the node's outputs are
+      // fresh values, and the body's own ids map to them until the next iteration.
+      const std::vector<ir::ValueId> outputs = node.outputs;
+      if (!iteration_.empty())
+        for (ir::ValueId& id : node.outputs)
+          if (id != ir::kNoValue) id = Fresh(id);
+      const std::vector<ir::ValueId> fresh = node.outputs;  // Dispatch may move the node
+      KILN_RETURN_IF_ERROR(Dispatch(node, out));
+      if (!iteration_.empty())
+        for (size_t i = 0; i < outputs.size(); ++i)
+          if (outputs[i] != ir::kNoValue) SetMap(outputs[i], Map(fresh[i]));
     }
     return Status::Ok();
   }
 
-  ir::ValueId Map(ir::ValueId id) const { return id == ir::kNoValue ? id : remap_[id]; }
+  ir::ValueId Map(ir::ValueId id) const {
+    return id == ir::kNoValue || static_cast<size_t>(id) >= remap_.size() ? id : remap_[id];
+  }
   const std::optional<ir::Sym>& undecided() const { return undecided_; }
   std::vector<ir::Guard>& guards() { return guards_; }
 
  private:
+  // A node whose inputs are mapped: If and Loop/Scan resolved at compile time, a float Range
+  // over integers rewritten, anything else processed.
+  Status Dispatch(ir::Node& node, std::vector<ir::Node>& out) {
+    if (node.op == "If") return InlineIf(node, out);
+    if (node.op == "Loop") return UnrollLoop(node, out);
+    if (node.op == "Scan") return UnrollScan(node, out);
+    if (node.op == "Range") {
+      KILN_ASSIGN_OR_RETURN(bool rewritten, RangeOverIntegers(node, out));
+      if (rewritten) return Status::Ok();
+    }
+    return Process(std::move(node), out);
+  }
+
+  void SetMap(ir::ValueId id, ir::ValueId to) {
+    while (remap_.size() <= static_cast<size_t>(id)) remap_.push_back(static_cast<ir::ValueId>(remap_.size()));
+    remap_[id] = to;
+  }
+
+  // A new value for one iteration of body value `id`: its name with the iteration ("h@3"),
+  // its type left to inference.
+  ir::ValueId Fresh(ir::ValueId id) {
+    ir::Value v;
+    v.name = trace_.value(id).name + "@" + iteration_;
+    v.dtype = trace_.value(id).dtype;
+    return trace_.AddValue(std::move(v));
+  }
+
+  // A new int64 (or bool) scalar constant.
+  ir::ValueId ScalarConstant(const std::string& name, DType dtype, int64_t value) {
+    ir::Value c{name, dtype, {}, nullptr, std::vector<ir::Sym>{ir::Sym(value)}};
+    MaterializeKnownElements(c);
+    c.sym.reset();
+    return trace_.AddValue(std::move(c));
+  }
+
+  // The value of a one-element int or bool tensor known at compile time (constant data or
+  // constant known elements).
+  std::optional<int64_t> KnownScalar(ir::ValueId id) const {
+    if (id == ir::kNoValue) return std::nullopt;
+    const ir::Value& v = trace_.value(id);
+    if (v.is_const() && v.data->num_elements() == 1) return v.data->IntAt(0);
+    if (v.sym && v.sym->size() == 1 && (*v.sym)[0].is_const()) return *(*v.sym)[0].value();
+    return std::nullopt;
+  }
+
+  static const ir::Block* Body(const ir::Node& node) {
+    for (const auto& [name, block] : node.blocks)
+      if (name == "body") return block.get();
+    return nullptr;
+  }
+
+  // Stacks one value per iteration (each `shape` the same) along `axis` of a new dim: each
+  // Unsqueezed there, then one Concat writing `result`. Reversed for a scan output whose
+  // direction is backwards.
+  Status Stack(const ir::Node& node, std::vector<ir::ValueId> parts, int64_t axis, ir::ValueId result,
+               std::vector<ir::Node>& out) {
+    std::vector<ir::ValueId> unsqueezed;
+    const ir::ValueId axes = trace_.AddValue([&] {
+      ir::Value a{node.name + "_stack_axis", DType::kInt64, {1}, nullptr, std::vector<ir::Sym>{ir::Sym(axis)}};
+      MaterializeKnownElements(a);
+      a.sym.reset();
+      return a;
+    }());
+    for (size_t t = 0; t < parts.size(); ++t) {
+      ir::Node u;
+      u.op = "Unsqueeze";
+      u.name = node.name + "_stack_" + std::to_string(t);
+      u.inputs = {parts[t], axes};
+      ir::Value v;
+      v.name = trace_.value(result).name + "_" + std::to_string(t);
+      u.outputs = {trace_.AddValue(std::move(v))};
+      unsqueezed.push_back(u.outputs[0]);
+      KILN_RETURN_IF_ERROR(Process(std::move(u), out));
+    }
+    ir::Node concat;
+    concat.op = "Concat";
+    concat.name = node.name + "_stack";
+    concat.attrs.SetInt("axis", axis);
+    for (ir::ValueId id : unsqueezed) concat.inputs.push_back(Map(id));
+    concat.outputs = {result};
+    return Process(std::move(concat), out);
+  }
+
+  // Runs `body` once with its parameters bound to `params`; the body's outputs, mapped.
+  Result<std::vector<ir::ValueId>> Iterate(const ir::Node& node, const ir::Block& body,
+                                           const std::vector<ir::ValueId>& params, int64_t i,
+                                           std::vector<ir::Node>& out) {
+    if (i >= kMaxUnrolledIterations)
+      return ResourceExhausted("node '" + node.name + "' (" + node.op + "): more than " +
+                               std::to_string(kMaxUnrolledIterations) + " iterations to unroll");
+    for (size_t k = 0; k < params.size(); ++k) SetMap(body.inputs[k], params[k]);
+    const std::string outer = iteration_;
+    iteration_ = (outer.empty() ? "" : outer + ".") + std::to_string(i);
+    Status st = Run(body, out);
+    iteration_ = outer;
+    KILN_RETURN_IF_ERROR(st);
+    std::vector<ir::ValueId> results;
+    for (ir::ValueId id : body.outputs) results.push_back(Map(id));
+    return results;
+  }
+
+  // Loop (ONNX Loop-1 to -21): unrolled when its trip count M and its condition are known at
+  // compile time at every iteration (constants, shapes or value profiles); the loop-carried
+  // values flow from one copy of the body to the next, and each scan output is its
+  // iterations' values stacked along a new axis 0.
+  Status UnrollLoop(ir::Node& node, std::vector<ir::Node>& out) {
+    const std::string where = "node '" + node.name + "' (Loop)";
+    const ir::Block* body = Body(node);
+    if (!body) return InvalidArgument(where + ": no body");
+    if (node.inputs.size() < 2 || body->inputs.size() != node.inputs.size() ||
+        body->outputs.size() < body->inputs.size() - 1 ||
+        node.outputs.size() != body->outputs.size() - 1)
+      return InvalidArgument(where + ": " + std::to_string(node.inputs.size()) + " inputs and " +
+                             std::to_string(node.outputs.size()) + " outputs for a body of " +
+                             std::to_string(body->inputs.size()) + " parameters and " +
+                             std::to_string(body->outputs.size()) + " results");
+    const size_t carried = node.inputs.size() - 2, scanned = node.outputs.size() - carried;
+    std::optional<int64_t> trips = INT64_MAX;
+    if (node.inputs[0] != ir::kNoValue) trips = KnownScalar(node.inputs[0]);
+    if (!trips)
+      return Unimplemented(where + ": trip count M (" + trace_.value(node.inputs[0]).name +
+                           ") is not known at compile time; Kiln unrolls a Loop whose trip count and condition it "
+                           "knows when it compiles");
+    std::optional<int64_t> cond = 1;
+    if (node.inputs[1] != ir::kNoValue) cond = KnownScalar(node.inputs[1]);
+    std::vector<ir::ValueId> state(node.inputs.begin() + 2, node.inputs.end());
+    std::vector<std::vector<ir::ValueId>> scans(scanned);
+    for (int64_t i = 0; i < *trips; ++i) {
+      if (!cond)
+        return Unimplemented(where + ": condition (" + trace_.value(i == 0 ? node.inputs[1] : body->outputs[0]).name +
+                             ") is not known at compile time; Kiln unrolls a Loop whose trip count and condition it "
+                             "knows when it compiles");
+      if (*cond == 0) break;
+      std::vector<ir::ValueId> params = {ScalarConstant(node.name + "_iteration_" + std::to_string(i), DType::kInt64, i),
+                                         ScalarConstant(node.name + "_condition_" + std::to_string(i), DType::kBool, 1)};
+      params.insert(params.end(), state.begin(), state.end());
+      KILN_ASSIGN_OR_RETURN(std::vector<ir::ValueId> results, Iterate(node, *body, params, i, out));
+      if (undecided_) return Status::Ok();
+      cond = KnownScalar(results[0]);
+      for (size_t k = 0; k < carried; ++k) state[k] = results[1 + k];
+      for (size_t k = 0; k < scanned; ++k) scans[k].push_back(results[1 + carried + k]);
+    }
+    for (size_t k = 0; k < carried; ++k)
+      if (node.outputs[k] != ir::kNoValue) SetMap(node.outputs[k], state[k]);
+    for (size_t k = 0; k < scanned; ++k) {
+      if (node.outputs[carried + k] == ir::kNoValue) continue;
+      if (scans[k].empty())
+        return Unimplemented(where + ": scan output " + std::to_string(k) + " of a loop that runs no iteration");
+      KILN_RETURN_IF_ERROR(Stack(node, scans[k], 0, node.outputs[carried + k], out));
+    }
+    return Status::Ok();
+  }
+
+  // Scan (ONNX Scan-9 to -21): unrolled along the scan axis, whose length is known at compile
+  // time: iteration t reads slice t of each scan input (Gather along its axis, from the end
+  // when its direction is 1), the states flow from one copy of the body to the next, and each
+  // scan output stacks its iterations along its axis (in reverse when its direction is 1).
+  Status UnrollScan(ir::Node& node, std::vector<ir::Node>& out) {
+    const std::string where = "node '" + node.name + "' (Scan)";
+    const ir::Block* body = Body(node);
+    if (!body) return InvalidArgument(where + ": no body");
+    const int64_t m = node.attrs.GetInt("num_scan_inputs", 0);
+    if (m < 1 || static_cast<size_t>(m) > node.inputs.size() || body->inputs.size() != node.inputs.size() ||
+        body->outputs.size() != node.outputs.size() || body->outputs.size() < node.inputs.size() - m)
+      return InvalidArgument(where + ": num_scan_inputs " + std::to_string(m) + ", " +
+                             std::to_string(node.inputs.size()) + " inputs and " + std::to_string(node.outputs.size()) +
+                             " outputs for a body of " + std::to_string(body->inputs.size()) + " parameters and " +
+                             std::to_string(body->outputs.size()) + " results");
+    const size_t states = node.inputs.size() - static_cast<size_t>(m), scanned = node.outputs.size() - states;
+    auto list = [&](const char* name, size_t n) {
+      std::vector<int64_t> v = node.attrs.GetInts(name);
+      v.resize(std::max(v.size(), n), 0);
+      return v;
+    };
+    const std::vector<int64_t> in_axes = list("scan_input_axes", m), in_dirs = list("scan_input_directions", m),
+                               out_axes = list("scan_output_axes", scanned),
+                               out_dirs = list("scan_output_directions", scanned);
+    std::optional<int64_t> length;
+    std::vector<int64_t> axes(m);
+    for (int64_t j = 0; j < m; ++j) {
+      const ir::Value& x = trace_.value(node.inputs[states + j]);
+      const int64_t rank = x.rank();
+      axes[j] = in_axes[j] < 0 ? in_axes[j] + rank : in_axes[j];
+      if (axes[j] < 0 || axes[j] >= rank)
+        return InvalidArgument(where + ": scan_input_axes[" + std::to_string(j) + "] = " + std::to_string(in_axes[j]) +
+                               " is out of range for scan input '" + x.name + "' of rank " + std::to_string(rank));
+      const std::optional<int64_t> len = x.shape[axes[j]].value();
+      if (!len)
+        return Unimplemented(where + ": the scan length, dim " + std::to_string(axes[j]) + " of '" + x.name + "' (" +
+                             x.shape[axes[j]].ToString() + "), is not known at compile time; Kiln unrolls a Scan "
+                             "whose length it knows when it compiles (fix it with a profile)");
+      if (length && *len != *length)
+        return InvalidArgument(where + ": scan inputs of lengths " + std::to_string(*length) + " and " +
+                               std::to_string(*len));
+      length = len;
+    }
+    std::vector<ir::ValueId> state(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
+    std::vector<std::vector<ir::ValueId>> scans(scanned);
+    for (int64_t t = 0; t < *length; ++t) {
+      std::vector<ir::ValueId> params = state;
+      for (int64_t j = 0; j < m; ++j) {
+        ir::Node slice;
+        slice.op = "Gather";
+        slice.name = node.name + "_slice_" + std::to_string(j) + "_" + std::to_string(t);
+        slice.attrs.SetInt("axis", axes[j]);
+        const int64_t index = in_dirs[j] == 1 ? *length - 1 - t : t;
+        slice.inputs = {node.inputs[states + j], ScalarConstant(slice.name + "_index", DType::kInt64, index)};
+        ir::Value v;
+        v.name = slice.name;
+        slice.outputs = {trace_.AddValue(std::move(v))};
+        params.push_back(slice.outputs[0]);
+        KILN_RETURN_IF_ERROR(Process(std::move(slice), out));
+        params.back() = Map(params.back());
+      }
+      KILN_ASSIGN_OR_RETURN(std::vector<ir::ValueId> results, Iterate(node, *body, params, t, out));
+      if (undecided_) return Status::Ok();
+      for (size_t k = 0; k < states; ++k) state[k] = results[k];
+      for (size_t k = 0; k < scanned; ++k) scans[k].push_back(results[states + k]);
+    }
+    for (size_t k = 0; k < states; ++k)
+      if (node.outputs[k] != ir::kNoValue) SetMap(node.outputs[k], state[k]);
+    for (size_t k = 0; k < scanned; ++k) {
+      if (node.outputs[states + k] == ir::kNoValue) continue;
+      if (scans[k].empty()) return Unimplemented(where + ": scan output " + std::to_string(k) + " of an empty scan");
+      if (out_dirs[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
+      const int64_t rank = trace_.value(scans[k][0]).rank() + 1;
+      const int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
+      if (axis < 0 || axis >= rank)
+        return InvalidArgument(where + ": scan_output_axes[" + std::to_string(k) + "] = " +
+                               std::to_string(out_axes[k]) + " is out of range for rank " + std::to_string(rank));
+      KILN_RETURN_IF_ERROR(Stack(node, scans[k], axis, node.outputs[states + k], out));
+    }
+    return Status::Ok();
+  }
+
   // Infers `node`, then folds it, forwards it (Identity) or appends it to `out`.
   Status Process(ir::Node node, std::vector<ir::Node>& out) {
     KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
@@ -73,7 +312,7 @@ class Canonicalizer {
     }
     if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
         node.inputs[0] != ir::kNoValue) {
-      remap_[node.outputs[0]] = node.inputs[0];
+      SetMap(node.outputs[0], node.inputs[0]);
       return Status::Ok();
     }
     if (!NeedsInstruction(node)) return Status::Ok();
@@ -248,13 +487,14 @@ class Canonicalizer {
                              std::to_string(node.outputs.size()));
     KILN_RETURN_IF_ERROR(Run(*chosen, out));
     for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] != ir::kNoValue) remap_[node.outputs[i]] = Map(chosen->outputs[i]);
+      if (node.outputs[i] != ir::kNoValue) SetMap(node.outputs[i], Map(chosen->outputs[i]));
     return Status::Ok();
   }
 
   ir::Trace& trace_;
   const std::vector<Assumption>& assumptions_;
   std::vector<ir::ValueId> remap_;
+  std::string iteration_;  // inside an unrolled body: "3", or "3.1" in a nested one; else ""
   std::optional<ir::Sym> undecided_;
   std::vector<ir::Guard> guards_;
   std::unordered_map<ir::ValueId, ir::ValueId> cast_from_int_;  // a float Cast's output -> its integer input

@@ -1,7 +1,9 @@
 // The `canonical` stage: shape inference through the op registry, constant folding (by
 // running the CPU backend's kernels on constant inputs), shape-arithmetic folding (values
-// known as Syms need no instruction), If resolution, BatchNormalization folded into the
-// Conv before it (passes/fold_batchnorm.h), and dead-code elimination.
+// known as Syms need no instruction), If resolution, Loop and Scan unrolled when their trip
+// count is known at compile time (each iteration a copy of the body, its values named
+// "h@3"), BatchNormalization folded into the Conv before it (passes/fold_batchnorm.h), and
+// dead-code elimination.
 #pragma once
 
 #include <optional>
@@ -29,6 +31,8 @@ struct CanonicalizeResult {
 // be; past it the stage fails with ResourceExhausted naming the node. Real models stay in the
 // tens; a hostile one doubling an expression per node would otherwise take exponential time.
 inline constexpr int64_t kMaxSymTreeSize = 4096;
+// The most iterations of one Loop or Scan the canonical stage unrolls.
+inline constexpr int64_t kMaxUnrolledIterations = 1024;
 
 // Consumes `imported` (stage "import"); the result's guards list the assumptions used.
 Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,

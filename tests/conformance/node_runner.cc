@@ -239,7 +239,7 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs);
 
 // A case whose inputs compiled as value symbols but whose run missed every entry (a value the
 // entry's guards exclude, such as a ConstantOfShape dim of 0) runs again with value profiles
-// for its small integer inputs, as a user would add them.
+// for its small numeric inputs, as a user would add them.
 CaseResult RunCaseOrProfiled(const fs::path& dir) {
   CaseResult r = RunCase(dir, false);
   if (r.outcome != Outcome::kFail || r.detail.find("run: INVALID_ARGUMENT: entry ") == std::string::npos) return r;
@@ -293,9 +293,9 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
   // prologue checks its values (floating-point ones, a Resize's scales, bit for bit). An input
   // a value profile cannot fix (over 64 elements) is bound to a constant instead, as
   // `--constant-input` does. When the value
-  // is computed inside the graph, the small integer inputs (at most 16 elements) get this
+  // is computed inside the graph, the small numeric inputs (at most 16 elements) get this
   // treatment. Such passes are reported with the inputs they fixed or bound. With
-  // `profile_inputs`, every small integer input gets a value profile from the start.
+  // `profile_inputs`, every small numeric input gets a value profile from the start.
   kiln::compiler::CompileOptions options;
   if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
   else if (!g_archs.empty()) options.archs = g_archs;
@@ -339,12 +339,14 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
     options.constant_inputs[input] = std::move(data);
     bound += (bound.empty() ? "" : ", ") + input;
   };
-  auto small_int = [](const kiln::io::HostTensor& t) {
-    return t.num_elements() <= 16 && (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32);
+  // Small integer inputs are fixed first; floating-point ones only when that was not enough.
+  auto small = [](const kiln::io::HostTensor& t, bool floats) {
+    return t.num_elements() <= 16 && (t.dtype == kiln::DType::kInt64 || t.dtype == kiln::DType::kInt32 ||
+                                      (floats && t.dtype != kiln::DType::kBool && kiln::passes::CanFixValues(t.dtype)));
   };
   if (profile_inputs)
     for (const auto& [input, t] : *first_set)
-      if (small_int(t)) fix(input);
+      if (small(t, false)) fix(input);
   for (;;) {
     bytes = kiln::compiler::CompileOnnxFile((dir / "model.onnx").string(), options, nullptr);
     if (bytes.ok() || bytes.status().code() != kiln::StatusCode::kUnimplemented) break;
@@ -358,11 +360,15 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
       fix(name);
       continue;
     }
-    // A value computed inside the graph (a function body's Range limit from a `size` input):
-    // fix the small integer inputs it may come from, once.
+    // A value computed inside the graph (a function body's Range limit from a `size` input, a
+    // Loop's trip count from Range's start, limit and delta): fix the small inputs it may come
+    // from, once.
     size_t added = 0;
-    for (const auto& [input, t] : *first_set)
-      if (!fixed.count(input) && small_int(t)) fix(input), ++added;
+    for (bool floats : {false, true}) {
+      for (const auto& [input, t] : *first_set)
+        if (!fixed.count(input) && small(t, floats)) fix(input), ++added;
+      if (added > 0) break;
+    }
     if (added == 0) break;
   }
   if (!bytes.ok()) {
