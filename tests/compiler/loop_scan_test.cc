@@ -1,0 +1,173 @@
+// Loop and Scan, unrolled by the canonical stage (compiler/passes/canonicalize.h) when their
+// trip count is known at compile time: a Scan carrying state (a running sum, forwards and
+// backwards), a Loop whose condition the body computes, and the errors for what is not known.
+// Expected values are computed by hand.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+namespace kiln {
+namespace {
+
+compiler::CompileOptions WithProfiles(const std::vector<std::string>& texts) {
+  compiler::CompileOptions o = testing::CpuOnly();
+  for (const std::string& t : texts) {
+    auto p = compiler::ParseProfile(t);
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    o.profiles.push_back(*p);
+  }
+  return o;
+}
+
+Status CompileStatus(const onnx::ModelProto& m, const compiler::CompileOptions& options) {
+  const auto path = std::filesystem::temp_directory_path() / ("kiln_loop_scan_" + std::to_string(::getpid()) + ".onnx");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto r = compiler::CompileOnnxFile(path.string(), options, nullptr);
+  std::filesystem::remove(path);
+  return r.status();
+}
+
+// Scan over xs float32[T, 2] from h0 float32[2]: h = h + x; y = 2 * h. Outputs: the last h and
+// the ys stacked. `T` is "3" or a symbol.
+onnx::ModelProto RunningSum(const std::string& t, int64_t input_direction, int64_t output_direction) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "h0", {"2"});
+  testing::AddInput(g, "xs", {t, "2"});
+  auto* scan = testing::AddNode(g, "Scan", {"h0", "xs"}, {"h_last", "ys"}, "scan");
+  testing::AttrInt(scan, "num_scan_inputs", 1);
+  testing::AttrInts(scan, "scan_input_directions", {input_direction});
+  testing::AttrInts(scan, "scan_output_directions", {output_direction});
+  auto* body = testing::AddBranch(scan, "body");
+  testing::AddInput(body, "h", {"2"});
+  testing::AddInput(body, "x", {"2"});
+  testing::AddFloatInit(body, "two", {}, {2.0f});
+  testing::AddNode(body, "Add", {"h", "x"}, {"h_next"}, "add");
+  testing::AddNode(body, "Mul", {"h_next", "two"}, {"y"}, "double");
+  testing::AddOutput(body, "h_next");
+  testing::AddOutput(body, "y");
+  testing::AddOutput(g, "h_last");
+  testing::AddOutput(g, "ys");
+  return m;
+}
+
+std::vector<std::vector<float>> RunRunningSum(int64_t input_direction, int64_t output_direction) {
+  const std::vector<uint8_t> bytes = testing::CompileModel(RunningSum("3", input_direction, output_direction));
+  const float h0[2] = {0, 0}, xs[6] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(h0, DType::kFloat32, {2}), TensorView::Host(xs, DType::kFloat32, {3, 2})};
+  return testing::RunFloat(bytes, in, {Device::kCpu});
+}
+
+// Loop with M an int64 input: acc = acc + i, and the body's condition acc < 6 (a constant
+// after unrolling); the scan output stacks each acc.
+onnx::ModelProto CountingLoop() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInt64Init(g, "acc0", {}, {0});
+  auto* loop = testing::AddNode(g, "Loop", {"M", "", "acc0"}, {"acc_last", "accs"}, "loop");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "acc", {}, onnx::TensorProto::INT64);
+  testing::AddInt64Init(body, "six", {}, {6});
+  testing::AddNode(body, "Add", {"acc", "i"}, {"acc_next"}, "add");
+  testing::AddNode(body, "Less", {"acc_next", "six"}, {"go_on"}, "less");
+  testing::AddNode(body, "Identity", {"acc_next"}, {"acc_out"}, "copy");
+  testing::AddOutput(body, "go_on");
+  testing::AddOutput(body, "acc_next");
+  testing::AddOutput(body, "acc_out");
+  testing::AddOutput(g, "acc_last");
+  testing::AddOutput(g, "accs");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Scan unrolled: a running sum carries its state, forwards and backwards, in both output orders") {
+  auto r = RunRunningSum(0, 0);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0] == std::vector<float>{9, 12});
+  CHECK(r[1] == std::vector<float>{2, 4, 8, 12, 18, 24});
+  r = RunRunningSum(1, 0);  // from the last row: h = [5, 6], [8, 10], [9, 12]
+  CHECK(r[0] == std::vector<float>{9, 12});
+  CHECK(r[1] == std::vector<float>{10, 12, 16, 20, 18, 24});
+  r = RunRunningSum(1, 1);  // the same ys, stacked from the end
+  CHECK(r[1] == std::vector<float>{18, 24, 16, 20, 10, 12});
+}
+
+TEST_CASE("Scan unrolled: a scan length not known at compile time names the dim and the way out") {
+  const Status st = CompileStatus(RunningSum("T", 0, 0), testing::CpuOnly());
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(st.message() ==
+        "node 'scan' (Scan): the scan length, dim 0 of 'xs' (T), is not known at compile time; Kiln unrolls a Scan "
+        "whose length it knows when it compiles (fix it with a profile)");
+  // With the length fixed by a profile, it compiles.
+  CHECK(CompileStatus(RunningSum("T", 0, 0), WithProfiles({"xs:T=3"})).ok());
+}
+
+TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
+  // Without M's value the error shows the profile to add.
+  const Status st = CompileStatus(CountingLoop(), testing::CpuOnly());
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(st.message().find("node 'loop' (Loop): trip count M (M) is not known at compile time") == 0);
+  CHECK(st.message().find("--profile 'M=V'") != std::string::npos);
+  // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6.
+  const std::vector<uint8_t> bytes = testing::CompileModel(CountingLoop(), WithProfiles({"M=10"}));
+  auto model = Model::Load(bytes);
+  REQUIRE(model.ok());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const int64_t m = 10;
+  TensorView in[] = {TensorView::Host(&m, DType::kInt64, {})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  REQUIRE(out.size() == 2);
+  CHECK(*static_cast<const int64_t*>(out[0].data) == 6);
+  const int64_t* accs = static_cast<const int64_t*>(out[1].data);
+  CHECK(std::vector<int64_t>(accs, accs + out[1].num_elements()) == std::vector<int64_t>{0, 1, 3, 6});
+  // M = 2 stops first: acc = 0, 1.
+  const std::vector<uint8_t> two = testing::CompileModel(CountingLoop(), WithProfiles({"M=2"}));
+  auto model2 = Model::Load(two);
+  REQUIRE(model2.ok());
+  auto ctx2 = ExecutionContext::Create(*model2, {Device::kCpu});
+  REQUIRE(ctx2.ok());
+  const int64_t m2 = 2;
+  TensorView in2[] = {TensorView::Host(&m2, DType::kInt64, {})};
+  out.clear();
+  REQUIRE(ctx2->Run(in2, out).ok());
+  CHECK(*static_cast<const int64_t*>(out[0].data) == 1);
+  CHECK(out[1].dims[0] == 2);
+}
+
+TEST_CASE("Loop unrolled: a condition on tensor data and a trip count past the limit are refused, naming them") {
+  // The condition reads a float input's data: not known at compile time.
+  auto m = CountingLoop();
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "stop", {}, onnx::TensorProto::BOOL);
+  g->mutable_node(0)->set_input(1, "stop");
+  Status st = CompileStatus(m, WithProfiles({"M=10"}));
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK(st.message().find("profile 'M=10': node 'loop' (Loop): condition (stop) is not known at compile time") == 0);
+  st = CompileStatus(CountingLoop(), WithProfiles({"M=5000"}));
+  CHECK(st.ok());  // the body's condition stops it after 4 iterations
+  // A loop that would run 2000 times.
+  auto endless = CountingLoop();
+  endless.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_initializer(0)->set_int64_data(
+      0, 1 << 30);
+  st = CompileStatus(endless, WithProfiles({"M=2000"}));
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(st.message() == "profile 'M=2000': node 'loop' (Loop): more than 1024 iterations to unroll");
+}
+
+}  // namespace kiln
