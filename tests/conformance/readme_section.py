@@ -24,10 +24,9 @@ def main():
     print("## Supported ONNX ops\n")
     print(f"Measured by ONNX's own backend node tests (onnx 1.22.0, {j['total']} cases; `kiln_conformance`, "
           f"tests/conformance/README.md): **{j['pass']} of {j['in_scope']} in-scope cases pass ({pct:.1f}%)**, "
-          f"{j['pass_with_value_profiles']} of them with value profiles for inputs that carry axes or sizes "
-          f"(`kiln compile --profile 'axes=[1]'`: the input stays and the prologue checks it), "
-          f"{j['pass_with_constant_inputs']} with inputs bound to constants (`kiln compile --constant-input`: float "
-          f"scales and sizes, and the inputs of data-dependent output sizes), and "
+          f"{j['pass_with_value_profiles']} of them with value profiles for inputs that carry axes, scales or trip "
+          f"counts (`kiln compile --profile 'axes=[1]'`: the input stays and the prologue checks it), "
+          f"{j['pass_with_constant_inputs']} with inputs bound to constants (`kiln compile --constant-input`), and "
           f"{j['pass'] - j['pass_with_value_profiles'] - j['pass_with_constant_inputs']} "
           f"({100.0 * (j['pass'] - j['pass_with_value_profiles'] - j['pass_with_constant_inputs']) / j['in_scope']:.1f}%) "
           f"with neither; {j['fail']} fail, {j['unsupported']} are unsupported, "
