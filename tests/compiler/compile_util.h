@@ -20,8 +20,21 @@ inline compiler::CompileOptions CpuOnly() {
   return o;
 }
 
-inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compiler::CompileOptions& options = CpuOnly(),
-                                         compiler::CompileSummary* summary = nullptr) {
+// CPU-only options with these profiles (compiler/profile.h), each required to parse.
+inline compiler::CompileOptions WithProfiles(const std::vector<std::string>& texts) {
+  compiler::CompileOptions o = CpuOnly();
+  for (const std::string& t : texts) {
+    auto p = compiler::ParseProfile(t);
+    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
+    o.profiles.push_back(*p);
+  }
+  return o;
+}
+
+// The artifact's bytes, or the compile's error.
+inline Result<std::vector<uint8_t>> TryCompileModel(const onnx::ModelProto& m,
+                                                   const compiler::CompileOptions& options = CpuOnly(),
+                                                   compiler::CompileSummary* summary = nullptr) {
   static int counter = 0;
   auto path = std::filesystem::temp_directory_path() /
               ("kiln_compile_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".onnx");
@@ -30,8 +43,24 @@ inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compil
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   auto artifact = compiler::CompileOnnxFile(path.string(), options, summary);
   std::filesystem::remove(path);
+  return artifact;
+}
+
+inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compiler::CompileOptions& options = CpuOnly(),
+                                         compiler::CompileSummary* summary = nullptr) {
+  auto artifact = TryCompileModel(m, options, summary);
   REQUIRE_MESSAGE(artifact.ok(), artifact.status().ToString());
   return *artifact;
+}
+
+// Runs `ctx` on `inputs` and copies its first output, float32 on the host, into *y.
+inline Status RunFirstFloat(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vector<float>* y) {
+  std::vector<TensorView> out;
+  KILN_RETURN_IF_ERROR(ctx.Run(inputs, out));
+  REQUIRE(out[0].dtype == DType::kFloat32);
+  const float* p = static_cast<const float*>(out[0].data);
+  y->assign(p, p + out[0].num_elements());
+  return Status::Ok();
 }
 
 // Copies of float32 host tensors (a Run's outputs) as float vectors.

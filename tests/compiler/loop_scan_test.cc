@@ -4,8 +4,6 @@
 // Expected values are computed by hand.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,24 +15,8 @@
 namespace kiln {
 namespace {
 
-compiler::CompileOptions WithProfiles(const std::vector<std::string>& texts) {
-  compiler::CompileOptions o = testing::CpuOnly();
-  for (const std::string& t : texts) {
-    auto p = compiler::ParseProfile(t);
-    REQUIRE_MESSAGE(p.ok(), p.status().ToString());
-    o.profiles.push_back(*p);
-  }
-  return o;
-}
-
 Status CompileStatus(const onnx::ModelProto& m, const compiler::CompileOptions& options) {
-  const auto path = std::filesystem::temp_directory_path() / ("kiln_loop_scan_" + std::to_string(::getpid()) + ".onnx");
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  std::ofstream(path, std::ios::binary) << bytes;
-  auto r = compiler::CompileOnnxFile(path.string(), options, nullptr);
-  std::filesystem::remove(path);
-  return r.status();
+  return testing::TryCompileModel(m, options).status();
 }
 
 // Scan over xs float32[T, 2] from h0 float32[2]: h = h + x; y = 2 * h. Outputs: the last h and
@@ -113,7 +95,7 @@ TEST_CASE("Scan unrolled: a scan length not known at compile time names the dim 
         "node 'scan' (Scan): the scan length, dim 0 of 'xs' (T), is not known at compile time; Kiln unrolls a Scan "
         "whose length it knows when it compiles (fix it with a profile)");
   // With the length fixed by a profile, it compiles.
-  CHECK(CompileStatus(RunningSum("T", 0, 0), WithProfiles({"xs:T=3"})).ok());
+  CHECK(CompileStatus(RunningSum("T", 0, 0), testing::WithProfiles({"xs:T=3"})).ok());
 }
 
 TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
@@ -123,7 +105,7 @@ TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and th
   CHECK(st.message().find("node 'loop' (Loop): trip count M (M) is not known at compile time") == 0);
   CHECK(st.message().find("--profile 'M=V'") != std::string::npos);
   // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6.
-  const std::vector<uint8_t> bytes = testing::CompileModel(CountingLoop(), WithProfiles({"M=10"}));
+  const std::vector<uint8_t> bytes = testing::CompileModel(CountingLoop(), testing::WithProfiles({"M=10"}));
   auto model = Model::Load(bytes);
   REQUIRE(model.ok());
   auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
@@ -137,7 +119,7 @@ TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and th
   const int64_t* accs = static_cast<const int64_t*>(out[1].data);
   CHECK(std::vector<int64_t>(accs, accs + out[1].num_elements()) == std::vector<int64_t>{0, 1, 3, 6});
   // M = 2 stops first: acc = 0, 1.
-  const std::vector<uint8_t> two = testing::CompileModel(CountingLoop(), WithProfiles({"M=2"}));
+  const std::vector<uint8_t> two = testing::CompileModel(CountingLoop(), testing::WithProfiles({"M=2"}));
   auto model2 = Model::Load(two);
   REQUIRE(model2.ok());
   auto ctx2 = ExecutionContext::Create(*model2, {Device::kCpu});
@@ -156,16 +138,16 @@ TEST_CASE("Loop unrolled: a condition on tensor data and a trip count past the l
   auto* g = m.mutable_graph();
   testing::AddInput(g, "stop", {}, onnx::TensorProto::BOOL);
   g->mutable_node(0)->set_input(1, "stop");
-  Status st = CompileStatus(m, WithProfiles({"M=10"}));
+  Status st = CompileStatus(m, testing::WithProfiles({"M=10"}));
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(st.message().find("profile 'M=10': node 'loop' (Loop): condition (stop) is not known at compile time") == 0);
-  st = CompileStatus(CountingLoop(), WithProfiles({"M=5000"}));
+  st = CompileStatus(CountingLoop(), testing::WithProfiles({"M=5000"}));
   CHECK(st.ok());  // the body's condition stops it after 4 iterations
   // A loop that would run 2000 times.
   auto endless = CountingLoop();
   endless.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_initializer(0)->set_int64_data(
       0, 1 << 30);
-  st = CompileStatus(endless, WithProfiles({"M=2000"}));
+  st = CompileStatus(endless, testing::WithProfiles({"M=2000"}));
   CHECK(st.code() == StatusCode::kResourceExhausted);
   CHECK(st.message() == "profile 'M=2000': node 'loop' (Loop): more than 1024 iterations to unroll");
 }

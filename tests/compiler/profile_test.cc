@@ -205,16 +205,10 @@ onnx::ModelProto ScaleModel() {
   return m;
 }
 
-CompileOptions WithProfiles(std::vector<std::string> texts) {
-  CompileOptions o = testing::CpuOnly();
-  for (const std::string& t : texts) o.profiles.push_back(Parsed(t));
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("profiles: one entry each, specialised ones first, and a call takes the first that fits") {
-  auto bytes = testing::CompileModel(ScaleModel(), WithProfiles({"x:N=1..64", "x:N=1", "x:0=4"}));
+  auto bytes = testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=1..64", "x:N=1", "x:0=4"}));
   auto model = Model::Load(bytes);
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 3);
@@ -276,7 +270,7 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
 }
 
 TEST_CASE("profiles: an output dim the entries fix differently reads as their values joined by '|'") {
-  auto model = Model::Load(testing::CompileModel(ScaleModel(), WithProfiles({"x:N=1", "x:N=4"})));
+  auto model = Model::Load(testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=1", "x:N=4"})));
   REQUIRE(model.ok());
   CHECK(model->inputs()[0].shape[0].symbol == "N");
   CHECK(model->outputs()[0].shape[0].symbol == "1|4");
@@ -284,7 +278,7 @@ TEST_CASE("profiles: an output dim the entries fix differently reads as their va
 }
 
 TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the compiler") {
-  auto bytes = testing::CompileModel(ScaleModel(), WithProfiles({"x:N=8..64:8"}));
+  auto bytes = testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=8..64:8"}));
   auto model = Model::Load(bytes);
   REQUIRE(model.ok());
   CHECK(model->entries()[0].prologue_text.find("  check N in 8..64\n  check N % 8 == 0\n") != std::string::npos);
@@ -302,7 +296,7 @@ TEST_CASE("profiles: steps, duplicates and bad profiles are reported by the comp
     std::string data;
     REQUIRE(ScaleModel().SerializeToString(&data));
     std::ofstream(path, std::ios::binary) << data;
-    auto r = CompileOnnxFile(path.string(), WithProfiles(texts), nullptr);
+    auto r = CompileOnnxFile(path.string(), testing::WithProfiles(texts), nullptr);
     std::filesystem::remove(path);
     REQUIRE_FALSE(r.ok());
     return std::string(r.status().message());
@@ -325,7 +319,7 @@ TEST_CASE("profiles: guards their ranges imply are dropped, and a range no shape
   testing::AttrInts(testing::AddNode(g, "MaxPool", {"x"}, {"y"}, "pool"), "kernel_shape", {3});
   testing::AddOutput(g, "y");
   auto guards = [&](std::vector<std::string> texts) {
-    auto bytes = testing::CompileModel(m, WithProfiles(texts));
+    auto bytes = testing::CompileModel(m, testing::WithProfiles(texts));
     auto model = Model::Load(bytes);
     REQUIRE(model.ok());
     std::vector<std::string> lines;
@@ -339,7 +333,7 @@ TEST_CASE("profiles: guards their ranges imply are dropped, and a range no shape
   REQUIRE(m.SerializeToString(&data));
   auto path = std::filesystem::temp_directory_path() / ("kiln_profile_guard_" + std::to_string(::getpid()) + ".onnx");
   std::ofstream(path, std::ios::binary) << data;
-  auto r = CompileOnnxFile(path.string(), WithProfiles({"x:L=3..64", "x:L=1..2"}), nullptr);
+  auto r = CompileOnnxFile(path.string(), testing::WithProfiles({"x:L=3..64", "x:L=1..2"}), nullptr);
   std::filesystem::remove(path);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
@@ -404,12 +398,7 @@ onnx::ModelProto ReduceModel() {
 }
 
 std::string CompileError(const onnx::ModelProto& m, std::vector<std::string> texts) {
-  auto path = std::filesystem::temp_directory_path() / ("kiln_profile_values_" + std::to_string(::getpid()) + ".onnx");
-  std::string data;
-  REQUIRE(m.SerializeToString(&data));
-  std::ofstream(path, std::ios::binary) << data;
-  auto r = CompileOnnxFile(path.string(), WithProfiles(texts), nullptr);
-  std::filesystem::remove(path);
+  auto r = testing::TryCompileModel(m, testing::WithProfiles(texts));
   REQUIRE_FALSE(r.ok());
   return std::string(r.status().message());
 }
@@ -423,7 +412,7 @@ TEST_CASE("profiles with values: one entry per value, the input stays, and the p
         "on the values of input 'axes' (int64[1]): compile an entry for each value the callers send, for example "
         "--profile 'axes=[V0]' (the prologue checks the values, which must be in host memory), or remove the input "
         "with --constant-input NAME=FILE");
-  auto model = Model::Load(testing::CompileModel(ReduceModel(), WithProfiles({"axes=[0]", "axes=[1]"})));
+  auto model = Model::Load(testing::CompileModel(ReduceModel(), testing::WithProfiles({"axes=[0]", "axes=[1]"})));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);
   CHECK(model->entries()[0].name == "axes=[0]");
@@ -437,11 +426,7 @@ TEST_CASE("profiles with values: one entry per value, the input stays, and the p
   const float x[6] = {1, 2, 3, 4, 5, 6};
   auto run = [&](int64_t axis, std::vector<float>* y) -> Status {
     TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
-    std::vector<TensorView> out;
-    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
-    const float* p = static_cast<const float*>(out[0].data);
-    y->assign(p, p + out[0].num_elements());
-    return Status::Ok();
+    return testing::RunFirstFloat(*ctx, in, y);
   };
   std::vector<float> y;
   REQUIRE(run(0, &y).ok());
@@ -473,7 +458,7 @@ TEST_CASE("profiles with values: an If on an input's value compiles the branch e
   testing::AddNode(else_g, "Mul", {"x", "k"}, {"e"});
   testing::AddOutput(else_g, "e");
   testing::AddOutput(g, "y");
-  auto model = Model::Load(testing::CompileModel(m, WithProfiles({"mode=1", "mode=0"})));
+  auto model = Model::Load(testing::CompileModel(m, testing::WithProfiles({"mode=1", "mode=0"})));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);
   CHECK(model->entries()[0].name == "mode=1");
@@ -504,7 +489,7 @@ TEST_CASE("profiles with floating-point values: a Resize's scales input, compare
   testing::AttrString(testing::AddNode(g, "Resize", {"x", "", "scales"}, {"y"}, "resize"), "mode", "nearest");
   testing::AddOutput(g, "y");
   CHECK(CompileError(m, {}).find("--profile 'scales=[V0,V1,V2,V3]'") != std::string::npos);
-  auto model = Model::Load(testing::CompileModel(m, WithProfiles({"scales=[1,1,2,2]", "scales=[1, 1, 3.0, 3]"})));
+  auto model = Model::Load(testing::CompileModel(m, testing::WithProfiles({"scales=[1,1,2,2]", "scales=[1, 1, 3.0, 3]"})));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);
   CHECK(model->entries()[1].name == "scales=[1,1,3,3]");
@@ -516,11 +501,7 @@ TEST_CASE("profiles with floating-point values: a Resize's scales input, compare
   auto run = [&](float scale, std::vector<float>* y) -> Status {
     const float scales[4] = {1, 1, scale, scale};
     TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 1, 2, 2}), TensorView::Host(scales, DType::kFloat32, {4})};
-    std::vector<TensorView> out;
-    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
-    const float* p = static_cast<const float*>(out[0].data);
-    y->assign(p, p + out[0].num_elements());
-    return Status::Ok();
+    return testing::RunFirstFloat(*ctx, in, y);
   };
   std::vector<float> y;
   REQUIRE(run(2, &y).ok());

@@ -23,7 +23,6 @@ generator's version.
 usage: make_nms_detector.py --detector DIR/ultraface-rfb-320 --out build/testdata
 """
 import argparse
-import hashlib
 import os
 import shutil
 import sys
@@ -33,17 +32,10 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper, version_converter
 
+from make_package_testdata import STAMP, sha256
+
 GENERATOR_VERSION = "1"
 NAME = "ultraface_nms"
-STAMP = "STAMP.txt"
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def with_nms(model):
