@@ -10,19 +10,20 @@
 //   --profile default                                        the model's own shapes
 //   --profile 'sr=16000'                                     input sr holds 16000: a value entry
 //   --profile 'axes=[0,2];x:N=1'                             values and dims together
+//   --profile 'scales=[1,1,2,2]'                             a float input's values
 //
 // Grammar: PROFILE := 'default' | GROUP (';' GROUP)*
 //          GROUP   := INPUT ':' DIM '=' SPEC (',' DIM '=' SPEC)*      constraints on dims
-//                   | INPUT '=' INT | INPUT '=' '[' INT (',' INT)* ']'  an input's values
+//                   | INPUT '=' NUM | INPUT '=' '[' NUM (',' NUM)* ']'  an input's values
 //   INPUT  a runtime input's name; it may itself contain ':' (the last ':' before the first
 //          '=' ends it, as in TensorFlow-style names "input_1:0")
 //   DIM    the dim's symbol as the model declares it ("N", "p2o.DynamicDimension.0", or the
 //          "<input>_dim<i>" name Kiln gives an unnamed dim), or its position (digits)
 //   SPEC   V | LO..HI | LO.. (no upper bound), each optionally ':K' (a multiple of K);
 //          all values >= 1
-//   INT    a decimal integer, negative allowed: the input's elements in row-major order. A
-//          group without ':' before its '=', or whose value is bracketed, fixes values (so an
-//          input named "ids:0" takes 'ids:0=[5]').
+//   NUM    a number as strtod reads it (an integer for an integer or bool input): the input's
+//          elements in row-major order. A group without ':' before its '=', or whose value is
+//          bracketed, fixes values (so an input named "ids:0" takes 'ids:0=[5]').
 // A symbol shared by several inputs is one symbol: constraining it at one input constrains
 // every dim bound to it, and two constraints on it must overlap.
 //
@@ -31,7 +32,9 @@
 // inputs: the entry is compiled as if `--constant-input` had bound the input, the input stays in
 // the model's signature, and the entry's prologue checks each element at every call (a call
 // with other values misses that entry, naming the input and the element). Such an input is
-// int32, int64 or bool (0 or 1) with at most 64 elements, and must be in host memory.
+// int32, int64, bool (0 or 1), float16, bfloat16, float32 or float64 with at most 64 elements,
+// and must be in host memory; a floating-point value is rounded to the input's dtype and
+// checked bit for bit (passes::FloatBits).
 #pragma once
 
 #include <cstdint>
