@@ -107,8 +107,11 @@ Result<std::vector<std::string>> ParseValues(std::string_view text, const std::s
     item = Trim(item);
     double v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec == std::errc::result_out_of_range && end == item.data() + item.size())
+      return InvalidArgument(fmt::format("{}: '{}' is out of range for a double", where, item));
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
-      return InvalidArgument(fmt::format("{}: '{}' is not a number (expected V or [V,V,...])", where, item));
+      return InvalidArgument(fmt::format("{}: '{}' is not a number (expected V or [V,V,...], each a decimal such as "
+                                         "-2, 0.5 or 1e-3)", where, item));
     out.emplace_back(item);
   }
   if (!bracketed && out.size() > 1)

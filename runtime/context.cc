@@ -100,6 +100,23 @@ class Binder {
     return c_.mi->prepared[e].runtime_dims[static_cast<size_t>(dim)].symbol;
   }
 
+  // The guards checked once run-time dim `dim` is set, on the binding's values: a failure is
+  // kInvalidArgument naming the guard and the symbols it reads, as bound in this run.
+  Status CheckRuntimeGuards(int32_t e, int32_t dim) const {
+    const PreparedEntry& pe = c_.mi->prepared[e];
+    const EntryState& s = c_.entries[e];
+    for (const int32_t g : pe.guards_after[static_cast<size_t>(dim)]) {
+      const PreparedRuntimeGuard& guard = pe.runtime_guards[static_cast<size_t>(g)];
+      if (s.values[static_cast<size_t>(guard.expr)] != 0) continue;
+      std::string values;
+      for (const int32_t k : guard.symbols)
+        values += (values.empty() ? "" : ", ") + pe.prologue.symbols[static_cast<size_t>(k)] + " = " +
+                  to_string(s.scratch.symbol_values[static_cast<size_t>(k)]);
+      return InvalidArgument(pe.label + ": guard " + guard.text + " does not hold for " + values);
+    }
+    return Status::Ok();
+  }
+
   // Whether the entry must be bound before it runs: its symbols changed, the backend's memory
   // moved, or a run-time dim is not at its bound (a Run starts there, so that the instruction
   // that reports it has room for any size: each call whose sizes changed binds twice or more).
@@ -182,10 +199,12 @@ class RunRuntimeDims final : public RuntimeDimSetter {
   Status Set(int32_t dim, int64_t value) override {
     const int32_t symbol = binder_.RuntimeSymbol(entry_, dim);
     int64_t& bound = state_.scratch.symbol_values[static_cast<size_t>(symbol)];
-    if (bound == value) return Status::Ok();
-    bound = value;
-    ++stats_.runtime_dim_binds;
-    return binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true);
+    if (bound != value) {
+      bound = value;
+      ++stats_.runtime_dim_binds;
+      KILN_RETURN_IF_ERROR(binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true));
+    }
+    return binder_.CheckRuntimeGuards(entry_, dim);
   }
 
  private:

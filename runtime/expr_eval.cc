@@ -184,6 +184,19 @@ std::string PrintExpr(std::span<const Expr> exprs, int32_t index,
   return p.Take();
 }
 
+std::vector<bool> ExprsRead(std::span<const Expr> exprs, int32_t root) {
+  if (root < 0 || static_cast<size_t>(root) >= exprs.size()) return {};
+  std::vector<bool> used(static_cast<size_t>(root) + 1, false);
+  used[root] = true;
+  for (int32_t i = root; i >= 0; --i) {
+    const Expr& e = exprs[i];
+    if (used[i] && e.op != ExprOp::kVar && e.op != ExprOp::kConst)
+      for (int64_t operand : {e.a, e.b})
+        if (operand >= 0 && operand < i) used[operand] = true;
+  }
+  return used;
+}
+
 std::string FormatExprFailure(std::span<const Expr> exprs, std::span<const std::string> symbols,
                               const ExprFailure& why) {
   std::string msg = "expr " + std::to_string(why.node) + " (" +

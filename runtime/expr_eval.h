@@ -62,6 +62,10 @@ bool EvalExprs(std::span<const Expr> exprs, std::span<const int64_t> symbols, in
 std::string FormatExprFailure(std::span<const Expr> exprs, std::span<const std::string> symbols,
                               const ExprFailure& why);
 
+// The expressions `root` reads, itself included, as flags over exprs[0..root]: operands come
+// before their users, so one walk down from `root` finds them. Empty for an invalid root.
+std::vector<bool> ExprsRead(std::span<const Expr> exprs, int32_t root);
+
 // Node `index` as readable text with symbol names, e.g. "(N + 1) * 64" or "max(N, 4)".
 // Subtrees beyond a depth or length limit print as "#j" (node j) so that a hostile or
 // deeply shared table cannot blow up the output.

@@ -418,6 +418,25 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     pe.runtime_dims.push_back({d->symbol(), d->instruction(), d->bound()});
     pe.runtime_dim_of[static_cast<size_t>(d->instruction())] = static_cast<int32_t>(k);
   }
+  // Each run-time guard is checked after the last instruction that sets a dim it reads (the
+  // verifier checked that it reads one).
+  pe.guards_after.assign(pe.runtime_dims.size(), {});
+  for (uint32_t g = 0; g < Size(e.runtime_guards()); ++g) {
+    const fb::Guard* fg = e.runtime_guards()->Get(g);
+    PreparedRuntimeGuard guard{fg->expr(), Str(fg->text()), {}};
+    const std::vector<bool> read = ExprsRead(pe.exprs, guard.expr);
+    int32_t last = -1;
+    for (size_t i = 0; i < read.size(); ++i) {
+      if (!read[i] || pe.exprs[i].op != ExprOp::kVar) continue;
+      guard.symbols.push_back(static_cast<int32_t>(pe.exprs[i].a));
+      for (size_t k = 0; k < pe.runtime_dims.size(); ++k)
+        if (pe.runtime_dims[k].symbol == pe.exprs[i].a &&
+            (last < 0 || pe.runtime_dims[k].instruction > pe.runtime_dims[static_cast<size_t>(last)].instruction))
+          last = static_cast<int32_t>(k);
+    }
+    if (last >= 0) pe.guards_after[static_cast<size_t>(last)].push_back(static_cast<int32_t>(pe.runtime_guards.size()));
+    pe.runtime_guards.push_back(std::move(guard));
+  }
 
   info.name = pe.name;
   EntryCompileStats& cs = info.compile;

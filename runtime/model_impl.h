@@ -77,6 +77,14 @@ struct PreparedRuntimeDim {
   int32_t bound_expr = 0;
 };
 
+// A guard that reads run-time dims (schema/kiln.fbs Entry.runtime_guards): checked when the
+// last of them (by instruction) is set; `symbols` are the ones it reads, for its message.
+struct PreparedRuntimeGuard {
+  int32_t expr = 0;
+  std::string text;
+  std::vector<int32_t> symbols;
+};
+
 struct PreparedEntry {
   std::string name;
   std::string label;  // "entry 0 (default)"
@@ -94,6 +102,8 @@ struct PreparedEntry {
   int32_t num_symbolic_values = 0;
   std::vector<PreparedRuntimeDim> runtime_dims;
   std::vector<int32_t> runtime_dim_of;  // per instruction: the run-time dim it sets, or -1
+  std::vector<PreparedRuntimeGuard> runtime_guards;
+  std::vector<std::vector<int32_t>> guards_after;  // per run-time dim: the guards checked once it is set
   ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)
   // The memory plan's byte check passed at load: nothing in it depends on the symbols, so
   // Bind need not run it again.

@@ -139,21 +139,6 @@ std::string BinderText(const PrologueInput& in, int32_t symbol) {
 
 // " for H = 2 (input 'x' dim 2), W = 1 (input 'x' dim 3)": the symbols expression `expr` reads
 // (operands precede their node), as the failed call bound them.
-// The expressions `root` reads, itself included, as flags over exprs[0..root]: operands come
-// before their users, so one walk down from `root` finds them. Empty for an invalid root.
-std::vector<bool> ExprsRead(std::span<const Expr> exprs, int32_t root) {
-  if (root < 0 || static_cast<size_t>(root) >= exprs.size()) return {};
-  std::vector<bool> used(static_cast<size_t>(root) + 1, false);
-  used[root] = true;
-  for (int32_t i = root; i >= 0; --i) {
-    const Expr& e = exprs[i];
-    if (used[i] && e.op != ExprOp::kVar && e.op != ExprOp::kConst)
-      for (int64_t operand : {e.a, e.b})
-        if (operand >= 0 && operand < i) used[operand] = true;
-  }
-  return used;
-}
-
 std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
   const std::vector<bool> used = ExprsRead(exprs, expr);
   std::vector<bool> reads(p.symbols.size(), false);

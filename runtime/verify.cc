@@ -137,6 +137,7 @@ class EntryVerifier {
     KILN_RETURN_IF_ERROR(Tensors());
     KILN_RETURN_IF_ERROR(Instructions());
     KILN_RETURN_IF_ERROR(EntryIo());
+    KILN_RETURN_IF_ERROR(RuntimeGuards());
     KILN_RETURN_IF_ERROR(ExprRef(e_.arena_bytes(), where_ + ": arena_bytes"));
     return NoRuntimeDim(e_.arena_bytes(), where_ + ": arena_bytes");
   }
@@ -195,6 +196,17 @@ class EntryVerifier {
       const fb::ExprNode* x = e_.exprs()->Get(i);
       if (x->op() == fb::ExprOp::Var) reads_runtime_[i] = runtime_symbol_[x->a()];
       else if (x->op() != fb::ExprOp::Const) reads_runtime_[i] = reads_runtime_[x->a()] || reads_runtime_[x->b()];
+    }
+    return Status::Ok();
+  }
+
+  // A run-time guard reads a run-time dim (one that reads none belongs to the prologue).
+  Status RuntimeGuards() const {
+    for (uint32_t g = 0; g < Size(e_.runtime_guards()); ++g) {
+      const int32_t expr = e_.runtime_guards()->Get(g)->expr();
+      const std::string where = where_ + " run-time guard " + to_string(g);
+      KILN_RETURN_IF_ERROR(ExprRef(expr, where + ":"));
+      if (!reads_runtime_[static_cast<size_t>(expr)]) return DataLoss(where + ": expr " + to_string(expr) + " reads no run-time dim");
     }
     return Status::Ok();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <string>
 #include <unordered_set>
 
 #include "compiler/ops/meta_util.h"
@@ -148,6 +149,20 @@ class Canonicalizer {
     return Process(std::move(concat), out);
   }
 
+  // The stack of no iterations: an empty constant whose dims are the body output's declared
+  // dims (its ONNX type) with 0 inserted at `axis`, or nullopt when it declares none.
+  std::optional<ir::ValueId> EmptyStack(ir::ValueId body_output, int64_t axis, const std::string& name) {
+    const ir::Value& v = trace_.value(body_output);
+    if (v.dtype == DType::kUndefined || !ir::IsStatic(v.shape) || axis < 0 || axis > v.rank()) return std::nullopt;
+    auto data = std::make_shared<ir::ConstData>();
+    data->dtype = v.dtype;
+    data->dims = ir::StaticDims(v.shape);
+    data->dims.insert(data->dims.begin() + axis, 0);
+    ir::Value c{name, v.dtype, {}, data, std::nullopt};
+    for (int64_t d : data->dims) c.shape.push_back(ir::Sym(d));
+    return trace_.AddValue(std::move(c));
+  }
+
   // Runs `body` once with its parameters bound to `params`; the body's outputs, mapped.
   Result<std::vector<ir::ValueId>> Iterate(const ir::Node& node, const ir::Block& body,
                                            const std::vector<ir::ValueId>& params, int64_t i,
@@ -211,8 +226,15 @@ class Canonicalizer {
       if (node.outputs[k] != ir::kNoValue) SetMap(node.outputs[k], state[k]);
     for (size_t k = 0; k < scanned; ++k) {
       if (node.outputs[carried + k] == ir::kNoValue) continue;
-      if (scans[k].empty())
-        return Unimplemented(where + ": scan output " + std::to_string(k) + " of a loop that runs no iteration");
+      if (scans[k].empty()) {
+        const ir::ValueId declared = body->outputs[1 + carried + k];
+        const std::optional<ir::ValueId> empty = EmptyStack(declared, 0, trace_.value(node.outputs[carried + k]).name);
+        if (!empty)
+          return Unimplemented(where + ": scan output " + std::to_string(k) + " of a loop that runs no iteration: "
+                               "the body declares no static shape for '" + trace_.value(declared).name + "'");
+        SetMap(node.outputs[carried + k], *empty);
+        continue;
+      }
       KILN_RETURN_IF_ERROR(Stack(node, scans[k], 0, node.outputs[carried + k], out));
     }
     return Status::Ok();
@@ -255,7 +277,8 @@ class Canonicalizer {
       if (!len)
         return Unimplemented(where + ": the scan length, dim " + std::to_string(axes[j]) + " of '" + x.name + "' (" +
                              x.shape[axes[j]].ToString() + "), is not known at compile time; Kiln unrolls a Scan "
-                             "whose length it knows when it compiles (fix it with a profile)");
+                             "whose length it knows when it compiles: compile an entry for each length the callers "
+                             "send, for example --profile '" + x.name + ":" + std::to_string(axes[j]) + "=V'");
       if (length && *len != *length)
         return InvalidArgument(where + ": scan inputs of lengths " + std::to_string(*length) + " and " +
                                std::to_string(*len));
@@ -288,13 +311,21 @@ class Canonicalizer {
       if (node.outputs[k] != ir::kNoValue) SetMap(node.outputs[k], state[k]);
     for (size_t k = 0; k < scanned; ++k) {
       if (node.outputs[states + k] == ir::kNoValue) continue;
-      if (scans[k].empty()) return Unimplemented(where + ": scan output " + std::to_string(k) + " of an empty scan");
-      if (out_dirs[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
-      const int64_t rank = trace_.value(scans[k][0]).rank() + 1;
+      const ir::ValueId declared = body->outputs[states + k];
+      const int64_t rank = (scans[k].empty() ? trace_.value(declared).rank() : trace_.value(scans[k][0]).rank()) + 1;
       const int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
       if (axis < 0 || axis >= rank)
         return InvalidArgument(where + ": scan_output_axes[" + std::to_string(k) + "] = " +
                                std::to_string(out_axes[k]) + " is out of range for rank " + std::to_string(rank));
+      if (scans[k].empty()) {
+        const std::optional<ir::ValueId> empty = EmptyStack(declared, axis, trace_.value(node.outputs[states + k]).name);
+        if (!empty)
+          return Unimplemented(where + ": scan output " + std::to_string(k) + " of an empty scan: the body declares "
+                               "no static shape for '" + trace_.value(declared).name + "'");
+        SetMap(node.outputs[states + k], *empty);
+        continue;
+      }
+      if (out_dirs[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
       KILN_RETURN_IF_ERROR(Stack(node, scans[k], axis, node.outputs[states + k], out));
     }
     return Status::Ok();
@@ -551,11 +582,33 @@ void KeepOutputNames(const ir::Trace& imported, ir::Trace& trace) {
 
 }  // namespace
 
+namespace {
+
+// True when `node` makes a run-time dim (NonZero's count): a run-time dim in an output's shape
+// that no input's shape has. Such a node stays even when nothing reads its data, since a
+// shape may read its count (Shape or Size of its output, folded to the dim itself).
+bool SetsRuntimeDim(const ir::Trace& trace, const ir::Node& node) {
+  std::unordered_set<std::string> in;
+  for (ir::ValueId id : node.inputs)
+    if (id != ir::kNoValue)
+      for (const ir::Sym& d : trace.value(id).shape)
+        for (const std::string& v : d.Vars()) in.insert(v);
+  for (ir::ValueId id : node.outputs)
+    if (id != ir::kNoValue)
+      for (const ir::Sym& d : trace.value(id).shape)
+        if (ir::meta::HasRuntimeVar(d))
+          for (const std::string& v : d.Vars())
+            if (!in.count(v)) return true;
+  return false;
+}
+
+}  // namespace
+
 void EliminateDeadCode(ir::Trace& trace) {
   std::unordered_set<ir::ValueId> live(trace.outputs.begin(), trace.outputs.end());
   std::vector<ir::Node> kept;
   for (auto it = trace.body.nodes.rbegin(); it != trace.body.nodes.rend(); ++it) {
-    bool used = false;
+    bool used = SetsRuntimeDim(trace, *it);
     for (ir::ValueId id : it->outputs) used = used || (id != ir::kNoValue && live.count(id));
     if (!used) continue;
     // Outputs nobody reads become absent, so the plan gives them no memory... except that

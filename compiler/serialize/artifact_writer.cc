@@ -173,17 +173,22 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
                                           values.empty() ? 0 : b.CreateVector(values)));
   }
   std::vector<flatbuffers::Offset<fb::Guard>> guards;
-  for (const ir::Guard& g : t.guards) {
-    for (const ir::RuntimeDim& d : t.runtime_dims)
-      for (const std::string& name : g.condition.Vars())
-        if (name == d.symbol)
-          return Unimplemented("the guard " + g.condition.ToString() + " from " + g.origin + " reads run-time dim " +
-                               d.symbol + ", which is known only once " + d.origin +
-                               " is computed; the prologue checks guards before the run");
-    guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
-                                     b.CreateString(g.condition.ToString() + " from " + g.origin)));
-  }
+  for (const ir::Guard& g : t.guards)
+    if (!ir::meta::HasRuntimeVar(g.condition))  // the others: WriteRuntimeGuards
+      guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
+                                       b.CreateString(g.condition.ToString() + " from " + g.origin)));
   return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(guards));
+}
+
+// The guards that read a run-time dim: checked during the run, once it is set.
+std::vector<flatbuffers::Offset<fb::Guard>> WriteRuntimeGuards(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
+                                                               ExprTable& exprs) {
+  std::vector<flatbuffers::Offset<fb::Guard>> guards;
+  for (const ir::Guard& g : t.guards)
+    if (ir::meta::HasRuntimeVar(g.condition))
+      guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
+                                       b.CreateString(g.condition.ToString() + " from " + g.origin)));
+  return guards;
 }
 
 // The first node of `t` whose output has run-time dim `d` in a dim: its producer, as every
@@ -226,6 +231,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   ExprTable exprs;
   KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, e.ranges, exprs));
   KILN_ASSIGN_OR_RETURN(const std::vector<fb::RuntimeDim> runtime_dims, WriteRuntimeDims(t, exprs));
+  const std::vector<flatbuffers::Offset<fb::Guard>> runtime_guards = WriteRuntimeGuards(b, t, exprs);
 
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (size_t id = 0; id < t.values.size(); ++id) {
@@ -279,7 +285,8 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
                          b.CreateVectorOfStructs(exprs.nodes()), b.CreateVector(tensors), b.CreateVector(instructions),
                          b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages),
-                         runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(runtime_dims));
+                         runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(runtime_dims),
+                         runtime_guards.empty() ? 0 : b.CreateVector(runtime_guards));
 }
 
 flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b, const fused::TensorSpec& t) {

@@ -93,7 +93,8 @@ TEST_CASE("Scan unrolled: a scan length not known at compile time names the dim 
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(st.message() ==
         "node 'scan' (Scan): the scan length, dim 0 of 'xs' (T), is not known at compile time; Kiln unrolls a Scan "
-        "whose length it knows when it compiles (fix it with a profile)");
+        "whose length it knows when it compiles: compile an entry for each length the callers send, for example "
+        "--profile 'xs:0=V'");
   // With the length fixed by a profile, it compiles.
   CHECK(CompileStatus(RunningSum("T", 0, 0), testing::WithProfiles({"xs:T=3"})).ok());
 }
@@ -130,6 +131,28 @@ TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and th
   REQUIRE(ctx2->Run(in2, out).ok());
   CHECK(*static_cast<const int64_t*>(out[0].data) == 1);
   CHECK(out[1].dims[0] == 2);
+}
+
+TEST_CASE("Loop and Scan unrolled: no iteration gives the initial state and empty scan outputs of the declared shape") {
+  // The body declares its outputs' types (acc_out int64[]): the stack of no iterations is int64[0].
+  auto m = CountingLoop();
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  for (auto& o : *body->mutable_output()) {
+    auto* tt = o.mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(o.name() == "go_on" ? onnx::TensorProto::BOOL : onnx::TensorProto::INT64);
+    tt->mutable_shape();
+  }
+  auto model = Model::Load(testing::CompileModel(m, testing::WithProfiles({"M=0"})));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const int64_t zero = 0;
+  TensorView in[] = {TensorView::Host(&zero, DType::kInt64, {})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  CHECK(*static_cast<const int64_t*>(out[0].data) == 0);  // acc0
+  REQUIRE(out[1].rank == 1);
+  CHECK(out[1].dims[0] == 0);
 }
 
 TEST_CASE("Loop unrolled: a condition on tensor data and a trip count past the limit are refused, naming them") {

@@ -358,7 +358,10 @@ TEST_CASE("profile text: an input's values") {
   CHECK(Parsed("ids:0=5").dims[0].input == "ids");
 
   CHECK(ParseError("axes=0,2") == "profile 'axes=0,2' axes: several values need brackets: [0,2]");
-  CHECK(ParseError("axes=[1,x]") == "profile 'axes=[1,x]' axes: 'x' is not a number (expected V or [V,V,...])");
+  CHECK(ParseError("axes=[1,x]") ==
+        "profile 'axes=[1,x]' axes: 'x' is not a number (expected V or [V,V,...], each a decimal such as -2, 0.5 or "
+        "1e-3)");
+  CHECK(ParseError("s=1e400") == "profile 's=1e400' s: '1e400' is out of range for a double");
   CHECK(ParseError("axes=[1") == "profile 'axes=[1' axes: '[1' has no closing ']'");
   CHECK(ParseError("k=3;k=4") == "profile 'k=3;k=4': input 'k' has values twice");
 }

@@ -108,6 +108,40 @@ TEST_CASE("[gpu] run-time dims on the CUDA backend: the fallback region ends at 
   CheckPositive(Device::kCuda);
 }
 
+TEST_CASE("run-time dims: a count read only through Shape keeps its NonZero, and Compress -> Shape -> ConstantOfShape runs") {
+  // s = Shape(NonZero(x)): the NonZero's data is unused, but its count is the output. Dead-code
+  // elimination once dropped it and wrote an artifact whose count nothing set.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N"});
+  testing::AddInput(g, "c", {"N"}, onnx::TensorProto::BOOL);
+  testing::AddNode(g, "NonZero", {"x"}, {"nz"}, "nonzero");
+  testing::AddNode(g, "Shape", {"nz"}, {"s"}, "shape");
+  testing::AddNode(g, "Compress", {"x", "c"}, {"picked"}, "compress");
+  testing::AddNode(g, "Shape", {"picked"}, {"n"}, "count");
+  testing::AddNode(g, "ConstantOfShape", {"n"}, {"zeros"}, "zeros");
+  testing::AddOutput(g, "s");
+  testing::AddOutput(g, "zeros");
+  for (const bool fuse : {true, false}) {
+    compiler::CompileOptions options = testing::CpuOnly();
+    options.fuse = fuse;
+    auto model = Model::Load(testing::CompileModel(m, options));
+    REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+    auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+    REQUIRE(ctx.ok());
+    const float x[6] = {0, 1, 2, 0, 4, 5};
+    const uint8_t c[6] = {1, 0, 1, 0, 0, 0};
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {6}), TensorView::Host(c, DType::kBool, {6})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    const int64_t* s = static_cast<const int64_t*>(out[0].data);
+    CHECK(std::vector<int64_t>(s, s + 2) == std::vector<int64_t>{1, 4});
+    REQUIRE(out[1].rank == 1);
+    CHECK(out[1].dims[0] == 2);
+    CHECK(static_cast<const float*>(out[1].data)[1] == 0.0f);
+  }
+}
+
 TEST_CASE("run-time dims: a Run whose sizes change, and whose input shapes change, allocates nothing once warm") {
   auto model = Model::Load(testing::CompileModel(PositiveModel()));
   REQUIRE(model.ok());
@@ -257,9 +291,9 @@ TEST_CASE("run-time dims: a size above the outputs' room is kInternal naming the
         "dim's bound, have no room for it");
 }
 
-TEST_CASE("run-time dims: a shape guard on one is refused at compile time, naming the guard and the node") {
+TEST_CASE("run-time dims: a shape guard on them is checked once they are set, naming it and their values") {
   // c = NonZero(x) + NonZero(y): broadcasting two counts assumes they are equal, a guard the
-  // prologue would have to check before either is known.
+  // prologue cannot check (it runs before either is known): the run checks it after 'nzb'.
   auto m = testing::MakeModel(13);
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {"N"});
@@ -268,12 +302,27 @@ TEST_CASE("run-time dims: a shape guard on one is refused at compile time, namin
   testing::AddNode(g, "NonZero", {"y"}, {"b"}, "nzb");
   testing::AddNode(g, "Add", {"a", "b"}, {"c"}, "add");
   testing::AddOutput(g, "c");
-  auto r = testing::TryCompileModel(m);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().code() == StatusCode::kUnimplemented);
-  CHECK(r.status().message() ==
-        "the guard (a.count == b.count) from node 'add' (Add) reads run-time dim a.count, which is known only once "
-        "node 'nza' (NonZero)'s count of nonzero elements is computed; the prologue checks guards before the run");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE(model.ok());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  auto run = [&](std::vector<float> x, std::vector<float> y, std::vector<int64_t>* c) -> Status {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())}),
+                       TensorView::Host(y.data(), DType::kFloat32, {static_cast<int64_t>(y.size())})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    const int64_t* p = static_cast<const int64_t*>(out[0].data);
+    c->assign(p, p + out[0].num_elements());
+    return Status::Ok();
+  };
+  std::vector<int64_t> c;
+  REQUIRE(run({1, 0, 2, 0}, {0, 3, 0, 4}, &c).ok());  // indices {0, 2} + {1, 3}
+  CHECK(c == std::vector<int64_t>{1, 5});
+  const Status st = run({1, 0, 2, 0}, {5, 3, 0, 4}, &c);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() ==
+        "instruction 1 'nzb' (NonZero): entry 0 (default): guard (a.count == b.count) from node 'add' (Add) does not "
+        "hold for a.count = 2, b.count = 3");
 }
 
 }  // namespace kiln
