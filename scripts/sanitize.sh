@@ -29,7 +29,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
-FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-35}"
+FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}"
 FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
 FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1
@@ -146,24 +146,27 @@ UNSANITIZED_CASES="fused kernels of the real models and ONNX node cases: host-co
 # fp16 and bf16 (minutes of host-run kernels; the emulated GPU tier of scripts/test.sh runs it).
 EMULATED_SKIP="[gpu] precision: every real model*"
 # tool_crashed LOG: LeakSanitizer's own tracer died (it stops every thread with ptrace at exit;
-# "Tracer caught signal 11", seen once in a loaded run after the case had passed), which is not
-# a report about Kiln: no leak, no error, no failed assertion in the log.
+# "Tracer caught signal 11", seen in loaded runs after the case had passed, twice in a row on
+# one case of a 2026-12-02 run, never in isolation), which is not a report about Kiln: no leak,
+# no error, no failed assertion in the log.
 tool_crashed() {
   grep -q 'LeakSanitizer has encountered a fatal error' "$1" &&
     ! grep -q -E 'detected memory leaks|ERROR: AddressSanitizer|runtime error:|: ERROR: |CRASHED' "$1"
 }
-# run_logged LOG CMD...: runs CMD into LOG, once more when the sanitizer's own tool crashed.
+# run_logged LOG CMD...: runs CMD into LOG, up to twice more while the sanitizer's own tool
+# crashed (each run's log kept, in order).
 run_logged() {
-  local log=$1 rc=0
+  local log=$1 rc=0 tries=1
   shift
   "$@" >"$log" 2>&1 || rc=$?
-  if ((rc != 0)) && tool_crashed "$log"; then
-    echo "[sanitize] warning: LeakSanitizer's tracer crashed after the run passed; running it once more" >>"$log"
-    cp "$log" "$log.first"
+  while ((rc != 0 && tries < 3)) && tool_crashed "$log"; do
+    echo "[sanitize] warning: LeakSanitizer's tracer crashed after the run passed; running it again" >>"$log"
+    cp "$log" "$log.before"
     rc=0
     "$@" >"$log" 2>&1 || rc=$?
-    cat "$log.first" "$log" >"$log.both" && mv "$log.both" "$log"
-  fi
+    cat "$log.before" "$log" >"$log.both" && mv "$log.both" "$log"
+    tries=$((tries + 1))
+  done
   return "$rc"
 }
 run_tests() {

@@ -16,7 +16,7 @@
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
-#                    ASan+UBSan+LSan, each libFuzzer target for 35 s (scripts/sanitize.sh), and 8
+#                    ASan+UBSan+LSan, each libFuzzer target for 30 s (scripts/sanitize.sh), and 8
 #                    contexts on one Model under ThreadSanitizer (scripts/tsan.sh)
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: skip the asan, fuzz and tsan tiers
 set -euo pipefail
@@ -182,10 +182,10 @@ fi
 differential() {
   local py=build/venv/bin/python
   "$py" tests/differential/difftest.py --corpus tests/differential/corpus &&
-    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-90}" --seed "${KILN_DIFFTEST_SEED:-1}" \
+    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-60}" --seed "${KILN_DIFFTEST_SEED:-1}" \
       --cuda-every 3
 }
-tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-90} s of random graphs on every path (tests/differential)" differential
+tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-60} s of random graphs on every path (tests/differential)" differential
 
 tier "samples" bash scripts/samples.sh
 tier "aarch64" bash scripts/aarch64.sh
