@@ -153,17 +153,25 @@ tool_crashed() {
   grep -q 'LeakSanitizer has encountered a fatal error' "$1" &&
     ! grep -q -E 'detected memory leaks|ERROR: AddressSanitizer|runtime error:|: ERROR: |CRASHED' "$1"
 }
-# run_logged LOG CMD...: runs CMD into LOG, up to twice more while the sanitizer's own tool
-# crashed (each run's log kept, in order).
+# run_logged LOG CMD...: runs CMD into LOG; when the sanitizer's own tool crashed, once more,
+# then (it crashed again: on 2026-12-02 one emulated case did so at every try inside the full
+# CI run, and never alone) once with leak detection off, ASan and UBSan still checking it,
+# saying so in the log. Each run's log is kept, in order.
 run_logged() {
   local log=$1 rc=0 tries=1
   shift
   "$@" >"$log" 2>&1 || rc=$?
   while ((rc != 0 && tries < 3)) && tool_crashed "$log"; do
-    echo "[sanitize] warning: LeakSanitizer's tracer crashed after the run passed; running it again" >>"$log"
     cp "$log" "$log.before"
     rc=0
-    "$@" >"$log" 2>&1 || rc=$?
+    if ((tries == 1)); then
+      echo "[sanitize] warning: LeakSanitizer's tracer crashed after the run passed; running it again" >>"$log.before"
+      "$@" >"$log" 2>&1 || rc=$?
+    else
+      echo "[sanitize] warning: LeakSanitizer's tracer crashed again; running it once more without leak detection" \
+        "(ASan and UBSan still on)" >>"$log.before"
+      ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$@" >"$log" 2>&1 || rc=$?
+    fi
     cat "$log.before" "$log" >"$log.both" && mv "$log.both" "$log"
     tries=$((tries + 1))
   done
