@@ -133,6 +133,18 @@ fb::Storage StorageOf(passes::StorageKind k) {
   }
 }
 
+// The trace's guards that read a run-time dim (`runtime`: checked during the run, once it is
+// set; Entry.runtime_guards) or that read none (the prologue's).
+std::vector<flatbuffers::Offset<fb::Guard>> WriteGuards(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
+                                                        ExprTable& exprs, bool runtime) {
+  std::vector<flatbuffers::Offset<fb::Guard>> guards;
+  for (const ir::Guard& g : t.guards)
+    if (ir::meta::HasRuntimeVar(g.condition) == runtime)
+      guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
+                                       b.CreateString(g.condition.ToString() + " from " + g.origin)));
+  return guards;
+}
+
 Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
                                                         const std::map<std::string, compiler::DimRange>& ranges,
                                                         ExprTable& exprs) {
@@ -172,24 +184,9 @@ Result<flatbuffers::Offset<fb::Prologue>> WritePrologue(flatbuffers::FlatBufferB
     inputs.push_back(fb::CreateInputCheck(b, b.CreateString(v.name), static_cast<int32_t>(v.dtype), b.CreateVector(dims),
                                           values.empty() ? 0 : b.CreateVector(values)));
   }
-  std::vector<flatbuffers::Offset<fb::Guard>> guards;
-  for (const ir::Guard& g : t.guards)
-    if (!ir::meta::HasRuntimeVar(g.condition))  // the others: WriteRuntimeGuards
-      guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
-                                       b.CreateString(g.condition.ToString() + " from " + g.origin)));
-  return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(guards));
+  return fb::CreatePrologue(b, b.CreateVector(inputs), b.CreateVector(WriteGuards(b, t, exprs, /*runtime=*/false)));
 }
 
-// The guards that read a run-time dim: checked during the run, once it is set.
-std::vector<flatbuffers::Offset<fb::Guard>> WriteRuntimeGuards(flatbuffers::FlatBufferBuilder& b, const ir::Trace& t,
-                                                               ExprTable& exprs) {
-  std::vector<flatbuffers::Offset<fb::Guard>> guards;
-  for (const ir::Guard& g : t.guards)
-    if (ir::meta::HasRuntimeVar(g.condition))
-      guards.push_back(fb::CreateGuard(b, exprs.Add(g.condition),
-                                       b.CreateString(g.condition.ToString() + " from " + g.origin)));
-  return guards;
-}
 
 // The first node of `t` whose output has run-time dim `d` in a dim: its producer, as every
 // reader comes later. -1 when no node has it (its node was folded or removed).
@@ -231,7 +228,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   ExprTable exprs;
   KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, e.ranges, exprs));
   KILN_ASSIGN_OR_RETURN(const std::vector<fb::RuntimeDim> runtime_dims, WriteRuntimeDims(t, exprs));
-  const std::vector<flatbuffers::Offset<fb::Guard>> runtime_guards = WriteRuntimeGuards(b, t, exprs);
+  const std::vector<flatbuffers::Offset<fb::Guard>> runtime_guards = WriteGuards(b, t, exprs, /*runtime=*/true);
 
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (size_t id = 0; id < t.values.size(); ++id) {
