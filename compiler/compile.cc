@@ -417,14 +417,20 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
 
   const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}, {}}}
                                                                   : options.profiles;
+  // A range from 0 compiles one more entry, for the empty tensors (SplitEmpty): `texts` keeps
+  // each entry's profile as the user wrote it.
   std::vector<ResolvedProfile> resolved;
+  std::vector<std::string> texts;
   for (size_t i = 0; i < profiles.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(ResolvedProfile r, ResolveProfile(profiles[i], imported));
-    for (size_t j = 0; j < resolved.size(); ++j)
-      if (resolved[j].Includes(r) && r.Includes(resolved[j]))
-        return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", profiles[j].text,
-                                           profiles[i].text, r.name));
-    resolved.push_back(std::move(r));
+    KILN_ASSIGN_OR_RETURN(const ResolvedProfile whole, ResolveProfile(profiles[i], imported));
+    for (ResolvedProfile& r : SplitEmpty(whole, imported)) {
+      for (size_t j = 0; j < resolved.size(); ++j)
+        if (resolved[j].Includes(r) && r.Includes(resolved[j]))
+          return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", texts[j],
+                                             profiles[i].text, r.name));
+      resolved.push_back(std::move(r));
+      texts.push_back(profiles[i].text);
+    }
   }
   // Run takes the first entry whose prologue passes: specialised entries go first.
   const std::vector<size_t> order = TryOrder(resolved);
@@ -480,7 +486,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
           st = CompileProfile(*specialised, stage, profile, options, record, summary, log);
         }
       }
-      if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + profiles[i].text + "'");
+      if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + texts[i] + "'");
     }
     return Status::Ok();
   };

@@ -31,10 +31,11 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   }
 }
 
-bool ParsePositive(std::string_view s, int64_t* v) {
+// An integer of at least `lo`, the whole of `s` but blanks.
+bool ParseAtLeast(std::string_view s, int64_t lo, int64_t* v) {
   s = Trim(s);
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-  return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 1;
+  return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= lo;
 }
 
 // Rounds min up and a finite max down to multiples of the divisor; false when nothing is left.
@@ -52,21 +53,21 @@ Result<DimRange> ParseSpec(std::string_view spec, const std::string& where) {
   DimRange r;
   const size_t colon = spec.rfind(':');
   if (colon != std::string_view::npos) {
-    if (!ParsePositive(spec.substr(colon + 1), &r.divisor))
+    if (!ParseAtLeast(spec.substr(colon + 1), 1, &r.divisor))
       return InvalidArgument(fmt::format("{}: divisor '{}' is not an integer >= 1", where, spec.substr(colon + 1)));
     spec = spec.substr(0, colon);
   }
   const size_t dots = spec.find("..");
   if (dots == std::string_view::npos) {
-    if (!ParsePositive(spec, &r.min))
-      return InvalidArgument(fmt::format("{}: '{}' is not a dim value >= 1, a range LO..HI or LO..", where, spec));
+    if (!ParseAtLeast(spec, 0, &r.min))
+      return InvalidArgument(fmt::format("{}: '{}' is not a dim value >= 0, a range LO..HI or LO..", where, spec));
     r.max = r.min;
   } else {
     const std::string_view lo = spec.substr(0, dots), hi = Trim(spec.substr(dots + 2));
-    if (!ParsePositive(lo, &r.min))
-      return InvalidArgument(fmt::format("{}: range start '{}' is not an integer >= 1", where, lo));
-    if (!hi.empty() && !ParsePositive(hi, &r.max))
-      return InvalidArgument(fmt::format("{}: range end '{}' is not an integer >= 1", where, hi));
+    if (!ParseAtLeast(lo, 0, &r.min))
+      return InvalidArgument(fmt::format("{}: range start '{}' is not an integer >= 0", where, lo));
+    if (!hi.empty() && !ParseAtLeast(hi, 0, &r.max))
+      return InvalidArgument(fmt::format("{}: range end '{}' is not an integer >= 0", where, hi));
   }
   if (!Normalise(r)) return InvalidArgument(fmt::format("{}: '{}' admits no value", where, Trim(spec_text)));
   return r;
@@ -294,6 +295,63 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
   }
   for (const auto& [sym, r] : ranges)
     if (!r.fixed()) out.ranges.emplace(sym, r);
+  return out;
+}
+
+namespace {
+
+// Fixes symbol `sym` of `p` to `value`: every input dim bound to it is imported as that constant.
+void FixSymbol(ResolvedProfile& p, const std::string& sym, int64_t value, const ir::Trace& imported) {
+  for (ir::ValueId id : imported.inputs) {
+    const ir::Value& v = imported.value(id);
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (v.shape[d].op() != ir::SymOp::kVar || v.shape[d].name() != sym) continue;
+      auto [it, added] = p.input_shapes.emplace(v.name, std::vector<int64_t>(v.shape.size(), -1));
+      it->second[d] = value;
+    }
+  }
+  p.ranges.erase(sym);
+  p.symbols[sym] = DimRange{value, value, 1};
+}
+
+// `p`'s name with `sym`'s part (as DimRange::Describe wrote it) replaced by `r`'s.
+std::string Renamed(const std::string& name, const std::string& sym, const DimRange& from, const DimRange& to) {
+  const std::string old = from.Describe(sym);
+  for (size_t at = name.find(old); at != std::string::npos; at = name.find(old, at + 1)) {
+    const bool starts = at == 0 || name.compare(at - 2, 2, ", ") == 0;
+    const bool ends = at + old.size() == name.size() || name.compare(at + old.size(), 2, ", ") == 0;
+    if (starts && ends) return name.substr(0, at) + to.Describe(sym) + name.substr(at + old.size());
+  }
+  return name;
+}
+
+}  // namespace
+
+std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported) {
+  std::vector<ResolvedProfile> out{profile};
+  for (const auto& [sym, range] : profile.ranges) {
+    if (range.min != 0) continue;
+    DimRange rest = range;
+    rest.min = 1;
+    Normalise(rest);  // 1 rounded up to the divisor; not empty, since the range held a value above 0
+    std::vector<ResolvedProfile> next;
+    for (const ResolvedProfile& p : out) {
+      ResolvedProfile zero = p;
+      FixSymbol(zero, sym, 0, imported);
+      zero.name = Renamed(p.name, sym, range, zero.symbols[sym]);
+      ResolvedProfile positive = p;
+      if (rest.fixed()) {
+        FixSymbol(positive, sym, rest.min, imported);
+      } else {
+        positive.ranges[sym] = rest;
+        positive.symbols[sym] = rest;
+      }
+      positive.name = Renamed(p.name, sym, range, rest);
+      next.push_back(std::move(zero));
+      next.push_back(std::move(positive));
+    }
+    out = std::move(next);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 //   --profile 'images:N=1'                                   N fixed: a static entry
 //   --profile 'images:N=1..64,H=32..1024:32,W=32..1024:32'   ranges; H and W multiples of 32
 //   --profile 'images:0=1..64'                               dim 0 by position
+//   --profile 'boxes:N=0..100'                               N may be 0: two entries
 //   --profile 'x:N=4;mask:1=4..16'                           constraints on several inputs
 //   --profile default                                        the model's own shapes
 //   --profile 'sr=16000'                                     input sr holds 16000: a value entry
@@ -20,7 +21,8 @@
 //   DIM    the dim's symbol as the model declares it ("N", "p2o.DynamicDimension.0", or the
 //          "<input>_dim<i>" name Kiln gives an unnamed dim), or its position (digits)
 //   SPEC   V | LO..HI | LO.. (no upper bound), each optionally ':K' (a multiple of K);
-//          all values >= 1
+//          values >= 0 (0: an empty tensor; a range from 0 compiles a separate entry for
+//          it, SplitEmpty), K >= 1
 //   NUM    a number as strtod reads it (an integer for an integer or bool input): the input's
 //          elements in row-major order. A group without ':' before its '=', or whose value is
 //          bracketed, fixes values (so an input named "ids:0" takes 'ids:0=[5]').
@@ -49,7 +51,8 @@
 
 namespace kiln::compiler {
 
-// The values a dim may take: min <= v <= max and v % divisor == 0. min, max and divisor >= 1.
+// The values a dim may take: min <= v <= max and v % divisor == 0. min and max >= 0 (a
+// profile's own; a symbol it does not name is >= 1), divisor >= 1.
 struct DimRange {
   int64_t min = 1;
   int64_t max = std::numeric_limits<int64_t>::max();
@@ -120,6 +123,13 @@ struct ResolvedProfile {
 // int64, bool, float16, bfloat16, float32 or float64, whose element count differs from the
 // values', or that a value does not fit (an integer input given 2.5, an int32 one 2^31).
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
+
+// A profile whose range for a symbol admits 0 (an empty tensor, 'N=0..64') as the entries it
+// compiles to: one with the symbol fixed to 0, whose tensors are statically empty, and one with
+// the rest of the range (1..64, or from the divisor), for each such symbol (so k of them give
+// 2^k entries). Symbolic dims are otherwise at least 1 in every stage. A profile with no such
+// range is returned alone.
+std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported);
 
 // The order in which entries are tried: the given order, except that a profile whose shapes
 // all fit inside another's goes before it ('N=1' before 'N in 1..64'), so the specialised

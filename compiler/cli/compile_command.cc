@@ -196,6 +196,8 @@ void AddCompileCommand(CLI::App& app) {
                   "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
                   "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "
                   "(1..64, or 8.. for no upper bound) or either with ':K' for multiples of K (32..1024:32); "
+                  "0 is an empty tensor, and a range from 0 (0..64) compiles a separate entry for it (a symbolic "
+                  "dim is otherwise at least 1); "
                   "';' separates inputs; 'default' is the model's own shapes. INPUT=V or INPUT=[V,...] fixes "
                   "the values of an int32, int64, bool or floating-point input of at most 64 elements (sr=16000, "
                   "axes=[0,2], axes=[], scales=[1,1,2,2], M=10 for a Loop's trip count): the entry is compiled "

@@ -60,7 +60,7 @@ MetaFn Binary(unsigned set, bool same_dtype, DType out, std::function<std::optio
     KILN_RETURN_IF_ERROR(CheckDType(*a, "A", set));
     KILN_RETURN_IF_ERROR(CheckDType(*b, "B", set));
     if (same_dtype) KILN_RETURN_IF_ERROR(CheckSameDType(*a, "A", *b, "B"));
-    KILN_ASSIGN_OR_RETURN(SymShape shape, Broadcast(ctx, a->shape, b->shape));
+    KILN_ASSIGN_OR_RETURN(SymShape shape, Broadcast(ctx, a->shape, b->shape, BroadcastDims::kAtRunTime));
     DType dt = out == DType::kUndefined ? a->dtype : out;
     ctx.SetOutput(0, dt, shape);
     if (fn && IntLike(a->dtype) && IntLike(b->dtype))
@@ -82,7 +82,7 @@ MetaFn Variadic(unsigned set, std::function<Sym(const Sym&, const Sym&)> fn = nu
       KILN_RETURN_IF_ERROR(CheckDType(*v, "data_" + std::to_string(i), set));
       if (i > 0) {
         KILN_RETURN_IF_ERROR(CheckSameDType(*ins[0], "data_0", *v, "data_" + std::to_string(i)));
-        KILN_ASSIGN_OR_RETURN(shape, Broadcast(ctx, shape, v->shape));
+        KILN_ASSIGN_OR_RETURN(shape, Broadcast(ctx, shape, v->shape, BroadcastDims::kAtRunTime));
       } else {
         shape = v->shape;
       }
@@ -263,8 +263,8 @@ Status WhereMeta(MetaContext& ctx) {
   if (c->dtype != DType::kBool)
     return InvalidArgument("input condition: expected a bool tensor, found " + DTypeStr(c->dtype));
   KILN_RETURN_IF_ERROR(CheckSameDType(*x, "X", *y, "Y"));
-  KILN_ASSIGN_OR_RETURN(SymShape s, Broadcast(ctx, c->shape, x->shape));
-  KILN_ASSIGN_OR_RETURN(s, Broadcast(ctx, s, y->shape));
+  KILN_ASSIGN_OR_RETURN(SymShape s, Broadcast(ctx, c->shape, x->shape, BroadcastDims::kAtRunTime));
+  KILN_ASSIGN_OR_RETURN(s, Broadcast(ctx, s, y->shape, BroadcastDims::kAtRunTime));
   ctx.SetOutput(0, x->dtype, s);
   if (IntLike(x->dtype))
     Propagate(ctx, {c, x, y}, s, [](const std::vector<Sym>& v) -> std::optional<Sym> {

@@ -25,7 +25,7 @@ Status IntBinaryMeta(MetaContext& ctx, unsigned set) {
   KILN_ASSIGN_OR_RETURN(const Value* b, Need(ctx, 1, "B"));
   KILN_RETURN_IF_ERROR(CheckDType(*a, "A", set));
   KILN_RETURN_IF_ERROR(CheckSameDType(*a, "A", *b, "B"));
-  KILN_ASSIGN_OR_RETURN(SymShape shape, Broadcast(ctx, a->shape, b->shape));
+  KILN_ASSIGN_OR_RETURN(SymShape shape, Broadcast(ctx, a->shape, b->shape, BroadcastDims::kAtRunTime));
   ctx.SetOutput(0, a->dtype, shape);
   return Status::Ok();
 }

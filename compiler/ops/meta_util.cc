@@ -422,7 +422,7 @@ Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::strin
   return Status::Ok();
 }
 
-Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b) {
+Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b, BroadcastDims mode) {
   size_t r = std::max(a.size(), b.size());
   SymShape out(r);
   for (size_t i = 0; i < r; ++i) {
@@ -438,7 +438,14 @@ Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& 
       return InvalidArgument("shapes " + Str(a) + " and " + Str(b) +
                              " do not broadcast: expected equal dims or 1, found " +
                              x.ToString() + " vs " + y.ToString());
-    else {
+    else if (mode == BroadcastDims::kAtRunTime && (x.is_const() || LowerBound(x) >= 1) &&
+             (y.is_const() || LowerBound(y) >= 1)) {
+      // Either may be 1 at run time: the larger is the output dim (symbols are >= 1 here), and
+      // the guard keeps only what numpy requires. A constant side (0 included: a symbol then
+      // must be 1) is the output dim.
+      o = x.is_const() ? x : y.is_const() ? y : Max(x, y);
+      AddGuard(ctx, Lt(0, Eq(x, y) + Eq(x, 1) + Eq(y, 1)));
+    } else {
       // Prefer a constant; of two symbols take the first. Either way assume equality.
       o = y.is_const() ? y : x;
       AddGuard(ctx, Eq(x, y));

@@ -128,11 +128,23 @@ void AddGuard(MetaContext& ctx, const Sym& g);
 // `bound` are replaced by their own bounds, so it reads only input symbols.
 Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what);
 
+// How Broadcast treats two dims that differ symbolically.
+enum class BroadcastDims {
+  kAssumeEqual,  // guard Eq(a, b): the op's kernels and libraries need equal dims
+  // Decided at each call, for ops whose kernels broadcast from the run-time shapes (the CPU
+  // kernels' strides, generated kernels' coordinates, fusion/lower.cc): either dim may be 1.
+  kAtRunTime,
+};
+
 // Multidirectional (numpy) broadcast of two shapes. Dims: Same -> that dim; a constant 1
-// broadcasts; a symbol against a constant other than 1 gives the constant (guard
-// Eq(sym, c)); two different symbols give the first (guard Eq(a, b)); two different
-// constants other than 1 are an InvalidArgument naming both shapes.
-Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b);
+// broadcasts; two different constants other than 1 are an InvalidArgument naming both
+// shapes. Otherwise, with kAssumeEqual: a symbol against a constant other than 1 gives the
+// constant (guard Eq(sym, c)), two different symbols give the first (guard Eq(a, b)). With
+// kAtRunTime, where each symbolic dim is provably >= 1 (dim symbols, not value symbols or
+// run-time dims, which may be 0): the constant, else Max(a, b), with the guard that one of them
+// is 1 or both are equal.
+Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b,
+                           BroadcastDims mode = BroadcastDims::kAssumeEqual);
 // Broadcasts the elements of `v` (static shape `from`) to the static shape `to`.
 std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<int64_t>& from,
                                    const std::vector<int64_t>& to);

@@ -3,11 +3,14 @@
 // without fusion) produce what ONNX's reference does.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/gpu_test_util.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
 
@@ -96,4 +99,63 @@ TEST_CASE("empty tensors: MatMul with an inner dim of 0 gives zeros") {
                            kiln::TensorView::Host(&none, kiln::DType::kFloat32, {0, 3})};
   auto out = RunFloat(CompileModel(m), in);
   CHECK(out[0] == std::vector<float>(6, 0.0f));
+}
+
+namespace {
+
+// x[N, 1, 4, 4] -> Conv (two 3x3 filters of ones, pads 1) -> Relu -> GlobalAveragePool ->
+// Flatten -> Gemm (B [2, 3] of ones): y[N, 3].
+onnx::ModelProto ConvHeadModel() {
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "1", "4", "4"});
+  AddFloatInit(g, "w", {2, 1, 3, 3}, std::vector<float>(18, 1.0f));
+  AddFloatInit(g, "b", {2, 3}, std::vector<float>(6, 1.0f));
+  AttrInts(AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  AddNode(g, "Relu", {"c"}, {"r"}, "relu");
+  AddNode(g, "GlobalAveragePool", {"r"}, {"p"}, "pool");
+  AddNode(g, "Flatten", {"p"}, {"f"}, "flatten");
+  AddNode(g, "Gemm", {"f", "b"}, {"y"}, "gemm");
+  AddOutput(g, "y");
+  return m;
+}
+
+// A batch of 0 and a batch of 2 of ones through one artifact compiled with --profile
+// 'x:N=0..4'. Ones: each Conv output is the count of in-bounds taps (4 at the corners, 6 at the
+// edges, 9 inside: 100 over 16 positions, a mean of 6.25), so each y element is 2 x 6.25.
+void CheckEmptyBatch(kiln::Device device) {
+  kiln::compiler::CompileOptions options = device == kiln::Device::kCuda ? kiln::compiler::CompileOptions{} : CpuOnly();
+  kiln::compiler::CompileOptions profiled = WithProfiles({"x:N=0..4"});
+  options.profiles = profiled.profiles;
+  auto model = kiln::Model::Load(CompileModel(ConvHeadModel(), options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[0].name == "N=0");
+  auto ctx = kiln::ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const std::vector<float> ones(2 * 16, 1.0f);
+  for (int64_t n : {0, 2, 0}) {
+    INFO("N = " << n);
+    kiln::TensorView in[] = {kiln::TensorView::Host(ones.data(), kiln::DType::kFloat32, {n, 1, 4, 4})};
+    std::vector<float> y(6, -1.0f);  // never empty: a view's data is not null
+    std::vector<kiln::TensorView> out = {kiln::TensorView::Host(y.data(), kiln::DType::kFloat32, {n, 3})};
+    kiln::Status st = ctx->Run(in, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE(ctx->Synchronize().ok());
+    CHECK(ctx->stats().last_entry == (n == 0 ? 0 : 1));
+    std::vector<float> want(6, -1.0f);
+    std::fill(want.begin(), want.begin() + n * 3, 12.5f);
+    CHECK(y == want);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("empty tensors: a batch of 0 through Conv, pooling and Gemm from a profile's N=0 entry") {
+  CheckEmptyBatch(kiln::Device::kCpu);
+}
+
+TEST_CASE("[gpu] empty tensors: a batch of 0 through cuDNN, generated kernels and cuBLASLt") {
+  KILN_REQUIRE_GPU();
+  CheckEmptyBatch(kiln::Device::kCuda);
 }

@@ -108,10 +108,10 @@ TEST_CASE("profile text errors say what was expected") {
         "example sr=16000 or axes=[0,2]) or 'default', got 'images:N'");
   CHECK(ParseError("images:N=1,H") == "profile 'images:N=1,H': expected DIM=VALUE after 'images:', got 'H'");
   CHECK(ParseError("images:=4") == "profile 'images:=4': missing dim name before '=' in '=4'");
-  CHECK(ParseError("images:N=0") ==
-        "profile 'images:N=0' images:N: '0' is not a dim value >= 1, a range LO..HI or LO..");
+  CHECK(ParseError("images:N=-3") ==
+        "profile 'images:N=-3' images:N: '-3' is not a dim value >= 0, a range LO..HI or LO..");
   CHECK(ParseError("images:N=x") ==
-        "profile 'images:N=x' images:N: 'x' is not a dim value >= 1, a range LO..HI or LO..");
+        "profile 'images:N=x' images:N: 'x' is not a dim value >= 0, a range LO..HI or LO..");
   CHECK(ParseError("images:N=64..1") == "profile 'images:N=64..1' images:N: '64..1' admits no value");
   CHECK(ParseError("images:N=3..5:8") == "profile 'images:N=3..5:8' images:N: '3..5:8' admits no value");
   CHECK(ParseError("images:N=3:2") == "profile 'images:N=3:2' images:N: '3:2' admits no value");
@@ -119,10 +119,10 @@ TEST_CASE("profile text errors say what was expected") {
         "profile 'x:N=9223372036854775807..:2' x:N: '9223372036854775807..:2' admits no value");
   CHECK(ParseError("images:N=1..4:0") == "profile 'images:N=1..4:0' images:N: divisor '0' is not an integer >= 1");
   CHECK(ParseError("images:N=-1..4") ==
-        "profile 'images:N=-1..4' images:N: range start '-1' is not an integer >= 1");
+        "profile 'images:N=-1..4' images:N: range start '-1' is not an integer >= 0");
   CHECK(ParseError("images:N=1..99999999999999999999") ==
         "profile 'images:N=1..99999999999999999999' images:N: range end '99999999999999999999' is not an integer "
-        ">= 1");
+        ">= 0");
 }
 
 TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every input that declares it") {
@@ -150,6 +150,41 @@ TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every in
   CHECK(Resolved("x:1=1..4").name == "default");
 
   CHECK(Resolved("default").name == "default");
+}
+
+TEST_CASE("profiles: a range from 0 splits into an entry for the empty tensors and one for the rest") {
+  const ir::Trace t = TwoInputTrace();
+  auto split = [&](const std::string& text) { return SplitEmpty(Resolved(text), t); };
+  // One range from 0: N=0 fixes both inputs' dim; the rest keeps its range from 1.
+  std::vector<ResolvedProfile> n = split("x:N=0..64,H=32..1024:32");
+  REQUIRE(n.size() == 2);
+  CHECK(n[0].name == "N=0, H in 32..1024:32");
+  CHECK(n[0].input_shapes.at("x") == std::vector<int64_t>{0, -1, -1, -1});
+  CHECK(n[0].input_shapes.at("y") == std::vector<int64_t>{0, -1});
+  CHECK(n[0].ranges.count("N") == 0);
+  CHECK(n[0].ranges.at("H").min == 32);
+  CHECK(n[1].name == "N in 1..64, H in 32..1024:32");
+  CHECK(n[1].input_shapes.empty());
+  CHECK(n[1].ranges.at("N").min == 1);
+  CHECK(n[1].ranges.at("N").max == 64);
+  // With a divisor the rest starts at it; a rest of one value is fixed; two ranges give four.
+  n = split("x:W=0..:8");
+  REQUIRE(n.size() == 2);
+  CHECK(n[1].name == "W >= 8:8");
+  n = split("x:N=0..1");
+  REQUIRE(n.size() == 2);
+  CHECK(n[1].name == "N=1");
+  CHECK(n[1].input_shapes.at("y") == std::vector<int64_t>{1, -1});
+  n = split("x:N=0..2,W=0..");
+  REQUIRE(n.size() == 4);
+  CHECK(n[0].name == "N=0, W=0");
+  CHECK(n[1].name == "N=0, W >= 1");
+  CHECK(n[2].name == "N in 1..2, W=0");
+  CHECK(n[3].name == "N in 1..2, W >= 1");
+  // A fixed 0 is one entry already; no range from 0, nothing to split.
+  CHECK(split("x:N=0").size() == 1);
+  CHECK(split("x:N=0").front().input_shapes.at("x") == std::vector<int64_t>{0, -1, -1, -1});
+  CHECK(split("x:N=1..4").size() == 1);
 }
 
 TEST_CASE("profiles are tried as given, except that one whose shapes fit inside another's goes first") {
@@ -262,11 +297,34 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
   REQUIRE(s.last_miss_reasons.size() == 3);
   CHECK(s.last_miss_reasons[0] == "entry 0 (N=1): input 'x' dim 0 = 0, expected 1");
   CHECK(s.last_miss_reasons[1] == "entry 1 (N=4): input 'x' dim 0 = 0, expected 4");
-  CHECK(s.last_miss_reasons[2] == "entry 2 (N in 1..64): input 'x' dim 0 (N) = 0, expected 1..64");
+  CHECK(s.last_miss_reasons[2] == "entry 2 (N in 1..64): input 'x' dim 0 (N) = 0, expected 1..64 (an empty tensor needs an "
+                                       "entry compiled for it: kiln compile --profile 'x:N=0..')");
   CHECK(run(80).message() ==
         "entry 0 (N=1): input 'x' dim 0 = 80, expected 1\n"
         "entry 1 (N=4): input 'x' dim 0 = 80, expected 4\n"
         "entry 2 (N in 1..64): input 'x' dim 0 (N) = 80, expected 1..64");
+}
+
+TEST_CASE("profiles: an empty batch runs from its own entry, and the message for 0 says how to get one") {
+  auto bytes = testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..8"}));
+  auto model = Model::Load(bytes);
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[0].name == "N=0");
+  CHECK(model->entries()[1].name == "N in 1..8");
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  for (int64_t n : {0, 2, 0}) {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {n, 3})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    CHECK(ctx->stats().last_entry == (n == 0 ? 0 : 1));
+    REQUIRE(out[0].rank == 2);
+    CHECK(out[0].dims[0] == n);
+    CHECK(out[0].dims[1] == 3);
+    if (n == 2) CHECK(static_cast<const float*>(out[0].data)[5] == 6 * 2 + 3);
+  }
 }
 
 TEST_CASE("profiles: an output dim the entries fix differently reads as their values joined by '|'") {

@@ -78,6 +78,7 @@ AttrMap Attrs(std::initializer_list<std::pair<const char*, std::vector<int64_t>>
 }
 
 const Sym N = Sym::Var("N");
+const Sym M = Sym::Var("M");
 const Sym H = Sym::Var("H");
 const Sym W = Sym::Var("W");
 const Sym T = Sym::Var("T");
@@ -190,13 +191,27 @@ TEST_CASE("broadcasting") {
   CHECK(s.message().find("[2, 3]") != std::string::npos);
   CHECK(s.message().find("[4, 3]") != std::string::npos);
 
-  // A symbol against a constant takes the constant and guards the assumption.
+  // A symbol against a constant takes the constant and guards what numpy allows: the symbol
+  // is that constant or 1 (broadcast at run time).
   ValueId f = b.Input("f", DType::kFloat32, {N});
   ValueId g = b.Input("g", DType::kFloat32, {5});
   REQUIRE(b.Op("Sub", {f, g}).ok());
   CHECK(b.OutShape() == "[5]");
   REQUIRE(b.t.guards.size() == 1);
-  CHECK(b.t.guards[0].condition.ToString() == "(N == 5)");
+  CHECK(b.t.guards[0].condition.ToString() == "(0 < ((N == 5)+(N == 1)))");
+  // Two symbols give the larger, guarded the same way; MatMul's batch dims, whose libraries
+  // need them equal, keep the equality guard.
+  ValueId m1 = b.Input("m1", DType::kFloat32, {M});
+  REQUIRE(b.Op("Sub", {f, m1}).ok());
+  CHECK(b.OutShape() == "[max(N, M)]");
+  REQUIRE(b.t.guards.size() == 2);
+  CHECK(b.t.guards[1].condition.ToString() == "(0 < (((N == M)+(N == 1))+(M == 1)))");
+  ValueId p = b.Input("p", DType::kFloat32, {N, 2, 2});
+  ValueId q = b.Input("q", DType::kFloat32, {M, 2, 2});
+  REQUIRE(b.Op("MatMul", {p, q}).ok());
+  CHECK(b.OutShape() == "[N, 2, 2]");
+  REQUIRE(b.t.guards.size() == 3);
+  CHECK(b.t.guards[2].condition.ToString() == "(N == M)");
 
   // Comparisons give bool; mismatched dtypes are rejected.
   REQUIRE(b.Op("Less", {a, c}).ok());
