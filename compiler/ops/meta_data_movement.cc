@@ -441,24 +441,24 @@ Status DepthSpaceMeta(MetaContext& ctx, bool to_space) {
 // floor(d * scale), kept symbolic for integer scales and exact small fractions.
 Result<Sym> ScaleDim(const Sym& d, double scale) {
   if (!(scale > 0) || !std::isfinite(scale))
-    return InvalidArgument("scales: expected positive values, found " + std::to_string(scale));
+    return InvalidArgument("scales: expected positive values, found " + FloatStr(scale));
   constexpr double kInt64End = 9223372036854775808.0;  // 2^63: casting at or above it is undefined
   if (auto v = d.value()) {
     const double out = std::floor(static_cast<double>(*v) * scale);
     if (out >= kInt64End)
-      return InvalidArgument("scales: " + std::to_string(scale) + " times dim " + std::to_string(*v) +
+      return InvalidArgument("scales: " + FloatStr(scale) + " times dim " + std::to_string(*v) +
                              " does not fit int64");
     return Sym(static_cast<int64_t>(out));
   }
   if (scale >= kInt64End)
-    return InvalidArgument("scales: " + std::to_string(scale) + " does not fit int64");
+    return InvalidArgument("scales: " + FloatStr(scale) + " does not fit int64");
   if (scale == std::floor(scale)) return d * Sym(static_cast<int64_t>(scale));
   for (int64_t q = 2; q <= 1024; ++q) {
     double p = std::round(scale * q);
     if (p / static_cast<double>(q) == scale)
       return FloorDiv(d * Sym(static_cast<int64_t>(p)), q);
   }
-  return Unimplemented("Resize scale " + std::to_string(scale) + " on symbolic dim " + d.ToString() +
+  return Unimplemented("Resize scale " + FloatStr(scale) + " on symbolic dim " + d.ToString() +
                        ": expected an integer or an exact small fraction");
 }
 

@@ -24,7 +24,7 @@ Status FiniteFloatAttr(const AttrMap& attrs, const char* name, bool positive) {
   if (!a) return Status::Ok();
   if (a->kind != Attr::Kind::kFloat || !std::isfinite(a->f) || (positive && !(a->f > 0)))
     return InvalidArgument(std::string("attribute '") + name + "': expected a finite " + (positive ? "positive " : "") +
-                           "float, found " + (a->kind == Attr::Kind::kFloat ? std::to_string(a->f) : "a non-float"));
+                           "float, found " + (a->kind == Attr::Kind::kFloat ? FloatStr(a->f) : "a non-float"));
   return Status::Ok();
 }
 

@@ -288,7 +288,7 @@ Status RangeMeta(MetaContext& ctx) {
     double diff = t == DType::kFloat32 ? static_cast<double>(static_cast<float>((*l)[0] - (*s)[0]))
                                        : (*l)[0] - (*s)[0];
     double c = std::ceil(diff / (*d)[0]);
-    if (!(c < 9e15)) return InvalidArgument("expected a finite element count, found " + std::to_string(c));
+    if (!(c < 9e15)) return InvalidArgument("expected a finite element count, found " + FloatStr(c));
     ctx.SetOutput(0, t, {Sym(std::max<int64_t>(0, static_cast<int64_t>(c)))});
     return Status::Ok();
   }

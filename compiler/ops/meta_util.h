@@ -175,5 +175,8 @@ inline void Def(std::vector<OpDef>& ops, std::string name, MetaFn fn) {
 Status CheckMaxOutputs(MetaContext& ctx, int max);
 
 std::string Str(const std::vector<int64_t>& v);
+// A floating-point value as the shortest text that reads back to it ("2.5", "1e-05", "inf"),
+// for messages; never std::to_string's fixed six decimals.
+std::string FloatStr(double v);
 
 }  // namespace kiln::ir::meta

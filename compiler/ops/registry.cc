@@ -6,6 +6,7 @@
 #include <string>
 
 #include "compiler/ops/families.h"
+#include "compiler/ops/meta_util.h"
 
 namespace kiln::ir {
 namespace {
@@ -86,7 +87,7 @@ Status CheckCommonAttrs(const AttrMap& attrs) {
   }
   if (const Attr* e = attrs.Find("epsilon"); e && (e->kind != Attr::Kind::kFloat || !(e->f >= 0.0f) || std::isinf(e->f)))
     return InvalidArgument("attribute 'epsilon': expected a finite number >= 0, found " +
-                           (e->kind == Attr::Kind::kFloat ? std::to_string(e->f) : std::string("a non-float")));
+                           (e->kind == Attr::Kind::kFloat ? meta::FloatStr(e->f) : std::string("a non-float")));
   return Status::Ok();
 }
 

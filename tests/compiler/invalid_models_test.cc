@@ -173,7 +173,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddOutput(g, "y");
   st = CompileStatus(resize);
   CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(Says(st, "node 'resize' (Resize): scales: 1000000015047466219876688855040.000000 times dim 2 does not fit int64"));
+  CHECK(Says(st, "node 'resize' (Resize): scales: 1.0000000150474662e+30 times dim 2 does not fit int64"));
 
   // Each tensor fits, the arena does not. 2^61 - 1 floats (the fill fused into the Relu): rounded up to 64 bytes, they overflow.
   auto rounded = MakeModel(13);
