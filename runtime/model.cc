@@ -540,7 +540,9 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     const fb::Kernel* fk = a->kernels()->Get(k);
     if (fk->program() == nullptr) return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "' has no program");
     KILN_ASSIGN_OR_RETURN(fused::Program p, ReadProgram(*fk->program()));
-    KILN_RETURN_IF_ERROR_CTX(fused::Validate(p), "kernel " + to_string(k) + " '" + Str(fk->name()) + "': program");
+    // The compiler validated the program it wrote: one that fails here is a corrupt artifact.
+    if (Status st = fused::Validate(p); !st.ok())
+      return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "': program: " + std::string(st.message()));
     impl->kernels.push_back(BuildKernelInfo(*fk, p));
     KILN_ASSIGN_OR_RETURN(PreparedKernel pk, BuildLaunch(*fk, k));
     impl->launch.push_back(std::move(pk));
