@@ -35,8 +35,9 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
   }
   for (int32_t i = 0; i < n; ++i) {
     const PreparedInstruction& pi = pe.instructions[i];
-    for (int32_t k = 0; k < pi.num_inputs; ++k) {
-      const int32_t t = pe.operands[pi.operands_begin + k];
+    // Its inputs, then its predicates' tensors, which it reads before it runs.
+    for (int32_t k = 0; k < pi.num_inputs + static_cast<int32_t>(pi.when.size()); ++k) {
+      const int32_t t = k < pi.num_inputs ? pe.operands[pi.operands_begin + k] : pi.when[k - pi.num_inputs].tensor;
       if (t < 0 || pe.tensors[t].storage != StorageKind::kArena) continue;
       if (writer[t] < 0) continue;  // reported below
       if (writer[t] >= i)

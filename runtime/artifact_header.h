@@ -14,6 +14,9 @@ inline constexpr uint32_t kValueSymbolsFormatVersion = 4;
 // The first format with run-time dims (Entry.runtime_dims) and value checks of floating-point
 // inputs, used only by artifacts that have them.
 inline constexpr uint32_t kRuntimeDimsFormatVersion = 5;
+// The first format with predicated instructions (Instruction.when: a run-time If), used only by
+// artifacts that have them.
+inline constexpr uint32_t kPredicatesFormatVersion = 6;
 
 struct ArtifactHeader {
   char magic[8];

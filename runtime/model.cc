@@ -279,6 +279,9 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
     if (ins->name() && ins->name()->size()) pi.label += " '" + ins->name()->str() + "'";
     pi.label += " (" + ins->op()->str() + ")";
     pi.executor = Str(ins->executor());
+    for (uint32_t k = 0; k < Size(ins->when()); ++k)
+      pi.when.push_back({ins->when()->Get(k)->tensor(), ins->when()->Get(k)->value()});
+    if (!pi.when.empty()) pe.has_predicates = true;
     pe.instructions.push_back(std::move(pi));
   }
 }

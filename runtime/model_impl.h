@@ -67,6 +67,23 @@ struct PreparedInstruction {
   // Where the artifact says it runs on a GPU: "generated", "cublaslt", "cudnn" or "cpu" (the
   // compiler's executors stage); "" in artifacts that do not say.
   std::string executor;
+  // Format 6 (schema/kiln.fbs Instruction.when): it runs only when each tensor's one bool
+  // element equals its value (a run-time If's branch); empty: always.
+  struct Predicate {
+    int32_t tensor = 0;
+    bool value = true;
+    bool operator==(const Predicate&) const = default;
+  };
+  std::vector<Predicate> when;
+
+  // Whether predicate `k` holds for its tensor's `elements` (one, or the artifact is corrupt:
+  // kDataLoss) and the first element's byte `first`.
+  Result<bool> Holds(size_t k, int64_t elements, uint8_t first) const {
+    if (elements != 1)
+      return DataLoss(label + ": its predicate's tensor " + std::to_string(when[k].tensor) + " holds " +
+                      std::to_string(elements) + " elements, not one");
+    return (first != 0) == when[k].value;
+  }
 };
 
 // A run-time dim (schema/kiln.fbs RuntimeDim): symbol `symbol` is set to the size instruction
@@ -105,6 +122,7 @@ struct PreparedEntry {
   std::vector<PreparedRuntimeGuard> runtime_guards;
   std::vector<std::vector<int32_t>> guards_after;  // per run-time dim: the guards checked once it is set
   ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)
+  bool has_predicates = false;  // some instruction runs under a condition (PreparedInstruction::when)
   // The memory plan's byte check passed at load: nothing in it depends on the symbols, so
   // Bind need not run it again.
   bool plan_checked = false;

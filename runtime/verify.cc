@@ -381,6 +381,18 @@ class EntryVerifier {
           return DataLoss(where + ": output " + to_string(k) + " tensor " + to_string(t) +
                           " is not in the arena");
       }
+      for (uint32_t k = 0; k < Size(ins->when()); ++k) {
+        const int32_t t = ins->when()->Get(k)->tensor();
+        if (t < 0 || t >= static_cast<int64_t>(num_tensors_))
+          return DataLoss(where + ": predicate " + to_string(k) + " tensor " + Range(t, num_tensors_, "tensors"));
+        const fb::Tensor* x = e_.tensors()->Get(t);
+        if (x->dtype() != static_cast<int32_t>(DType::kBool))
+          return DataLoss(where + ": predicate " + to_string(k) + " tensor " + to_string(t) + " is " +
+                          std::string(DTypeName(static_cast<DType>(x->dtype()))) + ", not bool");
+        if (x->storage() != fb::Storage::Arena && x->storage() != fb::Storage::Input)
+          return DataLoss(where + ": predicate " + to_string(k) + " tensor " + to_string(t) +
+                          " is neither in the arena nor an input");
+      }
       KILN_RETURN_IF_ERROR(Kernel(*ins, where));
       for (uint32_t k = 0; k < Size(ins->attrs()); ++k) {
         const int kind = static_cast<int>(ins->attrs()->Get(k)->kind());

@@ -155,6 +155,8 @@ class Fuser {
         if (in != ir::kNoValue) consumers_[in].push_back(static_cast<int>(n));
     }
     for (ValueId o : t_.outputs) outputs_.insert(o);
+    for (const ir::Node& n : nodes)
+      for (const ir::Predicate& p : n.when) conditions_.insert(p.cond);
     region_of_.assign(nodes.size(), kNotFused);
     on_branch_.assign(nodes.size(), 0);
     why_not_.assign(nodes.size(), "");
@@ -240,6 +242,7 @@ class Fuser {
   // worth logging (no consumers, or consumers that cannot fuse anyway); else the reason.
   std::string JoinReason(int n, ValueId v) {
     if (outputs_.count(v)) return "it is a model output";
+    if (conditions_.count(v)) return "it is a run-time If's condition, read on its own";
     if (consumers_[v].empty()) return "-";
     std::set<int> regions;
     for (int c : consumers_[v]) {
@@ -248,6 +251,9 @@ class Fuser {
       regions.insert(region_of_[c]);
     }
     if (regions.size() > 1) return fmt::format("it feeds {} regions", regions.size());
+    for (int c : consumers_[v])
+      if (t_.body.nodes[c].when != t_.body.nodes[n].when)
+        return "its consumer " + Describe(t_.body.nodes[c]) + " runs under another condition (a run-time If)";
     Region& r = regions_[*regions.begin()];
     for (int c : consumers_[v]) {
       const ir::Node& cn = t_.body.nodes[c];
@@ -395,6 +401,7 @@ class Fuser {
     if (UsedOutputs(root) > 1) fused.name += ":" + t_.value(region.root).name;
     fused.inputs = inputs;
     fused.outputs = {region.root};
+    fused.when = root.when;  // every member's (JoinReason)
     fused.fused = kernel;
     out.body.nodes.push_back(std::move(fused));
     ++report_->fused_kernels;
@@ -417,6 +424,7 @@ class Fuser {
   std::vector<Producer> producers_;
   std::vector<std::vector<int>> consumers_;
   std::set<ValueId> outputs_;
+  std::set<ValueId> conditions_;  // the values predicates read (ir::Predicate): kept as tensors
   std::vector<int> region_of_;
   std::vector<char> on_branch_;  // a member that only moves loads into a Concat of its region
   std::vector<std::string> why_not_;

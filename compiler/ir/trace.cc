@@ -76,6 +76,8 @@ class Printer {
     const std::string ind(static_cast<size_t>(depth) * 2, ' ');
     for (const Node& n : b.nodes) {
       std::string line = ind;
+      // A run-time If's branch: "[if c] " or "[if not c] ", outer conditions first.
+      for (const Predicate& p : n.when) line += std::string(p.value ? "[if " : "[if not ") + Name(p.cond) + "] ";
       if (n.outputs.empty()) {
         line += "_";
       } else {

@@ -80,12 +80,25 @@ struct FusedKernel {
   std::string reduction;  // the reduction-family op of the region, or ""
 };
 
+// A condition a node runs under: the one-element bool value `cond` holds `value`. A run-time
+// If (passes/canonicalize.h) puts its then-branch's nodes under {cond, true} and its
+// else-branch's under {cond, false}; nested branches add theirs after the outer one's.
+struct Predicate {
+  ValueId cond = kNoValue;
+  bool value = true;
+  bool operator==(const Predicate&) const = default;
+};
+
 struct Node {
   std::string op;    // registry op name: ONNX op type or "kiln.*"
   std::string name;  // ONNX node name, or a generated one; used in every error message
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   AttrMap attrs;
+  // The node runs only when every predicate holds (a run-time If's branch); empty: always.
+  // The conditions are read like inputs (the memory plan keeps them alive until the node has
+  // run). Passes that merge nodes merge only nodes with equal predicates.
+  std::vector<Predicate> when;
   // Set by the `executors` stage: who runs the node ("cpu", ...) and why.
   std::string executor;
   std::string executor_reason;

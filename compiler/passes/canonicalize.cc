@@ -348,6 +348,7 @@ class Canonicalizer {
     }
     if (!NeedsInstruction(node)) return Status::Ok();
     if (CanFold(trace_, node)) return FoldNode(trace_, node);
+    node.when = when_;
     out.push_back(std::move(node));
     return Status::Ok();
   }
@@ -503,9 +504,7 @@ class Canonicalizer {
         return Status::Ok();
       }
     } else {
-      return Unimplemented("node '" + node.name +
-                           "' (If): the condition depends on tensor data, not only on shapes; "
-                           "Kiln resolves If at compile time");
+      return RuntimeIf(node, out);
     }
     const char* branch = *taken ? "then_branch" : "else_branch";
     const ir::Block* chosen = nullptr;
@@ -522,8 +521,103 @@ class Canonicalizer {
     return Status::Ok();
   }
 
+  // An If whose condition is tensor data: both branches are compiled, each node under its
+  // predicate (ir::Predicate: the then-branch's run when the condition holds, the
+  // else-branch's when it does not), and each output is Where(condition, then value, else
+  // value), which reads only what the branch that ran wrote (the other's tensors hold what
+  // their memory last held, and Where selects none of it). What the prologue checks for every
+  // call cannot depend on a branch: a branch that needs a shape guard or sets a run-time dim
+  // is refused, as are outputs whose shapes differ between the branches.
+  Status RuntimeIf(const ir::Node& node, std::vector<ir::Node>& out) {
+    const std::string what = "node '" + node.name + "' (If)";
+    const ir::ValueId cond_id = node.inputs[0];
+    const ir::Value& cond = trace_.value(cond_id);
+    if (cond.dtype != DType::kBool)
+      return InvalidArgument(what + ": input cond: expected a bool tensor, found " + std::string(DTypeName(cond.dtype)));
+    if (auto n = ir::NumElements(cond.shape).value(); !n || *n != 1)
+      return InvalidArgument(what + ": input cond: expected one element, found shape " + ir::ShapeToString(cond.shape));
+    const bool cond_is_scalar = cond.shape.empty();  // `cond` dangles once values are added
+    const ir::Block* branches[2] = {nullptr, nullptr};
+    const char* names[2] = {"then_branch", "else_branch"};
+    for (const auto& [name, block] : node.blocks)
+      for (int b = 0; b < 2; ++b)
+        if (name == names[b]) branches[b] = block.get();
+    for (int b = 0; b < 2; ++b) {
+      if (!branches[b]) return InvalidArgument(what + ": no " + names[b]);
+      if (branches[b]->outputs.size() != node.outputs.size())
+        return InvalidArgument(what + ": " + names[b] + " has " + std::to_string(branches[b]->outputs.size()) +
+                               " outputs, the node " + std::to_string(node.outputs.size()));
+    }
+    const size_t guards = guards_.size(), meta_guards = trace_.guards.size(), dims = trace_.runtime_dims.size();
+    std::vector<ir::ValueId> results[2];
+    for (int b = 0; b < 2; ++b) {
+      when_.push_back({cond_id, b == 0});
+      Status st = Run(*branches[b], out);
+      when_.pop_back();
+      KILN_RETURN_IF_ERROR(st);
+      if (undecided_) return Status::Ok();
+      for (ir::ValueId o : branches[b]->outputs) results[b].push_back(Map(o));
+      const std::string refused = what + ": its condition is tensor data, so its branches are chosen at run time, and " +
+                                  names[b] + " ";
+      if (guards_.size() != guards || trace_.guards.size() != meta_guards) {
+        const ir::Guard& g = guards_.size() != guards ? guards_[guards] : trace_.guards[meta_guards];
+        return Unimplemented(refused + "needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
+                             "), which the prologue would check for every call; fix the shapes it depends on with "
+                             "--profile or --shape");
+      }
+      if (trace_.runtime_dims.size() != dims)
+        return Unimplemented(refused + "makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
+                             "), which a run-time If cannot carry yet");
+    }
+    // Where takes the condition as a scalar, so that it broadcasts to any output.
+    ir::ValueId scalar = cond_id;
+    if (!cond_is_scalar) {
+      ir::Node reshape;
+      reshape.op = "Reshape";
+      reshape.name = node.name + "_cond_scalar";
+      reshape.inputs = {cond_id, trace_.AddValue([&] {
+                          ir::Value shape{node.name + "_cond_shape", DType::kInt64, {0}, nullptr, std::vector<ir::Sym>{}};
+                          MaterializeKnownElements(shape);
+                          shape.sym.reset();
+                          return shape;
+                        }())};
+      ir::Value v;
+      v.name = trace_.value(cond_id).name + "_scalar";
+      reshape.outputs = {trace_.AddValue(std::move(v))};
+      scalar = reshape.outputs[0];
+      KILN_RETURN_IF_ERROR(Process(std::move(reshape), out));
+      scalar = Map(scalar);
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] == ir::kNoValue) continue;
+      const ir::ValueId a = results[0][i], b = results[1][i];
+      if (a == b) {
+        SetMap(node.outputs[i], a);
+        continue;
+      }
+      const ir::Value &va = trace_.value(a), &vb = trace_.value(b);
+      if (va.dtype != vb.dtype)
+        return InvalidArgument(what + ": output " + std::to_string(i) + " is " + std::string(DTypeName(va.dtype)) +
+                               " in then_branch and " + std::string(DTypeName(vb.dtype)) + " in else_branch");
+      bool same = va.shape.size() == vb.shape.size();
+      for (size_t d = 0; same && d < va.shape.size(); ++d) same = va.shape[d].Same(vb.shape[d]);
+      if (!same)
+        return Unimplemented(what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
+                             " in then_branch and " + ir::ShapeToString(vb.shape) +
+                             " in else_branch; a run-time If needs its outputs to have one shape in both branches");
+      ir::Node where;
+      where.op = "Where";
+      where.name = node.name + "_output_" + std::to_string(i);
+      where.inputs = {scalar, a, b};
+      where.outputs = {node.outputs[i]};
+      KILN_RETURN_IF_ERROR(Process(std::move(where), out));
+    }
+    return Status::Ok();
+  }
+
   ir::Trace& trace_;
   const std::vector<Assumption>& assumptions_;
+  std::vector<ir::Predicate> when_;  // inside a run-time If's branches: their conditions, outermost first
   std::vector<ir::ValueId> remap_;
   std::string iteration_;  // inside an unrolled body: "3", or "3.1" in a nested one; else ""
   std::optional<ir::Sym> undecided_;
@@ -546,6 +640,7 @@ void Compact(ir::Trace& trace) {
   for (ir::ValueId& id : trace.inputs) use(id);
   for (ir::Node& n : trace.body.nodes) {
     for (ir::ValueId& id : n.inputs) use(id);
+    for (ir::Predicate& p : n.when) use(p.cond);
     for (ir::ValueId& id : n.outputs) use(id);
   }
   for (ir::ValueId& id : trace.outputs) use(id);
@@ -615,6 +710,7 @@ void EliminateDeadCode(ir::Trace& trace) {
     // kernels may still need somewhere to write; keep them.
     for (ir::ValueId id : it->inputs)
       if (id != ir::kNoValue) live.insert(id);
+    for (const ir::Predicate& p : it->when) live.insert(p.cond);
     kept.push_back(std::move(*it));
   }
   trace.body.nodes.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));

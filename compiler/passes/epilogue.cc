@@ -297,6 +297,9 @@ class Folder {
       chain.residual_first = both && MatchActivation(chain.result, chain);
     }
     if (chain.folded.empty()) return std::nullopt;
+    // A chain runs as one node: only under one condition (a run-time If's branch).
+    for (int f : chain.folded)
+      if (t_.body.nodes[f].when != anchor.when) return std::nullopt;
     return chain;
   }
 

@@ -88,7 +88,9 @@ int FoldBatchNormIntoConv(ir::Trace& t) {
     if (bn.op != "BatchNormalization" || bn.inputs.empty() || bn.inputs[0] == ir::kNoValue) continue;
     const ir::ValueId x = bn.inputs[0];
     const int p = producer[x];
-    if (p < 0 || uses[x] != 1 || t.body.nodes[p].op != "Conv" || t.body.nodes[p].outputs.size() != 1) continue;
+    if (p < 0 || uses[x] != 1 || t.body.nodes[p].op != "Conv" || t.body.nodes[p].outputs.size() != 1 ||
+        t.body.nodes[p].when != bn.when)
+      continue;
     if (TryFold(t, t.body.nodes[p], bn)) {
       removed[i] = true;
       ++folded;

@@ -200,7 +200,10 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
       p.first = t;
       p.last = t;
     }
-    for (ir::ValueId id : node.inputs) {
+    // A predicate's condition (a run-time If) is read as an input is: live until the node runs.
+    std::vector<ir::ValueId> reads = node.inputs;
+    for (const ir::Predicate& w : node.when) reads.push_back(w.cond);
+    for (ir::ValueId id : reads) {
       if (id == ir::kNoValue) continue;
       TensorPlan& p = tensors[id];
       if (p.storage == StorageKind::kArena) {

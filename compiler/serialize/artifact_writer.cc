@@ -267,10 +267,13 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
       kernel = it->second;
       for (const ir::Sym& s : n.fused->sizes) sizes.push_back(exprs.Add(s));
     }
+    std::vector<fb::Predicate> when;
+    for (const ir::Predicate& p : n.when) when.emplace_back(p.cond, p.value);
     instructions.push_back(fb::CreateInstruction(b, b.CreateString(n.op), b.CreateString(n.name),
                                                  b.CreateString(n.executor), b.CreateVector(ins), b.CreateVector(outs),
                                                  b.CreateVector(attrs), kernel, b.CreateVector(sizes),
-                                                 b.CreateVector(member_ops)));
+                                                 b.CreateVector(member_ops),
+                                                 when.empty() ? 0 : b.CreateVectorOfStructs(when)));
   }
   int32_t arena = exprs.Add(e.plan.arena_bytes);
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());
@@ -402,11 +405,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const std::string& a : artifact.target_archs) archs.push_back(b.CreateString(a));
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
-  // Value checks need format 4, run-time dims and checks of floating-point values format 5;
+  // Value checks need format 4, run-time dims and checks of floating-point values format 5,
+  // predicated instructions (a run-time If) format 6;
   // an artifact without them stays at the version before, which older runtimes read
   // (schema/VERSIONS.md).
-  bool value_symbols = false, format5 = false;
+  bool value_symbols = false, format5 = false, predicates = false;
   for (const EntryRecord& e : artifact.entries) {
+    for (const ir::Node& n : e.plan.trace.body.nodes) predicates = predicates || !n.when.empty();
     for (ir::ValueId id : e.plan.trace.inputs) {
       const ir::Value& v = e.plan.trace.value(id);
       value_symbols = value_symbols || v.sym.has_value();
@@ -414,7 +419,8 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
     }
     format5 = format5 || HasRuntimeDims(e.plan.trace);
   }
-  const uint32_t version = format5         ? kRuntimeDimsFormatVersion
+  const uint32_t version = predicates      ? kPredicatesFormatVersion
+                           : format5       ? kRuntimeDimsFormatVersion
                            : value_symbols ? kValueSymbolsFormatVersion
                                            : kValueSymbolsFormatVersion - 1;
   auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),

@@ -37,6 +37,16 @@ class CpuBackend final : public Backend {
     int64_t t = profile_ ? NowNs() : 0;
     for (size_t k = 0; k < pe.instructions.size(); ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
+      bool runs = true;  // a run-time If's branch runs when its conditions hold
+      for (size_t w = 0; w < pi.when.size() && runs; ++w) {
+        const TensorRef& c = s.refs[pi.when[w].tensor];
+        const uint8_t first = c.num_elements == 1 ? *static_cast<const uint8_t*>(c.data) : 0;
+        KILN_ASSIGN_OR_RETURN(runs, pi.Holds(w, c.num_elements, first));
+      }
+      if (!runs) {
+        if (profile_) t = NowNs();
+        continue;
+      }
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
       const int32_t dim = pe.runtime_dim_of[k];
       int64_t size = 0;

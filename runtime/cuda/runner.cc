@@ -171,6 +171,9 @@ struct Runner::State {
   std::vector<int64_t> graph_key;                  // this call's key (its storage)
   std::vector<uint64_t> staging_offsets;           // this call's input staging offsets
   bool capturing = false;                          // the stream is capturing this call's work
+  // Per tensor of the running entry: a predicate's condition as read this call (0 or 1), or
+  // -1 before it is read.
+  std::vector<int8_t> conditions;
 
   ~State() {
     if (drv == nullptr) return;
@@ -199,6 +202,28 @@ struct Runner::State {
       case StorageKind::kAbsent: break;
     }
     return 0;
+  }
+
+  // Whether instruction `pi` runs: each predicate's condition (a run-time If's) is copied to
+  // the host at its first use in a call, which waits for the stream: the cost of a run-time
+  // branch on a GPU. Errors: kDeviceError from the copy, kDataLoss for a condition that is not
+  // one element.
+  Result<bool> Runs(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, CUstream stream) {
+    for (size_t k = 0; k < pi.when.size(); ++k) {
+      const int32_t t = pi.when[k].tensor;
+      const int64_t elements = s.refs[t].num_elements;
+      if (conditions[t] < 0 && elements == 1) {
+        uint8_t byte = 0;
+        KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyDtoHAsync(&byte, DevicePtr(pe, s, t), 1, stream),
+                                       [&] { return pi.label + ": copy its condition to the host"; }));
+        KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->StreamSynchronize(stream),
+                                       [&] { return pi.label + ": wait for its condition"; }));
+        conditions[t] = byte != 0 ? 1 : 0;
+      }
+      KILN_ASSIGN_OR_RETURN(bool holds, pi.Holds(k, elements, static_cast<uint8_t>(conditions[t] > 0)));
+      if (!holds) return false;
+    }
+    return true;
   }
 
   enum class Lib : uint8_t { kNone, kBlas, kDnn };
@@ -569,6 +594,7 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
     KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[0], stream), "cuEventRecord (profile)"));
   }
   s.marked = s.profile ? pe.instructions.size() + 1 : 0;
+  if (pe.has_predicates) s.conditions.assign(pe.tensors.size(), -1);  // no allocation once this size was seen
   State::Decisions& d = s.Decide(e, pe, es);
   // The library workspace is reserved before the graph key is made, as the key holds its
   // address: a shape's second run then finds its first run's key (and is captured).
@@ -582,6 +608,14 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
     fallbacks = 0;
     for (size_t i = 0; i < pe.instructions.size(); ++i) {
       const PreparedInstruction& pi = pe.instructions[i];
+      if (!pi.when.empty()) {
+        KILN_ASSIGN_OR_RETURN(const bool runs, s.Runs(pe, pi, es, stream));
+        if (!runs) {
+          if (s.profile)
+            KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[i + 1], stream), "cuEventRecord (profile)"));
+          continue;
+        }
+      }
       if (pi.program && !s.dm->functions.empty()) {
         KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, stream));
       } else {
@@ -595,7 +629,10 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
           // A CPU fallback region: this instruction and the ones after it that also run on the
           // host. Its time goes to its first instruction's profile entry.
           size_t end = i + 1;
-          while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end)) ++end;
+          // A region runs under one condition: its first instruction's, checked above.
+          while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
+                 pe.instructions[end].when == pi.when)
+            ++end;
           KILN_RETURN_IF_ERROR(
               s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream, runtime_dims));
           if (pe.runtime_dim_of[end - 1] >= 0) {
@@ -630,7 +667,8 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
   bool refused = false;
   std::vector<int64_t>& key = s.graph_key;
   key.clear();
-  if (s.graphs && stream != nullptr && State::DeviceOnly(pe, d)) {
+  // An entry with a run-time If reads its conditions on the host: never captured.
+  if (s.graphs && stream != nullptr && !pe.has_predicates && State::DeviceOnly(pe, d)) {
     // Everything a captured launch bakes in: buffer addresses (the arena and the library
     // workspace may move when they grow) and, through the binding, the size arguments.
     key.insert(key.end(), {e, static_cast<int64_t>(s.arena.ptr), static_cast<int64_t>(s.symbolic.ptr),

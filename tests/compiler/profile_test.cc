@@ -554,7 +554,7 @@ TEST_CASE("profiles with floating-point values: a Resize's scales input, compare
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);
   CHECK(model->entries()[1].name == "scales=[1,1,3,3]");
-  CHECK(model->format_version() == kFormatVersion);  // floating-point value checks need format 5
+  CHECK(model->format_version() == kRuntimeDimsFormatVersion);  // floating-point value checks need format 5
   CHECK(model->entries()[0].prologue_text.find("check scales.values[2] == 2\n") != std::string::npos);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());

@@ -10,6 +10,7 @@
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/artifact_builder_test_util.h"
+#include "runtime/artifact_header.h"
 #include "tests/runtime/count_allocations.h"
 
 namespace kiln {
@@ -73,7 +74,7 @@ void CheckPositive(Device device) {
   compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
   auto model = Model::Load(testing::CompileModel(PositiveModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  CHECK(model->format_version() == kFormatVersion);  // run-time dims need format 5
+  CHECK(model->format_version() == kRuntimeDimsFormatVersion);  // run-time dims need format 5
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
   // Fewer than the bound, none, all of them (the bound itself), and a longer input again.
