@@ -71,6 +71,7 @@ struct InstructionSpec {
   std::vector<AttrSpec> attrs;
   int32_t kernel = -1;          // kiln.Fused: index into ArtifactSpec::kernels
   std::vector<int32_t> sizes;   // kiln.Fused: expr index per size argument
+  std::vector<std::pair<int32_t, bool>> when;  // predicates: (tensor, value), format 6
 };
 
 struct GuardSpec {
@@ -161,10 +162,13 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
     for (const auto& a : in.attrs)
       attrs.push_back(fb::CreateAttr(b, b.CreateString(a.name), a.kind, a.i, a.f, b.CreateString(a.s),
                                      b.CreateVector(a.ints)));
+    std::vector<fb::Predicate> when;
+    for (const auto& [tensor, value] : in.when) when.emplace_back(tensor, value);
     instrs.push_back(fb::CreateInstruction(b, b.CreateString(in.op), b.CreateString(in.name),
                                            b.CreateString("cpu"), b.CreateVector(in.inputs),
                                            b.CreateVector(in.outputs), b.CreateVector(attrs), in.kernel,
-                                           b.CreateVector(in.sizes)));
+                                           b.CreateVector(in.sizes), 0,
+                                           when.empty() ? 0 : b.CreateVectorOfStructs(when)));
   }
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const auto& s : e.stage_names)

@@ -1,0 +1,167 @@
+// A run-time If (passes/canonicalize.h RuntimeIf): an If whose condition is tensor data has both
+// branches compiled, each instruction under its predicate (schema/kiln.fbs Instruction.when),
+// and its outputs merged by Where. Each call runs the branch its condition picks, on the CPU
+// backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI).
+// Expected values are computed by hand; the refusals and the verifier's checks are tested
+// with their messages.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/gpu_test_util.h"
+#include "tests/runtime/artifact_builder_test_util.h"
+
+namespace kiln {
+namespace {
+
+// x float32[N, 2]: y = If(ReduceSum(x) > 0) then Relu(x) * 2, else If(ReduceMax(x) > -1) then
+// 1 - x, else x * x; z = y + 0.5. The inner If sits in the outer else-branch.
+onnx::ModelProto BranchModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "2"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "half", {}, {0.5f});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
+  auto* outer = testing::AddNode(g, "If", {"c"}, {"y"}, "outer");
+  auto* then_g = testing::AddBranch(outer, "then_branch");
+  testing::AddFloatInit(then_g, "two", {}, {2.0f});
+  testing::AddNode(then_g, "Relu", {"x"}, {"r"}, "relu");
+  testing::AddNode(then_g, "Mul", {"r", "two"}, {"t"}, "double");
+  testing::AddOutput(then_g, "t");
+  auto* else_g = testing::AddBranch(outer, "else_branch");
+  testing::AddFloatInit(else_g, "minus_one", {}, {-1.0f});
+  testing::AttrInt(testing::AddNode(else_g, "ReduceMax", {"x"}, {"mx"}, "max"), "keepdims", 0);
+  testing::AddNode(else_g, "Greater", {"mx", "minus_one"}, {"d"}, "above");
+  auto* inner = testing::AddNode(else_g, "If", {"d"}, {"e"}, "inner");
+  auto* inner_then = testing::AddBranch(inner, "then_branch");
+  testing::AddFloatInit(inner_then, "one", {}, {1.0f});
+  testing::AddNode(inner_then, "Sub", {"one", "x"}, {"u"}, "one_minus");
+  testing::AddOutput(inner_then, "u");
+  auto* inner_else = testing::AddBranch(inner, "else_branch");
+  testing::AddNode(inner_else, "Mul", {"x", "x"}, {"v"}, "square");
+  testing::AddOutput(inner_else, "v");
+  testing::AddOutput(else_g, "e");
+  testing::AddNode(g, "Add", {"y", "half"}, {"z"}, "shift");
+  testing::AddOutput(g, "z");
+  return m;
+}
+
+std::vector<float> Run(ExecutionContext& ctx, const std::vector<float>& x) {
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size() / 2), 2})};
+  std::vector<float> z(x.size());
+  std::vector<TensorView> out = {TensorView::Host(z.data(), DType::kFloat32, in[0].dims, 2)};
+  Status st = ctx.Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(ctx.Synchronize().ok());
+  return z;
+}
+
+void CheckBranches(Device device, bool fuse) {
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  options.fuse = fuse;
+  auto model = Model::Load(testing::CompileModel(BranchModel(), options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->format_version() == kPredicatesFormatVersion);
+  // The plan's trace marks each branch's instructions with their conditions, outer first.
+  std::string plan;
+  for (const std::string& t : model->entries()[0].stage_traces)
+    if (t.starts_with("# stage: plan\n")) plan = t;
+  CHECK_MESSAGE(plan.find("[if c] ") != std::string::npos, plan);
+  CHECK_MESSAGE(plan.find("[if not c] [if d] ") != std::string::npos, plan);
+  CHECK_MESSAGE(plan.find("[if not c] [if not d] ") != std::string::npos, plan);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  // Each branch in turn on one context, and the first again: sum 6 > 0 takes Relu(x) * 2; sum
+  // -3 with max -1 takes x * x; sum -1 with max 0.5 takes 1 - x.
+  CHECK(Run(*ctx, {1, -2, 3, 4}) == std::vector<float>{2.5f, 0.5f, 6.5f, 8.5f});
+  CHECK(Run(*ctx, {-1, -2}) == std::vector<float>{1.5f, 4.5f});
+  CHECK(Run(*ctx, {0.5f, -1.5f}) == std::vector<float>{1.0f, 3.0f});
+  CHECK(Run(*ctx, {2, -1}) == std::vector<float>{4.5f, 0.5f});
+  CHECK(ctx->stats().graph_hits == 0);
+}
+
+Status CompileStatus(const onnx::ModelProto& m) { return testing::TryCompileModel(m, testing::CpuOnly()).status(); }
+
+// x float32[N, 2] and w float32[M, 2]: If(ReduceSum(x) > 0) with `then_g` and `else_g` made
+// by the caller; y is its output.
+onnx::ModelProto IfModel(onnx::GraphProto** then_g, onnx::GraphProto** else_g) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "2"});
+  testing::AddInput(g, "w", {"M", "2"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
+  auto* node = testing::AddNode(g, "If", {"c"}, {"y"}, "branch");
+  *then_g = testing::AddBranch(node, "then_branch");
+  *else_g = testing::AddBranch(node, "else_branch");
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("run-time If: each call runs the branch its condition picks, nested, on the CPU backend") {
+  for (bool fuse : {true, false}) {
+    INFO("fuse " << fuse);
+    CheckBranches(Device::kCpu, fuse);
+  }
+}
+
+TEST_CASE("[gpu] run-time If on the CUDA backend: the condition is read on the host, and no graph is captured") {
+  KILN_REQUIRE_GPU();
+  CheckBranches(Device::kCuda, true);
+}
+
+TEST_CASE("run-time If: branches whose outputs differ in shape, or that need a guard, are refused with the reason") {
+  onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
+  auto shapes = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Identity", {"w"}, {"e"}, "other");
+  testing::AddOutput(else_g, "e");
+  Status st = CompileStatus(shapes);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("node 'branch' (If): output 0 has shape [N, 2] in then_branch and [M, 2] in "
+                                  "else_branch; a run-time If needs its outputs to have one shape in both branches") !=
+                    std::string::npos,
+                st.message());
+
+  auto guarded = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Add", {"x", "w"}, {"t"}, "add");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Sub", {"x", "w"}, {"e"}, "sub");
+  testing::AddOutput(else_g, "e");
+  st = CompileStatus(guarded);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("node 'branch' (If): its condition is tensor data, so its branches are chosen at run "
+                                  "time, and then_branch needs the shape guard (0 < (((N == M)+(N == 1))+(M == 1))) "
+                                  "(from node 'add' (Add)), which the prologue would check for every call") !=
+                    std::string::npos,
+                st.message());
+}
+
+TEST_CASE("run-time If: the verifier refuses a predicate on a tensor out of range or not bool") {
+  auto load = [](const testing::ArtifactSpec& a) { return Model::Load(testing::BuildArtifact(a)).status(); };
+  testing::ArtifactSpec a = testing::AddModelSpec();
+  a.format_version = kPredicatesFormatVersion;
+  a.entries[0].instructions[0].when = {{7, true}};
+  Status st = load(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK_MESSAGE(st.message().find("instruction 0 'add0': predicate 0 tensor 7 out of range (tensors: 3)") != std::string::npos,
+                st.message());
+  a.entries[0].instructions[0].when = {{0, true}};  // x: float32
+  st = load(a);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK_MESSAGE(st.message().find("instruction 0 'add0': predicate 0 tensor 0 is float32, not bool") != std::string::npos,
+                st.message());
+}
+
+}  // namespace kiln
