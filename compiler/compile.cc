@@ -424,10 +424,21 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
   for (size_t i = 0; i < profiles.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(const ResolvedProfile whole, ResolveProfile(profiles[i], imported));
     for (ResolvedProfile& r : SplitEmpty(whole, imported)) {
-      for (size_t j = 0; j < resolved.size(); ++j)
-        if (resolved[j].Includes(r) && r.Includes(resolved[j]))
+      // An empty-tensor entry that a range from 0 adds is made once, however many profiles
+      // add it or name it themselves ('x:N=0..4' with 'x:N=0..8', or with 'x:N=0').
+      bool repeated = false;
+      for (size_t j = 0; j < resolved.size() && !repeated; ++j) {
+        if (!resolved[j].Includes(r) || !r.Includes(resolved[j])) continue;
+        if (!r.empty_split && !resolved[j].empty_split)
           return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", texts[j],
                                              profiles[i].text, r.name));
+        if (resolved[j].empty_split && !r.empty_split) {
+          resolved[j] = std::move(r);  // the one a profile names itself: never dropped
+          texts[j] = profiles[i].text;
+        }
+        repeated = true;
+      }
+      if (repeated) continue;
       resolved.push_back(std::move(r));
       texts.push_back(profiles[i].text);
     }
@@ -455,6 +466,7 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
     if (summary) summary->entries.clear();
     for (size_t i : order) {
       const ResolvedProfile& profile = resolved[i];
+      const size_t entries_before = record.entries.size(), summaries_before = summary ? summary->entries.size() : 0;
       Status st;
       if (profile.input_shapes.empty() && profile.values.empty()) {
         st = CompileProfile(values ? imported : plain, import_stage, profile, options, record, summary, log);
@@ -485,6 +497,15 @@ Result<std::vector<uint8_t>> CompileOrThrow(const std::string& source, const Imp
                                              static_cast<int>(specialised->body.nodes.size())};
           st = CompileProfile(*specialised, stage, profile, options, record, summary, log);
         }
+      }
+      if (!st.ok() && profile.empty_split && st.code() == StatusCode::kInvalidArgument) {
+        // The empty-tensor entry a range from 0 added (SplitEmpty): the model does not take a 0
+        // there (a Reshape that divides by it, a broadcast against a constant). The rest of the
+        // range still compiles; calls with 0 miss, naming the range.
+        record.entries.resize(entries_before);
+        if (summary) summary->entries.resize(summaries_before);
+        log(fmt::format("entry '{}' dropped: the model cannot take this empty tensor: {}", profile.name, st.message()));
+        continue;
       }
       if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + texts[i] + "'");
     }

@@ -337,6 +337,7 @@ std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir
     std::vector<ResolvedProfile> next;
     for (const ResolvedProfile& p : out) {
       ResolvedProfile zero = p;
+      zero.empty_split = true;
       FixSymbol(zero, sym, 0, imported);
       zero.name = Renamed(p.name, sym, range, zero.symbols[sym]);
       ResolvedProfile positive = p;

@@ -109,6 +109,9 @@ struct ResolvedProfile {
   // bools as int64, floating-point elements as the bits of the input's dtype (passes::
   // FloatBits), which the prologue compares bit for bit.
   std::map<std::string, std::vector<int64_t>> values;
+  // Made by SplitEmpty with a symbol fixed to 0: an entry the compiler drops, with a log line,
+  // when the model cannot take the empty tensor (kiln compile then still succeeds).
+  bool empty_split = false;
 
   // True when every input shape (and value) `other` admits, this profile admits too. Both must
   // be resolved against the same trace.
@@ -128,7 +131,7 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
 // compiles to: one with the symbol fixed to 0, whose tensors are statically empty, and one with
 // the rest of the range (1..64, or from the divisor), for each such symbol (so k of them give
 // 2^k entries). Symbolic dims are otherwise at least 1 in every stage. A profile with no such
-// range is returned alone.
+// range is returned alone. The entries with a 0 are marked empty_split.
 std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported);
 
 // The order in which entries are tried: the given order, except that a profile whose shapes

@@ -286,8 +286,10 @@ Result<int32_t> LowerConcat(LowerContext& ctx, const ir::Node& node, int, std::s
   // clamped coordinate, so the parts the Select discards stay in range.
   for (size_t k = parts.size(); k-- > 0;) {
     int32_t local = b.Binary(Op::kSub, c, IntNode(b, parts[k].begin));
-    if (k > 0) local = b.Binary(Op::kMax, local, b.ConstI(0));
     if (k + 1 < parts.size()) local = b.Binary(Op::kMin, local, LastIndex(b, parts[k].len));
+    // After the min: a part that is empty at run time (a run-time dim of 0) has last index -1,
+    // and reads index 0 of its room instead, which the Select discards.
+    if (k > 0 || ir::meta::LowerBound(parts[k].len) < 1) local = b.Binary(Op::kMax, local, b.ConstI(0));
     std::vector<int32_t> in(coords.begin(), coords.end());
     in[axis] = local;
     KILN_ASSIGN_OR_RETURN(int32_t v, ctx.ValueAt(parts[k].v, in));
@@ -416,8 +418,10 @@ Result<int32_t> LowerPad(LowerContext& ctx, const ir::Node& node, int, std::span
     const bool low = may_exceed(begin[d]), high = may_exceed(end[d]);
     if (constant || mode == "edge") {
       int32_t c = s;
-      if (low) c = b.Binary(Op::kMax, c, b.ConstI(0));
       if (high) c = b.Binary(Op::kMin, c, last);
+      // After the min: an input dim that is 0 at run time (last index -1) is read at 0 of its
+      // room, which `inside` (constant) discards.
+      if (low || (high && ir::meta::LowerBound(x.shape[d]) < 1)) c = b.Binary(Op::kMax, c, b.ConstI(0));
       in[d] = c;
       if (constant) {
         auto both = [&](int32_t cond) { inside = inside < 0 ? cond : b.Binary(Op::kAnd, inside, cond); };
@@ -789,6 +793,7 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
     }
     const int32_t in_len = IntNode(b, x.shape[i]), out_len = IntNode(b, y.shape[i]);
     const int32_t last = LastIndex(b, x.shape[i]);
+    const bool may_be_empty = ir::meta::LowerBound(x.shape[i]) < 1;  // a run-time dim
     const int32_t o = f.FromInt(coords[i]);
     int32_t in_x;
     if (linear && scale[i] && *scale[i] == 1.0f && !extrapolate) {
@@ -807,12 +812,19 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
     if (!linear) {
       int32_t exact = -1;
       if (ratio[i] && !extrapolate) exact = ExactNearest(b, coord, nearest, coords[i], in_len, out_len);
-      idx[i] = {b.Clamp(exact >= 0 ? exact : NearestPixel(b, f, nearest, in_x), b.ConstI(0), last)};
+      const int32_t near = exact >= 0 ? exact : NearestPixel(b, f, nearest, in_x);
+      // Max after min where the axis may be empty at run time (last -1): index 0, never -1.
+      idx[i] = {may_be_empty ? b.Binary(Op::kMax, b.Binary(Op::kMin, near, last), b.ConstI(0))
+                             : b.Clamp(near, b.ConstI(0), last)};
       continue;
     }
     const int32_t c = b.Binary(Op::kMax, f.C(0.0f), b.Binary(Op::kMin, in_x, f.FromInt(last)));
-    const int32_t i1 = b.Binary(Op::kMin, b.Convert(c, ScalarType::kI64), last);
-    const int32_t i2 = b.Binary(Op::kMin, b.Binary(Op::kAdd, i1, b.ConstI(1)), last);
+    int32_t i1 = b.Binary(Op::kMin, b.Convert(c, ScalarType::kI64), last);
+    int32_t i2 = b.Binary(Op::kMin, b.Binary(Op::kAdd, i1, b.ConstI(1)), last);
+    if (may_be_empty) {  // last is -1: read index 0
+      i1 = b.Binary(Op::kMax, i1, b.ConstI(0));
+      i2 = b.Binary(Op::kMax, i2, b.ConstI(0));
+    }
     const int32_t same = b.Binary(Op::kEq, i1, i2);
     const int32_t d1 = b.Select(same, f.C(0.5f), b.Unary(Op::kAbs, f.Sub(c, f.FromInt(i1))));
     const int32_t d2 = b.Select(same, f.C(0.5f), b.Unary(Op::kAbs, f.Sub(c, f.FromInt(i2))));

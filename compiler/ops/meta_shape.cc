@@ -332,7 +332,7 @@ Status ExpandMeta(MetaContext& ctx) {
     AddGuard(ctx, Lt(Sym(0), Eq(shape[i], Sym(1)) + Eq(shape[i], a)));
     target[i] = a;
   }
-  KILN_ASSIGN_OR_RETURN(SymShape out, Broadcast(ctx, x->shape, target));
+  KILN_ASSIGN_OR_RETURN(SymShape out, Broadcast(ctx, x->shape, target, BroadcastDims::kAtRunTime));
   ctx.SetOutput(0, x->dtype, out);
   if (IsStatic(x->shape) && IsStatic(out) && *NumElements(out).value() <= kMaxSymElements)
     if (auto e = Elements(*x)) SetSym(ctx, 0, BroadcastElements(*e, StaticDims(x->shape), StaticDims(out)));

@@ -439,12 +439,14 @@ Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& 
       return InvalidArgument("shapes " + Str(a) + " and " + Str(b) +
                              " do not broadcast: expected equal dims or 1, found " +
                              x.ToString() + " vs " + y.ToString());
-    else if (mode == BroadcastDims::kAtRunTime && (x.is_const() || LowerBound(x) >= 1) &&
-             (y.is_const() || LowerBound(y) >= 1)) {
-      // Either may be 1 at run time: the larger is the output dim (symbols are >= 1 here), and
-      // the guard keeps only what numpy requires. A constant side (0 included: a symbol then
-      // must be 1) is the output dim.
-      o = x.is_const() ? x : y.is_const() ? y : Max(x, y);
+    else if (mode == BroadcastDims::kAtRunTime && (x.is_const() || LowerBound(x) >= 0) &&
+             (y.is_const() || LowerBound(y) >= 0)) {
+      // Either may be 1 at run time, and the guard keeps only what numpy requires. A constant
+      // side (0 included: the symbol then must be 1) is the output dim. Of two symbols >= 1
+      // the larger is; where one may be 0 (a run-time dim), the larger unless the smaller is 0.
+      if (x.is_const() || y.is_const()) o = x.is_const() ? x : y;
+      else if (LowerBound(x) >= 1 && LowerBound(y) >= 1) o = Max(x, y);
+      else o = Max(x, y) * Min(Min(x, y), 1);
       AddGuard(ctx, Lt(0, Eq(x, y) + Eq(x, 1) + Eq(y, 1)));
     } else {
       // Prefer a constant; of two symbols take the first. Either way assume equality.

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <limits>
 
 #include "runtime/artifact_header.h"
@@ -325,6 +327,35 @@ TEST_CASE("profiles: an empty batch runs from its own entry, and the message for
     CHECK(out[0].dims[1] == 3);
     if (n == 2) CHECK(static_cast<const float*>(out[0].data)[5] == 6 * 2 + 3);
   }
+}
+
+TEST_CASE("profiles: an empty-tensor entry the model cannot take is dropped, and one two ranges add is made once") {
+  // x[N, 3] + c[3, 3]: N = 0 does not broadcast against 3, so 'N=0' is dropped with a log line.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "3"});
+  testing::AddFloatInit(g, "c", {3, 3}, std::vector<float>(9, 1.0f));
+  testing::AddNode(g, "Add", {"x", "c"}, {"y"}, "add");
+  testing::AddOutput(g, "y");
+  compiler::CompileOptions options = testing::WithProfiles({"x:N=0..8"});
+  std::vector<std::string> log;
+  options.log = [&](const std::string& line) { log.push_back(line); };
+  auto model = Model::Load(testing::CompileModel(m, options));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 1);
+  CHECK(model->entries()[0].name == "N in 1..8");
+  CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) {
+    return l.starts_with("entry 'N=0' dropped: the model cannot take this empty tensor: ") &&
+           l.find("do not broadcast") != std::string::npos;
+  }));
+  // A profile that names the 0 itself fails as any profile does.
+  CHECK(testing::TryCompileModel(m, testing::WithProfiles({"x:N=0"})).status().code() == StatusCode::kInvalidArgument);
+  // Two ranges from 0 (and a fixed 0) share one 'N=0' entry.
+  auto shared = Model::Load(testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..4", "x:N=0..8", "x:N=0"})));
+  REQUIRE(shared.ok());
+  std::vector<std::string> names;
+  for (const auto& e : shared->entries()) names.push_back(e.name);
+  CHECK(names == std::vector<std::string>{"N=0", "N in 1..4", "N in 1..8"});
 }
 
 TEST_CASE("profiles: an output dim the entries fix differently reads as their values joined by '|'") {
