@@ -181,7 +181,10 @@ struct ContextOptions {
   int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
   // CUDA backend: capture each entry at each shape (and buffer addresses) as a CUDA graph
   // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream: capture
-  // on the legacy default stream is not allowed, so a null stream runs uncaptured.
+  // on the legacy default stream is not allowed, so a null stream runs uncaptured. Entries
+  // with run-time dims (EntryInfo::runtime_dims) or a run-time If (format 6: the host reads
+  // each branch condition, one device-to-host copy and stream wait per condition per call)
+  // are never captured.
   bool cuda_graphs = false;
   // Time every instruction (Stats::last_instruction_ns). Costs a clock read (CPU) or a CUDA
   // event (GPU) per instruction, and graphs are not captured while profiling.

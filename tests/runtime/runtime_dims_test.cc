@@ -356,7 +356,7 @@ TEST_CASE("run-time dims: a size above the outputs' room is kInternal naming the
 }
 
 TEST_CASE("run-time dims: a shape guard on them is checked once they are set, naming it and their values") {
-  // c = NonZero(x) + NonZero(y): broadcasting two counts assumes they are equal, a guard the
+  // c = NonZero(x) + NonZero(y): broadcasting two counts needs them equal or one of them 1, a guard the
   // prologue cannot check (it runs before either is known): the run checks it after 'nzb'.
   auto m = testing::MakeModel(13);
   auto* g = m.mutable_graph();
@@ -385,8 +385,11 @@ TEST_CASE("run-time dims: a shape guard on them is checked once they are set, na
   const Status st = run({1, 0, 2, 0}, {5, 3, 0, 4}, &c);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() ==
-        "instruction 1 'nzb' (NonZero): entry 0 (default): guard (a.count == b.count) from node 'add' (Add) does not "
-        "hold for a.count = 2, b.count = 3");
+        "instruction 1 'nzb' (NonZero): entry 0 (default): guard (0 < (((a.count == b.count)+(a.count == 1))+(b.count "
+        "== 1))) from node 'add' (Add) does not hold for a.count = 2, b.count = 3");
+  // A count of 1 broadcasts, as numpy does: {2} + {1, 3}.
+  REQUIRE(run({0, 0, 2, 0}, {0, 3, 0, 4}, &c).ok());
+  CHECK(c == std::vector<int64_t>{3, 5});
 }
 
 }  // namespace kiln
