@@ -298,6 +298,25 @@ EOF
   build/kiln compile -q --arch none -o "$FZ/nonzero.kiln" "$FZ/nonzero.onnx" >/dev/null ||
     die "kiln compile of the NonZero model failed"
   ARTIFACT="$ARTIFACT,$FZ/nonzero.kiln"
+  # And one with a run-time If: y = If(ReduceSum(x) > 0) then Relu(x) * 2 else -x (predicated
+  # instructions, format 6).
+  build/venv/bin/python - "$FZ/if.onnx" <<'EOF' || die "writing the If model failed"
+import sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+F = onnx.TensorProto.FLOAT
+then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["t"])], "then", [],
+                         [helper.make_tensor_value_info("t", F, ["N"])], [numpy_helper.from_array(np.array(2, np.float32), "two")])
+other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, ["N"])])
+nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0), helper.make_node("Greater", ["s", "zero"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+graph = helper.make_graph(nodes, "if", [helper.make_tensor_value_info("x", F, ["N"])], [helper.make_tensor_value_info("y", F, ["N"])],
+                          [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), sys.argv[1])
+EOF
+  build/kiln compile -q --arch none -o "$FZ/if.kiln" "$FZ/if.onnx" >/dev/null || die "kiln compile of the If model failed"
+  ARTIFACT="$ARTIFACT,$FZ/if.kiln"
 
   # Per target: libFuzzer's flags (timeout per input in s, memory), and extra arguments.
   # allocator_may_return_null: a huge allocation returns null, which Kiln reports as
