@@ -59,6 +59,9 @@ TEST_CASE("random inputs: shapes from constants, --shape, shared symbols and the
   const std::vector<TensorInfo> nchw = {Info("x", {Sym("N"), Const(3), Sym("H"), Sym("W")})};
   CHECK(Shapes(nchw, {Entry("N=1")}, {{"x", {-1, 3, 64, 32}}}) == Dims{{1, 3, 64, 32}});
   CHECK(Shapes(nchw, {Entry("N=1")}, {{"x", {-1, -1, 8, 8}}}) == Dims{{1, 3, 8, 8}});
+  // An empty-tensor entry (a profile's range from 0) is never the one benchmarked.
+  CHECK(Shapes({Info("x", {Sym("N"), Const(3)})}, {Entry("N=0"), Entry("N=4")}) == Dims{{4, 3}});
+  CHECK(Shapes({Info("x", {Sym("N"), Const(3)})}, {Entry("N=0"), Entry("N in 1..8")}, {{"x", {0, 3}}}) == Dims{{0, 3}});
 }
 
 TEST_CASE("random inputs: an undecided dim or a wrong --shape is a precise error") {
