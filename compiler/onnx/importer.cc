@@ -980,7 +980,13 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
                       " is not defined by any earlier node, initializer or graph input");
     node.inputs.push_back(*id);
   }
-  for (const auto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, node, where));
+  for (int i = 0; i < np.attribute_size(); ++i) {
+    // ONNX's checker refuses a name given twice (onnxruntime too); the last would win silently.
+    for (int j = 0; j < i; ++j)
+      if (np.attribute(j).name() == np.attribute(i).name())
+        return DataLoss(where + ": attribute " + Q(np.attribute(i).name()) + " is given twice");
+    KILN_RETURN_IF_ERROR(ConvertAttr(np, np.attribute(i), node, where));
+  }
   KILN_RETURN_IF_ERROR(CheckOpVersion(op, opset_, node.attrs, where));
   int keep = -1;
   KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));

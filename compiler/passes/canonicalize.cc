@@ -63,7 +63,14 @@ class Canonicalizer {
     return id == ir::kNoValue || static_cast<size_t>(id) >= remap_.size() ? id : remap_[id];
   }
   const std::optional<ir::Sym>& undecided() const { return undecided_; }
-  std::vector<ir::Guard>& guards() { return guards_; }
+  // Every guard the canonical stage made: the If assumptions first (they are why the entry
+  // exists), then the checks of output extents.
+  std::vector<ir::Guard> TakeGuards() {
+    std::vector<ir::Guard> all = std::move(entry_guards_);
+    all.insert(all.end(), std::make_move_iterator(guards_.begin()), std::make_move_iterator(guards_.end()));
+    guards_.clear();
+    return all;
+  }
 
  private:
   // A node whose inputs are mapped: If and Loop/Scan resolved at compile time, a float Range
@@ -485,6 +492,9 @@ class Canonicalizer {
   Status InlineIf(const ir::Node& node, std::vector<ir::Node>& out) {
     if (node.inputs.empty() || node.inputs[0] == ir::kNoValue)
       return InvalidArgument("node '" + node.name + "' (If): missing condition input");
+    if (node.inputs.size() != 1 || node.outputs.empty())
+      return InvalidArgument("node '" + node.name + "' (If): expected 1 input (cond) and at least 1 output, found " +
+                             std::to_string(node.inputs.size()) + " and " + std::to_string(node.outputs.size()));
     const ir::Value& cond = trace_.value(node.inputs[0]);
     std::optional<bool> taken;
     if (cond.is_const() && cond.data->num_elements() >= 1) {
@@ -495,7 +505,7 @@ class Canonicalizer {
       for (const Assumption& a : assumptions_)
         if (!taken && a.condition.Same(c)) {
           taken = a.holds;
-          guards_.push_back({a.holds ? c : ir::Eq(c, 0),
+          entry_guards_.push_back({a.holds ? c : ir::Eq(c, 0),
                              "node '" + node.name + "' (If), whose " + (a.holds ? "then" : "else") +
                                  " branch this entry was compiled for"});
         }
@@ -548,27 +558,43 @@ class Canonicalizer {
         return InvalidArgument(what + ": " + names[b] + " has " + std::to_string(branches[b]->outputs.size()) +
                                " outputs, the node " + std::to_string(node.outputs.size()));
     }
-    const size_t guards = guards_.size(), meta_guards = trace_.guards.size(), dims = trace_.runtime_dims.size();
+    // The guards each branch adds (apart from the entry's own If assumptions, which hold for
+    // every call the entry takes): the prologue checks them for every call, so a guard is
+    // allowed only when the other branch needs it too, and is then kept once.
+    std::vector<ir::Guard> added[2];
+    const size_t dims = trace_.runtime_dims.size();
     std::vector<ir::ValueId> results[2];
     for (int b = 0; b < 2; ++b) {
+      const size_t guards = guards_.size(), meta_guards = trace_.guards.size();
       when_.push_back({cond_id, b == 0});
       Status st = Run(*branches[b], out);
       when_.pop_back();
       KILN_RETURN_IF_ERROR(st);
       if (undecided_) return Status::Ok();
       for (ir::ValueId o : branches[b]->outputs) results[b].push_back(Map(o));
-      const std::string refused = what + ": its condition is tensor data, so its branches are chosen at run time, and " +
-                                  names[b] + " ";
-      if (guards_.size() != guards || trace_.guards.size() != meta_guards) {
-        const ir::Guard& g = guards_.size() != guards ? guards_[guards] : trace_.guards[meta_guards];
-        return Unimplemented(refused + "needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
-                             "), which the prologue would check for every call; fix the shapes it depends on with "
-                             "--profile or --shape");
-      }
+      // Taken out while the other branch runs, so that it records the guards it needs itself
+      // (meta::AddGuard records a guard once); put back below.
+      added[b].assign(guards_.begin() + static_cast<std::ptrdiff_t>(guards), guards_.end());
+      added[b].insert(added[b].end(), trace_.guards.begin() + static_cast<std::ptrdiff_t>(meta_guards),
+                      trace_.guards.end());
+      guards_.resize(guards);
+      trace_.guards.resize(meta_guards);
       if (trace_.runtime_dims.size() != dims)
-        return Unimplemented(refused + "makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
+        return Unimplemented(what + ": its condition is tensor data, so its branches are chosen at run time, and " +
+                             names[b] + " makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
                              "), which a run-time If cannot carry yet");
     }
+    for (int b = 0; b < 2; ++b)
+      for (const ir::Guard& g : added[b]) {
+        bool both = false;
+        for (const ir::Guard& h : added[1 - b]) both = both || h.condition.Same(g.condition);
+        if (!both)
+          return Unimplemented(what + ": its condition is tensor data, so its branches are chosen at run time, and " +
+                               names[b] + " needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
+                               "), which the prologue would check for every call; fix the shapes it depends on with "
+                               "--profile or --shape");
+      }
+    guards_.insert(guards_.end(), added[0].begin(), added[0].end());  // both branches': one copy
     // Where takes the condition as a scalar, so that it broadcasts to any output.
     ir::ValueId scalar = cond_id;
     if (!cond_is_scalar) {
@@ -600,7 +626,11 @@ class Canonicalizer {
         return InvalidArgument(what + ": output " + std::to_string(i) + " is " + std::string(DTypeName(va.dtype)) +
                                " in then_branch and " + std::string(DTypeName(vb.dtype)) + " in else_branch");
       bool same = va.shape.size() == vb.shape.size();
-      for (size_t d = 0; same && d < va.shape.size(); ++d) same = va.shape[d].Same(vb.shape[d]);
+      // Equal as expressions ((A+A) and (A*2) differ in form only).
+      for (size_t d = 0; same && d < va.shape.size(); ++d) {
+        const ir::Sym diff = va.shape[d] - vb.shape[d];
+        same = va.shape[d].Same(vb.shape[d]) || (diff.is_const() && *diff.value() == 0);
+      }
       if (!same)
         return Unimplemented(what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
                              " in then_branch and " + ir::ShapeToString(vb.shape) +
@@ -621,7 +651,8 @@ class Canonicalizer {
   std::vector<ir::ValueId> remap_;
   std::string iteration_;  // inside an unrolled body: "3", or "3.1" in a nested one; else ""
   std::optional<ir::Sym> undecided_;
-  std::vector<ir::Guard> guards_;
+  std::vector<ir::Guard> guards_;        // the checks of output extents (CheckOutputDims)
+  std::vector<ir::Guard> entry_guards_;  // the If assumptions this entry was compiled for
   std::unordered_map<ir::ValueId, ir::ValueId> cast_from_int_;  // a float Cast's output -> its integer input
 };
 
@@ -738,7 +769,7 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
   // The meta functions appended their guards to trace.guards while inferring; add the
   // If assumptions and output-extent checks, and drop repeats.
   // If assumptions come first: they are why the entry exists.
-  std::vector<ir::Guard> guards = std::move(canon.guards());
+  std::vector<ir::Guard> guards = canon.TakeGuards();
   for (ir::Guard& g : trace.guards) guards.push_back(std::move(g));
   trace.guards.clear();
   for (ir::Guard& g : guards) {

@@ -137,7 +137,7 @@ TEST_CASE("run-time If: branches whose outputs differ in shape, or that need a g
   auto guarded = IfModel(&then_g, &else_g);
   testing::AddNode(then_g, "Add", {"x", "w"}, {"t"}, "add");
   testing::AddOutput(then_g, "t");
-  testing::AddNode(else_g, "Sub", {"x", "w"}, {"e"}, "sub");
+  testing::AddNode(else_g, "Neg", {"x"}, {"e"}, "neg");
   testing::AddOutput(else_g, "e");
   st = CompileStatus(guarded);
   CHECK(st.code() == StatusCode::kUnimplemented);
@@ -145,6 +145,85 @@ TEST_CASE("run-time If: branches whose outputs differ in shape, or that need a g
                                   "time, and then_branch needs the shape guard (0 < (((N == M)+(N == 1))+(M == 1))) "
                                   "(from node 'add' (Add)), which the prologue would check for every call") !=
                     std::string::npos,
+                st.message());
+}
+
+TEST_CASE("run-time If: a guard both branches need is checked once, and an If on shapes inside a branch splits entries") {
+  // then x + w, else x - w: both need N and M to broadcast; the prologue checks it for every call.
+  onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
+  auto both = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Add", {"x", "w"}, {"t"}, "add");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Sub", {"x", "w"}, {"e"}, "sub");
+  testing::AddOutput(else_g, "e");
+  auto model = Model::Load(testing::CompileModel(both));
+  REQUIRE(model.ok());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[2] = {1, 2}, neg[2] = {-1, -2}, w[4] = {10, 20, 30, 40};
+  std::vector<float> y;
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 2}), TensorView::Host(w, DType::kFloat32, {2, 2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, in, &y).ok());
+  CHECK(y == std::vector<float>{11, 22, 31, 42});
+  TensorView in_neg[] = {TensorView::Host(neg, DType::kFloat32, {1, 2}), TensorView::Host(w, DType::kFloat32, {2, 2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, in_neg, &y).ok());
+  CHECK(y == std::vector<float>{-11, -22, -31, -42});
+  // x of 2 rows against w of 1 broadcasts; against 3 rows it fails the guard, before either branch.
+  TensorView one_w[] = {TensorView::Host(w, DType::kFloat32, {2, 2}), TensorView::Host(w, DType::kFloat32, {1, 2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, one_w, &y).ok());
+  CHECK(y == std::vector<float>{20, 40, 40, 60});
+  std::vector<float> big(6);
+  TensorView three_w[] = {TensorView::Host(w, DType::kFloat32, {2, 2}), TensorView::Host(big.data(), DType::kFloat32, {3, 2})};
+  CHECK(testing::RunFirstFloat(*ctx, three_w, &y).code() == StatusCode::kInvalidArgument);
+
+  // then: If(N == 2) on x's shape (Neg, else Abs); else Abs. The shape If splits the entry in
+  // two, each assuming its outcome: the assumption is the entry's, not the run-time branch's.
+  auto nested = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Shape", {"x"}, {"shape"}, "shape");
+  testing::AddInt64Init(then_g, "zero_index", {}, {0});
+  testing::AddInt64Init(then_g, "two", {}, {2});
+  testing::AddNode(then_g, "Gather", {"shape", "zero_index"}, {"n"}, "rows");
+  testing::AddNode(then_g, "Equal", {"n", "two"}, {"is_two"}, "is_two");
+  auto* inner = testing::AddNode(then_g, "If", {"is_two"}, {"t"}, "by_shape");
+  testing::AddNode(testing::AddBranch(inner, "then_branch"), "Neg", {"x"}, {"a"}, "negate");
+  testing::AddOutput(inner->mutable_attribute(0)->mutable_g(), "a");
+  testing::AddNode(testing::AddBranch(inner, "else_branch"), "Abs", {"x"}, {"b"}, "abs_inner");
+  testing::AddOutput(inner->mutable_attribute(1)->mutable_g(), "b");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Abs", {"x"}, {"e"}, "abs");
+  testing::AddOutput(else_g, "e");
+  model = Model::Load(testing::CompileModel(nested));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->entries().size() == 2);
+  ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x3[6] = {1, 2, 3, 4, 5, 6};
+  TensorView two_rows[] = {TensorView::Host(x3, DType::kFloat32, {2, 2}), TensorView::Host(w, DType::kFloat32, {1, 2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, two_rows, &y).ok());
+  CHECK(y == std::vector<float>{-1, -2, -3, -4});
+  TensorView three_rows[] = {TensorView::Host(x3, DType::kFloat32, {3, 2}), TensorView::Host(w, DType::kFloat32, {1, 2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, three_rows, &y).ok());
+  CHECK(y == std::vector<float>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("run-time If: an If node with two inputs, no output or an attribute given twice is refused") {
+  onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
+  auto m = IfModel(&then_g, &else_g);
+  testing::AddOutput(then_g, "x");
+  testing::AddOutput(else_g, "x");
+  m.mutable_graph()->mutable_node(2)->add_input("x");
+  Status st = CompileStatus(m);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(st.message().find("node 'branch' (If): expected 1 input (cond) and at least 1 output, found 2 and 1") !=
+                    std::string::npos,
+                st.message());
+  m = IfModel(&then_g, &else_g);
+  testing::AddOutput(then_g, "x");
+  testing::AddOutput(else_g, "x");
+  *m.mutable_graph()->mutable_node(2)->add_attribute() = m.graph().node(2).attribute(0);
+  st = CompileStatus(m);
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK_MESSAGE(st.message().find("node 'branch' (If): attribute 'then_branch' is given twice") != std::string::npos,
                 st.message());
 }
 
