@@ -423,6 +423,19 @@ Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::strin
   return Status::Ok();
 }
 
+namespace {
+
+// Whether tensor dim `d` is at least `lo` (0 or 1) for every call an entry accepts. Dim
+// symbols are >= 1. A dim computed from value symbols is too: the canonical stage guards every
+// output dim it cannot prove >= 1 (CheckOutputDims), except run-time dims, which are >= 0.
+bool DimAtLeast(const Sym& d, int64_t lo) {
+  if (d.is_const()) return *d.value() >= lo;
+  if (HasRuntimeVar(d)) return LowerBound(d) >= lo || (lo == 0 && NonNegative(d));
+  return true;
+}
+
+}  // namespace
+
 Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b, BroadcastDims mode) {
   size_t r = std::max(a.size(), b.size());
   SymShape out(r);
@@ -439,13 +452,12 @@ Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& 
       return InvalidArgument("shapes " + Str(a) + " and " + Str(b) +
                              " do not broadcast: expected equal dims or 1, found " +
                              x.ToString() + " vs " + y.ToString());
-    else if (mode == BroadcastDims::kAtRunTime && (x.is_const() || LowerBound(x) >= 0) &&
-             (y.is_const() || LowerBound(y) >= 0)) {
+    else if (mode == BroadcastDims::kAtRunTime && DimAtLeast(x, 0) && DimAtLeast(y, 0)) {
       // Either may be 1 at run time, and the guard keeps only what numpy requires. A constant
       // side (0 included: the symbol then must be 1) is the output dim. Of two symbols >= 1
       // the larger is; where one may be 0 (a run-time dim), the larger unless the smaller is 0.
       if (x.is_const() || y.is_const()) o = x.is_const() ? x : y;
-      else if (LowerBound(x) >= 1 && LowerBound(y) >= 1) o = Max(x, y);
+      else if (DimAtLeast(x, 1) && DimAtLeast(y, 1)) o = Max(x, y);
       else o = Max(x, y) * Min(Min(x, y), 1);
       AddGuard(ctx, Lt(0, Eq(x, y) + Eq(x, 1) + Eq(y, 1)));
     } else {

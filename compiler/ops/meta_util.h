@@ -140,9 +140,9 @@ enum class BroadcastDims {
 // broadcasts; two different constants other than 1 are an InvalidArgument naming both
 // shapes. Otherwise, with kAssumeEqual: a symbol against a constant other than 1 gives the
 // constant (guard Eq(sym, c)), two different symbols give the first (guard Eq(a, b)). With
-// kAtRunTime, where each symbolic dim is provably >= 0 (dim symbols and run-time dims, not
-// value symbols, which may be negative): the constant, else Max(a, b) (times min(a, b, 1) where
-// one may be 0), with the guard that one of them is 1 or both are equal.
+// kAtRunTime (a tensor dim is >= 1, or >= 0 where it reads a run-time dim, for every call an
+// entry accepts): the constant, else Max(a, b) (times min(a, b, 1) where one may be 0), with the
+// guard that one of them is 1 or both are equal.
 Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b,
                            BroadcastDims mode = BroadcastDims::kAssumeEqual);
 // Broadcasts the elements of `v` (static shape `from`) to the static shape `to`.

@@ -143,4 +143,35 @@ TEST_CASE("run-time broadcasting: the output dim is the larger, and a constant s
                 st.message());
 }
 
+
+TEST_CASE("run-time broadcasting: a dim from an input's values (TopK's K) against a symbol") {
+  // v = TopK(x[N], K)[0] (K an int64[1] input, a value symbol) + y[M].
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N"});
+  testing::AddInput(g, "k", {"1"}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "y", {"M"});
+  testing::AddNode(g, "TopK", {"x", "k"}, {"top", "idx"}, "topk");
+  testing::AddNode(g, "Add", {"top", "y"}, {"v"}, "add");
+  testing::AddOutput(g, "v");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[3] = {5, 1, 3}, y3[3] = {10, 20, 30}, y1[1] = {1};
+  auto run = [&](int64_t k, const float* y, int64_t m_len, std::vector<float>* v) {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {3}), TensorView::Host(&k, DType::kInt64, {1}),
+                       TensorView::Host(y, DType::kFloat32, {m_len})};
+    return testing::RunFirstFloat(*ctx, in, v);
+  };
+  std::vector<float> v;
+  REQUIRE(run(1, y3, 3, &v).ok());  // K = 1 against M = 3
+  CHECK(v == std::vector<float>{15, 25, 35});
+  REQUIRE(run(3, y1, 1, &v).ok());  // K = 3 against M = 1
+  CHECK(v == std::vector<float>{6, 4, 2});
+  REQUIRE(run(3, y3, 3, &v).ok());
+  CHECK(v == std::vector<float>{15, 23, 31});
+  CHECK(run(2, y3, 3, &v).code() == StatusCode::kInvalidArgument);  // 2 against 3
+}
+
 }  // namespace kiln
