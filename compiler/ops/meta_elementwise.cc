@@ -281,10 +281,16 @@ Status PReluMeta(MetaContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Value* slope, Need(ctx, 1, "slope"));
   KILN_RETURN_IF_ERROR(CheckDType(*x, "X", kFloats | kSignedInts));
   KILN_RETURN_IF_ERROR(CheckSameDType(*x, "X", *slope, "slope"));
-  KILN_ASSIGN_OR_RETURN(SymShape s, Broadcast(ctx, x->shape, slope->shape));
-  bool to_x = s.size() == x->shape.size();
-  for (size_t i = 0; to_x && i < s.size(); ++i)
-    to_x = !(s[i].is_const() && x->shape[i].is_const() && *s[i].value() != *x->shape[i].value());
+  // Unidirectional: slope's dims, aligned at the end, are X's or 1, decided at each call where
+  // either is a symbol (the kernels broadcast from the run-time shapes).
+  bool to_x = slope->shape.size() <= x->shape.size();
+  for (size_t i = 0; to_x && i < slope->shape.size(); ++i) {
+    const Sym& s = slope->shape[slope->shape.size() - 1 - i];
+    const Sym& d = x->shape[x->shape.size() - 1 - i];
+    if (s.Same(d) || (s.is_const() && *s.value() == 1)) continue;
+    if (s.is_const() && d.is_const()) to_x = false;
+    else AddGuard(ctx, Lt(0, Eq(s, d) + Eq(s, 1)));
+  }
   if (!to_x)
     return InvalidArgument("input slope: expected a shape that broadcasts to X's " + Str(x->shape) +
                            " (unidirectionally: the output has X's shape), found " + Str(slope->shape));

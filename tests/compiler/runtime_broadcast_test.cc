@@ -174,4 +174,28 @@ TEST_CASE("run-time broadcasting: a dim from an input's values (TopK's K) agains
   CHECK(run(2, y3, 3, &v).code() == StatusCode::kInvalidArgument);  // 2 against 3
 }
 
+TEST_CASE("run-time broadcasting: PRelu's slope is X's dim or 1 at each call (unidirectionally)") {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"2", "N"});
+  testing::AddInput(g, "slope", {"M"});
+  testing::AddNode(g, "PRelu", {"x", "slope"}, {"y"}, "prelu");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[4] = {-1, 2, -3, 4}, one[1] = {0.5f}, two[2] = {0.1f, 10}, three[3] = {1, 1, 1};
+  std::vector<float> y;
+  TensorView shared[] = {TensorView::Host(x, DType::kFloat32, {2, 2}), TensorView::Host(one, DType::kFloat32, {1})};
+  REQUIRE(testing::RunFirstFloat(*ctx, shared, &y).ok());
+  CHECK(y == std::vector<float>{-0.5f, 2, -1.5f, 4});
+  TensorView per_column[] = {TensorView::Host(x, DType::kFloat32, {2, 2}), TensorView::Host(two, DType::kFloat32, {2})};
+  REQUIRE(testing::RunFirstFloat(*ctx, per_column, &y).ok());
+  CHECK(y == std::vector<float>{-0.1f, 2, -0.3f, 4});
+  // A slope longer than X's dim does not broadcast to X (the output keeps X's shape).
+  TensorView longer[] = {TensorView::Host(x, DType::kFloat32, {2, 2}), TensorView::Host(three, DType::kFloat32, {3})};
+  CHECK(testing::RunFirstFloat(*ctx, longer, &y).code() == StatusCode::kInvalidArgument);
+}
+
 }  // namespace kiln
