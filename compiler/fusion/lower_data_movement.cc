@@ -59,6 +59,9 @@ int32_t IntNode(ProgramBuilder& b, const Sym& s) { return s.is_const() ? b.Const
 
 // The last index of a dim, d - 1, sharing d's size argument when d is symbolic.
 int32_t LastIndex(ProgramBuilder& b, const Sym& d) { return b.Binary(Op::kSub, IntNode(b, d), b.ConstI(1)); }
+// An extent that may be 0 at run time (it reads a run-time dim): its LastIndex may be -1, so a
+// coordinate clamped to it takes max(.., 0) after the min.
+bool MayBeEmpty(const Sym& d) { return ir::meta::LowerBound(d) < 1; }
 
 // The zero of a dtype's compute type.
 int32_t Zero(ProgramBuilder& b, DType dtype) {
@@ -289,7 +292,7 @@ Result<int32_t> LowerConcat(LowerContext& ctx, const ir::Node& node, int, std::s
     if (k + 1 < parts.size()) local = b.Binary(Op::kMin, local, LastIndex(b, parts[k].len));
     // After the min: a part that is empty at run time (a run-time dim of 0) has last index -1,
     // and reads index 0 of its room instead, which the Select discards.
-    if (k > 0 || ir::meta::LowerBound(parts[k].len) < 1) local = b.Binary(Op::kMax, local, b.ConstI(0));
+    if (k > 0 || MayBeEmpty(parts[k].len)) local = b.Binary(Op::kMax, local, b.ConstI(0));
     std::vector<int32_t> in(coords.begin(), coords.end());
     in[axis] = local;
     KILN_ASSIGN_OR_RETURN(int32_t v, ctx.ValueAt(parts[k].v, in));
@@ -421,7 +424,7 @@ Result<int32_t> LowerPad(LowerContext& ctx, const ir::Node& node, int, std::span
       if (high) c = b.Binary(Op::kMin, c, last);
       // After the min: an input dim that is 0 at run time (last index -1) is read at 0 of its
       // room, which `inside` (constant) discards.
-      if (low || (high && ir::meta::LowerBound(x.shape[d]) < 1)) c = b.Binary(Op::kMax, c, b.ConstI(0));
+      if (low || (high && MayBeEmpty(x.shape[d]))) c = b.Binary(Op::kMax, c, b.ConstI(0));
       in[d] = c;
       if (constant) {
         auto both = [&](int32_t cond) { inside = inside < 0 ? cond : b.Binary(Op::kAnd, inside, cond); };
@@ -793,7 +796,7 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
     }
     const int32_t in_len = IntNode(b, x.shape[i]), out_len = IntNode(b, y.shape[i]);
     const int32_t last = LastIndex(b, x.shape[i]);
-    const bool may_be_empty = ir::meta::LowerBound(x.shape[i]) < 1;  // a run-time dim
+    const bool may_be_empty = MayBeEmpty(x.shape[i]);
     const int32_t o = f.FromInt(coords[i]);
     int32_t in_x;
     if (linear && scale[i] && *scale[i] == 1.0f && !extrapolate) {

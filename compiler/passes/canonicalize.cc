@@ -102,7 +102,13 @@ class Canonicalizer {
 
   // A new int64 (or bool) scalar constant.
   ir::ValueId ScalarConstant(const std::string& name, DType dtype, int64_t value) {
-    ir::Value c{name, dtype, {}, nullptr, std::vector<ir::Sym>{ir::Sym(value)}};
+    return Constant(name, dtype, {}, {value});
+  }
+
+  // A new constant of static `shape` holding `elements` (an integer or bool dtype), stored in
+  // its dtype as the canonical stage stores known elements.
+  ir::ValueId Constant(const std::string& name, DType dtype, ir::SymShape shape, const std::vector<int64_t>& elements) {
+    ir::Value c{name, dtype, std::move(shape), nullptr, std::vector<ir::Sym>(elements.begin(), elements.end())};
     MaterializeKnownElements(c);
     c.sym.reset();
     return trace_.AddValue(std::move(c));
@@ -130,12 +136,7 @@ class Canonicalizer {
   Status Stack(const ir::Node& node, std::vector<ir::ValueId> parts, int64_t axis, ir::ValueId result,
                std::vector<ir::Node>& out) {
     std::vector<ir::ValueId> unsqueezed;
-    const ir::ValueId axes = trace_.AddValue([&] {
-      ir::Value a{node.name + "_stack_axis", DType::kInt64, {1}, nullptr, std::vector<ir::Sym>{ir::Sym(axis)}};
-      MaterializeKnownElements(a);
-      a.sym.reset();
-      return a;
-    }());
+    const ir::ValueId axes = Constant(node.name + "_stack_axis", DType::kInt64, {1}, {axis});
     for (size_t t = 0; t < parts.size(); ++t) {
       ir::Node u;
       u.op = "Unsqueeze";
@@ -380,11 +381,7 @@ class Canonicalizer {
         computed = true;
       } else if (v.is_const() && v.data->num_elements() == 1 && std::isfinite(v.data->FloatAt(0)) &&
                  v.data->FloatAt(0) == std::trunc(v.data->FloatAt(0)) && std::fabs(v.data->FloatAt(0)) < 0x1p53) {
-        ir::Value c{v.name + "_int64", DType::kInt64, {}, nullptr,
-                    std::vector<ir::Sym>{ir::Sym(static_cast<int64_t>(v.data->FloatAt(0)))}};
-        MaterializeKnownElements(c);
-        c.sym.reset();
-        ints.push_back(trace_.AddValue(std::move(c)));
+        ints.push_back(ScalarConstant(v.name + "_int64", DType::kInt64, static_cast<int64_t>(v.data->FloatAt(0))));
       } else {
         return false;
       }
@@ -558,6 +555,9 @@ class Canonicalizer {
         return InvalidArgument(what + ": " + names[b] + " has " + std::to_string(branches[b]->outputs.size()) +
                                " outputs, the node " + std::to_string(node.outputs.size()));
     }
+    auto chosen_at_run_time = [&](int b) {
+      return what + ": its condition is tensor data, so its branches are chosen at run time, and " + names[b] + " ";
+    };
     // The guards each branch adds (apart from the entry's own If assumptions, which hold for
     // every call the entry takes): the prologue checks them for every call, so a guard is
     // allowed only when the other branch needs it too, and is then kept once.
@@ -580,8 +580,7 @@ class Canonicalizer {
       guards_.resize(guards);
       trace_.guards.resize(meta_guards);
       if (trace_.runtime_dims.size() != dims)
-        return Unimplemented(what + ": its condition is tensor data, so its branches are chosen at run time, and " +
-                             names[b] + " makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
+        return Unimplemented(chosen_at_run_time(b) + "makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
                              "), which a run-time If cannot carry yet");
     }
     for (int b = 0; b < 2; ++b)
@@ -589,8 +588,7 @@ class Canonicalizer {
         bool both = false;
         for (const ir::Guard& h : added[1 - b]) both = both || h.condition.Same(g.condition);
         if (!both)
-          return Unimplemented(what + ": its condition is tensor data, so its branches are chosen at run time, and " +
-                               names[b] + " needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
+          return Unimplemented(chosen_at_run_time(b) + "needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
                                "), which the prologue would check for every call; fix the shapes it depends on with "
                                "--profile or --shape");
       }
@@ -601,12 +599,7 @@ class Canonicalizer {
       ir::Node reshape;
       reshape.op = "Reshape";
       reshape.name = node.name + "_cond_scalar";
-      reshape.inputs = {cond_id, trace_.AddValue([&] {
-                          ir::Value shape{node.name + "_cond_shape", DType::kInt64, {0}, nullptr, std::vector<ir::Sym>{}};
-                          MaterializeKnownElements(shape);
-                          shape.sym.reset();
-                          return shape;
-                        }())};
+      reshape.inputs = {cond_id, Constant(node.name + "_cond_shape", DType::kInt64, {0}, {})};
       ir::Value v;
       v.name = trace_.value(cond_id).name + "_scalar";
       reshape.outputs = {trace_.AddValue(std::move(v))};
@@ -625,12 +618,9 @@ class Canonicalizer {
       if (va.dtype != vb.dtype)
         return InvalidArgument(what + ": output " + std::to_string(i) + " is " + std::string(DTypeName(va.dtype)) +
                                " in then_branch and " + std::string(DTypeName(vb.dtype)) + " in else_branch");
+      // Compared as written: (A+A) and (A*2) differ (Sym has no canonical form for them).
       bool same = va.shape.size() == vb.shape.size();
-      // Equal as expressions ((A+A) and (A*2) differ in form only).
-      for (size_t d = 0; same && d < va.shape.size(); ++d) {
-        const ir::Sym diff = va.shape[d] - vb.shape[d];
-        same = va.shape[d].Same(vb.shape[d]) || (diff.is_const() && *diff.value() == 0);
-      }
+      for (size_t d = 0; same && d < va.shape.size(); ++d) same = va.shape[d].Same(vb.shape[d]);
       if (!same)
         return Unimplemented(what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
                              " in then_branch and " + ir::ShapeToString(vb.shape) +
