@@ -57,7 +57,7 @@ testing::ArtifactSpec ChainSpec(int num_instructions, bool symbolic) {
   e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0)};
   for (int j = 1; j <= num_instructions; ++j) {
     e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0, j % 2 ? 1 : 3));
-    e.instructions.push_back({"Identity", "identity" + std::to_string(j), {j - 1}, {j}, {}, -1, {}});
+    e.instructions.push_back({"Identity", "identity" + std::to_string(j), {j - 1}, {j}, {}, -1, {}, {}});
   }
   e.inputs = {0};
   e.outputs = {num_instructions};

@@ -69,7 +69,7 @@ testing::ArtifactSpec WeightsSpec(int64_t mb) {
   e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0),
                T("w", DType::kFloat32, {0}, fb::Storage::Weight, 0),
                T("y", DType::kFloat32, {0}, fb::Storage::Arena, 0, 1)};
-  e.instructions = {{"Add", "add0", {0, 1}, {2}, {}, -1, {}}};
+  e.instructions = {{"Add", "add0", {0, 1}, {2}, {}, -1, {}, {}}};
   e.inputs = {0};
   e.outputs = {2};
   e.arena_bytes = 2;

@@ -40,7 +40,7 @@ ArtifactSpec ChainSpec() {
   for (int j = 1; j <= 4; ++j) {
     e.tensors.push_back(T(j == 4 ? "y" : "t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0,
                           j % 2 ? 1 : 2));
-    e.instructions.push_back({"Relu", "relu" + std::to_string(j), {j - 1}, {j}, {}, -1, {}});
+    e.instructions.push_back({"Relu", "relu" + std::to_string(j), {j - 1}, {j}, {}, -1, {}, {}});
   }
   e.inputs = {0};
   e.outputs = {4};
@@ -182,7 +182,7 @@ TEST_CASE("memory plan: the sweep finds an overlap among many live tensors, what
   for (int j = 1; j <= n; ++j) {
     e.exprs.push_back(E(fb::ExprOp::Const, 4 * (n - j)));
     e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {0}, fb::Storage::Arena, 0, j));
-    e.instructions.push_back({"Identity", "id" + std::to_string(j), {0}, {j}, {}, -1, {}});
+    e.instructions.push_back({"Identity", "id" + std::to_string(j), {0}, {j}, {}, -1, {}, {}});
     e.outputs.push_back(j);
     a.outputs.push_back({"t" + std::to_string(j), DType::kFloat32, {1}, {""}});
   }
@@ -369,7 +369,7 @@ TEST_CASE("memory plan: the sweep agrees with checking every pair, on random pla
       e.exprs.push_back(E(fb::ExprOp::Const, begin[j]));
       e.tensors.push_back(T("t" + std::to_string(j), DType::kFloat32, {2 * j - 1}, fb::Storage::Arena, 0, 2 * j));
       // Sum: variadic, so an instruction may read any number of earlier tensors (load checks arity).
-      testing::InstructionSpec ins{"Sum", "id" + std::to_string(j), {0}, {j}, {}, -1, {}};
+      testing::InstructionSpec ins{"Sum", "id" + std::to_string(j), {0}, {j}, {}, -1, {}, {}};
       for (int r = 1; r < j; ++r) {
         if (rng() % 4 != 0) continue;
         ins.inputs.push_back(r);

@@ -280,7 +280,7 @@ testing::ArtifactSpec NonZeroSpec() {
              testing::E(fb::ExprOp::Const, 0), testing::E(fb::ExprOp::Const, 8), testing::E(fb::ExprOp::Mul, 0, 4)};
   e.tensors = {testing::T("x", DType::kFloat32, {0}, fb::Storage::Input, 0),
                testing::T("y", DType::kInt64, {1, 2}, fb::Storage::Arena, 0, 3)};
-  e.instructions = {{"NonZero", "nz", {0}, {1}, {}, -1, {}}};
+  e.instructions = {{"NonZero", "nz", {0}, {1}, {}, -1, {}, {}}};
   e.inputs = {0};
   e.outputs = {1};
   e.arena_bytes = 5;

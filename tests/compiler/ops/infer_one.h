@@ -19,6 +19,7 @@ struct In {
   std::optional<std::vector<int64_t>> ints = std::nullopt;  // constant data (int32/int64 dtypes)
   bool absent = false;
 };
+inline const In kAbsent{DType::kUndefined, {}, std::nullopt, true};  // an optional input left out
 
 // The output Value (dtype, shape), or the meta function's error ("node 'n' (OP): ...").
 inline Result<Value> InferOne(const std::string& op, const std::vector<In>& ins, const AttrMap& attrs = {}) {

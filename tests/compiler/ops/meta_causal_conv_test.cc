@@ -17,7 +17,7 @@ TEST_CASE("CausalConvWithState meta: output as input, state (B, C, k-1); activat
         "node 'n' (CausalConvWithState): attribute 'activation': expected 'none', 'silu' or 'swish', found 'gelu'");
   auto channels = InferOne("CausalConvWithState", {x, {DType::kFloat32, {3, 1, 3}}});
   CHECK(channels.status().code() == StatusCode::kInvalidArgument);
-  auto state = InferOne("CausalConvWithState", {x, w, {.absent = true}, {DType::kFloat32, {2, 4, 3}}});
+  auto state = InferOne("CausalConvWithState", {x, w, testing::kAbsent, {DType::kFloat32, {2, 4, 3}}});
   CHECK(state.status().code() == StatusCode::kInvalidArgument);
   CHECK(state.status().message().find("past_state dim 2") != std::string::npos);
   CHECK(InferOne("CausalConvWithState", {{DType::kInt32, {2, 4, 6}}, {DType::kInt32, {4, 1, 3}}}).status().code() ==

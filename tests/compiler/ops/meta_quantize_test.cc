@@ -22,7 +22,6 @@ struct QBuilder {
   const Value& Out() const { return *last; }
 };
 
-const testing::In kAbsent = {DType::kUndefined, {}, std::nullopt, true};
 
 AttrMap Int(const char* name, int64_t v) {
   AttrMap a;
@@ -87,7 +86,7 @@ TEST_CASE("Integer matmul and convolution meta") {
   REQUIRE(b.Op("ConvInteger", {x, k}, g).ok());
   CHECK(ShapeToString(b.Out().shape) == "[1, 4, 3, 3]");
   testing::In zps = b.In(DType::kUInt8, {3});
-  st = b.Op("ConvInteger", {x, k, kAbsent, zps}, g);
+  st = b.Op("ConvInteger", {x, k, testing::kAbsent, zps}, g);
   CHECK(st.message().find("w_zero_point dim 0 (output channels)") != std::string::npos);
 }
 

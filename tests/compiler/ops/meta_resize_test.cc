@@ -11,7 +11,7 @@ std::string ResizeShape(std::vector<int64_t> x, std::vector<int64_t> sizes, cons
   a.SetInts("axes", {2, 3});
   a.SetString("keep_aspect_ratio_policy", policy);
   const int64_t n = static_cast<int64_t>(sizes.size());
-  auto r = InferOne("Resize", {{DType::kFloat32, x}, {.absent = true}, {.absent = true},
+  auto r = InferOne("Resize", {{DType::kFloat32, x}, testing::kAbsent, testing::kAbsent,
                                {DType::kInt64, {n}, sizes}}, a);
   return r.ok() ? ShapeToString(r->shape) : r.status().message();
 }

@@ -81,7 +81,7 @@ TEST_CASE("DeformConv meta: convolution output, offset and mask shapes checked")
   CHECK(Shape(InferOne("DeformConv", {x, w, {DType::kFloat32, {1, 16, 4, 4}}}, a)) == "[1, 6, 4, 4]");
   CHECK(Error(InferOne("DeformConv", {x, w, {DType::kFloat32, {1, 8, 4, 4}}}, a)) ==
         "node 'n' (DeformConv): input offset dim 1 (offset_group * kH * kW * 2): expected 16, found 8");
-  CHECK(Error(InferOne("DeformConv", {x, w, {DType::kFloat32, {1, 16, 4, 4}}, {.absent = true},
+  CHECK(Error(InferOne("DeformConv", {x, w, {DType::kFloat32, {1, 16, 4, 4}}, testing::kAbsent,
                                       {DType::kFloat32, {1, 4, 4, 4}}}, a)) ==
         "node 'n' (DeformConv): input mask dim 1 (offset_group * kH * kW): expected 8, found 4");
   AttrMap g = a;
