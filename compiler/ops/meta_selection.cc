@@ -1,5 +1,5 @@
-// Meta functions of Compress, NonZero and Unique (runtime/cpu/selection.cc). Their output
-// sizes depend on the data. When it is a constant (or an input bound with `kiln compile
+// Meta functions of Compress, NonZero, Unique and kiln.IfOutput (runtime/cpu/selection.cc).
+// Their output sizes depend on the data. When it is a constant (or an input bound with `kiln compile
 // --constant-input`, or fixed by a value profile), the size is known and the canonical stage
 // folds the node by running the CPU kernel; otherwise the size is a run-time dim
 // (ir::RuntimeDim), at most the number of elements or slices it counts.
@@ -138,12 +138,41 @@ Status UniqueMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// kiln.IfOutput(cond, then_value, else_value): an output of a run-time If whose branches give
+// it different shapes (passes/canonicalize.cc RuntimeIf), the value of the branch `cond` picks.
+// The two shapes have one rank and differ in one dim, `axis` (an attribute the canonical stage
+// sets), which becomes a run-time dim bounded by the larger of the two.
+Status IfOutputMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* cond, Need(ctx, 0, "cond"));
+  KILN_ASSIGN_OR_RETURN(const Value* a, Need(ctx, 1, "then_value"));
+  KILN_ASSIGN_OR_RETURN(const Value* b, Need(ctx, 2, "else_value"));
+  KILN_RETURN_IF_ERROR(CheckDType(*cond, "cond", kBools));
+  KILN_RETURN_IF_ERROR(CheckRank(*cond, "input cond", 0, 0));
+  if (a->dtype != b->dtype)
+    return InvalidArgument("then_value is " + std::string(DTypeName(a->dtype)) + " and else_value " +
+                           std::string(DTypeName(b->dtype)));
+  if (a->rank() != b->rank())
+    return InvalidArgument("then_value has rank " + std::to_string(a->rank()) + " and else_value " +
+                           std::to_string(b->rank()));
+  KILN_ASSIGN_OR_RETURN(const int axis, NormAxis(ctx.attrs().GetInt("axis", 0), a->rank()));
+  SymShape y = a->shape;
+  for (int d = 0; d < a->rank(); ++d)
+    if (d != axis && !a->shape[d].Same(b->shape[d]))
+      return InvalidArgument("then_value " + ShapeToString(a->shape) + " and else_value " + ShapeToString(b->shape) +
+                             " differ in dim " + std::to_string(d) + ", not only in dim " + std::to_string(axis));
+  y[axis] = NewRuntimeDim(ctx, 0, Max(a->shape[axis], b->shape[axis]), "size in dim " + std::to_string(axis) + ", that of the branch that ran");
+  ctx.SetOutput(0, a->dtype, y);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterSelectionOps(std::vector<OpDef>& ops) {
   Def(ops, "Compress", CompressMeta);
   Def(ops, "NonZero", NonZeroMeta);
   Def(ops, "Unique", UniqueMeta);
+  Def(ops, "kiln.IfOutput", IfOutputMeta);
 }
 
 }  // namespace kiln::ir

@@ -532,9 +532,11 @@ class Canonicalizer {
   // predicate (ir::Predicate: the then-branch's run when the condition holds, the
   // else-branch's when it does not), and each output is Where(condition, then value, else
   // value), which reads only what the branch that ran wrote (the other's tensors hold what
-  // their memory last held, and Where selects none of it). What the prologue checks for every
-  // call cannot depend on a branch: a branch that needs a shape guard or sets a run-time dim
-  // is refused, as are outputs whose shapes differ between the branches.
+  // their memory last held, and Where selects none of it). An output whose shapes differ in
+  // one dim between the branches is kiln.IfOutput(condition, then value, else value) instead,
+  // a run-time dim there. What the prologue checks for every call cannot depend on a branch:
+  // a branch that needs a shape guard only it needs or sets a run-time dim is refused, as are
+  // outputs whose shapes differ in rank or in more than one dim.
   Status RuntimeIf(const ir::Node& node, std::vector<ir::Node>& out) {
     const std::string what = "node '" + node.name + "' (If)";
     const ir::ValueId cond_id = node.inputs[0];
@@ -618,19 +620,25 @@ class Canonicalizer {
       if (va.dtype != vb.dtype)
         return InvalidArgument(what + ": output " + std::to_string(i) + " is " + std::string(DTypeName(va.dtype)) +
                                " in then_branch and " + std::string(DTypeName(vb.dtype)) + " in else_branch");
-      // Compared as written: (A+A) and (A*2) differ (Sym has no canonical form for them).
-      bool same = va.shape.size() == vb.shape.size();
-      for (size_t d = 0; same && d < va.shape.size(); ++d) same = va.shape[d].Same(vb.shape[d]);
-      if (!same)
+      // The dims in which the branches' shapes differ, compared as written: (A+A) and (A*2)
+      // differ (Sym has no canonical form for them).
+      std::vector<int> differ;
+      if (va.shape.size() == vb.shape.size())
+        for (size_t d = 0; d < va.shape.size(); ++d)
+          if (!va.shape[d].Same(vb.shape[d])) differ.push_back(static_cast<int>(d));
+      if (va.shape.size() != vb.shape.size() || differ.size() > 1)
         return Unimplemented(what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
                              " in then_branch and " + ir::ShapeToString(vb.shape) +
-                             " in else_branch; a run-time If needs its outputs to have one shape in both branches");
-      ir::Node where;
-      where.op = "Where";
-      where.name = node.name + "_output_" + std::to_string(i);
-      where.inputs = {scalar, a, b};
-      where.outputs = {node.outputs[i]};
-      KILN_RETURN_IF_ERROR(Process(std::move(where), out));
+                             " in else_branch; a run-time If carries outputs whose shapes differ in one dim at most");
+      // One shape: Where. Shapes that differ in one dim: kiln.IfOutput, whose dim there is a
+      // run-time dim, set to the size of the branch that ran.
+      ir::Node merge;
+      merge.op = differ.empty() ? "Where" : "kiln.IfOutput";
+      merge.name = node.name + "_output_" + std::to_string(i);
+      merge.inputs = {scalar, a, b};
+      merge.outputs = {node.outputs[i]};
+      if (!differ.empty()) merge.attrs.SetInt("axis", differ[0]);
+      KILN_RETURN_IF_ERROR(Process(std::move(merge), out));
     }
     return Status::Ok();
   }

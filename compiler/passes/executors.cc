@@ -46,7 +46,8 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
       node.executor_reason = "generated kernel (CUDA from NVRTC; the CPU backend interprets its program)";
       continue;
     }
-    if (!cpu::FindKernel(node.op))
+    const cpu::KernelDef* kernel = cpu::FindKernel(node.op);
+    if (!kernel)
       return Unimplemented("node '" + node.name + "' (" + node.op +
                            "): no backend can run this op (no CPU kernel registered)");
     // On a GPU, library ops go to cuBLASLt / cuDNN (the CPU backend takes them when the
@@ -59,9 +60,9 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
     } else {
       node.executor = "cpu";
       // The `executors` trace notes it in a CPU fallback region with this reason.
-      node.executor_reason = info && info->fusion == FusionKind::kCpuOnly
-                                 ? std::string(info->note)
-                                 : "this instance has no fused form (see the fusion log)";
+      node.executor_reason = info && info->fusion == FusionKind::kCpuOnly ? std::string(info->note)
+                             : kernel->runtime_size ? "a data-dependent output size: a run-time dim that the host reads"
+                                                    : "this instance has no fused form (see the fusion log)";
     }
   }
   NoteFallbackRegions(trace);

@@ -1,4 +1,4 @@
-// Compress, NonZero and Unique: ops whose output size depends on the data. The compiler sizes
+// Compress, NonZero, Unique and kiln.IfOutput: ops whose output size depends on the data. The compiler sizes
 // their outputs from constant data, or makes the size a run-time dim (compiler/ops/
 // meta_selection.cc). The kernels check that the data gives the compiled size, or report the
 // size they find (their outputs sized for the run-time dim's bound), so a mismatch is an error, never an
@@ -188,10 +188,38 @@ Status Unique(const KernelCall& call) {
   return Status::Ok();
 }
 
+// kiln.IfOutput(cond, then_value, else_value): a copy of the value `cond` picks, an output of a
+// run-time If whose branches give it shapes that differ in dim `axis` (a run-time dim: the
+// output is sized for the larger).
+Status IfOutput(const KernelCall& call) {
+  constexpr std::string_view kName = "kiln.IfOutput";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
+  const TensorRef &cond = call.inputs[0], &y = call.outputs[0];
+  if (cond.dtype != DType::kBool || cond.num_elements != 1)
+    return OpError(kName, "cond: expected one bool, found " + DTypeStr(cond.dtype) + ShapeStr(cond));
+  const TensorRef& x = call.inputs[*cond.as<const uint8_t>() ? 1 : 2];
+  int axis = 0;
+  if (x.rank < 1 || !NormalizeAxis(call.attrs.GetInt("axis", 0), x.rank, &axis))
+    return OpError(kName, "axis is out of range for " + ShapeStr(x));
+  bool fits = x.dtype == y.dtype && x.rank == y.rank;
+  for (int d = 0; fits && d < x.rank; ++d)
+    fits = d != axis || !call.runtime_size ? x.dims[d] == y.dims[d] : x.dims[d] <= y.dims[d];
+  if (!fits)
+    return call.runtime_size && x.dtype == y.dtype && x.rank == y.rank
+               ? ReportRuntimeSize(call, kName, x.dims[axis], false)
+               : OpError(kName, "the chosen value " + DTypeStr(x.dtype) + ShapeStr(x) + " does not fit the output " +
+                                    DTypeStr(y.dtype) + ShapeStr(y));
+  if (call.runtime_size) KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, x.dims[axis], true));
+  CopyElems(x, 0, y, 0, x.num_elements);  // packed for the size found
+  return Status::Ok();
+}
+
 constexpr KernelDef kKernels[] = {
     {"Compress", Compress, nullptr, true, {}, /*runtime_size=*/true},
     {"NonZero", NonZero, nullptr, true, {}, /*runtime_size=*/true},
     {"Unique", Unique, UniqueWorkspace, true, {}, /*runtime_size=*/true},
+    // Internal: no op table row, so its operands are given here.
+    {"kiln.IfOutput", IfOutput, nullptr, true, {3, 3, Arity::kAll, 1, 1}, /*runtime_size=*/true},
 };
 
 }  // namespace

@@ -120,18 +120,29 @@ TEST_CASE("[gpu] run-time If on the CUDA backend: the condition is read on the h
   CheckBranches(Device::kCuda, true);
 }
 
-TEST_CASE("run-time If: branches whose outputs differ in shape, or that need a guard, are refused with the reason") {
+TEST_CASE("run-time If: branches whose outputs differ in rank or in two dims, or that need a guard, are refused") {
   onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
-  auto shapes = IfModel(&then_g, &else_g);
+  auto rank = IfModel(&then_g, &else_g);
   testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
   testing::AddOutput(then_g, "t");
-  testing::AddNode(else_g, "Identity", {"w"}, {"e"}, "other");
+  testing::AddNode(else_g, "ReduceSum", {"w"}, {"e"}, "sum_w");
+  testing::AttrInt(else_g->mutable_node(0), "keepdims", 0);
   testing::AddOutput(else_g, "e");
-  Status st = CompileStatus(shapes);
+  Status st = CompileStatus(rank);
   CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("node 'branch' (If): output 0 has shape [N, 2] in then_branch and [M, 2] in "
-                                  "else_branch; a run-time If needs its outputs to have one shape in both branches") !=
+  CHECK_MESSAGE(st.message().find("node 'branch' (If): output 0 has shape [N, 2] in then_branch and [] in "
+                                  "else_branch; a run-time If carries outputs whose shapes differ in one dim at most") !=
                     std::string::npos,
+                st.message());
+
+  auto two_dims = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Transpose", {"w"}, {"e"}, "flip");
+  testing::AddOutput(else_g, "e");
+  st = CompileStatus(two_dims);
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("output 0 has shape [N, 2] in then_branch and [2, M] in else_branch") != std::string::npos,
                 st.message());
 
   auto guarded = IfModel(&then_g, &else_g);
@@ -146,6 +157,124 @@ TEST_CASE("run-time If: branches whose outputs differ in shape, or that need a g
                                   "(from node 'add' (Add)), which the prologue would check for every call") !=
                     std::string::npos,
                 st.message());
+}
+
+namespace {
+
+// x float32[N, 4]: y = If(ReduceSum(x) > 0) then x, else x[:, 0:2] (then [N, 4], else [N, 2]);
+// z = y * 2. y's dim 1 is a run-time dim, the size of the branch that ran.
+onnx::ModelProto WidthModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "4"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "two", {}, {2.0f});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
+  auto* node = testing::AddNode(g, "If", {"c"}, {"y"}, "branch");
+  auto* then_g = testing::AddBranch(node, "then_branch");
+  testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
+  testing::AddOutput(then_g, "t");
+  auto* else_g = testing::AddBranch(node, "else_branch");
+  testing::AddInt64Init(else_g, "starts", {1}, {0});
+  testing::AddInt64Init(else_g, "ends", {1}, {2});
+  testing::AddInt64Init(else_g, "axes", {1}, {1});
+  testing::AddNode(else_g, "Slice", {"x", "starts", "ends", "axes"}, {"e"}, "first_two");
+  testing::AddOutput(else_g, "e");
+  testing::AddNode(g, "Mul", {"y", "two"}, {"z"}, "double");
+  testing::AddOutput(g, "y");
+  testing::AddOutput(g, "z");
+  return m;
+}
+
+// Runs `x` (rows of 4) and checks y's and z's shapes [rows, width] and values.
+void CheckWidth(ExecutionContext& ctx, const std::vector<float>& x, int64_t width, const std::vector<float>& y) {
+  const int64_t rows = static_cast<int64_t>(x.size() / 4);
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {rows, 4})};
+  std::vector<TensorView> out;
+  Status st = ctx.Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(ctx.Synchronize().ok());
+  REQUIRE(out.size() == 2);
+  for (const TensorView& v : out) {
+    REQUIRE(v.rank == 2);
+    CHECK(v.dims[0] == rows);
+    CHECK(v.dims[1] == width);
+  }
+  // Device outputs reach the host through a second Run into host views.
+  std::vector<std::vector<float>> host(2, std::vector<float>(static_cast<size_t>(rows * width)));
+  if (out[0].memory == MemoryKind::kDevice) {
+    std::vector<TensorView> views = {TensorView::Host(host[0].data(), DType::kFloat32, {rows, width}),
+                                     TensorView::Host(host[1].data(), DType::kFloat32, {rows, width})};
+    st = ctx.Run(in, views);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE(ctx.Synchronize().ok());
+  } else {
+    for (size_t i = 0; i < 2; ++i) {
+      const float* p = static_cast<const float*>(out[i].data);
+      host[i].assign(p, p + rows * width);
+    }
+  }
+  CHECK(host[0] == y);
+  std::vector<float> z = y;
+  for (float& v : z) v *= 2;
+  CHECK(host[1] == z);
+}
+
+void CheckWidths(Device device, bool fuse) {
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  options.fuse = fuse;
+  auto model = Model::Load(testing::CompileModel(WidthModel(), options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  const EntryInfo& entry = model->entries()[0];
+  REQUIRE(entry.runtime_dims.size() == 1);
+  CHECK(entry.runtime_dims[0].find("y.count <= 4") != std::string::npos);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  // Sum 4 > 0 keeps x; sum -10 takes the first two columns; then the first again.
+  CheckWidth(*ctx, {1, -2, 3, 2}, 4, {1, -2, 3, 2});
+  CheckWidth(*ctx, {-1, -2, -3, -4, 5, -6, 7, -6}, 2, {-1, -2, 5, -6});
+  CheckWidth(*ctx, {0, 1, 0, 1}, 4, {0, 1, 0, 1});
+}
+
+}  // namespace
+
+TEST_CASE("run-time If: an output whose shapes differ in one dim gets the size of the branch that ran") {
+  for (bool fuse : {true, false}) {
+    INFO("fuse " << fuse);
+    CheckWidths(Device::kCpu, fuse);
+  }
+  // Two symbols: x[N, 2] or w[M, 2], so dim 0 is N or M.
+  onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
+  auto m = IfModel(&then_g, &else_g);
+  testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Identity", {"w"}, {"e"}, "other");
+  testing::AddOutput(else_g, "e");
+  auto model = Model::Load(testing::CompileModel(m, testing::CpuOnly()));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->entries()[0].runtime_dims.at(0).find("y.count <= max(N, M)") != std::string::npos);
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const std::vector<float> x = {1, 2}, w = {-1, -2, -3, -4, -5, -6};
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> xs = x;
+    for (float& v : xs) v *= sign;
+    TensorView in[] = {TensorView::Host(xs.data(), DType::kFloat32, {1, 2}),
+                       TensorView::Host(w.data(), DType::kFloat32, {3, 2})};
+    std::vector<TensorView> out;
+    Status st = ctx->Run(in, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    const std::vector<float>& want = sign > 0 ? xs : w;
+    CHECK(out[0].dims[0] == static_cast<int64_t>(want.size() / 2));
+    CHECK(std::vector<float>(static_cast<const float*>(out[0].data),
+                             static_cast<const float*>(out[0].data) + want.size()) == want);
+  }
+}
+
+TEST_CASE("[gpu] run-time If on the CUDA backend: an output whose shapes differ in one dim gets the branch's size") {
+  KILN_REQUIRE_GPU();
+  CheckWidths(Device::kCuda, true);
 }
 
 TEST_CASE("run-time If: a guard both branches need is checked once, and an If on shapes inside a branch splits entries") {

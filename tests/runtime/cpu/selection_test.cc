@@ -1,4 +1,4 @@
-// Compress, NonZero and Unique CPU kernels against hand-computed selections.
+// Compress, NonZero, Unique and kiln.IfOutput CPU kernels against hand-computed selections.
 #include <doctest/doctest.h>
 
 #include "tests/runtime/cpu/kernel_test_util.h"
@@ -30,6 +30,37 @@ TEST_CASE("NonZero: indices per dim, row-major order") {
   CHECK(y.values<int64_t>() == std::vector<int64_t>{0, 1, 0, 1});  // (0,0) and (1,1); -0 is zero
   auto bad = Output(DType::kInt64, {2, 3});
   CHECK(RunKernel("NonZero", {}, {&x}, {&bad}).code() == StatusCode::kInvalidArgument);
+}
+
+// Runs kiln.IfOutput on cond, then_value and else_value; `size` set: as the instruction that
+// reports its run-time dim.
+Status RunIfOutput(bool cond, const TestTensor& a, const TestTensor& b, const TestTensor& y, int64_t* size) {
+  auto c = Bools({}, {cond});
+  AttrMap attrs;
+  attrs.SetInt("axis", 1);
+  std::vector<TensorRef> in = {c.ref(), a.ref(), b.ref()}, out = {y.ref()};
+  KernelCall call{attrs, in, out};
+  call.runtime_size = size;
+  return cpu::RunKernel(*FindKernel("kiln.IfOutput"), call);
+}
+
+TEST_CASE("kiln.IfOutput: the value cond picks, packed, and its size in dim axis; no room is kInternal") {
+  auto a = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto b = Floats({2, 1}, {7, 8});
+  auto y = Output(DType::kFloat32, {2, 3});  // sized for the bound, max(3, 1)
+  int64_t size = -1;
+  REQUIRE(RunIfOutput(true, a, b, y, &size).ok());
+  CHECK(size == 3);
+  CHECK(y.values<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  REQUIRE(RunIfOutput(false, a, b, y, &size).ok());
+  CHECK(size == 1);
+  CHECK(y.values<float>() == std::vector<float>{7, 8, 3, 4, 5, 6});  // [2, 1] packed first
+  // Without a run-time dim the output must be the chosen value's shape.
+  CHECK(RunIfOutput(false, a, b, y, nullptr).code() == StatusCode::kInvalidArgument);
+  // An output with no room for the chosen value (a bound that did not hold) writes nothing.
+  auto small = Output(DType::kFloat32, {2, 2});
+  CHECK(RunIfOutput(true, a, b, small, &size).code() == StatusCode::kInternal);
+  CHECK(small.values<float>() == std::vector<float>{0, 0, 0, 0});
 }
 
 TEST_CASE("Unique: sorted and in order of first occurrence, with all four outputs") {
