@@ -534,9 +534,10 @@ class Canonicalizer {
   // value), which reads only what the branch that ran wrote (the other's tensors hold what
   // their memory last held, and Where selects none of it). An output whose shapes differ in
   // one dim between the branches is kiln.IfOutput(condition, then value, else value) instead,
-  // a run-time dim there. What the prologue checks for every call cannot depend on a branch:
-  // a branch that needs a shape guard only it needs or sets a run-time dim is refused, as are
-  // outputs whose shapes differ in rank or in more than one dim.
+  // a run-time dim there. A branch may set run-time dims (a NonZero in it): they are set only
+  // when it runs, as are the guards that read them checked. What the prologue checks for every
+  // call cannot depend on a branch, though: a shape guard that only one branch needs is
+  // refused, as are outputs whose shapes differ in rank or in more than one dim.
   Status RuntimeIf(const ir::Node& node, std::vector<ir::Node>& out) {
     const std::string what = "node '" + node.name + "' (If)";
     const ir::ValueId cond_id = node.inputs[0];
@@ -581,12 +582,19 @@ class Canonicalizer {
                       trace_.guards.end());
       guards_.resize(guards);
       trace_.guards.resize(meta_guards);
-      if (trace_.runtime_dims.size() != dims)
-        return Unimplemented(chosen_at_run_time(b) + "makes a size known only at run time (" + trace_.runtime_dims[dims].origin +
-                             "), which a run-time If cannot carry yet");
     }
+    // A run-time dim set inside a branch (a NonZero there) is set only when the branch runs,
+    // and a guard that reads one is checked when it is set (Entry.runtime_guards): such a
+    // guard is the branch's own.
+    std::vector<std::pair<std::string, ir::Sym>> branch_dims;
+    for (size_t d = dims; d < trace_.runtime_dims.size(); ++d)
+      branch_dims.emplace_back(trace_.runtime_dims[d].symbol, ir::Sym(0));
+    auto own = [&](const ir::Guard& g) {
+      return !branch_dims.empty() && !ir::Substitute(g.condition, branch_dims).Same(g.condition);
+    };
     for (int b = 0; b < 2; ++b)
       for (const ir::Guard& g : added[b]) {
+        if (own(g)) continue;
         bool both = false;
         for (const ir::Guard& h : added[1 - b]) both = both || h.condition.Same(g.condition);
         if (!both)
@@ -594,7 +602,10 @@ class Canonicalizer {
                                "), which the prologue would check for every call; fix the shapes it depends on with "
                                "--profile or --shape");
       }
-    guards_.insert(guards_.end(), added[0].begin(), added[0].end());  // both branches': one copy
+    // Both branches' guards once, and each branch's own.
+    guards_.insert(guards_.end(), added[0].begin(), added[0].end());
+    for (const ir::Guard& g : added[1])
+      if (own(g)) guards_.push_back(g);
     // Where takes the condition as a scalar, so that it broadcasts to any output.
     ir::ValueId scalar = cond_id;
     if (!cond_is_scalar) {

@@ -277,6 +277,85 @@ TEST_CASE("[gpu] run-time If on the CUDA backend: an output whose shapes differ 
   CheckWidths(Device::kCuda, true);
 }
 
+namespace {
+
+// x float32[N]: If(ReduceSum(x) > 0) then NonZero(x > 0) + NonZero(x < 0) (each [1, count],
+// broadcast: a guard on the two counts), else Unsqueeze(ArgMax(x)) ([1, 1]).
+onnx::ModelProto CountsModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
+  auto* node = testing::AddNode(g, "If", {"c"}, {"y"}, "branch");
+  auto* then_g = testing::AddBranch(node, "then_branch");
+  testing::AddNode(then_g, "Greater", {"x", "zero"}, {"gt"}, "above");
+  testing::AddNode(then_g, "Less", {"x", "zero"}, {"lt"}, "below");
+  testing::AddNode(then_g, "NonZero", {"gt"}, {"p"}, "positives");
+  testing::AddNode(then_g, "NonZero", {"lt"}, {"q"}, "negatives");
+  testing::AddNode(then_g, "Add", {"p", "q"}, {"t"}, "add");
+  testing::AddOutput(then_g, "t");
+  auto* else_g = testing::AddBranch(node, "else_branch");
+  testing::AddInt64Init(else_g, "axes", {1}, {0});
+  testing::AttrInt(testing::AddNode(else_g, "ArgMax", {"x"}, {"am"}, "argmax"), "keepdims", 1);
+  testing::AddNode(else_g, "Unsqueeze", {"am", "axes"}, {"e"}, "row");
+  testing::AddOutput(else_g, "e");
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+// y for `x`, or the Run's error.
+Result<std::vector<int64_t>> RunCounts(ExecutionContext& ctx, const std::vector<float>& x) {
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
+  std::vector<TensorView> out;
+  KILN_RETURN_IF_ERROR(ctx.Run(in, out));
+  KILN_RETURN_IF_ERROR(ctx.Synchronize());
+  REQUIRE(out[0].rank == 2);
+  std::vector<int64_t> y(static_cast<size_t>(out[0].num_elements()));
+  if (out[0].memory == MemoryKind::kDevice) {
+    std::vector<TensorView> host = {TensorView::Host(y.data(), DType::kInt64, out[0].dims, 2)};
+    KILN_RETURN_IF_ERROR(ctx.Run(in, host));
+    KILN_RETURN_IF_ERROR(ctx.Synchronize());
+  } else {
+    const int64_t* p = static_cast<const int64_t*>(out[0].data);
+    y.assign(p, p + y.size());
+  }
+  return y;
+}
+
+void CheckCounts(Device device) {
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  auto model = Model::Load(testing::CompileModel(CountsModel(), options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  using V = std::vector<int64_t>;
+  // Positives at 0 and 2, negatives at 1 and 3: [0, 2] + [1, 3].
+  CHECK(RunCounts(*ctx, {3, -1, 2, -2}).value() == V{1, 5});
+  // The else branch: ArgMax. Its counts would be 1 and 4, which do not broadcast, but they are
+  // the then branch's, which did not run, so their guard is not checked.
+  CHECK(RunCounts(*ctx, {-3, -1, 2, -2, -5}).value() == V{2});
+  // Counts 2 and 1 broadcast: [0, 2] + [1].
+  CHECK(RunCounts(*ctx, {3, -1, 2}).value() == V{1, 3});
+  // Counts 3 and 2 do not: the guard fails, naming the counts.
+  auto bad = RunCounts(*ctx, {3, -1, -1, 2, 1});
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(bad.status().message().find("p.count = 3, q.count = 2") != std::string::npos, bad.status().ToString());
+  CHECK(RunCounts(*ctx, {-3, -1, 2, -2, -5}).value() == V{2});
+}
+
+}  // namespace
+
+TEST_CASE("run-time If: a branch sets run-time dims, and the guard that reads them holds only when it runs") {
+  CheckCounts(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time If on the CUDA backend: a branch sets run-time dims, and their guard holds only when it runs") {
+  KILN_REQUIRE_GPU();
+  CheckCounts(Device::kCuda);
+}
+
 TEST_CASE("run-time If: a guard both branches need is checked once, and an If on shapes inside a branch splits entries") {
   // then x + w, else x - w: both need N and M to broadcast; the prologue checks it for every call.
   onnx::GraphProto *then_g = nullptr, *else_g = nullptr;
