@@ -535,9 +535,8 @@ class Canonicalizer {
   // their memory last held, and Where selects none of it). An output whose shapes differ in
   // one dim between the branches is kiln.IfOutput(condition, then value, else value) instead,
   // a run-time dim there. A branch may set run-time dims (a NonZero in it): they are set only
-  // when it runs, as are the guards that read them checked. What the prologue checks for every
-  // call cannot depend on a branch, though: a shape guard that only one branch needs is
-  // refused, as are outputs whose shapes differ in rank or in more than one dim.
+  // when it runs, as are the guards that read them checked; so is a shape guard that only one
+  // branch needs. Outputs whose shapes differ in rank or in more than one dim are refused.
   Status RuntimeIf(const ir::Node& node, std::vector<ir::Node>& out) {
     const std::string what = "node '" + node.name + "' (If)";
     const ir::ValueId cond_id = node.inputs[0];
@@ -558,14 +557,11 @@ class Canonicalizer {
         return InvalidArgument(what + ": " + names[b] + " has " + std::to_string(branches[b]->outputs.size()) +
                                " outputs, the node " + std::to_string(node.outputs.size()));
     }
-    auto chosen_at_run_time = [&](int b) {
-      return what + ": its condition is tensor data, so its branches are chosen at run time, and " + names[b] + " ";
-    };
     // The guards each branch adds (apart from the entry's own If assumptions, which hold for
-    // every call the entry takes): the prologue checks them for every call, so a guard is
-    // allowed only when the other branch needs it too, and is then kept once.
+    // every call the entry takes): one that both branches need is kept once, for the prologue;
+    // one that only one branch needs is checked when that branch runs (below).
     std::vector<ir::Guard> added[2];
-    const size_t dims = trace_.runtime_dims.size();
+    const size_t dims = trace_.runtime_dims.size(), first_branch_node = out.size();
     std::vector<ir::ValueId> results[2];
     for (int b = 0; b < 2; ++b) {
       const size_t guards = guards_.size(), meta_guards = trace_.guards.size();
@@ -586,26 +582,50 @@ class Canonicalizer {
     // A run-time dim set inside a branch (a NonZero there) is set only when the branch runs,
     // and a guard that reads one is checked when it is set (Entry.runtime_guards): such a
     // guard is the branch's own.
-    std::vector<std::pair<std::string, ir::Sym>> branch_dims;
-    for (size_t d = dims; d < trace_.runtime_dims.size(); ++d)
-      branch_dims.emplace_back(trace_.runtime_dims[d].symbol, ir::Sym(0));
+    const size_t branch_dims = trace_.runtime_dims.size();
     auto own = [&](const ir::Guard& g) {
-      return !branch_dims.empty() && !ir::Substitute(g.condition, branch_dims).Same(g.condition);
+      for (const std::string& v : g.condition.Vars())
+        for (size_t d = dims; d < branch_dims; ++d)
+          if (trace_.runtime_dims[d].symbol == v) return true;
+      return false;
+    };
+    // A shape guard that only one branch needs is checked only when that branch runs: it is
+    // rewritten to read a run-time dim that records the branch, `taken` (the count of
+    // NonZero(condition): 1 when it holds, else 0), which an instruction before both branches
+    // sets, and to hold when its branch does not run.
+    std::optional<ir::Sym> taken;
+    auto lone = [&](const ir::Guard& g, int b) -> Result<ir::Guard> {
+      if (!taken) {
+        ir::Node nz;
+        nz.op = "NonZero";
+        nz.name = node.name + "_taken";
+        nz.inputs = {cond_id};
+        ir::Value v;
+        v.name = trace_.value(cond_id).name + "_taken";
+        nz.outputs = {trace_.AddValue(std::move(v))};
+        const ir::ValueId id = nz.outputs[0];
+        std::vector<ir::Node> made;
+        KILN_RETURN_IF_ERROR(Process(std::move(nz), made));
+        out.insert(out.begin() + static_cast<std::ptrdiff_t>(first_branch_node), std::make_move_iterator(made.begin()),
+                   std::make_move_iterator(made.end()));
+        taken = trace_.value(Map(id)).shape.at(1);
+      }
+      const ir::Sym not_run = b == 0 ? ir::Sym(1) - *taken : *taken;
+      const ir::Sym& c = g.condition;  // holds when not 0; a comparison is 1 or 0
+      const ir::Sym holds = c.op() == ir::SymOp::kEq || c.op() == ir::SymOp::kLt ? c : ir::Sym(1) - ir::Eq(c, 0);
+      return ir::Guard{ir::Lt(0, holds + not_run),
+                       g.origin + ", in " + names[b] + ", checked when it runs"};
     };
     for (int b = 0; b < 2; ++b)
       for (const ir::Guard& g : added[b]) {
-        if (own(g)) continue;
         bool both = false;
         for (const ir::Guard& h : added[1 - b]) both = both || h.condition.Same(g.condition);
-        if (!both)
-          return Unimplemented(chosen_at_run_time(b) + "needs the shape guard " + g.condition.ToString() + " (from " + g.origin +
-                               "), which the prologue would check for every call; fix the shapes it depends on with "
-                               "--profile or --shape");
+        if (own(g) || (both && b == 0)) guards_.push_back(g);  // a guard both branches need: once
+        else if (!both) {
+          KILN_ASSIGN_OR_RETURN(ir::Guard checked, lone(g, b));
+          guards_.push_back(std::move(checked));
+        }
       }
-    // Both branches' guards once, and each branch's own.
-    guards_.insert(guards_.end(), added[0].begin(), added[0].end());
-    for (const ir::Guard& g : added[1])
-      if (own(g)) guards_.push_back(g);
     // Where takes the condition as a scalar, so that it broadcasts to any output.
     ir::ValueId scalar = cond_id;
     if (!cond_is_scalar) {
