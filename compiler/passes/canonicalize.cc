@@ -43,7 +43,10 @@ class Canonicalizer {
     for (const ir::Node& original : block.nodes) {
       if (undecided_) return Status::Ok();
       ir::Node node = original;
-      for (ir::ValueId& id : node.inputs) id = Map(id);
+      for (ir::ValueId& id : node.inputs) {
+        id = Map(id);
+        KILN_RETURN_IF_ERROR(Usable(id, "node '" + node.name + "' (" + node.op + ")"));
+      }
       // In an unrolled body every iteration writes values of its own: the node's outputs are
       // fresh values, and the body's own ids map to them until the next iteration.
       const std::vector<ir::ValueId> outputs = node.outputs;
@@ -61,6 +64,13 @@ class Canonicalizer {
 
   ir::ValueId Map(ir::ValueId id) const {
     return id == ir::kNoValue || static_cast<size_t>(id) >= remap_.size() ? id : remap_[id];
+  }
+  // Unimplemented when `id` (mapped) is a run-time If's output that it could not carry, read by
+  // `reader`; an output nothing reads does not stop the compile.
+  Status Usable(ir::ValueId id, const std::string& reader) const {
+    auto it = unmerged_.find(id);
+    if (it == unmerged_.end()) return Status::Ok();
+    return Unimplemented(it->second + "; " + reader + " reads it");
   }
   const std::optional<ir::Sym>& undecided() const { return undecided_; }
   // Every guard the canonical stage made: the If assumptions first (they are why the entry
@@ -570,7 +580,10 @@ class Canonicalizer {
       when_.pop_back();
       KILN_RETURN_IF_ERROR(st);
       if (undecided_) return Status::Ok();
-      for (ir::ValueId o : branches[b]->outputs) results[b].push_back(Map(o));
+      for (ir::ValueId o : branches[b]->outputs) {
+        results[b].push_back(Map(o));
+        KILN_RETURN_IF_ERROR(Usable(results[b].back(), what + "'s " + names[b]));
+      }
       // Taken out while the other branch runs, so that it records the guards it needs itself
       // (meta::AddGuard records a guard once); put back below.
       added[b].assign(guards_.begin() + static_cast<std::ptrdiff_t>(guards), guards_.end());
@@ -657,10 +670,12 @@ class Canonicalizer {
       if (va.shape.size() == vb.shape.size())
         for (size_t d = 0; d < va.shape.size(); ++d)
           if (!va.shape[d].Same(vb.shape[d])) differ.push_back(static_cast<int>(d));
-      if (va.shape.size() != vb.shape.size() || differ.size() > 1)
-        return Unimplemented(what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
-                             " in then_branch and " + ir::ShapeToString(vb.shape) +
-                             " in else_branch; a run-time If carries outputs whose shapes differ in one dim at most");
+      if (va.shape.size() != vb.shape.size() || differ.size() > 1) {
+        unmerged_[node.outputs[i]] = what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
+                                     " in then_branch and " + ir::ShapeToString(vb.shape) +
+                                     " in else_branch; a run-time If carries outputs whose shapes differ in one dim at most";
+        continue;
+      }
       // One shape: Where. Shapes that differ in one dim: kiln.IfOutput, whose dim there is a
       // run-time dim, set to the size of the branch that ran.
       ir::Node merge;
@@ -682,6 +697,9 @@ class Canonicalizer {
   std::optional<ir::Sym> undecided_;
   std::vector<ir::Guard> guards_;        // the checks of output extents (CheckOutputDims)
   std::vector<ir::Guard> entry_guards_;  // the If assumptions this entry was compiled for
+  // Run-time If outputs it could not carry (shapes that differ in rank or in two dims), with
+  // the reason, refused when something reads them.
+  std::unordered_map<ir::ValueId, std::string> unmerged_;
   std::unordered_map<ir::ValueId, ir::ValueId> cast_from_int_;  // a float Cast's output -> its integer input
 };
 
@@ -793,7 +811,10 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
     result.undecided_condition = canon.undecided();
     return result;
   }
-  for (ir::ValueId& id : trace.outputs) id = canon.Map(id);
+  for (ir::ValueId& id : trace.outputs) {
+    id = canon.Map(id);
+    KILN_RETURN_IF_ERROR(canon.Usable(id, "model output '" + trace.value(id).name + "'"));
+  }
   KeepOutputNames(imported, trace);
   // The meta functions appended their guards to trace.guards while inferring; add the
   // If assumptions and output-extent checks, and drop repeats.

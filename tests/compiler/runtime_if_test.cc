@@ -142,8 +142,40 @@ TEST_CASE("run-time If: branches whose outputs differ in rank or in two dims are
   testing::AddOutput(else_g, "e");
   st = CompileStatus(two_dims);
   CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("output 0 has shape [N, 2] in then_branch and [2, M] in else_branch") != std::string::npos,
+  CHECK_MESSAGE(st.message().find("output 0 has shape [N, 2] in then_branch and [2, M] in else_branch; a run-time If "
+                                  "carries outputs whose shapes differ in one dim at most; model output 'y' reads it") !=
+                    std::string::npos,
                 st.message());
+
+  // The same output unread does not stop the compile: y is the other output, one shape.
+  auto unread = IfModel(&then_g, &else_g);
+  auto* if_node = unread.mutable_graph()->mutable_node(2);
+  REQUIRE(if_node->op_type() == "If");
+  if_node->clear_output();
+  if_node->add_output("y");
+  if_node->add_output("unread");
+  testing::AddNode(then_g, "Identity", {"x"}, {"t"}, "keep");
+  testing::AddNode(then_g, "Neg", {"x"}, {"t2"}, "neg");
+  testing::AddOutput(then_g, "t2");
+  testing::AddOutput(then_g, "t");
+  testing::AddNode(else_g, "Transpose", {"w"}, {"e"}, "flip");
+  testing::AddNode(else_g, "Abs", {"x"}, {"e2"}, "abs");
+  testing::AddOutput(else_g, "e2");
+  testing::AddOutput(else_g, "e");
+  auto model = Model::Load(testing::CompileModel(unread, testing::CpuOnly()));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const std::vector<float> w = {1, 2};
+  for (float sign : {1.0f, -1.0f}) {
+    const std::vector<float> x = {3 * sign, -1 * sign};
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, 2}), TensorView::Host(w.data(), DType::kFloat32, {1, 2})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    const float* y = static_cast<const float*>(out[0].data);
+    // Sum 2 > 0: -x; sum -2: |x|.
+    CHECK(std::vector<float>(y, y + 2) == (sign > 0 ? std::vector<float>{-3, 1} : std::vector<float>{3, 1}));
+  }
 }
 
 namespace {
