@@ -95,6 +95,16 @@ using ir::ValueId;
 
 std::string Q(const std::string& s) { return "'" + s + "'"; }
 
+// The newest ai.onnx opset whose schemas the linked ONNX library knows (17 for Debian's 1.12).
+int64_t KnownOpset() {
+  static const int64_t known = [] {
+    const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    auto it = map.find("");
+    return it == map.end() ? int64_t{0} : int64_t{it->second.second};
+  }();
+  return known;
+}
+
 std::string DimsText(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
@@ -706,10 +716,20 @@ Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributePro
   // Kiln's meta functions read attributes by kind and would fall back to the default on a
   // mismatch: check the type against ONNX's schema (Debian's libonnx knows opsets <= 17; an
   // op's attribute types do not change across versions), so the mistake is an error instead.
+  // An attribute the op's version at this opset does not define (ReduceSum-13's 'axes', which
+  // is an input from version 13 on; Shape-1's 'start', added in version 15) is an error too, as
+  // in ONNX's checker and onnxruntime, where the schema knows the opset.
   if (np.domain().empty() || np.domain() == "ai.onnx") {
     if (const onnx::OpSchema* schema =
             onnx::OpSchemaRegistry::Schema(np.op_type(), static_cast<int>(std::min<int64_t>(opset_, INT32_MAX)), "")) {
       auto declared = schema->attributes().find(a.name());
+      if (declared == schema->attributes().end() && opset_ <= KnownOpset()) {
+        std::string names;
+        for (const auto& [name, attr] : schema->attributes()) names += (names.empty() ? "" : ", ") + Q(name);
+        return InvalidArgument(aw + ": " + np.op_type() + "-" + std::to_string(schema->since_version()) +
+                               " (the version at opset " + std::to_string(opset_) + ") has no such attribute" +
+                               (names.empty() ? std::string(" (it has none)") : " (it has " + names + ")"));
+      }
       if (declared != schema->attributes().end() && declared->second.type != type)
         return InvalidArgument(aw + " is " + onnx::AttributeProto::AttributeType_Name(type) + ", expected " +
                                onnx::AttributeProto::AttributeType_Name(declared->second.type) + " (ONNX " +

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "compiler/compile.h"
+#include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
 namespace kiln::testing {
@@ -71,6 +72,32 @@ TEST_CASE("invalid models: an attribute of the wrong type names the node, op and
   st = CompileStatus(m2);
   CHECK(Says(st, "bad_node"));
   CHECK(Says(st, "perm"));
+}
+
+TEST_CASE("invalid models: an attribute the op's version at the model's opset does not define is refused") {
+  // ReduceSum-13 takes its axes as an input; Shape's 'start' came with Shape-15.
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AttrInts(AddNode(g, "ReduceSum", {"x"}, {"y"}, "sum"), "axes", {1});
+  AddOutput(g, "y");
+  Status st = CompileStatus(m);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(Says(st, "node 'sum' (ReduceSum) attribute 'axes': ReduceSum-13 (the version at opset 13) has no such "
+                         "attribute (it has 'keepdims', 'noop_with_empty_axes')"),
+                st.ToString());
+  auto shape = MakeModel(13);
+  g = shape.mutable_graph();
+  AddInput(g, "x", {"2", "3"});
+  AttrInt(AddNode(g, "Shape", {"x"}, {"y"}, "shape"), "start", 1);
+  AddOutput(g, "y");
+  st = CompileStatus(shape);
+  CHECK_MESSAGE(Says(st, "attribute 'start': Shape-13 (the version at opset 13) has no such attribute (it has none)"),
+                st.ToString());
+  // At opset 15 it is Shape-15's attribute.
+  shape.mutable_opset_import(0)->set_version(15);
+  auto r = testing::TryCompileModel(shape, testing::CpuOnly());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
 }
 
 TEST_CASE("invalid models: a wrong number of inputs names the node and op") {

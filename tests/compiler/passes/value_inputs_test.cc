@@ -73,6 +73,7 @@ TEST_CASE("value inputs: an If on an input's value compiles to one entry per out
 
 TEST_CASE("value inputs: when the entries cannot be compiled with value symbols, the model compiles as without them") {
   auto m = IfOnValueModel();
+  m.mutable_opset_import(0)->set_version(18);  // Resize-18: keep_aspect_ratio_policy
   auto* g = m.mutable_graph();
   AddInt64Init(g, "axes0", {1}, {0});
   AddNode(g, "Unsqueeze", {"mode", "axes0"}, {"mode_1d"}, "unsqueeze");
