@@ -233,6 +233,9 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     std::vector<std::string> dropped_guards;
     if (canonical.ok()) {
       Status pruned = passes::PruneGuards(canonical->trace, ranges, &dropped_guards);
+      // A dropped guard may have been all that read a run-time dim (which branch a run-time If
+      // takes): the instruction that sets it goes too.
+      if (pruned.ok() && !dropped_guards.empty()) passes::EliminateDeadCode(canonical->trace);
       if (pruned.ok()) pruned = shapes_from_values(canonical->trace);
       if (!pruned.ok()) canonical = pruned;
     }

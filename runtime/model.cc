@@ -284,6 +284,18 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
     if (!pi.when.empty()) pe.has_predicates = true;
     pe.instructions.push_back(std::move(pi));
   }
+  // The dims of the tensors only a branch of a run-time If writes: for a call whose branch
+  // does not run they may evaluate below 0 (a Conv's extent, whose guard only that branch
+  // checks, when it runs), and such a tensor is laid out empty (ExecutionContext's Bind).
+  for (const PreparedInstruction& pi : pe.instructions) {
+    if (pi.when.empty()) continue;
+    for (int32_t k = 0; k < pi.num_outputs; ++k) {
+      const int32_t t = pe.operands[static_cast<size_t>(pi.operands_begin + pi.num_inputs + k)];
+      if (t < 0) continue;
+      const PreparedTensor& pt = pe.tensors[static_cast<size_t>(t)];
+      for (int32_t d = 0; d < pt.rank; ++d) pe.branch_dims.push_back(pt.dims_begin + d);
+    }
+  }
 }
 
 // Copies a kernel's program out of the FlatBuffer. Structure is checked afterwards by
@@ -490,6 +502,7 @@ Status CheckStaticPlan(PreparedEntry& pe) {
     return DataLoss(pe.label + ": " + FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
   std::vector<int64_t> dims(pe.dim_exprs.size());
   for (size_t k = 0; k < dims.size(); ++k) dims[k] = values[pe.dim_exprs[k]];
+  for (const int32_t k : pe.branch_dims) dims[static_cast<size_t>(k)] = std::max<int64_t>(dims[static_cast<size_t>(k)], 0);
   ArenaScratch scratch;
   scratch.Resize(pe.liveness);
   KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, values.data(), dims.data(), scratch));

@@ -109,6 +109,7 @@ struct PreparedEntry {
   std::vector<Expr> exprs;
   std::vector<PreparedTensor> tensors;
   std::vector<int32_t> dim_exprs;    // flat: every tensor's shape exprs
+  std::vector<int32_t> branch_dims;  // into dim_exprs: the dims of tensors only a run-time If's branch writes (>= 0 at Bind)
   std::vector<int32_t> value_exprs;  // flat: every Symbolic tensor's element exprs
   std::vector<PreparedInstruction> instructions;
   std::vector<int32_t> operands;     // flat instruction operand tensor indices

@@ -757,21 +757,46 @@ void KeepOutputNames(const ir::Trace& imported, ir::Trace& trace) {
 
 namespace {
 
-// True when `node` makes a run-time dim (NonZero's count): a run-time dim in an output's shape
-// that no input's shape has. Such a node stays even when nothing reads its data, since a
-// shape may read its count (Shape or Size of its output, folded to the dim itself).
-bool SetsRuntimeDim(const ir::Trace& trace, const ir::Node& node) {
-  std::unordered_set<std::string> in;
+void AddVars(const ir::Sym& s, std::unordered_set<std::string>& to) {
+  for (const std::string& v : s.Vars()) to.insert(v);
+}
+
+// The symbols that every guard, and the shape or symbolic elements of every value but
+// `node`'s outputs, read.
+std::unordered_set<std::string> ReadElsewhere(const ir::Trace& trace, const ir::Node& node) {
+  std::unordered_set<std::string> read;
+  for (const ir::Guard& g : trace.guards) AddVars(g.condition, read);
+  for (size_t id = 0; id < trace.values.size(); ++id) {
+    if (std::find(node.outputs.begin(), node.outputs.end(), static_cast<ir::ValueId>(id)) != node.outputs.end())
+      continue;
+    const ir::Value& v = trace.values[id];
+    for (const ir::Sym& d : v.shape) AddVars(d, read);
+    if (v.sym)
+      for (const ir::Sym& e : *v.sym) AddVars(e, read);
+  }
+  return read;
+}
+
+// True when `node` makes a run-time dim (NonZero's count: a run-time dim in an output's shape
+// that no input's shape has) that a guard or another value reads. Such a node stays even when
+// nothing reads its data, since a shape may read its count (Shape or Size of its output,
+// folded to the dim itself); one whose count nothing reads (the branch a run-time If takes,
+// once the profile's ranges decide the guard that read it) goes.
+bool SetsReadRuntimeDim(const ir::Trace& trace, const ir::Node& node) {
+  std::unordered_set<std::string> in, made;
   for (ir::ValueId id : node.inputs)
     if (id != ir::kNoValue)
-      for (const ir::Sym& d : trace.value(id).shape)
-        for (const std::string& v : d.Vars()) in.insert(v);
+      for (const ir::Sym& d : trace.value(id).shape) AddVars(d, in);
   for (ir::ValueId id : node.outputs)
     if (id != ir::kNoValue)
       for (const ir::Sym& d : trace.value(id).shape)
         if (ir::meta::HasRuntimeVar(d))
           for (const std::string& v : d.Vars())
-            if (!in.count(v)) return true;
+            if (!in.count(v)) made.insert(v);
+  if (made.empty()) return false;
+  const std::unordered_set<std::string> read = ReadElsewhere(trace, node);
+  for (const std::string& v : made)
+    if (read.count(v)) return true;
   return false;
 }
 
@@ -781,7 +806,7 @@ void EliminateDeadCode(ir::Trace& trace) {
   std::unordered_set<ir::ValueId> live(trace.outputs.begin(), trace.outputs.end());
   std::vector<ir::Node> kept;
   for (auto it = trace.body.nodes.rbegin(); it != trace.body.nodes.rend(); ++it) {
-    bool used = SetsRuntimeDim(trace, *it);
+    bool used = SetsReadRuntimeDim(trace, *it);
     for (ir::ValueId id : it->outputs) used = used || (id != ir::kNoValue && live.count(id));
     if (!used) continue;
     // Outputs nobody reads become absent, so the plan gives them no memory... except that
@@ -793,6 +818,9 @@ void EliminateDeadCode(ir::Trace& trace) {
   }
   trace.body.nodes.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
   Compact(trace);
+  // The run-time dims of removed nodes, which no value has any more.
+  const std::unordered_set<std::string> read = ReadElsewhere(trace, ir::Node{});
+  std::erase_if(trace.runtime_dims, [&](const ir::RuntimeDim& d) { return !read.count(d.symbol); });
 }
 
 Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,

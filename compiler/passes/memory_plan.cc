@@ -220,6 +220,14 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
   }
   for (ir::ValueId id : trace.outputs) tensors[id].last = n;
 
+  // Values written under a run-time If's predicate: for a call its branch does not run, a dim
+  // may evaluate below 0 (a Conv's output extent, whose guard only that branch checks), and
+  // the runtime lays the tensor out empty (runtime/model.cc).
+  std::vector<bool> in_branch(tensors.size(), false);
+  for (const ir::Node& node : trace.body.nodes)
+    if (!node.when.empty())
+      for (ir::ValueId id : node.outputs)
+        if (id != ir::kNoValue) in_branch[id] = true;
   std::vector<int> buffers;
   bool all_static = true;
   for (size_t id = 0; id < tensors.size(); ++id) {
@@ -234,6 +242,7 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
         return Unimplemented("plan: tensor '" + v.name + "' dim " + std::to_string(d) + " (" + room[d].ToString() +
                              ") depends on a run-time dim in a way the memory plan cannot bound");
       room[d] = b->hi;
+      if (in_branch[id] && !ir::meta::NonNegative(room[d])) room[d] = ir::Max(room[d], 0);
     }
     ir::Sym raw = ir::NumElements(room) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
     p.bytes = ir::CeilDiv(raw, kBufferAlignment) * ir::Sym(kBufferAlignment);

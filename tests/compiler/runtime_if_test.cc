@@ -411,6 +411,73 @@ TEST_CASE("run-time If: a guard only one branch needs is checked when that branc
   CHECK(values(out[0]) == std::vector<float>{1, -2, -3, 5});
   REQUIRE(run({1, 2}, out).ok());
   CHECK(values(out[0]) == std::vector<float>{11, 22, 31, 42, 51, 62});
+
+  // Where a profile's ranges prove the guard (M = 1 broadcasts against any N), the guard and the
+  // instruction that records the branch go.
+  compiler::CompileOptions proven = testing::CpuOnly();
+  proven.profiles = {compiler::ParseProfile("x:N=1..8;w:M=1").value()};
+  auto pruned = Model::Load(testing::CompileModel(m, proven));
+  REQUIRE_MESSAGE(pruned.ok(), pruned.status().ToString());
+  for (const InstructionInfo& ins : pruned->entries()[0].instructions) CHECK_MESSAGE(ins.op != "NonZero", ins.name);
+  CHECK(pruned->entries()[0].runtime_dims.empty());  // x + w is [N, 2] as -x is: Where, no kiln.IfOutput
+}
+
+namespace {
+
+// x float32[1, 1, N]: If(ReduceSum(x) > 0) then ReduceSum(Conv(x, w)) with a 5-wide w of ones
+// (its output [1, 1, N - 4]), else ReduceMean(x).
+void CheckConvBranch(Device device) {
+  auto m = testing::MakeModel(17);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"1", "1", "N"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "w", {1, 1, 5}, {1, 1, 1, 1, 1});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
+  auto* node = testing::AddNode(g, "If", {"c"}, {"y"}, "branch");
+  auto* then_g = testing::AddBranch(node, "then_branch");
+  testing::AddNode(then_g, "Conv", {"x", "w"}, {"conv"}, "conv");
+  testing::AttrInt(testing::AddNode(then_g, "ReduceSum", {"conv"}, {"t"}, "total"), "keepdims", 0);
+  testing::AddOutput(then_g, "t");
+  auto* else_g = testing::AddBranch(node, "else_branch");
+  testing::AttrInt(testing::AddNode(else_g, "ReduceMean", {"x"}, {"e"}, "mean"), "keepdims", 0);
+  testing::AddOutput(else_g, "e");
+  testing::AddOutput(g, "y");
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  auto model = Model::Load(testing::CompileModel(m, options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  auto run = [&](const std::vector<float>& x) -> Result<float> {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, 1, static_cast<int64_t>(x.size())})};
+    float y = 0;
+    std::vector<TensorView> out = {TensorView::Host(&y, DType::kFloat32, {})};
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    KILN_RETURN_IF_ERROR(ctx->Synchronize());
+    return y;
+  };
+  // N = 3 with the else branch: the Conv's extent would be -1, and its branch does not run.
+  CHECK(run({-1, -2, -3}).value() == -2.0f);
+  // N = 6 with the then branch: windows 0..4 and 1..5.
+  CHECK(run({0, 1, 2, 3, 4, 5}).value() == 10.0f + 15.0f);
+  // N = 3 with the then branch fails its guard, naming it.
+  auto bad = run({1, 1, 1});
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(bad.status().message().find("whose output 'conv' dim 2 must be >= 1, in then_branch, checked when it runs") !=
+                    std::string::npos,
+                bad.status().ToString());
+  CHECK(run({-1, -2, -3}).value() == -2.0f);
+}
+
+}  // namespace
+
+TEST_CASE("run-time If: a branch that cannot run for a call's shapes (a negative Conv extent) lets the other run") {
+  CheckConvBranch(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time If on the CUDA backend: a branch that cannot run for a call's shapes lets the other run") {
+  KILN_REQUIRE_GPU();
+  CheckConvBranch(Device::kCuda);
 }
 
 TEST_CASE("run-time If: a guard both branches need is checked once, and an If on shapes inside a branch splits entries") {
