@@ -74,10 +74,14 @@ Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry
     const __int128 padded_in = static_cast<__int128>(g->in[i]) + g->pad_begin[i] + g->pad_end[i];
     if (padded_in > INT64_MAX || padded_in < INT64_MIN || g->pad_begin[i] == INT64_MIN)
       return OpError(op, "pads on spatial axis " + std::to_string(i) + " overflow int64");
-    // With ceil_mode the last window may start past the padded end; ONNX drops it.
+    // floor(span / stride) + 1 windows, or ceil(span / stride) + 1 with ceil_mode, at least 0:
+    // a window wider than the padded input (span < 0) is one window with ceil_mode when it
+    // starts inside (span > -stride), as in ONNX's reference and onnxruntime. With ceil_mode the
+    // last window may also start past the padded end; ONNX drops it.
     const __int128 span = padded_in - eff_k;
     const int64_t floor_out = span < 0 ? 0 : static_cast<int64_t>(span / g->stride[i] + 1);
-    const int64_t ceil_out = span < 0 ? 0 : static_cast<int64_t>((span + g->stride[i] - 1) / g->stride[i] + 1);
+    const int64_t ceil_out = span < 0 ? (-span < g->stride[i] ? 1 : 0)
+                                      : static_cast<int64_t>((span + g->stride[i] - 1) / g->stride[i] + 1);
     if (g->out[i] != floor_out && g->out[i] != ceil_out && auto_pad == "NOTSET") {
       return OpError(op, "output spatial dim " + std::to_string(i) + " is " + std::to_string(g->out[i]) +
                              ", expected " + std::to_string(floor_out) +

@@ -139,6 +139,25 @@ TEST_CASE("AveragePool ceil_mode clips the last window to the padded extent") {
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{16.33333f, 18.33333f, 9, 10.33333f}));
 }
 
+TEST_CASE("ceil_mode: a window wider than the input that starts inside it is one window") {
+  // 2x2 input, 3x3 kernel, stride 2: floor((2 - 3) / 2) + 1 = 0 windows, ceil(...) + 1 = 1, as
+  // in ONNX's reference and onnxruntime (found by a helper session).
+  auto x = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  AttrMap attrs;
+  attrs.SetInts("kernel_shape", {3, 3});
+  attrs.SetInts("strides", {2, 2});
+  attrs.SetInt("ceil_mode", 1);
+  auto avg = Output(DType::kFloat32, {1, 1, 1, 1});
+  REQUIRE(RunKernel("AveragePool", attrs, {&x}, {&avg}).ok());
+  CHECK(avg.values<float>() == std::vector<float>{2.5f});  // the four inputs; no pad counted
+  auto max = Output(DType::kFloat32, {1, 1, 1, 1});
+  REQUIRE(RunKernel("MaxPool", attrs, {&x}, {&max}).ok());
+  CHECK(max.values<float>() == std::vector<float>{4});
+  // Two windows would start past the input: an output of 2 is refused.
+  auto two = Output(DType::kFloat32, {1, 1, 2, 2});
+  CHECK(RunKernel("AveragePool", attrs, {&x}, {&two}).code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("AveragePool 1-D SAME_LOWER") {
   auto x = Floats({1, 1, 5}, {0, 1, 2, 3, 4});
   auto y = Output(DType::kFloat32, {1, 1, 5});
