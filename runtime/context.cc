@@ -76,10 +76,9 @@ class Binder {
     if (!EvalExprs(pe.exprs, s.scratch.symbol_values, s.values.data(), &why))
       return InvalidArgument(pe.label + ": cannot compute shapes for these inputs: " +
                              FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
-    for (size_t k = 0; k < pe.dim_exprs.size(); ++k) s.dims[k] = s.values[pe.dim_exprs[k]];
     // A branch that cannot run for these shapes (its guard, checked if it is taken, fails)
     // has empty tensors, not negative dims.
-    for (const int32_t k : pe.branch_dims) s.dims[static_cast<size_t>(k)] = std::max<int64_t>(s.dims[static_cast<size_t>(k)], 0);
+    EvaluateDims(pe, s.values.data(), s.dims.data());
     for (size_t t = 0; t < pe.tensors.size(); ++t)
       KILN_RETURN_IF_ERROR(LayOut(pe, s, static_cast<int32_t>(t), inputs));
     if (!pe.plan_checked) KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, s.values.data(), s.dims.data(), s.arena_scratch));

@@ -501,8 +501,7 @@ Status CheckStaticPlan(PreparedEntry& pe) {
   if (!EvalExprs(pe.exprs, {}, values.data(), &why))
     return DataLoss(pe.label + ": " + FormatExprFailure(pe.exprs, pe.prologue.symbols, why));
   std::vector<int64_t> dims(pe.dim_exprs.size());
-  for (size_t k = 0; k < dims.size(); ++k) dims[k] = values[pe.dim_exprs[k]];
-  for (const int32_t k : pe.branch_dims) dims[static_cast<size_t>(k)] = std::max<int64_t>(dims[static_cast<size_t>(k)], 0);
+  EvaluateDims(pe, values.data(), dims.data());
   ArenaScratch scratch;
   scratch.Resize(pe.liveness);
   KILN_RETURN_IF_ERROR(CheckArenaPlan(pe, values.data(), dims.data(), scratch));

@@ -4,6 +4,7 @@
 // ExecutionContexts through shared_ptr.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -134,6 +135,13 @@ struct PreparedEntry {
   }
   std::string TensorLabel(int32_t t) const { return label + " " + TensorName(t); }
 };
+
+// Every tensor dim of `pe` (indexed as PreparedEntry::dim_exprs) from its expr values, with the
+// dims only a run-time If's branch writes at least 0 (PreparedEntry::branch_dims).
+inline void EvaluateDims(const PreparedEntry& pe, const int64_t* values, int64_t* dims) {
+  for (size_t k = 0; k < pe.dim_exprs.size(); ++k) dims[k] = values[pe.dim_exprs[k]];
+  for (const int32_t k : pe.branch_dims) dims[k] = std::max<int64_t>(dims[k], 0);
+}
 
 // The bytes an ExecutionContext allocates for an arena or workspace of `bytes`: a multiple
 // of 64 (UINT64_MAX when that overflows), the size LoadOptions::max_context_bytes bounds.

@@ -161,7 +161,8 @@ Status IfOutputMeta(MetaContext& ctx) {
     if (d != axis && !a->shape[d].Same(b->shape[d]))
       return InvalidArgument("then_value " + ShapeToString(a->shape) + " and else_value " + ShapeToString(b->shape) +
                              " differ in dim " + std::to_string(d) + ", not only in dim " + std::to_string(axis));
-  y[axis] = NewRuntimeDim(ctx, 0, Max(a->shape[axis], b->shape[axis]), "size in dim " + std::to_string(axis) + ", that of the branch that ran");
+  y[axis] = NewRuntimeDim(ctx, 0, Max(a->shape[axis], b->shape[axis]),
+                          "size in dim " + std::to_string(axis) + ", that of the branch that ran");
   ctx.SetOutput(0, a->dtype, y);
   return Status::Ok();
 }

@@ -201,15 +201,20 @@ Status IfOutput(const KernelCall& call) {
   int axis = 0;
   if (x.rank < 1 || !NormalizeAxis(call.attrs.GetInt("axis", 0), x.rank, &axis))
     return OpError(kName, "axis is out of range for " + ShapeStr(x));
-  bool fits = x.dtype == y.dtype && x.rank == y.rank;
-  for (int d = 0; fits && d < x.rank; ++d)
-    fits = d != axis || !call.runtime_size ? x.dims[d] == y.dims[d] : x.dims[d] <= y.dims[d];
-  if (!fits)
-    return call.runtime_size && x.dtype == y.dtype && x.rank == y.rank
-               ? ReportRuntimeSize(call, kName, x.dims[axis], false)
-               : OpError(kName, "the chosen value " + DTypeStr(x.dtype) + ShapeStr(x) + " does not fit the output " +
-                                    DTypeStr(y.dtype) + ShapeStr(y));
-  if (call.runtime_size) KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, x.dims[axis], true));
+  const bool same_kind = x.dtype == y.dtype && x.rank == y.rank;
+  bool other_dims_equal = same_kind;
+  for (int d = 0; other_dims_equal && d < x.rank; ++d) other_dims_equal = d == axis || x.dims[d] == y.dims[d];
+  const auto mismatch = [&] {
+    return OpError(kName, "the chosen value " + DTypeStr(x.dtype) + ShapeStr(x) + " does not fit the output " +
+                              DTypeStr(y.dtype) + ShapeStr(y));
+  };
+  if (call.runtime_size) {
+    if (!same_kind) return mismatch();
+    KILN_RETURN_IF_ERROR(
+        ReportRuntimeSize(call, kName, x.dims[axis], other_dims_equal && x.dims[axis] <= y.dims[axis]));
+  } else if (!other_dims_equal || x.dims[axis] != y.dims[axis]) {
+    return mismatch();
+  }
   CopyElems(x, 0, y, 0, x.num_elements);  // packed for the size found
   return Status::Ok();
 }
