@@ -47,6 +47,24 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
     }
   }
   for (int32_t t : pe.outputs) last[t] = n;
+  // A run-time Loop (runtime/loop_pairs.h) runs its body again: what the body reads from before
+  // the loop lives until its LoopEnd, and what LoopEnd writes (the scan outputs, row by row)
+  // lives from its LoopBegin, so that no body tensor shares its bytes.
+  std::vector<int32_t> first = writer;
+  for (int32_t b = 0; b < n; ++b) {
+    const int32_t e = pe.loop_pair.empty() ? -1 : pe.loop_pair[b];
+    if (e <= b) continue;
+    for (int32_t i = b + 1; i <= e; ++i) {
+      const PreparedInstruction& pi = pe.instructions[i];
+      for (int32_t k = 0; k < pi.num_inputs + static_cast<int32_t>(pi.when.size()); ++k) {
+        const int32_t t = k < pi.num_inputs ? pe.operands[pi.operands_begin + k] : pi.when[k - pi.num_inputs].tensor;
+        if (t >= 0 && writer[t] >= 0 && writer[t] < b) last[t] = std::max(last[t], e);
+      }
+    }
+    const PreparedInstruction& end = pe.instructions[e];
+    for (int32_t k = 0; k < end.num_outputs; ++k)
+      if (const int32_t t = pe.operands[end.operands_begin + end.num_inputs + k]; t >= 0) first[t] = b;
+  }
   ArenaLiveness& l = *out;
   l = ArenaLiveness{};
   for (int32_t t = 0; t < static_cast<int32_t>(pe.tensors.size()); ++t) {
@@ -55,9 +73,9 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
     l.tensors.push_back(t);
   }
   std::sort(l.tensors.begin(), l.tensors.end(),
-            [&](int32_t a, int32_t b) { return writer[a] != writer[b] ? writer[a] < writer[b] : a < b; });
+            [&](int32_t a, int32_t b) { return first[a] != first[b] ? first[a] < first[b] : a < b; });
   for (int32_t t : l.tensors) {
-    l.first.push_back(writer[t]);
+    l.first.push_back(first[t]);
     l.last.push_back(last[t]);
     l.offset_expr.push_back(pe.tensors[t].offset_expr);
     l.elem_bytes.push_back(static_cast<uint32_t>(DTypeSize(pe.tensors[t].dtype)));  // verified dtype

@@ -17,6 +17,9 @@ inline constexpr uint32_t kRuntimeDimsFormatVersion = 5;
 // The first format with predicated instructions (Instruction.when: a run-time If), used only by
 // artifacts that have them.
 inline constexpr uint32_t kPredicatesFormatVersion = 6;
+// The first format with run-time Loops (kiln.LoopBegin / kiln.LoopEnd instructions), used only
+// by artifacts that have them.
+inline constexpr uint32_t kLoopsFormatVersion = 7;
 
 struct ArtifactHeader {
   char magic[8];

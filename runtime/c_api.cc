@@ -336,7 +336,7 @@ kiln_status kiln_context_options_init(kiln_context_options* options) {
   if (options == nullptr) return KILN_STATUS_INVALID_ARGUMENT;
   const kiln::ContextOptions d;
   *options = kiln_context_options{static_cast<int32_t>(d.device), d.device_ordinal, d.cuda_graphs, d.profile,
-                                  d.cpu_threads};
+                                  d.cpu_threads, d.max_loop_iterations};
   return KILN_STATUS_OK;
 }
 
@@ -470,6 +470,7 @@ kiln_status kiln_context_create(const kiln_model* model, const kiln_context_opti
       o.cuda_graphs = options->cuda_graphs != 0;
       o.profile = options->profile != 0;
       o.cpu_threads = options->cpu_threads;
+      o.max_loop_iterations = options->max_loop_iterations;
     }
     kiln::Result<kiln::ExecutionContext> r = kiln::ExecutionContext::Create(*model->model, o);
     if (!r.ok()) return r.status();

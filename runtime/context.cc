@@ -266,6 +266,8 @@ Status CheckCallerOutputs(const ExecutionContext::Impl& c, const PreparedEntry& 
 Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
   if (options.device != Device::kCpu && options.device != Device::kAuto && options.device != Device::kCuda)
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
+  if (options.max_loop_iterations < 1)
+    return InvalidArgument("max_loop_iterations is " + to_string(options.max_loop_iterations) + ", expected at least 1");
   if (options.cpu_threads < 0 || options.cpu_threads > ContextOptions::kMaxCpuThreads)
     return InvalidArgument("cpu_threads is " + to_string(options.cpu_threads) + ", expected 0 (one per core) to " +
                            to_string(ContextOptions::kMaxCpuThreads));

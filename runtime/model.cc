@@ -21,6 +21,7 @@
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
+#include "runtime/loop_pairs.h"
 #include "runtime/model_impl.h"
 #include "runtime/verify.h"
 #include "schema/kiln_generated.h"
@@ -569,6 +570,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   for (uint32_t i = 0; i < n; ++i) {
     PreparedEntry& pe = impl->prepared[i];
     BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i]);
+    KILN_RETURN_IF_ERROR(PairLoops(pe));
     KILN_RETURN_IF_ERROR(ArenaLiveness::Build(pe, &pe.liveness));
     KILN_RETURN_IF_ERROR(CheckStaticPlan(pe));
     const std::optional<int64_t> arena = ConstantExpr(pe.exprs, pe.arena_expr);

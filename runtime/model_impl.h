@@ -121,6 +121,9 @@ struct PreparedEntry {
   int32_t num_symbolic_values = 0;
   std::vector<PreparedRuntimeDim> runtime_dims;
   std::vector<int32_t> runtime_dim_of;  // per instruction: the run-time dim it sets, or -1
+  // Per instruction: for a run-time Loop's kiln.LoopBegin its kiln.LoopEnd, and the reverse;
+  // -1 elsewhere (runtime/loop_pairs.h).
+  std::vector<int32_t> loop_pair;
   std::vector<PreparedRuntimeGuard> runtime_guards;
   std::vector<std::vector<int32_t>> guards_after;  // per run-time dim: the guards checked once it is set
   ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)

@@ -157,6 +157,7 @@ class Fuser {
     for (ValueId o : t_.outputs) outputs_.insert(o);
     for (const ir::Node& n : nodes)
       for (const ir::Predicate& p : n.when) conditions_.insert(p.cond);
+    scopes_ = ir::LoopScopes(nodes);
     region_of_.assign(nodes.size(), kNotFused);
     on_branch_.assign(nodes.size(), 0);
     why_not_.assign(nodes.size(), "");
@@ -254,6 +255,8 @@ class Fuser {
     for (int c : consumers_[v])
       if (t_.body.nodes[c].when != t_.body.nodes[n].when)
         return "its consumer " + Describe(t_.body.nodes[c]) + " runs under another condition (a run-time If)";
+      else if (scopes_[c] != scopes_[n])
+        return "its consumer " + Describe(t_.body.nodes[c]) + " is in another run-time Loop's body";
     Region& r = regions_[*regions.begin()];
     for (int c : consumers_[v]) {
       const ir::Node& cn = t_.body.nodes[c];
@@ -425,6 +428,7 @@ class Fuser {
   std::vector<std::vector<int>> consumers_;
   std::set<ValueId> outputs_;
   std::set<ValueId> conditions_;  // the values predicates read (ir::Predicate): kept as tensors
+  std::vector<int32_t> scopes_;   // per node: its run-time Loop (ir::LoopScopes)
   std::vector<int> region_of_;
   std::vector<char> on_branch_;  // a member that only moves loads into a Concat of its region
   std::vector<std::string> why_not_;

@@ -193,4 +193,14 @@ double ConstData::FloatAt(int64_t i) const {
 
 std::string Trace::Print() const { return Printer(*this).Run(); }
 
+std::vector<int32_t> LoopScopes(const std::vector<Node>& nodes) {
+  std::vector<int32_t> scope(nodes.size(), -1), open;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op == "kiln.LoopEnd" && !open.empty()) open.pop_back();
+    scope[i] = open.empty() ? -1 : open.back();
+    if (nodes[i].op == "kiln.LoopBegin") open.push_back(static_cast<int32_t>(i));
+  }
+  return scope;
+}
+
 }  // namespace kiln::ir

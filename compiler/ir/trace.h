@@ -113,6 +113,11 @@ struct Block {
   std::vector<ValueId> outputs;
 };
 
+// Per node of `nodes`: the index of the kiln.LoopBegin whose run-time Loop body holds it (the
+// innermost), or -1. A loop's LoopBegin and LoopEnd are in the scope around it. Passes that
+// merge nodes merge only nodes of one scope, as of one predicate list.
+std::vector<int32_t> LoopScopes(const std::vector<Node>& nodes);
+
 struct Trace {
   std::string stage;       // "import", "canonical", ...
   std::string provenance;  // one line: what produced this trace

@@ -34,6 +34,7 @@ void RegisterFeatureNormOps(std::vector<OpDef>& ops);    // meta_feature_norm.cc
 void RegisterEinsumOps(std::vector<OpDef>& ops);         // meta_einsum.cc
 void RegisterCenterCropPadOps(std::vector<OpDef>& ops);  // meta_center_crop_pad.cc
 void RegisterSelectionOps(std::vector<OpDef>& ops);      // meta_selection.cc
+void RegisterLoopOps(std::vector<OpDef>& ops);           // meta_loop.cc
 void RegisterReverseSequenceOps(std::vector<OpDef>& ops);  // meta_reverse_sequence.cc
 
 }  // namespace kiln::ir

@@ -44,6 +44,7 @@ const Table& GetTable() {
     RegisterEinsumOps(t.ops);
     RegisterCenterCropPadOps(t.ops);
     RegisterSelectionOps(t.ops);
+    RegisterLoopOps(t.ops);
     RegisterReverseSequenceOps(t.ops);
     // Sorted for lookup; on a duplicate name the first registration wins.
     std::stable_sort(t.ops.begin(), t.ops.end(),

@@ -217,19 +217,25 @@ class Canonicalizer {
     const size_t carried = node.inputs.size() - 2, scanned = node.outputs.size() - carried;
     std::optional<int64_t> trips = INT64_MAX;
     if (node.inputs[0] != ir::kNoValue) trips = KnownScalar(node.inputs[0]);
-    if (!trips)
-      return Unimplemented(where + ": trip count M (" + trace_.value(node.inputs[0]).name +
-                           ") is not known at compile time; Kiln unrolls a Loop whose trip count and condition it "
-                           "knows when it compiles");
     std::optional<int64_t> cond = 1;
     if (node.inputs[1] != ir::kNoValue) cond = KnownScalar(node.inputs[1]);
+    // A trip count or condition known only when it runs: a run-time loop.
+    if (!trips || !cond) return RuntimeLoop(node, *body, out);
+    // What the unrolling adds, taken back when it finds a condition it cannot know or runs
+    // past kMaxUnrolledIterations: then the loop runs at run time.
+    const size_t nodes = out.size(), guards = guards_.size(), meta_guards = trace_.guards.size(),
+                 dims = trace_.runtime_dims.size();
+    auto at_run_time = [&] {
+      out.resize(nodes);
+      guards_.resize(guards);
+      trace_.guards.resize(meta_guards);
+      trace_.runtime_dims.resize(dims);
+      return RuntimeLoop(node, *body, out);
+    };
     std::vector<ir::ValueId> state(node.inputs.begin() + 2, node.inputs.end());
     std::vector<std::vector<ir::ValueId>> scans(scanned);
     for (int64_t i = 0; i < *trips; ++i) {
-      if (!cond)
-        return Unimplemented(where + ": condition (" + trace_.value(i == 0 ? node.inputs[1] : body->outputs[0]).name +
-                             ") is not known at compile time; Kiln unrolls a Loop whose trip count and condition it "
-                             "knows when it compiles");
+      if (!cond || i >= kMaxUnrolledIterations) return at_run_time();
       if (*cond == 0) break;
       std::vector<ir::ValueId> params = {ScalarConstant(node.name + "_iteration_" + std::to_string(i), DType::kInt64, i),
                                          ScalarConstant(node.name + "_condition_" + std::to_string(i), DType::kBool, 1)};
@@ -255,6 +261,94 @@ class Canonicalizer {
       }
       KILN_RETURN_IF_ERROR(Stack(node, scans[k], 0, node.outputs[carried + k], out));
     }
+    return Status::Ok();
+  }
+
+  // A Loop whose trip count or condition is known only when it runs (or that runs more than
+  // kMaxUnrolledIterations times): the body is compiled once, between kiln.LoopBegin and
+  // kiln.LoopEnd (compiler/ops/meta_loop.cc), whose kernels the runtime's executors run as
+  // the loop's control: LoopBegin binds the body's parameters (iteration number, condition,
+  // the carried values' initial values), LoopEnd copies the body's results back into them,
+  // stacks the scan outputs and jumps back while the trip count and the condition allow, then
+  // writes the final carried values. The carried values keep their shapes from iteration to
+  // iteration (checked here); a scan output's leading dim, the iterations that ran, is a
+  // run-time dim bounded by M, so scan outputs need M known at compile time as an
+  // expression (a constant, a shape, an input's value). The body may not set run-time dims.
+  Status RuntimeLoop(const ir::Node& node, const ir::Block& body, std::vector<ir::Node>& out) {
+    const std::string where = "node '" + node.name + "' (Loop)";
+    const size_t carried = node.inputs.size() - 2;
+    ir::Node begin;
+    begin.op = "kiln.LoopBegin";
+    begin.name = node.name + "_begin";
+    begin.inputs = node.inputs;
+    for (size_t k = 0; k < body.inputs.size(); ++k) {
+      ir::Value v;
+      v.name = trace_.value(body.inputs[k]).name;
+      begin.outputs.push_back(trace_.AddValue(std::move(v)));
+    }
+    const std::vector<ir::ValueId> params = begin.outputs;
+    KILN_RETURN_IF_ERROR(Emit(std::move(begin), out).WithContext(where));
+    for (size_t k = 0; k < params.size(); ++k) SetMap(body.inputs[k], params[k]);
+    const size_t dims = trace_.runtime_dims.size();
+    KILN_RETURN_IF_ERROR(Run(body, out));
+    if (undecided_) return Status::Ok();
+    if (trace_.runtime_dims.size() != dims)
+      return Unimplemented(where + ": its body sets a run-time dim (" + trace_.runtime_dims[dims].origin +
+                           "); a run-time Loop's body may not, for now");
+    std::vector<ir::ValueId> results;
+    for (ir::ValueId id : body.outputs) {
+      results.push_back(Map(id));
+      KILN_RETURN_IF_ERROR(Usable(results.back(), where + "'s body"));
+    }
+    for (size_t k = 0; k < carried; ++k) {
+      const ir::Value &p = trace_.value(params[2 + k]), &r = trace_.value(results[1 + k]);
+      bool same = p.dtype == r.dtype && p.shape.size() == r.shape.size();
+      for (size_t d = 0; same && d < p.shape.size(); ++d) same = p.shape[d].Same(r.shape[d]);
+      if (!same)
+        return Unimplemented(where + ": loop-carried value " + std::to_string(k) + " ('" + p.name + "') is " +
+                             std::string(DTypeName(p.dtype)) + ir::ShapeToString(p.shape) + " before an iteration and " +
+                             std::string(DTypeName(r.dtype)) + ir::ShapeToString(r.shape) +
+                             " after it; a run-time Loop carries values whose dtype and shape stay the same (a loop "
+                             "whose trip count is known at compile time is unrolled instead: --profile can fix it)");
+      // A result that is another parameter (two carried values swapped) is copied first: LoopEnd
+      // writes the parameters one after another.
+      const auto pos = std::find(params.begin(), params.end(), results[1 + k]);
+      if (pos >= params.begin() + 2 && pos != params.end() && pos != params.begin() + 2 + static_cast<std::ptrdiff_t>(k)) {
+        ir::Node copy;
+        copy.op = "Identity";
+        copy.name = node.name + "_carry_" + std::to_string(k);
+        copy.inputs = {results[1 + k]};
+        ir::Value v;
+        v.name = p.name + "_next";
+        copy.outputs = {trace_.AddValue(std::move(v))};
+        results[1 + k] = copy.outputs[0];
+        KILN_RETURN_IF_ERROR(Emit(std::move(copy), out));
+      }
+    }
+    ir::Node end;
+    end.op = "kiln.LoopEnd";
+    end.name = node.name + "_end";
+    end.attrs.SetInt("carried", static_cast<int64_t>(carried));
+    end.inputs = {node.inputs[0]};
+    end.inputs.insert(end.inputs.end(), params.begin(), params.end());
+    end.inputs.insert(end.inputs.end(), results.begin(), results.end());
+    end.outputs = node.outputs;
+    for (size_t k = 0; k < end.outputs.size(); ++k)
+      if (end.outputs[k] == ir::kNoValue) {  // every instruction output has room in the arena
+        ir::Value v;
+        v.name = node.name + "_unused_" + std::to_string(k);
+        end.outputs[k] = trace_.AddValue(std::move(v));
+      }
+    return Emit(std::move(end), out).WithContext(where);
+  }
+
+  // Infers `node` and appends it to `out` under the current predicates, as it is: never
+  // folded or forwarded (a loop's control, or a copy it needs).
+  Status Emit(ir::Node node, std::vector<ir::Node>& out) {
+    KILN_RETURN_IF_ERROR(ir::InferNode(trace_, node));
+    KILN_RETURN_IF_ERROR(CheckOutputDims(node));
+    node.when = when_;
+    out.push_back(std::move(node));
     return Status::Ok();
   }
 

@@ -131,7 +131,11 @@ struct Chain {
 class Folder {
  public:
   Folder(ir::Trace& t, EpilogueActivations activations)
-      : claimed(t.body.nodes.size(), false), activations_(activations), t_(t), uses_(t) {}
+      : claimed(t.body.nodes.size(), false),
+        activations_(activations),
+        t_(t),
+        uses_(t),
+        scopes_(ir::LoopScopes(t.body.nodes)) {}
 
   // Nodes already part of a chain: a node joins at most one (two anchors may both reach the
   // Add that sums them; the first takes it, the other then sees its output read by a node
@@ -297,9 +301,11 @@ class Folder {
       chain.residual_first = both && MatchActivation(chain.result, chain);
     }
     if (chain.folded.empty()) return std::nullopt;
-    // A chain runs as one node: only under one condition (a run-time If's branch).
+    // A chain runs as one node: only under one condition (a run-time If's branch), and in one
+    // run-time Loop's body.
+    const int a = static_cast<int>(&anchor - t_.body.nodes.data());
     for (int f : chain.folded)
-      if (t_.body.nodes[f].when != anchor.when) return std::nullopt;
+      if (t_.body.nodes[f].when != anchor.when || scopes_[f] != scopes_[a]) return std::nullopt;
     return chain;
   }
 
@@ -414,6 +420,7 @@ class Folder {
   EpilogueActivations activations_;
   ir::Trace& t_;
   Uses uses_;
+  std::vector<int32_t> scopes_;  // per node: its run-time Loop (ir::LoopScopes)
 };
 
 }  // namespace

@@ -65,6 +65,19 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
                                                     : "this instance has no fused form (see the fusion log)";
     }
   }
+  // A run-time Loop (kiln.LoopBegin to kiln.LoopEnd) runs on the host as a whole: its control
+  // jumps back on the host, so on a GPU the loop is one CPU fallback region (copies in once,
+  // out once), whatever its body's nodes.
+  std::vector<std::string> open;
+  for (ir::Node& node : trace.body.nodes) {
+    if (node.op == "kiln.LoopBegin") open.push_back(node.name);
+    if (!open.empty()) {
+      node.executor = "cpu";
+      node.executor_reason = "in run-time Loop '" + open.front() +
+                             "', which the CUDA backend runs on the host, as one CPU fallback region";
+    }
+    if (node.op == "kiln.LoopEnd" && !open.empty()) open.pop_back();
+  }
   NoteFallbackRegions(trace);
   return trace;
 }

@@ -82,6 +82,7 @@ int FoldBatchNormIntoConv(ir::Trace& t) {
   for (ir::ValueId id : t.outputs) ++uses[id];
 
   std::vector<bool> removed(t.body.nodes.size(), false);
+  const std::vector<int32_t> scopes = ir::LoopScopes(t.body.nodes);
   int folded = 0;
   for (size_t i = 0; i < t.body.nodes.size(); ++i) {
     const ir::Node& bn = t.body.nodes[i];
@@ -89,7 +90,7 @@ int FoldBatchNormIntoConv(ir::Trace& t) {
     const ir::ValueId x = bn.inputs[0];
     const int p = producer[x];
     if (p < 0 || uses[x] != 1 || t.body.nodes[p].op != "Conv" || t.body.nodes[p].outputs.size() != 1 ||
-        t.body.nodes[p].when != bn.when)
+        t.body.nodes[p].when != bn.when || scopes[static_cast<size_t>(p)] != scopes[i])
       continue;
     if (TryFold(t, t.body.nodes[p], bn)) {
       removed[i] = true;

@@ -219,6 +219,27 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     }
   }
   for (ir::ValueId id : trace.outputs) tensors[id].last = n;
+  // A run-time Loop runs its body again (runtime/cpu/loop.cc): what the body reads from before
+  // kiln.LoopBegin lives until kiln.LoopEnd, and what LoopEnd writes (scan outputs, row by row
+  // after each iteration) lives from LoopBegin. The runtime checks the same lifetimes
+  // (runtime/arena_plan.cc).
+  std::vector<int32_t> open;
+  for (int32_t t = 0; t < n; ++t) {
+    const ir::Node& node = trace.body.nodes[t];
+    if (node.op == "kiln.LoopBegin") open.push_back(t);
+    if (node.op != "kiln.LoopEnd" || open.empty()) continue;
+    const int32_t b = open.back();
+    open.pop_back();
+    for (int32_t i = b + 1; i <= t; ++i) {
+      std::vector<ir::ValueId> reads = trace.body.nodes[i].inputs;
+      for (const ir::Predicate& w : trace.body.nodes[i].when) reads.push_back(w.cond);
+      for (ir::ValueId id : reads)
+        if (id != ir::kNoValue && tensors[id].storage == StorageKind::kArena && tensors[id].first < b)
+          tensors[id].last = std::max(tensors[id].last, t);
+    }
+    for (ir::ValueId id : node.outputs)
+      if (id != ir::kNoValue) tensors[id].first = b;
+  }
 
   // Values written under a run-time If's predicate: for a call its branch does not run, a dim
   // may evaluate below 0 (a Conv's output extent, whose guard only that branch checks), and

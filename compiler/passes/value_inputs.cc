@@ -131,7 +131,7 @@ struct ShapeOperand {
 };
 constexpr ShapeOperand kValueShapeOperands[] = {
     {"AffineGrid", 1}, {"BlackmanWindow", 0}, {"CenterCropPad", 1}, {"ConstantOfShape", 0}, {"Expand", 1},
-    {"HammingWindow", 0}, {"HannWindow", 0}, {"Pad", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2},
+    {"HammingWindow", 0}, {"HannWindow", 0}, {"Loop", 0}, {"Pad", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2},
     {"Reshape", 1}, {"Resize", 3}, {"Slice", 1}, {"Slice", 2}, {"Split", 1}, {"Tile", 1}, {"TopK", 1},
 };
 

@@ -406,12 +406,15 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
   // Value checks need format 4, run-time dims and checks of floating-point values format 5,
-  // predicated instructions (a run-time If) format 6;
+  // predicated instructions (a run-time If) format 6, a run-time Loop's control format 7;
   // an artifact without them stays at the version before, which older runtimes read
   // (schema/VERSIONS.md).
-  bool value_symbols = false, format5 = false, predicates = false;
+  bool value_symbols = false, format5 = false, predicates = false, loops = false;
   for (const EntryRecord& e : artifact.entries) {
-    for (const ir::Node& n : e.plan.trace.body.nodes) predicates = predicates || !n.when.empty();
+    for (const ir::Node& n : e.plan.trace.body.nodes) {
+      predicates = predicates || !n.when.empty();
+      loops = loops || n.op == "kiln.LoopBegin";
+    }
     for (ir::ValueId id : e.plan.trace.inputs) {
       const ir::Value& v = e.plan.trace.value(id);
       value_symbols = value_symbols || v.sym.has_value();
@@ -419,7 +422,8 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
     }
     format5 = format5 || HasRuntimeDims(e.plan.trace);
   }
-  const uint32_t version = predicates      ? kPredicatesFormatVersion
+  const uint32_t version = loops           ? kLoopsFormatVersion
+                           : predicates    ? kPredicatesFormatVersion
                            : format5       ? kRuntimeDimsFormatVersion
                            : value_symbols ? kValueSymbolsFormatVersion
                                            : kValueSymbolsFormatVersion - 1;

@@ -161,6 +161,9 @@ typedef struct kiln_context_options {
   /* CPU backend: threads per run, the caller's included, 0..256; 0 (the default): one per CPU
    * this process may run on. The results are the same bits at every count. */
   int32_t cpu_threads;
+  /* The most iterations one run of a run-time Loop may take, at least 1; default 10^7. Past it
+   * a run fails with RESOURCE_EXHAUSTED naming the loop. */
+  int64_t max_loop_iterations;
 } kiln_context_options;
 
 /* A context's statistics (kiln::Stats). Times are durations in nanoseconds of the last run
@@ -263,7 +266,7 @@ KILN_API kiln_status kiln_model_instruction(const kiln_model* model, size_t entr
  * handle cannot be allocated (*out = NULL, RESOURCE_EXHAUSTED).
  * The context does not need `model` to stay alive. Destroy it with kiln_context_destroy.
  * Errors: INVALID_ARGUMENT (model NULL; an option outside its enum or range: cpu_threads
- * outside 0..256), FAILED_PRECONDITION (the model's load failed; KILN_DEVICE_CUDA without a
+ * outside 0..256, max_loop_iterations below 1), FAILED_PRECONDITION (the model's load failed; KILN_DEVICE_CUDA without a
  * CUDA build, driver or device), INCOMPATIBLE (no kernel image for the device),
  * RESOURCE_EXHAUSTED (memory, threads), DEVICE_ERROR. */
 KILN_API kiln_status kiln_context_create(const kiln_model* model, const kiln_context_options* options,

@@ -30,7 +30,7 @@
 namespace kiln {
 
 // The artifact format versions this runtime reads: [kMinFormatVersion, kFormatVersion].
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // One dimension of a model input or output as declared by the artifact: a constant, or
@@ -206,6 +206,11 @@ struct ContextOptions {
   // when a thread cannot be started.
   int cpu_threads = 0;
   static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
+  // The most iterations one run of a run-time Loop may take (a Loop whose trip count or
+  // condition is tensor data; format 7): a Run whose loop would run more fails with
+  // kResourceExhausted naming the loop's instruction, so a hostile model cannot spin forever.
+  // At least 1; Create fails with kInvalidArgument otherwise.
+  int64_t max_loop_iterations = 10'000'000;
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.

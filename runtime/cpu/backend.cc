@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "runtime/clock.h"
 #include "runtime/cpu/cpu_isa.h"
@@ -15,11 +16,13 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile)
+  CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile,
+             int64_t max_loop_iterations)
       : max_context_bytes_(model.impl().max_context_bytes),
         threads_(std::move(threads)),
         note_(std::move(note)),
-        profile_(profile) {}
+        profile_(profile),
+        max_loop_iterations_(max_loop_iterations) {}
 
   Device device() const override { return Device::kCpu; }
   const std::string& note() const override { return note_; }
@@ -35,7 +38,10 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& times = run.stats.last_instruction_ns;
     if (profile_) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
     int64_t t = profile_ ? NowNs() : 0;
-    for (size_t k = 0; k < pe.instructions.size(); ++k) {
+    LoopStep step;  // a run-time Loop's control (runtime/cpu/loop.cc)
+    step.max_iterations = max_loop_iterations_;
+    bool skipped_body = false;
+    for (size_t k = 0; k < pe.instructions.size();) {
       const PreparedInstruction& pi = pe.instructions[k];
       bool runs = true;  // a run-time If's branch runs when its conditions hold
       for (size_t w = 0; w < pi.when.size() && runs; ++w) {
@@ -45,6 +51,7 @@ class CpuBackend final : public Backend {
       }
       if (!runs) {
         if (profile_) t = NowNs();
+        ++k;
         continue;
       }
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
@@ -56,19 +63,23 @@ class CpuBackend final : public Backend {
                             memory_.workspace(),
                             static_cast<size_t>(memory_.workspace_bytes()),
                             threads_.get(),
-                            dim >= 0 ? &size : nullptr};
+                            dim >= 0 ? &size : nullptr,
+                            !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
+      step.skipped_body = std::exchange(skipped_body, false);
+      step.again = false;
       Status st = RunInstruction(pi, call, s.sizes);
       // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
-      // size the kernel found.
-      if (st.ok() && dim >= 0) st = run.runtime_dims.Set(dim, size);
+      // size the kernel found (a LoopEnd's once the loop ends).
+      if (st.ok() && dim >= 0 && !step.again) st = run.runtime_dims.Set(dim, size);
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
         run.observer(pe, pi, call.outputs);
       if (profile_) {
         const int64_t now = NowNs();
-        times[k] = now - t;
+        times[k] += now - t;  // summed over a loop's iterations
         t = now;
       }
+      k = NextInstruction(pe, k, step, &skipped_body);
     }
     return Status::Ok();
   }
@@ -105,6 +116,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<ThreadPool> threads_;
   std::string note_;
   bool profile_;
+  int64_t max_loop_iterations_;
   HostMemory memory_;
 };
 
@@ -118,7 +130,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   auto pool = ThreadPool::Create(threads);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
-  return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile));
+  return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile,
+                                                    options.max_loop_iterations));
 }
 
 }  // namespace kiln::cpu

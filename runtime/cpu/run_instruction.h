@@ -23,4 +23,19 @@ inline Status RunInstruction(const PreparedInstruction& pi, const KernelCall& ca
                   call.workspace_bytes, call.threads);
 }
 
+// The instruction an executor runs after instruction `k` of `pe`: k + 1, or for a run-time
+// Loop's control (PreparedEntry::loop_pair) the jump its kernel asked for in `step`: a LoopBegin
+// whose body does not run goes to its LoopEnd, setting *skipped_body for that call; a LoopEnd
+// that runs the body again goes to the instruction after its LoopBegin.
+inline size_t NextInstruction(const PreparedEntry& pe, size_t k, const LoopStep& step, bool* skipped_body) {
+  const int32_t pair = pe.loop_pair.empty() ? -1 : pe.loop_pair[k];
+  if (pair < 0) return k + 1;
+  if (static_cast<size_t>(pair) > k) {
+    if (step.again) return k + 1;
+    *skipped_body = true;
+    return static_cast<size_t>(pair);
+  }
+  return step.again ? static_cast<size_t>(pair) + 1 : k + 1;
+}
+
 }  // namespace kiln::cpu

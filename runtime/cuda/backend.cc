@@ -75,7 +75,8 @@ class CudaBackend final : public Backend {
 Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const ContextOptions& options) {
   KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());  // CPU fallback instructions run CPU kernels
   auto runner =
-      Runner::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile);
+      Runner::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile,
+                     options.max_loop_iterations);
   if (!runner.ok()) return runner.status();
   return std::unique_ptr<Backend>(new CudaBackend(model, std::move(*runner)));
 }

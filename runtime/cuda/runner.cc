@@ -174,6 +174,7 @@ struct Runner::State {
   // Per tensor of the running entry: a predicate's condition as read this call (0 or 1), or
   // -1 before it is read.
   std::vector<int8_t> conditions;
+  int64_t max_loop_iterations = 0;  // ContextOptions::max_loop_iterations
 
   ~State() {
     if (drv == nullptr) return;
@@ -421,6 +422,19 @@ struct Runner::State {
       const PreparedInstruction& pi = pe.instructions[k];
       const int32_t* ops = pe.operands.data() + pi.operands_begin;
       cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
+      // The predicates' conditions too, where they differ from the first instruction's: the
+      // region checks those on the host (a run-time If inside a run-time Loop's body).
+      for (const PreparedInstruction::Predicate& w : pi.when) {
+        if (pi.when == pe.instructions[begin].when) break;
+        const int32_t t = w.tensor;
+        const cpu::TensorRef& r = s.refs[t];
+        if (pe.tensors[t].storage != StorageKind::kArena || life.written[t] >= static_cast<int32_t>(begin) ||
+            TensorBytes(r) == 0 || copied(t))
+          continue;
+        KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyDtoHAsync(r.data, DevicePtr(pe, s, t), TensorBytes(r), stream),
+                                       [&] { return pi.label + ": copy its condition to the host"; }));
+        region_inputs.push_back(t);
+      }
       for (int32_t i = 0; i < pi.num_inputs; ++i) {
         const int32_t t = ops[i];
         if (t < 0) continue;
@@ -446,8 +460,25 @@ struct Runner::State {
       }
     }
     KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return where + ": wait for the device"; }));
-    for (size_t k = begin; k < end; ++k) {
+    // In order, and with a run-time Loop's jumps (its whole loop is in the region); the first
+    // instruction's predicates were checked on the device's conditions, and hold for those
+    // with the same; others are read on the host.
+    cpu::LoopStep step;
+    step.max_iterations = max_loop_iterations;
+    bool skipped_body = false;
+    for (size_t k = begin; k < end;) {
       const PreparedInstruction& pi = pe.instructions[k];
+      bool runs = true;
+      const bool own_condition = pi.when != pe.instructions[begin].when;
+      for (size_t w = 0; own_condition && w < pi.when.size() && runs; ++w) {
+        const cpu::TensorRef& c = s.refs[pi.when[w].tensor];
+        const uint8_t first = c.num_elements == 1 ? *static_cast<const uint8_t*>(c.data) : 0;
+        KILN_ASSIGN_OR_RETURN(runs, pi.Holds(w, c.num_elements, first));
+      }
+      if (!runs) {
+        ++k;
+        continue;
+      }
       cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
       const int32_t dim = pe.runtime_dim_of[k];
       int64_t size = 0;
@@ -457,15 +488,19 @@ struct Runner::State {
                                  workspace,
                                  workspace_bytes,
                                  nullptr,
-                                 dim >= 0 ? &size : nullptr};
+                                 dim >= 0 ? &size : nullptr,
+                                 !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
+      step.skipped_body = std::exchange(skipped_body, false);
+      step.again = false;
       Status st = cpu::RunInstruction(pi, call, s.sizes);
-      if (st.ok() && dim >= 0) {
+      if (st.ok() && dim >= 0 && !step.again) {
         // The last instruction of its region: the outputs go to the device at the size found,
         // from the host arena placed again for the new binding (at the same offsets).
         st = runtime_dims.Set(dim, size);
         if (st.ok() && !host.Holds(s)) st = host.Place(pe, s, /*threads=*/1, max_context_bytes);
       }
       if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
+      k = cpu::NextInstruction(pe, k, step, &skipped_body);
     }
     for (size_t k = begin; k < end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
@@ -501,12 +536,14 @@ uint64_t Runner::host_bytes() const {
   return n;
 }
 
-Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile) {
+Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile,
+                                               int64_t max_loop_iterations) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
   auto st = std::make_unique<State>();
   st->drv = drv;
   st->graphs = cuda_graphs;
   st->profile = profile;
+  st->max_loop_iterations = max_loop_iterations;
   for (DeviceBuffer* b : st->Buffers()) b->drv = drv;
   KILN_ASSIGN_OR_RETURN(st->dev, QueryDevice(*drv, ordinal));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&st->ctx, st->dev.device), "cuDevicePrimaryCtxRetain"));
@@ -629,10 +666,21 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
           // A CPU fallback region: this instruction and the ones after it that also run on the
           // host. Its time goes to its first instruction's profile entry.
           size_t end = i + 1;
-          // A region runs under one condition: its first instruction's, checked above.
-          while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
-                 pe.instructions[end].when == pi.when)
+          // A region runs under one condition: its first instruction's, checked above. A
+          // run-time Loop runs on the host as a whole, up to its LoopEnd, whatever its body's
+          // instructions and conditions.
+          size_t loop_end = i;
+          auto loop_to = [&](size_t k) {
+            if (!pe.loop_pair.empty() && pe.loop_pair[k] > static_cast<int32_t>(k))
+              loop_end = std::max(loop_end, static_cast<size_t>(pe.loop_pair[k]));
+          };
+          loop_to(i);
+          while (end < pe.instructions.size() &&
+                 (end <= loop_end || (pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
+                                      pe.instructions[end].when == pi.when))) {
+            loop_to(end);
             ++end;
+          }
           KILN_RETURN_IF_ERROR(
               s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream, runtime_dims));
           if (pe.runtime_dim_of[end - 1] >= 0) {

@@ -50,7 +50,8 @@ class Runner {
   // no device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the
   // message lists the artifact's archs and the device's), kResourceExhausted (device
   // memory), kDeviceError (any other driver failure).
-  static Result<std::unique_ptr<Runner>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile);
+  static Result<std::unique_ptr<Runner>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile,
+                                                int64_t max_loop_iterations);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;

@@ -1,0 +1,43 @@
+#include "runtime/loop_pairs.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+Status PairLoops(PreparedEntry& pe) {
+  const size_t n = pe.instructions.size();
+  pe.loop_pair.assign(n, -1);
+  std::vector<int32_t> open;  // the LoopBegins whose bodies enclose instruction k
+  for (size_t k = 0; k < n; ++k) {
+    const PreparedInstruction& pi = pe.instructions[k];
+    const std::string_view op = pi.kernel ? pi.kernel->op : std::string_view();
+    if (!open.empty() && pe.runtime_dim_of[k] >= 0 && op != "kiln.LoopEnd")
+      return DataLoss(pi.label + " sets a run-time dim inside the body of " + pe.instructions[open.back()].label);
+    if (op == "kiln.LoopBegin") {
+      open.push_back(static_cast<int32_t>(k));
+      continue;
+    }
+    if (op != "kiln.LoopEnd") continue;
+    if (open.empty()) return DataLoss(pi.label + " ends a loop that no kiln.LoopBegin starts");
+    const int32_t b = open.back();
+    open.pop_back();
+    const PreparedInstruction& begin = pe.instructions[static_cast<size_t>(b)];
+    const int64_t carried = pi.attrs.GetInt("carried", -1);
+    const int32_t* bops = pe.operands.data() + begin.operands_begin;
+    const int32_t* eops = pe.operands.data() + pi.operands_begin;
+    bool pairs = carried >= 0 && begin.num_outputs == carried + 2 && pi.num_inputs >= 4 + 2 * carried &&
+                 eops[0] == bops[0] && begin.when == pi.when;
+    for (int32_t j = 0; pairs && j < begin.num_outputs; ++j) pairs = eops[1 + j] == bops[begin.num_inputs + j];
+    if (!pairs)
+      return DataLoss(pi.label + " does not end the loop " + begin.label +
+                      " starts: its M, its parameters (inputs 1 to carried + 2) and its predicates must be those of "
+                      "that kiln.LoopBegin");
+    pe.loop_pair[static_cast<size_t>(b)] = static_cast<int32_t>(k);
+    pe.loop_pair[k] = b;
+  }
+  if (!open.empty()) return DataLoss(pe.instructions[open.back()].label + " starts a loop that no kiln.LoopEnd ends");
+  return Status::Ok();
+}
+
+}  // namespace kiln
