@@ -8,7 +8,8 @@
 //     attribute `carried`: the number of v; the inputs after cond_in are the body's outputs.
 //     Each v_next has its v's dtype and shape; each stacked scan output is the iterations'
 //     values along a new axis 0, whose size, the iterations that ran, is a run-time dim
-//     bounded by max(M, 0): M must be known as an expression.
+//     bounded by max(M, 0), or M itself with attribute `exact` = 1 (no condition can end the
+//     loop and M >= 1 for every call): M must be known as an expression.
 #include <string>
 
 #include "compiler/ops/families.h"
@@ -76,7 +77,10 @@ Status LoopEndMeta(MetaContext& ctx) {
     return Unimplemented("scan outputs need the trip count M known at compile time as an expression (a constant, a "
                          "shape or an input's value), to bound the iterations; M is " +
                          (m == nullptr ? std::string("absent") : "'" + m->name + "', computed from tensor data"));
-  const Sym iterations = NewRuntimeDim(ctx, static_cast<int>(carried), Max(Sym(0), (*trips)[0]), "iterations that ran");
+  // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1.
+  const Sym iterations = ctx.attrs().GetInt("exact", 0) != 0
+                             ? (*trips)[0]
+                             : NewRuntimeDim(ctx, static_cast<int>(carried), Max(Sym(0), (*trips)[0]), "iterations that ran");
   for (int s = 0; s < scans; ++s) {
     KILN_ASSIGN_OR_RETURN(const Value* part, Need(ctx, k_scans + s, "the body's scan output " + std::to_string(s)));
     SymShape shape = {iterations};

@@ -220,17 +220,21 @@ class Canonicalizer {
     std::optional<int64_t> cond = 1;
     if (node.inputs[1] != ir::kNoValue) cond = KnownScalar(node.inputs[1]);
     // A trip count or condition known only when it runs: a run-time loop.
-    if (!trips || !cond) return RuntimeLoop(node, *body, out);
+    const std::vector<ir::ValueId> initials(node.inputs.begin() + 2, node.inputs.end());
+    const std::vector<ScanStack> stacks(scanned);
+    if (!trips || !cond) return RuntimeLoop(node, *body, node.inputs[0], node.inputs[1], initials, {}, stacks, out);
     // What the unrolling adds, taken back when it finds a condition it cannot know or runs
     // past kMaxUnrolledIterations: then the loop runs at run time.
     const size_t nodes = out.size(), guards = guards_.size(), meta_guards = trace_.guards.size(),
                  dims = trace_.runtime_dims.size();
+    const std::vector<ir::ValueId> remap = remap_;  // the body's values map to the last iteration's
     auto at_run_time = [&] {
+      remap_ = remap;
       out.resize(nodes);
       guards_.resize(guards);
       trace_.guards.resize(meta_guards);
       trace_.runtime_dims.resize(dims);
-      return RuntimeLoop(node, *body, out);
+      return RuntimeLoop(node, *body, node.inputs[0], node.inputs[1], initials, {}, stacks, out);
     };
     std::vector<ir::ValueId> state(node.inputs.begin() + 2, node.inputs.end());
     std::vector<std::vector<ir::ValueId>> scans(scanned);
@@ -265,37 +269,82 @@ class Canonicalizer {
   }
 
   // A Loop whose trip count or condition is known only when it runs (or that runs more than
-  // kMaxUnrolledIterations times): the body is compiled once, between kiln.LoopBegin and
-  // kiln.LoopEnd (compiler/ops/meta_loop.cc), whose kernels the runtime's executors run as
-  // the loop's control: LoopBegin binds the body's parameters (iteration number, condition,
-  // the carried values' initial values), LoopEnd copies the body's results back into them,
-  // stacks the scan outputs and jumps back while the trip count and the condition allow, then
-  // writes the final carried values. The carried values keep their shapes from iteration to
-  // iteration (checked here); a scan output's leading dim, the iterations that ran, is a
-  // run-time dim bounded by M, so scan outputs need M known at compile time as an
-  // expression (a constant, a shape, an input's value). The body may not set run-time dims.
-  Status RuntimeLoop(const ir::Node& node, const ir::Block& body, std::vector<ir::Node>& out) {
-    const std::string where = "node '" + node.name + "' (Loop)";
-    const size_t carried = node.inputs.size() - 2;
+  // kMaxUnrolledIterations times), or a Scan whose length is not known at compile time: the
+  // body is compiled once, between kiln.LoopBegin and kiln.LoopEnd (compiler/ops/meta_loop.cc),
+  // whose kernels the runtime's executors run as the loop's control: LoopBegin binds the body's
+  // parameters (iteration number, condition, the carried values' initial values), LoopEnd
+  // copies the body's results back into them, stacks the scan outputs and jumps back while the
+  // trip count and the condition allow, then writes the final carried values. The carried
+  // values keep their shapes from iteration to iteration (checked here). A scan output's
+  // leading dim, the iterations that ran, is M itself when the loop has no condition and M is
+  // at least 1 for every call (a Scan's length), else a run-time dim bounded by max(0, M), so
+  // scan outputs need M known at compile time as an expression (a constant, a shape, an
+  // input's value). The body may not set run-time dims.
+  struct ScanSlice {  // a Scan input, read one slice per iteration
+    ir::ValueId input;
+    int64_t axis;
+    bool reverse;
+  };
+  struct ScanStack {  // a scan output, stacked along `axis` (ONNX's: negative counts from the end), from the last iteration if `reverse`
+    int64_t axis = 0;
+    bool reverse = false;
+  };
+  Status RuntimeLoop(const ir::Node& node, const ir::Block& body, ir::ValueId m, ir::ValueId cond,
+                     const std::vector<ir::ValueId>& initials, const std::vector<ScanSlice>& slices,
+                     const std::vector<ScanStack>& stacks, std::vector<ir::Node>& out) {
+    const std::string where = "node '" + node.name + "' (" + node.op + ")";
+    const bool scan = node.op == "Scan";  // its body has no iteration number, condition or condition output
+    const size_t carried = initials.size();
     ir::Node begin;
     begin.op = "kiln.LoopBegin";
     begin.name = node.name + "_begin";
-    begin.inputs = node.inputs;
-    for (size_t k = 0; k < body.inputs.size(); ++k) {
+    begin.inputs = {m, cond};
+    begin.inputs.insert(begin.inputs.end(), initials.begin(), initials.end());
+    for (size_t k = 0; k < carried + 2; ++k) {
       ir::Value v;
-      v.name = trace_.value(body.inputs[k]).name;
+      v.name = k >= 2 || !scan ? trace_.value(body.inputs[scan ? k - 2 : k]).name
+                               : node.name + (k == 0 ? "_iteration" : "_condition");
       begin.outputs.push_back(trace_.AddValue(std::move(v)));
     }
     const std::vector<ir::ValueId> params = begin.outputs;
     KILN_RETURN_IF_ERROR(Emit(std::move(begin), out).WithContext(where));
-    for (size_t k = 0; k < params.size(); ++k) SetMap(body.inputs[k], params[k]);
+    for (size_t k = scan ? 2 : 0; k < params.size(); ++k) SetMap(body.inputs[scan ? k - 2 : k], params[k]);
+    // Each Scan input's slice: Gather at the iteration number (counted from the end when reversed).
+    for (size_t j = 0; j < slices.size(); ++j) {
+      ir::ValueId index = params[0];
+      if (slices[j].reverse) {
+        const ir::Value& x = trace_.value(slices[j].input);
+        ir::Value last{node.name + "_last_" + std::to_string(j), DType::kInt64, {}, nullptr,
+                       std::vector<ir::Sym>{x.shape[static_cast<size_t>(slices[j].axis)] - ir::Sym(1)}};
+        ir::Node sub;
+        sub.op = "Sub";
+        sub.name = node.name + "_reverse_" + std::to_string(j);
+        sub.inputs = {trace_.AddValue(std::move(last)), params[0]};
+        ir::Value v;
+        v.name = sub.name;
+        sub.outputs = {trace_.AddValue(std::move(v))};
+        index = sub.outputs[0];
+        KILN_RETURN_IF_ERROR(Emit(std::move(sub), out));
+      }
+      ir::Node gather;
+      gather.op = "Gather";
+      gather.name = node.name + "_slice_" + std::to_string(j);
+      gather.attrs.SetInt("axis", slices[j].axis);
+      gather.inputs = {slices[j].input, index};
+      ir::Value v;
+      v.name = trace_.value(body.inputs[carried + j]).name;
+      gather.outputs = {trace_.AddValue(std::move(v))};
+      SetMap(body.inputs[carried + j], gather.outputs[0]);
+      KILN_RETURN_IF_ERROR(Emit(std::move(gather), out));
+    }
     const size_t dims = trace_.runtime_dims.size();
     KILN_RETURN_IF_ERROR(Run(body, out));
     if (undecided_) return Status::Ok();
     if (trace_.runtime_dims.size() != dims)
       return Unimplemented(where + ": its body sets a run-time dim (" + trace_.runtime_dims[dims].origin +
-                           "); a run-time Loop's body may not, for now");
+                           "); a run-time loop's body may not, for now");
     std::vector<ir::ValueId> results;
+    if (scan) results.push_back(params[1]);  // no condition: it stays true
     for (ir::ValueId id : body.outputs) {
       results.push_back(Map(id));
       KILN_RETURN_IF_ERROR(Usable(results.back(), where + "'s body"));
@@ -308,7 +357,7 @@ class Canonicalizer {
         return Unimplemented(where + ": loop-carried value " + std::to_string(k) + " ('" + p.name + "') is " +
                              std::string(DTypeName(p.dtype)) + ir::ShapeToString(p.shape) + " before an iteration and " +
                              std::string(DTypeName(r.dtype)) + ir::ShapeToString(r.shape) +
-                             " after it; a run-time Loop carries values whose dtype and shape stay the same (a loop "
+                             " after it; a run-time loop carries values whose dtype and shape stay the same (a loop "
                              "whose trip count is known at compile time is unrolled instead: --profile can fix it)");
       // A result that is another parameter (two carried values swapped) is copied first: LoopEnd
       // writes the parameters one after another.
@@ -325,21 +374,67 @@ class Canonicalizer {
         KILN_RETURN_IF_ERROR(Emit(std::move(copy), out));
       }
     }
+    // The iterations are exactly M when nothing else can end the loop and M >= 1 for every call.
+    const auto always = [&](ir::ValueId id) { return id == ir::kNoValue || id == params[1] || KnownScalar(id) == 1; };
+    std::optional<std::vector<ir::Sym>> trips;
+    if (m != ir::kNoValue) trips = ir::meta::Elements(trace_.value(m));
+    const bool exact = always(cond) && always(results[0]) && trips && trips->size() == 1 && IsPositive((*trips)[0]);
     ir::Node end;
     end.op = "kiln.LoopEnd";
     end.name = node.name + "_end";
     end.attrs.SetInt("carried", static_cast<int64_t>(carried));
-    end.inputs = {node.inputs[0]};
+    if (exact) end.attrs.SetInt("exact", 1);
+    end.inputs = {m};
     end.inputs.insert(end.inputs.end(), params.begin(), params.end());
     end.inputs.insert(end.inputs.end(), results.begin(), results.end());
     end.outputs = node.outputs;
-    for (size_t k = 0; k < end.outputs.size(); ++k)
+    std::vector<ir::Node> after;  // a stack along another axis, or reversed
+    for (size_t k = 0; k < end.outputs.size(); ++k) {
       if (end.outputs[k] == ir::kNoValue) {  // every instruction output has room in the arena
         ir::Value v;
         v.name = node.name + "_unused_" + std::to_string(k);
         end.outputs[k] = trace_.AddValue(std::move(v));
+        continue;
       }
-    return Emit(std::move(end), out).WithContext(where);
+      if (k < carried) continue;
+      const int64_t rank = trace_.value(results[1 + k]).rank() + 1;
+      ScanStack st = stacks[k - carried];
+      if (st.axis < 0) st.axis += rank;
+      if (st.axis < 0 || st.axis >= rank)
+        return InvalidArgument(where + ": scan_output_axes[" + std::to_string(k - carried) + "] = " +
+                               std::to_string(stacks[k - carried].axis) + " is out of range for rank " +
+                               std::to_string(rank));
+      if (st.axis == 0 && !st.reverse) continue;
+      ir::ValueId rows = trace_.AddValue(ir::Value{trace_.value(end.outputs[k]).name + "_rows"});
+      const ir::ValueId result = end.outputs[k];
+      end.outputs[k] = rows;
+      if (st.reverse) {
+        ir::Node rev;
+        rev.op = "Slice";
+        rev.name = node.name + "_reverse_output_" + std::to_string(k - carried);
+        rev.inputs = {rows, Constant(rev.name + "_starts", DType::kInt64, {1}, {-1}),
+                      Constant(rev.name + "_ends", DType::kInt64, {1}, {INT64_MIN}),
+                      Constant(rev.name + "_axes", DType::kInt64, {1}, {0}),
+                      Constant(rev.name + "_steps", DType::kInt64, {1}, {-1})};
+        rev.outputs = {st.axis == 0 ? result : trace_.AddValue(ir::Value{trace_.value(result).name + "_reversed"})};
+        rows = rev.outputs[0];
+        after.push_back(std::move(rev));
+      }
+      if (st.axis != 0) {
+        ir::Node t;
+        t.op = "Transpose";
+        t.name = node.name + "_output_axis_" + std::to_string(k - carried);
+        std::vector<int64_t> perm;
+        for (int64_t d = 0; d < rank; ++d) perm.push_back(d < st.axis ? d + 1 : d == st.axis ? 0 : d);
+        t.attrs.SetInts("perm", perm);
+        t.inputs = {rows};
+        t.outputs = {result};
+        after.push_back(std::move(t));
+      }
+    }
+    KILN_RETURN_IF_ERROR(Emit(std::move(end), out).WithContext(where));
+    for (ir::Node& n : after) KILN_RETURN_IF_ERROR(Process(std::move(n), out));
+    return Status::Ok();
   }
 
   // Infers `node` and appends it to `out` under the current predicates, as it is: never
@@ -385,12 +480,10 @@ class Canonicalizer {
       if (axes[j] < 0 || axes[j] >= rank)
         return InvalidArgument(where + ": scan_input_axes[" + std::to_string(j) + "] = " + std::to_string(in_axes[j]) +
                                " is out of range for scan input '" + x.name + "' of rank " + std::to_string(rank));
-      const std::optional<int64_t> len = x.shape[axes[j]].value();
-      if (!len)
-        return Unimplemented(where + ": the scan length, dim " + std::to_string(axes[j]) + " of '" + x.name + "' (" +
-                             x.shape[axes[j]].ToString() + "), is not known at compile time; Kiln unrolls a Scan "
-                             "whose length it knows when it compiles: compile an entry for each length the callers "
-                             "send, for example --profile '" + x.name + ":" + std::to_string(axes[j]) + "=V'");
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const std::optional<int64_t> len = trace_.value(node.inputs[states + j]).shape[axes[j]].value();
+      if (!len) return RuntimeScan(node, *body, axes, in_dirs, out_axes, out_dirs, out);
       if (length && *len != *length)
         return InvalidArgument(where + ": scan inputs of lengths " + std::to_string(*length) + " and " +
                                std::to_string(*len));
@@ -441,6 +534,32 @@ class Canonicalizer {
       KILN_RETURN_IF_ERROR(Stack(node, scans[k], axis, node.outputs[states + k], out));
     }
     return Status::Ok();
+  }
+
+  // A Scan whose length is not known at compile time (a symbolic dim): a run-time loop of that
+  // many iterations (RuntimeLoop), each reading its slice of every scan input. The scan inputs
+  // must have the same length, as written.
+  Status RuntimeScan(const ir::Node& node, const ir::Block& body, const std::vector<int64_t>& axes,
+                     const std::vector<int64_t>& in_dirs, const std::vector<int64_t>& out_axes,
+                     const std::vector<int64_t>& out_dirs, std::vector<ir::Node>& out) {
+    const std::string where = "node '" + node.name + "' (Scan)";
+    const size_t m = axes.size(), states = node.inputs.size() - m, scanned = node.outputs.size() - states;
+    std::vector<ScanSlice> slices;
+    std::optional<ir::Sym> length;
+    for (size_t j = 0; j < m; ++j) {
+      const ir::Value& x = trace_.value(node.inputs[states + j]);
+      const ir::Sym& len = x.shape[static_cast<size_t>(axes[j])];
+      if (length && !length->Same(len))
+        return Unimplemented(where + ": scan inputs of lengths " + length->ToString() + " and " + len.ToString() +
+                             " (" + x.name + "); a run-time Scan needs one length, as written");
+      length = len;
+      slices.push_back({node.inputs[states + j], axes[j], in_dirs[j] == 1});
+    }
+    std::vector<ScanStack> stacks(scanned);
+    for (size_t k = 0; k < scanned; ++k) stacks[k] = {out_axes[k], out_dirs[k] == 1};
+    ir::Value trips{node.name + "_length", DType::kInt64, {}, nullptr, std::vector<ir::Sym>{*length}};
+    const std::vector<ir::ValueId> initials(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
+    return RuntimeLoop(node, body, trace_.AddValue(std::move(trips)), ir::kNoValue, initials, slices, stacks, out);
   }
 
   // Infers `node`, then folds it, forwards it (Identity) or appends it to `out`.

@@ -2,7 +2,7 @@
 // running the CPU backend's kernels on constant inputs), shape-arithmetic folding (values
 // known as Syms need no instruction), If resolution, Loop and Scan unrolled when their trip
 // count is known at compile time (each iteration a copy of the body, its values named
-// "h@3"), BatchNormalization folded into the Conv before it (passes/fold_batchnorm.h), and
+// "h@3") or else compiled once as a run-time loop (kiln.LoopBegin ... kiln.LoopEnd), BatchNormalization folded into the Conv before it (passes/fold_batchnorm.h), and
 // dead-code elimination.
 #pragma once
 

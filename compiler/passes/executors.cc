@@ -70,7 +70,9 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
   // out once), whatever its body's nodes.
   std::vector<std::string> open;
   for (ir::Node& node : trace.body.nodes) {
-    if (node.op == "kiln.LoopBegin") open.push_back(node.name);
+    if (node.op == "kiln.LoopBegin")  // named "<Loop>_begin" (passes/canonicalize.cc RuntimeLoop)
+      open.push_back(node.name.size() > 6 && node.name.ends_with("_begin") ? node.name.substr(0, node.name.size() - 6)
+                                                                            : node.name);
     if (!open.empty()) {
       node.executor = "cpu";
       node.executor_reason = "in run-time Loop '" + open.front() +

@@ -5,11 +5,14 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <span>
 #include <fstream>
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "kiln/tensor_files.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::testing {
@@ -86,6 +89,39 @@ inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& byte
   Status st = ctx->Run(inputs, out);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   return FloatCopies(out);
+}
+
+// The elements of a host tensor as T (its dtype's size must be sizeof(T)).
+template <typename T>
+std::vector<T> Values(const io::HostTensor& t) {
+  REQUIRE(t.bytes.size() % sizeof(T) == 0);
+  std::vector<T> v(t.bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+// Runs `inputs` (host tensors) on `ctx` and copies its outputs to the host, on any backend: the
+// context's views on the CPU; on a device, a second Run of the same inputs into host views of
+// the shapes the first found (the CUDA backend delivers into the caller's host memory). The
+// Run's error, if any.
+inline Result<std::vector<io::HostTensor>> RunToHost(ExecutionContext& ctx, std::span<const TensorView> inputs) {
+  std::vector<TensorView> out;
+  KILN_RETURN_IF_ERROR(ctx.Run(inputs, out));
+  std::vector<io::HostTensor> result(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    result[i].dtype = out[i].dtype;
+    result[i].dims.assign(out[i].dims, out[i].dims + out[i].rank);
+    result[i].bytes.resize(static_cast<size_t>(out[i].num_bytes()));
+  }
+  if (!out.empty() && out[0].memory == MemoryKind::kDevice) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = result[i].view();
+    KILN_RETURN_IF_ERROR(ctx.Run(inputs, out));
+    KILN_RETURN_IF_ERROR(ctx.Synchronize());
+  } else {
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!result[i].bytes.empty()) std::memcpy(result[i].bytes.data(), out[i].data, result[i].bytes.size());
+  }
+  return result;
 }
 
 }  // namespace kiln::testing

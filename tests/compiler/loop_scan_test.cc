@@ -1,6 +1,7 @@
 // Loop and Scan, unrolled by the canonical stage (compiler/passes/canonicalize.h) when their
 // trip count is known at compile time: a Scan carrying state (a running sum, forwards and
-// backwards), a Loop whose condition the body computes, and the errors for what is not known.
+// backwards), a Loop whose condition the body computes, the errors for a Scan whose length is
+// not known, and the Loops that run at run time instead (runtime_loop_test.cc).
 // Expected values are computed by hand.
 #include <doctest/doctest.h>
 
@@ -43,8 +44,9 @@ onnx::ModelProto RunningSum(const std::string& t, int64_t input_direction, int64
   return m;
 }
 
-std::vector<std::vector<float>> RunRunningSum(int64_t input_direction, int64_t output_direction) {
-  const std::vector<uint8_t> bytes = testing::CompileModel(RunningSum("3", input_direction, output_direction));
+std::vector<std::vector<float>> RunRunningSum(int64_t input_direction, int64_t output_direction,
+                                              const std::string& t = "3") {
+  const std::vector<uint8_t> bytes = testing::CompileModel(RunningSum(t, input_direction, output_direction));
   const float h0[2] = {0, 0}, xs[6] = {1, 2, 3, 4, 5, 6};
   TensorView in[] = {TensorView::Host(h0, DType::kFloat32, {2}), TensorView::Host(xs, DType::kFloat32, {3, 2})};
   return testing::RunFloat(bytes, in, {Device::kCpu});
@@ -88,37 +90,54 @@ TEST_CASE("Scan unrolled: a running sum carries its state, forwards and backward
   CHECK(r[1] == std::vector<float>{18, 24, 16, 20, 10, 12});
 }
 
-TEST_CASE("Scan unrolled: a scan length not known at compile time names the dim and the way out") {
-  const Status st = CompileStatus(RunningSum("T", 0, 0), testing::CpuOnly());
-  CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK(st.message() ==
-        "node 'scan' (Scan): the scan length, dim 0 of 'xs' (T), is not known at compile time; Kiln unrolls a Scan "
-        "whose length it knows when it compiles: compile an entry for each length the callers send, for example "
-        "--profile 'xs:0=V'");
-  // With the length fixed by a profile, it compiles.
+TEST_CASE("Scan at run time: a scan length not known at compile time gives the same results, in every direction") {
+  // xs float32[T, 2]: a run-time loop of T iterations (runtime_loop_test.cc), each reading its
+  // row; the stacked output's dim is T itself.
+  auto r = RunRunningSum(0, 0, "T");
+  REQUIRE(r.size() == 2);
+  CHECK(r[0] == std::vector<float>{9, 12});
+  CHECK(r[1] == std::vector<float>{2, 4, 8, 12, 18, 24});
+  CHECK(RunRunningSum(1, 0, "T")[1] == std::vector<float>{10, 12, 16, 20, 18, 24});
+  CHECK(RunRunningSum(1, 1, "T")[1] == std::vector<float>{18, 24, 16, 20, 10, 12});
+  CHECK(RunRunningSum(0, 1, "T")[1] == std::vector<float>{18, 24, 8, 12, 2, 4});
+  // Stacked along axis 1: ys float32[2, T].
+  auto along = RunningSum("T", 0, 0);
+  testing::AttrInts(along.mutable_graph()->mutable_node(0), "scan_output_axes", {1});
+  const float h0[2] = {0, 0}, xs[6] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(h0, DType::kFloat32, {2}), TensorView::Host(xs, DType::kFloat32, {3, 2})};
+  CHECK(testing::RunFloat(testing::CompileModel(along), in, {Device::kCpu})[1] ==
+        std::vector<float>{2, 8, 18, 4, 12, 24});
+  auto model = Model::Load(testing::CompileModel(RunningSum("T", 0, 0)));
+  REQUIRE(model.ok());
+  CHECK(model->format_version() == kFormatVersion);
+  CHECK(model->entries()[0].runtime_dims.empty());
+  // With the length fixed by a profile, it is unrolled.
   CHECK(CompileStatus(RunningSum("T", 0, 0), testing::WithProfiles({"xs:T=3"})).ok());
 }
 
 TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
-  // Without M's value the error shows the profile to add.
-  const Status st = CompileStatus(CountingLoop(), testing::CpuOnly());
-  CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK(st.message().find("node 'loop' (Loop): trip count M (M) is not known at compile time") == 0);
-  CHECK(st.message().find("--profile 'M=V'") != std::string::npos);
-  // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6.
-  const std::vector<uint8_t> bytes = testing::CompileModel(CountingLoop(), testing::WithProfiles({"M=10"}));
-  auto model = Model::Load(bytes);
-  REQUIRE(model.ok());
-  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
-  REQUIRE(ctx.ok());
-  const int64_t m = 10;
-  TensorView in[] = {TensorView::Host(&m, DType::kInt64, {})};
+  // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6. Unrolled with M's value
+  // fixed by a profile; without one, M is a value input and the loop runs at run time
+  // (runtime_loop_test.cc), with the same results.
+  for (const bool profile : {true, false}) {
+    INFO("profile " << profile);
+    const std::vector<uint8_t> bytes =
+        testing::CompileModel(CountingLoop(), profile ? testing::WithProfiles({"M=10"}) : testing::CpuOnly());
+    auto model = Model::Load(bytes);
+    REQUIRE(model.ok());
+    CHECK((model->format_version() == kFormatVersion) == !profile);
+    auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+    REQUIRE(ctx.ok());
+    const int64_t m = 10;
+    TensorView in[] = {TensorView::Host(&m, DType::kInt64, {})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    REQUIRE(out.size() == 2);
+    CHECK(*static_cast<const int64_t*>(out[0].data) == 6);
+    const int64_t* accs = static_cast<const int64_t*>(out[1].data);
+    CHECK(std::vector<int64_t>(accs, accs + out[1].num_elements()) == std::vector<int64_t>{0, 1, 3, 6});
+  }
   std::vector<TensorView> out;
-  REQUIRE(ctx->Run(in, out).ok());
-  REQUIRE(out.size() == 2);
-  CHECK(*static_cast<const int64_t*>(out[0].data) == 6);
-  const int64_t* accs = static_cast<const int64_t*>(out[1].data);
-  CHECK(std::vector<int64_t>(accs, accs + out[1].num_elements()) == std::vector<int64_t>{0, 1, 3, 6});
   // M = 2 stops first: acc = 0, 1.
   const std::vector<uint8_t> two = testing::CompileModel(CountingLoop(), testing::WithProfiles({"M=2"}));
   auto model2 = Model::Load(two);
@@ -155,24 +174,35 @@ TEST_CASE("Loop and Scan unrolled: no iteration gives the initial state and empt
   CHECK(out[1].dims[0] == 0);
 }
 
-TEST_CASE("Loop unrolled: a condition on tensor data and a trip count past the limit are refused, naming them") {
-  // The condition reads a float input's data: not known at compile time.
+TEST_CASE("Loop: a condition on tensor data, or more than 1024 iterations, makes a run-time loop instead") {
+  auto artifact_version = [](const onnx::ModelProto& m, const compiler::CompileOptions& options) {
+    auto model = Model::Load(testing::CompileModel(m, options));
+    REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+    return model->format_version();
+  };
+  // The condition is an input's data: not known at compile time.
   auto m = CountingLoop();
   auto* g = m.mutable_graph();
   testing::AddInput(g, "stop", {}, onnx::TensorProto::BOOL);
   g->mutable_node(0)->set_input(1, "stop");
-  Status st = CompileStatus(m, testing::WithProfiles({"M=10"}));
-  CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK(st.message().find("profile 'M=10': node 'loop' (Loop): condition (stop) is not known at compile time") == 0);
-  st = CompileStatus(CountingLoop(), testing::WithProfiles({"M=5000"}));
-  CHECK(st.ok());  // the body's condition stops it after 4 iterations
-  // A loop that would run 2000 times.
+  CHECK(artifact_version(m, testing::WithProfiles({"M=10"})) == kFormatVersion);
+  // The body's condition stops it after 4 iterations: unrolled.
+  CHECK(artifact_version(CountingLoop(), testing::WithProfiles({"M=5000"})) < kFormatVersion);
+  // A loop that would run 2000 times is not unrolled, with the same results.
   auto endless = CountingLoop();
   endless.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_initializer(0)->set_int64_data(
       0, 1 << 30);
-  st = CompileStatus(endless, testing::WithProfiles({"M=2000"}));
-  CHECK(st.code() == StatusCode::kResourceExhausted);
-  CHECK(st.message() == "profile 'M=2000': node 'loop' (Loop): more than 1024 iterations to unroll");
+  auto model = Model::Load(testing::CompileModel(endless, testing::WithProfiles({"M=2000"})));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->format_version() == kFormatVersion);
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const int64_t trips = 2000;
+  TensorView in[] = {TensorView::Host(&trips, DType::kInt64, {})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(in, out).ok());
+  CHECK(*static_cast<const int64_t*>(out[0].data) == 1999 * 2000 / 2);  // 0 + 1 + ... + 1999
+  CHECK(out[1].dims[0] == 2000);
 }
 
 }  // namespace kiln

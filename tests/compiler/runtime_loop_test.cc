@@ -1,0 +1,336 @@
+// A run-time Loop (passes/canonicalize.cc RuntimeLoop): a Loop whose trip count or condition is
+// tensor data has its body compiled once between kiln.LoopBegin and kiln.LoopEnd
+// (runtime/cpu/loop.cc), and the executors run it again while the loop goes on, on the CPU
+// backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI),
+// where the whole loop is one CPU fallback region. Expected values are computed by hand (the
+// halvings are exact in float32); the refusals and ContextOptions::max_loop_iterations are
+// tested with their messages.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/gpu_test_util.h"
+
+namespace kiln {
+namespace {
+
+compiler::CompileOptions For(Device device, bool fuse = true) {
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  options.fuse = fuse;
+  return options;
+}
+
+// M int64 (a value input) and x0 float32[N]: while ReduceSum(x) > 1 and fewer than M
+// iterations, x = x * 0.5; outputs the last x and each iteration's sum, stacked.
+onnx::ModelProto HalvingModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "x0", {"N"});
+  testing::AddFloatInit(g, "one", {}, {1.0f});
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x0"}, {"s0"}, "sum0"), "keepdims", 0);
+  testing::AddNode(g, "Greater", {"s0", "one"}, {"c0"}, "above0");
+  auto* loop = testing::AddNode(g, "Loop", {"M", "c0", "x0"}, {"x_last", "sums"}, "halve");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"N"});
+  testing::AddFloatInit(body, "half", {}, {0.5f});
+  testing::AddNode(body, "Mul", {"x", "half"}, {"x_next"}, "mul");
+  testing::AttrInt(testing::AddNode(body, "ReduceSum", {"x_next"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(body, "Greater", {"s", "one"}, {"go_on"}, "above");
+  testing::AddOutput(body, "go_on");
+  testing::AddOutput(body, "x_next");
+  testing::AddOutput(body, "s");
+  testing::AddOutput(g, "x_last");
+  testing::AddOutput(g, "sums");
+  return m;
+}
+
+std::vector<io::HostTensor> RunHalving(ExecutionContext& ctx, int64_t m, const std::vector<float>& x) {
+  TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}),
+                     TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
+  auto out = testing::RunToHost(ctx, in);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  REQUIRE(out->size() == 2);
+  return *out;
+}
+
+void CheckHalving(Device device, bool fuse) {
+  auto model = Model::Load(testing::CompileModel(HalvingModel(), For(device, fuse)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->format_version() == kLoopsFormatVersion);
+  const EntryInfo& entry = model->entries()[0];
+  REQUIRE(entry.runtime_dims.size() == 1);
+  CHECK_MESSAGE(entry.runtime_dims[0].find("sums.count <= max(0, M)") != std::string::npos, entry.runtime_dims[0]);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  // Sums 8, 4, 2, 1: the fourth halving leaves 1, which ends it.
+  auto r = RunHalving(*ctx, 100, {3, 5, 8});
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{0.1875f, 0.3125f, 0.5f});
+  CHECK(r[1].dims == std::vector<int64_t>{4});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{8, 4, 2, 1});
+  // M = 2 ends it first.
+  r = RunHalving(*ctx, 2, {3, 5, 8});
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{0.75f, 1.25f, 2});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{8, 4});
+  // No iteration: M <= 0, or the condition false from the start. The carried value is the
+  // initial one, the scan output empty.
+  for (int64_t m : {0, -5}) {
+    r = RunHalving(*ctx, m, {3, 5, 8});
+    CHECK(testing::Values<float>(r[0]) == std::vector<float>{3, 5, 8});
+    CHECK(r[1].dims == std::vector<int64_t>{0});
+  }
+  r = RunHalving(*ctx, 100, {0.25f, 0.5f});
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{0.25f, 0.5f});
+  CHECK(r[1].dims == std::vector<int64_t>{0});
+  // And a long one again, on the same context.
+  r = RunHalving(*ctx, 100, {1024, 1024});  // sums 2048 / 2^k, down to 1 at k = 11
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{0.5f, 0.5f});
+  CHECK(r[1].dims == std::vector<int64_t>{11});
+  CHECK(ctx->stats().graph_hits == 0);
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: a condition on tensor data ends it, on the CPU backend") {
+  for (bool fuse : {true, false}) {
+    INFO("fuse " << fuse);
+    CheckHalving(Device::kCpu, fuse);
+  }
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: the loop is one CPU fallback region") {
+  KILN_REQUIRE_GPU();
+  CheckHalving(Device::kCuda, true);
+}
+
+namespace {
+
+// M int64 (a value input), a0 and b0 float32[2]: each iteration swaps a and b and adds the
+// iteration number to k (int64, from 0); the scan output stacks each iteration's a.
+onnx::ModelProto SwapModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "a0", {"2"});
+  testing::AddInput(g, "b0", {"2"});
+  testing::AddInt64Init(g, "k0", {}, {0});
+  auto* loop = testing::AddNode(g, "Loop", {"M", "", "a0", "b0", "k0"}, {"a", "b", "k", "as"}, "swap");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"2"});
+  testing::AddInput(body, "y", {"2"});
+  testing::AddInput(body, "acc", {}, onnx::TensorProto::INT64);
+  testing::AddNode(body, "Add", {"acc", "i"}, {"acc_next"}, "count");
+  testing::AddNode(body, "Identity", {"x"}, {"x_seen"}, "seen");
+  testing::AddOutput(body, "cond");
+  testing::AddOutput(body, "y");
+  testing::AddOutput(body, "x");
+  testing::AddOutput(body, "acc_next");
+  testing::AddOutput(body, "x_seen");
+  for (const char* o : {"a", "b", "k", "as"}) testing::AddOutput(g, o);
+  return m;
+}
+
+void CheckSwap(Device device) {
+  auto model = Model::Load(testing::CompileModel(SwapModel(), For(device)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const std::vector<float> a0 = {1, 2}, b0 = {3, 4};
+  for (int64_t m : {0, 1, 3, 4}) {
+    INFO("M " << m);
+    TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}), TensorView::Host(a0.data(), DType::kFloat32, {2}),
+                       TensorView::Host(b0.data(), DType::kFloat32, {2})};
+    auto r = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    const bool odd = m % 2 == 1;
+    CHECK(testing::Values<float>((*r)[0]) == (odd ? b0 : a0));
+    CHECK(testing::Values<float>((*r)[1]) == (odd ? a0 : b0));
+    CHECK(testing::Values<int64_t>((*r)[2]) == std::vector<int64_t>{m * (m - 1) / 2});  // 0 + 1 + ... + (M - 1)
+    std::vector<float> as;
+    for (int64_t i = 0; i < m; ++i) as.insert(as.end(), (i % 2 ? b0 : a0).begin(), (i % 2 ? b0 : a0).end());
+    CHECK((*r)[3].dims == std::vector<int64_t>{m, 2});
+    CHECK(testing::Values<float>((*r)[3]) == as);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: carried values swapped by the body, the iteration number and a scan output") {
+  CheckSwap(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: carried values swapped by the body and a scan output") {
+  KILN_REQUIRE_GPU();
+  CheckSwap(Device::kCuda);
+}
+
+namespace {
+
+// M int64 (a value input) and x0 float32[2]: M times, an inner loop halves x while its sum is
+// above 1 (a run-time Loop in a run-time Loop's body), then x + 1 if its max is above 0.5,
+// else x + 2 (a run-time If there); the scan output stacks the inner loop's results.
+onnx::ModelProto NestedModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "x0", {"2"});
+  testing::AddFloatInit(g, "one", {}, {1.0f});
+  testing::AddFloatInit(g, "two", {}, {2.0f});
+  testing::AddFloatInit(g, "half", {}, {0.5f});
+  auto* outer = testing::AddNode(g, "Loop", {"M", "", "x0"}, {"x_last", "halved"}, "outer");
+  auto* body = testing::AddBranch(outer, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"2"});
+  testing::AttrInt(testing::AddNode(body, "ReduceSum", {"x"}, {"s0"}, "sum0"), "keepdims", 0);
+  testing::AddNode(body, "Greater", {"s0", "one"}, {"c0"}, "above0");
+  auto* inner = testing::AddNode(body, "Loop", {"", "c0", "x"}, {"h"}, "inner");
+  auto* inner_body = testing::AddBranch(inner, "body");
+  testing::AddInput(inner_body, "j", {}, onnx::TensorProto::INT64);
+  testing::AddInput(inner_body, "c", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(inner_body, "z", {"2"});
+  testing::AddNode(inner_body, "Mul", {"z", "half"}, {"z_next"}, "mul");
+  testing::AttrInt(testing::AddNode(inner_body, "ReduceSum", {"z_next"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(inner_body, "Greater", {"s", "one"}, {"go_on"}, "above");
+  testing::AddOutput(inner_body, "go_on");
+  testing::AddOutput(inner_body, "z_next");
+  testing::AttrInt(testing::AddNode(body, "ReduceMax", {"h"}, {"mx"}, "max"), "keepdims", 0);
+  testing::AddNode(body, "Greater", {"mx", "half"}, {"big"}, "big");
+  auto* branch = testing::AddNode(body, "If", {"big"}, {"x_next"}, "step");
+  testing::AddNode(testing::AddBranch(branch, "then_branch"), "Add", {"h", "one"}, {"t"}, "plus_one");
+  testing::AddOutput(branch->mutable_attribute(0)->mutable_g(), "t");
+  testing::AddNode(testing::AddBranch(branch, "else_branch"), "Add", {"h", "two"}, {"e"}, "plus_two");
+  testing::AddOutput(branch->mutable_attribute(1)->mutable_g(), "e");
+  testing::AddNode(body, "Identity", {"h"}, {"h_out"}, "keep");
+  testing::AddOutput(body, "cond");
+  testing::AddOutput(body, "x_next");
+  testing::AddOutput(body, "h_out");
+  testing::AddOutput(g, "x_last");
+  testing::AddOutput(g, "halved");
+  return m;
+}
+
+void CheckNested(Device device) {
+  auto model = Model::Load(testing::CompileModel(NestedModel(), For(device)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const int64_t m = 3;
+  const std::vector<float> x0 = {3, 5};
+  TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}), TensorView::Host(x0.data(), DType::kFloat32, {2})};
+  auto r = testing::RunToHost(*ctx, in);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  // [3, 5] halves to [0.375, 0.625] (max above 0.5: + 1); [1.375, 1.625] to [0.34375, 0.40625]
+  // (+ 2); [2.34375, 2.40625] to [0.29296875, 0.30078125] (+ 2).
+  CHECK(testing::Values<float>((*r)[0]) == std::vector<float>{2.29296875f, 2.30078125f});
+  CHECK((*r)[1].dims == std::vector<int64_t>{3, 2});
+  CHECK(testing::Values<float>((*r)[1]) == std::vector<float>{0.375f, 0.625f, 0.34375f, 0.40625f, 0.29296875f, 0.30078125f});
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: a run-time Loop and a run-time If inside a run-time Loop's body") {
+  CheckNested(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: a nested loop and an If in the body run in one region") {
+  KILN_REQUIRE_GPU();
+  CheckNested(Device::kCuda);
+}
+
+TEST_CASE("run-time Loop: ContextOptions::max_loop_iterations stops a loop that would run on") {
+  // No M and a condition that stays true: x + 1 forever.
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "go", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(g, "x0", {"1"});
+  auto* loop = testing::AddNode(g, "Loop", {"", "go", "x0"}, {"x_last"}, "spin");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"1"});
+  testing::AddFloatInit(body, "one", {}, {1.0f});
+  testing::AddNode(body, "Add", {"x", "one"}, {"x_next"}, "add");
+  testing::AddOutput(body, "cond");
+  testing::AddOutput(body, "x_next");
+  testing::AddOutput(g, "x_last");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  ContextOptions options{Device::kCpu};
+  options.max_loop_iterations = 1000;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  const float x0 = 0;
+  for (const bool go : {true, false}) {
+    TensorView in[] = {TensorView::Host(&go, DType::kBool, {}), TensorView::Host(&x0, DType::kFloat32, {1})};
+    std::vector<TensorView> out;
+    const Status st = ctx->Run(in, out);
+    if (go) {
+      CHECK(st.code() == StatusCode::kResourceExhausted);
+      CHECK_MESSAGE(st.message().find("'spin_end' (kiln.LoopEnd): kiln.LoopEnd: the loop ran 1000 iterations and would "
+                                      "run more, past ContextOptions::max_loop_iterations (1000)") != std::string::npos,
+                    st.message());
+    } else {
+      // The next call is not harmed: no iteration, x0 out.
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      CHECK(*static_cast<const float*>(out[0].data) == 0);
+    }
+  }
+  options.max_loop_iterations = 0;
+  const auto refused = ExecutionContext::Create(*model, options);
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() == "max_loop_iterations is 0, expected at least 1");
+}
+
+TEST_CASE("run-time Loop: carried values that change shape and scan outputs without a bound are refused") {
+  // The carried x doubles its length per iteration (Concat): its shape is not the loop's.
+  auto grow = HalvingModel();
+  auto* body = grow.mutable_graph()->mutable_node(2)->mutable_attribute(0)->mutable_g();
+  body->mutable_node(0)->set_op_type("Concat");
+  body->mutable_node(0)->set_input(1, "x");
+  testing::AttrInt(body->mutable_node(0), "axis", 0);
+  Status st = testing::TryCompileModel(grow).status();
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("node 'halve' (Loop): loop-carried value 0 ('x') is float32[N] before an iteration "
+                                  "and float32[(N+N)] after it; a run-time loop carries values whose dtype and shape "
+                                  "stay the same") != std::string::npos,
+                st.message());
+  // M from tensor data (the rounded sum of x0): the scan output has no bound.
+  auto unbounded = HalvingModel();
+  auto* g = unbounded.mutable_graph();
+  g->mutable_input(0)->set_name("unused");
+  testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
+  g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
+  st = testing::TryCompileModel(unbounded).status();
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("scan outputs need the trip count M known at compile time as an expression (a "
+                                  "constant, a shape or an input's value), to bound the iterations; M is 'M', "
+                                  "computed from tensor data") != std::string::npos,
+                st.message());
+  // Without the scan output it compiles: M is read at each call.
+  g->mutable_node(3)->mutable_output()->RemoveLast();
+  body = g->mutable_node(3)->mutable_attribute(0)->mutable_g();
+  body->mutable_output()->RemoveLast();
+  g->mutable_output()->RemoveLast();
+  auto model = Model::Load(testing::CompileModel(unbounded));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  const int64_t unused = 0;
+  const std::vector<float> x0 = {1, 1.5f};  // M = 2 (2.5 cast to int64), sum 2.5: halved twice
+  TensorView in[] = {TensorView::Host(&unused, DType::kInt64, {}), TensorView::Host(x0.data(), DType::kFloat32, {2})};
+  auto r = testing::RunToHost(*ctx, in);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(testing::Values<float>((*r)[0]) == std::vector<float>{0.25f, 0.375f});
+}
+
+}  // namespace kiln
