@@ -74,9 +74,10 @@ Status LoopEndMeta(MetaContext& ctx) {
   std::optional<std::vector<Sym>> trips;
   if (m != nullptr) trips = Elements(*m);
   if (!trips || trips->size() != 1)
-    return Unimplemented("scan outputs need the trip count M known at compile time as an expression (a constant, a "
-                         "shape or an input's value), to bound the iterations; M is " +
-                         (m == nullptr ? std::string("absent") : "'" + m->name + "', computed from tensor data"));
+    return Unimplemented("scan outputs need a bound on the iterations, but the trip count M" +
+                         (m == nullptr ? std::string(" is absent")
+                                       : " ('" + m->name + "') is not known at compile time as an expression") +
+                         " (a constant, a shape or an input's value)");
   // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1.
   const Sym iterations = ctx.attrs().GetInt("exact", 0) != 0
                              ? (*trips)[0]

@@ -222,24 +222,38 @@ class Canonicalizer {
     // A trip count or condition known only when it runs: a run-time loop.
     const std::vector<ir::ValueId> initials(node.inputs.begin() + 2, node.inputs.end());
     const std::vector<ScanStack> stacks(scanned);
-    if (!trips || !cond) return RuntimeLoop(node, *body, node.inputs[0], node.inputs[1], initials, {}, stacks, out);
+    // At run time, or else the reason it cannot be unrolled (naming the value, so that the
+    // compile error shows the value profile to add) and the reason it cannot run at run time.
+    auto runtime_loop = [&](const std::string& why_not_unrolled) -> Status {
+      const Status st = RuntimeLoop(node, *body, node.inputs[0], node.inputs[1], initials, {}, stacks, out);
+      if (st.ok() || st.code() != StatusCode::kUnimplemented) return st;
+      std::string_view why(st.message());
+      if (why.starts_with(where + ": ")) why.remove_prefix(where.size() + 2);
+      return Unimplemented(where + ": " + why_not_unrolled + ", and it cannot run as a run-time loop: " +
+                           std::string(why));
+    };
+    if (!trips) return runtime_loop("trip count M (" + trace_.value(node.inputs[0]).name + ") is not known at compile time");
+    if (!cond) return runtime_loop("condition (" + trace_.value(node.inputs[1]).name + ") is not known at compile time");
     // What the unrolling adds, taken back when it finds a condition it cannot know or runs
     // past kMaxUnrolledIterations: then the loop runs at run time.
     const size_t nodes = out.size(), guards = guards_.size(), meta_guards = trace_.guards.size(),
                  dims = trace_.runtime_dims.size();
     const std::vector<ir::ValueId> remap = remap_;  // the body's values map to the last iteration's
-    auto at_run_time = [&] {
+    auto at_run_time = [&](const std::string& why_not_unrolled) {
       remap_ = remap;
       out.resize(nodes);
       guards_.resize(guards);
       trace_.guards.resize(meta_guards);
       trace_.runtime_dims.resize(dims);
-      return RuntimeLoop(node, *body, node.inputs[0], node.inputs[1], initials, {}, stacks, out);
+      return runtime_loop(why_not_unrolled);
     };
     std::vector<ir::ValueId> state(node.inputs.begin() + 2, node.inputs.end());
     std::vector<std::vector<ir::ValueId>> scans(scanned);
     for (int64_t i = 0; i < *trips; ++i) {
-      if (!cond || i >= kMaxUnrolledIterations) return at_run_time();
+      if (!cond)
+        return at_run_time("condition (" + trace_.value(body->outputs[0]).name + ") is not known at compile time");
+      if (i >= kMaxUnrolledIterations)
+        return at_run_time("more than " + std::to_string(kMaxUnrolledIterations) + " iterations to unroll");
       if (*cond == 0) break;
       std::vector<ir::ValueId> params = {ScalarConstant(node.name + "_iteration_" + std::to_string(i), DType::kInt64, i),
                                          ScalarConstant(node.name + "_condition_" + std::to_string(i), DType::kBool, 1)};

@@ -161,8 +161,8 @@ typedef struct kiln_context_options {
   /* CPU backend: threads per run, the caller's included, 0..256; 0 (the default): one per CPU
    * this process may run on. The results are the same bits at every count. */
   int32_t cpu_threads;
-  /* The most iterations one run of a run-time Loop may take, at least 1; default 10^7. Past it
-   * a run fails with RESOURCE_EXHAUSTED naming the loop. */
+  /* The most iterations one run's run-time Loops may take, all together, at least 1; default
+   * 10^7. Past it the run fails with RESOURCE_EXHAUSTED naming the loop. */
   int64_t max_loop_iterations;
 } kiln_context_options;
 

@@ -206,10 +206,10 @@ struct ContextOptions {
   // when a thread cannot be started.
   int cpu_threads = 0;
   static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
-  // The most iterations one run of a run-time Loop may take (a Loop whose trip count or
-  // condition is tensor data; format 7): a Run whose loop would run more fails with
-  // kResourceExhausted naming the loop's instruction, so a hostile model cannot spin forever.
-  // At least 1; Create fails with kInvalidArgument otherwise.
+  // The most iterations one Run's run-time Loops may take, all loops together (nested loops
+  // multiply; a Loop whose trip count or condition is tensor data, format 7): a Run whose loops
+  // would run more fails with kResourceExhausted naming the loop's instruction, so a hostile
+  // model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
   int64_t max_loop_iterations = 10'000'000;
 };
 

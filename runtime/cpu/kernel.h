@@ -49,6 +49,7 @@ class ThreadPool;  // runtime/cpu/thread_pool.h
 // (runtime/cpu/run_instruction.h NextInstruction).
 struct LoopStep {
   int64_t max_iterations = 0;  // in: ContextOptions::max_loop_iterations
+  int64_t iterations = 0;      // in/out: the iterations every loop of this Run has started
   bool skipped_body = false;   // in, LoopEnd: reached from LoopBegin, no iteration ran
   bool again = false;          // out: LoopBegin: run the body; LoopEnd: run it once more
 };

@@ -9,7 +9,8 @@
 //    stacked output (sized for the bound of the iterations, a run-time dim), copies the
 //    body's carried results into the parameters, then sets iteration_num n + 1 and cond_in
 //    the body's condition. It asks for another iteration while n + 1 < M and the condition
-//    holds; past ContextOptions::max_loop_iterations that is kResourceExhausted. When the loop
+//    holds; an iteration past ContextOptions::max_loop_iterations, counting those of all loops
+//    of the Run together (nested loops multiply), is kResourceExhausted. When the loop
 //    ends it copies the parameters into the final carried values and reports the iterations
 //    that ran as the run-time dim (KernelCall::runtime_size) when there are scan outputs.
 #include <cstring>
@@ -43,6 +44,15 @@ Result<const void*> Scalar(std::string_view op, const TensorRef& t, DType dtype,
   return static_cast<const void*>(t.data);
 }
 
+// Counts the iteration about to start against ContextOptions::max_loop_iterations, which bounds
+// every loop of the Run together (nested loops multiply).
+Status StartIteration(std::string_view op, LoopStep& step) {
+  if (++step.iterations <= step.max_iterations) return Status::Ok();
+  return ResourceExhausted(std::string(op) + ": this call's loops would run more than " +
+                           std::to_string(step.max_iterations) +
+                           " iterations, past ContextOptions::max_loop_iterations");
+}
+
 Status NeedControl(std::string_view op, const KernelCall& call) {
   if (call.loop == nullptr)
     return OpError(op, "runs only as a run-time Loop's control, from an executor");
@@ -65,7 +75,7 @@ Status LoopBegin(const KernelCall& call) {
   *static_cast<int64_t*>(const_cast<void*>(i)) = 0;
   *static_cast<uint8_t*>(const_cast<void*>(cond_in)) = go ? 1 : 0;
   call.loop->again = go && (m == nullptr || *static_cast<const int64_t*>(m) > 0);
-  return Status::Ok();
+  return call.loop->again ? StartIteration(kName, *call.loop) : Status::Ok();
 }
 
 Status LoopEnd(const KernelCall& call) {
@@ -115,10 +125,7 @@ Status LoopEnd(const KernelCall& call) {
     *i = ran;
     *cond_in = go ? 1 : 0;
     again = go && ran < trips;
-    if (again && ran >= call.loop->max_iterations)
-      return ResourceExhausted(std::string(kName) + ": the loop ran " + std::to_string(ran) +
-                               " iterations and would run more, past ContextOptions::max_loop_iterations (" +
-                               std::to_string(call.loop->max_iterations) + ")");
+    if (again) KILN_RETURN_IF_ERROR(StartIteration(kName, *call.loop));
   }
   call.loop->again = again;
   if (again) return Status::Ok();

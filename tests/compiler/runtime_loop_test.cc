@@ -15,6 +15,7 @@
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/gpu_test_util.h"
+#include "tests/runtime/artifact_builder_test_util.h"
 
 namespace kiln {
 namespace {
@@ -276,14 +277,29 @@ TEST_CASE("run-time Loop: ContextOptions::max_loop_iterations stops a loop that 
     const Status st = ctx->Run(in, out);
     if (go) {
       CHECK(st.code() == StatusCode::kResourceExhausted);
-      CHECK_MESSAGE(st.message().find("'spin_end' (kiln.LoopEnd): kiln.LoopEnd: the loop ran 1000 iterations and would "
-                                      "run more, past ContextOptions::max_loop_iterations (1000)") != std::string::npos,
+      CHECK_MESSAGE(st.message().find("'spin_end' (kiln.LoopEnd): kiln.LoopEnd: this call's loops would run more than 1000 "
+                                      "iterations, past ContextOptions::max_loop_iterations") != std::string::npos,
                     st.message());
     } else {
       // The next call is not harmed: no iteration, x0 out.
       REQUIRE_MESSAGE(st.ok(), st.ToString());
       CHECK(*static_cast<const float*>(out[0].data) == 0);
     }
+  }
+  // The bound is on all loops of a call together: the nested model runs 3 outer iterations and
+  // 3 + 2 + 3 inner ones (the halvings of CheckNested), 11 in all.
+  auto nested = Model::Load(testing::CompileModel(NestedModel()));
+  REQUIRE(nested.ok());
+  const int64_t three = 3;
+  const std::vector<float> x2 = {3, 5};
+  TensorView nested_in[] = {TensorView::Host(&three, DType::kInt64, {}),
+                            TensorView::Host(x2.data(), DType::kFloat32, {2})};
+  for (const int64_t max : {10, 11}) {
+    options.max_loop_iterations = max;
+    auto c = ExecutionContext::Create(*nested, options);
+    REQUIRE(c.ok());
+    std::vector<TensorView> o;
+    CHECK_MESSAGE(c->Run(nested_in, o).code() == (max == 11 ? StatusCode::kOk : StatusCode::kResourceExhausted), max);
   }
   options.max_loop_iterations = 0;
   const auto refused = ExecutionContext::Create(*model, options);
@@ -300,7 +316,7 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
   testing::AttrInt(body->mutable_node(0), "axis", 0);
   Status st = testing::TryCompileModel(grow).status();
   CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("node 'halve' (Loop): loop-carried value 0 ('x') is float32[N] before an iteration "
+  CHECK_MESSAGE(st.message().find("loop-carried value 0 ('x') is float32[N] before an iteration "
                                   "and float32[(N+N)] after it; a run-time loop carries values whose dtype and shape "
                                   "stay the same") != std::string::npos,
                 st.message());
@@ -312,9 +328,10 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
   g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
   st = testing::TryCompileModel(unbounded).status();
   CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("scan outputs need the trip count M known at compile time as an expression (a "
-                                  "constant, a shape or an input's value), to bound the iterations; M is 'M', "
-                                  "computed from tensor data") != std::string::npos,
+  CHECK_MESSAGE(st.message().find("node 'halve' (Loop): trip count M (M) is not known at compile time, and it cannot "
+                                  "run as a run-time loop: node 'halve_end' (kiln.LoopEnd): scan outputs need a bound "
+                                  "on the iterations, but the trip count M ('M') is not known at compile time as an "
+                                  "expression (a constant, a shape or an input's value)") == 0,
                 st.message());
   // Without the scan output it compiles: M is read at each call.
   g->mutable_node(3)->mutable_output()->RemoveLast();
@@ -331,6 +348,77 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
   auto r = testing::RunToHost(*ctx, in);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   CHECK(testing::Values<float>((*r)[0]) == std::vector<float>{0.25f, 0.375f});
+}
+
+namespace {
+
+// A hand-built artifact with a run-time loop: x float32[2, 3] carried as p, p + w each
+// iteration, no trip count and the condition passed through (so only max_loop_iterations ends
+// it). Tensors: 0 x, 1 w, 2 i, 3 c, 4 p, 5 q, 6 y.
+testing::ArtifactSpec LoopSpec() {
+  using testing::E;
+  using testing::T;
+  testing::ArtifactSpec a;
+  a.format_version = kLoopsFormatVersion;
+  a.inputs = {{"x", DType::kFloat32, {2, 3}, {"", ""}}};
+  a.outputs = {{"y", DType::kFloat32, {2, 3}, {"", ""}}};
+  a.weights = {{"w", DType::kFloat32, {3}, testing::Bytes(std::vector<float>{10, 20, 30})}};
+  testing::EntrySpec e;
+  e.checks = {{"x", DType::kFloat32, {testing::Const(2), testing::Const(3)}}};
+  e.exprs = {E(fb::ExprOp::Const, 2),   E(fb::ExprOp::Const, 3),   E(fb::ExprOp::Const, 0),
+             E(fb::ExprOp::Const, 64),  E(fb::ExprOp::Const, 128), E(fb::ExprOp::Const, 192),
+             E(fb::ExprOp::Const, 256), E(fb::ExprOp::Const, 320)};
+  e.tensors = {T("x", DType::kFloat32, {0, 1}, fb::Storage::Input, 0),
+               T("w", DType::kFloat32, {1}, fb::Storage::Weight, 0),
+               T("i", DType::kInt64, {}, fb::Storage::Arena, 0, 2),
+               T("c", DType::kBool, {}, fb::Storage::Arena, 0, 3),
+               T("p", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 4),
+               T("q", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 5),
+               T("y", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 6)};
+  testing::AttrSpec carried{"carried", fb::AttrKind::Int, 1};
+  e.instructions = {{"kiln.LoopBegin", "begin", {-1, -1, 0}, {2, 3, 4}, {}, -1, {}, {}},
+                    {"Add", "add", {4, 1}, {5}, {}, -1, {}, {}},
+                    {"kiln.LoopEnd", "end", {-1, 2, 3, 4, 3, 5}, {6}, {carried}, -1, {}, {}}};
+  e.inputs = {0};
+  e.outputs = {6};
+  e.arena_bytes = 7;
+  e.stage_names = {"import", "canonical", "fusion", "executors", "plan"};
+  a.entries = {e};
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: the loader pairs kiln.LoopBegin with kiln.LoopEnd and refuses loops that do not nest") {
+  auto load = [](const testing::ArtifactSpec& a) { return Model::Load(testing::BuildArtifact(a)); };
+  // As built it loads, and runs until max_loop_iterations stops it, having added w 4 times.
+  auto model = load(LoopSpec());
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  ContextOptions options{Device::kCpu};
+  options.max_loop_iterations = 4;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out;
+  CHECK(ctx->Run(in, out).code() == StatusCode::kResourceExhausted);
+  auto refused = [&](const testing::ArtifactSpec& a, const std::string& message) {
+    const Status st = load(a).status();
+    CHECK(st.code() == StatusCode::kDataLoss);
+    CHECK_MESSAGE(st.message().find(message) != std::string::npos, st.message());
+  };
+  testing::ArtifactSpec a = LoopSpec();
+  a.entries[0].instructions.pop_back();  // no LoopEnd; y written by nothing is not reached
+  refused(a, "instruction 0 'begin' (kiln.LoopBegin) starts a loop that no kiln.LoopEnd ends");
+  a = LoopSpec();
+  std::swap(a.entries[0].instructions[0], a.entries[0].instructions[2]);
+  refused(a, "instruction 0 'end' (kiln.LoopEnd) ends a loop that no kiln.LoopBegin starts");
+  a = LoopSpec();
+  a.entries[0].instructions[2].inputs[3] = 5;  // q where its parameter p should be
+  refused(a, "instruction 2 'end' (kiln.LoopEnd) does not end the loop instruction 0 'begin' (kiln.LoopBegin) starts");
+  a = LoopSpec();
+  a.entries[0].instructions[2].when = {{3, true}};  // under a predicate its LoopBegin is not under
+  refused(a, "does not end the loop");
 }
 
 }  // namespace kiln
