@@ -15,6 +15,7 @@
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/gpu_test_util.h"
+#include "tests/runtime/count_allocations.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
 namespace kiln {
@@ -104,6 +105,30 @@ TEST_CASE("run-time Loop: a condition on tensor data ends it, on the CPU backend
     INFO("fuse " << fuse);
     CheckHalving(Device::kCpu, fuse);
   }
+}
+
+TEST_CASE("run-time Loop: a steady-state Run allocates nothing, whatever the iterations") {
+  auto model = Model::Load(testing::CompileModel(HalvingModel()));
+  REQUIRE(model.ok());
+  ContextOptions options{Device::kCpu};
+  options.cpu_threads = 2;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  const int64_t ms[] = {100, 2, 0};
+  const std::vector<float> x = {3, 5, 8};
+  std::vector<TensorView> out;
+  auto run = [&](int k) {
+    TensorView in[] = {TensorView::Host(&ms[k % 3], DType::kInt64, {}), TensorView::Host(x.data(), DType::kFloat32, {3})};
+    return ctx->Run(in, out).ok();
+  };
+  for (int k = 0; k < 3; ++k) REQUIRE(run(k));  // 4, 2 and 0 iterations: the scan output's size changes
+  bool ok = true;
+  const long n = testing::CountAllocations([&] {
+    for (int k = 0; k < 60; ++k) ok = ok && run(k);
+  });
+  CHECK(n == 0);
+  CHECK(ok);
+  CHECK(ctx->stats().runtime_dim_binds > 0);
 }
 
 TEST_CASE("[gpu] run-time Loop on the CUDA backend: the loop is one CPU fallback region") {
