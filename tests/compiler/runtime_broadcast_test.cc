@@ -41,20 +41,10 @@ Result<Out> Run(ExecutionContext& ctx, const std::vector<float>& x, const std::v
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size() / 2), 2}),
                      TensorView::Host(y.data(), DType::kFloat32, {static_cast<int64_t>(y.size() / 2), 2}),
                      TensorView::Host(w.data(), DType::kFloat32, {static_cast<int64_t>(w.size()), 1, 1})};
-  std::vector<TensorView> out;
-  KILN_RETURN_IF_ERROR(ctx.Run(in, out));
+  KILN_ASSIGN_OR_RETURN(const std::vector<io::HostTensor> out, testing::RunToHost(ctx, in));
   Out r;
-  r.dims.assign(out[0].dims, out[0].dims + out[0].rank);
-  r.z.resize(static_cast<size_t>(out[0].num_elements()));
-  if (out[0].memory == MemoryKind::kDevice) {
-    // The device output reaches the host through a second Run into a host view.
-    std::vector<TensorView> host = {TensorView::Host(r.z.data(), DType::kFloat32, out[0].dims, out[0].rank)};
-    KILN_RETURN_IF_ERROR(ctx.Run(in, host));
-    KILN_RETURN_IF_ERROR(ctx.Synchronize());
-  } else {
-    const float* p = static_cast<const float*>(out[0].data);
-    r.z.assign(p, p + out[0].num_elements());
-  }
+  r.dims = out[0].dims;
+  r.z = testing::Values<float>(out[0]);
   return r;
 }
 

@@ -210,34 +210,14 @@ onnx::ModelProto WidthModel() {
 void CheckWidth(ExecutionContext& ctx, const std::vector<float>& x, int64_t width, const std::vector<float>& y) {
   const int64_t rows = static_cast<int64_t>(x.size() / 4);
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {rows, 4})};
-  std::vector<TensorView> out;
-  Status st = ctx.Run(in, out);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
-  REQUIRE(ctx.Synchronize().ok());
-  REQUIRE(out.size() == 2);
-  for (const TensorView& v : out) {
-    REQUIRE(v.rank == 2);
-    CHECK(v.dims[0] == rows);
-    CHECK(v.dims[1] == width);
-  }
-  // Device outputs reach the host through a second Run into host views.
-  std::vector<std::vector<float>> host(2, std::vector<float>(static_cast<size_t>(rows * width)));
-  if (out[0].memory == MemoryKind::kDevice) {
-    std::vector<TensorView> views = {TensorView::Host(host[0].data(), DType::kFloat32, {rows, width}),
-                                     TensorView::Host(host[1].data(), DType::kFloat32, {rows, width})};
-    st = ctx.Run(in, views);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
-    REQUIRE(ctx.Synchronize().ok());
-  } else {
-    for (size_t i = 0; i < 2; ++i) {
-      const float* p = static_cast<const float*>(out[i].data);
-      host[i].assign(p, p + rows * width);
-    }
-  }
-  CHECK(host[0] == y);
+  auto out = testing::RunToHost(ctx, in);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  REQUIRE(out->size() == 2);
+  for (const io::HostTensor& v : *out) CHECK(v.dims == std::vector<int64_t>{rows, width});
+  CHECK(testing::Values<float>((*out)[0]) == y);
   std::vector<float> z = y;
   for (float& v : z) v *= 2;
-  CHECK(host[1] == z);
+  CHECK(testing::Values<float>((*out)[1]) == z);
 }
 
 void CheckWidths(Device device, bool fuse) {
@@ -327,20 +307,9 @@ onnx::ModelProto CountsModel() {
 // y for `x`, or the Run's error.
 Result<std::vector<int64_t>> RunCounts(ExecutionContext& ctx, const std::vector<float>& x) {
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
-  std::vector<TensorView> out;
-  KILN_RETURN_IF_ERROR(ctx.Run(in, out));
-  KILN_RETURN_IF_ERROR(ctx.Synchronize());
-  REQUIRE(out[0].rank == 2);
-  std::vector<int64_t> y(static_cast<size_t>(out[0].num_elements()));
-  if (out[0].memory == MemoryKind::kDevice) {
-    std::vector<TensorView> host = {TensorView::Host(y.data(), DType::kInt64, out[0].dims, 2)};
-    KILN_RETURN_IF_ERROR(ctx.Run(in, host));
-    KILN_RETURN_IF_ERROR(ctx.Synchronize());
-  } else {
-    const int64_t* p = static_cast<const int64_t*>(out[0].data);
-    y.assign(p, p + y.size());
-  }
-  return y;
+  KILN_ASSIGN_OR_RETURN(const std::vector<io::HostTensor> out, testing::RunToHost(ctx, in));
+  REQUIRE(out[0].dims.size() == 2);
+  return testing::Values<int64_t>(out[0]);
 }
 
 void CheckCounts(Device device) {

@@ -44,29 +44,13 @@ struct Result2 {
 
 Result2 RunPositive(ExecutionContext& ctx, const std::vector<float>& x) {
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
-  std::vector<TensorView> out;
-  Status st = ctx.Run(in, out);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
-  REQUIRE(ctx.Synchronize().ok());
-  REQUIRE(out.size() == 2);
+  auto out = testing::RunToHost(ctx, in);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  REQUIRE(out->size() == 2);
   Result2 r;
-  r.y_dims.assign(out[0].dims, out[0].dims + out[0].rank);
-  std::vector<int64_t> count(1, -1);
-  std::vector<float> y(static_cast<size_t>(out[0].num_elements()));
-  if (out[0].memory == MemoryKind::kDevice) {
-    // Copies the device outputs to the host through a second Run into host views.
-    std::vector<TensorView> host = {TensorView::Host(y.data(), DType::kFloat32, out[0].dims, out[0].rank),
-                                    TensorView::Host(count.data(), DType::kInt64, {1})};
-    st = ctx.Run(in, host);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
-    REQUIRE(ctx.Synchronize().ok());
-  } else {
-    const float* p = static_cast<const float*>(out[0].data);
-    y.assign(p, p + out[0].num_elements());
-    count[0] = *static_cast<const int64_t*>(out[1].data);
-  }
-  r.y = y;
-  r.count = count[0];
+  r.y_dims = (*out)[0].dims;
+  r.y = testing::Values<float>((*out)[0]);
+  r.count = testing::Values<int64_t>((*out)[1]).at(0);
   return r;
 }
 
