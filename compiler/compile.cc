@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <new>
@@ -364,7 +365,8 @@ namespace {
 // that comes from runtime inputs, with the profile that would specialise the entry on their
 // values (compiler/profile.h) added: "...; it depends on the values of input 'axes' (int64[2]):
 // compile an entry per value the callers send, for example --profile 'axes=[V0,V1]', ...".
-// Inputs every profile already fixes are not named again.
+// Inputs every profile already fixes are not named again; no profile is shown when the value
+// also depends on an input whose elements a profile cannot fix (a large tensor).
 Status WithValueProfileHint(const Status& st, const ir::Trace& imported, const std::vector<ResolvedProfile>& profiles) {
   const std::string msg(st.message());
   if (st.code() != StatusCode::kUnimplemented ||
@@ -378,13 +380,27 @@ Status WithValueProfileHint(const Status& st, const ir::Trace& imported, const s
       named.push_back(static_cast<ir::ValueId>(id));
   }
   const std::set<ir::ValueId> reaching = passes::ValuesReaching(imported, named);
+  // A loop body's parameter (a carried value) changes from iteration to iteration: no profile
+  // fixes it.
+  std::function<bool(const ir::Block&)> reads_parameter = [&](const ir::Block& block) {
+    for (ir::ValueId id : block.inputs)
+      if (reaching.count(id)) return true;
+    for (const ir::Node& n : block.nodes)
+      for (const auto& [name, sub] : n.blocks)
+        if (sub && reads_parameter(*sub)) return true;
+    return false;
+  };
+  if (reads_parameter(imported.body)) return st;
   std::vector<std::string> inputs, templates;
   for (ir::ValueId id : imported.inputs) {
     const ir::Value& v = imported.value(id);
     const int64_t count = passes::ValueElements(v);
     const bool fixable = !v.is_const() && passes::CanFixValues(v.dtype) && count >= 1 &&
                          count <= passes::kMaxValueElements;
-    if (!reaching.count(id) || !fixable) continue;
+    if (!reaching.count(id)) continue;
+    // The value also depends on an input's data no profile can fix (a tensor's elements):
+    // fixing the others would not make it known.
+    if (!fixable && !v.is_const()) return st;
     if (!profiles.empty() && std::all_of(profiles.begin(), profiles.end(),
                                          [&](const ResolvedProfile& p) { return p.values.count(v.name) > 0; }))
       continue;

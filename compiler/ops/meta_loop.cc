@@ -19,6 +19,9 @@ namespace kiln::ir {
 using namespace meta;
 namespace {
 
+// The largest constant trip count whose scan outputs the arena is sized for (2^24 rows).
+constexpr int64_t kMaxBoundedIterations = int64_t{1} << 24;
+
 // Input `i`, when present, is one element of `dtype`.
 Status CheckScalar(MetaContext& ctx, int i, std::string_view what, DType dtype) {
   const Value* v = Optional(ctx, i);
@@ -73,11 +76,18 @@ Status LoopEndMeta(MetaContext& ctx) {
   const Value* m = Optional(ctx, 0);
   std::optional<std::vector<Sym>> trips;
   if (m != nullptr) trips = Elements(*m);
+  // A while loop as PyTorch exports it (M = INT64_MAX) bounds nothing the arena could hold.
+  if (trips && trips->size() == 1 && (*trips)[0].is_const() && *(*trips)[0].value() > kMaxBoundedIterations)
+    return Unimplemented("scan outputs need a bound on the iterations, and the trip count M = " +
+                         (*trips)[0].ToString() + " bounds none (a while loop: its condition ends it); a run-time "
+                         "loop's scan outputs are sized for M rows, at most " +
+                         std::to_string(kMaxBoundedIterations));
   if (!trips || trips->size() != 1)
-    return Unimplemented("scan outputs need a bound on the iterations, but the trip count M" +
-                         (m == nullptr ? std::string(" is absent")
-                                       : " ('" + m->name + "') is not known at compile time as an expression") +
-                         " (a constant, a shape or an input's value)");
+    return Unimplemented(m == nullptr ? std::string("scan outputs need a bound on the iterations, but the loop has no trip "
+                                                    "count M to bound them (a constant, a shape or an input's value)")
+                                      : "scan outputs need a bound on the iterations, but the trip count M ('" + m->name +
+                                            "') is not known at compile time as an expression (a constant, a shape "
+                                            "or an input's value)");
   // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1.
   const Sym iterations = ctx.attrs().GetInt("exact", 0) != 0
                              ? (*trips)[0]

@@ -477,14 +477,26 @@ class Canonicalizer {
                              " outputs for a body of " + std::to_string(body->inputs.size()) + " parameters and " +
                              std::to_string(body->outputs.size()) + " results");
     const size_t states = node.inputs.size() - static_cast<size_t>(m), scanned = node.outputs.size() - states;
-    auto list = [&](const char* name, size_t n) {
+    // Each list, when given, has one value per scan input or output (0 when absent); a
+    // direction is 0 (forward) or 1 (reverse), as ONNX's Scan-9 says.
+    std::string bad;
+    auto list = [&](const char* name, size_t n, bool direction) {
       std::vector<int64_t> v = node.attrs.GetInts(name);
-      v.resize(std::max(v.size(), n), 0);
+      if (node.attrs.Has(name) && v.size() != n && bad.empty())
+        bad = std::string(name) + " has " + std::to_string(v.size()) + " values for " + std::to_string(n) +
+              (std::string(name).find("input") != std::string::npos ? " scan inputs" : " scan outputs");
+      for (size_t k = 0; direction && k < v.size() && bad.empty(); ++k)
+        if (v[k] != 0 && v[k] != 1)
+          bad = std::string(name) + "[" + std::to_string(k) + "] = " + std::to_string(v[k]) +
+                ", expected 0 (forward) or 1 (reverse)";
+      v.resize(n, 0);
       return v;
     };
-    const std::vector<int64_t> in_axes = list("scan_input_axes", m), in_dirs = list("scan_input_directions", m),
-                               out_axes = list("scan_output_axes", scanned),
-                               out_dirs = list("scan_output_directions", scanned);
+    const std::vector<int64_t> in_axes = list("scan_input_axes", m, false),
+                               in_dirs = list("scan_input_directions", m, true),
+                               out_axes = list("scan_output_axes", scanned, false),
+                               out_dirs = list("scan_output_directions", scanned, true);
+    if (!bad.empty()) return InvalidArgument(where + ": " + bad);
     std::optional<int64_t> length;
     std::vector<int64_t> axes(m);
     for (int64_t j = 0; j < m; ++j) {

@@ -3,11 +3,16 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "runtime/cpu/kernel.h"
 #include "runtime/op_table.h"
 
 namespace kiln::passes {
 namespace {
+
+bool IsLoopControl(const ir::Node& n) { return n.op == "kiln.LoopBegin" || n.op == "kiln.LoopEnd"; }
 
 // On a GPU, consecutive nodes the CPU backend runs form one CPU fallback region (one copy to
 // the host of what it reads from the device, one wait, one copy back of what is read after it:
@@ -16,18 +21,29 @@ namespace {
 void NoteFallbackRegions(ir::Trace& trace) {
   const std::vector<ir::Node>& nodes = trace.body.nodes;
   std::vector<std::string> regions;
+  std::vector<std::string> loops;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].executor != "cpu") continue;
+    if (nodes[i].op == "kiln.LoopBegin")  // "<Loop>_begin" (passes/canonicalize.cc RuntimeLoop)
+      loops.push_back("'" + (nodes[i].name.ends_with("_begin") ? nodes[i].name.substr(0, nodes[i].name.size() - 6)
+                                                                : nodes[i].name) + "'");
+    if (nodes[i].executor != "cpu" || IsLoopControl(nodes[i])) continue;
     const size_t begin = i;
     std::string members, reasons;
-    for (; i < nodes.size() && nodes[i].executor == "cpu"; ++i) {
+    // A run-time Loop's control is not part of a region: it stays on the host between them.
+    for (; i < nodes.size() && nodes[i].executor == "cpu" && !IsLoopControl(nodes[i]); ++i) {
       members += (members.empty() ? "" : ", ") + ("'" + nodes[i].name + "' (" + nodes[i].op + ")");
       const std::string& why = nodes[i].executor_reason;
       if (reasons.find(why) == std::string::npos) reasons += (reasons.empty() ? "" : "; ") + why;
     }
     regions.push_back("CPU fallback region " + std::to_string(regions.size() + 1) + ", " + std::to_string(i - begin) +
                       (i - begin == 1 ? " node: " : " nodes: ") + members + " -- " + reasons);
+    --i;  // the node that ended the region is looked at again
   }
+  if (!loops.empty())
+    trace.notes.push_back(std::to_string(loops.size()) + " run-time Loop" + (loops.size() == 1 ? "" : "s") + " (" +
+                          fmt::format("{}", fmt::join(loops, ", ")) +
+                          "): on a GPU the host reads each iteration's condition (one copy to the host and one wait "
+                          "per iteration) and its body's nodes run where they would outside a loop");
   if (regions.empty()) return;
   trace.notes.push_back(std::to_string(regions.size()) + " CPU fallback region" + (regions.size() == 1 ? "" : "s") +
                         " on a GPU (each: one copy to the host, one wait, one copy back)");
@@ -65,21 +81,13 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
                                                     : "this instance has no fused form (see the fusion log)";
     }
   }
-  // A run-time Loop (kiln.LoopBegin to kiln.LoopEnd) runs on the host as a whole: its control
-  // jumps back on the host, so on a GPU the loop is one CPU fallback region (copies in once,
-  // out once), whatever its body's nodes.
-  std::vector<std::string> open;
-  for (ir::Node& node : trace.body.nodes) {
-    if (node.op == "kiln.LoopBegin")  // named "<Loop>_begin" (passes/canonicalize.cc RuntimeLoop)
-      open.push_back(node.name.size() > 6 && node.name.ends_with("_begin") ? node.name.substr(0, node.name.size() - 6)
-                                                                            : node.name);
-    if (!open.empty()) {
-      node.executor = "cpu";
-      node.executor_reason = "in run-time Loop '" + open.front() +
-                             "', which the CUDA backend runs on the host, as one CPU fallback region";
-    }
-    if (node.op == "kiln.LoopEnd" && !open.empty()) open.pop_back();
-  }
+  // A run-time Loop's control runs on the host; its body's nodes run where they would outside
+  // a loop.
+  for (ir::Node& node : trace.body.nodes)
+    if (IsLoopControl(node))
+      node.executor_reason = "a run-time Loop's control, on the host: on a GPU it reads the trip count and each "
+                             "iteration's condition (one copy to the host and one wait per iteration) and copies the "
+                             "carried values on the device";
   NoteFallbackRegions(trace);
   return trace;
 }

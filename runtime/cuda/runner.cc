@@ -172,8 +172,20 @@ struct Runner::State {
   std::vector<uint64_t> staging_offsets;           // this call's input staging offsets
   bool capturing = false;                          // the stream is capturing this call's work
   // Per tensor of the running entry: a predicate's condition as read this call (0 or 1), or
-  // -1 before it is read.
+  // -1 before it is read (again after each iteration of a run-time Loop).
   std::vector<int8_t> conditions;
+  // The run-time Loops running (kiln.LoopBegin ... kiln.LoopEnd, innermost last), controlled
+  // from the host (LoopControl): where each began, the iterations it ran, its trip count (M),
+  // and whether its body was skipped; the host copies of the scalars it writes.
+  struct LoopFrame {
+    size_t begin = 0;
+    int64_t ran = 0, trips = 0;
+    bool skipped = false;
+    int64_t iteration = 0;  // staged for the copy to the device
+    uint8_t condition = 0;
+  };
+  std::vector<LoopFrame> loops;
+  int64_t loop_iterations = 0;      // started this Run, by every loop
   int64_t max_loop_iterations = 0;  // ContextOptions::max_loop_iterations
 
   ~State() {
@@ -225,6 +237,148 @@ struct Runner::State {
       if (!holds) return false;
     }
     return true;
+  }
+
+  // The value of one-element tensor `t` of `dtype` (8 bytes for int64, 1 for bool) on the host:
+  // a symbolic value, a weight or a host input directly, anything else copied from the device
+  // (one wait). Errors: kDataLoss when it is not one element of `dtype`, kDeviceError.
+  Status ReadScalar(const PreparedEntry& pe, const EntryState& es, std::span<const TensorView> inputs, int32_t t,
+                    DType dtype, CUstream stream, const std::string& label, void* out) const {
+    const cpu::TensorRef& r = es.refs[t];
+    if (r.dtype != dtype || r.num_elements != 1)
+      return DataLoss(label + ": " + pe.TensorName(t) + " is " + std::string(DTypeName(r.dtype)) + " of " +
+                      to_string(r.num_elements) + " elements, not one " + std::string(DTypeName(dtype)));
+    const size_t bytes = DTypeSize(dtype);
+    const PreparedTensor& pt = pe.tensors[t];
+    const void* host = nullptr;
+    if (pt.storage == StorageKind::kSymbolic && dtype == DType::kInt64) host = es.symbolic.data() + pt.values_begin;
+    if (pt.storage == StorageKind::kWeight)
+      host = dm->model.impl().weights + dm->model.impl().weight_table[pt.index].offset;
+    if (pt.storage == StorageKind::kInput && inputs[pt.index].memory != MemoryKind::kDevice) host = inputs[pt.index].data;
+    if (host != nullptr) {
+      std::memcpy(out, host, bytes);
+      return Status::Ok();
+    }
+    KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyDtoHAsync(out, DevicePtr(pe, es, t), bytes, stream),
+                                   [&] { return label + ": copy " + pe.TensorName(t) + " to the host"; }));
+    return CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return label + ": wait for the device"; });
+  }
+
+  // Enqueues a copy of tensor `from` into tensor `to` at byte `offset` (a row of a scan output),
+  // or into all of `to` (offset 0, `whole`): the same dtype, and the same element count when
+  // whole. kDataLoss otherwise, naming both.
+  Status CopyTensor(const PreparedEntry& pe, const EntryState& es, int32_t from, int32_t to, uint64_t offset,
+                    bool whole, CUstream stream, const std::string& label) const {
+    const cpu::TensorRef &a = es.refs[from], &b = es.refs[to];
+    const uint64_t bytes = TensorBytes(a);
+    if (a.dtype != b.dtype || (whole ? a.num_elements != b.num_elements : offset + bytes > TensorBytes(b)))
+      return DataLoss(label + ": " + pe.TensorName(from) + " (" + std::string(DTypeName(a.dtype)) + ", " +
+                      to_string(a.num_elements) + " elements) does not fit " + pe.TensorName(to) + " (" +
+                      std::string(DTypeName(b.dtype)) + ", " + to_string(b.num_elements) + " elements) at byte " +
+                      to_string(offset));
+    if (bytes == 0 || from == to) return Status::Ok();
+    return CheckLazy(*drv,
+                     drv->MemcpyDtoDAsync(DevicePtr(pe, es, to) + static_cast<CUdeviceptr>(offset),
+                                          DevicePtr(pe, es, from), bytes, stream),
+                     [&] { return label + ": copy " + pe.TensorName(from) + " on the device"; });
+  }
+
+  // Runs instruction `k` of entry `pe`, a run-time Loop's kiln.LoopBegin or kiln.LoopEnd
+  // (runtime/cpu/loop.cc says what each does), from the host: the trip count M and the
+  // conditions are read on the host (the body's condition once per iteration: one copy to the
+  // host and one wait), and the copies between the body's tensors, the iteration number and
+  // the condition are enqueued on the device, so the body's instructions run where they would
+  // outside a loop. *next: the instruction to run after it. A loop that ends sets its run-time
+  // dim (the iterations, for its scan outputs), and *rebound says so.
+  Status LoopControl(const PreparedEntry& pe, size_t k, EntryState& es, std::span<const TensorView> inputs,
+                     CUstream stream, RuntimeDimSetter& runtime_dims, size_t* next, bool* rebound) {
+    const PreparedInstruction& pi = pe.instructions[k];
+    const int32_t* ops = pe.operands.data() + pi.operands_begin;
+    const size_t pair = static_cast<size_t>(pe.loop_pair[k]);
+    auto start_iteration = [&]() -> Status {
+      if (++loop_iterations <= max_loop_iterations) return Status::Ok();
+      return ResourceExhausted(pi.label + ": this call's loops would run more than " + to_string(max_loop_iterations) +
+                               " iterations, past ContextOptions::max_loop_iterations");
+    };
+    auto write_scalars = [&](const LoopFrame& f, int32_t i, int32_t c) -> Status {
+      KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, es, i), &f.iteration, 8, stream),
+                                     [&] { return pi.label + ": copy the iteration number to the device"; }));
+      return CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, es, c), &f.condition, 1, stream),
+                       [&] { return pi.label + ": copy the condition to the device"; });
+    };
+    *rebound = false;
+    if (pair > k) {  // LoopBegin(M?, cond?, initial...) -> (iteration_num, cond_in, v...)
+      LoopFrame f;
+      f.begin = k;
+      f.trips = INT64_MAX;
+      uint8_t go = 1;
+      if (ops[0] >= 0) KILN_RETURN_IF_ERROR(ReadScalar(pe, es, inputs, ops[0], DType::kInt64, stream, pi.label, &f.trips));
+      if (ops[1] >= 0) KILN_RETURN_IF_ERROR(ReadScalar(pe, es, inputs, ops[1], DType::kBool, stream, pi.label, &go));
+      const int32_t* outs = ops + pi.num_inputs;
+      for (int32_t j = 2; j < pi.num_inputs; ++j)
+        KILN_RETURN_IF_ERROR(CopyTensor(pe, es, ops[j], outs[j], 0, true, stream, pi.label));
+      f.condition = go != 0 ? 1 : 0;
+      KILN_RETURN_IF_ERROR(write_scalars(f, outs[0], outs[1]));
+      f.skipped = !(go != 0 && f.trips > 0);
+      if (!f.skipped) KILN_RETURN_IF_ERROR(start_iteration());
+      loops.push_back(f);
+      *next = f.skipped ? pair : k + 1;
+      return Status::Ok();
+    }
+    // LoopEnd(M?, iteration_num, cond_in, v..., cond_out, v_next..., scan...) -> (v_final..., stacked...)
+    if (loops.empty() || loops.back().begin != pair)
+      return Internal(pi.label + ": reached without its kiln.LoopBegin");
+    LoopFrame& f = loops.back();
+    const int64_t carried = pi.attrs.GetInt("carried", -1);
+    const int64_t scans = pi.num_outputs - carried;
+    if (carried < 0 || scans < 0 || pi.num_inputs != 4 + 2 * carried + scans)
+      return DataLoss(pi.label + ": carried = " + to_string(carried) + " does not fit its operands");
+    const int32_t* values = ops + 3;
+    const int32_t cond_out = ops[3 + carried];
+    const int32_t* results = ops + 4 + carried;
+    const int32_t* parts = results + carried;
+    const int32_t* outs = ops + pi.num_inputs;
+    if (!f.skipped) {
+      uint8_t go = 0;
+      KILN_RETURN_IF_ERROR(ReadScalar(pe, es, inputs, cond_out, DType::kBool, stream, pi.label, &go));
+      for (int64_t j = 0; j < scans; ++j) {
+        const int32_t stacked = outs[carried + j];
+        const cpu::TensorRef& y = es.refs[stacked];
+        if (y.rank < 1 || f.ran >= y.dims[0])
+          return Internal(pi.label + ": iteration " + to_string(f.ran) + " has no row in " + pe.TensorName(stacked) +
+                          ", sized for the bound of the iterations");
+        KILN_RETURN_IF_ERROR(CopyTensor(pe, es, parts[j], stacked, static_cast<uint64_t>(f.ran) * TensorBytes(es.refs[parts[j]]),
+                                        false, stream, pi.label));
+      }
+      for (int64_t j = 0; j < carried; ++j)
+        KILN_RETURN_IF_ERROR(CopyTensor(pe, es, results[j], values[j], 0, true, stream, pi.label));
+      f.ran += 1;
+      f.iteration = f.ran;
+      f.condition = go != 0 ? 1 : 0;
+      KILN_RETURN_IF_ERROR(write_scalars(f, ops[1], ops[2]));
+      if (go != 0 && f.ran < f.trips) {
+        KILN_RETURN_IF_ERROR(start_iteration());
+        // The body's conditions are read again in the next iteration.
+        std::fill(conditions.begin(), conditions.end(), int8_t{-1});
+        *next = pair + 1;
+        return Status::Ok();
+      }
+    }
+    for (int64_t j = 0; j < carried; ++j)
+      KILN_RETURN_IF_ERROR(CopyTensor(pe, es, values[j], outs[j], 0, true, stream, pi.label));
+    const int64_t ran = f.ran;
+    loops.pop_back();
+    *next = k + 1;
+    if (const int32_t dim = pe.runtime_dim_of[k]; dim >= 0) {
+      KILN_RETURN_IF_ERROR(runtime_dims.Set(dim, ran).WithContext(pi.label));
+      *rebound = true;
+    } else {
+      for (int64_t j = 0; j < scans; ++j)
+        if (es.refs[outs[carried + j]].dims[0] != ran)
+          return DataLoss(pi.label + ": scan output " + to_string(j) + " was compiled for " +
+                          to_string(es.refs[outs[carried + j]].dims[0]) + " iterations; " + to_string(ran) + " ran");
+    }
+    return Status::Ok();
   }
 
   enum class Lib : uint8_t { kNone, kBlas, kDnn };
@@ -422,19 +576,6 @@ struct Runner::State {
       const PreparedInstruction& pi = pe.instructions[k];
       const int32_t* ops = pe.operands.data() + pi.operands_begin;
       cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
-      // The predicates' conditions too, where they differ from the first instruction's: the
-      // region checks those on the host (a run-time If inside a run-time Loop's body).
-      for (const PreparedInstruction::Predicate& w : pi.when) {
-        if (pi.when == pe.instructions[begin].when) break;
-        const int32_t t = w.tensor;
-        const cpu::TensorRef& r = s.refs[t];
-        if (pe.tensors[t].storage != StorageKind::kArena || life.written[t] >= static_cast<int32_t>(begin) ||
-            TensorBytes(r) == 0 || copied(t))
-          continue;
-        KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyDtoHAsync(r.data, DevicePtr(pe, s, t), TensorBytes(r), stream),
-                                       [&] { return pi.label + ": copy its condition to the host"; }));
-        region_inputs.push_back(t);
-      }
       for (int32_t i = 0; i < pi.num_inputs; ++i) {
         const int32_t t = ops[i];
         if (t < 0) continue;
@@ -460,25 +601,8 @@ struct Runner::State {
       }
     }
     KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->StreamSynchronize(stream), [&] { return where + ": wait for the device"; }));
-    // In order, and with a run-time Loop's jumps (its whole loop is in the region); the first
-    // instruction's predicates were checked on the device's conditions, and hold for those
-    // with the same; others are read on the host.
-    cpu::LoopStep step;
-    step.max_iterations = max_loop_iterations;
-    bool skipped_body = false;
-    for (size_t k = begin; k < end;) {
+    for (size_t k = begin; k < end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
-      bool runs = true;
-      const bool own_condition = pi.when != pe.instructions[begin].when;
-      for (size_t w = 0; own_condition && w < pi.when.size() && runs; ++w) {
-        const cpu::TensorRef& c = s.refs[pi.when[w].tensor];
-        const uint8_t first = c.num_elements == 1 ? *static_cast<const uint8_t*>(c.data) : 0;
-        KILN_ASSIGN_OR_RETURN(runs, pi.Holds(w, c.num_elements, first));
-      }
-      if (!runs) {
-        ++k;
-        continue;
-      }
       cpu::TensorRef* refs = s.operands.data() + pi.operands_begin;
       const int32_t dim = pe.runtime_dim_of[k];
       int64_t size = 0;
@@ -488,19 +612,15 @@ struct Runner::State {
                                  workspace,
                                  workspace_bytes,
                                  nullptr,
-                                 dim >= 0 ? &size : nullptr,
-                                 !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
-      step.skipped_body = std::exchange(skipped_body, false);
-      step.again = false;
+                                 dim >= 0 ? &size : nullptr};
       Status st = cpu::RunInstruction(pi, call, s.sizes);
-      if (st.ok() && dim >= 0 && !step.again) {
+      if (st.ok() && dim >= 0) {
         // The last instruction of its region: the outputs go to the device at the size found,
         // from the host arena placed again for the new binding (at the same offsets).
         st = runtime_dims.Set(dim, size);
         if (st.ok() && !host.Holds(s)) st = host.Place(pe, s, /*threads=*/1, max_context_bytes);
       }
       if (!st.ok()) return st.WithContext(pi.label + " (CPU fallback)");
-      k = cpu::NextInstruction(pe, k, step, &skipped_body);
     }
     for (size_t k = begin; k < end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
@@ -586,6 +706,7 @@ Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, 
     }
   }
   st->host_inputs.resize(model.inputs().size());
+  st->loops.reserve(16);  // their staged scalars stay put for nesting up to 16 (CUDA stages pageable copies anyway)
   st->input_ptrs.resize(model.inputs().size());
   return std::unique_ptr<Runner>(new Runner(std::move(st)));
 }
@@ -632,6 +753,8 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
   }
   s.marked = s.profile ? pe.instructions.size() + 1 : 0;
   if (pe.has_predicates) s.conditions.assign(pe.tensors.size(), -1);  // no allocation once this size was seen
+  s.loops.clear();
+  s.loop_iterations = 0;
   State::Decisions& d = s.Decide(e, pe, es);
   // The library workspace is reserved before the graph key is made, as the key holds its
   // address: a shape's second run then finds its first run's key (and is captured).
@@ -641,6 +764,17 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
   // CPU backend (a fallback). While capturing, a library that refuses an op only when it runs
   // stops the enqueueing (*refused): a CPU fallback cannot be captured.
   size_t fallbacks = 0;
+  // After a run-time dim changed the binding: the symbolic values and the library decisions
+  // (and their workspace) follow it.
+  auto rebind = [&]() -> Status {
+    if (!es.symbolic.empty())
+      KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(), es.symbolic.size() * 8, stream),
+                                 "copy symbolic values to the device"));
+    s.Decide(e, pe, es);
+    if (d.workspace > 0) KILN_RETURN_IF_ERROR(s.library_ws.Reserve(d.workspace, "cuBLASLt/cuDNN workspace"));
+    return Status::Ok();
+  };
+  auto is_loop_control = [&](size_t k) { return !pe.loop_pair.empty() && pe.loop_pair[k] >= 0; };
   auto enqueue_all = [&](bool capturing, bool* refused) -> Status {
     fallbacks = 0;
     for (size_t i = 0; i < pe.instructions.size(); ++i) {
@@ -652,6 +786,21 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
             KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[i + 1], stream), "cuEventRecord (profile)"));
           continue;
         }
+      }
+      if (is_loop_control(i)) {
+        // A run-time Loop's control, on the host; its body's instructions run where they
+        // would outside a loop. Such an entry is never captured (it is not DeviceOnly).
+        size_t next = i + 1;
+        bool rebound = false;
+        KILN_RETURN_IF_ERROR(s.LoopControl(pe, i, es, inputs, stream, runtime_dims, &next, &rebound));
+        if (rebound) KILN_RETURN_IF_ERROR(rebind());
+        // Profiled, the body's instructions show the last iteration's times: a jump back marks
+        // the body's start again.
+        if (s.profile)
+          KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[next <= i ? next : i + 1], stream),
+                                     "cuEventRecord (profile)"));
+        i = next - 1;
+        continue;
       }
       if (pi.program && !s.dm->functions.empty()) {
         KILN_RETURN_IF_ERROR(s.Launch(pe, pi, es, stream));
@@ -666,34 +815,14 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
           // A CPU fallback region: this instruction and the ones after it that also run on the
           // host. Its time goes to its first instruction's profile entry.
           size_t end = i + 1;
-          // A region runs under one condition: its first instruction's, checked above. A
-          // run-time Loop runs on the host as a whole, up to its LoopEnd, whatever its body's
-          // instructions and conditions.
-          size_t loop_end = i;
-          auto loop_to = [&](size_t k) {
-            if (!pe.loop_pair.empty() && pe.loop_pair[k] > static_cast<int32_t>(k))
-              loop_end = std::max(loop_end, static_cast<size_t>(pe.loop_pair[k]));
-          };
-          loop_to(i);
-          while (end < pe.instructions.size() &&
-                 (end <= loop_end || (pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
-                                      pe.instructions[end].when == pi.when))) {
-            loop_to(end);
+          // A region runs under one condition: its first instruction's, checked above.
+          while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
+                 pe.instructions[end].when == pi.when && !is_loop_control(end))
             ++end;
-          }
           KILN_RETURN_IF_ERROR(
               s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream, runtime_dims));
-          if (pe.runtime_dim_of[end - 1] >= 0) {
-            // A run-time dim may have changed the binding: the symbolic values and the library
-            // decisions (and their workspace) follow it.
-            if (!es.symbolic.empty())
-              KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoDAsync(s.symbolic.ptr, es.symbolic.data(),
-                                                                  es.symbolic.size() * 8, stream),
-                                         "copy symbolic values to the device"));
-            s.Decide(e, pe, es);
-            if (d.workspace > 0)
-              KILN_RETURN_IF_ERROR(s.library_ws.Reserve(d.workspace, "cuBLASLt/cuDNN workspace"));
-          }
+          // A run-time dim may have changed the binding.
+          if (pe.runtime_dim_of[end - 1] >= 0) KILN_RETURN_IF_ERROR(rebind());
           for (size_t k = i; k < end; ++k) {
             if (d.why[k].empty()) continue;  // runs where the artifact says: nothing to report
             if (fallbacks == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();

@@ -115,6 +115,20 @@ TEST_CASE("Scan at run time: a scan length not known at compile time gives the s
   CHECK(CompileStatus(RunningSum("T", 0, 0), testing::WithProfiles({"xs:T=3"})).ok());
 }
 
+TEST_CASE("Scan: directions other than 0 and 1 and attribute lists of the wrong length are refused") {
+  auto m = RunningSum("T", 0, 0);
+  for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (a.name() == "scan_output_directions") a.set_ints(0, 2);
+  Status st = CompileStatus(m, testing::CpuOnly());
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "node 'scan' (Scan): scan_output_directions[0] = 2, expected 0 (forward) or 1 (reverse)");
+  m = RunningSum("3", 0, 0);
+  testing::AttrInts(m.mutable_graph()->mutable_node(0), "scan_input_axes", {0, 1});
+  st = CompileStatus(m, testing::CpuOnly());
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "node 'scan' (Scan): scan_input_axes has 2 values for 1 scan inputs");
+}
+
 TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
   // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6. Unrolled with M's value
   // fixed by a profile; without one, M is a value input and the loop runs at run time

@@ -2,7 +2,8 @@
 // tensor data has its body compiled once between kiln.LoopBegin and kiln.LoopEnd
 // (runtime/cpu/loop.cc), and the executors run it again while the loop goes on, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI),
-// where the whole loop is one CPU fallback region. Expected values are computed by hand (the
+// where the host runs the control (reading each iteration's condition) and the body's
+// instructions run where they would outside a loop. Expected values are computed by hand (the
 // halvings are exact in float32); the refusals and ContextOptions::max_loop_iterations are
 // tested with their messages.
 #include <doctest/doctest.h>
@@ -131,9 +132,14 @@ TEST_CASE("run-time Loop: a steady-state Run allocates nothing, whatever the ite
   CHECK(ctx->stats().runtime_dim_binds > 0);
 }
 
-TEST_CASE("[gpu] run-time Loop on the CUDA backend: the loop is one CPU fallback region") {
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: the host controls the loop, the body runs on the device") {
   KILN_REQUIRE_GPU();
   CheckHalving(Device::kCuda, true);
+  // The body's fused ops are generated kernels, as outside a loop; only the control is on the host.
+  auto model = Model::Load(testing::CompileModel(HalvingModel(), For(Device::kCuda)));
+  REQUIRE(model.ok());
+  for (const InstructionInfo& ins : model->entries()[0].instructions)
+    CHECK_MESSAGE(ins.executor == (ins.op.starts_with("kiln.Loop") ? "cpu" : "generated"), ins.name);
 }
 
 namespace {
@@ -273,6 +279,57 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: a nested loop and an If in t
   CheckNested(Device::kCuda);
 }
 
+namespace {
+
+// M int64 (a value input) and x0 float32[1, 3]: M times, y = CumSum(x) (a CPU instruction: on
+// the CUDA backend a CPU fallback region inside the body) and x = MatMul(y, 0.5 I) (cuBLASLt);
+// the scan output stacks each y.
+void CheckLibraries(Device device) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "x0", {"1", "3"});
+  testing::AddFloatInit(g, "w", {3, 3}, {0.5f, 0, 0, 0, 0.5f, 0, 0, 0, 0.5f});
+  testing::AddInt64Init(g, "axis", {}, {1});
+  auto* loop = testing::AddNode(g, "Loop", {"M", "", "x0"}, {"x_last", "ys"}, "loop");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"1", "3"});
+  testing::AddNode(body, "CumSum", {"x", "axis"}, {"y"}, "cumsum");
+  testing::AddNode(body, "MatMul", {"y", "w"}, {"z"}, "matmul");
+  testing::AddNode(body, "Identity", {"y"}, {"y_out"}, "keep");
+  testing::AddOutput(body, "cond");
+  testing::AddOutput(body, "z");
+  testing::AddOutput(body, "y_out");
+  testing::AddOutput(g, "x_last");
+  testing::AddOutput(g, "ys");
+  auto model = Model::Load(testing::CompileModel(m, For(device)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const std::vector<float> x0 = {1, 1, 1};
+  for (const int64_t trips : {2, 0, 2}) {
+    TensorView in[] = {TensorView::Host(&trips, DType::kInt64, {}), TensorView::Host(x0.data(), DType::kFloat32, {1, 3})};
+    auto r = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    // [1, 2, 3] halves to [0.5, 1, 1.5]; [0.5, 1.5, 3] to [0.25, 0.75, 1.5].
+    CHECK(testing::Values<float>((*r)[0]) == (trips ? std::vector<float>{0.25f, 0.75f, 1.5f} : x0));
+    CHECK((*r)[1].dims == std::vector<int64_t>{trips, 1, 3});
+    CHECK(testing::Values<float>((*r)[1]) ==
+          (trips ? std::vector<float>{1, 2, 3, 0.5f, 1.5f, 3} : std::vector<float>{}));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: a body with a CPU-only op and a MatMul") { CheckLibraries(Device::kCpu); }
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: a CPU fallback region and cuBLASLt inside the body") {
+  KILN_REQUIRE_GPU();
+  CheckLibraries(Device::kCuda);
+}
+
 TEST_CASE("run-time Loop: ContextOptions::max_loop_iterations stops a loop that would run on") {
   // No M and a condition that stays true: x + 1 forever.
   auto m = testing::MakeModel(13);
@@ -358,6 +415,18 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
                                   "on the iterations, but the trip count M ('M') is not known at compile time as an "
                                   "expression (a constant, a shape or an input's value)") == 0,
                 st.message());
+  // A while loop as PyTorch exports it, M = INT64_MAX: nothing bounds the scan output.
+  auto endless = HalvingModel();
+  endless.mutable_graph()->mutable_input(0)->set_name("unused");
+  testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
+  st = testing::TryCompileModel(endless).status();
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("the trip count M = 9223372036854775807 bounds none (a while loop: its condition ends "
+                                  "it); a run-time loop's scan outputs are sized for M rows, at most 16777216") !=
+                    std::string::npos,
+                st.message());
+  // No profile is suggested: the condition is the loop's own data.
+  CHECK(st.message().find("--profile") == std::string::npos);
   // Without the scan output it compiles: M is read at each call.
   g->mutable_node(3)->mutable_output()->RemoveLast();
   body = g->mutable_node(3)->mutable_attribute(0)->mutable_g();
