@@ -181,6 +181,18 @@ class Canonicalizer {
     return trace_.AddValue(std::move(c));
   }
 
+  // Binds body parameter `param` to value `to`, whose dtype must be the one the body declares
+  // for it, if any (ONNX's type of the body's input): InvalidArgument otherwise.
+  Status BindParameter(const ir::Node& node, ir::ValueId param, ir::ValueId to) {
+    const ir::Value &declared = trace_.value(param), &given = trace_.value(to);
+    if (declared.dtype != DType::kUndefined && given.dtype != DType::kUndefined && declared.dtype != given.dtype)
+      return InvalidArgument("node '" + node.name + "' (" + node.op + "): its body's input '" + declared.name +
+                             "' is declared " + std::string(DTypeName(declared.dtype)) + ", and the " + node.op +
+                             " gives it " + std::string(DTypeName(given.dtype)));
+    SetMap(param, to);
+    return Status::Ok();
+  }
+
   // Runs `body` once with its parameters bound to `params`; the body's outputs, mapped.
   Result<std::vector<ir::ValueId>> Iterate(const ir::Node& node, const ir::Block& body,
                                            const std::vector<ir::ValueId>& params, int64_t i,
@@ -188,7 +200,7 @@ class Canonicalizer {
     if (i >= kMaxUnrolledIterations)
       return ResourceExhausted("node '" + node.name + "' (" + node.op + "): more than " +
                                std::to_string(kMaxUnrolledIterations) + " iterations to unroll");
-    for (size_t k = 0; k < params.size(); ++k) SetMap(body.inputs[k], params[k]);
+    for (size_t k = 0; k < params.size(); ++k) KILN_RETURN_IF_ERROR(BindParameter(node, body.inputs[k], params[k]));
     const std::string outer = iteration_;
     iteration_ = (outer.empty() ? "" : outer + ".") + std::to_string(i);
     Status st = Run(body, out);
@@ -322,7 +334,8 @@ class Canonicalizer {
     }
     const std::vector<ir::ValueId> params = begin.outputs;
     KILN_RETURN_IF_ERROR(Emit(std::move(begin), out).WithContext(where));
-    for (size_t k = scan ? 2 : 0; k < params.size(); ++k) SetMap(body.inputs[scan ? k - 2 : k], params[k]);
+    for (size_t k = scan ? 2 : 0; k < params.size(); ++k)
+      KILN_RETURN_IF_ERROR(BindParameter(node, body.inputs[scan ? k - 2 : k], params[k]));
     // Each Scan input's slice: Gather at the iteration number (counted from the end when reversed).
     for (size_t j = 0; j < slices.size(); ++j) {
       ir::ValueId index = params[0];
@@ -348,8 +361,9 @@ class Canonicalizer {
       ir::Value v;
       v.name = trace_.value(body.inputs[carried + j]).name;
       gather.outputs = {trace_.AddValue(std::move(v))};
-      SetMap(body.inputs[carried + j], gather.outputs[0]);
+      const ir::ValueId slice = gather.outputs[0];
       KILN_RETURN_IF_ERROR(Emit(std::move(gather), out));
+      KILN_RETURN_IF_ERROR(BindParameter(node, body.inputs[carried + j], slice));
     }
     const size_t dims = trace_.runtime_dims.size();
     KILN_RETURN_IF_ERROR(Run(body, out));

@@ -129,6 +129,18 @@ TEST_CASE("Scan: directions other than 0 and 1 and attribute lists of the wrong 
   CHECK(st.message() == "node 'scan' (Scan): scan_input_axes has 2 values for 1 scan inputs");
 }
 
+TEST_CASE("Loop and Scan: a body input declared with another dtype than the loop gives it is refused") {
+  for (const char* t : {"3", "T"}) {  // unrolled, and at run time
+    INFO("T = " << t);
+    auto m = RunningSum(t, 0, 0);
+    m.mutable_graph()->mutable_node(0)->mutable_attribute(3)->mutable_g()->mutable_input(0)->mutable_type()
+        ->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT32);
+    const Status st = CompileStatus(m, testing::CpuOnly());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message() == "node 'scan' (Scan): its body's input 'h' is declared int32, and the Scan gives it float32");
+  }
+}
+
 TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
   // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6. Unrolled with M's value
   // fixed by a profile; without one, M is a value input and the loop runs at run time

@@ -274,7 +274,7 @@ TEST_CASE("run-time Loop: a run-time Loop and a run-time If inside a run-time Lo
   CheckNested(Device::kCpu);
 }
 
-TEST_CASE("[gpu] run-time Loop on the CUDA backend: a nested loop and an If in the body run in one region") {
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: a nested loop and an If in the body, conditions read per iteration") {
   KILN_REQUIRE_GPU();
   CheckNested(Device::kCuda);
 }
