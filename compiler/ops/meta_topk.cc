@@ -1,5 +1,7 @@
-// Meta function of TopK (runtime/cpu/topk.cc): K must be known at compile time, since it
-// is the output's size along the axis.
+// Meta function of TopK (runtime/cpu/topk.cc): K is the outputs' size along the axis: a
+// constant, an expression in the symbols (a value input's), or, when K is computed from tensor
+// data, a run-time dim bounded by the axis (the kernel reports it; K above the axis fails the
+// call).
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -15,7 +17,18 @@ Status TopKMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckRank(*x, "X", 1, kMaxRank));
   if (kin->dtype != DType::kInt64) return InvalidArgument("input K: expected int64, found " + DTypeStr(kin->dtype));
   KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", -1), x->rank()));
-  KILN_ASSIGN_OR_RETURN(std::vector<Sym> k, NeedElements(*kin, "K"));
+  const std::optional<std::vector<Sym>> known = Elements(*kin);
+  if (!known) {
+    const Sym n = NumElements(kin->shape);
+    if (!n.is_const() || *n.value() != 1)
+      return InvalidArgument("input K: expected one value, found shape " + ShapeToString(kin->shape));
+    SymShape out = x->shape;
+    out[axis] = NewRuntimeDim(ctx, 0, x->shape[axis], "K, computed from tensor data");
+    ctx.SetOutput(0, x->dtype, out);
+    ctx.SetOutput(1, DType::kInt64, out);
+    return Status::Ok();
+  }
+  const std::vector<Sym>& k = *known;
   if (k.size() != 1) return InvalidArgument("input K: expected one value, found " + std::to_string(k.size()));
   if (auto kv = k[0].value()) {
     if (*kv < 0) return InvalidArgument("input K: expected one value >= 0, found [" + std::to_string(*kv) + "]");

@@ -1,6 +1,7 @@
 // TopK: the k largest (or smallest) elements along an axis and their indices. Ties go to
 // the lower index, as ONNX specifies; the output is always sorted (allowed for sorted=0); a
-// NaN orders above +inf (docs/semantics.md).
+// NaN orders above +inf (docs/semantics.md). A K computed from tensor data is a run-time dim
+// (KernelCall::runtime_size): the outputs have room for the whole axis and are written packed.
 #include <algorithm>
 #include <cstdint>
 
@@ -27,8 +28,11 @@ Status TopK(const KernelCall& call) {
   const int64_t k = kin.as<const int64_t>()[0], n = x.dims[axis];
   if (k < 0 || k > n) return OpError("TopK", "K = " + std::to_string(k) + " is outside [0, " + std::to_string(n) + "] (axis " + std::to_string(axis) + " of " + ShapeStr(x) + ")");
   const int64_t outer = Product(x.dims, 0, axis), inner = Product(x.dims, axis + 1, x.rank);
-  if (vals.dtype != x.dtype || inds.dtype != DType::kInt64 || vals.num_elements != outer * k * inner || inds.num_elements != vals.num_elements)
+  if (vals.dtype != x.dtype || inds.dtype != DType::kInt64 || inds.num_elements != vals.num_elements ||
+      (call.runtime_size ? vals.num_elements < outer * k * inner : vals.num_elements != outer * k * inner))
     return OpError("TopK", "outputs " + ShapeStr(vals) + " and " + ShapeStr(inds) + " do not match K = " + std::to_string(k) + " of " + ShapeStr(x));
+  // K computed from tensor data: a run-time dim, the outputs packed [outer, K, inner].
+  if (call.runtime_size) KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, "TopK", k, true));
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(n) * sizeof(int64_t), "TopK"));
   int64_t* order = static_cast<int64_t*>(call.workspace);
   const bool largest = call.attrs.GetInt("largest", 1) != 0;
@@ -62,7 +66,7 @@ Status TopK(const KernelCall& call) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"TopK", TopK, TopKWorkspace},
+    {"TopK", TopK, TopKWorkspace, false, {}, /*runtime_size=*/true},
 };
 
 }  // namespace

@@ -147,6 +147,55 @@ void CheckEmptyParts(Device device) {
 
 }  // namespace
 
+namespace {
+
+// x float32[N]: the K largest of x and their indices, K the count of its positive elements
+// (computed from the data: a run-time dim), then the values doubled on the device.
+void CheckTopK(Device device) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "two", {}, {2.0f});
+  testing::AddNode(g, "Greater", {"x", "zero"}, {"mask"}, "positive");
+  testing::AttrInt(testing::AddNode(g, "Cast", {"mask"}, {"ones"}, "cast"), "to", onnx::TensorProto::INT64);
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"ones"}, {"k"}, "count"), "keepdims", 1);
+  testing::AddNode(g, "TopK", {"x", "k"}, {"top", "where"}, "topk");
+  testing::AddNode(g, "Mul", {"top", "two"}, {"y"}, "double");
+  testing::AddOutput(g, "y");
+  testing::AddOutput(g, "where");
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  auto model = Model::Load(testing::CompileModel(m, options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries()[0].runtime_dims.size() == 1);
+  CHECK_MESSAGE(model->entries()[0].runtime_dims[0].find("top.count <= N") != std::string::npos,
+                model->entries()[0].runtime_dims[0]);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  auto run = [&](const std::vector<float>& x) {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size())})};
+    auto r = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return *r;
+  };
+  auto r = run({3, -1, 2, 5, -4});  // K = 3
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{10, 6, 4});
+  CHECK(testing::Values<int64_t>(r[1]) == std::vector<int64_t>{3, 0, 2});
+  r = run({-1, -2});  // K = 0
+  CHECK(r[0].dims == std::vector<int64_t>{0});
+  r = run({1, 2, 3, 4, 5, 6});  // K = N
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{12, 10, 8, 6, 4, 2});
+}
+
+}  // namespace
+
+TEST_CASE("run-time dims: TopK whose K is computed from the data") { CheckTopK(Device::kCpu); }
+
+TEST_CASE("[gpu] run-time dims on the CUDA backend: TopK whose K is computed from the data") {
+  KILN_REQUIRE_GPU();
+  CheckTopK(Device::kCuda);
+}
+
 TEST_CASE("run-time dims: a Concat part and a broadcast operand that are empty at run time") {
   CheckEmptyParts(Device::kCpu);
 }
