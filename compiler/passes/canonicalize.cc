@@ -110,6 +110,13 @@ class Canonicalizer {
     return trace_.AddValue(std::move(v));
   }
 
+  // A new value named `name`, its type left to inference.
+  ir::ValueId NewValue(std::string name) {
+    ir::Value v;
+    v.name = std::move(name);
+    return trace_.AddValue(std::move(v));
+  }
+
   // A new int64 (or bool) scalar constant.
   ir::ValueId ScalarConstant(const std::string& name, DType dtype, int64_t value) {
     return Constant(name, dtype, {}, {value});
@@ -433,7 +440,7 @@ class Canonicalizer {
                                std::to_string(stacks[k - carried].axis) + " is out of range for rank " +
                                std::to_string(rank));
       if (st.axis == 0 && !st.reverse) continue;
-      ir::ValueId rows = trace_.AddValue(ir::Value{trace_.value(end.outputs[k]).name + "_rows"});
+      ir::ValueId rows = NewValue(trace_.value(end.outputs[k]).name + "_rows");
       const ir::ValueId result = end.outputs[k];
       end.outputs[k] = rows;
       if (st.reverse) {
@@ -444,7 +451,7 @@ class Canonicalizer {
                       Constant(rev.name + "_ends", DType::kInt64, {1}, {INT64_MIN}),
                       Constant(rev.name + "_axes", DType::kInt64, {1}, {0}),
                       Constant(rev.name + "_steps", DType::kInt64, {1}, {-1})};
-        rev.outputs = {st.axis == 0 ? result : trace_.AddValue(ir::Value{trace_.value(result).name + "_reversed"})};
+        rev.outputs = {st.axis == 0 ? result : NewValue(trace_.value(result).name + "_reversed")};
         rows = rev.outputs[0];
         after.push_back(std::move(rev));
       }
