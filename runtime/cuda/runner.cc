@@ -164,6 +164,12 @@ struct Runner::State {
   bool profile = false;
   std::vector<CUevent> marks;
   size_t marked = 0;  // events recorded by the last Execute
+  // Profiling a run-time Loop: the instructions' times in the iterations before the last
+  // (summed when the loop jumps back, since the next iteration records their events again),
+  // and per kiln.LoopBegin whether its last run jumped back (then its own time is all in
+  // loop_ns, its events having been recorded again for the body).
+  std::vector<int64_t> loop_ns;
+  std::vector<uint8_t> begin_jumped;
   // CUDA graphs, keyed by entry, arena and input addresses and the bound symbols.
   bool graphs = false;
   std::map<std::vector<int64_t>, CUgraphExec> graph_cache;
@@ -379,6 +385,30 @@ struct Runner::State {
                           to_string(es.refs[outs[carried + j]].dims[0]) + " iterations; " + to_string(ran) + " ran");
     }
     return Status::Ok();
+  }
+
+  // Profiling: the event after run-time Loop control instruction `i`, which goes on at `next`. A
+  // jump back (a LoopEnd that runs its body again) waits for the stream, adds this iteration's
+  // times of the body's instructions and of the LoopEnd to State::loop_ns (and the LoopBegin's
+  // own time, at its first jump), and records the body's start again for the next iteration: so
+  // each instruction's profile is its time summed over the iterations, as on the CPU backend.
+  Status ProfileLoopControl(const PreparedEntry& pe, size_t i, size_t next, CUstream stream) {
+    State& s = *this;
+    const Driver& drv = *s.drv;
+    KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[i + 1], stream), "cuEventRecord (profile)"));
+    if (static_cast<size_t>(pe.loop_pair[i]) > i) s.begin_jumped[i] = 0;  // a LoopBegin starts its loop
+    if (next > i) return Status::Ok();
+    const size_t b = next - 1;  // the LoopBegin
+    KILN_RETURN_IF_ERROR(Check(drv, drv.StreamSynchronize(stream), "cuStreamSynchronize (profile)"));
+    auto add = [&](size_t k) {
+      float ms = 0;
+      if (drv.EventElapsedTime(&ms, s.marks[k], s.marks[k + 1]) == CUDA_SUCCESS) s.loop_ns[k] += static_cast<int64_t>(ms * 1e6);
+    };
+    if (!s.begin_jumped[b]) add(b);
+    s.begin_jumped[b] = 1;
+    for (size_t k = b + 1; k <= i; ++k)
+      if (!s.begin_jumped[k]) add(k);  // an inner loop's LoopBegin that jumped has its time summed already
+    return Check(drv, drv.EventRecord(s.marks[b + 1], stream), "cuEventRecord (profile)");
   }
 
   enum class Lib : uint8_t { kNone, kBlas, kDnn };
@@ -755,6 +785,12 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
   if (pe.has_predicates) s.conditions.assign(pe.tensors.size(), -1);  // no allocation once this size was seen
   s.loops.clear();
   s.loop_iterations = 0;
+  if (s.profile && !pe.loop_pair.empty()) {  // no allocation once this size was seen
+    s.loop_ns.assign(pe.instructions.size(), 0);
+    s.begin_jumped.assign(pe.instructions.size(), 0);
+  } else {
+    s.loop_ns.clear();
+  }
   State::Decisions& d = s.Decide(e, pe, es);
   // The library workspace is reserved before the graph key is made, as the key holds its
   // address: a shape's second run then finds its first run's key (and is captured).
@@ -794,11 +830,7 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
         bool rebound = false;
         KILN_RETURN_IF_ERROR(s.LoopControl(pe, i, es, inputs, stream, runtime_dims, &next, &rebound));
         if (rebound) KILN_RETURN_IF_ERROR(rebind());
-        // Profiled, the body's instructions show the last iteration's times: a jump back marks
-        // the body's start again.
-        if (s.profile)
-          KILN_RETURN_IF_ERROR(Check(drv, drv.EventRecord(s.marks[next <= i ? next : i + 1], stream),
-                                     "cuEventRecord (profile)"));
+        if (s.profile) KILN_RETURN_IF_ERROR(s.ProfileLoopControl(pe, i, next, stream));
         i = next - 1;
         continue;
       }
@@ -920,6 +952,9 @@ Status Runner::Synchronize(CUstream stream, Stats& stats) {
       if (drv.EventElapsedTime(&ms, s.marks[k - 1], s.marks[k]) == CUDA_SUCCESS)
         stats.last_instruction_ns[k - 1] = static_cast<int64_t>(ms * 1e6);
     }
+    // A run-time Loop's earlier iterations (ProfileLoopControl).
+    for (size_t k = 0; k < s.loop_ns.size() && k + 1 < s.marked; ++k)
+      stats.last_instruction_ns[k] = s.begin_jumped[k] ? s.loop_ns[k] : stats.last_instruction_ns[k] + s.loop_ns[k];
     s.marked = 0;
   }
   uint32_t words[4] = {};
