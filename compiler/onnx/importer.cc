@@ -225,6 +225,15 @@ class Importer {
       return DataLoss(where + ": value " + Q(name) + " is defined twice (ONNX names are SSA)");
     return Status::Ok();
   }
+  // Define for a node's output: in a subgraph (an If branch, a Loop or Scan body) it may not
+  // reuse a name of an enclosing graph either, since ONNX names are SSA across subgraphs.
+  Status DefineOutput(const std::string& name, ValueId id, const std::string& where) {
+    for (size_t s = 0; s + 1 < scopes_.size(); ++s)
+      if (scopes_[s].count(name))
+        return DataLoss(where + ": value " + Q(name) + " is defined again in a subgraph, where its enclosing graph "
+                        "defines it already (ONNX names are SSA)");
+    return Define(name, id, where);
+  }
   bool Used(const std::string& name) const { return !name.empty() && uses_.count(name) > 0; }
   static void SetInput(Node& node, size_t i, ValueId id) {
     if (node.inputs.size() <= i) node.inputs.resize(i + 1, kNoValue);
@@ -692,7 +701,7 @@ Status Importer::ImportConstantNode(const onnx::NodeProto& np, const std::string
     return DataLoss(where + ": unknown attribute " + Q(a.name()));
   }
   value_names_.insert(out);
-  return Define(out, AddConst(out, std::move(cd)), where);
+  return DefineOutput(out, AddConst(out, std::move(cd)), where);
 }
 
 Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a,
@@ -1022,7 +1031,7 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
     value_names_.insert(out);
     ApplyTypeInfo(v);
     const ValueId id = trace_.AddValue(std::move(v));
-    KILN_RETURN_IF_ERROR(Define(out, id, where));
+    KILN_RETURN_IF_ERROR(DefineOutput(out, id, where));
     node.outputs.push_back(id);
   }
   block.nodes.push_back(std::move(node));

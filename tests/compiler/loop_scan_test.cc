@@ -141,6 +141,19 @@ TEST_CASE("Loop and Scan: a body input declared with another dtype than the loop
   }
 }
 
+TEST_CASE("Loop and Scan: a body node's output named like a value of the enclosing graph is refused (SSA)") {
+  auto m = RunningSum("3", 0, 0);
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(3)->mutable_g();
+  body->mutable_node(0)->set_output(0, "xs");  // the outer graph's input
+  body->mutable_node(1)->set_input(0, "xs");
+  body->mutable_output(0)->set_name("xs");
+  const Status st = CompileStatus(m, testing::CpuOnly());
+  CHECK(st.code() == StatusCode::kDataLoss);
+  CHECK_MESSAGE(st.message().find("value 'xs' is defined again in a subgraph, where its enclosing graph defines it "
+                                  "already (ONNX names are SSA)") != std::string::npos,
+                st.message());
+}
+
 TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and the scan output are its results") {
   // M = 10, but the condition stops it after i = 3: acc = 0, 1, 3, 6. Unrolled with M's value
   // fixed by a profile; without one, M is a value input and the loop runs at run time
