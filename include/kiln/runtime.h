@@ -182,12 +182,15 @@ struct ContextOptions {
   // CUDA backend: capture each entry at each shape (and buffer addresses) as a CUDA graph
   // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream: capture
   // on the legacy default stream is not allowed, so a null stream runs uncaptured. Entries
-  // with run-time dims (EntryInfo::runtime_dims) or a run-time If (format 6: the host reads
+  // with run-time dims (EntryInfo::runtime_dims), a run-time If (format 6: the host reads
   // each branch condition, one device-to-host copy and stream wait per condition per call)
-  // are never captured.
+  // or a run-time Loop (format 7: the host reads each iteration's condition the same way) are
+  // never captured.
   bool cuda_graphs = false;
-  // Time every instruction (Stats::last_instruction_ns). Costs a clock read (CPU) or a CUDA
-  // event (GPU) per instruction, and graphs are not captured while profiling.
+  // Time every instruction (Stats::last_instruction_ns; a run-time Loop's instructions summed
+  // over its iterations). Costs a clock read (CPU) or a CUDA event (GPU) per instruction, and
+  // graphs are not captured while profiling; on the CUDA backend a run-time Loop's jump back
+  // also waits for the stream, to read the iteration's events.
   bool profile = false;
   // CPU backend: threads for a Run, the calling thread included (like onnxruntime's
   // intra_op_num_threads), 1 to 256; 0 means one per CPU this process may run on (its
