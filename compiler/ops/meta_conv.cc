@@ -78,7 +78,7 @@ Status ConvMeta(MetaContext& ctx) {
   if (c.B) KILN_RETURN_IF_ERROR(Unify(ctx, M, c.B->shape[0], "input B dim 0 (output channels)"));
   KILN_ASSIGN_OR_RETURN(Window w, ReadWindow(ctx.attrs(), c.kernel, true));
   SymShape in(c.X->shape.begin() + 2, c.X->shape.end());
-  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(in, w));
+  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(ctx, in, w));
   SymShape out = {c.X->shape[0], M};
   out.insert(out.end(), sp.begin(), sp.end());
   KILN_RETURN_IF_ERROR(CheckEpilogue(ctx, out, c.X->dtype));

@@ -30,7 +30,7 @@ Status PoolMeta(MetaContext& ctx, bool is_max) {
       return InvalidArgument("count_include_pad: expected 0 or 1, found " + std::to_string(cip));
   }
   SymShape in(X->shape.begin() + 2, X->shape.end());
-  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(in, w));
+  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(ctx, in, w));
   SymShape out = {X->shape[0], X->shape[1]};
   out.insert(out.end(), sp.begin(), sp.end());
   ctx.SetOutput(0, X->dtype, out);

@@ -262,7 +262,7 @@ Result<SymShape> IntConvShape(MetaContext& ctx, const Value& X, const Value& W,
     if (p && !IsPerTensor(*p))
       return InvalidArgument("input " + std::string(what) + ": expected one element, found " + Str(p->shape));
   KILN_ASSIGN_OR_RETURN(Window w, ReadWindow(ctx.attrs(), kernel, true));
-  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(SymShape(X.shape.begin() + 2, X.shape.end()), w));
+  KILN_ASSIGN_OR_RETURN(SymShape sp, WindowOutput(ctx, SymShape(X.shape.begin() + 2, X.shape.end()), w));
   SymShape out = {X.shape[0], M};
   out.insert(out.end(), sp.begin(), sp.end());
   return out;

@@ -392,11 +392,13 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
   return FloorDiv(Product(ca, fa), Product(cb, rest_b));
 }
 
-void AddGuard(MetaContext& ctx, const Sym& g) {
+void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why) {
   if (g.is_const() && *g.value() != 0) return;
   for (const Guard& x : ctx.trace().guards)
     if (x.condition.Same(g)) return;
-  ctx.trace().guards.push_back({g, "node '" + ctx.node().name + "' (" + ctx.node().op + ")"});
+  std::string origin = "node '" + ctx.node().name + "' (" + ctx.node().op + ")";
+  if (!why.empty()) origin += ", " + std::string(why);
+  ctx.trace().guards.push_back({g, std::move(origin)});
 }
 
 Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what) {
@@ -426,12 +428,12 @@ Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::strin
 namespace {
 
 // Whether tensor dim `d` is at least `lo` (0 or 1) for every call an entry accepts. Dim
-// symbols are >= 1. A dim computed from value symbols is too: the canonical stage guards every
-// output dim it cannot prove >= 1 (CheckOutputDims), except run-time dims, which are >= 0.
+// symbols are >= 1. A dim that may be 0 is provably >= 0 (a Slice length, a run-time dim):
+// the canonical stage guards every other output dim to be >= 1 (CheckOutputDims).
 bool DimAtLeast(const Sym& d, int64_t lo) {
   if (d.is_const()) return *d.value() >= lo;
-  if (HasRuntimeVar(d)) return LowerBound(d) >= lo || (lo == 0 && NonNegative(d));
-  return true;
+  if (!NonNegative(d)) return true;  // guarded >= 1
+  return lo <= 0 || LowerBound(d) >= lo;
 }
 
 }  // namespace
@@ -539,7 +541,7 @@ Result<Window> ReadWindow(const AttrMap& attrs, const std::vector<int64_t>& kern
   return w;
 }
 
-Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
+Result<SymShape> WindowOutput(MetaContext& ctx, const SymShape& in, const Window& w) {
   SymShape out;
   for (int i = 0; i < w.n; ++i) {
     const Sym& x = in[i];
@@ -578,6 +580,9 @@ Result<SymShape> WindowOutput(const SymShape& in, const Window& w) {
                              std::to_string(w.kernel[i]) + ", stride " + std::to_string(s) +
                              ", dilation " + std::to_string(w.dilations[i]) + ", pads " +
                              Str(w.pads) + ")");
+    // (One that may be negative gets the canonical stage's guard of every output dim.)
+    if (!o.is_const() && NonNegative(o) && LowerBound(o) < 1)
+      AddGuard(ctx, Lt(0, o), "whose output spatial dim " + std::to_string(i) + " must be >= 1");
     out.push_back(o);
   }
   return out;

@@ -120,8 +120,9 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact = nullptr);
 // Requires a == b: OK when Same(); InvalidArgument(`what`: expected A, found B) when both
 // are constants and differ; otherwise records the guard Eq(a, b) on the trace.
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what);
-// Records a guard (an expression that must be nonzero at run time), once.
-void AddGuard(MetaContext& ctx, const Sym& g);
+// Records a guard (an expression that must be nonzero at run time), once. Its origin names the
+// node, then `why` when given ("whose output spatial dim 0 must be >= 1").
+void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});
 
 // A run-time dim of the node's output `output` (ir::RuntimeDim): a Sym::RuntimeVar named after
 // that output ("idx.count"), at most `bound`, recorded in the trace once. Run-time dims in
@@ -140,8 +141,8 @@ enum class BroadcastDims {
 // broadcasts; two different constants other than 1 are an InvalidArgument naming both
 // shapes. Otherwise, with kAssumeEqual: a symbol against a constant other than 1 gives the
 // constant (guard Eq(sym, c)), two different symbols give the first (guard Eq(a, b)). With
-// kAtRunTime (a tensor dim is >= 1, or >= 0 where it reads a run-time dim, for every call an
-// entry accepts): the constant, else Max(a, b) (times min(a, b, 1) where one may be 0), with the
+// kAtRunTime (a tensor dim is >= 1, or >= 0 where it is provably >= 0 and may be 0: a Slice
+// length, a run-time dim; for every call an entry accepts): the constant, else Max(a, b) (times min(a, b, 1) where one may be 0), with the
 // guard that one of them is 1 or both are equal.
 Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b,
                            BroadcastDims mode = BroadcastDims::kAssumeEqual);
@@ -163,8 +164,10 @@ Result<Window> ReadWindow(const AttrMap& attrs, const std::vector<int64_t>& kern
 // The output spatial dims of a window op over `in` (the input's spatial dims):
 // NOTSET: floor-or-ceil((in + pb + pe - dil*(k-1) - 1) / s) + 1 (with ceil_mode, a last
 // window that starts in the end padding is dropped, as PyTorch and onnxruntime do);
-// VALID: the same with zero pads; SAME_UPPER/SAME_LOWER: ceil(in / s).
-Result<SymShape> WindowOutput(const SymShape& in, const Window& w);
+// VALID: the same with zero pads; SAME_UPPER/SAME_LOWER: ceil(in / s). Each must be at least
+// 1, as for onnxruntime's Conv: a constant one below is an InvalidArgument, a symbolic one gets
+// a guard (a window op's extent is never 0 by clamping, as a Slice's length may be).
+Result<SymShape> WindowOutput(MetaContext& ctx, const SymShape& in, const Window& w);
 
 std::string Str(const SymShape& s);
 // Registers `name` with its meta function.

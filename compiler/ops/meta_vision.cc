@@ -192,7 +192,7 @@ Status DeformConvMeta(MetaContext& ctx) {
     return InvalidArgument("input X dim 1: expected a multiple of offset_group " + std::to_string(og) + ", found " +
                            std::to_string(*c));
   KILN_ASSIGN_OR_RETURN(Window w, ReadWindow(ctx.attrs(), kernel, true));
-  KILN_ASSIGN_OR_RETURN(SymShape spatial, WindowOutput({X->shape[2], X->shape[3]}, w));
+  KILN_ASSIGN_OR_RETURN(SymShape spatial, WindowOutput(ctx, {X->shape[2], X->shape[3]}, w));
   int64_t masks, offsets;  // offset_group * kH * kW, and * 2
   if (__builtin_mul_overflow(og, kernel[0], &masks) || __builtin_mul_overflow(masks, kernel[1], &masks) ||
       __builtin_mul_overflow(masks, 2, &offsets))

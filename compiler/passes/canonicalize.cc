@@ -711,9 +711,10 @@ class Canonicalizer {
   }
 
   // Every output dim must be computable: a dim with no symbols that did not fold to a
-  // number overflowed int64. A static dim may be 0 (an empty tensor, as ONNX allows). A
-  // symbolic dim computed from the inputs (a Conv or pool extent, a Slice length) must be
-  // at least 1 for the calls this entry accepts; the prologue gets a guard for it.
+  // number overflowed int64. A static dim may be 0 (an empty tensor, as ONNX allows), and so
+  // may a symbolic one that is provably >= 0 (a Slice length is clamped at 0). Any other
+  // symbolic dim computed from the inputs (a Conv or pool extent, a value symbol) must be at
+  // least 1 for the calls this entry accepts; the prologue gets a guard for it.
   Status CheckOutputDims(const ir::Node& node) {
     for (ir::ValueId id : node.outputs) {
       if (id == ir::kNoValue) continue;
@@ -732,13 +733,15 @@ class Canonicalizer {
       for (size_t d = 0; d < v.shape.size(); ++d) {
         const ir::Sym& dim = v.shape[d];
         if (IsPositive(dim)) continue;
-        // A size found at run time (NonZero's count) may be 0: an empty tensor, as ONNX allows.
-        if (ir::meta::HasRuntimeVar(dim) && ir::meta::NonNegative(dim)) continue;
         if (dim.Vars().empty()) {
           if (dim.value() && *dim.value() == 0) continue;  // an empty tensor: every op and kernel accepts it
           return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
                                  std::to_string(d) + " is " + dim.ToString() + " (negative or overflowing int64)");
         }
+        // A size that is provably >= 0 may be 0 at run time: an empty tensor, as ONNX allows (a
+        // Slice past the end of a symbolic dim, max(0, W - min(5, W)); NonZero's count). Ops
+        // that need more guard it themselves (a window op's extent, meta::WindowOutput).
+        if (ir::meta::NonNegative(dim)) continue;
         guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
                                                "' dim " + std::to_string(d) + " must be >= 1"});
       }

@@ -1,6 +1,7 @@
-// Tensors with a static 0 dim compile and run end to end: the canonical stage accepts
-// them, the memory plan gives them no bytes, and fused programs and CPU kernels (with and
-// without fusion) produce what ONNX's reference does.
+// Tensors with a 0 dim compile and run end to end, static or a symbolic dim that is 0 at run
+// time: the canonical stage accepts them, the memory plan gives them no bytes, and fused
+// programs, CPU kernels (with and without fusion) and the CUDA backend's libraries produce
+// what ONNX's reference does.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -158,4 +159,94 @@ TEST_CASE("empty tensors: a batch of 0 through Conv, pooling and Gemm from a pro
 TEST_CASE("[gpu] empty tensors: a batch of 0 through cuDNN, generated kernels and cuBLASLt") {
   KILN_REQUIRE_GPU();
   CheckEmptyBatch(kiln::Device::kCuda);
+}
+
+namespace {
+
+// x[N, W] -> y = x[:, 5:] (max(0, W - 5) columns: empty for W <= 5) -> ReduceSum(y * y) over
+// axis 1, y @ y^T, Relu(Concat(y, x[:, :2])), y + b[N, 1], Shape(y).
+onnx::ModelProto SlicePastEndModel() {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "W"});
+  AddInput(g, "b", {"N", "1"});
+  AddInt64Init(g, "five", {1}, {5});
+  AddInt64Init(g, "to_end", {1}, {1000000000});  // tf2onnx's "to the end"
+  AddInt64Init(g, "zero", {1}, {0});
+  AddInt64Init(g, "two", {1}, {2});
+  AddInt64Init(g, "axis1", {1}, {1});
+  AddNode(g, "Slice", {"x", "five", "to_end", "axis1"}, {"y"}, "tail");
+  AddNode(g, "Mul", {"y", "y"}, {"sq"});
+  AddNode(g, "ReduceSum", {"sq", "axis1"}, {"rs"});
+  AttrInts(AddNode(g, "Transpose", {"y"}, {"yt"}), "perm", {1, 0});
+  AddNode(g, "MatMul", {"y", "yt"}, {"mm"});
+  AddNode(g, "Slice", {"x", "zero", "two", "axis1"}, {"head"});
+  AttrInt(AddNode(g, "Concat", {"y", "head"}, {"cat"}), "axis", 1);
+  AddNode(g, "Relu", {"cat"}, {"cr"});
+  AddNode(g, "Add", {"y", "b"}, {"yb"});
+  AddNode(g, "Shape", {"y"}, {"sh"});
+  for (const char* o : {"rs", "mm", "cr", "yb", "sh"}) AddOutput(g, o);
+  return m;
+}
+
+// Whether `want` (hand-computed) equals a Run's output of shape `dims`.
+void CheckOutput(const kiln::io::HostTensor& t, const std::vector<int64_t>& dims, const std::vector<float>& want) {
+  CHECK(t.dims == dims);
+  CHECK(Values<float>(t) == want);
+}
+
+// W = 7, 5, 3, 7 through one context (so W = 5 runs on memory that W = 7 wrote): ONNX clamps the
+// Slice's start to W, so y is empty for W <= 5, as onnxruntime gives. No guard refuses it.
+void CheckSlicePastEnd(kiln::Device device) {
+  auto options = device == kiln::Device::kCuda ? kiln::compiler::CompileOptions{} : CpuOnly();
+  auto model = kiln::Model::Load(CompileModel(SlicePastEndModel(), options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
+  CHECK(model->entries()[0].prologue_text.find("must be >= 1") == std::string::npos);
+  auto ctx = kiln::ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  constexpr int64_t N = 3;
+  for (int64_t W : {7, 5, 3, 7}) {
+    INFO("W = " << W);
+    std::vector<float> x(N * W), b = {1, 2, 3};
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 4;
+    kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {N, W}),
+                             kiln::TensorView::Host(b.data(), kiln::DType::kFloat32, {N, 1})};
+    auto out = RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    REQUIRE(out->size() == 5);
+    const int64_t C = std::max<int64_t>(0, W - 5);
+    auto at = [&](int64_t n, int64_t c) { return x[static_cast<size_t>(n * W + c)]; };
+    std::vector<float> rs, mm, cr, yb;
+    for (int64_t n = 0; n < N; ++n) {
+      float s = 0;
+      for (int64_t c = 5; c < W; ++c) s += at(n, c) * at(n, c);
+      rs.push_back(s);
+      for (int64_t k = 0; k < N; ++k) {
+        float d = 0;
+        for (int64_t c = 5; c < W; ++c) d += at(n, c) * at(k, c);
+        mm.push_back(d);  // zeros for an empty y: a sum of nothing
+      }
+      for (int64_t c = 5; c < W; ++c) cr.push_back(std::max(0.0f, at(n, c)));
+      for (int64_t c = 0; c < 2; ++c) cr.push_back(std::max(0.0f, at(n, c)));
+      for (int64_t c = 5; c < W; ++c) yb.push_back(at(n, c) + b[static_cast<size_t>(n)]);
+    }
+    CheckOutput((*out)[0], {N, 1}, rs);
+    CheckOutput((*out)[1], {N, N}, mm);
+    CheckOutput((*out)[2], {N, C + 2}, cr);
+    CheckOutput((*out)[3], {N, C}, yb);
+    CHECK((*out)[4].dims == std::vector<int64_t>{2});
+    CHECK(Values<int64_t>((*out)[4]) == std::vector<int64_t>{N, C});
+  }
+}
+
+}  // namespace
+
+TEST_CASE("empty tensors: a Slice past the end of a symbolic dim is empty at run time, with no guard") {
+  CheckSlicePastEnd(kiln::Device::kCpu);
+}
+
+TEST_CASE("[gpu] empty tensors: a Slice past the end of a symbolic dim on generated kernels and cuBLASLt") {
+  KILN_REQUIRE_GPU();
+  CheckSlicePastEnd(kiln::Device::kCuda);
 }

@@ -513,6 +513,9 @@ TEST_CASE("run-time Loop: the loader pairs kiln.LoopBegin with kiln.LoopEnd and 
   a = LoopSpec();
   a.entries[0].instructions[2].when = {{3, true}};  // under a predicate its LoopBegin is not under
   refused(a, "does not end the loop");
+  a = LoopSpec();
+  a.entries[0].instructions[2].attrs = {{"carried", fb::AttrKind::Int, 2}};  // operands for 1
+  refused(a, "instruction 2 'end' (kiln.LoopEnd): carried = 2 does not fit 6 inputs and 1 outputs");
 }
 
 }  // namespace kiln
