@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/loop_rules.h"
+
 namespace kiln {
 
 Status PairLoops(PreparedEntry& pe) {
@@ -23,11 +25,12 @@ Status PairLoops(PreparedEntry& pe) {
     const int32_t b = open.back();
     open.pop_back();
     const PreparedInstruction& begin = pe.instructions[static_cast<size_t>(b)];
-    const int64_t carried = pi.attrs.GetInt("carried", -1);
+    KILN_ASSIGN_OR_RETURN(const loop::EndOperands layout,
+                          loop::EndLayout(pi.label, pi.attrs.GetInt("carried", -1), static_cast<size_t>(pi.num_inputs),
+                                          static_cast<size_t>(pi.num_outputs)));
     const int32_t* bops = pe.operands.data() + begin.operands_begin;
     const int32_t* eops = pe.operands.data() + pi.operands_begin;
-    bool pairs = carried >= 0 && begin.num_outputs == carried + 2 && pi.num_inputs >= 4 + 2 * carried &&
-                 eops[0] == bops[0] && begin.when == pi.when;
+    bool pairs = begin.num_outputs == layout.carried + 2 && eops[0] == bops[0] && begin.when == pi.when;
     for (int32_t j = 0; pairs && j < begin.num_outputs; ++j) pairs = eops[1 + j] == bops[begin.num_inputs + j];
     if (!pairs)
       return DataLoss(pi.label + " does not end the loop " + begin.label +

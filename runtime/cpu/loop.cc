@@ -13,11 +13,14 @@
 //    of the Run together (nested loops multiply), is kResourceExhausted. When the loop
 //    ends it copies the parameters into the final carried values and reports the iterations
 //    that ran as the run-time dim (KernelCall::runtime_size) when there are scan outputs.
+// The operands' layout, the decisions and their errors are runtime/loop_rules.h's, which the
+// CUDA backend's control from the host follows too.
 #include <cstring>
 #include <string>
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/loop_rules.h"
 
 namespace kiln::cpu {
 namespace {
@@ -44,13 +47,8 @@ Result<const void*> Scalar(std::string_view op, const TensorRef& t, DType dtype,
   return static_cast<const void*>(t.data);
 }
 
-// Counts the iteration about to start against ContextOptions::max_loop_iterations, which bounds
-// every loop of the Run together (nested loops multiply).
 Status StartIteration(std::string_view op, LoopStep& step) {
-  if (++step.iterations <= step.max_iterations) return Status::Ok();
-  return ResourceExhausted(std::string(op) + ": this call's loops would run more than " +
-                           std::to_string(step.max_iterations) +
-                           " iterations, past ContextOptions::max_loop_iterations");
+  return loop::StartIteration(op, &step.iterations, step.max_iterations);
 }
 
 Status NeedControl(std::string_view op, const KernelCall& call) {
@@ -74,24 +72,20 @@ Status LoopBegin(const KernelCall& call) {
   const bool go = c == nullptr || *static_cast<const uint8_t*>(c) != 0;
   *static_cast<int64_t*>(const_cast<void*>(i)) = 0;
   *static_cast<uint8_t*>(const_cast<void*>(cond_in)) = go ? 1 : 0;
-  call.loop->again = go && (m == nullptr || *static_cast<const int64_t*>(m) > 0);
+  call.loop->again = loop::Again(go, 0, m == nullptr ? INT64_MAX : *static_cast<const int64_t*>(m));
   return call.loop->again ? StartIteration(kName, *call.loop) : Status::Ok();
 }
 
 Status LoopEnd(const KernelCall& call) {
   constexpr std::string_view kName = "kiln.LoopEnd";
   KILN_RETURN_IF_ERROR(NeedControl(kName, call));
-  const int64_t carried = call.attrs.GetInt("carried", -1);
-  const int64_t scans = static_cast<int64_t>(call.outputs.size()) - carried;
-  if (carried < 0 || scans < 0 || static_cast<int64_t>(call.inputs.size()) != 4 + 2 * carried + scans)
-    return OpError(kName, "carried = " + std::to_string(carried) + " does not fit " +
-                              std::to_string(call.inputs.size()) + " inputs and " + std::to_string(call.outputs.size()) +
-                              " outputs");
-  const size_t values = 3, cond_out = 3 + static_cast<size_t>(carried), results = cond_out + 1,
-               parts = results + static_cast<size_t>(carried);
-  KILN_ASSIGN_OR_RETURN(const void* m, Scalar(kName, call.inputs[0], DType::kInt64, "M"));
-  KILN_ASSIGN_OR_RETURN(const void* pi, Scalar(kName, call.inputs[1], DType::kInt64, "iteration_num"));
-  KILN_ASSIGN_OR_RETURN(const void* pc, Scalar(kName, call.inputs[2], DType::kBool, "cond_in"));
+  KILN_ASSIGN_OR_RETURN(const loop::EndOperands ops,
+                        loop::EndLayout(kName, call.attrs.GetInt("carried", -1), call.inputs.size(), call.outputs.size()));
+  const int64_t carried = ops.carried, scans = ops.scans;
+  const size_t values = ops.kValues, cond_out = ops.cond_out(), results = ops.results(), parts = ops.parts();
+  KILN_ASSIGN_OR_RETURN(const void* m, Scalar(kName, call.inputs[ops.kM], DType::kInt64, "M"));
+  KILN_ASSIGN_OR_RETURN(const void* pi, Scalar(kName, call.inputs[ops.kIteration], DType::kInt64, "iteration_num"));
+  KILN_ASSIGN_OR_RETURN(const void* pc, Scalar(kName, call.inputs[ops.kCondition], DType::kBool, "cond_in"));
   if (pi == nullptr || pc == nullptr) return OpError(kName, "iteration_num and cond_in must be present");
   int64_t* const i = static_cast<int64_t*>(const_cast<void*>(pi));
   uint8_t* const cond_in = static_cast<uint8_t*>(const_cast<void*>(pc));
@@ -112,9 +106,7 @@ Status LoopEnd(const KernelCall& call) {
       if (!fits)
         return OpError(kName, "scan value " + std::to_string(s) + " " + DTypeStr(part.dtype) + ShapeStr(part) +
                                   " does not fit the stacked output " + DTypeStr(y.dtype) + ShapeStr(y));
-      if (n >= y.dims[0])
-        return Internal(std::string(kName) + ": iteration " + std::to_string(n) + " has no row in scan output " +
-                        std::to_string(s) + " " + ShapeStr(y) + ", sized for the bound of the iterations");
+      KILN_RETURN_IF_ERROR(loop::CheckRow(kName, n, s, y.dims[0]));
       if (Bytes(part) > 0) std::memcpy(static_cast<uint8_t*>(y.data) + n * Bytes(part), part.data, Bytes(part));
     }
     for (int64_t k = 0; k < carried; ++k)
@@ -124,7 +116,7 @@ Status LoopEnd(const KernelCall& call) {
     ran = n + 1;
     *i = ran;
     *cond_in = go ? 1 : 0;
-    again = go && ran < trips;
+    again = loop::Again(go, ran, trips);
     if (again) KILN_RETURN_IF_ERROR(StartIteration(kName, *call.loop));
   }
   call.loop->again = again;
@@ -135,12 +127,10 @@ Status LoopEnd(const KernelCall& call) {
       KILN_RETURN_IF_ERROR(Copy(kName, call.inputs[values + static_cast<size_t>(k)], y, "final value", static_cast<size_t>(k)));
   }
   if (call.runtime_size) *call.runtime_size = ran;
-  else if (scans > 0)
+  else
     for (int64_t s = 0; s < scans; ++s) {
       const TensorRef& y = call.outputs[static_cast<size_t>(carried + s)];
-      if (y.present() && y.dims[0] != ran)
-        return OpError(kName, "scan output " + std::to_string(s) + " " + ShapeStr(y) + " was compiled for " +
-                                  std::to_string(y.dims[0]) + " iterations; " + std::to_string(ran) + " ran");
+      if (y.present()) KILN_RETURN_IF_ERROR(loop::CheckIterations(kName, s, y.dims[0], ran));
     }
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 #include "runtime/cpu/run_instruction.h"
 #include "runtime/cpu/widen.h"
 #include "runtime/op_table.h"
+#include "runtime/loop_rules.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/dnn.h"
 #include "runtime/cuda/libraries.h"
@@ -301,11 +302,7 @@ struct Runner::State {
     const PreparedInstruction& pi = pe.instructions[k];
     const int32_t* ops = pe.operands.data() + pi.operands_begin;
     const size_t pair = static_cast<size_t>(pe.loop_pair[k]);
-    auto start_iteration = [&]() -> Status {
-      if (++loop_iterations <= max_loop_iterations) return Status::Ok();
-      return ResourceExhausted(pi.label + ": this call's loops would run more than " + to_string(max_loop_iterations) +
-                               " iterations, past ContextOptions::max_loop_iterations");
-    };
+    auto start_iteration = [&] { return loop::StartIteration(pi.label, &loop_iterations, max_loop_iterations); };
     auto write_scalars = [&](const LoopFrame& f, int32_t i, int32_t c) -> Status {
       KILN_RETURN_IF_ERROR(CheckLazy(*drv, drv->MemcpyHtoDAsync(DevicePtr(pe, es, i), &f.iteration, 8, stream),
                                      [&] { return pi.label + ": copy the iteration number to the device"; }));
@@ -325,7 +322,7 @@ struct Runner::State {
         KILN_RETURN_IF_ERROR(CopyTensor(pe, es, ops[j], outs[j], 0, true, stream, pi.label));
       f.condition = go != 0 ? 1 : 0;
       KILN_RETURN_IF_ERROR(write_scalars(f, outs[0], outs[1]));
-      f.skipped = !(go != 0 && f.trips > 0);
+      f.skipped = !loop::Again(go != 0, 0, f.trips);
       if (!f.skipped) KILN_RETURN_IF_ERROR(start_iteration());
       loops.push_back(f);
       *next = f.skipped ? pair : k + 1;
@@ -335,14 +332,14 @@ struct Runner::State {
     if (loops.empty() || loops.back().begin != pair)
       return Internal(pi.label + ": reached without its kiln.LoopBegin");
     LoopFrame& f = loops.back();
-    const int64_t carried = pi.attrs.GetInt("carried", -1);
-    const int64_t scans = pi.num_outputs - carried;
-    if (carried < 0 || scans < 0 || pi.num_inputs != 4 + 2 * carried + scans)
-      return DataLoss(pi.label + ": carried = " + to_string(carried) + " does not fit its operands");
-    const int32_t* values = ops + 3;
-    const int32_t cond_out = ops[3 + carried];
-    const int32_t* results = ops + 4 + carried;
-    const int32_t* parts = results + carried;
+    KILN_ASSIGN_OR_RETURN(const loop::EndOperands layout,
+                          loop::EndLayout(pi.label, pi.attrs.GetInt("carried", -1), static_cast<size_t>(pi.num_inputs),
+                                          static_cast<size_t>(pi.num_outputs)));
+    const int64_t carried = layout.carried, scans = layout.scans;
+    const int32_t* values = ops + layout.kValues;
+    const int32_t cond_out = ops[layout.cond_out()];
+    const int32_t* results = ops + layout.results();
+    const int32_t* parts = ops + layout.parts();
     const int32_t* outs = ops + pi.num_inputs;
     if (!f.skipped) {
       uint8_t go = 0;
@@ -350,9 +347,7 @@ struct Runner::State {
       for (int64_t j = 0; j < scans; ++j) {
         const int32_t stacked = outs[carried + j];
         const cpu::TensorRef& y = es.refs[stacked];
-        if (y.rank < 1 || f.ran >= y.dims[0])
-          return Internal(pi.label + ": iteration " + to_string(f.ran) + " has no row in " + pe.TensorName(stacked) +
-                          ", sized for the bound of the iterations");
+        KILN_RETURN_IF_ERROR(loop::CheckRow(pi.label, f.ran, j, y.rank < 1 ? 0 : y.dims[0]));
         KILN_RETURN_IF_ERROR(CopyTensor(pe, es, parts[j], stacked, static_cast<uint64_t>(f.ran) * TensorBytes(es.refs[parts[j]]),
                                         false, stream, pi.label));
       }
@@ -361,8 +356,8 @@ struct Runner::State {
       f.ran += 1;
       f.iteration = f.ran;
       f.condition = go != 0 ? 1 : 0;
-      KILN_RETURN_IF_ERROR(write_scalars(f, ops[1], ops[2]));
-      if (go != 0 && f.ran < f.trips) {
+      KILN_RETURN_IF_ERROR(write_scalars(f, ops[layout.kIteration], ops[layout.kCondition]));
+      if (loop::Again(go != 0, f.ran, f.trips)) {
         KILN_RETURN_IF_ERROR(start_iteration());
         // The body's conditions are read again in the next iteration.
         std::fill(conditions.begin(), conditions.end(), int8_t{-1});
@@ -380,9 +375,7 @@ struct Runner::State {
       *rebound = true;
     } else {
       for (int64_t j = 0; j < scans; ++j)
-        if (es.refs[outs[carried + j]].dims[0] != ran)
-          return DataLoss(pi.label + ": scan output " + to_string(j) + " was compiled for " +
-                          to_string(es.refs[outs[carried + j]].dims[0]) + " iterations; " + to_string(ran) + " ran");
+        KILN_RETURN_IF_ERROR(loop::CheckIterations(pi.label, j, es.refs[outs[carried + j]].dims[0], ran));
     }
     return Status::Ok();
   }

@@ -1,0 +1,69 @@
+// The rules of a run-time Loop's control (ONNX Loop-21, compiled by compiler/passes/canonicalize.cc
+// RuntimeLoop into kiln.LoopBegin ... body ... kiln.LoopEnd), in one place for both executors:
+// the CPU kernels (runtime/cpu/loop.cc) and the CUDA backend's control from the host
+// (runtime/cuda/runner.cc, LoopControl). Each moves the data in its own memory; what they decide
+// (the operands' layout, when the body runs again, the iteration bound, a scan row's room)
+// and the errors they give come from here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kiln/status.h"
+
+namespace kiln::loop {
+
+// kiln.LoopEnd's operands, as indices: inputs (M?, iteration_num, cond_in, v[carried]...,
+// cond_out, v_next[carried]..., part[scans]...) and outputs (v_final[carried]...,
+// stacked[scans]...). v are the body's parameters (kiln.LoopBegin's outputs 2...), v_next the
+// body's carried results, part this iteration's scan values.
+struct EndOperands {
+  int64_t carried = 0, scans = 0;
+  static constexpr size_t kM = 0, kIteration = 1, kCondition = 2, kValues = 3;
+  size_t cond_out() const { return kValues + static_cast<size_t>(carried); }
+  size_t results() const { return cond_out() + 1; }
+  size_t parts() const { return results() + static_cast<size_t>(carried); }
+};
+
+// The layout of a kiln.LoopEnd with attribute `carried` (-1 when absent) and these operand
+// counts; kDataLoss naming `label` when they do not fit one another.
+inline Result<EndOperands> EndLayout(std::string_view label, int64_t carried, size_t inputs, size_t outputs) {
+  const int64_t scans = static_cast<int64_t>(outputs) - carried;
+  if (carried < 0 || scans < 0 || static_cast<int64_t>(inputs) != 4 + 2 * carried + scans)
+    return DataLoss(std::string(label) + ": carried = " + std::to_string(carried) + " does not fit " +
+                    std::to_string(inputs) + " inputs and " + std::to_string(outputs) + " outputs");
+  return EndOperands{carried, scans};
+}
+
+// Whether the body runs (again) after `ran` iterations: while its condition `go` holds and
+// fewer than the trip count `trips` (M; INT64_MAX when absent) ran.
+inline bool Again(bool go, int64_t ran, int64_t trips) { return go && ran < trips; }
+
+// Counts the iteration about to start in `*started`, the iterations every loop of the Run has
+// started (nested loops multiply). Past `max` (ContextOptions::max_loop_iterations):
+// kResourceExhausted.
+inline Status StartIteration(std::string_view label, int64_t* started, int64_t max) {
+  if (++*started <= max) return Status::Ok();
+  return ResourceExhausted(std::string(label) + ": this call's loops would run more than " + std::to_string(max) +
+                           " iterations, past ContextOptions::max_loop_iterations");
+}
+
+// Whether iteration `n` has a row in scan output `scan`, stacked with `rows` rows (its
+// bound's): kInternal otherwise, which the memory plan excludes.
+inline Status CheckRow(std::string_view label, int64_t n, int64_t scan, int64_t rows) {
+  if (n >= 0 && n < rows) return Status::Ok();
+  return Internal(std::string(label) + ": iteration " + std::to_string(n) + " has no row in scan output " +
+                  std::to_string(scan) + ", sized for the bound of the iterations (" + std::to_string(rows) + " rows)");
+}
+
+// A loop whose scan outputs were compiled for exactly `rows` iterations (its M, with no run-time
+// dim) ran `ran`: kDataLoss unless they agree.
+inline Status CheckIterations(std::string_view label, int64_t scan, int64_t rows, int64_t ran) {
+  if (rows == ran) return Status::Ok();
+  return DataLoss(std::string(label) + ": scan output " + std::to_string(scan) + " was compiled for " +
+                  std::to_string(rows) + " iterations; " + std::to_string(ran) + " ran");
+}
+
+}  // namespace kiln::loop
