@@ -32,9 +32,14 @@ namespace kiln {
 // so the instructions after it (and Deliver) see the size; the arena does not move (its plan
 // reads no run-time dim). Errors: those of binding (kDataLoss when the memory plan does not
 // hold for the size, kInvalidArgument when a shape cannot be computed).
+// Inside a run-time Loop's body the instruction runs once per iteration: before each run the
+// backend calls Reset, which binds the dim at its bound again when an earlier iteration set it
+// to another size (a compare otherwise), so the outputs again have room for any size.
 class RuntimeDimSetter {
  public:
   virtual Status Set(int32_t dim, int64_t value) = 0;
+  // *rebound: whether the binding changed (the backend's derived state must follow, as after Set).
+  virtual Status Reset(int32_t dim, bool* rebound) = 0;
 
  protected:
   ~RuntimeDimSetter() = default;

@@ -102,6 +102,12 @@ class Binder {
     return c_.mi->prepared[e].runtime_dims[static_cast<size_t>(dim)].symbol;
   }
 
+  // Run-time dim `dim`'s bound for this Run, as the prologue evaluated it.
+  int64_t RuntimeBound(int32_t e, int32_t dim) const {
+    const PreparedRuntimeDim& d = c_.mi->prepared[e].runtime_dims[static_cast<size_t>(dim)];
+    return c_.entries[e].scratch.expr_values[static_cast<size_t>(d.bound_expr)];
+  }
+
   // The guards checked once run-time dim `dim` is set, on the binding's values: a failure is
   // kInvalidArgument naming the guard and the symbols it reads, as bound in this run.
   Status CheckRuntimeGuards(int32_t e, int32_t dim) const {
@@ -207,6 +213,16 @@ class RunRuntimeDims final : public RuntimeDimSetter {
       KILN_RETURN_IF_ERROR(binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true));
     }
     return binder_.CheckRuntimeGuards(entry_, dim);
+  }
+
+  Status Reset(int32_t dim, bool* rebound) override {
+    int64_t& value = state_.scratch.symbol_values[static_cast<size_t>(binder_.RuntimeSymbol(entry_, dim))];
+    const int64_t bound = binder_.RuntimeBound(entry_, dim);
+    *rebound = value != bound;
+    if (!*rebound) return Status::Ok();
+    value = bound;
+    ++stats_.runtime_dim_binds;
+    return binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true);
   }
 
  private:

@@ -14,8 +14,6 @@ Status PairLoops(PreparedEntry& pe) {
   for (size_t k = 0; k < n; ++k) {
     const PreparedInstruction& pi = pe.instructions[k];
     const std::string_view op = pi.kernel ? pi.kernel->op : std::string_view();
-    if (!open.empty() && pe.runtime_dim_of[k] >= 0 && op != "kiln.LoopEnd")
-      return DataLoss(pi.label + " sets a run-time dim inside the body of " + pe.instructions[open.back()].label);
     if (op == "kiln.LoopBegin") {
       open.push_back(static_cast<int32_t>(k));
       continue;

@@ -11,8 +11,7 @@ namespace kiln {
 // Sets pe.loop_pair: per instruction, its partner's index for a LoopBegin (its LoopEnd) and a
 // LoopEnd (its LoopBegin), else -1. kDataLoss, naming the instructions, when the loops do not
 // nest, a LoopEnd's operands do not fit its `carried` (loop::EndLayout), its parameters are not its LoopBegin's outputs (its inputs 1 to carried + 2)
-// or its trip count M not its LoopBegin's, the two run under different predicates, or an
-// instruction inside a body sets a run-time dim.
+// or its trip count M not its LoopBegin's, or the two run under different predicates.
 Status PairLoops(PreparedEntry& pe);
 
 }  // namespace kiln

@@ -312,7 +312,7 @@ class Canonicalizer {
   // leading dim, the iterations that ran, is M itself when the loop has no condition and M is
   // at least 1 for every call (a Scan's length), else a run-time dim bounded by max(0, M), so
   // scan outputs need M known at compile time as an expression (a constant, a shape, an
-  // input's value). The body may not set run-time dims.
+  // input's value). The body may set run-time dims, which its scan values' shapes may not read.
   struct ScanSlice {  // a Scan input, read one slice per iteration
     ir::ValueId input;
     int64_t axis;
@@ -375,14 +375,25 @@ class Canonicalizer {
     const size_t dims = trace_.runtime_dims.size();
     KILN_RETURN_IF_ERROR(Run(body, out));
     if (undecided_) return Status::Ok();
-    if (trace_.runtime_dims.size() != dims)
-      return Unimplemented(where + ": its body sets a run-time dim (" + trace_.runtime_dims[dims].origin +
-                           "); a run-time loop's body may not, for now");
     std::vector<ir::ValueId> results;
     if (scan) results.push_back(params[1]);  // no condition: it stays true
     for (ir::ValueId id : body.outputs) {
       results.push_back(Map(id));
       KILN_RETURN_IF_ERROR(Usable(results.back(), where + "'s body"));
+    }
+    // The body may set run-time dims (a NonZero in it), set again in each iteration; a scan
+    // value may not have one in its shape, since the rows it stacks must have one shape. (A
+    // carried value keeps its shape: checked below.)
+    for (size_t j = carried + 1; j < results.size(); ++j) {
+      const ir::Value& v = trace_.value(results[j]);
+      for (size_t r = dims; r < trace_.runtime_dims.size(); ++r)
+        for (const ir::Sym& d : v.shape)
+          if (const std::vector<std::string> vars = d.Vars();
+              std::binary_search(vars.begin(), vars.end(), trace_.runtime_dims[r].symbol))
+            return Unimplemented(where + ": scan output " + std::to_string(j - carried - 1) + " ('" + v.name + "') is " +
+                                 std::string(DTypeName(v.dtype)) + ir::ShapeToString(v.shape) +
+                                 ", sized by a run-time dim set in each iteration (" + trace_.runtime_dims[r].origin +
+                                 "); the rows a scan output stacks must have one shape");
     }
     for (size_t k = 0; k < carried; ++k) {
       const ir::Value &p = trace_.value(params[2 + k]), &r = trace_.value(results[1 + k]);

@@ -77,7 +77,8 @@ struct Stats {
   // Bindings made because an instruction reported a run-time dim (EntryInfo::runtime_dims)
   // other than its bound or its size at the last such binding: each evaluates every shape of
   // the entry again (no allocation). A call whose sizes changed makes one per changed dim, and
-  // one more at its start to return the dims to their bounds.
+  // one more at its start to return the dims to their bounds; inside a run-time Loop's body,
+  // one more before each iteration's instruction whose dim an earlier iteration changed.
   uint64_t runtime_dim_binds = 0;
   // CUDA backend: the instructions of the last Run's entry that did not run where their
   // artifact says (InstructionInfo::executor "cublaslt" or "cudnn") but on the CPU backend,

@@ -54,8 +54,12 @@ class CpuBackend final : public Backend {
         ++k;
         continue;
       }
-      const TensorRef* ops = s.operands.data() + pi.operands_begin;
       const int32_t dim = pe.runtime_dim_of[k];
+      if (dim >= 0) {  // at its bound again, in a later iteration of a run-time Loop's body
+        bool rebound = false;
+        KILN_RETURN_IF_ERROR(run.runtime_dims.Reset(dim, &rebound).WithContext(pi.label));
+      }
+      const TensorRef* ops = s.operands.data() + pi.operands_begin;
       int64_t size = 0;
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},

@@ -332,6 +332,9 @@ struct Runner::State {
     if (loops.empty() || loops.back().begin != pair)
       return Internal(pi.label + ": reached without its kiln.LoopBegin");
     LoopFrame& f = loops.back();
+    // Its stacked outputs have the room of the bound again when an outer loop runs it anew.
+    if (const int32_t dim = pe.runtime_dim_of[k]; dim >= 0)
+      KILN_RETURN_IF_ERROR(runtime_dims.Reset(dim, rebound).WithContext(pi.label));
     KILN_ASSIGN_OR_RETURN(const loop::EndOperands layout,
                           loop::EndLayout(pi.label, pi.attrs.GetInt("carried", -1), static_cast<size_t>(pi.num_inputs),
                                           static_cast<size_t>(pi.num_outputs)));
@@ -844,6 +847,11 @@ Status Runner::Execute(int32_t e, const PreparedEntry& pe, EntryState& es, cpu::
           while (end < pe.instructions.size() && pe.runtime_dim_of[end - 1] < 0 && s.OnHost(pe, d, end) &&
                  pe.instructions[end].when == pi.when && !is_loop_control(end))
             ++end;
+          if (const int32_t dim = pe.runtime_dim_of[end - 1]; dim >= 0) {  // again in a loop's body
+            bool reset = false;
+            KILN_RETURN_IF_ERROR(runtime_dims.Reset(dim, &reset).WithContext(pe.instructions[end - 1].label));
+            if (reset) KILN_RETURN_IF_ERROR(rebind());
+          }
           KILN_RETURN_IF_ERROR(
               s.FallbackRegion(e, pe, i, end, es, host, max_context_bytes, inputs, stream, runtime_dims));
           // A run-time dim may have changed the binding.

@@ -330,6 +330,135 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: a CPU fallback region and cu
   CheckLibraries(Device::kCuda);
 }
 
+namespace {
+
+// M int64 (a value input), x0 float32[6], acc0 float32: M times, the sum and count of x's
+// positive elements (NonZero in the body: a run-time dim set in each iteration), added to acc,
+// then x + 1; the sums and counts stacked.
+onnx::ModelProto PositivesModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "x0", {"6"});
+  testing::AddInput(g, "acc0", {});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "one", {}, {1.0f});
+  testing::AddInt64Init(g, "first", {}, {0});
+  auto* loop = testing::AddNode(g, "Loop", {"M", "", "x0", "acc0"}, {"x_last", "acc", "sums", "counts"}, "loop");
+  auto* body = testing::AddBranch(loop, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"6"});
+  testing::AddInput(body, "a", {});
+  testing::AddNode(body, "Greater", {"x", "zero"}, {"positive"}, "positive");
+  testing::AddNode(body, "NonZero", {"positive"}, {"where"}, "where");
+  testing::AttrInt(testing::AddNode(body, "Gather", {"where", "first"}, {"at"}, "at"), "axis", 0);
+  testing::AttrInt(testing::AddNode(body, "Gather", {"x", "at"}, {"picked"}, "pick"), "axis", 0);
+  testing::AttrInt(testing::AddNode(body, "ReduceSum", {"picked"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(body, "Size", {"picked"}, {"n"}, "count");
+  testing::AddNode(body, "Add", {"a", "s"}, {"a_next"}, "add");
+  testing::AddNode(body, "Add", {"x", "one"}, {"x_next"}, "next");
+  for (const char* o : {"cond", "x_next", "a_next", "s", "n"}) testing::AddOutput(body, o);
+  for (const char* o : {"x_last", "acc", "sums", "counts"}) testing::AddOutput(g, o);
+  return m;
+}
+
+// M and K int64 (value inputs), x0 float32[2]: M times, an inner loop of at most K iterations
+// halves x while its sum is above 1 and stacks the sums (a run-time dim of the inner loop, set
+// in each outer iteration), whose total the outer loop stacks; x becomes the halved x times 16.
+onnx::ModelProto InnerScanModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "K", {}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "x0", {"2"});
+  testing::AddFloatInit(g, "half", {}, {0.5f});
+  testing::AddFloatInit(g, "one", {}, {1.0f});
+  testing::AddFloatInit(g, "sixteen", {}, {16.0f});
+  auto* outer = testing::AddNode(g, "Loop", {"M", "", "x0"}, {"x_last", "totals"}, "outer");
+  auto* body = testing::AddBranch(outer, "body");
+  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(body, "x", {"2"});
+  auto* inner = testing::AddNode(body, "Loop", {"K", "", "x"}, {"h", "sums"}, "inner");
+  auto* inner_body = testing::AddBranch(inner, "body");
+  testing::AddInput(inner_body, "j", {}, onnx::TensorProto::INT64);
+  testing::AddInput(inner_body, "c", {}, onnx::TensorProto::BOOL);
+  testing::AddInput(inner_body, "y", {"2"});
+  testing::AddNode(inner_body, "Mul", {"y", "half"}, {"y_next"}, "halve");
+  testing::AttrInt(testing::AddNode(inner_body, "ReduceSum", {"y_next"}, {"s"}, "sum"), "keepdims", 0);
+  testing::AddNode(inner_body, "Greater", {"s", "one"}, {"go_on"}, "above");
+  for (const char* o : {"go_on", "y_next", "s"}) testing::AddOutput(inner_body, o);
+  testing::AttrInt(testing::AddNode(body, "ReduceSum", {"sums"}, {"total"}, "total"), "keepdims", 0);
+  testing::AddNode(body, "Mul", {"h", "sixteen"}, {"x_next"}, "grow");
+  for (const char* o : {"cond", "x_next", "total"}) testing::AddOutput(body, o);
+  for (const char* o : {"x_last", "totals"}) testing::AddOutput(g, o);
+  return m;
+}
+
+void CheckRuntimeDimsInBody(Device device) {
+  auto model = Model::Load(testing::CompileModel(PositivesModel(), For(device)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const std::vector<float> x0 = {3, -1, 1, 2, 0, 5};
+  const float acc0 = 0.5f;
+  auto run = [&](int64_t m) {
+    TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}), TensorView::Host(x0.data(), DType::kFloat32, {6}),
+                       TensorView::Host(&acc0, DType::kFloat32, {})};
+    auto r = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    REQUIRE(r->size() == 4);
+    return *r;
+  };
+  // Positive elements per iteration: {3, 1, 2, 5}, {4, 2, 3, 1, 6}, then all six of x0 + k,
+  // summing 10 + 6k: each count at least the last, so every iteration needs the room of the
+  // bound again.
+  auto r = run(8);
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{11, 7, 9, 10, 8, 13});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{249.5f});
+  CHECK(testing::Values<float>(r[2]) == std::vector<float>{11, 16, 22, 28, 34, 40, 46, 52});
+  CHECK(testing::Values<int64_t>(r[3]) == std::vector<int64_t>{4, 5, 6, 6, 6, 6, 6, 6});
+  r = run(0);
+  CHECK(testing::Values<float>(r[0]) == x0);
+  CHECK(r[2].dims == std::vector<int64_t>{0});
+  r = run(2);
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{27.5f});
+  CHECK(testing::Values<int64_t>(r[3]) == std::vector<int64_t>{4, 5});
+
+  model = Model::Load(testing::CompileModel(InnerScanModel(), For(device)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  auto nested = [&](int64_t m, int64_t k) {
+    const std::vector<float> x = {3, 5};
+    TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}), TensorView::Host(&k, DType::kInt64, {}),
+                       TensorView::Host(x.data(), DType::kFloat32, {2})};
+    auto out = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    return *out;
+  };
+  // [3, 5]: sums 4, 2, 1 (total 7), then from [6, 10] sums 8, 4, 2, 1 (total 15), twice: the
+  // inner loop ran 3, then 4 iterations, each time from the room of its bound K.
+  r = nested(3, 10);
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{6, 10});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{7, 15, 15});
+  r = nested(3, 1);  // one halving each: sums 4, 32, 256
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{1536, 2560});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{4, 32, 256});
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: a NonZero and a run-time Loop with scan outputs in the body set their run-time dims in each iteration") {
+  CheckRuntimeDimsInBody(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: run-time dims set in each iteration of the body") {
+  KILN_REQUIRE_GPU();
+  CheckRuntimeDimsInBody(Device::kCuda);
+}
+
 TEST_CASE("run-time Loop: ContextOptions::max_loop_iterations stops a loop that would run on") {
   // No M and a condition that stays true: x + 1 forever.
   auto m = testing::MakeModel(13);
@@ -427,6 +556,16 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
                 st.message());
   // No profile is suggested: the condition is the loop's own data.
   CHECK(st.message().find("--profile") == std::string::npos);
+  // A scan value sized by a run-time dim of the body: its rows would differ in shape.
+  auto ragged = PositivesModel();
+  ragged.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_output(4)->set_name("picked");
+  st = testing::TryCompileModel(ragged).status();
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("node 'loop' (Loop): ") == 0, st.message());
+  CHECK_MESSAGE(st.message().find("scan output 1 ('picked') is float32[where.count], sized by a run-time dim set in "
+                                  "each iteration (node 'where' (NonZero)'s count of nonzero elements); the rows a "
+                                  "scan output stacks must have one shape") != std::string::npos,
+                st.message());
   // Without the scan output it compiles: M is read at each call.
   g->mutable_node(3)->mutable_output()->RemoveLast();
   body = g->mutable_node(3)->mutable_attribute(0)->mutable_g();
