@@ -376,7 +376,7 @@ Status PadMeta(MetaContext& ctx) {
                                " (dim " + d.ToString() + ", pads " + pb.ToString() + " and " + pe.ToString() + ")");
       if (!left.is_const()) AddGuard(ctx, Lt(Sym(0), left));
     }
-    if (mode == "reflect" && !empty_out) {
+    if (mode == "reflect" && pads_out && !empty_out) {
       if (left.is_const() && pb.is_const() && pe.is_const()) {
         if ((*pb.value() > 0 && *pb.value() >= *left.value()) || (*pe.value() > 0 && *pe.value() >= *left.value()))
           return InvalidArgument("pads: reflect mode expects pads below " + left.ToString() +

@@ -277,12 +277,15 @@ Status RangeMeta(MetaContext& ctx) {
     if (stash != static_cast<int64_t>(DType::kFloat32) && stash != static_cast<int64_t>(DType::kFloat64))
       return InvalidArgument("stash_type: expected 1 (float) or 11 (double), found " + std::to_string(stash));
   }
+  // An unknown delta is named first: a value input can stand for start and limit, not for it.
+  constexpr int kOrder[] = {2, 0, 1};
   if (IsFloat(t)) {
     auto s = FloatElements(*in[0]), l = FloatElements(*in[1]), d = FloatElements(*in[2]);
-    for (int i = 0; i < 3; ++i)
+    for (int i : kOrder)
       if (!(i == 0 ? s : i == 1 ? l : d))
         return Unimplemented(std::string("data-dependent output shape: Range ") + names[i] + " (" + in[i]->name +
-                             ") is not known at compile time");
+                             ") is not known at compile time (a floating-point Range's size needs start, limit "
+                             "and delta known)");
     if (s->size() != 1 || l->size() != 1 || d->size() != 1) return InvalidArgument("expected scalar inputs");
     if ((*d)[0] == 0) return InvalidArgument("delta: expected nonzero, found 0");
     double diff = t == DType::kFloat32 ? static_cast<double>(static_cast<float>((*l)[0] - (*s)[0]))
@@ -293,7 +296,7 @@ Status RangeMeta(MetaContext& ctx) {
     return Status::Ok();
   }
   auto s = Elements(*in[0]), l = Elements(*in[1]), d = Elements(*in[2]);
-  for (int i = 0; i < 3; ++i)
+  for (int i : kOrder)
     if (!(i == 0 ? s : i == 1 ? l : d))
       return Unimplemented(std::string("data-dependent output shape: Range ") + names[i] + " (" + in[i]->name +
                            ") is not known at compile time");

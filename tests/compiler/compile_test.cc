@@ -197,5 +197,36 @@ TEST_CASE("compile: a float Range over a Cast shape value has a symbolic length 
   std::filesystem::remove(path);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message() ==
-        "node 'grid' (Range): data-dependent output shape: Range limit (wf) is not known at compile time");
+        "node 'grid' (Range): data-dependent output shape: Range limit (wf) is not known at compile time (a "
+        "floating-point Range's size needs start, limit and delta known)");
+}
+
+TEST_CASE("compile: a Range whose delta is an input names the delta, and compiles once a profile fixes it") {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "n", {}, onnx::TensorProto::INT64);
+  AddInput(g, "d", {}, onnx::TensorProto::INT64);
+  AddInt64Init(g, "zero", {}, {0});
+  AddNode(g, "Range", {"zero", "n", "d"}, {"r"}, "range");
+  AddOutput(g, "r");
+  // The limit could be a value input; the delta, which divides the size, cannot.
+  auto refused = TryCompileModel(m);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_MESSAGE(refused.status().message().find("node 'range' (Range): data-dependent output shape: Range delta (d) is "
+                                                "not known at compile time; it depends on the values of input 'd'") == 0,
+                refused.status().message());
+  auto model = kiln::Model::Load(CompileModel(m, WithProfiles({"d=[3]"})));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = kiln::ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const int64_t d = 3;
+  for (const int64_t n : {7, 0, 10}) {
+    kiln::TensorView in[] = {kiln::TensorView::Host(&n, kiln::DType::kInt64, {}),
+                             kiln::TensorView::Host(&d, kiln::DType::kInt64, {})};
+    auto out = RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    std::vector<int64_t> want;
+    for (int64_t v = 0; v < n; v += d) want.push_back(v);
+    CHECK(Values<int64_t>((*out)[0]) == want);
+  }
 }

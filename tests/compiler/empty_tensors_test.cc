@@ -246,6 +246,37 @@ TEST_CASE("empty tensors: a Slice past the end of a symbolic dim is empty at run
   CheckSlicePastEnd(kiln::Device::kCpu);
 }
 
+TEST_CASE("empty tensors: a reflect Pad of another axis than the one a Slice left empty") {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "W"});
+  AddInt64Init(g, "five", {1}, {5});
+  AddInt64Init(g, "to_end", {1}, {INT64_MAX});
+  AddInt64Init(g, "axis1", {1}, {1});
+  AddInt64Init(g, "pads", {4}, {1, 0, 1, 0});  // axis 0 by one on each side; axis 1 not at all
+  AddNode(g, "Slice", {"x", "five", "to_end", "axis1"}, {"y"}, "tail");
+  AttrString(AddNode(g, "Pad", {"y", "pads"}, {"p"}, "pad"), "mode", "reflect");
+  AddOutput(g, "p");
+  auto model = kiln::Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = kiln::ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  for (int64_t W : {3, 7}) {
+    INFO("W = " << W);
+    std::vector<float> x(static_cast<size_t>(2 * W));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {2, W})};
+    auto out = RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    // Rows reflected on axis 0: row 1, row 0, row 1, row 0 of x[:, 5:].
+    std::vector<float> want;
+    for (int64_t r : {1, 0, 1, 0})
+      for (int64_t c = 5; c < W; ++c) want.push_back(x[static_cast<size_t>(r * W + c)]);
+    CHECK((*out)[0].dims == std::vector<int64_t>{4, std::max<int64_t>(0, W - 5)});
+    CHECK(Values<float>((*out)[0]) == want);
+  }
+}
+
 TEST_CASE("[gpu] empty tensors: a Slice past the end of a symbolic dim on generated kernels and cuBLASLt") {
   KILN_REQUIRE_GPU();
   CheckSlicePastEnd(kiln::Device::kCuda);
