@@ -5,7 +5,8 @@
 // Max where the dim's lower bound does not decide them (meta::SliceBound): x[1:] on dim T is
 // T - 1, x[:5] is min(5, T), and an end of 1e9 is min(999999999, T), never an assumption that
 // rejects a shorter T. Ends at or beyond INT32_MAX (and, for negative steps, at or below
-// -INT32_MAX) mean "to the end". Symbolic starts/ends must be provably >= 0.
+// -INT32_MAX) mean "to the end". Symbolic starts/ends must be provably >= 0. Starts or ends
+// computed from tensor data make the length a run-time dim (DataSliceMeta).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -215,6 +216,36 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
   return SliceRange{S, as == 1 ? diff : CeilDiv(diff, Sym(as))};
 }
 
+// A Slice whose starts or ends are computed from tensor data (x[i:] in a run-time Loop's body,
+// x[:n] with n from a ReduceSum): its length on the one axis it slices is a run-time dim that
+// the CPU kernel reports, at most the axis dim (divided by the step). Axes and steps must be
+// constants.
+Status DataSliceMeta(MetaContext& ctx, const Value& x) {
+  const Value &starts = *ctx.input(1), &ends = *ctx.input(2);
+  const Sym n = NumElements(starts.shape);
+  if (!n.is_const() || *n.value() != 1 || !NumElements(ends.shape).Same(n))
+    return Unimplemented("data-dependent output shape: starts " + Str(starts.shape) + " and ends " + Str(ends.shape) +
+                         " computed from tensor data: such a Slice takes one axis (one start and one end)");
+  int64_t axis = 0, step = 1;
+  if (const Value* a = ctx.input(3)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, NeedConstInts(*a, "axes"));
+    if (axes.size() != 1) return InvalidArgument("axes: expected 1 value (as starts), found " + Str(axes));
+    axis = axes[0];
+  }
+  if (const Value* s = ctx.input(4)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, NeedConstInts(*s, "steps"));
+    if (steps.size() != 1 || steps[0] == 0) return InvalidArgument("steps: expected 1 nonzero value, found " + Str(steps));
+    step = steps[0];
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes({axis}, x.rank()));
+  SymShape out = x.shape;
+  const Sym& d = x.shape[norm[0]];
+  const int64_t size = StepSize(step);
+  out[norm[0]] = NewRuntimeDim(ctx, 0, size == 1 ? d : CeilDiv(d, Sym(size)), "length, from starts or ends computed from tensor data");
+  ctx.SetOutput(0, x.dtype, out);
+  return Status::Ok();
+}
+
 Status SliceMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));
@@ -227,8 +258,9 @@ Status SliceMeta(MetaContext& ctx) {
     } else if (i <= 2) {
       return InvalidArgument(std::string("expected input ") + names[i - 1] + ", found it absent");
     }
-  KILN_ASSIGN_OR_RETURN(std::vector<Sym> starts, NeedElements(*ctx.input(1), "starts"));
-  KILN_ASSIGN_OR_RETURN(std::vector<Sym> ends, NeedElements(*ctx.input(2), "ends"));
+  const std::optional<std::vector<Sym>> known_starts = Elements(*ctx.input(1)), known_ends = Elements(*ctx.input(2));
+  if (!known_starts || !known_ends) return DataSliceMeta(ctx, *x);
+  const std::vector<Sym>&starts = *known_starts, &ends = *known_ends;
   size_t n = starts.size();
   if (ends.size() != n)
     return InvalidArgument("ends: expected " + std::to_string(n) + " values (as starts), found " +

@@ -225,7 +225,13 @@ Status SliceKernel(const KernelCall& call) {
                                 std::to_string(n) + " and " + std::to_string(t->num_elements));
     }
   }
+  // Starts or ends computed from tensor data (compiler/ops/meta_data_movement.cc
+  // DataSliceMeta): the length on the one axis sliced is a run-time dim, reported here, and the
+  // output is packed for it.
+  if (call.runtime_size && n != 1)
+    return OpError(kName, "a run-time length needs one axis sliced, found " + std::to_string(n));
   int64_t start[kMaxRank], step[kMaxRank], len[kMaxRank];
+  int runtime_axis = -1;
   bool set[kMaxRank] = {};
   for (int d = 0; d < x.rank; ++d) {
     start[d] = 0;
@@ -257,12 +263,16 @@ Status SliceKernel(const KernelCall& call) {
     }
     start[d] = s;
     step[d] = st;
+    if (call.runtime_size) runtime_axis = d;
   }
-  int64_t in_strides[kMaxRank], src_strides[kMaxRank];
+  int64_t in_strides[kMaxRank], src_strides[kMaxRank], out_dims[kMaxRank];
   ContiguousStrides(x.dims, x.rank, in_strides);
   int64_t base = 0;
   for (int d = 0; d < x.rank; ++d) {
-    if (len[d] != y.dims[d]) {
+    out_dims[d] = len[d];
+    if (d == runtime_axis) {
+      KILN_RETURN_IF_ERROR(ReportRuntimeSize(call, kName, len[d], len[d] <= y.dims[d]));
+    } else if (len[d] != y.dims[d]) {
       return OpError(kName, "output " + ShapeStr(y) + " has " + std::to_string(y.dims[d]) +
                                 " elements on axis " + std::to_string(d) + ", the slice gives " +
                                 std::to_string(len[d]));
@@ -270,10 +280,10 @@ Status SliceKernel(const KernelCall& call) {
     if (len[d] > 0) base += start[d] * in_strides[d];
     src_strides[d] = step[d] * in_strides[d];
   }
-  if (y.num_elements == 0) return Status::Ok();
+  if (Product(out_dims, 0, x.rank) == 0) return Status::Ok();
   const size_t esize = DTypeSize(x.dtype);
   StridedCopy(static_cast<const char*>(x.data) + base * static_cast<int64_t>(esize), esize,
-              src_strides, y.dims, y.rank, y.data);
+              src_strides, out_dims, y.rank, y.data);
   return Status::Ok();
 }
 
@@ -628,7 +638,7 @@ constexpr KernelDef kKernels[] = {
     {"Identity", Identity, nullptr, true},
     {"Pad", PadKernel, nullptr, true},
     {"Reshape", Reshape, nullptr, true},
-    {"Slice", SliceKernel, nullptr, true},
+    {"Slice", SliceKernel, nullptr, true, {}, /*runtime_size=*/true},
     {"SpaceToDepth", SpaceToDepth, nullptr, true},
     {"Split", SplitKernel, nullptr, true},
     {"Squeeze", Squeeze, nullptr, true},

@@ -196,6 +196,82 @@ TEST_CASE("[gpu] run-time dims on the CUDA backend: TopK whose K is computed fro
   CheckTopK(Device::kCuda);
 }
 
+namespace {
+
+// x float32[2, N]: n, the count of x's positive elements (computed from the data), picks the
+// first n columns of x (a Slice whose end is a run-time dim's value), then the last n columns
+// backwards (start -1, end -1 - n, step -1); each Slice's length is a run-time dim, bounded by N.
+void CheckDataSlice(Device device) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"2", "N"});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddInt64Init(g, "start", {1}, {0});
+  testing::AddInt64Init(g, "minus_one", {1}, {-1});
+  testing::AddInt64Init(g, "axis1", {1}, {1});
+  testing::AddNode(g, "Greater", {"x", "zero"}, {"mask"}, "positive");
+  testing::AttrInt(testing::AddNode(g, "Cast", {"mask"}, {"ones"}, "cast"), "to", onnx::TensorProto::INT64);
+  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"ones"}, {"n"}, "count"), "keepdims", 0);
+  testing::AddNode(g, "Reshape", {"n", "minus_one"}, {"end"}, "as_list");  // [1]
+  testing::AddNode(g, "Slice", {"x", "start", "end", "axis1"}, {"head"}, "head");
+  testing::AddNode(g, "Sub", {"minus_one", "end"}, {"back_end"}, "back_end");
+  testing::AddNode(g, "Slice", {"x", "minus_one", "back_end", "axis1", "minus_one"}, {"tail"}, "tail");
+  testing::AddOutput(g, "head");
+  testing::AddOutput(g, "tail");
+  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  auto model = Model::Load(testing::CompileModel(m, options));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  const std::vector<std::string>& dims = model->entries()[0].runtime_dims;
+  REQUIRE(dims.size() == 2);
+  CHECK_MESSAGE(dims[0].find("head.count <= N, set by") != std::string::npos, dims[0]);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  auto run = [&](const std::vector<float>& x) {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {2, static_cast<int64_t>(x.size() / 2)})};
+    auto r = testing::RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return *r;
+  };
+  auto r = run({1, -2, 3, -4, 5, 6});  // N = 3, n = 4: clamped to 3 columns
+  CHECK(r[0].dims == std::vector<int64_t>{2, 3});
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{1, -2, 3, -4, 5, 6});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{3, -2, 1, 6, 5, -4});
+  r = run({1, -2, -3, -4, -5, 6, 7, -8});  // N = 4, n = 3
+  CHECK(r[0].dims == std::vector<int64_t>{2, 3});
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{1, -2, -3, -5, 6, 7});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{-4, -3, -2, -8, 7, 6});
+  r = run({-1, -2, -3, -4});  // n = 0: empty
+  CHECK(r[0].dims == std::vector<int64_t>{2, 0});
+  CHECK(r[1].dims == std::vector<int64_t>{2, 0});
+  r = run({0, 9, -1, 1});  // n = 2
+  CHECK(testing::Values<float>(r[0]) == std::vector<float>{0, 9, -1, 1});
+  CHECK(testing::Values<float>(r[1]) == std::vector<float>{9, 0, 1, -1});
+  // Starts and ends from the data on two axes at once: refused, naming the reason.
+  auto two = m;
+  auto* g2 = two.mutable_graph();
+  testing::AddInt64Init(g2, "axes01", {2}, {0, 1});
+  testing::AddNode(g2, "Concat", {"end", "end"}, {"ends2"}, "ends2");
+  testing::AttrInt(g2->mutable_node(g2->node_size() - 1), "axis", 0);
+  testing::AddNode(g2, "Concat", {"start", "start"}, {"starts2"}, "starts2");
+  testing::AttrInt(g2->mutable_node(g2->node_size() - 1), "axis", 0);
+  testing::AddNode(g2, "Slice", {"x", "starts2", "ends2", "axes01"}, {"corner"}, "corner");
+  testing::AddOutput(g2, "corner");
+  const Status st = testing::TryCompileModel(two, options).status();
+  CHECK(st.code() == StatusCode::kUnimplemented);
+  CHECK_MESSAGE(st.message().find("node 'corner' (Slice): data-dependent output shape: starts [2] and ends [2] "
+                                  "computed from tensor data: such a Slice takes one axis") == 0,
+                st.message());
+}
+
+}  // namespace
+
+TEST_CASE("run-time dims: a Slice whose end is computed from the data") { CheckDataSlice(Device::kCpu); }
+
+TEST_CASE("[gpu] run-time dims on the CUDA backend: a Slice whose end is computed from the data") {
+  KILN_REQUIRE_GPU();
+  CheckDataSlice(Device::kCuda);
+}
+
 TEST_CASE("run-time dims: a Concat part and a broadcast operand that are empty at run time") {
   CheckEmptyParts(Device::kCpu);
 }
