@@ -81,10 +81,16 @@ Sym Sym::Make(SymOp op, const Sym& a, const Sym& b) {
     case SymOp::kAdd:
       if (is(a, 0)) return b;
       if (is(b, 0)) return a;
+      // a + (c - a) and (c - a) + a are c (Pad back to a length: count + (N - count)).
+      if (b.op() == SymOp::kSub && b.rhs().Same(a)) return b.lhs();
+      if (a.op() == SymOp::kSub && a.rhs().Same(b)) return a.lhs();
       break;
     case SymOp::kSub:
       if (is(b, 0)) return a;
       if (a.Same(b)) return Sym(0);
+      // (c + b) - b is c, (b + c) - b too.
+      if (a.op() == SymOp::kAdd && a.rhs().Same(b)) return a.lhs();
+      if (a.op() == SymOp::kAdd && a.lhs().Same(b)) return a.rhs();
       break;
     case SymOp::kMul:
       if (is(a, 1)) return b;

@@ -12,6 +12,12 @@ TEST_CASE("sym: constants fold and identities simplify") {
   CHECK((n + Sym(0)).Same(n));
   CHECK((n * Sym(0)).value() == 0);
   CHECK((n - n).value() == 0);
+  const Sym k = Sym::Var("K");
+  CHECK((k + (n - k)).Same(n));  // a length padded back: count + (N - count)
+  CHECK(((n - k) + k).Same(n));
+  CHECK(((n + k) - k).Same(n));
+  CHECK(((k + n) - k).Same(n));
+  CHECK((k + (n - Sym(3))).ToString() == "(K+(N-3))");
   CHECK(FloorDiv(n, Sym(1)).Same(n));
   CHECK(Eq(n, n).value() == 1);
   CHECK(FloorDiv(Sym(-7), Sym(2)).value() == -4);
