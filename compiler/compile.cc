@@ -215,7 +215,7 @@ Status CompileProfile(const ir::Trace& imported, const serialize::StageRecord& i
     work.erase(work.begin());
     const std::string name = EntryName(profile.name, assumptions);
     int64_t t0 = NowNs();
-    auto canonical = passes::Canonicalize(imported, assumptions);
+    auto canonical = passes::Canonicalize(imported, assumptions, {options.loop_scan_bound});
     if (canonical.ok() && canonical->undecided_condition) {
       const ir::Sym c = *canonical->undecided_condition;
       if (made + static_cast<int>(work.size()) + 2 > options.max_entries)

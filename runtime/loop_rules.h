@@ -51,9 +51,15 @@ inline Status StartIteration(std::string_view label, int64_t* started, int64_t m
 }
 
 // Whether iteration `n` has a row in scan output `scan`, stacked with `rows` rows (its
-// bound's): kInternal otherwise, which the memory plan excludes.
-inline Status CheckRow(std::string_view label, int64_t n, int64_t scan, int64_t rows) {
+// bound's). Otherwise, where the rows are the compile's --loop-scan-bound (`scan_bound` > 0,
+// a trip count that bounds nothing), kResourceExhausted; else kInternal, which the memory plan
+// excludes.
+inline Status CheckRow(std::string_view label, int64_t n, int64_t scan, int64_t rows, int64_t scan_bound) {
   if (n >= 0 && n < rows) return Status::Ok();
+  if (scan_bound > 0 && n >= 0)
+    return ResourceExhausted(std::string(label) + ": the loop goes on past the " + std::to_string(rows) +
+                             " iterations its scan outputs have room for (kiln compile --loop-scan-bound " +
+                             std::to_string(scan_bound) + ")");
   return Internal(std::string(label) + ": iteration " + std::to_string(n) + " has no row in scan output " +
                   std::to_string(scan) + ", sized for the bound of the iterations (" + std::to_string(rows) + " rows)");
 }

@@ -27,6 +27,7 @@ struct CompileFlags {
   std::string kernel_cache;
   bool no_kernel_cache = false;
   int jobs = 0;
+  int64_t loop_scan_bound = 0;
   std::string precision = "fp32";
   std::vector<std::string> keep_fp32;
   std::string io_precision = "declared";
@@ -72,6 +73,7 @@ void RunCompile(const CompileFlags& f) {
   options.kernel_cache_dir = f.kernel_cache;
   options.use_kernel_cache = !f.no_kernel_cache;
   options.jobs = f.jobs;
+  options.loop_scan_bound = f.loop_scan_bound;
   if (std::string error; !ParseArchs(f.archs, options.archs, error)) {
     std::cerr << "kiln compile: --arch: " << error << "\n";
     SetExitCode(2);
@@ -236,6 +238,13 @@ void AddCompileCommand(CLI::App& app) {
                   "0; unreadable or mismatched inputs exit 1")
       ->type_name("DIR")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--loop-scan-bound", f->loop_scan_bound,
+                  "room for N iterations in the scan outputs of a run-time Loop whose trip count bounds nothing "
+                  "(a while loop as PyTorch exports it, M = INT64_MAX, or M computed from data); a call whose "
+                  "loop runs more iterations fails with RESOURCE_EXHAUSTED naming the loop. Without it such a "
+                  "loop is refused")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
   cmd->add_option("--kernel-cache", f->kernel_cache,
                   "folder of the NVRTC cache, keyed by content hash (default: $XDG_CACHE_HOME/kiln/kernels or "

@@ -9,7 +9,8 @@
 //     Each v_next has its v's dtype and shape; each stacked scan output is the iterations'
 //     values along a new axis 0, whose size, the iterations that ran, is a run-time dim
 //     bounded by max(M, 0), or M itself with attribute `exact` = 1 (no condition can end the
-//     loop and M >= 1 for every call): M must be known as an expression.
+//     loop and M >= 1 for every call): M must be known as an expression, or attribute
+//     `scan_bound` (CompileOptions::loop_scan_bound) gives the rows when M bounds nothing.
 #include <string>
 
 #include "compiler/ops/families.h"
@@ -77,21 +78,28 @@ Status LoopEndMeta(MetaContext& ctx) {
   std::optional<std::vector<Sym>> trips;
   if (m != nullptr) trips = Elements(*m);
   // A while loop as PyTorch exports it (M = INT64_MAX) bounds nothing the arena could hold.
+  std::string unbounded;
   if (trips && trips->size() == 1 && (*trips)[0].is_const() && *(*trips)[0].value() > kMaxBoundedIterations)
-    return Unimplemented("scan outputs need a bound on the iterations, and the trip count M = " +
-                         (*trips)[0].ToString() + " bounds none (a while loop: its condition ends it); a run-time "
-                         "loop's scan outputs are sized for M rows, at most " +
-                         std::to_string(kMaxBoundedIterations));
-  if (!trips || trips->size() != 1)
-    return Unimplemented(m == nullptr ? std::string("scan outputs need a bound on the iterations, but the loop has no trip "
-                                                    "count M to bound them (a constant, a shape or an input's value)")
-                                      : "scan outputs need a bound on the iterations, but the trip count M ('" + m->name +
-                                            "') is not known at compile time as an expression (a constant, a shape "
-                                            "or an input's value)");
+    unbounded = "scan outputs need a bound on the iterations, and the trip count M = " + (*trips)[0].ToString() +
+                " bounds none (a while loop: its condition ends it); a run-time loop's scan outputs are sized for M "
+                "rows, at most " + std::to_string(kMaxBoundedIterations);
+  else if (!trips || trips->size() != 1)
+    unbounded = m == nullptr ? std::string("scan outputs need a bound on the iterations, but the loop has no trip "
+                                           "count M to bound them (a constant, a shape or an input's value)")
+                             : "scan outputs need a bound on the iterations, but the trip count M ('" + m->name +
+                                   "') is not known at compile time as an expression (a constant, a shape or an "
+                                   "input's value)";
+  const int64_t scan_bound = ctx.attrs().GetInt("scan_bound", 0);
+  if (!unbounded.empty() && scan_bound <= 0)
+    return Unimplemented(unbounded + "; kiln compile --loop-scan-bound N gives them room for N iterations (a call "
+                                     "that runs more fails)");
   // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1.
-  const Sym iterations = ctx.attrs().GetInt("exact", 0) != 0
-                             ? (*trips)[0]
-                             : NewRuntimeDim(ctx, static_cast<int>(carried), Max(Sym(0), (*trips)[0]), "iterations that ran");
+  const Sym iterations =
+      !unbounded.empty() ? NewRuntimeDim(ctx, static_cast<int>(carried), Sym(scan_bound),
+                                         "iterations that ran, at most --loop-scan-bound")
+      : ctx.attrs().GetInt("exact", 0) != 0
+          ? (*trips)[0]
+          : NewRuntimeDim(ctx, static_cast<int>(carried), Max(Sym(0), (*trips)[0]), "iterations that ran");
   for (int s = 0; s < scans; ++s) {
     KILN_ASSIGN_OR_RETURN(const Value* part, Need(ctx, k_scans + s, "the body's scan output " + std::to_string(s)));
     SymShape shape = {iterations};

@@ -32,8 +32,8 @@ bool IsPositive(const ir::Sym& s) {
 
 class Canonicalizer {
  public:
-  Canonicalizer(ir::Trace& trace, const std::vector<Assumption>& assumptions)
-      : trace_(trace), assumptions_(assumptions), remap_(trace.values.size()) {
+  Canonicalizer(ir::Trace& trace, const std::vector<Assumption>& assumptions, const CanonicalizeOptions& options)
+      : trace_(trace), assumptions_(assumptions), options_(options), remap_(trace.values.size()) {
     for (size_t i = 0; i < remap_.size(); ++i) remap_[i] = static_cast<ir::ValueId>(i);
   }
 
@@ -430,6 +430,9 @@ class Canonicalizer {
     end.name = node.name + "_end";
     end.attrs.SetInt("carried", static_cast<int64_t>(carried));
     if (exact) end.attrs.SetInt("exact", 1);
+    // Room for the scan outputs where the trip count bounds nothing (meta_loop.cc).
+    if (options_.loop_scan_bound > 0 && !stacks.empty())
+      end.attrs.SetInt("scan_bound", options_.loop_scan_bound);
     end.inputs = {m};
     end.inputs.insert(end.inputs.end(), params.begin(), params.end());
     end.inputs.insert(end.inputs.end(), results.begin(), results.end());
@@ -965,6 +968,7 @@ class Canonicalizer {
 
   ir::Trace& trace_;
   const std::vector<Assumption>& assumptions_;
+  const CanonicalizeOptions& options_;
   std::vector<ir::Predicate> when_;  // inside a run-time If's branches: their conditions, outermost first
   std::vector<ir::ValueId> remap_;
   std::string iteration_;  // inside an unrolled body: "3", or "3.1" in a nested one; else ""
@@ -1097,8 +1101,8 @@ void EliminateDeadCode(ir::Trace& trace) {
   std::erase_if(trace.runtime_dims, [&](const ir::RuntimeDim& d) { return !read.count(d.symbol); });
 }
 
-Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
-                                        const std::vector<Assumption>& assumptions) {
+Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported, const std::vector<Assumption>& assumptions,
+                                        const CanonicalizeOptions& options) {
   CanonicalizeResult result;
   ir::Trace& trace = result.trace;
   trace = imported;
@@ -1107,7 +1111,7 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
       "shape inference, constant and shape folding, If resolution, BatchNormalization folded into Conv, "
       "dead-code elimination";
   trace.body = ir::Block{};
-  Canonicalizer canon(trace, assumptions);
+  Canonicalizer canon(trace, assumptions, options);
   KILN_RETURN_IF_ERROR(canon.Run(imported.body, trace.body.nodes));
   if (canon.undecided()) {
     result.undecided_condition = canon.undecided();

@@ -34,9 +34,15 @@ inline constexpr int64_t kMaxSymTreeSize = 4096;
 // The most iterations of one Loop or Scan the canonical stage unrolls.
 inline constexpr int64_t kMaxUnrolledIterations = 1024;
 
+struct CanonicalizeOptions {
+  // CompileOptions::loop_scan_bound: the iterations a run-time Loop's scan outputs have room
+  // for when its trip count bounds nothing (0: such a loop is refused).
+  int64_t loop_scan_bound = 0;
+};
+
 // Consumes `imported` (stage "import"); the result's guards list the assumptions used.
-Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported,
-                                        const std::vector<Assumption>& assumptions);
+Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported, const std::vector<Assumption>& assumptions,
+                                        const CanonicalizeOptions& options = {});
 
 // Removes nodes whose outputs nothing uses. Exposed for tests.
 void EliminateDeadCode(ir::Trace& trace);

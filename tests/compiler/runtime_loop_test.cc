@@ -554,8 +554,32 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
                                   "it); a run-time loop's scan outputs are sized for M rows, at most 16777216") !=
                     std::string::npos,
                 st.message());
-  // No profile is suggested: the condition is the loop's own data.
+  // No profile is suggested: the condition is the loop's own data; the option that bounds it is.
   CHECK(st.message().find("--profile") == std::string::npos);
+  CHECK(st.message().find("; kiln compile --loop-scan-bound N gives them room for N iterations (a call that runs "
+                          "more fails)") != std::string::npos);
+  // With it the scan outputs have room for that many iterations, and a call that would run more
+  // fails naming the option.
+  compiler::CompileOptions capped = testing::CpuOnly();
+  capped.loop_scan_bound = 3;
+  auto bounded = Model::Load(testing::CompileModel(endless, capped));
+  REQUIRE_MESSAGE(bounded.ok(), bounded.status().ToString());
+  CHECK_MESSAGE(bounded->entries()[0].runtime_dims[0].find("sums.count <= 3, set by") == 0,
+                bounded->entries()[0].runtime_dims[0]);
+  auto capped_ctx = ExecutionContext::Create(*bounded, {Device::kCpu});
+  REQUIRE(capped_ctx.ok());
+  auto halved = RunHalving(*capped_ctx, 0, {1, 2});  // sums 1.5, then 0.75 ends it
+  CHECK(testing::Values<float>(halved[0]) == std::vector<float>{0.25f, 0.5f});
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
+  const int64_t no_m = 0;
+  const std::vector<float> far = {3, 5, 8};  // sums 8, 4, 2, 1: a fourth iteration
+  TensorView far_in[] = {TensorView::Host(&no_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
+  std::vector<TensorView> far_out;
+  const Status past = capped_ctx->Run(far_in, far_out);
+  CHECK(past.code() == StatusCode::kResourceExhausted);
+  CHECK_MESSAGE(past.message().find("kiln.LoopEnd: the loop goes on past the 3 iterations its scan outputs have room "
+                                    "for (kiln compile --loop-scan-bound 3)") != std::string::npos,
+                past.message());
   // A scan value sized by a run-time dim of the body: its rows would differ in shape.
   auto ragged = PositivesModel();
   ragged.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_output(4)->set_name("picked");
