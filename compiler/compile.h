@@ -32,9 +32,9 @@ struct CompileOptions {
   // Called with one human-readable line per step (progress and the compile log).
   std::function<void(const std::string&)> log;
   // `--loop-scan-bound`: the iterations a run-time Loop's scan outputs have room for when its
-  // trip count bounds nothing (PyTorch's while loop, M = INT64_MAX; M computed from data). A
-  // call that runs more fails with kResourceExhausted naming the loop. 0: such a loop is
-  // refused. At most 2^24.
+  // trip count bounds nothing (PyTorch's while loop, M = INT64_MAX; M computed from data), and
+  // at most this many where M is an input's value. A call that runs more fails with
+  // kResourceExhausted naming the loop. 0: such a loop is refused. At most 2^24.
   int64_t loop_scan_bound = 0;
   // The fusion stage (epilogues on MatMul/Gemm/Conv, then fused regions). Off: every op
   // stays a separate instruction, as a reference for the fused artifact.

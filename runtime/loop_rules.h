@@ -57,8 +57,8 @@ inline Status StartIteration(std::string_view label, int64_t* started, int64_t m
 inline Status CheckRow(std::string_view label, int64_t n, int64_t scan, int64_t rows, int64_t scan_bound) {
   if (n >= 0 && n < rows) return Status::Ok();
   if (scan_bound > 0 && n >= 0)
-    return ResourceExhausted(std::string(label) + ": the loop goes on past the " + std::to_string(rows) +
-                             " iterations its scan outputs have room for (kiln compile --loop-scan-bound " +
+    return ResourceExhausted(std::string(label) + ": the loop goes on past its scan outputs' room of " +
+                             std::to_string(rows) + " rows (kiln compile --loop-scan-bound " +
                              std::to_string(scan_bound) + ")");
   return Internal(std::string(label) + ": iteration " + std::to_string(n) + " has no row in scan output " +
                   std::to_string(scan) + ", sized for the bound of the iterations (" + std::to_string(rows) + " rows)");

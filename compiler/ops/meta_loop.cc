@@ -93,13 +93,20 @@ Status LoopEndMeta(MetaContext& ctx) {
   if (!unbounded.empty() && scan_bound <= 0)
     return Unimplemented(unbounded + "; kiln compile --loop-scan-bound N gives them room for N iterations (a call "
                                      "that runs more fails)");
-  // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1.
-  const Sym iterations =
-      !unbounded.empty() ? NewRuntimeDim(ctx, static_cast<int>(carried), Sym(scan_bound),
-                                         "iterations that ran, at most --loop-scan-bound")
-      : ctx.attrs().GetInt("exact", 0) != 0
-          ? (*trips)[0]
-          : NewRuntimeDim(ctx, static_cast<int>(carried), Max(Sym(0), (*trips)[0]), "iterations that ran");
+  // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1. With
+  // --loop-scan-bound, an M that reads an input's value (which a while loop may pass as
+  // INT64_MAX) has room for at most that many; a dim symbol's M (a Scan's length) is a size.
+  const int out = static_cast<int>(carried);
+  Sym iterations;
+  if (!unbounded.empty())
+    iterations = NewRuntimeDim(ctx, out, Sym(scan_bound), "iterations that ran, at most --loop-scan-bound");
+  else if (scan_bound > 0 && HasValueVar((*trips)[0]))
+    iterations = NewRuntimeDim(ctx, out, MinS(Max(Sym(0), (*trips)[0]), Sym(scan_bound)),
+                               "iterations that ran, at most M and --loop-scan-bound");
+  else if (ctx.attrs().GetInt("exact", 0) != 0)
+    iterations = (*trips)[0];
+  else
+    iterations = NewRuntimeDim(ctx, out, Max(Sym(0), (*trips)[0]), "iterations that ran");
   for (int s = 0; s < scans; ++s) {
     KILN_ASSIGN_OR_RETURN(const Value* part, Need(ctx, k_scans + s, "the body's scan output " + std::to_string(s)));
     SymShape shape = {iterations};

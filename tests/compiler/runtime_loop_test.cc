@@ -577,9 +577,25 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
   std::vector<TensorView> far_out;
   const Status past = capped_ctx->Run(far_in, far_out);
   CHECK(past.code() == StatusCode::kResourceExhausted);
-  CHECK_MESSAGE(past.message().find("kiln.LoopEnd: the loop goes on past the 3 iterations its scan outputs have room "
-                                    "for (kiln compile --loop-scan-bound 3)") != std::string::npos,
+  CHECK_MESSAGE(past.message().find("kiln.LoopEnd: the loop goes on past its scan outputs' room of 3 rows (kiln "
+                                    "compile --loop-scan-bound 3)") != std::string::npos,
                 past.message());
+  // An M that is an input's value (a value input) is bounded by the option too: M = INT64_MAX,
+  // a while loop's, no longer sizes the arena.
+  auto input_m = HalvingModel();
+  auto with_m = Model::Load(testing::CompileModel(input_m, capped));
+  REQUIRE_MESSAGE(with_m.ok(), with_m.status().ToString());
+  CHECK_MESSAGE(with_m->entries()[0].runtime_dims[0].find("sums.count <= min(max(0, M), 3), set by") == 0,
+                with_m->entries()[0].runtime_dims[0]);
+  auto m_ctx = ExecutionContext::Create(*with_m, {Device::kCpu});
+  REQUIRE(m_ctx.ok());
+  halved = RunHalving(*m_ctx, INT64_MAX, {1, 2});
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
+  halved = RunHalving(*m_ctx, 1, {3, 5, 8});  // M ends it
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{8});
+  const int64_t big_m = INT64_MAX;
+  TensorView past_in[] = {TensorView::Host(&big_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
+  CHECK(m_ctx->Run(past_in, far_out).code() == StatusCode::kResourceExhausted);
   // A scan value sized by a run-time dim of the body: its rows would differ in shape.
   auto ragged = PositivesModel();
   ragged.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_output(4)->set_name("picked");
