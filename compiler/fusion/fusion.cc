@@ -174,7 +174,7 @@ class Fuser {
     if (!rule) return "no fusion rule";
     if (!rule->lower) return std::string(FusionKindName(rule->kind)) + ": " + std::string(rule->note);
     if (!node.blocks.empty()) return "has subgraphs";
-    if (SetsRuntimeDim(node)) return "it sets a run-time dim, which its CPU kernel reports";
+    if (!ir::RuntimeDimsSetBy(t_, node).empty()) return "it sets a run-time dim, which its CPU kernel reports";
     for (ValueId o : node.outputs) {
       if (o == ir::kNoValue) continue;
       auto built = BuildRegion({n}, o, rule->kind == FusionKind::kReduction ? n : -1);
@@ -185,24 +185,6 @@ class Fuser {
                            kMaxKernelInputs);
     }
     return "";
-  }
-
-  // Whether an output's shape reads a run-time dim that no input's shape reads: the node sets
-  // it (a Slice whose end is computed from tensor data).
-  bool SetsRuntimeDim(const ir::Node& node) const {
-    std::set<std::string> in;
-    for (ValueId id : node.inputs)
-      if (id != ir::kNoValue)
-        for (const ir::Sym& d : t_.value(id).shape)
-          for (std::string& v : d.Vars()) in.insert(std::move(v));
-    for (ValueId id : node.outputs)
-      if (id != ir::kNoValue)
-        for (const ir::Sym& d : t_.value(id).shape)
-          for (const std::string& v : d.Vars())
-            if (!in.count(v))
-              for (const ir::RuntimeDim& r : t_.runtime_dims)
-                if (r.symbol == v) return true;
-    return false;
   }
 
   struct Built {

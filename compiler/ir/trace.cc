@@ -1,9 +1,12 @@
-// ConstData element access and Trace::Print (Thunder-style text).
+// ConstData element access, Trace::Print (Thunder-style text) and the queries passes share
+// (LoopScopes, RuntimeDimsSetBy).
 #include "compiler/ir/trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "runtime/half.h"
@@ -201,6 +204,24 @@ std::vector<int32_t> LoopScopes(const std::vector<Node>& nodes) {
     if (nodes[i].op == "kiln.LoopBegin") open.push_back(static_cast<int32_t>(i));
   }
   return scope;
+}
+
+std::vector<std::string> RuntimeDimsSetBy(const Trace& trace, const Node& node) {
+  std::set<std::string> in;
+  for (ValueId id : node.inputs)
+    if (id != kNoValue)
+      for (const Sym& d : trace.value(id).shape)
+        for (std::string& v : d.Vars()) in.insert(std::move(v));
+  std::vector<std::string> made;
+  for (ValueId id : node.outputs)
+    if (id != kNoValue)
+      for (const Sym& d : trace.value(id).shape)
+        for (std::string& v : d.Vars())
+          if (!in.count(v) && std::find(made.begin(), made.end(), v) == made.end() &&
+              std::any_of(trace.runtime_dims.begin(), trace.runtime_dims.end(),
+                          [&](const RuntimeDim& r) { return r.symbol == v; }))
+            made.push_back(std::move(v));
+  return made;
 }
 
 }  // namespace kiln::ir

@@ -143,4 +143,9 @@ struct Trace {
   std::string Print() const;
 };
 
+// The run-time dims (Trace::runtime_dims) that `node` sets: symbols of its outputs' shapes
+// that no input's shape reads (NonZero's count, the length of a Slice whose end is computed
+// from tensor data). Its CPU kernel reports them, so fusion leaves it alone.
+std::vector<std::string> RuntimeDimsSetBy(const Trace& trace, const Node& node);
+
 }  // namespace kiln::ir

@@ -142,8 +142,9 @@ enum class BroadcastDims {
 // shapes. Otherwise, with kAssumeEqual: a symbol against a constant other than 1 gives the
 // constant (guard Eq(sym, c)), two different symbols give the first (guard Eq(a, b)). With
 // kAtRunTime (a tensor dim is >= 1, or >= 0 where it is provably >= 0 and may be 0: a Slice
-// length, a run-time dim; for every call an entry accepts): the constant, else Max(a, b) (times min(a, b, 1) where one may be 0), with the
-// guard that one of them is 1 or both are equal.
+// length, a run-time dim; for every call an entry accepts): the constant, else Max(a, b)
+// (times min(a, b, 1) where one may be 0), with the guard that one of them is 1 or both are
+// equal.
 Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& b,
                            BroadcastDims mode = BroadcastDims::kAssumeEqual);
 // Broadcasts the elements of `v` (static shape `from`) to the static shape `to`.

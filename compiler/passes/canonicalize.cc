@@ -1055,22 +1055,13 @@ std::unordered_set<std::string> ReadElsewhere(const ir::Trace& trace, const ir::
   return read;
 }
 
-// True when `node` makes a run-time dim (NonZero's count: a run-time dim in an output's shape
-// that no input's shape has) that a guard or another value reads. Such a node stays even when
+// True when `node` sets a run-time dim (ir::RuntimeDimsSetBy: NonZero's count) that a guard
+// or another value reads. Such a node stays even when
 // nothing reads its data, since a shape may read its count (Shape or Size of its output,
 // folded to the dim itself); one whose count nothing reads (the branch a run-time If takes,
 // once the profile's ranges decide the guard that read it) goes.
 bool SetsReadRuntimeDim(const ir::Trace& trace, const ir::Node& node) {
-  std::unordered_set<std::string> in, made;
-  for (ir::ValueId id : node.inputs)
-    if (id != ir::kNoValue)
-      for (const ir::Sym& d : trace.value(id).shape) AddVars(d, in);
-  for (ir::ValueId id : node.outputs)
-    if (id != ir::kNoValue)
-      for (const ir::Sym& d : trace.value(id).shape)
-        if (ir::meta::HasRuntimeVar(d))
-          for (const std::string& v : d.Vars())
-            if (!in.count(v)) made.insert(v);
+  const std::vector<std::string> made = ir::RuntimeDimsSetBy(trace, node);
   if (made.empty()) return false;
   const std::unordered_set<std::string> read = ReadElsewhere(trace, node);
   for (const std::string& v : made)
