@@ -518,6 +518,66 @@ TEST_CASE("run-time Loop: ContextOptions::max_loop_iterations stops a loop that 
   CHECK(refused.status().message() == "max_loop_iterations is 0, expected at least 1");
 }
 
+namespace {
+
+// kiln compile --loop-scan-bound 3 (CompileOptions::loop_scan_bound): the halving loop with
+// M = INT64_MAX (PyTorch's while) and with M an input.
+void CheckScanBound(Device device) {
+  auto endless = HalvingModel();
+  endless.mutable_graph()->mutable_input(0)->set_name("unused");
+  testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
+  // The scan outputs have room for 3 iterations, and a call that would run more fails naming the
+  // option.
+  compiler::CompileOptions capped = For(device);
+  capped.loop_scan_bound = 3;
+  auto bounded = Model::Load(testing::CompileModel(endless, capped));
+  REQUIRE_MESSAGE(bounded.ok(), bounded.status().ToString());
+  CHECK_MESSAGE(bounded->entries()[0].runtime_dims[0].find("sums.count <= 3, set by") == 0,
+                bounded->entries()[0].runtime_dims[0]);
+  auto capped_ctx = ExecutionContext::Create(*bounded, {device});
+  REQUIRE(capped_ctx.ok());
+  auto halved = RunHalving(*capped_ctx, 0, {1, 2});  // sums 1.5, then 0.75 ends it
+  CHECK(testing::Values<float>(halved[0]) == std::vector<float>{0.25f, 0.5f});
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
+  const int64_t no_m = 0;
+  const std::vector<float> far = {3, 5, 8};  // sums 8, 4, 2, 1: a fourth iteration
+  TensorView far_in[] = {TensorView::Host(&no_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
+  std::vector<TensorView> far_out;
+  const Status past = capped_ctx->Run(far_in, far_out);
+  CHECK(past.code() == StatusCode::kResourceExhausted);
+  CHECK_MESSAGE(past.message().find("'halve_end' (kiln.LoopEnd): ") != std::string::npos, past.message());
+  CHECK_MESSAGE(past.message().find("the loop goes on past its scan outputs' room of 3 rows (kiln compile "
+                                    "--loop-scan-bound 3)") != std::string::npos,
+                past.message());
+  // An M that is an input's value (a value input) is bounded by the option too: M = INT64_MAX,
+  // a while loop's, no longer sizes the arena.
+  auto input_m = HalvingModel();
+  auto with_m = Model::Load(testing::CompileModel(input_m, capped));
+  REQUIRE_MESSAGE(with_m.ok(), with_m.status().ToString());
+  CHECK_MESSAGE(with_m->entries()[0].runtime_dims[0].find("sums.count <= min(max(0, M), 3), set by") == 0,
+                with_m->entries()[0].runtime_dims[0]);
+  auto m_ctx = ExecutionContext::Create(*with_m, {device});
+  REQUIRE(m_ctx.ok());
+  halved = RunHalving(*m_ctx, INT64_MAX, {1, 2});
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
+  halved = RunHalving(*m_ctx, 1, {3, 5, 8});  // M ends it
+  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{8});
+  const int64_t big_m = INT64_MAX;
+  TensorView past_in[] = {TensorView::Host(&big_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
+  CHECK(m_ctx->Run(past_in, far_out).code() == StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: --loop-scan-bound gives a while loop's scan outputs room, and a call past it fails") {
+  CheckScanBound(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: --loop-scan-bound, and a call past it") {
+  KILN_REQUIRE_GPU();
+  CheckScanBound(Device::kCuda);
+}
+
 TEST_CASE("run-time Loop: carried values that change shape and scan outputs without a bound are refused") {
   // The carried x doubles its length per iteration (Concat): its shape is not the loop's.
   auto grow = HalvingModel();
@@ -558,44 +618,6 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
   CHECK(st.message().find("--profile") == std::string::npos);
   CHECK(st.message().find("; kiln compile --loop-scan-bound N gives them room for N iterations (a call that runs "
                           "more fails)") != std::string::npos);
-  // With it the scan outputs have room for that many iterations, and a call that would run more
-  // fails naming the option.
-  compiler::CompileOptions capped = testing::CpuOnly();
-  capped.loop_scan_bound = 3;
-  auto bounded = Model::Load(testing::CompileModel(endless, capped));
-  REQUIRE_MESSAGE(bounded.ok(), bounded.status().ToString());
-  CHECK_MESSAGE(bounded->entries()[0].runtime_dims[0].find("sums.count <= 3, set by") == 0,
-                bounded->entries()[0].runtime_dims[0]);
-  auto capped_ctx = ExecutionContext::Create(*bounded, {Device::kCpu});
-  REQUIRE(capped_ctx.ok());
-  auto halved = RunHalving(*capped_ctx, 0, {1, 2});  // sums 1.5, then 0.75 ends it
-  CHECK(testing::Values<float>(halved[0]) == std::vector<float>{0.25f, 0.5f});
-  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
-  const int64_t no_m = 0;
-  const std::vector<float> far = {3, 5, 8};  // sums 8, 4, 2, 1: a fourth iteration
-  TensorView far_in[] = {TensorView::Host(&no_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
-  std::vector<TensorView> far_out;
-  const Status past = capped_ctx->Run(far_in, far_out);
-  CHECK(past.code() == StatusCode::kResourceExhausted);
-  CHECK_MESSAGE(past.message().find("kiln.LoopEnd: the loop goes on past its scan outputs' room of 3 rows (kiln "
-                                    "compile --loop-scan-bound 3)") != std::string::npos,
-                past.message());
-  // An M that is an input's value (a value input) is bounded by the option too: M = INT64_MAX,
-  // a while loop's, no longer sizes the arena.
-  auto input_m = HalvingModel();
-  auto with_m = Model::Load(testing::CompileModel(input_m, capped));
-  REQUIRE_MESSAGE(with_m.ok(), with_m.status().ToString());
-  CHECK_MESSAGE(with_m->entries()[0].runtime_dims[0].find("sums.count <= min(max(0, M), 3), set by") == 0,
-                with_m->entries()[0].runtime_dims[0]);
-  auto m_ctx = ExecutionContext::Create(*with_m, {Device::kCpu});
-  REQUIRE(m_ctx.ok());
-  halved = RunHalving(*m_ctx, INT64_MAX, {1, 2});
-  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{1.5f, 0.75f});
-  halved = RunHalving(*m_ctx, 1, {3, 5, 8});  // M ends it
-  CHECK(testing::Values<float>(halved[1]) == std::vector<float>{8});
-  const int64_t big_m = INT64_MAX;
-  TensorView past_in[] = {TensorView::Host(&big_m, DType::kInt64, {}), TensorView::Host(far.data(), DType::kFloat32, {3})};
-  CHECK(m_ctx->Run(past_in, far_out).code() == StatusCode::kResourceExhausted);
   // A scan value sized by a run-time dim of the body: its rows would differ in shape.
   auto ragged = PositivesModel();
   ragged.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_output(4)->set_name("picked");
