@@ -350,8 +350,8 @@ struct Runner::State {
       for (int64_t j = 0; j < scans; ++j) {
         const int32_t stacked = outs[carried + j];
         const cpu::TensorRef& y = es.refs[stacked];
-        KILN_RETURN_IF_ERROR(
-            loop::CheckRow(pi.label, f.ran, j, y.rank < 1 ? 0 : y.dims[0], pi.attrs.GetInt("scan_bound", 0)));
+        if (const int64_t rows = y.rank < 1 ? 0 : y.dims[0]; f.ran >= rows)
+          return loop::NoRow(pi.label, f.ran, j, rows, pi.attrs.GetInt("scan_bound", 0));
         KILN_RETURN_IF_ERROR(CopyTensor(pe, es, parts[j], stacked, static_cast<uint64_t>(f.ran) * TensorBytes(es.refs[parts[j]]),
                                         false, stream, pi.label));
       }
