@@ -34,7 +34,8 @@ struct CompileOptions {
   // `--loop-scan-bound`: the iterations a run-time Loop's scan outputs have room for when its
   // trip count bounds nothing (PyTorch's while loop, M = INT64_MAX; M computed from data), and
   // at most this many where M is an input's value. A call that runs more fails with
-  // kResourceExhausted naming the loop. 0: such a loop is refused. At most 2^24.
+  // kResourceExhausted naming the loop. 0: such a loop's scan outputs are room the runtime
+  // grows: 16 rows at first, doubled when a call needs more (that call runs again). At most 2^24.
   int64_t loop_scan_bound = 0;
   // The fusion stage (epilogues on MatMul/Gemm/Conv, then fused regions). Off: every op
   // stays a separate instruction, as a reference for the fused artifact.

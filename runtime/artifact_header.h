@@ -20,6 +20,11 @@ inline constexpr uint32_t kPredicatesFormatVersion = 6;
 // The first format with run-time Loops (kiln.LoopBegin / kiln.LoopEnd instructions), used only
 // by artifacts that have them.
 inline constexpr uint32_t kLoopsFormatVersion = 7;
+// The first format with rooms (Entry.rooms: a while loop's scan rows, which the runtime grows),
+// used only by artifacts that have them.
+inline constexpr uint32_t kRoomsFormatVersion = 8;
+// The largest value of a room (Room.initial, and what a context doubles it to).
+inline constexpr int64_t kMaxRoom = int64_t{1} << 40;
 
 struct ArtifactHeader {
   char magic[8];

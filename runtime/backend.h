@@ -40,6 +40,13 @@ class RuntimeDimSetter {
   virtual Status Set(int32_t dim, int64_t value) = 0;
   // *rebound: whether the binding changed (the backend's derived state must follow, as after Set).
   virtual Status Reset(int32_t dim, bool* rebound) = 0;
+  // The instruction of run-time dim `dim` found its outputs full (a run-time Loop's iteration
+  // with no row left in its scan outputs): `full` is the error that says so. When the dim's
+  // bound is a room (PreparedRuntimeDim::room), the context doubles it and returns an error
+  // that the backend returns from Execute at once (leaving its memory as it is, nothing
+  // enqueued after the work done so far); the context then binds the entry again and runs
+  // the call again. Otherwise, or when the room is at kMaxRoom, it returns `full`.
+  virtual Status Grow(int32_t dim, Status full) = 0;
 
  protected:
   ~RuntimeDimSetter() = default;

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
 #include "runtime/clock.h"
 #include "runtime/context_impl.h"
 
@@ -35,6 +37,7 @@ bool IsLastDelivered(const ExecutionContext::Impl& c, const std::vector<TensorVi
 
 void InitEntryState(const PreparedEntry& pe, EntryState& s) {
   s.scratch.Resize(pe.prologue);
+  for (const PreparedRoom& r : pe.rooms) s.scratch.symbol_values[static_cast<size_t>(r.symbol)] = r.initial;
   s.binding.assign(pe.prologue.symbols.size(), 0);
   s.values.assign(pe.exprs.size(), 0);
   s.dims.assign(pe.dim_exprs.size(), 0);
@@ -97,6 +100,8 @@ class Binder {
     s.bound = true;
     return Status::Ok();
   }
+
+  const PreparedEntry& entry(int32_t e) const { return c_.mi->prepared[e]; }
 
   int32_t RuntimeSymbol(int32_t e, int32_t dim) const {
     return c_.mi->prepared[e].runtime_dims[static_cast<size_t>(dim)].symbol;
@@ -225,12 +230,36 @@ class RunRuntimeDims final : public RuntimeDimSetter {
     return binder_.Bind(entry_, inputs_, /*runtime_dims_set=*/true);
   }
 
+  Status Grow(int32_t dim, Status full) override {
+    const PreparedEntry& pe = binder_.entry(entry_);
+    const int32_t room = pe.runtime_dims[static_cast<size_t>(dim)].room;
+    if (room < 0) return full;
+    int64_t& rows = state_.scratch.symbol_values[static_cast<size_t>(pe.rooms[static_cast<size_t>(room)].symbol)];
+    if (rows >= kMaxRoom) return full;
+    grown_ = &rows;
+    rows *= 2;
+    ++stats_.room_growths;
+    grew_ = true;
+    return ResourceExhausted("the room grew to " + std::to_string(rows) + " rows; the call runs again");
+  }
+
+  // Whether a Grow since the last call asked for the call to run again.
+  bool TakeGrowth() { return std::exchange(grew_, false); }
+  // Halves the room the last Grow doubled (its binding failed: over max_context_bytes), so
+  // that later calls keep the room that fit.
+  void UndoGrowth() {
+    if (grown_ != nullptr) *grown_ /= 2;
+    grown_ = nullptr;
+  }
+
  private:
   Binder& binder_;
   int32_t entry_;
   EntryState& state_;
   std::span<const TensorView> inputs_;
   Stats& stats_;
+  bool grew_ = false;
+  int64_t* grown_ = nullptr;  // the room the last Grow doubled
 };
 
 namespace {
@@ -361,32 +390,40 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   const PreparedEntry& pe = c.mi->prepared[hit];
   EntryState& s = c.entries[hit];
   Binder binder(c);
-  if (binder.NeedsBind(hit)) {
-    Status bind = binder.Bind(hit, inputs);
-    if (!bind.ok()) {
-      st.last_host_stop = NowNs();
-      return bind;
-    }
-  }
-  for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
-  for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
-
-  // The caller's output views are checked before anything is written to them: before the
-  // run, or after it when run-time dims give the outputs' shapes (only Deliver writes them).
   const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
   const bool runtime_dims = !pe.runtime_dims.empty();
-  if (into_caller && !runtime_dims) {
-    Status check = CheckCallerOutputs(c, pe, s, outputs);
-    if (!check.ok()) {
-      st.last_host_stop = NowNs();
-      return check;
-    }
-  }
   RunRuntimeDims setter(binder, hit, s, inputs, st);
   const BackendRun backend_run{hit, pe, s, inputs, stream, st, c.instruction_observer, setter};
-  st.last_computation_start = NowNs();
-  Status run = c.backend->Execute(backend_run);
-  st.last_computation_stop = NowNs();
+  Status run;
+  for (bool again = true; again;) {
+    if (binder.NeedsBind(hit)) {
+      Status bind = binder.Bind(hit, inputs);
+      if (!bind.ok()) {
+        setter.UndoGrowth();
+        st.last_host_stop = NowNs();
+        return bind;
+      }
+    }
+    for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
+    for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
+
+    // The caller's output views are checked before anything is written to them: before the
+    // run, or after it when run-time dims give the outputs' shapes (only Deliver writes them).
+    if (into_caller && !runtime_dims) {
+      Status check = CheckCallerOutputs(c, pe, s, outputs);
+      if (!check.ok()) {
+        st.last_host_stop = NowNs();
+        return check;
+      }
+    }
+    st.last_computation_start = NowNs();
+    run = c.backend->Execute(backend_run);
+    st.last_computation_stop = NowNs();
+    // A room grew (RuntimeDimSetter::Grow): the prologue evaluates the bounds that read it
+    // again (the same inputs pass), and the call runs again from its binding.
+    again = !run.ok() && setter.TakeGrowth();
+    if (again) (void)RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure);
+  }
   if (run.ok()) st.total_computation_ns += st.last_computation_stop - st.last_computation_start;
   if (run.ok() && into_caller && runtime_dims) run = CheckCallerOutputs(c, pe, s, outputs);
   if (run.ok()) run = c.backend->Deliver(backend_run, outputs, into_caller);

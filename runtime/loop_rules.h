@@ -53,7 +53,8 @@ inline Status StartIteration(std::string_view label, int64_t* started, int64_t m
 // The error when iteration `n` (>= 0) has no row in scan output `scan`, stacked with `rows`
 // rows (its bound's): where the rows are the compile's --loop-scan-bound (`scan_bound` > 0, a
 // trip count that bounds nothing), kResourceExhausted; else kInternal, which the memory plan
-// excludes. Callers compare n with rows first, so the hot path reads no attribute.
+// excludes unless the bound is a room (then the executor asks RuntimeDimSetter::Grow for
+// more). Callers compare n with rows first, so the hot path reads no attribute.
 inline Status NoRow(std::string_view label, int64_t n, int64_t scan, int64_t rows, int64_t scan_bound) {
   if (scan_bound > 0)
     return ResourceExhausted(std::string(label) + ": the loop goes on past its scan outputs' room of " +

@@ -434,6 +434,13 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     pe.runtime_dims.push_back({d->symbol(), d->instruction(), d->bound()});
     pe.runtime_dim_of[static_cast<size_t>(d->instruction())] = static_cast<int32_t>(k);
   }
+  for (uint32_t k = 0; k < Size(e.rooms()); ++k) {
+    const fb::Room* r = e.rooms()->Get(k);
+    pe.rooms.push_back({r->symbol(), r->initial()});
+    for (PreparedRuntimeDim& d : pe.runtime_dims)
+      if (const Expr& b = pe.exprs[static_cast<size_t>(d.bound_expr)]; b.op == ExprOp::kVar && b.a == r->symbol())
+        d.room = static_cast<int32_t>(k);
+  }
   // Each run-time guard is checked after the last instruction that sets a dim it reads (the
   // verifier checked that it reads one).
   pe.guards_after.assign(pe.runtime_dims.size(), {});
@@ -473,10 +480,14 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
-  for (const PreparedRuntimeDim& d : pe.runtime_dims)
+  for (const PreparedRuntimeDim& d : pe.runtime_dims) {
     info.runtime_dims.push_back(pe.prologue.symbols[static_cast<size_t>(d.symbol)] +
                                 " <= " + PrintExpr(pe.exprs, d.bound_expr, pe.prologue.symbols) + ", set by " +
                                 pe.instructions[static_cast<size_t>(d.instruction)].label);
+    if (d.room >= 0)
+      info.runtime_dims.back() += "; room " + std::to_string(pe.rooms[static_cast<size_t>(d.room)].initial) +
+                                  " at first, doubled when a call needs more";
+  }
   info.arena_bytes = ArenaText(pe);
   info.num_instructions = static_cast<int32_t>(pe.instructions.size());
   for (uint32_t i = 0; i < Size(e.instructions()); ++i) {

@@ -93,7 +93,17 @@ struct PreparedRuntimeDim {
   int32_t symbol = 0;
   int32_t instruction = 0;
   int32_t bound_expr = 0;
+  int32_t room = -1;  // index into PreparedEntry::rooms when the bound is a room's symbol
 };
+
+// A room (schema/kiln.fbs Room): symbol `symbol`, which no input binds, is set by the context:
+// `initial` at first, doubled when a call needs more (RuntimeDimSetter::Grow), up to kMaxRoom
+// (runtime/artifact_header.h).
+struct PreparedRoom {
+  int32_t symbol = 0;
+  int64_t initial = 1;
+};
+
 
 // A guard that reads run-time dims (schema/kiln.fbs Entry.runtime_guards): checked when the
 // last of them (by instruction) is set; `symbols` are the ones it reads, for its message.
@@ -121,6 +131,7 @@ struct PreparedEntry {
   int32_t num_symbolic_values = 0;
   std::vector<PreparedRuntimeDim> runtime_dims;
   std::vector<int32_t> runtime_dim_of;  // per instruction: the run-time dim it sets, or -1
+  std::vector<PreparedRoom> rooms;
   // Per instruction: for a run-time Loop's kiln.LoopBegin its kiln.LoopEnd, and the reverse;
   // -1 elsewhere (runtime/loop_pairs.h).
   std::vector<int32_t> loop_pair;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/tensor.h"
+#include "runtime/artifact_header.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/expr_eval.h"
 
@@ -191,6 +192,20 @@ class EntryVerifier {
                         ") does not report a run-time size");
       KILN_RETURN_IF_ERROR(ExprRef(d->bound(), where + ": bound"));
     }
+    // Rooms: symbols of their own that the runtime sets, from `initial` (>= 1), doubling.
+    room_symbol_.assign(num_symbols_, false);
+    for (uint32_t k = 0; k < Size(e_.rooms()); ++k) {
+      const fb::Room* r = e_.rooms()->Get(k);
+      const std::string where = where_ + " room " + to_string(k);
+      if (r->symbol() < 0 || r->symbol() >= static_cast<int64_t>(num_symbols_))
+        return DataLoss(where + ": symbol " + Range(r->symbol(), num_symbols_, "symbols"));
+      if (room_symbol_[r->symbol()] || runtime_symbol_[r->symbol()])
+        return DataLoss(where + ": symbol " + to_string(r->symbol()) + " is set twice");
+      room_symbol_[r->symbol()] = true;
+      if (r->initial() < 1 || r->initial() > kMaxRoom)
+        return DataLoss(where + ": initial value " + to_string(r->initial()) + ", expected 1 to " +
+                        to_string(kMaxRoom));
+    }
     reads_runtime_.assign(num_exprs_, false);
     for (uint32_t i = 0; i < num_exprs_; ++i) {
       const fb::ExprNode* x = e_.exprs()->Get(i);
@@ -291,9 +306,9 @@ class EntryVerifier {
       KILN_RETURN_IF_ERROR(ValueChecks(*in, where, bound));
     }
     for (uint32_t s = 0; s < num_symbols_; ++s)
-      if (bound[s] && runtime_symbol_[s])
-        return DataLoss(where_ + ": symbol " + to_string(s) + Named(e_.symbols()->Get(s)) +
-                        " is a run-time dim, but an input binds it");
+      if (bound[s] && (runtime_symbol_[s] || room_symbol_[s]))
+        return DataLoss(where_ + ": symbol " + to_string(s) + Named(e_.symbols()->Get(s)) + " is a " +
+                        (runtime_symbol_[s] ? "run-time dim" : "room") + ", but an input binds it");
     // The exprs the prologue evaluates (up to the last guard or run-time dim bound) read no
     // run-time dim: it is not known then.
     int64_t prologue_exprs = 0;
@@ -306,9 +321,9 @@ class EntryVerifier {
     for (uint32_t i = 0; i < num_exprs_; ++i) {
       const fb::ExprNode* x = e_.exprs()->Get(i);
       if (x->op() != fb::ExprOp::Var) continue;
-      if (!bound[x->a()] && !runtime_symbol_[x->a()])
+      if (!bound[x->a()] && !runtime_symbol_[x->a()] && !room_symbol_[x->a()])
         return DataLoss(where_ + " expr " + to_string(i) + ": symbol " + to_string(x->a()) +
-                        Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim or element");
+                        Named(e_.symbols()->Get(x->a())) + " is not bound by any input dim or element, nor a room");
       if (runtime_symbol_[x->a()] && i < prologue_exprs)
         return DataLoss(where_ + " expr " + to_string(i) + ": the prologue evaluates it, but it reads run-time dim " +
                         to_string(x->a()) + Named(e_.symbols()->Get(x->a())));
@@ -317,6 +332,7 @@ class EntryVerifier {
   }
 
   std::vector<bool> runtime_symbol_;  // per symbol: set by an instruction (Entry.runtime_dims)
+  std::vector<bool> room_symbol_;     // per symbol: set by the runtime (Entry.rooms)
   std::vector<bool> reads_runtime_;   // per expr: reads a run-time dim
 
   Status Tensors() {

@@ -239,11 +239,12 @@ void AddCompileCommand(CLI::App& app) {
       ->type_name("DIR")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--loop-scan-bound", f->loop_scan_bound,
-                  "room for N iterations in the scan outputs of a run-time Loop whose trip count bounds nothing "
-                  "(a while loop as PyTorch exports it, M = INT64_MAX, or M computed from data), and at most N "
-                  "where M is an input's value; a call whose loop runs more iterations fails with "
-                  "RESOURCE_EXHAUSTED naming the loop. Without it a loop whose trip count bounds nothing is "
-                  "refused")
+                  "fixed room for N iterations in the scan outputs of a run-time Loop whose trip count bounds "
+                  "nothing (a while loop as PyTorch exports it, M = INT64_MAX, or M computed from data), and at "
+                  "most N where M is an input's value; a call whose loop runs more iterations fails with "
+                  "RESOURCE_EXHAUSTED naming the loop. Without it such a loop's scan outputs start with room for "
+                  "16 iterations, and a call that needs more doubles the room and runs again (the context keeps "
+                  "the room, within LoadOptions::max_context_bytes)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");

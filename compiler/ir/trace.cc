@@ -135,8 +135,13 @@ class Printer {
       if (t_.values[i].is_const())
         out_ << "# const " << Name(static_cast<ValueId>(i)) << ": " << TypeText(t_.values[i]) << "\n";
     for (const Guard& g : t_.guards) out_ << "# guard: " << g.condition.ToString() << " from " << g.origin << "\n";
-    for (const RuntimeDim& d : t_.runtime_dims)
-      out_ << "# run-time dim: " << d.symbol << " <= " << d.bound.ToString() << ", set by " << d.origin << "\n";
+    for (const RuntimeDim& d : t_.runtime_dims) {
+      out_ << "# run-time dim: " << d.symbol << " <= " << d.bound.ToString() << ", set by " << d.origin;
+      if (d.initial_room > 0)
+        out_ << "; " << d.bound.ToString() << " is room the runtime sets: " << d.initial_room
+             << " rows, doubled when a call needs more";
+      out_ << "\n";
+    }
     Block(t_.body, 0, true);
     std::string ret = "return";
     for (size_t i = 0; i < t_.outputs.size(); ++i) ret += (i ? ", " : " ") + Name(t_.outputs[i]);

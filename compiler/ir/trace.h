@@ -66,6 +66,10 @@ struct RuntimeDim {
   std::string symbol;  // the Sym::RuntimeVar's name
   Sym bound;
   std::string origin;  // e.g. "node 'nz' (NonZero) output 'idx' dim 1"
+  // > 0: `bound` is a room symbol (a Sym::Var no input binds, "y.rows") that the runtime sets,
+  // starting at this many and doubling it when a call needs more: a run-time Loop's iterations
+  // when nothing bounds them (runtime/context.cc RunRuntimeDims::Grow).
+  int64_t initial_room = 0;
 };
 
 // A fused region, set on "kiln.Fused" nodes by the `fusion` stage: the portable program

@@ -9,8 +9,9 @@
 //     Each v_next has its v's dtype and shape; each stacked scan output is the iterations'
 //     values along a new axis 0, whose size, the iterations that ran, is a run-time dim
 //     bounded by max(M, 0), or M itself with attribute `exact` = 1 (no condition can end the
-//     loop and M >= 1 for every call): M must be known as an expression, or attribute
-//     `scan_bound` (CompileOptions::loop_scan_bound) gives the rows when M bounds nothing.
+//     loop and M >= 1 for every call). When M bounds nothing (absent, computed from data, or a
+//     while loop's huge constant), attribute `scan_bound` (CompileOptions::loop_scan_bound)
+//     gives the rows, or else they are room the runtime grows (NewGrowingRuntimeDim).
 #include <string>
 
 #include "compiler/ops/families.h"
@@ -22,6 +23,8 @@ namespace {
 
 // The largest constant trip count whose scan outputs the arena is sized for (2^24 rows).
 constexpr int64_t kMaxBoundedIterations = int64_t{1} << 24;
+// The rows a loop's scan outputs have at first when nothing bounds its iterations.
+constexpr int64_t kInitialScanRows = 16;
 
 // Input `i`, when present, is one element of `dtype`.
 Status CheckScalar(MetaContext& ctx, int i, std::string_view what, DType dtype) {
@@ -78,27 +81,22 @@ Status LoopEndMeta(MetaContext& ctx) {
   std::optional<std::vector<Sym>> trips;
   if (m != nullptr) trips = Elements(*m);
   // A while loop as PyTorch exports it (M = INT64_MAX) bounds nothing the arena could hold.
-  std::string unbounded;
+  std::string unbounded;  // why M bounds no room for the rows
   if (trips && trips->size() == 1 && (*trips)[0].is_const() && *(*trips)[0].value() > kMaxBoundedIterations)
-    unbounded = "scan outputs need a bound on the iterations, and the trip count M = " + (*trips)[0].ToString() +
-                " bounds none (a while loop: its condition ends it); a run-time loop's scan outputs are sized for M "
-                "rows, at most " + std::to_string(kMaxBoundedIterations);
+    unbounded = "M = " + (*trips)[0].ToString() + ", above " + std::to_string(kMaxBoundedIterations) +
+                ": a while loop";
   else if (!trips || trips->size() != 1)
-    unbounded = m == nullptr ? std::string("scan outputs need a bound on the iterations, but the loop has no trip "
-                                           "count M to bound them (a constant, a shape or an input's value)")
-                             : "scan outputs need a bound on the iterations, but the trip count M ('" + m->name +
-                                   "') is not known at compile time as an expression (a constant, a shape or an "
-                                   "input's value)";
+    unbounded = m == nullptr ? std::string("no M") : "M ('" + m->name + "') computed from data";
   const int64_t scan_bound = ctx.attrs().GetInt("scan_bound", 0);
-  if (!unbounded.empty() && scan_bound <= 0)
-    return Unimplemented(unbounded + "; kiln compile --loop-scan-bound N gives them room for N iterations (a call "
-                                     "that runs more fails)");
   // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1. With
   // --loop-scan-bound, an M that reads an input's value (which a while loop may pass as
   // INT64_MAX) has room for at most that many; a dim symbol's M (a Scan's length) is a size.
+  // Without a bound the rows are room the runtime grows (kInitialScanRows at first).
   const int out = static_cast<int>(carried);
   Sym iterations;
-  if (!unbounded.empty())
+  if (!unbounded.empty() && scan_bound <= 0)
+    iterations = NewGrowingRuntimeDim(ctx, out, kInitialScanRows, "iterations that ran (" + unbounded + ")");
+  else if (!unbounded.empty())
     iterations = NewRuntimeDim(ctx, out, Sym(scan_bound), "iterations that ran, at most --loop-scan-bound");
   else if (scan_bound > 0 && HasValueVar((*trips)[0]))
     iterations = NewRuntimeDim(ctx, out, MinS(Max(Sym(0), (*trips)[0]), Sym(scan_bound)),

@@ -416,6 +416,14 @@ Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_vi
   return Sym::RuntimeVar(name);
 }
 
+Sym NewGrowingRuntimeDim(MetaContext& ctx, int output, int64_t initial_room, std::string_view what) {
+  const Value* out = ctx.output(output);
+  const Sym dim = NewRuntimeDim(ctx, output, Sym::Var((out ? out->name : ctx.node().name) + ".rows"), what);
+  for (ir::RuntimeDim& d : ctx.trace().runtime_dims)
+    if (d.symbol == dim.name()) d.initial_room = initial_room;
+  return dim;
+}
+
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what) {
   if (expected.Same(found)) return Status::Ok();
   if (expected.is_const() && found.is_const())

@@ -128,6 +128,10 @@ void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});
 // that output ("idx.count"), at most `bound`, recorded in the trace once. Run-time dims in
 // `bound` are replaced by their own bounds, so it reads only input symbols.
 Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what);
+// A run-time dim that nothing bounds ahead of time (a while loop's iterations): its bound is
+// a room symbol, a Sym::Var named after the output ("y.rows") that no input binds and the
+// runtime sets, `initial_room` (>= 1) at first and doubled when a call needs more.
+Sym NewGrowingRuntimeDim(MetaContext& ctx, int output, int64_t initial_room, std::string_view what);
 
 // How Broadcast treats two dims that differ symbolically.
 enum class BroadcastDims {

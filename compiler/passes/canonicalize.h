@@ -36,7 +36,7 @@ inline constexpr int64_t kMaxUnrolledIterations = 1024;
 
 struct CanonicalizeOptions {
   // CompileOptions::loop_scan_bound: the iterations a run-time Loop's scan outputs have room
-  // for when its trip count bounds nothing (0: such a loop is refused).
+  // for when its trip count bounds nothing (0: room the runtime grows).
   int64_t loop_scan_bound = 0;
 };
 

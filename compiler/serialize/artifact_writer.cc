@@ -222,6 +222,14 @@ Result<std::vector<fb::RuntimeDim>> WriteRuntimeDims(const ir::Trace& t, ExprTab
   return out;
 }
 
+// The room symbols of the run-time dims written (WriteRuntimeDims), whose bounds they are.
+std::vector<fb::Room> WriteRooms(const ir::Trace& t, ExprTable& exprs) {
+  std::vector<fb::Room> out;
+  for (const ir::RuntimeDim& d : t.runtime_dims)
+    if (d.initial_room > 0 && ProducerOf(t, d) >= 0) out.emplace_back(exprs.SymbolIndex(d.bound.name()), d.initial_room);
+  return out;
+}
+
 Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder& b, const EntryRecord& e,
                                                   const ArtifactRecord& artifact, WeightsBlob& weights) {
   const ir::Trace& t = e.plan.trace;
@@ -229,6 +237,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   KILN_ASSIGN_OR_RETURN(auto prologue, WritePrologue(b, t, e.ranges, exprs));
   KILN_ASSIGN_OR_RETURN(const std::vector<fb::RuntimeDim> runtime_dims, WriteRuntimeDims(t, exprs));
   const std::vector<flatbuffers::Offset<fb::Guard>> runtime_guards = WriteGuards(b, t, exprs, /*runtime=*/true);
+  const std::vector<fb::Room> rooms = WriteRooms(t, exprs);
 
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   for (size_t id = 0; id < t.values.size(); ++id) {
@@ -286,7 +295,8 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
                          b.CreateVectorOfStructs(exprs.nodes()), b.CreateVector(tensors), b.CreateVector(instructions),
                          b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages),
                          runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(runtime_dims),
-                         runtime_guards.empty() ? 0 : b.CreateVector(runtime_guards));
+                         runtime_guards.empty() ? 0 : b.CreateVector(runtime_guards),
+                         rooms.empty() ? 0 : b.CreateVectorOfStructs(rooms));
 }
 
 flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b, const fused::TensorSpec& t) {
@@ -406,11 +416,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   std::vector<flatbuffers::Offset<fb::Kernel>> kernels;
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
   // Value checks need format 4, run-time dims and checks of floating-point values format 5,
-  // predicated instructions (a run-time If) format 6, a run-time Loop's control format 7;
+  // predicated instructions (a run-time If) format 6, a run-time Loop's control format 7,
+  // room symbols format 8;
   // an artifact without them stays at the version before, which older runtimes read
   // (schema/VERSIONS.md).
-  bool value_symbols = false, format5 = false, predicates = false, loops = false;
+  bool value_symbols = false, format5 = false, predicates = false, loops = false, rooms = false;
   for (const EntryRecord& e : artifact.entries) {
+    for (const ir::RuntimeDim& d : e.plan.trace.runtime_dims) rooms = rooms || d.initial_room > 0;
     for (const ir::Node& n : e.plan.trace.body.nodes) {
       predicates = predicates || !n.when.empty();
       loops = loops || n.op == "kiln.LoopBegin";
@@ -422,7 +434,8 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
     }
     format5 = format5 || HasRuntimeDims(e.plan.trace);
   }
-  const uint32_t version = loops           ? kLoopsFormatVersion
+  const uint32_t version = rooms           ? kRoomsFormatVersion
+                           : loops         ? kLoopsFormatVersion
                            : predicates    ? kPredicatesFormatVersion
                            : format5       ? kRuntimeDimsFormatVersion
                            : value_symbols ? kValueSymbolsFormatVersion

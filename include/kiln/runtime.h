@@ -30,7 +30,7 @@
 namespace kiln {
 
 // The artifact format versions this runtime reads: [kMinFormatVersion, kFormatVersion].
-inline constexpr uint32_t kFormatVersion = 7;
+inline constexpr uint32_t kFormatVersion = 8;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // One dimension of a model input or output as declared by the artifact: a constant, or
@@ -94,7 +94,10 @@ struct EntryInfo {
   // (NonZero)". The memory plan has room for the bound; a Run starts each at its bound and
   // evaluates every shape again when the instruction reports another size
   // (Stats::runtime_dim_binds). Such entries are never captured as CUDA graphs: the
-  // instruction is a CPU fallback whose size the host must read.
+  // instruction is a CPU fallback whose size the host must read. A bound that is a room (format
+  // 8: a while loop's iterations, "y.count <= y.rows, ...; room 16 at first, doubled when a
+  // call needs more") is set by the context, which doubles it when a call needs more and runs
+  // that call again (Stats::room_growths).
   std::vector<std::string> runtime_dims;
   int32_t num_instructions = 0;
   // Its instructions, in the order Run executes them.

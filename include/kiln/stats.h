@@ -80,6 +80,12 @@ struct Stats {
   // one more at its start to return the dims to their bounds; inside a run-time Loop's body,
   // one more before each iteration's instruction whose dim an earlier iteration changed.
   uint64_t runtime_dim_binds = 0;
+  // Rooms doubled (EntryInfo::runtime_dims: a run-time Loop with scan outputs whose iterations
+  // nothing bounds, compiled without --loop-scan-bound): each time a call's loop needs more rows
+  // than its context's room, the room doubles, the entry's memory is planned again (growing
+  // the arena) and the call runs again from its prologue, its times those of the last run. The
+  // context keeps the room for later calls, so a steady state makes none.
+  uint64_t room_growths = 0;
   // CUDA backend: the instructions of the last Run's entry that did not run where their
   // artifact says (InstructionInfo::executor "cublaslt" or "cudnn") but on the CPU backend,
   // in a CPU fallback region with the CPU instructions next to it (one copy to the host, one

@@ -70,8 +70,9 @@ class CpuBackend final : public Backend {
                             dim >= 0 ? &size : nullptr,
                             !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
       step.skipped_body = std::exchange(skipped_body, false);
-      step.again = false;
+      step.again = step.full = false;
       Status st = RunInstruction(pi, call, s.sizes);
+      if (step.full && dim >= 0) st = run.runtime_dims.Grow(dim, std::move(st));
       // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
       // size the kernel found (a LoopEnd's once the loop ends).
       if (st.ok() && dim >= 0 && !step.again) st = run.runtime_dims.Set(dim, size);

@@ -52,6 +52,7 @@ struct LoopStep {
   int64_t iterations = 0;      // in/out: the iterations every loop of this Run has started
   bool skipped_body = false;   // in, LoopEnd: reached from LoopBegin, no iteration ran
   bool again = false;          // out: LoopBegin: run the body; LoopEnd: run it once more
+  bool full = false;           // out, LoopEnd: a scan output had no row for the iteration (its error)
 };
 
 struct KernelCall {

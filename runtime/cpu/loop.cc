@@ -6,7 +6,8 @@
 //    (true when absent), each carried value's initial value; the body runs when M (no limit
 //    when absent) is above 0 and the condition holds.
 //  - LoopEnd, after each iteration n: appends the iteration's scan values at row n of each
-//    stacked output (sized for the bound of the iterations, a run-time dim), copies the
+//    stacked output (sized for the bound of the iterations, a run-time dim; with no row left
+//    it fails and sets LoopStep::full, so that the executor can grow a room), copies the
 //    body's carried results into the parameters, then sets iteration_num n + 1 and cond_in
 //    the body's condition. It asks for another iteration while n + 1 < M and the condition
 //    holds; an iteration past ContextOptions::max_loop_iterations, counting those of all loops
@@ -106,7 +107,10 @@ Status LoopEnd(const KernelCall& call) {
       if (!fits)
         return OpError(kName, "scan value " + std::to_string(s) + " " + DTypeStr(part.dtype) + ShapeStr(part) +
                                   " does not fit the stacked output " + DTypeStr(y.dtype) + ShapeStr(y));
-      if (n >= y.dims[0]) return loop::NoRow(kName, n, s, y.dims[0], call.attrs.GetInt("scan_bound", 0));
+      if (n >= y.dims[0]) {
+        call.loop->full = true;
+        return loop::NoRow(kName, n, s, y.dims[0], call.attrs.GetInt("scan_bound", 0));
+      }
       if (Bytes(part) > 0) std::memcpy(static_cast<uint8_t*>(y.data) + n * Bytes(part), part.data, Bytes(part));
     }
     for (int64_t k = 0; k < carried; ++k)

@@ -350,8 +350,11 @@ struct Runner::State {
       for (int64_t j = 0; j < scans; ++j) {
         const int32_t stacked = outs[carried + j];
         const cpu::TensorRef& y = es.refs[stacked];
-        if (const int64_t rows = y.rank < 1 ? 0 : y.dims[0]; f.ran >= rows)
-          return loop::NoRow(pi.label, f.ran, j, rows, pi.attrs.GetInt("scan_bound", 0));
+        if (const int64_t rows = y.rank < 1 ? 0 : y.dims[0]; f.ran >= rows) {
+          Status full = loop::NoRow(pi.label, f.ran, j, rows, pi.attrs.GetInt("scan_bound", 0));
+          const int32_t dim = pe.runtime_dim_of[k];
+          return dim >= 0 ? runtime_dims.Grow(dim, std::move(full)) : full;
+        }
         KILN_RETURN_IF_ERROR(CopyTensor(pe, es, parts[j], stacked, static_cast<uint64_t>(f.ran) * TensorBytes(es.refs[parts[j]]),
                                         false, stream, pi.label));
       }

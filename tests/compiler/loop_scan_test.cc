@@ -10,6 +10,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
@@ -109,7 +110,7 @@ TEST_CASE("Scan at run time: a scan length not known at compile time gives the s
         std::vector<float>{2, 8, 18, 4, 12, 24});
   auto model = Model::Load(testing::CompileModel(RunningSum("T", 0, 0)));
   REQUIRE(model.ok());
-  CHECK(model->format_version() == kFormatVersion);
+  CHECK(model->format_version() == kLoopsFormatVersion);
   CHECK(model->entries()[0].runtime_dims.empty());
   // With the length fixed by a profile, it is unrolled.
   CHECK(CompileStatus(RunningSum("T", 0, 0), testing::WithProfiles({"xs:T=3"})).ok());
@@ -164,7 +165,7 @@ TEST_CASE("Loop unrolled: the body's condition ends it, the carried value and th
         testing::CompileModel(CountingLoop(), profile ? testing::WithProfiles({"M=10"}) : testing::CpuOnly());
     auto model = Model::Load(bytes);
     REQUIRE(model.ok());
-    CHECK((model->format_version() == kFormatVersion) == !profile);
+    CHECK((model->format_version() == kLoopsFormatVersion) == !profile);
     auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
     REQUIRE(ctx.ok());
     const int64_t m = 10;
@@ -224,16 +225,16 @@ TEST_CASE("Loop: a condition on tensor data, or more than 1024 iterations, makes
   auto* g = m.mutable_graph();
   testing::AddInput(g, "stop", {}, onnx::TensorProto::BOOL);
   g->mutable_node(0)->set_input(1, "stop");
-  CHECK(artifact_version(m, testing::WithProfiles({"M=10"})) == kFormatVersion);
+  CHECK(artifact_version(m, testing::WithProfiles({"M=10"})) == kLoopsFormatVersion);
   // The body's condition stops it after 4 iterations: unrolled.
-  CHECK(artifact_version(CountingLoop(), testing::WithProfiles({"M=5000"})) < kFormatVersion);
+  CHECK(artifact_version(CountingLoop(), testing::WithProfiles({"M=5000"})) < kLoopsFormatVersion);
   // A loop that would run 2000 times is not unrolled, with the same results.
   auto endless = CountingLoop();
   endless.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_initializer(0)->set_int64_data(
       0, 1 << 30);
   auto model = Model::Load(testing::CompileModel(endless, testing::WithProfiles({"M=2000"})));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  CHECK(model->format_version() == kFormatVersion);
+  CHECK(model->format_version() == kLoopsFormatVersion);
   auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
   REQUIRE(ctx.ok());
   const int64_t trips = 2000;

@@ -8,6 +8,8 @@
 // tested with their messages.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -569,6 +571,95 @@ void CheckScanBound(Device device) {
 
 }  // namespace
 
+namespace {
+
+// Sums x.sum() / 2, / 4, ... while above 1, for x = {2^k}: k iterations.
+std::vector<float> Halvings(int k) {
+  std::vector<float> sums;
+  for (int n = 1; n <= k; ++n) sums.push_back(std::ldexp(1.0f, k - n));
+  return sums;
+}
+
+// Without --loop-scan-bound, the scan outputs of a loop that nothing bounds are a room of 16
+// rows that doubles when a call needs more (Stats::room_growths), the call running again: the
+// halving loop with M = INT64_MAX (PyTorch's while) and with M computed from data.
+void CheckRoomGrowth(Device device) {
+  auto endless = HalvingModel();
+  endless.mutable_graph()->mutable_input(0)->set_name("unused");
+  testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
+  const std::vector<uint8_t> artifact = testing::CompileModel(endless, For(device));
+  auto model = Model::Load(artifact);
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  CHECK(model->format_version() == kRoomsFormatVersion);
+  CHECK_MESSAGE(model->entries()[0].runtime_dims[0].find("sums.count <= sums.rows, set by") == 0,
+                model->entries()[0].runtime_dims[0]);
+  CHECK_MESSAGE(model->entries()[0].runtime_dims[0].find("; room 16 at first, doubled when a call needs more") !=
+                    std::string::npos,
+                model->entries()[0].runtime_dims[0]);
+  auto ctx = ExecutionContext::Create(*model, {device});
+  REQUIRE(ctx.ok());
+  const auto run = [&](ExecutionContext& c, int k) {
+    auto r = RunHalving(c, 0, {std::ldexp(1.0f, k)});
+    CHECK(r[1].dims == std::vector<int64_t>{k});
+    CHECK(testing::Values<float>(r[1]) == Halvings(k));
+    CHECK(testing::Values<float>(r[0]) == std::vector<float>{1.0f});
+  };
+  run(*ctx, 3);  // fits the 16 rows
+  CHECK(ctx->stats().room_growths == 0);
+  const uint64_t small = ctx->memory_usage().host_bytes;  // the CPU backend's arena and workspace
+  run(*ctx, 39);  // 16 -> 32 -> 64 rows: two runs again
+  CHECK(ctx->stats().room_growths == 2);
+  run(*ctx, 5);  // the context keeps its 64 rows
+  run(*ctx, 64);
+  CHECK(ctx->stats().room_growths == 2);
+  run(*ctx, 65);
+  CHECK(ctx->stats().room_growths == 3);
+  // A room that would take the context past LoadOptions::max_context_bytes stops there (the
+  // CPU backend's host bytes are its arena and workspace, which the limit bounds; the context's
+  // undoing of the room is the same for both backends).
+  if (device == Device::kCpu) {
+    LoadOptions tight;
+    tight.max_context_bytes = small;
+    auto limited = Model::Load(artifact, tight);
+    REQUIRE(limited.ok());
+    auto limited_ctx = ExecutionContext::Create(*limited, {device});
+    REQUIRE(limited_ctx.ok());
+    run(*limited_ctx, 16);
+    std::vector<TensorView> out;
+    const int64_t m = 0;
+    const float big = std::ldexp(1.0f, 100);
+    TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}), TensorView::Host(&big, DType::kFloat32, {1})};
+    const Status st = limited_ctx->Run(in, out);
+    CHECK(st.code() == StatusCode::kResourceExhausted);
+    CHECK_MESSAGE(st.message().find("max_context_bytes") != std::string::npos, st.message());
+    run(*limited_ctx, 2);  // the next call is not harmed: the room went back to 16 rows
+    CHECK(limited_ctx->stats().room_growths == 1);
+  }
+  // M from tensor data (the rounded sum of x0): the same room.
+  auto from_data = HalvingModel();
+  auto* g = from_data.mutable_graph();
+  g->mutable_input(0)->set_name("unused");
+  testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
+  g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
+  auto data_model = Model::Load(testing::CompileModel(from_data, For(device)));
+  REQUIRE_MESSAGE(data_model.ok(), data_model.status().ToString());
+  auto data_ctx = ExecutionContext::Create(*data_model, {device});
+  REQUIRE(data_ctx.ok());
+  run(*data_ctx, 20);  // M = 2^20 lets the condition end it
+  CHECK(data_ctx->stats().room_growths == 1);
+}
+
+}  // namespace
+
+TEST_CASE("run-time Loop: a while loop's scan outputs are a room that doubles when a call needs more") {
+  CheckRoomGrowth(Device::kCpu);
+}
+
+TEST_CASE("[gpu] run-time Loop on the CUDA backend: a while loop's scan room grows") {
+  KILN_REQUIRE_GPU();
+  CheckRoomGrowth(Device::kCuda);
+}
+
 TEST_CASE("run-time Loop: --loop-scan-bound gives a while loop's scan outputs room, and a call past it fails") {
   CheckScanBound(Device::kCpu);
 }
@@ -578,7 +669,7 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: --loop-scan-bound, and a cal
   CheckScanBound(Device::kCuda);
 }
 
-TEST_CASE("run-time Loop: carried values that change shape and scan outputs without a bound are refused") {
+TEST_CASE("run-time Loop: carried values that change shape, and scan values sized in the body, are refused") {
   // The carried x doubles its length per iteration (Concat): its shape is not the loop's.
   auto grow = HalvingModel();
   auto* body = grow.mutable_graph()->mutable_node(2)->mutable_attribute(0)->mutable_g();
@@ -591,33 +682,6 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
                                   "and float32[(N+N)] after it; a run-time loop carries values whose dtype and shape "
                                   "stay the same") != std::string::npos,
                 st.message());
-  // M from tensor data (the rounded sum of x0): the scan output has no bound.
-  auto unbounded = HalvingModel();
-  auto* g = unbounded.mutable_graph();
-  g->mutable_input(0)->set_name("unused");
-  testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
-  g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
-  st = testing::TryCompileModel(unbounded).status();
-  CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("node 'halve' (Loop): trip count M (M) is not known at compile time, and it cannot "
-                                  "run as a run-time loop: node 'halve_end' (kiln.LoopEnd): scan outputs need a bound "
-                                  "on the iterations, but the trip count M ('M') is not known at compile time as an "
-                                  "expression (a constant, a shape or an input's value)") == 0,
-                st.message());
-  // A while loop as PyTorch exports it, M = INT64_MAX: nothing bounds the scan output.
-  auto endless = HalvingModel();
-  endless.mutable_graph()->mutable_input(0)->set_name("unused");
-  testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
-  st = testing::TryCompileModel(endless).status();
-  CHECK(st.code() == StatusCode::kUnimplemented);
-  CHECK_MESSAGE(st.message().find("the trip count M = 9223372036854775807 bounds none (a while loop: its condition ends "
-                                  "it); a run-time loop's scan outputs are sized for M rows, at most 16777216") !=
-                    std::string::npos,
-                st.message());
-  // No profile is suggested: the condition is the loop's own data; the option that bounds it is.
-  CHECK(st.message().find("--profile") == std::string::npos);
-  CHECK(st.message().find("; kiln compile --loop-scan-bound N gives them room for N iterations (a call that runs "
-                          "more fails)") != std::string::npos);
   // A scan value sized by a run-time dim of the body: its rows would differ in shape.
   auto ragged = PositivesModel();
   ragged.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g()->mutable_output(4)->set_name("picked");
@@ -628,7 +692,12 @@ TEST_CASE("run-time Loop: carried values that change shape and scan outputs with
                                   "each iteration (node 'where' (NonZero)'s count of nonzero elements); the rows a "
                                   "scan output stacks must have one shape") != std::string::npos,
                 st.message());
-  // Without the scan output it compiles: M is read at each call.
+  // M from tensor data (the rounded sum of x0), with no scan output: M is read at each call.
+  auto unbounded = HalvingModel();
+  auto* g = unbounded.mutable_graph();
+  g->mutable_input(0)->set_name("unused");
+  testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
+  g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
   g->mutable_node(3)->mutable_output()->RemoveLast();
   body = g->mutable_node(3)->mutable_attribute(0)->mutable_g();
   body->mutable_output()->RemoveLast();
@@ -670,7 +739,7 @@ testing::ArtifactSpec LoopSpec() {
                T("p", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 4),
                T("q", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 5),
                T("y", DType::kFloat32, {0, 1}, fb::Storage::Arena, 0, 6)};
-  testing::AttrSpec carried{"carried", fb::AttrKind::Int, 1};
+  testing::AttrSpec carried{"carried", fb::AttrKind::Int, 1, 0, {}, {}};
   e.instructions = {{"kiln.LoopBegin", "begin", {-1, -1, 0}, {2, 3, 4}, {}, -1, {}, {}},
                     {"Add", "add", {4, 1}, {5}, {}, -1, {}, {}},
                     {"kiln.LoopEnd", "end", {-1, 2, 3, 4, 3, 5}, {6}, {carried}, -1, {}, {}}};
@@ -715,7 +784,7 @@ TEST_CASE("run-time Loop: the loader pairs kiln.LoopBegin with kiln.LoopEnd and 
   a.entries[0].instructions[2].when = {{3, true}};  // under a predicate its LoopBegin is not under
   refused(a, "does not end the loop");
   a = LoopSpec();
-  a.entries[0].instructions[2].attrs = {{"carried", fb::AttrKind::Int, 2}};  // operands for 1
+  a.entries[0].instructions[2].attrs = {{"carried", fb::AttrKind::Int, 2, 0, {}, {}}};  // operands for 1
   refused(a, "instruction 2 'end' (kiln.LoopEnd): carried = 2 does not fit 6 inputs and 1 outputs");
 }
 

@@ -253,7 +253,9 @@ std::optional<ModelTrace> Prepare(const std::string& dir, bool bind_constants) {
       REQUIRE_MESSAGE(fused.ok(), fused.status().ToString());
       m.fused = std::move(*fused);
       // Run-time dims (NonZero's count) take their bounds: the kernels run on random inputs.
+      // A room (a while loop's rows) takes the value a context starts it at.
       for (const kiln::ir::RuntimeDim& d : m.fused.runtime_dims) {
+        if (d.initial_room > 0) m.bindings.emplace_back(d.bound.name(), d.initial_room);
         const auto bound = d.bound.Eval(m.bindings);
         REQUIRE_MESSAGE(bound.has_value(), "run-time dim " << d.symbol << " has no bound for the test-set shapes");
         m.bindings.emplace_back(d.symbol, *bound);

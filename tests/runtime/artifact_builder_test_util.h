@@ -91,6 +91,7 @@ struct EntrySpec {
   int32_t arena_bytes = 0;
   std::vector<std::string> stage_names;
   std::vector<fb::RuntimeDim> runtime_dims;  // format 5
+  std::vector<fb::Room> rooms;               // format 8
 };
 
 struct IoSpec {
@@ -176,7 +177,8 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVectorOfStrings(e.symbols),
                          b.CreateVectorOfStructs(e.exprs), b.CreateVector(tensors), b.CreateVector(instrs),
                          b.CreateVector(e.inputs), b.CreateVector(e.outputs), e.arena_bytes,
-                         b.CreateVector(stages), e.runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(e.runtime_dims));
+                         b.CreateVector(stages), e.runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(e.runtime_dims),
+                         0, e.rooms.empty() ? 0 : b.CreateVectorOfStructs(e.rooms));
 }
 
 inline std::vector<flatbuffers::Offset<fb::IoInfo>> BuildIo(flatbuffers::FlatBufferBuilder& b,

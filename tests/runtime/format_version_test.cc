@@ -23,39 +23,39 @@ Status LoadVersion(uint32_t version) {
   return Model::Load(BuildArtifact(a)).status();
 }
 
-TEST_CASE("format versions: 1 to 7 load, a newer or older artifact is kIncompatible") {
+TEST_CASE("format versions: 1 to 8 load, a newer or older artifact is kIncompatible") {
   for (uint32_t v = kMinFormatVersion; v <= kFormatVersion; ++v) CHECK_MESSAGE(LoadVersion(v).ok(), v);
   Status st = LoadVersion(kFormatVersion + 1);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 8 is newer than this runtime supports (1..7)");
+  CHECK(st.message() == "artifact format version 9 is newer than this runtime supports (1..8)");
   st = LoadVersion(0xFFFFFFFFu);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 4294967295 is newer than this runtime supports (1..7)");
+  CHECK(st.message() == "artifact format version 4294967295 is newer than this runtime supports (1..8)");
   st = LoadVersion(kMinFormatVersion - 1);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 0 is older than this runtime supports (1..7)");
+  CHECK(st.message() == "artifact format version 0 is older than this runtime supports (1..8)");
 }
 
 TEST_CASE("format versions: a damaged version field is corruption, not a newer format") {
   std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());  // format 1
   ArtifactHeader h = testing::ReadHeader(bytes);
-  h.format_version = 8;
+  h.format_version = kFormatVersion + 1;
   testing::WriteHeader(bytes, h);
   Status st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
   CHECK(st.message() ==
-        "corrupt file header: format version field reads 8 (this runtime reads 1..7), but the FlatBuffer says format "
+        "corrupt file header: format version field reads 9 (this runtime reads 1..8), but the FlatBuffer says format "
         "version 1");
 
   // A header whose sections fit the file but whose FlatBuffer is not one.
   bytes = BuildArtifact(AddModelSpec());
   h = testing::ReadHeader(bytes);
-  h.format_version = 9;
+  h.format_version = kFormatVersion + 1;
   testing::WriteHeader(bytes, h);
   bytes[h.flatbuffer_offset + 4] ^= 0xFF;  // the file identifier "KILN"
   st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
-  CHECK(st.message() == "corrupt file header: format version field reads 9 (this runtime reads 1..7), and bytes 64.." +
+  CHECK(st.message() == "corrupt file header: format version field reads 9 (this runtime reads 1..8), and bytes 64.." +
                             std::to_string(h.flatbuffer_offset + h.flatbuffer_size) + " are not a Kiln FlatBuffer");
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("format versions: random bytes after a valid magic are kDataLoss, neve
   Status st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
   CHECK(st.message() ==
-        "corrupt file header: format version field reads 2880154539 (this runtime reads 1..7), and its header size "
+        "corrupt file header: format version field reads 2880154539 (this runtime reads 1..8), and its header size "
         "2880154539 or FlatBuffer section [12370169555311111083, +12370169555311111083) does not fit the file (256 "
         "bytes)");
 }

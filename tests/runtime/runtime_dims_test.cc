@@ -445,6 +445,17 @@ TEST_CASE("run-time dims: the verifier refuses every inconsistent description, n
   spec = NonZeroSpec();
   spec.entries[0].runtime_dims = {fb::RuntimeDim(1, 0, 0), fb::RuntimeDim(1, 0, 0)};
   CHECK(LoadError(spec) == "entry 0 run-time dim 1: symbol 1 is set twice");
+  // Rooms (format 8): a symbol of their own that no input binds, from 1 to 2^40 at first.
+  spec = NonZeroSpec();
+  spec.entries[0].rooms = {fb::Room(2, 16)};
+  CHECK(LoadError(spec) == "entry 0 room 0: symbol 2 out of range (symbols: 2)");
+  spec.entries[0].rooms = {fb::Room(1, 16)};
+  CHECK(LoadError(spec) == "entry 0 room 0: symbol 1 is set twice");
+  spec.entries[0].rooms = {fb::Room(0, 16)};
+  CHECK(LoadError(spec) == "entry 0: symbol 0 'N' is a room, but an input binds it");
+  spec.entries[0].symbols.push_back("y.rows");
+  spec.entries[0].rooms = {fb::Room(2, 0)};
+  CHECK(LoadError(spec) == "entry 0 room 0: initial value 0, expected 1 to 1099511627776");
 }
 
 TEST_CASE("run-time dims: a size above the outputs' room is kInternal naming the instruction, nothing written past them") {

@@ -33,6 +33,8 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
   std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}", s.calls, s.cache_hits,
                            s.cache_misses, s.last_entry);
   if (s.last_entry >= 0) std::cout << " '" << model.entries()[s.last_entry].name << "'";
+  // A loop's scan room doubled, and the call ran again (Stats::room_growths).
+  if (s.room_growths > 0) std::cout << fmt::format(", room growths {}", s.room_growths);
   std::cout << "\n";
   std::cout << fmt::format("  load {:.3f} ms | host {:.3f} ms | cache lookup {:.3f} us | prologue {:.3f} us | "
                            "computation {:.3f} ms\n",
