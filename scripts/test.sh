@@ -14,6 +14,8 @@
 #   differential     random graphs on every path (unfused, fused, folded, emulated CUDA) and
 #                    onnxruntime, and the regression corpus (tests/differential/README.md)
 #   samples          the samples built against the installed package (scripts/samples.sh)
+#   triton           the Triton backend in the real tritonserver, over HTTP and gRPC, against
+#                    onnxruntime (scripts/triton.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
 #                    ASan+UBSan+LSan, each libFuzzer target for 30 s (scripts/sanitize.sh), and 8
@@ -188,6 +190,7 @@ differential() {
 tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-60} s of random graphs on every path (tests/differential)" differential
 
 tier "samples" bash scripts/samples.sh
+tier "triton: the backend in tritonserver 2.51 against onnxruntime (scripts/triton.sh)" bash scripts/triton.sh
 tier "aarch64" bash scripts/aarch64.sh
 
 if ((SANITIZERS)); then

@@ -1,0 +1,217 @@
+#include "serving/triton/model_config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <utility>
+
+namespace kiln::triton {
+namespace {
+
+using nlohmann::json;
+using std::to_string;
+
+struct DTypeName {
+  DType dtype;
+  const char* name;
+};
+constexpr DTypeName kDTypes[] = {
+    {DType::kBool, "TYPE_BOOL"},     {DType::kUInt8, "TYPE_UINT8"},   {DType::kUInt16, "TYPE_UINT16"},
+    {DType::kUInt32, "TYPE_UINT32"}, {DType::kUInt64, "TYPE_UINT64"}, {DType::kInt8, "TYPE_INT8"},
+    {DType::kInt16, "TYPE_INT16"},   {DType::kInt32, "TYPE_INT32"},   {DType::kInt64, "TYPE_INT64"},
+    {DType::kFloat16, "TYPE_FP16"},  {DType::kFloat32, "TYPE_FP32"},  {DType::kFloat64, "TYPE_FP64"},
+    {DType::kBFloat16, "TYPE_BF16"},
+};
+
+// A dim as the configuration writes it: a number, or the string protobuf's JSON mapping
+// writes for an int64; nullopt for anything else.
+std::optional<int64_t> DimValue(const json& d) {
+  if (d.is_number_integer()) return d.get<int64_t>();
+  if (!d.is_string()) return std::nullopt;
+  const std::string& s = d.get_ref<const std::string&>();
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+int64_t MaxBatchSize(const json& config) {
+  const auto it = config.find("max_batch_size");
+  return it != config.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+const json& List(const json& config, const char* key) {
+  static const json kEmpty = json::array();
+  const auto it = config.find(key);
+  return it != config.end() && it->is_array() ? *it : kEmpty;
+}
+
+std::string Str(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A tensor's configuration. Triton serves no scalar tensors (a reshape to [] is refused for an
+// unbatched model), so a scalar is declared [1]; the backend reads and writes it as the
+// artifact's scalar (serving/triton/backend.cc).
+json TensorConfig(const TensorInfo& t, bool batched) {
+  json dims = json::array();
+  for (size_t d = batched ? 1 : 0; d < t.shape.size(); ++d) dims.push_back(t.shape[d].value);
+  if (dims.empty()) dims.push_back(1);
+  return {{"name", t.name}, {"data_type", ConfigDataType(t.dtype)}, {"dims", std::move(dims)}};
+}
+
+std::string DimText(const DimInfo& d) { return d.value >= 0 ? to_string(d.value) : d.symbol; }
+
+// The mismatches between the configuration's `kind` ("input", "output") entries and the
+// artifact's tensors, one line each, appended to `errors`.
+void CheckTensors(const std::vector<TensorInfo>& tensors, const json& list, const char* kind, bool batched,
+                  std::vector<std::string>& errors) {
+  for (const json& c : list) {
+    const std::string name = Str(c, "name");
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == name; });
+    const std::string where = std::string(kind) + " '" + name + "'";
+    if (it == tensors.end()) {
+      std::string have;
+      for (const TensorInfo& t : tensors) have += (have.empty() ? "'" : ", '") + t.name + "'";
+      errors.push_back(where + ": the artifact has no " + kind + " of that name (its " + kind + "s: " + have + ")");
+      continue;
+    }
+    const std::string data_type = Str(c, "data_type");
+    if (data_type != ConfigDataType(it->dtype))
+      errors.push_back(where + ": data_type " + (data_type.empty() ? std::string("missing") : data_type) +
+                       ", the artifact's is " + ConfigDataType(it->dtype));
+    const json& dims = List(c, "dims");
+    const size_t skip = batched ? 1 : 0;
+    if (it->shape.size() == skip && dims.size() == 1 && DimValue(dims[0]) == 1) continue;  // a scalar as [1]
+    if (dims.size() + skip != it->shape.size()) {
+      errors.push_back(where + ": " + to_string(dims.size()) + " dims" + (batched ? " after the batch dim" : "") +
+                       ", the artifact's has " + to_string(it->shape.size() - std::min(skip, it->shape.size())));
+      continue;
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const DimInfo& a = it->shape[d + skip];
+      const std::optional<int64_t> v = DimValue(dims[d]);
+      const std::string at = where + " dim " + to_string(d) + (batched ? " (after the batch dim)" : "");
+      if (!v || *v < -1)
+        errors.push_back(at + ": " + dims[d].dump() + " is not a dim (-1 or a size)");
+      else if (*v == -1 && a.value >= 0)
+        errors.push_back(at + ": -1, but the artifact fixes it to " + to_string(a.value));
+      else if (*v >= 0 && a.value >= 0 && *v != a.value)
+        errors.push_back(at + ": " + to_string(*v) + ", the artifact's is " + to_string(a.value));
+    }
+  }
+}
+
+}  // namespace
+
+std::string ConfigDataType(DType dtype) {
+  for (const DTypeName& d : kDTypes)
+    if (d.dtype == dtype) return d.name;
+  return {};
+}
+
+DType DTypeOfConfig(const std::string& data_type) {
+  for (const DTypeName& d : kDTypes)
+    if (data_type == d.name) return d.dtype;
+  return DType::kUndefined;
+}
+
+std::string BatchSymbol(const Model& model) {
+  std::string symbol;
+  for (const auto* list : {&model.inputs(), &model.outputs()})
+    for (const TensorInfo& t : *list) {
+      if (t.shape.empty() || t.shape[0].value >= 0 || t.shape[0].symbol.empty()) return {};
+      if (symbol.empty()) symbol = t.shape[0].symbol;
+      if (t.shape[0].symbol != symbol) return {};
+    }
+  return model.inputs().empty() ? std::string() : symbol;
+}
+
+json AutoCompleteConfig(const Model& model, json config, int64_t default_max_batch_size) {
+  if (!config.is_object()) config = json::object();
+  if (MaxBatchSize(config) == 0 && default_max_batch_size > 0 && !BatchSymbol(model).empty())
+    config["max_batch_size"] = default_max_batch_size;
+  const bool batched = MaxBatchSize(config) > 0;
+  for (const auto& [key, tensors] : {std::pair{"input", &model.inputs()}, std::pair{"output", &model.outputs()}}) {
+    if (!List(config, key).empty()) continue;
+    json list = json::array();
+    for (const TensorInfo& t : *tensors) list.push_back(TensorConfig(t, batched));
+    config[key] = std::move(list);
+  }
+  return config;
+}
+
+Status CheckConfig(const Model& model, const json& config) {
+  std::vector<std::string> errors;
+  const int64_t max_batch = MaxBatchSize(config);
+  const bool batched = max_batch > 0;
+  if (max_batch < 0) errors.push_back("max_batch_size " + to_string(max_batch) + " is negative");
+  if (batched && BatchSymbol(model).empty()) {
+    // The first tensor whose dim 0 is not the first input's symbol.
+    std::string why = "it has no inputs";
+    const std::string first =
+        model.inputs().empty() || model.inputs()[0].shape.empty() ? std::string() : model.inputs()[0].shape[0].symbol;
+    for (const auto* list : {&model.inputs(), &model.outputs()}) {
+      const auto it = std::find_if(list->begin(), list->end(), [&](const TensorInfo& t) {
+        return t.shape.empty() || t.shape[0].value >= 0 || t.shape[0].symbol != first;
+      });
+      if (it == list->end()) continue;
+      why = "'" + it->name + "' " + (it->shape.empty() ? "is a scalar" : "dim 0 is " + DimText(it->shape[0]));
+      break;
+    }
+    errors.push_back("max_batch_size " + to_string(max_batch) +
+                     ", but the artifact has no batch dim: dim 0 of every input and output must be one symbol, and " +
+                     why + " (max_batch_size 0 serves it unbatched)");
+  }
+  CheckTensors(model.inputs(), List(config, "input"), "input", batched, errors);
+  CheckTensors(model.outputs(), List(config, "output"), "output", batched, errors);
+  for (const TensorInfo& t : model.inputs()) {
+    const json& list = List(config, "input");
+    if (std::none_of(list.begin(), list.end(), [&](const json& c) { return Str(c, "name") == t.name; }))
+      errors.push_back("input '" + t.name + "': the artifact needs it, and the configuration does not list it");
+  }
+  if (errors.empty()) return Status::Ok();
+  std::string message = "config.pbtxt does not fit the artifact:";
+  for (const std::string& e : errors) message += "\n  " + e;
+  return InvalidArgument(std::move(message));
+}
+
+Result<Parameters> ReadParameters(const json& config) {
+  Parameters p;
+  const auto it = config.find("parameters");
+  if (it == config.end() || !it->is_object()) return p;
+  for (const auto& [name, value] : it->items()) {
+    const std::string v = value.is_object() ? Str(value, "string_value") : std::string();
+    const std::string where = "parameter '" + name + "' = '" + v + "'";
+    if (name == "cpu_threads") {
+      int n = -1;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > ContextOptions::kMaxCpuThreads)
+        return InvalidArgument(where + ": expected 0 (one per core) to " + to_string(ContextOptions::kMaxCpuThreads));
+      p.cpu_threads = n;
+    } else if (name == "cuda_graphs") {
+      if (v != "true" && v != "false") return InvalidArgument(where + ": expected true or false");
+      p.cuda_graphs = v == "true";
+    } else if (name == "device") {
+      if (v == "auto") p.device = DevicePolicy::kAuto;
+      else if (v == "cpu") p.device = DevicePolicy::kCpu;
+      else if (v == "cuda") p.device = DevicePolicy::kCuda;
+      else return InvalidArgument(where + ": expected auto, cpu or cuda");
+    } else {
+      return InvalidArgument("parameter '" + name + "': unknown; the Kiln backend reads cpu_threads, cuda_graphs and "
+                             "device");
+    }
+  }
+  return p;
+}
+
+Result<ServingConfig> ReadServingConfig(const Model& model, const json& config) {
+  KILN_RETURN_IF_ERROR(CheckConfig(model, config));
+  ServingConfig s;
+  s.max_batch_size = MaxBatchSize(config);
+  KILN_ASSIGN_OR_RETURN(s.parameters, ReadParameters(config));
+  return s;
+}
+
+}  // namespace kiln::triton

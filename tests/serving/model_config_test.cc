@@ -1,0 +1,129 @@
+// The Triton backend's configuration logic (serving/triton/model_config.h) on compiled models:
+// auto-complete, the check against the artifact with its exact messages, and the parameters.
+// The backend inside the real server is tests/serving/triton_test.py's (scripts/triton.sh).
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "serving/triton/model_config.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+
+namespace kiln {
+namespace {
+
+using nlohmann::json;
+
+// y = Relu(x), x float32[N, 3]: batchable on N.
+Model BatchedModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "3"});
+  testing::AddNode(g, "Relu", {"x"}, {"y"}, "relu");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  return *model;
+}
+
+// y = a * s, a float32[2, N], s a float32 scalar: no batch dim (dim 0 of a is 2).
+Model UnbatchedModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "a", {"2", "N"});
+  testing::AddInput(g, "s", {});
+  testing::AddNode(g, "Mul", {"a", "s"}, {"y"}, "mul");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  return *model;
+}
+
+}  // namespace
+
+TEST_CASE("Triton configuration: auto-complete fills the batch size, inputs and outputs from the artifact") {
+  const Model batched = BatchedModel();
+  CHECK(triton::BatchSymbol(batched) == "N");
+  const json filled = triton::AutoCompleteConfig(batched, json{{"name", "m"}, {"backend", "kiln"}}, 4);
+  CHECK(filled == json::parse(R"({"name": "m", "backend": "kiln", "max_batch_size": 4,
+      "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3]}],
+      "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [3]}]})"));
+  CHECK(triton::CheckConfig(batched, filled).ok());
+  // Batching off (--backend-config=kiln,default-max-batch-size=0): the batch dim is a dim.
+  const json unbatched = triton::AutoCompleteConfig(batched, json::object(), 0);
+  CHECK(!unbatched.contains("max_batch_size"));
+  CHECK(unbatched["input"][0]["dims"] == json::array({-1, 3}));
+  CHECK(triton::CheckConfig(batched, unbatched).ok());
+  // A given list is kept; what it leaves out is checked, not filled.
+  const json given = triton::AutoCompleteConfig(
+      batched, json{{"max_batch_size", 8}, {"output", json::array({{{"name", "y"}, {"data_type", "TYPE_FP32"}, {"dims", {3}}}})}}, 4);
+  CHECK(given["max_batch_size"] == 8);
+  CHECK(given["output"].size() == 1);
+
+  const Model plain = UnbatchedModel();
+  CHECK(triton::BatchSymbol(plain).empty());
+  const json scalar = triton::AutoCompleteConfig(plain, json::object(), 4);
+  CHECK(scalar.value("max_batch_size", 0) == 0);
+  // Triton serves no scalar tensors: s is declared [1], and the backend passes it as the scalar.
+  CHECK(scalar["input"] == json::parse(R"([{"name": "a", "data_type": "TYPE_FP32", "dims": [2, -1]},
+                                          {"name": "s", "data_type": "TYPE_FP32", "dims": [1]}])"));
+  CHECK(triton::CheckConfig(plain, scalar).ok());
+}
+
+TEST_CASE("Triton configuration: every mismatch with the artifact is named, one per line") {
+  const Model plain = UnbatchedModel();
+  const json config = json::parse(R"({"max_batch_size": 4,
+      "input": [{"name": "a", "data_type": "TYPE_FP16", "dims": ["-1"]},
+                {"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+      "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": ["x"]}]})");
+  const Status st = triton::CheckConfig(plain, config);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() ==
+        "config.pbtxt does not fit the artifact:\n"
+        "  max_batch_size 4, but the artifact has no batch dim: dim 0 of every input and output must be one symbol, "
+        "and 'a' dim 0 is 2 (max_batch_size 0 serves it unbatched)\n"
+        "  input 'a': data_type TYPE_FP16, the artifact's is TYPE_FP32\n"
+        "  input 'b': the artifact has no input of that name (its inputs: 'a', 's')\n"
+        "  output 'y' dim 0 (after the batch dim): \"x\" is not a dim (-1 or a size)\n"
+        "  input 's': the artifact needs it, and the configuration does not list it");
+  const json fixed = json::parse(R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [-1, 5]},
+                                               {"name": "s", "data_type": "TYPE_FP32", "dims": [1, 1]}]})");
+  CHECK(triton::CheckConfig(plain, fixed).message() ==
+        "config.pbtxt does not fit the artifact:\n"
+        "  input 'a' dim 0: -1, but the artifact fixes it to 2\n"
+        "  input 's': 2 dims, the artifact's has 0");
+  // A constant where the artifact has a symbol is allowed: the prologue checks each call.
+  const json narrower = json::parse(R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [2, 7]},
+                                                  {"name": "s", "data_type": "TYPE_FP32", "dims": [1]}]})");
+  CHECK(triton::CheckConfig(plain, narrower).ok());
+}
+
+TEST_CASE("Triton configuration: the Kiln parameters and their errors") {
+  const auto defaults = triton::ReadParameters(json::object());
+  REQUIRE(defaults.ok());
+  CHECK(defaults->cpu_threads == 1);
+  CHECK(!defaults->cuda_graphs);
+  CHECK(defaults->device == triton::DevicePolicy::kAuto);
+  const auto set = triton::ReadParameters(json::parse(R"({"parameters": {
+      "cpu_threads": {"string_value": "0"}, "cuda_graphs": {"string_value": "true"},
+      "device": {"string_value": "cpu"}}})"));
+  REQUIRE(set.ok());
+  CHECK(set->cpu_threads == 0);
+  CHECK(set->cuda_graphs);
+  CHECK(set->device == triton::DevicePolicy::kCpu);
+  const auto error = [](const char* parameters) {
+    return std::string(triton::ReadParameters(json::parse(std::string(R"({"parameters": )") + parameters + "}"))
+                           .status()
+                           .message());
+  };
+  CHECK(error(R"({"cpu_threads": {"string_value": "2x"}})") ==
+        "parameter 'cpu_threads' = '2x': expected 0 (one per core) to 256");
+  CHECK(error(R"({"cpu_threads": {"string_value": "257"}})") ==
+        "parameter 'cpu_threads' = '257': expected 0 (one per core) to 256");
+  CHECK(error(R"({"cuda_graphs": {"string_value": "yes"}})") == "parameter 'cuda_graphs' = 'yes': expected true or false");
+  CHECK(error(R"({"device": {"string_value": "gpu"}})") == "parameter 'device' = 'gpu': expected auto, cpu or cuda");
+  CHECK(error(R"({"threads": {"string_value": "2"}})") ==
+        "parameter 'threads': unknown; the Kiln backend reads cpu_threads, cuda_graphs and device");
+}
+
+}  // namespace kiln

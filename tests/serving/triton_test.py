@@ -1,0 +1,311 @@
+"""The Triton tier: Kiln's backend (build/triton/backends/kiln/libtriton_kiln.so) in the real
+tritonserver (2.51, from the nvidia-pytriton wheel), on loopback ports, driven by Triton's own
+client (tritonclient) over HTTP and gRPC. scripts/triton.sh sets up its venv and runs it.
+
+  python tests/serving/triton_test.py --build build --refs DIR
+
+DIR holds onnxruntime's outputs (tests/serving/triton_refs.py). The test compiles the bundled
+models with build/kiln into a model repository, starts the server in explicit model-control
+mode, and checks, each against onnxruntime or the exact error expected:
+  - inference over HTTP and gRPC (PaddleOCR cls and det, Silero VAD), and the configuration
+    that auto-complete filled in from the artifact;
+  - dynamic batching: 8 client threads sending single-row requests, every answer right, while
+    the server's statistics show executions of more than one request;
+  - errors: wrong dtype, wrong rank, missing input, a batch above max_batch_size, a value no
+    entry accepts (Kiln's own miss reason), an unknown model, a corrupt artifact and a
+    config.pbtxt that does not fit the artifact (both fail their load with Kiln's message while
+    the other models keep serving);
+  - load, unload and reload cycles with the server's memory and open files stable.
+Exit status 0 when every check passes; each check prints one line.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import tritonclient.grpc as tg
+import tritonclient.http as th
+from tritonclient.utils import InferenceServerException
+
+FAILURES = []
+CYCLES = int(os.environ.get("KILN_TRITON_CYCLES", "12"))
+
+
+def check(name, ok, detail=""):
+    print(f"[triton] {'PASS' if ok else 'FAIL'}: {name}" + (f" ({detail})" if detail else ""), flush=True)
+    if not ok:
+        FAILURES.append(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tritonserver():
+    import pytriton
+
+    path = os.path.join(os.path.dirname(pytriton.__file__), "tritonserver", "bin", "tritonserver")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"[triton] no tritonserver binary at {path}")
+    return path
+
+
+def compile_model(kiln, onnx_path, out):
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    r = subprocess.run([kiln, "compile", onnx_path, "-o", out], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"[triton] kiln compile {onnx_path} failed:\n{r.stderr}")
+
+
+def make_repository(build, repo):
+    """cls (auto-complete, max_batch_size 4 from the artifact's batch dim), cls_batched (the
+    same artifact with dynamic batching and two instances), det, vad, and two models that must
+    fail their load: corrupt (bytes that are not an artifact) and mismatch (a config.pbtxt whose
+    input data_type is not the artifact's)."""
+    shutil.rmtree(repo, ignore_errors=True)
+    kiln = os.path.join(build, "kiln")
+    data = os.path.join(build, "testdata")
+    sources = {"cls": "ch_ppocr_mobile_v2.0_cls", "det": "ch_PP-OCRv4_det", "vad": "silero_vad"}
+    for name, src in sources.items():
+        compile_model(kiln, os.path.join(data, src, "model.onnx"), os.path.join(repo, name, "1", "model.kiln"))
+        with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+            f.write('backend: "kiln"\ninstance_group [{ kind: KIND_CPU }]\n')
+    shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "cls_batched", "1"))
+    with open(os.path.join(repo, "cls_batched", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\nmax_batch_size: 8\n'
+                'dynamic_batching { max_queue_delay_microseconds: 20000 }\n'
+                'instance_group [{ kind: KIND_CPU, count: 2 }]\n'
+                'parameters { key: "cpu_threads" value: { string_value: "1" } }\n')
+    shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "corrupt", "1"))
+    with open(os.path.join(repo, "corrupt", "1", "model.kiln"), "r+b") as f:
+        f.seek(4096)  # inside the FlatBuffer, which its checksum covers
+        byte = f.read(1)
+        f.seek(4096)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with open(os.path.join(repo, "corrupt", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\n')
+    shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "mismatch", "1"))
+    with open(os.path.join(repo, "mismatch", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\nmax_batch_size: 4\n'
+                'input [{ name: "x", data_type: TYPE_INT32, dims: [3, -1, -1] }]\n')
+
+
+class Server:
+    def __init__(self, build, repo, log_path):
+        self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [tritonserver(), f"--model-repository={repo}",
+             f"--backend-directory={os.path.join(build, 'triton', 'backends')}",
+             "--model-control-mode=explicit", "--strict-model-config=false",
+             f"--http-port={self.http}", f"--grpc-port={self.grpc}", f"--metrics-port={self.metrics}",
+             "--allow-metrics=true", "--log-verbose=0", "--exit-timeout-secs=10"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"127.0.0.1:{self.http}"
+        for _ in range(300):
+            if self.proc.poll() is not None:
+                sys.exit(f"[triton] tritonserver exited with {self.proc.returncode}; see {log_path}")
+            try:
+                with urllib.request.urlopen(f"http://{self.url}/v2/health/live", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sys.exit(f"[triton] tritonserver did not come up; see {log_path}")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return -9
+        finally:
+            self.log.close()
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def open_files(self):
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+
+def load_refs(refs, model):
+    out = {}
+    for kind in ("inputs", "outputs"):
+        d = os.path.join(refs, model, kind)
+        out[kind] = {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d))}
+    return out
+
+
+def infer(module, client, model, inputs, outputs=None):
+    args = []
+    for name, value in inputs.items():
+        i = module.InferInput(name, list(value.shape), module_dtype(value))
+        i.set_data_from_numpy(value)
+        args.append(i)
+    requested = [module.InferRequestedOutput(o) for o in outputs] if outputs else None
+    return client.infer(model, args, outputs=requested)
+
+
+def module_dtype(a):
+    return {np.float32: "FP32", np.float64: "FP64", np.int64: "INT64", np.int32: "INT32"}[a.dtype.type]
+
+
+def error_of(fn):
+    try:
+        fn()
+    except InferenceServerException as e:
+        return e
+    return None
+
+
+def check_outputs(name, result, expected, tol):
+    worst = 0.0
+    for out_name, want in expected.items():
+        got = result.as_numpy(out_name)
+        if got is None or got.shape != want.shape:
+            check(name, False, f"output {out_name}: shape {None if got is None else got.shape}, expected {want.shape}")
+            return
+        worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0)
+    check(name, worst <= tol, f"max |difference| against onnxruntime {worst:.3g}, tolerance {tol}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--refs", required=True)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    work = os.path.join(build, "triton-test")
+    repo = os.path.join(work, "repo")
+    make_repository(build, repo)
+    server = Server(build, repo, os.path.join(work, "tritonserver.log"))
+    try:
+        run_checks(server, a.refs)
+    finally:
+        code = server.stop()
+        check("the server shuts down cleanly on SIGINT", code == 0, f"exit status {code}")
+    print(f"[triton] {len(FAILURES)} failed" + (": " + ", ".join(FAILURES) if FAILURES else ""), flush=True)
+    return 1 if FAILURES else 0
+
+
+def run_checks(server, refs):
+    http = th.InferenceServerClient(server.url, concurrency=8)
+    grpc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc}")
+    for model in ("cls", "cls_batched", "det", "vad"):
+        http.load_model(model)
+
+    # --- auto-complete ------------------------------------------------------------------------
+    config = http.get_model_config("cls")
+    inputs = [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in config["input"]]
+    check("auto-complete fills max_batch_size 4 and the inputs and outputs from the artifact",
+          config["max_batch_size"] == 4 and inputs == [("x", "TYPE_FP32", [3, -1, -1])]
+          and [o["name"] for o in config["output"]] == ["save_infer_model/scale_0.tmp_1"], json.dumps(inputs))
+    vad_config = http.get_model_config("vad")
+    check("a model without a batch dim (Silero VAD: state is [2, N, 128]) is served unbatched",
+          vad_config["max_batch_size"] == 0, f"max_batch_size {vad_config['max_batch_size']}")
+
+    # --- inference against onnxruntime --------------------------------------------------------
+    cls = load_refs(refs, "ch_ppocr_mobile_v2.0_cls")
+    det = load_refs(refs, "ch_PP-OCRv4_det")
+    vad = load_refs(refs, "silero_vad")
+    vad["inputs"]["sr"] = vad["inputs"]["sr"].reshape(1)  # a scalar is served as [1]
+    cls_out = {"save_infer_model/scale_0.tmp_1": cls["outputs"]["save_infer_model_scale_0.tmp_1"]}
+    check_outputs("PaddleOCR cls over HTTP", infer(th, http, "cls", cls["inputs"]), cls_out, 1e-4)
+    check_outputs("PaddleOCR cls over gRPC", infer(tg, grpc, "cls", cls["inputs"]), cls_out, 1e-4)
+    check_outputs("PP-OCRv4 det over gRPC", infer(tg, grpc, "det", det["inputs"]), det["outputs"], 1e-3)
+    check_outputs("Silero VAD over HTTP", infer(th, http, "vad", vad["inputs"]), vad["outputs"], 1e-4)
+    check_outputs("Silero VAD over gRPC, one output asked for",
+                  infer(tg, grpc, "vad", vad["inputs"], ["stateN"]), {"stateN": vad["outputs"]["stateN"]}, 1e-4)
+
+    # --- dynamic batching ---------------------------------------------------------------------
+    rows = os.path.join(refs, "cls_rows")
+    xs = [np.load(os.path.join(rows, f"x_{i}.npy")) for i in range(16)]
+    ys = [np.load(os.path.join(rows, f"y_{i}.npy")) for i in range(16)]
+    out_name = "save_infer_model/scale_0.tmp_1"
+
+    def client(t):
+        c = th.InferenceServerClient(server.url)
+        worst = 0.0
+        for rep in range(4):
+            i = (t * 4 + rep) % 16
+            got = infer(th, c, "cls_batched", {"x": xs[i]}).as_numpy(out_name)
+            worst = max(worst, float(np.max(np.abs(got - ys[i]))))
+        c.close()
+        return worst
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        worst = max(pool.map(client, range(8)))
+    check("dynamic batching: 32 single-row requests from 8 clients, each answer against onnxruntime",
+          worst <= 1e-4, f"max |difference| {worst:.3g}")
+    stats = http.get_inference_statistics("cls_batched")["model_stats"][0]
+    sizes = {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in stats.get("batch_stats", [])}
+    check("dynamic batching: the server's statistics show executions of more than one request",
+          any(size > 1 for size in sizes), f"executions by batch size {sizes}")
+    inference = stats["inference_stats"]
+    check("statistics: every request counted with its compute-infer time",
+          int(inference["success"]["count"]) == 32 and int(inference["compute_infer"]["ns"]) > 0,
+          f"success {inference['success']['count']}, compute_infer {inference['compute_infer']['ns']} ns")
+
+    # --- errors -------------------------------------------------------------------------------
+    x = cls["inputs"]["x"]
+    e = error_of(lambda: infer(th, http, "cls", {"x": x.astype(np.float64)}))
+    check("wrong dtype is refused with the expected type", e is not None and "expects 'FP32'" in str(e), str(e))
+    e = error_of(lambda: infer(th, http, "cls", {"x": x[0]}))
+    check("wrong rank is refused", e is not None and "unexpected shape for input 'x'" in str(e), str(e))
+    e = error_of(lambda: infer(th, http, "vad", {k: v for k, v in vad["inputs"].items() if k != "sr"}))
+    check("a missing input is refused", e is not None and "sr" in str(e), str(e))
+    e = error_of(lambda: infer(th, http, "cls", {"x": np.concatenate([x, x, x])}))
+    check("a batch above max_batch_size is refused", e is not None and "batch-size must be <= 4" in str(e), str(e))
+    odd = dict(vad["inputs"], sr=np.array([12345], dtype=np.int64))
+    e = error_of(lambda: infer(th, http, "vad", odd))
+    check("a value that no entry accepts gets Kiln's miss reason", e is not None and "'sr'" in str(e)
+          and "entry" in str(e), str(e))
+    check("the same request with a valid value still runs",
+          infer(th, http, "vad", vad["inputs"]).as_numpy("output") is not None)
+    e = error_of(lambda: infer(th, http, "no_such_model", {"x": x}))
+    check("an unknown model is refused", e is not None and "no_such_model" in str(e), str(e))
+    e = error_of(lambda: http.load_model("corrupt"))
+    check("a corrupt artifact fails its model's load with Kiln's verifier message",
+          e is not None and "kiln: model 'corrupt': cannot load" in str(e) and "DATA_LOSS" in str(e), str(e))
+    e = error_of(lambda: http.load_model("mismatch"))
+    check("a config.pbtxt that does not fit the artifact fails its load, naming the field",
+          e is not None and "input 'x': data_type TYPE_INT32, the artifact's is TYPE_FP32" in str(e), str(e))
+    check_outputs("after the failed loads the other models keep serving", infer(th, http, "cls", cls["inputs"]),
+                  cls_out, 1e-4)
+
+    # --- load, unload, reload -----------------------------------------------------------------
+    samples = []
+    for cycle in range(CYCLES):
+        http.unload_model("cls", unload_dependents=False)
+        while http.is_model_ready("cls"):
+            time.sleep(0.05)
+        http.load_model("cls")
+        infer(th, http, "cls", cls["inputs"])
+        if cycle in (3, CYCLES - 1):
+            samples.append((server.rss_kib(), server.open_files()))
+    (rss0, fds0), (rss1, fds1) = samples
+    check(f"{CYCLES} unload/load cycles: memory and open files stable after warm-up",
+          rss1 - rss0 <= 16 * 1024 and fds1 <= fds0 + 2,
+          f"RSS {rss0} -> {rss1} KiB, open files {fds0} -> {fds1}")
+    check_outputs("the reloaded model answers", infer(tg, grpc, "cls", cls["inputs"]), cls_out, 1e-4)
+    http.close()
+    grpc.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
