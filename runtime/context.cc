@@ -353,6 +353,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   Impl& c = *impl_;
   Stats& st = c.stats;
   ++st.calls;
+  c.last_ok_entry = -1;
   // Phases this call does not reach read 0, not the previous call's times.
   st.last_prologue_start = st.last_prologue_stop = 0;
   st.last_computation_start = st.last_computation_stop = 0;
@@ -431,8 +432,24 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
     c.delivered.resize(outputs.size());  // sized once; no allocation after the first call
     for (size_t i = 0; i < outputs.size(); ++i) c.delivered[i] = outputs[i].data;
   }
+  if (run.ok()) c.last_ok_entry = hit;
   st.last_host_stop = NowNs();
   return run;
+}
+
+Status ExecutionContext::CopyOutputs(std::span<const TensorView> outputs, void* stream) {
+  if (!impl_) return FailedPrecondition("CopyOutputs on a moved-from ExecutionContext");
+  Impl& c = *impl_;
+  if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none");
+  const int32_t e = c.last_ok_entry;
+  const PreparedEntry& pe = c.mi->prepared[e];
+  EntryState& s = c.entries[e];
+  c.copy_views.assign(outputs.begin(), outputs.end());  // reuses its capacity
+  KILN_RETURN_IF_ERROR(CheckCallerOutputs(c, pe, s, c.copy_views));
+  Binder binder(c);
+  RunRuntimeDims setter(binder, e, s, {}, c.stats);  // Deliver sets no run-time dim
+  const BackendRun run{e, pe, s, {}, stream, c.stats, c.instruction_observer, setter};
+  return c.backend->Deliver(run, c.copy_views, /*into_caller=*/true);
 }
 
 Status ExecutionContext::Synchronize(void* stream) {

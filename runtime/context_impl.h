@@ -31,6 +31,8 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   // who passes that vector back without clear() gets it refilled, not treated as buffers
   // of their own: after the arena grows those pointers are freed memory.
   std::vector<const void*> delivered;
+  int32_t last_ok_entry = -1;          // the entry the last Run ran, when it succeeded; else -1
+  std::vector<TensorView> copy_views;  // CopyOutputs' views, reused
   InstructionObserver instruction_observer;  // runtime/instruction_observer.h; CPU backend
 };
 

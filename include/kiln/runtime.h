@@ -265,6 +265,19 @@ class KILN_API ExecutionContext {
   Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
              void* stream = nullptr);
 
+  // Copies the outputs of the last Run, which must have succeeded, into `outputs`: one view per
+  // model output, with its dtype and shape (those of the views that Run handed out) and
+  // caller-owned `data`, in host memory on the CPU backend, host or device memory on CUDA.
+  // For a caller that took the context's own views (Run with empty `outputs`) to learn the
+  // shapes, and needs the results in buffers of its own, such as a server's responses, without
+  // running again. On the CUDA backend the copies are enqueued on `stream` (Synchronize before
+  // reading host memory); the CPU backend copies before returning. Allocates nothing once it
+  // has seen as many outputs.
+  // Errors: kFailedPrecondition when the last Run failed or there was none (nothing to copy);
+  // kInvalidArgument for a count, dtype, shape, memory kind or null `data` that does not fit,
+  // before anything is written; a device copy's error.
+  Status CopyOutputs(std::span<const TensorView> outputs, void* stream = nullptr);
+
   // Waits for work enqueued on `stream` (no-op on the CPU backend).
   Status Synchronize(void* stream = nullptr);
 

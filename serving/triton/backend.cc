@@ -9,8 +9,11 @@
 //    when Triton asks (--strict-model-config=false), then checks it (model_config.h). A corrupt
 //    artifact or a configuration that does not fit fails this model's load with Kiln's message;
 //    the server and its other models go on.
-//  - TRITONBACKEND_ModelInstanceInitialize: one kiln::ExecutionContext per instance; KIND_CPU
-//    instances run on the CPU backend with the `cpu_threads` parameter.
+//  - TRITONBACKEND_ModelInstanceInitialize: one kiln::ExecutionContext per instance: KIND_CPU
+//    instances on the CPU backend (`cpu_threads`), KIND_GPU ones on the CUDA backend on the
+//    group's GPU (`cuda_graphs`); parameter `device` overrides the kind. On CUDA the inputs go
+//    from Triton's host buffers to the device inside Run, and the outputs come back through
+//    ExecutionContext::CopyOutputs on the default stream.
 //  - TRITONBACKEND_ModelInstanceExecute: runs a batch of requests. With max_batch_size above 0
 //    the requests (Triton's dynamic batcher forms the batch) are stacked along dim 0 into one
 //    Run and the outputs split back; requests whose other dims differ, or a stacked batch that no
@@ -20,7 +23,10 @@
 // The Model is shared by the instances (it is thread-safe); each context is used by its
 // instance's thread only, as Triton runs one Execute per instance at a time.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -130,7 +136,8 @@ struct InstanceState {
   std::string name;
   const ModelState* model = nullptr;
   kiln::ExecutionContext context;
-  std::vector<std::vector<uint8_t>> stacked;  // per model input: a stacked batch, reused
+  std::vector<std::vector<uint8_t>> stacked;       // per model input: a stacked batch, reused
+  std::vector<std::vector<uint8_t>> host_outputs;  // CUDA backend: the outputs copied to the host, reused
 };
 
 // One request's inputs, in the model's input order, as views of Triton's buffers (or of
@@ -142,8 +149,9 @@ struct RequestInputs {
 };
 
 // Reads `request`'s inputs against the model's: each present once, with the model's dtype and
-// as many bytes as its shape says, in CPU memory.
-Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, RequestInputs* out) {
+// as many bytes as its shape says, in CPU memory or, for a CUDA instance (`device`), in one
+// GPU buffer.
+Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool device, RequestInputs* out) {
   const std::vector<kiln::TensorInfo>& model_inputs = m.model.inputs();
   out->views.assign(model_inputs.size(), TensorView{});
   out->joined.assign(model_inputs.size(), {});
@@ -182,9 +190,14 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, RequestIn
     v = TensorView::Host(nullptr, *dtype, shape, static_cast<int32_t>(rank));
     // A scalar input comes as [1] (its configuration's dims: Triton serves no scalars).
     if (it->shape.empty() && rank == 1 && shape[0] == 1) v.rank = 0;
-    if (static_cast<uint64_t>(v.num_bytes()) != bytes)
-      return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes for a shape of " +
-                                   to_string(v.num_bytes()));
+    if (static_cast<uint64_t>(v.num_bytes()) != bytes) {
+      std::string dims;
+      for (uint32_t d = 0; d < rank; ++d) dims += (d ? ", " : "") + to_string(shape[d]);
+      return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes, but shape [" + dims +
+                                   "] of " + std::string(kiln::DTypeName(*dtype)) + " needs " +
+                                   (v.num_bytes() == INT64_MAX ? std::string("more than int64 can count")
+                                                               : to_string(v.num_bytes())));
+    }
     if (m.config.max_batch_size > 0) out->batch = rank > 0 ? shape[0] : 0;
     for (uint32_t b = 0; b < buffers; ++b) {
       const void* data = nullptr;
@@ -192,8 +205,14 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, RequestIn
       TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
       int64_t memory_id = 0;
       KILN_RETURN_IF_ERROR(triton(TRITONBACKEND_InputBuffer(input, b, &data, &size, &memory, &memory_id)));
-      if (memory == TRITONSERVER_MEMORY_GPU)
-        return kiln::InvalidArgument("input '" + it->name + "' is in GPU memory; a KIND_CPU instance reads host memory");
+      if (memory == TRITONSERVER_MEMORY_GPU && (!device || buffers > 1))
+        return kiln::InvalidArgument("input '" + it->name + "' is in GPU memory" +
+                                     (device ? std::string(", in more than one buffer") : ", and the instance runs on the CPU"));
+      if (memory == TRITONSERVER_MEMORY_GPU) {  // the CUDA backend reads it where it is
+        v.data = const_cast<void*>(data);
+        v.memory = kiln::MemoryKind::kDevice;
+        break;
+      }
       // One buffer aligned to its element size is read where it is (Kiln only reads inputs);
       // several, or an unaligned one (an HTTP body's), are joined into an aligned copy.
       if (buffers == 1 && reinterpret_cast<uintptr_t>(data) % kiln::DTypeSize(*dtype) == 0) {
@@ -202,20 +221,24 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, RequestIn
       }
       out->joined[k].insert(out->joined[k].end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
     }
-    if (v.data == nullptr) v.data = out->joined[k].data();
+    // An empty input still needs a non-null, aligned pointer (the prologue checks both).
+    alignas(16) static const uint8_t kNoBytes[16] = {};
+    if (v.data == nullptr) v.data = out->joined[k].empty() ? const_cast<uint8_t*>(kNoBytes) : out->joined[k].data();
   }
   for (size_t k = 0; k < model_inputs.size(); ++k)
     if (!seen[k]) return kiln::InvalidArgument("input '" + model_inputs[k].name + "' is missing");
   return Status::Ok();
 }
 
-// Whether the requests' inputs can be stacked along dim 0: the same rank and the same dims
-// after the first, input by input.
+// Whether the requests' inputs can be stacked along dim 0 on the host: in host memory, with the
+// same rank and the same dims after the first, input by input.
 bool Stackable(const std::vector<const RequestInputs*>& group) {
   for (size_t k = 0; k < group[0]->views.size(); ++k)
     for (const RequestInputs* r : group) {
       const TensorView &a = group[0]->views[k], &b = r->views[k];
-      if (a.rank != b.rank || a.rank < 1 || !std::equal(a.dims + 1, a.dims + a.rank, b.dims + 1)) return false;
+      if (b.memory != kiln::MemoryKind::kHost || a.rank != b.rank || a.rank < 1 ||
+          !std::equal(a.dims + 1, a.dims + a.rank, b.dims + 1))
+        return false;
     }
   return true;
 }
@@ -275,17 +298,10 @@ void Finish(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* reques
     Log(TRITONSERVER_LOG_ERROR, __LINE__, std::string("kiln: ") + TRITONSERVER_ErrorMessage(e));
     TRITONSERVER_ErrorDelete(e);
   };
-  if (response != nullptr) {
-    log(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error));
-  } else if (error != nullptr) {
-    TRITONBACKEND_Response* r = nullptr;
-    TRITONSERVER_Error* e = TRITONBACKEND_ResponseNew(&r, request);
-    if (e == nullptr) log(TRITONBACKEND_ResponseSend(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error));
-    else {
-      log(e);
-      TRITONSERVER_ErrorDelete(error);
-    }
-  }
+  // ResponseSend does not take `error` (Triton's own backends delete it after sending).
+  if (response == nullptr && error != nullptr) log(TRITONBACKEND_ResponseNew(&response, request));
+  if (response != nullptr) log(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error));
+  if (error != nullptr) TRITONSERVER_ErrorDelete(error);
   const uint64_t now = NowNs();
   log(TRITONBACKEND_ModelInstanceReportStatistics(instance, request, ok, exec_start, ok ? compute_start : now,
                                                   ok ? compute_end : now, now));
@@ -299,11 +315,22 @@ struct Ran {
   uint64_t start = 0, end = 0;
 };
 
+// On the CUDA backend the outputs are then copied to host buffers of the instance
+// (ExecutionContext::CopyOutputs), which the responses copy from: Triton's compute-output.
 Ran RunOnce(InstanceState& s, std::span<const TensorView> inputs) {
   Ran ran;
   ran.start = NowNs();
   ran.status = s.context.Run(inputs, ran.outputs);
   ran.end = NowNs();
+  if (!ran.status.ok() || ran.outputs.empty() || ran.outputs[0].memory != kiln::MemoryKind::kDevice) return ran;
+  s.host_outputs.resize(ran.outputs.size());
+  for (size_t i = 0; i < ran.outputs.size(); ++i) {
+    TensorView& y = ran.outputs[i];
+    s.host_outputs[i].resize(static_cast<size_t>(y.num_bytes()));
+    y = TensorView::Host(s.host_outputs[i].data(), y.dtype, y.dims, y.rank);
+  }
+  ran.status = s.context.CopyOutputs(ran.outputs);
+  if (ran.status.ok()) ran.status = s.context.Synchronize();
   return ran;
 }
 
@@ -353,10 +380,11 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Ba
     if (const auto it = cmdline->find("default-max-batch-size"); it != cmdline->end()) {
       const std::string v = it->is_string() ? it->get<std::string>() : it->dump();
       char* end = nullptr;
+      errno = 0;
       const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0)
-        return Error(TRITONSERVER_ERROR_INVALID_ARG,
-                     "kiln: --backend-config=kiln,default-max-batch-size=" + v + ": expected a count >= 0");
+      if (v.empty() || *end != '\0' || n < 0 || n > INT32_MAX || errno == ERANGE)
+        return Error(TRITONSERVER_ERROR_INVALID_ARG, "kiln: --backend-config=kiln,default-max-batch-size=" + v +
+                                                         ": expected a count from 0 to 2147483647 (max_batch_size is int32)");
       state->default_max_batch_size = n;
     }
   KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_BackendSetState(backend, state.release()));
@@ -395,6 +423,9 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKE
   std::string file = "model.kiln";
   if (const auto it = config.find("default_model_filename"); it != config.end() && it->is_string() && !it->get<std::string>().empty())
     file = it->get<std::string>();
+  if (file.find('/') != std::string::npos || file == "." || file == "..")
+    return Error(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '" + std::string(name) + "': default_model_filename '" +
+                                                     file + "' must name a file in the version folder, without '/'");
   const std::string path = std::string(location) + "/" + to_string(version) + "/" + file;
   auto loaded = kiln::Model::Load(path);
   if (!loaded.ok())
@@ -450,19 +481,20 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRI
   KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
   const ModelState& m = *static_cast<ModelState*>(model_state);
   const kiln::triton::Parameters& p = m.config.parameters;
-  // The CUDA backend's outputs are device memory, which Triton's CPU response buffers cannot
-  // take without a copy the runtime does not offer yet: GPU instances are refused by name.
-  if (p.device == kiln::triton::DevicePolicy::kCuda ||
-      (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU && p.device == kiln::triton::DevicePolicy::kAuto))
-    return Error(TRITONSERVER_ERROR_UNSUPPORTED,
-                 "kiln: instance '" + std::string(name) + "': GPU instances are not supported by this backend yet; use "
-                 "instance_group [{ kind: KIND_CPU }] or parameter device = \"cpu\"");
+  // KIND_GPU instances run on the CUDA backend on the group's GPU, KIND_CPU ones on the CPU
+  // backend, unless parameter `device` says which.
+  const bool cuda = p.device == kiln::triton::DevicePolicy::kCuda ||
+                    (p.device == kiln::triton::DevicePolicy::kAuto && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU);
   kiln::ContextOptions options;
-  options.device = kiln::Device::kCpu;
+  options.device = cuda ? kiln::Device::kCuda : kiln::Device::kCpu;
+  options.device_ordinal = cuda && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device_id : 0;
+  options.cuda_graphs = p.cuda_graphs;
   options.cpu_threads = p.cpu_threads;
   auto context = kiln::ExecutionContext::Create(m.model, options);
-  if (!context.ok()) return ErrorOf(context.status());
-  auto state = std::make_unique<InstanceState>(InstanceState{name, &m, std::move(*context), {}});
+  if (!context.ok())
+    return Error(TRITONSERVER_ERROR_UNAVAILABLE, "kiln: instance '" + std::string(name) + "': " +
+                                                     context.status().ToString());
+  auto state = std::make_unique<InstanceState>(InstanceState{name, &m, std::move(*context), {}, {}});
   state->stacked.resize(m.model.inputs().size());
   Log(TRITONSERVER_LOG_INFO, __LINE__,
       "kiln: instance '" + state->name + "' of model '" + m.name + "': " + state->context.device_note());
@@ -490,7 +522,7 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITON
   std::vector<const RequestInputs*> ready_inputs;
   std::vector<int64_t> batches;
   for (uint32_t r = 0; r < request_count; ++r) {
-    const Status read = ReadInputs(requests[r], m, &inputs[r]);
+    const Status read = ReadInputs(requests[r], m, s.context.device() == kiln::Device::kCuda, &inputs[r]);
     if (!read.ok()) {
       Finish(instance, requests[r], nullptr, ErrorOf(read), exec_start, 0, 0);
       continue;
@@ -519,11 +551,11 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITON
       v.data = buffer.data();
       stacked[k] = v;
     }
-    // A stack that no entry accepts (a batch above a profile's range) runs request by request
-    // below; any other failure is every request's.
-    const uint64_t misses = s.context.stats().cache_misses;
+    // A stack that fails (no entry accepts it, such as a batch above a profile's range, or one
+    // request's data is out of range) runs again request by request below, so that only the
+    // requests that cannot run fail, each with its own reason.
     const Ran ran = RunOnce(s, stacked);
-    if (ran.status.ok() || s.context.stats().cache_misses == misses) {
+    if (ran.status.ok()) {
       Answer(instance, s, ready, batches, ran, /*stacked=*/true, exec_start);
       return nullptr;
     }

@@ -51,14 +51,28 @@ std::string Str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// A tensor's configuration. Triton serves no scalar tensors (a reshape to [] is refused for an
-// unbatched model), so a scalar is declared [1]; the backend reads and writes it as the
-// artifact's scalar (serving/triton/backend.cc).
+// A tensor's configuration. Triton needs at least one dim: what has none left is declared [1].
+// A batched model's [N] gets a reshape to [] (the backend then sees [N]); an unbatched model's
+// scalar cannot (Triton refuses an empty reshape there), so the backend reads and writes it as
+// the artifact's scalar (serving/triton/backend.cc).
 json TensorConfig(const TensorInfo& t, bool batched) {
   json dims = json::array();
   for (size_t d = batched ? 1 : 0; d < t.shape.size(); ++d) dims.push_back(t.shape[d].value);
-  if (dims.empty()) dims.push_back(1);
-  return {{"name", t.name}, {"data_type", ConfigDataType(t.dtype)}, {"dims", std::move(dims)}};
+  json c = {{"name", t.name}, {"data_type", ConfigDataType(t.dtype)}};
+  if (!dims.empty()) {
+    c["dims"] = std::move(dims);
+    return c;
+  }
+  c["dims"] = json::array({1});
+  if (batched) c["reshape"] = {{"shape", json::array()}};
+  return c;
+}
+
+// The dims the backend sees after the batch dim: the reshape's when there is one.
+const json& BackendDims(const json& c) {
+  const auto it = c.find("reshape");
+  if (it == c.end() || !it->is_object()) return List(c, "dims");
+  return List(*it, "shape");
 }
 
 std::string DimText(const DimInfo& d) { return d.value >= 0 ? to_string(d.value) : d.symbol; }
@@ -67,8 +81,14 @@ std::string DimText(const DimInfo& d) { return d.value >= 0 ? to_string(d.value)
 // artifact's tensors, one line each, appended to `errors`.
 void CheckTensors(const std::vector<TensorInfo>& tensors, const json& list, const char* kind, bool batched,
                   std::vector<std::string>& errors) {
-  for (const json& c : list) {
+  for (size_t n = 0; n < list.size(); ++n) {
+    const json& c = list[n];
     const std::string name = Str(c, "name");
+    if (std::any_of(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(n),
+                    [&](const json& e) { return Str(e, "name") == name; })) {
+      errors.push_back(std::string(kind) + " '" + name + "' is listed twice");
+      continue;
+    }
     const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorInfo& t) { return t.name == name; });
     const std::string where = std::string(kind) + " '" + name + "'";
     if (it == tensors.end()) {
@@ -81,12 +101,13 @@ void CheckTensors(const std::vector<TensorInfo>& tensors, const json& list, cons
     if (data_type != ConfigDataType(it->dtype))
       errors.push_back(where + ": data_type " + (data_type.empty() ? std::string("missing") : data_type) +
                        ", the artifact's is " + ConfigDataType(it->dtype));
-    const json& dims = List(c, "dims");
+    const json& dims = BackendDims(c);
     const size_t skip = batched ? 1 : 0;
-    if (it->shape.size() == skip && dims.size() == 1 && DimValue(dims[0]) == 1) continue;  // a scalar as [1]
+    if (!batched && it->shape.empty() && dims.size() == 1 && DimValue(dims[0]) == 1) continue;  // a scalar as [1]
     if (dims.size() + skip != it->shape.size()) {
-      errors.push_back(where + ": " + to_string(dims.size()) + " dims" + (batched ? " after the batch dim" : "") +
-                       ", the artifact's has " + to_string(it->shape.size() - std::min(skip, it->shape.size())));
+      errors.push_back(where + ": " + to_string(dims.size()) + (c.contains("reshape") ? " dims in its reshape" : " dims") +
+                       (batched ? " after the batch dim" : "") + ", the artifact's has " +
+                       to_string(it->shape.size() - std::min(skip, it->shape.size())));
       continue;
     }
     for (size_t d = 0; d < dims.size(); ++d) {
@@ -130,7 +151,9 @@ std::string BatchSymbol(const Model& model) {
 
 json AutoCompleteConfig(const Model& model, json config, int64_t default_max_batch_size) {
   if (!config.is_object()) config = json::object();
-  if (MaxBatchSize(config) == 0 && default_max_batch_size > 0 && !BatchSymbol(model).empty())
+  // Listed inputs say whether dim 0 is in their dims: the batch size is not guessed then.
+  if (MaxBatchSize(config) == 0 && List(config, "input").empty() && default_max_batch_size > 0 &&
+      !BatchSymbol(model).empty())
     config["max_batch_size"] = default_max_batch_size;
   const bool batched = MaxBatchSize(config) > 0;
   for (const auto& [key, tensors] : {std::pair{"input", &model.inputs()}, std::pair{"output", &model.outputs()}}) {

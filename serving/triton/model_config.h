@@ -30,13 +30,15 @@ std::string BatchSymbol(const Model& model);
 
 // The configuration with what it leaves out filled in from the artifact, as Triton's
 // --strict-model-config=false asks (TRITONBACKEND_ModelAutoCompleteConfig):
-//  - max_batch_size: when it is 0 and the model has a batch symbol, `default_max_batch_size`
-//    (the backend's --backend-config=kiln,default-max-batch-size=N, 4 by default as for
-//    Triton's other backends; 0 keeps batching off);
+//  - max_batch_size: when it is 0, the configuration lists no inputs and the model has a batch
+//    symbol, `default_max_batch_size` (the backend's --backend-config=kiln,default-max-batch-size=N,
+//    4 by default as for Triton's other backends; 0 keeps batching off). Triton's JSON cannot
+//    tell an explicit 0 from none: listing the inputs with their dim 0 keeps it 0;
 //  - input / output: when the list is empty, every input / output of the artifact, with its
 //    name, data_type and dims (-1 where symbolic; the batch dim left out when max_batch_size
-//    is above 0); a scalar is declared dims [1], since Triton serves no scalar tensors: clients
-//    send it as [1], and the backend reads and writes it as the scalar.
+//    is above 0). Triton needs at least one dim, so what has none left is declared [1]: with a
+//    reshape to [] in a batched model (rows of an [N] tensor), and as such in an unbatched one,
+//    whose scalar the backend reads and writes (Triton refuses an empty reshape there).
 // Everything else is kept as given. The result still has to pass CheckConfig.
 nlohmann::json AutoCompleteConfig(const Model& model, nlohmann::json config, int64_t default_max_batch_size);
 
@@ -44,8 +46,10 @@ nlohmann::json AutoCompleteConfig(const Model& model, nlohmann::json config, int
 // line, each naming the tensor and the field: an input or output the artifact lacks, a
 // data_type, a rank, a dim (a constant where the artifact has another constant, or -1 where
 // the artifact fixes the dim), an artifact input that the configuration leaves out, and a
-// max_batch_size above 0 for a model without a batch symbol. Dims [1] fit a scalar. Dims are
-// read as numbers or as the strings protobuf's JSON mapping writes for int64.
+// max_batch_size above 0 for a model without a batch symbol, and a tensor listed twice. A
+// tensor with a reshape is compared by the reshape's shape, which is what the backend sees;
+// in an unbatched model dims [1] fit a scalar. Dims are read as numbers or as the strings
+// protobuf's JSON mapping writes for int64.
 Status CheckConfig(const Model& model, const nlohmann::json& config);
 
 // Where an instance runs (parameter `device`): `auto` follows the instance group's kind

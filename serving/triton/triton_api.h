@@ -7,9 +7,10 @@
 // and refuses a server whose major version differs or whose minor version is older than
 // kBackendApiMinor.
 //
-// Ownership, as Triton documents it: a TRITONSERVER_Error* returned to the backend is the
-// backend's to delete (TRITONSERVER_ErrorDelete); one returned by the backend, or passed to
-// TRITONBACKEND_ResponseSend, becomes Triton's. Strings and buffers the accessors return are
+// Ownership, as Triton documents it and its own backends do: a TRITONSERVER_Error* returned to
+// the backend is the backend's to delete (TRITONSERVER_ErrorDelete); one the backend returns
+// from an entry point becomes Triton's; one passed to TRITONBACKEND_ResponseSend stays the
+// backend's. Strings and buffers the accessors return are
 // Triton's and live as long as their object (request, input, model). Every function returns
 // nullptr on success.
 #pragma once
@@ -167,7 +168,7 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response* respons
                                                  const int64_t* shape, uint32_t dims_count);
 TRITONSERVER_Error* TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output* output, void** buffer, uint64_t buffer_byte_size,
                                                TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id);
-// Takes the response, and `error` when not null.
+// Takes the response; `error` (null for a success) stays the caller's to delete.
 TRITONSERVER_Error* TRITONBACKEND_ResponseSend(TRITONBACKEND_Response* response, uint32_t send_flags,
                                                TRITONSERVER_Error* error);
 

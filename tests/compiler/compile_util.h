@@ -100,10 +100,9 @@ std::vector<T> Values(const io::HostTensor& t) {
   return v;
 }
 
-// Runs `inputs` (host tensors) on `ctx` and copies its outputs to the host, on any backend: the
-// context's views on the CPU; on a device, a second Run of the same inputs into host views of
-// the shapes the first found (the CUDA backend delivers into the caller's host memory). The
-// Run's error, if any.
+// Runs `inputs` (host tensors) on `ctx` and copies its outputs to the host, on any backend
+// (ExecutionContext::CopyOutputs into host buffers of the shapes the Run found). The Run's
+// error, if any.
 inline Result<std::vector<io::HostTensor>> RunToHost(ExecutionContext& ctx, std::span<const TensorView> inputs) {
   std::vector<TensorView> out;
   KILN_RETURN_IF_ERROR(ctx.Run(inputs, out));
@@ -112,15 +111,10 @@ inline Result<std::vector<io::HostTensor>> RunToHost(ExecutionContext& ctx, std:
     result[i].dtype = out[i].dtype;
     result[i].dims.assign(out[i].dims, out[i].dims + out[i].rank);
     result[i].bytes.resize(static_cast<size_t>(out[i].num_bytes()));
+    out[i] = result[i].view();
   }
-  if (!out.empty() && out[0].memory == MemoryKind::kDevice) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = result[i].view();
-    KILN_RETURN_IF_ERROR(ctx.Run(inputs, out));
-    KILN_RETURN_IF_ERROR(ctx.Synchronize());
-  } else {
-    for (size_t i = 0; i < out.size(); ++i)
-      if (!result[i].bytes.empty()) std::memcpy(result[i].bytes.data(), out[i].data, result[i].bytes.size());
-  }
+  KILN_RETURN_IF_ERROR(ctx.CopyOutputs(out));
+  KILN_RETURN_IF_ERROR(ctx.Synchronize());
   return result;
 }
 

@@ -131,6 +131,27 @@ TEST_CASE("outputs are copied into caller buffers and mismatches rejected") {
   CHECK(ctx.Run(in, wrong).message() == "expected 1 outputs, got 2");
 }
 
+TEST_CASE("CopyOutputs copies the last Run's outputs into caller buffers, checked first") {
+  Model m = LoadOk(BuildArtifact(AddModelSpec()));
+  ExecutionContext ctx = MakeContext(m);
+  float y[6] = {};
+  const std::vector<TensorView> into = {TensorView::Host(y, DType::kFloat32, {2, 3})};
+  CHECK(ctx.CopyOutputs(into).message() == "CopyOutputs: the last Run failed, or there was none");
+  float x[] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx.Run(in, out).ok());
+  REQUIRE(ctx.CopyOutputs(into).ok());
+  CHECK(std::vector<float>(y, y + 6) == std::vector<float>{11, 22, 33, 14, 25, 36});
+  const std::vector<TensorView> wrong = {TensorView::Host(y, DType::kFloat32, {3, 2})};
+  CHECK(ctx.CopyOutputs(wrong).message() == "output 0 'y' shape [3, 2], expected [2, 3]");
+  CHECK(ctx.CopyOutputs({}).message() == "expected 1 outputs, got 0");
+  // A failed Run leaves nothing to copy.
+  TensorView bad[] = {TensorView::Host(x, DType::kFloat32, {3, 2})};
+  REQUIRE_FALSE(ctx.Run(bad, out).ok());
+  CHECK(ctx.CopyOutputs(into).code() == StatusCode::kFailedPrecondition);
+}
+
 TEST_CASE("Stats count hits and misses and keep the miss reasons") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
   ExecutionContext ctx = MakeContext(m);

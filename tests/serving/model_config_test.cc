@@ -70,6 +70,39 @@ TEST_CASE("Triton configuration: auto-complete fills the batch size, inputs and 
   CHECK(triton::CheckConfig(plain, scalar).ok());
 }
 
+TEST_CASE("Triton configuration: rows without dims, listed inputs, reshapes and duplicates") {
+  // y = x * x, x float32[N]: a batched model whose rows have no dims are [1], reshaped to [].
+  auto m = testing::MakeModel(13);
+  testing::AddInput(m.mutable_graph(), "x", {"N"});
+  testing::AddNode(m.mutable_graph(), "Mul", {"x", "x"}, {"y"}, "square");
+  testing::AddOutput(m.mutable_graph(), "y");
+  auto rows = Model::Load(testing::CompileModel(m));
+  REQUIRE(rows.ok());
+  const json filled = triton::AutoCompleteConfig(*rows, json::object(), 4);
+  CHECK(filled["input"] == json::parse(R"([{"name": "x", "data_type": "TYPE_FP32", "dims": [1],
+                                           "reshape": {"shape": []}}])"));
+  CHECK(triton::CheckConfig(*rows, filled).ok());
+  // Listed inputs keep max_batch_size 0 (Triton's JSON has 0 for none): dim 0 is in their dims.
+  const Model batched = BatchedModel();
+  const json listed = triton::AutoCompleteConfig(
+      batched, json::parse(R"({"max_batch_size": 0, "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [-1, 3]}]})"),
+      4);
+  CHECK(listed["max_batch_size"] == 0);
+  CHECK(triton::CheckConfig(batched, listed).ok());
+  // A reshape is what the backend sees: [3] reshaped to [3] fits; to [1, 3] does not.
+  json reshaped = json::parse(R"({"max_batch_size": 2, "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3],
+                                  "reshape": {"shape": [3]}}]})");
+  CHECK(triton::CheckConfig(batched, reshaped).ok());
+  reshaped["input"][0]["reshape"]["shape"] = json::array({1, 3});
+  CHECK(triton::CheckConfig(batched, reshaped).message() ==
+        "config.pbtxt does not fit the artifact:\n"
+        "  input 'x': 2 dims in its reshape after the batch dim, the artifact's has 1");
+  const json twice = json::parse(R"({"max_batch_size": 2, "input": [
+      {"name": "x", "data_type": "TYPE_FP32", "dims": [3]}, {"name": "x", "data_type": "TYPE_FP32", "dims": [3]}]})");
+  CHECK(triton::CheckConfig(batched, twice).message() ==
+        "config.pbtxt does not fit the artifact:\n  input 'x' is listed twice");
+}
+
 TEST_CASE("Triton configuration: every mismatch with the artifact is named, one per line") {
   const Model plain = UnbatchedModel();
   const json config = json::parse(R"({"max_batch_size": 4,

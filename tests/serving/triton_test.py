@@ -61,14 +61,14 @@ def tritonserver():
     return path
 
 
-def compile_model(kiln, onnx_path, out):
+def compile_model(kiln, onnx_path, out, options=()):
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    r = subprocess.run([kiln, "compile", onnx_path, "-o", out], capture_output=True, text=True)
+    r = subprocess.run([kiln, "compile", onnx_path, "-o", out, *options], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"[triton] kiln compile {onnx_path} failed:\n{r.stderr}")
 
 
-def make_repository(build, repo):
+def make_repository(build, repo, refs, emulated):
     """cls (auto-complete, max_batch_size 4 from the artifact's batch dim), cls_batched (the
     same artifact with dynamic batching and two instances), det, vad, and two models that must
     fail their load: corrupt (bytes that are not an artifact) and mismatch (a config.pbtxt whose
@@ -95,6 +95,26 @@ def make_repository(build, repo):
         f.write(bytes([byte[0] ^ 0xFF]))
     with open(os.path.join(repo, "corrupt", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\n')
+    # gather: batched with a long queue delay, so that concurrent rows stack into one Run;
+    # gather_empty: unbatched (its inputs listed with dim 0), compiled with an entry for N = 0.
+    gather = os.path.join(refs, "gather", "model.onnx")
+    compile_model(kiln, gather, os.path.join(repo, "gather", "1", "model.kiln"))
+    with open(os.path.join(repo, "gather", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\nmax_batch_size: 8\n'
+                'dynamic_batching { max_queue_delay_microseconds: 300000 }\n'
+                'instance_group [{ kind: KIND_CPU }]\n')
+    compile_model(kiln, gather, os.path.join(repo, "gather_empty", "1", "model.kiln"), ["--profile", "x:N=0.."])
+    with open(os.path.join(repo, "gather_empty", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\ninstance_group [{ kind: KIND_CPU }]\n'
+                'input [{ name: "x", data_type: TYPE_FP32, dims: [-1, 4] },'
+                ' { name: "idx", data_type: TYPE_INT64, dims: [-1, 2] }]\n')
+    # cls_cuda: the CUDA backend (parameter device = "cuda") on the emulated CUDA device, when
+    # this build has it (tests/emulated_cuda; the server then runs with its libcuda).
+    if emulated:
+        shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "cls_cuda", "1"))
+        with open(os.path.join(repo, "cls_cuda", "config.pbtxt"), "w") as f:
+            f.write('backend: "kiln"\ninstance_group [{ kind: KIND_CPU }]\n'
+                    'parameters { key: "device" value: { string_value: "cuda" } }\n')
     shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "mismatch", "1"))
     with open(os.path.join(repo, "mismatch", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\nmax_batch_size: 4\n'
@@ -102,7 +122,7 @@ def make_repository(build, repo):
 
 
 class Server:
-    def __init__(self, build, repo, log_path):
+    def __init__(self, build, repo, log_path, env):
         self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
@@ -111,7 +131,7 @@ class Server:
              "--model-control-mode=explicit", "--strict-model-config=false",
              f"--http-port={self.http}", f"--grpc-port={self.grpc}", f"--metrics-port={self.metrics}",
              "--allow-metrics=true", "--log-verbose=0", "--exit-timeout-secs=10"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"127.0.0.1:{self.http}"
         for _ in range(300):
             if self.proc.poll() is not None:
@@ -192,10 +212,16 @@ def main():
     build = os.path.abspath(a.build)
     work = os.path.join(build, "triton-test")
     repo = os.path.join(work, "repo")
-    make_repository(build, repo)
-    server = Server(build, repo, os.path.join(work, "tritonserver.log"))
+    emulated_lib = os.path.join(build, "tests", "emulated_cuda", "lib")
+    emulated = os.path.isfile(os.path.join(emulated_lib, "libcuda.so.1"))
+    env = dict(os.environ)
+    if emulated:
+        env["LD_LIBRARY_PATH"] = emulated_lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+        env["KILN_EMULATED_CUDA_CACHE"] = os.path.join(build, "emulated-cuda-kernels")
+    make_repository(build, repo, a.refs, emulated)
+    server = Server(build, repo, os.path.join(work, "tritonserver.log"), env)
     try:
-        run_checks(server, a.refs)
+        run_checks(server, a.refs, emulated)
     finally:
         code = server.stop()
         check("the server shuts down cleanly on SIGINT", code == 0, f"exit status {code}")
@@ -203,10 +229,10 @@ def main():
     return 1 if FAILURES else 0
 
 
-def run_checks(server, refs):
+def run_checks(server, refs, emulated):
     http = th.InferenceServerClient(server.url, concurrency=8)
     grpc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc}")
-    for model in ("cls", "cls_batched", "det", "vad"):
+    for model in ("cls", "cls_batched", "det", "vad", "gather", "gather_empty") + (("cls_cuda",) if emulated else ()):
         http.load_model(model)
 
     # --- auto-complete ------------------------------------------------------------------------
@@ -231,6 +257,12 @@ def run_checks(server, refs):
     check_outputs("Silero VAD over HTTP", infer(th, http, "vad", vad["inputs"]), vad["outputs"], 1e-4)
     check_outputs("Silero VAD over gRPC, one output asked for",
                   infer(tg, grpc, "vad", vad["inputs"], ["stateN"]), {"stateN": vad["outputs"]["stateN"]}, 1e-4)
+
+    if emulated:
+        check_outputs("PaddleOCR cls on the CUDA backend (parameter device = cuda; the EMULATED CUDA device)",
+                      infer(th, http, "cls_cuda", cls["inputs"]), cls_out, 1e-4)
+    else:
+        print("[triton] SKIP: the CUDA backend (this build has no emulated CUDA device)", flush=True)
 
     # --- dynamic batching ---------------------------------------------------------------------
     rows = os.path.join(refs, "cls_rows")
@@ -261,6 +293,42 @@ def run_checks(server, refs):
           int(inference["success"]["count"]) == 32 and int(inference["compute_infer"]["ns"]) > 0,
           f"success {inference['success']['count']}, compute_infer {inference['compute_infer']['ns']} ns")
 
+    # One row of a stack whose data is out of range fails alone; the others are answered.
+    g = os.path.join(refs, "gather")
+    rows = [{"x": np.load(os.path.join(g, f"x_{i}.npy")), "idx": np.load(os.path.join(g, f"idx_{i}.npy"))}
+            for i in range(5)]
+
+    def gather_row(i):
+        c = th.InferenceServerClient(server.url)
+        try:
+            return infer(th, c, "gather", rows[i])
+        except InferenceServerException as e:
+            return e
+        finally:
+            c.close()
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(gather_row, range(4)))
+    good = all(not isinstance(answers[i], Exception) and
+               np.array_equal(answers[i].as_numpy("y"), np.load(os.path.join(g, f"y_{i}.npy"))) and
+               np.array_equal(answers[i].as_numpy("z"), np.load(os.path.join(g, f"z_{i}.npy"))) for i in range(3))
+    bad = answers[3]
+    check("a stacked batch with one row out of range: that request fails alone, the others are answered",
+          good and isinstance(bad, Exception) and "out of range" in str(bad), str(bad))
+    # The same rows without the bad one run as one stacked execution of 3: the batcher did
+    # stack them above (a failed stack is not a batch execution; its rows ran again one by one).
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        again = list(pool.map(gather_row, range(3)))
+    sizes = {int(b["batch_size"]) for b in
+             http.get_inference_statistics("gather")["model_stats"][0].get("batch_stats", [])}
+    check("... and the good rows alone stack into one execution of 3",
+          3 in sizes and not any(isinstance(a, Exception) for a in again), f"batch sizes {sorted(sizes)}")
+    empty = infer(th, http, "gather_empty", rows[4])
+    check("an empty batch (N = 0) of an unbatched model with inputs listed, against onnxruntime",
+          empty.as_numpy("y").shape == (0, 2) and empty.as_numpy("z").shape == (0, 4)
+          and http.get_model_config("gather_empty")["max_batch_size"] == 0,
+          f"y {empty.as_numpy('y').shape}, z {empty.as_numpy('z').shape}")
+
     # --- errors -------------------------------------------------------------------------------
     x = cls["inputs"]["x"]
     e = error_of(lambda: infer(th, http, "cls", {"x": x.astype(np.float64)}))
@@ -277,6 +345,13 @@ def run_checks(server, refs):
           and "entry" in str(e), str(e))
     check("the same request with a valid value still runs",
           infer(th, http, "vad", vad["inputs"]).as_numpy("output") is not None)
+    # A failed request leaks nothing (its error is deleted once sent).
+    rss0 = server.rss_kib()
+    for _ in range(3000):
+        error_of(lambda: infer(tg, grpc, "vad", odd))
+    rss1 = server.rss_kib()
+    check("3000 failed requests leave the server's memory where it was", rss1 - rss0 <= 1024,
+          f"RSS {rss0} -> {rss1} KiB")
     e = error_of(lambda: infer(th, http, "no_such_model", {"x": x}))
     check("an unknown model is refused", e is not None and "no_such_model" in str(e), str(e))
     e = error_of(lambda: http.load_model("corrupt"))

@@ -157,7 +157,7 @@ int RunModel(const RunFlags& f) {
       host.push_back(io::HostTensor::FromView(name, outputs[i]));
       continue;
     }
-    io::HostTensor t;  // filled by one more run into host buffers, below
+    io::HostTensor t;  // filled from the device below (ExecutionContext::CopyOutputs)
     t.name = name;
     t.dtype = outputs[i].dtype;
     t.dims.assign(outputs[i].dims, outputs[i].dims + outputs[i].rank);
@@ -167,7 +167,7 @@ int RunModel(const RunFlags& f) {
   if (!outputs.empty() && outputs[0].memory == MemoryKind::kDevice) {
     std::vector<TensorView> into;
     for (io::HostTensor& t : host) into.push_back(t.view());
-    Status st = ctx->Run(views, into);
+    Status st = ctx->CopyOutputs(into);
     if (st.ok()) st = ctx->Synchronize();
     if (!st.ok()) {
       std::cerr << "kiln run: " << st.ToString() << "\n";
