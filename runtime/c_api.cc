@@ -516,6 +516,16 @@ kiln_status kiln_context_run_into(kiln_context* context, const kiln_tensor* inpu
   });
 }
 
+kiln_status kiln_context_copy_outputs(kiln_context* context, const kiln_tensor* outputs, size_t num_outputs,
+                                      void* stream) {
+  return Guard(context, "kiln_context_copy_outputs", [&]() -> Status {
+    if (context == nullptr) return NullArgument("context");
+    KILN_RETURN_IF_ERROR(Created(*context));
+    KILN_RETURN_IF_ERROR(ToViews(outputs, num_outputs, "outputs", context->outputs));
+    return context->context->CopyOutputs(context->outputs, stream);
+  });
+}
+
 kiln_status kiln_context_synchronize(kiln_context* context, void* stream) {
   return Guard(context, "kiln_context_synchronize", [&]() -> Status {
     if (context == nullptr) return NullArgument("context");

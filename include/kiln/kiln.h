@@ -308,6 +308,19 @@ KILN_API kiln_status kiln_context_run(kiln_context* context, const kiln_tensor* 
 KILN_API kiln_status kiln_context_run_into(kiln_context* context, const kiln_tensor* inputs, size_t num_inputs,
                                            const kiln_tensor* outputs, size_t num_outputs, void* stream);
 
+/* Copies the outputs of the last run, which must have succeeded, into the caller's buffers
+ * (kiln::ExecutionContext::CopyOutputs): outputs[i] (num_outputs = the model's output count)
+ * gives data, dtype, rank and dims of output i as that run computed it (the views
+ * kiln_context_run gave), and memory (host, or device on the CUDA backend). On CUDA the copies
+ * are enqueued on `stream`: kiln_context_synchronize before reading host memory. For a caller
+ * that learnt the shapes from kiln_context_run's views and needs the results in its own
+ * buffers, without running again. Errors: INVALID_ARGUMENT (context NULL, outputs NULL with a
+ * nonzero count, a count, dtype, shape or memory that does not match: nothing is written
+ * then), FAILED_PRECONDITION (the last run failed or there was none; the handle's creation
+ * failed), DEVICE_ERROR. */
+KILN_API kiln_status kiln_context_copy_outputs(kiln_context* context, const kiln_tensor* outputs, size_t num_outputs,
+                                               void* stream);
+
 /* Waits for the work of earlier runs enqueued on `stream` (CUDA; returns at once on the CPU
  * backend). Errors: INVALID_ARGUMENT (context NULL), FAILED_PRECONDITION (the handle's
  * creation failed), DEVICE_ERROR. */

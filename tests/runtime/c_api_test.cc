@@ -162,10 +162,13 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   const kiln_tensor dst = Tensor(into, KILN_DTYPE_FLOAT32, {2, 3});
   REQUIRE(kiln_context_run_into(add.ctx, &in, 1, &dst, 1, nullptr) == KILN_STATUS_OK);
   CHECK(std::vector<float>(into, into + 6) == std::vector<float>{110, 22, 33, 14, 25, 36});
+  float copy[6] = {};
+  const kiln_tensor copy_dst = Tensor(copy, KILN_DTYPE_FLOAT32, {2, 3});
+  REQUIRE(kiln_context_copy_outputs(add.ctx, &copy_dst, 1, nullptr) == KILN_STATUS_OK);  // below
 
   kiln_stats s;
   REQUIRE(kiln_context_stats(add.ctx, &s) == KILN_STATUS_OK);
-  CHECK(s.calls == 3);
+  CHECK(s.calls == 3);  // copying outputs is no call
   CHECK(s.cache_hits == 3);
   CHECK(s.cache_misses == 0);
   CHECK(s.last_entry == 0);
@@ -187,6 +190,13 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   CHECK(kiln_context_synchronize(add.ctx, nullptr) == KILN_STATUS_OK);
   CHECK(std::string(kiln_context_last_error(add.ctx)).empty());
   CHECK(std::string(kiln_model_last_error(add.model)).empty());
+  // The last run's outputs copied again (above, without running); the count and shapes are
+  // checked first.
+  CHECK(std::vector<float>(copy, copy + 6) == std::vector<float>{110, 22, 33, 14, 25, 36});
+  const kiln_tensor flat = Tensor(copy, KILN_DTYPE_FLOAT32, {6});
+  CHECK(kiln_context_copy_outputs(add.ctx, &flat, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_context_last_error(add.ctx)) == "kiln_context_copy_outputs: output 0 'y' shape [6], expected [2, 3]");
+  CHECK(kiln_context_copy_outputs(nullptr, &copy_dst, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
 }
 
 TEST_CASE("C API: a context outlives the model handle it was created from") {
