@@ -33,6 +33,8 @@ MODELS = {
 }
 
 ORT_MODEL_PY = '''
+import sys
+sys.path[:0] = SITE_PACKAGES  # this venv's onnxruntime and numpy: the stub's Python has none
 import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
@@ -81,7 +83,8 @@ def write_repository(build, repo):
         os.makedirs(ort_dir)
         shutil.copy(onnx_path, os.path.join(ort_dir, "model.onnx"))
         with open(os.path.join(ort_dir, "model.py"), "w") as f:
-            f.write(ORT_MODEL_PY)
+            site = [p for p in sys.path if p.endswith("site-packages")]
+            f.write(ORT_MODEL_PY.replace("SITE_PACKAGES", repr(site)))
         m = onnx.load(onnx_path)
         outs = "".join(f'{{ name: "{o.name}", data_type: TYPE_FP32, dims: '
                        f'{dims_text([d.dim_value if d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim])} }},'
@@ -93,15 +96,32 @@ def write_repository(build, repo):
                     'instance_group [{ kind: KIND_CPU, count: 1 }]\n')
 
 
-def perf(perf_analyzer, url, model, concurrency, shape_arg):
+def perf_env(work):
+    """perf_analyzer links libb64.so.0d and libcudart.so.12, which nvidia-pytriton's wheel
+    carries under mangled names: links to them, on LD_LIBRARY_PATH."""
+    import glob
+
+    import pytriton
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(pytriton.__file__)), "nvidia_pytriton.libs")
+    links = os.path.join(work, "perf-libs")
+    os.makedirs(links, exist_ok=True)
+    for name, pattern in (("libb64.so.0d", "libb64-*.so.0d"), ("libcudart.so.12", "libcudart-*.so.12*")):
+        found = glob.glob(os.path.join(libs, pattern))
+        if found and not os.path.exists(os.path.join(links, name)):
+            os.symlink(found[0], os.path.join(links, name))
+    return dict(os.environ, LD_LIBRARY_PATH=links + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
+
+
+def perf(perf_analyzer, env, url, model, concurrency, shape_arg):
     out = subprocess.run([perf_analyzer, "-m", model, "-u", url, "-i", "http", "--concurrency-range",
-                          f"{concurrency}:{concurrency}", "--measurement-interval", "5000", "--percentile", "99",
-                          "--shape", shape_arg, "-f", "/dev/stdout"], capture_output=True, text=True, timeout=600)
+                          f"{concurrency}:{concurrency}", "--measurement-interval", "5000", "--percentile", "99", "--stability-percentage", "25", "--max-trials", "20",
+                          "--shape", shape_arg], capture_output=True, text=True, timeout=600, env=env)
     text = out.stdout + out.stderr
     thr = re.search(r"Throughput: ([\d.]+) infer/sec", text)
     p50 = re.search(r"p50 latency: (\d+) usec", text)
     p99 = re.search(r"p99 latency: (\d+) usec", text)
-    infer = re.search(r"Compute infer (\d+) usec", text)
+    infer = re.search(r"compute infer (\d+) usec", text)
     if not (thr and p50 and p99):
         sys.exit(f"perf_analyzer failed for {model}:\n{text[-3000:]}")
     return float(thr.group(1)), int(p50.group(1)), int(p99.group(1)), int(infer.group(1)) if infer else -1
@@ -126,12 +146,16 @@ def main():
     # The Kiln backend next to Triton's own python backend, in one backend directory.
     backend_dir = os.path.join(work, "backends")
     shutil.copytree(backends, backend_dir)
+    # The Python backend's stub for this interpreter, which the wheel keeps per Python version; a
+    # link, since it finds its libraries relative to where it really is.
+    stub = os.path.join(os.path.dirname(backends), "python_backend_stubs",
+                        f"{sys.version_info.major}.{sys.version_info.minor}", "triton_python_backend_stub")
+    os.symlink(stub, os.path.join(backend_dir, "python", "triton_python_backend_stub"))
     shutil.copytree(os.path.join(build, "triton", "backends", "kiln"), os.path.join(backend_dir, "kiln"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p.endswith("site-packages")))
     log = open(os.path.join(work, "server.log"), "w")
     server = subprocess.Popen([server_bin, f"--model-repository={repo}", f"--backend-directory={backend_dir}",
                                "--http-port=18500", "--grpc-port=18501", "--metrics-port=18502"],
-                              stdout=log, stderr=subprocess.STDOUT, env=env)
+                              stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
             try:
@@ -143,15 +167,23 @@ def main():
             sys.exit(f"the server did not become ready; see {work}/server.log")
         print(f"machine: {os.cpu_count()} CPUs, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}; "
               f"{time.strftime('%Y-%m-%d')}")
+        env = perf_env(work)
+        direct = {}
         print("| model | backend | concurrency | throughput (infer/s) | p50 (us) | p99 (us) | compute infer (us) |")
         print("|---|---|---|---|---|---|---|")
         for key, (_, inp, shape) in MODELS.items():
             shape_arg = f"{inp}:{','.join(str(d) for d in shape)}"
+            bench = subprocess.run([os.path.join(build, "kiln"), "bench", os.path.join(repo, f"{key}_kiln", "1", "model.kiln"),
+                                    "--random", "--shape", f"{inp}:{'x'.join(str(d) for d in shape)}", "--threads", "1",
+                                    "--device", "cpu", "--iterations", "200", "--json", "-"],
+                                   capture_output=True, text=True, check=True)
+            direct[key] = json.loads(bench.stdout)["latency_ms"]["p50"] * 1000
             for c in (1, 4, 16):
                 for backend in ("kiln", "ort"):
-                    thr, p50, p99, infer = perf(perf_analyzer, "127.0.0.1:18500", f"{key}_{backend}", c, shape_arg)
+                    thr, p50, p99, infer = perf(perf_analyzer, env, "127.0.0.1:18500", f"{key}_{backend}", c, shape_arg)
                     name = "Kiln" if backend == "kiln" else "onnxruntime (Python backend)"
                     print(f"| {key} | {name} | {c} | {thr:.1f} | {p50} | {p99} | {infer} |", flush=True)
+            print(f"(kiln bench {key}: Run p50 {direct[key]:.0f} us, 1 thread, the same artifact and shape)", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=60)
