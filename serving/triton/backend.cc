@@ -355,6 +355,15 @@ void Answer(TRITONBACKEND_ModelInstance* instance, const InstanceState& s,
     TRITONSERVER_ErrorDelete(e);
 }
 
+// Deletes the state the backend set on a Triton object (backend, model or instance).
+template <typename State, typename Handle>
+TRITONSERVER_Error* DeleteState(TRITONSERVER_Error* (*get)(Handle*, void**), Handle* handle) {
+  void* state = nullptr;
+  KILN_TRITON_RETURN_IF_ERROR(get(handle, &state));
+  delete static_cast<State*>(state);
+  return nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -394,10 +403,7 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Ba
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) {
-  void* state = nullptr;
-  KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_BackendState(backend, &state));
-  delete static_cast<BackendState*>(state);
-  return nullptr;
+  return DeleteState<BackendState>(TRITONBACKEND_BackendState, backend);
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
@@ -462,10 +468,7 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKE
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
-  void* state = nullptr;
-  KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &state));
-  delete static_cast<ModelState*>(state);
-  return nullptr;
+  return DeleteState<ModelState>(TRITONBACKEND_ModelState, model);
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance) {
@@ -502,10 +505,7 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRI
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance) {
-  void* state = nullptr;
-  KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
-  delete static_cast<InstanceState*>(state);
-  return nullptr;
+  return DeleteState<InstanceState>(TRITONBACKEND_ModelInstanceState, instance);
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance* instance,
