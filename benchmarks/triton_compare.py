@@ -12,9 +12,10 @@ KIND_CPU, cpu_threads 1) and `<m>_ort` (a model.py running the same .onnx with o
 intra_op_num_threads 1), each one instance, no dynamic batching, so that both do the same work
 per request. perf_analyzer then measures each at concurrency 1, 4 and 16 (HTTP, the inputs
 random, 5 s windows until stable), alternating the two. It prints one table row per model,
-backend and concurrency: throughput (inferences/s) and p50 / p99 latency (us); and for
-concurrency 1 the server's compute-infer time per request, against which Kiln's own Run time
-(`kiln bench`, same artifact, 1 thread) gives the backend's added cost.
+backend and concurrency: throughput (inferences/s), p50 / p99 latency (us), and the server's
+compute-input, compute-infer and compute-output times per request as the backend reports them
+(Kiln's: reading and stacking the inputs, the Run, copying the outputs into the responses),
+with Kiln's own Run time (`kiln bench`, same artifact, 1 thread) for comparison.
 """
 import argparse
 import json
@@ -121,10 +122,10 @@ def perf(perf_analyzer, env, url, model, concurrency, shape_arg):
     thr = re.search(r"Throughput: ([\d.]+) infer/sec", text)
     p50 = re.search(r"p50 latency: (\d+) usec", text)
     p99 = re.search(r"p99 latency: (\d+) usec", text)
-    infer = re.search(r"compute infer (\d+) usec", text)
-    if not (thr and p50 and p99):
+    phases = [re.search(rf"compute {phase} (\d+) usec", text) for phase in ("input", "infer", "output")]
+    if not (thr and p50 and p99 and all(phases)):
         sys.exit(f"perf_analyzer failed for {model}:\n{text[-3000:]}")
-    return float(thr.group(1)), int(p50.group(1)), int(p99.group(1)), int(infer.group(1)) if infer else -1
+    return float(thr.group(1)), int(p50.group(1)), int(p99.group(1)), [int(p.group(1)) for p in phases]
 
 
 def main():
@@ -169,7 +170,7 @@ def main():
               f"{time.strftime('%Y-%m-%d')}")
         env = perf_env(work)
         direct = {}
-        print("| model | backend | concurrency | throughput (infer/s) | p50 (us) | p99 (us) | compute infer (us) |")
+        print("| model | backend | concurrency | throughput (infer/s) | p50 (us) | p99 (us) | compute input / infer / output (us) |")
         print("|---|---|---|---|---|---|---|")
         for key, (_, inp, shape) in MODELS.items():
             shape_arg = f"{inp}:{','.join(str(d) for d in shape)}"
@@ -180,9 +181,10 @@ def main():
             direct[key] = json.loads(bench.stdout)["latency_ms"]["p50"] * 1000
             for c in (1, 4, 16):
                 for backend in ("kiln", "ort"):
-                    thr, p50, p99, infer = perf(perf_analyzer, env, "127.0.0.1:18500", f"{key}_{backend}", c, shape_arg)
+                    thr, p50, p99, (cin, cinfer, cout) = perf(perf_analyzer, env, "127.0.0.1:18500", f"{key}_{backend}", c,
+                                                              shape_arg)
                     name = "Kiln" if backend == "kiln" else "onnxruntime (Python backend)"
-                    print(f"| {key} | {name} | {c} | {thr:.1f} | {p50} | {p99} | {infer} |", flush=True)
+                    print(f"| {key} | {name} | {c} | {thr:.1f} | {p50} | {p99} | {cin} / {cinfer} / {cout} |", flush=True)
             print(f"(kiln bench {key}: Run p50 {direct[key]:.0f} us, 1 thread, the same artifact and shape)", flush=True)
     finally:
         server.terminate()
