@@ -29,7 +29,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -97,31 +96,6 @@ TRITONSERVER_Error* ParseMessage(TRITONSERVER_Message* message, const char* what
   return nullptr;
 }
 
-std::optional<kiln::DType> DTypeOfTriton(TRITONSERVER_DataType t) {
-  switch (t) {
-    case TRITONSERVER_TYPE_BOOL: return DType::kBool;
-    case TRITONSERVER_TYPE_UINT8: return DType::kUInt8;
-    case TRITONSERVER_TYPE_UINT16: return DType::kUInt16;
-    case TRITONSERVER_TYPE_UINT32: return DType::kUInt32;
-    case TRITONSERVER_TYPE_UINT64: return DType::kUInt64;
-    case TRITONSERVER_TYPE_INT8: return DType::kInt8;
-    case TRITONSERVER_TYPE_INT16: return DType::kInt16;
-    case TRITONSERVER_TYPE_INT32: return DType::kInt32;
-    case TRITONSERVER_TYPE_INT64: return DType::kInt64;
-    case TRITONSERVER_TYPE_FP16: return DType::kFloat16;
-    case TRITONSERVER_TYPE_FP32: return DType::kFloat32;
-    case TRITONSERVER_TYPE_FP64: return DType::kFloat64;
-    case TRITONSERVER_TYPE_BF16: return DType::kBFloat16;
-    default: return std::nullopt;
-  }
-}
-
-TRITONSERVER_DataType TritonOfDType(DType d) {
-  for (int t = TRITONSERVER_TYPE_BOOL; t <= TRITONSERVER_TYPE_BF16; ++t)
-    if (DTypeOfTriton(static_cast<TRITONSERVER_DataType>(t)) == d) return static_cast<TRITONSERVER_DataType>(t);
-  return TRITONSERVER_TYPE_INVALID;
-}
-
 struct BackendState {
   int64_t default_max_batch_size = 4;
 };
@@ -179,22 +153,23 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool devi
     const size_t k = static_cast<size_t>(it - model_inputs.begin());
     if (seen[k]) return kiln::InvalidArgument("input '" + std::string(name) + "' is given twice");
     seen[k] = true;
-    const std::optional<DType> dtype = DTypeOfTriton(datatype);
-    if (!dtype || *dtype != it->dtype)
+    const DType dtype = kiln::triton::DTypeOfTriton(datatype);
+    if (dtype != it->dtype)
       return kiln::InvalidArgument("input '" + it->name + "': data type " +
-                                   (dtype ? std::string(kiln::DTypeName(*dtype)) : "of Triton type " + to_string(datatype)) +
+                                   (dtype != DType::kUndefined ? std::string(kiln::DTypeName(dtype))
+                                                               : "of Triton type " + to_string(datatype)) +
                                    ", the model expects " + std::string(kiln::DTypeName(it->dtype)));
     if (rank > static_cast<uint32_t>(kiln::kMaxRank))
       return kiln::InvalidArgument("input '" + it->name + "': rank " + to_string(rank) + " above " + to_string(kiln::kMaxRank));
     TensorView& v = out->views[k];
-    v = TensorView::Host(nullptr, *dtype, shape, static_cast<int32_t>(rank));
+    v = TensorView::Host(nullptr, dtype, shape, static_cast<int32_t>(rank));
     // A scalar input comes as [1] (its configuration's dims: Triton serves no scalars).
     if (it->shape.empty() && rank == 1 && shape[0] == 1) v.rank = 0;
     if (static_cast<uint64_t>(v.num_bytes()) != bytes) {
       std::string dims;
       for (uint32_t d = 0; d < rank; ++d) dims += (d ? ", " : "") + to_string(shape[d]);
       return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes, but shape [" + dims +
-                                   "] of " + std::string(kiln::DTypeName(*dtype)) + " needs " +
+                                   "] of " + std::string(kiln::DTypeName(dtype)) + " needs " +
                                    (v.num_bytes() == INT64_MAX ? std::string("more than int64 can count")
                                                                : to_string(v.num_bytes())));
     }
@@ -215,7 +190,7 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool devi
       }
       // One buffer aligned to its element size is read where it is (Kiln only reads inputs);
       // several, or an unaligned one (an HTTP body's), are joined into an aligned copy.
-      if (buffers == 1 && reinterpret_cast<uintptr_t>(data) % kiln::DTypeSize(*dtype) == 0) {
+      if (buffers == 1 && reinterpret_cast<uintptr_t>(data) % kiln::DTypeSize(dtype) == 0) {
         v.data = const_cast<void*>(data);
         break;
       }
@@ -275,7 +250,7 @@ TRITONSERVER_Error* Respond(TRITONBACKEND_Request* request, TRITONBACKEND_Respon
     }
     TRITONBACKEND_Output* output = nullptr;
     KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(response, &output, infos[k].name.c_str(),
-                                                             TritonOfDType(y.dtype), dims.data(),
+                                                             kiln::triton::TritonDataType(y.dtype), dims.data(),
                                                              static_cast<uint32_t>(dims.size())));
     void* buffer = nullptr;
     TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;

@@ -11,16 +11,19 @@ namespace {
 using nlohmann::json;
 using std::to_string;
 
-struct DTypeName {
+struct DTypeNames {
   DType dtype;
-  const char* name;
+  TRITONSERVER_DataType triton;
+  const char* config;
 };
-constexpr DTypeName kDTypes[] = {
-    {DType::kBool, "TYPE_BOOL"},     {DType::kUInt8, "TYPE_UINT8"},   {DType::kUInt16, "TYPE_UINT16"},
-    {DType::kUInt32, "TYPE_UINT32"}, {DType::kUInt64, "TYPE_UINT64"}, {DType::kInt8, "TYPE_INT8"},
-    {DType::kInt16, "TYPE_INT16"},   {DType::kInt32, "TYPE_INT32"},   {DType::kInt64, "TYPE_INT64"},
-    {DType::kFloat16, "TYPE_FP16"},  {DType::kFloat32, "TYPE_FP32"},  {DType::kFloat64, "TYPE_FP64"},
-    {DType::kBFloat16, "TYPE_BF16"},
+constexpr DTypeNames kDTypes[] = {
+    {DType::kBool, TRITONSERVER_TYPE_BOOL, "TYPE_BOOL"},       {DType::kUInt8, TRITONSERVER_TYPE_UINT8, "TYPE_UINT8"},
+    {DType::kUInt16, TRITONSERVER_TYPE_UINT16, "TYPE_UINT16"}, {DType::kUInt32, TRITONSERVER_TYPE_UINT32, "TYPE_UINT32"},
+    {DType::kUInt64, TRITONSERVER_TYPE_UINT64, "TYPE_UINT64"}, {DType::kInt8, TRITONSERVER_TYPE_INT8, "TYPE_INT8"},
+    {DType::kInt16, TRITONSERVER_TYPE_INT16, "TYPE_INT16"},    {DType::kInt32, TRITONSERVER_TYPE_INT32, "TYPE_INT32"},
+    {DType::kInt64, TRITONSERVER_TYPE_INT64, "TYPE_INT64"},    {DType::kFloat16, TRITONSERVER_TYPE_FP16, "TYPE_FP16"},
+    {DType::kFloat32, TRITONSERVER_TYPE_FP32, "TYPE_FP32"},    {DType::kFloat64, TRITONSERVER_TYPE_FP64, "TYPE_FP64"},
+    {DType::kBFloat16, TRITONSERVER_TYPE_BF16, "TYPE_BF16"},
 };
 
 // A dim as the configuration writes it: a number, or the string protobuf's JSON mapping
@@ -127,14 +130,20 @@ void CheckTensors(const std::vector<TensorInfo>& tensors, const json& list, cons
 }  // namespace
 
 std::string ConfigDataType(DType dtype) {
-  for (const DTypeName& d : kDTypes)
-    if (d.dtype == dtype) return d.name;
+  for (const DTypeNames& d : kDTypes)
+    if (d.dtype == dtype) return d.config;
   return {};
 }
 
-DType DTypeOfConfig(const std::string& data_type) {
-  for (const DTypeName& d : kDTypes)
-    if (data_type == d.name) return d.dtype;
+TRITONSERVER_DataType TritonDataType(DType dtype) {
+  for (const DTypeNames& d : kDTypes)
+    if (d.dtype == dtype) return d.triton;
+  return TRITONSERVER_TYPE_INVALID;
+}
+
+DType DTypeOfTriton(TRITONSERVER_DataType type) {
+  for (const DTypeNames& d : kDTypes)
+    if (d.triton == type) return d.dtype;
   return DType::kUndefined;
 }
 

@@ -2,7 +2,8 @@
 // https://github.com/triton-inference-server/server/blob/main/docs/user_guide/model_configuration.md)
 // read against a Kiln artifact: auto-completed from it, checked against it, and its Kiln
 // parameters parsed. Pure functions of the artifact and the JSON, used by the backend
-// (serving/triton/backend.cc) and the unit tests; no Triton API here.
+// (serving/triton/backend.cc) and the unit tests; no Triton API function is called here (only
+// its data type enum is named).
 //
 // Thread-safe: no shared state.
 #pragma once
@@ -15,13 +16,16 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "serving/triton/triton_api.h"
 
 namespace kiln::triton {
 
-// Triton's name of a Kiln dtype in a configuration ("TYPE_FP32"), and back; "" and
-// DType::kUndefined for none.
+// Triton's names of a Kiln dtype: in a configuration ("TYPE_FP32"; "" for none), and in its
+// C API (TRITONSERVER_TYPE_FP32; TRITONSERVER_TYPE_INVALID for none); and the Kiln dtype of a
+// Triton data type (DType::kUndefined for none, such as BYTES).
 std::string ConfigDataType(DType dtype);
-DType DTypeOfConfig(const std::string& data_type);
+TRITONSERVER_DataType TritonDataType(DType dtype);
+DType DTypeOfTriton(TRITONSERVER_DataType type);
 
 // The batch symbol of `model`: the symbol that is dim 0 of every input and output (its
 // DimInfo::symbol, "N"), so that Triton may stack requests along dim 0; "" when there is none

@@ -131,6 +131,14 @@ TEST_CASE("Triton configuration: every mismatch with the artifact is named, one 
   CHECK(triton::CheckConfig(plain, narrower).ok());
 }
 
+TEST_CASE("Triton configuration: Kiln's dtypes in Triton's names, and back") {
+  CHECK(triton::ConfigDataType(DType::kBFloat16) == "TYPE_BF16");
+  CHECK(triton::TritonDataType(DType::kBFloat16) == TRITONSERVER_TYPE_BF16);
+  CHECK(triton::DTypeOfTriton(TRITONSERVER_TYPE_FP16) == DType::kFloat16);
+  CHECK(triton::DTypeOfTriton(TRITONSERVER_TYPE_BYTES) == DType::kUndefined);
+  CHECK(triton::TritonDataType(DType::kUndefined) == TRITONSERVER_TYPE_INVALID);
+}
+
 TEST_CASE("Triton configuration: the Kiln parameters and their errors") {
   const auto defaults = triton::ReadParameters(json::object());
   REQUIRE(defaults.ok());
