@@ -480,6 +480,13 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
+  for (const PrologueInput& in : pe.prologue.inputs) {
+    std::vector<DimCheckInfo>& dims = info.input_dims.emplace_back();
+    for (const PrologueDim& d : in.dims)
+      dims.push_back(d.symbol < 0 ? DimCheckInfo{d.value, "", d.value, d.value, 1}
+                                  : DimCheckInfo{-1, pe.prologue.symbols[static_cast<size_t>(d.symbol)], d.min, d.max,
+                                                 d.divisor});
+  }
   for (const PreparedRuntimeDim& d : pe.runtime_dims) {
     info.runtime_dims.push_back(pe.prologue.symbols[static_cast<size_t>(d.symbol)] +
                                 " <= " + PrintExpr(pe.exprs, d.bound_expr, pe.prologue.symbols) + ", set by " +

@@ -74,6 +74,21 @@ struct InstructionInfo {
   std::string label() const { return "'" + name + "' (" + op + ")" + (executor.empty() ? "" : " @" + executor); }
 };
 
+// One dim of an entry's input as the entry's prologue checks it: a constant, or a symbol
+// with its range and step (a compile profile's "N in 1..64:8", or the model's symbol with no
+// bound). The entry's guards may still refuse shapes these accept.
+struct DimCheckInfo {
+  int64_t value = -1;    // the constant, or -1 for a symbol
+  std::string symbol;    // the symbol ("N") where value is -1
+  int64_t min = 1;       // the symbol's range, inclusive
+  int64_t max = INT64_MAX;
+  int64_t divisor = 1;   // the symbol is a multiple of it
+  // Whether the check passes a dim of `v`.
+  bool Accepts(int64_t v) const {
+    return value >= 0 ? v == value : v >= min && v <= max && v % divisor == 0;
+  }
+};
+
 // One entry of the artifact: a shape specialisation (a compile profile, or an outcome of a
 // shape-dependent If) with its own prologue and instructions. Entries are listed in the
 // order Run tries them: as the profiles were given, except that one whose shapes all fit inside
@@ -88,6 +103,8 @@ struct EntryInfo {
   // The prologue as a readable trace, one check per line in the order Run performs them
   // (Thunder's last_prologue_traces); `kiln inspect` prints it.
   std::string prologue_text;
+  // Its prologue's dim checks: per model input (Model::inputs() order), one per dim.
+  std::vector<std::vector<DimCheckInfo>> input_dims;
   std::string arena_bytes;                // arena size: a number, or an expression over symbols
   // Its run-time dims (format 5): sizes an instruction reports once it has run, such as
   // NonZero's count, one line each: "where.count <= N, set by instruction 1 'nonzero'
@@ -183,13 +200,22 @@ struct ContextOptions {
   Device device = Device::kAuto;
   int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
   // CUDA backend: capture each entry at each shape (and buffer addresses) as a CUDA graph
-  // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream: capture
-  // on the legacy default stream is not allowed, so a null stream runs uncaptured. Entries
+  // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream (a caller's,
+  // or own_stream's): capture on the legacy default stream is not allowed, so a null stream
+  // without own_stream runs uncaptured. Entries
   // with run-time dims (EntryInfo::runtime_dims), a run-time If (format 6: the host reads
   // each branch condition, one device-to-host copy and stream wait per condition per call)
   // or a run-time Loop (format 7: the host reads each iteration's condition the same way) are
   // never captured.
   bool cuda_graphs = false;
+  // CUDA backend: Create makes a stream of the context's own (cuStreamCreate with
+  // CU_STREAM_NON_BLOCKING, destroyed with the context), and Run, CopyOutputs and Synchronize
+  // use it where their `stream` is null, instead of the legacy default stream. Contexts on one
+  // GPU then overlap (a server's instances, as Triton's KIND_GPU instances each have a stream),
+  // and cuda_graphs captures without a caller's stream. Work on the legacy default stream does
+  // not wait for a non-blocking stream: read the outputs after Synchronize. Ignored by the CPU
+  // backend. Create fails with kDeviceError when the stream cannot be made.
+  bool own_stream = false;
   // Time every instruction (Stats::last_instruction_ns; a run-time Loop's instructions summed
   // over its iterations). Costs a clock read (CPU) or a CUDA event (GPU) per instruction, and
   // graphs are not captured while profiling; on the CUDA backend a run-time Loop's jump back

@@ -34,7 +34,7 @@ class CudaBackend final : public Backend {
 
   Status Execute(const BackendRun& run) override {
     return runner_->Execute(run.entry, run.pe, run.state, host_, max_context_bytes_, run.inputs,
-                              static_cast<CUstream>(run.stream), views_, run.stats, run.runtime_dims);
+                              Stream(run.stream), views_, run.stats, run.runtime_dims);
   }
 
   Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) override {
@@ -46,13 +46,13 @@ class CudaBackend final : public Backend {
       const TensorView& r = views_[i];
       if (r.num_bytes() > 0)
         KILN_RETURN_IF_ERROR(runner_->Copy(outputs[i].data, outputs[i].memory, r.data, r.num_bytes(),
-                                             static_cast<CUstream>(run.stream)));
+                                             Stream(run.stream)));
     }
     return Status::Ok();
   }
 
   Status Synchronize(void* stream, Stats& stats) override {
-    return runner_->Synchronize(static_cast<CUstream>(stream), stats);
+    return runner_->Synchronize(Stream(stream), stats);
   }
 
   ExecutionContext::MemoryUsage memory_usage() const override {
@@ -63,6 +63,9 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A caller's stream, or where it is null the context's own (ContextOptions::own_stream).
+  CUstream Stream(void* stream) const { return stream ? static_cast<CUstream>(stream) : runner_->default_stream(); }
+
   uint64_t max_context_bytes_;
   std::unique_ptr<Runner> runner_;
   std::string note_;
@@ -76,7 +79,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   KILN_RETURN_IF_ERROR(cpu::MaxCpuIsaSetting());  // CPU fallback instructions run CPU kernels
   auto runner =
       Runner::Create(model, options.device_ordinal, options.cuda_graphs && !options.profile, options.profile,
-                     options.max_loop_iterations);
+                     options.max_loop_iterations, options.own_stream);
   if (!runner.ok()) return runner.status();
   return std::unique_ptr<Backend>(new CudaBackend(model, std::move(*runner)));
 }

@@ -178,6 +178,7 @@ struct Runner::State {
   std::vector<int64_t> graph_key;                  // this call's key (its storage)
   std::vector<uint64_t> staging_offsets;           // this call's input staging offsets
   bool capturing = false;                          // the stream is capturing this call's work
+  CUstream own_stream = nullptr;                   // ContextOptions::own_stream
   // Per tensor of the running entry: a predicate's condition as read this call (0 or 1), or
   // -1 before it is read (again after each iteration of a run-time Loop).
   std::vector<int8_t> conditions;
@@ -205,6 +206,7 @@ struct Runner::State {
     for (DeviceBuffer* b : Buffers()) b->Free();
     if (start) drv->EventDestroy(start);
     if (stop) drv->EventDestroy(stop);
+    if (own_stream) drv->StreamDestroy(own_stream);
     dm.reset();
     if (ctx) drv->DevicePrimaryCtxRelease(dev.device);
   }
@@ -675,6 +677,7 @@ Runner::~Runner() = default;
 
 const DeviceInfo& Runner::device() const { return s_->dev; }
 const std::string& Runner::library_note() const { return s_->library_note; }
+CUstream Runner::default_stream() const { return s_->own_stream; }
 uint64_t Runner::device_bytes() const {
   const State& s = *s_;
   return s.arena.bytes + s.staging.bytes + s.symbolic.bytes + s.err.bytes + s.library_ws.bytes +
@@ -687,7 +690,7 @@ uint64_t Runner::host_bytes() const {
 }
 
 Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, bool cuda_graphs, bool profile,
-                                               int64_t max_loop_iterations) {
+                                               int64_t max_loop_iterations, bool own_stream) {
   KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
   auto st = std::make_unique<State>();
   st->drv = drv;
@@ -703,6 +706,9 @@ Result<std::unique_ptr<Runner>> Runner::Create(const Model& model, int ordinal, 
   KILN_RETURN_IF_ERROR(Check(*drv, drv->MemsetD8Async(st->err.ptr, 0, 16, nullptr), "cuMemsetD8Async (error words)"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->start, CU_EVENT_DEFAULT), "cuEventCreate"));
   KILN_RETURN_IF_ERROR(Check(*drv, drv->EventCreate(&st->stop, CU_EVENT_DEFAULT), "cuEventCreate"));
+  if (own_stream)
+    KILN_RETURN_IF_ERROR(
+        Check(*drv, drv->StreamCreate(&st->own_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate (own_stream)"));
   // cuBLASLt and cuDNN are optional: without them their ops run on the CPU backend.
   auto note = [&](const char* what, const Status& why) {
     st->library_note += std::string(st->library_note.empty() ? "" : "; ") + what +

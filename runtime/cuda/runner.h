@@ -50,13 +50,17 @@ class Runner {
   // no device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the
   // message lists the artifact's archs and the device's), kResourceExhausted (device
   // memory), kDeviceError (any other driver failure).
+  // With `own_stream`, it also makes a non-blocking stream of its own (default_stream()).
   static Result<std::unique_ptr<Runner>> Create(const Model& model, int ordinal, bool cuda_graphs, bool profile,
-                                                int64_t max_loop_iterations);
+                                                int64_t max_loop_iterations, bool own_stream);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
   const DeviceInfo& device() const;
+  // The stream a null `stream` means: the runner's own (ContextOptions::own_stream), else null
+  // (the legacy default stream).
+  CUstream default_stream() const;
   // "" when cuBLASLt and cuDNN are both in use; else which is missing and why (its ops then
   // run on the CPU backend), for the context's device_note().
   const std::string& library_note() const;

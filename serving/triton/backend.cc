@@ -31,6 +31,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -106,20 +107,33 @@ struct ModelState {
   kiln::triton::ServingConfig config;
 };
 
-struct InstanceState {
-  std::string name;
-  const ModelState* model = nullptr;
-  kiln::ExecutionContext context;
-  std::vector<std::vector<uint8_t>> stacked;       // per model input: a stacked batch, reused
-  std::vector<std::vector<uint8_t>> host_outputs;  // CUDA backend: the outputs copied to the host, reused
-};
-
 // One request's inputs, in the model's input order, as views of Triton's buffers (or of
-// `joined` where Triton split an input into several buffers).
+// `joined` where Triton split an input into several buffers, or gave an unaligned one).
 struct RequestInputs {
   std::vector<TensorView> views;
   std::vector<std::vector<uint8_t>> joined;
   int64_t batch = 1;  // dim 0 of its inputs when the model is batched; 1 otherwise
+};
+
+// An instance's buffers are kept from one Execute to the next, so that serving the same
+// shapes again allocates nothing (a fresh multi-megabyte buffer per request costs its page
+// faults).
+struct InstanceState {
+  InstanceState(std::string name_, const ModelState* model_, kiln::ExecutionContext context_)
+      : name(std::move(name_)), model(model_), context(std::move(context_)) {}
+
+  std::string name;
+  const ModelState* model = nullptr;
+  kiln::ExecutionContext context;
+  std::vector<std::vector<uint8_t>> stacked;       // per model input: a stacked batch
+  std::vector<std::vector<uint8_t>> host_outputs;  // CUDA backend: the outputs copied to the host
+  std::vector<RequestInputs> requests;             // per request of the batch
+  std::vector<TRITONBACKEND_Request*> ready;       // the requests whose inputs were read, and theirs
+  std::vector<const RequestInputs*> ready_inputs;
+  std::vector<int64_t> batches;
+  std::vector<TensorView> stacked_views;
+  std::vector<TensorView> outputs;     // the context's views of the last Run's outputs
+  std::vector<TensorView> host_views;  // CUDA backend: host_outputs as views
 };
 
 // Reads `request`'s inputs against the model's: each present once, with the model's dtype and
@@ -128,7 +142,9 @@ struct RequestInputs {
 Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool device, RequestInputs* out) {
   const std::vector<kiln::TensorInfo>& model_inputs = m.model.inputs();
   out->views.assign(model_inputs.size(), TensorView{});
-  out->joined.assign(model_inputs.size(), {});
+  out->joined.resize(model_inputs.size());
+  for (std::vector<uint8_t>& j : out->joined) j.clear();  // keeps its capacity
+  out->batch = 1;
   std::vector<bool> seen(model_inputs.size(), false);
   uint32_t count = 0;
   auto triton = [](TRITONSERVER_Error* e) {
@@ -236,8 +252,9 @@ TRITONSERVER_Error* Respond(TRITONBACKEND_Request* request, TRITONBACKEND_Respon
       k = static_cast<size_t>(it - infos.begin());
     }
     const TensorView& y = outputs[k];
-    std::vector<int64_t> dims(y.dims, y.dims + y.rank);
-    if (dims.empty()) dims.push_back(1);  // a scalar goes out as [1], as configured
+    int64_t dims[kiln::kMaxRank] = {1};  // a scalar goes out as [1], as configured
+    std::copy(y.dims, y.dims + y.rank, dims);
+    const uint32_t rank = std::max<uint32_t>(1, static_cast<uint32_t>(y.rank));
     uint64_t offset = 0, bytes = static_cast<uint64_t>(y.num_bytes());
     if (rows >= 0) {
       if (y.rank < 1 || y.dims[0] < row + rows)
@@ -250,8 +267,7 @@ TRITONSERVER_Error* Respond(TRITONBACKEND_Request* request, TRITONBACKEND_Respon
     }
     TRITONBACKEND_Output* output = nullptr;
     KILN_TRITON_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(response, &output, infos[k].name.c_str(),
-                                                             kiln::triton::TritonDataType(y.dtype), dims.data(),
-                                                             static_cast<uint32_t>(dims.size())));
+                                                             kiln::triton::TritonDataType(y.dtype), dims, rank));
     void* buffer = nullptr;
     TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
     int64_t memory_id = 0;
@@ -286,25 +302,30 @@ void Finish(TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* reques
 // One Run of an instance's context, timed: Triton's compute-infer.
 struct Ran {
   Status status;
-  std::vector<TensorView> outputs;  // the context's, valid until its next Run
+  const std::vector<TensorView>* outputs = nullptr;  // the instance's, valid until its next Run
   uint64_t start = 0, end = 0;
 };
 
 // On the CUDA backend the outputs are then copied to host buffers of the instance
-// (ExecutionContext::CopyOutputs), which the responses copy from: Triton's compute-output.
+// (ExecutionContext::CopyOutputs, on the instance's own stream), which the responses copy
+// from: Triton's compute-output.
 Ran RunOnce(InstanceState& s, std::span<const TensorView> inputs) {
   Ran ran;
+  s.outputs.clear();  // the context's own views, into memory it keeps (no allocation once seen)
+  ran.outputs = &s.outputs;
   ran.start = NowNs();
-  ran.status = s.context.Run(inputs, ran.outputs);
+  ran.status = s.context.Run(inputs, s.outputs);
   ran.end = NowNs();
-  if (!ran.status.ok() || ran.outputs.empty() || ran.outputs[0].memory != kiln::MemoryKind::kDevice) return ran;
-  s.host_outputs.resize(ran.outputs.size());
-  for (size_t i = 0; i < ran.outputs.size(); ++i) {
-    TensorView& y = ran.outputs[i];
+  if (!ran.status.ok() || s.outputs.empty() || s.outputs[0].memory != kiln::MemoryKind::kDevice) return ran;
+  s.host_outputs.resize(s.outputs.size());
+  s.host_views.resize(s.outputs.size());
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    const TensorView& y = s.outputs[i];
     s.host_outputs[i].resize(static_cast<size_t>(y.num_bytes()));
-    y = TensorView::Host(s.host_outputs[i].data(), y.dtype, y.dims, y.rank);
+    s.host_views[i] = TensorView::Host(s.host_outputs[i].data(), y.dtype, y.dims, y.rank);
   }
-  ran.status = s.context.CopyOutputs(ran.outputs);
+  ran.outputs = &s.host_views;
+  ran.status = s.context.CopyOutputs(s.host_views);
   if (ran.status.ok()) ran.status = s.context.Synchronize();
   return ran;
 }
@@ -312,7 +333,7 @@ Ran RunOnce(InstanceState& s, std::span<const TensorView> inputs) {
 // Answers `requests` from one Run: rows of a stacked batch (`stacked`: request r has
 // batches[r] rows, in order), or one request with all of the outputs.
 void Answer(TRITONBACKEND_ModelInstance* instance, const InstanceState& s,
-            const std::vector<TRITONBACKEND_Request*>& requests, const std::vector<int64_t>& batches, const Ran& ran,
+            std::span<TRITONBACKEND_Request* const> requests, std::span<const int64_t> batches, const Ran& ran,
             bool stacked, uint64_t exec_start) {
   int64_t row = 0;
   for (size_t r = 0; r < requests.size(); ++r) {
@@ -320,7 +341,7 @@ void Answer(TRITONBACKEND_ModelInstance* instance, const InstanceState& s,
     TRITONBACKEND_Response* response = nullptr;
     if (error == nullptr) error = TRITONBACKEND_ResponseNew(&response, requests[r]);
     if (error == nullptr)
-      error = Respond(requests[r], response, *s.model, ran.outputs, stacked ? row : 0, stacked ? batches[r] : -1);
+      error = Respond(requests[r], response, *s.model, *ran.outputs, stacked ? row : 0, stacked ? batches[r] : -1);
     Finish(instance, requests[r], response, error, exec_start, ran.start, ran.end);
     row += batches[r];
   }
@@ -328,6 +349,34 @@ void Answer(TRITONBACKEND_ModelInstance* instance, const InstanceState& s,
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceReportBatchStatistics(
           instance, static_cast<uint64_t>(row), exec_start, ran.start, ran.end, NowNs()))
     TRITONSERVER_ErrorDelete(e);
+}
+
+// Runs requests [begin, end) of the instance's ready ones stacked along dim 0 as one Run and
+// answers them; false when the Run failed, having answered none.
+bool RunStacked(TRITONBACKEND_ModelInstance* instance, InstanceState& s, size_t begin, size_t end, uint64_t exec_start) {
+  const std::vector<const RequestInputs*>& group = s.ready_inputs;
+  s.stacked_views.resize(s.model->model.inputs().size());
+  int64_t total = 0;
+  for (size_t r = begin; r < end; ++r) total += s.batches[r];
+  for (size_t k = 0; k < s.stacked_views.size(); ++k) {
+    TensorView v = group[begin]->views[k];
+    v.dims[0] = total;
+    std::vector<uint8_t>& buffer = s.stacked[k];
+    buffer.resize(static_cast<size_t>(v.num_bytes()));
+    size_t at = 0;
+    for (size_t r = begin; r < end; ++r) {
+      const size_t bytes = static_cast<size_t>(group[r]->views[k].num_bytes());
+      if (bytes > 0) std::memcpy(buffer.data() + at, group[r]->views[k].data, bytes);
+      at += bytes;
+    }
+    v.data = buffer.data();
+    s.stacked_views[k] = v;
+  }
+  const Ran ran = RunOnce(s, s.stacked_views);
+  if (!ran.status.ok()) return false;
+  Answer(instance, s, std::span(s.ready).subspan(begin, end - begin), std::span(s.batches).subspan(begin, end - begin),
+         ran, /*stacked=*/true, exec_start);
+  return true;
 }
 
 // Deletes the state the backend set on a Triton object (backend, model or instance).
@@ -439,6 +488,11 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKE
   Log(TRITONSERVER_LOG_INFO, __LINE__,
       "kiln: model '" + state->name + "' loaded from " + path + " (max_batch_size " +
           to_string(state->config.max_batch_size) + ")");
+  if (const std::string gaps = kiln::triton::BatchGaps(state->model, state->config.max_batch_size); !gaps.empty())
+    Log(TRITONSERVER_LOG_WARN, __LINE__,
+        "kiln: model '" + state->name + "': no entry accepts a batch of " + gaps +
+            " rows; such a dynamic batch runs split into sizes that an entry accepts, and a request of that many "
+            "rows fails");
   return TRITONBACKEND_ModelSetState(model, state.release());
 }
 
@@ -467,12 +521,13 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRI
   options.device = cuda ? kiln::Device::kCuda : kiln::Device::kCpu;
   options.device_ordinal = cuda && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device_id : 0;
   options.cuda_graphs = p.cuda_graphs;
+  options.own_stream = cuda;  // each instance its own stream, as Triton's GPU instances have
   options.cpu_threads = p.cpu_threads;
   auto context = kiln::ExecutionContext::Create(m.model, options);
   if (!context.ok())
     return Error(TRITONSERVER_ERROR_UNAVAILABLE, "kiln: instance '" + std::string(name) + "': " +
                                                      context.status().ToString());
-  auto state = std::make_unique<InstanceState>(InstanceState{name, &m, std::move(*context), {}, {}});
+  auto state = std::make_unique<InstanceState>(name, &m, std::move(*context));
   state->stacked.resize(m.model.inputs().size());
   Log(TRITONSERVER_LOG_INFO, __LINE__,
       "kiln: instance '" + state->name + "' of model '" + m.name + "': " + state->context.device_note());
@@ -492,51 +547,43 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITON
   InstanceState& s = *static_cast<InstanceState*>(state);
   const ModelState& m = *s.model;
   // From here on every request is answered and released, whatever fails.
-  std::vector<RequestInputs> inputs(request_count);
-  std::vector<TRITONBACKEND_Request*> ready;
-  std::vector<const RequestInputs*> ready_inputs;
-  std::vector<int64_t> batches;
+  if (s.requests.size() < request_count) s.requests.resize(request_count);
+  s.ready.clear();
+  s.ready_inputs.clear();
+  s.batches.clear();
   for (uint32_t r = 0; r < request_count; ++r) {
-    const Status read = ReadInputs(requests[r], m, s.context.device() == kiln::Device::kCuda, &inputs[r]);
+    const Status read = ReadInputs(requests[r], m, s.context.device() == kiln::Device::kCuda, &s.requests[r]);
     if (!read.ok()) {
       Finish(instance, requests[r], nullptr, ErrorOf(read), exec_start, 0, 0);
       continue;
     }
-    ready.push_back(requests[r]);
-    ready_inputs.push_back(&inputs[r]);
-    batches.push_back(inputs[r].batch);
+    s.ready.push_back(requests[r]);
+    s.ready_inputs.push_back(&s.requests[r]);
+    s.batches.push_back(s.requests[r].batch);
   }
-  if (ready.empty()) return nullptr;
-  // One Run for the whole batch when the requests stack and an entry accepts the stack.
-  if (m.config.max_batch_size > 0 && ready.size() > 1 && Stackable(ready_inputs)) {
-    std::vector<TensorView> stacked(m.model.inputs().size());
-    int64_t total = 0;
-    for (const int64_t b : batches) total += b;
-    for (size_t k = 0; k < stacked.size(); ++k) {
-      TensorView v = ready_inputs[0]->views[k];
-      v.dims[0] = total;
-      std::vector<uint8_t>& buffer = s.stacked[k];
-      buffer.resize(static_cast<size_t>(v.num_bytes()));
-      size_t at = 0;
-      for (const RequestInputs* r : ready_inputs) {
-        const size_t bytes = static_cast<size_t>(r->views[k].num_bytes());
-        if (bytes > 0) std::memcpy(buffer.data() + at, r->views[k].data, bytes);
-        at += bytes;
+  const size_t n = s.ready.size();
+  const bool stack = m.config.max_batch_size > 0 && n > 1 && Stackable(s.ready_inputs);
+  for (size_t i = 0; i < n;) {
+    // Stacked, the longest run of requests from i whose rows make a batch that an entry
+    // accepts (with profiles such as N=1 and N=4, a batch of 6 runs as 4 + 1 + 1).
+    size_t end = i + 1;
+    if (stack) {
+      int64_t rows = 0;
+      for (size_t j = i; j < n; ++j) {
+        rows += s.batches[j];
+        if (j > i && kiln::triton::AcceptsBatch(m.model, rows)) end = j + 1;
       }
-      v.data = buffer.data();
-      stacked[k] = v;
     }
-    // A stack that fails (no entry accepts it, such as a batch above a profile's range, or one
-    // request's data is out of range) runs again request by request below, so that only the
-    // requests that cannot run fail, each with its own reason.
-    const Ran ran = RunOnce(s, stacked);
-    if (ran.status.ok()) {
-      Answer(instance, s, ready, batches, ran, /*stacked=*/true, exec_start);
-      return nullptr;
+    if (end > i + 1 && RunStacked(instance, s, i, end, exec_start)) {
+      i = end;
+      continue;
     }
+    // Alone: a request that cannot run fails with its own reason (a batch no entry accepts,
+    // data out of range), and the others run.
+    for (; i < end; ++i)
+      Answer(instance, s, std::span(s.ready).subspan(i, 1), std::span(s.batches).subspan(i, 1),
+             RunOnce(s, s.ready_inputs[i]->views), /*stacked=*/false, exec_start);
   }
-  for (size_t r = 0; r < ready.size(); ++r)
-    Answer(instance, s, {ready[r]}, {batches[r]}, RunOnce(s, ready_inputs[r]->views), /*stacked=*/false, exec_start);
   return nullptr;
 }
 

@@ -147,23 +147,134 @@ DType DTypeOfTriton(TRITONSERVER_DataType type) {
   return DType::kUndefined;
 }
 
+namespace {
+
+// Whether an output's dim 0 of "1|4" (the entries fix it differently, DimInfo) is the batch:
+// every entry fixes the batch (its first input's dim 0) to a constant, and these are the same
+// constants, so each entry's output has its batch's rows.
+bool FollowsFixedBatches(const Model& model, const std::string& joined) {
+  std::vector<int64_t> forms, batches;
+  for (size_t at = 0; at <= joined.size();) {
+    const size_t bar = std::min(joined.find('|', at), joined.size());
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(joined.data() + at, joined.data() + bar, v);
+    if (ec != std::errc() || end != joined.data() + bar) return false;
+    forms.push_back(v);
+    at = bar + 1;
+  }
+  for (const EntryInfo& e : model.entries()) {
+    if (e.input_dims.empty() || e.input_dims[0].empty() || e.input_dims[0][0].value < 0) return false;
+    batches.push_back(e.input_dims[0][0].value);
+  }
+  std::sort(forms.begin(), forms.end());
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  return forms == batches;
+}
+
+}  // namespace
+
 std::string BatchSymbol(const Model& model) {
+  if (model.inputs().empty()) return {};
   std::string symbol;
   for (const auto* list : {&model.inputs(), &model.outputs()})
     for (const TensorInfo& t : *list) {
       if (t.shape.empty() || t.shape[0].value >= 0 || t.shape[0].symbol.empty()) return {};
       if (symbol.empty()) symbol = t.shape[0].symbol;
-      if (t.shape[0].symbol != symbol) return {};
+      if (t.shape[0].symbol != symbol && (list == &model.inputs() || !FollowsFixedBatches(model, t.shape[0].symbol)))
+        return {};
     }
-  return model.inputs().empty() ? std::string() : symbol;
+  return symbol;
+}
+
+bool AcceptsBatch(const Model& model, int64_t rows) {
+  return std::any_of(model.entries().begin(), model.entries().end(), [&](const EntryInfo& e) {
+    return std::all_of(e.input_dims.begin(), e.input_dims.end(), [&](const std::vector<DimCheckInfo>& dims) {
+      return !dims.empty() && dims[0].Accepts(rows);
+    });
+  });
+}
+
+namespace {
+
+// The sizes an entry accepts are one input's dim-0 check at a time (a constant, or a range
+// with a step), so the scans below jump from run to run of accepted sizes instead of trying
+// every size up to max_batch_size (int32).
+// Within entry `e`: the smallest size from `rows` on that every input accepts (INT64_MAX: none).
+int64_t NextAccepted(const EntryInfo& e, int64_t rows) {
+  for (int tries = 0; tries < 64 && rows < INT64_MAX; ++tries) {
+    int64_t next = rows;
+    for (const std::vector<DimCheckInfo>& dims : e.input_dims) {
+      if (dims.empty()) return INT64_MAX;
+      const DimCheckInfo& d = dims[0];
+      int64_t v = INT64_MAX;
+      if (d.value >= 0) {
+        if (d.value >= rows) v = d.value;
+      } else if (const int64_t from = std::max(rows, d.min); from <= d.max) {
+        const int64_t up = (d.divisor - from % d.divisor) % d.divisor;
+        if (from <= d.max - up) v = from + up;
+      }
+      next = std::max(next, v);
+    }
+    if (next == INT64_MAX) return next;
+    if (std::all_of(e.input_dims.begin(), e.input_dims.end(), [&](const auto& dims) { return dims[0].Accepts(next); }))
+      return next;
+    rows = next + 1;  // the inputs disagree at `next`: look past it
+  }
+  return INT64_MAX;
+}
+
+// The accepted sizes from `rows` on, over every entry: the first (INT64_MAX: none) and the last
+// of the run of consecutive accepted sizes an entry gives from there.
+struct BatchRun {
+  int64_t first = INT64_MAX, last = 0;
+};
+BatchRun NextBatchRun(const Model& model, int64_t rows) {
+  BatchRun run;
+  for (const EntryInfo& e : model.entries()) run.first = std::min(run.first, NextAccepted(e, rows));
+  if (run.first == INT64_MAX) return run;
+  for (const EntryInfo& e : model.entries()) {
+    if (NextAccepted(e, run.first) != run.first) continue;
+    int64_t last = INT64_MAX;
+    for (const std::vector<DimCheckInfo>& dims : e.input_dims)
+      last = std::min(last, dims[0].value >= 0 || dims[0].divisor != 1 ? run.first : dims[0].max);
+    run.last = std::max(run.last, last);
+  }
+  return run;
+}
+
+}  // namespace
+
+std::string BatchGaps(const Model& model, int64_t max_batch_size) {
+  std::string text;
+  int ranges = 0;
+  for (int64_t rows = 1; rows <= max_batch_size;) {
+    const BatchRun run = NextBatchRun(model, rows);
+    if (run.first > rows) {
+      if (++ranges > 8) return text + ", ...";
+      const int64_t last = std::min(run.first - 1, max_batch_size);
+      text += (text.empty() ? "" : ", ") + to_string(rows) + (last > rows ? ".." + to_string(last) : "");
+    }
+    if (run.first > max_batch_size || run.last >= max_batch_size) break;
+    rows = run.last + 1;
+  }
+  return text;
 }
 
 json AutoCompleteConfig(const Model& model, json config, int64_t default_max_batch_size) {
   if (!config.is_object()) config = json::object();
   // Listed inputs say whether dim 0 is in their dims: the batch size is not guessed then.
   if (MaxBatchSize(config) == 0 && List(config, "input").empty() && default_max_batch_size > 0 &&
-      !BatchSymbol(model).empty())
-    config["max_batch_size"] = default_max_batch_size;
+      !BatchSymbol(model).empty()) {
+    // The largest size up to the default that an entry accepts.
+    int64_t rows = 0;
+    for (BatchRun run = NextBatchRun(model, 1); run.first <= default_max_batch_size;
+         run = NextBatchRun(model, rows + 1)) {
+      rows = std::min(run.last, default_max_batch_size);
+      if (rows == default_max_batch_size) break;
+    }
+    if (rows > 0) config["max_batch_size"] = rows;
+  }
   const bool batched = MaxBatchSize(config) > 0;
   for (const auto& [key, tensors] : {std::pair{"input", &model.inputs()}, std::pair{"output", &model.outputs()}}) {
     if (!List(config, key).empty()) continue;
@@ -195,6 +306,13 @@ Status CheckConfig(const Model& model, const json& config) {
     errors.push_back("max_batch_size " + to_string(max_batch) +
                      ", but the artifact has no batch dim: dim 0 of every input and output must be one symbol, and " +
                      why + " (max_batch_size 0 serves it unbatched)");
+  }
+  if (batched && !BatchSymbol(model).empty() && !AcceptsBatch(model, max_batch)) {
+    std::string entries;
+    for (const EntryInfo& e : model.entries()) entries += (entries.empty() ? "" : "; ") + e.name;
+    errors.push_back("max_batch_size " + to_string(max_batch) + ": no entry accepts a batch of " +
+                     to_string(max_batch) + " (entries: " + entries +
+                     "), so a request of that many rows could not run; compile a profile for it or lower max_batch_size");
   }
   CheckTensors(model.inputs(), List(config, "input"), "input", batched, errors);
   CheckTensors(model.outputs(), List(config, "output"), "output", batched, errors);

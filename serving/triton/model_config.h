@@ -29,14 +29,28 @@ DType DTypeOfTriton(TRITONSERVER_DataType type);
 
 // The batch symbol of `model`: the symbol that is dim 0 of every input and output (its
 // DimInfo::symbol, "N"), so that Triton may stack requests along dim 0; "" when there is none
-// (an input of rank 0, a constant or different first dim, or no inputs).
+// (an input of rank 0, a constant or different first dim, or no inputs). Where profiles fix
+// the batch in every entry (`x:N=1`, `x:N=4`), an output's dim 0 reads "1|4": it is the batch
+// when those are the entries' batches.
 std::string BatchSymbol(const Model& model);
+
+// Whether some entry of `model` accepts a batch of `rows`: its prologue passes `rows` as dim 0
+// of every input (EntryInfo::input_dims; the entries' guards are not read). With compile
+// profiles such as `x:N=1`, `x:N=4`, `x:N=8..64:8` only those sizes run.
+bool AcceptsBatch(const Model& model, int64_t rows);
+
+// The batch sizes from 1 to `max_batch_size` that no entry accepts, as text ("2..3, 5..7"; ""
+// when every size runs; at most 8 ranges, then "..."): Triton's dynamic batcher may form such a
+// batch, which the backend then splits into sizes that run, but a request of that many rows
+// fails.
+std::string BatchGaps(const Model& model, int64_t max_batch_size);
 
 // The configuration with what it leaves out filled in from the artifact, as Triton's
 // --strict-model-config=false asks (TRITONBACKEND_ModelAutoCompleteConfig):
 //  - max_batch_size: when it is 0, the configuration lists no inputs and the model has a batch
 //    symbol, `default_max_batch_size` (the backend's --backend-config=kiln,default-max-batch-size=N,
-//    4 by default as for Triton's other backends; 0 keeps batching off). Triton's JSON cannot
+//    4 by default as for Triton's other backends; 0 keeps batching off), or the largest size
+//    below it that an entry accepts (AcceptsBatch; none: 0). Triton's JSON cannot
 //    tell an explicit 0 from none: listing the inputs with their dim 0 keeps it 0;
 //  - input / output: when the list is empty, every input / output of the artifact, with its
 //    name, data_type and dims (-1 where symbolic; the batch dim left out when max_batch_size
@@ -50,7 +64,8 @@ nlohmann::json AutoCompleteConfig(const Model& model, nlohmann::json config, int
 // line, each naming the tensor and the field: an input or output the artifact lacks, a
 // data_type, a rank, a dim (a constant where the artifact has another constant, or -1 where
 // the artifact fixes the dim), an artifact input that the configuration leaves out, and a
-// max_batch_size above 0 for a model without a batch symbol, and a tensor listed twice. A
+// max_batch_size above 0 for a model without a batch symbol or that no entry accepts as a
+// batch (AcceptsBatch: a request of that many rows could never run), and a tensor listed twice. A
 // tensor with a reshape is compared by the reshape's shape, which is what the backend sees;
 // in an unbatched model dims [1] fit a scalar. Dims are read as numbers or as the strings
 // protobuf's JSON mapping writes for int64.

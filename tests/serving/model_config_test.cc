@@ -39,7 +39,56 @@ Model UnbatchedModel() {
   return *model;
 }
 
+// BatchedModel's graph compiled for the batch sizes `profiles` give ("x:N=1", ...) only.
+Model ProfiledModel(const std::vector<std::string>& profiles) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "3"});
+  testing::AddNode(g, "Relu", {"x"}, {"y"}, "relu");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m, testing::WithProfiles(profiles)));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  return *model;
+}
+
 }  // namespace
+
+TEST_CASE("Triton configuration: the batch sizes the entries accept bound max_batch_size") {
+  const Model some = ProfiledModel({"x:N=1", "x:N=4", "x:N=8..64:8"});
+  CHECK(triton::AcceptsBatch(some, 1));
+  CHECK(!triton::AcceptsBatch(some, 2));
+  CHECK(triton::AcceptsBatch(some, 4));
+  CHECK(triton::AcceptsBatch(some, 48));
+  CHECK(!triton::AcceptsBatch(some, 50));
+  CHECK(!triton::AcceptsBatch(some, 72));
+  CHECK(triton::BatchGaps(some, 4) == "2..3");
+  CHECK(triton::BatchGaps(some, 17) == "2..3, 5..7, 9..15, 17");
+  CHECK(triton::BatchGaps(some, 100) == "2..3, 5..7, 9..15, 17..23, 25..31, 33..39, 41..47, 49..55, ...");
+  // Auto-complete takes the largest accepted size up to the default.
+  CHECK(triton::AutoCompleteConfig(some, json::object(), 4)["max_batch_size"] == 4);
+  CHECK(triton::AutoCompleteConfig(some, json::object(), 7)["max_batch_size"] == 4);
+  CHECK(triton::AutoCompleteConfig(some, json::object(), 1000)["max_batch_size"] == 64);
+  CHECK(triton::AutoCompleteConfig(some, json::object(), 2147483647)["max_batch_size"] == 64);
+  // Fixed batches only: y's dim 0 reads "1|4", which follows x's.
+  const Model fixed = ProfiledModel({"x:N=1", "x:N=4"});
+  CHECK(fixed.outputs()[0].shape[0].symbol == "1|4");
+  CHECK(triton::BatchSymbol(fixed) == "N");
+  CHECK(triton::AutoCompleteConfig(fixed, json::object(), 8)["max_batch_size"] == 4);
+  const Model ranged = ProfiledModel({"x:N=2..16"});
+  CHECK(triton::BatchGaps(ranged, 2147483647) == "1, 17..2147483647");
+  CHECK(!triton::AutoCompleteConfig(ranged, json::object(), 1).contains("max_batch_size"));
+  CHECK(triton::AutoCompleteConfig(ranged, json::object(), 2147483647)["max_batch_size"] == 16);
+  CHECK(triton::BatchGaps(BatchedModel(), 2147483647).empty());
+  // A max_batch_size no entry accepts is a mismatch: a request of that many rows cannot run.
+  json config = triton::AutoCompleteConfig(some, json::object(), 4);
+  CHECK(triton::CheckConfig(some, config).ok());
+  config["max_batch_size"] = 6;
+  const Status s = triton::CheckConfig(some, config);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "config.pbtxt does not fit the artifact:\n  max_batch_size 6: no entry accepts a batch of 6 (entries: N=1; N=4; "
+        "N in 8..64:8), so a request of that many rows could not run; compile a profile for it or lower max_batch_size");
+}
 
 TEST_CASE("Triton configuration: auto-complete fills the batch size, inputs and outputs from the artifact") {
   const Model batched = BatchedModel();

@@ -104,6 +104,17 @@ def make_repository(build, repo, refs, emulated):
                 'dynamic_batching { max_queue_delay_microseconds: 300000 }\n'
                 'instance_group [{ kind: KIND_CPU }]\n')
     compile_model(kiln, gather, os.path.join(repo, "gather_empty", "1", "model.kiln"), ["--profile", "x:N=0.."])
+    # gather_split: entries for batches of 1 and 4 only, so that a dynamic batch of 5 runs as
+    # 4 + 1; gather_badmax: the same artifact with a max_batch_size no entry accepts.
+    split = os.path.join(repo, "gather_split", "1", "model.kiln")
+    compile_model(kiln, gather, split, ["--profile", "x:N=1", "--profile", "x:N=4"])
+    with open(os.path.join(repo, "gather_split", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\nmax_batch_size: 4\n'
+                'dynamic_batching { max_queue_delay_microseconds: 300000 }\n'
+                'instance_group [{ kind: KIND_CPU }]\n')
+    shutil.copytree(os.path.join(repo, "gather_split", "1"), os.path.join(repo, "gather_badmax", "1"))
+    with open(os.path.join(repo, "gather_badmax", "config.pbtxt"), "w") as f:
+        f.write('backend: "kiln"\nmax_batch_size: 3\n')
     with open(os.path.join(repo, "gather_empty", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\ninstance_group [{ kind: KIND_CPU }]\n'
                 'input [{ name: "x", data_type: TYPE_FP32, dims: [-1, 4] },'
@@ -232,7 +243,8 @@ def main():
 def run_checks(server, refs, emulated):
     http = th.InferenceServerClient(server.url, concurrency=8)
     grpc = tg.InferenceServerClient(f"127.0.0.1:{server.grpc}")
-    for model in ("cls", "cls_batched", "det", "vad", "gather", "gather_empty") + (("cls_cuda",) if emulated else ()):
+    for model in ("cls", "cls_batched", "det", "vad", "gather", "gather_empty", "gather_split") + \
+            (("cls_cuda",) if emulated else ()):
         http.load_model(model)
 
     # --- auto-complete ------------------------------------------------------------------------
@@ -329,6 +341,50 @@ def run_checks(server, refs, emulated):
           and http.get_model_config("gather_empty")["max_batch_size"] == 0,
           f"y {empty.as_numpy('y').shape}, z {empty.as_numpy('z').shape}")
 
+    # Entries for 1 and 4 rows only: 5 concurrent rows run as 4 + 1, and 2 rows in one request
+    # fail with Kiln's miss reason.
+    def split_row(i):
+        c = th.InferenceServerClient(server.url)
+        try:
+            return infer(th, c, "gather_split", rows[i % 3])
+        finally:
+            c.close()
+
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        answers = list(pool.map(split_row, range(5)))
+    good = all(np.array_equal(answers[i].as_numpy("y"), np.load(os.path.join(g, f"y_{i % 3}.npy"))) for i in range(5))
+    sizes = {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in
+             http.get_inference_statistics("gather_split")["model_stats"][0].get("batch_stats", [])}
+    check("entries for 1 and 4 rows: a dynamic batch of 5 runs split as 4 + 1, every answer right",
+          good and sizes == {4: 1, 1: 1}, f"executions by batch size {sizes}")
+    two = {k: np.concatenate([rows[0][k], rows[1][k]]) for k in ("x", "idx")}
+    e = error_of(lambda: infer(th, http, "gather_split", two))
+    check("a request of 2 rows, which no entry accepts, fails with Kiln's miss reason",
+          e is not None and "entry 0 (N=1): input 'x' dim 0 = 2, expected 1" in str(e)
+          and "entry 1 (N=4): input 'x' dim 0 = 2, expected 4" in str(e), str(e))
+    with open(server.log.name) as f:
+        log = f.read()
+    check("its load logs the batch sizes no entry accepts",
+          "kiln: model 'gather_split': no entry accepts a batch of 2..3 rows" in log)
+
+    # --- metrics ------------------------------------------------------------------------------
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+
+    def metric(name, model):
+        for line in metrics.splitlines():
+            if line.startswith(name + "{") and f'model="{model}"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    success = metric("nv_inference_request_success", "cls_batched")
+    infer_us = metric("nv_inference_compute_infer_duration_us", "cls_batched")
+    executions = metric("nv_inference_exec_count", "cls_batched")
+    check("/metrics: the requests, their compute-infer time and the batched executions of cls_batched",
+          success == 32 and infer_us is not None and infer_us > 0 and executions is not None and executions < 32,
+          f"nv_inference_request_success {success}, nv_inference_compute_infer_duration_us {infer_us}, "
+          f"nv_inference_exec_count {executions}")
+
     # --- errors -------------------------------------------------------------------------------
     x = cls["inputs"]["x"]
     e = error_of(lambda: infer(th, http, "cls", {"x": x.astype(np.float64)}))
@@ -360,6 +416,9 @@ def run_checks(server, refs, emulated):
     e = error_of(lambda: http.load_model("mismatch"))
     check("a config.pbtxt that does not fit the artifact fails its load, naming the field",
           e is not None and "input 'x': data_type TYPE_INT32, the artifact's is TYPE_FP32" in str(e), str(e))
+    e = error_of(lambda: http.load_model("gather_badmax"))
+    check("a max_batch_size that no entry accepts fails the load",
+          e is not None and "max_batch_size 3: no entry accepts a batch of 3 (entries: N=1; N=4)" in str(e), str(e))
     check_outputs("after the failed loads the other models keep serving", infer(th, http, "cls", cls["inputs"]),
                   cls_out, 1e-4)
 

@@ -779,6 +779,38 @@ TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replay
   }
 }
 
+TEST_CASE("[emulated] own_stream: a null stream runs on the context's own stream, so CUDA graphs capture") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  const Model model = Load(RealArtifact(kCls));
+  const std::vector<HostTensor> a = ClsOneImage();
+  const std::vector<HostTensor> want = RunCpu(model, a);
+  std::vector<HostTensor> ref = Sentinel(want);
+  {
+    // Without own_stream a null stream is the legacy default stream: never captured.
+    ExecutionContext plain = CreateCuda(model, Cuda(true));
+    for (int run = 0; run < 3; ++run) REQUIRE(RunInto(plain, a, ref).ok());
+    CHECK(plain.stats().graph_misses == 0);
+    CHECK(plain.stats().graph_hits == 0);
+  }
+  ContextOptions options = Cuda(true);
+  options.own_stream = true;
+  const uint64_t captured0 = emu->counter("graphs_captured");
+  for (int context = 0; context < 2; ++context) {  // each context makes and destroys its stream
+    INFO("context " << context + 1);
+    ExecutionContext ctx = CreateCuda(model, options);
+    for (int run = 0; run < 3; ++run) {
+      std::vector<HostTensor> got = Sentinel(want);
+      const Status st = RunInto(ctx, a, got);  // stream null: the context's own
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      CHECK_MESSAGE(SameBits(got, ref), "run " << run + 1 << " differs from the legacy stream's outputs");
+    }
+    CHECK(ctx.stats().graph_misses == 1);  // the second run captures, the third replays
+    CHECK(ctx.stats().graph_hits == 1);
+  }
+  CHECK(emu->counter("graphs_captured") - captured0 == 2);
+}
+
 TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a healthy context usable") {
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
