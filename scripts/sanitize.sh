@@ -75,11 +75,12 @@ EMULATED_TARGETS=()
 [[ -e /usr/local/cuda/include/cuda.h ]] && EMULATED_TARGETS=(emulated_cuda_driver emulated_cuda_cublaslt emulated_cuda_cudnn)
 # -O1 and line tables only: the fastest build that still gives symbolized reports.
 BUILD_TARGETS=(kiln)
-((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests "${EMULATED_TARGETS[@]}")
+# triton_kiln: the Triton backend, which scripts/triton.sh --asan serves from this build.
+((RUN_TESTS)) && BUILD_TARGETS+=(kiln_tests triton_kiln "${EMULATED_TARGETS[@]}")
 ((RUN_FUZZ)) && BUILD_TARGETS+=("${TARGETS[@]}")
 if ((NO_BUILD)); then
   for t in "${BUILD_TARGETS[@]}"; do
-    [[ $t == emulated_cuda_* ]] && continue  # libraries, checked below
+    [[ $t == emulated_cuda_* || $t == triton_kiln ]] && continue  # libraries, checked below or by their user
     [[ -x "$BUILD/$t" || -x "$BUILD/tests/$t" || -x "$BUILD/fuzz/$t" ]] ||
       die "no $t in $BUILD: run scripts/sanitize.sh --build-only first"
   done

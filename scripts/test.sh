@@ -18,7 +18,8 @@
 #                    onnxruntime (scripts/triton.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
-#                    ASan+UBSan+LSan, each libFuzzer target for 30 s (scripts/sanitize.sh), and 8
+#                    ASan+UBSan+LSan, the Triton backend under ASan+UBSan in tritonserver
+#                    (scripts/triton.sh --asan), each libFuzzer target for 30 s (scripts/sanitize.sh), and 8
 #                    contexts on one Model under ThreadSanitizer (scripts/tsan.sh)
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: skip the asan, fuzz and tsan tiers
 set -euo pipefail
@@ -197,6 +198,8 @@ if ((SANITIZERS)); then
   if wait "$SANITIZE_BUILD"; then
     cat build/sanitize/background.log
     tier "asan: unit tests under ASan+UBSan+LSan" bash scripts/sanitize.sh --no-build --no-fuzz
+    tier "asan: the Triton backend under ASan+UBSan in tritonserver (scripts/triton.sh --asan)" \
+      bash scripts/triton.sh --asan build/sanitize
     tier "fuzz: libFuzzer targets under ASan+UBSan" bash scripts/sanitize.sh --no-build --no-tests
   else
     tail -40 build/sanitize/background.log
