@@ -13,7 +13,7 @@ if(KILN_BUILD_COMPILER)
   list(APPEND KILN_INSTALLED kiln_compiler_shared)
   install(TARGETS kiln RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 else()
-  set(KILN_SKIP_HEADER PATTERN trace.h EXCLUDE)  # the compiler's API
+  set(KILN_SKIP_HEADER PATTERN trace.h EXCLUDE PATTERN compile.h EXCLUDE)  # the compiler's API
 endif()
 install(TARGETS ${KILN_INSTALLED} EXPORT KilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
