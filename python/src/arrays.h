@@ -1,0 +1,30 @@
+// Arrays across the boundary: any DLPack or buffer-protocol array (NumPy, PyTorch, CuPy) as a
+// kiln::TensorView without a copy, and Kiln's outputs as new NumPy arrays.
+#pragma once
+
+#include <string>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "kiln/runtime.h"
+
+namespace kiln::python {
+
+// An array, read-only, on the CPU or a CUDA device, any dtype and layout; checked by ToView.
+using AnyArray = nanobind::ndarray<nanobind::ro>;
+
+// A view of `a`'s memory, which the caller keeps alive. `what` names it in errors
+// ("input 'x'"). Errors (kInvalidArgument): a dtype Kiln has no type for, a rank above
+// kMaxRank, strides that are not C order (np.ascontiguousarray makes a copy that is), memory
+// that is neither the CPU's nor a CUDA device's.
+Result<TensorView> ToView(const AnyArray& a, const std::string& what);
+
+// A new NumPy array holding a copy of host tensor `t`.
+nanobind::object ToNumpy(const TensorView& t);
+
+// The NumPy array to copy the CUDA backend's output `t` into: its shape and dtype, in host
+// memory, with `*view` viewing its buffer.
+nanobind::object EmptyNumpy(const TensorView& t, TensorView* view);
+
+}  // namespace kiln::python

@@ -1,0 +1,383 @@
+// kiln._kiln: the extension module under the `kiln` package (python/kiln/__init__.py), binding
+// kiln/runtime.h and kiln/compile.h. Every kiln::Status error becomes kiln.Error (its .code the
+// status code's name); nothing here throws a C++ exception past the module. The GIL is released
+// while Kiln compiles or runs.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "kiln/compile.h"
+#include "kiln/runtime.h"
+#include "kiln/version.h"
+#include "python/src/arrays.h"
+
+namespace nb = nanobind;
+
+namespace kiln::python {
+namespace {
+
+// A failed kiln::Status on its way to Python as kiln.Error.
+struct StatusError {
+  std::string code;
+  std::string message;
+};
+
+[[noreturn]] void Raise(const Status& s) {
+  throw StatusError{std::string(StatusCodeName(s.code())), std::string(s.message())};
+}
+void Check(const Status& s) {
+  if (!s.ok()) Raise(s);
+}
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(*r);
+}
+
+nb::object g_error;  // kiln.Error, made at import
+
+nb::object DimObject(const DimInfo& d) { return d.value >= 0 ? nb::cast(d.value) : nb::cast(d.symbol); }
+
+nb::list TensorInfos(const std::vector<TensorInfo>& tensors) {
+  nb::list out;
+  for (const TensorInfo& t : tensors) {
+    nb::list shape;
+    for (const DimInfo& d : t.shape) shape.append(DimObject(d));
+    out.append(nb::make_tuple(t.name, std::string(DTypeName(t.dtype)), shape));
+  }
+  return out;
+}
+
+nb::list EntryInfos(const Model& model) {
+  nb::list out;
+  for (const EntryInfo& e : model.entries()) {
+    nb::dict d;
+    d["name"] = e.name;
+    d["prologue"] = e.prologue_text;
+    nb::list stages;
+    for (size_t s = 0; s < e.stage_traces.size(); ++s)
+      stages.append(nb::make_tuple(s < e.compile.stage_names.size() ? e.compile.stage_names[s] : std::string(),
+                                   e.stage_traces[s],
+                                   s < e.compile.stage_time_ns.size() ? e.compile.stage_time_ns[s] : int64_t{-1},
+                                   s < e.compile.stage_ops.size() ? e.compile.stage_ops[s] : int32_t{-1}));
+    d["stages"] = stages;
+    d["runtime_dims"] = e.runtime_dims;
+    d["arena_bytes"] = e.arena_bytes;
+    nb::list inputs;
+    for (const std::vector<DimCheckInfo>& dims : e.input_dims) {
+      nb::list checks;
+      for (const DimCheckInfo& c : dims)
+        checks.append(c.value >= 0 ? nb::cast(c.value) : nb::object(nb::make_tuple(c.symbol, c.min, c.max, c.divisor)));
+      inputs.append(checks);
+    }
+    d["input_dims"] = inputs;
+    nb::list instructions;
+    for (const InstructionInfo& i : e.instructions)
+      instructions.append(nb::make_tuple(i.name, i.op, i.executor, i.kernel));
+    d["instructions"] = instructions;
+    d["kernels"] = e.compile.kernels;
+    d["kernel_compile_ns"] = e.compile.kernel_compile_ns;
+    out.append(d);
+  }
+  return out;
+}
+
+LoadOptions Limits(std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
+  LoadOptions o;
+  if (max_artifact_bytes) o.max_artifact_bytes = *max_artifact_bytes;
+  if (max_context_bytes) o.max_context_bytes = *max_context_bytes;
+  return o;
+}
+
+Device DeviceOf(const std::string& name) {
+  if (name == "auto") return Device::kAuto;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  Raise(InvalidArgument("device '" + name + "': expected auto, cpu or cuda"));
+}
+
+// One execution context and its model, used by one thread at a time: a second thread's call
+// while one runs fails instead of racing (Kiln's contexts are thread-compatible).
+class Context {
+ public:
+  Context(const Model& model, const std::string& device, int device_ordinal, int cpu_threads, bool cuda_graphs,
+          bool profile, int64_t max_loop_iterations)
+      : model_(model) {
+    ContextOptions o;
+    o.device = DeviceOf(device);
+    o.device_ordinal = device_ordinal;
+    o.cpu_threads = cpu_threads;
+    o.cuda_graphs = cuda_graphs;
+    o.profile = profile;
+    o.max_loop_iterations = max_loop_iterations;
+    o.own_stream = true;  // a null stream is then the context's own: graphs capture, contexts overlap
+    ctx_.emplace(Take(ExecutionContext::Create(model_, o)));
+  }
+
+  // Runs on `inputs` (a sequence in the model's input order, or a mapping by name) and returns
+  // the outputs as new NumPy arrays.
+  nb::list Run(nb::handle inputs) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock())
+      Raise(FailedPrecondition("this Context is running a call on another thread; create one Context per thread"));
+    ExecutionContext& ctx = Open();
+    const std::vector<TensorInfo>& names = model_.inputs();
+    // Keeps every array alive until the run ends (a conversion may make a new object).
+    std::vector<AnyArray> arrays;
+    arrays.reserve(names.size());
+    if (nb::isinstance<nb::dict>(inputs)) {
+      nb::dict d = nb::borrow<nb::dict>(inputs);
+      for (const TensorInfo& t : names) {
+        if (!d.contains(t.name.c_str())) Raise(InvalidArgument("input '" + t.name + "' is missing"));
+        arrays.push_back(Array(d[t.name.c_str()], t.name));
+      }
+      for (auto [key, value] : d) {
+        const std::string k = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key) : nb::repr(key).c_str();
+        bool known = false;
+        for (const TensorInfo& t : names) known = known || t.name == k;
+        if (!known) Raise(InvalidArgument("input '" + k + "': the model has no such input"));
+      }
+    } else {
+      if (!nb::isinstance<nb::sequence>(inputs) || nb::isinstance<nb::str>(inputs))
+        Raise(InvalidArgument("inputs: expected a list of arrays in the model's input order or a dict by name"));
+      nb::sequence seq = nb::borrow<nb::sequence>(inputs);
+      const size_t n = nb::len(seq);
+      if (n != names.size())
+        Raise(InvalidArgument(std::to_string(n) + " inputs, the model has " + std::to_string(names.size())));
+      for (size_t i = 0; i < n; ++i) arrays.push_back(Array(seq[i], names[i].name));
+    }
+    views_.resize(arrays.size());
+    for (size_t i = 0; i < arrays.size(); ++i) views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'"));
+    outputs_.clear();
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = ctx.Run(views_, outputs_);
+    }
+    Check(st);
+    nb::list out;
+    if (outputs_.empty() || outputs_[0].memory == MemoryKind::kHost) {
+      for (const TensorView& y : outputs_) out.append(ToNumpy(y));
+      return out;
+    }
+    host_.resize(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) out.append(EmptyNumpy(outputs_[i], &host_[i]));
+    {
+      nb::gil_scoped_release release;
+      st = ctx.CopyOutputs(host_);
+      if (st.ok()) st = ctx.Synchronize();
+    }
+    Check(st);
+    return out;
+  }
+
+  nb::dict StatsDict() {
+    const Stats& s = Open().stats();
+    nb::dict d;
+    d["calls"] = s.calls;
+    d["cache_hits"] = s.cache_hits;
+    d["cache_misses"] = s.cache_misses;
+    d["last_entry"] = s.last_entry;
+    std::vector<uint64_t> hits;
+    for (const EntryStats& e : s.entries) hits.push_back(e.hits);
+    d["entry_hits"] = hits;
+    d["last_miss_reasons"] = s.last_miss_reasons;
+    d["last_host_start"] = s.last_host_start;
+    d["last_host_stop"] = s.last_host_stop;
+    d["last_cache_lookup_start"] = s.last_cache_lookup_start;
+    d["last_cache_lookup_stop"] = s.last_cache_lookup_stop;
+    d["last_prologue_start"] = s.last_prologue_start;
+    d["last_prologue_stop"] = s.last_prologue_stop;
+    d["last_computation_start"] = s.last_computation_start;
+    d["last_computation_stop"] = s.last_computation_stop;
+    d["total_computation_ns"] = s.total_computation_ns;
+    d["last_gpu_ns"] = s.last_gpu_ns;
+    d["graph_hits"] = s.graph_hits;
+    d["graph_misses"] = s.graph_misses;
+    d["runtime_dim_binds"] = s.runtime_dim_binds;
+    d["room_growths"] = s.room_growths;
+    nb::list fallbacks;
+    for (const Stats::Fallback& f : s.last_fallbacks) fallbacks.append(nb::make_tuple(f.instruction, f.reason));
+    d["last_fallbacks"] = fallbacks;
+    d["last_instruction_ns"] = s.last_instruction_ns;
+    return d;
+  }
+
+  std::string DeviceName() { return Open().device() == Device::kCuda ? "cuda" : "cpu"; }
+  std::string DeviceNote() { return Open().device_note(); }
+  std::pair<uint64_t, uint64_t> MemoryUsage() {
+    const ExecutionContext::MemoryUsage m = Open().memory_usage();
+    return {m.host_bytes, m.device_bytes};
+  }
+  void Close() {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) Raise(FailedPrecondition("this Context is running a call on another thread"));
+    ctx_.reset();
+  }
+  bool closed() const { return !ctx_.has_value(); }
+  const Model& model() const { return model_; }
+
+ private:
+  ExecutionContext& Open() {
+    if (!ctx_) Raise(FailedPrecondition("this Context is closed"));
+    return *ctx_;
+  }
+  static AnyArray Array(nb::handle h, const std::string& name) {
+    AnyArray a;
+    if (!nb::try_cast(h, a))
+      Raise(InvalidArgument("input '" + name + "': " + std::string(nb::type_name(h.type()).c_str()) +
+                            " is not an array (NumPy, or any object with __dlpack__)"));
+    return a;
+  }
+
+  Model model_;
+  std::optional<ExecutionContext> ctx_;
+  std::mutex mu_;
+  std::vector<TensorView> views_, outputs_, host_;
+};
+
+// kiln.compile's work: the artifact bytes and the report as a dict.
+nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, std::vector<int64_t>>& shapes,
+                          const std::vector<std::string>& profiles, nb::dict constant_inputs,
+                          const std::string& precision, const std::vector<std::string>& keep_fp32,
+                          const std::string& io_precision, std::optional<std::vector<std::string>> archs, bool fuse,
+                          int64_t loop_scan_bound, std::optional<nb::callable> log,
+                          std::optional<nb::callable> kernel_progress) {
+  OnnxCompileOptions o;
+  o.shapes = shapes;
+  o.profiles = profiles;
+  std::vector<AnyArray> constants;  // alive until the compile ends
+  for (auto [key, value] : constant_inputs) {
+    const std::string name = nb::cast<std::string>(key);
+    AnyArray a;
+    if (!nb::try_cast(value, a)) Raise(InvalidArgument("constant input '" + name + "' is not an array"));
+    constants.push_back(a);
+    o.constant_inputs.emplace(name, Take(ToView(a, "constant input '" + name + "'")));
+  }
+  o.precision = precision;
+  o.keep_fp32 = keep_fp32;
+  o.io_precision = io_precision;
+  o.archs = std::move(archs);
+  o.fuse = fuse;
+  o.loop_scan_bound = loop_scan_bound;
+  // The callbacks run on this thread, which holds no GIL during the compile: they take it.
+  std::string callback_error;
+  if (log)
+    o.log = [&](const std::string& line) {
+      nb::gil_scoped_acquire gil;
+      try {
+        (*log)(line);
+      } catch (const nb::python_error& e) {
+        if (callback_error.empty()) callback_error = e.what();
+      }
+    };
+  if (kernel_progress)
+    o.kernel_progress = [&](int done, int total, int cached) {
+      nb::gil_scoped_acquire gil;
+      try {
+        (*kernel_progress)(done, total, cached);
+      } catch (const nb::python_error& e) {
+        if (callback_error.empty()) callback_error = e.what();
+      }
+    };
+  CompileReport report;
+  Result<std::vector<uint8_t>> bytes = InvalidArgument("not run");
+  {
+    nb::gil_scoped_release release;
+    bytes = CompileOnnx(path, o, &report);
+  }
+  if (!callback_error.empty()) Raise(InvalidArgument("a compile callback raised: " + callback_error));
+  std::vector<uint8_t> artifact = Take(std::move(bytes));
+  nb::dict r;
+  nb::list entries;
+  for (const CompileReport::Entry& e : report.entries)
+    entries.append(nb::make_tuple(e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes));
+  r["entries"] = entries;
+  r["total_ns"] = report.total_ns;
+  r["ops_before_fusion"] = report.ops_before_fusion;
+  r["ops_after_fusion"] = report.ops_after_fusion;
+  r["kernels"] = report.kernels;
+  r["compile_jobs"] = report.compile_jobs;
+  r["cached_jobs"] = report.cached_jobs;
+  r["nvrtc_ns"] = report.nvrtc_ns;
+  r["log"] = report.log;
+  return nb::make_tuple(nb::bytes(artifact.data(), artifact.size()), r);
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+NB_MODULE(_kiln, m) {
+  using namespace kiln;
+  using namespace kiln::python;
+  m.doc() = "Kiln's C++ runtime and compiler; use the kiln package, which wraps this module.";
+
+  g_error = nb::steal(PyErr_NewExceptionWithDoc(
+      "kiln.Error",
+      "A Kiln error: .code is the kiln::Status code's name (INVALID_ARGUMENT, DATA_LOSS, ...), "
+      ".message the message.",
+      PyExc_RuntimeError, nullptr));
+  m.attr("Error") = g_error;
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      nb::object error = g_error(nb::str((e.code + ": " + e.message).c_str()));
+      error.attr("code") = e.code;
+      error.attr("message") = e.message;
+      PyErr_SetObject(g_error.ptr(), error.ptr());
+    }
+  });
+
+  nb::class_<Model>(m, "Model")
+      .def_static(
+          "load_file",
+          [](const std::string& path, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
+            return Take(Model::Load(path, Limits(max_artifact_bytes, max_context_bytes)));
+          },
+          nb::arg("path"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none())
+      .def_static(
+          "load_bytes",
+          [](nb::bytes data, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
+            const std::span<const uint8_t> span(static_cast<const uint8_t*>(data.data()), data.size());
+            return Take(Model::Load(span, Limits(max_artifact_bytes, max_context_bytes)));
+          },
+          nb::arg("data"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none())
+      .def_prop_ro("inputs", [](const Model& mo) { return TensorInfos(mo.inputs()); })
+      .def_prop_ro("outputs", [](const Model& mo) { return TensorInfos(mo.outputs()); })
+      .def_prop_ro("entries", [](const Model& mo) { return EntryInfos(mo); })
+      .def_prop_ro("precision", [](const Model& mo) { return std::string(mo.precision()); })
+      .def_prop_ro("format_version", &Model::format_version)
+      .def_prop_ro("producer", [](const Model& mo) { return std::string(mo.producer()); })
+      .def_prop_ro("weights_bytes", &Model::weights_bytes);
+
+  nb::class_<Context>(m, "Context")
+      .def(nb::init<const Model&, const std::string&, int, int, bool, bool, int64_t>(), nb::arg("model"),
+           nb::arg("device") = "auto", nb::arg("device_ordinal") = 0, nb::arg("cpu_threads") = 0,
+           nb::arg("cuda_graphs") = false, nb::arg("profile") = false, nb::arg("max_loop_iterations") = 10'000'000)
+      .def("run", &Context::Run, nb::arg("inputs"))
+      .def("stats", &Context::StatsDict)
+      .def("close", &Context::Close)
+      .def_prop_ro("closed", &Context::closed)
+      .def_prop_ro("device", &Context::DeviceName)
+      .def_prop_ro("device_note", &Context::DeviceNote)
+      .def("memory_usage", &Context::MemoryUsage);
+
+  m.def("compile_onnx_file", &CompileOnnxFile, nb::arg("path"), nb::arg("shapes"), nb::arg("profiles"),
+        nb::arg("constant_inputs"), nb::arg("precision"), nb::arg("keep_fp32"), nb::arg("io_precision"),
+        nb::arg("archs").none(), nb::arg("fuse"), nb::arg("loop_scan_bound"), nb::arg("log").none(),
+        nb::arg("kernel_progress").none());
+  m.attr("version") = KILN_VERSION_STRING;  // the headers' (kiln/version.h)
+}
