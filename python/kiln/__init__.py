@@ -142,7 +142,7 @@ def _entry(index: int, d: Dict[str, Any]) -> Entry:
         traces=tuple(Trace(n, t, ns, ops) for n, t, ns, ops in d["stages"]),
         runtime_dims=tuple(d["runtime_dims"]),
         input_dims=tuple(tuple(check(c) for c in dims) for dims in d["input_dims"]),
-        instructions=tuple(tuple(i) for i in d["instructions"]),  # type: ignore[misc]
+        instructions=tuple(tuple(i) for i in d["instructions"]),
         arena_bytes=d["arena_bytes"],
     )
 
@@ -206,6 +206,14 @@ class CompileStats:
         return self.last_computation_execution_stop - self.last_computation_execution_start
 
 
+def _error(code: str, message: str) -> Error:
+    """A kiln.Error raised by the Python layer, like those of the C++ libraries."""
+    e = Error(f"{code}: {message}")
+    e.code = code
+    e.message = message
+    return e
+
+
 _MISS = re.compile(r"^entry (\d+) ")
 
 
@@ -226,7 +234,7 @@ def _stats(d: Dict[str, Any], entries: Sequence[Entry]) -> CompileStats:
         last_gpu_ns=d["last_gpu_ns"], entry_hits=tuple(d["entry_hits"]), last_entry=d["last_entry"],
         total_computation_ns=d["total_computation_ns"], graph_hits=d["graph_hits"], graph_misses=d["graph_misses"],
         runtime_dim_binds=d["runtime_dim_binds"], room_growths=d["room_growths"],
-        last_fallbacks=tuple(tuple(f) for f in d["last_fallbacks"]),  # type: ignore[misc]
+        last_fallbacks=tuple(tuple(f) for f in d["last_fallbacks"]),
         last_instruction_ns=tuple(d["last_instruction_ns"]),
     )
 
@@ -251,7 +259,7 @@ class Context:
         context). Returns the outputs as new NumPy arrays, in the model's output order.
         Raises kiln.Error: INVALID_ARGUMENT for inputs no entry accepts (one line per entry),
         a wrong count, name or dtype, a non-contiguous array."""
-        return self._ctx.run(inputs)  # type: ignore[no-any-return]
+        return self._ctx.run(inputs)
 
     def stats(self) -> CompileStats:
         """Thunder's CompileStats of this context's calls so far."""
@@ -260,16 +268,16 @@ class Context:
     @property
     def device(self) -> str:
         """"cpu" or "cuda": the backend this context runs on."""
-        return self._ctx.device  # type: ignore[no-any-return]
+        return self._ctx.device
 
     @property
     def device_note(self) -> str:
         """The device in words, and why CUDA was not used where it was not."""
-        return self._ctx.device_note  # type: ignore[no-any-return]
+        return self._ctx.device_note
 
     @property
     def closed(self) -> bool:
-        return self._ctx.closed  # type: ignore[no-any-return]
+        return self._ctx.closed
 
     def close(self) -> None:
         """Frees the context's memory now."""
@@ -286,7 +294,7 @@ class Model:
     """A loaded artifact (kiln.load). Thread-safe; calling it runs on a context of its own per
     calling thread (CPU backend unless CUDA is present: device "auto")."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: _kiln.Model) -> None:
         self._model = model
         self._local = threading.local()
         self._entries: Optional[List[Entry]] = None
@@ -309,15 +317,15 @@ class Model:
     @property
     def precision(self) -> str:
         """"fp32", "fp16" or "bf16": kiln compile's --precision."""
-        return self._model.precision  # type: ignore[no-any-return]
+        return self._model.precision
 
     @property
     def format_version(self) -> int:
-        return self._model.format_version  # type: ignore[no-any-return]
+        return self._model.format_version
 
     @property
     def weights_bytes(self) -> int:
-        return self._model.weights_bytes  # type: ignore[no-any-return]
+        return self._model.weights_bytes
 
     def context(self, device: str = "auto", cpu_threads: int = 0, cuda_graphs: bool = False,
                 profile: bool = False) -> Context:
@@ -338,7 +346,7 @@ class Model:
         """Runs on the calling thread's default context: inputs positionally, or by name. One
         output comes back as an array, several as a list."""
         if args and kwargs:
-            raise Error("INVALID_ARGUMENT: pass the inputs either positionally or by name, not both")
+            raise _error("INVALID_ARGUMENT", "pass the inputs either positionally or by name, not both")
         out = self.default_context().run(dict(kwargs) if kwargs else list(args))
         return out[0] if len(out) == 1 else out
 
@@ -461,7 +469,7 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
                   flush=True)
 
     def run(path: str) -> Tuple[bytes, Dict[str, Any]]:
-        return _kiln.compile_onnx_file(path, dims, list(profiles), consts, precision, list(keep_fp32), io_precision,  # type: ignore[no-any-return]
+        return _kiln.compile_onnx_file(path, dims, list(profiles), consts, precision, list(keep_fp32), io_precision,
                                        _archs(archs), fuse, loop_scan_bound, on_line, on_kernels)
 
     if isinstance(model, (str, os.PathLike)):
@@ -469,15 +477,15 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
     else:
         data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise Error(f"INVALID_ARGUMENT: model: expected a path, ONNX bytes or an onnx.ModelProto, "
-                        f"got {type(model).__name__}")
+            raise _error("INVALID_ARGUMENT",
+                         f"model: expected a path, ONNX bytes or an onnx.ModelProto, got {type(model).__name__}")
         with tempfile.TemporaryDirectory(prefix="kiln-compile-") as tmp:
             path = os.path.join(tmp, "model.onnx")
             with open(path, "wb") as f:
                 f.write(bytes(data))
             artifact, report = run(path)
     _last_report.report = CompileReport(
-        entries=tuple(tuple(e) for e in report["entries"]),  # type: ignore[misc]
+        entries=tuple(tuple(e) for e in report["entries"]),
         total_ns=report["total_ns"], ops_before_fusion=report["ops_before_fusion"],
         ops_after_fusion=report["ops_after_fusion"], kernels=report["kernels"], compile_jobs=report["compile_jobs"],
         cached_jobs=report["cached_jobs"], nvrtc_ns=report["nvrtc_ns"], log=tuple(report["log"]))
@@ -498,7 +506,7 @@ def _context(x: Union[Model, Context]) -> Context:
         return x
     if isinstance(x, Model):
         return x.default_context()
-    raise Error(f"INVALID_ARGUMENT: expected a kiln.Model or kiln.Context, got {type(x).__name__}")
+    raise _error("INVALID_ARGUMENT", f"expected a kiln.Model or kiln.Context, got {type(x).__name__}")
 
 
 def compile_stats(x: Union[Model, Context]) -> CompileStats:
@@ -523,7 +531,7 @@ def _entry_of(x: Union[Model, Context], entry: Optional[int]) -> Entry:
         last = _context(x).stats().last_entry if isinstance(x, Context) or hasattr(x._local, "ctx") else -1
         entry = max(last, 0)
     if not 0 <= entry < len(model.entries):
-        raise Error(f"INVALID_ARGUMENT: entry {entry}: the artifact has {len(model.entries)} entries")
+        raise _error("INVALID_ARGUMENT", f"entry {entry}: the artifact has {len(model.entries)} entries")
     return model.entries[entry]
 
 

@@ -1,0 +1,313 @@
+"""The Python package (python/kiln, README "Python") against onnxruntime and hand-computed values.
+
+    build/venv/bin/python -m pytest tests/python          (scripts/python.sh runs it, and mypy)
+
+Needs the package installed into build/venv (scripts/setup.sh: pip install .) and the test data
+of scripts/test.sh (build/testdata).
+"""
+import gc
+import glob
+import os
+import re
+import threading
+import time
+
+import numpy as np
+import onnx
+import onnx.numpy_helper as nh
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import kiln
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTDATA = os.environ.get("KILN_TESTDATA", os.path.join(ROOT, "build", "testdata"))
+REAL_MODELS = sorted(d for d in os.listdir(TESTDATA) if os.path.isfile(os.path.join(TESTDATA, d, "model.onnx"))) \
+    if os.path.isdir(TESTDATA) else []
+
+
+def first_test_set(model_dir):
+    """The first test set's inputs by name, in the model's input order."""
+    model = onnx.load(os.path.join(model_dir, "model.onnx"), load_external_data=False)
+    inputs = {}
+    for f in sorted(glob.glob(os.path.join(model_dir, "test_data_set_0", "input_*.pb"))):
+        t = onnx.load_tensor(f)
+        inputs[t.name] = nh.to_array(t)
+    order = [i.name for i in model.graph.input if i.name in inputs]
+    return {name: inputs[name] for name in order}
+
+
+@pytest.fixture(scope="module")
+def scale_model(tmp_path_factory):
+    """y = x * 2 + 1 for x float32[N, 3], compiled for batches of 1 and 4 only."""
+    graph = h.make_graph(
+        [h.make_node("Mul", ["x", "two"], ["m"]), h.make_node("Add", ["m", "one"], ["y"])], "scale",
+        [h.make_tensor_value_info("x", T.FLOAT, ["N", 3])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])],
+        [nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(1.0, np.float32), "one")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    path = str(tmp_path_factory.mktemp("scale") / "scale.kiln")
+    assert kiln.compile(model, path, profiles=["x:N=1", "x:N=4"], archs="none", progress=False) == path
+    return kiln.load(path)
+
+
+# --- every bundled real model against onnxruntime -------------------------------------------------
+
+@pytest.mark.parametrize("name", REAL_MODELS)
+def test_real_model_matches_onnxruntime(name, tmp_path):
+    model_dir = os.path.join(TESTDATA, name)
+    inputs = first_test_set(model_dir)
+    artifact = kiln.compile(os.path.join(model_dir, "model.onnx"), archs="none", progress=False)
+    assert isinstance(artifact, bytes) and artifact[:4] != b"\0\0\0\0"
+    model = kiln.load(artifact)
+    assert [t.name for t in model.inputs] == list(inputs)
+    got = model.context(device="cpu", cpu_threads=1).run(inputs)
+    session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), providers=["CPUExecutionProvider"])
+    want = session.run(None, inputs)
+    assert len(got) == len(want)
+    for g, w, spec in zip(got, want, model.outputs):
+        assert g.shape == w.shape, spec.name
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=f"{name} output {spec.name}")
+
+
+def test_torch_onnx_export_round_trip(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed in build/venv (the tier does not install "
+                                                "its ~200 MB CPU wheel); the DLPack tests use NumPy's")
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    path = str(tmp_path / "mlp.onnx")
+    torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}})
+    y = kiln.load(kiln.compile(path, archs="none", progress=False))(x)
+    np.testing.assert_allclose(y, net(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+# --- compile options and the structured log -------------------------------------------------------
+
+def test_compile_report_and_options(scale_model, tmp_path):
+    report = kiln.last_compile_report()
+    assert report is not None
+    assert [e[0] for e in report.entries] == ["N=1", "N=4"]
+    assert report.kernels == 2 and report.compile_jobs == 0  # one per entry: their shapes differ
+    regions = report.of_kind("region")
+    assert {e.entry for e in regions} == {"N=1", "N=4"} and all(e.text.startswith("region ") for e in regions)
+    assert scale_model.entries[0].input_dims[0][0] == kiln.DimCheck(value=1)
+    assert scale_model.entries[1].input_dims[0][0].accepts(4)
+    # A constant input and fixed shapes: s is gone from the inputs, and x is [2, 3].
+    graph = h.make_graph([h.make_node("Mul", ["x", "s"], ["y"])], "m",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["N", 3]), h.make_tensor_value_info("s", T.FLOAT, [3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    lines = []
+    artifact = kiln.compile(m.SerializeToString(), shapes={"x": [2, None]}, archs=[], progress=False, log=lines.append,
+                            constant_inputs={"s": np.array([1, 10, 100], np.float32)})
+    model = kiln.load(artifact)
+    assert [(t.name, t.shape) for t in model.inputs] == [("x", (2, 3))]
+    assert model(np.ones((2, 3), np.float32)).tolist() == [[1, 10, 100], [1, 10, 100]]
+    assert lines == list(kiln.last_compile_report().log) and lines
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(m, precision="fp8", archs="none", progress=False)
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.message == "precision 'fp8': expected fp32, fp16 or bf16"
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(str(tmp_path / "missing.onnx"), archs="none", progress=False)
+    assert e.value.code == "NOT_FOUND"
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(42, archs="none", progress=False)
+    assert e.value.code == "INVALID_ARGUMENT" and "got int" in str(e.value)
+
+
+# --- DLPack, dict and list inputs -----------------------------------------------------------------
+
+class OnlyDlpack:
+    """An array that offers DLPack alone (no buffer protocol, no NumPy type), as other libraries' do."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_inputs_by_order_by_name_and_through_dlpack(scale_model):
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    want = x * 2 + 1
+    ctx = scale_model.context(device="cpu")
+    for inputs in ([x], (x,), {"x": x}, [OnlyDlpack(x)]):
+        (y,) = ctx.run(inputs)
+        assert isinstance(y, np.ndarray) and y.dtype == np.float32
+        np.testing.assert_array_equal(y, want)
+    np.testing.assert_array_equal(np.from_dlpack(y), want)  # and out again through DLPack
+    np.testing.assert_array_equal(scale_model(x=x[:1]), want[:1])
+
+
+def test_torch_tensors_in_and_out(scale_model):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed in build/venv")
+    x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    (y,) = scale_model.context(device="cpu").run([x])
+    assert torch.equal(torch.from_dlpack(y), x * 2 + 1)
+
+
+# --- Thunder's statistics and traces --------------------------------------------------------------
+
+def test_stats_after_hits_and_a_miss(scale_model):
+    ctx = scale_model.context(device="cpu")
+    one, four, two = (np.ones((n, 3), np.float32) for n in (1, 4, 2))
+    ctx.run([one])
+    ctx.run([four])
+    with pytest.raises(kiln.Error) as e:
+        ctx.run([two])
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.message == ("entry 0 (N=1): input 'x' dim 0 = 2, expected 1\n"
+                               "entry 1 (N=4): input 'x' dim 0 = 2, expected 4")
+    ctx.run([one])
+    s = kiln.compile_stats(ctx)
+    assert (s.calls, s.cache_hits, s.cache_misses) == (4, 3, 1)
+    assert (kiln.cache_hits(ctx), kiln.cache_misses(ctx)) == (3, 1)
+    assert s.entry_hits == (2, 1) and s.last_entry == 0
+    assert s.last_compile_reasons == {"N=1": ["entry 0 (N=1): input 'x' dim 0 = 2, expected 1"],
+                                      "N=4": ["entry 1 (N=4): input 'x' dim 0 = 2, expected 4"]}
+    assert 0 < s.last_trace_host_start <= s.last_trace_cache_start <= s.last_trace_cache_stop
+    assert s.last_prologue_execution_start <= s.last_prologue_execution_stop <= s.last_computation_execution_start
+    assert s.last_computation_execution_start <= s.last_computation_execution_stop <= s.last_trace_host_stop
+    assert s.last_trace_host_time() >= s.last_computation_execution_time() >= 0
+    assert s.last_gpu_ns == -1  # the CPU backend
+    ctx.run([four])
+    traces = kiln.last_traces(ctx)  # the entry the last call ran: N=4
+    assert [t.name for t in traces][:2] == ["import", "canonical"]
+    assert "float32[4, 3]" in str(traces[0])
+    assert [op.op for op in traces[0].ops] == ["Mul", "Add"]
+    assert [op.op for op in kiln.last_traces(scale_model, entry=0)[0].ops] == ["Mul", "Add"]
+    prologue = kiln.last_prologue_traces(ctx)[0]
+    assert "check x.shape[0] == 4" in str(prologue)
+    with pytest.raises(kiln.Error) as e:
+        kiln.last_traces(ctx, entry=5)
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+def test_every_error_has_its_code_and_message(scale_model):
+    ctx = scale_model.context(device="cpu")
+    x = np.ones((4, 3), np.float32)
+
+    def error(fn):
+        with pytest.raises(kiln.Error) as e:
+            fn()
+        return e.value.code, e.value.message
+
+    code, message = error(lambda: ctx.run([x.astype(np.float64)]))
+    assert code == "INVALID_ARGUMENT" and "input 'x' dtype float64, expected float32" in message
+    code, message = error(lambda: ctx.run([x[:, :2]]))
+    assert code == "INVALID_ARGUMENT" and message.startswith("input 'x': not C-contiguous")
+    assert error(lambda: ctx.run([x.T.copy()]))[1].startswith("entry 0 (N=1): input 'x' dim 0 = 3, expected 1")
+    assert error(lambda: ctx.run([x, x])) == ("INVALID_ARGUMENT", "2 inputs, the model has 1")
+    assert error(lambda: ctx.run({"y": x})) == ("INVALID_ARGUMENT", "input 'x' is missing")
+    assert error(lambda: ctx.run({"x": x, "z": x})) == ("INVALID_ARGUMENT", "input 'z': the model has no such input")
+    code, message = error(lambda: ctx.run(["not an array"]))
+    assert code == "INVALID_ARGUMENT" and message == "input 'x': str is not an array (NumPy, or any object with __dlpack__)"
+    assert error(lambda: ctx.run(x))[0] == "INVALID_ARGUMENT"
+    code, message = error(lambda: ctx.run([np.ones((4, 3), np.complex64)]))
+    assert code == "INVALID_ARGUMENT" and "complex64 has no Kiln type" in message
+    assert error(lambda: kiln.load(b"not an artifact"))[0] == "DATA_LOSS"
+    assert error(lambda: kiln.load("/nonexistent.kiln"))[0] == "NOT_FOUND"
+    assert error(lambda: scale_model.context(device="tpu")) == ("INVALID_ARGUMENT",
+                                                                 "device 'tpu': expected auto, cpu or cuda")
+    ctx.close()
+    assert ctx.closed
+    assert error(lambda: ctx.run([x])) == ("FAILED_PRECONDITION", "this Context is closed")
+    assert error(lambda: ctx.stats())[0] == "FAILED_PRECONDITION"
+    assert isinstance(kiln.Error("x"), RuntimeError)
+
+
+# --- threads and the GIL --------------------------------------------------------------------------
+
+def test_threads_overlap_with_the_gil_released():
+    """Two threads, each with its own context, run a convolutional model: with the GIL released
+    during Run their calls overlap in time, which is measured from each call's start and end."""
+    model_dir = os.path.join(TESTDATA, "ch_ppocr_mobile_v2.0_cls")
+    if not os.path.isdir(model_dir):
+        pytest.skip("no PaddleOCR cls test data")
+    model = kiln.load(kiln.compile(os.path.join(model_dir, "model.onnx"), archs="none", progress=False))
+    x = next(iter(first_test_set(model_dir).values()))
+    spans = {0: [], 1: []}
+
+    def worker(k):
+        ctx = model.context(device="cpu", cpu_threads=1)
+        for _ in range(6):
+            start = time.perf_counter_ns()
+            ctx.run([x])
+            spans[k].append((start, time.perf_counter_ns()))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    overlap = sum(max(0, min(a1, b1) - max(a0, b0)) for a0, a1 in spans[0] for b0, b1 in spans[1])
+    busy = sum(b - a for a, b in spans[0])
+    assert overlap > 0.25 * busy, f"the threads' calls overlapped {overlap / 1e6:.1f} ms of {busy / 1e6:.1f} ms"
+
+
+def test_one_context_refuses_a_second_thread(scale_model):
+    ctx = scale_model.context(device="cpu")
+    x = np.ones((4, 3), np.float32)
+    errors = []
+
+    def worker():
+        for _ in range(2000):
+            try:
+                ctx.run([x])
+            except kiln.Error as e:
+                errors.append(e.message)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Either thread may find the other running; every refusal says why, and nothing crashes.
+    assert all(m.startswith("this Context is running a call on another thread") for m in errors)
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_ten_thousand_runs_leak_nothing(scale_model):
+    ctx = scale_model.context(device="cpu")
+    x = np.ones((4, 3), np.float32)
+    for _ in range(1000):
+        ctx.run({"x": x})
+    gc.collect()
+    before = rss_kib()
+    for _ in range(10000):
+        ctx.run({"x": x})
+        kiln.compile_stats(ctx)
+    gc.collect()
+    after = rss_kib()
+    assert after - before < 2048, f"RSS {before} -> {after} KiB over 10,000 runs"
+
+
+# --- the README's example, verbatim ---------------------------------------------------------------
+
+def test_readme_example_runs_verbatim(tmp_path, monkeypatch, capsys):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    example = re.search(r"<!-- python-example -->\n```python\n(.*?)```", readme, re.S)
+    assert example, "README.md has no <!-- python-example --> block"
+    code = example.group(1)
+    assert len(code.strip().splitlines()) <= 10
+    vad = os.path.join(TESTDATA, "silero_vad", "model.onnx")
+    if not os.path.isfile(vad):
+        pytest.skip("no Silero VAD test data")
+    monkeypatch.chdir(tmp_path)
+    os.symlink(vad, "silero_vad.onnx")
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("speech probability ") and printed[1].startswith("1 hits, 0 misses")
