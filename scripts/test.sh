@@ -16,6 +16,8 @@
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   triton           the Triton backend in the real tritonserver, over HTTP and gRPC, against
 #                    onnxruntime (scripts/triton.sh)
+#   python           the kiln Python package: pytest against onnxruntime, mypy --strict
+#                    (scripts/python.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
 #                    ASan+UBSan+LSan, the Triton backend under ASan+UBSan in tritonserver
@@ -192,6 +194,7 @@ tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-60} s of random grap
 
 tier "samples" bash scripts/samples.sh
 tier "triton: the backend in tritonserver 2.51 against onnxruntime (scripts/triton.sh)" bash scripts/triton.sh
+tier "python: the kiln package's tests and mypy --strict (scripts/python.sh)" bash scripts/python.sh
 tier "aarch64" bash scripts/aarch64.sh
 
 if ((SANITIZERS)); then

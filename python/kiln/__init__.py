@@ -453,7 +453,7 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
     progress prints the log to stderr as it goes; log receives each line. Returns the path
     written (output given) or the artifact's bytes; the structured log is
     kiln.last_compile_report(). Raises kiln.Error naming the option, node or file."""
-    consts = {k: np.ascontiguousarray(v) for k, v in (constant_inputs or {}).items()}
+    consts = {k: np.require(np.asarray(v), requirements="C") for k, v in (constant_inputs or {}).items()}  # 0-d stays 0-d
     dims = {k: [-1 if d is None else int(d) for d in v] for k, v in (shapes or {}).items()}
     start = time.monotonic()
 

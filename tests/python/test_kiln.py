@@ -105,6 +105,13 @@ def test_compile_report_and_options(scale_model, tmp_path):
     assert [(t.name, t.shape) for t in model.inputs] == [("x", (2, 3))]
     assert model(np.ones((2, 3), np.float32)).tolist() == [[1, 10, 100], [1, 10, 100]]
     assert lines == list(kiln.last_compile_report().log) and lines
+    # A scalar constant stays a scalar (a Python float, a 0-d array).
+    scalar = h.make_graph([h.make_node("Mul", ["x", "s"], ["y"])], "m",
+                          [h.make_tensor_value_info("x", T.FLOAT, ["N"]), h.make_tensor_value_info("s", T.FLOAT, [])],
+                          [h.make_tensor_value_info("y", T.FLOAT, ["N"])])
+    doubled = kiln.load(kiln.compile(h.make_model(scalar, opset_imports=[h.make_opsetid("", 13)]), archs="none",
+                                     progress=False, constant_inputs={"s": np.float32(2.0)}))
+    assert doubled(np.array([1.5, 4], np.float32)).tolist() == [3, 8]
     with pytest.raises(kiln.Error) as e:
         kiln.compile(m, precision="fp8", archs="none", progress=False)
     assert e.value.code == "INVALID_ARGUMENT" and e.value.message == "precision 'fp8': expected fp32, fp16 or bf16"
