@@ -253,13 +253,16 @@ class Context:
         self._ctx = _kiln.Context(model._model, device, device_ordinal, cpu_threads, cuda_graphs, profile,
                                   max_loop_iterations)
 
-    def run(self, inputs: Inputs) -> List[np.ndarray]:
+    def run(self, inputs: Inputs, out: Optional[Sequence[ArrayLike]] = None) -> List[Any]:
         """Runs the model: `inputs` in the model's input order or by name, NumPy arrays or any
         DLPack tensor (read in place: C-contiguous, on the CPU, or on the GPU for a CUDA
-        context). Returns the outputs as new NumPy arrays, in the model's output order.
+        context). Returns the outputs as new NumPy arrays, in the model's output order; or,
+        given `out` (one writable C-contiguous array per output, of its dtype and shape: NumPy,
+        or a CUDA tensor such as torch.empty(..., device="cuda") for a CUDA context), writes
+        the outputs there, waits for them, and returns `out`'s arrays.
         Raises kiln.Error: INVALID_ARGUMENT for inputs no entry accepts (one line per entry),
-        a wrong count, name or dtype, a non-contiguous array."""
-        return self._ctx.run(inputs)
+        a wrong count, name or dtype, a non-contiguous array, an `out` array that does not fit."""
+        return self._ctx.run(inputs, None if out is None else list(out))
 
     def stats(self) -> CompileStats:
         """Thunder's CompileStats of this context's calls so far."""

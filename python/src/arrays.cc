@@ -70,9 +70,9 @@ nb::object NewNumpy(const TensorView& t, void** data) {
   return nb::cast(nb::ndarray<nb::numpy>(buffer, static_cast<size_t>(t.rank), shape, owner, nullptr, ToDlpack(t.dtype)));
 }
 
-}  // namespace
-
-Result<TensorView> ToView(const AnyArray& a, const std::string& what) {
+// Either kind of array: read-only inputs and writable outputs.
+template <typename Array>
+Result<TensorView> View(const Array& a, const std::string& what) {
   const DType dtype = FromDlpack(a.dtype());
   if (dtype == DType::kUndefined)
     return InvalidArgument(what + ": data type " + DlpackText(a.dtype()) + " has no Kiln type");
@@ -104,6 +104,11 @@ Result<TensorView> ToView(const AnyArray& a, const std::string& what) {
   if (v.data == nullptr && v.num_elements() == 0) v.data = const_cast<uint8_t*>(kNoBytes);
   return v;
 }
+
+}  // namespace
+
+Result<TensorView> ToView(const AnyArray& a, const std::string& what) { return View(a, what); }
+Result<TensorView> ToView(const WritableArray& a, const std::string& what) { return View(a, what); }
 
 nb::object ToNumpy(const TensorView& t) {
   void* data = nullptr;

@@ -13,12 +13,15 @@ namespace kiln::python {
 
 // An array, read-only, on the CPU or a CUDA device, any dtype and layout; checked by ToView.
 using AnyArray = nanobind::ndarray<nanobind::ro>;
+// An array Kiln writes outputs into.
+using WritableArray = nanobind::ndarray<>;
 
 // A view of `a`'s memory, which the caller keeps alive. `what` names it in errors
 // ("input 'x'"). Errors (kInvalidArgument): a dtype Kiln has no type for, a rank above
 // kMaxRank, strides that are not C order (np.ascontiguousarray makes a copy that is), memory
 // that is neither the CPU's nor a CUDA device's.
 Result<TensorView> ToView(const AnyArray& a, const std::string& what);
+Result<TensorView> ToView(const WritableArray& a, const std::string& what);
 
 // A new NumPy array holding a copy of host tensor `t`.
 nanobind::object ToNumpy(const TensorView& t);

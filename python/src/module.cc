@@ -127,8 +127,10 @@ class Context {
   }
 
   // Runs on `inputs` (a sequence in the model's input order, or a mapping by name) and returns
-  // the outputs as new NumPy arrays.
-  nb::list Run(nb::handle inputs) {
+  // the outputs as new NumPy arrays, or, with `out` (one writable array per output, of its dtype
+  // and shape, on the CPU or, for a CUDA context, a CUDA device), writes them there and returns
+  // `out`'s arrays: no copy beyond Kiln's own into them.
+  nb::list Run(nb::handle inputs, nb::handle out) {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock())
       Raise(FailedPrecondition("this Context is running a call on another thread; create one Context per thread"));
@@ -161,26 +163,45 @@ class Context {
     views_.resize(arrays.size());
     for (size_t i = 0; i < arrays.size(); ++i) views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'"));
     outputs_.clear();
+    nb::list given;
+    std::vector<WritableArray> targets;
+    if (!out.is_none()) {
+      const std::vector<TensorInfo>& outs = model_.outputs();
+      if (!nb::isinstance<nb::sequence>(out) || nb::len(out) != outs.size())
+        Raise(InvalidArgument("out: expected a list of " + std::to_string(outs.size()) + " arrays, one per output"));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        nb::handle h = nb::borrow<nb::sequence>(out)[i];
+        WritableArray a;
+        if (!nb::try_cast(h, a))
+          Raise(InvalidArgument("out " + std::to_string(i) + " ('" + outs[i].name + "'): " +
+                                std::string(nb::type_name(h.type()).c_str()) + " is not a writable array"));
+        targets.push_back(a);
+        outputs_.push_back(Take(ToView(a, "out " + std::to_string(i) + " ('" + outs[i].name + "')")));
+        given.append(h);
+      }
+    }
     Status st;
     {
       nb::gil_scoped_release release;
       st = ctx.Run(views_, outputs_);
+      if (st.ok() && !targets.empty()) st = ctx.Synchronize();  // CUDA: the copies into `out` are done
     }
     Check(st);
-    nb::list out;
+    if (!targets.empty()) return given;
+    nb::list result;
     if (outputs_.empty() || outputs_[0].memory == MemoryKind::kHost) {
-      for (const TensorView& y : outputs_) out.append(ToNumpy(y));
-      return out;
+      for (const TensorView& y : outputs_) result.append(ToNumpy(y));
+      return result;
     }
     host_.resize(outputs_.size());
-    for (size_t i = 0; i < outputs_.size(); ++i) out.append(EmptyNumpy(outputs_[i], &host_[i]));
+    for (size_t i = 0; i < outputs_.size(); ++i) result.append(EmptyNumpy(outputs_[i], &host_[i]));
     {
       nb::gil_scoped_release release;
       st = ctx.CopyOutputs(host_);
       if (st.ok()) st = ctx.Synchronize();
     }
     Check(st);
-    return out;
+    return result;
   }
 
   nb::dict StatsDict() {
@@ -367,7 +388,7 @@ NB_MODULE(_kiln, m) {
       .def(nb::init<const Model&, const std::string&, int, int, bool, bool, int64_t>(), nb::arg("model"),
            nb::arg("device") = "auto", nb::arg("device_ordinal") = 0, nb::arg("cpu_threads") = 0,
            nb::arg("cuda_graphs") = false, nb::arg("profile") = false, nb::arg("max_loop_iterations") = 10'000'000)
-      .def("run", &Context::Run, nb::arg("inputs"))
+      .def("run", &Context::Run, nb::arg("inputs"), nb::arg("out") = nb::none())
       .def("stats", &Context::StatsDict)
       .def("close", &Context::Close)
       .def_prop_ro("closed", &Context::closed)

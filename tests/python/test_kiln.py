@@ -150,6 +150,26 @@ def test_inputs_by_order_by_name_and_through_dlpack(scale_model):
     np.testing.assert_array_equal(scale_model(x=x[:1]), want[:1])
 
 
+def test_outputs_into_the_callers_arrays(scale_model):
+    ctx = scale_model.context(device="cpu")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    y = np.full((4, 3), -1, np.float32)
+    result = ctx.run([x], out=[y])
+    assert result[0] is y
+    np.testing.assert_array_equal(y, x * 2 + 1)
+    with pytest.raises(kiln.Error) as e:
+        ctx.run([x], out=[np.empty((4, 2), np.float32)])
+    assert e.value.code == "INVALID_ARGUMENT" and "output 0" in e.value.message and "[4, 2]" in e.value.message
+    frozen = np.empty((4, 3), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(kiln.Error) as e:
+        ctx.run([x], out=[frozen])
+    assert e.value.message == "out 0 ('y'): ndarray is not a writable array"
+    with pytest.raises(kiln.Error) as e:
+        ctx.run([x], out=[y, y])
+    assert e.value.message == "out: expected a list of 1 arrays, one per output"
+
+
 def test_torch_tensors_in_and_out(scale_model):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed in build/venv")
     x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
