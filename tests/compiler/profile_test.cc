@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include <limits>
-#include <tuple>
 
 #include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
@@ -259,17 +258,23 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
   CHECK(model->entries()[2].prologue_text.find("  N = x.shape[0]\n  check N in 1..64\n") != std::string::npos);
   CHECK(model->entries()[1].stage_traces[0].find("float32[4, 3]") != std::string::npos);
   // The same checks as data (EntryInfo::input_dims): x's dim 0 is 1, 4, or N in 1..64.
-  for (const auto& [e, value, symbol, max] : {std::tuple{0, 1, "", 1}, {1, 4, "", 4}, {2, -1, "N", 64}}) {
-    INFO("entry " << e);
-    const std::vector<std::vector<DimCheckInfo>>& dims = model->entries()[e].input_dims;
+  struct Want {
+    int entry;
+    int64_t value;
+    const char* symbol;
+    int64_t max;
+  };
+  for (const Want& w : {Want{0, 1, "", 1}, Want{1, 4, "", 4}, Want{2, -1, "N", 64}}) {
+    INFO("entry " << w.entry);
+    const std::vector<std::vector<DimCheckInfo>>& dims = model->entries()[w.entry].input_dims;
     REQUIRE(dims.size() == 1);
     REQUIRE(dims[0].size() == 2);
-    CHECK(dims[0][0].value == value);
-    CHECK(dims[0][0].symbol == symbol);
-    CHECK(dims[0][0].max == max);
+    CHECK(dims[0][0].value == w.value);
+    CHECK(dims[0][0].symbol == w.symbol);
+    CHECK(dims[0][0].max == w.max);
     CHECK(dims[0][1].value == 3);
-    CHECK(dims[0][0].Accepts(1) == (e != 1));
-    CHECK(dims[0][0].Accepts(4) == (e != 0));
+    CHECK(dims[0][0].Accepts(1) == (w.entry != 1));
+    CHECK(dims[0][0].Accepts(4) == (w.entry != 0));
     CHECK(dims[0][0].Accepts(65) == false);
   }
   // The model's I/O as declared, not entry 0's: x is [N, 3]; y's dim 0 is 1, 4 or N, so N.
