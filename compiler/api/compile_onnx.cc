@@ -15,8 +15,8 @@ Result<compiler::CompileOptions> DriverOptions(const OnnxCompileOptions& o) {
   compiler::CompileOptions c;
   c.input_shapes = o.shapes;
   for (const std::string& text : o.profiles) {
-    Result<compiler::Profile> p = compiler::ParseProfile(text);
-    if (!p.ok()) return InvalidArgument("profile '" + text + "': " + std::string(p.status().message()));
+    Result<compiler::Profile> p = compiler::ParseProfile(text);  // its errors name the profile
+    if (!p.ok()) return p.status();
     c.profiles.push_back(std::move(*p));
   }
   for (const auto& [name, t] : o.constant_inputs) {

@@ -262,6 +262,8 @@ class Context:
         the outputs there, waits for them, and returns `out`'s arrays.
         Raises kiln.Error: INVALID_ARGUMENT for inputs no entry accepts (one line per entry),
         a wrong count, name or dtype, a non-contiguous array, an `out` array that does not fit."""
+        if isinstance(inputs, Mapping) and not isinstance(inputs, dict):
+            inputs = dict(inputs)  # any Mapping is by name (the extension reads dicts)
         return self._ctx.run(inputs, None if out is None else list(out))
 
     def stats(self) -> CompileStats:
@@ -362,7 +364,15 @@ def load(artifact: Union[str, "os.PathLike[str]", bytes], *, max_artifact_bytes:
     RESOURCE_EXHAUSTED over a limit."""
     if isinstance(artifact, (bytes, bytearray, memoryview)):
         return Model(_kiln.Model.load_bytes(bytes(artifact), max_artifact_bytes, max_context_bytes))
-    return Model(_kiln.Model.load_file(os.fspath(artifact), max_artifact_bytes, max_context_bytes))
+    return Model(_kiln.Model.load_file(_path(artifact, "artifact"), max_artifact_bytes, max_context_bytes))
+
+
+def _path(path: Union[str, "os.PathLike[str]"], what: str) -> str:
+    """A file path for the C++ libraries, which would stop at a NUL."""
+    p = os.fspath(path)
+    if not isinstance(p, str) or "\0" in p:
+        raise _error("INVALID_ARGUMENT", f"{what}: {p!r} is not a file path (a str without NUL)")
+    return p
 
 
 # --- compiling ----------------------------------------------------------------------------------
@@ -457,7 +467,15 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
     written (output given) or the artifact's bytes; the structured log is
     kiln.last_compile_report(). Raises kiln.Error naming the option, node or file."""
     consts = {k: np.require(np.asarray(v), requirements="C") for k, v in (constant_inputs or {}).items()}  # 0-d stays 0-d
-    dims = {k: [-1 if d is None else int(d) for d in v] for k, v in (shapes or {}).items()}
+    dims: Dict[str, List[int]] = {}
+    for name, shape in (shapes or {}).items():
+        if isinstance(shape, (str, bytes)) or not all(d is None or (isinstance(d, (int, np.integer)) and
+                                                                    not isinstance(d, bool)) for d in shape):
+            raise _error("INVALID_ARGUMENT", f"shapes[{name!r}]: expected a list of ints (None or -1 keeps a dim "
+                                             f"symbolic), got {shape!r}")
+        dims[name] = [-1 if d is None else int(d) for d in shape]
+    profile_list = [profiles] if isinstance(profiles, str) else list(profiles)  # one profile as a str
+    keep_list = [keep_fp32] if isinstance(keep_fp32, str) else list(keep_fp32)
     start = time.monotonic()
 
     def on_line(line: str) -> None:
@@ -472,11 +490,14 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
                   flush=True)
 
     def run(path: str) -> Tuple[bytes, Dict[str, Any]]:
-        return _kiln.compile_onnx_file(path, dims, list(profiles), consts, precision, list(keep_fp32), io_precision,
+        return _kiln.compile_onnx_file(path, dims, profile_list, consts, precision, keep_list, io_precision,
                                        _archs(archs), fuse, loop_scan_bound, on_line, on_kernels)
 
+    out = None if output is None else _path(output, "output")
+    if out is not None and os.path.isdir(out):
+        raise _error("INVALID_ARGUMENT", f"output: {out!r} is a directory; name the .kiln file to write")
     if isinstance(model, (str, os.PathLike)):
-        artifact, report = run(os.fspath(model))
+        artifact, report = run(_path(model, "model"))
     else:
         data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -492,13 +513,16 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
         total_ns=report["total_ns"], ops_before_fusion=report["ops_before_fusion"],
         ops_after_fusion=report["ops_after_fusion"], kernels=report["kernels"], compile_jobs=report["compile_jobs"],
         cached_jobs=report["cached_jobs"], nvrtc_ns=report["nvrtc_ns"], log=tuple(report["log"]))
-    if output is None:
+    if out is None:
         return artifact
-    out = os.fspath(output)
     tmp_out = out + ".tmp"
-    with open(tmp_out, "wb") as f:
-        f.write(artifact)
-    os.replace(tmp_out, out)
+    try:
+        with open(tmp_out, "wb") as f:
+            f.write(artifact)
+        os.replace(tmp_out, out)  # readers never see a half-written artifact
+    finally:
+        if os.path.exists(tmp_out):
+            os.remove(tmp_out)
     return out
 
 

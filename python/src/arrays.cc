@@ -55,8 +55,9 @@ nb::dlpack::dtype ToDlpack(DType d) {
 
 std::string DlpackText(nb::dlpack::dtype t) {
   static const char* kCodes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
-  const std::string code = t.code < 7 ? kCodes[t.code] : "code " + std::to_string(t.code);
-  return code + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
+  const std::string lanes = t.lanes != 1 ? " x " + std::to_string(t.lanes) + " lanes" : "";
+  if (t.code >= 7) return "DLPack type code " + std::to_string(t.code) + " of " + std::to_string(t.bits) + " bits" + lanes;
+  return kCodes[t.code] + std::to_string(t.bits) + lanes;
 }
 
 // A new NumPy array of t's dtype and shape, and its buffer.
@@ -81,9 +82,13 @@ Result<TensorView> View(const Array& a, const std::string& what) {
   TensorView v;
   v.dtype = dtype;
   v.rank = static_cast<int32_t>(a.ndim());
-  int64_t expected = 1;
-  for (int32_t d = v.rank - 1; d >= 0; --d) {
+  bool empty = false;  // an empty array's strides mean nothing (NumPy gives it strides of 0)
+  for (int32_t d = 0; d < v.rank; ++d) {
     v.dims[d] = static_cast<int64_t>(a.shape(static_cast<size_t>(d)));
+    empty = empty || v.dims[d] == 0;
+  }
+  int64_t expected = 1;
+  for (int32_t d = v.rank - 1; d >= 0 && !empty; --d) {
     if (v.dims[d] > 1 && a.stride(static_cast<size_t>(d)) != expected)
       return InvalidArgument(what + ": not C-contiguous (stride " + std::to_string(a.stride(static_cast<size_t>(d))) +
                              " elements in dim " + std::to_string(d) + ", expected " + std::to_string(expected) +

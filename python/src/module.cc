@@ -48,14 +48,25 @@ T Take(Result<T> r) {
 
 nb::object g_error;  // kiln.Error, made at import
 
-nb::object DimObject(const DimInfo& d) { return d.value >= 0 ? nb::cast(d.value) : nb::cast(d.symbol); }
+// A string from Kiln as Python's str. Names and messages come from models and artifacts, which
+// may hold bytes that are not UTF-8: those are shown as \xNN escapes, never an exception.
+nb::str Str(const std::string& s) {
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace"));
+}
+nb::list Strs(const std::vector<std::string>& v) {
+  nb::list out;
+  for (const std::string& s : v) out.append(Str(s));
+  return out;
+}
+
+nb::object DimObject(const DimInfo& d) { return d.value >= 0 ? nb::cast(d.value) : nb::object(Str(d.symbol)); }
 
 nb::list TensorInfos(const std::vector<TensorInfo>& tensors) {
   nb::list out;
   for (const TensorInfo& t : tensors) {
     nb::list shape;
     for (const DimInfo& d : t.shape) shape.append(DimObject(d));
-    out.append(nb::make_tuple(t.name, std::string(DTypeName(t.dtype)), shape));
+    out.append(nb::make_tuple(Str(t.name), Str(std::string(DTypeName(t.dtype))), shape));
   }
   return out;
 }
@@ -64,28 +75,28 @@ nb::list EntryInfos(const Model& model) {
   nb::list out;
   for (const EntryInfo& e : model.entries()) {
     nb::dict d;
-    d["name"] = e.name;
-    d["prologue"] = e.prologue_text;
+    d["name"] = Str(e.name);
+    d["prologue"] = Str(e.prologue_text);
     nb::list stages;
     for (size_t s = 0; s < e.stage_traces.size(); ++s)
-      stages.append(nb::make_tuple(s < e.compile.stage_names.size() ? e.compile.stage_names[s] : std::string(),
-                                   e.stage_traces[s],
+      stages.append(nb::make_tuple(Str(s < e.compile.stage_names.size() ? e.compile.stage_names[s] : std::string()),
+                                   Str(e.stage_traces[s]),
                                    s < e.compile.stage_time_ns.size() ? e.compile.stage_time_ns[s] : int64_t{-1},
                                    s < e.compile.stage_ops.size() ? e.compile.stage_ops[s] : int32_t{-1}));
     d["stages"] = stages;
-    d["runtime_dims"] = e.runtime_dims;
-    d["arena_bytes"] = e.arena_bytes;
+    d["runtime_dims"] = Strs(e.runtime_dims);
+    d["arena_bytes"] = Str(e.arena_bytes);
     nb::list inputs;
     for (const std::vector<DimCheckInfo>& dims : e.input_dims) {
       nb::list checks;
       for (const DimCheckInfo& c : dims)
-        checks.append(c.value >= 0 ? nb::cast(c.value) : nb::object(nb::make_tuple(c.symbol, c.min, c.max, c.divisor)));
+        checks.append(c.value >= 0 ? nb::cast(c.value) : nb::object(nb::make_tuple(Str(c.symbol), c.min, c.max, c.divisor)));
       inputs.append(checks);
     }
     d["input_dims"] = inputs;
     nb::list instructions;
     for (const InstructionInfo& i : e.instructions)
-      instructions.append(nb::make_tuple(i.name, i.op, i.executor, i.kernel));
+      instructions.append(nb::make_tuple(Str(i.name), Str(i.op), Str(i.executor), Str(i.kernel)));
     d["instructions"] = instructions;
     d["kernels"] = e.compile.kernels;
     d["kernel_compile_ns"] = e.compile.kernel_compile_ns;
@@ -131,9 +142,7 @@ class Context {
   // and shape, on the CPU or, for a CUDA context, a CUDA device), writes them there and returns
   // `out`'s arrays: no copy beyond Kiln's own into them.
   nb::list Run(nb::handle inputs, nb::handle out) {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock())
-      Raise(FailedPrecondition("this Context is running a call on another thread; create one Context per thread"));
+    std::unique_lock<std::mutex> lock = Lock();
     ExecutionContext& ctx = Open();
     const std::vector<TensorInfo>& names = model_.inputs();
     // Keeps every array alive until the run ends (a conversion may make a new object).
@@ -141,15 +150,20 @@ class Context {
     arrays.reserve(names.size());
     if (nb::isinstance<nb::dict>(inputs)) {
       nb::dict d = nb::borrow<nb::dict>(inputs);
-      for (const TensorInfo& t : names) {
-        if (!d.contains(t.name.c_str())) Raise(InvalidArgument("input '" + t.name + "' is missing"));
-        arrays.push_back(Array(d[t.name.c_str()], t.name));
-      }
-      for (auto [key, value] : d) {
-        const std::string k = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key) : nb::repr(key).c_str();
+      for (auto [key, value] : d) {  // every key a name of the model's, before any is looked up
+        std::string k;
+        if (!nb::isinstance<nb::str>(key) || !nb::try_cast(key, k)) {
+          PyErr_Clear();
+          Raise(InvalidArgument("input key " + std::string(nb::repr(key).c_str()) + " is not an input name (str)"));
+        }
         bool known = false;
         for (const TensorInfo& t : names) known = known || t.name == k;
         if (!known) Raise(InvalidArgument("input '" + k + "': the model has no such input"));
+      }
+      for (const TensorInfo& t : names) {
+        const nb::str key = Str(t.name);
+        if (!d.contains(key)) Raise(InvalidArgument("input '" + t.name + "' is missing"));
+        arrays.push_back(Array(d[key], t.name));
       }
     } else {
       if (!nb::isinstance<nb::sequence>(inputs) || nb::isinstance<nb::str>(inputs))
@@ -170,7 +184,7 @@ class Context {
       if (!nb::isinstance<nb::sequence>(out) || nb::len(out) != outs.size())
         Raise(InvalidArgument("out: expected a list of " + std::to_string(outs.size()) + " arrays, one per output"));
       for (size_t i = 0; i < outs.size(); ++i) {
-        nb::handle h = nb::borrow<nb::sequence>(out)[i];
+        nb::object h = nb::borrow<nb::sequence>(out)[i];  // a reference of its own: `out` may change
         WritableArray a;
         if (!nb::try_cast(h, a))
           Raise(InvalidArgument("out " + std::to_string(i) + " ('" + outs[i].name + "'): " +
@@ -205,6 +219,7 @@ class Context {
   }
 
   nb::dict StatsDict() {
+    std::unique_lock<std::mutex> lock = Lock();
     const Stats& s = Open().stats();
     nb::dict d;
     d["calls"] = s.calls;
@@ -214,7 +229,7 @@ class Context {
     std::vector<uint64_t> hits;
     for (const EntryStats& e : s.entries) hits.push_back(e.hits);
     d["entry_hits"] = hits;
-    d["last_miss_reasons"] = s.last_miss_reasons;
+    d["last_miss_reasons"] = Strs(s.last_miss_reasons);
     d["last_host_start"] = s.last_host_start;
     d["last_host_stop"] = s.last_host_stop;
     d["last_cache_lookup_start"] = s.last_cache_lookup_start;
@@ -230,27 +245,42 @@ class Context {
     d["runtime_dim_binds"] = s.runtime_dim_binds;
     d["room_growths"] = s.room_growths;
     nb::list fallbacks;
-    for (const Stats::Fallback& f : s.last_fallbacks) fallbacks.append(nb::make_tuple(f.instruction, f.reason));
+    for (const Stats::Fallback& f : s.last_fallbacks) fallbacks.append(nb::make_tuple(f.instruction, Str(f.reason)));
     d["last_fallbacks"] = fallbacks;
     d["last_instruction_ns"] = s.last_instruction_ns;
     return d;
   }
 
-  std::string DeviceName() { return Open().device() == Device::kCuda ? "cuda" : "cpu"; }
-  std::string DeviceNote() { return Open().device_note(); }
+  std::string DeviceName() {
+    std::unique_lock<std::mutex> lock = Lock();
+    return Open().device() == Device::kCuda ? "cuda" : "cpu";
+  }
+  nb::str DeviceNote() {
+    std::unique_lock<std::mutex> lock = Lock();
+    return Str(Open().device_note());
+  }
   std::pair<uint64_t, uint64_t> MemoryUsage() {
+    std::unique_lock<std::mutex> lock = Lock();
     const ExecutionContext::MemoryUsage m = Open().memory_usage();
     return {m.host_bytes, m.device_bytes};
   }
   void Close() {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) Raise(FailedPrecondition("this Context is running a call on another thread"));
+    std::unique_lock<std::mutex> lock = Lock();
     ctx_.reset();
+    closed_ = true;
   }
-  bool closed() const { return !ctx_.has_value(); }
+  bool closed() const { return closed_; }
   const Model& model() const { return model_; }
 
  private:
+  // Every use of the context holds its mutex: a second thread's use while a call runs (with the
+  // GIL released) fails instead of racing.
+  std::unique_lock<std::mutex> Lock() {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock())
+      Raise(FailedPrecondition("this Context is running a call on another thread; create one Context per thread"));
+    return lock;
+  }
   ExecutionContext& Open() {
     if (!ctx_) Raise(FailedPrecondition("this Context is closed"));
     return *ctx_;
@@ -266,6 +296,7 @@ class Context {
   Model model_;
   std::optional<ExecutionContext> ctx_;
   std::mutex mu_;
+  std::atomic<bool> closed_{false};
   std::vector<TensorView> views_, outputs_, host_;
 };
 
@@ -281,7 +312,8 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
   o.profiles = profiles;
   std::vector<AnyArray> constants;  // alive until the compile ends
   for (auto [key, value] : constant_inputs) {
-    const std::string name = nb::cast<std::string>(key);
+    std::string name;
+    if (!nb::try_cast(key, name)) Raise(InvalidArgument("constant_inputs: a key is not an input name (str)"));
     AnyArray a;
     if (!nb::try_cast(value, a)) Raise(InvalidArgument("constant input '" + name + "' is not an array"));
     constants.push_back(a);
@@ -299,7 +331,7 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
     o.log = [&](const std::string& line) {
       nb::gil_scoped_acquire gil;
       try {
-        (*log)(line);
+        (*log)(Str(line));
       } catch (const nb::python_error& e) {
         if (callback_error.empty()) callback_error = e.what();
       }
@@ -324,7 +356,7 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
   nb::dict r;
   nb::list entries;
   for (const CompileReport::Entry& e : report.entries)
-    entries.append(nb::make_tuple(e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes));
+    entries.append(nb::make_tuple(Str(e.name), e.instructions, Str(e.arena_bytes), e.lower_bound_bytes));
   r["entries"] = entries;
   r["total_ns"] = report.total_ns;
   r["ops_before_fusion"] = report.ops_before_fusion;
@@ -333,7 +365,7 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
   r["compile_jobs"] = report.compile_jobs;
   r["cached_jobs"] = report.cached_jobs;
   r["nvrtc_ns"] = report.nvrtc_ns;
-  r["log"] = report.log;
+  r["log"] = Strs(report.log);
   return nb::make_tuple(nb::bytes(artifact.data(), artifact.size()), r);
 }
 
@@ -355,9 +387,9 @@ NB_MODULE(_kiln, m) {
     try {
       std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      nb::object error = g_error(nb::str((e.code + ": " + e.message).c_str()));
-      error.attr("code") = e.code;
-      error.attr("message") = e.message;
+      nb::object error = g_error(Str(e.code + ": " + e.message));
+      error.attr("code") = Str(e.code);
+      error.attr("message") = Str(e.message);
       PyErr_SetObject(g_error.ptr(), error.ptr());
     }
   });
@@ -379,9 +411,9 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("inputs", [](const Model& mo) { return TensorInfos(mo.inputs()); })
       .def_prop_ro("outputs", [](const Model& mo) { return TensorInfos(mo.outputs()); })
       .def_prop_ro("entries", [](const Model& mo) { return EntryInfos(mo); })
-      .def_prop_ro("precision", [](const Model& mo) { return std::string(mo.precision()); })
+      .def_prop_ro("precision", [](const Model& mo) { return Str(std::string(mo.precision())); })
       .def_prop_ro("format_version", &Model::format_version)
-      .def_prop_ro("producer", [](const Model& mo) { return std::string(mo.producer()); })
+      .def_prop_ro("producer", [](const Model& mo) { return Str(std::string(mo.producer())); })
       .def_prop_ro("weights_bytes", &Model::weights_bytes);
 
   nb::class_<Context>(m, "Context")

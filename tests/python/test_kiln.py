@@ -231,7 +231,7 @@ def test_every_error_has_its_code_and_message(scale_model):
     assert code == "INVALID_ARGUMENT" and message.startswith("input 'x': not C-contiguous")
     assert error(lambda: ctx.run([x.T.copy()]))[1].startswith("entry 0 (N=1): input 'x' dim 0 = 3, expected 1")
     assert error(lambda: ctx.run([x, x])) == ("INVALID_ARGUMENT", "2 inputs, the model has 1")
-    assert error(lambda: ctx.run({"y": x})) == ("INVALID_ARGUMENT", "input 'x' is missing")
+    assert error(lambda: ctx.run({})) == ("INVALID_ARGUMENT", "input 'x' is missing")
     assert error(lambda: ctx.run({"x": x, "z": x})) == ("INVALID_ARGUMENT", "input 'z': the model has no such input")
     code, message = error(lambda: ctx.run(["not an array"]))
     assert code == "INVALID_ARGUMENT" and message == "input 'x': str is not an array (NumPy, or any object with __dlpack__)"
@@ -377,3 +377,125 @@ def test_cuda_context_on_the_emulated_device(tmp_path):
     r = subprocess.run([sys.executable, "-c", CUDA_SCRIPT, path], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["cuda", "1", "1", "True"]
+
+
+# --- what a hostile user found (each was a crash, a race or a wrong refusal) ----------------------
+
+def identity_model(shape=("N", 3), profiles=()):
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "relu", [h.make_tensor_value_info("x", T.FLOAT, shape)],
+                         [h.make_tensor_value_info("y", T.FLOAT, shape)])
+    return kiln.load(kiln.compile(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), archs="none",
+                                  progress=False, profiles=profiles))
+
+
+def test_stats_read_while_another_thread_runs_never_race():
+    """Stats, device_note and memory_usage used to read the context while a call on another
+    thread (GIL released) rewrote its miss reasons: garbage strings, std::bad_cast. They now
+    take the context's lock: FAILED_PRECONDITION while it runs, exact values otherwise."""
+    ctx = identity_model(profiles=["x:N=1"]).context(device="cpu")
+    bad = [np.ones((2, 3), np.float32)]
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            try:
+                ctx.run(bad)
+            except kiln.Error:
+                pass
+
+    t = threading.Thread(target=worker)
+    t.start()
+    seen, refused = 0, 0
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            s = kiln.compile_stats(ctx)
+            assert s.last_compile_reasons in ({}, {"N=1": ["entry 0 (N=1): input 'x' dim 0 = 2, expected 1"]})
+            seen += 1
+        except kiln.Error as e:
+            assert e.code == "FAILED_PRECONDITION", e
+            refused += 1
+    stop.set()
+    t.join()
+    assert seen + refused > 0
+    s = kiln.compile_stats(ctx)  # once the other thread is done: exact
+    assert s.cache_misses == s.calls and s.last_compile_reasons == {
+        "N=1": ["entry 0 (N=1): input 'x' dim 0 = 2, expected 1"]}
+
+
+def test_out_element_that_drops_the_list_is_kept_alive():
+    """An `out` element whose __dlpack__ clears the list run() was given (its last reference):
+    the element used to be freed mid-call (a segfault)."""
+    import gc
+
+    ctx = identity_model().context(device="cpu")
+    target = np.zeros((2, 3), np.float32)
+
+    class ClearsItsList:
+        def __dlpack__(self, *args, **kwargs):
+            for r in gc.get_referrers(self):
+                if isinstance(r, list):
+                    r.clear()
+            return target.__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self):
+            return target.__dlpack_device__()
+
+    (got,) = ctx.run([np.full((2, 3), 5, np.float32)], out=[ClearsItsList()])
+    [bytearray(56) for _ in range(1000)]
+    assert isinstance(got, ClearsItsList)
+    assert target.tolist() == [[5, 5, 5], [5, 5, 5]]
+
+
+def test_empty_arrays_are_not_refused_for_their_strides():
+    """NumPy gives an empty array strides of 0; an entry compiled for N = 0 takes it."""
+    model = identity_model(profiles=["x:N=0..8"])
+    (y,) = model.context(device="cpu").run([np.zeros((0, 3), np.float32)])
+    assert y.shape == (0, 3)
+    out = np.zeros((0, 3), np.float32)
+    assert model.context(device="cpu").run([np.zeros((0, 3), np.float32)], out=[out])[0] is out
+
+
+def test_names_that_are_not_utf8_come_out_escaped():
+    """ONNX does not check that names are UTF-8; such a name is shown with \\x escapes, and the
+    errors that echo it are still kiln.Error."""
+    graph = h.make_graph([h.make_node("Relu", ["xQQQ"], ["y"])], "g", [h.make_tensor_value_info("xQQQ", T.FLOAT, [2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    raw = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString().replace(b"xQQQ", b"x\xff\xfeQ")
+    model = kiln.load(kiln.compile(raw, archs="none", progress=False))
+    assert model.inputs[0].name == "x\\xff\\xfeQ"
+    with pytest.raises(kiln.Error) as e:
+        model.context(device="cpu").run([np.ones(2)])
+    assert "x\\xff\\xfeQ" in e.value.message
+    assert "x\\xff\\xfeQ" in str(kiln.last_traces(model)[0])
+
+
+def test_arguments_checked_before_they_reach_cpp(tmp_path):
+    from collections import UserDict
+
+    model = identity_model()
+    x = np.ones((2, 3), np.float32)
+    assert model.context(device="cpu").run(UserDict(x=x))[0].tolist() == x.tolist()  # any Mapping is by name
+    with pytest.raises(kiln.Error) as e:
+        model.context(device="cpu").run({1: x})
+    assert e.value.message == "input key 1 is not an input name (str)"
+    onnx_path = str(tmp_path / "relu.onnx")
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "relu", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), onnx_path)
+
+    def error(**kwargs):
+        with pytest.raises(kiln.Error) as e:
+            kiln.compile(onnx_path, archs="none", progress=False, **kwargs)
+        return e.value.code, e.value.message
+
+    assert error(constant_inputs={1: x}) == ("INVALID_ARGUMENT", "constant_inputs: a key is not an input name (str)")
+    assert error(shapes={"x": "14"})[1].startswith("shapes['x']: expected a list of ints")
+    assert error(shapes={"x": [1.5, 3]})[1].startswith("shapes['x']: expected a list of ints")
+    assert error(output=str(tmp_path))[1].endswith("is a directory; name the .kiln file to write")
+    assert not os.path.exists(str(tmp_path) + ".tmp")
+    code, message = error(profiles="x:N=4..1")  # one profile as a str; its error says it once
+    assert code == "INVALID_ARGUMENT" and message.count("profile 'x:N=4..1'") == 1
+    with pytest.raises(kiln.Error) as e:
+        kiln.load(onnx_path + "\0junk")
+    assert e.value.code == "INVALID_ARGUMENT" and "not a file path" in e.value.message
