@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Kiln's CPU backend against onnxruntime's CPU provider on real models, side by side.
+"""Kiln's CPU backend against onnxruntime's CPU provider, and OpenVINO's CPU plugin when it is
+installed, on real models, side by side.
 
+    build/venv/bin/pip install openvino==2026.4.1     # optional: the OpenVINO columns
     build/venv/bin/python benchmarks/compare.py [--threads 1,2] [--rounds 3] [--seconds 1.5] [DIR ...]
 
 Each DIR holds model.onnx and test_data_set_0/input_N.pb (ONNX's test layout). Without DIRs:
@@ -20,13 +22,16 @@ For each model:
      sequential, default graph optimisation ORT_ENABLE_ALL): W warm-up calls, then N calls of
      session.run, each timed with time.perf_counter_ns. N is chosen so that a block takes about
      --seconds (from a short probe of both, 10 <= N <= 1000), W = N/10 (2 to 50).
+     With OpenVINO (PyPI `openvino`; its CPU plugin, INFERENCE_NUM_THREADS T, one stream,
+     PERFORMANCE_HINT LATENCY), one OpenVINO block follows, timed the same way around
+     InferRequest.infer; its outputs are checked against onnxruntime's first, by the same rule.
      A tool's figure is the median over the rounds of its round's median (p50) latency.
      Kiln's latency is kiln bench's: wall time of Run, outputs left in the context's memory;
      onnxruntime's includes its Python binding and the outputs' numpy arrays (a few
      microseconds per call, which matters only for the tiniest models).
 
-Prints a markdown table (model, input shapes, T, Kiln and onnxruntime p50, ratio Kiln/ORT with
-> 1 meaning Kiln is slower, outputs agree, target) and a line naming the machine, the date,
+Prints a markdown table (model, input shapes, T, Kiln, onnxruntime and OpenVINO p50, ratios
+Kiln/ORT and Kiln/OpenVINO with > 1 meaning Kiln is slower, outputs agree, target) and a line naming the machine, the date,
 onnxruntime's version and Kiln's commit; writes it to --markdown and every figure to --json.
 Targets: Kiln within 1.5x of onnxruntime on every real model, within 2x on ONNX's light models
 (ResNet-50). Progress goes to stderr. Exit status: 0 every model compared and timed, 1 some
@@ -60,6 +65,11 @@ except ImportError as e:
     print(f"error: {e}; run this script with the project's venv, build/venv/bin/python "
           "(scripts/test.sh makes it)", file=sys.stderr)
     sys.exit(2)
+
+try:  # optional: the OpenVINO columns
+    import openvino as ov
+except ImportError:
+    ov = None
 
 ATOL, RTOL = 1e-4, 1e-3
 TARGET_REAL, TARGET_LIGHT = 1.5, 2.0  # Kiln/ORT ratio the issue asks for
@@ -195,7 +205,45 @@ def ort_block(session, feeds, warmup, iters):
             "max": max(times), "mean": statistics.fmean(times)}
 
 
-def time_model(args, name, art, set_dir, session, feeds, threads):
+def ov_model(model_path, threads):
+    """OpenVINO's CPU plugin on the model at `threads`, latency-tuned, one stream; or the reason
+    it cannot take the model (its row then has no OpenVINO figure, and Kiln's still counts)."""
+    try:
+        compiled = ov.Core().compile_model(model_path, "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                                                "PERFORMANCE_HINT": "LATENCY"})
+        return compiled.create_infer_request(), None
+    except Exception as e:  # OpenVINO raises RuntimeError and its own types
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return None, next((line for line in lines if line.startswith("-- ") or "failed for" in line), lines[-1:] or "")
+
+
+def ov_agrees(request, session, feeds):
+    """OpenVINO's outputs against onnxruntime's, by the allclose rule; (ok, worst error/tolerance)."""
+    try:
+        got = request.infer(feeds)
+    except Exception as e:
+        raise Failure(f"OpenVINO cannot run the model: {e}")
+    worst, ok = 0.0, True
+    for i, want in enumerate(session.run(None, feeds)):
+        g = np.asarray(got[request.model_outputs[i]])
+        want = np.asarray(want)
+        if g.shape != want.shape:
+            return False, float("inf")
+        c_ok, _, ratio, _, _ = compare_outputs.compare(g.astype(np.float64).ravel(), want.astype(np.float64).ravel(),
+                                                       ATOL, RTOL)
+        ok, worst = ok and c_ok, max(worst, ratio)
+    return ok, worst
+
+
+def ov_block(request, feeds, warmup, iters):
+    """As ort_block, around InferRequest.infer."""
+    class Adapter:
+        def run(self, _, inputs):
+            return request.infer(inputs)
+    return ort_block(Adapter(), feeds, warmup, iters)
+
+
+def time_model(args, name, art, set_dir, session, feeds, threads, ov_request=None):
     """Alternating Kiln / onnxruntime rounds at one thread count; returns the run's record."""
     bench_json = os.path.join(args.work, f"{name}.t{threads}.bench.json")
     probe_k = kiln_bench(args.kiln, art, set_dir, threads, 1, 3, bench_json)["latency_ms"]["p50"]
@@ -203,17 +251,21 @@ def time_model(args, name, art, set_dir, session, feeds, threads):
     per_call_s = max(probe_k, probe_o, 1e-3) / 1e3
     iters = max(MIN_ITERS, min(MAX_ITERS, round(args.seconds / per_call_s)))
     warmup = max(2, min(50, iters // 10))
-    kiln_rounds, ort_rounds = [], []
+    kiln_rounds, ort_rounds, ov_rounds = [], [], []
     for r in range(args.rounds):
         progress(f"  T={threads} round {r + 1}/{args.rounds}: {iters} calls each "
                  f"(+{warmup} warm-up)")
         kiln_rounds.append(kiln_bench(args.kiln, art, set_dir, threads, warmup, iters, bench_json))
         ort_rounds.append(ort_block(session, feeds, warmup, iters))
+        if ov_request is not None:
+            ov_rounds.append(ov_block(ov_request, feeds, warmup, iters))
     kiln_p50 = statistics.median(b["latency_ms"]["p50"] for b in kiln_rounds)
     ort_p50 = statistics.median(b["p50"] for b in ort_rounds)
+    ov_p50 = statistics.median(b["p50"] for b in ov_rounds) if ov_rounds else None
     return {"threads": threads, "iterations": iters, "warmup": warmup,
             "kiln_p50_ms": kiln_p50, "ort_p50_ms": ort_p50, "ratio": kiln_p50 / ort_p50,
-            "kiln_rounds": kiln_rounds, "ort_rounds": ort_rounds}
+            "ov_p50_ms": ov_p50, "ov_ratio": kiln_p50 / ov_p50 if ov_p50 else None,
+            "kiln_rounds": kiln_rounds, "ort_rounds": ort_rounds, "ov_rounds": ov_rounds}
 
 
 def compile_artifact(kiln, model, art):
@@ -247,11 +299,25 @@ def run_model(args, model_dir, name, record):
         record["status"] = "outputs differ"
         return
     for t in args.threads:
-        run = time_model(args, name, art, set_dir, sessions[t], feeds, t)
+        ov_request = None
+        if ov is not None and record.get("ov_agree", {"ok": True})["ok"]:
+            ov_request, why = ov_model(model, t)
+            if ov_request is None:
+                record["ov_agree"] = {"ok": False, "worst_ratio": None, "error": f"OpenVINO cannot compile it: {why}"}
+                progress(f"  {record['ov_agree']['error']}")
+            elif t == args.threads[0]:
+                ok, worst = ov_agrees(ov_request, sessions[t], feeds)
+                record["ov_agree"] = {"ok": ok, "worst_ratio": worst}
+                progress(f"  OpenVINO outputs {'agree' if ok else 'DISAGREE'} with onnxruntime's: worst "
+                         f"error/tolerance {worst:.3g}")
+            if not record["ov_agree"]["ok"]:
+                ov_request = None  # not timed: no figure, or one that would not be for the same results
+        run = time_model(args, name, art, set_dir, sessions[t], feeds, t, ov_request)
         run["meets_target"] = run["ratio"] <= record["target_ratio"]
         record["runs"].append(run)
         progress(f"  T={t}: Kiln {run['kiln_p50_ms']:.4g} ms, onnxruntime {run['ort_p50_ms']:.4g} ms, "
-                 f"ratio {run['ratio']:.2f}")
+                 f"ratio {run['ratio']:.2f}" + (f"; OpenVINO {run['ov_p50_ms']:.4g} ms, ratio {run['ov_ratio']:.2f}"
+                                                if run["ov_p50_ms"] else ""))
     record["status"] = "ok"
 
 
@@ -265,7 +331,8 @@ def machine_info(kiln, load_at_start):
     return {"cpu": cpu, "cores": os.cpu_count(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average_1min": {"start": load_at_start, "end": os.getloadavg()[0]},
-            "onnxruntime": ort.__version__, "kiln_commit": commit, "kiln_tree_dirty": dirty,
+            "onnxruntime": ort.__version__, "openvino": ov.__version__ if ov is not None else None,
+            "kiln_commit": commit, "kiln_tree_dirty": dirty,
             "kiln": os.path.abspath(kiln), "python": platform.python_version()}
 
 
@@ -278,25 +345,33 @@ def markdown(machine, settings, records):
     load = machine["load_average_1min"]
     lines = [f"Machine: {machine['cpu']}, {machine['cores']} cores (load average {load['start']:.1f} "
              f"at the start, {load['end']:.1f} at the end); {machine['date']}; "
-             f"onnxruntime {machine['onnxruntime']}; Kiln {machine['kiln_commit']}{dirty}.",
+             f"onnxruntime {machine['onnxruntime']}; "
+             f"{'OpenVINO ' + machine['openvino'].split('-')[0] if machine['openvino'] else 'OpenVINO not installed'}; "
+             f"Kiln {machine['kiln_commit']}{dirty}.",
              f"Latency: median over {settings['rounds']} alternating round(s) of each round's median "
              "per-call latency (one `kiln bench` block, then one onnxruntime block of as many calls).",
              "",
-             "| model | input shape(s) | T | Kiln p50 ms | ORT p50 ms | Kiln/ORT | outputs agree | target |",
-             "|---|---|---:|---:|---:|---:|---|---|"]
+             "| model | input shape(s) | T | Kiln p50 ms | ORT p50 ms | OpenVINO p50 ms | Kiln/ORT | Kiln/OpenVINO "
+             "| outputs agree | target |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for rec in records:
         agree = rec.get("agree")
         agree_text = ("yes" if agree["ok"] else f"NO (worst err/tol {agree['worst_ratio']:.3g})") \
             if agree else "-"
         target = f"<= {rec['target_ratio']:g}x"
         if not rec["runs"]:
-            lines.append(f"| {rec['name']} | {rec.get('input_shapes', '-')} | - | - | - | - | "
+            lines.append(f"| {rec['name']} | {rec.get('input_shapes', '-')} | - | - | - | - | - | - | "
                          f"{agree_text} | {rec['status']} |")
         for run in rec["runs"]:
             mark = "met" if run["meets_target"] else "MISSED"
+            ov_agree = rec.get("ov_agree")
+            ov_ms = fmt_ms(run["ov_p50_ms"]) if run.get("ov_p50_ms") else (
+                "cannot compile" if ov_agree and "error" in ov_agree else
+                "outputs differ" if ov_agree and not ov_agree["ok"] else "-")
+            ov_ratio = f"{run['ov_ratio']:.2f}" if run.get("ov_ratio") else "-"
             lines.append(f"| {rec['name']} | {rec['input_shapes']} | {run['threads']} | "
-                         f"{fmt_ms(run['kiln_p50_ms'])} | {fmt_ms(run['ort_p50_ms'])} | "
-                         f"{run['ratio']:.2f} | {agree_text} | {mark} ({target}) |")
+                         f"{fmt_ms(run['kiln_p50_ms'])} | {fmt_ms(run['ort_p50_ms'])} | {ov_ms} | "
+                         f"{run['ratio']:.2f} | {ov_ratio} | {agree_text} | {mark} ({target}) |")
     return "\n".join(lines) + "\n"
 
 
