@@ -23,7 +23,7 @@ For each model:
      session.run, each timed with time.perf_counter_ns. N is chosen so that a block takes about
      --seconds (from a short probe of both, 10 <= N <= 1000), W = N/10 (2 to 50).
      With OpenVINO (PyPI `openvino`; its CPU plugin, INFERENCE_NUM_THREADS T, one stream,
-     PERFORMANCE_HINT LATENCY), one OpenVINO block follows, timed the same way around
+     PERFORMANCE_HINT LATENCY, INFERENCE_PRECISION_HINT f32), one OpenVINO block follows, timed the same way around
      InferRequest.infer; its outputs are checked against onnxruntime's first, by the same rule.
      A tool's figure is the median over the rounds of its round's median (p50) latency.
      Kiln's latency is kiln bench's: wall time of Run, outputs left in the context's memory;
@@ -209,8 +209,10 @@ def ov_model(model_path, threads):
     """OpenVINO's CPU plugin on the model at `threads`, latency-tuned, one stream; or the reason
     it cannot take the model (its row then has no OpenVINO figure, and Kiln's still counts)."""
     try:
+        # float32 as the others: on a CPU with AVX512-BF16 or AMX, OpenVINO computes in bfloat16 by default.
         compiled = ov.Core().compile_model(model_path, "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
-                                                                "PERFORMANCE_HINT": "LATENCY"})
+                                                                "PERFORMANCE_HINT": "LATENCY",
+                                                                "INFERENCE_PRECISION_HINT": "f32"})
         return compiled.create_infer_request(), None
     except Exception as e:  # OpenVINO raises RuntimeError and its own types
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
