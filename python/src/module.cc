@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -325,26 +326,20 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
   o.archs = std::move(archs);
   o.fuse = fuse;
   o.loop_scan_bound = loop_scan_bound;
-  // The callbacks run on this thread, which holds no GIL during the compile: they take it.
+  // The callbacks run on this thread, which holds no GIL during the compile: each call takes it,
+  // and the first Python exception is kept for after the compile.
   std::string callback_error;
-  if (log)
-    o.log = [&](const std::string& line) {
-      nb::gil_scoped_acquire gil;
-      try {
-        (*log)(Str(line));
-      } catch (const nb::python_error& e) {
-        if (callback_error.empty()) callback_error = e.what();
-      }
-    };
+  auto call_python = [&](const nb::callable& fn, auto&&... args) {
+    nb::gil_scoped_acquire gil;
+    try {
+      fn(std::forward<decltype(args)>(args)...);
+    } catch (const nb::python_error& e) {
+      if (callback_error.empty()) callback_error = e.what();
+    }
+  };
+  if (log) o.log = [&](const std::string& line) { call_python(*log, Str(line)); };
   if (kernel_progress)
-    o.kernel_progress = [&](int done, int total, int cached) {
-      nb::gil_scoped_acquire gil;
-      try {
-        (*kernel_progress)(done, total, cached);
-      } catch (const nb::python_error& e) {
-        if (callback_error.empty()) callback_error = e.what();
-      }
-    };
+    o.kernel_progress = [&](int done, int total, int cached) { call_python(*kernel_progress, done, total, cached); };
   CompileReport report;
   Result<std::vector<uint8_t>> bytes = InvalidArgument("not run");
   {

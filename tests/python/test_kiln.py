@@ -118,6 +118,13 @@ def test_compile_report_and_options(scale_model, tmp_path):
     with pytest.raises(kiln.Error) as e:
         kiln.compile(str(tmp_path / "missing.onnx"), archs="none", progress=False)
     assert e.value.code == "NOT_FOUND"
+    def raises(line):
+        raise ValueError("boom")
+
+    with pytest.raises(kiln.Error) as e:  # a callback's exception ends the compile, named
+        kiln.compile(m, archs="none", progress=False, log=raises)
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.message.startswith("a compile callback raised: ")
+    assert "ValueError: boom" in e.value.message
     with pytest.raises(kiln.Error) as e:
         kiln.compile(42, archs="none", progress=False)
     assert e.value.code == "INVALID_ARGUMENT" and "got int" in str(e.value)
