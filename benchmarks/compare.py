@@ -76,6 +76,7 @@ TARGET_REAL, TARGET_LIGHT = 1.5, 2.0  # Kiln/ORT ratio the issue asks for
 MIN_ITERS, MAX_ITERS = 10, 1000
 COMPILE_TIMEOUT_S = 1800
 RUN_TIMEOUT_S = 900
+KILN_FLAGS = []  # added to every kiln run and kiln bench (--no-onednn)
 
 
 def progress(line):
@@ -149,7 +150,7 @@ def ort_session(model_path, threads):
 def check_outputs(kiln, art, set_dir, out_dir, session, feeds):
     """Kiln's outputs against onnxruntime's on the same inputs; returns a dict with "ok"."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    kiln_cmd([kiln, "run", art, "--inputs", set_dir, "--outputs", out_dir, "--device", "cpu"],
+    kiln_cmd([kiln, "run", art, "--inputs", set_dir, "--outputs", out_dir, "--device", "cpu"] + KILN_FLAGS,
              RUN_TIMEOUT_S)
     try:
         wants = session.run(None, feeds)
@@ -179,7 +180,7 @@ def check_outputs(kiln, art, set_dir, out_dir, session, feeds):
 
 def kiln_bench(kiln, art, set_dir, threads, warmup, iters, json_path):
     kiln_cmd([kiln, "bench", art, "--inputs", set_dir, "--device", "cpu", "--threads", str(threads),
-              "--warmup", str(warmup), "--iterations", str(iters), "--json", json_path],
+              "--warmup", str(warmup), "--iterations", str(iters), "--json", json_path] + KILN_FLAGS,
              RUN_TIMEOUT_S)
     with open(json_path) as f:
         return json.load(f)
@@ -349,7 +350,8 @@ def markdown(machine, settings, records):
              f"at the start, {load['end']:.1f} at the end); {machine['date']}; "
              f"onnxruntime {machine['onnxruntime']}; "
              f"{'OpenVINO ' + machine['openvino'].split('-')[0] if machine['openvino'] else 'OpenVINO not installed'}; "
-             f"Kiln {machine['kiln_commit']}{dirty}.",
+             f"Kiln {machine['kiln_commit']}{dirty}"
+             f"{', on its own CPU kernels only (--no-onednn)' if settings.get('kiln_flags') else ''}.",
              f"Latency: median over {settings['rounds']} alternating round(s) of each round's median "
              "per-call latency (one `kiln bench` block, then one onnxruntime block of as many calls).",
              "",
@@ -398,8 +400,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.5, help="about how long one block takes (default 1.5)")
     ap.add_argument("--json", help="figures (default WORK/compare.json)")
     ap.add_argument("--markdown", help="the table (default WORK/compare.md)")
+    ap.add_argument("--no-onednn", action="store_true",
+                    help="Kiln on its own CPU kernels only (kiln run/bench --no-onednn): the before of oneDNN")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 round of short blocks (0.1 s)")
     args = ap.parse_args()
+    if args.no_onednn:
+        KILN_FLAGS.append("--no-onednn")
     if args.quick:
         args.rounds, args.seconds = 1, 0.1
     if args.rounds < 1 or args.seconds <= 0:
@@ -448,6 +454,7 @@ def main():
             progress(f"  FAILED ({record['status']}): {e}")
 
     settings = {"threads": args.threads, "rounds": args.rounds, "seconds_per_block": args.seconds,
+                "kiln_flags": KILN_FLAGS,
                 "atol": ATOL, "rtol": RTOL, "statistic": "median over rounds of each round's p50",
                 "ort": {"provider": "CPUExecutionProvider", "inter_op_num_threads": 1,
                         "execution_mode": "ORT_SEQUENTIAL",

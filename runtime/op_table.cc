@@ -301,6 +301,8 @@ const char* FusionKindName(FusionKind kind) {
   return "?";
 }
 
+std::string_view CpuLibraryOf(std::string_view op) { return op == "Conv" ? "onednn" : ""; }
+
 std::string_view LibraryName(OpLibrary library) {
   switch (library) {
     case kCublasLt: return "cublaslt";

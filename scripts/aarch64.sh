@@ -33,7 +33,7 @@ log "configuring $BUILD (aarch64-linux-gnu-g++ -O2, runtime alone, no BLAS, no C
 mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DKILN_BUILD_COMPILER=OFF -DKILN_WITH_BLAS=OFF -DKILN_BUILD_BENCHMARKS=OFF >"$BUILD/configure.log" 2>&1 ||
+  -DKILN_BUILD_COMPILER=OFF -DKILN_WITH_BLAS=OFF -DKILN_WITH_ONEDNN=OFF -DKILN_BUILD_BENCHMARKS=OFF >"$BUILD/configure.log" 2>&1 ||
   { cat "$BUILD/configure.log"; log "error: configure failed (log: $BUILD/configure.log)"; exit 1; }
 log "building libkiln_runtime.so, kiln-run and context_stress"
 cmake --build "$BUILD" -j"$(nproc)" --target kiln_runtime_shared kiln-run context_stress \

@@ -73,6 +73,8 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
     if (info && info->fusion == FusionKind::kLibrary) {
       node.executor = std::string(LibraryName(info->library));
       node.executor_reason = std::string(info->note) + "; the CPU backend when the library refuses it or on a CPU";
+      if (CpuLibraryOf(node.op) == "onednn")
+        node.executor_reason += " (there oneDNN where the runtime has it and takes the form, else the CPU kernel)";
     } else {
       node.executor = "cpu";
       // The `executors` trace notes it in a CPU fallback region with this reason.

@@ -228,7 +228,8 @@ struct ContextOptions {
   // over them when the work is large enough: fused programs by blocks of rows, depthwise
   // Conv and pooling by channel, im2col and col2im by channel, and float32 GEMMs (MatMul,
   // Gemm, Conv, ConvTranspose) by blocks of the output that depend on the shape only; the
-  // results are the same bits at every thread count. OpenBLAS runs single-threaded inside
+  // results of Kiln's own kernels are the same bits at every thread count (oneDNN's may not
+  // be: `onednn`). OpenBLAS runs single-threaded inside
   // these blocks: creating a CPU context sets OpenBLAS's process-wide thread count to 1 (its
   // own idle workers would compete with the context's for the cores), which other users of
   // OpenBLAS in the process then see too (a runtime built with -DKILN_WITH_BLAS=OFF uses its
@@ -238,6 +239,16 @@ struct ContextOptions {
   // when a thread cannot be started.
   int cpu_threads = 0;
   static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
+  // CPU backend, in a runtime built with oneDNN (-DKILN_WITH_ONEDNN=ON, the default on
+  // x86-64; device_note() then ends in ", Conv on oneDNN 2.6.3"): run float32 Conv on oneDNN
+  // with the context's cpu_threads, its epilogue fused as oneDNN post-ops, in oneDNN's blocked
+  // layouts where it chooses them (runtime/cpu/onednn.h). A form oneDNN refuses runs on
+  // Kiln's own kernel, with the reason in Stats::last_fallbacks. oneDNN's results may differ
+  // from Kiln's kernel in the last bits and between thread counts. oneDNN runs its threads on
+  // OpenMP (libgomp), whose workers busy-wait for a moment after each call unless the process
+  // starts with OMP_WAIT_POLICY=passive. false: every op on Kiln's own kernels. Ignored by the
+  // CUDA backend (its CPU fallbacks run on Kiln's kernels).
+  bool onednn = true;
   // The most iterations one Run's run-time Loops may take, all loops together (nested loops
   // multiply; a Loop whose trip count or condition is tensor data, format 7): a Run whose loops
   // would run more fails with kResourceExhausted naming the loop's instruction, so a hostile
@@ -262,6 +273,7 @@ class KILN_API ExecutionContext {
   // like oneDNN's ONEDNN_MAX_CPU_ISA; "avx2" or unset: the best the CPU has), and the
   // device_note() then ends in ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)". It is
   // read once per process. Create fails with kInvalidArgument when it holds another value.
+  // It caps Kiln's own kernels only: oneDNN (ContextOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).
@@ -287,7 +299,9 @@ class KILN_API ExecutionContext {
   // memory plan for these shapes is corrupt (a tensor outside the arena, or two tensors live
   // at the same time sharing bytes).
   // Allocation: none in Kiln's code once an entry has seen its shapes; OpenBLAS's own
-  // small-matrix GEMM path may still call malloc inside a GEMM.
+  // small-matrix GEMM path may still call malloc inside a GEMM, and oneDNN (ContextOptions::
+  // onednn) allocates a few small blocks inside each of its calls (its map of the call's
+  // arguments), the same number at every Run.
   Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
              void* stream = nullptr);
 

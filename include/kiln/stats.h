@@ -93,8 +93,10 @@ struct Stats {
   // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
   // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
   // when it ran: ...": no algorithm, or the call returned NOT_SUPPORTED). The decision is kept
-  // for later runs at the same shapes. Empty on the CPU backend and when every instruction
-  // ran where its artifact says. Updated by every successful Run; a steady-state Run
+  // for later runs at the same shapes. CPU backend with ContextOptions::onednn: the
+  // instructions whose op oneDNN runs (Conv) that oneDNN refused at these shapes and that ran
+  // on Kiln's CPU kernel ("oneDNN refused it: ..."). Empty when every instruction ran where
+  // its artifact (or on the CPU, the op table) says. Updated by every successful Run; a steady-state Run
   // allocates nothing here.
   struct Fallback {
     int32_t instruction = -1;  // index into EntryInfo::instructions of the entry that ran

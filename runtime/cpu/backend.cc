@@ -1,13 +1,17 @@
 #include "runtime/cpu/backend.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/clock.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/host_memory.h"
+#include "runtime/cpu/onednn.h"
 #include "runtime/cpu/run_instruction.h"
 #include "runtime/cpu/thread_pool.h"
 
@@ -17,19 +21,22 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile,
-             int64_t max_loop_iterations)
+             int64_t max_loop_iterations, bool onednn)
       : max_context_bytes_(model.impl().max_context_bytes),
         threads_(std::move(threads)),
         note_(std::move(note)),
         profile_(profile),
-        max_loop_iterations_(max_loop_iterations) {}
+        max_loop_iterations_(max_loop_iterations),
+        onednn_(onednn) {}
 
   Device device() const override { return Device::kCpu; }
   const std::string& note() const override { return note_; }
   MemoryKind input_memory() const override { return MemoryKind::kHost; }
   bool Holds(const EntryState& s) const override { return memory_.Holds(s); }
   Status Prepare(const PreparedEntry& pe, EntryState& s) override {
-    return memory_.Place(pe, s, threads_->size(), max_context_bytes_);
+    LibraryPlans* p = PlansOf(pe);
+    if (p != nullptr && !(p->valid && p->binding == s.binding)) Plan(pe, s, *p);
+    return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
   Status Execute(const BackendRun& run) override {
@@ -38,6 +45,8 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& times = run.stats.last_instruction_ns;
     if (profile_) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
     int64_t t = profile_ ? NowNs() : 0;
+    LibraryPlans* plans = PlansOf(pe);
+    ReportFallbacks(plans, run.stats);
     LoopStep step;  // a run-time Loop's control (runtime/cpu/loop.cc)
     step.max_iterations = max_loop_iterations_;
     bool skipped_body = false;
@@ -71,7 +80,7 @@ class CpuBackend final : public Backend {
                             !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
       step.skipped_body = std::exchange(skipped_body, false);
       step.again = step.full = false;
-      Status st = RunInstruction(pi, call, s.sizes);
+      Status st = plans != nullptr && plans->ops[k] ? plans->ops[k]->Run(call) : RunInstruction(pi, call, s.sizes);
       if (step.full && dim >= 0) st = run.runtime_dims.Grow(dim, std::move(st));
       // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
       // size the kernel found (a LoopEnd's once the loop ends).
@@ -113,6 +122,9 @@ class CpuBackend final : public Backend {
   ExecutionContext::MemoryUsage memory_usage() const override {
     ExecutionContext::MemoryUsage m;
     m.host_bytes = memory_.bytes();
+    for (const auto& [pe, p] : plans_)
+      for (const auto& op : p.ops)
+        if (op) m.host_bytes += op->held_bytes();
     return m;
   }
 
@@ -123,6 +135,70 @@ class CpuBackend final : public Backend {
   bool profile_;
   int64_t max_loop_iterations_;
   HostMemory memory_;
+
+  // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare
+  // and kept while the binding holds, so a steady-state Run plans nothing.
+  struct LibraryPlans {
+    bool valid = false;
+    std::vector<int64_t> binding;
+    std::vector<std::unique_ptr<OneDnnOp>> ops;  // per instruction; null: its CPU kernel runs
+    std::vector<std::string> why;                // per instruction: oneDNN's refusal, else ""
+    size_t workspace = 0;                        // bytes the ops need (HostMemory's workspace)
+  };
+  bool onednn_;
+  std::vector<std::pair<const PreparedEntry*, LibraryPlans>> plans_;  // per entry, once prepared
+
+  // The plans of `pe`, made empty at its first Prepare; null when oneDNN is off.
+  LibraryPlans* PlansOf(const PreparedEntry& pe) {
+    if (!onednn_) return nullptr;
+    for (auto& [e, p] : plans_)
+      if (e == &pe) return &p;
+    return &plans_.emplace_back(&pe, LibraryPlans{}).second;
+  }
+
+  // Plans every instruction of `pe` whose op the op table gives oneDNN (CpuLibraryOf), for the
+  // binding `s`; an instruction oneDNN refuses keeps its CPU kernel, with the reason.
+  void Plan(const PreparedEntry& pe, const EntryState& s, LibraryPlans& p) {
+    p.valid = false;
+    p.ops.clear();
+    p.ops.resize(pe.instructions.size());
+    p.why.assign(pe.instructions.size(), std::string());
+    p.workspace = 0;
+    for (size_t k = 0; k < pe.instructions.size(); ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      if (pi.program || CpuLibraryOf(pi.kernel->op) != "onednn") continue;
+      const TensorRef* ops = s.operands.data() + pi.operands_begin;
+      const KernelCall call{pi.attrs,
+                            {ops, static_cast<size_t>(pi.num_inputs)},
+                            {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)}};
+      const int32_t w = pi.num_inputs > 1 ? pe.operands[static_cast<size_t>(pi.operands_begin) + 1] : -1;
+      const bool constant = w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
+      auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
+      if (op.ok()) {
+        p.workspace = std::max(p.workspace, (*op)->workspace_bytes());
+        p.ops[k] = std::move(*op);
+      } else {
+        // A malformed call too: its CPU kernel reports the error if the instruction runs (it
+        // may never, in a run-time If's other branch).
+        p.why[k] = "not on oneDNN: " + std::string(op.status().message());
+      }
+    }
+    p.binding = s.binding;
+    p.valid = true;
+  }
+
+  // Stats::last_fallbacks: the instructions oneDNN refused, reusing the strings' storage.
+  static void ReportFallbacks(const LibraryPlans* p, Stats& stats) {
+    size_t n = 0;
+    if (p != nullptr)
+      for (size_t k = 0; k < p->why.size(); ++k) {
+        if (p->why[k].empty()) continue;
+        if (n == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
+        stats.last_fallbacks[n].instruction = static_cast<int32_t>(k);
+        stats.last_fallbacks[n++].reason.assign(p->why[k]);
+      }
+    stats.last_fallbacks.resize(n);
+  }
 };
 
 }  // namespace
@@ -132,11 +208,13 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   const int threads = options.cpu_threads > 0 ? options.cpu_threads : DefaultThreadCount();
   std::string note = "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   if (CpuIsaCapped()) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
+  const bool onednn = options.onednn && OneDnnBuilt();
+  if (onednn) note += ", Conv on " + OneDnnVersion();
   auto pool = ThreadPool::Create(threads);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
   return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile,
-                                                    options.max_loop_iterations));
+                                                    options.max_loop_iterations, onednn));
 }
 
 }  // namespace kiln::cpu

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/cpu/conv_geometry.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/families.h"
@@ -22,13 +23,6 @@
 
 namespace kiln::cpu {
 namespace {
-
-// Geometry shared by Conv and ConvTranspose. "in" is the spatial extent of X, "out" that
-// of Y; for ConvTranspose the roles in im2col/col2im are mirrored.
-struct ConvGeometry : WindowGeometry {
-  int64_t group = 1;
-  int64_t kernel_size = 1;
-};
 
 Status ReadSpatialAttr(const AttrMap& attrs, const char* name, int sr, int64_t def,
                        int64_t* dst, std::string_view op) {
@@ -101,6 +95,8 @@ Status ReadPads(const AttrMap& attrs, std::string_view op, ConvGeometry* g) {
   return Status::Ok();
 }
 
+}  // namespace
+
 Status ConvGeometryFor(const KernelCall& call, ConvGeometry* g) {
   constexpr std::string_view kName = "Conv";
   KILN_RETURN_IF_ERROR(CommonGeometry(call, kName, g));
@@ -158,6 +154,8 @@ Status CheckBias(const TensorRef* bias, int64_t m, std::string_view op) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 bool IsPointwise(const ConvGeometry& g) {
   for (int i = 0; i < g.sr; ++i) {

@@ -22,8 +22,9 @@ bool AlignedBuffer::Reserve(uint64_t bytes) {
   return true;
 }
 
-Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes) {
-  s.workspace_needed = 0;
+Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes,
+                         uint64_t library_workspace) {
+  s.workspace_needed = library_workspace;
   for (const PreparedInstruction& pi : pe.instructions) {
     if (pi.program) {
       s.workspace_needed = std::max<uint64_t>(s.workspace_needed, FusedWorkspaceBytes(*pi.program, threads));

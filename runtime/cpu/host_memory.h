@@ -37,11 +37,13 @@ class HostMemory {
  public:
   // Sizes the workspace the CPU kernels of entry `pe` need for its binding `s` (kernels split
   // over `threads` parts), grows the arena to s.arena_needed and the workspace to that, and
-  // points every arena tensor and operand of `s` into the arena. Errors, before anything is
-  // allocated: kResourceExhausted when the arena plus the workspace would exceed
+  // points every arena tensor and operand of `s` into the arena. `library_workspace`: bytes
+  // the entry's library ops need (onednn.h), at least that much workspace. Errors, before
+  // anything is allocated: kResourceExhausted when the arena plus the workspace would exceed
   // `max_context_bytes` (LoadOptions::max_context_bytes) or an allocation fails, naming the
   // entry and the sizes.
-  Status Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes);
+  Status Place(const PreparedEntry& pe, EntryState& s, int threads, uint64_t max_context_bytes,
+               uint64_t library_workspace = 0);
   // Whether `s` was placed in the arena as it is now (false before its first placement and
   // after the arena moved).
   bool Holds(const EntryState& s) const { return s.host_placement != 0 && s.host_placement == placement_; }

@@ -39,7 +39,8 @@ def run(kiln, artifact, inputs, out_dir, isa):
     if isa is not None:
         env["KILN_MAX_CPU_ISA"] = isa
     shutil.rmtree(out_dir, ignore_errors=True)
-    args = [kiln, "run", artifact, "--inputs", inputs, "--device", "cpu", "--outputs", out_dir]
+    # --no-onednn: Kiln's own kernels run every Conv (oneDNN reads its own ONEDNN_MAX_CPU_ISA).
+    args = [kiln, "run", artifact, "--inputs", inputs, "--device", "cpu", "--outputs", out_dir, "--no-onednn"]
     return subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -82,6 +82,7 @@ struct RunFlags {
   int repeat = 1;
   bool profile = false;
   int threads = 0;
+  bool onednn = true;
   double atol = 1e-4, rtol = 1e-3;
 };
 
@@ -127,6 +128,7 @@ int RunModel(const RunFlags& f) {
   options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
   options.profile = f.profile;
   options.cpu_threads = f.threads;
+  options.onednn = f.onednn;
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
@@ -230,6 +232,9 @@ void AddRunCommand(CLI::App& app) {
                   "CPU backend: threads per run, the caller's included (Kiln splits its kernels and GEMMs over them; OpenBLAS runs single-threaded inside); "
                   "0 (default): one per core")
       ->check(CLI::Range(0, 256));
+  cmd->add_flag("--onednn,!--no-onednn", f->onednn,
+                "CPU backend: run Conv on oneDNN when this runtime has it (default), or on Kiln's own kernels "
+                "(--no-onednn)");
   cmd->callback([f] { SetExitCode(RunModel(*f)); });
 }
 

@@ -100,6 +100,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   options.cuda_graphs = config.cuda_graphs;
   options.profile = config.profile;
   options.cpu_threads = config.threads;
+  options.onednn = config.onednn;
   const int64_t create_start = NowNs();
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   r.load_ms = static_cast<double>(load_ns + NowNs() - create_start) / 1e6;

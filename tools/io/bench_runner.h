@@ -33,6 +33,7 @@ struct BenchConfig {
   uint64_t seed = 1;
   Device device = Device::kAuto;
   int threads = 0;  // ContextOptions::cpu_threads
+  bool onednn = true;  // ContextOptions::onednn
   bool cuda_graphs = false;
   bool profile = false;
   int warmup = 10;

@@ -1,0 +1,352 @@
+// oneDNN's convolution for the CPU backend (onednn.h). Primitives and memory descriptors are
+// made with oneDNN's C++ API when planning (it throws dnnl::error, caught here); every Run
+// calls the C API with arrays on the stack, so Kiln's side allocates nothing.
+#include "runtime/cpu/onednn.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "runtime/cpu/conv_geometry.h"
+#include "runtime/cpu/epilogue.h"
+#include "runtime/cpu/host_memory.h"
+#include "runtime/cpu/kernel_util.h"
+
+namespace kiln::cpu {
+namespace {
+
+// The OpenMP API (OpenMP 5.2, sections 18.2.1 and 18.2.3), from libgomp, which Debian's
+// oneDNN runs on. Declared here rather than through <omp.h>, which clang finds only with
+// libomp's headers.
+extern "C" {
+void omp_set_num_threads(int num_threads);
+int omp_get_max_threads(void);
+}
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);  // thread-safe once
+  return engine;
+}
+
+// The calling thread's OpenMP team size set to `threads` for one scope (oneDNN reads it when
+// it plans and when it runs), then put back: the caller's own OpenMP code keeps its setting.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int threads) : saved_(omp_get_max_threads()), threads_(threads) {
+    if (threads_ != saved_) omp_set_num_threads(threads_);
+  }
+  ~OmpThreads() {
+    if (threads_ != saved_) omp_set_num_threads(saved_);
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int saved_;
+  int threads_;
+};
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// X's and Y's plain tag for a rank (ncw, nchw, ncdhw), W's (oiw ... or goiw ... with groups).
+Tag PlainTag(int rank) { return rank == 3 ? Tag::ncw : rank == 4 ? Tag::nchw : Tag::ncdhw; }
+Tag WeightTag(int rank, bool grouped) {
+  if (grouped) return rank == 3 ? Tag::goiw : rank == 4 ? Tag::goihw : Tag::goidhw;
+  return rank == 3 ? Tag::oiw : rank == 4 ? Tag::oihw : Tag::oidhw;
+}
+
+dnnl::algorithm Algorithm(EpilogueActivation a) {
+  switch (a) {
+    case EpilogueActivation::kRelu: return dnnl::algorithm::eltwise_relu;
+    case EpilogueActivation::kGelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case EpilogueActivation::kGeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case EpilogueActivation::kSigmoid: return dnnl::algorithm::eltwise_logistic;
+    case EpilogueActivation::kHardSwish: return dnnl::algorithm::eltwise_hardswish;  // x * relu6(x + 3) / 6
+    case EpilogueActivation::kSilu: return dnnl::algorithm::eltwise_swish;           // x * sigmoid(1 * x)
+    case EpilogueActivation::kNone: break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+Status Failed(dnnl_status_t st, std::string_view what) {
+  return Internal("oneDNN " + std::string(what) + " failed (dnnl_status_t " + std::to_string(static_cast<int>(st)) +
+                  ")");
+}
+
+// Runs `prim` with `args` on `stream` (the C API: no container is built).
+Status Execute(const dnnl::primitive& prim, const dnnl::stream& stream, std::initializer_list<dnnl_exec_arg_t> args,
+               std::string_view what) {
+  const dnnl_status_t st =
+      dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()), args.begin());
+  return st == dnnl_success ? Status::Ok() : Failed(st, what);
+}
+
+Status SetHandle(const memory& m, const void* p) {
+  const dnnl_status_t st = dnnl_memory_set_data_handle_v2(m.get(), const_cast<void*>(p), nullptr);
+  return st == dnnl_success ? Status::Ok() : Failed(st, "dnnl_memory_set_data_handle");
+}
+
+// The name of X's or Y's layout `md`, among the ones oneDNN's convolutions choose.
+std::string LayoutName(const memory::desc& md) {
+  const memory::dims dims = md.dims();
+  const auto f32 = memory::data_type::f32;
+  struct Named {
+    Tag tag;
+    const char* name;
+  };
+  static constexpr Named k3[] = {{Tag::ncw, "ncw"}, {Tag::nwc, "nwc"}, {Tag::nCw8c, "nCw8c"}, {Tag::nCw16c, "nCw16c"}};
+  static constexpr Named k4[] = {
+      {Tag::nchw, "nchw"}, {Tag::nhwc, "nhwc"}, {Tag::nChw8c, "nChw8c"}, {Tag::nChw16c, "nChw16c"}};
+  static constexpr Named k5[] = {
+      {Tag::ncdhw, "ncdhw"}, {Tag::ndhwc, "ndhwc"}, {Tag::nCdhw8c, "nCdhw8c"}, {Tag::nCdhw16c, "nCdhw16c"}};
+  const std::span<const Named> names = dims.size() == 3 ? std::span<const Named>(k3)
+                                       : dims.size() == 4 ? std::span<const Named>(k4)
+                                                          : std::span<const Named>(k5);
+  for (const Named& n : names)
+    if (memory::desc(dims, f32, n.tag) == md) return n.name;
+  return "a blocked layout";
+}
+
+class ConvOp final : public OneDnnOp {
+ public:
+  size_t workspace_bytes() const override { return workspace_; }
+  uint64_t held_bytes() const override { return held_.size(); }
+  const std::string& description() const override { return description_; }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+    if (y.num_elements == 0) return Status::Ok();
+    if (call.workspace_bytes < workspace_)
+      return Internal("Conv on oneDNN: workspace of " + std::to_string(call.workspace_bytes) + " bytes, needs " +
+                      std::to_string(workspace_));
+    auto* ws = static_cast<uint8_t*>(call.workspace);
+    // Weights in the primitive's layout: once for a model weight, else on every call.
+    const void* weights = w.data;
+    if (w_reorder_) {
+      void* into = nullptr;
+      if (!weights_constant_) {
+        into = ws + w_offset_;
+      } else if (held_.size() == 0 || held_from_ != w.data) {
+        if (!held_.Reserve(w_bytes_)) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+        held_from_ = w.data;
+        into = held_.data();
+      }
+      if (into != nullptr) {
+        KILN_RETURN_IF_ERROR(SetHandle(w_user_, w.data));
+        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
+        KILN_RETURN_IF_ERROR(Execute(*w_reorder_, stream_,
+                                     {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+      }
+      weights = weights_constant_ ? held_.data() : into;
+    }
+    KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
+    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x.data));
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y.data));
+    if (x_reorder_) {
+      KILN_RETURN_IF_ERROR(SetHandle(x_mem_, ws + x_offset_));
+      KILN_RETURN_IF_ERROR(
+          Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder"));
+    }
+    if (y_reorder_) KILN_RETURN_IF_ERROR(SetHandle(y_mem_, ws + y_offset_));
+    // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
+    if (residual_) {
+      const TensorRef& r = call.inputs[kEpilogueResidualInput];
+      if (y_reorder_) {
+        KILN_RETURN_IF_ERROR(SetHandle(r_user_, r.data));
+        KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_, {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
+                                     "residual reorder"));
+      } else if (r.data != y.data) {
+        std::memmove(y.data, r.data, static_cast<size_t>(y.num_elements) * sizeof(float));
+      }
+    }
+    if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
+    const TensorRef* bias = OptionalInput(call, 2);
+    if (bias) KILN_RETURN_IF_ERROR(SetHandle(b_mem_, bias->data));
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, (x_reorder_ ? x_mem_ : x_user_).get()},
+                               {DNNL_ARG_WEIGHTS, w_mem_.get()},
+                               {DNNL_ARG_DST, (y_reorder_ ? y_mem_ : y_user_).get()}};
+    int n = 3;
+    if (bias) args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
+    if (scratch_) args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    const dnnl_status_t st = dnnl_primitive_execute(conv_.get(), stream_.get(), n, args);
+    if (st != dnnl_success) return Failed(st, "convolution");
+    if (y_reorder_)
+      KILN_RETURN_IF_ERROR(
+          Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder"));
+    return Status::Ok();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
+
+ private:
+  int threads_ = 1;
+  bool weights_constant_ = false;
+  bool residual_ = false;
+  dnnl::stream stream_;
+  dnnl::convolution_forward conv_;
+  memory x_user_, y_user_, w_user_, r_user_, x_mem_, y_mem_, w_mem_, b_mem_;
+  std::optional<memory> scratch_;
+  std::optional<dnnl::reorder> x_reorder_, y_reorder_, w_reorder_, r_reorder_;
+  size_t x_offset_ = 0, y_offset_ = 0, w_offset_ = 0, scratch_offset_ = 0, workspace_ = 0, w_bytes_ = 0;
+  AlignedBuffer held_;
+  const void* held_from_ = nullptr;
+  std::string description_;
+};
+
+Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threads, bool weights_constant) {
+  constexpr std::string_view kName = "Conv";
+  for (const TensorRef* t : {&call.inputs[0], &call.inputs[1], &call.outputs[0]})
+    if (t->present() && t->dtype != DType::kFloat32)
+      return Unimplemented(DTypeStr(t->dtype) + " (Kiln's kernel runs it on float32 copies)");
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvGeometryFor(call, &g));
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const TensorRef* bias = OptionalInput(call, 2);
+  KILN_RETURN_IF_ERROR(CheckBias(bias, w.dims[0], kName));
+  EpilogueSpec spec;
+  KILN_RETURN_IF_ERROR(ParseEpilogue(call.attrs, &spec));
+  if (x.rank > 5) return Unimplemented("oneDNN convolves 1 to 3 spatial dims, not " + std::to_string(g.sr));
+  if (x.num_elements == 0 || w.num_elements == 0 || y.num_elements == 0)
+    return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  const bool residual = spec.residual;
+  if (residual) {
+    const TensorRef& r = call.inputs[kEpilogueResidualInput];
+    if (!r.present() || r.dtype != DType::kFloat32 || r.num_elements != y.num_elements)
+      return InvalidArgument("Conv: the epilogue residual must be float32 of Y's shape");
+  }
+
+  bool pointwise = true;
+  for (int i = 0; i < g.sr; ++i)
+    pointwise = pointwise && g.kernel[i] == 1 && g.stride[i] == 1 && g.pad_begin[i] == 0 && g.pad_end[i] == 0;
+  // Kiln's kernel runs a pointwise Conv as one SGEMM on NCHW, with no im2col and no reorder;
+  // oneDNN 2.6 runs it on NCHW through its GEMM convolution, 2-9x slower on PP-OCR's shapes,
+  // or in NHWC with two reorders around it.
+  if (pointwise) return Unimplemented("a pointwise Conv (Kiln's kernel runs it as one SGEMM on NCHW, faster)");
+
+  auto op = std::make_unique<ConvOp>();
+  op->threads_ = threads;
+  op->weights_constant_ = weights_constant;
+  op->residual_ = residual;
+  try {
+    OmpThreads omp(threads);
+    dnnl::engine& engine = Engine();
+    op->stream_ = dnnl::stream(engine);
+    const memory::dims xd(x.dims, x.dims + x.rank), yd(y.dims, y.dims + y.rank);
+    memory::dims wd;
+    const bool grouped = g.group > 1;
+    if (grouped) {
+      wd.push_back(g.group);
+      wd.push_back(w.dims[0] / g.group);
+      wd.insert(wd.end(), w.dims + 1, w.dims + w.rank);
+    } else {
+      wd.assign(w.dims, w.dims + w.rank);
+    }
+    memory::dims strides, dilations, pad_l, pad_r;
+    for (int i = 0; i < g.sr; ++i) {
+      strides.push_back(g.stride[i]);
+      dilations.push_back(g.dilation[i] - 1);  // oneDNN counts the gaps: 0 is a dense window
+      pad_l.push_back(g.pad_begin[i]);
+      pad_r.push_back(g.pad_end[i]);
+    }
+    const auto f32 = memory::data_type::f32;
+    const Tag plain = PlainTag(x.rank);
+    const memory::desc x_any(xd, f32, Tag::any), y_any(yd, f32, Tag::any), w_any(wd, f32, Tag::any);
+    const memory::desc b_md = bias ? memory::desc({w.dims[0]}, f32, Tag::x) : memory::desc();
+
+    dnnl::post_ops post;
+    const auto activation = [&] {
+      if (spec.activation != EpilogueActivation::kNone)
+        post.append_eltwise(1.0f, Algorithm(spec.activation), spec.activation == EpilogueActivation::kSilu ? 1.0f : 0.0f,
+                            0.0f);
+    };
+    if (spec.residual_first) {
+      if (residual) post.append_sum(1.0f);
+      activation();
+    } else {
+      activation();
+      if (residual) post.append_sum(1.0f);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides,
+                                               dilations, pad_l, pad_r);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
+    if (!pd) return Unimplemented("oneDNN has no convolution for this form");
+    op->conv_ = dnnl::convolution_forward(pd);
+
+    const memory::desc x_plain(xd, f32, plain), y_plain(yd, f32, plain), w_plain(wd, f32, WeightTag(x.rank, grouped));
+    op->x_user_ = memory(x_plain, engine, nullptr);
+    op->y_user_ = memory(y_plain, engine, nullptr);
+    op->w_user_ = memory(w_plain, engine, nullptr);
+    if (bias) op->b_mem_ = memory(b_md, engine, nullptr);
+    size_t at = 0;
+    const auto place = [&](const memory::desc& md, size_t* offset) {
+      *offset = at;
+      at += AlignUp(md.get_size());
+    };
+    if (pd.src_desc() != x_plain) {
+      op->x_mem_ = memory(pd.src_desc(), engine, nullptr);
+      op->x_reorder_.emplace(op->x_user_, op->x_mem_);
+      place(pd.src_desc(), &op->x_offset_);
+    }
+    if (pd.dst_desc() != y_plain) {
+      op->y_mem_ = memory(pd.dst_desc(), engine, nullptr);
+      op->y_reorder_.emplace(op->y_mem_, op->y_user_);
+      place(pd.dst_desc(), &op->y_offset_);
+      if (residual) {
+        op->r_user_ = memory(y_plain, engine, nullptr);
+        op->r_reorder_.emplace(op->r_user_, op->y_mem_);
+      }
+    }
+    op->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    if (pd.weights_desc() != w_plain) {
+      op->w_reorder_.emplace(op->w_user_, op->w_mem_);
+      op->w_bytes_ = pd.weights_desc().get_size();
+      if (!weights_constant) place(pd.weights_desc(), &op->w_offset_);
+    }
+    if (pd.scratchpad_desc().get_size() > 0) {
+      op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+      place(pd.scratchpad_desc(), &op->scratch_offset_);
+    }
+    op->workspace_ = at;
+    op->description_ = std::string(pd.impl_info_str());
+    if (op->x_reorder_ || op->y_reorder_)
+      op->description_ += ", X and Y in " + LayoutName(op->y_reorder_ ? pd.dst_desc() : pd.src_desc());
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the convolution: ") + e.what());
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(op));
+}
+
+}  // namespace
+
+bool OneDnnBuilt() { return true; }
+
+const std::string& OneDnnVersion() {
+  static const std::string version = [] {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }();
+  return version;
+}
+
+Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
+                                             bool weights_are_constant) {
+  if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant);
+  return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,267 @@
+// oneDNN's Conv (runtime/cpu/onednn.h) against a direct double-precision convolution written
+// here and against Kiln's CPU kernel: 1-D to 3-D, grouped, depthwise, strided, dilated,
+// padded and SAME forms; every epilogue activation in both orders, with and without the
+// residual; 1 and 2 threads; model weights (reordered once, kept) and computed weights
+// (reordered on every call). Then what oneDNN refuses, and a malformed call's error.
+#include "runtime/cpu/onednn.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/host_memory.h"
+#include "tests/runtime/cpu/kernel_test_util.h"
+
+namespace kiln::cpu::testing {
+namespace {
+
+TestTensor Random(std::vector<int64_t> dims, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return Floats(std::move(dims), std::move(v));
+}
+
+double Activate(double v, const std::string& act) {
+  if (act == "Relu") return v > 0 ? v : 0;
+  if (act == "Sigmoid") return 1 / (1 + std::exp(-v));
+  if (act == "SiLU") return v / (1 + std::exp(-v));
+  if (act == "HardSwish") return v * std::fmin(1.0, std::fmax(0.0, v / 6 + 0.5));  // ONNX HardSwish
+  if (act == "Gelu") return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  if (act == "GeluTanh") return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  return v;
+}
+
+struct ConvCase {
+  const char* name;
+  std::vector<int64_t> x, w, y;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+  const char* auto_pad = "NOTSET";
+};
+
+// The ONNX Conv of `c` in double: pads resolved as the spec says (SAME_UPPER: the odd pad at
+// the end), then bias, then the epilogue in its order.
+std::vector<float> Reference(const ConvCase& c, const TestTensor& x, const TestTensor& w, const TestTensor& b,
+                             const TestTensor* residual, const std::string& act, bool residual_first) {
+  const int sr = static_cast<int>(c.x.size()) - 2;
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {};
+  for (int i = 0; i < sr; ++i) {
+    in[i] = c.x[i + 2];
+    k[i] = c.w[i + 2];
+    out[i] = c.y[i + 2];
+    if (!c.strides.empty()) s[i] = c.strides[i];
+    if (!c.dilations.empty()) d[i] = c.dilations[i];
+    if (!c.pads.empty()) p[i] = c.pads[i];
+    if (std::string(c.auto_pad) == "SAME_UPPER") {
+      const int64_t total = std::max<int64_t>(0, (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i]);
+      p[i] = total / 2;
+    }
+  }
+  const int64_t n = c.x[0], ch = c.x[1], m = c.w[0], cg = ch / c.group, mg = m / c.group;
+  const auto xv = x.values<float>(), wv = w.values<float>(), bv = b.values<float>();
+  const std::vector<float> rv = residual ? residual->values<float>() : std::vector<float>();
+  std::vector<float> y;
+  for (int64_t b0 = 0; b0 < n; ++b0)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t z = 0; z < out[0]; ++z)
+        for (int64_t yy = 0; yy < out[1]; ++yy)
+          for (int64_t xx = 0; xx < out[2]; ++xx) {
+            double acc = bv[static_cast<size_t>(o)];
+            const int64_t grp = o / mg;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t a = 0; a < k[0]; ++a)
+                for (int64_t bb = 0; bb < k[1]; ++bb)
+                  for (int64_t e = 0; e < k[2]; ++e) {
+                    const int64_t i0 = z * s[0] - p[0] + a * d[0], i1 = yy * s[1] - p[1] + bb * d[1],
+                                  i2 = xx * s[2] - p[2] + e * d[2];
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    const int64_t xi = (((b0 * ch + grp * cg + ci) * in[0] + i0) * in[1] + i1) * in[2] + i2;
+                    const int64_t wi = (((o * cg + ci) * k[0] + a) * k[1] + bb) * k[2] + e;
+                    acc += static_cast<double>(xv[static_cast<size_t>(xi)]) * wv[static_cast<size_t>(wi)];
+                  }
+            const double r = residual ? rv[y.size()] : 0.0;
+            acc = residual_first ? Activate(acc + r, act) : Activate(acc, act) + r;
+            y.push_back(static_cast<float>(acc));
+          }
+  return y;
+}
+
+AttrMap Attrs(const ConvCase& c, const std::string& act, bool residual, bool residual_first) {
+  AttrMap a;
+  if (!c.strides.empty()) a.SetInts("strides", c.strides);
+  if (!c.pads.empty()) a.SetInts("pads", c.pads);
+  if (!c.dilations.empty()) a.SetInts("dilations", c.dilations);
+  a.SetInt("group", c.group);
+  a.SetString("auto_pad", c.auto_pad);
+  if (!act.empty()) a.SetString("epilogue_activation", act);
+  if (residual) a.SetInt("epilogue_residual", 1);
+  a.SetString("epilogue_order", residual_first ? "bias,residual,act" : "bias,act,residual");
+  return a;
+}
+
+void CheckNear(const std::vector<float>& actual, const std::vector<float>& expected, const char* what) {
+  REQUIRE(actual.size() == expected.size());
+  int bad = 0;
+  for (size_t i = 0; i < actual.size() && bad < 5; ++i)
+    if (!(std::fabs(actual[i] - expected[i]) <= 2e-5 * (1 + std::fabs(expected[i])))) {
+      ++bad;
+      FAIL_CHECK(what << " index " << i << ": " << actual[i] << ", expected " << expected[i]);
+    }
+}
+
+// Plans and runs oneDNN's Conv twice (the second call reuses the kept weights); returns Y.
+std::vector<float> RunOneDnn(const AttrMap& attrs, const std::vector<const TestTensor*>& inputs,
+                             const std::vector<int64_t>& y_dims, int threads, bool constant_weights,
+                             std::string* description) {
+  TestTensor y = Output(DType::kFloat32, y_dims);
+  std::vector<TensorRef> in, out{y.ref()};
+  for (const TestTensor* t : inputs) in.push_back(t->ref());
+  const KernelCall plan_call{attrs, in, out};
+  auto op = PlanOneDnn("Conv", plan_call, threads, constant_weights);
+  REQUIRE_MESSAGE(op.ok(), op.status().ToString());
+  *description = (*op)->description();
+  AlignedBuffer ws;
+  REQUIRE(ws.Reserve((*op)->workspace_bytes() + 1));
+  const KernelCall call{attrs, in, out, ws.data(), static_cast<size_t>(ws.size())};
+  Status st = (*op)->Run(call);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  const std::vector<float> first = y.values<float>();
+  if (!constant_weights) CHECK((*op)->held_bytes() == 0);  // reordered into the workspace instead
+  st = (*op)->Run(call);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(y.values<float>() == first);  // the same bits from the kept weights
+  return first;
+}
+
+const ConvCase kCases[] = {
+    {"3x3 pad 1", {1, 8, 9, 7}, {16, 8, 3, 3}, {1, 16, 9, 7}, {}, {1, 1, 1, 1}, {}},
+    {"3x3 stride 2, asymmetric pads, batch 2", {2, 3, 11, 10}, {8, 3, 3, 3}, {2, 8, 6, 5}, {2, 2}, {1, 0, 1, 1}, {}},
+    {"grouped 2", {1, 8, 6, 6}, {12, 4, 3, 3}, {1, 12, 6, 6}, {}, {1, 1, 1, 1}, {}, 2},
+    {"depthwise 3x3", {1, 16, 10, 10}, {16, 1, 3, 3}, {1, 16, 10, 10}, {}, {1, 1, 1, 1}, {}, 16},
+    {"depthwise 5x5 stride 2", {1, 24, 13, 13}, {24, 1, 5, 5}, {1, 24, 7, 7}, {2, 2}, {2, 2, 2, 2}, {}, 24},
+    {"dilated 2", {1, 4, 12, 12}, {8, 4, 3, 3}, {1, 8, 8, 8}, {}, {}, {2, 2}},
+    {"pointwise", {1, 32, 7, 5}, {24, 32, 1, 1}, {1, 24, 7, 5}, {}, {}, {}},
+    {"SAME_UPPER 4x4", {1, 3, 7, 7}, {4, 3, 4, 4}, {1, 4, 7, 7}, {}, {}, {}, 1, "SAME_UPPER"},
+    {"1-D", {2, 6, 20}, {10, 6, 5}, {2, 10, 10}, {2}, {2, 1}, {}},
+    {"3-D", {1, 4, 5, 6, 7}, {8, 4, 3, 3, 3}, {1, 8, 5, 6, 7}, {}, {1, 1, 1, 1, 1, 1}, {}},
+};
+
+TEST_CASE("oneDNN Conv: the direct reference and Kiln's kernel, every form, epilogue, order and thread count") {
+  if (!OneDnnBuilt()) {
+    const AttrMap none;
+    const KernelCall call{none, {}, {}};
+    auto op = PlanOneDnn("Conv", call, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "this runtime was built without oneDNN");
+    return;
+  }
+  CHECK(OneDnnVersion().starts_with("oneDNN "));
+  const char* activations[] = {"", "Relu", "Sigmoid", "SiLU", "HardSwish", "Gelu", "GeluTanh"};
+  uint32_t seed = 1;
+  for (const ConvCase& c : kCases) {
+    const TestTensor x = Random(c.x, seed++), w = Random(c.w, seed++), b = Random({c.w[0]}, seed++),
+                     r = Random(c.y, seed++);
+    for (const char* act : activations)
+      for (int form = 0; form < 3; ++form) {  // no residual; residual after the activation; before it
+        const bool residual = form > 0, residual_first = form == 2;
+        const AttrMap attrs = Attrs(c, act, residual, residual_first);
+        std::vector<const TestTensor*> inputs = {&x, &w, &b};
+        if (residual) inputs.push_back(&r);
+        const std::vector<float> expected = Reference(c, x, w, b, residual ? &r : nullptr, act, residual_first);
+        TestTensor kernel_y = Output(DType::kFloat32, c.y);
+        const Status st = RunKernel("Conv", attrs, inputs, {&kernel_y});
+        REQUIRE_MESSAGE(st.ok(), st.ToString());
+        if (std::string(c.name) == "pointwise") {  // left to Kiln's kernel: the next test case
+          CHECK(kernel_y.values<float>() != std::vector<float>(kernel_y.values<float>().size(), 0.0f));
+          continue;
+        }
+        for (int threads : {1, 2})
+          for (bool constant : {true, false}) {
+            CAPTURE(c.name);
+            CAPTURE(act);
+            CAPTURE(form);
+            CAPTURE(threads);
+            CAPTURE(constant);
+            std::string description;
+            const std::vector<float> y = RunOneDnn(attrs, inputs, c.y, threads, constant, &description);
+            CHECK(!description.empty());
+            CheckNear(y, expected, "oneDNN against the reference");
+            CheckNear(y, kernel_y.values<float>(), "oneDNN against Kiln's kernel");
+          }
+      }
+  }
+}
+
+TEST_CASE("oneDNN Conv: a pointwise Conv is left to Kiln's kernel, a 3x3 runs in the layout oneDNN chooses") {
+  if (!OneDnnBuilt()) return;
+  const ConvCase& pointwise = kCases[6];
+  const TestTensor x = Random(pointwise.x, 1), w = Random(pointwise.w, 2), b = Random({pointwise.w[0]}, 3);
+  TestTensor y = Output(DType::kFloat32, pointwise.y);
+  const AttrMap attrs = Attrs(pointwise, "", false, false);
+  const std::vector<TensorRef> in{x.ref(), w.ref(), b.ref()}, out{y.ref()};
+  auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+  REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+  CHECK(op.status().message() == "a pointwise Conv (Kiln's kernel runs it as one SGEMM on NCHW, faster)");
+  // float16: Kiln's kernel runs it on float32 copies.
+  const TestTensor xh = Output(DType::kFloat16, pointwise.x), wh = Output(DType::kFloat16, pointwise.w);
+  TestTensor yh = Output(DType::kFloat16, pointwise.y);
+  const std::vector<TensorRef> inh{xh.ref(), wh.ref()}, outh{yh.ref()};
+  op = PlanOneDnn("Conv", KernelCall{attrs, inh, outh}, 1, true);
+  REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+  CHECK(op.status().message() == "float16 (Kiln's kernel runs it on float32 copies)");
+  // The 3x3: oneDNN picks its layout; whatever it picks is named (nhwc or nChw16c on AVX-512).
+  const ConvCase& c3 = kCases[0];
+  const TestTensor x3 = Random(c3.x, 4), w3 = Random(c3.w, 5), b3 = Random({c3.w[0]}, 6);
+  std::string description;
+  RunOneDnn(Attrs(c3, "", false, false), {&x3, &w3, &b3}, c3.y, 1, true, &description);
+  INFO(description);
+  if (description.find("X and Y in") != std::string::npos)
+    CHECK(description.find("a blocked layout") == std::string::npos);
+}
+
+TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the kernel's") {
+  if (!OneDnnBuilt()) return;
+  AttrMap attrs;
+  {  // four spatial dims: the CPU kernel takes them, oneDNN does not
+    const TestTensor x = Random({1, 2, 3, 3, 3, 3}, 1), w = Random({2, 2, 1, 1, 1, 1}, 2);
+    TestTensor y = Output(DType::kFloat32, {1, 2, 3, 3, 3, 3});
+    const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
+    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "oneDNN convolves 1 to 3 spatial dims, not 4");
+  }
+  {  // an empty batch
+    const TestTensor x = Random({0, 2, 3, 3}, 1), w = Random({2, 2, 1, 1}, 2);
+    TestTensor y = Output(DType::kFloat32, {0, 2, 3, 3});
+    const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
+    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "an empty tensor (the CPU kernel writes what it needs)");
+  }
+  {  // W with the wrong input channels: the kernel's own check and message
+    const TestTensor x = Random({1, 4, 3, 3}, 1), w = Random({2, 3, 1, 1}, 2);
+    TestTensor y = Output(DType::kFloat32, {1, 2, 3, 3});
+    const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
+    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    const Status kernel = RunKernel("Conv", attrs, {&x, &w}, {&y});
+    REQUIRE(op.status().code() == StatusCode::kInvalidArgument);
+    CHECK(op.status().ToString() == kernel.ToString());
+    CHECK(op.status().message().find("input channels per group, expected 4") != std::string::npos);
+  }
+  {  // an op oneDNN does not run in Kiln
+    const KernelCall call{attrs, {}, {}};
+    auto op = PlanOneDnn("MatMul", call, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "oneDNN does not run MatMul in Kiln");
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu::testing
