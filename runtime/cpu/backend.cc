@@ -175,12 +175,13 @@ class CpuBackend final : public Backend {
       const bool constant = w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
       auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
       if (op.ok()) {
+        if (*op == nullptr) continue;  // Kiln's kernel is the faster choice: not a fallback
         p.workspace = std::max(p.workspace, (*op)->workspace_bytes());
         p.ops[k] = std::move(*op);
       } else {
         // A malformed call too: its CPU kernel reports the error if the instruction runs (it
         // may never, in a run-time If's other branch).
-        p.why[k] = "not on oneDNN: " + std::string(op.status().message());
+        p.why[k] = "Kiln's kernel, not oneDNN: " + std::string(op.status().message());
       }
     }
     p.binding = s.binding;
@@ -210,7 +211,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   if (CpuIsaCapped()) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
   const bool onednn = options.onednn && OneDnnBuilt();
   if (onednn) note += ", Conv on " + OneDnnVersion();
-  auto pool = ThreadPool::Create(threads);
+  // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
+  auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
   return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile,

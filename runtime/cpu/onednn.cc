@@ -27,6 +27,13 @@ namespace {
 extern "C" {
 void omp_set_num_threads(int num_threads);
 int omp_get_max_threads(void);
+// libgomp's entry point for `#pragma omp parallel num_threads(n)`, as GCC emits it (libgomp's
+// ABI since GCC 4.9): runs fn(data) on a team of n threads, the caller's included.
+void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
+}
+
+void RunOnOpenMpTeam(void (*fn)(void*), void* data, int threads) {
+  GOMP_parallel(fn, data, static_cast<unsigned>(threads), 0);
 }
 
 using dnnl::memory;
@@ -232,7 +239,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   // Kiln's kernel runs a pointwise Conv as one SGEMM on NCHW, with no im2col and no reorder;
   // oneDNN 2.6 runs it on NCHW through its GEMM convolution, 2-9x slower on PP-OCR's shapes,
   // or in NHWC with two reorders around it.
-  if (pointwise) return Unimplemented("a pointwise Conv (Kiln's kernel runs it as one SGEMM on NCHW, faster)");
+  if (pointwise) return std::unique_ptr<OneDnnOp>();
 
   auto op = std::make_unique<ConvOp>();
   op->threads_ = threads;
@@ -332,6 +339,20 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
 }
 
 }  // namespace
+
+ThreadPool::TeamFn OpenMpTeam() {
+#if defined(__SANITIZE_THREAD__)
+  return nullptr;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return nullptr;
+#else
+  return RunOnOpenMpTeam;
+#endif
+#else
+  return RunOnOpenMpTeam;
+#endif
+}
 
 bool OneDnnBuilt() { return true; }
 

@@ -10,18 +10,19 @@
 // activation (Relu, Sigmoid, SiLU, HardSwish, Gelu, GeluTanh) and the residual add (`sum`)
 // in the node's order.
 //
-// Layouts: Kiln's tensors are NCHW (plain, row-major). A pointwise Conv (1x1, stride 1, no
-// pads) runs on them directly; every other Conv lets oneDNN choose its layouts (`any`), so it
-// may run in a blocked layout (nChw16c on AVX-512, nChw8c on AVX2), with one reorder of X
-// into it and one of Y out of it in the call's workspace. Weights that are model weights are
+// Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
+// (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
+// of Y out of it in the call's workspace. Weights that are model weights are
 // reordered into the chosen layout once, at the first Run of a binding, and kept with the
 // plan (OneDnnOp::held_bytes); other weights are reordered on every Run.
 //
 // Threads: this oneDNN (Debian's libdnnl) runs its parallel loops on OpenMP (libgomp). A Run
 // sets the calling thread's OpenMP team size to the context's cpu_threads for the duration
-// of each oneDNN call and restores it after. libgomp's workers busy-wait briefly after each
-// call (GOMP_SPINCOUNT) while Kiln's own pool (thread_pool.h) may want the same cores;
-// OMP_WAIT_POLICY=passive in the process's environment stops that.
+// of each oneDNN call and restores it after. Kiln's own kernels then split their loops over
+// the same OpenMP team (OpenMpTeam), so the two never compete for the cores. libgomp's
+// threads busy-wait for a while after each parallel region (GOMP_SPINCOUNT, up to about a
+// millisecond) before they sleep, between Runs too; OMP_WAIT_POLICY=passive in the process's
+// environment makes them sleep at once, at the cost of a wake-up per region.
 //
 // Numerics: oneDNN's results may differ from the CPU kernel's in the last bits (another
 // summation order, polynomial activations), and may differ between thread counts where
@@ -38,6 +39,7 @@
 
 #include "kiln/status.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu {
 
@@ -58,6 +60,12 @@ class OneDnnOp {
   virtual Status Run(const KernelCall& call) = 0;
 };
 
+// The OpenMP team oneDNN runs on (libgomp's parallel region on the calling thread's team), for
+// the CPU backend's ThreadPool, so that Kiln's kernels and oneDNN share one team of threads;
+// null without oneDNN, and under ThreadSanitizer, which cannot see libgomp's barriers (the
+// pool's own workers are used there).
+ThreadPool::TeamFn OpenMpTeam();
+
 // Whether this runtime was built with oneDNN (-DKILN_WITH_ONEDNN=ON).
 bool OneDnnBuilt();
 // "oneDNN 2.6.3" (the library loaded), or "" when not built with it.
@@ -65,9 +73,12 @@ const std::string& OneDnnVersion();
 
 // Plans instruction `op` for the shapes and dtypes of `call` (its data is not read), for a
 // context of `threads` threads. `weights_are_constant`: input 1 is a model weight (its data
-// never changes). kUnimplemented with the reason when oneDNN does not take this form (or this
-// runtime has no oneDNN); the errors of the CPU kernel's checks (kInvalidArgument) for a
-// malformed call. The CPU backend runs the CPU kernel after either.
+// never changes). Null (and OK) where Kiln's CPU kernel is the faster choice: a pointwise
+// Conv (1x1, stride 1, no pads), which Kiln's kernel runs as one SGEMM on NCHW with no
+// reorder, where oneDNN 2.6 is 2-9x slower on NCHW. kUnimplemented with the reason when oneDNN
+// does not take this form (or this runtime has no oneDNN); the errors of the CPU kernel's
+// checks (kInvalidArgument) for a malformed call. The CPU backend runs the CPU kernel after
+// each of these.
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
                                              bool weights_are_constant);
 

@@ -4,6 +4,8 @@
 
 namespace kiln::cpu {
 
+ThreadPool::TeamFn OpenMpTeam() { return nullptr; }
+
 bool OneDnnBuilt() { return false; }
 
 const std::string& OneDnnVersion() {

@@ -51,11 +51,14 @@ T WaitWhileEqual(const std::atomic<T>& a, T old) {
 
 }  // namespace
 
-Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads) {
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads, TeamFn team) {
   if (threads < 1 || threads > kMaxThreads)
     return InvalidArgument("thread count " + std::to_string(threads) + " is outside [1, " +
                            std::to_string(kMaxThreads) + "]");
   std::unique_ptr<ThreadPool> pool(new ThreadPool());
+  pool->threads_ = threads;
+  pool->team_ = team;
+  if (team != nullptr) return pool;
   pool->workers_.reserve(static_cast<size_t>(threads - 1));
   for (int w = 1; w < threads; ++w) {
     try {
@@ -97,6 +100,29 @@ void ThreadPool::TakeParts(uint32_t generation) {
 void ThreadPool::Run(int64_t n, int parts, PartFn fn, void* body) {
   busy_.store(true, std::memory_order_relaxed);
   parts = std::clamp(parts, 1, size());
+  if (team_ != nullptr) {
+    // Each thread of the team claims parts until none is left; the team returns when all are
+    // done, having synchronised with the caller (the end of an OpenMP parallel region).
+    struct Job {
+      PartFn fn;
+      void* body;
+      int64_t n;
+      int parts;
+      std::atomic<int> next{0};
+    } job{fn, body, n, parts};
+    team_(
+        [](void* data) {
+          Job& j = *static_cast<Job*>(data);
+          for (int k; (k = j.next.fetch_add(1, std::memory_order_relaxed)) < j.parts;) {
+            int64_t begin = 0, end = 0;
+            PartRange(j.n, j.parts, k, &begin, &end);
+            j.fn(j.body, begin, end, k);
+          }
+        },
+        &job, parts);
+    busy_.store(false, std::memory_order_relaxed);
+    return;
+  }
   fn_.store(fn, std::memory_order_relaxed);
   body_.store(body, std::memory_order_relaxed);
   n_.store(n, std::memory_order_relaxed);

@@ -27,7 +27,9 @@
 // CPU backend keeps OpenBLAS at one thread and splits GEMMs over this pool instead
 // (runtime/cpu/gemm.h). This pool spins for a few microseconds, then yields the core for up
 // to 0.1 ms, then sleeps on a futex (std::atomic::wait); it allocates only in Create, and it
-// adds no runtime dependency.
+// adds no runtime dependency. Where oneDNN runs (runtime/cpu/onednn.h), its OpenMP threads
+// are there anyway: the pool is then made with Create's `team` and runs its parts on them,
+// since two teams on the same cores would compete.
 //
 // Thread safety: one ParallelFor at a time per pool (a context is used from one thread at a
 // time). A ParallelFor from inside a body (nested) runs serially on the thread that makes it.
@@ -52,15 +54,24 @@ class ThreadPool {
   // Most threads a pool may have (ContextOptions::cpu_threads is checked against it).
   static constexpr int kMaxThreads = ContextOptions::kMaxCpuThreads;
 
-  // A pool of `threads` threads, the caller's included: starts threads - 1 workers.
+  // A team of threads that runs fn(data) once on each of `threads` threads, the caller's
+  // included, and returns when all have returned: OpenMP's parallel region (OpenMpTeam,
+  // runtime/cpu/onednn.h).
+  using TeamFn = void (*)(void (*fn)(void* data), void* data, int threads);
+
+  // A pool of `threads` threads, the caller's included: starts threads - 1 workers. With a
+  // `team`, it starts none and runs each job's parts on that team instead: the CPU backend
+  // passes OpenMP's when oneDNN runs on it, so that oneDNN and Kiln's kernels share one team
+  // of threads rather than two teams competing for the cores (libgomp's idle threads spin
+  // after each oneDNN call, when Kiln's workers would want those cores).
   // Errors: kInvalidArgument unless 1 <= threads <= kMaxThreads; kResourceExhausted when the
   // system refuses a thread.
-  static Result<std::unique_ptr<ThreadPool>> Create(int threads);
+  static Result<std::unique_ptr<ThreadPool>> Create(int threads, TeamFn team = nullptr);
   ~ThreadPool();  // stops and joins the workers
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  int size() const { return threads_; }
 
   using PartFn = void (*)(void* body, int64_t begin, int64_t end, int part);
   // Runs fn(body, begin_k, end_k, k) for the `parts` equal parts k of [0, n);
@@ -75,6 +86,8 @@ class ThreadPool {
   void TakeParts(uint32_t generation);
 
   std::vector<std::thread> workers_;
+  int threads_ = 1;
+  TeamFn team_ = nullptr;
   // The current job. Written by Run before it publishes the job in claim_ and generation_
   // (release); a worker reads them after it sees the new generation (acquire) and uses them
   // only once it has claimed a part of that generation, which proves they were not yet

@@ -3,6 +3,8 @@
 // stay on the caller.
 #include "runtime/cpu/thread_pool.h"
 
+#include "runtime/cpu/onednn.h"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -15,8 +17,8 @@
 namespace kiln::cpu {
 namespace {
 
-std::unique_ptr<ThreadPool> MakePool(int threads) {
-  auto pool = ThreadPool::Create(threads);
+std::unique_ptr<ThreadPool> MakePool(int threads, ThreadPool::TeamFn team = nullptr) {
+  auto pool = ThreadPool::Create(threads, team);
   REQUIRE_MESSAGE(pool.ok(), pool.status().ToString());
   REQUIRE((*pool)->size() == threads);
   return std::move(*pool);
@@ -55,6 +57,37 @@ TEST_CASE("ParallelFor covers every index exactly once, in contiguous parts") {
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 1000, 100003}) CheckCoverage(pool.get(), n);
   }
   CheckCoverage(nullptr, 17);  // no pool: one part on the caller
+}
+
+TEST_CASE("a pool on OpenMP's team (with oneDNN) covers every index once, in the same parts, concurrently") {
+  const ThreadPool::TeamFn team = OpenMpTeam();
+  if (team == nullptr) return;  // no oneDNN, or ThreadSanitizer: the pool's own workers only
+  for (int threads : {1, 2, 3, 4, 7}) {
+    auto pool = MakePool(threads, team);
+    for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 1000, 100003}) CheckCoverage(pool.get(), n);
+  }
+  // Two parts run at once: each waits (bounded) until the other has started.
+  auto pool = MakePool(2, team);
+  std::atomic<int> started{0};
+  std::atomic<bool> overlapped{true};
+  ParallelFor(pool.get(), 2, 1, [&](int64_t, int64_t) {
+    ++started;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started.load() < 2)
+      if (std::chrono::steady_clock::now() > deadline) {
+        overlapped = false;
+        break;
+      }
+  });
+  CHECK(overlapped.load());
+  // A ParallelFor inside a part runs on that part's thread (the pool is busy), as without a team.
+  std::atomic<int> inner{0};
+  ParallelFor(pool.get(), 4, 1, [&](int64_t begin, int64_t end) {
+    ParallelFor(pool.get(), 8, 1, [&](int64_t b, int64_t e) { inner += static_cast<int>(e - b); });
+    (void)begin;
+    (void)end;
+  });
+  CHECK(inner.load() == 16);
 }
 
 TEST_CASE("ParallelFor uses min(threads, n / min_per_part) parts, at least one") {

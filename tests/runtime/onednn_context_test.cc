@@ -1,0 +1,107 @@
+// ContextOptions::onednn through the public API: the device note, the outputs against Kiln's
+// own kernels (and the same bits at 1, 2 and 3 threads), and Stats::last_fallbacks for the
+// Convs oneDNN does not take (a float16 model's), which name the instruction and the reason.
+// testing::ThreadedModel has a depthwise 3x3 Conv and a 3x3 Conv with a residual and a Relu
+// folded into its epilogue; a pointwise Conv is added, which Kiln's kernel keeps (no fallback).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "runtime/cpu/onednn.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/runtime/cpu_note.h"
+#include "tests/runtime/threaded_model_test_util.h"
+
+namespace kiln {
+namespace {
+
+onnx::ModelProto ModelWithPointwise() {
+  onnx::ModelProto m = testing::ThreadedModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  constexpr int64_t c = testing::kThreadedModelChannels;
+  testing::AddFloatInit(g, "wp", {4, c, 1, 1}, testing::SeededFloats(4 * c, 7));
+  testing::AddNode(g, "Conv", {"y", "wp"}, {"p"}, "pointwise");
+  testing::AddOutput(g, "p");
+  return m;
+}
+
+struct Ran {
+  std::vector<std::vector<float>> outputs;
+  std::string note;
+  std::vector<Stats::Fallback> fallbacks;
+  EntryInfo entry;
+};
+
+Ran RunWith(const Model& model, bool onednn, int threads) {
+  constexpr int64_t c = testing::kThreadedModelChannels, side = testing::kThreadedModelSide;
+  const std::vector<float> x = testing::SeededFloats(c * side * side, 3);
+  const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, c, side, side})};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  options.cpu_threads = threads;
+  options.onednn = onednn;
+  auto ctx = ExecutionContext::Create(model, options);
+  REQUIRE(ctx.ok());
+  std::vector<TensorView> out;
+  const Status st = ctx->Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  Ran r;
+  r.outputs = testing::FloatCopies(out);
+  r.note = ctx->device_note();
+  r.fallbacks = ctx->stats().last_fallbacks;
+  r.entry = model.entries()[static_cast<size_t>(ctx->stats().last_entry)];
+  return r;
+}
+
+TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the same bits at 1-3 threads") {
+  auto model = Model::Load(testing::CompileModel(ModelWithPointwise()));
+  REQUIRE(model.ok());
+  const Ran own = RunWith(*model, false, 1);
+  CHECK(own.note == testing::CpuNote(1, false));
+  CHECK(own.fallbacks.empty());
+  const Ran first = RunWith(*model, true, 1);
+  CHECK(first.note == testing::CpuNote(1));
+  CHECK(first.fallbacks.empty());  // the pointwise Conv stays on Kiln's kernel by choice
+  REQUIRE(first.outputs.size() == own.outputs.size());
+  for (size_t o = 0; o < own.outputs.size(); ++o) {
+    INFO("output " << o);
+    REQUIRE(first.outputs[o].size() == own.outputs[o].size());
+    int bad = 0;
+    for (size_t i = 0; i < own.outputs[o].size() && bad < 5; ++i)
+      if (!(std::fabs(first.outputs[o][i] - own.outputs[o][i]) <= 1e-4f * (1 + std::fabs(own.outputs[o][i])))) {
+        ++bad;
+        FAIL_CHECK("index " << i << ": oneDNN " << first.outputs[o][i] << ", Kiln " << own.outputs[o][i]);
+      }
+  }
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    const Ran r = RunWith(*model, true, threads);
+    CHECK(r.outputs == first.outputs);
+  }
+}
+
+TEST_CASE("ContextOptions::onednn: a float16 model's Convs run on Kiln's kernel, each named in last_fallbacks") {
+  compiler::CompileOptions options = testing::CpuOnly();
+  options.precision.precision = passes::Precision::kFp16;
+  auto model = Model::Load(testing::CompileModel(testing::ThreadedModel(), options));
+  REQUIRE(model.ok());
+  const Ran r = RunWith(*model, true, 1);
+  if (!cpu::OneDnnBuilt()) {
+    CHECK(r.fallbacks.empty());  // nothing is asked of a library this runtime does not have
+    return;
+  }
+  REQUIRE(r.fallbacks.size() == 2);  // the depthwise and the 3x3 Conv
+  for (const Stats::Fallback& f : r.fallbacks) {
+    REQUIRE(f.instruction >= 0);
+    REQUIRE(static_cast<size_t>(f.instruction) < r.entry.instructions.size());
+    CHECK(r.entry.instructions[static_cast<size_t>(f.instruction)].op == "Conv");
+    CHECK(f.reason == "Kiln's kernel, not oneDNN: float16 (Kiln's kernel runs it on float32 copies)");
+  }
+  CHECK(r.fallbacks[0].instruction < r.fallbacks[1].instruction);
+  CHECK(RunWith(*model, false, 1).fallbacks.empty());
+}
+
+}  // namespace
+}  // namespace kiln
