@@ -50,6 +50,20 @@ void NoteFallbackRegions(ir::Trace& trace) {
   trace.notes.insert(trace.notes.end(), regions.begin(), regions.end());
 }
 
+// On a CPU, the nodes whose op the CPU backend's library claims (runtime/op_table.h
+// CpuLibraryOf: Conv on oneDNN) run there where the runtime has it and takes the form.
+void NoteCpuLibrary(ir::Trace& trace) {
+  std::vector<std::string> names;
+  for (const ir::Node& n : trace.body.nodes)
+    if (CpuLibraryOf(n.op) == "onednn") names.push_back("'" + n.name + "'");
+  if (names.empty()) return;
+  trace.notes.push_back(
+      std::to_string(names.size()) + (names.size() == 1 ? " node" : " nodes") + " on oneDNN on a CPU (" +
+      fmt::format("{}", fmt::join(names, ", ")) +
+      "), where the runtime has it (ContextOptions::onednn) and takes the form; else, and for a pointwise or "
+      "float16 Conv, the CPU kernel (Stats::last_fallbacks names each fallback)");
+}
+
 }  // namespace
 
 Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
@@ -73,8 +87,7 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
     if (info && info->fusion == FusionKind::kLibrary) {
       node.executor = std::string(LibraryName(info->library));
       node.executor_reason = std::string(info->note) + "; the CPU backend when the library refuses it or on a CPU";
-      if (CpuLibraryOf(node.op) == "onednn")
-        node.executor_reason += " (there oneDNN where the runtime has it and takes the form, else the CPU kernel)";
+
     } else {
       node.executor = "cpu";
       // The `executors` trace notes it in a CPU fallback region with this reason.
@@ -90,6 +103,7 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
       node.executor_reason = "a run-time Loop's control, on the host: on a GPU it reads the trip count and each "
                              "iteration's condition (one copy to the host and one wait per iteration) and copies the "
                              "carried values on the device";
+  NoteCpuLibrary(trace);
   NoteFallbackRegions(trace);
   return trace;
 }

@@ -55,4 +55,19 @@ TEST_CASE("executors: a model without CPU nodes notes no region") {
   CHECK(ExecutorsTrace(m).find("CPU fallback region") == std::string::npos);
 }
 
+TEST_CASE("executors: the Conv nodes are noted as oneDNN's on a CPU") {
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "5", "5"});
+  AddFloatInit(g, "w", {3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv");
+  AddNode(g, "Relu", {"c"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  const std::string trace = ExecutorsTrace(m);
+  INFO(trace);
+  CHECK(trace.find("# 1 node on oneDNN on a CPU ('conv'), where the runtime has it (ContextOptions::onednn) and "
+                   "takes the form; else, and for a pointwise or float16 Conv, the CPU kernel "
+                   "(Stats::last_fallbacks names each fallback)\n") != std::string::npos);
+}
+
 }  // namespace
