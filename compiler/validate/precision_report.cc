@@ -91,6 +91,9 @@ struct ObservedRun {
 Result<ObservedRun> RunObserved(const Model& model, const std::vector<io::HostTensor>& inputs) {
   ContextOptions options;
   options.device = Device::kCpu;
+  // Kiln's own kernels: every intermediate tensor the observer reads is then NCHW (oneDNN may
+  // keep a tensor between two of its Convs in its own layout, runtime/cpu/onednn.h).
+  options.onednn = false;
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   ObservedRun run;
   SetInstructionObserver(ctx, [&run](const PreparedEntry& pe, const PreparedInstruction& pi,

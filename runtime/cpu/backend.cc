@@ -34,8 +34,7 @@ class CpuBackend final : public Backend {
   MemoryKind input_memory() const override { return MemoryKind::kHost; }
   bool Holds(const EntryState& s) const override { return memory_.Holds(s); }
   Status Prepare(const PreparedEntry& pe, EntryState& s) override {
-    LibraryPlans* p = PlansOf(pe);
-    if (p != nullptr && !(p->valid && p->binding == s.binding)) Plan(pe, s, *p);
+    const LibraryPlans* p = Choose(pe, s);
     return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
@@ -45,7 +44,7 @@ class CpuBackend final : public Backend {
     std::vector<int64_t>& times = run.stats.last_instruction_ns;
     if (profile_) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
     int64_t t = profile_ ? NowNs() : 0;
-    LibraryPlans* plans = PlansOf(pe);
+    const LibraryPlans* plans = Current(pe);
     ReportFallbacks(plans, run.stats);
     LoopStep step;  // a run-time Loop's control (runtime/cpu/loop.cc)
     step.max_iterations = max_loop_iterations_;
@@ -67,6 +66,7 @@ class CpuBackend final : public Backend {
       if (dim >= 0) {  // at its bound again, in a later iteration of a run-time Loop's body
         bool rebound = false;
         KILN_RETURN_IF_ERROR(run.runtime_dims.Reset(dim, &rebound).WithContext(pi.label));
+        if (rebound) plans = Current(pe);  // Prepare chose the plans of the new binding
       }
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
       int64_t size = 0;
@@ -84,7 +84,10 @@ class CpuBackend final : public Backend {
       if (step.full && dim >= 0) st = run.runtime_dims.Grow(dim, std::move(st));
       // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
       // size the kernel found (a LoopEnd's once the loop ends).
-      if (st.ok() && dim >= 0 && !step.again) st = run.runtime_dims.Set(dim, size);
+      if (st.ok() && dim >= 0 && !step.again) {
+        st = run.runtime_dims.Set(dim, size);
+        plans = Current(pe);  // a new binding: Prepare chose its plans
+      }
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
         run.observer(pe, pi, call.outputs);
@@ -122,9 +125,10 @@ class CpuBackend final : public Backend {
   ExecutionContext::MemoryUsage memory_usage() const override {
     ExecutionContext::MemoryUsage m;
     m.host_bytes = memory_.bytes();
-    for (const auto& [pe, p] : plans_)
-      for (const auto& op : p.ops)
-        if (op) m.host_bytes += op->held_bytes();
+    for (const auto& [pe, e] : plans_)
+      for (const LibraryPlans& p : e.bindings)
+        for (const auto& op : p.ops)
+          if (op) m.host_bytes += op->held_bytes();
     return m;
   }
 
@@ -136,30 +140,65 @@ class CpuBackend final : public Backend {
   int64_t max_loop_iterations_;
   HostMemory memory_;
 
-  // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare
-  // and kept while the binding holds, so a steady-state Run plans nothing.
+  // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare.
   struct LibraryPlans {
-    bool valid = false;
     std::vector<int64_t> binding;
     std::vector<std::unique_ptr<OneDnnOp>> ops;  // per instruction; null: its CPU kernel runs
     std::vector<std::string> why;                // per instruction: oneDNN's refusal, else ""
     size_t workspace = 0;                        // bytes the ops need (HostMemory's workspace)
   };
+  // An entry's plans for the last kMaxBindings bindings it ran at, so that calls alternating
+  // between shapes (a server's batch sizes) plan nothing once each shape has been seen.
+  static constexpr size_t kMaxBindings = 8;
+  struct EntryPlans {
+    bool claims = false;  // some instruction's op is oneDNN's (CpuLibraryOf)
+    std::vector<LibraryPlans> bindings;
+    size_t current = 0;  // into bindings: the binding Prepare chose last
+    size_t next = 0;     // the one a new binding replaces once there are kMaxBindings
+  };
   bool onednn_;
-  std::vector<std::pair<const PreparedEntry*, LibraryPlans>> plans_;  // per entry, once prepared
+  std::vector<std::pair<const PreparedEntry*, EntryPlans>> plans_;  // per entry, once prepared
 
-  // The plans of `pe`, made empty at its first Prepare; null when oneDNN is off.
-  LibraryPlans* PlansOf(const PreparedEntry& pe) {
+  // The plans of `pe`, made at its first Prepare; null when oneDNN is off.
+  EntryPlans* PlansOf(const PreparedEntry& pe) {
     if (!onednn_) return nullptr;
     for (auto& [e, p] : plans_)
       if (e == &pe) return &p;
-    return &plans_.emplace_back(&pe, LibraryPlans{}).second;
+    EntryPlans& p = plans_.emplace_back(&pe, EntryPlans{}).second;
+    p.bindings.reserve(kMaxBindings);  // never moved: Execute holds a pointer into it
+    for (const PreparedInstruction& pi : pe.instructions)
+      p.claims = p.claims || (!pi.program && CpuLibraryOf(pi.kernel->op) == "onednn");
+    return &p;
+  }
+
+  // The plans for `s`'s binding of `pe`, made now if it is not one of the last kMaxBindings;
+  // null when no instruction of `pe` is oneDNN's (or oneDNN is off).
+  const LibraryPlans* Choose(const PreparedEntry& pe, const EntryState& s) {
+    EntryPlans* e = PlansOf(pe);
+    if (e == nullptr || !e->claims) return nullptr;
+    for (size_t i = 0; i < e->bindings.size(); ++i)
+      if (e->bindings[i].binding == s.binding) return &e->bindings[e->current = i];
+    if (e->bindings.size() < kMaxBindings) {
+      e->current = e->bindings.size();
+      e->bindings.emplace_back();
+    } else {
+      e->current = e->next;
+      e->next = (e->next + 1) % kMaxBindings;
+    }
+    LibraryPlans& p = e->bindings[e->current];
+    Plan(pe, s, p);
+    return &p;
+  }
+
+  // The plans Prepare chose last for `pe`; null as Choose.
+  const LibraryPlans* Current(const PreparedEntry& pe) {
+    const EntryPlans* e = PlansOf(pe);
+    return e == nullptr || !e->claims || e->bindings.empty() ? nullptr : &e->bindings[e->current];
   }
 
   // Plans every instruction of `pe` whose op the op table gives oneDNN (CpuLibraryOf), for the
   // binding `s`; an instruction oneDNN refuses keeps its CPU kernel, with the reason.
   void Plan(const PreparedEntry& pe, const EntryState& s, LibraryPlans& p) {
-    p.valid = false;
     p.ops.clear();
     p.ops.resize(pe.instructions.size());
     p.why.assign(pe.instructions.size(), std::string());
@@ -175,8 +214,6 @@ class CpuBackend final : public Backend {
       const bool constant = w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
       auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
       if (op.ok()) {
-        if (*op == nullptr) continue;  // Kiln's kernel is the faster choice: not a fallback
-        p.workspace = std::max(p.workspace, (*op)->workspace_bytes());
         p.ops[k] = std::move(*op);
       } else {
         // A malformed call too: its CPU kernel reports the error if the instruction runs (it
@@ -184,8 +221,55 @@ class CpuBackend final : public Backend {
         p.why[k] = "Kiln's kernel, not oneDNN: " + std::string(op.status().message());
       }
     }
+    KeepLayouts(pe, p);
+    for (const auto& op : p.ops)
+      if (op) p.workspace = std::max(p.workspace, op->workspace_bytes());
     p.binding = s.binding;
-    p.valid = true;
+  }
+
+  // Tensors between oneDNN ops stay in oneDNN's layout (OneDnnOp::CanFeed, Place): a Conv's Y
+  // that is no entry output and is read only as the X of oneDNN ops that want its layout. A
+  // pointwise Conv with neither its X nor its Y kept goes back to Kiln's kernel (faster on
+  // NCHW), which may break its neighbours' pairs: repeated until nothing changes.
+  static void KeepLayouts(const PreparedEntry& pe, LibraryPlans& p) {
+    const size_t n = pe.instructions.size();
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> readers(pe.tensors.size());  // (instruction, slot)
+    for (size_t k = 0; k < n; ++k) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      for (int32_t j = 0; j < pi.num_inputs; ++j)
+        if (const int32_t t = pe.operands[static_cast<size_t>(pi.operands_begin + j)]; t >= 0)
+          readers[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(k), j);
+      for (const PreparedInstruction::Predicate& w : pi.when)
+        readers[static_cast<size_t>(w.tensor)].emplace_back(static_cast<int32_t>(k), -1);
+    }
+    for (const int32_t t : pe.outputs) readers[static_cast<size_t>(t)].emplace_back(-1, -1);
+    std::vector<bool> x_kept(n), y_kept(n);
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::fill(x_kept.begin(), x_kept.end(), false);
+      std::fill(y_kept.begin(), y_kept.end(), false);
+      for (size_t k = 0; k < n; ++k) {
+        if (!p.ops[k]) continue;
+        const PreparedInstruction& pi = pe.instructions[k];
+        const int32_t y = pe.operands[static_cast<size_t>(pi.operands_begin + pi.num_inputs)];
+        if (y < 0) continue;
+        const auto& r = readers[static_cast<size_t>(y)];
+        bool keep = !r.empty();
+        for (const auto& [i, slot] : r)
+          keep = keep && i >= 0 && slot == 0 && p.ops[static_cast<size_t>(i)] &&
+                 p.ops[k]->CanFeed(*p.ops[static_cast<size_t>(i)]);
+        if (!keep) continue;
+        y_kept[k] = true;
+        for (const auto& [i, slot] : r) x_kept[static_cast<size_t>(i)] = true;
+      }
+      for (size_t k = 0; k < n; ++k)
+        if (p.ops[k] && p.ops[k]->pointwise() && !x_kept[k] && !y_kept[k]) {
+          p.ops[k].reset();
+          changed = true;
+        }
+    }
+    for (size_t k = 0; k < n; ++k)
+      if (p.ops[k]) p.ops[k]->Place(x_kept[k], y_kept[k]);
   }
 
   // Stats::last_fallbacks: the instructions oneDNN refused, reusing the strings' storage.

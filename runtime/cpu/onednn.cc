@@ -160,16 +160,17 @@ class ConvOp final : public OneDnnOp {
     KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
     KILN_RETURN_IF_ERROR(SetHandle(x_user_, x.data));
     KILN_RETURN_IF_ERROR(SetHandle(y_user_, y.data));
-    if (x_reorder_) {
-      KILN_RETURN_IF_ERROR(SetHandle(x_mem_, ws + x_offset_));
+    // X and Y in oneDNN's layout: in the workspace with a reorder, or in place when the tensor
+    // is kept in that layout between two oneDNN ops (Place).
+    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x.data));
+    if (x_reorder_)
       KILN_RETURN_IF_ERROR(
           Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder"));
-    }
-    if (y_reorder_) KILN_RETURN_IF_ERROR(SetHandle(y_mem_, ws + y_offset_));
+    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y.data));
     // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
     if (residual_) {
       const TensorRef& r = call.inputs[kEpilogueResidualInput];
-      if (y_reorder_) {
+      if (r_reorder_) {
         KILN_RETURN_IF_ERROR(SetHandle(r_user_, r.data));
         KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_, {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
                                      "residual reorder"));
@@ -180,9 +181,8 @@ class ConvOp final : public OneDnnOp {
     if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
     const TensorRef* bias = OptionalInput(call, 2);
     if (bias) KILN_RETURN_IF_ERROR(SetHandle(b_mem_, bias->data));
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, (x_reorder_ ? x_mem_ : x_user_).get()},
-                               {DNNL_ARG_WEIGHTS, w_mem_.get()},
-                               {DNNL_ARG_DST, (y_reorder_ ? y_mem_ : y_user_).get()}};
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
     int n = 3;
     if (bias) args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
     if (scratch_) args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
@@ -194,12 +194,63 @@ class ConvOp final : public OneDnnOp {
     return Status::Ok();
   }
 
+  bool pointwise() const override { return pointwise_; }
+
+  bool CanFeed(const OneDnnOp& consumer) const override {
+    const auto* c = dynamic_cast<const ConvOp*>(&consumer);
+    const memory::desc& layout = pd_.dst_desc();
+    // Not with a residual: Y may share the residual's memory, which the residual's reorder
+    // into Y would then overwrite as it reads it.
+    return c != nullptr && !residual_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+           c->pd_.src_desc() == layout;
+  }
+
+  void Place(bool x_in_layout, bool y_in_layout) override {
+    x_reorder_.reset();
+    y_reorder_.reset();
+    r_reorder_.reset();
+    dnnl::engine& engine = Engine();
+    size_t at = 0;
+    const auto place = [&](const memory::desc& md, size_t* offset) {
+      *offset = at;
+      at += AlignUp(md.get_size());
+    };
+    const bool x_plain = pd_.src_desc() == x_plain_, y_plain = pd_.dst_desc() == y_plain_;
+    x_mem_ = memory(pd_.src_desc(), engine, nullptr);
+    y_mem_ = memory(pd_.dst_desc(), engine, nullptr);
+    if (!x_plain && !x_in_layout) {
+      x_reorder_.emplace(x_user_, x_mem_);
+      place(pd_.src_desc(), &x_offset_);
+    }
+    if (!y_plain && !y_in_layout) {
+      y_reorder_.emplace(y_mem_, y_user_);
+      place(pd_.dst_desc(), &y_offset_);
+    }
+    if (residual_ && !y_plain) {
+      r_user_ = memory(y_plain_, engine, nullptr);
+      r_reorder_.emplace(r_user_, y_mem_);
+    }
+    if (w_reorder_ && !weights_constant_) place(pd_.weights_desc(), &w_offset_);
+    if (scratch_) place(pd_.scratchpad_desc(), &scratch_offset_);
+    workspace_ = at;
+    description_ = std::string(pd_.impl_info_str());
+    if (!x_plain || !y_plain) {
+      description_ += ", in " + LayoutName(y_plain ? pd_.src_desc() : pd_.dst_desc());
+      if (x_in_layout || y_in_layout)
+        description_ += std::string(", kept between oneDNN ops for ") +
+                        (x_in_layout && y_in_layout ? "X and Y" : x_in_layout ? "X" : "Y");
+    }
+  }
+
   static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
 
  private:
   int threads_ = 1;
   bool weights_constant_ = false;
   bool residual_ = false;
+  bool pointwise_ = false;
+  dnnl::convolution_forward::primitive_desc pd_;
+  memory::desc x_plain_, y_plain_;
   dnnl::stream stream_;
   dnnl::convolution_forward conv_;
   memory x_user_, y_user_, w_user_, r_user_, x_mem_, y_mem_, w_mem_, b_mem_;
@@ -236,15 +287,11 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   bool pointwise = true;
   for (int i = 0; i < g.sr; ++i)
     pointwise = pointwise && g.kernel[i] == 1 && g.stride[i] == 1 && g.pad_begin[i] == 0 && g.pad_end[i] == 0;
-  // Kiln's kernel runs a pointwise Conv as one SGEMM on NCHW, with no im2col and no reorder;
-  // oneDNN 2.6 runs it on NCHW through its GEMM convolution, 2-9x slower on PP-OCR's shapes,
-  // or in NHWC with two reorders around it.
-  if (pointwise) return std::unique_ptr<OneDnnOp>();
-
   auto op = std::make_unique<ConvOp>();
   op->threads_ = threads;
   op->weights_constant_ = weights_constant;
   op->residual_ = residual;
+  op->pointwise_ = pointwise;
   try {
     OmpThreads omp(threads);
     dnnl::engine& engine = Engine();
@@ -295,43 +342,20 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
     op->conv_ = dnnl::convolution_forward(pd);
 
     const memory::desc x_plain(xd, f32, plain), y_plain(yd, f32, plain), w_plain(wd, f32, WeightTag(x.rank, grouped));
+    op->pd_ = pd;
+    op->x_plain_ = x_plain;
+    op->y_plain_ = y_plain;
     op->x_user_ = memory(x_plain, engine, nullptr);
     op->y_user_ = memory(y_plain, engine, nullptr);
     op->w_user_ = memory(w_plain, engine, nullptr);
     if (bias) op->b_mem_ = memory(b_md, engine, nullptr);
-    size_t at = 0;
-    const auto place = [&](const memory::desc& md, size_t* offset) {
-      *offset = at;
-      at += AlignUp(md.get_size());
-    };
-    if (pd.src_desc() != x_plain) {
-      op->x_mem_ = memory(pd.src_desc(), engine, nullptr);
-      op->x_reorder_.emplace(op->x_user_, op->x_mem_);
-      place(pd.src_desc(), &op->x_offset_);
-    }
-    if (pd.dst_desc() != y_plain) {
-      op->y_mem_ = memory(pd.dst_desc(), engine, nullptr);
-      op->y_reorder_.emplace(op->y_mem_, op->y_user_);
-      place(pd.dst_desc(), &op->y_offset_);
-      if (residual) {
-        op->r_user_ = memory(y_plain, engine, nullptr);
-        op->r_reorder_.emplace(op->r_user_, op->y_mem_);
-      }
-    }
     op->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
     if (pd.weights_desc() != w_plain) {
       op->w_reorder_.emplace(op->w_user_, op->w_mem_);
       op->w_bytes_ = pd.weights_desc().get_size();
-      if (!weights_constant) place(pd.weights_desc(), &op->w_offset_);
     }
-    if (pd.scratchpad_desc().get_size() > 0) {
-      op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
-      place(pd.scratchpad_desc(), &op->scratch_offset_);
-    }
-    op->workspace_ = at;
-    op->description_ = std::string(pd.impl_info_str());
-    if (op->x_reorder_ || op->y_reorder_)
-      op->description_ += ", X and Y in " + LayoutName(op->y_reorder_ ? pd.dst_desc() : pd.src_desc());
+    if (pd.scratchpad_desc().get_size() > 0) op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+    op->Place(false, false);
   } catch (const dnnl::error& e) {
     return Unimplemented(std::string("oneDNN refused the convolution: ") + e.what());
   }

@@ -12,7 +12,10 @@
 //
 // Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
 // (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
-// of Y out of it in the call's workspace. Weights that are model weights are
+// of Y out of it in the call's workspace. Where a Conv's Y is read only as the X of oneDNN
+// Convs that want the same layout (and is no model output), the CPU backend keeps it in that
+// layout in the arena, with neither reorder (OneDnnOp::Place): such a tensor is not NCHW
+// between those instructions (an InstructionObserver sees oneDNN's layout there). Weights that are model weights are
 // reordered into the chosen layout once, at the first Run of a binding, and kept with the
 // plan (OneDnnOp::held_bytes); other weights are reordered on every Run.
 //
@@ -52,8 +55,21 @@ class OneDnnOp {
   virtual size_t workspace_bytes() const = 0;
   // Bytes the plan holds itself: the model weights in oneDNN's layout (0 before the first Run).
   virtual uint64_t held_bytes() const = 0;
-  // What runs, e.g. "brgconv:avx512_core, X and Y in nChw16c" (oneDNN's implementation name).
+  // What runs, e.g. "brgconv:avx512_core, in nhwc, kept between oneDNN ops for Y" (oneDNN's
+  // implementation name, its layout for X and Y, and which of them Place kept).
   virtual const std::string& description() const = 0;
+  // A pointwise Conv (1x1, stride 1, no pads): Kiln's kernel runs it as one SGEMM on NCHW,
+  // which is faster than oneDNN's with a reorder on each side (2-9x on PP-OCR's shapes), so
+  // the CPU backend keeps it on oneDNN only where its X or Y stays in oneDNN's layout.
+  virtual bool pointwise() const = 0;
+  // Whether this op's Y can stay in oneDNN's layout as `consumer`'s X: the same layout, not
+  // Kiln's NCHW, of NCHW's size in bytes (so the arena's place for the tensor holds it), and
+  // this op has no residual add.
+  virtual bool CanFeed(const OneDnnOp& consumer) const = 0;
+  // Where X and Y are: `x_in_layout`, X arrives in this op's layout (its producer's Y, kept);
+  // `y_in_layout`, Y is left in it for its consumers. Otherwise a reorder from or to NCHW in
+  // the workspace. Planned ops start with both false. Sets workspace_bytes().
+  virtual void Place(bool x_in_layout, bool y_in_layout) = 0;
   // Runs the op on `call`, whose operands have the shapes it was planned for and whose
   // workspace has workspace_bytes(). Allocates nothing of Kiln's own after the first Run.
   // kInternal when a oneDNN call fails (its status named).
@@ -73,12 +89,10 @@ const std::string& OneDnnVersion();
 
 // Plans instruction `op` for the shapes and dtypes of `call` (its data is not read), for a
 // context of `threads` threads. `weights_are_constant`: input 1 is a model weight (its data
-// never changes). Null (and OK) where Kiln's CPU kernel is the faster choice: a pointwise
-// Conv (1x1, stride 1, no pads), which Kiln's kernel runs as one SGEMM on NCHW with no
-// reorder, where oneDNN 2.6 is 2-9x slower on NCHW. kUnimplemented with the reason when oneDNN
-// does not take this form (or this runtime has no oneDNN); the errors of the CPU kernel's
-// checks (kInvalidArgument) for a malformed call. The CPU backend runs the CPU kernel after
-// each of these.
+// never changes). The op starts with X and Y in NCHW (Place(false, false)). kUnimplemented
+// with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
+// errors of the CPU kernel's checks (kInvalidArgument) for a malformed call. The CPU backend
+// runs the CPU kernel after either.
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
                                              bool weights_are_constant);
 
