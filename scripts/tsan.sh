@@ -47,7 +47,8 @@ build/kiln compile "$ROOT/build/testdata/ch_ppocr_mobile_v2.0_cls/model.onnx" -o
 build/kiln compile "$ROOT/build/testdata/silero_vad_16k_op15/model.onnx" -o "$BUILD/silero_fp16.kiln" --arch none -q \
   --precision fp16
 
-export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+# The suppressions: oneDNN's own calls only (tests/stress/tsan_suppressions.txt says why).
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$ROOT/tests/stress/tsan_suppressions.txt ${TSAN_OPTIONS:-}"
 # stress NAME ARTIFACT ARGS...: runs context_stress under TSan; fails on a report, a mismatch or an error.
 stress() {
   local name=$1 log="$BUILD/context_stress_$1.log"

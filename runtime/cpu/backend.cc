@@ -171,13 +171,15 @@ class CpuBackend final : public Backend {
     return &p;
   }
 
-  // The plans for `s`'s binding of `pe`, made now if it is not one of the last kMaxBindings;
+  // The plans for the binding of `pe` that `s` is being bound to (its symbol values: Prepare
+  // comes before EntryState::binding is updated), made now if it is not one of the last
+  // kMaxBindings;
   // null when no instruction of `pe` is oneDNN's (or oneDNN is off).
   const LibraryPlans* Choose(const PreparedEntry& pe, const EntryState& s) {
     EntryPlans* e = PlansOf(pe);
     if (e == nullptr || !e->claims) return nullptr;
     for (size_t i = 0; i < e->bindings.size(); ++i)
-      if (e->bindings[i].binding == s.binding) return &e->bindings[e->current = i];
+      if (e->bindings[i].binding == s.scratch.symbol_values) return &e->bindings[e->current = i];
     if (e->bindings.size() < kMaxBindings) {
       e->current = e->bindings.size();
       e->bindings.emplace_back();
@@ -224,7 +226,7 @@ class CpuBackend final : public Backend {
     KeepLayouts(pe, p);
     for (const auto& op : p.ops)
       if (op) p.workspace = std::max(p.workspace, op->workspace_bytes());
-    p.binding = s.binding;
+    p.binding = s.scratch.symbol_values;
   }
 
   // Tensors between oneDNN ops stay in oneDNN's layout (OneDnnOp::CanFeed, Place): a Conv's Y

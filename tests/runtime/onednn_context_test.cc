@@ -103,5 +103,52 @@ TEST_CASE("ContextOptions::onednn: a float16 model's Convs run on Kiln's kernel,
   CHECK(RunWith(*model, false, 1).fallbacks.empty());
 }
 
+// x [N, 4, 8, 8] -> Conv 3x3 (8 channels) + Relu -> Conv 3x3 (8) -> y: N symbolic, so each batch
+// size is a binding with its own oneDNN plans (the first Conv's Y kept in oneDNN's layout).
+onnx::ModelProto BatchedConvs() {
+  onnx::ModelProto m = testing::MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"N", "4", "8", "8"});
+  testing::AddFloatInit(g, "w1", {8, 4, 3, 3}, testing::SeededFloats(8 * 4 * 9, 21));
+  testing::AddFloatInit(g, "w2", {8, 8, 3, 3}, testing::SeededFloats(8 * 8 * 9, 22));
+  testing::AttrInts(testing::AddNode(g, "Conv", {"x", "w1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  testing::AddNode(g, "Relu", {"c1"}, {"r"}, "relu");
+  testing::AttrInts(testing::AddNode(g, "Conv", {"r", "w2"}, {"y"}, "conv2"), "pads", {1, 1, 1, 1});
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("ContextOptions::onednn: one context alternating batch sizes gives each size's own results") {
+  auto model = Model::Load(testing::CompileModel(BatchedConvs()));
+  REQUIRE(model.ok());
+  ContextOptions on, off;
+  on.device = off.device = Device::kCpu;
+  on.cpu_threads = off.cpu_threads = 2;
+  off.onednn = false;
+  auto ctx = ExecutionContext::Create(*model, on);
+  REQUIRE(ctx.ok());
+  // More sizes than the 8 bindings kept, and back to evicted ones.
+  for (int64_t n : {1, 3, 2, 1, 4, 3, 2, 5, 6, 7, 8, 9, 10, 1, 4}) {
+    INFO("batch " << n);
+    const std::vector<float> x = testing::SeededFloats(n * 4 * 64, static_cast<uint32_t>(n));
+    const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {n, 4, 8, 8})};
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    const std::vector<std::vector<float>> got = testing::FloatCopies(out);
+    auto own = ExecutionContext::Create(*model, off);
+    REQUIRE(own.ok());
+    REQUIRE(own->Run(in, out).ok());
+    const std::vector<std::vector<float>> want = testing::FloatCopies(out);
+    REQUIRE(got[0].size() == want[0].size());
+    REQUIRE(got[0].size() == static_cast<size_t>(n * 8 * 64));
+    int bad = 0;
+    for (size_t i = 0; i < want[0].size() && bad < 3; ++i)
+      if (!(std::fabs(got[0][i] - want[0][i]) <= 1e-4f * (1 + std::fabs(want[0][i])))) {
+        ++bad;
+        FAIL_CHECK("index " << i << ": oneDNN " << got[0][i] << ", Kiln " << want[0][i]);
+      }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
