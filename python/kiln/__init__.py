@@ -248,10 +248,11 @@ class Context:
     kiln.Error FAILED_PRECONDITION."""
 
     def __init__(self, model: "Model", device: str = "auto", cpu_threads: int = 0, cuda_graphs: bool = False,
-                 profile: bool = False, device_ordinal: int = 0, max_loop_iterations: int = 10_000_000) -> None:
+                 profile: bool = False, device_ordinal: int = 0, max_loop_iterations: int = 10_000_000,
+                 onednn: bool = True) -> None:
         self.model = model
         self._ctx = _kiln.Context(model._model, device, device_ordinal, cpu_threads, cuda_graphs, profile,
-                                  max_loop_iterations)
+                                  max_loop_iterations, onednn)
 
     def run(self, inputs: Inputs, out: Optional[Sequence[ArrayLike]] = None) -> List[Any]:
         """Runs the model: `inputs` in the model's input order or by name, NumPy arrays or any
@@ -333,11 +334,12 @@ class Model:
         return self._model.weights_bytes
 
     def context(self, device: str = "auto", cpu_threads: int = 0, cuda_graphs: bool = False,
-                profile: bool = False) -> Context:
+                profile: bool = False, onednn: bool = True) -> Context:
         """A new execution context: device "auto" (CUDA when usable, else the CPU), "cpu" or
-        "cuda"; cpu_threads 0 is one per core. Raises kiln.Error (FAILED_PRECONDITION when
-        "cuda" has no driver or device)."""
-        return Context(self, device, cpu_threads, cuda_graphs, profile)
+        "cuda"; cpu_threads 0 is one per core; onednn False runs every CPU op on Kiln's own
+        kernels (ContextOptions::onednn: Conv runs on oneDNN by default where the runtime has
+        it). Raises kiln.Error (FAILED_PRECONDITION when "cuda" has no driver or device)."""
+        return Context(self, device, cpu_threads, cuda_graphs, profile, onednn=onednn)
 
     def default_context(self) -> Context:
         """The calling thread's context, which calling the model uses (made at the first call)."""

@@ -54,15 +54,19 @@ def scale_model(tmp_path_factory):
 
 # --- every bundled real model against onnxruntime -------------------------------------------------
 
+@pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "own-kernels"])
 @pytest.mark.parametrize("name", REAL_MODELS)
-def test_real_model_matches_onnxruntime(name, tmp_path):
+def test_real_model_matches_onnxruntime(name, onednn, tmp_path):
     model_dir = os.path.join(TESTDATA, name)
     inputs = first_test_set(model_dir)
     artifact = kiln.compile(os.path.join(model_dir, "model.onnx"), archs="none", progress=False)
     assert isinstance(artifact, bytes) and artifact[:4] != b"\0\0\0\0"
     model = kiln.load(artifact)
     assert [t.name for t in model.inputs] == list(inputs)
-    got = model.context(device="cpu", cpu_threads=1).run(inputs)
+    ctx = model.context(device="cpu", cpu_threads=1, onednn=onednn)
+    # ContextOptions::onednn: the note names oneDNN only where it runs (a runtime built with it).
+    assert ("oneDNN" in ctx.device_note) == (onednn and "oneDNN" in model.context(device="cpu").device_note)
+    got = ctx.run(inputs)
     session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), providers=["CPUExecutionProvider"])
     want = session.run(None, inputs)
     assert len(got) == len(want)

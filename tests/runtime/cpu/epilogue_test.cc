@@ -20,13 +20,7 @@ constexpr const char* kActivations[] = {"", "Relu", "Gelu", "GeluTanh", "Sigmoid
 
 template <typename T = float>
 TestTensor Random(std::vector<int64_t> dims, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-2.0, 2.0);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<T> v(static_cast<size_t>(n));
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return Make<T>(std::move(dims), std::move(v));
+  return RandomTensor<T>(std::move(dims), seed, 2.0);
 }
 
 AttrMap EpilogueAttrs(AttrMap attrs, const std::string& act, bool residual, bool residual_first) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <string_view>
@@ -77,6 +78,18 @@ TestTensor Make(std::vector<int64_t> dims, std::vector<T> values) {
     }
   }
   return t;
+}
+
+// A tensor of `dims` with values uniform in [-range, range] from seed `seed` (float or double).
+template <typename T = float>
+TestTensor RandomTensor(std::vector<int64_t> dims, uint32_t seed, double range = 1.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-range, range);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return Make<T>(std::move(dims), std::move(v));
 }
 
 inline TestTensor Floats(std::vector<int64_t> dims, std::vector<float> v) {

@@ -8,7 +8,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,15 +17,7 @@
 namespace kiln::cpu::testing {
 namespace {
 
-TestTensor Random(std::vector<int64_t> dims, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return Floats(std::move(dims), std::move(v));
-}
+TestTensor Random(std::vector<int64_t> dims, uint32_t seed) { return RandomTensor(std::move(dims), seed); }
 
 double Activate(double v, const std::string& act) {
   if (act == "Relu") return v > 0 ? v : 0;
