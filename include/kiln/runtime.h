@@ -223,7 +223,8 @@ struct ContextOptions {
   bool profile = false;
   // CPU backend: threads for a Run, the calling thread included (like onnxruntime's
   // intra_op_num_threads), 1 to 256; 0 means one per CPU this process may run on (its
-  // affinity mask). Create starts cpu_threads - 1 worker threads, owned by the context, which
+  // affinity mask). Create starts cpu_threads - 1 worker threads (none with `onednn` below, whose
+  // OpenMP team serves instead), owned by the context, which
   // wait (briefly spinning, then asleep) between Runs. Kiln's kernels split their outer loops
   // over them when the work is large enough: fused programs by blocks of rows, depthwise
   // Conv and pooling by channel, im2col and col2im by channel, and float32 GEMMs (MatMul,
@@ -239,15 +240,21 @@ struct ContextOptions {
   // when a thread cannot be started.
   int cpu_threads = 0;
   static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
-  // CPU backend, in a runtime built with oneDNN (-DKILN_WITH_ONEDNN=ON, the default on
-  // x86-64; device_note() then ends in ", Conv on oneDNN 2.6.3"): run float32 Conv on oneDNN
-  // with the context's cpu_threads, its epilogue fused as oneDNN post-ops, in oneDNN's blocked
-  // layouts where it chooses them (runtime/cpu/onednn.h). A form oneDNN refuses runs on
-  // Kiln's own kernel, with the reason in Stats::last_fallbacks. oneDNN's results may differ
-  // from Kiln's kernel in the last bits and between thread counts. oneDNN runs its threads on
-  // OpenMP (libgomp), whose workers busy-wait for a moment after each call unless the process
-  // starts with OMP_WAIT_POLICY=passive. false: every op on Kiln's own kernels. Ignored by the
-  // CUDA backend (its CPU fallbacks run on Kiln's kernels).
+  // CPU backend, in a runtime built with oneDNN (-DKILN_WITH_ONEDNN=ON, the default;
+  // device_note() then ends in ", Conv on oneDNN 2.6.3"): run float32 Conv on oneDNN with the
+  // context's cpu_threads, its epilogue fused as oneDNN post-ops, in the layouts oneDNN chooses
+  // (NHWC or blocked, with a reorder in and out, none between two oneDNN Convs); a pointwise
+  // Conv only between such Convs (runtime/cpu/onednn.h). The first Run at a new binding of an
+  // entry's symbols plans its Convs (oneDNN makes and JIT-compiles their primitives); the plans
+  // of the last 8 bindings are kept, with the model weights in oneDNN's layout (counted in
+  // memory_usage()). A form oneDNN refuses runs on Kiln's own kernel, with the reason in
+  // Stats::last_fallbacks. oneDNN's results may differ from Kiln's kernel in the last bits, and
+  // oneDNN does not promise the same bits at every thread count. oneDNN runs its threads on
+  // OpenMP (libgomp), and Kiln's kernels then split their loops over the same OpenMP team rather
+  // than the context's own workers; libgomp's threads busy-wait for up to about a millisecond
+  // after each parallel region unless the process starts with OMP_WAIT_POLICY=passive. false:
+  // every op on Kiln's own kernels and workers. Ignored by the CUDA backend (its CPU fallbacks
+  // run on Kiln's kernels).
   bool onednn = true;
   // The most iterations one Run's run-time Loops may take, all loops together (nested loops
   // multiply; a Loop whose trip count or condition is tensor data, format 7): a Run whose loops
