@@ -270,8 +270,19 @@ class CpuBackend final : public Backend {
           changed = true;
         }
     }
-    for (size_t k = 0; k < n; ++k)
-      if (p.ops[k]) p.ops[k]->Place(x_kept[k], y_kept[k]);
+    for (size_t k = 0; k < n; ++k) {
+      if (!p.ops[k]) continue;
+      if (const Status st = p.ops[k]->Place(x_kept[k], y_kept[k]); !st.ok()) {
+        // Its neighbours may expect a kept layout from it: every op of this binding goes back
+        // to Kiln's kernels, each with the reason.
+        for (size_t i = 0; i < n; ++i)
+          if (p.ops[i]) {
+            p.ops[i].reset();
+            p.why[i] = "Kiln's kernel, not oneDNN: " + std::string(st.message());
+          }
+        return;
+      }
+    }
   }
 
   // Stats::last_fallbacks: the instructions oneDNN refused, reusing the strings' storage.

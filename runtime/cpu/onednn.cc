@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <new>
 #include <optional>
 #include <span>
 #include <utility>
@@ -205,7 +206,22 @@ class ConvOp final : public OneDnnOp {
            c->pd_.src_desc() == layout;
   }
 
-  void Place(bool x_in_layout, bool y_in_layout) override {
+  Status Place(bool x_in_layout, bool y_in_layout) override {
+    try {
+      PlaceOrThrow(x_in_layout, y_in_layout);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: placing a convolution's X and Y failed: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("oneDNN: out of memory placing a convolution's X and Y");
+    }
+    return Status::Ok();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
+
+ private:
+  // Place's work: oneDNN's C++ API throws dnnl::error.
+  void PlaceOrThrow(bool x_in_layout, bool y_in_layout) {
     x_reorder_.reset();
     y_reorder_.reset();
     r_reorder_.reset();
@@ -242,9 +258,6 @@ class ConvOp final : public OneDnnOp {
     }
   }
 
-  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
-
- private:
   int threads_ = 1;
   bool weights_constant_ = false;
   bool residual_ = false;
@@ -355,9 +368,11 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
       op->w_bytes_ = pd.weights_desc().get_size();
     }
     if (pd.scratchpad_desc().get_size() > 0) op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
-    op->Place(false, false);
+    op->PlaceOrThrow(false, false);
   } catch (const dnnl::error& e) {
     return Unimplemented(std::string("oneDNN refused the convolution: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the convolution");
   }
   return std::unique_ptr<OneDnnOp>(std::move(op));
 }

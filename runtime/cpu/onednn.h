@@ -68,8 +68,10 @@ class OneDnnOp {
   virtual bool CanFeed(const OneDnnOp& consumer) const = 0;
   // Where X and Y are: `x_in_layout`, X arrives in this op's layout (its producer's Y, kept);
   // `y_in_layout`, Y is left in it for its consumers. Otherwise a reorder from or to NCHW in
-  // the workspace. Planned ops start with both false. Sets workspace_bytes().
-  virtual void Place(bool x_in_layout, bool y_in_layout) = 0;
+  // the workspace. Planned ops start with both false. Sets workspace_bytes(). kInternal when
+  // oneDNN fails to make a reorder, kResourceExhausted when memory runs out: the op is then
+  // unusable.
+  virtual Status Place(bool x_in_layout, bool y_in_layout) = 0;
   // Runs the op on `call`, whose operands have the shapes it was planned for and whose
   // workspace has workspace_bytes(). Allocates nothing of Kiln's own after the first Run.
   // kInternal when a oneDNN call fails (its status named).
