@@ -159,6 +159,11 @@ class CpuBackend final : public Backend {
   bool onednn_;
   std::vector<std::pair<const PreparedEntry*, EntryPlans>> plans_;  // per entry, once prepared
 
+  // Whether the op table gives `pi`'s op to oneDNN (CpuLibraryOf); never a fused program.
+  static bool OneDnnClaims(const PreparedInstruction& pi) {
+    return !pi.program && CpuLibraryOf(pi.kernel->op) == "onednn";
+  }
+
   // The plans of `pe`, made at its first Prepare; null when oneDNN is off.
   EntryPlans* PlansOf(const PreparedEntry& pe) {
     if (!onednn_) return nullptr;
@@ -166,8 +171,7 @@ class CpuBackend final : public Backend {
       if (e == &pe) return &p;
     EntryPlans& p = plans_.emplace_back(&pe, EntryPlans{}).second;
     p.bindings.reserve(kMaxBindings);  // never moved: Execute holds a pointer into it
-    for (const PreparedInstruction& pi : pe.instructions)
-      p.claims = p.claims || (!pi.program && CpuLibraryOf(pi.kernel->op) == "onednn");
+    for (const PreparedInstruction& pi : pe.instructions) p.claims = p.claims || OneDnnClaims(pi);
     return &p;
   }
 
@@ -207,7 +211,7 @@ class CpuBackend final : public Backend {
     p.workspace = 0;
     for (size_t k = 0; k < pe.instructions.size(); ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
-      if (pi.program || CpuLibraryOf(pi.kernel->op) != "onednn") continue;
+      if (!OneDnnClaims(pi)) continue;
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
