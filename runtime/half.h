@@ -1,5 +1,6 @@
-// IEEE half (float16) and bfloat16 conversions, round to nearest even, NaN and infinity
-// kept. Shared by the CPU kernels (Cast), the compiler's constant access and the importer.
+// IEEE half (float16) and bfloat16 conversions, round to nearest even, infinity kept. A NaN
+// stays a NaN of its sign, made quiet, with its leading payload bits (IEEE 754-2019 section
+// 6.2.3), as x86's F16C instructions convert it (runtime/cpu/half_convert.h runs those). Shared by the CPU kernels (Cast), the compiler's constant access and the importer.
 #pragma once
 
 #include <bit>
@@ -25,7 +26,7 @@ inline float HalfToFloat(uint16_t h) {
       bits = sign | (exp << 23) | (mant << 13);
     }
   } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    bits = sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u);  // a NaN made quiet
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
@@ -37,7 +38,7 @@ inline uint16_t FloatToHalf(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // inf or nan
-    return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u);
+    return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs & 0x7fffffu) >> 13) : 0u);
   }
   if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to inf
   if (abs < 0x38800000u) {                         // half subnormal or zero

@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace kiln::cpu {
 namespace {
 
@@ -15,10 +19,19 @@ struct IsaState {
   std::string value;  // the variable's value, when set
 };
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// CPUID leaf 1, ECX bit 29 (Intel SDM vol. 2A, CPUID): F16C, which neither GCC 12's nor
+// clang 14's __builtin_cpu_supports knows.
+bool HasF16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 IsaState Detect() {
   IsaState s;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) s.cpu = CpuIsa::kAvx2Fma;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) s.cpu = CpuIsa::kAvx2Fma;
 #endif
   s.active = s.cpu;
   if (const char* env = std::getenv(kVariable); env != nullptr && *env != '\0') {

@@ -1,8 +1,9 @@
 // Which instruction-set-specific kernels the CPU backend runs.
 //
 // The runtime is built for baseline x86-64 (SSE2). A few CPU kernels also have an AVX2+FMA
-// version, chosen at run time when the CPU has both (today the depthwise convolution in
-// runtime/cpu/conv.cc). The two versions round differently (a fused multiply-add rounds
+// version, chosen at run time when the CPU has AVX2, FMA and F16C (every CPU with the first
+// two has the third): the depthwise convolution in runtime/cpu/conv.cc, and the float16
+// conversions in runtime/cpu/half_convert.h (the same bits as the baseline ones). The two versions round differently (a fused multiply-add rounds
 // once where a multiply and an add round twice), so results may differ in the last bits
 // between CPUs; both are correct.
 //
@@ -23,7 +24,7 @@ namespace kiln::cpu {
 
 enum class CpuIsa {
   kBaseline,  // baseline x86-64 (SSE2), or any non-x86 CPU
-  kAvx2Fma,   // AVX2 and FMA
+  kAvx2Fma,   // AVX2, FMA and F16C
 };
 
 // The instruction set the CPU kernels use: the best the CPU supports, capped by

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/half.h"
+#include "runtime/cpu/half_convert.h"
 
 namespace kiln::cpu {
 namespace {
@@ -61,23 +61,9 @@ TensorRef Widened(const TensorRef& t, void* data) {
   return f;
 }
 
-void Widen(const TensorRef& h, float* f) {
-  const uint16_t* src = h.as<const uint16_t>();
-  if (h.dtype == DType::kFloat16) {
-    for (int64_t i = 0; i < h.num_elements; ++i) f[i] = HalfToFloat(src[i]);
-  } else {
-    for (int64_t i = 0; i < h.num_elements; ++i) f[i] = BF16ToFloat(src[i]);
-  }
-}
+void Widen(const TensorRef& h, float* f) { HalvesToFloat(h.dtype, h.as<const uint16_t>(), f, h.num_elements); }
 
-void Narrow(const float* f, const TensorRef& h) {
-  uint16_t* dst = h.as<uint16_t>();
-  if (h.dtype == DType::kFloat16) {
-    for (int64_t i = 0; i < h.num_elements; ++i) dst[i] = FloatToHalf(f[i]);
-  } else {
-    for (int64_t i = 0; i < h.num_elements; ++i) dst[i] = FloatToBF16(f[i]);
-  }
-}
+void Narrow(const float* f, const TensorRef& h) { FloatToHalves(h.dtype, f, h.as<uint16_t>(), h.num_elements); }
 
 uint8_t* AlignUp(uint8_t* p) {
   const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kAlign - 1) & ~static_cast<uintptr_t>(kAlign - 1);
