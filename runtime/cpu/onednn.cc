@@ -16,6 +16,7 @@
 
 #include "runtime/cpu/conv_geometry.h"
 #include "runtime/cpu/epilogue.h"
+#include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/kernel_util.h"
 
@@ -107,7 +108,7 @@ Status SetHandle(const memory& m, const void* p) {
 // The name of X's or Y's layout `md`, among the ones oneDNN's convolutions choose.
 std::string LayoutName(const memory::desc& md) {
   const memory::dims dims = md.dims();
-  const auto f32 = memory::data_type::f32;
+  const memory::data_type dt = md.data_type();
   struct Named {
     Tag tag;
     const char* name;
@@ -121,7 +122,7 @@ std::string LayoutName(const memory::desc& md) {
                                        : dims.size() == 4 ? std::span<const Named>(k4)
                                                           : std::span<const Named>(k5);
   for (const Named& n : names)
-    if (memory::desc(dims, f32, n.tag) == md) return n.name;
+    if (memory::desc(dims, dt, n.tag) == md) return n.name;
   return "a blocked layout";
 }
 
@@ -139,9 +140,9 @@ class ConvOp final : public OneDnnOp {
       return Internal("Conv on oneDNN: workspace of " + std::to_string(call.workspace_bytes) + " bytes, needs " +
                       std::to_string(workspace_));
     auto* ws = static_cast<uint8_t*>(call.workspace);
-    // Weights in the primitive's layout: once for a model weight, else on every call.
+    // Weights in the primitive's layout (and type): once for a model weight, else on every call.
     const void* weights = w.data;
-    if (w_reorder_) {
+    if (w_reorder_ || widen_) {
       void* into = nullptr;
       if (!weights_constant_) {
         into = ws + w_offset_;
@@ -151,37 +152,74 @@ class ConvOp final : public OneDnnOp {
         into = held_.data();
       }
       if (into != nullptr) {
-        KILN_RETURN_IF_ERROR(SetHandle(w_user_, w.data));
-        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
-        KILN_RETURN_IF_ERROR(Execute(*w_reorder_, stream_,
-                                     {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+        const void* plain = w.data;
+        AlignedBuffer widened;  // a model weight's float32 copy, at its first call only
+        if (widen_) {
+          void* to = into;
+          if (w_reorder_ && weights_constant_) {
+            if (!widened.Reserve(static_cast<size_t>(w.num_elements) * sizeof(float)))
+              return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+            to = widened.data();
+          } else if (w_reorder_) {
+            to = ws + w_widened_offset_;
+          }
+          HalvesToFloat(w.dtype, w.as<const uint16_t>(), static_cast<float*>(to), w.num_elements);
+          plain = to;
+        }
+        if (w_reorder_) {
+          KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
+          KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
+          KILN_RETURN_IF_ERROR(Execute(
+              *w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+        }
       }
       weights = weights_constant_ ? held_.data() : into;
     }
     KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
-    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x.data));
-    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y.data));
+    // float16: X (and the residual and bias) widened into the workspace; Y computed there.
+    void* x_src = x.data;
+    void* y_dst = y.data;
+    if (widen_) {
+      x_src = ws + x_widened_offset_;
+      y_dst = ws + y_widened_offset_;
+      HalvesToFloat(x.dtype, x.as<const uint16_t>(), static_cast<float*>(x_src), x.num_elements);
+    }
+    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_src));
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_dst));
     // X and Y in oneDNN's layout: in the workspace with a reorder, or in place when the tensor
     // is kept in that layout between two oneDNN ops (Place).
-    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x.data));
+    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
     if (x_reorder_)
       KILN_RETURN_IF_ERROR(
           Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder"));
-    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y.data));
+    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y_dst));
     // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
     if (residual_) {
       const TensorRef& r = call.inputs[kEpilogueResidualInput];
+      const void* r_src = r.data;
+      if (widen_) {  // into Y's plain float32 place: Y itself, or the residual reorder's source
+        HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_dst), r.num_elements);
+        r_src = y_dst;
+      }
       if (r_reorder_) {
-        KILN_RETURN_IF_ERROR(SetHandle(r_user_, r.data));
+        KILN_RETURN_IF_ERROR(SetHandle(r_user_, r_src));
         KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_, {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
                                      "residual reorder"));
-      } else if (r.data != y.data) {
-        std::memmove(y.data, r.data, static_cast<size_t>(y.num_elements) * sizeof(float));
+      } else if (r_src != y_dst) {
+        std::memmove(y_dst, r_src, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
       }
     }
     if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
     const TensorRef* bias = OptionalInput(call, 2);
-    if (bias) KILN_RETURN_IF_ERROR(SetHandle(b_mem_, bias->data));
+    if (bias) {
+      const void* b = bias->data;
+      if (widen_ && bias->dtype != DType::kFloat32) {
+        float* widened = reinterpret_cast<float*>(ws + b_widened_offset_);
+        HalvesToFloat(bias->dtype, bias->as<const uint16_t>(), widened, bias->num_elements);
+        b = widened;
+      }
+      KILN_RETURN_IF_ERROR(SetHandle(b_mem_, b));
+    }
     dnnl_exec_arg_t args[5] = {
         {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
     int n = 3;
@@ -192,6 +230,7 @@ class ConvOp final : public OneDnnOp {
     if (y_reorder_)
       KILN_RETURN_IF_ERROR(
           Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder"));
+    if (widen_) FloatToHalves(y.dtype, static_cast<const float*>(y_dst), y.as<uint16_t>(), y.num_elements);
     return Status::Ok();
   }
 
@@ -202,7 +241,7 @@ class ConvOp final : public OneDnnOp {
     const memory::desc& layout = pd_.dst_desc();
     // Not with a residual: Y may share the residual's memory, which the residual's reorder
     // into Y would then overwrite as it reads it.
-    return c != nullptr && !residual_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+    return c != nullptr && !residual_ && !widen_ && !c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
            c->pd_.src_desc() == layout;
   }
 
@@ -246,8 +285,14 @@ class ConvOp final : public OneDnnOp {
       r_user_ = memory(y_plain_, engine, nullptr);
       r_reorder_.emplace(r_user_, y_mem_);
     }
-    if (w_reorder_ && !weights_constant_) place(pd_.weights_desc(), &w_offset_);
+    if ((w_reorder_ || widen_) && !weights_constant_) place(pd_.weights_desc(), &w_offset_);
     if (scratch_) place(pd_.scratchpad_desc(), &scratch_offset_);
+    if (widen_) {  // float32 copies of the float16 operands, in Kiln's NCHW
+      place(x_plain_, &x_widened_offset_);
+      place(y_plain_, &y_widened_offset_);
+      if (w_reorder_ && !weights_constant_) place(w_plain_, &w_widened_offset_);
+      if (b_mem_) place(b_mem_.get_desc(), &b_widened_offset_);
+    }
     workspace_ = at;
     description_ = std::string(pd_.impl_info_str());
     if (!x_plain || !y_plain) {
@@ -256,20 +301,23 @@ class ConvOp final : public OneDnnOp {
         description_ += std::string(", kept between oneDNN ops for ") +
                         (x_in_layout && y_in_layout ? "X and Y" : x_in_layout ? "X" : "Y");
     }
+    if (widen_) description_ += ", on float32 copies of its float16 operands";
   }
 
   int threads_ = 1;
   bool weights_constant_ = false;
   bool residual_ = false;
   bool pointwise_ = false;
+  bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 convolution)
   dnnl::convolution_forward::primitive_desc pd_;
-  memory::desc x_plain_, y_plain_;
+  memory::desc x_plain_, y_plain_, w_plain_;
   dnnl::stream stream_;
   dnnl::convolution_forward conv_;
   memory x_user_, y_user_, w_user_, r_user_, x_mem_, y_mem_, w_mem_, b_mem_;
   std::optional<memory> scratch_;
   std::optional<dnnl::reorder> x_reorder_, y_reorder_, w_reorder_, r_reorder_;
   size_t x_offset_ = 0, y_offset_ = 0, w_offset_ = 0, scratch_offset_ = 0, workspace_ = 0, w_bytes_ = 0;
+  size_t x_widened_offset_ = 0, y_widened_offset_ = 0, w_widened_offset_ = 0, b_widened_offset_ = 0;
   AlignedBuffer held_;
   const void* held_from_ = nullptr;
   std::string description_;
@@ -277,14 +325,27 @@ class ConvOp final : public OneDnnOp {
 
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threads, bool weights_constant) {
   constexpr std::string_view kName = "Conv";
-  for (const TensorRef* t : {&call.inputs[0], &call.inputs[1], &call.outputs[0]})
-    if (t->present() && t->dtype != DType::kFloat32)
-      return Unimplemented(DTypeStr(t->dtype) + " (Kiln's kernel runs it on float32 copies)");
-  ConvGeometry g;
-  KILN_RETURN_IF_ERROR(ConvGeometryFor(call, &g));
+  if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("Conv: expects X and W, and Y");
+  const DType dt = call.inputs[0].dtype;
+  if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+    return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
+  for (const TensorRef* t : {&call.inputs[1], &call.outputs[0]})
+    if (t->present() && t->dtype != dt)
+      return Unimplemented("X " + DTypeStr(dt) + " with " + (t == &call.outputs[0] ? "Y " : "W ") +
+                           DTypeStr(t->dtype) + " (oneDNN's Conv in Kiln takes one type)");
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
   const TensorRef* bias = OptionalInput(call, 2);
-  KILN_RETURN_IF_ERROR(CheckBias(bias, w.dims[0], kName));
+  if (bias && bias->dtype != dt && bias->dtype != DType::kFloat32)
+    return Unimplemented("bias " + DTypeStr(bias->dtype) + " with X " + DTypeStr(dt));
+  // The kernel's checks, on the float32 view it runs half operands on (widen.h).
+  std::vector<TensorRef> view(call.inputs.begin(), call.inputs.end());
+  view.push_back(y);
+  for (TensorRef& t : view)
+    if (t.present() && t.dtype == dt) t.dtype = DType::kFloat32;
+  const KernelCall f32_call{call.attrs, {view.data(), view.size() - 1}, {&view.back(), 1}};
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvGeometryFor(f32_call, &g));
+  KILN_RETURN_IF_ERROR(CheckBias(OptionalInput(f32_call, 2), w.dims[0], kName));
   EpilogueSpec spec;
   KILN_RETURN_IF_ERROR(ParseEpilogue(call.attrs, &spec));
   if (x.rank > 5) return Unimplemented("oneDNN convolves 1 to 3 spatial dims, not " + std::to_string(g.sr));
@@ -293,8 +354,8 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   const bool residual = spec.residual;
   if (residual) {
     const TensorRef& r = call.inputs[kEpilogueResidualInput];
-    if (!r.present() || r.dtype != DType::kFloat32 || r.num_elements != y.num_elements)
-      return InvalidArgument("Conv: the epilogue residual must be float32 of Y's shape");
+    if (!r.present() || r.dtype != dt || r.num_elements != y.num_elements)
+      return InvalidArgument("Conv: the epilogue residual must be of Y's type and shape");
   }
 
   bool pointwise = true;
@@ -305,6 +366,9 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   op->weights_constant_ = weights_constant;
   op->residual_ = residual;
   op->pointwise_ = pointwise;
+  // float16 in float32: oneDNN 2.6 has float16 convolutions only for AVX512-FP16 CPUs, and
+  // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
+  op->widen_ = dt == DType::kFloat16;
   try {
     OmpThreads omp(threads);
     dnnl::engine& engine = Engine();
@@ -326,10 +390,12 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
       pad_l.push_back(g.pad_begin[i]);
       pad_r.push_back(g.pad_end[i]);
     }
-    const auto f32 = memory::data_type::f32;
+    // The primitive's type: bfloat16 natively (AVX512-BF16, or emulated on AVX-512), else float32.
+    const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const auto b_type = bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
     const Tag plain = PlainTag(x.rank);
-    const memory::desc x_any(xd, f32, Tag::any), y_any(yd, f32, Tag::any), w_any(wd, f32, Tag::any);
-    const memory::desc b_md = bias ? memory::desc({w.dims[0]}, f32, Tag::x) : memory::desc();
+    const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
+    const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
 
     dnnl::post_ops post;
     const auto activation = [&] {
@@ -351,22 +417,24 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
                                                dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides,
                                                dilations, pad_l, pad_r);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
-    if (!pd) return Unimplemented("oneDNN has no convolution for this form");
+    if (!pd)
+      return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
+                                                  : "oneDNN has no convolution for this form");
     op->conv_ = dnnl::convolution_forward(pd);
 
-    const memory::desc x_plain(xd, f32, plain), y_plain(yd, f32, plain), w_plain(wd, f32, WeightTag(x.rank, grouped));
+    const memory::desc x_plain(xd, type, plain), y_plain(yd, type, plain),
+        w_plain(wd, type, WeightTag(x.rank, grouped));
     op->pd_ = pd;
     op->x_plain_ = x_plain;
     op->y_plain_ = y_plain;
+    op->w_plain_ = w_plain;
     op->x_user_ = memory(x_plain, engine, nullptr);
     op->y_user_ = memory(y_plain, engine, nullptr);
     op->w_user_ = memory(w_plain, engine, nullptr);
     if (bias) op->b_mem_ = memory(b_md, engine, nullptr);
     op->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
-    if (pd.weights_desc() != w_plain) {
-      op->w_reorder_.emplace(op->w_user_, op->w_mem_);
-      op->w_bytes_ = pd.weights_desc().get_size();
-    }
+    if (pd.weights_desc() != w_plain) op->w_reorder_.emplace(op->w_user_, op->w_mem_);
+    op->w_bytes_ = pd.weights_desc().get_size();
     if (pd.scratchpad_desc().get_size() > 0) op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
     op->PlaceOrThrow(false, false);
   } catch (const dnnl::error& e) {

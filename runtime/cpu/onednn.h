@@ -5,10 +5,18 @@
 // its CPU kernel, or the CPU kernel with oneDNN's reason in Stats::last_fallbacks when
 // oneDNN refuses the form.
 //
-// What oneDNN runs: float32 Conv of 1 to 3 spatial dims (grouped and depthwise included),
-// with the epilogue of compiler/passes/epilogue.h as post-ops: Conv's bias, then the
-// activation (Relu, Sigmoid, SiLU, HardSwish, Gelu, GeluTanh) and the residual add (`sum`)
-// in the node's order.
+// What oneDNN runs: Conv of 1 to 3 spatial dims (grouped and depthwise included), with the
+// epilogue of compiler/passes/epilogue.h as post-ops: Conv's bias, then the activation (Relu,
+// Sigmoid, SiLU, HardSwish, Gelu, GeluTanh) and the residual add (`sum`) in the node's order.
+// X, W, Y and the residual have one type; the bias has it or is float32:
+//   float32;
+//   bfloat16: oneDNN's bfloat16 convolution (AVX512-BF16 instructions where the CPU has them,
+//     emulated on other AVX-512 CPUs; refused without AVX-512), accumulating in float32 and
+//     rounding Y once, as Kiln's kernel does on widened copies;
+//   float16: in float32, on copies of X, W, the bias and the residual converted in the
+//     workspace (half_convert.h: F16C), Y rounded once. oneDNN 2.6 has float16 convolutions
+//     only on AVX512-FP16 CPUs, and its float16 reorders are reference loops. A model weight
+//     is converted and reordered once, and kept; such a Y never stays in oneDNN's layout.
 //
 // Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
 // (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
@@ -51,12 +59,14 @@ class OneDnnOp {
  public:
   virtual ~OneDnnOp() = default;
   // Bytes of KernelCall::workspace Run needs: the reordered X and Y (and W when it is not a
-  // model weight) and oneDNN's scratchpad, each 64-byte aligned.
+  // model weight), oneDNN's scratchpad and, for float16, the float32 copies of X, Y, the bias
+  // (and W when it is not a model weight), each 64-byte aligned.
   virtual size_t workspace_bytes() const = 0;
   // Bytes the plan holds itself: the model weights in oneDNN's layout (0 before the first Run).
   virtual uint64_t held_bytes() const = 0;
   // What runs, e.g. "brgconv:avx512_core, in nhwc, kept between oneDNN ops for Y" (oneDNN's
-  // implementation name, its layout for X and Y, and which of them Place kept).
+  // implementation name, its layout for X and Y, and which of them Place kept), ending in
+  // ", on float32 copies of its float16 operands" for float16.
   virtual const std::string& description() const = 0;
   // A pointwise Conv (1x1, stride 1, no pads): Kiln's kernel runs it as one SGEMM on NCHW,
   // which is faster than oneDNN's with a reorder on each side (2-9x on PP-OCR's shapes), so

@@ -1,6 +1,7 @@
 // ContextOptions::onednn through the public API: the device note, the outputs against Kiln's
-// own kernels (and the same bits at 1, 2 and 3 threads), and Stats::last_fallbacks for the
-// Convs oneDNN does not take (a float16 model's), which name the instruction and the reason.
+// own kernels (and the same bits at 1, 2 and 3 threads), float16 and bfloat16 models, and
+// Stats::last_fallbacks for the Convs oneDNN does not take (an empty batch's), which name
+// the instruction and the reason.
 // testing::ThreadedModel has a depthwise 3x3 Conv and a 3x3 Conv with a residual and a Relu
 // folded into its epilogue; a pointwise Conv is added, which Kiln's kernel keeps (no fallback).
 #include <doctest/doctest.h>
@@ -82,25 +83,37 @@ TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the
   }
 }
 
-TEST_CASE("ContextOptions::onednn: a float16 model's Convs run on Kiln's kernel, each named in last_fallbacks") {
-  compiler::CompileOptions options = testing::CpuOnly();
-  options.precision.precision = passes::Precision::kFp16;
-  auto model = Model::Load(testing::CompileModel(testing::ThreadedModel(), options));
-  REQUIRE(model.ok());
-  const Ran r = RunWith(*model, true, 1);
-  if (!cpu::OneDnnBuilt()) {
-    CHECK(r.fallbacks.empty());  // nothing is asked of a library this runtime does not have
-    return;
+// Each output of `a` within `rel` (relative to 1 + |b|) of `b`'s.
+void CheckClose(const Ran& a, const Ran& b, float rel) {
+  REQUIRE(a.outputs.size() == b.outputs.size());
+  for (size_t o = 0; o < a.outputs.size(); ++o) {
+    INFO("output " << o);
+    REQUIRE(a.outputs[o].size() == b.outputs[o].size());
+    int bad = 0;
+    for (size_t i = 0; i < a.outputs[o].size() && bad < 5; ++i)
+      if (!(std::fabs(a.outputs[o][i] - b.outputs[o][i]) <= rel * (1 + std::fabs(b.outputs[o][i])))) {
+        ++bad;
+        FAIL_CHECK("index " << i << ": oneDNN " << a.outputs[o][i] << ", Kiln " << b.outputs[o][i]);
+      }
   }
-  REQUIRE(r.fallbacks.size() == 2);  // the depthwise and the 3x3 Conv
-  for (const Stats::Fallback& f : r.fallbacks) {
-    REQUIRE(f.instruction >= 0);
-    REQUIRE(static_cast<size_t>(f.instruction) < r.entry.instructions.size());
-    CHECK(r.entry.instructions[static_cast<size_t>(f.instruction)].op == "Conv");
-    CHECK(f.reason == "Kiln's kernel, not oneDNN: float16 (Kiln's kernel runs it on float32 copies)");
+}
+
+TEST_CASE("ContextOptions::onednn: float16 and bfloat16 models' Convs run on oneDNN, against Kiln's kernels") {
+  for (passes::Precision precision : {passes::Precision::kFp16, passes::Precision::kBf16}) {
+    const bool fp16 = precision == passes::Precision::kFp16;
+    INFO((fp16 ? "fp16" : "bf16"));
+    compiler::CompileOptions options = testing::CpuOnly();
+    options.precision.precision = precision;
+    auto model = Model::Load(testing::CompileModel(testing::ThreadedModel(), options));
+    REQUIRE(model.ok());
+    const Ran on = RunWith(*model, true, 1), off = RunWith(*model, false, 1);
+    CHECK(on.fallbacks.empty());  // oneDNN takes both Convs: bfloat16 natively, float16 on float32 copies
+    CHECK(off.fallbacks.empty());
+    // Both accumulate in float32 and round Y once, in other orders: a unit or two of the half
+    // type's last place (2^-11 for float16, 2^-8 for bfloat16), carried through the Softmax.
+    CheckClose(on, off, fp16 ? 2e-3f : 1.6e-2f);
+    CHECK(RunWith(*model, true, 2).outputs == RunWith(*model, true, 2).outputs);
   }
-  CHECK(r.fallbacks[0].instruction < r.fallbacks[1].instruction);
-  CHECK(RunWith(*model, false, 1).fallbacks.empty());
 }
 
 // x [N, 4, 8, 8] -> Conv 3x3 (8 channels) + Relu -> Conv 3x3 (8) -> y: N symbolic, so each batch
@@ -116,6 +129,33 @@ onnx::ModelProto BatchedConvs() {
   testing::AttrInts(testing::AddNode(g, "Conv", {"r", "w2"}, {"y"}, "conv2"), "pads", {1, 1, 1, 1});
   testing::AddOutput(g, "y");
   return m;
+}
+
+TEST_CASE("ContextOptions::onednn: the Convs of an empty batch run on Kiln's kernel, named in last_fallbacks") {
+  auto model = Model::Load(testing::CompileModel(BatchedConvs(), testing::WithProfiles({"x:N=0..4"})));
+  REQUIRE(model.ok());
+  ContextOptions options;
+  options.device = Device::kCpu;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  const float none = 0;
+  const TensorView in[] = {TensorView::Host(&none, DType::kFloat32, {0, 4, 8, 8})};
+  std::vector<TensorView> out;
+  const Status st = ctx->Run(in, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].num_elements() == 0);
+  const std::vector<Stats::Fallback>& fallbacks = ctx->stats().last_fallbacks;
+  if (!cpu::OneDnnBuilt()) {
+    CHECK(fallbacks.empty());  // nothing is asked of a library this runtime does not have
+    return;
+  }
+  const EntryInfo& entry = model->entries()[static_cast<size_t>(ctx->stats().last_entry)];
+  REQUIRE(fallbacks.size() == 2);  // conv1 and conv2
+  for (const Stats::Fallback& f : fallbacks) {
+    CHECK(entry.instructions[static_cast<size_t>(f.instruction)].op == "Conv");
+    CHECK(f.reason == "Kiln's kernel, not oneDNN: an empty tensor (the CPU kernel writes what it needs)");
+  }
 }
 
 TEST_CASE("ContextOptions::onednn: one context alternating batch sizes gives each size's own results") {

@@ -2,7 +2,8 @@
 // here and against Kiln's CPU kernel: 1-D to 3-D, grouped, depthwise, strided, dilated,
 // padded and SAME forms; every epilogue activation in both orders, with and without the
 // residual; 1 and 2 threads; model weights (reordered once, kept) and computed weights
-// (reordered on every call). Then what oneDNN refuses, and a malformed call's error.
+// (reordered on every call); float16 and bfloat16. Then what oneDNN refuses, and a malformed
+// call's error.
 #include "runtime/cpu/onednn.h"
 
 #include <doctest/doctest.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
 
@@ -97,21 +99,31 @@ AttrMap Attrs(const ConvCase& c, const std::string& act, bool residual, bool res
   return a;
 }
 
-void CheckNear(const std::vector<float>& actual, const std::vector<float>& expected, const char* what) {
+void CheckNear(const std::vector<float>& actual, const std::vector<float>& expected, const char* what,
+               double tol = 2e-5) {
   REQUIRE(actual.size() == expected.size());
   int bad = 0;
   for (size_t i = 0; i < actual.size() && bad < 5; ++i)
-    if (!(std::fabs(actual[i] - expected[i]) <= 2e-5 * (1 + std::fabs(expected[i])))) {
+    if (!(std::fabs(actual[i] - expected[i]) <= tol * (1 + std::fabs(expected[i])))) {
       ++bad;
       FAIL_CHECK(what << " index " << i << ": " << actual[i] << ", expected " << expected[i]);
     }
 }
 
-// Plans and runs oneDNN's Conv twice (the second call reuses the kept weights); returns Y.
+// `t`'s half values, widened.
+std::vector<float> Widened(DType dt, const TestTensor& t) {
+  const std::vector<uint16_t> h = t.values<uint16_t>();
+  std::vector<float> v(h.size());
+  HalvesToFloat(dt, h.data(), v.data(), static_cast<int64_t>(h.size()));
+  return v;
+}
+
+// Plans and runs oneDNN's Conv twice (the second call reuses the kept weights); returns Y
+// (widened to float32 when `dt` is a half type).
 std::vector<float> RunOneDnn(const AttrMap& attrs, const std::vector<const TestTensor*>& inputs,
                              const std::vector<int64_t>& y_dims, int threads, bool constant_weights,
-                             std::string* description) {
-  TestTensor y = Output(DType::kFloat32, y_dims);
+                             std::string* description, DType dt = DType::kFloat32) {
+  TestTensor y = Output(dt, y_dims);
   std::vector<TensorRef> in, out{y.ref()};
   for (const TestTensor* t : inputs) in.push_back(t->ref());
   const KernelCall plan_call{attrs, in, out};
@@ -123,11 +135,12 @@ std::vector<float> RunOneDnn(const AttrMap& attrs, const std::vector<const TestT
   const KernelCall call{attrs, in, out, ws.data(), static_cast<size_t>(ws.size())};
   Status st = (*op)->Run(call);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
-  const std::vector<float> first = y.values<float>();
+  const auto values = [&] { return dt == DType::kFloat32 ? y.values<float>() : Widened(dt, y); };
+  const std::vector<float> first = values();
   if (!constant_weights) CHECK((*op)->held_bytes() == 0);  // reordered into the workspace instead
   st = (*op)->Run(call);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
-  CHECK(y.values<float>() == first);  // the same bits from the kept weights
+  CHECK(values() == first);  // the same bits from the kept weights
   return first;
 }
 
@@ -186,7 +199,68 @@ TEST_CASE("oneDNN Conv: the direct reference and Kiln's kernel, every form, epil
   }
 }
 
-TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 is refused, a 3x3 runs in the layout oneDNN chooses") {
+// `t` (float32) rounded to `dt`, and back: the half tensor and its exact float32 twin.
+struct HalfPair {
+  TestTensor half, twin;
+};
+HalfPair ToHalf(DType dt, const TestTensor& t) {
+  HalfPair p{Output(dt, t.dims()), Output(DType::kFloat32, t.dims())};
+  const std::vector<float> v = t.values<float>();
+  FloatToHalves(dt, v.data(), p.half.data<uint16_t>(), static_cast<int64_t>(v.size()));
+  HalvesToFloat(dt, p.half.data<uint16_t>(), p.twin.data<float>(), static_cast<int64_t>(v.size()));
+  return p;
+}
+
+
+// float16 (float32 copies) and bfloat16 (oneDNN's bfloat16 convolution): each Y element is the
+// direct reference on the half values, rounded once to the half type, give or take one unit
+// in its last place (oneDNN and the reference sum in other orders), and within one unit of
+// Kiln's kernel (which widens the same way). Both forms of W, both epilogue orders, 1 and 2
+// threads; a few activations, the full set being float32's above.
+TEST_CASE("oneDNN Conv: float16 and bfloat16, against the reference and Kiln's kernel") {
+  if (!OneDnnBuilt()) return;
+  const char* activations[] = {"", "Relu", "SiLU"};
+  uint32_t seed = 100;
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    // A unit in the last place is 2^-10 (float16) or 2^-7 (bfloat16) of the value's binade: two
+    // of them, relative to 1 + |y|, hold for either rounding of a value near a tie.
+    const double tol = dt == DType::kFloat16 ? 0x1p-9 : 0x1p-6;
+    for (const ConvCase& c : kCases) {
+      const HalfPair x = ToHalf(dt, Random(c.x, seed++)), w = ToHalf(dt, Random(c.w, seed++)),
+                     b = ToHalf(dt, Random({c.w[0]}, seed++)), r = ToHalf(dt, Random(c.y, seed++));
+      for (const char* act : activations)
+        for (int form = 0; form < 3; ++form) {
+          const bool residual = form > 0, residual_first = form == 2;
+          const AttrMap attrs = Attrs(c, act, residual, residual_first);
+          std::vector<const TestTensor*> inputs = {&x.half, &w.half, &b.half};
+          if (residual) inputs.push_back(&r.half);
+          const std::vector<float> expected =
+              Reference(c, x.twin, w.twin, b.twin, residual ? &r.twin : nullptr, act, residual_first);
+          TestTensor kernel_y = Output(dt, c.y);
+          const Status st = RunKernel("Conv", attrs, inputs, {&kernel_y});
+          REQUIRE_MESSAGE(st.ok(), st.ToString());
+          const std::vector<float> kernel = Widened(dt, kernel_y);
+          for (int threads : {1, 2})
+            for (bool constant : {true, false}) {
+              CAPTURE(static_cast<int>(dt));
+              CAPTURE(c.name);
+              CAPTURE(act);
+              CAPTURE(form);
+              CAPTURE(threads);
+              CAPTURE(constant);
+              std::string description;
+              const std::vector<float> y =
+                  RunOneDnn(attrs, inputs, c.y, threads, constant, &description, dt);
+              CHECK(description.ends_with(", on float32 copies of its float16 operands") == (dt == DType::kFloat16));
+              CheckNear(y, expected, "oneDNN against the reference", tol);
+              CheckNear(y, kernel, "oneDNN against Kiln's kernel", tol);
+            }
+        }
+    }
+  }
+}
+
+TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 runs on float32 copies, a 3x3 runs in oneDNN's layout") {
   if (!OneDnnBuilt()) return;
   const ConvCase& pointwise = kCases[6];
   const TestTensor x = Random(pointwise.x, 1), w = Random(pointwise.w, 2), b = Random({pointwise.w[0]}, 3);
@@ -196,13 +270,13 @@ TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 is refused, a 3x3 runs
   auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
   REQUIRE(op.ok());
   CHECK((*op)->pointwise());  // the CPU backend keeps it on oneDNN only between oneDNN ops
-  // float16: Kiln's kernel runs it on float32 copies.
+  // float16: oneDNN computes in float32 on copies converted in the workspace, and says so.
   const TestTensor xh = Output(DType::kFloat16, pointwise.x), wh = Output(DType::kFloat16, pointwise.w);
   TestTensor yh = Output(DType::kFloat16, pointwise.y);
   const std::vector<TensorRef> inh{xh.ref(), wh.ref()}, outh{yh.ref()};
   op = PlanOneDnn("Conv", KernelCall{attrs, inh, outh}, 1, true);
-  REQUIRE(op.status().code() == StatusCode::kUnimplemented);
-  CHECK(op.status().message() == "float16 (Kiln's kernel runs it on float32 copies)");
+  REQUIRE(op.ok());
+  CHECK((*op)->description().ends_with(", on float32 copies of its float16 operands"));
   // The 3x3: oneDNN picks its layout; whatever it picks is named (nhwc or nChw16c on AVX-512).
   const ConvCase& c3 = kCases[0];
   const TestTensor x3 = Random(c3.x, 4), w3 = Random(c3.w, 5), b3 = Random({c3.w[0]}, 6);
@@ -281,6 +355,20 @@ TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the ker
     REQUIRE(op.status().code() == StatusCode::kInvalidArgument);
     CHECK(op.status().ToString() == kernel.ToString());
     CHECK(op.status().message().find("input channels per group, expected 4") != std::string::npos);
+  }
+  {  // float64, and a Y of another type than X
+    const TestTensor x = Output(DType::kFloat64, {1, 2, 3, 3}), w = Output(DType::kFloat64, {2, 2, 1, 1});
+    TestTensor y = Output(DType::kFloat64, {1, 2, 3, 3});
+    const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
+    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "float64 (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
+    const TestTensor xh = Output(DType::kFloat16, {1, 2, 3, 3}), wh = Output(DType::kFloat16, {2, 2, 1, 1});
+    TestTensor yf = Output(DType::kFloat32, {1, 2, 3, 3});
+    const std::vector<TensorRef> inh{xh.ref(), wh.ref()}, outf{yf.ref()};
+    op = PlanOneDnn("Conv", KernelCall{attrs, inh, outf}, 1, true);
+    REQUIRE(op.status().code() == StatusCode::kUnimplemented);
+    CHECK(op.status().message() == "X float16 with Y float32 (oneDNN's Conv in Kiln takes one type)");
   }
   {  // an op oneDNN does not run in Kiln
     const KernelCall call{attrs, {}, {}};
