@@ -241,7 +241,9 @@ class ConvOp final : public OneDnnOp {
     const memory::desc& layout = pd_.dst_desc();
     // Not with a residual: Y may share the residual's memory, which the residual's reorder
     // into Y would then overwrite as it reads it.
-    return c != nullptr && !residual_ && !widen_ && !c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+    // float16 ops keep float16 values in the layout's order: widened and narrowed in place of
+    // the reorders, element by element.
+    return c != nullptr && !residual_ && widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
            c->pd_.src_desc() == layout;
   }
 

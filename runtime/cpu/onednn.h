@@ -16,7 +16,8 @@
 //   float16: in float32, on copies of X, W, the bias and the residual converted in the
 //     workspace (half_convert.h: F16C), Y rounded once. oneDNN 2.6 has float16 convolutions
 //     only on AVX512-FP16 CPUs, and its float16 reorders are reference loops. A model weight
-//     is converted and reordered once, and kept; such a Y never stays in oneDNN's layout.
+//     is converted and reordered once, and kept. A Y kept in oneDNN's layout holds float16
+//     values in that layout's order, converted from and to float32 element by element.
 //
 // Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
 // (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
@@ -74,7 +75,7 @@ class OneDnnOp {
   virtual bool pointwise() const = 0;
   // Whether this op's Y can stay in oneDNN's layout as `consumer`'s X: the same layout, not
   // Kiln's NCHW, of NCHW's size in bytes (so the arena's place for the tensor holds it), and
-  // this op has no residual add.
+  // this op has no residual add; both float16 (converted) or neither.
   virtual bool CanFeed(const OneDnnOp& consumer) const = 0;
   // Where X and Y are: `x_in_layout`, X arrives in this op's layout (its producer's Y, kept);
   // `y_in_layout`, Y is left in it for its consumers. Otherwise a reorder from or to NCHW in

@@ -288,43 +288,55 @@ TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 runs on float32 copies
 }
 
 // Two 3x3 Convs, the first's Y kept in oneDNN's layout as the second's X (Place(false, true)
-// then Place(true, false)): the same bits as with NCHW between them.
+// then Place(true, false)): the same bits as with NCHW between them, in float32, float16
+// (float16 values kept in the layout's order) and bfloat16.
 TEST_CASE("oneDNN Conv: a tensor kept in oneDNN's layout between two Convs gives the same result") {
   if (!OneDnnBuilt()) return;
   const ConvCase& c = kCases[0];  // [1,8,9,7] -> [1,16,9,7]
   const ConvCase second{"second", c.y, {16, 16, 3, 3}, c.y, {}, {1, 1, 1, 1}, {}};
-  const TestTensor x = Random(c.x, 11), w1 = Random(c.w, 12), b1 = Random({16}, 13), w2 = Random(second.w, 14),
-                   b2 = Random({16}, 15);
-  const AttrMap a1 = Attrs(c, "Relu", false, false), a2 = Attrs(second, "SiLU", false, false);
-  TestTensor mid = Output(DType::kFloat32, c.y), y_plain = Output(DType::kFloat32, c.y),
-             y_kept = Output(DType::kFloat32, c.y);
-  const std::vector<TensorRef> in1{x.ref(), w1.ref(), b1.ref()}, out1{mid.ref()};
-  const std::vector<TensorRef> in2{mid.ref(), w2.ref(), b2.ref()};
-  auto op1 = PlanOneDnn("Conv", KernelCall{a1, in1, out1}, 2, true);
-  REQUIRE(op1.ok());
-  const std::vector<TensorRef> out_plain{y_plain.ref()}, out_kept{y_kept.ref()};
-  auto op2 = PlanOneDnn("Conv", KernelCall{a2, in2, out_plain}, 2, true);
-  REQUIRE(op2.ok());
-  AlignedBuffer ws;
-  const auto run = [&](OneDnnOp& op, const AttrMap& a, const std::vector<TensorRef>& in,
-                       const std::vector<TensorRef>& out) {
-    REQUIRE(ws.Reserve(op.workspace_bytes() + 1));
-    const Status st = op.Run(KernelCall{a, in, out, ws.data(), static_cast<size_t>(ws.size())});
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
-  };
-  run(**op1, a1, in1, out1);  // NCHW between them
-  run(**op2, a2, in2, out_plain);
-  if (!(*op1)->CanFeed(**op2)) {
-    MESSAGE("oneDNN chose NCHW here (", (*op1)->description(), "): nothing to keep");
-    return;
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    CAPTURE(static_cast<int>(dt));
+    const auto typed = [&](std::vector<int64_t> dims, uint32_t seed) {
+      TestTensor t = Random(std::move(dims), seed);
+      return dt == DType::kFloat32 ? t : ToHalf(dt, t).half;
+    };
+    const TestTensor x = typed(c.x, 11), w1 = typed(c.w, 12), b1 = typed({16}, 13), w2 = typed(second.w, 14),
+                     b2 = typed({16}, 15);
+    const AttrMap a1 = Attrs(c, "Relu", false, false), a2 = Attrs(second, "SiLU", false, false);
+    TestTensor mid = Output(dt, c.y), y_plain = Output(dt, c.y), y_kept = Output(dt, c.y);
+    const std::vector<TensorRef> in1{x.ref(), w1.ref(), b1.ref()}, out1{mid.ref()};
+    const std::vector<TensorRef> in2{mid.ref(), w2.ref(), b2.ref()};
+    auto op1 = PlanOneDnn("Conv", KernelCall{a1, in1, out1}, 2, true);
+    REQUIRE(op1.ok());
+    const std::vector<TensorRef> out_plain{y_plain.ref()}, out_kept{y_kept.ref()};
+    auto op2 = PlanOneDnn("Conv", KernelCall{a2, in2, out_plain}, 2, true);
+    REQUIRE(op2.ok());
+    AlignedBuffer ws;
+    const auto run = [&](OneDnnOp& op, const AttrMap& a, const std::vector<TensorRef>& in,
+                         const std::vector<TensorRef>& out) {
+      REQUIRE(ws.Reserve(op.workspace_bytes() + 1));
+      const Status st = op.Run(KernelCall{a, in, out, ws.data(), static_cast<size_t>(ws.size())});
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+    };
+    run(**op1, a1, in1, out1);  // NCHW between them
+    run(**op2, a2, in2, out_plain);
+    if (!(*op1)->CanFeed(**op2)) {
+      MESSAGE("oneDNN chose NCHW here (", (*op1)->description(), "): nothing to keep");
+      continue;
+    }
+    REQUIRE((*op1)->Place(false, true).ok());
+    REQUIRE((*op2)->Place(true, false).ok());
+    CHECK((*op1)->description().find("kept between oneDNN ops for Y") != std::string::npos);
+    CHECK((*op2)->description().find("kept between oneDNN ops for X") != std::string::npos);
+    run(**op1, a1, in1, out1);
+    run(**op2, a2, in2, out_kept);
+    const auto same = [&](const TestTensor& a, const TestTensor& b) {
+      return dt == DType::kFloat32 ? a.values<uint32_t>() == b.values<uint32_t>()
+                                   : a.values<uint16_t>() == b.values<uint16_t>();
+    };
+    CHECK(same(y_kept, y_plain));
+    CHECK(!same(y_plain, Output(dt, c.y)));  // not all zeros: the comparison means something
   }
-  REQUIRE((*op1)->Place(false, true).ok());
-  REQUIRE((*op2)->Place(true, false).ok());
-  CHECK((*op1)->description().find("kept between oneDNN ops for Y") != std::string::npos);
-  CHECK((*op2)->description().find("kept between oneDNN ops for X") != std::string::npos);
-  run(**op1, a1, in1, out1);
-  run(**op2, a2, in2, out_kept);
-  CHECK(y_kept.values<float>() == y_plain.values<float>());
 }
 
 TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the kernel's") {
