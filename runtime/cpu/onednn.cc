@@ -248,6 +248,9 @@ class ConvOp final : public OneDnnOp {
   }
 
   Status Place(bool x_in_layout, bool y_in_layout) override {
+    // The reorders made here take their team size from the calling thread's OpenMP setting
+    // when they are made, not when they run.
+    OmpThreads omp(threads_);
     try {
       PlaceOrThrow(x_in_layout, y_in_layout);
     } catch (const dnnl::error& e) {

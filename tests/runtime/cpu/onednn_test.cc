@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -337,6 +338,51 @@ TEST_CASE("oneDNN Conv: a tensor kept in oneDNN's layout between two Convs gives
     CHECK(same(y_kept, y_plain));
     CHECK(!same(y_plain, Output(dt, c.y)));  // not all zeros: the comparison means something
   }
+}
+
+extern "C" {
+void omp_set_num_threads(int num_threads);  // libgomp, as in runtime/cpu/onednn.cc
+int omp_get_max_threads(void);
+}
+
+size_t ProcessThreads() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// A plan's reorders run on its own thread count, whatever the OpenMP setting of the thread
+// that places it: oneDNN's reorders fix their team size when they are made. Place once made
+// them at the caller's setting (the machine's core count by default), so that a 1-thread
+// context ran its reorders on 2 threads here, and libgomp's second thread spun at 100% of a
+// core between them. Placed from a thread set to 16, a 1-thread plan must start no thread.
+TEST_CASE("oneDNN Conv: Place makes its reorders for the plan's threads, not the caller's OpenMP setting") {
+  if (!OneDnnBuilt()) return;
+  // Large enough that oneDNN splits its reorders over every thread it may use.
+  const ConvCase c{"3x3 pad 1, 64x64", {1, 32, 64, 64}, {32, 32, 3, 3}, {1, 32, 64, 64}, {}, {1, 1, 1, 1}, {}};
+  const TestTensor x = Random(c.x, 31), w = Random(c.w, 32), b = Random({c.w[0]}, 33);
+  TestTensor y = Output(DType::kFloat32, c.y);
+  const AttrMap attrs = Attrs(c, "Relu", false, false);
+  const std::vector<TensorRef> in{x.ref(), w.ref(), b.ref()}, out{y.ref()};
+  auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+  REQUIRE(op.ok());
+  const std::string layout = (*op)->description();
+  if (layout.find(", in ") == std::string::npos) {
+    MESSAGE("oneDNN runs this Conv in NCHW here (", layout, "): no reorder to check");
+    return;
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(16);
+  const size_t before = ProcessThreads();
+  const Status placed = (*op)->Place(false, false);
+  AlignedBuffer ws;
+  REQUIRE(ws.Reserve((*op)->workspace_bytes() + 1));
+  const Status ran = (*op)->Run(KernelCall{attrs, in, out, ws.data(), static_cast<size_t>(ws.size())});
+  const size_t after = ProcessThreads();
+  omp_set_num_threads(saved);
+  REQUIRE(placed.ok());
+  REQUIRE_MESSAGE(ran.ok(), ran.ToString());
+  CHECK(after == before);
 }
 
 TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the kernel's") {
