@@ -378,6 +378,14 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     std::vector<uint8_t> ws(kiln::cpu::FusedWorkspaceBytes(n.fused->program));
     kiln::Status st = kiln::cpu::RunFused(n.fused->program, ins, out_i, sizes, ws.data(), ws.size());
     REQUIRE_MESSAGE(st.ok(), st.ToString());
+    if (kiln::cpu::ActiveCpuIsa() != kiln::cpu::CpuIsa::kBaseline) {  // the baseline build: the same bytes
+      Buffer base = interpreted;
+      kiln::cpu::TensorRef out_b[] = {base.ref()};
+      st = kiln::cpu::RunFused(n.fused->program, ins, out_b, sizes, ws.data(), ws.size(), nullptr,
+                               kiln::cpu::CpuIsa::kBaseline);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      CHECK_MESSAGE(base.bytes == interpreted.bytes, "the baseline and AVX2 interpreters' bytes differ");
+    }
     st = kiln::testing::RunHostKernel(*libs[c.kernel / kBatch], kernels[c.kernel], n.fused->program, ins, out_h, sizes);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
     kiln::Result<Buffer> reference = RunMembers(m, n, values);
