@@ -2,8 +2,10 @@
 //
 // The runtime is built for baseline x86-64 (SSE2). A few CPU kernels also have an AVX2+FMA
 // version, chosen at run time when the CPU has AVX2, FMA and F16C (every CPU with the first
-// two has the third): the depthwise convolution in runtime/cpu/conv.cc, and the float16
-// conversions in runtime/cpu/half_convert.h (the same bits as the baseline ones). The two versions round differently (a fused multiply-add rounds
+// two has the third): the depthwise convolution in runtime/cpu/conv.cc, the float16
+// conversions in runtime/cpu/half_convert.h and the fused-program interpreter
+// (runtime/cpu/fused_interpreter.inc, built for AVX2 too); the last two give the same bits as
+// their baseline versions. The two versions round differently (a fused multiply-add rounds
 // once where a multiply and an add round twice), so results may differ in the last bits
 // between CPUs; both are correct.
 //
