@@ -9,6 +9,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cpu/cpu_isa.h"
+#include "runtime/cpu/epilogue.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/onednn.h"
@@ -234,39 +235,64 @@ class CpuBackend final : public Backend {
   }
 
   // Tensors between oneDNN ops stay in oneDNN's layout (OneDnnOp::CanFeed, Place): a Conv's Y
-  // that is no entry output and is read only as the X of oneDNN ops that want its layout. A
+  // that is no entry output and is read only by oneDNN ops that take it in its layout, as
+  // their X or their residual. An op with a residual keeps its Y so only when its residual is
+  // kept too (its Y may share the residual's memory, which a reorder into Y would overwrite as
+  // it reads it), so a dropped tensor may drop others: repeated until nothing changes. A
   // pointwise Conv with neither its X nor its Y kept goes back to Kiln's kernel (faster on
-  // NCHW), which may break its neighbours' pairs: repeated until nothing changes.
+  // NCHW), which may break its neighbours' pairs: the whole decision is repeated then.
   static void KeepLayouts(const PreparedEntry& pe, LibraryPlans& p) {
     const size_t n = pe.instructions.size();
     std::vector<std::vector<std::pair<int32_t, int32_t>>> readers(pe.tensors.size());  // (instruction, slot)
+    std::vector<int32_t> producer(pe.tensors.size(), -1);  // the instruction whose Y each tensor is
+    const auto operand = [&](size_t k, int32_t j) {
+      const PreparedInstruction& pi = pe.instructions[k];
+      return j < pi.num_inputs + pi.num_outputs ? pe.operands[static_cast<size_t>(pi.operands_begin + j)] : -1;
+    };
     for (size_t k = 0; k < n; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       for (int32_t j = 0; j < pi.num_inputs; ++j)
-        if (const int32_t t = pe.operands[static_cast<size_t>(pi.operands_begin + j)]; t >= 0)
-          readers[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(k), j);
+        if (const int32_t t = operand(k, j); t >= 0) readers[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(k), j);
       for (const PreparedInstruction::Predicate& w : pi.when)
         readers[static_cast<size_t>(w.tensor)].emplace_back(static_cast<int32_t>(k), -1);
+      if (const int32_t y = pi.num_outputs > 0 ? operand(k, pi.num_inputs) : -1; y >= 0)
+        producer[static_cast<size_t>(y)] = static_cast<int32_t>(k);
     }
     for (const int32_t t : pe.outputs) readers[static_cast<size_t>(t)].emplace_back(-1, -1);
-    std::vector<bool> x_kept(n), y_kept(n);
+    constexpr int32_t kResidual = static_cast<int32_t>(kEpilogueResidualInput);
+    std::vector<bool> x_kept(n), y_kept(n), r_kept(n);
     for (bool changed = true; changed;) {
       changed = false;
-      std::fill(x_kept.begin(), x_kept.end(), false);
-      std::fill(y_kept.begin(), y_kept.end(), false);
       for (size_t k = 0; k < n; ++k) {
+        y_kept[k] = false;
         if (!p.ops[k]) continue;
-        const PreparedInstruction& pi = pe.instructions[k];
-        const int32_t y = pe.operands[static_cast<size_t>(pi.operands_begin + pi.num_inputs)];
+        const int32_t y = operand(k, pe.instructions[k].num_inputs);
         if (y < 0) continue;
         const auto& r = readers[static_cast<size_t>(y)];
         bool keep = !r.empty();
         for (const auto& [i, slot] : r)
-          keep = keep && i >= 0 && slot == 0 && p.ops[static_cast<size_t>(i)] &&
-                 p.ops[k]->CanFeed(*p.ops[static_cast<size_t>(i)]);
-        if (!keep) continue;
-        y_kept[k] = true;
-        for (const auto& [i, slot] : r) x_kept[static_cast<size_t>(i)] = true;
+          keep = keep && i >= 0 && (slot == 0 || slot == kResidual) && p.ops[static_cast<size_t>(i)] &&
+                 p.ops[k]->CanFeed(*p.ops[static_cast<size_t>(i)], slot);
+        y_kept[k] = keep;
+      }
+      for (bool dropped = true; dropped;) {
+        dropped = false;
+        for (size_t k = 0; k < n; ++k) {
+          if (!y_kept[k] || !p.ops[k]->residual()) continue;
+          const int32_t r = operand(k, kResidual);
+          const int32_t from = r >= 0 ? producer[static_cast<size_t>(r)] : -1;
+          if (from < 0 || !y_kept[static_cast<size_t>(from)]) {
+            y_kept[k] = false;
+            dropped = true;
+          }
+        }
+      }
+      std::fill(x_kept.begin(), x_kept.end(), false);
+      std::fill(r_kept.begin(), r_kept.end(), false);
+      for (size_t k = 0; k < n; ++k) {
+        if (!y_kept[k]) continue;
+        for (const auto& [i, slot] : readers[static_cast<size_t>(operand(k, pe.instructions[k].num_inputs))])
+          (slot == 0 ? x_kept : r_kept)[static_cast<size_t>(i)] = true;
       }
       for (size_t k = 0; k < n; ++k)
         if (p.ops[k] && p.ops[k]->pointwise() && !x_kept[k] && !y_kept[k]) {
@@ -276,7 +302,7 @@ class CpuBackend final : public Backend {
     }
     for (size_t k = 0; k < n; ++k) {
       if (!p.ops[k]) continue;
-      if (const Status st = p.ops[k]->Place(x_kept[k], y_kept[k]); !st.ok()) {
+      if (const Status st = p.ops[k]->Place(x_kept[k], y_kept[k], r_kept[k]); !st.ok()) {
         // Its neighbours may expect a kept layout from it: every op of this binding goes back
         // to Kiln's kernels, each with the reason.
         for (size_t i = 0; i < n; ++i)

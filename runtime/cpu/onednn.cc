@@ -196,17 +196,26 @@ class ConvOp final : public OneDnnOp {
     // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
     if (residual_) {
       const TensorRef& r = call.inputs[kEpilogueResidualInput];
-      const void* r_src = r.data;
-      if (widen_) {  // into Y's plain float32 place: Y itself, or the residual reorder's source
-        HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_dst), r.num_elements);
-        r_src = y_dst;
-      }
-      if (r_reorder_) {
-        KILN_RETURN_IF_ERROR(SetHandle(r_user_, r_src));
-        KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_, {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
-                                     "residual reorder"));
-      } else if (r_src != y_dst) {
-        std::memmove(y_dst, r_src, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
+      if (r_in_layout_) {  // already in Y's layout: element for element (widened for float16)
+        void* y_layout = y_reorder_ ? ws + y_offset_ : y_dst;  // where the primitive writes Y
+        if (widen_)
+          HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_layout), r.num_elements);
+        else if (r.data != y_layout)
+          std::memmove(y_layout, r.data, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
+      } else {
+        const void* r_src = r.data;
+        if (widen_) {  // into Y's plain float32 place: Y itself, or the residual reorder's source
+          HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_dst), r.num_elements);
+          r_src = y_dst;
+        }
+        if (r_reorder_) {
+          KILN_RETURN_IF_ERROR(SetHandle(r_user_, r_src));
+          KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_,
+                                       {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
+                                       "residual reorder"));
+        } else if (r_src != y_dst) {
+          std::memmove(y_dst, r_src, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
+        }
       }
     }
     if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
@@ -236,23 +245,25 @@ class ConvOp final : public OneDnnOp {
 
   bool pointwise() const override { return pointwise_; }
 
-  bool CanFeed(const OneDnnOp& consumer) const override {
+  bool CanFeed(const OneDnnOp& consumer, int slot) const override {
     const auto* c = dynamic_cast<const ConvOp*>(&consumer);
+    if (c == nullptr || (slot != 0 && !(slot == static_cast<int>(kEpilogueResidualInput) && c->residual_)))
+      return false;
     const memory::desc& layout = pd_.dst_desc();
-    // Not with a residual: Y may share the residual's memory, which the residual's reorder
-    // into Y would then overwrite as it reads it.
     // float16 ops keep float16 values in the layout's order: widened and narrowed in place of
     // the reorders, element by element.
-    return c != nullptr && !residual_ && widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
-           c->pd_.src_desc() == layout;
+    return widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+           (slot == 0 ? c->pd_.src_desc() : c->pd_.dst_desc()) == layout;
   }
 
-  Status Place(bool x_in_layout, bool y_in_layout) override {
+  bool residual() const override { return residual_; }
+
+  Status Place(bool x_in_layout, bool y_in_layout, bool r_in_layout) override {
     // The reorders made here take their team size from the calling thread's OpenMP setting
     // when they are made, not when they run.
     OmpThreads omp(threads_);
     try {
-      PlaceOrThrow(x_in_layout, y_in_layout);
+      PlaceOrThrow(x_in_layout, y_in_layout, r_in_layout);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: placing a convolution's X and Y failed: ") + e.what());
     } catch (const std::bad_alloc&) {
@@ -265,7 +276,8 @@ class ConvOp final : public OneDnnOp {
 
  private:
   // Place's work: oneDNN's C++ API throws dnnl::error.
-  void PlaceOrThrow(bool x_in_layout, bool y_in_layout) {
+  void PlaceOrThrow(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
+    r_in_layout_ = residual_ && r_in_layout;
     x_reorder_.reset();
     y_reorder_.reset();
     r_reorder_.reset();
@@ -286,7 +298,7 @@ class ConvOp final : public OneDnnOp {
       y_reorder_.emplace(y_mem_, y_user_);
       place(pd_.dst_desc(), &y_offset_);
     }
-    if (residual_ && !y_plain) {
+    if (residual_ && !y_plain && !r_in_layout_) {
       r_user_ = memory(y_plain_, engine, nullptr);
       r_reorder_.emplace(r_user_, y_mem_);
     }
@@ -302,9 +314,11 @@ class ConvOp final : public OneDnnOp {
     description_ = std::string(pd_.impl_info_str());
     if (!x_plain || !y_plain) {
       description_ += ", in " + LayoutName(y_plain ? pd_.src_desc() : pd_.dst_desc());
-      if (x_in_layout || y_in_layout)
-        description_ += std::string(", kept between oneDNN ops for ") +
-                        (x_in_layout && y_in_layout ? "X and Y" : x_in_layout ? "X" : "Y");
+      std::string kept;
+      for (const auto& [in_layout, name] :
+           {std::pair{x_in_layout, "X"}, {y_in_layout, "Y"}, {r_in_layout_, "the residual"}})
+        if (in_layout) kept += (kept.empty() ? "" : " and ") + std::string(name);
+      if (!kept.empty()) description_ += ", kept between oneDNN ops for " + kept;
     }
     if (widen_) description_ += ", on float32 copies of its float16 operands";
   }
@@ -313,6 +327,7 @@ class ConvOp final : public OneDnnOp {
   bool weights_constant_ = false;
   bool residual_ = false;
   bool pointwise_ = false;
+  bool r_in_layout_ = false;  // the residual arrives in Y's layout (Place)
   bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 convolution)
   dnnl::convolution_forward::primitive_desc pd_;
   memory::desc x_plain_, y_plain_, w_plain_;
@@ -441,7 +456,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
     if (pd.weights_desc() != w_plain) op->w_reorder_.emplace(op->w_user_, op->w_mem_);
     op->w_bytes_ = pd.weights_desc().get_size();
     if (pd.scratchpad_desc().get_size() > 0) op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
-    op->PlaceOrThrow(false, false);
+    op->PlaceOrThrow(false, false, false);
   } catch (const dnnl::error& e) {
     return Unimplemented(std::string("oneDNN refused the convolution: ") + e.what());
   } catch (const std::bad_alloc&) {

@@ -21,10 +21,12 @@
 //
 // Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
 // (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
-// of Y out of it in the call's workspace. Where a Conv's Y is read only as the X of oneDNN
-// Convs that want the same layout (and is no model output), the CPU backend keeps it in that
-// layout in the arena, with neither reorder (OneDnnOp::Place): such a tensor is not NCHW
-// between those instructions (an InstructionObserver sees oneDNN's layout there). Weights that are model weights are
+// of Y out of it in the call's workspace. Where a Conv's Y is read only by oneDNN Convs that
+// want it in the same layout, as their X or as their residual (and is no model output), the
+// CPU backend keeps it in that layout in the arena, with neither reorder (OneDnnOp::Place):
+// such a tensor is not NCHW between those instructions (an InstructionObserver sees oneDNN's
+// layout there). A ResNet's blocks chain this way: a block's output is the next block's first
+// X and its residual. Weights that are model weights are
 // reordered into the chosen layout once, at the first Run of a binding, and kept with the
 // plan (OneDnnOp::held_bytes); other weights are reordered on every Run.
 //
@@ -73,16 +75,21 @@ class OneDnnOp {
   // which is faster than oneDNN's with a reorder on each side (2-9x on PP-OCR's shapes), so
   // the CPU backend keeps it on oneDNN only where its X or Y stays in oneDNN's layout.
   virtual bool pointwise() const = 0;
-  // Whether this op's Y can stay in oneDNN's layout as `consumer`'s X: the same layout, not
-  // Kiln's NCHW, of NCHW's size in bytes (so the arena's place for the tensor holds it), and
-  // this op has no residual add; both float16 (converted) or neither.
-  virtual bool CanFeed(const OneDnnOp& consumer) const = 0;
-  // Where X and Y are: `x_in_layout`, X arrives in this op's layout (its producer's Y, kept);
-  // `y_in_layout`, Y is left in it for its consumers. Otherwise a reorder from or to NCHW in
-  // the workspace. Planned ops start with both false. Sets workspace_bytes(). kInternal when
-  // oneDNN fails to make a reorder, kResourceExhausted when memory runs out: the op is then
-  // unusable.
-  virtual Status Place(bool x_in_layout, bool y_in_layout) = 0;
+  // Whether this op's Y can stay in oneDNN's layout as `consumer`'s input `slot`: as its X
+  // (slot 0), where `consumer` wants X in this op's Y layout, or as its residual
+  // (kEpilogueResidualInput), where `consumer`'s Y has this op's Y layout. The layout must not
+  // be Kiln's NCHW, and must have NCHW's size in bytes (so the arena's place for the tensor
+  // holds it); both float16 (converted) or neither. When this op has a residual itself, its Y
+  // may share the residual's memory: the caller keeps Y only with the residual kept too.
+  virtual bool CanFeed(const OneDnnOp& consumer, int slot) const = 0;
+  // Whether the op adds a residual (input kEpilogueResidualInput, oneDNN's `sum` post-op).
+  virtual bool residual() const = 0;
+  // Where X, Y and the residual are: `x_in_layout`, X arrives in this op's layout (its
+  // producer's Y, kept); `y_in_layout`, Y is left in it for its consumers; `r_in_layout`, the
+  // residual arrives in Y's layout. Otherwise a reorder from or to NCHW in the workspace.
+  // Planned ops start with all false. Sets workspace_bytes(). kInternal when oneDNN fails to
+  // make a reorder, kResourceExhausted when memory runs out: the op is then unusable.
+  virtual Status Place(bool x_in_layout, bool y_in_layout, bool r_in_layout) = 0;
   // Runs the op on `call`, whose operands have the shapes it was planned for and whose
   // workspace has workspace_bytes(). Allocates nothing of Kiln's own after the first Run.
   // kInternal when a oneDNN call fails (its status named).
@@ -102,7 +109,7 @@ const std::string& OneDnnVersion();
 
 // Plans instruction `op` for the shapes and dtypes of `call` (its data is not read), for a
 // context of `threads` threads. `weights_are_constant`: input 1 is a model weight (its data
-// never changes). The op starts with X and Y in NCHW (Place(false, false)). kUnimplemented
+// never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)). kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
 // errors of the CPU kernel's checks (kInvalidArgument) for a malformed call. The CPU backend
 // runs the CPU kernel after either.

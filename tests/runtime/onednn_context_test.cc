@@ -158,6 +158,59 @@ TEST_CASE("ContextOptions::onednn: the Convs of an empty batch run on Kiln's ker
   }
 }
 
+// x [1, 8, 12, 12] -> conv1 3x3 + Relu -> c1; conv2 3x3 on c1, plus c1 (a residual folded into
+// conv2's epilogue), Relu -> c2; conv3 3x3 on c2, plus c2 -> y. c1 and c2 are read as X and as
+// residual: kept in oneDNN's layout where it chooses one (a ResNet's blocks).
+onnx::ModelProto ResidualConvs() {
+  onnx::ModelProto m = testing::MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"1", "8", "12", "12"});
+  for (int i = 1; i <= 3; ++i)
+    testing::AddFloatInit(g, "w" + std::to_string(i), {8, 8, 3, 3}, testing::SeededFloats(8 * 8 * 9, 30 + i, 0.3f));
+  testing::AttrInts(testing::AddNode(g, "Conv", {"x", "w1"}, {"p1"}, "conv1"), "pads", {1, 1, 1, 1});
+  testing::AddNode(g, "Relu", {"p1"}, {"c1"}, "relu1");
+  testing::AttrInts(testing::AddNode(g, "Conv", {"c1", "w2"}, {"p2"}, "conv2"), "pads", {1, 1, 1, 1});
+  testing::AddNode(g, "Add", {"p2", "c1"}, {"s2"}, "add2");
+  testing::AddNode(g, "Relu", {"s2"}, {"c2"}, "relu2");
+  testing::AttrInts(testing::AddNode(g, "Conv", {"c2", "w3"}, {"p3"}, "conv3"), "pads", {1, 1, 1, 1});
+  testing::AddNode(g, "Add", {"p3", "c2"}, {"y"}, "add3");
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("ContextOptions::onednn: Convs whose tensors are read as X and as residual, against Kiln's kernels") {
+  auto model = Model::Load(testing::CompileModel(ResidualConvs()));
+  REQUIRE(model.ok());
+  const std::vector<float> x = testing::SeededFloats(8 * 12 * 12, 40);
+  const auto run = [&](bool onednn, int threads) {
+    const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, 8, 12, 12})};
+    ContextOptions options;
+    options.device = Device::kCpu;
+    options.cpu_threads = threads;
+    options.onednn = onednn;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE(ctx.ok());
+    std::vector<TensorView> out;
+    for (int call = 0; call < 2; ++call) {  // the second call with the kept weights
+      const Status st = ctx->Run(in, out);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+    }
+    CHECK(ctx->stats().last_fallbacks.empty());
+    return testing::FloatCopies(out);
+  };
+  const std::vector<std::vector<float>> own = run(false, 1), on = run(true, 1);
+  REQUIRE(on.size() == 1);
+  REQUIRE(on[0].size() == own[0].size());
+  int bad = 0;
+  for (size_t i = 0; i < own[0].size() && bad < 5; ++i)
+    if (!(std::fabs(on[0][i] - own[0][i]) <= 1e-4f * (1 + std::fabs(own[0][i])))) {
+      ++bad;
+      FAIL_CHECK("index " << i << ": oneDNN " << on[0][i] << ", Kiln " << own[0][i]);
+    }
+  CHECK(run(true, 2) == on);
+  CHECK(run(true, 3) == on);
+}
+
 TEST_CASE("ContextOptions::onednn: one context alternating batch sizes gives each size's own results") {
   auto model = Model::Load(testing::CompileModel(BatchedConvs()));
   REQUIRE(model.ok());

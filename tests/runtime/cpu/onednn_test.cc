@@ -288,30 +288,45 @@ TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 runs on float32 copies
     CHECK(description.find("a blocked layout") == std::string::npos);
 }
 
-// Two 3x3 Convs, the first's Y kept in oneDNN's layout as the second's X (Place(false, true)
-// then Place(true, false)): the same bits as with NCHW between them, in float32, float16
-// (float16 values kept in the layout's order) and bfloat16.
-TEST_CASE("oneDNN Conv: a tensor kept in oneDNN's layout between two Convs gives the same result") {
+// Four 3x3 Convs: conv1 x -> mid; conv2 mid -> y2; conv3 mid -> y3 with mid as its residual
+// too; conv4 y3 -> y4. With mid and y3 kept in oneDNN's layout (conv1's and conv3's Y, conv2's,
+// conv3's and conv4's X, conv3's residual: Place(x, y, residual)), y2 and y4 are the same
+// bits as with NCHW between them, in float32, float16 (float16 values kept in the layout's
+// order) and bfloat16.
+TEST_CASE("oneDNN Conv: tensors kept in oneDNN's layout between Convs, as X and as residual, give the same result") {
   if (!OneDnnBuilt()) return;
   const ConvCase& c = kCases[0];  // [1,8,9,7] -> [1,16,9,7]
-  const ConvCase second{"second", c.y, {16, 16, 3, 3}, c.y, {}, {1, 1, 1, 1}, {}};
+  const ConvCase next{"next", c.y, {16, 16, 3, 3}, c.y, {}, {1, 1, 1, 1}, {}};
   for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     CAPTURE(static_cast<int>(dt));
     const auto typed = [&](std::vector<int64_t> dims, uint32_t seed) {
       TestTensor t = Random(std::move(dims), seed);
       return dt == DType::kFloat32 ? t : ToHalf(dt, t).half;
     };
-    const TestTensor x = typed(c.x, 11), w1 = typed(c.w, 12), b1 = typed({16}, 13), w2 = typed(second.w, 14),
-                     b2 = typed({16}, 15);
-    const AttrMap a1 = Attrs(c, "Relu", false, false), a2 = Attrs(second, "SiLU", false, false);
-    TestTensor mid = Output(dt, c.y), y_plain = Output(dt, c.y), y_kept = Output(dt, c.y);
+    const TestTensor x = typed(c.x, 11), w1 = typed(c.w, 12), b1 = typed({16}, 13), w2 = typed(next.w, 14),
+                     b2 = typed({16}, 15), w3 = typed(next.w, 16), b3 = typed({16}, 17), w4 = typed(next.w, 18),
+                     b4 = typed({16}, 19);
+    const AttrMap a1 = Attrs(c, "Relu", false, false), a2 = Attrs(next, "SiLU", false, false),
+                  a3 = Attrs(next, "Relu", true, false), a4 = Attrs(next, "", false, false);
+    TestTensor mid = Output(dt, c.y), y3 = Output(dt, c.y);
+    TestTensor y2_plain = Output(dt, c.y), y2_kept = Output(dt, c.y), y4_plain = Output(dt, c.y),
+               y4_kept = Output(dt, c.y);
     const std::vector<TensorRef> in1{x.ref(), w1.ref(), b1.ref()}, out1{mid.ref()};
     const std::vector<TensorRef> in2{mid.ref(), w2.ref(), b2.ref()};
+    const std::vector<TensorRef> in3{mid.ref(), w3.ref(), b3.ref(), mid.ref()}, out3{y3.ref()};
+    const std::vector<TensorRef> in4{y3.ref(), w4.ref(), b4.ref()};
+    const std::vector<TensorRef> out2_plain{y2_plain.ref()}, out2_kept{y2_kept.ref()}, out4_plain{y4_plain.ref()},
+        out4_kept{y4_kept.ref()};
     auto op1 = PlanOneDnn("Conv", KernelCall{a1, in1, out1}, 2, true);
+    auto op2 = PlanOneDnn("Conv", KernelCall{a2, in2, out2_plain}, 2, true);
+    auto op3 = PlanOneDnn("Conv", KernelCall{a3, in3, out3}, 2, true);
+    auto op4 = PlanOneDnn("Conv", KernelCall{a4, in4, out4_plain}, 2, true);
     REQUIRE(op1.ok());
-    const std::vector<TensorRef> out_plain{y_plain.ref()}, out_kept{y_kept.ref()};
-    auto op2 = PlanOneDnn("Conv", KernelCall{a2, in2, out_plain}, 2, true);
     REQUIRE(op2.ok());
+    REQUIRE(op3.ok());
+    REQUIRE(op4.ok());
+    CHECK((*op3)->residual());
+    CHECK(!(*op1)->residual());
     AlignedBuffer ws;
     const auto run = [&](OneDnnOp& op, const AttrMap& a, const std::vector<TensorRef>& in,
                          const std::vector<TensorRef>& out) {
@@ -319,24 +334,36 @@ TEST_CASE("oneDNN Conv: a tensor kept in oneDNN's layout between two Convs gives
       const Status st = op.Run(KernelCall{a, in, out, ws.data(), static_cast<size_t>(ws.size())});
       REQUIRE_MESSAGE(st.ok(), st.ToString());
     };
-    run(**op1, a1, in1, out1);  // NCHW between them
-    run(**op2, a2, in2, out_plain);
-    if (!(*op1)->CanFeed(**op2)) {
+    const auto run_all = [&](const std::vector<TensorRef>& out2, const std::vector<TensorRef>& out4) {
+      run(**op1, a1, in1, out1);
+      run(**op2, a2, in2, out2);
+      run(**op3, a3, in3, out3);
+      run(**op4, a4, in4, out4);
+    };
+    run_all(out2_plain, out4_plain);  // NCHW between them
+    CHECK(!(*op1)->CanFeed(**op2, 3));  // conv2 has no residual
+    if (!(*op1)->CanFeed(**op2, 0)) {
       MESSAGE("oneDNN chose NCHW here (", (*op1)->description(), "): nothing to keep");
       continue;
     }
-    REQUIRE((*op1)->Place(false, true).ok());
-    REQUIRE((*op2)->Place(true, false).ok());
+    REQUIRE((*op1)->CanFeed(**op3, 0));
+    REQUIRE((*op1)->CanFeed(**op3, 3));
+    REQUIRE((*op3)->CanFeed(**op4, 0));
+    REQUIRE((*op1)->Place(false, true, false).ok());
+    REQUIRE((*op2)->Place(true, false, false).ok());
+    REQUIRE((*op3)->Place(true, true, true).ok());
+    REQUIRE((*op4)->Place(true, false, false).ok());
     CHECK((*op1)->description().find("kept between oneDNN ops for Y") != std::string::npos);
     CHECK((*op2)->description().find("kept between oneDNN ops for X") != std::string::npos);
-    run(**op1, a1, in1, out1);
-    run(**op2, a2, in2, out_kept);
+    CHECK((*op3)->description().find("kept between oneDNN ops for X and Y and the residual") != std::string::npos);
+    run_all(out2_kept, out4_kept);
     const auto same = [&](const TestTensor& a, const TestTensor& b) {
       return dt == DType::kFloat32 ? a.values<uint32_t>() == b.values<uint32_t>()
                                    : a.values<uint16_t>() == b.values<uint16_t>();
     };
-    CHECK(same(y_kept, y_plain));
-    CHECK(!same(y_plain, Output(dt, c.y)));  // not all zeros: the comparison means something
+    CHECK(same(y2_kept, y2_plain));
+    CHECK(same(y4_kept, y4_plain));
+    CHECK(!same(y4_plain, Output(dt, c.y)));  // not all zeros: the comparison means something
   }
 }
 
@@ -374,7 +401,7 @@ TEST_CASE("oneDNN Conv: Place makes its reorders for the plan's threads, not the
   const int saved = omp_get_max_threads();
   omp_set_num_threads(16);
   const size_t before = ProcessThreads();
-  const Status placed = (*op)->Place(false, false);
+  const Status placed = (*op)->Place(false, false, false);
   AlignedBuffer ws;
   REQUIRE(ws.Reserve((*op)->workspace_bytes() + 1));
   const Status ran = (*op)->Run(KernelCall{attrs, in, out, ws.data(), static_cast<size_t>(ws.size())});
