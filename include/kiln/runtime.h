@@ -275,12 +275,14 @@ class KILN_API ExecutionContext {
   // built without CUDA or there is no driver or device; kIncompatible when a generated
   // kernel has neither a cubin for the device's arch nor PTX; kResourceExhausted when the
   // weights do not fit; kDeviceError for other driver failures.
-  // CPU kernels: a few have an AVX2+FMA version besides the baseline x86-64 one, chosen per
-  // process from the CPU; the two round differently in the last bits. The environment
-  // variable KILN_MAX_CPU_ISA=baseline makes every CPU run the baseline kernels (for tests,
-  // like oneDNN's ONEDNN_MAX_CPU_ISA; "avx2" or unset: the best the CPU has), and the
-  // device_note() then ends in ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)". It is
-  // read once per process. Create fails with kInvalidArgument when it holds another value.
+  // CPU kernels: a few have AVX2+FMA or AVX-512 versions besides the baseline x86-64 one,
+  // chosen per process from the CPU (runtime/cpu/cpu_isa.h); the depthwise convolution's round
+  // differently in the last bits, the others give the same bits. The environment variable
+  // KILN_MAX_CPU_ISA=baseline makes every CPU run the baseline kernels (for tests, like
+  // oneDNN's ONEDNN_MAX_CPU_ISA; "avx2": at most the AVX2+FMA ones; "avx512" or unset: the
+  // best the CPU has), and when that is below what the CPU has, device_note() says so, e.g.
+  // ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)". It is read once per process.
+  // Create fails with kInvalidArgument when it holds another value.
   // It caps Kiln's own kernels only: oneDNN (ContextOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
 

@@ -335,7 +335,11 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   KILN_RETURN_IF_ERROR(MaxCpuIsaSetting());
   const int threads = options.cpu_threads > 0 ? options.cpu_threads : DefaultThreadCount();
   std::string note = "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
-  if (CpuIsaCapped()) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
+  if (CpuIsaCapped()) {
+    const CpuIsa isa = ActiveCpuIsa();
+    note += std::string(", ") + CpuIsaName(isa) + " kernels (KILN_MAX_CPU_ISA=" +
+            (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
+  }
   const bool onednn = options.onednn && OneDnnBuilt();
   if (onednn) note += ", Conv on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).

@@ -329,7 +329,7 @@ __attribute__((target("avx2,fma"))) void AxpyStridedAvx2(float a, const float* x
   for (; o < n; ++o) y[o] += a * x[o * stride];
 }
 
-bool HasAvx2Fma() { return ActiveCpuIsa() == CpuIsa::kAvx2Fma; }
+bool HasAvx2Fma() { return ActiveCpuIsa() >= CpuIsa::kAvx2Fma; }
 #endif
 
 void AxpyStrided(float a, const float* x, int64_t stride, int64_t n, float* y) {

@@ -1,5 +1,6 @@
 #include "runtime/cpu/cpu_isa.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -31,14 +32,21 @@ bool HasF16c() {
 IsaState Detect() {
   IsaState s;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) s.cpu = CpuIsa::kAvx2Fma;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) {
+    s.cpu = CpuIsa::kAvx2Fma;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+      s.cpu = CpuIsa::kAvx512;
+  }
 #endif
   s.active = s.cpu;
   if (const char* env = std::getenv(kVariable); env != nullptr && *env != '\0') {
     s.value = env;
     if (s.value == "baseline") {
       s.active = CpuIsa::kBaseline;
-    } else if (s.value != "avx2") {
+    } else if (s.value == "avx2") {
+      s.active = std::min(s.cpu, CpuIsa::kAvx2Fma);
+    } else if (s.value != "avx512") {
       s.valid = false;
       s.active = CpuIsa::kBaseline;
     }
@@ -59,12 +67,22 @@ Status MaxCpuIsaSetting() {
   const IsaState& s = State();
   if (s.valid) return Status::Ok();
   return InvalidArgument(std::string(kVariable) + " is '" + s.value +
-                         "', expected 'baseline' (baseline x86-64 kernels only) or 'avx2' (the best the CPU has)");
+                         "', expected 'baseline' (baseline x86-64 kernels only), 'avx2' (at most AVX2+FMA) or "
+                         "'avx512' (the best the CPU has)");
 }
 
 bool CpuIsaCapped() {
   const IsaState& s = State();
   return s.valid && s.active != s.cpu;
+}
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kBaseline: return "baseline x86-64";
+    case CpuIsa::kAvx2Fma: return "AVX2+FMA";
+    case CpuIsa::kAvx512: return "AVX-512";
+  }
+  return "baseline x86-64";
 }
 
 }  // namespace kiln::cpu

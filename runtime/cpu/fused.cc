@@ -1,5 +1,6 @@
-// RunFused: the interpreter (fused_interpreter.inc) built for baseline x86-64 here, and for
-// AVX2 in fused_avx2.cc, chosen per call by ActiveCpuIsa().
+// RunFused: the interpreter (fused_interpreter.inc) built for baseline x86-64 here, for AVX2
+// in fused_avx2.cc and for AVX-512 in fused_avx512.cc, chosen per call (by default
+// ActiveCpuIsa()).
 #include "runtime/cpu/fused.h"
 
 #include "runtime/cpu/fused_variants.h"
@@ -17,7 +18,8 @@ size_t FusedWorkspaceBytes(const fused::Program& program, int threads) {
 Status RunFused(const fused::Program& p, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                 std::span<const int64_t> sizes, void* workspace, size_t workspace_bytes, ThreadPool* threads,
                 CpuIsa isa) {
-#ifdef KILN_FUSED_HAS_AVX2
+#ifdef KILN_FUSED_HAS_X86_VARIANTS
+  if (isa == CpuIsa::kAvx512) return avx512::Run(p, inputs, outputs, sizes, workspace, workspace_bytes, threads);
   if (isa == CpuIsa::kAvx2Fma) return avx2::Run(p, inputs, outputs, sizes, workspace, workspace_bytes, threads);
 #endif
   (void)isa;

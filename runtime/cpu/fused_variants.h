@@ -19,12 +19,17 @@ Status Run(const fused::Program& p, std::span<const TensorRef> inputs, std::span
 }  // namespace baseline
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define KILN_FUSED_HAS_AVX2 1
+#define KILN_FUSED_HAS_X86_VARIANTS 1
 namespace avx2 {
 size_t WorkspaceBytes(const fused::Program& program, int threads);
 Status Run(const fused::Program& p, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
            std::span<const int64_t> sizes, void* workspace, size_t workspace_bytes, ThreadPool* threads);
 }  // namespace avx2
+namespace avx512 {
+size_t WorkspaceBytes(const fused::Program& program, int threads);
+Status Run(const fused::Program& p, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
+           std::span<const int64_t> sizes, void* workspace, size_t workspace_bytes, ThreadPool* threads);
+}  // namespace avx512
 #endif
 
 }  // namespace kiln::cpu

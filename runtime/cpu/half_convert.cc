@@ -52,7 +52,7 @@ void HalvesToFloat(DType dt, const uint16_t* src, float* dst, int64_t n, CpuIsa 
     return;
   }
 #if KILN_HAVE_F16C
-  if (isa == CpuIsa::kAvx2Fma) return HalfToFloatF16c(src, dst, n);
+  if (isa >= CpuIsa::kAvx2Fma) return HalfToFloatF16c(src, dst, n);
 #endif
   (void)isa;
   for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
@@ -64,7 +64,7 @@ void FloatToHalves(DType dt, const float* src, uint16_t* dst, int64_t n, CpuIsa 
     return;
   }
 #if KILN_HAVE_F16C
-  if (isa == CpuIsa::kAvx2Fma) return FloatToHalfF16c(src, dst, n);
+  if (isa >= CpuIsa::kAvx2Fma) return FloatToHalfF16c(src, dst, n);
 #endif
   (void)isa;
   for (int64_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);

@@ -5,8 +5,8 @@
 // quiet, with its leading payload bits, as IEEE 754-2019 section 6.2.3 asks of conversions).
 //
 // float16 runs on F16C (VCVTPH2PS, VCVTPS2PH: 8 values per instruction) when the active
-// instruction set is kAvx2Fma (cpu_isa.h; every CPU with AVX2 and FMA that Kiln detects as
-// such also has F16C), else on the scalar functions; KILN_MAX_CPU_ISA=baseline selects the
+// instruction set is kAvx2Fma or above (cpu_isa.h: those CPUs have F16C), else on the scalar
+// functions; KILN_MAX_CPU_ISA=baseline selects the
 // scalar ones. bfloat16 is a shift and a rounding, which the compiler vectorizes.
 #pragma once
 

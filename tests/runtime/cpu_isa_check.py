@@ -7,7 +7,8 @@ whose depthwise convolutions have an AVX2+FMA kernel and a baseline one.
   baseline kernels run anyway and there is nothing to say).
 - On such a CPU the baseline run takes the other path: its outputs differ from the default run's
   in some bits (an FMA rounds once), and agree within atol 1e-5, rtol 1e-4.
-- "avx2" is the default: the same outputs, bit for bit, as the variable unset.
+- "avx2" and "avx512" give the default's outputs bit for bit: the depthwise convolution has no
+  AVX-512 kernel, and the fused-program interpreter's builds give the same bits.
 
 usage: cpu_isa_check.py KILN ONNX_MODEL_DIR WORK
 """
@@ -58,11 +59,13 @@ def main():
     failures = []
 
     bad = run(kiln, artifact, inputs, os.path.join(work, "bad"), "sse")
-    want = "KILN_MAX_CPU_ISA is 'sse', expected 'baseline' (baseline x86-64 kernels only) or 'avx2'"
+    want = ("KILN_MAX_CPU_ISA is 'sse', expected 'baseline' (baseline x86-64 kernels only), 'avx2' (at most AVX2+FMA) "
+            "or 'avx512'")
     if bad.returncode != 1 or want not in bad.stderr:
         failures.append(f"KILN_MAX_CPU_ISA=sse: exit {bad.returncode}, stderr {bad.stderr!r}; expected exit 1 and {want!r}")
 
-    runs = {isa: run(kiln, artifact, inputs, os.path.join(work, str(isa)), isa) for isa in (None, "avx2", "baseline")}
+    runs = {isa: run(kiln, artifact, inputs, os.path.join(work, str(isa)), isa)
+            for isa in (None, "avx512", "avx2", "baseline")}
     for isa, r in runs.items():
         if r.returncode != 0:
             failures.append(f"KILN_MAX_CPU_ISA={isa}: exit {r.returncode}: {r.stderr}")
@@ -77,9 +80,10 @@ def main():
     if (note in device_line) != capped:
         failures.append(f"the device line {'lacks' if capped else 'has'} {note!r}")
 
-    default, avx2, baseline = (output(os.path.join(work, str(isa))) for isa in (None, "avx2", "baseline"))
-    if not np.array_equal(default, avx2):
-        failures.append("KILN_MAX_CPU_ISA=avx2 changed the outputs; it is the default")
+    default, avx512, avx2, baseline = (output(os.path.join(work, str(isa))) for isa in (None, "avx512", "avx2", "baseline"))
+    for name, out in (("avx512", avx512), ("avx2", avx2)):
+        if not np.array_equal(default, out):
+            failures.append(f"KILN_MAX_CPU_ISA={name} changed the outputs; they should be the default's bits")
     differ = int(np.count_nonzero(default != baseline))
     worst = float(np.max(np.abs(default.astype(np.float64) - baseline)))
     print(f"baseline against default kernels: {differ} of {default.size} elements differ, max |diff| {worst:.3g}")

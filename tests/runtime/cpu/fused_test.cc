@@ -31,9 +31,10 @@ using fused::ReduceOp;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Validates and runs `p` with a workspace of exactly FusedWorkspaceBytes. Where the CPU has
-// AVX2, it runs the baseline interpreter first, then the AVX2 one, which must give the same
-// status and the same output bytes (kInternal naming the output otherwise).
+// Validates and runs `p` with a workspace of exactly FusedWorkspaceBytes, in every build of
+// the interpreter this CPU runs (baseline, AVX2, AVX-512: cpu_isa.h), last in the active one;
+// each must give the same status and the same output bytes as the baseline one (kInternal
+// naming the build and the output otherwise).
 Status RunProgram(const Program& p, std::vector<const TestTensor*> inputs,
                   std::vector<const TestTensor*> outputs, std::vector<int64_t> sizes = {}) {
   const Status valid = fused::Validate(p);
@@ -42,25 +43,32 @@ Status RunProgram(const Program& p, std::vector<const TestTensor*> inputs,
   for (auto* t : inputs) in.push_back(t->ref());
   for (auto* t : outputs) out.push_back(t->ref());
   const size_t bytes = FusedWorkspaceBytes(p);
-  // Garbage, not zeros, so a read of scratch the interpreter did not write shows.
-  std::vector<uint8_t> ws(bytes, 0xA5);
-  if (ActiveCpuIsa() == CpuIsa::kBaseline) return RunFused(p, in, out, sizes, ws.data(), bytes);
-  const Status base = RunFused(p, in, out, sizes, ws.data(), bytes, nullptr, CpuIsa::kBaseline);
+  std::vector<uint8_t> ws(bytes);
+  const auto run = [&](CpuIsa isa) {
+    // Garbage, not zeros, so a read of scratch the interpreter did not write shows.
+    std::fill(ws.begin(), ws.end(), 0xA5);
+    return RunFused(p, in, out, sizes, ws.data(), bytes, nullptr, isa);
+  };
+  const Status base = run(CpuIsa::kBaseline);
   std::vector<std::vector<uint8_t>> base_bytes;
   for (const TensorRef& t : out) {
     const auto* b = static_cast<const uint8_t*>(t.data);
     base_bytes.emplace_back(b, b + static_cast<size_t>(t.num_elements) * DTypeSize(t.dtype));
   }
-  std::fill(ws.begin(), ws.end(), 0xA5);
-  const Status avx2 = RunFused(p, in, out, sizes, ws.data(), bytes, nullptr, CpuIsa::kAvx2Fma);
-  if (avx2.ToString() != base.ToString())
-    return Internal("the AVX2 interpreter returned " + avx2.ToString() + ", the baseline one " + base.ToString());
-  for (size_t i = 0; i < out.size(); ++i) {
-    const auto* b = static_cast<const uint8_t*>(out[i].data);
-    if (!std::equal(base_bytes[i].begin(), base_bytes[i].end(), b))
-      return Internal("output " + std::to_string(i) + ": the AVX2 interpreter's bytes differ from the baseline one's");
+  for (CpuIsa isa : {CpuIsa::kAvx2Fma, CpuIsa::kAvx512}) {
+    if (ActiveCpuIsa() < isa) break;
+    const Status st = run(isa);
+    const std::string name = CpuIsaName(isa);
+    if (st.ToString() != base.ToString())
+      return Internal("the " + name + " interpreter returned " + st.ToString() + ", the baseline one " + base.ToString());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const auto* b = static_cast<const uint8_t*>(out[i].data);
+      if (!std::equal(base_bytes[i].begin(), base_bytes[i].end(), b))
+        return Internal("output " + std::to_string(i) + ": the " + name +
+                        " interpreter's bytes differ from the baseline one's");
+    }
   }
-  return avx2;
+  return base;
 }
 
 #define REQUIRE_OK(expr)                       \

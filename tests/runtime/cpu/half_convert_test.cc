@@ -14,10 +14,11 @@
 namespace kiln::cpu::testing {
 namespace {
 
-// The instruction sets this CPU can run: baseline always, kAvx2Fma where it is active.
+// The instruction sets this CPU can run: baseline always, and each up to the active one.
 std::vector<CpuIsa> Isas() {
   std::vector<CpuIsa> isas{CpuIsa::kBaseline};
-  if (ActiveCpuIsa() == CpuIsa::kAvx2Fma) isas.push_back(CpuIsa::kAvx2Fma);
+  for (CpuIsa isa : {CpuIsa::kAvx2Fma, CpuIsa::kAvx512})
+    if (ActiveCpuIsa() >= isa) isas.push_back(isa);
   return isas;
 }
 
