@@ -5,9 +5,10 @@
 #   ctest            the doctest unit tests and the end-to-end tests (README "Tests")
 #   fp paths: ...    ctest again, less the tests labelled 'once', on other floating-point code
 #                    paths: OpenBLAS forced to other CPUs' kernels (AVX2+FMA, AVX-512), and an
-#                    SSE-only CPU (OpenBLAS's SSE kernels, KILN_MAX_CPU_ISA=baseline, glibc without
-#                    AVX2 and FMA), so that a result that passes only by one CPU's rounding fails
-#                    here (tests/README.md, "Conditioning")
+#                    SSE-only CPU (OpenBLAS's SSE kernels, KILN_MAX_CPU_ISA=baseline,
+#                    ONEDNN_MAX_CPU_ISA=SSE41, glibc without AVX2 and FMA), so that a result
+#                    that passes only by one CPU's rounding fails here (tests/README.md,
+#                    "Conditioning")
 #   emulated GPU     the CUDA backend end to end on the emulated CUDA device (tests/emulated_cuda/):
 #                    scripts/gpu-check --emulated, the real GPU check's tests on stand-ins of
 #                    libcuda, cuBLASLt and cuDNN; nothing it reports is a GPU measurement
@@ -165,12 +166,14 @@ else
   fp_paths_openblas "AVX2 and FMA, as on AMD Zen" Haswell avx2 fma
 fi
 fp_paths_openblas "AVX-512" SkylakeX avx512f avx512dq avx512cd avx512bw avx512vl
-# A CPU with SSE3 and no AVX: OpenBLAS's SSE kernels (Nehalem's where this CPU runs Prescott's),
-# Kiln's baseline kernels and glibc's SSE versions of its math functions.
+# A CPU with SSE4.1 and no AVX: OpenBLAS's SSE kernels (Nehalem's where this CPU runs
+# Prescott's), Kiln's baseline kernels, oneDNN's SSE4.1 ones (its blocked nChw8c layouts, which
+# an AVX-512 CPU never chooses) and glibc's SSE versions of its math functions.
 SSE_CORE=Prescott
 [[ $DEFAULT_CORE == Prescott ]] && SSE_CORE=Nehalem
-tier "fp paths: SSE-only CPU (OpenBLAS $SSE_CORE kernels, KILN_MAX_CPU_ISA=baseline, glibc without AVX2/FMA)" \
-  fp_paths OPENBLAS_CORETYPE=$SSE_CORE KILN_MAX_CPU_ISA=baseline GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F
+tier "fp paths: SSE-only CPU (OpenBLAS $SSE_CORE kernels, KILN_MAX_CPU_ISA=baseline, ONEDNN_MAX_CPU_ISA=SSE41, glibc without AVX2/FMA)" \
+  fp_paths OPENBLAS_CORETYPE=$SSE_CORE KILN_MAX_CPU_ISA=baseline ONEDNN_MAX_CPU_ISA=SSE41 \
+  GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F
 
 # The CUDA backend, whole, on the emulated CUDA device (tests/emulated_cuda/README.md): the GPU
 # check's own tests, real models and node suite, with the emulated libraries first on the path.

@@ -440,6 +440,10 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
     if (!pd)
       return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
                                                   : "oneDNN has no convolution for this form");
+    // oneDNN falls back to its reference loops where no JIT kernel takes the form (on AVX2
+    // CPUs, an activation before the residual add): Kiln's kernel is much faster than those.
+    if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
     op->conv_ = dnnl::convolution_forward(pd);
 
     const memory::desc x_plain(xd, type, plain), y_plain(yd, type, plain),
@@ -482,6 +486,12 @@ ThreadPool::TeamFn OpenMpTeam() {
 }
 
 bool OneDnnBuilt() { return true; }
+
+bool OneDnnRunsBFloat16() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned need = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+  return (isa & need) == need;
+}
 
 const std::string& OneDnnVersion() {
   static const std::string version = [] {

@@ -106,10 +106,15 @@ ThreadPool::TeamFn OpenMpTeam();
 bool OneDnnBuilt();
 // "oneDNN 2.6.3" (the library loaded), or "" when not built with it.
 const std::string& OneDnnVersion();
+// Whether oneDNN runs bfloat16 convolutions here: it needs AVX-512 (avx512_core) among the
+// instructions it may use (the CPU's, capped by ONEDNN_MAX_CPU_ISA). False without oneDNN.
+bool OneDnnRunsBFloat16();
 
 // Plans instruction `op` for the shapes and dtypes of `call` (its data is not read), for a
 // context of `threads` threads. `weights_are_constant`: input 1 is a model weight (its data
-// never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)). kUnimplemented
+// never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
+// activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
 // errors of the CPU kernel's checks (kInvalidArgument) for a malformed call. The CPU backend
 // runs the CPU kernel after either.

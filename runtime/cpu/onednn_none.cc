@@ -8,6 +8,8 @@ ThreadPool::TeamFn OpenMpTeam() { return nullptr; }
 
 bool OneDnnBuilt() { return false; }
 
+bool OneDnnRunsBFloat16() { return false; }
+
 const std::string& OneDnnVersion() {
   static const std::string none;
   return none;
