@@ -149,13 +149,19 @@ fp_paths() {  # fp_paths VAR=VALUE...: ctest less the 'once' tests, in that envi
   env "$@" ctest --test-dir build --output-on-failure -j2 -LE once
 }
 # fp_paths_openblas NAME CORE FLAGS...: ctest on OpenBLAS's CORE kernels, unless they are this
-# CPU's own or it lacks their instructions.
+# CPU's own or it lacks their instructions; Kiln's and oneDNN's kernels capped to that CPU's
+# instructions too (AVX without FMA: Kiln's baseline ones, oneDNN's AVX ones).
 fp_paths_openblas() {
-  local name="fp paths: OpenBLAS $2 kernels, $1 (this CPU: ${DEFAULT_CORE:-unknown})" core=$2
+  local core=$2 caps=()
+  case $core in
+    Sandybridge) caps=(KILN_MAX_CPU_ISA=baseline ONEDNN_MAX_CPU_ISA=AVX) ;;
+    Haswell) caps=(KILN_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2) ;;
+  esac
+  local name="fp paths: OpenBLAS $2 kernels${caps[*]:+, ${caps[*]}}, $1 (this CPU: ${DEFAULT_CORE:-unknown})"
   shift 2
   if [[ $core == "$DEFAULT_CORE" ]]; then skip "$name" "they are this CPU's own, which ctest ran"
   elif ! has_flags "$@"; then skip "$name" "this CPU lacks $*"
-  else tier "$name" fp_paths OPENBLAS_CORETYPE="$core"
+  else tier "$name" fp_paths OPENBLAS_CORETYPE="$core" "${caps[@]}"
   fi
 }
 # AVX2 and FMA, as on AMD's Zen, which runs the Haswell kernels; where this CPU already runs
