@@ -3,8 +3,8 @@
 //
 //   CHECK(ctx->device_note() == CpuNote(2));  // "CPU backend, 2 threads"
 //
-// scripts/test.sh's "other floating-point paths" tier sets KILN_MAX_CPU_ISA=baseline; on a CPU
-// with AVX2 and FMA the note then says that the baseline kernels run. A runtime built with
+// scripts/test.sh's "other floating-point paths" tiers set KILN_MAX_CPU_ISA=baseline or avx2;
+// where that is below what the CPU has, the note says which kernels run. A runtime built with
 // oneDNN adds ", Conv on oneDNN X.Y.Z" unless `onednn` is false (ContextOptions::onednn).
 #pragma once
 
@@ -17,14 +17,17 @@ namespace kiln::testing {
 
 inline std::string CpuNote(int threads, bool onednn = true) {
   std::string note = "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
-  const char* isa = std::getenv("KILN_MAX_CPU_ISA");
+  const char* env = std::getenv("KILN_MAX_CPU_ISA");
+  const std::string isa = env != nullptr ? env : "";
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 #else
-  const bool avx2_fma = false;
+  const bool avx2_fma = false, avx512 = false;
 #endif
-  if (isa != nullptr && std::string(isa) == "baseline" && avx2_fma)
-    note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
+  if (isa == "baseline" && avx2_fma) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
+  if (isa == "avx2" && avx512) note += ", AVX2+FMA kernels (KILN_MAX_CPU_ISA=avx2)";
   if (onednn && cpu::OneDnnBuilt()) note += ", Conv on " + cpu::OneDnnVersion();
   return note;
 }
