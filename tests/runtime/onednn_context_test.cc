@@ -56,6 +56,21 @@ Ran RunWith(const Model& model, bool onednn, int threads) {
   return r;
 }
 
+// Each output of `a` (oneDNN's) within `rel` (relative to 1 + |b|) of `b`'s (Kiln's kernels).
+void CheckClose(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, float rel) {
+  REQUIRE(a.size() == b.size());
+  for (size_t o = 0; o < a.size(); ++o) {
+    INFO("output " << o);
+    REQUIRE(a[o].size() == b[o].size());
+    int bad = 0;
+    for (size_t i = 0; i < a[o].size() && bad < 5; ++i)
+      if (!(std::fabs(a[o][i] - b[o][i]) <= rel * (1 + std::fabs(b[o][i])))) {
+        ++bad;
+        FAIL_CHECK("index " << i << ": oneDNN " << a[o][i] << ", Kiln " << b[o][i]);
+      }
+  }
+}
+
 TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the same bits at 1-3 threads") {
   auto model = Model::Load(testing::CompileModel(ModelWithPointwise()));
   REQUIRE(model.ok());
@@ -65,36 +80,11 @@ TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the
   const Ran first = RunWith(*model, true, 1);
   CHECK(first.note == testing::CpuNote(1));
   CHECK(first.fallbacks.empty());  // the pointwise Conv stays on Kiln's kernel by choice
-  REQUIRE(first.outputs.size() == own.outputs.size());
-  for (size_t o = 0; o < own.outputs.size(); ++o) {
-    INFO("output " << o);
-    REQUIRE(first.outputs[o].size() == own.outputs[o].size());
-    int bad = 0;
-    for (size_t i = 0; i < own.outputs[o].size() && bad < 5; ++i)
-      if (!(std::fabs(first.outputs[o][i] - own.outputs[o][i]) <= 1e-4f * (1 + std::fabs(own.outputs[o][i])))) {
-        ++bad;
-        FAIL_CHECK("index " << i << ": oneDNN " << first.outputs[o][i] << ", Kiln " << own.outputs[o][i]);
-      }
-  }
+  CheckClose(first.outputs, own.outputs, 1e-4f);
   for (int threads : {2, 3}) {
     INFO(threads << " threads");
     const Ran r = RunWith(*model, true, threads);
     CHECK(r.outputs == first.outputs);
-  }
-}
-
-// Each output of `a` within `rel` (relative to 1 + |b|) of `b`'s.
-void CheckClose(const Ran& a, const Ran& b, float rel) {
-  REQUIRE(a.outputs.size() == b.outputs.size());
-  for (size_t o = 0; o < a.outputs.size(); ++o) {
-    INFO("output " << o);
-    REQUIRE(a.outputs[o].size() == b.outputs[o].size());
-    int bad = 0;
-    for (size_t i = 0; i < a.outputs[o].size() && bad < 5; ++i)
-      if (!(std::fabs(a.outputs[o][i] - b.outputs[o][i]) <= rel * (1 + std::fabs(b.outputs[o][i])))) {
-        ++bad;
-        FAIL_CHECK("index " << i << ": oneDNN " << a.outputs[o][i] << ", Kiln " << b.outputs[o][i]);
-      }
   }
 }
 
@@ -117,7 +107,7 @@ TEST_CASE("ContextOptions::onednn: float16 and bfloat16 models' Convs run on one
     }
     // Both accumulate in float32 and round Y once, in other orders: a unit or two of the half
     // type's last place (2^-11 for float16, 2^-8 for bfloat16), carried through the Softmax.
-    CheckClose(on, off, fp16 ? 2e-3f : 1.6e-2f);
+    CheckClose(on.outputs, off.outputs, fp16 ? 2e-3f : 1.6e-2f);
     CHECK(RunWith(*model, true, 2).outputs == RunWith(*model, true, 2).outputs);
   }
 }
@@ -206,13 +196,7 @@ TEST_CASE("ContextOptions::onednn: Convs whose tensors are read as X and as resi
   };
   const std::vector<std::vector<float>> own = run(false, 1), on = run(true, 1);
   REQUIRE(on.size() == 1);
-  REQUIRE(on[0].size() == own[0].size());
-  int bad = 0;
-  for (size_t i = 0; i < own[0].size() && bad < 5; ++i)
-    if (!(std::fabs(on[0][i] - own[0][i]) <= 1e-4f * (1 + std::fabs(own[0][i])))) {
-      ++bad;
-      FAIL_CHECK("index " << i << ": oneDNN " << on[0][i] << ", Kiln " << own[0][i]);
-    }
+  CheckClose(on, own, 1e-4f);
   CHECK(run(true, 2) == on);
   CHECK(run(true, 3) == on);
 }
