@@ -14,7 +14,11 @@ for obj in "$@"; do
     /^Disassembly of section / { sec = $4; sub(/:$/, "", sec); next }
     (sec in W) && /\t/ {
       split($0, f, "\t")
-      if (f[2] ~ /^v|%ymm|%zmm/ && !(sec in seen)) { seen[sec] = 1; print obj ": weak function section " sec " has AVX code: " f[2]; bad = 1 }
+      if (f[2] ~ /^v|%ymm|%zmm/ && !(sec in seen)) {
+        seen[sec] = 1
+        print obj ": weak function section " sec " has AVX code: " f[2]
+        bad = 1
+      }
     }
     END { exit bad }' || exit 1
 done

@@ -252,7 +252,8 @@ class CpuBackend final : public Backend {
     for (size_t k = 0; k < n; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       for (int32_t j = 0; j < pi.num_inputs; ++j)
-        if (const int32_t t = operand(k, j); t >= 0) readers[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(k), j);
+        if (const int32_t t = operand(k, j); t >= 0)
+          readers[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(k), j);
       for (const PreparedInstruction::Predicate& w : pi.when)
         readers[static_cast<size_t>(w.tensor)].emplace_back(static_cast<int32_t>(k), -1);
       if (const int32_t y = pi.num_outputs > 0 ? operand(k, pi.num_inputs) : -1; y >= 0)

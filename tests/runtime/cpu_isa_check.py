@@ -80,7 +80,8 @@ def main():
     if (note in device_line) != capped:
         failures.append(f"the device line {'lacks' if capped else 'has'} {note!r}")
 
-    default, avx512, avx2, baseline = (output(os.path.join(work, str(isa))) for isa in (None, "avx512", "avx2", "baseline"))
+    default, avx512, avx2, baseline = (output(os.path.join(work, str(isa)))
+                                       for isa in (None, "avx512", "avx2", "baseline"))
     for name, out in (("avx512", avx512), ("avx2", avx2)):
         if not np.array_equal(default, out):
             failures.append(f"KILN_MAX_CPU_ISA={name} changed the outputs; they should be the default's bits")

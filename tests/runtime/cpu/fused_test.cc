@@ -60,7 +60,8 @@ Status RunProgram(const Program& p, std::vector<const TestTensor*> inputs,
     const Status st = run(isa);
     const std::string name = CpuIsaName(isa);
     if (st.ToString() != base.ToString())
-      return Internal("the " + name + " interpreter returned " + st.ToString() + ", the baseline one " + base.ToString());
+      return Internal("the " + name + " interpreter returned " + st.ToString() + ", the baseline one " +
+                      base.ToString());
     for (size_t i = 0; i < out.size(); ++i) {
       const auto* b = static_cast<const uint8_t*>(out[i].data);
       if (!std::equal(base_bytes[i].begin(), base_bytes[i].end(), b))

@@ -80,7 +80,8 @@ TEST_CASE("FloatToHalves: a sweep of float32 bit patterns, the scalar bits, on e
   std::vector<float> in;
   for (uint64_t b = 0; b <= 0xffffffffu; b += 251) in.push_back(FromBits(static_cast<uint32_t>(b)));
   for (uint32_t h = 0; h < 0x7c00; h += 7) {
-    const uint32_t mid = (Bits(HalfToFloat(static_cast<uint16_t>(h))) + Bits(HalfToFloat(static_cast<uint16_t>(h + 1)))) / 2;
+    const uint32_t mid =
+        (Bits(HalfToFloat(static_cast<uint16_t>(h))) + Bits(HalfToFloat(static_cast<uint16_t>(h + 1)))) / 2;
     for (uint32_t d : {mid - 1, mid, mid + 1}) {
       in.push_back(FromBits(d));
       in.push_back(-FromBits(d));
