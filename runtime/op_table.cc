@@ -301,7 +301,9 @@ const char* FusionKindName(FusionKind kind) {
   return "?";
 }
 
-std::string_view CpuLibraryOf(std::string_view op) { return op == "Conv" ? "onednn" : ""; }
+std::string_view CpuLibraryOf(std::string_view op) {
+  return op == "Conv" || op == "MaxPool" || op == "AveragePool" ? "onednn" : "";
+}
 
 std::string_view LibraryName(OpLibrary library) {
   switch (library) {

@@ -234,7 +234,8 @@ class CpuBackend final : public Backend {
     p.binding = s.scratch.symbol_values;
   }
 
-  // Tensors between oneDNN ops stay in oneDNN's layout (OneDnnOp::CanFeed, Place): a Conv's Y
+  // Tensors between oneDNN ops stay in oneDNN's layout (OneDnnOp::CanFeed, Place): first a
+  // pooling takes its producer's layout for its X (OneDnnOp::Follow); then an op's Y
   // that is no entry output and is read only by oneDNN ops that take it in its layout, as
   // their X or their residual. An op with a residual keeps its Y so only when its residual is
   // kept too (its Y may share the residual's memory, which a reorder into Y would overwrite as
@@ -260,6 +261,12 @@ class CpuBackend final : public Backend {
         producer[static_cast<size_t>(y)] = static_cast<int32_t>(k);
     }
     for (const int32_t t : pe.outputs) readers[static_cast<size_t>(t)].emplace_back(-1, -1);
+    // An op that runs in whatever layout its X arrives in (pooling) takes its producer's, in
+    // instruction order, so that a chain of them follows the first Conv's layout.
+    for (size_t k = 0; k < n; ++k)
+      if (const int32_t x = p.ops[k] ? operand(k, 0) : -1; x >= 0)
+        if (const int32_t from = producer[static_cast<size_t>(x)]; from >= 0 && p.ops[static_cast<size_t>(from)])
+          p.ops[k]->Follow(*p.ops[static_cast<size_t>(from)]);
     constexpr int32_t kResidual = static_cast<int32_t>(kEpilogueResidualInput);
     std::vector<bool> x_kept(n), y_kept(n), r_kept(n);
     for (bool changed = true; changed;) {
@@ -342,7 +349,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
             (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
   }
   const bool onednn = options.onednn && OneDnnBuilt();
-  if (onednn) note += ", Conv on " + OneDnnVersion();
+  if (onednn) note += ", Conv, MaxPool and AveragePool on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();

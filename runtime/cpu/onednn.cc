@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -19,6 +20,9 @@
 #include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/pool_geometry.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/widen.h"
 
 namespace kiln::cpu {
 namespace {
@@ -126,11 +130,95 @@ std::string LayoutName(const memory::desc& md) {
   return "a blocked layout";
 }
 
-class ConvOp final : public OneDnnOp {
+// What the ops planned here share: one primitive whose X (source) and Y (destination) are in
+// the layouts oneDNN chose (pd_), with reorders from and to Kiln's NCHW in the workspace where
+// a tensor is not kept in that layout between two ops (Place).
+class LayoutOp : public OneDnnOp {
  public:
   size_t workspace_bytes() const override { return workspace_; }
-  uint64_t held_bytes() const override { return held_.size(); }
   const std::string& description() const override { return description_; }
+
+  bool CanFeed(const OneDnnOp& consumer, int slot) const override {
+    const auto* c = dynamic_cast<const LayoutOp*>(&consumer);
+    if (c == nullptr || (slot != 0 && !(slot == static_cast<int>(kEpilogueResidualInput) && c->residual())))
+      return false;
+    const memory::desc layout = pd_.dst_desc();
+    // float16 ops keep float16 values in the layout's order: widened and narrowed in place of
+    // the reorders, element by element.
+    return widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+           (slot == 0 ? c->pd_.src_desc() : c->pd_.dst_desc()) == layout;
+  }
+
+ protected:
+  // Y's layout, for an op that takes its X in its producer's (PoolOp::Follow).
+  static memory::desc YLayoutOf(const LayoutOp& op) { return op.pd_.dst_desc(); }
+
+  // X's and Y's memories in oneDNN's layouts, and the reorders from and to NCHW of those not
+  // kept in them (none where oneDNN chose NCHW), placed in the workspace from `*at`.
+  void PlaceXY(bool x_in_layout, bool y_in_layout, size_t* at) {
+    dnnl::engine& engine = Engine();
+    x_reorder_.reset();
+    y_reorder_.reset();
+    x_mem_ = memory(pd_.src_desc(), engine, nullptr);
+    y_mem_ = memory(pd_.dst_desc(), engine, nullptr);
+    if (pd_.src_desc() != x_plain_ && !x_in_layout) {
+      x_reorder_.emplace(x_user_, x_mem_);
+      x_offset_ = *at;
+      *at += AlignUp(pd_.src_desc().get_size());
+    }
+    if (pd_.dst_desc() != y_plain_ && !y_in_layout) {
+      y_reorder_.emplace(y_mem_, y_user_);
+      y_offset_ = *at;
+      *at += AlignUp(pd_.dst_desc().get_size());
+    }
+  }
+
+  // description_: oneDNN's implementation, the layout it runs in and what Place kept in it.
+  void Describe(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
+    description_ = std::string(pd_.impl_info_str());
+    const bool x_plain = pd_.src_desc() == x_plain_, y_plain = pd_.dst_desc() == y_plain_;
+    if (!x_plain || !y_plain) {
+      description_ += ", in " + LayoutName(y_plain ? pd_.src_desc() : pd_.dst_desc());
+      std::string kept;
+      for (const auto& [in_layout, name] :
+           {std::pair{x_in_layout, "X"}, {y_in_layout, "Y"}, {r_in_layout, "the residual"}})
+        if (in_layout) kept += (kept.empty() ? "" : " and ") + std::string(name);
+      if (!kept.empty()) description_ += ", kept between oneDNN ops for " + kept;
+    }
+  }
+
+  // X from `x_src` (NCHW, or already in the layout) into the primitive's X memory.
+  Status ReorderX(void* x_src, uint8_t* ws) {
+    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_src));
+    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
+    if (!x_reorder_) return Status::Ok();
+    return Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder");
+  }
+  // Points Y's memory at its place (`y_dst`, or the workspace when it is reordered after).
+  Status PointY(void* y_dst, uint8_t* ws) {
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_dst));
+    return SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y_dst);
+  }
+  Status ReorderY() {
+    if (!y_reorder_) return Status::Ok();
+    return Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder");
+  }
+
+  int threads_ = 1;
+  bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 kernels)
+  dnnl::primitive_desc pd_;
+  memory::desc x_plain_, y_plain_;
+  dnnl::stream stream_;
+  memory x_user_, y_user_, x_mem_, y_mem_;
+  std::optional<memory> scratch_;
+  std::optional<dnnl::reorder> x_reorder_, y_reorder_;
+  size_t x_offset_ = 0, y_offset_ = 0, scratch_offset_ = 0, workspace_ = 0;
+  std::string description_;
+};
+
+class ConvOp final : public LayoutOp {
+ public:
+  uint64_t held_bytes() const override { return held_.size(); }
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
@@ -184,15 +272,10 @@ class ConvOp final : public OneDnnOp {
       y_dst = ws + y_widened_offset_;
       HalvesToFloat(x.dtype, x.as<const uint16_t>(), static_cast<float*>(x_src), x.num_elements);
     }
-    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_src));
-    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_dst));
     // X and Y in oneDNN's layout: in the workspace with a reorder, or in place when the tensor
     // is kept in that layout between two oneDNN ops (Place).
-    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
-    if (x_reorder_)
-      KILN_RETURN_IF_ERROR(
-          Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder"));
-    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y_dst));
+    KILN_RETURN_IF_ERROR(ReorderX(x_src, ws));
+    KILN_RETURN_IF_ERROR(PointY(y_dst, ws));
     // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
     if (residual_) {
       const TensorRef& r = call.inputs[kEpilogueResidualInput];
@@ -236,25 +319,12 @@ class ConvOp final : public OneDnnOp {
     if (scratch_) args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
     const dnnl_status_t st = dnnl_primitive_execute(conv_.get(), stream_.get(), n, args);
     if (st != dnnl_success) return Failed(st, "convolution");
-    if (y_reorder_)
-      KILN_RETURN_IF_ERROR(
-          Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder"));
+    KILN_RETURN_IF_ERROR(ReorderY());
     if (widen_) FloatToHalves(y.dtype, static_cast<const float*>(y_dst), y.as<uint16_t>(), y.num_elements);
     return Status::Ok();
   }
 
   bool pointwise() const override { return pointwise_; }
-
-  bool CanFeed(const OneDnnOp& consumer, int slot) const override {
-    const auto* c = dynamic_cast<const ConvOp*>(&consumer);
-    if (c == nullptr || (slot != 0 && !(slot == static_cast<int>(kEpilogueResidualInput) && c->residual_)))
-      return false;
-    const memory::desc& layout = pd_.dst_desc();
-    // float16 ops keep float16 values in the layout's order: widened and narrowed in place of
-    // the reorders, element by element.
-    return widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
-           (slot == 0 ? c->pd_.src_desc() : c->pd_.dst_desc()) == layout;
-  }
 
   bool residual() const override { return residual_; }
 
@@ -278,8 +348,6 @@ class ConvOp final : public OneDnnOp {
   // Place's work: oneDNN's C++ API throws dnnl::error.
   void PlaceOrThrow(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
     r_in_layout_ = residual_ && r_in_layout;
-    x_reorder_.reset();
-    y_reorder_.reset();
     r_reorder_.reset();
     dnnl::engine& engine = Engine();
     size_t at = 0;
@@ -287,18 +355,8 @@ class ConvOp final : public OneDnnOp {
       *offset = at;
       at += AlignUp(md.get_size());
     };
-    const bool x_plain = pd_.src_desc() == x_plain_, y_plain = pd_.dst_desc() == y_plain_;
-    x_mem_ = memory(pd_.src_desc(), engine, nullptr);
-    y_mem_ = memory(pd_.dst_desc(), engine, nullptr);
-    if (!x_plain && !x_in_layout) {
-      x_reorder_.emplace(x_user_, x_mem_);
-      place(pd_.src_desc(), &x_offset_);
-    }
-    if (!y_plain && !y_in_layout) {
-      y_reorder_.emplace(y_mem_, y_user_);
-      place(pd_.dst_desc(), &y_offset_);
-    }
-    if (residual_ && !y_plain && !r_in_layout_) {
+    PlaceXY(x_in_layout, y_in_layout, &at);
+    if (residual_ && pd_.dst_desc() != y_plain_ && !r_in_layout_) {
       r_user_ = memory(y_plain_, engine, nullptr);
       r_reorder_.emplace(r_user_, y_mem_);
     }
@@ -311,36 +369,22 @@ class ConvOp final : public OneDnnOp {
       if (b_mem_) place(b_mem_.get_desc(), &b_widened_offset_);
     }
     workspace_ = at;
-    description_ = std::string(pd_.impl_info_str());
-    if (!x_plain || !y_plain) {
-      description_ += ", in " + LayoutName(y_plain ? pd_.src_desc() : pd_.dst_desc());
-      std::string kept;
-      for (const auto& [in_layout, name] :
-           {std::pair{x_in_layout, "X"}, {y_in_layout, "Y"}, {r_in_layout_, "the residual"}})
-        if (in_layout) kept += (kept.empty() ? "" : " and ") + std::string(name);
-      if (!kept.empty()) description_ += ", kept between oneDNN ops for " + kept;
-    }
+    Describe(x_in_layout, y_in_layout, r_in_layout_);
     if (widen_) description_ += ", on float32 copies of its float16 operands";
   }
 
-  int threads_ = 1;
   bool weights_constant_ = false;
   bool residual_ = false;
   bool pointwise_ = false;
   bool r_in_layout_ = false;  // the residual arrives in Y's layout (Place)
-  bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 convolution)
-  dnnl::convolution_forward::primitive_desc pd_;
-  memory::desc x_plain_, y_plain_, w_plain_;
-  dnnl::stream stream_;
+  memory::desc w_plain_;
   dnnl::convolution_forward conv_;
-  memory x_user_, y_user_, w_user_, r_user_, x_mem_, y_mem_, w_mem_, b_mem_;
-  std::optional<memory> scratch_;
-  std::optional<dnnl::reorder> x_reorder_, y_reorder_, w_reorder_, r_reorder_;
-  size_t x_offset_ = 0, y_offset_ = 0, w_offset_ = 0, scratch_offset_ = 0, workspace_ = 0, w_bytes_ = 0;
+  memory w_user_, r_user_, w_mem_, b_mem_;
+  std::optional<dnnl::reorder> w_reorder_, r_reorder_;
+  size_t w_offset_ = 0, w_bytes_ = 0;
   size_t x_widened_offset_ = 0, y_widened_offset_ = 0, w_widened_offset_ = 0, b_widened_offset_ = 0;
   AlignedBuffer held_;
   const void* held_from_ = nullptr;
-  std::string description_;
 };
 
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threads, bool weights_constant) {
@@ -469,6 +513,251 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   return std::unique_ptr<OneDnnOp>(std::move(op));
 }
 
+// Whether any of the n values at `data` is a NaN: float32, or bfloat16 (`half`), in any order.
+// |v| > the infinity's bits is a NaN; adding (the largest |v| - infinity) carries that into the
+// sign bit, so an OR of the sums says it for a whole block of values, which the compiler
+// vectorizes (the blocks have a fixed length).
+bool AnyNaN(const void* data, int64_t n, bool half, ThreadPool* threads) {
+  std::atomic<bool> found{false};
+  ParallelFor(threads, n, MinItemsPerPart(1), [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 64;
+    uint32_t any = 0;
+    int64_t i = begin;
+    if (half) {
+      const uint16_t* v = static_cast<const uint16_t*>(data);
+      for (; i + kBlock <= end; i += kBlock)
+        for (int64_t j = 0; j < kBlock; ++j) any |= (v[i + j] & 0x7fffu) + 0x7fu;
+      for (; i < end; ++i) any |= (v[i] & 0x7fffu) + 0x7fu;
+      any &= 0x8000u;
+    } else {
+      const uint32_t* v = static_cast<const uint32_t*>(data);
+      for (; i + kBlock <= end; i += kBlock)
+        for (int64_t j = 0; j < kBlock; ++j) any |= (v[i + j] & 0x7fffffffu) + 0x007fffffu;
+      for (; i < end; ++i) any |= (v[i] & 0x7fffffffu) + 0x007fffffu;
+      any &= 0x80000000u;
+    }
+    if (any != 0) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load(std::memory_order_relaxed);
+}
+
+// MaxPool and AveragePool on oneDNN's pooling, float32 and bfloat16. Planned with X in NCHW;
+// Follow re-plans it to take X in its producer's layout, so that a Conv's Y stays in oneDNN's
+// layout through the pooling (a ResNet's stem). oneDNN's max pooling drops NaNs, where ONNX's
+// and Kiln's propagate them (docs/semantics.md): a MaxPool whose X holds a NaN runs Kiln's
+// kernel instead, on NCHW copies where X or Y is kept in oneDNN's layout.
+class PoolOp final : public LayoutOp {
+ public:
+  uint64_t held_bytes() const override { return 0; }
+  bool pointwise() const override { return false; }
+  bool residual() const override { return false; }
+
+  bool Follow(const OneDnnOp& producer) override {
+    const auto* p = dynamic_cast<const LayoutOp*>(&producer);
+    if (p == nullptr) return false;
+    const memory::desc layout = YLayoutOf(*p);
+    if (layout == x_plain_ || layout.get_size() != x_plain_.get_size() || layout.data_type() != x_plain_.data_type() ||
+        layout.dims() != x_plain_.dims())
+      return false;
+    try {
+      OmpThreads omp(threads_);
+      auto pd = Make(layout);
+      if (!pd || std::string_view(pd->impl_info_str()).starts_with("ref")) return false;
+      pd_ = *pd;
+      pool_ = dnnl::primitive(pd_);
+      scratch_.reset();
+      if (pd_.scratchpad_desc().get_size() > 0) scratch_.emplace(pd_.scratchpad_desc(), Engine(), nullptr);
+      PlaceOrThrow(false, false);
+    } catch (const dnnl::error&) {
+      return false;
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
+  }
+
+  Status Place(bool x_in_layout, bool y_in_layout, bool) override {
+    OmpThreads omp(threads_);
+    try {
+      PlaceOrThrow(x_in_layout, y_in_layout);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: placing a pooling's X and Y failed: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("oneDNN: out of memory placing a pooling's X and Y");
+    }
+    return Status::Ok();
+  }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+    if (call.workspace_bytes < workspace_)
+      return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
+                      " bytes, needs " + std::to_string(workspace_));
+    auto* ws = static_cast<uint8_t*>(call.workspace);
+    if (max_ && AnyNaN(x.data, x.num_elements, x.dtype == DType::kBFloat16, call.threads)) return RunKernel(call, ws);
+    KILN_RETURN_IF_ERROR(ReorderX(x.data, ws));
+    KILN_RETURN_IF_ERROR(PointY(y.data, ws));
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
+    int n = 2;
+    if (scratch_) {
+      KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
+      args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    }
+    const dnnl_status_t st = dnnl_primitive_execute(pool_.get(), stream_.get(), n, args);
+    if (st != dnnl_success) return Failed(st, "pooling");
+    return ReorderY();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(std::string_view op, const KernelCall& call, int threads);
+
+ private:
+  // The primitive for X in `x_layout` (Y in the layout oneDNN chooses for it); empty when
+  // oneDNN has none.
+  std::optional<dnnl::pooling_v2_forward::primitive_desc> Make(const memory::desc& x_layout) const {
+    const memory::desc y_any(y_plain_.dims(), y_plain_.data_type(), Tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm_, x_layout, y_any,
+                                              strides_, kernel_, dilations_, pad_l_, pad_r_);
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, Engine(), /*allow_empty=*/true);
+    if (!pd) return std::nullopt;
+    return pd;
+  }
+
+  void PlaceOrThrow(bool x_in_layout, bool y_in_layout) {
+    size_t at = 0;
+    PlaceXY(x_in_layout, y_in_layout, &at);
+    if (scratch_) {
+      scratch_offset_ = at;
+      at += AlignUp(pd_.scratchpad_desc().get_size());
+    }
+    // Kiln's kernel, for an X with a NaN: on NCHW copies of X and Y where they are kept.
+    x_back_.reset();
+    y_forth_.reset();
+    if (max_) {
+      if (x_in_layout) {
+        x_back_.emplace(x_mem_, x_user_);
+        x_plain_offset_ = at;
+        at += AlignUp(x_plain_.get_size());
+      }
+      if (y_in_layout) {
+        y_forth_.emplace(y_user_, y_mem_);
+        y_plain_offset_ = at;
+        at += AlignUp(y_plain_.get_size());
+      }
+      kernel_offset_ = at;
+      at += kernel_bytes_;
+    }
+    workspace_ = at;
+    Describe(x_in_layout, y_in_layout, false);
+  }
+
+  // Kiln's kernel on `call` (an X with a NaN), X and Y in NCHW around it.
+  Status RunKernel(const KernelCall& call, uint8_t* ws) {
+    const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+    TensorRef x_plain = x, y_plain = y;
+    if (x_back_) {
+      x_plain.data = ws + x_plain_offset_;
+      KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x.data));
+      KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_plain.data));
+      KILN_RETURN_IF_ERROR(
+          Execute(*x_back_, stream_, {{DNNL_ARG_FROM, x_mem_.get()}, {DNNL_ARG_TO, x_user_.get()}}, "X reorder"));
+    }
+    if (y_forth_) y_plain.data = ws + y_plain_offset_;
+    const KernelCall kernel_call{call.attrs, {&x_plain, 1}, {&y_plain, 1}, ws + kernel_offset_, kernel_bytes_,
+                                 call.threads};
+    KILN_RETURN_IF_ERROR(cpu::RunKernel(*nan_kernel_, kernel_call));
+    if (!y_forth_) return Status::Ok();
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_plain.data));
+    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y.data));
+    return Execute(*y_forth_, stream_, {{DNNL_ARG_FROM, y_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}}, "Y reorder");
+  }
+
+  const char* name_ = "MaxPool";
+  bool max_ = true;
+  dnnl::algorithm algorithm_ = dnnl::algorithm::pooling_max;
+  memory::dims strides_, kernel_, dilations_, pad_l_, pad_r_;
+  dnnl::primitive pool_;
+  const KernelDef* nan_kernel_ = nullptr;  // Kiln's MaxPool, for an X with a NaN
+  size_t kernel_bytes_ = 0;                // its workspace
+  std::optional<dnnl::reorder> x_back_, y_forth_;
+  size_t x_plain_offset_ = 0, y_plain_offset_ = 0, kernel_offset_ = 0;
+};
+
+Result<std::unique_ptr<OneDnnOp>> PoolOp::Plan(std::string_view op, const KernelCall& call, int threads) {
+  const bool max = op == "MaxPool";
+  if (call.inputs.empty() || call.outputs.empty()) return InvalidArgument(std::string(op) + ": expects X, and Y");
+  const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+  if (OptionalOutput(call, 1) != nullptr)
+    return Unimplemented("the Indices output (oneDNN's pooling gives none)");
+  const DType dt = x.dtype;
+  if (dt != DType::kFloat32 && dt != DType::kBFloat16)
+    return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32 and bfloat16 " + std::string(op) + " in Kiln)");
+  if (y.dtype != dt) return InvalidArgument(std::string(op) + ": output dtype differs from input dtype");
+  PoolGeometry g;
+  KILN_RETURN_IF_ERROR(PoolGeometryFor(call, op, &g));
+  if (x.rank > 5) return Unimplemented("oneDNN pools 1 to 3 spatial dims, not " + std::to_string(g.sr));
+  if (x.num_elements == 0 || y.num_elements == 0)
+    return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  const bool include_pad = !max && call.attrs.GetInt("count_include_pad", 0) != 0;
+  auto p = std::make_unique<PoolOp>();
+  p->threads_ = threads;
+  p->name_ = max ? "MaxPool" : "AveragePool";
+  p->max_ = max;
+  p->algorithm_ = max           ? dnnl::algorithm::pooling_max
+                  : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding;
+  for (int i = 0; i < g.sr; ++i) {
+    const int64_t extent = (g.kernel[i] - 1) * g.dilation[i] + 1;
+    // oneDNN's output size is the floor count: ceil_mode's extra window needs a larger end pad.
+    const int64_t span = g.in[i] + g.pad_begin[i] + g.pad_end[i] - extent;
+    const int64_t pad_r = span >= 0 && span / g.stride[i] + 1 == g.out[i]
+                              ? g.pad_end[i]
+                              : (g.out[i] - 1) * g.stride[i] + extent - g.in[i] - g.pad_begin[i];
+    if (g.pad_begin[i] < 0 || g.pad_end[i] < 0 || pad_r < 0)
+      return Unimplemented("a negative pad on spatial axis " + std::to_string(i));
+    if (g.pad_begin[i] >= extent || pad_r >= extent)
+      return Unimplemented("a window entirely in the padding on spatial axis " + std::to_string(i));
+    if (include_pad && pad_r > g.pad_end[i])
+      return Unimplemented("ceil_mode's last window with count_include_pad (oneDNN would count past the pads)");
+    p->strides_.push_back(g.stride[i]);
+    p->kernel_.push_back(g.kernel[i]);
+    p->dilations_.push_back(g.dilation[i] - 1);  // oneDNN counts the gaps
+    p->pad_l_.push_back(g.pad_begin[i]);
+    p->pad_r_.push_back(pad_r);
+  }
+  if (max) {
+    p->nan_kernel_ = FindKernel(op);
+    if (p->nan_kernel_ == nullptr) return Internal("no CPU kernel for " + std::string(op));
+    p->kernel_bytes_ = AlignUp(KernelWorkspaceBytes(*p->nan_kernel_, call.attrs, call.inputs.first(1), call.outputs));
+  }
+  try {
+    OmpThreads omp(threads);
+    p->stream_ = dnnl::stream(Engine());
+    const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const Tag plain = PlainTag(x.rank);
+    p->x_plain_ = memory::desc(memory::dims(x.dims, x.dims + x.rank), type, plain);
+    p->y_plain_ = memory::desc(memory::dims(y.dims, y.dims + y.rank), type, plain);
+    auto pd = p->Make(p->x_plain_);
+    if (!pd) return Unimplemented("oneDNN has no pooling for this form");
+    // Its reference loops (dilated windows in this oneDNN) are slower than Kiln's kernel.
+    if (const std::string impl = pd->impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    p->pd_ = *pd;
+    p->pool_ = dnnl::primitive(p->pd_);
+    p->x_user_ = memory(p->x_plain_, Engine(), nullptr);
+    p->y_user_ = memory(p->y_plain_, Engine(), nullptr);
+    if (p->pd_.scratchpad_desc().get_size() > 0) p->scratch_.emplace(p->pd_.scratchpad_desc(), Engine(), nullptr);
+    p->PlaceOrThrow(false, false);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the pooling: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the pooling");
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
 }  // namespace
 
 ThreadPool::TeamFn OpenMpTeam() {
@@ -504,6 +793,7 @@ const std::string& OneDnnVersion() {
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
                                              bool weights_are_constant) {
   if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant);
+  if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
 }
 

@@ -84,6 +84,14 @@ class OneDnnOp {
   virtual bool CanFeed(const OneDnnOp& consumer, int slot) const = 0;
   // Whether the op adds a residual (input kEpilogueResidualInput, oneDNN's `sum` post-op).
   virtual bool residual() const = 0;
+  // For an op that can run in whatever layout its X arrives in (pooling): re-plans it to take
+  // X in `producer`'s Y layout, so that producer.CanFeed(*this, 0) can hold; X and Y then start
+  // with reorders, as after Place(false, false, false). False, and nothing changed, for other
+  // ops, when `producer`'s Y is in NCHW, or when oneDNN has no fast pooling for that layout.
+  virtual bool Follow(const OneDnnOp& producer) {
+    static_cast<void>(producer);
+    return false;
+  }
   // Where X, Y and the residual are: `x_in_layout`, X arrives in this op's layout (its
   // producer's Y, kept); `y_in_layout`, Y is left in it for its consumers; `r_in_layout`, the
   // residual arrives in Y's layout. Otherwise a reorder from or to NCHW in the workspace.

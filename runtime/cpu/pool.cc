@@ -8,12 +8,10 @@
 
 #include "runtime/cpu/families.h"
 #include "runtime/cpu/kernel_util.h"
+#include "runtime/cpu/pool_geometry.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln::cpu {
-namespace {
-
-using PoolGeometry = WindowGeometry;
 
 Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry* g) {
   const TensorRef &x = call.inputs[0], &y = call.outputs[0];
@@ -90,6 +88,8 @@ Status PoolGeometryFor(const KernelCall& call, std::string_view op, PoolGeometry
   }
   return Status::Ok();
 }
+
+namespace {
 
 // Per-axis window bounds for one output position: the kernel taps that land inside the
 // input, and how many land inside the padded extent (for count_include_pad).
