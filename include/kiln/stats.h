@@ -108,6 +108,14 @@ struct Stats {
   // CUDA-event time on the CUDA backend, filled by Synchronize, where a CPU fallback region's
   // time, copies included, is its first instruction's. Empty when not profiling.
   std::vector<int64_t> last_instruction_ns;
+  // ContextOptions::profile, CPU backend: the bytes each instruction of the last Run's entry
+  // read and wrote, in instruction order: the sum over its operands (inputs and outputs) of
+  // elements x dtype size, each operand counted once; summed over a run-time Loop's iterations,
+  // 0 for an instruction that did not run. Divided by last_instruction_ns, an instruction's
+  // throughput in GB/s, to hold against the memory's bandwidth (`kiln bench --profile` reports
+  // the generated kernels' portable programs so, by kind). Empty on the CUDA backend and when
+  // not profiling.
+  std::vector<int64_t> last_instruction_bytes;
 
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
   int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }

@@ -162,7 +162,8 @@ class CompileStats:
     last_computation_execution_start/stop executing (CPU) or enqueueing (CUDA) the instructions
     and Kiln's own: last_gpu_ns (CUDA, -1 otherwise), entry_hits (per entry), last_entry,
     total_computation_ns, graph_hits/graph_misses, runtime_dim_binds, room_growths,
-    last_fallbacks and last_instruction_ns (with profile=True)."""
+    last_fallbacks, last_instruction_ns and, on the CPU, last_instruction_bytes (with
+    profile=True: the bytes each instruction read and wrote)."""
 
     calls: int
     cache_hits: int
@@ -186,6 +187,7 @@ class CompileStats:
     room_growths: int
     last_fallbacks: Tuple[Tuple[int, str], ...] = field(default=())
     last_instruction_ns: Tuple[int, ...] = field(default=())
+    last_instruction_bytes: Tuple[int, ...] = field(default=())
 
     def last_trace_host_time(self) -> int:
         """ns of the whole last call."""
@@ -236,6 +238,7 @@ def _stats(d: Dict[str, Any], entries: Sequence[Entry]) -> CompileStats:
         runtime_dim_binds=d["runtime_dim_binds"], room_growths=d["room_growths"],
         last_fallbacks=tuple(tuple(f) for f in d["last_fallbacks"]),
         last_instruction_ns=tuple(d["last_instruction_ns"]),
+        last_instruction_bytes=tuple(d["last_instruction_bytes"]),
     )
 
 
@@ -337,8 +340,8 @@ class Model:
                 profile: bool = False, onednn: bool = True) -> Context:
         """A new execution context: device "auto" (CUDA when usable, else the CPU), "cpu" or
         "cuda"; cpu_threads 0 is one per core; onednn False runs every CPU op on Kiln's own
-        kernels (ContextOptions::onednn: Conv runs on oneDNN by default where the runtime has
-        it). Raises kiln.Error (FAILED_PRECONDITION when "cuda" has no driver or device)."""
+        kernels (ContextOptions::onednn: Conv, MaxPool and AveragePool run on oneDNN by default
+        where the runtime has it). Raises kiln.Error (FAILED_PRECONDITION when "cuda" has no driver or device)."""
         return Context(self, device, cpu_threads, cuda_graphs, profile, onednn=onednn)
 
     def default_context(self) -> Context:

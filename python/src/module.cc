@@ -250,6 +250,7 @@ class Context {
     for (const Stats::Fallback& f : s.last_fallbacks) fallbacks.append(nb::make_tuple(f.instruction, Str(f.reason)));
     d["last_fallbacks"] = fallbacks;
     d["last_instruction_ns"] = s.last_instruction_ns;
+    d["last_instruction_bytes"] = s.last_instruction_bytes;
     return d;
   }
 

@@ -43,7 +43,11 @@ class CpuBackend final : public Backend {
     const PreparedEntry& pe = run.pe;
     EntryState& s = run.state;
     std::vector<int64_t>& times = run.stats.last_instruction_ns;
-    if (profile_) times.assign(pe.instructions.size(), 0);  // no allocation once this size was seen
+    std::vector<int64_t>& bytes = run.stats.last_instruction_bytes;
+    if (profile_) {  // no allocation once this size was seen
+      times.assign(pe.instructions.size(), 0);
+      bytes.assign(pe.instructions.size(), 0);
+    }
     int64_t t = profile_ ? NowNs() : 0;
     const LibraryPlans* plans = Current(pe);
     ReportFallbacks(plans, run.stats);
@@ -96,6 +100,8 @@ class CpuBackend final : public Backend {
         const int64_t now = NowNs();
         times[k] += now - t;  // summed over a loop's iterations
         t = now;
+        for (int32_t j = 0; j < pi.num_inputs + pi.num_outputs; ++j)
+          if (ops[j].present()) bytes[k] += ops[j].num_elements * static_cast<int64_t>(DTypeSize(ops[j].dtype));
       }
       k = NextInstruction(pe, k, step, &skipped_body);
     }

@@ -18,6 +18,16 @@
 //     only on AVX512-FP16 CPUs, and its float16 reorders are reference loops. A model weight
 //     is converted and reordered once, and kept. A Y kept in oneDNN's layout holds float16
 //     values in that layout's order, converted from and to float32 element by element.
+// MaxPool (without its Indices output) and AveragePool of 1 to 3 spatial dims, float32 and
+// bfloat16, on oneDNN's pooling: 7-13x faster than Kiln's kernel on a ResNet's stem. It runs
+// in its producer's layout (Follow), so that a Conv's Y stays in oneDNN's layout through it.
+// oneDNN's max drops NaNs, where ONNX's MaxPool propagates them (docs/semantics.md): a MaxPool
+// first scans X (a few percent of the pooling's time) and runs Kiln's kernel when it holds a
+// NaN. Refused: dilated windows (oneDNN 2.6 has only its reference loops for them), a window
+// wholly in the padding, and ceil_mode's extra window with count_include_pad.
+// ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
+// 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
+// with a bias (its bias is a separate slow pass) and won only at stride 1.
 //
 // Layouts: Kiln's tensors are NCHW (plain, row-major). oneDNN chooses each Conv's layouts
 // (`any`): NHWC or a blocked layout (nChw16c, nChw8c), with one reorder of X into it and one
@@ -118,9 +128,9 @@ const std::string& OneDnnVersion();
 // instructions it may use (the CPU's, capped by ONEDNN_MAX_CPU_ISA). False without oneDNN.
 bool OneDnnRunsBFloat16();
 
-// Plans instruction `op` for the shapes and dtypes of `call` (its data is not read), for a
-// context of `threads` threads. `weights_are_constant`: input 1 is a model weight (its data
-// never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// Plans instruction `op` (Conv, MaxPool or AveragePool) for the shapes and dtypes of `call`
+// (its data is not read), for a context of `threads` threads. `weights_are_constant`: a Conv's
+// input 1 is a model weight (its data never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
 // Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
 // activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the

@@ -17,6 +17,9 @@ double Share(int64_t part, int64_t total) {
   return total > 0 ? static_cast<double>(part) / static_cast<double>(total) : 0.0;
 }
 
+// Bytes per ns are GB/s (10^9 bytes per second); 0 without a time.
+double GBps(int64_t bytes, int64_t ns) { return ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0; }
+
 nlohmann::json ProfileJson(const ProfileSummary& p) {
   nlohmann::json instructions = nlohmann::json::array();
   for (const ProfileInstruction& i : p.instructions)
@@ -27,12 +30,23 @@ nlohmann::json ProfileJson(const ProfileSummary& p) {
                             {"calls", i.calls},
                             {"total_ms", i.total_ns / 1e6},
                             {"mean_us", i.calls ? i.total_ns / 1e3 / static_cast<double>(i.calls) : 0.0},
+                            {"bytes_per_call", i.calls ? i.total_bytes / i.calls : 0},
+                            {"gb_per_s", GBps(i.total_bytes, i.total_ns)},
                             {"share", Share(i.total_ns, p.total_ns)}});
   nlohmann::json ops = nlohmann::json::array();
   for (const ProfileOp& o : p.ops)
     ops.push_back(
         {{"op", o.op}, {"calls", o.calls}, {"total_ms", o.total_ns / 1e6}, {"share", Share(o.total_ns, p.total_ns)}});
-  return {{"instructions", instructions}, {"ops", ops}};
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const ProfileProgramKind& k : p.program_kinds)
+    kinds.push_back({{"kind", k.kind},
+                     {"programs", k.programs},
+                     {"calls", k.calls},
+                     {"total_ms", k.total_ns / 1e6},
+                     {"total_bytes", k.total_bytes},
+                     {"gb_per_s", GBps(k.total_bytes, k.total_ns)},
+                     {"share", Share(k.total_ns, p.total_ns)}});
+  return {{"instructions", instructions}, {"ops", ops}, {"program_kinds", kinds}};
 }
 
 std::string Bytes(uint64_t b) {
@@ -91,6 +105,18 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
     out << fmt::format("  {:<{}}  {:>8}  {:>11.3f}  {:>11.3f}  {:>5.1f}%\n", o.op, op_width, o.calls, o.total_ns / 1e6,
                        p.runs ? o.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0,
                        100 * Share(o.total_ns, p.total_ns));
+  int64_t kind_bytes = 0;
+  for (const ProfileProgramKind& k : p.program_kinds) kind_bytes += k.total_bytes;
+  if (kind_bytes > 0) {  // the CPU backend reports the bytes each instruction reads and writes
+    out << fmt::format("\ngenerated kernels' portable programs by kind (GB/s: the bytes a program reads and "
+                       "writes over its time):\n  {:<13}  {:>8}  {:>8}  {:>11}  {:>11}  {:>8}  {:>6}\n",
+                       "kind", "programs", "calls", "ms per run", "MB per run", "GB/s", "share");
+    const double runs = p.runs ? static_cast<double>(p.runs) : 1.0;
+    for (const ProfileProgramKind& k : p.program_kinds)
+      out << fmt::format("  {:<13}  {:>8}  {:>8}  {:>11.3f}  {:>11.3f}  {:>8.2f}  {:>5.1f}%\n", k.kind, k.programs,
+                         k.calls, k.total_ns / 1e6 / runs, k.total_bytes / 1e6 / runs, GBps(k.total_bytes, k.total_ns),
+                         100 * Share(k.total_ns, p.total_ns));
+  }
   const size_t shown = std::min(top, p.instructions.size());
   size_t name_width = 4, exec_width = 8;
   for (size_t i = 0; i < shown; ++i) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "runtime/op_table.h"
+
 namespace kiln::io {
 
 double NearestRank(std::span<const double> sorted, double p) {
@@ -31,7 +33,7 @@ LatencySummary Summarize(std::vector<double> samples) {
   return s;
 }
 
-void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns) {
+void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes) {
   if (entry < 0) return;
   ++runs_;
   if (sums_.size() <= static_cast<size_t>(entry)) sums_.resize(static_cast<size_t>(entry) + 1);
@@ -40,7 +42,20 @@ void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns) {
   for (size_t k = 0; k < ns.size(); ++k) {
     ++sums[k].calls;
     sums[k].ns += ns[k];
+    if (k < bytes.size()) sums[k].bytes += bytes[k];
   }
+}
+
+std::string_view ProgramKind(const InstructionInfo& info) {
+  bool moves = false;
+  for (const std::string& op : info.member_ops) {
+    const OpInfo* row = FindOpInfo(op);
+    if (row == nullptr) continue;
+    if (row->fusion == FusionKind::kReduction) return "reduction";
+    const bool view = op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+    moves = moves || (row->fusion == FusionKind::kIndexMap && !view);
+  }
+  return moves ? "data movement" : "elementwise";
 }
 
 // An instruction the entry did not list (an artifact and a profile that disagree).
@@ -54,6 +69,7 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<Instructi
   ProfileSummary p;
   p.runs = runs_;
   std::map<std::string, ProfileOp> ops;
+  std::map<std::string, ProfileProgramKind> kinds;
   for (size_t e = 0; e < sums_.size(); ++e) {
     for (size_t k = 0; k < sums_[e].size(); ++k) {
       const Sum& s = sums_[e][k];
@@ -64,11 +80,22 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<Instructi
       row.info = e < instructions.size() && k < instructions[e].size() ? instructions[e][k] : UnknownInstruction();
       row.calls = s.calls;
       row.total_ns = s.ns;
+      row.total_bytes = s.bytes;
       p.total_ns += s.ns;
       ProfileOp& op = ops[row.info.op];
       op.op = row.info.op;
       op.calls += s.calls;
       op.total_ns += s.ns;
+      op.total_bytes += s.bytes;
+      if (row.info.op == "kiln.Fused") {
+        const std::string_view name = ProgramKind(row.info);
+        ProfileProgramKind& kind = kinds[std::string(name)];
+        kind.kind = name;
+        ++kind.programs;
+        kind.calls += s.calls;
+        kind.total_ns += s.ns;
+        kind.total_bytes += s.bytes;
+      }
       p.instructions.push_back(std::move(row));
     }
   }
@@ -77,6 +104,9 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<Instructi
   for (auto& [name, op] : ops) p.ops.push_back(std::move(op));
   std::stable_sort(p.ops.begin(), p.ops.end(),
                    [](const ProfileOp& a, const ProfileOp& b) { return a.total_ns > b.total_ns; });
+  for (auto& [name, kind] : kinds) p.program_kinds.push_back(std::move(kind));
+  std::stable_sort(p.program_kinds.begin(), p.program_kinds.end(),
+                   [](const ProfileProgramKind& a, const ProfileProgramKind& b) { return a.total_ns > b.total_ns; });
   return p;
 }
 

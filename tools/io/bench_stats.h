@@ -38,6 +38,7 @@ struct ProfileInstruction {
   InstructionInfo info;  // name, op, executor; "?" for each when the entry did not list it
   int64_t calls = 0;
   int64_t total_ns = 0;
+  int64_t total_bytes = 0;  // read and written over its calls (Stats::last_instruction_bytes); 0 where not reported
 };
 
 // One op kind (ONNX op type, or "kiln.Fused" for generated kernels) summed over its
@@ -46,20 +47,38 @@ struct ProfileOp {
   std::string op;
   int64_t calls = 0;
   int64_t total_ns = 0;
+  int64_t total_bytes = 0;
 };
+
+// The generated kernels' portable programs (kiln.Fused) of one kind, summed over their
+// instructions and runs, for their throughput against the memory's bandwidth: "reduction" (a
+// program with a reduction op), "data movement" (else one with an op that reads its input
+// elsewhere: Concat, Split, Slice, Resize, Transpose, Gather...; not the views Reshape, Flatten,
+// Squeeze, Unsqueeze and Identity) or "elementwise" (the rest).
+struct ProfileProgramKind {
+  std::string kind;
+  int64_t programs = 0;  // distinct instructions
+  int64_t calls = 0;
+  int64_t total_ns = 0;
+  int64_t total_bytes = 0;
+};
+// The kind of a kiln.Fused instruction's program, as above, from its member ops.
+std::string_view ProgramKind(const InstructionInfo& info);
 
 struct ProfileSummary {
   int64_t runs = 0;                              // runs added
   int64_t total_ns = 0;                          // all instruction time of all runs: the denominator of every share
   std::vector<ProfileInstruction> instructions;  // by total_ns, largest first; ties in entry/index order
   std::vector<ProfileOp> ops;                    // same order rule, ties by op name
+  std::vector<ProfileProgramKind> program_kinds; // kiln.Fused only, by total_ns; empty without any
 };
 
 // Sums per-instruction times over runs.
 class ProfileAccumulator {
  public:
-  // One run of entry `entry`: `ns[k]` is instruction k's time.
-  void Add(int32_t entry, std::span<const int64_t> ns);
+  // One run of entry `entry`: `ns[k]` is instruction k's time, `bytes[k]` the bytes it read
+  // and wrote (Stats::last_instruction_bytes; empty where the backend reports none).
+  void Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes = {});
   // `instructions[e]` are entry e's instructions (EntryInfo::instructions); an instruction
   // beyond its entry's list reads "?" for name, op and executor.
   ProfileSummary Summary(std::span<const std::vector<InstructionInfo>> instructions) const;
@@ -67,7 +86,7 @@ class ProfileAccumulator {
 
  private:
   struct Sum {
-    int64_t calls = 0, ns = 0;
+    int64_t calls = 0, ns = 0, bytes = 0;
   };
   int64_t runs_ = 0;
   std::vector<std::vector<Sum>> sums_;  // [entry][instruction]
