@@ -704,11 +704,15 @@ TEST_CASE("profile: one time per instruction, with a label each, and none withou
   REQUIRE(s.last_instruction_ns.size() == 1);
   CHECK(s.last_instruction_ns[0] >= 0);
   CHECK(s.last_instruction_ns[0] <= s.last_computation_time());
+  // y = x + w: x and y float32 [2, 3], w float32 [3]: (6 + 3 + 6) * 4 bytes read and written.
+  REQUIRE(s.last_instruction_bytes.size() == 1);
+  CHECK(s.last_instruction_bytes[0] == 60);
   auto plain = ExecutionContext::Create(m, {Device::kCpu});
   REQUIRE(plain.ok());
   out.clear();
   REQUIRE(plain->Run(in, out).ok());
   CHECK(plain->stats().last_instruction_ns.empty());
+  CHECK(plain->stats().last_instruction_bytes.empty());
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ BenchResult SampleResult() {
   relu.member_ops = {"Relu"};
   r.instructions = {{mm, relu}};
   ProfileAccumulator acc;
-  acc.Add(0, std::vector<int64_t>{3000, 1000});
+  acc.Add(0, std::vector<int64_t>{3000, 1000}, std::vector<int64_t>{0, 8000});  // Relu: 8000 bytes in 1 us
   r.profile = acc.Summary(r.instructions);
   // Two traced runs 10 us apart; the first computation starts 1 us into its call.
   r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}}};
@@ -81,11 +81,12 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(j["inputs"][0]["shape"] == nlohmann::json::array({2, 4}));
   CHECK(j["entry"] == "default");
   const nlohmann::json& p = j["profile"];
-  CHECK(Keys(p) == std::set<std::string>{"instructions", "ops"});
+  CHECK(Keys(p) == std::set<std::string>{"instructions", "ops", "program_kinds"});
   REQUIRE(p["instructions"].size() == 2);
   const nlohmann::json& mm = p["instructions"][0];
   CHECK(Keys(mm) ==
-        std::set<std::string>{"name", "op", "executor", "member_ops", "calls", "total_ms", "mean_us", "share"});
+        std::set<std::string>{"name", "op", "executor", "member_ops", "calls", "total_ms", "mean_us", "bytes_per_call",
+                              "gb_per_s", "share"});
   CHECK(mm["name"] == "mm");
   CHECK(mm["executor"] == "cublaslt");
   CHECK(mm["member_ops"] == nlohmann::json::array());
@@ -97,6 +98,16 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(Keys(p["ops"][1]) == std::set<std::string>{"op", "calls", "total_ms", "share"});
   CHECK(p["ops"][1]["op"] == "kiln.Fused");
   CHECK(p["ops"][1]["share"] == doctest::Approx(0.25));
+  CHECK(p["instructions"][1]["bytes_per_call"] == 8000);
+  CHECK(p["instructions"][1]["gb_per_s"] == doctest::Approx(8.0));  // 8000 bytes in 1000 ns
+  CHECK(mm["gb_per_s"] == 0.0);
+  REQUIRE(p["program_kinds"].size() == 1);
+  const nlohmann::json& kind = p["program_kinds"][0];
+  CHECK(Keys(kind) == std::set<std::string>{"kind", "programs", "calls", "total_ms", "total_bytes", "gb_per_s", "share"});
+  CHECK(kind["kind"] == "elementwise");
+  CHECK(kind["programs"] == 1);
+  CHECK(kind["total_bytes"] == 8000);
+  CHECK(kind["gb_per_s"] == doctest::Approx(8.0));
 
   BenchResult gpu = r;
   gpu.gpu_ms = Summarize({0.5, 0.25});
@@ -154,6 +165,8 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   CHECK(s.find("seed:        18446744073709551615 (random inputs)\n") != std::string::npos);
   CHECK(s.find("by op kind:") != std::string::npos);
   CHECK(s.find("75.0%") != std::string::npos);
+  CHECK(s.find("generated kernels' portable programs by kind") != std::string::npos);
+  CHECK(s.find("  elementwise           1         1        0.001        0.008      8.00   25.0%\n") != std::string::npos);
   CHECK(s.find("gpu ") == std::string::npos);
   // Sub-millisecond medians print in microseconds.
   BenchResult fast = SampleResult();

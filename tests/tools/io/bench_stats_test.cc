@@ -84,6 +84,40 @@ TEST_CASE("bench stats: the profile sums each instruction over runs and groups b
   CHECK(p.ops[1].calls == 5);
   CHECK(p.ops[2].op == "Relu");
   CHECK(p.ops[2].calls == 2);
+  // Bytes: per instruction and op, and the portable programs by kind, from their member ops: a
+  // reduction op anywhere makes a reduction; else an op that reads elsewhere (not a view such
+  // as Reshape) makes data movement; else elementwise.
+  const auto fused = [](std::vector<std::string> members) {
+    kiln::InstructionInfo i;
+    i.name = members.back();
+    i.op = "kiln.Fused";
+    i.executor = "generated";
+    i.member_ops = std::move(members);
+    return i;
+  };
+  const std::vector<std::vector<kiln::InstructionInfo>> programs = {
+      {fused({"Resize", "Resize", "Concat"}), fused({"Add", "Reshape", "Relu"}), fused({"Mul", "ReduceSum"}),
+       fused({"Transpose", "Sigmoid"}), info("c", "Conv", "cpu")}};
+  ProfileAccumulator bytes;
+  bytes.Add(0, std::vector<int64_t>{1000, 200, 300, 500, 4000}, std::vector<int64_t>{2000, 1600, 900, 500, 99});
+  bytes.Add(0, std::vector<int64_t>{1000, 200, 300, 500, 4000}, std::vector<int64_t>{2000, 1600, 900, 500, 99});
+  bytes.Add(0, std::vector<int64_t>{1000, 200, 300, 500, 4000});  // a backend that reports no bytes
+  p = bytes.Summary(programs);
+  REQUIRE(p.instructions.size() == 5);
+  CHECK(p.instructions[0].info.op == "Conv");
+  CHECK(p.instructions[0].total_bytes == 198);
+  REQUIRE(p.program_kinds.size() == 3);
+  CHECK(p.program_kinds[0].kind == "data movement");  // Resize/Concat 3000 ns + Transpose/Sigmoid 1500 ns
+  CHECK(p.program_kinds[0].programs == 2);
+  CHECK(p.program_kinds[0].calls == 6);
+  CHECK(p.program_kinds[0].total_ns == 4500);
+  CHECK(p.program_kinds[0].total_bytes == 5000);
+  CHECK(p.program_kinds[1].kind == "reduction");
+  CHECK(p.program_kinds[1].total_bytes == 1800);
+  CHECK(p.program_kinds[2].kind == "elementwise");  // Reshape is a view
+  CHECK(p.program_kinds[2].total_ns == 600);
+  CHECK(p.program_kinds[2].total_bytes == 3200);
+  CHECK(ProgramKind(info("c", "Conv", "cpu")) == "elementwise");  // no members: nothing moves
   // An instruction without a label still counts.
   ProfileAccumulator unlabeled;
   unlabeled.Add(0, std::vector<int64_t>{7});
