@@ -307,6 +307,45 @@ TEST_CASE("Fused load out of range is an internal error") {
   CHECK(y4.values<float>() == std::vector<float>{1, 3, 5, 7});
 }
 
+// Gathers long enough for the AVX2 and AVX-512 interpreters' gather instructions (4 and 8
+// indices each) and their scalar tails: a permutation reads the right elements; an index past
+// the end or below 0, first met inside a group of 8 or in the tail, is the one the error names.
+TEST_CASE("Fused gathers in groups of 4 and 8 and a tail: values, and the first bad index") {
+  std::vector<float> values(64);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f + static_cast<float>(i);
+  auto x = Floats({64}, values);
+  {  // x[(j * 7) mod 37] for j < 37: every group gathers scattered elements
+    Program p;
+    p.domain = {37};
+    p.inputs = {{DType::kFloat32, {64}}};
+    p.nodes = {ft::Linear(), ft::ConstI(7), N(Op::kMul, kI64, 0, 1), ft::ConstI(37), N(Op::kMod, kI64, 2, 3),
+               ft::Load(0, 4, kF32)};
+    p.outputs = {{{DType::kFloat32, {37}}, 5, false}};
+    auto y = Output(DType::kFloat32, {37});
+    REQUIRE_OK(RunProgram(p, {&x}, {&y}));
+    std::vector<float> expected(37);
+    for (size_t j = 0; j < expected.size(); ++j) expected[j] = values[j * 7 % 37];
+    CHECK(y.values<float>() == expected);
+  }
+  // idx = scale * j + offset over `n` elements: the first index outside [0, 64).
+  for (auto [n, scale, offset, expected] : {std::tuple<int64_t, int64_t, int64_t, const char*>{40, 2, 0, "at index 64,"},
+                                            {37, 2, 0, "at index 64,"},
+                                            {40, -1, 20, "at index -1,"}}) {
+    CAPTURE(n);
+    CAPTURE(offset);
+    Program q;
+    q.domain = {n};
+    q.inputs = {{DType::kFloat32, {64}}};
+    q.nodes = {ft::Linear(), ft::ConstI(scale), N(Op::kMul, kI64, 0, 1), ft::ConstI(offset), N(Op::kAdd, kI64, 2, 3),
+               ft::Load(0, 4, kF32)};
+    q.outputs = {{{DType::kFloat32, {n}}, 5, false}};
+    auto y = Output(DType::kFloat32, {n});
+    const Status bad = RunProgram(q, {&x}, {&y});
+    CHECK(bad.code() == StatusCode::kInternal);
+    CHECK_MESSAGE(bad.message().find(expected) != std::string::npos, bad.message());
+  }
+}
+
 // ---- Reductions ------------------------------------------------------------------------------
 
 TEST_CASE("Fused softmax over the last axis, against the Softmax kernel") {
