@@ -302,7 +302,7 @@ const char* FusionKindName(FusionKind kind) {
 }
 
 std::string_view CpuLibraryOf(std::string_view op) {
-  return op == "Conv" || op == "MaxPool" || op == "AveragePool" ? "onednn" : "";
+  return op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "MatMul" || op == "Gemm" ? "onednn" : "";
 }
 
 std::string_view LibraryName(OpLibrary library) {

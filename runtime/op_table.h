@@ -72,7 +72,7 @@ enum class OpLibrary : uint8_t { kNone, kCublasLt, kCudnn };
 // As the artifact records it (Instruction.executor): "cublaslt", "cudnn"; "" for kNone.
 std::string_view LibraryName(OpLibrary library);
 
-// The CPU backend's library for `op`: "onednn" for Conv, MaxPool and AveragePool (oneDNN,
+// The CPU backend's library for `op`: "onednn" for Conv, MaxPool, AveragePool, MatMul and Gemm (oneDNN,
 // runtime/cpu/onednn.h), ""
 // for an op that runs on its CPU kernel alone. The executors trace names it; the CPU backend
 // asks that library first and runs the CPU kernel when it refuses (Stats::last_fallbacks).

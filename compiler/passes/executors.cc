@@ -51,7 +51,7 @@ void NoteFallbackRegions(ir::Trace& trace) {
 }
 
 // On a CPU, the nodes whose op the CPU backend's library claims (runtime/op_table.h
-// CpuLibraryOf: Conv, MaxPool and AveragePool on oneDNN) run there where the runtime has it and
+// CpuLibraryOf: Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN) run there where the runtime has it and
 // takes the form.
 void NoteCpuLibrary(ir::Trace& trace) {
   std::vector<std::string> names;

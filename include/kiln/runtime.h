@@ -241,13 +241,14 @@ struct ContextOptions {
   int cpu_threads = 0;
   static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
   // CPU backend, in a runtime built with oneDNN (-DKILN_WITH_ONEDNN=ON, the default;
-  // device_note() then ends in ", Conv, MaxPool and AveragePool on oneDNN 2.6.3"): run Conv
+  // device_note() then ends in ", Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN 2.6.3"): run Conv
   // on oneDNN (float32; bfloat16 natively; float16 in float32 on converted copies) with the
   // context's cpu_threads, its epilogue fused as oneDNN post-ops, in the layouts oneDNN chooses
   // (NHWC or blocked, with a reorder in and out, none between two oneDNN ops); a pointwise Conv
   // only between such ops; MaxPool and AveragePool (float32, bfloat16) in their producer's
-  // layout, a MaxPool whose X holds a NaN on Kiln's kernel, which propagates it as ONNX does
-  // (runtime/cpu/onednn.h). The first Run at a new binding of an entry's symbols
+  // layout, a MaxPool whose X holds a NaN on Kiln's kernel, which propagates it as ONNX does;
+  // float32 MatMul and Gemm of at least 2^18 multiply-adds with a 2-D B, their epilogue as
+  // post-ops (runtime/cpu/onednn.h). The first Run at a new binding of an entry's symbols
   // plans its oneDNN ops (oneDNN makes and JIT-compiles their primitives); the plans of the last 8
   // bindings are kept, with the model weights in oneDNN's layout (counted in
   // memory_usage()). A form oneDNN refuses runs on Kiln's own kernel, with the reason in

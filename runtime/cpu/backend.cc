@@ -355,7 +355,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
             (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
   }
   const bool onednn = options.onednn && OneDnnBuilt();
-  if (onednn) note += ", Conv, MaxPool and AveragePool on " + OneDnnVersion();
+  if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();

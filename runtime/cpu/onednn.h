@@ -25,6 +25,9 @@
 // first scans X (a few percent of the pooling's time) and runs Kiln's kernel when it holds a
 // NaN. Refused: dilated windows (oneDNN 2.6 has only its reference loops for them), a window
 // wholly in the padding, and ceil_mode's extra window with count_include_pad.
+// MatMul and Gemm, float32, of at least 2^18 multiply-adds, with a 2-D B (a model weight is
+// reordered once into oneDNN's layout), Gemm with alpha 1 and a C of N values or none, the
+// epilogue as post-ops; smaller products stay on OpenBLAS, which is faster there.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
 // with a bias (its bias is a separate slow pass) and won only at stride 1.
@@ -128,9 +131,9 @@ const std::string& OneDnnVersion();
 // instructions it may use (the CPU's, capped by ONEDNN_MAX_CPU_ISA). False without oneDNN.
 bool OneDnnRunsBFloat16();
 
-// Plans instruction `op` (Conv, MaxPool or AveragePool) for the shapes and dtypes of `call`
-// (its data is not read), for a context of `threads` threads. `weights_are_constant`: a Conv's
-// input 1 is a model weight (its data never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul or Gemm) for the shapes and dtypes
+// of `call` (its data is not read), for a context of `threads` threads. `weights_are_constant`:
+// input 1 (W, B) is a model weight (its data never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
 // Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
 // activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the

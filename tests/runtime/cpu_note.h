@@ -5,7 +5,8 @@
 //
 // scripts/test.sh's "other floating-point paths" tiers set KILN_MAX_CPU_ISA=baseline or avx2;
 // where that is below what the CPU has, the note says which kernels run. A runtime built with
-// oneDNN adds ", Conv, MaxPool and AveragePool on oneDNN X.Y.Z" unless `onednn` is false (ContextOptions::onednn).
+// oneDNN adds ", Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN X.Y.Z" unless `onednn`
+// is false (ContextOptions::onednn).
 #pragma once
 
 #include <cstdlib>
@@ -28,7 +29,7 @@ inline std::string CpuNote(int threads, bool onednn = true) {
 #endif
   if (isa == "baseline" && avx2_fma) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
   if (isa == "avx2" && avx512) note += ", AVX2+FMA kernels (KILN_MAX_CPU_ISA=avx2)";
-  if (onednn && cpu::OneDnnBuilt()) note += ", Conv, MaxPool and AveragePool on " + cpu::OneDnnVersion();
+  if (onednn && cpu::OneDnnBuilt()) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + cpu::OneDnnVersion();
   return note;
 }
 

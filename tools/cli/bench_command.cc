@@ -189,8 +189,8 @@ void AddBenchCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
   cmd->add_flag("--onednn,!--no-onednn", c.onednn,
-                "CPU backend: run Conv, MaxPool and AveragePool on oneDNN when this runtime has it (default), or on "
-                "Kiln's own kernels (--no-onednn)");
+                "CPU backend: run Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN when this runtime has it "
+                "(default), or on Kiln's own kernels (--no-onednn)");
   cmd->add_flag("--cuda-graphs", c.cuda_graphs,
                 "CUDA backend: capture each entry as a CUDA graph and replay it (ignored on the CPU backend, and "
                 "while profiling)");

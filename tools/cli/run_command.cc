@@ -233,8 +233,8 @@ void AddRunCommand(CLI::App& app) {
                   "0 (default): one per core")
       ->check(CLI::Range(0, 256));
   cmd->add_flag("--onednn,!--no-onednn", f->onednn,
-                "CPU backend: run Conv, MaxPool and AveragePool on oneDNN when this runtime has it (default), or on "
-                "Kiln's own kernels (--no-onednn)");
+                "CPU backend: run Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN when this runtime has it "
+                "(default), or on Kiln's own kernels (--no-onednn)");
   cmd->callback([f] { SetExitCode(RunModel(*f)); });
 }
 

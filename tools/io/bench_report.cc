@@ -95,8 +95,8 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
                      p.instructions.size(), p.runs ? p.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0);
   if (cpu)
     out << "(executor: as the compiler assigned it for the CUDA backend; the CPU backend runs every instruction "
-           "on the CPU: Conv, MaxPool and AveragePool on oneDNN where the device line says so, the rest on Kiln's "
-           "kernels)\n";
+           "on the CPU: Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN where the device line says so, the "
+           "rest on Kiln's kernels)\n";
   size_t op_width = 2;
   for (const ProfileOp& o : p.ops) op_width = std::max(op_width, o.op.size());
   out << fmt::format("\nby op kind:\n  {:<{}}  {:>8}  {:>11}  {:>11}  {:>6}\n", "op", op_width, "calls", "total ms",
