@@ -328,9 +328,12 @@ TEST_CASE("Fused gathers in groups of 4 and 8 and a tail: values, and the first 
     CHECK(y.values<float>() == expected);
   }
   // idx = scale * j + offset over `n` elements: the first index outside [0, 64).
-  for (auto [n, scale, offset, expected] : {std::tuple<int64_t, int64_t, int64_t, const char*>{40, 2, 0, "at index 64,"},
-                                            {37, 2, 0, "at index 64,"},
-                                            {40, -1, 20, "at index -1,"}}) {
+  for (const auto& form : {std::tuple<int64_t, int64_t, int64_t, const char*>{40, 2, 0, "at index 64,"},
+                           {37, 2, 0, "at index 64,"},
+                           {40, -1, 20, "at index -1,"}}) {
+    // Named copies, not a structured binding: clang 14 does not let doctest's CAPTURE lambdas see one.
+    const int64_t n = std::get<0>(form), scale = std::get<1>(form), offset = std::get<2>(form);
+    const char* expected = std::get<3>(form);
     CAPTURE(n);
     CAPTURE(offset);
     Program q;
