@@ -563,11 +563,7 @@ class PoolOp final : public LayoutOp {
       OmpThreads omp(threads_);
       auto pd = Make(layout);
       if (!pd || std::string_view(pd->impl_info_str()).starts_with("ref")) return false;
-      pd_ = *pd;
-      pool_ = dnnl::primitive(pd_);
-      scratch_.reset();
-      if (pd_.scratchpad_desc().get_size() > 0) scratch_.emplace(pd_.scratchpad_desc(), Engine(), nullptr);
-      PlaceOrThrow(false, false);
+      Use(*pd);
     } catch (const dnnl::error&) {
       return false;
     } catch (const std::bad_alloc&) {
@@ -623,6 +619,15 @@ class PoolOp final : public LayoutOp {
     dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, Engine(), /*allow_empty=*/true);
     if (!pd) return std::nullopt;
     return pd;
+  }
+
+  // Makes `pd` the op's primitive, its scratchpad, and X and Y with reorders (Place(false, false)).
+  void Use(const dnnl::primitive_desc& pd) {
+    pd_ = pd;
+    pool_ = dnnl::primitive(pd_);
+    scratch_.reset();
+    if (pd_.scratchpad_desc().get_size() > 0) scratch_.emplace(pd_.scratchpad_desc(), Engine(), nullptr);
+    PlaceOrThrow(false, false);
   }
 
   void PlaceOrThrow(bool x_in_layout, bool y_in_layout) {
@@ -744,12 +749,9 @@ Result<std::unique_ptr<OneDnnOp>> PoolOp::Plan(std::string_view op, const Kernel
     // Its reference loops (dilated windows in this oneDNN) are slower than Kiln's kernel.
     if (const std::string impl = pd->impl_info_str(); impl.starts_with("ref"))
       return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
-    p->pd_ = *pd;
-    p->pool_ = dnnl::primitive(p->pd_);
     p->x_user_ = memory(p->x_plain_, Engine(), nullptr);
     p->y_user_ = memory(p->y_plain_, Engine(), nullptr);
-    if (p->pd_.scratchpad_desc().get_size() > 0) p->scratch_.emplace(p->pd_.scratchpad_desc(), Engine(), nullptr);
-    p->PlaceOrThrow(false, false);
+    p->Use(*pd);
   } catch (const dnnl::error& e) {
     return Unimplemented(std::string("oneDNN refused the pooling: ") + e.what());
   } catch (const std::bad_alloc&) {

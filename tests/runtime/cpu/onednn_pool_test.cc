@@ -17,6 +17,7 @@
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/onednn.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
+#include "tests/runtime/cpu/onednn_test_util.h"
 
 namespace kiln::cpu::testing {
 namespace {
@@ -236,11 +237,7 @@ TEST_CASE("oneDNN pooling: kept in its producer's layout between two Convs, with
     REQUIRE(c2.ok());
     AlignedBuffer ws;
     const auto run = [&](OneDnnOp& op, const AttrMap& a, const std::vector<TensorRef>& in,
-                         const std::vector<TensorRef>& out) {
-      REQUIRE(ws.Reserve(op.workspace_bytes() + 1));
-      const Status st = op.Run(KernelCall{a, in, out, ws.data(), static_cast<size_t>(ws.size())});
-      REQUIRE_MESSAGE(st.ok(), st.ToString());
-    };
+                         const std::vector<TensorRef>& out) { RunPlanned(op, a, in, out, ws); };
     const auto run_all = [&](const std::vector<TensorRef>& out3) {
       run(**c1, conv, in1, out1);
       run(**p, pool, in2, out2);

@@ -17,6 +17,7 @@
 #include "runtime/cpu/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "tests/runtime/cpu/kernel_test_util.h"
+#include "tests/runtime/cpu/onednn_test_util.h"
 
 namespace kiln::cpu::testing {
 namespace {
@@ -359,11 +360,7 @@ TEST_CASE("oneDNN Conv: tensors kept in oneDNN's layout between Convs, as X and 
     CHECK(!(*op1)->residual());
     AlignedBuffer ws;
     const auto run = [&](OneDnnOp& op, const AttrMap& a, const std::vector<TensorRef>& in,
-                         const std::vector<TensorRef>& out) {
-      REQUIRE(ws.Reserve(op.workspace_bytes() + 1));
-      const Status st = op.Run(KernelCall{a, in, out, ws.data(), static_cast<size_t>(ws.size())});
-      REQUIRE_MESSAGE(st.ok(), st.ToString());
-    };
+                         const std::vector<TensorRef>& out) { RunPlanned(op, a, in, out, ws); };
     const auto run_all = [&](const std::vector<TensorRef>& out2, const std::vector<TensorRef>& out4) {
       run(**op1, a1, in1, out1);
       run(**op2, a2, in2, out2);
