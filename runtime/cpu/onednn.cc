@@ -91,6 +91,25 @@ dnnl::algorithm Algorithm(EpilogueActivation a) {
   return dnnl::algorithm::undef;
 }
 
+// The epilogue as oneDNN post-ops, in the node's order: the activation (SiLU is swish with
+// alpha 1) and the residual add (`sum`: Y holds the residual when the primitive starts).
+dnnl::post_ops PostOps(const EpilogueSpec& spec) {
+  dnnl::post_ops post;
+  const auto activation = [&] {
+    if (spec.activation != EpilogueActivation::kNone)
+      post.append_eltwise(1.0f, Algorithm(spec.activation), spec.activation == EpilogueActivation::kSilu ? 1.0f : 0.0f,
+                          0.0f);
+  };
+  if (spec.residual_first) {
+    if (spec.residual) post.append_sum(1.0f);
+    activation();
+  } else {
+    activation();
+    if (spec.residual) post.append_sum(1.0f);
+  }
+  return post;
+}
+
 Status Failed(dnnl_status_t st, std::string_view what) {
   return Internal("oneDNN " + std::string(what) + " failed (dnnl_status_t " + std::to_string(static_cast<int>(st)) +
                   ")");
@@ -461,21 +480,8 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
     const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
     const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
 
-    dnnl::post_ops post;
-    const auto activation = [&] {
-      if (spec.activation != EpilogueActivation::kNone)
-        post.append_eltwise(1.0f, Algorithm(spec.activation), spec.activation == EpilogueActivation::kSilu ? 1.0f : 0.0f,
-                            0.0f);
-    };
-    if (spec.residual_first) {
-      if (residual) post.append_sum(1.0f);
-      activation();
-    } else {
-      activation();
-      if (residual) post.append_sum(1.0f);
-    }
     dnnl::primitive_attr attr;
-    attr.set_post_ops(post);
+    attr.set_post_ops(PostOps(spec));
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                                dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides,
@@ -897,21 +903,8 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
     const memory::desc w_md = weights_constant ? memory::desc({k, n}, f32, Tag::any) : w_plain;
     const memory::desc y_md({m, n}, f32, Tag::ab);
     const memory::desc b_md = bias ? memory::desc({1, n}, f32, Tag::ab) : memory::desc();
-    dnnl::post_ops post;
-    const auto activation = [&] {
-      if (spec.activation != EpilogueActivation::kNone)
-        post.append_eltwise(1.0f, Algorithm(spec.activation),
-                            spec.activation == EpilogueActivation::kSilu ? 1.0f : 0.0f, 0.0f);
-    };
-    if (spec.residual_first) {
-      if (spec.residual) post.append_sum(1.0f);
-      activation();
-    } else {
-      activation();
-      if (spec.residual) post.append_sum(1.0f);
-    }
     dnnl::primitive_attr attr;
-    attr.set_post_ops(post);
+    attr.set_post_ops(PostOps(spec));
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::desc desc =
         bias ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
