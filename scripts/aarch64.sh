@@ -13,7 +13,18 @@
 # Needs the normal build first (scripts/test.sh: build/kiln, build/venv, build/testdata).
 # Installs g++-aarch64-linux-gnu and qemu-user when missing. Builds in build/aarch64
 # ($AARCH64_BUILD_DIR when set). Run from anywhere.
+#   scripts/aarch64.sh [--build-only]   --build-only: install, configure and build, then stop
+#   (needs nothing else; scripts/test.sh runs it in the background, niced, on the cores the tiers
+#   before this one leave idle, and this tier then finds the build up to date)
 set -euo pipefail
+
+BUILD_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --build-only) BUILD_ONLY=1 ;;
+  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+  *) echo "aarch64.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -23,7 +34,7 @@ log() { echo "[aarch64] $*"; }
 START=$SECONDS
 
 MODELS=(silero_vad_16k_op15 ch_ppocr_mobile_v2.0_cls ch_PP-OCRv4_det)
-for f in build/kiln "$PY" "${MODELS[@]/#/build/testdata/}"; do
+((BUILD_ONLY)) || for f in build/kiln "$PY" "${MODELS[@]/#/build/testdata/}"; do
   [[ -e $f ]] || { log "error: no $f (run scripts/test.sh first)"; exit 1; }
 done
 
@@ -39,6 +50,7 @@ log "building libkiln_runtime.so, kiln-run and context_stress"
 cmake --build "$BUILD" -j"$(nproc)" --target kiln_runtime_shared kiln-run context_stress \
   >"$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log"; log "error: build failed (log: $BUILD/build.log)"; exit 1; }
 BUILT=$SECONDS
+((BUILD_ONLY)) && { log "built in $((BUILT - START)) s"; exit 0; }
 
 LIB="$BUILD/libkiln_runtime.so"
 aarch64-linux-gnu-strip -o "$BUILD/libkiln_runtime.stripped.so" "$LIB"

@@ -8,9 +8,10 @@
 # build/venv (writes the .npy seeds), build/testdata, build/testdata-trace and build/onnx-tests
 # (models, test data).
 #
-#   scripts/sanitize.sh [--fuzz-seconds N] [--fuzz-jobs N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
-#     --fuzz-seconds N  time per fuzz target (default 35, or $KILN_FUZZ_SECONDS)
-#     --fuzz-jobs N     targets fuzzed at the same time (default 2, or $KILN_FUZZ_JOBS)
+#   scripts/sanitize.sh [--jobs N] [--fuzz-seconds N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
+#     --jobs N          processes at a time (default: the cores, or $KILN_SANITIZE_JOBS): the doctest
+#                       suite runs as N shards, and the fuzz targets take the slots they free
+#     --fuzz-seconds N  time per fuzz target (default 30, or $KILN_FUZZ_SECONDS)
 #     --fuzz-seed N     libFuzzer's -seed (default 1, or $KILN_FUZZ_SEED): a fixed seed makes a CI
 #                       run explore the same inputs first, so a red run can be told from noise;
 #                       0 draws a new seed each run (use it for longer hunts)
@@ -30,7 +31,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
 FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}"
-FUZZ_JOBS="${KILN_FUZZ_JOBS:-2}"
+JOBS="${KILN_SANITIZE_JOBS:-$(nproc)}"
 FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1
 RUN_FUZZ=1
@@ -40,13 +41,13 @@ TARGETS=()
 while (($#)); do
   case "$1" in
     --fuzz-seconds) FUZZ_SECONDS="$2"; shift 2 ;;
-    --fuzz-jobs) FUZZ_JOBS="$2"; shift 2 ;;
+    --jobs) JOBS="$2"; shift 2 ;;
     --fuzz-seed) FUZZ_SEED="$2"; shift 2 ;;
     --no-tests) RUN_TESTS=0; shift ;;
     --no-fuzz) RUN_FUZZ=0; shift ;;
     --build-only) BUILD_ONLY=1; shift ;;
     --no-build) NO_BUILD=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "sanitize.sh: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -112,7 +113,7 @@ fi
 SYMBOLIZER="$(command -v llvm-symbolizer || true)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${SYMBOLIZER:+:external_symbolizer_path=$SYMBOLIZER}"
-# No leak is suppressed, but in the doctest run without the emulated device (run_tests below),
+# No leak is suppressed, but in the doctest run without the emulated device (run_shard below),
 # where leaks inside NVIDIA's own libraries are: tests/sanitizers/lsan.supp.
 export LSAN_OPTIONS="print_suppressions=0"
 NVIDIA_LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0"
@@ -136,8 +137,11 @@ lsan_probe() {
 ((RUN_TESTS)) && lsan_probe
 
 # --- the doctest suite under ASan + UBSan + LSan -----------------------------------------------
-# It runs on one core, in the background while the fuzzers use the others (it counts as one
-# of the --fuzz-jobs), and is reported at the end.
+# It runs as --jobs shards, in the background (each a process of its own on one core), and the
+# fuzz targets take the slots the shards free; it is reported at the end. Each shard runs a
+# range of the cases in one shuffled order (doctest's --order-by=rand with a fixed seed: every
+# shard's process draws the same order, so the ranges cover each case once, and the slow
+# real-model cases spread over the shards), then its share of the emulated device's cases.
 # One case is left to the normal build's ctest: the host-shim coverage sweep over every real
 # model's and ONNX node case's fused kernels spends its time in the host compiler it starts
 # for each kernel (uninstrumented), 84 s of this run for little sanitizer coverage that the
@@ -178,44 +182,70 @@ run_logged() {
   done
   return "$rc"
 }
-run_tests() {
-  local start=$SECONDS rc=0
-  LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" run_logged "$BUILD/kiln_tests.log" \
-    "$BUILD/tests/kiln_tests" --test-case-exclude="$UNSANITIZED_CASES" || rc=$?
-  local lib="$BUILD/tests/emulated_cuda/lib" name names=()
+run_shard() {  # run_shard K: the K-th of $JOBS shards (K from 1)
+  local k=$1 start=$SECONDS rc=0 total first last log="$BUILD/kiln_tests.$1.log" case_log="$BUILD/emulated_case.$1.log"
+  local order=(--order-by=rand --rand-seed=1)
+  total=$("$BUILD/tests/kiln_tests" --count --test-case-exclude="$UNSANITIZED_CASES" | sed -n 's/^.*current filters: //p')
+  if ! [[ $total =~ ^[0-9]+$ ]]; then
+    echo "FAILED: kiln_tests --count did not say how many cases there are" >"$log"
+    echo "1 $((SECONDS - start)) 0" >"$BUILD/kiln_tests.$k.rc"
+    return
+  fi
+  first=$(((k - 1) * total / JOBS + 1))
+  last=$((k * total / JOBS))
+  # doctest's summary counts every case that passes the filters, also those out of the range:
+  # the shard's own count is written here.
+  echo "=== shard $k of $JOBS: cases $first to $last of $total" >"$log"
+  if ((first <= last)); then
+    LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" run_logged "$log.run" "$BUILD/tests/kiln_tests" "${order[@]}" \
+      --test-case-exclude="$UNSANITIZED_CASES" --first="$first" --last="$last" || rc=$?
+    cat "$log.run" >>"$log" && rm -f "$log.run"
+  fi
+  local lib="$BUILD/tests/emulated_cuda/lib" i=0 name names=()
   if ((rc == 0)) && [[ -e "$lib/libcuda.so.1" ]]; then
     mapfile -t names < <("$BUILD/tests/kiln_tests" -ltc -tc='[gpu]*,[emulated]*' -tce="$EMULATED_SKIP" |
       grep -E '^\[(gpu|emulated)\] ')
-    echo "=== ${#names[@]} cases on the emulated CUDA device, one per process" >>"$BUILD/kiln_tests.log"
+    echo "=== cases $k, $((k + JOBS)), ... of the ${#names[@]} on the emulated CUDA device, one per process" >>"$log"
     for name in "${names[@]}"; do
-      echo "=== $name" >>"$BUILD/kiln_tests.log"
+      i=$((i + 1))
+      (((i - 1) % JOBS == k - 1)) || continue
+      echo "=== $name" >>"$log"
       LD_LIBRARY_PATH="$lib" KILN_EMULATED_CUDA_CACHE="$ROOT/build/emulated-cuda-kernels" \
-        run_logged "$BUILD/emulated_case.log" "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" || rc=$?
-      cat "$BUILD/emulated_case.log" >>"$BUILD/kiln_tests.log"
+        run_logged "$case_log" "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" || rc=$?
+      cat "$case_log" >>"$log"
       # A case that skips here did not run on the device: a failure.
-      if grep -q '^GPU test skipped: ' "$BUILD/emulated_case.log"; then
-        echo "FAILED: '$name' skipped on the emulated device" >>"$BUILD/kiln_tests.log"
+      if grep -q '^GPU test skipped: ' "$case_log"; then
+        echo "FAILED: '$name' skipped on the emulated device" >>"$log"
         rc=1
       fi
       ((rc == 0)) || break
     done
   fi
-  echo "$rc $((SECONDS - start))" >"$BUILD/kiln_tests.rc"
+  echo "$rc $((SECONDS - start)) $((last - first + 1))" >"$BUILD/kiln_tests.$k.rc"
 }
 report_tests() {
-  local rc secs
-  read -r rc secs <"$BUILD/kiln_tests.rc" || { rc='?'; secs='?'; }
-  if [[ "$rc" == 0 ]]; then
-    log "kiln_tests: $(grep -m1 '^\[doctest\] test cases:' "$BUILD/kiln_tests.log" | tr -s ' ') ($secs s)"
-    log "kiln_tests on the emulated CUDA device: $(grep -c '^=== \[' "$BUILD/kiln_tests.log") cases passed"
-  else
+  local k rc secs cases failed=0 all=0 emulated=0 slowest=0
+  for ((k = 1; k <= JOBS; k++)); do
+    read -r rc secs cases <"$BUILD/kiln_tests.$k.rc" 2>/dev/null || { rc='?'; secs='?'; cases=0; }
+    if [[ "$rc" == 0 ]]; then
+      all=$((all + cases))
+      emulated=$((emulated + $(grep -c '^=== \[' "$BUILD/kiln_tests.$k.log")))
+      ((secs > slowest)) && slowest=$secs
+      continue
+    fi
+    failed=1
     # Sanitizer reports, doctest failures and crashes, and this script's own FAILED lines; not
     # the FAILED_PRECONDITION of a skipped GPU test nor a MESSAGE that quotes a DEVICE_ERROR.
     grep -n -E '==ERROR|ERROR: [A-Za-z]*Sanitizer|Sanitizer has encountered|runtime error:|^SUMMARY: |: ERROR: |CRASHED|^FAILED: |Status: FAILURE' \
-      "$BUILD/kiln_tests.log" | head -8 || true
-    tail -30 "$BUILD/kiln_tests.log"
-    log "kiln_tests: FAILED (exit $rc, $secs s; log: $BUILD/kiln_tests.log)"
+      "$BUILD/kiln_tests.$k.log" | head -8 || true
+    tail -30 "$BUILD/kiln_tests.$k.log"
+    log "kiln_tests shard $k of $JOBS: FAILED (exit $rc, $secs s; log: $BUILD/kiln_tests.$k.log)"
+  done
+  if ((failed)); then
     status=1
+  else
+    log "kiln_tests: $all cases passed in $JOBS shards (the slowest took $slowest s; logs: $BUILD/kiln_tests.K.log)"
+    log "kiln_tests on the emulated CUDA device: $emulated cases passed"
   fi
 }
 if ((RUN_TESTS)); then
@@ -223,9 +253,9 @@ if ((RUN_TESTS)); then
   ln -sfn "$ROOT/build/testdata" "$BUILD/testdata"
   ln -sfn "$ROOT/build/onnx-tests" "$BUILD/onnx-tests"
   ln -sfn "$ROOT/build/testdata-trace" "$BUILD/testdata-trace"
-  rm -f "$BUILD/kiln_tests.rc"
-  log "kiln_tests under ASan+UBSan+LSan (log: $BUILD/kiln_tests.log)"
-  run_tests &
+  rm -f "$BUILD"/kiln_tests.*.rc "$BUILD"/kiln_tests.*.log
+  log "kiln_tests under ASan+UBSan+LSan, $JOBS shards (logs: $BUILD/kiln_tests.K.log)"
+  for ((k = 1; k <= JOBS; k++)); do run_shard "$k" & done
 fi
 
 # --- fuzzing ---------------------------------------------------------------------------------
@@ -358,11 +388,11 @@ EOF
     fi
   }
 
-  log "fuzzing ${TARGETS[*]}: ${FUZZ_SECONDS} s each, $FUZZ_JOBS at a time, seed $FUZZ_SEED (logs: $FZ/<target>.log)"
+  log "fuzzing ${TARGETS[*]}: ${FUZZ_SECONDS} s each, $JOBS processes at a time with the test shards, seed $FUZZ_SEED (logs: $FZ/<target>.log)"
   for t in "${TARGETS[@]}"; do
     [[ -x "$BUILD/fuzz/$t" ]] || die "no fuzz target $t"
     rm -f "$FZ/$t.rc"
-    while (($(jobs -rp | wc -l) >= FUZZ_JOBS)); do wait -n || true; done
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
     (set +e; fuzz_one "$t"; echo $? >"$FZ/$t.rc") &
   done
   wait

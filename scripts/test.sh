@@ -21,9 +21,10 @@
 #                    (scripts/python.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
-#                    ASan+UBSan+LSan, the Triton backend under ASan+UBSan in tritonserver
-#                    (scripts/triton.sh --asan), each libFuzzer target for 30 s (scripts/sanitize.sh), and 8
-#                    contexts on one Model under ThreadSanitizer (scripts/tsan.sh)
+#                    ASan+UBSan+LSan in one shard per core, beside each libFuzzer target for 30 s
+#                    (scripts/sanitize.sh), the Triton backend under ASan+UBSan in tritonserver
+#                    (scripts/triton.sh --asan), and 8 contexts on one Model under
+#                    ThreadSanitizer (scripts/tsan.sh)
 #   scripts/test.sh [--no-sanitizers]   --no-sanitizers: skip the asan, fuzz and tsan tiers
 set -euo pipefail
 
@@ -34,7 +35,7 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -104,6 +105,23 @@ fi
 BUILD_START=$SECONDS
 bash scripts/setup.sh || { SUMMARY+=("FAIL  build (scripts/setup.sh)"); summary; exit 1; }
 SUMMARY+=("PASS  build ($(minutes $((SECONDS - BUILD_START))))")
+
+# The builds of the aarch64 and tsan tiers (the runtime for aarch64, and under ThreadSanitizer)
+# start now, in the background at the lowest priority: they run on what the tiers before theirs
+# leave idle (single-threaded steps, the tails of test runs), and their tiers then find them
+# built, or finish them. They stay in this session, where nice counts (the sanitizer build, in a
+# session of its own, takes an equal share instead). A failure here is the tier's to report: it
+# builds again and says why.
+late_build() {  # late_build NAME SCRIPT: SCRIPT --build-only, niced, in the background
+  echo "[test] $1 build in the background, niced (log: build/$1-build.log)"
+  nice -n 19 bash "$2" --build-only >"build/$1-build.log" 2>&1 &
+}
+late_build aarch64 scripts/aarch64.sh
+AARCH64_BUILD=$!
+if ((SANITIZERS)); then
+  late_build tsan scripts/tsan.sh
+  TSAN_BUILD=$!
+fi
 
 # A detector with NonMaxSuppression in the graph (tests/e2e/make_nms_detector.py), made from
 # ultraface-rfb-320 when a folder of $KILN_MODEL_DIRS has it (.ci/run sets it to ../shared/models).
@@ -193,31 +211,43 @@ fi
 # One semantics on every path (docs/semantics.md): the regression corpus, then random graphs
 # for a fixed time with a fixed seed (a red run replays), each on the unfused CPU kernels,
 # fused programs, constant folding and the emulated CUDA device, and against onnxruntime.
+# The random graphs run in one process per core (one alone left a core idle half the time), each
+# from its own seed: $KILN_DIFFTEST_SEED, the next, ... (a graph's seed is its process's x 100000
+# plus its number, so the processes never draw the same graph).
+DIFF_JOBS=$(nproc)
+DIFF_SECONDS=${KILN_DIFFTEST_SECONDS:-35}
 differential() {
-  local py=build/venv/bin/python
-  "$py" tests/differential/difftest.py --corpus tests/differential/corpus &&
-    "$py" tests/differential/difftest.py --seconds "${KILN_DIFFTEST_SECONDS:-60}" --seed "${KILN_DIFFTEST_SEED:-1}" \
-      --cuda-every 3
+  local py=build/venv/bin/python seed=${KILN_DIFFTEST_SEED:-1} k rc=0 pids=()
+  "$py" tests/differential/difftest.py --corpus tests/differential/corpus || return
+  for ((k = 0; k < DIFF_JOBS; k++)); do
+    "$py" tests/differential/difftest.py --seconds "$DIFF_SECONDS" --seed $((seed + k)) --cuda-every 3 &
+    pids+=($!)
+  done
+  for k in "${pids[@]}"; do wait "$k" || rc=1; done
+  return $rc
 }
-tier "differential: the corpus and ${KILN_DIFFTEST_SECONDS:-60} s of random graphs on every path (tests/differential)" differential
+tier "differential: the corpus and ${DIFF_JOBS} x ${DIFF_SECONDS} s of random graphs on every path (tests/differential)" differential
 
 tier "samples" bash scripts/samples.sh
 tier "triton: the backend in tritonserver 2.51 against onnxruntime (scripts/triton.sh)" bash scripts/triton.sh
 tier "python: the kiln package's tests and mypy --strict (scripts/python.sh)" bash scripts/python.sh
+wait "$AARCH64_BUILD" || true
 tier "aarch64" bash scripts/aarch64.sh
 
 if ((SANITIZERS)); then
   if wait "$SANITIZE_BUILD"; then
     cat build/sanitize/background.log
-    tier "asan: unit tests under ASan+UBSan+LSan" bash scripts/sanitize.sh --no-build --no-fuzz
+    # One tier, so that the fuzz targets fill the cores the test shards leave as they end.
+    tier "asan and fuzz: unit tests under ASan+UBSan+LSan, libFuzzer targets (scripts/sanitize.sh)" \
+      bash scripts/sanitize.sh --no-build
     tier "asan: the Triton backend under ASan+UBSan in tritonserver (scripts/triton.sh --asan)" \
       bash scripts/triton.sh --asan build/sanitize
-    tier "fuzz: libFuzzer targets under ASan+UBSan" bash scripts/sanitize.sh --no-build --no-tests
   else
     tail -40 build/sanitize/background.log
     SUMMARY+=("FAIL  asan and fuzz: the sanitizer build failed (build/sanitize/background.log)")
     FAILED=1
   fi
+  wait "$TSAN_BUILD" || true
   tier "tsan" bash scripts/tsan.sh
 else
   skip "asan, fuzz, tsan" "--no-sanitizers"

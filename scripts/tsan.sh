@@ -7,14 +7,25 @@
 # Needs the normal build first (scripts/test.sh: build/kiln compiles the artifact, and
 # build/testdata holds the model). Builds only the runtime and the stress program, in
 # build/tsan ($TSAN_BUILD_DIR when set). Run from anywhere.
+#   scripts/tsan.sh [--build-only]   --build-only: install, configure and build, then stop (needs
+#   nothing else; scripts/test.sh runs it in the background, niced, on the cores the tiers before
+#   this one leave idle, and this tier then finds the build up to date)
 set -euo pipefail
+
+BUILD_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --build-only) BUILD_ONLY=1 ;;
+  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+  *) echo "tsan.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${TSAN_BUILD_DIR:-$ROOT/build/tsan}"
 log() { echo "[tsan] $*"; }
 
-for f in build/kiln build/testdata/silero_vad_16k_op15/model.onnx build/testdata/ch_ppocr_mobile_v2.0_cls/model.onnx; do
+((BUILD_ONLY)) || for f in build/kiln build/testdata/silero_vad_16k_op15/model.onnx build/testdata/ch_ppocr_mobile_v2.0_cls/model.onnx; do
   [[ -e $f ]] || { log "error: no $f (run scripts/test.sh first)"; exit 1; }
 done
 
@@ -31,6 +42,7 @@ cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DK
 log "building context_stress (the runtime and tests/stress/context_stress.cc only)"
 cmake --build "$BUILD" -j"$(nproc)" --target context_stress >"$BUILD/build.log" 2>&1 ||
   { tail -40 "$BUILD/build.log"; log "error: build failed (log: $BUILD/build.log)"; exit 1; }
+((BUILD_ONLY)) && { log "built context_stress in $BUILD"; exit 0; }
 
 # The artifacts come from the normal build's compiler: only the runtime needs the sanitizer.
 # Silero VAD (LSTM, convolutions, fused programs) with a symbolic batch and sequence length:

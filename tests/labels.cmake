@@ -13,3 +13,15 @@ set_tests_properties(
   # NVRTC compiling CUDA source: no host arithmetic.
   "NVRTC: every test kernel compiles for the default archs, then comes from the cache"
   PROPERTIES LABELS once)
+
+# The longest doctest cases start first (tests/CMakeLists.txt says why): their seconds in a CI run
+# on 2026-12-03.
+set_tests_properties(
+  "fused kernels of the real models and ONNX node cases: host-compiled CUDA == interpreted program == unfused ops"
+  PROPERTIES COST 77)
+set_tests_properties("precision: every real model in fp16 and bf16 on the CPU backend agrees with its fp32 artifact"
+  PROPERTIES COST 53)
+set_tests_properties("oneDNN Conv: the direct reference and Kiln's kernel, every form, epilogue, order and thread count"
+  "oneDNN Conv: float16 and bfloat16, against the reference and Kiln's kernel"
+  "profiles on the PP-OCRv4 text detector: N=1, N=4 and a range, against the single-entry artifact"
+  PROPERTIES COST 20)
