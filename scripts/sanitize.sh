@@ -182,35 +182,26 @@ run_logged() {
   done
   return "$rc"
 }
-run_shard() {  # run_shard K: the K-th of $JOBS shards (K from 1)
-  local k=$1 start=$SECONDS rc=0 total first last log="$BUILD/kiln_tests.$1.log" case_log="$BUILD/emulated_case.$1.log"
-  local order=(--order-by=rand --rand-seed=1)
-  total=$("$BUILD/tests/kiln_tests" --count --test-case-exclude="$UNSANITIZED_CASES" | sed -n 's/^.*current filters: //p')
-  if ! [[ $total =~ ^[0-9]+$ ]]; then
-    echo "FAILED: kiln_tests --count did not say how many cases there are" >"$log"
-    echo "1 $((SECONDS - start)) 0" >"$BUILD/kiln_tests.$k.rc"
-    return
-  fi
-  first=$(((k - 1) * total / JOBS + 1))
-  last=$((k * total / JOBS))
+# run_shard K: the K-th of $JOBS shards (K from 1) of the $TOTAL cases, then of $EMULATED_CASES.
+run_shard() {
+  local k=$1 start=$SECONDS rc=0 log="$BUILD/kiln_tests.$1.log" case_log="$BUILD/emulated_case.$1.log"
+  local first=$(((k - 1) * TOTAL / JOBS + 1)) last=$((k * TOTAL / JOBS))
   # doctest's summary counts every case that passes the filters, also those out of the range:
   # the shard's own count is written here.
-  echo "=== shard $k of $JOBS: cases $first to $last of $total" >"$log"
+  echo "=== shard $k of $JOBS: cases $first to $last of $TOTAL" >"$log"
   if ((first <= last)); then
-    LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" run_logged "$log.run" "$BUILD/tests/kiln_tests" "${order[@]}" \
+    LSAN_OPTIONS="$NVIDIA_LSAN_OPTIONS" run_logged "$log.run" "$BUILD/tests/kiln_tests" --order-by=rand --rand-seed=1 \
       --test-case-exclude="$UNSANITIZED_CASES" --first="$first" --last="$last" || rc=$?
     cat "$log.run" >>"$log" && rm -f "$log.run"
   fi
-  local lib="$BUILD/tests/emulated_cuda/lib" i=0 name names=()
-  if ((rc == 0)) && [[ -e "$lib/libcuda.so.1" ]]; then
-    mapfile -t names < <("$BUILD/tests/kiln_tests" -ltc -tc='[gpu]*,[emulated]*' -tce="$EMULATED_SKIP" |
-      grep -E '^\[(gpu|emulated)\] ')
-    echo "=== cases $k, $((k + JOBS)), ... of the ${#names[@]} on the emulated CUDA device, one per process" >>"$log"
-    for name in "${names[@]}"; do
+  local i=0 name
+  if ((rc == 0)) && ((${#EMULATED_CASES[@]})); then
+    echo "=== cases $k, $((k + JOBS)), ... of the ${#EMULATED_CASES[@]} on the emulated CUDA device, one per process" >>"$log"
+    for name in "${EMULATED_CASES[@]}"; do
       i=$((i + 1))
       (((i - 1) % JOBS == k - 1)) || continue
       echo "=== $name" >>"$log"
-      LD_LIBRARY_PATH="$lib" KILN_EMULATED_CUDA_CACHE="$ROOT/build/emulated-cuda-kernels" \
+      LD_LIBRARY_PATH="$EMULATED_LIB" KILN_EMULATED_CUDA_CACHE="$ROOT/build/emulated-cuda-kernels" \
         run_logged "$case_log" "$BUILD/tests/kiln_tests" --test-case="${name//,/\\,}" || rc=$?
       cat "$case_log" >>"$log"
       # A case that skips here did not run on the device: a failure.
@@ -254,6 +245,15 @@ if ((RUN_TESTS)); then
   ln -sfn "$ROOT/build/onnx-tests" "$BUILD/onnx-tests"
   ln -sfn "$ROOT/build/testdata-trace" "$BUILD/testdata-trace"
   rm -f "$BUILD"/kiln_tests.*.rc "$BUILD"/kiln_tests.*.log
+  # What the shards split: the cases, counted once, and the emulated device's cases, listed once.
+  TOTAL=$("$BUILD/tests/kiln_tests" --count --test-case-exclude="$UNSANITIZED_CASES" | sed -n 's/^.*current filters: //p') || true
+  [[ $TOTAL =~ ^[0-9]+$ ]] || die "kiln_tests --count did not say how many cases there are: '$TOTAL'"
+  EMULATED_LIB="$BUILD/tests/emulated_cuda/lib"
+  EMULATED_CASES=()
+  if [[ -e "$EMULATED_LIB/libcuda.so.1" ]]; then
+    mapfile -t EMULATED_CASES < <("$BUILD/tests/kiln_tests" -ltc -tc='[gpu]*,[emulated]*' -tce="$EMULATED_SKIP" |
+      grep -E '^\[(gpu|emulated)\] ')
+  fi
   log "kiln_tests under ASan+UBSan+LSan, $JOBS shards (logs: $BUILD/kiln_tests.K.log)"
   for ((k = 1; k <= JOBS; k++)); do run_shard "$k" & done
 fi

@@ -217,13 +217,13 @@ fi
 DIFF_JOBS=$(nproc)
 DIFF_SECONDS=${KILN_DIFFTEST_SECONDS:-35}
 differential() {
-  local py=build/venv/bin/python seed=${KILN_DIFFTEST_SEED:-1} k rc=0 pids=()
+  local py=build/venv/bin/python seed=${KILN_DIFFTEST_SEED:-1} k pid rc=0 pids=()
   "$py" tests/differential/difftest.py --corpus tests/differential/corpus || return
   for ((k = 0; k < DIFF_JOBS; k++)); do
     "$py" tests/differential/difftest.py --seconds "$DIFF_SECONDS" --seed $((seed + k)) --cuda-every 3 &
     pids+=($!)
   done
-  for k in "${pids[@]}"; do wait "$k" || rc=1; done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
   return $rc
 }
 tier "differential: the corpus and ${DIFF_JOBS} x ${DIFF_SECONDS} s of random graphs on every path (tests/differential)" differential
