@@ -1,6 +1,6 @@
 #!/bin/sh
-# Fails the build when an object compiled in an instruction-set region (runtime/cpu/
-# fused_avx2.cc, fused_avx512.cc: functions built for AVX2, AVX-512) holds a weak (COMDAT)
+# Fails the build when an object compiled in an instruction-set region (runtime/fused/
+# interpreter_avx2.cc, interpreter_avx512.cc: functions built for AVX2, AVX-512) holds a weak (COMDAT)
 # function with AVX code. Such a
 # copy of an inline function or template (the standard library's, Kiln's headers') may be the
 # one the linker keeps for the whole library, and would then run on CPUs without AVX. The

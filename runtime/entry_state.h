@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/arena_plan.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/prologue.h"
 
 namespace kiln {

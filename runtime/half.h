@@ -1,6 +1,6 @@
 // IEEE half (float16) and bfloat16 conversions, round to nearest even, infinity kept. A NaN
 // stays a NaN of its sign, made quiet, with its leading payload bits (IEEE 754-2019 section
-// 6.2.3), as x86's F16C instructions convert it (runtime/cpu/half_convert.h runs those).
+// 6.2.3), as x86's F16C instructions convert it (runtime/kernels/half_convert.h runs those).
 // Shared by the CPU kernels (Cast), the compiler's constant access and the importer.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <span>
 
 #include "kiln/runtime.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/model_impl.h"
 
 namespace kiln {
@@ -17,7 +17,7 @@ namespace kiln {
 // output has a null data pointer). The outputs live in the context's arena: read them inside
 // the call, a later instruction may reuse their bytes. The CUDA backend never calls it. With
 // ContextOptions::onednn, an output kept in oneDNN's layout between two oneDNN Convs is not
-// NCHW (runtime/cpu/onednn.h): an observer that reads values makes its context without oneDNN.
+// NCHW (runtime/cpu/onednn/onednn.h): an observer that reads values makes its context without oneDNN.
 using InstructionObserver =
     std::function<void(const PreparedEntry&, const PreparedInstruction&, std::span<const cpu::TensorRef>)>;
 

@@ -14,7 +14,7 @@
 #include "kiln/runtime.h"
 #include "runtime/arena_plan.h"
 #include "runtime/attrs.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/expr_eval.h"
 #include "runtime/fused/program.h"
 #include "runtime/prologue.h"

@@ -2,7 +2,7 @@
 //
 // Arity: onnx 1.23's schemas at the newest opset; CausalConvWithState is com.microsoft's, with
 // its present_state output optional as the kernel treats it. MatMul, Gemm and Conv take up to
-// 4: an epilogue-annotated node's optional bias (2) and residual (3) (runtime/cpu/epilogue.h).
+// 4: an epilogue-annotated node's optional bias (2) and residual (3) (runtime/kernels/epilogue.h).
 //
 // Precision:
 //  - kLow: GEMM and convolution, the tensor-core ops with float32 accumulators (cuBLASLt

@@ -12,7 +12,7 @@
 //   note       kLibrary rows: what the library call does; kCpuOnly rows: why there is no GPU
 //              path (the executors trace and `kiln ops` print it).
 // Where an op's code is, each found by its name: the meta function (compiler/ops/registry.h),
-// the CPU kernel (runtime/cpu/kernel.h) and, for the generated kinds, the lowering
+// the CPU kernel (runtime/kernels/kernel.h) and, for the generated kinds, the lowering
 // (compiler/fusion/rules.h). Which op versions Kiln implements is compiler/onnx/op_versions.h.
 //
 // Adding an op is adding its row. A row's constructor takes every column, so a row without one
@@ -73,7 +73,7 @@ enum class OpLibrary : uint8_t { kNone, kCublasLt, kCudnn };
 std::string_view LibraryName(OpLibrary library);
 
 // The CPU backend's library for `op`: "onednn" for Conv, MaxPool, AveragePool, MatMul and Gemm (oneDNN,
-// runtime/cpu/onednn.h), ""
+// runtime/cpu/onednn/onednn.h), ""
 // for an op that runs on its CPU kernel alone. The executors trace names it; the CPU backend
 // asks that library first and runs the CPU kernel when it refuses (Stats::last_fallbacks).
 std::string_view CpuLibraryOf(std::string_view op);

@@ -6,7 +6,7 @@
 
 #include "kiln/tensor.h"
 #include "runtime/artifact_header.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/expr_eval.h"
 
 namespace kiln {

@@ -55,7 +55,7 @@ log "compiling the artifacts"
 build/kiln compile "$ROOT/build/testdata/silero_vad_16k_op15/model.onnx" -o "$BUILD/silero.kiln" --arch none -q
 build/kiln compile "$ROOT/build/testdata/ch_ppocr_mobile_v2.0_cls/model.onnx" -o "$BUILD/cls.kiln" --arch none -q
 # fp16: kernels without half support run on float32 copies in each context's workspace
-# (runtime/cpu/widen.h).
+# (runtime/kernels/widen.h).
 build/kiln compile "$ROOT/build/testdata/silero_vad_16k_op15/model.onnx" -o "$BUILD/silero_fp16.kiln" --arch none -q \
   --precision fp16
 

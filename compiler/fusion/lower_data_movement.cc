@@ -2,7 +2,7 @@
 // output element it computes the coordinates of the input element that element copies
 // (Resize linear: of the few elements it interpolates) and asks ctx.ValueAt for it.
 //
-// The formulas follow the CPU kernels (runtime/cpu/data_movement.cc, resize.cc) and the
+// The formulas follow the CPU kernels (runtime/kernels/data_movement.cc, resize.cc) and the
 // parameter forms of the meta functions (compiler/ops/meta_data_movement.cc,
 // meta_shape.cc): parameters given as tensors (Slice starts, Pad pads, Resize scales)
 // must be known at compile time, as constants or as Sym elements; symbolic dims and Sym
@@ -634,7 +634,7 @@ int32_t NearestPixel(ProgramBuilder& b, FloatMath& f, NearestMode mode, int32_t 
   return b.Binary(Op::kAdd, base, up);
 }
 
-// The CPU kernel's ExactNearest (runtime/cpu/resize.cc): with the scale exactly out / in, the
+// The CPU kernel's ExactNearest (runtime/kernels/resize.cc): with the scale exactly out / in, the
 // source coordinate is n / d in integers, and a tie is rounded by the nearest_mode exactly.
 // -1 for the coordinate modes that keep the float formula.
 int32_t ExactNearest(ProgramBuilder& b, CoordMode coord, NearestMode nearest, int32_t o, int32_t in_len,

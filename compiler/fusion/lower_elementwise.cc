@@ -1,6 +1,6 @@
 // Lowerings of the elementwise ops: arithmetic, comparisons and logic with broadcasting,
 // the activations, Cast, Where, Clip, inference BatchNormalization, and the generators
-// ConstantOfShape and Range. Formulas follow the CPU kernels in runtime/cpu/unary.cc and
+// ConstantOfShape and Range. Formulas follow the CPU kernels in runtime/kernels/unary.cc and
 // elementwise.cc, so a fused region computes what the unfused ops compute.
 #include <cmath>
 #include <string>

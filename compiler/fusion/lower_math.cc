@@ -1,4 +1,4 @@
-// Lowerings of the elementwise math in runtime/cpu/math.cc (Acosh/Asinh/Atanh, IsInf,
+// Lowerings of the elementwise math in runtime/kernels/math.cc (Acosh/Asinh/Atanh, IsInf,
 // IsNaN, Shrink, Swish) and of the coordinate masks Trilu and EyeLike. The bit ops are
 // CPU-only: a fused program computes in int64 and has no bitwise nodes.
 #include <cfloat>

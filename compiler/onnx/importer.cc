@@ -4,7 +4,7 @@
 // nodes, with a stack of name scopes (a subgraph may read values of enclosing graphs by
 // name; all values live in the one Trace::values table). Each node is converted as is,
 // then `Rewrite` brings older-opset forms to the newest form (the form of
-// runtime/cpu/kernel.h's contract).
+// runtime/kernels/kernel.h's contract).
 //
 // Op versions Kiln does not implement are refused per node (op_versions.h's table), before
 // any rewrite, on the attributes as the model wrote them.

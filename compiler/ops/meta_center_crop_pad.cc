@@ -1,4 +1,4 @@
-// Meta function of CenterCropPad (runtime/cpu/center_crop_pad.cc): the `shape` input sets
+// Meta function of CenterCropPad (runtime/kernels/center_crop_pad.cc): the `shape` input sets
 // the output's size along `axes`, known at compile time or a value input's symbols.
 #include <string>
 

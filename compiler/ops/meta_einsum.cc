@@ -1,10 +1,10 @@
-// Meta function of Einsum (runtime/cpu/einsum.cc): parses the equation with the kernel's
+// Meta function of Einsum (runtime/kernels/einsum.cc): parses the equation with the kernel's
 // parser, so both agree on the labels, and unifies the dims that share a label.
 #include <string>
 
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
-#include "runtime/cpu/einsum_equation.h"
+#include "runtime/kernels/einsum_equation.h"
 
 namespace kiln::ir {
 using namespace meta;

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "compiler/ops/meta_util.h"
-#include "runtime/cpu/epilogue.h"
+#include "runtime/kernels/epilogue.h"
 
 namespace kiln::ir::meta {
 

@@ -8,12 +8,12 @@
 
 namespace kiln::ir::meta {
 
-// Checks the epilogue attributes (runtime/cpu/epilogue.h parses them, so the compiler and
+// Checks the epilogue attributes (runtime/kernels/epilogue.h parses them, so the compiler and
 // the kernels accept the same forms), that the node has at most 4 inputs, and the residual
 // (input 3): present exactly when epilogue_residual = 1, with the output's dtype and exactly
 // its shape `out` (same rank, every dim the same Sym: no broadcast, no guard). Any epilogue
 // needs a float32, float64, float16 or bfloat16 output (the CPU kernels see float16 and
-// bfloat16 as float32, runtime/cpu/widen.h; cuBLASLt and cuDNN apply epilogues to them).
+// bfloat16 as float32, runtime/kernels/widen.h; cuBLASLt and cuDNN apply epilogues to them).
 Status CheckEpilogue(MetaContext& ctx, const SymShape& out, DType out_dtype);
 
 }  // namespace kiln::ir::meta

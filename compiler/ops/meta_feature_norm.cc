@@ -1,5 +1,5 @@
 // Meta functions of LRN, LpNormalization and MeanVarianceNormalization
-// (runtime/cpu/feature_norm.cc): the output is X's shape and dtype; the attributes are
+// (runtime/kernels/feature_norm.cc): the output is X's shape and dtype; the attributes are
 // checked here so the kernel never sees a bad one.
 #include <cmath>
 #include <string>

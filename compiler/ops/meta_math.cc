@@ -1,4 +1,4 @@
-// Meta functions of the elementwise math in runtime/cpu/math.cc: Acosh/Asinh/Atanh,
+// Meta functions of the elementwise math in runtime/kernels/math.cc: Acosh/Asinh/Atanh,
 // IsInf/IsNaN, Shrink, Swish, BitwiseAnd/Or/Xor/Not and BitShift.
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"

@@ -4,7 +4,7 @@
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_epilogue.h"
 #include "compiler/ops/meta_util.h"
-#include "runtime/cpu/epilogue.h"
+#include "runtime/kernels/epilogue.h"
 
 namespace kiln::ir {
 using namespace meta;

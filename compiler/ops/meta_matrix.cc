@@ -1,4 +1,4 @@
-// Meta functions of the matrix ops in runtime/cpu/matrix.cc: Trilu, EyeLike and Det.
+// Meta functions of the matrix ops in runtime/kernels/matrix.cc: Trilu, EyeLike and Det.
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 

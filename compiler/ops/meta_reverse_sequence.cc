@@ -1,4 +1,4 @@
-// Meta function of ReverseSequence (runtime/cpu/reverse_sequence.cc): the output is the input's
+// Meta function of ReverseSequence (runtime/kernels/reverse_sequence.cc): the output is the input's
 // dtype and shape; batch_axis and time_axis name the first two dims, one each.
 #include <string>
 

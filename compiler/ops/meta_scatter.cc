@@ -1,4 +1,4 @@
-// Meta functions of the index-driven ops in runtime/cpu/scatter.cc: ScatterElements
+// Meta functions of the index-driven ops in runtime/kernels/scatter.cc: ScatterElements
 // (and Scatter), ScatterND, GatherND and OneHot.
 #include <cmath>
 

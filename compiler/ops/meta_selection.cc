@@ -1,4 +1,4 @@
-// Meta functions of Compress, NonZero, Unique and kiln.IfOutput (runtime/cpu/selection.cc).
+// Meta functions of Compress, NonZero, Unique and kiln.IfOutput (runtime/kernels/selection.cc).
 // Their output sizes depend on the data. When it is a constant (or an input bound with `kiln compile
 // --constant-input`, or fixed by a value profile), the size is known and the canonical stage
 // folds the node by running the CPU kernel; otherwise the size is a run-time dim

@@ -1,4 +1,4 @@
-// Meta function of TopK (runtime/cpu/topk.cc): K is the outputs' size along the axis: a
+// Meta function of TopK (runtime/kernels/topk.cc): K is the outputs' size along the axis: a
 // constant, an expression in the symbols (a value input's), or, when K is computed from tensor
 // data, a run-time dim bounded by the axis (the kernel reports it; K above the axis fails the
 // call).

@@ -1,5 +1,5 @@
 // Meta functions of the transformer ops of opsets 23 and 24: Attention, RotaryEmbedding and
-// RMSNormalization (CPU kernels in runtime/cpu/transformer.cc).
+// RMSNormalization (CPU kernels in runtime/kernels/transformer.cc).
 #include <cmath>
 
 #include "compiler/ops/families.h"

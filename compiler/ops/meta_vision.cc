@@ -1,4 +1,4 @@
-// Meta functions of the detection and vision ops in runtime/cpu/vision.cc: RoiAlign,
+// Meta functions of the detection and vision ops in runtime/kernels/vision.cc: RoiAlign,
 // Col2Im, MaxUnpool, DeformConv and NonMaxSuppression. NonMaxSuppression's output size
 // depends on the data: with constant inputs the canonical stage folds it, otherwise its
 // count of selected boxes is a run-time dim (ir::RuntimeDim).
@@ -6,7 +6,7 @@
 
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
-#include "runtime/cpu/non_max_suppression.h"
+#include "runtime/kernels/non_max_suppression.h"
 
 namespace kiln::ir {
 using namespace meta;

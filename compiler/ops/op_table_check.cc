@@ -4,7 +4,7 @@
 
 #include "compiler/fusion/rules.h"
 #include "compiler/ops/registry.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/op_table.h"
 
 namespace kiln::ir {

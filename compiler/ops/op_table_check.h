@@ -10,7 +10,7 @@ namespace kiln::ir {
 
 // One line per disagreement, naming the op and what is missing where; empty when they agree:
 //  - a row without a meta function (compiler/ops/registry.h) or a CPU kernel
-//    (runtime/cpu/kernel.h);
+//    (runtime/kernels/kernel.h);
 //  - a meta function or CPU kernel without a row (Kiln's internal "kiln." ops excepted);
 //  - a generated kind without its lowering, or a lowering the row does not call for
 //    (fusion::LoweringProblems).

@@ -4,8 +4,8 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/cpu/kernel.h"
-#include "runtime/cpu/widen.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/widen.h"
 
 namespace kiln::passes {
 namespace {

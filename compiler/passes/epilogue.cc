@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "compiler/ops/registry.h"
-#include "runtime/cpu/epilogue.h"
-#include "runtime/cpu/float_storage.h"
+#include "runtime/kernels/epilogue.h"
+#include "runtime/kernels/float_storage.h"
 
 namespace kiln::passes {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 // The output dtypes an epilogue takes are cpu::IsFloatStorage's: float16 and bfloat16 as well
 // (`--precision`), whose kernels apply it in float32 before the output's one rounding
 // (cuBLASLt's and cuDNN's epilogues; the CPU backend's widened float32 kernel,
-// runtime/cpu/widen.h).
+// runtime/kernels/widen.h).
 
 bool SameShape(const ir::SymShape& a, const ir::SymShape& b) {
   if (a.size() != b.size()) return false;

@@ -1,7 +1,7 @@
 // Epilogue folding: the bias add, activation and residual add that follow a MatMul, Gemm or
 // Conv become annotations on that node, so that the CUDA backend can ask cuBLASLt and cuDNN
 // to run them inside the GEMM or convolution, and the CPU backend applies them while the
-// output is still in cache (runtime/cpu/epilogue.h). The separate Add/Relu/... nodes are
+// output is still in cache (runtime/kernels/epilogue.h). The separate Add/Relu/... nodes are
 // gone from the trace; the annotated node is the only instruction left for the chain.
 //
 // ---- What is folded ---------------------------------------------------------------------
@@ -30,7 +30,7 @@
 //   `--precision`: a folded half chain is computed in float32 and rounded once, where the
 //   unfolded one rounds after every step; a bias summed here is rounded to the half type, as
 //   the lowered constants are). The written-out HardSwish then
-//   computes x * clamp(x / 6 + 0.5, 0, 1) (runtime/cpu/activation.h), which may differ from
+//   computes x * clamp(x / 6 + 0.5, 0, 1) (runtime/kernels/activation.h), which may differ from
 //   x * clip(x + 3, 0, 6) / 6 in the last bit or two.
 //
 // ---- The annotated form (the contract for the backends) ----------------------------------
@@ -43,7 +43,7 @@
 //                               added to every row:
 //                               Y[..., i, j] = sum_k A[..., i, k] * B[..., k, j] + bias[j].
 //   An optional input that is absent is kNoValue, so the residual R is always input 3.
-//   Attributes (names and parsing in runtime/cpu/epilogue.h; absent means none/default):
+//   Attributes (names and parsing in runtime/kernels/epilogue.h; absent means none/default):
 //     epilogue_activation  string: "Relu", "Gelu" (erf), "GeluTanh", "Sigmoid", "HardSwish",
 //                          "SiLU" (x * Sigmoid(x)).
 //     epilogue_residual    int 1: input 3 is the residual R, of exactly the output's shape
@@ -51,7 +51,7 @@
 //     epilogue_order       string: "bias,act,residual" (default) or "bias,residual,act".
 //   Meaning: Y = P(inputs) + bias; then, in epilogue_order, Y = act(Y) and Y = Y + R. The
 //   node keeps its name, its output is the chain's last value, and it sits where the chain's
-//   last node was (so R is computed before it). Formulas: runtime/cpu/activation.h.
+//   last node was (so R is computed before it). Formulas: runtime/kernels/activation.h.
 //
 // ---- Which library fusion takes them (for the CUDA backend) ------------------------------
 //   cuBLASLt (cublasLtMatmul with CUBLASLT_MATMUL_DESC_EPILOGUE and, for a bias,

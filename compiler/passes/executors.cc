@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/op_table.h"
 
 namespace kiln::passes {

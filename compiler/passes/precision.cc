@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "compiler/ops/registry.h"
-#include "runtime/cpu/float_storage.h"
+#include "runtime/kernels/float_storage.h"
 #include "runtime/op_table.h"
 
 namespace kiln::passes {

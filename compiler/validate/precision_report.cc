@@ -10,7 +10,7 @@
 #include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "runtime/instruction_observer.h"
-#include "runtime/cpu/float_storage.h"
+#include "runtime/kernels/float_storage.h"
 
 namespace kiln::validate {
 namespace fs = std::filesystem;
@@ -92,7 +92,7 @@ Result<ObservedRun> RunObserved(const Model& model, const std::vector<io::HostTe
   ContextOptions options;
   options.device = Device::kCpu;
   // Kiln's own kernels: every intermediate tensor the observer reads is then NCHW (oneDNN may
-  // keep a tensor between two of its Convs in its own layout, runtime/cpu/onednn.h).
+  // keep a tensor between two of its Convs in its own layout, runtime/cpu/onednn/onednn.h).
   options.onednn = false;
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   ObservedRun run;

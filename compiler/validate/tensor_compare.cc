@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/ir/trace.h"
-#include "runtime/cpu/float_storage.h"
+#include "runtime/kernels/float_storage.h"
 
 namespace kiln::validate {
 namespace {

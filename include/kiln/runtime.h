@@ -248,7 +248,7 @@ struct ContextOptions {
   // only between such ops; MaxPool and AveragePool (float32, bfloat16) in their producer's
   // layout, a MaxPool whose X holds a NaN on Kiln's kernel, which propagates it as ONNX does;
   // float32 MatMul and Gemm of at least 2^18 multiply-adds with a 2-D B, their epilogue as
-  // post-ops (runtime/cpu/onednn.h). The first Run at a new binding of an entry's symbols
+  // post-ops (runtime/cpu/onednn/onednn.h). The first Run at a new binding of an entry's symbols
   // plans its oneDNN ops (oneDNN makes and JIT-compiles their primitives); the plans of the last 8
   // bindings are kept, with the model weights in oneDNN's layout (counted in
   // memory_usage()). A form oneDNN refuses runs on Kiln's own kernel, with the reason in
@@ -279,7 +279,7 @@ class KILN_API ExecutionContext {
   // kernel has neither a cubin for the device's arch nor PTX; kResourceExhausted when the
   // weights do not fit; kDeviceError for other driver failures.
   // CPU kernels: a few have AVX2+FMA or AVX-512 versions besides the baseline x86-64 one,
-  // chosen per process from the CPU (runtime/cpu/cpu_isa.h); the depthwise convolution's round
+  // chosen per process from the CPU (runtime/cpu/arch/x86/cpu_isa.h); the depthwise convolution's round
   // differently in the last bits, the others give the same bits. The environment variable
   // KILN_MAX_CPU_ISA=baseline makes every CPU run the baseline kernels (for tests, like
   // oneDNN's ONEDNN_MAX_CPU_ISA; "avx2": at most the AVX2+FMA ones; "avx512" or unset: the

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "runtime/clock.h"
-#include "runtime/cpu/cpu_isa.h"
-#include "runtime/cpu/epilogue.h"
-#include "runtime/cpu/gemm.h"
+#include "runtime/cpu/arch/x86/cpu_isa.h"
+#include "runtime/kernels/epilogue.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/cpu/host_memory.h"
-#include "runtime/cpu/onednn.h"
+#include "runtime/cpu/onednn/onednn.h"
 #include "runtime/cpu/run_instruction.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "runtime/cpu/fused.h"
-#include "runtime/cpu/widen.h"
+#include "runtime/fused/interpreter.h"
+#include "runtime/kernels/widen.h"
 
 namespace kiln::cpu {
 

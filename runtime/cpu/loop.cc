@@ -19,8 +19,8 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/cpu/families.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/kernels/families.h"
+#include "runtime/kernels/kernel_util.h"
 #include "runtime/loop_rules.h"
 
 namespace kiln::cpu {

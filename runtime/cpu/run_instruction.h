@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kiln/status.h"
-#include "runtime/cpu/fused.h"
-#include "runtime/cpu/kernel.h"
-#include "runtime/cpu/widen.h"
+#include "runtime/fused/interpreter.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/widen.h"
 #include "runtime/model_impl.h"
 
 namespace kiln::cpu {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "runtime/cpu/cpu_isa.h"
+#include "runtime/cpu/arch/x86/cpu_isa.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cuda/runner.h"
 

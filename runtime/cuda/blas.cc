@@ -8,9 +8,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/cpu/epilogue.h"
-#include "runtime/cpu/float_storage.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/kernels/epilogue.h"
+#include "runtime/kernels/float_storage.h"
+#include "runtime/kernels/kernel_util.h"
 
 namespace kiln::cuda {
 namespace {
@@ -83,7 +83,7 @@ Status TypesFor(std::string_view op, DType dt, bool allow_tf32, LtMatmulPlan* p)
 }
 
 // Parses the epilogue attributes and checks the residual input against Y, as the CPU kernels
-// do (runtime/cpu/epilogue.cc, ReadEpilogue).
+// do (runtime/kernels/epilogue.cc, ReadEpilogue).
 Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                 const DeviceTensor& y, cpu::EpilogueSpec* spec, const DeviceTensor** residual) {
   Status st = cpu::ParseEpilogue(attrs, spec);
@@ -100,7 +100,7 @@ Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const Devic
   }
   if (!spec->any()) return Status::Ok();
   // float16 / bfloat16 (TypesFor refuses the rest): the CPU kernels see them as float32
-  // (runtime/cpu/widen.h) and cuBLASLt applies the epilogue in float32 before D's rounding.
+  // (runtime/kernels/widen.h) and cuBLASLt applies the epilogue in float32 before D's rounding.
   if (!cpu::IsFloatStorage(y.dtype)) {
     return Invalid(op, "an epilogue needs a float output, found " + DTypeStr(y.dtype));
   }

@@ -64,7 +64,7 @@
 
 #include "kiln/status.h"
 #include "runtime/attrs.h"
-#include "runtime/cuda/libraries.h"
+#include "runtime/cuda/dynamic_symbols.h"
 #include "runtime/cuda/library.h"
 #include "runtime/cuda/op_call.h"
 

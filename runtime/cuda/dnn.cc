@@ -8,8 +8,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/cpu/epilogue.h"
-#include "runtime/cpu/kernel_util.h"
+#include "runtime/kernels/epilogue.h"
+#include "runtime/kernels/kernel_util.h"
 
 namespace kiln::cuda {
 namespace {
@@ -184,7 +184,7 @@ Status ResolveConvTransposeGeometry(const AttrMap& attrs, const DeviceTensor& x,
     const int64_t full = g->stride[i] * (g->in[i] - 1) + g->output_padding[i] + EffectiveKernel(*g, i);
     if (from_output) {
       // The output size is given, so the pads are whatever makes it come out right, by the
-      // spec's rule as the CPU kernel (runtime/cpu/conv.cc); a negative total (an output
+      // spec's rule as the CPU kernel (runtime/kernels/conv.cc); a negative total (an output
       // past the full extent) gives negative pads, which PlanDnn refuses.
       const int64_t total = full - g->out[i];
       const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)

@@ -10,7 +10,7 @@
 //
 // ---- Geometry -----------------------------------------------------------------------------------
 // ResolveConvGeometry / ResolveConvTransposeGeometry / ResolvePoolGeometry apply ONNX's rules
-// exactly as the CPU kernels do (runtime/cpu/conv.cc, pool.cc): strides, dilations, group,
+// exactly as the CPU kernels do (runtime/kernels/conv.cc, pool.cc): strides, dilations, group,
 // kernel_shape, explicit pads or auto_pad (SAME_UPPER puts the odd pad at the end, SAME_LOWER
 // at the start; pooling derives SAME pads from the output size), output_padding and
 // output_shape, and check the output's spatial dims. PlanDnn then maps the op onto cuDNN's
@@ -77,7 +77,7 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
-#include "runtime/cuda/libraries.h"
+#include "runtime/cuda/dynamic_symbols.h"
 #include "runtime/cuda/library.h"
 #include "runtime/cuda/op_call.h"
 

@@ -1,6 +1,6 @@
 // One op as the CUDA backend's libraries (cuBLASLt, cuDNN: cuda/library.h) receive it: device
 // tensors in the ONNX operator's input/output order (the newest opset's form, with the
-// fusion stage's epilogue annotations: compiler/passes/epilogue.h, runtime/cpu/epilogue.h),
+// fusion stage's epilogue annotations: compiler/passes/epilogue.h, runtime/kernels/epilogue.h),
 // the op's attributes, the caller's stream, and workspace carved from the context's arena.
 // Shapes are already computed; a library only enqueues work on `stream` and never
 // synchronises, allocates device memory, or throws.

@@ -8,12 +8,12 @@
 #include <utility>
 
 #include "runtime/cpu/run_instruction.h"
-#include "runtime/cpu/widen.h"
+#include "runtime/kernels/widen.h"
 #include "runtime/op_table.h"
 #include "runtime/loop_rules.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/dnn.h"
-#include "runtime/cuda/libraries.h"
+#include "runtime/cuda/dynamic_symbols.h"
 
 namespace kiln::cuda {
 namespace {

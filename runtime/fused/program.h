@@ -1,6 +1,6 @@
 // The portable program of a fused op: one scalar expression DAG evaluated once per element
 // of an iteration domain. The compiler builds it (compiler/fusion/), the CPU backend
-// interprets it (runtime/cpu/fused.cc), and the CUDA emitter turns the same program into
+// interprets it (runtime/fused/interpreter.cc), and the CUDA emitter turns the same program into
 // CUDA C++ (compiler/codegen/). It is stored in the artifact's kernel table.
 //
 //   Program p;                      // out0[i] = max(in0[i] + in1[i % 8], 0) over a [4, 8] domain

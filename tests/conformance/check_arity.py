@@ -7,7 +7,7 @@ from these schemas, so this is what keeps it true.
     check_arity.py KILN MAX_OPSET
 
 Known differences, each with its reason (KNOWN below): MatMul, Gemm and Conv take up to 4 inputs
-(an epilogue-annotated node's optional bias and residual, runtime/cpu/epilogue.h), and
+(an epilogue-annotated node's optional bias and residual, runtime/kernels/epilogue.h), and
 CausalConvWithState also takes com.microsoft's form, whose present_state output is optional.
 Exit status 0 when every op agrees, 1 with one line per difference.
 """

@@ -3,7 +3,7 @@
 // and Conv (with its own bias B) + a channel bias + a residual + Relu, compiled CPU-only, must
 // fold into the anchor's epilogue (the trace's anchor carries epilogue_activation='Relu' and no
 // Add or Relu instruction is left), and the CPU backend, which runs the float32 kernel on
-// widened copies (runtime/cpu/widen.h), must give the folded result.
+// widened copies (runtime/kernels/widen.h), must give the folded result.
 //
 // Reference, in double, from the operands as the lowered artifact holds them: inputs, weights
 // and biases rounded to the type (to nearest even, runtime/half.h), Conv's B + the bias and

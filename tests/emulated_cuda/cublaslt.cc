@@ -1,5 +1,5 @@
 // The emulated cuBLASLt (libcublasLt.so.<CUBLAS_VER_MAJOR>): host reference loops behind the
-// cuBLASLt entry points Kiln's CUDA backend resolves (runtime/cuda/libraries.cc, the Blas table),
+// cuBLASLt entry points Kiln's CUDA backend resolves (runtime/cuda/dynamic_symbols.cc, the Blas table),
 // exported with cublasLt.h's prototypes and nothing else. Test support only: never installed,
 // never linked into libkiln_runtime. Written from NVIDIA's cuBLAS documentation (the cuBLASLt API
 // reference and the attribute comments in cublasLt.h); nothing here comes from Kiln's runtime/

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""KILN_MAX_CPU_ISA (runtime/cpu/cpu_isa.h) through `kiln run`, on the PP-OCRv4 text detector,
+"""KILN_MAX_CPU_ISA (runtime/cpu/arch/x86/cpu_isa.h) through `kiln run`, on the PP-OCRv4 text detector,
 whose depthwise convolutions have an AVX2+FMA kernel and a baseline one.
 
 - An unknown value fails the run: exit 1, naming the variable, the value and the accepted values.

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/cpu/onednn.h"
+#include "runtime/cpu/onednn/onednn.h"
 
 namespace kiln::testing {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kiln/runtime.h"
-#include "runtime/cpu/onednn.h"
+#include "runtime/cpu/onednn/onednn.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/runtime/count_allocations.h"
 #include "tests/runtime/multi_entry_spec_test_util.h"
@@ -223,7 +223,7 @@ TEST_CASE("a steady-state Run with convolutions, fused programs and pools alloca
 }
 
 // float16 kernels without KernelDef::halves run on float32 copies in the context's
-// workspace (runtime/cpu/widen.h), a variadic Sum's operand list included:
+// workspace (runtime/kernels/widen.h), a variadic Sum's operand list included:
 //   s = Softmax(x), t = Sigmoid(x), u = Sum(s, t, x), m = ReduceMean(u, axes [1])
 // over float16 x [4, 64] of zeros: s = 1/64, t = 1/2, u = m = 33/64, all exact in float16.
 TEST_CASE("a steady-state Run of unfused float16 kernels, widened to float32, allocates nothing") {

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "kiln/runtime.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
 using namespace kiln::testing;  // NOLINT

@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 
 #include "compiler/codegen/cuda_source.h"
-#include "runtime/cpu/fused.h"
+#include "runtime/fused/interpreter.h"
 #include "runtime/half.h"
 #include "tests/compiler/codegen/host_shim_harness.h"
 #include "tests/compiler/codegen/test_programs.h"

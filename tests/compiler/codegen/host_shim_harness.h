@@ -20,7 +20,7 @@
 
 #include "compiler/codegen/cuda_source.h"
 #include "kiln/status.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/fused/program.h"
 
 namespace kiln::testing {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/fused.h"
+#include "runtime/fused/interpreter.h"
 #include "tests/compiler/codegen/test_programs.h"
 
 namespace kiln {

@@ -9,7 +9,7 @@
 #include "compiler/fusion/rules.h"
 #include "compiler/ops/op_table_check.h"
 #include "runtime/op_table.h"
-#include "runtime/cpu/kernel.h"
+#include "runtime/kernels/kernel.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/random_floats.h"

@@ -32,10 +32,10 @@
 #include "compiler/fusion/lower.h"
 #include "compiler/ir/trace.h"
 #include "compiler/ops/registry.h"
-#include "runtime/cpu/fused.h"
+#include "runtime/fused/interpreter.h"
 #include "runtime/fused/program.h"
 #include "runtime/half.h"
-#include "tests/runtime/cpu/kernel_test_util.h"
+#include "tests/runtime/kernels/kernel_test_util.h"
 
 namespace kiln::fusion::testing {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "runtime/attrs.h"
-#include "runtime/cpu/kernel.h"
-#include "runtime/cpu/widen.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/widen.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/op_call.h"
 #include "runtime/half.h"

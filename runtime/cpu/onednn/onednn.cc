@@ -1,0 +1,978 @@
+// oneDNN's convolution for the CPU backend (onednn.h). Primitives and memory descriptors are
+// made with oneDNN's C++ API when planning (it throws dnnl::error, caught here); every Run
+// calls the C API with arrays on the stack, so Kiln's side allocates nothing.
+#include "runtime/cpu/onednn/onednn.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <initializer_list>
+#include <new>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "runtime/kernels/conv_geometry.h"
+#include "runtime/kernels/epilogue.h"
+#include "runtime/kernels/half_convert.h"
+#include "runtime/cpu/host_memory.h"
+#include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/pool_geometry.h"
+#include "runtime/kernels/thread_pool.h"
+#include "runtime/kernels/widen.h"
+
+namespace kiln::cpu {
+namespace {
+
+// The OpenMP API (OpenMP 5.2, sections 18.2.1 and 18.2.3), from libgomp, which Debian's
+// oneDNN runs on. Declared here rather than through <omp.h>, which clang finds only with
+// libomp's headers.
+extern "C" {
+void omp_set_num_threads(int num_threads);
+int omp_get_max_threads(void);
+// libgomp's entry point for `#pragma omp parallel num_threads(n)`, as GCC emits it (libgomp's
+// ABI since GCC 4.9): runs fn(data) on a team of n threads, the caller's included.
+void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
+}
+
+void RunOnOpenMpTeam(void (*fn)(void*), void* data, int threads) {
+  GOMP_parallel(fn, data, static_cast<unsigned>(threads), 0);
+}
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);  // thread-safe once
+  return engine;
+}
+
+// The calling thread's OpenMP team size set to `threads` for one scope (oneDNN reads it when
+// it plans and when it runs), then put back: the caller's own OpenMP code keeps its setting.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int threads) : saved_(omp_get_max_threads()), threads_(threads) {
+    if (threads_ != saved_) omp_set_num_threads(threads_);
+  }
+  ~OmpThreads() {
+    if (threads_ != saved_) omp_set_num_threads(saved_);
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int saved_;
+  int threads_;
+};
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// X's and Y's plain tag for a rank (ncw, nchw, ncdhw), W's (oiw ... or goiw ... with groups).
+Tag PlainTag(int rank) { return rank == 3 ? Tag::ncw : rank == 4 ? Tag::nchw : Tag::ncdhw; }
+Tag WeightTag(int rank, bool grouped) {
+  if (grouped) return rank == 3 ? Tag::goiw : rank == 4 ? Tag::goihw : Tag::goidhw;
+  return rank == 3 ? Tag::oiw : rank == 4 ? Tag::oihw : Tag::oidhw;
+}
+
+dnnl::algorithm Algorithm(EpilogueActivation a) {
+  switch (a) {
+    case EpilogueActivation::kRelu: return dnnl::algorithm::eltwise_relu;
+    case EpilogueActivation::kGelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case EpilogueActivation::kGeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case EpilogueActivation::kSigmoid: return dnnl::algorithm::eltwise_logistic;
+    case EpilogueActivation::kHardSwish: return dnnl::algorithm::eltwise_hardswish;  // x * relu6(x + 3) / 6
+    case EpilogueActivation::kSilu: return dnnl::algorithm::eltwise_swish;           // x * sigmoid(1 * x)
+    case EpilogueActivation::kNone: break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+// The epilogue as oneDNN post-ops, in the node's order: the activation (SiLU is swish with
+// alpha 1) and the residual add (`sum`: Y holds the residual when the primitive starts).
+dnnl::post_ops PostOps(const EpilogueSpec& spec) {
+  dnnl::post_ops post;
+  const auto activation = [&] {
+    if (spec.activation != EpilogueActivation::kNone)
+      post.append_eltwise(1.0f, Algorithm(spec.activation), spec.activation == EpilogueActivation::kSilu ? 1.0f : 0.0f,
+                          0.0f);
+  };
+  if (spec.residual_first) {
+    if (spec.residual) post.append_sum(1.0f);
+    activation();
+  } else {
+    activation();
+    if (spec.residual) post.append_sum(1.0f);
+  }
+  return post;
+}
+
+Status Failed(dnnl_status_t st, std::string_view what) {
+  return Internal("oneDNN " + std::string(what) + " failed (dnnl_status_t " + std::to_string(static_cast<int>(st)) +
+                  ")");
+}
+
+// Runs `prim` with `args` on `stream` (the C API: no container is built).
+Status Execute(const dnnl::primitive& prim, const dnnl::stream& stream, std::initializer_list<dnnl_exec_arg_t> args,
+               std::string_view what) {
+  const dnnl_status_t st =
+      dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()), args.begin());
+  return st == dnnl_success ? Status::Ok() : Failed(st, what);
+}
+
+Status SetHandle(const memory& m, const void* p) {
+  const dnnl_status_t st = dnnl_memory_set_data_handle_v2(m.get(), const_cast<void*>(p), nullptr);
+  return st == dnnl_success ? Status::Ok() : Failed(st, "dnnl_memory_set_data_handle");
+}
+
+// The name of X's or Y's layout `md`, among the ones oneDNN's convolutions choose.
+std::string LayoutName(const memory::desc& md) {
+  const memory::dims dims = md.dims();
+  const memory::data_type dt = md.data_type();
+  struct Named {
+    Tag tag;
+    const char* name;
+  };
+  static constexpr Named k3[] = {{Tag::ncw, "ncw"}, {Tag::nwc, "nwc"}, {Tag::nCw8c, "nCw8c"}, {Tag::nCw16c, "nCw16c"}};
+  static constexpr Named k4[] = {
+      {Tag::nchw, "nchw"}, {Tag::nhwc, "nhwc"}, {Tag::nChw8c, "nChw8c"}, {Tag::nChw16c, "nChw16c"}};
+  static constexpr Named k5[] = {
+      {Tag::ncdhw, "ncdhw"}, {Tag::ndhwc, "ndhwc"}, {Tag::nCdhw8c, "nCdhw8c"}, {Tag::nCdhw16c, "nCdhw16c"}};
+  const std::span<const Named> names = dims.size() == 3 ? std::span<const Named>(k3)
+                                       : dims.size() == 4 ? std::span<const Named>(k4)
+                                                          : std::span<const Named>(k5);
+  for (const Named& n : names)
+    if (memory::desc(dims, dt, n.tag) == md) return n.name;
+  return "a blocked layout";
+}
+
+// What the ops planned here share: one primitive whose X (source) and Y (destination) are in
+// the layouts oneDNN chose (pd_), with reorders from and to Kiln's NCHW in the workspace where
+// a tensor is not kept in that layout between two ops (Place).
+class LayoutOp : public OneDnnOp {
+ public:
+  size_t workspace_bytes() const override { return workspace_; }
+  const std::string& description() const override { return description_; }
+
+  bool CanFeed(const OneDnnOp& consumer, int slot) const override {
+    const auto* c = dynamic_cast<const LayoutOp*>(&consumer);
+    if (c == nullptr || (slot != 0 && !(slot == static_cast<int>(kEpilogueResidualInput) && c->residual())))
+      return false;
+    const memory::desc layout = pd_.dst_desc();
+    // float16 ops keep float16 values in the layout's order: widened and narrowed in place of
+    // the reorders, element by element.
+    return widen_ == c->widen_ && layout != y_plain_ && layout.get_size() == y_plain_.get_size() &&
+           (slot == 0 ? c->pd_.src_desc() : c->pd_.dst_desc()) == layout;
+  }
+
+ protected:
+  // Y's layout, for an op that takes its X in its producer's (PoolOp::Follow).
+  static memory::desc YLayoutOf(const LayoutOp& op) { return op.pd_.dst_desc(); }
+
+  // X's and Y's memories in oneDNN's layouts, and the reorders from and to NCHW of those not
+  // kept in them (none where oneDNN chose NCHW), placed in the workspace from `*at`.
+  void PlaceXY(bool x_in_layout, bool y_in_layout, size_t* at) {
+    dnnl::engine& engine = Engine();
+    x_reorder_.reset();
+    y_reorder_.reset();
+    x_mem_ = memory(pd_.src_desc(), engine, nullptr);
+    y_mem_ = memory(pd_.dst_desc(), engine, nullptr);
+    if (pd_.src_desc() != x_plain_ && !x_in_layout) {
+      x_reorder_.emplace(x_user_, x_mem_);
+      x_offset_ = *at;
+      *at += AlignUp(pd_.src_desc().get_size());
+    }
+    if (pd_.dst_desc() != y_plain_ && !y_in_layout) {
+      y_reorder_.emplace(y_mem_, y_user_);
+      y_offset_ = *at;
+      *at += AlignUp(pd_.dst_desc().get_size());
+    }
+  }
+
+  // description_: oneDNN's implementation, the layout it runs in and what Place kept in it.
+  void Describe(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
+    description_ = std::string(pd_.impl_info_str());
+    const bool x_plain = pd_.src_desc() == x_plain_, y_plain = pd_.dst_desc() == y_plain_;
+    if (!x_plain || !y_plain) {
+      description_ += ", in " + LayoutName(y_plain ? pd_.src_desc() : pd_.dst_desc());
+      std::string kept;
+      for (const auto& [in_layout, name] :
+           {std::pair{x_in_layout, "X"}, {y_in_layout, "Y"}, {r_in_layout, "the residual"}})
+        if (in_layout) kept += (kept.empty() ? "" : " and ") + std::string(name);
+      if (!kept.empty()) description_ += ", kept between oneDNN ops for " + kept;
+    }
+  }
+
+  // X from `x_src` (NCHW, or already in the layout) into the primitive's X memory.
+  Status ReorderX(void* x_src, uint8_t* ws) {
+    KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_src));
+    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
+    if (!x_reorder_) return Status::Ok();
+    return Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder");
+  }
+  // Points Y's memory at its place (`y_dst`, or the workspace when it is reordered after).
+  Status PointY(void* y_dst, uint8_t* ws) {
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_dst));
+    return SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y_dst);
+  }
+  Status ReorderY() {
+    if (!y_reorder_) return Status::Ok();
+    return Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder");
+  }
+
+  int threads_ = 1;
+  bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 kernels)
+  dnnl::primitive_desc pd_;
+  memory::desc x_plain_, y_plain_;
+  dnnl::stream stream_;
+  memory x_user_, y_user_, x_mem_, y_mem_;
+  std::optional<memory> scratch_;
+  std::optional<dnnl::reorder> x_reorder_, y_reorder_;
+  size_t x_offset_ = 0, y_offset_ = 0, scratch_offset_ = 0, workspace_ = 0;
+  std::string description_;
+};
+
+class ConvOp final : public LayoutOp {
+ public:
+  uint64_t held_bytes() const override { return held_.size(); }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+    if (y.num_elements == 0) return Status::Ok();
+    if (call.workspace_bytes < workspace_)
+      return Internal("Conv on oneDNN: workspace of " + std::to_string(call.workspace_bytes) + " bytes, needs " +
+                      std::to_string(workspace_));
+    auto* ws = static_cast<uint8_t*>(call.workspace);
+    // Weights in the primitive's layout (and type): once for a model weight, else on every call.
+    const void* weights = w.data;
+    if (w_reorder_ || widen_) {
+      void* into = nullptr;
+      if (!weights_constant_) {
+        into = ws + w_offset_;
+      } else if (held_.size() == 0 || held_from_ != w.data) {
+        if (!held_.Reserve(w_bytes_)) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+        held_from_ = w.data;
+        into = held_.data();
+      }
+      if (into != nullptr) {
+        const void* plain = w.data;
+        AlignedBuffer widened;  // a model weight's float32 copy, at its first call only
+        if (widen_) {
+          void* to = into;
+          if (w_reorder_ && weights_constant_) {
+            if (!widened.Reserve(static_cast<size_t>(w.num_elements) * sizeof(float)))
+              return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+            to = widened.data();
+          } else if (w_reorder_) {
+            to = ws + w_widened_offset_;
+          }
+          HalvesToFloat(w.dtype, w.as<const uint16_t>(), static_cast<float*>(to), w.num_elements);
+          plain = to;
+        }
+        if (w_reorder_) {
+          KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
+          KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
+          KILN_RETURN_IF_ERROR(Execute(
+              *w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+        }
+      }
+      weights = weights_constant_ ? held_.data() : into;
+    }
+    KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
+    // float16: X (and the residual and bias) widened into the workspace; Y computed there.
+    void* x_src = x.data;
+    void* y_dst = y.data;
+    if (widen_) {
+      x_src = ws + x_widened_offset_;
+      y_dst = ws + y_widened_offset_;
+      HalvesToFloat(x.dtype, x.as<const uint16_t>(), static_cast<float*>(x_src), x.num_elements);
+    }
+    // X and Y in oneDNN's layout: in the workspace with a reorder, or in place when the tensor
+    // is kept in that layout between two oneDNN ops (Place).
+    KILN_RETURN_IF_ERROR(ReorderX(x_src, ws));
+    KILN_RETURN_IF_ERROR(PointY(y_dst, ws));
+    // The residual add is oneDNN's `sum` post-op: Y holds the residual when the conv starts.
+    if (residual_) {
+      const TensorRef& r = call.inputs[kEpilogueResidualInput];
+      if (r_in_layout_) {  // already in Y's layout: element for element (widened for float16)
+        void* y_layout = y_reorder_ ? ws + y_offset_ : y_dst;  // where the primitive writes Y
+        if (widen_)
+          HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_layout), r.num_elements);
+        else if (r.data != y_layout)
+          std::memmove(y_layout, r.data, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
+      } else {
+        const void* r_src = r.data;
+        if (widen_) {  // into Y's plain float32 place: Y itself, or the residual reorder's source
+          HalvesToFloat(r.dtype, r.as<const uint16_t>(), static_cast<float*>(y_dst), r.num_elements);
+          r_src = y_dst;
+        }
+        if (r_reorder_) {
+          KILN_RETURN_IF_ERROR(SetHandle(r_user_, r_src));
+          KILN_RETURN_IF_ERROR(Execute(*r_reorder_, stream_,
+                                       {{DNNL_ARG_FROM, r_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}},
+                                       "residual reorder"));
+        } else if (r_src != y_dst) {
+          std::memmove(y_dst, r_src, static_cast<size_t>(y.num_elements) * DTypeSize(y.dtype));
+        }
+      }
+    }
+    if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
+    const TensorRef* bias = OptionalInput(call, 2);
+    if (bias) {
+      const void* b = bias->data;
+      if (widen_ && bias->dtype != DType::kFloat32) {
+        float* widened = reinterpret_cast<float*>(ws + b_widened_offset_);
+        HalvesToFloat(bias->dtype, bias->as<const uint16_t>(), widened, bias->num_elements);
+        b = widened;
+      }
+      KILN_RETURN_IF_ERROR(SetHandle(b_mem_, b));
+    }
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
+    int n = 3;
+    if (bias) args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
+    if (scratch_) args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    const dnnl_status_t st = dnnl_primitive_execute(conv_.get(), stream_.get(), n, args);
+    if (st != dnnl_success) return Failed(st, "convolution");
+    KILN_RETURN_IF_ERROR(ReorderY());
+    if (widen_) FloatToHalves(y.dtype, static_cast<const float*>(y_dst), y.as<uint16_t>(), y.num_elements);
+    return Status::Ok();
+  }
+
+  bool pointwise() const override { return pointwise_; }
+
+  bool residual() const override { return residual_; }
+
+  Status Place(bool x_in_layout, bool y_in_layout, bool r_in_layout) override {
+    // The reorders made here take their team size from the calling thread's OpenMP setting
+    // when they are made, not when they run.
+    OmpThreads omp(threads_);
+    try {
+      PlaceOrThrow(x_in_layout, y_in_layout, r_in_layout);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: placing a convolution's X and Y failed: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("oneDNN: out of memory placing a convolution's X and Y");
+    }
+    return Status::Ok();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
+
+ private:
+  // Place's work: oneDNN's C++ API throws dnnl::error.
+  void PlaceOrThrow(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
+    r_in_layout_ = residual_ && r_in_layout;
+    r_reorder_.reset();
+    dnnl::engine& engine = Engine();
+    size_t at = 0;
+    const auto place = [&](const memory::desc& md, size_t* offset) {
+      *offset = at;
+      at += AlignUp(md.get_size());
+    };
+    PlaceXY(x_in_layout, y_in_layout, &at);
+    if (residual_ && pd_.dst_desc() != y_plain_ && !r_in_layout_) {
+      r_user_ = memory(y_plain_, engine, nullptr);
+      r_reorder_.emplace(r_user_, y_mem_);
+    }
+    if ((w_reorder_ || widen_) && !weights_constant_) place(pd_.weights_desc(), &w_offset_);
+    if (scratch_) place(pd_.scratchpad_desc(), &scratch_offset_);
+    if (widen_) {  // float32 copies of the float16 operands, in Kiln's NCHW
+      place(x_plain_, &x_widened_offset_);
+      place(y_plain_, &y_widened_offset_);
+      if (w_reorder_ && !weights_constant_) place(w_plain_, &w_widened_offset_);
+      if (b_mem_) place(b_mem_.get_desc(), &b_widened_offset_);
+    }
+    workspace_ = at;
+    Describe(x_in_layout, y_in_layout, r_in_layout_);
+    if (widen_) description_ += ", on float32 copies of its float16 operands";
+  }
+
+  bool weights_constant_ = false;
+  bool residual_ = false;
+  bool pointwise_ = false;
+  bool r_in_layout_ = false;  // the residual arrives in Y's layout (Place)
+  memory::desc w_plain_;
+  dnnl::convolution_forward conv_;
+  memory w_user_, r_user_, w_mem_, b_mem_;
+  std::optional<dnnl::reorder> w_reorder_, r_reorder_;
+  size_t w_offset_ = 0, w_bytes_ = 0;
+  size_t x_widened_offset_ = 0, y_widened_offset_ = 0, w_widened_offset_ = 0, b_widened_offset_ = 0;
+  AlignedBuffer held_;
+  const void* held_from_ = nullptr;
+};
+
+Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threads, bool weights_constant) {
+  constexpr std::string_view kName = "Conv";
+  if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("Conv: expects X and W, and Y");
+  const DType dt = call.inputs[0].dtype;
+  if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+    return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
+  for (const TensorRef* t : {&call.inputs[1], &call.outputs[0]})
+    if (t->present() && t->dtype != dt)
+      return Unimplemented("X " + DTypeStr(dt) + " with " + (t == &call.outputs[0] ? "Y " : "W ") +
+                           DTypeStr(t->dtype) + " (oneDNN's Conv in Kiln takes one type)");
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const TensorRef* bias = OptionalInput(call, 2);
+  if (bias && bias->dtype != dt && bias->dtype != DType::kFloat32)
+    return Unimplemented("bias " + DTypeStr(bias->dtype) + " with X " + DTypeStr(dt));
+  // The kernel's checks, on the float32 view it runs half operands on (widen.h).
+  std::vector<TensorRef> view(call.inputs.begin(), call.inputs.end());
+  view.push_back(y);
+  for (TensorRef& t : view)
+    if (t.present() && t.dtype == dt) t.dtype = DType::kFloat32;
+  const KernelCall f32_call{call.attrs, {view.data(), view.size() - 1}, {&view.back(), 1}};
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvGeometryFor(f32_call, &g));
+  KILN_RETURN_IF_ERROR(CheckBias(OptionalInput(f32_call, 2), w.dims[0], kName));
+  EpilogueSpec spec;
+  KILN_RETURN_IF_ERROR(ParseEpilogue(call.attrs, &spec));
+  if (x.rank > 5) return Unimplemented("oneDNN convolves 1 to 3 spatial dims, not " + std::to_string(g.sr));
+  if (x.num_elements == 0 || w.num_elements == 0 || y.num_elements == 0)
+    return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  const bool residual = spec.residual;
+  if (residual) {
+    const TensorRef& r = call.inputs[kEpilogueResidualInput];
+    if (!r.present() || r.dtype != dt || r.num_elements != y.num_elements)
+      return InvalidArgument("Conv: the epilogue residual must be of Y's type and shape");
+  }
+
+  bool pointwise = true;
+  for (int i = 0; i < g.sr; ++i)
+    pointwise = pointwise && g.kernel[i] == 1 && g.stride[i] == 1 && g.pad_begin[i] == 0 && g.pad_end[i] == 0;
+  auto op = std::make_unique<ConvOp>();
+  op->threads_ = threads;
+  op->weights_constant_ = weights_constant;
+  op->residual_ = residual;
+  op->pointwise_ = pointwise;
+  // float16 in float32: oneDNN 2.6 has float16 convolutions only for AVX512-FP16 CPUs, and
+  // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
+  op->widen_ = dt == DType::kFloat16;
+  try {
+    OmpThreads omp(threads);
+    dnnl::engine& engine = Engine();
+    op->stream_ = dnnl::stream(engine);
+    const memory::dims xd(x.dims, x.dims + x.rank), yd(y.dims, y.dims + y.rank);
+    memory::dims wd;
+    const bool grouped = g.group > 1;
+    if (grouped) {
+      wd.push_back(g.group);
+      wd.push_back(w.dims[0] / g.group);
+      wd.insert(wd.end(), w.dims + 1, w.dims + w.rank);
+    } else {
+      wd.assign(w.dims, w.dims + w.rank);
+    }
+    memory::dims strides, dilations, pad_l, pad_r;
+    for (int i = 0; i < g.sr; ++i) {
+      strides.push_back(g.stride[i]);
+      dilations.push_back(g.dilation[i] - 1);  // oneDNN counts the gaps: 0 is a dense window
+      pad_l.push_back(g.pad_begin[i]);
+      pad_r.push_back(g.pad_end[i]);
+    }
+    // The primitive's type: bfloat16 natively (AVX512-BF16, or emulated on AVX-512), else float32.
+    const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const auto b_type = bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const Tag plain = PlainTag(x.rank);
+    const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
+    const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
+
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(PostOps(spec));
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides,
+                                               dilations, pad_l, pad_r);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
+    if (!pd)
+      return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
+                                                  : "oneDNN has no convolution for this form");
+    // oneDNN falls back to its reference loops where no JIT kernel takes the form (on AVX2
+    // CPUs, an activation before the residual add): Kiln's kernel is much faster than those.
+    if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    op->conv_ = dnnl::convolution_forward(pd);
+
+    const memory::desc x_plain(xd, type, plain), y_plain(yd, type, plain),
+        w_plain(wd, type, WeightTag(x.rank, grouped));
+    op->pd_ = pd;
+    op->x_plain_ = x_plain;
+    op->y_plain_ = y_plain;
+    op->w_plain_ = w_plain;
+    op->x_user_ = memory(x_plain, engine, nullptr);
+    op->y_user_ = memory(y_plain, engine, nullptr);
+    op->w_user_ = memory(w_plain, engine, nullptr);
+    if (bias) op->b_mem_ = memory(b_md, engine, nullptr);
+    op->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    if (pd.weights_desc() != w_plain) op->w_reorder_.emplace(op->w_user_, op->w_mem_);
+    op->w_bytes_ = pd.weights_desc().get_size();
+    if (pd.scratchpad_desc().get_size() > 0) op->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+    op->PlaceOrThrow(false, false, false);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the convolution: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the convolution");
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(op));
+}
+
+// Whether any of the n values at `data` is a NaN: float32, or bfloat16 (`half`), in any order.
+// |v| > the infinity's bits is a NaN; adding (the largest |v| - infinity) carries that into the
+// sign bit, so an OR of the sums says it for a whole block of values, which the compiler
+// vectorizes (the blocks have a fixed length).
+bool AnyNaN(const void* data, int64_t n, bool half, ThreadPool* threads) {
+  std::atomic<bool> found{false};
+  ParallelFor(threads, n, MinItemsPerPart(1), [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBlock = 64;
+    uint32_t any = 0;
+    int64_t i = begin;
+    if (half) {
+      const uint16_t* v = static_cast<const uint16_t*>(data);
+      for (; i + kBlock <= end; i += kBlock)
+        for (int64_t j = 0; j < kBlock; ++j) any |= (v[i + j] & 0x7fffu) + 0x7fu;
+      for (; i < end; ++i) any |= (v[i] & 0x7fffu) + 0x7fu;
+      any &= 0x8000u;
+    } else {
+      const uint32_t* v = static_cast<const uint32_t*>(data);
+      for (; i + kBlock <= end; i += kBlock)
+        for (int64_t j = 0; j < kBlock; ++j) any |= (v[i + j] & 0x7fffffffu) + 0x007fffffu;
+      for (; i < end; ++i) any |= (v[i] & 0x7fffffffu) + 0x007fffffu;
+      any &= 0x80000000u;
+    }
+    if (any != 0) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load(std::memory_order_relaxed);
+}
+
+// MaxPool and AveragePool on oneDNN's pooling, float32 and bfloat16. Planned with X in NCHW;
+// Follow re-plans it to take X in its producer's layout, so that a Conv's Y stays in oneDNN's
+// layout through the pooling (a ResNet's stem). oneDNN's max pooling drops NaNs, where ONNX's
+// and Kiln's propagate them (docs/semantics.md): a MaxPool whose X holds a NaN runs Kiln's
+// kernel instead, on NCHW copies where X or Y is kept in oneDNN's layout.
+class PoolOp final : public LayoutOp {
+ public:
+  uint64_t held_bytes() const override { return 0; }
+  bool pointwise() const override { return false; }
+  bool residual() const override { return false; }
+
+  bool Follow(const OneDnnOp& producer) override {
+    const auto* p = dynamic_cast<const LayoutOp*>(&producer);
+    if (p == nullptr) return false;
+    const memory::desc layout = YLayoutOf(*p);
+    if (layout == x_plain_ || layout.get_size() != x_plain_.get_size() || layout.data_type() != x_plain_.data_type() ||
+        layout.dims() != x_plain_.dims())
+      return false;
+    try {
+      OmpThreads omp(threads_);
+      auto pd = Make(layout);
+      if (!pd || std::string_view(pd->impl_info_str()).starts_with("ref")) return false;
+      Use(*pd);
+    } catch (const dnnl::error&) {
+      return false;
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
+  }
+
+  Status Place(bool x_in_layout, bool y_in_layout, bool) override {
+    OmpThreads omp(threads_);
+    try {
+      PlaceOrThrow(x_in_layout, y_in_layout);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: placing a pooling's X and Y failed: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("oneDNN: out of memory placing a pooling's X and Y");
+    }
+    return Status::Ok();
+  }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+    if (call.workspace_bytes < workspace_)
+      return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
+                      " bytes, needs " + std::to_string(workspace_));
+    auto* ws = static_cast<uint8_t*>(call.workspace);
+    if (max_ && AnyNaN(x.data, x.num_elements, x.dtype == DType::kBFloat16, call.threads)) return RunKernel(call, ws);
+    KILN_RETURN_IF_ERROR(ReorderX(x.data, ws));
+    KILN_RETURN_IF_ERROR(PointY(y.data, ws));
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
+    int n = 2;
+    if (scratch_) {
+      KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
+      args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    }
+    const dnnl_status_t st = dnnl_primitive_execute(pool_.get(), stream_.get(), n, args);
+    if (st != dnnl_success) return Failed(st, "pooling");
+    return ReorderY();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(std::string_view op, const KernelCall& call, int threads);
+
+ private:
+  // The primitive for X in `x_layout` (Y in the layout oneDNN chooses for it); empty when
+  // oneDNN has none.
+  std::optional<dnnl::pooling_v2_forward::primitive_desc> Make(const memory::desc& x_layout) const {
+    const memory::desc y_any(y_plain_.dims(), y_plain_.data_type(), Tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm_, x_layout, y_any,
+                                              strides_, kernel_, dilations_, pad_l_, pad_r_);
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, Engine(), /*allow_empty=*/true);
+    if (!pd) return std::nullopt;
+    return pd;
+  }
+
+  // Makes `pd` the op's primitive, its scratchpad, and X and Y with reorders (Place(false, false)).
+  void Use(const dnnl::primitive_desc& pd) {
+    pd_ = pd;
+    pool_ = dnnl::primitive(pd_);
+    scratch_.reset();
+    if (pd_.scratchpad_desc().get_size() > 0) scratch_.emplace(pd_.scratchpad_desc(), Engine(), nullptr);
+    PlaceOrThrow(false, false);
+  }
+
+  void PlaceOrThrow(bool x_in_layout, bool y_in_layout) {
+    size_t at = 0;
+    PlaceXY(x_in_layout, y_in_layout, &at);
+    if (scratch_) {
+      scratch_offset_ = at;
+      at += AlignUp(pd_.scratchpad_desc().get_size());
+    }
+    // Kiln's kernel, for an X with a NaN: on NCHW copies of X and Y where they are kept.
+    x_back_.reset();
+    y_forth_.reset();
+    if (max_) {
+      if (x_in_layout) {
+        x_back_.emplace(x_mem_, x_user_);
+        x_plain_offset_ = at;
+        at += AlignUp(x_plain_.get_size());
+      }
+      if (y_in_layout) {
+        y_forth_.emplace(y_user_, y_mem_);
+        y_plain_offset_ = at;
+        at += AlignUp(y_plain_.get_size());
+      }
+      kernel_offset_ = at;
+      at += kernel_bytes_;
+    }
+    workspace_ = at;
+    Describe(x_in_layout, y_in_layout, false);
+  }
+
+  // Kiln's kernel on `call` (an X with a NaN), X and Y in NCHW around it.
+  Status RunKernel(const KernelCall& call, uint8_t* ws) {
+    const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+    TensorRef x_plain = x, y_plain = y;
+    if (x_back_) {
+      x_plain.data = ws + x_plain_offset_;
+      KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x.data));
+      KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_plain.data));
+      KILN_RETURN_IF_ERROR(
+          Execute(*x_back_, stream_, {{DNNL_ARG_FROM, x_mem_.get()}, {DNNL_ARG_TO, x_user_.get()}}, "X reorder"));
+    }
+    if (y_forth_) y_plain.data = ws + y_plain_offset_;
+    const KernelCall kernel_call{call.attrs, {&x_plain, 1}, {&y_plain, 1}, ws + kernel_offset_, kernel_bytes_,
+                                 call.threads};
+    KILN_RETURN_IF_ERROR(cpu::RunKernel(*nan_kernel_, kernel_call));
+    if (!y_forth_) return Status::Ok();
+    KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_plain.data));
+    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y.data));
+    return Execute(*y_forth_, stream_, {{DNNL_ARG_FROM, y_user_.get()}, {DNNL_ARG_TO, y_mem_.get()}}, "Y reorder");
+  }
+
+  const char* name_ = "MaxPool";
+  bool max_ = true;
+  dnnl::algorithm algorithm_ = dnnl::algorithm::pooling_max;
+  memory::dims strides_, kernel_, dilations_, pad_l_, pad_r_;
+  dnnl::primitive pool_;
+  const KernelDef* nan_kernel_ = nullptr;  // Kiln's MaxPool, for an X with a NaN
+  size_t kernel_bytes_ = 0;                // its workspace
+  std::optional<dnnl::reorder> x_back_, y_forth_;
+  size_t x_plain_offset_ = 0, y_plain_offset_ = 0, kernel_offset_ = 0;
+};
+
+Result<std::unique_ptr<OneDnnOp>> PoolOp::Plan(std::string_view op, const KernelCall& call, int threads) {
+  const bool max = op == "MaxPool";
+  if (call.inputs.empty() || call.outputs.empty()) return InvalidArgument(std::string(op) + ": expects X, and Y");
+  const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+  if (OptionalOutput(call, 1) != nullptr)
+    return Unimplemented("the Indices output (oneDNN's pooling gives none)");
+  const DType dt = x.dtype;
+  if (dt != DType::kFloat32 && dt != DType::kBFloat16)
+    return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32 and bfloat16 " + std::string(op) + " in Kiln)");
+  if (y.dtype != dt) return InvalidArgument(std::string(op) + ": output dtype differs from input dtype");
+  PoolGeometry g;
+  KILN_RETURN_IF_ERROR(PoolGeometryFor(call, op, &g));
+  if (x.rank > 5) return Unimplemented("oneDNN pools 1 to 3 spatial dims, not " + std::to_string(g.sr));
+  if (x.num_elements == 0 || y.num_elements == 0)
+    return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  const bool include_pad = !max && call.attrs.GetInt("count_include_pad", 0) != 0;
+  auto p = std::make_unique<PoolOp>();
+  p->threads_ = threads;
+  p->name_ = max ? "MaxPool" : "AveragePool";
+  p->max_ = max;
+  p->algorithm_ = max           ? dnnl::algorithm::pooling_max
+                  : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding;
+  for (int i = 0; i < g.sr; ++i) {
+    const int64_t extent = (g.kernel[i] - 1) * g.dilation[i] + 1;
+    // oneDNN's output size is the floor count: ceil_mode's extra window needs a larger end pad.
+    const int64_t span = g.in[i] + g.pad_begin[i] + g.pad_end[i] - extent;
+    const int64_t pad_r = span >= 0 && span / g.stride[i] + 1 == g.out[i]
+                              ? g.pad_end[i]
+                              : (g.out[i] - 1) * g.stride[i] + extent - g.in[i] - g.pad_begin[i];
+    if (g.pad_begin[i] < 0 || g.pad_end[i] < 0 || pad_r < 0)
+      return Unimplemented("a negative pad on spatial axis " + std::to_string(i));
+    if (g.pad_begin[i] >= extent || pad_r >= extent)
+      return Unimplemented("a window entirely in the padding on spatial axis " + std::to_string(i));
+    if (include_pad && pad_r > g.pad_end[i])
+      return Unimplemented("ceil_mode's last window with count_include_pad (oneDNN would count past the pads)");
+    p->strides_.push_back(g.stride[i]);
+    p->kernel_.push_back(g.kernel[i]);
+    p->dilations_.push_back(g.dilation[i] - 1);  // oneDNN counts the gaps
+    p->pad_l_.push_back(g.pad_begin[i]);
+    p->pad_r_.push_back(pad_r);
+  }
+  if (max) {
+    p->nan_kernel_ = FindKernel(op);
+    if (p->nan_kernel_ == nullptr) return Internal("no CPU kernel for " + std::string(op));
+    p->kernel_bytes_ = AlignUp(KernelWorkspaceBytes(*p->nan_kernel_, call.attrs, call.inputs.first(1), call.outputs));
+  }
+  try {
+    OmpThreads omp(threads);
+    p->stream_ = dnnl::stream(Engine());
+    const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const Tag plain = PlainTag(x.rank);
+    p->x_plain_ = memory::desc(memory::dims(x.dims, x.dims + x.rank), type, plain);
+    p->y_plain_ = memory::desc(memory::dims(y.dims, y.dims + y.rank), type, plain);
+    auto pd = p->Make(p->x_plain_);
+    if (!pd) return Unimplemented("oneDNN has no pooling for this form");
+    // Its reference loops (dilated windows in this oneDNN) are slower than Kiln's kernel.
+    if (const std::string impl = pd->impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    p->x_user_ = memory(p->x_plain_, Engine(), nullptr);
+    p->y_user_ = memory(p->y_plain_, Engine(), nullptr);
+    p->Use(*pd);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the pooling: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the pooling");
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
+// MatMul (B 2-D, A's batch dims those of Y, so one product of A's rows) and Gemm (alpha 1;
+// C absent or N values added to every row) on oneDNN's matmul, float32, with the epilogue as
+// post-ops as for Conv. X and Y stay in Kiln's row-major layout; B, a model weight, is
+// reordered once into the layout oneDNN chooses, any other B read where it is. Small
+// products stay on OpenBLAS, faster below about 2^18 multiply-adds (oneDNN's call costs about
+// 0.5 us more); above, oneDNN 2.6's brgemm kernels were 1.2-11x faster than OpenBLAS's sgemm
+// here (a 1x2048 by 2048x1000 product: 89 against 999 us with the weights in cache).
+class MatMulOp final : public OneDnnOp {
+ public:
+  size_t workspace_bytes() const override { return workspace_; }
+  uint64_t held_bytes() const override { return held_.size(); }
+  const std::string& description() const override { return description_; }
+  bool pointwise() const override { return false; }
+  bool residual() const override { return residual_; }
+  bool CanFeed(const OneDnnOp&, int) const override { return false; }  // Y stays row-major
+  Status Place(bool, bool, bool) override { return Status::Ok(); }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+    if (call.workspace_bytes < workspace_)
+      return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
+                      " bytes, needs " + std::to_string(workspace_));
+    const void* weights = b.data;
+    if (w_reorder_) {  // a model weight, in oneDNN's layout once
+      if (held_.size() == 0 || held_from_ != b.data) {
+        if (!held_.Reserve(pd_.weights_desc().get_size()))
+          return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+        held_from_ = b.data;
+        KILN_RETURN_IF_ERROR(SetHandle(w_user_, b.data));
+        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, held_.data()));
+        KILN_RETURN_IF_ERROR(Execute(*w_reorder_, stream_,
+                                     {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+      }
+      weights = held_.data();
+    }
+    if (residual_) {  // oneDNN's `sum` post-op: Y holds the residual when the product starts
+      const TensorRef& r = call.inputs[kEpilogueResidualInput];
+      if (r.data != y.data) std::memmove(y.data, r.data, static_cast<size_t>(y.num_elements) * sizeof(float));
+    }
+    KILN_RETURN_IF_ERROR(SetHandle(x_mem_, a.data));
+    KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
+    KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y.data));
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
+    int n = 3;
+    if (bias_) {
+      KILN_RETURN_IF_ERROR(SetHandle(b_mem_, call.inputs[2].data));
+      args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
+    }
+    if (scratch_) {
+      KILN_RETURN_IF_ERROR(SetHandle(*scratch_, call.workspace));
+      args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    }
+    const dnnl_status_t st = dnnl_primitive_execute(prim_.get(), stream_.get(), n, args);
+    return st == dnnl_success ? Status::Ok() : Failed(st, "matmul");
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(std::string_view op, const KernelCall& call, int threads,
+                                                bool weights_constant);
+
+ private:
+  const char* name_ = "MatMul";
+  int threads_ = 1;
+  bool residual_ = false, bias_ = false;
+  dnnl::primitive_desc pd_;
+  dnnl::primitive prim_;
+  dnnl::stream stream_;
+  memory x_mem_, w_mem_, w_user_, y_mem_, b_mem_;
+  std::optional<memory> scratch_;
+  std::optional<dnnl::reorder> w_reorder_;
+  size_t workspace_ = 0;
+  AlignedBuffer held_;
+  const void* held_from_ = nullptr;
+  std::string description_;
+};
+
+// The multiply-adds below which OpenBLAS's sgemm beats oneDNN's matmul here (see MatMulOp).
+constexpr int64_t kMatMulMinWork = int64_t{1} << 18;
+
+Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const KernelCall& call, int threads,
+                                                 bool weights_constant) {
+  const bool gemm = op == "Gemm";
+  if (call.inputs.size() < 2 || call.outputs.empty())
+    return InvalidArgument(std::string(op) + ": expects A and B, and Y");
+  const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+  for (const TensorRef* t : {&a, &b, &y})
+    if (t->dtype != DType::kFloat32)
+      return Unimplemented(DTypeStr(t->dtype) + " (oneDNN runs float32 " + std::string(op) + " in Kiln)");
+  if (b.rank != 2) return Unimplemented("B of rank " + std::to_string(b.rank) + " (oneDNN runs a 2-D B in Kiln)");
+  if (a.rank < 1) return InvalidArgument(std::string(op) + ": A must have rank >= 1");
+  const bool ta = gemm && call.attrs.GetInt("transA", 0) != 0, tb = gemm && call.attrs.GetInt("transB", 0) != 0;
+  if (gemm && a.rank != 2) return InvalidArgument("Gemm: A must be 2-D, got " + ShapeStr(a));
+  const int64_t k = ta ? a.dims[0] : a.dims[a.rank - 1];
+  const int64_t n = tb ? b.dims[0] : b.dims[1];
+  if ((tb ? b.dims[1] : b.dims[0]) != k || y.num_elements % std::max<int64_t>(n, 1) != 0 ||
+      y.dims[y.rank - 1] != n)
+    return InvalidArgument(std::string(op) + ": A " + ShapeStr(a) + ", B " + ShapeStr(b) + " and Y " + ShapeStr(y) +
+                           " do not agree");
+  const int64_t m = ta ? a.dims[1] : a.num_elements / std::max<int64_t>(k, 1);  // A's rows, batch dims included
+  if (m * n != y.num_elements)
+    return Unimplemented("A " + ShapeStr(a) + " broadcast over Y " + ShapeStr(y) + " (oneDNN runs A's own rows)");
+  if (m == 0 || n == 0 || k == 0) return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  if (m * n * k < kMatMulMinWork)
+    return Unimplemented(std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) + "x" +
+                         std::to_string(n) + ": below 2^18 multiply-adds, OpenBLAS is faster");
+  const TensorRef* bias = OptionalInput(call, 2);
+  if (gemm) {
+    if (call.attrs.GetFloat("alpha", 1.0f) != 1.0f) return Unimplemented("Gemm's alpha other than 1");
+    if (bias && (call.attrs.GetFloat("beta", 1.0f) != 1.0f || bias->num_elements != n || bias->rank > 2 ||
+                 (bias->rank == 2 && bias->dims[0] != 1)))
+      return Unimplemented("Gemm's C " + ShapeStr(*bias) + " with beta " +
+                           std::to_string(call.attrs.GetFloat("beta", 1.0f)) +
+                           " (oneDNN adds a C of N values, with beta 1)");
+  } else if (bias && (bias->rank != 1 || bias->num_elements != n)) {
+    return InvalidArgument("MatMul: bias " + ShapeStr(*bias) + " must have the " + std::to_string(n) +
+                           " output columns");
+  }
+  if (bias && bias->dtype != DType::kFloat32) return Unimplemented("a " + DTypeStr(bias->dtype) + " bias");
+  Epilogue epilogue;
+  KILN_RETURN_IF_ERROR(ReadEpilogue(call, op, &epilogue));
+  const EpilogueSpec& spec = epilogue.spec;
+  auto p = std::make_unique<MatMulOp>();
+  p->name_ = gemm ? "Gemm" : "MatMul";
+  p->threads_ = threads;
+  p->residual_ = spec.residual;
+  p->bias_ = bias != nullptr;
+  try {
+    OmpThreads omp(threads);
+    dnnl::engine& engine = Engine();
+    p->stream_ = dnnl::stream(engine);
+    const auto f32 = memory::data_type::f32;
+    const memory::desc x_md({m, k}, f32, ta ? memory::dims{1, m} : memory::dims{k, 1});
+    const memory::desc w_plain({k, n}, f32, tb ? memory::dims{1, k} : memory::dims{n, 1});
+    const memory::desc w_md = weights_constant ? memory::desc({k, n}, f32, Tag::any) : w_plain;
+    const memory::desc y_md({m, n}, f32, Tag::ab);
+    const memory::desc b_md = bias ? memory::desc({1, n}, f32, Tag::ab) : memory::desc();
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(PostOps(spec));
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::desc desc =
+        bias ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
+    if (!pd) return Unimplemented("oneDNN has no matmul for this form");
+    if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    p->pd_ = pd;
+    p->prim_ = dnnl::primitive(pd);
+    p->x_mem_ = memory(x_md, engine, nullptr);
+    p->y_mem_ = memory(y_md, engine, nullptr);
+    p->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    if (bias) p->b_mem_ = memory(b_md, engine, nullptr);
+    if (pd.weights_desc() != w_plain) {
+      p->w_user_ = memory(w_plain, engine, nullptr);
+      p->w_reorder_.emplace(p->w_user_, p->w_mem_);
+    }
+    if (pd.scratchpad_desc().get_size() > 0) {
+      p->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+      p->workspace_ = AlignUp(pd.scratchpad_desc().get_size());
+    }
+    p->description_ = std::string(pd.impl_info_str());
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the matmul: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the matmul");
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
+}  // namespace
+
+ThreadPool::TeamFn OpenMpTeam() {
+#if defined(__SANITIZE_THREAD__)
+  return nullptr;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return nullptr;
+#else
+  return RunOnOpenMpTeam;
+#endif
+#else
+  return RunOnOpenMpTeam;
+#endif
+}
+
+bool OneDnnBuilt() { return true; }
+
+bool OneDnnRunsBFloat16() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned need = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+  return (isa & need) == need;
+}
+
+const std::string& OneDnnVersion() {
+  static const std::string version = [] {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }();
+  return version;
+}
+
+Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
+                                             bool weights_are_constant) {
+  if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant);
+  if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
+  if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
+  return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
+}
+
+}  // namespace kiln::cpu

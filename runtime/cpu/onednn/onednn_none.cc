@@ -1,0 +1,22 @@
+// A runtime built without oneDNN (-DKILN_WITH_ONEDNN=OFF, and the aarch64 runtime): every op
+// runs on its CPU kernel (onednn.h).
+#include "runtime/cpu/onednn/onednn.h"
+
+namespace kiln::cpu {
+
+ThreadPool::TeamFn OpenMpTeam() { return nullptr; }
+
+bool OneDnnBuilt() { return false; }
+
+bool OneDnnRunsBFloat16() { return false; }
+
+const std::string& OneDnnVersion() {
+  static const std::string none;
+  return none;
+}
+
+Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view, const KernelCall&, int, bool) {
+  return Unimplemented("this runtime was built without oneDNN");
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,53 @@
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "runtime/kernels/families.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/op_table.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Built once on first use; a function-local static makes the build thread-safe and
+// keeps the family files free of static-initialization-order concerns.
+const std::vector<KernelDef>& Table() {
+  static const std::vector<KernelDef> table = [] {
+    const std::span<const KernelDef> families[] = {
+        ElementwiseKernels(), UnaryKernels(),         CastKernels(),
+        MatMulKernels(),      ConvKernels(),          NormalizationKernels(),
+        PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
+        DataMovementKernels(), ShapeKernels(),        ResizeKernels(),
+        LstmKernels(),
+        RnnKernels(),
+        TransformerKernels(),
+        CumulativeKernels(), BitCastKernels(), TensorScatterKernels(), CausalConvKernels(),
+        QuantizeKernels(), GridSampleKernels(), SignalKernels(),
+        MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
+        FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(),
+        SelectionKernels(), ReverseSequenceKernels(), LoopKernels()};
+    std::vector<KernelDef> all;
+    for (auto family : families) all.insert(all.end(), family.begin(), family.end());
+    for (KernelDef& k : all) {
+      if (const OpInfo* info = FindOpInfo(k.op)) k.arity = info->arity;
+    }
+    std::stable_sort(all.begin(), all.end(),
+                     [](const KernelDef& a, const KernelDef& b) { return a.op < b.op; });
+    return all;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const KernelDef* FindKernel(std::string_view op) {
+  const auto& table = Table();
+  auto it = std::lower_bound(table.begin(), table.end(), op,
+                             [](const KernelDef& k, std::string_view name) { return k.op < name; });
+  if (it == table.end() || it->op != op) return nullptr;
+  return &*it;
+}
+
+std::span<const KernelDef> AllKernels() { return Table(); }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,233 @@
+// Attention, RotaryEmbedding and RMSNormalization on inputs small enough to check by hand.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "runtime/half.h"
+#include "tests/runtime/kernels/kernel_test_util.h"
+
+namespace kiln::cpu::testing {
+namespace {
+
+// With scale = ln 3, a score of 1 against 0 weighs 3 : 1 after the softmax.
+const float kLn3 = std::log(3.0f);
+
+AttrMap ScaleLn3() {
+  AttrMap a;
+  a.SetFloat("scale", kLn3);
+  return a;
+}
+
+// One head, two queries, two keys: Q = K = I, V = [[1,2],[3,4]]. Query 0 weighs the keys
+// 3 : 1, so Y[0] = 0.75*[1,2] + 0.25*[3,4] = [1.5, 2.5]; query 1 weighs them 1 : 3.
+struct OneHead {
+  TestTensor q = Floats({1, 1, 2, 2}, {1, 0, 0, 1});
+  TestTensor k = Floats({1, 1, 2, 2}, {1, 0, 0, 1});
+  TestTensor v = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
+};
+
+TEST_CASE("Attention: one head, 2x2, scale ln 3") {
+  OneHead in;
+  auto y = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", ScaleLn3(), {&in.q, &in.k, &in.v}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1.5f, 2.5f, 2.5f, 3.5f}));
+  // The default scale is 1/sqrt(head size): weights e^(1/sqrt 2) : 1 for query 0.
+  auto y2 = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", {}, {&in.q, &in.k, &in.v}, {&y2}).ok());
+  const float p = std::exp(1 / std::sqrt(2.0f)) / (std::exp(1 / std::sqrt(2.0f)) + 1);
+  KILN_CHECK_FLOATS(y2.values<float>(), (std::vector<float>{p + 3 * (1 - p), 2 * p + 4 * (1 - p),
+                                                             (1 - p) + 3 * p, 2 * (1 - p) + 4 * p}));
+}
+
+TEST_CASE("Attention: causal, bool mask with a fully masked row, qk_matmul_output modes") {
+  OneHead in;
+  AttrMap causal = ScaleLn3();
+  causal.SetInt("is_causal", 1);
+  auto y = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", causal, {&in.q, &in.k, &in.v}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 2, 2.5f, 3.5f}));  // query 0 sees key 0 only
+
+  // Row 1 has no key left: its probabilities and output are zero, not NaN.
+  auto mask = Bools({2, 2}, {true, false, false, false});
+  AttrMap probs = ScaleLn3();
+  probs.SetInt("qk_matmul_output_mode", 3);
+  auto absent = Absent();
+  auto y3 = Output(DType::kFloat32, {1, 1, 2, 2});
+  auto qk = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", probs, {&in.q, &in.k, &in.v, &mask}, {&y3, &absent, &absent, &qk}).ok());
+  KILN_CHECK_FLOATS(y3.values<float>(), (std::vector<float>{1, 2, 0, 0}));
+  KILN_CHECK_FLOATS(qk.values<float>(), (std::vector<float>{1, 0, 0, 0}));
+
+  // softcap 1: scores [1, 0] become [tanh 1, 0]; mode 0 is the product, 1 after the softcap,
+  // 2 after the float mask [0, -1] is added.
+  AttrMap capped;
+  capped.SetFloat("scale", 1.0f);
+  capped.SetFloat("softcap", 1.0f);
+  auto fmask = Floats({1, 2}, {0, -1});
+  const float t1 = std::tanh(1.0f);
+  const std::vector<std::vector<float>> want = {{1, 0, 0, 1}, {t1, 0, 0, t1}, {t1, -1, 0, t1 - 1}};
+  for (int mode = 0; mode < 3; ++mode) {
+    capped.SetInt("qk_matmul_output_mode", mode);
+    auto yc = Output(DType::kFloat32, {1, 1, 2, 2});
+    auto qkc = Output(DType::kFloat32, {1, 1, 2, 2});
+    REQUIRE(RunKernel("Attention", capped, {&in.q, &in.k, &in.v, &fmask}, {&yc, &absent, &absent, &qkc}).ok());
+    KILN_CHECK_FLOATS(qkc.values<float>(), want[mode]);
+    const float p = std::exp(t1 - 0) / (std::exp(t1) + std::exp(-1.0f));  // query 0, key 0
+    CHECK(yc.values<float>()[0] == doctest::Approx(p * 1 + (1 - p) * 3));
+  }
+}
+
+TEST_CASE("Attention: a mask shorter than the keys, and nonpad_kv_seqlen") {
+  OneHead in;
+  // Keys past the mask's last dim are masked: both queries see key 0 only.
+  auto short_mask = Floats({2, 1}, {0, 0});
+  auto y = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", ScaleLn3(), {&in.q, &in.k, &in.v, &short_mask}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 2, 1, 2}));
+
+  // One valid key; with is_causal the frontier is i + nonpad - q_seq = i - 1, so query 0
+  // sees nothing (zero row) and query 1 sees key 0.
+  auto absent = Absent();
+  auto nonpad = Int64s({1}, {1});
+  auto y2 = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", ScaleLn3(), {&in.q, &in.k, &in.v, &absent, &absent, &absent, &nonpad}, {&y2}).ok());
+  KILN_CHECK_FLOATS(y2.values<float>(), (std::vector<float>{1, 2, 1, 2}));
+  AttrMap causal = ScaleLn3();
+  causal.SetInt("is_causal", 1);
+  REQUIRE(RunKernel("Attention", causal, {&in.q, &in.k, &in.v, &absent, &absent, &absent, &nonpad}, {&y2}).ok());
+  KILN_CHECK_FLOATS(y2.values<float>(), (std::vector<float>{0, 0, 1, 2}));
+}
+
+TEST_CASE("Attention: past key/value, present outputs, causal offset by the past") {
+  OneHead in;
+  auto q = Floats({1, 1, 1, 2}, {1, 0});
+  auto past_k = Floats({1, 1, 1, 2}, {0, 0});
+  auto past_v = Floats({1, 1, 1, 2}, {10, 20});
+  auto absent = Absent();
+  // Keys [0,0], [1,0], [0,1] score 0, ln 3, 0: weights 1 : 3 : 1.
+  auto y = Output(DType::kFloat32, {1, 1, 1, 2});
+  auto pk = Output(DType::kFloat32, {1, 1, 3, 2});
+  auto pv = Output(DType::kFloat32, {1, 1, 3, 2});
+  REQUIRE(RunKernel("Attention", ScaleLn3(), {&q, &in.k, &in.v, &absent, &past_k, &past_v}, {&y, &pk, &pv}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{16.0f / 5, 30.0f / 5}));
+  KILN_CHECK_FLOATS(pk.values<float>(), (std::vector<float>{0, 0, 1, 0, 0, 1}));
+  KILN_CHECK_FLOATS(pv.values<float>(), (std::vector<float>{10, 20, 1, 2, 3, 4}));
+  // Causal: query 0 of this block is position 1, so it sees keys 0 and 1 (weights 1 : 3).
+  AttrMap causal = ScaleLn3();
+  causal.SetInt("is_causal", 1);
+  REQUIRE(RunKernel("Attention", causal, {&q, &in.k, &in.v, &absent, &past_k, &past_v}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{13.0f / 4, 26.0f / 4}));
+}
+
+TEST_CASE("Attention: 3-D inputs with grouped-query heads (2 q heads share 1 kv head)") {
+  auto q = Floats({1, 2, 4}, {1, 0, 0, 1, 0, 1, 1, 0});  // [batch, seq, heads * head]
+  auto k = Floats({1, 2, 2}, {1, 0, 0, 1});
+  auto v = Floats({1, 2, 2}, {1, 2, 3, 4});
+  AttrMap a = ScaleLn3();
+  a.SetInt("q_num_heads", 2);
+  a.SetInt("kv_num_heads", 1);
+  auto y = Output(DType::kFloat32, {1, 2, 4});
+  REQUIRE(RunKernel("Attention", a, {&q, &k, &v}, {&y}).ok());
+  // Token 0: head 0 is [1,0] -> [1.5,2.5], head 1 is [0,1] -> [2.5,3.5]; token 1 the reverse.
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1.5f, 2.5f, 2.5f, 3.5f, 2.5f, 3.5f, 1.5f, 2.5f}));
+}
+
+TEST_CASE("Attention: float16 storage, and bad inputs") {
+  auto half = [](std::vector<int64_t> dims, std::vector<float> v) {
+    TestTensor t(DType::kFloat16, std::move(dims), 2);
+    for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = FloatToHalf(v[i]);
+    return t;
+  };
+  auto q = half({1, 1, 2, 2}, {1, 0, 0, 1});
+  auto k = half({1, 1, 2, 2}, {1, 0, 0, 1});
+  auto v = half({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto y = Output(DType::kFloat16, {1, 1, 2, 2});
+  REQUIRE(RunKernel("Attention", ScaleLn3(), {&q, &k, &v}, {&y}).ok());
+  std::vector<float> got;
+  for (uint16_t h : y.values<uint16_t>()) got.push_back(HalfToFloat(h));
+  KILN_CHECK_FLOATS(got, (std::vector<float>{1.5f, 2.5f, 2.5f, 3.5f}));
+
+  OneHead in;
+  auto y32 = Output(DType::kFloat32, {1, 1, 2, 2});
+  auto int_mask = Int64s({2, 2}, {0, 0, 0, 0});
+  CHECK(RunKernel("Attention", {}, {&in.q, &in.k, &in.v, &int_mask}, {&y32}).message() ==
+        "Attention: attn_mask [2,2] int64 must be bool or Q's dtype and broadcast to [1,1,2, at most 2]");
+  auto k3 = Floats({1, 2, 2}, {});
+  CHECK(RunKernel("Attention", {}, {&in.q, &k3, &in.v}, {&y32}).message() ==
+        "Attention: Q, K and V must all be 3-D or all 4-D, got [1,1,2,2], [1,2,2], [1,1,2,2]");
+  auto q3 = Floats({1, 2, 4}, {});
+  CHECK(RunKernel("Attention", {}, {&q3, &k3, &k3}, {&y32}).message() ==
+        "Attention: q_num_heads 0 and kv_num_heads 0 must divide the hidden sizes of [1,2,4], [1,2,2], [1,2,2]");
+}
+
+// Rotary on one head of 4 values, x = [1,2,3,4], at position 1 whose angles are pi/2 (first
+// pair) and 0 (second pair): a pair (x1, x2) at pi/2 becomes (-x2, x1).
+TEST_CASE("RotaryEmbedding: halves, interleaved, partial rotation, 3-D input") {
+  auto x = Floats({1, 1, 1, 4}, {1, 2, 3, 4});
+  auto cos = Floats({2, 2}, {1, 1, 0, 1});  // positions 0 and 1
+  auto sin = Floats({2, 2}, {0, 0, 1, 0});
+  auto pos = Int64s({1, 1}, {1});
+  auto y = Output(DType::kFloat32, {1, 1, 1, 4});
+  REQUIRE(RunKernel("RotaryEmbedding", {}, {&x, &cos, &sin, &pos}, {&y}).ok());
+  // Pairs (x0, x2) = (1, 3) at pi/2 -> (-3, 1); (x1, x3) = (2, 4) at 0 stays.
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{-3, 2, 1, 4}));
+  AttrMap il;
+  il.SetInt("interleaved", 1);
+  REQUIRE(RunKernel("RotaryEmbedding", il, {&x, &cos, &sin, &pos}, {&y}).ok());
+  // Pairs (x0, x1) = (1, 2) at pi/2 -> (-2, 1); (x2, x3) stays.
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{-2, 1, 3, 4}));
+
+  // rotary_embedding_dim 2: only (x0, x1) turns, the caches have one angle per position;
+  // without position_ids the caches are per [batch, sequence].
+  AttrMap part;
+  part.SetInt("rotary_embedding_dim", 2);
+  auto cos1 = Floats({1, 1, 1}, {0});
+  auto sin1 = Floats({1, 1, 1}, {1});
+  REQUIRE(RunKernel("RotaryEmbedding", part, {&x, &cos1, &sin1}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{-2, 1, 3, 4}));
+
+  // 3-D [batch, seq, heads * head] with 2 heads of 2: each head turns by pi/2.
+  AttrMap heads;
+  heads.SetInt("num_heads", 2);
+  auto x3 = Floats({1, 1, 4}, {1, 2, 3, 4});
+  auto y3 = Output(DType::kFloat32, {1, 1, 4});
+  REQUIRE(RunKernel("RotaryEmbedding", heads, {&x3, &cos1, &sin1}, {&y3}).ok());
+  KILN_CHECK_FLOATS(y3.values<float>(), (std::vector<float>{-2, 1, -4, 3}));
+
+  auto far = Int64s({1, 1}, {2});
+  CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos, &sin, &far}, {&y}).message() ==
+        "RotaryEmbedding: position_ids[0,0] = 2 is outside the caches' 2 positions");
+  CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos1, &sin1}, {&y}).message() ==
+        "RotaryEmbedding: caches [1,1,1], [1,1,1] and position_ids <absent> do not fit X [1,1,1,4] with rotary dim 4");
+}
+
+TEST_CASE("RMSNormalization: last axis, all axes with epsilon, stash_type") {
+  // Row [3, 4]: rms = sqrt(12.5); row [1, 1]: rms = 1.
+  auto x = Floats({2, 2}, {3, 4, 1, 1});
+  auto scale = Floats({2}, {1, 2});
+  AttrMap a;
+  a.SetFloat("epsilon", 0.0f);
+  auto y = Output(DType::kFloat32, {2, 2});
+  REQUIRE(RunKernel("RMSNormalization", a, {&x, &scale}, {&y}).ok());
+  const float r = std::sqrt(12.5f);
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{3 / r, 8 / r, 1, 2}));
+  // axis 0: mean square (9 + 16 + 1 + 1) / 4 = 6.75, + epsilon 0.25 = 7; a [1] scale of 2.
+  AttrMap all;
+  all.SetInt("axis", 0);
+  all.SetFloat("epsilon", 0.25f);
+  auto two = Floats({1}, {2});
+  REQUIRE(RunKernel("RMSNormalization", all, {&x, &two}, {&y}).ok());
+  const float s7 = std::sqrt(7.0f);
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{6 / s7, 8 / s7, 2 / s7, 2 / s7}));
+  AttrMap stash;
+  stash.SetInt("stash_type", 16);
+  Status s = RunKernel("RMSNormalization", stash, {&x, &scale}, {&y});
+  CHECK(s.code() == StatusCode::kUnimplemented);
+  CHECK(s.message() == "RMSNormalization: stash_type 16: only 1 (float32) is supported");
+  auto bad = Floats({3}, {1, 2, 3});
+  CHECK(RunKernel("RMSNormalization", {}, {&x, &bad}, {&y}).message() ==
+        "RMSNormalization: scale [3] must broadcast to the normalised shape [2]");
+}
+
+}  // namespace
+}  // namespace kiln::cpu::testing
