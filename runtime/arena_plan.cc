@@ -47,7 +47,7 @@ Status ArenaLiveness::Build(const PreparedEntry& pe, ArenaLiveness* out) {
     }
   }
   for (int32_t t : pe.outputs) last[t] = n;
-  // A run-time Loop (runtime/loop_pairs.h) runs its body again: what the body reads from before
+  // A run-time Loop (runtime/executor/loop_pairs.h) runs its body again: what the body reads from before
   // the loop lives until its LoopEnd, and what LoopEnd writes (the scan outputs, row by row)
   // lives from its LoopBegin, so that no body tensor shares its bytes.
   std::vector<int32_t> first = writer;

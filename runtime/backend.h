@@ -1,15 +1,20 @@
-// Backend: what runs an ExecutionContext's entries on one kind of device. The context
-// (runtime/context.cc) runs the prologue, picks the entry, binds its shapes for the symbol
-// values (EntryState) and hands the entry to its backend; it names no backend's internals.
+// Backend: what runs straight-line work of an ExecutionContext's entries on one kind of device.
+// Control lives in the executor (runtime/executor/run_entry.h), as in ExecuTorch's Method and
+// IREE's VM: it runs the prologue's entry, reads predicates, runs a run-time Loop's control and
+// sets run-time dims, and hands each *segment* (a run of instructions with no host decision
+// between them, runtime/executor/segments.h) to a backend. A backend never sees a jump.
 // Backends:
 //   cpu   runtime/cpu/backend.h: every instruction on the host, split over a thread pool;
-//   cuda  runtime/cuda/backend.h: generated kernels, cuBLASLt and cuDNN on a CUDA device,
-//         the instructions no device path takes as CPU fallbacks.
-// A backend is added with its folder and one line in RegisteredBackends (backend_registry.cc).
+//   cuda  runtime/cuda/backend.h: generated kernels, cuBLASLt and cuDNN on a CUDA device; the
+//         instructions it does not run (Placement) the executor runs on a CPU backend of the
+//         context's own, as CPU fallback segments, with the copies between them.
+// A backend is added with its folder and one line in RegisteredBackends (backend_registry.cc);
+// docs/adding_a_backend.md walks through it.
 //
 // Thread-compatible: one backend per context, used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -24,35 +29,7 @@
 
 namespace kiln {
 
-// How a backend sets an entry's run-time dims (PreparedEntry::runtime_dims) during Execute.
-// A Run starts with each at its bound (the context binds it so), so the instruction that
-// reports one has outputs with room for any size; the backend runs it with
-// KernelCall::runtime_size, then calls Set with the size the kernel found. When that differs
-// from the binding, the context evaluates every shape again for it and calls Backend::Prepare,
-// so the instructions after it (and Deliver) see the size; the arena does not move (its plan
-// reads no run-time dim). Errors: those of binding (kDataLoss when the memory plan does not
-// hold for the size, kInvalidArgument when a shape cannot be computed).
-// Inside a run-time Loop's body the instruction runs once per iteration: before each run the
-// backend calls Reset, which binds the dim at its bound again when an earlier iteration set it
-// to another size (a compare otherwise), so the outputs again have room for any size.
-class RuntimeDimSetter {
- public:
-  virtual Status Set(int32_t dim, int64_t value) = 0;
-  // *rebound: whether the binding changed (the backend's derived state must follow, as after Set).
-  virtual Status Reset(int32_t dim, bool* rebound) = 0;
-  // The instruction of run-time dim `dim` found its outputs full (a run-time Loop's iteration
-  // with no row left in its scan outputs): `full` is the error that says so. When the dim's
-  // bound is a room (PreparedRuntimeDim::room), the context doubles it and returns an error
-  // that the backend returns from Execute at once (leaving its memory as it is, nothing
-  // enqueued after the work done so far); the context then binds the entry again and runs
-  // the call again. Otherwise, or when the room is at kMaxRoom, it returns `full`.
-  virtual Status Grow(int32_t dim, Status full) = 0;
-
- protected:
-  ~RuntimeDimSetter() = default;
-};
-
-// One Run of entry `entry` whose binding `state` is current and prepared (Backend::Prepare).
+// One Run of entry `entry`, whose binding `state` is current and prepared (Backend::Prepare).
 struct BackendRun {
   int32_t entry;
   const PreparedEntry& pe;
@@ -61,7 +38,26 @@ struct BackendRun {
   void* stream;                        // the caller's stream (CUstream on CUDA), or null
   Stats& stats;
   const InstructionObserver& observer;  // empty when unset; the CPU backend calls it
-  RuntimeDimSetter& runtime_dims;
+};
+
+// Instructions [begin, end) of the running entry, all under the same predicates, none a
+// run-time Loop's control, none but the last reporting a run-time dim.
+struct Segment {
+  size_t begin = 0;
+  size_t end = 0;
+  // Set when the last instruction reports a run-time dim (KernelDef::runtime_size): its kernel
+  // stores the size it found here (runtime/kernels/kernel.h, KernelCall::runtime_size).
+  int64_t* runtime_size = nullptr;
+};
+
+// Where the instructions of an entry run at its current binding, as a backend decides it.
+struct Placement {
+  // Per instruction: 1 when the executor runs it on the host (a CPU fallback segment), 0 when
+  // this backend does. Empty: every instruction runs on this backend.
+  std::span<const uint8_t> host;
+  // Per instruction (or empty): why it does not run where its artifact names, "" where it does
+  // (a library that is missing or refuses the form: Stats::last_fallbacks).
+  std::span<const std::string> why;
 };
 
 class Backend {
@@ -74,20 +70,53 @@ class Backend {
   // The memory the prologue accepts inputs in: kHost, or kAnyMemory (prologue.h) on a device.
   virtual MemoryKind input_memory() const = 0;
 
+  // ---- An entry's memory at a binding of its symbols --------------------------------------
   // Whether `s`, bound for its symbols, still points into this backend's memory as it is now
   // (false after the memory moved to grow for another entry).
   virtual bool Holds(const EntryState& s) const = 0;
   // Called after each new binding `s` of entry `pe` (which left its arena tensors' data
-  // pointers null): plans this backend's memory for it (arena, workspaces), allocating it and
-  // pointing `s`'s arena tensors into it, or checking it now and placing it when it runs (the
-  // CUDA backend: device addresses from EntryState::arena_offsets). Errors:
+  // pointers null): plans this backend's memory for it (arena, workspaces, library plans),
+  // allocating it and pointing `s`'s arena tensors into it, or checking it now and placing it
+  // when it runs (the CUDA backend: device addresses from EntryState::arena_offsets). Errors:
   // kResourceExhausted (over LoadOptions::max_context_bytes, or an allocation failed).
   virtual Status Prepare(const PreparedEntry& pe, EntryState& s) = 0;
 
-  // Runs the entry: on the CPU it returns when the outputs are computed; on a device it
-  // enqueues on run.stream. Errors name the instruction.
-  virtual Status Execute(const BackendRun& run) = 0;
-  // Hands out the outputs of the last Execute: views of the backend's memory, valid until the
+  // ---- One Run, in order: Begin, segments and transfers, End -----------------------------
+  // Before the first segment: inputs staged where the backend reads them, timers started.
+  virtual Status Begin(const BackendRun& run) = 0;
+  // The binding changed during the Run (a run-time dim was set): what follows it (symbolic
+  // values on the device, library decisions, workspaces) is brought up to date.
+  virtual Status Bound(const BackendRun& run) = 0;
+  // Where the entry's instructions run at the current binding. Valid until the next Bound, or
+  // RunSegment returning early.
+  virtual Placement Where(const BackendRun& run) = 0;
+  // Runs (on the CPU) or enqueues on run.stream (on a device) the instructions of `seg`, which
+  // Where places on this backend. *done: the end of what ran; before seg.end when a library
+  // refused an instruction only when it ran (Where then places it on the host, and the executor
+  // goes on from *done). Errors name the instruction.
+  virtual Status RunSegment(const BackendRun& run, const Segment& seg, size_t* done) = 0;
+  // Transfers between the backend's memory and the host, for the executor's control and its
+  // CPU fallback segments: tensor `t` of the running entry (an arena tensor, or a model input in
+  // the backend's memory), at byte `offset`. On a device they are enqueued on run.stream;
+  // Wait makes them complete. Errors: kDeviceError naming the tensor.
+  virtual Status ToHost(const BackendRun& run, int32_t t, void* host, uint64_t bytes) = 0;
+  virtual Status FromHost(const BackendRun& run, int32_t t, uint64_t offset, const void* host, uint64_t bytes) = 0;
+  // Copies `bytes` of tensor `from` into tensor `to` at byte `offset`, in the backend's memory.
+  virtual Status Copy(const BackendRun& run, int32_t from, int32_t to, uint64_t offset, uint64_t bytes) = 0;
+  virtual Status Wait(const BackendRun& run) = 0;
+  // After the last segment.
+  virtual Status End(const BackendRun& run) = 0;
+
+  // Profiling (ContextOptions::profile; Stats::last_instruction_ns): instructions [first, last)
+  // ended without a RunSegment of this backend (skipped by a predicate, a run-time Loop's
+  // control, a CPU fallback segment): their time ends here.
+  virtual Status Mark(const BackendRun& run, size_t first, size_t last) = 0;
+  // Profiling: the run-time Loop from kiln.LoopBegin `begin` to kiln.LoopEnd `end` - 1 ran an
+  // iteration and runs its body again: the times so far are kept, the next iteration's added.
+  virtual Status Repeat(const BackendRun& run, size_t begin, size_t end) = 0;
+
+  // ---- After the Run ----------------------------------------------------------------------
+  // Hands out the outputs of the last Run: views of the backend's memory, valid until the
   // next Run (`into_caller` false), or copies into the caller's views (`into_caller` true;
   // their count, dtypes, shapes, data pointers and memory kinds (input_memory()) were checked
   // against the binding). On a device, the copies are enqueued on run.stream.

@@ -21,7 +21,8 @@
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
-#include "runtime/loop_pairs.h"
+#include "runtime/executor/loop_pairs.h"
+#include "runtime/executor/segments.h"
 #include "runtime/model_impl.h"
 #include "runtime/verify.h"
 #include "schema/kiln_generated.h"
@@ -267,6 +268,10 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
       pi.sizes_begin = static_cast<int32_t>(pe.size_exprs.size());
       pi.num_sizes = static_cast<int32_t>(Size(ins->sizes()));
       for (uint32_t k = 0; k < Size(ins->sizes()); ++k) pe.size_exprs.push_back(ins->sizes()->Get(k));
+    } else if (ins->op()->string_view() == "kiln.LoopBegin") {
+      pi.control = Control::kLoopBegin;
+    } else if (ins->op()->string_view() == "kiln.LoopEnd") {
+      pi.control = Control::kLoopEnd;
     } else {
       pi.kernel = cpu::FindKernel(ins->op()->string_view());
     }
@@ -590,6 +595,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i]);
     KILN_RETURN_IF_ERROR(PairLoops(pe));
     KILN_RETURN_IF_ERROR(ArenaLiveness::Build(pe, &pe.liveness));
+    SplitSegments(pe);
     KILN_RETURN_IF_ERROR(CheckStaticPlan(pe));
     const std::optional<int64_t> arena = ConstantExpr(pe.exprs, pe.arena_expr);
     if (arena && *arena > 0 && AllocationBytes(static_cast<uint64_t>(*arena)) > impl->max_context_bytes)

@@ -55,8 +55,13 @@ struct PreparedTensor {
   int32_t num_values = 0;
 };
 
+// What an instruction is to the executor (runtime/executor/run_entry.h): work it hands to a
+// backend, or a run-time Loop's control, which it runs itself (runtime/executor/loop.h).
+enum class Control : uint8_t { kNone, kLoopBegin, kLoopEnd };
+
 struct PreparedInstruction {
-  const cpu::KernelDef* kernel = nullptr;    // null for a fused instruction
+  const cpu::KernelDef* kernel = nullptr;    // null for a fused instruction and for control
+  Control control = Control::kNone;          // kiln.LoopBegin, kiln.LoopEnd
   const fused::Program* program = nullptr;   // kiln.Fused: Model::Impl::programs[i]
   int32_t sizes_begin = 0;   // kiln.Fused: its size-argument exprs in PreparedEntry::size_exprs
   int32_t num_sizes = 0;
@@ -97,7 +102,7 @@ struct PreparedRuntimeDim {
 };
 
 // A room (schema/kiln.fbs Room): symbol `symbol`, which no input binds, is set by the context:
-// `initial` at first, doubled when a call needs more (RuntimeDimSetter::Grow), up to kMaxRoom
+// `initial` at first, doubled when a call needs more (RuntimeDims::Grow, runtime/executor/runtime_dims.h), up to kMaxRoom
 // (runtime/artifact_header.h).
 struct PreparedRoom {
   int32_t symbol = 0;
@@ -133,8 +138,15 @@ struct PreparedEntry {
   std::vector<int32_t> runtime_dim_of;  // per instruction: the run-time dim it sets, or -1
   std::vector<PreparedRoom> rooms;
   // Per instruction: for a run-time Loop's kiln.LoopBegin its kiln.LoopEnd, and the reverse;
-  // -1 elsewhere (runtime/loop_pairs.h).
+  // -1 elsewhere (runtime/executor/loop_pairs.h).
   std::vector<int32_t> loop_pair;
+  // Per instruction: the end (exclusive) of the segment that holds it, the straight-line run
+  // with no host decision inside (runtime/executor/segments.h).
+  std::vector<int32_t> segment_end;
+  // Per tensor: for an arena tensor, the instruction that writes it (a run-time Loop's
+  // kiln.LoopBegin for what its LoopEnd writes) and the last that reads it (the instruction count
+  // for an entry output), from `liveness`; -1 for other tensors (runtime/executor/segments.h).
+  std::vector<int32_t> written_at, last_read_at;
   std::vector<PreparedRuntimeGuard> runtime_guards;
   std::vector<std::vector<int32_t>> guards_after;  // per run-time dim: the guards checked once it is set
   ArenaLiveness liveness;     // the arena tensors' lifetimes (runtime/arena_plan.h)

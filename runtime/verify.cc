@@ -7,6 +7,7 @@
 #include "kiln/tensor.h"
 #include "runtime/artifact_header.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/executor/loop_rules.h"
 #include "runtime/expr_eval.h"
 
 namespace kiln {
@@ -187,7 +188,7 @@ class EntryVerifier {
       setter[d->instruction()] = true;
       const fb::Instruction* ins = e_.instructions()->Get(d->instruction());
       const cpu::KernelDef* kernel = ins->kernel() < 0 ? cpu::FindKernel(ins->op()->string_view()) : nullptr;
-      if (kernel == nullptr || !kernel->runtime_size)
+      if ((kernel == nullptr || !kernel->runtime_size) && ins->op()->string_view() != "kiln.LoopEnd")
         return DataLoss(where + ": instruction " + to_string(d->instruction()) + " (" + ins->op()->str() +
                         ") does not report a run-time size");
       KILN_RETURN_IF_ERROR(ExprRef(d->bound(), where + ": bound"));
@@ -455,6 +456,9 @@ class EntryVerifier {
     const uint32_t num_kernels = Size(a_.kernels());
     if (ins.kernel() < 0) {
       if (Size(ins.sizes()) != 0) return DataLoss(where + ": size arguments without a kernel");
+      // A run-time Loop's control is the executor's (runtime/executor/loop.h), not a kernel.
+      if (ins.op()->string_view() == "kiln.LoopBegin") return Operands(ins, loop::kBeginArity, where);
+      if (ins.op()->string_view() == "kiln.LoopEnd") return Operands(ins, loop::kEndArity, where);
       const cpu::KernelDef* k = cpu::FindKernel(ins.op()->string_view());
       if (k == nullptr)
         return Unimplemented(where + " op '" + ins.op()->str() + "' has no CPU kernel in this runtime");

@@ -31,7 +31,7 @@ std::optional<int64_t> BytesOf(const ir::Value& v) {
 }  // namespace
 
 bool CanFold(const ir::Trace& trace, const ir::Node& node) {
-  // A run-time Loop's control runs only from an executor (runtime/cpu/loop.cc).
+  // A run-time Loop's control runs only from an executor (runtime/executor/loop.h).
   if (!cpu::FindKernel(node.op) || node.op == "kiln.LoopBegin" || node.op == "kiln.LoopEnd") return false;
   int64_t in_bytes = 0, out_bytes = 0;
   for (ir::ValueId id : node.inputs) {

@@ -77,6 +77,13 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
       node.executor_reason = "generated kernel (CUDA from NVRTC; the CPU backend interprets its program)";
       continue;
     }
+    if (IsLoopControl(node)) {  // the runtime's executor runs it (runtime/executor/loop.h)
+      node.executor = "cpu";
+      node.executor_reason = "a run-time Loop's control, on the host: on a GPU it reads the trip count and each "
+                             "iteration's condition (one copy to the host and one wait per iteration) and copies the "
+                             "carried values on the device";
+      continue;
+    }
     const cpu::KernelDef* kernel = cpu::FindKernel(node.op);
     if (!kernel)
       return Unimplemented("node '" + node.name + "' (" + node.op +
@@ -97,13 +104,6 @@ Result<ir::Trace> AssignExecutors(const ir::Trace& canonical) {
                                                     : "this instance has no fused form (see the fusion log)";
     }
   }
-  // A run-time Loop's control runs on the host; its body's nodes run where they would outside
-  // a loop.
-  for (ir::Node& node : trace.body.nodes)
-    if (IsLoopControl(node))
-      node.executor_reason = "a run-time Loop's control, on the host: on a GPU it reads the trip count and each "
-                             "iteration's condition (one copy to the host and one wait per iteration) and copies the "
-                             "carried values on the device";
   NoteCpuLibrary(trace);
   NoteFallbackRegions(trace);
   return trace;

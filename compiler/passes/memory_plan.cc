@@ -219,7 +219,7 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     }
   }
   for (ir::ValueId id : trace.outputs) tensors[id].last = n;
-  // A run-time Loop runs its body again (runtime/cpu/loop.cc): what the body reads from before
+  // A run-time Loop runs its body again (runtime/executor/loop.h): what the body reads from before
   // kiln.LoopBegin lives until kiln.LoopEnd, and what LoopEnd writes (scan outputs, row by row
   // after each iteration) lives from LoopBegin. The runtime checks the same lifetimes
   // (runtime/arena_plan.cc).

@@ -110,8 +110,8 @@ struct EntryInfo {
   // NonZero's count, one line each: "where.count <= N, set by instruction 1 'nonzero'
   // (NonZero)". The memory plan has room for the bound; a Run starts each at its bound and
   // evaluates every shape again when the instruction reports another size
-  // (Stats::runtime_dim_binds). Such entries are never captured as CUDA graphs: the
-  // instruction is a CPU fallback whose size the host must read. A bound that is a room (format
+  // (Stats::runtime_dim_binds). On the CUDA backend the instruction is a CPU fallback whose size
+  // the host reads between the entry's segments of device work. A bound that is a room (format
   // 8: a while loop's iterations, "y.count <= y.rows, ...; room 16 at first, doubled when a
   // call needs more") is set by the context, which doubles it when a call needs more and runs
   // that call again (Stats::room_growths).
@@ -199,14 +199,13 @@ enum class Device : int32_t {
 struct ContextOptions {
   Device device = Device::kAuto;
   int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
-  // CUDA backend: capture each entry at each shape (and buffer addresses) as a CUDA graph
-  // once and replay it (Stats::graph_hits/graph_misses). Needs a non-null stream (a caller's,
-  // or own_stream's): capture on the legacy default stream is not allowed, so a null stream
-  // without own_stream runs uncaptured. Entries
-  // with run-time dims (EntryInfo::runtime_dims), a run-time If (format 6: the host reads
-  // each branch condition, one device-to-host copy and stream wait per condition per call)
-  // or a run-time Loop (format 7: the host reads each iteration's condition the same way) are
-  // never captured.
+  // CUDA backend: capture each segment of an entry's device work (a run of instructions with no
+  // host decision and no CPU fallback between them: the host reads a run-time If's condition or a
+  // run-time Loop's, sets a run-time dim or runs a CPU fallback region between segments) at each
+  // shape (and buffer addresses) as a CUDA graph once and replay it
+  // (Stats::graph_hits/graph_misses). Needs a non-null stream (a caller's, or own_stream's):
+  // capture on the legacy default stream is not allowed, so a null stream without own_stream
+  // runs uncaptured.
   bool cuda_graphs = false;
   // CUDA backend: Create makes a stream of the context's own (cuStreamCreate with
   // CU_STREAM_NON_BLOCKING, destroyed with the context), and Run, CopyOutputs and Synchronize

@@ -68,10 +68,10 @@ struct Stats {
   // CUDA backend: GPU time of the last Run from CUDA events around its work on the stream,
   // in ns; known once Synchronize has returned, -1 until then and on the CPU backend.
   int64_t last_gpu_ns = -1;
-  // CUDA graphs (ContextOptions::cuda_graphs): replays of a captured (entry, shape, buffers)
-  // graph, and captures. A shape's first run is not captured (it does the libraries' lazy
-  // set-up); its second is. Entries with CPU fallback ops are never captured, nor those with
-  // run-time dims (EntryInfo::runtime_dims), whose reporting instruction runs on the CPU.
+  // CUDA graphs (ContextOptions::cuda_graphs): replays of a captured (entry, segment of device
+  // work, shape, buffers) graph, and captures, counted per segment: an entry whose device work a
+  // CPU fallback region splits in two counts two per Run. A shape's first run is not captured
+  // (it does the libraries' lazy set-up); its second is.
   uint64_t graph_hits = 0;
   uint64_t graph_misses = 0;
   // Bindings made because an instruction reported a run-time dim (EntryInfo::runtime_dims)
@@ -94,10 +94,11 @@ struct Stats {
   // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
   // when it ran: ...": no algorithm, or the call returned NOT_SUPPORTED). The decision is kept
   // for later runs at the same shapes. CPU backend with ContextOptions::onednn: the
-  // instructions whose op oneDNN runs (Conv) that oneDNN refused at these shapes and that ran
-  // on Kiln's CPU kernel ("oneDNN refused it: ..."). Empty when every instruction ran where
-  // its artifact (or on the CPU, the op table) says. Updated by every successful Run; a steady-state Run
-  // allocates nothing here.
+  // instructions whose op oneDNN runs (Conv, MaxPool, AveragePool, MatMul, Gemm) that oneDNN
+  // refused at these shapes and that ran on Kiln's CPU kernel ("Kiln's kernel, not oneDNN:
+  // ..."). An instruction a run-time If skipped is not listed. Empty when every instruction ran
+  // where its artifact (or on the CPU, the op table) says. Updated by every successful Run; a
+  // steady-state Run allocates nothing here.
   struct Fallback {
     int32_t instruction = -1;  // index into EntryInfo::instructions of the entry that ran
     std::string reason;

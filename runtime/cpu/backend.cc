@@ -21,13 +21,11 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile,
-             int64_t max_loop_iterations, bool onednn)
+  CpuBackend(const Model& model, std::unique_ptr<ThreadPool> threads, std::string note, bool profile, bool onednn)
       : max_context_bytes_(model.impl().max_context_bytes),
         threads_(std::move(threads)),
         note_(std::move(note)),
         profile_(profile),
-        max_loop_iterations_(max_loop_iterations),
         onednn_(onednn) {}
 
   Device device() const override { return Device::kCpu; }
@@ -39,74 +37,78 @@ class CpuBackend final : public Backend {
     return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
-  Status Execute(const BackendRun& run) override {
+  Status Begin(const BackendRun& run) override {
+    if (profile_) {  // no allocation once this size was seen
+      run.stats.last_instruction_ns.assign(run.pe.instructions.size(), 0);
+      run.stats.last_instruction_bytes.assign(run.pe.instructions.size(), 0);
+      mark_ = NowNs();
+    }
+    return Status::Ok();
+  }
+
+  // Prepare chose the plans of the new binding (Choose), which Where and RunSegment read.
+  Status Bound(const BackendRun&) override { return Status::Ok(); }
+
+  Placement Where(const BackendRun& run) override {
+    const LibraryPlans* plans = Current(run.pe);
+    return {{}, plans != nullptr ? std::span<const std::string>(plans->why) : std::span<const std::string>()};
+  }
+
+  Status RunSegment(const BackendRun& run, const Segment& seg, size_t* done) override {
     const PreparedEntry& pe = run.pe;
     EntryState& s = run.state;
-    std::vector<int64_t>& times = run.stats.last_instruction_ns;
-    std::vector<int64_t>& bytes = run.stats.last_instruction_bytes;
-    if (profile_) {  // no allocation once this size was seen
-      times.assign(pe.instructions.size(), 0);
-      bytes.assign(pe.instructions.size(), 0);
-    }
-    int64_t t = profile_ ? NowNs() : 0;
     const LibraryPlans* plans = Current(pe);
-    ReportFallbacks(plans, run.stats);
-    LoopStep step;  // a run-time Loop's control (runtime/cpu/loop.cc)
-    step.max_iterations = max_loop_iterations_;
-    bool skipped_body = false;
-    for (size_t k = 0; k < pe.instructions.size();) {
+    for (size_t k = seg.begin; k < seg.end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
-      bool runs = true;  // a run-time If's branch runs when its conditions hold
-      for (size_t w = 0; w < pi.when.size() && runs; ++w) {
-        const TensorRef& c = s.refs[pi.when[w].tensor];
-        const uint8_t first = c.num_elements == 1 ? *static_cast<const uint8_t*>(c.data) : 0;
-        KILN_ASSIGN_OR_RETURN(runs, pi.Holds(w, c.num_elements, first));
-      }
-      if (!runs) {
-        if (profile_) t = NowNs();
-        ++k;
-        continue;
-      }
-      const int32_t dim = pe.runtime_dim_of[k];
-      if (dim >= 0) {  // at its bound again, in a later iteration of a run-time Loop's body
-        bool rebound = false;
-        KILN_RETURN_IF_ERROR(run.runtime_dims.Reset(dim, &rebound).WithContext(pi.label));
-        if (rebound) plans = Current(pe);  // Prepare chose the plans of the new binding
-      }
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
-      int64_t size = 0;
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                             memory_.workspace(),
                             static_cast<size_t>(memory_.workspace_bytes()),
                             threads_.get(),
-                            dim >= 0 ? &size : nullptr,
-                            !pe.loop_pair.empty() && pe.loop_pair[k] >= 0 ? &step : nullptr};
-      step.skipped_body = std::exchange(skipped_body, false);
-      step.again = step.full = false;
-      Status st = plans != nullptr && plans->ops[k] ? plans->ops[k]->Run(call) : RunInstruction(pi, call, s.sizes);
-      if (step.full && dim >= 0) st = run.runtime_dims.Grow(dim, std::move(st));
-      // A run-time dim: the outputs' dims (in s.operands, which call.outputs views) become the
-      // size the kernel found (a LoopEnd's once the loop ends).
-      if (st.ok() && dim >= 0 && !step.again) {
-        st = run.runtime_dims.Set(dim, size);
-        plans = Current(pe);  // a new binding: Prepare chose its plans
-      }
+                            k + 1 == seg.end ? seg.runtime_size : nullptr};
+      const Status st = plans != nullptr && plans->ops[k] ? plans->ops[k]->Run(call) : RunInstruction(pi, call, s.sizes);
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
         run.observer(pe, pi, call.outputs);
       if (profile_) {
-        const int64_t now = NowNs();
-        times[k] += now - t;  // summed over a loop's iterations
-        t = now;
+        std::vector<int64_t>& bytes = run.stats.last_instruction_bytes;
+        (void)Mark(run, k, k + 1);
         for (int32_t j = 0; j < pi.num_inputs + pi.num_outputs; ++j)
           if (ops[j].present()) bytes[k] += ops[j].num_elements * static_cast<int64_t>(DTypeSize(ops[j].dtype));
       }
-      k = NextInstruction(pe, k, step, &skipped_body);
     }
+    *done = seg.end;
     return Status::Ok();
   }
+
+  // Every tensor is in host memory: the transfers are copies, complete on return.
+  Status ToHost(const BackendRun& run, int32_t t, void* host, uint64_t bytes) override {
+    std::memcpy(host, run.state.refs[t].data, bytes);
+    return Status::Ok();
+  }
+  Status FromHost(const BackendRun& run, int32_t t, uint64_t offset, const void* host, uint64_t bytes) override {
+    std::memcpy(static_cast<uint8_t*>(run.state.refs[t].data) + offset, host, bytes);
+    return Status::Ok();
+  }
+  Status Copy(const BackendRun& run, int32_t from, int32_t to, uint64_t offset, uint64_t bytes) override {
+    std::memmove(static_cast<uint8_t*>(run.state.refs[to].data) + offset, run.state.refs[from].data, bytes);
+    return Status::Ok();
+  }
+  Status Wait(const BackendRun&) override { return Status::Ok(); }
+  Status End(const BackendRun&) override { return Status::Ok(); }
+
+  // Host wall time: each instruction's ends at its mark, counted from the one before (summed
+  // over a run-time Loop's iterations).
+  Status Mark(const BackendRun& run, size_t first, size_t) override {
+    if (!profile_) return Status::Ok();
+    const int64_t now = NowNs();
+    run.stats.last_instruction_ns[first] += now - mark_;
+    mark_ = now;
+    return Status::Ok();
+  }
+  Status Repeat(const BackendRun&, size_t, size_t) override { return Status::Ok(); }
 
   Status Deliver(const BackendRun& run, std::vector<TensorView>& outputs, bool into_caller) override {
     const PreparedEntry& pe = run.pe;
@@ -144,7 +146,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<ThreadPool> threads_;
   std::string note_;
   bool profile_;
-  int64_t max_loop_iterations_;
+  int64_t mark_ = 0;  // profiling: when the last instruction's time ended
   HostMemory memory_;
 
   // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare.
@@ -168,7 +170,7 @@ class CpuBackend final : public Backend {
 
   // Whether the op table gives `pi`'s op to oneDNN (CpuLibraryOf); never a fused program.
   static bool OneDnnClaims(const PreparedInstruction& pi) {
-    return !pi.program && CpuLibraryOf(pi.kernel->op) == "onednn";
+    return pi.kernel != nullptr && CpuLibraryOf(pi.kernel->op) == "onednn";
   }
 
   // The plans of `pe`, made at its first Prepare; null when oneDNN is off.
@@ -177,7 +179,7 @@ class CpuBackend final : public Backend {
     for (auto& [e, p] : plans_)
       if (e == &pe) return &p;
     EntryPlans& p = plans_.emplace_back(&pe, EntryPlans{}).second;
-    p.bindings.reserve(kMaxBindings);  // never moved: Execute holds a pointer into it
+    p.bindings.reserve(kMaxBindings);  // never moved: RunSegment and Where hold pointers into it
     for (const PreparedInstruction& pi : pe.instructions) p.claims = p.claims || OneDnnClaims(pi);
     return &p;
   }
@@ -328,19 +330,6 @@ class CpuBackend final : public Backend {
       }
     }
   }
-
-  // Stats::last_fallbacks: the instructions oneDNN refused, reusing the strings' storage.
-  static void ReportFallbacks(const LibraryPlans* p, Stats& stats) {
-    size_t n = 0;
-    if (p != nullptr)
-      for (size_t k = 0; k < p->why.size(); ++k) {
-        if (p->why[k].empty()) continue;
-        if (n == stats.last_fallbacks.size()) stats.last_fallbacks.emplace_back();
-        stats.last_fallbacks[n].instruction = static_cast<int32_t>(k);
-        stats.last_fallbacks[n++].reason.assign(p->why[k]);
-      }
-    stats.last_fallbacks.resize(n);
-  }
 };
 
 }  // namespace
@@ -360,8 +349,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
-  return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile,
-                                                    options.max_loop_iterations, onednn));
+  return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile, onednn));
 }
 
 }  // namespace kiln::cpu

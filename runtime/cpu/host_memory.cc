@@ -30,6 +30,7 @@ Status HostMemory::Place(const PreparedEntry& pe, EntryState& s, int threads, ui
       s.workspace_needed = std::max<uint64_t>(s.workspace_needed, FusedWorkspaceBytes(*pi.program, threads));
       continue;
     }
+    if (pi.kernel == nullptr) continue;  // a run-time Loop's control: the executor's, no workspace
     const TensorRef* ops = s.operands.data() + pi.operands_begin;
     const size_t ws = KernelWorkspaceBytes(*pi.kernel, pi.attrs, {ops, static_cast<size_t>(pi.num_inputs)},
                                            {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)});

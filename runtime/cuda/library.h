@@ -1,7 +1,7 @@
 // Library: what the CUDA backend asks of a CUDA library it sends ops to (cuBLASLt: blas.h,
 // cuDNN: dnn.h). The backend decides once per entry and binding whether the library the
 // artifact names for an instruction takes it (Accepts), plans the largest Workspace, and
-// enqueues each call with Run (cuda/runner.cc); an op the library does not take runs on the
+// enqueues each call with Run (cuda/placement.cc); an op the library does not take runs on the
 // CPU backend, with the reason in Stats::last_fallbacks.
 //
 // Thread-compatible: one library object per execution context, used by one thread at a time.

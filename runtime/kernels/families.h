@@ -39,7 +39,6 @@ std::span<const KernelDef> FeatureNormKernels();    // feature_norm.cc
 std::span<const KernelDef> EinsumKernels();         // einsum.cc
 std::span<const KernelDef> CenterCropPadKernels();  // center_crop_pad.cc
 std::span<const KernelDef> SelectionKernels();      // selection.cc
-std::span<const KernelDef> LoopKernels();           // loop.cc
 std::span<const KernelDef> ReverseSequenceKernels();  // reverse_sequence.cc
 
 }  // namespace kiln::cpu

@@ -44,17 +44,6 @@ struct TensorRef {
 
 class ThreadPool;  // runtime/kernels/thread_pool.h
 
-// The control of a run-time Loop (kiln.LoopBegin and kiln.LoopEnd, runtime/cpu/loop.cc): set by
-// the executors for those two instructions only, which then go where `again` says
-// (runtime/cpu/run_instruction.h NextInstruction).
-struct LoopStep {
-  int64_t max_iterations = 0;  // in: ContextOptions::max_loop_iterations
-  int64_t iterations = 0;      // in/out: the iterations every loop of this Run has started
-  bool skipped_body = false;   // in, LoopEnd: reached from LoopBegin, no iteration ran
-  bool again = false;          // out: LoopBegin: run the body; LoopEnd: run it once more
-  bool full = false;           // out, LoopEnd: a scan output had no row for the iteration (its error)
-};
-
 struct KernelCall {
   const AttrMap& attrs;
   std::span<const TensorRef> inputs;
@@ -71,9 +60,6 @@ struct KernelCall {
   // or fails with kInternal, never writing past its outputs, when they have no room for it. Null: the
   // compiler knew the size, and the kernel checks that the data gives the outputs' dims.
   int64_t* runtime_size = nullptr;
-  // Set for kiln.LoopBegin and kiln.LoopEnd; null elsewhere (and when constant folding, which
-  // never folds them).
-  LoopStep* loop = nullptr;
 };
 
 using KernelFn = Status (*)(const KernelCall& call);

@@ -25,7 +25,7 @@ const std::vector<KernelDef>& Table() {
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
         FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(),
-        SelectionKernels(), ReverseSequenceKernels(), LoopKernels()};
+        SelectionKernels(), ReverseSequenceKernels()};
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     for (KernelDef& k : all) {

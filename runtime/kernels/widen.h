@@ -7,9 +7,8 @@
 // copies cost one pass over each half operand (float16 on F16C where the CPU has it,
 // half_convert.h) and 4 bytes of workspace per element.
 //
-// The CPU executor (runtime/context.cc), the CUDA backend's CPU fallback
-// (runtime/cuda/runner.cc) and the compiler's constant folding call kernels only through
-// these two functions.
+// The CPU backend (runtime/cpu/backend.cc, which also runs a CUDA context's CPU fallback
+// segments) and the compiler's constant folding call kernels only through these two functions.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // A run-time Loop (passes/canonicalize.cc RuntimeLoop): a Loop whose trip count or condition is
 // tensor data has its body compiled once between kiln.LoopBegin and kiln.LoopEnd
-// (runtime/cpu/loop.cc), and the executors run it again while the loop goes on, on the CPU
+// (runtime/executor/loop.h), and the executors run it again while the loop goes on, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI),
 // where the host runs the control (reading each iteration's condition) and the body's
 // instructions run where they would outside a loop. Expected values are computed by hand (the

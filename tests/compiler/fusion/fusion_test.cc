@@ -227,7 +227,7 @@ TEST_CASE("the op table: every op has its meta function, CPU kernel and lowering
         CHECK(static_cast<bool>(rule.domain));
         break;
       case kiln::FusionKind::kLibrary:
-        // The artifact's executor names that the CUDA backend runs (runtime/cuda/runner.cc).
+        // The artifact's executor names that the CUDA backend runs (runtime/cuda/placement.cc).
         CHECK((rule.library == "cublaslt" || rule.library == "cudnn"));
         CHECK(rule.note.find(rule.library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
         break;

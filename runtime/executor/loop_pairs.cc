@@ -1,9 +1,9 @@
-#include "runtime/loop_pairs.h"
+#include "runtime/executor/loop_pairs.h"
 
 #include <string>
 #include <vector>
 
-#include "runtime/loop_rules.h"
+#include "runtime/executor/loop_rules.h"
 
 namespace kiln {
 
@@ -13,12 +13,14 @@ Status PairLoops(PreparedEntry& pe) {
   std::vector<int32_t> open;  // the LoopBegins whose bodies enclose instruction k
   for (size_t k = 0; k < n; ++k) {
     const PreparedInstruction& pi = pe.instructions[k];
-    const std::string_view op = pi.kernel ? pi.kernel->op : std::string_view();
-    if (op == "kiln.LoopBegin") {
+    if (pi.control == Control::kLoopBegin) {
+      if (pi.num_outputs != pi.num_inputs)
+        return DataLoss(pi.label + ": " + std::to_string(pi.num_inputs) + " inputs and " +
+                        std::to_string(pi.num_outputs) + " outputs; a kiln.LoopBegin has one output per input");
       open.push_back(static_cast<int32_t>(k));
       continue;
     }
-    if (op != "kiln.LoopEnd") continue;
+    if (pi.control != Control::kLoopEnd) continue;
     if (open.empty()) return DataLoss(pi.label + " ends a loop that no kiln.LoopBegin starts");
     const int32_t b = open.back();
     open.pop_back();

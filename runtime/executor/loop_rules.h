@@ -1,9 +1,7 @@
-// The rules of a run-time Loop's control (ONNX Loop-21, compiled by compiler/passes/canonicalize.cc
-// RuntimeLoop into kiln.LoopBegin ... body ... kiln.LoopEnd), in one place for both executors:
-// the CPU kernels (runtime/cpu/loop.cc) and the CUDA backend's control from the host
-// (runtime/cuda/runner.cc, LoopControl). Each moves the data in its own memory; what they decide
-// (the operands' layout, when the body runs again, the iteration bound, a scan row's room)
-// and the errors they give come from here.
+// The rules of a run-time Loop's control (ONNX Loop-21, compiled by the compiler's control-flow
+// lowering into kiln.LoopBegin ... body ... kiln.LoopEnd), in one place for load (verify.cc,
+// loop_pairs.cc) and the executor (loop.cc): the operands' layout, when the body runs again,
+// the iteration bound, a scan row's room, and the errors they give.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +10,16 @@
 #include <string_view>
 
 #include "kiln/status.h"
+#include "runtime/op_table.h"
 
 namespace kiln::loop {
+
+// The operands of the two control instructions (they have no op table row: they are the
+// executor's, not an ONNX op's), which load checks as it checks every op's (runtime/verify.cc).
+//   kiln.LoopBegin(M?, cond?, initial...) -> (iteration_num, cond_in, v...)
+//   kiln.LoopEnd(M?, iteration_num, cond_in, v..., cond_out, v_next..., scan...) -> (v_final..., stacked...)
+inline constexpr Arity kBeginArity{2, Arity::kUnbounded, 0, 2, Arity::kUnbounded};
+inline constexpr Arity kEndArity{4, Arity::kUnbounded, 0b110, 0, Arity::kUnbounded};
 
 // kiln.LoopEnd's operands, as indices: inputs (M?, iteration_num, cond_in, v[carried]...,
 // cond_out, v_next[carried]..., part[scans]...) and outputs (v_final[carried]...,
@@ -53,7 +59,7 @@ inline Status StartIteration(std::string_view label, int64_t* started, int64_t m
 // The error when iteration `n` (>= 0) has no row in scan output `scan`, stacked with `rows`
 // rows (its bound's): where the rows are the compile's --loop-scan-bound (`scan_bound` > 0, a
 // trip count that bounds nothing), kResourceExhausted; else kInternal, which the memory plan
-// excludes unless the bound is a room (then the executor asks RuntimeDimSetter::Grow for
+// excludes unless the bound is a room (then the executor asks RuntimeDims::Grow for
 // more). Callers compare n with rows first, so the hot path reads no attribute.
 inline Status NoRow(std::string_view label, int64_t n, int64_t scan, int64_t rows, int64_t scan_bound) {
   if (scan_bound > 0)

@@ -1,6 +1,6 @@
-// A run-time Loop's two control instructions (kiln.LoopBegin, kiln.LoopEnd; runtime/cpu/loop.cc)
-// found and checked at load, so that the executors' jumps (runtime/cpu/run_instruction.h
-// NextInstruction) stay inside the entry and a body never overlaps another loop.
+// A run-time Loop's two control instructions (kiln.LoopBegin, kiln.LoopEnd; runtime/executor/loop.h)
+// found and checked at load, so that the executor's jumps stay inside the entry and a body never
+// overlaps another loop.
 #pragma once
 
 #include "kiln/status.h"

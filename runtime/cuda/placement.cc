@@ -1,0 +1,138 @@
+#include "runtime/cuda/placement.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "runtime/cuda/dynamic_symbols.h"
+#include "runtime/op_table.h"
+
+namespace kiln::cuda {
+
+std::unique_ptr<LibraryPlacement> LibraryPlacement::Create(const DeviceInfo& dev, size_t num_entries) {
+  auto p = std::unique_ptr<LibraryPlacement>(new LibraryPlacement());
+  if (auto drv = LoadDriver(); drv.ok()) p->drv_ = *drv;
+  auto note = [&](const char* what, const Status& why) {
+    p->note_ += std::string(p->note_.empty() ? "" : "; ") + what + " unavailable, its ops run on the CPU: " +
+                std::string(why.message());
+  };
+  if (auto blas = LoadBlas(); !blas.ok()) {
+    note("cuBLASLt", blas.status());
+  } else if (auto lib = BlasLibrary::Create(**blas); !lib.ok()) {
+    note("cuBLASLt", lib.status());
+  } else {
+    p->blas_ = std::move(*lib);
+  }
+  DnnOptions dnn_options;  // bfloat16 convolutions need compute capability 8.0
+  dnn_options.compute_capability = dev.cc_major * 10 + dev.cc_minor;
+  if (auto dnn = LoadDnn(); !dnn.ok()) {
+    note("cuDNN", dnn.status());
+  } else if (auto lib = DnnLibrary::Create(**dnn, dnn_options); !lib.ok()) {
+    note("cuDNN", lib.status());
+  } else {
+    p->dnn_ = std::move(*lib);
+  }
+  p->entries_.resize(num_entries);
+  return p;
+}
+
+Library* LibraryPlacement::Of(Lib lib) const {
+  if (lib == Lib::kBlas) return blas_.get();
+  if (lib == Lib::kDnn) return dnn_.get();
+  return nullptr;
+}
+
+// Which library the artifact names for `pi` (PreparedInstruction::executor); an artifact that
+// names none (written before executors were recorded per library) falls back on the op table's
+// library column (runtime/op_table.h), which the compiler's executors stage reads.
+LibraryPlacement::Lib LibraryPlacement::Named(const PreparedInstruction& pi) {
+  std::string_view library = pi.executor;
+  if (library.empty() && pi.kernel != nullptr)
+    if (const OpInfo* info = FindOpInfo(pi.kernel->op)) library = LibraryName(info->library);
+  if (library == LibraryName(OpLibrary::kCublasLt)) return Lib::kBlas;
+  if (library == LibraryName(OpLibrary::kCudnn)) return Lib::kDnn;
+  return Lib::kNone;
+}
+
+void LibraryPlacement::Operands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
+                                const DeviceModel& dm, const DeviceMemory& memory) {
+  const int32_t* ops = pe.operands.data() + pi.operands_begin;
+  dts_.assign(static_cast<size_t>(pi.num_inputs + pi.num_outputs), DeviceTensor{});
+  for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
+    if (ops[i] < 0) continue;
+    const cpu::TensorRef& r = s.refs[ops[i]];
+    dts_[i] = {memory.Address(dm, pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
+  }
+}
+
+const LibraryPlacement::Decisions& LibraryPlacement::Decide(int32_t e, const PreparedEntry& pe, const EntryState& s,
+                                                            const DeviceModel& dm, const DeviceMemory& memory) {
+  Entry& d = entries_[static_cast<size_t>(e)];
+  if (d.valid && d.binding == s.binding) return d;
+  d.valid = true;
+  d.binding = s.binding;
+  const size_t n = pe.instructions.size();
+  d.lib.assign(n, Lib::kNone);
+  d.why.assign(n, std::string());
+  d.host.assign(n, 0);
+  d.workspace = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const PreparedInstruction& pi = pe.instructions[i];
+    const Lib named = Named(pi);
+    d.host[i] = pi.program == nullptr;
+    if (pi.kernel == nullptr || named == Lib::kNone) continue;  // a generated kernel, or control
+    const Library* lib = Of(named);
+    if (lib == nullptr) {
+      d.why[i] = std::string(Name(named)) + " is unavailable";
+      continue;
+    }
+    Operands(pe, pi, s, dm, memory);
+    const std::span<const DeviceTensor> ins(dts_.data(), static_cast<size_t>(pi.num_inputs));
+    const std::span<const DeviceTensor> outs(dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
+    const Status accepted = lib->Accepts(pi.kernel->op, pi.attrs, ins, outs);
+    if (!accepted.ok()) {
+      d.why[i] = std::string(Name(named)) + " refused it: " + std::string(accepted.message());
+      continue;
+    }
+    d.lib[i] = named;
+    d.host[i] = 0;
+    d.workspace = std::max({d.workspace, lib->Workspace(pi.kernel->op, pi.attrs, ins, outs), size_t{256}});
+  }
+  return d;
+}
+
+Status LibraryPlacement::Run(int32_t e, const PreparedEntry& pe, size_t k, const EntryState& s, const DeviceModel& dm,
+                             DeviceMemory& memory, CUstream stream, bool capturing, bool* ran) {
+  *ran = false;
+  Entry& d = entries_[static_cast<size_t>(e)];
+  const Lib lib = d.lib[k];
+  const PreparedInstruction& pi = pe.instructions[k];
+  Operands(pe, pi, s, dm, memory);
+  const std::span<const DeviceTensor> ins(dts_.data(), static_cast<size_t>(pi.num_inputs));
+  const std::span<const DeviceTensor> outs(dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
+  Library* library = Of(lib);
+  const std::string_view op = pi.kernel->op;
+  KILN_RETURN_IF_ERROR(memory.library_ws.Reserve(std::max<size_t>(library->Workspace(op, pi.attrs, ins, outs), 256),
+                                                 "cuBLASLt/cuDNN workspace"));
+  const OpCall call{pi.attrs, ins, outs, stream, memory.library_ws.ptr, static_cast<size_t>(memory.library_ws.bytes)};
+  Status st = library->Run(op, call, pi.label);
+  if (st.code() == StatusCode::kUnimplemented) {  // no algorithm for it at run time: the host runs it
+    d.lib[k] = Lib::kNone;
+    d.host[k] = 1;
+    d.why[k] = std::string(Name(lib)) + " refused it when it ran: " + std::string(st.message());
+    return Status::Ok();
+  }
+  // A library call on a context that an earlier kernel's fault poisoned fails with the library's
+  // own status (CUDNN_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_EXECUTION_FAILED), which does not say
+  // what happened; the driver's sticky error, which a wait on the stream returns, does.
+  if (st.code() == StatusCode::kDeviceError && !capturing && drv_ != nullptr) {
+    const CUresult r = drv_->StreamSynchronize(stream);
+    if (r != CUDA_SUCCESS)
+      return Status(st.code(), std::string(st.message()) + "; " +
+                                   std::string(Check(*drv_, r, "the stream's earlier work failed").message()));
+  }
+  KILN_RETURN_IF_ERROR(st);
+  *ran = true;
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda
