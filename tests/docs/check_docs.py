@@ -41,6 +41,9 @@ FOREIGN = {"cmake", "ctest", "tritonserver", "pip", "python", "python3", "mypy",
 # Tokens that run the next token (`bash scripts/test.sh`, `nice -n 19 ...`).
 LAUNCHERS = {"bash", "nice", "exec", "time", "build/venv/bin/python", "python3", "python"}
 SKIP_DIRS = {".git", "__pycache__", "node_modules"}
+# Files the pages name that belong to other projects (Triton's C API header, its Python backend's
+# model file).
+EXTERNAL_FILES = {"tritonbackend.h", "model.py"}
 
 
 def read(path):
@@ -177,7 +180,8 @@ class Checker:
             bases = ["", os.path.dirname(page)]
             if alt.startswith("kiln/"):
                 bases.append("include")
-            if not any(self.tree.glob(os.path.join(b, pattern)) for b in bases):
+            if not any(self.tree.glob(os.path.join(b, pattern)) or self.tree.glob(os.path.join(b, pattern + ".in"))
+                       for b in bases):
                 return False
         return True
 
@@ -192,10 +196,10 @@ class Checker:
             self.checked += 1
             if not self.path_exists(page, p):
                 self.fail(page, line, f"path `{p}` is not in the tree")
-        elif "/" not in p and p.endswith(SOURCE_EXT):
+        elif "/" not in p and p.endswith(SOURCE_EXT) and p not in EXTERNAL_FILES:
             self.checked += 1
             pattern = re.sub(r"<[^>]*>", "*", p)
-            if not any(fnmatch.fnmatch(b, pattern) for b in self.tree.basenames):
+            if not any(fnmatch.fnmatch(b, pattern) or fnmatch.fnmatch(b, pattern + ".in") for b in self.tree.basenames):
                 self.fail(page, line, f"file `{p}` is nowhere in the tree")
         elif "/" in p and p.endswith(SOURCE_EXT) and re.fullmatch(r"[\w./*<>{},-]+", p):
             self.checked += 1
@@ -359,6 +363,10 @@ class Checker:
             return
         if span.startswith("-"):
             self.check_bare_flag(page, line, span)
+            return
+        m = re.match(r"Kiln::\w+", span)
+        if m:  # a CMake target of the installed package
+            self.check_name(page, line, m.group(0))
             return
         m = re.match(r"((?:kiln::)?(?:[A-Za-z_]\w*::)+[A-Za-z_*][\w*]*)", span)
         if m and not span.startswith(("std::", "flatbuffers::")):
