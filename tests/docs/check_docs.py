@@ -30,6 +30,11 @@ import sys
 PAGES = ["README.md", "docs/*.md", "python/README.md", "serving/triton/README.md", "benchmarks/README.md"]
 README_MAX_LINES = 200
 README_MAX_CHARS = 200
+# The README keeps a copy of the `low` and `follow` rows of docs/precision.md's table in an HTML
+# comment that starts with this, because tests/compiler/passes/precision_test.cc reads them from
+# README.md. Those lines may pass README_MAX_CHARS; they must equal docs/precision.md's.
+PRECISION_BLOCK = "<!-- precision-classes"
+PRECISION_ROWS = ("  | low | ", "  | follow | ")
 # Extensions of files whose bare name (no folder) is checked to exist somewhere in the tree.
 SOURCE_EXT = (".h", ".cc", ".c", ".cu", ".cuh", ".inc", ".py", ".pyi", ".sh", ".fbs", ".cmake", ".in")
 # Where a span names no repository path: build outputs, the install tree, other machines.
@@ -67,11 +72,14 @@ class Tree:
         self._text = None
 
     def text(self):
-        """Every text file's content, joined: where names and flags are looked up."""
+        """Every source file's content, joined: where names and flags are looked up."""
         if self._text is None:
             parts = []
             for f in self.files:
-                if f.endswith((".onnx", ".pb", ".npy", ".kiln", ".png", ".so", ".a", ".o")):
+                # Not the pages themselves (a name must exist outside the prose that quotes it),
+                # nor this checker.
+                if f.endswith((".md", ".onnx", ".pb", ".npy", ".kiln", ".png", ".so", ".a", ".o")) or \
+                        f.startswith(os.path.join("tests", "docs")):
                     continue
                 try:
                     parts.append(read(os.path.join(self.root, f)))
@@ -187,7 +195,7 @@ class Checker:
 
     def check_path(self, page, line, p):
         p = p.rstrip(".,;:")
-        if p.startswith(NOT_TREE) or "://" in p or p in (".", ".."):
+        if p.startswith(NOT_TREE) or "://" in p or p in (".", "..") or re.fullmatch(r"\.[\w.]+", p):
             return
         first = p.split("/")[0]
         page_dir = os.path.dirname(page)
@@ -400,6 +408,26 @@ class Checker:
             if re.search(r"[a-f]", m.group(0)) and re.search(r"\d", m.group(0)):
                 self.fail(page, line, f"a commit hash ({m.group(0)}): results name their commit in benchmarks/results/")
 
+    def check_precision_copy(self, lines):
+        """The line numbers of the README's copy of the precision rows, after checking that they
+        equal docs/precision.md's."""
+        hidden, inside = set(), False
+        for n, line in enumerate(lines, 1):
+            if line.startswith(PRECISION_BLOCK):
+                inside = True
+            if inside and line.startswith(PRECISION_ROWS):
+                hidden.add(n)
+            if inside and line.rstrip().endswith("-->"):
+                inside = False
+        if hidden:
+            copy = [lines[n - 1] for n in sorted(hidden)]
+            page = read(os.path.join(self.tree.root, "docs/precision.md")).splitlines()
+            rows = [l for l in page if l.startswith(PRECISION_ROWS)]
+            self.checked += 1
+            if copy != rows:
+                self.fail("README.md", min(hidden), "the precision rows differ from docs/precision.md's table")
+        return hidden
+
     def check_page(self, page):
         text = read(os.path.join(self.tree.root, page))
         spans, fenced, prose = split_markdown(text)
@@ -415,11 +443,12 @@ class Checker:
             self.check_undated(page, n, line)
         if page == "README.md":
             lines = text.splitlines()
+            hidden = self.check_precision_copy(lines)
             if len(lines) > README_MAX_LINES:
                 self.fail(page, len(lines), f"{len(lines)} lines: the README is a front page of at most "
                                             f"{README_MAX_LINES}; move the rest to docs/")
             for n, line in enumerate(lines, 1):
-                if len(line) > README_MAX_CHARS:
+                if len(line) > README_MAX_CHARS and n not in hidden:
                     self.fail(page, n, f"{len(line)} characters: wrap at about 100, never past {README_MAX_CHARS}")
 
 
