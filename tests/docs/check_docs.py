@@ -433,10 +433,18 @@ class Checker:
         spans, fenced, prose = split_markdown(text)
         for n, span in spans:
             self.check_span(page, n, span)
+        program = None  # the `kiln <sub>` a wrapped synopsis line continues
         for n, code in fenced:
             code = code.split("#")[0] if not code.lstrip().startswith("#include") else ""
-            for command in re.split(r"&&|;|\|", code):
-                self.check_command(page, n, command.strip())
+            if program and re.match(r"\s+[\[(-]", code):
+                self.check_command(page, n, program + " " + code.strip().replace("|", " "))
+                continue
+            m = re.match(r"((?:build/)?kiln(?:-run)? [a-z]+)\b", code)
+            program = m.group(1) if m else None
+            # A synopsis line's '|' separates alternatives; elsewhere it is a pipe.
+            separators = r"&&|;" if program else r"&&|;|\|"
+            for command in re.split(separators, code):
+                self.check_command(page, n, command.strip().replace("|", " "))
         for n, line in prose:
             self.check_links(page, n, line)
         for n, line in enumerate(text.splitlines(), 1):
