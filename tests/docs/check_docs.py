@@ -159,6 +159,19 @@ def split_markdown(text):
     return spans, fenced, prose
 
 
+def heading_anchors(text):
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as '-'."""
+    anchors = set()
+    in_fence = False
+    for line in text.splitlines():
+        if re.match(r"\s*```", line):
+            in_fence = not in_fence
+        m = None if in_fence else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            anchors.add(re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-"))
+    return anchors
+
+
 # --- the checks --------------------------------------------------------------------------------
 
 class Checker:
@@ -394,10 +407,13 @@ class Checker:
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target) or target.startswith("#"):
                 continue
-            path = target.split("#")[0]
+            path, _, anchor = target.partition("#")
+            full = os.path.join(self.tree.root, os.path.dirname(page), path)
             self.checked += 1
-            if not os.path.exists(os.path.join(self.tree.root, os.path.dirname(page), path)):
+            if not os.path.exists(full):
                 self.fail(page, line, f"link target `{target}` does not exist")
+            elif anchor and full.endswith(".md") and anchor not in heading_anchors(read(full)):
+                self.fail(page, line, f"link target `{target}`: no heading with that anchor")
 
     def check_undated(self, page, line, text):
         text = re.sub(r"\]\([^)]*\)", "]", text)  # links to dated results files are fine
