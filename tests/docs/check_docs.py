@@ -30,11 +30,6 @@ import sys
 PAGES = ["README.md", "docs/*.md", "python/README.md", "serving/triton/README.md", "benchmarks/README.md"]
 README_MAX_LINES = 200
 README_MAX_CHARS = 200
-# The README keeps a copy of the `low` and `follow` rows of docs/precision.md's table in an HTML
-# comment that starts with this, because tests/compiler/passes/precision_test.cc reads them from
-# README.md. Those lines may pass README_MAX_CHARS; they must equal docs/precision.md's.
-PRECISION_BLOCK = "<!-- precision-classes"
-PRECISION_ROWS = ("  | low | ", "  | follow | ")
 # Extensions of files whose bare name (no folder) is checked to exist somewhere in the tree.
 SOURCE_EXT = (".h", ".cc", ".c", ".cu", ".cuh", ".inc", ".py", ".pyi", ".sh", ".fbs", ".cmake", ".in")
 # Where a span names no repository path: build outputs, the install tree, other machines.
@@ -424,26 +419,6 @@ class Checker:
             if re.search(r"[a-f]", m.group(0)) and re.search(r"\d", m.group(0)):
                 self.fail(page, line, f"a commit hash ({m.group(0)}): results name their commit in benchmarks/results/")
 
-    def check_precision_copy(self, lines):
-        """The line numbers of the README's copy of the precision rows, after checking that they
-        equal docs/precision.md's."""
-        hidden, inside = set(), False
-        for n, line in enumerate(lines, 1):
-            if line.startswith(PRECISION_BLOCK):
-                inside = True
-            if inside and line.startswith(PRECISION_ROWS):
-                hidden.add(n)
-            if inside and line.rstrip().endswith("-->"):
-                inside = False
-        if hidden:
-            copy = [lines[n - 1] for n in sorted(hidden)]
-            page = read(os.path.join(self.tree.root, "docs/precision.md")).splitlines()
-            rows = [l for l in page if l.startswith(PRECISION_ROWS)]
-            self.checked += 1
-            if copy != rows:
-                self.fail("README.md", min(hidden), "the precision rows differ from docs/precision.md's table")
-        return hidden
-
     def check_page(self, page):
         text = read(os.path.join(self.tree.root, page))
         spans, fenced, prose = split_markdown(text)
@@ -467,12 +442,11 @@ class Checker:
             self.check_undated(page, n, line)
         if page == "README.md":
             lines = text.splitlines()
-            hidden = self.check_precision_copy(lines)
             if len(lines) > README_MAX_LINES:
                 self.fail(page, len(lines), f"{len(lines)} lines: the README is a front page of at most "
                                             f"{README_MAX_LINES}; move the rest to docs/")
             for n, line in enumerate(lines, 1):
-                if len(line) > README_MAX_CHARS and n not in hidden:
+                if len(line) > README_MAX_CHARS:
                     self.fail(page, n, f"{len(line)} characters: wrap at about 100, never past {README_MAX_CHARS}")
 
 

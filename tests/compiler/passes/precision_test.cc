@@ -308,8 +308,8 @@ TEST_CASE("precision: the artifact's stages show the precision trace, and the ex
   }
 }
 
-TEST_CASE("precision: README.md's policy table is the one the stage uses") {
-  std::ifstream readme(std::string(KILN_SOURCE_DIR) + "/README.md");
+TEST_CASE("precision: docs/precision.md's policy table is the one the stage uses") {
+  std::ifstream readme(std::string(KILN_SOURCE_DIR) + "/docs/precision.md");
   REQUIRE(readme.good());
   std::map<std::string, std::set<std::string>> documented;
   for (std::string line; std::getline(readme, line);) {
@@ -327,7 +327,7 @@ TEST_CASE("precision: README.md's policy table is the one the stage uses") {
     table[cls == kiln::PrecisionClass::kLow ? "low" : cls == kiln::PrecisionClass::kFollow ? "follow" : "float32"].insert(
         std::string(info.op));
   }
-  table.erase("float32");  // the README names the float32 ops by kind, in prose
+  table.erase("float32");  // the page names the float32 ops by kind, in prose
   CHECK(table.at("low").count("Softmax") == 1);
   CHECK(table.at("follow").count("Add") == 1);
   CHECK(documented == table);
