@@ -8,7 +8,7 @@
 //   cuda  runtime/cuda/backend.h: generated kernels, cuBLASLt and cuDNN on a CUDA device; the
 //         instructions it does not run (Placement) the executor runs on a CPU backend of the
 //         context's own, as CPU fallback segments, with the copies between them.
-// A backend is added with its folder and one line in RegisteredBackends (backend_registry.cc);
+// A backend is added with its folder and one line in backend_registry.cc, its claims included;
 // docs/adding_a_backend.md walks through it.
 //
 // Thread-compatible: one backend per context, used by one thread at a time.
@@ -23,6 +23,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "runtime/claims.h"
 #include "runtime/entry_state.h"
 #include "runtime/instruction_observer.h"
 #include "runtime/model_impl.h"
@@ -52,9 +53,12 @@ struct Segment {
 
 // Where the instructions of an entry run at its current binding, as a backend decides it.
 struct Placement {
-  // Per instruction: 1 when the executor runs it on the host (a CPU fallback segment), 0 when
+  // Per instruction: 1 when the executor runs it on the host (a CPU fallback region), 0 when
   // this backend does. Empty: every instruction runs on this backend.
   std::span<const uint8_t> host;
+  // Per instruction (one each): what runs it (on the host: what the context's CPU backend runs
+  // it with, Kiln's CPU kernel). Stats::last_instruction_library.
+  std::span<const Library> library;
   // Per instruction (or empty): why it does not run where its artifact names, "" where it does
   // (a library that is missing or refuses the form: Stats::last_fallbacks).
   std::span<const std::string> why;
@@ -127,17 +131,30 @@ class Backend {
   virtual ExecutionContext::MemoryUsage memory_usage() const = 0;
 };
 
-// How a context gets a backend. `create` opens the device of options.device_ordinal;
-// `Create` of a device that is not there fails with kFailedPrecondition and the reason.
+// A backend as the runtime and the compiler know it. `create` opens the device of
+// options.device_ordinal; Create of a device that is not there fails with kFailedPrecondition and
+// the reason. A backend this runtime was built without keeps its registration, with its claims
+// (the compiler records its placements), but no `create`.
 struct BackendRegistration {
   Device device;
-  const char* name;   // "cpu", "cuda": as in --device
+  const char* name;   // "cpu", "cuda": as in --device and InstructionPlacement::backend
   const char* title;  // "CPU", "CUDA": as in device notes ("CUDA unavailable: ...")
   Result<std::unique_ptr<Backend>> (*create)(const Model& model, const ContextOptions& options);
+  ClaimFn claim;        // runtime/claims.h
+  const char* missing;  // without `create`: why ("this runtime was built without the CUDA toolkit")
 };
 
-// The backends built into this runtime, in the order Device::kAuto tries them (the CPU
-// backend last, always present).
+// The registered backends, in the order Device::kAuto tries them (the CPU backend last, always
+// present). Thread-safe, unless RegisterBackend runs at the same time.
 std::span<const BackendRegistration> RegisteredBackends();
+
+// Adds a backend (before the CPU backend), for a backend linked into a program of its own: Kiln's
+// tests register a toy one. Not thread-safe: call it before any context or compile reads the
+// registry. kInvalidArgument when its device or name is registered already.
+Status RegisterBackend(const BackendRegistration& backend);
+
+// What runs instruction `op` (`fused`: a kiln.Fused region) on `backend`: its claims, except for
+// a run-time Loop's control, which the executor runs on every backend.
+Claim ClaimOn(const BackendRegistration& backend, std::string_view op, bool fused);
 
 }  // namespace kiln

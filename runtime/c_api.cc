@@ -82,6 +82,19 @@ std::vector<std::vector<std::vector<const char*>>> MakeMemberOps(const std::vect
   return out;
 }
 
+// Each entry's instructions' placements, which kiln_instruction_info points into: the backend
+// names are the model's strings, the library names LibraryName's literals.
+std::vector<std::vector<std::vector<kiln_placement>>> MakePlacements(const std::vector<kiln::EntryInfo>& entries) {
+  std::vector<std::vector<std::vector<kiln_placement>>> out(entries.size());
+  for (size_t e = 0; e < entries.size(); ++e)
+    for (const kiln::InstructionInfo& i : entries[e].instructions) {
+      std::vector<kiln_placement>& ps = out[e].emplace_back();
+      for (const kiln::InstructionPlacement& p : i.placements)
+        ps.push_back({p.backend.c_str(), kiln::LibraryName(p.library).data()});
+    }
+  return out;
+}
+
 }  // namespace
 
 struct kiln_model {
@@ -89,6 +102,7 @@ struct kiln_model {
   std::string load_error;            // the failed load's message
   std::vector<InfoArrays> inputs, outputs;
   std::vector<std::vector<std::vector<const char*>>> member_ops;  // [entry][instruction]
+  std::vector<std::vector<std::vector<kiln_placement>>> placements;  // [entry][instruction]
   // Each thread's last error: the handle is shared between threads. Node-based, so a
   // thread's string stays put while other threads insert theirs.
   struct ThreadError {
@@ -272,6 +286,7 @@ kiln_status LoadModel(const char* fn, kiln_model** out, Load&& load) noexcept {
     m->inputs = MakeInfoArrays(r->inputs());
     m->outputs = MakeInfoArrays(r->outputs());
     m->member_ops = MakeMemberOps(r->entries());
+    m->placements = MakePlacements(r->entries());
     m->model = std::move(*r);
     return Status::Ok();
   });
@@ -418,9 +433,8 @@ kiln_status kiln_model_instruction(const kiln_model* model, size_t entry, size_t
                               " instructions");
     const kiln::InstructionInfo& i = e->instructions[index];
     const std::vector<const char*>& ops = model->member_ops[entry][index];
-    // backend() and library() view string literals, which are NUL-terminated.
-    *out = {i.name.c_str(), i.op.c_str(), i.executor.c_str(), i.backend().data(), i.library().data(),
-            i.kernel.c_str(), ops.size(), ops.data()};
+    const std::vector<kiln_placement>& placements = model->placements[entry][index];
+    *out = {i.name.c_str(), i.op.c_str(), placements.size(), placements.data(), i.kernel.c_str(), ops.size(), ops.data()};
     return Status::Ok();
   });
 }

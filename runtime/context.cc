@@ -72,8 +72,14 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const Model& model) {
 }  // namespace
 
 Result<ExecutionContext> ExecutionContext::Create(const Model& model, const ContextOptions& options) {
-  if (options.device != Device::kCpu && options.device != Device::kAuto && options.device != Device::kCuda)
-    return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)));
+  const auto backends = RegisteredBackends();
+  if (options.device != Device::kAuto &&
+      std::none_of(backends.begin(), backends.end(), [&](const BackendRegistration& r) { return r.device == options.device; })) {
+    std::string names;
+    for (const BackendRegistration& r : backends) names += std::string(names.empty() ? "" : ", ") + r.name;
+    return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)) +
+                           "; the registered backends are " + names + ", or Device::kAuto");
+  }
   if (options.max_loop_iterations < 1)
     return InvalidArgument("max_loop_iterations is " + to_string(options.max_loop_iterations) + ", expected at least 1");
   if (options.cpu_threads < 0 || options.cpu_threads > ContextOptions::kMaxCpuThreads)
@@ -83,8 +89,14 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   // kAuto tries the registered backends in order (the CPU backend last) and notes why each
   // before the one it took was unavailable.
   std::string unavailable;
-  for (const BackendRegistration& r : RegisteredBackends()) {
+  for (const BackendRegistration& r : backends) {
     if (options.device != Device::kAuto && r.device != options.device) continue;
+    if (r.create == nullptr) {
+      if (options.device != Device::kAuto)
+        return FailedPrecondition(std::string(r.missing) + ", so it has no " + r.title + " backend; use --device cpu");
+      unavailable += std::string("; ") + r.missing;
+      continue;
+    }
     auto backend = r.create(model, options);
     if (backend.ok()) {
       impl->backend = std::move(*backend);
@@ -93,20 +105,15 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     if (options.device != Device::kAuto || r.device == Device::kCpu) return backend.status();
     unavailable += std::string("; ") + r.title + " unavailable: " + std::string(backend.status().message());
   }
-  const auto registered = RegisteredBackends();
-  const bool has_cuda = std::any_of(registered.begin(), registered.end(),
-                                    [](const BackendRegistration& r) { return r.device == Device::kCuda; });
-  if (!impl->backend)
-    return FailedPrecondition("this runtime was built without the CUDA toolkit, so it has no CUDA backend; "
-                              "use --device cpu");
+  if (!impl->backend) return Internal("no backend is registered for this device");
   impl->device_note = impl->backend->note() + unavailable;
   if (impl->backend->device() != Device::kCpu) {
     KILN_ASSIGN_OR_RETURN(impl->host, CreateHostBackend(model));
   }
   impl->max_loop_iterations = options.max_loop_iterations;
+  impl->profile = options.profile;
   impl->scratch.loops.reserve(16);  // a run-time Loop's frame holds the scalars it copies to the device
   impl->scratch.host_inputs.resize(model.inputs().size());
-  if (options.device == Device::kAuto && !has_cuda) impl->device_note += "; this runtime was built without CUDA";
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());
   for (size_t e = 0; e < impl->entries.size(); ++e) {

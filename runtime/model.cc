@@ -21,6 +21,7 @@
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
+#include "runtime/backend.h"
 #include "runtime/executor/loop_pairs.h"
 #include "runtime/executor/segments.h"
 #include "runtime/model_impl.h"
@@ -259,6 +260,26 @@ void BuildTensors(const fb::Entry& e, PreparedEntry& pe) {
   pe.num_symbolic_values = static_cast<int32_t>(pe.value_exprs.size());
 }
 
+// What runs instruction `ins` on every registered backend: the placements the artifact records
+// (verified), for a file written before them its `executor` as the CUDA one, and for any other
+// backend its claims.
+std::vector<InstructionPlacement> Placements(const fb::Instruction& ins) {
+  std::vector<InstructionPlacement> out;
+  for (uint32_t k = 0; k < Size(ins.placements()); ++k) {
+    const fb::Placement* p = ins.placements()->Get(k);
+    out.push_back({Str(p->backend()), ParseLibrary(p->library()->string_view()).value_or(Library::kCpuKernel)});
+  }
+  const std::string_view op = ins.op()->string_view();
+  for (const BackendRegistration& r : RegisteredBackends()) {
+    if (std::any_of(out.begin(), out.end(), [&](const InstructionPlacement& p) { return p.backend == r.name; })) continue;
+    Library library = ClaimOn(r, op, ins.kernel() >= 0).library;
+    if (std::string_view(r.name) == "cuda" && ins.executor() != nullptr)
+      if (const auto recorded = ParseLibrary(ins.executor()->string_view())) library = *recorded;
+    out.push_back({r.name, library});
+  }
+  return out;
+}
+
 void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntry& pe) {
   for (uint32_t i = 0; i < Size(e.instructions()); ++i) {
     const fb::Instruction* ins = e.instructions()->Get(i);
@@ -284,7 +305,7 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
     pi.label = "instruction " + to_string(i);
     if (ins->name() && ins->name()->size()) pi.label += " '" + ins->name()->str() + "'";
     pi.label += " (" + ins->op()->str() + ")";
-    pi.executor = Str(ins->executor());
+    pi.placements = Placements(*ins);
     for (uint32_t k = 0; k < Size(ins->when()); ++k)
       pi.when.push_back({ins->when()->Get(k)->tensor(), ins->when()->Get(k)->value()});
     if (!pi.when.empty()) pe.has_predicates = true;
@@ -507,7 +528,7 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     InstructionInfo ii;
     ii.name = Str(ins->name());
     ii.op = ins->op()->str();
-    ii.executor = Str(ins->executor());
+    ii.placements = pe.instructions[i].placements;
     if (ins->kernel() >= 0) ii.kernel = impl.kernels[static_cast<size_t>(ins->kernel())].name;
     if (ins->member_ops())
       for (uint32_t m = 0; m < ins->member_ops()->size(); ++m) ii.member_ops.push_back(Str(ins->member_ops()->Get(m)));

@@ -70,9 +70,14 @@ struct PreparedInstruction {
   int32_t num_inputs = 0;
   int32_t num_outputs = 0;
   std::string label;  // "instruction 12 'conv1' (Conv)", prefixed to kernel errors
-  // Where the artifact says it runs on a GPU: "generated", "cublaslt", "cudnn" or "cpu" (the
-  // compiler's executors stage); "" in artifacts that do not say.
-  std::string executor;
+  // What runs it on each registered backend: the artifact's placements, and for a backend it
+  // records none of (an older artifact), the backend's claims (runtime/claims.h).
+  std::vector<InstructionPlacement> placements;
+  Library LibraryOn(std::string_view backend) const {
+    for (const InstructionPlacement& p : placements)
+      if (p.backend == backend) return p.library;
+    return Library::kCpuKernel;
+  }
   // Format 6 (schema/kiln.fbs Instruction.when): it runs only when each tensor's one bool
   // element equals its value (a run-time If's branch); empty: always.
   struct Predicate {

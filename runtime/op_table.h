@@ -1,16 +1,16 @@
-// The op table: every fact about an ONNX op that more than one part of Kiln needs, in one row
-// per op (runtime/op_table.cc), read by the compiler and the runtime alike:
+// The op table: every backend-neutral fact about an ONNX op that more than one part of Kiln
+// needs, in one row per op (runtime/op_table.cc), read by the compiler and the runtime alike:
 //   arity      its operands, from the ONNX schema of the newest opset (the importer rewrites
 //              older forms); load checks every instruction against it (runtime/verify.cc);
 //   precision  how the precision pass lowers it under --precision fp16/bf16
 //              (compiler/passes/precision.cc);
-//   fusion     how it reaches a GPU: a generated kernel of one of three kinds, a library, or
-//              the CPU backend only (compiler/fusion/rules.h says how each kind fuses);
-//   library    kLibrary rows: the CUDA library that runs it. The executors stage records it in
-//              the artifact per instruction, and the CUDA backend runs exactly that (it reads
-//              this column only for artifacts that record none);
-//   note       kLibrary rows: what the library call does; kCpuOnly rows: why there is no GPU
-//              path (the executors trace and `kiln ops` print it).
+//   fusion     how it fuses: into a generated kernel of one of three kinds, never (a library
+//              call on the backends that have one), or never with no generated kernel at all
+//              (compiler/fusion/rules.h says how each kind fuses);
+//   note       kCpuOnly rows: why no generated kernel takes it (the executors trace and `kiln
+//              ops` print it).
+// Which library runs an op on a backend is that backend's claim, not a column here
+// (runtime/claims.h: runtime/cpu/claims.cc, runtime/cuda/claims.cc).
 // Where an op's code is, each found by its name: the meta function (compiler/ops/registry.h),
 // the CPU kernel (runtime/kernels/kernel.h) and, for the generated kinds, the lowering
 // (compiler/fusion/rules.h). Which op versions Kiln implements is compiler/onnx/op_versions.h.
@@ -57,38 +57,27 @@ struct OpPrecision {
   constexpr OpPrecision(PrecisionClass c, uint32_t declared = 0) : cls(c), declared_inputs(declared) {}
 };
 
-// How an op reaches a GPU (compiler/fusion/rules.h):
+// How an op fuses (compiler/fusion/rules.h):
 enum class FusionKind : uint8_t {
   kElementwise,  // one output element from the same element of each (broadcast) input
   kIndexMap,     // data movement: an output element reads its input elsewhere
   kReduction,    // a reduction family; at most one per generated kernel
-  kLibrary,      // a library call (cuBLASLt, cuDNN); never fused, may carry an epilogue
-  kCpuOnly,      // no GPU path: the CPU backend runs it, as a CPU fallback on a GPU
+  kLibrary,      // never fused, may carry an epilogue: a library call where a backend has one
+                 // (cuBLASLt, cuDNN, oneDNN), else its CPU kernel
+  kCpuOnly,      // no generated kernel: its CPU kernel runs it on every backend (on a device, a
+                 // CPU fallback)
 };
 const char* FusionKindName(FusionKind kind);  // "elementwise", "index map", ...
-
-// The CUDA library of a kLibrary op.
-enum class OpLibrary : uint8_t { kNone, kCublasLt, kCudnn };
-// As the artifact records it (Instruction.executor): "cublaslt", "cudnn"; "" for kNone.
-std::string_view LibraryName(OpLibrary library);
-
-// The CPU backend's library for `op`: "onednn" for Conv, MaxPool, AveragePool, MatMul and Gemm (oneDNN,
-// runtime/cpu/onednn/onednn.h), ""
-// for an op that runs on its CPU kernel alone. The executors trace names it; the CPU backend
-// asks that library first and runs the CPU kernel when it refuses (Stats::last_fallbacks).
-std::string_view CpuLibraryOf(std::string_view op);
 
 struct OpInfo {
   std::string_view op;  // the ONNX op type (CausalConvWithState: com.microsoft's)
   Arity arity;
   OpPrecision precision;
   FusionKind fusion;
-  OpLibrary library;
-  std::string_view note;
+  std::string_view note;  // kCpuOnly: why no generated kernel takes it; "" on other rows
 
-  constexpr OpInfo(std::string_view op, Arity arity, OpPrecision precision, FusionKind fusion,
-                   OpLibrary library, std::string_view note)
-      : op(op), arity(arity), precision(precision), fusion(fusion), library(library), note(note) {}
+  constexpr OpInfo(std::string_view op, Arity arity, OpPrecision precision, FusionKind fusion, std::string_view note)
+      : op(op), arity(arity), precision(precision), fusion(fusion), note(note) {}
 };
 
 // The row of `op`, or nullptr (Kiln's internal ops, such as kiln.Fused, have none).

@@ -6,6 +6,7 @@
 
 #include "kiln/tensor.h"
 #include "runtime/artifact_header.h"
+#include "runtime/claims.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/executor/loop_rules.h"
 #include "runtime/expr_eval.h"
@@ -411,6 +412,12 @@ class EntryVerifier {
                           " is neither in the arena nor an input");
       }
       KILN_RETURN_IF_ERROR(Kernel(*ins, where));
+      for (uint32_t k = 0; k < Size(ins->placements()); ++k) {
+        const fb::Placement* p = ins->placements()->Get(k);
+        if (p->backend() == nullptr || p->library() == nullptr || !ParseLibrary(p->library()->string_view()))
+          return DataLoss(where + ": placement " + to_string(k) + " names no backend or no library known to this "
+                          "runtime (kiln/library.h)" + (p->library() ? ": '" + p->library()->str() + "'" : std::string()));
+      }
       for (uint32_t k = 0; k < Size(ins->attrs()); ++k) {
         const int kind = static_cast<int>(ins->attrs()->Get(k)->kind());
         if (kind < 0 || kind > static_cast<int>(fb::AttrKind::Floats))

@@ -172,7 +172,8 @@ class Fuser {
     const ir::Node& node = t_.body.nodes[n];
     const FusionRule* rule = FindRule(node.op);
     if (!rule) return "no fusion rule";
-    if (!rule->lower) return std::string(FusionKindName(rule->kind)) + ": " + std::string(rule->note);
+    if (!rule->lower)
+      return std::string(FusionKindName(rule->kind)) + (rule->note.empty() ? "" : ": " + std::string(rule->note));
     if (!node.blocks.empty()) return "has subgraphs";
     if (!ir::RuntimeDimsSetBy(t_, node).empty()) return "it sets a run-time dim, which its CPU kernel reports";
     for (ValueId o : node.outputs) {

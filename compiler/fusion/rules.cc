@@ -23,7 +23,7 @@ struct Table {
     std::map<std::string_view, Lowering> lowerings;
     for (const Lowering& l : AllLowerings()) lowerings.emplace(l.op, l);
     for (const OpInfo& info : AllOpInfo()) {
-      FusionRule r{info.op, info.fusion, nullptr, nullptr, info.note, LibraryName(info.library)};
+      FusionRule r{info.op, info.fusion, nullptr, nullptr, info.note};
       if (auto it = lowerings.find(info.op); it != lowerings.end() && Generated(info.fusion)) {
         r.lower = it->second.lower;
         r.domain = it->second.domain;

@@ -1,5 +1,5 @@
-// The fusion rules: for every op, how it reaches a GPU. Its kind, library and note are its row
-// in the op table (runtime/op_table.h); the generated kinds add their lowering here.
+// The fusion rules: for every op, how it fuses. Its kind and note are its row in the op table
+// (runtime/op_table.h); the generated kinds add their lowering here.
 //
 //  - kElementwise: one output element from the same element of each (broadcast) input.
 //    Joins any region, before or after its reduction.
@@ -8,9 +8,9 @@
 //    without one; after a reduction it would read other rows, so it cuts.
 //  - kReduction: a reduction family (Softmax, LayerNormalization, ReduceSum, ...). At most
 //    one per region; it fixes the region's iteration domain.
-//  - kLibrary: run by a library (cuBLASLt, cuDNN); `note` says what the call does. Never
-//    fused; MatMul, Gemm and Conv carry epilogues instead (compiler/passes/epilogue.h).
-//  - kCpuOnly: no GPU path yet; `note` says why. The executors stage runs these on the CPU.
+//  - kLibrary: never fused: a library call where the backend has one (its claims,
+//    runtime/claims.h); MatMul, Gemm and Conv carry epilogues instead (compiler/passes/epilogue.h).
+//  - kCpuOnly: no generated kernel yet; `note` says why. Its CPU kernel runs it on every backend.
 //
 // Why a region is cut (the compile log prints one of these for each cut):
 //  - the producer is not fusible (library, CPU-only, or its lowering refused these attrs);
@@ -34,10 +34,7 @@ struct FusionRule {
   FusionKind kind = FusionKind::kCpuOnly;
   LowerFn lower = nullptr;    // kElementwise, kIndexMap, kReduction
   DomainFn domain = nullptr;  // kReduction
-  std::string_view note;      // kLibrary: what the library call does; kCpuOnly: why there is no GPU path
-  // kLibrary: the library, by the name the artifact records for the instruction and the CUDA
-  // backend reads (runtime/cuda/runner.cc): "cublaslt" or "cudnn".
-  std::string_view library;
+  std::string_view note;      // kCpuOnly: why no generated kernel takes it
 };
 
 // The rule for `op`, or nullptr if the op has no row in the op table (the executors stage

@@ -41,6 +41,18 @@ std::string FloatText(float f) {
   return os.str();
 }
 
+// " @generated" when every backend runs the node alike, else " @cuda:cudnn @cpu:onednn"; "" before
+// the executors stage.
+std::string PlacementText(const std::vector<Placement>& placements) {
+  if (placements.empty()) return "";
+  const bool alike = std::all_of(placements.begin(), placements.end(),
+                                 [&](const Placement& p) { return p.library == placements[0].library; });
+  if (alike) return " @" + std::string(LibraryName(placements[0].library));
+  std::string text;
+  for (const Placement& p : placements) text += " @" + p.backend + ":" + std::string(LibraryName(p.library));
+  return text;
+}
+
 std::string AttrText(const Attr& a) {
   switch (a.kind) {
     case Attr::Kind::kInt: return std::to_string(a.i);
@@ -103,7 +115,7 @@ class Printer {
         types += (types.empty() ? "" : ", ") + Type(n.outputs[i]);
       }
       if (!types.empty()) line += " # " + types;
-      if (!n.executor.empty()) line += " @" + n.executor;
+      line += PlacementText(n.placements);
       if (n.fused) {
         std::string members;
         for (const std::string& m : n.fused->members) members += (members.empty() ? "" : ", ") + m;

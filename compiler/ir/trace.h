@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compiler/ir/sym.h"
+#include "kiln/library.h"
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
 #include "runtime/fused/program.h"
@@ -93,6 +94,13 @@ struct Predicate {
   bool operator==(const Predicate&) const = default;
 };
 
+// Where a node runs on one backend (InstructionPlacement in the artifact).
+struct Placement {
+  std::string backend;  // "cuda", "cpu"
+  Library library = Library::kCpuKernel;
+  std::string reason;
+};
+
 struct Node {
   std::string op;    // registry op name: ONNX op type or "kiln.*"
   std::string name;  // ONNX node name, or a generated one; used in every error message
@@ -103,9 +111,9 @@ struct Node {
   // The conditions are read like inputs (the memory plan keeps them alive until the node has
   // run). Passes that merge nodes merge only nodes with equal predicates.
   std::vector<Predicate> when;
-  // Set by the `executors` stage: who runs the node ("cpu", ...) and why.
-  std::string executor;
-  std::string executor_reason;
+  // Set by the `executors` stage: what runs the node on each registered backend, and why
+  // (runtime/claims.h), in registration order.
+  std::vector<Placement> placements;
   // Named subgraphs, e.g. {"then_branch", ...}, {"else_branch", ...}.
   std::vector<std::pair<std::string, std::shared_ptr<Block>>> blocks;
   std::shared_ptr<const FusedKernel> fused;  // "kiln.Fused" only; immutable, shared by traces

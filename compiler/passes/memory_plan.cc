@@ -1,5 +1,7 @@
 #include "compiler/passes/memory_plan.h"
 
+#include "compiler/passes/executors.h"
+
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -79,8 +81,8 @@ void CopyUnwrittenOutputs(ir::Trace& trace) {
     node.name = "copy_to_output_" + std::to_string(i);
     node.inputs = {src};
     node.outputs = {dst};
-    node.executor = "cpu";
-    node.executor_reason = "model output must be written into the arena";
+    PlaceNode(node);
+    for (ir::Placement& p : node.placements) p.reason = "model output must be written into the arena";
     trace.body.nodes.push_back(std::move(node));
     trace.outputs[i] = dst;
     written.push_back(true);

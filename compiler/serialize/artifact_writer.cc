@@ -12,6 +12,7 @@
 #include "kiln/version.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
+#include "runtime/kernels/kernel.h"
 #include "schema/kiln_generated.h"
 
 namespace kiln::serialize {
@@ -201,6 +202,14 @@ int32_t ProducerOf(const ir::Trace& t, const ir::RuntimeDim& d) {
   return -1;
 }
 
+// Whether node n's CPU kernel reports a run-time size (KernelDef::runtime_size), or it is the
+// kiln.LoopEnd whose iterations size its scan outputs.
+bool ReportsRuntimeSize(const ir::Node& n) {
+  if (n.op == "kiln.LoopEnd") return true;
+  const cpu::KernelDef* kernel = cpu::FindKernel(n.op);
+  return kernel != nullptr && kernel->runtime_size;
+}
+
 bool HasRuntimeDims(const ir::Trace& t) {
   return std::any_of(t.runtime_dims.begin(), t.runtime_dims.end(),
                      [&](const ir::RuntimeDim& d) { return ProducerOf(t, d) >= 0; });
@@ -214,7 +223,7 @@ Result<std::vector<fb::RuntimeDim>> WriteRuntimeDims(const ir::Trace& t, ExprTab
     const int32_t producer = ProducerOf(t, d);
     if (producer < 0) continue;
     const ir::Node& n = t.body.nodes[static_cast<size_t>(producer)];
-    if (n.fused || n.executor != "cpu")
+    if (n.fused || !ReportsRuntimeSize(n))
       return Internal("run-time dim " + d.symbol + " from " + d.origin + " is first produced by node '" + n.name +
                       "' (" + n.op + "), which does not report it");
     out.emplace_back(exprs.SymbolIndex(d.symbol), producer, exprs.Add(d.bound));
@@ -278,11 +287,19 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
     }
     std::vector<fb::Predicate> when;
     for (const ir::Predicate& p : n.when) when.emplace_back(p.cond, p.value);
+    std::vector<flatbuffers::Offset<fb::Placement>> placements;
+    std::string_view cuda;  // runtimes before placements read the CUDA one as `executor`
+    for (const ir::Placement& p : n.placements) {
+      const std::string_view library = LibraryName(p.library);
+      placements.push_back(fb::CreatePlacement(b, b.CreateString(p.backend), b.CreateString(library)));
+      if (p.backend == "cuda") cuda = library == "control" ? "cpu" : library;
+    }
     instructions.push_back(fb::CreateInstruction(b, b.CreateString(n.op), b.CreateString(n.name),
-                                                 b.CreateString(n.executor), b.CreateVector(ins), b.CreateVector(outs),
+                                                 b.CreateString(cuda), b.CreateVector(ins), b.CreateVector(outs),
                                                  b.CreateVector(attrs), kernel, b.CreateVector(sizes),
                                                  b.CreateVector(member_ops),
-                                                 when.empty() ? 0 : b.CreateVectorOfStructs(when)));
+                                                 when.empty() ? 0 : b.CreateVectorOfStructs(when),
+                                                 b.CreateVector(placements)));
   }
   int32_t arena = exprs.Add(e.plan.arena_bytes);
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());

@@ -126,14 +126,20 @@ typedef struct kiln_tensor_info {
   const char* const* dim_symbols; /* rank pointers, NULL for a constant dim */
 } kiln_tensor_info;
 
+/* What runs an instruction on one backend (kiln::InstructionPlacement, kiln/library.h). */
+typedef struct kiln_placement {
+  const char* backend; /* "cuda", "cpu": as in kiln_context_options' device */
+  const char* library; /* "cpu" (Kiln's CPU kernel; on a device, a CPU fallback on the host), "generated",
+                          "onednn", "cublaslt", "cudnn", "control" (a run-time Loop's control) */
+} kiln_placement;
+
 /* One instruction of an entry, as the artifact records it (kiln::InstructionInfo). All pointers
  * point into the model handle and stay valid until it is destroyed; none is NULL. */
 typedef struct kiln_instruction_info {
   const char* name;     /* the source node's name */
   const char* op;       /* ONNX op type, or "kiln.Fused" for a generated kernel */
-  const char* executor; /* in a CUDA context: "generated", "cublaslt", "cudnn", "cpu"; "" unrecorded */
-  const char* backend;  /* in a CUDA context: "cuda" or "cpu" */
-  const char* library;  /* "cuBLASLt", "cuDNN", or "" for a generated kernel or a CPU kernel */
+  size_t num_placements;
+  const kiln_placement* placements; /* one per backend, as the compiler's executors stage chose */
   const char* kernel;   /* kiln.Fused: the generated kernel's name, "kiln_<16 hex digits>"; else "" */
   size_t num_member_ops;
   const char* const* member_ops; /* kiln.Fused: the ONNX ops it replaced, in trace order */

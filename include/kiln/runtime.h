@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/export.h"
+#include "kiln/library.h"
 #include "kiln/stats.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -48,30 +49,35 @@ struct TensorInfo {
   std::vector<DimInfo> shape;
 };
 
+// Where one instruction runs on one backend, as the compiler's `executors` stage decided from
+// that backend's claims (runtime/claims.h) and the artifact records it.
+struct InstructionPlacement {
+  std::string backend;  // "cpu", "cuda": a registered backend's name, as in --device
+  Library library = Library::kCpuKernel;
+};
+
 // One instruction of an entry, as the artifact records it. `kiln run --profile`, `kiln bench
 // --profile` and its Chrome trace group instruction times by these fields.
 struct InstructionInfo {
   std::string name;  // the source node's name (a generated kernel: its region's last node)
   std::string op;    // ONNX op type, "kiln.Fused" for a generated kernel, or another "kiln.*" op
-  // Where it runs in a CUDA context, as the compiler decided (its `executors` stage):
-  // "generated" a generated kernel, "cublaslt" or "cudnn" that library (or a CPU kernel where
-  // the library refuses the call: Stats::last_fallbacks), "cpu" a CPU kernel; consecutive CPU
-  // kernels run as one CPU fallback region, with one copy to the host and one back. On
-  // the CPU backend every instruction runs on the CPU: a generated kernel as its portable
-  // program. Empty in artifacts written before the compiler recorded it.
-  std::string executor;
+  // Where it runs on each backend, in the order RegisteredBackends lists them ("cuda", "cpu"):
+  // what the compiler decided; a backend runs exactly that, or says why not in
+  // Stats::last_fallbacks (a library that is missing or refuses the form: then the CPU kernel
+  // runs it). On a device backend, consecutive instructions placed on kCpuKernel run as one CPU
+  // fallback region, with one copy to the host and one back. Artifacts written before the field
+  // get each backend's claims at load.
+  std::vector<InstructionPlacement> placements;
   std::string kernel;                   // kiln.Fused: the generated kernel's name, "kiln_<16 hex digits>"
   std::vector<std::string> member_ops;  // kiln.Fused: the ONNX ops it replaced, in trace order
-  // The backend that runs it in a CUDA context: "cuda" (generated, cublaslt, cudnn) or "cpu".
-  std::string_view backend() const {
-    return executor == "generated" || executor == "cublaslt" || executor == "cudnn" ? "cuda" : "cpu";
+  // Its placement on `backend` ("cpu", "cuda"); kCpuKernel for a backend not listed.
+  Library library(std::string_view backend) const {
+    for (const InstructionPlacement& p : placements)
+      if (p.backend == backend) return p.library;
+    return Library::kCpuKernel;
   }
-  // The library, "cuBLASLt" or "cuDNN", or "" for a generated kernel or a CPU kernel.
-  std::string_view library() const {
-    return executor == "cublaslt" ? "cuBLASLt" : executor == "cudnn" ? "cuDNN" : "";
-  }
-  // One line for messages: "'conv1' (Conv) @cudnn" ("'x' (Op)" when the executor is empty).
-  std::string label() const { return "'" + name + "' (" + op + ")" + (executor.empty() ? "" : " @" + executor); }
+  // One line for messages: "'conv1' (Conv)".
+  std::string label() const { return "'" + name + "' (" + op + ")"; }
 };
 
 // One dim of an entry's input as the entry's prologue checks it: a constant, or a symbol

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/library.h"
+
 namespace kiln {
 
 // What the compiler measured while making one entry, as the artifact records it (Thunder's
@@ -109,6 +111,12 @@ struct Stats {
   // CUDA-event time on the CUDA backend, filled by Synchronize, where a CPU fallback region's
   // time, copies included, is its first instruction's. Empty when not profiling.
   std::vector<int64_t> last_instruction_ns;
+  // ContextOptions::profile: what ran each instruction of the last Run's entry, in instruction
+  // order: the library the backend ran it on (its placement, InstructionInfo::placements), or
+  // Kiln's CPU kernel where the library refused it (Stats::last_fallbacks) or, on a device, where
+  // it ran on the host in a CPU fallback region. An instruction that did not run reads its
+  // placement. Empty when not profiling.
+  std::vector<Library> last_instruction_library;
   // ContextOptions::profile, CPU backend: the bytes each instruction of the last Run's entry
   // read and wrote, in instruction order: the sum over its operands (inputs and outputs) of
   // elements x dtype size, each operand counted once; summed over a run-time Loop's iterations,

@@ -116,7 +116,9 @@ class Trace:
 class Entry:
     """One entry of an artifact: a shape specialisation with its prologue, its stage traces
     (Thunder's last_traces), its run-time dims, its inputs' dim checks (per input, per dim) and
-    its instructions as (name, op, executor, kernel)."""
+    its instructions as (name, op, placements, kernel), placements as (backend, library) pairs:
+    what runs the instruction on each backend ("cuda", "cpu"), the library named as the artifact
+    records it ("cpu" for a CPU kernel, "generated", "onednn", "cublaslt", "cudnn", "control")."""
 
     index: int
     name: str
@@ -124,7 +126,7 @@ class Entry:
     traces: Tuple[Trace, ...]
     runtime_dims: Tuple[str, ...]
     input_dims: Tuple[Tuple[DimCheck, ...], ...]
-    instructions: Tuple[Tuple[str, str, str, str], ...]
+    instructions: Tuple[Tuple[str, str, Tuple[Tuple[str, str], ...], str], ...]
     arena_bytes: str
 
 
@@ -142,7 +144,8 @@ def _entry(index: int, d: Dict[str, Any]) -> Entry:
         traces=tuple(Trace(n, t, ns, ops) for n, t, ns, ops in d["stages"]),
         runtime_dims=tuple(d["runtime_dims"]),
         input_dims=tuple(tuple(check(c) for c in dims) for dims in d["input_dims"]),
-        instructions=tuple(tuple(i) for i in d["instructions"]),
+        instructions=tuple((n, op, tuple(tuple(p) for p in placements), kernel)
+                           for n, op, placements, kernel in d["instructions"]),
         arena_bytes=d["arena_bytes"],
     )
 

@@ -96,8 +96,12 @@ nb::list EntryInfos(const Model& model) {
     }
     d["input_dims"] = inputs;
     nb::list instructions;
-    for (const InstructionInfo& i : e.instructions)
-      instructions.append(nb::make_tuple(Str(i.name), Str(i.op), Str(i.executor), Str(i.kernel)));
+    for (const InstructionInfo& i : e.instructions) {
+      nb::list placements;  // (backend, library) per backend, as kiln::InstructionInfo::placements
+      for (const InstructionPlacement& p : i.placements)
+        placements.append(nb::make_tuple(Str(p.backend), Str(std::string(LibraryName(p.library)))));
+      instructions.append(nb::make_tuple(Str(i.name), Str(i.op), nb::tuple(placements), Str(i.kernel)));
+    }
     d["instructions"] = instructions;
     d["kernels"] = e.compile.kernels;
     d["kernel_compile_ns"] = e.compile.kernel_compile_ns;

@@ -51,7 +51,14 @@ class CpuBackend final : public Backend {
 
   Placement Where(const BackendRun& run) override {
     const LibraryPlans* plans = Current(run.pe);
-    return {{}, plans != nullptr ? std::span<const std::string>(plans->why) : std::span<const std::string>()};
+    const std::vector<PreparedInstruction>& ins = run.pe.instructions;
+    libraries_.resize(ins.size());  // no allocation once this size was seen
+    for (size_t k = 0; k < ins.size(); ++k)
+      libraries_[k] = plans != nullptr && plans->ops[k]            ? Library::kOneDnn
+                      : ins[k].program != nullptr                  ? Library::kGenerated
+                      : ins[k].control != Control::kNone           ? Library::kControl
+                                                                   : Library::kCpuKernel;
+    return {{}, libraries_, plans != nullptr ? std::span<const std::string>(plans->why) : std::span<const std::string>()};
   }
 
   Status RunSegment(const BackendRun& run, const Segment& seg, size_t* done) override {
@@ -147,6 +154,7 @@ class CpuBackend final : public Backend {
   std::string note_;
   bool profile_;
   int64_t mark_ = 0;  // profiling: when the last instruction's time ended
+  std::vector<Library> libraries_;  // Where's, per instruction
   HostMemory memory_;
 
   // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare.
@@ -160,7 +168,7 @@ class CpuBackend final : public Backend {
   // between shapes (a server's batch sizes) plan nothing once each shape has been seen.
   static constexpr size_t kMaxBindings = 8;
   struct EntryPlans {
-    bool claims = false;  // some instruction's op is oneDNN's (CpuLibraryOf)
+    bool claims = false;  // some instruction's op is oneDNN's (the artifact's placement on "cpu")
     std::vector<LibraryPlans> bindings;
     size_t current = 0;  // into bindings: the binding Prepare chose last
     size_t next = 0;     // the one a new binding replaces once there are kMaxBindings
@@ -168,9 +176,9 @@ class CpuBackend final : public Backend {
   bool onednn_;
   std::vector<std::pair<const PreparedEntry*, EntryPlans>> plans_;  // per entry, once prepared
 
-  // Whether the op table gives `pi`'s op to oneDNN (CpuLibraryOf); never a fused program.
+  // Whether the artifact places `pi` on oneDNN on this backend (runtime/cpu/claims.cc).
   static bool OneDnnClaims(const PreparedInstruction& pi) {
-    return pi.kernel != nullptr && CpuLibraryOf(pi.kernel->op) == "onednn";
+    return pi.kernel != nullptr && pi.LibraryOn("cpu") == Library::kOneDnn;
   }
 
   // The plans of `pe`, made at its first Prepare; null when oneDNN is off.
@@ -211,7 +219,7 @@ class CpuBackend final : public Backend {
     return e == nullptr || !e->claims || e->bindings.empty() ? nullptr : &e->bindings[e->current];
   }
 
-  // Plans every instruction of `pe` whose op the op table gives oneDNN (CpuLibraryOf), for the
+  // Plans every instruction of `pe` the artifact places on oneDNN on "cpu" (OneDnnClaims), for the
   // binding `s`; an instruction oneDNN refuses keeps its CPU kernel, with the reason.
   void Plan(const PreparedEntry& pe, const EntryState& s, LibraryPlans& p) {
     p.ops.clear();

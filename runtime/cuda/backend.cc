@@ -106,7 +106,7 @@ class CudaBackend final : public Backend {
 
   Placement Where(const BackendRun& run) override {
     const LibraryPlacement::Decisions& d = placement_->Decide(run.entry, run.pe, run.state, *dm_, *memory_);
-    return {d.host, d.why};
+    return {d.host, d.library, d.why};
   }
 
   Status RunSegment(const BackendRun& run, const Segment& seg, size_t* done) override {

@@ -4,7 +4,6 @@
 #include <string_view>
 
 #include "runtime/cuda/dynamic_symbols.h"
-#include "runtime/op_table.h"
 
 namespace kiln::cuda {
 
@@ -35,22 +34,10 @@ std::unique_ptr<LibraryPlacement> LibraryPlacement::Create(const DeviceInfo& dev
   return p;
 }
 
-Library* LibraryPlacement::Of(Lib lib) const {
-  if (lib == Lib::kBlas) return blas_.get();
-  if (lib == Lib::kDnn) return dnn_.get();
+cuda::Library* LibraryPlacement::Of(kiln::Library library) const {
+  if (library == kiln::Library::kCublasLt) return blas_.get();
+  if (library == kiln::Library::kCudnn) return dnn_.get();
   return nullptr;
-}
-
-// Which library the artifact names for `pi` (PreparedInstruction::executor); an artifact that
-// names none (written before executors were recorded per library) falls back on the op table's
-// library column (runtime/op_table.h), which the compiler's executors stage reads.
-LibraryPlacement::Lib LibraryPlacement::Named(const PreparedInstruction& pi) {
-  std::string_view library = pi.executor;
-  if (library.empty() && pi.kernel != nullptr)
-    if (const OpInfo* info = FindOpInfo(pi.kernel->op)) library = LibraryName(info->library);
-  if (library == LibraryName(OpLibrary::kCublasLt)) return Lib::kBlas;
-  if (library == LibraryName(OpLibrary::kCudnn)) return Lib::kDnn;
-  return Lib::kNone;
 }
 
 void LibraryPlacement::Operands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s,
@@ -71,18 +58,22 @@ const LibraryPlacement::Decisions& LibraryPlacement::Decide(int32_t e, const Pre
   d.valid = true;
   d.binding = s.binding;
   const size_t n = pe.instructions.size();
-  d.lib.assign(n, Lib::kNone);
+  d.library.assign(n, kiln::Library::kCpuKernel);
   d.why.assign(n, std::string());
-  d.host.assign(n, 0);
+  d.host.assign(n, 1);
   d.workspace = 0;
   for (size_t i = 0; i < n; ++i) {
     const PreparedInstruction& pi = pe.instructions[i];
-    const Lib named = Named(pi);
-    d.host[i] = pi.program == nullptr;
-    if (pi.kernel == nullptr || named == Lib::kNone) continue;  // a generated kernel, or control
-    const Library* lib = Of(named);
+    if (pi.program != nullptr || pi.control != Control::kNone) {  // a generated kernel, or the executor's
+      d.library[i] = pi.program != nullptr ? kiln::Library::kGenerated : kiln::Library::kControl;
+      d.host[i] = pi.program == nullptr;
+      continue;
+    }
+    const kiln::Library named = pi.LibraryOn("cuda");
+    if (named != kiln::Library::kCublasLt && named != kiln::Library::kCudnn) continue;  // a CPU kernel, on the host
+    const cuda::Library* lib = Of(named);
     if (lib == nullptr) {
-      d.why[i] = std::string(Name(named)) + " is unavailable";
+      d.why[i] = std::string(LibraryTitle(named)) + " is unavailable";
       continue;
     }
     Operands(pe, pi, s, dm, memory);
@@ -90,10 +81,10 @@ const LibraryPlacement::Decisions& LibraryPlacement::Decide(int32_t e, const Pre
     const std::span<const DeviceTensor> outs(dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
     const Status accepted = lib->Accepts(pi.kernel->op, pi.attrs, ins, outs);
     if (!accepted.ok()) {
-      d.why[i] = std::string(Name(named)) + " refused it: " + std::string(accepted.message());
+      d.why[i] = std::string(LibraryTitle(named)) + " refused it: " + std::string(accepted.message());
       continue;
     }
-    d.lib[i] = named;
+    d.library[i] = named;
     d.host[i] = 0;
     d.workspace = std::max({d.workspace, lib->Workspace(pi.kernel->op, pi.attrs, ins, outs), size_t{256}});
   }
@@ -104,21 +95,21 @@ Status LibraryPlacement::Run(int32_t e, const PreparedEntry& pe, size_t k, const
                              DeviceMemory& memory, CUstream stream, bool capturing, bool* ran) {
   *ran = false;
   Entry& d = entries_[static_cast<size_t>(e)];
-  const Lib lib = d.lib[k];
+  const kiln::Library lib = d.library[k];
   const PreparedInstruction& pi = pe.instructions[k];
   Operands(pe, pi, s, dm, memory);
   const std::span<const DeviceTensor> ins(dts_.data(), static_cast<size_t>(pi.num_inputs));
   const std::span<const DeviceTensor> outs(dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
-  Library* library = Of(lib);
+  cuda::Library* library = Of(lib);
   const std::string_view op = pi.kernel->op;
   KILN_RETURN_IF_ERROR(memory.library_ws.Reserve(std::max<size_t>(library->Workspace(op, pi.attrs, ins, outs), 256),
                                                  "cuBLASLt/cuDNN workspace"));
   const OpCall call{pi.attrs, ins, outs, stream, memory.library_ws.ptr, static_cast<size_t>(memory.library_ws.bytes)};
   Status st = library->Run(op, call, pi.label);
   if (st.code() == StatusCode::kUnimplemented) {  // no algorithm for it at run time: the host runs it
-    d.lib[k] = Lib::kNone;
+    d.library[k] = kiln::Library::kCpuKernel;
     d.host[k] = 1;
-    d.why[k] = std::string(Name(lib)) + " refused it when it ran: " + std::string(st.message());
+    d.why[k] = std::string(LibraryTitle(lib)) + " refused it when it ran: " + std::string(st.message());
     return Status::Ok();
   }
   // A library call on a context that an earlier kernel's fault poisoned fails with the library's

@@ -41,14 +41,13 @@ class LibraryPlacement {
 
   // The decisions of entry `e` at its binding `s` (made now unless they are current).
   struct Decisions {
-    std::vector<uint8_t> host;     // per instruction: 1 when it runs on the host
-    std::vector<std::string> why;  // per instruction: why a library instruction runs on the host
-    size_t workspace = 0;          // library workspace the instructions need (0: none)
+    std::vector<uint8_t> host;        // per instruction: 1 when it runs on the host
+    std::vector<kiln::Library> library;  // per instruction: what runs it (kCpuKernel on the host)
+    std::vector<std::string> why;     // per instruction: why a library instruction runs on the host
+    size_t workspace = 0;             // library workspace the instructions need (0: none)
   };
   const Decisions& Decide(int32_t e, const PreparedEntry& pe, const EntryState& s, const DeviceModel& dm,
                           const DeviceMemory& memory);
-  // Whether instruction `k` of `e` runs on a library (as last decided).
-  bool OnLibrary(int32_t e, size_t k) const { return entries_[static_cast<size_t>(e)].lib[k] != Lib::kNone; }
 
   // Enqueues instruction `k` of entry `e` on its library, with memory.library_ws as workspace
   // (grown to what the call needs). *ran false when the library refused it when it ran
@@ -59,15 +58,12 @@ class LibraryPlacement {
              DeviceMemory& memory, CUstream stream, bool capturing, bool* ran);
 
  private:
-  enum class Lib : uint8_t { kNone, kBlas, kDnn };
   struct Entry : Decisions {
     bool valid = false;
     std::vector<int64_t> binding;
-    std::vector<Lib> lib;
   };
-  static Lib Named(const PreparedInstruction& pi);
-  static const char* Name(Lib lib) { return lib == Lib::kBlas ? "cuBLASLt" : "cuDNN"; }
-  Library* Of(Lib lib) const;
+  // The library object of kCublasLt or kCudnn; null when that library is missing here.
+  cuda::Library* Of(kiln::Library library) const;
   // The operands of instruction `pi` as device tensors, in dts_.
   void Operands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const DeviceModel& dm,
                 const DeviceMemory& memory);

@@ -41,7 +41,9 @@ class EntryRun {
   Status ResetDim(int32_t dim);
   // The binding changed: the backend follows it, and the placement is read again.
   Status Rebound();
-  void ReportFallbacks(size_t begin, size_t end);
+  // What ran instructions [begin, end): Stats::last_fallbacks, and when profiling
+  // Stats::last_instruction_library.
+  void Report(size_t begin, size_t end);
 
   // A run-time Loop's control (loop.cc).
   Status LoopBegin(size_t k, size_t* next);

@@ -61,6 +61,8 @@ Status EntryRun::Go() {
   if (pe_.has_predicates) x_.conditions.assign(pe_.tensors.size(), -1);  // no allocation once this size was seen
   KILN_RETURN_IF_ERROR(backend_.Begin(run_));
   place_ = backend_.Where(run_);
+  if (c_.profile)  // no allocation once this size was seen
+    run_.stats.last_instruction_library.assign(place_.library.begin(), place_.library.end());
   for (size_t k = 0, n = pe_.instructions.size(); k < n;) {
     const PreparedInstruction& pi = pe_.instructions[k];
     bool holds = true;
@@ -97,7 +99,7 @@ Status EntryRun::RunSegment(size_t k, size_t* next) {
   int64_t size = 0;
   size_t done = end;
   KILN_RETURN_IF_ERROR(backend_.RunSegment(run_, {k, end, dim >= 0 ? &size : nullptr}, &done));
-  ReportFallbacks(k, done);
+  Report(k, done);
   if (done < end) {  // a library refused an instruction when it ran: it goes to the host now
     place_ = backend_.Where(run_);
     *next = done;
@@ -160,7 +162,7 @@ Status EntryRun::RunOnHost(size_t begin, size_t end, int32_t dim) {
       KILN_RETURN_IF_ERROR(backend_.FromHost(run_, t, 0, r.data, Bytes(r)).WithContext(pi.label));
     }
   }
-  ReportFallbacks(begin, end);
+  Report(begin, end);
   // The host arena is reused by the next segment: its data must reach the device first.
   KILN_RETURN_IF_ERROR(backend_.Wait(run_).WithContext(where));
   return backend_.Mark(run_, begin, end);
@@ -199,7 +201,10 @@ Status EntryRun::Rebound() {
   return Status::Ok();
 }
 
-void EntryRun::ReportFallbacks(size_t begin, size_t end) {
+void EntryRun::Report(size_t begin, size_t end) {
+  if (c_.profile && place_.library.size() >= end)
+    std::copy(place_.library.begin() + static_cast<ptrdiff_t>(begin), place_.library.begin() + static_cast<ptrdiff_t>(end),
+              run_.stats.last_instruction_library.begin() + static_cast<ptrdiff_t>(begin));
   if (place_.why.empty()) return;
   std::vector<Stats::Fallback>& out = run_.stats.last_fallbacks;
   for (size_t k = begin; k < end; ++k) {

@@ -224,7 +224,7 @@ std::string CpuReason(const kiln::Model& model, const kiln::ExecutionContext& ct
   const std::vector<kiln::InstructionInfo>& infos = model.entries()[static_cast<size_t>(e)].instructions;
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].op != op) continue;
-    if (infos[i].executor == "cpu") {
+    if (infos[i].library("cuda") == kiln::Library::kCpuKernel) {
       const kiln::OpInfo* info = kiln::FindOpInfo(op);
       return info && info->fusion == kiln::FusionKind::kCpuOnly ? std::string(info->note)
                                                                 : "no generated kernel for this instance";

@@ -235,3 +235,50 @@ TEST_CASE("ContextOptions::onednn: one context alternating batch sizes gives eac
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The profile names the library that ran each instruction (Stats::last_instruction_library), not
+// the artifact's CUDA placement: a default artifact (placed for CUDA and the CPU) run on the CPU
+// backend. x [64, 64] MatMul w [64, 64]: 2^18 multiply-adds, the least oneDNN takes; then a Relu
+// and an Add of a constant, fused into one generated kernel, and a Hardmax (a CPU kernel).
+TEST_CASE("profile: each instruction's library is what ran it on the CPU backend") {
+  onnx::ModelProto m = testing::MakeModel(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"64", "64"});
+  testing::AddFloatInit(g, "w", {64, 64}, testing::SeededFloats(64 * 64, 5, 0.1f));
+  testing::AddFloatInit(g, "b", {64}, testing::SeededFloats(64, 6, 0.1f));
+  testing::AddNode(g, "MatMul", {"x", "w"}, {"mm"}, "mm");
+  testing::AddNode(g, "Sin", {"mm"}, {"s"}, "sin");  // not an epilogue: fused apart from the MatMul
+  testing::AddNode(g, "Add", {"s", "b"}, {"a"}, "add");
+  testing::AddNode(g, "Hardmax", {"a"}, {"y"}, "hardmax");
+  testing::AddOutput(g, "y");
+  auto model = Model::Load(testing::CompileModel(m));  // the default: placed for every backend
+  REQUIRE(model.ok());
+  const std::vector<InstructionInfo>& ins = model->entries()[0].instructions;
+  REQUIRE(ins.size() == 3);
+  CHECK(ins[0].library("cuda") == Library::kCublasLt);
+  CHECK(ins[0].library("cpu") == Library::kOneDnn);
+  CHECK(ins[1].library("cpu") == Library::kGenerated);
+  CHECK(ins[2].library("cuda") == Library::kCpuKernel);
+  const std::vector<float> x = testing::SeededFloats(64 * 64, 7);
+  const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {64, 64})};
+  for (const bool onednn : {true, false}) {
+    INFO("onednn " << onednn);
+    ContextOptions options;
+    options.device = Device::kCpu;
+    options.profile = true;
+    options.onednn = onednn;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE(ctx.ok());
+    std::vector<TensorView> out;
+    REQUIRE(ctx->Run(in, out).ok());
+    const Library matmul = onednn && cpu::OneDnnBuilt() ? Library::kOneDnn : Library::kCpuKernel;
+    CHECK(ctx->stats().last_instruction_library ==
+          std::vector<Library>{matmul, Library::kGenerated, Library::kCpuKernel});
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -141,7 +141,8 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: the host controls the loop, 
   auto model = Model::Load(testing::CompileModel(HalvingModel(), For(Device::kCuda)));
   REQUIRE(model.ok());
   for (const InstructionInfo& ins : model->entries()[0].instructions)
-    CHECK_MESSAGE(ins.executor == (ins.op.starts_with("kiln.Loop") ? "cpu" : "generated"), ins.name);
+    CHECK_MESSAGE(ins.library("cuda") == (ins.op.starts_with("kiln.Loop") ? Library::kControl : Library::kGenerated),
+                  ins.name);
 }
 
 namespace {

@@ -133,9 +133,12 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   REQUIRE(kiln_model_instruction(add.model, 0, 0, &ins) == KILN_STATUS_OK);
   CHECK(std::string(ins.name) == "add0");
   CHECK(std::string(ins.op) == "Add");
-  CHECK(std::string(ins.executor) == "cpu");
-  CHECK(std::string(ins.backend) == "cpu");
-  CHECK(std::string(ins.library).empty());
+  // An Add, unfused: a CPU kernel on every backend (on CUDA, a CPU fallback on the host).
+  REQUIRE(ins.num_placements == 2);
+  CHECK(std::string(ins.placements[0].backend) == "cuda");
+  CHECK(std::string(ins.placements[0].library) == "cpu");
+  CHECK(std::string(ins.placements[1].backend) == "cpu");
+  CHECK(std::string(ins.placements[1].library) == "cpu");
   CHECK(std::string(ins.kernel).empty());
   CHECK(ins.num_member_ops == 0);
 
@@ -326,22 +329,25 @@ TEST_CASE("C API: Silero VAD from a file gives the C++ API's outputs bit for bit
     CAPTURE(infos[i].label());
     CHECK(infos[i].name == c.name);
     CHECK(infos[i].op == c.op);
-    CHECK(infos[i].executor == c.executor);
-    CHECK(infos[i].backend() == c.backend);
-    CHECK(infos[i].library() == c.library);
+    REQUIRE(infos[i].placements.size() == c.num_placements);
+    for (size_t p = 0; p < c.num_placements; ++p) {
+      CHECK(infos[i].placements[p].backend == c.placements[p].backend);
+      CHECK(kiln::LibraryName(infos[i].placements[p].library) == c.placements[p].library);
+    }
     CHECK(infos[i].kernel == c.kernel);
     REQUIRE(infos[i].member_ops.size() == c.num_member_ops);
     for (size_t m = 0; m < c.num_member_ops; ++m) CHECK(infos[i].member_ops[m] == c.member_ops[m]);
     if (infos[i].op == "kiln.Fused") {
       ++fused;
-      CHECK(infos[i].executor == "generated");
+      CHECK(infos[i].library("cuda") == kiln::Library::kGenerated);
+      CHECK(infos[i].library("cpu") == kiln::Library::kGenerated);
       CHECK(infos[i].kernel.rfind("kiln_", 0) == 0);
       CHECK(c.num_member_ops >= 1);
     }
     if (infos[i].op == "Conv") {
       ++dnn;
-      CHECK(std::string(c.library) == "cuDNN");
-      CHECK(std::string(c.backend) == "cuda");
+      CHECK(infos[i].library("cuda") == kiln::Library::kCudnn);
+      CHECK(infos[i].library("cpu") == kiln::Library::kOneDnn);
     }
   }
   CHECK(fused >= 5);

@@ -52,7 +52,7 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
 }
 
 // The last run's instruction times (ContextOptions::profile): the slowest first, then the
-// total per executor.
+// total per library that ran them (Stats::last_instruction_library).
 void PrintProfile(const Model& model, const Stats& s) {
   if (s.last_entry < 0 || s.last_instruction_ns.empty()) return;
   const std::vector<InstructionInfo>& infos = model.entries()[s.last_entry].instructions;
@@ -61,10 +61,11 @@ void PrintProfile(const Model& model, const Stats& s) {
   for (size_t k = 0; k < n; ++k) order[k] = k;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s.last_instruction_ns[a] > s.last_instruction_ns[b]; });
   int64_t total = 0;
-  std::map<std::string, int64_t> by_executor;
+  std::map<std::string_view, int64_t> by_library;
   for (size_t k = 0; k < n; ++k) {
     total += s.last_instruction_ns[k];
-    by_executor[infos[k].executor.empty() ? "?" : infos[k].executor] += s.last_instruction_ns[k];
+    by_library[k < s.last_instruction_library.size() ? LibraryTitle(s.last_instruction_library[k]) : "?"] +=
+        s.last_instruction_ns[k];
   }
   std::cout << fmt::format("profile of the last run: {} instructions, {:.3f} ms\n", n, total / 1e6);
   for (size_t i = 0; i < n && i < 20; ++i) {
@@ -72,8 +73,8 @@ void PrintProfile(const Model& model, const Stats& s) {
     std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  #{:<4} {}\n", s.last_instruction_ns[k] / 1e6,
                              total ? 100.0 * s.last_instruction_ns[k] / total : 0.0, k, Describe(infos[k]));
   }
-  for (const auto& [executor, ns] : by_executor)
-    std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  all @{}\n", ns / 1e6, total ? 100.0 * ns / total : 0.0, executor);
+  for (const auto& [library, ns] : by_library)
+    std::cout << fmt::format("  {:9.3f} ms {:5.1f}%  all on {}\n", ns / 1e6, total ? 100.0 * ns / total : 0.0, library);
 }
 
 struct RunFlags {
@@ -227,7 +228,7 @@ void AddRunCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--profile", f->profile,
                 "time every instruction (host time on the CPU, CUDA events on a GPU) and print the slowest of the "
-                "last run and the total per executor");
+                "last run and the total per library that ran them");
   cmd->add_option("--threads", f->threads,
                   "CPU backend: threads per run, the caller's included (Kiln splits its kernels and GEMMs over them; OpenBLAS runs single-threaded inside); "
                   "0 (default): one per core")

@@ -25,7 +25,7 @@ nlohmann::json ProfileJson(const ProfileSummary& p) {
   for (const ProfileInstruction& i : p.instructions)
     instructions.push_back({{"name", i.info.name},
                             {"op", i.info.op},
-                            {"executor", i.info.executor},
+                            {"library", i.library},
                             {"member_ops", i.info.member_ops},
                             {"calls", i.calls},
                             {"total_ms", i.total_ns / 1e6},
@@ -90,13 +90,9 @@ std::string SummaryLine(const char* what, const LatencySummary& s, bool mean) {
   return line;
 }
 
-void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t top) {
+void PrintProfile(const ProfileSummary& p, std::ostream& out, size_t top) {
   out << fmt::format("\nprofile: {} runs, {} instructions, {:.3f} ms of instruction time per run\n", p.runs,
                      p.instructions.size(), p.runs ? p.total_ns / 1e6 / static_cast<double>(p.runs) : 0.0);
-  if (cpu)
-    out << "(executor: as the compiler assigned it for the CUDA backend; the CPU backend runs every instruction "
-           "on the CPU: Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN where the device line says so, the "
-           "rest on Kiln's kernels)\n";
   size_t op_width = 2;
   for (const ProfileOp& o : p.ops) op_width = std::max(op_width, o.op.size());
   out << fmt::format("\nby op kind:\n  {:<{}}  {:>8}  {:>11}  {:>11}  {:>6}\n", "op", op_width, "calls", "total ms",
@@ -118,18 +114,18 @@ void PrintProfile(const ProfileSummary& p, bool cpu, std::ostream& out, size_t t
                          100 * Share(k.total_ns, p.total_ns));
   }
   const size_t shown = std::min(top, p.instructions.size());
-  size_t name_width = 4, exec_width = 8;
+  size_t name_width = 4, lib_width = 7;
   for (size_t i = 0; i < shown; ++i) {
     name_width = std::max(name_width, std::min<size_t>(p.instructions[i].info.name.size(), 40));
-    exec_width = std::max(exec_width, p.instructions[i].info.executor.size());
+    lib_width = std::max(lib_width, p.instructions[i].library.size());
   }
   out << fmt::format("\nslowest instructions ({} of {}; all in --json):\n", shown, p.instructions.size());
   out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10}  {:>10}  {:>6}\n", "#", "name", name_width, "op",
-                     op_width, "executor", exec_width, "calls", "total ms", "mean us", "share");
+                     op_width, "library", lib_width, "calls", "total ms", "mean us", "share");
   for (size_t i = 0; i < shown; ++i) {
     const ProfileInstruction& in = p.instructions[i];
     out << fmt::format("  {:>5}  {:<{}}  {:<{}}  {:<{}}  {:>7}  {:>10.3f}  {:>10.1f}  {:>5.1f}%\n", in.index,
-                       Fit(in.info.name, name_width), name_width, in.info.op, op_width, in.info.executor, exec_width,
+                       Fit(in.info.name, name_width), name_width, in.info.op, op_width, in.library, lib_width,
                        in.calls, in.total_ns / 1e6, in.calls ? in.total_ns / 1e3 / static_cast<double>(in.calls) : 0.0,
                        100 * Share(in.total_ns, p.total_ns));
   }
@@ -183,10 +179,12 @@ nlohmann::json TraceJson(const BenchResult& r) {
     for (size_t k = 0; k < run.instruction_ns.size(); ++k) {
       InstructionInfo l;
       if (infos && k < infos->size()) l = (*infos)[k];
-      else l.name = l.op = l.executor = "?";
+      else l.name = l.op = "?";
+      const std::string_view library =
+          k < run.instruction_library.size() ? LibraryTitle(run.instruction_library[k]) : std::string_view("?");
       events.push_back(
           {{"name", l.name.empty() ? l.op : l.name},
-           {"cat", l.executor},
+           {"cat", library},
            {"ph", "X"},
            {"ts", at / 1e3},
            {"dur", run.instruction_ns[k] / 1e3},
@@ -231,7 +229,7 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << (emulated ? "  (CUDA events, emulated)\n" : "  (CUDA events)\n");
   out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
                      Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));
-  if (r.profile) PrintProfile(*r.profile, r.device == "cpu", out, top);
+  if (r.profile) PrintProfile(*r.profile, out, top);
 }
 
 bool EmulatedDevice(std::string_view device_note) {

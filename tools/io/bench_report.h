@@ -31,6 +31,7 @@ struct TracedRun {
   int64_t computation_start_ns = 0;  // Stats::last_computation_start
   int32_t entry = 0;
   std::vector<int64_t> instruction_ns;  // Stats::last_instruction_ns
+  std::vector<Library> instruction_library;  // Stats::last_instruction_library
 };
 
 struct BenchInput {
@@ -70,15 +71,16 @@ struct BenchResult {
 // load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
 // throughput_per_s, host_us {lookup, prologue, computation}, gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
-// shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name, op, executor, member_ops, calls,
-// total_ms, mean_us, share}], ops [{op, calls, total_ms, share}]} (share: fraction 0..1 of all
-// instruction time; name, op, executor, member_ops: the instruction's InstructionInfo, the
-// executor as the compiler assigned it, which the CPU backend does not follow). Names need not be UTF-8: dump with error_handler_t::replace.
+// shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name,
+// op, library, member_ops, calls, total_ms, mean_us, share}], ops [{op, calls, total_ms, share}]}
+// (share: fraction 0..1 of all instruction time; name, op, member_ops: the instruction's
+// InstructionInfo; library: what ran it, Stats::last_instruction_library, as LibraryTitle names
+// it). Names need not be UTF-8: dump with error_handler_t::replace.
 nlohmann::json BenchJson(const BenchResult& r);
 
 // Chrome trace of r.trace: {"traceEvents": [...], "displayTimeUnit": "ms"}. Per run, an "X"
 // event on tid 1 ("calls") named "Run #i" spanning Run + Synchronize, and one "X" event per
-// instruction on tid 2 ("instructions") named by the node, cat = executor, args {op, member_ops,
+// instruction on tid 2 ("instructions") named by the node, cat = the library that ran it, args {op, member_ops,
 // entry, instruction, iteration}; ts and dur in microseconds from the first traced run's start.
 nlohmann::json TraceJson(const BenchResult& r);
 

@@ -149,10 +149,11 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
     computation_us.push_back(static_cast<double>(st.last_computation_time()) / 1e3);
     if (st.last_gpu_ns >= 0) gpu_ms.push_back(static_cast<double>(st.last_gpu_ns) / 1e6);
     if (config.profile) {
-      profile.Add(st.last_entry, st.last_instruction_ns, st.last_instruction_bytes);
+      profile.Add(st.last_entry, st.last_instruction_ns, st.last_instruction_bytes, st.last_instruction_library);
       if (config.trace_runs > 0) {
         if (trace.size() == config.trace_runs) trace.pop_front();
-        trace.push_back({i, start, end - start, st.last_computation_start, st.last_entry, st.last_instruction_ns});
+        trace.push_back({i, start, end - start, st.last_computation_start, st.last_entry, st.last_instruction_ns,
+                         st.last_instruction_library});
       }
     }
     report({false, i + 1, static_cast<double>(end - begin) / 1e9});

@@ -33,7 +33,8 @@ LatencySummary Summarize(std::vector<double> samples) {
   return s;
 }
 
-void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes) {
+void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes,
+                             std::span<const Library> libraries) {
   if (entry < 0) return;
   ++runs_;
   if (sums_.size() <= static_cast<size_t>(entry)) sums_.resize(static_cast<size_t>(entry) + 1);
@@ -43,6 +44,7 @@ void ProfileAccumulator::Add(int32_t entry, std::span<const int64_t> ns, std::sp
     ++sums[k].calls;
     sums[k].ns += ns[k];
     if (k < bytes.size()) sums[k].bytes += bytes[k];
+    if (k < libraries.size()) sums[k].library = static_cast<int>(libraries[k]);
   }
 }
 
@@ -61,7 +63,7 @@ std::string_view ProgramKind(const InstructionInfo& info) {
 // An instruction the entry did not list (an artifact and a profile that disagree).
 InstructionInfo UnknownInstruction() {
   InstructionInfo i;
-  i.name = i.op = i.executor = "?";
+  i.name = i.op = "?";
   return i;
 }
 
@@ -81,6 +83,7 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<Instructi
       row.calls = s.calls;
       row.total_ns = s.ns;
       row.total_bytes = s.bytes;
+      if (s.library >= 0) row.library = LibraryTitle(static_cast<Library>(s.library));
       p.total_ns += s.ns;
       ProfileOp& op = ops[row.info.op];
       op.op = row.info.op;

@@ -35,7 +35,10 @@ LatencySummary Summarize(std::vector<double> samples);
 struct ProfileInstruction {
   int32_t entry = 0;  // entry index
   int32_t index = 0;  // instruction index within the entry
-  InstructionInfo info;  // name, op, executor; "?" for each when the entry did not list it
+  InstructionInfo info;  // name, op, placements; "?" for name and op when the entry did not list it
+  // What ran it in the last run added (Stats::last_instruction_library, LibraryTitle: "oneDNN",
+  // "CPU kernel", ...); "?" where the backend reported none.
+  std::string library = "?";
   int64_t calls = 0;
   int64_t total_ns = 0;
   int64_t total_bytes = 0;  // read and written over its calls (Stats::last_instruction_bytes); 0 where not reported
@@ -77,16 +80,19 @@ struct ProfileSummary {
 class ProfileAccumulator {
  public:
   // One run of entry `entry`: `ns[k]` is instruction k's time, `bytes[k]` the bytes it read
-  // and wrote (Stats::last_instruction_bytes; empty where the backend reports none).
-  void Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes = {});
+  // and wrote (Stats::last_instruction_bytes; empty where the backend reports none), and
+  // `libraries[k]` what ran it (Stats::last_instruction_library; empty where none is reported).
+  void Add(int32_t entry, std::span<const int64_t> ns, std::span<const int64_t> bytes = {},
+           std::span<const Library> libraries = {});
   // `instructions[e]` are entry e's instructions (EntryInfo::instructions); an instruction
-  // beyond its entry's list reads "?" for name, op and executor.
+  // beyond its entry's list reads "?" for name and op.
   ProfileSummary Summary(std::span<const std::vector<InstructionInfo>> instructions) const;
   int64_t runs() const { return runs_; }
 
  private:
   struct Sum {
     int64_t calls = 0, ns = 0, bytes = 0;
+    int library = -1;  // the last run's Library, -1 when none was reported
   };
   int64_t runs_ = 0;
   std::vector<std::vector<Sum>> sums_;  // [entry][instruction]

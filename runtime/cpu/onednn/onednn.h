@@ -1,9 +1,9 @@
 // oneDNN (https://uxlfoundation.github.io/oneDNN/) as a library of the CPU backend, as cuDNN
-// and cuBLASLt are the CUDA backend's (runtime/cuda/library.h). The op table names the ops it
-// claims (CpuLibraryOf, runtime/op_table.h); for each such instruction the CPU backend asks
-// PlanOneDnn once per entry and binding of its shapes, and runs the planned op instead of
-// its CPU kernel, or the CPU kernel with oneDNN's reason in Stats::last_fallbacks when
-// oneDNN refuses the form.
+// and cuBLASLt are the CUDA backend's (runtime/cuda/library.h). The CPU backend's claims name the
+// ops it takes (runtime/cpu/claims.cc); for each instruction the artifact places on it, the CPU
+// backend asks PlanOneDnn once per entry and binding of its shapes, and runs the planned op
+// instead of its CPU kernel, or the CPU kernel with oneDNN's reason in Stats::last_fallbacks
+// when oneDNN refuses the form.
 //
 // What oneDNN runs: Conv of 1 to 3 spatial dims (grouped and depthwise included), with the
 // epilogue of compiler/passes/epilogue.h as post-ops: Conv's bias, then the activation (Relu,

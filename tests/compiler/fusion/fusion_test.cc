@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "compiler/fusion/rules.h"
+#include "runtime/cuda/claims.h"
 #include "compiler/ops/op_table_check.h"
 #include "runtime/op_table.h"
 #include "runtime/kernels/kernel.h"
@@ -226,14 +227,17 @@ TEST_CASE("the op table: every op has its meta function, CPU kernel and lowering
         CHECK(static_cast<bool>(rule.lower));
         CHECK(static_cast<bool>(rule.domain));
         break;
-      case kiln::FusionKind::kLibrary:
-        // The artifact's executor names that the CUDA backend runs (runtime/cuda/placement.cc).
-        CHECK((rule.library == "cublaslt" || rule.library == "cudnn"));
-        CHECK(rule.note.find(rule.library == "cublaslt" ? "cuBLASLt" : "cuDNN") != std::string_view::npos);
+      case kiln::FusionKind::kLibrary: {
+        // Never fused: the CUDA backend's claims give it a library (runtime/cuda/claims.cc).
+        CHECK(rule.note.empty());
+        const kiln::Library cuda = kiln::cuda::ClaimOp(rule.op, false).library;
+        CHECK((cuda == kiln::Library::kCublasLt || cuda == kiln::Library::kCudnn));
         break;
+      }
       case kiln::FusionKind::kCpuOnly:
         CHECK(!rule.note.empty());
-        CHECK(rule.library.empty());
+        CHECK(kiln::cuda::ClaimOp(rule.op, false).library == kiln::Library::kCpuKernel);
+        CHECK(kiln::cuda::ClaimOp(rule.op, false).reason == rule.note);
         break;
     }
   }

@@ -1,4 +1,5 @@
-// The `executors` stage: who runs each node, and the CPU fallback regions it notes in its trace.
+// The `executors` stage: what runs each node on each backend (the backends' claims), and the notes
+// of its trace: each backend's library nodes and each device backend's CPU fallback regions.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -35,8 +36,13 @@ TEST_CASE("executors: consecutive CPU nodes form one CPU fallback region, noted 
   AddOutput(g, "y");
   const std::string trace = ExecutorsTrace(m);
   INFO(trace);
-  CHECK(trace.find("# 2 CPU fallback regions on a GPU (each: one copy to the host, one wait, one copy back)\n") !=
+  CHECK(trace.find("# 2 CPU fallback regions on cuda (each: one copy to the host, one wait, one copy back)\n") !=
         std::string::npos);
+  // Every backend runs the unfused ops on their CPU kernels, and the fused region alike.
+  CHECK(trace.find(" @cpu <- ") == std::string::npos);
+  CHECK(trace.find("= Hardmax(") != std::string::npos);
+  CHECK(trace.find("float32[2, 5] @cpu\n") != std::string::npos);
+  CHECK(trace.find(" @generated <- ") != std::string::npos);
   CHECK(trace.find("# CPU fallback region 1, 2 nodes: 'hardmax' (Hardmax), 'argmax' (ArgMax) -- ") !=
         std::string::npos);
   CHECK(trace.find("# CPU fallback region 2, 1 node: 'hardmax2' (Hardmax) -- ") != std::string::npos);
@@ -55,7 +61,7 @@ TEST_CASE("executors: a model without CPU nodes notes no region") {
   CHECK(ExecutorsTrace(m).find("CPU fallback region") == std::string::npos);
 }
 
-TEST_CASE("executors: the Conv nodes are noted as oneDNN's on a CPU") {
+TEST_CASE("executors: a Conv is cuDNN's on cuda and oneDNN's on the CPU, and noted so") {
   onnx::ModelProto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"1", "2", "5", "5"});
@@ -65,9 +71,10 @@ TEST_CASE("executors: the Conv nodes are noted as oneDNN's on a CPU") {
   AddOutput(g, "y");
   const std::string trace = ExecutorsTrace(m);
   INFO(trace);
-  CHECK(trace.find("# 1 node on oneDNN on a CPU ('conv'), where the runtime has it (ContextOptions::onednn) and "
-                   "takes the form; else, and for a pointwise or float16 Conv, the CPU kernel "
-                   "(Stats::last_fallbacks names each fallback)\n") != std::string::npos);
+  CHECK(trace.find(" @cuda:cudnn @cpu:onednn\n") != std::string::npos);
+  CHECK(trace.find("# 1 node on oneDNN on cpu ('conv'), where the runtime has it and it takes the form; else the CPU "
+                   "kernel (Stats::last_fallbacks names each fallback)\n") != std::string::npos);
+  CHECK(trace.find("# 1 node on cuDNN on cuda ('conv'), ") != std::string::npos);
 }
 
 }  // namespace

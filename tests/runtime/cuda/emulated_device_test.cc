@@ -382,7 +382,7 @@ const Stats::Fallback* FallbackOf(const Stats& stats, size_t i) {
   return nullptr;
 }
 
-// Each instruction of the last Run's entry enqueued what its executor does: @generated its own
+// Each instruction of the last Run's entry enqueued what its CUDA placement does: @generated its own
 // kernel's launch and nothing else; @cudnn / @cublaslt that library's calls and no launch, unless
 // Stats::last_fallbacks reports it (with a reason): then it runs on the host. Consecutive
 // instructions on the host (@cpu, or reported fallbacks) form one CPU fallback region, whose
@@ -399,19 +399,24 @@ size_t CheckPlacement(const Model& model, const ExecutionContext& ctx, const Seg
     REQUIRE(f.instruction >= 0);
     REQUIRE(static_cast<size_t>(f.instruction) < entry.instructions.size());
     const InstructionInfo& info = entry.instructions[static_cast<size_t>(f.instruction)];
-    CHECK_MESSAGE(!info.library().empty(), "a fallback reported for " << info.label());
+    const Library lib = info.library("cuda");
+    CHECK_MESSAGE((lib == Library::kCudnn || lib == Library::kCublasLt), "a fallback reported for " << info.label());
     CHECK(!f.reason.empty());
   }
   auto on_host = [&](size_t i) {
-    const std::string& exec = entry.instructions[i].executor;
-    return exec == "cpu" || ((exec == "cudnn" || exec == "cublaslt") && FallbackOf(stats, i) != nullptr);
+    const Library exec = entry.instructions[i].library("cuda");
+    return exec == Library::kCpuKernel ||
+           ((exec == Library::kCudnn || exec == Library::kCublasLt) && FallbackOf(stats, i) != nullptr);
   };
   size_t region = 0, largest = 0;
   for (size_t i = 0; i < entry.instructions.size(); ++i) {
     const InstructionInfo& info = entry.instructions[i];
     const std::vector<std::string>& calls = seg.instructions[i];
     INFO("instruction " << i << " " << info.label() << " enqueued:\n" << Join(calls));
-    const std::string& exec = info.executor;
+    const Library exec = info.library("cuda");
+    // The profile names what ran it: its library, or the CPU kernel where it ran on the host.
+    REQUIRE(stats.last_instruction_library.size() == entry.instructions.size());
+    CHECK(stats.last_instruction_library[i] == (on_host(i) ? Library::kCpuKernel : exec));
     const int launches = CountIf(calls, IsLaunch), dnn = CountIf(calls, IsDnn), blas = CountIf(calls, IsBlas);
     const int to_device = CountIf(calls, [](const std::string& l) { return StartsWith(l, "cuMemcpyHtoDAsync "); });
     const Stats::Fallback* fallback = FallbackOf(stats, i);
@@ -421,34 +426,32 @@ size_t CheckPlacement(const Model& model, const ExecutionContext& ctx, const Seg
       CHECK_MESSAGE(calls.empty(), "inside a CPU fallback region: its copies belong to its first instruction");
       continue;
     }
-    if (exec == "generated") {
+    if (exec == Library::kGenerated) {
       const std::string kernel = KernelOf(model, e, i);
       CHECK(!kernel.empty());
       CHECK(info.kernel == kernel);
       CHECK(info.op == "kiln.Fused");
       CHECK(!info.member_ops.empty());
-      CHECK(info.backend() == "cuda");
       CHECK(calls == std::vector<std::string>{"cuLaunchKernel " + kernel});
       CHECK(fallback == nullptr);
-    } else if (exec == "cudnn" || exec == "cublaslt") {
-      CHECK(info.library() == (exec == "cudnn" ? "cuDNN" : "cuBLASLt"));
+    } else if (exec == Library::kCudnn || exec == Library::kCublasLt) {
       CHECK(info.kernel.empty());
       CHECK(launches == 0);
       if (fallback != nullptr) {
         CHECK(dnn + blas == 0);
         CHECK(to_device >= 1);
       } else {
-        CHECK((exec == "cudnn" ? dnn : blas) >= 1);
-        CHECK((exec == "cudnn" ? blas : dnn) == 0);
+        CHECK((exec == Library::kCudnn ? dnn : blas) >= 1);
+        CHECK((exec == Library::kCudnn ? blas : dnn) == 0);
         CHECK(calls.size() == static_cast<size_t>(dnn + blas));  // no copies
       }
-    } else if (exec == "cpu") {
+    } else if (exec == Library::kCpuKernel) {
       CHECK(launches == 0);
       CHECK(dnn + blas == 0);
       CHECK(to_device >= 1);
       CHECK(fallback == nullptr);
     } else {
-      FAIL_CHECK("no executor in the label");
+      FAIL_CHECK("a CUDA placement the CUDA backend does not run: " << LibraryName(exec));
     }
   }
   return largest;
@@ -494,13 +497,13 @@ Stats CheckOneProfiledRun(const std::string& what, const std::vector<uint8_t>& a
 // ---- Steady state --------------------------------------------------------------------------------
 
 // The segments of device work of `entry` as its artifact places them (every library takes its
-// instructions): the maximal runs of instructions whose executor is not "cpu", between CPU
+// instructions): the maximal runs of instructions whose CUDA placement is not a CPU kernel, between CPU
 // fallback segments. Each is a CUDA graph of its own (runtime/cuda/graphs.h).
 size_t DeviceSegments(const EntryInfo& entry) {
   size_t n = 0;
   bool in = false;
   for (const InstructionInfo& i : entry.instructions) {
-    const bool device = i.executor != "cpu";
+    const bool device = i.library("cuda") != Library::kCpuKernel;
     n += device && !in ? 1 : 0;
     in = device;
   }
@@ -548,7 +551,7 @@ void CheckSteadyState(const std::string& what, const std::vector<uint8_t>& artif
 
 // =====================================================================================================
 
-TEST_CASE("[emulated] every instruction runs on the executor its artifact names, or the runtime says why") {
+TEST_CASE("[emulated] every instruction runs where its artifact places it, or the runtime says why") {
   KILN_REQUIRE_EMULATED_CUDA();
   {
     const Stats s = CheckOneProfiledRun(kSilero, RealArtifact(kSilero), RealInputs(kSilero), kModelAtol, kModelRtol);
@@ -558,7 +561,7 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions) {
       if (info.op != "LSTM") continue;
       ++lstms;
-      CHECK_MESSAGE(info.executor == "cpu", info.label());  // cuDNN has no RNN path in Kiln
+      CHECK_MESSAGE(info.library("cuda") == Library::kCpuKernel, info.label());  // cuDNN has no RNN path in Kiln
     }
     CHECK(lstms == 1);
   }
@@ -567,7 +570,7 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     const Model model = Load(RealArtifact(kCls));
     int dnn = 0;
     for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
-      dnn += info.executor == "cudnn";
+      dnn += info.library("cuda") == Library::kCudnn;
     CHECK(dnn > 10);
   }
   {
@@ -576,7 +579,7 @@ TEST_CASE("[emulated] every instruction runs on the executor its artifact names,
     const Model model = Load(MlpArtifact());
     int blas = 0;
     for (const InstructionInfo& info : model.entries()[static_cast<size_t>(s.last_entry)].instructions)
-      blas += info.executor == "cublaslt";
+      blas += info.library("cuda") == Library::kCublasLt;
     CHECK(blas == 2);
   }
 }
@@ -661,7 +664,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
   // The fault fires at the first cuDNN convolution or pooling call: the first @cudnn instruction.
   size_t refused = infos.size();
   for (size_t i = 0; i < infos.size() && refused == infos.size(); ++i)
-    if (infos[i].executor == "cudnn") refused = i;
+    if (infos[i].library("cuda") == Library::kCudnn) refused = i;
   REQUIRE(refused < infos.size());
   INFO("the refused instruction: " << refused << " " << infos[refused].label());
 
@@ -750,7 +753,7 @@ TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replay
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(RealArtifact(kCls));
   for (const InstructionInfo& info : model.entries()[0].instructions)
-    REQUIRE_MESSAGE(info.executor != "cpu", "PP-OCR cls is no longer device-only: " << info.label());
+    REQUIRE_MESSAGE(info.library("cuda") != Library::kCpuKernel, "PP-OCR cls is no longer device-only: " << info.label());
   const std::vector<HostTensor> a = ClsOneImage();                  // [1, 3, 48, 192]
   const std::vector<HostTensor> b = {CropWidth(a[0], 96)};          // [1, 3, 48, 96]: fits A's buffers
   const std::vector<HostTensor> like_a = RunCpu(model, a), like_b = RunCpu(model, b);
@@ -863,7 +866,7 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
     // The first instruction that launches a kernel: "'name' (Op) @generated" -> "'name' (Op)".
     std::string first;
     for (const InstructionInfo& info : model.entries()[static_cast<size_t>(ctx.stats().last_entry)].instructions)
-      if (first.empty() && info.executor == "generated") first = "'" + info.name + "' (" + info.op + ")";
+      if (first.empty() && info.library("cuda") == Library::kGenerated) first = "'" + info.name + "' (" + info.op + ")";
     REQUIRE(!first.empty());
     Inject(emu, "launch-fail@1");
     got = Sentinel(want);
@@ -897,7 +900,7 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
     const std::vector<InstructionInfo>& infos = model.entries()[0].instructions;
     size_t first = infos.size();
     for (size_t i = 0; i < infos.size() && first == infos.size(); ++i)
-      if (infos[i].executor == "cublaslt") first = i;
+      if (infos[i].library("cuda") == Library::kCublasLt) first = i;
     REQUIRE(first < infos.size());
     Inject(emu, "blas-not-supported@1");
     for (int run = 1; run <= 2; ++run) {  // the decision is kept for the next run

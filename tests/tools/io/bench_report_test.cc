@@ -39,17 +39,18 @@ BenchResult SampleResult() {
   kiln::InstructionInfo mm, relu;
   mm.name = "mm";
   mm.op = "MatMul";
-  mm.executor = "cublaslt";
   relu.op = "kiln.Fused";
-  relu.executor = "generated";
   relu.kernel = "kiln_0123456789abcdef";
   relu.member_ops = {"Relu"};
   r.instructions = {{mm, relu}};
   ProfileAccumulator acc;
-  acc.Add(0, std::vector<int64_t>{3000, 1000}, std::vector<int64_t>{0, 8000});  // Relu: 8000 bytes in 1 us
+  // Relu: 8000 bytes in 1 us; what ran each, as Stats::last_instruction_library reports it.
+  acc.Add(0, std::vector<int64_t>{3000, 1000}, std::vector<int64_t>{0, 8000},
+          std::vector<kiln::Library>{kiln::Library::kCublasLt, kiln::Library::kGenerated});
   r.profile = acc.Summary(r.instructions);
   // Two traced runs 10 us apart; the first computation starts 1 us into its call.
-  r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}}};
+  const std::vector<kiln::Library> ran = {kiln::Library::kCublasLt, kiln::Library::kGenerated};
+  r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}, ran}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}, ran}};
   return r;
 }
 
@@ -85,10 +86,10 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   REQUIRE(p["instructions"].size() == 2);
   const nlohmann::json& mm = p["instructions"][0];
   CHECK(Keys(mm) ==
-        std::set<std::string>{"name", "op", "executor", "member_ops", "calls", "total_ms", "mean_us", "bytes_per_call",
+        std::set<std::string>{"name", "op", "library", "member_ops", "calls", "total_ms", "mean_us", "bytes_per_call",
                               "gb_per_s", "share"});
   CHECK(mm["name"] == "mm");
-  CHECK(mm["executor"] == "cublaslt");
+  CHECK(mm["library"] == "cuBLASLt");
   CHECK(mm["member_ops"] == nlohmann::json::array());
   CHECK(p["instructions"][1]["member_ops"] == nlohmann::json::array({"Relu"}));
   CHECK(mm["total_ms"] == doctest::Approx(0.003));
@@ -133,7 +134,7 @@ TEST_CASE("bench report: the trace has one complete event per call and per instr
   REQUIRE(instructions.size() == 4);
   const nlohmann::json& mm = instructions[0];
   CHECK(mm["name"] == "mm");
-  CHECK(mm["cat"] == "cublaslt");
+  CHECK(mm["cat"] == "cuBLASLt");
   CHECK(mm["pid"] == 1);
   CHECK(mm["ts"] == 1.0);
   CHECK(mm["dur"] == 3.0);
@@ -141,7 +142,7 @@ TEST_CASE("bench report: the trace has one complete event per call and per instr
   CHECK(mm["args"]["iteration"] == 7);
   // Laid end to end; an unnamed node shows its op; a generated kernel lists the ops it replaced.
   CHECK(instructions[1]["name"] == "kiln.Fused");
-  CHECK(instructions[1]["cat"] == "generated");
+  CHECK(instructions[1]["cat"] == "generated kernel");
   CHECK(instructions[1]["args"]["member_ops"] == nlohmann::json::array({"Relu"}));
   CHECK(instructions[1]["ts"] == 4.0);
   CHECK(instructions[1]["dur"] == 1.0);

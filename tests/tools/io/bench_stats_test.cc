@@ -44,16 +44,15 @@ TEST_CASE("bench stats: nearest-rank percentiles of known samples") {
 }
 
 TEST_CASE("bench stats: the profile sums each instruction over runs and groups by op") {
-  auto info = [](std::string name, std::string op, std::string executor) {
+  auto info = [](std::string name, std::string op) {
     kiln::InstructionInfo i;
     i.name = std::move(name);
     i.op = std::move(op);
-    i.executor = std::move(executor);
     return i;
   };
   const std::vector<std::vector<kiln::InstructionInfo>> labels = {
-      {info("c1", "Conv", "cpu"), info("r1", "Relu", "cpu"), info("c2", "Conv", "cpu")},
-      {info("c1", "Conv", "cpu"), info("m", "MatMul", "cublaslt")}};
+      {info("c1", "Conv"), info("r1", "Relu"), info("c2", "Conv")},
+      {info("c1", "Conv"), info("m", "MatMul")}};
   ProfileAccumulator acc;
   acc.Add(0, std::vector<int64_t>{100, 10, 300});
   acc.Add(0, std::vector<int64_t>{140, 30, 200});
@@ -91,13 +90,12 @@ TEST_CASE("bench stats: the profile sums each instruction over runs and groups b
     kiln::InstructionInfo i;
     i.name = members.back();
     i.op = "kiln.Fused";
-    i.executor = "generated";
     i.member_ops = std::move(members);
     return i;
   };
   const std::vector<std::vector<kiln::InstructionInfo>> programs = {
       {fused({"Resize", "Resize", "Concat"}), fused({"Add", "Reshape", "Relu"}), fused({"Mul", "ReduceSum"}),
-       fused({"Transpose", "Sigmoid"}), info("c", "Conv", "cpu")}};
+       fused({"Transpose", "Sigmoid"}), info("c", "Conv")}};
   ProfileAccumulator bytes;
   bytes.Add(0, std::vector<int64_t>{1000, 200, 300, 500, 4000}, std::vector<int64_t>{2000, 1600, 900, 500, 99});
   bytes.Add(0, std::vector<int64_t>{1000, 200, 300, 500, 4000}, std::vector<int64_t>{2000, 1600, 900, 500, 99});
@@ -117,7 +115,7 @@ TEST_CASE("bench stats: the profile sums each instruction over runs and groups b
   CHECK(p.program_kinds[2].kind == "elementwise");  // Reshape is a view
   CHECK(p.program_kinds[2].total_ns == 600);
   CHECK(p.program_kinds[2].total_bytes == 3200);
-  CHECK(ProgramKind(info("c", "Conv", "cpu")) == "elementwise");  // no members: nothing moves
+  CHECK(ProgramKind(info("c", "Conv")) == "elementwise");  // no members: nothing moves
   // An instruction without a label still counts.
   ProfileAccumulator unlabeled;
   unlabeled.Add(0, std::vector<int64_t>{7});

@@ -1,0 +1,35 @@
+#include "runtime/cpu/claims.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace kiln::cpu {
+namespace {
+
+struct LibraryOp {
+  std::string_view op;
+  std::string_view reason;
+};
+
+// oneDNN's ops, sorted. What it refuses of each is runtime/cpu/onednn/onednn.h's.
+constexpr LibraryOp kOneDnn[] = {
+    {"AveragePool", "oneDNN pooling, in its producer's layout"},
+    {"Conv", "oneDNN convolution, its epilogue as post-ops"},
+    {"Gemm", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
+    {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
+    {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
+};
+static_assert(std::is_sorted(std::begin(kOneDnn), std::end(kOneDnn),
+                             [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));
+
+}  // namespace
+
+Claim ClaimOp(std::string_view op, bool fused) {
+  if (fused) return {Library::kGenerated, "a generated kernel: its portable program, interpreted"};
+  const auto* it = std::lower_bound(std::begin(kOneDnn), std::end(kOneDnn), op,
+                                    [](const LibraryOp& r, std::string_view name) { return r.op < name; });
+  if (it != std::end(kOneDnn) && it->op == op) return {Library::kOneDnn, it->reason};
+  return {Library::kCpuKernel, "Kiln's CPU kernel"};
+}
+
+}  // namespace kiln::cpu

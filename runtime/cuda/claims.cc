@@ -1,0 +1,44 @@
+#include "runtime/cuda/claims.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "runtime/kernels/kernel.h"
+#include "runtime/op_table.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct LibraryOp {
+  std::string_view op;
+  Library library;
+  std::string_view reason;
+};
+
+// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's and dnn.h's.
+constexpr LibraryOp kLibraryOps[] = {
+    {"AveragePool", Library::kCudnn, "cuDNN pooling"},
+    {"Conv", Library::kCudnn, "cuDNN convolution, fused with bias and activation"},
+    {"ConvTranspose", Library::kCudnn, "cuDNN convolution backward-data"},
+    {"Gemm", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"MatMul", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"MaxPool", Library::kCudnn, "cuDNN pooling"},
+};
+static_assert(std::is_sorted(std::begin(kLibraryOps), std::end(kLibraryOps),
+                             [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));
+
+}  // namespace
+
+Claim ClaimOp(std::string_view op, bool fused) {
+  if (fused) return {Library::kGenerated, "a generated kernel (CUDA, compiled by NVRTC)"};
+  const auto* it = std::lower_bound(std::begin(kLibraryOps), std::end(kLibraryOps), op,
+                                    [](const LibraryOp& r, std::string_view name) { return r.op < name; });
+  if (it != std::end(kLibraryOps) && it->op == op) return {it->library, it->reason};
+  if (const OpInfo* info = FindOpInfo(op); info != nullptr && info->fusion == FusionKind::kCpuOnly)
+    return {Library::kCpuKernel, info->note};
+  if (const cpu::KernelDef* kernel = cpu::FindKernel(op); kernel != nullptr && kernel->runtime_size)
+    return {Library::kCpuKernel, "a data-dependent output size: a run-time dim that the host reads"};
+  return {Library::kCpuKernel, "this instance has no fused form (see the fusion log)"};
+}
+
+}  // namespace kiln::cuda
