@@ -1,5 +1,6 @@
-// The rules of a run-time Loop's control (ONNX Loop-21, compiled by compiler/passes/canonicalize.cc
-// RuntimeLoop into kiln.LoopBegin ... body ... kiln.LoopEnd), in one place for both executors:
+// The rules of a run-time Loop's control (ONNX Loop-21, compiled by
+// compiler/passes/control_flow/runtime_loop.cc into kiln.LoopBegin ... body ... kiln.LoopEnd),
+// in one place for both executors:
 // the CPU kernels (runtime/cpu/loop.cc) and the CUDA backend's control from the host
 // (runtime/cuda/runner.cc, LoopControl). Each moves the data in its own memory; what they decide
 // (the operands' layout, when the body runs again, the iteration bound, a scan row's room)

@@ -1,4 +1,4 @@
-// A run-time If (passes/canonicalize.h RuntimeIf): an If whose condition is tensor data has both
+// A run-time If (passes/control_flow/runtime_if.cc): an If whose condition is tensor data has both
 // branches compiled, each instruction under its predicate (schema/kiln.fbs Instruction.when),
 // and its outputs merged by Where. Each call runs the branch its condition picks, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI).

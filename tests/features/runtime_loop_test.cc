@@ -1,4 +1,4 @@
-// A run-time Loop (passes/canonicalize.cc RuntimeLoop): a Loop whose trip count or condition is
+// A run-time Loop (passes/control_flow/runtime_loop.cc): a Loop whose trip count or condition is
 // tensor data has its body compiled once between kiln.LoopBegin and kiln.LoopEnd
 // (runtime/cpu/loop.cc), and the executors run it again while the loop goes on, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI),
