@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-TEST_CASE("ShapeText: dims in brackets, separated by a comma and a space; a scalar is []") {
+TEST_CASE("ShapeText: dims in brackets, separated by a comma and a space, and a scalar is []") {
   CHECK(kiln::ShapeText(std::vector<int64_t>{1, 3, 224, 224}) == "[1, 3, 224, 224]");
   CHECK(kiln::ShapeText(std::vector<int64_t>{0}) == "[0]");
   CHECK(kiln::ShapeText(std::vector<int64_t>{}) == "[]");
