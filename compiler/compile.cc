@@ -80,7 +80,8 @@ Status CompileEntries(StageWork& work) {
         for (const auto* ids : {&n.inputs, &n.outputs})
           for (ir::ValueId id : *ids)
             if (id != ir::kNoValue && plan.trace.value(id).rank() > kMaxRank)
-              return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank <= {}",
+              return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank "
+                                               "<= {}",
                                                n.name, n.op, plan.trace.value(id).name, plan.trace.value(id).rank(),
                                                kMaxRank));
       const int instructions = static_cast<int>(plan.trace.body.nodes.size());
@@ -89,7 +90,8 @@ Status CompileEntries(StageWork& work) {
         work.summary->ops_after_fusion = entry.ops_after_fusion;
       }
       if (work.summary)
-        work.summary->entries.push_back({name, instructions, entry.arena_text, plan.lower_bound_bytes.value_or(-1), ""});
+        work.summary->entries.push_back(
+            {name, instructions, entry.arena_text, plan.lower_bound_bytes.value_or(-1), ""});
       work.log(fmt::format("entry '{}': {} instructions, arena {}", name, instructions, entry.arena_text));
     }
     work.artifact.entries.push_back(std::move(entry.record));

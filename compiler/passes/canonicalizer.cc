@@ -79,7 +79,8 @@ ir::ValueId Canonicalizer::ScalarConstant(const std::string& name, DType dtype, 
   return Constant(name, dtype, {}, {value});
 }
 
-ir::ValueId Canonicalizer::Constant(const std::string& name, DType dtype, ir::SymShape shape, const std::vector<int64_t>& elements) {
+ir::ValueId Canonicalizer::Constant(const std::string& name, DType dtype, ir::SymShape shape,
+                                    const std::vector<int64_t>& elements) {
   ir::Value c{name, dtype, std::move(shape), nullptr, std::vector<ir::Sym>(elements.begin(), elements.end())};
   MaterializeKnownElements(c);
   c.sym.reset();

@@ -68,7 +68,8 @@ class Canonicalizer {
   ir::ValueId ScalarConstant(const std::string& name, DType dtype, int64_t value);
   // A new constant of static `shape` holding `elements` (an integer or bool dtype), stored in
   // its dtype as the canonical stage stores known elements.
-  ir::ValueId Constant(const std::string& name, DType dtype, ir::SymShape shape, const std::vector<int64_t>& elements);
+  ir::ValueId Constant(const std::string& name, DType dtype, ir::SymShape shape,
+                       const std::vector<int64_t>& elements);
   // The value of a one-element int or bool tensor known at compile time (constant data or
   // constant known elements).
   std::optional<int64_t> KnownScalar(ir::ValueId id) const;
@@ -133,7 +134,9 @@ class Canonicalizer {
     int64_t axis;
     bool reverse;
   };
-  struct ScanStack {  // a scan output, stacked along `axis` (ONNX's: negative counts from the end), from the last iteration if `reverse`
+  // A scan output, stacked along `axis` (ONNX's: negative counts from the end), from the last
+  // iteration if `reverse`.
+  struct ScanStack {
     int64_t axis = 0;
     bool reverse = false;
   };

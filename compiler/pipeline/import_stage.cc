@@ -32,7 +32,8 @@ Status RunImport(StageWork& work, StageOutput& out) {
     if (const ir::Value& v = p.trace.value(id); v.sym)
       for (const ir::Sym& s : *v.sym)
         if (s.op() == ir::SymOp::kVar) {
-          p.ranges.emplace(s.name(), DimRange{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1});
+          p.ranges.emplace(s.name(),
+                           DimRange{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1});
           p.value_symbols.emplace(s.name(), v.name);
         }
   out.print = [&p] { return p.trace.Print(); };

@@ -16,20 +16,21 @@ bool ChangesPrecision(const CompileOptions& o) {
 }
 
 constexpr StageDef kStages[] = {
-    {Stage::kImport, "import", "the model as its frontend reads it, op for op, with the profile's fixed dims and values", Always,
-     RunImport},
+    {Stage::kImport, "import",
+     "the model as its frontend reads it, op for op, with the profile's fixed dims and values", Always, RunImport},
     {Stage::kCanonical, "canonical",
      "shapes inferred and specialised for the entry, constants and shape arithmetic folded, control flow lowered, "
      "dead code removed",
      Always, RunCanonical},
-    {Stage::kPrecision, "precision", "weights and activations converted to fp16 or bf16, with Casts around what stays float32",
-     ChangesPrecision, RunPrecision},
+    {Stage::kPrecision, "precision",
+     "weights and activations converted to fp16 or bf16, with Casts around what stays float32", ChangesPrecision,
+     RunPrecision},
     {Stage::kFusion, "fusion", "epilogues folded into MatMul, Gemm and Conv; fused regions of generated kernels",
      Fuses, RunFusion},
     {Stage::kExecutors, "executors", "the backend and library of every op, and why", Always, RunExecutors},
     {Stage::kPlan, "plan", "the memory plan: each tensor's place in the arena, and the arena's size", Always, RunPlan},
-    {Stage::kCodegen, "codegen", "the generated kernels' CUDA source, compiled by NVRTC for the target archs (--arch)", Always,
-     RunCodegen},
+    {Stage::kCodegen, "codegen", "the generated kernels' CUDA source, compiled by NVRTC for the target archs (--arch)",
+     Always, RunCodegen},
     {Stage::kSerialize, "serialize", "the .kiln artifact written", Always, RunSerialize},
 };
 // One row per stage, in the enum's order (StageOf indexes by it).
@@ -80,7 +81,8 @@ Status RunStages(Stage first, Stage last, StageWork& work) {
     if (work.record == nullptr) continue;
     std::string text = out.print ? out.print() : "";
     for (const std::string& note : out.notes) text += "# " + note + "\n";
-    work.record->stages.push_back({std::string(s.name), std::move(text), out.shared_ns >= 0 ? out.shared_ns : ns, out.ops});
+    const int64_t time_ns = out.shared_ns >= 0 ? out.shared_ns : ns;
+    work.record->stages.push_back({std::string(s.name), std::move(text), time_ns, out.ops});
   }
   return Status::Ok();
 }

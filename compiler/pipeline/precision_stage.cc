@@ -48,7 +48,8 @@ Status RunPrecision(StageWork& work, StageOutput& out) {
   e.trace = std::move(*lowered);
   e.ops_before_fusion = e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
-  for (const std::string& line : lines) out.log.push_back(fmt::format("entry '{}': precision: {}", e.record.name, line));
+  for (const std::string& line : lines)
+    out.log.push_back(fmt::format("entry '{}': precision: {}", e.record.name, line));
   out.notes = std::move(lines);
   out.ops = e.ops_before_fusion;
   return Status::Ok();

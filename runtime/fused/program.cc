@@ -167,7 +167,9 @@ Status CheckSpecDType(DType dtype, const std::string& where) {
 }  // namespace
 
 std::string DimsText(const std::vector<int64_t>& dims) {
-  return ShapeText(dims.size(), [&](size_t k) { return dims[k] >= 0 ? std::to_string(dims[k]) : "s" + std::to_string(-(dims[k] + 1)); });
+  return ShapeText(dims.size(), [&](size_t k) {
+    return dims[k] >= 0 ? std::to_string(dims[k]) : "s" + std::to_string(-(dims[k] + 1));
+  });
 }
 
 std::string IndexOutOfRange(int64_t checked_index, int64_t bound) {

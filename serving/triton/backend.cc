@@ -184,7 +184,8 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool devi
     if (it->shape.empty() && rank == 1 && shape[0] == 1) v.rank = 0;
     if (static_cast<uint64_t>(v.num_bytes()) != bytes) {
       return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes, but shape " +
-                                   kiln::ShapeText({shape, rank}) + " of " + std::string(kiln::DTypeName(dtype)) + " needs " +
+                                   kiln::ShapeText({shape, rank}) + " of " + std::string(kiln::DTypeName(dtype)) +
+                                   " needs " +
                                    (v.num_bytes() == INT64_MAX ? std::string("more than int64 can count")
                                                                : to_string(v.num_bytes())));
     }

@@ -196,8 +196,8 @@ void CaseTransposes() {
       s.b = tb ? Mat{CUDA_R_32F, 2, 3, 4} : Mat{CUDA_R_32F, 3, 2, 5};
       s.d = s.c = {CUDA_R_32F, 2, 2, 2};
       Outcome o = Run(s, ta ? At : An, tb ? Bt : Bn, D, D);
-      Expect(std::string("transposes: op(A) ") + (ta ? "T" : "N") + ", op(B) " + (tb ? "T" : "N"), o, CheckDownload(D, 4),
-             {58, 139, 64, 154});
+      Expect(std::string("transposes: op(A) ") + (ta ? "T" : "N") + ", op(B) " + (tb ? "T" : "N"), o,
+             CheckDownload(D, 4), {58, 139, 64, 154});
       CheckFree(D);
     }
   }

@@ -44,12 +44,14 @@ std::string Diff(const std::vector<float>& got, const std::vector<float>& want, 
 float* Upload(const std::vector<float>& v, size_t extra_bytes = 0) { return CheckUpload(v, extra_bytes); }
 uint16_t* Upload16(const std::vector<float>& v, cudnnDataType_t dt) {
   std::vector<uint16_t> bits(v.size());
-  for (size_t i = 0; i < v.size(); ++i) bits[i] = dt == CUDNN_DATA_HALF ? ec::FloatToHalf(v[i]) : ec::FloatToBFloat16(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    bits[i] = dt == CUDNN_DATA_HALF ? ec::FloatToHalf(v[i]) : ec::FloatToBFloat16(v[i]);
   return CheckUpload(bits);
 }
 std::vector<float> Read16(const uint16_t* p, size_t n, cudnnDataType_t dt) {
   std::vector<float> v;
-  for (uint16_t b : CheckDownload(p, n)) v.push_back(dt == CUDNN_DATA_HALF ? ec::HalfToFloat(b) : ec::BFloat16ToFloat(b));
+  for (uint16_t b : CheckDownload(p, n))
+    v.push_back(dt == CUDNN_DATA_HALF ? ec::HalfToFloat(b) : ec::BFloat16ToFloat(b));
   return v;
 }
 

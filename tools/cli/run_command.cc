@@ -149,7 +149,8 @@ int RunModel(const RunFlags& f) {
   std::vector<io::HostTensor> host;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string& name = model->outputs()[i].name;
-    std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype), ShapeText({outputs[i].dims, static_cast<size_t>(outputs[i].rank)}));
+    std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype),
+                             ShapeText({outputs[i].dims, static_cast<size_t>(outputs[i].rank)}));
     if (outputs[i].memory == MemoryKind::kHost) {
       host.push_back(io::HostTensor::FromView(name, outputs[i]));
       continue;

@@ -136,9 +136,10 @@ Status Canonicalizer::RuntimeIf(const ir::Node& node, std::vector<ir::Node>& out
       for (size_t d = 0; d < va.shape.size(); ++d)
         if (!va.shape[d].Same(vb.shape[d])) differ.push_back(static_cast<int>(d));
     if (va.shape.size() != vb.shape.size() || differ.size() > 1) {
-      unmerged_[node.outputs[i]] = what + ": output " + std::to_string(i) + " has shape " + ir::ShapeToString(va.shape) +
-                                   " in then_branch and " + ir::ShapeToString(vb.shape) +
-                                   " in else_branch; a run-time If carries outputs whose shapes differ in one dim at most";
+      unmerged_[node.outputs[i]] = what + ": output " + std::to_string(i) + " has shape " +
+                                   ir::ShapeToString(va.shape) + " in then_branch and " + ir::ShapeToString(vb.shape) +
+                                   " in else_branch; a run-time If carries outputs whose shapes differ in one dim "
+                                   "at most";
       continue;
     }
     // One shape: Where. Shapes that differ in one dim: kiln.IfOutput, whose dim there is a

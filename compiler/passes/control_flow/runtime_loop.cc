@@ -108,7 +108,8 @@ Status Canonicalizer::RuntimeLoop(const ir::Node& node, const ir::Block& body, i
     // A result that is another parameter (two carried values swapped) is copied first: LoopEnd
     // writes the parameters one after another.
     const auto pos = std::find(params.begin(), params.end(), results[1 + k]);
-    if (pos >= params.begin() + 2 && pos != params.end() && pos != params.begin() + 2 + static_cast<std::ptrdiff_t>(k)) {
+    if (pos >= params.begin() + 2 && pos != params.end() &&
+        pos != params.begin() + 2 + static_cast<std::ptrdiff_t>(k)) {
       ir::Node copy;
       copy.op = "Identity";
       copy.name = node.name + "_carry_" + std::to_string(k);
@@ -205,7 +206,8 @@ Status Canonicalizer::RuntimeScan(const ir::Node& node, const ir::Block& body, c
   std::vector<ScanStack> stacks(scanned);
   for (size_t k = 0; k < scanned; ++k) stacks[k] = {out_axes[k], out_dirs[k] == 1};
   ir::Value trips{node.name + "_length", DType::kInt64, {}, nullptr, std::vector<ir::Sym>{*length}};
-  const std::vector<ir::ValueId> initials(node.inputs.begin(), node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
+  const std::vector<ir::ValueId> initials(node.inputs.begin(),
+                                          node.inputs.begin() + static_cast<std::ptrdiff_t>(states));
   return RuntimeLoop(node, body, trace_.AddValue(std::move(trips)), ir::kNoValue, initials, slices, stacks, out);
 }
 

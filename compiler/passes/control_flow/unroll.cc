@@ -47,7 +47,8 @@ Status Canonicalizer::UnrollLoop(ir::Node& node, std::vector<ir::Node>& out) {
     return Unimplemented(where + ": " + why_not_unrolled + ", and it cannot run as a run-time loop: " +
                          std::string(why));
   };
-  if (!trips) return runtime_loop("trip count M (" + trace_.value(node.inputs[0]).name + ") is not known at compile time");
+  if (!trips)
+    return runtime_loop("trip count M (" + trace_.value(node.inputs[0]).name + ") is not known at compile time");
   if (!cond) return runtime_loop("condition (" + trace_.value(node.inputs[1]).name + ") is not known at compile time");
   // What the unrolling adds, taken back when it finds a condition it cannot know or runs
   // past kMaxUnrolledIterations: then the loop runs at run time.

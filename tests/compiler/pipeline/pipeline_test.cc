@@ -57,10 +57,11 @@ TEST_CASE("pipeline: ParseStage finds a stage by name, and an unknown name's err
   REQUIRE_FALSE(fuse.ok());
   CHECK(fuse.status().code() == kiln::StatusCode::kInvalidArgument);
   CHECK(fuse.status().message() ==
-        "unknown stage 'fuse'; the stages are import, canonical, precision, fusion, executors, plan, codegen, serialize");
+        "unknown stage 'fuse'; the stages are import, canonical, precision, fusion, executors, plan, codegen, "
+        "serialize");
 }
 
-TEST_CASE("pipeline: precision runs only where it changes a dtype, fusion unless it is off, and the artifact records the stages that ran") {
+TEST_CASE("pipeline: precision runs where it changes a dtype, fusion unless off, and the artifact records what ran") {
   CompileOptions options = kiln::testing::CpuOnly();
   const auto enabled = [&](Stage s) { return kiln::compiler::StageOf(s).enabled(options); };
   CHECK_FALSE(enabled(Stage::kPrecision));
@@ -98,7 +99,8 @@ TEST_CASE("pipeline: work done once for several entries records its time in each
 }
 
 TEST_CASE("pipeline: a compile stopped after a stage makes no artifact and gives each entry's trace of it") {
-  for (Stage stop : {Stage::kImport, Stage::kCanonical, Stage::kFusion, Stage::kExecutors, Stage::kPlan, Stage::kCodegen}) {
+  for (Stage stop :
+       {Stage::kImport, Stage::kCanonical, Stage::kFusion, Stage::kExecutors, Stage::kPlan, Stage::kCodegen}) {
     const std::string name(kiln::compiler::StageOf(stop).name);
     INFO("stop after " << name);
     CompileSummary summary;

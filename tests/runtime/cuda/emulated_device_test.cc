@@ -716,7 +716,8 @@ TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replay
     REQUIRE_MESSAGE(info.executor != "cpu", "PP-OCR cls is no longer device-only: " << info.label());
   const std::vector<HostTensor> a = ClsOneImage();                  // [1, 3, 48, 192]
   const std::vector<HostTensor> b = {CropWidth(a[0], 96)};          // [1, 3, 48, 96]: fits A's buffers
-  const std::vector<HostTensor> like_a = testing::RunCpuReference(model, a), like_b = testing::RunCpuReference(model, b);
+  const std::vector<HostTensor> like_a = testing::RunCpuReference(model, a);
+  const std::vector<HostTensor> like_b = testing::RunCpuReference(model, b);
 
   // Reference: an uncaptured context on the same inputs.
   std::vector<HostTensor> ref_a = Sentinel(like_a), ref_b = Sentinel(like_b);

@@ -198,7 +198,8 @@ TEST_CASE("RotaryEmbedding: halves, interleaved, partial rotation, 3-D input") {
   CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos, &sin, &far}, {&y}).message() ==
         "RotaryEmbedding: position_ids[0,0] = 2 is outside the caches' 2 positions");
   CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos1, &sin1}, {&y}).message() ==
-        "RotaryEmbedding: caches [1, 1, 1], [1, 1, 1] and position_ids <absent> do not fit X [1, 1, 1, 4] with rotary dim 4");
+        "RotaryEmbedding: caches [1, 1, 1], [1, 1, 1] and position_ids <absent> do not fit X [1, 1, 1, 4] with "
+        "rotary dim 4");
 }
 
 TEST_CASE("RMSNormalization: last axis, all axes with epsilon, stash_type") {

@@ -191,7 +191,8 @@ TEST_CASE("RoiAlign, MaxUnpool, DeformConv and NonMaxSuppression reject operands
   // DeformConv with an offset of the wrong shape (read past its end before).
   TestTensor w = Floats({1, 1, 1, 1}, {1}), off = Floats({1, 1, 4, 4}, std::vector<float>(16)), dy = Output(DType::kFloat32, {1, 1, 4, 4});
   st = RunKernel("DeformConv", {}, {&x, &w, &off}, {&dy});
-  CHECK_MESSAGE(st.message().find("DeformConv: operands do not match X [1, 1, 4, 4] float32: W [1, 1, 1, 1], offset [1, 1, 4, 4]") == 0,
+  CHECK_MESSAGE(st.message().find("DeformConv: operands do not match X [1, 1, 4, 4] float32: W [1, 1, 1, 1], "
+                                  "offset [1, 1, 4, 4]") == 0,
                 st.message());
   // NonMaxSuppression with int64 boxes.
   TestTensor boxes = Int64s({1, 1, 4}, {0, 0, 1, 1}), scores = Floats({1, 1, 1}, {1}), sel = Output(DType::kInt64, {1, 3});

@@ -53,7 +53,8 @@ TEST_CASE("control flow: an If on tensor data runs each branch under its predica
 TEST_CASE("control flow: branch outputs that differ in one dim merge into kiln.IfOutput, in two are refused") {
   auto widths = Canonical(DataIfModel("Relu", "n2"));  // [N, 2] against [N, 4]
   REQUIRE_MESSAGE(widths.ok(), widths.status().ToString());
-  CHECK(Ops(widths->trace) == std::vector<std::string>{"ReduceSum", "Greater", "Relu", "Neg", "Concat", "kiln.IfOutput"});
+  CHECK(Ops(widths->trace) ==
+        std::vector<std::string>{"ReduceSum", "Greater", "Relu", "Neg", "Concat", "kiln.IfOutput"});
   CHECK(widths->trace.body.nodes.back().attrs.GetInt("axis", -1) == 1);
 
   auto two = Canonical(DataIfModel("Transpose", "n"));  // [2, N] against [N, 2]
