@@ -1,6 +1,6 @@
-// The compiler driver: ONNX file -> .kiln artifact bytes, through the stages of
-// DESIGN.md (import, canonical, fusion, executors, plan), then CUDA code generation and
-// ahead-of-time NVRTC compilation of the fused kernels.
+// The compiler driver: ONNX file (or any frontend's import) -> .kiln artifact bytes, through the
+// stages of compiler/pipeline/pipeline.h (import, canonical, precision, fusion, executors, plan,
+// codegen, serialize; docs/architecture.md says what each does).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "compiler/ir/trace.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/passes/precision.h"
+#include "compiler/pipeline/pipeline.h"
 #include "compiler/profile.h"
 #include "kiln/status.h"
 
@@ -51,13 +52,20 @@ struct CompileOptions {
   int jobs = 0;                  // NVRTC threads; 0: one per core
   // Called as kernel compile jobs finish: done, total, how many came from the cache.
   std::function<void(int, int, int)> kernel_progress;
+  // The last stage to run (`--to`). Before serialize, no artifact is made: the compile returns
+  // no bytes, and the summary holds each entry's trace of this stage (EntrySummary::last_trace;
+  // for import, one per profile). A stage these options leave off (precision, fusion) is an
+  // error (CheckStopAfter).
+  Stage stop_after = Stage::kSerialize;
 };
 
 struct EntrySummary {
   std::string name;
-  int instructions = 0;
-  std::string arena_bytes;           // number or expression
+  int instructions = 0;              // -1: stopped before the plan stage
+  std::string arena_bytes;           // number or expression; empty before the plan stage
   int64_t lower_bound_bytes = -1;    // static entries only
+  // Stopped before serialize (CompileOptions::stop_after): the entry's trace of that stage.
+  std::string last_trace;
 };
 
 struct CompileSummary {
@@ -88,7 +96,8 @@ using ImportFn = std::function<Result<ir::Trace>(const std::map<std::string, std
 // The driver for any frontend: import, then every stage per profile, code generation and
 // serialisation. `source` names the model in the log and the artifact ("model.onnx").
 // options.input_shapes are passed to `import` (options.constant_inputs are the ONNX
-// frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. Never throws.
+// frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. No bytes (an empty vector)
+// when options.stop_after is before serialize. Never throws.
 Result<std::vector<uint8_t>> CompileImported(const std::string& source, const ImportFn& import,
                                              const CompileOptions& options, CompileSummary* summary);
 

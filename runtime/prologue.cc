@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace kiln {
 namespace {
@@ -190,13 +191,10 @@ std::string LocalName(const std::string& name, size_t index) {
 }  // namespace
 
 std::string PrologueShapeText(const Prologue& p, const PrologueInput& in) {
-  std::string s = "[";
-  for (size_t d = 0; d < in.dims.size(); ++d) {
-    if (d) s += ", ";
+  return ShapeText(in.dims.size(), [&](size_t d) {
     const PrologueDim& c = in.dims[d];
-    s += c.symbol < 0 ? std::to_string(c.value) : p.symbols[c.symbol];
-  }
-  return s + "]";
+    return c.symbol < 0 ? std::to_string(c.value) : p.symbols[c.symbol];
+  });
 }
 
 std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs,

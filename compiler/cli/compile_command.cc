@@ -32,6 +32,7 @@ struct CompileFlags {
   std::vector<std::string> keep_fp32;
   std::string io_precision = "declared";
   std::string validate;
+  std::string to = "serialize";
 };
 
 // "sm_80,sm_86" -> cubin archs plus PTX of the newest ("compute_86"); "none" -> {}.
@@ -63,12 +64,32 @@ bool ParseArchs(const std::string& text, std::vector<std::string>& archs, std::s
   return true;
 }
 
+// A usage error: the message on stderr, exit status 2.
+void UsageError(const std::string& message) {
+  std::cerr << "kiln compile: " << message << "\n";
+  SetExitCode(2);
+}
+
+// --to's output: each entry's trace of the stage the compile stopped after, headed by its name.
+void PrintStageTraces(const compiler::CompileSummary& summary) {
+  for (size_t i = 0; i < summary.entries.size(); ++i)
+    std::cout << (i ? "\n" : "") << "# entry '" << summary.entries[i].name << "'\n" << summary.entries[i].last_trace;
+}
+
 void RunCompile(const CompileFlags& f) {
   const std::string& model = f.model;
   const std::string& output = f.output;
   const std::vector<std::string>& shapes = f.shapes;
   const bool quiet = f.quiet;
   compiler::CompileOptions options;
+  options.stop_after = *compiler::ParseStage(f.to);  // checked by the option's validator
+  const bool artifact = options.stop_after == compiler::Stage::kSerialize;
+  if (artifact && output.empty())
+    return UsageError("-o/--output is required: the artifact to write (--to STAGE prints a stage's traces instead)");
+  if (!artifact && !output.empty())
+    return UsageError("--to " + f.to + " writes no artifact (its traces go to standard output): leave out -o");
+  if (!artifact && !f.validate.empty())
+    return UsageError("--validate runs the artifact, which --to " + f.to + " does not write");
   options.fuse = !f.no_fuse;
   options.kernel_cache_dir = f.kernel_cache;
   options.use_kernel_cache = !f.no_kernel_cache;
@@ -86,6 +107,8 @@ void RunCompile(const CompileFlags& f) {
                                : f.io_precision == "bf16" ? DType::kBFloat16
                                                           : DType::kFloat32;
   options.precision.keep_fp32 = f.keep_fp32;
+  if (Status st = compiler::CheckStopAfter(options); !st.ok())
+    return UsageError("--to " + f.to + ": " + std::string(st.message()));
   if (!f.keep_fp32.empty() && f.precision == "fp32")
     std::cerr << "kiln compile: warning: --keep-fp32 has no effect with --precision fp32 (the model stays float32)\n";
   if (!quiet) options.kernel_progress = codegen::TerminalProgress();
@@ -150,6 +173,7 @@ void RunCompile(const CompileFlags& f) {
     SetExitCode(1);
     return;
   }
+  if (!artifact) return PrintStageTraces(summary);
   if (Status written = io::WriteArtifactFile(output, *bytes); !written.ok()) {
     std::cerr << "kiln compile: " << written.message() << "\n";
     SetExitCode(1);
@@ -186,7 +210,7 @@ void AddCompileCommand(CLI::App& app) {
   auto f = std::make_shared<CompileFlags>();
   cmd->add_option("model", f->model, "ONNX model file (.onnx); external-data files are read from its folder")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", f->output, "artifact to write (.kiln)")->required();
+  cmd->add_option("-o,--output", f->output, "artifact to write (.kiln); required, except with --to before serialize");
   cmd->add_option("--shape", f->shapes,
                   "fix an input's shape, NAME:DIMS such as images:1x3x224x224 ('?' or -1 keeps a dim symbolic); "
                   "repeatable. Without it, symbolic dims stay symbolic.");
@@ -254,6 +278,21 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_flag("--no-kernel-cache", f->no_kernel_cache, "compile every kernel afresh, neither reading nor writing the cache");
   cmd->add_option("-j,--jobs", f->jobs, "NVRTC threads (default: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "do not print progress to stderr");
+  std::string stages;
+  for (const compiler::StageDef& s : compiler::Stages())
+    stages += fmt::format("{}{}: {}", stages.empty() ? "" : "; ", s.name, s.description);
+  cmd->add_option("--to", f->to,
+                  "stop after STAGE and write no artifact: print each entry's trace of that stage to standard "
+                  "output instead (each headed \"# entry 'NAME'\"; import prints one per profile), as "
+                  "`kiln inspect` shows the traces of an artifact. Leave out -o (and --validate). The stages, in "
+                  "order: " + stages + ". The default, serialize, is the whole compile. precision runs only with "
+                  "--precision or --io-precision fp16/bf16, fusion not with --no-fuse")
+      ->type_name("STAGE")
+      ->check([](const std::string& name) {
+        auto stage = compiler::ParseStage(name);
+        return stage.ok() ? std::string() : std::string(stage.status().message());
+      })
+      ->capture_default_str();
   cmd->callback([=] { RunCompile(*f); });
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "runtime/shape_text.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -209,9 +211,7 @@ Sym NumElements(const SymShape& shape) {
 }
 
 std::string ShapeToString(const SymShape& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].ToString();
-  return s + "]";
+  return ShapeText(shape.size(), [&](size_t i) { return shape[i].ToString(); });
 }
 
 bool IsStatic(const SymShape& shape) {

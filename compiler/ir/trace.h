@@ -1,4 +1,4 @@
-// The trace: Kiln's compiler IR (see ../shared/DESIGN.md, "The trace").
+// The trace: Kiln's compiler IR (docs/architecture.md, "The trace").
 //
 // A Trace is an ordered list of nodes (bound symbols) over a table of values (tensor
 // proxies). Each value has a dtype and a symbolic shape; a value may also carry constant

@@ -72,6 +72,7 @@
 #include "compiler/onnx/subgraph_depth.h"
 #include "onnx/defs/schema.h"
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -103,12 +104,6 @@ int64_t KnownOpset() {
     return it == map.end() ? int64_t{0} : int64_t{it->second.second};
   }();
   return known;
-}
-
-std::string DimsText(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 std::string DTypeText(DType d) { return std::string(DTypeName(d)); }
@@ -350,15 +345,15 @@ Result<std::shared_ptr<ConstData>> Importer::TensorData(const onnx::TensorProto&
                       ", expected >= 0");
     if (__builtin_mul_overflow(n, d, &n))
       return DataLoss(what + ": element count of dims " +
-                      DimsText({t.dims().begin(), t.dims().end()}) + " overflows int64");
+                      ShapeText(std::vector<int64_t>(t.dims().begin(), t.dims().end())) + " overflows int64");
     cd->dims.push_back(d);
   }
   const int64_t esize = static_cast<int64_t>(DTypeSize(dtype));
   int64_t nbytes = 0;
   if (__builtin_mul_overflow(n, esize, &nbytes))
-    return DataLoss(what + ": byte size of dims " + DimsText(cd->dims) + " x " +
+    return DataLoss(what + ": byte size of dims " + ShapeText(cd->dims) + " x " +
                     DTypeText(dtype) + " overflows int64");
-  const std::string shape_text = DTypeText(dtype) + DimsText(cd->dims);
+  const std::string shape_text = DTypeText(dtype) + ShapeText(cd->dims);
 
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     KILN_RETURN_IF_ERROR(ReadExternal(t, what, nbytes, cd->bytes));
@@ -495,7 +490,7 @@ Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& wha
     return DataLoss(what + ": external data length is " + std::to_string(*length) +
                     " bytes, expected " + std::to_string(nbytes) + " for " +
                     DTypeText(static_cast<DType>(t.data_type())) +
-                    DimsText({t.dims().begin(), t.dims().end()}) + " (file " + Q(file) + ")");
+                    ShapeText(std::vector<int64_t>(t.dims().begin(), t.dims().end())) + " (file " + Q(file) + ")");
   const uint64_t off = static_cast<uint64_t>(offset.value_or(0));
   if (off > fsize || fsize - off < static_cast<uint64_t>(nbytes))
     return DataLoss(what + ": external data range [" + std::to_string(off) + ", " +
@@ -545,7 +540,6 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
                              "dim in ImportOptions::input_shapes");
       for (int64_t d : *over) shape.push_back(Sym(d));
     } else {
-      std::string declared = "[";
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
         const auto& d = tt.shape().dim(i);
         if (d.has_dim_value() && d.dim_value() == -1) {
@@ -562,9 +556,8 @@ Status Importer::ImportMainInputs(const onnx::GraphProto& g) {
         } else {
           shape.push_back(Sym::Var(name + "_dim" + std::to_string(i)));
         }
-        declared += (i ? ", " : "") + shape.back().ToString();
       }
-      declared += "]";
+      const std::string declared = ir::ShapeToString(shape);
       if (over) {
         if (over->size() != shape.size())
           return InvalidArgument("input_shapes[" + Q(name) + "] has rank " +
@@ -785,7 +778,7 @@ Status Importer::ConvertAttr(const onnx::NodeProto& np, const onnx::AttributePro
         KILN_ASSIGN_OR_RETURN(auto cd, TensorData(a.t(), aw));
         if (cd->num_elements() != 1)
           return InvalidArgument(aw + ": expected a one-element tensor, found " +
-                                 DTypeText(cd->dtype) + DimsText(cd->dims));
+                                 DTypeText(cd->dtype) + ShapeText(cd->dims));
         node.attrs.SetInt("dtype", static_cast<int64_t>(cd->dtype));
         if (IsFloatType(cd->dtype)) node.attrs.SetFloat("value_float", static_cast<float>(cd->FloatAt(0)));
         else node.attrs.SetInt("value_int", cd->IntAt(0));

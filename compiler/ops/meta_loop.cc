@@ -1,5 +1,5 @@
 // Meta functions of kiln.LoopBegin and kiln.LoopEnd (runtime/executor/loop.h), the control of a
-// run-time Loop (passes/canonicalize.cc RuntimeLoop): the body's instructions lie between
+// run-time Loop (passes/control_flow/runtime_loop.cc): the body's instructions lie between
 // them, and the runtime's executor runs them again while the loop goes on.
 //   kiln.LoopBegin(M?, cond?, v_initial...) -> (iteration_num, cond_in, v...)
 //     M: int64, one element, the trip count (absent: no limit); cond: bool, one element

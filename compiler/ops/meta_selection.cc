@@ -139,7 +139,7 @@ Status UniqueMeta(MetaContext& ctx) {
 }
 
 // kiln.IfOutput(cond, then_value, else_value): an output of a run-time If whose branches give
-// it different shapes (passes/canonicalize.cc RuntimeIf), the value of the branch `cond` picks.
+// it different shapes (passes/control_flow/runtime_if.cc), the value of the branch `cond` picks.
 // The two shapes have one rank and differ in one dim, `axis` (an attribute the canonical stage
 // sets), which becomes a run-time dim bounded by the larger of the two.
 Status IfOutputMeta(MetaContext& ctx) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "runtime/shape_text.h"
+
 namespace kiln::ir::meta {
 
 // ---- element access --------------------------------------------------------------------
@@ -603,11 +605,7 @@ Status CheckMaxOutputs(MetaContext& ctx, int max) {
 }
 
 std::string Str(const SymShape& s) { return ShapeToString(s); }
-std::string Str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
+std::string Str(const std::vector<int64_t>& v) { return ShapeText(v); }
 
 std::string FloatStr(double v) {
   char buf[32];

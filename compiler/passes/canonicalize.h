@@ -1,9 +1,10 @@
 // The `canonical` stage: shape inference through the op registry, constant folding (by
 // running the CPU backend's kernels on constant inputs), shape-arithmetic folding (values
-// known as Syms need no instruction), If resolution, Loop and Scan unrolled when their trip
-// count is known at compile time (each iteration a copy of the body, its values named
-// "h@3") or else compiled once as a run-time loop (kiln.LoopBegin ... kiln.LoopEnd), BatchNormalization folded into the Conv before it (passes/fold_batchnorm.h), and
-// dead-code elimination.
+// known as Syms need no instruction), control flow lowered (passes/control_flow/: If resolved
+// at compile time or run under predicates, Loop and Scan unrolled when their trip count is known
+// at compile time, each iteration a copy of the body, its values named "h@3", or else compiled
+// once as a run-time loop, kiln.LoopBegin ... kiln.LoopEnd), BatchNormalization folded into the
+// Conv before it (passes/fold_batchnorm.h), and dead-code elimination.
 #pragma once
 
 #include <optional>

@@ -18,7 +18,7 @@
 namespace kiln::serialize {
 
 struct StageRecord {
-  std::string name;   // "import", "canonical", "executors", "plan"
+  std::string name;   // the stage's (compiler/pipeline/pipeline.h): "import", "canonical", ...
   std::string trace;  // printed trace
   int64_t time_ns = 0;
   int num_ops = -1;   // ops in `trace`

@@ -10,6 +10,7 @@
 #include "tools/io/replace_file.h"
 #include "compiler/trace/import_traced.h"
 #include "compiler/trace/state.h"
+#include "runtime/shape_text.h"
 #include "kiln/trace.h"
 
 namespace kiln::trace {
@@ -150,8 +151,8 @@ Tensor Builder::Parameter(std::string name, std::vector<int64_t> dims, std::span
       }
     const int64_t n = data->num_elements();
     if (n != static_cast<int64_t>(values.size())) {
-      state_->Fail(InvalidArgument(fmt::format("parameter '{}': dims [{}] hold {} elements, found {} values", name,
-                                               fmt::join(data->dims, ", "), n, values.size())));
+      state_->Fail(InvalidArgument(fmt::format("parameter '{}': dims {} hold {} elements, found {} values", name,
+                                               ShapeText(data->dims), n, values.size())));
       return State::Make(state_, ir::kNoValue);
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());

@@ -8,6 +8,7 @@
 #include "compiler/trace/state.h"
 #include "kiln/trace.h"
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::trace {
 namespace {
@@ -185,7 +186,7 @@ Tensor Reshape(const Tensor& x, std::vector<int64_t> shape, std::string name) {
                   const ir::ValueId c = s.AddConst(s.UniqueName(n + ".shape"), std::move(cd));
                   return s.AddNode("Reshape", n, {ids[0], c}, {}, context);
                 },
-                fmt::format("shape: [{}]", fmt::join(shape, ", ")));
+                "shape: " + ShapeText(shape));
 }
 
 Tensor Transpose(const Tensor& x, std::vector<int64_t> perm, std::string name) {

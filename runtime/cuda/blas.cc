@@ -22,10 +22,7 @@ constexpr uint32_t kMaxAlign = 256;
 // Candidates asked of the heuristic; the first that succeeds and fits the workspace is used.
 constexpr int kHeuristicCandidates = 8;
 
-std::string Shape(const DeviceTensor& t) {
-  return t.present() ? cpu::ShapeStr(t.dims, t.rank) : std::string("<absent>");
-}
-std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
+using cpu::DTypeStr;
 
 const DeviceTensor* OptionalInput(std::span<const DeviceTensor> inputs, size_t i) {
   return i < inputs.size() && inputs[i].present() ? &inputs[i] : nullptr;
@@ -95,7 +92,7 @@ Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const Devic
                            std::to_string(cpu::kEpilogueResidualInput) + " (the residual) is absent");
   }
   if (!spec->residual && r) {
-    return Invalid(op, "input " + std::to_string(cpu::kEpilogueResidualInput) + " " + Shape(*r) +
+    return Invalid(op, "input " + std::to_string(cpu::kEpilogueResidualInput) + " " + ShapeText(*r) +
                            " is present but " + std::string(cpu::kEpilogueResidualAttr) + " is not 1");
   }
   if (!spec->any()) return Status::Ok();
@@ -108,8 +105,8 @@ Status ReadSpec(std::string_view op, const AttrMap& attrs, std::span<const Devic
     bool same = r->rank == y.rank && r->dtype == y.dtype;
     for (int i = 0; same && i < y.rank; ++i) same = r->dims[i] == y.dims[i];
     if (!same) {
-      return Invalid(op, "residual " + Shape(*r) + " " + DTypeStr(r->dtype) +
-                             " must have the output's shape " + Shape(y) + " and dtype " + DTypeStr(y.dtype));
+      return Invalid(op, "residual " + ShapeText(*r) + " " + DTypeStr(r->dtype) +
+                             " must have the output's shape " + ShapeText(y) + " and dtype " + DTypeStr(y.dtype));
     }
     *residual = r;
   }
@@ -176,7 +173,7 @@ Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   KILN_RETURN_IF_ERROR(CheckOperands(kOp, inputs, outputs));
   const DeviceTensor &a = inputs[0], &b = inputs[1], &y = outputs[0];
   if (a.rank < 1 || b.rank < 1) {
-    return Invalid(kOp, "operands must have rank >= 1, got " + Shape(a) + " and " + Shape(b));
+    return Invalid(kOp, "operands must have rank >= 1, got " + ShapeText(a) + " and " + ShapeText(b));
   }
   if (a.dtype != b.dtype || a.dtype != y.dtype) {
     return Invalid(
@@ -189,25 +186,25 @@ Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   const int64_t k = a.dims[a.rank - 1];
   const int64_t kb = b_vec ? b.dims[0] : b.dims[b.rank - 2];
   const int64_t n = b_vec ? 1 : b.dims[b.rank - 1];
-  if (k != kb) return Invalid(kOp, "inner dimensions differ: " + Shape(a) + " x " + Shape(b));
+  if (k != kb) return Invalid(kOp, "inner dimensions differ: " + ShapeText(a) + " x " + ShapeText(b));
   const int a_batch = a_vec ? 0 : a.rank - 2, b_batch = b_vec ? 0 : b.rank - 2;
   const int batch_rank = y.rank - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
   if (batch_rank < 0 || batch_rank < a_batch || batch_rank < b_batch) {
-    return Invalid(kOp, "output " + Shape(y) + " does not fit inputs " + Shape(a) + " x " + Shape(b));
+    return Invalid(kOp, "output " + ShapeText(y) + " does not fit inputs " + ShapeText(a) + " x " + ShapeText(b));
   }
   if ((!a_vec && y.dims[batch_rank] != m) || (!b_vec && y.dims[y.rank - 1] != n)) {
-    return Invalid(kOp, "output " + Shape(y) + " does not match inputs " + Shape(a) + " x " + Shape(b));
+    return Invalid(kOp, "output " + ShapeText(y) + " does not match inputs " + ShapeText(a) + " x " + ShapeText(b));
   }
   if (!BatchBroadcasts(a.dims, a_batch, y.dims, batch_rank) ||
       !BatchBroadcasts(b.dims, b_batch, y.dims, batch_rank)) {
-    return Invalid(kOp, "batch dimensions of " + Shape(a) + " and " + Shape(b) +
-                            " do not broadcast to output " + Shape(y));
+    return Invalid(kOp, "batch dimensions of " + ShapeText(a) + " and " + ShapeText(b) +
+                            " do not broadcast to output " + ShapeText(y));
   }
   const DeviceTensor* bias = OptionalInput(inputs, cpu::kEpilogueBiasInput);
   if (bias && (b_vec || bias->dtype != a.dtype || bias->rank != 1 || bias->dims[0] != n)) {
-    return Invalid(kOp, "bias " + Shape(*bias) + " " + DTypeStr(bias->dtype) + " must be a " +
+    return Invalid(kOp, "bias " + ShapeText(*bias) + " " + DTypeStr(bias->dtype) + " must be a " +
                             DTypeStr(a.dtype) + " vector of the " + std::to_string(n) +
-                            " output columns (B " + Shape(b) + " must be at least 2-D)");
+                            " output columns (B " + ShapeText(b) + " must be at least 2-D)");
   }
   cpu::EpilogueSpec spec;
   const DeviceTensor* residual = nullptr;
@@ -227,7 +224,7 @@ Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   } else if (a_count == batch && b_count == batch) {
     strided = batch > 1;
   } else {
-    return Refused(kOp, "batch broadcast of " + Shape(a) + " x " + Shape(b) +
+    return Refused(kOp, "batch broadcast of " + ShapeText(a) + " x " + ShapeText(b) +
                             ": cuBLASLt runs equal batches or a right operand shared by the batch");
   }
   plan->m = static_cast<uint64_t>(n);
@@ -257,7 +254,7 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   const DeviceTensor &a = inputs[0], &b = inputs[1], &y = outputs[0];
   const DeviceTensor* c = OptionalInput(inputs, 2);
   if (a.rank != 2 || b.rank != 2 || y.rank != 2) {
-    return Invalid(kOp, "A, B and Y must be 2-D, got " + Shape(a) + ", " + Shape(b) + ", " + Shape(y));
+    return Invalid(kOp, "A, B and Y must be 2-D, got " + ShapeText(a) + ", " + ShapeText(b) + ", " + ShapeText(y));
   }
   if (a.dtype != b.dtype || a.dtype != y.dtype || (c && c->dtype != a.dtype)) {
     return Invalid(kOp, "operand dtypes differ: A " + DTypeStr(a.dtype) + ", B " + DTypeStr(b.dtype) +
@@ -273,18 +270,18 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   const int64_t kb = tb ? b.dims[1] : b.dims[0];
   const int64_t n = tb ? b.dims[0] : b.dims[1];
   if (k != kb) {
-    return Invalid(kOp, "inner dimensions differ: A " + Shape(a) + (ta ? " (transposed)" : "") + ", B " +
-                            Shape(b) + (tb ? " (transposed)" : ""));
+    return Invalid(kOp, "inner dimensions differ: A " + ShapeText(a) + (ta ? " (transposed)" : "") + ", B " +
+                            ShapeText(b) + (tb ? " (transposed)" : ""));
   }
   if (y.dims[0] != m || y.dims[1] != n) {
     return Invalid(kOp,
-                   "output " + Shape(y) + " should be [" + std::to_string(m) + "," + std::to_string(n) + "]");
+                   "output " + ShapeText(y) + " should be [" + std::to_string(m) + "," + std::to_string(n) + "]");
   }
   // C: absent (or beta = 0), Y's full shape (cuBLASLt's C), or a bias vector over the columns.
   enum class CKind { kNone, kFull, kBias } c_kind = CKind::kNone;
   if (c) {
     if (c->rank > 2 || !BatchBroadcasts(c->dims, c->rank, y.dims, 2)) {
-      return Invalid(kOp, "C " + Shape(*c) + " does not broadcast to " + Shape(y));
+      return Invalid(kOp, "C " + ShapeText(*c) + " does not broadcast to " + ShapeText(y));
     }
     // Broadcast-compatible with as many elements as Y: no dim is stretched, so C is laid out
     // exactly as Y ([N] for M = 1, [M, 1] for N = 1, ...).
@@ -301,12 +298,12 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
       c_kind = CKind::kFull;
     } else if (bias_shaped) {
       if (beta != 1.0f) {
-        return Refused(kOp, "C " + Shape(*c) + " is a bias over the columns but beta = " +
+        return Refused(kOp, "C " + ShapeText(*c) + " is a bias over the columns but beta = " +
                                 std::to_string(beta) + "; cuBLASLt's bias epilogue cannot scale it");
       }
       c_kind = CKind::kBias;
     } else {
-      return Refused(kOp, "C " + Shape(*c) + " broadcast over " + Shape(y) +
+      return Refused(kOp, "C " + ShapeText(*c) + " broadcast over " + ShapeText(y) +
                               ": cuBLASLt takes C of Y's shape or a bias [N] / [1,N]");
     }
   }

@@ -14,10 +14,7 @@
 namespace kiln::cuda {
 namespace {
 
-std::string Shape(const DeviceTensor& t) {
-  return t.present() ? cpu::ShapeStr(t.dims, t.rank) : std::string("<absent>");
-}
-std::string DTypeStr(DType dt) { return std::string(DTypeName(dt)); }
+using cpu::DTypeStr;
 
 Status Invalid(std::string_view op, const std::string& msg) {
   return InvalidArgument(std::string(op) + ": " + msg);
@@ -73,11 +70,11 @@ Status CommonConvGeometry(std::string_view op, const AttrMap& attrs, const Devic
   if (!x.present() || !w.present() || !y.present())
     return Invalid(op, "expected inputs X and W and output Y");
   if (x.rank < 3 || x.rank > kMaxRank) {
-    return Invalid(op, "input X must have rank 3 to " + std::to_string(kMaxRank) + ", got " + Shape(x));
+    return Invalid(op, "input X must have rank 3 to " + std::to_string(kMaxRank) + ", got " + ShapeText(x));
   }
   if (w.rank != x.rank || y.rank != x.rank) {
     return Invalid(op,
-                   "X " + Shape(x) + ", W " + Shape(w) + " and Y " + Shape(y) + " must have the same rank");
+                   "X " + ShapeText(x) + ", W " + ShapeText(w) + " and Y " + ShapeText(y) + " must have the same rank");
   }
   g->spatial = x.rank - 2;
   g->group = attrs.GetInt("group", 1);
@@ -90,7 +87,7 @@ Status CommonConvGeometry(std::string_view op, const AttrMap& attrs, const Devic
   const auto& ks = attrs.GetInts("kernel_shape");
   if (!ks.empty() &&
       (static_cast<int>(ks.size()) != g->spatial || !std::equal(ks.begin(), ks.end(), g->kernel))) {
-    return Invalid(op, "kernel_shape attribute does not match W " + Shape(w));
+    return Invalid(op, "kernel_shape attribute does not match W " + ShapeText(w));
   }
   KILN_RETURN_IF_ERROR(ReadSpatial(attrs, "strides", g->spatial, 1, g->stride, op));
   KILN_RETURN_IF_ERROR(ReadSpatial(attrs, "dilations", g->spatial, 1, g->dilation, op));
@@ -115,11 +112,11 @@ Status ResolveConvGeometry(const AttrMap& attrs, const DeviceTensor& x, const De
         kOp, "group " + std::to_string(g->group) + " does not divide output channels " + std::to_string(m));
   }
   if (w.dims[1] != c / g->group) {
-    return Invalid(kOp, "W " + Shape(w) + " has " + std::to_string(w.dims[1]) +
+    return Invalid(kOp, "W " + ShapeText(w) + " has " + std::to_string(w.dims[1]) +
                             " input channels per group, expected " + std::to_string(c / g->group));
   }
   if (y.dims[0] != x.dims[0] || y.dims[1] != m) {
-    return Invalid(kOp, "output " + Shape(y) + " must have batch " + std::to_string(x.dims[0]) + " and " +
+    return Invalid(kOp, "output " + ShapeText(y) + " must have batch " + std::to_string(x.dims[0]) + " and " +
                             std::to_string(m) + " channels");
   }
   const std::string_view auto_pad = attrs.GetString("auto_pad", "NOTSET");
@@ -141,8 +138,8 @@ Status ResolveConvGeometry(const AttrMap& attrs, const DeviceTensor& x, const De
     const int64_t expected = span < 0 ? 0 : span / g->stride[i] + 1;
     if (g->out[i] != expected) {
       return Invalid(kOp, "output spatial dim " + std::to_string(i) + " is " + std::to_string(g->out[i]) +
-                              ", expected " + std::to_string(expected) + " from input " + Shape(x) +
-                              ", kernel " + Shape(w) + " and the strides/pads/dilations");
+                              ", expected " + std::to_string(expected) + " from input " + ShapeText(x) +
+                              ", kernel " + ShapeText(w) + " and the strides/pads/dilations");
     }
   }
   return Status::Ok();
@@ -159,11 +156,11 @@ Status ResolveConvTransposeGeometry(const AttrMap& attrs, const DeviceTensor& x,
   }
   if (w.dims[0] != c) {
     return Invalid(kOp,
-                   "W " + Shape(w) + " must have " + std::to_string(c) + " rows (input channels) in dim 0");
+                   "W " + ShapeText(w) + " must have " + std::to_string(c) + " rows (input channels) in dim 0");
   }
   const int64_t m = w.dims[1] * g->group;
   if (y.dims[0] != x.dims[0] || y.dims[1] != m) {
-    return Invalid(kOp, "output " + Shape(y) + " must have batch " + std::to_string(x.dims[0]) + " and " +
+    return Invalid(kOp, "output " + ShapeText(y) + " must have batch " + std::to_string(x.dims[0]) + " and " +
                             std::to_string(m) + " channels");
   }
   const auto& op_attr = attrs.GetInts("output_padding");
@@ -209,10 +206,10 @@ Status ResolvePoolGeometry(std::string_view op, const AttrMap& attrs, const Devi
   *g = WindowGeometry{};
   if (!x.present() || !y.present()) return Invalid(op, "expected input X and output Y");
   if (x.rank < 3 || x.rank > kMaxRank || y.rank != x.rank) {
-    return Invalid(op, "X " + Shape(x) + " and Y " + Shape(y) + " must have the same rank, 3 or more");
+    return Invalid(op, "X " + ShapeText(x) + " and Y " + ShapeText(y) + " must have the same rank, 3 or more");
   }
   if (y.dims[0] != x.dims[0] || y.dims[1] != x.dims[1]) {
-    return Invalid(op, "output " + Shape(y) + " must keep batch and channels of " + Shape(x));
+    return Invalid(op, "output " + ShapeText(y) + " must keep batch and channels of " + ShapeText(x));
   }
   g->spatial = x.rank - 2;
   const int sr = g->spatial;
@@ -273,15 +270,15 @@ Status CheckTensors(std::string_view op, std::initializer_list<const DeviceTenso
   const DeviceTensor& first = **ts.begin();
   if (first.dtype != DType::kFloat32 && first.dtype != DType::kFloat16 && first.dtype != DType::kBFloat16) {
     return Refused(op, "cuDNN runs float32, float16 and bfloat16 here, found " + DTypeStr(first.dtype) + " " +
-                           Shape(first));
+                           ShapeText(first));
   }
   for (const DeviceTensor* t : ts) {
     if (t->dtype != first.dtype) {
-      return Invalid(op, "operand " + Shape(*t) + " is " + DTypeStr(t->dtype) + ", expected " +
+      return Invalid(op, "operand " + ShapeText(*t) + " is " + DTypeStr(t->dtype) + ", expected " +
                              DTypeStr(first.dtype) + " (input X's dtype)");
     }
     if (!FitsInt32(t->num_elements)) {
-      return Refused(op, "tensor " + Shape(*t) + " has more elements than cuDNN's int32 range");
+      return Refused(op, "tensor " + ShapeText(*t) + " has more elements than cuDNN's int32 range");
     }
   }
   return Status::Ok();
@@ -290,7 +287,7 @@ Status CheckTensors(std::string_view op, std::initializer_list<const DeviceTenso
 // A bias (input 2, when present) has X's dtype, as cuDNN's bias descriptor takes Y's type.
 Status CheckBiasDType(std::string_view op, const DeviceTensor* bias, const DeviceTensor& x) {
   if (bias && bias->dtype != x.dtype) {
-    return Invalid(op, "bias " + Shape(*bias) + " is " + DTypeStr(bias->dtype) + ", expected " +
+    return Invalid(op, "bias " + ShapeText(*bias) + " is " + DTypeStr(bias->dtype) + ", expected " +
                            DTypeStr(x.dtype) + " (input X's dtype)");
   }
   return Status::Ok();
@@ -355,7 +352,7 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   const DeviceTensor* bias = OptionalTensor(inputs, 2);
   const int64_t m = w.dims[0];
   if (bias && bias->num_elements != m) {
-    return Invalid(kOp, "bias " + Shape(*bias) + " must have " + std::to_string(m) + " elements");
+    return Invalid(kOp, "bias " + ShapeText(*bias) + " must have " + std::to_string(m) + " elements");
   }
   // The epilogue attributes and the residual, checked as the CPU kernel does (ReadEpilogue).
   cpu::EpilogueSpec spec;
@@ -365,14 +362,14 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   if (spec.residual != (r != nullptr)) {
     return Invalid(kOp, spec.residual
                             ? "epilogue_residual = 1 but input 3 (the residual) is absent"
-                            : "input 3 " + Shape(*r) + " is present but epilogue_residual is not 1");
+                            : "input 3 " + ShapeText(*r) + " is present but epilogue_residual is not 1");
   }
   if (r) {
     bool same = r->rank == y.rank && r->dtype == y.dtype;
     for (int i = 0; same && i < y.rank; ++i) same = r->dims[i] == y.dims[i];
     if (!same)
       return Invalid(kOp,
-                     "residual " + Shape(*r) + " must have the output's shape " + Shape(y) + " and dtype");
+                     "residual " + ShapeText(*r) + " must have the output's shape " + ShapeText(y) + " and dtype");
   }
   KILN_RETURN_IF_ERROR(CheckTensors(kOp, {&x, &w, &y}));
   KILN_RETURN_IF_ERROR(CheckBiasDType(kOp, bias, x));
@@ -381,7 +378,7 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   p->empty = y.num_elements == 0;
   if (p->empty) return Status::Ok();
   if (x.num_elements == 0 || w.num_elements == 0) {
-    return Refused(kOp, "an empty input " + Shape(x) + " or kernel " + Shape(w) + " with a non-empty output");
+    return Refused(kOp, "an empty input " + ShapeText(x) + " or kernel " + ShapeText(w) + " with a non-empty output");
   }
   if (spec.activation != cpu::EpilogueActivation::kNone &&
       spec.activation != cpu::EpilogueActivation::kRelu) {
@@ -409,7 +406,7 @@ Status PlanConvTranspose(const AttrMap& attrs, std::span<const DeviceTensor> inp
   const DeviceTensor* bias = OptionalTensor(inputs, 2);
   const int64_t m = y.dims[1];
   if (bias && bias->num_elements != m) {
-    return Invalid(kOp, "bias " + Shape(*bias) + " must have " + std::to_string(m) + " elements");
+    return Invalid(kOp, "bias " + ShapeText(*bias) + " must have " + std::to_string(m) + " elements");
   }
   cpu::EpilogueSpec spec;
   Status st = cpu::ParseEpilogue(attrs, &spec);
@@ -424,7 +421,7 @@ Status PlanConvTranspose(const AttrMap& attrs, std::span<const DeviceTensor> inp
   p->empty = y.num_elements == 0;
   if (p->empty) return Status::Ok();
   if (x.num_elements == 0 || w.num_elements == 0) {
-    return Refused(kOp, "an empty input " + Shape(x) + " or kernel " + Shape(w) + " with a non-empty output");
+    return Refused(kOp, "an empty input " + ShapeText(x) + " or kernel " + ShapeText(w) + " with a non-empty output");
   }
   for (int i = 0; i < g.spatial; ++i) {
     // Backward data checks that convolving Y gives X's size, which holds only below the stride.

@@ -16,6 +16,7 @@
 
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::cuda {
 
@@ -28,6 +29,11 @@ struct DeviceTensor {
 
   bool present() const { return rank >= 0; }
 };
+
+// A device operand's shape as text (runtime/shape_text.h): "[2, 3]", "<absent>" for an absent one.
+inline std::string ShapeText(const DeviceTensor& t) {
+  return t.present() ? kiln::ShapeText(std::span<const int64_t>(t.dims, static_cast<size_t>(t.rank))) : "<absent>";
+}
 
 struct OpCall {
   const AttrMap& attrs;

@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/shape_text.h"
+
 namespace kiln {
 
 using std::to_string;
 
-std::string ShapeText(const int64_t* dims, int32_t rank) {
+std::string ViewShapeText(const int64_t* dims, int32_t rank) {
   if (rank < 0 || rank > kMaxRank) return "of rank " + to_string(rank);
-  std::string s = "[";
-  for (int32_t i = 0; i < rank; ++i) s += (i ? ", " : "") + to_string(dims[i]);
-  return s + "]";
+  return ShapeText({dims, static_cast<size_t>(rank)});
 }
 
 Status Binder::Bind(int32_t e, std::span<const TensorView> inputs, bool runtime_dims_set) {
@@ -94,13 +94,13 @@ Status Binder::LayOut(const PreparedEntry& pe, EntryState& s, int32_t t, std::sp
     if (r.dims[d] < 0) return DataLoss(pe.TensorLabel(t) + ": dim " + to_string(d) + " evaluates to " + to_string(r.dims[d]));
   uint64_t bytes = 0;
   if (!ShapeBytes(r.dims, r.rank, DTypeSize(r.dtype), &r.num_elements, &bytes))
-    return InvalidArgument(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " is too large");
+    return InvalidArgument(pe.TensorLabel(t) + ": shape " + ViewShapeText(r.dims, r.rank) + " is too large");
   switch (pt.storage) {
     case StorageKind::kInput: {
       const TensorView& v = inputs[pt.index];
       if (v.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, v.dims))
-        return DataLoss(pe.TensorLabel(t) + ": planned shape " + ShapeText(r.dims, r.rank) + " differs from input " +
-                        to_string(pt.index) + "'s " + ShapeText(v.dims, v.rank));
+        return DataLoss(pe.TensorLabel(t) + ": planned shape " + ViewShapeText(r.dims, r.rank) + " differs from input " +
+                        to_string(pt.index) + "'s " + ViewShapeText(v.dims, v.rank));
       r.data = v.data;
       break;
     }
@@ -115,7 +115,7 @@ Status Binder::LayOut(const PreparedEntry& pe, EntryState& s, int32_t t, std::sp
     case StorageKind::kArena: break;  // placed by the backend (Backend::Prepare) once the plan is checked
     case StorageKind::kSymbolic: {
       if (r.num_elements != pt.num_values)
-        return DataLoss(pe.TensorLabel(t) + ": shape " + ShapeText(r.dims, r.rank) + " but " +
+        return DataLoss(pe.TensorLabel(t) + ": shape " + ViewShapeText(r.dims, r.rank) + " but " +
                         to_string(pt.num_values) + " values");
       int64_t* base = s.symbolic.data() + pt.values_begin;
       for (int32_t v = 0; v < pt.num_values; ++v) {

@@ -46,7 +46,8 @@ class Binder {
   ExecutionContext::Impl& c_;
 };
 
-// "[1, 3, 224]", or "of rank R" for a rank outside [0, kMaxRank] (a caller's view may carry any).
-std::string ShapeText(const int64_t* dims, int32_t rank);
+// A view's shape as ShapeText writes it (runtime/shape_text.h), or "of rank R" for a rank outside
+// [0, kMaxRank] (a caller's view may carry any).
+std::string ViewShapeText(const int64_t* dims, int32_t rank);
 
 }  // namespace kiln

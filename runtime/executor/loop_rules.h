@@ -1,7 +1,7 @@
-// The rules of a run-time Loop's control (ONNX Loop-21, compiled by the compiler's control-flow
-// lowering into kiln.LoopBegin ... body ... kiln.LoopEnd), in one place for load (verify.cc,
-// loop_pairs.cc) and the executor (loop.cc): the operands' layout, when the body runs again,
-// the iteration bound, a scan row's room, and the errors they give.
+// The rules of a run-time Loop's control (ONNX Loop-21, compiled by
+// compiler/passes/control_flow/runtime_loop.cc into kiln.LoopBegin ... body ... kiln.LoopEnd), in
+// one place for load (verify.cc, loop_pairs.cc) and the executor (loop.cc): the operands' layout,
+// when the body runs again, the iteration bound, a scan row's room, and the errors they give.
 #pragma once
 
 #include <cstddef>

@@ -38,7 +38,7 @@ Status CheckCallerOutputs(const ExecutionContext::Impl& c, const PreparedEntry& 
       return InvalidArgument(name() + " dtype " + std::string(DTypeName(o.dtype)) + ", expected " +
                              std::string(DTypeName(r.dtype)));
     if (o.rank != r.rank || !std::equal(r.dims, r.dims + r.rank, o.dims))
-      return InvalidArgument(name() + " shape " + ShapeText(o.dims, o.rank) + ", expected " + ShapeText(r.dims, r.rank));
+      return InvalidArgument(name() + " shape " + ViewShapeText(o.dims, o.rank) + ", expected " + ViewShapeText(r.dims, r.rank));
     if (writable != kAnyMemory && o.memory != writable)
       return InvalidArgument(name() + " is not in " + (writable == MemoryKind::kHost ? "host" : "device") + " memory");
     if (o.data == nullptr && r.num_elements > 0) return InvalidArgument(name() + " data pointer is null");

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/shape_text.h"
+
 namespace kiln::fused {
 namespace {
 
@@ -119,14 +121,6 @@ std::string DTypeText(int64_t dtype) {
   return std::string(DTypeName(static_cast<DType>(dtype)));
 }
 
-std::string DimStr(int64_t d) { return d >= 0 ? std::to_string(d) : "s" + std::to_string(-(d + 1)); }
-
-std::string DimsStr(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t k = 0; k < dims.size(); ++k) s += (k ? ", " : "") + DimStr(dims[k]);
-  return s + "]";
-}
-
 std::string NodeWhere(size_t n, const Node& node) {
   return "node " + std::to_string(n) + " (" + OpName(node.op) + ")";
 }
@@ -171,6 +165,12 @@ Status CheckSpecDType(DType dtype, const std::string& where) {
 }
 
 }  // namespace
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  return ShapeText(dims.size(), [&](size_t k) {
+    return dims[k] >= 0 ? std::to_string(dims[k]) : "s" + std::to_string(-(dims[k] + 1));
+  });
+}
 
 std::string IndexOutOfRange(int64_t checked_index, int64_t bound) {
   const int64_t given = checked_index < 0 ? checked_index - bound : checked_index;
@@ -453,7 +453,7 @@ Status Validate(const Program& p) {
   const bool domain_const = ConstProduct(p.domain, all_axes, &domain_count, &domain_overflow);
   const bool rows_const = ConstProduct(p.domain, all_axes & ~p.reduce_axes, &row_count, &row_overflow);
   if (domain_const && domain_overflow)
-    return InvalidArgument("domain " + DimsStr(p.domain) + " has more than 2^63 elements");
+    return InvalidArgument("domain " + DimsText(p.domain) + " has more than 2^63 elements");
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const Output& o = p.outputs[k];
     const std::string where = "output " + std::to_string(k);
@@ -479,21 +479,21 @@ Status Validate(const Program& p) {
     const uint32_t out_axes = o.tensor.dims.size() >= 32 ? ~0u : ((1u << o.tensor.dims.size()) - 1);
     if (!ConstProduct(o.tensor.dims, out_axes, &count, &overflow)) continue;
     if (overflow)
-      return InvalidArgument(where + ": shape " + DimsStr(o.tensor.dims) + " has more than 2^63 elements");
+      return InvalidArgument(where + ": shape " + DimsText(o.tensor.dims) + " has more than 2^63 elements");
     const bool expected_const = o.per_row ? rows_const : domain_const;
     const int64_t expected = o.per_row ? row_count : domain_count;
     if (expected_const && count != expected) {
-      return InvalidArgument(where + ": shape " + DimsStr(o.tensor.dims) + " has " + std::to_string(count) +
+      return InvalidArgument(where + ": shape " + DimsText(o.tensor.dims) + " has " + std::to_string(count) +
                              " elements, expected " + std::to_string(expected) +
                              (o.per_row ? " (one per row of domain " : " (one per element of domain ") +
-                             DimsStr(p.domain) + ")");
+                             DimsText(p.domain) + ")");
     }
   }
   return Status::Ok();
 }
 
 std::string Print(const Program& p) {
-  std::string s = "domain " + DimsStr(p.domain);
+  std::string s = "domain " + DimsText(p.domain);
   if (p.reduce_axes) {
     s += " reduce {";
     bool first = true;
@@ -507,7 +507,7 @@ std::string Print(const Program& p) {
   s += " sizes " + std::to_string(p.num_sizes) + "\n";
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     s += "in" + std::to_string(k) + ": " + DTypeText(static_cast<int64_t>(p.inputs[k].dtype)) + " " +
-         DimsStr(p.inputs[k].dims) + "\n";
+         DimsText(p.inputs[k].dims) + "\n";
   }
   auto ref = [](int32_t v) { return "%" + std::to_string(v); };
   for (size_t n = 0; n < p.nodes.size(); ++n) {
@@ -564,7 +564,7 @@ std::string Print(const Program& p) {
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const Output& o = p.outputs[k];
     s += "out" + std::to_string(k) + ": " + DTypeText(static_cast<int64_t>(o.tensor.dtype)) + " " +
-         DimsStr(o.tensor.dims) + " = " + ref(o.value) + (o.per_row ? " per row" : "") + "\n";
+         DimsText(o.tensor.dims) + " = " + ref(o.value) + (o.per_row ? " per row" : "") + "\n";
   }
   return s;
 }

@@ -153,6 +153,9 @@ Status Validate(const Program& program);
 // unfused CPU kernels report it.
 std::string IndexOutOfRange(int64_t checked_index, int64_t bound);
 
+// Encoded dims as text, a size argument k as "sk": "[4, s0]".
+std::string DimsText(const std::vector<int64_t>& dims);
+
 // The op's printed name ("add", "load", ...), for traces and messages.
 const char* OpName(Op op);
 const char* ReduceOpName(ReduceOp op);

@@ -48,8 +48,8 @@ Status CausalConvKernel(const KernelCall& call) {
   const int64_t B = x.dims[0], C = x.dims[1], L = x.dims[2], k = w.dims[2], S = k - 1;
   if ((past && past->num_elements != B * C * S) || (present && present->num_elements != B * C * S) ||
       (bias && bias->num_elements != C))
-    return OpError(kName, "past_state/present_state must be [" + std::to_string(B) + "," + std::to_string(C) + "," +
-                              std::to_string(S) + "] and bias [" + std::to_string(C) + "]");
+    return OpError(kName, "past_state/present_state must be " + ShapeText(std::vector<int64_t>{B, C, S}) +
+                              " and bias " + ShapeText(std::vector<int64_t>{C}));
   const bool silu = call.attrs.GetString("activation", "none") != "none";
   // padded[b,c,p]: the state for p < S, the input after.
   auto padded = [&](int64_t bc, int64_t p) {

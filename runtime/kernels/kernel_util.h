@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <string_view>
@@ -14,16 +15,13 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::cpu {
 
+// A kernel operand's shape as text (runtime/shape_text.h): "[2, 3]".
 inline std::string ShapeStr(const int64_t* dims, int rank) {
-  std::string s = "[";
-  for (int i = 0; i < rank; ++i) {
-    if (i) s += ",";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
+  return ShapeText(std::span<const int64_t>(dims, static_cast<size_t>(rank)));
 }
 inline std::string ShapeStr(const TensorRef& t) {
   return t.present() ? ShapeStr(t.dims, t.rank) : std::string("<absent>");

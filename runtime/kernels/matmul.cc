@@ -169,8 +169,7 @@ Status GemmKernel(const KernelCall& call) {
                               ", B " + ShapeStr(b) + (tb ? " (transposed)" : ""));
   }
   if (y.dims[0] != m || y.dims[1] != n) {
-    return OpError(kName, "output " + ShapeStr(y) + " should be [" + std::to_string(m) + "," +
-                              std::to_string(n) + "]");
+    return OpError(kName, "output " + ShapeStr(y) + " should be " + ShapeText(std::vector<int64_t>{m, n}));
   }
   int64_t sc[2] = {};
   if (c && !BroadcastStrides(c->dims, c->rank, y.dims, 2, sc)) {

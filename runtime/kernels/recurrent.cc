@@ -115,11 +115,7 @@ Status CheckShape(std::string_view op, const TensorRef* t, std::span<const int64
   }
   bool ok = t->rank == static_cast<int>(dims.size());
   for (int i = 0; ok && i < t->rank; ++i) ok = t->dims[i] == dims[i];
-  if (!ok) {
-    std::string want = "[";
-    for (int64_t d : dims) want += (want.size() > 1 ? "," : "") + std::to_string(d);
-    return OpError(op, std::string(what) + " is " + ShapeStr(*t) + ", expected " + want + "]");
-  }
+  if (!ok) return OpError(op, std::string(what) + " is " + ShapeStr(*t) + ", expected " + ShapeText(dims));
   return Status::Ok();
 }
 

@@ -307,8 +307,9 @@ Status ReadBias(const KernelCall& call, const AttentionShape& a, BiasSource* bia
     if ((m->dtype != DType::kBool && m->dtype != call.inputs[0].dtype) || m->rank < 1 || target[3] > a.total ||
         !BroadcastStrides(m->dims, m->rank, target, 4, bias->mask_strides))
       return OpError(kName, "attn_mask " + ShapeStr(*m) + " " + DTypeStr(m->dtype) + " must be bool or Q's dtype " +
-                                "and broadcast to [" + std::to_string(a.batch) + "," + std::to_string(a.q_heads) + "," +
-                                std::to_string(a.q_seq) + ", at most " + std::to_string(a.total) + "]");
+                                "and broadcast to " + ShapeText(4, [&](size_t d) {
+                                  return (d == 3 ? "at most " : "") + std::to_string(d == 3 ? a.total : target[d]);
+                                }));
     bias->mask = m;
     bias->mask_len = target[3];
   }

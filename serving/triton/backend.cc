@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/runtime.h"
+#include "runtime/shape_text.h"
 #include "serving/triton/model_config.h"
 #include "serving/triton/triton_api.h"
 
@@ -182,10 +183,9 @@ Status ReadInputs(TRITONBACKEND_Request* request, const ModelState& m, bool devi
     // A scalar input comes as [1] (its configuration's dims: Triton serves no scalars).
     if (it->shape.empty() && rank == 1 && shape[0] == 1) v.rank = 0;
     if (static_cast<uint64_t>(v.num_bytes()) != bytes) {
-      std::string dims;
-      for (uint32_t d = 0; d < rank; ++d) dims += (d ? ", " : "") + to_string(shape[d]);
-      return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes, but shape [" + dims +
-                                   "] of " + std::string(kiln::DTypeName(dtype)) + " needs " +
+      return kiln::InvalidArgument("input '" + it->name + "': " + to_string(bytes) + " bytes, but shape " +
+                                   kiln::ShapeText({shape, rank}) + " of " + std::string(kiln::DTypeName(dtype)) +
+                                   " needs " +
                                    (v.num_bytes() == INT64_MAX ? std::string("more than int64 can count")
                                                                : to_string(v.num_bytes())));
     }

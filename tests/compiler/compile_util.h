@@ -23,6 +23,14 @@ inline compiler::CompileOptions CpuOnly() {
   return o;
 }
 
+// The options that compile a model for `device`'s backend: the default GPU archs for kCuda (the
+// generated kernels as cubins and PTX, as the "[gpu]" cases run them), CPU-only otherwise.
+inline compiler::CompileOptions OptionsFor(Device device, bool fuse = true) {
+  compiler::CompileOptions o = device == Device::kCuda ? compiler::CompileOptions{} : CpuOnly();
+  o.fuse = fuse;
+  return o;
+}
+
 // CPU-only options with these profiles (compiler/profile.h), each required to parse.
 inline compiler::CompileOptions WithProfiles(const std::vector<std::string>& texts) {
   compiler::CompileOptions o = CpuOnly();

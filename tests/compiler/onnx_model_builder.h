@@ -186,6 +186,13 @@ inline void AddFirstDimIsOne(onnx::GraphProto* g, const std::string& x, const st
   AddNode(g, "Equal", {out + "_dim0", out + "_one"}, {out});
 }
 
+// The op of each node of `t`'s body, in order.
+inline std::vector<std::string> Ops(const Trace& t) {
+  std::vector<std::string> ops;
+  for (const auto& n : t.body.nodes) ops.push_back(n.op);
+  return ops;
+}
+
 // Imports `m` (which must import) and runs the canonical stage on it.
 inline kiln::Result<kiln::passes::CanonicalizeResult> Canonical(
     const onnx::ModelProto& m, const ImportOptions& options = {},

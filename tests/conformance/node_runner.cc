@@ -61,6 +61,7 @@
 #include "kiln/runtime.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace {
 
@@ -180,19 +181,13 @@ bool IsFloat(kiln::DType d) {
          d == kiln::DType::kBFloat16;
 }
 
-std::string DimsText(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 // "" when `got` matches `want`, else what differs.
 std::string Compare(const kiln::io::HostTensor& want, const kiln::TensorView& got_view, size_t k) {
   const kiln::io::HostTensor got = kiln::io::HostTensor::FromView("", got_view);
   if (got.dtype != want.dtype)
     return fmt::format("output {}: dtype {}, expected {}", k, kiln::DTypeName(got.dtype), kiln::DTypeName(want.dtype));
   if (got.dims != want.dims)
-    return fmt::format("output {}: shape {}, expected {}", k, DimsText(got.dims), DimsText(want.dims));
+    return fmt::format("output {}: shape {}, expected {}", k, kiln::ShapeText(got.dims), kiln::ShapeText(want.dims));
   if (!IsFloat(want.dtype)) {
     if (got.bytes != want.bytes) {
       const size_t e = kiln::DTypeSize(want.dtype);

@@ -20,6 +20,7 @@
 #include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
+#include "tests/cpu_reference.h"
 #include "tests/e2e/model_dirs.h"
 #include "tests/e2e/precision_rules.h"
 
@@ -42,21 +43,9 @@ std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool f
 // The artifact's outputs on the inputs in `set` (a test_data_set_N folder), run by the CPU
 // backend.
 std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::string& set) {
-  const std::vector<HostTensor> inputs = ReadInputs(artifact, set);
   auto model = kiln::Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  std::vector<kiln::TensorView> views;
-  for (const HostTensor& t : inputs) views.push_back(t.view());
-  kiln::ContextOptions options;
-  options.device = kiln::Device::kCpu;
-  auto ctx = kiln::ExecutionContext::Create(*model, options);
-  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
-  std::vector<kiln::TensorView> out;
-  kiln::Status st = ctx->Run(views, out);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
-  std::vector<HostTensor> result;
-  for (size_t o = 0; o < out.size(); ++o) result.push_back(HostTensor::FromView(model->outputs()[o].name, out[o]));
-  return result;
+  return RunCpuReference(*model, ReadInputs(artifact, set));
 }
 
 void CheckModel(const std::string& dir) {

@@ -1,4 +1,4 @@
-// The hooks the emulated libraries' self-tests need (cublaslt_check.h), implemented with the
+// The hooks the emulated libraries' self-tests need (check_hooks.h), implemented with the
 // emulated driver they run on: its entry points through cuGetProcAddress_v2, its faults
 // through the control API (control.h).
 #include <cuda.h>

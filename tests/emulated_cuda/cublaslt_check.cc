@@ -1,5 +1,5 @@
 // Self-test of the emulated cuBLASLt (cublaslt.cc): a plain program, one line per case, exit 1
-// on any mismatch. It uses cuBLASLt's API and the hooks in cublaslt_check.h only (context,
+// on any mismatch. It uses cuBLASLt's API and the hooks in check_hooks.h only (context,
 // device buffers, synchronisation, fault injection), so it links either with the emulated driver
 // or with a host-memory stand-in. Expected values are worked out by hand in the comments (small
 // integers, exact in every type), or, for GELU and the random and Kiln-mapping cases, evaluated
@@ -15,34 +15,14 @@
 #include <vector>
 
 #include "tests/emulated_cuda/check_hooks.h"
+#include "tests/emulated_cuda/check_report.h"
 #include "tests/emulated_cuda/half.h"
 
 namespace {
 
 namespace emu = kiln::emulated_cuda;
 
-int g_failures = 0;
-
-void Report(const std::string& name, bool ok, const std::string& detail = "") {
-  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", name.c_str(), detail.empty() ? "" : ": ", detail.c_str());
-  std::fflush(stdout);
-  if (!ok) ++g_failures;
-}
-
 std::string Name(cublasStatus_t s) { return cublasLtGetStatusName(s); }
-
-// A device copy of `host` (the check writes device memory directly; see cublaslt_check.h).
-template <typename T>
-T* Dev(const std::vector<T>& host) {
-  T* p = static_cast<T*>(CheckAlloc(host.size() * sizeof(T)));
-  std::memcpy(p, host.data(), host.size() * sizeof(T));
-  return p;
-}
-template <typename T>
-std::vector<T> Host(const T* dev, size_t count) {
-  CheckSync();
-  return std::vector<T>(dev, dev + count);
-}
 
 constexpr float kNaN = NAN;
 
@@ -187,28 +167,28 @@ std::vector<float> ColMajor(int rows, int cols, int64_t ld, auto at, float fill 
 
 void CaseColumnMajorLd() {
   // A 2x3 with lda 4, B 3x2 with ldb 5, D 2x2 with ldd 3 (padding row 2 keeps the sentinel).
-  float* A = Dev(ColMajor(2, 3, 4, [](int i, int j) { return kA[i][j]; }));
-  float* B = Dev(ColMajor(3, 2, 5, [](int i, int j) { return kB[i][j]; }));
-  float* D = Dev(std::vector<float>(6, kS));
+  float* A = CheckUpload(ColMajor(2, 3, 4, [](int i, int j) { return kA[i][j]; }));
+  float* B = CheckUpload(ColMajor(3, 2, 5, [](int i, int j) { return kB[i][j]; }));
+  float* D = CheckUpload(std::vector<float>(6, kS));
   Spec s;
   s.a = {CUDA_R_32F, 2, 3, 4};
   s.b = {CUDA_R_32F, 3, 2, 5};
   s.d = s.c = {CUDA_R_32F, 2, 2, 3};
   Outcome o = Run(s, A, B, D, D);
-  Expect("2x3 * 3x2 column-major, lda 4 ldb 5 ldd 3", o, Host(D, 6), {58, 139, kS, 64, 154, kS});
+  Expect("2x3 * 3x2 column-major, lda 4 ldb 5 ldd 3", o, CheckDownload(D, 6), {58, 139, kS, 64, 154, kS});
   for (void* p : {(void*)A, (void*)B, (void*)D}) CheckFree(p);
 }
 
 void CaseTransposes() {
   // op(A) = A^T with A stored 3x2 (lda 5); op(B) = B^T with B stored 2x3 (ldb 4); each of the
   // four combinations gives A*B = [[58 64], [139 154]].
-  float* An = Dev(ColMajor(2, 3, 4, [](int i, int j) { return kA[i][j]; }));
-  float* At = Dev(ColMajor(3, 2, 5, [](int i, int j) { return kA[j][i]; }));
-  float* Bn = Dev(ColMajor(3, 2, 5, [](int i, int j) { return kB[i][j]; }));
-  float* Bt = Dev(ColMajor(2, 3, 4, [](int i, int j) { return kB[j][i]; }));
+  float* An = CheckUpload(ColMajor(2, 3, 4, [](int i, int j) { return kA[i][j]; }));
+  float* At = CheckUpload(ColMajor(3, 2, 5, [](int i, int j) { return kA[j][i]; }));
+  float* Bn = CheckUpload(ColMajor(3, 2, 5, [](int i, int j) { return kB[i][j]; }));
+  float* Bt = CheckUpload(ColMajor(2, 3, 4, [](int i, int j) { return kB[j][i]; }));
   for (int ta = 0; ta < 2; ++ta) {
     for (int tb = 0; tb < 2; ++tb) {
-      float* D = Dev(std::vector<float>(4, kS));
+      float* D = CheckUpload(std::vector<float>(4, kS));
       Spec s;
       s.ta = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
       s.tb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -216,8 +196,8 @@ void CaseTransposes() {
       s.b = tb ? Mat{CUDA_R_32F, 2, 3, 4} : Mat{CUDA_R_32F, 3, 2, 5};
       s.d = s.c = {CUDA_R_32F, 2, 2, 2};
       Outcome o = Run(s, ta ? At : An, tb ? Bt : Bn, D, D);
-      Expect(std::string("transposes: op(A) ") + (ta ? "T" : "N") + ", op(B) " + (tb ? "T" : "N"), o, Host(D, 4),
-             {58, 139, 64, 154});
+      Expect(std::string("transposes: op(A) ") + (ta ? "T" : "N") + ", op(B) " + (tb ? "T" : "N"), o,
+             CheckDownload(D, 4), {58, 139, 64, 154});
       CheckFree(D);
     }
   }
@@ -225,13 +205,13 @@ void CaseTransposes() {
 }
 
 void CaseAlphaBeta() {
-  float* A = Dev(ColMajor(2, 3, 2, [](int i, int j) { return kA[i][j]; }));
-  float* B = Dev(ColMajor(3, 2, 3, [](int i, int j) { return kB[i][j]; }));
+  float* A = CheckUpload(ColMajor(2, 3, 2, [](int i, int j) { return kA[i][j]; }));
+  float* B = CheckUpload(ColMajor(3, 2, 3, [](int i, int j) { return kB[i][j]; }));
   // C = [[1 2], [3 4]] with its own layout (ldc 2), D with ldd 3: out of place.
   // D = 2 * A*B + 0.5 * C = [[116.5 129], [279.5 310]].
   {
-    float* C = Dev(std::vector<float>{1, 3, 2, 4});
-    float* D = Dev(std::vector<float>(6, kS));
+    float* C = CheckUpload(std::vector<float>{1, 3, 2, 4});
+    float* D = CheckUpload(std::vector<float>(6, kS));
     Spec s;
     s.a = {CUDA_R_32F, 2, 3, 2};
     s.b = {CUDA_R_32F, 3, 2, 3};
@@ -241,27 +221,27 @@ void CaseAlphaBeta() {
     s.alpha = 2.0f;
     s.beta = 0.5f;
     Outcome o = Run(s, A, B, C, D);
-    Expect("alpha 2, beta 0.5, C (ldc 2) != D (ldd 3)", o, Host(D, 6), {116.5f, 279.5f, kS, 129, 310, kS});
-    Expect("  ... C unchanged", o, Host(C, 4), {1, 3, 2, 4});
+    Expect("alpha 2, beta 0.5, C (ldc 2) != D (ldd 3)", o, CheckDownload(D, 6), {116.5f, 279.5f, kS, 129, 310, kS});
+    Expect("  ... C unchanged", o, CheckDownload(C, 4), {1, 3, 2, 4});
     CheckFree(C);
     CheckFree(D);
   }
   // In place: C == D = [[1 2], [3 4]] (ld 3), beta 1: D = A*B + C = [[59 66], [142 158]].
   {
-    float* D = Dev(std::vector<float>{1, 3, kS, 2, 4, kS});
+    float* D = CheckUpload(std::vector<float>{1, 3, kS, 2, 4, kS});
     Spec s;
     s.a = {CUDA_R_32F, 2, 3, 2};
     s.b = {CUDA_R_32F, 3, 2, 3};
     s.d = s.c = {CUDA_R_32F, 2, 2, 3};
     s.beta = 1.0f;
     Outcome o = Run(s, A, B, D, D);
-    Expect("in place C == D, beta 1", o, Host(D, 6), {59, 142, kS, 66, 158, kS});
+    Expect("in place C == D, beta 1", o, CheckDownload(D, 6), {59, 142, kS, 66, 158, kS});
     CheckFree(D);
   }
   // beta 0: C is not read (NaN there does not reach D): D = -1 * A*B.
   {
-    float* C = Dev(std::vector<float>(4, kNaN));
-    float* D = Dev(std::vector<float>(4, kS));
+    float* C = CheckUpload(std::vector<float>(4, kNaN));
+    float* D = CheckUpload(std::vector<float>(4, kS));
     Spec s;
     s.a = {CUDA_R_32F, 2, 3, 2};
     s.b = {CUDA_R_32F, 3, 2, 3};
@@ -269,7 +249,7 @@ void CaseAlphaBeta() {
     s.own_c_desc = true;
     s.alpha = -1.0f;
     Outcome o = Run(s, A, B, C, D);
-    Expect("beta 0 leaves C (all NaN) unread", o, Host(D, 4), {-58, -139, -64, -154});
+    Expect("beta 0 leaves C (all NaN) unread", o, CheckDownload(D, 4), {-58, -139, -64, -154});
     CheckFree(C);
     CheckFree(D);
   }
@@ -281,35 +261,35 @@ void CaseBatch() {
   // m 2, n 1, k 2, batch 2. A members [[1 2], [3 4]] and [[5 6], [7 8]] (ld 2, stride 6: two
   // NaN between); B members [1 10]^T and [2 -1]^T (stride 3); D stride 4 (sentinels between).
   // D0 = [1+20, 3+40] = [21 43]; D1 = [10-6, 14-8] = [4 6].
-  float* A = Dev(std::vector<float>{1, 3, 2, 4, kNaN, kNaN, 5, 7, 6, 8});
-  float* B = Dev(std::vector<float>{1, 10, kNaN, 2, -1});
+  float* A = CheckUpload(std::vector<float>{1, 3, 2, 4, kNaN, kNaN, 5, 7, 6, 8});
+  float* B = CheckUpload(std::vector<float>{1, 10, kNaN, 2, -1});
   Spec s;
   s.batch = 2;
   s.a = {CUDA_R_32F, 2, 2, 2, 6};
   s.b = {CUDA_R_32F, 2, 1, 2, 3};
   s.d = s.c = {CUDA_R_32F, 2, 1, 2, 4};
   {
-    float* D = Dev(std::vector<float>(6, kS));
+    float* D = CheckUpload(std::vector<float>(6, kS));
     Outcome o = Run(s, A, B, D, D);
-    Expect("batch 2, strides A 6, B 3, D 4", o, Host(D, 6), {21, 43, kS, kS, 4, 6});
+    Expect("batch 2, strides A 6, B 3, D 4", o, CheckDownload(D, 6), {21, 43, kS, kS, 4, 6});
     CheckFree(D);
   }
   // BIAS [100 200] shared by both members (BIAS_BATCH_STRIDE 0): [121 243], [104 206].
-  float* bias = Dev(std::vector<float>{100, 200, 1000, 2000});
+  float* bias = CheckUpload(std::vector<float>{100, 200, 1000, 2000});
   s.epilogue = CUBLASLT_EPILOGUE_BIAS;
   s.bias = bias;
   {
-    float* D = Dev(std::vector<float>(6, kS));
+    float* D = CheckUpload(std::vector<float>(6, kS));
     Outcome o = Run(s, A, B, D, D);
-    Expect("batch 2 + BIAS, bias batch stride 0", o, Host(D, 6), {121, 243, kS, kS, 104, 206});
+    Expect("batch 2 + BIAS, bias batch stride 0", o, CheckDownload(D, 6), {121, 243, kS, kS, 104, 206});
     CheckFree(D);
   }
   // BIAS_BATCH_STRIDE 2: member 1 adds [1000 2000]: [1004 2006].
   s.bias_stride = 2;
   {
-    float* D = Dev(std::vector<float>(6, kS));
+    float* D = CheckUpload(std::vector<float>(6, kS));
     Outcome o = Run(s, A, B, D, D);
-    Expect("batch 2 + BIAS, bias batch stride 2", o, Host(D, 6), {121, 243, kS, kS, 1004, 2006});
+    Expect("batch 2 + BIAS, bias batch stride 2", o, CheckDownload(D, 6), {121, 243, kS, kS, 1004, 2006});
     CheckFree(D);
   }
   for (void* p : {(void*)A, (void*)B, (void*)bias}) CheckFree(p);
@@ -323,9 +303,9 @@ double GeluTanh(double x) {
 void CaseEpilogues() {
   // m 3, n 2, k 1: A = [1 -2 3]^T, B = [1 -1]: A*B = [[1 -1], [-2 2], [3 -3]].
   // bias [0.5 0.5 -4]: A*B + bias = [[1.5 -0.5], [-1.5 2.5], [-1 -7]].
-  float* A = Dev(std::vector<float>{1, -2, 3});
-  float* B = Dev(std::vector<float>{1, -1});
-  float* bias = Dev(std::vector<float>{0.5f, 0.5f, -4});
+  float* A = CheckUpload(std::vector<float>{1, -2, 3});
+  float* B = CheckUpload(std::vector<float>{1, -1});
+  float* bias = CheckUpload(std::vector<float>{0.5f, 0.5f, -4});
   Spec s;
   s.a = {CUDA_R_32F, 3, 1, 3};
   s.b = {CUDA_R_32F, 1, 2, 1};
@@ -340,12 +320,12 @@ void CaseEpilogues() {
   for (E e : {E{CUBLASLT_EPILOGUE_BIAS, "BIAS"}, E{CUBLASLT_EPILOGUE_RELU, "RELU"},
               E{CUBLASLT_EPILOGUE_RELU_BIAS, "RELU_BIAS"}, E{CUBLASLT_EPILOGUE_GELU, "GELU"},
               E{CUBLASLT_EPILOGUE_GELU_BIAS, "GELU_BIAS"}}) {
-    float* D = Dev(std::vector<float>(6, kS));
+    float* D = CheckUpload(std::vector<float>(6, kS));
     s.epilogue = e.epilogue;
     Outcome o = Run(s, A, B, D, D);
     const bool has_bias = e.epilogue & CUBLASLT_EPILOGUE_BIAS;
     const std::vector<float>& x = has_bias ? with_bias : pre_bias;
-    std::vector<float> got = Host(D, 6), want(6);
+    std::vector<float> got = CheckDownload(D, 6), want(6);
     if (e.epilogue & CUBLASLT_EPILOGUE_GELU) {
       // The tanh form in double; the emulation rounds its double value to float once.
       double worst = 0;
@@ -381,16 +361,16 @@ void CaseHalf() {
     for (float f : v) o.push_back(FloatToHalf(f));
     return o;
   };
-  uint16_t* A = Dev(h({1024, 1024, 1, 3}));
-  uint16_t* B = Dev(h({2, 1, 0, 5}));
+  uint16_t* A = CheckUpload(h({1024, 1024, 1, 3}));
+  uint16_t* B = CheckUpload(h({2, 1, 0, 5}));
   Spec s;
   s.a = {CUDA_R_16F, 2, 2, 2};
   s.b = {CUDA_R_16F, 2, 2, 2};
   s.d = s.c = {CUDA_R_16F, 2, 2, 2};
   {
-    uint16_t* D = Dev(std::vector<uint16_t>(4, 0xffff));
+    uint16_t* D = CheckUpload(std::vector<uint16_t>(4, 0xffff));
     Outcome o = Run(s, A, B, D, D);
-    const std::vector<uint16_t> got = Host(D, 4), want = {0x6800, 0x6802, 0x4500, 0x4b80};
+    const std::vector<uint16_t> got = CheckDownload(D, 4), want = {0x6800, 0x6802, 0x4500, 0x4b80};
     Report("float16: ties round to even (2049 -> 2048, 2051 -> 2052)", o.ok() && got == want,
            o.ok() ? "D bits " + Bits(got) + (got == want ? "" : ", want " + Bits(want)) : o.str());
     CheckFree(D);
@@ -398,14 +378,14 @@ void CaseHalf() {
   // BIAS with a float16 bias [1 -100] (BIAS_DATA_TYPE set to CUDA_R_16F, as Kiln does):
   // [[2050 6], [1951 -85]]: 2050 = 0x6801, 6 = 0x4600, 1951 = 0x679f, -85 = 0xd550.
   {
-    uint16_t* bias = Dev(h({1, -100}));
-    uint16_t* D = Dev(std::vector<uint16_t>(4, 0xffff));
+    uint16_t* bias = CheckUpload(h({1, -100}));
+    uint16_t* D = CheckUpload(std::vector<uint16_t>(4, 0xffff));
     Spec b = s;
     b.epilogue = CUBLASLT_EPILOGUE_BIAS;
     b.bias = bias;
     b.bias_type = CUDA_R_16F;
     Outcome o = Run(b, A, B, D, D);
-    const std::vector<uint16_t> got = Host(D, 4), want = {0x6801, 0x679f, 0x4600, 0xd550};
+    const std::vector<uint16_t> got = CheckDownload(D, 4), want = {0x6801, 0x679f, 0x4600, 0xd550};
     Report("float16 + float16 BIAS", o.ok() && got == want,
            o.ok() ? "D bits " + Bits(got) + (got == want ? "" : ", want " + Bits(want)) : o.str());
     CheckFree(bias);
@@ -414,19 +394,19 @@ void CaseHalf() {
   // The value is rounded once, after alpha: 1 * 1 * alpha with alpha = 1 + 2^-11 (a tie between
   // 1 and 1 + 2^-10) gives 1.0 = 0x3c00; alpha = 1 + 3 * 2^-11 gives 1 + 2^-9 = 0x3c02.
   {
-    uint16_t* one = Dev(h({1}));
+    uint16_t* one = CheckUpload(h({1}));
     Spec a;
     a.a = a.b = a.c = a.d = {CUDA_R_16F, 1, 1, 1};
     std::vector<uint16_t> got;
     bool ok = true;
     std::string detail;
     for (float alpha : {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f}) {
-      uint16_t* D = Dev(std::vector<uint16_t>(1, 0xffff));
+      uint16_t* D = CheckUpload(std::vector<uint16_t>(1, 0xffff));
       a.alpha = alpha;
       Outcome o = Run(a, one, one, D, D);
       ok = ok && o.ok();
       if (!o.ok()) detail = o.str();
-      got.push_back(Host(D, 1)[0]);
+      got.push_back(CheckDownload(D, 1)[0]);
       CheckFree(D);
     }
     ok = ok && got == std::vector<uint16_t>{0x3c00, 0x3c02};
@@ -448,20 +428,20 @@ void CaseBFloat16() {
     for (float f : v) o.push_back(FloatToBFloat16(f));
     return o;
   };
-  uint16_t* A = Dev(b16({128, 128, 1, 3}));
-  uint16_t* B = Dev(b16({2, 1, 0, 5}));
-  uint16_t* bias = Dev(b16({1, -100}));
+  uint16_t* A = CheckUpload(b16({128, 128, 1, 3}));
+  uint16_t* B = CheckUpload(b16({2, 1, 0, 5}));
+  uint16_t* bias = CheckUpload(b16({1, -100}));
   Spec s;
   s.a = s.b = s.c = s.d = {CUDA_R_16BF, 2, 2, 2};
   for (bool with_bias : {false, true}) {
-    uint16_t* D = Dev(std::vector<uint16_t>(4, 0xffff));
+    uint16_t* D = CheckUpload(std::vector<uint16_t>(4, 0xffff));
     Spec r = s;
     if (with_bias) {
       r.epilogue = CUBLASLT_EPILOGUE_BIAS;
       r.bias = bias;
     }
     Outcome o = Run(r, A, B, D, D);
-    const std::vector<uint16_t> got = Host(D, 4);
+    const std::vector<uint16_t> got = CheckDownload(D, 4);
     const std::vector<uint16_t> want = with_bias ? std::vector<uint16_t>{0x4381, 0x431f, 0x40c0, 0xc2aa}
                                                  : std::vector<uint16_t>{0x4380, 0x4382, 0x40a0, 0x4170};
     Report(with_bias ? "bfloat16 + bfloat16 BIAS (default BIAS_DATA_TYPE)" : "bfloat16: ties round to even",
@@ -561,9 +541,9 @@ void CaseAttributeSizes() {
 }
 
 void CaseInvalidProblems() {
-  float* A = Dev(ColMajor(2, 3, 2, [](int i, int j) { return kA[i][j]; }));
-  float* B = Dev(ColMajor(3, 2, 3, [](int i, int j) { return kB[i][j]; }));
-  float* D = Dev(std::vector<float>(4, kS));
+  float* A = CheckUpload(ColMajor(2, 3, 2, [](int i, int j) { return kA[i][j]; }));
+  float* B = CheckUpload(ColMajor(3, 2, 3, [](int i, int j) { return kB[i][j]; }));
+  float* D = CheckUpload(std::vector<float>(4, kS));
   Spec good;
   good.a = {CUDA_R_32F, 2, 3, 2};
   good.b = {CUDA_R_32F, 3, 2, 3};
@@ -603,14 +583,14 @@ void CaseInvalidProblems() {
                                                      o.matmul == CUBLAS_STATUS_INVALID_VALUE, o.str());
   }
   {
-    const std::vector<float> before = Host(D, 4);
+    const std::vector<float> before = CheckDownload(D, 4);
     CheckSetFault("blas-not-supported");
     Outcome o = Run(good, A, B, D, D);
-    const std::vector<float> after = Host(D, 4);
+    const std::vector<float> after = CheckDownload(D, 4);
     Report("fault blas-not-supported -> matmul NOT_SUPPORTED, D untouched",
            o.heuristic == CUBLAS_STATUS_SUCCESS && o.matmul == CUBLAS_STATUS_NOT_SUPPORTED && after == before, o.str());
     Outcome again = Run(good, A, B, D, D);
-    Expect("  ... fires once: the next matmul runs", again, Host(D, 4), {58, 139, 64, 154});
+    Expect("  ... fires once: the next matmul runs", again, CheckDownload(D, 4), {58, 139, 64, 154});
   }
   for (void* p : {(void*)A, (void*)B, (void*)D}) CheckFree(p);
 }
@@ -817,10 +797,7 @@ void CaseKilnMapping() {
 }  // namespace
 
 int main() {
-  if (!CheckInit()) {
-    std::printf("FAIL CheckInit: no CUDA context\n");
-    return 1;
-  }
+  if (!CheckInit()) return 1;
   const cublasStatus_t st = cublasLtCreate(&g_lt);
   Report("cublasLtCreate", st == CUBLAS_STATUS_SUCCESS, Name(st));
   if (st != CUBLAS_STATUS_SUCCESS) return 1;
@@ -839,6 +816,5 @@ int main() {
   CaseKilnMapping();
   const cublasStatus_t d = cublasLtDestroy(g_lt);
   Report("cublasLtDestroy", d == CUBLAS_STATUS_SUCCESS, Name(d));
-  std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "PASSED", g_failures);
-  return g_failures ? 1 : 0;
+  return ReportSummary();
 }

@@ -125,7 +125,7 @@ onnx::ModelProto ConvHeadModel() {
 // 'x:N=0..4'. Ones: each Conv output is the count of in-bounds taps (4 at the corners, 6 at the
 // edges, 9 inside: 100 over 16 positions, a mean of 6.25), so each y element is 2 x 6.25.
 void CheckEmptyBatch(kiln::Device device) {
-  kiln::compiler::CompileOptions options = device == kiln::Device::kCuda ? kiln::compiler::CompileOptions{} : CpuOnly();
+  kiln::compiler::CompileOptions options = OptionsFor(device);
   kiln::compiler::CompileOptions profiled = WithProfiles({"x:N=0..4"});
   options.profiles = profiled.profiles;
   auto model = kiln::Model::Load(CompileModel(ConvHeadModel(), options));
@@ -198,7 +198,7 @@ void CheckOutput(const kiln::io::HostTensor& t, const std::vector<int64_t>& dims
 // W = 7, 5, 3, 7 through one context (so W = 5 runs on memory that W = 7 wrote): ONNX clamps the
 // Slice's start to W, so y is empty for W <= 5, as onnxruntime gives. No guard refuses it.
 void CheckSlicePastEnd(kiln::Device device) {
-  auto options = device == kiln::Device::kCuda ? kiln::compiler::CompileOptions{} : CpuOnly();
+  auto options = OptionsFor(device);
   auto model = kiln::Model::Load(CompileModel(SlicePastEndModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   REQUIRE(model->entries().size() == 1);

@@ -49,8 +49,7 @@ Result<Out> Run(ExecutionContext& ctx, const std::vector<float>& x, const std::v
 }
 
 void CheckAdd(Device device, bool fuse) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
-  options.fuse = fuse;
+  compiler::CompileOptions options = testing::OptionsFor(device, fuse);
   auto model = Model::Load(testing::CompileModel(AddModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});

@@ -55,7 +55,7 @@ Result2 RunPositive(ExecutionContext& ctx, const std::vector<float>& x) {
 }
 
 void CheckPositive(Device device) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(PositiveModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kRuntimeDimsFormatVersion);  // run-time dims need format 5
@@ -113,7 +113,7 @@ void CheckEmptyParts(Device device) {
   testing::AddNode(g, "Add", {"f", "y"}, {"p"}, "add");
   testing::AddOutput(g, "o");
   testing::AddOutput(g, "p");
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(m, options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
@@ -165,7 +165,7 @@ void CheckTopK(Device device) {
   testing::AddNode(g, "Mul", {"top", "two"}, {"y"}, "double");
   testing::AddOutput(g, "y");
   testing::AddOutput(g, "where");
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(m, options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   REQUIRE(model->entries()[0].runtime_dims.size() == 1);
@@ -219,7 +219,7 @@ void CheckDataSlice(Device device) {
   testing::AddNode(g, "Slice", {"x", "minus_one", "back_end", "axis1", "minus_one"}, {"tail"}, "tail");
   testing::AddOutput(g, "head");
   testing::AddOutput(g, "tail");
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(m, options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   const std::vector<std::string>& dims = model->entries()[0].runtime_dims;

@@ -1,4 +1,4 @@
-// A run-time If (passes/canonicalize.h RuntimeIf): an If whose condition is tensor data has both
+// A run-time If (passes/control_flow/runtime_if.cc): an If whose condition is tensor data has both
 // branches compiled, each instruction under its predicate (schema/kiln.fbs Instruction.when),
 // and its outputs merged by Where. Each call runs the branch its condition picks, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI).
@@ -64,8 +64,7 @@ std::vector<float> Run(ExecutionContext& ctx, const std::vector<float>& x) {
 }
 
 void CheckBranches(Device device, bool fuse) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
-  options.fuse = fuse;
+  compiler::CompileOptions options = testing::OptionsFor(device, fuse);
   auto model = Model::Load(testing::CompileModel(BranchModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kPredicatesFormatVersion);
@@ -235,8 +234,7 @@ void CheckWidth(ExecutionContext& ctx, const std::vector<float>& x, int64_t widt
 }
 
 void CheckWidths(Device device, bool fuse) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
-  options.fuse = fuse;
+  compiler::CompileOptions options = testing::OptionsFor(device, fuse);
   auto model = Model::Load(testing::CompileModel(WidthModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   const EntryInfo& entry = model->entries()[0];
@@ -327,7 +325,7 @@ Result<std::vector<int64_t>> RunCounts(ExecutionContext& ctx, const std::vector<
 }
 
 void CheckCounts(Device device) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(CountsModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
@@ -426,7 +424,7 @@ void CheckConvBranch(Device device) {
   testing::AttrInt(testing::AddNode(else_g, "ReduceMean", {"x"}, {"e"}, "mean"), "keepdims", 0);
   testing::AddOutput(else_g, "e");
   testing::AddOutput(g, "y");
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
+  compiler::CompileOptions options = testing::OptionsFor(device);
   auto model = Model::Load(testing::CompileModel(m, options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});

@@ -1,4 +1,4 @@
-// A run-time Loop (passes/canonicalize.cc RuntimeLoop): a Loop whose trip count or condition is
+// A run-time Loop (passes/control_flow/runtime_loop.cc): a Loop whose trip count or condition is
 // tensor data has its body compiled once between kiln.LoopBegin and kiln.LoopEnd
 // (runtime/executor/loop.h), and the executors run it again while the loop goes on, on the CPU
 // backend (fused into generated kernels or not) and the CUDA one (the emulated device in CI),
@@ -23,12 +23,6 @@
 
 namespace kiln {
 namespace {
-
-compiler::CompileOptions For(Device device, bool fuse = true) {
-  compiler::CompileOptions options = device == Device::kCuda ? compiler::CompileOptions{} : testing::CpuOnly();
-  options.fuse = fuse;
-  return options;
-}
 
 // M int64 (a value input) and x0 float32[N]: while ReduceSum(x) > 1 and fewer than M
 // iterations, x = x * 0.5; outputs the last x and each iteration's sum, stacked.
@@ -67,7 +61,7 @@ std::vector<io::HostTensor> RunHalving(ExecutionContext& ctx, int64_t m, const s
 }
 
 void CheckHalving(Device device, bool fuse) {
-  auto model = Model::Load(testing::CompileModel(HalvingModel(), For(device, fuse)));
+  auto model = Model::Load(testing::CompileModel(HalvingModel(), testing::OptionsFor(device, fuse)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kLoopsFormatVersion);
   const EntryInfo& entry = model->entries()[0];
@@ -138,7 +132,7 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: the host controls the loop, 
   KILN_REQUIRE_GPU();
   CheckHalving(Device::kCuda, true);
   // The body's fused ops are generated kernels, as outside a loop; only the control is on the host.
-  auto model = Model::Load(testing::CompileModel(HalvingModel(), For(Device::kCuda)));
+  auto model = Model::Load(testing::CompileModel(HalvingModel(), testing::OptionsFor(Device::kCuda)));
   REQUIRE(model.ok());
   for (const InstructionInfo& ins : model->entries()[0].instructions)
     CHECK_MESSAGE(ins.library("cuda") == (ins.op.starts_with("kiln.Loop") ? Library::kControl : Library::kGenerated),
@@ -175,7 +169,7 @@ onnx::ModelProto SwapModel() {
 }
 
 void CheckSwap(Device device) {
-  auto model = Model::Load(testing::CompileModel(SwapModel(), For(device)));
+  auto model = Model::Load(testing::CompileModel(SwapModel(), testing::OptionsFor(device)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
@@ -255,7 +249,7 @@ onnx::ModelProto NestedModel() {
 }
 
 void CheckNested(Device device) {
-  auto model = Model::Load(testing::CompileModel(NestedModel(), For(device)));
+  auto model = Model::Load(testing::CompileModel(NestedModel(), testing::OptionsFor(device)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
@@ -307,7 +301,7 @@ void CheckLibraries(Device device) {
   testing::AddOutput(body, "y_out");
   testing::AddOutput(g, "x_last");
   testing::AddOutput(g, "ys");
-  auto model = Model::Load(testing::CompileModel(m, For(device)));
+  auto model = Model::Load(testing::CompileModel(m, testing::OptionsFor(device)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
@@ -400,7 +394,7 @@ onnx::ModelProto InnerScanModel() {
 }
 
 void CheckRuntimeDimsInBody(Device device) {
-  auto model = Model::Load(testing::CompileModel(PositivesModel(), For(device)));
+  auto model = Model::Load(testing::CompileModel(PositivesModel(), testing::OptionsFor(device)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
@@ -429,7 +423,7 @@ void CheckRuntimeDimsInBody(Device device) {
   CHECK(testing::Values<float>(r[1]) == std::vector<float>{27.5f});
   CHECK(testing::Values<int64_t>(r[3]) == std::vector<int64_t>{4, 5});
 
-  model = Model::Load(testing::CompileModel(InnerScanModel(), For(device)));
+  model = Model::Load(testing::CompileModel(InnerScanModel(), testing::OptionsFor(device)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
@@ -531,7 +525,7 @@ void CheckScanBound(Device device) {
   testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
   // The scan outputs have room for 3 iterations, and a call that would run more fails naming the
   // option.
-  compiler::CompileOptions capped = For(device);
+  compiler::CompileOptions capped = testing::OptionsFor(device);
   capped.loop_scan_bound = 3;
   auto bounded = Model::Load(testing::CompileModel(endless, capped));
   REQUIRE_MESSAGE(bounded.ok(), bounded.status().ToString());
@@ -588,7 +582,7 @@ void CheckRoomGrowth(Device device) {
   auto endless = HalvingModel();
   endless.mutable_graph()->mutable_input(0)->set_name("unused");
   testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
-  const std::vector<uint8_t> artifact = testing::CompileModel(endless, For(device));
+  const std::vector<uint8_t> artifact = testing::CompileModel(endless, testing::OptionsFor(device));
   auto model = Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kRoomsFormatVersion);
@@ -642,7 +636,7 @@ void CheckRoomGrowth(Device device) {
   g->mutable_input(0)->set_name("unused");
   testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
   g->mutable_node()->SwapElements(2, 3);  // the Cast before the Loop
-  auto data_model = Model::Load(testing::CompileModel(from_data, For(device)));
+  auto data_model = Model::Load(testing::CompileModel(from_data, testing::OptionsFor(device)));
   REQUIRE_MESSAGE(data_model.ok(), data_model.status().ToString());
   auto data_ctx = ExecutionContext::Create(*data_model, {device});
   REQUIRE(data_ctx.ok());

@@ -47,9 +47,7 @@ std::vector<float> Input(int64_t rows, uint32_t seed) {
 // Runs `threads` contexts, each `calls` times over inputs of varying rows, and checks each
 // result against one context's.
 void CheckConcurrent(kiln::Device device, int threads, int calls) {
-  auto model = kiln::Model::Load(CompileModel(Model16(), device == kiln::Device::kCuda
-                                                             ? kiln::compiler::CompileOptions{}
-                                                             : CpuOnly()));
+  auto model = kiln::Model::Load(CompileModel(Model16(), OptionsFor(device)));
   REQUIRE(model.ok());
   auto run = [&](kiln::ExecutionContext& ctx, const std::vector<float>& x, int64_t rows,
                  std::vector<float>& y) -> kiln::Status {

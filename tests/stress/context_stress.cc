@@ -41,6 +41,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace {
 
@@ -68,12 +69,6 @@ struct InputSet {
   std::vector<kiln::TensorView> views;
   std::vector<Tensor> want;  // reference outputs
 };
-
-std::string DimsText(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
 
 bool ParseInt(const std::string& text, int64_t& value) {
   char* end = nullptr;
@@ -286,8 +281,8 @@ std::string ValueText(kiln::DType dtype, const uint8_t* bytes, int64_t i) {
 std::string Compare(const kiln::TensorView& got, const Tensor& want) {
   const std::vector<int64_t> dims(got.dims, got.dims + std::clamp(got.rank, 0, kiln::kMaxRank));
   if (got.dtype != want.dtype || dims != want.dims)
-    return "is " + std::string(kiln::DTypeName(got.dtype)) + DimsText(dims) + ", expected " +
-           std::string(kiln::DTypeName(want.dtype)) + DimsText(want.dims);
+    return "is " + std::string(kiln::DTypeName(got.dtype)) + kiln::ShapeText(dims) + ", expected " +
+           std::string(kiln::DTypeName(want.dtype)) + kiln::ShapeText(want.dims);
   if (want.bytes.empty() || std::memcmp(got.data, want.bytes.data(), want.bytes.size()) == 0) return {};
   const size_t size = kiln::DTypeSize(want.dtype);
   const int64_t n = static_cast<int64_t>(want.bytes.size() / size);
@@ -409,7 +404,7 @@ int main(int argc, char** argv) {
                      std::string(kiln::DTypeName(t.dtype)).c_str());
         return 2;
       }
-      text += (i ? ", " : "") + model->inputs()[i].name + DimsText(t.dims);
+      text += (i ? ", " : "") + model->inputs()[i].name + kiln::ShapeText(t.dims);
       set.inputs.push_back(std::move(t));
     }
     for (const Tensor& t : set.inputs) set.views.push_back(t.view());

@@ -6,15 +6,16 @@
 
 #include "tools/cli/commands.h"
 #include "kiln/runtime.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::cli {
 namespace {
 
-std::string ShapeText(const TensorInfo& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.shape.size(); ++i)
-    s += (i ? ", " : "") + (t.shape[i].symbol.empty() ? std::to_string(t.shape[i].value) : t.shape[i].symbol);
-  return s + "]";
+// "[N, 3, 224, 224]": a symbol's name where the dim is one.
+std::string InfoShapeText(const TensorInfo& t) {
+  return ShapeText(t.shape.size(), [&](size_t i) {
+    return t.shape[i].symbol.empty() ? std::to_string(t.shape[i].value) : t.shape[i].symbol;
+  });
 }
 
 nlohmann::json IoJson(const std::vector<TensorInfo>& list) {
@@ -102,9 +103,9 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                            : archs.empty()          ? " (portable programs only: a CPU-only artifact)"
                                                     : " for " + Join({archs.begin(), archs.end()}));
   for (const TensorInfo& t : model->inputs())
-    std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), ShapeText(t));
+    std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), InfoShapeText(t));
   for (const TensorInfo& t : model->outputs())
-    std::cout << fmt::format("output {}: {}{}\n", t.name, DTypeName(t.dtype), ShapeText(t));
+    std::cout << fmt::format("output {}: {}{}\n", t.name, DTypeName(t.dtype), InfoShapeText(t));
   for (size_t i = 0; i < model->entries().size(); ++i) {
     const EntryInfo& e = model->entries()[i];
     // A symbolic arena size is a long expression; --json and the plan trace have all of it.

@@ -12,15 +12,10 @@
 #include "tools/io/compare.h"
 #include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::cli {
 namespace {
-
-std::string ShapeText(const TensorView& v) {
-  std::string s = "[";
-  for (int i = 0; i < v.rank; ++i) s += (i ? ", " : "") + std::to_string(v.dims[i]);
-  return s + "]";
-}
 
 // "'conv1' (Conv) @cudnn", and for a generated kernel the ops it replaced.
 std::string Describe(const InstructionInfo& i) {
@@ -155,7 +150,8 @@ int RunModel(const RunFlags& f) {
   std::vector<io::HostTensor> host;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string& name = model->outputs()[i].name;
-    std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype), ShapeText(outputs[i]));
+    std::cout << fmt::format("output {} '{}': {} {}\n", i, name, DTypeName(outputs[i].dtype),
+                             ShapeText({outputs[i].dims, static_cast<size_t>(outputs[i].rank)}));
     if (outputs[i].memory == MemoryKind::kHost) {
       host.push_back(io::HostTensor::FromView(name, outputs[i]));
       continue;

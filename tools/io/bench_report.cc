@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/shape_text.h"
+
 namespace kiln::io {
 namespace {
 
@@ -54,12 +56,6 @@ std::string Bytes(uint64_t b) {
   if (b < (1u << 20)) return fmt::format("{:.1f} KiB", b / 1024.0);
   if (b < (1u << 30)) return fmt::format("{:.1f} MiB", b / 1048576.0);
   return fmt::format("{:.2f} GiB", b / 1073741824.0);
-}
-
-std::string ShapeText(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 // Long node names are cut from the front: their ends tell nodes apart.

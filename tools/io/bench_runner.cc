@@ -9,50 +9,8 @@
 #include "kiln/tensor_files.h"
 #include "runtime/clock.h"
 
-#if KILN_HAVE_CUDA
-#include "runtime/cuda/driver.h"
-#endif
-
 namespace kiln::io {
 namespace {
-
-// The stream every call runs on: a non-blocking stream on the CUDA backend (the context made
-// its device's primary context current on this thread), none on the CPU backend.
-class BenchStream {
- public:
-  BenchStream() = default;
-  BenchStream(const BenchStream&) = delete;
-  BenchStream& operator=(const BenchStream&) = delete;
-  ~BenchStream() {
-#if KILN_HAVE_CUDA
-    if (stream_) {
-      drv_->StreamSynchronize(stream_);
-      drv_->StreamDestroy(stream_);
-    }
-#endif
-  }
-  Status Create() {
-#if KILN_HAVE_CUDA
-    KILN_ASSIGN_OR_RETURN(drv_, cuda::LoadDriver());
-    return cuda::Check(*drv_, drv_->StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-#else
-    return FailedPrecondition("this kiln was built without CUDA");
-#endif
-  }
-  void* get() const {
-#if KILN_HAVE_CUDA
-    return stream_;
-#else
-    return nullptr;
-#endif
-  }
-
- private:
-#if KILN_HAVE_CUDA
-  const cuda::Driver* drv_ = nullptr;
-  CUstream stream_ = nullptr;
-#endif
-};
 
 Result<std::vector<HostTensor>> PrepareInputs(const BenchConfig& config, const Model& model) {
   if (config.random == !config.inputs_dir.empty())
@@ -67,10 +25,10 @@ Result<std::vector<HostTensor>> PrepareInputs(const BenchConfig& config, const M
   return RandomInputs(model.inputs(), shapes, config.seed);
 }
 
-// One call as the benchmark counts it: Run, then Synchronize.
-Status Call(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vector<TensorView>& outputs, void* stream) {
-  KILN_RETURN_IF_ERROR(ctx.Run(inputs, outputs, stream));
-  return ctx.Synchronize(stream);
+// One call as the benchmark counts it: Run, then Synchronize, on the context's own stream.
+Status Call(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vector<TensorView>& outputs) {
+  KILN_RETURN_IF_ERROR(ctx.Run(inputs, outputs));
+  return ctx.Synchronize();
 }
 
 double Median(std::vector<double> v) { return Summarize(std::move(v)).p50; }
@@ -101,14 +59,15 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   options.profile = config.profile;
   options.cpu_threads = config.threads;
   options.onednn = config.onednn;
+  // CUDA backend: a non-blocking stream of the context's own, which CUDA graphs need (capture
+  // on the legacy default stream is not allowed).
+  options.own_stream = true;
   const int64_t create_start = NowNs();
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   r.load_ms = static_cast<double>(load_ns + NowNs() - create_start) / 1e6;
-  BenchStream stream;  // declared after ctx: destroyed before the context releases the device
   const bool cuda = ctx.device() == Device::kCuda;
   r.device = cuda ? "cuda" : "cpu";
   r.device_note = ctx.device_note();
-  if (cuda) KILN_RETURN_IF_ERROR(stream.Create());
   if (config.cuda_graphs && !cuda) r.notes.push_back("--cuda-graphs ignored on the CPU backend");
   if (config.cuda_graphs && cuda && config.profile)
     r.notes.push_back("--cuda-graphs has no effect with --profile (graphs are not captured while profiling)");
@@ -127,7 +86,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
     if (progress) progress(p);
   };
   for (int i = 0; i < config.warmup; ++i) {
-    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs, stream.get()));
+    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs));
     report({true, i + 1, 0});
   }
   const Stats& st = ctx.stats();
@@ -141,7 +100,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
                                             : i < config.iterations;
     if (!more) break;
     const int64_t start = NowNs();
-    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs, stream.get()));
+    KILN_RETURN_IF_ERROR(Call(ctx, views, outputs));
     end = NowNs();
     wall_ms.push_back(static_cast<double>(end - start) / 1e6);
     lookup_us.push_back(static_cast<double>(st.last_cache_lookup_time()) / 1e3);

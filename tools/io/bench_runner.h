@@ -8,7 +8,8 @@
 //
 // Inputs are host tensors, so on the CUDA backend each call includes their upload; outputs
 // stay in the context's memory (no copy to the host is timed). On the CUDA backend every call
-// runs on one non-blocking stream created for the benchmark (CUDA graphs need a non-null one).
+// runs on the context's own non-blocking stream (ContextOptions::own_stream; CUDA graphs need
+// a non-null one).
 #pragma once
 
 #include <cstdint>

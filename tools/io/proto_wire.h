@@ -1,5 +1,5 @@
 // tools/io/proto_wire.h: the protocol buffers wire format, the small part the tools need to
-// read and write one message kind (onnx.TensorProto, tools/io/tensor_io.cc) without linking
+// read and write one message kind (onnx.TensorProto, tools/io/tensor_files.cc) without linking
 // protobuf. Encoding per https://protobuf.dev/programming-guides/encoding/: a message is a
 // sequence of (tag, value) records; tag = field_number << 3 | wire_type; wire types 0 varint,
 // 1 fixed 64-bit, 2 length-delimited, 5 fixed 32-bit (3 and 4, the deprecated groups, are

@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 
 #include "runtime/half.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::io {
 namespace {
 
-std::string DimsText(const std::vector<int64_t>& dims) {
+// Dims in --shape's DIMS form, "1x3x224x224", to quote the option back.
+std::string DimsOption(const std::vector<int64_t>& dims) {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
   return s;
@@ -53,10 +55,10 @@ SymbolValues FixedByEntry(const std::string& name) {
 // "pass --shape x:DIMS, numbers for its dims [N, 3, 224, 224] joined by 'x'" for the error of
 // an undecided dim.
 std::string ShapeHint(const TensorInfo& t) {
-  std::string dims;
-  for (size_t i = 0; i < t.shape.size(); ++i)
-    dims += (i ? ", " : "") + (t.shape[i].value >= 0 ? std::to_string(t.shape[i].value) : t.shape[i].symbol);
-  return fmt::format("pass --shape {}:DIMS, numbers for its dims [{}] joined by 'x' ('?' takes the value an entry "
+  const std::string dims = ShapeText(t.shape.size(), [&](size_t i) {
+    return t.shape[i].value >= 0 ? std::to_string(t.shape[i].value) : t.shape[i].symbol;
+  });
+  return fmt::format("pass --shape {}:DIMS, numbers for its dims {} joined by 'x' ('?' takes the value an entry "
                      "fixes)",
                      t.name, dims);
 }
@@ -71,12 +73,12 @@ Status CheckGiven(std::span<const TensorInfo> inputs, const std::map<std::string
                                          names.empty() ? "none" : names));
     }
     if (dims.size() != it->shape.size())
-      return InvalidArgument(fmt::format("--shape {}:{} has rank {}, the input has rank {}", name, DimsText(dims),
+      return InvalidArgument(fmt::format("--shape {}:{} has rank {}, the input has rank {}", name, DimsOption(dims),
                                          dims.size(), it->shape.size()));
     for (size_t d = 0; d < dims.size(); ++d) {
       if (dims[d] >= 0 && it->shape[d].value >= 0 && it->shape[d].value != dims[d])
         return InvalidArgument(
-            fmt::format("--shape {}:{}: dim {} is {} in the artifact", name, DimsText(dims), d, it->shape[d].value));
+            fmt::format("--shape {}:{}: dim {} is {} in the artifact", name, DimsOption(dims), d, it->shape[d].value));
     }
   }
   return Status::Ok();
@@ -171,7 +173,7 @@ Result<std::vector<HostTensor>> RandomInputs(std::span<const TensorInfo> inputs,
     if (size == 0) return Unimplemented(fmt::format("input '{}' has dtype {}", t.name, DTypeName(t.dtype)));
     const int64_t n = t.num_elements();
     if (n < 0 || n == INT64_MAX || static_cast<uint64_t>(n) > UINT64_MAX / 8 / size)
-      return ResourceExhausted(fmt::format("input '{}' of shape {} is too large", t.name, DimsText(t.dims)));
+      return ResourceExhausted(fmt::format("input '{}' of shape {} is too large", t.name, ShapeText(t.dims)));
     try {
       t.bytes.resize(static_cast<size_t>(n) * size);
     } catch (const std::bad_alloc&) {

@@ -17,6 +17,7 @@
 
 #include "tools/io/proto_wire.h"
 #include "tools/io/replace_file.h"
+#include "runtime/shape_text.h"
 
 namespace kiln::io {
 namespace {
@@ -34,10 +35,6 @@ std::optional<int64_t> CheckedElements(const std::vector<int64_t>& dims) {
     n *= d;
   }
   return n;
-}
-
-std::string DimsString(const std::vector<int64_t>& dims) {
-  return fmt::format("[{}]", fmt::join(dims, ","));
 }
 
 struct FileBytes {
@@ -81,10 +78,10 @@ Status CheckConsistent(const HostTensor& t) {
   if (!IsValidDType(static_cast<int32_t>(t.dtype)))
     return InvalidArgument(fmt::format("tensor '{}' has invalid dtype {}", t.name, DTypeName(t.dtype)));
   auto n = CheckedElements(t.dims);
-  if (!n) return InvalidArgument(fmt::format("tensor '{}' has invalid dims {}", t.name, DimsString(t.dims)));
+  if (!n) return InvalidArgument(fmt::format("tensor '{}' has invalid dims {}", t.name, ShapeText(t.dims)));
   const uint64_t want = static_cast<uint64_t>(*n) * DTypeSize(t.dtype);
   if (*n > 0 && want / static_cast<uint64_t>(*n) != DTypeSize(t.dtype))
-    return InvalidArgument(fmt::format("tensor '{}' dims {} overflow", t.name, DimsString(t.dims)));
+    return InvalidArgument(fmt::format("tensor '{}' dims {} overflow", t.name, ShapeText(t.dims)));
   if (want != t.bytes.size())
     return InvalidArgument(fmt::format("tensor '{}' {} needs {} bytes but holds {}", t.name, Describe(t), want,
                                        t.bytes.size()));
@@ -273,7 +270,7 @@ Result<HostTensor> FromProto(const TensorProtoFields& p, std::string_view origin
   if (t.dims.size() > static_cast<size_t>(kMaxRank))
     return Unimplemented(fmt::format("{}: rank {} exceeds Kiln's maximum rank {}", where, t.dims.size(), kMaxRank));
   auto n = CheckedElements(t.dims);
-  if (!n) return DataLoss(fmt::format("{}: invalid dims {}", where, DimsString(t.dims)));
+  if (!n) return DataLoss(fmt::format("{}: invalid dims {}", where, ShapeText(t.dims)));
   const size_t esize = DTypeSize(t.dtype);
   const ProtoField field = FieldFor(t.dtype);
 
@@ -297,7 +294,7 @@ Result<HostTensor> FromProto(const TensorProtoFields& p, std::string_view origin
     const uint64_t want = static_cast<uint64_t>(*n);
     if (raw.size() % esize != 0 || raw.size() / esize != want)
       return DataLoss(fmt::format("{}: dims {} of {} need {} elements ({} bytes) but raw_data has {} bytes", where,
-                                  DimsString(t.dims), DTypeName(t.dtype), *n,
+                                  ShapeText(t.dims), DTypeName(t.dtype), *n,
                                   want <= kMaxInt64 / esize ? fmt::format("{}", want * esize) : std::string("too many"),
                                   raw.size()));
     t.bytes.assign(raw.begin(), raw.end());
@@ -306,7 +303,7 @@ Result<HostTensor> FromProto(const TensorProtoFields& p, std::string_view origin
     return t;
   }
   if (static_cast<int64_t>(typed.size()) != *n)
-    return DataLoss(fmt::format("{}: dims {} of {} need {} elements but {} has {}", where, DimsString(t.dims),
+    return DataLoss(fmt::format("{}: dims {} of {} need {} elements but {} has {}", where, ShapeText(t.dims),
                                 DTypeName(t.dtype), *n, ProtoFieldName(field), typed.size()));
   t.bytes.resize(static_cast<size_t>(*n) * esize);
   StoreTyped(typed, t.dtype, *n, t.bytes.data());
@@ -509,7 +506,7 @@ HostTensor HostTensor::FromView(std::string name, const TensorView& v) {
   return t;
 }
 
-std::string Describe(const HostTensor& t) { return fmt::format("{}{}", DTypeName(t.dtype), DimsString(t.dims)); }
+std::string Describe(const HostTensor& t) { return fmt::format("{}{}", DTypeName(t.dtype), ShapeText(t.dims)); }
 
 // ---- TensorProto ------------------------------------------------------------------------
 
@@ -587,7 +584,7 @@ Result<NpyLayout> ParseNpyHeader(const uint8_t* p, size_t size, uint64_t file_si
   if (l.shape.size() > static_cast<size_t>(kMaxRank))
     return Unimplemented(fmt::format("{}: rank {} exceeds Kiln's maximum rank {}", origin, l.shape.size(), kMaxRank));
   auto n = CheckedElements(l.shape);
-  if (!n) return DataLoss(fmt::format("{}: shape {} overflows", origin, DimsString(l.shape)));
+  if (!n) return DataLoss(fmt::format("{}: shape {} overflows", origin, ShapeText(l.shape)));
   // Fortran order only matters when more than one dim is above 1, but we reject it always:
   // the data would be silently transposed otherwise, and np.ascontiguousarray fixes it.
   if (fortran)
@@ -599,14 +596,14 @@ Result<NpyLayout> ParseNpyHeader(const uint8_t* p, size_t size, uint64_t file_si
   const uint64_t need_elems = static_cast<uint64_t>(*n);
   if (need_elems > have / esize)
     return DataLoss(fmt::format("{}: truncated: shape {} of {} needs {} data bytes but the file has {}", origin,
-                                DimsString(l.shape), DTypeName(l.dtype),
+                                ShapeText(l.shape), DTypeName(l.dtype),
                                 need_elems <= static_cast<uint64_t>(kMaxInt64) / esize
                                     ? fmt::format("{}", need_elems * esize) : std::string("too many"),
                                 have));
   l.data_bytes = need_elems * esize;
   if (l.data_bytes != have)
     return DataLoss(fmt::format("{}: shape {} of {} needs {} data bytes but the file has {} ({} extra)", origin,
-                                DimsString(l.shape), DTypeName(l.dtype), l.data_bytes, have, have - l.data_bytes));
+                                ShapeText(l.shape), DTypeName(l.dtype), l.data_bytes, have, have - l.data_bytes));
   return l;
 }
 

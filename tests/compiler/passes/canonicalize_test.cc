@@ -1,4 +1,5 @@
-// The canonical stage: shape-arithmetic folding, constant folding, If resolution, DCE.
+// The canonical stage: shape-arithmetic folding, constant folding, guards, BatchNormalization
+// folding, DCE (control flow: tests/compiler/passes/control_flow/).
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/constant_fold.h"
 
@@ -7,16 +8,8 @@
 #include "tests/compiler/onnx_model_builder.h"
 
 using namespace kiln::testing;  // NOLINT: the model-building helpers
-using kiln::passes::Assumption;
-using kiln::passes::Canonicalize;
 
 namespace {
-
-std::vector<std::string> Ops(const kiln::ir::Trace& t) {
-  std::vector<std::string> ops;
-  for (const auto& n : t.body.nodes) ops.push_back(n.op);
-  return ops;
-}
 
 // x[N, 4, 4] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [16])): the exporter's way
 // of writing x.view(x.size(0), -1).
@@ -84,43 +77,6 @@ TEST_CASE("canonical: constant subgraphs fold through the CPU kernels; dead node
   REQUIRE(ab.is_const());
   CHECK(ab.data->FloatAt(0) == 11.0);
   CHECK(ab.data->FloatAt(2) == 33.0);
-}
-
-TEST_CASE("canonical: an If on a symbolic dim is undecided until an assumption covers it") {
-  auto m = MakeModel(13);
-  auto* g = m.mutable_graph();
-  AddInput(g, "x", {"N", "3"});
-  AddFirstDimIsOne(g, "x", "is_one");
-  auto* node = AddNode(g, "If", {"is_one"}, {"y"});
-  auto* then_g = AddBranch(node, "then_branch");
-  AddInt64Init(then_g, "axes0", {1}, {0});
-  AddNode(then_g, "Squeeze", {"x", "axes0"}, {"sq"});
-  AddOutput(then_g, "sq");
-  auto* else_g = AddBranch(node, "else_branch");
-  AddNode(else_g, "Identity", {"x"}, {"id"});
-  AddOutput(else_g, "id");
-  AddOutput(g, "y");
-  auto imported = Import(m);
-  REQUIRE(imported.ok());
-
-  auto undecided = Canonicalize(*imported, {});
-  REQUIRE(undecided.ok());
-  REQUIRE(undecided->undecided_condition.has_value());
-  const kiln::ir::Sym cond = *undecided->undecided_condition;
-  CHECK(cond.ToString() == "(N == 1)");
-
-  auto yes = Canonicalize(*imported, {Assumption{cond, true}});
-  REQUIRE(yes.ok());
-  CHECK(kiln::ir::ShapeToString(yes->trace.value(yes->trace.outputs[0]).shape) == "[3]");
-  REQUIRE(yes->trace.guards.size() == 1);
-  CHECK(yes->trace.guards[0].condition.ToString() == "(N == 1)");
-  CHECK(yes->trace.guards[0].origin == "node 'If_3' (If), whose then branch this entry was compiled for");
-
-  auto no = Canonicalize(*imported, {Assumption{cond, false}});
-  REQUIRE(no.ok());
-  CHECK(kiln::ir::ShapeToString(no->trace.value(no->trace.outputs[0]).shape) == "[N, 3]");
-  REQUIRE(no->trace.guards.size() == 1);
-  CHECK(no->trace.guards[0].condition.ToString() == "((N == 1) == 0)");
 }
 
 TEST_CASE("canonical: a symbolic output extent gets a guard that it is at least 1") {

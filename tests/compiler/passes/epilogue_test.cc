@@ -41,12 +41,6 @@ Folded Fold(const onnx::ModelProto& m) {
   return f;
 }
 
-std::vector<std::string> Ops(const Trace& t) {
-  std::vector<std::string> ops;
-  for (const auto& n : t.body.nodes) ops.push_back(n.op);
-  return ops;
-}
-
 // Names of a node's inputs ("" for an absent one).
 std::vector<std::string> Inputs(const Trace& t, const Node& n) {
   std::vector<std::string> names;

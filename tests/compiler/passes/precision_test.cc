@@ -51,12 +51,6 @@ PrecisionOptions Fp16() {
   return o;
 }
 
-std::vector<std::string> Ops(const Trace& t) {
-  std::vector<std::string> ops;
-  for (const auto& n : t.body.nodes) ops.push_back(n.op);
-  return ops;
-}
-
 const Node& NodeNamed(const Trace& t, const std::string& name) {
   for (const Node& n : t.body.nodes)
     if (n.name == name) return n;

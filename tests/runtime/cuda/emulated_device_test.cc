@@ -46,6 +46,7 @@
 #include "runtime/model_impl.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/cpu_reference.h"
 #include "tests/e2e/model_dirs.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/count_allocations.h"
@@ -55,6 +56,8 @@ namespace {
 
 using io::HostTensor;
 using testing::EmulatedCudaControl;
+using testing::Sentinel;
+using testing::Views;
 
 constexpr char kSilero[] = "silero_vad_16k_op15";
 constexpr char kCls[] = "ch_ppocr_mobile_v2.0_cls";
@@ -176,31 +179,6 @@ Model Load(const std::vector<uint8_t>& artifact) {
 }
 
 // ---- Running and comparing --------------------------------------------------------------------------
-
-std::vector<TensorView> Views(const std::vector<HostTensor>& ts) {
-  std::vector<TensorView> v;
-  for (const HostTensor& t : ts) v.push_back(t.view());
-  return v;
-}
-
-// The CPU backend's outputs.
-std::vector<HostTensor> RunCpu(const Model& model, const std::vector<HostTensor>& inputs) {
-  auto ctx = ExecutionContext::Create(model, {Device::kCpu});
-  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
-  std::vector<TensorView> out;
-  const Status st = ctx->Run(Views(inputs), out);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
-  std::vector<HostTensor> result;
-  for (size_t o = 0; o < out.size(); ++o) result.push_back(HostTensor::FromView(model.outputs()[o].name, out[o]));
-  return result;
-}
-
-// Host tensors shaped like `like`, every byte 0xA5 (a float32 NaN pattern no run produces).
-std::vector<HostTensor> Sentinel(const std::vector<HostTensor>& like) {
-  std::vector<HostTensor> ts = like;
-  for (HostTensor& t : ts) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xA5});
-  return ts;
-}
 
 ContextOptions Cuda(bool graphs = false, bool profile = false) {
   ContextOptions o;
@@ -465,7 +443,7 @@ Stats CheckOneProfiledRun(const std::string& what, const std::vector<uint8_t>& a
   INFO(what);
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(artifact);
-  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, inputs);
   ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
   std::vector<HostTensor> got = Sentinel(want);
   emu->log_begin();
@@ -518,7 +496,7 @@ void CheckSteadyState(const std::string& what, const std::vector<uint8_t>& artif
   INFO(what << ", " << mode);
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(artifact);
-  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, inputs);
   ExecutionContext ctx = CreateCuda(model, Cuda(graphs));
   std::optional<Stream> created;
   if (graphs) created.emplace();
@@ -591,7 +569,7 @@ TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback regio
 
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(artifact);
-  const std::vector<HostTensor> want = RunCpu(model, {x});
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, {x});
   ExecutionContext ctx = CreateCuda(model, Cuda(false, true));
   std::vector<HostTensor> got = Sentinel(want);
   emu->log_begin();
@@ -629,7 +607,7 @@ TEST_CASE("[emulated] a CPU fallback region after a change of shapes runs in hos
   for (const int64_t n : {2, 7, 3, 7}) {
     INFO("N = " << n);
     const HostTensor x = FloatInput({n, 5}, SeededFloats(static_cast<size_t>(n * 5), static_cast<uint32_t>(n), 3.0f));
-    const std::vector<HostTensor> want = RunCpu(model, {x});
+    const std::vector<HostTensor> want = testing::RunCpuReference(model, {x});
     std::vector<HostTensor> got = Sentinel(want);
     const Status st = RunInto(ctx, {x}, got);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
@@ -643,7 +621,7 @@ TEST_CASE("[emulated] a CUDA context whose entry runs wholly on the device holds
   KILN_REQUIRE_EMULATED_CUDA();
   const Model model = Load(MlpArtifact());
   ExecutionContext ctx = CreateCuda(model, Cuda());
-  std::vector<HostTensor> got = Sentinel(RunCpu(model, MlpInputs()));
+  std::vector<HostTensor> got = Sentinel(testing::RunCpuReference(model, MlpInputs()));
   for (int run = 0; run < 2; ++run) REQUIRE(RunInto(ctx, MlpInputs(), got).ok());
   CHECK(ctx.stats().last_fallbacks.empty());
   const ExecutionContext::MemoryUsage m = ctx.memory_usage();
@@ -659,7 +637,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
   FaultGuard guard{emu};
   const Model model = Load(RealArtifact(kCls));
   const std::vector<HostTensor> inputs = ClsOneImage();
-  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, inputs);
   const std::vector<InstructionInfo>& infos = model.entries()[0].instructions;
   // The fault fires at the first cuDNN convolution or pooling call: the first @cudnn instruction.
   size_t refused = infos.size();
@@ -720,7 +698,7 @@ TEST_CASE("[emulated] Run enqueues on the caller's stream; results are right aft
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(RealArtifact(kCls));
   const std::vector<HostTensor> inputs = RealInputs(kCls);  // the batch of 2
-  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, inputs);
   ExecutionContext ctx = CreateCuda(model, Cuda());
   Stream stream;
   std::vector<std::unique_ptr<Pinned>> pinned;
@@ -756,7 +734,8 @@ TEST_CASE("[emulated] CUDA graphs: captured at the second run of a shape, replay
     REQUIRE_MESSAGE(info.library("cuda") != Library::kCpuKernel, "PP-OCR cls is no longer device-only: " << info.label());
   const std::vector<HostTensor> a = ClsOneImage();                  // [1, 3, 48, 192]
   const std::vector<HostTensor> b = {CropWidth(a[0], 96)};          // [1, 3, 48, 96]: fits A's buffers
-  const std::vector<HostTensor> like_a = RunCpu(model, a), like_b = RunCpu(model, b);
+  const std::vector<HostTensor> like_a = testing::RunCpuReference(model, a);
+  const std::vector<HostTensor> like_b = testing::RunCpuReference(model, b);
 
   // Reference: an uncaptured context on the same inputs.
   std::vector<HostTensor> ref_a = Sentinel(like_a), ref_b = Sentinel(like_b);
@@ -802,7 +781,7 @@ TEST_CASE("[emulated] own_stream: a null stream runs on the context's own stream
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(RealArtifact(kCls));
   const std::vector<HostTensor> a = ClsOneImage();
-  const std::vector<HostTensor> want = RunCpu(model, a);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, a);
   std::vector<HostTensor> ref = Sentinel(want);
   {
     // Without own_stream a null stream is the legacy default stream: never captured.
@@ -835,7 +814,7 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
   FaultGuard guard{emu};
   const DeviceMemory before = DeviceMemory::Now(emu);
   const std::vector<HostTensor> inputs = RealInputs(kSilero);
-  const std::vector<HostTensor> want = RunCpu(Load(RealArtifact(kSilero)), inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(Load(RealArtifact(kSilero)), inputs);
 
   SUBCASE("the weights' allocation fails: Create says so") {
     const Model model = Load(RealArtifact(kSilero));  // a Model of its own: nothing uploaded yet
@@ -895,7 +874,7 @@ TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a hea
   SUBCASE("cuBLASLt refuses a matmul when it runs: the CPU runs it, and the run says so") {
     const Model model = Load(MlpArtifact());
     const std::vector<HostTensor> mlp_in = MlpInputs();
-    const std::vector<HostTensor> mlp_want = RunCpu(model, mlp_in);
+    const std::vector<HostTensor> mlp_want = testing::RunCpuReference(model, mlp_in);
     ExecutionContext ctx = CreateCuda(model, Cuda());
     const std::vector<InstructionInfo>& infos = model.entries()[0].instructions;
     size_t first = infos.size();
@@ -925,7 +904,7 @@ void CheckStickyFault(const std::vector<uint8_t>& artifact, const std::vector<Ho
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   FaultGuard guard{emu};
   const Model model = Load(artifact);
-  const std::vector<HostTensor> want = RunCpu(model, inputs);
+  const std::vector<HostTensor> want = testing::RunCpuReference(model, inputs);
   uint64_t fired = 0;
   {
     ExecutionContext ctx = CreateCuda(model, Cuda());

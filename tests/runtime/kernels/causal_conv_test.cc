@@ -43,7 +43,7 @@ TEST_CASE("CausalConvWithState: a state of the wrong size is an error") {
   auto wrong = Floats({1, 2, 2}, {0, 0, 0, 0});
   Status st = RunKernel("CausalConvWithState", {}, {&c.x, &c.w, &c.bias, &wrong}, {&c.y, &c.state});
   CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(st.message() == "CausalConvWithState: past_state/present_state must be [1,2,1] and bias [2]");
+  CHECK(st.message() == "CausalConvWithState: past_state/present_state must be [1, 2, 1] and bias [2]");
 }
 
 }  // namespace

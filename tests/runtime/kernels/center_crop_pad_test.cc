@@ -25,7 +25,7 @@ TEST_CASE("CenterCropPad: an output of another rank is an error") {
   auto shape = Int64s({1}, {2});
   auto y = Output(DType::kFloat32, {2, 1});
   CHECK(RunKernel("CenterCropPad", {}, {&x, &shape}, {&y}).message() ==
-        "CenterCropPad: output float32[2,1] does not match input float32[2]");
+        "CenterCropPad: output float32[2, 1] does not match input float32[2]");
 }
 
 }  // namespace

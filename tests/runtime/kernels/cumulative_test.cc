@@ -70,7 +70,7 @@ TEST_CASE("CumSum: an axis outside the rank is an error naming it") {
   auto y = Output(DType::kFloat32, {2, 3});
   Status st = RunKernel("CumSum", {}, {&x, &axis}, {&y});
   CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(st.message() == "CumSum: axis 2 is outside [-2, 2) for x [2,3]");
+  CHECK(st.message() == "CumSum: axis 2 is outside [-2, 2) for x [2, 3]");
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ TEST_CASE("Gather with negative and int32 indices; out-of-range is an error") {
   auto yb = Output(DType::kFloat32, {1, 2});
   Status s = RunKernel("Gather", {}, {&x, &bad}, {&yb});
   CHECK(s.code() == StatusCode::kInvalidArgument);
-  CHECK(s.message() == "Gather: index 3 is out of range [-3, 3) on axis 0 of data [3,2]");
+  CHECK(s.message() == "Gather: index 3 is out of range [-3, 3) on axis 0 of data [3, 2]");
 }
 
 TEST_CASE("GatherElements along axis 1") {

@@ -279,7 +279,7 @@ TEST_CASE("epilogue: malformed annotations are errors that name what is wrong") 
   CHECK(message(EpilogueAttrs({}, "", true, false), {&a, &b}).find("the residual) is absent") != npos);
   CHECK(message(EpilogueAttrs({}, "", false, false), {&a, &b, &absent, &r}).find("is not 1") != npos);
   CHECK(message(EpilogueAttrs({}, "", true, false), {&a, &b, &absent, &r_bad})
-            .find("residual [1,2] must have the output's shape [2,2]") != npos);
+            .find("residual [1, 2] must have the output's shape [2, 2]") != npos);
   CHECK(message({}, {&a, &b, &bias_bad}).find("bias [3]") != npos);
   // Integer MatMul takes no epilogue.
   auto ai = Int64s({1, 1}, {2}), bi = Int64s({1, 1}, {-3});

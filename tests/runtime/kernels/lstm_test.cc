@@ -106,7 +106,7 @@ TEST_CASE("LSTM shape errors") {
   AttrMap attrs;
   attrs.SetInt("hidden_size", H);
   Status s = RunKernel("LSTM", attrs, {&x, &w, &r}, {&y});
-  CHECK(s.message() == "LSTM: W is [1,12,3], expected [1,12,2]");
+  CHECK(s.message() == "LSTM: W is [1, 12, 3], expected [1, 12, 2]");
   attrs.SetInt("layout", 2);
   CHECK(RunKernel("LSTM", attrs, {&x, &w, &r}, {&y}).message() == "LSTM: layout must be 0 or 1, got 2");
 }

@@ -89,7 +89,7 @@ TEST_CASE("MatMul rejects mismatched inner dims") {
   auto b = Floats({4, 2}, {});
   auto y = Output(DType::kFloat32, {2, 2});
   Status s = RunKernel("MatMul", {}, {&a, &b}, {&y});
-  CHECK(s.message() == "MatMul: inner dimensions differ: [2,3] x [4,2]");
+  CHECK(s.message() == "MatMul: inner dimensions differ: [2, 3] x [4, 2]");
 }
 
 TEST_CASE("Gemm with transB, alpha, beta and a broadcast row C") {

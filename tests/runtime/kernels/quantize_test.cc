@@ -35,7 +35,7 @@ TEST_CASE("QuantizeLinear per axis (int8) and blocked (uint8, no zero point)") {
   // A scale with the wrong block count is an error naming the shapes.
   TestTensor bad = Floats({1, 3}, {1, 1, 1});
   Status st = RunKernel("QuantizeLinear", a, {&bx, &bad}, {&by});
-  CHECK(st.message().find("QuantizeLinear: scale [1,3]") != std::string::npos);
+  CHECK(st.message().find("QuantizeLinear: scale [1, 3]") != std::string::npos);
 }
 
 TEST_CASE("DequantizeLinear per tensor and per axis") {

@@ -84,7 +84,7 @@ TEST_CASE("Reduce over a middle axis and axis errors") {
   CHECK(y.values<float>() == std::vector<float>{3, 4, 7, 8});
   auto bad = Int64s({1}, {3});
   Status s = RunKernel("ReduceMax", {}, {&x, &bad}, {&y});
-  CHECK(s.message() == "ReduceMax: axis 3 is out of range for input [2,2,2]");
+  CHECK(s.message() == "ReduceMax: axis 3 is out of range for input [2, 2, 2]");
 }
 
 TEST_CASE("ArgMax and ArgMin") {

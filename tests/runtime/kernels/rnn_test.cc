@@ -116,7 +116,7 @@ TEST_CASE("GRU/RNN errors: shapes and activations") {
   auto y = Output(DType::kFloat32, {1, 1, 1, 1});
   AttrMap attrs;
   attrs.SetInt("hidden_size", 1);
-  CHECK(RunKernel("GRU", attrs, {&x, &w, &r}, {&y}).message() == "GRU: W is [1,3,1], expected [1,3,2]");
+  CHECK(RunKernel("GRU", attrs, {&x, &w, &r}, {&y}).message() == "GRU: W is [1, 3, 1], expected [1, 3, 2]");
   auto w2 = Floats({1, 3, 2}, {});
   attrs.SetString("activations", "Sigmoid");
   CHECK(RunKernel("GRU", attrs, {&x, &w2, &r}, {&y}).message() == "GRU: activations: expected 2, found 1 in 'Sigmoid'");

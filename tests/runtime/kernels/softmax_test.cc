@@ -56,7 +56,7 @@ TEST_CASE("Softmax rejects an out-of-range axis") {
   AttrMap attrs;
   attrs.SetInt("axis", 2);
   Status s = RunKernel("Softmax", attrs, {&x}, {&y});
-  CHECK(s.message() == "Softmax: axis 2 is out of range for input [2,2]");
+  CHECK(s.message() == "Softmax: axis 2 is out of range for input [2, 2]");
 }
 
 }  // namespace

@@ -151,13 +151,13 @@ TEST_CASE("Attention: float16 storage, and bad inputs") {
   auto y32 = Output(DType::kFloat32, {1, 1, 2, 2});
   auto int_mask = Int64s({2, 2}, {0, 0, 0, 0});
   CHECK(RunKernel("Attention", {}, {&in.q, &in.k, &in.v, &int_mask}, {&y32}).message() ==
-        "Attention: attn_mask [2,2] int64 must be bool or Q's dtype and broadcast to [1,1,2, at most 2]");
+        "Attention: attn_mask [2, 2] int64 must be bool or Q's dtype and broadcast to [1, 1, 2, at most 2]");
   auto k3 = Floats({1, 2, 2}, {});
   CHECK(RunKernel("Attention", {}, {&in.q, &k3, &in.v}, {&y32}).message() ==
-        "Attention: Q, K and V must all be 3-D or all 4-D, got [1,1,2,2], [1,2,2], [1,1,2,2]");
+        "Attention: Q, K and V must all be 3-D or all 4-D, got [1, 1, 2, 2], [1, 2, 2], [1, 1, 2, 2]");
   auto q3 = Floats({1, 2, 4}, {});
   CHECK(RunKernel("Attention", {}, {&q3, &k3, &k3}, {&y32}).message() ==
-        "Attention: q_num_heads 0 and kv_num_heads 0 must divide the hidden sizes of [1,2,4], [1,2,2], [1,2,2]");
+        "Attention: q_num_heads 0 and kv_num_heads 0 must divide the hidden sizes of [1, 2, 4], [1, 2, 2], [1, 2, 2]");
 }
 
 // Rotary on one head of 4 values, x = [1,2,3,4], at position 1 whose angles are pi/2 (first
@@ -198,7 +198,8 @@ TEST_CASE("RotaryEmbedding: halves, interleaved, partial rotation, 3-D input") {
   CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos, &sin, &far}, {&y}).message() ==
         "RotaryEmbedding: position_ids[0,0] = 2 is outside the caches' 2 positions");
   CHECK(RunKernel("RotaryEmbedding", {}, {&x, &cos1, &sin1}, {&y}).message() ==
-        "RotaryEmbedding: caches [1,1,1], [1,1,1] and position_ids <absent> do not fit X [1,1,1,4] with rotary dim 4");
+        "RotaryEmbedding: caches [1, 1, 1], [1, 1, 1] and position_ids <absent> do not fit X [1, 1, 1, 4] with "
+        "rotary dim 4");
 }
 
 TEST_CASE("RMSNormalization: last axis, all axes with epsilon, stash_type") {

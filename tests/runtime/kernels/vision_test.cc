@@ -182,21 +182,22 @@ TEST_CASE("RoiAlign, MaxUnpool, DeformConv and NonMaxSuppression reject operands
   AttrMap a;
   a.SetInts("kernel_shape", {2, 2});
   st = RunKernel("MaxUnpool", a, {&v, &fi}, {&u});
-  CHECK_MESSAGE(st.message().find("MaxUnpool: kernel_shape, I [1,1,1,1] float32 and Y") == 0, st.message());
+  CHECK_MESSAGE(st.message().find("MaxUnpool: kernel_shape, I [1, 1, 1, 1] float32 and Y") == 0, st.message());
   TestTensor v2 = Floats({1, 1, 2, 1}, {7, 8}), i2 = Int64s({1, 1, 2, 1}, {0, 1});
   a.SetInts("strides", {std::numeric_limits<int64_t>::max(), 1});
   st = RunKernel("MaxUnpool", a, {&v2, &i2}, {&u});
-  CHECK(st.message() == "MaxUnpool: axis 0: X [1,1,2,1] with stride 9223372036854775807, pads 0 and kernel 2 "
+  CHECK(st.message() == "MaxUnpool: axis 0: X [1, 1, 2, 1] with stride 9223372036854775807, pads 0 and kernel 2 "
                         "has no unpooled size in [1, 2^63)");
   // DeformConv with an offset of the wrong shape (read past its end before).
   TestTensor w = Floats({1, 1, 1, 1}, {1}), off = Floats({1, 1, 4, 4}, std::vector<float>(16)), dy = Output(DType::kFloat32, {1, 1, 4, 4});
   st = RunKernel("DeformConv", {}, {&x, &w, &off}, {&dy});
-  CHECK_MESSAGE(st.message().find("DeformConv: operands do not match X [1,1,4,4] float32: W [1,1,1,1], offset [1,1,4,4]") == 0,
+  CHECK_MESSAGE(st.message().find("DeformConv: operands do not match X [1, 1, 4, 4] float32: W [1, 1, 1, 1], "
+                                  "offset [1, 1, 4, 4]") == 0,
                 st.message());
   // NonMaxSuppression with int64 boxes.
   TestTensor boxes = Int64s({1, 1, 4}, {0, 0, 1, 1}), scores = Floats({1, 1, 1}, {1}), sel = Output(DType::kInt64, {1, 3});
   st = RunKernel("NonMaxSuppression", {}, {&boxes, &scores}, {&sel});
-  CHECK_MESSAGE(st.message().find("got boxes [1,1,4] int64") != std::string::npos, st.message());
+  CHECK_MESSAGE(st.message().find("got boxes [1, 1, 4] int64") != std::string::npos, st.message());
 }
 
 }  // namespace

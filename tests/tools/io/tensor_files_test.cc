@@ -165,7 +165,7 @@ TEST_CASE("tensor files: SerializeNpy's bytes are the file's, and ParseNpy reads
   t.bytes.pop_back();
   auto bad = kiln::io::SerializeNpy(t);
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
-  CHECK(bad.status().message() == "tensor 't' int16[2,2] needs 8 bytes but holds 7");
+  CHECK(bad.status().message() == "tensor 't' int16[2, 2] needs 8 bytes but holds 7");
 }
 
 TEST_CASE("tensor files: malformed .npy files are rejected with a reason") {
@@ -483,7 +483,7 @@ TEST_CASE("tensor files: WriteOutputDir and views of host tensors") {
   HostTensor copy = HostTensor::FromView("c", kiln::TensorView::Host(values, DType::kFloat32, {3, 2}));
   CHECK(copy.dims == std::vector<int64_t>{3, 2});
   CHECK(Values<float>(copy) == std::vector<float>{1, 2, 3, 4, 5, 6});
-  CHECK(kiln::io::Describe(copy) == "float32[3,2]");
+  CHECK(kiln::io::Describe(copy) == "float32[3, 2]");
 }
 
 TEST_CASE("tensor files: a sparse file over the size limit is kResourceExhausted before any allocation") {

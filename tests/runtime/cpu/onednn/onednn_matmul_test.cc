@@ -145,7 +145,7 @@ TEST_CASE("oneDNN MatMul and Gemm: what stays on OpenBLAS, with the reason") {
   alpha.SetFloat("alpha", 2.0f);
   CHECK(refusal("Gemm", alpha, {&big_a, &big_b}, {8, 512}) == "Gemm's alpha other than 1");
   const TestTensor full_c = RandomTensor({8, 512}, 5);
-  CHECK(refusal("Gemm", none, {&big_a, &big_b, &full_c}, {8, 512}).starts_with("Gemm's C [8,512]"));
+  CHECK(refusal("Gemm", none, {&big_a, &big_b, &full_c}, {8, 512}).starts_with("Gemm's C [8, 512]"));
   const TestTensor b3 = RandomTensor({2, 512, 512}, 6);
   CHECK(refusal("MatMul", none, {&big_a, &b3}, {2, 8, 512}) == "B of rank 3 (oneDNN runs a 2-D B in Kiln)");
   const TestTensor a64 = Output(DType::kFloat64, {8, 512}), b64 = Output(DType::kFloat64, {512, 512});

@@ -1,0 +1,105 @@
+// The codegen stage (pipeline.h): every fused node's CUDA source emitted once for the artifact
+// (identical kernels merged across entries) and compiled by NVRTC for the target archs; each
+// entry records which kernel each of its fused nodes runs.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "compiler/codegen/cuda_source.h"
+#include "compiler/codegen/nvrtc_compiler.h"
+#include "compiler/pipeline/stage_work.h"
+#include "runtime/clock.h"
+
+namespace kiln::compiler {
+namespace {
+
+// Emits the CUDA source of every fused node, merges identical kernels, and compiles them
+// with NVRTC for options.archs (none: a CPU-only artifact).
+Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& record, CompileSummary* summary,
+                    const std::function<void(const std::string&)>& log) {
+  std::map<std::string, int32_t> by_name;
+  std::vector<codegen::EmittedKernel> emitted;
+  for (const serialize::EntryRecord& e : record.entries) {
+    for (const ir::Node& n : e.plan.trace.body.nodes) {
+      if (!n.fused || record.kernel_of.count(n.fused.get())) continue;
+      auto k = codegen::EmitCuda(n.fused->program);
+      if (!k.ok()) return k.status().WithContext("node '" + n.name + "': CUDA emission");
+      auto [it, added] = by_name.emplace(k->name, static_cast<int32_t>(record.kernels.size()));
+      if (added) {
+        serialize::KernelRecord r;
+        r.name = k->name;
+        r.source = k->source;
+        r.fused = n.fused;
+        r.launch_kind = static_cast<int>(k->kind);
+        r.block = k->block;
+        r.vector = k->vector;
+        r.index_bits = k->index_bits;
+        record.kernels.push_back(std::move(r));
+        emitted.push_back(std::move(*k));
+      }
+      record.kernel_of[n.fused.get()] = it->second;
+    }
+  }
+  record.target_archs = options.archs;
+  if (summary) summary->kernels = static_cast<int>(emitted.size());
+  if (emitted.empty() || options.archs.empty()) {
+    if (!emitted.empty()) log(fmt::format("{} kernels kept as portable programs only (--arch none)", emitted.size()));
+    return Status::Ok();
+  }
+  std::string archs;
+  for (const std::string& a : options.archs) archs += (archs.empty() ? "" : ",") + a;
+  log(fmt::format("NVRTC: {} kernels for {}", emitted.size(), archs));
+  codegen::CompileKernelOptions copts;
+  copts.archs = options.archs;
+  copts.cache_dir = options.kernel_cache_dir;
+  copts.use_cache = options.use_kernel_cache;
+  copts.threads = options.jobs;
+  copts.progress = options.kernel_progress;
+  codegen::CompileStats stats;
+  copts.stats = &stats;
+  KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, codegen::CompileKernels(emitted, copts));
+  for (size_t k = 0; k < images.size(); ++k) {
+    record.kernels[k].compile_ns = images[k].compile_ns;
+    for (codegen::KernelImage& im : images[k].images)
+      record.kernels[k].images.push_back({im.arch, im.ptx, std::move(im.data)});
+  }
+  if (summary) summary->compile_jobs = stats.jobs, summary->cached_jobs = stats.cached;
+  log(fmt::format("NVRTC: {} jobs, {} from the cache, {} compiled", stats.jobs, stats.cached, stats.compiled));
+  return Status::Ok();
+}
+
+// The `codegen` stage's text for one entry: the kernel each fused node runs, its launch
+// rule and its images. Its time is the whole artifact's emission and NVRTC time.
+std::string CodegenText(const serialize::ArtifactRecord& record, const serialize::EntryRecord& e) {
+  std::string s = "# stage: codegen\n# targets: ";
+  for (size_t i = 0; i < record.target_archs.size(); ++i) s += (i ? ", " : "") + record.target_archs[i];
+  s += record.target_archs.empty() ? "none (portable programs only)\n" : "\n";
+  for (const ir::Node& n : e.plan.trace.body.nodes) {
+    if (!n.fused) continue;
+    const serialize::KernelRecord& k = record.kernels[record.kernel_of.at(n.fused.get())];
+    size_t bytes = 0;
+    for (const auto& im : k.images) bytes += im.data.size();
+    s += fmt::format("{} <- '{}': {}, block {}, vector {}, {}-bit indices, {} images ({} bytes)\n", k.name, n.name,
+                     k.launch_kind == 0 ? "elementwise" : "row reduction", k.block, k.vector, k.index_bits,
+                     k.images.size(), bytes);
+  }
+  return s;
+}
+
+}  // namespace
+
+Status RunCodegen(StageWork& work, StageOutput& out) {
+  // The first entry's run emits and compiles the whole artifact's kernels.
+  if (work.codegen_ns < 0) {
+    const int64_t start = NowNs();
+    KILN_RETURN_IF_ERROR(BuildKernels(work.options, work.artifact, work.summary, work.log));
+    work.codegen_ns = NowNs() - start;
+    if (work.summary) work.summary->nvrtc_ns = work.codegen_ns;
+  }
+  out.print = [&work] { return CodegenText(work.artifact, *work.record); };
+  out.ops = static_cast<int>(work.record->plan.trace.body.nodes.size());
+  out.shared_ns = work.codegen_ns;
+  return Status::Ok();
+}
+
+}  // namespace kiln::compiler

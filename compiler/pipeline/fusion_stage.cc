@@ -1,0 +1,45 @@
+// The fusion stage (pipeline.h, compile.h FusionStage): epilogues folded into MatMul, Gemm and
+// Conv (passes/epilogue.h), then fused regions (fusion/fusion.h), each becoming one generated
+// kernel.
+#include <fmt/format.h>
+
+#include "compiler/fusion/fusion.h"
+#include "compiler/passes/epilogue.h"
+#include "compiler/pipeline/stage_work.h"
+
+namespace kiln::compiler {
+
+Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
+                              ir::Trace* folded, passes::EpilogueActivations activations) {
+  std::vector<std::string> epilogues;
+  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues, activations));
+  fusion::FusionReport report;
+  KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
+  if (log) {
+    log->insert(log->end(), epilogues.begin(), epilogues.end());
+    log->insert(log->end(), report.log.begin(), report.log.end());
+  }
+  if (kernels) *kernels = report.fused_kernels;
+  if (folded) *folded = std::move(with_epilogues);
+  return fused;
+}
+
+Status RunFusion(StageWork& work, StageOutput& out) {
+  EntryWork& e = *work.entry;
+  // A GPU artifact folds only the activations the CUDA libraries apply (epilogue.h).
+  const auto activations = work.options.archs.empty() ? passes::EpilogueActivations::kAny
+                                                      : passes::EpilogueActivations::kGpuLibraries;
+  std::vector<std::string> lines;
+  int kernels = 0;
+  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, activations));
+  e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
+  out.print = [&e] { return e.trace.Print(); };
+  for (const std::string& line : lines) out.log.push_back(fmt::format("entry '{}': fusion: {}", e.record.name, line));
+  out.log.push_back(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", e.record.name,
+                                e.ops_before_fusion, e.ops_after_fusion, kernels));
+  out.notes = std::move(lines);
+  out.ops = e.ops_after_fusion;
+  return Status::Ok();
+}
+
+}  // namespace kiln::compiler
