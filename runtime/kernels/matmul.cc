@@ -203,6 +203,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> MatMulKernels() { return kKernels; }
+std::span<const KernelDef> MatMulKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu
