@@ -13,8 +13,11 @@ file(SIZE "${stripped}" size)
 math(EXPR left "${BUDGET} - ${size}")
 if(left LESS 0)
   math(EXPR over "-${left}")
+  set(parts "")
+  if(MAP)
+    set(parts " Its size per part: python3 scripts/runtime_size.py ${MAP} ${stripped} --objects")
+  endif()
   message(FATAL_ERROR "${name}: ${size} bytes stripped (strip --strip-unneeded), ${over} bytes over its budget of "
-                      "${BUDGET} (KILN_RUNTIME_SIZE_BUDGET). Its size per part: "
-                      "python3 scripts/runtime_size.py ${MAP} ${stripped} --objects")
+                      "${BUDGET} (KILN_RUNTIME_SIZE_BUDGET).${parts}")
 endif()
 message(STATUS "${name}: ${size} bytes stripped (strip --strip-unneeded), budget ${BUDGET}: ${left} bytes left")

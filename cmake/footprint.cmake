@@ -37,14 +37,18 @@ set(KILN_RUNTIME_FOR_SIZE
 set_source_files_properties(${KILN_RUNTIME_FOR_SIZE} PROPERTIES COMPILE_OPTIONS $<$<NOT:$<CONFIG:Debug>>:-Os>)
 
 # kiln_runtime_footprint(): after kiln_add_libraries(kiln_runtime ...). The map of the shared
-# library's link, and the budget check after it: the library stripped (strip --strip-unneeded,
-# as `cmake --install` then strip would leave it: installing copies it unchanged) must not pass
+# library's link (none with link-time optimisation, whose map names only its own partitions), and
+# the budget check after it: the library stripped (strip --strip-unneeded, as `cmake --install`
+# then strip would leave it: installing copies it unchanged) must not pass
 # KILN_RUNTIME_SIZE_BUDGET bytes. Only optimised builds without sanitizers are held to it.
 set(KILN_RUNTIME_SIZE_BUDGET 2097152 CACHE STRING
   "Most bytes the stripped libkiln_runtime.so may take; the build fails past it (0: no check)")
 function(kiln_runtime_footprint)
-  set(map ${CMAKE_BINARY_DIR}/libkiln_runtime.map)
-  target_link_options(kiln_runtime_shared PRIVATE -Wl,-Map=${map})
+  set(map "")
+  if(NOT CMAKE_INTERPROCEDURAL_OPTIMIZATION)
+    set(map ${CMAKE_BINARY_DIR}/libkiln_runtime.map)
+    target_link_options(kiln_runtime_shared PRIVATE -Wl,-Map=${map})
+  endif()
   if(NOT KILN_RUNTIME_SIZE_BUDGET OR KILN_SANITIZE OR KILN_BUILD_FUZZERS
      OR NOT CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
     return()

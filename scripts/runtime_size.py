@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The runtime library's size per part, from the linker map of its link.
 
-    runtime_size.py MAP STRIPPED_LIB [--objects]
+    runtime_size.py MAP STRIPPED_LIB [--objects] [--budget BYTES]
 
 MAP is the map the link of libkiln_runtime.so writes (cmake/libraries.cmake passes
 -Wl,-Map=<library>.map); STRIPPED_LIB the same library stripped (strip --strip-unneeded), whose
@@ -12,7 +12,8 @@ What no object owns (ELF headers, dynamic symbols and their relocations, .eh_fra
 padding between segments) is the line "ELF overhead": the stripped size less the parts.
 
 Prints one line per part, largest first, with its share of the stripped size; --objects
-also prints each object file. Exit status 2 when the map holds no input section.
+also prints each object file. Exit status: 0 done; 1 the stripped size passes --budget; 2 the map
+holds no input section, or more bytes than the library (not this link's map).
 """
 import argparse
 import collections
@@ -89,6 +90,7 @@ def main():
     ap.add_argument("map")
     ap.add_argument("stripped")
     ap.add_argument("--objects", action="store_true", help="also print each object file")
+    ap.add_argument("--budget", type=int, help="fail when the stripped size passes this many bytes")
     args = ap.parse_args()
     per_object = read_map(args.map)
     if not per_object:
@@ -98,8 +100,17 @@ def main():
     parts = collections.Counter()
     for obj, size in per_object.items():
         parts[part_of(obj)] += size
-    parts["ELF overhead: headers, dynamic symbols, relocations, .eh_frame_hdr, padding"] = total - sum(parts.values())
-    print(f"{os.path.basename(args.stripped)}, stripped: {total:,} bytes")
+    overhead = total - sum(parts.values())
+    if overhead < 0:
+        print(f"runtime_size.py: {args.map} counts {-overhead:,} bytes more than {args.stripped} holds: "
+              "not the map of its link", file=sys.stderr)
+        return 2
+    parts["ELF overhead: headers, dynamic symbols, relocations, .eh_frame_hdr, padding"] = overhead
+    budget = ""
+    if args.budget:
+        budget = f", budget {args.budget:,}: {args.budget - total:,} bytes left" if total <= args.budget else \
+                 f", {total - args.budget:,} bytes OVER its budget of {args.budget:,}"
+    print(f"{os.path.basename(args.stripped)}, stripped: {total:,} bytes{budget}")
     print(f"  {'part':<74} {'bytes':>11} {'share':>6}")
     for name, size in parts.most_common():
         print(f"  {name:<74} {size:>11,} {100.0 * size / total:>5.1f}%")
@@ -107,7 +118,7 @@ def main():
             for obj, osize in sorted(per_object.items(), key=lambda kv: -kv[1]):
                 if part_of(obj) == name:
                     print(f"      {obj.split('.dir/')[-1]:<70} {osize:>11,}")
-    return 0
+    return 1 if args.budget and total > args.budget else 0
 
 
 if __name__ == "__main__":
