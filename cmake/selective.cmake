@@ -1,11 +1,20 @@
-# A selective runtime (KILN_SELECTED_OPS, docs/edge.md "Selective build"): the loader, the
-# prologue, the executor, the CPU backend, the fused-program interpreter (its baseline build only)
-# and the CPU kernels of the listed ops, nothing else: no compiler, no CUDA backend, no oneDNN,
-# no OpenBLAS (Kiln's portable GEMM serves). Included by CMakeLists.txt when KILN_SELECTED_OPS is
-# set, before the runtime's sources are listed.
+# A selective runtime: the loader, the prologue, the executor, the CPU backend, the fused-program
+# interpreter (its baseline build only) and the CPU kernels of the ops a file lists, nothing else:
+# no compiler, no CUDA backend, no oneDNN, no OpenBLAS (Kiln's portable GEMM serves), no C API
+# (include/kiln/kiln.h is not installed). For size-constrained and sandboxed deployments, as
+# ExecuTorch's selective build. Included by CMakeLists.txt when KILN_SELECTED_OPS is set, before
+# the runtime's sources are listed.
 #
-# KILN_SELECTED_OPS names a file of op types, one per line ('#' starts a comment), such as
-# `kiln inspect --ops a.kiln b.kiln` prints for the artifacts the runtime must run.
+#   kiln inspect --ops vad.kiln cls.kiln > ops.txt     # any kiln or kiln-run with every kernel
+#   cmake -S . -B build-selective -DKILN_SELECTED_OPS=$PWD/ops.txt -DCMAKE_BUILD_TYPE=MinSizeRel \
+#     -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON
+#   cmake --build build-selective --target kiln_runtime_shared
+#   cmake --install build-selective --component runtime --prefix /opt/kiln
+#
+# KILN_SELECTED_OPS names a file of op types, one per line ('#' starts a comment). A selective
+# runtime refuses, at Model::Load, an artifact with an instruction whose kernel it lacks
+# (UNIMPLEMENTED: "entry 0 instruction 3 'name' op 'Pad' has no CPU kernel in this runtime",
+# runtime/verify.cc). scripts/selective.sh builds and checks one in CI.
 #
 # It reads each kernel family's table (runtime/kernels/*.cc: `constexpr KernelDef kKernels[] =
 # {{"Op", ...}, ...};` and the accessor that returns KeptKernels<kKernels>()) to find the family
@@ -39,7 +48,7 @@ endif()
 # Each family's ops and accessor, from its source.
 file(GLOB kiln_family_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/kernels/*.cc)
 # Not in a selective runtime whatever the ops: the interpreter's AVX2 and AVX-512 builds, and the C
-# API (include/kiln/kiln.h, which is not installed either): its users link the default runtime.
+# API (its users link the default runtime).
 set(KILN_SELECTIVE_DROPPED_SOURCES
   ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx2.cc ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx512.cc
   ${CMAKE_SOURCE_DIR}/runtime/c_api.cc)

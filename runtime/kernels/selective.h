@@ -1,5 +1,5 @@
 // Which CPU kernels this runtime keeps: all of them, or in a selective build (CMake
-// KILN_SELECTED_OPS, docs/edge.md "Selective build") only those of the ops it lists.
+// KILN_SELECTED_OPS, cmake/selective.cmake) only those of the ops it lists.
 //
 // Each kernel family (runtime/kernels/*.cc) hands out its table through KeptKernels<kKernels>(),
 // which copies, at compile time, only the rows of kept ops. The full table is then read only by
