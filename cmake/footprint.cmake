@@ -53,6 +53,10 @@ function(kiln_runtime_footprint)
      OR NOT CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
     return()
   endif()
+  if(NOT CMAKE_STRIP)
+    message(WARNING "Kiln: no strip program found: the size of libkiln_runtime.so is not checked")
+    return()
+  endif()
   add_custom_command(TARGET kiln_runtime_shared POST_BUILD
     COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:kiln_runtime_shared> -DSTRIP=${CMAKE_STRIP}
       -DBUDGET=${KILN_RUNTIME_SIZE_BUDGET} -DMAP=${map} -P ${CMAKE_SOURCE_DIR}/cmake/check_runtime_size.cmake

@@ -90,7 +90,7 @@ def main():
     ap.add_argument("map")
     ap.add_argument("stripped")
     ap.add_argument("--objects", action="store_true", help="also print each object file")
-    ap.add_argument("--budget", type=int, help="fail when the stripped size passes this many bytes")
+    ap.add_argument("--budget", type=int, help="fail when the stripped size passes this many bytes (0: no budget)")
     args = ap.parse_args()
     per_object = read_map(args.map)
     if not per_object:
