@@ -3,7 +3,7 @@
 //   build/benchmarks/dispatch_benchmark [--benchmark_min_time=0.5]
 //
 // BM_Dispatch/instructions:K/profile:P
-//     ExecutionContext::Run (CPU backend, cpu_threads 1, ContextOptions::profile = P) of an
+//     ExecutionContext::Run (CPU backend, CpuOptions::threads 1, ContextOptions::profile = P) of an
 //     entry that is a chain of K Identity instructions on one float32 (x -> t1 -> ... -> y),
 //     ping-ponging between two arena slots. Identity is the cheapest op the CPU backend
 //     dispatches: after its arity, dtype and count checks it moves 4 bytes. Shapes are fixed,
@@ -84,7 +84,7 @@ std::optional<ExecutionContext> MakeContext(benchmark::State& state, int num_ins
   ContextOptions options;
   options.device = Device::kCpu;
   options.profile = profile;
-  options.cpu_threads = 1;
+  options.cpu.threads = 1;
   Result<ExecutionContext> c = ExecutionContext::Create(*m, options);
   if (!c.ok()) {
     state.SkipWithError(c.status().ToString().c_str());

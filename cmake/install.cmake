@@ -15,8 +15,13 @@ if(KILN_BUILD_COMPILER)
 else()
   set(KILN_SKIP_HEADER PATTERN trace.h EXCLUDE PATTERN compile.h EXCLUDE)  # the compiler's API
 endif()
+if(KILN_SELECTED_OPS)
+  list(APPEND KILN_SKIP_HEADER PATTERN kiln.h EXCLUDE)  # a selective runtime has no C API
+endif()
+# Component "runtime": the shared libraries alone (`cmake --install <build> --component runtime`),
+# as scripts/selective.sh installs a selective runtime to measure it.
 install(TARGETS ${KILN_INSTALLED} EXPORT KilnTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 # kiln/tensor_files.h's static library (no pkg-config file: it is for CMake users, as the samples).
 install(TARGETS kiln_tensor_files EXPORT KilnTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/kiln DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN *.in EXCLUDE ${KILN_SKIP_HEADER})

@@ -132,7 +132,7 @@ class Backend {
 };
 
 // A backend as the runtime and the compiler know it. `create` opens the device of
-// options.device_ordinal; Create of a device that is not there fails with kFailedPrecondition and
+// its device (CudaOptions::device_ordinal on CUDA); Create of a device that is not there fails with kFailedPrecondition and
 // the reason. A backend this runtime was built without keeps its registration, with its claims
 // (the compiler records its placements), but no `create`.
 struct BackendRegistration {
@@ -149,9 +149,13 @@ struct BackendRegistration {
 std::span<const BackendRegistration> RegisteredBackends();
 
 // Adds a backend (before the CPU backend), for a backend linked into a program of its own: Kiln's
-// tests register a toy one. Not thread-safe: call it before any context or compile reads the
-// registry. kInvalidArgument when its device or name is registered already.
+// tests register a toy one (tests/runtime/toy_backend/). Not thread-safe: call it before any
+// context or compile reads the registry. kInvalidArgument when its device or name is registered
+// already.
 Status RegisterBackend(const BackendRegistration& backend);
+// Removes the backend RegisterBackend added under `name`; kNotFound when there is none (the
+// built-in ones stay). Not thread-safe, as RegisterBackend.
+Status UnregisterBackend(std::string_view name);
 
 // What runs instruction `op` (`fused`: a kiln.Fused region) on `backend`: its claims, except for
 // a run-time Loop's control, which the executor runs on every backend.

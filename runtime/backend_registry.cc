@@ -41,6 +41,16 @@ Status RegisterBackend(const BackendRegistration& backend) {
   return Status::Ok();
 }
 
+Status UnregisterBackend(std::string_view name) {
+  std::vector<BackendRegistration>& all = Registry();
+  for (auto it = all.begin(); it != all.end(); ++it)
+    if (name == it->name && it->device != Device::kCpu && it->device != Device::kCuda) {
+      all.erase(it);
+      return Status::Ok();
+    }
+  return NotFound("no backend '" + std::string(name) + "' was registered by RegisterBackend");
+}
+
 Claim ClaimOn(const BackendRegistration& backend, std::string_view op, bool fused) {
   if (op == "kiln.LoopBegin" || op == "kiln.LoopEnd")
     return {Library::kControl, "a run-time Loop's control, run by the executor (on a device: the host reads the trip "

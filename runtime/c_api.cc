@@ -350,8 +350,8 @@ kiln_status kiln_load_options_init(kiln_load_options* options) {
 kiln_status kiln_context_options_init(kiln_context_options* options) {
   if (options == nullptr) return KILN_STATUS_INVALID_ARGUMENT;
   const kiln::ContextOptions d;
-  *options = kiln_context_options{static_cast<int32_t>(d.device), d.device_ordinal, d.cuda_graphs, d.profile,
-                                  d.cpu_threads, d.max_loop_iterations};
+  *options = kiln_context_options{static_cast<int32_t>(d.device), d.cuda.device_ordinal, d.cuda.graphs, d.profile,
+                                  d.cpu.threads, d.max_loop_iterations};
   return KILN_STATUS_OK;
 }
 
@@ -480,10 +480,10 @@ kiln_status kiln_context_create(const kiln_model* model, const kiln_context_opti
     kiln::ContextOptions o;
     if (options) {
       o.device = static_cast<kiln::Device>(options->device);
-      o.device_ordinal = options->device_ordinal;
-      o.cuda_graphs = options->cuda_graphs != 0;
+      o.cuda.device_ordinal = options->device_ordinal;
+      o.cuda.graphs = options->cuda_graphs != 0;
       o.profile = options->profile != 0;
-      o.cpu_threads = options->cpu_threads;
+      o.cpu.threads = options->cpu_threads;
       o.max_loop_iterations = options->max_loop_iterations;
     }
     kiln::Result<kiln::ExecutionContext> r = kiln::ExecutionContext::Create(*model->model, o);

@@ -61,8 +61,8 @@ Status MissError(ExecutionContext::Impl& c) {
 Result<std::unique_ptr<Backend>> CreateHostBackend(const Model& model) {
   ContextOptions host;
   host.device = Device::kCpu;
-  host.cpu_threads = 1;
-  host.onednn = false;
+  host.cpu.threads = 1;
+  host.cpu.onednn = false;
   host.profile = false;
   for (const BackendRegistration& r : RegisteredBackends())
     if (r.device == Device::kCpu) return r.create(model, host);
@@ -82,9 +82,9 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   }
   if (options.max_loop_iterations < 1)
     return InvalidArgument("max_loop_iterations is " + to_string(options.max_loop_iterations) + ", expected at least 1");
-  if (options.cpu_threads < 0 || options.cpu_threads > ContextOptions::kMaxCpuThreads)
-    return InvalidArgument("cpu_threads is " + to_string(options.cpu_threads) + ", expected 0 (one per core) to " +
-                           to_string(ContextOptions::kMaxCpuThreads));
+  if (options.cpu.threads < 0 || options.cpu.threads > CpuOptions::kMaxThreads)
+    return InvalidArgument("cpu.threads is " + to_string(options.cpu.threads) + ", expected 0 (one per core) to " +
+                           to_string(CpuOptions::kMaxThreads));
   auto impl = std::make_unique<Impl>(model);
   // kAuto tries the registered backends in order (the CPU backend last) and notes why each
   // before the one it took was unavailable.

@@ -16,7 +16,7 @@ namespace kiln {
 // with the entry, the instruction and its output tensors (operand order; an absent optional
 // output has a null data pointer). The outputs live in the context's arena: read them inside
 // the call, a later instruction may reuse their bytes. The CUDA backend never calls it. With
-// ContextOptions::onednn, an output kept in oneDNN's layout between two oneDNN Convs is not
+// CpuOptions::onednn, an output kept in oneDNN's layout between two oneDNN Convs is not
 // NCHW (runtime/cpu/onednn/onednn.h): an observer that reads values makes its context without oneDNN.
 using InstructionObserver =
     std::function<void(const PreparedEntry&, const PreparedInstruction&, std::span<const cpu::TensorRef>)>;

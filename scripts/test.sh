@@ -20,6 +20,9 @@
 #   python           the kiln Python package: pytest against onnxruntime, mypy --strict
 #                    (scripts/python.sh)
 #   aarch64          the runtime cross-compiled, its tests under qemu-user (scripts/aarch64.sh)
+#   selective        a runtime with only the CPU kernels of Silero VAD and PaddleOCR's direction
+#                    classifier, held to its size budget, on both models' test sets against
+#                    onnxruntime's outputs (scripts/selective.sh)
 #   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
 #                    ASan+UBSan+LSan in one shard per core, beside each libFuzzer target for 30 s
 #                    (scripts/sanitize.sh), the Triton backend under ASan+UBSan in tritonserver
@@ -35,7 +38,7 @@ SANITIZERS=1
 case "${1:-}" in
   "") ;;
   --no-sanitizers) SANITIZERS=0 ;;
-  -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
   *) echo "test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
@@ -106,8 +109,8 @@ BUILD_START=$SECONDS
 bash scripts/setup.sh || { SUMMARY+=("FAIL  build (scripts/setup.sh)"); summary; exit 1; }
 SUMMARY+=("PASS  build ($(minutes $((SECONDS - BUILD_START))))")
 
-# The builds of the aarch64 and tsan tiers (the runtime for aarch64, and under ThreadSanitizer)
-# start now, in the background at the lowest priority: they run on what the tiers before theirs
+# The builds of the aarch64, selective and tsan tiers (the runtime for aarch64, with a few CPU
+# kernels, and under ThreadSanitizer) start now, in the background at the lowest priority: they run on what the tiers before theirs
 # leave idle (single-threaded steps, the tails of test runs), and their tiers then find them
 # built, or finish them. They stay in this session, where nice counts (the sanitizer build, in a
 # session of its own, takes an equal share instead). A failure here is the tier's to report: it
@@ -118,6 +121,8 @@ late_build() {  # late_build NAME SCRIPT: SCRIPT --build-only, niced, in the bac
 }
 late_build aarch64 scripts/aarch64.sh
 AARCH64_BUILD=$!
+late_build selective scripts/selective.sh
+SELECTIVE_BUILD=$!
 if ((SANITIZERS)); then
   late_build tsan scripts/tsan.sh
   TSAN_BUILD=$!
@@ -233,6 +238,8 @@ tier "triton: the backend in tritonserver 2.51 against onnxruntime (scripts/trit
 tier "python: the kiln package's tests and mypy --strict (scripts/python.sh)" bash scripts/python.sh
 wait "$AARCH64_BUILD" || true
 tier "aarch64" bash scripts/aarch64.sh
+wait "$SELECTIVE_BUILD" || true
+tier "selective: a runtime with only the CPU kernels of Silero VAD and PaddleOCR cls, its size, both models (scripts/selective.sh)" bash scripts/selective.sh
 
 if ((SANITIZERS)); then
   if wait "$SANITIZE_BUILD"; then

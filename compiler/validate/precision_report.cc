@@ -93,7 +93,7 @@ Result<ObservedRun> RunObserved(const Model& model, const std::vector<io::HostTe
   options.device = Device::kCpu;
   // Kiln's own kernels: every intermediate tensor the observer reads is then NCHW (oneDNN may
   // keep a tensor between two of its Convs in its own layout, runtime/cpu/onednn/onednn.h).
-  options.onednn = false;
+  options.cpu.onednn = false;
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   ObservedRun run;
   SetInstructionObserver(ctx, [&run](const PreparedEntry& pe, const PreparedInstruction& pi,

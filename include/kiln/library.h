@@ -16,7 +16,7 @@ enum class Library : uint8_t {
                    // host, in a CPU fallback region
   kGenerated = 1,  // a generated kernel: a fused region's cubin or PTX on CUDA, its portable
                    // program (interpreted) on the CPU
-  kOneDnn = 2,     // oneDNN, on the CPU backend (ContextOptions::onednn)
+  kOneDnn = 2,     // oneDNN, on the CPU backend (CpuOptions::onednn)
   kCublasLt = 3,   // cuBLASLt, on the CUDA backend
   kCudnn = 4,      // cuDNN, on the CUDA backend
   kControl = 5,    // the executor itself: a run-time Loop's kiln.LoopBegin or kiln.LoopEnd

@@ -202,74 +202,53 @@ enum class Device : int32_t {
   kAuto = 2,  // CUDA when a usable device is present, else CPU
 };
 
+// Options of the CPU backend (runtime/cpu/), and of the CPU backend a device backend runs its
+// CPU fallback regions on (one thread there, Kiln's kernels: these options do not apply to it).
+// docs/cpu.md has the details.
+struct CpuOptions {
+  // Threads for a Run, the calling thread included (onnxruntime's intra_op_num_threads), 1 to
+  // kMaxThreads; 0 means one per CPU this process may run on. Kiln's kernels give the same bits at
+  // every count (oneDNN's may not). Creating a CPU context sets OpenBLAS's process-wide thread
+  // count to 1. ExecutionContext::Create fails with kInvalidArgument outside [0, kMaxThreads].
+  int threads = 0;
+  static constexpr int kMaxThreads = 256;
+  // Run Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN where the runtime was built with it
+  // (-DKILN_WITH_ONEDNN=ON) and it takes the form (runtime/cpu/claims.cc,
+  // runtime/cpu/onednn/onednn.h), else on Kiln's kernels (Stats::last_fallbacks says why). The
+  // first Run at a new binding plans the oneDNN ops; the plans of the last 8 bindings are kept.
+  bool onednn = true;
+};
+
+// Options of the CUDA backend (runtime/cuda/). docs/architecture.md has the details.
+struct CudaOptions {
+  int device_ordinal = 0;  // which CUDA device (cuDeviceGet ordinal)
+  // Capture each segment of an entry's device work (between the host's decisions and CPU fallback
+  // regions) at each shape and buffer addresses as a CUDA graph once and replay it
+  // (Stats::graph_hits/graph_misses). Needs a non-null stream (a caller's, or own_stream's): the
+  // legacy default stream cannot capture. Not while profiling.
+  bool graphs = false;
+  // Create makes a non-blocking stream of the context's own (destroyed with it), which Run,
+  // CopyOutputs and Synchronize use where their `stream` is null, so that contexts on one GPU
+  // overlap and `graphs` captures without a caller's stream. Create fails with kDeviceError when
+  // the stream cannot be made.
+  bool own_stream = false;
+};
+
+// Options of an ExecutionContext: the common ones, then one struct per backend; a backend reads
+// its own and ignores the others.
 struct ContextOptions {
   Device device = Device::kAuto;
-  int device_ordinal = 0;    // which CUDA device (cuDeviceGet ordinal)
-  // CUDA backend: capture each segment of an entry's device work (a run of instructions with no
-  // host decision and no CPU fallback between them: the host reads a run-time If's condition or a
-  // run-time Loop's, sets a run-time dim or runs a CPU fallback region between segments) at each
-  // shape (and buffer addresses) as a CUDA graph once and replay it
-  // (Stats::graph_hits/graph_misses). Needs a non-null stream (a caller's, or own_stream's):
-  // capture on the legacy default stream is not allowed, so a null stream without own_stream
-  // runs uncaptured.
-  bool cuda_graphs = false;
-  // CUDA backend: Create makes a stream of the context's own (cuStreamCreate with
-  // CU_STREAM_NON_BLOCKING, destroyed with the context), and Run, CopyOutputs and Synchronize
-  // use it where their `stream` is null, instead of the legacy default stream. Contexts on one
-  // GPU then overlap (a server's instances, as Triton's KIND_GPU instances each have a stream),
-  // and cuda_graphs captures without a caller's stream. Work on the legacy default stream does
-  // not wait for a non-blocking stream: read the outputs after Synchronize. Ignored by the CPU
-  // backend. Create fails with kDeviceError when the stream cannot be made.
-  bool own_stream = false;
-  // Time every instruction (Stats::last_instruction_ns; a run-time Loop's instructions summed
-  // over its iterations). Costs a clock read (CPU) or a CUDA event (GPU) per instruction, and
-  // graphs are not captured while profiling; on the CUDA backend a run-time Loop's jump back
-  // also waits for the stream, to read the iteration's events.
+  // Time every instruction (Stats::last_instruction_ns, last_instruction_library; a run-time
+  // Loop's instructions summed over its iterations): a clock read (CPU) or a CUDA event (GPU) per
+  // instruction; no CUDA graphs; on the CUDA backend a run-time Loop's jump back waits for the
+  // stream, to read the iteration's events.
   bool profile = false;
-  // CPU backend: threads for a Run, the calling thread included (like onnxruntime's
-  // intra_op_num_threads), 1 to 256; 0 means one per CPU this process may run on (its
-  // affinity mask). Create starts cpu_threads - 1 worker threads (none with `onednn` below, whose
-  // OpenMP team serves instead), owned by the context, which
-  // wait (briefly spinning, then asleep) between Runs. Kiln's kernels split their outer loops
-  // over them when the work is large enough: fused programs by blocks of rows, depthwise
-  // Conv and pooling by channel, im2col and col2im by channel, and float32 GEMMs (MatMul,
-  // Gemm, Conv, ConvTranspose) by blocks of the output that depend on the shape only; the
-  // results of Kiln's own kernels are the same bits at every thread count (oneDNN's may not
-  // be: `onednn`). OpenBLAS runs single-threaded inside
-  // these blocks: creating a CPU context sets OpenBLAS's process-wide thread count to 1 (its
-  // own idle workers would compete with the context's for the cores), which other users of
-  // OpenBLAS in the process then see too (a runtime built with -DKILN_WITH_BLAS=OFF uses its
-  // own GEMM and leaves OpenBLAS alone). The CUDA backend ignores cpu_threads (its CPU
-  // instructions run on the calling thread). device_note() gives the count ("CPU backend,
-  // 2 threads"). Create fails with kInvalidArgument outside [0, 256] and kResourceExhausted
-  // when a thread cannot be started.
-  int cpu_threads = 0;
-  static constexpr int kMaxCpuThreads = 256;  // the largest cpu_threads
-  // CPU backend, in a runtime built with oneDNN (-DKILN_WITH_ONEDNN=ON, the default;
-  // device_note() then ends in ", Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN 2.6.3"): run Conv
-  // on oneDNN (float32; bfloat16 natively; float16 in float32 on converted copies) with the
-  // context's cpu_threads, its epilogue fused as oneDNN post-ops, in the layouts oneDNN chooses
-  // (NHWC or blocked, with a reorder in and out, none between two oneDNN ops); a pointwise Conv
-  // only between such ops; MaxPool and AveragePool (float32, bfloat16) in their producer's
-  // layout, a MaxPool whose X holds a NaN on Kiln's kernel, which propagates it as ONNX does;
-  // float32 MatMul and Gemm of at least 2^18 multiply-adds with a 2-D B, their epilogue as
-  // post-ops (runtime/cpu/onednn/onednn.h). The first Run at a new binding of an entry's symbols
-  // plans its oneDNN ops (oneDNN makes and JIT-compiles their primitives); the plans of the last 8
-  // bindings are kept, with the model weights in oneDNN's layout (counted in
-  // memory_usage()). A form oneDNN refuses runs on Kiln's own kernel, with the reason in
-  // Stats::last_fallbacks. oneDNN's results may differ from Kiln's kernel in the last bits, and
-  // oneDNN does not promise the same bits at every thread count. oneDNN runs its threads on
-  // OpenMP (libgomp), and Kiln's kernels then split their loops over the same OpenMP team rather
-  // than the context's own workers; libgomp's threads busy-wait for up to about a millisecond
-  // after each parallel region unless the process starts with OMP_WAIT_POLICY=passive. false:
-  // every op on Kiln's own kernels and workers. Ignored by the CUDA backend (its CPU fallbacks
-  // run on Kiln's kernels).
-  bool onednn = true;
   // The most iterations one Run's run-time Loops may take, all loops together (nested loops
-  // multiply; a Loop whose trip count or condition is tensor data, format 7): a Run whose loops
-  // would run more fails with kResourceExhausted naming the loop's instruction, so a hostile
-  // model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
+  // multiply): past it the Run fails with kResourceExhausted naming the loop's instruction, so a
+  // hostile model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
   int64_t max_loop_iterations = 10'000'000;
+  CpuOptions cpu;
+  CudaOptions cuda;
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
@@ -291,7 +270,7 @@ class KILN_API ExecutionContext {
   // best the CPU has), and when that is below what the CPU has, device_note() says so, e.g.
   // ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)". It is read once per process.
   // Create fails with kInvalidArgument when it holds another value.
-  // It caps Kiln's own kernels only: oneDNN (ContextOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
+  // It caps Kiln's own kernels only: oneDNN (CpuOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).

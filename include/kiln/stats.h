@@ -70,7 +70,7 @@ struct Stats {
   // CUDA backend: GPU time of the last Run from CUDA events around its work on the stream,
   // in ns; known once Synchronize has returned, -1 until then and on the CPU backend.
   int64_t last_gpu_ns = -1;
-  // CUDA graphs (ContextOptions::cuda_graphs): replays of a captured (entry, segment of device
+  // CUDA graphs (CudaOptions::graphs): replays of a captured (entry, segment of device
   // work, shape, buffers) graph, and captures, counted per segment: an entry whose device work a
   // CPU fallback region splits in two counts two per Run. A shape's first run is not captured
   // (it does the libraries' lazy set-up); its second is.
@@ -95,7 +95,7 @@ struct Stats {
   // is unavailable ("cuDNN is unavailable"), refuses the op's form ("cuDNN refused it:
   // pooling with ceil_mode adds a window ..."), or refused it when it ran ("cuDNN refused it
   // when it ran: ...": no algorithm, or the call returned NOT_SUPPORTED). The decision is kept
-  // for later runs at the same shapes. CPU backend with ContextOptions::onednn: the
+  // for later runs at the same shapes. CPU backend with CpuOptions::onednn: the
   // instructions whose op oneDNN runs (Conv, MaxPool, AveragePool, MatMul, Gemm) that oneDNN
   // refused at these shapes and that ran on Kiln's CPU kernel ("Kiln's kernel, not oneDNN:
   // ..."). An instruction a run-time If skipped is not listed. Empty when every instruction ran

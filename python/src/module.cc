@@ -133,13 +133,13 @@ class Context {
       : model_(model) {
     ContextOptions o;
     o.device = DeviceOf(device);
-    o.device_ordinal = device_ordinal;
-    o.cpu_threads = cpu_threads;
-    o.cuda_graphs = cuda_graphs;
+    o.cuda.device_ordinal = device_ordinal;
+    o.cpu.threads = cpu_threads;
+    o.cuda.graphs = cuda_graphs;
     o.profile = profile;
     o.max_loop_iterations = max_loop_iterations;
-    o.onednn = onednn;
-    o.own_stream = true;  // a null stream is then the context's own: graphs capture, contexts overlap
+    o.cpu.onednn = onednn;
+    o.cuda.own_stream = true;  // a null stream is then the context's own: graphs capture, contexts overlap
     ctx_.emplace(Take(ExecutionContext::Create(model_, o)));
   }
 

@@ -344,14 +344,14 @@ class CpuBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const ContextOptions& options) {
   KILN_RETURN_IF_ERROR(MaxCpuIsaSetting());
-  const int threads = options.cpu_threads > 0 ? options.cpu_threads : DefaultThreadCount();
+  const int threads = options.cpu.threads > 0 ? options.cpu.threads : DefaultThreadCount();
   std::string note = "CPU backend, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   if (CpuIsaCapped()) {
     const CpuIsa isa = ActiveCpuIsa();
     note += std::string(", ") + CpuIsaName(isa) + " kernels (KILN_MAX_CPU_ISA=" +
             (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
   }
-  const bool onednn = options.onednn && OneDnnBuilt();
+  const bool onednn = options.cpu.onednn && OneDnnBuilt();
   if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);

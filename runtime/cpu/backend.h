@@ -1,7 +1,7 @@
 // The CPU backend (runtime/backend.h): every instruction of an entry runs on the host, a fused
 // program in its portable interpreter (fused/interpreter.h) and every other op in its CPU kernel
 // (kernels/registry.cc), one after the other on the calling thread, each splitting its outer loops
-// over the context's thread pool (ContextOptions::cpu_threads). Memory: one host arena and
+// over the context's thread pool (CpuOptions::threads). Memory: one host arena and
 // kernel workspace (cpu/host_memory.h).
 #pragma once
 

@@ -1,7 +1,7 @@
 // The CPU backend's claims (runtime/claims.h): a fused region runs as a generated kernel (its
 // portable program, interpreted: runtime/fused/interpreter.h); Conv, MaxPool, AveragePool, MatMul
 // and Gemm on oneDNN (runtime/cpu/onednn/onednn.h), where the runtime has it
-// (ContextOptions::onednn) and it takes the form; every other op on its CPU kernel.
+// (CpuOptions::onednn) and it takes the form; every other op on its CPU kernel.
 #pragma once
 
 #include <string_view>

@@ -35,7 +35,7 @@ struct PrimaryContext {
   }
 };
 
-// A stream the context owns (ContextOptions::own_stream).
+// A stream the context owns (CudaOptions::own_stream).
 struct OwnStream {
   const Driver* drv = nullptr;
   CUstream stream = nullptr;
@@ -56,7 +56,7 @@ class CudaBackend final : public Backend {
 
   static Result<std::unique_ptr<Backend>> Create(const Model& model, const ContextOptions& options) {
     KILN_ASSIGN_OR_RETURN(const Driver* drv, LoadDriver());
-    KILN_ASSIGN_OR_RETURN(const DeviceInfo dev, QueryDevice(*drv, options.device_ordinal));
+    KILN_ASSIGN_OR_RETURN(const DeviceInfo dev, QueryDevice(*drv, options.cuda.device_ordinal));
     auto b = std::make_unique<CudaBackend>(model, *drv, dev);
     KILN_RETURN_IF_ERROR(Check(*drv, drv->DevicePrimaryCtxRetain(&b->ctx_.ctx, dev.device), "cuDevicePrimaryCtxRetain"));
     KILN_RETURN_IF_ERROR(Check(*drv, drv->CtxSetCurrent(b->ctx_.ctx), "cuCtxSetCurrent"));
@@ -67,10 +67,10 @@ class CudaBackend final : public Backend {
         Check(*drv, drv->MemsetD8Async(b->memory_->err.ptr, 0, 16, nullptr), "cuMemsetD8Async (error words)"));
     KILN_ASSIGN_OR_RETURN(Profiler profiler, Profiler::Create(*drv, options.profile));
     b->profiler_.emplace(std::move(profiler));
-    if (options.own_stream)
+    if (options.cuda.own_stream)
       KILN_RETURN_IF_ERROR(
           Check(*drv, drv->StreamCreate(&b->own_.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate (own_stream)"));
-    b->graphs_enabled_ = options.cuda_graphs && !options.profile;
+    b->graphs_enabled_ = options.cuda.graphs && !options.profile;
     b->placement_ = LibraryPlacement::Create(dev, model.impl().prepared.size());
     b->note_ = "CUDA device " + to_string(dev.ordinal) + ": " + dev.name + " (" + dev.arch() + ")";
     if (!b->placement_->note().empty()) b->note_ += "; " + b->placement_->note();
@@ -225,7 +225,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // A caller's stream, or where it is null the context's own (ContextOptions::own_stream).
+  // A caller's stream, or where it is null the context's own (CudaOptions::own_stream).
   CUstream Stream(const BackendRun& run) const {
     return run.stream != nullptr ? static_cast<CUstream>(run.stream) : own_.stream;
   }

@@ -8,7 +8,7 @@
 //   device_memory.h  arena, input staging, symbolic values, error words, library workspace
 //   placement.h      which instruction runs on a library, and which on the host, and why
 //   launch.h         generated kernel launches and their index-check reports
-//   graphs.h         CUDA graphs, one per segment and key (ContextOptions::cuda_graphs)
+//   graphs.h         CUDA graphs, one per segment and key (CudaOptions::graphs)
 //   profiler.h       the Run's GPU time, and each instruction's (ContextOptions::profile)
 //   driver.h         the driver API's dynamic symbol table
 //
@@ -22,9 +22,9 @@
 
 namespace kiln::cuda {
 
-// Opens device options.device_ordinal, uploads the weights (or reuses another context's upload
+// Opens device options.cuda.device_ordinal, uploads the weights (or reuses another context's upload
 // on the same device) and loads every kernel's module. CUDA graphs are used when
-// options.cuda_graphs and not options.profile. Errors: kFailedPrecondition (no driver, no
+// options.cuda.graphs and not options.profile. Errors: kFailedPrecondition (no driver, no
 // device), kIncompatible (a kernel has no cubin for the device's arch and no PTX; the message
 // lists the artifact's archs and the device's), kResourceExhausted (device memory),
 // kDeviceError (any other driver failure).

@@ -1,4 +1,4 @@
-// CUDA graphs of one context (ContextOptions::cuda_graphs): each segment of device work
+// CUDA graphs of one context (CudaOptions::graphs): each segment of device work
 // (runtime/backend.h, Segment) is captured at its second run with the same key, and replayed
 // after. The key holds everything a captured launch bakes in: the entry and segment, the buffer
 // addresses (the arena and the library workspace move when they grow, the inputs are the

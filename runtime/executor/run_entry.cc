@@ -222,10 +222,10 @@ Status EntryRun::ReadScalar(int32_t t, DType dtype, void* out, const TransferNam
     return DataLoss(name.str() + ": " + pe_.TensorName(t) + " is " + std::string(DTypeName(r.dtype)) + " of " +
                     to_string(r.num_elements) + " elements, not one " + std::string(DTypeName(dtype)));
   const size_t bytes = DTypeSize(dtype);
-  // A weight, a symbolic value or a host input is in host memory; on the CPU backend everything is.
+  // A weight, a symbolic value or a host input is in host memory; an arena tensor is in the
+  // backend's (on the CPU backend, host memory too: its ToHost is a copy).
   const PreparedTensor& pt = pe_.tensors[t];
-  const bool host = backend_.input_memory() == MemoryKind::kHost || pt.storage == StorageKind::kWeight ||
-                    pt.storage == StorageKind::kSymbolic ||
+  const bool host = pt.storage == StorageKind::kWeight || pt.storage == StorageKind::kSymbolic ||
                     (pt.storage == StorageKind::kInput && run_.inputs[pt.index].memory != MemoryKind::kDevice);
   if (host) {
     std::memcpy(out, r.data, bytes);

@@ -18,7 +18,8 @@ Status Run(const fused::Program& p, std::span<const TensorRef> inputs, std::span
            std::span<const int64_t> sizes, void* workspace, size_t workspace_bytes, ThreadPool* threads);
 }  // namespace baseline
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// A selective runtime (runtime/kernels/selective.h) has the baseline build alone.
+#if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
 #define KILN_FUSED_HAS_X86_VARIANTS 1
 namespace avx2 {
 size_t WorkspaceBytes(const fused::Program& program, int threads);

@@ -25,6 +25,6 @@ constexpr KernelDef kKernels[] = {{"BitCast", BitCastKernel, nullptr, true}};
 
 }  // namespace
 
-std::span<const KernelDef> BitCastKernels() { return kKernels; }
+std::span<const KernelDef> BitCastKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -172,6 +172,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> CastKernels() { return kKernels; }
+std::span<const KernelDef> CastKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -77,6 +77,6 @@ constexpr KernelDef kKernels[] = {{"CausalConvWithState", CausalConvKernel, null
 
 }  // namespace
 
-std::span<const KernelDef> CausalConvKernels() { return kKernels; }
+std::span<const KernelDef> CausalConvKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -48,6 +48,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> CenterCropPadKernels() { return kKernels; }
+std::span<const KernelDef> CenterCropPadKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -738,6 +738,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ConvKernels() { return kKernels; }
+std::span<const KernelDef> ConvKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

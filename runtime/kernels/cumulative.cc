@@ -116,6 +116,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> CumulativeKernels() { return kKernels; }
+std::span<const KernelDef> CumulativeKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -649,6 +649,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> DataMovementKernels() { return kKernels; }
+std::span<const KernelDef> DataMovementKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

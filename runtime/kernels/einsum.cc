@@ -131,6 +131,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> EinsumKernels() { return kKernels; }
+std::span<const KernelDef> EinsumKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -429,6 +429,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ElementwiseKernels() { return kKernels; }
+std::span<const KernelDef> ElementwiseKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -1,10 +1,12 @@
 // Per-family kernel tables. Each op family lives in its own .cc file and exports its
-// table here; registry.cc merges them into the sorted table behind FindKernel.
+// table here, through KeptKernels (runtime/kernels/selective.h: in a selective build, only the
+// rows of the ops it keeps); registry.cc merges them into the sorted table behind FindKernel.
 #pragma once
 
 #include <span>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln::cpu {
 

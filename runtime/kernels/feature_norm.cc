@@ -161,6 +161,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> FeatureNormKernels() { return kKernels; }
+std::span<const KernelDef> FeatureNormKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

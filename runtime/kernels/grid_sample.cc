@@ -234,6 +234,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> GridSampleKernels() { return kKernels; }
+std::span<const KernelDef> GridSampleKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -106,6 +106,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> LstmKernels() { return kKernels; }
+std::span<const KernelDef> LstmKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

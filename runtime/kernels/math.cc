@@ -166,6 +166,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> MathKernels() { return kKernels; }
+std::span<const KernelDef> MathKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -202,6 +202,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> MatMulKernels() { return kKernels; }
+std::span<const KernelDef> MatMulKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -137,6 +137,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> MatrixKernels() { return kKernels; }
+std::span<const KernelDef> MatrixKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

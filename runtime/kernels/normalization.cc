@@ -217,6 +217,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> NormalizationKernels() { return kKernels; }
+std::span<const KernelDef> NormalizationKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

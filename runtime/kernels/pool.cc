@@ -424,6 +424,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> PoolKernels() { return kKernels; }
+std::span<const KernelDef> PoolKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

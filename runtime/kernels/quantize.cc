@@ -500,6 +500,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> QuantizeKernels() { return kKernels; }
+std::span<const KernelDef> QuantizeKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

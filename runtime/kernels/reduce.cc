@@ -267,6 +267,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ReduceKernels() { return kKernels; }
+std::span<const KernelDef> ReduceKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

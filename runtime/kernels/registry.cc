@@ -14,6 +14,11 @@ namespace {
 const std::vector<KernelDef>& Table() {
   static const std::vector<KernelDef> table = [] {
     const std::span<const KernelDef> families[] = {
+#if KILN_SELECTIVE
+    // Only the families that hold a kept op (runtime/kernels/selective.h); the others are not
+    // compiled into a selective runtime.
+#include "selective/selected_families.inc"
+#else
         ElementwiseKernels(), UnaryKernels(),         CastKernels(),
         MatMulKernels(),      ConvKernels(),          NormalizationKernels(),
         PoolKernels(),        SoftmaxKernels(),       ReduceKernels(),
@@ -25,7 +30,9 @@ const std::vector<KernelDef>& Table() {
         QuantizeKernels(), GridSampleKernels(), SignalKernels(),
         MathKernels(), MatrixKernels(), ScatterKernels(), TopKKernels(), VisionKernels(),
         FeatureNormKernels(), EinsumKernels(), CenterCropPadKernels(),
-        SelectionKernels(), ReverseSequenceKernels()};
+        SelectionKernels(), ReverseSequenceKernels()
+#endif
+    };
     std::vector<KernelDef> all;
     for (auto family : families) all.insert(all.end(), family.begin(), family.end());
     for (KernelDef& k : all) {

@@ -457,6 +457,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ResizeKernels() { return kKernels; }
+std::span<const KernelDef> ResizeKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -51,6 +51,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ReverseSequenceKernels() { return kKernels; }
+std::span<const KernelDef> ReverseSequenceKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

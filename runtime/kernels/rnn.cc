@@ -166,6 +166,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> RnnKernels() { return kKernels; }
+std::span<const KernelDef> RnnKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

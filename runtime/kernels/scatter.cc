@@ -200,6 +200,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ScatterKernels() { return kKernels; }
+std::span<const KernelDef> ScatterKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

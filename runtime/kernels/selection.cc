@@ -229,6 +229,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> SelectionKernels() { return kKernels; }
+std::span<const KernelDef> SelectionKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

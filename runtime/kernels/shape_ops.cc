@@ -149,6 +149,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> ShapeKernels() { return kKernels; }
+std::span<const KernelDef> ShapeKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

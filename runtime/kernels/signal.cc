@@ -215,6 +215,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> SignalKernels() { return kKernels; }
+std::span<const KernelDef> SignalKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -97,6 +97,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> SoftmaxKernels() { return kKernels; }
+std::span<const KernelDef> SoftmaxKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -53,6 +53,6 @@ constexpr KernelDef kKernels[] = {{"TensorScatter", TensorScatterKernel, nullptr
 
 }  // namespace
 
-std::span<const KernelDef> TensorScatterKernels() { return kKernels; }
+std::span<const KernelDef> TensorScatterKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

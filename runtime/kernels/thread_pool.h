@@ -51,8 +51,8 @@ namespace kiln::cpu {
 
 class ThreadPool {
  public:
-  // Most threads a pool may have (ContextOptions::cpu_threads is checked against it).
-  static constexpr int kMaxThreads = ContextOptions::kMaxCpuThreads;
+  // Most threads a pool may have (CpuOptions::threads is checked against it).
+  static constexpr int kMaxThreads = CpuOptions::kMaxThreads;
 
   // A team of threads that runs fn(data) once on each of `threads` threads, the caller's
   // included, and returns when all have returned: OpenMP's parallel region (OpenMpTeam,
@@ -151,7 +151,7 @@ void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_per_part, F&& fn) {
   }, &call);
 }
 
-// The thread count cpu_threads = 0 stands for: the CPUs this process may run on (its
+// The thread count CpuOptions::threads = 0 stands for: the CPUs this process may run on (its
 // affinity mask), at least 1 and at most ThreadPool::kMaxThreads.
 int DefaultThreadCount();
 

@@ -71,6 +71,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> TopKKernels() { return kKernels; }
+std::span<const KernelDef> TopKKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -426,6 +426,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> TransformerKernels() { return kKernels; }
+std::span<const KernelDef> TransformerKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -318,6 +318,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> UnaryKernels() { return kKernels; }
+std::span<const KernelDef> UnaryKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

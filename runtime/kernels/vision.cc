@@ -396,6 +396,6 @@ constexpr KernelDef kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelDef> VisionKernels() { return kKernels; }
+std::span<const KernelDef> VisionKernels() { return KeptKernels<kKernels>(); }
 
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
 // context_pool.h: a fixed set of ExecutionContexts over one Model, lent to one request at a time.
 //
-//   KILN_ASSIGN_OR_RETURN(auto pool, ContextPool::Create(model, 4, {.device = kiln::Device::kCpu, .cpu_threads = 2}));
+//   KILN_ASSIGN_OR_RETURN(auto pool, ContextPool::Create(model, 4, {.device = kiln::Device::kCpu, .cpu = {.threads = 2}}));
 //   if (std::optional<ContextPool::Lease> lease = pool->Borrow(std::chrono::milliseconds(5000))) {
 //     kiln::Status st = lease->context().Run(inputs, outputs);
 //   }  // the context goes back to the pool here

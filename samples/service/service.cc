@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
   }
   kiln::ContextOptions context_options;
   context_options.device = kiln::Device::kCpu;
-  context_options.cpu_threads = options.threads_per_context;
+  context_options.cpu.threads = options.threads_per_context;
   kiln::Result<std::unique_ptr<ContextPool>> pool = ContextPool::Create(*model, options.contexts, context_options);
   if (!pool.ok()) {
     std::fprintf(stderr, "service: %s\n", pool.status().ToString().c_str());

@@ -519,10 +519,10 @@ KILN_TRITON_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRI
                     (p.device == kiln::triton::DevicePolicy::kAuto && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU);
   kiln::ContextOptions options;
   options.device = cuda ? kiln::Device::kCuda : kiln::Device::kCpu;
-  options.device_ordinal = cuda && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device_id : 0;
-  options.cuda_graphs = p.cuda_graphs;
-  options.own_stream = cuda;  // each instance its own stream, as Triton's GPU instances have
-  options.cpu_threads = p.cpu_threads;
+  options.cuda.device_ordinal = cuda && kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device_id : 0;
+  options.cuda.graphs = p.cuda_graphs;
+  options.cuda.own_stream = cuda;  // each instance its own stream, as Triton's GPU instances have
+  options.cpu.threads = p.cpu_threads;
   auto context = kiln::ExecutionContext::Create(m.model, options);
   if (!context.ok())
     return Error(TRITONSERVER_ERROR_UNAVAILABLE, "kiln: instance '" + std::string(name) + "': " +

@@ -337,8 +337,8 @@ Result<Parameters> ReadParameters(const json& config) {
     if (name == "cpu_threads") {
       int n = -1;
       const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > ContextOptions::kMaxCpuThreads)
-        return InvalidArgument(where + ": expected 0 (one per core) to " + to_string(ContextOptions::kMaxCpuThreads));
+      if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > CpuOptions::kMaxThreads)
+        return InvalidArgument(where + ": expected 0 (one per core) to " + to_string(CpuOptions::kMaxThreads));
       p.cpu_threads = n;
     } else if (name == "cuda_graphs") {
       if (v != "true" && v != "false") return InvalidArgument(where + ": expected true or false");

@@ -77,9 +77,9 @@ Status CheckConfig(const Model& model, const nlohmann::json& config);
 enum class DevicePolicy { kAuto, kCpu, kCuda };
 
 // The Kiln parameters of a configuration (its `parameters` map, each a {"string_value": ...}):
-//   cpu_threads  ContextOptions::cpu_threads, 0 (one per core) to 256; default 1, so that
+//   cpu_threads  CpuOptions::threads, 0 (one per core) to 256; default 1, so that
 //                instances (Triton's unit of parallelism) do not share cores
-//   cuda_graphs  "true" / "false": ContextOptions::cuda_graphs; default false
+//   cuda_graphs  "true" / "false": CudaOptions::graphs; default false
 //   device       "auto" (default), "cpu" or "cuda": DevicePolicy
 // kInvalidArgument naming the parameter for an unknown name or a value out of range.
 struct Parameters {

@@ -8,7 +8,7 @@ backticks must exist.
   - flags of `kiln <sub>` and `kiln-run <sub>` in that subcommand's --help output (the built tools
     are run); flags after a repository script (`scripts/test.sh --no-sanitizers`) in that script;
     a bare flag (`--keep-fp32`) in some --help output or some script of the tree;
-  - C++ names (`ContextOptions::cpu_threads`, `Stats::last_fallbacks`): the type in the public
+  - C++ names (`CpuOptions::threads`, `Stats::last_fallbacks`): the type in the public
     headers include/kiln/*.h (else in the sources) and the member inside its body;
   - `KILN_*` and `kiln_*` names (macros, environment variables, CMake options, C API) somewhere in
     the tree; `kiln.<name>` (the Python package, Kiln's internal ops) in python/kiln or the sources.

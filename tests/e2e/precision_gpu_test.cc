@@ -85,7 +85,7 @@ Outputs Run(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>&
   }
   kiln::ContextOptions options;
   options.device = device;
-  options.cuda_graphs = true;
+  options.cuda.graphs = true;
   auto ctx = kiln::ExecutionContext::Create(*model, options);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
   REQUIRE(ctx->device() == device);

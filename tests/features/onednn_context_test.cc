@@ -1,4 +1,4 @@
-// ContextOptions::onednn through the public API: the device note, the outputs against Kiln's
+// CpuOptions::onednn through the public API: the device note, the outputs against Kiln's
 // own kernels (and the same bits at 1, 2 and 3 threads), float16 and bfloat16 models, and
 // Stats::last_fallbacks for the Convs oneDNN does not take (an empty batch's), which name
 // the instruction and the reason.
@@ -41,8 +41,8 @@ Ran RunWith(const Model& model, bool onednn, int threads) {
   const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, c, side, side})};
   ContextOptions options;
   options.device = Device::kCpu;
-  options.cpu_threads = threads;
-  options.onednn = onednn;
+  options.cpu.threads = threads;
+  options.cpu.onednn = onednn;
   auto ctx = ExecutionContext::Create(model, options);
   REQUIRE(ctx.ok());
   std::vector<TensorView> out;
@@ -71,7 +71,7 @@ void CheckClose(const std::vector<std::vector<float>>& a, const std::vector<std:
   }
 }
 
-TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the same bits at 1-3 threads") {
+TEST_CASE("CpuOptions::onednn: the note, outputs against Kiln's kernels, the same bits at 1-3 threads") {
   auto model = Model::Load(testing::CompileModel(ModelWithPointwise()));
   REQUIRE(model.ok());
   const Ran own = RunWith(*model, false, 1);
@@ -88,7 +88,7 @@ TEST_CASE("ContextOptions::onednn: the note, outputs against Kiln's kernels, the
   }
 }
 
-TEST_CASE("ContextOptions::onednn: float16 and bfloat16 models' Convs run on oneDNN, against Kiln's kernels") {
+TEST_CASE("CpuOptions::onednn: float16 and bfloat16 models' Convs run on oneDNN, against Kiln's kernels") {
   for (passes::Precision precision : {passes::Precision::kFp16, passes::Precision::kBf16}) {
     const bool fp16 = precision == passes::Precision::kFp16;
     INFO((fp16 ? "fp16" : "bf16"));
@@ -127,7 +127,7 @@ onnx::ModelProto BatchedConvs() {
   return m;
 }
 
-TEST_CASE("ContextOptions::onednn: the Convs of an empty batch run on Kiln's kernel, named in last_fallbacks") {
+TEST_CASE("CpuOptions::onednn: the Convs of an empty batch run on Kiln's kernel, named in last_fallbacks") {
   auto model = Model::Load(testing::CompileModel(BatchedConvs(), testing::WithProfiles({"x:N=0..4"})));
   REQUIRE(model.ok());
   ContextOptions options;
@@ -174,7 +174,7 @@ onnx::ModelProto ResidualConvs() {
   return m;
 }
 
-TEST_CASE("ContextOptions::onednn: Convs whose tensors are read as X and as residual, against Kiln's kernels") {
+TEST_CASE("CpuOptions::onednn: Convs whose tensors are read as X and as residual, against Kiln's kernels") {
   auto model = Model::Load(testing::CompileModel(ResidualConvs()));
   REQUIRE(model.ok());
   const std::vector<float> x = testing::SeededFloats(8 * 12 * 12, 40);
@@ -182,8 +182,8 @@ TEST_CASE("ContextOptions::onednn: Convs whose tensors are read as X and as resi
     const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, 8, 12, 12})};
     ContextOptions options;
     options.device = Device::kCpu;
-    options.cpu_threads = threads;
-    options.onednn = onednn;
+    options.cpu.threads = threads;
+    options.cpu.onednn = onednn;
     auto ctx = ExecutionContext::Create(*model, options);
     REQUIRE(ctx.ok());
     std::vector<TensorView> out;
@@ -201,13 +201,13 @@ TEST_CASE("ContextOptions::onednn: Convs whose tensors are read as X and as resi
   CHECK(run(true, 3) == on);
 }
 
-TEST_CASE("ContextOptions::onednn: one context alternating batch sizes gives each size's own results") {
+TEST_CASE("CpuOptions::onednn: one context alternating batch sizes gives each size's own results") {
   auto model = Model::Load(testing::CompileModel(BatchedConvs()));
   REQUIRE(model.ok());
   ContextOptions on, off;
   on.device = off.device = Device::kCpu;
-  on.cpu_threads = off.cpu_threads = 2;
-  off.onednn = false;
+  on.cpu.threads = off.cpu.threads = 2;
+  off.cpu.onednn = false;
   auto ctx = ExecutionContext::Create(*model, on);
   REQUIRE(ctx.ok());
   // More sizes than the 8 bindings kept, and back to evicted ones.
@@ -269,7 +269,7 @@ TEST_CASE("profile: each instruction's library is what ran it on the CPU backend
     ContextOptions options;
     options.device = Device::kCpu;
     options.profile = true;
-    options.onednn = onednn;
+    options.cpu.onednn = onednn;
     auto ctx = ExecutionContext::Create(*model, options);
     REQUIRE(ctx.ok());
     std::vector<TensorView> out;

@@ -13,45 +13,12 @@
 #include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/features/control_flow_models.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
 namespace kiln {
 namespace {
-
-// x float32[N, 2]: y = If(ReduceSum(x) > 0) then Relu(x) * 2, else If(ReduceMax(x) > -1) then
-// 1 - x, else x * x; z = y + 0.5. The inner If sits in the outer else-branch.
-onnx::ModelProto BranchModel() {
-  auto m = testing::MakeModel(13);
-  auto* g = m.mutable_graph();
-  testing::AddInput(g, "x", {"N", "2"});
-  testing::AddFloatInit(g, "zero", {}, {0.0f});
-  testing::AddFloatInit(g, "half", {}, {0.5f});
-  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x"}, {"s"}, "sum"), "keepdims", 0);
-  testing::AddNode(g, "Greater", {"s", "zero"}, {"c"}, "positive");
-  auto* outer = testing::AddNode(g, "If", {"c"}, {"y"}, "outer");
-  auto* then_g = testing::AddBranch(outer, "then_branch");
-  testing::AddFloatInit(then_g, "two", {}, {2.0f});
-  testing::AddNode(then_g, "Relu", {"x"}, {"r"}, "relu");
-  testing::AddNode(then_g, "Mul", {"r", "two"}, {"t"}, "double");
-  testing::AddOutput(then_g, "t");
-  auto* else_g = testing::AddBranch(outer, "else_branch");
-  testing::AddFloatInit(else_g, "minus_one", {}, {-1.0f});
-  testing::AttrInt(testing::AddNode(else_g, "ReduceMax", {"x"}, {"mx"}, "max"), "keepdims", 0);
-  testing::AddNode(else_g, "Greater", {"mx", "minus_one"}, {"d"}, "above");
-  auto* inner = testing::AddNode(else_g, "If", {"d"}, {"e"}, "inner");
-  auto* inner_then = testing::AddBranch(inner, "then_branch");
-  testing::AddFloatInit(inner_then, "one", {}, {1.0f});
-  testing::AddNode(inner_then, "Sub", {"one", "x"}, {"u"}, "one_minus");
-  testing::AddOutput(inner_then, "u");
-  auto* inner_else = testing::AddBranch(inner, "else_branch");
-  testing::AddNode(inner_else, "Mul", {"x", "x"}, {"v"}, "square");
-  testing::AddOutput(inner_else, "v");
-  testing::AddOutput(else_g, "e");
-  testing::AddNode(g, "Add", {"y", "half"}, {"z"}, "shift");
-  testing::AddOutput(g, "z");
-  return m;
-}
 
 std::vector<float> Run(ExecutionContext& ctx, const std::vector<float>& x) {
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size() / 2), 2})};
@@ -65,7 +32,7 @@ std::vector<float> Run(ExecutionContext& ctx, const std::vector<float>& x) {
 
 void CheckBranches(Device device, bool fuse) {
   compiler::CompileOptions options = testing::OptionsFor(device, fuse);
-  auto model = Model::Load(testing::CompileModel(BranchModel(), options));
+  auto model = Model::Load(testing::CompileModel(testing::BranchModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kPredicatesFormatVersion);
   // The plan's trace marks each branch's instructions with their conditions, outer first.
@@ -89,7 +56,7 @@ void CheckBranches(Device device, bool fuse) {
   // conditions the host reads are captured at their second run and replayed at their third: as
   // many replays as captures, whichever branch a shape takes, and the same results.
   ContextOptions graphs{device};
-  graphs.cuda_graphs = graphs.own_stream = true;
+  graphs.cuda.graphs = graphs.cuda.own_stream = true;
   auto captured = ExecutionContext::Create(*model, graphs);
   REQUIRE(captured.ok());
   for (int run = 0; run < 3; ++run) {

@@ -17,39 +17,13 @@
 #include "runtime/artifact_header.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/features/control_flow_models.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/count_allocations.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
 namespace kiln {
 namespace {
-
-// M int64 (a value input) and x0 float32[N]: while ReduceSum(x) > 1 and fewer than M
-// iterations, x = x * 0.5; outputs the last x and each iteration's sum, stacked.
-onnx::ModelProto HalvingModel() {
-  auto m = testing::MakeModel(13);
-  auto* g = m.mutable_graph();
-  testing::AddInput(g, "M", {}, onnx::TensorProto::INT64);
-  testing::AddInput(g, "x0", {"N"});
-  testing::AddFloatInit(g, "one", {}, {1.0f});
-  testing::AttrInt(testing::AddNode(g, "ReduceSum", {"x0"}, {"s0"}, "sum0"), "keepdims", 0);
-  testing::AddNode(g, "Greater", {"s0", "one"}, {"c0"}, "above0");
-  auto* loop = testing::AddNode(g, "Loop", {"M", "c0", "x0"}, {"x_last", "sums"}, "halve");
-  auto* body = testing::AddBranch(loop, "body");
-  testing::AddInput(body, "i", {}, onnx::TensorProto::INT64);
-  testing::AddInput(body, "cond", {}, onnx::TensorProto::BOOL);
-  testing::AddInput(body, "x", {"N"});
-  testing::AddFloatInit(body, "half", {}, {0.5f});
-  testing::AddNode(body, "Mul", {"x", "half"}, {"x_next"}, "mul");
-  testing::AttrInt(testing::AddNode(body, "ReduceSum", {"x_next"}, {"s"}, "sum"), "keepdims", 0);
-  testing::AddNode(body, "Greater", {"s", "one"}, {"go_on"}, "above");
-  testing::AddOutput(body, "go_on");
-  testing::AddOutput(body, "x_next");
-  testing::AddOutput(body, "s");
-  testing::AddOutput(g, "x_last");
-  testing::AddOutput(g, "sums");
-  return m;
-}
 
 std::vector<io::HostTensor> RunHalving(ExecutionContext& ctx, int64_t m, const std::vector<float>& x) {
   TensorView in[] = {TensorView::Host(&m, DType::kInt64, {}),
@@ -61,7 +35,7 @@ std::vector<io::HostTensor> RunHalving(ExecutionContext& ctx, int64_t m, const s
 }
 
 void CheckHalving(Device device, bool fuse) {
-  auto model = Model::Load(testing::CompileModel(HalvingModel(), testing::OptionsFor(device, fuse)));
+  auto model = Model::Load(testing::CompileModel(testing::HalvingModel(), testing::OptionsFor(device, fuse)));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   CHECK(model->format_version() == kLoopsFormatVersion);
   const EntryInfo& entry = model->entries()[0];
@@ -105,10 +79,10 @@ TEST_CASE("run-time Loop: a condition on tensor data ends it, on the CPU backend
 }
 
 TEST_CASE("run-time Loop: a steady-state Run allocates nothing, whatever the iterations") {
-  auto model = Model::Load(testing::CompileModel(HalvingModel()));
+  auto model = Model::Load(testing::CompileModel(testing::HalvingModel()));
   REQUIRE(model.ok());
   ContextOptions options{Device::kCpu};
-  options.cpu_threads = 2;
+  options.cpu.threads = 2;
   auto ctx = ExecutionContext::Create(*model, options);
   REQUIRE(ctx.ok());
   const int64_t ms[] = {100, 2, 0};
@@ -132,7 +106,7 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: the host controls the loop, 
   KILN_REQUIRE_GPU();
   CheckHalving(Device::kCuda, true);
   // The body's fused ops are generated kernels, as outside a loop; only the control is on the host.
-  auto model = Model::Load(testing::CompileModel(HalvingModel(), testing::OptionsFor(Device::kCuda)));
+  auto model = Model::Load(testing::CompileModel(testing::HalvingModel(), testing::OptionsFor(Device::kCuda)));
   REQUIRE(model.ok());
   for (const InstructionInfo& ins : model->entries()[0].instructions)
     CHECK_MESSAGE(ins.library("cuda") == (ins.op.starts_with("kiln.Loop") ? Library::kControl : Library::kGenerated),
@@ -520,7 +494,7 @@ namespace {
 // kiln compile --loop-scan-bound 3 (CompileOptions::loop_scan_bound): the halving loop with
 // M = INT64_MAX (PyTorch's while) and with M an input.
 void CheckScanBound(Device device) {
-  auto endless = HalvingModel();
+  auto endless = testing::HalvingModel();
   endless.mutable_graph()->mutable_input(0)->set_name("unused");
   testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
   // The scan outputs have room for 3 iterations, and a call that would run more fails naming the
@@ -548,7 +522,7 @@ void CheckScanBound(Device device) {
                 past.message());
   // An M that is an input's value (a value input) is bounded by the option too: M = INT64_MAX,
   // a while loop's, no longer sizes the arena.
-  auto input_m = HalvingModel();
+  auto input_m = testing::HalvingModel();
   auto with_m = Model::Load(testing::CompileModel(input_m, capped));
   REQUIRE_MESSAGE(with_m.ok(), with_m.status().ToString());
   CHECK_MESSAGE(with_m->entries()[0].runtime_dims[0].find("sums.count <= min(max(0, M), 3), set by") == 0,
@@ -579,7 +553,7 @@ std::vector<float> Halvings(int k) {
 // rows that doubles when a call needs more (Stats::room_growths), the call running again: the
 // halving loop with M = INT64_MAX (PyTorch's while) and with M computed from data.
 void CheckRoomGrowth(Device device) {
-  auto endless = HalvingModel();
+  auto endless = testing::HalvingModel();
   endless.mutable_graph()->mutable_input(0)->set_name("unused");
   testing::AddInt64Init(endless.mutable_graph(), "M", {}, {INT64_MAX});
   const std::vector<uint8_t> artifact = testing::CompileModel(endless, testing::OptionsFor(device));
@@ -631,7 +605,7 @@ void CheckRoomGrowth(Device device) {
     CHECK(limited_ctx->stats().room_growths == 1);
   }
   // M from tensor data (the rounded sum of x0): the same room.
-  auto from_data = HalvingModel();
+  auto from_data = testing::HalvingModel();
   auto* g = from_data.mutable_graph();
   g->mutable_input(0)->set_name("unused");
   testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);
@@ -666,7 +640,7 @@ TEST_CASE("[gpu] run-time Loop on the CUDA backend: --loop-scan-bound, and a cal
 
 TEST_CASE("run-time Loop: carried values that change shape, and scan values sized in the body, are refused") {
   // The carried x doubles its length per iteration (Concat): its shape is not the loop's.
-  auto grow = HalvingModel();
+  auto grow = testing::HalvingModel();
   auto* body = grow.mutable_graph()->mutable_node(2)->mutable_attribute(0)->mutable_g();
   body->mutable_node(0)->set_op_type("Concat");
   body->mutable_node(0)->set_input(1, "x");
@@ -688,7 +662,7 @@ TEST_CASE("run-time Loop: carried values that change shape, and scan values size
                                   "scan output stacks must have one shape") != std::string::npos,
                 st.message());
   // M from tensor data (the rounded sum of x0), with no scan output: M is read at each call.
-  auto unbounded = HalvingModel();
+  auto unbounded = testing::HalvingModel();
   auto* g = unbounded.mutable_graph();
   g->mutable_input(0)->set_name("unused");
   testing::AttrInt(testing::AddNode(g, "Cast", {"s0"}, {"M"}, "trips"), "to", onnx::TensorProto::INT64);

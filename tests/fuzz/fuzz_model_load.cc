@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const kiln::EntryInfo& e : model->entries()) (void)e.prologue_text.size();
   kiln::ContextOptions options;
   options.device = kiln::Device::kCpu;
-  options.cpu_threads = 1;
+  options.cpu.threads = 1;
   options.max_loop_iterations = 1000;  // a run-time Loop that would spin keeps the input fast
   auto ctx = kiln::ExecutionContext::Create(*model, options);
   if (!ctx.ok() || model->impl().prepared.empty()) return 0;

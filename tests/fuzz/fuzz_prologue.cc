@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     if (!model.ok()) Die(model.status().ToString());
     kiln::ContextOptions options;
     options.device = kiln::Device::kCpu;
-    options.cpu_threads = 1;
+    options.cpu.threads = 1;
     auto ctx = kiln::ExecutionContext::Create(*model, options);
     if (!ctx.ok()) Die(ctx.status().ToString());
     std::vector<kiln::PrologueScratch> scratch(model->impl().prepared.size());

@@ -64,7 +64,7 @@ def test_real_model_matches_onnxruntime(name, onednn, tmp_path):
     model = kiln.load(artifact)
     assert [t.name for t in model.inputs] == list(inputs)
     ctx = model.context(device="cpu", cpu_threads=1, onednn=onednn)
-    # ContextOptions::onednn: the note names oneDNN only where it runs (a runtime built with it).
+    # CpuOptions::onednn: the note names oneDNN only where it runs (a runtime built with it).
     assert ("oneDNN" in ctx.device_note) == (onednn and "oneDNN" in model.context(device="cpu").device_note)
     got = ctx.run(inputs)
     session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), providers=["CPUExecutionProvider"])

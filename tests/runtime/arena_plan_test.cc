@@ -55,7 +55,7 @@ TEST_CASE("memory plan: a plan that reuses bytes only after their tensor's last 
   Result<Model> m = Model::Load(BuildArtifact(ChainSpec()));
   REQUIRE_MESSAGE(m.ok(), m.status().ToString());
   CHECK(m->impl().prepared[0].plan_checked);  // constants only: checked at load
-  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu = {.threads = 1}});
   REQUIRE(ctx.ok());
   float x[] = {-1, 2, -3, 4};
   TensorView in[] = {TensorView::Host(x, DType::kFloat32, {4})};
@@ -148,7 +148,7 @@ TEST_CASE("memory plan: symbolic offsets are checked at the Run whose shapes mak
   Result<Model> m = Model::Load(BuildArtifact(SymbolicChainSpec()));
   REQUIRE_MESSAGE(m.ok(), m.status().ToString());
   CHECK_FALSE(m->impl().prepared[0].plan_checked);
-  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu = {.threads = 1}});
   REQUIRE(ctx.ok());
   float x[8] = {-1, 2, -3, 4, -5, 6, -7, 8};
   std::vector<TensorView> out;

@@ -41,7 +41,7 @@ kiln_tensor Tensor(void* data, kiln_dtype dtype, std::initializer_list<int64_t> 
   return t;
 }
 
-kiln_context_options CpuOptions(int threads) {
+kiln_context_options CpuContextOptions(int threads) {
   kiln_context_options o;
   REQUIRE(kiln_context_options_init(&o) == KILN_STATUS_OK);
   o.device = KILN_DEVICE_CPU;
@@ -56,7 +56,7 @@ struct AddModel {
   kiln_context* ctx = nullptr;
   explicit AddModel(const kiln_load_options* load = nullptr) {
     REQUIRE(kiln_model_load_bytes(bytes.data(), bytes.size(), load, &model) == KILN_STATUS_OK);
-    const kiln_context_options o = CpuOptions(1);
+    const kiln_context_options o = CpuContextOptions(1);
     REQUIRE(kiln_context_create(model, &o, &ctx) == KILN_STATUS_OK);
   }
   ~AddModel() {
@@ -207,7 +207,7 @@ TEST_CASE("C API: a context outlives the model handle it was created from") {
   kiln_model* model = nullptr;
   REQUIRE(kiln_model_load_bytes(bytes.data(), bytes.size(), nullptr, &model) == KILN_STATUS_OK);
   kiln_context* ctx = nullptr;
-  const kiln_context_options o = CpuOptions(1);
+  const kiln_context_options o = CpuContextOptions(1);
   REQUIRE(kiln_context_create(model, &o, &ctx) == KILN_STATUS_OK);
   kiln_model_destroy(model);
   float x[3] = {1, 2, 3};
@@ -234,12 +234,12 @@ TEST_CASE("C API: Silero VAD from a file gives the C++ API's outputs bit for bit
 
   auto cpp_model = kiln::Model::Load(path);
   REQUIRE(cpp_model.ok());
-  auto cpp = kiln::ExecutionContext::Create(*cpp_model, {.device = kiln::Device::kCpu, .cpu_threads = 2});
+  auto cpp = kiln::ExecutionContext::Create(*cpp_model, {.device = kiln::Device::kCpu, .cpu = {.threads = 2}});
   REQUIRE(cpp.ok());
   kiln_model* model = nullptr;
   REQUIRE(kiln_model_load_file(path.c_str(), nullptr, &model) == KILN_STATUS_OK);
   kiln_context* ctx = nullptr;
-  const kiln_context_options o = CpuOptions(2);
+  const kiln_context_options o = CpuContextOptions(2);
   REQUIRE(kiln_context_create(model, &o, &ctx) == KILN_STATUS_OK);
 
   // The declaration as the C++ API gives it, symbols included.
@@ -442,23 +442,23 @@ TEST_CASE("C API: model queries and context creation refuse bad arguments with a
   CHECK(kiln_context_create(nullptr, nullptr, &c) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_create: model is NULL"));
   kiln_context_destroy(c);
-  kiln_context_options o = CpuOptions(300);
+  kiln_context_options o = CpuContextOptions(300);
   CHECK(kiln_context_create(add.model, &o, &c) == KILN_STATUS_INVALID_ARGUMENT);
-  CHECK(Has(kiln_context_last_error(c), "kiln_context_create: cpu_threads is 300, expected 0 (one per core) to 256"));
+  CHECK(Has(kiln_context_last_error(c), "kiln_context_create: cpu.threads is 300, expected 0 (one per core) to 256"));
   // A failed context answers FAILED_PRECONDITION with its creation's message.
   float x[3] = {};
   kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {1, 3}), out;
   kiln_stats st;
   CHECK(kiln_context_run(c, &in, 1, &out, 1, nullptr) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_run: this context handle holds no context: its creation "
-                                        "failed (kiln_context_create: cpu_threads is 300"));
+                                        "failed (kiln_context_create: cpu.threads is 300"));
   CHECK(kiln_context_stats(c, &st) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(kiln_context_device(c, nullptr, nullptr) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(kiln_context_memory(c, nullptr, nullptr) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(kiln_context_synchronize(c, nullptr) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_synchronize: this context handle holds no context"));
   kiln_context_destroy(c);
-  o = CpuOptions(1);
+  o = CpuContextOptions(1);
   o.device = 7;
   CHECK(kiln_context_create(add.model, &o, &c) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_create: unknown device 7"));
@@ -592,7 +592,7 @@ TEST_CASE("C API: LoadOptions::max_context_bytes refuses a run's shapes with RES
 TEST_CASE("C API: a last error belongs to its handle, and a model's to the calling thread") {
   AddModel add;
   kiln_context* other = nullptr;
-  const kiln_context_options o = CpuOptions(1);
+  const kiln_context_options o = CpuContextOptions(1);
   REQUIRE(kiln_context_create(add.model, &o, &other) == KILN_STATUS_OK);
   float x[3] = {1, 2, 3};
   kiln_tensor bad = Tensor(x, KILN_DTYPE_FLOAT32, {1, 4}), out;

@@ -6,7 +6,7 @@
 // scripts/test.sh's "other floating-point paths" tiers set KILN_MAX_CPU_ISA=baseline or avx2;
 // where that is below what the CPU has, the note says which kernels run. A runtime built with
 // oneDNN adds ", Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN X.Y.Z" unless `onednn`
-// is false (ContextOptions::onednn).
+// is false (CpuOptions::onednn).
 #pragma once
 
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// ContextOptions::cpu_threads end to end: a model gives the same bits at 1, 2 and 3 threads,
+// CpuOptions::threads end to end: a model gives the same bits at 1, 2 and 3 threads,
 // and those match an independent reference (the unfused compile of the same model, whose
 // kernels are not the fused programs; for the real models, onnxruntime's stored outputs);
 // bad counts are refused at Create.
@@ -23,7 +23,7 @@ namespace {
 std::vector<std::vector<float>> RunWithThreads(const Model& model, std::span<const TensorView> inputs, int threads) {
   ContextOptions o;
   o.device = Device::kCpu;
-  o.cpu_threads = threads;
+  o.cpu.threads = threads;
   auto ctx = ExecutionContext::Create(model, o);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
   CHECK(ctx->device_note() == kiln::testing::CpuNote(threads));
@@ -105,10 +105,10 @@ TEST_CASE("cpu_threads outside [0, 256] is refused at Create; 0 means one per CP
   for (int bad : {-1, -100, 257}) {
     ContextOptions o;
     o.device = Device::kCpu;
-    o.cpu_threads = bad;
+    o.cpu.threads = bad;
     auto ctx = ExecutionContext::Create(*model, o);
     CHECK(ctx.status().code() == StatusCode::kInvalidArgument);
-    CHECK(ctx.status().message() == "cpu_threads is " + std::to_string(bad) + ", expected 0 (one per core) to 256");
+    CHECK(ctx.status().message() == "cpu.threads is " + std::to_string(bad) + ", expected 0 (one per core) to 256");
   }
   ContextOptions o;
   o.device = Device::kCpu;

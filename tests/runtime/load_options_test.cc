@@ -64,7 +64,7 @@ TEST_CASE("LoadOptions::max_context_bytes refuses, before allocating, the shapes
   // AddModelSpec's arena is N * 12 bytes, N in 1..64.
   Result<Model> m = Model::Load(BuildArtifact(AddModelSpec()), {.max_context_bytes = 128});
   REQUIRE(m.ok());
-  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+  auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu = {.threads = 1}});
   REQUIRE(ctx.ok());
   std::vector<float> x(64 * 3, 1.0f);
   std::vector<TensorView> out;
@@ -90,7 +90,7 @@ TEST_CASE("LoadOptions::max_context_bytes refuses, before allocating, the shapes
   huge.entries[0].arena_bytes = 6;
   Result<Model> hm = Model::Load(BuildArtifact(huge));
   REQUIRE(hm.ok());
-  auto hctx = ExecutionContext::Create(*hm, {.device = Device::kCpu, .cpu_threads = 1});
+  auto hctx = ExecutionContext::Create(*hm, {.device = Device::kCpu, .cpu = {.threads = 1}});
   REQUIRE(hctx.ok());
   st = hctx->Run(two, out);
   CHECK(st.code() == StatusCode::kResourceExhausted);

@@ -84,7 +84,7 @@ void RunCases(std::vector<Case> cases, std::vector<std::vector<std::vector<float
       CAPTURE(threads);
       kiln::ContextOptions opts;
       opts.device = kiln::Device::kCpu;
-      opts.cpu_threads = threads;
+      opts.cpu.threads = threads;
       auto ctx = kiln::ExecutionContext::Create(k.model, opts);
       REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
       // A wrong rank fails the prologue, and the context stays usable.

@@ -430,7 +430,7 @@ TEST_CASE("every one-byte change to the FlatBuffer, checksum fixed, fails cleanl
         continue;
       }
       ++loaded;
-      auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu_threads = 1});
+      auto ctx = ExecutionContext::Create(*m, {.device = Device::kCpu, .cpu = {.threads = 1}});
       REQUIRE(ctx.ok());
       std::vector<TensorView> out;
       (void)ctx->Run(in, out);
@@ -653,7 +653,7 @@ TEST_CASE("plans that do not fit are caught at bind time, not in a kernel") {
 
 TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto falls back to the CPU and says why") {
   Model m = LoadOk(BuildArtifact(AddModelSpec()));
-  Result<ExecutionContext> probe = ExecutionContext::Create(m, {.device = Device::kAuto, .cpu_threads = 1});
+  Result<ExecutionContext> probe = ExecutionContext::Create(m, {.device = Device::kAuto, .cpu = {.threads = 1}});
   REQUIRE(probe.ok());
   if (probe->device() == Device::kCuda) {
     MESSAGE("a CUDA device is present: " << probe->device_note());

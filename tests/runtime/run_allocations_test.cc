@@ -195,8 +195,8 @@ TEST_CASE("a steady-state Run with convolutions, fused programs and pools alloca
       INFO(threads << " threads, oneDNN " << onednn);
       ContextOptions options;
       options.device = Device::kCpu;
-      options.cpu_threads = threads;
-      options.onednn = onednn;
+      options.cpu.threads = threads;
+      options.cpu.onednn = onednn;
       auto ctx = ExecutionContext::Create(*model, options);
       REQUIRE(ctx.ok());
       std::vector<TensorView> out;

@@ -1,5 +1,5 @@
 // A small ONNX model whose instructions are large enough for the CPU backend to split them
-// over threads (ContextOptions::cpu_threads), for the thread and allocation tests:
+// over threads (CpuOptions::threads), for the thread and allocation tests:
 //
 //   x: float32[1, 16, 64, 64]
 //   d = Conv(x, Wd, group 16, pads 1)       depthwise 3x3: channels over the threads

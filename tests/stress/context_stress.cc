@@ -17,7 +17,7 @@
 //
 // The reference outputs of each set are computed first, serially, on one context with one
 // thread. Then --threads threads each create a context (CPU backend; the odd-numbered ones
-// with cpu_threads = --pool-threads, the others with 1) and make --runs runs, run r of thread t
+// with CpuOptions::threads = --pool-threads, the others with 1) and make --runs runs, run r of thread t
 // on set (t + r) % sets: even runs take the context's output views, odd runs copy into
 // caller-owned buffers filled with a poison byte first. Every output must equal its set's
 // reference bit for bit (the CPU backend gives the same bits at every thread count). Any
@@ -312,10 +312,10 @@ void Worker(const kiln::Model& model, const Options& o, const std::vector<InputS
             std::atomic<int64_t>& checked) {
   kiln::ContextOptions opts;
   opts.device = kiln::Device::kCpu;
-  opts.cpu_threads = t % 2 ? o.pool_threads : 1;
+  opts.cpu.threads = t % 2 ? o.pool_threads : 1;
   auto ctx = kiln::ExecutionContext::Create(model, opts);
   start.arrive_and_wait();
-  const std::string who = "thread " + std::to_string(t) + " (cpu_threads " + std::to_string(opts.cpu_threads) + ")";
+  const std::string who = "thread " + std::to_string(t) + " (cpu.threads " + std::to_string(opts.cpu.threads) + ")";
   if (!ctx.ok()) return Report(who + ": Create: " + ctx.status().ToString());
   std::vector<kiln::TensorView> owned;                      // the context's views, passed back each even run
   std::vector<std::vector<Tensor>> buffers(sets.size());    // caller-owned outputs per set
@@ -378,7 +378,7 @@ int main(int argc, char** argv) {
   // Inputs and serial references, one context with one thread.
   kiln::ContextOptions serial;
   serial.device = kiln::Device::kCpu;
-  serial.cpu_threads = 1;
+  serial.cpu.threads = 1;
   auto ref = kiln::ExecutionContext::Create(*model, serial);
   if (!ref.ok()) {
     std::fprintf(stderr, "context_stress: Create: %s\n", ref.status().ToString().c_str());
@@ -436,7 +436,7 @@ int main(int argc, char** argv) {
   for (std::thread& th : threads) th.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   const int f = failures.load();
-  std::printf("context_stress: %d threads x %d runs (%d with cpu_threads %d), %d input sets: %" PRId64
+  std::printf("context_stress: %d threads x %d runs (%d with cpu.threads %d), %d input sets: %" PRId64
               " outputs checked, %d failures, %.2f s\n",
               o.threads, o.runs, o.threads / 2, o.pool_threads, o.sets, checked.load(), f, seconds);
   return f == 0 ? 0 : 1;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli/commands.h"
+#include "tools/cli/device_option.h"
 #include "tools/cli/shape_option.h"
 #include "tools/io/bench_report.h"
 #include "tools/io/bench_runner.h"
@@ -105,7 +106,7 @@ int Bench(BenchFlags& f) {
       return 1;
     }
   }
-  c.device = f.device == "cpu" ? Device::kCpu : f.device == "cuda" ? Device::kCuda : Device::kAuto;
+  c.device = DeviceNamed(f.device);
   if (!f.trace.empty()) c.profile = true;
   ProgressLine line(!f.quiet);
   auto result = io::RunBench(c, [&](const io::BenchProgress& p) { line.Show(p, c); });
@@ -178,11 +179,9 @@ void AddBenchCommand(CLI::App& app) {
           },
           "SECONDS > 0"))
       ->excludes(iterations);
-  cmd->add_option("--device", f->device,
-                  "cpu, cuda or auto: auto uses CUDA device 0 when a driver and device are present, else the CPU (the "
-                  "report's device line says which, and why)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  AddDeviceOption(cmd, f->device,
+                  "auto uses the first backend whose device is present (CUDA device 0 when a driver and device "
+                  "are, else the CPU; the report's device line says which, and why)");
   cmd->add_option("--threads", c.threads,
                   "CPU backend threads for a Run, the calling thread included; 0 = one per CPU this process may use "
                   "(no effect on the CUDA backend)")

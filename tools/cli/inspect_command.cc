@@ -6,6 +6,7 @@
 
 #include "tools/cli/commands.h"
 #include "kiln/runtime.h"
+#include "runtime/kernels/kernel.h"
 #include "runtime/shape_text.h"
 
 namespace kiln::cli {
@@ -137,24 +138,57 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
   return 0;
 }
 
+// --ops: the ops whose CPU kernels the artifacts' instructions run (every instruction but a
+// generated kernel's: those this runtime's registry has a kernel for), sorted, one per line after
+// a comment that names the artifacts. A selective runtime is built from this list (CMake
+// -DKILN_SELECTED_OPS=FILE, cmake/selective.cmake), so it must come from a runtime with every kernel.
+int InspectOps(const std::vector<std::string>& paths) {
+  std::set<std::string> ops;
+  for (const std::string& path : paths) {
+    auto model = Model::Load(path);
+    if (!model.ok()) {
+      std::cerr << "kiln inspect: " << path << ": " << model.status().ToString() << "\n";
+      return 1;
+    }
+    for (const EntryInfo& e : model->entries()) {
+      for (const InstructionInfo& ins : e.instructions) {
+        if (cpu::FindKernel(ins.op) != nullptr) ops.insert(ins.op);
+      }
+    }
+  }
+  std::cout << "# the CPU kernels that " << Join(paths) << " run (kiln inspect --ops)\n";
+  for (const std::string& op : ops) std::cout << op << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void AddInspectCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show what a .kiln artifact holds: I/O, entries, prologue, plan, traces, kernels");
-  auto path = std::make_shared<std::string>();
+  auto paths = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<bool>(false);
   auto traces = std::make_shared<bool>(true);
   auto kernels = std::make_shared<bool>(false);
-  cmd->add_option("artifact", *path, "compiled model (.kiln)")->required()->check(CLI::ExistingFile);
-  cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
-                                 "weights_bytes); entries include every stage's trace unless --no-traces, "
-                                 "kernels their program and source with --kernels");
+  auto ops = std::make_shared<bool>(false);
+  cmd->add_option("artifact", *paths, "compiled model (.kiln); several with --ops")->required()->check(CLI::ExistingFile);
+  auto* json_flag = cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
+                                                   "weights_bytes); entries include every stage's trace unless --no-traces, "
+                                                   "kernels their program and source with --kernels");
   cmd->add_flag("--traces,!--no-traces", *traces,
                 "print the trace of every compiler stage (default), or only the summary with --no-traces");
-  cmd->add_flag("--kernels", *kernels,
+  auto* kernels_flag = cmd->add_flag("--kernels", *kernels,
                 "print every generated kernel's portable program and CUDA source (archs, image sizes, launch rule "
                 "and bytes moved are always listed), and the 'fusion' stage with its regions and cuts");
-  cmd->callback([=] { SetExitCode(Inspect(*path, *json, *traces, *kernels)); });
+  cmd->add_flag("--ops", *ops,
+                "print only the ops whose CPU kernels the artifacts run, one per line: the list a selective runtime "
+                "is built from (cmake -DKILN_SELECTED_OPS=FILE)")
+      ->excludes(json_flag)
+      ->excludes(kernels_flag);
+  cmd->callback([=] {
+    if (*ops) return SetExitCode(InspectOps(*paths));
+    if (paths->size() != 1) throw CLI::ValidationError("artifact", "one artifact, unless --ops lists the CPU kernels of several");
+    SetExitCode(Inspect(paths->front(), *json, *traces, *kernels));
+  });
 }
 
 }  // namespace kiln::cli

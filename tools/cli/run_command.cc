@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli/commands.h"
+#include "tools/cli/device_option.h"
 #include "tools/io/bench_report.h"
 #include "tools/io/compare.h"
 #include "kiln/tensor_files.h"
@@ -121,10 +122,10 @@ int RunModel(const RunFlags& f) {
     return 1;
   }
   ContextOptions options;
-  options.device = device == "cpu" ? Device::kCpu : device == "cuda" ? Device::kCuda : Device::kAuto;
+  options.device = DeviceNamed(device);
   options.profile = f.profile;
-  options.cpu_threads = f.threads;
-  options.onednn = f.onednn;
+  options.cpu.threads = f.threads;
+  options.cpu.onednn = f.onednn;
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";
@@ -218,8 +219,10 @@ void AddRunCommand(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--atol", f->atol, "--expected: absolute tolerance (default 1e-4)")->check(CLI::Range(0.0, 1e300));
   cmd->add_option("--rtol", f->rtol, "--expected: relative tolerance (default 1e-3)")->check(CLI::Range(0.0, 1e300));
-  cmd->add_option("--device", f->device, "cpu, cuda or auto (default): auto uses CUDA device 0 when a driver and device are present, else the CPU (the first line printed says which, and why); cuda fails with the reason when it cannot be used")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  AddDeviceOption(cmd, f->device,
+                  "auto uses the first backend whose device is present (CUDA device 0 when a driver and device "
+                  "are, else the CPU; the first line printed says which, and why); a named backend fails with the "
+                  "reason when it cannot be used");
   cmd->add_option("--repeat", f->repeat, "run this many times and print min/median/max latency")
       ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--profile", f->profile,

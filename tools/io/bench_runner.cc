@@ -55,13 +55,13 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   KILN_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, PrepareInputs(config, model));
   ContextOptions options;
   options.device = config.device;
-  options.cuda_graphs = config.cuda_graphs;
+  options.cuda.graphs = config.cuda_graphs;
   options.profile = config.profile;
-  options.cpu_threads = config.threads;
-  options.onednn = config.onednn;
+  options.cpu.threads = config.threads;
+  options.cpu.onednn = config.onednn;
   // CUDA backend: a non-blocking stream of the context's own, which CUDA graphs need (capture
   // on the legacy default stream is not allowed).
-  options.own_stream = true;
+  options.cuda.own_stream = true;
   const int64_t create_start = NowNs();
   KILN_ASSIGN_OR_RETURN(ExecutionContext ctx, ExecutionContext::Create(model, options));
   r.load_ms = static_cast<double>(load_ns + NowNs() - create_start) / 1e6;

@@ -8,7 +8,7 @@
 //
 // Inputs are host tensors, so on the CUDA backend each call includes their upload; outputs
 // stay in the context's memory (no copy to the host is timed). On the CUDA backend every call
-// runs on the context's own non-blocking stream (ContextOptions::own_stream; CUDA graphs need
+// runs on the context's own non-blocking stream (CudaOptions::own_stream; CUDA graphs need
 // a non-null one).
 #pragma once
 
@@ -33,8 +33,8 @@ struct BenchConfig {
   std::map<std::string, std::vector<int64_t>> shapes;  // --shape, for random inputs
   uint64_t seed = 1;
   Device device = Device::kAuto;
-  int threads = 0;  // ContextOptions::cpu_threads
-  bool onednn = true;  // ContextOptions::onednn
+  int threads = 0;  // CpuOptions::threads
+  bool onednn = true;  // CpuOptions::onednn
   bool cuda_graphs = false;
   bool profile = false;
   int warmup = 10;

@@ -44,7 +44,7 @@
 // plan (OneDnnOp::held_bytes); other weights are reordered on every Run.
 //
 // Threads: this oneDNN (Debian's libdnnl) runs its parallel loops on OpenMP (libgomp). A Run
-// sets the calling thread's OpenMP team size to the context's cpu_threads for the duration
+// sets the calling thread's OpenMP team size to the context's CpuOptions::threads for the duration
 // of each oneDNN call and restores it after. Kiln's own kernels then split their loops over
 // the same OpenMP team (OpenMpTeam), so the two never compete for the cores. libgomp's
 // threads busy-wait for a while after each parallel region (GOMP_SPINCOUNT, up to about a

@@ -183,7 +183,7 @@ Model Load(const std::vector<uint8_t>& artifact) {
 ContextOptions Cuda(bool graphs = false, bool profile = false) {
   ContextOptions o;
   o.device = Device::kCuda;
-  o.cuda_graphs = graphs;
+  o.cuda.graphs = graphs;
   o.profile = profile;
   return o;
 }
@@ -791,7 +791,7 @@ TEST_CASE("[emulated] own_stream: a null stream runs on the context's own stream
     CHECK(plain.stats().graph_hits == 0);
   }
   ContextOptions options = Cuda(true);
-  options.own_stream = true;
+  options.cuda.own_stream = true;
   const uint64_t captured0 = emu->counter("graphs_captured");
   for (int context = 0; context < 2; ++context) {  // each context makes and destroys its stream
     INFO("context " << context + 1);
