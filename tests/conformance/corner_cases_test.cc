@@ -104,7 +104,7 @@ onnx::ModelProto OneNode(int64_t opset, const std::string& op, std::vector<std::
 
 }  // namespace
 
-TEST_CASE("corner: integer Div truncates toward zero; Mod follows the divisor (fmod 0) or the dividend (fmod 1)") {
+TEST_CASE("corner: integer Div truncates toward zero, Mod follows the divisor (fmod 0) or the dividend (fmod 1)") {
   const HostTensor a = I32({4}, {-7, 7, -7, 7}), b = I32({4}, {2, -2, -2, 2});
   ExpectExact<int32_t>(OneNode(13, "Div", {{"4"}, {"4"}}, onnx::TensorProto::INT32), {a, b}, DType::kInt32, {4},
                        {-3, -3, 3, 3});
@@ -177,7 +177,7 @@ TEST_CASE("corner: Gather with negative indices counts from the end") {
   ExpectFloats(m, {F32({3, 2}, {10, 11, 20, 21, 30, 31})}, {3, 2}, {30, 31, 10, 11, 10, 11});
 }
 
-TEST_CASE("corner: Reshape copies a 0 dim and infers -1; allowzero=1 keeps shape values literal") {
+TEST_CASE("corner: Reshape copies a 0 dim and infers -1, allowzero=1 keeps shape values literal") {
   auto reshape = [](std::vector<int64_t> shape, int64_t allowzero) {
     auto m = MakeModel(14);
     auto* g = m.mutable_graph();
@@ -311,7 +311,7 @@ TEST_CASE("corner: LayerNormalization of inputs with a large mean does not cance
                1e-4f);
 }
 
-TEST_CASE("corner: Softmax at opset 11 flattens from axis on; at opset 13 it normalises along axis alone") {
+TEST_CASE("corner: Softmax at opset 11 flattens from axis on, at opset 13 it normalises along axis alone") {
   std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7};
   onnx::NodeProto* n = nullptr;
   auto v11 = OneNode(11, "Softmax", {{"2", "2", "2"}}, onnx::TensorProto::FLOAT, &n);

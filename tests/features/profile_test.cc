@@ -127,7 +127,7 @@ TEST_CASE("profile text errors say what was expected") {
         ">= 0");
 }
 
-TEST_CASE("profiles resolve by symbol or position; a fixed symbol fixes every input that declares it") {
+TEST_CASE("profiles resolve by symbol or position, a fixed symbol fixes every input that declares it") {
   ResolvedProfile one = Resolved("x:N=1");
   CHECK(one.name == "N=1");
   CHECK(one.input_shapes.at("x") == std::vector<int64_t>{1, -1, -1, -1});

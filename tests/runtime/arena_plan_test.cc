@@ -262,7 +262,7 @@ PreparedEntry PlanEntry(int n, const std::vector<std::vector<int32_t>>& reads, c
   return pe;
 }
 
-TEST_CASE("memory plan: slot plans are proven without the sweep; changed ones agree with every pair") {
+TEST_CASE("memory plan: slot plans are proven without the sweep, changed ones agree with every pair") {
   // Plans as PlaceSymbolic makes them (a tensor takes the first slot free before it is
   // written, else a new one; slots end to end, each as large as its largest tensor), then in
   // half of them one change: a tensor moved by 4 bytes, grown by one element, made an entry

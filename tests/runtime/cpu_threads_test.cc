@@ -99,7 +99,7 @@ TEST_CASE("cpu_threads: the real models give the same bits at 1, 2 and 3 threads
   }
 }
 
-TEST_CASE("cpu_threads outside [0, 256] is refused at Create; 0 means one per CPU") {
+TEST_CASE("cpu_threads outside [0, 256] is refused at Create - 0 means one per CPU") {
   auto model = Model::Load(testing::CompileModel(testing::ThreadedModel()));
   REQUIRE(model.ok());
   for (int bad : {-1, -100, 257}) {

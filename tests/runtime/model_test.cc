@@ -193,7 +193,7 @@ ArtifactSpec TwoEntrySpec() {
   return a;
 }
 
-TEST_CASE("entries are tried in order; a miss lists every entry") {
+TEST_CASE("entries are tried in order, a miss lists every entry") {
   Model m = LoadOk(BuildArtifact(TwoEntrySpec()));
   REQUIRE(m.entries().size() == 2);
   ExecutionContext ctx = MakeContext(m);
@@ -323,7 +323,7 @@ TEST_CASE("Model exposes the artifact's facts") {
   CHECK(LoadOk(BuildArtifact(constant)).entries()[0].arena_bytes == "36");
 }
 
-TEST_CASE("Load from a file maps it; a missing file is kNotFound") {
+TEST_CASE("Load from a file maps it, a missing file is kNotFound") {
   std::vector<uint8_t> bytes = BuildArtifact(AddModelSpec());
   char path[] = "/tmp/kiln_model_test_XXXXXX";
   const int fd = mkstemp(path);

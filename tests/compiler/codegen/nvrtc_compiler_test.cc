@@ -145,7 +145,7 @@ TEST_CASE("NVRTC: errors name the kernel, the arch and the log") {
   CHECK(codegen::CompileKernels({bad}, opts).status().code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("NVRTC: identical kernels compile once; no archs means no images") {
+TEST_CASE("NVRTC: identical kernels compile once, no archs means no images") {
   if (!codegen::HaveNvrtc()) return;
   Result<EmittedKernel> k = codegen::EmitCuda(testing::BroadcastProgram());
   REQUIRE(k.ok());

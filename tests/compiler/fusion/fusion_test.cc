@@ -114,7 +114,7 @@ TEST_CASE("fusion: softmax takes its elementwise prologue and epilogue into one 
   CheckFusedMatchesUnfused(m, in);
 }
 
-TEST_CASE("fusion: a decomposed softmax is two kernels; the row result broadcasts into the epilogue") {
+TEST_CASE("fusion: a decomposed softmax is two kernels, the row result broadcasts into the epilogue") {
   auto m = MakeModel(18);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"3", "7"});
@@ -158,7 +158,7 @@ TEST_CASE("fusion: cuts at model outputs and at index maps after a reduction, wi
   CheckFusedMatchesUnfused(m, in);
 }
 
-TEST_CASE("fusion: data movement fuses as index maps; arithmetic feeding a Concat is stored, not recomputed") {
+TEST_CASE("fusion: data movement fuses as index maps - arithmetic feeding a Concat is stored, not recomputed") {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"2", "3", "4"});

@@ -420,7 +420,7 @@ TEST_CASE("onnx import: Upsample-7 scales attribute becomes a Resize scales inpu
   CHECK(n.attrs.GetString("coordinate_transformation_mode", "") == "asymmetric");
 }
 
-TEST_CASE("onnx import: a Dropout mask in use stays a Dropout from opset 10; before, and BatchNormalization training "
+TEST_CASE("onnx import: a Dropout mask in use stays a Dropout from opset 10 - before, and BatchNormalization training "
           "outputs in use, are Unimplemented") {
   for (int opset : {12, 9}) {
     auto m = MakeModel(opset);
@@ -817,7 +817,7 @@ TEST_CASE("onnx import: unknown input names, domains and old opsets") {
   CHECK(Contains(r0.status().message(), "opset 0 is not supported; Kiln supports opsets 1 to 27"));
 }
 
-TEST_CASE("onnx import: duplicate and empty node names are made unique; empty inputs are absent") {
+TEST_CASE("onnx import: duplicate and empty node names are made unique, empty inputs are absent") {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4"});

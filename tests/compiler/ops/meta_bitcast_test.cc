@@ -12,7 +12,7 @@ AttrMap To(DType t) {
   return a;
 }
 
-TEST_CASE("BitCast meta: same width only; bool only from bool") {
+TEST_CASE("BitCast meta: same width only, bool only from bool") {
   auto ok = InferOne("BitCast", {{DType::kFloat32, {2, 3}}}, To(DType::kInt32));
   REQUIRE(ok.ok());
   CHECK(ok->dtype == DType::kInt32);

@@ -6,7 +6,7 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("CausalConvWithState meta: output as input, state (B, C, k-1); activation and shapes checked") {
+TEST_CASE("CausalConvWithState meta: output as input, state (B, C, k-1) - activation and shapes checked") {
   const In x{DType::kFloat32, {2, 4, 6}}, w{DType::kFloat32, {4, 1, 3}};
   auto ok = InferOne("CausalConvWithState", {x, w, {DType::kFloat32, {4}}, {DType::kFloat32, {2, 4, 2}}});
   REQUIRE(ok.ok());

@@ -6,7 +6,7 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("CumSum/CumProd meta: output as x; axis checked when constant") {
+TEST_CASE("CumSum/CumProd meta: output as x, axis checked when constant") {
   for (const char* op : {"CumSum", "CumProd"}) {
     auto ok = InferOne(op, {{DType::kFloat32, {2, 3}}, {DType::kInt64, {}, std::vector<int64_t>{-1}}});
     REQUIRE(ok.ok());

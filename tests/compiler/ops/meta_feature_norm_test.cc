@@ -8,7 +8,7 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("Feature-norm meta: the output is X; bad attributes are named") {
+TEST_CASE("Feature-norm meta: the output is X, bad attributes are named") {
   AttrMap lrn;
   lrn.SetInt("size", 5);
   auto ok = InferOne("LRN", {{DType::kFloat16, {1, 8, 4, 4}}}, lrn);

@@ -12,7 +12,7 @@ AttrMap Axes(int64_t batch_axis, int64_t time_axis) {
   return a;
 }
 
-TEST_CASE("ReverseSequence meta: output like the input; axes, lengths and dtypes checked") {
+TEST_CASE("ReverseSequence meta: output like the input - axes, lengths and dtypes checked") {
   auto y = InferOne("ReverseSequence", {{DType::kFloat16, {3, 4, 5}}, {DType::kInt64, {4}}});
   REQUIRE(y.ok());
   CHECK(y->dtype == DType::kFloat16);

@@ -6,7 +6,7 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("GRU/RNN meta: Y shape per layout; W, R and B sized by the gate count") {
+TEST_CASE("GRU/RNN meta: Y shape per layout - W, R and B sized by the gate count") {
   AttrMap a;
   a.SetInt("hidden_size", 5);
   a.SetString("direction", "bidirectional");

@@ -6,7 +6,7 @@
 namespace kiln::ir::testing {
 namespace {
 
-TEST_CASE("TensorScatter meta: output is the cache; axis, mode and shapes checked") {
+TEST_CASE("TensorScatter meta: output is the cache - axis, mode and shapes checked") {
   const In past{DType::kFloat32, {2, 1, 4, 5}}, update{DType::kFloat32, {2, 1, 1, 5}}, w{DType::kInt64, {2}};
   auto ok = InferOne("TensorScatter", {past, update, w});
   REQUIRE(ok.ok());

@@ -83,7 +83,7 @@ const Sym H = Sym::Var("H");
 const Sym W = Sym::Var("W");
 const Sym T = Sym::Var("T");
 
-TEST_CASE("registry: every op is registered for cpu; unknown ops are Unimplemented") {
+TEST_CASE("registry: every op is registered for cpu, unknown ops are Unimplemented") {
   for (const char* op : {"Add", "Conv", "MatMul", "Reshape", "Resize", "LSTM", "Shape", "Gather",
                          "ReduceMean", "Softmax", "ConstantOfShape", "Range", "Where", "Cast"}) {
     const OpDef* d = FindOp(op);

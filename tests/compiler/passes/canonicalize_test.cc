@@ -59,7 +59,7 @@ TEST_CASE("canonical: with the shape fixed, the chain folds to a constant shape"
   CHECK(kiln::ir::ShapeToString(t.value(t.outputs[0]).shape) == "[2, 16]");
 }
 
-TEST_CASE("canonical: constant subgraphs fold through the CPU kernels; dead nodes go") {
+TEST_CASE("canonical: constant subgraphs fold through the CPU kernels, dead nodes go") {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"3"});
@@ -138,7 +138,7 @@ TEST_CASE("canonical: a Conv output read by more than the BatchNormalization is 
   CHECK(Ops(r->trace) == std::vector<std::string>{"Conv", "BatchNormalization", "Relu"});
 }
 
-TEST_CASE("canonical: a constant result over kMaxFoldBytes stays an instruction; one whose size overflows is refused") {
+TEST_CASE("canonical: a constant result over kMaxFoldBytes stays an instruction, one whose size overflows is refused") {
   // ConstantOfShape(value 1.0f, shape) -> y: folding would allocate the whole result at compile time.
   auto model = [](std::vector<int64_t> shape) {
     auto m = MakeModel(13);

@@ -202,7 +202,7 @@ TEST_CASE("epilogue: a two-input Sum is a residual add") {
   CheckSameResults(f);
 }
 
-TEST_CASE("epilogue: a Conv's own bias and an added constant are summed; Sigmoid+Mul is SiLU") {
+TEST_CASE("epilogue: a Conv's own bias and an added constant are summed, Sigmoid+Mul is SiLU") {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"2", "2", "4", "4"});
@@ -316,7 +316,7 @@ TEST_CASE("epilogue: for the GPU libraries only the activations cuDNN and cuBLAS
   CHECK(relu.body.nodes[0].attrs.GetString("epilogue_activation", "") == "Relu");
 }
 
-TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1; Gelu tanh") {
+TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1 - Gelu tanh") {
   auto m = MakeModel(20);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"2", "3"});
@@ -345,7 +345,7 @@ TEST_CASE("epilogue: Gemm without C takes a [1,N] bias as C with beta 1; Gelu ta
   CheckSameResults(f);
 }
 
-TEST_CASE("epilogue: a constant Gemm C is merged with the bias as beta * C + bias; HardSwish") {
+TEST_CASE("epilogue: a constant Gemm C is merged with the bias as beta * C + bias, HardSwish") {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"3", "2"});

@@ -62,7 +62,7 @@ TEST_CASE("precision: ReduceSum(x) / n (a mean) stays float32 after the float32 
   }
 }
 
-TEST_CASE("precision: BERT-style LayerNorm's epsilon 1e-12 survives fp16; a constant row normalises to 0, not NaN") {
+TEST_CASE("precision: BERT-style LayerNorm's epsilon 1e-12 survives fp16 - a constant row normalises to 0, not NaN") {
   // y = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + 1e-12) over rows of 8.
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();

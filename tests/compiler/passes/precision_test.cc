@@ -155,7 +155,7 @@ TEST_CASE("precision: --keep-fp32 by op type and by node name") {
   CHECK(OutDType(l.trace, NodeNamed(l.trace, "softmax")) == DType::kFloat16);
 }
 
-TEST_CASE("precision: integer and shape paths are untouched; Resize keeps float32 scales") {
+TEST_CASE("precision: integer and shape paths are untouched, Resize keeps float32 scales") {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"1", "2", "2", "2"});
@@ -249,7 +249,7 @@ TEST_CASE("precision: an fp16 artifact on the CPU backend computes the fp16-roun
   }
 }
 
-TEST_CASE("precision: the artifact records its precision; load rejects an unknown one") {
+TEST_CASE("precision: the artifact records its precision, load rejects an unknown one") {
   auto options = CpuOnly();
   options.precision.precision = Precision::kBf16;
   std::vector<uint8_t> bytes = CompileModel(GemmChain(), options);

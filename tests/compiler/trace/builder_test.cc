@@ -28,7 +28,7 @@ CompileOptions Cpu() {
 
 }  // namespace
 
-TEST_CASE("trace api: a MatMul shape mismatch names the op, its arguments and both shapes; later ops do nothing") {
+TEST_CASE("trace api: a MatMul shape mismatch names the op, its arguments and both shapes - later ops do nothing") {
   Builder b("attn");
   Tensor q = b.Input("q", DType::kFloat32, {"N", 4, 8});
   Tensor k = b.Input("k", DType::kFloat32, {"N", 6, 8});
@@ -170,7 +170,7 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
   }
 }
 
-TEST_CASE("trace api: outputs are renamed as asked; profiles make entries; the artifact goes to a file") {
+TEST_CASE("trace api: outputs are renamed as asked, profiles make entries, the artifact goes to a file") {
   kiln::testing::TempDir dir;
   Builder b("scale");
   Tensor x = b.Input("x", DType::kFloat32, {"N", 2});

@@ -55,7 +55,7 @@ TEST_CASE("trace api: Linear on a 2x3 input is x @ W + b, recorded as MatMul the
   CheckNear(out[0], {4.5f, 4, 10.5f, 10});
 }
 
-TEST_CASE("trace api: Linear without a bias is one MatMul; MatMul broadcasts batch dims") {
+TEST_CASE("trace api: Linear without a bias is one MatMul, MatMul broadcasts batch dims") {
   Builder b("matmul");
   Tensor a = b.Input("a", DType::kFloat32, {2, 1, 2});
   b.Output(Linear(a, b.Parameter("w", {2, 1}, std::vector<float>{1, 10}), Tensor(), "proj"));

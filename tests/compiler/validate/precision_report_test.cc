@@ -136,7 +136,7 @@ TEST_CASE("precision report: a float32 artifact matches the reference") {
   CHECK(r->overflows.empty());
 }
 
-TEST_CASE("precision report: x * 1000 overflows float16 at x = 100; the warning names the value and node") {
+TEST_CASE("precision report: x * 1000 overflows float16 at x = 100, the warning names the value and node") {
   TempDir dir;
   const std::string model = WriteModel(dir, OverflowModel());
   WriteInput(dir / "input_0.pb", "x", {100, -100, 3, 0.5f});

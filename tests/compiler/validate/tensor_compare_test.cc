@@ -81,7 +81,7 @@ TEST_CASE("CompareTensors: shapes must match") {
   CHECK(m.status().message() == "cannot compare float32[3] with reference float32[2]");
 }
 
-TEST_CASE("CountNonFinite: float32, float16, bfloat16, float64; integers never") {
+TEST_CASE("CountNonFinite: float32, float16, bfloat16, float64 - integers never") {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> f{1, inf, -inf, std::nanf(""), 65504.0f};
   CHECK(CountNonFinite(f.data(), DType::kFloat32, 5) == 3);

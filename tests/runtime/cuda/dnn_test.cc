@@ -271,7 +271,7 @@ TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype 
   }
 }
 
-TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0; float16 and float32 run anywhere") {
+TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0, float16 and float32 run anywhere") {
   const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
   auto conv = [&pad1](DType dt, int cc) {
     HostTensor x = Shape({1, 3, 8, 8}, dt), w = Shape({4, 3, 3, 3}, dt), y = Shape({1, 4, 8, 8}, dt);

@@ -28,7 +28,7 @@ bool DriverLibraryOpens() {
 }
 
 TEST_CASE(
-    "LoadDriver: without a driver, kFailedPrecondition 'no CUDA driver found'; with one, a CUDA 13+ table") {
+    "LoadDriver: without a driver, kFailedPrecondition 'no CUDA driver found' - with one, a CUDA 13+ table") {
   Result<const Driver*> drv = LoadDriver();
   if (!DriverLibraryOpens()) {
     REQUIRE_FALSE(drv.ok());

@@ -693,7 +693,7 @@ TEST_CASE("[emulated] steady-state runs allocate nothing, on the host or the dev
   }
 }
 
-TEST_CASE("[emulated] Run enqueues on the caller's stream; results are right after Synchronize") {
+TEST_CASE("[emulated] Run enqueues on the caller's stream, results are right after Synchronize") {
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
   const Model model = Load(RealArtifact(kCls));

@@ -603,7 +603,7 @@ TEST_CASE("Fused per-row outputs see every reduced coordinate as 0") {
   CHECK(z.values<int64_t>() == std::vector<int64_t>{0, 1, 2});
 }
 
-TEST_CASE("Fused reductions over empty rows give the identity; empty domains do nothing") {
+TEST_CASE("Fused reductions over empty rows give the identity, empty domains do nothing") {
   Program p;
   p.domain = {3, 0};
   p.reduce_axes = 0b10;

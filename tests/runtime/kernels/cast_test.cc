@@ -54,7 +54,7 @@ TEST_CASE("Cast float16 round trip and rounding") {
   CHECK(back.values<float>() == std::vector<float>{1.0f, -2.0f, 65504.0f, 0.333251953125f});
 }
 
-TEST_CASE("CastLike takes the output dtype; int64 to int32 and uint8") {
+TEST_CASE("CastLike takes the output dtype, int64 to int32 and uint8") {
   auto x = Int64s({3}, {1, -1, 300});
   auto like = Int32s({1}, {0});
   auto y = Output(DType::kInt32, {3});

@@ -25,7 +25,7 @@ TEST_CASE("CausalConvWithState: past state, bias, present state") {
   CHECK(c.state.values<float>() == std::vector<float>{3, 6});
 }
 
-TEST_CASE("CausalConvWithState: zero state when absent; fused SiLU") {
+TEST_CASE("CausalConvWithState: zero state when absent, fused SiLU") {
   Case c;
   auto none = Absent();
   REQUIRE(RunKernel("CausalConvWithState", {}, {&c.x, &c.w, &none, &none}, {&c.y, &c.state}).ok());

@@ -308,7 +308,7 @@ TEST_CASE("Conv im2col is tiled: the workspace holds a column buffer per tile, t
   KILN_CHECK_FLOATS(got, ReferenceConv2D(x, w, bias, 1, one, one, one, 31, 35));
 }
 
-TEST_CASE("Conv tiled, grouped, strided: matches the definition; a large image needs a small workspace") {
+TEST_CASE("Conv tiled, grouped, strided: matches the definition - a large image needs a small workspace") {
   auto x = Floats({2, 6, 40, 47}, Pattern(2 * 6 * 40 * 47, 19, 9, 0.04));
   auto w = Floats({4, 3, 3, 3}, Pattern(4 * 3 * 9, 11, 5, 0.1));
   std::vector<float> bias{1, -1, 0.5f, 0};

@@ -99,7 +99,7 @@ TEST_CASE("Slice on int32 shape data without axes/steps, and an empty result") {
   CHECK(RunKernel("Slice", {}, {&x, &s0, &e0}, {&y0}).ok());
 }
 
-TEST_CASE("Gather with negative and int32 indices; out-of-range is an error") {
+TEST_CASE("Gather with negative and int32 indices, out-of-range is an error") {
   auto x = Floats({3, 2}, Iota(6));
   auto ind = Int64s({2, 2}, {0, -1, 1, 1});
   auto y = Output(DType::kFloat32, {2, 2, 2});

@@ -26,7 +26,7 @@ TEST_CASE("Einsum: matmul, explicit and implicit output, transpose") {
   CHECK(y.values<float>() == std::vector<float>{1, 3, 2, 4});
 }
 
-TEST_CASE("Einsum: a repeated label is a diagonal; a label left out is summed") {
+TEST_CASE("Einsum: a repeated label is a diagonal, a label left out is summed") {
   auto a = Floats({2, 2}, {1, 2, 3, 4});
   auto d = Output(DType::kFloat32, {2});
   REQUIRE(RunKernel("Einsum", Eq("ii->i"), {&a}, {&d}).ok());
@@ -38,7 +38,7 @@ TEST_CASE("Einsum: a repeated label is a diagonal; a label left out is summed") 
   CHECK(d.values<float>() == std::vector<float>{4, 6});
 }
 
-TEST_CASE("Einsum: ellipsis dims broadcast; integers") {
+TEST_CASE("Einsum: ellipsis dims broadcast, integers") {
   // "...i,...i->..." with [2, 3] and [3]: the second operand has no ellipsis dims.
   auto a = Int64s({2, 3}, {1, 2, 3, 4, 5, 6});
   auto b = Int64s({3}, {1, 0, -1});

@@ -42,7 +42,7 @@ TEST_CASE("Max, Min, Mod: float16 and bfloat16") {
   }
 }
 
-TEST_CASE("Max float16: a NaN operand gives NaN; three inputs fold") {
+TEST_CASE("Max float16: a NaN operand gives NaN, three inputs fold") {
   auto a = Halves(DType::kFloat16, {1, NAN});
   auto b = Halves(DType::kFloat16, {2, 0});
   auto c = Halves(DType::kFloat16, {-1, 7});

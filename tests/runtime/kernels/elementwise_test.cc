@@ -28,7 +28,7 @@ TEST_CASE("Sub broadcasts on a middle axis and with a scalar") {
   CHECK(y2.values<float>() == std::vector<float>{1, 0, -1, -2, -3, -4, -5, -6});
 }
 
-TEST_CASE("Mul and Div on int64 shape arithmetic; Div truncates") {
+TEST_CASE("Mul and Div on int64 shape arithmetic, Div truncates") {
   auto a = Int64s({4}, {7, -7, 9, 1});
   auto b = Int64s({4}, {2, 2, -4, 3});
   auto y = Output(DType::kInt64, {4});
@@ -46,7 +46,7 @@ TEST_CASE("int32 Add with row broadcast") {
   CHECK(y.values<int32_t>() == std::vector<int32_t>{101, 202, 303, 104, 205, 306});
 }
 
-TEST_CASE("integer Div and Mod by zero give 0; INT_MIN / -1 wraps (docs/semantics.md)") {
+TEST_CASE("integer Div and Mod by zero give 0, INT_MIN / -1 wraps (docs/semantics.md)") {
   const int64_t kMin = std::numeric_limits<int64_t>::min();
   auto a = Int64s({4}, {7, -7, kMin, kMin});
   auto b = Int64s({4}, {0, 0, -1, 0});

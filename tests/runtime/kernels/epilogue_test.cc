@@ -245,7 +245,7 @@ TEST_CASE("epilogue: Conv (im2col, pointwise, grouped, depthwise) equals Conv, a
   }
 }
 
-TEST_CASE("epilogue: without annotations a kernel is unchanged; without a residual it gives act(product)") {
+TEST_CASE("epilogue: without annotations a kernel is unchanged, without a residual it gives act(product)") {
   auto x = Random({1, 3, 5, 5}, 300), w = Random({4, 3, 3, 3}, 301), b = Random({4}, 302);
   auto y = Output(DType::kFloat32, {1, 4, 3, 3});
   REQUIRE(RunKernel("Conv", EpilogueAttrs({}, "Sigmoid", false, false), {&x, &w, &b}, {&y}).ok());

@@ -77,7 +77,7 @@ TEST_CASE("LSTM bidirectional with bias, sequence_lens, initial state and peepho
                                   -0.2665924f, 0.388887f, 0.007203277f, -0.2254149f, 0.3692809f, 0.3214759f});
 }
 
-TEST_CASE("LSTM reverse with clip and input_forget; Y_c absent") {
+TEST_CASE("LSTM reverse with clip and input_forget, Y_c absent") {
   auto x = Floats({S, B, I}, Pattern(S * B * I, 5, 9, 4, 0.25f));
   auto w = Floats({1, 4 * H, I}, Slice(Pattern(2 * 4 * H * I, 7, 11, 5, 0.1f), 4 * H * I, 4 * H * I));
   auto r = Floats({1, 4 * H, H}, Slice(Pattern(2 * 4 * H * H, 3, 13, 6, 0.05f), 4 * H * H, 4 * H * H));

@@ -65,7 +65,7 @@ TEST_CASE("IsInf with detect flags, IsNaN, and float16") {
   CHECK(y.values<uint8_t>() == std::vector<uint8_t>{0, 0, 0, 1});
 }
 
-TEST_CASE("Bitwise ops broadcast; BitwiseNot") {
+TEST_CASE("Bitwise ops broadcast, BitwiseNot") {
   auto a = Int32s({2, 2}, {12, 10, -1, 0});
   auto b = Int32s({2}, {10, 6});
   auto y = Output(DType::kInt32, {2, 2});
@@ -114,7 +114,7 @@ namespace {
 
 // The opset-20 bool forms of ReduceMax/ReduceMin (any / all) and Pow's unsigned exponents,
 // added with the ops above.
-TEST_CASE("ReduceMax/ReduceMin of bool are any/all; Pow with a uint64 exponent") {
+TEST_CASE("ReduceMax/ReduceMin of bool are any/all, Pow with a uint64 exponent") {
   auto x = Bools({2, 3}, {true, false, false, false, false, false});
   auto axes = Int64s({1}, {1});
   auto y = Output(DType::kBool, {2, 1});

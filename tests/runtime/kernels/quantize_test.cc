@@ -102,7 +102,7 @@ TEST_CASE("ConvInteger and QLinearConv (with bias, half to even)") {
 
 // -inf made the scale infinite and the zero point NaN, converted to uint8 (UB; h8 tester).
 // MatMulInteger read int32 operands as int8/uint8 inputs would be read (h8 tester).
-TEST_CASE("DynamicQuantizeLinear with -inf; integer matmul and conv take only int8/uint8") {
+TEST_CASE("DynamicQuantizeLinear with -inf, integer matmul and conv take only int8/uint8") {
   TestTensor x = Floats({2}, {-std::numeric_limits<float>::infinity(), 1});
   TestTensor y = Output(DType::kUInt8, {2}), s = Output(DType::kFloat32, {}), zp = Output(DType::kUInt8, {});
   REQUIRE(RunKernel("DynamicQuantizeLinear", {}, {&x}, {&y, &s, &zp}).ok());

@@ -155,7 +155,7 @@ TEST_CASE("Resize with the axes attribute, and 1-D linear") {
   KILN_CHECK_FLOATS(yv.values<float>(), (std::vector<float>{0, 4, 10, 16, 20}));
 }
 
-TEST_CASE("Resize: antialias leaves upsampling as plain linear; a bad mode is rejected") {
+TEST_CASE("Resize: antialias leaves upsampling as plain linear, a bad mode is rejected") {
   auto x = Floats({1, 1, 2, 2}, {1, 2, 3, 4});
   auto roi = Absent();
   auto scales = Floats({4}, {1, 1, 2, 2});

@@ -94,7 +94,7 @@ TEST_CASE("RNN reverse with sequence_lens, clip and LeakyRelu") {
 }
 
 // RNN defaults: tanh, bias W's + R's: h = tanh(2·1 + 0.25 + 0.5 + 0.5·(-1)) = tanh(2.25).
-TEST_CASE("RNN one step with bias and initial_h; Y absent") {
+TEST_CASE("RNN one step with bias and initial_h, Y absent") {
   auto x = Floats({1, 1, 1}, {1});
   auto w = Floats({1, 1, 1}, {2});
   auto r = Floats({1, 1, 1}, {0.5f});

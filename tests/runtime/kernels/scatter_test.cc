@@ -33,7 +33,7 @@ TEST_CASE("ScatterElements along axis 1, negative indices, reductions") {
   CHECK(RunKernel("ScatterElements", a, {&data, &bad, &upd}, {&y}).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("ScatterND writes slices; min reduction") {
+TEST_CASE("ScatterND writes slices, min reduction") {
   auto data = Floats({3, 2}, {1, 2, 3, 4, 5, 6});
   auto idx = Int64s({2, 1}, {2, 0});
   auto upd = Floats({2, 2}, {9, 0, 7, 8});

@@ -44,7 +44,7 @@ Status RunIfOutput(bool cond, const TestTensor& a, const TestTensor& b, const Te
   return cpu::RunKernel(*FindKernel("kiln.IfOutput"), call);
 }
 
-TEST_CASE("kiln.IfOutput: the value cond picks, packed, and its size in dim axis; no room is kInternal") {
+TEST_CASE("kiln.IfOutput: the value cond picks, packed, and its size in dim axis - no room is kInternal") {
   auto a = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
   auto b = Floats({2, 1}, {7, 8});
   auto y = Output(DType::kFloat32, {2, 3});  // sized for the bound, max(3, 1)

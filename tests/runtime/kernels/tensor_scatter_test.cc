@@ -25,7 +25,7 @@ TEST_CASE("TensorScatter: linear writes at each batch row's index, the rest copi
         std::vector<float>{100, 101, 102, 103, 4, 5, 6, 7, 104, 105, 106, 107, 12, 13, 14, 15});
 }
 
-TEST_CASE("TensorScatter: circular wraps; linear past the end is an error") {
+TEST_CASE("TensorScatter: circular wraps, linear past the end is an error") {
   Cache c;
   auto w = Int64s({2}, {1, 3});
   AttrMap circular;

@@ -95,7 +95,7 @@ TEST_CASE("MaxUnpool: to MaxPool's indices, inferred or larger output_shape") {
   CHECK(RunKernel("MaxUnpool", a, {&x, &bad}, {&y}).message() == "MaxUnpool: I[3] = 16, expected in [0, 16)");
 }
 
-TEST_CASE("DeformConv: zero offsets are a convolution; offsets sample bilinearly with zeros outside") {
+TEST_CASE("DeformConv: zero offsets are a convolution, offsets sample bilinearly with zeros outside") {
   TestTensor x = Floats({1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8}), w = Floats({1, 1, 2, 2}, {1, 1, 1, 1});
   AttrMap a;
   a.SetInts("kernel_shape", {2, 2});
@@ -151,7 +151,7 @@ TEST_CASE("NonMaxSuppression: IOU, score threshold, max per class, box formats, 
 // Caller data (4 floats) used to hang RoiAlign: adaptive sampling took ceil(1e5 / 1) samples
 // per axis, 10^10 per bin; sampling_ratio 2^40 overflowed gh * gw. NaN coordinates were
 // converted to int64 (UB). Found by the h8 tester.
-TEST_CASE("RoiAlign: samples per bin are bounded; NaN coordinates read zeros") {
+TEST_CASE("RoiAlign: samples per bin are bounded, NaN coordinates read zeros") {
   TestTensor x = Ramp4x4();
   TestTensor rois = Floats({1, 4}, {0, 0, 1e5f, 1e5f}), bi = Int64s({1}, {0}), y = Output(DType::kFloat32, {1, 1, 1, 1});
   Status st = RunKernel("RoiAlign", RoiAttrs("output_half_pixel", "avg", 0), {&x, &rois, &bi}, {&y});

@@ -261,7 +261,7 @@ TEST_CASE("widened Gemm with alpha, beta, transB and a broadcast C") {
   }
 }
 
-TEST_CASE("widened variadic Sum and Mean over 40 inputs round once; Concat moves halves itself") {
+TEST_CASE("widened variadic Sum and Mean over 40 inputs round once, Concat moves halves itself") {
   for (DType dt : kHalves) {
     INFO(DTypeName(dt));
     // 40 operands: more than KernelWorkspaceBytes keeps on its stack, all in the workspace.
@@ -401,7 +401,7 @@ TEST_CASE("kernels with KernelDef::halves agree on half operands with their floa
   }
 }
 
-TEST_CASE("KernelWorkspaceBytes: float32 calls cost nothing extra; half calls add 64-byte aligned float32 copies") {
+TEST_CASE("KernelWorkspaceBytes: float32 calls cost nothing extra, half calls add 64-byte aligned float32 copies") {
   const KernelDef* sigmoid = FindKernel("Sigmoid");
   const KernelDef* concat = FindKernel("Concat");
   REQUIRE(sigmoid);
@@ -429,7 +429,7 @@ TEST_CASE("KernelWorkspaceBytes: float32 calls cost nothing extra; half calls ad
   CHECK(KernelWorkspaceBytes(*conv, {}, half_in, half_out) == 63 + (3 * sizeof(TensorRef) + 63) / 64 * 64 + 256 + own);
 }
 
-TEST_CASE("RunKernel: too small a workspace is a precise error and leaves the output alone; kernel errors say they ran widened") {
+TEST_CASE("RunKernel: too small a workspace is a precise error and leaves the output alone, kernel errors say they ran widened") {
   const KernelDef* sigmoid = FindKernel("Sigmoid");
   auto x = Halves(DType::kFloat16, {1000}, std::vector<float>(1000, 1));
   auto y = Halves(DType::kFloat16, {1000}, std::vector<float>(1000, 7));

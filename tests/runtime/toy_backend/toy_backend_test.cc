@@ -118,7 +118,7 @@ TEST_CASE("toy backend: run-time Ifs and a run-time Loop, their control on the e
   CHECK(toy::Counters().copies >= 4);  // carried values and scan rows, copied on the toy
 }
 
-TEST_CASE("RegisterBackend refuses a device or name registered already; UnregisterBackend an unknown name") {
+TEST_CASE("RegisterBackend refuses a device or name registered already, UnregisterBackend an unknown name") {
   ToyRegistered registered;
   const Status again = RegisterBackend(toy::ToyRegistration());
   CHECK(again.code() == StatusCode::kInvalidArgument);

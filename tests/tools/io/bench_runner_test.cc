@@ -104,7 +104,7 @@ TEST_CASE("bench runner: random inputs, 5 iterations, profile: the JSON document
   CHECK(r->trace.back().iteration == 4);
 }
 
-TEST_CASE("bench runner: inputs from a folder; duration mode; progress reports") {
+TEST_CASE("bench runner: inputs from a folder, duration mode, progress reports") {
   testing::TempDir dir;
   BenchConfig c = Config(TinyArtifact(dir, {2, 4}));
   c.inputs_dir = InputDir(dir, {2, 4});
