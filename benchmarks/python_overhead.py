@@ -1,4 +1,4 @@
-"""The Python package's cost per call over the C++ Run it wraps (README "Python").
+"""The Python package's cost per call over the C++ Run it wraps (python/README.md, "Speed").
 
     build/venv/bin/python benchmarks/python_overhead.py [--model build/testdata/silero_vad/model.onnx] [--calls 20000]
 

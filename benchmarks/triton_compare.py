@@ -1,5 +1,5 @@
 """Kiln's Triton backend against onnxruntime in Triton's Python backend, under Triton's own load
-generator (perf_analyzer), in one server, side by side (README "Serving with Triton").
+generator (perf_analyzer), in one server, side by side (serving/triton/README.md, "Speed").
 
   python3 -m venv build/triton-bench-venv    # once
   build/triton-bench-venv/bin/pip install nvidia-pytriton==0.7.0 "tritonclient[all]==2.51.0" onnxruntime onnx

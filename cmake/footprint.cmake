@@ -1,4 +1,4 @@
-# The runtime's footprint (README "Footprint"): which of its sources are built for size, the
+# The runtime's footprint (docs/edge.md, "Footprint"): which of its sources are built for size, the
 # linker map of libkiln_runtime.so (scripts/runtime_size.py reads it: the size per part), and the
 # size budget that every optimised build checks. Included by CMakeLists.txt before the runtime's
 # libraries are made (the source properties must be set first).

@@ -1,9 +1,9 @@
-# `cmake --install <build> --prefix P` (README "Install"): the public headers, libkiln_runtime.so,
-# kiln-run (the runtime tools), libkiln_tensor_files.a (kiln/tensor_files.h),
+# `cmake --install <build> --prefix P` (docs/embedding.md, "Install and link"): the public headers,
+# libkiln_runtime.so, kiln-run (the runtime tools), libkiln_tensor_files.a (kiln/tensor_files.h),
 # libkiln_compiler.so and the kiln tool (when built with KILN_BUILD_COMPILER), the CMake package
 # (find_package(Kiln): Kiln::runtime, Kiln::tensor_files, Kiln::compiler) and pkg-config files
-# (kiln-runtime, kiln-compiler). Nothing installed refers to the source or build tree: the CMake files and the
-# .pc files locate the prefix from their own path, so the tree may also be moved.
+# (kiln-runtime, kiln-compiler). Nothing installed refers to the source or build tree: the CMake
+# files and the .pc files locate the prefix from their own path, so the tree may also be moved.
 include(CMakePackageConfigHelpers)
 
 set(KILN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The aarch64 tier (README "Edge"): cross-compiles the runtime alone for 64-bit Arm with Debian's
+# The aarch64 tier (docs/edge.md): cross-compiles the runtime alone for 64-bit Arm with Debian's
 # cross toolchain (cmake/toolchains/aarch64-linux-gnu.cmake; no compiler, no OpenBLAS: the
 # portable GEMM, no CUDA) with its runner, kiln-run, and runs them under qemu-user on artifacts
 # the host's build/kiln compiles (--arch none): `kiln-run run --expected` on Silero VAD (3 test

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python tier (README "Python"): the kiln package's tests (tests/python, pytest: every bundled
+# The Python tier (python/README.md): the kiln package's tests (tests/python, pytest: every bundled
 # real model against onnxruntime, DLPack, threads, Thunder's stats and traces, errors, memory,
 # the README's example verbatim), then mypy --strict on the package and on the README's example.
 # Needs scripts/setup.sh's `pip install .` into build/venv and scripts/test.sh's test data

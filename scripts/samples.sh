@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs Kiln's build and builds every sample against the installed package alone (README
-# "Install" and "Samples"); scripts/test.sh runs it after ctest.
+# Installs Kiln's build and builds every sample against the installed package alone
+# (docs/embedding.md, "Install and link" and "Samples"); scripts/test.sh runs it after ctest.
 #   scripts/samples.sh [BUILD_DIR]    BUILD_DIR: the build to install, default build/
 # 1. cmake --install BUILD_DIR --prefix BUILD_DIR/install; no installed file may name the
 #    source or build tree (text files, and RUNPATHs of the binaries).

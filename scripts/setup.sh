@@ -55,7 +55,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD/configure.log" 2>
   cat "$BUILD/configure.log"; log "error: cmake configure failed (log: build/configure.log)"; exit 1; }
 log "building (cmake --build build -j2)"
 cmake --build build -j2
-# The Python package (README "Python"): Kiln installed into build/install, then `pip install .`
+# The Python package (python/README.md): Kiln installed into build/install, then `pip install .`
 # builds only the extension module against it (pyproject.toml, python/CMakeLists.txt).
 log "installing into build/install; pip install . (the kiln Python package, into build/venv)"
 cmake --install build --prefix "$BUILD/install" >"$BUILD/install.log" 2>&1 || {

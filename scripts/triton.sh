@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Triton tier (README "Serving with Triton"): Kiln's backend, build/triton/backends/kiln/
+# The Triton tier (serving/triton/README.md): Kiln's backend, build/triton/backends/kiln/
 # libtriton_kiln.so, in the real Triton Inference Server, checked against onnxruntime.
 #   scripts/triton.sh [--asan SANITIZE_BUILD] [BUILD_DIR]
 #     BUILD_DIR: the build whose backend and kiln tool to use (default build)

@@ -241,7 +241,7 @@ void AddCompileCommand(CLI::App& app) {
                   "the type of weights and activations: fp32, or fp16 / bf16 with float32 accumulation. GEMM and "
                   "conv accumulate in float32; reductions, Softmax and normalisations compute in float32 and "
                   "store the precision type; Exp, Pow, Log, ReduceSum, CumSum, recurrent and detection ops stay "
-                  "float32 (the table in the README, 'Reduced precision'); integer and shape paths are untouched. "
+                  "float32 (the table in docs/precision.md); integer and shape paths are untouched. "
                   "The 'precision' trace of `kiln inspect` shows the Casts")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
       ->capture_default_str();

@@ -4,7 +4,7 @@
 // into the generated kernels next to them.
 //
 // Each node gets one of four classes from its op's precision column in the op table
-// (runtime/op_table.h; the README's "Reduced precision" section prints it):
+// (runtime/op_table.h; the table in docs/precision.md prints it):
 //  - kLow: its float32 inputs are converted to the precision type and its float outputs
 //    are stored in it. The kernels accumulate in float32 (cuBLASLt CUBLAS_COMPUTE_32F,
 //    the CPU backend's GEMM and conv, and the generated kernels' float registers), so a

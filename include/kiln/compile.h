@@ -1,5 +1,5 @@
 // kiln/compile.h: compile an ONNX model into a .kiln artifact in this process, as `kiln compile`
-// does (README "What Kiln is" lists the stages). Part of libkiln_compiler (Kiln::compiler), which
+// does (docs/architecture.md, "Compiler stages"). Part of libkiln_compiler (Kiln::compiler), which
 // links ONNX, protobuf and NVRTC; the runtime (kiln/runtime.h) needs none of them.
 //
 //   kiln::OnnxCompileOptions options;

@@ -13,7 +13,7 @@ error is a kiln.Error, whose .code is the kiln::Status code's name.
 
 Thunder's names (thunder.compile_stats, last_traces, last_prologue_traces, cache_hits,
 cache_misses) mean here what they mean there, for an artifact compiled ahead of time; the
-README's "Python" section maps CompileStats field by field.
+python/README.md ("Thunder's inspection API") maps CompileStats field by field.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// libtriton_kiln.so: Kiln as a Triton Inference Server backend (README "Serving with Triton").
+// libtriton_kiln.so: Kiln as a Triton Inference Server backend (serving/triton/README.md).
 // Triton loads it from <backend-directory>/kiln/ for a model whose configuration says
 // `backend: "kiln"`, and calls the entry points below (Triton's tritonbackend.h; the subset
 // used is serving/triton/triton_api.h):

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the README's "Supported ONNX ops" section from kiln_conformance --json output.
+"""Prints the "Supported ONNX ops" section of the conformance results from kiln_conformance --json
+output: the text of benchmarks/results/*-onnx-conformance.md, which docs/adding_an_op.md links.
 
 usage: readme_section.py build/conformance.json
 """

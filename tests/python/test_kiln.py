@@ -1,4 +1,4 @@
-"""The Python package (python/kiln, README "Python") against onnxruntime and hand-computed values.
+"""The Python package (python/kiln, python/README.md) against onnxruntime and hand-computed values.
 
     build/venv/bin/python -m pytest tests/python          (scripts/python.sh runs it, and mypy)
 
