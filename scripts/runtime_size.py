@@ -3,8 +3,8 @@
 
     runtime_size.py MAP STRIPPED_LIB [--objects] [--budget BYTES]
 
-MAP is the map the link of libkiln_runtime.so writes (cmake/libraries.cmake passes
--Wl,-Map=<library>.map); STRIPPED_LIB the same library stripped (strip --strip-unneeded), whose
+MAP is the map the link of libkiln_runtime.so writes (cmake/footprint.cmake passes
+-Wl,-Map=<build>/libkiln_runtime.map); STRIPPED_LIB the same library stripped (strip --strip-unneeded), whose
 file size is the total. Each input section the link kept (after --gc-sections) is counted to
 the part of the runtime its object file belongs to: code (.text), read-only data (.rodata,
 .data.rel.ro), unwind tables (.eh_frame, .gcc_except_table) and data (.data, .init_array).

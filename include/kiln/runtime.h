@@ -296,8 +296,8 @@ class KILN_API ExecutionContext {
   // memory plan for these shapes is corrupt (a tensor outside the arena, or two tensors live
   // at the same time sharing bytes).
   // Allocation: none in Kiln's code once an entry has seen its shapes; OpenBLAS's own
-  // small-matrix GEMM path may still call malloc inside a GEMM, and oneDNN (ContextOptions::
-  // onednn) allocates a few small blocks inside each of its calls (its map of the call's
+  // small-matrix GEMM path may still call malloc inside a GEMM, and oneDNN (CpuOptions::onednn)
+  // allocates a few small blocks inside each of its calls (its map of the call's
   // arguments), the same number at every Run.
   Status Run(std::span<const TensorView> inputs, std::vector<TensorView>& outputs,
              void* stream = nullptr);
