@@ -2,7 +2,7 @@
 # Builds Kiln and runs every test tier. A failing tier does not stop the others: the script
 # ends with one line per tier (PASS, FAIL or SKIP, and its time) and exits 1 when any failed.
 #   test data        real-model inputs and onnxruntime outputs, ONNX's test suite (build/)
-#   ctest            the doctest unit tests and the end-to-end tests (README "Tests")
+#   ctest            the doctest unit tests and the end-to-end tests (docs/testing.md)
 #   fp paths: ...    ctest again, less the tests labelled 'once', on other floating-point code
 #                    paths: OpenBLAS forced to other CPUs' kernels (AVX2+FMA, AVX-512), and an
 #                    SSE-only CPU (OpenBLAS's SSE kernels, KILN_MAX_CPU_ISA=baseline,
@@ -23,7 +23,7 @@
 #   selective        a runtime with only the CPU kernels of Silero VAD and PaddleOCR's direction
 #                    classifier, held to its size budget, on both models' test sets against
 #                    onnxruntime's outputs (scripts/selective.sh)
-#   asan, fuzz, tsan the sanitizer tiers (README "Security model"): the unit tests under
+#   asan, fuzz, tsan the sanitizer tiers (docs/security.md): the unit tests under
 #                    ASan+UBSan+LSan in one shard per core, beside each libFuzzer target for 30 s
 #                    (scripts/sanitize.sh), the Triton backend under ASan+UBSan in tritonserver
 #                    (scripts/triton.sh --asan), and 8 contexts on one Model under
