@@ -25,10 +25,12 @@ Status::Status(StatusCode code, std::string message) {
   if (code != StatusCode::kOk) rep_ = std::make_unique<Rep>(Rep{code, std::move(message)});
 }
 
-const std::string& Status::message() const {
+const std::string& Status::message() const& {
   static const std::string kEmpty;
   return rep_ ? rep_->message : kEmpty;
 }
+
+std::string Status::message() && { return rep_ ? std::move(rep_->message) : std::string(); }
 
 std::string Status::ToString() const {
   if (ok()) return "OK";

@@ -46,8 +46,9 @@ class [[nodiscard]] KILN_API Status {
 
   bool ok() const { return rep_ == nullptr; }
   StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }
-  // Empty for OK.
-  const std::string& message() const;
+  // Empty for OK. Of a temporary Status, a copy, so that a reference kept from it never dangles.
+  const std::string& message() const&;
+  std::string message() &&;
   // "INVALID_ARGUMENT: message", or "OK".
   std::string ToString() const;
 
@@ -93,7 +94,13 @@ class [[nodiscard]] Result {
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
+  // A reference into the Result (an OK Status for a value); of a temporary Result, its Status
+  // moved out, so that a reference kept from it never dangles.
+  const Status& status() const& {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  Status status() && { return ok() ? Status() : std::get<Status>(std::move(v_)); }
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }

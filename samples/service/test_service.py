@@ -216,7 +216,7 @@ def malformed(base):
         ("npy wrong dtype", "POST", "/v1/infer", *multipart(dict(npy_parts, input=npy_bytes(good["input"].astype("<f8")))),
          400, "input 'input': dtype float64, the model expects float32"),
         ("npy truncated", "POST", "/v1/infer", *multipart(dict(npy_parts, state=npy_parts["state"][:-3])), 400,
-         "input 'state': .npy: truncated: shape [2,1,128] of float32 needs 1024 data bytes but the file has 1021"),
+         "input 'state': .npy: truncated: shape [2, 1, 128] of float32 needs 1024 data bytes but the file has 1021"),
         ("prologue: sequence", "POST", "/v1/infer", json_body(short), J, 422, "input 'input' dim 1"),
         ("prologue: batch", "POST", "/v1/infer", *multipart({k: npy_bytes(v) for k, v in mismatched.items()}), 422,
          "input 'state' dim 1"),
