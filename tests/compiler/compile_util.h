@@ -64,6 +64,11 @@ inline std::vector<uint8_t> CompileModel(const onnx::ModelProto& m, const compil
   return *artifact;
 }
 
+// The compile's status alone.
+inline Status CompileStatus(const onnx::ModelProto& m, const compiler::CompileOptions& options = CpuOnly()) {
+  return TryCompileModel(m, options).status();
+}
+
 // Runs `ctx` on `inputs` and copies its first output, float32 on the host, into *y.
 inline Status RunFirstFloat(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vector<float>* y) {
   std::vector<TensorView> out;

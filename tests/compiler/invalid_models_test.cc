@@ -14,7 +14,7 @@
 namespace kiln::testing {
 namespace {
 
-Status CompileStatus(const onnx::ModelProto& m) {
+Status CompileFileStatus(const onnx::ModelProto& m) {
   auto path = std::filesystem::temp_directory_path() / ("kiln_invalid_" + std::to_string(::getpid()) + ".onnx");
   std::string bytes;
   REQUIRE(m.SerializeToString(&bytes));
@@ -61,7 +61,7 @@ TEST_CASE("invalid models: an attribute of the wrong type names the node, op and
   onnx::NodeProto* n = nullptr;
   auto m = Model("Softmax", {"x"}, &n);
   AttrString(n, "axis", "last");  // an INT attribute given as a STRING: not silently the default
-  Status st = CompileStatus(m);
+  Status st = CompileFileStatus(m);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(Says(st, "bad_node"));
   CHECK(Says(st, "Softmax"));
@@ -69,7 +69,7 @@ TEST_CASE("invalid models: an attribute of the wrong type names the node, op and
 
   auto m2 = Model("Transpose", {"x"}, &n);
   AttrFloat(n, "perm", 1.0f);  // INTS given as FLOAT
-  st = CompileStatus(m2);
+  st = CompileFileStatus(m2);
   CHECK(Says(st, "bad_node"));
   CHECK(Says(st, "perm"));
 }
@@ -81,7 +81,7 @@ TEST_CASE("invalid models: an attribute the op's version at the model's opset do
   AddInput(g, "x", {"2", "3"});
   AttrInts(AddNode(g, "ReduceSum", {"x"}, {"y"}, "sum"), "axes", {1});
   AddOutput(g, "y");
-  Status st = CompileStatus(m);
+  Status st = CompileFileStatus(m);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK_MESSAGE(Says(st, "node 'sum' (ReduceSum) attribute 'axes': ReduceSum-13 (the version at opset 13) has no such "
                          "attribute (it has 'keepdims', 'noop_with_empty_axes')"),
@@ -91,7 +91,7 @@ TEST_CASE("invalid models: an attribute the op's version at the model's opset do
   AddInput(g, "x", {"2", "3"});
   AttrInt(AddNode(g, "Shape", {"x"}, {"y"}, "shape"), "start", 1);
   AddOutput(g, "y");
-  st = CompileStatus(shape);
+  st = CompileFileStatus(shape);
   CHECK_MESSAGE(Says(st, "attribute 'start': Shape-13 (the version at opset 13) has no such attribute (it has none)"),
                 st.ToString());
   // At opset 15 it is Shape-15's attribute.
@@ -102,18 +102,18 @@ TEST_CASE("invalid models: an attribute the op's version at the model's opset do
 
 TEST_CASE("invalid models: a wrong number of inputs names the node and op") {
   onnx::NodeProto* n = nullptr;
-  Status one = CompileStatus(Model("Add", {"x"}, &n));
+  Status one = CompileFileStatus(Model("Add", {"x"}, &n));
   CHECK(one.code() != StatusCode::kOk);
   CHECK(Says(one, "bad_node"));
   CHECK(Says(one, "Add"));
-  Status three = CompileStatus(Model("MatMul", {"x", "x2", "x"}, &n));
+  Status three = CompileFileStatus(Model("MatMul", {"x", "x2", "x"}, &n));
   CHECK(Says(three, "bad_node"));
   CHECK(Says(three, "MatMul"));
 }
 
 TEST_CASE("invalid models: an ill-formed graph (an undefined input, a missing output) is a precise error") {
   onnx::NodeProto* n = nullptr;
-  Status undefined = CompileStatus(Model("Relu", {"nowhere"}, &n));
+  Status undefined = CompileFileStatus(Model("Relu", {"nowhere"}, &n));
   CHECK(undefined.code() == StatusCode::kDataLoss);
   CHECK(Says(undefined, "nowhere"));
 
@@ -122,20 +122,20 @@ TEST_CASE("invalid models: an ill-formed graph (an undefined input, a missing ou
   AddInput(g, "x", {"2"});
   AddNode(g, "Relu", {"x"}, {"y"}, "relu");
   AddOutput(g, "z");  // produced by no node
-  Status missing = CompileStatus(m);
+  Status missing = CompileFileStatus(m);
   CHECK(Says(missing, "z"));
 }
 
 TEST_CASE("invalid models: an unsupported op, dtype or attribute value names what is missing") {
   onnx::NodeProto* n = nullptr;
-  Status op = CompileStatus(Model("NoSuchOp", {"x"}, &n));
+  Status op = CompileFileStatus(Model("NoSuchOp", {"x"}, &n));
   CHECK(op.code() == StatusCode::kUnimplemented);
   CHECK(Says(op, "bad_node"));
   CHECK(Says(op, "NoSuchOp"));
 
   auto m = Model("Gelu", {"x"}, &n);
   AttrString(n, "approximate", "cubic");
-  Status value = CompileStatus(m);
+  Status value = CompileFileStatus(m);
   CHECK(Says(value, "bad_node"));
   CHECK(Says(value, "approximate"));
   CHECK(Says(value, "cubic"));
@@ -144,7 +144,7 @@ TEST_CASE("invalid models: an unsupported op, dtype or attribute value names wha
   AddInput(s.mutable_graph(), "x", {"2"}, onnx::TensorProto::STRING);
   AddNode(s.mutable_graph(), "Identity", {"x"}, {"y"}, "id");
   AddOutput(s.mutable_graph(), "y");
-  Status dtype = CompileStatus(s);
+  Status dtype = CompileFileStatus(s);
   CHECK(dtype.code() == StatusCode::kUnimplemented);
   CHECK(Says(dtype, "'x'"));
   CHECK(Says(dtype, "element type string is not supported"));
@@ -157,7 +157,7 @@ TEST_CASE("invalid models: an attribute whose arithmetic overflows is an error, 
   AddInput(g, "x", {"1", "8", "2", "2"});
   AttrInt(AddNode(g, "DepthToSpace", {"x"}, {"y"}, "d2s"), "blocksize", int64_t{1} << 40);
   AddOutput(g, "y");
-  Status st = CompileStatus(m);
+  Status st = CompileFileStatus(m);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(Says(st, "d2s"));
   CHECK(Says(st, "blocksize: expected blocksize^2 to fit int64, found blocksize 1099511627776"));
@@ -173,7 +173,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddInt64Init(g, "delta", {}, {1});
   AddNode(g, "Range", {"start", "limit", "delta"}, {"r"}, "range");
   AddOutput(g, "r");
-  Status st = CompileStatus(range);
+  Status st = CompileFileStatus(range);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "node 'range' (Range): output 'r' int64[4611686018427387904] has more bytes than int64 can count");
 
@@ -186,7 +186,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddInt64Init(g, "delta", {}, {std::numeric_limits<int64_t>::max()});
   AddNode(g, "Range", {"start", "limit", "delta"}, {"r"}, "range");
   AddOutput(g, "r");
-  st = CompileStatus(limits);
+  st = CompileFileStatus(limits);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "node 'range' (Range): output 'r' dim 0 is max(((9223372036854775807--9223372036854775808) "
                         "ceildiv 9223372036854775807), 0) (negative or overflowing int64)");
@@ -198,7 +198,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddFloatInit(g, "scales", {2}, {1.0f, 1e30f});
   AddNode(g, "Resize", {"w", "", "scales"}, {"y"}, "resize");
   AddOutput(g, "y");
-  st = CompileStatus(resize);
+  st = CompileFileStatus(resize);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(Says(st, "node 'resize' (Resize): scales: 1.0000000150474662e+30 times dim 2 does not fit int64"));
 
@@ -208,7 +208,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddFill(g, "n", {(int64_t{1} << 61) - 1});
   AddNode(g, "Relu", {"fill_n"}, {"y"}, "relu");
   AddOutput(g, "y");
-  st = CompileStatus(rounded);
+  st = CompileFileStatus(rounded);
   CHECK(st.code() == StatusCode::kResourceExhausted);
   CHECK(Says(st, "plan: tensor 'y' float32[2305843009213693951] has more bytes (rounded up to 64) than int64 can count"));
   // Two 2^62-byte tensors live at once: their offsets overflow.
@@ -218,7 +218,7 @@ TEST_CASE("invalid models: shapes whose byte size overflows int64 are refused be
   AddFill(g, "b", {int64_t{1} << 60});
   AddNode(g, "MatMul", {"fill_a", "fill_b"}, {"y"}, "dot");
   AddOutput(g, "y");
-  st = CompileStatus(two);
+  st = CompileFileStatus(two);
   CHECK(st.code() == StatusCode::kResourceExhausted);
   CHECK(st.message() == "plan: the arena for 3 tensors has more bytes than int64 can count");
 }
@@ -232,7 +232,7 @@ TEST_CASE("invalid models: subgraphs nested deeper than the limit are a compile 
     a->set_type(onnx::AttributeProto::GRAPH);
     g = a->mutable_g();
   }
-  Status st = CompileStatus(m);
+  Status st = CompileFileStatus(m);
   CHECK(st.code() == StatusCode::kResourceExhausted);
   CHECK(Says(st, "subgraphs (If/Loop/Scan bodies) nest deeper than max_subgraph_depth 32: level 33 at main graph > "
                  "node 'if0' (If) attribute 'else_branch'"));

@@ -31,13 +31,6 @@ HostTensor Make(DType dtype, std::vector<int64_t> dims, std::vector<T> values) {
 HostTensor F32(std::vector<int64_t> dims, std::vector<float> v) { return Make(DType::kFloat32, std::move(dims), v); }
 HostTensor I32(std::vector<int64_t> dims, std::vector<int32_t> v) { return Make(DType::kInt32, std::move(dims), v); }
 
-template <typename T>
-std::vector<T> Values(const HostTensor& t) {
-  std::vector<T> v(t.bytes.size() / sizeof(T));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
-}
-
 // Compiles `m` with fusion and without, runs both on `inputs`, and returns output `k` of
 // each; the two runs must agree on dtype and shape.
 std::vector<HostTensor> RunBoth(const onnx::ModelProto& m, const std::vector<HostTensor>& inputs, size_t k = 0) {

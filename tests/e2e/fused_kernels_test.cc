@@ -81,7 +81,7 @@ struct Buffer {
   }
 };
 
-Buffer Allocate(const kiln::ir::Value& v, const Bindings& b) {
+Buffer AllocateBuffer(const kiln::ir::Value& v, const Bindings& b) {
   Buffer buf;
   buf.dtype = v.dtype;
   buf.dims = Dims(v.shape, b);
@@ -91,7 +91,7 @@ Buffer Allocate(const kiln::ir::Value& v, const Bindings& b) {
 
 // The value's data: its constant, its Sym elements, or random numbers.
 Buffer InputFor(const kiln::ir::Value& v, const Bindings& b, std::mt19937& rng) {
-  Buffer buf = Allocate(v, b);
+  Buffer buf = AllocateBuffer(v, b);
   if (v.is_const()) {
     if (!v.data->bytes.empty())  // an empty constant's bytes may have no storage at all
       std::memcpy(buf.bytes.data(), v.data->bytes.data(), v.data->bytes.size());
@@ -177,7 +177,7 @@ struct ModelTrace {
 // Imports and fuses a model folder with its test-set-0 shapes bound. With `bind_constants`
 // (ONNX node cases), an input that Kiln needs at compile time is bound to its test-set-0
 // value; a case that still does not canonicalise returns nullopt.
-std::optional<ModelTrace> Prepare(const std::string& dir, bool bind_constants) {
+std::optional<ModelTrace> PrepareModel(const std::string& dir, bool bind_constants) {
   kiln::onnx_import::ImportOptions options;
   for (;;) {
     auto imported = kiln::onnx_import::ImportOnnxFile(dir + "/model.onnx", options);
@@ -289,7 +289,7 @@ kiln::Result<Buffer> RunMembers(const ModelTrace& m, const kiln::ir::Node& node,
         outs.push_back({});
         continue;
       }
-      values[out] = Allocate(m.folded.value(out), m.bindings);
+      values[out] = AllocateBuffer(m.folded.value(out), m.bindings);
       outs.push_back(values[out].ref());
     }
     const kiln::cpu::KernelDef* k = kiln::cpu::FindKernel(op.op);
@@ -327,7 +327,7 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     const auto& dir = dir_case.first;
     const auto& node_case = dir_case.second;
     CAPTURE(dir);
-    std::optional<ModelTrace> m = Prepare(dir, node_case);
+    std::optional<ModelTrace> m = PrepareModel(dir, node_case);
     if (!m) {
       ++skipped_cases;
       continue;
@@ -372,7 +372,7 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     for (kiln::ir::ValueId in : n.inputs) ins.push_back(values[in].ref());
     std::vector<int64_t> sizes;
     for (const kiln::ir::Sym& s : n.fused->sizes) sizes.push_back(s.Eval(m.bindings).value_or(-1));
-    Buffer interpreted = Allocate(m.fused.value(n.outputs[0]), m.bindings);
+    Buffer interpreted = AllocateBuffer(m.fused.value(n.outputs[0]), m.bindings);
     Buffer host = interpreted;
     kiln::cpu::TensorRef out_i[] = {interpreted.ref()}, out_h[] = {host.ref()};
     std::vector<uint8_t> ws(kiln::cpu::FusedWorkspaceBytes(n.fused->program));

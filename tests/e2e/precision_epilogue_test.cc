@@ -26,6 +26,7 @@
 #include "runtime/half.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/random_floats.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ using kiln::DType;
 using kiln::passes::Precision;
 using namespace kiln::testing;
 
-double RoundTo(Precision p, double x) {
+double RoundToPrecision(Precision p, double x) {
   const float f = static_cast<float>(x);
   switch (p) {
     case Precision::kFp16: return kiln::HalfToFloat(kiln::FloatToHalf(f));
@@ -42,22 +43,14 @@ double RoundTo(Precision p, double x) {
   }
 }
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 // `v` rounded to the precision's type, as doubles.
 std::vector<double> Rounded(Precision p, const std::vector<float>& v) {
   std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = RoundTo(p, v[i]);
+  for (size_t i = 0; i < v.size(); ++i) r[i] = RoundToPrecision(p, v[i]);
   return r;
 }
 
-struct Case {
+struct EpilogueCase {
   std::string name;
   onnx::ModelProto model;
   std::vector<std::vector<float>> inputs;
@@ -70,8 +63,8 @@ struct Case {
 // ---- MatMul [4, 64] x [64, 32] + b + Relu -------------------------------------------------------
 
 constexpr int kM = 4, kK = 64, kN = 32;
-const std::vector<float>& MlpW() { static const auto v = RandomFloats(kK * kN, 1, 0.25f); return v; }
-const std::vector<float>& MlpB() { static const auto v = RandomFloats(kN, 2, 1.0f); return v; }
+const std::vector<float>& MlpW() { static const auto v = RandomFloats(kK * kN, 1, -0.25f, 0.25f); return v; }
+const std::vector<float>& MlpB() { static const auto v = RandomFloats(kN, 2, -1.0f, 1.0f); return v; }
 
 std::vector<double> MlpReference(Precision p, const std::vector<std::vector<float>>& in) {
   const std::vector<double> x = Rounded(p, in[0]), w = Rounded(p, MlpW()), b = Rounded(p, MlpB());
@@ -80,7 +73,7 @@ std::vector<double> MlpReference(Precision p, const std::vector<std::vector<floa
     for (int j = 0; j < kN; ++j) {
       double acc = b[j];
       for (int k = 0; k < kK; ++k) acc += x[i * kK + k] * w[k * kN + j];
-      y[i * kN + j] = RoundTo(p, std::max(acc, 0.0));
+      y[i * kN + j] = RoundToPrecision(p, std::max(acc, 0.0));
     }
   return y;
 }
@@ -100,7 +93,7 @@ onnx::ModelProto MlpModel() {
 
 // ---- Gemm(A, W, C, beta = 0.5) + b + Relu -------------------------------------------------------
 
-const std::vector<float>& GemmC() { static const auto v = RandomFloats(kN, 3, 1.0f); return v; }
+const std::vector<float>& GemmC() { static const auto v = RandomFloats(kN, 3, -1.0f, 1.0f); return v; }
 
 std::vector<double> GemmReference(Precision p, const std::vector<std::vector<float>>& in) {
   const std::vector<double> a = Rounded(p, in[0]), w = Rounded(p, MlpW()), c = Rounded(p, GemmC()),
@@ -108,9 +101,9 @@ std::vector<double> GemmReference(Precision p, const std::vector<std::vector<flo
   std::vector<double> y(kM * kN);
   for (int i = 0; i < kM; ++i)
     for (int j = 0; j < kN; ++j) {
-      double acc = RoundTo(p, RoundTo(p, 0.5 * c[j]) + b[j]);  // merged at compile time
+      double acc = RoundToPrecision(p, RoundToPrecision(p, 0.5 * c[j]) + b[j]);  // merged at compile time
       for (int k = 0; k < kK; ++k) acc += a[i * kK + k] * w[k * kN + j];
-      y[i * kN + j] = RoundTo(p, std::max(acc, 0.0));
+      y[i * kN + j] = RoundToPrecision(p, std::max(acc, 0.0));
     }
   return y;
 }
@@ -132,16 +125,16 @@ onnx::ModelProto GemmModel() {
 // ---- Conv(x, w, B) + c[8, 1, 1] + r, then Relu (ResNet's order) ---------------------------------
 
 constexpr int kC = 4, kO = 8, kH = 6;
-const std::vector<float>& ConvW() { static const auto v = RandomFloats(kO * kC * 9, 4, 0.3f); return v; }
-const std::vector<float>& ConvB() { static const auto v = RandomFloats(kO, 5, 1.0f); return v; }
-const std::vector<float>& ConvBias() { static const auto v = RandomFloats(kO, 6, 1.0f); return v; }
+const std::vector<float>& ConvW() { static const auto v = RandomFloats(kO * kC * 9, 4, -0.3f, 0.3f); return v; }
+const std::vector<float>& ConvB() { static const auto v = RandomFloats(kO, 5, -1.0f, 1.0f); return v; }
+const std::vector<float>& ConvBias() { static const auto v = RandomFloats(kO, 6, -1.0f, 1.0f); return v; }
 
 std::vector<double> ConvReference(Precision p, const std::vector<std::vector<float>>& in) {
   const std::vector<double> x = Rounded(p, in[0]), r = Rounded(p, in[1]), w = Rounded(p, ConvW()),
                             b0 = Rounded(p, ConvB()), b1 = Rounded(p, ConvBias());
   std::vector<double> y(kO * kH * kH);
   for (int o = 0; o < kO; ++o) {
-    const double bias = RoundTo(p, b0[o] + b1[o]);  // B + the folded bias, at compile time
+    const double bias = RoundToPrecision(p, b0[o] + b1[o]);  // B + the folded bias, at compile time
     for (int i = 0; i < kH; ++i)
       for (int j = 0; j < kH; ++j) {
         double acc = bias;
@@ -153,7 +146,7 @@ std::vector<double> ConvReference(Precision p, const std::vector<std::vector<flo
               acc += x[(c * kH + ii) * kH + jj] * w[((o * kC + c) * 3 + di) * 3 + dj];
             }
         const int at = (o * kH + i) * kH + j;
-        y[at] = RoundTo(p, std::max(acc + r[at], 0.0));
+        y[at] = RoundToPrecision(p, std::max(acc + r[at], 0.0));
       }
   }
   return y;
@@ -176,14 +169,14 @@ onnx::ModelProto ConvModel() {
   return m;
 }
 
-std::vector<Case> Cases() {
+std::vector<EpilogueCase> Cases() {
   return {
-      {"MatMul + bias + Relu", MlpModel(), {RandomFloats(kM * kK, 10, 1.0f)}, {{kM, kK}}, "MatMul(", MlpReference},
-      {"Gemm (beta 0.5) + bias + Relu", GemmModel(), {RandomFloats(kM * kK, 11, 1.0f)}, {{kM, kK}}, "Gemm(",
+      {"MatMul + bias + Relu", MlpModel(), {RandomFloats(kM * kK, 10, -1.0f, 1.0f)}, {{kM, kK}}, "MatMul(", MlpReference},
+      {"Gemm (beta 0.5) + bias + Relu", GemmModel(), {RandomFloats(kM * kK, 11, -1.0f, 1.0f)}, {{kM, kK}}, "Gemm(",
        GemmReference},
       {"Conv (own B) + bias + residual + Relu",
        ConvModel(),
-       {RandomFloats(kC * kH * kH, 12, 1.0f), RandomFloats(kO * kH * kH, 13, 2.0f)},
+       {RandomFloats(kC * kH * kH, 12, -1.0f, 1.0f), RandomFloats(kO * kH * kH, 13, -2.0f, 2.0f)},
        {{1, kC, kH, kH}, {1, kO, kH, kH}},
        "Conv(",
        ConvReference},
@@ -213,7 +206,7 @@ void CheckFolded(const kiln::Model& model, const std::string& anchor) {
 
 TEST_CASE("precision: bias, residual and Relu fold into float16 and bfloat16 MatMul, Gemm and Conv, and the CPU "
           "backend computes the folded chain") {
-  for (const Case& c : Cases()) {
+  for (const EpilogueCase& c : Cases()) {
     for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
       const std::string pname = kiln::passes::PrecisionName(p);
       CAPTURE(c.name);

@@ -49,6 +49,7 @@
 #include "tests/e2e/model_dirs.h"
 #include "tests/e2e/precision_rules.h"
 #include "tests/gpu_test_util.h"
+#include "tests/random_floats.h"
 
 namespace {
 
@@ -66,7 +67,7 @@ std::vector<uint8_t> CompileFor(const std::string& onnx_path, Precision precisio
   return std::move(*bytes);
 }
 
-struct Outputs {
+struct GpuOutputs {
   std::vector<HostTensor> tensors;
   bool device_only = false;  // CUDA: the entry was captured as a graph (no CPU fallback op)
 };
@@ -74,11 +75,11 @@ struct Outputs {
 // Runs `artifact` on `device`; on CUDA three times with CUDA graphs (capture needs a device-only
 // entry, and happens at the second run with the same shapes), into host buffers shaped like
 // `like` (the CPU run's outputs).
-Outputs Run(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>& inputs, kiln::Device device,
+GpuOutputs RunArtifact(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>& inputs, kiln::Device device,
             const std::vector<HostTensor>* like = nullptr) {
   auto model = kiln::Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
-  Outputs result;
+  GpuOutputs result;
   if (device == kiln::Device::kCpu) {
     result.tensors = RunCpuReference(*model, inputs);
     return result;
@@ -105,7 +106,7 @@ Outputs Run(const std::vector<uint8_t>& artifact, const std::vector<HostTensor>&
 
 // One model in fp32, fp16 and bf16: CUDA against CPU, and no new CPU fallbacks below fp32.
 // The inputs are `inputs`, or when `input_dir` is not empty, read from there.
-void CheckModel(const std::string& name, const std::string& onnx_path, std::vector<HostTensor> inputs,
+void CheckModelOnGpu(const std::string& name, const std::string& onnx_path, std::vector<HostTensor> inputs,
                 const std::string& input_dir, const kiln::cuda::DeviceInfo& dev) {
   const int cc = dev.cc_major * 10 + dev.cc_minor;
   bool fp32_device_only = false;
@@ -117,8 +118,8 @@ void CheckModel(const std::string& name, const std::string& onnx_path, std::vect
     }
     const std::vector<uint8_t> artifact = CompileFor(onnx_path, precision, dev.arch());
     if (!input_dir.empty() && precision == Precision::kFp32) inputs = ReadInputs(artifact, input_dir);
-    const Outputs cpu = Run(artifact, inputs, kiln::Device::kCpu);
-    const Outputs cuda = Run(artifact, inputs, kiln::Device::kCuda, &cpu.tensors);
+    const GpuOutputs cpu = RunArtifact(artifact, inputs, kiln::Device::kCpu);
+    const GpuOutputs cuda = RunArtifact(artifact, inputs, kiln::Device::kCuda, &cpu.tensors);
     REQUIRE(cuda.tensors.size() == cpu.tensors.size());
     for (size_t o = 0; o < cpu.tensors.size(); ++o) {
       std::ostringstream label;
@@ -142,20 +143,12 @@ void CheckModel(const std::string& name, const std::string& onnx_path, std::vect
 
 // ---- Small models -------------------------------------------------------------------------------
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 HostTensor RandomInput(const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
   HostTensor t;
   t.name = name;
   t.dtype = DType::kFloat32;
   t.dims = std::move(dims);
-  const std::vector<float> v = RandomFloats(static_cast<size_t>(t.num_elements()), seed);
+  const std::vector<float> v = RandomFloats(static_cast<size_t>(t.num_elements()), seed, -1.0f, 1.0f);
   t.bytes.resize(v.size() * sizeof(float));
   std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
   return t;
@@ -165,12 +158,12 @@ void AddRandomInit(onnx::GraphProto* g, const std::string& name, std::vector<int
                    float scale) {
   size_t n = 1;
   for (int64_t d : dims) n *= static_cast<size_t>(d);
-  AddFloatInit(g, name, dims, RandomFloats(n, seed, scale));
+  AddFloatInit(g, name, dims, RandomFloats(n, seed, -scale, scale));
 }
 
 // x [8, 64] -> MatMul [64, 96] -> Add -> Relu -> Gemm ([96, 32], C [32]) -> Softmax: cuBLASLt
 // (with a half bias vector for Gemm's C) and a generated row reduction.
-onnx::ModelProto MlpModel() {
+onnx::ModelProto GpuMlpModel() {
   onnx::ModelProto m = MakeModel(17);
   onnx::GraphProto* g = m.mutable_graph();
   AddInput(g, "x", {"8", "64"});
@@ -189,7 +182,7 @@ onnx::ModelProto MlpModel() {
 
 // x [2, 8, 16, 16] -> Conv (16, 3x3, bias) -> Relu -> MaxPool 2x2 -> Conv (16, 3x3, bias) ->
 // AveragePool 2x2 -> Flatten -> Gemm [256, 10]: cuDNN convolutions and pooling.
-onnx::ModelProto ConvModel() {
+onnx::ModelProto GpuConvModel() {
   onnx::ModelProto m = MakeModel(17);
   onnx::GraphProto* g = m.mutable_graph();
   AddInput(g, "x", {"2", "8", "16", "16"});
@@ -260,14 +253,14 @@ TEST_CASE("[gpu] precision: fp16 and bf16 small models on the CUDA backend match
     std::vector<HostTensor> inputs;
   };
   const Small models[] = {
-      {"mlp", MlpModel(), {RandomInput("x", {8, 64}, 1)}},
-      {"conv", ConvModel(), {RandomInput("x", {2, 8, 16, 16}, 2)}},
+      {"mlp", GpuMlpModel(), {RandomInput("x", {8, 64}, 1)}},
+      {"conv", GpuConvModel(), {RandomInput("x", {2, 8, 16, 16}, 2)}},
       {"norm", NormModel(), {RandomInput("x", {4, 12, 48}, 3)}},
   };
   for (const Small& s : models) {
     CAPTURE(s.name);
     const std::string path = WriteModel(s.model, s.name);
-    CheckModel(s.name, path, s.inputs, "", dev);
+    CheckModelOnGpu(s.name, path, s.inputs, "", dev);
     std::filesystem::remove(path);
   }
 }
@@ -290,7 +283,7 @@ TEST_CASE("[gpu] precision: every real model in fp16 and bf16 on the CUDA backen
   const kiln::cuda::DeviceInfo dev = Device0();
   for (const std::string& dir : dirs) {
     CAPTURE(dir);
-    CheckModel(std::filesystem::path(dir).filename().string(), dir + "/model.onnx", {}, dir + "/test_data_set_0",
+    CheckModelOnGpu(std::filesystem::path(dir).filename().string(), dir + "/model.onnx", {}, dir + "/test_data_set_0",
                dev);
   }
 }

@@ -30,7 +30,7 @@ using kiln::io::HostTensor;
 using kiln::passes::Precision;
 using namespace kiln::testing;
 
-std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool fuse) {
+std::vector<uint8_t> CompileAt(const std::string& dir, Precision precision, bool fuse) {
   kiln::compiler::CompileOptions options = CpuOnly();
   options.precision.precision = precision;
   options.fuse = fuse;
@@ -42,7 +42,7 @@ std::vector<uint8_t> Compile(const std::string& dir, Precision precision, bool f
 
 // The artifact's outputs on the inputs in `set` (a test_data_set_N folder), run by the CPU
 // backend.
-std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::string& set) {
+std::vector<HostTensor> RunTestSet(const std::vector<uint8_t>& artifact, const std::string& set) {
   auto model = kiln::Model::Load(artifact);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   return RunCpuReference(*model, ReadInputs(artifact, set));
@@ -51,15 +51,15 @@ std::vector<HostTensor> Run(const std::vector<uint8_t>& artifact, const std::str
 void CheckModel(const std::string& dir) {
   const std::string model = std::filesystem::path(dir).filename().string();
   const std::vector<std::string> sets = TestSets(dir);
-  const std::vector<uint8_t> fp32 = Compile(dir, Precision::kFp32, true);
+  const std::vector<uint8_t> fp32 = CompileAt(dir, Precision::kFp32, true);
   std::vector<std::vector<HostTensor>> reference;
-  for (const std::string& set : sets) reference.push_back(Run(fp32, set));
+  for (const std::string& set : sets) reference.push_back(RunTestSet(fp32, set));
   for (Precision precision : {Precision::kFp16, Precision::kBf16}) {
     for (bool fuse : {true, false}) {
       const std::string name = std::string(kiln::passes::PrecisionName(precision)) + (fuse ? "" : " unfused");
-      const std::vector<uint8_t> artifact = Compile(dir, precision, fuse);
+      const std::vector<uint8_t> artifact = CompileAt(dir, precision, fuse);
       for (size_t s = 0; s < sets.size(); ++s) {
-        const std::vector<HostTensor> got = Run(artifact, sets[s]);
+        const std::vector<HostTensor> got = RunTestSet(artifact, sets[s]);
         REQUIRE(got.size() == reference[s].size());
         for (size_t o = 0; o < got.size(); ++o) {
           const std::string label = model + " set " + std::to_string(s) + " " + name + " output " + std::to_string(o) +

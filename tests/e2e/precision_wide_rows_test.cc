@@ -45,7 +45,7 @@ constexpr float kEpsilon = 1e-5f;
 // Row 0 around +300, row 1 around -300, in even steps (see the file comment), spread over
 // +-2 * `spread`: LayerNorm's over +-8 (a standard deviation of ~5), Softmax's over +-4
 // (probabilities from ~4e-7, a float16 subnormal, to ~1e-3).
-std::vector<float> Inputs(int spread) {
+std::vector<float> RowInputs(int spread) {
   std::vector<float> x(kRows * kWidth);
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t i = 0; i < kWidth; ++i)
@@ -73,7 +73,7 @@ onnx::ModelProto LayerNormModel() {
   return m;
 }
 
-onnx::ModelProto SoftmaxModel() {
+onnx::ModelProto WideSoftmaxModel() {
   onnx::ModelProto m = MakeModel(17);
   onnx::GraphProto* g = m.mutable_graph();
   AddInput(g, "x", {std::to_string(kRows), std::to_string(kWidth)});
@@ -159,15 +159,15 @@ void Check(const onnx::ModelProto& model, const std::vector<float>& x, const std
 }  // namespace
 
 TEST_CASE("precision: LayerNormalization over rows of 4096 values around +-300 stays finite and correct in fp16 and bf16") {
-  const std::vector<float> x = Inputs(4);
+  const std::vector<float> x = RowInputs(4);
   const std::vector<double> ref = LayerNormReference(x);
   for (Precision p : {Precision::kFp16, Precision::kBf16})
     for (bool fuse : {true, false}) Check(LayerNormModel(), x, ref, p, fuse, 1e-5);
 }
 
 TEST_CASE("precision: Softmax over rows of 4096 values around +-300 stays finite and correct in fp16 and bf16") {
-  const std::vector<float> x = Inputs(2);
+  const std::vector<float> x = RowInputs(2);
   const std::vector<double> ref = SoftmaxReference(x);
   for (Precision p : {Precision::kFp16, Precision::kBf16})
-    for (bool fuse : {true, false}) Check(SoftmaxModel(), x, ref, p, fuse, 0x1p-24);
+    for (bool fuse : {true, false}) Check(WideSoftmaxModel(), x, ref, p, fuse, 0x1p-24);
 }

@@ -21,20 +21,20 @@ namespace {
 using kiln::DType;
 using kiln::TensorView;
 
-struct Call {
+struct ProfileCall {
   int64_t batch, height, width;
   int32_t entry;       // the entry it should take; -1: a miss
   std::string reason;  // a miss: a line its message must hold
 };
 
-struct Case {
+struct ProfileCase {
   std::string model;  // folder under KILN_TEST_DATA_DIR; its one input is float32[N, 3, H, W]
   std::vector<std::string> profiles;
   std::vector<std::string> entry_names;  // in the order Run tries them
-  std::vector<Call> script;
+  std::vector<ProfileCall> script;
 };
 
-std::vector<uint8_t> Compile(const std::string& path, const std::vector<std::string>& profiles) {
+std::vector<uint8_t> CompileWithProfiles(const std::string& path, const std::vector<std::string>& profiles) {
   kiln::compiler::CompileOptions o = kiln::testing::CpuOnly();
   for (const std::string& p : profiles) {
     auto parsed = kiln::compiler::ParseProfile(p);
@@ -48,7 +48,7 @@ std::vector<uint8_t> Compile(const std::string& path, const std::vector<std::str
 
 // `batch` images of the test set's size: the test images in turn, each copy scaled by
 // 1 + 0.05 * (its index), so batch items differ. Other sizes (for misses) are zeros.
-std::vector<float> Images(const kiln::io::HostTensor& test, const Call& c) {
+std::vector<float> Images(const kiln::io::HostTensor& test, const ProfileCall& c) {
   const int64_t per = c.height * c.width * 3;
   std::vector<float> x(static_cast<size_t>(c.batch * per), 0.0f);
   if (c.height != test.dims[2] || c.width != test.dims[3]) return x;
@@ -59,7 +59,7 @@ std::vector<float> Images(const kiln::io::HostTensor& test, const Call& c) {
   return x;
 }
 
-void RunCase(const Case& c) {
+void RunCase(const ProfileCase& c) {
   const std::string dir = std::string(KILN_TEST_DATA_DIR) + "/" + c.model;
   if (!std::filesystem::exists(dir + "/model.onnx")) {
     MESSAGE("skipped: " << dir << " is missing (run tests/e2e/make_package_testdata.py)");
@@ -69,8 +69,8 @@ void RunCase(const Case& c) {
   REQUIRE_MESSAGE(test.ok(), test.status().ToString());
   REQUIRE(test->dims.size() == 4);
 
-  auto multi = kiln::Model::Load(Compile(dir + "/model.onnx", c.profiles));
-  auto single = kiln::Model::Load(Compile(dir + "/model.onnx", {}));
+  auto multi = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", c.profiles));
+  auto single = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {}));
   REQUIRE(multi.ok());
   REQUIRE(single.ok());
   REQUIRE(multi->entries().size() == c.entry_names.size());
@@ -82,7 +82,7 @@ void RunCase(const Case& c) {
 
   std::vector<uint64_t> hits(c.entry_names.size(), 0);
   uint64_t misses = 0;
-  for (const Call& call : c.script) {
+  for (const ProfileCall& call : c.script) {
     INFO("call N=" << call.batch << " H=" << call.height << " W=" << call.width);
     const std::vector<float> x = Images(*test, call);
     TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {call.batch, 3, call.height, call.width})};
@@ -122,7 +122,7 @@ void RunCase(const Case& c) {
 TEST_CASE("profiles on the PP-OCRv4 text detector: N=1, N=4 and a range, against the single-entry artifact") {
   // Its input declares x: [p2o.DynamicDimension.0, 3, p2o.DynamicDimension.1, p2o.DynamicDimension.2];
   // profiles name dims by position and by symbol. The test image is 160 x 320.
-  Case c;
+  ProfileCase c;
   c.model = "ch_PP-OCRv4_det";
   c.profiles = {"x:0=1", "x:p2o.DynamicDimension.0=4", "x:0=1..8,2=32..640:32,3=32..640:32"};
   const std::string range = "p2o.DynamicDimension.0 in 1..8, p2o.DynamicDimension.1 in 32..640:32, "
@@ -144,7 +144,7 @@ TEST_CASE("profiles on the PP-OCRv4 text detector: N=1, N=4 and a range, against
 TEST_CASE("profiles on the PP-OCR direction classifier: N=1, N=2 and a range, against the single-entry artifact") {
   // Its input declares x: [-1, 3, ?, ?]: Kiln names the unnamed dims x_dim0, x_dim2, x_dim3.
   // The test set is two 48 x 192 images.
-  Case c;
+  ProfileCase c;
   c.model = "ch_ppocr_mobile_v2.0_cls";
   c.profiles = {"x:x_dim0=1", "x:0=2", "x:0=1..16,2=48,3=32..640:32"};
   c.entry_names = {"x_dim0=1", "x_dim0=2", "x_dim0 in 1..16, x_dim2=48, x_dim3 in 32..640:32"};
@@ -168,8 +168,8 @@ TEST_CASE("profiles on Silero VAD: a fixed sequence length gives the default art
     MESSAGE("skipped: " << dir << " is missing (run tests/e2e/make_package_testdata.py)");
     return;
   }
-  auto multi = kiln::Model::Load(Compile(dir + "/model.onnx", {"input:1=576", "input:batch=1..4,sequence=576"}));
-  auto single = kiln::Model::Load(Compile(dir + "/model.onnx", {}));
+  auto multi = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {"input:1=576", "input:batch=1..4,sequence=576"}));
+  auto single = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {}));
   REQUIRE(multi.ok());
   REQUIRE(single.ok());
   // The second profile's shapes fit inside the first's, so it is tried first.

@@ -17,7 +17,7 @@ using namespace kiln::testing;  // NOLINT: the model-building helpers
 
 namespace {
 
-kiln::compiler::CompileOptions Fused(bool fuse) {
+kiln::compiler::CompileOptions FusedOptions(bool fuse) {
   auto o = CpuOnly();
   o.fuse = fuse;
   return o;
@@ -42,7 +42,7 @@ onnx::ModelProto ReduceEmptyModel() {
 TEST_CASE("empty tensors: reductions over an empty axis give their identity, fused or not") {
   for (bool fuse : {true, false}) {
     INFO("fuse " << fuse);
-    auto bytes = CompileModel(ReduceEmptyModel(), Fused(fuse));
+    auto bytes = CompileModel(ReduceEmptyModel(), FusedOptions(fuse));
     float none = 0;
     kiln::TensorView in[] = {kiln::TensorView::Host(&none, kiln::DType::kFloat32, {2, 0, 3})};
     auto out = RunFloat(bytes, in);
@@ -69,7 +69,7 @@ TEST_CASE("empty tensors: a Slice past the end, a zero-sized Split part and a Co
   for (const char* o : {"past", "s0", "y"}) AddOutput(g, o);
   for (bool fuse : {true, false}) {
     INFO("fuse " << fuse);
-    auto bytes = CompileModel(m, Fused(fuse));
+    auto bytes = CompileModel(m, FusedOptions(fuse));
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {4, 2})};
     auto model = kiln::Model::Load(bytes);

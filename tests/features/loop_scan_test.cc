@@ -17,9 +17,7 @@
 namespace kiln {
 namespace {
 
-Status CompileStatus(const onnx::ModelProto& m, const compiler::CompileOptions& options) {
-  return testing::TryCompileModel(m, options).status();
-}
+using testing::CompileStatus;
 
 // Scan over xs float32[T, 2] from h0 float32[2]: h = h + x; y = 2 * h. Outputs: the last h and
 // the ys stacked. `T` is "3" or a symbol.

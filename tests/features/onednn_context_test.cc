@@ -57,7 +57,7 @@ Ran RunWith(const Model& model, bool onednn, int threads) {
 }
 
 // Each output of `a` (oneDNN's) within `rel` (relative to 1 + |b|) of `b`'s (Kiln's kernels).
-void CheckClose(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, float rel) {
+void CheckOutputsClose(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, float rel) {
   REQUIRE(a.size() == b.size());
   for (size_t o = 0; o < a.size(); ++o) {
     INFO("output " << o);
@@ -80,7 +80,7 @@ TEST_CASE("CpuOptions::onednn: the note, outputs against Kiln's kernels, the sam
   const Ran first = RunWith(*model, true, 1);
   CHECK(first.note == testing::CpuNote(1));
   CHECK(first.fallbacks.empty());  // the pointwise Conv stays on Kiln's kernel by choice
-  CheckClose(first.outputs, own.outputs, 1e-4f);
+  CheckOutputsClose(first.outputs, own.outputs, 1e-4f);
   for (int threads : {2, 3}) {
     INFO(threads << " threads");
     const Ran r = RunWith(*model, true, threads);
@@ -107,7 +107,7 @@ TEST_CASE("CpuOptions::onednn: float16 and bfloat16 models' Convs run on oneDNN,
     }
     // Both accumulate in float32 and round Y once, in other orders: a unit or two of the half
     // type's last place (2^-11 for float16, 2^-8 for bfloat16), carried through the Softmax.
-    CheckClose(on.outputs, off.outputs, fp16 ? 2e-3f : 1.6e-2f);
+    CheckOutputsClose(on.outputs, off.outputs, fp16 ? 2e-3f : 1.6e-2f);
     CHECK(RunWith(*model, true, 2).outputs == RunWith(*model, true, 2).outputs);
   }
 }
@@ -196,7 +196,7 @@ TEST_CASE("CpuOptions::onednn: Convs whose tensors are read as X and as residual
   };
   const std::vector<std::vector<float>> own = run(false, 1), on = run(true, 1);
   REQUIRE(on.size() == 1);
-  CheckClose(on, own, 1e-4f);
+  CheckOutputsClose(on, own, 1e-4f);
   CHECK(run(true, 2) == on);
   CHECK(run(true, 3) == on);
 }

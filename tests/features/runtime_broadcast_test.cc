@@ -18,7 +18,7 @@ namespace {
 
 // z = Relu(x[N, 2] + y[M, 2]) * w[K, 1, 1]: the Add broadcasts N against M, the Mul the result's
 // max(N, M) against K's leading dim.
-onnx::ModelProto AddModel() {
+onnx::ModelProto AddReluMulModel() {
   auto m = testing::MakeModel(17);
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {"N", "2"});
@@ -36,7 +36,7 @@ struct Out {
   std::vector<float> z;
 };
 
-Result<Out> Run(ExecutionContext& ctx, const std::vector<float>& x, const std::vector<float>& y,
+Result<Out> RunBroadcast(ExecutionContext& ctx, const std::vector<float>& x, const std::vector<float>& y,
                 const std::vector<float>& w) {
   TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {static_cast<int64_t>(x.size() / 2), 2}),
                      TensorView::Host(y.data(), DType::kFloat32, {static_cast<int64_t>(y.size() / 2), 2}),
@@ -50,12 +50,12 @@ Result<Out> Run(ExecutionContext& ctx, const std::vector<float>& x, const std::v
 
 void CheckAdd(Device device, bool fuse) {
   compiler::CompileOptions options = testing::OptionsFor(device, fuse);
-  auto model = Model::Load(testing::CompileModel(AddModel(), options));
+  auto model = Model::Load(testing::CompileModel(AddReluMulModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   auto ctx = ExecutionContext::Create(*model, {device});
   REQUIRE(ctx.ok());
   auto ok = [&](const std::vector<float>& x, const std::vector<float>& y, const std::vector<float>& w) {
-    auto r = Run(*ctx, x, y, w);
+    auto r = RunBroadcast(*ctx, x, y, w);
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     return *r;
   };
@@ -75,7 +75,7 @@ void CheckAdd(Device device, bool fuse) {
   CHECK(r.dims == std::vector<int64_t>{1, 1, 2});
   CHECK(r.z == std::vector<float>{4, 0});
   // 2 rows against 3: numpy refuses, and so does the prologue, naming the guard and the dims.
-  auto bad = Run(*ctx, {1, 2, 3, 4}, {1, 2, 3, 4, 5, 6}, {1});
+  auto bad = RunBroadcast(*ctx, {1, 2, 3, 4}, {1, 2, 3, 4, 5, 6}, {1});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   const std::string msg = bad.status().message();

@@ -399,7 +399,7 @@ testing::ArtifactSpec NonZeroSpec() {
   return a;
 }
 
-std::string LoadError(const testing::ArtifactSpec& a) {
+std::string LoadErrorMessage(const testing::ArtifactSpec& a) {
   auto m = Model::Load(testing::BuildArtifact(a));
   REQUIRE_FALSE(m.ok());
   return std::string(m.status().message());
@@ -430,33 +430,33 @@ TEST_CASE("run-time dims in a hand-built artifact: NonZero's count, with no comp
 TEST_CASE("run-time dims: the verifier refuses every inconsistent description, naming it") {
   auto spec = NonZeroSpec();
   spec.entries[0].runtime_dims = {fb::RuntimeDim(5, 0, 0)};
-  CHECK(LoadError(spec) == "entry 0 run-time dim 0: symbol 5 out of range (symbols: 2)");
+  CHECK(LoadErrorMessage(spec) == "entry 0 run-time dim 0: symbol 5 out of range (symbols: 2)");
   spec = NonZeroSpec();
   spec.entries[0].runtime_dims = {fb::RuntimeDim(0, 0, 0)};
-  CHECK(LoadError(spec) == "entry 0: symbol 0 'N' is a run-time dim, but an input binds it");
+  CHECK(LoadErrorMessage(spec) == "entry 0: symbol 0 'N' is a run-time dim, but an input binds it");
   spec = NonZeroSpec();
   spec.entries[0].instructions[0].op = "Relu";
-  CHECK(LoadError(spec) == "entry 0 run-time dim 0: instruction 0 (Relu) does not report a run-time size");
+  CHECK(LoadErrorMessage(spec) == "entry 0 run-time dim 0: instruction 0 (Relu) does not report a run-time size");
   spec = NonZeroSpec();
   spec.entries[0].runtime_dims = {fb::RuntimeDim(1, 0, 2)};  // bound n: read before NonZero runs
-  CHECK(LoadError(spec) == "entry 0 expr 2: the prologue evaluates it, but it reads run-time dim 1 'n'");
+  CHECK(LoadErrorMessage(spec) == "entry 0 expr 2: the prologue evaluates it, but it reads run-time dim 1 'n'");
   spec = NonZeroSpec();
   spec.entries[0].tensors[1].offset = 2;  // the arena offset n moves with the size
-  CHECK(LoadError(spec) == "entry 0 tensor 1 'y': offset expr 2 reads a run-time dim");
+  CHECK(LoadErrorMessage(spec) == "entry 0 tensor 1 'y': offset expr 2 reads a run-time dim");
   spec = NonZeroSpec();
   spec.entries[0].runtime_dims = {fb::RuntimeDim(1, 0, 0), fb::RuntimeDim(1, 0, 0)};
-  CHECK(LoadError(spec) == "entry 0 run-time dim 1: symbol 1 is set twice");
+  CHECK(LoadErrorMessage(spec) == "entry 0 run-time dim 1: symbol 1 is set twice");
   // Rooms (format 8): a symbol of their own that no input binds, from 1 to 2^40 at first.
   spec = NonZeroSpec();
   spec.entries[0].rooms = {fb::Room(2, 16)};
-  CHECK(LoadError(spec) == "entry 0 room 0: symbol 2 out of range (symbols: 2)");
+  CHECK(LoadErrorMessage(spec) == "entry 0 room 0: symbol 2 out of range (symbols: 2)");
   spec.entries[0].rooms = {fb::Room(1, 16)};
-  CHECK(LoadError(spec) == "entry 0 room 0: symbol 1 is set twice");
+  CHECK(LoadErrorMessage(spec) == "entry 0 room 0: symbol 1 is set twice");
   spec.entries[0].rooms = {fb::Room(0, 16)};
-  CHECK(LoadError(spec) == "entry 0: symbol 0 'N' is a room, but an input binds it");
+  CHECK(LoadErrorMessage(spec) == "entry 0: symbol 0 'N' is a room, but an input binds it");
   spec.entries[0].symbols.push_back("y.rows");
   spec.entries[0].rooms = {fb::Room(2, 0)};
-  CHECK(LoadError(spec) == "entry 0 room 0: initial value 0, expected 1 to 1099511627776");
+  CHECK(LoadErrorMessage(spec) == "entry 0 room 0: initial value 0, expected 1 to 1099511627776");
 }
 
 TEST_CASE("run-time dims: a size above the outputs' room is kInternal naming the instruction, nothing written past them") {

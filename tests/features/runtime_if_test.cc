@@ -67,7 +67,7 @@ void CheckBranches(Device device, bool fuse) {
   CHECK(captured->stats().graph_hits == captured->stats().graph_misses);
 }
 
-Status CompileStatus(const onnx::ModelProto& m) { return testing::TryCompileModel(m, testing::CpuOnly()).status(); }
+using testing::CompileStatus;
 
 // x float32[N, 2] and w float32[M, 2]: If(ReduceSum(x) > 0) with `then_g` and `else_g` made
 // by the caller; y is its output.

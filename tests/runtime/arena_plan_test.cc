@@ -22,6 +22,7 @@ namespace {
 using testing::ArtifactSpec;
 using testing::BuildArtifact;
 using testing::E;
+using testing::LoadError;
 using testing::T;
 
 // y = Relu(Relu(Relu(Relu(x)))) over float32[4] (16 bytes each): instruction i writes
@@ -48,8 +49,6 @@ ArtifactSpec ChainSpec() {
   a.entries = {e};
   return a;
 }
-
-Status LoadError(const ArtifactSpec& spec) { return Model::Load(BuildArtifact(spec)).status(); }
 
 TEST_CASE("memory plan: a plan that reuses bytes only after their tensor's last read loads and runs") {
   Result<Model> m = Model::Load(BuildArtifact(ChainSpec()));

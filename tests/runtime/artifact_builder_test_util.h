@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "flatbuffers/flatbuffers.h"
+#include "kiln/runtime.h"
 #include "kiln/tensor.h"
 #include "compiler/serialize/artifact_writer.h"
 #include "runtime/artifact_header.h"
@@ -265,5 +266,8 @@ inline ArtifactHeader ReadHeader(const std::vector<uint8_t>& bytes) {
 inline void WriteHeader(std::vector<uint8_t>& bytes, const ArtifactHeader& h) {
   std::memcpy(bytes.data(), &h, sizeof h);
 }
+
+// The status of loading `spec`'s artifact.
+inline Status LoadError(const ArtifactSpec& spec) { return Model::Load(BuildArtifact(spec)).status(); }
 
 }  // namespace kiln::testing

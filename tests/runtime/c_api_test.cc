@@ -31,7 +31,7 @@ bool Has(const char* message, const std::string& part) {
   return found;
 }
 
-kiln_tensor Tensor(void* data, kiln_dtype dtype, std::initializer_list<int64_t> dims) {
+kiln_tensor CTensor(void* data, kiln_dtype dtype, std::initializer_list<int64_t> dims) {
   kiln_tensor t{};
   t.data = data;
   t.dtype = dtype;
@@ -143,7 +143,7 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   CHECK(ins.num_member_ops == 0);
 
   float x[6] = {1, 2, 3, 4, 5, 6};
-  kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {2, 3});
+  kiln_tensor in = CTensor(x, KILN_DTYPE_FLOAT32, {2, 3});
   kiln_tensor out;
   REQUIRE(kiln_context_run(add.ctx, &in, 1, &out, 1, nullptr) == KILN_STATUS_OK);
   CHECK(out.dtype == KILN_DTYPE_FLOAT32);
@@ -162,11 +162,11 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   CHECK(y[0] == 110);
 
   float into[6] = {};
-  const kiln_tensor dst = Tensor(into, KILN_DTYPE_FLOAT32, {2, 3});
+  const kiln_tensor dst = CTensor(into, KILN_DTYPE_FLOAT32, {2, 3});
   REQUIRE(kiln_context_run_into(add.ctx, &in, 1, &dst, 1, nullptr) == KILN_STATUS_OK);
   CHECK(std::vector<float>(into, into + 6) == std::vector<float>{110, 22, 33, 14, 25, 36});
   float copy[6] = {};
-  const kiln_tensor copy_dst = Tensor(copy, KILN_DTYPE_FLOAT32, {2, 3});
+  const kiln_tensor copy_dst = CTensor(copy, KILN_DTYPE_FLOAT32, {2, 3});
   REQUIRE(kiln_context_copy_outputs(add.ctx, &copy_dst, 1, nullptr) == KILN_STATUS_OK);  // below
 
   kiln_stats s;
@@ -196,7 +196,7 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   // The last run's outputs copied again (above, without running); the count and shapes are
   // checked first.
   CHECK(std::vector<float>(copy, copy + 6) == std::vector<float>{110, 22, 33, 14, 25, 36});
-  const kiln_tensor flat = Tensor(copy, KILN_DTYPE_FLOAT32, {6});
+  const kiln_tensor flat = CTensor(copy, KILN_DTYPE_FLOAT32, {6});
   CHECK(kiln_context_copy_outputs(add.ctx, &flat, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(std::string(kiln_context_last_error(add.ctx)) == "kiln_context_copy_outputs: output 0 'y' shape [6], expected [2, 3]");
   CHECK(kiln_context_copy_outputs(nullptr, &copy_dst, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
@@ -211,7 +211,7 @@ TEST_CASE("C API: a context outlives the model handle it was created from") {
   REQUIRE(kiln_context_create(model, &o, &ctx) == KILN_STATUS_OK);
   kiln_model_destroy(model);
   float x[3] = {1, 2, 3};
-  kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {1, 3}), out;
+  kiln_tensor in = CTensor(x, KILN_DTYPE_FLOAT32, {1, 3}), out;
   REQUIRE(kiln_context_run(ctx, &in, 1, &out, 1, nullptr) == KILN_STATUS_OK);
   const float* y = static_cast<const float*>(out.data);
   CHECK(std::vector<float>(y, y + 3) == std::vector<float>{11, 22, 33});
@@ -447,7 +447,7 @@ TEST_CASE("C API: model queries and context creation refuse bad arguments with a
   CHECK(Has(kiln_context_last_error(c), "kiln_context_create: cpu.threads is 300, expected 0 (one per core) to 256"));
   // A failed context answers FAILED_PRECONDITION with its creation's message.
   float x[3] = {};
-  kiln_tensor in = Tensor(x, KILN_DTYPE_FLOAT32, {1, 3}), out;
+  kiln_tensor in = CTensor(x, KILN_DTYPE_FLOAT32, {1, 3}), out;
   kiln_stats st;
   CHECK(kiln_context_run(c, &in, 1, &out, 1, nullptr) == KILN_STATUS_FAILED_PRECONDITION);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_run: this context handle holds no context: its creation "
@@ -491,7 +491,7 @@ TEST_CASE("C API: runs refuse bad tensors and counts with a code and a message n
   auto run = [&](kiln_tensor in, size_t num_inputs = 1, size_t num_outputs = 1) {
     return kiln_context_run(add.ctx, &in, num_inputs, out, num_outputs, nullptr);
   };
-  const kiln_tensor good = Tensor(x, KILN_DTYPE_FLOAT32, {2, 3});
+  const kiln_tensor good = CTensor(x, KILN_DTYPE_FLOAT32, {2, 3});
   auto last = [&] { return kiln_context_last_error(add.ctx); };
 
   CHECK(kiln_context_run(nullptr, &good, 1, out, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
@@ -558,10 +558,10 @@ TEST_CASE("C API: runs refuse bad tensors and counts with a code and a message n
 
   // Caller buffers that do not match the computed output; the buffer is left as it was.
   float y[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  kiln_tensor dst = Tensor(y, KILN_DTYPE_INT32, {2, 3});
+  kiln_tensor dst = CTensor(y, KILN_DTYPE_INT32, {2, 3});
   CHECK(kiln_context_run_into(add.ctx, &good, 1, &dst, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(last(), "kiln_context_run_into: output 0 'y' dtype int32, expected float32"));
-  dst = Tensor(y, KILN_DTYPE_FLOAT32, {3, 3});
+  dst = CTensor(y, KILN_DTYPE_FLOAT32, {3, 3});
   CHECK(kiln_context_run_into(add.ctx, &good, 1, &dst, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(last(), "kiln_context_run_into: output 0 'y' shape [3, 3], expected [2, 3]"));
   CHECK(y[0] == -1);
@@ -580,7 +580,7 @@ TEST_CASE("C API: LoadOptions::max_context_bytes refuses a run's shapes with RES
   lo.max_context_bytes = 128;
   AddModel add(&lo);
   std::vector<float> x(11 * 3, 1.0f);
-  kiln_tensor in = Tensor(x.data(), KILN_DTYPE_FLOAT32, {10, 3}), out;
+  kiln_tensor in = CTensor(x.data(), KILN_DTYPE_FLOAT32, {10, 3}), out;
   CHECK(kiln_context_run(add.ctx, &in, 1, &out, 1, nullptr) == KILN_STATUS_OK);
   in.dims[0] = 11;
   CHECK(kiln_context_run(add.ctx, &in, 1, &out, 1, nullptr) == KILN_STATUS_RESOURCE_EXHAUSTED);
@@ -595,7 +595,7 @@ TEST_CASE("C API: a last error belongs to its handle, and a model's to the calli
   const kiln_context_options o = CpuContextOptions(1);
   REQUIRE(kiln_context_create(add.model, &o, &other) == KILN_STATUS_OK);
   float x[3] = {1, 2, 3};
-  kiln_tensor bad = Tensor(x, KILN_DTYPE_FLOAT32, {1, 4}), out;
+  kiln_tensor bad = CTensor(x, KILN_DTYPE_FLOAT32, {1, 4}), out;
   CHECK(kiln_context_run(add.ctx, &bad, 1, &out, 1, nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(kiln_context_last_error(add.ctx), "input 'x' dim 1 = 4, expected 3"));
   CHECK(std::string(kiln_context_last_error(other)).empty());

@@ -55,18 +55,18 @@ size_t MappingsOf(const std::string& path) {
   return n;
 }
 
-struct Case {
+struct ReleaseCase {
   kiln::Model model;
   std::vector<float> x;
   std::vector<int64_t> dims;
   size_t key;  // which results `got` must equal: one per model and input shape
 };
 
-kiln::TensorView View(const Case& k) {
+kiln::TensorView View(const ReleaseCase& k) {
   return kiln::TensorView::Host(k.x.data(), kiln::DType::kFloat32, k.dims.data(), static_cast<int32_t>(k.dims.size()));
 }
 
-std::vector<std::vector<float>> RunOnce(kiln::ExecutionContext& ctx, const Case& k) {
+std::vector<std::vector<float>> RunOnce(kiln::ExecutionContext& ctx, const ReleaseCase& k) {
   kiln::TensorView in[] = {View(k)};
   std::vector<kiln::TensorView> out;
   kiln::Status st = ctx.Run(in, out);
@@ -77,8 +77,8 @@ std::vector<std::vector<float>> RunOnce(kiln::ExecutionContext& ctx, const Case&
 // Contexts of one and of two threads on each case, each with a prologue miss, a run, a
 // refused caller output and a run after a move; `want[key]` is set by the first run of a
 // key and compared with every later one. The cases (and so the Models) die on return.
-void RunCases(std::vector<Case> cases, std::vector<std::vector<std::vector<float>>>& want) {
-  for (const Case& k : cases) {
+void RunCases(std::vector<ReleaseCase> cases, std::vector<std::vector<std::vector<float>>>& want) {
+  for (const ReleaseCase& k : cases) {
     CAPTURE(k.key);
     for (int threads : {1, 2}) {
       CAPTURE(threads);
@@ -130,7 +130,7 @@ TEST_CASE("many load/run/release cycles give the same outputs and leak nothing")
 
   const std::vector<float> image =
       SeededFloats(static_cast<size_t>(kThreadedModelChannels * kThreadedModelSide * kThreadedModelSide), 5);
-  std::vector<std::vector<std::vector<float>>> want;  // per Case::key
+  std::vector<std::vector<std::vector<float>>> want;  // per ReleaseCase::key
   size_t files = 0;
   constexpr int kRounds = 12;
   for (int round = 0; round < kRounds; ++round) {
@@ -142,7 +142,7 @@ TEST_CASE("many load/run/release cycles give the same outputs and leak nothing")
 
     // The softmax model's rows vary with the round: 1, 7, 64 (the arena grows, then is reused).
     const int64_t rows = round % 3 == 0 ? 1 : round % 3 == 1 ? 7 : 64;
-    std::vector<Case> cases;
+    std::vector<ReleaseCase> cases;
     {
       auto from_bytes = kiln::Model::Load(threaded);
       REQUIRE_MESSAGE(from_bytes.ok(), from_bytes.status().ToString());

@@ -21,14 +21,13 @@ using testing::AddModelSpec;
 using testing::ArtifactSpec;
 using testing::BuildArtifact;
 using testing::E;
+using testing::LoadError;
 
 Model LoadOk(const std::vector<uint8_t>& bytes) {
   Result<Model> m = Model::Load(bytes);
   REQUIRE_MESSAGE(m.ok(), m.status().ToString());
   return *m;
 }
-
-Status LoadError(const ArtifactSpec& spec) { return Model::Load(BuildArtifact(spec)).status(); }
 
 ExecutionContext MakeContext(const Model& m) {
   Result<ExecutionContext> c = ExecutionContext::Create(m, {});

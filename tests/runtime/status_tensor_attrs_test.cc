@@ -4,7 +4,7 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
-using namespace kiln;
+namespace kiln {
 TEST_CASE("Status, Result and the error macros") {
   Status ok; CHECK(ok.ok()); CHECK(ok.message().empty()); CHECK(ok.ToString() == "OK"); CHECK(ok.WithContext("x").ok());
   Status e = InvalidArgument("bad"); CHECK(!e.ok()); CHECK(e.code() == StatusCode::kInvalidArgument);
@@ -43,3 +43,4 @@ TEST_CASE("attrs") {
   CHECK(a.GetInts("none").empty()); CHECK(a.GetFloats("axis").empty());
   AttrMap c, d; c.SetFloat("e", 0.f); d.SetFloat("e", -0.f); CHECK(!(c==d));
 }
+}  // namespace kiln

@@ -63,7 +63,20 @@ def strip(text):
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if text.startswith("//", i):
+        if c == "#" and text[text.rfind("\n", 0, i) + 1:i].strip() == "":
+            # a directive, kept whole (its #include "file" names a file); continuation lines joined
+            j = i
+            while True:
+                j = text.find("\n", j)
+                if j < 0 or text[j - 1] != "\\":
+                    break
+                j += 1
+            j = n if j < 0 else j
+            line = text[i:j]
+            cut = line.find("//")
+            out.append((line[:cut] if cut >= 0 else line).replace("\\\n", " ") + "\n" * line.count("\n"))
+            i = j
+        elif text.startswith("//", i):
             j = text.find("\n", i)
             i = n if j < 0 else j
         elif text.startswith("/*", i):
@@ -90,7 +103,7 @@ def strip(text):
         else:
             out.append(c)
             i += 1
-    lines = "".join(out).replace("\\\n", " \n").split("\n")
+    lines = "".join(out).replace("\\\n", " ").split("\n")
     code, directives = [], []
     for line in lines:
         if line.lstrip().startswith("#"):
@@ -98,7 +111,6 @@ def strip(text):
             code.append("")
         else:
             code.append(line)
-    # a directive continued over lines was joined above; its continuation lines are left blank
     return "\n".join(code), directives
 
 
@@ -232,7 +244,7 @@ def declaration(stmt, has_body):
         return []
     if s[0] == "namespace":  # namespace fs = std::filesystem;
         if len(s) > 3 and s[2] == "=":
-            return [Decl(s[1], "alias", "".join(s[3:]).lstrip(":"))]
+            return [Decl(s[1], "nsalias", "".join(t for t in s[3:] if t != ";").lstrip(":"))]
         return []
     if s[0] == "typedef":
         for j in range(len(s) - 2):
@@ -330,6 +342,8 @@ class Scan:
         self.directives = []  # using namespace N at global scope
         self.macros = []
         self.includes = set()
+        self.namespaces = set()  # namespaces this file declares (and its namespace aliases), "a::b"
+        self.ns_uses = set()  # (namespace path, M): an unqualified `M::` (or `using namespace M`) there
 
 
 def scan(path, rel, debug=False):
@@ -368,10 +382,18 @@ def scan(path, rel, debug=False):
                 print(f"    -> {d.kind} {d.name} {d.target or ''}")
             out.decls[namespace()].append(d)
 
+    where = [()] * len(tokens)  # the namespace path (anonymous ones left out) each token is in
+
+    def mark(a, b):
+        path = tuple(p for x in scopes if x for p in x.split("::"))
+        for k in range(a, b):
+            where[k] = path
+
     stmt = []
     i = 0
     while i < len(tokens):
         t = tokens[i]
+        mark(i, i + 1)
         if t == ";":
             finish(stmt + [";"], False)
             stmt = []
@@ -386,6 +408,8 @@ def scan(path, rel, debug=False):
             head = [x for x in stmt if x != "inline"]
             if head[:1] == ["namespace"] and all(is_ident(x) or x == "::" for x in head[1:]):
                 scopes.append("::".join(x for x in head[1:] if x != "::"))
+                path = [p for x in scopes if x for p in x.split("::")]
+                out.namespaces.update("::".join(path[:k]) for k in range(1, len(path) + 1))
                 stmt = []
                 i += 1
                 continue
@@ -395,6 +419,7 @@ def scan(path, rel, debug=False):
                 i += 1
                 continue
             end = skip_group(tokens, i)
+            mark(i, end)
             body = tokens[i + 1:end - 1]
             p = skip_prefix(stmt)
             s = stmt[p:]
@@ -410,91 +435,72 @@ def scan(path, rel, debug=False):
                     j += 1
             stmt = stmt + ["{}"]
             i = end
-            if not is_type and "=" not in stmt[:declarator_end(s, 0) + p + 1] and function_like(s):
+            if not is_type and "=" not in s[:declarator_end(s, 0) + 1] and function_like(s):
                 finish(stmt, True)  # a function's body ends its declaration
                 stmt = []
                 if i < len(tokens) and tokens[i] == ";":
                     i += 1
         elif t in ("(", "["):  # a group: braces inside it are expressions (`= {}` defaults, lambdas)
             end = skip_group(tokens, i)
+            mark(i, end)
             stmt.extend(tokens[i:end])
             i = end
         else:
             stmt.append(t)
             i += 1
+    # Unqualified `M::...` and `using namespace M...`: which namespace M names depends on the
+    # namespaces the translation unit declares (tests/unity/check_names.py, check_namespace_uses).
+    for k, t in enumerate(tokens):
+        if not is_ident(t) or k + 1 >= len(tokens) or (k and tokens[k - 1] in ("::", ".", "->")):
+            continue
+        if tokens[k + 1] == "::" or (k >= 2 and tokens[k - 2:k] == ["using", "namespace"]):
+            out.ns_uses.add((where[k], t))
+    for ns, decls in out.decls.items():
+        for d in decls:
+            if d.kind == "nsalias":
+                out.namespaces.add(d.name if ns == GLOBAL else ns + "::" + d.name)
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", required=True, help="the source tree")
-    ap.add_argument("--skip", action="append", default=[], help="a test file the unity build leaves out of its batches")
-    ap.add_argument("--everywhere", action="append", default=[],
-                    help="a test header every batched file sees (kiln_tests' precompiled headers), as `tests/...h`")
-    ap.add_argument("--list", action="store_true", help="print what each file declares, then check")
-    ap.add_argument("--debug", metavar="FILE", help="print each namespace-scope declaration of FILE and what it declares")
-    args = ap.parse_args()
-    if args.debug:
-        scan(args.debug, args.debug, debug=True)
-        return 0
-    root = os.path.abspath(args.root)
-    tests_dir = os.path.join(root, "tests")
-    if not os.path.isdir(tests_dir):
-        print(f"check_names.py: no {tests_dir}", file=sys.stderr)
-        return 2
-    skip = {os.path.normpath(os.path.join(root, s)) for s in args.skip}
-    batched, headers = [], []
-    for dirpath, dirnames, filenames in os.walk(tests_dir):
-        dirnames.sort()
-        for fn in sorted(filenames):
-            p = os.path.normpath(os.path.join(dirpath, fn))
-            if fn.endswith("_test.cc") and p not in skip:
-                batched.append(p)
-            elif fn.endswith(".h"):
-                headers.append(p)
-    files = [scan(p, os.path.relpath(p, root)) for p in batched]
-    hscans = {h.path: h for h in (scan(p, os.path.relpath(p, root)) for p in headers)}
-    if args.list:
-        for f in files + list(hscans.values()):
-            for ns in sorted(f.decls):
-                print(f"{f.path}: {ns}: {' '.join(sorted({d.name for d in f.decls[ns]}))}")
-            if f.macros:
-                print(f"{f.path}: #define {' '.join(f.macros)}")
-            if f.directives:
-                print(f"{f.path}: using namespace {' '.join(f.directives)}")
+def full_name(ns, name):
+    return name if ns == GLOBAL else ns + "::" + name
 
-    merged = {GLOBAL} | {d for f in files for d in f.directives}
+
+def same_entity(a_ns, a, b_ns, b):
+    """Do declarations a (in namespace a_ns) and b (in b_ns), of one name, name one entity?"""
+    def names(target, ns, d):  # a using-declaration's target is d
+        f = full_name(ns, d.name)
+        return f == target or f.endswith("::" + target) or target.endswith("::" + f)
+    aliases = ("using", "alias", "nsalias")
+    if a.kind in aliases and b.kind in aliases:
+        return a.kind == b.kind and (a.target == b.target or a.target.endswith("::" + b.target) or
+                                     b.target.endswith("::" + a.target))
+    if a.kind == "using":
+        return names(a.target, b_ns, b)
+    if b.kind == "using":
+        return names(b.target, a_ns, a)
+    return a.kind == "operator" and b.kind == "operator" and a.target != b.target  # overloads
+
+
+def check_names(files, headers, sees):
+    """Names declared by two files, or by a file and a header of the batch it does not see."""
+    # A test file's global `using namespace N` reaches every later file of its batch: the global
+    # namespace and each such N are one for those files' global code.
+    merged = {d for f in files for d in f.directives}
 
     def meet(a, b):
         """Do names of namespaces a and b meet in one lookup? In one namespace; and a global
-        name meets one of a namespace that a global `using namespace` nominates, in the code at
-        global scope after it (a name in two such namespaces meets only in a third file's
-        global code, which would have to use it unqualified without declaring it)."""
+        name meets one of a namespace a global `using namespace` nominates, in the code at global
+        scope after it (a name in two such namespaces meets only in a third file's global code,
+        which would have to use it unqualified without declaring it)."""
         return a == b or (a == GLOBAL and b in merged) or (b == GLOBAL and a in merged)
 
-    def same_entity(a_ns, a, b_ns, b):
-        """Do declarations a and b (of one name) name one entity?"""
-        def full(ns, d):
-            return d.name if ns == GLOBAL else ns + "::" + d.name
-
-        def names(target, ns, d):  # a using-declaration's target names d
-            f = full(ns, d)
-            return f == target or f.endswith("::" + target) or target.endswith("::" + f) or target == d.name
-        if a.kind in ("using", "alias") and b.kind in ("using", "alias"):
-            return a.kind == b.kind and (a.target == b.target or a.target.endswith("::" + b.target) or
-                                         b.target.endswith("::" + a.target))
-        if a.kind == "using":
-            return names(a.target, b_ns, b)
-        if b.kind == "using":
-            return names(b.target, a_ns, a)
-        return a.kind == "operator" and b.kind == "operator" and a.target != b.target  # overloads
-
+    problems = []
     by_name = defaultdict(list)  # name -> [(file, namespace, Decl)]
     for f in files:
         for ns, decls in f.decls.items():
             for d in decls:
                 by_name[d.name].append((f.path, ns, d))
-    problems = []
     for name, entries in sorted(by_name.items()):
         clash = defaultdict(set)  # namespace -> files
         for i, (pa, nsa, a) in enumerate(entries):
@@ -508,7 +514,7 @@ def main():
                               f"{', '.join(sorted(paths))}" for ns, paths in sorted(clash.items()))
             n = len(set().union(*clash.values()))
             problems.append(f"'{name}' is declared at file scope by {n} test files, in {spots}")
-    # macros
+    # Macros against every other file's names.
     names_in = defaultdict(set)
     for f in files:
         for decls in f.decls.values():
@@ -520,40 +526,142 @@ def main():
         for m in f.macros:
             others = sorted(names_in[m] - {f.path})
             if others:
-                problems.append(f"macro '{m}' (#define in {f.path}, never #undef'd) is also declared by: {', '.join(others)}")
-
-    # test headers: the ones each file sees
-    def closure(incs):
-        seen, todo = set(), [i for i in incs if i in hscans]
-        while todo:
-            h = todo.pop()
-            if h not in seen:
-                seen.add(h)
-                todo += [i for i in hscans[h].includes if i in hscans]
-        return seen
-    everywhere = closure(args.everywhere)
+                problems.append(f"macro '{m}' (#define in {f.path}, never #undef'd) is also declared by: "
+                                f"{', '.join(others)}")
+    # Against the headers of the batches: any header some batched file includes may be in the
+    # translation unit of any other.
+    in_batches = set().union(*sees.values())
+    by_header_name = defaultdict(list)  # name -> [(header, namespace, Decl)]
+    for h in in_batches:
+        for hns, hdecls in headers[h].decls.items():
+            for hd in hdecls:
+                by_header_name[hd.name].append((h, hns, hd))
     for f in files:
-        seen = closure(f.includes) | everywhere
         for ns, decls in f.decls.items():
             for d in decls:
-                for h in hscans.values():
-                    if h.path in seen:
+                for h, hns, hd in by_header_name.get(d.name, ()):
+                    if not meet(ns, hns) or same_entity(ns, d, hns, hd) or (ns, d.name) in ALLOWED:
                         continue
-                    hit = next((hns for hns, hdecls in h.decls.items() if meet(ns, hns) and
-                                any(hd.name == d.name and not same_entity(ns, d, hns, hd) for hd in hdecls)), None)
-                    if hit is not None:
-                        problems.append(f"'{d.name}' is declared at file scope by {f.path} "
-                                        f"({'global' if ns == GLOBAL else ns}) and by the test header {h.path} "
-                                        f"({'global' if hit == GLOBAL else hit}), which {f.path} does not include: "
-                                        f"a batch that includes the header has both")
+                    # A file that sees the header compiles beside it on its own, so the two agree
+                    # (or overload) where its own code meets them: in one namespace, or one its own
+                    # global `using namespace` merges; a global one meets another file's directive
+                    # only in a batch.
+                    if h in sees[f.path] and (ns == hns or hns in f.directives or ns in f.directives):
+                        continue
+                    why = ("which it does not include: a batch that includes the header has both"
+                           if h not in sees[f.path] else "which a global `using namespace` of another file in "
+                           "its batch makes one namespace with its own")
+                    problems.append(f"'{d.name}' is declared at file scope by {f.path} "
+                                    f"({'global' if ns == GLOBAL else ns}) and by {h} "
+                                    f"({'global' if hns == GLOBAL else hns}), {why}")
+                    break
+    return problems
+
+
+def check_namespace_uses(files, headers, sees):
+    """An unqualified `M::` inside namespace P names the innermost P'::M that the translation unit
+    declares (P' a prefix of P): `testing::` in namespace kiln::cpu is kiln::testing in a file
+    alone, and kiln::cpu::testing in a batch where another file declares that. Such a use must
+    name a namespace the file itself declares or includes."""
+    declared = defaultdict(set)  # namespace -> files and headers that declare it
+    for f in files:
+        for n in f.namespaces:
+            declared[n].add(f.path)
+    for h in set().union(*sees.values()):
+        for n in headers[h].namespaces:
+            declared[n].add(h)
+    problems = []
+    for f in files:
+        own = set(f.namespaces).union(*(headers[h].namespaces for h in sees[f.path]))
+        for path, m in sorted(f.ns_uses):
+            for k in range(len(path), -1, -1):
+                candidate = "::".join(path[:k] + (m,))
+                if candidate in own:
+                    break
+                if candidate in declared:
+                    where = "::".join(path) or "the global namespace"
+                    problems.append(f"{f.path}: `{m}::` in {where} names {candidate} in a batch with "
+                                    f"{', '.join(sorted(declared[candidate]))}, and another namespace on its own "
+                                    f"(qualify it: `kiln::{m}::` or `::{m}::`)")
+                    break
+    return problems
+
+
+def resolve(root, including, name):
+    """The file an #include names, as a path relative to root, or None (a system header)."""
+    for base in (os.path.dirname(including), "", "include"):
+        p = os.path.normpath(os.path.join(base, name))
+        if os.path.isfile(os.path.join(root, p)):
+            return p
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", required=True, help="the source tree")
+    ap.add_argument("--skip", action="append", default=[], help="a test file the unity build leaves out of its batches")
+    ap.add_argument("--everywhere", action="append", default=[],
+                    help="a header every batched file sees (kiln_tests' precompiled headers), as #include names it")
+    ap.add_argument("--list", action="store_true", help="print what each test file declares, then check")
+    ap.add_argument("--debug", metavar="FILE", help="print each namespace-scope declaration of FILE and what it declares")
+    args = ap.parse_args()
+    if args.debug:
+        scan(args.debug, args.debug, debug=True)
+        return 0
+    root = os.path.abspath(args.root)
+    tests_dir = os.path.join(root, "tests")
+    if not os.path.isdir(tests_dir):
+        print(f"check_names.py: no {tests_dir}", file=sys.stderr)
+        return 2
+    skip = {os.path.normpath(s) for s in args.skip}
+    batched = []
+    for dirpath, dirnames, filenames in os.walk(tests_dir):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            rel = os.path.relpath(os.path.join(dirpath, fn), root)
+            if fn.endswith("_test.cc") and rel not in skip:
+                batched.append(rel)
+    files = [scan(os.path.join(root, p), p) for p in batched]
+    # Every header of the project the batched files include, directly or not (the test helpers and
+    # the library's own), scanned once.
+    headers = {}
+
+    def header(rel):
+        if rel not in headers:
+            headers[rel] = None
+            headers[rel] = scan(os.path.join(root, rel), rel)
+        return headers[rel]
+
+    def closure(including, names):
+        seen, todo = set(), [(including, n) for n in names]
+        while todo:
+            inc, n = todo.pop()
+            h = resolve(root, inc, n)
+            if h and h.endswith(".h") and h not in seen:
+                seen.add(h)
+                todo += [(h, m) for m in header(h).includes]
+        return seen
+
+    everywhere = closure("", args.everywhere)
+    sees = {f.path: closure(f.path, f.includes) | everywhere for f in files}
+    if args.list:
+        for f in files:
+            for ns in sorted(f.decls):
+                print(f"{f.path}: {ns}: {' '.join(sorted({d.name for d in f.decls[ns]}))}")
+            if f.macros:
+                print(f"{f.path}: #define {' '.join(f.macros)}")
+            if f.directives:
+                print(f"{f.path}: using namespace {' '.join(f.directives)}")
+    problems = check_names(files, headers, sees) + check_namespace_uses(files, headers, sees)
     for p in problems:
         print(f"check_names.py: {p}")
     if problems:
-        print(f"check_names.py: {len(problems)} collisions among {len(files)} batched test files: share the "
-              f"helper in a test header or rename it (docs/testing.md, 'Unity build')")
+        print(f"check_names.py: {len(problems)} problems among {len(files)} batched test files: share the "
+              f"helper in a test header, rename it, or qualify the name (docs/testing.md, 'Unity build')")
         return 1
-    print(f"check_names.py: {len(files)} batched test files, {sum(len(v) for f in files for v in f.decls.values())} "
-          f"file-scope declarations, no name declared by two in one namespace")
+    print(f"check_names.py: {len(files)} batched test files ({sum(len(v) for f in files for v in f.decls.values())} "
+          f"file-scope declarations; {len(headers)} project headers they include), no name declared by two in "
+          f"one namespace, no namespace name that another file's namespaces would change")
     return 0
 
 

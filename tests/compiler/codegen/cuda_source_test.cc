@@ -30,6 +30,7 @@
 #include "tests/compiler/codegen/host_shim_harness.h"
 #include "tests/compiler/codegen/test_programs.h"
 #include "tests/temp_dir.h"
+#include "tests/text_util.h"
 
 namespace kiln {
 namespace {
@@ -174,12 +175,12 @@ const Suite& GetSuite() {
   return suite;
 }
 
-struct Run {
+struct KernelRun {
   std::vector<Tensor> inputs, outputs;
 };
 
-Run Prepare(const fused::Program& p, const std::vector<int64_t>& sizes, uint32_t seed) {
-  Run r;
+KernelRun Prepare(const fused::Program& p, const std::vector<int64_t>& sizes, uint32_t seed) {
+  KernelRun r;
   std::mt19937 rng(seed);
   for (const fused::TensorSpec& s : p.inputs) {
     r.inputs.push_back(MakeTensor(s, sizes));
@@ -189,7 +190,7 @@ Run Prepare(const fused::Program& p, const std::vector<int64_t>& sizes, uint32_t
   return r;
 }
 
-Status RunKernel(const HostKernels& lib, const EmittedKernel& kernel, const fused::Program& p, Run& r,
+Status RunKernel(const HostKernels& lib, const EmittedKernel& kernel, const fused::Program& p, KernelRun& r,
                  const std::vector<int64_t>& sizes, std::optional<testing::HostLaunch> launch = std::nullopt) {
   std::vector<cpu::TensorRef> in, out;
   for (Tensor& t : r.inputs) in.push_back(t.ref());
@@ -197,13 +198,13 @@ Status RunKernel(const HostKernels& lib, const EmittedKernel& kernel, const fuse
   return testing::RunHostKernel(lib, kernel, p, in, out, sizes, launch);
 }
 
-Status RunKernel(ProgramId id, Run& r, const std::vector<int64_t>& sizes,
+Status RunKernel(ProgramId id, KernelRun& r, const std::vector<int64_t>& sizes,
                  std::optional<testing::HostLaunch> launch = std::nullopt) {
   const Suite& s = GetSuite();
   return RunKernel(*s.lib, s.kernels[id], s.programs[id], r, sizes, launch);
 }
 
-Status RunInterpreter(const fused::Program& p, Run& r, const std::vector<int64_t>& sizes) {
+Status RunInterpreter(const fused::Program& p, KernelRun& r, const std::vector<int64_t>& sizes) {
   std::vector<cpu::TensorRef> in, out;
   for (Tensor& t : r.inputs) in.push_back(t.ref());
   for (Tensor& t : r.outputs) out.push_back(t.ref());
@@ -225,13 +226,13 @@ bool Close(DType dt, double got, double want) {
 // Runs a program on its host kernel and on the interpreter with the same random inputs
 // (`fill` may then set chosen values) and compares every output element.
 void CompareWithInterpreter(const HostKernels& lib, const EmittedKernel& k, const fused::Program& p, int id,
-                            const std::vector<int64_t>& sizes, uint32_t seed, void (*fill)(Run&) = nullptr,
+                            const std::vector<int64_t>& sizes, uint32_t seed, void (*fill)(KernelRun&) = nullptr,
                             std::optional<testing::HostLaunch> launch = std::nullopt) {
   CAPTURE(id);
   CAPTURE(seed);
-  Run kernel = Prepare(p, sizes, seed);
+  KernelRun kernel = Prepare(p, sizes, seed);
   if (fill) fill(kernel);
-  Run interp = kernel;
+  KernelRun interp = kernel;
   // Outputs start different, so an element neither writes cannot pass.
   for (Tensor& t : kernel.outputs) std::fill(t.bytes.begin(), t.bytes.end(), 0xA5);
   Status ks = RunKernel(lib, k, p, kernel, sizes, launch);
@@ -256,7 +257,7 @@ void CompareWithInterpreter(const HostKernels& lib, const EmittedKernel& k, cons
 }
 
 void CompareWithInterpreter(ProgramId id, const std::vector<int64_t>& sizes, uint32_t seed,
-                            void (*fill)(Run&) = nullptr, std::optional<testing::HostLaunch> launch = std::nullopt) {
+                            void (*fill)(KernelRun&) = nullptr, std::optional<testing::HostLaunch> launch = std::nullopt) {
   const Suite& s = GetSuite();
   CompareWithInterpreter(*s.lib, s.kernels[id], s.programs[id], id, sizes, seed, fill, launch);
 }
@@ -269,7 +270,7 @@ std::string KernelBody(const EmittedKernel& k) {
   return k.source.substr(at);
 }
 
-bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using testing::Contains;
 
 // The declaration of node n's value ("const int v12 = ...;"), or "" if not emitted.
 std::string Decl(const std::string& body, int32_t n) {
@@ -381,7 +382,7 @@ TEST_CASE("EmitCuda: invalid programs are rejected") {
 TEST_CASE("host shim: kernels give hand-computed results") {
   const Suite& s = GetSuite();
   SUBCASE("broadcast add + relu") {
-    Run r = Prepare(s.programs[kBroadcast], {}, 1);
+    KernelRun r = Prepare(s.programs[kBroadcast], {}, 1);
     REQUIRE(RunKernel(kBroadcast, r, {}).ok());
     for (int i = 0; i < 3; ++i) {
       for (int j = 0; j < 5; ++j) {
@@ -393,7 +394,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
   SUBCASE("vectorised path, and its scalar fallback on misaligned pointers") {
     const fused::Program& p = s.programs[kVector];
     const EmittedKernel& k = s.kernels[kVector];
-    Run r = Prepare(p, {}, 2);
+    KernelRun r = Prepare(p, {}, 2);
     auto expect = [&](const float* a, const int32_t* kk, const float* c, const float* out0, const int32_t* out1) {
       for (int i = 0; i < 2; ++i) {
         for (int j = 0; j < 64; ++j) {
@@ -427,7 +428,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
     CHECK(err[0] == 0);
   }
   SUBCASE("softmax and log-sum-exp over rows") {
-    Run r = Prepare(s.programs[kSoftmax], {}, 3);
+    KernelRun r = Prepare(s.programs[kSoftmax], {}, 3);
     REQUIRE(RunKernel(kSoftmax, r, {}).ok());
     for (int i = 0; i < 5; ++i) {
       const float* x = r.inputs[0].as<float>() + i * 37;
@@ -441,7 +442,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
     }
   }
   SUBCASE("reductions over the leading and middle axes") {
-    Run r = Prepare(s.programs[kLeading], {}, 4);
+    KernelRun r = Prepare(s.programs[kLeading], {}, 4);
     REQUIRE(RunKernel(kLeading, r, {}).ok());
     for (int j = 0; j < 4; ++j) {
       double sum = 0;
@@ -459,7 +460,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
         CHECK(r.outputs[3].as<float>()[i * 4 + j] == doctest::Approx(want).epsilon(1e-5));
       }
     }
-    Run m = Prepare(s.programs[kMiddle], {}, 5);
+    KernelRun m = Prepare(s.programs[kMiddle], {}, 5);
     REQUIRE(RunKernel(kMiddle, m, {}).ok());
     for (int a = 0; a < 2; ++a) {
       for (int c = 0; c < 3; ++c) {
@@ -482,7 +483,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
     }
   }
   SUBCASE("gather: negative indices wrap, a bad index is reported and clamped") {
-    Run r = Prepare(s.programs[kGather], {}, 6);
+    KernelRun r = Prepare(s.programs[kGather], {}, 6);
     const int64_t idx[4] = {4, -1, 0, 2};
     std::memcpy(r.inputs[1].bytes.data(), idx, sizeof(idx));
     REQUIRE(RunKernel(kGather, r, {}).ok());
@@ -502,7 +503,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
     }
   }
   SUBCASE("casts") {
-    Run r = Prepare(s.programs[kCast], {}, 7);
+    KernelRun r = Prepare(s.programs[kCast], {}, 7);
     // 7, 12, 13: float16 ties (3 * 2^-25, 1 + 2^-11, 1 + 3 * 2^-11) round to even.
     const float x[16] = {0.0f, -0.0f, 1.5f, -1.5f, 2.5f, 3.0f, -3.0f, 3 * 0x1p-25f, NAN, INFINITY, -INFINITY,
                          0.0049f, 1 + 0x1p-11f, 1 + 3 * 0x1p-11f, 65519.0f / 3, 1.0f / 3};
@@ -555,7 +556,7 @@ TEST_CASE("host shim: kernels give hand-computed results") {
   }
   SUBCASE("symbolic sizes: one kernel for every size") {
     for (int64_t rows : {1, 3, 7}) {
-      Run r = Prepare(s.programs[kSymbolic], {rows}, 8);
+      KernelRun r = Prepare(s.programs[kSymbolic], {rows}, 8);
       REQUIRE(RunKernel(kSymbolic, r, {rows}).ok());
       for (int i = 0; i < rows; ++i) {
         for (int j = 0; j < 8; ++j) {
@@ -582,10 +583,10 @@ TEST_CASE("host shim: kernels match the CPU interpreter on random inputs") {
   // The same row reduction over float16 / bfloat16 storage (the precision stage's Softmax and
   // normalisations): half loads into float registers, float32 statistics across the block's
   // shuffles and shared memory, half stores of the full and the per-row output.
-  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_h2f(in0["));
-  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_f2h("));
-  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_bf2f(in0["));
-  CHECK(Has(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_f2bf("));
+  CHECK(Contains(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_h2f(in0["));
+  CHECK(Contains(KernelBody(GetSuite().kernels[kSoftmaxHalf]), "kiln_f2h("));
+  CHECK(Contains(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_bf2f(in0["));
+  CHECK(Contains(KernelBody(GetSuite().kernels[kSoftmaxBF16]), "kiln_f2bf("));
   for (ProgramId id : {kSoftmaxHalf, kSoftmaxBF16}) {
     CompareWithInterpreter(id, {4, 300}, 23);
     CompareWithInterpreter(id, {4, 300}, 23, nullptr, testing::HostLaunch{3, 256});
@@ -595,14 +596,14 @@ TEST_CASE("host shim: kernels match the CPU interpreter on random inputs") {
   CompareWithInterpreter(kLeading, {}, 16, nullptr, testing::HostLaunch{4, 32});
   CompareWithInterpreter(kMiddle, {}, 17);
   CompareWithInterpreter(kMiddle, {}, 17, nullptr, testing::HostLaunch{1, 1});
-  CompareWithInterpreter(kGather, {}, 18, [](Run& r) {
+  CompareWithInterpreter(kGather, {}, 18, [](KernelRun& r) {
     const int64_t idx[4] = {3, -5, 0, -1};
     std::memcpy(r.inputs[1].bytes.data(), idx, sizeof(idx));
   });
   CompareWithInterpreter(kCast, {}, 19);
   CompareWithInterpreter(kSymbolic, {5}, 20);
   CompareWithInterpreter(kSymbolic, {0}, 21);  // empty domain
-  CompareWithInterpreter(kAllOps, {}, 22, [](Run& r) {
+  CompareWithInterpreter(kAllOps, {}, 22, [](KernelRun& r) {
     // Edge values: NaN, signed zero, halves, division by zero, int64 overflow.
     float* x = r.inputs[0].as<float>();
     float* y = r.inputs[1].as<float>();
@@ -645,9 +646,9 @@ TEST_CASE("EmitCuda: index arithmetic of static shapes is 32-bit, with plain div
   const std::string body = KernelBody(k);
   for (const char* helper : {"kiln_floordiv(", "kiln_mod(", "kiln_div(", "kiln_fmod(", "kiln_add(", "kiln_mul("}) {
     CAPTURE(helper);
-    CHECK(!Has(body, helper));
+    CHECK(!Contains(body, helper));
   }
-  CHECK(!Has(body, "long long v"));
+  CHECK(!Contains(body, "long long v"));
   int divisions = 0;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     if (p.nodes[n].type != fused::ScalarType::kI64) continue;
@@ -660,8 +661,8 @@ TEST_CASE("EmitCuda: index arithmetic of static shapes is 32-bit, with plain div
     const fused::Op op = p.nodes[n].op;
     if (op == fused::Op::kFloorDiv || op == fused::Op::kMod || op == fused::Op::kDiv || op == fused::Op::kFmod) {
       const std::string d = Decl(body, static_cast<int32_t>(n));
-      CHECK((Has(d, " / ") || Has(d, " % ")));
-      CHECK(!Has(d, "=="));  // no zero check: the divisors are positive constants
+      CHECK((Contains(d, " / ") || Contains(d, " % ")));
+      CHECK(!Contains(d, "=="));  // no zero check: the divisors are positive constants
       ++divisions;
     }
   }
@@ -676,13 +677,13 @@ TEST_CASE("EmitCuda: index arithmetic of static shapes is 32-bit, with plain div
   CHECK(Decl(sd, 1) == "const int v1 = (int)c1;");
   const std::string out0 = Decl(sd, sp.outputs[0].value), out1 = Decl(sd, sp.outputs[1].value);
   const std::string out2 = Decl(sd, sp.outputs[2].value);
-  CHECK(Has(out0, "(kiln_u64)"));
-  CHECK(Has(out0, " / "));
-  CHECK(!Has(out0, "=="));
-  CHECK(Has(out0, "const int v"));  // at most 5 * 5
+  CHECK(Contains(out0, "(kiln_u64)"));
+  CHECK(Contains(out0, " / "));
+  CHECK(!Contains(out0, "=="));
+  CHECK(Contains(out0, "const int v"));  // at most 5 * 5
   // s1 is read by no dim: it may be 0 or negative, so the full helpers remain.
-  CHECK(Has(out1, "kiln_mod("));
-  CHECK(Has(out2, "kiln_floordiv("));
+  CHECK(Contains(out1, "kiln_mod("));
+  CHECK(Contains(out2, "kiln_floordiv("));
 
   // A per-row output of a row reduction runs even when the reduced extent s1 is 0: a
   // non-negative division by it keeps its zero check (and needs no sign fix-up).
@@ -690,10 +691,10 @@ TEST_CASE("EmitCuda: index arithmetic of static shapes is 32-bit, with plain div
   const std::string rb = KernelBody(s.kernels[kRowIndexSym]);
   const int32_t per = rp.nodes[rp.outputs[0].value].b;
   REQUIRE(rp.nodes[per].op == fused::Op::kFloorDiv);
-  CHECK(Has(Decl(rb, per), "== 0 ? 0 : "));
-  CHECK(!Has(Decl(rb, per), "kiln_floordiv("));
+  CHECK(Contains(Decl(rb, per), "== 0 ? 0 : "));
+  CHECK(!Contains(Decl(rb, per), "kiln_floordiv("));
   // A narrow value joins a 64-bit accumulator as long long.
-  CHECK(Has(KernelBody(s.kernels[kRowIndex]), "acc0 = kiln_op_sum()(acc0, (long long)v"));
+  CHECK(Contains(KernelBody(s.kernels[kRowIndex]), "acc0 = kiln_op_sum()(acc0, (long long)v"));
 }
 
 TEST_CASE("EmitCuda: loaded indices keep the full 64-bit semantics") {
@@ -719,19 +720,19 @@ TEST_CASE("EmitCuda: loaded indices keep the full 64-bit semantics") {
   CHECK(Decl(body, half) == fmt::format("const long long v{0} = {1} / 2LL - ({1} % 2LL < 0);", half, v));
   // C's % and / are exact here: the divisor is never 0 or -1.
   CHECK(Decl(body, fmod) == fmt::format("const long long v{} = {} % 3LL;", fmod, v));
-  CHECK(Has(Decl(body, div), fmt::format("const long long v{} = {} / (long long)v", div, v)));
+  CHECK(Contains(Decl(body, div), fmt::format("const long long v{} = {} / (long long)v", div, v)));
   // The checked index is an index again: 32-bit for the address arithmetic after it.
   CHECK(Decl(body, check) == fmt::format("const int v{} = (int)(kiln_check(v{}, 5LL, 0u, err));", check, mod));
   // In the gather program the wrapped index is data too.
   const std::string gb = KernelBody(s.kernels[kGather]);
-  CHECK(Has(gb, "kiln_add(v"));
-  CHECK(Has(gb, "kiln_check(v"));
+  CHECK(Contains(gb, "kiln_add(v"));
+  CHECK(Contains(gb, "kiln_check(v"));
 }
 
 TEST_CASE("host shim: index arithmetic matches hand values and the interpreter") {
   const Suite& s = GetSuite();
   SUBCASE("upsample, transposed concat and unravel by hand") {
-    Run r = Prepare(s.programs[kIndexMath], {}, 30);
+    KernelRun r = Prepare(s.programs[kIndexMath], {}, 30);
     REQUIRE(RunKernel(kIndexMath, r, {}).ok());
     const float* a = r.inputs[0].as<float>();
     const float* b = r.inputs[1].as<float>();
@@ -750,7 +751,7 @@ TEST_CASE("host shim: index arithmetic matches hand values and the interpreter")
     }
   }
   SUBCASE("negative values through division and modulo") {
-    Run r = Prepare(s.programs[kSignedIndex], {}, 31);
+    KernelRun r = Prepare(s.programs[kSignedIndex], {}, 31);
     REQUIRE(RunKernel(kSignedIndex, r, {}).ok());
     const int64_t* k = r.inputs[0].as<int64_t>();
     auto floordiv = [](int64_t x, int64_t y) { return y == 0 ? 0 : (x / y - ((x % y != 0) && ((x < 0) != (y < 0)))); };
@@ -775,11 +776,11 @@ TEST_CASE("host shim: index arithmetic matches hand values and the interpreter")
   }
   CompareWithInterpreter(kIndexMath, {}, 32);
   CompareWithInterpreter(kLoadedIndex, {}, 33);  // indices in [-20, 20]
-  CompareWithInterpreter(kLoadedIndex, {}, 34, [](Run& r) {
+  CompareWithInterpreter(kLoadedIndex, {}, 34, [](KernelRun& r) {
     const int64_t idx[4] = {std::numeric_limits<int64_t>::min(), -1, std::numeric_limits<int64_t>::max(), -6};
     std::memcpy(r.inputs[1].bytes.data(), idx, sizeof(idx));
   });
-  CompareWithInterpreter(kSignedIndex, {}, 35, [](Run& r) {
+  CompareWithInterpreter(kSignedIndex, {}, 35, [](KernelRun& r) {
     int64_t* k = r.inputs[0].as<int64_t>();
     k[0] = std::numeric_limits<int64_t>::min();  // d = -5
     k[4] = std::numeric_limits<int64_t>::min();  // d = -1: INT64_MIN mod -1 = 0
@@ -799,7 +800,7 @@ TEST_CASE("host shim: index arithmetic matches hand values and the interpreter")
 
 // Sets a third of every integer input's elements to extremes (INT64_MIN, INT32_MIN - 1, ...),
 // truncated to the dtype.
-void FillExtremes(Run& r) {
+void FillExtremes(KernelRun& r) {
   const int64_t extremes[] = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
                               -2147483649LL, -2147483648LL, 2147483647LL, 2147483648LL, -1, 0};
   for (Tensor& t : r.inputs) {
@@ -823,8 +824,8 @@ TEST_CASE("host shim: random integer programs match the interpreter") {
   int narrow = 0, wide = 0;
   for (const EmittedKernel& k : kernels) {
     const std::string body = KernelBody(k);
-    narrow += Has(body, "const int v");
-    wide += Has(body, "const long long v");
+    narrow += Contains(body, "const int v");
+    wide += Contains(body, "const long long v");
   }
   CHECK(narrow >= 24);
   CHECK(wide >= 24);

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-using kiln::ir::Sym;
+namespace kiln::ir {
 
 TEST_CASE("sym: constants fold and identities simplify") {
   Sym n = Sym::Var("N");
@@ -55,3 +55,5 @@ TEST_CASE("sym: tree_size counts shared sub-expressions at every use and saturat
   for (int i = 0; i < 60; ++i) s = s + s;
   CHECK(s.tree_size() == INT64_MAX);
 }
+
+}  // namespace kiln::ir

@@ -1,6 +1,7 @@
 // ONNX importer tests: small ModelProtos built with the protobuf API, serialized, imported.
 #include "compiler/onnx/importer.h"
 #include "tests/temp_dir.h"
+#include "tests/text_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
 #include <doctest/doctest.h>
@@ -43,8 +44,6 @@ std::vector<int64_t> IntsOf(const Value& v) {
   for (int64_t i = 0; i < v.data->num_elements(); ++i) out.push_back(v.data->IntAt(i));
   return out;
 }
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // x[N,4] -> Relu -> y, the smallest model.
 onnx::ModelProto ReluModel(int64_t opset = 13) {

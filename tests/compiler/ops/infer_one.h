@@ -2,12 +2,15 @@
 // for meta-function tests that need a single node rather than a graph.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/ir/sym.h"
 #include "compiler/ir/trace.h"
 #include "compiler/ops/registry.h"
 
@@ -60,5 +63,14 @@ inline Result<Value> InferOne(const std::string& op, const std::vector<In>& ins,
   KILN_RETURN_IF_ERROR(InferNode(t, t.body.nodes.back()));
   return t.value(t.body.nodes.back().outputs[0]);
 }
+
+// The output's shape as text ("[2, N, 3]"); the meta function must have succeeded.
+inline std::string Shape(const Result<Value>& r) {
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return ShapeToString(r->shape);
+}
+
+// The symbolic dim the meta-function tests use for a batch.
+inline const Sym N = Sym::Var("N");
 
 }  // namespace kiln::ir::testing

@@ -8,6 +8,7 @@
 
 #include "compiler/ir/trace.h"
 #include "compiler/ops/registry.h"
+#include "tests/compiler/ops/infer_one.h"
 
 namespace kiln::ir {
 namespace {
@@ -49,7 +50,7 @@ struct Graph {
   std::string Shape(int i = 0) const { return ShapeToString(Out(i).shape); }
 };
 
-const Sym N = Sym::Var("N");
+using testing::N;
 
 bool Says(const Status& s, const std::string& text) {
   INFO(s.ToString());

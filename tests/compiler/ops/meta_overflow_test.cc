@@ -16,14 +16,10 @@ namespace {
 
 using testing::In;
 using testing::InferOne;
+using testing::Shape;
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-
-std::string Shape(const Result<Value>& r) {
-  REQUIRE(r.ok());
-  return ShapeToString(r->shape);
-}
 
 TEST_CASE("meta overflow: Conv pads of 2^62 overflow the output size and say so") {
   AttrMap a;

@@ -15,15 +15,11 @@ namespace {
 
 using testing::In;
 using testing::InferOne;
+using testing::Shape;
 
 In F32(std::vector<int64_t> dims) { return {DType::kFloat32, std::move(dims)}; }
 In Scalar(int64_t x) { return {DType::kInt64, {}, std::vector<int64_t>{x}}; }
 In Absent() { return {DType::kUndefined, {}, std::nullopt, true}; }
-
-std::string Shape(const Result<Value>& r) {
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-  return ShapeToString(r->shape);
-}
 
 TEST_CASE("DFT meta: lengths, one-sided bins, irfft, axis errors") {
   const In x = F32({2, 10, 1}), c = F32({2, 6, 2});

@@ -8,6 +8,7 @@
 #include "compiler/ir/trace.h"
 #include "compiler/ops/meta_util.h"
 #include "compiler/ops/registry.h"
+#include "tests/compiler/ops/infer_one.h"
 
 namespace kiln::ir {
 namespace {
@@ -77,7 +78,7 @@ AttrMap Attrs(std::initializer_list<std::pair<const char*, std::vector<int64_t>>
   return a;
 }
 
-const Sym N = Sym::Var("N");
+using testing::N;
 const Sym M = Sym::Var("M");
 const Sym H = Sym::Var("H");
 const Sym W = Sym::Var("W");

@@ -11,7 +11,7 @@
 namespace kiln::ir {
 namespace {
 
-struct Graph {
+struct TransformerGraph {
   Trace t;
   Node node;
 
@@ -50,7 +50,7 @@ const Sym S = Sym::Var("S");
 const Sym P = Sym::Var("P");
 
 TEST_CASE("Attention meta: 4-D with a past cache, all four outputs, symbolic sizes") {
-  Graph g;
+  TransformerGraph g;
   const DType f = DType::kFloat32;
   ValueId q = g.In(f, {B, 8, S, 16}), k = g.In(f, {B, 2, S, 16}), v = g.In(f, {B, 2, S, 32});
   ValueId pk = g.In(f, {B, 2, P, 16}), pv = g.In(f, {B, 2, P, 32}), mask = g.In(DType::kBool, {S, P + S});
@@ -62,7 +62,7 @@ TEST_CASE("Attention meta: 4-D with a past cache, all four outputs, symbolic siz
 }
 
 TEST_CASE("Attention meta: 3-D inputs take their head counts from the attributes") {
-  Graph g;
+  TransformerGraph g;
   const DType h = DType::kFloat16;
   ValueId q = g.In(h, {2, 4, 72}), k = g.In(h, {2, 6, 24}), v = g.In(h, {2, 6, 30});
   REQUIRE(g.Run("Attention", {q, k, v}, Ints({{"q_num_heads", 9}, {"kv_num_heads", 3}})).ok());
@@ -79,7 +79,7 @@ TEST_CASE("Attention meta: 3-D inputs take their head counts from the attributes
 }
 
 TEST_CASE("Attention meta: invalid and unsupported attributes and inputs") {
-  Graph g;
+  TransformerGraph g;
   const DType f = DType::kFloat32;
   ValueId q = g.In(f, {1, 2, 4, 8}), k = g.In(f, {1, 2, 6, 8}), v = g.In(f, {1, 2, 6, 8});
   Status s = g.Run("Attention", {q, k, v}, Ints({{"qk_matmul_output_mode", 4}}));
@@ -111,7 +111,7 @@ TEST_CASE("Attention meta: invalid and unsupported attributes and inputs") {
 }
 
 TEST_CASE("RotaryEmbedding meta") {
-  Graph g;
+  TransformerGraph g;
   const DType f = DType::kFloat32;
   ValueId x4 = g.In(f, {B, 4, S, 8}), cos = g.In(f, {50, 2}), sin = g.In(f, {50, 2}), pos = g.In(DType::kInt64, {B, S});
   REQUIRE(g.Run("RotaryEmbedding", {x4, cos, sin, pos}, Ints({{"rotary_embedding_dim", 4}})).ok());
@@ -132,7 +132,7 @@ TEST_CASE("RotaryEmbedding meta") {
 }
 
 TEST_CASE("RMSNormalization meta") {
-  Graph g;
+  TransformerGraph g;
   const DType f = DType::kFloat32;
   ValueId x = g.In(f, {B, S, 64}), scale = g.In(f, {64});
   REQUIRE(g.Run("RMSNormalization", {x, scale}, {}).ok());

@@ -16,11 +16,8 @@ namespace {
 
 using testing::In;
 using testing::InferOne;
+using testing::Shape;
 
-std::string Shape(const Result<Value>& r) {
-  REQUIRE(r.ok());
-  return ShapeToString(r->shape);
-}
 std::string Error(const Result<Value>& r) {
   REQUIRE(!r.ok());
   return std::string(r.status().message());

@@ -16,7 +16,7 @@ using namespace kiln::testing;  // NOLINT: the model-building helpers
 
 namespace {
 
-kiln::compiler::CompileOptions Fp16(bool fuse) {
+kiln::compiler::CompileOptions Fp16Options(bool fuse) {
   kiln::compiler::CompileOptions o = CpuOnly();
   o.precision.precision = kiln::passes::Precision::kFp16;
   o.fuse = fuse;
@@ -37,7 +37,7 @@ TEST_CASE("precision: Exp(x) * 0.1 stays float32 after the float32 Exp (x = 12: 
   const kiln::TensorView in[] = {kiln::TensorView::Host(x, kiln::DType::kFloat32, {2})};
   for (bool fuse : {true, false}) {
     CAPTURE(fuse);
-    const auto out = RunFloat(CompileModel(m, Fp16(fuse)), in, {.device = kiln::Device::kCpu});
+    const auto out = RunFloat(CompileModel(m, Fp16Options(fuse)), in, {.device = kiln::Device::kCpu});
     // exp(12) = 162754.79 leaves float16's range; the product is float32 arithmetic on it.
     CHECK(out[0][0] == doctest::Approx(std::exp(12.0f) * 0.1f).epsilon(1e-6));
     CHECK(out[0][1] == doctest::Approx(std::exp(1.0f) * 0.1f).epsilon(1e-6));
@@ -57,7 +57,7 @@ TEST_CASE("precision: ReduceSum(x) / n (a mean) stays float32 after the float32 
   const kiln::TensorView in[] = {kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {1, 4096})};
   for (bool fuse : {true, false}) {
     CAPTURE(fuse);
-    const auto out = RunFloat(CompileModel(m, Fp16(fuse)), in, {.device = kiln::Device::kCpu});
+    const auto out = RunFloat(CompileModel(m, Fp16Options(fuse)), in, {.device = kiln::Device::kCpu});
     CHECK(out[0][0] == 30.0f);
   }
 }
@@ -83,7 +83,7 @@ TEST_CASE("precision: BERT-style LayerNorm's epsilon 1e-12 survives fp16 - a con
   // Row 1: (i - 3.5) / sqrt(5.25).
   for (bool fuse : {true, false}) {
     CAPTURE(fuse);
-    const auto out = RunFloat(CompileModel(m, Fp16(fuse)), in, {.device = kiln::Device::kCpu});
+    const auto out = RunFloat(CompileModel(m, Fp16Options(fuse)), in, {.device = kiln::Device::kCpu});
     for (int i = 0; i < 8; ++i) {
       CAPTURE(i);
       CHECK(out[0][i] == 0.0f);

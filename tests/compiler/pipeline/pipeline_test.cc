@@ -11,7 +11,6 @@
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
 
-using kiln::compiler::CompileOptions;
 using kiln::compiler::CompileSummary;
 using kiln::compiler::Stage;
 
@@ -19,7 +18,7 @@ namespace {
 
 // x float32[N, 3] -> y = x + c: one generated kernel; with profiles N=1 and N in 2..8, two
 // entries.
-onnx::ModelProto AddModel() {
+onnx::ModelProto AddConstantModel() {
   auto m = kiln::testing::MakeModel(13);
   auto* g = m.mutable_graph();
   kiln::testing::AddInput(g, "x", {"N", "3"});
@@ -29,8 +28,8 @@ onnx::ModelProto AddModel() {
   return m;
 }
 
-CompileOptions TwoProfiles(Stage stop_after) {
-  CompileOptions options = kiln::testing::WithProfiles({"x:N=1", "x:N=2..8"});
+kiln::compiler::CompileOptions TwoProfiles(Stage stop_after) {
+  kiln::compiler::CompileOptions options = kiln::testing::WithProfiles({"x:N=1", "x:N=2..8"});
   options.stop_after = stop_after;
   return options;
 }
@@ -62,12 +61,12 @@ TEST_CASE("pipeline: ParseStage finds a stage by name, and an unknown name's err
 }
 
 TEST_CASE("pipeline: precision runs where it changes a dtype, fusion unless off, and the artifact records what ran") {
-  CompileOptions options = kiln::testing::CpuOnly();
+  kiln::compiler::CompileOptions options = kiln::testing::CpuOnly();
   const auto enabled = [&](Stage s) { return kiln::compiler::StageOf(s).enabled(options); };
   CHECK_FALSE(enabled(Stage::kPrecision));
   CHECK(enabled(Stage::kFusion));
   auto stage_names = [&] {
-    auto model = kiln::Model::Load(kiln::testing::CompileModel(AddModel(), options));
+    auto model = kiln::Model::Load(kiln::testing::CompileModel(AddConstantModel(), options));
     REQUIRE_MESSAGE(model.ok(), model.status().ToString());
     return model->entries()[0].compile.stage_names;
   };
@@ -84,8 +83,8 @@ TEST_CASE("pipeline: precision runs where it changes a dtype, fusion unless off,
 }
 
 TEST_CASE("pipeline: work done once for several entries records its time in each (one import, one codegen)") {
-  CompileOptions options = kiln::testing::WithProfiles({"x:N=1..4", "x:N=5..8"});  // no fixed dim: one import
-  auto model = kiln::Model::Load(kiln::testing::CompileModel(AddModel(), options));
+  kiln::compiler::CompileOptions options = kiln::testing::WithProfiles({"x:N=1..4", "x:N=5..8"});  // no fixed dim: one import
+  auto model = kiln::Model::Load(kiln::testing::CompileModel(AddConstantModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   REQUIRE(model->entries().size() == 2);
   const auto& a = model->entries()[0].compile;
@@ -105,9 +104,9 @@ TEST_CASE("pipeline: a compile stopped after a stage makes no artifact and gives
     INFO("stop after " << name);
     CompileSummary summary;
     std::vector<std::string> log;
-    CompileOptions options = TwoProfiles(stop);
+    kiln::compiler::CompileOptions options = TwoProfiles(stop);
     options.log = [&](const std::string& line) { log.push_back(line); };
-    auto bytes = kiln::testing::TryCompileModel(AddModel(), options, &summary);
+    auto bytes = kiln::testing::TryCompileModel(AddConstantModel(), options, &summary);
     REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
     CHECK(bytes->empty());
     CHECK(std::find(log.begin(), log.end(), "serialize") == log.end());
@@ -121,7 +120,7 @@ TEST_CASE("pipeline: a compile stopped after a stage makes no artifact and gives
   }
   // The whole compile: an artifact, and no trace in the summary.
   CompileSummary summary;
-  auto bytes = kiln::testing::TryCompileModel(AddModel(), TwoProfiles(Stage::kSerialize), &summary);
+  auto bytes = kiln::testing::TryCompileModel(AddConstantModel(), TwoProfiles(Stage::kSerialize), &summary);
   REQUIRE(bytes.ok());
   CHECK_FALSE(bytes->empty());
   REQUIRE(summary.entries.size() == 2);
@@ -129,23 +128,23 @@ TEST_CASE("pipeline: a compile stopped after a stage makes no artifact and gives
 }
 
 TEST_CASE("pipeline: stopping after a stage these options leave off is an error saying which option turns it on") {
-  CompileOptions fusion_off = TwoProfiles(Stage::kFusion);
+  kiln::compiler::CompileOptions fusion_off = TwoProfiles(Stage::kFusion);
   fusion_off.fuse = false;
-  auto a = kiln::testing::TryCompileModel(AddModel(), fusion_off);
+  auto a = kiln::testing::TryCompileModel(AddConstantModel(), fusion_off);
   REQUIRE_FALSE(a.ok());
   CHECK(a.status().code() == kiln::StatusCode::kInvalidArgument);
   CHECK(a.status().message() ==
         "the fusion stage does not run for this compile (it is off with --no-fuse): there is no trace of it to stop "
         "after");
-  auto b = kiln::testing::TryCompileModel(AddModel(), TwoProfiles(Stage::kPrecision));
+  auto b = kiln::testing::TryCompileModel(AddConstantModel(), TwoProfiles(Stage::kPrecision));
   REQUIRE_FALSE(b.ok());
   CHECK(b.status().message() ==
         "the precision stage does not run for this compile (it runs only with --precision fp16 or bf16, or "
         "--io-precision fp16 or bf16): there is no trace of it to stop after");
-  CompileOptions fp16 = TwoProfiles(Stage::kPrecision);
+  kiln::compiler::CompileOptions fp16 = TwoProfiles(Stage::kPrecision);
   fp16.precision.precision = kiln::passes::Precision::kFp16;
   CompileSummary summary;
-  auto c = kiln::testing::TryCompileModel(AddModel(), fp16, &summary);
+  auto c = kiln::testing::TryCompileModel(AddConstantModel(), fp16, &summary);
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   REQUIRE(summary.entries.size() == 2);
   CHECK(summary.entries[0].last_trace.starts_with("# stage: precision\n"));

@@ -10,21 +10,17 @@
 #include "kiln/runtime.h"
 #include "kiln/trace.h"
 #include "tests/compiler/compile_util.h"
+#include "tests/compiler/trace/trace_test_util.h"
 #include "tests/temp_dir.h"
+#include "tests/text_util.h"
 
 namespace {
 
 using namespace kiln::trace;  // NOLINT: the API under test
 using kiln::DType;
 using kiln::StatusCode;
-
-bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-CompileOptions Cpu() {
-  CompileOptions o;
-  o.archs = std::vector<std::string>{};
-  return o;
-}
+using kiln::testing::Contains;
+using kiln::testing::TraceCpuOptions;
 
 }  // namespace
 
@@ -36,8 +32,8 @@ TEST_CASE("trace api: a MatMul shape mismatch names the op, its arguments and bo
   CHECK_FALSE(scores.valid());
   const kiln::Status st = b.status();
   REQUIRE(st.code() == StatusCode::kInvalidArgument);
-  CHECK_MESSAGE(Has(st.message(), "MatMul 'scores' (a: 'q' float32[N, 4, 8], b: 'k' float32[N, 6, 8])"), st.message());
-  CHECK_MESSAGE(Has(st.message(), "inner dims differ"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "MatMul 'scores' (a: 'q' float32[N, 4, 8], b: 'k' float32[N, 6, 8])"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "inner dims differ"), st.message());
   // Later ops, outputs and compiles report the first error unchanged.
   Tensor y = Softmax(Relu(scores), -1, "p");
   CHECK_FALSE(y.valid());
@@ -45,10 +41,10 @@ TEST_CASE("trace api: a MatMul shape mismatch names the op, its arguments and bo
   Tensor z = Relu(q, "still_nothing");
   CHECK_FALSE(z.valid());
   CHECK(b.status().message() == st.message());
-  auto bytes = b.Compile(Cpu());
+  auto bytes = b.Compile(TraceCpuOptions());
   REQUIRE_FALSE(bytes.ok());
   CHECK(bytes.status().message() == st.message());
-  CHECK_FALSE(Has(b.Print(), "still_nothing"));
+  CHECK_FALSE(Contains(b.Print(), "still_nothing"));
 }
 
 TEST_CASE("trace api: Linear's errors name the Linear, the user's tensors and the failing node") {
@@ -57,10 +53,10 @@ TEST_CASE("trace api: Linear's errors name the Linear, the user's tensors and th
   Tensor w = b.Parameter("fc1.weight", {4, 2}, std::vector<float>(8, 1.0f));
   CHECK_FALSE(Linear(x, w, Tensor(), "fc1").valid());
   const std::string m = b.status().message();
-  CHECK_MESSAGE(Has(m, "Linear 'fc1' (x: 'x' float32[N, 3], weight: 'fc1.weight' float32[4, 2])"), m);
-  CHECK_MESSAGE(Has(m, "node 'fc1' (MatMul)"), m);
-  CHECK_MESSAGE(Has(m, "[N, 3]"), m);
-  CHECK_MESSAGE(Has(m, "[4, 2]"), m);
+  CHECK_MESSAGE(Contains(m, "Linear 'fc1' (x: 'x' float32[N, 3], weight: 'fc1.weight' float32[4, 2])"), m);
+  CHECK_MESSAGE(Contains(m, "node 'fc1' (MatMul)"), m);
+  CHECK_MESSAGE(Contains(m, "[N, 3]"), m);
+  CHECK_MESSAGE(Contains(m, "[4, 2]"), m);
 }
 
 TEST_CASE("trace api: a missing or malformed .npy file is an error naming the parameter and the path") {
@@ -70,14 +66,14 @@ TEST_CASE("trace api: a missing or malformed .npy file is an error naming the pa
     const std::string path = dir / "no_such_weight.npy";
     CHECK_FALSE(b.ParameterFromNpy("fc1.weight", path).valid());
     CHECK(b.status().code() == StatusCode::kNotFound);
-    CHECK_MESSAGE(Has(b.status().message(), "parameter 'fc1.weight': " + path), b.status().message());
+    CHECK_MESSAGE(Contains(b.status().message(), "parameter 'fc1.weight': " + path), b.status().message());
   }
   {
     Builder b("m");
     kiln::testing::WriteBytes(dir / "bad.npy", "\x93NUMPY\x01\x00garbage");
     CHECK_FALSE(b.ParameterFromNpy("w", dir / "bad.npy").valid());
     CHECK(b.status().code() == StatusCode::kDataLoss);
-    CHECK(Has(b.status().message(), dir / "bad.npy"));
+    CHECK(Contains(b.status().message(), dir / "bad.npy"));
   }
 }
 
@@ -95,7 +91,7 @@ TEST_CASE("trace api: a parameter read from .npy keeps its dtype and dims and co
   REQUIRE(w.valid());
   CHECK(w.shape()[0].size() == 2);
   b.Output(MatMul(x, w));
-  auto bytes = b.Compile(Cpu());
+  auto bytes = b.Compile(TraceCpuOptions());
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
   const float xs[] = {1, 1};
   auto out = kiln::testing::RunFloat(*bytes, std::vector{kiln::TensorView::Host(xs, DType::kFloat32, {1, 2})});
@@ -114,7 +110,7 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
   SUBCASE("an input with an empty symbol name") {
     Builder b;
     CHECK_FALSE(b.Input("x", DType::kFloat32, {"", 3}).valid());
-    CHECK(Has(b.status().message(), "input 'x': dim 0 is neither a size nor a symbol name"));
+    CHECK(Contains(b.status().message(), "input 'x': dim 0 is neither a size nor a symbol name"));
   }
   SUBCASE("a default-constructed Tensor as an argument") {
     Builder b;
@@ -134,24 +130,24 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
     Builder b;
     Tensor i = b.Input("i", DType::kInt64, {2});
     CHECK_FALSE((i * 2.0f).valid());
-    CHECK(Has(b.status().message(), "Mul 'mul' (a: 'i' int64[2], b: 2): a float scalar operand needs a float tensor"));
+    CHECK(Contains(b.status().message(), "Mul 'mul' (a: 'i' int64[2], b: 2): a float scalar operand needs a float tensor"));
   }
   SUBCASE("Conv2d on a rank-3 input") {
     Builder b;
     Tensor x = b.Input("x", DType::kFloat32, {1, 3, 3});
     CHECK_FALSE(Conv2d(x, b.Parameter("w", {1, 1, 1, 1}, std::vector<float>{1})).valid());
-    CHECK(Has(b.status().message(), "expected x of rank 4 (N, C, H, W), found rank 3"));
+    CHECK(Contains(b.status().message(), "expected x of rank 4 (N, C, H, W), found rank 3"));
   }
   SUBCASE("Reshape to an impossible shape names the shape asked for") {
     Builder b;
     Tensor x = b.Input("x", DType::kFloat32, {2, 3});
     CHECK_FALSE(Reshape(x, {4, 2}, "r").valid());
-    CHECK_MESSAGE(Has(b.status().message(), "Reshape 'r' (x: 'x' float32[2, 3], shape: [4, 2])"), b.status().message());
+    CHECK_MESSAGE(Contains(b.status().message(), "Reshape 'r' (x: 'x' float32[2, 3], shape: [4, 2])"), b.status().message());
   }
   SUBCASE("outputs: an input, a parameter, twice, a taken name; no outputs at all") {
     Builder b;
     Tensor x = b.Input("x", DType::kFloat32, {2});
-    auto bytes = b.Compile(Cpu());
+    auto bytes = b.Compile(TraceCpuOptions());
     CHECK(bytes.status().message() == "model 'model' has no outputs (call Builder::Output)");
     b.Output(x);
     CHECK(b.status().message() == "output #0: 'x' is an input; output an op's result");
@@ -175,7 +171,7 @@ TEST_CASE("trace api: outputs are renamed as asked, profiles make entries, the a
   Builder b("scale");
   Tensor x = b.Input("x", DType::kFloat32, {"N", 2});
   b.Output(x * 2.0f, "doubled");
-  CompileOptions o = Cpu();
+  CompileOptions o = TraceCpuOptions();
   o.profiles = {"x:N=3", "x:N=1..8"};
   std::vector<std::string> log;
   o.log = [&](const std::string& line) { log.push_back(line); };
@@ -186,7 +182,7 @@ TEST_CASE("trace api: outputs are renamed as asked, profiles make entries, the a
   CHECK(model->outputs()[0].name == "doubled");
   REQUIRE(model->entries().size() == 2);
   CHECK(model->entries()[0].name == "N=3");
-  CHECK(Has(model->entries()[0].stage_traces[0], "x: float32[3, 2]"));  // the fixed import trace
+  CHECK(Contains(model->entries()[0].stage_traces[0], "x: float32[3, 2]"));  // the fixed import trace
   CHECK(model->entries()[1].name == "N in 1..8");
   auto ctx = kiln::ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
@@ -201,6 +197,6 @@ TEST_CASE("trace api: outputs are renamed as asked, profiles make entries, the a
   o.profiles = {"y:N=3"};
   auto bad = b.Compile(o);
   REQUIRE_FALSE(bad.ok());
-  CHECK_MESSAGE(Has(bad.status().message(), "'y'"), bad.status().message());
-  CHECK(b.CompileToFile((dir / "no_such_folder") + "/a.kiln", Cpu()).code() == StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(Contains(bad.status().message(), "'y'"), bad.status().message());
+  CHECK(b.CompileToFile((dir / "no_such_folder") + "/a.kiln", TraceCpuOptions()).code() == StatusCode::kFailedPrecondition);
 }

@@ -7,27 +7,23 @@
 
 #include "kiln/trace.h"
 #include "tests/compiler/compile_util.h"
+#include "tests/compiler/trace/trace_test_util.h"
 
 namespace {
 
 using namespace kiln::trace;  // NOLINT: the API under test
 using kiln::DType;
 using kiln::TensorView;
-
-CompileOptions Cpu() {
-  CompileOptions o;
-  o.archs = std::vector<std::string>{};
-  return o;
-}
+using kiln::testing::TraceCpuOptions;
 
 // Compiles `b` for the CPU and runs it on `inputs`; the outputs as float vectors.
-std::vector<std::vector<float>> Run(const Builder& b, std::vector<TensorView> inputs) {
-  auto bytes = b.Compile(Cpu());
+std::vector<std::vector<float>> CompileAndRun(const Builder& b, std::vector<TensorView> inputs) {
+  auto bytes = b.Compile(TraceCpuOptions());
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
   return kiln::testing::RunFloat(*bytes, inputs);
 }
 
-void CheckNear(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-6f) {
+void CheckOpsNear(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-6f) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol), "element " << i);
 }
@@ -50,9 +46,9 @@ TEST_CASE("trace api: Linear on a 2x3 input is x @ W + b, recorded as MatMul the
   CHECK(text.find("fc1.matmul = MatMul(x, fc1.weight)") != std::string::npos);
   CHECK(text.find("fc1 = Add(fc1.matmul, fc1.bias)") != std::string::npos);
   const float xs[] = {1, 2, 3, 4, 5, 6};
-  auto out = Run(b, {TensorView::Host(xs, DType::kFloat32, {2, 3})});
+  auto out = CompileAndRun(b, {TensorView::Host(xs, DType::kFloat32, {2, 3})});
   // [[1+3, 2+3], [4+6, 5+6]] + [0.5, -1]
-  CheckNear(out[0], {4.5f, 4, 10.5f, 10});
+  CheckOpsNear(out[0], {4.5f, 4, 10.5f, 10});
 }
 
 TEST_CASE("trace api: Linear without a bias is one MatMul, MatMul broadcasts batch dims") {
@@ -62,9 +58,9 @@ TEST_CASE("trace api: Linear without a bias is one MatMul, MatMul broadcasts bat
   b.Output(MatMul(a, b.Parameter("v", {1, 2, 1}, std::vector<float>{2, 1}), "mm"));
   CHECK(b.Print().find("proj = MatMul(a, w)") != std::string::npos);
   const float as[] = {1, 2, 3, 4};
-  auto out = Run(b, {TensorView::Host(as, DType::kFloat32, {2, 1, 2})});
-  CheckNear(out[0], {21, 43});
-  CheckNear(out[1], {4, 10});
+  auto out = CompileAndRun(b, {TensorView::Host(as, DType::kFloat32, {2, 1, 2})});
+  CheckOpsNear(out[0], {21, 43});
+  CheckOpsNear(out[1], {4, 10});
 }
 
 TEST_CASE("trace api: Conv2d with bias, stride and padding") {
@@ -78,10 +74,10 @@ TEST_CASE("trace api: Conv2d with bias, stride and padding") {
   o.padding[0] = o.padding[1] = o.padding[2] = o.padding[3] = 1;
   b.Output(Conv2d(x, w, bias, o, "strided"));
   const float xs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  auto out = Run(b, {TensorView::Host(xs, DType::kFloat32, {1, 1, 3, 3})});
-  CheckNear(out[0], {1 + 5 + 10, 2 + 6 + 10, 4 + 8 + 10, 5 + 9 + 10});
+  auto out = CompileAndRun(b, {TensorView::Host(xs, DType::kFloat32, {1, 1, 3, 3})});
+  CheckOpsNear(out[0], {1 + 5 + 10, 2 + 6 + 10, 4 + 8 + 10, 5 + 9 + 10});
   // Padded windows: the kernel's 1 at (0,0) lands on padding except in the last row/column.
-  CheckNear(out[1], {0 + 1 + 10, 0 + 3 + 10, 0 + 7 + 10, 5 + 9 + 10});
+  CheckOpsNear(out[1], {0 + 1 + 10, 0 + 3 + 10, 0 + 7 + 10, 5 + 9 + 10});
 }
 
 TEST_CASE("trace api: Relu, Sigmoid, Tanh, exact Gelu and Softmax") {
@@ -95,12 +91,12 @@ TEST_CASE("trace api: Relu, Sigmoid, Tanh, exact Gelu and Softmax") {
   b.Output(Relu(x));
   CHECK(b.Print().find("relu_1 = Relu(x)") != std::string::npos);  // the default name, made unique
   const float xs[] = {-1, 0, 2};
-  auto out = Run(b, {TensorView::Host(xs, DType::kFloat32, {3})});
-  CheckNear(out[0], {0, 0, 2});
-  CheckNear(out[1], {0.26894142f, 0.5f, 0.88079708f});
-  CheckNear(out[2], {-0.76159416f, 0, 0.96402758f});
-  CheckNear(out[3], {-0.15865525f, 0, 1.95449974f});  // x * Phi(x)
-  CheckNear(out[4], {0.04201007f, 0.11419519f, 0.84379473f});  // e^x / (e^-1 + 1 + e^2)
+  auto out = CompileAndRun(b, {TensorView::Host(xs, DType::kFloat32, {3})});
+  CheckOpsNear(out[0], {0, 0, 2});
+  CheckOpsNear(out[1], {0.26894142f, 0.5f, 0.88079708f});
+  CheckOpsNear(out[2], {-0.76159416f, 0, 0.96402758f});
+  CheckOpsNear(out[3], {-0.15865525f, 0, 1.95449974f});  // x * Phi(x)
+  CheckOpsNear(out[4], {0.04201007f, 0.11419519f, 0.84379473f});  // e^x / (e^-1 + 1 + e^2)
 }
 
 TEST_CASE("trace api: LayerNorm over the last axis with scale and bias") {
@@ -111,11 +107,11 @@ TEST_CASE("trace api: LayerNorm over the last axis with scale and bias") {
   b.Output(LayerNorm(x, scale, bias, -1, 1e-5f, "ln"));
   b.Output(LayerNorm(x, scale, Tensor(), -1, 1e-5f, "ln_no_bias"));
   const float xs[] = {1, 2, 3, 4};
-  auto out = Run(b, {TensorView::Host(xs, DType::kFloat32, {1, 4})});
+  auto out = CompileAndRun(b, {TensorView::Host(xs, DType::kFloat32, {1, 4})});
   // mean 2.5, variance 1.25: (x - 2.5) / sqrt(1.25 + 1e-5)
   const float s = 1 / std::sqrt(1.25f + 1e-5f);
-  CheckNear(out[0], {-1.5f * s, -0.5f * s, 2 * 0.5f * s, 2 * 1.5f * s + 1}, 1e-5f);
-  CheckNear(out[1], {-1.5f * s, -0.5f * s, 2 * 0.5f * s, 2 * 1.5f * s}, 1e-5f);
+  CheckOpsNear(out[0], {-1.5f * s, -0.5f * s, 2 * 0.5f * s, 2 * 1.5f * s + 1}, 1e-5f);
+  CheckOpsNear(out[1], {-1.5f * s, -0.5f * s, 2 * 0.5f * s, 2 * 1.5f * s}, 1e-5f);
 }
 
 TEST_CASE("trace api: Transpose and Reshape (0 copies a dim, -1 is inferred)") {
@@ -129,9 +125,9 @@ TEST_CASE("trace api: Transpose and Reshape (0 copies a dim, -1 is inferred)") {
   CHECK(r.shape()[0].symbol() == "N");
   b.Output(r);
   const float xs[] = {0, 1, 2, 3, 4, 5};
-  auto out = Run(b, {TensorView::Host(xs, DType::kFloat32, {2, 3})});
-  CheckNear(out[0], {0, 3, 1, 4, 2, 5});
-  CheckNear(out[1], {0, 1, 2, 3, 4, 5});
+  auto out = CompileAndRun(b, {TensorView::Host(xs, DType::kFloat32, {2, 3})});
+  CheckOpsNear(out[0], {0, 3, 1, 4, 2, 5});
+  CheckOpsNear(out[1], {0, 1, 2, 3, 4, 5});
 }
 
 TEST_CASE("trace api: + - * / on tensors (broadcast) and with scalars on either side") {
@@ -147,12 +143,12 @@ TEST_CASE("trace api: + - * / on tensors (broadcast) and with scalars on either 
   b.Output(a / 2.0f + 2.0f * a);
   CHECK(b.Print().find("named = Add(") != std::string::npos);
   const float as[] = {1, 2, 4, 8, -2, 0.5f};
-  auto out = Run(b, {TensorView::Host(as, DType::kFloat32, {3, 2})});
-  CheckNear(out[0], {3, 6, 6, 12, 0, 4.5f});
-  CheckNear(out[1], {-1, -2, 2, 4, -4, -3.5f});
-  CheckNear(out[2], {2, 8, 8, 32, -4, 2});
-  CheckNear(out[3], {0.5f, 0.5f, 2, 2, -1, 0.125f});
-  CheckNear(out[4], {3, 5, 9, 17, -3, 2});
-  CheckNear(out[5], {8, 4, 2, 1, -4, 16});
-  CheckNear(out[6], {2.5f, 5, 10, 20, -5, 1.25f});
+  auto out = CompileAndRun(b, {TensorView::Host(as, DType::kFloat32, {3, 2})});
+  CheckOpsNear(out[0], {3, 6, 6, 12, 0, 4.5f});
+  CheckOpsNear(out[1], {-1, -2, 2, 4, -4, -3.5f});
+  CheckOpsNear(out[2], {2, 8, 8, 32, -4, 2});
+  CheckOpsNear(out[3], {0.5f, 0.5f, 2, 2, -1, 0.125f});
+  CheckOpsNear(out[4], {3, 5, 9, 17, -3, 2});
+  CheckOpsNear(out[5], {8, 4, 2, 1, -4, 16});
+  CheckOpsNear(out[6], {2.5f, 5, 10, 20, -5, 1.25f});
 }

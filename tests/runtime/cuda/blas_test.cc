@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/gpu_test_util.h"
+#include "tests/text_util.h"
 #include "tests/runtime/cuda/library_test_util.h"
 
 namespace kiln::cuda {
@@ -32,7 +33,7 @@ using testing::RunCpu;
 using testing::Shape;
 using testing::Zeros;
 
-bool Contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+using kiln::testing::Contains;
 
 Status Supports(std::string_view op, const AttrMap& attrs, const std::vector<const HostTensor*>& in,
                 const HostTensor& y) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/gpu_test_util.h"
+#include "tests/text_util.h"
 #include "tests/runtime/cuda/library_test_util.h"
 
 namespace kiln::cuda {
@@ -35,7 +36,7 @@ using testing::RunCpu;
 using testing::Shape;
 using testing::Zeros;
 
-bool Contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+using kiln::testing::Contains;
 
 AttrMap Attrs(std::initializer_list<std::pair<const char*, std::vector<int64_t>>> ints,
               std::initializer_list<std::pair<const char*, const char*>> strings = {}) {
@@ -57,7 +58,7 @@ Status PlanOf(std::string_view op, const AttrMap& attrs, const std::vector<const
   std::vector<DeviceTensor> ins = testing::DevViews(in), outs = testing::DevViews(out);
   return PlanDnn(op, attrs, ins, outs, plan);
 }
-Status Supports(std::string_view op, const AttrMap& attrs, const std::vector<const HostTensor*>& in,
+Status DnnSupports(std::string_view op, const AttrMap& attrs, const std::vector<const HostTensor*>& in,
                 const std::vector<const HostTensor*>& out) {
   std::vector<DeviceTensor> ins = testing::DevViews(in), outs = testing::DevViews(out);
   return DnnLibrary::Supports(op, attrs, ins, outs);
@@ -186,43 +187,43 @@ TEST_CASE("cuDNN Supports: Conv forms, epilogues and refusals") {
   HostTensor x = Shape({1, 3, 8, 8}), w = Shape({4, 3, 3, 3}), y = Shape({1, 4, 8, 8}), b = Shape({4});
   HostTensor r = Shape({1, 4, 8, 8}), absent = Absent();
   const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
-  CHECK(Supports("Conv", pad1, {&x, &w}, {&y}).ok());
-  CHECK(Supports("Conv", pad1, {&x, &w, &b}, {&y}).ok());
+  CHECK(DnnSupports("Conv", pad1, {&x, &w}, {&y}).ok());
+  CHECK(DnnSupports("Conv", pad1, {&x, &w, &b}, {&y}).ok());
   AttrMap relu = pad1;
   relu.SetString("epilogue_activation", "Relu");
-  CHECK(Supports("Conv", relu, {&x, &w, &b}, {&y}).ok());
-  CHECK(Supports("Conv", relu, {&x, &w}, {&y}).ok());
+  CHECK(DnnSupports("Conv", relu, {&x, &w, &b}, {&y}).ok());
+  CHECK(DnnSupports("Conv", relu, {&x, &w}, {&y}).ok());
   AttrMap res = relu;
   res.SetInt("epilogue_residual", 1);
-  CHECK(Supports("Conv", res, {&x, &w, &b, &r}, {&y}).ok());
+  CHECK(DnnSupports("Conv", res, {&x, &w, &b, &r}, {&y}).ok());
   res.SetString("epilogue_order", "bias,residual,act");
-  CHECK(Supports("Conv", res, {&x, &w, &absent, &r}, {&y}).ok());
+  CHECK(DnnSupports("Conv", res, {&x, &w, &absent, &r}, {&y}).ok());
   for (const char* act : {"Gelu", "GeluTanh", "Sigmoid", "HardSwish", "SiLU"}) {
     AttrMap a = pad1;
     a.SetString("epilogue_activation", act);
-    Status st = Supports("Conv", a, {&x, &w, &b}, {&y});
+    Status st = DnnSupports("Conv", a, {&x, &w, &b}, {&y});
     CHECK(st.code() == StatusCode::kUnimplemented);
     CHECK(Contains(st.message(), act));
   }
   // Asymmetric pads (SAME_UPPER at stride 2 over an even size) and float64 are refused.
   HostTensor y2 = Shape({1, 4, 4, 4});
-  Status st = Supports("Conv", Attrs({{"strides", {2, 2}}}, {{"auto_pad", "SAME_UPPER"}}), {&x, &w}, {&y2});
+  Status st = DnnSupports("Conv", Attrs({{"strides", {2, 2}}}, {{"auto_pad", "SAME_UPPER"}}), {&x, &w}, {&y2});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "asymmetric pads"));
   HostTensor xd = Shape({1, 3, 8, 8}, DType::kFloat64), wd = Shape({4, 3, 3, 3}, DType::kFloat64),
              yd = Shape({1, 4, 8, 8}, DType::kFloat64);
-  st = Supports("Conv", pad1, {&xd, &wd}, {&yd});
+  st = DnnSupports("Conv", pad1, {&xd, &wd}, {&yd});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "float32, float16 and bfloat16 here, found float64"));
   // 4 spatial dims.
   HostTensor x4 = Shape({1, 1, 3, 3, 3, 3}), w4 = Shape({1, 1, 1, 1, 1, 1}), y4 = Shape({1, 1, 3, 3, 3, 3});
-  CHECK(Supports("Conv", {}, {&x4, &w4}, {&y4}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("Conv", {}, {&x4, &w4}, {&y4}).code() == StatusCode::kUnimplemented);
   // Malformed: wrong output, residual without the attribute, bias of the wrong size.
-  CHECK(Supports("Conv", {}, {&x, &w}, {&y}).code() == StatusCode::kInvalidArgument);  // no pads: out 6
-  CHECK(Supports("Conv", pad1, {&x, &w, &b, &r}, {&y}).code() == StatusCode::kInvalidArgument);
+  CHECK(DnnSupports("Conv", {}, {&x, &w}, {&y}).code() == StatusCode::kInvalidArgument);  // no pads: out 6
+  CHECK(DnnSupports("Conv", pad1, {&x, &w, &b, &r}, {&y}).code() == StatusCode::kInvalidArgument);
   HostTensor b3 = Shape({3});
-  CHECK(Supports("Conv", pad1, {&x, &w, &b3}, {&y}).code() == StatusCode::kInvalidArgument);
-  CHECK(Supports("Softmax", {}, {&x}, {&y}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("Conv", pad1, {&x, &w, &b3}, {&y}).code() == StatusCode::kInvalidArgument);
+  CHECK(DnnSupports("Softmax", {}, {&x}, {&y}).code() == StatusCode::kUnimplemented);
 }
 
 TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype per op") {
@@ -239,7 +240,7 @@ TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype 
     CHECK(p.relu);
     AttrMap res = relu;
     res.SetInt("epilogue_residual", 1);
-    CHECK(Supports("Conv", res, {&x, &w, &b, &r}, {&y}).ok());
+    CHECK(DnnSupports("Conv", res, {&x, &w, &b, &r}, {&y}).ok());
     HostTensor cx = Shape({1, 3, 4, 4}, dt), cw = Shape({3, 2, 3, 3}, dt), cy = Shape({1, 2, 8, 8}, dt),
                cb = Shape({2}, dt);
     const AttrMap up = Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}});
@@ -249,7 +250,7 @@ TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype 
     const AttrMap pool = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
     REQUIRE(PlanOf("MaxPool", pool, {&px}, {&py}, &p).ok());
     CHECK(p.dtype == dt);
-    CHECK(Supports("AveragePool", pool, {&px}, {&py}).ok());
+    CHECK(DnnSupports("AveragePool", pool, {&px}, {&py}).ok());
     // Equal plans of different dtypes are different cache entries.
     DnnPlan f32;
     HostTensor fx = Shape({1, 2, 6, 7}), fy = Shape({1, 2, 3, 4});
@@ -258,16 +259,16 @@ TEST_CASE("cuDNN Supports: float16 and bfloat16 with float32 compute, one dtype 
     // Every tensor has X's dtype: a float32 bias, W or residual is malformed (the CPU kernels
     // reject it too).
     HostTensor b32 = Shape({4}), w32 = Shape({4, 3, 3, 3}), r32 = Shape({1, 4, 8, 8});
-    Status st = Supports("Conv", relu, {&x, &w, &b32}, {&y});
+    Status st = DnnSupports("Conv", relu, {&x, &w, &b32}, {&y});
     CHECK(st.code() == StatusCode::kInvalidArgument);
     CHECK(Contains(st.message(), "bias [4] is float32, expected " + std::string(DTypeName(dt))));
-    st = Supports("Conv", relu, {&x, &w32}, {&y});
+    st = DnnSupports("Conv", relu, {&x, &w32}, {&y});
     CHECK(st.code() == StatusCode::kInvalidArgument);
     CHECK(Contains(st.message(), "is float32, expected " + std::string(DTypeName(dt)) + " (input X's dtype)"));
-    CHECK(Supports("Conv", res, {&x, &w, &b, &r32}, {&y}).code() == StatusCode::kInvalidArgument);
-    CHECK(Supports("ConvTranspose", up, {&cx, &cw, &b32}, {&cy}).code() == StatusCode::kInvalidArgument);
+    CHECK(DnnSupports("Conv", res, {&x, &w, &b, &r32}, {&y}).code() == StatusCode::kInvalidArgument);
+    CHECK(DnnSupports("ConvTranspose", up, {&cx, &cw, &b32}, {&cy}).code() == StatusCode::kInvalidArgument);
     HostTensor py32 = Shape({1, 2, 3, 4});
-    CHECK(Supports("MaxPool", pool, {&px}, {&py32}).code() == StatusCode::kInvalidArgument);
+    CHECK(DnnSupports("MaxPool", pool, {&px}, {&py32}).code() == StatusCode::kInvalidArgument);
   }
 }
 
@@ -307,44 +308,44 @@ TEST_CASE("cuDNN SupportsWith: bfloat16 needs compute capability 8.0, float16 an
 
 TEST_CASE("cuDNN Supports: ConvTranspose and pooling refusals") {
   HostTensor x = Shape({1, 3, 4, 4}), w = Shape({3, 2, 3, 3}), y = Shape({1, 2, 8, 8});
-  CHECK(Supports("ConvTranspose",
+  CHECK(DnnSupports("ConvTranspose",
                  Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}), {&x, &w},
                  {&y})
             .ok());
   Status st =
-      Supports("ConvTranspose", Attrs({{"strides", {2, 2}}, {"output_shape", {8, 8}}}), {&x, &w}, {&y});
+      DnnSupports("ConvTranspose", Attrs({{"strides", {2, 2}}, {"output_shape", {8, 8}}}), {&x, &w}, {&y});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "asymmetric"));
   // output_padding not below the stride (valid ONNX when below the dilation).
   // out = 1 * 3 + 1 + 5 - 2 = 7.
   HostTensor y7 = Shape({1, 2, 7, 7});
-  st = Supports("ConvTranspose",
+  st = DnnSupports("ConvTranspose",
                 Attrs({{"dilations", {2, 2}}, {"output_padding", {1, 1}}, {"pads", {1, 1, 1, 1}}}), {&x, &w},
                 {&y7});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "output_padding"));
   AttrMap relu = Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}});
   relu.SetString("epilogue_activation", "Relu");
-  CHECK(Supports("ConvTranspose", relu, {&x, &w}, {&y}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("ConvTranspose", relu, {&x, &w}, {&y}).code() == StatusCode::kUnimplemented);
 
   HostTensor px = Shape({1, 2, 6, 7}), py = Shape({1, 2, 3, 4}), py_ceil = Shape({1, 2, 4, 4});
   const AttrMap pool = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
-  CHECK(Supports("MaxPool", pool, {&px}, {&py}).ok());
-  CHECK(Supports("AveragePool", pool, {&px}, {&py}).ok());
-  st = Supports("MaxPool", pool, {&px}, {&py_ceil});
+  CHECK(DnnSupports("MaxPool", pool, {&px}, {&py}).ok());
+  CHECK(DnnSupports("AveragePool", pool, {&px}, {&py}).ok());
+  st = DnnSupports("MaxPool", pool, {&px}, {&py_ceil});
   CHECK(st.code() == StatusCode::kUnimplemented);
   CHECK(Contains(st.message(), "ceil_mode"));
   HostTensor indices = Shape({1, 2, 3, 4}, DType::kInt64);
-  CHECK(Supports("MaxPool", pool, {&px}, {&py, &indices}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("MaxPool", pool, {&px}, {&py, &indices}).code() == StatusCode::kUnimplemented);
   AttrMap dil = pool;
   dil.SetInts("dilations", {2, 2});
   HostTensor py_dil = Shape({1, 2, 2, 3});
-  CHECK(Supports("MaxPool", dil, {&px}, {&py_dil}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("MaxPool", dil, {&px}, {&py_dil}).code() == StatusCode::kUnimplemented);
   HostTensor pxi = Shape({1, 2, 6, 7}, DType::kInt8), pyi = Shape({1, 2, 3, 4}, DType::kInt8);
-  CHECK(Supports("MaxPool", pool, {&pxi}, {&pyi}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("MaxPool", pool, {&pxi}, {&pyi}).code() == StatusCode::kUnimplemented);
   AttrMap big_pad = Attrs({{"kernel_shape", {2, 2}}, {"pads", {2, 2, 2, 2}}});
   HostTensor py_big = Shape({1, 2, 9, 10});
-  CHECK(Supports("MaxPool", big_pad, {&px}, {&py_big}).code() == StatusCode::kUnimplemented);
+  CHECK(DnnSupports("MaxPool", big_pad, {&px}, {&py_big}).code() == StatusCode::kUnimplemented);
 }
 
 TEST_CASE("cuDNN mapping: dims, windows and paths by hand") {
@@ -576,14 +577,14 @@ void EvalPool(const DnnPlan& p, const float* x, float* y) {
   }
 }
 
-struct Case {
+struct DnnCase {
   std::string op;
   AttrMap attrs;
   std::vector<HostTensor> in;
   std::vector<int64_t> y;
 };
 
-void CheckAgainstCpu(Case c) {
+void CheckDnnAgainstCpu(DnnCase c) {
   CAPTURE(c.op);
   std::vector<const HostTensor*> in;
   for (const HostTensor& t : c.in) in.push_back(&t);
@@ -611,24 +612,24 @@ void CheckAgainstCpu(Case c) {
 TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU Conv") {
   uint32_t seed = 1;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu(
       {"Conv", Attrs({{"pads", {1, 1, 1, 1}}}), {r({1, 3, 9, 9}), r({4, 3, 3, 3}), r({4})}, {1, 4, 9, 9}});
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu(
       {"Conv",
        Attrs({{"pads", {2, 2, 2, 2}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"group", {2}}}),
        {r({2, 4, 11, 10}), r({6, 2, 3, 3})},
        {2, 6, 6, 5}});
-  CheckAgainstCpu({"Conv",
+  CheckDnnAgainstCpu({"Conv",
                    Attrs({{"pads", {1, 1}}, {"strides", {3}}}),
                    {r({2, 3, 20}), r({5, 3, 4}), r({5})},
                    {2, 5, 7}});
-  CheckAgainstCpu({"Conv",
+  CheckDnnAgainstCpu({"Conv",
                    Attrs({{"pads", {1, 1, 1, 1, 1, 1}}}),
                    {r({1, 2, 5, 6, 7}), r({3, 2, 3, 3, 3})},
                    {1, 3, 5, 6, 7}});
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu(
       {"Conv", Attrs({}, {{"auto_pad", "SAME_LOWER"}}), {r({1, 2, 6, 6}), r({3, 2, 3, 3})}, {1, 3, 6, 6}});
-  CheckAgainstCpu({"Conv",
+  CheckDnnAgainstCpu({"Conv",
                    Attrs({{"pads", {1, 1, 1, 1}}, {"group", {4}}}),
                    {r({1, 4, 8, 8}), r({4, 1, 3, 3}), r({4})},
                    {1, 4, 8, 8}});
@@ -637,15 +638,15 @@ TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU C
     CAPTURE(std::string(order));
     AttrMap a = Attrs({{"pads", {1, 1, 1, 1}}});
     a.SetString("epilogue_activation", "Relu");
-    CheckAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), r({4})}, {1, 4, 7, 7}});
-    CheckAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3})}, {1, 4, 7, 7}});
+    CheckDnnAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), r({4})}, {1, 4, 7, 7}});
+    CheckDnnAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3})}, {1, 4, 7, 7}});
     a.SetInt("epilogue_residual", 1);
     a.SetString("epilogue_order", order);
-    CheckAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), r({4}), r({1, 4, 7, 7})}, {1, 4, 7, 7}});
-    CheckAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), Absent(), r({1, 4, 7, 7})}, {1, 4, 7, 7}});
+    CheckDnnAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), r({4}), r({1, 4, 7, 7})}, {1, 4, 7, 7}});
+    CheckDnnAgainstCpu({"Conv", a, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), Absent(), r({1, 4, 7, 7})}, {1, 4, 7, 7}});
     AttrMap no_act = Attrs({{"pads", {1, 1, 1, 1}}, {"epilogue_residual", {1}}});
     no_act.SetString("epilogue_order", order);
-    CheckAgainstCpu(
+    CheckDnnAgainstCpu(
         {"Conv", no_act, {r({1, 3, 7, 7}), r({4, 3, 3, 3}), r({4}), r({1, 4, 7, 7})}, {1, 4, 7, 7}});
   }
 }
@@ -653,18 +654,18 @@ TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU C
 TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU ConvTranspose") {
   uint32_t seed = 200;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
-  CheckAgainstCpu({"ConvTranspose",
+  CheckDnnAgainstCpu({"ConvTranspose",
                    Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}),
                    {r({1, 3, 4, 4}), r({3, 2, 3, 3}), r({2})},
                    {1, 2, 8, 8}});
-  CheckAgainstCpu({"ConvTranspose", Attrs({{"group", {2}}}), {r({2, 4, 5}), r({4, 3, 3})}, {2, 6, 7}});
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu({"ConvTranspose", Attrs({{"group", {2}}}), {r({2, 4, 5}), r({4, 3, 3})}, {2, 6, 7}});
+  CheckDnnAgainstCpu(
       {"ConvTranspose", Attrs({{"dilations", {2, 2}}}), {r({1, 2, 3, 3}), r({2, 2, 2, 2})}, {1, 2, 5, 5}});
-  CheckAgainstCpu({"ConvTranspose",
+  CheckDnnAgainstCpu({"ConvTranspose",
                    Attrs({{"strides", {2, 2}}, {"output_shape", {8, 8}}, {"output_padding", {1, 1}}}),
                    {r({1, 1, 4, 4}), r({1, 1, 3, 3}), r({1})},
                    {1, 1, 8, 8}});
-  CheckAgainstCpu({"ConvTranspose",
+  CheckDnnAgainstCpu({"ConvTranspose",
                    Attrs({{"strides", {2, 1, 2}}, {"pads", {0, 1, 0, 0, 1, 0}}}),
                    {r({1, 2, 3, 4, 3}), r({2, 3, 2, 3, 2})},
                    {1, 3, 6, 4, 6}});
@@ -674,21 +675,21 @@ TEST_CASE("cuDNN mapping evaluated per the documented semantics equals the CPU p
   uint32_t seed = 300;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   const AttrMap k3s2p1 = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
-  CheckAgainstCpu({"MaxPool", k3s2p1, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
-  CheckAgainstCpu({"AveragePool", k3s2p1, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
+  CheckDnnAgainstCpu({"MaxPool", k3s2p1, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
+  CheckDnnAgainstCpu({"AveragePool", k3s2p1, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
   AttrMap include = k3s2p1;
   include.SetInt("count_include_pad", 1);
-  CheckAgainstCpu({"AveragePool", include, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu({"AveragePool", include, {r({2, 3, 7, 8})}, {2, 3, 4, 4}});
+  CheckDnnAgainstCpu(
       {"MaxPool", Attrs({{"kernel_shape", {3}}}, {{"auto_pad", "SAME_UPPER"}}), {r({1, 2, 9})}, {1, 2, 9}});
-  CheckAgainstCpu({"AveragePool",
+  CheckDnnAgainstCpu({"AveragePool",
                    Attrs({{"kernel_shape", {2, 2, 2}}, {"strides", {2, 2, 2}}}),
                    {r({1, 2, 4, 6, 5})},
                    {1, 2, 2, 3, 2}});
   // All-negative input: the max must ignore the padding's zeros.
   HostTensor neg = r({1, 1, 5, 5});
   for (float& v : neg.v) v = -1.0f - std::fabs(v);
-  CheckAgainstCpu(
+  CheckDnnAgainstCpu(
       {"MaxPool", Attrs({{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}}), {neg}, {1, 1, 5, 5}});
 }
 
@@ -717,7 +718,7 @@ TEST_CASE("cuDNN: Create fails cleanly without a driver or device") {
 
 // Runs the case on the GPU with every tensor in `dt` (its values rounded to it) and compares with
 // the CPU kernel's float32 result on the same (rounded) values.
-void CheckOnGpu(testing::GpuSession& gpu, DnnLibrary& ex, Case c, double tolerance,
+void CheckDnnOnGpu(testing::GpuSession& gpu, DnnLibrary& ex, DnnCase c, double tolerance,
                 DType dt = DType::kFloat32) {
   CAPTURE(c.op);
   CAPTURE(DTypeName(dt));
@@ -759,21 +760,21 @@ TEST_CASE("[gpu] cuDNN Conv, ConvTranspose and pooling match the CPU kernels") {
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };
   constexpr double kTol = 1e-4;
   const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
-  CheckOnGpu(gpu, ex, {"Conv", pad1, {r({2, 16, 28, 28}), r({32, 16, 3, 3}), r({32})}, {2, 32, 28, 28}},
+  CheckDnnOnGpu(gpu, ex, {"Conv", pad1, {r({2, 16, 28, 28}), r({32, 16, 3, 3}), r({32})}, {2, 32, 28, 28}},
              kTol);
-  CheckOnGpu(gpu, ex,
+  CheckDnnOnGpu(gpu, ex,
              {"Conv",
               Attrs({{"pads", {2, 2, 2, 2}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"group", {2}}}),
               {r({2, 8, 21, 20}), r({12, 4, 3, 3})},
               {2, 12, 11, 10}},
              kTol);
-  CheckOnGpu(gpu, ex,
+  CheckDnnOnGpu(gpu, ex,
              {"Conv",
               Attrs({{"pads", {1, 1}}, {"strides", {3}}}),
               {r({2, 3, 50}), r({5, 3, 4}), r({5})},
               {2, 5, 17}},
              kTol);
-  CheckOnGpu(gpu, ex,
+  CheckDnnOnGpu(gpu, ex,
              {"Conv",
               Attrs({{"pads", {1, 1, 1, 1}}, {"group", {8}}}),
               {r({1, 8, 16, 16}), r({8, 1, 3, 3})},
@@ -783,35 +784,35 @@ TEST_CASE("[gpu] cuDNN Conv, ConvTranspose and pooling match the CPU kernels") {
     CAPTURE(std::string(order));
     AttrMap a = pad1;
     a.SetString("epilogue_activation", "Relu");
-    CheckOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16})}, {1, 16, 14, 14}}, kTol);
-    CheckOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3})}, {1, 16, 14, 14}}, kTol);
+    CheckDnnOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16})}, {1, 16, 14, 14}}, kTol);
+    CheckDnnOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3})}, {1, 16, 14, 14}}, kTol);
     a.SetInt("epilogue_residual", 1);
     a.SetString("epilogue_order", order);
-    CheckOnGpu(
+    CheckDnnOnGpu(
         gpu, ex,
         {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16}), r({1, 16, 14, 14})}, {1, 16, 14, 14}},
         kTol);
-    CheckOnGpu(
+    CheckDnnOnGpu(
         gpu, ex,
         {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), Absent(), r({1, 16, 14, 14})}, {1, 16, 14, 14}},
         kTol);
   }
-  CheckOnGpu(gpu, ex,
+  CheckDnnOnGpu(gpu, ex,
              {"ConvTranspose",
               Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}),
               {r({1, 8, 10, 10}), r({8, 4, 3, 3}), r({4})},
               {1, 4, 20, 20}},
              kTol);
-  CheckOnGpu(gpu, ex, {"ConvTranspose", Attrs({{"group", {2}}}), {r({2, 4, 15}), r({4, 3, 3})}, {2, 6, 17}},
+  CheckDnnOnGpu(gpu, ex, {"ConvTranspose", Attrs({{"group", {2}}}), {r({2, 4, 15}), r({4, 3, 3})}, {2, 6, 17}},
              kTol);
   const AttrMap k3s2p1 = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
-  CheckOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
-  CheckOnGpu(gpu, ex, {"AveragePool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
+  CheckDnnOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
+  CheckDnnOnGpu(gpu, ex, {"AveragePool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
   AttrMap include = k3s2p1;
   include.SetInt("count_include_pad", 1);
-  CheckOnGpu(gpu, ex, {"AveragePool", include, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
+  CheckDnnOnGpu(gpu, ex, {"AveragePool", include, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
   const size_t before = ex.cached_plans();
-  CheckOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
+  CheckDnnOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, kTol);
   CHECK(ex.cached_plans() == before);
 }
 
@@ -841,37 +842,37 @@ TEST_CASE("[gpu] cuDNN float16 and bfloat16 Conv, ConvTranspose and pooling matc
     }
     const double tol = dt == DType::kFloat16 ? 4e-3 : 3e-2;
     const AttrMap pad1 = Attrs({{"pads", {1, 1, 1, 1}}});
-    CheckOnGpu(gpu, ex, {"Conv", pad1, {r({2, 16, 28, 28}), r({32, 16, 3, 3}), r({32})}, {2, 32, 28, 28}}, tol,
+    CheckDnnOnGpu(gpu, ex, {"Conv", pad1, {r({2, 16, 28, 28}), r({32, 16, 3, 3}), r({32})}, {2, 32, 28, 28}}, tol,
                dt);
-    CheckOnGpu(gpu, ex,
+    CheckDnnOnGpu(gpu, ex,
                {"Conv",
                 Attrs({{"pads", {2, 2, 2, 2}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"group", {2}}}),
                 {r({2, 8, 21, 20}), r({12, 4, 3, 3})},
                 {2, 12, 11, 10}},
                tol, dt);
-    CheckOnGpu(gpu, ex, {"Conv", Attrs({{"pads", {1, 1}}, {"strides", {3}}}), {r({2, 3, 50}), r({5, 3, 4}), r({5})},
+    CheckDnnOnGpu(gpu, ex, {"Conv", Attrs({{"pads", {1, 1}}, {"strides", {3}}}), {r({2, 3, 50}), r({5, 3, 4}), r({5})},
                          {2, 5, 17}},
                tol, dt);
     for (const char* order : {"bias,act,residual", "bias,residual,act"}) {
       CAPTURE(std::string(order));
       AttrMap a = pad1;
       a.SetString("epilogue_activation", "Relu");
-      CheckOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16})}, {1, 16, 14, 14}}, tol, dt);
+      CheckDnnOnGpu(gpu, ex, {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16})}, {1, 16, 14, 14}}, tol, dt);
       a.SetInt("epilogue_residual", 1);
       a.SetString("epilogue_order", order);
-      CheckOnGpu(gpu, ex,
+      CheckDnnOnGpu(gpu, ex,
                  {"Conv", a, {r({1, 8, 14, 14}), r({16, 8, 3, 3}), r({16}), r({1, 16, 14, 14})}, {1, 16, 14, 14}},
                  tol, dt);
     }
-    CheckOnGpu(gpu, ex,
+    CheckDnnOnGpu(gpu, ex,
                {"ConvTranspose",
                 Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"output_padding", {1, 1}}}),
                 {r({1, 8, 10, 10}), r({8, 4, 3, 3}), r({4})},
                 {1, 4, 20, 20}},
                tol, dt);
     const AttrMap k3s2p1 = Attrs({{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
-    CheckOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
-    CheckOnGpu(gpu, ex, {"AveragePool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
+    CheckDnnOnGpu(gpu, ex, {"MaxPool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
+    CheckDnnOnGpu(gpu, ex, {"AveragePool", k3s2p1, {r({2, 16, 27, 28})}, {2, 16, 14, 14}}, tol, dt);
   }
 }
 

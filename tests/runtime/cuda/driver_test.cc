@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "tests/gpu_test_util.h"
+#include "tests/text_util.h"
 
 namespace kiln::cuda {
 namespace {
 
-bool Contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+using kiln::testing::Contains;
 
 // Whether the loader can open the driver at all, asked independently of driver.cc.
 bool DriverLibraryOpens() {

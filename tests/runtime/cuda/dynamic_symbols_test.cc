@@ -14,11 +14,12 @@
 
 #include "runtime/cuda/driver.h"
 #include "tests/gpu_test_util.h"
+#include "tests/text_util.h"
 
 namespace kiln::cuda {
 namespace {
 
-bool Contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+using kiln::testing::Contains;
 
 // Whether the loader finds `soname`, asked independently of dynamic_symbols.cc.
 bool Opens(const char* soname) { return dlopen(soname, RTLD_NOW | RTLD_LOCAL) != nullptr; }

@@ -50,6 +50,7 @@
 #include "tests/e2e/model_dirs.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/count_allocations.h"
+#include "tests/text_util.h"
 
 namespace kiln {
 namespace {
@@ -290,7 +291,7 @@ void CheckNoLeak(const EmulatedCudaControl* emu, const DeviceMemory& before, con
                            << " device allocations were still held when their context was destroyed");
 }
 
-bool Contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+using testing::Contains;
 
 // ---- The call log ---------------------------------------------------------------------------------
 
@@ -328,7 +329,7 @@ struct Segments {
   std::vector<std::string> after;                      // after the stop event
 };
 
-Segments Segment(const std::string& log, size_t n) {
+Segments SegmentsOf(const std::string& log, size_t n) {
   std::vector<std::vector<std::string>> groups(1);
   for (const std::string& line : Lines(log)) {
     if (line == "cuEventRecord") groups.emplace_back();
@@ -453,7 +454,7 @@ Stats CheckOneProfiledRun(const std::string& what, const std::vector<uint8_t>& a
   const int32_t e = ctx.stats().last_entry;
   REQUIRE(e >= 0);
   const size_t n = model.entries()[static_cast<size_t>(e)].instructions.size();
-  const Segments seg = Segment(log, n);
+  const Segments seg = SegmentsOf(log, n);
   const size_t largest_region = CheckPlacement(model, ctx, seg);
   MESSAGE(what << ": the largest CPU fallback region has " << largest_region << " instruction(s)");
   CHECK(ctx.stats().last_instruction_ns.size() == n);
@@ -577,7 +578,7 @@ TEST_CASE("[emulated] consecutive CPU instructions run as one CPU fallback regio
   const std::string log = emu->log_take();
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   const EntryInfo& entry = model.entries()[static_cast<size_t>(ctx.stats().last_entry)];
-  const Segments seg = Segment(log, entry.instructions.size());
+  const Segments seg = SegmentsOf(log, entry.instructions.size());
   CHECK(CheckPlacement(model, ctx, seg) == 2);
   size_t hardmax = entry.instructions.size();
   for (size_t i = 0; i < entry.instructions.size(); ++i)
@@ -664,7 +665,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
                   stats.last_fallbacks[0].reason);
     CHECK_MESSAGE(Contains(stats.last_fallbacks[0].reason, "CUDNN_STATUS_NOT_SUPPORTED"),
                   stats.last_fallbacks[0].reason);
-    const Segments seg = Segment(log, infos.size());
+    const Segments seg = SegmentsOf(log, infos.size());
     CheckPlacement(model, ctx, seg);  // the refused instruction: no cuDNN call, a CPU fallback's copies
     CHECK(CountIf(seg.instructions[refused], IsDnn) == 0);
     CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls with a refused cuDNN call");
@@ -679,7 +680,7 @@ TEST_CASE("[emulated] a fallback is reported: cuDNN refusing a call when it runs
   const std::string log = emu->log_take();
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   CHECK(fresh.stats().last_fallbacks.empty());
-  const Segments seg = Segment(log, infos.size());
+  const Segments seg = SegmentsOf(log, infos.size());
   CheckPlacement(model, fresh, seg);
   CHECK(CountIf(seg.instructions[refused], IsDnn) >= 1);
   CheckClose(got, want, kModelAtol, kModelRtol, "PP-OCR cls in a new context");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/half.h"
+#include "tests/random_floats.h"
 #include "tests/runtime/kernels/kernel_test_util.h"
 #include "tests/runtime/fused/program_test_util.h"
 
@@ -28,8 +29,7 @@ using ft::N;
 using fused::Op;
 using fused::Program;
 using fused::ReduceOp;
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using kiln::testing::RandomFloats;
 
 // Validates and runs `p` with a workspace of exactly FusedWorkspaceBytes, in every build of
 // the interpreter this CPU runs (baseline, AVX2, AVX-512: cpu_isa.h), last in the active one;
@@ -78,14 +78,6 @@ Status RunProgram(const Program& p, std::vector<const TestTensor*> inputs,
     REQUIRE_MESSAGE(st_.ok(), st_.ToString()); \
   } while (0)
 
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 int64_t Count(const std::vector<int64_t>& dims) {
   int64_t c = 1;
   for (int64_t d : dims) c *= d;
@@ -93,7 +85,7 @@ int64_t Count(const std::vector<int64_t>& dims) {
 }
 
 // |a - e| <= atol + rtol * |e| everywhere, NaN matching NaN.
-void CheckClose(const std::vector<float>& actual, const std::vector<float>& expected, double rtol = 1e-5,
+void CheckFusedClose(const std::vector<float>& actual, const std::vector<float>& expected, double rtol = 1e-5,
                 double atol = 1e-6) {
   REQUIRE(actual.size() == expected.size());
   int bad = 0;
@@ -130,8 +122,8 @@ TEST_CASE("Fused broadcast add + relu: hand values and the Add/Relu kernels") {
 
   // Bigger than a block, with a partial last block: against the kernels.
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 300}, {1, 1}, {3, 256}}) {
-    auto bx = Floats({rows, cols}, RandomFloats(rows * cols, 1));
-    auto by = Floats({cols}, RandomFloats(cols, 2));
+    auto bx = Floats({rows, cols}, RandomFloats(rows * cols, 1, -3.0f, 3.0f));
+    auto by = Floats({cols}, RandomFloats(cols, 2, -3.0f, 3.0f));
     auto sum = Output(DType::kFloat32, {rows, cols});
     auto relu = Output(DType::kFloat32, {rows, cols});
     REQUIRE_OK(RunKernel("Add", {}, {&bx, &by}, {&sum}));
@@ -159,7 +151,7 @@ TEST_CASE("Fused transpose: an index map through coordinates, against the Transp
              N(Op::kAdd, kI64, 7, 1),  // 8: index
              ft::Load(0, 8, kF32)};
   p.outputs = {{{DType::kFloat32, {B, C, A}}, 9, false}};
-  auto x = Floats({A, B, C}, RandomFloats(A * B * C, 3));
+  auto x = Floats({A, B, C}, RandomFloats(A * B * C, 3, -3.0f, 3.0f));
   auto expected = Output(DType::kFloat32, {B, C, A});
   AttrMap attrs;
   attrs.SetInts("perm", {1, 2, 0});
@@ -193,7 +185,7 @@ Program GatherProgram(int64_t n) {
 }
 
 TEST_CASE("Fused gather with an index check, against the Gather kernel") {
-  auto data = Floats({5, 3}, RandomFloats(15, 4));
+  auto data = Floats({5, 3}, RandomFloats(15, 4, -3.0f, 3.0f));
   auto idx = Int64s({6}, {4, 0, -1, 2, -5, 3});
   auto expected = Output(DType::kFloat32, {6, 3});
   REQUIRE_OK(RunKernel("Gather", {}, {&data, &idx}, {&expected}));
@@ -254,8 +246,8 @@ TEST_CASE("Fused concat through select, against the Concat kernel") {
   for (const Case& c :
        {Case{0, 300, 4, 200, 4}, Case{1, 2, 300, 2, 5}, Case{1, 700, 3, 700, 1}, Case{0, 1, 7, 2, 7}}) {
     INFO("axis " << c.axis << ": [" << c.r0 << ", " << c.c0 << "] + [" << c.r1 << ", " << c.c1 << "]");
-    auto x = Floats({c.r0, c.c0}, RandomFloats(c.r0 * c.c0, 15));
-    auto y = Floats({c.r1, c.c1}, RandomFloats(c.r1 * c.c1, 16));
+    auto x = Floats({c.r0, c.c0}, RandomFloats(c.r0 * c.c0, 15, -3.0f, 3.0f));
+    auto y = Floats({c.r1, c.c1}, RandomFloats(c.r1 * c.c1, 16, -3.0f, 3.0f));
     const Program p = ConcatProgram(c.axis, c.r0, c.c0, c.r1, c.c1);
     const std::vector<int64_t> dims = p.outputs[0].tensor.dims;
     auto expected = Output(DType::kFloat32, dims);
@@ -361,13 +353,13 @@ TEST_CASE("Fused softmax over the last axis, against the Softmax kernel") {
     REQUIRE_OK(RunKernel("Softmax", {}, {&x}, {&expected}));
     auto y = Output(DType::kFloat32, {rows, cols});
     REQUIRE_OK(RunProgram(ft::SoftmaxLastAxis(rows, cols), {&x}, {&y}));
-    CheckClose(y.values<float>(), expected.values<float>(), 2e-6, 1e-9);
+    CheckFusedClose(y.values<float>(), expected.values<float>(), 2e-6, 1e-9);
   }
   // Hand values: softmax([0, ln 3]) = [1/4, 3/4].
   auto x = Floats({1, 2}, {0.0f, std::log(3.0f)});
   auto y = Output(DType::kFloat32, {1, 2});
   REQUIRE_OK(RunProgram(ft::SoftmaxLastAxis(1, 2), {&x}, {&y}));
-  CheckClose(y.values<float>(), {0.25f, 0.75f}, 1e-6);
+  CheckFusedClose(y.values<float>(), {0.25f, 0.75f}, 1e-6);
 }
 
 // out[rows] = reduce(x) over the axes in reduce_axes, as a per-row output.
@@ -414,7 +406,7 @@ TEST_CASE("Fused ReduceSum/Max/Min/Prod over any axes, against the reduce kernel
       auto y = Output(DType::kFloat32, p.outputs[0].tensor.dims);
       REQUIRE_OK(RunProgram(p, {&x}, {&y}));
       // The kernel sums in float, the interpreter in double.
-      CheckClose(y.values<float>(), expected.values<float>(), 1e-5, 1e-4);
+      CheckFusedClose(y.values<float>(), expected.values<float>(), 1e-5, 1e-4);
     }
   }
   // Hand values.
@@ -461,7 +453,7 @@ TEST_CASE("Fused reduction over a leading axis with a full output reading the re
     p.nodes.push_back(N(Op::kSub, kF32, v, v + 3));         // v + 4
     p.reductions = {{ReduceOp::kSum, v}};
     p.outputs = {{{DType::kFloat32, {3, 4}}, v + 3, true}, {{DType::kFloat32, dims}, v + 4, false}};
-    const std::vector<float> xv = RandomFloats(n * 12, 7);
+    const std::vector<float> xv = RandomFloats(n * 12, 7, -3.0f, 3.0f);
     auto x = Floats(dims, xv);
     auto mean = Output(DType::kFloat32, {3, 4});
     auto centred = Output(DType::kFloat32, dims);
@@ -475,8 +467,8 @@ TEST_CASE("Fused reduction over a leading axis with a full output reading the re
     std::vector<float> expected_mean(12), expected_centred(n * 12);
     for (int k = 0; k < 12; ++k) expected_mean[k] = sum.values<float>()[k] / static_cast<float>(n);
     for (int i = 0; i < n * 12; ++i) expected_centred[i] = xv[i] - expected_mean[i % 12];
-    CheckClose(mean.values<float>(), expected_mean, 1e-5, 1e-5);
-    CheckClose(centred.values<float>(), expected_centred, 1e-5, 1e-5);
+    CheckFusedClose(mean.values<float>(), expected_mean, 1e-5, 1e-5);
+    CheckFusedClose(centred.values<float>(), expected_centred, 1e-5, 1e-5);
   }
 }
 
@@ -551,7 +543,7 @@ TEST_CASE("Fused layer normalization, against the LayerNormalization kernel") {
     INFO("shape [" << rows << ", " << cols << "]");
     auto x = Floats({rows, cols}, RandomFloats(rows * cols, 8, -4.0f, 6.0f));
     auto scale = Floats({cols}, RandomFloats(cols, 9, 0.5f, 1.5f));
-    auto bias = Floats({cols}, RandomFloats(cols, 10));
+    auto bias = Floats({cols}, RandomFloats(cols, 10, -3.0f, 3.0f));
     auto y = Output(DType::kFloat32, {rows, cols});
     auto mean = Output(DType::kFloat32, {rows, 1});
     auto inv = Output(DType::kFloat32, {rows, 1});
@@ -562,9 +554,9 @@ TEST_CASE("Fused layer normalization, against the LayerNormalization kernel") {
     attrs.SetFloat("epsilon", eps);
     REQUIRE_OK(RunKernel("LayerNormalization", attrs, {&x, &scale, &bias}, {&ey, &emean, &einv}));
     REQUIRE_OK(RunProgram(LayerNormProgram(rows, cols, eps), {&x, &scale, &bias}, {&y, &mean, &inv}));
-    CheckClose(y.values<float>(), ey.values<float>(), 1e-4, 1e-5);
-    CheckClose(mean.values<float>(), emean.values<float>(), 1e-5, 1e-6);
-    CheckClose(inv.values<float>(), einv.values<float>(), 1e-4, 1e-5);
+    CheckFusedClose(y.values<float>(), ey.values<float>(), 1e-4, 1e-5);
+    CheckFusedClose(mean.values<float>(), emean.values<float>(), 1e-5, 1e-6);
+    CheckFusedClose(inv.values<float>(), einv.values<float>(), 1e-4, 1e-5);
   }
 }
 
@@ -625,7 +617,7 @@ TEST_CASE("Fused reductions over empty rows give the identity, empty domains do 
   CHECK(mx.values<float>() == std::vector<float>{-inf, -inf, -inf});
 
   Program e = ft::AddRelu(0, 8);
-  auto ex = Floats({0, 8}, {}), ey = Floats({8}, RandomFloats(8, 1));
+  auto ex = Floats({0, 8}, {}), ey = Floats({8}, RandomFloats(8, 1, -3.0f, 3.0f));
   auto eo = Output(DType::kFloat32, {0, 8});
   CHECK(RunProgram(e, {&ex, &ey}, {&eo}).ok());
 }
@@ -652,20 +644,20 @@ TEST_CASE("Fused max/min propagate NaN, elementwise and as reductions") {
   auto mx = Output(DType::kFloat32, {2, 3}), mn = Output(DType::kFloat32, {2, 3});
   auto rmx = Output(DType::kFloat32, {2}), rmn = Output(DType::kFloat32, {2});
   REQUIRE_OK(RunProgram(p, {&a, &b}, {&mx, &mn, &rmx, &rmn}));
-  CheckClose(mx.values<float>(), {kNaN, kNaN, 3, kNaN, 7, 6}, 0, 0);
-  CheckClose(mn.values<float>(), {kNaN, kNaN, 1, kNaN, 5, 6}, 0, 0);
-  CheckClose(rmx.values<float>(), {kNaN, kNaN}, 0, 0);  // NaN first in row 1, in the middle in row 0
-  CheckClose(rmn.values<float>(), {kNaN, kNaN}, 0, 0);
+  CheckFusedClose(mx.values<float>(), {kNaN, kNaN, 3, kNaN, 7, 6}, 0, 0);
+  CheckFusedClose(mn.values<float>(), {kNaN, kNaN, 1, kNaN, 5, 6}, 0, 0);
+  CheckFusedClose(rmx.values<float>(), {kNaN, kNaN}, 0, 0);  // NaN first in row 1, in the middle in row 0
+  CheckFusedClose(rmn.values<float>(), {kNaN, kNaN}, 0, 0);
   // Against the kernels.
   auto axes = Int64s({1}, {1});
   AttrMap attrs;
   attrs.SetInt("keepdims", 0);
   auto kmx = Output(DType::kFloat32, {2});
   REQUIRE_OK(RunKernel("ReduceMax", attrs, {&a, &axes}, {&kmx}));
-  CheckClose(rmx.values<float>(), kmx.values<float>(), 0, 0);
+  CheckFusedClose(rmx.values<float>(), kmx.values<float>(), 0, 0);
   auto kmax = Output(DType::kFloat32, {2, 3});
   REQUIRE_OK(RunKernel("Max", {}, {&a, &b}, {&kmax}));
-  CheckClose(mx.values<float>(), kmax.values<float>(), 0, 0);
+  CheckFusedClose(mx.values<float>(), kmax.values<float>(), 0, 0);
 }
 
 TEST_CASE("Fused int64 reductions wrap and use integer identities") {
@@ -851,7 +843,7 @@ TEST_CASE("Fused values uniform over a block (per channel) are exact whether blo
     } else {
       p.nodes.pop_back();  // the kAcc
     }
-    const std::vector<float> xv = RandomFloats(count, 11), sv = {0.25f, 2.0f, 9.0f, 0.5f, 7.0f};
+    const std::vector<float> xv = RandomFloats(count, 11, -3.0f, 3.0f), sv = {0.25f, 2.0f, 9.0f, 0.5f, 7.0f};
     auto x = Floats(dims, xv);
     auto sc = Floats({5}, sv);
     auto sel = Output(DType::kFloat32, dims), root = Output(DType::kFloat32, dims), cf = Output(DType::kFloat32, dims),
@@ -875,7 +867,7 @@ TEST_CASE("Fused values uniform over a block (per channel) are exact whether blo
     CHECK(sel.values<float>() == e_sel);
     CHECK(root.values<float>() == e_root);
     CHECK(cf.values<float>() == e_cf);
-    if (reduce) CheckClose(sum.values<float>(), e_sum, 1e-6, 1e-6);
+    if (reduce) CheckFusedClose(sum.values<float>(), e_sum, 1e-6, 1e-6);
   }
 }
 
@@ -918,7 +910,7 @@ TEST_CASE("Fused per-channel values of an SE block are exact, per segment or not
     p.outputs = {{{DType::kFloat32, dims}, 16, false},
                  {{DType::kFloat32, dims}, 15, false},
                  {{DType::kFloat32, dims}, 19, false}};
-    const std::vector<float> xv = RandomFloats(count, 21), sv = RandomFloats(12, 22, -6.0f, 6.0f);
+    const std::vector<float> xv = RandomFloats(count, 21, -3.0f, 3.0f), sv = RandomFloats(12, 22, -6.0f, 6.0f);
     auto x = Floats(dims, xv);
     auto sc = Floats({2, 6, 1, 1}, sv);
     auto y = Output(DType::kFloat32, dims), hs = Output(DType::kFloat32, dims), sel = Output(DType::kFloat32, dims);
@@ -974,10 +966,10 @@ TEST_CASE("Fused float arithmetic: mod, fmod, pow, comparisons, select and logic
   std::vector<const TestTensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);
   REQUIRE_OK(RunProgram(p, {&x, &y}, out_ptrs));
-  CheckClose(outs[0].values<float>(), {0.5f, -0.5f, 0.0f, kNaN}, 0, 0);
-  CheckClose(outs[1].values<float>(), {-1.5f, 1.5f, 0.0f, kNaN}, 0, 0);
-  CheckClose(outs[2].values<float>(), {-7.5f, -2.0f, 4.0f, 1.0f}, 0, 0);
-  CheckClose(outs[3].values<float>(), {kNaN, std::sqrt(7.5f), 2.0f, kNaN}, 1e-7, 0);
+  CheckFusedClose(outs[0].values<float>(), {0.5f, -0.5f, 0.0f, kNaN}, 0, 0);
+  CheckFusedClose(outs[1].values<float>(), {-1.5f, 1.5f, 0.0f, kNaN}, 0, 0);
+  CheckFusedClose(outs[2].values<float>(), {-7.5f, -2.0f, 4.0f, 1.0f}, 0, 0);
+  CheckFusedClose(outs[3].values<float>(), {kNaN, std::sqrt(7.5f), 2.0f, kNaN}, 1e-7, 0);
   CHECK(outs[4].values<double>()[1] == std::pow(7.5, 0.5));
   using B = std::vector<uint8_t>;
   CHECK(outs[5].values<uint8_t>() == B{1, 0, 0, 0});   // lt
@@ -1023,7 +1015,7 @@ TEST_CASE("Fused float unary ops match the CPU kernels") {
     auto expected = Output(DType::kFloat32, {300});
     REQUIRE(FindKernel(name) != nullptr);
     REQUIRE_OK(RunKernel(name, {}, {&x}, {&expected}));
-    CheckClose(y.values<float>(), expected.values<float>(), 2e-7, 1e-7);
+    CheckFusedClose(y.values<float>(), expected.values<float>(), 2e-7, 1e-7);
   }
   // Round, by hand.
   auto x = Floats({8}, specials);
@@ -1104,12 +1096,12 @@ TEST_CASE("Fused casts follow ONNX Cast: truncation, saturation, NaN, rounding t
   auto k16 = Output(DType::kFloat16, {9}), kback = Output(DType::kFloat32, {9});
   REQUIRE_OK(RunKernel("Cast", {}, {&h}, {&k16}));
   REQUIRE_OK(RunKernel("Cast", {}, {&k16}, {&kback}));
-  CheckClose(got, kback.values<float>(), 0, 0);
+  CheckFusedClose(got, kback.values<float>(), 0, 0);
   CHECK(hs.values<uint16_t>() == k16.values<uint16_t>());
   auto kb16 = Output(DType::kBFloat16, {9}), kbback = Output(DType::kFloat32, {9});
   REQUIRE_OK(RunKernel("Cast", {}, {&h}, {&kb16}));
   REQUIRE_OK(RunKernel("Cast", {}, {&kb16}, {&kbback}));
-  CheckClose(bf.values<float>(), kbback.values<float>(), 0, 0);
+  CheckFusedClose(bf.values<float>(), kbback.values<float>(), 0, 0);
 
   // int -> bool, int -> narrower int wraps, int -> float.
   auto iv = Int64s({5}, {0, 5, -1, 300, -129});
@@ -1220,7 +1212,7 @@ TEST_CASE("Fused symbolic sizes come from the size arguments") {
   CHECK(y.values<float>() == std::vector<float>{0, 1, 2, 3, 7, 8, 9, 10, 14, 15, 16, 17});
 
   // The same program at s0 = 1000: several blocks.
-  auto bx = Floats({1000, 4}, RandomFloats(4000, 12));
+  auto bx = Floats({1000, 4}, RandomFloats(4000, 12, -3.0f, 3.0f));
   auto by = Output(DType::kFloat32, {1000, 4});
   REQUIRE_OK(RunProgram(SymbolicProgram(), {&bx}, {&by}, {1000}));
   CHECK(by.values<float>()[999 * 4 + 3] == bx.values<float>()[999 * 4 + 3] + 999.0f * 1000.0f);
@@ -1240,8 +1232,8 @@ TEST_CASE("Fused symbolic sizes come from the size arguments") {
 }
 
 TEST_CASE("Fused argument checks: dtypes, counts, workspace") {
-  auto x = Floats({4, 8}, RandomFloats(32, 13));
-  auto y = Floats({8}, RandomFloats(8, 14));
+  auto x = Floats({4, 8}, RandomFloats(32, 13, -3.0f, 3.0f));
+  auto y = Floats({8}, RandomFloats(8, 14, -3.0f, 3.0f));
   auto out = Output(DType::kFloat32, {4, 8});
   auto wrong_dtype = Output(DType::kFloat64, {4, 8});
   Status st = RunProgram(ft::AddRelu(), {&x, &y}, {&wrong_dtype});

@@ -7,7 +7,7 @@ namespace kiln::cpu::testing {
 namespace {
 
 // B=1, C=2, L=3, k=2: x c0 = [1, 2, 3], c1 = [4, 5, 6]; w c0 = [1, 10], c1 = [2, -1].
-struct Case {
+struct CausalConvCase {
   TestTensor x = Floats({1, 2, 3}, {1, 2, 3, 4, 5, 6});
   TestTensor w = Floats({2, 1, 2}, {1, 10, 2, -1});
   TestTensor bias = Floats({2}, {0.5f, 0});
@@ -17,7 +17,7 @@ struct Case {
 };
 
 TEST_CASE("CausalConvWithState: past state, bias, present state") {
-  Case c;
+  CausalConvCase c;
   // padded c0 = [7, 1, 2, 3]: 7*1 + 1*10 + 0.5, 1 + 20 + 0.5, 2 + 30 + 0.5;
   // padded c1 = [8, 4, 5, 6]: 16 - 4, 8 - 5, 10 - 6.
   REQUIRE(RunKernel("CausalConvWithState", {}, {&c.x, &c.w, &c.bias, &c.past}, {&c.y, &c.state}).ok());
@@ -26,7 +26,7 @@ TEST_CASE("CausalConvWithState: past state, bias, present state") {
 }
 
 TEST_CASE("CausalConvWithState: zero state when absent, fused SiLU") {
-  Case c;
+  CausalConvCase c;
   auto none = Absent();
   REQUIRE(RunKernel("CausalConvWithState", {}, {&c.x, &c.w, &none, &none}, {&c.y, &c.state}).ok());
   CHECK(c.y.values<float>() == std::vector<float>{10, 21, 32, -4, 3, 4});
@@ -39,7 +39,7 @@ TEST_CASE("CausalConvWithState: zero state when absent, fused SiLU") {
 }
 
 TEST_CASE("CausalConvWithState: a state of the wrong size is an error") {
-  Case c;
+  CausalConvCase c;
   auto wrong = Floats({1, 2, 2}, {0, 0, 0, 0});
   Status st = RunKernel("CausalConvWithState", {}, {&c.x, &c.w, &c.bias, &wrong}, {&c.y, &c.state});
   CHECK(st.code() == StatusCode::kInvalidArgument);

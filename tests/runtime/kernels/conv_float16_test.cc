@@ -8,19 +8,6 @@
 namespace kiln::cpu::testing {
 namespace {
 
-TestTensor Halves(DType dt, std::vector<int64_t> dims, std::vector<float> v) {
-  TestTensor t(dt, std::move(dims), 2);
-  for (size_t i = 0; i < v.size(); ++i)
-    t.data<uint16_t>()[i] = dt == DType::kFloat16 ? FloatToHalf(v[i]) : FloatToBF16(v[i]);
-  return t;
-}
-
-std::vector<float> Widened(DType dt, const TestTensor& t) {
-  std::vector<float> out;
-  for (uint16_t h : t.values<uint16_t>()) out.push_back(dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h));
-  return out;
-}
-
 TEST_CASE("Conv: float16 and bfloat16") {
   for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
     INFO(DTypeName(dt));

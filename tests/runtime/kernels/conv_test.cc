@@ -5,7 +5,7 @@
 namespace kiln::cpu::testing {
 namespace {
 
-std::vector<float> Iota(int64_t n, float scale = 1.0f, float start = 0.0f) {
+std::vector<float> ScaledIota(int64_t n, float scale = 1.0f, float start = 0.0f) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = (start + static_cast<float>(i)) * scale;
   return v;
@@ -55,7 +55,7 @@ size_t WorkspaceFor(const AttrMap& attrs, const TestTensor& x, const TestTensor&
 
 // Expected values below come from onnxruntime 1.x on the same inputs.
 TEST_CASE("Conv 1x1x3x3 Sobel-like kernel with pads 1") {
-  auto x = Floats({1, 1, 3, 3}, Iota(9, 1, 1));
+  auto x = Floats({1, 1, 3, 3}, ScaledIota(9, 1, 1));
   auto w = Floats({1, 1, 3, 3}, {1, 0, -1, 2, 0, -2, 1, 0, -1});
   auto y = Output(DType::kFloat32, {1, 1, 3, 3});
   AttrMap attrs;
@@ -65,7 +65,7 @@ TEST_CASE("Conv 1x1x3x3 Sobel-like kernel with pads 1") {
 }
 
 TEST_CASE("Conv grouped, strided, dilated, asymmetric pads, bias") {
-  auto x = Floats({2, 4, 5, 5}, Iota(200, 0.01f));
+  auto x = Floats({2, 4, 5, 5}, ScaledIota(200, 0.01f));
   std::vector<float> wv(108);
   for (int i = 0; i < 108; ++i) wv[i] = static_cast<float>(i % 7 - 3) * 0.1f;
   auto w = Floats({6, 2, 3, 3}, wv);
@@ -88,8 +88,8 @@ TEST_CASE("Conv grouped, strided, dilated, asymmetric pads, bias") {
 }
 
 TEST_CASE("Conv 1-D with auto_pad SAME_UPPER and stride 2") {
-  auto x = Floats({1, 2, 7}, Iota(14));
-  auto w = Floats({3, 2, 2}, Iota(12, 1, -5));
+  auto x = Floats({1, 2, 7}, ScaledIota(14));
+  auto w = Floats({3, 2, 2}, ScaledIota(12, 1, -5));
   auto y = Output(DType::kFloat32, {1, 3, 4});
   AttrMap attrs;
   attrs.SetInts("strides", {2});
@@ -100,7 +100,7 @@ TEST_CASE("Conv 1-D with auto_pad SAME_UPPER and stride 2") {
 }
 
 TEST_CASE("Conv 3-D with padding on two axes") {
-  auto x = Floats({1, 1, 3, 3, 3}, Iota(27));
+  auto x = Floats({1, 1, 3, 3, 3}, ScaledIota(27));
   std::vector<float> wv(16, 1.0f);
   for (int i = 8; i < 16; ++i) wv[i] = -1.0f;
   auto w = Floats({2, 1, 2, 2, 2}, wv);
@@ -147,7 +147,7 @@ TEST_CASE("Conv errors: bad group, channel mismatch, wrong output size") {
 
 TEST_CASE("Conv with a zero-size batch") {
   auto x = Floats({0, 1, 3, 3}, {});
-  auto w = Floats({2, 1, 2, 2}, Iota(8));
+  auto w = Floats({2, 1, 2, 2}, ScaledIota(8));
   auto y = Output(DType::kFloat32, {0, 2, 2, 2});
   CHECK(RunKernel("Conv", {}, {&x, &w}, {&y}).ok());
 }
@@ -334,8 +334,8 @@ TEST_CASE("Conv tiled, grouped, strided: matches the definition - a large image 
 }
 
 TEST_CASE("ConvTranspose 2-D strides, asymmetric pads, output_padding") {
-  auto x = Floats({1, 1, 3, 3}, Iota(9, 1, 1));
-  auto w = Floats({1, 2, 2, 2}, Iota(8, 1, 1));
+  auto x = Floats({1, 1, 3, 3}, ScaledIota(9, 1, 1));
+  auto w = Floats({1, 2, 2, 2}, ScaledIota(8, 1, 1));
   auto y = Output(DType::kFloat32, {1, 2, 6, 5});
   AttrMap attrs;
   attrs.SetInts("strides", {2, 2});
@@ -351,8 +351,8 @@ TEST_CASE("ConvTranspose 2-D strides, asymmetric pads, output_padding") {
 }
 
 TEST_CASE("ConvTranspose 1-D grouped, dilated, with bias") {
-  auto x = Floats({1, 4, 3}, Iota(12, 0.5f));
-  auto w = Floats({4, 1, 3}, Iota(12, 1, -4));
+  auto x = Floats({1, 4, 3}, ScaledIota(12, 0.5f));
+  auto w = Floats({4, 1, 3}, ScaledIota(12, 1, -4));
   auto b = Floats({2}, {1, -1});
   auto y = Output(DType::kFloat32, {1, 2, 8});
   AttrMap attrs;

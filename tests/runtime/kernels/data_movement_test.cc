@@ -5,12 +5,6 @@
 namespace kiln::cpu::testing {
 namespace {
 
-std::vector<float> Iota(int64_t n, float start = 0.0f) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
 // Expected values from onnxruntime / numpy on the same inputs.
 TEST_CASE("Reshape-family ops copy bytes") {
   auto x = Int64s({2, 3}, {1, 2, 3, 4, 5, 6});

@@ -9,13 +9,6 @@
 namespace kiln::cpu::testing {
 namespace {
 
-TestTensor Halves(DType dt, std::vector<float> v) {
-  TestTensor t(dt, {static_cast<int64_t>(v.size())}, 2);
-  for (size_t i = 0; i < v.size(); ++i)
-    t.data<uint16_t>()[i] = dt == DType::kFloat16 ? FloatToHalf(v[i]) : FloatToBF16(v[i]);
-  return t;
-}
-
 std::vector<float> Floats16(DType dt, const TestTensor& t) {
   std::vector<float> out;
   for (uint16_t h : t.values<uint16_t>()) out.push_back(dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h));

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kActivations[] = {"", "Relu", "Gelu", "GeluTanh", "Sigmoid", "HardSwish", "SiLU"};
 
 template <typename T = float>
-TestTensor Random(std::vector<int64_t> dims, uint32_t seed) {
+TestTensor RandomOperand(std::vector<int64_t> dims, uint32_t seed) {
   return RandomTensor<T>(std::move(dims), seed, 2.0);
 }
 
@@ -40,7 +40,7 @@ TestTensor Run1(std::string_view op, const AttrMap& attrs, std::vector<const Tes
 }
 
 // The activation `act` through the unary kernels, as the unfolded graph runs it.
-TestTensor Activate(const TestTensor& x, const std::string& act, DType dtype) {
+TestTensor RunActivation(const TestTensor& x, const std::string& act, DType dtype) {
   const auto& dims = x.dims();
   if (act.empty()) return x;
   if (act == "SiLU") {
@@ -62,14 +62,14 @@ TestTensor Unfused(const TestTensor& product, const TestTensor* bias, const std:
   const auto& dims = product.dims();
   TestTensor y = bias ? Run1("Add", {}, {&product, bias}, dtype, dims) : product;
   if (residual && residual_first) y = Run1("Add", {}, {&y, residual}, dtype, dims);
-  y = Activate(y, act, dtype);
+  y = RunActivation(y, act, dtype);
   if (residual && !residual_first) y = Run1("Add", {}, {&y, residual}, dtype, dims);
   return y;
 }
 
 // |a - e| <= tol * (1 + |e|) elementwise; tol 0 asks for the same bits (NaN equal to NaN).
 template <typename T>
-void CheckClose(const TestTensor& actual, const TestTensor& expected, double tol) {
+void CheckEpilogueClose(const TestTensor& actual, const TestTensor& expected, double tol) {
   const auto a = actual.values<T>(), e = expected.values<T>();
   REQUIRE(a.size() == e.size());
   int bad = 0;
@@ -160,8 +160,8 @@ TEST_CASE("epilogue: MatMul (shared or batched B, float32 or float64) equals Mat
         const bool with_bias = variant & 1, residual_first = variant & 2;
         CAPTURE(act);
         CAPTURE(variant);
-        auto a = Random(c.a, seed++), b = Random(c.b, seed++), r = Random(c.y, seed++);
-        auto bias = Random({c.y.back()}, seed++);
+        auto a = RandomOperand(c.a, seed++), b = RandomOperand(c.b, seed++), r = RandomOperand(c.y, seed++);
+        auto bias = RandomOperand({c.y.back()}, seed++);
         auto absent = Absent();
         auto y = Output(DType::kFloat32, c.y);
         REQUIRE(RunKernel("MatMul", EpilogueAttrs({}, act, true, residual_first),
@@ -170,19 +170,19 @@ TEST_CASE("epilogue: MatMul (shared or batched B, float32 or float64) equals Mat
         TestTensor product = Run1("MatMul", {}, {&a, &b}, DType::kFloat32, c.y);
         // The fused bias is accumulated by the GEMM (beta = 1), the unfused one added after:
         // the sums round differently, by an ulp or so.
-        CheckClose<float>(y, Unfused(product, with_bias ? &bias : nullptr, act, &r, residual_first,
+        CheckEpilogueClose<float>(y, Unfused(product, with_bias ? &bias : nullptr, act, &r, residual_first,
                                      DType::kFloat32),
                           with_bias ? 1e-5 : 0);
       }
     }
   }
   // float64 through the same path.
-  auto a = Random<double>({3, 4}, 90), b = Random<double>({4, 5}, 91), r = Random<double>({3, 5}, 92);
-  auto bias = Random<double>({5}, 93);
+  auto a = RandomOperand<double>({3, 4}, 90), b = RandomOperand<double>({4, 5}, 91), r = RandomOperand<double>({3, 5}, 92);
+  auto bias = RandomOperand<double>({5}, 93);
   auto y = Output(DType::kFloat64, {3, 5});
   REQUIRE(RunKernel("MatMul", EpilogueAttrs({}, "SiLU", true, true), {&a, &b, &bias, &r}, {&y}).ok());
   TestTensor product = Run1("MatMul", {}, {&a, &b}, DType::kFloat64, {3, 5});
-  CheckClose<double>(y, Unfused(product, &bias, "SiLU", &r, true, DType::kFloat64), 1e-12);
+  CheckEpilogueClose<double>(y, Unfused(product, &bias, "SiLU", &r, true, DType::kFloat64), 1e-12);
 }
 
 TEST_CASE("epilogue: Gemm equals Gemm, activation, Add") {
@@ -193,13 +193,13 @@ TEST_CASE("epilogue: Gemm equals Gemm, activation, Add") {
       AttrMap attrs;
       attrs.SetInt("transA", 1);
       attrs.SetFloat("alpha", 0.5f);
-      auto a = Random({6, 4}, seed++), b = Random({6, 9}, seed++), c = Random({9}, seed++);
-      auto r = Random({4, 9}, seed++);
+      auto a = RandomOperand({6, 4}, seed++), b = RandomOperand({6, 9}, seed++), c = RandomOperand({9}, seed++);
+      auto r = RandomOperand({4, 9}, seed++);
       auto y = Output(DType::kFloat32, {4, 9});
       const AttrMap fused = EpilogueAttrs(attrs, act, true, residual_first);
       REQUIRE(RunKernel("Gemm", fused, {&a, &b, &c, &r}, {&y}).ok());
       TestTensor product = Run1("Gemm", attrs, {&a, &b, &c}, DType::kFloat32, {4, 9});
-      CheckClose<float>(y, Unfused(product, nullptr, act, &r, residual_first, DType::kFloat32), 0);
+      CheckEpilogueClose<float>(y, Unfused(product, nullptr, act, &r, residual_first, DType::kFloat32), 0);
     }
   }
 }
@@ -230,8 +230,8 @@ TEST_CASE("epilogue: Conv (im2col, pointwise, grouped, depthwise) equals Conv, a
         AttrMap attrs;
         attrs.SetInt("group", c.group);
         attrs.SetInts("pads", c.pads);
-        auto x = Random(c.x, seed++), w = Random(c.w, seed++), r = Random(c.y, seed++);
-        auto b = Random({c.w[0]}, seed++);
+        auto x = RandomOperand(c.x, seed++), w = RandomOperand(c.w, seed++), r = RandomOperand(c.y, seed++);
+        auto b = RandomOperand({c.w[0]}, seed++);
         auto absent = Absent();
         const TestTensor* bias = with_bias ? &b : &absent;
         auto y = Output(DType::kFloat32, c.y);
@@ -239,21 +239,21 @@ TEST_CASE("epilogue: Conv (im2col, pointwise, grouped, depthwise) equals Conv, a
         REQUIRE(RunKernel("Conv", fused, {&x, &w, bias, &r}, {&y}).ok());
         TestTensor product = Run1("Conv", attrs, {&x, &w, bias}, DType::kFloat32, c.y);
         // Same product kernel, same activation formulas: the same bits.
-        CheckClose<float>(y, Unfused(product, nullptr, act, &r, residual_first, DType::kFloat32), 0);
+        CheckEpilogueClose<float>(y, Unfused(product, nullptr, act, &r, residual_first, DType::kFloat32), 0);
       }
     }
   }
 }
 
 TEST_CASE("epilogue: without annotations a kernel is unchanged, without a residual it gives act(product)") {
-  auto x = Random({1, 3, 5, 5}, 300), w = Random({4, 3, 3, 3}, 301), b = Random({4}, 302);
+  auto x = RandomOperand({1, 3, 5, 5}, 300), w = RandomOperand({4, 3, 3, 3}, 301), b = RandomOperand({4}, 302);
   auto y = Output(DType::kFloat32, {1, 4, 3, 3});
   REQUIRE(RunKernel("Conv", EpilogueAttrs({}, "Sigmoid", false, false), {&x, &w, &b}, {&y}).ok());
   TestTensor product = Run1("Conv", {}, {&x, &w, &b}, DType::kFloat32, {1, 4, 3, 3});
-  CheckClose<float>(y, Activate(product, "Sigmoid", DType::kFloat32), 0);
+  CheckEpilogueClose<float>(y, RunActivation(product, "Sigmoid", DType::kFloat32), 0);
   auto plain = Output(DType::kFloat32, {1, 4, 3, 3});
   REQUIRE(RunKernel("Conv", EpilogueAttrs({}, "", false, false), {&x, &w, &b}, {&plain}).ok());
-  CheckClose<float>(plain, product, 0);
+  CheckEpilogueClose<float>(plain, product, 0);
 }
 
 TEST_CASE("epilogue: malformed annotations are errors that name what is wrong") {

@@ -39,7 +39,7 @@ Operands<T> MakeOperands(const Case& t, uint32_t seed) {
   Operands<T> o{a_cols + 3, b_cols + 3, t.n + 3, {}, {}, {}};
   const T nan = std::numeric_limits<T>::quiet_NaN();
   auto fill = [&](std::vector<T>& v, int64_t rows, int64_t cols, int64_t ld, uint32_t s, bool all_nan) {
-    const std::vector<float> values = testing::RandomFloats(static_cast<size_t>(rows * cols), s, -1.0f, 1.0f);
+    const std::vector<float> values = kiln::testing::RandomFloats(static_cast<size_t>(rows * cols), s, -1.0f, 1.0f);
     v.assign(static_cast<size_t>(rows * ld), nan);
     if (all_nan) return;
     for (int64_t r = 0; r < rows; ++r)

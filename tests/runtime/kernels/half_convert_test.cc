@@ -23,7 +23,7 @@ std::vector<CpuIsa> Isas() {
 }
 
 uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
-float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
+float FloatFromBits(uint32_t b) { return std::bit_cast<float>(b); }
 
 TEST_CASE("scalar float16 conversions: hand-computed values, NaNs made quiet with their leading payload") {
   CHECK(Bits(HalfToFloat(0x3c00)) == Bits(1.0f));
@@ -40,19 +40,19 @@ TEST_CASE("scalar float16 conversions: hand-computed values, NaNs made quiet wit
 
   CHECK(FloatToHalf(1.0f) == 0x3c00);
   CHECK(FloatToHalf(65504.0f) == 0x7bff);
-  CHECK(FloatToHalf(FromBits(0x477fefffu)) == 0x7bff);  // just below 65520: rounds down
+  CHECK(FloatToHalf(FloatFromBits(0x477fefffu)) == 0x7bff);  // just below 65520: rounds down
   CHECK(FloatToHalf(65520.0f) == 0x7c00);               // halfway to 65536: even, infinity
-  CHECK(FloatToHalf(FromBits(0x33000000u)) == 0x0000);  // 2^-25, halfway to the smallest: even, 0
-  CHECK(FloatToHalf(FromBits(0x33000001u)) == 0x0001);
+  CHECK(FloatToHalf(FloatFromBits(0x33000000u)) == 0x0000);  // 2^-25, halfway to the smallest: even, 0
+  CHECK(FloatToHalf(FloatFromBits(0x33000001u)) == 0x0001);
   CHECK(FloatToHalf(1.0f + 0x1p-11f) == 0x3c00);         // halfway, to even
   CHECK(FloatToHalf(1.0f + 3 * 0x1p-11f) == 0x3c02);     // halfway, to even (up)
   CHECK(FloatToHalf(-0.0f) == 0x8000);
   // NaNs: quiet (bit 9), the top 9 payload bits kept; F16C gives these bits.
-  CHECK(FloatToHalf(FromBits(0x7f800001u)) == 0x7e00);
-  CHECK(FloatToHalf(FromBits(0x7fa00000u)) == 0x7f00);
-  CHECK(FloatToHalf(FromBits(0xffc00001u)) == 0xfe00);
-  CHECK(FloatToHalf(FromBits(0x7fffffffu)) == 0x7fff);
-  CHECK(FloatToHalf(FromBits(0x7f802000u)) == 0x7e01);
+  CHECK(FloatToHalf(FloatFromBits(0x7f800001u)) == 0x7e00);
+  CHECK(FloatToHalf(FloatFromBits(0x7fa00000u)) == 0x7f00);
+  CHECK(FloatToHalf(FloatFromBits(0xffc00001u)) == 0xfe00);
+  CHECK(FloatToHalf(FloatFromBits(0x7fffffffu)) == 0x7fff);
+  CHECK(FloatToHalf(FloatFromBits(0x7f802000u)) == 0x7e01);
 }
 
 TEST_CASE("HalvesToFloat: every float16 and bfloat16 value, the scalar bits, on every instruction set") {
@@ -78,13 +78,13 @@ TEST_CASE("FloatToHalves: a sweep of float32 bit patterns, the scalar bits, on e
   // Every 251st bit pattern (all exponents, both signs, NaNs), and around each float16
   // rounding boundary of the normal and subnormal range.
   std::vector<float> in;
-  for (uint64_t b = 0; b <= 0xffffffffu; b += 251) in.push_back(FromBits(static_cast<uint32_t>(b)));
+  for (uint64_t b = 0; b <= 0xffffffffu; b += 251) in.push_back(FloatFromBits(static_cast<uint32_t>(b)));
   for (uint32_t h = 0; h < 0x7c00; h += 7) {
     const uint32_t mid =
         (Bits(HalfToFloat(static_cast<uint16_t>(h))) + Bits(HalfToFloat(static_cast<uint16_t>(h + 1)))) / 2;
     for (uint32_t d : {mid - 1, mid, mid + 1}) {
-      in.push_back(FromBits(d));
-      in.push_back(-FromBits(d));
+      in.push_back(FloatFromBits(d));
+      in.push_back(-FloatFromBits(d));
     }
   }
   for (CpuIsa isa : Isas()) {

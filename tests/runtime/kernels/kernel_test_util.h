@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 #include "runtime/attrs.h"
+#include "runtime/half.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/widen.h"
 
@@ -109,6 +111,39 @@ inline TestTensor Output(DType dtype, std::vector<int64_t> dims) {
   return TestTensor(dtype, std::move(dims), DTypeSize(dtype));
 }
 inline TestTensor Absent() { return TestTensor(); }
+
+// The test files of kiln_tests share translation units (a unity build: tests/unity/check_names.py),
+// so the helpers several of them need are here, once.
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// start, start + 1, ... (n values).
+inline std::vector<float> Iota(int64_t n, float start = 0.0f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+// A float16 or bfloat16 (`dt`) tensor of `values`, each rounded to `dt` by runtime/half.h's
+// scalar conversions.
+inline TestTensor Halves(DType dt, std::vector<int64_t> dims, const std::vector<float>& values) {
+  TestTensor t(dt, std::move(dims), 2);
+  for (size_t i = 0; i < values.size(); ++i)
+    t.data<uint16_t>()[i] = dt == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBF16(values[i]);
+  return t;
+}
+// The same, one-dimensional.
+inline TestTensor Halves(DType dt, const std::vector<float>& values) {
+  return Halves(dt, {static_cast<int64_t>(values.size())}, values);
+}
+
+// A float16 or bfloat16 (`dt`) tensor's values widened to float32 (exact) by runtime/half.h's
+// scalar conversions.
+inline std::vector<float> Widened(DType dt, const TestTensor& t) {
+  std::vector<float> out;
+  for (uint16_t h : t.values<uint16_t>()) out.push_back(dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h));
+  return out;
+}
 
 // Runs `op` on the tensors through runtime/kernels/widen.h, with the workspace it asks for.
 inline Status RunKernel(std::string_view op, const AttrMap& attrs,

@@ -6,12 +6,6 @@
 namespace kiln::cpu::testing {
 namespace {
 
-std::vector<float> Iota(int64_t n, float start = 0.0f) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
 TEST_CASE("MatMul broadcasts batch dims [2,1,3,4] x [3,4,2]") {
   auto a = Floats({2, 1, 3, 4}, Iota(24));
   auto b = Floats({3, 4, 2}, Iota(24, -10));

@@ -6,7 +6,7 @@
 namespace kiln::cpu::testing {
 namespace {
 
-void CheckClose(const std::vector<float>& got, const std::vector<float>& want) {
+void CheckRnnClose(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("index " << i);
@@ -38,8 +38,8 @@ TEST_CASE("GRU one step, linear_before_reset 0 and 1") {
     Status s = RunKernel("GRU", attrs, {&x, &w, &r, &b, &lens, &h0}, {&y, &yh});
     REQUIRE_MESSAGE(s.ok(), s.ToString());
     const float want = lbr ? 0.630584011f : 0.631737779f;
-    CheckClose(y.values<float>(), {want});
-    CheckClose(yh.values<float>(), {want});
+    CheckRnnClose(y.values<float>(), {want});
+    CheckRnnClose(yh.values<float>(), {want});
   }
 }
 
@@ -64,8 +64,8 @@ TEST_CASE("GRU bidirectional, layout 1, per-direction activations") {
   attrs.SetFloats("activation_beta", {0.25f, 1});
   Status s = RunKernel("GRU", attrs, {&x, &w, &r, &b, &lens, &h0}, {&y, &yh});
   REQUIRE_MESSAGE(s.ok(), s.ToString());
-  CheckClose(y.values<float>(), {0.631737779f, 0.75f});
-  CheckClose(yh.values<float>(), {0.631737779f, 0.75f});
+  CheckRnnClose(y.values<float>(), {0.631737779f, 0.75f});
+  CheckRnnClose(yh.values<float>(), {0.631737779f, 0.75f});
 }
 
 // H = 2, W = [1, -1], R = 0.5·I, no bias, x[t] = [[1, 2], [3, 4]] (t, b), reverse,
@@ -89,8 +89,8 @@ TEST_CASE("RNN reverse with sequence_lens, clip and LeakyRelu") {
   attrs.SetFloats("activation_alpha", {0.1f});
   Status s = RunKernel("RNN", attrs, {&x, &w, &r, &b, &lens}, {&y, &yh});
   REQUIRE_MESSAGE(s.ok(), s.ToString());
-  CheckClose(y.values<float>(), {2.375f, -0.11375f, 2, -0.2f, 2.75f, -0.275f, 0, 0});
-  CheckClose(yh.values<float>(), {2.375f, -0.11375f, 2, -0.2f});
+  CheckRnnClose(y.values<float>(), {2.375f, -0.11375f, 2, -0.2f, 2.75f, -0.275f, 0, 0});
+  CheckRnnClose(yh.values<float>(), {2.375f, -0.11375f, 2, -0.2f});
 }
 
 // RNN defaults: tanh, bias W's + R's: h = tanh(2·1 + 0.25 + 0.5 + 0.5·(-1)) = tanh(2.25).
@@ -106,7 +106,7 @@ TEST_CASE("RNN one step with bias and initial_h, Y absent") {
   AttrMap attrs;
   Status s = RunKernel("RNN", attrs, {&x, &w, &r, &b, &lens, &h0}, {&y, &yh});
   REQUIRE_MESSAGE(s.ok(), s.ToString());
-  CheckClose(yh.values<float>(), {0.978026115f});
+  CheckRnnClose(yh.values<float>(), {0.978026115f});
 }
 
 TEST_CASE("GRU/RNN errors: shapes and activations") {

@@ -12,9 +12,6 @@
 namespace kiln::cpu::testing {
 namespace {
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-const float kInf = std::numeric_limits<float>::infinity();
-
 TEST_CASE("semantics: a NaN anywhere in a MaxPool window gives NaN, Indices name the first NaN") {
   // Windows of 2 over [1, NaN, 3, 2, NaN, NaN]: the NaN is second in the first window.
   auto x = Floats({1, 1, 6}, {1, kNaN, 3, 2, kNaN, kNaN});

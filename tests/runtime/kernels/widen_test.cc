@@ -24,19 +24,6 @@ uint16_t ToBits(DType dt, float f) { return dt == DType::kFloat16 ? FloatToHalf(
 float FromBits(DType dt, uint16_t h) { return dt == DType::kFloat16 ? HalfToFloat(h) : BF16ToFloat(h); }
 float RoundTo(DType dt, double v) { return FromBits(dt, ToBits(dt, static_cast<float>(v))); }
 
-// A `dt` tensor of `values`, each rounded to `dt`.
-TestTensor Halves(DType dt, std::vector<int64_t> dims, const std::vector<float>& values) {
-  TestTensor t(dt, std::move(dims), 2);
-  for (size_t i = 0; i < values.size(); ++i) t.data<uint16_t>()[i] = ToBits(dt, values[i]);
-  return t;
-}
-
-std::vector<float> Widened(DType dt, const TestTensor& t) {
-  std::vector<float> out;
-  for (uint16_t h : t.values<uint16_t>()) out.push_back(FromBits(dt, h));
-  return out;
-}
-
 // The float32 twin of a `dt` tensor (exact: every half value is a float32).
 TestTensor Float32Of(DType dt, const TestTensor& t) {
   const std::vector<float> v = Widened(dt, t);

@@ -1,4 +1,5 @@
 #include "kiln/tensor_files.h"
+#include "tests/compiler/compile_util.h"
 #include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 namespace fs = std::filesystem;
 using kiln::testing::ReadBytes;
 using kiln::testing::TempDir;
+using kiln::testing::Values;
 using kiln::testing::WriteBytes;
 using kiln::DType;
 using kiln::StatusCode;
@@ -24,7 +26,7 @@ namespace {
 
 
 template <typename T>
-HostTensor Make(std::string name, DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
+HostTensor NamedTensor(std::string name, DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
   HostTensor t;
   t.name = std::move(name);
   t.dtype = dtype;
@@ -32,13 +34,6 @@ HostTensor Make(std::string name, DType dtype, std::vector<int64_t> dims, const 
   t.bytes.resize(values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
-}
-
-template <typename T>
-std::vector<T> Values(const HostTensor& t) {
-  std::vector<T> v(t.bytes.size() / sizeof(T));
-  if (!v.empty()) std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(T));
-  return v;
 }
 
 // np.save(f, np.array([[1.5, -2.0, 3.25], [0, 1, 2]], dtype='<f4')), byte for byte.
@@ -131,23 +126,23 @@ TEST_CASE("tensor files: .npy round trip for every dtype NumPy has") {
     CHECK(back->bytes == t.bytes);
   }
   // Scalars and 1-d shapes use NumPy's tuple spelling.
-  HostTensor one = Make<int32_t>("one", DType::kInt32, {3}, {1, 2, 3});
+  HostTensor one = NamedTensor<int32_t>("one", DType::kInt32, {3}, {1, 2, 3});
   REQUIRE(kiln::io::WriteNpyFile(dir / "one.npy", one).ok());
   CHECK(ReadBytes(dir / "one.npy").find("'shape': (3,)") != std::string::npos);
-  HostTensor scalar = Make<float>("s", DType::kFloat32, {}, {4.0f});
+  HostTensor scalar = NamedTensor<float>("s", DType::kFloat32, {}, {4.0f});
   REQUIRE(kiln::io::WriteNpyFile(dir / "s.npy", scalar).ok());
   CHECK(ReadBytes(dir / "s.npy").find("'shape': ()") != std::string::npos);
   auto s = kiln::io::ReadNpyFile(dir / "s.npy");
   REQUIRE(s.ok());
   CHECK(Values<float>(*s) == std::vector<float>{4.0f});
 
-  HostTensor bf = Make<uint16_t>("bf", DType::kBFloat16, {1}, {0x3f80});
+  HostTensor bf = NamedTensor<uint16_t>("bf", DType::kBFloat16, {1}, {0x3f80});
   CHECK(kiln::io::WriteNpyFile(dir / "bf.npy", bf).code() == StatusCode::kUnimplemented);
 }
 
 TEST_CASE("tensor files: SerializeNpy's bytes are the file's, and ParseNpy reads them back") {
   TempDir dir;
-  HostTensor t = Make<int16_t>("t", DType::kInt16, {2, 2}, {1, -2, 300, -32768});
+  HostTensor t = NamedTensor<int16_t>("t", DType::kInt16, {2, 2}, {1, -2, 300, -32768});
   auto bytes = kiln::io::SerializeNpy(t);
   REQUIRE(bytes.ok());
   REQUIRE(kiln::io::WriteNpyFile(dir / "t.npy", t).ok());
@@ -298,7 +293,7 @@ TEST_CASE("tensor files: TensorProto round trip and typed fields") {
   CHECK(d->dims.empty());
   CHECK(Values<double>(*d) == std::vector<double>{2.5});
 
-  HostTensor wrong = Make<float>("w", DType::kFloat32, {3}, {1, 2});
+  HostTensor wrong = NamedTensor<float>("w", DType::kFloat32, {3}, {1, 2});
   CHECK(kiln::io::WriteTensorProtoFile(dir / "w.pb", wrong).code() == StatusCode::kInvalidArgument);
 }
 
@@ -369,7 +364,7 @@ TEST_CASE("tensor files: malformed TensorProtos are rejected with a reason") {
 // protobuf; protobuf's own classes are the reference here.
 TEST_CASE("tensor files: TensorProto wire format agrees with protobuf's") {
   // The writer's bytes are protobuf's serialization of the same message.
-  HostTensor t = Make<float>("input:0", DType::kFloat32, {1, 3}, {1.5f, -2.0f, 0.25f});
+  HostTensor t = NamedTensor<float>("input:0", DType::kFloat32, {1, 3}, {1.5f, -2.0f, 0.25f});
   TempDir dir;
   REQUIRE(kiln::io::WriteTensorProtoFile(dir / "t.pb", t).ok());
   onnx::TensorProto p;
@@ -434,8 +429,8 @@ TEST_CASE("tensor files: TensorProto wire format agrees with protobuf's") {
 
 TEST_CASE("tensor files: ReadInputDir loads input_N.pb or NAME.npy in model order") {
   TempDir dir;
-  HostTensor audio = Make<float>("input", DType::kFloat32, {1, 4}, {1, 2, 3, 4});
-  HostTensor sr = Make<int64_t>("sr", DType::kInt64, {}, {16000});
+  HostTensor audio = NamedTensor<float>("input", DType::kFloat32, {1, 4}, {1, 2, 3, 4});
+  HostTensor sr = NamedTensor<int64_t>("sr", DType::kInt64, {}, {16000});
   REQUIRE(kiln::io::WriteTensorProtoFile(dir / "input_0.pb", audio).ok());
   REQUIRE(kiln::io::WriteTensorProtoFile(dir / "input_1.pb", sr).ok());
   auto in = kiln::io::ReadInputDir(dir.path.string(), {"input", "sr"});
@@ -471,8 +466,8 @@ TEST_CASE("tensor files: ReadInputDir loads input_N.pb or NAME.npy in model orde
 
 TEST_CASE("tensor files: WriteOutputDir and views of host tensors") {
   TempDir dir;
-  HostTensor a = Make<float>("prob", DType::kFloat32, {1, 1}, {0.25f});
-  HostTensor empty = Make<float>("none", DType::kFloat32, {0, 3}, {});
+  HostTensor a = NamedTensor<float>("prob", DType::kFloat32, {1, 1}, {0.25f});
+  HostTensor empty = NamedTensor<float>("none", DType::kFloat32, {0, 3}, {});
   REQUIRE(kiln::io::WriteOutputDir(dir / "out/set0", {a, empty}).ok());
   auto back = kiln::io::ReadTensorProtoFile(dir / "out/set0/output_1.pb");
   REQUIRE(back.ok());
@@ -512,7 +507,7 @@ TEST_CASE("tensor files: writers refuse a FIFO in place of the file instead of b
   // kiln run --outputs DIR: an output_0.pb that is a FIFO blocked the open forever.
   const std::string fifo = dir / "output_0.pb";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  HostTensor t = Make<float>("y", DType::kFloat32, {2}, {1, 2});
+  HostTensor t = NamedTensor<float>("y", DType::kFloat32, {2}, {1, 2});
   kiln::Status st = kiln::io::WriteOutputDir(dir.path.string(), {t});
   CHECK(st.code() == StatusCode::kFailedPrecondition);
   CHECK(st.message() == "cannot write '" + fifo +
@@ -525,7 +520,7 @@ TEST_CASE("tensor files: writers refuse a FIFO in place of the file instead of b
 
 TEST_CASE("tensor files: a .npy whose size disagrees with its header is refused before its data is read") {
   TempDir dir;
-  HostTensor t = Make<float>("x", DType::kFloat32, {4}, {1, 2, 3, 4});
+  HostTensor t = NamedTensor<float>("x", DType::kFloat32, {4}, {1, 2, 3, 4});
   REQUIRE(kiln::io::WriteNpyFile(dir / "x.npy", t).ok());
   const uint64_t small = std::filesystem::file_size(dir / "x.npy");
   // 15 GiB, under the 16 GiB limit and sparse: reading it whole would take 15 GiB of memory.

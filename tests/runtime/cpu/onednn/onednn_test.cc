@@ -113,14 +113,6 @@ void CheckNear(const std::vector<float>& actual, const std::vector<float>& expec
     }
 }
 
-// `t`'s half values, widened.
-std::vector<float> Widened(DType dt, const TestTensor& t) {
-  const std::vector<uint16_t> h = t.values<uint16_t>();
-  std::vector<float> v(h.size());
-  HalvesToFloat(dt, h.data(), v.data(), static_cast<int64_t>(h.size()));
-  return v;
-}
-
 // Whether PlanOneDnn's refusal `st` is one oneDNN may make on this CPU for a Conv whose
 // epilogue adds the residual after the activation (`act_then_residual`): some forms have only
 // oneDNN's reference implementation, which Kiln refuses. On AVX-512 CPUs that is only such
