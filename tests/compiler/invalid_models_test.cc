@@ -28,7 +28,7 @@ Status CompileFileStatus(const onnx::ModelProto& m) {
 }
 
 // y = op(x[, x2]) with x float32[2, 3].
-onnx::ModelProto Model(const std::string& op, std::vector<std::string> inputs, onnx::NodeProto** node) {
+onnx::ModelProto OpModel(const std::string& op, std::vector<std::string> inputs, onnx::NodeProto** node) {
   auto m = MakeModel(18);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"2", "3"});
@@ -59,7 +59,7 @@ void AddFill(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> 
 
 TEST_CASE("invalid models: an attribute of the wrong type names the node, op and attribute") {
   onnx::NodeProto* n = nullptr;
-  auto m = Model("Softmax", {"x"}, &n);
+  auto m = OpModel("Softmax", {"x"}, &n);
   AttrString(n, "axis", "last");  // an INT attribute given as a STRING: not silently the default
   Status st = CompileFileStatus(m);
   CHECK(st.code() == StatusCode::kInvalidArgument);
@@ -67,7 +67,7 @@ TEST_CASE("invalid models: an attribute of the wrong type names the node, op and
   CHECK(Says(st, "Softmax"));
   CHECK(Says(st, "attribute 'axis' is STRING, expected INT (ONNX Softmax-13)"));
 
-  auto m2 = Model("Transpose", {"x"}, &n);
+  auto m2 = OpModel("Transpose", {"x"}, &n);
   AttrFloat(n, "perm", 1.0f);  // INTS given as FLOAT
   st = CompileFileStatus(m2);
   CHECK(Says(st, "bad_node"));
@@ -102,18 +102,18 @@ TEST_CASE("invalid models: an attribute the op's version at the model's opset do
 
 TEST_CASE("invalid models: a wrong number of inputs names the node and op") {
   onnx::NodeProto* n = nullptr;
-  Status one = CompileFileStatus(Model("Add", {"x"}, &n));
+  Status one = CompileFileStatus(OpModel("Add", {"x"}, &n));
   CHECK(one.code() != StatusCode::kOk);
   CHECK(Says(one, "bad_node"));
   CHECK(Says(one, "Add"));
-  Status three = CompileFileStatus(Model("MatMul", {"x", "x2", "x"}, &n));
+  Status three = CompileFileStatus(OpModel("MatMul", {"x", "x2", "x"}, &n));
   CHECK(Says(three, "bad_node"));
   CHECK(Says(three, "MatMul"));
 }
 
 TEST_CASE("invalid models: an ill-formed graph (an undefined input, a missing output) is a precise error") {
   onnx::NodeProto* n = nullptr;
-  Status undefined = CompileFileStatus(Model("Relu", {"nowhere"}, &n));
+  Status undefined = CompileFileStatus(OpModel("Relu", {"nowhere"}, &n));
   CHECK(undefined.code() == StatusCode::kDataLoss);
   CHECK(Says(undefined, "nowhere"));
 
@@ -128,12 +128,12 @@ TEST_CASE("invalid models: an ill-formed graph (an undefined input, a missing ou
 
 TEST_CASE("invalid models: an unsupported op, dtype or attribute value names what is missing") {
   onnx::NodeProto* n = nullptr;
-  Status op = CompileFileStatus(Model("NoSuchOp", {"x"}, &n));
+  Status op = CompileFileStatus(OpModel("NoSuchOp", {"x"}, &n));
   CHECK(op.code() == StatusCode::kUnimplemented);
   CHECK(Says(op, "bad_node"));
   CHECK(Says(op, "NoSuchOp"));
 
-  auto m = Model("Gelu", {"x"}, &n);
+  auto m = OpModel("Gelu", {"x"}, &n);
   AttrString(n, "approximate", "cubic");
   Status value = CompileFileStatus(m);
   CHECK(Says(value, "bad_node"));

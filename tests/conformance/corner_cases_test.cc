@@ -11,15 +11,15 @@
 #include "kiln/tensor_files.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/special_floats.h"
 
 namespace kiln::testing {
 namespace {
 
 using io::HostTensor;
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 template <typename T>
-HostTensor Make(DType dtype, std::vector<int64_t> dims, std::vector<T> values) {
+HostTensor HostTensorOf(DType dtype, std::vector<int64_t> dims, std::vector<T> values) {
   HostTensor t;
   t.dtype = dtype;
   t.dims = std::move(dims);
@@ -28,8 +28,8 @@ HostTensor Make(DType dtype, std::vector<int64_t> dims, std::vector<T> values) {
   std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
-HostTensor F32(std::vector<int64_t> dims, std::vector<float> v) { return Make(DType::kFloat32, std::move(dims), v); }
-HostTensor I32(std::vector<int64_t> dims, std::vector<int32_t> v) { return Make(DType::kInt32, std::move(dims), v); }
+HostTensor F32(std::vector<int64_t> dims, std::vector<float> v) { return HostTensorOf(DType::kFloat32, std::move(dims), v); }
+HostTensor I32(std::vector<int64_t> dims, std::vector<int32_t> v) { return HostTensorOf(DType::kInt32, std::move(dims), v); }
 
 // Compiles `m` with fusion and without, runs both on `inputs`, and returns output `k` of
 // each; the two runs must agree on dtype and shape.

@@ -223,7 +223,7 @@ def function_like(s):
     return None
 
 
-def declaration(stmt, has_body):
+def declaration(stmt, has_body, header=False):
     """The names a namespace-scope declaration declares (a body's braces are '{}' in stmt), as
     Decls, or ('directive', N) for `using namespace N`."""
     p = skip_prefix(stmt)
@@ -258,6 +258,8 @@ def declaration(stmt, has_body):
             j += 1
         while j < len(s) and (s[j] == "[" or s[j] in ("alignas", "__attribute__")):
             j = skip_group(s, j) if s[j] == "[" else skip_group(s, j + 1)
+        while j + 1 < len(s) and is_ident(s[j]) and is_ident(s[j + 1]) and s[j + 1] != "final":
+            j += 1  # class KILN_API Model: an export macro before the name
         name = s[j] if j < len(s) and is_ident(s[j]) and s[j] != "final" else None
         after = s[j + 1] if j + 1 < len(s) else None
         if name and after in ("::", "<"):
@@ -286,11 +288,13 @@ def declaration(stmt, has_body):
         if not is_ident(s[k]) or (k >= 1 and s[k - 1] in ("::", "~")):
             return []  # a qualified definition (a member, a name declared elsewhere)
         if not has_body and not looks_like_arguments(s, open_):
-            return []  # a prototype: counted where it is defined
-        if extern:
+            # a prototype: in a test file, counted where it is defined; a header's functions are
+            # mostly defined elsewhere
+            return [Decl(s[k], "function")] if header else []
+        if extern and not header:
             return []
         return [Decl(s[k], "function" if has_body else "variable")]
-    if extern:
+    if extern and not header:
         return []
     return [Decl(n, "variable") for n in declarators(s, 0)]
 
@@ -346,7 +350,7 @@ class Scan:
         self.ns_uses = set()  # (namespace path, M): an unqualified `M::` (or `using namespace M`) there
 
 
-def scan(path, rel, debug=False):
+def scan(path, rel, debug=False, header=False):
     with open(path, encoding="utf-8", errors="replace") as f:
         code, directives = strip(f.read())
     out = Scan(rel)
@@ -372,7 +376,7 @@ def scan(path, rel, debug=False):
             print(f"  [{namespace()}] {' '.join(stmt)[:160]}")
         if not stmt:
             return
-        result = declaration(stmt, has_body)
+        result = declaration(stmt, has_body, header)
         if isinstance(result, tuple):
             if all(x == "" for x in scopes):
                 out.directives.append(result[1])
@@ -489,11 +493,12 @@ def check_names(files, headers, sees):
     merged = {d for f in files for d in f.directives}
 
     def meet(a, b):
-        """Do names of namespaces a and b meet in one lookup? In one namespace; and a global
-        name meets one of a namespace a global `using namespace` nominates, in the code at global
-        scope after it (a name in two such namespaces meets only in a third file's global code,
-        which would have to use it unqualified without declaring it)."""
-        return a == b or (a == GLOBAL and b in merged) or (b == GLOBAL and a in merged)
+        """Do names of namespaces a and b meet in one lookup? In one namespace; and in the code at
+        global scope after those directives, the global namespace and each namespace a global
+        `using namespace` nominates are one (nan_test.cc's global code, with `using namespace
+        kiln::cpu::testing`, finds kiln::cpu::testing::kNaN and, after corner_cases_test.cc's
+        `using namespace kiln::testing`, a kiln::testing::kNaN too)."""
+        return a == b or ((a == GLOBAL or a in merged) and (b == GLOBAL or b in merged))
 
     problems = []
     by_name = defaultdict(list)  # name -> [(file, namespace, Decl)]
@@ -555,6 +560,36 @@ def check_names(files, headers, sees):
                                     f"({'global' if ns == GLOBAL else ns}) and by {h} "
                                     f"({'global' if hns == GLOBAL else hns}), {why}")
                     break
+    return problems
+
+
+def check_hiding(files, headers, sees):
+    """A test file's name in namespace N hides the same name of every namespace enclosing N, for
+    all the code in N: a header's (kiln::testing::Model hides kiln::Model from
+    tests/cpu_reference.h, which is in kiln::testing and means kiln::Model) in a batch where the
+    file comes first. A test file may not declare a name a project header declares in an
+    enclosing namespace."""
+    outer = defaultdict(set)  # (namespace, name) -> headers
+    for h in set().union(*sees.values()):
+        for ns, decls in headers[h].decls.items():
+            for d in decls:
+                outer[(ns, d.name)].add(h)
+    problems = []
+    for f in files:
+        for ns, decls in f.decls.items():
+            if ns == GLOBAL:
+                continue
+            parts = ns.split("::")
+            for d in decls:
+                if d.kind in ("using", "operator") or (ns, d.name) in ALLOWED:
+                    continue
+                for k in range(len(parts) - 1, -1, -1):
+                    o = "::".join(parts[:k]) or GLOBAL
+                    if (o, d.name) in outer:
+                        problems.append(f"'{d.name}' declared at file scope by {f.path} in {ns} hides "
+                                        f"{full_name(o, d.name)} ({', '.join(sorted(outer[(o, d.name)]))}) from "
+                                        f"the code in {ns} of the files and headers in its batch")
+                        break
     return problems
 
 
@@ -629,7 +664,7 @@ def main():
     def header(rel):
         if rel not in headers:
             headers[rel] = None
-            headers[rel] = scan(os.path.join(root, rel), rel)
+            headers[rel] = scan(os.path.join(root, rel), rel, header=True)
         return headers[rel]
 
     def closure(including, names):
@@ -652,7 +687,8 @@ def main():
                 print(f"{f.path}: #define {' '.join(f.macros)}")
             if f.directives:
                 print(f"{f.path}: using namespace {' '.join(f.directives)}")
-    problems = check_names(files, headers, sees) + check_namespace_uses(files, headers, sees)
+    problems = (check_names(files, headers, sees) + check_hiding(files, headers, sees) +
+                check_namespace_uses(files, headers, sees))
     for p in problems:
         print(f"check_names.py: {p}")
     if problems:

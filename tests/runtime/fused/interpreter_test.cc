@@ -162,7 +162,7 @@ TEST_CASE("Fused transpose: an index map through coordinates, against the Transp
 }
 
 // out[i, j] = data[check(idx[i] < 0 ? idx[i] + 5 : idx[i]), j] over data [5, 3].
-Program GatherProgram(int64_t n) {
+Program GatherWithCheckProgram(int64_t n) {
   Program p;
   p.domain = {n, 3};
   p.inputs = {{DType::kFloat32, {5, 3}}, {DType::kInt64, {n}}};
@@ -190,16 +190,16 @@ TEST_CASE("Fused gather with an index check, against the Gather kernel") {
   auto expected = Output(DType::kFloat32, {6, 3});
   REQUIRE_OK(RunKernel("Gather", {}, {&data, &idx}, {&expected}));
   auto y = Output(DType::kFloat32, {6, 3});
-  REQUIRE_OK(RunProgram(GatherProgram(6), {&data, &idx}, {&y}));
+  REQUIRE_OK(RunProgram(GatherWithCheckProgram(6), {&data, &idx}, {&y}));
   CHECK(y.values<float>() == expected.values<float>());
   CHECK(y.values<float>()[2 * 3 + 1] == data.values<float>()[4 * 3 + 1]);  // idx -1 is row 4
 
   auto bad = Int64s({6}, {4, 0, 7, 2, -5, 3});
-  Status st = RunProgram(GatherProgram(6), {&data, &bad}, {&y});
+  Status st = RunProgram(GatherWithCheckProgram(6), {&data, &bad}, {&y});
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "Gather 'g' input 'idx': index 7 is out of range [-5, 5)");
   auto neg = Int64s({6}, {4, 0, 1, 2, -6, 3});
-  st = RunProgram(GatherProgram(6), {&data, &neg}, {&y});
+  st = RunProgram(GatherWithCheckProgram(6), {&data, &neg}, {&y});
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "Gather 'g' input 'idx': index -6 is out of range [-5, 5)");
 }
@@ -1030,7 +1030,7 @@ TEST_CASE("Fused float unary ops match the CPU kernels") {
 }
 
 // out_k = cast(x, to_k), stored as dtype store_k.
-Program CastProgram(DType in, int64_t n, const std::vector<std::pair<DType, DType>>& casts) {
+Program CastsProgram(DType in, int64_t n, const std::vector<std::pair<DType, DType>>& casts) {
   Program p;
   p.domain = {n};
   p.inputs = {{in, {n}}};
@@ -1050,7 +1050,7 @@ TEST_CASE("Fused casts follow ONNX Cast: truncation, saturation, NaN, rounding t
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> xv = {1.7f, -1.7f, 300.0f, -300.0f, kNaN, 127.5f, -128.9f, 0.0f, inf, -inf};
   auto x = Floats({10}, xv);
-  Program p = CastProgram(DType::kFloat32, 10,
+  Program p = CastsProgram(DType::kFloat32, 10,
                           {{DType::kInt8, DType::kInt8},
                            {DType::kUInt8, DType::kUInt8},
                            {DType::kInt64, DType::kInt64},
@@ -1077,7 +1077,7 @@ TEST_CASE("Fused casts follow ONNX Cast: truncation, saturation, NaN, rounding t
   const std::vector<float> hv = {1.0f / 3.0f, 65504.0f, 70000.0f, 1e-8f, 2049.0f,
                                  2051.0f,     -0.1f,    kNaN,     1e-6f};
   auto h = Floats({9}, hv);
-  Program q = CastProgram(DType::kFloat32, 9,
+  Program q = CastsProgram(DType::kFloat32, 9,
                           {{DType::kFloat16, DType::kFloat32},
                            {DType::kFloat32, DType::kFloat16},
                            {DType::kBFloat16, DType::kFloat32}});
@@ -1105,7 +1105,7 @@ TEST_CASE("Fused casts follow ONNX Cast: truncation, saturation, NaN, rounding t
 
   // int -> bool, int -> narrower int wraps, int -> float.
   auto iv = Int64s({5}, {0, 5, -1, 300, -129});
-  Program r = CastProgram(DType::kInt64, 5,
+  Program r = CastsProgram(DType::kInt64, 5,
                           {{DType::kBool, DType::kBool},
                            {DType::kInt8, DType::kInt64},
                            {DType::kUInt8, DType::kInt64},
@@ -1187,7 +1187,7 @@ TEST_CASE("Fused loads and stores convert every dtype") {
 // ---- Sizes and argument checks -------------------------------------------------------------
 
 // out[i, j] = x[i, j] + i * s0 over a [s0, 4] domain.
-Program SymbolicProgram() {
+Program SymbolicSizeProgram() {
   Program p;
   p.domain = {-1, 4};
   p.num_sizes = 1;
@@ -1208,26 +1208,26 @@ TEST_CASE("Fused symbolic sizes come from the size arguments") {
   for (int i = 0; i < 12; ++i) xv[i] = static_cast<float>(i);
   auto x = Floats({3, 4}, xv);
   auto y = Output(DType::kFloat32, {3, 4});
-  REQUIRE_OK(RunProgram(SymbolicProgram(), {&x}, {&y}, {3}));
+  REQUIRE_OK(RunProgram(SymbolicSizeProgram(), {&x}, {&y}, {3}));
   CHECK(y.values<float>() == std::vector<float>{0, 1, 2, 3, 7, 8, 9, 10, 14, 15, 16, 17});
 
   // The same program at s0 = 1000: several blocks.
   auto bx = Floats({1000, 4}, RandomFloats(4000, 12, -3.0f, 3.0f));
   auto by = Output(DType::kFloat32, {1000, 4});
-  REQUIRE_OK(RunProgram(SymbolicProgram(), {&bx}, {&by}, {1000}));
+  REQUIRE_OK(RunProgram(SymbolicSizeProgram(), {&bx}, {&by}, {1000}));
   CHECK(by.values<float>()[999 * 4 + 3] == bx.values<float>()[999 * 4 + 3] + 999.0f * 1000.0f);
 
-  Status st = RunProgram(SymbolicProgram(), {&x}, {&y}, {2});
+  Status st = RunProgram(SymbolicSizeProgram(), {&x}, {&y}, {2});
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "fused program: input 0 has 12 elements, expected 8 (shape [s0, 4] with s0 = 2)");
-  st = RunProgram(SymbolicProgram(), {&x}, {&y}, {-1});
+  st = RunProgram(SymbolicSizeProgram(), {&x}, {&y}, {-1});
   CHECK(st.code() == StatusCode::kInvalidArgument);
   // A size argument may be negative (a symbolic pad amount); a dim that reads one may not.
   CHECK(st.message() == "fused program: input 0: shape [s0, 4] with s0 = -1 is negative or overflows int64");
-  st = RunProgram(SymbolicProgram(), {&x}, {&y}, {});
+  st = RunProgram(SymbolicSizeProgram(), {&x}, {&y}, {});
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message() == "fused program: 0 size arguments given, expected 1");
-  st = RunProgram(SymbolicProgram(), {&x}, {&y}, {1LL << 62});
+  st = RunProgram(SymbolicSizeProgram(), {&x}, {&y}, {1LL << 62});
   CHECK(st.code() == StatusCode::kInvalidArgument);
 }
 

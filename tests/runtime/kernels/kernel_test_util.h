@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -17,6 +16,7 @@
 #include "runtime/half.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/widen.h"
+#include "tests/special_floats.h"
 
 namespace kiln::cpu::testing {
 
@@ -114,8 +114,8 @@ inline TestTensor Absent() { return TestTensor(); }
 
 // The test files of kiln_tests share translation units (a unity build: tests/unity/check_names.py),
 // so the helpers several of them need are here, once.
-inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-inline constexpr float kInf = std::numeric_limits<float>::infinity();
+using kiln::testing::kInf;
+using kiln::testing::kNaN;
 
 // start, start + 1, ... (n values).
 inline std::vector<float> Iota(int64_t n, float start = 0.0f) {

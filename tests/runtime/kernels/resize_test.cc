@@ -9,7 +9,7 @@ namespace {
 // inputs; 4-D linear results must match it exactly.
 std::vector<float> Grid3x3() { return {1, 5, 2, 8, 3, 0, 4, 7, 6}; }
 
-AttrMap Linear(const char* coord = "half_pixel") {
+AttrMap LinearAttrs(const char* coord = "half_pixel") {
   AttrMap a;
   a.SetString("mode", "linear");
   a.SetString("coordinate_transformation_mode", coord);
@@ -21,7 +21,7 @@ TEST_CASE("Resize linear half_pixel 2x2 -> 4x4 from scales matches onnxruntime e
   auto roi = Floats({0}, {});
   auto scales = Floats({4}, {1, 1, 2, 2});
   auto y = Output(DType::kFloat32, {1, 1, 4, 4});
-  REQUIRE(RunKernel("Resize", Linear(), {&x, &roi, &scales}, {&y}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs(), {&x, &roi, &scales}, {&y}).ok());
   CHECK(y.values<float>() == std::vector<float>{1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f,
                                                 2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4});
 }
@@ -32,7 +32,7 @@ TEST_CASE("Resize linear half_pixel 3x3 -> 5x7 from sizes") {
   auto scales = Absent();
   auto sizes = Int64s({4}, {1, 1, 5, 7});
   auto y = Output(DType::kFloat32, {1, 1, 5, 7});
-  REQUIRE(RunKernel("Resize", Linear(), {&x, &roi, &scales, &sizes}, {&y}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs(), {&x, &roi, &scales, &sizes}, {&y}).ok());
   const std::vector<float> ort{1, 1.571429f, 3.285715f, 5, 3.714286f, 2.428571f, 2,
                                3.8f, 3.857143f, 4.028571f, 4.2f, 2.914285f, 1.628571f, 1.2f,
                                8, 7.285714f, 5.142857f, 3, 1.714286f, 0.4285712f, 0,
@@ -50,17 +50,17 @@ TEST_CASE("Resize linear align_corners, asymmetric downsample, pytorch_half_pixe
   auto none = Absent();
   auto sizes = Int64s({4}, {1, 1, 5, 4});
   auto y = Output(DType::kFloat32, {1, 1, 5, 4});
-  REQUIRE(RunKernel("Resize", Linear("align_corners"), {&x, &roi, &none, &sizes}, {&y}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs("align_corners"), {&x, &roi, &none, &sizes}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(),
                     (std::vector<float>{1, 3.666667f, 4, 2, 4.5f, 4.166667f, 3, 1, 8, 4.666667f,
                                         2, 0, 6, 5.333333f, 4.333333f, 3, 4, 6, 6.666667f, 6}));
   auto scales = Floats({4}, {1, 1, 0.6f, 0.8f});
   auto yd = Output(DType::kFloat32, {1, 1, 1, 2});
-  REQUIRE(RunKernel("Resize", Linear("asymmetric"), {&x, &roi, &scales}, {&yd}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs("asymmetric"), {&x, &roi, &scales}, {&yd}).ok());
   KILN_CHECK_FLOATS(yd.values<float>(), (std::vector<float>{1, 4.25f}));
   auto sizes2 = Int64s({4}, {1, 1, 2, 1});
   auto yp = Output(DType::kFloat32, {1, 1, 2, 1});
-  REQUIRE(RunKernel("Resize", Linear("pytorch_half_pixel"), {&x, &roi, &none, &sizes2}, {&yp}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs("pytorch_half_pixel"), {&x, &roi, &none, &sizes2}, {&yp}).ok());
   KILN_CHECK_FLOATS(yp.values<float>(), (std::vector<float>{2.75f, 5}));
 }
 
@@ -130,7 +130,7 @@ TEST_CASE("Resize tf_crop_and_resize with extrapolation") {
   auto none = Absent();
   auto sizes = Int64s({4}, {1, 1, 2, 4});
   auto y = Output(DType::kFloat32, {1, 1, 2, 4});
-  AttrMap a = Linear("tf_crop_and_resize");
+  AttrMap a = LinearAttrs("tf_crop_and_resize");
   a.SetFloat("extrapolation_value", -1.0f);
   REQUIRE(RunKernel("Resize", a, {&x, &roi, &none, &sizes}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{2.8f, 2, 1.2f, 0.4f, -1, -1, -1, -1}));
@@ -141,7 +141,7 @@ TEST_CASE("Resize with the axes attribute, and 1-D linear") {
   auto roi = Absent();
   auto scales = Floats({1}, {2});
   auto y = Output(DType::kFloat32, {1, 1, 3, 6});
-  AttrMap a = Linear();
+  AttrMap a = LinearAttrs();
   a.SetInts("axes", {3});
   REQUIRE(RunKernel("Resize", a, {&x, &roi, &scales}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 2, 4, 4.25f, 2.75f, 2, 8, 6.75f, 4.25f,
@@ -151,7 +151,7 @@ TEST_CASE("Resize with the axes attribute, and 1-D linear") {
   auto none = Absent();
   auto sizes = Int64s({1}, {5});
   auto yv = Output(DType::kFloat32, {5});
-  REQUIRE(RunKernel("Resize", Linear(), {&v, &roi, &none, &sizes}, {&yv}).ok());
+  REQUIRE(RunKernel("Resize", LinearAttrs(), {&v, &roi, &none, &sizes}, {&yv}).ok());
   KILN_CHECK_FLOATS(yv.values<float>(), (std::vector<float>{0, 4, 10, 16, 20}));
 }
 
@@ -161,7 +161,7 @@ TEST_CASE("Resize: antialias leaves upsampling as plain linear, a bad mode is re
   auto scales = Floats({4}, {1, 1, 2, 2});
   auto y = Output(DType::kFloat32, {1, 1, 4, 4});
   auto plain = Output(DType::kFloat32, {1, 1, 4, 4});
-  AttrMap a = Linear();
+  AttrMap a = LinearAttrs();
   REQUIRE(RunKernel("Resize", a, {&x, &roi, &scales}, {&plain}).ok());
   a.SetInt("antialias", 1);
   REQUIRE(RunKernel("Resize", a, {&x, &roi, &scales}, {&y}).ok());
