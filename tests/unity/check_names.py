@@ -1,33 +1,40 @@
 #!/usr/bin/env python3
 """kiln_tests is a unity build (tests/CMakeLists.txt): CMake pastes its test files, a batch at a
-time, into one translation unit, and the batches shift whenever a file is added or removed. So no
-two test files may declare the same name at file scope in the same namespace, whatever batch they
-land in. This check fails, naming the files and the name, when two do.
+time, into one translation unit, and which files share a batch changes whenever a file is added
+or removed. This check fails, naming the files and the name, when some batching would not
+compile (or would quietly mean another entity):
 
-It scans the batched test files (tests/**/*_test.cc less those given with --skip: main.cc's
-neighbours that keep their own translation unit) and the test headers (tests/**/*.h), and
-collects the names each declares at namespace scope: functions, variables, classes, enums and
-their enumerators, type and namespace aliases, using-declarations, and macros (a #define with no
-#undef after it). Two files collide when they declare one name in one namespace, where:
-  - an anonymous namespace counts as its enclosing one (in one translation unit all anonymous
-    namespaces of one enclosing namespace are one namespace, and their names are found there),
-    and so does `static`;
-  - a test file's `using namespace N;` at global scope reaches every later file of its batch,
-    so the global namespace and each such N count as one;
-  - a macro collides with the same name anywhere in another file's declarations or macros.
+  1. two test files declare one name at file scope in one namespace. An anonymous namespace
+     counts as its enclosing one (in one translation unit all anonymous namespaces of one
+     namespace are one, and their names are found in it), and so does `static`. A test file's
+     `using namespace N` at global scope reaches every later file of its batch, so the global
+     namespace and every such N count as one. A macro (a #define never #undef'd) collides with
+     any name of another file;
+  2. a test file declares a name that a project header its batch may include (one any batched
+     file includes, directly or not: test helpers and the library's own headers) declares in a
+     namespace that meets its own, as in 1, unless the file includes that header itself and
+     compiles beside it on its own;
+  3. a test file's name in namespace N is declared by a project header in a namespace enclosing
+     N: it hides the header's for all the code in N after it (a kiln::testing Model hid
+     kiln::Model from tests/cpu_reference.h, which is in kiln::testing);
+  4. a test file writes `M::` (or `using namespace M`) unqualified inside namespace P, where a
+     P'::M more inner than the one it means (P' enclosing or equal to P) is declared by another
+     test file or header: in a batch with it, `testing::` inside kiln::cpu names
+     kiln::cpu::testing instead of kiln::testing.
 Declarations of one entity are not collisions: using-declarations of it (`using kiln::DType;` in
-two files), the same namespace alias, and overloads or redeclarations within one file. A test
-file may also declare a name that a test header declares in the same namespace only when it
-includes that header (directly, through another test header, or through the precompiled headers
-given with --everywhere); otherwise it collides with the header in any batch that includes it.
+two files), one namespace alias, one file's own overloads and redeclarations.
 
-It is a lexical scan, not a compiler: it reads the declarations these tests write, and takes no
+It is a lexical scan, not a compiler: it reads the declarations these files write, follows
+#include "..." (root-relative, include/, or the including file's folder), and takes no
 preprocessor branch (a name under #if counts as declared). A name two files must both declare
 goes in ALLOWED below, with the reason.
 
 usage: check_names.py --root SRC [--skip FILE]... [--everywhere HEADER]... [--list]
-  (ctest runs it as unity_build_names: tests/CMakeLists.txt)
-Standard library only. Exit status: 0 no collision, 1 collisions (each printed), 2 bad command line.
+  --skip FILE        a tests/..._test.cc the unity build leaves out of its batches
+  --everywhere H     a header every batched file sees (the precompiled headers), as #include names it
+  (ctest runs it as unity_build_names, with both taken from tests/CMakeLists.txt)
+Standard library only; well under a second. Exit status: 0 clean, 1 problems (each printed), 2 bad
+command line.
 """
 import argparse
 import os

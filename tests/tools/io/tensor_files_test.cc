@@ -1,5 +1,4 @@
 #include "kiln/tensor_files.h"
-#include "tests/compiler/compile_util.h"
 #include "tests/temp_dir.h"
 
 #include <doctest/doctest.h>
@@ -16,7 +15,6 @@
 namespace fs = std::filesystem;
 using kiln::testing::ReadBytes;
 using kiln::testing::TempDir;
-using kiln::testing::Values;
 using kiln::testing::WriteBytes;
 using kiln::DType;
 using kiln::StatusCode;
@@ -34,6 +32,14 @@ HostTensor NamedTensor(std::string name, DType dtype, std::vector<int64_t> dims,
   t.bytes.resize(values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
+}
+
+// The elements as T (unlike kiln::testing::Values, no check on the byte count: no assertion).
+template <typename T>
+std::vector<T> ValuesOf(const HostTensor& t) {
+  std::vector<T> v(t.bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(T));
+  return v;
 }
 
 // np.save(f, np.array([[1.5, -2.0, 3.25], [0, 1, 2]], dtype='<f4')), byte for byte.
@@ -71,7 +77,7 @@ TEST_CASE("tensor files: reads a .npy written by numpy") {
   CHECK(t->name == "pixels");
   CHECK(t->dtype == DType::kFloat32);
   CHECK(t->dims == std::vector<int64_t>{2, 3});
-  CHECK(Values<float>(*t) == std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f, 1.0f, 2.0f});
+  CHECK(ValuesOf<float>(*t) == std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f, 1.0f, 2.0f});
   kiln::TensorView v = t->view();
   CHECK(v.rank == 2);
   CHECK(v.num_elements() == 6);
@@ -85,7 +91,7 @@ TEST_CASE("tensor files: .npy scalar, 1-d bool and v2 headers") {
   auto s = kiln::io::ParseNpy(sbytes.data(), sbytes.size(), "scalar");
   REQUIRE(s.ok());
   CHECK(s->dims.empty());
-  CHECK(Values<int64_t>(*s) == std::vector<int64_t>{7});
+  CHECK(ValuesOf<int64_t>(*s) == std::vector<int64_t>{7});
 
   const std::string bbytes = NpyWithHeader("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x00", 2));
   auto b = kiln::io::ParseNpy(bbytes.data(), bbytes.size(), "bool");
@@ -134,7 +140,7 @@ TEST_CASE("tensor files: .npy round trip for every dtype NumPy has") {
   CHECK(ReadBytes(dir / "s.npy").find("'shape': ()") != std::string::npos);
   auto s = kiln::io::ReadNpyFile(dir / "s.npy");
   REQUIRE(s.ok());
-  CHECK(Values<float>(*s) == std::vector<float>{4.0f});
+  CHECK(ValuesOf<float>(*s) == std::vector<float>{4.0f});
 
   HostTensor bf = NamedTensor<uint16_t>("bf", DType::kBFloat16, {1}, {0x3f80});
   CHECK(kiln::io::WriteNpyFile(dir / "bf.npy", bf).code() == StatusCode::kUnimplemented);
@@ -155,7 +161,7 @@ TEST_CASE("tensor files: SerializeNpy's bytes are the file's, and ParseNpy reads
   CHECK((*bytes)[127] == '\n');
   auto back = kiln::io::ParseNpy(bytes->data(), bytes->size(), "memory");
   REQUIRE(back.ok());
-  CHECK(Values<int16_t>(*back) == std::vector<int16_t>{1, -2, 300, -32768});
+  CHECK(ValuesOf<int16_t>(*back) == std::vector<int16_t>{1, -2, 300, -32768});
   // Bytes that do not match dims and dtype are refused, naming the tensor.
   t.bytes.pop_back();
   auto bad = kiln::io::SerializeNpy(t);
@@ -231,7 +237,7 @@ TEST_CASE("tensor files: reads TensorProto bytes written by hand") {
   CHECK(t->name == "x");
   CHECK(t->dtype == DType::kFloat32);
   CHECK(t->dims == std::vector<int64_t>{2});
-  CHECK(Values<float>(*t) == std::vector<float>{0.5f, -1.0f});
+  CHECK(ValuesOf<float>(*t) == std::vector<float>{0.5f, -1.0f});
 
   // Cut inside raw_data: protobuf rejects it.
   CHECK(kiln::io::ParseTensorProto(bytes.data(), bytes.size() - 1, "cut.pb").status().code() ==
@@ -272,7 +278,7 @@ TEST_CASE("tensor files: TensorProto round trip and typed fields") {
   std::string s = p.SerializeAsString();
   auto i64 = kiln::io::ParseTensorProto(s.data(), s.size(), "i64.pb");
   REQUIRE(i64.ok());
-  CHECK(Values<int64_t>(*i64) == std::vector<int64_t>{-1, int64_t{1} << 40, 5});
+  CHECK(ValuesOf<int64_t>(*i64) == std::vector<int64_t>{-1, int64_t{1} << 40, 5});
 
   onnx::TensorProto h;
   h.set_data_type(onnx::TensorProto::FLOAT16);
@@ -282,7 +288,7 @@ TEST_CASE("tensor files: TensorProto round trip and typed fields") {
   s = h.SerializeAsString();
   auto f16 = kiln::io::ParseTensorProto(s.data(), s.size(), "f16.pb");
   REQUIRE(f16.ok());
-  CHECK(Values<uint16_t>(*f16) == std::vector<uint16_t>{0x3c00, 0xc000});
+  CHECK(ValuesOf<uint16_t>(*f16) == std::vector<uint16_t>{0x3c00, 0xc000});
 
   onnx::TensorProto sc;  // a scalar
   sc.set_data_type(onnx::TensorProto::DOUBLE);
@@ -291,7 +297,7 @@ TEST_CASE("tensor files: TensorProto round trip and typed fields") {
   auto d = kiln::io::ParseTensorProto(s.data(), s.size(), "d.pb");
   REQUIRE(d.ok());
   CHECK(d->dims.empty());
-  CHECK(Values<double>(*d) == std::vector<double>{2.5});
+  CHECK(ValuesOf<double>(*d) == std::vector<double>{2.5});
 
   HostTensor wrong = NamedTensor<float>("w", DType::kFloat32, {3}, {1, 2});
   CHECK(kiln::io::WriteTensorProtoFile(dir / "w.pb", wrong).code() == StatusCode::kInvalidArgument);
@@ -382,7 +388,7 @@ TEST_CASE("tensor files: TensorProto wire format agrees with protobuf's") {
   unpacked += "\x28\x64";  // int32_data 100
   auto i8 = kiln::io::ParseTensorProto(unpacked.data(), unpacked.size(), "unpacked.pb");
   REQUIRE(i8.ok());
-  CHECK(Values<int8_t>(*i8) == std::vector<int8_t>{-3, 100});
+  CHECK(ValuesOf<int8_t>(*i8) == std::vector<int8_t>{-3, 100});
   onnx::TensorProto ref;
   REQUIRE(ref.ParseFromString(unpacked));
   CHECK(ref.int32_data_size() == 2);
@@ -402,7 +408,7 @@ TEST_CASE("tensor files: TensorProto wire format agrees with protobuf's") {
   CHECK(ref.float_data_size() == 3);
   auto floats = kiln::io::ParseTensorProto(mixed.data(), mixed.size(), "mixed.pb");
   REQUIRE(floats.ok());
-  CHECK(Values<float>(*floats) == std::vector<float>{1, 2, 3});
+  CHECK(ValuesOf<float>(*floats) == std::vector<float>{1, 2, 3});
 
   // A record whose wire type does not match its field is an unknown field to protobuf: here
   // data_type as a length-delimited record leaves data_type unset.
@@ -437,7 +443,7 @@ TEST_CASE("tensor files: ReadInputDir loads input_N.pb or NAME.npy in model orde
   REQUIRE(in.ok());
   REQUIRE(in->size() == 2);
   CHECK((*in)[0].dims == std::vector<int64_t>{1, 4});
-  CHECK(Values<int64_t>((*in)[1]) == std::vector<int64_t>{16000});
+  CHECK(ValuesOf<int64_t>((*in)[1]) == std::vector<int64_t>{16000});
 
   auto missing = kiln::io::ReadInputDir(dir.path.string(), {"input", "sr", "state"});
   CHECK(missing.status().code() == StatusCode::kNotFound);
@@ -477,7 +483,7 @@ TEST_CASE("tensor files: WriteOutputDir and views of host tensors") {
   const float values[] = {1, 2, 3, 4, 5, 6};
   HostTensor copy = HostTensor::FromView("c", kiln::TensorView::Host(values, DType::kFloat32, {3, 2}));
   CHECK(copy.dims == std::vector<int64_t>{3, 2});
-  CHECK(Values<float>(copy) == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(ValuesOf<float>(copy) == std::vector<float>{1, 2, 3, 4, 5, 6});
   CHECK(kiln::io::Describe(copy) == "float32[3, 2]");
 }
 
