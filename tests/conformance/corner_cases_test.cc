@@ -28,8 +28,12 @@ HostTensor HostTensorOf(DType dtype, std::vector<int64_t> dims, std::vector<T> v
   std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
-HostTensor F32(std::vector<int64_t> dims, std::vector<float> v) { return HostTensorOf(DType::kFloat32, std::move(dims), v); }
-HostTensor I32(std::vector<int64_t> dims, std::vector<int32_t> v) { return HostTensorOf(DType::kInt32, std::move(dims), v); }
+HostTensor F32(std::vector<int64_t> dims, std::vector<float> v) {
+  return HostTensorOf(DType::kFloat32, std::move(dims), v);
+}
+HostTensor I32(std::vector<int64_t> dims, std::vector<int32_t> v) {
+  return HostTensorOf(DType::kInt32, std::move(dims), v);
+}
 
 // The elements as T (unlike Values, compile_util.h, no check on the byte count: no assertion).
 template <typename T>

@@ -171,7 +171,8 @@ onnx::ModelProto ConvModel() {
 
 std::vector<EpilogueCase> Cases() {
   return {
-      {"MatMul + bias + Relu", MlpModel(), {RandomFloats(kM * kK, 10, -1.0f, 1.0f)}, {{kM, kK}}, "MatMul(", MlpReference},
+      {"MatMul + bias + Relu", MlpModel(), {RandomFloats(kM * kK, 10, -1.0f, 1.0f)}, {{kM, kK}}, "MatMul(",
+       MlpReference},
       {"Gemm (beta 0.5) + bias + Relu", GemmModel(), {RandomFloats(kM * kK, 11, -1.0f, 1.0f)}, {{kM, kK}}, "Gemm(",
        GemmReference},
       {"Conv (own B) + bias + residual + Relu",

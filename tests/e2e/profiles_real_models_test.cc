@@ -168,7 +168,8 @@ TEST_CASE("profiles on Silero VAD: a fixed sequence length gives the default art
     MESSAGE("skipped: " << dir << " is missing (run tests/e2e/make_package_testdata.py)");
     return;
   }
-  auto multi = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {"input:1=576", "input:batch=1..4,sequence=576"}));
+  auto multi =
+      kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {"input:1=576", "input:batch=1..4,sequence=576"}));
   auto single = kiln::Model::Load(CompileWithProfiles(dir + "/model.onnx", {}));
   REQUIRE(multi.ok());
   REQUIRE(single.ok());

@@ -9,7 +9,7 @@ namespace kiln {
 namespace {
 
 PrologueDim Const(int64_t v) { return {-1, v}; }
-PrologueDim PrologueSym(int32_t s, int64_t min, int64_t max, int64_t divisor = 1) {
+PrologueDim Sym(int32_t s, int64_t min, int64_t max, int64_t divisor = 1) {
   return {s, 0, min, max, divisor};
 }
 
@@ -17,7 +17,7 @@ PrologueDim PrologueSym(int32_t s, int64_t min, int64_t max, int64_t divisor = 1
 Prologue ImagePrologue() {
   Prologue p;
   p.symbols = {"N", "H", "W"};
-  p.inputs = {{"x", DType::kFloat32, {PrologueSym(0, 1, 64), Const(3), PrologueSym(1, 1, 1024, 32), PrologueSym(2, 1, INT64_MAX)}}};
+  p.inputs = {{"x", DType::kFloat32, {Sym(0, 1, 64), Const(3), Sym(1, 1, 1024, 32), Sym(2, 1, INT64_MAX)}}};
   return p;
 }
 
@@ -103,8 +103,8 @@ TEST_CASE("prologue failure messages, one per check kind") {
 TEST_CASE("prologue symbol bound by one input and checked at another") {
   Prologue p;
   p.symbols = {"batch"};
-  p.inputs = {{"input", DType::kFloat32, {PrologueSym(0, 1, 16), Const(4)}},
-              {"state", DType::kFloat32, {Const(2), PrologueSym(0, 1, 16)}}};
+  p.inputs = {{"input", DType::kFloat32, {Sym(0, 1, 16), Const(4)}},
+              {"state", DType::kFloat32, {Const(2), Sym(0, 1, 16)}}};
   Checker c(p);
   CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 4}), TensorView::Host(buf, DType::kFloat32, {2, 1})}) == "");
   CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 4}), TensorView::Host(buf, DType::kFloat32, {2, 2})}) ==
@@ -116,7 +116,7 @@ TEST_CASE("prologue symbol bound by one input and checked at another") {
 TEST_CASE("prologue guards") {
   Prologue p;
   p.symbols = {"T"};
-  p.inputs = {{"x", DType::kFloat32, {PrologueSym(0, 1, 100)}}};
+  p.inputs = {{"x", DType::kFloat32, {Sym(0, 1, 100)}}};
   p.guards = {{2, "T == 1"}};
   p.guard_exprs = 3;
   std::vector<Expr> x = {{ExprOp::kVar, 0, 0}, {ExprOp::kConst, 1, 0}, {ExprOp::kEq, 0, 1}};
@@ -138,7 +138,7 @@ TEST_CASE("prologue guards") {
   // A Conv's output extent guard names only the symbols it reads, and the input dim that bound each.
   Prologue conv;
   conv.symbols = {"N", "H", "W"};
-  conv.inputs = {{"img", DType::kFloat32, {PrologueSym(0, 1, 100), Const(1), PrologueSym(1, 1, 100), PrologueSym(2, 1, 100)}}};
+  conv.inputs = {{"img", DType::kFloat32, {Sym(0, 1, 100), Const(1), Sym(1, 1, 100), Sym(2, 1, 100)}}};
   conv.guards = {{4, "(0 < (H-2)) from node 'c' (Conv), whose output 'y' dim 2 must be >= 1"}};
   conv.guard_exprs = 5;
   // 0 < (H - 2): node 2 is H - 2, node 4 compares the constant 0 (node 3) with it.
@@ -155,11 +155,11 @@ TEST_CASE("prologue guards") {
 Prologue ValuePrologue() {
   Prologue p;
   p.symbols = {"N", "sr", "k"};
-  PrologueInput input{"input", DType::kFloat32, {PrologueSym(0, 1, 64), Const(576)}};
+  PrologueInput input{"input", DType::kFloat32, {Sym(0, 1, 64), Const(576)}};
   PrologueInput sr{"sr", DType::kInt64, {}};
-  sr.values = {PrologueSym(1, INT64_MIN, INT64_MAX)};
+  sr.values = {Sym(1, INT64_MIN, INT64_MAX)};
   PrologueInput shape{"shape", DType::kInt32, {Const(2)}};
-  shape.values = {PrologueSym(0, 1, 64), PrologueSym(2, 0, 8, 2)};  // N again; k even, 0..8
+  shape.values = {Sym(0, 1, 64), Sym(2, 0, 8, 2)};  // N again; k even, 0..8
   p.inputs = {input, sr, shape};
   p.guards = {{2, "(sr == 16000) from node 'If_0' (If), whose then branch this entry was compiled for"}};
   p.guard_exprs = 3;
@@ -237,7 +237,7 @@ TEST_CASE("prologue text is a trace of every check, in the order they run") {
   // guard's origin print as the compiler wrote them.
   Prologue two;
   two.symbols = {"B"};
-  two.inputs = {{"a:0", DType::kUInt8, {PrologueSym(0, 1, INT64_MAX)}}, {"b", DType::kInt64, {PrologueSym(0, 1, INT64_MAX)}}};
+  two.inputs = {{"a:0", DType::kUInt8, {Sym(0, 1, INT64_MAX)}}, {"b", DType::kInt64, {Sym(0, 1, INT64_MAX)}}};
   two.guards = {{0, "(B < 9) from node 'n' (If)"}};
   two.guard_exprs = 1;
   const std::string u = PrologueText(two, x);

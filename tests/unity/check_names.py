@@ -645,7 +645,8 @@ def main():
     ap.add_argument("--everywhere", action="append", default=[],
                     help="a header every batched file sees (kiln_tests' precompiled headers), as #include names it")
     ap.add_argument("--list", action="store_true", help="print what each test file declares, then check")
-    ap.add_argument("--debug", metavar="FILE", help="print each namespace-scope declaration of FILE and what it declares")
+    ap.add_argument("--debug", metavar="FILE",
+                    help="print each namespace-scope declaration of FILE and what it declares")
     args = ap.parse_args()
     if args.debug:
         scan(args.debug, args.debug, debug=True)

@@ -257,7 +257,8 @@ void CompareWithInterpreter(const HostKernels& lib, const EmittedKernel& k, cons
 }
 
 void CompareWithInterpreter(ProgramId id, const std::vector<int64_t>& sizes, uint32_t seed,
-                            void (*fill)(KernelRun&) = nullptr, std::optional<testing::HostLaunch> launch = std::nullopt) {
+                            void (*fill)(KernelRun&) = nullptr,
+                            std::optional<testing::HostLaunch> launch = std::nullopt) {
   const Suite& s = GetSuite();
   CompareWithInterpreter(*s.lib, s.kernels[id], s.programs[id], id, sizes, seed, fill, launch);
 }

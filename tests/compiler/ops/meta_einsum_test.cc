@@ -13,7 +13,8 @@ AttrMap EinsumAttrs(const char* equation) {
 }
 
 TEST_CASE("Einsum meta: output shape from the labels") {
-  auto bmm = InferOne("Einsum", {{DType::kFloat32, {5, 2, 3}}, {DType::kFloat32, {5, 3, 4}}}, EinsumAttrs("bij, bjk -> bik"));
+  auto bmm =
+      InferOne("Einsum", {{DType::kFloat32, {5, 2, 3}}, {DType::kFloat32, {5, 3, 4}}}, EinsumAttrs("bij, bjk -> bik"));
   REQUIRE(bmm.ok());
   CHECK(ShapeToString(bmm->shape) == "[5, 2, 4]");
   auto diag = InferOne("Einsum", {{DType::kFloat64, {3, 5, 5}}}, EinsumAttrs("...ii ->...i"));

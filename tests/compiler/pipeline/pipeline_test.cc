@@ -83,7 +83,8 @@ TEST_CASE("pipeline: precision runs where it changes a dtype, fusion unless off,
 }
 
 TEST_CASE("pipeline: work done once for several entries records its time in each (one import, one codegen)") {
-  kiln::compiler::CompileOptions options = kiln::testing::WithProfiles({"x:N=1..4", "x:N=5..8"});  // no fixed dim: one import
+  // No fixed dim: one import.
+  kiln::compiler::CompileOptions options = kiln::testing::WithProfiles({"x:N=1..4", "x:N=5..8"});
   auto model = kiln::Model::Load(kiln::testing::CompileModel(AddConstantModel(), options));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
   REQUIRE(model->entries().size() == 2);

@@ -32,7 +32,8 @@ TEST_CASE("trace api: a MatMul shape mismatch names the op, its arguments and bo
   CHECK_FALSE(scores.valid());
   const kiln::Status st = b.status();
   REQUIRE(st.code() == StatusCode::kInvalidArgument);
-  CHECK_MESSAGE(Contains(st.message(), "MatMul 'scores' (a: 'q' float32[N, 4, 8], b: 'k' float32[N, 6, 8])"), st.message());
+  CHECK_MESSAGE(Contains(st.message(), "MatMul 'scores' (a: 'q' float32[N, 4, 8], b: 'k' float32[N, 6, 8])"),
+                st.message());
   CHECK_MESSAGE(Contains(st.message(), "inner dims differ"), st.message());
   // Later ops, outputs and compiles report the first error unchanged.
   Tensor y = Softmax(Relu(scores), -1, "p");
@@ -130,7 +131,8 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
     Builder b;
     Tensor i = b.Input("i", DType::kInt64, {2});
     CHECK_FALSE((i * 2.0f).valid());
-    CHECK(Contains(b.status().message(), "Mul 'mul' (a: 'i' int64[2], b: 2): a float scalar operand needs a float tensor"));
+    CHECK(Contains(b.status().message(),
+                   "Mul 'mul' (a: 'i' int64[2], b: 2): a float scalar operand needs a float tensor"));
   }
   SUBCASE("Conv2d on a rank-3 input") {
     Builder b;
@@ -142,7 +144,8 @@ TEST_CASE("trace api: bad inputs, parameters, arguments and outputs are recorded
     Builder b;
     Tensor x = b.Input("x", DType::kFloat32, {2, 3});
     CHECK_FALSE(Reshape(x, {4, 2}, "r").valid());
-    CHECK_MESSAGE(Contains(b.status().message(), "Reshape 'r' (x: 'x' float32[2, 3], shape: [4, 2])"), b.status().message());
+    CHECK_MESSAGE(Contains(b.status().message(), "Reshape 'r' (x: 'x' float32[2, 3], shape: [4, 2])"),
+                  b.status().message());
   }
   SUBCASE("outputs: an input, a parameter, twice, a taken name; no outputs at all") {
     Builder b;
@@ -198,5 +201,6 @@ TEST_CASE("trace api: outputs are renamed as asked, profiles make entries, the a
   auto bad = b.Compile(o);
   REQUIRE_FALSE(bad.ok());
   CHECK_MESSAGE(Contains(bad.status().message(), "'y'"), bad.status().message());
-  CHECK(b.CompileToFile((dir / "no_such_folder") + "/a.kiln", TraceCpuOptions()).code() == StatusCode::kFailedPrecondition);
+  CHECK(b.CompileToFile((dir / "no_such_folder") + "/a.kiln", TraceCpuOptions()).code() ==
+        StatusCode::kFailedPrecondition);
 }

@@ -177,7 +177,8 @@ TEST_CASE("epilogue: MatMul (shared or batched B, float32 or float64) equals Mat
     }
   }
   // float64 through the same path.
-  auto a = RandomOperand<double>({3, 4}, 90), b = RandomOperand<double>({4, 5}, 91), r = RandomOperand<double>({3, 5}, 92);
+  auto a = RandomOperand<double>({3, 4}, 90), b = RandomOperand<double>({4, 5}, 91);
+  auto r = RandomOperand<double>({3, 5}, 92);
   auto bias = RandomOperand<double>({5}, 93);
   auto y = Output(DType::kFloat64, {3, 5});
   REQUIRE(RunKernel("MatMul", EpilogueAttrs({}, "SiLU", true, true), {&a, &b, &bias, &r}, {&y}).ok());

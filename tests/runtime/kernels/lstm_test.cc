@@ -43,8 +43,10 @@ TEST_CASE("LSTM forward, no bias or initial state") {
   CheckLstmClose(y.values<float>(), {-0.02533043f, -0.1111727f, 0.1108601f, -0.05153406f, -0.09724043f, 0.08846991f,
                                  -0.08679228f, -0.1267439f, 0.1155537f, -0.1255269f, -0.1110969f, 0.08792169f,
                                  0.0404481f, -0.02848379f, -0.02772689f, -0.003583319f, -0.01938853f, -0.05450017f});
-  CheckLstmClose(yh.values<float>(), {0.0404481f, -0.02848379f, -0.02772689f, -0.003583319f, -0.01938853f, -0.05450017f});
-  CheckLstmClose(yc.values<float>(), {0.07947128f, -0.06690466f, -0.04431187f, -0.006677225f, -0.04638966f, -0.09280008f});
+  CheckLstmClose(yh.values<float>(),
+                 {0.0404481f, -0.02848379f, -0.02772689f, -0.003583319f, -0.01938853f, -0.05450017f});
+  CheckLstmClose(yc.values<float>(),
+                 {0.07947128f, -0.06690466f, -0.04431187f, -0.006677225f, -0.04638966f, -0.09280008f});
 }
 
 TEST_CASE("LSTM bidirectional with bias, sequence_lens, initial state and peepholes") {
