@@ -247,8 +247,8 @@ struct ContextOptions {
   // multiply): past it the Run fails with kResourceExhausted naming the loop's instruction, so a
   // hostile model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
   int64_t max_loop_iterations = 10'000'000;
-  CpuOptions cpu;
-  CudaOptions cuda;
+  CpuOptions cpu = {};
+  CudaOptions cuda = {};
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
