@@ -85,6 +85,12 @@ foreach(file IN LISTS kiln_family_files)
   endif()
 endforeach()
 
+# Compiled without exceptions, unwind tables or RTTI (docs/edge.md, "A selective runtime", says
+# what a failure does then): the runtime reports every error as a Status, catches no exception
+# (runtime/kernels/thread_pool.cc starts its threads with pthread_create, which returns an error
+# code) and uses no dynamic_cast or typeid outside the oneDNN glue, which a selective runtime leaves out.
+set(KILN_SELECTIVE_COMPILE_OPTIONS -fno-exceptions -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-rtti)
+
 set(kiln_missing ${kiln_ops})
 list(REMOVE_ITEM kiln_missing ${kiln_found})
 if(kiln_missing)
