@@ -22,7 +22,8 @@
 #   - writes generated/selective/selected_ops.inc (the ops, for runtime/kernels/selective.h) and
 #     selected_families.inc (the accessors of the families that hold them, for registry.cc);
 #   - sets KILN_SELECTIVE_DROPPED_SOURCES: the family files that hold none of them, the
-#     interpreter's AVX2 and AVX-512 builds and the C API, which CMakeLists.txt leaves out.
+#     interpreter's AVX2 and AVX-512 builds, the C API and the CUDA backend's claims, which
+#     CMakeLists.txt leaves out.
 # An op that no family has fails the configuration, naming it.
 
 if(NOT EXISTS "${KILN_SELECTED_OPS}")
@@ -47,11 +48,11 @@ endif()
 
 # Each family's ops and accessor, from its source.
 file(GLOB kiln_family_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/kernels/*.cc)
-# Not in a selective runtime whatever the ops: the interpreter's AVX2 and AVX-512 builds, and the C
-# API (its users link the default runtime).
+# Not in a selective runtime whatever the ops: the interpreter's AVX2 and AVX-512 builds, the C API
+# (its users link the default runtime), and the CUDA backend's claims (runtime/backend_registry.cc).
 set(KILN_SELECTIVE_DROPPED_SOURCES
   ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx2.cc ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx512.cc
-  ${CMAKE_SOURCE_DIR}/runtime/c_api.cc)
+  ${CMAKE_SOURCE_DIR}/runtime/c_api.cc ${CMAKE_SOURCE_DIR}/runtime/cuda/claims.cc)
 set(kiln_accessors)
 set(kiln_found)
 foreach(file IN LISTS kiln_family_files)
