@@ -14,13 +14,17 @@
 # KILN_SELECTED_OPS names a file of op types, one per line ('#' starts a comment). A selective
 # runtime refuses, at Model::Load, an artifact with an instruction whose kernel it lacks
 # (UNIMPLEMENTED: "entry 0 instruction 3 'name' op 'Pad' has no CPU kernel in this runtime",
-# runtime/verify.cc). scripts/selective.sh builds and checks one in CI.
+# runtime/verify.cc). The file may also name kiln.LoopBegin and kiln.LoopEnd, a run-time Loop's
+# control, which the executor runs (runtime/executor/loop.h): both, or neither, and then the runtime
+# leaves that control out (about 8 KB) and refuses at load an artifact that has it. scripts/selective.sh
+# builds and checks one in CI.
 #
 # It reads each kernel family's table (runtime/kernels/*.cc: `constexpr KernelDef kKernels[] =
 # {{"Op", ...}, ...};` and the accessor that returns KeptKernels<kKernels>()) to find the family
 # of each listed op, then:
-#   - writes generated/selective/selected_ops.inc (the ops, for runtime/kernels/selective.h) and
-#     selected_families.inc (the accessors of the families that hold them, for registry.cc);
+#   - writes generated/selective/selected_ops.inc (the ops, and whether the loop control is kept,
+#     for runtime/kernels/selective.h) and selected_families.inc (the accessors of the families that
+#     hold them, for registry.cc);
 #   - sets KILN_SELECTIVE_DROPPED_SOURCES: the family files that hold none of them, the
 #     interpreter's AVX2 and AVX-512 builds, the C API and the CUDA backend's claims, which
 #     CMakeLists.txt leaves out.
@@ -42,8 +46,21 @@ foreach(line IN LISTS kiln_lines)
 endforeach()
 list(REMOVE_DUPLICATES kiln_ops)
 list(SORT kiln_ops)
+# A run-time Loop's control: the executor's, not a kernel's.
+set(kiln_loop_control)
+foreach(op kiln.LoopBegin kiln.LoopEnd)
+  if(op IN_LIST kiln_ops)
+    list(APPEND kiln_loop_control ${op})
+    list(REMOVE_ITEM kiln_ops ${op})
+  endif()
+endforeach()
+list(LENGTH kiln_loop_control kiln_loop_ops)
+if(kiln_loop_ops EQUAL 1)
+  message(FATAL_ERROR "KILN_SELECTED_OPS: ${KILN_SELECTED_OPS} lists ${kiln_loop_control} alone: a run-time Loop's "
+                      "control is kiln.LoopBegin and kiln.LoopEnd, both or neither")
+endif()
 if(NOT kiln_ops)
-  message(FATAL_ERROR "KILN_SELECTED_OPS: ${KILN_SELECTED_OPS} lists no op")
+  message(FATAL_ERROR "KILN_SELECTED_OPS: ${KILN_SELECTED_OPS} lists no op with a CPU kernel")
 endif()
 
 # Each family's ops and accessor, from its source.
@@ -104,6 +121,11 @@ foreach(op IN LISTS kiln_ops)
   string(APPEND kiln_ops_inc "    \"${op}\",\n")
 endforeach()
 string(APPEND kiln_ops_inc "};\n")
+if(kiln_loop_control)
+  string(APPEND kiln_ops_inc "constexpr bool kSelectedLoopControl = true;\n")
+else()
+  string(APPEND kiln_ops_inc "constexpr bool kSelectedLoopControl = false;\n")
+endif()
 list(JOIN kiln_accessors "(), " kiln_families_inc)
 # file(CONFIGURE) writes only when the text changes, so a reconfigure rebuilds nothing.
 file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/selective/selected_ops.inc
@@ -113,4 +135,10 @@ file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/generated/selective/selected_families.
 list(LENGTH kiln_ops kiln_num_ops)
 list(JOIN kiln_ops " " kiln_ops_text)
 list(JOIN kiln_accessors " " kiln_accessors_text)
-message(STATUS "Kiln: selective runtime: ${kiln_num_ops} ops (${kiln_ops_text}) from the families ${kiln_accessors_text}")
+if(kiln_loop_control)
+  set(kiln_loop_text "with")
+else()
+  set(kiln_loop_text "without")
+endif()
+message(STATUS "Kiln: selective runtime: ${kiln_num_ops} ops (${kiln_ops_text}) from the families ${kiln_accessors_text}, "
+               "${kiln_loop_text} a run-time Loop's control")

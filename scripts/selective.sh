@@ -13,9 +13,10 @@
 #     test set against onnxruntime's outputs (atol 1e-4, rtol 1e-3), on 1 and 2 threads;
 #   - it must fail: on a reference from another test set (MISMATCH, exit 1), and at Model::Load on
 #     an artifact that needs a kernel it lacks (Silero compiled --no-fuse: UNIMPLEMENTED, naming
-#     the instruction and the op).
+#     the instruction and the op) and on one with a run-time Loop, whose control the op list does
+#     not name (tests/selective/make_loop_model.py; `kiln inspect --ops` lists kiln.LoopBegin).
 #
-# Needs the normal build first (scripts/test.sh: build/kiln, build/testdata). Builds in
+# Needs the normal build first (scripts/test.sh: build/kiln, build/testdata, build/venv). Builds in
 # build/selective ($SELECTIVE_BUILD_DIR when set). Run from anywhere.
 #   scripts/selective.sh [--build-only]   --build-only: configure and build, then stop (needs
 #   nothing else; scripts/test.sh runs it in the background, niced, on the cores the tiers before
@@ -41,7 +42,7 @@ log() { echo "[selective] $*"; }
 START=$SECONDS
 
 MODELS=(silero_vad silero_vad_16k_op15 ch_ppocr_mobile_v2.0_cls)
-((BUILD_ONLY)) || for f in build/kiln "${MODELS[@]/#/build/testdata/}"; do
+((BUILD_ONLY)) || for f in build/kiln build/venv/bin/python "${MODELS[@]/#/build/testdata/}"; do
   [[ -e $f ]] || { log "error: no $f (run scripts/test.sh first)"; exit 1; }
 done
 
@@ -112,4 +113,13 @@ out=$("$RUNNER" "$WORK/unfused.kiln" build/testdata/silero_vad_16k_op15/test_dat
 [[ $rc == 1 ]] && grep -qE "UNIMPLEMENTED: .* instruction [0-9]+ .* op '[A-Za-z]+' has no CPU kernel in this runtime" <<<"$out" ||
   { echo "$out"; log "FAIL: an artifact that needs a missing kernel gave exit $rc without naming it"; exit 1; }
 log "an artifact that needs a kernel it lacks is refused at load: ${out#*: }"
+build/venv/bin/python tests/selective/make_loop_model.py "$WORK/loop.onnx"
+build/kiln compile "$WORK/loop.onnx" -o "$WORK/loop.kiln" --arch none -q >/dev/null
+build/kiln inspect --ops "$WORK/loop.kiln" | grep -qx kiln.LoopBegin ||
+  { log "FAIL: kiln inspect --ops lists no kiln.LoopBegin for an artifact with a run-time Loop"; exit 1; }
+rc=0
+out=$("$RUNNER" "$WORK/loop.kiln" "$WORK" 2>&1) || rc=$?
+[[ $rc == 1 ]] && grep -qE "UNIMPLEMENTED: .* instruction [0-9]+ .* op 'kiln.LoopBegin', a run-time Loop's control, is not in this selective runtime" <<<"$out" ||
+  { echo "$out"; log "FAIL: an artifact with a run-time Loop gave exit $rc without naming kiln.LoopBegin"; exit 1; }
+log "an artifact with a run-time Loop is refused at load: ${out#*: }"
 log "ok: build $((BUILT - START)) s, total $((SECONDS - START)) s"
