@@ -107,7 +107,9 @@ endforeach()
 # what a failure does then): the runtime reports every error as a Status, catches no exception
 # (runtime/kernels/thread_pool.cc starts its threads with pthread_create, which returns an error
 # code) and uses no dynamic_cast or typeid outside the oneDNN glue, which a selective runtime leaves out.
-set(KILN_SELECTIVE_COMPILE_OPTIONS -fno-exceptions -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-rtti)
+# -fno-plt calls libc and libstdc++ through the GOT, with no PLT stubs (1.7 KB): their symbols are
+# then bound when the library loads rather than at their first call.
+set(KILN_SELECTIVE_COMPILE_OPTIONS -fno-exceptions -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-rtti -fno-plt)
 
 set(kiln_missing ${kiln_ops})
 list(REMOVE_ITEM kiln_missing ${kiln_found})
