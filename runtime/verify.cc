@@ -471,7 +471,7 @@ class EntryVerifier {
                              "selective runtime (its op list names no kiln.LoopBegin and kiln.LoopEnd)");
       if (op == "kiln.LoopBegin") return Operands(ins, loop::kBeginArity, where);
       if (op == "kiln.LoopEnd") return Operands(ins, loop::kEndArity, where);
-      const cpu::KernelDef* k = cpu::FindKernel(ins.op()->string_view());
+      const cpu::KernelDef* k = cpu::FindKernel(op);
       if (k == nullptr)
         return Unimplemented(where + " op '" + ins.op()->str() + "' has no CPU kernel in this runtime");
       return Operands(ins, k->arity, where);
