@@ -1,6 +1,7 @@
 // Which CPU kernels this runtime keeps: all of them, or in a selective build (CMake
-// KILN_SELECTED_OPS, cmake/selective.cmake) only those of the ops it lists; and whether it keeps a
-// run-time Loop's control, which a selective build keeps only when its list names it.
+// KILN_SELECTED_OPS, cmake/selective.cmake) only those of the ops it lists; whether it keeps a
+// run-time Loop's control, which a selective build keeps only when its list names it; and whether
+// it may run ops on oneDNN, which a selective build never does.
 //
 // Each kernel family (runtime/kernels/*.cc) hands out its table through KeptKernels<kKernels>(),
 // which copies, at compile time, only the rows of kept ops. The full table is then read only by
@@ -47,6 +48,18 @@ constexpr bool KeepsKernel(std::string_view op) {
 constexpr bool KeepsLoopControl() {
 #if KILN_SELECTIVE
   return kSelectedLoopControl;
+#else
+  return true;
+#endif
+}
+
+// Whether the CPU backend may run ops on oneDNN (runtime/cpu/onednn/onednn.h; at run time, where
+// OneDnnBuilt() and CpuOptions::onednn): every runtime but a selective one, which is built without
+// oneDNN (cmake/selective.cmake), so that the backend's oneDNN planning (runtime/cpu/backend.cc)
+// is left out of it as code that could never run.
+constexpr bool KeepsOneDnn() {
+#if KILN_SELECTIVE
+  return false;
 #else
   return true;
 #endif
