@@ -3,8 +3,9 @@
 # size budget that every optimised build checks. Included by CMakeLists.txt before the runtime's
 # libraries are made (the source properties must be set first).
 
-# Built with -Os (Debug builds keep -O0; Makefiles do not rebuild an object when only these flags
-# change: delete it), code whose speed is not a model's:
+# Built with -Os (Debug builds keep -O0, MinSizeRel builds build everything for size already;
+# Makefiles do not rebuild an object when only these flags change: delete it), code whose speed is
+# not a model's:
 # - code that runs once per model, context or input shape: loading and verifying artifacts and
 #   their fused programs, memory plans, the op table, statuses, and the C API's wrappers;
 # - the CUDA backend (runtime/cuda/): host code that plans and launches, while the GPU, cuBLASLt
@@ -34,7 +35,7 @@ set(KILN_RUNTIME_FOR_SIZE
   runtime/kernels/math.cc runtime/kernels/matrix.cc runtime/kernels/feature_norm.cc runtime/kernels/cumulative.cc
   runtime/kernels/scatter.cc runtime/kernels/tensor_scatter.cc runtime/kernels/selection.cc
   runtime/kernels/einsum_equation.cc)
-set_source_files_properties(${KILN_RUNTIME_FOR_SIZE} PROPERTIES COMPILE_OPTIONS $<$<NOT:$<CONFIG:Debug>>:-Os>)
+set_source_files_properties(${KILN_RUNTIME_FOR_SIZE} PROPERTIES COMPILE_OPTIONS $<$<NOT:$<CONFIG:Debug,MinSizeRel>>:-Os>)
 
 # kiln_runtime_footprint(): after kiln_add_libraries(kiln_runtime ...). The map of the shared
 # library's link (none with link-time optimisation, whose map names only its own partitions), and

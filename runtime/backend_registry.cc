@@ -1,13 +1,17 @@
 // The backends this runtime knows (runtime/backend.h). The CUDA backend runs when the CUDA
 // toolkit's headers were found (CMakeLists.txt: runtime/cuda/ needs them); its claims
-// (runtime/cuda/claims.cc) need none and are always here.
+// (runtime/cuda/claims.cc) need none and are here in every runtime but a selective one
+// (cmake/selective.cmake), which registers the CPU backend alone: it has no compiler to record
+// CUDA placements for, and an artifact records its own.
 #include <string>
 #include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/cpu/claims.h"
+#if !KILN_SELECTIVE
 #include "runtime/cuda/claims.h"
+#endif
 #if KILN_HAVE_CUDA
 #include "runtime/cuda/backend.h"
 #endif
@@ -19,7 +23,7 @@ std::vector<BackendRegistration>& Registry() {
   static std::vector<BackendRegistration> backends = {
 #if KILN_HAVE_CUDA
       {Device::kCuda, "cuda", "CUDA", &cuda::CreateBackend, &cuda::ClaimOp, nullptr},
-#else
+#elif !KILN_SELECTIVE
       {Device::kCuda, "cuda", "CUDA", nullptr, &cuda::ClaimOp, "this runtime was built without the CUDA toolkit"},
 #endif
       {Device::kCpu, "cpu", "CPU", &cpu::CreateBackend, &cpu::ClaimOp, nullptr},

@@ -403,7 +403,11 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
     info.image_bytes.push_back(Size(im->data()));
   }
   info.source = Str(k.source());
+#if !KILN_SELECTIVE
+  // A selective runtime (cmake/selective.cmake) leaves the printed program, which only tools read,
+  // empty: the printer is about 3 KB of its code.
   info.program = fused::Print(p);
+#endif
   if (const fb::Launch* l = k.launch()) {
     info.launch = std::string(l->kind() == fb::LaunchKind::RowReduction ? "row reduction" : "elementwise") +
                   ", block " + to_string(l->block()) + (l->vector() > 1 ? ", vector " + to_string(l->vector()) : "") +
@@ -505,7 +509,10 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     const int64_t ns = impl.kernels[k].compile_ns;
     if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
+#if !KILN_SELECTIVE
+  // Empty in a selective runtime, as KernelInfo::program is (BuildKernelInfo): about 5 KB of code.
   info.prologue_text = PrologueText(pe.prologue, pe.exprs);
+#endif
   for (const PrologueInput& in : pe.prologue.inputs) {
     std::vector<DimCheckInfo>& dims = info.input_dims.emplace_back();
     for (const PrologueDim& d : in.dims)

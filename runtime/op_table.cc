@@ -20,7 +20,13 @@
 #include "runtime/op_table.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
+#include <utility>
+
+#if KILN_SELECTIVE
+#include "runtime/kernels/selective.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -276,15 +282,38 @@ constexpr bool Consistent(const OpInfo& r) {
 static_assert(std::all_of(std::begin(kOps), std::end(kOps), Consistent),
               "an op table row is inconsistent: a note on a row that is not kCpuOnly or none on one that is, or bad arity");
 
+#if KILN_SELECTIVE
+// A selective runtime (cmake/selective.cmake) keeps the rows of the ops whose CPU kernels it keeps
+// (runtime/kernels/selective.h), in their order: the verifier reads an instruction's arity from
+// its kernel's row, and it refuses the instructions of the other ops, whose rows would be unused
+// bytes (about 22 KB of the library: the rows, their names and notes, and their relocations).
+constexpr size_t kNumKept = static_cast<size_t>(
+    std::count_if(std::begin(kOps), std::end(kOps), [](const OpInfo& r) { return cpu::KeepsKernel(r.op); }));
+constexpr std::array<size_t, kNumKept> kKeptIndices = [] {
+  std::array<size_t, kNumKept> kept{};
+  size_t n = 0;
+  for (size_t i = 0; i < std::size(kOps); ++i)
+    if (cpu::KeepsKernel(kOps[i].op)) kept[n++] = i;
+  return kept;
+}();
+template <size_t... I>
+constexpr std::array<OpInfo, kNumKept> KeptRows(std::index_sequence<I...>) {
+  return {kOps[kKeptIndices[I]]...};
+}
+constexpr std::array<OpInfo, kNumKept> kRows = KeptRows(std::make_index_sequence<kNumKept>());
+#else
+constexpr const auto& kRows = kOps;
+#endif
+
 }  // namespace
 
 const OpInfo* FindOpInfo(std::string_view op) {
-  const OpInfo* it = std::lower_bound(std::begin(kOps), std::end(kOps), op,
+  const OpInfo* it = std::lower_bound(std::begin(kRows), std::end(kRows), op,
                                       [](const OpInfo& r, std::string_view name) { return r.op < name; });
-  return it != std::end(kOps) && it->op == op ? it : nullptr;
+  return it != std::end(kRows) && it->op == op ? it : nullptr;
 }
 
-std::span<const OpInfo> AllOpInfo() { return kOps; }
+std::span<const OpInfo> AllOpInfo() { return kRows; }
 
 const char* FusionKindName(FusionKind kind) {
   switch (kind) {

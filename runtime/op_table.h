@@ -80,10 +80,10 @@ struct OpInfo {
       : op(op), arity(arity), precision(precision), fusion(fusion), note(note) {}
 };
 
-// The row of `op`, or nullptr (Kiln's internal ops, such as kiln.Fused, have none).
-// Thread-safe: the table is constant.
+// The row of `op`, or nullptr (Kiln's internal ops, such as kiln.Fused, have none; nor, in a
+// selective runtime, the ops whose CPU kernels it lacks). Thread-safe: the table is constant.
 const OpInfo* FindOpInfo(std::string_view op);
-// Every row, sorted by op.
+// Every row, sorted by op (a selective runtime: those of the ops whose CPU kernels it keeps).
 std::span<const OpInfo> AllOpInfo();
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include "runtime/artifact_header.h"
 #include "runtime/claims.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/selective.h"
 #include "runtime/executor/loop_rules.h"
 #include "runtime/expr_eval.h"
 
@@ -464,9 +465,13 @@ class EntryVerifier {
     if (ins.kernel() < 0) {
       if (Size(ins.sizes()) != 0) return DataLoss(where + ": size arguments without a kernel");
       // A run-time Loop's control is the executor's (runtime/executor/loop.h), not a kernel.
-      if (ins.op()->string_view() == "kiln.LoopBegin") return Operands(ins, loop::kBeginArity, where);
-      if (ins.op()->string_view() == "kiln.LoopEnd") return Operands(ins, loop::kEndArity, where);
-      const cpu::KernelDef* k = cpu::FindKernel(ins.op()->string_view());
+      const std::string_view op = ins.op()->string_view();
+      if ((op == "kiln.LoopBegin" || op == "kiln.LoopEnd") && !cpu::KeepsLoopControl())
+        return Unimplemented(where + " op '" + ins.op()->str() + "', a run-time Loop's control, is not in this "
+                             "selective runtime (its op list names no kiln.LoopBegin and kiln.LoopEnd)");
+      if (op == "kiln.LoopBegin") return Operands(ins, loop::kBeginArity, where);
+      if (op == "kiln.LoopEnd") return Operands(ins, loop::kEndArity, where);
+      const cpu::KernelDef* k = cpu::FindKernel(op);
       if (k == nullptr)
         return Unimplemented(where + " op '" + ins.op()->str() + "' has no CPU kernel in this runtime");
       return Operands(ins, k->arity, where);

@@ -156,9 +156,10 @@ test_data() {
 tier "test data" test_data
 
 ctest_all() {
+  rm -f build/precision_figures.txt
   ctest --test-dir build --output-on-failure -j2 || return
-  echo "[test] reduced-precision accuracy per real model and output (figures of a case ctest ran)"
-  build/tests/kiln_tests -tc="precision: every real model*" -s 2>&1 | sed -n 's/^.*MESSAGE: /  /p'
+  echo "[test] reduced-precision accuracy per real model and output (the figures of a case ctest ran)"
+  cat build/precision_figures.txt
 }
 tier "ctest" ctest_all
 
@@ -168,8 +169,32 @@ tier "ctest" ctest_all
 DEFAULT_CORE=$(OPENBLAS_VERBOSE=2 build/kiln --version 2>&1 | sed -n 's/^Core: //p' | head -1)
 CPU_FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has_flags() { local f; for f in "$@"; do [[ $CPU_FLAGS == *" $f "* ]] || return 1; done; }
-fp_paths() {  # fp_paths VAR=VALUE...: ctest less the 'once' tests, in that environment
-  env "$@" ctest --test-dir build --output-on-failure -j2 -LE once
+# fp_paths VAR=VALUE...: every test but those labelled 'once', in that environment. The doctest
+# cases run in kiln_tests processes, not one process per case as ctest starts them (about 40 s
+# of starts a pass): 4 chunks per core of one shuffled order, as scripts/sanitize.sh's shards run
+# them, taken by one process per core; ctest runs the other tests alongside, one at a time.
+fp_paths() {
+  local once total k chunks=$((4 * $(nproc))) rc=0 ctest_pid
+  once=$(ctest --test-dir build -N -L once | sed -n 's/^ *Test *#[0-9]*: //p' | sed 's/,/\\,/g' | paste -sd, -)
+  total=$(build/tests/kiln_tests --count --test-case-exclude="$once" | sed -n 's/^.*current filters: //p')
+  [[ $total =~ ^[0-9]+$ ]] || { echo "kiln_tests --count did not say how many cases there are: '$total'"; return 1; }
+  env "$@" ctest --test-dir build --output-on-failure -LE "once|doctest" >"$TIER_LOGS/fp-ctest.log" 2>&1 &
+  ctest_pid=$!
+  for ((k = 0; k < chunks; k++)); do
+    while (($(jobs -rp | wc -l) > $(nproc))); do wait -n; done  # ctest's job and one per core
+    { env "$@" build/tests/kiln_tests --order-by=rand --rand-seed=1 --test-case-exclude="$once" \
+        --first=$((k * total / chunks + 1)) --last=$(((k + 1) * total / chunks)) \
+        >"$TIER_LOGS/fp-chunk-$k.log" 2>&1 || touch "$TIER_LOGS/fp-chunk-$k.failed"; } &
+  done
+  wait "$ctest_pid" || rc=1
+  wait
+  for ((k = 0; k < chunks; k++)); do
+    [[ -e $TIER_LOGS/fp-chunk-$k.failed ]] && { rc=1; cat "$TIER_LOGS/fp-chunk-$k.log"; }
+  done
+  echo "[test] $total doctest cases in $chunks chunks: $( ((rc)) && echo "some failed" || echo "all passed")"
+  tail -4 "$TIER_LOGS/fp-ctest.log"
+  ((rc)) && cat "$TIER_LOGS/fp-ctest.log"
+  return $rc
 }
 # fp_paths_openblas NAME CORE FLAGS...: ctest on OpenBLAS's CORE kernels, unless they are this
 # CPU's own or it lacks their instructions; Kiln's and oneDNN's kernels capped to that CPU's

@@ -107,7 +107,8 @@ struct EntryInfo {
   // The printed trace of each stage, in compile.stage_names order (Thunder's last_traces).
   std::vector<std::string> stage_traces;
   // The prologue as a readable trace, one check per line in the order Run performs them
-  // (Thunder's last_prologue_traces); `kiln inspect` prints it.
+  // (Thunder's last_prologue_traces); `kiln inspect` prints it. Empty in a selective runtime
+  // (docs/edge.md), which leaves out the text that only tools read.
   std::string prologue_text;
   // Its prologue's dim checks: per model input (Model::inputs() order), one per dim.
   std::vector<std::vector<DimCheckInfo>> input_dims;
@@ -135,7 +136,7 @@ struct KernelInfo {
   std::vector<std::string> archs;    // "sm_90" cubins, "compute_90" PTX; empty: CPU-only artifact
   std::vector<uint64_t> image_bytes; // size of each image, same order as archs
   std::string source;                // CUDA C++ source as given to NVRTC
-  std::string program;               // the portable program, printed
+  std::string program;               // the portable program, printed (empty in a selective runtime)
   std::string launch;                // launch rule, e.g. "elementwise, block 256, vector 4, 32-bit indices"
   int64_t bytes_moved = -1;          // input + output bytes per launch; -1 where shapes are symbolic
   int64_t compile_ns = -1;           // NVRTC time of its images, ns; 0: all cached; -1: not recorded
@@ -247,8 +248,8 @@ struct ContextOptions {
   // multiply): past it the Run fails with kResourceExhausted naming the loop's instruction, so a
   // hostile model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
   int64_t max_loop_iterations = 10'000'000;
-  CpuOptions cpu;
-  CudaOptions cuda;
+  CpuOptions cpu = {};
+  CudaOptions cuda = {};
 };
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.

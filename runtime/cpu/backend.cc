@@ -14,6 +14,7 @@
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/onednn/onednn.h"
 #include "runtime/cpu/run_instruction.h"
+#include "runtime/kernels/selective.h"
 #include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
@@ -181,9 +182,10 @@ class CpuBackend final : public Backend {
     return pi.kernel != nullptr && pi.LibraryOn("cpu") == Library::kOneDnn;
   }
 
-  // The plans of `pe`, made at its first Prepare; null when oneDNN is off.
+  // The plans of `pe`, made at its first Prepare; null when oneDNN is off (always in a selective
+  // runtime: KeepsOneDnn(), a constant, leaves the planning below out of it).
   EntryPlans* PlansOf(const PreparedEntry& pe) {
-    if (!onednn_) return nullptr;
+    if (!KeepsOneDnn() || !onednn_) return nullptr;
     for (auto& [e, p] : plans_)
       if (e == &pe) return &p;
     EntryPlans& p = plans_.emplace_back(&pe, EntryPlans{}).second;
@@ -351,7 +353,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
     note += std::string(", ") + CpuIsaName(isa) + " kernels (KILN_MAX_CPU_ISA=" +
             (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
   }
-  const bool onednn = options.cpu.onednn && OneDnnBuilt();
+  const bool onednn = KeepsOneDnn() && options.cpu.onednn && OneDnnBuilt();
   if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);

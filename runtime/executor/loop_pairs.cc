@@ -4,12 +4,16 @@
 #include <vector>
 
 #include "runtime/executor/loop_rules.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln {
 
 Status PairLoops(PreparedEntry& pe) {
   const size_t n = pe.instructions.size();
   pe.loop_pair.assign(n, -1);
+  // A selective runtime without a run-time Loop's control refused at load an artifact that has one
+  // (runtime/verify.cc): there is nothing to pair, and the checks below are left out of it.
+  if (!cpu::KeepsLoopControl()) return Status::Ok();
   std::vector<int32_t> open;  // the LoopBegins whose bodies enclose instruction k
   for (size_t k = 0; k < n; ++k) {
     const PreparedInstruction& pi = pe.instructions[k];

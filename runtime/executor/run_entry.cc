@@ -7,6 +7,7 @@
 #include "runtime/clock.h"
 #include "runtime/executor/binder.h"
 #include "runtime/executor/entry_run.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln {
 namespace {
@@ -71,9 +72,11 @@ Status EntryRun::Go() {
     if (!holds) {
       next = static_cast<size_t>(pe_.segment_end[k]);  // every instruction of a segment has its predicates
       KILN_RETURN_IF_ERROR(backend_.Mark(run_, k, next));
-    } else if (pi.control == Control::kLoopBegin) {
+    } else if (cpu::KeepsLoopControl() && pi.control == Control::kLoopBegin) {
+      // KeepsLoopControl() is false only in a selective runtime without loops, whose load refuses
+      // their instructions (runtime/kernels/selective.h): the loop code is then left out.
       KILN_RETURN_IF_ERROR(LoopBegin(k, &next).WithContext(pi.label));
-    } else if (pi.control == Control::kLoopEnd) {
+    } else if (cpu::KeepsLoopControl() && pi.control == Control::kLoopEnd) {
       KILN_RETURN_IF_ERROR(LoopEnd(k, &next).WithContext(pi.label));
     } else {
       KILN_RETURN_IF_ERROR(RunSegment(k, &next));

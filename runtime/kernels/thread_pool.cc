@@ -1,5 +1,6 @@
 #include "runtime/kernels/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <string>
@@ -61,13 +62,20 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads, TeamFn team)
   if (team != nullptr) return pool;
   pool->workers_.reserve(static_cast<size_t>(threads - 1));
   for (int w = 1; w < threads; ++w) {
-    try {
-      pool->workers_.emplace_back([p = pool.get()] { p->WorkerLoop(); });
-    } catch (const std::system_error& e) {
-      // The destructor stops and joins the workers started so far.
+    // pthread_create rather than std::thread, whose failure is an exception (std::system_error):
+    // a selective runtime is built without exceptions (docs/edge.md), and this reports it either way.
+    pthread_t t;
+    const int err = pthread_create(
+        &t, nullptr,
+        [](void* p) -> void* {
+          static_cast<ThreadPool*>(p)->WorkerLoop();
+          return nullptr;
+        },
+        pool.get());
+    if (err != 0)  // the destructor stops and joins the workers started so far
       return ResourceExhausted("cannot start CPU worker thread " + std::to_string(w) + " of " +
-                               std::to_string(threads) + ": " + e.what());
-    }
+                               std::to_string(threads) + ": " + std::system_category().message(err));
+    pool->workers_.push_back(t);
   }
   return pool;
 }
@@ -76,7 +84,7 @@ ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (pthread_t t : workers_) pthread_join(t, nullptr);
 }
 
 void ThreadPool::TakeParts(uint32_t generation) {

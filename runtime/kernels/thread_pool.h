@@ -36,6 +36,8 @@
 // Bodies must not throw.
 #pragma once
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -85,7 +87,7 @@ class ThreadPool {
   // Claims and runs parts of job `generation` until none is left.
   void TakeParts(uint32_t generation);
 
-  std::vector<std::thread> workers_;
+  std::vector<pthread_t> workers_;
   int threads_ = 1;
   TeamFn team_ = nullptr;
   // The current job. Written by Run before it publishes the job in claim_ and generation_

@@ -5,7 +5,8 @@
 // (the real inputs: images, chunks of speech). Each output is held to its rule
 // (tests/e2e/precision_rules.h, which gives the reasons); the figures of every model and
 // output are printed (doctest MESSAGE) whether they pass or not, so a run of this case alone
-// shows how much accuracy each model loses.
+// shows how much accuracy each model loses, and written to precision_figures.txt beside the
+// test data (KILN_TEST_DATA_DIR's parent: build/), which scripts/test.sh prints after ctest.
 //
 // The reference is Kiln's own float32 result, not onnxruntime's: the question here is what
 // the precision stage costs, and the float32 artifact's agreement with onnxruntime is
@@ -13,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,16 @@ std::vector<HostTensor> RunTestSet(const std::vector<uint8_t>& artifact, const s
   return RunCpuReference(*model, ReadInputs(artifact, set));
 }
 
+// The figures file (see the top of this file), emptied when `restart`.
+std::ofstream& FiguresFile(bool restart = false) {
+  static std::ofstream out;
+  if (restart || !out.is_open()) {
+    out.close();
+    out.open(std::filesystem::path(KILN_TEST_DATA_DIR).parent_path() / "precision_figures.txt", std::ios::trunc);
+  }
+  return out;
+}
+
 void CheckModel(const std::string& dir) {
   const std::string model = std::filesystem::path(dir).filename().string();
   const std::vector<std::string> sets = TestSets(dir);
@@ -67,7 +79,9 @@ void CheckModel(const std::string& dir) {
           INFO(label);
           const Rule rule = RuleFor(model, static_cast<int>(o));
           const Figures f = Compare(got[o], reference[s][o]);
-          MESSAGE(label << ": " << Describe(f, rule, Bound(rule, precision)));
+          const std::string line = label + ": " + Describe(f, rule, Bound(rule, precision));
+          MESSAGE(line);
+          FiguresFile() << "  " << line << "\n" << std::flush;
           CheckFigures(f, rule, Bound(rule, precision));
         }
       }
@@ -108,6 +122,7 @@ TEST_CASE("precision rules: a classifier's argmax is checked on rows with a clea
 }
 
 TEST_CASE("precision: every real model in fp16 and bf16 on the CPU backend agrees with its fp32 artifact") {
+  FiguresFile(/*restart=*/true);
   const std::vector<std::string> dirs = ModelDirs();
   if (dirs.empty()) {
     MESSAGE("skipped: no model folders in " << KILN_TEST_DATA_DIR << " or $KILN_MODEL_DIRS (run scripts/test.sh)");

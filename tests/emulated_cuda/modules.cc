@@ -156,7 +156,7 @@ const char* Compiler() {
   const char* cxx = std::getenv("CXX");
   return cxx && *cxx ? cxx : "c++";
 }
-constexpr const char* kFlags = "-O1 -shared -fPIC -std=c++20 -w -ffp-contract=off";  // as NVRTC -fmad=false
+constexpr const char* kFlags = codegen::kHostShimFlags;
 
 // The cache file of one kernel: its name and a hash of what compiling it depends on.
 std::string CachePath(const std::string& dir, const Kernel& k, const std::string& source) {

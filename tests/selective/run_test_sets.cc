@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) {
-      options.cpu_threads = std::atoi(argv[++i]);
+      options.cpu.threads = std::atoi(argv[++i]);
     } else {
       sets.push_back(arg);
     }

@@ -139,9 +139,11 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
 }
 
 // --ops: the ops whose CPU kernels the artifacts' instructions run (every instruction but a
-// generated kernel's: those this runtime's registry has a kernel for), sorted, one per line after
-// a comment that names the artifacts. A selective runtime is built from this list (CMake
-// -DKILN_SELECTED_OPS=FILE, cmake/selective.cmake), so it must come from a runtime with every kernel.
+// generated kernel's: those this runtime's registry has a kernel for), and kiln.LoopBegin and
+// kiln.LoopEnd where they have a run-time Loop (its control, which the executor runs), sorted, one
+// per line after a comment that names the artifacts. A selective runtime is built from this list
+// (CMake -DKILN_SELECTED_OPS=FILE, cmake/selective.cmake), so it must come from a runtime with
+// every kernel.
 int InspectOps(const std::vector<std::string>& paths) {
   std::set<std::string> ops;
   for (const std::string& path : paths) {
@@ -152,11 +154,12 @@ int InspectOps(const std::vector<std::string>& paths) {
     }
     for (const EntryInfo& e : model->entries()) {
       for (const InstructionInfo& ins : e.instructions) {
-        if (cpu::FindKernel(ins.op) != nullptr) ops.insert(ins.op);
+        if (cpu::FindKernel(ins.op) != nullptr || ins.op == "kiln.LoopBegin" || ins.op == "kiln.LoopEnd")
+          ops.insert(ins.op);
       }
     }
   }
-  std::cout << "# the CPU kernels that " << Join(paths) << " run (kiln inspect --ops)\n";
+  std::cout << "# the CPU kernels (and run-time Loop control) that " << Join(paths) << " run (kiln inspect --ops)\n";
   for (const std::string& op : ops) std::cout << op << "\n";
   return 0;
 }
@@ -180,8 +183,9 @@ void AddInspectCommand(CLI::App& app) {
                 "print every generated kernel's portable program and CUDA source (archs, image sizes, launch rule "
                 "and bytes moved are always listed), and the 'fusion' stage with its regions and cuts");
   cmd->add_flag("--ops", *ops,
-                "print only the ops whose CPU kernels the artifacts run, one per line: the list a selective runtime "
-                "is built from (cmake -DKILN_SELECTED_OPS=FILE)")
+                "print only the ops whose CPU kernels the artifacts run, and kiln.LoopBegin and kiln.LoopEnd where "
+                "they have a run-time Loop, one per line: the list a selective runtime is built from "
+                "(cmake -DKILN_SELECTED_OPS=FILE)")
       ->excludes(json_flag)
       ->excludes(kernels_flag);
   cmd->callback([=] {

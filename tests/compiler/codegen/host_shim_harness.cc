@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/host_shim.h"
+
 namespace kiln::testing {
 namespace {
 
@@ -55,7 +57,7 @@ Result<std::unique_ptr<HostKernels>> HostKernels::Build(const std::vector<codege
   }
   const char* cxx = std::getenv("CXX");
   const std::string compiler = cxx && cxx[0] ? cxx : "c++";
-  const std::string cmd = fmt::format("{} -O1 -shared -fPIC -std=c++20 -pthread -w -ffp-contract=off -o {} {} > {} 2>&1", compiler,
+  const std::string cmd = fmt::format("{} {} -o {} {} > {} 2>&1", compiler, codegen::kHostShimFlags,
                                       ShellQuote(lib), ShellQuote(src), ShellQuote(log));
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {

@@ -5,7 +5,8 @@
 //   auto lib = HostKernels::Build(kernels, dir.path.string());    // one compile for all kernels
 //   Status st = RunHostKernel(**lib, kernel, program, inputs, outputs, sizes);
 //
-// The compiler is $CXX if set, else `c++`, run as `c++ -O1 -shared -fPIC -std=c++20 -pthread -ffp-contract=off` (no FMA contraction: NVRTC -fmad=false).
+// The compiler is $CXX if set, else `c++`, run with codegen::kHostShimFlags
+// (compiler/codegen/host_shim.h).
 // Blocks run one after another; the threads of a block run at once as host threads, so
 // __syncthreads and warp shuffles in block reductions really synchronise (host_shim.h).
 // SmallLaunch picks a small grid so the grid-stride loops take several steps.

@@ -21,23 +21,30 @@ struct IsaState {
 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// CPUID leaf 1, ECX bit 29 (Intel SDM vol. 2A, CPUID): F16C, which neither GCC 12's nor
-// clang 14's __builtin_cpu_supports knows.
-bool HasF16c() {
+// What the CPU supports, from CPUID (Intel SDM vol. 2A, CPUID) and the register state the OS
+// saves (XGETBV's XCR0, vol. 1, 13.3), as libgcc's __builtin_cpu_supports reads them. Read here
+// rather than through that builtin, which links libgcc's whole CPU model (about 4.5 KB of a
+// selective runtime), and knows no F16C in GCC 12 or clang 14.
+CpuIsa DetectCpu() {
   unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return CpuIsa::kBaseline;
+  const bool fma = (c & bit_FMA) != 0, f16c = (c & bit_F16C) != 0;
+  if ((c & bit_OSXSAVE) == 0 || (c & bit_AVX) == 0) return CpuIsa::kBaseline;
+  unsigned xcr0, xcr0_high;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0));
+  constexpr unsigned kYmm = 0x6;     // XMM and YMM state: AVX
+  constexpr unsigned kZmm = 0xe6;    // and opmask, ZMM0-15's upper halves, ZMM16-31: AVX-512
+  if ((xcr0 & kYmm) != kYmm || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return CpuIsa::kBaseline;
+  if ((b & bit_AVX2) == 0 || !fma || !f16c) return CpuIsa::kBaseline;
+  constexpr unsigned kAvx512 = bit_AVX512F | bit_AVX512BW | bit_AVX512DQ | bit_AVX512VL;
+  return (xcr0 & kZmm) == kZmm && (b & kAvx512) == kAvx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2Fma;
 }
 #endif
 
 IsaState Detect() {
   IsaState s;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c()) {
-    s.cpu = CpuIsa::kAvx2Fma;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-      s.cpu = CpuIsa::kAvx512;
-  }
+  s.cpu = DetectCpu();
 #endif
   s.active = s.cpu;
   if (const char* env = std::getenv(kVariable); env != nullptr && *env != '\0') {
