@@ -287,11 +287,12 @@ class Checker:
         if not name.startswith("KILN_"):
             return
         self.checked += 1
-        cmake_text = read(os.path.join(self.tree.root, "CMakeLists.txt"))
-        for f in self.tree.glob("cmake/*.cmake"):
+        cmake_text = ""
+        for f in self.tree.glob("cmake/*.cmake") + self.tree.glob("*/CMakeLists.txt") + [
+                os.path.join(self.tree.root, "CMakeLists.txt")]:
             cmake_text += read(f)
         if not re.search(r"\b" + name + r"\b", cmake_text):
-            self.fail(page, line, f"CMake option `{name}` is not in CMakeLists.txt or cmake/")
+            self.fail(page, line, f"CMake option `{name}` is not in a CMakeLists.txt or cmake/")
 
     def check_bare_flag(self, page, line, span):
         if re.match(r"-D\w", span):
