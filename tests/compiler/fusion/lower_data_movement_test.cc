@@ -238,7 +238,7 @@ TEST_CASE("Pad: constant (with value, negative pads, axes, empty input), reflect
   }
 }
 
-TEST_CASE("Expand and Tile") {
+TEST_CASE("Expand and Tile: float and int64, static and symbolic shapes") {
   {
     NodeTrace nt;
     ValueId x = nt.Input("x", DType::kFloat32, {3, 1});

@@ -183,7 +183,7 @@ TEST_CASE("Pad reflect is judged on what the negative pads leave (docs/semantics
   CHECK(z.values<float>() == std::vector<float>{4, 5, 4});
 }
 
-TEST_CASE("Expand and Tile") {
+TEST_CASE("Expand and Tile kernels, and an Expand output of the wrong shape") {
   auto x = Int64s({3, 1}, {1, 2, 3});
   auto y = Output(DType::kInt64, {2, 3, 2});
   REQUIRE(RunKernel("Expand", {}, {&x}, {&y}).ok());
