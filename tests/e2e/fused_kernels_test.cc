@@ -26,7 +26,13 @@
 #include <random>
 #include <set>
 
+#include <sys/mman.h>
+
 #include "compiler/codegen/cuda_source.h"
+#if KILN_HAVE_LLVM
+#include "compiler/codegen/cpu/llvm_image.h"
+#include "runtime/cpu/native/abi.h"
+#endif
 #include "compiler/compile.h"
 #include "kiln/tensor_files.h"
 #include "compiler/onnx/importer.h"
@@ -301,6 +307,66 @@ kiln::Result<Buffer> RunMembers(const ModelTrace& m, const kiln::ir::Node& node,
   return values.at(node.outputs[0]);
 }
 
+#if KILN_HAVE_LLVM
+// One CPU target's native code for the kernels, mapped read and execute as the runtime maps it.
+struct MappedNative {
+  std::string target;
+  void* base = nullptr;
+  size_t bytes = 0;
+  std::map<size_t, kiln::native::KernelFn> functions;  // by index into `kernels`
+  ~MappedNative() {
+    if (base) munmap(base, bytes);
+  }
+};
+
+std::unique_ptr<MappedNative> MapNative(const kiln::codegen::cpu::NativeImage& image) {
+  auto m = std::make_unique<MappedNative>();
+  m->target = image.target;
+  m->bytes = image.code.size();
+  m->base = mmap(nullptr, m->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m->base != MAP_FAILED);
+  std::memcpy(m->base, image.code.data(), m->bytes);
+  REQUIRE(mprotect(m->base, m->bytes, PROT_READ | PROT_EXEC) == 0);
+  for (size_t k = 0; k < image.kernels.size(); ++k) {
+    m->functions[image.kernels[k]] =
+        reinterpret_cast<kiln::native::KernelFn>(static_cast<uint8_t*>(m->base) + image.offsets[k]);
+  }
+  return m;
+}
+
+// The work items of a program (abi.h): elements without reduced axes, rows with them.
+int64_t WorkItems(const kiln::fused::Program& p, const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (size_t a = 0; a < p.domain.size(); ++a) {
+    if ((p.reduce_axes >> a) & 1u) continue;
+    n *= p.domain[a] >= 0 ? p.domain[a] : sizes[-(p.domain[a] + 1)];
+  }
+  return n;
+}
+
+// Runs a kernel's native code over its work items in two calls (the first third, the rest), as
+// two threads would.
+kiln::Status RunNative(kiln::native::KernelFn fn, const kiln::fused::Program& p,
+                       const std::vector<kiln::cpu::TensorRef>& ins, kiln::cpu::TensorRef out,
+                       const std::vector<int64_t>& sizes) {
+  std::vector<const void*> in_ptrs;
+  for (const kiln::cpu::TensorRef& t : ins) in_ptrs.push_back(t.data);
+  void* out_ptrs[] = {out.data};
+  int64_t failed[2] = {0, 0};
+  const int64_t items = WorkItems(p, sizes);
+  const int64_t cut = items / 3;
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, cut}, {cut, items}}) {
+    if (begin == end) continue;
+    const kiln::native::KernelArgs args{in_ptrs.data(), out_ptrs, sizes.data(), begin, end, failed};
+    if (fn(&args) != 0) {
+      return kiln::InvalidArgument("native code: " + p.checks.at(failed[0]) + ": " +
+                                   kiln::fused::IndexOutOfRange(failed[1], 0));
+    }
+  }
+  return kiln::Status::Ok();
+}
+#endif
+
 }  // namespace
 
 TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled CUDA == interpreted program == unfused ops") {
@@ -354,6 +420,33 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     REQUIRE_MESSAGE(lib.ok(), lib.status().ToString());
     libs.push_back(std::move(*lib));
   }
+#if KILN_HAVE_LLVM
+  // Native code for every CPU target this CPU runs (runtime/cpu/native/abi.h), one image each.
+  std::vector<const kiln::fused::Program*> programs(kernels.size(), nullptr);
+  for (const Check& c : checks) programs[c.kernel] = &c.node->fused->program;
+  std::vector<std::unique_ptr<MappedNative>> natives;
+  for (const auto& target : kiln::codegen::cpu::AllCpuTargets()) {
+    const std::string name = target.name;
+#if defined(__x86_64__)
+    const kiln::cpu::CpuIsa isa = kiln::cpu::ActiveCpuIsa();
+    const bool runs = name == "x86-64" || (name == "x86-64-v3" && isa >= kiln::cpu::CpuIsa::kAvx2Fma) ||
+                      (name == "x86-64-v4" && isa >= kiln::cpu::CpuIsa::kAvx512);
+#else
+    const bool runs = name == "aarch64";
+#endif
+    if (!runs) continue;
+    std::vector<kiln::codegen::cpu::NativeSkip> skipped;
+    auto image = kiln::codegen::cpu::CompileNativeImage(programs, target, &skipped);
+    REQUIRE_MESSAGE(image.ok(), image.status().ToString());
+    std::map<std::string, int> reasons;
+    for (const auto& skip : skipped) reasons[skip.reason.substr(skip.reason.find(':') + 1)]++;
+    MESSAGE("native code for " << name << ": " << image->kernels.size() << " of " << kernels.size()
+                               << " kernels, " << image->code.size() << " bytes");
+    for (const auto& [reason, count] : reasons) MESSAGE("  " << count << " interpreted:" << reason);
+    natives.push_back(MapNative(*image));
+  }
+  int64_t native_checked = 0;
+#endif
   int64_t checked = 0;
   std::set<std::string> unfused_gaps;
   for (const Check& c : checks) {
@@ -390,6 +483,18 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     }
     st = kiln::testing::RunHostKernel(*libs[c.kernel / kBatch], kernels[c.kernel], n.fused->program, ins, out_h, sizes);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
+#if KILN_HAVE_LLVM
+    for (const auto& native : natives) {
+      auto fn = native->functions.find(c.kernel);
+      if (fn == native->functions.end()) continue;
+      Buffer got = interpreted;
+      std::fill(got.bytes.begin(), got.bytes.end(), 0xA5);
+      st = RunNative(fn->second, n.fused->program, ins, got.ref(), sizes);
+      REQUIRE_MESSAGE(st.ok(), native->target << ": " << st.ToString());
+      CHECK(Mismatches(got, interpreted, "native code (" + native->target + ") vs interpreted program") == 0);
+      ++native_checked;
+    }
+#endif
     kiln::Result<Buffer> reference = RunMembers(m, n, values);
     if (!reference.ok() && reference.status().code() == kiln::StatusCode::kInvalidArgument) {
       // An unfused CPU kernel refuses what the fused program does (a dtype it lacks, such
@@ -406,6 +511,9 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
   }
   MESSAGE(checked << " fused kernels checked (" << kernels.size() << " distinct) in " << models.size()
                   << " models and node cases; " << skipped_cases << " node cases not canonicalised here");
+#if KILN_HAVE_LLVM
+  MESSAGE(native_checked << " native kernel runs checked against the interpreter");
+#endif
   for (const std::string& gap : unfused_gaps) MESSAGE("unfused CPU kernel gap: " << gap);
   CHECK(checked > 0);
 }

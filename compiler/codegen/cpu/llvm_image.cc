@@ -1,0 +1,113 @@
+#include "compiler/codegen/cpu/llvm_image.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <memory>
+#include <mutex>
+
+#include "compiler/codegen/cpu/flat_image.h"
+#include "compiler/codegen/cpu/llvm_emitter.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+void InitTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
+  });
+}
+
+// LLVM's error message, disposed.
+std::string Take(char* message) {
+  std::string s = message ? message : "";
+  LLVMDisposeMessage(message);
+  return s;
+}
+
+std::string TakeError(LLVMErrorRef err) { return Take(LLVMGetErrorMessage(err)); }
+
+struct ContextDeleter {
+  void operator()(LLVMOpaqueContext* c) const { LLVMContextDispose(c); }
+};
+struct ModuleDeleter {
+  void operator()(LLVMOpaqueModule* m) const { LLVMDisposeModule(m); }
+};
+struct MachineDeleter {
+  void operator()(LLVMOpaqueTargetMachine* t) const { LLVMDisposeTargetMachine(t); }
+};
+
+}  // namespace
+
+Result<NativeImage> CompileNativeImage(const std::vector<const fused::Program*>& programs, const CpuTarget& target,
+                                       std::vector<NativeSkip>* skipped) {
+  InitTargets();
+  NativeImage out;
+  out.target = target.name;
+  std::unique_ptr<LLVMOpaqueContext, ContextDeleter> ctx(LLVMContextCreate());
+  // The module before the context: declared after it, destroyed first.
+  std::unique_ptr<LLVMOpaqueModule, ModuleDeleter> mod(LLVMModuleCreateWithNameInContext("kiln", ctx.get()));
+  std::vector<std::string> names;
+  for (size_t k = 0; k < programs.size(); ++k) {
+    if (programs[k] == nullptr) continue;
+    const std::string name = "kiln_kernel_" + std::to_string(k);
+    Status st = EmitKernel(mod.get(), *programs[k], name, target);
+    if (!st.ok()) {
+      if (st.code() != StatusCode::kUnimplemented) return st;
+      skipped->push_back({static_cast<uint32_t>(k), st.message()});
+      continue;
+    }
+    out.kernels.push_back(static_cast<uint32_t>(k));
+    names.push_back(name);
+  }
+  if (names.empty()) return out;
+  char* message = nullptr;
+  if (LLVMVerifyModule(mod.get(), LLVMReturnStatusAction, &message)) {
+    return Internal(std::string("native code for ") + target.name + ": the emitted IR is invalid: " + Take(message));
+  }
+  LLVMDisposeMessage(message);
+
+  LLVMTargetRef llvm_target = nullptr;
+  if (LLVMGetTargetFromTriple(target.triple, &llvm_target, &message)) {
+    return Internal(std::string("native code for ") + target.name + ": " + Take(message));
+  }
+  std::unique_ptr<LLVMOpaqueTargetMachine, MachineDeleter> tm(
+      LLVMCreateTargetMachine(llvm_target, target.triple, target.cpu, target.features, LLVMCodeGenLevelAggressive,
+                              LLVMRelocPIC, LLVMCodeModelSmall));
+  LLVMSetTarget(mod.get(), target.triple);
+  LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm.get());
+  char* layout_text = LLVMCopyStringRepOfTargetData(layout);
+  LLVMSetDataLayout(mod.get(), layout_text);
+  LLVMDisposeMessage(layout_text);
+  LLVMDisposeTargetData(layout);
+
+  LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef err = LLVMRunPasses(mod.get(), "default<O3>", tm.get(), options);
+  LLVMDisposePassBuilderOptions(options);
+  if (err) return Internal(std::string("native code for ") + target.name + ": optimisation failed: " + TakeError(err));
+
+  LLVMMemoryBufferRef buffer = nullptr;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm.get(), mod.get(), LLVMObjectFile, &message, &buffer)) {
+    return Internal(std::string("native code for ") + target.name + ": " + Take(message));
+  }
+  const auto* start = reinterpret_cast<const uint8_t*>(LLVMGetBufferStart(buffer));
+  std::vector<uint8_t> object(start, start + LLVMGetBufferSize(buffer));
+  LLVMDisposeMemoryBuffer(buffer);
+  Result<std::vector<uint8_t>> image = LinkFlatImage(object, names, &out.offsets);
+  if (!image.ok()) return Internal(std::string("native code for ") + target.name + ": " + image.status().message());
+  out.code = std::move(*image);
+  return out;
+}
+
+}  // namespace kiln::codegen::cpu
