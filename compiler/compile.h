@@ -47,6 +47,10 @@ struct CompileOptions {
   // NVRTC targets: "sm_NN" cubins and "compute_NN" PTX. Empty: a CPU-only artifact that
   // holds the portable programs alone (`--arch none`).
   std::vector<std::string> archs = {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "compute_90"};
+  // The CPU targets of the kernels' native code (`--cpu-targets`; compiler/codegen/cpu/targets.h):
+  // names separated by commas, "host" for this machine's family (x86-64, x86-64-v3 and
+  // x86-64-v4 on x86-64; aarch64 on aarch64), or "none". Without LLVM in the build, none.
+  std::string cpu_targets = "host";
   std::string kernel_cache_dir;  // empty: the default (~/.cache/kiln/kernels)
   bool use_kernel_cache = true;
   int jobs = 0;                  // NVRTC threads; 0: one per core

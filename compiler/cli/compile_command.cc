@@ -8,6 +8,7 @@
 #include "compiler/cli/commands.h"
 #include "tools/cli/shape_option.h"
 #include "compiler/codegen/nvrtc_compiler.h"
+#include "compiler/codegen/cpu/targets.h"
 #include "compiler/compile.h"
 #include "kiln/tensor_files.h"
 #include "tools/io/replace_file.h"
@@ -24,6 +25,7 @@ struct CompileFlags {
   bool quiet = false;
   bool no_fuse = false;
   std::string archs = "sm_80,sm_86,sm_87,sm_89,sm_90";
+  std::string cpu_targets = "host";
   std::string kernel_cache;
   bool no_kernel_cache = false;
   int jobs = 0;
@@ -100,6 +102,12 @@ void RunCompile(const CompileFlags& f) {
     SetExitCode(2);
     return;
   }
+  if (auto targets = codegen::cpu::ParseCpuTargets(f.cpu_targets); !targets.ok()) {
+    std::cerr << "kiln compile: " << targets.status().message() << "\n";
+    SetExitCode(2);
+    return;
+  }
+  options.cpu_targets = f.cpu_targets;
   options.precision.precision = f.precision == "fp16"   ? passes::Precision::kFp16
                                 : f.precision == "bf16" ? passes::Precision::kBf16
                                                         : passes::Precision::kFp32;
@@ -236,6 +244,13 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues (GPU artifacts fold only those cuDNN/cuBLASLt apply)")
+      ->capture_default_str();
+  cmd->add_option("--cpu-targets", f->cpu_targets,
+                  "CPU targets to compile the generated kernels' native code for, comma-separated: x86-64 "
+                  "(baseline), x86-64-v3 (AVX2, FMA, F16C), x86-64-v4 (AVX-512), aarch64 (NEON); 'host' is this "
+                  "machine's family (the three x86-64 levels, or aarch64); 'none' keeps the portable programs "
+                  "alone. The runtime runs the best target the CPU supports and interprets the programs where "
+                  "none fits or a kernel has no native code")
       ->capture_default_str();
   cmd->add_option("--precision", f->precision,
                   "the type of weights and activations: fp32, or fp16 / bf16 with float32 accumulation. GEMM and "

@@ -1,10 +1,15 @@
 // The codegen stage (pipeline.h): every fused node's CUDA source emitted once for the artifact
 // (identical kernels merged across entries) and compiled by NVRTC for the target archs; each
 // entry records which kernel each of its fused nodes runs.
+#include <future>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/cpu/targets.h"
+#if KILN_HAVE_LLVM
+#include "compiler/codegen/cpu/llvm_image.h"
+#endif
 #include "compiler/codegen/cuda_source.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/pipeline/stage_work.h"
@@ -42,9 +47,49 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   }
   record.target_archs = options.archs;
   if (summary) summary->kernels = static_cast<int>(emitted.size());
+  // Native CPU code, one image per target, beside NVRTC.
+  KILN_ASSIGN_OR_RETURN(std::vector<const codegen::cpu::CpuTarget*> cpu_targets,
+                        codegen::cpu::ParseCpuTargets(options.cpu_targets));
+  std::vector<std::future<Status>> native_jobs;
+  std::vector<std::string> native_lines(cpu_targets.size());  // logged once the jobs end
+  if (!emitted.empty() && !cpu_targets.empty()) {
+#if KILN_HAVE_LLVM
+    std::vector<const fused::Program*> programs;
+    for (const serialize::KernelRecord& k : record.kernels) programs.push_back(&k.fused->program);
+    record.native_code.resize(cpu_targets.size());
+    for (size_t t = 0; t < cpu_targets.size(); ++t) {
+      native_jobs.push_back(std::async(std::launch::async, [&, t, programs] {
+        const codegen::cpu::CpuTarget& target = *cpu_targets[t];
+        std::vector<codegen::cpu::NativeSkip> skipped;
+        KILN_ASSIGN_OR_RETURN(codegen::cpu::NativeImage image,
+                              codegen::cpu::CompileNativeImage(programs, target, &skipped));
+        std::string line = fmt::format("native code for {}: {} of {} kernels, {} bytes", target.name,
+                                       image.kernels.size(), programs.size(), image.code.size());
+        if (!skipped.empty()) line += fmt::format("; interpreted: kernel {}: {}", skipped[0].kernel, skipped[0].reason);
+        if (skipped.size() > 1) line += fmt::format(" (and {} more)", skipped.size() - 1);
+        native_lines[t] = std::move(line);
+        record.native_code[t] = {image.target, std::move(image.code), std::move(image.kernels), std::move(image.offsets)};
+        return Status::Ok();
+      }));
+    }
+#else
+    log("no native CPU code: this compiler was built without LLVM (KILN_WITH_LLVM); the CPU runs the portable programs");
+#endif
+  }
+  auto finish_native = [&]() -> Status {
+    Status first;
+    for (auto& job : native_jobs) {
+      Status st = job.get();
+      if (first.ok() && !st.ok()) first = st.WithContext("native CPU code");
+    }
+    for (const std::string& line : native_lines) {
+      if (!line.empty()) log(line);
+    }
+    return first;
+  };
   if (emitted.empty() || options.archs.empty()) {
     if (!emitted.empty()) log(fmt::format("{} kernels kept as portable programs only (--arch none)", emitted.size()));
-    return Status::Ok();
+    return finish_native();
   }
   std::string archs;
   for (const std::string& a : options.archs) archs += (archs.empty() ? "" : ",") + a;
@@ -57,7 +102,9 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   copts.progress = options.kernel_progress;
   codegen::CompileStats stats;
   copts.stats = &stats;
-  KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, codegen::CompileKernels(emitted, copts));
+  Result<std::vector<codegen::KernelImages>> compiled = codegen::CompileKernels(emitted, copts);
+  KILN_RETURN_IF_ERROR(finish_native());
+  KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, std::move(compiled));
   for (size_t k = 0; k < images.size(); ++k) {
     record.kernels[k].compile_ns = images[k].compile_ns;
     for (codegen::KernelImage& im : images[k].images)

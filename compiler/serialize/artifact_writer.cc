@@ -12,6 +12,7 @@
 #include "kiln/version.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
+#include "runtime/cpu/native/abi.h"
 #include "runtime/kernels/kernel.h"
 #include "schema/kiln_generated.h"
 
@@ -457,10 +458,19 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
                            : format5       ? kRuntimeDimsFormatVersion
                            : value_symbols ? kValueSymbolsFormatVersion
                                            : kValueSymbolsFormatVersion - 1;
+  std::vector<flatbuffers::Offset<fb::NativeCode>> native;
+  for (const NativeCodeRecord& n : artifact.native_code) {
+    std::vector<flatbuffers::Offset<fb::NativeKernel>> ks;
+    for (size_t k = 0; k < n.kernels.size(); ++k) ks.push_back(fb::CreateNativeKernel(b, n.kernels[k], n.offsets[k]));
+    b.ForceVectorAlignment(n.code.size(), 1, 64);  // the code's constants keep their alignment in the file
+    auto code = b.CreateVector(n.code);
+    native.push_back(fb::CreateNativeCode(b, b.CreateString(n.target), native::kAbiVersion, code, b.CreateVector(ks)));
+  }
   auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString(artifact.precision), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
-                                 b.CreateVector(kernels), b.CreateVector(entries));
+                                 b.CreateVector(kernels), b.CreateVector(entries),
+                                 native.empty() ? 0 : b.CreateVector(native));
   b.Finish(root, fb::ArtifactIdentifier());
 
   ArtifactHeader h{};

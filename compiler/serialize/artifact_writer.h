@@ -52,6 +52,14 @@ struct KernelRecord {
   int64_t compile_ns = -1;    // NVRTC time of its images; -1 when not compiled (--arch none)
 };
 
+// One CPU target's native code for the kernels (Artifact.native_code; compiler/codegen/cpu/).
+struct NativeCodeRecord {
+  std::string target;              // "x86-64", "x86-64-v3", "x86-64-v4", "aarch64"
+  std::vector<uint8_t> code;       // the flat image
+  std::vector<uint32_t> kernels;   // kernel indices with native code, ascending
+  std::vector<uint32_t> offsets;   // each one's function offset in `code`
+};
+
 struct ArtifactRecord {
   std::string source;                 // model file name
   std::vector<EntryRecord> entries;   // at least one
@@ -62,6 +70,7 @@ struct ArtifactRecord {
   std::string precision = "fp32";          // passes::PrecisionName of `--precision`
   std::vector<std::string> target_archs;  // cubin archs and PTX ("compute_90"); empty: CPU-only
   std::vector<KernelRecord> kernels;
+  std::vector<NativeCodeRecord> native_code;  // one per CPU target; empty: no native code
   // The kernel of each fused node's FusedKernel (nodes share FusedKernel objects across the
   // stages' traces).
   std::map<const ir::FusedKernel*, int32_t> kernel_of;
