@@ -26,7 +26,7 @@
 //            denormal results for x < -87 stay exact to within the rounding).
 //   tanh     |x| < 0.625: x + x^3 p(x^2), p of degree 5; above: 1 - 2 / (exp(2|x|) + 1); sign
 //            restored with copysign.
-//   erf      |x| < 0.875: x (c0 + x^2 p(x^2)), p of degree 5; 0.875 <= |x| < 4:
+//   erf      |x| < 0.875: x + x (c1 + x^2 p(x^2)), c1 = 2/sqrt(pi) - 1, p of degree 5; 0.875 <= |x| < 4:
 //            1 - exp(q(|x| - 2) - x^2), q (log erfc(x) + x^2) of degree 10; above: 1.
 //   pow      computed in double: log|x| (atanh series in s = f / (2 + f), s^2 < 0.03, 9 terms)
 //            times y, exp of that (Cody-Waite with n rounded by 1.5 * 2^52, Taylor series to
