@@ -2,7 +2,8 @@
 // JIT-compiled for the host (ORC LLJIT) as a loop over arrays, once on scalars and once on
 // <8 x float> vectors, against libm in double rounded to float (the oracle), in ULPs: every
 // special value, a strided sweep of all 2^32 bit patterns (stride 4099), and dense sweeps where
-// the functions bend (|x| < 20). And, for each CPU target (x86-64, x86-64-v3, x86-64-v4,
+// the functions bend (|x| < 20); also as x86-64 baseline code (no FMA) and x86-64-v3 code
+// (FMA) where the host runs it. And, for each CPU target (x86-64, x86-64-v3, x86-64-v4,
 // aarch64+neon), an object file of every function, vectorised and optimised at O3, that
 // references no external symbol: no libm, no call.
 //
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -134,13 +136,27 @@ std::string MathTakeError(LLVMErrorRef err) {
 
 using MathKernel = void (*)(const float*, const float*, float*, int64_t);
 
-// Every op's loop, scalar ("<name>_1") and <8 x float> ("<name>_8"), JIT-compiled for the host.
+// Every op's loop, scalar ("<name>_1") and <8 x float> ("<name>_8"), JIT-compiled for the host's
+// CPU, or for `cpu` (on the host's triple): "x86-64" runs the baseline's code (SSE2, no FMA, so
+// llvm.fmuladd unfused) on any x86-64 host.
 class MathJit {
  public:
-  MathJit() {
+  explicit MathJit(const char* cpu = nullptr) {
     LLVMInitializeNativeTarget();
     LLVMInitializeNativeAsmPrinter();
-    REQUIRE(MathTakeError(LLVMOrcCreateLLJIT(&jit_, nullptr)) == "");
+    LLVMOrcLLJITBuilderRef builder = nullptr;
+    if (cpu != nullptr) {
+      char* triple = LLVMGetDefaultTargetTriple();
+      LLVMTargetRef target = nullptr;
+      char* msg = nullptr;
+      REQUIRE_FALSE(LLVMGetTargetFromTriple(triple, &target, &msg));
+      LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, "", LLVMCodeGenLevelDefault,
+                                                        LLVMRelocDefault, LLVMCodeModelJITDefault);
+      LLVMDisposeMessage(triple);
+      builder = LLVMOrcCreateLLJITBuilder();
+      LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm));
+    }
+    REQUIRE(MathTakeError(LLVMOrcCreateLLJIT(&jit_, builder)) == "");
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_math_jit", LLVMOrcThreadSafeContextGetContext(tsc));
     for (const MathOpCase& c : kMathOpCases) {
@@ -208,11 +224,12 @@ std::vector<float> MathSpecials() {
   return s;
 }
 
-TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar and vector") {
-  MathJit jit;
+// Checks every op of jit against libm: specials, a strided sweep of all bit patterns, and (dense)
+// |x| < 20 densely; widths: 1 and 8.
+void MathCheckAll(MathJit& jit, const char* label, bool dense, std::initializer_list<unsigned> widths) {
   const std::vector<float> specials = MathSpecials();
   for (const MathOpCase& c : kMathOpCases) {
-    for (unsigned w : {1u, 8u}) {
+    for (unsigned w : widths) {
       MathKernel k = jit.Get(c.name, w);
       MathWorst worst;
       std::vector<float> x, y;
@@ -220,12 +237,12 @@ TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar a
         MathRun(k, c.op, specials, specials, &worst);
         // All 2^32 bit patterns, stride 4099.
         for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) x.push_back(MathFromBits(static_cast<uint32_t>(u)));
-        // Densely |x| < 20: every 257th float below 20 (both signs), and an even grid.
-        for (uint32_t u = 0; u < 0x41A00000u; u += 257) {
+        // Densely |x| < 20: every 1031st float below 20 (both signs), and an even grid.
+        for (uint32_t u = 0; dense && u < 0x41A00000u; u += 1031) {
           x.push_back(MathFromBits(u));
           x.push_back(MathFromBits(u | 0x80000000u));
         }
-        for (int i = -1000000; i <= 1000000; ++i) x.push_back(static_cast<float>(i) * 2e-5f);
+        for (int i = -500000; dense && i <= 500000; ++i) x.push_back(static_cast<float>(i) * 4e-5f);
         y = x;
       } else {
         // Every pair of specials, then random pairs: any x with |y| < 40, any y with x in
@@ -251,9 +268,10 @@ TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar a
         }
       }
       MathRun(k, c.op, x, y, &worst);
-      std::printf("llvm math %-7s width %u: max %lld ULP over %lld inputs (x = %.9g, y = %.9g: got %.9g, want %.9g), documented %d\n",
-                  c.name, w, static_cast<long long>(worst.ulp), static_cast<long long>(worst.count), worst.x,
+      std::printf("llvm math %s %-7s width %u: max %lld ULP over %lld inputs (x = %.9g, y = %.9g: got %.9g, want %.9g), documented %d\n",
+                  label, c.name, w, static_cast<long long>(worst.ulp), static_cast<long long>(worst.count), worst.x,
                   worst.y, worst.got, worst.want, codegen::cpu::MathMaxUlp(c.op));
+      CAPTURE(label);
       CAPTURE(c.name);
       CAPTURE(w);
       CAPTURE(worst.x);
@@ -263,6 +281,11 @@ TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar a
       CHECK(worst.ulp <= codegen::cpu::MathMaxUlp(c.op));
     }
   }
+}
+
+TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar and vector") {
+  MathJit jit;
+  MathCheckAll(jit, "host", true, {1u, 8u});
   const char* all = std::getenv("KILN_MATH_EXHAUSTIVE");
   if (all == nullptr || std::strcmp(all, "1") != 0) return;
   for (const MathOpCase& c : kMathOpCases) {
@@ -279,6 +302,21 @@ TEST_CASE("LLVM math: every op matches libm within its documented ULPs, scalar a
                 worst.want, codegen::cpu::MathMaxUlp(c.op));
     CHECK(worst.ulp <= codegen::cpu::MathMaxUlp(c.op));
   }
+}
+
+TEST_CASE("LLVM math: x86-64 baseline code (llvm.fmuladd unfused) and x86-64-v3 code (fused) match libm too") {
+  char* triple = LLVMGetDefaultTargetTriple();
+  const bool x86 = std::strncmp(triple, "x86_64", 6) == 0;
+  LLVMDisposeMessage(triple);
+  if (!x86) return;
+  MathJit baseline("x86-64");
+  MathCheckAll(baseline, "x86-64", false, {8u});
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    MathJit v3("x86-64-v3");
+    MathCheckAll(v3, "x86-64-v3", false, {8u});
+  }
+#endif
 }
 
 TEST_CASE("LLVM math: ops it does not cover and non-float types give nullptr") {
