@@ -8,8 +8,8 @@
 // llvm.ceil, llvm.rint, llvm.round and llvm.fma become calls (no SSE4.1 roundps, no FMA). A
 // vector math library's shared object (SLEEF's) cannot be called from code with no imports, and
 // Highway has no Erf or Pow. So every function here is straight-line, branch-free IR: fcmp +
-// select, bitcasts and integer ops on the float bits, fadd/fmul/fdiv, llvm.fmuladd, llvm.fabs,
-// llvm.copysign, llvm.sqrt; no llvm.minnum/maxnum, no llvm.fma (a call without FMA hardware), no
+// select, bitcasts and integer ops on the float bits, fadd/fmul/fdiv, llvm.fmuladd, llvm.fabs and
+// llvm.copysign; no llvm.minnum/maxnum, no llvm.fma (a call without FMA hardware), no
 // llvm.floor/ceil/rint/round. It works on a `float` value and on a `<N x float>` vector alike
 // (the type comes from the operand), so LLVM's loop vectorizer can widen it.
 //
@@ -65,7 +65,7 @@ namespace kiln::codegen::cpu {
 // builder's position, as branch-free IR that calls nothing, and returns it. kFloor, kCeil and
 // kRound also take double and <N x double>. Returns nullptr when op is not one it covers (or the
 // type is not one it takes): the other ops are plain IR instructions the caller emits itself.
-// Intrinsics it uses (llvm.fmuladd, llvm.fabs, llvm.copysign, llvm.sqrt) are declared in m.
+// Intrinsics it uses (llvm.fmuladd, llvm.fabs, llvm.copysign) are declared in m.
 LLVMValueRef EmitMath(LLVMModuleRef m, LLVMBuilderRef b, fused::Op op, LLVMValueRef x, LLVMValueRef y = nullptr);
 
 // The documented maximum error of EmitMath(op) on float32, in ULP against the correctly rounded
