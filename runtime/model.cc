@@ -22,7 +22,7 @@
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
 #include "runtime/cpu/native/dispatch.h"
-#include "runtime/cpu/native/image.h"
+#include "runtime/cpu/native/load.h"
 #include "runtime/backend.h"
 #include "runtime/executor/loop_pairs.h"
 #include "runtime/executor/segments.h"
@@ -629,8 +629,8 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     info.code_bytes = Size(nc->code());
     for (uint32_t j = 0; j < Size(nc->kernels()); ++j) info.kernels.push_back(nc->kernels()->Get(j)->kernel());
   }
-  KILN_ASSIGN_OR_RETURN(native::NativeImage::Loaded native,
-                        native::NativeImage::Load(*a, Size(a->kernels()), options.native_code));
+  KILN_ASSIGN_OR_RETURN(native::LoadedNativeCode native,
+                        native::LoadNativeCode(*a, Size(a->kernels()), options.native_code));
   impl->native = std::move(native.image);
   impl->native_target = std::move(native.target);
   impl->native_note = std::move(native.note);
