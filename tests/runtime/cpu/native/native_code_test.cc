@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -330,4 +331,19 @@ TEST_CASE("Model::native_code lists each target's bytes and kernels") {
   CHECK(m->native_code()[1].code_bytes == 3);
   CHECK(m->native_code()[1].kernels.empty());
   CHECK(m->native_code_target() == kNativeHostTarget);
+}
+
+// scripts/sanitize.sh seeds fuzz_model_load with this artifact (native code for the host's
+// baseline target) by running this case with KILN_NATIVE_FUZZ_SEED set to the file to write.
+TEST_CASE("native code fuzz seed loads and is written on request") {
+  const std::vector<uint8_t> bytes = BuildArtifact(NativeAddSpec(0));
+  auto m = kiln::Model::Load(bytes);
+  REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+  CHECK(m->native_code().size() == 1);
+  if (const char* path = std::getenv("KILN_NATIVE_FUZZ_SEED")) {
+    FILE* f = std::fopen(path, "wb");
+    REQUIRE(f != nullptr);
+    CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    std::fclose(f);
+  }
 }
