@@ -116,6 +116,8 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   impl->scratch.host_inputs.resize(model.inputs().size());
   impl->entries.resize(impl->mi->prepared.size());
   impl->stats.entries.resize(impl->entries.size());
+  impl->stats.native_code_target = model.native_code_target();
+  impl->stats.native_code_note = model.native_code_note();
   for (size_t e = 0; e < impl->entries.size(); ++e) {
     InitEntryState(impl->mi->prepared[e], impl->entries[e]);
     impl->stats.entries[e].compile = model.entries()[e].compile;

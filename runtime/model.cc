@@ -21,6 +21,8 @@
 #include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
+#include "runtime/cpu/native/dispatch.h"
+#include "runtime/cpu/native/load.h"
 #include "runtime/backend.h"
 #include "runtime/executor/loop_pairs.h"
 #include "runtime/executor/segments.h"
@@ -286,6 +288,9 @@ void BuildInstructions(const fb::Entry& e, const Model::Impl& impl, PreparedEntr
     PreparedInstruction pi;
     if (ins->kernel() >= 0) {
       pi.program = &impl.programs[ins->kernel()];
+      if (impl.native && pi.program->inputs.size() <= native::kMaxOperands &&
+          pi.program->outputs.size() <= native::kMaxOperands)
+        pi.native = impl.native->kernel(static_cast<uint32_t>(ins->kernel()));
       pi.sizes_begin = static_cast<int32_t>(pe.size_exprs.size());
       pi.num_sizes = static_cast<int32_t>(Size(ins->sizes()));
       for (uint32_t k = 0; k < Size(ins->sizes()); ++k) pe.size_exprs.push_back(ins->sizes()->Get(k));
@@ -615,6 +620,20 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     impl->launch.push_back(std::move(pk));
     impl->programs.push_back(std::move(p));
   }
+  // Native code: listed for inspection, then the chosen target verified and mapped (runs nothing).
+  for (uint32_t k = 0; k < Size(a->native_code()); ++k) {
+    const fb::NativeCode* nc = a->native_code()->Get(k);
+    NativeCodeInfo& info = impl->native_code.emplace_back();
+    info.target = Str(nc->target());
+    info.abi = nc->abi();
+    info.code_bytes = Size(nc->code());
+    for (uint32_t j = 0; j < Size(nc->kernels()); ++j) info.kernels.push_back(nc->kernels()->Get(j)->kernel());
+  }
+  KILN_ASSIGN_OR_RETURN(native::LoadedNativeCode native,
+                        native::LoadNativeCode(*a, Size(a->kernels()), options.native_code));
+  impl->native = std::move(native.image);
+  impl->native_target = std::move(native.target);
+  impl->native_note = std::move(native.note);
   const uint32_t n = a->entries()->size();
   impl->prepared.resize(n);
   impl->entries.resize(n);
@@ -692,5 +711,8 @@ const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 const std::vector<EntryInfo>& Model::entries() const { return impl_->entries; }
 const std::vector<KernelInfo>& Model::kernels() const { return impl_->kernels; }
 uint64_t Model::weights_bytes() const { return impl_->weights_size; }
+const std::vector<NativeCodeInfo>& Model::native_code() const { return impl_->native_code; }
+const std::string& Model::native_code_target() const { return impl_->native_target; }
+const std::string& Model::native_code_note() const { return impl_->native_note; }
 
 }  // namespace kiln

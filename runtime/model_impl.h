@@ -14,6 +14,7 @@
 #include "kiln/runtime.h"
 #include "runtime/arena_plan.h"
 #include "runtime/attrs.h"
+#include "runtime/cpu/native/image.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/expr_eval.h"
 #include "runtime/fused/program.h"
@@ -63,6 +64,7 @@ struct PreparedInstruction {
   const cpu::KernelDef* kernel = nullptr;    // null for a fused instruction and for control
   Control control = Control::kNone;          // kiln.LoopBegin, kiln.LoopEnd
   const fused::Program* program = nullptr;   // kiln.Fused: Model::Impl::programs[i]
+  native::KernelFn native = nullptr;    // kiln.Fused: its native code (Model::Impl::native), or null
   int32_t sizes_begin = 0;   // kiln.Fused: its size-argument exprs in PreparedEntry::size_exprs
   int32_t num_sizes = 0;
   AttrMap attrs;
@@ -222,6 +224,9 @@ struct [[gnu::visibility("hidden")]] Model::Impl {
   std::vector<KernelInfo> kernels;        // Artifact.kernels[i], for inspection
   std::vector<fused::Program> programs;   // Artifact.kernels[i].program, validated
   std::vector<PreparedKernel> launch;     // Artifact.kernels[i]'s launch rule and images
+  std::vector<NativeCodeInfo> native_code;              // Artifact.native_code, for inspection
+  std::unique_ptr<native::NativeImage> native;     // the chosen native code, mapped; null: interpreted
+  std::string native_target, native_note;               // Model::native_code_target(), native_code_note()
   std::vector<PreparedEntry> prepared;
 };
 

@@ -283,6 +283,10 @@ if ((RUN_FUZZ)); then
       [[ -f "$pb" ]] && cp "$pb" "$SEEDS/fuzz_tensor_readers/${name}_$(basename "$pb")"
     done
   done
+  # An artifact with native CPU code (tests/runtime/cpu/native/native_code_test.cc writes it), so
+  # that mutations reach the native code's checks at load (the target never runs that code).
+  KILN_NATIVE_FUZZ_SEED="$SEEDS/fuzz_model_load/native_code.kiln" \
+    "$BUILD/tests/kiln_tests" -tc="native code fuzz seed*" >/dev/null
   build/venv/bin/python - "$SEEDS/fuzz_tensor_readers" "$SEEDS/fuzz_prologue" <<'EOF'
 import glob, os, sys
 import numpy as np

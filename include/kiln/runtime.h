@@ -160,6 +160,25 @@ struct LoadOptions {
   // fallback regions when the first region runs). All are kResourceExhausted naming the
   // entry, the size and the limit.
   uint64_t max_context_bytes = 0;
+  // Run the generated kernels on the artifact's native CPU code (Artifact.native_code: machine
+  // code `kiln compile` made for each CPU target, docs/architecture.md "Native CPU code") when
+  // it has some this CPU runs. Load then verifies the chosen target's code (its calling
+  // convention, size and kernel table: kDataLoss naming the field and the target when
+  // malformed) and maps it read + execute; none of it runs before a context runs a kernel.
+  // false: Load maps no code and the CPU backend interprets every generated kernel's portable
+  // program (slower, the same results). Default: true. Native code is machine code: with it
+  // allowed, a hostile artifact can run arbitrary code in the process (docs/security.md), so
+  // set this to false for artifacts from a source you do not trust.
+  // Model::native_code_target() and Stats::native_code_target say what was chosen, and why none.
+  bool native_code = true;
+};
+
+// One target of an artifact's native CPU code (Artifact.native_code), for inspection.
+struct NativeCodeInfo {
+  std::string target;            // "x86-64", "x86-64-v3", "x86-64-v4" or "aarch64"
+  uint32_t abi = 0;              // its calling convention's version (runtime/cpu/native/abi.h)
+  uint64_t code_bytes = 0;       // machine code and constants, bytes
+  std::vector<uint32_t> kernels; // the generated kernels it has a function for (Model::kernels() indices)
 };
 
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
@@ -188,6 +207,18 @@ class KILN_API Model {
   const std::vector<EntryInfo>& entries() const;
   const std::vector<KernelInfo>& kernels() const;
   uint64_t weights_bytes() const;
+  // The artifact's native CPU code, one per target, in artifact order (empty: none). Listed
+  // whether or not it was chosen or allowed (LoadOptions::native_code).
+  const std::vector<NativeCodeInfo>& native_code() const;
+  // The target whose native code the CPU backend runs the generated kernels with ("x86-64-v3"),
+  // chosen at Load as the best of native_code() this CPU runs, capped by KILN_MAX_CPU_ISA
+  // ("baseline": only "x86-64"; "avx2": up to "x86-64-v3"); empty when the portable programs
+  // are interpreted. native_code_note() says why none ("the artifact has no native code",
+  // "native code refused (LoadOptions::native_code is false)", "this CPU runs none of its
+  // targets (x86-64-v4)", "x86-64-v3 left out by KILN_MAX_CPU_ISA=baseline", another calling
+  // convention), or what the cap left out when one was chosen; empty when there is nothing to say.
+  const std::string& native_code_target() const;
+  const std::string& native_code_note() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -48,6 +48,15 @@ struct Stats {
   uint64_t cache_hits = 0;    // calls whose inputs passed some entry's prologue
   uint64_t cache_misses = 0;  // calls whose inputs passed no entry's prologue
   int32_t last_entry = -1;    // index of the entry the last hit chose, -1 before any hit
+  // The target of the native CPU code this context runs the generated kernels with
+  // (Model::native_code_target(): "x86-64-v3"), on the CPU backend and in a device backend's
+  // CPU fallback regions; empty when it interprets their portable programs, and then
+  // native_code_note says why ("the artifact has no native code", "native code refused
+  // (LoadOptions::native_code is false)", "this CPU runs none of its targets (x86-64-v4)",
+  // "x86-64-v3 left out by KILN_MAX_CPU_ISA=baseline"; Model::native_code_note()). A kernel the
+  // chosen code has no function for is interpreted too. Set at Create.
+  std::string native_code_target;
+  std::string native_code_note;
   // One per entry of the model, in entry order (the order prologues are tried), sized at
   // Create: the sum of hits over entries is cache_hits.
   std::vector<EntryStats> entries;

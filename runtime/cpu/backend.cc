@@ -353,6 +353,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
     note += std::string(", ") + CpuIsaName(isa) + " kernels (KILN_MAX_CPU_ISA=" +
             (isa == CpuIsa::kBaseline ? "baseline" : "avx2") + ")";  // a cap is below what the CPU has
   }
+  if (!model.native_code_target().empty()) note += ", generated kernels as native code (" + model.native_code_target() + ")";
   const bool onednn = KeepsOneDnn() && options.cpu.onednn && OneDnnBuilt();
   if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).

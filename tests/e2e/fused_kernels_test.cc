@@ -354,7 +354,7 @@ kiln::Status RunNative(kiln::native::KernelFn fn, const kiln::fused::Program& p,
   std::vector<const void*> in_ptrs;
   for (const kiln::cpu::TensorRef& t : ins) in_ptrs.push_back(t.data);
   void* out_ptrs[] = {out.data};
-  int64_t failed[2] = {0, 0};
+  int64_t failed[3] = {0, 0, 0};
   const int64_t items = WorkItems(p, sizes);
   const int64_t cut = items / 3;
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, cut}, {cut, items}}) {
@@ -362,7 +362,7 @@ kiln::Status RunNative(kiln::native::KernelFn fn, const kiln::fused::Program& p,
     const kiln::native::KernelArgs args{in_ptrs.data(), out_ptrs, sizes.data(), begin, end, failed};
     if (fn(&args) != 0) {
       return kiln::InvalidArgument("native code: " + p.checks.at(failed[0]) + ": " +
-                                   kiln::fused::IndexOutOfRange(failed[1], 0));
+                                   kiln::fused::IndexOutOfRange(failed[1], failed[2]));
     }
   }
   return kiln::Status::Ok();

@@ -6,7 +6,13 @@
 // Inputs: a symbolic dim takes the smallest value in its range that is a multiple of its
 // divisor, at least 1 (one value per symbol, so later uses agree); inputs over kMaxInputBytes
 // in all are not run (the harness would allocate them, not the runtime).
-// Seeds: artifacts from `kiln compile --arch none` (scripts/sanitize.sh makes them).
+// Seeds: artifacts from `kiln compile --arch none` (scripts/sanitize.sh makes them), and one
+// with native CPU code (fuzz_native_seed.cc, made by the same script).
+//
+// Native code (Artifact.native_code) is machine code: a mutated blob would run whatever the
+// mutation made of it. So it is only loaded (chosen, verified and mapped, which runs none of
+// it, and unmapped with the Model), never run: the Model that runs is loaded with
+// LoadOptions::native_code false, and interprets every generated kernel.
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -78,7 +84,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // kResourceExhausted (at Load when constant, at Run when symbolic), never allocated.
   kiln::LoadOptions load;
   load.max_context_bytes = kMaxContextBytes;
-  auto model = kiln::Model::Load(WithChecksums(data, size), load);
+  const std::vector<uint8_t> bytes = WithChecksums(data, size);
+  {
+    auto with_native = kiln::Model::Load(bytes, load);  // reaches the native code's checks; runs nothing
+    if (!with_native.ok()) return 0;
+    for (const kiln::NativeCodeInfo& n : with_native->native_code()) (void)n.target.size();
+  }
+  load.native_code = false;  // what runs below interprets: fuzzed machine code never runs
+  auto model = kiln::Model::Load(bytes, load);
   if (!model.ok()) return 0;
   // What a caller reads after Load: every string and table of the Model.
   for (const kiln::EntryInfo& e : model->entries()) (void)e.prologue_text.size();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flatbuffers/flatbuffers.h"
@@ -109,6 +110,14 @@ struct WeightSpec {
   std::vector<uint8_t> bytes;
 };
 
+// One Artifact.native_code entry: `kernels` holds (kernel, offset) pairs, written as given.
+struct NativeCodeSpec {
+  std::string target = "x86-64";
+  uint32_t abi = 1;
+  std::vector<uint8_t> code;
+  std::vector<std::pair<uint32_t, uint32_t>> kernels;
+};
+
 struct ArtifactSpec {
   uint32_t format_version = 1;
   std::string producer = "kiln test";
@@ -116,6 +125,7 @@ struct ArtifactSpec {
   std::vector<WeightSpec> weights;
   std::vector<EntrySpec> entries;
   std::vector<fused::Program> kernels;  // written with no source and no images
+  std::vector<NativeCodeSpec> native_code;  // none: the field is absent
 };
 
 inline TensorSpec T(std::string name, DType dtype, std::vector<int32_t> shape, fb::Storage storage,
@@ -211,10 +221,17 @@ inline std::vector<uint8_t> BuildArtifact(const ArtifactSpec& spec) {
   for (size_t k = 0; k < spec.kernels.size(); ++k)
     kernels.push_back(fb::CreateKernel(b, b.CreateString("kiln_test_" + std::to_string(k)), 0, 0,
                                        serialize::WriteProgram(b, spec.kernels[k])));
+  std::vector<flatbuffers::Offset<fb::NativeCode>> native;
+  for (const NativeCodeSpec& n : spec.native_code) {
+    std::vector<flatbuffers::Offset<fb::NativeKernel>> nk;
+    for (const auto& [kernel, offset] : n.kernels) nk.push_back(fb::CreateNativeKernel(b, kernel, offset));
+    native.push_back(fb::CreateNativeCode(b, b.CreateString(n.target), n.abi, b.CreateVector(n.code), b.CreateVector(nk)));
+  }
   auto artifact = fb::CreateArtifact(b, spec.format_version, b.CreateString(spec.producer),
                                      b.CreateString("test.onnx"), b.CreateVectorOfStrings({}),
                                      b.CreateString("fp32"), b.CreateVector(inputs), b.CreateVector(outputs),
-                                     b.CreateVector(weights), b.CreateVector(kernels), b.CreateVector(entries));
+                                     b.CreateVector(weights), b.CreateVector(kernels), b.CreateVector(entries),
+                                     native.empty() ? 0 : b.CreateVector(native));
   fb::FinishArtifactBuffer(b, artifact);
 
   ArtifactHeader h{};

@@ -187,6 +187,9 @@ void AddBenchCommand(CLI::App& app) {
                   "(no effect on the CUDA backend)")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  cmd->add_flag("--native-code,!--no-native-code", c.native_code,
+                "run the generated kernels on the artifact's native CPU code when it has some this CPU runs "
+                "(default), or interpret their portable programs (--no-native-code)");
   cmd->add_flag("--onednn,!--no-onednn", c.onednn,
                 "CPU backend: run Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");

@@ -62,6 +62,27 @@ void PrintKernels(const Model& model, bool sources) {
   }
 }
 
+// The artifact's native CPU code (Model::native_code) and the target this CPU would run.
+nlohmann::json NativeCodeJson(const Model& model) {
+  nlohmann::json targets = nlohmann::json::array();
+  for (const NativeCodeInfo& n : model.native_code())
+    targets.push_back({{"target", n.target}, {"abi", n.abi}, {"code_bytes", n.code_bytes}, {"kernels", n.kernels}});
+  return {{"targets", targets}, {"this_cpu", model.native_code_target()}, {"note", model.native_code_note()}};
+}
+
+std::string NativeCodeText(const Model& model) {
+  std::string s;
+  for (const NativeCodeInfo& n : model.native_code())
+    s += fmt::format("native code {}: {} bytes, {} of {} generated kernels, calling convention {}\n", n.target,
+                     n.code_bytes, n.kernels.size(), model.kernels().size(), n.abi);
+  if (model.kernels().empty()) return s;
+  s += model.native_code_target().empty()
+           ? "this CPU: interpreter (" + model.native_code_note() + ")\n"
+           : "this CPU: native code (" + model.native_code_target() + ")" +
+                 (model.native_code_note().empty() ? "" : "; " + model.native_code_note()) + "\n";
+  return s;
+}
+
 int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
   auto model = Model::Load(path);
   if (!model.ok()) {
@@ -90,6 +111,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                           {"outputs", IoJson(model->outputs())},
                           {"entries", entries},
                           {"kernels", KernelsJson(*model, kernels)},
+                          {"native_code", NativeCodeJson(*model)},
                           {"weights_bytes", model->weights_bytes()}};
     // Names come from the model and need not be UTF-8: invalid bytes print as U+FFFD.
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -103,6 +125,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                            model->kernels().empty() ? ""
                            : archs.empty()          ? " (portable programs only: a CPU-only artifact)"
                                                     : " for " + Join({archs.begin(), archs.end()}));
+  std::cout << NativeCodeText(*model);
   for (const TensorInfo& t : model->inputs())
     std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), InfoShapeText(t));
   for (const TensorInfo& t : model->outputs())

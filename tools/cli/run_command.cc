@@ -80,6 +80,7 @@ struct RunFlags {
   bool profile = false;
   int threads = 0;
   bool onednn = true;
+  bool native_code = true;  // LoadOptions::native_code
   double atol = 1e-4, rtol = 1e-3;
 };
 
@@ -108,7 +109,9 @@ int RunModel(const RunFlags& f) {
   const std::string &artifact = f.artifact, &inputs_dir = f.inputs, &outputs_dir = f.outputs, &device = f.device;
   const int repeat = f.repeat;
   auto t0 = std::chrono::steady_clock::now();
-  auto model = Model::Load(artifact);
+  LoadOptions load_options;
+  load_options.native_code = f.native_code;
+  auto model = Model::Load(artifact, load_options);
   if (!model.ok()) {
     std::cerr << "kiln run: " << artifact << ": " << model.status().ToString() << "\n";
     return 1;
@@ -232,6 +235,10 @@ void AddRunCommand(CLI::App& app) {
                   "CPU backend: threads per run, the caller's included (Kiln splits its kernels and GEMMs over them; OpenBLAS runs single-threaded inside); "
                   "0 (default): one per core")
       ->check(CLI::Range(0, 256));
+  cmd->add_flag("--native-code,!--no-native-code", f->native_code,
+                "run the generated kernels on the artifact's native CPU code when it has some this CPU runs "
+                "(default), or interpret their portable programs (--no-native-code: no machine code from the "
+                "artifact is mapped; docs/security.md)");
   cmd->add_flag("--onednn,!--no-onednn", f->onednn,
                 "CPU backend: run Conv, MaxPool, AveragePool, MatMul and Gemm on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");

@@ -50,7 +50,9 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   if (config.random) r.seed = config.seed;
   // load_ms: Model::Load and ExecutionContext::Create, not reading or making the inputs.
   const int64_t load_start = NowNs();
-  KILN_ASSIGN_OR_RETURN(Model model, Model::Load(config.artifact));
+  LoadOptions load_options;
+  load_options.native_code = config.native_code;
+  KILN_ASSIGN_OR_RETURN(Model model, Model::Load(config.artifact, load_options));
   const int64_t load_ns = NowNs() - load_start;
   KILN_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, PrepareInputs(config, model));
   ContextOptions options;
@@ -133,7 +135,17 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) == 0) r.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
   if (st.last_entry >= 0) r.entry = model.entries()[st.last_entry].name;
-  if (config.profile) r.profile = profile.Summary(r.instructions);
+  // kiln.Fused rows on the CPU: the native code of the context's target, or the interpreter.
+  const std::string& target = st.native_code_target;
+  auto fused_runner = [&](const InstructionInfo& info) -> std::string {
+    for (const NativeCodeInfo& n : model.native_code()) {
+      if (n.target != target || target.empty()) continue;
+      for (uint32_t k : n.kernels)
+        if (k < model.kernels().size() && model.kernels()[k].name == info.kernel) return "native code (" + target + ")";
+    }
+    return "interpreter";
+  };
+  if (config.profile) r.profile = profile.Summary(r.instructions, cuda ? std::function<std::string(const InstructionInfo&)>() : fused_runner);
   r.trace.assign(trace.begin(), trace.end());
   return r;
 }

@@ -35,6 +35,7 @@ struct BenchConfig {
   Device device = Device::kAuto;
   int threads = 0;  // CpuOptions::threads
   bool onednn = true;  // CpuOptions::onednn
+  bool native_code = true;  // LoadOptions::native_code
   bool cuda_graphs = false;
   bool profile = false;
   int warmup = 10;

@@ -67,7 +67,8 @@ InstructionInfo UnknownInstruction() {
   return i;
 }
 
-ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<InstructionInfo>> instructions) const {
+ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<InstructionInfo>> instructions,
+                                           const std::function<std::string(const InstructionInfo&)>& fused_runner) const {
   ProfileSummary p;
   p.runs = runs_;
   std::map<std::string, ProfileOp> ops;
@@ -91,8 +92,12 @@ ProfileSummary ProfileAccumulator::Summary(std::span<const std::vector<Instructi
       op.total_ns += s.ns;
       op.total_bytes += s.bytes;
       if (row.info.op == "kiln.Fused") {
-        const std::string_view name = ProgramKind(row.info);
-        ProfileProgramKind& kind = kinds[std::string(name)];
+        std::string name(ProgramKind(row.info));
+        if (fused_runner && row.library == LibraryTitle(Library::kGenerated)) {
+          row.library = fused_runner(row.info);
+          name += ", " + row.library;
+        }
+        ProfileProgramKind& kind = kinds[name];
         kind.kind = name;
         ++kind.programs;
         kind.calls += s.calls;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,7 +87,11 @@ class ProfileAccumulator {
            std::span<const Library> libraries = {});
   // `instructions[e]` are entry e's instructions (EntryInfo::instructions); an instruction
   // beyond its entry's list reads "?" for name and op.
-  ProfileSummary Summary(std::span<const std::vector<InstructionInfo>> instructions) const;
+  // `fused_runner`, when given, says what ran a kiln.Fused instruction on the CPU ("native code
+  // (x86-64-v3)" or "interpreter"): its rows' library reads that, and program_kinds are split by
+  // it ("elementwise, native code (x86-64-v3)").
+  ProfileSummary Summary(std::span<const std::vector<InstructionInfo>> instructions,
+                         const std::function<std::string(const InstructionInfo&)>& fused_runner = {}) const;
   int64_t runs() const { return runs_; }
 
  private:

@@ -323,9 +323,10 @@ LLVMValueRef Emitter::CheckIndex(const fused::Node& n, LLVMValueRef x, LLVMValue
   LLVMBasicBlockRef pass = LLVMAppendBasicBlockInContext(ctx_, fn_, "check.ok");
   LLVMBuildCondBr(b_, ok, pass, fail);
   LLVMPositionBuilderAtEnd(b_, fail);
-  LLVMValueRef one = I64(1);
+  LLVMValueRef one = I64(1), two = I64(2);
   LLVMBuildStore(b_, I64(n.i), failed_);
   LLVMBuildStore(b_, x, LLVMBuildInBoundsGEP2(b_, i64_, failed_, &one, 1, ""));
+  LLVMBuildStore(b_, bound, LLVMBuildInBoundsGEP2(b_, i64_, failed_, &two, 1, ""));
   LLVMBuildRet(b_, LLVMConstInt(i32_, 1, 0));
   LLVMPositionBuilderAtEnd(b_, pass);
   return x;

@@ -17,8 +17,10 @@
 // writes none but its outputs and `failed`, calls nothing, allocates nothing and keeps no state.
 //
 // Returns 0, or 1 when a kCheckIndex failed: then failed[0] is the check (an index into
-// Program::checks) and failed[1] the index as the check saw it, for the first failing element in
-// domain order within the range; the outputs of the range are then unspecified.
+// Program::checks), failed[1] the index as the check saw it (operand x) and failed[2] its bound
+// (operand y), for the first failing element in domain order within the range; the outputs of
+// the range are then unspecified. The runtime words the error from the three as the
+// interpreter does (fused::IndexOutOfRange needs the bound).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,7 @@ struct KernelArgs {
   const int64_t* sizes;       // Program::num_sizes size arguments
   int64_t begin;              // first work item
   int64_t end;                // one past the last work item; begin <= end
-  int64_t* failed;            // two int64 the function writes when it returns 1
+  int64_t* failed;            // three int64 the function writes when it returns 1
 };
 
 using KernelFn = int32_t (*)(const KernelArgs* args);
