@@ -85,6 +85,8 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
     for (const std::string& line : native_lines) {
       if (!line.empty()) log(line);
     }
+    // A target where every kernel stays interpreted has no image.
+    std::erase_if(record.native_code, [](const serialize::NativeCodeRecord& n) { return n.kernels.empty(); });
     return first;
   };
   if (emitted.empty() || options.archs.empty()) {

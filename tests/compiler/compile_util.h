@@ -1,5 +1,6 @@
 // Test helper: compiles an in-memory ONNX model to artifact bytes through the real driver.
-// Kernels are kept as portable programs (no NVRTC) unless the options ask for archs.
+// Kernels are kept as portable programs (no NVRTC) unless the options ask for archs, and get native
+// code for the one CPU target this CPU runs (tests/native_target.h).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,6 +13,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "tests/native_target.h"
 #include "kiln/tensor_files.h"
 #include "onnx/onnx_pb.h"
 
@@ -20,13 +22,15 @@ namespace kiln::testing {
 inline compiler::CompileOptions CpuOnly() {
   compiler::CompileOptions o;
   o.archs.clear();
+  o.cpu_targets = NativeTargetForThisCpu();
   return o;
 }
 
 // The options that compile a model for `device`'s backend: the default GPU archs for kCuda (the
 // generated kernels as cubins and PTX, as the "[gpu]" cases run them), CPU-only otherwise.
 inline compiler::CompileOptions OptionsFor(Device device, bool fuse = true) {
-  compiler::CompileOptions o = device == Device::kCuda ? compiler::CompileOptions{} : CpuOnly();
+  compiler::CompileOptions o = CpuOnly();
+  if (device == Device::kCuda) o.archs = compiler::CompileOptions{}.archs;
   o.fuse = fuse;
   return o;
 }

@@ -185,7 +185,7 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   const char* note = nullptr;
   REQUIRE(kiln_context_device(add.ctx, &device, &note) == KILN_STATUS_OK);
   CHECK(device == KILN_DEVICE_CPU);
-  CHECK(std::string(note) == kiln::testing::CpuNote(1));
+  CHECK(std::string(note) == kiln::testing::CpuNote(1, true, /*native=*/false));
   uint64_t host = 0, dev = 1;
   REQUIRE(kiln_context_memory(add.ctx, &host, &dev) == KILN_STATUS_OK);
   CHECK(host == 64);  // N = 2: a 24-byte arena, allocated in 64-byte units

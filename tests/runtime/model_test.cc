@@ -664,11 +664,11 @@ TEST_CASE("without a GPU a CUDA context is refused with the reason, and auto fal
   const std::string why = std::string(c.status().message());
   CHECK_MESSAGE((why.find("no CUDA driver found") != std::string::npos || why.find("no CUDA device") != std::string::npos),
                 why);
-  CHECK(probe->device_note() == kiln::testing::CpuNote(1) + "; CUDA unavailable: " + why);
+  CHECK(probe->device_note() == kiln::testing::CpuNote(1, true, /*native=*/false) + "; CUDA unavailable: " + why);
 #else
   CHECK(c.status().message() ==
         "this runtime was built without the CUDA toolkit, so it has no CUDA backend; use --device cpu");
-  CHECK(probe->device_note() == kiln::testing::CpuNote(1) + "; this runtime was built without the CUDA toolkit");
+  CHECK(probe->device_note() == kiln::testing::CpuNote(1, true, /*native=*/false) + "; this runtime was built without the CUDA toolkit");
 #endif
 }
 

@@ -38,14 +38,15 @@ Status CheckTensors(const char* what, std::span<const fused::TensorSpec> specs, 
     return InvalidArgument(std::string("fused program: ") + to_string(refs.size()) + " " + what + "s given, expected " +
                            to_string(specs.size()));
   for (size_t k = 0; k < specs.size(); ++k) {
-    const std::string at = std::string("fused program: ") + what + " " + to_string(k);
+    // The message's start, made only on an error: a Run allocates nothing.
+    auto at = [&] { return std::string("fused program: ") + what + " " + to_string(k); };
     if (refs[k].dtype != specs[k].dtype)
-      return InvalidArgument(at + " has dtype " + std::string(DTypeName(refs[k].dtype)) + ", expected " + std::string(DTypeName(specs[k].dtype)));
+      return InvalidArgument(at() + " has dtype " + std::string(DTypeName(refs[k].dtype)) + ", expected " + std::string(DTypeName(specs[k].dtype)));
     const int64_t count = Count(specs[k].dims, sizes);
-    if (count < 0) return InvalidArgument(at + ": shape " + fused::DimsText(specs[k].dims) + " is negative or overflows int64");
+    if (count < 0) return InvalidArgument(at() + ": shape " + fused::DimsText(specs[k].dims) + " is negative or overflows int64");
     if (refs[k].num_elements != count)
-      return InvalidArgument(at + " has " + to_string(refs[k].num_elements) + " elements, expected " + to_string(count));
-    if (count > 0 && refs[k].data == nullptr) return InvalidArgument(at + " has no data");
+      return InvalidArgument(at() + " has " + to_string(refs[k].num_elements) + " elements, expected " + to_string(count));
+    if (count > 0 && refs[k].data == nullptr) return InvalidArgument(at() + " has no data");
   }
   return Status::Ok();
 }
@@ -78,15 +79,15 @@ Status RunNative(KernelFn fn, const fused::Program& p, std::span<const cpu::Tens
     return InvalidArgument("fused program: " + to_string(outputs.size()) + " outputs given, expected " +
                            to_string(p.outputs.size()));
   for (size_t k = 0; k < outputs.size(); ++k) {
-    const std::string at = "fused program: output " + to_string(k);
+    auto at = [&] { return "fused program: output " + to_string(k); };
     const fused::Output& o = p.outputs[k];
     if (outputs[k].dtype != o.tensor.dtype)
-      return InvalidArgument(at + " has dtype " + std::string(DTypeName(outputs[k].dtype)) + ", expected " + std::string(DTypeName(o.tensor.dtype)));
+      return InvalidArgument(at() + " has dtype " + std::string(DTypeName(outputs[k].dtype)) + ", expected " + std::string(DTypeName(o.tensor.dtype)));
     const int64_t expected = o.per_row ? rows : total;
     if (outputs[k].num_elements != expected || Count(o.tensor.dims, sizes) != expected)
-      return InvalidArgument(at + " has " + to_string(outputs[k].num_elements) + " elements, expected " +
+      return InvalidArgument(at() + " has " + to_string(outputs[k].num_elements) + " elements, expected " +
                              to_string(expected) + (o.per_row ? " (one per row)" : " (one per domain element)"));
-    if (expected > 0 && outputs[k].data == nullptr) return InvalidArgument(at + " has no data");
+    if (expected > 0 && outputs[k].data == nullptr) return InvalidArgument(at() + " has no data");
   }
   const int64_t items = p.reduce_axes != 0 ? rows : total;
   if (items == 0 || (p.reduce_axes == 0 && total == 0)) return Status::Ok();
