@@ -7,6 +7,8 @@ exported to ONNX model folders that benchmarks/compare.py runs.
                                                   [--out build/zoo] [--seed 0] [--list]
     build/venv/bin/python benchmarks/compare.py build/zoo/convnext_tiny-ts/ ...
 
+(Run by another python3 that lacks torch, it re-executes itself with build/bench-venv/bin/python.)
+
 Every model is built from its configuration with random initialisation (transformers
 AutoConfig.for_model/AutoModel.from_config, timm create_model(pretrained=False), ultralytics
 YOLO('yolov8n.yaml')): nothing is downloaded. Weights are drawn after torch.manual_seed(SEED),
@@ -32,13 +34,15 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH_PYTHON = os.path.join(ROOT, "build", "bench-venv", "bin", "python")
+BENCH_VENV = os.path.join(ROOT, "build", "bench-venv")
+BENCH_PYTHON = os.path.join(BENCH_VENV, "bin", "python")
 OPSET = 18
 SEED = 0
 EXPORTERS = ("ts", "dynamo")
@@ -50,7 +54,7 @@ try:
     import torch
     from onnx import numpy_helper
 except ImportError as e:
-    if os.path.isfile(BENCH_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(BENCH_PYTHON) \
+    if os.path.isfile(BENCH_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(BENCH_VENV) \
             and not os.environ.get("KILN_ZOO_REEXEC"):
         os.environ["KILN_ZOO_REEXEC"] = "1"  # once: the benchmark venv's python, same arguments
         os.execv(BENCH_PYTHON, [BENCH_PYTHON] + sys.argv)
@@ -230,8 +234,12 @@ MODELS = {
 # --- one export (child process) -----------------------------------------------------------------
 
 def first_line(e):
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+    """The exception's type and first line, and its cause's (torch.onnx wraps torch.export's error)."""
+    def one(x):
+        lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(x)).splitlines() if line.strip()]
+        return f"{type(x).__name__}: {lines[0] if lines else ''}"
+    cause = e.__cause__ or e.__context__
+    return one(e) + (f" (caused by {one(cause)})" if cause is not None else "")
 
 
 def torch_outputs(model, args):
@@ -245,7 +253,10 @@ def export_one(name, exporter, out_root, seed):
     """Exports MODELS[name] with `exporter` into OUT/NAME-EXPORTER/, checks it with onnxruntime;
     returns the result record (raises on failure)."""
     torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or parallel work started: a second export in one process
+        pass
     record = {"name": name, "exporter": exporter, "folder": f"{name}-{exporter}", "opset": OPSET}
     model, feeds = MODELS[name](seed)
     model.eval()
