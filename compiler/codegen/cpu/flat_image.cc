@@ -97,6 +97,9 @@ Result<std::vector<uint8_t>> LinkFlatImage(const std::vector<uint8_t>& object, c
     for (size_t j = 0; j < symbols.size(); ++j) {
       if (n != symbols[j]) continue;
       if (s.st_shndx >= sh.size() || base[s.st_shndx] < 0) return Bad("function " + n + " is not in a code section");
+      // An empty function is one LLVM deleted as undefined behaviour: calling it would run
+      // whatever follows.
+      if (s.st_size == 0) return Bad("function " + n + " has no code");
       (*offsets)[j] = static_cast<uint32_t>(base[s.st_shndx] + static_cast<int64_t>(s.st_value));
       found[j] = true;
     }

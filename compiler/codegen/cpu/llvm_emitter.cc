@@ -84,6 +84,9 @@ class Emitter {
   LLVMTypeRef i1_, i8_, i16_, i32_, i64_, f32_, f64_, half_, ptr_;
   LLVMValueRef fn_ = nullptr;
   std::vector<LLVMValueRef> inputs_, outputs_, sizes_, dims_, strides_, input_empty_;
+  // dims_ with 0 as 1, to divide by: a domain with no elements is never called (abi.h), but a
+  // division by a constant 0 would still make LLVM delete the function as undefined behaviour.
+  std::vector<LLVMValueRef> divisor_dims_;
   LLVMValueRef begin_ = nullptr, end_ = nullptr, failed_ = nullptr, zero_slot_ = nullptr;
   std::vector<int> kept_, reduced_;
 };
@@ -185,8 +188,8 @@ void Emitter::Unflatten(LLVMValueRef index, const std::vector<int>& axes, Point*
     if (k == 0) {
       pt->coord[a] = rem;
     } else {
-      pt->coord[a] = LLVMBuildURem(b_, rem, dims_[a], "");
-      rem = LLVMBuildUDiv(b_, rem, dims_[a], "");
+      pt->coord[a] = LLVMBuildURem(b_, rem, divisor_dims_[a], "");
+      rem = LLVMBuildUDiv(b_, rem, divisor_dims_[a], "");
     }
   }
 }
@@ -447,7 +450,7 @@ void Emitter::EmitElementwise() {
   // Elements [begin, end): an outer loop over the leading axes' combinations, an inner loop
   // over the last axis, each cut to the range.
   const int rank = static_cast<int>(p_.domain.size());
-  LLVMValueRef last = rank ? dims_[rank - 1] : I64(1);
+  LLVMValueRef last = rank ? divisor_dims_[rank - 1] : I64(1);
   LLVMValueRef o_lo = LLVMBuildUDiv(b_, begin_, last, "");
   LLVMValueRef o_hi = LLVMBuildUDiv(b_, LLVMBuildAdd(b_, end_, LLVMBuildSub(b_, last, I64(1), ""), ""), last, "");
   std::vector<int> outer;
@@ -610,10 +613,12 @@ Status Emitter::Emit(const std::string& name) {
   }
   const int rank = static_cast<int>(p_.domain.size());
   dims_.assign(rank, nullptr);
+  divisor_dims_.assign(rank, nullptr);
   strides_.assign(rank, nullptr);
   LLVMValueRef stride = I64(1);
   for (int a = rank - 1; a >= 0; --a) {
     dims_[a] = Dim(p_.domain[a]);
+    divisor_dims_[a] = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntEQ, dims_[a], I64(0), ""), I64(1), dims_[a], "");
     strides_[a] = stride;
     stride = LLVMBuildMul(b_, stride, dims_[a], "");
     ((p_.reduce_axes >> a) & 1u ? reduced_ : kept_).insert(((p_.reduce_axes >> a) & 1u ? reduced_ : kept_).begin(), a);
