@@ -186,12 +186,14 @@ fp_paths() {
         --first=$((k * total / chunks + 1)) --last=$(((k + 1) * total / chunks)) \
         >"$TIER_LOGS/fp-chunk-$k.log" 2>&1 || touch "$TIER_LOGS/fp-chunk-$k.failed"; } &
   done
-  wait "$ctest_pid" || rc=1
+  local ctest_rc=0 chunks_rc=0
+  wait "$ctest_pid" || ctest_rc=1
   wait
   for ((k = 0; k < chunks; k++)); do
-    [[ -e $TIER_LOGS/fp-chunk-$k.failed ]] && { rc=1; cat "$TIER_LOGS/fp-chunk-$k.log"; }
+    [[ -e $TIER_LOGS/fp-chunk-$k.failed ]] && { chunks_rc=1; cat "$TIER_LOGS/fp-chunk-$k.log"; }
   done
-  echo "[test] $total doctest cases in $chunks chunks: $( ((rc)) && echo "some failed" || echo "all passed")"
+  ((ctest_rc || chunks_rc)) && rc=1
+  echo "[test] $total doctest cases in $chunks chunks: $( ((chunks_rc)) && echo "some failed" || echo "all passed")"
   tail -4 "$TIER_LOGS/fp-ctest.log"
   ((rc)) && cat "$TIER_LOGS/fp-ctest.log"
   return $rc
