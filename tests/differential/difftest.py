@@ -36,8 +36,10 @@ EXACT_CLASSES = ("exact", "rounded")
 INT_OVERFLOW_OPS = {"Div", "Mod", "Add", "Sub", "Mul", "Neg", "Abs", "Sum", "Mean", "Pow", "MatMul", "CumSum",
                     "ReduceSum", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceMean"}
 # Paths that run the same instructions: the unfused CPU kernels (folding runs them too), and
-# the fused regions (interpreted on the CPU, generated kernels on the CUDA device).
-FAMILY = {"unfused": "unfused", "folded": "unfused", "fused": "fused", "cuda": "fused", "onnxruntime": "onnxruntime"}
+# the fused regions (native code and the interpreted programs on the CPU, generated kernels on the
+# CUDA device).
+FAMILY = {"unfused": "unfused", "folded": "unfused", "fused": "fused", "interpreted": "fused", "cuda": "fused",
+          "onnxruntime": "onnxruntime"}
 
 
 # ---- generation -------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 would, and onnxruntime as the reference.
 
   unfused  kiln compile --arch none --no-fuse; kiln run --device cpu    (the CPU kernels)
-  fused    kiln compile --arch none; kiln run --device cpu              (fused programs, interpreted)
+  fused    kiln compile --arch none; kiln run --device cpu              (fused regions as native code
+           for this CPU)
+  interpreted  the same artifact; kiln run --device cpu --no-native-code (the portable programs,
+           interpreted)
   folded   the inputs made initializers; kiln compile --arch none        (constant folding: the
            compiler runs the CPU kernels at compile time; the run only copies the results out)
   cuda     kiln compile --arch sm_90; kiln run --device cuda on the emulated CUDA device
@@ -20,7 +23,7 @@ from onnx import numpy_helper
 
 from graphs import folded
 
-PATHS = ["unfused", "fused", "folded", "cuda"]
+PATHS = ["unfused", "fused", "interpreted", "folded", "cuda"]
 
 
 class PathResult:
@@ -101,6 +104,8 @@ class Kiln:
             run += ["--device", "cuda"]
         else:
             run += ["--device", "cpu"]
+        if path == "interpreted":
+            run.append("--no-native-code")
         rc, err = self._call(run, env)
         if rc != 0:
             if refusal(err):
