@@ -12,7 +12,7 @@
 #   emulated GPU     the CUDA backend end to end on the emulated CUDA device (tests/emulated_cuda/):
 #                    scripts/gpu-check --emulated, the real GPU check's tests on stand-ins of
 #                    libcuda, cuBLASLt and cuDNN; nothing it reports is a GPU measurement
-#   differential     random graphs on every path (unfused, fused, folded, emulated CUDA) and
+#   differential     random graphs on every path (unfused, fused native, interpreted, folded, emulated CUDA) and
 #                    onnxruntime, and the regression corpus (tests/differential/README.md)
 #   samples          the samples built against the installed package (scripts/samples.sh)
 #   triton           the Triton backend in the real tritonserver, over HTTP and gRPC, against
