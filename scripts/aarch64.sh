@@ -2,7 +2,8 @@
 # The aarch64 tier (docs/edge.md): cross-compiles the runtime alone for 64-bit Arm with Debian's
 # cross toolchain (cmake/toolchains/aarch64-linux-gnu.cmake; no compiler, no OpenBLAS: the
 # portable GEMM, no CUDA) with its runner, kiln-run, and runs them under qemu-user on artifacts
-# the host's build/kiln compiles (--arch none): `kiln-run run --expected` on Silero VAD (3 test
+# the host's build/kiln compiles (--arch none, with native code for aarch64, which each run must
+# say it ran): `kiln-run run --expected` on Silero VAD (3 test
 # sets), the PaddleOCR direction classifier and PP-OCRv4 det, each on 1 and 2 threads, against
 # onnxruntime's outputs in the ONNX test layout (atol 1e-4, rtol 1e-3, as tests/e2e); a
 # perturbed reference that it must reject; tests/stress/context_stress on Silero (8 threads x 24
@@ -59,12 +60,12 @@ log "libkiln_runtime.so for aarch64, stripped: $(stat -c %s "$BUILD/libkiln_runt
 aarch64-linux-gnu-strip -o "$BUILD/kiln-run.stripped" "$BUILD/kiln-run"
 log "kiln-run for aarch64 (the runtime linked in), stripped: $(stat -c %s "$BUILD/kiln-run.stripped") bytes"
 
-log "compiling the artifacts (host build/kiln, --arch none)"
+log "compiling the artifacts (host build/kiln, --arch none --cpu-targets aarch64: native code for aarch64)"
 WORK="$BUILD/cases"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 for model in "${MODELS[@]}"; do
-  build/kiln compile "build/testdata/$model/model.onnx" -o "$WORK/$model.kiln" --arch none -q >/dev/null
+  build/kiln compile "build/testdata/$model/model.onnx" -o "$WORK/$model.kiln" --arch none --cpu-targets aarch64 -q >/dev/null
 done
 QEMU=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
 RUNNER=("${QEMU[@]}" "$BUILD/kiln-run" run --device cpu --atol 1e-4 --rtol 1e-3)
@@ -75,6 +76,8 @@ for model in "${MODELS[@]}"; do
       t=$SECONDS
       out=$("${RUNNER[@]}" "$WORK/$model.kiln" --inputs "$set" --expected "$set" --threads "$threads" 2>&1) ||
         { echo "$out"; log "FAIL: $model $(basename "$set") on $threads threads"; exit 1; }
+      grep -q '^device: .*generated kernels as native code (aarch64)' <<<"$out" ||
+        { echo "$out"; log "FAIL: $model did not run its aarch64 native code"; exit 1; }
       log "$model $(basename "$set"), threads $threads: $(grep -c '^expected: .*: ok$' <<<"$out") outputs ok" \
         "[$((SECONDS - t)) s under qemu]"
     done
