@@ -26,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/executor/loop_pairs.h"
 #include "runtime/executor/segments.h"
+#include "runtime/kernels/selective.h"
 #include "runtime/model_impl.h"
 #include "runtime/verify.h"
 #include "schema/kiln_generated.h"
@@ -629,11 +630,15 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     info.code_bytes = Size(nc->code());
     for (uint32_t j = 0; j < Size(nc->kernels()); ++j) info.kernels.push_back(nc->kernels()->Get(j)->kernel());
   }
-  KILN_ASSIGN_OR_RETURN(native::LoadedNativeCode native,
-                        native::LoadNativeCode(*a, Size(a->kernels()), options.native_code));
-  impl->native = std::move(native.image);
-  impl->native_target = std::move(native.target);
-  impl->native_note = std::move(native.note);
+  if (cpu::KeepsNativeCode()) {
+    KILN_ASSIGN_OR_RETURN(native::LoadedNativeCode native,
+                          native::LoadNativeCode(*a, Size(a->kernels()), options.native_code));
+    impl->native = std::move(native.image);
+    impl->native_target = std::move(native.target);
+    impl->native_note = std::move(native.note);
+  } else {
+    impl->native_note = "this runtime (a selective build) interprets every generated kernel";
+  }
   const uint32_t n = a->entries()->size();
   impl->prepared.resize(n);
   impl->entries.resize(n);

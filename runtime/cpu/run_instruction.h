@@ -13,6 +13,7 @@
 #include "runtime/cpu/native/dispatch.h"
 #include "runtime/fused/interpreter.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/selective.h"
 #include "runtime/kernels/widen.h"
 #include "runtime/model_impl.h"
 
@@ -20,7 +21,7 @@ namespace kiln::cpu {
 
 inline Status RunInstruction(const PreparedInstruction& pi, const KernelCall& call, const std::vector<int64_t>& sizes) {
   if (!pi.program) return RunKernel(*pi.kernel, call);
-  if (pi.native)  // the kernel's native code (runtime/cpu/native/), else its portable program
+  if (KeepsNativeCode() && pi.native)  // the kernel's native code (runtime/cpu/native/), else its portable program
     return kiln::native::RunNative(pi.native, *pi.program, call.inputs, call.outputs,
                              {sizes.data() + pi.sizes_begin, static_cast<size_t>(pi.num_sizes)}, call.threads);
   return RunFused(*pi.program, call.inputs, call.outputs,

@@ -65,6 +65,18 @@ constexpr bool KeepsOneDnn() {
 #endif
 }
 
+// Whether this runtime may run an artifact's native CPU code (runtime/cpu/native/). A selective
+// build interprets every generated kernel instead: the loader and the mapping of executable memory
+// stay out of it (about 5 KB; sandboxes often forbid executable mappings anyway), and a model
+// loaded there says so in Model::native_code_note().
+constexpr bool KeepsNativeCode() {
+#if KILN_SELECTIVE
+  return false;
+#else
+  return true;
+#endif
+}
+
 // The rows of the family table `kAll` whose op this runtime keeps, in their order.
 template <const auto& kAll>
 std::span<const KernelDef> KeptKernels() {
