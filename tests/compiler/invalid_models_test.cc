@@ -10,6 +10,7 @@
 #include "compiler/compile.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/native_target.h"
 
 namespace kiln::testing {
 namespace {
@@ -21,6 +22,7 @@ Status CompileFileStatus(const onnx::ModelProto& m) {
   std::ofstream(path, std::ios::binary) << bytes;
   compiler::CompileOptions o;
   o.archs.clear();
+  o.cpu_targets = kiln::testing::NativeTargetForThisCpu();
   auto r = compiler::CompileOnnxFile(path.string(), o, nullptr);
   std::filesystem::remove(path);
   REQUIRE_FALSE(r.ok());

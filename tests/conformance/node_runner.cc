@@ -62,6 +62,7 @@
 #include "onnx/onnx_pb.h"
 #include "runtime/half.h"
 #include "runtime/shape_text.h"
+#include "tests/native_target.h"
 
 namespace {
 
@@ -294,6 +295,7 @@ CaseResult RunCase(const fs::path& dir, bool profile_inputs) {
   kiln::compiler::CompileOptions options;
   if (g_device == kiln::Device::kCpu) options.archs.clear();  // CPU-only artifacts: no NVRTC
   else if (!g_archs.empty()) options.archs = g_archs;
+  options.cpu_targets = kiln::testing::NativeTargetForThisCpu();  // native code for this CPU alone
   std::string bound;                  // inputs bound to constants
   std::vector<std::string> profiled;  // value profile groups, "axes=[1]"
   std::map<std::string, kiln::io::HostTensor> fixed;  // every input either way, with its value

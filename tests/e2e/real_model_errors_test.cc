@@ -9,6 +9,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "tests/native_target.h"
 
 namespace {
 
@@ -18,6 +19,7 @@ std::vector<uint8_t>& Artifact() {
   static std::vector<uint8_t> bytes = [] {
     kiln::compiler::CompileOptions options;
     options.archs.clear();  // CPU-only: needs no NVRTC (builds without the CUDA toolkit have none)
+    options.cpu_targets = kiln::testing::NativeTargetForThisCpu();
     auto r = kiln::compiler::CompileOnnxFile(kModel, options, nullptr);
     REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     return *r;

@@ -17,6 +17,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "tests/native_target.h"
 
 namespace {
 
@@ -49,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   kiln::compiler::CompileOptions options;
   options.archs.clear();
+  options.cpu_targets = kiln::testing::NativeTargetForThisCpu();  // one image per input, the one that would run
   options.use_kernel_cache = false;
   options.jobs = 1;
   auto artifact = kiln::compiler::CompileOnnxFile(path, options, nullptr);

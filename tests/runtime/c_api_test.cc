@@ -18,6 +18,7 @@
 #include "tests/runtime/artifact_builder_test_util.h"
 #include "tests/runtime/cpu_note.h"
 #include "tests/temp_dir.h"
+#include "tests/native_target.h"
 
 namespace {
 
@@ -226,6 +227,7 @@ TEST_CASE("C API: Silero VAD from a file gives the C++ API's outputs bit for bit
   }
   kiln::compiler::CompileOptions options;
   options.archs.clear();  // CPU-only
+  options.cpu_targets = kiln::testing::NativeTargetForThisCpu();
   auto bytes = kiln::compiler::CompileOnnxFile(dir + "/model.onnx", options, nullptr);
   REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
   kiln::testing::TempDir tmp;

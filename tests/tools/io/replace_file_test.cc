@@ -7,6 +7,7 @@
 #include "kiln/runtime.h"
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/temp_dir.h"
+#include "tests/native_target.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@ std::vector<uint8_t> ScaleArtifact(const TempDir& dir, float k) {
   WriteBytes(dir / "scale.onnx", bytes);
   kiln::compiler::CompileOptions options;
   options.archs.clear();  // CPU-only: needs no NVRTC (builds without the CUDA toolkit have none)
+  options.cpu_targets = kiln::testing::NativeTargetForThisCpu();
   auto artifact = kiln::compiler::CompileOnnxFile(dir / "scale.onnx", options, nullptr);
   REQUIRE(artifact.ok());
   return *artifact;
