@@ -76,7 +76,7 @@ TARGET_REAL, TARGET_LIGHT = 1.5, 2.0  # Kiln/ORT ratio the issue asks for
 MIN_ITERS, MAX_ITERS = 10, 1000
 COMPILE_TIMEOUT_S = 1800
 RUN_TIMEOUT_S = 900
-KILN_FLAGS = []  # added to every kiln run and kiln bench (--no-onednn)
+KILN_FLAGS = []  # added to every kiln run and kiln bench (--no-onednn, --no-native-code)
 
 
 def progress(line):
@@ -351,7 +351,7 @@ def markdown(machine, settings, records):
              f"onnxruntime {machine['onnxruntime']}; "
              f"{'OpenVINO ' + machine['openvino'].split('-')[0] if machine['openvino'] else 'OpenVINO not installed'}; "
              f"Kiln {machine['kiln_commit']}{dirty}"
-             f"{', on its own CPU kernels only (--no-onednn)' if settings.get('kiln_flags') else ''}.",
+             f"{', with ' + ' '.join(settings['kiln_flags']) if settings.get('kiln_flags') else ''}.",
              f"Latency: median over {settings['rounds']} alternating round(s) of each round's median "
              "per-call latency (one `kiln bench` block, then one onnxruntime block of as many calls).",
              "",
@@ -402,10 +402,14 @@ def main():
     ap.add_argument("--markdown", help="the table (default WORK/compare.md)")
     ap.add_argument("--no-onednn", action="store_true",
                     help="Kiln on its own CPU kernels only (kiln run/bench --no-onednn): the before of oneDNN")
+    ap.add_argument("--no-native-code", action="store_true",
+                    help="Kiln's fused regions interpreted (kiln run/bench --no-native-code): the before of native code")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 round of short blocks (0.1 s)")
     args = ap.parse_args()
     if args.no_onednn:
         KILN_FLAGS.append("--no-onednn")
+    if args.no_native_code:
+        KILN_FLAGS.append("--no-native-code")
     if args.quick:
         args.rounds, args.seconds = 1, 0.1
     if args.rounds < 1 or args.seconds <= 0:
