@@ -462,7 +462,6 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const NativeCodeRecord& n : artifact.native_code) {
     std::vector<flatbuffers::Offset<fb::NativeKernel>> ks;
     for (size_t k = 0; k < n.kernels.size(); ++k) ks.push_back(fb::CreateNativeKernel(b, n.kernels[k], n.offsets[k]));
-    b.ForceVectorAlignment(n.code.size(), 1, 64);  // the code's constants keep their alignment in the file
     auto code = b.CreateVector(n.code);
     native.push_back(fb::CreateNativeCode(b, b.CreateString(n.target), native::kAbiVersion, code, b.CreateVector(ks)));
   }
