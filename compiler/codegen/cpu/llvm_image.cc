@@ -13,9 +13,7 @@
 #include "compiler/codegen/cpu/llvm_emitter.h"
 
 namespace kiln::codegen::cpu {
-namespace {
-
-void InitTargets() {
+void InitLlvmTargets() {
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeX86TargetInfo();
@@ -28,6 +26,8 @@ void InitTargets() {
     LLVMInitializeAArch64AsmPrinter();
   });
 }
+
+namespace {
 
 // LLVM's error message, disposed.
 std::string Take(char* message) {
@@ -52,7 +52,7 @@ struct MachineDeleter {
 
 Result<NativeImage> CompileNativeImage(const std::vector<const fused::Program*>& programs, const CpuTarget& target,
                                        std::vector<NativeSkip>* skipped) {
-  InitTargets();
+  InitLlvmTargets();
   NativeImage out;
   out.target = target.name;
   std::unique_ptr<LLVMOpaqueContext, ContextDeleter> ctx(LLVMContextCreate());

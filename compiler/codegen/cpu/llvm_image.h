@@ -30,6 +30,10 @@ struct NativeSkip {
   std::string reason;
 };
 
+// Registers LLVM's x86-64 and aarch64 code generators, once per process (later calls return at
+// once). CompileNativeImage calls it; so do tests that compile IR themselves. Thread-safe.
+void InitLlvmTargets();
+
 // Compiles programs[k] (nullptr: no program) as kernel k's function for `target`. Kernels the
 // emitter does not cover are left out and listed in `skipped`. Thread-safe (each call has its
 // own LLVM context). Errors: kInternal when LLVM fails or the object holds something the

@@ -11,6 +11,7 @@
 // minute or two each), KILN_MATH_EXHAUSTIVE=exp,log those named only.
 #if KILN_HAVE_LLVM
 
+#include "compiler/codegen/cpu/llvm_image.h"
 #include "compiler/codegen/cpu/llvm_math.h"
 
 #include <doctest/doctest.h>
@@ -341,14 +342,7 @@ TEST_CASE("LLVM math: ops it does not cover and non-float types give nullptr") {
 }
 
 TEST_CASE("LLVM math: object code for every CPU target references no external symbol") {
-  LLVMInitializeX86TargetInfo();
-  LLVMInitializeX86Target();
-  LLVMInitializeX86TargetMC();
-  LLVMInitializeX86AsmPrinter();
-  LLVMInitializeAArch64TargetInfo();
-  LLVMInitializeAArch64Target();
-  LLVMInitializeAArch64TargetMC();
-  LLVMInitializeAArch64AsmPrinter();
+  codegen::cpu::InitLlvmTargets();
   struct MathTarget {
     const char* triple;
     const char* cpu;
