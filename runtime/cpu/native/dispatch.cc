@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/fused/tensor_checks.h"
 #include "runtime/kernels/thread_pool.h"
 
 namespace kiln::native {
@@ -22,33 +23,6 @@ bool DimValue(int64_t d, std::span<const int64_t> sizes, int64_t* v) {
   if (s >= sizes.size()) return false;
   *v = sizes[s];
   return true;
-}
-
-// Elements of encoded dims, or -1 when a dim is negative, missing or the count overflows.
-int64_t Count(const std::vector<int64_t>& dims, std::span<const int64_t> sizes) {
-  int64_t c = 1, v = 0;
-  for (int64_t d : dims)
-    if (!DimValue(d, sizes, &v) || v < 0 || __builtin_mul_overflow(c, v, &c)) return -1;
-  return c;
-}
-
-Status CheckTensors(const char* what, std::span<const fused::TensorSpec> specs, std::span<const cpu::TensorRef> refs,
-                    std::span<const int64_t> sizes) {
-  if (refs.size() != specs.size())
-    return InvalidArgument(std::string("fused program: ") + to_string(refs.size()) + " " + what + "s given, expected " +
-                           to_string(specs.size()));
-  for (size_t k = 0; k < specs.size(); ++k) {
-    // The message's start, made only on an error: a Run allocates nothing.
-    auto at = [&] { return std::string("fused program: ") + what + " " + to_string(k); };
-    if (refs[k].dtype != specs[k].dtype)
-      return InvalidArgument(at() + " has dtype " + std::string(DTypeName(refs[k].dtype)) + ", expected " + std::string(DTypeName(specs[k].dtype)));
-    const int64_t count = Count(specs[k].dims, sizes);
-    if (count < 0) return InvalidArgument(at() + ": shape " + fused::DimsText(specs[k].dims) + " is negative or overflows int64");
-    if (refs[k].num_elements != count)
-      return InvalidArgument(at() + " has " + to_string(refs[k].num_elements) + " elements, expected " + to_string(count));
-    if (count > 0 && refs[k].data == nullptr) return InvalidArgument(at() + " has no data");
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -74,7 +48,7 @@ Status RunNative(KernelFn fn, const fused::Program& p, std::span<const cpu::Tens
   int64_t total = 0;
   if (__builtin_mul_overflow(rows, cols, &total))
     return InvalidArgument("fused program: domain " + fused::DimsText(p.domain) + " overflows int64");
-  KILN_RETURN_IF_ERROR(CheckTensors("input", p.inputs, inputs, sizes));
+  KILN_RETURN_IF_ERROR(fused::CheckTensors(p.inputs, inputs, sizes, "input"));
   if (outputs.size() != p.outputs.size())
     return InvalidArgument("fused program: " + to_string(outputs.size()) + " outputs given, expected " +
                            to_string(p.outputs.size()));
@@ -84,7 +58,8 @@ Status RunNative(KernelFn fn, const fused::Program& p, std::span<const cpu::Tens
     if (outputs[k].dtype != o.tensor.dtype)
       return InvalidArgument(at() + " has dtype " + std::string(DTypeName(outputs[k].dtype)) + ", expected " + std::string(DTypeName(o.tensor.dtype)));
     const int64_t expected = o.per_row ? rows : total;
-    if (outputs[k].num_elements != expected || Count(o.tensor.dims, sizes) != expected)
+    int64_t count = -1;
+    if (outputs[k].num_elements != expected || !fused::CountOf(o.tensor.dims, sizes, &count) || count != expected)
       return InvalidArgument(at() + " has " + to_string(outputs[k].num_elements) + " elements, expected " +
                              to_string(expected) + (o.per_row ? " (one per row)" : " (one per domain element)"));
     if (expected > 0 && outputs[k].data == nullptr) return InvalidArgument(at() + " has no data");
