@@ -28,12 +28,10 @@
 #include <random>
 #include <set>
 
-#include <sys/mman.h>
-
 #include "compiler/codegen/cuda_source.h"
 #if KILN_HAVE_LLVM
 #include "compiler/codegen/cpu/llvm_image.h"
-#include "runtime/cpu/native/abi.h"
+#include "runtime/cpu/native/image.h"
 #endif
 #include "compiler/compile.h"
 #include "kiln/tensor_files.h"
@@ -310,30 +308,21 @@ kiln::Result<Buffer> RunMembers(const ModelTrace& m, const kiln::ir::Node& node,
 }
 
 #if KILN_HAVE_LLVM
-// One CPU target's native code for the kernels, mapped read and execute as the runtime maps it.
+// One CPU target's native code for the kernels, mapped by the runtime's own mapping.
 struct MappedNative {
   std::string target;
-  void* base = nullptr;
-  size_t bytes = 0;
-  std::map<size_t, kiln::native::KernelFn> functions;  // by index into `kernels`
-  ~MappedNative() {
-    if (base) munmap(base, bytes);
-  }
+  std::unique_ptr<kiln::native::NativeImage> image;
 };
 
-std::unique_ptr<MappedNative> MapNative(const kiln::codegen::cpu::NativeImage& image) {
-  auto m = std::make_unique<MappedNative>();
-  m->target = image.target;
-  m->bytes = image.code.size();
-  m->base = mmap(nullptr, m->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(m->base != MAP_FAILED);
-  std::memcpy(m->base, image.code.data(), m->bytes);
-  REQUIRE(mprotect(m->base, m->bytes, PROT_READ | PROT_EXEC) == 0);
-  for (size_t k = 0; k < image.kernels.size(); ++k) {
-    m->functions[image.kernels[k]] =
-        reinterpret_cast<kiln::native::KernelFn>(static_cast<uint8_t*>(m->base) + image.offsets[k]);
-  }
-  return m;
+MappedNative MapNative(const kiln::codegen::cpu::NativeImage& image, size_t num_kernels) {
+  std::vector<std::pair<uint32_t, uint32_t>> functions;
+  for (size_t k = 0; k < image.kernels.size(); ++k) functions.emplace_back(image.kernels[k], image.offsets[k]);
+  std::string refused;
+  auto mapped = kiln::native::NativeImage::Map(image.code.data(), image.code.size(), functions,
+                                               static_cast<uint32_t>(num_kernels), &refused);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(*mapped != nullptr, refused);
+  return {image.target, std::move(*mapped)};
 }
 
 // The work items of a program (abi.h): elements without reduced axes, rows with them.
@@ -426,7 +415,7 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
   // Native code for every CPU target this CPU runs (runtime/cpu/native/abi.h), one image each.
   std::vector<const kiln::fused::Program*> programs(kernels.size(), nullptr);
   for (const Check& c : checks) programs[c.kernel] = &c.node->fused->program;
-  std::vector<std::unique_ptr<MappedNative>> natives;
+  std::vector<MappedNative> natives;
   for (const auto& target : kiln::codegen::cpu::AllCpuTargets()) {
     const std::string name = target.name;
 #if defined(__x86_64__)
@@ -447,7 +436,7 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     CHECK(image->kernels.size() * 2 > kernels.size());  // most kernels have native code on every target
     // A target this CPU cannot run is compiled and linked all the same: the link refuses a call
     // into a library or a relocation the runtime could not resolve.
-    if (runs) natives.push_back(MapNative(*image));
+    if (runs) natives.push_back(MapNative(*image, kernels.size()));
   }
   int64_t native_checked = 0;
 #endif
@@ -488,14 +477,14 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     st = kiln::testing::RunHostKernel(*libs[c.kernel / kBatch], kernels[c.kernel], n.fused->program, ins, out_h, sizes);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
 #if KILN_HAVE_LLVM
-    for (const auto& native : natives) {
-      auto fn = native->functions.find(c.kernel);
-      if (fn == native->functions.end()) continue;
+    for (const MappedNative& native : natives) {
+      const kiln::native::KernelFn fn = native.image->kernel(static_cast<uint32_t>(c.kernel));
+      if (fn == nullptr) continue;
       Buffer got = interpreted;
       std::fill(got.bytes.begin(), got.bytes.end(), 0xA5);
-      st = RunNative(fn->second, n.fused->program, ins, got.ref(), sizes);
-      REQUIRE_MESSAGE(st.ok(), native->target << ": " << st.ToString());
-      CHECK(Mismatches(got, interpreted, "native code (" + native->target + ") vs interpreted program") == 0);
+      st = RunNative(fn, n.fused->program, ins, got.ref(), sizes);
+      REQUIRE_MESSAGE(st.ok(), native.target << ": " << st.ToString());
+      CHECK(Mismatches(got, interpreted, "native code (" + native.target + ") vs interpreted program") == 0);
       ++native_checked;
     }
 #endif
