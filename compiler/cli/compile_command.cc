@@ -288,8 +288,8 @@ void AddCompileCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--no-fuse", f->no_fuse, "skip the fusion stage: one instruction per op (a reference for checking fusion)");
   cmd->add_option("--kernel-cache", f->kernel_cache,
-                  "folder of the NVRTC cache, keyed by content hash (default: $XDG_CACHE_HOME/kiln/kernels or "
-                  "~/.cache/kiln/kernels)");
+                  "folder of the kernel cache (NVRTC's cubins and PTX, LLVM's native CPU objects), keyed by "
+                  "content hash (default: $XDG_CACHE_HOME/kiln/kernels or ~/.cache/kiln/kernels)");
   cmd->add_flag("--no-kernel-cache", f->no_kernel_cache, "compile every kernel afresh, neither reading nor writing the cache");
   cmd->add_option("-j,--jobs", f->jobs, "NVRTC threads (default: one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", f->quiet, "do not print progress to stderr");

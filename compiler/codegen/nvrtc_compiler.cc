@@ -4,16 +4,10 @@
 #include "compiler/codegen/nvrtc_compiler.h"
 
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -21,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "tools/io/replace_file.h"
+#include "compiler/codegen/kernel_cache.h"
 
 #ifdef KILN_HAVE_NVRTC
 #include <nvrtc.h>
@@ -29,12 +23,6 @@
 
 namespace kiln::codegen {
 namespace {
-
-namespace fs = std::filesystem;
-
-// Cache entry layout: magic, payload size, XXH64 of the payload, the entry's key, payload.
-constexpr char kCacheMagic[8] = {'K', 'I', 'L', 'N', 'K', 'C', '0', '1'};
-constexpr size_t kCacheHeader = 32;
 
 bool ValidArch(const std::string& arch, bool* ptx) {
   std::string digits;
@@ -56,49 +44,6 @@ bool ValidArch(const std::string& arch, bool* ptx) {
 }
 
 #ifdef KILN_HAVE_NVRTC
-
-std::string Hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
-  return buf;
-}
-
-void PutU64(std::string* s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t GetU64(const std::string& s, size_t at) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[at + i]);
-  return v;
-}
-
-// The payload of a valid cache entry for `key`, or false.
-bool ReadCache(const fs::path& path, uint64_t key, std::vector<uint8_t>* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad() || bytes.size() < kCacheHeader) return false;
-  if (std::memcmp(bytes.data(), kCacheMagic, sizeof(kCacheMagic)) != 0) return false;
-  const uint64_t size = GetU64(bytes, 8), sum = GetU64(bytes, 16), stored_key = GetU64(bytes, 24);
-  if (stored_key != key || size != bytes.size() - kCacheHeader) return false;
-  const char* payload = bytes.data() + kCacheHeader;
-  if (XXH64(payload, size, 0) != sum) return false;
-  out->assign(payload, payload + size);
-  return true;
-}
-
-// Writes an entry through a temporary file and a rename (ReplaceFile: mkstemp, so a link
-// planted in the cache folder is never followed); failures are ignored (the cache is an
-// optimisation).
-void WriteCache(const fs::path& path, uint64_t key, const std::vector<uint8_t>& data) {
-  std::string bytes(kCacheMagic, sizeof(kCacheMagic));
-  PutU64(&bytes, data.size());
-  PutU64(&bytes, XXH64(data.data(), data.size(), 0));
-  PutU64(&bytes, key);
-  bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
-  (void)io::ReplaceFile(path.string(), bytes.data(), bytes.size());
-}
 
 // NVRTC's defaults are kept where they give IEEE results (-ftz=false: denormals kept,
 // -prec-div=true, -prec-sqrt=true), and -fmad=false turns off a * b + c contracted into one
@@ -170,14 +115,6 @@ bool HaveNvrtc() {
 #endif
 }
 
-std::string DefaultKernelCacheDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && xdg[0] == '/') return (fs::path(xdg) / "kiln" / "kernels").string();
-  const char* home = std::getenv("HOME");
-  if (home && home[0] != '\0') return (fs::path(home) / ".cache" / "kiln" / "kernels").string();
-  return "";
-}
-
 std::function<void(int, int, int)> TerminalProgress() {
   if (!::isatty(STDERR_FILENO)) return [](int, int, int) {};
   return [](int done, int total, int cached) {
@@ -229,13 +166,7 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status(), 0});
   }
 
-  std::string cache_dir;
-  if (options.use_cache) {
-    cache_dir = options.cache_dir.empty() ? DefaultKernelCacheDir() : options.cache_dir;
-    std::error_code ec;
-    if (!cache_dir.empty()) fs::create_directories(cache_dir, ec);
-    if (ec) cache_dir.clear();  // no cache this time; compiling still works
-  }
+  const KernelCache cache(options.cache_dir, options.use_cache);
   std::string key_suffix = "nvrtc " + NvrtcVersion();
   for (const std::string& o : BaseOptions()) key_suffix += '\0' + o;
 
@@ -257,15 +188,15 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
       key_text += arch;
       key_text += '\0';
       key_text += key_suffix;
-      const uint64_t key = XXH64(key_text.data(), key_text.size(), 0);
-      const fs::path path = cache_dir.empty() ? fs::path() : fs::path(cache_dir) / (Hex(key) + (ptx ? ".ptx" : ".cubin"));
-      bool hit = !cache_dir.empty() && ReadCache(path, key, &job.data);
+      const uint64_t key = KernelCache::Key(key_text);
+      const char* suffix = ptx ? ".ptx" : ".cubin";
+      const bool hit = cache.Read(key, suffix, &job.data);
       if (!hit) {
         const auto t0 = std::chrono::steady_clock::now();
         job.status = NvrtcCompile(k, arch, ptx, &job.data);
         job.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
         if (!job.status.ok()) failed.store(true);
-        if (job.status.ok() && !cache_dir.empty()) WriteCache(path, key, job.data);
+        if (job.status.ok()) cache.Write(key, suffix, job.data);
       }
       std::lock_guard<std::mutex> lock(mu);
       ++done;

@@ -5,11 +5,9 @@
 //   opts.progress = TerminalProgress();              // "compiling kernels: 37/120 (12 cached)"
 //   Result<std::vector<KernelImages>> images = CompileKernels(kernels, opts);
 //
-// One job is one (kernel, arch) pair. A cache entry is keyed by the XXH64 of the source, the
-// arch, the NVRTC version and the compile options, so a changed kernel, toolkit or option
-// never reuses a stale image. Entries are written to a temporary file and renamed (readers
-// never see half a file); an entry that cannot be read or fails its checksum is ignored,
-// recompiled and rewritten. Cache failures never fail a compile.
+// One job is one (kernel, arch) pair. Its entry in the kernel cache (kernel_cache.h) is keyed
+// by the source, the arch, the NVRTC version and the compile options, so a changed kernel,
+// toolkit or option never reuses a stale image.
 //
 // NVRTC is linked into kiln_compiler only (never kiln_runtime). A build without the CUDA
 // toolkit has no NVRTC: CompileKernels then returns kUnimplemented.
@@ -66,10 +64,6 @@ bool HaveNvrtc();
 // compile; kUnimplemented without NVRTC.
 Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel>& kernels,
                                                  const CompileKernelOptions& options);
-
-// The default cache folder (see CompileKernelOptions::cache_dir); empty if neither
-// XDG_CACHE_HOME nor HOME is set.
-std::string DefaultKernelCacheDir();
 
 // A progress callback that redraws "compiling kernels: 37/120 (12 cached)" on one line of
 // stderr, and ends the line when all jobs are done; it prints nothing when stderr is not a

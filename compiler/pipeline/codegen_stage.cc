@@ -3,6 +3,7 @@
 // entry records which kernel each of its fused nodes runs.
 #include <future>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "compiler/codegen/cpu/llvm_image.h"
 #endif
 #include "compiler/codegen/cuda_source.h"
+#include "compiler/codegen/kernel_cache.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/pipeline/stage_work.h"
 #include "runtime/clock.h"
@@ -57,14 +59,17 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
     std::vector<const fused::Program*> programs;
     for (const serialize::KernelRecord& k : record.kernels) programs.push_back(&k.fused->program);
     record.native_code.resize(cpu_targets.size());
+    auto cache = std::make_shared<const codegen::KernelCache>(options.kernel_cache_dir, options.use_kernel_cache);
     for (size_t t = 0; t < cpu_targets.size(); ++t) {
-      native_jobs.push_back(std::async(std::launch::async, [&, t, programs] {
+      native_jobs.push_back(std::async(std::launch::async, [&, t, programs, cache] {
         const codegen::cpu::CpuTarget& target = *cpu_targets[t];
         std::vector<codegen::cpu::NativeSkip> skipped;
+        bool cached = false;
         KILN_ASSIGN_OR_RETURN(codegen::cpu::NativeImage image,
-                              codegen::cpu::CompileNativeImage(programs, target, &skipped));
-        std::string line = fmt::format("native code for {}: {} of {} kernels, {} bytes", target.name,
-                                       image.kernels.size(), programs.size(), image.code.size());
+                              codegen::cpu::CompileNativeImage(programs, target, *cache, &skipped, &cached));
+        std::string line = fmt::format("native code for {}: {} of {} kernels, {} bytes{}", target.name,
+                                       image.kernels.size(), programs.size(), image.code.size(),
+                                       cached ? " (object from the kernel cache)" : "");
         if (!skipped.empty()) line += fmt::format("; interpreted: kernel {}: {}", skipped[0].kernel, skipped[0].reason);
         if (skipped.size() > 1) line += fmt::format(" (and {} more)", skipped.size() - 1);
         native_lines[t] = std::move(line);

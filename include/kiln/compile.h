@@ -48,7 +48,7 @@ struct OnnxCompileOptions {
   std::optional<std::vector<std::string>> archs;
   bool fuse = true;                // false: --no-fuse
   int64_t loop_scan_bound = 0;     // --loop-scan-bound (0: rooms that grow)
-  std::string kernel_cache_dir;    // --kernel-cache; empty: ~/.cache/kiln/kernels
+  std::string kernel_cache_dir;    // --kernel-cache (cubins, PTX, native CPU objects); empty: ~/.cache/kiln/kernels
   bool use_kernel_cache = true;    // false: --no-kernel-cache
   int jobs = 0;                    // NVRTC threads; 0: one per core
   // Called with each line of the compile log as it is written (progress, fusion regions and

@@ -426,7 +426,9 @@ TEST_CASE("fused kernels of the real models and ONNX node cases: host-compiled C
     const bool runs = name == "aarch64";
 #endif
     std::vector<kiln::codegen::cpu::NativeSkip> skipped;
-    auto image = kiln::codegen::cpu::CompileNativeImage(programs, target, &skipped);
+    bool cached = false;
+    auto image = kiln::codegen::cpu::CompileNativeImage(programs, target, kiln::codegen::KernelCache("", true),
+                                                        &skipped, &cached);
     REQUIRE_MESSAGE(image.ok(), image.status().ToString());
     std::map<std::string, int> reasons;
     for (const auto& skip : skipped) reasons[skip.reason.substr(skip.reason.find(':') + 1)]++;

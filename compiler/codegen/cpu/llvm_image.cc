@@ -48,10 +48,19 @@ struct MachineDeleter {
   void operator()(LLVMOpaqueTargetMachine* t) const { LLVMDisposeTargetMachine(t); }
 };
 
+// What decides the object's bytes besides the IR: the target machine and LLVM's version.
+std::string MachineKey(const CpuTarget& target) {
+  unsigned major = 0, minor = 0, patch = 0;
+  LLVMGetVersion(&major, &minor, &patch);
+  return std::string("llvm ") + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch) +
+         '\0' + target.triple + '\0' + target.cpu + '\0' + target.features + '\0' + "O3 pic small";
+}
+
 }  // namespace
 
 Result<NativeImage> CompileNativeImage(const std::vector<const fused::Program*>& programs, const CpuTarget& target,
-                                       std::vector<NativeSkip>* skipped) {
+                                       const KernelCache& cache, std::vector<NativeSkip>* skipped, bool* cached) {
+  *cached = false;
   InitLlvmTargets();
   NativeImage out;
   out.target = target.name;
@@ -92,18 +101,26 @@ Result<NativeImage> CompileNativeImage(const std::vector<const fused::Program*>&
   LLVMDisposeMessage(layout_text);
   LLVMDisposeTargetData(layout);
 
-  LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef err = LLVMRunPasses(mod.get(), "default<O3>", tm.get(), options);
-  LLVMDisposePassBuilderOptions(options);
-  if (err) return Internal(std::string("native code for ") + target.name + ": optimisation failed: " + TakeError(err));
+  // The IR with its triple and layout, before optimisation, keys the object in the cache.
+  char* ir = LLVMPrintModuleToString(mod.get());
+  const uint64_t key = KernelCache::Key(Take(ir) + '\0' + MachineKey(target));
+  std::vector<uint8_t> object;
+  *cached = cache.Read(key, ".o", &object);
+  if (!*cached) {
+    LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef err = LLVMRunPasses(mod.get(), "default<O3>", tm.get(), options);
+    LLVMDisposePassBuilderOptions(options);
+    if (err) return Internal(std::string("native code for ") + target.name + ": optimisation failed: " + TakeError(err));
 
-  LLVMMemoryBufferRef buffer = nullptr;
-  if (LLVMTargetMachineEmitToMemoryBuffer(tm.get(), mod.get(), LLVMObjectFile, &message, &buffer)) {
-    return Internal(std::string("native code for ") + target.name + ": " + Take(message));
+    LLVMMemoryBufferRef buffer = nullptr;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm.get(), mod.get(), LLVMObjectFile, &message, &buffer)) {
+      return Internal(std::string("native code for ") + target.name + ": " + Take(message));
+    }
+    const auto* start = reinterpret_cast<const uint8_t*>(LLVMGetBufferStart(buffer));
+    object.assign(start, start + LLVMGetBufferSize(buffer));
+    LLVMDisposeMemoryBuffer(buffer);
+    cache.Write(key, ".o", object);
   }
-  const auto* start = reinterpret_cast<const uint8_t*>(LLVMGetBufferStart(buffer));
-  std::vector<uint8_t> object(start, start + LLVMGetBufferSize(buffer));
-  LLVMDisposeMemoryBuffer(buffer);
   Result<std::vector<uint8_t>> image = LinkFlatImage(object, names, &out.offsets);
   if (!image.ok()) return Internal(std::string("native code for ") + target.name + ": " + image.status().message());
   out.code = std::move(*image);

@@ -4,7 +4,8 @@
 // no relocation where it is mapped (flat_image.h).
 //
 //   std::vector<NativeSkip> skipped;
-//   Result<NativeImage> image = CompileNativeImage(programs, target, &skipped);
+//   bool cached = false;
+//   Result<NativeImage> image = CompileNativeImage(programs, target, cache, &skipped, &cached);
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "compiler/codegen/cpu/targets.h"
+#include "compiler/codegen/kernel_cache.h"
 #include "kiln/status.h"
 #include "runtime/fused/program.h"
 
@@ -35,10 +37,12 @@ struct NativeSkip {
 void InitLlvmTargets();
 
 // Compiles programs[k] (nullptr: no program) as kernel k's function for `target`. Kernels the
-// emitter does not cover are left out and listed in `skipped`. Thread-safe (each call has its
-// own LLVM context). Errors: kInternal when LLVM fails or the object holds something the
-// image cannot (the message names it).
+// emitter does not cover are left out and listed in `skipped`. The object (before linking) is
+// kept in `cache`, keyed by the emitted IR, the target machine and LLVM's version; `cached` says
+// whether it came from there (the emission and the link run either way). Thread-safe (each call
+// has its own LLVM context). Errors: kInternal when LLVM fails or the object holds something
+// the image cannot (the message names it).
 Result<NativeImage> CompileNativeImage(const std::vector<const fused::Program*>& programs, const CpuTarget& target,
-                                       std::vector<NativeSkip>* skipped);
+                                       const KernelCache& cache, std::vector<NativeSkip>* skipped, bool* cached);
 
 }  // namespace kiln::codegen::cpu

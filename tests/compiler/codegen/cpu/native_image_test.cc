@@ -1,10 +1,12 @@
 // Native code images (compiler/codegen/cpu/llvm_image.h, flat_image.h): what the link refuses,
-// and domains with a dimension of 0, whose divisions by that dimension once made LLVM delete the
-// whole function as undefined behaviour (an empty function at the image's end).
+// domains with a dimension of 0, whose divisions by that dimension once made LLVM delete the
+// whole function as undefined behaviour (an empty function at the image's end), and the
+// objects kept in the kernel cache.
 #include <doctest/doctest.h>
 
 #include "compiler/codegen/cpu/flat_image.h"
 #include "compiler/codegen/cpu/llvm_image.h"
+#include "tests/temp_dir.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -44,12 +46,54 @@ TEST_CASE("native code image: a domain with a dimension of 0 still compiles to a
   for (const CpuTarget& target : AllCpuTargets()) {
     CAPTURE(target.name);
     std::vector<NativeSkip> skipped;
-    auto image = CompileNativeImage(pointers, target, &skipped);
+    bool cached = true;
+    auto image = CompileNativeImage(pointers, target, KernelCache("", false), &skipped, &cached);
+    CHECK_FALSE(cached);
     REQUIRE_MESSAGE(image.ok(), image.status().ToString());
     CHECK(skipped.empty());
     REQUIRE(image->kernels.size() == programs.size());
     for (uint32_t offset : image->offsets) CHECK(offset < image->code.size());
   }
+}
+
+TEST_CASE("native code image: the object comes from the kernel cache the second time, and a damaged entry is rebuilt") {
+  testing::TempDir dir;
+  const KernelCache cache(dir / "cache", true);
+  const std::vector<fused::Program> programs = {ZeroDimProgram({5, 7}, -1), ZeroDimProgram({5, 7}, 1)};
+  std::vector<const fused::Program*> pointers;
+  for (const fused::Program& p : programs) pointers.push_back(&p);
+  const CpuTarget& target = AllCpuTargets().front();
+  std::vector<NativeSkip> skipped;
+  bool cached = true;
+  auto cold = CompileNativeImage(pointers, target, cache, &skipped, &cached);
+  REQUIRE_MESSAGE(cold.ok(), cold.status().ToString());
+  CHECK_FALSE(cached);
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path / "cache")) entries.push_back(e.path());
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].extension() == ".o");
+
+  auto warm = CompileNativeImage(pointers, target, cache, &skipped, &cached);
+  REQUIRE(warm.ok());
+  CHECK(cached);
+  CHECK(warm->code == cold->code);
+  CHECK(warm->offsets == cold->offsets);
+
+  // Another target is another key.
+  auto other = CompileNativeImage(pointers, AllCpuTargets().back(), cache, &skipped, &cached);
+  REQUIRE(other.ok());
+  CHECK_FALSE(cached);
+
+  // A flipped payload byte fails the entry's checksum: a miss, compiled again and rewritten.
+  std::string bytes = testing::ReadBytes(entries[0].string());
+  bytes[bytes.size() / 2] ^= 0x40;
+  testing::WriteBytes(entries[0].string(), bytes);
+  auto rebuilt = CompileNativeImage(pointers, target, cache, &skipped, &cached);
+  REQUIRE(rebuilt.ok());
+  CHECK_FALSE(cached);
+  CHECK(rebuilt->code == cold->code);
+  REQUIRE(CompileNativeImage(pointers, target, cache, &skipped, &cached).ok());
+  CHECK(cached);
 }
 
 TEST_CASE("native code image: the link refuses what is not an ELF64 relocatable object") {
