@@ -28,6 +28,43 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
   return profile == "default" ? s : profile + "; " + s;
 }
 
+// The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
+// folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h); where
+// the CPU backend would fold more, the entry gets a plan for each backend (EntryRecord::backend:
+// "cuda" first, then "cpu", the same prologue), so that a machine without the GPU runs the plan
+// the CPU is fastest with. Otherwise one plan serves every backend. `plans` holds what was
+// compiled when a stage fails.
+Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* plans) {
+  const CompileOptions& options = work.options;
+  using passes::EpilogueActivations;
+  bool split = false;
+  if (!options.archs.empty()) {
+    entry.activations = EpilogueActivations::kGpuLibraries;
+    if (options.fuse && options.stop_after >= Stage::kFusion) {
+      std::vector<std::string> gpu, cpu;
+      KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
+      KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny).status());
+      split = gpu != cpu;  // one line per annotated node, naming what it folded
+    }
+  }
+  plans->push_back(std::move(entry));
+  if (split) {
+    plans->push_back(plans->front());
+    plans->front().record.backend = "cuda";
+    plans->back().record.backend = "cpu";
+    plans->back().activations = EpilogueActivations::kAny;
+  }
+  for (EntryWork& plan : *plans) {
+    work.entry = &plan;
+    work.record = &plan.record;
+    const Status st = RunStages(Stage::kFusion, Stage::kPlan, work);
+    work.entry = nullptr;
+    work.record = nullptr;
+    KILN_RETURN_IF_ERROR(st);
+  }
+  return Status::Ok();
+}
+
 // The entries of one profile, each through the entry stages (canonical to plan) into
 // work.artifact: one for the profile, then one for each outcome of every If on shapes or values
 // that no assumption decides (at most options.max_entries). An entry whose assumption makes
@@ -45,10 +82,10 @@ Status CompileEntries(StageWork& work) {
     entry.record.name = EntryName(profile.profile->name, entry.assumptions);
     entry.record.ranges = profile.ranges;
     entry.record.stages = profile.record.stages;
-    const std::string& name = entry.record.name;
+    const std::string name = entry.record.name;  // the entry is moved into CompilePlans
     work.entry = &entry;
     work.record = &entry.record;
-    const Status st = RunStages(Stage::kCanonical, Stage::kPlan, work);
+    Status st = RunStages(Stage::kCanonical, Stage::kPrecision, work);
     work.entry = nullptr;
     work.record = nullptr;
     if (entry.undecided) {
@@ -65,36 +102,43 @@ Status CompileEntries(StageWork& work) {
       pending.push_back(std::move(no));
       continue;
     }
+    const bool speculative = !entry.assumptions.empty();
+    std::vector<EntryWork> plans;
+    if (st.ok()) st = CompilePlans(work, std::move(entry), &plans);
     if (!st.ok()) {
       // A precision error is the options', not an assumption's.
-      if (entry.assumptions.empty() || work.failed == Stage::kPrecision) return st;
+      if (!speculative || work.failed == Stage::kPrecision) return st;
       // A speculative entry whose assumption makes the model invalid is dropped: inputs
       // satisfying it could not have run anywhere.
       work.log(fmt::format("entry '{}' dropped: {}", name, st.message()));
       if (first_error.ok()) first_error = st;
       continue;
     }
-    if (options.stop_after >= Stage::kPlan) {
-      const passes::MemoryPlan& plan = entry.record.plan;
-      for (const ir::Node& n : plan.trace.body.nodes)
-        for (const auto* ids : {&n.inputs, &n.outputs})
-          for (ir::ValueId id : *ids)
-            if (id != ir::kNoValue && plan.trace.value(id).rank() > kMaxRank)
-              return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank "
-                                               "<= {}",
-                                               n.name, n.op, plan.trace.value(id).name, plan.trace.value(id).rank(),
-                                               kMaxRank));
-      const int instructions = static_cast<int>(plan.trace.body.nodes.size());
-      if (work.summary && work.artifact.entries.empty()) {
-        work.summary->ops_before_fusion = entry.ops_before_fusion;
-        work.summary->ops_after_fusion = entry.ops_after_fusion;
+    for (EntryWork& plan_work : plans) {
+      if (options.stop_after >= Stage::kPlan) {
+        const passes::MemoryPlan& plan = plan_work.record.plan;
+        for (const ir::Node& n : plan.trace.body.nodes)
+          for (const auto* ids : {&n.inputs, &n.outputs})
+            for (ir::ValueId id : *ids)
+              if (id != ir::kNoValue && plan.trace.value(id).rank() > kMaxRank)
+                return Unimplemented(fmt::format("node '{}' ({}): tensor '{}' has rank {}; the runtime supports rank "
+                                                 "<= {}",
+                                                 n.name, n.op, plan.trace.value(id).name, plan.trace.value(id).rank(),
+                                                 kMaxRank));
+        const int instructions = static_cast<int>(plan.trace.body.nodes.size());
+        if (work.summary && work.artifact.entries.empty()) {
+          work.summary->ops_before_fusion = plan_work.ops_before_fusion;
+          work.summary->ops_after_fusion = plan_work.ops_after_fusion;
+        }
+        if (work.summary)
+          work.summary->entries.push_back(
+              {name, instructions, plan_work.arena_text, plan.lower_bound_bytes.value_or(-1), "",
+               plan_work.record.backend});
+        work.log(fmt::format("{}: {} instructions, arena {}", EntryLabel(plan_work.record), instructions,
+                             plan_work.arena_text));
       }
-      if (work.summary)
-        work.summary->entries.push_back(
-            {name, instructions, entry.arena_text, plan.lower_bound_bytes.value_or(-1), ""});
-      work.log(fmt::format("entry '{}': {} instructions, arena {}", name, instructions, entry.arena_text));
+      work.artifact.entries.push_back(std::move(plan_work.record));
     }
-    work.artifact.entries.push_back(std::move(entry.record));
     ++made;
   }
   return made ? Status::Ok() : first_error;
@@ -281,7 +325,7 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
     // Stopped before serialize: the compile's output is each entry's trace of that stage.
     if (options.stop_after != Stage::kSerialize)
       for (size_t i = 0; i < record.entries.size(); ++i) {
-        if (i == summary->entries.size()) summary->entries.push_back({record.entries[i].name, -1, "", -1, ""});
+        if (i == summary->entries.size()) summary->entries.push_back({record.entries[i].name, -1, "", -1, "", record.entries[i].backend});
         summary->entries[i].last_trace = record.entries[i].stages.back().trace;
       }
   }

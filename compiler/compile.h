@@ -70,6 +70,7 @@ struct EntrySummary {
   int64_t lower_bound_bytes = -1;    // static entries only
   // Stopped before serialize (CompileOptions::stop_after): the entry's trace of that stage.
   std::string last_trace;
+  std::string backend;  // the backend whose plan it is (EntryRecord::backend); empty: every one
 };
 
 struct CompileSummary {

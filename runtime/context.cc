@@ -45,11 +45,12 @@ Status MissError(ExecutionContext::Impl& c) {
   st.last_miss_reasons.clear();
   std::string msg;
   for (size_t e = 0; e < c.entries.size(); ++e) {
+    if (!c.runs_entry[e]) continue;
     const PreparedEntry& pe = c.mi->prepared[e];
     std::string line = pe.label + ": " +
                        FormatPrologueFailure(pe.prologue, pe.exprs, c.entries[e].failure, MemoryKind::kHost,
                                              &c.entries[e].scratch);
-    if (e) msg += "\n";
+    if (!msg.empty()) msg += "\n";
     msg += line;
     st.last_miss_reasons.push_back(std::move(line));
   }
@@ -89,6 +90,7 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   // kAuto tries the registered backends in order (the CPU backend last) and notes why each
   // before the one it took was unavailable.
   std::string unavailable;
+  const char* backend_name = nullptr;
   for (const BackendRegistration& r : backends) {
     if (options.device != Device::kAuto && r.device != options.device) continue;
     if (r.create == nullptr) {
@@ -100,12 +102,23 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     auto backend = r.create(model, options);
     if (backend.ok()) {
       impl->backend = std::move(*backend);
+      backend_name = r.name;
       break;
     }
     if (options.device != Device::kAuto || r.device == Device::kCpu) return backend.status();
     unavailable += std::string("; ") + r.title + " unavailable: " + std::string(backend.status().message());
   }
   if (!impl->backend) return Internal("no backend is registered for this device");
+  impl->runs_entry.resize(impl->mi->prepared.size());
+  std::string plans;
+  for (size_t e = 0; e < impl->mi->prepared.size(); ++e) {
+    const std::string& b = impl->mi->prepared[e].backend;
+    impl->runs_entry[e] = b.empty() || b == backend_name;
+    if (plans.find("'" + b + "'") == std::string::npos) plans += (plans.empty() ? "'" : ", '") + b + "'";
+  }
+  if (std::find(impl->runs_entry.begin(), impl->runs_entry.end(), 1) == impl->runs_entry.end())
+    return FailedPrecondition(std::string("the artifact has no entry for the ") + backend_name +
+                              " backend: its entries are plans for " + plans);
   impl->device_note = impl->backend->note() + unavailable;
   if (impl->backend->device() != Device::kCpu) {
     KILN_ASSIGN_OR_RETURN(impl->host, CreateHostBackend(model));
@@ -140,6 +153,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   const MemoryKind memory = c.backend->input_memory();
   int32_t hit = -1;
   for (size_t e = 0; e < c.entries.size() && hit < 0; ++e) {
+    if (!c.runs_entry[e]) continue;
     const PreparedEntry& pe = c.mi->prepared[e];
     EntryState& s = c.entries[e];
     if (RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure)) hit = static_cast<int32_t>(e);

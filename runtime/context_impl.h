@@ -48,6 +48,9 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   std::string device_note;  // the backend's note, and why a backend asked for was not used
   Stats stats;
   std::vector<EntryState> entries;
+  // Per entry: whether this context's backend runs it (its plan is for this backend, or for
+  // every one: EntryInfo::backend). Run tries only these.
+  std::vector<uint8_t> runs_entry;
   ExecutorScratch scratch;
   int64_t max_loop_iterations = 0;  // ContextOptions::max_loop_iterations
   bool profile = false;             // ContextOptions::profile

@@ -453,7 +453,8 @@ std::string ArenaText(const PreparedEntry& pe) {
 
 void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info) {
   pe.name = Str(e.name());
-  pe.label = "entry " + to_string(index) + " (" + pe.name + ")";
+  pe.backend = Str(e.backend());
+  pe.label = "entry " + to_string(index) + " (" + pe.name + (pe.backend.empty() ? "" : ", " + pe.backend + " plan") + ")";
   pe.prologue = BuildPrologue(e);
   for (uint32_t i = 0; i < Size(e.exprs()); ++i) {
     const fb::ExprNode* n = e.exprs()->Get(i);
@@ -498,6 +499,7 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   }
 
   info.name = pe.name;
+  info.backend = pe.backend;
   EntryCompileStats& cs = info.compile;
   for (uint32_t s = 0; s < Size(e.stages()); ++s) {
     const fb::Stage* st = e.stages()->Get(s);

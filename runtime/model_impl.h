@@ -127,7 +127,8 @@ struct PreparedRuntimeGuard {
 
 struct PreparedEntry {
   std::string name;
-  std::string label;  // "entry 0 (default)"
+  std::string backend;  // Entry.backend: the backend whose plan it is ("cpu", "cuda"); empty: every one
+  std::string label;    // "entry 0 (default)", "entry 1 (default, cpu plan)"
   Prologue prologue;
   std::vector<Expr> exprs;
   std::vector<PreparedTensor> tensors;

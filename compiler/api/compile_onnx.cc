@@ -77,7 +77,7 @@ Result<std::vector<uint8_t>> CompileOnnx(const std::string& path, const OnnxComp
     Result<std::vector<uint8_t>> bytes = compiler::CompileOnnxFile(path, c, &summary);
     if (!bytes.ok() || report == nullptr) return bytes;
     for (const compiler::EntrySummary& e : summary.entries)
-      report->entries.push_back({e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes});
+      report->entries.push_back({e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes, e.backend});
     report->total_ns = summary.total_ns;
     report->ops_before_fusion = summary.ops_before_fusion;
     report->ops_after_fusion = summary.ops_after_fusion;

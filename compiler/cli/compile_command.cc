@@ -75,7 +75,9 @@ void UsageError(const std::string& message) {
 // --to's output: each entry's trace of the stage the compile stopped after, headed by its name.
 void PrintStageTraces(const compiler::CompileSummary& summary) {
   for (size_t i = 0; i < summary.entries.size(); ++i)
-    std::cout << (i ? "\n" : "") << "# entry '" << summary.entries[i].name << "'\n" << summary.entries[i].last_trace;
+    std::cout << (i ? "\n" : "") << "# entry '" << summary.entries[i].name << "'"
+              << (summary.entries[i].backend.empty() ? "" : " (" + summary.entries[i].backend + " plan)") << "\n"
+              << summary.entries[i].last_trace;
 }
 
 void RunCompile(const CompileFlags& f) {
@@ -190,7 +192,8 @@ void RunCompile(const CompileFlags& f) {
   std::cout << fmt::format("wrote {} ({} bytes, {} entr{}) in {:.3f} s\n", output, bytes->size(),
                            summary.entries.size(), summary.entries.size() == 1 ? "y" : "ies", summary.total_ns / 1e9);
   for (const auto& e : summary.entries) {
-    std::cout << fmt::format("  entry '{}': {} instructions, arena {}", e.name, e.instructions, e.arena_bytes);
+    std::cout << fmt::format("  entry '{}'{}: {} instructions, arena {}", e.name,
+                             e.backend.empty() ? "" : " (" + e.backend + " plan)", e.instructions, e.arena_bytes);
     if (e.lower_bound_bytes >= 0) std::cout << fmt::format(" (lower bound {} bytes)", e.lower_bound_bytes);
     std::cout << "\n";
   }

@@ -26,9 +26,14 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
                     const std::function<void(const std::string&)>& log) {
   std::map<std::string, int32_t> by_name;
   std::vector<codegen::EmittedKernel> emitted;
+  std::vector<bool> on_gpu;  // per kernel: an entry the CUDA backend runs launches it
   for (const serialize::EntryRecord& e : record.entries) {
     for (const ir::Node& n : e.plan.trace.body.nodes) {
-      if (!n.fused || record.kernel_of.count(n.fused.get())) continue;
+      if (!n.fused) continue;
+      if (auto known = record.kernel_of.find(n.fused.get()); known != record.kernel_of.end()) {
+        if (e.backend != "cpu") on_gpu[known->second] = true;
+        continue;
+      }
       auto k = codegen::EmitCuda(n.fused->program);
       if (!k.ok()) return k.status().WithContext("node '" + n.name + "': CUDA emission");
       auto [it, added] = by_name.emplace(k->name, static_cast<int32_t>(record.kernels.size()));
@@ -43,7 +48,9 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
         r.index_bits = k->index_bits;
         record.kernels.push_back(std::move(r));
         emitted.push_back(std::move(*k));
+        on_gpu.push_back(false);
       }
+      if (e.backend != "cpu") on_gpu[it->second] = true;
       record.kernel_of[n.fused.get()] = it->second;
     }
   }
@@ -98,9 +105,20 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
     if (!emitted.empty()) log(fmt::format("{} kernels kept as portable programs only (--arch none)", emitted.size()));
     return finish_native();
   }
+  // Kernels that only the CPU backend's plans launch get no images.
+  std::vector<codegen::EmittedKernel> gpu_kernels;
+  std::vector<size_t> gpu_index;  // into record.kernels
+  for (size_t k = 0; k < emitted.size(); ++k) {
+    if (!on_gpu[k]) continue;
+    gpu_kernels.push_back(emitted[k]);
+    gpu_index.push_back(k);
+  }
   std::string archs;
   for (const std::string& a : options.archs) archs += (archs.empty() ? "" : ",") + a;
-  log(fmt::format("NVRTC: {} kernels for {}", emitted.size(), archs));
+  log(fmt::format("NVRTC: {} kernels for {}{}", gpu_kernels.size(), archs,
+                  gpu_kernels.size() < emitted.size()
+                      ? fmt::format(" ({} more only in the CPU backend's plans)", emitted.size() - gpu_kernels.size())
+                      : ""));
   codegen::CompileKernelOptions copts;
   copts.archs = options.archs;
   copts.cache_dir = options.kernel_cache_dir;
@@ -109,13 +127,13 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   copts.progress = options.kernel_progress;
   codegen::CompileStats stats;
   copts.stats = &stats;
-  Result<std::vector<codegen::KernelImages>> compiled = codegen::CompileKernels(emitted, copts);
+  Result<std::vector<codegen::KernelImages>> compiled = codegen::CompileKernels(gpu_kernels, copts);
   KILN_RETURN_IF_ERROR(finish_native());
   KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, std::move(compiled));
-  for (size_t k = 0; k < images.size(); ++k) {
-    record.kernels[k].compile_ns = images[k].compile_ns;
-    for (codegen::KernelImage& im : images[k].images)
-      record.kernels[k].images.push_back({im.arch, im.ptx, std::move(im.data)});
+  for (size_t i = 0; i < images.size(); ++i) {
+    serialize::KernelRecord& k = record.kernels[gpu_index[i]];
+    k.compile_ns = images[i].compile_ns;
+    for (codegen::KernelImage& im : images[i].images) k.images.push_back({im.arch, im.ptx, std::move(im.data)});
   }
   if (summary) summary->compile_jobs = stats.jobs, summary->cached_jobs = stats.cached;
   log(fmt::format("NVRTC: {} jobs, {} from the cache, {} compiled", stats.jobs, stats.cached, stats.compiled));

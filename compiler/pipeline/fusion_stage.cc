@@ -26,16 +26,14 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
 
 Status RunFusion(StageWork& work, StageOutput& out) {
   EntryWork& e = *work.entry;
-  // A GPU artifact folds only the activations the CUDA libraries apply (epilogue.h).
-  const auto activations = work.options.archs.empty() ? passes::EpilogueActivations::kAny
-                                                      : passes::EpilogueActivations::kGpuLibraries;
   std::vector<std::string> lines;
   int kernels = 0;
-  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, activations));
+  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations));
   e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
-  for (const std::string& line : lines) out.log.push_back(fmt::format("entry '{}': fusion: {}", e.record.name, line));
-  out.log.push_back(fmt::format("entry '{}': fusion: {} ops -> {} ({} generated kernels)", e.record.name,
+  const std::string label = EntryLabel(e.record);
+  for (const std::string& line : lines) out.log.push_back(fmt::format("{}: fusion: {}", label, line));
+  out.log.push_back(fmt::format("{}: fusion: {} ops -> {} ({} generated kernels)", label,
                                 e.ops_before_fusion, e.ops_after_fusion, kernels));
   out.notes = std::move(lines);
   out.ops = e.ops_after_fusion;

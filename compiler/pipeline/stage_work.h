@@ -14,6 +14,7 @@
 #include "compiler/compile.h"
 #include "compiler/ir/trace.h"
 #include "compiler/passes/canonicalize.h"
+#include "compiler/passes/epilogue.h"
 #include "compiler/pipeline/pipeline.h"
 #include "compiler/profile.h"
 #include "compiler/serialize/artifact_writer.h"
@@ -49,8 +50,16 @@ struct EntryWork {
   int ops_before_fusion = 0;  // nodes of the trace the fusion stage starts from (or would)
   int ops_after_fusion = 0;   // and of its result
   std::string arena_text;     // set by the plan stage: the arena size, for the log and summary
+  // What the fusion stage folds into epilogues: every activation for a plan the CPU backend
+  // runs, only what the CUDA libraries apply for the CUDA backend's (passes/epilogue.h).
+  passes::EpilogueActivations activations = passes::EpilogueActivations::kAny;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
+
+// "entry 'N=1'" in the compile log, or "entry 'N=1' (cpu plan)" for an entry of one backend.
+inline std::string EntryLabel(const serialize::EntryRecord& r) {
+  return "entry '" + r.name + "'" + (r.backend.empty() ? "" : " (" + r.backend + " plan)");
+}
 
 // One stage's result, for RunStages to record and log.
 struct StageOutput {

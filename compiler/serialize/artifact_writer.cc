@@ -314,7 +314,8 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
                          b.CreateVector(inputs), b.CreateVector(outputs), arena, b.CreateVector(stages),
                          runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(runtime_dims),
                          runtime_guards.empty() ? 0 : b.CreateVector(runtime_guards),
-                         rooms.empty() ? 0 : b.CreateVectorOfStructs(rooms));
+                         rooms.empty() ? 0 : b.CreateVectorOfStructs(rooms),
+                         e.backend.empty() ? 0 : b.CreateString(e.backend));
 }
 
 flatbuffers::Offset<fb::TensorSpec> WriteSpec(flatbuffers::FlatBufferBuilder& b, const fused::TensorSpec& t) {

@@ -26,6 +26,8 @@ struct StageRecord {
 
 struct EntryRecord {
   std::string name;
+  // The backend whose plan this is ("cpu", "cuda"; Entry.backend); empty: every backend's.
+  std::string backend;
   passes::MemoryPlan plan;         // plan.trace carries inputs, outputs, guards
   std::vector<StageRecord> stages;
   // Ranges of the entry's symbolic input dims from its compile profile; symbols not listed

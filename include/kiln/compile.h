@@ -65,6 +65,10 @@ struct CompileReport {
     int instructions = 0;
     std::string arena_bytes;         // a number, or an expression over the symbols
     int64_t lower_bound_bytes = -1;  // static entries: the least any plan could use; else -1
+    // The backend whose plan it is ("cuda", "cpu"; EntryInfo::backend), or empty for every
+    // backend. With GPU archs, an entry whose CPU plan folds more activations into epilogues
+    // than the CUDA libraries apply is compiled twice, "cuda" then "cpu".
+    std::string backend;
   };
   std::vector<Entry> entries;
   int64_t total_ns = 0;        // the whole compile
@@ -75,7 +79,8 @@ struct CompileReport {
   int cached_jobs = 0;
   int64_t nvrtc_ns = 0;        // wall time of code generation and NVRTC
   // The compile log, one line per element, as OnnxCompileOptions::log received it. Lines of
-  // an entry start "entry 'NAME': "; its fusion lines then "fusion: " and "region '...'",
+  // an entry start "entry 'NAME': ", or "entry 'NAME' (cpu plan): " for an entry of one
+  // backend (CompileReport::Entry::backend); its fusion lines then "fusion: " and "region '...'",
   // "cut after ...", "unfused ..." or a folded epilogue; "entry 'NAME' dropped: WHY" for an
   // entry the model cannot take.
   std::vector<std::string> log;

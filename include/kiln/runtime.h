@@ -103,6 +103,12 @@ struct EntryInfo {
   // The profile it was compiled for: "default" (the model's own shapes), "N=1",
   // "N in 1..64, H in 32..1024:32", then any If outcomes ("N=1; not (T > 1)").
   std::string name;
+  // The backend whose plan it is: "cuda" or "cpu" (BackendRegistration::name), or empty for
+  // every backend. An artifact compiled for GPU archs holds, where the CPU runs best with a
+  // different plan (more activations folded into Conv, MatMul and Gemm epilogues, which the
+  // CUDA libraries cannot apply), two entries with the same profile and prologue: "cuda", then
+  // "cpu". A context runs the entries of its backend and the unnamed ones.
+  std::string backend;
   EntryCompileStats compile;              // stage names, times and op counts; NVRTC time
   // The printed trace of each stage, in compile.stage_names order (Thunder's last_traces).
   std::vector<std::string> stage_traces;

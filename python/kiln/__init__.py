@@ -118,10 +118,14 @@ class Entry:
     (Thunder's last_traces), its run-time dims, its inputs' dim checks (per input, per dim) and
     its instructions as (name, op, placements, kernel), placements as (backend, library) pairs:
     what runs the instruction on each backend ("cuda", "cpu"), the library named as the artifact
-    records it ("cpu" for a CPU kernel, "generated", "onednn", "cublaslt", "cudnn", "control")."""
+    records it ("cpu" for a CPU kernel, "generated", "onednn", "cublaslt", "cudnn", "control").
+    `backend` is the backend whose plan it is ("cuda", "cpu"), or "" for every backend: an
+    artifact compiled for GPU archs holds, where the CPU runs best with more activations folded
+    into Conv, MatMul and Gemm epilogues, a "cuda" and a "cpu" entry with the same prologue."""
 
     index: int
     name: str
+    backend: str
     prologue: Trace
     traces: Tuple[Trace, ...]
     runtime_dims: Tuple[str, ...]
@@ -140,6 +144,7 @@ def _entry(index: int, d: Dict[str, Any]) -> Entry:
     return Entry(
         index=index,
         name=d["name"],
+        backend=d["backend"],
         prologue=Trace("prologue", d["prologue"]),
         traces=tuple(Trace(n, t, ns, ops) for n, t, ns, ops in d["stages"]),
         runtime_dims=tuple(d["runtime_dims"]),

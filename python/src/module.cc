@@ -77,6 +77,7 @@ nb::list EntryInfos(const Model& model) {
   for (const EntryInfo& e : model.entries()) {
     nb::dict d;
     d["name"] = Str(e.name);
+    d["backend"] = Str(e.backend);
     d["prologue"] = Str(e.prologue_text);
     nb::list stages;
     for (size_t s = 0; s < e.stage_traces.size(); ++s)

@@ -22,8 +22,20 @@ Result<std::shared_ptr<DeviceModel>> LoadDeviceModel(const Driver& drv, const Mo
                                ": " + std::string(st.message()));
     KILN_RETURN_IF_ERROR(Check(drv, drv.MemcpyHtoD(dm->weights, mi.weights, mi.weights_size), "cuMemcpyHtoD (weights)"));
   }
+  // Kernels that only the CPU backend's plans launch (EntryInfo::backend) have no images.
+  std::vector<bool> launched(mi.launch.size(), false);
+  for (const PreparedEntry& pe : mi.prepared) {
+    if (!pe.backend.empty() && pe.backend != "cuda") continue;
+    for (const PreparedInstruction& pi : pe.instructions)
+      if (pi.program != nullptr) launched[static_cast<size_t>(pi.program - mi.programs.data())] = true;
+  }
   for (size_t k = 0; k < mi.launch.size(); ++k) {
     const PreparedKernel& pk = mi.launch[k];
+    if (!launched[k]) {
+      dm->modules.push_back(nullptr);
+      dm->functions.push_back(nullptr);
+      continue;
+    }
     const PreparedImage* im = PickImage(pk, dev);
     if (im == nullptr) {
       std::string archs;

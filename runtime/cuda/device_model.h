@@ -22,7 +22,7 @@ struct DeviceModel {
   Model model;  // keeps the mapped artifact (and the cache key) alive
   CUdeviceptr weights = 0;
   std::vector<CUmodule> modules;
-  std::vector<CUfunction> functions;  // one per kernel of the artifact
+  std::vector<CUfunction> functions;  // one per kernel of the artifact; null for one no CUDA entry launches
 
   explicit DeviceModel(Model m) : model(std::move(m)) {}
   DeviceModel(const DeviceModel&) = delete;

@@ -94,6 +94,7 @@ struct EntrySpec {
   std::vector<std::string> stage_names;
   std::vector<fb::RuntimeDim> runtime_dims;  // format 5
   std::vector<fb::Room> rooms;               // format 8
+  std::string backend;                       // Entry.backend: "cpu", "cuda"; empty: every backend
 };
 
 struct IoSpec {
@@ -189,7 +190,8 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
                          b.CreateVectorOfStructs(e.exprs), b.CreateVector(tensors), b.CreateVector(instrs),
                          b.CreateVector(e.inputs), b.CreateVector(e.outputs), e.arena_bytes,
                          b.CreateVector(stages), e.runtime_dims.empty() ? 0 : b.CreateVectorOfStructs(e.runtime_dims),
-                         0, e.rooms.empty() ? 0 : b.CreateVectorOfStructs(e.rooms));
+                         0, e.rooms.empty() ? 0 : b.CreateVectorOfStructs(e.rooms),
+                         e.backend.empty() ? 0 : b.CreateString(e.backend));
 }
 
 inline std::vector<flatbuffers::Offset<fb::IoInfo>> BuildIo(flatbuffers::FlatBufferBuilder& b,

@@ -233,6 +233,46 @@ TEST_CASE("entries are tried in order, a miss lists every entry") {
   CHECK(s.last_cache_lookup_stop >= s.last_cache_lookup_start);
 }
 
+TEST_CASE("a context runs the entries of its backend's plan and the unnamed ones, and only those miss") {
+  ArtifactSpec spec = AddModelSpec();
+  testing::EntrySpec cuda = spec.entries[0], cpu = spec.entries[0];
+  cuda.backend = "cuda";
+  cuda.instructions[0].op = "Sub";  // which plan ran shows in y
+  cpu.backend = "cpu";
+  cpu.checks[0].dims[0] = testing::Sym(0, 1, 8);
+  spec.entries = {cuda, cpu, spec.entries[0]};
+  spec.entries[2].name = "N=9..64";
+  spec.entries[2].checks[0].dims[0] = testing::Sym(0, 9, 64);
+  Model m = LoadOk(BuildArtifact(spec));
+  REQUIRE(m.entries().size() == 3);
+  CHECK(m.entries()[0].backend == "cuda");
+  CHECK(m.entries()[1].backend == "cpu");
+  CHECK(m.entries()[2].backend.empty());
+  ExecutionContext ctx = MakeContext(m);
+  float x[3 * 64] = {1, 2, 3};
+  std::vector<TensorView> out;
+  TensorView two[] = {TensorView::Host(x, DType::kFloat32, {2, 3})};
+  REQUIRE(ctx.Run(two, out).ok());
+  CHECK(ctx.stats().last_entry == 1);
+  CHECK(static_cast<const float*>(out[0].data)[2] == 33.0f);  // x + w: the cpu plan, not the cuda one's x - w
+  TensorView ten[] = {TensorView::Host(x, DType::kFloat32, {10, 3})};
+  REQUIRE(ctx.Run(ten, out).ok());
+  CHECK(ctx.stats().last_entry == 2);
+  TensorView many[] = {TensorView::Host(x, DType::kFloat32, {65, 3})};
+  CHECK(ctx.Run(many, out).message() ==
+        "entry 1 (default, cpu plan): input 'x' dim 0 (N) = 65, expected 1..8\n"
+        "entry 2 (N=9..64): input 'x' dim 0 (N) = 65, expected 9..64");
+  CHECK(ctx.stats().entries[0].hits == 0);
+
+  // No entry for the CPU backend: the context is refused, naming the plans there are.
+  spec.entries = {cuda};
+  Model gpu_only = LoadOk(BuildArtifact(spec));
+  Result<ExecutionContext> refused = ExecutionContext::Create(gpu_only, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.status().message() == "the artifact has no entry for the cpu backend: its entries are plans for 'cuda'");
+}
+
 TEST_CASE("a call that fits no entry writes no output buffer and leaves the context usable") {
   Model m = LoadOk(BuildArtifact(TwoEntrySpec()));
   ExecutionContext ctx = MakeContext(m);

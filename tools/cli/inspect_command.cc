@@ -99,7 +99,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
         if (traces) stage["trace"] = e.stage_traces[i];
         stages.push_back(std::move(stage));
       }
-      entries.push_back({{"name", e.name}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
+      entries.push_back({{"name", e.name}, {"backend", e.backend}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
                          {"runtime_dims", e.runtime_dims},
                          {"instructions", e.num_instructions}, {"kernels", c.kernels},
                          {"kernel_compile_ns", c.kernel_compile_ns}, {"stages", stages}});
@@ -137,7 +137,8 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
     const std::string arena = e.arena_bytes.size() <= kShown
                                   ? e.arena_bytes + " bytes"
                                   : "symbolic, " + e.arena_bytes.substr(0, kShown) + "... bytes";
-    std::cout << fmt::format("\nentry {} '{}': {} instructions, arena {}\n", i, e.name, e.num_instructions, arena);
+    std::cout << fmt::format("\nentry {} '{}'{}: {} instructions, arena {}\n", i, e.name,
+                             e.backend.empty() ? "" : ", the " + e.backend + " backend's plan", e.num_instructions, arena);
     std::cout << "prologue:\n" << e.prologue_text << "\n";
     for (const std::string& d : e.runtime_dims) std::cout << "run-time dim: " << d << "\n";
     const EntryCompileStats& c = e.compile;

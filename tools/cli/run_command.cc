@@ -29,6 +29,8 @@ void PrintStats(const Model& model, const Stats& s, double load_ms) {
   std::cout << fmt::format("stats: calls {}, cache hits {}, cache misses {}, entry {}", s.calls, s.cache_hits,
                            s.cache_misses, s.last_entry);
   if (s.last_entry >= 0) std::cout << " '" << model.entries()[s.last_entry].name << "'";
+  if (s.last_entry >= 0 && !model.entries()[s.last_entry].backend.empty())
+    std::cout << " (the " << model.entries()[s.last_entry].backend << " plan)";
   // A loop's scan room doubled, and the call ran again (Stats::room_growths).
   if (s.room_growths > 0) std::cout << fmt::format(", room growths {}", s.room_growths);
   std::cout << "\n";
