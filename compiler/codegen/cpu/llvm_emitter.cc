@@ -1,10 +1,12 @@
 #include "compiler/codegen/cpu/llvm_emitter.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "compiler/codegen/cpu/index_simplify.h"
 #include "compiler/codegen/cpu/llvm_math.h"
 
 namespace kiln::codegen::cpu {
@@ -72,8 +74,17 @@ class Emitter {
   LLVMValueRef RoundTripHalf(LLVMValueRef f);
   LLVMValueRef FloatToBF16Bits(LLVMValueRef f);
   LLVMValueRef CheckIndex(const fused::Node& n, LLVMValueRef x, LLVMValueRef bound);
+  // select(c, node a, node b) as a branch that evaluates only the operand it takes: a Concat's
+  // select between loads reads one input per element instead of all of them, and a condition
+  // that holds for a whole loop (a Concat along an outer axis) lets LLVM unswitch the loop into
+  // one per input. Nodes evaluated in an arm stay out of `memo` (they do not dominate the rest).
+  LLVMValueRef Branch(LLVMValueRef c, int a, int b, const Point& pt, std::vector<LLVMValueRef>& memo);
 
   void EmitElementwise();
+  // The last-axis coordinates c in (0, last dim) at which a kLt or kLe of that coordinate with a
+  // constant changes its result, ascending (at most kMaxCuts; none when there are more).
+  std::vector<int64_t> LastAxisCuts() const;
+  static constexpr size_t kMaxCuts = 8;
   void EmitRows();
 
   LLVMModuleRef m_;
@@ -89,6 +100,7 @@ class Emitter {
   std::vector<LLVMValueRef> divisor_dims_;
   LLVMValueRef begin_ = nullptr, end_ = nullptr, failed_ = nullptr, zero_slot_ = nullptr;
   std::vector<int> kept_, reduced_;
+  std::vector<bool> reads_;  // per node: it or a node it depends on loads from an input
 };
 
 // Whether llvm_math.h covers op in type t.
@@ -335,6 +347,28 @@ LLVMValueRef Emitter::CheckIndex(const fused::Node& n, LLVMValueRef x, LLVMValue
   return x;
 }
 
+LLVMValueRef Emitter::Branch(LLVMValueRef c, int a, int b, const Point& pt, std::vector<LLVMValueRef>& memo) {
+  LLVMBasicBlockRef then_bb = LLVMAppendBasicBlockInContext(ctx_, fn_, "select.a");
+  LLVMBasicBlockRef else_bb = LLVMAppendBasicBlockInContext(ctx_, fn_, "select.b");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(ctx_, fn_, "select.join");
+  LLVMBuildCondBr(b_, c, then_bb, else_bb);
+  LLVMValueRef values[2];
+  LLVMBasicBlockRef ends[2];
+  const int nodes[2] = {a, b};
+  LLVMBasicBlockRef starts[2] = {then_bb, else_bb};
+  for (int k = 0; k < 2; ++k) {
+    LLVMPositionBuilderAtEnd(b_, starts[k]);
+    std::vector<LLVMValueRef> arm = memo;
+    values[k] = Eval(nodes[k], pt, arm);
+    ends[k] = LLVMGetInsertBlock(b_);  // an index check in the arm may have split it
+    LLVMBuildBr(b_, join);
+  }
+  LLVMPositionBuilderAtEnd(b_, join);
+  LLVMValueRef phi = LLVMBuildPhi(b_, LLVMTypeOf(values[0]), "");
+  LLVMAddIncoming(phi, values, ends, 2);
+  return phi;
+}
+
 LLVMValueRef Emitter::Eval(int node, const Point& pt, std::vector<LLVMValueRef>& memo) {
   if (memo[node] == nullptr) memo[node] = EvalNode(p_.nodes[node], pt, memo);
   return memo[node];
@@ -438,12 +472,43 @@ LLVMValueRef Emitter::EvalNode(const fused::Node& n, const Point& pt, std::vecto
     case Op::kXor: return LLVMBuildXor(b_, X(), Y(), "");
     case Op::kSelect: {
       LLVMValueRef c = LLVMBuildICmp(b_, LLVMIntNE, X(), I64(0), "");
-      return LLVMBuildSelect(b_, c, Y(), Z(), "");
+      if (!reads_[n.b] && !reads_[n.c]) return LLVMBuildSelect(b_, c, Y(), Z(), "");
+      return Branch(c, n.b, n.c, pt, memo);
     }
     case Op::kCheckIndex: return CheckIndex(n, X(), Y());
     default:
       return n.op == Op::kPow ? EmitMath(m_, b_, n.op, X(), Y()) : EmitMath(m_, b_, n.op, X());
   }
+}
+
+std::vector<int64_t> Emitter::LastAxisCuts() const {
+  const int rank = static_cast<int>(p_.domain.size());
+  if (rank == 0 || p_.domain[rank - 1] < 2) return {};
+  const int64_t last = p_.domain[rank - 1];
+  auto is_coord = [&](int32_t n) { return p_.nodes[n].op == Op::kCoord && p_.nodes[n].i == rank - 1; };
+  auto is_const = [&](int32_t n) { return p_.nodes[n].op == Op::kConst && p_.nodes[n].type == ScalarType::kI64; };
+  std::vector<int64_t> cuts;
+  for (const fused::Node& n : p_.nodes) {
+    if (n.op != Op::kLt && n.op != Op::kLe) continue;
+    if (p_.nodes[n.a].type != ScalarType::kI64) continue;
+    int64_t cut = 0;
+    if (is_coord(n.a) && is_const(n.b)) {
+      const int64_t c = p_.nodes[n.b].i;  // j < c changes at c; j <= c at c + 1
+      if (c <= 0 || c >= last) continue;
+      cut = n.op == Op::kLt ? c : c + 1;
+    } else if (is_const(n.a) && is_coord(n.b)) {
+      const int64_t c = p_.nodes[n.a].i;  // c < j changes at c + 1; c <= j at c
+      if (c <= 0 || c >= last) continue;
+      cut = n.op == Op::kLt ? c + 1 : c;
+    } else {
+      continue;
+    }
+    if (cut > 0 && cut < last) cuts.push_back(cut);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  if (cuts.size() > kMaxCuts) cuts.clear();
+  return cuts;
 }
 
 void Emitter::EmitElementwise() {
@@ -464,16 +529,27 @@ void Emitter::EmitElementwise() {
     LLVMValueRef j_lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, from, I64(0), ""), from, I64(0), "");
     LLVMValueRef to = LLVMBuildSub(b_, end_, base, "");
     LLVMValueRef j_hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, to, last, ""), to, last, "");
-    Loop(j_lo, j_hi, {}, [&](LLVMValueRef j, const std::vector<LLVMValueRef>&) {
-      Point in = pt;
-      if (rank) in.coord[rank - 1] = j;
-      in.linear = LLVMBuildAdd(b_, base, j, "");
-      std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
-      for (size_t k = 0; k < p_.outputs.size(); ++k) {
-        Store(static_cast<int>(k), in.linear, Eval(p_.outputs[k].value, in, memo));
-      }
-      return std::vector<LLVMValueRef>{};
-    });
+    // The inner loop split where a comparison of the last coordinate with a constant changes
+    // (a Concat along the last axis): in each piece LLVM knows the comparisons' results, folds
+    // the selects and the clamps, and vectorizes contiguous loads.
+    const std::vector<int64_t> cuts = LastAxisCuts();
+    for (size_t piece = 0; piece <= cuts.size(); ++piece) {
+      LLVMValueRef lo = j_lo, hi = j_hi;
+      if (piece > 0) lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, lo, I64(cuts[piece - 1]), ""), lo,
+                                          I64(cuts[piece - 1]), "");
+      if (piece < cuts.size())
+        hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, hi, I64(cuts[piece]), ""), hi, I64(cuts[piece]), "");
+      Loop(lo, hi, {}, [&](LLVMValueRef j, const std::vector<LLVMValueRef>&) {
+        Point in = pt;
+        if (rank) in.coord[rank - 1] = j;
+        in.linear = LLVMBuildAdd(b_, base, j, "");
+        std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+        for (size_t k = 0; k < p_.outputs.size(); ++k) {
+          Store(static_cast<int>(k), in.linear, Eval(p_.outputs[k].value, in, memo));
+        }
+        return std::vector<LLVMValueRef>{};
+      });
+    }
     return std::vector<LLVMValueRef>{};
   });
 }
@@ -567,6 +643,13 @@ void Emitter::EmitRows() {
 
 Status Emitter::Emit(const std::string& name) {
   KILN_RETURN_IF_ERROR(Covered());
+  reads_.assign(p_.nodes.size(), false);
+  for (size_t k = 0; k < p_.nodes.size(); ++k) {  // operands come before their users
+    const fused::Node& n = p_.nodes[k];
+    reads_[k] = n.op == Op::kLoad;
+    for (int32_t operand : {n.a, n.b, n.c})
+      if (operand >= 0) reads_[k] = reads_[k] || reads_[static_cast<size_t>(operand)];
+  }
   LLVMTypeRef args_type = ptr_;
   LLVMTypeRef fn_type = LLVMFunctionType(i32_, &args_type, 1, 0);
   fn_ = LLVMAddFunction(m_, name.c_str(), fn_type);
@@ -636,7 +719,8 @@ Status Emitter::Emit(const std::string& name) {
 
 Status EmitKernel(LLVMModuleRef module, const fused::Program& program, const std::string& name,
                   const CpuTarget& target) {
-  return Emitter(module, program, target).Emit(name);
+  const fused::Program simplified = SimplifyIndices(program);
+  return Emitter(module, simplified, target).Emit(name);
 }
 
 }  // namespace kiln::codegen::cpu

@@ -6,6 +6,11 @@
 
 #include "compiler/codegen/cpu/flat_image.h"
 #include "compiler/codegen/cpu/llvm_image.h"
+#include "runtime/cpu/native/abi.h"
+#include "runtime/cpu/native/image.h"
+#include "runtime/fused/interpreter.h"
+#include "tests/compiler/codegen/test_programs.h"
+#include "tests/native_target.h"
 #include "tests/temp_dir.h"
 
 namespace kiln::codegen::cpu {
@@ -94,6 +99,61 @@ TEST_CASE("native code image: the object comes from the kernel cache the second 
   CHECK(rebuilt->code == cold->code);
   REQUIRE(CompileNativeImage(pointers, target, cache, &skipped, &cached).ok());
   CHECK(cached);
+}
+
+TEST_CASE("native code image: a last axis split where comparisons change gives the interpreter's bits in every range") {
+  // out[i, j] = j <= 2 ? a[i, j] : (5 < j ? b[i, j] : (j < 9 ? 1 : (7 <= j ? 2 : 3))), over [3, 12]:
+  // kLe, kLt and a constant on either side, so the inner loop is cut at 3, 6 and 9 (7 too).
+  testing::ProgramMaker m;
+  m.p.domain = {3, 12};
+  const int a = m.Input(DType::kFloat32, {3, 12}), b = m.Input(DType::kFloat32, {3, 12});
+  const int32_t j = m.Coord(1), lin = m.Linear();
+  const int32_t tail = m.Select(m.Bin(Op::kLt, j, m.I(9)), m.F(1),
+                                m.Select(m.Bin(Op::kLe, m.I(7), j), m.F(2), m.F(3)));
+  const int32_t mid = m.Select(m.Bin(Op::kLt, m.I(5), j), m.Load(b, lin), tail);
+  m.Out(DType::kFloat32, {3, 12}, m.Select(m.Bin(Op::kLe, j, m.I(2)), m.Load(a, lin), mid));
+  REQUIRE(fused::Validate(m.p).ok());
+  const std::string name = testing::NativeTargetForThisCpu();
+  const CpuTarget* target = nullptr;
+  for (const CpuTarget& t : AllCpuTargets())
+    if (t.name == name) target = &t;
+  REQUIRE(target != nullptr);
+  std::vector<NativeSkip> skipped;
+  bool cached = false;
+  auto image = CompileNativeImage({&m.p}, *target, KernelCache("", false), &skipped, &cached);
+  REQUIRE_MESSAGE(image.ok(), image.status().ToString());
+  REQUIRE(image->kernels.size() == 1);
+  std::string refused;
+  const std::pair<uint32_t, uint32_t> functions[] = {{0, image->offsets[0]}};
+  auto mapped = native::NativeImage::Map(image->code.data(), image->code.size(), functions, 1, &refused);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(*mapped != nullptr, refused);
+  const native::KernelFn fn = (*mapped)->kernel(0);
+  REQUIRE(static_cast<bool>(fn));
+
+  std::vector<float> xa(36), xb(36), want(36);
+  for (int k = 0; k < 36; ++k) xa[k] = 100.0f + k, xb[k] = -100.0f - k;
+  const int64_t dims[] = {36};
+  const kiln::cpu::TensorRef ins[] = {{xa.data(), DType::kFloat32, 1, dims, 36},
+                                      {xb.data(), DType::kFloat32, 1, dims, 36}};
+  const kiln::cpu::TensorRef outs[] = {{want.data(), DType::kFloat32, 1, dims, 36}};
+  std::vector<uint8_t> ws(kiln::cpu::FusedWorkspaceBytes(m.p));
+  REQUIRE(kiln::cpu::RunFused(m.p, ins, outs, {}, ws.data(), ws.size()).ok());
+  CHECK(want[2] == xa[2]);
+  CHECK(want[3] == 1.0f);  // j = 3: neither a (j <= 2) nor b (5 < j)
+  CHECK(want[12 + 6] == xb[18]);
+  for (int64_t begin = 0; begin <= 36; ++begin)
+    for (int64_t end = begin; end <= 36; ++end) {
+      CAPTURE(begin);
+      CAPTURE(end);
+      std::vector<float> got(36, -1.0f);
+      const void* in_ptrs[] = {xa.data(), xb.data()};
+      void* out_ptrs[] = {got.data()};
+      int64_t failed[3] = {0, 0, 0};
+      const native::KernelArgs args{in_ptrs, out_ptrs, nullptr, begin, end, failed};
+      REQUIRE(fn(&args) == 0);
+      for (int64_t k = 0; k < 36; ++k) REQUIRE(got[k] == (k >= begin && k < end ? want[k] : -1.0f));
+    }
 }
 
 TEST_CASE("native code image: the link refuses what is not an ELF64 relocatable object") {
