@@ -114,7 +114,7 @@ IntRep RepOf(const IntRange& r) {
 }
 
 IndexRanges AnalyseRanges(const fused::Program& p, uint32_t nonempty_axes,
-                          const std::vector<bool>& sizes_checked) {
+                          const std::vector<bool>& sizes_checked, const std::vector<IntRange>& coords) {
   const size_t n = p.nodes.size();
   IndexRanges out;
   out.range.assign(n, kFull);
@@ -161,6 +161,7 @@ IndexRanges AnalyseRanges(const fused::Program& p, uint32_t nonempty_axes,
       case Op::kCoord: {
         const int64_t d = p.domain[node.i];
         r = d >= 0 ? IntRange{0, std::max<int64_t>(d - 1, 0)} : IntRange{0, kMax - 1};
+        if (static_cast<size_t>(node.i) < coords.size()) r = coords[static_cast<size_t>(node.i)];
         break;
       }
       case Op::kLinear:
@@ -190,8 +191,23 @@ IndexRanges AnalyseRanges(const fused::Program& p, uint32_t nonempty_axes,
         }
         break;
       case Op::kSign: r = {x.lo < 0 ? -1 : (x.lo > 0 ? 1 : 0), x.hi > 0 ? 1 : (x.hi < 0 ? -1 : 0)}; break;
-      case Op::kNot: case Op::kIsNaN: case Op::kEq: case Op::kLt: case Op::kLe: case Op::kAnd: case Op::kOr:
-      case Op::kXor:
+      case Op::kLt:
+      case Op::kLe:
+      case Op::kEq: {
+        r = {0, 1};
+        if (p.nodes[node.a].type != ScalarType::kI64) break;  // a float comparison: undecided
+        const bool lt = node.op == Op::kLt;
+        if (node.op == Op::kEq) {
+          if (x.hi < y.lo || y.hi < x.lo) r = {0, 0};
+          else if (x.lo == x.hi && y.lo == y.hi) r = {1, 1};
+        } else if (lt ? x.hi < y.lo : x.hi <= y.lo) {
+          r = {1, 1};
+        } else if (lt ? x.lo >= y.hi : x.lo > y.hi) {
+          r = {0, 0};
+        }
+        break;
+      }
+      case Op::kNot: case Op::kIsNaN: case Op::kAnd: case Op::kOr: case Op::kXor:
         r = {0, 1};
         break;
       case Op::kAdd: {
@@ -221,7 +237,12 @@ IndexRanges AnalyseRanges(const fused::Program& p, uint32_t nonempty_axes,
       case Op::kFmod: r = FmodRange(x, y); break;
       case Op::kMin: r = {std::min(x.lo, y.lo), std::min(x.hi, y.hi)}; break;
       case Op::kMax: r = {std::max(x.lo, y.lo), std::max(x.hi, y.hi)}; break;
-      case Op::kSelect: r = Union(y, out.range[node.c]); break;
+      case Op::kSelect: {
+        const IntRange& c = out.range[node.a];  // the condition: x != 0
+        const bool taken = c.lo > 0 || c.hi < 0, not_taken = c.lo == 0 && c.hi == 0;
+        r = taken ? y : not_taken ? out.range[node.c] : Union(y, out.range[node.c]);
+        break;
+      }
       case Op::kCheckIndex: {
         // x when 0 <= x < bound, else 0.
         const int64_t below = y.hi == kMin ? kMin : y.hi - 1;

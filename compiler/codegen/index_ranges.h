@@ -48,9 +48,12 @@ struct IndexRanges {
 // `nonempty_axes`: bit k set when axis k's extent is >= 1 wherever nodes are evaluated (all
 // axes of an elementwise kernel, whose loop body only runs for a non-empty domain; the kept
 // axes of a row reduction). `sizes_checked[k]`: the kernel returns early when size argument
-// k is negative. The program must be valid (fused::Validate).
+// k is negative. `coords[a]`, where given, is the range coordinate a takes where the nodes are
+// evaluated (a piece of a loop split at cuts; the CPU emitter), instead of [0, extent - 1].
+// A kI64 comparison whose operands' ranges decide it gets the range of its one result, and a
+// select on it the range of the operand it takes. The program must be valid (fused::Validate).
 IndexRanges AnalyseRanges(const fused::Program& program, uint32_t nonempty_axes,
-                          const std::vector<bool>& sizes_checked);
+                          const std::vector<bool>& sizes_checked, const std::vector<IntRange>& coords = {});
 
 // The representation of a value with this range that does not depend on data.
 IntRep RepOf(const IntRange& range);

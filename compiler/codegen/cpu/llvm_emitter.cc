@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/codegen/cpu/index_simplify.h"
+#include "compiler/codegen/index_ranges.h"
 #include "compiler/codegen/cpu/llvm_math.h"
 
 namespace kiln::codegen::cpu {
@@ -86,6 +87,15 @@ class Emitter {
   std::vector<int64_t> LastAxisCuts() const;
   static constexpr size_t kMaxCuts = 8;
   void EmitRows();
+  // Rows whose last coordinate is kept (a Softmax or a sum over an axis before the last), in
+  // blocks of rows vectorized across the block: EmitRows would read each row's columns strided.
+  void EmitRowBlocks();
+  static constexpr int kBlockRows = 64;
+  // A reduction's accumulator: its type, its initial value, one column folded in, its kAcc value.
+  LLVMTypeRef AccType(const fused::Reduction& red) const;
+  LLVMValueRef AccInit(const fused::Reduction& red) const;
+  LLVMValueRef AccCombine(const fused::Reduction& red, LLVMValueRef acc, LLVMValueRef v);
+  LLVMValueRef AccResult(const fused::Reduction& red, LLVMValueRef acc);
 
   LLVMModuleRef m_;
   LLVMContextRef ctx_;
@@ -100,7 +110,15 @@ class Emitter {
   std::vector<LLVMValueRef> divisor_dims_;
   LLVMValueRef begin_ = nullptr, end_ = nullptr, failed_ = nullptr, zero_slot_ = nullptr;
   std::vector<int> kept_, reduced_;
-  std::vector<bool> reads_;  // per node: it or a node it depends on loads from an input
+  std::vector<bool> reads_;   // per node: it or a node it depends on loads from an input
+  std::vector<bool> checks_;  // per node: it or a node it depends on is a kCheckIndex
+  // Value ranges of the integer nodes where the loop being emitted evaluates them
+  // (index_ranges.h): a node of one value is that constant, a decided comparison picks its select's
+  // operand and a decided min or max its operand, unless that would skip an index check.
+  IndexRanges ranges_;
+  // ranges_ for a loop whose last coordinate takes [lo, hi) (hi 0: its whole extent) where the
+  // kept axes (rows) or all axes (elements) are non-empty.
+  void AnalyseFor(int64_t lo, int64_t hi, bool rows);
 };
 
 // Whether llvm_math.h covers op in type t.
@@ -369,8 +387,46 @@ LLVMValueRef Emitter::Branch(LLVMValueRef c, int a, int b, const Point& pt, std:
   return phi;
 }
 
+void Emitter::AnalyseFor(int64_t lo, int64_t hi, bool rows) {
+  const int rank = static_cast<int>(p_.domain.size());
+  uint32_t nonempty = 0;
+  for (int a = 0; a < rank; ++a)
+    if (!rows || !((p_.reduce_axes >> a) & 1u)) nonempty |= 1u << a;
+  std::vector<IntRange> coords;
+  if (rank > 0 && hi > 0) {
+    coords.assign(rank, IntRange{});
+    for (int a = 0; a < rank; ++a) {
+      const int64_t d = p_.domain[a];
+      coords[a] = d >= 0 ? IntRange{0, std::max<int64_t>(d - 1, 0)} : IntRange{0, INT64_MAX - 1};
+    }
+    coords[rank - 1] = {lo, hi - 1};
+  }
+  ranges_ = AnalyseRanges(p_, nonempty, std::vector<bool>(static_cast<size_t>(p_.num_sizes), false), coords);
+}
+
 LLVMValueRef Emitter::Eval(int node, const Point& pt, std::vector<LLVMValueRef>& memo) {
-  if (memo[node] == nullptr) memo[node] = EvalNode(p_.nodes[node], pt, memo);
+  if (memo[node] != nullptr) return memo[node];
+  const fused::Node& n = p_.nodes[node];
+  const IntRange& r = ranges_.range[node];
+  if (n.type == ScalarType::kI64 && n.op != Op::kConst && !checks_[node] && r.lo == r.hi) {
+    memo[node] = I64(r.lo);
+    return memo[node];
+  }
+  // A decided select or integer min/max: only the operand it gives.
+  int only = -1;
+  if (n.op == Op::kSelect) {
+    const IntRange& c = ranges_.range[n.a];
+    if (c.lo > 0 || c.hi < 0) only = n.b;
+    else if (c.lo == 0 && c.hi == 0) only = n.c;
+    if (only >= 0 && checks_[n.a]) only = -1;
+  } else if ((n.op == Op::kMin || n.op == Op::kMax) && n.type == ScalarType::kI64) {
+    const IntRange &x = ranges_.range[n.a], &y = ranges_.range[n.b];
+    const bool x_le_y = x.hi <= y.lo, y_le_x = y.hi <= x.lo;
+    if (x_le_y) only = n.op == Op::kMin ? n.a : n.b;
+    else if (y_le_x) only = n.op == Op::kMin ? n.b : n.a;
+    if (only >= 0 && checks_[only == n.a ? n.b : n.a]) only = -1;
+  }
+  memo[node] = only >= 0 ? Eval(only, pt, memo) : EvalNode(n, pt, memo);
   return memo[node];
 }
 
@@ -539,6 +595,7 @@ void Emitter::EmitElementwise() {
                                           I64(cuts[piece - 1]), "");
       if (piece < cuts.size())
         hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, hi, I64(cuts[piece]), ""), hi, I64(cuts[piece]), "");
+      if (!cuts.empty()) AnalyseFor(piece > 0 ? cuts[piece - 1] : 0, piece < cuts.size() ? cuts[piece] : p_.domain[rank - 1], false);
       Loop(lo, hi, {}, [&](LLVMValueRef j, const std::vector<LLVMValueRef>&) {
         Point in = pt;
         if (rank) in.coord[rank - 1] = j;
@@ -552,6 +609,52 @@ void Emitter::EmitElementwise() {
     }
     return std::vector<LLVMValueRef>{};
   });
+}
+
+// Float sums accumulate in double (kAcc rounds to the value's type), as the interpreter's do;
+// their adds may be reordered (vectorized). Products, maxima and minima stay in the value's own
+// type.
+LLVMTypeRef Emitter::AccType(const fused::Reduction& red) const {
+  const ScalarType t = p_.nodes[red.value].type;
+  return t != ScalarType::kI64 && red.op == fused::ReduceOp::kSum ? f64_ : TypeOf(t);
+}
+
+LLVMValueRef Emitter::AccInit(const fused::Reduction& red) const {
+  const bool is_int = p_.nodes[red.value].type == ScalarType::kI64;
+  LLVMTypeRef t = AccType(red);
+  switch (red.op) {
+    case fused::ReduceOp::kSum: return is_int ? I64(0) : LLVMConstReal(t, 0);
+    case fused::ReduceOp::kProd: return is_int ? I64(1) : LLVMConstReal(t, 1);
+    case fused::ReduceOp::kMax:
+      return is_int ? I64(INT64_MIN) : LLVMConstReal(t, -std::numeric_limits<double>::infinity());
+    default: return is_int ? I64(INT64_MAX) : LLVMConstReal(t, std::numeric_limits<double>::infinity());
+  }
+}
+
+LLVMValueRef Emitter::AccCombine(const fused::Reduction& red, LLVMValueRef a, LLVMValueRef v) {
+  const bool is_int = p_.nodes[red.value].type == ScalarType::kI64;
+  switch (red.op) {
+    case fused::ReduceOp::kSum: {
+      if (is_int) return LLVMBuildAdd(b_, a, v, "");
+      LLVMValueRef w = LLVMTypeOf(v) == f64_ ? v : LLVMBuildFPExt(b_, v, f64_, "");
+      LLVMValueRef s = LLVMBuildFAdd(b_, a, w, "");
+      LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
+      return s;
+    }
+    case fused::ReduceOp::kProd: return is_int ? LLVMBuildMul(b_, a, v, "") : LLVMBuildFMul(b_, a, v, "");
+    default: {
+      const bool max = red.op == fused::ReduceOp::kMax;
+      if (is_int) return LLVMBuildSelect(b_, LLVMBuildICmp(b_, max ? LLVMIntSGT : LLVMIntSLT, v, a, ""), v, a, "");
+      LLVMValueRef wins = LLVMBuildFCmp(b_, max ? LLVMRealOGT : LLVMRealOLT, v, a, "");
+      LLVMValueRef take = LLVMBuildOr(b_, wins, LLVMBuildFCmp(b_, LLVMRealUNO, v, v, ""), "");
+      return LLVMBuildSelect(b_, take, v, a, "");
+    }
+  }
+}
+
+LLVMValueRef Emitter::AccResult(const fused::Reduction& red, LLVMValueRef acc) {
+  return AccType(red) == f64_ && p_.nodes[red.value].type == ScalarType::kF32 ? LLVMBuildFPTrunc(b_, acc, f32_, "")
+                                                                              : acc;
 }
 
 void Emitter::EmitRows() {
@@ -570,52 +673,13 @@ void Emitter::EmitRows() {
       return in;
     };
     for (const fused::Reduction& red : p_.reductions) {
-      const ScalarType t = p_.nodes[red.value].type;
-      const bool is_int = t == ScalarType::kI64;
-      // Float sums accumulate in double (kAcc rounds to the value's type), as the interpreter's
-      // do; their adds may be reordered (vectorized). Products, maxima and minima stay in the
-      // value's own type.
-      const bool wide = !is_int && red.op == fused::ReduceOp::kSum;
-      LLVMTypeRef acc_type = wide ? f64_ : TypeOf(t);
-      LLVMValueRef init;
-      switch (red.op) {
-        case fused::ReduceOp::kSum: init = is_int ? I64(0) : LLVMConstReal(acc_type, 0); break;
-        case fused::ReduceOp::kProd: init = is_int ? I64(1) : LLVMConstReal(acc_type, 1); break;
-        case fused::ReduceOp::kMax:
-          init = is_int ? I64(INT64_MIN) : LLVMConstReal(acc_type, -std::numeric_limits<double>::infinity());
-          break;
-        default:
-          init = is_int ? I64(INT64_MAX) : LLVMConstReal(acc_type, std::numeric_limits<double>::infinity());
-          break;
-      }
-      std::vector<LLVMValueRef> done = Loop(I64(0), cols, {init}, [&](LLVMValueRef col, const std::vector<LLVMValueRef>& acc) {
-        Point in = at_column(col);
-        std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
-        LLVMValueRef v = Eval(red.value, in, memo);
-        LLVMValueRef a = acc[0];
-        switch (red.op) {
-          case fused::ReduceOp::kSum: {
-            if (is_int) return std::vector<LLVMValueRef>{LLVMBuildAdd(b_, a, v, "")};
-            LLVMValueRef w = LLVMTypeOf(v) == f64_ ? v : LLVMBuildFPExt(b_, v, f64_, "");
-            LLVMValueRef s = LLVMBuildFAdd(b_, a, w, "");
-            LLVMSetFastMathFlags(s, LLVMFastMathAllowReassoc);
-            return std::vector<LLVMValueRef>{s};
-          }
-          case fused::ReduceOp::kProd:
-            return std::vector<LLVMValueRef>{is_int ? LLVMBuildMul(b_, a, v, "") : LLVMBuildFMul(b_, a, v, "")};
-          default: {
-            const bool max = red.op == fused::ReduceOp::kMax;
-            if (is_int) {
-              return std::vector<LLVMValueRef>{
-                  LLVMBuildSelect(b_, LLVMBuildICmp(b_, max ? LLVMIntSGT : LLVMIntSLT, v, a, ""), v, a, "")};
-            }
-            LLVMValueRef wins = LLVMBuildFCmp(b_, max ? LLVMRealOGT : LLVMRealOLT, v, a, "");
-            LLVMValueRef take = LLVMBuildOr(b_, wins, LLVMBuildFCmp(b_, LLVMRealUNO, v, v, ""), "");
-            return std::vector<LLVMValueRef>{LLVMBuildSelect(b_, take, v, a, "")};
-          }
-        }
-      });
-      pt.acc.push_back(wide && t == ScalarType::kF32 ? LLVMBuildFPTrunc(b_, done[0], f32_, "") : done[0]);
+      std::vector<LLVMValueRef> done =
+          Loop(I64(0), cols, {AccInit(red)}, [&](LLVMValueRef col, const std::vector<LLVMValueRef>& acc) {
+            Point in = at_column(col);
+            std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+            return std::vector<LLVMValueRef>{AccCombine(red, acc[0], Eval(red.value, in, memo))};
+          });
+      pt.acc.push_back(AccResult(red, done[0]));
     }
     bool any_full = false;
     for (size_t k = 0; k < p_.outputs.size(); ++k) {
@@ -641,15 +705,126 @@ void Emitter::EmitRows() {
   });
 }
 
+void Emitter::EmitRowBlocks() {
+  // Rows [begin, end) in blocks of up to kBlockRows consecutive rows, which differ only in the
+  // last (kept) coordinate; a block's accumulators live in arrays, and every loop over the block's
+  // rows is innermost, so its loads are contiguous and the vectorizer widens it. Each row still
+  // takes its columns in order, as EmitRows does.
+  const int rank = static_cast<int>(p_.domain.size());
+  const int last = rank - 1;
+  LLVMValueRef cols = I64(1);
+  for (int a : reduced_) cols = LLVMBuildMul(b_, cols, dims_[a], "");
+  std::vector<int> outer(kept_.begin(), kept_.end() - 1);
+  std::vector<LLVMValueRef> arrays;
+  for (const fused::Reduction& red : p_.reductions)
+    arrays.push_back(LLVMBuildAlloca(b_, LLVMArrayType(AccType(red), kBlockRows), ""));
+  auto slot = [&](size_t k, LLVMValueRef t) {
+    LLVMValueRef idx[] = {I64(0), t};
+    return LLVMBuildInBoundsGEP2(b_, LLVMArrayType(AccType(p_.reductions[k]), kBlockRows), arrays[k], idx, 2, "");
+  };
+  LLVMValueRef dim = divisor_dims_[last];
+  LLVMValueRef o_lo = LLVMBuildUDiv(b_, begin_, dim, "");
+  LLVMValueRef o_hi = LLVMBuildUDiv(b_, LLVMBuildAdd(b_, end_, LLVMBuildSub(b_, dim, I64(1), ""), ""), dim, "");
+  Loop(o_lo, o_hi, {}, [&](LLVMValueRef o, const std::vector<LLVMValueRef>&) {
+    Point pt;
+    pt.coord.assign(rank, nullptr);
+    Unflatten(o, outer, &pt);
+    LLVMValueRef base = LLVMBuildMul(b_, o, dim, "");
+    LLVMValueRef from = LLVMBuildSub(b_, begin_, base, "");
+    LLVMValueRef j_start = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, from, I64(0), ""), from, I64(0), "");
+    LLVMValueRef to = LLVMBuildSub(b_, end_, base, "");
+    LLVMValueRef j_end = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, to, dim, ""), to, dim, "");
+    // Blocks never straddle a cut of the last axis (LastAxisCuts), as elementwise loops are split.
+    const std::vector<int64_t> cuts = LastAxisCuts();
+    for (size_t piece = 0; piece <= cuts.size(); ++piece) {
+    LLVMValueRef j_lo = j_start, j_hi = j_end;
+    if (piece > 0) j_lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, j_lo, I64(cuts[piece - 1]), ""), j_lo,
+                                          I64(cuts[piece - 1]), "");
+    if (piece < cuts.size())
+      j_hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, j_hi, I64(cuts[piece]), ""), j_hi, I64(cuts[piece]), "");
+    if (!cuts.empty()) AnalyseFor(piece > 0 ? cuts[piece - 1] : 0, piece < cuts.size() ? cuts[piece] : p_.domain[last], true);
+    LLVMValueRef blocks = LLVMBuildSDiv(b_, LLVMBuildAdd(b_, LLVMBuildSub(b_, j_hi, j_lo, ""), I64(kBlockRows - 1), ""),
+                                        I64(kBlockRows), "");
+    Loop(I64(0), blocks, {}, [&](LLVMValueRef blk, const std::vector<LLVMValueRef>&) {
+      LLVMValueRef first = LLVMBuildAdd(b_, j_lo, LLVMBuildMul(b_, blk, I64(kBlockRows), ""), "");
+      LLVMValueRef left = LLVMBuildSub(b_, j_hi, first, "");
+      LLVMValueRef n = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, left, I64(kBlockRows), ""), left,
+                                       I64(kBlockRows), "");
+      // Row t of the block at column `col`, with the reductions before `done` finished.
+      auto at = [&](LLVMValueRef t, LLVMValueRef col, size_t done) {
+        Point in = pt;
+        in.coord[last] = LLVMBuildAdd(b_, first, t, "");
+        Unflatten(col, reduced_, &in);
+        in.linear = Linear(in);
+        for (size_t k = 0; k < done; ++k)
+          in.acc.push_back(AccResult(p_.reductions[k], LLVMBuildLoad2(b_, AccType(p_.reductions[k]), slot(k, t), "")));
+        return in;
+      };
+      for (size_t k = 0; k < p_.reductions.size(); ++k) {
+        const fused::Reduction& red = p_.reductions[k];
+        Loop(I64(0), n, {}, [&](LLVMValueRef t, const std::vector<LLVMValueRef>&) {
+          LLVMBuildStore(b_, AccInit(red), slot(k, t));
+          return std::vector<LLVMValueRef>{};
+        });
+        Loop(I64(0), cols, {}, [&](LLVMValueRef col, const std::vector<LLVMValueRef>&) {
+          Loop(I64(0), n, {}, [&](LLVMValueRef t, const std::vector<LLVMValueRef>&) {
+            Point in = at(t, col, k);
+            std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+            LLVMValueRef v = Eval(red.value, in, memo);
+            LLVMValueRef p = slot(k, t);
+            LLVMBuildStore(b_, AccCombine(red, LLVMBuildLoad2(b_, AccType(red), p, ""), v), p);
+            return std::vector<LLVMValueRef>{};
+          });
+          return std::vector<LLVMValueRef>{};
+        });
+      }
+      bool any_full = false;
+      for (size_t k = 0; k < p_.outputs.size(); ++k) any_full |= !p_.outputs[k].per_row;
+      Loop(I64(0), n, {}, [&](LLVMValueRef t, const std::vector<LLVMValueRef>&) {
+        LLVMValueRef row = LLVMBuildAdd(b_, LLVMBuildAdd(b_, base, first, ""), t, "");
+        for (size_t k = 0; k < p_.outputs.size(); ++k) {
+          if (!p_.outputs[k].per_row) continue;
+          Point in = at(t, I64(0), p_.reductions.size());
+          std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+          Store(static_cast<int>(k), row, Eval(p_.outputs[k].value, in, memo));
+        }
+        return std::vector<LLVMValueRef>{};
+      });
+      if (any_full) {
+        Loop(I64(0), cols, {}, [&](LLVMValueRef col, const std::vector<LLVMValueRef>&) {
+          Loop(I64(0), n, {}, [&](LLVMValueRef t, const std::vector<LLVMValueRef>&) {
+            Point in = at(t, col, p_.reductions.size());
+            std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+            for (size_t k = 0; k < p_.outputs.size(); ++k) {
+              if (!p_.outputs[k].per_row) Store(static_cast<int>(k), in.linear, Eval(p_.outputs[k].value, in, memo));
+            }
+            return std::vector<LLVMValueRef>{};
+          });
+          return std::vector<LLVMValueRef>{};
+        });
+      }
+      return std::vector<LLVMValueRef>{};
+    });
+    }
+    return std::vector<LLVMValueRef>{};
+  });
+}
+
 Status Emitter::Emit(const std::string& name) {
   KILN_RETURN_IF_ERROR(Covered());
   reads_.assign(p_.nodes.size(), false);
+  checks_.assign(p_.nodes.size(), false);
   for (size_t k = 0; k < p_.nodes.size(); ++k) {  // operands come before their users
     const fused::Node& n = p_.nodes[k];
     reads_[k] = n.op == Op::kLoad;
-    for (int32_t operand : {n.a, n.b, n.c})
-      if (operand >= 0) reads_[k] = reads_[k] || reads_[static_cast<size_t>(operand)];
+    checks_[k] = n.op == Op::kCheckIndex;
+    for (int32_t operand : {n.a, n.b, n.c}) {
+      if (operand < 0) continue;
+      reads_[k] = reads_[k] || reads_[static_cast<size_t>(operand)];
+      checks_[k] = checks_[k] || checks_[static_cast<size_t>(operand)];
+    }
   }
+  AnalyseFor(0, 0, p_.reduce_axes != 0);
   LLVMTypeRef args_type = ptr_;
   LLVMTypeRef fn_type = LLVMFunctionType(i32_, &args_type, 1, 0);
   fn_ = LLVMAddFunction(m_, name.c_str(), fn_type);
@@ -708,6 +883,8 @@ Status Emitter::Emit(const std::string& name) {
   }
   if (p_.reduce_axes == 0) {
     EmitElementwise();
+  } else if (!((p_.reduce_axes >> (rank - 1)) & 1u) && (p_.domain[rank - 1] < 0 || p_.domain[rank - 1] >= 8)) {
+    EmitRowBlocks();
   } else {
     EmitRows();
   }
