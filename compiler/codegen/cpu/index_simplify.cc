@@ -151,4 +151,65 @@ class Simplifier {
 
 fused::Program SimplifyIndices(const fused::Program& p) { return Simplifier(p).Run(); }
 
+namespace {
+
+// `p` with its last two axes (constant extents H, W) merged: coordinates along them become
+// floordiv(J, W) and mod(J, W) of the new last coordinate J.
+fused::Program MergeLastTwo(const fused::Program& p) {
+  const int rank = static_cast<int>(p.domain.size());
+  const int64_t w = p.domain[rank - 1];
+  fused::Program q = p;
+  q.domain.pop_back();
+  q.domain.back() *= w;
+  q.nodes.clear();
+  // Leading nodes: J and W; then p's nodes, shifted, with the two coordinates rewritten.
+  q.nodes.push_back({Op::kCoord, ScalarType::kI64, -1, -1, -1, rank - 2});
+  q.nodes.push_back({Op::kConst, ScalarType::kI64, -1, -1, -1, w});
+  constexpr int32_t kJ = 0, kW = 1;
+  std::vector<int32_t> remap(p.nodes.size());
+  for (size_t k = 0; k < p.nodes.size(); ++k) {
+    Node n = p.nodes[k];
+    for (int32_t* operand : {&n.a, &n.b, &n.c})
+      if (*operand >= 0) *operand = remap[static_cast<size_t>(*operand)];
+    if (n.op == Op::kCoord && n.i >= rank - 2) n = {n.i == rank - 2 ? Op::kFloorDiv : Op::kMod, ScalarType::kI64, kJ, kW};
+    q.nodes.push_back(n);
+    remap[k] = static_cast<int32_t>(q.nodes.size() - 1);
+  }
+  for (fused::Output& o : q.outputs) o.value = remap[static_cast<size_t>(o.value)];
+  return q;
+}
+
+// Whether a node the outputs depend on divides the last coordinate (a kFloorDiv or kMod of it).
+bool DividesLastCoord(const fused::Program& p) {
+  const int last = static_cast<int>(p.domain.size()) - 1;
+  std::vector<bool> live(p.nodes.size(), false);
+  for (const fused::Output& o : p.outputs) live[static_cast<size_t>(o.value)] = true;
+  for (size_t k = p.nodes.size(); k-- > 0;) {
+    if (!live[k]) continue;
+    const Node& n = p.nodes[k];
+    if ((n.op == Op::kFloorDiv || n.op == Op::kMod) && p.nodes[static_cast<size_t>(n.a)].op == Op::kCoord &&
+        p.nodes[static_cast<size_t>(n.a)].i == last)
+      return true;
+    for (int32_t operand : {n.a, n.b, n.c})
+      if (operand >= 0) live[static_cast<size_t>(operand)] = true;
+  }
+  return false;
+}
+
+}  // namespace
+
+fused::Program SimplifyAndMergeAxes(const fused::Program& p, int64_t min_extent) {
+  fused::Program best = SimplifyIndices(p);
+  if (p.reduce_axes != 0) return best;
+  fused::Program merged = p;
+  while (merged.domain.size() >= 2 && merged.domain.back() >= 1 && merged.domain.back() < min_extent &&
+         merged.domain[merged.domain.size() - 2] >= 1) {
+    merged = MergeLastTwo(merged);
+    fused::Program simplified = SimplifyIndices(merged);
+    if (DividesLastCoord(simplified)) break;
+    best = std::move(simplified);
+  }
+  return best;
+}
+
 }  // namespace kiln::codegen::cpu

@@ -18,4 +18,13 @@ namespace kiln::codegen::cpu {
 // computes the same values as `p` for every input; its nodes still come after their operands.
 fused::Program SimplifyIndices(const fused::Program& p);
 
+// SimplifyIndices(p), with the trailing axes of an elementwise program merged into one while
+// the last is shorter than `min_extent` (constant extents only): a 7x7 feature map becomes one
+// loop of 49 instead of 7 loops of 7. The merged axis' coordinate J stands for the old ones
+// (floordiv(J, W) and mod(J, W)); a merge is kept only when the simplification cancels every
+// such division the outputs still depend on (the addresses were affine in the merged axes), so
+// the loop body never divides per element. The result computes the same values as `p` over
+// the same row-major elements (kLinear is unchanged).
+fused::Program SimplifyAndMergeAxes(const fused::Program& p, int64_t min_extent);
+
 }  // namespace kiln::codegen::cpu

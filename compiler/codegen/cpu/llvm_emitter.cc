@@ -896,7 +896,7 @@ Status Emitter::Emit(const std::string& name) {
 
 Status EmitKernel(LLVMModuleRef module, const fused::Program& program, const std::string& name,
                   const CpuTarget& target) {
-  const fused::Program simplified = SimplifyIndices(program);
+  const fused::Program simplified = SimplifyAndMergeAxes(program, 64);
   return Emitter(module, simplified, target).Emit(name);
 }
 

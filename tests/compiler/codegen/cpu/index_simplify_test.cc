@@ -110,12 +110,39 @@ TEST_CASE("SimplifyIndices: floordiv(x, d) * d + mod(x, d) is x for every diviso
   CHECK(Run(q, 3) == Run(m.p, 3));
 }
 
+TEST_CASE("SimplifyAndMergeAxes: a 7x7 map merges into one axis of 49 where addresses stay affine, not where w is used alone") {
+  // out[n, c, h, w] = x[n, c, h, w] * s[n, c] over [2, 3, 7, 7] (a squeeze-excitation scale).
+  testing::ProgramMaker m;
+  m.p.domain = {2, 3, 7, 7};
+  const int x = m.Input(DType::kInt64, {2, 3, 7, 7}), s = m.Input(DType::kInt64, {2, 3});
+  const int32_t n = m.Coord(0), c = m.Coord(1), h = m.Coord(2), w = m.Coord(3);
+  const int32_t nc = m.Bin(Op::kAdd, m.Bin(Op::kMul, n, m.I(3)), c);
+  const int32_t xi = m.Bin(Op::kAdd, m.Bin(Op::kMul, m.Bin(Op::kAdd, m.Bin(Op::kMul, nc, m.I(7)), h), m.I(7)), w);
+  m.Out(DType::kInt64, {2, 3, 7, 7}, m.Bin(Op::kMul, m.Load(x, xi), m.Load(s, nc)));
+  const fused::Program merged = SimplifyAndMergeAxes(m.p, 64);
+  CHECK(merged.domain == std::vector<int64_t>{2, 3, 49});
+  CHECK_FALSE(Divides(merged, merged.outputs[0].value));
+  CHECK(Run(merged, 4) == Run(m.p, 4));
+  // A minimum extent the last axis already reaches merges nothing.
+  CHECK(SimplifyAndMergeAxes(m.p, 7).domain == m.p.domain);
+
+  // out = w < 3 ? x : 0 reads w alone: merging would divide per element, so the axes stay.
+  testing::ProgramMaker pad;
+  pad.p.domain = {3, 7, 7};
+  const int y = pad.Input(DType::kInt64, {3, 7, 7});
+  pad.Out(DType::kInt64, {3, 7, 7}, pad.Select(pad.Bin(Op::kLt, pad.Coord(2), pad.I(3)), pad.Load(y, pad.Linear()), pad.I(0)));
+  const fused::Program kept = SimplifyAndMergeAxes(pad.p, 64);
+  CHECK(kept.domain == pad.p.domain);
+  CHECK(Run(kept, 5) == Run(pad.p, 5));
+}
+
 TEST_CASE("SimplifyIndices: random integer programs compute the same values") {
   for (uint32_t seed = 100; seed < 160; ++seed) {
     CAPTURE(seed);
     const fused::Program p = testing::RandomIntProgram(seed, seed % 2 == 1);
     const std::vector<int64_t> sizes = {3, 2};
     CHECK(Run(SimplifyIndices(p), seed, sizes) == Run(p, seed, sizes));
+    if (seed % 2 == 0) CHECK(Run(SimplifyAndMergeAxes(p, 64), seed, sizes) == Run(p, seed, sizes));  // [3, 5] -> [15] where affine
   }
 }
 
