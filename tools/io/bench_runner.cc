@@ -1,5 +1,7 @@
 #include "tools/io/bench_runner.h"
 
+#include "tools/io/memcpy_bandwidth.h"
+
 #include <sys/resource.h>
 
 #include <charconv>
@@ -145,7 +147,10 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
     }
     return "interpreter";
   };
-  if (config.profile) r.profile = profile.Summary(r.instructions, cuda ? std::function<std::string(const InstructionInfo&)>() : fused_runner);
+  if (config.profile) {
+    r.profile = profile.Summary(r.instructions, cuda ? std::function<std::string(const InstructionInfo&)>() : fused_runner);
+    if (!r.profile->program_kinds.empty()) r.profile->memcpy_gbps = MemcpyGBps();  // after the runs: it disturbs none
+  }
   r.trace.assign(trace.begin(), trace.end());
   return r;
 }

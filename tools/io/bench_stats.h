@@ -75,6 +75,7 @@ struct ProfileSummary {
   std::vector<ProfileInstruction> instructions;  // by total_ns, largest first; ties in entry/index order
   std::vector<ProfileOp> ops;                    // same order rule, ties by op name
   std::vector<ProfileProgramKind> program_kinds; // kiln.Fused only, by total_ns; empty without any
+  double memcpy_gbps = 0;  // one thread's memcpy here (memcpy_bandwidth.h), set with program_kinds; 0: not measured
 };
 
 // Sums per-instruction times over runs.

@@ -48,6 +48,7 @@ BenchResult SampleResult() {
   acc.Add(0, std::vector<int64_t>{3000, 1000}, std::vector<int64_t>{0, 8000},
           std::vector<kiln::Library>{kiln::Library::kCublasLt, kiln::Library::kGenerated});
   r.profile = acc.Summary(r.instructions);
+  r.profile->memcpy_gbps = 16;  // the Relu's 8 GB/s is half of it
   // Two traced runs 10 us apart; the first computation starts 1 us into its call.
   const std::vector<kiln::Library> ran = {kiln::Library::kCublasLt, kiln::Library::kGenerated};
   r.trace = {{7, 1'000'000, 5000, 1'001'000, 0, {3000, 1000}, ran}, {8, 1'010'000, 4000, 1'011'000, 0, {2000, 500}, ran}};
@@ -82,7 +83,8 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(j["inputs"][0]["shape"] == nlohmann::json::array({2, 4}));
   CHECK(j["entry"] == "default");
   const nlohmann::json& p = j["profile"];
-  CHECK(Keys(p) == std::set<std::string>{"instructions", "ops", "program_kinds"});
+  CHECK(Keys(p) == std::set<std::string>{"instructions", "ops", "program_kinds", "memcpy_gb_per_s"});
+  CHECK(p["memcpy_gb_per_s"] == 16.0);
   REQUIRE(p["instructions"].size() == 2);
   const nlohmann::json& mm = p["instructions"][0];
   CHECK(Keys(mm) ==
@@ -104,7 +106,9 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(mm["gb_per_s"] == 0.0);
   REQUIRE(p["program_kinds"].size() == 1);
   const nlohmann::json& kind = p["program_kinds"][0];
-  CHECK(Keys(kind) == std::set<std::string>{"kind", "programs", "calls", "total_ms", "total_bytes", "gb_per_s", "share"});
+  CHECK(Keys(kind) ==
+        std::set<std::string>{"kind", "programs", "calls", "total_ms", "total_bytes", "gb_per_s", "of_memcpy", "share"});
+  CHECK(kind["of_memcpy"] == doctest::Approx(0.5));
   CHECK(kind["kind"] == "elementwise");
   CHECK(kind["programs"] == 1);
   CHECK(kind["total_bytes"] == 8000);
@@ -167,7 +171,8 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   CHECK(s.find("by op kind:") != std::string::npos);
   CHECK(s.find("75.0%") != std::string::npos);
   CHECK(s.find("generated kernels' portable programs by kind") != std::string::npos);
-  CHECK(s.find("  elementwise           1         1        0.001        0.008      8.00   25.0%\n") != std::string::npos);
+  CHECK(s.find("one thread's memcpy of 64 MiB here, 16.0 GB/s read + write") != std::string::npos);
+  CHECK(s.find("  elementwise         1         1        0.001        0.008      8.00      50%   25.0%\n") != std::string::npos);
   CHECK(s.find("gpu ") == std::string::npos);
   // Sub-millisecond medians print in microseconds.
   BenchResult fast = SampleResult();
