@@ -6,6 +6,7 @@
 #include <new>
 #include <utility>
 
+#include "compiler/codegen/cpu/targets.h"
 #include "compiler/compile.h"
 
 namespace kiln {
@@ -53,6 +54,9 @@ Result<compiler::CompileOptions> DriverOptions(const OnnxCompileOptions& o) {
     }
     c.archs = *o.archs;
   }
+  if (auto targets = codegen::cpu::ParseCpuTargets(o.cpu_targets); !targets.ok())
+    return targets.status();  // names --cpu-targets, the option's flag
+  c.cpu_targets = o.cpu_targets;
   c.fuse = o.fuse;
   c.loop_scan_bound = o.loop_scan_bound;
   c.kernel_cache_dir = o.kernel_cache_dir;

@@ -46,6 +46,9 @@ struct OnnxCompileOptions {
   // NVRTC targets: "sm_NN" cubins and "compute_NN" PTX. nullopt: `kiln compile`'s default
   // (sm_80, sm_86, sm_87, sm_89, sm_90 and compute_90); empty: a CPU-only artifact (--arch none).
   std::optional<std::vector<std::string>> archs;
+  // Native CPU code (--cpu-targets): comma-separated x86-64, x86-64-v3, x86-64-v4, aarch64;
+  // "host" (default) this machine's family; "none" the portable programs alone.
+  std::string cpu_targets = "host";
   bool fuse = true;                // false: --no-fuse
   int64_t loop_scan_bound = 0;     // --loop-scan-bound (0: rooms that grow)
   std::string kernel_cache_dir;    // --kernel-cache (cubins, PTX, native CPU objects); empty: ~/.cache/kiln/kernels

@@ -42,6 +42,7 @@ TEST_CASE("CompileOnnx: profiles, a constant input and a CPU-only artifact, with
   options.profiles = {"x:N=1..4"};
   options.constant_inputs.emplace("s", TensorView::Host(&two, DType::kFloat32, {}));
   options.archs = std::vector<std::string>{};
+  options.cpu_targets = "x86-64";
   std::vector<std::string> seen;
   options.log = [&](const std::string& line) { seen.push_back(line); };
   CompileReport report;
@@ -59,6 +60,10 @@ TEST_CASE("CompileOnnx: profiles, a constant input and a CPU-only artifact, with
   auto model = Model::Load(*bytes);
   REQUIRE(model.ok());
   REQUIRE(model->inputs().size() == 1);  // s is bound: no longer an input
+#if KILN_HAVE_LLVM
+  REQUIRE(model->native_code().size() == 1);  // the target asked for, alone
+  CHECK(model->native_code()[0].target == "x86-64");
+#endif
   CHECK(model->entries()[0].input_dims[0][0].max == 4);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
@@ -87,6 +92,10 @@ TEST_CASE("CompileOnnx: each option error names the option and what it expects")
   CHECK(s.message() == "io_precision 'fp32': expected declared, fp16 or bf16");
   s = error([](OnnxCompileOptions& o) { o.archs = std::vector<std::string>{"sm90"}; });
   CHECK(s.message() == "arch 'sm90': expected sm_NN (a cubin) or compute_NN (PTX), such as sm_90");
+  s = error([](OnnxCompileOptions& o) { o.cpu_targets = "x86-64,avx2"; });
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() == "--cpu-targets: unknown CPU target 'avx2'; expected a comma-separated list of x86-64, "
+                       "x86-64-v3, x86-64-v4, aarch64, host (this machine's family) or none");
   s = error([](OnnxCompileOptions& o) { o.profiles = {"x:N=4..1"}; });
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK(s.message() == "profile 'x:N=4..1' x:N: '4..1' admits no value");  // the parser's own, named once

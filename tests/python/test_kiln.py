@@ -117,6 +117,16 @@ def test_compile_report_and_options(scale_model, tmp_path):
     doubled = kiln.load(kiln.compile(h.make_model(scalar, opset_imports=[h.make_opsetid("", 13)]), archs="none",
                                      progress=False, constant_inputs={"s": np.float32(2.0)}))
     assert doubled(np.array([1.5, 4], np.float32)).tolist() == [3, 8]
+    # cpu_targets: native code for the targets named (the log says which), or none.
+    native = [l for l in kiln.last_compile_report().log if l.startswith("native code for ")]
+    kiln.compile(m, archs="none", progress=False, cpu_targets=["x86-64"])
+    assert [l.split(":")[0] for l in kiln.last_compile_report().log if l.startswith("native code for ")] == \
+        (["native code for x86-64"] if native else [])  # a build without LLVM makes none
+    kiln.compile(m, archs="none", progress=False, cpu_targets="none")
+    assert not [l for l in kiln.last_compile_report().log if l.startswith("native code for ")]
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(m, archs="none", progress=False, cpu_targets="avx2")
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.message.startswith("--cpu-targets: unknown CPU target 'avx2'")
     with pytest.raises(kiln.Error) as e:
         kiln.compile(m, precision="fp8", archs="none", progress=False)
     assert e.value.code == "INVALID_ARGUMENT" and e.value.message == "precision 'fp8': expected fp32, fp16 or bf16"
