@@ -81,6 +81,12 @@ class Emitter {
   // one per input. Nodes evaluated in an arm stay out of `memo` (they do not dominate the rest).
   LLVMValueRef Branch(LLVMValueRef c, int a, int b, const Point& pt, std::vector<LLVMValueRef>& memo);
 
+  // The loop over the leading axes' combinations of work items [begin, end) (the kept ones with
+  // `rows`), and in it the last axis' range cut to [begin, end) and split at LastAxisCuts, with
+  // ranges_ analysed for each piece: body(point with the leading coordinates, the piece's first
+  // work item's index less its last coordinate, piece begin, piece end).
+  using PieceBody = std::function<void(const Point&, LLVMValueRef, LLVMValueRef, LLVMValueRef)>;
+  void LastAxisPieces(bool rows, const PieceBody& body);
   void EmitElementwise();
   // The last-axis coordinates c in (0, last dim) at which a kLt or kLe of that coordinate with a
   // constant changes its result, ascending (at most kMaxCuts; none when there are more).
@@ -567,15 +573,15 @@ std::vector<int64_t> Emitter::LastAxisCuts() const {
   return cuts;
 }
 
-void Emitter::EmitElementwise() {
-  // Elements [begin, end): an outer loop over the leading axes' combinations, an inner loop
-  // over the last axis, each cut to the range.
+void Emitter::LastAxisPieces(bool rows, const PieceBody& body) {
   const int rank = static_cast<int>(p_.domain.size());
   LLVMValueRef last = rank ? divisor_dims_[rank - 1] : I64(1);
   LLVMValueRef o_lo = LLVMBuildUDiv(b_, begin_, last, "");
   LLVMValueRef o_hi = LLVMBuildUDiv(b_, LLVMBuildAdd(b_, end_, LLVMBuildSub(b_, last, I64(1), ""), ""), last, "");
   std::vector<int> outer;
-  for (int a = 0; a + 1 < rank; ++a) outer.push_back(a);
+  for (int a = 0; a + 1 < rank; ++a)
+    if (!rows || !((p_.reduce_axes >> a) & 1u)) outer.push_back(a);
+  const std::vector<int64_t> cuts = LastAxisCuts();
   Loop(o_lo, o_hi, {}, [&](LLVMValueRef o, const std::vector<LLVMValueRef>&) {
     Point pt;
     pt.coord.assign(rank, nullptr);
@@ -585,29 +591,33 @@ void Emitter::EmitElementwise() {
     LLVMValueRef j_lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, from, I64(0), ""), from, I64(0), "");
     LLVMValueRef to = LLVMBuildSub(b_, end_, base, "");
     LLVMValueRef j_hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, to, last, ""), to, last, "");
-    // The inner loop split where a comparison of the last coordinate with a constant changes
-    // (a Concat along the last axis): in each piece LLVM knows the comparisons' results, folds
-    // the selects and the clamps, and vectorizes contiguous loads.
-    const std::vector<int64_t> cuts = LastAxisCuts();
     for (size_t piece = 0; piece <= cuts.size(); ++piece) {
       LLVMValueRef lo = j_lo, hi = j_hi;
       if (piece > 0) lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, lo, I64(cuts[piece - 1]), ""), lo,
                                           I64(cuts[piece - 1]), "");
       if (piece < cuts.size())
         hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, hi, I64(cuts[piece]), ""), hi, I64(cuts[piece]), "");
-      if (!cuts.empty()) AnalyseFor(piece > 0 ? cuts[piece - 1] : 0, piece < cuts.size() ? cuts[piece] : p_.domain[rank - 1], false);
-      Loop(lo, hi, {}, [&](LLVMValueRef j, const std::vector<LLVMValueRef>&) {
-        Point in = pt;
-        if (rank) in.coord[rank - 1] = j;
-        in.linear = LLVMBuildAdd(b_, base, j, "");
-        std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
-        for (size_t k = 0; k < p_.outputs.size(); ++k) {
-          Store(static_cast<int>(k), in.linear, Eval(p_.outputs[k].value, in, memo));
-        }
-        return std::vector<LLVMValueRef>{};
-      });
+      if (!cuts.empty())
+        AnalyseFor(piece > 0 ? cuts[piece - 1] : 0, piece < cuts.size() ? cuts[piece] : p_.domain[rank - 1], rows);
+      body(pt, base, lo, hi);
     }
     return std::vector<LLVMValueRef>{};
+  });
+}
+
+void Emitter::EmitElementwise() {
+  const int rank = static_cast<int>(p_.domain.size());
+  LastAxisPieces(false, [&](const Point& pt, LLVMValueRef base, LLVMValueRef lo, LLVMValueRef hi) {
+    Loop(lo, hi, {}, [&](LLVMValueRef j, const std::vector<LLVMValueRef>&) {
+      Point in = pt;
+      if (rank) in.coord[rank - 1] = j;
+      in.linear = LLVMBuildAdd(b_, base, j, "");
+      std::vector<LLVMValueRef> memo(p_.nodes.size(), nullptr);
+      for (size_t k = 0; k < p_.outputs.size(); ++k) {
+        Store(static_cast<int>(k), in.linear, Eval(p_.outputs[k].value, in, memo));
+      }
+      return std::vector<LLVMValueRef>{};
+    });
   });
 }
 
@@ -714,7 +724,6 @@ void Emitter::EmitRowBlocks() {
   const int last = rank - 1;
   LLVMValueRef cols = I64(1);
   for (int a : reduced_) cols = LLVMBuildMul(b_, cols, dims_[a], "");
-  std::vector<int> outer(kept_.begin(), kept_.end() - 1);
   std::vector<LLVMValueRef> arrays;
   for (const fused::Reduction& red : p_.reductions)
     arrays.push_back(LLVMBuildAlloca(b_, LLVMArrayType(AccType(red), kBlockRows), ""));
@@ -722,27 +731,7 @@ void Emitter::EmitRowBlocks() {
     LLVMValueRef idx[] = {I64(0), t};
     return LLVMBuildInBoundsGEP2(b_, LLVMArrayType(AccType(p_.reductions[k]), kBlockRows), arrays[k], idx, 2, "");
   };
-  LLVMValueRef dim = divisor_dims_[last];
-  LLVMValueRef o_lo = LLVMBuildUDiv(b_, begin_, dim, "");
-  LLVMValueRef o_hi = LLVMBuildUDiv(b_, LLVMBuildAdd(b_, end_, LLVMBuildSub(b_, dim, I64(1), ""), ""), dim, "");
-  Loop(o_lo, o_hi, {}, [&](LLVMValueRef o, const std::vector<LLVMValueRef>&) {
-    Point pt;
-    pt.coord.assign(rank, nullptr);
-    Unflatten(o, outer, &pt);
-    LLVMValueRef base = LLVMBuildMul(b_, o, dim, "");
-    LLVMValueRef from = LLVMBuildSub(b_, begin_, base, "");
-    LLVMValueRef j_start = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, from, I64(0), ""), from, I64(0), "");
-    LLVMValueRef to = LLVMBuildSub(b_, end_, base, "");
-    LLVMValueRef j_end = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, to, dim, ""), to, dim, "");
-    // Blocks never straddle a cut of the last axis (LastAxisCuts), as elementwise loops are split.
-    const std::vector<int64_t> cuts = LastAxisCuts();
-    for (size_t piece = 0; piece <= cuts.size(); ++piece) {
-    LLVMValueRef j_lo = j_start, j_hi = j_end;
-    if (piece > 0) j_lo = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSGT, j_lo, I64(cuts[piece - 1]), ""), j_lo,
-                                          I64(cuts[piece - 1]), "");
-    if (piece < cuts.size())
-      j_hi = LLVMBuildSelect(b_, LLVMBuildICmp(b_, LLVMIntSLT, j_hi, I64(cuts[piece]), ""), j_hi, I64(cuts[piece]), "");
-    if (!cuts.empty()) AnalyseFor(piece > 0 ? cuts[piece - 1] : 0, piece < cuts.size() ? cuts[piece] : p_.domain[last], true);
+  LastAxisPieces(true, [&](const Point& pt, LLVMValueRef base, LLVMValueRef j_lo, LLVMValueRef j_hi) {
     LLVMValueRef blocks = LLVMBuildSDiv(b_, LLVMBuildAdd(b_, LLVMBuildSub(b_, j_hi, j_lo, ""), I64(kBlockRows - 1), ""),
                                         I64(kBlockRows), "");
     Loop(I64(0), blocks, {}, [&](LLVMValueRef blk, const std::vector<LLVMValueRef>&) {
@@ -805,8 +794,6 @@ void Emitter::EmitRowBlocks() {
       }
       return std::vector<LLVMValueRef>{};
     });
-    }
-    return std::vector<LLVMValueRef>{};
   });
 }
 
