@@ -277,6 +277,36 @@ inline ArtifactSpec AddModelSpec() {
   return a;
 }
 
+// AddModelSpec with its Add as a kiln.Fused instruction (format 2) whose program computes
+// y = x + w, then max(y, 0) with `relu`: domain [N, 3] (size argument 0 is N), nodes 0 linear,
+// 1 load x, 2 coord 1, 3 load w, 4 add (5 const 0, 6 max with `relu`).
+inline ArtifactSpec FusedAddModelSpec(bool relu) {
+  using fused::Op;
+  using fused::ScalarType;
+  ArtifactSpec a = AddModelSpec();
+  a.format_version = 2;
+  fused::Program p;
+  p.domain = {-1, 3};
+  p.num_sizes = 1;
+  p.inputs = {{DType::kFloat32, {-1, 3}}, {DType::kFloat32, {3}}};
+  p.nodes = {{Op::kLinear, ScalarType::kI64},
+             {Op::kLoad, ScalarType::kF32, 0, -1, -1, 0},
+             {Op::kCoord, ScalarType::kI64, -1, -1, -1, 1},
+             {Op::kLoad, ScalarType::kF32, 2, -1, -1, 1},
+             {Op::kAdd, ScalarType::kF32, 1, 3}};
+  if (relu) {
+    p.nodes.push_back({Op::kConst, ScalarType::kF32, -1, -1, -1, 0, 0.0});
+    p.nodes.push_back({Op::kMax, ScalarType::kF32, 4, 5});
+  }
+  p.outputs = {{{DType::kFloat32, {-1, 3}}, static_cast<int32_t>(p.nodes.size() - 1), false}};
+  a.kernels = {p};
+  InstructionSpec& ins = a.entries[0].instructions[0];
+  ins.op = "kiln.Fused";
+  ins.kernel = 0;
+  ins.sizes = {0};
+  return a;
+}
+
 inline ArtifactHeader ReadHeader(const std::vector<uint8_t>& bytes) {
   ArtifactHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);

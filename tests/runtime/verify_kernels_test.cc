@@ -16,28 +16,7 @@ namespace {
 
 // y = max(x + w, 0) as one fused instruction: x float32[N, 3], w = {10, 20, 30}.
 // Size argument 0 is N (expr 0).
-ArtifactSpec FusedAddSpec() {
-  ArtifactSpec a = AddModelSpec();
-  a.format_version = 2;
-  kiln::fused::Program p;
-  p.domain = {-1, 3};
-  p.num_sizes = 1;
-  p.inputs = {{DType::kFloat32, {-1, 3}}, {DType::kFloat32, {3}}};
-  p.nodes = {{Op::kLinear, ScalarType::kI64},
-             {Op::kLoad, ScalarType::kF32, 0, -1, -1, 0},
-             {Op::kCoord, ScalarType::kI64, -1, -1, -1, 1},
-             {Op::kLoad, ScalarType::kF32, 2, -1, -1, 1},
-             {Op::kAdd, ScalarType::kF32, 1, 3},
-             {Op::kConst, ScalarType::kF32, -1, -1, -1, 0, 0.0},
-             {Op::kMax, ScalarType::kF32, 4, 5}};
-  p.outputs = {{{DType::kFloat32, {-1, 3}}, 6, false}};
-  a.kernels = {p};
-  InstructionSpec& ins = a.entries[0].instructions[0];
-  ins.op = "kiln.Fused";
-  ins.kernel = 0;
-  ins.sizes = {0};
-  return a;
-}
+ArtifactSpec FusedAddSpec() { return kiln::testing::FusedAddModelSpec(true); }
 
 kiln::Status LoadStatus(const ArtifactSpec& spec) {
   auto m = kiln::Model::Load(BuildArtifact(spec));

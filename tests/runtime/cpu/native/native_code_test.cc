@@ -38,24 +38,8 @@ constexpr const char* kNativeHostTarget = "x86-64";
 // y = x + w as one fused instruction (x float32[N, 3], N in 1..2^20, w = {10, 20, 30}), with
 // native code for kernel 0 at `offset` of the test code (none when nullopt).
 ArtifactSpec NativeAddSpec(std::optional<unsigned> offset) {
-  ArtifactSpec a = kiln::testing::AddModelSpec();
-  a.format_version = 2;
+  ArtifactSpec a = kiln::testing::FusedAddModelSpec(false);
   a.entries[0].checks[0].dims[0] = kiln::testing::Sym(0, 1, int64_t{1} << 20);
-  kiln::fused::Program p;
-  p.domain = {-1, 3};
-  p.num_sizes = 1;
-  p.inputs = {{DType::kFloat32, {-1, 3}}, {DType::kFloat32, {3}}};
-  p.nodes = {{Op::kLinear, ScalarType::kI64},
-             {Op::kLoad, ScalarType::kF32, 0, -1, -1, 0},
-             {Op::kCoord, ScalarType::kI64, -1, -1, -1, 1},
-             {Op::kLoad, ScalarType::kF32, 2, -1, -1, 1},
-             {Op::kAdd, ScalarType::kF32, 1, 3}};
-  p.outputs = {{{DType::kFloat32, {-1, 3}}, 4, false}};
-  a.kernels = {p};
-  auto& ins = a.entries[0].instructions[0];
-  ins.op = "kiln.Fused";
-  ins.kernel = 0;
-  ins.sizes = {0};
   if (offset) {
     NativeCodeSpec n;
     n.target = kNativeHostTarget;
