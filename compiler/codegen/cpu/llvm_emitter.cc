@@ -655,9 +655,10 @@ LLVMValueRef Emitter::AccCombine(const fused::Reduction& red, LLVMValueRef a, LL
     default: {
       const bool max = red.op == fused::ReduceOp::kMax;
       if (is_int) return LLVMBuildSelect(b_, LLVMBuildICmp(b_, max ? LLVMIntSGT : LLVMIntSLT, v, a, ""), v, a, "");
-      LLVMValueRef wins = LLVMBuildFCmp(b_, max ? LLVMRealOGT : LLVMRealOLT, v, a, "");
-      LLVMValueRef take = LLVMBuildOr(b_, wins, LLVMBuildFCmp(b_, LLVMRealUNO, v, v, ""), "");
-      return LLVMBuildSelect(b_, take, v, a, "");
+      // IEEE 754-2019 maximum/minimum: NaN propagates, as the interpreter's does, and LLVM
+      // vectorizes it as a reduction (a select on `v > a || v != v` it would not). -0 and +0
+      // may come out either way round, which docs/semantics.md allows.
+      return Intrinsic(max ? "llvm.maximum" : "llvm.minimum", {LLVMTypeOf(a)}, {a, v});
     }
   }
 }

@@ -4,6 +4,9 @@
 // objects kept in the kernel cache.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "compiler/codegen/cpu/flat_image.h"
 #include "compiler/codegen/cpu/llvm_image.h"
 #include "runtime/cpu/native/abi.h"
@@ -154,6 +157,56 @@ TEST_CASE("native code image: a last axis split where comparisons change gives t
       REQUIRE(fn(&args) == 0);
       for (int64_t k = 0; k < 36; ++k) REQUIRE(got[k] == (k >= begin && k < end ? want[k] : -1.0f));
     }
+}
+
+TEST_CASE("native code image: max and min reductions propagate NaN wherever it is in the row (ONNX ReduceMax, docs/semantics.md)") {
+  // out0[i] = max over j of x[i, j], out1[i] = min, over [5, 37] (vectorized, with a remainder).
+  testing::ProgramMaker m;
+  m.p.domain = {5, 37};
+  m.p.reduce_axes = 2;
+  const int x = m.Input(DType::kFloat32, {5, 37});
+  const int32_t v = m.Load(x, m.Linear());
+  m.Out(DType::kFloat32, {5}, m.Reduce(fused::ReduceOp::kMax, v), true);
+  m.Out(DType::kFloat32, {5}, m.Reduce(fused::ReduceOp::kMin, v), true);
+  REQUIRE(fused::Validate(m.p).ok());
+  const std::string name = testing::NativeTargetForThisCpu();
+  const CpuTarget* target = nullptr;
+  for (const CpuTarget& t : AllCpuTargets())
+    if (t.name == name) target = &t;
+  REQUIRE(target != nullptr);
+  std::vector<NativeSkip> skipped;
+  bool cached = false;
+  auto image = CompileNativeImage({&m.p}, *target, KernelCache("", false), &skipped, &cached);
+  REQUIRE_MESSAGE(image.ok(), image.status().ToString());
+  REQUIRE(image->kernels.size() == 1);
+  std::string refused;
+  const std::pair<uint32_t, uint32_t> functions[] = {{0, image->offsets[0]}};
+  auto mapped = native::NativeImage::Map(image->code.data(), image->code.size(), functions, 1, &refused);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(*mapped != nullptr, refused);
+
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs(5 * 37);
+  for (size_t k = 0; k < xs.size(); ++k) xs[k] = static_cast<float>((k * 7919) % 101) - 50.0f;
+  xs[1 * 37 + 0] = nan;    // row 1: NaN first
+  xs[2 * 37 + 36] = nan;   // row 2: NaN last (in the remainder)
+  xs[3 * 37 + 17] = nan;   // row 3: NaN inside a vector
+  for (int j = 0; j < 37; ++j) xs[4 * 37 + j] = -inf;  // row 4: all -inf
+  std::vector<float> max(5, 0.0f), min(5, 0.0f);
+  const void* in_ptrs[] = {xs.data()};
+  void* out_ptrs[] = {max.data(), min.data()};
+  int64_t failed[3] = {0, 0, 0};
+  const native::KernelArgs args{in_ptrs, out_ptrs, nullptr, 0, 5, failed};
+  REQUIRE((*mapped)->kernel(0)(&args) == 0);
+  CHECK(max[0] == 50.0f);
+  CHECK(min[0] == -50.0f);
+  for (int r : {1, 2, 3}) {
+    CAPTURE(r);
+    CHECK(std::isnan(max[r]));
+    CHECK(std::isnan(min[r]));
+  }
+  CHECK(max[4] == -inf);
+  CHECK(min[4] == -inf);
 }
 
 TEST_CASE("native code image: the link refuses what is not an ELF64 relocatable object") {
