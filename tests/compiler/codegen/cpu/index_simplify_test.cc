@@ -91,9 +91,11 @@ TEST_CASE("SimplifyIndices: floordiv(x, d) * d + mod(x, d) is x for every diviso
     const int32_t v = m.Bin(Op::kAdd, m.Bin(Op::kMul, m.Bin(Op::kFloorDiv, x, m.I(d)), m.I(d)),
                             m.Bin(Op::kMod, x, m.I(d)));
     m.Out(DType::kInt64, {64}, v);
-    // And 3 * (the same), written as mod * 3 + floordiv * (3d): the coefficients pair up too.
+    // And 3 * (the same), written as mod * 3 + floordiv * (3d): the coefficients pair up too
+    // (3d wraps, as the program's int64 does, for d = INT64_MIN).
+    const int64_t three_d = static_cast<int64_t>(uint64_t{3} * static_cast<uint64_t>(d));
     m.Out(DType::kInt64, {64}, m.Bin(Op::kAdd, m.Bin(Op::kMul, m.Bin(Op::kMod, x, m.I(d)), m.I(3)),
-                                     m.Bin(Op::kMul, m.Bin(Op::kFloorDiv, x, m.I(d)), m.I(3 * d))));
+                                     m.Bin(Op::kMul, m.Bin(Op::kFloorDiv, x, m.I(d)), m.I(three_d))));
     const fused::Program q = SimplifyIndices(m.p);
     CHECK(q.outputs[0].value == x);  // the load itself
     CHECK_FALSE(Divides(q, q.outputs[1].value));
