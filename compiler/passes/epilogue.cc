@@ -1,5 +1,7 @@
 #include "compiler/passes/epilogue.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -177,6 +179,7 @@ class Folder {
     }
     if (uses_.uses[tip] != 2 || uses_.readers[tip].size() != 2) return false;
     if (MatchWrittenOutHardSwish(tip, chain)) return true;
+    if (MatchWrittenOutGelu(tip, chain)) return true;
     // SiLU: x read by exactly Sigmoid(x) -> s and Mul(x, s) / Mul(s, x), s read only by the Mul.
     int sig = uses_.readers[tip][0], mul = uses_.readers[tip][1];
     if (claimed[sig] || claimed[mul]) return false;
@@ -228,6 +231,59 @@ class Folder {
                      "', Div '" + d.name + "')";
     chain.folded.insert(chain.folded.end(), {add, clip, mul, div});
     chain.result = d.outputs[0];
+    return true;
+  }
+
+  // Gelu written out with Erf (PyTorch's exports before opset 20): x read by exactly a
+  // Div(x, sqrt(2)) or Mul(x, 1/sqrt(2)) and a Mul, then Erf, Add(., 1), and either
+  //   Mul(x, that) then Mul(., 0.5)       (torch.nn.GELU), or
+  //   Mul(x, 0.5) and Mul(that, x * 0.5)  (x * 0.5 * (1 + erf(x / sqrt(2))), as transformers write it);
+  // either operand order in each binary op, each intermediate read only by the next op, the
+  // constants one-element float32 values of exactly these (sqrt(2) as float32 rounds it).
+  bool MatchWrittenOutGelu(ir::ValueId tip, Chain& chain) {
+    const auto is_scale = [&](const ir::Node& n) {
+      return (IsBinary(n, "Div") && n.inputs[0] == tip && IsScalar(n.inputs[1], static_cast<float>(M_SQRT2))) ||
+             (IsBinary(n, "Mul") && IsScalar(Other(n, tip), static_cast<float>(M_SQRT1_2)));
+    };
+    int scale = uses_.readers[tip][0], outer = uses_.readers[tip][1];
+    if (!is_scale(t_.body.nodes[scale])) std::swap(scale, outer);
+    if (scale == outer || claimed[scale] || claimed[outer] || !is_scale(t_.body.nodes[scale])) return false;
+    const ir::Node& s = t_.body.nodes[scale];
+    const int erf = Reader(s.outputs[0]);
+    if (erf < 0) return false;
+    const ir::Node& e = t_.body.nodes[erf];
+    if (e.op != "Erf" || e.inputs.size() != 1 || e.outputs.size() != 1 || e.outputs[0] == ir::kNoValue) return false;
+    const int add = Reader(e.outputs[0]);
+    if (add < 0) return false;
+    const ir::Node& a = t_.body.nodes[add];
+    if (!IsBinary(a, "Add") || !IsScalar(Other(a, e.outputs[0]), 1)) return false;
+    const ir::Node& o = t_.body.nodes[outer];
+    if (!IsBinary(o, "Mul")) return false;
+    int last = -1;
+    std::vector<int> folded;
+    if (Other(o, tip) == a.outputs[0] && Reader(a.outputs[0]) == outer) {  // Mul(x, 1 + erf) * 0.5
+      last = Reader(o.outputs[0]);
+      if (last < 0 || !IsBinary(t_.body.nodes[last], "Mul") ||
+          !IsScalar(Other(t_.body.nodes[last], o.outputs[0]), 0.5))
+        return false;
+      folded = {scale, erf, add, outer, last};
+    } else if (IsScalar(Other(o, tip), 0.5)) {  // (x * 0.5) * (1 + erf)
+      last = Reader(o.outputs[0]);
+      if (last < 0 || last != Reader(a.outputs[0]) || !IsBinary(t_.body.nodes[last], "Mul") ||
+          Other(t_.body.nodes[last], o.outputs[0]) != a.outputs[0])
+        return false;
+      folded = {scale, outer, erf, add, last};
+    } else {
+      return false;
+    }
+    const ir::Value& x = t_.value(tip);
+    for (int n : folded)
+      if (!Keeps(x, t_.body.nodes[n].outputs[0])) return false;
+    if (!Takes(chain, cpu::EpilogueActivation::kGelu)) return false;
+    chain.act = cpu::EpilogueActivation::kGelu;
+    chain.act_desc = "Gelu (Erf '" + e.name + "' and " + std::to_string(folded.size() - 1) + " more ops)";
+    chain.folded.insert(chain.folded.end(), folded.begin(), folded.end());
+    chain.result = t_.body.nodes[last].outputs[0];
     return true;
   }
 

@@ -20,7 +20,10 @@
 //                  written as Mul(x, Sigmoid(x)) (either operand order), and HardSwish
 //                  written as Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) (either operand order in
 //                  the Add and the Mul; 0, 3 and 6 one-element constants, or Clip's min/max
-//                  attributes), x the pre-activation;
+//                  attributes), and Gelu written out with Erf as PyTorch exports it before
+//                  opset 20, Mul(x, Add(Erf(Div(x, sqrt2)), 1)) * 0.5 or Mul(x * 0.5,
+//                  1 + Erf(x * (1/sqrt2))) (either operand order; sqrt2 and 1/sqrt2 as float32
+//                  constants, 1 and 0.5 exactly), x the pre-activation;
 //      residual:   Add(t, r) or Add(r, t), r not a constant, of t's dtype and exactly t's
 //                  shape (same rank, every dim the same, static or symbolic: no broadcast).
 //   Every value inside the chain (P's output and each intermediate) must have exactly one

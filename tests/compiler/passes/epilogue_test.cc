@@ -266,6 +266,55 @@ TEST_CASE("epilogue: x * Clip(x + 3, 0, 6) / 6 after a Conv is a HardSwish epilo
   CheckSameResults(f);
 }
 
+// x[4,6] -> MatMul(W) -> Add(b) -> h; then Gelu with Erf written out: `transformers_form`
+// false: Mul(h, Add(Erf(Div(h, sqrt2)), 1)) * 0.5 (torch.nn.GELU's export); true:
+// Mul(h * 0.5, 1 + Erf(h * (1/sqrt2))) with the operands swapped about.
+onnx::ModelProto WrittenOutGelu(bool transformers_form, float sqrt2 = 1.41421356f) {
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"4", "6"});
+  AddFloatInit(g, "W", {6, 5}, RandomFloats(30, 3));
+  AddFloatInit(g, "b", {5}, {0.5f, -1, 3, 0, 2});
+  AddFloatInit(g, "one", {}, {1.0f});
+  AddFloatInit(g, "half", {}, {0.5f});
+  AddNode(g, "MatMul", {"x", "W"}, {"mm"}, "mm");
+  AddNode(g, "Add", {"mm", "b"}, {"h"}, "bias");
+  if (!transformers_form) {
+    AddFloatInit(g, "sqrt2", {}, {sqrt2});
+    AddNode(g, "Div", {"h", "sqrt2"}, {"d"}, "div");
+    AddNode(g, "Erf", {"d"}, {"e"}, "erf");
+    AddNode(g, "Add", {"e", "one"}, {"a"}, "add1");
+    AddNode(g, "Mul", {"h", "a"}, {"p"}, "mul");
+    AddNode(g, "Mul", {"p", "half"}, {"y"}, "mul_half");
+  } else {
+    AddFloatInit(g, "rsqrt2", {}, {1.0f / sqrt2});
+    AddNode(g, "Mul", {"half", "h"}, {"hh"}, "mul_half");
+    AddNode(g, "Mul", {"rsqrt2", "h"}, {"d"}, "scale");
+    AddNode(g, "Erf", {"d"}, {"e"}, "erf");
+    AddNode(g, "Add", {"one", "e"}, {"a"}, "add1");
+    AddNode(g, "Mul", {"a", "hh"}, {"y"}, "mul");
+  }
+  AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("epilogue: Gelu written out with Erf, in PyTorch's and transformers' forms, folds after MatMul + bias") {
+  for (bool transformers_form : {false, true}) {
+    CAPTURE(transformers_form);
+    Folded f = Fold(WrittenOutGelu(transformers_form));
+    REQUIRE(Ops(f.trace) == std::vector<std::string>{"MatMul"});
+    const Node& n = f.trace.body.nodes[0];
+    CHECK(n.attrs.GetString("epilogue_activation", "") == "Gelu");
+    CHECK(f.trace.value(n.outputs[0]).name == "y");
+    REQUIRE(f.log.size() == 1);
+    CHECK(f.log[0] == "mm (MatMul): folded bias 'b', Gelu (Erf 'erf' and 4 more ops) into the epilogue");
+    CheckSameResults(f);
+  }
+  // Another constant than sqrt(2) is no Gelu: nothing past the bias folds.
+  Folded other = Fold(WrittenOutGelu(false, 1.5f));
+  CHECK(Ops(other.trace) == std::vector<std::string>{"MatMul", "Div", "Erf", "Add", "Mul", "Mul"});
+}
+
 TEST_CASE("epilogue: for the GPU libraries only the activations cuDNN and cuBLASLt apply fold") {
   using kiln::passes::EpilogueActivations;
   auto fold_gpu = [](const onnx::ModelProto& m) {
