@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "compiler/codegen/cpu/flat_image.h"
 #include "compiler/codegen/cpu/llvm_image.h"
@@ -42,6 +43,27 @@ fused::Program ZeroDimProgram(std::vector<int64_t> domain, int reduced) {
   }
   p.outputs = {{{DType::kFloat32, kept}, 4, true}};
   return p;
+}
+
+// `program` compiled for the target this CPU runs (tests/native_target.h), as kernel 0 of an
+// image mapped by the runtime's own mapping.
+std::unique_ptr<native::NativeImage> MapForThisCpu(const fused::Program& program) {
+  const std::string name = testing::NativeTargetForThisCpu();
+  const CpuTarget* target = nullptr;
+  for (const CpuTarget& t : AllCpuTargets())
+    if (t.name == name) target = &t;
+  REQUIRE(target != nullptr);
+  std::vector<NativeSkip> skipped;
+  bool cached = false;
+  auto image = CompileNativeImage({&program}, *target, KernelCache("", false), &skipped, &cached);
+  REQUIRE_MESSAGE(image.ok(), image.status().ToString());
+  REQUIRE(image->kernels.size() == 1);
+  std::string refused;
+  const std::pair<uint32_t, uint32_t> functions[] = {{0, image->offsets[0]}};
+  auto mapped = native::NativeImage::Map(image->code.data(), image->code.size(), functions, 1, &refused);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(*mapped != nullptr, refused);
+  return std::move(*mapped);
 }
 
 TEST_CASE("native code image: a domain with a dimension of 0 still compiles to a non-empty function") {
@@ -116,22 +138,8 @@ TEST_CASE("native code image: a last axis split where comparisons change gives t
   const int32_t mid = m.Select(m.Bin(Op::kLt, m.I(5), j), m.Load(b, lin), tail);
   m.Out(DType::kFloat32, {3, 12}, m.Select(m.Bin(Op::kLe, j, m.I(2)), m.Load(a, lin), mid));
   REQUIRE(fused::Validate(m.p).ok());
-  const std::string name = testing::NativeTargetForThisCpu();
-  const CpuTarget* target = nullptr;
-  for (const CpuTarget& t : AllCpuTargets())
-    if (t.name == name) target = &t;
-  REQUIRE(target != nullptr);
-  std::vector<NativeSkip> skipped;
-  bool cached = false;
-  auto image = CompileNativeImage({&m.p}, *target, KernelCache("", false), &skipped, &cached);
-  REQUIRE_MESSAGE(image.ok(), image.status().ToString());
-  REQUIRE(image->kernels.size() == 1);
-  std::string refused;
-  const std::pair<uint32_t, uint32_t> functions[] = {{0, image->offsets[0]}};
-  auto mapped = native::NativeImage::Map(image->code.data(), image->code.size(), functions, 1, &refused);
-  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
-  REQUIRE_MESSAGE(*mapped != nullptr, refused);
-  const native::KernelFn fn = (*mapped)->kernel(0);
+  const std::unique_ptr<native::NativeImage> mapped = MapForThisCpu(m.p);
+  const native::KernelFn fn = mapped->kernel(0);
   REQUIRE(static_cast<bool>(fn));
 
   std::vector<float> xa(36), xb(36), want(36);
@@ -169,21 +177,7 @@ TEST_CASE("native code image: max and min reductions propagate NaN wherever it i
   m.Out(DType::kFloat32, {5}, m.Reduce(fused::ReduceOp::kMax, v), true);
   m.Out(DType::kFloat32, {5}, m.Reduce(fused::ReduceOp::kMin, v), true);
   REQUIRE(fused::Validate(m.p).ok());
-  const std::string name = testing::NativeTargetForThisCpu();
-  const CpuTarget* target = nullptr;
-  for (const CpuTarget& t : AllCpuTargets())
-    if (t.name == name) target = &t;
-  REQUIRE(target != nullptr);
-  std::vector<NativeSkip> skipped;
-  bool cached = false;
-  auto image = CompileNativeImage({&m.p}, *target, KernelCache("", false), &skipped, &cached);
-  REQUIRE_MESSAGE(image.ok(), image.status().ToString());
-  REQUIRE(image->kernels.size() == 1);
-  std::string refused;
-  const std::pair<uint32_t, uint32_t> functions[] = {{0, image->offsets[0]}};
-  auto mapped = native::NativeImage::Map(image->code.data(), image->code.size(), functions, 1, &refused);
-  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
-  REQUIRE_MESSAGE(*mapped != nullptr, refused);
+  const std::unique_ptr<native::NativeImage> mapped = MapForThisCpu(m.p);
 
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::vector<float> xs(5 * 37);
@@ -197,7 +191,7 @@ TEST_CASE("native code image: max and min reductions propagate NaN wherever it i
   void* out_ptrs[] = {max.data(), min.data()};
   int64_t failed[3] = {0, 0, 0};
   const native::KernelArgs args{in_ptrs, out_ptrs, nullptr, 0, 5, failed};
-  REQUIRE((*mapped)->kernel(0)(&args) == 0);
+  REQUIRE(mapped->kernel(0)(&args) == 0);
   CHECK(max[0] == 50.0f);
   CHECK(min[0] == -50.0f);
   for (int r : {1, 2, 3}) {
