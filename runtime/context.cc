@@ -110,15 +110,17 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   }
   if (!impl->backend) return Internal("no backend is registered for this device");
   impl->runs_entry.resize(impl->mi->prepared.size());
-  std::string plans;
   for (size_t e = 0; e < impl->mi->prepared.size(); ++e) {
     const std::string& b = impl->mi->prepared[e].backend;
     impl->runs_entry[e] = b.empty() || b == backend_name;
-    if (plans.find("'" + b + "'") == std::string::npos) plans += (plans.empty() ? "'" : ", '") + b + "'";
   }
-  if (std::find(impl->runs_entry.begin(), impl->runs_entry.end(), 1) == impl->runs_entry.end())
+  if (std::find(impl->runs_entry.begin(), impl->runs_entry.end(), 1) == impl->runs_entry.end()) {
+    std::string plans;  // each backend named once, in entry order
+    for (const PreparedEntry& pe : impl->mi->prepared)
+      if (plans.find("'" + pe.backend + "'") == std::string::npos) plans += (plans.empty() ? "'" : ", '") + pe.backend + "'";
     return FailedPrecondition(std::string("the artifact has no entry for the ") + backend_name +
                               " backend: its entries are plans for " + plans);
+  }
   impl->device_note = impl->backend->note() + unavailable;
   if (impl->backend->device() != Device::kCpu) {
     KILN_ASSIGN_OR_RETURN(impl->host, CreateHostBackend(model));

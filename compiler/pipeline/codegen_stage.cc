@@ -3,7 +3,6 @@
 // entry records which kernel each of its fused nodes runs.
 #include <future>
 #include <map>
-#include <memory>
 
 #include <fmt/format.h>
 
@@ -59,6 +58,8 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   // Native CPU code, one image per target, beside NVRTC.
   KILN_ASSIGN_OR_RETURN(std::vector<const codegen::cpu::CpuTarget*> cpu_targets,
                         codegen::cpu::ParseCpuTargets(options.cpu_targets));
+  // Before the jobs, which use it, so that it outlives their futures.
+  const codegen::KernelCache cache(options.kernel_cache_dir, options.use_kernel_cache);
   std::vector<std::future<Status>> native_jobs;
   std::vector<std::string> native_lines(cpu_targets.size());  // logged once the jobs end
   if (!emitted.empty() && !cpu_targets.empty()) {
@@ -66,14 +67,13 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
     std::vector<const fused::Program*> programs;
     for (const serialize::KernelRecord& k : record.kernels) programs.push_back(&k.fused->program);
     record.native_code.resize(cpu_targets.size());
-    auto cache = std::make_shared<const codegen::KernelCache>(options.kernel_cache_dir, options.use_kernel_cache);
     for (size_t t = 0; t < cpu_targets.size(); ++t) {
-      native_jobs.push_back(std::async(std::launch::async, [&, t, programs, cache] {
+      native_jobs.push_back(std::async(std::launch::async, [&, t, programs] {
         const codegen::cpu::CpuTarget& target = *cpu_targets[t];
         std::vector<codegen::cpu::NativeSkip> skipped;
         bool cached = false;
         KILN_ASSIGN_OR_RETURN(codegen::cpu::NativeImage image,
-                              codegen::cpu::CompileNativeImage(programs, target, *cache, &skipped, &cached));
+                              codegen::cpu::CompileNativeImage(programs, target, cache, &skipped, &cached));
         std::string line = fmt::format("native code for {}: {} of {} kernels, {} bytes{}", target.name,
                                        image.kernels.size(), programs.size(), image.code.size(),
                                        cached ? " (object from the kernel cache)" : "");
