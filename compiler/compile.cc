@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/channels_last.h"
 #include "compiler/passes/value_inputs.h"
 #include "compiler/pipeline/stage_work.h"
 #include "runtime/clock.h"
@@ -29,23 +30,28 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
 }
 
 // The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
-// folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h); where
-// the CPU backend would fold more, the entry gets a plan for each backend (EntryRecord::backend:
-// "cuda" first, then "cpu", the same prologue), so that a machine without the GPU runs the plan
-// the CPU is fastest with. Otherwise one plan serves every backend. `plans` holds what was
-// compiled when a stage fails.
+// folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h) and
+// keeps NCHW; the CPU backend folds every activation and runs 2-D Convs in NHWC
+// (passes/channels_last.h). Where the two differ, the entry gets a plan for each backend
+// (EntryRecord::backend: "cuda" first, then "cpu", the same prologue), so that a machine
+// without the GPU runs the plan the CPU is fastest with. Otherwise one plan serves every
+// backend. `plans` holds what was compiled when a stage fails.
 Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* plans) {
   const CompileOptions& options = work.options;
   using passes::EpilogueActivations;
+  const bool fusion = options.fuse && options.stop_after >= Stage::kFusion;
   bool split = false;
   if (!options.archs.empty()) {
     entry.activations = EpilogueActivations::kGpuLibraries;
-    if (options.fuse && options.stop_after >= Stage::kFusion) {
+    if (fusion) {
       std::vector<std::string> gpu, cpu;
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny).status());
-      split = gpu != cpu;  // one line per annotated node, naming what it folded
+      // One line per annotated node, naming what it folded.
+      split = gpu != cpu || passes::HasChannelsLastConv(entry.trace);
     }
+  } else {
+    entry.channels_last = fusion;  // no GPU plan: the CPU backend's
   }
   plans->push_back(std::move(entry));
   if (split) {
@@ -53,6 +59,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->front().record.backend = "cuda";
     plans->back().record.backend = "cpu";
     plans->back().activations = EpilogueActivations::kAny;
+    plans->back().channels_last = true;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

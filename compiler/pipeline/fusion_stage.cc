@@ -1,18 +1,23 @@
 // The fusion stage (pipeline.h, compile.h FusionStage): epilogues folded into MatMul, Gemm and
-// Conv (passes/epilogue.h), then fused regions (fusion/fusion.h), each becoming one generated
+// Conv (passes/epilogue.h), for the CPU backend's plan its 2-D Convs in NHWC
+// (passes/channels_last.h), then fused regions (fusion/fusion.h), each becoming one generated
 // kernel.
 #include <fmt/format.h>
 
 #include "compiler/fusion/fusion.h"
+#include "compiler/passes/channels_last.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/pipeline/stage_work.h"
 
 namespace kiln::compiler {
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded, passes::EpilogueActivations activations) {
+                              ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last) {
   std::vector<std::string> epilogues;
   KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues, activations));
+  if (channels_last) {
+    KILN_ASSIGN_OR_RETURN(with_epilogues, passes::ToChannelsLast(with_epilogues, &epilogues));
+  }
   fusion::FusionReport report;
   KILN_ASSIGN_OR_RETURN(ir::Trace fused, fusion::Fuse(with_epilogues, &report));
   if (log) {
@@ -28,7 +33,7 @@ Status RunFusion(StageWork& work, StageOutput& out) {
   EntryWork& e = *work.entry;
   std::vector<std::string> lines;
   int kernels = 0;
-  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations));
+  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations, e.channels_last));
   e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
   const std::string label = EntryLabel(e.record);

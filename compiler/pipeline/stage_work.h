@@ -53,6 +53,9 @@ struct EntryWork {
   // What the fusion stage folds into epilogues: every activation for a plan the CPU backend
   // runs, only what the CUDA libraries apply for the CUDA backend's (passes/epilogue.h).
   passes::EpilogueActivations activations = passes::EpilogueActivations::kAny;
+  // Whether the fusion stage puts 2-D Convs in NHWC (passes/channels_last.h): for a plan the
+  // CPU backend runs.
+  bool channels_last = false;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
 

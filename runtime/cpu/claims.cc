@@ -18,6 +18,7 @@ constexpr LibraryOp kOneDnn[] = {
     {"Gemm", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
+    {"kiln.NhwcConv", "oneDNN convolution on NHWC tensors, its epilogue as post-ops"},
 };
 static_assert(std::is_sorted(std::begin(kOneDnn), std::end(kOneDnn),
                              [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/nhwc_conv.h"
 #include "runtime/op_table.h"
 
 namespace kiln::cuda {
@@ -34,6 +35,8 @@ Claim ClaimOp(std::string_view op, bool fused) {
   const auto* it = std::lower_bound(std::begin(kLibraryOps), std::end(kLibraryOps), op,
                                     [](const LibraryOp& r, std::string_view name) { return r.op < name; });
   if (it != std::end(kLibraryOps) && it->op == op) return {it->library, it->reason};
+  if (op == cpu::kNhwcConvOp)
+    return {Library::kCpuKernel, "the CPU backend's plan's NHWC convolution (the CUDA plan keeps Conv NCHW, for cuDNN)"};
   if (const OpInfo* info = FindOpInfo(op); info != nullptr && info->fusion == FusionKind::kCpuOnly)
     return {Library::kCpuKernel, info->note};
   if (const cpu::KernelDef* kernel = cpu::FindKernel(op); kernel != nullptr && kernel->runtime_size)

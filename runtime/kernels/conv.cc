@@ -1,5 +1,5 @@
-// Conv (1-D to 3-D and beyond, grouped, dilated) by im2col + SGEMM, and ConvTranspose
-// by SGEMM + col2im. Scratch for the column matrix comes from the call's workspace. Conv
+// Conv (1-D to 3-D and beyond, grouped, dilated) by im2col + SGEMM, ConvTranspose by
+// SGEMM + col2im, and kiln.NhwcConv (nhwc_conv.h) as Conv on NCHW copies. Scratch for the column matrix comes from the call's workspace. Conv
 // applies the epilogue annotations of compiler/passes/epilogue.h (residual, activation)
 // to each image and group right after its GEMM, while the output is still in cache.
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -19,6 +19,7 @@
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/nhwc_conv.h"
 #include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
@@ -731,9 +732,82 @@ Status ConvTransposeKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// ---- kiln.NhwcConv --------------------------------------------------------------------
+
+// Per image of `n`, the [rows, cols] matrix at `in` transposed into [cols, rows] at `out`: NHWC
+// to NCHW with rows = H * W and cols = C, and back with the two swapped. In 32 x 32 tiles, the
+// images and tile rows split over the threads.
+void TransposeImages(const float* in, float* out, int64_t n, int64_t rows, int64_t cols, ThreadPool* threads) {
+  constexpr int64_t kTile = 32;
+  const int64_t bands = (rows + kTile - 1) / kTile;
+  ParallelFor(threads, n * bands, MinItemsPerPart(kTile * cols), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t b = k / bands, r0 = (k % bands) * kTile, r1 = std::min(rows, r0 + kTile);
+      const float* src = in + b * rows * cols;
+      float* dst = out + b * rows * cols;
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  });
+}
+
+constexpr size_t kNhwcAlign = 64;
+size_t AlignedBytes(const TensorRef& t) {
+  return (static_cast<size_t>(t.num_elements) * sizeof(float) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
+}
+
+// Conv's workspace, then NCHW copies of X, Y and the residual.
+size_t NhwcConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+  const NchwViews v(inputs, outputs);
+  size_t bytes = (ConvWorkspace(attrs, v.inputs(), v.outputs()) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
+  if (!inputs.empty() && inputs[0].present()) bytes += AlignedBytes(inputs[0]);
+  if (!outputs.empty() && outputs[0].present()) bytes += AlignedBytes(outputs[0]);
+  if (inputs.size() > kEpilogueResidualInput && inputs[kEpilogueResidualInput].present())
+    bytes += AlignedBytes(inputs[kEpilogueResidualInput]);
+  return bytes;
+}
+
+Status NhwcConvKernel(const KernelCall& call) {
+  constexpr std::string_view kName = kNhwcConvOp;
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
+  const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+  const TensorRef* r = OptionalInput(call, kEpilogueResidualInput);
+  for (const TensorRef* t : {&x, &y, r})
+    if (t != nullptr && t->rank != 4)
+      return OpError(kName, "X, Y and the residual must be NHWC tensors of rank 4, got " + ShapeStr(*t));
+  const NchwViews v(call.inputs, call.outputs);
+  const size_t conv_bytes = (ConvWorkspace(call.attrs, v.inputs(), v.outputs()) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, NhwcConvWorkspace(call.attrs, call.inputs, call.outputs), kName));
+  if (x.dtype != DType::kFloat32 || y.dtype != DType::kFloat32 || (r != nullptr && r->dtype != DType::kFloat32))
+    return OpError(kName, "expected float32 X, Y and residual, got " + DTypeStr(x.dtype) + " and " + DTypeStr(y.dtype));
+  // NCHW copies: X (and the residual) transposed in, Conv, Y transposed out.
+  auto* at = static_cast<uint8_t*>(call.workspace) + conv_bytes;
+  std::array<TensorRef, 4> in{};
+  std::copy(v.inputs().begin(), v.inputs().end(), in.begin());
+  const auto copy_in = [&](size_t k) {
+    const TensorRef& t = call.inputs[k];
+    in[k].data = at;
+    TransposeImages(t.as<const float>(), in[k].as<float>(), t.dims[0], t.dims[1] * t.dims[2], t.dims[3], call.threads);
+    at += AlignedBytes(t);
+  };
+  copy_in(0);
+  if (r != nullptr) copy_in(kEpilogueResidualInput);
+  TensorRef out = v.outputs()[0];
+  out.data = at;
+  const KernelCall conv{call.attrs, {in.data(), v.inputs().size()}, {&out, 1}, call.workspace, conv_bytes,
+                        call.threads};
+  KILN_RETURN_IF_ERROR(ConvKernel(conv));
+  TransposeImages(out.as<const float>(), y.as<float>(), y.dims[0], y.dims[3], y.dims[1] * y.dims[2], call.threads);
+  return Status::Ok();
+}
+
 constexpr KernelDef kKernels[] = {
     {"Conv", ConvKernel, ConvWorkspace},
     {"ConvTranspose", ConvTransposeKernel, ConvTransposeWorkspace},
+    {"kiln.NhwcConv", NhwcConvKernel, NhwcConvWorkspace, false, {2, 4, 0b11, 1, 1}},
 };
 
 }  // namespace

@@ -149,7 +149,8 @@ TEST_CASE("CpuOptions::onednn: the Convs of an empty batch run on Kiln's kernel,
   const EntryInfo& entry = model->entries()[static_cast<size_t>(ctx->stats().last_entry)];
   REQUIRE(fallbacks.size() == 2);  // conv1 and conv2
   for (const Stats::Fallback& f : fallbacks) {
-    CHECK(entry.instructions[static_cast<size_t>(f.instruction)].op == "Conv");
+    // The CPU plan's 2-D Convs are NHWC (compiler/passes/channels_last.h).
+    CHECK(entry.instructions[static_cast<size_t>(f.instruction)].op == "kiln.NhwcConv");
     CHECK(f.reason == "Kiln's kernel, not oneDNN: an empty tensor (the CPU kernel writes what it needs)");
   }
 }

@@ -20,6 +20,7 @@
 #include "runtime/kernels/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/nhwc_conv.h"
 #include "runtime/kernels/pool_geometry.h"
 #include "runtime/kernels/thread_pool.h"
 #include "runtime/kernels/widen.h"
@@ -361,7 +362,9 @@ class ConvOp final : public LayoutOp {
     return Status::Ok();
   }
 
-  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant);
+  // Conv, or kiln.NhwcConv (`nhwc`: X, Y and the residual NHWC, runtime/kernels/nhwc_conv.h).
+  static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant,
+                                                bool nhwc);
 
  private:
   // Place's work: oneDNN's C++ API throws dnnl::error.
@@ -406,8 +409,14 @@ class ConvOp final : public LayoutOp {
   const void* held_from_ = nullptr;
 };
 
-Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threads, bool weights_constant) {
+Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int threads, bool weights_constant,
+                                                bool nhwc) {
   constexpr std::string_view kName = "Conv";
+  // kiln.NhwcConv: its X, Y and residual seen with Conv's NCHW dims, their memories `nhwc`.
+  const NchwViews views(op_call.inputs, op_call.outputs);
+  const KernelCall call = nhwc ? KernelCall{op_call.attrs, views.inputs(), views.outputs()} : op_call;
+  if (nhwc && (call.inputs.empty() || call.inputs[0].rank != 4 || call.outputs.empty() || call.outputs[0].rank != 4))
+    return InvalidArgument("kiln.NhwcConv: expects X and Y of rank 4");
   if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("Conv: expects X and W, and Y");
   const DType dt = call.inputs[0].dtype;
   if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
@@ -448,7 +457,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
   op->threads_ = threads;
   op->weights_constant_ = weights_constant;
   op->residual_ = residual;
-  op->pointwise_ = pointwise;
+  op->pointwise_ = pointwise && !nhwc;  // Kiln's NHWC kernel transposes: oneDNN's is faster
   // float16 in float32: oneDNN 2.6 has float16 convolutions only for AVX512-FP16 CPUs, and
   // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
   op->widen_ = dt == DType::kFloat16;
@@ -476,7 +485,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& call, int threa
     // The primitive's type: bfloat16 natively (AVX512-BF16, or emulated on AVX-512), else float32.
     const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
     const auto b_type = bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const Tag plain = PlainTag(x.rank);
+    const Tag plain = nhwc ? Tag::nhwc : PlainTag(x.rank);
     const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
     const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
 
@@ -969,7 +978,8 @@ const std::string& OneDnnVersion() {
 
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
                                              bool weights_are_constant) {
-  if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant);
+  if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant, false);
+  if (op == kNhwcConvOp) return ConvOp::Plan(call, threads, weights_are_constant, true);
   if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");

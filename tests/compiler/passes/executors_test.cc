@@ -62,10 +62,11 @@ TEST_CASE("executors: a model without CPU nodes notes no region") {
 }
 
 TEST_CASE("executors: a Conv is cuDNN's on cuda and oneDNN's on the CPU, and noted so") {
+  // A 1-D Conv: the CPU plan keeps it as ONNX has it (2-D ones become kiln.NhwcConv, below).
   onnx::ModelProto m = MakeModel(13);
   auto* g = m.mutable_graph();
-  AddInput(g, "x", {"1", "2", "5", "5"});
-  AddFloatInit(g, "w", {3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  AddInput(g, "x", {"1", "2", "5"});
+  AddFloatInit(g, "w", {3, 2, 3}, std::vector<float>(18, 0.5f));
   AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv");
   AddNode(g, "Relu", {"c"}, {"y"}, "relu");
   AddOutput(g, "y");
@@ -75,6 +76,23 @@ TEST_CASE("executors: a Conv is cuDNN's on cuda and oneDNN's on the CPU, and not
   CHECK(trace.find("# 1 node on oneDNN on cpu ('conv'), where the runtime has it and it takes the form; else the CPU "
                    "kernel (Stats::last_fallbacks names each fallback)\n") != std::string::npos);
   CHECK(trace.find("# 1 node on cuDNN on cuda ('conv'), ") != std::string::npos);
+}
+
+TEST_CASE("executors: the CPU plan's NHWC Conv is oneDNN's on the CPU, and says why cuda has none") {
+  onnx::ModelProto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "5", "5"});
+  AddFloatInit(g, "w", {3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv");
+  AddNode(g, "Relu", {"c"}, {"y"}, "relu");
+  AddOutput(g, "y");
+  const std::string trace = ExecutorsTrace(m);
+  INFO(trace);
+  CHECK(trace.find("= kiln.NhwcConv(x#nhwc, w, epilogue_activation='Relu'") != std::string::npos);
+  CHECK(trace.find(" @cuda:cpu @cpu:onednn\n") != std::string::npos);
+  CHECK(trace.find("# 1 node on oneDNN on cpu ('conv'), ") != std::string::npos);
+  CHECK(trace.find("'conv' (kiln.NhwcConv) -- the CPU backend's plan's NHWC convolution (the CUDA plan keeps Conv "
+                   "NCHW, for cuDNN)\n") != std::string::npos);
 }
 
 }  // namespace

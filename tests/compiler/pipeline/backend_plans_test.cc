@@ -1,6 +1,7 @@
 // A plan per backend (compile.cc CompilePlans, EntryInfo::backend): an artifact with GPU archs
-// whose CPU plan folds more activations into epilogues than the CUDA libraries apply carries
-// a "cuda" and a "cpu" entry with the same prologue, and a CPU context runs the "cpu" one.
+// whose CPU plan folds more activations into epilogues than the CUDA libraries apply, or runs a
+// Conv in NHWC (passes/channels_last.h), carries a "cuda" and a "cpu" entry with the same
+// prologue, and a CPU context runs the "cpu" one.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,12 +18,19 @@ const std::vector<float> kW = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f};  // [3, 
 const std::vector<float> kBias = {0.5f, 0.25f, -4.0f};                   // [3, 1, 1]
 
 // y = SiLU(Conv(x, W) + bias), x float32[1, 2, 2, 2]; with `silu` false, y = Conv(x, W) + bias.
-onnx::ModelProto ConvSiluModel(bool silu) {
+// With `one_d`, the same as a 1-D Conv: x [1, 2, 4], W [3, 2, 1], bias [3, 1].
+onnx::ModelProto ConvSiluModel(bool silu, bool one_d = false) {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
-  AddInput(g, "x", {"1", "2", "2", "2"});
-  AddFloatInit(g, "W", {3, 2, 1, 1}, kW);
-  AddFloatInit(g, "k", {3, 1, 1}, kBias);
+  if (one_d) {
+    AddInput(g, "x", {"1", "2", "4"});
+    AddFloatInit(g, "W", {3, 2, 1}, kW);
+    AddFloatInit(g, "k", {3, 1}, kBias);
+  } else {
+    AddInput(g, "x", {"1", "2", "2", "2"});
+    AddFloatInit(g, "W", {3, 2, 1, 1}, kW);
+    AddFloatInit(g, "k", {3, 1, 1}, kBias);
+  }
   AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
   AddNode(g, "Add", {"c", "k"}, {silu ? "cb" : "y"}, "add");
   if (silu) {
@@ -55,7 +63,8 @@ TEST_CASE("backend plans: with GPU archs, Conv + SiLU gets a CUDA plan and a CPU
   REQUIRE(summary.entries.size() == 2);
   CHECK(summary.entries[0].backend == "cuda");
   CHECK(summary.entries[1].backend == "cpu");
-  CHECK(std::count(log.begin(), log.end(), "entry 'default' (cpu plan): 1 instructions, arena 64 bytes") == 1);
+  // The CPU plan: x into NHWC, the Conv with its SiLU, Y back to NCHW.
+  CHECK(std::count(log.begin(), log.end(), "entry 'default' (cpu plan): 3 instructions, arena 128 bytes") == 1);
 
   const std::vector<EntryInfo>& entries = model->entries();
   REQUIRE(entries.size() == 2);
@@ -65,10 +74,12 @@ TEST_CASE("backend plans: with GPU archs, Conv + SiLU gets a CUDA plan and a CPU
   CHECK(entries[0].backend == "cuda");
   CHECK(Ops(entries[0]) == std::vector<std::string>{"Conv", "kiln.Fused"});
   CHECK(entries[1].backend == "cpu");
-  CHECK(Ops(entries[1]) == std::vector<std::string>{"Conv"});
-  // The CPU plan's kernels (none here beyond the CUDA plan's) get no cubins of their own.
-  REQUIRE(model->kernels().size() == 1);
+  CHECK(Ops(entries[1]) == std::vector<std::string>{"kiln.Fused", "kiln.NhwcConv", "kiln.Fused"});
+  // The CPU plan's kernels (its two Transposes) get no cubins of their own.
+  REQUIRE(model->kernels().size() == 3);
   CHECK_FALSE(model->kernels()[0].archs.empty());
+  CHECK(model->kernels()[1].archs.empty());
+  CHECK(model->kernels()[2].archs.empty());
 
   auto ctx = ExecutionContext::Create(*model, {.device = Device::kCpu});
   REQUIRE(ctx.ok());
@@ -100,12 +111,17 @@ TEST_CASE("backend plans: where the CUDA libraries fold as much as the CPU, one 
     MESSAGE("skipped: this build has no NVRTC, so it compiles no GPU archs");
     return;
   }
+  // A 1-D Conv: the CPU plan keeps it NCHW too.
   compiler::CompileSummary summary;
-  auto model = Model::Load(CompileModel(ConvSiluModel(false), OptionsFor(Device::kCuda), &summary));
+  auto model = Model::Load(CompileModel(ConvSiluModel(false, true), OptionsFor(Device::kCuda), &summary));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 1);
   CHECK(model->entries()[0].backend.empty());
   CHECK(summary.entries[0].backend.empty());
+  // The same as a 2-D Conv: the CPU plan runs it in NHWC, so there are two.
+  auto two_d = Model::Load(CompileModel(ConvSiluModel(false), OptionsFor(Device::kCuda)));
+  REQUIRE(two_d.ok());
+  CHECK(two_d->entries().size() == 2);
   // --no-fuse folds nothing on any backend: one entry too.
   auto unfused = Model::Load(CompileModel(ConvSiluModel(true), OptionsFor(Device::kCuda, false)));
   REQUIRE(unfused.ok());
