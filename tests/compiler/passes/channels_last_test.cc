@@ -16,7 +16,7 @@ namespace kiln::testing {
 namespace {
 
 // Deterministic values in [-1, 1).
-std::vector<float> Values(size_t n, uint32_t seed) {
+std::vector<float> Pseudorandom(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
     seed = seed * 1664525u + 1013904223u;
@@ -25,12 +25,12 @@ std::vector<float> Values(size_t n, uint32_t seed) {
   return v;
 }
 
-void Conv(onnx::GraphProto* g, const std::string& x, const std::string& y, int64_t out, int64_t in, int64_t k,
+void AddConv(onnx::GraphProto* g, const std::string& x, const std::string& y, int64_t out, int64_t in, int64_t k,
           uint32_t seed, bool bias = true) {
-  AddFloatInit(g, y + "_w", {out, in, k, k}, Values(static_cast<size_t>(out * in * k * k), seed));
+  AddFloatInit(g, y + "_w", {out, in, k, k}, Pseudorandom(static_cast<size_t>(out * in * k * k), seed));
   std::vector<std::string> ins = {x, y + "_w"};
   if (bias) {
-    AddFloatInit(g, y + "_b", {out}, Values(static_cast<size_t>(out), seed + 1));
+    AddFloatInit(g, y + "_b", {out}, Pseudorandom(static_cast<size_t>(out), seed + 1));
     ins.push_back(y + "_b");
   }
   auto* n = AddNode(g, "Conv", ins, {y}, y);
@@ -45,15 +45,15 @@ onnx::ModelProto SqueezeExcite() {
   auto m = MakeModel(18);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"1", "4", "6", "6"});
-  Conv(g, "x", "c1", 8, 4, 3, 1);
+  AddConv(g, "x", "c1", 8, 4, 3, 1);
   AddNode(g, "Sigmoid", {"c1"}, {"s1"}, "s1");
   AddNode(g, "Mul", {"c1", "s1"}, {"a"}, "silu");
   AddInt64Init(g, "hw", {2}, {2, 3});
   AddNode(g, "ReduceMean", {"a", "hw"}, {"m"}, "mean");
-  Conv(g, "m", "r", 8, 8, 1, 2);
+  AddConv(g, "m", "r", 8, 8, 1, 2);
   AddNode(g, "Sigmoid", {"r"}, {"gate"}, "gate");
   AddNode(g, "Mul", {"a", "gate"}, {"e"}, "excite");
-  Conv(g, "e", "c2", 8, 8, 1, 3);
+  AddConv(g, "e", "c2", 8, 8, 1, 3);
   AddNode(g, "Add", {"c2", "a"}, {"y"}, "residual");
   AddNode(g, "GlobalAveragePool", {"y"}, {"p"}, "pool");
   AddNode(g, "Flatten", {"p"}, {"f"}, "flatten");
@@ -69,19 +69,19 @@ onnx::ModelProto SplitConcatResize() {
   auto m = MakeModel(18);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"1", "4", "5", "5"});
-  Conv(g, "x", "c", 8, 4, 1, 4);
+  AddConv(g, "x", "c", 8, 4, 1, 4);
   AddInt64Init(g, "halves", {2}, {4, 4});
   AttrInt(AddNode(g, "Split", {"c", "halves"}, {"s0", "s1"}, "split"), "axis", 1);
-  Conv(g, "s1", "d", 4, 4, 3, 5, false);
+  AddConv(g, "s1", "d", 4, 4, 3, 5, false);
   AttrInt(AddNode(g, "Concat", {"s0", "d"}, {"k"}, "concat"), "axis", 1);
   AddFloatInit(g, "scales", {4}, {1, 1, 2, 2});
   AddNode(g, "Resize", {"k", "", "scales"}, {"u"}, "resize");
   AttrInts(AddNode(g, "Transpose", {"u"}, {"t"}, "to_last"), "perm", {0, 2, 3, 1});
-  AddFloatInit(g, "gamma", {8}, Values(8, 6));
+  AddFloatInit(g, "gamma", {8}, Pseudorandom(8, 6));
   AddNode(g, "Mul", {"t", "gamma"}, {"tm"}, "scale");
   AttrInts(AddNode(g, "Transpose", {"tm"}, {"b"}, "to_first"), "perm", {0, 3, 1, 2});
   AddNode(g, "Add", {"b", "u"}, {"z"}, "add");
-  Conv(g, "z", "o", 2, 8, 3, 7);
+  AddConv(g, "z", "o", 2, 8, 3, 7);
   AddOutput(g, "o");
   return m;
 }
@@ -92,7 +92,7 @@ struct Compiled {
   std::string fusion_trace;
 };
 
-Compiled Compile(const onnx::ModelProto& m) {
+Compiled CompileWithLog(const onnx::ModelProto& m) {
   Compiled c;
   compiler::CompileOptions options = CpuOnly();
   options.log = [&](const std::string& line) { c.log.push_back(line); };
@@ -111,14 +111,14 @@ bool Logged(const Compiled& c, const std::string& line) {
   return std::any_of(c.log.begin(), c.log.end(), [&](const std::string& l) { return l.find(line) != std::string::npos; });
 }
 
-size_t Count(const std::string& text, const std::string& what) {
+size_t Occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
 
 // The outputs on the CPU backend, with oneDNN or on Kiln's kernels.
-std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const std::vector<float>& x,
+std::vector<std::vector<float>> RunOnCpu(const std::vector<uint8_t>& bytes, const std::vector<float>& x,
                                     std::vector<int64_t> dims, bool onednn) {
   ContextOptions options;
   options.device = Device::kCpu;
@@ -132,10 +132,10 @@ std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const std
 void CheckAgainstNchw(const onnx::ModelProto& m, const std::vector<uint8_t>& nhwc, const std::vector<float>& x,
                       const std::vector<int64_t>& dims) {
   const std::vector<uint8_t> nchw = CompileModel(m, OptionsFor(Device::kCpu, false));
-  const auto want = Run(nchw, x, dims, false);
+  const auto want = RunOnCpu(nchw, x, dims, false);
   for (const bool onednn : {true, false}) {
     INFO("oneDNN: " << onednn);
-    const auto got = Run(nhwc, x, dims, onednn);
+    const auto got = RunOnCpu(nhwc, x, dims, onednn);
     REQUIRE(got.size() == want.size());
     for (size_t k = 0; k < got.size(); ++k) {
       REQUIRE(got[k].size() == want[k].size());
@@ -151,22 +151,22 @@ void CheckAgainstNchw(const onnx::ModelProto& m, const std::vector<uint8_t>& nhw
 
 TEST_CASE("channels-last: a squeeze-and-excitation block runs in NHWC, one Transpose in and one out") {
   const onnx::ModelProto m = SqueezeExcite();
-  const Compiled c = Compile(m);
+  const Compiled c = CompileWithLog(m);
   INFO(c.fusion_trace);
   // Three Convs in NHWC; the ReduceMean, the excitation's Mul, the pooling (a ReduceMean over
   // H and W) and the Flatten of [1, 8, 1, 1] follow; x goes in and y comes back out (an output).
   CHECK(Logged(c, "channels-last: 3 Conv in NHWC (kiln.NhwcConv), 4 ops following their NHWC values, "
                   "2 Transposes between the layouts"));
-  CHECK(Count(c.fusion_trace, "= kiln.NhwcConv(") == 3);
+  CHECK(Occurrences(c.fusion_trace, "= kiln.NhwcConv(") == 3);
   CHECK(c.fusion_trace.find("Transpose 'x#to_nhwc'") != std::string::npos);
   CHECK(c.fusion_trace.find("Transpose 'y#to_nchw'") != std::string::npos);
-  const std::vector<float> x = Values(4 * 36, 11);
+  const std::vector<float> x = Pseudorandom(4 * 36, 11);
   CheckAgainstNchw(m, c.bytes, x, {1, 4, 6, 6});
 }
 
 TEST_CASE("channels-last: Split, Concat, Resize and a model's own permutes follow, and the permutes cancel") {
   const onnx::ModelProto m = SplitConcatResize();
-  const Compiled c = Compile(m);
+  const Compiled c = CompileWithLog(m);
   INFO(c.fusion_trace);
   // The permute to [N, H, W, C] is the NHWC value itself and the one back its NCHW form: the
   // only Transposes left are x's in and o's out.
@@ -174,7 +174,7 @@ TEST_CASE("channels-last: Split, Concat, Resize and a model's own permutes follo
   CHECK(Logged(c, "2 Transposes between the layouts"));
   CHECK(c.fusion_trace.find("Transpose 'to_last'") == std::string::npos);
   CHECK(c.fusion_trace.find("Transpose 'to_first'") == std::string::npos);
-  const std::vector<float> x = Values(4 * 25, 12);
+  const std::vector<float> x = Pseudorandom(4 * 25, 12);
   CheckAgainstNchw(m, c.bytes, x, {1, 4, 5, 5});
 }
 
