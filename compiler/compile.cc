@@ -44,11 +44,11 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
   if (!options.archs.empty()) {
     entry.activations = EpilogueActivations::kGpuLibraries;
     if (fusion) {
-      std::vector<std::string> gpu, cpu;
+      std::vector<std::string> gpu, cpu;  // one line per annotated node, naming what it folded
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
-      KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny).status());
-      // One line per annotated node, naming what it folded.
-      split = gpu != cpu || passes::HasChannelsLastConv(entry.trace);
+      KILN_ASSIGN_OR_RETURN(const ir::Trace cpu_trace,
+                            passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny));
+      split = gpu != cpu || passes::ChannelsLastChanges(cpu_trace);
     }
   } else {
     entry.channels_last = fusion;  // no GPU plan: the CPU backend's

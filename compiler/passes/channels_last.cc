@@ -67,9 +67,56 @@ bool Convertible(const ir::Trace& t, const ir::Node& n) {
   return x.rank() == kRank && FloatType(x.dtype) && t.value(n.outputs[0]).rank() == kRank;
 }
 
+std::vector<int64_t> PermOf(const ir::Node& n) {
+  std::vector<int64_t> perm = n.attrs.GetInts("perm");
+  if (perm.empty())
+    for (int64_t i = kRank - 1; i >= 0; --i) perm.push_back(i);
+  return perm;
+}
+
+// Whether `n` is an op that follows NHWC inputs at no cost (the header's list).
+bool Follower(const ir::Node& n) {
+  return Broadcasting(n.op) || IsReduce(n.op) || n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool" ||
+         n.op == "Concat" || n.op == "Split" || n.op == "Resize";
+}
+
+// Per value, whether a reader would take it in NHWC: a Conv (its X; its residual where its Y
+// is wanted), a Transpose to channels-last, a Flatten or Reshape of [N, C, 1, 1], or a follower
+// whose result is wanted. From the last node back, so a value's readers are decided before it.
+// A Conv whose X is not NHWC and whose Y is not wanted stays NCHW, and one whose Y is not
+// wanted gives it NCHW (Rewriter::RewriteConv): a detector's head, whose maps go on to a
+// Reshape, stays NCHW as the model has it.
+std::vector<bool> WantedNhwc(const ir::Trace& t, const std::vector<int32_t>& scopes) {
+  std::vector<bool> wanted(t.values.size(), false);
+  const std::vector<ir::Node>& nodes = t.body.nodes;
+  const auto rank4 = [&](ir::ValueId id) { return id != ir::kNoValue && t.value(id).rank() == kRank; };
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const ir::Node& n = nodes[i];
+    if (!n.when.empty() || !n.blocks.empty() || scopes[i] >= 0 || n.inputs.empty() ||
+        (!rank4(n.inputs[0]) && n.op != "Concat" && !Broadcasting(n.op)))
+      continue;
+    bool out_wanted = false;
+    for (ir::ValueId y : n.outputs) out_wanted = out_wanted || (y != ir::kNoValue && wanted[y]);
+    if (Convertible(t, n)) {
+      wanted[n.inputs[0]] = true;
+      if (n.inputs.size() > 3 && rank4(n.inputs[3]) && out_wanted) wanted[n.inputs[3]] = true;
+    } else if (n.op == "Transpose") {
+      if (PermOf(n) == std::vector<int64_t>(kToLast.begin(), kToLast.end())) wanted[n.inputs[0]] = true;
+    } else if (n.op == "Flatten" || n.op == "Reshape") {
+      const ir::Value& x = t.value(n.inputs[0]);
+      if (x.shape[2].value() == 1 && x.shape[3].value() == 1) wanted[n.inputs[0]] = true;
+    } else if (Follower(n) && out_wanted) {
+      for (ir::ValueId id : n.inputs)
+        if (rank4(id)) wanted[id] = true;
+    }
+  }
+  return wanted;
+}
+
 class Rewriter {
  public:
-  explicit Rewriter(ir::Trace& t) : t_(t), scopes_(ir::LoopScopes(t.body.nodes)) {
+  explicit Rewriter(ir::Trace& t)
+      : t_(t), scopes_(ir::LoopScopes(t.body.nodes)), wanted_(WantedNhwc(t, scopes_)) {
     const size_t n = t.values.size();
     twin_.assign(n, ir::kNoValue);
     alias_.assign(n, ir::kNoValue);
@@ -102,6 +149,7 @@ class Rewriter {
     twin_.push_back(ir::kNoValue);
     alias_.push_back(ir::kNoValue);
     producer_gone_.push_back(false);
+    wanted_.push_back(false);
     return t_.values.size();
   }
 
@@ -259,12 +307,28 @@ class Rewriter {
     return false;
   }
 
+  // A Conv in NHWC where its X is or its Y is wanted so (Demand); at the boundary between the
+  // layouts, the side that meets NCHW stays NCHW (x_layout, y_layout: runtime/kernels/nhwc_conv.h)
+  // and oneDNN reorders it inside the op.
   Result<bool> RewriteConv(ir::Node& n) {
+    const bool x_nhwc = HasTwin(n.inputs[0]);
+    const ir::ValueId y = n.outputs[0];
+    const bool y_nhwc = wanted_[y];
+    if (!x_nhwc && !y_nhwc) return false;
     ir::Node c = n;
     c.op = "kiln.NhwcConv";
-    c.inputs[0] = TwinOf(n.inputs[0]);
+    if (x_nhwc) {
+      c.inputs[0] = TwinOf(n.inputs[0]);
+    } else {
+      c.attrs.SetString("x_layout", "NCHW");
+    }
+    if (!y_nhwc) {
+      c.attrs.SetString("y_layout", "NCHW");
+      Emit(std::move(c));
+      ++convs;
+      return true;
+    }
     if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) c.inputs[3] = TwinOf(n.inputs[3]);
-    const ir::ValueId y = n.outputs[0];
     c.outputs[0] = MakeTwinOutput(y);
     Emit(std::move(c));
     SetTwin(y, t_.body.nodes.back().outputs[0]);
@@ -409,13 +473,6 @@ class Rewriter {
     return true;
   }
 
-  static std::vector<int64_t> PermOf(const ir::Node& n) {
-    std::vector<int64_t> perm = n.attrs.GetInts("perm");
-    if (perm.empty())
-      for (int64_t i = kRank - 1; i >= 0; --i) perm.push_back(i);
-    return perm;
-  }
-
   Result<bool> RewriteTranspose(ir::Node& n) {
     if (n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return false;
     const std::vector<int64_t> perm = PermOf(n);
@@ -550,6 +607,7 @@ class Rewriter {
 
   ir::Trace& t_;
   std::vector<int32_t> scopes_;
+  std::vector<bool> wanted_;  // per value: WantedNhwc
   std::vector<ir::ValueId> twin_;    // per value: its NHWC twin, or kNoValue
   std::vector<ir::ValueId> alias_;   // per value: the value its readers read instead
   std::vector<bool> producer_gone_;  // per value: its producer was rewritten (Materialize)
@@ -557,22 +615,28 @@ class Rewriter {
 
 }  // namespace
 
-bool HasChannelsLastConv(const ir::Trace& trace) {
-  for (const ir::Node& n : trace.body.nodes)
-    if (Convertible(trace, n)) return true;
+bool ChannelsLastChanges(const ir::Trace& trace) {
+  const std::vector<int32_t> scopes = ir::LoopScopes(trace.body.nodes);
+  const std::vector<bool> wanted = WantedNhwc(trace, scopes);
+  for (size_t i = 0; i < trace.body.nodes.size(); ++i) {
+    const ir::Node& n = trace.body.nodes[i];
+    if (scopes[i] < 0 && Convertible(trace, n) && wanted[n.outputs[0]]) return true;
+  }
   return false;
 }
 
 Result<ir::Trace> ToChannelsLast(const ir::Trace& trace, std::vector<std::string>* log) {
   ir::Trace t = trace;
-  // Convs inside a run-time Loop stay NCHW (Rewriter::Run); the others need not.
-  if (!HasChannelsLastConv(t)) return t;
+  if (!ChannelsLastChanges(t)) return t;
   Rewriter r(t);
   KILN_RETURN_IF_ERROR(r.Run());
+  const auto count = [](int n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
   if (log)
-    log->push_back("channels-last: " + std::to_string(r.convs) + " Conv in NHWC (kiln.NhwcConv), " +
-                   std::to_string(r.followers) + " ops following their NHWC values, " +
-                   std::to_string(r.transposes) + " Transposes between the layouts");
+    log->push_back("channels-last: " + count(r.convs, "Conv", "Convs") + " in NHWC (kiln.NhwcConv), " +
+                   count(r.followers, "op follows", "ops follow") + " their NHWC values, " +
+                   count(r.transposes, "Transpose", "Transposes") + " between the layouts");
   return t;
 }
 

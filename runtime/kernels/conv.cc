@@ -759,13 +759,13 @@ size_t AlignedBytes(const TensorRef& t) {
   return (static_cast<size_t>(t.num_elements) * sizeof(float) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
 }
 
-// Conv's workspace, then NCHW copies of X, Y and the residual.
+// Conv's workspace, then NCHW copies of the NHWC ones among X, Y and the residual.
 size_t NhwcConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
-  const NchwViews v(inputs, outputs);
+  const NchwViews v(attrs, inputs, outputs);
   size_t bytes = (ConvWorkspace(attrs, v.inputs(), v.outputs()) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
-  if (!inputs.empty() && inputs[0].present()) bytes += AlignedBytes(inputs[0]);
-  if (!outputs.empty() && outputs[0].present()) bytes += AlignedBytes(outputs[0]);
-  if (inputs.size() > kEpilogueResidualInput && inputs[kEpilogueResidualInput].present())
+  if (XIsNhwc(attrs) && !inputs.empty() && inputs[0].present()) bytes += AlignedBytes(inputs[0]);
+  if (YIsNhwc(attrs) && !outputs.empty() && outputs[0].present()) bytes += AlignedBytes(outputs[0]);
+  if (YIsNhwc(attrs) && inputs.size() > kEpilogueResidualInput && inputs[kEpilogueResidualInput].present())
     bytes += AlignedBytes(inputs[kEpilogueResidualInput]);
   return bytes;
 }
@@ -777,13 +777,14 @@ Status NhwcConvKernel(const KernelCall& call) {
   const TensorRef* r = OptionalInput(call, kEpilogueResidualInput);
   for (const TensorRef* t : {&x, &y, r})
     if (t != nullptr && t->rank != 4)
-      return OpError(kName, "X, Y and the residual must be NHWC tensors of rank 4, got " + ShapeStr(*t));
-  const NchwViews v(call.inputs, call.outputs);
+      return OpError(kName, "X, Y and the residual must have rank 4, got " + ShapeStr(*t));
+  const bool x_nhwc = XIsNhwc(call.attrs), y_nhwc = YIsNhwc(call.attrs);
+  const NchwViews v(call.attrs, call.inputs, call.outputs);
   const size_t conv_bytes = (ConvWorkspace(call.attrs, v.inputs(), v.outputs()) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, NhwcConvWorkspace(call.attrs, call.inputs, call.outputs), kName));
   if (x.dtype != DType::kFloat32 || y.dtype != DType::kFloat32 || (r != nullptr && r->dtype != DType::kFloat32))
     return OpError(kName, "expected float32 X, Y and residual, got " + DTypeStr(x.dtype) + " and " + DTypeStr(y.dtype));
-  // NCHW copies: X (and the residual) transposed in, Conv, Y transposed out.
+  // NCHW copies of the NHWC operands: X (and the residual) transposed in, Conv, Y transposed out.
   auto* at = static_cast<uint8_t*>(call.workspace) + conv_bytes;
   std::array<TensorRef, 4> in{};
   std::copy(v.inputs().begin(), v.inputs().end(), in.begin());
@@ -793,14 +794,15 @@ Status NhwcConvKernel(const KernelCall& call) {
     TransposeImages(t.as<const float>(), in[k].as<float>(), t.dims[0], t.dims[1] * t.dims[2], t.dims[3], call.threads);
     at += AlignedBytes(t);
   };
-  copy_in(0);
-  if (r != nullptr) copy_in(kEpilogueResidualInput);
+  if (x_nhwc) copy_in(0);
+  if (r != nullptr && y_nhwc) copy_in(kEpilogueResidualInput);
   TensorRef out = v.outputs()[0];
-  out.data = at;
+  if (y_nhwc) out.data = at;
   const KernelCall conv{call.attrs, {in.data(), v.inputs().size()}, {&out, 1}, call.workspace, conv_bytes,
                         call.threads};
   KILN_RETURN_IF_ERROR(ConvKernel(conv));
-  TransposeImages(out.as<const float>(), y.as<float>(), y.dims[0], y.dims[3], y.dims[1] * y.dims[2], call.threads);
+  if (y_nhwc)
+    TransposeImages(out.as<const float>(), y.as<float>(), y.dims[0], y.dims[3], y.dims[1] * y.dims[2], call.threads);
   return Status::Ok();
 }
 

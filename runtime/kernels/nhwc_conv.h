@@ -1,13 +1,16 @@
 // kiln.NhwcConv: the CPU backend's plan's 2-D Conv in NHWC (compiler/passes/channels_last.h).
 //
 //   kiln.NhwcConv(X, W[, B[, R]]) -> Y
-//   X: [N, H, W, C], Y: [N, OH, OW, M], R (the epilogue residual): Y's shape; W: [M, C/group,
-//   KH, KW] and B: [M], as Conv has them. Attributes, epilogue annotations and results are
-//   Conv's (ONNX Conv, passes/epilogue.h): Y[n, oh, ow, m] is Conv's Y[n, m, oh, ow] for X
-//   transposed to NCHW.
+//   X: [N, H, W, C], Y: [N, OH, OW, M], R (the epilogue residual): Y's shape and layout; W:
+//   [M, C/group, KH, KW] and B: [M], as Conv has them. Attributes, epilogue annotations and
+//   results are Conv's (ONNX Conv, passes/epilogue.h): Y[n, oh, ow, m] is Conv's Y[n, m, oh, ow]
+//   for X transposed to NCHW. Where the Conv is at the boundary between the layouts, one side
+//   keeps ONNX's: x_layout = "NCHW" (X: [N, C, H, W]) or y_layout = "NCHW" (Y and R:
+//   [N, M, OH, OW]); absent, both are "NHWC".
 //
-// oneDNN runs it on the tensors where they are (runtime/cpu/onednn: its convolutions' `nhwc`
-// memory); Kiln's kernel (conv.cc) runs Conv on NCHW copies in its workspace.
+// oneDNN runs it on the tensors where they are (runtime/cpu/onednn: `nhwc` or `nchw` memory,
+// reordered inside the op where its convolution wants another); Kiln's kernel (conv.cc) runs
+// Conv on NCHW copies of the NHWC operands in its workspace.
 #pragma once
 
 #include <algorithm>
@@ -21,17 +24,22 @@ namespace kiln::cpu {
 
 inline constexpr std::string_view kNhwcConvOp = "kiln.NhwcConv";
 
-// kiln.NhwcConv's operands with the dims Conv reads them with: X, the residual (input 3) and Y
-// of rank 4 as [N, C, H, W]; the other operands, and any of another rank, as they are. The data
-// pointers are the NHWC tensors': the views are for shape checks and geometry, and for oneDNN,
-// which is told the layout. Neither copyable nor movable (the views point at its dims).
+// Whether kiln.NhwcConv's X, and its Y and residual, are NHWC (else NCHW).
+inline bool XIsNhwc(const AttrMap& attrs) { return attrs.GetString("x_layout", "NHWC") != "NCHW"; }
+inline bool YIsNhwc(const AttrMap& attrs) { return attrs.GetString("y_layout", "NHWC") != "NCHW"; }
+
+// kiln.NhwcConv's operands with the dims Conv reads them with: its NHWC operands of rank 4
+// (XIsNhwc, YIsNhwc) as [N, C, H, W]; the other operands, and any of another rank, as they are.
+// The data pointers are the tensors': the views are for shape checks and geometry, and for
+// oneDNN, which is told the layout. Neither copyable nor movable (the views point at its dims).
 class NchwViews {
  public:
-  NchwViews(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+  NchwViews(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
+    const bool x = XIsNhwc(attrs), y = YIsNhwc(attrs);
     n_in_ = std::min(inputs.size(), in_.size());
     n_out_ = std::min<size_t>(outputs.size(), 1);
-    for (size_t i = 0; i < n_in_; ++i) in_[i] = View(inputs[i], i == 0 || i == 3, &dims_[i]);
-    if (n_out_ == 1) out_ = View(outputs[0], true, &dims_[4]);
+    for (size_t i = 0; i < n_in_; ++i) in_[i] = View(inputs[i], (i == 0 && x) || (i == 3 && y), &dims_[i]);
+    if (n_out_ == 1) out_ = View(outputs[0], y, &dims_[4]);
   }
   NchwViews(const NchwViews&) = delete;
   NchwViews& operator=(const NchwViews&) = delete;

@@ -412,11 +412,12 @@ class ConvOp final : public LayoutOp {
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int threads, bool weights_constant,
                                                 bool nhwc) {
   constexpr std::string_view kName = "Conv";
-  // kiln.NhwcConv: its X, Y and residual seen with Conv's NCHW dims, their memories `nhwc`.
-  const NchwViews views(op_call.inputs, op_call.outputs);
+  // kiln.NhwcConv: its NHWC operands seen with Conv's NCHW dims, their memories `nhwc`.
+  const NchwViews views(op_call.attrs, op_call.inputs, op_call.outputs);
   const KernelCall call = nhwc ? KernelCall{op_call.attrs, views.inputs(), views.outputs()} : op_call;
   if (nhwc && (call.inputs.empty() || call.inputs[0].rank != 4 || call.outputs.empty() || call.outputs[0].rank != 4))
     return InvalidArgument("kiln.NhwcConv: expects X and Y of rank 4");
+  const bool x_nhwc = nhwc && XIsNhwc(op_call.attrs), y_nhwc = nhwc && YIsNhwc(op_call.attrs);
   if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("Conv: expects X and W, and Y");
   const DType dt = call.inputs[0].dtype;
   if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
@@ -485,7 +486,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
     // The primitive's type: bfloat16 natively (AVX512-BF16, or emulated on AVX-512), else float32.
     const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
     const auto b_type = bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const Tag plain = nhwc ? Tag::nhwc : PlainTag(x.rank);
+    const Tag plain = PlainTag(x.rank);
     const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
     const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
 
@@ -505,7 +506,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
       return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
     op->conv_ = dnnl::convolution_forward(pd);
 
-    const memory::desc x_plain(xd, type, plain), y_plain(yd, type, plain),
+    const memory::desc x_plain(xd, type, x_nhwc ? Tag::nhwc : plain), y_plain(yd, type, y_nhwc ? Tag::nhwc : plain),
         w_plain(wd, type, WeightTag(x.rank, grouped));
     op->pd_ = pd;
     op->x_plain_ = x_plain;

@@ -1,6 +1,7 @@
 // The CPU plan's channels-last layout (compiler/passes/channels_last.h): which ops follow the
-// NHWC values, how many Transposes are left between the layouts, and that the results are the
-// NCHW model's, on oneDNN and on Kiln's kernel (runtime/kernels/nhwc_conv.h) alike.
+// NHWC values, which Convs keep a side NCHW, how many Transposes are left between the layouts,
+// and that the results are the NCHW model's, on oneDNN and on Kiln's kernel
+// (runtime/kernels/nhwc_conv.h) alike.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -149,16 +150,30 @@ void CheckAgainstNchw(const onnx::ModelProto& m, const std::vector<uint8_t>& nhw
 
 }  // namespace
 
+TEST_CASE("channels-last: a lone Conv stays NCHW, and a model without a 2-D Conv is left alone") {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "4", "5", "5"});
+  AddConv(g, "x", "y", 2, 4, 3, 8);
+  AddOutput(g, "y");
+  const Compiled c = CompileWithLog(m);
+  INFO(c.fusion_trace);
+  CHECK(c.fusion_trace.find("y = Conv(x, y_w, y_b, ") != std::string::npos);
+  CHECK_FALSE(Logged(c, "channels-last:"));
+}
+
 TEST_CASE("channels-last: a squeeze-and-excitation block runs in NHWC, one Transpose in and one out") {
   const onnx::ModelProto m = SqueezeExcite();
   const Compiled c = CompileWithLog(m);
   INFO(c.fusion_trace);
   // Three Convs in NHWC; the ReduceMean, the excitation's Mul, the pooling (a ReduceMean over
-  // H and W) and the Flatten of [1, 8, 1, 1] follow; x goes in and y comes back out (an output).
-  CHECK(Logged(c, "channels-last: 3 Conv in NHWC (kiln.NhwcConv), 4 ops following their NHWC values, "
-                  "2 Transposes between the layouts"));
+  // H and W) and the Flatten of [1, 8, 1, 1] follow. The first Conv reads x as it is (NCHW, a
+  // model input); y, a model output too, comes back out through the one Transpose.
+  CHECK(Logged(c, "channels-last: 3 Convs in NHWC (kiln.NhwcConv), 4 ops follow their NHWC values, "
+                  "1 Transpose between the layouts"));
   CHECK(Occurrences(c.fusion_trace, "= kiln.NhwcConv(") == 3);
-  CHECK(c.fusion_trace.find("Transpose 'x#to_nhwc'") != std::string::npos);
+  CHECK(c.fusion_trace.find("a#nhwc = kiln.NhwcConv(x, c1_w, c1_b, ") != std::string::npos);
+  CHECK(Occurrences(c.fusion_trace, "x_layout='NCHW'") == 1);
   CHECK(c.fusion_trace.find("Transpose 'y#to_nchw'") != std::string::npos);
   const std::vector<float> x = Pseudorandom(4 * 36, 11);
   CheckAgainstNchw(m, c.bytes, x, {1, 4, 6, 6});
@@ -168,10 +183,13 @@ TEST_CASE("channels-last: Split, Concat, Resize and a model's own permutes follo
   const onnx::ModelProto m = SplitConcatResize();
   const Compiled c = CompileWithLog(m);
   INFO(c.fusion_trace);
-  // The permute to [N, H, W, C] is the NHWC value itself and the one back its NCHW form: the
-  // only Transposes left are x's in and o's out.
-  CHECK(Logged(c, "channels-last: 3 Conv in NHWC (kiln.NhwcConv), "));
-  CHECK(Logged(c, "2 Transposes between the layouts"));
+  // The permute to [N, H, W, C] is the NHWC value itself and the one back its NCHW form; the
+  // first Conv reads x NCHW and the last writes o NCHW: no Transpose is left.
+  CHECK(Logged(c, "channels-last: 3 Convs in NHWC (kiln.NhwcConv), 5 ops follow their NHWC values, "
+                  "0 Transposes between the layouts"));
+  CHECK(c.fusion_trace.find("c#nhwc = kiln.NhwcConv(x, ") != std::string::npos);
+  CHECK(c.fusion_trace.find("o = kiln.NhwcConv(z#nhwc, ") != std::string::npos);
+  CHECK(c.fusion_trace.find("y_layout='NCHW'") != std::string::npos);
   CHECK(c.fusion_trace.find("Transpose 'to_last'") == std::string::npos);
   CHECK(c.fusion_trace.find("Transpose 'to_first'") == std::string::npos);
   const std::vector<float> x = Pseudorandom(4 * 25, 12);

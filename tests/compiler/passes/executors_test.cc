@@ -79,20 +79,22 @@ TEST_CASE("executors: a Conv is cuDNN's on cuda and oneDNN's on the CPU, and not
 }
 
 TEST_CASE("executors: the CPU plan's NHWC Conv is oneDNN's on the CPU, and says why cuda has none") {
+  // Two Convs: the first writes NHWC for the second (passes/channels_last.h).
   onnx::ModelProto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"1", "2", "5", "5"});
-  AddFloatInit(g, "w", {3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  AddFloatInit(g, "w", {2, 2, 3, 3}, std::vector<float>(36, 0.5f));
   AddNode(g, "Conv", {"x", "w"}, {"c"}, "conv");
-  AddNode(g, "Relu", {"c"}, {"y"}, "relu");
+  AddNode(g, "Relu", {"c"}, {"r"}, "relu");
+  AddNode(g, "Conv", {"r", "w"}, {"y"}, "conv2");
   AddOutput(g, "y");
   const std::string trace = ExecutorsTrace(m);
   INFO(trace);
-  CHECK(trace.find("= kiln.NhwcConv(x#nhwc, w, epilogue_activation='Relu'") != std::string::npos);
+  CHECK(trace.find("r#nhwc = kiln.NhwcConv(x, w, epilogue_activation='Relu'") != std::string::npos);
   CHECK(trace.find(" @cuda:cpu @cpu:onednn\n") != std::string::npos);
-  CHECK(trace.find("# 1 node on oneDNN on cpu ('conv'), ") != std::string::npos);
-  CHECK(trace.find("'conv' (kiln.NhwcConv) -- the CPU backend's plan's NHWC convolution (the CUDA plan keeps Conv "
-                   "NCHW, for cuDNN)\n") != std::string::npos);
+  CHECK(trace.find("# 2 nodes on oneDNN on cpu ('conv', 'conv2'), ") != std::string::npos);
+  CHECK(trace.find("'conv' (kiln.NhwcConv), 'conv2' (kiln.NhwcConv) -- the CPU backend's plan's NHWC convolution "
+                   "(the CUDA plan keeps Conv NCHW, for cuDNN)\n") != std::string::npos);
 }
 
 }  // namespace

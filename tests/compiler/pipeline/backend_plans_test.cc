@@ -1,9 +1,10 @@
 // A plan per backend (compile.cc CompilePlans, EntryInfo::backend): an artifact with GPU archs
-// whose CPU plan folds more activations into epilogues than the CUDA libraries apply, or runs a
-// Conv in NHWC (passes/channels_last.h), carries a "cuda" and a "cpu" entry with the same
+// whose CPU plan folds more activations into epilogues than the CUDA libraries apply, or runs
+// Convs in NHWC (passes/channels_last.h), carries a "cuda" and a "cpu" entry with the same
 // prologue, and a CPU context runs the "cpu" one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/codegen/nvrtc_compiler.h"
@@ -18,19 +19,12 @@ const std::vector<float> kW = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f};  // [3, 
 const std::vector<float> kBias = {0.5f, 0.25f, -4.0f};                   // [3, 1, 1]
 
 // y = SiLU(Conv(x, W) + bias), x float32[1, 2, 2, 2]; with `silu` false, y = Conv(x, W) + bias.
-// With `one_d`, the same as a 1-D Conv: x [1, 2, 4], W [3, 2, 1], bias [3, 1].
-onnx::ModelProto ConvSiluModel(bool silu, bool one_d = false) {
+onnx::ModelProto ConvSiluModel(bool silu) {
   auto m = MakeModel(17);
   auto* g = m.mutable_graph();
-  if (one_d) {
-    AddInput(g, "x", {"1", "2", "4"});
-    AddFloatInit(g, "W", {3, 2, 1}, kW);
-    AddFloatInit(g, "k", {3, 1}, kBias);
-  } else {
-    AddInput(g, "x", {"1", "2", "2", "2"});
-    AddFloatInit(g, "W", {3, 2, 1, 1}, kW);
-    AddFloatInit(g, "k", {3, 1, 1}, kBias);
-  }
+  AddInput(g, "x", {"1", "2", "2", "2"});
+  AddFloatInit(g, "W", {3, 2, 1, 1}, kW);
+  AddFloatInit(g, "k", {3, 1, 1}, kBias);
   AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
   AddNode(g, "Add", {"c", "k"}, {silu ? "cb" : "y"}, "add");
   if (silu) {
@@ -63,8 +57,7 @@ TEST_CASE("backend plans: with GPU archs, Conv + SiLU gets a CUDA plan and a CPU
   REQUIRE(summary.entries.size() == 2);
   CHECK(summary.entries[0].backend == "cuda");
   CHECK(summary.entries[1].backend == "cpu");
-  // The CPU plan: x into NHWC, the Conv with its SiLU, Y back to NCHW.
-  CHECK(std::count(log.begin(), log.end(), "entry 'default' (cpu plan): 3 instructions, arena 128 bytes") == 1);
+  CHECK(std::count(log.begin(), log.end(), "entry 'default' (cpu plan): 1 instructions, arena 64 bytes") == 1);
 
   const std::vector<EntryInfo>& entries = model->entries();
   REQUIRE(entries.size() == 2);
@@ -74,12 +67,10 @@ TEST_CASE("backend plans: with GPU archs, Conv + SiLU gets a CUDA plan and a CPU
   CHECK(entries[0].backend == "cuda");
   CHECK(Ops(entries[0]) == std::vector<std::string>{"Conv", "kiln.Fused"});
   CHECK(entries[1].backend == "cpu");
-  CHECK(Ops(entries[1]) == std::vector<std::string>{"kiln.Fused", "kiln.NhwcConv", "kiln.Fused"});
-  // The CPU plan's kernels (its two Transposes) get no cubins of their own.
-  REQUIRE(model->kernels().size() == 3);
+  CHECK(Ops(entries[1]) == std::vector<std::string>{"Conv"});
+  // The CPU plan's kernels (none here beyond the CUDA plan's) get no cubins of their own.
+  REQUIRE(model->kernels().size() == 1);
   CHECK_FALSE(model->kernels()[0].archs.empty());
-  CHECK(model->kernels()[1].archs.empty());
-  CHECK(model->kernels()[2].archs.empty());
 
   auto ctx = ExecutionContext::Create(*model, {.device = Device::kCpu});
   REQUIRE(ctx.ok());
@@ -111,21 +102,54 @@ TEST_CASE("backend plans: where the CUDA libraries fold as much as the CPU, one 
     MESSAGE("skipped: this build has no NVRTC, so it compiles no GPU archs");
     return;
   }
-  // A 1-D Conv: the CPU plan keeps it NCHW too.
   compiler::CompileSummary summary;
-  auto model = Model::Load(CompileModel(ConvSiluModel(false, true), OptionsFor(Device::kCuda), &summary));
+  auto model = Model::Load(CompileModel(ConvSiluModel(false), OptionsFor(Device::kCuda), &summary));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 1);
   CHECK(model->entries()[0].backend.empty());
   CHECK(summary.entries[0].backend.empty());
-  // The same as a 2-D Conv: the CPU plan runs it in NHWC, so there are two.
-  auto two_d = Model::Load(CompileModel(ConvSiluModel(false), OptionsFor(Device::kCuda)));
-  REQUIRE(two_d.ok());
-  CHECK(two_d->entries().size() == 2);
   // --no-fuse folds nothing on any backend: one entry too.
   auto unfused = Model::Load(CompileModel(ConvSiluModel(true), OptionsFor(Device::kCuda, false)));
   REQUIRE(unfused.ok());
   CHECK(unfused->entries().size() == 1);
+}
+
+TEST_CASE("backend plans: Convs the CPU runs in NHWC get a CPU plan, the CUDA plan keeps NCHW") {
+  if (!codegen::HaveNvrtc()) {
+    MESSAGE("skipped: this build has no NVRTC, so it compiles no GPU archs");
+    return;
+  }
+  // x [1, 2, 2, 2] -> Conv 1x1 + Relu -> Conv 1x1: both fold alike, but the first Conv's Y is
+  // the second's X, which the CPU plan keeps in NHWC.
+  auto m = MakeModel(17);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "2", "2"});
+  AddFloatInit(g, "W", {2, 2, 1, 1}, {0.5f, -1.0f, 2.0f, 0.25f});
+  AddNode(g, "Conv", {"x", "W"}, {"c"}, "conv");
+  AddNode(g, "Relu", {"c"}, {"r"}, "relu");
+  AddNode(g, "Conv", {"r", "W"}, {"y"}, "conv2");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m, OptionsFor(Device::kCuda)));
+  REQUIRE(model.ok());
+  const std::vector<EntryInfo>& entries = model->entries();
+  REQUIRE(entries.size() == 2);
+  CHECK(Ops(entries[0]) == std::vector<std::string>{"Conv", "Conv"});
+  CHECK(Ops(entries[1]) == std::vector<std::string>{"kiln.NhwcConv", "kiln.NhwcConv"});
+  auto ctx = ExecutionContext::Create(*model, {.device = Device::kCpu});
+  REQUIRE(ctx.ok());
+  const std::vector<float> x = {1, -2, 3, 0.5f, -1, 4, 0, 2};  // [1, 2, 2, 2]
+  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, 2, 2, 2})};
+  std::vector<float> y;
+  REQUIRE(RunFirstFloat(*ctx, in, &y).ok());
+  CHECK(ctx->stats().last_entry == 1);
+  // By hand: r = Relu(W x), y = W r, per pixel p.
+  REQUIRE(y.size() == 8);
+  for (int p = 0; p < 4; ++p) {
+    const float r0 = std::max(0.0f, 0.5f * x[p] - 1.0f * x[4 + p]);
+    const float r1 = std::max(0.0f, 2.0f * x[p] + 0.25f * x[4 + p]);
+    CHECK(y[p] == doctest::Approx(0.5f * r0 - 1.0f * r1));
+    CHECK(y[4 + p] == doctest::Approx(2.0f * r0 + 0.25f * r1));
+  }
 }
 
 }  // namespace kiln::testing
