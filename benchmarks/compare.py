@@ -12,7 +12,9 @@ A folder whose model.onnx is byte-identical to an earlier one's is skipped.
 
 For each model:
   1. `kiln compile model.onnx -o WORK/NAME.kiln --arch none -q`, unless the artifact is newer
-     than both the model and the kiln binary.
+     than both the model and the kiln binary. With `--arch ARCHS` (`default`: kiln compile's
+     default GPU archs), that artifact instead, WORK/NAME.ARCHS.kiln: the CPU runs the plan a
+     GPU artifact carries for it, to compare with a CPU-only one.
   2. Outputs agree: `kiln run --device cpu` and onnxruntime on test_data_set_0's inputs, every
      output within np.allclose's rule (atol 1e-4, rtol 1e-3; scripts/compare_outputs.py).
      A model whose outputs disagree is reported and not timed.
@@ -271,14 +273,15 @@ def time_model(args, name, art, set_dir, session, feeds, threads, ov_request=Non
             "kiln_rounds": kiln_rounds, "ort_rounds": ort_rounds, "ov_rounds": ov_rounds}
 
 
-def compile_artifact(kiln, model, art):
-    """Compiles unless the artifact is newer than the model and the kiln binary; returns
-    'reused' or the compile time."""
+def compile_artifact(kiln, model, art, arch):
+    """Compiles for GPU archs `arch` ("none", "default" or a list) unless the artifact is newer
+    than the model and the kiln binary; returns 'reused' or the compile time."""
     if os.path.isfile(art) and os.path.getmtime(art) > max(os.path.getmtime(model),
                                                          os.path.getmtime(kiln)):
         return "reused"
     t0 = time.monotonic()
-    kiln_cmd([kiln, "compile", model, "-o", art, "--arch", "none", "-q"], COMPILE_TIMEOUT_S)
+    archs = [] if arch == "default" else ["--arch", arch]
+    kiln_cmd([kiln, "compile", model, "-o", art, *archs, "-q"], COMPILE_TIMEOUT_S)
     return f"{time.monotonic() - t0:.1f} s"
 
 
@@ -286,11 +289,11 @@ def run_model(args, model_dir, name, record):
     """Fills record (one model's entry of the JSON); raises Failure when a step fails."""
     model = os.path.join(model_dir, "model.onnx")
     set_dir = os.path.join(model_dir, "test_data_set_0")
-    art = os.path.join(args.work, f"{name}.kiln")
+    art = os.path.join(args.work, f"{name}.kiln" if args.arch == "none" else f"{name}.{args.arch}.kiln")
     feeds = load_inputs(model, set_dir)
     record["input_shapes"] = shape_text(feeds)
     record["status"] = "compile failed"
-    progress(f"  compile: {compile_artifact(args.kiln, model, art)}")
+    progress(f"  compile: {compile_artifact(args.kiln, model, art, args.arch)}")
     record["status"] = "error"
     sessions = {t: ort_session(model, t) for t in args.threads}
     agree = check_outputs(args.kiln, art, set_dir, os.path.join(args.work, f"{name}.outputs"),
@@ -351,7 +354,8 @@ def markdown(machine, settings, records):
              f"onnxruntime {machine['onnxruntime']}; "
              f"{'OpenVINO ' + machine['openvino'].split('-')[0] if machine['openvino'] else 'OpenVINO not installed'}; "
              f"Kiln {machine['kiln_commit']}{dirty}"
-             f"{', with ' + ' '.join(settings['kiln_flags']) if settings.get('kiln_flags') else ''}.",
+             f"{', with ' + ' '.join(settings['kiln_flags']) if settings.get('kiln_flags') else ''}"
+             f"{'' if settings.get('kiln_arch', 'none') == 'none' else ', artifacts compiled with --arch ' + settings['kiln_arch']}.",
              f"Latency: median over {settings['rounds']} alternating round(s) of each round's median "
              "per-call latency (one `kiln bench` block, then one onnxruntime block of as many calls).",
              "",
@@ -404,6 +408,9 @@ def main():
                     help="Kiln on its own CPU kernels only (kiln run/bench --no-onednn): the before of oneDNN")
     ap.add_argument("--no-native-code", action="store_true",
                     help="Kiln's fused regions interpreted (kiln run/bench --no-native-code): the before of native code")
+    ap.add_argument("--arch", default="none",
+                    help="GPU archs of Kiln's artifact (kiln compile --arch; 'default': its default archs); "
+                         "default none, a CPU-only artifact")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 round of short blocks (0.1 s)")
     args = ap.parse_args()
     if args.no_onednn:
@@ -458,7 +465,7 @@ def main():
             progress(f"  FAILED ({record['status']}): {e}")
 
     settings = {"threads": args.threads, "rounds": args.rounds, "seconds_per_block": args.seconds,
-                "kiln_flags": KILN_FLAGS,
+                "kiln_flags": KILN_FLAGS, "kiln_arch": args.arch,
                 "atol": ATOL, "rtol": RTOL, "statistic": "median over rounds of each round's p50",
                 "ort": {"provider": "CPUExecutionProvider", "inter_op_num_threads": 1,
                         "execution_mode": "ORT_SEQUENTIAL",

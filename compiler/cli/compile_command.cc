@@ -246,7 +246,7 @@ void AddCompileCommand(CLI::App& app) {
                   "'images:N=1' --profile 'images:N=1..64,H=32..1024:32' --profile 'sr=16000;x:1=512'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
-                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan, and carries a CPU plan that folds them all where the two differ)")
+                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues and 2-D Convs in NHWC (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan and keeps NCHW there, and carries a CPU plan with them all folded and NHWC Convs where the two differ)")
       ->capture_default_str();
   cmd->add_option("--cpu-targets", f->cpu_targets,
                   "CPU targets to compile the generated kernels' native code for, comma-separated: x86-64 "

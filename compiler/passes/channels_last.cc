@@ -336,6 +336,21 @@ class Rewriter {
     return true;
   }
 
+  // Emits `f`, a follower whose outputs are still the NCHW values: each present output becomes
+  // a new NHWC value, the twin of the one it replaces.
+  Result<bool> EmitFollower(ir::Node f) {
+    const std::vector<ir::ValueId> nchw = f.outputs;
+    for (ir::ValueId& y : f.outputs)
+      if (y != ir::kNoValue) y = MakeTwinOutput(y);
+    KILN_RETURN_IF_ERROR(Check(f));
+    const std::vector<ir::ValueId> nhwc = f.outputs;
+    Emit(std::move(f));
+    for (size_t k = 0; k < nchw.size(); ++k)
+      if (nchw[k] != ir::kNoValue) SetTwin(nchw[k], nhwc[k]);
+    ++followers;
+    return true;
+  }
+
   // Whether every dim of `v` is 1: one value, which broadcasts the same in either layout.
   static bool Ones(const ir::Value& v) {
     for (const ir::Sym& d : v.shape)
@@ -358,13 +373,7 @@ class Rewriter {
     ir::Node e = n;
     for (ir::ValueId& id : e.inputs)
       if (id != ir::kNoValue && !Ones(t_.value(id))) id = TwinOf(id);
-    const ir::ValueId y = n.outputs[0];
-    e.outputs[0] = MakeTwinOutput(y);
-    KILN_RETURN_IF_ERROR(Check(e));
-    Emit(std::move(e));
-    SetTwin(y, t_.body.nodes.back().outputs[0]);
-    ++followers;
-    return true;
+    return EmitFollower(std::move(e));
   }
 
   Result<bool> RewriteReduce(ir::Node& n) {
@@ -418,17 +427,9 @@ class Rewriter {
     } else {
       r.inputs.push_back(IntsConst(n.name + "#nhwc_axes", twin_axes));
     }
-    const ir::ValueId y = n.outputs[0];
-    const ir::SymShape expect = t_.value(y).shape;
-    if (plain) {
-      KILN_RETURN_IF_ERROR(Check(r));
-      Emit(std::move(r));
-    } else {
-      r.outputs[0] = MakeTwinOutput(y);
-      KILN_RETURN_IF_ERROR(Check(r));
-      Emit(std::move(r));
-      SetTwin(y, t_.body.nodes.back().outputs[0]);
-    }
+    if (!plain) return EmitFollower(std::move(r));
+    KILN_RETURN_IF_ERROR(Check(r));
+    Emit(std::move(r));
     ++followers;
     return true;
   }
@@ -446,13 +447,7 @@ class Rewriter {
     ir::Node c = n;
     for (ir::ValueId& id : c.inputs) id = TwinOf(id);
     c.attrs.SetInt("axis", kToFirst[static_cast<size_t>(*axis)]);
-    const ir::ValueId y = n.outputs[0];
-    c.outputs[0] = MakeTwinOutput(y);
-    KILN_RETURN_IF_ERROR(Check(c));
-    Emit(std::move(c));
-    SetTwin(y, t_.body.nodes.back().outputs[0]);
-    ++followers;
-    return true;
+    return EmitFollower(std::move(c));
   }
 
   Result<bool> RewriteSplit(ir::Node& n) {
@@ -461,16 +456,7 @@ class Rewriter {
     ir::Node s = n;
     s.inputs[0] = TwinOf(n.inputs[0]);
     s.attrs.SetInt("axis", kToFirst[static_cast<size_t>(*axis)]);
-    for (ir::ValueId& y : s.outputs)
-      if (y != ir::kNoValue) y = MakeTwinOutput(y);
-    KILN_RETURN_IF_ERROR(Check(s));
-    const std::vector<ir::ValueId> outs = n.outputs;
-    Emit(std::move(s));
-    const ir::Node& emitted = t_.body.nodes.back();
-    for (size_t k = 0; k < outs.size(); ++k)
-      if (outs[k] != ir::kNoValue) SetTwin(outs[k], emitted.outputs[k]);
-    ++followers;
-    return true;
+    return EmitFollower(std::move(s));
   }
 
   Result<bool> RewriteTranspose(ir::Node& n) {
@@ -545,13 +531,7 @@ class Rewriter {
         std::memcpy(d->bytes.data() + i * size, c.bytes.data() + kToLast[static_cast<size_t>(i)] * size, size);
       r.inputs[k] = NewConst(t_.value(id).name + "#nhwc", std::move(d));
     }
-    const ir::ValueId y = n.outputs[0];
-    r.outputs[0] = MakeTwinOutput(y);
-    KILN_RETURN_IF_ERROR(Check(r));
-    Emit(std::move(r));
-    SetTwin(y, t_.body.nodes.back().outputs[0]);
-    ++followers;
-    return true;
+    return EmitFollower(std::move(r));
   }
 
   // ---- the NCHW values still read ------------------------------------------------------

@@ -770,6 +770,9 @@ size_t NhwcConvWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs
   return bytes;
 }
 
+// Whether the rank-4 NCHW (view of a) tensor `t` has 1 x 1 images.
+bool OnePixel(const TensorRef& t) { return t.dims[2] == 1 && t.dims[3] == 1; }
+
 Status NhwcConvKernel(const KernelCall& call) {
   constexpr std::string_view kName = kNhwcConvOp;
   KILN_RETURN_IF_ERROR(CheckArity(call, kName, 2));
@@ -778,8 +781,10 @@ Status NhwcConvKernel(const KernelCall& call) {
   for (const TensorRef* t : {&x, &y, r})
     if (t != nullptr && t->rank != 4)
       return OpError(kName, "X, Y and the residual must have rank 4, got " + ShapeStr(*t));
-  const bool x_nhwc = XIsNhwc(call.attrs), y_nhwc = YIsNhwc(call.attrs);
   const NchwViews v(call.attrs, call.inputs, call.outputs);
+  // 1 x 1 images (a squeeze-and-excitation's Convs) are the same bytes in either layout.
+  const bool points = OnePixel(v.inputs()[0]) && OnePixel(v.outputs()[0]);
+  const bool x_nhwc = XIsNhwc(call.attrs) && !points, y_nhwc = YIsNhwc(call.attrs) && !points;
   const size_t conv_bytes = (ConvWorkspace(call.attrs, v.inputs(), v.outputs()) + kNhwcAlign - 1) / kNhwcAlign * kNhwcAlign;
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, NhwcConvWorkspace(call.attrs, call.inputs, call.outputs), kName));
   if (x.dtype != DType::kFloat32 || y.dtype != DType::kFloat32 || (r != nullptr && r->dtype != DType::kFloat32))

@@ -458,7 +458,10 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
   op->threads_ = threads;
   op->weights_constant_ = weights_constant;
   op->residual_ = residual;
-  op->pointwise_ = pointwise && !nhwc;  // Kiln's NHWC kernel transposes: oneDNN's is faster
+  // Kiln's kernel transposes NHWC images, which makes oneDNN faster, but 1 x 1 images are the
+  // same bytes in either layout.
+  const bool one_pixel = nhwc && x.dims[2] * x.dims[3] == 1 && y.dims[2] * y.dims[3] == 1;
+  op->pointwise_ = pointwise && (!nhwc || one_pixel);
   // float16 in float32: oneDNN 2.6 has float16 convolutions only for AVX512-FP16 CPUs, and
   // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
   op->widen_ = dt == DType::kFloat16;
