@@ -48,10 +48,10 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
       KILN_ASSIGN_OR_RETURN(const ir::Trace cpu_trace,
                             passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny));
-      split = gpu != cpu || passes::ChannelsLastChanges(cpu_trace);
+      split = gpu != cpu || (options.cpu_channels_last && passes::ChannelsLastChanges(cpu_trace));
     }
   } else {
-    entry.channels_last = fusion;  // no GPU plan: the CPU backend's
+    entry.channels_last = fusion && options.cpu_channels_last;  // no GPU plan: the CPU backend's
   }
   plans->push_back(std::move(entry));
   if (split) {
@@ -59,7 +59,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->front().record.backend = "cuda";
     plans->back().record.backend = "cpu";
     plans->back().activations = EpilogueActivations::kAny;
-    plans->back().channels_last = true;
+    plans->back().channels_last = options.cpu_channels_last;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

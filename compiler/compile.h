@@ -51,6 +51,9 @@ struct CompileOptions {
   // names separated by commas, "host" for this machine's family (x86-64, x86-64-v3 and
   // x86-64-v4 on x86-64; aarch64 on aarch64), or "none". Without LLVM in the build, none.
   std::string cpu_targets = "host";
+  // The CPU plan's layout of 2-D Convs (`--cpu-layout`, passes/channels_last.h): true, NHWC, for
+  // oneDNN's convolutions; false keeps NCHW, for a runtime without oneDNN (a selective one).
+  bool cpu_channels_last = true;
   std::string kernel_cache_dir;  // empty: the default (~/.cache/kiln/kernels)
   bool use_kernel_cache = true;
   int jobs = 0;                  // NVRTC threads; 0: one per core

@@ -7,7 +7,8 @@
 # build fails past its size budget (KILN_RUNTIME_SIZE_BUDGET below, checked after the link by
 # cmake/check_runtime_size.cmake). Then:
 #   - the op list must be what `build/kiln inspect --ops` prints for the three artifacts, compiled
-#     by the host's build/kiln (--arch none), so that it cannot go stale;
+#     by the host's build/kiln (--arch none --cpu-layout nchw: a runtime without oneDNN runs
+#     Convs as ONNX has them), so that it cannot go stale;
 #   - the library is installed (cmake --install --component runtime) and stripped
 #     (strip --strip-unneeded): its size, the default build's, and what it links;
 #   - tests/selective/run_test_sets, linked to that library alone, runs each model on every
@@ -66,7 +67,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 ARTIFACTS=()
 for model in "${MODELS[@]}"; do
-  build/kiln compile "build/testdata/$model/model.onnx" -o "$WORK/$model.kiln" --arch none -q >/dev/null
+  build/kiln compile "build/testdata/$model/model.onnx" -o "$WORK/$model.kiln" --arch none --cpu-layout nchw -q >/dev/null
   ARTIFACTS+=("$WORK/$model.kiln")
 done
 ops() { grep -v '^#' "$1" | sort; }

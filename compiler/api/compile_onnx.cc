@@ -57,6 +57,9 @@ Result<compiler::CompileOptions> DriverOptions(const OnnxCompileOptions& o) {
   if (auto targets = codegen::cpu::ParseCpuTargets(o.cpu_targets); !targets.ok())
     return targets.status();  // names --cpu-targets, the option's flag
   c.cpu_targets = o.cpu_targets;
+  if (o.cpu_layout != "nhwc" && o.cpu_layout != "nchw")
+    return InvalidArgument("cpu_layout '" + o.cpu_layout + "': expected nhwc or nchw");
+  c.cpu_channels_last = o.cpu_layout == "nhwc";
   c.fuse = o.fuse;
   c.loop_scan_bound = o.loop_scan_bound;
   c.kernel_cache_dir = o.kernel_cache_dir;

@@ -26,6 +26,7 @@ struct CompileFlags {
   bool no_fuse = false;
   std::string archs = "sm_80,sm_86,sm_87,sm_89,sm_90";
   std::string cpu_targets = "host";
+  std::string cpu_layout = "nhwc";
   std::string kernel_cache;
   bool no_kernel_cache = false;
   int jobs = 0;
@@ -110,6 +111,7 @@ void RunCompile(const CompileFlags& f) {
     return;
   }
   options.cpu_targets = f.cpu_targets;
+  options.cpu_channels_last = f.cpu_layout == "nhwc";
   options.precision.precision = f.precision == "fp16"   ? passes::Precision::kFp16
                                 : f.precision == "bf16" ? passes::Precision::kBf16
                                                         : passes::Precision::kFp32;
@@ -247,6 +249,12 @@ void AddCompileCommand(CLI::App& app) {
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues and 2-D Convs in NHWC (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan and keeps NCHW there, and carries a CPU plan with them all folded and NHWC Convs where the two differ)")
+      ->capture_default_str();
+  cmd->add_option("--cpu-layout", f->cpu_layout,
+                  "the CPU plan's layout of 2-D Convs: nhwc (default) for oneDNN's convolutions, which run "
+                  "NHWC, with the ops between them following; nchw as ONNX has it, for a runtime without "
+                  "oneDNN (a selective one, docs/edge.md), where NHWC Convs would run on transposed copies")
+      ->check(CLI::IsMember({"nhwc", "nchw"}))
       ->capture_default_str();
   cmd->add_option("--cpu-targets", f->cpu_targets,
                   "CPU targets to compile the generated kernels' native code for, comma-separated: x86-64 "

@@ -49,6 +49,9 @@ struct OnnxCompileOptions {
   // Native CPU code (--cpu-targets): comma-separated x86-64, x86-64-v3, x86-64-v4, aarch64;
   // "host" (default) this machine's family; "none" the portable programs alone.
   std::string cpu_targets = "host";
+  // --cpu-layout: the CPU plan's layout of 2-D Convs, "nhwc" (default: oneDNN's convolutions run
+  // NHWC) or "nchw" (as ONNX has it: for a runtime without oneDNN, such as a selective one).
+  std::string cpu_layout = "nhwc";
   bool fuse = true;                // false: --no-fuse
   int64_t loop_scan_bound = 0;     // --loop-scan-bound (0: rooms that grow)
   std::string kernel_cache_dir;    // --kernel-cache (cubins, PTX, native CPU objects); empty: ~/.cache/kiln/kernels

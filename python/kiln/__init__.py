@@ -470,7 +470,7 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
             precision: str = "fp32", archs: Union[None, str, Sequence[str]] = None,
             constant_inputs: Optional[Mapping[str, ArrayLike]] = None, fuse: bool = True, progress: bool = True,
             keep_fp32: Sequence[str] = (), io_precision: str = "declared", loop_scan_bound: int = 0,
-            cpu_targets: Union[str, Sequence[str]] = "host",
+            cpu_targets: Union[str, Sequence[str]] = "host", cpu_layout: str = "nhwc",
             log: Optional[Callable[[str], None]] = None) -> Union[str, bytes]:
     """Compiles an ONNX model (a path, its bytes, or an onnx.ModelProto) into a .kiln artifact,
     as `kiln compile` does: shapes fixes input dims ({"x": [1, 3, None, None]}, None or -1 keeping
@@ -479,7 +479,8 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
     sm_90 and PTX; "none" or []: a CPU-only artifact), constant_inputs binds inputs to arrays,
     cpu_targets the native CPU code ("host": this machine's family; "x86-64", "x86-64-v3",
     "x86-64-v4", "aarch64", several as a list or comma-separated; "none": the portable programs
-    alone).
+    alone), cpu_layout the CPU plan's layout of 2-D Convs ("nhwc" for oneDNN's convolutions;
+    "nchw" for a runtime without oneDNN, such as a selective one).
     progress prints the log to stderr as it goes; log receives each line. Returns the path
     written (output given) or the artifact's bytes; the structured log is
     kiln.last_compile_report(). Raises kiln.Error naming the option, node or file."""
@@ -510,7 +511,7 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
         return _kiln.compile_onnx_file(path, dims, profile_list, consts, precision, keep_list, io_precision,
                                        _archs(archs), fuse, loop_scan_bound,
                                        cpu_targets if isinstance(cpu_targets, str) else ",".join(cpu_targets),
-                                       on_line, on_kernels)
+                                       cpu_layout, on_line, on_kernels)
 
     out = None if output is None else _path(output, "output")
     if out is not None and os.path.isdir(out):

@@ -45,5 +45,5 @@ class Context:
 def compile_onnx_file(path: str, shapes: Mapping[str, Sequence[int]], profiles: Sequence[str],
                       constant_inputs: Mapping[str, Any], precision: str, keep_fp32: Sequence[str], io_precision: str,
                       archs: Optional[Sequence[str]], fuse: bool, loop_scan_bound: int, cpu_targets: str,
-                      log: Optional[Callable[[str], None]],
+                      cpu_layout: str, log: Optional[Callable[[str], None]],
                       kernel_progress: Optional[Callable[[int, int, int], None]]) -> Tuple[bytes, Dict[str, Any]]: ...

@@ -313,7 +313,8 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
                           const std::vector<std::string>& profiles, nb::dict constant_inputs,
                           const std::string& precision, const std::vector<std::string>& keep_fp32,
                           const std::string& io_precision, std::optional<std::vector<std::string>> archs, bool fuse,
-                          int64_t loop_scan_bound, const std::string& cpu_targets, std::optional<nb::callable> log,
+                          int64_t loop_scan_bound, const std::string& cpu_targets, const std::string& cpu_layout,
+                          std::optional<nb::callable> log,
                           std::optional<nb::callable> kernel_progress) {
   OnnxCompileOptions o;
   o.shapes = shapes;
@@ -334,6 +335,7 @@ nb::tuple CompileOnnxFile(const std::string& path, const std::map<std::string, s
   o.fuse = fuse;
   o.loop_scan_bound = loop_scan_bound;
   o.cpu_targets = cpu_targets;
+  o.cpu_layout = cpu_layout;
   // The callbacks run on this thread, which holds no GIL during the compile: each call takes it,
   // and the first Python exception is kept for after the compile.
   std::string callback_error;
@@ -434,7 +436,8 @@ NB_MODULE(_kiln, m) {
 
   m.def("compile_onnx_file", &CompileOnnxFile, nb::arg("path"), nb::arg("shapes"), nb::arg("profiles"),
         nb::arg("constant_inputs"), nb::arg("precision"), nb::arg("keep_fp32"), nb::arg("io_precision"),
-        nb::arg("archs").none(), nb::arg("fuse"), nb::arg("loop_scan_bound"), nb::arg("cpu_targets"), nb::arg("log").none(),
+        nb::arg("archs").none(), nb::arg("fuse"), nb::arg("loop_scan_bound"), nb::arg("cpu_targets"),
+        nb::arg("cpu_layout"), nb::arg("log").none(),
         nb::arg("kernel_progress").none());
   m.attr("version") = KILN_VERSION_STRING;  // the headers' (kiln/version.h)
 }

@@ -124,6 +124,21 @@ def test_compile_report_and_options(scale_model, tmp_path):
         (["native code for x86-64"] if native else [])  # a build without LLVM makes none
     kiln.compile(m, archs="none", progress=False, cpu_targets="none")
     assert not [l for l in kiln.last_compile_report().log if l.startswith("native code for ")]
+    # cpu_layout: the CPU plan's 2-D Convs in NHWC (the log says so), or as ONNX has them.
+    convs = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"]), h.make_node("Relu", ["c"], ["r"]),
+                          h.make_node("Conv", ["r", "w"], ["y"])], "convs",
+                         [h.make_tensor_value_info("x", T.FLOAT, [1, 2, 4, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 2, 4, 4])],
+                         [h.make_tensor("w", T.FLOAT, [2, 2, 1, 1], [1, 0, 0, 1])])  # the identity
+    conv_model = h.make_model(convs, opset_imports=[h.make_opsetid("", 13)])
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4) - 16
+    for layout, nhwc in (("nhwc", True), ("nchw", False)):
+        art = kiln.load(kiln.compile(conv_model, archs="none", progress=False, cpu_layout=layout))
+        assert any("channels-last: 2 Convs in NHWC" in l for l in kiln.last_compile_report().log) == nhwc
+        assert art(x).tolist() == np.maximum(x, 0).tolist()
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(conv_model, archs="none", progress=False, cpu_layout="nwhc")
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.message == "cpu_layout 'nwhc': expected nhwc or nchw"
     with pytest.raises(kiln.Error) as e:
         kiln.compile(m, archs="none", progress=False, cpu_targets="avx2")
     assert e.value.code == "INVALID_ARGUMENT" and e.value.message.startswith("--cpu-targets: unknown CPU target 'avx2'")

@@ -93,9 +93,10 @@ struct Compiled {
   std::string fusion_trace;
 };
 
-Compiled CompileWithLog(const onnx::ModelProto& m) {
+Compiled CompileWithLog(const onnx::ModelProto& m, bool channels_last = true) {
   Compiled c;
   compiler::CompileOptions options = CpuOnly();
+  options.cpu_channels_last = channels_last;
   options.log = [&](const std::string& line) { c.log.push_back(line); };
   c.bytes = CompileModel(m, options);
   auto model = Model::Load(c.bytes);
@@ -160,6 +161,16 @@ TEST_CASE("channels-last: a lone Conv stays NCHW, and a model without a 2-D Conv
   INFO(c.fusion_trace);
   CHECK(c.fusion_trace.find("y = Conv(x, y_w, y_b, ") != std::string::npos);
   CHECK_FALSE(Logged(c, "channels-last:"));
+}
+
+TEST_CASE("channels-last: --cpu-layout nchw keeps every Conv as ONNX has it") {
+  const onnx::ModelProto m = SqueezeExcite();
+  const Compiled c = CompileWithLog(m, false);
+  INFO(c.fusion_trace);
+  CHECK_FALSE(Logged(c, "channels-last:"));
+  CHECK(c.fusion_trace.find("kiln.NhwcConv") == std::string::npos);
+  CHECK(Occurrences(c.fusion_trace, "= Conv(") == 3);
+  CheckAgainstNchw(m, c.bytes, Pseudorandom(4 * 36, 13), {1, 4, 6, 6});
 }
 
 TEST_CASE("channels-last: a squeeze-and-excitation block runs in NHWC, one Transpose in and one out") {
