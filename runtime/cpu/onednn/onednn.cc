@@ -458,10 +458,10 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
   op->threads_ = threads;
   op->weights_constant_ = weights_constant;
   op->residual_ = residual;
-  // Kiln's kernel transposes NHWC images, which makes oneDNN faster, but 1 x 1 images are the
-  // same bytes in either layout.
-  const bool one_pixel = nhwc && x.dims[2] * x.dims[3] == 1 && y.dims[2] * y.dims[3] == 1;
-  op->pointwise_ = pointwise && (!nhwc || one_pixel);
+  op->pointwise_ = pointwise && !nhwc;  // Kiln's kernel transposes NHWC images: oneDNN is faster
+  // 1 x 1 images (a squeeze-and-excitation's Convs, a classifier head's): oneDNN's gemm-based
+  // convolution, which it picks below AVX-512, gave other bits at 3 threads than at 1.
+  const bool one_pixel = x.rank == 4 && x.dims[2] * x.dims[3] == 1 && y.dims[2] * y.dims[3] == 1;
   // float16 in float32: oneDNN 2.6 has float16 convolutions only for AVX512-FP16 CPUs, and
   // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
   op->widen_ = dt == DType::kFloat16;
@@ -507,6 +507,9 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
     // CPUs, an activation before the residual add): Kiln's kernel is much faster than those.
     if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
       return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    else if (one_pixel && impl.find("gemm") != std::string::npos)
+      return Unimplemented("oneDNN's gemm-based convolution (" + impl +
+                           ") of 1x1 images, whose sums depend on the thread count");
     op->conv_ = dnnl::convolution_forward(pd);
 
     const memory::desc x_plain(xd, type, x_nhwc ? Tag::nhwc : plain), y_plain(yd, type, y_nhwc ? Tag::nhwc : plain),
