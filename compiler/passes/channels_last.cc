@@ -307,7 +307,7 @@ class Rewriter {
     return false;
   }
 
-  // A Conv in NHWC where its X is or its Y is wanted so (Demand); at the boundary between the
+  // A Conv in NHWC where its X is or its Y is wanted so (WantedNhwc); at the boundary between the
   // layouts, the side that meets NCHW stays NCHW (x_layout, y_layout: runtime/kernels/nhwc_conv.h)
   // and oneDNN reorders it inside the op.
   Result<bool> RewriteConv(ir::Node& n) {

@@ -1,4 +1,4 @@
-// Channels-last layout for the CPU backend's plan (docs/architecture.md, "Layouts").
+// Channels-last layout for the CPU backend's plan (docs/architecture.md, "Layouts on the CPU").
 //
 // oneDNN's convolutions on x86-64 run in NHWC (its `acdb`), while ONNX tensors are NCHW. Left
 // to the runtime, every Conv whose neighbours are not oneDNN ops reorders its X into NHWC and
@@ -23,7 +23,8 @@
 //
 // The values keep their dtypes; a value `v` in NHWC is `v#nhwc`. The pass changes no result
 // (every rewritten op computes the same elements), so one plan serves the interpreter, the
-// native code and Kiln's kernels alike. The CUDA plan keeps NCHW (cuDNN's choice is its own).
+// native code and Kiln's kernels alike. The CUDA plan keeps NCHW (cuDNN's choice is its own),
+// and so does `kiln compile --cpu-layout nchw` (CompileOptions::cpu_channels_last).
 #pragma once
 
 #include <string>
