@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/cpu/onednn/onednn.h"
+
 namespace kiln::cpu {
 namespace {
 
@@ -26,6 +28,13 @@ int64_t BlockLength(int64_t m, int64_t n, int64_t k) {
 }
 
 }  // namespace
+
+void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (work >= kOneDnnSgemmMinWork && OneDnnSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  BlasSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k) { return n >= m ? BlockLength(m, n, k) : n; }
 

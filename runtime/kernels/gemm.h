@@ -37,10 +37,22 @@ void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, 
 // same bits.
 int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k);
 
-// The same product in one call on the calling thread: cblas_sgemm, or the portable GEMM.
-// As in BLAS, C is not read when beta == 0 (NaNs there do not propagate). Allocates nothing.
+// The same product in one call on the calling thread: oneDNN's dnnl_sgemm in a runtime built
+// with oneDNN for products of at least kOneDnnSgemmMinWork multiply-adds, else BlasSgemm. As
+// in BLAS, C is not read when beta == 0 (NaNs there do not propagate). Allocates nothing.
+// Why oneDNN first: Debian's OpenBLAS runs its Haswell (AVX2) kernels on AMD Zen 4/5 CPUs
+// that have AVX-512, and dnnl_sgemm its AVX-512 ones. Measured on this project's 2-core AMD
+// EPYC (1 thread, GFLOP/s, OpenBLAS against oneDNN): 64x1500x64 (attention's Q.K^T strip)
+// 111 against 170; 128x768x768 124 against 249; 3136x96x96 121 against 259; 1x768x768 11
+// against 47; 32x32x32 96 against 141. Below 16^3 oneDNN's call costs more (8x8x8: 0.06
+// against 0.19 us), hence the threshold.
+inline constexpr double kOneDnnSgemmMinWork = double{1 << 14};
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The product on the build's BLAS: cblas_sgemm, or the portable GEMM. Same contract.
+void BlasSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // The float64 product, the same contract, on the calling thread (cblas_dgemm, or the
 // portable GEMM).

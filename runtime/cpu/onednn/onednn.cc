@@ -969,6 +969,12 @@ ThreadPool::TeamFn OpenMpTeam() {
 
 bool OneDnnBuilt() { return true; }
 
+bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  OmpThreads one(1);
+  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == dnnl_success;
+}
+
 bool OneDnnRunsBFloat16() {
   const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
   const unsigned need = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);

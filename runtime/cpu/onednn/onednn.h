@@ -131,6 +131,13 @@ const std::string& OneDnnVersion();
 // instructions it may use (the CPU's, capped by ONEDNN_MAX_CPU_ISA). False without oneDNN.
 bool OneDnnRunsBFloat16();
 
+// C[m, n] = alpha * op(A) * op(B) + beta * C (gemm.h's Sgemm contract) on oneDNN's dnnl_sgemm,
+// on the calling thread only (its OpenMP team size is 1 for the call), so the bits do not
+// depend on the context's threads. False, with nothing done, without oneDNN or when the call
+// fails (the caller then runs its BLAS). Thread-safe.
+bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 // Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul or Gemm) for the shapes and dtypes
 // of `call` (its data is not read), for a context of `threads` threads. `weights_are_constant`:
 // input 1 (W, B) is a model weight (its data never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).

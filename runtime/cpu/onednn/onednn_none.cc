@@ -15,6 +15,11 @@ const std::string& OneDnnVersion() {
   return none;
 }
 
+bool OneDnnSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
+                 float*, int64_t) {
+  return false;
+}
+
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view, const KernelCall&, int, bool) {
   return Unimplemented("this runtime was built without oneDNN");
 }

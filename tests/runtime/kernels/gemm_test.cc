@@ -1,4 +1,5 @@
-// The CPU backend's GEMM (runtime/kernels/gemm.h: OpenBLAS in the normal build) and Kiln's
+// The CPU backend's GEMM (runtime/kernels/gemm.h: oneDNN's dnnl_sgemm from 16^3 multiply-adds
+// and OpenBLAS below in the normal build, so the shapes below run both) and Kiln's
 // portable GEMM (runtime/kernels/gemm_portable.h, the runtime's GEMM when built with
 // KILN_WITH_BLAS=OFF; tests/CMakeLists.txt compiles it into this binary when the runtime
 // has BLAS) on the same products: each against a float64/long double sum computed here,
@@ -123,8 +124,12 @@ void CheckAll(Backend backend, Portable portable) {
   }
 }
 
-TEST_CASE("portable GEMM: float32 equals the backend's (OpenBLAS) on odd shapes, transposes, alpha and beta") {
+TEST_CASE("portable GEMM: float32 equals the backend's (oneDNN and OpenBLAS) on odd shapes, transposes, alpha and beta") {
   CheckAll<float>(Sgemm, portable::Sgemm);
+}
+
+TEST_CASE("portable GEMM: float32 equals the build's BLAS (OpenBLAS) on odd shapes, transposes, alpha and beta") {
+  CheckAll<float>(BlasSgemm, portable::Sgemm);
 }
 
 TEST_CASE("portable GEMM: float64 equals the backend's (OpenBLAS) on odd shapes, transposes, alpha and beta") {
