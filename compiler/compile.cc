@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/attention.h"
 #include "compiler/passes/channels_last.h"
 #include "compiler/passes/value_inputs.h"
 #include "compiler/pipeline/stage_work.h"
@@ -31,8 +32,8 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
 
 // The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
 // folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h) and
-// keeps NCHW; the CPU backend folds every activation and runs 2-D Convs in NHWC
-// (passes/channels_last.h). Where the two differ, the entry gets a plan for each backend
+// keeps NCHW; the CPU backend folds every activation, runs 2-D Convs in NHWC
+// (passes/channels_last.h) and attention as one op (passes/attention.h). Where the two differ, the entry gets a plan for each backend
 // (EntryRecord::backend: "cuda" first, then "cpu", the same prologue), so that a machine
 // without the GPU runs the plan the CPU is fastest with. Otherwise one plan serves every
 // backend. `plans` holds what was compiled when a stage fails.
@@ -48,10 +49,12 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
       KILN_ASSIGN_OR_RETURN(const ir::Trace cpu_trace,
                             passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny));
-      split = gpu != cpu || (options.cpu_channels_last && passes::ChannelsLastChanges(cpu_trace));
+      split = gpu != cpu || (options.cpu_channels_last && passes::ChannelsLastChanges(cpu_trace)) ||
+              passes::AttentionChanges(entry.trace);
     }
   } else {
     entry.channels_last = fusion && options.cpu_channels_last;  // no GPU plan: the CPU backend's
+    entry.attention = fusion;
   }
   plans->push_back(std::move(entry));
   if (split) {
@@ -60,6 +63,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->back().record.backend = "cpu";
     plans->back().activations = EpilogueActivations::kAny;
     plans->back().channels_last = options.cpu_channels_last;
+    plans->back().attention = true;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

@@ -87,17 +87,18 @@ struct CompileSummary {
   int64_t nvrtc_ns = 0;       // wall time of code generation and NVRTC
 };
 
-// The `fusion` stage on its own: epilogues folded into MatMul/Gemm/Conv
+// The `fusion` stage on its own: attention made one op, epilogues folded into MatMul/Gemm/Conv
 // (compiler/passes/epilogue.h), with `channels_last` 2-D Convs in NHWC
 // (compiler/passes/channels_last.h), then fused regions (compiler/fusion/fusion.h). `folded`,
 // when not null, receives the trace the fusion read (after those two), the one whose node
 // indices FusedKernel::member_nodes refer to. Appends the stage's log lines to `log`.
 // `activations`: which activations fold into epilogues (kGpuLibraries for an artifact with GPU
-// archs); `channels_last` is for the CPU backend's plan.
+// archs); `channels_last` and `attention` (compiler/passes/attention.h, run first) are for the
+// CPU backend's plan.
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny,
-                              bool channels_last = false);
+                              bool channels_last = false, bool attention = false);
 
 // A frontend's `import` stage: the trace of the model with the given input dims fixed (name ->
 // dims, -1 keeps a dim as declared; empty: the model's own shapes). The driver calls it once,

@@ -1,10 +1,12 @@
-// The fusion stage (pipeline.h, compile.h FusionStage): epilogues folded into MatMul, Gemm and
-// Conv (passes/epilogue.h), for the CPU backend's plan its 2-D Convs in NHWC
+// The fusion stage (pipeline.h, compile.h FusionStage): for the CPU backend's plan, attention as
+// one op (passes/attention.h); epilogues folded into MatMul, Gemm and Conv (passes/epilogue.h),
+// for the CPU backend's plan its 2-D Convs in NHWC
 // (passes/channels_last.h), then fused regions (fusion/fusion.h), each becoming one generated
 // kernel.
 #include <fmt/format.h>
 
 #include "compiler/fusion/fusion.h"
+#include "compiler/passes/attention.h"
 #include "compiler/passes/channels_last.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/pipeline/stage_work.h"
@@ -12,9 +14,14 @@
 namespace kiln::compiler {
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last) {
+                              ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last, bool attention) {
   std::vector<std::string> epilogues;
-  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues, passes::FoldEpilogues(canonical, &epilogues, activations));
+  ir::Trace attended;
+  if (attention) {
+    KILN_ASSIGN_OR_RETURN(attended, passes::FuseAttention(canonical, &epilogues));
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues,
+                        passes::FoldEpilogues(attention ? attended : canonical, &epilogues, activations));
   if (channels_last) {
     KILN_ASSIGN_OR_RETURN(with_epilogues, passes::ToChannelsLast(with_epilogues, &epilogues));
   }
@@ -33,7 +40,8 @@ Status RunFusion(StageWork& work, StageOutput& out) {
   EntryWork& e = *work.entry;
   std::vector<std::string> lines;
   int kernels = 0;
-  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations, e.channels_last));
+  KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations, e.channels_last,
+                                               e.attention));
   e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
   const std::string label = EntryLabel(e.record);

@@ -56,6 +56,10 @@ struct EntryWork {
   // Whether the fusion stage puts 2-D Convs in NHWC (passes/channels_last.h): for a plan the
   // CPU backend runs.
   bool channels_last = false;
+  // Whether the fusion stage makes each recognised attention one Attention op
+  // (passes/attention.h): for a plan the CPU backend runs (the CUDA backend has no Attention
+  // yet, and runs the MatMuls and Softmax on cuBLASLt and generated kernels).
+  bool attention = false;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
 

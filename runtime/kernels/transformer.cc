@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "runtime/kernels/families.h"
+#include "runtime/kernels/attention_rows.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/half.h"
@@ -200,20 +201,35 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
   return Status::Ok();
 }
 
+// The online softmax's tiles: kQueryBlock query rows against kKeyBlock keys at a time
+// (flash attention's loop, Dao et al. 2022): a score tile of 64 x 512 floats (128 KiB) stays in
+// L2, where the whole [Sq, T] score matrix of a head would not (Whisper's 1500 x 1500: 9 MB).
+// The query blocks are spread over kSlots scratch slots, each run by one thread at a time; a
+// block's result does not depend on its slot, so the bits do not depend on the thread count.
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 512, kSlots = 16;
+
 // Workspace (float32): Q [B,Hq,Sq,D]; the whole K and V, past then new, [B,Hkv,T,D] and
-// [B,Hkv,T,Dv]; one head's scores [Sq,T] and output [Sq,Dv].
+// [B,Hkv,T,Dv]; then per slot a score tile [bq, bk], the output rows [bq, Dv] and each row's
+// running max and sum. bk is T when qk_matmul_output_mode 3 is asked for (the probabilities
+// need the whole row's sum before they are written).
 struct AttentionScratch {
-  int64_t q = 0, k = 0, v = 0, scores = 0, y = 0;
-  explicit AttentionScratch(const AttentionShape& a)
+  int64_t q = 0, k = 0, v = 0, bq = 0, bk = 0, slot = 0, slots = 0;
+  AttentionScratch(const AttentionShape& a, bool whole_rows)
       : q(a.batch * a.q_heads * a.q_seq * a.head), k(a.batch * a.kv_heads * a.total * a.head),
-        v(a.batch * a.kv_heads * a.total * a.v_head), scores(a.q_seq * a.total), y(a.q_seq * a.v_head) {}
-  int64_t floats() const { return q + k + v + scores + y; }
+        v(a.batch * a.kv_heads * a.total * a.v_head), bq(std::min(a.q_seq, kQueryBlock)),
+        bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 2 * bq),
+        slots(std::min(kSlots, a.batch * a.q_heads * ((a.q_seq + kQueryBlock - 1) / kQueryBlock))) {}
+  int64_t floats() const { return q + k + v + slots * slot; }
 };
 
-size_t AttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef>) {
+bool WholeRows(const AttrMap& attrs, std::span<const TensorRef> outputs) {
+  return outputs.size() > 3 && outputs[3].present() && attrs.GetInt("qk_matmul_output_mode", 0) == 3;
+}
+
+size_t AttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
   AttentionShape a;
   if (!ReadAttentionShape(attrs, inputs, &a).ok()) return 0;
-  return static_cast<size_t>(AttentionScratch(a).floats()) * sizeof(float);
+  return static_cast<size_t>(AttentionScratch(a, WholeRows(attrs, outputs)).floats()) * sizeof(float);
 }
 
 // Offsets of element (b, h, s, 0) of a Q/K/V-layout tensor: [B,H,S,D] or [B,S,H*D].
@@ -247,20 +263,29 @@ struct BiasSource {
   const TensorRef* nonpad = nullptr;
   int64_t past = 0, q_seq = 0;
 
-  // Adds the bias to `row` (`total` keys) and sets *max to the row's new maximum (NaNs
-  // aside). Returns whether every key is masked (the bias is -inf throughout).
-  bool AddTo(int64_t b, int64_t h, int64_t i, int64_t total, float* row, float* max) const {
-    int64_t limit = total;  // keys at or past it are padding
+  // Whether the bias is the mask alone, float32, contiguous along the keys and spanning all
+  // `total` of them, so that a row's bias is mask + MaskOffset(b, h, i) (or none at all).
+  bool Plain(int64_t total) const {
+    return !causal && !nonpad &&
+           (!mask || (mask->dtype == DType::kFloat32 && mask_strides[3] == 1 && mask_len == total));
+  }
+  int64_t MaskOffset(int64_t b, int64_t h, int64_t i) const {
+    return b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2];
+  }
+
+  // Adds the bias of keys [j0, j1) to `row` (row[0] is key j0) and returns the row's new
+  // maximum (NaNs aside; -inf when every key is masked).
+  float AddTo(int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float* row) const {
+    int64_t limit = j1;  // keys at or past it are padding
     int64_t frontier = i + past;
     if (nonpad) {
       const int64_t n = nonpad->as<const int64_t>()[b];
       limit = std::min(limit, n);
       frontier = i + n - q_seq;
     }
-    bool all_masked = true;
-    *max = kNegInf;
-    const int64_t at = b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2];
-    for (int64_t j = 0; j < total; ++j) {
+    float max = kNegInf;
+    const int64_t at = MaskOffset(b, h, i);
+    for (int64_t j = j0; j < j1; ++j) {
       float v = 0;
       if (mask) {
         const int64_t m = at + j * mask_strides[3];
@@ -269,11 +294,11 @@ struct BiasSource {
         else v = Load(*mask, m);
       }
       if (j >= limit || (causal && j > frontier)) v += kNegInf;
-      if (!(v == kNegInf)) all_masked = false;
-      row[j] += v;
-      if (row[j] > *max) *max = row[j];
+      float& x = row[j - j0];
+      x += v;
+      if (x > max) max = x;
     }
-    return all_masked;
+    return max;
   }
 };
 
@@ -341,13 +366,13 @@ Status Attention(const KernelCall& call) {
   KILN_RETURN_IF_ERROR(CheckAttentionOutputs(call, a));
   BiasSource bias;
   KILN_RETURN_IF_ERROR(ReadBias(call, a, &bias));
-  const AttentionScratch sizes(a);
+  const bool whole_rows = WholeRows(call.attrs, call.outputs);
+  const AttentionScratch sizes(a, whole_rows);
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(sizes.floats()) * sizeof(float), kName));
   float* wq = static_cast<float*>(call.workspace);
   float* wk = wq + sizes.q;
   float* wv = wk + sizes.k;
-  float* scores = wv + sizes.v;
-  float* wy = scores + sizes.scores;
+  float* slots = wv + sizes.v;
 
   const HeadLayout q_layout(a.three_d, a.q_heads, a.q_seq, a.head);
   Gather(q, q_layout, a.batch, a.q_heads, a.q_seq, a.head, a.q_seq, 0, wq);
@@ -364,57 +389,91 @@ Status Attention(const KernelCall& call) {
     for (int64_t i = 0; i < sizes.k; ++i) Store(*pk, i, wk[i]);
   if (const TensorRef* pv = OptionalOutput(call, 2))
     for (int64_t i = 0; i < sizes.v; ++i) Store(*pv, i, wv[i]);
+  if (sizes.slots == 0) return Status::Ok();  // no query rows
 
   const float scale = call.attrs.Has("scale") ? call.attrs.GetFloat("scale", 1.0f)
                                               : static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head)));
   const float softcap = call.attrs.GetFloat("softcap", 0.0f);
   const TensorRef* qk_out = OptionalOutput(call, 3);
   const int64_t mode = call.attrs.GetInt("qk_matmul_output_mode", 0);
-  const int64_t group = a.q_heads / a.kv_heads, t = a.total;
-  const HeadLayout y_layout(a.three_d, a.q_heads, a.q_seq, a.v_head);
-  for (int64_t b = 0; b < a.batch; ++b)
-    for (int64_t h = 0; h < a.q_heads; ++h) {
-      const float* qh = wq + (b * a.q_heads + h) * a.q_seq * a.head;
-      const int64_t kvh = b * a.kv_heads + h / group;
-      if (a.q_seq > 0 && t > 0 && a.head > 0) {
-        Sgemm(false, true, a.q_seq, t, a.head, scale, qh, a.head, wk + kvh * t * a.head, a.head, 0.0f, scores, t);
+  const int64_t group = a.q_heads / a.kv_heads, t = a.total, dv = a.v_head;
+  const int64_t q_blocks = (a.q_seq + kQueryBlock - 1) / kQueryBlock;
+  const HeadLayout y_layout(a.three_d, a.q_heads, a.q_seq, dv);
+  const AttentionRows& rows = ActiveAttentionRows();
+  const bool plain_bias = bias.Plain(t) && !qk_out && softcap == 0;
+
+  // Query block `u` (of head (b, h)) in `slot`: for each tile of keys, the scores S = scale Q K^T,
+  // each row's running max m and sum l, the output rows O rescaled by exp(m_old - m_new) and
+  // O += exp(S - m_new) V; at the end O / l (0 where every key is masked).
+  auto run_block = [&](int64_t u, float* slot) {
+    const int64_t bh = u / q_blocks, i0 = (u % q_blocks) * kQueryBlock;
+    const int64_t b = bh / a.q_heads, h = bh % a.q_heads, kvh = b * a.kv_heads + h / group;
+    const int64_t rows_n = std::min(kQueryBlock, a.q_seq - i0);
+    float* scores = slot;
+    float* o = scores + sizes.bq * sizes.bk;
+    float* row_max = o + sizes.bq * dv;
+    float* row_sum = row_max + sizes.bq;
+    const float* qh = wq + (bh * a.q_seq + i0) * a.head;
+    const float* kh = wk + kvh * t * a.head;
+    const float* vh = wv + kvh * t * dv;
+    for (int64_t i = 0; i < rows_n; ++i) row_max[i] = kNegInf, row_sum[i] = 0;
+    for (int64_t i = 0; i < rows_n * dv; ++i) o[i] = 0;
+    const int64_t qk_base = bh * a.q_seq * t;
+    for (int64_t j0 = 0; j0 < t; j0 += sizes.bk) {
+      const int64_t cols = std::min(sizes.bk, t - j0);
+      if (a.head > 0) {
+        Sgemm(false, true, rows_n, cols, a.head, scale, qh, a.head, kh + j0 * a.head, a.head, 0.0f, scores, cols);
       } else {
-        for (int64_t i = 0; i < a.q_seq * t; ++i) scores[i] = 0;
+        for (int64_t e = 0; e < rows_n * cols; ++e) scores[e] = 0;
       }
-      const int64_t qk_base = (b * a.q_heads + h) * a.q_seq * t;
-      for (int64_t i = 0; i < a.q_seq; ++i) {
-        float* row = scores + i * t;
+      for (int64_t r = 0; r < rows_n; ++r) {
+        float* row = scores + r * cols;
+        const int64_t i = i0 + r;
         auto emit = [&](int64_t when) {
           if (qk_out && mode == when)
-            for (int64_t j = 0; j < t; ++j) Store(*qk_out, qk_base + i * t + j, row[j]);
+            for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j]);
         };
-        emit(0);
-        if (softcap > 0)
-          for (int64_t j = 0; j < t; ++j) row[j] = softcap * std::tanh(row[j] / softcap);
-        emit(1);
-        float max = kNegInf;
-        const bool all_masked = bias.AddTo(b, h, i, t, row, &max);
-        emit(2);
-        if (all_masked || max == kNegInf) {
-          for (int64_t j = 0; j < t; ++j) row[j] = 0;
+        float tile_max;
+        if (plain_bias) {
+          const float* m = bias.mask ? bias.mask->as<const float>() + bias.MaskOffset(b, h, i) + j0 : nullptr;
+          tile_max = rows.add_max(row, m, cols);
         } else {
-          float sum = 0;
-          for (int64_t j = 0; j < t; ++j) sum += row[j] = std::exp(row[j] - max);
-          for (int64_t j = 0; j < t; ++j) row[j] /= sum;
+          emit(0);
+          if (softcap > 0)
+            for (int64_t j = 0; j < cols; ++j) row[j] = softcap * std::tanh(row[j] / softcap);
+          emit(1);
+          tile_max = bias.AddTo(b, h, i, j0, j0 + cols, row);
+          emit(2);
         }
-        emit(3);
+        const float m_new = std::max(row_max[r], tile_max);
+        if (m_new == kNegInf) {  // every key so far is masked: nothing to add
+          for (int64_t j = 0; j < cols; ++j) row[j] = 0;
+          emit(3);
+          continue;
+        }
+        const float correction = std::exp(row_max[r] - m_new);  // 0 for the first keys
+        row_max[r] = m_new;
+        row_sum[r] = row_sum[r] * correction + rows.exp_sum(row, cols, m_new);
+        if (correction != 1)
+          for (int64_t d = 0; d < dv; ++d) o[r * dv + d] *= correction;
+        if (qk_out && mode == 3)  // whole rows: the sum is final
+          for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j] / row_sum[r]);
       }
-      if (a.q_seq > 0 && a.v_head > 0 && t > 0) {
-        Sgemm(false, false, a.q_seq, a.v_head, t, 1.0f, scores, t, wv + kvh * t * a.v_head, a.v_head, 0.0f, wy,
-              a.v_head);
-      } else {
-        for (int64_t i = 0; i < a.q_seq * a.v_head; ++i) wy[i] = 0;
-      }
-      for (int64_t i = 0; i < a.q_seq; ++i) {
-        const int64_t dst = y_layout.at(b, h, i);
-        for (int64_t d = 0; d < a.v_head; ++d) Store(y, dst + d, wy[i * a.v_head + d]);
-      }
+      if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * dv, dv, 1.0f, o, dv);
     }
+    for (int64_t r = 0; r < rows_n; ++r) {
+      const float inv = row_sum[r] == 0 ? 0.0f : 1.0f / row_sum[r];  // NaN stays NaN
+      const int64_t dst = y_layout.at(b, h, i0 + r);
+      for (int64_t d = 0; d < dv; ++d) Store(y, dst + d, o[r * dv + d] * inv);
+    }
+  };
+  const int64_t blocks = a.batch * a.q_heads * q_blocks;
+  const int64_t block_work = std::min(kQueryBlock, a.q_seq) * t * (a.head + dv);
+  ParallelFor(call.threads, sizes.slots, MinItemsPerPart(block_work * blocks / sizes.slots),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t s = begin; s < end; ++s)
+                  for (int64_t u = s; u < blocks; u += sizes.slots) run_block(u, slots + s * sizes.slot);
+              });
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/half.h"
+#include "tests/random_floats.h"
 #include "tests/runtime/kernels/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -162,6 +163,70 @@ TEST_CASE("Attention: float16 storage, and bad inputs") {
 
 // Rotary on one head of 4 values, x = [1,2,3,4], at position 1 whose angles are pi/2 (first
 // pair) and 0 (second pair): a pair (x1, x2) at pi/2 becomes (-x2, x1).
+// softmax(scale Q K^T + mask) V in float64, per (b, h, query row); a row whose every key is
+// masked (-inf) gives zeros, as ONNX's Attention does.
+std::vector<float> ReferenceAttention(const std::vector<float>& q, const std::vector<float>& k,
+                                      const std::vector<float>& v, const std::vector<float>* mask, int64_t heads,
+                                      int64_t sq, int64_t t, int64_t d, int64_t dv, double scale, bool causal) {
+  std::vector<float> y(static_cast<size_t>(heads * sq * dv));
+  std::vector<double> s(static_cast<size_t>(t));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < sq; ++i) {
+      double max = -INFINITY;
+      for (int64_t j = 0; j < t; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < d; ++e) dot += double{q[(h * sq + i) * d + e]} * k[(h * t + j) * d + e];
+        s[j] = scale * dot + (mask ? (*mask)[i * t + j] : 0.0) + (causal && j > i ? -INFINITY : 0.0);
+        max = std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < t; ++j) sum += s[j] = max == -INFINITY ? 0 : std::exp(s[j] - max);
+      for (int64_t e = 0; e < dv; ++e) {
+        double acc = 0;
+        for (int64_t j = 0; j < t; ++j) acc += s[j] * v[(h * t + j) * dv + e];
+        y[(h * sq + i) * dv + e] = static_cast<float>(sum == 0 ? 0 : acc / sum);
+      }
+    }
+  return y;
+}
+
+// 130 queries and 1100 keys cross the kernel's tiles (64 queries, 512 keys), so the online
+// softmax rescales rows between key tiles; head sizes 20 and 24 are not powers of two. The
+// mask holds -inf entries, one row masked throughout and one masked but for its last key (in
+// the last tile), against the float64 reference.
+TEST_CASE("Attention: tiles of queries and keys (online softmax) against float64, with masks and causal") {
+  const int64_t heads = 2, sq = 130, t = 1100, d = 20, dv = 24;
+  const std::vector<float> qv = kiln::testing::RandomFloats(heads * sq * d, 11);
+  const std::vector<float> kv = kiln::testing::RandomFloats(heads * t * d, 12);
+  const std::vector<float> vv = kiln::testing::RandomFloats(heads * t * dv, 13);
+  std::vector<float> mv = kiln::testing::RandomFloats(sq * t, 14, -3.0f, 1.0f);
+  for (size_t i = 0; i < mv.size(); i += 7) mv[i] = -INFINITY;
+  for (int64_t j = 0; j < t; ++j) mv[5 * t + j] = -INFINITY, mv[70 * t + j] = j == t - 1 ? 0.0f : -INFINITY;
+  auto q = Floats({1, heads, sq, d}, qv), k = Floats({1, heads, t, d}, kv), v = Floats({1, heads, t, dv}, vv);
+  auto mask = Floats({sq, t}, mv);
+  const double scale = 0.3;
+  AttrMap attrs;
+  attrs.SetFloat("scale", static_cast<float>(scale));
+  auto check = [&](const std::vector<float>& got, const std::vector<float>& want) {
+    REQUIRE(got.size() == want.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= 2e-5f + 2e-5f * std::fabs(want[i]));
+    CHECK(bad == 0);
+  };
+  auto y = Output(DType::kFloat32, {1, heads, sq, dv});
+  REQUIRE(RunKernel("Attention", attrs, {&q, &k, &v, &mask}, {&y}).ok());
+  const std::vector<float> want = ReferenceAttention(qv, kv, vv, &mv, heads, sq, t, d, dv, scale, false);
+  check(y.values<float>(), want);
+  CHECK(y.values<float>()[5 * dv] == 0.0f);  // row 5 of head 0: every key masked
+  CHECK(y.values<float>()[70 * dv] == doctest::Approx(vv[(t - 1) * dv]).epsilon(1e-6));  // only the last key
+
+  AttrMap causal = attrs;
+  causal.SetInt("is_causal", 1);
+  auto yc = Output(DType::kFloat32, {1, heads, sq, dv});
+  REQUIRE(RunKernel("Attention", causal, {&q, &k, &v}, {&yc}).ok());
+  check(yc.values<float>(), ReferenceAttention(qv, kv, vv, nullptr, heads, sq, t, d, dv, scale, true));
+}
+
 TEST_CASE("RotaryEmbedding: halves, interleaved, partial rotation, 3-D input") {
   auto x = Floats({1, 1, 1, 4}, {1, 2, 3, 4});
   auto cos = Floats({2, 2}, {1, 1, 0, 1});  // positions 0 and 1

@@ -1,0 +1,406 @@
+#include "compiler/passes/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compiler/ops/registry.h"
+#include "runtime/kernels/float_storage.h"
+
+namespace kiln::passes {
+namespace {
+
+constexpr int kRank = 4;
+
+bool FloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+
+// What the chain matched for one Softmax.
+struct Match {
+  int qk = -1, softmax = -1, pv = -1;  // node indices
+  std::vector<int> absorbed;           // nodes the Attention node replaces
+  ir::ValueId q = ir::kNoValue, kt = ir::kNoValue, v = ir::kNoValue;
+  ir::ValueId mask = ir::kNoValue, cond = ir::kNoValue;  // additive mask; Where's condition
+  double scale = 1;
+  // K: `k` as it is, or Transpose(k_from, k_perm) when k_perm is set.
+  ir::ValueId k = ir::kNoValue;
+  std::vector<int64_t> k_perm;
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const ir::Trace& t)
+      : t_(t), uses_(t.values.size(), 0), readers_(t.values.size()), producer_(t.values.size(), -1),
+        scopes_(ir::LoopScopes(t.body.nodes)) {
+    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
+      const ir::Node& n = t.body.nodes[i];
+      for (ir::ValueId id : n.inputs) {
+        if (id == ir::kNoValue) continue;
+        ++uses_[id];
+        readers_[id].push_back(static_cast<int>(i));
+      }
+      for (ir::ValueId id : n.outputs)
+        if (id != ir::kNoValue) producer_[id] = static_cast<int>(i);
+      for (const auto& [name, block] : n.blocks) CountBlock(*block);
+    }
+    for (ir::ValueId id : t.outputs)
+      if (id != ir::kNoValue) ++uses_[id];
+  }
+
+  // Matches the chain ending in Softmax node `s`; on failure, `why` says what did not match and
+  // `near` whether a MatMul was next to the Softmax (so the compile log should say why).
+  bool Run(int s, Match* m, std::string* why, bool* near) {
+    const ir::Node& softmax = Node(s);
+    *near = false;
+    m->softmax = s;
+    const ir::ValueId x = softmax.inputs[0];
+    ir::ValueId p = softmax.outputs[0];
+    *near = t_.value(x).rank() == kRank;  // [batch, heads, queries, keys]
+    if (!Plain(softmax) || t_.value(x).rank() != kRank || !FloatType(t_.value(x).dtype))
+      return Fail(why, "its input is not a rank-4 float tensor at the top level");
+    const int64_t axis = softmax.attrs.GetInt("axis", -1);
+    if (axis != -1 && axis != kRank - 1) return Fail(why, fmt::format("its axis is {}, not the last", axis));
+    p = ZeroedNaNs(p, m);
+    m->pv = Sole(p);
+    if (m->pv < 0 || Node(m->pv).op != "MatMul" || Node(m->pv).inputs.size() != 2 || Node(m->pv).inputs[0] != p)
+      return Fail(why, "its output is not read by one MatMul alone, as its left operand");
+    m->v = Node(m->pv).inputs[1];
+    // Back from the Softmax: the mask, the boolean mask, the scale, then the MatMul.
+    ir::ValueId cur = x;
+    int reader = s;
+    bool scaled = false, where = false;
+    while (true) {
+      const int i = producer_[cur];
+      if (i < 0) return Fail(why, "its input is not computed by a MatMul");
+      const ir::Node& n = Node(i);
+      if (Sole(cur) != reader || !Plain(n))
+        return Fail(why, fmt::format("'{}' ({}) on its way from the MatMul is read by other ops too", n.name, n.op));
+      m->absorbed.push_back(i);
+      reader = i;
+      if (n.op == "MatMul") {
+        m->qk = i;
+        break;
+      }
+      if (std::optional<double> c = ScaleOf(n, &cur)) {
+        m->scale *= *c;
+        scaled = true;
+        continue;
+      }
+      if (n.op == "Where" && n.inputs.size() == 3 && !where && m->mask == ir::kNoValue && !scaled) {
+        const std::optional<double> fill = Scalar(n.inputs[2]);
+        if (!fill || !(*fill <= -1e4) || t_.value(n.inputs[0]).dtype != DType::kBool)
+          return Fail(why, fmt::format("Where '{}' does not fill the masked scores with a constant <= -1e4", n.name));
+        m->cond = n.inputs[0];
+        cur = n.inputs[1];
+        where = true;
+        continue;
+      }
+      if (n.op == "Add" && n.inputs.size() == 2 && m->mask == ir::kNoValue && !where && !scaled) {
+        // The chain's operand is the one of the Add's own shape that some op computes.
+        const ir::ValueId a = n.inputs[0], b = n.inputs[1];
+        const bool a_chain = Chainable(a, n), b_chain = Chainable(b, n);
+        if (!a_chain && !b_chain) return Fail(why, fmt::format("Add '{}' adds no score matrix", n.name));
+        cur = a_chain ? a : b;
+        m->mask = a_chain ? b : a;
+        continue;
+      }
+      if ((n.op == "Add" || n.op == "Where") && scaled)
+        return Fail(why, fmt::format("{} '{}' masks the scores before they are scaled", n.op, n.name));
+      return Fail(why, fmt::format("the scores pass through {} '{}', which is not a scale or a mask", n.op, n.name));
+    }
+    const ir::Node& qk = Node(m->qk);
+    if (qk.inputs.size() != 2) return Fail(why, fmt::format("MatMul '{}' has an epilogue", qk.name));
+    m->q = Unscaled(qk.inputs[0], m->qk, m);
+    m->kt = Unscaled(qk.inputs[1], m->qk, m);
+    // Shapes: Q [b, h, Sq, D], Kt [b, h, D, T], V [b, h, T, Dv].
+    const ir::Value &q = t_.value(m->q), &kt = t_.value(m->kt), &v = t_.value(m->v);
+    if (q.rank() != kRank || kt.rank() != kRank || v.rank() != kRank || q.dtype != kt.dtype || q.dtype != v.dtype)
+      return Fail(why, "Q, K and V are not rank-4 tensors of one dtype");
+    for (int d = 0; d < 2; ++d)
+      if (!q.shape[d].Same(kt.shape[d]) || !q.shape[d].Same(v.shape[d]))
+        return Fail(why, fmt::format("Q {}, K^T {} and V {} differ in dim {} (grouped or broadcast heads)",
+                                     ShapeText(q), ShapeText(kt), ShapeText(v), d));
+    if (!q.shape[3].Same(kt.shape[2]) || !kt.shape[3].Same(v.shape[2]))
+      return Fail(why, fmt::format("Q {}, K^T {} and V {} do not chain", ShapeText(q), ShapeText(kt), ShapeText(v)));
+    if (m->mask != ir::kNoValue) {
+      const ir::Value& mask = t_.value(m->mask);
+      if (mask.dtype != q.dtype || mask.rank() > kRank || mask.rank() < 1 || !mask.shape.back().Same(kt.shape[3]))
+        return Fail(why, fmt::format("the mask {} {} is not of Q's dtype, or does not span the {} keys",
+                                     DTypeName(mask.dtype), ShapeText(mask), kt.shape[3].ToString()));
+    }
+    if (m->cond != ir::kNoValue) {
+      const ir::Value& c = t_.value(m->cond);
+      if (c.rank() > kRank || c.rank() < 1 || !c.shape.back().Same(kt.shape[3]))
+        return Fail(why, fmt::format("the boolean mask {} does not span the {} keys", ShapeText(c),
+                                     kt.shape[3].ToString()));
+    }
+    UntransposeK(m);
+    m->absorbed.push_back(s);
+    m->absorbed.push_back(m->pv);
+    return true;
+  }
+
+ private:
+  const ir::Node& Node(int i) const { return t_.body.nodes[static_cast<size_t>(i)]; }
+  bool Plain(const ir::Node& n) const {
+    return n.when.empty() && n.blocks.empty() && scopes_[&n - t_.body.nodes.data()] < 0 && !n.outputs.empty() &&
+           n.outputs[0] != ir::kNoValue;
+  }
+  static bool Fail(std::string* why, std::string text) {
+    *why = std::move(text);
+    return false;
+  }
+  static std::string ShapeText(const ir::Value& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.shape.size(); ++i) s += (i ? ", " : "") + v.shape[i].ToString();
+    return s + "]";
+  }
+  void CountBlock(const ir::Block& b) {
+    for (const ir::Node& n : b.nodes) {
+      for (ir::ValueId id : n.inputs)
+        if (id != ir::kNoValue) ++uses_[id];
+      for (const auto& [name, block] : n.blocks) CountBlock(*block);
+    }
+    for (ir::ValueId id : b.outputs)
+      if (id != ir::kNoValue) ++uses_[id];
+  }
+  // The only reader of `id` (a top-level node) when it has exactly one use; -1 otherwise.
+  int Sole(ir::ValueId id) const { return uses_[id] == 1 && readers_[id].size() == 1 ? readers_[id][0] : -1; }
+  // The value of a one-element float constant.
+  std::optional<double> Scalar(ir::ValueId id) const {
+    if (id == ir::kNoValue || !t_.value(id).is_const() || !FloatType(t_.value(id).dtype)) return std::nullopt;
+    const ir::ConstData& d = *t_.value(id).data;
+    if (d.num_elements() != 1) return std::nullopt;
+    return d.FloatAt(0);
+  }
+  // For Mul(x, c), Mul(c, x) or Div(x, c) with c a finite nonzero one-element float constant:
+  // the factor (1/c for Div), and *x set to x.
+  std::optional<double> ScaleOf(const ir::Node& n, ir::ValueId* x) const {
+    if ((n.op != "Mul" && n.op != "Div") || n.inputs.size() != 2) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      if (n.op == "Div" && side == 0) continue;  // Div's constant is the divisor
+      const std::optional<double> c = Scalar(n.inputs[side]);
+      if (!c || !std::isfinite(*c) || *c == 0) continue;
+      const ir::ValueId other = n.inputs[1 - side];
+      if (t_.value(other).is_const()) return std::nullopt;
+      *x = other;
+      return n.op == "Div" ? 1.0 / *c : *c;
+    }
+    return std::nullopt;
+  }
+  // Whether Add operand `id` is the score chain: not a constant, of the Add's output shape,
+  // and computed by a MatMul, a scale or a Where.
+  bool Chainable(ir::ValueId id, const ir::Node& add) const {
+    const ir::Value& v = t_.value(id);
+    const ir::Value& y = t_.value(add.outputs[0]);
+    if (v.is_const() || producer_[id] < 0 || v.rank() != y.rank()) return false;
+    for (int d = 0; d < v.rank(); ++d)
+      if (!v.shape[d].Same(y.shape[d])) return false;
+    const std::string& op = Node(producer_[id]).op;
+    return op == "MatMul" || op == "Mul" || op == "Div" || op == "Where";
+  }
+  // Operand `id` of `reader` with its scalings by constants peeled off into m->scale (each
+  // read by the next op alone).
+  ir::ValueId Unscaled(ir::ValueId id, int reader, Match* m) const {
+    while (producer_[id] >= 0 && Sole(id) == reader && Plain(Node(producer_[id]))) {
+      ir::ValueId x = id;
+      const std::optional<double> c = ScaleOf(Node(producer_[id]), &x);
+      if (!c) break;
+      m->scale *= *c;
+      m->absorbed.push_back(producer_[id]);
+      reader = producer_[id];
+      id = x;
+    }
+    return id;
+  }
+  // P, or Where(IsNaN(P), 0, P) when that follows (PyTorch's SDPA export: a row whose every
+  // key is masked gives zeros, as Attention's does), its two nodes absorbed into `m`.
+  ir::ValueId ZeroedNaNs(ir::ValueId p, Match* m) const {
+    if (uses_[p] != 2 || readers_[p].size() != 2) return p;
+    for (int side = 0; side < 2; ++side) {
+      const int isnan = readers_[p][side], where = readers_[p][1 - side];
+      const ir::Node &a = Node(isnan), &w = Node(where);
+      if (a.op != "IsNaN" || w.op != "Where" || !Plain(a) || !Plain(w) || w.inputs.size() != 3 ||
+          Sole(a.outputs[0]) != where || w.inputs[0] != a.outputs[0] || w.inputs[2] != p)
+        continue;
+      const std::optional<double> zero = Scalar(w.inputs[1]);
+      if (!zero || *zero != 0) continue;
+      m->absorbed.insert(m->absorbed.end(), {isnan, where});
+      return w.outputs[0];
+    }
+    return p;
+  }
+
+  // Sets m->k (or m->k_perm) from m->kt: see the header.
+  void UntransposeK(Match* m) {
+    const ir::ValueId kt = m->kt;
+    const int i = producer_[kt];
+    const bool sole = Sole(kt) >= 0;
+    if (i >= 0 && Plain(Node(i)) && Node(i).op == "Transpose") {
+      std::vector<int64_t> perm = Node(i).attrs.GetInts("perm");
+      if (perm.empty()) perm = {3, 2, 1, 0};
+      std::swap(perm[2], perm[3]);
+      m->k = Node(i).inputs[0];
+      if (perm != std::vector<int64_t>{0, 1, 2, 3}) m->k_perm = perm;
+      if (sole) m->absorbed.push_back(i);
+      return;
+    }
+    // dynamo: Kt = Reshape(Transpose(Reshape(K, [b*h, T, D]), [0, 2, 1]), [b, h, D, T]).
+    if (i >= 0 && Plain(Node(i)) && Node(i).op == "Reshape" && sole) {
+      const int tr = producer_[Node(i).inputs[0]];
+      if (tr >= 0 && Plain(Node(tr)) && Node(tr).op == "Transpose" && Sole(Node(i).inputs[0]) == i &&
+          Node(tr).attrs.GetInts("perm") == std::vector<int64_t>{0, 2, 1}) {
+        const int r1 = producer_[Node(tr).inputs[0]];
+        if (r1 >= 0 && Plain(Node(r1)) && Node(r1).op == "Reshape" && Sole(Node(tr).inputs[0]) == tr) {
+          const ir::ValueId k = Node(r1).inputs[0];
+          const ir::Value &kv = t_.value(k), &ktv = t_.value(kt);
+          if (kv.rank() == kRank && kv.shape[0].Same(ktv.shape[0]) && kv.shape[1].Same(ktv.shape[1]) &&
+              kv.shape[2].Same(ktv.shape[3]) && kv.shape[3].Same(ktv.shape[2])) {
+            m->k = k;
+            m->absorbed.insert(m->absorbed.end(), {i, tr, r1});
+            return;
+          }
+        }
+      }
+    }
+    m->k = kt;
+    m->k_perm = {0, 1, 3, 2};
+  }
+
+  const ir::Trace& t_;
+  std::vector<int> uses_;
+  std::vector<std::vector<int>> readers_;
+  std::vector<int> producer_;
+  std::vector<int32_t> scopes_;
+};
+
+struct Found {
+  std::vector<Match> matches;
+  std::vector<std::string> unmatched;  // "Softmax 'name': why"
+};
+
+Found FindAll(const ir::Trace& t) {
+  Found found;
+  Matcher matcher(t);
+  std::set<int> taken;
+  for (size_t s = 0; s < t.body.nodes.size(); ++s) {
+    const ir::Node& n = t.body.nodes[s];
+    if (n.op != "Softmax" || n.inputs.empty() || n.outputs.empty() || n.outputs[0] == ir::kNoValue) continue;
+    Match m;
+    std::string why;
+    bool near = false;
+    if (!matcher.Run(static_cast<int>(s), &m, &why, &near)) {
+      if (near) found.unmatched.push_back(fmt::format("Softmax '{}': {}", n.name, why));
+      continue;
+    }
+    bool overlaps = false;
+    for (int i : m.absorbed) overlaps = overlaps || taken.contains(i);
+    if (overlaps) continue;
+    taken.insert(m.absorbed.begin(), m.absorbed.end());
+    found.matches.push_back(std::move(m));
+  }
+  return found;
+}
+
+ir::ValueId AddScalar(ir::Trace& t, std::string name, DType dtype, double v) {
+  auto data = std::make_shared<ir::ConstData>();
+  data->dtype = dtype;
+  data->dims = {};
+  data->bytes.resize(DTypeSize(dtype));
+  cpu::TensorRef out;
+  out.data = data->bytes.data();
+  out.dtype = dtype;
+  cpu::StoreFloat(out, 0, v);
+  ir::Value value;
+  value.name = std::move(name);
+  value.dtype = dtype;
+  value.data = std::move(data);
+  return t.AddValue(std::move(value));
+}
+
+ir::ValueId NewValue(ir::Trace& t, const std::string& name) {
+  ir::Value v;
+  v.name = name;
+  return t.AddValue(std::move(v));
+}
+
+}  // namespace
+
+bool AttentionChanges(const ir::Trace& trace) { return !FindAll(trace).matches.empty(); }
+
+Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log) {
+  Found found = FindAll(trace);
+  if (log) {
+    if (!found.matches.empty())
+      log->push_back(fmt::format("attention: {} scaled dot-product attentions -> Attention", found.matches.size()));
+    for (const std::string& line : found.unmatched) log->push_back("attention not fused: " + line);
+  }
+  if (found.matches.empty()) return trace;
+  ir::Trace t = trace;
+  std::vector<int> at_pv(t.body.nodes.size(), -1);
+  std::vector<bool> drop(t.body.nodes.size(), false);
+  for (size_t k = 0; k < found.matches.size(); ++k) {
+    at_pv[found.matches[k].pv] = static_cast<int>(k);
+    for (int i : found.matches[k].absorbed) drop[i] = true;
+  }
+  std::vector<ir::Node> old = std::move(t.body.nodes);
+  t.body.nodes.clear();
+  for (size_t i = 0; i < old.size(); ++i) {
+    if (at_pv[i] < 0) {
+      if (!drop[i]) t.body.nodes.push_back(std::move(old[i]));
+      continue;
+    }
+    const Match& m = found.matches[at_pv[i]];
+    const ir::Node& qk = old[m.qk];
+    const ir::ValueId y = old[m.pv].outputs[0];
+    const DType dtype = t.value(m.q).dtype;
+    const size_t guards = t.guards.size();
+    ir::ValueId k = m.k;
+    if (!m.k_perm.empty()) {
+      ir::Node tr;
+      tr.op = "Transpose";
+      tr.name = qk.name + "/k";
+      tr.inputs = {m.k};
+      tr.outputs = {NewValue(t, t.value(m.kt).name + "#k")};
+      tr.attrs.SetInts("perm", m.k_perm);
+      KILN_RETURN_IF_ERROR(ir::InferNode(t, tr));
+      k = tr.outputs[0];
+      t.body.nodes.push_back(std::move(tr));
+    }
+    ir::ValueId mask = m.mask;
+    if (m.cond != ir::kNoValue && m.mask != ir::kNoValue) {
+      ir::Node where;
+      where.op = "Where";
+      where.name = qk.name + "/mask";
+      where.inputs = {m.cond, m.mask,
+                      AddScalar(t, qk.name + "/-inf", dtype, -std::numeric_limits<double>::infinity())};
+      where.outputs = {NewValue(t, qk.name + "/mask")};
+      KILN_RETURN_IF_ERROR(ir::InferNode(t, where));
+      mask = where.outputs[0];
+      t.body.nodes.push_back(std::move(where));
+    } else if (m.cond != ir::kNoValue) {
+      mask = m.cond;
+    }
+    ir::Node a;
+    a.op = "Attention";
+    a.name = qk.name;
+    a.inputs = {m.q, k, m.v};
+    if (mask != ir::kNoValue) a.inputs.push_back(mask);
+    a.outputs = {y};
+    a.attrs.SetFloat("scale", static_cast<float>(m.scale));
+    const ir::SymShape expect = t.value(y).shape;
+    KILN_RETURN_IF_ERROR(ir::InferNode(t, a));
+    t.guards.resize(guards);  // the written-out ops' guards hold them already
+    const ir::SymShape& got = t.value(y).shape;
+    bool same = got.size() == expect.size();
+    for (size_t d = 0; same && d < got.size(); ++d) same = got[d].Same(expect[d]);
+    if (!same) return Internal("attention: node '" + a.name + "' infers another shape than the MatMul it replaces");
+    t.body.nodes.push_back(std::move(a));
+  }
+  return t;
+}
+
+}  // namespace kiln::passes

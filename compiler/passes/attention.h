@@ -1,0 +1,47 @@
+// Scaled dot-product attention recognised in the graphs exporters write, and rewritten into
+// ONNX's Attention op (opset 23, 4-D form; compiler/ops/meta_transformer.cc, and its CPU
+// kernel in runtime/kernels/transformer.cc, which never holds the whole score matrix).
+//
+// Matched (walking back from a Softmax over the last axis of a rank-4 float tensor):
+//   S  = MatMul(Q', B')                      Q' [b, h, Sq, D], B' [b, h, D, T]
+//        Q' = Q or Mul(Q, c) or Div(Q, c);  B' = Kt or Mul(Kt, c) or Div(Kt, c)
+//                                            (TorchScript's Whisper, dynamo: the scale split
+//                                            over Q and K)
+//   S' = S, or Mul(S, c), Div(S, c)          the scale (c a one-element float constant)
+//   S" = S', or Where(cond, S', f)           a boolean mask (GPT-2's causal triangle), f a
+//                                            one-element constant <= -1e4 (finfo.min, -inf)
+//   X  = S", or Add(S", M) or Add(M, S")     an additive mask of Q's dtype that broadcasts into
+//                                            S (BERT's (1 - mask) * min, an extended mask),
+//                                            its last dim T (it does not broadcast over keys)
+//   P  = Softmax(X, axis = -1)
+//   P' = P, or Where(IsNaN(P), 0, P)         PyTorch's SDPA export: fully masked rows give 0
+//   Y  = MatMul(P', V)                       V [b, h, T, Dv]
+// with every value between the first MatMul and the last read by the next op only and no
+// model output. b and h must be the same symbols in Q, Kt and V.
+//
+// Written: Y = Attention(Q, K, V[, mask]) with attribute `scale` the product of the scales
+// (1/c for a Div). K is Kt's untransposed form: the input of the Transpose that made Kt (its
+// perm composed), the [b, h, T, D] tensor behind dynamo's Reshape/Transpose/Reshape, or else a
+// new Transpose(Kt, [0, 1, 3, 2]). A Where alone gives the boolean mask (false: -inf); a Where
+// and an Add give the additive mask Where(cond, M, -inf). A query row whose every key is masked
+// then gets zeros where the written-out graph averages the masked scores (ONNX Attention's rule).
+// The Attention node takes the first MatMul's name; it sits where the last MatMul was.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/trace.h"
+#include "kiln/status.h"
+
+namespace kiln::passes {
+
+// Whether FuseAttention would rewrite an attention in `trace`.
+bool AttentionChanges(const ir::Trace& trace);
+
+// `trace` with each matched attention one Attention node. Appends to `log` a line with how
+// many were fused, and one line for each Softmax of a rank-4 tensor that did not match, saying
+// why. kInternal when an Attention node's shape disagrees with its meta function (a bug).
+Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log);
+
+}  // namespace kiln::passes
