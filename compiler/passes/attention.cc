@@ -89,7 +89,7 @@ class Matcher {
         scaled = true;
         continue;
       }
-      if (n.op == "Where" && n.inputs.size() == 3 && !where && m->mask == ir::kNoValue && !scaled) {
+      if (n.op == "Where" && n.inputs.size() == 3 && !where && !scaled) {
         const std::optional<double> fill = Scalar(n.inputs[2]);
         if (!fill || !(*fill <= -1e4) || t_.value(n.inputs[0]).dtype != DType::kBool)
           return Fail(why, fmt::format("Where '{}' does not fill the masked scores with a constant <= -1e4", n.name));

@@ -24,7 +24,8 @@
 // perm composed), the [b, h, T, D] tensor behind dynamo's Reshape/Transpose/Reshape, or else a
 // new Transpose(Kt, [0, 1, 3, 2]). A Where alone gives the boolean mask (false: -inf); a Where
 // and an Add give the additive mask Where(cond, M, -inf). A query row whose every key is masked
-// then gets zeros where the written-out graph averages the masked scores (ONNX Attention's rule).
+// then gets zeros (ONNX Attention's rule) where the written-out graph gives NaN (an -inf mask)
+// or averages V (a finite fill).
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.
 #pragma once
 

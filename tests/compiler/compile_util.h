@@ -135,4 +135,34 @@ inline Result<std::vector<io::HostTensor>> RunToHost(ExecutionContext& ctx, std:
   return result;
 }
 
+// A CPU-only compile's artifact, its log lines and the fusion stage's printed trace of the
+// first entry, for tests of the fusion stage's passes.
+struct CompiledWithLog {
+  std::vector<uint8_t> bytes;
+  std::vector<std::string> log;
+  std::string fusion_trace;
+
+  // Whether a log line contains `text`.
+  bool Logged(const std::string& text) const {
+    for (const std::string& l : log)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+inline CompiledWithLog CompileWithLog(const onnx::ModelProto& m, compiler::CompileOptions options = CpuOnly()) {
+  CompiledWithLog c;
+  options.log = [&](const std::string& line) { c.log.push_back(line); };
+  c.bytes = CompileModel(m, options);
+  auto model = Model::Load(c.bytes);
+  REQUIRE(model.ok());
+  const EntryInfo& e = model->entries().at(0);
+  const auto& names = e.compile.stage_names;
+  size_t i = 0;
+  while (i < names.size() && names[i] != "fusion") ++i;
+  REQUIRE(i < e.stage_traces.size());
+  c.fusion_trace = e.stage_traces[i];
+  return c;
+}
+
 }  // namespace kiln::testing

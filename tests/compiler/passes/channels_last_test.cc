@@ -87,31 +87,15 @@ onnx::ModelProto SplitConcatResize() {
   return m;
 }
 
-struct Compiled {
-  std::vector<uint8_t> bytes;
-  std::vector<std::string> log;
-  std::string fusion_trace;
-};
+using Compiled = CompiledWithLog;
 
-Compiled CompileWithLog(const onnx::ModelProto& m, bool channels_last = true) {
-  Compiled c;
+CompiledWithLog CompileWithLayout(const onnx::ModelProto& m, bool channels_last = true) {
   compiler::CompileOptions options = CpuOnly();
   options.cpu_channels_last = channels_last;
-  options.log = [&](const std::string& line) { c.log.push_back(line); };
-  c.bytes = CompileModel(m, options);
-  auto model = Model::Load(c.bytes);
-  REQUIRE(model.ok());
-  const EntryInfo& e = model->entries().at(0);
-  const auto& names = e.compile.stage_names;
-  const size_t i = std::find(names.begin(), names.end(), "fusion") - names.begin();
-  REQUIRE(i < e.stage_traces.size());
-  c.fusion_trace = e.stage_traces[i];
-  return c;
+  return CompileWithLog(m, options);
 }
 
-bool Logged(const Compiled& c, const std::string& line) {
-  return std::any_of(c.log.begin(), c.log.end(), [&](const std::string& l) { return l.find(line) != std::string::npos; });
-}
+bool Logged(const CompiledWithLog& c, const std::string& line) { return c.Logged(line); }
 
 size_t Occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -165,7 +149,7 @@ TEST_CASE("channels-last: a lone Conv stays NCHW, and a model without a 2-D Conv
 
 TEST_CASE("channels-last: --cpu-layout nchw keeps every Conv as ONNX has it") {
   const onnx::ModelProto m = SqueezeExcite();
-  const Compiled c = CompileWithLog(m, false);
+  const Compiled c = CompileWithLayout(m, false);
   INFO(c.fusion_trace);
   CHECK_FALSE(Logged(c, "channels-last:"));
   CHECK(c.fusion_trace.find("kiln.NhwcConv") == std::string::npos);

@@ -1,0 +1,194 @@
+// Attention recognised in the graphs exporters write (compiler/passes/attention.h): which
+// chains become one Attention node, what the compile log says of those that do not, and that
+// the fused model computes what the written-out graph does (compiled with --no-fuse, op by op
+// on Kiln's kernels: MatMul, Softmax, Where).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/random_floats.h"
+
+namespace kiln::testing {
+namespace {
+
+constexpr int64_t kHeads = 2, kQueries = 5, kKeys = 7, kHead = 6;
+
+// Inputs q [1, H, Sq, D], k [1, H, T, D], v [1, H, T, D] and, when `mask`, m [1, 1, Sq, T] with
+// -inf entries and query row 1 masked throughout.
+struct Inputs {
+  std::vector<float> q = kiln::testing::RandomFloats(kHeads * kQueries * kHead, 1);
+  std::vector<float> k = kiln::testing::RandomFloats(kHeads * kKeys * kHead, 2);
+  std::vector<float> v = kiln::testing::RandomFloats(kHeads * kKeys * kHead, 3);
+  std::vector<float> m = kiln::testing::RandomFloats(kQueries * kKeys, 4, -2.0f, 0.0f);
+  Inputs() {
+    for (size_t i = 0; i < m.size(); i += 3) m[i] = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < kKeys; ++j) m[kKeys + j] = -std::numeric_limits<float>::infinity();
+  }
+};
+
+void AddQkv(onnx::GraphProto* g, bool mask) {
+  const std::string h = std::to_string(kHeads), sq = std::to_string(kQueries), t = std::to_string(kKeys),
+                    d = std::to_string(kHead);
+  AddInput(g, "q", {"1", h, sq, d});
+  AddInput(g, "k", {"1", h, t, d});
+  AddInput(g, "v", {"1", h, t, d});
+  if (mask) AddInput(g, "m", {"1", "1", sq, t});
+}
+
+std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const Inputs& in, bool mask) {
+  const int64_t qd[] = {1, kHeads, kQueries, kHead}, kd[] = {1, kHeads, kKeys, kHead}, md[] = {1, 1, kQueries, kKeys};
+  std::vector<TensorView> views = {TensorView::Host(in.q.data(), DType::kFloat32, qd, 4),
+                                   TensorView::Host(in.k.data(), DType::kFloat32, kd, 4),
+                                   TensorView::Host(in.v.data(), DType::kFloat32, kd, 4)};
+  if (mask) views.push_back(TensorView::Host(in.m.data(), DType::kFloat32, md, 4));
+  ContextOptions options;
+  options.device = Device::kCpu;
+  return RunFloat(bytes, views, options);
+}
+
+// The fused artifact against the written-out graph, op by op (--no-fuse). Where a query row's
+// every key is masked (-inf), the written-out Softmax gives NaN and Attention zeros (ONNX's rule,
+// and what PyTorch's Where(IsNaN(P), 0, P) makes of the NaN).
+void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bool mask) {
+  const Inputs in;
+  const auto want = Run(CompileModel(m, OptionsFor(Device::kCpu, false)), in, mask);
+  const auto got = Run(c.bytes, in, mask);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].size() == want[0].size());
+  int nan_rows = 0;
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    INFO("element " << i);
+    if (std::isnan(want[0][i])) {
+      ++nan_rows;
+      CHECK(got[0][i] == 0.0f);
+    } else {
+      CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
+    }
+  }
+  CHECK(nan_rows <= kHeads * kHead);  // row 1 of each head at most
+}
+
+// TorchScript's BERT: MatMul(Q, Transpose(K)), Div by sqrt(d), Add of the extended mask,
+// Softmax, PyTorch's Where(IsNaN(P), 0, P), MatMul with V.
+onnx::ModelProto TorchScriptBert() {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddQkv(g, true);
+  AttrInts(AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
+  AddFloatInit(g, "sqrt_d", {}, {std::sqrt(static_cast<float>(kHead))});
+  AddNode(g, "Div", {"s", "sqrt_d"}, {"s1"}, "scale");
+  AddNode(g, "Add", {"s1", "m"}, {"s2"}, "mask");
+  AttrInt(AddNode(g, "Softmax", {"s2"}, {"p"}, "softmax"), "axis", -1);
+  AddNode(g, "IsNaN", {"p"}, {"nan"}, "isnan");
+  AddFloatInit(g, "zero", {}, {0.0f});
+  AddNode(g, "Where", {"nan", "zero", "p"}, {"p1"}, "zero_nan");
+  AddNode(g, "MatMul", {"p1", "v"}, {"y"}, "pv");
+  AddOutput(g, "y");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("attention: TorchScript's BERT chain with a padding mask and the NaN guard becomes one Attention") {
+  const onnx::ModelProto m = TorchScriptBert();
+  const CompiledWithLog c = CompileWithLog(m);
+  INFO(c.fusion_trace);
+  CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
+  // K is k itself (the Transpose undone), the scale 1/sqrt(6), the mask m.
+  CHECK(c.fusion_trace.find("y = Attention(q, k, v, m, scale=0.408248") != std::string::npos);
+  CHECK(c.fusion_trace.find("Softmax") == std::string::npos);
+  CheckAgainstUnfused(m, c, true);
+}
+
+TEST_CASE("attention: dynamo's scale on Q and K apart, and K^T through Reshape, Transpose, Reshape") {
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddQkv(g, false);
+  const float quarter = std::pow(static_cast<float>(kHead), -0.25f);
+  AddFloatInit(g, "c", {}, {quarter});
+  AddNode(g, "Mul", {"q", "c"}, {"qs"}, "q_scale");
+  AddInt64Init(g, "flat", {3}, {kHeads, kKeys, kHead});
+  AddNode(g, "Reshape", {"k", "flat"}, {"k3"}, "k3");
+  AttrInts(AddNode(g, "Transpose", {"k3"}, {"k3t"}, "k3t"), "perm", {0, 2, 1});
+  AddInt64Init(g, "back", {4}, {1, kHeads, kHead, kKeys});
+  AddNode(g, "Reshape", {"k3t", "back"}, {"kt"}, "kt");
+  AddNode(g, "Mul", {"kt", "c"}, {"kts"}, "k_scale");
+  AddNode(g, "MatMul", {"qs", "kts"}, {"s"}, "qk");
+  AttrInt(AddNode(g, "Softmax", {"s"}, {"p"}, "softmax"), "axis", -1);
+  AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
+  AddOutput(g, "y");
+  const CompiledWithLog c = CompileWithLog(m);
+  INFO(c.fusion_trace);
+  CHECK(c.fusion_trace.find("y = Attention(q, k, v, scale=0.408248") != std::string::npos);
+  CheckAgainstUnfused(m, c, false);
+}
+
+TEST_CASE("attention: GPT-2's causal Where, alone and with an additive mask") {
+  for (const bool additive : {false, true}) {
+    INFO("additive mask: " << additive);
+    auto m = MakeModel(18);
+    auto* g = m.mutable_graph();
+    AddQkv(g, additive);
+    std::vector<float> lower(kQueries * kKeys);
+    for (int64_t i = 0; i < kQueries; ++i)
+      for (int64_t j = 0; j < kKeys; ++j) lower[i * kKeys + j] = j <= i + (kKeys - kQueries) ? 1.0f : 0.0f;
+    AddFloatInit(g, "lower", {1, 1, kQueries, kKeys}, lower);
+    AttrInt(AddNode(g, "Cast", {"lower"}, {"causal"}, "causal"), "to", onnx::TensorProto::BOOL);
+    AttrInts(AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+    AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
+    AddFloatInit(g, "scale", {}, {0.5f});
+    AddNode(g, "Mul", {"s", "scale"}, {"s1"}, "scale");
+    AddFloatInit(g, "min", {}, {std::numeric_limits<float>::lowest()});
+    AddNode(g, "Where", {"causal", "s1", "min"}, {"s2"}, "causal_mask");
+    std::string x = "s2";
+    if (additive) {
+      AddNode(g, "Add", {"s2", "m"}, {"s3"}, "mask");
+      x = "s3";
+    }
+    AttrInt(AddNode(g, "Softmax", {x}, {"p"}, "softmax"), "axis", -1);
+    AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
+    AddOutput(g, "y");
+    const CompiledWithLog c = CompileWithLog(m);
+    INFO(c.fusion_trace);
+    CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
+    if (additive) {  // one mask: Where(causal, m, -inf), a fused region of its own
+      CHECK(c.fusion_trace.find("<- Where 'qk/mask'") != std::string::npos);
+      CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask, scale=0.5)") != std::string::npos);
+    } else {
+      CHECK(c.fusion_trace.find("y = Attention(q, k, v, causal, scale=0.5)") != std::string::npos);
+    }
+    CheckAgainstUnfused(m, c, additive);
+  }
+}
+
+TEST_CASE("attention: a mask added before the scale, or a Softmax over another axis, stays op by op and says why") {
+  for (const bool axis2 : {false, true}) {
+    auto m = MakeModel(18);
+    auto* g = m.mutable_graph();
+    AddQkv(g, true);
+    AttrInts(AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+    AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
+    AddNode(g, "Add", {"s", "m"}, {"s1"}, "mask");
+    AddFloatInit(g, "scale", {}, {0.5f});
+    AddNode(g, "Mul", {"s1", "scale"}, {"s2"}, "scale");
+    AttrInt(AddNode(g, "Softmax", {"s2"}, {"p"}, "softmax"), "axis", axis2 ? 2 : -1);
+    AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
+    AddOutput(g, "y");
+    const CompiledWithLog c = CompileWithLog(m);
+    INFO(c.fusion_trace);
+    CHECK(c.fusion_trace.find("Attention(") == std::string::npos);
+    CHECK(c.Logged(axis2 ? "attention not fused: Softmax 'softmax': its axis is 2, not the last"
+                          : "attention not fused: Softmax 'softmax': Add 'mask' masks the scores before they are "
+                            "scaled"));
+  }
+}
+
+}  // namespace kiln::testing
