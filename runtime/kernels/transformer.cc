@@ -208,15 +208,24 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
 // block's result does not depend on its slot, so the bits do not depend on the thread count.
 constexpr int64_t kQueryBlock = 64, kKeyBlock = 512, kSlots = 16;
 
-// Workspace (float32): Q [B,Hq,Sq,D]; the whole K and V, past then new, [B,Hkv,T,D] and
-// [B,Hkv,T,Dv]; then per slot a score tile [bq, bk], the output rows [bq, Dv] and each row's
-// running max and sum. bk is T when qk_matmul_output_mode 3 is asked for (the probabilities
-// need the whole row's sum before they are written).
+// Whether the kernel reads Q, K and V where they are (float32, no past cache to put before the
+// new keys, no present outputs to write): the GEMMs take their rows with the layout's stride.
+// Otherwise they are gathered, widened to float32, into the workspace first.
+bool ReadsInPlace(const AttentionShape& a, std::span<const TensorRef> in, std::span<const TensorRef> out) {
+  const bool present = (out.size() > 1 && out[1].present()) || (out.size() > 2 && out[2].present());
+  return in[0].dtype == DType::kFloat32 && a.past == 0 && !present;
+}
+
+// Workspace (float32): unless the kernel reads them in place, Q [B,Hq,Sq,D] and the whole K and
+// V, past then new, [B,Hkv,T,D] and [B,Hkv,T,Dv]; then per slot a score tile [bq, bk], the
+// output rows [bq, Dv] and each row's running max and sum. bk is T when qk_matmul_output_mode 3
+// is asked for (the probabilities need the whole row's sum before they are written).
 struct AttentionScratch {
   int64_t q = 0, k = 0, v = 0, bq = 0, bk = 0, slot = 0, slots = 0;
-  AttentionScratch(const AttentionShape& a, bool whole_rows)
-      : q(a.batch * a.q_heads * a.q_seq * a.head), k(a.batch * a.kv_heads * a.total * a.head),
-        v(a.batch * a.kv_heads * a.total * a.v_head), bq(std::min(a.q_seq, kQueryBlock)),
+  AttentionScratch(const AttentionShape& a, bool whole_rows, bool in_place)
+      : q(in_place ? 0 : a.batch * a.q_heads * a.q_seq * a.head),
+        k(in_place ? 0 : a.batch * a.kv_heads * a.total * a.head),
+        v(in_place ? 0 : a.batch * a.kv_heads * a.total * a.v_head), bq(std::min(a.q_seq, kQueryBlock)),
         bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 2 * bq),
         slots(std::min(kSlots, a.batch * a.q_heads * ((a.q_seq + kQueryBlock - 1) / kQueryBlock))) {}
   int64_t floats() const { return q + k + v + slots * slot; }
@@ -229,7 +238,8 @@ bool WholeRows(const AttrMap& attrs, std::span<const TensorRef> outputs) {
 size_t AttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
   AttentionShape a;
   if (!ReadAttentionShape(attrs, inputs, &a).ok()) return 0;
-  return static_cast<size_t>(AttentionScratch(a, WholeRows(attrs, outputs)).floats()) * sizeof(float);
+  const AttentionScratch sizes(a, WholeRows(attrs, outputs), ReadsInPlace(a, inputs, outputs));
+  return static_cast<size_t>(sizes.floats()) * sizeof(float);
 }
 
 // Offsets of element (b, h, s, 0) of a Q/K/V-layout tensor: [B,H,S,D] or [B,S,H*D].
@@ -248,7 +258,11 @@ void Gather(const TensorRef& t, const HeadLayout& layout, int64_t batch, int64_t
       for (int64_t s = 0; s < seq; ++s) {
         const int64_t src = layout.at(b, h, s);
         float* dst = out + ((b * heads + h) * rows + s0 + s) * dim;
-        for (int64_t d = 0; d < dim; ++d) dst[d] = Load(t, src + d);
+        if (t.dtype == DType::kFloat32) {
+          std::copy_n(t.as<const float>() + src, dim, dst);
+        } else {
+          for (int64_t d = 0; d < dim; ++d) dst[d] = Load(t, src + d);
+        }
       }
 }
 
@@ -367,28 +381,38 @@ Status Attention(const KernelCall& call) {
   BiasSource bias;
   KILN_RETURN_IF_ERROR(ReadBias(call, a, &bias));
   const bool whole_rows = WholeRows(call.attrs, call.outputs);
-  const AttentionScratch sizes(a, whole_rows);
+  const bool in_place = ReadsInPlace(a, call.inputs, call.outputs);
+  const AttentionScratch sizes(a, whole_rows, in_place);
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(sizes.floats()) * sizeof(float), kName));
   float* wq = static_cast<float*>(call.workspace);
   float* wk = wq + sizes.q;
   float* wv = wk + sizes.k;
   float* slots = wv + sizes.v;
 
+  // Where row s of head (b, h) of Q, K and V starts: in the inputs, or in the gathered copies
+  // ([B, H, rows, dim], rows one after the other).
   const HeadLayout q_layout(a.three_d, a.q_heads, a.q_seq, a.head);
-  Gather(q, q_layout, a.batch, a.q_heads, a.q_seq, a.head, a.q_seq, 0, wq);
-  if (a.past > 0) {
-    const HeadLayout pk(false, a.kv_heads, a.past, a.head), pv(false, a.kv_heads, a.past, a.v_head);
-    Gather(call.inputs[4], pk, a.batch, a.kv_heads, a.past, a.head, a.total, 0, wk);
-    Gather(call.inputs[5], pv, a.batch, a.kv_heads, a.past, a.v_head, a.total, 0, wv);
+  const HeadLayout k_layout(a.three_d, a.kv_heads, a.kv_seq, a.head), v_layout(a.three_d, a.kv_heads, a.kv_seq, a.v_head);
+  const float *q_base = wq, *k_base = wk, *v_base = wv;
+  HeadLayout q_rows(false, a.q_heads, a.q_seq, a.head), k_rows(false, a.kv_heads, a.total, a.head),
+      v_rows(false, a.kv_heads, a.total, a.v_head);
+  if (in_place) {
+    q_base = q.as<const float>(), k_base = k.as<const float>(), v_base = v.as<const float>();
+    q_rows = q_layout, k_rows = k_layout, v_rows = v_layout;
+  } else {
+    Gather(q, q_layout, a.batch, a.q_heads, a.q_seq, a.head, a.q_seq, 0, wq);
+    if (a.past > 0) {
+      const HeadLayout pk(false, a.kv_heads, a.past, a.head), pv(false, a.kv_heads, a.past, a.v_head);
+      Gather(call.inputs[4], pk, a.batch, a.kv_heads, a.past, a.head, a.total, 0, wk);
+      Gather(call.inputs[5], pv, a.batch, a.kv_heads, a.past, a.v_head, a.total, 0, wv);
+    }
+    Gather(k, k_layout, a.batch, a.kv_heads, a.kv_seq, a.head, a.total, a.past, wk);
+    Gather(v, v_layout, a.batch, a.kv_heads, a.kv_seq, a.v_head, a.total, a.past, wv);
+    if (const TensorRef* pk = OptionalOutput(call, 1))
+      for (int64_t i = 0; i < sizes.k; ++i) Store(*pk, i, wk[i]);
+    if (const TensorRef* pv = OptionalOutput(call, 2))
+      for (int64_t i = 0; i < sizes.v; ++i) Store(*pv, i, wv[i]);
   }
-  Gather(k, HeadLayout(a.three_d, a.kv_heads, a.kv_seq, a.head), a.batch, a.kv_heads, a.kv_seq, a.head, a.total,
-         a.past, wk);
-  Gather(v, HeadLayout(a.three_d, a.kv_heads, a.kv_seq, a.v_head), a.batch, a.kv_heads, a.kv_seq, a.v_head, a.total,
-         a.past, wv);
-  if (const TensorRef* pk = OptionalOutput(call, 1))
-    for (int64_t i = 0; i < sizes.k; ++i) Store(*pk, i, wk[i]);
-  if (const TensorRef* pv = OptionalOutput(call, 2))
-    for (int64_t i = 0; i < sizes.v; ++i) Store(*pv, i, wv[i]);
   if (sizes.slots == 0) return Status::Ok();  // no query rows
 
   const float scale = call.attrs.Has("scale") ? call.attrs.GetFloat("scale", 1.0f)
@@ -407,22 +431,23 @@ Status Attention(const KernelCall& call) {
   // O += exp(S - m_new) V; at the end O / l (0 where every key is masked).
   auto run_block = [&](int64_t u, float* slot) {
     const int64_t bh = u / q_blocks, i0 = (u % q_blocks) * kQueryBlock;
-    const int64_t b = bh / a.q_heads, h = bh % a.q_heads, kvh = b * a.kv_heads + h / group;
+    const int64_t b = bh / a.q_heads, h = bh % a.q_heads;
     const int64_t rows_n = std::min(kQueryBlock, a.q_seq - i0);
     float* scores = slot;
     float* o = scores + sizes.bq * sizes.bk;
     float* row_max = o + sizes.bq * dv;
     float* row_sum = row_max + sizes.bq;
-    const float* qh = wq + (bh * a.q_seq + i0) * a.head;
-    const float* kh = wk + kvh * t * a.head;
-    const float* vh = wv + kvh * t * dv;
+    const float* qh = q_base + q_rows.at(b, h, i0);
+    const float* kh = k_base + k_rows.at(b, h / group, 0);
+    const float* vh = v_base + v_rows.at(b, h / group, 0);
+    const int64_t ldq = q_rows.s, ldk = k_rows.s, ldv = v_rows.s;
     for (int64_t i = 0; i < rows_n; ++i) row_max[i] = kNegInf, row_sum[i] = 0;
     for (int64_t i = 0; i < rows_n * dv; ++i) o[i] = 0;
     const int64_t qk_base = bh * a.q_seq * t;
     for (int64_t j0 = 0; j0 < t; j0 += sizes.bk) {
       const int64_t cols = std::min(sizes.bk, t - j0);
       if (a.head > 0) {
-        Sgemm(false, true, rows_n, cols, a.head, scale, qh, a.head, kh + j0 * a.head, a.head, 0.0f, scores, cols);
+        Sgemm(false, true, rows_n, cols, a.head, scale, qh, ldq, kh + j0 * ldk, ldk, 0.0f, scores, cols);
       } else {
         for (int64_t e = 0; e < rows_n * cols; ++e) scores[e] = 0;
       }
@@ -459,12 +484,17 @@ Status Attention(const KernelCall& call) {
         if (qk_out && mode == 3)  // whole rows: the sum is final
           for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j] / row_sum[r]);
       }
-      if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * dv, dv, 1.0f, o, dv);
+      if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * ldv, ldv, 1.0f, o, dv);
     }
     for (int64_t r = 0; r < rows_n; ++r) {
       const float inv = row_sum[r] == 0 ? 0.0f : 1.0f / row_sum[r];  // NaN stays NaN
       const int64_t dst = y_layout.at(b, h, i0 + r);
-      for (int64_t d = 0; d < dv; ++d) Store(y, dst + d, o[r * dv + d] * inv);
+      if (y.dtype == DType::kFloat32) {
+        float* out = y.as<float>() + dst;
+        for (int64_t d = 0; d < dv; ++d) out[d] = o[r * dv + d] * inv;
+      } else {
+        for (int64_t d = 0; d < dv; ++d) Store(y, dst + d, o[r * dv + d] * inv);
+      }
     }
   };
   const int64_t blocks = a.batch * a.q_heads * q_blocks;
