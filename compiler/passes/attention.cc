@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/ops/registry.h"
+#include "compiler/passes/canonicalize.h"
 #include "runtime/kernels/float_storage.h"
 
 namespace kiln::passes {
@@ -28,6 +29,11 @@ struct Match {
   // K: `k` as it is, or Transpose(k_from, k_perm) when k_perm is set.
   ir::ValueId k = ir::kNoValue;
   std::vector<int64_t> k_perm;
+  // The 3-D form, when Q, K and V are each a [b, S, H * D] tensor's heads split off by a
+  // Reshape and Transpose(0, 2, 1, 3), and Y goes back to [b, S, H * Dv] the same way: those
+  // tensors (kNoValue otherwise), the head counts, and Y's last Reshape (absorbed).
+  ir::ValueId q3 = ir::kNoValue, k3 = ir::kNoValue, v3 = ir::kNoValue, y3 = ir::kNoValue;
+  int64_t q_heads = 0, kv_heads = 0;
 };
 
 class Matcher {
@@ -140,6 +146,7 @@ class Matcher {
     UntransposeK(m);
     m->absorbed.push_back(s);
     m->absorbed.push_back(m->pv);
+    ThreeD(m);
     return true;
   }
 
@@ -232,6 +239,72 @@ class Matcher {
       return w.outputs[0];
     }
     return p;
+  }
+
+  // The [b, S, H * D] tensor whose Reshape to [b, S, H, D] is `split` (kNoValue otherwise);
+  // *heads set to H.
+  ir::ValueId Merged(ir::ValueId split, int64_t* heads) const {
+    const int i = producer_[split];
+    if (i < 0 || !Plain(Node(i)) || Node(i).op != "Reshape") return ir::kNoValue;
+    const ir::ValueId x = Node(i).inputs[0];
+    const ir::Value &xv = t_.value(x), &sv = t_.value(split);
+    if (xv.rank() != 3 || sv.rank() != kRank || !xv.shape[0].Same(sv.shape[0]) || !xv.shape[1].Same(sv.shape[1]))
+      return ir::kNoValue;
+    const auto h = sv.shape[2].value(), d = sv.shape[3].value(), hd = xv.shape[2].value();
+    if (!h || !d || !hd || *h * *d != *hd) return ir::kNoValue;
+    *heads = *h;
+    return x;
+  }
+  // For `x` = Transpose(Reshape(x3, [b, S, H, D]), [0, 2, 1, 3]): x3 (kNoValue otherwise).
+  ir::ValueId HeadsOf(ir::ValueId x, int64_t* heads) const {
+    const int i = producer_[x];
+    if (i < 0 || !Plain(Node(i)) || Node(i).op != "Transpose" ||
+        Node(i).attrs.GetInts("perm") != std::vector<int64_t>{0, 2, 1, 3})
+      return ir::kNoValue;
+    return Merged(Node(i).inputs[0], heads);
+  }
+  // Fills the 3-D form's fields of `m` where it applies (see Match).
+  void ThreeD(Match* m) {
+    int64_t hq = 0, hk = 0, hv = 0;
+    const ir::ValueId q3 = HeadsOf(m->q, &hq);
+    const ir::ValueId k3 = m->k_perm == std::vector<int64_t>{0, 2, 1, 3} ? Merged(m->k, &hk)
+                           : m->k_perm.empty()                          ? HeadsOf(m->k, &hk)
+                                                                         : ir::kNoValue;
+    const ir::ValueId v3 = HeadsOf(m->v, &hv);
+    if (q3 == ir::kNoValue || k3 == ir::kNoValue || v3 == ir::kNoValue || hk != hv) return;
+    // Y [b, H, Sq, Dv] -> (Reshapes to its own shape) -> Transpose(0, 2, 1, 3) -> Reshape to
+    // [b, Sq, H * Dv], each read by the next alone.
+    ir::ValueId y = Node(m->pv).outputs[0];
+    std::vector<int> chain;
+    int i = Sole(y);
+    while (i >= 0 && Plain(Node(i)) && Node(i).op == "Reshape" && SameShape(Node(i).outputs[0], y)) {
+      chain.push_back(i);
+      y = Node(i).outputs[0];
+      i = Sole(y);
+    }
+    if (i < 0 || !Plain(Node(i)) || Node(i).op != "Transpose" ||
+        Node(i).attrs.GetInts("perm") != std::vector<int64_t>{0, 2, 1, 3})
+      return;
+    chain.push_back(i);
+    const int r = Sole(Node(i).outputs[0]);
+    if (r < 0 || !Plain(Node(r)) || Node(r).op != "Reshape") return;
+    const ir::ValueId y3 = Node(r).outputs[0];  // [b, Sq, H * Dv]
+    const ir::Value& yv = t_.value(y3);
+    const ir::Value& y4 = t_.value(Node(m->pv).outputs[0]);
+    const auto h = y4.shape[1].value(), dv = y4.shape[3].value(), hdv = yv.rank() == 3 ? yv.shape[2].value() : std::nullopt;
+    if (yv.rank() != 3 || !h || !dv || !hdv || *h * *dv != *hdv || !yv.shape[0].Same(y4.shape[0]) ||
+        !yv.shape[1].Same(y4.shape[2]) || *h != hq)
+      return;
+    chain.push_back(r);
+    m->q3 = q3, m->k3 = k3, m->v3 = v3, m->y3 = y3, m->q_heads = hq, m->kv_heads = hk;
+    m->absorbed.insert(m->absorbed.end(), chain.begin(), chain.end());
+  }
+  bool SameShape(ir::ValueId a, ir::ValueId b) const {
+    const ir::SymShape &x = t_.value(a).shape, &y = t_.value(b).shape;
+    if (x.size() != y.size()) return false;
+    for (size_t d = 0; d < x.size(); ++d)
+      if (!x[d].Same(y[d])) return false;
+    return true;
   }
 
   // Sets m->k (or m->k_perm) from m->kt: see the header.
@@ -355,11 +428,12 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
     }
     const Match& m = found.matches[at_pv[i]];
     const ir::Node& qk = old[m.qk];
-    const ir::ValueId y = old[m.pv].outputs[0];
+    const bool three_d = m.y3 != ir::kNoValue;
+    const ir::ValueId y = three_d ? m.y3 : old[m.pv].outputs[0];
     const DType dtype = t.value(m.q).dtype;
     const size_t guards = t.guards.size();
-    ir::ValueId k = m.k;
-    if (!m.k_perm.empty()) {
+    ir::ValueId k = three_d ? m.k3 : m.k;
+    if (!three_d && !m.k_perm.empty()) {
       ir::Node tr;
       tr.op = "Transpose";
       tr.name = qk.name + "/k";
@@ -387,10 +461,14 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
     ir::Node a;
     a.op = "Attention";
     a.name = qk.name;
-    a.inputs = {m.q, k, m.v};
+    a.inputs = {three_d ? m.q3 : m.q, k, three_d ? m.v3 : m.v};
     if (mask != ir::kNoValue) a.inputs.push_back(mask);
     a.outputs = {y};
     a.attrs.SetFloat("scale", static_cast<float>(m.scale));
+    if (three_d) {
+      a.attrs.SetInt("q_num_heads", m.q_heads);
+      a.attrs.SetInt("kv_num_heads", m.kv_heads);
+    }
     const ir::SymShape expect = t.value(y).shape;
     KILN_RETURN_IF_ERROR(ir::InferNode(t, a));
     t.guards.resize(guards);  // the written-out ops' guards hold them already
@@ -400,6 +478,7 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
     if (!same) return Internal("attention: node '" + a.name + "' infers another shape than the MatMul it replaces");
     t.body.nodes.push_back(std::move(a));
   }
+  EliminateDeadCode(t);  // the Reshapes and Transposes that only fed the chains
   return t;
 }
 
