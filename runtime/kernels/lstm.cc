@@ -3,7 +3,9 @@
 // [seq, batch, input], Y [seq, dirs, batch, H] and states [dirs, batch, H]; layout 1 puts
 // batch first: X [batch, seq, input], Y [batch, seq, dirs, H], states [batch, dirs, H].
 // The input projection X·W^T for all steps is one SGEMM; each step adds H·R^T with
-// another (recurrent.h). Gate order in W, R and B is i, o, f, c.
+// another (recurrent.h). Gate order in W, R and B is i, o, f, c. With the default activations
+// and neither clip, peepholes nor input_forget, the gates run on row_math.h's vectorized
+// sigmoid and tanh; otherwise element by element (recurrent.h's Activation).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/recurrent.h"
+#include "runtime/kernels/row_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -58,8 +61,11 @@ Status LstmKernel(const KernelCall& call) {
   float* c = h + B * H;                                    // [B, H]
   if (y) std::fill(y->as<float>(), y->as<float>() + y->num_elements, 0.0f);
 
+  const RowMath& rows = ActiveRowMath();
   for (int64_t d = 0; d < D; ++d) {
     const Activation &f = acts[3 * d], &gact = acts[3 * d + 1], &hact = acts[3 * d + 2];
+    const bool plain = f.kind == Act::kSigmoid && gact.kind == Act::kTanh && hact.kind == Act::kTanh && !g.clip &&
+                       !peep && !input_forget;
     const float* rd = call.inputs[2].as<const float>() + d * 4 * H * H;
     const float* pd = peep ? peep->as<const float>() + d * 3 * H : nullptr;
     recurrent::ProjectInputs(g, call, d, kGates, kGates, gates_x);
@@ -76,9 +82,16 @@ Status LstmKernel(const KernelCall& call) {
       for (int64_t b = 0; b < B; ++b) {
         const int64_t t = g.Time(step, d, b);
         if (t < 0) continue;
-        const float* gb = gates + b * 4 * H;
+        float* gb = gates + b * 4 * H;
         float* hb = h + b * H;
         float* cb = c + b * H;
+        if (plain) {  // the default activations, vectorized: i, o, f, then the cell candidate
+          rows.sigmoid(gb, 3 * H);
+          rows.tanh(gb + 3 * H, H);
+          for (int64_t j = 0; j < H; ++j) hb[j] = cb[j] = gb[2 * H + j] * cb[j] + gb[j] * gb[3 * H + j];
+          rows.tanh(hb, H);
+          for (int64_t j = 0; j < H; ++j) hb[j] *= gb[H + j];
+        } else {
         for (int64_t j = 0; j < H; ++j) {
           const float c_prev = cb[j];
           const float it = f(g.Clip(gb[j] + (pd ? pd[j] * c_prev : 0.0f)));
@@ -88,6 +101,7 @@ Status LstmKernel(const KernelCall& call) {
           const float ot = f(g.Clip(gb[H + j] + (pd ? pd[H + j] * c_new : 0.0f)));
           cb[j] = c_new;
           hb[j] = ot * hact(c_new);
+        }
         }
         if (y) std::memcpy(y->as<float>() + g.YRow(t, d, b) * H, hb, H * sizeof(float));
       }

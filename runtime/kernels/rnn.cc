@@ -6,7 +6,8 @@
 //   linear_before_reset ≠ 0: n = g(x·Wh + Wbh + r ⊙ (h·Rh + Rbh))
 //   h' = (1 - z) ⊙ n + z ⊙ h
 // RNN: h' = f(x·Wi + h·Ri + Wbi + Rbi).
-// Clip bounds every gate's input before its activation.
+// Clip bounds every gate's input before its activation. GRU with the default activations and no
+// clip runs them on row_math.h's vectorized sigmoid and tanh.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/recurrent.h"
+#include "runtime/kernels/row_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -83,6 +85,7 @@ Status GruKernel(const KernelCall& call) {
   if (y) std::fill(y->as<float>(), y->as<float>() + y->num_elements, 0.0f);
   const float* bias = OptionalInput(call, 3) ? OptionalInput(call, 3)->as<const float>() : nullptr;
 
+  const RowMath& rows = ActiveRowMath();
   for (int64_t d = 0; d < g.dirs; ++d) {
     const Activation &f = acts[2 * d], &gact = acts[2 * d + 1];
     const float* rd = call.inputs[2].as<const float>() + d * N * H;
@@ -90,9 +93,34 @@ Status GruKernel(const KernelCall& call) {
     // Without linear_before_reset both h-gate biases sum outside the reset, so R's joins W's.
     recurrent::ProjectInputs(g, call, d, kGates, linear_before_reset ? 2 : 3, gates_x);
     InitState(g, call, d, h);
+    const bool plain = f.kind == Act::kSigmoid && gact.kind == Act::kTanh && !g.clip;
     for (int64_t step = 0; step < S; ++step) {
       GatherStep(g, gates_x, step, d, N, gates);
       recurrent::AddRecurrent(g, h, rd, 2 * H, gates, N);
+      if (plain) {  // the default activations, vectorized: z and r in place, then n
+        for (int64_t b = 0; b < B; ++b) rows.sigmoid(gates + b * N, 2 * H);
+        if (linear_before_reset) {
+          std::fill(rh, rh + B * H, 0.0f);
+          recurrent::AddRecurrent(g, h, rd + 2 * H * H, H, rh, H);
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t j = 0; j < H; ++j)
+              gates[b * N + 2 * H + j] += gates[b * N + H + j] * (rh[b * H + j] + (rbh ? rbh[j] : 0.0f));
+        } else {
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t j = 0; j < H; ++j) rh[b * H + j] = gates[b * N + H + j] * h[b * H + j];
+          recurrent::AddRecurrent(g, rh, rd + 2 * H * H, H, gates + 2 * H, N);
+        }
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t t = g.Time(step, d, b);
+          if (t < 0) continue;
+          float* gb = gates + b * N;
+          float* hb = h + b * H;
+          rows.tanh(gb + 2 * H, H);
+          for (int64_t j = 0; j < H; ++j) hb[j] = (1.0f - gb[j]) * gb[2 * H + j] + gb[j] * hb[j];
+          StoreY(g, y, t, d, b, hb);
+        }
+        continue;
+      }
       if (linear_before_reset) {
         // rh = h·Rh; Rbh and r apply per element below.
         std::fill(rh, rh + B * H, 0.0f);

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "runtime/kernels/families.h"
-#include "runtime/kernels/attention_rows.h"
+#include "runtime/kernels/row_math.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/half.h"
@@ -423,7 +423,7 @@ Status Attention(const KernelCall& call) {
   const int64_t group = a.q_heads / a.kv_heads, t = a.total, dv = a.v_head;
   const int64_t q_blocks = (a.q_seq + kQueryBlock - 1) / kQueryBlock;
   const HeadLayout y_layout(a.three_d, a.q_heads, a.q_seq, dv);
-  const AttentionRows& rows = ActiveAttentionRows();
+  const RowMath& rows = ActiveRowMath();
   const bool plain_bias = bias.Plain(t) && !qk_out && softcap == 0;
 
   // Query block `u` (of head (b, h)) in `slot`: for each tile of keys, the scores S = scale Q K^T,

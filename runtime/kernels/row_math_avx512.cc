@@ -1,0 +1,11 @@
+// row_math.h's operations built for AVX512 (row_math.inc), as kiln::cpu::avx512::kRows.
+#include "runtime/kernels/row_math.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#define ROW_MATH_VARIANT avx512
+#define ROW_MATH_LANES 16
+#include "runtime/kernels/row_math.inc"
+#pragma GCC pop_options
+#endif
