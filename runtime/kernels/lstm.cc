@@ -15,6 +15,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/recurrent.h"
 #include "runtime/kernels/row_math.h"
+#include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -32,7 +33,7 @@ size_t WorkspaceFloats(const Geometry& g) {
 
 size_t LstmWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef>) {
   const std::optional<Geometry> g = recurrent::WorkspaceGeometry(attrs, inputs);
-  return g ? WorkspaceFloats(*g) * sizeof(float) : 0;
+  return g ? WorkspaceFloats(*g) * static_cast<size_t>(g->dirs) * sizeof(float) : 0;
 }
 
 Status LstmKernel(const KernelCall& call) {
@@ -53,16 +54,17 @@ Status LstmKernel(const KernelCall& call) {
   Activation acts[6];
   KILN_RETURN_IF_ERROR(recurrent::ParseActivations(kName, call.attrs, kDefaults, static_cast<int>(D), acts));
   const bool input_forget = call.attrs.GetInt("input_forget", 0) != 0;
-  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g) * sizeof(float), kName));
-
-  float* gates_x = static_cast<float*>(call.workspace);  // [S*B, 4H], rows as X's
-  float* gates = gates_x + S * B * 4 * H;                  // [B, 4H]
-  float* h = gates + B * 4 * H;                            // [B, H]
-  float* c = h + B * H;                                    // [B, H]
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g) * static_cast<size_t>(D) * sizeof(float), kName));
   if (y) std::fill(y->as<float>(), y->as<float>() + y->num_elements, 0.0f);
 
   const RowMath& rows = ActiveRowMath();
-  for (int64_t d = 0; d < D; ++d) {
+  // The directions are independent: each has its own part of the workspace and runs on a
+  // thread of its own when there are two.
+  auto run_direction = [&](int64_t d) {
+    float* gates_x = static_cast<float*>(call.workspace) + d * WorkspaceFloats(g);  // [S*B, 4H], rows as X's
+    float* gates = gates_x + S * B * 4 * H;                                           // [B, 4H]
+    float* h = gates + B * 4 * H;                                                     // [B, H]
+    float* c = h + B * H;                                                             // [B, H]
     const Activation &f = acts[3 * d], &gact = acts[3 * d + 1], &hact = acts[3 * d + 2];
     const bool plain = f.kind == Act::kSigmoid && gact.kind == Act::kTanh && hact.kind == Act::kTanh && !g.clip &&
                        !peep && !input_forget;
@@ -110,7 +112,10 @@ Status LstmKernel(const KernelCall& call) {
       if (yh) std::memcpy(yh->as<float>() + g.StateRow(d, b) * H, h + b * H, H * sizeof(float));
       if (yc) std::memcpy(yc->as<float>() + g.StateRow(d, b) * H, c + b * H, H * sizeof(float));
     }
-  }
+  };
+  ParallelFor(call.threads, D, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d) run_direction(d);
+  });
   return Status::Ok();
 }
 

@@ -126,12 +126,13 @@ std::optional<Geometry> WorkspaceGeometry(const AttrMap& attrs, std::span<const 
   g.seq = inputs[0].dims[g.batch_first ? 1 : 0];
   g.batch = inputs[0].dims[g.batch_first ? 0 : 1];
   g.hidden = attrs.GetInt("hidden_size", inputs[2].present() && inputs[2].rank == 3 ? inputs[2].dims[2] : 0);
+  g.dirs = attrs.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
   // hidden_size is any int64 and X's dims may be huge with 0 elements: the workspaces, at most
-  // (seq + 1) * batch * 8 * hidden floats, must be computable without overflow (else none is
-  // sized, and ParseGeometry or the shape checks refuse the call).
+  // (seq + 1) * batch * 8 * hidden floats per direction, must be computable without overflow
+  // (else none is sized, and ParseGeometry or the shape checks refuse the call).
   int64_t floats = 0;
   if (g.seq < 0 || g.batch < 0 || g.hidden < 0 || __builtin_mul_overflow(g.seq + 1, g.batch, &floats) ||
-      __builtin_mul_overflow(floats, 8, &floats) || __builtin_mul_overflow(floats, g.hidden, &floats))
+      __builtin_mul_overflow(floats, 8 * g.dirs, &floats) || __builtin_mul_overflow(floats, g.hidden, &floats))
     return std::nullopt;
   return g;
 }

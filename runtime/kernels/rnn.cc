@@ -17,6 +17,7 @@
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/recurrent.h"
 #include "runtime/kernels/row_math.h"
+#include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
 namespace {
@@ -34,7 +35,7 @@ size_t WorkspaceFloats(const Geometry& g, int64_t gates) {
 template <int64_t kGates>
 size_t RecurrentWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef>) {
   const std::optional<Geometry> g = recurrent::WorkspaceGeometry(attrs, inputs);
-  return g ? WorkspaceFloats(*g, kGates) * sizeof(float) : 0;
+  return g ? WorkspaceFloats(*g, kGates) * static_cast<size_t>(g->dirs) * sizeof(float) : 0;
 }
 
 // Loads direction d's initial state into h [B, H].
@@ -74,19 +75,19 @@ Status GruKernel(const KernelCall& call) {
   Activation acts[4];
   KILN_RETURN_IF_ERROR(recurrent::ParseActivations(kName, call.attrs, kDefaults, static_cast<int>(g.dirs), acts));
   const bool linear_before_reset = call.attrs.GetInt("linear_before_reset", 0) != 0;
-  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g, kGates) * sizeof(float), kName));
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g, kGates) * static_cast<size_t>(g.dirs) * sizeof(float), kName));
   const TensorRef* y = OptionalOutput(call, 0);
   const TensorRef* yh = OptionalOutput(call, 1);
   const int64_t H = g.hidden, B = g.batch, S = g.seq, N = kGates * H;
-  float* gates_x = static_cast<float*>(call.workspace);  // [S*B, 3H], rows as X's
-  float* gates = gates_x + S * B * N;                      // [B, 3H]
-  float* h = gates + B * N;                                // [B, H]
-  float* rh = h + B * H;                                   // [B, H]: r ⊙ h, or h·Rh
   if (y) std::fill(y->as<float>(), y->as<float>() + y->num_elements, 0.0f);
   const float* bias = OptionalInput(call, 3) ? OptionalInput(call, 3)->as<const float>() : nullptr;
 
   const RowMath& rows = ActiveRowMath();
-  for (int64_t d = 0; d < g.dirs; ++d) {
+  auto run_direction = [&](int64_t d) {  // independent: a part of the workspace each
+    float* gates_x = static_cast<float*>(call.workspace) + d * WorkspaceFloats(g, kGates);  // [S*B, 3H]
+    float* gates = gates_x + S * B * N;                                                   // [B, 3H]
+    float* h = gates + B * N;                                                             // [B, H]
+    float* rh = h + B * H;  // [B, H]: r ⊙ h, or h·Rh
     const Activation &f = acts[2 * d], &gact = acts[2 * d + 1];
     const float* rd = call.inputs[2].as<const float>() + d * N * H;
     const float* rbh = bias ? bias + d * 2 * N + N + 2 * H : nullptr;  // R's h-gate bias
@@ -147,7 +148,10 @@ Status GruKernel(const KernelCall& call) {
       }
     }
     StoreYh(g, yh, d, h);
-  }
+  };
+  ParallelFor(call.threads, g.dirs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d) run_direction(d);
+  });
   return Status::Ok();
 }
 
@@ -159,16 +163,16 @@ Status RnnKernel(const KernelCall& call) {
   constexpr Act kDefaults[] = {Act::kTanh};
   Activation acts[2];
   KILN_RETURN_IF_ERROR(recurrent::ParseActivations(kName, call.attrs, kDefaults, static_cast<int>(g.dirs), acts));
-  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g, kGates) * sizeof(float), kName));
+  KILN_RETURN_IF_ERROR(CheckWorkspace(call, WorkspaceFloats(g, kGates) * static_cast<size_t>(g.dirs) * sizeof(float), kName));
   const TensorRef* y = OptionalOutput(call, 0);
   const TensorRef* yh = OptionalOutput(call, 1);
   const int64_t H = g.hidden, B = g.batch, S = g.seq;
-  float* gates_x = static_cast<float*>(call.workspace);  // [S*B, H], rows as X's
-  float* gates = gates_x + S * B * H;                      // [B, H]
-  float* h = gates + B * H;                                // [B, H]
   if (y) std::fill(y->as<float>(), y->as<float>() + y->num_elements, 0.0f);
 
-  for (int64_t d = 0; d < g.dirs; ++d) {
+  auto run_direction = [&](int64_t d) {  // independent: a part of the workspace each
+    float* gates_x = static_cast<float*>(call.workspace) + d * WorkspaceFloats(g, kGates);  // [S*B, H]
+    float* gates = gates_x + S * B * H;                                                   // [B, H]
+    float* h = gates + B * H;                                                             // [B, H]
     const Activation& f = acts[d];
     recurrent::ProjectInputs(g, call, d, kGates, kGates, gates_x);
     InitState(g, call, d, h);
@@ -183,7 +187,10 @@ Status RnnKernel(const KernelCall& call) {
       }
     }
     StoreYh(g, yh, d, h);
-  }
+  };
+  ParallelFor(call.threads, g.dirs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d) run_direction(d);
+  });
   return Status::Ok();
 }
 
