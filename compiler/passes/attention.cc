@@ -1,10 +1,12 @@
 #include "compiler/passes/attention.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -24,7 +26,10 @@ struct Match {
   int qk = -1, softmax = -1, pv = -1;  // node indices
   std::vector<int> absorbed;           // nodes the Attention node replaces
   ir::ValueId q = ir::kNoValue, kt = ir::kNoValue, v = ir::kNoValue;
-  ir::ValueId mask = ir::kNoValue, cond = ir::kNoValue;  // additive mask; Where's condition
+  // The additive masks (several only when all are constants, summed at compile time; a rank-5
+  // one, from Swin's windows, has a leading 1) and Where's condition.
+  std::vector<ir::ValueId> masks;
+  ir::ValueId cond = ir::kNoValue;
   double scale = 1;
   // K: `k` as it is, or Transpose(k_from, k_perm) when k_perm is set.
   ir::ValueId k = ir::kNoValue;
@@ -104,13 +109,26 @@ class Matcher {
         where = true;
         continue;
       }
-      if (n.op == "Add" && n.inputs.size() == 2 && m->mask == ir::kNoValue && !where && !scaled) {
+      if (n.op == "Add" && n.inputs.size() == 2 && !where && !scaled) {
         // The chain's operand is the one of the Add's own shape that some op computes.
         const ir::ValueId a = n.inputs[0], b = n.inputs[1];
         const bool a_chain = Chainable(a, n), b_chain = Chainable(b, n);
         if (!a_chain && !b_chain) return Fail(why, fmt::format("Add '{}' adds no score matrix", n.name));
         cur = a_chain ? a : b;
-        m->mask = a_chain ? b : a;
+        if (!AddMask(m, a_chain ? b : a))
+          return Fail(why, fmt::format("Add '{}' adds a second mask, and they are not both constants", n.name));
+        continue;
+      }
+      if (n.op == "Reshape" && !where && !scaled) {
+        // Swin's shifted windows: Reshape(Add(Reshape(S, [1] + S's shape), M), S's shape), M a
+        // constant [1, windows, 1, N, N] that broadcasts over the batch of windows.
+        const std::optional<WindowMask> w = WindowMaskOf(n);
+        if (!w) return Fail(why, fmt::format("the scores pass through Reshape '{}', which is not a scale or a mask", n.name));
+        if (!AddMask(m, w->mask))
+          return Fail(why, fmt::format("Reshape '{}' adds a second mask, and they are not both constants", n.name));
+        m->absorbed.insert(m->absorbed.end(), {w->add, w->split});
+        cur = w->scores;
+        reader = w->split;
         continue;
       }
       if ((n.op == "Add" || n.op == "Where") && scaled)
@@ -131,9 +149,10 @@ class Matcher {
                                      ShapeText(q), ShapeText(kt), ShapeText(v), d));
     if (!q.shape[3].Same(kt.shape[2]) || !kt.shape[3].Same(v.shape[2]))
       return Fail(why, fmt::format("Q {}, K^T {} and V {} do not chain", ShapeText(q), ShapeText(kt), ShapeText(v)));
-    if (m->mask != ir::kNoValue) {
-      const ir::Value& mask = t_.value(m->mask);
-      if (mask.dtype != q.dtype || mask.rank() > kRank || mask.rank() < 1 || !mask.shape.back().Same(kt.shape[3]))
+    for (ir::ValueId id : m->masks) {
+      const ir::Value& mask = t_.value(id);
+      if (mask.dtype != q.dtype || mask.rank() > kRank + 1 || (mask.rank() > kRank && !mask.is_const()) ||
+          mask.rank() < 1 || !mask.shape.back().Same(kt.shape[3]))
         return Fail(why, fmt::format("the mask {} {} is not of Q's dtype, or does not span the {} keys",
                                      DTypeName(mask.dtype), ShapeText(mask), kt.shape[3].ToString()));
     }
@@ -223,6 +242,49 @@ class Matcher {
     }
     return id;
   }
+  // Adds `mask` to m->masks: false when there would be two and not all are constants.
+  bool AddMask(Match* m, ir::ValueId mask) const {
+    m->masks.push_back(mask);
+    if (m->masks.size() == 1) return true;
+    for (ir::ValueId id : m->masks)
+      if (!t_.value(id).is_const()) return false;
+    return true;
+  }
+  struct WindowMask {
+    int add = -1, split = -1;  // the Add and the first Reshape
+    ir::ValueId scores = ir::kNoValue, mask = ir::kNoValue;
+  };
+  // For Reshape `merge` = Reshape(Add(Reshape(S, [1] + S's shape) = split, M), S's shape) with
+  // M a float constant of rank 5 and leading dim 1, each read by the next alone: S and M.
+  std::optional<WindowMask> WindowMaskOf(const ir::Node& merge) const {
+    WindowMask w;
+    const ir::ValueId x5 = merge.inputs[0];
+    w.add = producer_[x5];
+    if (w.add < 0 || Sole(x5) != &merge - t_.body.nodes.data() || !Plain(Node(w.add)) || Node(w.add).op != "Add" ||
+        Node(w.add).inputs.size() != 2)
+      return std::nullopt;
+    const ir::Node& add = Node(w.add);
+    for (int side = 0; side < 2; ++side) {
+      const ir::ValueId c = add.inputs[side], s5 = add.inputs[1 - side];
+      const ir::Value& cv = t_.value(c);
+      if (!cv.is_const() || cv.rank() != kRank + 1 || cv.data->dims[0] != 1) continue;
+      w.split = producer_[s5];
+      if (w.split < 0 || Sole(s5) != w.add || !Plain(Node(w.split)) || Node(w.split).op != "Reshape") continue;
+      const ir::ValueId s = Node(w.split).inputs[0];
+      const ir::SymShape &s4 = t_.value(s).shape, &y4 = t_.value(merge.outputs[0]).shape, &y5 = t_.value(s5).shape;
+      if (s4.size() != kRank || y5.size() != kRank + 1 || y5[0].value() != 1 || !SameShape(s, merge.outputs[0]) ||
+          !SameShape(x5, s5))
+        continue;
+      bool same = true;
+      for (int d = 0; d < kRank; ++d) same = same && y5[d + 1].Same(s4[d]) && y4[d].Same(s4[d]);
+      if (!same) continue;
+      w.scores = s;
+      w.mask = c;
+      return w;
+    }
+    return std::nullopt;
+  }
+
   // P, or Where(IsNaN(P), 0, P) when that follows (PyTorch's SDPA export: a row whose every
   // key is masked gives zeros, as Attention's does), its two nodes absorbed into `m`.
   ir::ValueId ZeroedNaNs(ir::ValueId p, Match* m) const {
@@ -394,6 +456,47 @@ ir::ValueId AddScalar(ir::Trace& t, std::string name, DType dtype, double v) {
   return t.AddValue(std::move(value));
 }
 
+// One float constant: the sum of the constants `ids` (ranks up to 5, dims past the last 4 all
+// 1), broadcast together right-aligned, in float64, rounded once to their dtype.
+ir::ValueId SumConstants(ir::Trace& t, std::string name, const std::vector<ir::ValueId>& ids) {
+  std::array<int64_t, kRank> dims{1, 1, 1, 1};
+  std::vector<std::array<int64_t, kRank>> each;
+  for (ir::ValueId id : ids) {
+    const std::vector<int64_t>& d = t.value(id).data->dims;
+    std::array<int64_t, kRank> a{1, 1, 1, 1};
+    for (size_t k = 0; k < d.size() && k < kRank; ++k) a[kRank - 1 - k] = d[d.size() - 1 - k];
+    for (int k = 0; k < kRank; ++k) dims[k] = std::max(dims[k], a[k]);
+    each.push_back(a);
+  }
+  const DType dtype = t.value(ids[0]).dtype;
+  auto data = std::make_shared<ir::ConstData>();
+  data->dtype = dtype;
+  data->dims.assign(dims.begin(), dims.end());
+  const int64_t n = dims[0] * dims[1] * dims[2] * dims[3];
+  data->bytes.resize(static_cast<size_t>(n) * DTypeSize(dtype));
+  cpu::TensorRef out;
+  out.data = data->bytes.data();
+  out.dtype = dtype;
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t idx[kRank] = {e / (dims[1] * dims[2] * dims[3]), e / (dims[2] * dims[3]) % dims[1],
+                                e / dims[3] % dims[2], e % dims[3]};
+    double sum = 0;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const std::array<int64_t, kRank>& a = each[k];
+      int64_t at = 0;
+      for (int d = 0; d < kRank; ++d) at = at * a[d] + (a[d] == 1 ? 0 : idx[d]);
+      sum += t.value(ids[k]).data->FloatAt(at);
+    }
+    cpu::StoreFloat(out, e, sum);
+  }
+  ir::Value value;
+  value.name = std::move(name);
+  value.dtype = dtype;
+  for (int64_t d : dims) value.shape.push_back(d);
+  value.data = std::move(data);
+  return t.AddValue(std::move(value));
+}
+
 ir::ValueId NewValue(ir::Trace& t, const std::string& name) {
   ir::Value v;
   v.name = name;
@@ -444,12 +547,17 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
       k = tr.outputs[0];
       t.body.nodes.push_back(std::move(tr));
     }
-    ir::ValueId mask = m.mask;
-    if (m.cond != ir::kNoValue && m.mask != ir::kNoValue) {
+    ir::ValueId mask = ir::kNoValue;
+    if (m.masks.size() == 1 && t.value(m.masks[0]).rank() <= kRank) {
+      mask = m.masks[0];
+    } else if (!m.masks.empty()) {
+      mask = SumConstants(t, qk.name + "/mask_sum", m.masks);
+    }
+    if (m.cond != ir::kNoValue && mask != ir::kNoValue) {
       ir::Node where;
       where.op = "Where";
       where.name = qk.name + "/mask";
-      where.inputs = {m.cond, m.mask,
+      where.inputs = {m.cond, mask,
                       AddScalar(t, qk.name + "/-inf", dtype, -std::numeric_limits<double>::infinity())};
       where.outputs = {NewValue(t, qk.name + "/mask")};
       KILN_RETURN_IF_ERROR(ir::InferNode(t, where));

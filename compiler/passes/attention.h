@@ -12,7 +12,11 @@
 //                                            one-element constant <= -1e4 (finfo.min, -inf)
 //   X  = S", or Add(S", M) or Add(M, S")     an additive mask of Q's dtype that broadcasts into
 //                                            S (BERT's (1 - mask) * min, an extended mask),
-//                                            its last dim T (it does not broadcast over keys)
+//                                            its last dim T (it does not broadcast over keys);
+//                                            several Adds where every M is a constant (Swin's
+//                                            relative-position bias), and Swin's window mask:
+//                                            Reshape(Add(Reshape(S', [1] + its shape), M5),
+//                                            its shape), M5 a constant [1, windows, 1|h, T, T]
 //   P  = Softmax(X, axis = -1)
 //   P' = P, or Where(IsNaN(P), 0, P)         PyTorch's SDPA export: fully masked rows give 0
 //   Y  = MatMul(P', V)                       V [b, h, T, Dv]
@@ -22,8 +26,9 @@
 // Written: Y = Attention(Q, K, V[, mask]) with attribute `scale` the product of the scales
 // (1/c for a Div). K is Kt's untransposed form: the input of the Transpose that made Kt (its
 // perm composed), the [b, h, T, D] tensor behind dynamo's Reshape/Transpose/Reshape, or else a
-// new Transpose(Kt, [0, 1, 3, 2]). A Where alone gives the boolean mask (false: -inf); a Where
-// and an Add give the additive mask Where(cond, M, -inf). A query row whose every key is masked
+// new Transpose(Kt, [0, 1, 3, 2]). Constant masks are summed at compile time into one constant
+// (of their broadcast shape, at most 4-D). A Where alone gives the boolean mask (false: -inf); a
+// Where and an Add give the additive mask Where(cond, M, -inf). A query row whose every key is masked
 // then gets zeros (ONNX Attention's rule) where the written-out graph gives NaN (an -inf mask)
 // or averages V (a finite fill).
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.

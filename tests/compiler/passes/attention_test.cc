@@ -169,6 +169,51 @@ TEST_CASE("attention: GPT-2's causal Where, alone and with an additive mask") {
   }
 }
 
+TEST_CASE("attention: Swin's shifted windows: a relative-position bias, then a window mask through Reshapes") {
+  // S [windows 4, heads 2, N 5, N 5] + bias [2, 5, 5]; Reshape to [1, 4, 2, 5, 5], + mask
+  // [1, 4, 1, 5, 5] (0 or -100, per window); Reshape back, Softmax, MatMul with V.
+  const int64_t w = 4, h = 2, n = 5, d = 6;
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  for (const char* name : {"q", "k", "v"}) AddInput(g, name, {"4", "2", "5", "6"});
+  AttrInts(AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
+  AddFloatInit(g, "bias", {h, n, n}, kiln::testing::RandomFloats(h * n * n, 7));
+  AddNode(g, "Add", {"s", "bias"}, {"s1"}, "rel_bias");
+  AddInt64Init(g, "five", {5}, {1, w, h, n, n});
+  AddNode(g, "Reshape", {"s1", "five"}, {"s5"}, "split");
+  std::vector<float> mask(w * n * n);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7 + i / 5) % 3 == 0 && i % 6 != 0 ? -100.0f : 0.0f;
+  AddFloatInit(g, "window_mask", {1, w, 1, n, n}, mask);
+  AddNode(g, "Add", {"s5", "window_mask"}, {"s6"}, "mask");
+  AddInt64Init(g, "four", {4}, {w, h, n, n});
+  AddNode(g, "Reshape", {"s6", "four"}, {"s7"}, "merge");
+  AttrInt(AddNode(g, "Softmax", {"s7"}, {"p"}, "softmax"), "axis", -1);
+  AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
+  AddOutput(g, "y");
+  const CompiledWithLog c = CompileWithLog(m);
+  INFO(c.fusion_trace);
+  CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
+  // One constant mask: the bias and the window mask summed, [4, 2, 5, 5].
+  CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask_sum, scale=1)") != std::string::npos);
+  const std::vector<float> qv = kiln::testing::RandomFloats(w * h * n * d, 21), kv = kiln::testing::RandomFloats(w * h * n * d, 22),
+                           vv = kiln::testing::RandomFloats(w * h * n * d, 23);
+  const int64_t dims[] = {w, h, n, d};
+  const std::vector<TensorView> in = {TensorView::Host(qv.data(), DType::kFloat32, dims, 4),
+                                      TensorView::Host(kv.data(), DType::kFloat32, dims, 4),
+                                      TensorView::Host(vv.data(), DType::kFloat32, dims, 4)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  const auto got = RunFloat(c.bytes, in, options);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].size() == want[0].size());
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
+  }
+}
+
 TEST_CASE("attention: a mask added before the scale, or a Softmax over another axis, stays op by op and says why") {
   for (const bool axis2 : {false, true}) {
     auto m = MakeModel(18);
