@@ -425,6 +425,9 @@ Status Attention(const KernelCall& call) {
   const HeadLayout y_layout(a.three_d, a.q_heads, a.q_seq, dv);
   const RowMath& rows = ActiveRowMath();
   const bool plain_bias = bias.Plain(t) && !qk_out && softcap == 0;
+  // All keys in one tile and a float32 Y: each row is normalised before P V, which the GEMM
+  // then writes into Y itself; otherwise the output rows are kept and rescaled per tile.
+  const bool one_tile = t <= sizes.bk && y.dtype == DType::kFloat32;
 
   // Query block `u` (of head (b, h)) in `slot`: for each tile of keys, the scores S = scale Q K^T,
   // each row's running max m and sum l, the output rows O rescaled by exp(m_old - m_new) and
@@ -442,7 +445,8 @@ Status Attention(const KernelCall& call) {
     const float* vh = v_base + v_rows.at(b, h / group, 0);
     const int64_t ldq = q_rows.s, ldk = k_rows.s, ldv = v_rows.s;
     for (int64_t i = 0; i < rows_n; ++i) row_max[i] = kNegInf, row_sum[i] = 0;
-    for (int64_t i = 0; i < rows_n * dv; ++i) o[i] = 0;
+    if (!one_tile)
+      for (int64_t i = 0; i < rows_n * dv; ++i) o[i] = 0;
     const int64_t qk_base = bh * a.q_seq * t;
     for (int64_t j0 = 0; j0 < t; j0 += sizes.bk) {
       const int64_t cols = std::min(sizes.bk, t - j0);
@@ -476,6 +480,13 @@ Status Attention(const KernelCall& call) {
           emit(3);
           continue;
         }
+        if (one_tile) {  // the probabilities themselves, so that P V is Y
+          const float sum = rows.exp_sum(row, cols, m_new);
+          const float inv = 1.0f / sum;  // sum >= 1 (the max's own term), or NaN
+          for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+          emit(3);
+          continue;
+        }
         const float correction = std::exp(row_max[r] - m_new);  // 0 for the first keys
         row_max[r] = m_new;
         row_sum[r] = row_sum[r] * correction + rows.exp_sum(row, cols, m_new);
@@ -483,6 +494,12 @@ Status Attention(const KernelCall& call) {
           for (int64_t d = 0; d < dv; ++d) o[r * dv + d] *= correction;
         if (qk_out && mode == 3)  // whole rows: the sum is final
           for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j] / row_sum[r]);
+      }
+      if (one_tile) {  // Y = P V, written in place
+        if (dv > 0)
+          Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh, ldv, 0.0f, y.as<float>() + y_layout.at(b, h, i0),
+                y_layout.s);
+        return;
       }
       if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * ldv, ldv, 1.0f, o, dv);
     }
