@@ -12,7 +12,8 @@
 
 #include "compiler/ops/registry.h"
 #include "compiler/passes/canonicalize.h"
-#include "runtime/kernels/float_storage.h"
+#include "compiler/passes/constants.h"
+#include "compiler/passes/uses.h"
 
 namespace kiln::passes {
 namespace {
@@ -44,21 +45,10 @@ struct Match {
 class Matcher {
  public:
   explicit Matcher(const ir::Trace& t)
-      : t_(t), uses_(t.values.size(), 0), readers_(t.values.size()), producer_(t.values.size(), -1),
-        scopes_(ir::LoopScopes(t.body.nodes)) {
-    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
-      const ir::Node& n = t.body.nodes[i];
-      for (ir::ValueId id : n.inputs) {
-        if (id == ir::kNoValue) continue;
-        ++uses_[id];
-        readers_[id].push_back(static_cast<int>(i));
-      }
-      for (ir::ValueId id : n.outputs)
+      : t_(t), uses_(t), producer_(t.values.size(), -1), scopes_(ir::LoopScopes(t.body.nodes)) {
+    for (size_t i = 0; i < t.body.nodes.size(); ++i)
+      for (ir::ValueId id : t.body.nodes[i].outputs)
         if (id != ir::kNoValue) producer_[id] = static_cast<int>(i);
-      for (const auto& [name, block] : n.blocks) CountBlock(*block);
-    }
-    for (ir::ValueId id : t.outputs)
-      if (id != ir::kNoValue) ++uses_[id];
   }
 
   // Matches the chain ending in Softmax node `s`; on failure, `why` says what did not match and
@@ -184,17 +174,8 @@ class Matcher {
     for (size_t i = 0; i < v.shape.size(); ++i) s += (i ? ", " : "") + v.shape[i].ToString();
     return s + "]";
   }
-  void CountBlock(const ir::Block& b) {
-    for (const ir::Node& n : b.nodes) {
-      for (ir::ValueId id : n.inputs)
-        if (id != ir::kNoValue) ++uses_[id];
-      for (const auto& [name, block] : n.blocks) CountBlock(*block);
-    }
-    for (ir::ValueId id : b.outputs)
-      if (id != ir::kNoValue) ++uses_[id];
-  }
   // The only reader of `id` (a top-level node) when it has exactly one use; -1 otherwise.
-  int Sole(ir::ValueId id) const { return uses_[id] == 1 && readers_[id].size() == 1 ? readers_[id][0] : -1; }
+  int Sole(ir::ValueId id) const { return uses_.SoleReader(id); }
   // The value of a one-element float constant.
   std::optional<double> Scalar(ir::ValueId id) const {
     if (id == ir::kNoValue || !t_.value(id).is_const() || !FloatType(t_.value(id).dtype)) return std::nullopt;
@@ -288,9 +269,9 @@ class Matcher {
   // P, or Where(IsNaN(P), 0, P) when that follows (PyTorch's SDPA export: a row whose every
   // key is masked gives zeros, as Attention's does), its two nodes absorbed into `m`.
   ir::ValueId ZeroedNaNs(ir::ValueId p, Match* m) const {
-    if (uses_[p] != 2 || readers_[p].size() != 2) return p;
+    if (uses_.uses[p] != 2 || uses_.readers[p].size() != 2) return p;
     for (int side = 0; side < 2; ++side) {
-      const int isnan = readers_[p][side], where = readers_[p][1 - side];
+      const int isnan = uses_.readers[p][side], where = uses_.readers[p][1 - side];
       const ir::Node &a = Node(isnan), &w = Node(where);
       if (a.op != "IsNaN" || w.op != "Where" || !Plain(a) || !Plain(w) || w.inputs.size() != 3 ||
           Sole(a.outputs[0]) != where || w.inputs[0] != a.outputs[0] || w.inputs[2] != p)
@@ -406,8 +387,7 @@ class Matcher {
   }
 
   const ir::Trace& t_;
-  std::vector<int> uses_;
-  std::vector<std::vector<int>> readers_;
+  Uses uses_;
   std::vector<int> producer_;
   std::vector<int32_t> scopes_;
 };
@@ -440,21 +420,6 @@ Found FindAll(const ir::Trace& t) {
   return found;
 }
 
-ir::ValueId AddScalar(ir::Trace& t, std::string name, DType dtype, double v) {
-  auto data = std::make_shared<ir::ConstData>();
-  data->dtype = dtype;
-  data->dims = {};
-  data->bytes.resize(DTypeSize(dtype));
-  cpu::TensorRef out;
-  out.data = data->bytes.data();
-  out.dtype = dtype;
-  cpu::StoreFloat(out, 0, v);
-  ir::Value value;
-  value.name = std::move(name);
-  value.dtype = dtype;
-  value.data = std::move(data);
-  return t.AddValue(std::move(value));
-}
 
 // One float constant: the sum of the constants `ids` (ranks up to 5, dims past the last 4 all
 // 1), broadcast together right-aligned, in float64, rounded once to their dtype.
@@ -468,33 +433,19 @@ ir::ValueId SumConstants(ir::Trace& t, std::string name, const std::vector<ir::V
     for (int k = 0; k < kRank; ++k) dims[k] = std::max(dims[k], a[k]);
     each.push_back(a);
   }
-  const DType dtype = t.value(ids[0]).dtype;
-  auto data = std::make_shared<ir::ConstData>();
-  data->dtype = dtype;
-  data->dims.assign(dims.begin(), dims.end());
   const int64_t n = dims[0] * dims[1] * dims[2] * dims[3];
-  data->bytes.resize(static_cast<size_t>(n) * DTypeSize(dtype));
-  cpu::TensorRef out;
-  out.data = data->bytes.data();
-  out.dtype = dtype;
+  std::vector<double> sums(static_cast<size_t>(n));
   for (int64_t e = 0; e < n; ++e) {
     const int64_t idx[kRank] = {e / (dims[1] * dims[2] * dims[3]), e / (dims[2] * dims[3]) % dims[1],
                                 e / dims[3] % dims[2], e % dims[3]};
-    double sum = 0;
     for (size_t k = 0; k < ids.size(); ++k) {
       const std::array<int64_t, kRank>& a = each[k];
       int64_t at = 0;
       for (int d = 0; d < kRank; ++d) at = at * a[d] + (a[d] == 1 ? 0 : idx[d]);
-      sum += t.value(ids[k]).data->FloatAt(at);
+      sums[e] += t.value(ids[k]).data->FloatAt(at);
     }
-    cpu::StoreFloat(out, e, sum);
   }
-  ir::Value value;
-  value.name = std::move(name);
-  value.dtype = dtype;
-  for (int64_t d : dims) value.shape.push_back(d);
-  value.data = std::move(data);
-  return t.AddValue(std::move(value));
+  return AddFloatConstant(t, std::move(name), t.value(ids[0]).dtype, {dims.begin(), dims.end()}, sums);
 }
 
 ir::ValueId NewValue(ir::Trace& t, const std::string& name) {
@@ -558,7 +509,7 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
       where.op = "Where";
       where.name = qk.name + "/mask";
       where.inputs = {m.cond, mask,
-                      AddScalar(t, qk.name + "/-inf", dtype, -std::numeric_limits<double>::infinity())};
+                      AddFloatConstant(t, qk.name + "/-inf", dtype, {}, {-std::numeric_limits<double>::infinity()})};
       where.outputs = {NewValue(t, qk.name + "/mask")};
       KILN_RETURN_IF_ERROR(ir::InferNode(t, where));
       mask = where.outputs[0];

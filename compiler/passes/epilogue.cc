@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include "compiler/ops/registry.h"
+#include "compiler/passes/constants.h"
+#include "compiler/passes/uses.h"
 #include "runtime/kernels/epilogue.h"
 #include "runtime/kernels/float_storage.h"
 
@@ -43,38 +45,6 @@ bool HasEpilogue(const ir::Node& n) {
   return n.op == "MatMul" && n.inputs.size() > kBiasInput;
 }
 
-// Readers of every value: `uses` counts every reference (nested blocks and model outputs
-// included); `readers` lists the top-level nodes reading it, once per reference.
-struct Uses {
-  std::vector<int> uses;
-  std::vector<std::vector<int>> readers;
-
-  explicit Uses(const ir::Trace& t) : uses(t.values.size(), 0), readers(t.values.size()) {
-    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
-      for (ir::ValueId id : t.body.nodes[i].inputs) {
-        if (id == ir::kNoValue) continue;
-        ++uses[id];
-        readers[id].push_back(static_cast<int>(i));
-      }
-      for (const auto& [name, block] : t.body.nodes[i].blocks) CountBlock(*block);
-    }
-    for (ir::ValueId id : t.outputs)
-      if (id != ir::kNoValue) ++uses[id];
-  }
-  void CountBlock(const ir::Block& b) {
-    for (const ir::Node& n : b.nodes) {
-      for (ir::ValueId id : n.inputs)
-        if (id != ir::kNoValue) ++uses[id];
-      for (const auto& [name, block] : n.blocks) CountBlock(*block);
-    }
-    for (ir::ValueId id : b.outputs)
-      if (id != ir::kNoValue) ++uses[id];
-  }
-  // The only reader of `id` when it has exactly one reference, from a top-level node.
-  int SoleReader(ir::ValueId id) const {
-    return uses[id] == 1 && readers[id].size() == 1 ? readers[id][0] : -1;
-  }
-};
 
 // The bias values (one per output channel) of constant `c` added to an output of shape
 // `out`, when c varies along `axis` only (or not at all); nullopt otherwise. `channels` is
@@ -95,23 +65,6 @@ std::optional<std::vector<double>> ChannelBias(const ir::Value& c, const ir::Sym
   return v;
 }
 
-ir::ValueId AddConst(ir::Trace& t, std::string name, DType dtype, std::vector<int64_t> dims,
-                     const std::vector<double>& v) {
-  auto data = std::make_shared<ir::ConstData>();
-  data->dtype = dtype;
-  data->dims = dims;
-  data->bytes.resize(v.size() * DTypeSize(dtype));
-  cpu::TensorRef out;
-  out.data = data->bytes.data();
-  out.dtype = dtype;
-  for (size_t i = 0; i < v.size(); ++i) cpu::StoreFloat(out, static_cast<int64_t>(i), v[i]);
-  ir::Value value;
-  value.name = std::move(name);
-  value.dtype = dtype;
-  for (int64_t d : dims) value.shape.push_back(d);
-  value.data = std::move(data);
-  return t.AddValue(std::move(value));
-}
 
 // One chain found after an anchor.
 struct Chain {
@@ -378,14 +331,14 @@ class Folder {
         if (c.data->dims == std::vector<int64_t>{n}) {
           bias = chain.bias_const;
         } else {
-          bias = AddConst(t_, c.name + "#bias", dtype, {n}, chain.bias);
+          bias = AddFloatConstant(t_, c.name + "#bias", dtype, {n}, chain.bias);
         }
       } else if (node.op == "Conv") {
         const ir::ConstData& b = *t_.value(old).data;
         // Sums made here are rounded to the dtype, as the kernels would round them.
         std::vector<double> sum(chain.bias.size());
         for (int64_t k = 0; k < n; ++k) sum[k] = cpu::RoundToStorage(dtype, b.FloatAt(k) + chain.bias[k]);
-        bias = AddConst(t_, node.name + "#bias", dtype, {n}, sum);
+        bias = AddFloatConstant(t_, node.name + "#bias", dtype, {n}, sum);
       } else {
         // Gemm: beta * C (broadcast to [M or 1, N]) + bias, with beta then 1.
         const ir::ConstData& cd = *t_.value(old).data;
@@ -400,7 +353,7 @@ class Folder {
           }
         std::vector<int64_t> dims = rows == 1 && cd.dims.size() < 2 ? std::vector<int64_t>{n}
                                                                      : std::vector<int64_t>{rows, n};
-        bias = AddConst(t_, node.name + "#bias", dtype, dims, merged);
+        bias = AddFloatConstant(t_, node.name + "#bias", dtype, dims, merged);
       }
       if (node.inputs.size() <= kBiasInput) node.inputs.resize(kBiasInput + 1, ir::kNoValue);
       node.inputs[kBiasInput] = bias;
