@@ -228,6 +228,10 @@ MODELS = {
     "minilm_l6": build_minilm,
     "whisper_tiny_encoder": build_whisper_encoder,
     "wav2vec2_base": hf_model("wav2vec2", ["last_hidden_state"], wav2vec2_feeds),  # wav2vec2-base defaults
+    # GPT-2 small's defaults (12 layers of 12 heads, 768 wide), 128 tokens, no cache: its causal
+    # mask and the padding mask, as a decoder's prompt step runs them.
+    "gpt2": hf_model("gpt2", ["last_hidden_state"],
+                     lambda seed, cfg: token_inputs(seed, cfg.vocab_size, token_types=False)),
 }
 
 

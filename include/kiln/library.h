@@ -20,16 +20,21 @@ enum class Library : uint8_t {
   kCublasLt = 3,   // cuBLASLt, on the CUDA backend
   kCudnn = 4,      // cuDNN, on the CUDA backend
   kControl = 5,    // the executor itself: a run-time Loop's kiln.LoopBegin or kiln.LoopEnd
+  kOpenBlas = 6,   // OpenBLAS, on the CPU backend: what ran a MatMul or Gemm placed on Kiln's CPU
+                   // kernel whose products are below oneDNN's sgemm threshold (Stats only; an
+                   // artifact never names it, and such a MatMul above it reads kOneDnn)
 };
-// "cpu", "generated", "onednn", "cublaslt", "cudnn", "control": as the artifact, the compiler's
-// traces, `kiln inspect` and the tools' JSON write it.
+// "cpu", "generated", "onednn", "cublaslt", "cudnn", "control" ("openblas"): as the artifact, the
+// compiler's traces, `kiln inspect` and the tools' JSON write it.
 constexpr std::string_view LibraryName(Library library) {
-  constexpr std::string_view kNames[] = {"cpu", "generated", "onednn", "cublaslt", "cudnn", "control"};
+  constexpr std::string_view kNames[] = {"cpu", "generated", "onednn", "cublaslt", "cudnn", "control", "openblas"};
   return static_cast<size_t>(library) < std::size(kNames) ? kNames[static_cast<size_t>(library)] : "?";
 }
-// "CPU kernel", "generated kernel", "oneDNN", "cuBLASLt", "cuDNN", "control": for reports.
+// "CPU kernel", "generated kernel", "oneDNN", "cuBLASLt", "cuDNN", "control", "OpenBLAS": for
+// reports.
 constexpr std::string_view LibraryTitle(Library library) {
-  constexpr std::string_view kTitles[] = {"CPU kernel", "generated kernel", "oneDNN", "cuBLASLt", "cuDNN", "control"};
+  constexpr std::string_view kTitles[] = {"CPU kernel", "generated kernel", "oneDNN", "cuBLASLt",
+                                          "cuDNN",      "control",          "OpenBLAS"};
   return static_cast<size_t>(library) < std::size(kTitles) ? kTitles[static_cast<size_t>(library)] : "?";
 }
 

@@ -254,6 +254,8 @@ struct CpuOptions {
   // (-DKILN_WITH_ONEDNN=ON) and it takes the form (runtime/cpu/claims.cc,
   // runtime/cpu/onednn/onednn.h), else on Kiln's kernels (Stats::last_fallbacks says why). The
   // first Run at a new binding plans the oneDNN ops; the plans of the last 8 bindings are kept.
+  // Kiln's kernels' GEMMs call oneDNN's dnnl_sgemm (or OpenBLAS) either way
+  // (runtime/kernels/gemm.h).
   bool onednn = true;
 };
 

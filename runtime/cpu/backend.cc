@@ -58,8 +58,25 @@ class CpuBackend final : public Backend {
       libraries_[k] = plans != nullptr && plans->ops[k]            ? Library::kOneDnn
                       : ins[k].program != nullptr                  ? Library::kGenerated
                       : ins[k].control != Control::kNone           ? Library::kControl
-                                                                   : Library::kCpuKernel;
+                                                                   : KernelLibrary(ins[k], run.state);
     return {{}, libraries_, plans != nullptr ? std::span<const std::string>(plans->why) : std::span<const std::string>()};
+  }
+
+  // What runs a CPU kernel's instruction: the GEMM library of a MatMul's or Gemm's products
+  // (gemm.h SgemmLibrary, from the bound shapes: one batch item's product, as the kernel calls
+  // it), else Kiln's CPU kernel.
+  static Library KernelLibrary(const PreparedInstruction& pi, const EntryState& s) {
+    if (pi.kernel == nullptr || pi.num_inputs < 2 || (pi.kernel->op != "MatMul" && pi.kernel->op != "Gemm"))
+      return Library::kCpuKernel;
+    const TensorRef &a = s.operands[pi.operands_begin], &b = s.operands[pi.operands_begin + 1];
+    if (a.rank < 1 || b.rank < 1) return Library::kCpuKernel;
+    int64_t m = a.rank >= 2 ? a.dims[a.rank - 2] : 1, k = a.dims[a.rank - 1];
+    int64_t n = b.rank >= 2 ? b.dims[b.rank - 1] : 1;
+    if (pi.kernel->op == "Gemm" && a.rank == 2 && b.rank == 2) {
+      if (pi.attrs.GetInt("transA", 0) != 0) std::swap(m, k);
+      n = pi.attrs.GetInt("transB", 0) != 0 ? b.dims[0] : b.dims[1];
+    }
+    return SgemmLibrary(m, n, k);
   }
 
   Status RunSegment(const BackendRun& run, const Segment& seg, size_t* done) override {

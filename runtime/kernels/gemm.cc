@@ -36,6 +36,11 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
   BlasSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return work >= kOneDnnSgemmMinWork && OneDnnBuilt() ? Library::kOneDnn : BlasLibrary();
+}
+
 int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k) { return n >= m ? BlockLength(m, n, k) : n; }
 
 void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kiln/library.h"
 #include "runtime/kernels/thread_pool.h"
 
 namespace kiln::cpu {
@@ -49,6 +50,12 @@ int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k);
 inline constexpr double kOneDnnSgemmMinWork = double{1 << 14};
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// What Sgemm runs an m x n x k product on: Library::kOneDnn (dnnl_sgemm), kOpenBlas, or
+// kCpuKernel (the portable GEMM of a build without BLAS).
+Library SgemmLibrary(int64_t m, int64_t n, int64_t k);
+// The build's BLAS: kOpenBlas, or kCpuKernel for the portable GEMM.
+Library BlasLibrary();
 
 // The product on the build's BLAS: cblas_sgemm, or the portable GEMM. Same contract.
 void BlasSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

@@ -5,6 +5,8 @@
 
 namespace kiln::cpu {
 
+Library BlasLibrary() { return Library::kOpenBlas; }
+
 void BlasSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

@@ -518,8 +518,9 @@ Status Attention(const KernelCall& call) {
   const int64_t block_work = std::min(kQueryBlock, a.q_seq) * t * (a.head + dv);
   ParallelFor(call.threads, sizes.slots, MinItemsPerPart(block_work * blocks / sizes.slots),
               [&](int64_t begin, int64_t end) {
-                for (int64_t s = begin; s < end; ++s)
-                  for (int64_t u = s; u < blocks; u += sizes.slots) run_block(u, slots + s * sizes.slot);
+                for (int64_t s = begin; s < end; ++s)  // slot s: a contiguous share of the blocks
+                  for (int64_t u = s * blocks / sizes.slots; u < (s + 1) * blocks / sizes.slots; ++u)
+                    run_block(u, slots + s * sizes.slot);
               });
   return Status::Ok();
 }

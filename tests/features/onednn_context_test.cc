@@ -11,6 +11,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/cpu/onednn/onednn.h"
+#include "runtime/kernels/gemm.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/runtime/cpu_note.h"
 #include "tests/runtime/threaded_model_test_util.h"
@@ -243,7 +244,8 @@ namespace {
 // The profile names the library that ran each instruction (Stats::last_instruction_library), not
 // the artifact's CUDA placement: a default artifact (placed for CUDA and the CPU) run on the CPU
 // backend. x [64, 64] MatMul w [64, 64]: 2^18 multiply-adds, the least oneDNN takes; then a Relu
-// and an Add of a constant, fused into one generated kernel, and a Hardmax (a CPU kernel).
+// and an Add of a constant, fused into one generated kernel, and a Hardmax (a CPU kernel). A
+// MatMul below oneDNN's sgemm threshold on Kiln's kernel reads OpenBLAS.
 TEST_CASE("profile: each instruction's library is what ran it on the CPU backend") {
   onnx::ModelProto m = testing::MakeModel(17);
   onnx::GraphProto* g = m.mutable_graph();
@@ -275,10 +277,31 @@ TEST_CASE("profile: each instruction's library is what ran it on the CPU backend
     REQUIRE(ctx.ok());
     std::vector<TensorView> out;
     REQUIRE(ctx->Run(in, out).ok());
-    const Library matmul = onednn && cpu::OneDnnBuilt() ? Library::kOneDnn : Library::kCpuKernel;
+    // On Kiln's kernel (--no-onednn) the MatMul's 64 x 64 x 64 product is dnnl_sgemm's
+    // (runtime/kernels/gemm.h), and the profile says so.
+    const Library matmul = cpu::OneDnnBuilt() ? Library::kOneDnn : cpu::BlasLibrary();
     CHECK(ctx->stats().last_instruction_library ==
           std::vector<Library>{matmul, Library::kGenerated, Library::kCpuKernel});
   }
+  // x [4, 8] MatMul w [8, 8]: 256 multiply-adds, on OpenBLAS.
+  onnx::ModelProto small = testing::MakeModel(17);
+  g = small.mutable_graph();
+  testing::AddInput(g, "x", {"4", "8"});
+  testing::AddFloatInit(g, "w", {8, 8}, testing::SeededFloats(64, 8, 0.1f));
+  testing::AddNode(g, "MatMul", {"x", "w"}, {"y"}, "mm");
+  testing::AddOutput(g, "y");
+  auto small_model = Model::Load(testing::CompileModel(small));
+  REQUIRE(small_model.ok());
+  ContextOptions options;
+  options.device = Device::kCpu;
+  options.profile = true;
+  auto ctx = ExecutionContext::Create(*small_model, options);
+  REQUIRE(ctx.ok());
+  const std::vector<float> xs = testing::SeededFloats(32, 9);
+  const TensorView small_in[] = {TensorView::Host(xs.data(), DType::kFloat32, {4, 8})};
+  std::vector<TensorView> out;
+  REQUIRE(ctx->Run(small_in, out).ok());
+  CHECK(ctx->stats().last_instruction_library == std::vector<Library>{cpu::BlasLibrary()});
 }
 
 }  // namespace
