@@ -66,7 +66,7 @@ Status LstmKernel(const KernelCall& call) {
     float* h = gates + B * 4 * H;                                                     // [B, H]
     float* c = h + B * H;                                                             // [B, H]
     const Activation &f = acts[3 * d], &gact = acts[3 * d + 1], &hact = acts[3 * d + 2];
-    const bool plain = f.kind == Act::kSigmoid && gact.kind == Act::kTanh && hact.kind == Act::kTanh && !g.clip &&
+    const bool plain = kRowMathGates && f.kind == Act::kSigmoid && gact.kind == Act::kTanh && hact.kind == Act::kTanh && !g.clip &&
                        !peep && !input_forget;
     const float* rd = call.inputs[2].as<const float>() + d * 4 * H * H;
     const float* pd = peep ? peep->as<const float>() + d * 3 * H : nullptr;

@@ -94,7 +94,7 @@ Status GruKernel(const KernelCall& call) {
     // Without linear_before_reset both h-gate biases sum outside the reset, so R's joins W's.
     recurrent::ProjectInputs(g, call, d, kGates, linear_before_reset ? 2 : 3, gates_x);
     InitState(g, call, d, h);
-    const bool plain = f.kind == Act::kSigmoid && gact.kind == Act::kTanh && !g.clip;
+    const bool plain = kRowMathGates && f.kind == Act::kSigmoid && gact.kind == Act::kTanh && !g.clip;
     for (int64_t step = 0; step < S; ++step) {
       GatherStep(g, gates_x, step, d, N, gates);
       recurrent::AddRecurrent(g, h, rd, 2 * H, gates, N);

@@ -29,4 +29,13 @@ struct RowMath {
 
 const RowMath& ActiveRowMath();
 
+// Whether the recurrent kernels run their default gates on RowMath. Not in a selective runtime
+// (runtime/kernels/selective.h), built for size: there the element-by-element path serves, and
+// RowMath's code, which would cost its 300,000-byte budget about 1.5 KB, is left out.
+#if KILN_SELECTIVE
+inline constexpr bool kRowMathGates = false;
+#else
+inline constexpr bool kRowMathGates = true;
+#endif
+
 }  // namespace kiln::cpu
