@@ -252,8 +252,15 @@ class CpuBackend final : public Backend {
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)}};
-      const int32_t w = pi.num_inputs > 1 ? pe.operands[static_cast<size_t>(pi.operands_begin) + 1] : -1;
-      const bool constant = w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
+      // Input 1 (W, B) a model weight; for LSTM and GRU also R and B (inputs 2 and 3), which oneDNN
+      // reorders with W.
+      auto weight = [&](int i) {
+        const int32_t w = pi.num_inputs > i ? pe.operands[static_cast<size_t>(pi.operands_begin + i)] : -1;
+        return w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
+      };
+      const bool recurrent = pi.kernel->op == "LSTM" || pi.kernel->op == "GRU";
+      const bool constant = weight(1) && (!recurrent || (weight(2) && (pi.num_inputs <= 3 || weight(3) ||
+                                                                       pe.operands[pi.operands_begin + 3] < 0)));
       auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
       if (op.ok()) {
         p.ops[k] = std::move(*op);

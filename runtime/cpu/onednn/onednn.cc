@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -951,6 +952,286 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
   return std::unique_ptr<OneDnnOp>(std::move(p));
 }
 
+// LSTM and GRU (ONNX opset 14/22) on oneDNN's RNN primitives: lstm_forward, gru_forward
+// (linear_before_reset 0) and lbr_gru_forward (linear_before_reset 1), forward inference,
+// float32, one layer, forward, reverse or bidirectional (bidirectional_concat). W, R and B must be
+// model weights: at the first Run they are put in oneDNN's gate order (LSTM: ONNX's i, o, f, c
+// becomes oneDNN's i, f, c~, o; GRU's z, r, h is oneDNN's u, r, o), W's and R's biases summed
+// (lbr_gru keeps R's candidate bias apart, its fourth bias gate), and reordered into the layouts
+// the primitive chose, once. X, the initial states and Y_h / Y_c are read and written where they
+// are (ONNX's layout 0: [seq, batch, input] and [dirs, batch, hidden] are oneDNN's tnc and ldnc
+// with one layer); Y [seq, dirs, batch, hidden] is written directly for one direction, and from
+// oneDNN's [seq, batch, 2 * hidden] in the workspace for two. Refused (the CPU kernel runs):
+// sequence_lens (oneDNN has no per-batch lengths), clip, input_forget, peepholes, activations
+// other than the defaults, layout 1, weights that are not model weights, and the batches where
+// Kiln's kernel is faster (small ones; on two threads, where it runs the two directions side by
+// side, GRU always and LSTM below batch 16). oneDNN 2.6 names its GRU implementation `ref`: its
+// generic RNN driver on its packed GEMMs, not reference loops, so it is not refused for that.
+class RnnOp final : public OneDnnOp {
+ public:
+  size_t workspace_bytes() const override { return workspace_; }
+  uint64_t held_bytes() const override { return held_.size(); }
+  const std::string& description() const override { return description_; }
+  bool pointwise() const override { return false; }
+  bool residual() const override { return false; }
+  bool CanFeed(const OneDnnOp&, int) const override { return false; }
+  Status Place(bool, bool, bool) override { return Status::Ok(); }
+
+  Status Run(const KernelCall& call) override {
+    OmpThreads omp(threads_);
+    if (call.workspace_bytes < workspace_)
+      return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
+                      " bytes, needs " + std::to_string(workspace_));
+    const void* w = call.inputs[1].data;
+    if (held_.size() == 0 || held_from_ != w) KILN_RETURN_IF_ERROR(PrepareWeights(call));
+    auto* ws = static_cast<uint8_t*>(call.workspace);
+    const TensorRef* y = OptionalOutput(call, 0);
+    void* dst_layer = dirs_ == 1 && y ? y->data : ws + dst_offset_;
+    KILN_RETURN_IF_ERROR(SetHandle(src_layer_, call.inputs[0].data));
+    KILN_RETURN_IF_ERROR(SetHandle(wl_mem_, held_.data()));
+    KILN_RETURN_IF_ERROR(SetHandle(wi_mem_, held_.data() + wi_offset_));
+    KILN_RETURN_IF_ERROR(SetHandle(b_mem_, held_.data() + b_offset_));
+    KILN_RETURN_IF_ERROR(SetHandle(dst_layer_, dst_layer));
+    dnnl_exec_arg_t args[10] = {{DNNL_ARG_SRC_LAYER, src_layer_.get()},
+                                {DNNL_ARG_WEIGHTS_LAYER, wl_mem_.get()},
+                                {DNNL_ARG_WEIGHTS_ITER, wi_mem_.get()},
+                                {DNNL_ARG_BIAS, b_mem_.get()},
+                                {DNNL_ARG_DST_LAYER, dst_layer_.get()}};
+    int n = 5;
+    auto bind = [&](const std::optional<memory>& m, const TensorRef* t, int arg) -> Status {
+      if (!m) return Status::Ok();
+      KILN_RETURN_IF_ERROR(SetHandle(*m, t->data));
+      args[n++] = {arg, m->get()};
+      return Status::Ok();
+    };
+    KILN_RETURN_IF_ERROR(bind(src_iter_, OptionalInput(call, 5), DNNL_ARG_SRC_ITER));
+    KILN_RETURN_IF_ERROR(bind(src_iter_c_, OptionalInput(call, 6), DNNL_ARG_SRC_ITER_C));
+    KILN_RETURN_IF_ERROR(bind(dst_iter_, OptionalOutput(call, 1), DNNL_ARG_DST_ITER));
+    KILN_RETURN_IF_ERROR(bind(dst_iter_c_, OptionalOutput(call, 2), DNNL_ARG_DST_ITER_C));
+    if (scratch_) {
+      KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws));
+      args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
+    }
+    const dnnl_status_t st = dnnl_primitive_execute(prim_.get(), stream_.get(), n, args);
+    if (st != dnnl_success) return Failed(st, name_);
+    if (dirs_ == 2 && y) {  // [seq, batch, 2 * hidden] -> Y [seq, 2, batch, hidden]
+      const float* from = reinterpret_cast<const float*>(ws + dst_offset_);
+      float* to = y->as<float>();
+      for (int64_t t = 0; t < seq_; ++t)
+        for (int64_t d = 0; d < 2; ++d)
+          for (int64_t b = 0; b < batch_; ++b)
+            std::memcpy(to + ((t * 2 + d) * batch_ + b) * hidden_, from + (t * batch_ + b) * 2 * hidden_ + d * hidden_,
+                        static_cast<size_t>(hidden_) * sizeof(float));
+    }
+    return Status::Ok();
+  }
+
+  static Result<std::unique_ptr<OneDnnOp>> Plan(std::string_view op, const KernelCall& call, int threads,
+                                                bool weights_constant);
+
+ private:
+  // W, R and B in oneDNN's gate order and layouts, into held_ (once per model weights).
+  Status PrepareWeights(const KernelCall& call) {
+    const int64_t G = gates_, H = hidden_, I = input_, D = dirs_;
+    // ONNX gate g of oneDNN gate k.
+    const int lstm_order[] = {0, 2, 3, 1};  // oneDNN i, f, c~, o from ONNX i, o, f, c
+    auto onnx_gate = [&](int64_t k) { return G == 4 ? lstm_order[k] : static_cast<int>(k); };
+    std::vector<float> w(static_cast<size_t>(D * G * H * I)), r(static_cast<size_t>(D * G * H * H));
+    const float* W = call.inputs[1].as<const float>();
+    const float* R = call.inputs[2].as<const float>();
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t k = 0; k < G; ++k) {
+        const int64_t g = onnx_gate(k);
+        std::memcpy(w.data() + (d * G + k) * H * I, W + (d * G + g) * H * I, static_cast<size_t>(H * I) * sizeof(float));
+        std::memcpy(r.data() + (d * G + k) * H * H, R + (d * G + g) * H * H, static_cast<size_t>(H * H) * sizeof(float));
+      }
+    const int64_t bias_gates = lbr_ ? G + 1 : G;
+    std::vector<float> bias(static_cast<size_t>(D * bias_gates * H), 0.0f);
+    if (const TensorRef* B = OptionalInput(call, 3)) {
+      const float* b = B->as<const float>();
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t k = 0; k < G; ++k) {
+          const int64_t g = onnx_gate(k);
+          const float* wb = b + d * 2 * G * H + g * H;
+          const float* rb = wb + G * H;
+          float* out = bias.data() + (d * bias_gates + k) * H;
+          for (int64_t j = 0; j < H; ++j) out[j] = lbr_ && k == G - 1 ? wb[j] : wb[j] + rb[j];
+          if (lbr_ && k == G - 1)
+            for (int64_t j = 0; j < H; ++j) bias[(d * bias_gates + G) * H + j] = rb[j];
+        }
+    }
+    if (!held_.Reserve(b_offset_ + bias.size() * sizeof(float)))
+      return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+    held_from_ = call.inputs[1].data;
+    KILN_RETURN_IF_ERROR(SetHandle(wl_user_, w.data()));
+    KILN_RETURN_IF_ERROR(SetHandle(wl_mem_, held_.data()));
+    KILN_RETURN_IF_ERROR(Execute(wl_reorder_, stream_, {{DNNL_ARG_FROM, wl_user_.get()}, {DNNL_ARG_TO, wl_mem_.get()}},
+                                 "weights reorder"));
+    KILN_RETURN_IF_ERROR(SetHandle(wi_user_, r.data()));
+    KILN_RETURN_IF_ERROR(SetHandle(wi_mem_, held_.data() + wi_offset_));
+    KILN_RETURN_IF_ERROR(Execute(wi_reorder_, stream_, {{DNNL_ARG_FROM, wi_user_.get()}, {DNNL_ARG_TO, wi_mem_.get()}},
+                                 "weights reorder"));
+    std::memcpy(held_.data() + b_offset_, bias.data(), bias.size() * sizeof(float));
+    return Status::Ok();
+  }
+
+  const char* name_ = "LSTM";
+  int threads_ = 1;
+  int64_t gates_ = 4, hidden_ = 0, input_ = 0, seq_ = 0, batch_ = 0, dirs_ = 1;
+  bool lbr_ = false;
+  dnnl::primitive prim_;
+  dnnl::stream stream_;
+  memory src_layer_, dst_layer_, wl_mem_, wi_mem_, wl_user_, wi_user_, b_mem_;
+  std::optional<memory> src_iter_, src_iter_c_, dst_iter_, dst_iter_c_, scratch_;
+  dnnl::reorder wl_reorder_, wi_reorder_;
+  size_t wi_offset_ = 0, b_offset_ = 0, dst_offset_ = 0, workspace_ = 0;
+  AlignedBuffer held_;
+  const void* held_from_ = nullptr;
+  std::string description_;
+};
+
+Result<std::unique_ptr<OneDnnOp>> RnnOp::Plan(std::string_view op, const KernelCall& call, int threads,
+                                              bool weights_constant) {
+  const bool lstm = op == "LSTM";
+  if (call.inputs.size() < 3 || !call.inputs[0].present() || !call.inputs[1].present() || !call.inputs[2].present())
+    return InvalidArgument(std::string(op) + ": X, W and R are required");
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &r = call.inputs[2];
+  for (const TensorRef* t : {&x, &w, &r})
+    if (t->dtype != DType::kFloat32)
+      return Unimplemented(DTypeStr(t->dtype) + " (oneDNN runs float32 " + std::string(op) + " in Kiln)");
+  if (!weights_constant) return Unimplemented("W, R or B is not a model weight (oneDNN's weights are reordered once)");
+  if (OptionalInput(call, 4)) return Unimplemented("sequence_lens (oneDNN's RNN has no per-batch sequence lengths)");
+  if (lstm && OptionalInput(call, 7)) return Unimplemented("peepholes (Kiln's kernel runs them)");
+  const AttrMap& a = call.attrs;
+  if (a.GetInt("layout", 0) != 0) return Unimplemented("layout 1 (batch first; Kiln's kernel runs it)");
+  if (a.Has("clip")) return Unimplemented("clip (oneDNN's RNN has none)");
+  if (lstm && a.GetInt("input_forget", 0) != 0) return Unimplemented("input_forget (oneDNN's LSTM has none)");
+  if (a.Has("activation_alpha") || a.Has("activation_beta")) return Unimplemented("activation_alpha/beta");
+  if (std::string_view acts = a.GetString("activations", ""); !acts.empty()) {
+    std::string lower(acts);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool two = a.GetString("direction", "forward") == "bidirectional";
+    std::string want = lstm ? "sigmoid,tanh,tanh" : "sigmoid,tanh";
+    if (two) want += "," + want;
+    if (lower != want) return Unimplemented("activations " + std::string(acts) + " (oneDNN's are the defaults)");
+  }
+  const std::string_view direction = a.GetString("direction", "forward");
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  const int64_t gates = lstm ? 4 : 3;
+  if (x.rank != 3 || w.rank != 3 || r.rank != 3 || w.dims[0] != dirs || r.dims[0] != dirs || w.dims[1] % gates != 0)
+    return InvalidArgument(std::string(op) + ": X " + ShapeStr(x) + ", W " + ShapeStr(w) + " and R " + ShapeStr(r) +
+                           " do not agree with direction " + std::string(direction));
+  const int64_t seq = x.dims[0], batch = x.dims[1], input = x.dims[2], hidden = w.dims[1] / gates;
+  if (w.dims[2] != input || r.dims[1] != gates * hidden || r.dims[2] != hidden ||
+      a.GetInt("hidden_size", hidden) != hidden)
+    return InvalidArgument(std::string(op) + ": W " + ShapeStr(w) + " and R " + ShapeStr(r) + " do not agree with X " +
+                           ShapeStr(x) + " and hidden_size");
+  if (seq == 0 || batch == 0 || input == 0 || hidden == 0)
+    return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  // Where Kiln's kernel is faster (bidirectional, sequence 50, hidden 256, `kiln bench` p50 with
+  // and without --no-onednn): at batch 1-2 on one thread (LSTM batch 1 2.53 against 4.28 ms);
+  // on two threads, where it runs the directions side by side, at every batch measured for GRU
+  // (batch 16: 4.12 against 4.36 ms) and below 16 for LSTM (batch 8: 2.88 against 2.87 ms). oneDNN
+  // wins from batch 4 on one thread (LSTM 2.62 against 3.05 ms, GRU 1.53 against 2.24) and LSTM
+  // from batch 16 on two (5.20 against 5.69 ms).
+  const int64_t min_batch = threads == 1 ? (lstm ? 4 : 2) : (lstm ? 8 * threads : 0);
+  if (min_batch == 0 || batch < min_batch)
+    return Unimplemented(std::string(op) + " of batch " + std::to_string(batch) + " on " + std::to_string(threads) +
+                         " threads: Kiln's kernel is faster there" +
+                         (min_batch ? " (oneDNN from batch " + std::to_string(min_batch) + ")" : ""));
+  const int64_t state[] = {dirs, batch, hidden};
+  for (int i : {5, 6}) {
+    const TensorRef* t = OptionalInput(call, i);
+    if (i == 6 && !lstm) break;
+    if (t && (t->dtype != DType::kFloat32 || t->rank != 3 || !std::equal(state, state + 3, t->dims)))
+      return InvalidArgument(std::string(op) + ": initial state " + ShapeStr(*t) + " must be [" +
+                             std::to_string(dirs) + ", " + std::to_string(batch) + ", " + std::to_string(hidden) + "]");
+  }
+  const bool lbr = !lstm && a.GetInt("linear_before_reset", 0) != 0;
+  auto p = std::make_unique<RnnOp>();
+  p->name_ = lstm ? "LSTM" : "GRU";
+  p->threads_ = threads;
+  p->gates_ = gates, p->hidden_ = hidden, p->input_ = input, p->seq_ = seq, p->batch_ = batch, p->dirs_ = dirs;
+  p->lbr_ = lbr;
+  try {
+    OmpThreads omp(threads);
+    dnnl::engine& engine = Engine();
+    p->stream_ = dnnl::stream(engine);
+    const auto f32 = memory::data_type::f32;
+    const auto dir = dirs == 2                   ? dnnl::rnn_direction::bidirectional_concat
+                     : direction == "reverse"    ? dnnl::rnn_direction::unidirectional_right2left
+                                                 : dnnl::rnn_direction::unidirectional_left2right;
+    const memory::desc src_layer({seq, batch, input}, f32, Tag::tnc);
+    const memory::desc dst_layer({seq, batch, dirs * hidden}, f32, Tag::tnc);
+    const memory::desc iter({1, dirs, batch, hidden}, f32, Tag::ldnc);
+    const memory::desc wl_any({1, dirs, input, gates, hidden}, f32, Tag::any);
+    const memory::desc wi_any({1, dirs, hidden, gates, hidden}, f32, Tag::any);
+    const memory::desc bias({1, dirs, lbr ? gates + 1 : gates, hidden}, f32, Tag::ldgo);
+    const memory::desc none;
+    const memory::desc src_iter = OptionalInput(call, 5) ? iter : none;
+    const memory::desc src_iter_c = lstm && OptionalInput(call, 6) ? iter : none;
+    const memory::desc dst_iter = OptionalOutput(call, 1) ? iter : none;
+    const memory::desc dst_iter_c = lstm && OptionalOutput(call, 2) ? iter : none;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const auto inference = dnnl::prop_kind::forward_inference;
+    dnnl::primitive_desc_base pd;
+    memory::desc wl_md, wi_md, scratch_md;
+    if (lstm) {
+      const dnnl::lstm_forward::desc desc(inference, dir, src_layer, src_iter, src_iter_c, wl_any, wi_any, bias,
+                                          dst_layer, dst_iter, dst_iter_c);
+      const dnnl::lstm_forward::primitive_desc lpd(desc, attr, engine);
+      p->prim_ = dnnl::lstm_forward(lpd);
+      wl_md = lpd.weights_layer_desc(), wi_md = lpd.weights_iter_desc(), scratch_md = lpd.scratchpad_desc();
+      p->description_ = lpd.impl_info_str();
+    } else if (lbr) {
+      const dnnl::lbr_gru_forward::desc desc(inference, dir, src_layer, src_iter, wl_any, wi_any, bias, dst_layer,
+                                             dst_iter);
+      const dnnl::lbr_gru_forward::primitive_desc gpd(desc, attr, engine);
+      p->prim_ = dnnl::lbr_gru_forward(gpd);
+      wl_md = gpd.weights_layer_desc(), wi_md = gpd.weights_iter_desc(), scratch_md = gpd.scratchpad_desc();
+      p->description_ = gpd.impl_info_str();
+    } else {
+      const dnnl::gru_forward::desc desc(inference, dir, src_layer, src_iter, wl_any, wi_any, bias, dst_layer,
+                                         dst_iter);
+      const dnnl::gru_forward::primitive_desc gpd(desc, attr, engine);
+      p->prim_ = dnnl::gru_forward(gpd);
+      wl_md = gpd.weights_layer_desc(), wi_md = gpd.weights_iter_desc(), scratch_md = gpd.scratchpad_desc();
+      p->description_ = gpd.impl_info_str();
+    }
+    // ONNX's W [dirs, gates * hidden, input] is ldgoi with one layer; R likewise.
+    p->wl_user_ = memory({{1, dirs, input, gates, hidden}, f32, Tag::ldgoi}, engine, nullptr);
+    p->wi_user_ = memory({{1, dirs, hidden, gates, hidden}, f32, Tag::ldgoi}, engine, nullptr);
+    p->wl_mem_ = memory(wl_md, engine, nullptr);
+    p->wi_mem_ = memory(wi_md, engine, nullptr);
+    p->wl_reorder_ = dnnl::reorder(p->wl_user_, p->wl_mem_);
+    p->wi_reorder_ = dnnl::reorder(p->wi_user_, p->wi_mem_);
+    p->wi_offset_ = AlignUp(wl_md.get_size());
+    p->b_offset_ = p->wi_offset_ + AlignUp(wi_md.get_size());
+    p->b_mem_ = memory(bias, engine, nullptr);
+    p->src_layer_ = memory(src_layer, engine, nullptr);
+    p->dst_layer_ = memory(dst_layer, engine, nullptr);
+    if (OptionalInput(call, 5)) p->src_iter_.emplace(iter, engine, nullptr);
+    if (lstm && OptionalInput(call, 6)) p->src_iter_c_.emplace(iter, engine, nullptr);
+    if (OptionalOutput(call, 1)) p->dst_iter_.emplace(iter, engine, nullptr);
+    if (lstm && OptionalOutput(call, 2)) p->dst_iter_c_.emplace(iter, engine, nullptr);
+    size_t ws = 0;
+    if (scratch_md.get_size() > 0) {
+      p->scratch_.emplace(scratch_md, engine, nullptr);
+      ws = AlignUp(scratch_md.get_size());
+    }
+    p->dst_offset_ = ws;
+    if (dirs == 2 || !OptionalOutput(call, 0)) ws += AlignUp(dst_layer.get_size());
+    p->workspace_ = ws;
+    p->description_ += std::string(", ") + (dirs == 2 ? "bidirectional" : std::string(direction));
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the ") + std::string(op) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the " + std::string(op));
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
 }  // namespace
 
 ThreadPool::TeamFn OpenMpTeam() {
@@ -995,6 +1276,7 @@ Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCa
   if (op == kNhwcConvOp) return ConvOp::Plan(call, threads, weights_are_constant, true);
   if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
+  if (op == "LSTM" || op == "GRU") return RnnOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
 }
 

@@ -28,6 +28,12 @@
 // MatMul and Gemm, float32, of at least 2^18 multiply-adds, with a 2-D B (a model weight is
 // reordered once into oneDNN's layout), Gemm with alpha 1 and a C of N values or none, the
 // epilogue as post-ops; smaller products stay on OpenBLAS, which is faster there.
+// LSTM and GRU, float32, with W, R and B model weights (put in oneDNN's gate order and layouts
+// once), forward, reverse or bidirectional, on lstm_forward, gru_forward (linear_before_reset 0)
+// and lbr_gru_forward; refused: sequence_lens, clip, input_forget, peepholes, activations other
+// than the defaults, layout 1, and small batches, where Kiln's kernel is faster (LSTM below
+// batch 4 on one thread and 8 per thread on more; GRU below batch 2 on one thread, and on more).
+// Kiln's kernel runs those.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
 // with a bias (its bias is a separate slow pass) and won only at stride 1.
@@ -138,9 +144,10 @@ bool OneDnnRunsBFloat16();
 bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul or Gemm) for the shapes and dtypes
-// of `call` (its data is not read), for a context of `threads` threads. `weights_are_constant`:
-// input 1 (W, B) is a model weight (its data never changes). The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM or GRU) for the shapes
+// and dtypes of `call` (its data is not read), for a context of `threads` threads.
+// `weights_are_constant`: input 1 (W, B) is a model weight (its data never changes), and for LSTM
+// and GRU R and B too. The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
 // Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
 // activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
