@@ -379,7 +379,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   }
   if (!model.native_code_target().empty()) note += ", generated kernels as native code (" + model.native_code_target() + ")";
   const bool onednn = KeepsOneDnn() && options.cpu.onednn && OneDnnBuilt();
-  if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul and Gemm on " + OneDnnVersion();
+  if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
