@@ -1129,12 +1129,13 @@ Result<std::unique_ptr<OneDnnOp>> RnnOp::Plan(std::string_view op, const KernelC
   if (seq == 0 || batch == 0 || input == 0 || hidden == 0)
     return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
   // Where Kiln's kernel is faster (bidirectional, sequence 50, hidden 256, `kiln bench` p50 with
-  // and without --no-onednn): at batch 1-2 on one thread (LSTM batch 1 2.53 against 4.28 ms);
-  // on two threads, where it runs the directions side by side, at every batch measured for GRU
-  // (batch 16: 4.12 against 4.36 ms) and below 16 for LSTM (batch 8: 2.88 against 2.87 ms). oneDNN
-  // wins from batch 4 on one thread (LSTM 2.62 against 3.05 ms, GRU 1.53 against 2.24) and LSTM
-  // from batch 16 on two (5.20 against 5.69 ms).
-  const int64_t min_batch = threads == 1 ? (lstm ? 4 : 2) : (lstm ? 8 * threads : 0);
+  // and without --no-onednn; benchmarks/results/2026-12-05-attention.md): LSTM at batch 1-2 on
+  // one thread (batch 1: 2.53 against 4.28 ms); on two threads, where it runs the directions side
+  // by side, GRU at every batch measured (batch 16: 4.12 against 4.36 ms) and LSTM below 16
+  // (batch 8: 2.88 against 2.87 ms). oneDNN wins LSTM from batch 4 on one thread (2.62 against
+  // 3.05 ms) and from batch 16 on two (5.20 against 5.69), and GRU at every batch on one thread
+  // (batch 1: 1.29 against 1.75 ms).
+  const int64_t min_batch = threads == 1 ? (lstm ? 4 : 1) : (lstm ? 8 * threads : 0);
   if (min_batch == 0 || batch < min_batch)
     return Unimplemented(std::string(op) + " of batch " + std::to_string(batch) + " on " + std::to_string(threads) +
                          " threads: Kiln's kernel is faster there" +

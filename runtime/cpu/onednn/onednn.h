@@ -32,7 +32,7 @@
 // once), forward, reverse or bidirectional, on lstm_forward, gru_forward (linear_before_reset 0)
 // and lbr_gru_forward; refused: sequence_lens, clip, input_forget, peepholes, activations other
 // than the defaults, layout 1, and small batches, where Kiln's kernel is faster (LSTM below
-// batch 4 on one thread and 8 per thread on more; GRU below batch 2 on one thread, and on more).
+// batch 4 on one thread and 8 per thread on more; GRU on more than one thread).
 // Kiln's kernel runs those.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
