@@ -16,10 +16,10 @@ constexpr LibraryOp kOneDnn[] = {
     {"AveragePool", "oneDNN pooling, in its producer's layout"},
     {"Conv", "oneDNN convolution, its epilogue as post-ops"},
     {"GRU", "oneDNN's gru_forward / lbr_gru_forward (float32 model weights, the default activations, no "
-            "sequence_lens or clip; on one thread)"},
+            "sequence_lens or clip; batch 16 and up)"},
     {"Gemm", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"LSTM", "oneDNN's lstm_forward (float32 model weights, the default activations, no sequence_lens, clip, "
-             "peepholes or input_forget; batch 4 and up on one thread, 8 per thread on more)"},
+             "peepholes or input_forget; batch 16 and up)"},
     {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
     {"kiln.NhwcConv", "oneDNN convolution on NHWC tensors, its epilogue as post-ops"},

@@ -963,9 +963,8 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
 // with one layer); Y [seq, dirs, batch, hidden] is written directly for one direction, and from
 // oneDNN's [seq, batch, 2 * hidden] in the workspace for two. Refused (the CPU kernel runs):
 // sequence_lens (oneDNN has no per-batch lengths), clip, input_forget, peepholes, activations
-// other than the defaults, layout 1, weights that are not model weights, and the batches where
-// Kiln's kernel is faster (small ones; on two threads, where it runs the two directions side by
-// side, GRU always and LSTM below batch 16). oneDNN 2.6 names its GRU implementation `ref`: its
+// other than the defaults, layout 1, weights that are not model weights, and batches below 16,
+// where Kiln's kernel is faster (on two threads it runs the two directions side by side). oneDNN 2.6 names its GRU implementation `ref`: its
 // generic RNN driver on its packed GEMMs, not reference loops, so it is not refused for that.
 class RnnOp final : public OneDnnOp {
  public:
@@ -1129,17 +1128,16 @@ Result<std::unique_ptr<OneDnnOp>> RnnOp::Plan(std::string_view op, const KernelC
   if (seq == 0 || batch == 0 || input == 0 || hidden == 0)
     return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
   // Where Kiln's kernel is faster (bidirectional, sequence 50, hidden 256, `kiln bench` p50 with
-  // and without --no-onednn; benchmarks/results/2026-12-05-attention.md): LSTM at batch 1-2 on
-  // one thread (batch 1: 2.53 against 4.28 ms); on two threads, where it runs the directions side
-  // by side, GRU at every batch measured (batch 16: 4.12 against 4.36 ms) and LSTM below 16
-  // (batch 8: 2.88 against 2.87 ms). oneDNN wins LSTM from batch 4 on one thread (2.62 against
-  // 3.05 ms) and from batch 16 on two (5.20 against 5.69), and GRU at every batch on one thread
-  // (batch 1: 1.29 against 1.75 ms).
-  const int64_t min_batch = threads == 1 ? (lstm ? 4 : 1) : (lstm ? 8 * threads : 0);
-  if (min_batch == 0 || batch < min_batch)
-    return Unimplemented(std::string(op) + " of batch " + std::to_string(batch) + " on " + std::to_string(threads) +
-                         " threads: Kiln's kernel is faster there" +
-                         (min_batch ? " (oneDNN from batch " + std::to_string(min_batch) + ")" : ""));
+  // and without --no-onednn; benchmarks/results/2026-12-05-attention.md): below batch 16 on two
+  // threads, where it runs the two directions side by side (LSTM batch 8: 2.88 against 2.87 ms;
+  // GRU batch 4: 1.17 against 2.02), and LSTM below batch 4 on one (batch 1: 2.53 against 4.28).
+  // From batch 16 oneDNN wins LSTM on one and two threads (7.57 against 11.08, 5.20 against 5.69)
+  // and GRU on one (5.51 against 7.94; 4.36 against 4.12 on two). The choice depends on the batch
+  // alone, never on the thread count, so that a context's bits do not change with its threads.
+  constexpr int64_t kMinBatch = 16;
+  if (batch < kMinBatch)
+    return Unimplemented(std::string(op) + " of batch " + std::to_string(batch) +
+                         ": Kiln's kernel is faster below batch " + std::to_string(kMinBatch));
   const int64_t state[] = {dirs, batch, hidden};
   for (int i : {5, 6}) {
     const TensorRef* t = OptionalInput(call, i);

@@ -31,8 +31,8 @@
 // LSTM and GRU, float32, with W, R and B model weights (put in oneDNN's gate order and layouts
 // once), forward, reverse or bidirectional, on lstm_forward, gru_forward (linear_before_reset 0)
 // and lbr_gru_forward; refused: sequence_lens, clip, input_forget, peepholes, activations other
-// than the defaults, layout 1, and small batches, where Kiln's kernel is faster (LSTM below
-// batch 4 on one thread and 8 per thread on more; GRU on more than one thread).
+// than the defaults, layout 1, and batches below 16, where Kiln's kernel is faster (by the batch
+// alone, never the thread count, so that the bits do not depend on it).
 // Kiln's kernel runs those.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im

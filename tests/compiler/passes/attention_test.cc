@@ -18,23 +18,23 @@
 namespace kiln::testing {
 namespace {
 
-constexpr int64_t kHeads = 2, kQueries = 5, kKeys = 7, kHead = 6;
+constexpr int64_t kAttentionHeads = 2, kQueries = 5, kKeys = 7, kHead = 6;
 
-// Inputs q [1, H, Sq, D], k [1, H, T, D], v [1, H, T, D] and, when `mask`, m [1, 1, Sq, T] with
+// AttentionInputs q [1, H, Sq, D], k [1, H, T, D], v [1, H, T, D] and, when `mask`, m [1, 1, Sq, T] with
 // -inf entries and query row 1 masked throughout.
-struct Inputs {
-  std::vector<float> q = kiln::testing::RandomFloats(kHeads * kQueries * kHead, 1);
-  std::vector<float> k = kiln::testing::RandomFloats(kHeads * kKeys * kHead, 2);
-  std::vector<float> v = kiln::testing::RandomFloats(kHeads * kKeys * kHead, 3);
+struct AttentionInputs {
+  std::vector<float> q = kiln::testing::RandomFloats(kAttentionHeads * kQueries * kHead, 1);
+  std::vector<float> k = kiln::testing::RandomFloats(kAttentionHeads * kKeys * kHead, 2);
+  std::vector<float> v = kiln::testing::RandomFloats(kAttentionHeads * kKeys * kHead, 3);
   std::vector<float> m = kiln::testing::RandomFloats(kQueries * kKeys, 4, -2.0f, 0.0f);
-  Inputs() {
+  AttentionInputs() {
     for (size_t i = 0; i < m.size(); i += 3) m[i] = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < kKeys; ++j) m[kKeys + j] = -std::numeric_limits<float>::infinity();
   }
 };
 
 void AddQkv(onnx::GraphProto* g, bool mask) {
-  const std::string h = std::to_string(kHeads), sq = std::to_string(kQueries), t = std::to_string(kKeys),
+  const std::string h = std::to_string(kAttentionHeads), sq = std::to_string(kQueries), t = std::to_string(kKeys),
                     d = std::to_string(kHead);
   AddInput(g, "q", {"1", h, sq, d});
   AddInput(g, "k", {"1", h, t, d});
@@ -42,8 +42,8 @@ void AddQkv(onnx::GraphProto* g, bool mask) {
   if (mask) AddInput(g, "m", {"1", "1", sq, t});
 }
 
-std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const Inputs& in, bool mask) {
-  const int64_t qd[] = {1, kHeads, kQueries, kHead}, kd[] = {1, kHeads, kKeys, kHead}, md[] = {1, 1, kQueries, kKeys};
+std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const AttentionInputs& in, bool mask) {
+  const int64_t qd[] = {1, kAttentionHeads, kQueries, kHead}, kd[] = {1, kAttentionHeads, kKeys, kHead}, md[] = {1, 1, kQueries, kKeys};
   std::vector<TensorView> views = {TensorView::Host(in.q.data(), DType::kFloat32, qd, 4),
                                    TensorView::Host(in.k.data(), DType::kFloat32, kd, 4),
                                    TensorView::Host(in.v.data(), DType::kFloat32, kd, 4)};
@@ -57,7 +57,7 @@ std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const Inp
 // every key is masked (-inf), the written-out Softmax gives NaN and Attention zeros (ONNX's rule,
 // and what PyTorch's Where(IsNaN(P), 0, P) makes of the NaN).
 void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bool mask) {
-  const Inputs in;
+  const AttentionInputs in;
   const auto want = Run(CompileModel(m, OptionsFor(Device::kCpu, false)), in, mask);
   const auto got = Run(c.bytes, in, mask);
   REQUIRE(got.size() == 1);
@@ -72,7 +72,7 @@ void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bo
       CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
     }
   }
-  CHECK(nan_rows <= kHeads * kHead);  // row 1 of each head at most
+  CHECK(nan_rows <= kAttentionHeads * kHead);  // row 1 of each head at most
 }
 
 // TorchScript's BERT: MatMul(Q, Transpose(K)), Div by sqrt(d), Add of the extended mask,
@@ -115,10 +115,10 @@ TEST_CASE("attention: dynamo's scale on Q and K apart, and K^T through Reshape, 
   const float quarter = std::pow(static_cast<float>(kHead), -0.25f);
   AddFloatInit(g, "c", {}, {quarter});
   AddNode(g, "Mul", {"q", "c"}, {"qs"}, "q_scale");
-  AddInt64Init(g, "flat", {3}, {kHeads, kKeys, kHead});
+  AddInt64Init(g, "flat", {3}, {kAttentionHeads, kKeys, kHead});
   AddNode(g, "Reshape", {"k", "flat"}, {"k3"}, "k3");
   AttrInts(AddNode(g, "Transpose", {"k3"}, {"k3t"}, "k3t"), "perm", {0, 2, 1});
-  AddInt64Init(g, "back", {4}, {1, kHeads, kHead, kKeys});
+  AddInt64Init(g, "back", {4}, {1, kAttentionHeads, kHead, kKeys});
   AddNode(g, "Reshape", {"k3t", "back"}, {"kt"}, "kt");
   AddNode(g, "Mul", {"kt", "c"}, {"kts"}, "k_scale");
   AddNode(g, "MatMul", {"qs", "kts"}, {"s"}, "qk");

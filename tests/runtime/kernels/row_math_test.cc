@@ -45,7 +45,7 @@ TEST_CASE("row math: exp_sum, sigmoid and tanh match the C library within 1e-6 r
   CHECK(sum == doctest::Approx(want_sum).epsilon(1e-6));
 }
 
-TEST_CASE("row math: edge values: exp of -inf is 0, NaN stays NaN, infinities saturate; add_max") {
+TEST_CASE("row math: edge values: exp of -inf is 0, NaN stays NaN, infinities saturate, and add_max") {
   const RowMath& m = ActiveRowMath();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   float e[] = {-kInf, -100.0f, nan, 0.0f};
