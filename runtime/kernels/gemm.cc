@@ -31,8 +31,8 @@ int64_t BlockLength(int64_t m, int64_t n, int64_t k) {
 
 void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (work >= kOneDnnSgemmMinWork && OneDnnSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if (SgemmLibrary(m, n, k) == Library::kOneDnn && OneDnnSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   BlasSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -964,8 +964,9 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
 // oneDNN's [seq, batch, 2 * hidden] in the workspace for two. Refused (the CPU kernel runs):
 // sequence_lens (oneDNN has no per-batch lengths), clip, input_forget, peepholes, activations
 // other than the defaults, layout 1, weights that are not model weights, and batches below 16,
-// where Kiln's kernel is faster (on two threads it runs the two directions side by side). oneDNN 2.6 names its GRU implementation `ref`: its
-// generic RNN driver on its packed GEMMs, not reference loops, so it is not refused for that.
+// where Kiln's kernel is faster (on two threads it runs the two directions side by side).
+// oneDNN 2.6 names its GRU implementation `ref`: its generic RNN driver on its packed GEMMs, not
+// reference loops, so it is not refused for that.
 class RnnOp final : public OneDnnOp {
  public:
   size_t workspace_bytes() const override { return workspace_; }
@@ -978,9 +979,7 @@ class RnnOp final : public OneDnnOp {
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
-    if (call.workspace_bytes < workspace_)
-      return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
-                      " bytes, needs " + std::to_string(workspace_));
+    KILN_RETURN_IF_ERROR(CheckWorkspace(call, workspace_, std::string(name_) + " on oneDNN"));
     const void* w = call.inputs[1].data;
     if (held_.size() == 0 || held_from_ != w) KILN_RETURN_IF_ERROR(PrepareWeights(call));
     auto* ws = static_cast<uint8_t*>(call.workspace);
