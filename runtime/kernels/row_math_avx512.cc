@@ -2,6 +2,8 @@
 #include "runtime/kernels/row_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
+#include <immintrin.h>
+
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #define ROW_MATH_VARIANT avx512

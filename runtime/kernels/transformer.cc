@@ -202,11 +202,14 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
 }
 
 // The online softmax's tiles: kQueryBlock query rows against kKeyBlock keys at a time
-// (flash attention's loop, Dao et al. 2022): a score tile of 64 x 512 floats (128 KiB) stays in
+// (flash attention's loop, Dao et al. 2022): a score tile of 128 x 512 floats (256 KiB) stays in
 // L2, where the whole [Sq, T] score matrix of a head would not (Whisper's 1500 x 1500: 9 MB).
+// 128 query rows per GEMM amortise dnnl_sgemm's packing of each tile of K and V; on this AVX-512
+// machine 128 x 512 beat 64 x 512, 128 x 256, 256 x 512 and 64 x 2048 at 1 thread on 12 x 512
+// and 6 x 1500 heads (benchmarks/attention.py; benchmarks/results/2026-12-05-attention.md).
 // The query blocks are spread over kSlots scratch slots, each run by one thread at a time; a
 // block's result does not depend on its slot, so the bits do not depend on the thread count.
-constexpr int64_t kQueryBlock = 64, kKeyBlock = 512, kSlots = 16;
+constexpr int64_t kQueryBlock = 128, kKeyBlock = 512, kSlots = 16;
 
 // Whether the kernel reads Q, K and V where they are (float32, no past cache to put before the
 // new keys, no present outputs to write): the GEMMs take their rows with the layout's stride.
@@ -480,11 +483,11 @@ Status Attention(const KernelCall& call) {
           emit(3);
           continue;
         }
-        if (one_tile) {  // the probabilities themselves, so that P V is Y
-          const float sum = rows.exp_sum(row, cols, m_new);
-          const float inv = 1.0f / sum;  // sum >= 1 (the max's own term), or NaN
-          for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
-          emit(3);
+        if (one_tile) {  // P V is Y times the row's 1 / sum, applied to Y's row after the GEMM
+          row_sum[r] = 1.0f / rows.exp_sum(row, cols, m_new);  // the sum is >= 1 (the max's term), or NaN
+          if (qk_out && mode == 3) {
+            for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j] * row_sum[r]);
+          }
           continue;
         }
         const float correction = std::exp(row_max[r] - m_new);  // 0 for the first keys
@@ -495,10 +498,14 @@ Status Attention(const KernelCall& call) {
         if (qk_out && mode == 3)  // whole rows: the sum is final
           for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j] / row_sum[r]);
       }
-      if (one_tile) {  // Y = P V, written in place
-        if (dv > 0)
-          Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh, ldv, 0.0f, y.as<float>() + y_layout.at(b, h, i0),
-                y_layout.s);
+      if (one_tile) {  // Y = P V, written in place, then each row scaled by its 1 / sum
+        float* yb = y.as<float>() + y_layout.at(b, h, i0);
+        if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh, ldv, 0.0f, yb, y_layout.s);
+        for (int64_t r = 0; r < rows_n; ++r) {
+          const float inv = row_sum[r];
+          float* y_row = yb + r * y_layout.s;
+          for (int64_t d = 0; d < dv; ++d) y_row[d] *= inv;
+        }
         return;
       }
       if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * ldv, ldv, 1.0f, o, dv);
