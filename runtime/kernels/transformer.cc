@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "runtime/kernels/attention_tiles.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/row_math.h"
 #include "runtime/kernels/gemm.h"
@@ -210,6 +211,7 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
 // The query blocks are spread over kSlots scratch slots, each run by one thread at a time; a
 // block's result does not depend on its slot, so the bits do not depend on the thread count.
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 512, kSlots = 16;
+static_assert(kKeyBlock % kKeyPanel == 0, "a key tile starts at a panel of the transposed K");
 
 // Whether the kernel reads Q, K and V where they are (float32, no past cache to put before the
 // new keys, no present outputs to write): the GEMMs take their rows with the layout's stride.
@@ -219,19 +221,28 @@ bool ReadsInPlace(const AttentionShape& a, std::span<const TensorRef> in, std::s
   return in[0].dtype == DType::kFloat32 && a.past == 0 && !present;
 }
 
+// The AVX-512 tile products (attention_tiles.h) when this CPU has them and the value head fits
+// them; null where the tiles' products run on dnnl_sgemm.
+const AttentionTiles* TilesFor(const AttentionShape& a) {
+  return a.v_head <= kMaxValueDim ? ActiveAttentionTiles() : nullptr;
+}
+
 // Workspace (float32): unless the kernel reads them in place, Q [B,Hq,Sq,D] and the whole K and
-// V, past then new, [B,Hkv,T,D] and [B,Hkv,T,Dv]; then per slot a score tile [bq, bk], the
+// V, past then new, [B,Hkv,T,D] and [B,Hkv,T,Dv]; with the AVX-512 tiles, K transposed in
+// panels of 64 keys (attention_tiles.h), [B,Hkv,Tp/64,D,64] (Tp: T rounded up to 64, zero after
+// T); then per slot a score tile [bq, bk], the
 // output rows [bq, Dv] and each row's running max and sum. bk is T when qk_matmul_output_mode 3
 // is asked for (the probabilities need the whole row's sum before they are written).
 struct AttentionScratch {
-  int64_t q = 0, k = 0, v = 0, bq = 0, bk = 0, slot = 0, slots = 0;
+  int64_t q = 0, k = 0, v = 0, kt_cols = 0, kt = 0, bq = 0, bk = 0, slot = 0, slots = 0;
   AttentionScratch(const AttentionShape& a, bool whole_rows, bool in_place)
       : q(in_place ? 0 : a.batch * a.q_heads * a.q_seq * a.head),
         k(in_place ? 0 : a.batch * a.kv_heads * a.total * a.head),
-        v(in_place ? 0 : a.batch * a.kv_heads * a.total * a.v_head), bq(std::min(a.q_seq, kQueryBlock)),
+        v(in_place ? 0 : a.batch * a.kv_heads * a.total * a.v_head), kt_cols((a.total + kKeyPanel - 1) / kKeyPanel * kKeyPanel),
+        kt(TilesFor(a) ? a.batch * a.kv_heads * a.head * kt_cols : 0), bq(std::min(a.q_seq, kQueryBlock)),
         bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 2 * bq),
         slots(std::min(kSlots, a.batch * a.q_heads * ((a.q_seq + kQueryBlock - 1) / kQueryBlock))) {}
-  int64_t floats() const { return q + k + v + slots * slot; }
+  int64_t floats() const { return q + k + v + kt + slots * slot; }
 };
 
 bool WholeRows(const AttrMap& attrs, std::span<const TensorRef> outputs) {
@@ -390,7 +401,8 @@ Status Attention(const KernelCall& call) {
   float* wq = static_cast<float*>(call.workspace);
   float* wk = wq + sizes.q;
   float* wv = wk + sizes.k;
-  float* slots = wv + sizes.v;
+  float* kt = wv + sizes.v;
+  float* slots = kt + sizes.kt;
 
   // Where row s of head (b, h) of Q, K and V starts: in the inputs, or in the gathered copies
   // ([B, H, rows, dim], rows one after the other).
@@ -417,6 +429,21 @@ Status Attention(const KernelCall& call) {
       for (int64_t i = 0; i < sizes.v; ++i) Store(*pv, i, wv[i]);
   }
   if (sizes.slots == 0) return Status::Ok();  // no query rows
+  const AttentionTiles* tiles = TilesFor(a);
+  if (tiles) {  // K transposed in panels, once per call: panel p of head bh, [d][j % 64]
+    const int64_t heads = a.batch * a.kv_heads, per_head = a.head * sizes.kt_cols;
+    ParallelFor(call.threads, heads, MinItemsPerPart(per_head), [&](int64_t begin, int64_t end) {
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const float* kh = k_base + k_rows.at(bh / a.kv_heads, bh % a.kv_heads, 0);
+        float* out = kt + bh * per_head;
+        std::fill(out + (a.total / kKeyPanel) * a.head * kKeyPanel, out + per_head, 0.0f);  // the last panel
+        for (int64_t j = 0; j < a.total; ++j) {
+          float* col = out + (j / kKeyPanel) * a.head * kKeyPanel + j % kKeyPanel;
+          for (int64_t d = 0; d < a.head; ++d) col[d * kKeyPanel] = kh[j * k_rows.s + d];
+        }
+      }
+    });
+  }
 
   const float scale = call.attrs.Has("scale") ? call.attrs.GetFloat("scale", 1.0f)
                                               : static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head)));
@@ -445,15 +472,27 @@ Status Attention(const KernelCall& call) {
     float* row_sum = row_max + sizes.bq;
     const float* qh = q_base + q_rows.at(b, h, i0);
     const float* kh = k_base + k_rows.at(b, h / group, 0);
+    const float* kt_head = kt + (b * a.kv_heads + h / group) * a.head * sizes.kt_cols;
     const float* vh = v_base + v_rows.at(b, h / group, 0);
     const int64_t ldq = q_rows.s, ldk = k_rows.s, ldv = v_rows.s;
+    // out (+)= P V for the tile's `cols` keys, whose values start at `vt`.
+    auto values = [&](int64_t cols, const float* vt, bool accumulate, float* out, int64_t ld_out) {
+      if (dv == 0) return;
+      if (tiles) {
+        tiles->values(scores, cols, vt, ldv, rows_n, cols, dv, accumulate, out, ld_out);
+      } else {
+        Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vt, ldv, accumulate ? 1.0f : 0.0f, out, ld_out);
+      }
+    };
     for (int64_t i = 0; i < rows_n; ++i) row_max[i] = kNegInf, row_sum[i] = 0;
     if (!one_tile)
       for (int64_t i = 0; i < rows_n * dv; ++i) o[i] = 0;
     const int64_t qk_base = bh * a.q_seq * t;
     for (int64_t j0 = 0; j0 < t; j0 += sizes.bk) {
       const int64_t cols = std::min(sizes.bk, t - j0);
-      if (a.head > 0) {
+      if (a.head > 0 && tiles) {
+        tiles->scores(qh, ldq, kt_head + j0 * a.head, rows_n, cols, a.head, scale, scores, cols);
+      } else if (a.head > 0) {
         Sgemm(false, true, rows_n, cols, a.head, scale, qh, ldq, kh + j0 * ldk, ldk, 0.0f, scores, cols);
       } else {
         for (int64_t e = 0; e < rows_n * cols; ++e) scores[e] = 0;
@@ -500,7 +539,7 @@ Status Attention(const KernelCall& call) {
       }
       if (one_tile) {  // Y = P V, written in place, then each row scaled by its 1 / sum
         float* yb = y.as<float>() + y_layout.at(b, h, i0);
-        if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh, ldv, 0.0f, yb, y_layout.s);
+        values(cols, vh, false, yb, y_layout.s);
         for (int64_t r = 0; r < rows_n; ++r) {
           const float inv = row_sum[r];
           float* y_row = yb + r * y_layout.s;
@@ -508,7 +547,7 @@ Status Attention(const KernelCall& call) {
         }
         return;
       }
-      if (dv > 0) Sgemm(false, false, rows_n, dv, cols, 1.0f, scores, cols, vh + j0 * ldv, ldv, 1.0f, o, dv);
+      values(cols, vh + j0 * ldv, true, o, dv);
     }
     for (int64_t r = 0; r < rows_n; ++r) {
       const float inv = row_sum[r] == 0 ? 0.0f : 1.0f / row_sum[r];  // NaN stays NaN

@@ -1,0 +1,39 @@
+// The Attention kernel's two tile products (runtime/kernels/transformer.cc) as AVX-512
+// register-blocked loops, for the CPUs that have it: the score tile S = scale Q K^T, with K
+// transposed once per call, and the output rows O (+)= P V, with V read where it is. At the
+// sizes attention has (a few dozen to 128 query rows, 64 or 32 head dims) dnnl_sgemm packs both
+// operands on every call and costs microseconds per call; these read Q, P and V in place and
+// keep every accumulator in a register (6 rows by 64 keys; up to 24 rows by the head size).
+//
+// Each result is a sum over d (or j) in order with one fused multiply-add per term, so it does
+// not depend on the thread count or on where a tile starts.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+struct AttentionTiles {
+  // s[r * lds + j] = scale * sum_e q[r * ldq + e] * K[j][e], for r < rows, j < cols, e < d; kt
+  // holds K transposed in panels of kKeyPanel keys: panel p, keys [p * 64, p * 64 + 64), is
+  // [d, 64] floats at kt + p * d * 64, zero past the last key. All pointers are float32; no
+  // alignment is required.
+  void (*scores)(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
+                 float* s, int64_t lds);
+  // o[r * ldo + e] = (accumulate ? o[r * ldo + e] : 0) + sum_j p[r * ldp + j] * v[j * ldv + e],
+  // for r < rows, e < dv; dv at most kMaxValueDim.
+  void (*values)(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
+                 bool accumulate, float* o, int64_t ldo);
+};
+
+// Keys per panel of `scores`' transposed K.
+inline constexpr int64_t kKeyPanel = 64;
+
+// The largest value head size `values` takes (eight 16-float vectors per row).
+inline constexpr int64_t kMaxValueDim = 128;
+
+// The AVX-512 build when ActiveCpuIsa() is AVX-512, else null (the kernel then runs its products
+// on dnnl_sgemm). Null in a selective runtime (runtime/kernels/selective.h), built for size.
+const AttentionTiles* ActiveAttentionTiles();
+
+}  // namespace kiln::cpu

@@ -1,0 +1,169 @@
+// attention_tiles.h's products built for AVX-512, and the choice of build. The headers come
+// before the instruction-set region, so that no inline function of theirs is compiled with AVX
+// code (cmake/check_isa_comdat.sh); everything inside it has internal linkage.
+#include "runtime/kernels/attention_tiles.h"
+
+#include "runtime/cpu/arch/x86/cpu_isa.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+
+namespace kiln::cpu::avx512 {
+namespace {
+
+constexpr int kLanes = 16;
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// The lanes of vector v (of 16 floats) below n floats.
+__mmask16 LanesBelow(int64_t n, int v) {
+  const int64_t left = n - int64_t{v} * kLanes;
+  return left >= kLanes ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
+
+// Rows of the score tile per register block, and its keys (a panel: 4 vectors of 16): 24
+// accumulators.
+constexpr int kScoreRows = 6;
+
+// Scores of the keys [0, cols) of one panel of at most NV * 16 keys, every row; kt is the
+// panel, [d, 64].
+template <int NV>
+void ScoresPanel(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
+                 float* s, int64_t lds) {
+  __mmask16 store[NV];
+  for (int v = 0; v < NV; ++v) store[v] = LanesBelow(cols, v);
+  const __m512 k_scale = _mm512_set1_ps(scale);
+  for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
+    const int64_t n = Min(kScoreRows, rows - r0);
+    const float* qr[kScoreRows];  // rows past the last repeat it; their results are not stored
+    for (int i = 0; i < kScoreRows; ++i) qr[i] = q + (r0 + Min(i, n - 1)) * ldq;
+    __m512 acc[kScoreRows][NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < kScoreRows; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int64_t e = 0; e < d; ++e) {
+      __m512 k[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) k[v] = _mm512_loadu_ps(kt + e * kKeyPanel + v * kLanes);
+#pragma GCC unroll 8
+      for (int i = 0; i < kScoreRows; ++i) {
+        const __m512 b = _mm512_set1_ps(qr[i][e]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(b, k[v], acc[i][v]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < kScoreRows; ++i) {
+      if (i >= n) break;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        _mm512_mask_storeu_ps(s + (r0 + i) * lds + v * kLanes, store[v], _mm512_mul_ps(acc[i][v], k_scale));
+    }
+  }
+}
+
+void Scores(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
+            float* s, int64_t lds) {
+  int64_t j = 0;
+  for (; j + kKeyPanel <= cols; j += kKeyPanel, kt += d * kKeyPanel)
+    ScoresPanel<4>(q, ldq, kt, rows, kKeyPanel, d, scale, s + j, lds);
+  const int64_t left = cols - j;
+  if (left == 0) return;
+  switch ((left + kLanes - 1) / kLanes) {
+    case 1: return ScoresPanel<1>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+    case 2: return ScoresPanel<2>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+    case 3: return ScoresPanel<3>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+    default: return ScoresPanel<4>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+  }
+}
+
+// Output rows per register block for NV vectors of the value head: about 24 accumulators, with
+// the NV vectors of V's row and the broadcast P beside them in the 32 registers.
+constexpr int ValueRows(int nv) { return nv == 1 ? 12 : nv == 2 ? 12 : nv == 3 ? 8 : nv <= 6 ? 24 / nv : 2; }
+
+template <int NV>
+void ValuesChunk(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
+                 bool accumulate, float* o, int64_t ldo) {
+  constexpr int R = ValueRows(NV);
+  __mmask16 lanes[NV];
+  for (int u = 0; u < NV; ++u) lanes[u] = LanesBelow(dv, u);
+  for (int64_t r0 = 0; r0 < rows; r0 += R) {
+    const int64_t n = Min(R, rows - r0);
+    const float* pr[R];  // rows past the last repeat it; their results are not stored
+    for (int i = 0; i < R; ++i) pr[i] = p + (r0 + Min(i, n - 1)) * ldp;
+    __m512 acc[R][NV];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int u = 0; u < NV; ++u)
+        acc[i][u] = accumulate && i < n ? _mm512_maskz_loadu_ps(lanes[u], o + (r0 + i) * ldo + u * kLanes)
+                                        : _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      __m512 x[NV];
+#pragma GCC unroll 8
+      for (int u = 0; u < NV; ++u) x[u] = _mm512_maskz_loadu_ps(lanes[u], v + j * ldv + u * kLanes);
+#pragma GCC unroll 12
+      for (int i = 0; i < R; ++i) {
+        const __m512 b = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 8
+        for (int u = 0; u < NV; ++u) acc[i][u] = _mm512_fmadd_ps(b, x[u], acc[i][u]);
+      }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      if (i >= n) break;
+#pragma GCC unroll 8
+      for (int u = 0; u < NV; ++u) _mm512_mask_storeu_ps(o + (r0 + i) * ldo + u * kLanes, lanes[u], acc[i][u]);
+    }
+  }
+}
+
+// Keys per pass over the rows: their values (64 x 64 floats, 16 KiB) stay in L1 meanwhile.
+constexpr int64_t kValueChunk = 64;
+
+template <int NV>
+void ValuesOf(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
+              bool accumulate, float* o, int64_t ldo) {
+  for (int64_t j0 = 0; j0 < cols; j0 += kValueChunk)
+    ValuesChunk<NV>(p + j0, ldp, v + j0 * ldv, ldv, rows, Min(kValueChunk, cols - j0), dv, accumulate || j0 > 0, o, ldo);
+}
+
+void Values(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
+            bool accumulate, float* o, int64_t ldo) {
+  switch ((dv + kLanes - 1) / kLanes) {
+    case 1: return ValuesOf<1>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 2: return ValuesOf<2>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 3: return ValuesOf<3>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 4: return ValuesOf<4>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 5: return ValuesOf<5>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 6: return ValuesOf<6>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 7: return ValuesOf<7>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    case 8: return ValuesOf<8>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+    default: return;  // dv is 0 (the caller keeps dv <= kMaxValueDim)
+  }
+}
+
+}  // namespace
+
+extern const AttentionTiles kTiles;
+const AttentionTiles kTiles = {Scores, Values};
+
+}  // namespace kiln::cpu::avx512
+
+#pragma GCC pop_options
+#endif
+
+namespace kiln::cpu {
+
+const AttentionTiles* ActiveAttentionTiles() {
+#if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
+  if (ActiveCpuIsa() == CpuIsa::kAvx512) return &avx512::kTiles;
+#endif
+  return nullptr;
+}
+
+}  // namespace kiln::cpu
