@@ -1,6 +1,7 @@
 // Helpers for the lowering tests (tests/compiler/fusion/lower_*_test.cc): a one-node trace
 // built in C++ with its shapes inferred by the op's meta function, a LowerContext in which
-// every input of the node is a region input, and runners that evaluate the lowered program
+// every input of the node is a region input (a one-element float32 constant is folded into the
+// program, as the fusion stage folds it), and runners that evaluate the lowered program
 // with the CPU interpreter (cpu::RunFused) and the op's CPU reference kernel on the same
 // tensors, so a test compares the two.
 //
@@ -243,6 +244,8 @@ class TestLowerContext : public LowerContext {
       return Internal("ValueAt: " + std::to_string(coords.size()) + " coordinates for '" + value.name +
                       "' of rank " + std::to_string(value.rank()));
     }
+    if (value.is_const() && value.data->num_elements() == 1 && value.dtype == DType::kFloat32)
+      return b_.ConstF(value.data->FloatAt(0), fused::ScalarType::kF32);  // folded, as fusion.cc's context does
     int slot = -1;
     for (size_t k = 0; k < inputs_.size(); ++k)
       if (inputs_[k] == v) slot = static_cast<int>(k);
