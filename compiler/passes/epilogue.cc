@@ -190,7 +190,8 @@ class Folder {
   // Gelu written out with Erf (PyTorch's exports before opset 20): x read by exactly a
   // Div(x, sqrt(2)) or Mul(x, 1/sqrt(2)) and a Mul, then Erf, Add(., 1), and either
   //   Mul(x, that) then Mul(., 0.5)       (torch.nn.GELU), or
-  //   Mul(x, 0.5) and Mul(that, x * 0.5)  (x * 0.5 * (1 + erf(x / sqrt(2))), as transformers write it);
+  //   Mul(x, 0.5) and Mul(that, x * 0.5)  (x * 0.5 * (1 + erf(x / sqrt(2))), as transformers write it), or
+  //   Mul(that, 0.5) then Mul(x, .)       (x * (0.5 * (1 + erf(x / sqrt(2)))): torch.onnx.export(dynamo=True));
   // either operand order in each binary op, each intermediate read only by the next op, the
   // constants one-element float32 values of exactly these (sqrt(2) as float32 rounds it).
   bool MatchWrittenOutGelu(ir::ValueId tip, Chain& chain) {
@@ -226,6 +227,12 @@ class Folder {
           Other(t_.body.nodes[last], o.outputs[0]) != a.outputs[0])
         return false;
       folded = {scale, outer, erf, add, last};
+    } else if (const int half = Reader(a.outputs[0]);
+               half >= 0 && IsBinary(t_.body.nodes[half], "Mul") &&
+               IsScalar(Other(t_.body.nodes[half], a.outputs[0]), 0.5) &&
+               Other(o, tip) == t_.body.nodes[half].outputs[0] && Reader(t_.body.nodes[half].outputs[0]) == outer) {
+      last = outer;  // x * (0.5 * (1 + erf))
+      folded = {scale, erf, add, half, outer};
     } else {
       return false;
     }

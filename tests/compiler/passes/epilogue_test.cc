@@ -266,10 +266,14 @@ TEST_CASE("epilogue: x * Clip(x + 3, 0, 6) / 6 after a Conv is a HardSwish epilo
   CheckSameResults(f);
 }
 
-// x[4,6] -> MatMul(W) -> Add(b) -> h; then Gelu with Erf written out: `transformers_form`
-// false: Mul(h, Add(Erf(Div(h, sqrt2)), 1)) * 0.5 (torch.nn.GELU's export); true:
-// Mul(h * 0.5, 1 + Erf(h * (1/sqrt2))) with the operands swapped about.
-onnx::ModelProto WrittenOutGelu(bool transformers_form, float sqrt2 = 1.41421356f) {
+// The forms of Gelu written out with Erf: torch.nn.GELU's TorchScript export
+// Mul(h, Add(Erf(Div(h, sqrt2)), 1)) * 0.5; transformers' Mul(h * 0.5, 1 + Erf(h * (1/sqrt2)))
+// with the operands swapped about; torch.onnx.export(dynamo=True)'s
+// Mul(h, Mul(0.5, Add(Erf(Div(h, sqrt2)), 1))).
+enum class GeluForm { kTorchScript, kTransformers, kDynamo };
+
+// x[4,6] -> MatMul(W) -> Add(b) -> h; then Gelu with Erf written out in `form`.
+onnx::ModelProto WrittenOutGelu(GeluForm form, float sqrt2 = 1.41421356f) {
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4", "6"});
@@ -279,13 +283,20 @@ onnx::ModelProto WrittenOutGelu(bool transformers_form, float sqrt2 = 1.41421356
   AddFloatInit(g, "half", {}, {0.5f});
   AddNode(g, "MatMul", {"x", "W"}, {"mm"}, "mm");
   AddNode(g, "Add", {"mm", "b"}, {"h"}, "bias");
-  if (!transformers_form) {
+  if (form == GeluForm::kTorchScript) {
     AddFloatInit(g, "sqrt2", {}, {sqrt2});
     AddNode(g, "Div", {"h", "sqrt2"}, {"d"}, "div");
     AddNode(g, "Erf", {"d"}, {"e"}, "erf");
     AddNode(g, "Add", {"e", "one"}, {"a"}, "add1");
     AddNode(g, "Mul", {"h", "a"}, {"p"}, "mul");
     AddNode(g, "Mul", {"p", "half"}, {"y"}, "mul_half");
+  } else if (form == GeluForm::kDynamo) {
+    AddFloatInit(g, "sqrt2", {}, {sqrt2});
+    AddNode(g, "Div", {"h", "sqrt2"}, {"d"}, "div");
+    AddNode(g, "Erf", {"d"}, {"e"}, "erf");
+    AddNode(g, "Add", {"e", "one"}, {"a"}, "add1");
+    AddNode(g, "Mul", {"half", "a"}, {"p"}, "mul_half");
+    AddNode(g, "Mul", {"h", "p"}, {"y"}, "mul");
   } else {
     AddFloatInit(g, "rsqrt2", {}, {1.0f / sqrt2});
     AddNode(g, "Mul", {"half", "h"}, {"hh"}, "mul_half");
@@ -298,10 +309,10 @@ onnx::ModelProto WrittenOutGelu(bool transformers_form, float sqrt2 = 1.41421356
   return m;
 }
 
-TEST_CASE("epilogue: Gelu written out with Erf, in PyTorch's and transformers' forms, folds after MatMul + bias") {
-  for (bool transformers_form : {false, true}) {
-    CAPTURE(transformers_form);
-    Folded f = Fold(WrittenOutGelu(transformers_form));
+TEST_CASE("epilogue: Gelu written out with Erf, in PyTorch's, transformers' and dynamo's forms, folds after MatMul + bias") {
+  for (GeluForm form : {GeluForm::kTorchScript, GeluForm::kTransformers, GeluForm::kDynamo}) {
+    CAPTURE(static_cast<int>(form));
+    Folded f = Fold(WrittenOutGelu(form));
     REQUIRE(Ops(f.trace) == std::vector<std::string>{"MatMul"});
     const Node& n = f.trace.body.nodes[0];
     CHECK(n.attrs.GetString("epilogue_activation", "") == "Gelu");
@@ -311,8 +322,10 @@ TEST_CASE("epilogue: Gelu written out with Erf, in PyTorch's and transformers' f
     CheckSameResults(f);
   }
   // Another constant than sqrt(2) is no Gelu: nothing past the bias folds.
-  Folded other = Fold(WrittenOutGelu(false, 1.5f));
-  CHECK(Ops(other.trace) == std::vector<std::string>{"MatMul", "Div", "Erf", "Add", "Mul", "Mul"});
+  for (GeluForm form : {GeluForm::kTorchScript, GeluForm::kDynamo}) {
+    Folded other = Fold(WrittenOutGelu(form, 1.5f));
+    CHECK(Ops(other.trace) == std::vector<std::string>{"MatMul", "Div", "Erf", "Add", "Mul", "Mul"});
+  }
 }
 
 TEST_CASE("epilogue: for the GPU libraries only the activations cuDNN and cuBLASLt apply fold") {
