@@ -250,7 +250,7 @@ struct CpuOptions {
   // count to 1. ExecutionContext::Create fails with kInvalidArgument outside [0, kMaxThreads].
   int threads = 0;
   static constexpr int kMaxThreads = 256;
-  // Run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on oneDNN where the runtime was built with it
+  // Run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN where the runtime was built with it
   // (-DKILN_WITH_ONEDNN=ON) and it takes the form (runtime/cpu/claims.cc,
   // runtime/cpu/onednn/onednn.h), else on Kiln's kernels (Stats::last_fallbacks says why). The
   // first Run at a new binding plans the oneDNN ops; the plans of the last 8 bindings are kept.

@@ -348,7 +348,7 @@ class Model:
                 profile: bool = False, onednn: bool = True) -> Context:
         """A new execution context: device "auto" (CUDA when usable, else the CPU), "cpu" or
         "cuda"; cpu_threads 0 is one per core; onednn False runs every CPU op on Kiln's own
-        kernels (CpuOptions::onednn: Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU run on
+        kernels (CpuOptions::onednn: Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN run on
         oneDNN by default where the runtime has it). Raises kiln.Error (FAILED_PRECONDITION when "cuda" has no driver or device)."""
         return Context(self, device, cpu_threads, cuda_graphs, profile, onednn=onednn)
 

@@ -252,13 +252,13 @@ class CpuBackend final : public Backend {
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)}};
-      // Input 1 (W, B) a model weight; for LSTM and GRU also R and B (inputs 2 and 3), which oneDNN
+      // Input 1 (W, B) a model weight; for LSTM, GRU and RNN also R and B (inputs 2 and 3), which oneDNN
       // reorders with W.
       auto weight = [&](int i) {
         const int32_t w = pi.num_inputs > i ? pe.operands[static_cast<size_t>(pi.operands_begin + i)] : -1;
         return w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
       };
-      const bool recurrent = pi.kernel->op == "LSTM" || pi.kernel->op == "GRU";
+      const bool recurrent = pi.kernel->op == "LSTM" || pi.kernel->op == "GRU" || pi.kernel->op == "RNN";
       const bool constant = weight(1) && (!recurrent || (weight(2) && (pi.num_inputs <= 3 || weight(3) ||
                                                                        pe.operands[pi.operands_begin + 3] < 0)));
       auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
@@ -379,7 +379,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   }
   if (!model.native_code_target().empty()) note += ", generated kernels as native code (" + model.native_code_target() + ")";
   const bool onednn = KeepsOneDnn() && options.cpu.onednn && OneDnnBuilt();
-  if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on " + OneDnnVersion();
+  if (onednn) note += ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on " + OneDnnVersion();
   // With oneDNN, Kiln's kernels split their loops over oneDNN's OpenMP team (onednn.h).
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();

@@ -84,6 +84,12 @@ inline void AttrInts(onnx::NodeProto* n, const std::string& name, std::vector<in
   a->set_type(onnx::AttributeProto::INTS);
   for (auto x : v) a->add_ints(x);
 }
+inline void AttrStrings(onnx::NodeProto* n, const std::string& name, const std::vector<std::string>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const auto& x : v) a->add_strings(x);
+}
 inline void AttrFloats(onnx::NodeProto* n, const std::string& name, std::vector<float> v) {
   auto* a = n->add_attribute();
   a->set_name(name);

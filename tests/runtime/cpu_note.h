@@ -5,7 +5,7 @@
 //
 // scripts/test.sh's "other floating-point paths" tiers set KILN_MAX_CPU_ISA=baseline or avx2;
 // where that is below what the CPU has, the note says which kernels run. A runtime built with
-// oneDNN adds ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on oneDNN X.Y.Z" unless `onednn`
+// oneDNN adds ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN X.Y.Z" unless `onednn`
 // is false (CpuOptions::onednn); an artifact with native code for this CPU, ", generated kernels
 // as native code (x86-64-v3)" before it.
 #pragma once
@@ -34,7 +34,7 @@ inline std::string CpuNote(int threads, bool onednn = true, bool native = true) 
   if (isa == "baseline" && avx2_fma) note += ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)";
   if (isa == "avx2" && avx512) note += ", AVX2+FMA kernels (KILN_MAX_CPU_ISA=avx2)";
   if (native && !NativeTargetForThisCpu().empty()) note += ", generated kernels as native code (" + NativeTargetForThisCpu() + ")";
-  if (onednn && cpu::OneDnnBuilt()) note += ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on " + cpu::OneDnnVersion();
+  if (onednn && cpu::OneDnnBuilt()) note += ", Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on " + cpu::OneDnnVersion();
   return note;
 }
 

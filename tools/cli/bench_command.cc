@@ -191,7 +191,7 @@ void AddBenchCommand(CLI::App& app) {
                 "run the generated kernels on the artifact's native CPU code when it has some this CPU runs "
                 "(default), or interpret their portable programs (--no-native-code)");
   cmd->add_flag("--onednn,!--no-onednn", c.onednn,
-                "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on oneDNN when this runtime has it "
+                "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");
   cmd->add_flag("--cuda-graphs", c.cuda_graphs,
                 "CUDA backend: capture each entry as a CUDA graph and replay it (ignored on the CPU backend, and "

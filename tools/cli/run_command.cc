@@ -242,7 +242,7 @@ void AddRunCommand(CLI::App& app) {
                 "(default), or interpret their portable programs (--no-native-code: no machine code from the "
                 "artifact is mapped; docs/security.md)");
   cmd->add_flag("--onednn,!--no-onednn", f->onednn,
-                "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM and GRU on oneDNN when this runtime has it "
+                "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");
   cmd->callback([f] { SetExitCode(RunModel(*f)); });
 }

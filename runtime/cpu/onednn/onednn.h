@@ -28,11 +28,13 @@
 // MatMul and Gemm, float32, of at least 2^18 multiply-adds, with a 2-D B (a model weight is
 // reordered once into oneDNN's layout), Gemm with alpha 1 and a C of N values or none, the
 // epilogue as post-ops; smaller products stay on OpenBLAS, which is faster there.
-// LSTM and GRU, float32, with W, R and B model weights (put in oneDNN's gate order and layouts
-// once), forward, reverse or bidirectional, on lstm_forward, gru_forward (linear_before_reset 0)
-// and lbr_gru_forward; refused: sequence_lens, clip, input_forget, peepholes, activations other
-// than the defaults, layout 1, and batches below 16, where Kiln's kernel is faster (by the batch
-// alone, never the thread count, so that the bits do not depend on it).
+// LSTM, GRU and RNN, float32, with W, R and B model weights (put in oneDNN's gate order and
+// layouts once), forward, reverse or bidirectional, on lstm_forward, gru_forward
+// (linear_before_reset 0), lbr_gru_forward and vanilla_rnn_forward; refused: sequence_lens, clip,
+// input_forget, peepholes, activations other than the defaults (RNN: one of Tanh, Relu and
+// Sigmoid for every direction), activation_alpha/beta, layout 1, and LSTMs and GRUs of batches
+// below 16, where Kiln's kernel is faster (by the batch alone, never the thread count, so that the
+// bits do not depend on it; RNN runs on oneDNN at every batch, the faster at each).
 // Kiln's kernel runs those.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im

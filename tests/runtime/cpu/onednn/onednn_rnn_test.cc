@@ -1,7 +1,8 @@
-// LSTM and GRU on oneDNN's RNN primitives (runtime/cpu/onednn/onednn.h) through the public API,
-// at batch 16 (from which oneDNN is faster): against Kiln's kernels (CpuOptions::onednn = false;
-// those pass ONNX's node tests) on every output, in each direction, with and without initial
-// states, GRU with linear_before_reset 0 and 1, and the same bits at 1 and 2 threads; the profile
+// LSTM, GRU and RNN on oneDNN's RNN primitives (runtime/cpu/onednn/onednn.h) through the public
+// API, at batch 16 (from which oneDNN is faster for LSTM and GRU): against Kiln's kernels
+// (CpuOptions::onednn = false; those pass ONNX's node tests) on every output, in each direction,
+// with and without initial states, GRU with linear_before_reset 0 and 1, RNN with Tanh, Relu and
+// Sigmoid (and at batch 1, where oneDNN runs it too), and the same bits at 1 and 2 threads; the profile
 // names oneDNN; and the forms oneDNN does not take, or where Kiln's kernel is faster (a smaller
 // batch), run Kiln's kernel with the reason in Stats::last_fallbacks.
 #include <doctest/doctest.h>
@@ -26,10 +27,11 @@ struct Form {
   std::string direction = "forward";
   bool initial = false, lbr = false, lens = false, clip = false;
   int64_t batch = kBatch;
+  std::string activations;  // the attribute, when not empty
 };
 
 onnx::ModelProto RnnModel(const Form& f) {
-  const int64_t gates = f.op == "LSTM" ? 4 : 3, dirs = f.direction == "bidirectional" ? 2 : 1;
+  const int64_t gates = f.op == "LSTM" ? 4 : f.op == "RNN" ? 1 : 3, dirs = f.direction == "bidirectional" ? 2 : 1;
   auto m = testing::MakeModel(14);
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {std::to_string(kSeq), std::to_string(f.batch), std::to_string(kInput)});
@@ -64,6 +66,11 @@ onnx::ModelProto RnnModel(const Form& f) {
   testing::AttrString(n, "direction", f.direction);
   if (f.lbr) testing::AttrInt(n, "linear_before_reset", 1);
   if (f.clip) testing::AttrFloat(n, "clip", 100.0f);
+  if (!f.activations.empty()) {
+    std::vector<std::string> acts = {f.activations};
+    if (dirs == 2) acts.push_back(f.activations);
+    testing::AttrStrings(n, "activations", acts);
+  }
   for (const std::string& o : outs) testing::AddOutput(g, o);
   return m;
 }
@@ -90,7 +97,7 @@ RnnRun RunRnn(const Model& model, bool onednn, int threads = 1, int64_t batch = 
   return {testing::FloatCopies(out), ctx->stats().last_instruction_library, ctx->stats().last_fallbacks};
 }
 
-TEST_CASE("oneDNN RNN: LSTM and GRU match Kiln's kernels in every direction, with and without initial states") {
+TEST_CASE("oneDNN RNN: LSTM, GRU and RNN match Kiln's kernels in every direction, with and without initial states") {
   if (!cpu::OneDnnBuilt()) return;
   std::vector<Form> forms;
   for (const char* dir : {"forward", "reverse", "bidirectional"})
@@ -98,14 +105,25 @@ TEST_CASE("oneDNN RNN: LSTM and GRU match Kiln's kernels in every direction, wit
       forms.push_back({"LSTM", dir, initial});
       forms.push_back({"GRU", dir, initial, false});
       forms.push_back({"GRU", dir, initial, true});
+      forms.push_back({"RNN", dir, initial});
     }
+  for (const char* act : {"Relu", "Sigmoid"}) {
+    Form f{"RNN", "bidirectional", true};
+    f.activations = act;
+    forms.push_back(f);
+  }
+  Form small{"RNN", "bidirectional", true};
+  small.batch = 1;
+  forms.push_back(small);
   for (const Form& f : forms) {
-    INFO(f.op << " " << f.direction << " initial " << f.initial << " linear_before_reset " << f.lbr);
+    INFO(f.op << " " << f.direction << " initial " << f.initial << " linear_before_reset " << f.lbr << " activations "
+              << f.activations << " batch " << f.batch);
     auto model = Model::Load(testing::CompileModel(RnnModel(f)));
     REQUIRE(model.ok());
     REQUIRE(model->entries()[0].instructions.size() == 1);
     CHECK(model->entries()[0].instructions[0].library("cpu") == Library::kOneDnn);
-    const RnnRun lib = RunRnn(*model, true), kernel = RunRnn(*model, false), lib2 = RunRnn(*model, true, 2);
+    const RnnRun lib = RunRnn(*model, true, 1, f.batch), kernel = RunRnn(*model, false, 1, f.batch),
+                 lib2 = RunRnn(*model, true, 2, f.batch);
     CHECK(lib.fallbacks.empty());
     CHECK(lib2.outputs == lib.outputs);  // the same bits on two threads
     CHECK(lib.libraries == std::vector<Library>{Library::kOneDnn});
