@@ -19,6 +19,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -298,6 +299,96 @@ TEST_CASE("[emulated] Attention that cuDNN SDPA refuses runs on the CPU kernel: 
     CHECK(SdpaExecutes(r.log) == 0);
     REQUIRE(r.got.size() == 1);
     CHECK(r.got[0].bytes == r.want[0].bytes);  // the CPU kernel on both sides
+  }
+}
+
+// The chain TorchScript's BERT exports (MatMul(Q, Transpose(K)), Div by sqrt(D), Add of a
+// constant finite mask [1, 1, Sq, Sk], Softmax, MatMul with V), compiled with --precision fp16
+// and GPU archs; the compile log into *log.
+std::vector<uint8_t> SdpaChainArtifact(const SdpaModel& m, std::vector<std::string>* log) {
+  onnx::ModelProto model = kiln::testing::MakeModel(18);
+  onnx::GraphProto* g = model.mutable_graph();
+  kiln::testing::AddInput(g, "q", SdpaDimText(SdpaDims(m, m.q_seq)));
+  kiln::testing::AddInput(g, "k", SdpaDimText(SdpaDims(m, m.kv_seq)));
+  kiln::testing::AddInput(g, "v", SdpaDimText(SdpaDims(m, m.kv_seq)));
+  kiln::testing::AttrInts(kiln::testing::AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  kiln::testing::AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
+  kiln::testing::AddFloatInit(g, "sqrt_d", {}, {std::sqrt(static_cast<float>(m.head))});
+  kiln::testing::AddNode(g, "Div", {"s", "sqrt_d"}, {"s1"}, "scale");
+  std::vector<float> mask;
+  for (int64_t i = 0; i < m.q_seq; ++i)
+    for (int64_t j = 0; j < m.kv_seq; ++j) mask.push_back(j > 0 && (i + j) % 4 == 3 ? -10000.0f : 0.0f);
+  kiln::testing::AddFloatInit(g, "mask", {1, 1, m.q_seq, m.kv_seq}, mask);
+  kiln::testing::AddNode(g, "Add", {"s1", "mask"}, {"s2"}, "mask_add");
+  kiln::testing::AttrInt(kiln::testing::AddNode(g, "Softmax", {"s2"}, {"p"}, "softmax"), "axis", -1);
+  kiln::testing::AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
+  kiln::testing::AddOutput(g, "y");
+  compiler::CompileOptions options;
+  options.precision.precision = passes::Precision::kFp16;
+  options.log = [log](const std::string& line) { log->push_back(line); };
+  return kiln::testing::CompileModel(model, options);
+}
+
+// The ops of the artifact's entry for `backend`.
+std::vector<std::string> SdpaEntryOps(const Model& model, const std::string& backend) {
+  std::vector<std::string> ops;
+  for (const EntryInfo& e : model.entries())
+    if (e.backend == backend)
+      for (const InstructionInfo& info : e.instructions) ops.push_back(info.op);
+  return ops;
+}
+
+bool SdpaHas(const std::vector<std::string>& ops, const std::string& op) {
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+TEST_CASE("[emulated] a recognised float16 attention is one Attention on cuDNN SDPA in the cuda plan, where cuDNN takes it") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  SdpaModel d64;
+  d64.q_seq = 8, d64.kv_seq = 12;
+  SdpaModel d20 = d64;
+  d20.head = 20;
+  for (const SdpaModel& m : {d64, d20}) {
+    INFO("head size " << m.head);
+    std::vector<std::string> log;
+    const std::vector<uint8_t> artifact = SdpaChainArtifact(m, &log);
+    auto model = Model::Load(artifact);
+    REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+    CHECK(SdpaHas(SdpaEntryOps(*model, "cpu"), "Attention"));  // the CPU plan as before
+    const std::vector<std::string> cuda_ops = SdpaEntryOps(*model, "cuda");
+    REQUIRE(!cuda_ops.empty());
+    bool kept_logged = false;
+    for (const std::string& line : log)
+      kept_logged |= Contains(line, "attention kept written out: Softmax 'softmax': cuDNN SDPA: head sizes 20");
+    if (m.head == 20) {
+      CHECK(!SdpaHas(cuda_ops, "Attention"));
+      CHECK(SdpaHas(cuda_ops, "MatMul"));
+      CHECK(kept_logged);
+      continue;
+    }
+    CHECK(SdpaHas(cuda_ops, "Attention"));
+    CHECK(!SdpaHas(cuda_ops, "MatMul"));
+    CHECK(!kept_logged);
+    const std::vector<io::HostTensor> inputs = {SdpaInput("q", SdpaDims(m, m.q_seq), 4),
+                                                SdpaInput("k", SdpaDims(m, m.kv_seq), 5),
+                                                SdpaInput("v", SdpaDims(m, m.kv_seq), 6)};
+    SdpaRun r;
+    r.want = kiln::testing::RunCpuReference(*model, inputs);
+    ContextOptions options;
+    options.device = Device::kCuda;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+    r.got = kiln::testing::Sentinel(r.want);
+    std::vector<TensorView> out = kiln::testing::Views(r.got);
+    const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
+    emu->log_begin();
+    Status st = ctx->Run(kiln::testing::Views(inputs), out);
+    if (st.ok()) st = ctx->Synchronize();
+    r.log = emu->log_take();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx->stats().last_fallbacks.empty());
+    CHECK(SdpaExecutes(r.log) == 1);
+    CheckSdpaClose(r, 1e-3, 1e-3);
   }
 }
 
