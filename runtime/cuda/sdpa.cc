@@ -8,6 +8,7 @@
 #include <utility>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,8 +69,9 @@ class Builder {
   template <typename T>
   Status Set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
              int64_t count = 1) {
-    return Check(dnn_.BackendSetAttribute(d.get(), name, type, count, values),
-                 "cudnnBackendSetAttribute " + std::to_string(static_cast<int>(name)));
+    const cudnnStatus_t st = dnn_.BackendSetAttribute(d.get(), name, type, count, values);
+    if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
+    return Check(st, "cudnnBackendSetAttribute (attribute " + std::to_string(static_cast<int>(name)) + ")");
   }
   Status SetDesc(const Desc& d, cudnnBackendAttributeName_t name, const Desc& value) {
     cudnnBackendDescriptor_t v = value.get();
@@ -139,9 +141,10 @@ class Builder {
     return op;
   }
 
-  Status Check(cudnnStatus_t st, const std::string& call) const {
+  // The message is built only on failure: a steady-state execute formats no string.
+  Status Check(cudnnStatus_t st, std::string_view call) const {
     if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
-    return CheckDnn(dnn_, st, what_.str() + ": " + call);
+    return CheckDnn(dnn_, st, what_.str() + ": " + std::string(call));
   }
 
  private:

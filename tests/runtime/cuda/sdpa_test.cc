@@ -33,6 +33,7 @@
 #include "tests/compiler/onnx_model_builder.h"
 #include "tests/cpu_reference.h"
 #include "tests/gpu_test_util.h"
+#include "tests/runtime/count_allocations.h"
 #include "tests/runtime/cuda/library_test_util.h"
 #include "tests/text_util.h"
 
@@ -299,6 +300,53 @@ TEST_CASE("[emulated] Attention that cuDNN SDPA refuses runs on the CPU kernel: 
     CHECK(SdpaExecutes(r.log) == 0);
     REQUIRE(r.got.size() == 1);
     CHECK(r.got[0].bytes == r.want[0].bytes);  // the CPU kernel on both sides
+  }
+}
+
+TEST_CASE("[emulated] Attention on cuDNN SDPA: steady-state runs allocate nothing and reuse the plan, with or without CUDA graphs") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const SdpaModel m;
+  auto model = Model::Load(SdpaArtifact(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  const std::vector<io::HostTensor> inputs = {SdpaInput("q", SdpaDims(m, m.q_seq), 7),
+                                              SdpaInput("k", SdpaDims(m, m.kv_seq), 8),
+                                              SdpaInput("v", SdpaDims(m, m.kv_seq), 9)};
+  const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
+  for (const bool graphs : {false, true}) {
+    const char* mode = graphs ? "CUDA graphs on the context's own stream" : "no graphs, the legacy stream";
+    INFO(mode);
+    SdpaRun r;
+    r.want = kiln::testing::RunCpuReference(*model, inputs);
+    ContextOptions options;
+    options.device = Device::kCuda;
+    options.cuda.graphs = graphs;
+    options.cuda.own_stream = graphs;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+    r.got = kiln::testing::Sentinel(r.want);
+    const std::vector<TensorView> in = kiln::testing::Views(inputs);
+    std::vector<TensorView> out = kiln::testing::Views(r.got);
+    for (int run = 0; run < 3; ++run) {
+      Status st = ctx->Run(in, out);
+      if (st.ok()) st = ctx->Synchronize();
+      REQUIRE_MESSAGE(st.ok(), "warm-up run " << run + 1 << ": " << st.ToString());
+    }
+    const uint64_t device_allocations = emu->counter("device_allocations");
+    bool ok = true;
+    emu->log_begin();
+    const long host_allocations = kiln::testing::CountKilnAllocations([&] {
+      for (int run = 0; run < 5; ++run) ok = ok && ctx->Run(in, out).ok() && ctx->Synchronize().ok();
+    });
+    r.log = emu->log_take();
+    CHECK(ok);
+    CHECK_MESSAGE(host_allocations == 0, host_allocations << " allocations in Kiln's code in 5 steady-state runs:\n"
+                                                          << kiln::testing::CountedAllocationStacks());
+    CHECK(emu->counter("device_allocations") == device_allocations);
+    CHECK(ctx->stats().last_fallbacks.empty());
+    // Without graphs each run executes the plan; with them the captured execute is replayed.
+    if (!graphs) CHECK(SdpaExecutes(r.log) == 5);
+    if (graphs) CHECK(ctx->stats().graph_hits > 0);
+    CheckSdpaClose(r, 1e-3, 1e-3);
   }
 }
 
