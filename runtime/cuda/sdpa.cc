@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <cmath>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernels/kernel_util.h"
@@ -56,18 +57,17 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// Builds descriptors; every failure names the call and what was being built.
+// Builds descriptors; every failure names the call and what was being built. The message is
+// built only on failure: a steady-state execute formats no string.
 class Builder {
  public:
   Builder(const Dnn& dnn, const CallName& what) : dnn_(dnn), what_(what) {}
 
-  Result<Desc> Make(cudnnBackendDescriptorType_t type) {
-    Desc d(&dnn_, nullptr);
-    KILN_RETURN_IF_ERROR(Check(dnn_.BackendCreateDescriptor(type, d.slot()), "cudnnBackendCreateDescriptor"));
-    return d;
+  Status Make(cudnnBackendDescriptorType_t type, Desc* out) {
+    *out = Desc(&dnn_, nullptr);
+    return Check(dnn_.BackendCreateDescriptor(type, out->slot()), "cudnnBackendCreateDescriptor");
   }
-  template <typename T>
-  Status Set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
+  Status Set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const void* values,
              int64_t count = 1) {
     const cudnnStatus_t st = dnn_.BackendSetAttribute(d.get(), name, type, count, values);
     if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
@@ -78,70 +78,6 @@ class Builder {
     return Set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v);
   }
   Status Finalize(const Desc& d) { return Check(dnn_.BackendFinalize(d.get()), "cudnnBackendFinalize"); }
-
-  // A tensor: dims and strides in elements.
-  Result<Desc> Tensor(int64_t uid, cudnnDataType_t dtype, const std::array<int64_t, 4>& dims,
-                      const std::array<int64_t, 4>& strides, bool is_virtual = false, bool by_value = false) {
-    KILN_ASSIGN_OR_RETURN(Desc t, Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-    const int64_t alignment = 16;
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dtype));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual));
-    KILN_RETURN_IF_ERROR(Set(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &by_value));
-    KILN_RETURN_IF_ERROR(Finalize(t));
-    return t;
-  }
-  // A float32 intermediate of `dims`, packed.
-  Result<Desc> Virtual(int64_t uid, const std::array<int64_t, 4>& dims) {
-    return Tensor(uid, CUDNN_DATA_FLOAT, dims, {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}, true);
-  }
-
-  Result<Desc> Matmul(const Desc& a, const Desc& b, const Desc& c) {
-    KILN_ASSIGN_OR_RETURN(Desc m, Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(Set(m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp));
-    KILN_RETURN_IF_ERROR(Finalize(m));
-    KILN_ASSIGN_OR_RETURN(Desc op, Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, m));
-    KILN_RETURN_IF_ERROR(Finalize(op));
-    return op;
-  }
-  // y = x `mode` b (b null: unary), in float32.
-  Result<Desc> Pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
-    KILN_ASSIGN_OR_RETURN(Desc pw, Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(Set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode));
-    KILN_RETURN_IF_ERROR(Set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &prec));
-    KILN_RETURN_IF_ERROR(Finalize(pw));
-    KILN_ASSIGN_OR_RETURN(Desc op, Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
-    if (b) KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
-    KILN_RETURN_IF_ERROR(Finalize(op));
-    return op;
-  }
-  Result<Desc> Reduction(cudnnReduceTensorOp_t reduce, const Desc& x, const Desc& y) {
-    KILN_ASSIGN_OR_RETURN(Desc r, Make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    KILN_RETURN_IF_ERROR(Set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &reduce));
-    KILN_RETURN_IF_ERROR(Set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp));
-    KILN_RETURN_IF_ERROR(Finalize(r));
-    KILN_ASSIGN_OR_RETURN(Desc op, Make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x));
-    KILN_RETURN_IF_ERROR(SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y));
-    KILN_RETURN_IF_ERROR(Finalize(op));
-    return op;
-  }
-
-  // The message is built only on failure: a steady-state execute formats no string.
   Status Check(cudnnStatus_t st, std::string_view call) const {
     if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
     return CheckDnn(dnn_, st, what_.str() + ": " + std::string(call));
@@ -149,8 +85,91 @@ class Builder {
 
  private:
   const Dnn& dnn_;
-  CallName what_;  // formatted only on failure
+  CallName what_;
 };
+
+// The graph as data: its tensors, then its operations over their unique ids.
+struct TensorSpec {
+  int64_t uid;
+  cudnnDataType_t dtype;
+  std::array<int64_t, 4> dims, strides;
+  bool is_virtual, by_value;
+};
+
+// One operation: a MATMUL, POINTWISE or REDUCTION descriptor (`mode`: the pointwise mode or the
+// reduction operator) and its operation over tensors x, b (0: none) and y.
+struct OpSpec {
+  cudnnBackendDescriptorType_t type;  // CUDNN_BACKEND_MATMUL / _POINTWISE / _REDUCTION_DESCRIPTOR
+  int mode;
+  int64_t x, b, y;
+};
+
+// Each kind's descriptor types and attribute names.
+struct OpAttrs {
+  cudnnBackendDescriptorType_t type, op_type;
+  int mode_attr;  // -1: none
+  cudnnBackendAttributeType_t mode_type;
+  cudnnBackendAttributeName_t prec_attr, desc_attr, x_attr, b_attr, y_attr;
+};
+constexpr OpAttrs kOpAttrs[] = {
+    {CUDNN_BACKEND_MATMUL_DESCRIPTOR, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, -1, CUDNN_TYPE_INT64,
+     CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
+     CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_ATTR_OPERATION_MATMUL_CDESC},
+    {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_POINTWISE_MODE,
+     CUDNN_TYPE_POINTWISE_MODE, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_ATTR_OPERATION_POINTWISE_YDESC},
+    {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_REDUCTION_OPERATOR,
+     CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+     CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_ATTR_OPERATION_REDUCTION_YDESC},
+};
+
+// The finalized operation graph of `tensors` and `ops` (every descriptor it needs kept in `keep`).
+Status BuildGraph(Builder& b, cudnnHandle_t handle, std::span<const TensorSpec> tensors, std::span<const OpSpec> ops,
+                  std::vector<Desc>* keep, Desc* graph) {
+  const size_t first_tensor = keep->size();
+  for (const TensorSpec& t : tensors) {
+    Desc& d = keep->emplace_back();
+    const int64_t alignment = 16;
+    KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &d));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &t.dtype));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, t.dims.data(), 4));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, t.strides.data(), 4));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &t.uid));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &t.is_virtual));
+    KILN_RETURN_IF_ERROR(b.Set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &t.by_value));
+    KILN_RETURN_IF_ERROR(b.Finalize(d));
+  }
+  auto tensor = [&](int64_t uid) -> const Desc& {
+    size_t i = 0;
+    while (tensors[i].uid != uid) ++i;  // every uid an OpSpec names is one of `tensors`
+    return (*keep)[first_tensor + i];
+  };
+  std::vector<cudnnBackendDescriptor_t> raw;
+  const cudnnDataType_t fp32 = CUDNN_DATA_FLOAT;
+  for (const OpSpec& o : ops) {
+    const OpAttrs& a = *std::find_if(std::begin(kOpAttrs), std::end(kOpAttrs),
+                                     [&](const OpAttrs& k) { return k.type == o.type; });
+    Desc& desc = keep->emplace_back();
+    KILN_RETURN_IF_ERROR(b.Make(a.type, &desc));
+    if (a.mode_attr >= 0)
+      KILN_RETURN_IF_ERROR(b.Set(desc, static_cast<cudnnBackendAttributeName_t>(a.mode_attr), a.mode_type, &o.mode));
+    KILN_RETURN_IF_ERROR(b.Set(desc, a.prec_attr, CUDNN_TYPE_DATA_TYPE, &fp32));  // float32 compute
+    KILN_RETURN_IF_ERROR(b.Finalize(desc));
+    Desc& op = keep->emplace_back();
+    KILN_RETURN_IF_ERROR(b.Make(a.op_type, &op));
+    KILN_RETURN_IF_ERROR(b.SetDesc(op, a.desc_attr, (*keep)[keep->size() - 2]));
+    KILN_RETURN_IF_ERROR(b.SetDesc(op, a.x_attr, tensor(o.x)));
+    if (o.b != 0) KILN_RETURN_IF_ERROR(b.SetDesc(op, a.b_attr, tensor(o.b)));
+    KILN_RETURN_IF_ERROR(b.SetDesc(op, a.y_attr, tensor(o.y)));
+    KILN_RETURN_IF_ERROR(b.Finalize(op));
+    raw.push_back(op.get());
+  }
+  KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph));
+  KILN_RETURN_IF_ERROR(b.Set(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
+                             static_cast<int64_t>(raw.size())));
+  return b.Set(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+}
 
 cudnnDataType_t DnnType(DType t) { return t == DType::kBFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
 
@@ -280,57 +299,47 @@ struct SdpaLibrary::State {
     if (handle) dnn->Destroy(handle);
   }
 
-  // The graph of `p`, its heuristics and the first engine config whose execution plan finalizes.
-  Result<Cached> Build(const SdpaPlan& p, const CallName& name) const {
+  // The graph of `p`, its heuristics and the first engine config whose execution plan finalizes,
+  // into *c.
+  Status Build(const SdpaPlan& p, const CallName& name, Cached* c) const {
     Builder b(*dnn, name);
-    const cudnnDataType_t dt = DnnType(p.dtype);
+    const cudnnDataType_t dt = DnnType(p.dtype), f32 = CUDNN_DATA_FLOAT;
     const int64_t B = p.batch, H = p.heads, Sq = p.q_seq, Sk = p.kv_seq, D = p.head, Dv = p.v_head;
     const auto ks = HeadStrides(p.three_d, H, Sk, D);
-    KILN_ASSIGN_OR_RETURN(Desc q, b.Tensor(kQ, dt, {B, H, Sq, D}, HeadStrides(p.three_d, H, Sq, D)));
-    KILN_ASSIGN_OR_RETURN(Desc kt, b.Tensor(kK, dt, {B, H, D, Sk}, {ks[0], ks[1], ks[3], ks[2]}));  // K^T
-    KILN_ASSIGN_OR_RETURN(Desc v, b.Tensor(kV, dt, {B, H, Sk, Dv}, HeadStrides(p.three_d, H, Sk, Dv)));
-    KILN_ASSIGN_OR_RETURN(Desc y, b.Tensor(kY, dt, {B, H, Sq, Dv}, HeadStrides(p.three_d, H, Sq, Dv)));
-    KILN_ASSIGN_OR_RETURN(Desc scale, b.Tensor(kScale, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true));
-    const std::array<int64_t, 4> rows = {B, H, Sq, Sk}, stat = {B, H, Sq, 1};
-    KILN_ASSIGN_OR_RETURN(Desc s, b.Virtual(kScores, rows));
-    KILN_ASSIGN_OR_RETURN(Desc scaled, b.Virtual(kScaled, rows));
-    KILN_ASSIGN_OR_RETURN(Desc max, b.Virtual(kMax, stat));
-    KILN_ASSIGN_OR_RETURN(Desc shifted, b.Virtual(kShifted, rows));
-    KILN_ASSIGN_OR_RETURN(Desc exp, b.Virtual(kExp, rows));
-    KILN_ASSIGN_OR_RETURN(Desc sum, b.Virtual(kSum, stat));
-    KILN_ASSIGN_OR_RETURN(Desc probs, b.Virtual(kProbs, rows));
-    std::vector<Desc> ops;
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Matmul(q, kt, s));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Pointwise(CUDNN_POINTWISE_MUL, s, &scale, scaled));
-    Desc mask, masked;
-    const Desc* logits = &scaled;
-    if (p.mask) {
-      const int64_t* m = p.mask_dims;
-      KILN_ASSIGN_OR_RETURN(mask, b.Tensor(kMask, dt, {m[0], m[1], m[2], m[3]},
-                                           {m[1] * m[2] * m[3], m[2] * m[3], m[3], 1}));
-      KILN_ASSIGN_OR_RETURN(masked, b.Virtual(kMasked, rows));
-      KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Pointwise(CUDNN_POINTWISE_ADD, scaled, &mask, masked));
-      logits = &masked;
-    }
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, max));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Pointwise(CUDNN_POINTWISE_SUB, *logits, &max, shifted));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, exp));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Reduction(CUDNN_REDUCE_TENSOR_ADD, exp, sum));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Pointwise(CUDNN_POINTWISE_DIV, exp, &sum, probs));
-    KILN_ASSIGN_OR_RETURN(ops.emplace_back(), b.Matmul(probs, v, y));
-
-    KILN_ASSIGN_OR_RETURN(Desc graph, b.Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (const Desc& op : ops) raw.push_back(op.get());
-    KILN_RETURN_IF_ERROR(b.Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
-                               static_cast<int64_t>(raw.size())));
-    KILN_RETURN_IF_ERROR(b.Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle));
+    const int64_t* m = p.mask_dims;
+    const std::array<int64_t, 4> rows = {B, H, Sq, Sk}, row_strides = {H * Sq * Sk, Sq * Sk, Sk, 1};
+    const std::array<int64_t, 4> stats = {B, H, Sq, 1}, stat_strides = {H * Sq, Sq, 1, 1};
+    std::vector<TensorSpec> tensors = {
+        {kQ, dt, {B, H, Sq, D}, HeadStrides(p.three_d, H, Sq, D), false, false},
+        {kK, dt, {B, H, D, Sk}, {ks[0], ks[1], ks[3], ks[2]}, false, false},  // K^T: K's strides swapped
+        {kV, dt, {B, H, Sk, Dv}, HeadStrides(p.three_d, H, Sk, Dv), false, false},
+        {kY, dt, {B, H, Sq, Dv}, HeadStrides(p.three_d, H, Sq, Dv), false, false},
+        {kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true},
+        {kMask, dt, {m[0], m[1], m[2], m[3]}, {m[1] * m[2] * m[3], m[2] * m[3], m[3], 1}, false, false},
+        {kMasked, f32, rows, row_strides, true, false}};
+    for (const int64_t uid : {kScores, kScaled, kShifted, kExp, kProbs}) tensors.push_back({uid, f32, rows, row_strides, true, false});
+    for (const int64_t uid : {kMax, kSum}) tensors.push_back({uid, f32, stats, stat_strides, true, false});
+    const int64_t logits = p.mask ? kMasked : kScaled;
+    std::vector<OpSpec> ops = {{CUDNN_BACKEND_MATMUL_DESCRIPTOR, 0, kQ, kK, kScores},
+                               {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_POINTWISE_MUL, kScores, kScale, kScaled}};
+    if (p.mask) ops.push_back({CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_POINTWISE_ADD, kScaled, kMask, kMasked});
+    else tensors.erase(tensors.begin() + 5, tensors.begin() + 7);  // no mask, no masked scores
+    ops.insert(ops.end(), {{CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_REDUCE_TENSOR_MAX, logits, 0, kMax},
+                           {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_POINTWISE_SUB, logits, kMax, kShifted},
+                           {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_POINTWISE_EXP, kShifted, 0, kExp},
+                           {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_REDUCE_TENSOR_ADD, kExp, 0, kSum},
+                           {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_POINTWISE_DIV, kExp, kSum, kProbs},
+                           {CUDNN_BACKEND_MATMUL_DESCRIPTOR, 0, kProbs, kV, kY}});
+    std::vector<Desc> keep;
+    Desc graph;
+    KILN_RETURN_IF_ERROR(BuildGraph(b, handle, tensors, ops, &keep, &graph));
     if (const cudnnStatus_t st = dnn->BackendFinalize(graph.get()); NotSupported(st))
       return Refused("the operation graph: " + std::string(b.Check(st, "cudnnBackendFinalize").message()));
     else KILN_RETURN_IF_ERROR(b.Check(st, "cudnnBackendFinalize (operation graph)"));
 
-    KILN_ASSIGN_OR_RETURN(Desc heur, b.Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+    Desc heur;
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
     KILN_RETURN_IF_ERROR(b.SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph));
     KILN_RETURN_IF_ERROR(b.Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode));
     KILN_RETURN_IF_ERROR(b.Finalize(heur));
@@ -338,40 +347,37 @@ struct SdpaLibrary::State {
     KILN_RETURN_IF_ERROR(b.Check(dnn->BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
                                  "cudnnBackendGetAttribute (the number of engine configs)"));
-    std::vector<Desc> configs;
-    std::vector<cudnnBackendDescriptor_t> raw_configs;
-    for (int64_t i = 0; i < count; ++i) {
-      KILN_ASSIGN_OR_RETURN(configs.emplace_back(), b.Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      raw_configs.push_back(configs.back().get());
+    std::vector<Desc> configs(static_cast<size_t>(std::max<int64_t>(count, 0)));
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (Desc& cfg : configs) {
+      KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
+      raw.push_back(cfg.get());
     }
     if (count > 0)
       KILN_RETURN_IF_ERROR(b.Check(dnn->BackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count,
-                                                            raw_configs.data()),
+                                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()),
                                    "cudnnBackendGetAttribute (the engine configs)"));
     std::string tried;
     for (int64_t i = 0; i < count; ++i) {
-      KILN_ASSIGN_OR_RETURN(Desc plan, b.Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+      Desc plan;
+      KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
       KILN_RETURN_IF_ERROR(b.SetDesc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[static_cast<size_t>(i)]));
       KILN_RETURN_IF_ERROR(b.Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle));
-      if (const cudnnStatus_t st = dnn->BackendFinalize(plan.get()); st != CUDNN_STATUS_SUCCESS) {
-        tried += "; engine config " + std::to_string(i) + ": " + dnn->GetErrorString(st);
-        continue;
+      int64_t workspace = -1, n = 0;
+      const cudnnStatus_t st = dnn->BackendFinalize(plan.get());
+      if (st == CUDNN_STATUS_SUCCESS)
+        KILN_RETURN_IF_ERROR(b.Check(dnn->BackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                              CUDNN_TYPE_INT64, 1, &n, &workspace),
+                                     "cudnnBackendGetAttribute (the workspace size)"));
+      if (st == CUDNN_STATUS_SUCCESS && workspace >= 0 && static_cast<size_t>(workspace) <= options.max_workspace_bytes) {
+        c->plan = std::move(plan);
+        c->workspace = workspace;
+        c->scale = p.scale;
+        return Status::Ok();
       }
-      int64_t workspace = 0, n = 0;
-      KILN_RETURN_IF_ERROR(b.Check(dnn->BackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                            CUDNN_TYPE_INT64, 1, &n, &workspace),
-                                   "cudnnBackendGetAttribute (the workspace size)"));
-      if (workspace < 0 || static_cast<size_t>(workspace) > options.max_workspace_bytes) {
-        tried += "; engine config " + std::to_string(i) + ": needs " + std::to_string(workspace) +
-                 " bytes of workspace, above the cap of " + std::to_string(options.max_workspace_bytes);
-        continue;
-      }
-      Cached c;
-      c.plan = std::move(plan);
-      c.workspace = workspace;
-      c.scale = p.scale;
-      return c;
+      tried += "; engine config " + std::to_string(i) + ": " +
+               (st != CUDNN_STATUS_SUCCESS ? std::string(dnn->GetErrorString(st))
+                                           : "needs " + std::to_string(workspace) + " bytes of workspace, above the cap");
     }
     return Refused("no engine config of the heuristics (" + std::to_string(count) + " offered) finalizes" + tried);
   }
@@ -380,21 +386,15 @@ struct SdpaLibrary::State {
   Status Execute(Cached& c, const std::array<void*, 6>& ptrs, const CallName& name) {
     Builder b(*dnn, name);
     if (!c.pack.get() || c.pointers != ptrs) {
-      c.pack = Desc();
-      KILN_ASSIGN_OR_RETURN(Desc pack, b.Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
-      std::vector<int64_t> uids = {kQ, kK, kV, kY, kScale};
-      std::vector<void*> data = {ptrs[0], ptrs[1], ptrs[2], ptrs[3], &c.scale};
-      if (ptrs[4] != nullptr) {
-        uids.push_back(kMask);
-        data.push_back(ptrs[4]);
-      }
-      KILN_RETURN_IF_ERROR(b.Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
-                                 static_cast<int64_t>(uids.size())));
-      KILN_RETURN_IF_ERROR(b.Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data.data(),
-                                 static_cast<int64_t>(data.size())));
-      KILN_RETURN_IF_ERROR(b.Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ptrs[5]));
-      KILN_RETURN_IF_ERROR(b.Finalize(pack));
-      c.pack = std::move(pack);
+      const int64_t uids[] = {kQ, kK, kV, kY, kScale, kMask};
+      void* data[] = {ptrs[0], ptrs[1], ptrs[2], ptrs[3], &c.scale, ptrs[4]};
+      const int64_t n = ptrs[4] != nullptr ? 6 : 5;  // the mask last, when there is one
+      KILN_RETURN_IF_ERROR(b.Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &c.pack));
+      c.pointers = {};  // a failure below leaves no pack that seems to match
+      KILN_RETURN_IF_ERROR(b.Set(c.pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, n));
+      KILN_RETURN_IF_ERROR(b.Set(c.pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data, n));
+      KILN_RETURN_IF_ERROR(b.Set(c.pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ptrs[5]));
+      KILN_RETURN_IF_ERROR(b.Finalize(c.pack));
       c.pointers = ptrs;
     }
     const cudnnStatus_t st = dnn->BackendExecute(handle, c.plan.get(), c.pack.get());
@@ -440,7 +440,8 @@ Status SdpaLibrary::Run(std::string_view op, const OpCall& call, std::string_vie
   const CallName name{op, node};
   auto it = s_->cache.find(plan);
   if (it == s_->cache.end()) {
-    KILN_ASSIGN_OR_RETURN(Cached built, s_->Build(plan, name));
+    Cached built;
+    KILN_RETURN_IF_ERROR(s_->Build(plan, name, &built));
     it = s_->cache.emplace(plan, std::move(built)).first;
   }
   Cached& c = it->second;
