@@ -1,8 +1,9 @@
 // Where each instruction of a CUDA context's entries runs, decided once per entry and binding of
 // its symbols and kept, so that a steady-state Run asks no library and builds no string:
 //  - a generated kernel on the device, from the artifact's cubin or PTX;
-//  - an instruction the artifact labels @cublaslt or @cudnn on that library, when the library is
-//    present and accepts the op's form (Library::Accepts), with the largest workspace planned;
+//  - an instruction the artifact labels @cublaslt or @cudnn on that library (an Attention on
+//    cuDNN's fused attention, sdpa.h), when the library is present and accepts the op's form
+//    (Library::Accepts), with the largest workspace planned;
 //  - everything else on the host: the executor runs it on the context's CPU backend, in a CPU
 //    fallback segment (runtime/executor/run_entry.h). A library instruction that runs on the
 //    host is reported with the reason (Stats::last_fallbacks): the library is missing, refused

@@ -42,6 +42,10 @@ namespace {
 
 using kiln::testing::Contains;
 
+// atol and rtol of float16 Attention on cuDNN against the CPU kernel: two float16 steps at 1 (the
+// header comment says why they may differ at all).
+constexpr double kSdpaTolerance = 1e-3;
+
 // PlanSdpa over shapes only (no data), Q K V [and mask] -> Y.
 Status SdpaPlanOf(const AttrMap& attrs, const std::vector<const testing::HostTensor*>& in,
                   const std::vector<const testing::HostTensor*>& out, SdpaPlan* plan) {
@@ -243,25 +247,6 @@ size_t SdpaExecutes(const std::string& log) {
   return n;
 }
 
-// Every float32 element of `got` within atol + rtol * |want|.
-void CheckSdpaClose(const SdpaRun& r, double atol, double rtol) {
-  REQUIRE(r.got.size() == 1);
-  REQUIRE(r.got[0].dtype == DType::kFloat32);
-  REQUIRE(r.got[0].bytes.size() == r.want[0].bytes.size());
-  const size_t n = r.got[0].bytes.size() / sizeof(float);
-  std::vector<float> g(n), w(n);
-  std::memcpy(g.data(), r.got[0].bytes.data(), r.got[0].bytes.size());
-  std::memcpy(w.data(), r.want[0].bytes.data(), r.want[0].bytes.size());
-  size_t bad = 0, first = n;
-  for (size_t i = 0; i < n; ++i)
-    if (!(std::fabs(static_cast<double>(g[i]) - w[i]) <= atol + rtol * std::fabs(static_cast<double>(w[i]))) &&
-        bad++ == 0)
-      first = i;
-  CHECK_MESSAGE(bad == 0, bad << " of " << n << " elements differ; the first, [" << first << "]: "
-                              << (first < n ? g[first] : 0.0f) << " on CUDA, " << (first < n ? w[first] : 0.0f)
-                              << " on the CPU");
-}
-
 TEST_CASE("[emulated] Attention runs on cuDNN SDPA in float16: head sizes 64 and 80, a mask broadcast over heads") {
   KILN_REQUIRE_EMULATED_CUDA();
   SdpaModel four_d;  // [1, 2, 16, 64] against 24 keys, masked
@@ -277,7 +262,7 @@ TEST_CASE("[emulated] Attention runs on cuDNN SDPA in float16: head sizes 64 and
     CHECK(r.stats.last_fallbacks.empty());
     for (const Stats::Fallback& f : r.stats.last_fallbacks) MESSAGE("fallback: " << f.reason);
     CHECK_MESSAGE(SdpaExecutes(r.log) == 1, r.log);
-    CheckSdpaClose(r, 1e-3, 1e-3);
+    kiln::testing::CheckClose(r.got, r.want, kSdpaTolerance, kSdpaTolerance, "Attention on cuDNN SDPA");
   }
 }
 
@@ -346,7 +331,7 @@ TEST_CASE("[emulated] Attention on cuDNN SDPA: steady-state runs allocate nothin
     // Without graphs each run executes the plan; with them the captured execute is replayed.
     if (!graphs) CHECK(SdpaExecutes(r.log) == 5);
     if (graphs) CHECK(ctx->stats().graph_hits > 0);
-    CheckSdpaClose(r, 1e-3, 1e-3);
+    kiln::testing::CheckClose(r.got, r.want, kSdpaTolerance, kSdpaTolerance, "Attention on cuDNN SDPA");
   }
 }
 
@@ -436,7 +421,7 @@ TEST_CASE("[emulated] a recognised float16 attention is one Attention on cuDNN S
     REQUIRE_MESSAGE(st.ok(), st.ToString());
     CHECK(ctx->stats().last_fallbacks.empty());
     CHECK(SdpaExecutes(r.log) == 1);
-    CheckSdpaClose(r, 1e-3, 1e-3);
+    kiln::testing::CheckClose(r.got, r.want, kSdpaTolerance, kSdpaTolerance, "Attention on cuDNN SDPA");
   }
 }
 
