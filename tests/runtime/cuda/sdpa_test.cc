@@ -143,6 +143,7 @@ struct SdpaModel {
   int64_t batch = 1, heads = 2, q_seq = 16, kv_seq = 24, head = 64;
   bool mask = true;     // a constant [batch, 1, Sq, Sk] mask: broadcast over the heads
   bool three_d = false;  // Q, K, V and Y as [B, S, H*D]
+  std::string seq;       // SdpaChainArtifact: a symbol for both sequence lengths (then no mask)
   passes::Precision precision = passes::Precision::kFp16;
 };
 
@@ -337,24 +338,31 @@ TEST_CASE("[emulated] Attention on cuDNN SDPA: steady-state runs allocate nothin
 }
 
 // The chain TorchScript's BERT exports (MatMul(Q, Transpose(K)), Div by sqrt(D), Add of a
-// constant finite mask [1, 1, Sq, Sk], Softmax, MatMul with V), compiled with --precision fp16
-// and GPU archs; the compile log into *log.
+// constant finite mask [1, 1, Sq, Sk] when m.mask, Softmax, MatMul with V), 4-D, compiled with
+// --precision fp16 and GPU archs; the compile log into *log.
 std::vector<uint8_t> SdpaChainArtifact(const SdpaModel& m, std::vector<std::string>* log) {
   onnx::ModelProto model = kiln::testing::MakeModel(18);
   onnx::GraphProto* g = model.mutable_graph();
-  kiln::testing::AddInput(g, "q", SdpaDimText(SdpaDims(m, m.q_seq)));
-  kiln::testing::AddInput(g, "k", SdpaDimText(SdpaDims(m, m.kv_seq)));
-  kiln::testing::AddInput(g, "v", SdpaDimText(SdpaDims(m, m.kv_seq)));
+  auto dims = [&](int64_t seq) {
+    std::vector<std::string> d = SdpaDimText(SdpaDims(m, seq));
+    if (!m.seq.empty()) d[2] = m.seq;
+    return d;
+  };
+  kiln::testing::AddInput(g, "q", dims(m.q_seq));
+  kiln::testing::AddInput(g, "k", dims(m.kv_seq));
+  kiln::testing::AddInput(g, "v", dims(m.kv_seq));
   kiln::testing::AttrInts(kiln::testing::AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
   kiln::testing::AddNode(g, "MatMul", {"q", "kt"}, {"s"}, "qk");
   kiln::testing::AddFloatInit(g, "sqrt_d", {}, {std::sqrt(static_cast<float>(m.head))});
   kiln::testing::AddNode(g, "Div", {"s", "sqrt_d"}, {"s1"}, "scale");
-  std::vector<float> mask;
-  for (int64_t i = 0; i < m.q_seq; ++i)
-    for (int64_t j = 0; j < m.kv_seq; ++j) mask.push_back(j > 0 && (i + j) % 4 == 3 ? -10000.0f : 0.0f);
-  kiln::testing::AddFloatInit(g, "mask", {1, 1, m.q_seq, m.kv_seq}, mask);
-  kiln::testing::AddNode(g, "Add", {"s1", "mask"}, {"s2"}, "mask_add");
-  kiln::testing::AttrInt(kiln::testing::AddNode(g, "Softmax", {"s2"}, {"p"}, "softmax"), "axis", -1);
+  if (m.mask) {
+    std::vector<float> mask;
+    for (int64_t i = 0; i < m.q_seq; ++i)
+      for (int64_t j = 0; j < m.kv_seq; ++j) mask.push_back(j > 0 && (i + j) % 4 == 3 ? -10000.0f : 0.0f);
+    kiln::testing::AddFloatInit(g, "mask", {1, 1, m.q_seq, m.kv_seq}, mask);
+    kiln::testing::AddNode(g, "Add", {"s1", "mask"}, {"s2"}, "mask_add");
+  }
+  kiln::testing::AttrInt(kiln::testing::AddNode(g, "Softmax", {m.mask ? "s2" : "s1"}, {"p"}, "softmax"), "axis", -1);
   kiln::testing::AddNode(g, "MatMul", {"p", "v"}, {"y"}, "pv");
   kiln::testing::AddOutput(g, "y");
   compiler::CompileOptions options;
@@ -381,8 +389,10 @@ TEST_CASE("cuDNN SDPA in the compiler: the cuda plan makes one Attention of a fl
   d64.q_seq = 8, d64.kv_seq = 12;
   SdpaModel d20 = d64;
   d20.head = 20;
-  for (const SdpaModel& m : {d64, d20}) {
-    INFO("head size " << m.head);
+  SdpaModel symbolic = d64;  // a symbolic sequence length: checked with a stand-in, kept
+  symbolic.seq = "S", symbolic.mask = false;
+  for (const SdpaModel& m : {d64, d20, symbolic}) {
+    INFO("head size " << m.head << (m.seq.empty() ? "" : ", sequence length " + m.seq));
     std::vector<std::string> log;
     auto model = Model::Load(SdpaChainArtifact(m, &log));
     REQUIRE_MESSAGE(model.ok(), model.status().ToString());
