@@ -420,6 +420,37 @@ TEST_CASE("[emulated] a recognised float16 attention runs as one Attention on cu
   kiln::testing::CheckClose(r.got, r.want, kSdpaTolerance, kSdpaTolerance, "a BERT chain on cuDNN SDPA");
 }
 
+TEST_CASE("[emulated] Attention on cuDNN SDPA with a symbolic sequence length: one plan per length, each run right") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  SdpaModel m;
+  m.seq = "S", m.mask = false;
+  std::vector<std::string> log;
+  auto model = Model::Load(SdpaChainArtifact(m, &log));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  ContextOptions options;
+  options.device = Device::kCuda;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
+  for (const int64_t seq : {8, 12, 8}) {
+    INFO("S = " << seq);
+    const std::vector<io::HostTensor> inputs = {SdpaInput("q", SdpaDims(m, seq), 10 + static_cast<uint32_t>(seq)),
+                                                SdpaInput("k", SdpaDims(m, seq), 11), SdpaInput("v", SdpaDims(m, seq), 12)};
+    SdpaRun r;
+    r.want = kiln::testing::RunCpuReference(*model, inputs);
+    r.got = kiln::testing::Sentinel(r.want);
+    std::vector<TensorView> out = kiln::testing::Views(r.got);
+    emu->log_begin();
+    Status st = ctx->Run(kiln::testing::Views(inputs), out);
+    if (st.ok()) st = ctx->Synchronize();
+    r.log = emu->log_take();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx->stats().last_fallbacks.empty());
+    CHECK(SdpaExecutes(r.log) == 1);
+    kiln::testing::CheckClose(r.got, r.want, kSdpaTolerance, kSdpaTolerance, "a symbolic length on cuDNN SDPA");
+  }
+}
+
 }  // namespace
 }  // namespace kiln::cuda
 
