@@ -545,6 +545,12 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
   Found found = FindAll(trace);
   std::vector<std::string> lines;
   for (const std::string& line : found.unmatched) lines.push_back("attention not fused: " + line);
+  if (keep) {  // the model's own Attention nodes: whether the backend runs them
+    for (const ir::Node& n : trace.body.nodes)
+      if (n.op == "Attention")
+        if (const std::string why = keep(trace, n); !why.empty())
+          lines.push_back(fmt::format("Attention '{}' runs on its CPU kernel: {}", n.name, why));
+  }
   if (found.matches.empty()) {
     if (log) log->insert(log->end(), lines.begin(), lines.end());
     return trace;

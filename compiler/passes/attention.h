@@ -52,8 +52,9 @@ using AttentionFilter = std::function<std::string(const ir::Trace& trace, const 
 
 // `trace` with each matched attention one Attention node, except those whose node `keep` (when
 // set) refuses, which stay written out. Appends to `log` a line with how many were fused, one
-// line for each Softmax of a rank-4 tensor that did not match, saying why, and one for each
-// attention `keep` refused, with its reason. kInternal when an Attention node's shape disagrees
+// line for each Softmax of a rank-4 tensor that did not match, saying why, one for each
+// attention `keep` refused, with its reason, and one for each of the trace's own Attention nodes
+// `keep` refuses (it runs on its CPU kernel there). kInternal when an Attention node's shape disagrees
 // with its meta function (a bug).
 Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log,
                                 const AttentionFilter& keep = {});

@@ -158,9 +158,9 @@ std::vector<std::string> SdpaDimText(const std::vector<int64_t>& dims) {
   return s;
 }
 
-// y = Attention(q, k, v[, mask]); the mask holds -10000 where (query + key) % 5 == 4 (key 0 is
+// y = Attention(q, k, v[, mask]), the compile log into *log when not null; the mask holds -10000 where (query + key) % 5 == 4 (key 0 is
 // never masked, so every query sees a key) and small values elsewhere.
-std::vector<uint8_t> SdpaArtifact(const SdpaModel& m) {
+std::vector<uint8_t> SdpaArtifact(const SdpaModel& m, std::vector<std::string>* log = nullptr) {
   onnx::ModelProto model = kiln::testing::MakeModel(23);
   onnx::GraphProto* g = model.mutable_graph();
   kiln::testing::AddInput(g, "q", SdpaDimText(SdpaDims(m, m.q_seq)));
@@ -184,6 +184,7 @@ std::vector<uint8_t> SdpaArtifact(const SdpaModel& m) {
   kiln::testing::AddOutput(g, "y");
   compiler::CompileOptions options;  // the default GPU archs
   options.precision.precision = m.precision;
+  if (log) options.log = [log](const std::string& line) { log->push_back(line); };
   return kiln::testing::CompileModel(model, options);
 }
 
@@ -405,6 +406,19 @@ TEST_CASE("cuDNN SDPA in the compiler: the cuda plan makes one Attention of a fl
     CHECK(SdpaHas(cuda_ops, "Attention") == (m.head == 64));
     CHECK(SdpaHas(cuda_ops, "MatMul") == (m.head == 20));
     CHECK(kept_logged == (m.head == 20));
+  }
+}
+
+TEST_CASE("cuDNN SDPA in the compiler: the log names why a model's own Attention runs on its CPU kernel on CUDA") {
+  for (const passes::Precision precision : {passes::Precision::kFp32, passes::Precision::kFp16}) {
+    SdpaModel m;
+    m.precision = precision;
+    std::vector<std::string> log;
+    (void)SdpaArtifact(m, &log);
+    bool refused = false;
+    for (const std::string& line : log)
+      refused |= Contains(line, "Attention 'attention' runs on its CPU kernel: cuDNN SDPA: float32 Q, K and V");
+    CHECK(refused == (precision == passes::Precision::kFp32));
   }
 }
 
