@@ -33,7 +33,9 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
 // The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
 // folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h) and
 // keeps NCHW; the CPU backend folds every activation, runs 2-D Convs in NHWC
-// (passes/channels_last.h) and attention as one op (passes/attention.h). Where the two differ, the entry gets a plan for each backend
+// (passes/channels_last.h) and attention as one op (passes/attention.h), where the CUDA plan
+// makes one op only of the attentions cuDNN's fused attention takes (passes/cudnn_sdpa_filter.h).
+// Where the two differ, the entry gets a plan for each backend
 // (EntryRecord::backend: "cuda" first, then "cpu", the same prologue), so that a machine
 // without the GPU runs the plan the CPU is fastest with. Otherwise one plan serves every
 // backend. `plans` holds what was compiled when a stage fails.
@@ -44,6 +46,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
   bool split = false;
   if (!options.archs.empty()) {
     entry.activations = EpilogueActivations::kGpuLibraries;
+    entry.cuda_attention = fusion;
     if (fusion) {
       std::vector<std::string> gpu, cpu;  // one line per annotated node, naming what it folded
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
@@ -64,6 +67,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->back().activations = EpilogueActivations::kAny;
     plans->back().channels_last = options.cpu_channels_last;
     plans->back().attention = true;
+    plans->back().cuda_attention = false;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

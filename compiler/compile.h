@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/ir/trace.h"
+#include "compiler/passes/attention.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/passes/precision.h"
 #include "compiler/pipeline/pipeline.h"
@@ -93,12 +94,14 @@ struct CompileSummary {
 // when not null, receives the trace the fusion read (after those two), the one whose node
 // indices FusedKernel::member_nodes refer to. Appends the stage's log lines to `log`.
 // `activations`: which activations fold into epilogues (kGpuLibraries for an artifact with GPU
-// archs); `channels_last` and `attention` (compiler/passes/attention.h, run first) are for the
-// CPU backend's plan.
+// archs); `channels_last` is for the CPU backend's plan; `attention` makes recognised attentions
+// one Attention op (compiler/passes/attention.h, run first), all of them, or with
+// `attention_keep` set only those it keeps (the CUDA plan's: passes/cudnn_sdpa_filter.h).
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny,
-                              bool channels_last = false, bool attention = false);
+                              bool channels_last = false, bool attention = false,
+                              const passes::AttentionFilter& attention_keep = {});
 
 // A frontend's `import` stage: the trace of the model with the given input dims fixed (name ->
 // dims, -1 keeps a dim as declared; empty: the model's own shapes). The driver calls it once,

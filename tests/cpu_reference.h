@@ -1,6 +1,7 @@
 // The CPU backend as the reference a device run is compared with (the "[gpu]" and "[emulated]"
 // cases, tests/e2e/'s precision checks): its outputs on host inputs, and host buffers, shaped
-// like them and filled with a sentinel, for the device run to write its outputs into.
+// like them and filled with a sentinel, for the device run to write its outputs into, and the
+// comparison of float32 outputs within a tolerance.
 //
 //   const std::vector<io::HostTensor> want = testing::RunCpuReference(model, inputs);
 //   std::vector<io::HostTensor> got = testing::Sentinel(want);
@@ -11,7 +12,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kiln/runtime.h"
@@ -44,6 +47,30 @@ inline std::vector<io::HostTensor> Sentinel(const std::vector<io::HostTensor>& l
   std::vector<io::HostTensor> ts = like;
   for (io::HostTensor& t : ts) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xA5});
   return ts;
+}
+
+// Every element of float32 `got` (a device run's outputs) within atol + rtol * |want| of `want`
+// (the CPU backend's); `what` names the run in the failure.
+inline void CheckClose(const std::vector<io::HostTensor>& got, const std::vector<io::HostTensor>& want, double atol, double rtol,
+                const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    INFO(what << ", output " << o << " '" << want[o].name << "'");
+    REQUIRE(got[o].dtype == DType::kFloat32);
+    REQUIRE(got[o].dims == want[o].dims);
+    REQUIRE(got[o].bytes.size() == want[o].bytes.size());
+    const float* g = reinterpret_cast<const float*>(got[o].bytes.data());
+    const float* w = reinterpret_cast<const float*>(want[o].bytes.data());
+    const size_t n = want[o].bytes.size() / sizeof(float);
+    size_t bad = 0, first = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (std::fabs(static_cast<double>(g[i]) - w[i]) <= atol + rtol * std::fabs(static_cast<double>(w[i]))) continue;
+      if (bad++ == 0) first = i;
+    }
+    CHECK_MESSAGE(bad == 0, bad << " of " << n << " elements differ; the first, [" << first
+                                << "]: " << (first < n ? g[first] : 0.0f) << " on CUDA, "
+                                << (first < n ? w[first] : 0.0f) << " on the CPU");
+  }
 }
 
 }  // namespace kiln::testing

@@ -458,20 +458,18 @@ ir::ValueId NewValue(ir::Trace& t, const std::string& name) {
 
 bool AttentionChanges(const ir::Trace& trace) { return !FindAll(trace).matches.empty(); }
 
-Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log) {
-  Found found = FindAll(trace);
-  if (log) {
-    if (!found.matches.empty())
-      log->push_back(fmt::format("attention: {} scaled dot-product attentions -> Attention", found.matches.size()));
-    for (const std::string& line : found.unmatched) log->push_back("attention not fused: " + line);
-  }
-  if (found.matches.empty()) return trace;
+namespace {
+
+// `trace` with each of `matches` one Attention node; (*written)[k] is the index in the result of
+// the Attention node of matches[k].
+Result<ir::Trace> Rewrite(const ir::Trace& trace, const std::vector<Match>& matches, std::vector<size_t>* written) {
+  written->assign(matches.size(), 0);
   ir::Trace t = trace;
   std::vector<int> at_pv(t.body.nodes.size(), -1);
   std::vector<bool> drop(t.body.nodes.size(), false);
-  for (size_t k = 0; k < found.matches.size(); ++k) {
-    at_pv[found.matches[k].pv] = static_cast<int>(k);
-    for (int i : found.matches[k].absorbed) drop[i] = true;
+  for (size_t k = 0; k < matches.size(); ++k) {
+    at_pv[matches[k].pv] = static_cast<int>(k);
+    for (int i : matches[k].absorbed) drop[i] = true;
   }
   std::vector<ir::Node> old = std::move(t.body.nodes);
   t.body.nodes.clear();
@@ -480,7 +478,7 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
       if (!drop[i]) t.body.nodes.push_back(std::move(old[i]));
       continue;
     }
-    const Match& m = found.matches[at_pv[i]];
+    const Match& m = matches[at_pv[i]];
     const ir::Node& qk = old[m.qk];
     const bool three_d = m.y3 != ir::kNoValue;
     const ir::ValueId y = three_d ? m.y3 : old[m.pv].outputs[0];
@@ -535,8 +533,49 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
     bool same = got.size() == expect.size();
     for (size_t d = 0; same && d < got.size(); ++d) same = got[d].Same(expect[d]);
     if (!same) return Internal("attention: node '" + a.name + "' infers another shape than the MatMul it replaces");
+    (*written)[static_cast<size_t>(at_pv[i])] = t.body.nodes.size();
     t.body.nodes.push_back(std::move(a));
   }
+  return t;
+}
+
+}  // namespace
+
+Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log, const AttentionFilter& keep) {
+  Found found = FindAll(trace);
+  std::vector<std::string> lines;
+  for (const std::string& line : found.unmatched) lines.push_back("attention not fused: " + line);
+  if (keep) {  // the model's own Attention nodes: whether the backend runs them
+    for (const ir::Node& n : trace.body.nodes)
+      if (n.op == "Attention")
+        if (const std::string why = keep(trace, n); !why.empty())
+          lines.push_back(fmt::format("Attention '{}' runs on its CPU kernel: {}", n.name, why));
+  }
+  if (found.matches.empty()) {
+    if (log) log->insert(log->end(), lines.begin(), lines.end());
+    return trace;
+  }
+  std::vector<size_t> written;
+  KILN_ASSIGN_OR_RETURN(ir::Trace t, Rewrite(trace, found.matches, &written));
+  if (keep) {  // the matches whose Attention node `keep` refuses stay written out
+    std::vector<Match> kept;
+    for (size_t k = 0; k < found.matches.size(); ++k) {
+      const std::string why = keep(t, t.body.nodes[written[k]]);
+      if (why.empty()) kept.push_back(found.matches[k]);
+      else lines.push_back(fmt::format("attention kept written out: Softmax '{}': {}",
+                                       trace.body.nodes[found.matches[k].softmax].name, why));
+    }
+    if (kept.size() < found.matches.size()) {
+      found.matches = std::move(kept);
+      KILN_ASSIGN_OR_RETURN(t, Rewrite(trace, found.matches, &written));
+    }
+  }
+  if (log) {
+    if (!found.matches.empty())
+      log->push_back(fmt::format("attention: {} scaled dot-product attentions -> Attention", found.matches.size()));
+    log->insert(log->end(), lines.begin(), lines.end());
+  }
+  if (found.matches.empty()) return trace;
   EliminateDeadCode(t);  // the Reshapes and Transposes that only fed the chains
   return t;
 }

@@ -34,6 +34,7 @@
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,17 @@ namespace kiln::passes {
 // Whether FuseAttention would rewrite an attention in `trace`.
 bool AttentionChanges(const ir::Trace& trace);
 
-// `trace` with each matched attention one Attention node. Appends to `log` a line with how
-// many were fused, and one line for each Softmax of a rank-4 tensor that did not match, saying
-// why. kInternal when an Attention node's shape disagrees with its meta function (a bug).
-Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log);
+// Whether a backend runs the Attention node `attention` of `trace` (its operands' dtypes and
+// symbolic shapes there): "" when it does, else why not.
+using AttentionFilter = std::function<std::string(const ir::Trace& trace, const ir::Node& attention)>;
+
+// `trace` with each matched attention one Attention node, except those whose node `keep` (when
+// set) refuses, which stay written out. Appends to `log` a line with how many were fused, one
+// line for each Softmax of a rank-4 tensor that did not match, saying why, one for each
+// attention `keep` refused, with its reason, and one for each of the trace's own Attention nodes
+// `keep` refuses (it runs on its CPU kernel there). kInternal when an Attention node's shape disagrees
+// with its meta function (a bug).
+Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>* log,
+                                const AttentionFilter& keep = {});
 
 }  // namespace kiln::passes

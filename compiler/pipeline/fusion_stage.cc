@@ -1,24 +1,30 @@
-// The fusion stage (pipeline.h, compile.h FusionStage): for the CPU backend's plan, attention as
-// one op (passes/attention.h); epilogues folded into MatMul, Gemm and Conv (passes/epilogue.h),
+// The fusion stage (pipeline.h, compile.h FusionStage): attention as one op (passes/attention.h;
+// for the CUDA plan, where cuDNN's fused attention takes it: passes/cudnn_sdpa_filter.h); epilogues folded into MatMul, Gemm and Conv (passes/epilogue.h),
 // for the CPU backend's plan its 2-D Convs in NHWC
 // (passes/channels_last.h), then fused regions (fusion/fusion.h), each becoming one generated
 // kernel.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "compiler/fusion/fusion.h"
 #include "compiler/passes/attention.h"
 #include "compiler/passes/channels_last.h"
+#include "compiler/passes/cudnn_sdpa_filter.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/pipeline/stage_work.h"
 
 namespace kiln::compiler {
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
-                              ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last, bool attention) {
+                              ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last, bool attention,
+                              const passes::AttentionFilter& attention_keep) {
   std::vector<std::string> epilogues;
   ir::Trace attended;
   if (attention) {
-    KILN_ASSIGN_OR_RETURN(attended, passes::FuseAttention(canonical, &epilogues));
+    KILN_ASSIGN_OR_RETURN(attended, passes::FuseAttention(canonical, &epilogues, attention_keep));
   }
   KILN_ASSIGN_OR_RETURN(ir::Trace with_epilogues,
                         passes::FoldEpilogues(attention ? attended : canonical, &epilogues, activations));
@@ -36,12 +42,31 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
   return fused;
 }
 
+namespace {
+
+// The newest compute capability of `archs` ("sm_90", "compute_90a": 90); 0 for none.
+int NewestArch(const std::vector<std::string>& archs) {
+  int newest = 0;
+  for (const std::string& a : archs) {
+    const size_t at = a.find('_');
+    if (at == std::string::npos) continue;
+    int cc = 0;
+    for (size_t i = at + 1; i < a.size() && a[i] >= '0' && a[i] <= '9'; ++i) cc = cc * 10 + (a[i] - '0');
+    newest = std::max(newest, cc);
+  }
+  return newest;
+}
+
+}  // namespace
+
 Status RunFusion(StageWork& work, StageOutput& out) {
   EntryWork& e = *work.entry;
   std::vector<std::string> lines;
   int kernels = 0;
+  const passes::AttentionFilter keep =
+      e.cuda_attention ? passes::CudnnSdpaFilter(NewestArch(work.options.archs)) : passes::AttentionFilter{};
   KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations, e.channels_last,
-                                               e.attention));
+                                               e.attention || e.cuda_attention, keep));
   e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
   const std::string label = EntryLabel(e.record);

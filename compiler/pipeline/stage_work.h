@@ -57,9 +57,12 @@ struct EntryWork {
   // CPU backend runs.
   bool channels_last = false;
   // Whether the fusion stage makes each recognised attention one Attention op
-  // (passes/attention.h): for a plan the CPU backend runs (the CUDA backend has no Attention
-  // yet, and runs the MatMuls and Softmax on cuBLASLt and generated kernels).
+  // (passes/attention.h): for a plan the CPU backend runs.
   bool attention = false;
+  // Whether it makes one Attention op of those cuDNN's fused attention takes
+  // (passes/cudnn_sdpa_filter.h), and leaves the others written out (MatMuls on cuBLASLt, the
+  // softmax a generated kernel): for the `cuda` plan.
+  bool cuda_attention = false;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
 

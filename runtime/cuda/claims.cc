@@ -16,8 +16,9 @@ struct LibraryOp {
   std::string_view reason;
 };
 
-// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's and dnn.h's.
+// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's and sdpa.h's.
 constexpr LibraryOp kLibraryOps[] = {
+    {"Attention", Library::kCudnn, "cuDNN SDPA (fused attention through the backend graph API)"},
     {"AveragePool", Library::kCudnn, "cuDNN pooling"},
     {"Conv", Library::kCudnn, "cuDNN convolution, fused with bias and activation"},
     {"ConvTranspose", Library::kCudnn, "cuDNN convolution backward-data"},

@@ -187,6 +187,12 @@ Status LoadDnnFrom(const std::vector<std::string>& names, Dnn& out) {
   KILN_RETURN_IF_ERROR(g("cudnnGetCudartVersion", d.GetCudartVersion));
   KILN_RETURN_IF_ERROR(g("cudnnGetLastErrorString", d.GetLastErrorString));
   d.cudart_version = d.GetCudartVersion();
+  KILN_RETURN_IF_ERROR(g("cudnnBackendCreateDescriptor", d.BackendCreateDescriptor));
+  KILN_RETURN_IF_ERROR(g("cudnnBackendDestroyDescriptor", d.BackendDestroyDescriptor));
+  KILN_RETURN_IF_ERROR(g("cudnnBackendSetAttribute", d.BackendSetAttribute));
+  KILN_RETURN_IF_ERROR(g("cudnnBackendGetAttribute", d.BackendGetAttribute));
+  KILN_RETURN_IF_ERROR(g("cudnnBackendFinalize", d.BackendFinalize));
+  KILN_RETURN_IF_ERROR(g("cudnnBackendExecute", d.BackendExecute));
 
   KILN_RETURN_IF_ERROR(o("cudnnCreateTensorDescriptor", d.CreateTensorDescriptor));
   KILN_RETURN_IF_ERROR(o("cudnnDestroyTensorDescriptor", d.DestroyTensorDescriptor));

@@ -58,8 +58,9 @@ struct Blas {
   int major() const { return static_cast<int>(version / 10000); }
 };
 
-// cuDNN 9. The legacy (descriptor) API lives in sublibraries: libcudnn_graph (handles, versions,
-// errors), libcudnn_ops (tensor, filter, activation, pooling descriptors; AddTensor, pooling,
+// cuDNN 9. libcudnn_graph holds handles, versions, errors and the backend (graph) API that
+// runtime/cuda/sdpa.h builds attention with; the legacy (descriptor) API lives in the
+// sublibraries libcudnn_ops (tensor, filter, activation, pooling descriptors; AddTensor, pooling,
 // activation) and libcudnn_cnn (convolutions). LoadDnn opens the shim libcudnn.so.<CUDNN_MAJOR>
 // (fallback libcudnn.so), then each sublibrary (looked for first beside the shim, then on the
 // loader's path) and resolves each entry point from the sublibrary whose header declares it,
@@ -73,6 +74,12 @@ struct Dnn {
   decltype(&::cudnnGetCudartVersion) GetCudartVersion = nullptr;
   decltype(&::cudnnGetErrorString) GetErrorString = nullptr;
   decltype(&::cudnnGetLastErrorString) GetLastErrorString = nullptr;
+  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor = nullptr;
+  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor = nullptr;
+  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute = nullptr;
+  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute = nullptr;
+  decltype(&::cudnnBackendFinalize) BackendFinalize = nullptr;
+  decltype(&::cudnnBackendExecute) BackendExecute = nullptr;
   // cudnn_ops.h (libcudnn_ops)
   decltype(&::cudnnCreateTensorDescriptor) CreateTensorDescriptor = nullptr;
   decltype(&::cudnnDestroyTensorDescriptor) DestroyTensorDescriptor = nullptr;

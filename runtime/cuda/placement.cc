@@ -29,13 +29,20 @@ std::unique_ptr<LibraryPlacement> LibraryPlacement::Create(const DeviceInfo& dev
     note("cuDNN", lib.status());
   } else {
     p->dnn_ = std::move(*lib);
+    SdpaOptions sdpa_options;  // fused attention needs compute capability 8.0
+    sdpa_options.compute_capability = dnn_options.compute_capability;
+    if (auto sdpa = SdpaLibrary::Create(**dnn, sdpa_options); !sdpa.ok())
+      note("cuDNN SDPA", sdpa.status());
+    else
+      p->sdpa_ = std::move(*sdpa);
   }
   p->entries_.resize(num_entries);
   return p;
 }
 
-cuda::Library* LibraryPlacement::Of(kiln::Library library) const {
+cuda::Library* LibraryPlacement::Of(kiln::Library library, std::string_view op) const {
   if (library == kiln::Library::kCublasLt) return blas_.get();
+  if (library == kiln::Library::kCudnn && op == "Attention") return sdpa_.get();
   if (library == kiln::Library::kCudnn) return dnn_.get();
   return nullptr;
 }
@@ -71,7 +78,7 @@ const LibraryPlacement::Decisions& LibraryPlacement::Decide(int32_t e, const Pre
     }
     const kiln::Library named = pi.LibraryOn("cuda");
     if (named != kiln::Library::kCublasLt && named != kiln::Library::kCudnn) continue;  // a CPU kernel, on the host
-    const cuda::Library* lib = Of(named);
+    const cuda::Library* lib = Of(named, pi.kernel->op);
     if (lib == nullptr) {
       d.why[i] = std::string(LibraryTitle(named)) + " is unavailable";
       continue;
@@ -100,7 +107,7 @@ Status LibraryPlacement::Run(int32_t e, const PreparedEntry& pe, size_t k, const
   Operands(pe, pi, s, dm, memory);
   const std::span<const DeviceTensor> ins(dts_.data(), static_cast<size_t>(pi.num_inputs));
   const std::span<const DeviceTensor> outs(dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs));
-  cuda::Library* library = Of(lib);
+  cuda::Library* library = Of(lib, pi.kernel->op);
   const std::string_view op = pi.kernel->op;
   KILN_RETURN_IF_ERROR(memory.library_ws.Reserve(std::max<size_t>(library->Workspace(op, pi.attrs, ins, outs), 256),
                                                  "cuBLASLt/cuDNN workspace"));

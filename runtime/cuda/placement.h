@@ -1,8 +1,9 @@
 // Where each instruction of a CUDA context's entries runs, decided once per entry and binding of
 // its symbols and kept, so that a steady-state Run asks no library and builds no string:
 //  - a generated kernel on the device, from the artifact's cubin or PTX;
-//  - an instruction the artifact labels @cublaslt or @cudnn on that library, when the library is
-//    present and accepts the op's form (Library::Accepts), with the largest workspace planned;
+//  - an instruction the artifact labels @cublaslt or @cudnn on that library (an Attention on
+//    cuDNN's fused attention, sdpa.h), when the library is present and accepts the op's form
+//    (Library::Accepts), with the largest workspace planned;
 //  - everything else on the host: the executor runs it on the context's CPU backend, in a CPU
 //    fallback segment (runtime/executor/run_entry.h). A library instruction that runs on the
 //    host is reported with the reason (Stats::last_fallbacks): the library is missing, refused
@@ -26,6 +27,7 @@
 #include "runtime/cuda/device_memory.h"
 #include "runtime/cuda/device_model.h"
 #include "runtime/cuda/dnn.h"
+#include "runtime/cuda/sdpa.h"
 #include "runtime/entry_state.h"
 #include "runtime/model_impl.h"
 
@@ -62,8 +64,9 @@ class LibraryPlacement {
     bool valid = false;
     std::vector<int64_t> binding;
   };
-  // The library object of kCublasLt or kCudnn; null when that library is missing here.
-  cuda::Library* Of(kiln::Library library) const;
+  // The library object of kCublasLt or kCudnn for `op` (cuDNN's Attention: the SDPA object);
+  // null when that library is missing here.
+  cuda::Library* Of(kiln::Library library, std::string_view op) const;
   // The operands of instruction `pi` as device tensors, in dts_.
   void Operands(const PreparedEntry& pe, const PreparedInstruction& pi, const EntryState& s, const DeviceModel& dm,
                 const DeviceMemory& memory);
@@ -71,6 +74,7 @@ class LibraryPlacement {
   const Driver* drv_ = nullptr;
   std::unique_ptr<BlasLibrary> blas_;  // null when missing
   std::unique_ptr<DnnLibrary> dnn_;
+  std::unique_ptr<SdpaLibrary> sdpa_;  // cuDNN's backend API: null when cuDNN is missing
   std::string note_;
   std::vector<Entry> entries_;
   std::vector<DeviceTensor> dts_;  // operands of the current call

@@ -1,11 +1,14 @@
-// Standalone self-test of the emulated cuDNN (cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc):
+// Standalone self-test of the emulated cuDNN (cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc, cudnn_backend.cc):
 // each case runs the library through its C API on device memory from CheckAlloc
 // (check_hooks.h) and compares with values computed by hand from cuDNN's documented semantics
 // (or, for backward data, with a direct scatter loop written here). Prints one line per case;
 // exits 1 if any case fails.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -629,6 +632,230 @@ void CaseFault(cudnnHandle_t h) {
          StatusStr(first) + " " + msg + (d.empty() ? "" : "; then " + d));
 }
 
+// ---- The backend (graph) API: scaled-dot-product attention (cudnn_backend.cc) ---------------------
+
+// A finalized backend descriptor of `type` with `set` applied first; nullptr (and a FAIL line
+// naming `what`) when a call fails.
+struct Backend {
+  std::vector<cudnnBackendDescriptor_t> made;  // destroyed with the object
+  std::string failed;                          // the first failing call
+  ~Backend() {
+    for (cudnnBackendDescriptor_t d : made) cudnnBackendDestroyDescriptor(d);
+  }
+  cudnnBackendDescriptor_t Make(cudnnBackendDescriptorType_t type) {
+    cudnnBackendDescriptor_t d = nullptr;
+    if (cudnnBackendCreateDescriptor(type, &d) != CUDNN_STATUS_SUCCESS) Note("create");
+    made.push_back(d);
+    return d;
+  }
+  template <typename T>
+  void Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+           const T* v, int64_t n = 1) {
+    if (cudnnBackendSetAttribute(d, name, type, n, v) != CUDNN_STATUS_SUCCESS) Note("set " + std::to_string(name));
+  }
+  void SetDesc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t v) {
+    Set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &v);
+  }
+  cudnnStatus_t Finalize(cudnnBackendDescriptor_t d) {
+    const cudnnStatus_t st = cudnnBackendFinalize(d);
+    if (st != CUDNN_STATUS_SUCCESS) Note("finalize");
+    return st;
+  }
+  void Note(const std::string& what) {
+    if (failed.empty()) failed = what + ": " + LastError();
+  }
+  cudnnBackendDescriptor_t Tensor(int64_t uid, cudnnDataType_t dt, std::vector<int64_t> dims,
+                                  std::vector<int64_t> strides, bool is_virtual = false, bool by_value = false) {
+    cudnnBackendDescriptor_t t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t align = 16;
+    Set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &dt);
+    Set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), static_cast<int64_t>(dims.size()));
+    Set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), static_cast<int64_t>(strides.size()));
+    Set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid);
+    Set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &align);
+    Set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual);
+    Set(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &by_value);
+    Finalize(t);
+    return t;
+  }
+  cudnnBackendDescriptor_t Op(cudnnBackendDescriptorType_t type, cudnnBackendDescriptorType_t desc_type,
+                              int mode_attr, cudnnBackendAttributeType_t mode_type, int mode, int prec_attr,
+                              std::vector<std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t>> io,
+                              cudnnBackendAttributeName_t desc_attr) {
+    cudnnBackendDescriptor_t d = Make(desc_type);
+    const cudnnDataType_t fp32 = CUDNN_DATA_FLOAT;
+    if (mode_attr >= 0) Set(d, static_cast<cudnnBackendAttributeName_t>(mode_attr), mode_type, &mode);
+    Set(d, static_cast<cudnnBackendAttributeName_t>(prec_attr), CUDNN_TYPE_DATA_TYPE, &fp32);
+    Finalize(d);
+    cudnnBackendDescriptor_t op = Make(type);
+    SetDesc(op, desc_attr, d);
+    for (const auto& [name, t] : io) SetDesc(op, name, t);
+    Finalize(op);
+    return op;
+  }
+  cudnnBackendDescriptor_t Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
+    return Op(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_BACKEND_MATMUL_DESCRIPTOR, -1, CUDNN_TYPE_INT64, 0,
+              CUDNN_ATTR_MATMUL_COMP_TYPE,
+              {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, a}, {CUDNN_ATTR_OPERATION_MATMUL_BDESC, b},
+               {CUDNN_ATTR_OPERATION_MATMUL_CDESC, c}},
+              CUDNN_ATTR_OPERATION_MATMUL_DESC);
+  }
+  cudnnBackendDescriptor_t Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                     cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y) {
+    std::vector<std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t>> io = {
+        {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x}, {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y}};
+    if (b) io.push_back({CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b});
+    return Op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR,
+              CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, mode, CUDNN_ATTR_POINTWISE_MATH_PREC, io,
+              CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR);
+  }
+  cudnnBackendDescriptor_t Reduce(cudnnReduceTensorOp_t op, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    return Op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_BACKEND_REDUCTION_DESCRIPTOR,
+              CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, op, CUDNN_ATTR_REDUCTION_COMP_TYPE,
+              {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x}, {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y}},
+              CUDNN_ATTR_OPERATION_REDUCTION_DESC);
+  }
+};
+
+// Y = softmax(scale * Q K^T + mask) V over [1, 2, 2, d] tensors with a [1, 1, 2, 2] mask
+// (broadcast over the heads), as an operation graph; then the heuristics' engine configs
+// (how many in *configs) and, when there is one, the execution plan made from the first.
+cudnnBackendDescriptor_t AttentionPlan(Backend& b, cudnnHandle_t h, int64_t d, cudnnDataType_t dt, int64_t* configs) {
+  const int64_t hs = 2 * d;  // one head's [2, d] block
+  auto q = b.Tensor(1, dt, {1, 2, 2, d}, {2 * hs, hs, d, 1});
+  auto kt = b.Tensor(2, dt, {1, 2, d, 2}, {2 * hs, hs, 1, d});  // K [1, 2, 2, d] read transposed
+  auto v = b.Tensor(3, dt, {1, 2, 2, d}, {2 * hs, hs, d, 1});
+  auto y = b.Tensor(4, dt, {1, 2, 2, d}, {2 * hs, hs, d, 1});
+  auto mask = b.Tensor(5, dt, {1, 1, 2, 2}, {4, 4, 2, 1});
+  auto scale = b.Tensor(6, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  auto virt = [&](int64_t uid, int64_t keys) {
+    return b.Tensor(uid, CUDNN_DATA_FLOAT, {1, 2, 2, keys}, {4 * keys, 2 * keys, keys, 1}, true);
+  };
+  auto s = virt(101, 2), s1 = virt(102, 2), s2 = virt(103, 2), m = virt(104, 1), e0 = virt(105, 2);
+  auto e = virt(106, 2), l = virt(107, 1), p = virt(108, 2);
+  std::vector<cudnnBackendDescriptor_t> ops = {
+      b.Matmul(q, kt, s),
+      b.Pointwise(CUDNN_POINTWISE_MUL, s, scale, s1),
+      b.Pointwise(CUDNN_POINTWISE_ADD, s1, mask, s2),
+      b.Reduce(CUDNN_REDUCE_TENSOR_MAX, s2, m),
+      b.Pointwise(CUDNN_POINTWISE_SUB, s2, m, e0),
+      b.Pointwise(CUDNN_POINTWISE_EXP, e0, nullptr, e),
+      b.Reduce(CUDNN_REDUCE_TENSOR_ADD, e, l),
+      b.Pointwise(CUDNN_POINTWISE_DIV, e, l, p),
+      b.Matmul(p, v, y)};
+  std::reverse(ops.begin(), ops.end());  // the graph orders them itself
+  auto graph = b.Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  b.Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), static_cast<int64_t>(ops.size()));
+  b.Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  b.Finalize(graph);
+  auto heur = b.Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  b.SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  b.Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+  b.Finalize(heur);
+  *configs = -1;
+  if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, configs,
+                               nullptr) != CUDNN_STATUS_SUCCESS)
+    b.Note("heuristics count");
+  if (*configs < 1) return nullptr;
+  cudnnBackendDescriptor_t cfg = b.Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &cfg) !=
+      CUDNN_STATUS_SUCCESS)
+    b.Note("heuristics results");
+  auto plan = b.Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  b.SetDesc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+  b.Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &h);
+  b.Finalize(plan);
+  return plan;
+}
+
+cudnnBackendDescriptor_t Pack(Backend& b, std::vector<int64_t> uids, std::vector<void*> ptrs, void* workspace) {
+  auto pack = b.Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  b.Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<int64_t>(uids.size()));
+  b.Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(), static_cast<int64_t>(ptrs.size()));
+  b.Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace);
+  b.Finalize(pack);
+  return pack;
+}
+
+void CaseBackendAttention(cudnnHandle_t h) {
+  for (cudnnDataType_t dt : {CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16}) {
+    const std::string name = dt == CUDNN_DATA_HALF ? "float16" : "bfloat16";
+    const int64_t d = 8;
+    Backend b;
+    int64_t configs = 0;
+    cudnnBackendDescriptor_t plan = AttentionPlan(b, h, d, dt, &configs);
+    int64_t workspace = -1, n = 0;
+    if (plan && b.failed.empty())
+      cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &workspace);
+    // Two reductions of [1, 2, 2, 1]: 8 bytes per row each.
+    Report("backend API: the " + name + " attention graph finalizes, one engine config, workspace 64 bytes",
+           b.failed.empty() && configs == 1 && workspace == 64,
+           b.failed + " configs " + std::to_string(configs) + " workspace " + std::to_string(workspace));
+    if (!b.failed.empty() || plan == nullptr) continue;
+    // Head 0: q0 = 2 e0 against k0 = e0, k1 = 0; q1 = 0. Head 1: Q = 0. V rows e0 and e1 in both.
+    std::vector<float> q(2 * 2 * d, 0.0f), k(2 * 2 * d, 0.0f), v(2 * 2 * d, 0.0f);
+    q[0] = 2;
+    k[0] = 1;
+    for (int head = 0; head < 2; ++head) {
+      v[head * 2 * d + 0] = 1;
+      v[head * 2 * d + d + 1] = 1;
+    }
+    const float inf = std::numeric_limits<float>::infinity();
+    uint16_t* dq = Upload16(q, dt);
+    uint16_t* dk = Upload16(k, dt);
+    uint16_t* dv = Upload16(v, dt);
+    uint16_t* dmask = Upload16({0, 0, 0, -inf}, dt);  // query 1 sees key 0 only, in both heads
+    uint16_t* dy = Upload16(std::vector<float>(2 * 2 * d, -7.0f), dt);
+    float* ws = Upload(std::vector<float>(16, 0.0f));
+    float scale = 0.5f;
+    auto pack = Pack(b, {1, 2, 3, 4, 5, 6}, {dq, dk, dv, dy, dmask, &scale}, ws);
+    const cudnnStatus_t st = cudnnBackendExecute(h, plan, pack);
+    // Head 0, query 0: scores 0.5 * [2, 0] = [1, 0], softmax [e/(e+1), 1/(e+1)]; query 1: [1, 0].
+    // Head 1, query 0: [1/2, 1/2]; query 1: [1, 0]. Y's row = p0 e0 + p1 e1.
+    const float a = std::exp(1.0f) / (std::exp(1.0f) + 1.0f);
+    std::vector<float> want(2 * 2 * d, 0.0f);
+    const float rows[4][2] = {{a, 1 - a}, {1, 0}, {0.5f, 0.5f}, {1, 0}};
+    for (int r = 0; r < 4; ++r) {
+      want[r * d + 0] = rows[r][0];
+      want[r * d + 1] = rows[r][1];
+    }
+    const std::string diff = st ? StatusStr(st) + " " + LastError() : Diff(Read16(dy, want.size(), dt), want, 4e-3f);
+    Report("backend API: " + name + " softmax(scale Q K^T + mask) V by hand, mask broadcast over heads", diff.empty(),
+           diff);
+
+    // Refusals: a variant pack without the mask, a workspace that is too small, a finalized
+    // descriptor set again.
+    auto no_mask = Pack(b, {1, 2, 3, 4, 6}, {dq, dk, dv, dy, &scale}, ws);
+    cudnnStatus_t r = cudnnBackendExecute(h, plan, no_mask);
+    std::string msg = LastError();
+    Report("backend API: a variant pack without a tensor's pointer refused",
+           r == CUDNN_STATUS_BAD_PARAM && msg.find("tensor 5") != std::string::npos, StatusStr(r) + " " + msg);
+    float* small = Upload(std::vector<float>(2, 0.0f));
+    auto short_ws = Pack(b, {1, 2, 3, 4, 5, 6}, {dq, dk, dv, dy, dmask, &scale}, small);
+    r = cudnnBackendExecute(h, plan, short_ws);
+    msg = LastError();
+    Report("backend API: a workspace smaller than the plan's refused",
+           r == CUDNN_STATUS_BAD_PARAM && msg.find("workspace") != std::string::npos, StatusStr(r) + " " + msg);
+    const int64_t uid = 9;
+    r = cudnnBackendSetAttribute(plan, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    Report("backend API: a finalized descriptor takes no attribute", r == CUDNN_STATUS_NOT_INITIALIZED, StatusStr(r));
+    CheckSetFault("dnn-not-supported@1");
+    r = cudnnBackendExecute(h, plan, pack);
+    Report("backend API: fault dnn-not-supported at cudnnBackendExecute", r == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(r));
+  }
+  // What the fused attention pattern does not take: a head size of 20, float32 tensors.
+  for (const auto& [d, dt] : {std::pair<int64_t, cudnnDataType_t>{20, CUDNN_DATA_HALF}, {8, CUDNN_DATA_FLOAT}}) {
+    Backend b;
+    int64_t configs = -1;
+    const cudnnBackendDescriptor_t plan = AttentionPlan(b, h, d, dt, &configs);
+    Report("backend API: the heuristics offer no engine config for " +
+               std::string(dt == CUDNN_DATA_FLOAT ? "float32" : "float16") + " head size " + std::to_string(d),
+           b.failed.empty() && configs == 0 && plan == nullptr, b.failed + " configs " + std::to_string(configs));
+  }
+}
+
 void CaseNoContext() {
   CheckContextCurrent(false);
   cudnnHandle_t h = nullptr;
@@ -665,6 +892,7 @@ int main() {
   CaseRanges(h);
   CaseSetters();
   CaseFault(h);
+  CaseBackendAttention(h);
   st = cudnnDestroy(h);
   Report("cudnnDestroy", st == CUDNN_STATUS_SUCCESS, StatusStr(st));
   return ReportSummary();

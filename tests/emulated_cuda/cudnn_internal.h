@@ -1,5 +1,5 @@
-// The emulated cuDNN 9 legacy (descriptor) API: what its three sources (cudnn_graph.cc,
-// cudnn_ops.cc, cudnn_cnn.cc) share. Test support only: built into one shared library that
+// The emulated cuDNN 9 legacy (descriptor) API: what its sources (cudnn_graph.cc,
+// cudnn_ops.cc, cudnn_cnn.cc, and the backend API's cudnn_backend.cc) share. Test support only: built into one shared library that
 // stands in for libcudnn.so.9 and its sublibraries libcudnn_graph / _ops / _cnn.so.9.
 //
 // Everything here is written from NVIDIA's cuDNN 9 API reference (the cudnn_graph, cudnn_ops
@@ -16,7 +16,7 @@
 // cudnnGetLastErrorString) naming the argument and the reason, and writes the same through
 // emulated_cuda::Diagnose; every successful call clears the message.
 //
-// Build: one shared library from cudnn_graph.cc, cudnn_ops.cc and cudnn_cnn.cc, linked against
+// Build: one shared library from cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc and cudnn_backend.cc, linked against
 // the emulated driver, with hidden visibility and -Wl,--version-script=cudnn_exports.map (which
 // exports the cudnn* entry points only), named libcudnn.so.9 with libcudnn_graph.so.9,
 // libcudnn_ops.so.9 and libcudnn_cnn.so.9 beside it as links to the same file.
@@ -109,7 +109,7 @@ const char* StatusName(cudnnStatus_t status);
 // Handles and descriptors are registered while alive, so that a destroyed or never-created one
 // is refused with CUDNN_STATUS_BAD_PARAM rather than read (cuDNN's behaviour there is undefined;
 // this is a test aid).
-enum class Kind : uint8_t { kHandle, kTensor, kFilter, kConvolution, kActivation, kPooling };
+enum class Kind : uint8_t { kHandle, kTensor, kFilter, kConvolution, kActivation, kPooling, kBackend };
 void Register(const void* object, Kind kind);
 void Unregister(const void* object);
 bool IsLive(const void* object, Kind kind);

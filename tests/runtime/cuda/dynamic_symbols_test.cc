@@ -54,7 +54,7 @@ TEST_CASE("LoadBlas: cuBLASLt of the major version Kiln was built with, every en
   }
 }
 
-TEST_CASE("LoadDnn: cuDNN 9, legacy entry points from the sublibraries") {
+TEST_CASE("LoadDnn: cuDNN 9, legacy and backend entry points from the sublibraries") {
   Result<const Dnn*> dnn = LoadDnn();
   const std::string soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
   if (!Opens(soname.c_str()) && !Opens("libcudnn.so")) {
@@ -82,6 +82,16 @@ TEST_CASE("LoadDnn: cuDNN 9, legacy entry points from the sublibraries") {
   CHECK(Contains(where.dli_fname, "libcudnn_ops.so"));
   REQUIRE(dladdr(reinterpret_cast<const void*>(d.Create), &where) != 0);
   CHECK(Contains(where.dli_fname, "libcudnn_graph.so"));
+  // The backend (graph) API, for attention (runtime/cuda/sdpa.h), is libcudnn_graph's too.
+  for (const void* backend : {reinterpret_cast<const void*>(d.BackendCreateDescriptor),
+                              reinterpret_cast<const void*>(d.BackendDestroyDescriptor),
+                              reinterpret_cast<const void*>(d.BackendSetAttribute),
+                              reinterpret_cast<const void*>(d.BackendGetAttribute),
+                              reinterpret_cast<const void*>(d.BackendFinalize),
+                              reinterpret_cast<const void*>(d.BackendExecute)}) {
+    REQUIRE(dladdr(backend, &where) != 0);
+    CHECK(Contains(where.dli_fname, "libcudnn_graph.so"));
+  }
 }
 
 TEST_CASE("LoadBlas and LoadDnn keep their first result across threads") {

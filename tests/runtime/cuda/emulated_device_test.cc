@@ -56,6 +56,7 @@ namespace kiln {
 namespace {
 
 using io::HostTensor;
+using testing::CheckClose;
 using testing::EmulatedCudaControl;
 using testing::Sentinel;
 using testing::Views;
@@ -202,29 +203,6 @@ Status RunInto(ExecutionContext& ctx, const std::vector<HostTensor>& inputs, std
   std::vector<TensorView> views = Views(out);
   KILN_RETURN_IF_ERROR(ctx.Run(Views(inputs), views, stream));
   return ctx.Synchronize(stream);
-}
-
-// Every element of float32 `got` within atol + rtol * |want| of `want`.
-void CheckClose(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double atol, double rtol,
-                const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    INFO(what << ", output " << o << " '" << want[o].name << "'");
-    REQUIRE(got[o].dtype == DType::kFloat32);
-    REQUIRE(got[o].dims == want[o].dims);
-    REQUIRE(got[o].bytes.size() == want[o].bytes.size());
-    const float* g = reinterpret_cast<const float*>(got[o].bytes.data());
-    const float* w = reinterpret_cast<const float*>(want[o].bytes.data());
-    const size_t n = want[o].bytes.size() / sizeof(float);
-    size_t bad = 0, first = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (std::fabs(static_cast<double>(g[i]) - w[i]) <= atol + rtol * std::fabs(static_cast<double>(w[i]))) continue;
-      if (bad++ == 0) first = i;
-    }
-    CHECK_MESSAGE(bad == 0, bad << " of " << n << " elements differ; the first, [" << first
-                                << "]: " << (first < n ? g[first] : 0.0f) << " on CUDA, "
-                                << (first < n ? w[first] : 0.0f) << " on the CPU");
-  }
 }
 
 bool SameBits(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
