@@ -3,7 +3,7 @@
 // transposed once per call, and the output rows O (+)= P V, with V read where it is. At the
 // sizes attention has (a few dozen to 128 query rows, 64 or 32 head dims) dnnl_sgemm packs both
 // operands on every call and costs microseconds per call; these read Q, P and V in place and
-// keep every accumulator in a register (6 rows by 64 keys; up to 24 rows by the head size).
+// keep every accumulator in a register (6 rows by 64 keys; 6 to 12 rows by the value head).
 //
 // Each result is a sum over d (or j) in order with one fused multiply-add per term, so it does
 // not depend on the thread count or on where a tile starts.
@@ -29,8 +29,10 @@ struct AttentionTiles {
 // Keys per panel of `scores`' transposed K.
 inline constexpr int64_t kKeyPanel = 64;
 
-// The largest value head size `values` takes (eight 16-float vectors per row).
-inline constexpr int64_t kMaxValueDim = 128;
+// The largest value head size `values` takes (four 16-float vectors per row: BERT's, ViT's,
+// Whisper's and GPT-2's 64, Swin's 32); larger heads run on dnnl_sgemm, so that the runtime
+// carries three builds of it rather than eight.
+inline constexpr int64_t kMaxValueDim = 64;
 
 // The AVX-512 build when ActiveCpuIsa() is AVX-512, else null (the kernel then runs its products
 // on dnnl_sgemm). Null in a selective runtime (runtime/kernels/selective.h), built for size.

@@ -71,19 +71,16 @@ void Scores(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t 
   int64_t j = 0;
   for (; j + kKeyPanel <= cols; j += kKeyPanel, kt += d * kKeyPanel)
     ScoresPanel<4>(q, ldq, kt, rows, kKeyPanel, d, scale, s + j, lds);
+  // The last panel: one vector of keys, or the whole zero-padded panel with the stores masked
+  // (two builds rather than four keep the runtime's size; 17 to 48 keys pay at most 47 more).
   const int64_t left = cols - j;
-  if (left == 0) return;
-  switch ((left + kLanes - 1) / kLanes) {
-    case 1: return ScoresPanel<1>(q, ldq, kt, rows, left, d, scale, s + j, lds);
-    case 2: return ScoresPanel<2>(q, ldq, kt, rows, left, d, scale, s + j, lds);
-    case 3: return ScoresPanel<3>(q, ldq, kt, rows, left, d, scale, s + j, lds);
-    default: return ScoresPanel<4>(q, ldq, kt, rows, left, d, scale, s + j, lds);
-  }
+  if (left > kLanes) ScoresPanel<4>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+  else if (left > 0) ScoresPanel<1>(q, ldq, kt, rows, left, d, scale, s + j, lds);
 }
 
-// Output rows per register block for NV vectors of the value head: about 24 accumulators, with
-// the NV vectors of V's row and the broadcast P beside them in the 32 registers.
-constexpr int ValueRows(int nv) { return nv == 1 ? 12 : nv == 2 ? 12 : nv == 3 ? 8 : nv <= 6 ? 24 / nv : 2; }
+// Output rows per register block for NV vectors of the value head (1, 2 or 4): 12, 24 and 24
+// accumulators, with the NV vectors of V's row and the broadcast P beside them in the 32 registers.
+constexpr int ValueRows(int nv) { return nv == 4 ? 6 : 12; }
 
 template <int NV>
 void ValuesChunk(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
@@ -98,25 +95,25 @@ void ValuesChunk(const float* p, int64_t ldp, const float* v, int64_t ldv, int64
     __m512 acc[R][NV];
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int u = 0; u < NV; ++u)
         acc[i][u] = accumulate && i < n ? _mm512_maskz_loadu_ps(lanes[u], o + (r0 + i) * ldo + u * kLanes)
                                         : _mm512_setzero_ps();
     for (int64_t j = 0; j < cols; ++j) {
       __m512 x[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int u = 0; u < NV; ++u) x[u] = _mm512_maskz_loadu_ps(lanes[u], v + j * ldv + u * kLanes);
 #pragma GCC unroll 12
       for (int i = 0; i < R; ++i) {
         const __m512 b = _mm512_set1_ps(pr[i][j]);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int u = 0; u < NV; ++u) acc[i][u] = _mm512_fmadd_ps(b, x[u], acc[i][u]);
       }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       if (i >= n) break;
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int u = 0; u < NV; ++u) _mm512_mask_storeu_ps(o + (r0 + i) * ldo + u * kLanes, lanes[u], acc[i][u]);
     }
   }
@@ -134,17 +131,10 @@ void ValuesOf(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t 
 
 void Values(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,
             bool accumulate, float* o, int64_t ldo) {
-  switch ((dv + kLanes - 1) / kLanes) {
-    case 1: return ValuesOf<1>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 2: return ValuesOf<2>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 3: return ValuesOf<3>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 4: return ValuesOf<4>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 5: return ValuesOf<5>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 6: return ValuesOf<6>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 7: return ValuesOf<7>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    case 8: return ValuesOf<8>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
-    default: return;  // dv is 0 (the caller keeps dv <= kMaxValueDim)
-  }
+  // Value heads up to 16, 32 and 64 floats (48 runs as 64 with its last vector masked).
+  if (dv > 2 * kLanes) ValuesOf<4>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+  else if (dv > kLanes) ValuesOf<2>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
+  else if (dv > 0) ValuesOf<1>(p, ldp, v, ldv, rows, cols, dv, accumulate, o, ldo);
 }
 
 }  // namespace

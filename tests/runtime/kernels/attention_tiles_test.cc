@@ -1,9 +1,10 @@
 // runtime/kernels/attention_tiles.h's AVX-512 tile products against double-precision loops, at
 // sizes that cross every register block, panel and vector edge (rows not a multiple of 6 or 12,
-// keys not a multiple of 16 or 64, head sizes 1 to 128), with strided operands. Skipped on a CPU
+// keys not a multiple of 16 or 64, head sizes 1 to 128 and value heads 1 to 64), with strided operands. Skipped on a CPU
 // without AVX-512 (ActiveAttentionTiles() is null there; the kernel then uses dnnl_sgemm).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -54,7 +55,7 @@ TEST_CASE("attention tiles: scores and values match double-precision loops at ev
         }
 
         // values: o = P V with P the scores above (as probabilities would be), then accumulated
-        const int64_t dv = d, ldv = dv + 1, ldo = dv + 4;
+        const int64_t dv = std::min(d, kMaxValueDim), ldv = dv + 1, ldo = dv + 4;
         std::vector<float> v(static_cast<size_t>(cols * ldv)), o(static_cast<size_t>(rows * ldo), -3.0f);
         for (size_t i = 0; i < v.size(); ++i) v[i] = TileValue(static_cast<int64_t>(i) + 900);
         tiles->values(s.data(), lds, v.data(), ldv, rows, cols, dv, false, o.data(), ldo);
