@@ -32,6 +32,9 @@ struct Match {
   std::vector<ir::ValueId> masks;
   ir::ValueId cond = ir::kNoValue;
   double scale = 1;
+  // Whether Where(IsNaN(P), 0, P) follows the Softmax: a row whose every score is -inf then gives
+  // zeros, as ONNX's Attention does; without it, Softmax's NaN (the node's masked_rows_nan).
+  bool zeroed_nans = false;
   // K: `k` as it is, or Transpose(k_from, k_perm) when k_perm is set.
   ir::ValueId k = ir::kNoValue;
   std::vector<int64_t> k_perm;
@@ -279,6 +282,7 @@ class Matcher {
       const std::optional<double> zero = Scalar(w.inputs[1]);
       if (!zero || *zero != 0) continue;
       m->absorbed.insert(m->absorbed.end(), {isnan, where});
+      m->zeroed_nans = true;
       return w.outputs[0];
     }
     return p;
@@ -522,6 +526,7 @@ Result<ir::Trace> Rewrite(const ir::Trace& trace, const std::vector<Match>& matc
     if (mask != ir::kNoValue) a.inputs.push_back(mask);
     a.outputs = {y};
     a.attrs.SetFloat("scale", static_cast<float>(m.scale));
+    if (!m.zeroed_nans) a.attrs.SetInt("masked_rows_nan", 1);  // Softmax's value for a row of -inf
     if (three_d) {
       a.attrs.SetInt("q_num_heads", m.q_heads);
       a.attrs.SetInt("kv_num_heads", m.kv_heads);

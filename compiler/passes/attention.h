@@ -28,9 +28,11 @@
 // perm composed), the [b, h, T, D] tensor behind dynamo's Reshape/Transpose/Reshape, or else a
 // new Transpose(Kt, [0, 1, 3, 2]). Constant masks are summed at compile time into one constant
 // (of their broadcast shape, at most 4-D). A Where alone gives the boolean mask (false: -inf); a
-// Where and an Add give the additive mask Where(cond, M, -inf). A query row whose every key is masked
-// then gets zeros (ONNX Attention's rule) where the written-out graph gives NaN (an -inf mask)
-// or averages V (a finite fill).
+// Where and an Add give the additive mask Where(cond, M, -inf). Without PyTorch's NaN guard the
+// node gets Kiln's attribute `masked_rows_nan` 1: a query row whose every score is -inf (an -inf
+// mask, or an infinity in Q or K) then gives NaN, as the written-out Softmax does, instead of
+// ONNX Attention's zeros (the guard's value too). A row a boolean mask masks throughout averages
+// V in the written-out graph with a finite fill; the Attention node gives NaN or zeros there.
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.
 #pragma once
 

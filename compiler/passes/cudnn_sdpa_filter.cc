@@ -14,8 +14,9 @@ namespace kiln::passes {
 AttentionFilter CudnnSdpaFilter(int compute_capability) {
   return [compute_capability](const ir::Trace& t, const ir::Node& node) -> std::string {
     // A boolean mask the pass made additive (Where(cond, M, -inf)) may mask a query's every key:
-    // cuDNN's softmax gives NaN there, ONNX's Attention zeros (runtime/cuda/sdpa.h).
-    if (node.inputs.size() > 3 && node.inputs[3] != ir::kNoValue)
+    // cuDNN's softmax gives NaN there, ONNX's Attention zeros (runtime/cuda/sdpa.h), unless the
+    // node keeps the written-out Softmax's NaN (masked_rows_nan, passes/attention.h), as cuDNN does.
+    if (node.inputs.size() > 3 && node.inputs[3] != ir::kNoValue && node.attrs.GetInt("masked_rows_nan", 0) == 0)
       for (const ir::Node& n : t.body.nodes)
         if (n.op == "Where" && !n.outputs.empty() && n.outputs[0] == node.inputs[3])
           return "a boolean mask made -inf (a query whose every key is masked would get NaN from cuDNN, zeros from "

@@ -6,8 +6,9 @@
 //
 //   FuseAttention(trace, &log, CudnnSdpaFilter(90));
 //
-// An additive mask the pass made from a boolean one (Where(cond, M, -inf)) is refused too: it may
-// mask a query's every key, where cuDNN's softmax gives NaN and ONNX's Attention zeros.
+// An additive mask the pass made from a boolean one (Where(cond, M, -inf)) is refused too when
+// the node must give ONNX Attention's zeros (PyTorch's NaN guard matched): it may mask a query's
+// every key, where cuDNN's softmax gives NaN. Without the guard (masked_rows_nan) NaN is right.
 // Symbolic dims are checked with stand-in values (a distinct multiple of 8, at most 128, per
 // distinct dim expression, so equal dims stay equal and no symbolic dim is refused for its
 // size): the runtime checks the bound shapes again and runs a form cuDNN refuses on the CPU

@@ -381,7 +381,8 @@ Status ReadBias(const KernelCall& call, const AttentionShape& a, BiasSource* bia
 // followed by the new keys and values, and each kv head serving q_heads / kv_heads
 // consecutive q heads. qk_matmul_output holds, by qk_matmul_output_mode, the scaled
 // product (0), after softcap (1), after the bias (2) or the probabilities (3). A query row
-// whose every key is masked gets zero probabilities, so a zero output. Mode 0 follows the
+// whose every key is masked gets zero probabilities, so a zero output (NaN with Kiln's
+// masked_rows_nan 1, which the compiler sets on attention it made of a Softmax). Mode 0 follows the
 // spec's text (before the softcap); onnx's reference returns it softcapped (no test has both).
 Status Attention(const KernelCall& call) {
   constexpr std::string_view kName = "Attention";
@@ -448,6 +449,10 @@ Status Attention(const KernelCall& call) {
   const float scale = call.attrs.Has("scale") ? call.attrs.GetFloat("scale", 1.0f)
                                               : static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head)));
   const float softcap = call.attrs.GetFloat("softcap", 0.0f);
+  // A query row whose every score is -inf (masked, or -inf from the data): zeros, ONNX's
+  // Attention's value, or NaN, Softmax's, for an attention the compiler made of a written-out
+  // chain (Kiln's masked_rows_nan, compiler/passes/attention.h).
+  const float masked_row = call.attrs.GetInt("masked_rows_nan", 0) != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
   const TensorRef* qk_out = OptionalOutput(call, 3);
   const int64_t mode = call.attrs.GetInt("qk_matmul_output_mode", 0);
   const int64_t group = a.q_heads / a.kv_heads, t = a.total, dv = a.v_head;
@@ -520,6 +525,7 @@ Status Attention(const KernelCall& call) {
         if (m_new == kNegInf) {  // every key so far is masked: nothing to add
           for (int64_t j = 0; j < cols; ++j) row[j] = 0;
           emit(3);
+          if (one_tile) row_sum[r] = masked_row;  // Y's row: 0 times it
           continue;
         }
         if (one_tile) {  // P V is Y times the row's 1 / sum, applied to Y's row after the GEMM
@@ -550,7 +556,7 @@ Status Attention(const KernelCall& call) {
       values(cols, vh + j0 * ldv, true, o, dv);
     }
     for (int64_t r = 0; r < rows_n; ++r) {
-      const float inv = row_sum[r] == 0 ? 0.0f : 1.0f / row_sum[r];  // NaN stays NaN
+      const float inv = row_sum[r] == 0 ? masked_row : 1.0f / row_sum[r];  // NaN stays NaN
       const int64_t dst = y_layout.at(b, h, i0 + r);
       if (y.dtype == DType::kFloat32) {
         float* out = y.as<float>() + dst;

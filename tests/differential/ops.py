@@ -708,3 +708,48 @@ def _dequantize(g, x):
     if x.dtype != np.dtype(np.int32):
         ins.append(g.const(np.array(int(g.rng.integers(0, 4)), dtype=x.dtype), "zero_point"))
     return g.node("DequantizeLinear", ins)
+
+
+# ---- attention and recurrent layers -----------------------------------------------------------
+
+@op("Attention", "reduce")
+def _attention(g, x):
+    """Scaled dot-product attention written out as TorchScript exports write it: MatMul(Q, K^T),
+    Div by sqrt(head size), an additive padding mask half the time, Softmax, MatMul with V. The
+    fused paths run it as one Attention op (compiler/passes/attention.h), the unfused path op by
+    op, onnxruntime as written."""
+    need(x.dtype == np.dtype(np.float32) and x.rank == 4 and x.size > 0)
+    b, h, s, d = x.shape
+    k = g.input(x.dtype, x.shape)
+    v = g.input(x.dtype, (b, h, s, int(pick(g.rng, [d, 1, 5]))))
+    scores = g.node("MatMul", [x, g.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = g.node("Div", [scores, g.const(np.array(np.sqrt(d), dtype=np.float32), "sqrt_d")])
+    if g.rng.random() < 0.5:
+        mask = np.where(g.rng.random((1, 1, 1, s)) < 0.25, -10000.0, 0.0).astype(np.float32)
+        scores = g.node("Add", [scores, g.const(mask, "mask")])
+    return g.node("MatMul", [g.node("Softmax", [scores], axis=-1), v])
+
+
+def recurrent_op(name, gates):
+    """LSTM, GRU or RNN over x [seq, batch, input], with constant weights: Y or Y_h."""
+    def fn(g, x):
+        need(x.dtype == np.dtype(np.float32) and x.rank == 3 and x.size > 0)
+        inp = x.shape[2]
+        hidden = int(pick(g.rng, [1, 3, 8]))
+        direction = pick(g.rng, ["forward", "reverse", "bidirectional"])
+        dirs = 2 if direction == "bidirectional" else 1
+        weights = lambda *shape: g.const((g.rng.integers(-8, 9, size=shape) / 16).astype(np.float32), "w")
+        ins = [x, weights(dirs, gates * hidden, inp), weights(dirs, gates * hidden, hidden)]
+        if g.rng.random() < 0.6:
+            ins.append(weights(dirs, 2 * gates * hidden))
+        attrs = {"hidden_size": hidden, "direction": direction}
+        if name == "GRU":
+            attrs["linear_before_reset"] = int(g.rng.integers(0, 2))
+        outputs = 3 if name == "LSTM" else 2
+        return g.node(name, ins, outputs=outputs, keep=int(g.rng.integers(0, 2)), **attrs)
+    TABLE[name] = Op(name, fn, "reduce")
+
+
+recurrent_op("LSTM", 4)
+recurrent_op("GRU", 3)
+recurrent_op("RNN", 1)

@@ -54,8 +54,8 @@ std::vector<std::vector<float>> Run(const std::vector<uint8_t>& bytes, const Att
 }
 
 // The fused artifact against the written-out graph, op by op (--no-fuse). Where a query row's
-// every key is masked (-inf), the written-out Softmax gives NaN and Attention zeros (ONNX's rule,
-// and what PyTorch's Where(IsNaN(P), 0, P) makes of the NaN).
+// every key is masked (-inf), both give NaN without PyTorch's Where(IsNaN(P), 0, P) (the
+// Attention node's masked_rows_nan) and zeros with it.
 void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bool mask) {
   const AttentionInputs in;
   const auto want = Run(CompileModel(m, OptionsFor(Device::kCpu, false)), in, mask);
@@ -67,7 +67,7 @@ void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bo
     INFO("element " << i);
     if (std::isnan(want[0][i])) {
       ++nan_rows;
-      CHECK(got[0][i] == 0.0f);
+      CHECK(std::isnan(got[0][i]));
     } else {
       CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
     }
@@ -105,6 +105,7 @@ TEST_CASE("attention: TorchScript's BERT chain with a padding mask and the NaN g
   // K is k itself (the Transpose undone), the scale 1/sqrt(6), the mask m.
   CHECK(c.fusion_trace.find("y = Attention(q, k, v, m, scale=0.408248") != std::string::npos);
   CHECK(c.fusion_trace.find("Softmax") == std::string::npos);
+  CHECK(c.fusion_trace.find("masked_rows_nan") == std::string::npos);  // the guard's zeros, ONNX's rule
   CheckAgainstUnfused(m, c, true);
 }
 
@@ -161,9 +162,9 @@ TEST_CASE("attention: GPT-2's causal Where, alone and with an additive mask") {
     CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
     if (additive) {  // one mask: Where(causal, m, -inf), a fused region of its own
       CHECK(c.fusion_trace.find("<- Where 'qk/mask'") != std::string::npos);
-      CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask, scale=0.5)") != std::string::npos);
+      CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask, scale=0.5, masked_rows_nan=1)") != std::string::npos);
     } else {
-      CHECK(c.fusion_trace.find("y = Attention(q, k, v, causal, scale=0.5)") != std::string::npos);
+      CHECK(c.fusion_trace.find("y = Attention(q, k, v, causal, scale=0.5, masked_rows_nan=1)") != std::string::npos);
     }
     CheckAgainstUnfused(m, c, additive);
   }
@@ -195,7 +196,7 @@ TEST_CASE("attention: Swin's shifted windows: a relative-position bias, then a w
   INFO(c.fusion_trace);
   CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
   // One constant mask: the bias and the window mask summed, [4, 2, 5, 5].
-  CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask_sum, scale=1)") != std::string::npos);
+  CHECK(c.fusion_trace.find("y = Attention(q, k, v, qk/mask_sum, scale=1, masked_rows_nan=1)") != std::string::npos);
   const std::vector<float> qv = kiln::testing::RandomFloats(w * h * n * d, 21), kv = kiln::testing::RandomFloats(w * h * n * d, 22),
                            vv = kiln::testing::RandomFloats(w * h * n * d, 23);
   const int64_t dims[] = {w, h, n, d};

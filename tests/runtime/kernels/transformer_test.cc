@@ -220,6 +220,32 @@ TEST_CASE("Attention: tiles of queries and keys (online softmax) against float64
   CHECK(y.values<float>()[5 * dv] == 0.0f);  // row 5 of head 0: every key masked
   CHECK(y.values<float>()[70 * dv] == doctest::Approx(vv[(t - 1) * dv]).epsilon(1e-6));  // only the last key
 
+  // Kiln's masked_rows_nan (attention the compiler made of a Softmax): NaN for row 5, as the
+  // Softmax of a row of -inf gives, and every other row as before; across tiles and in one.
+  AttrMap nan_rows = attrs;
+  nan_rows.SetInt("masked_rows_nan", 1);
+  auto yn = Output(DType::kFloat32, {1, heads, sq, dv});
+  REQUIRE(RunKernel("Attention", nan_rows, {&q, &k, &v, &mask}, {&yn}).ok());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t e = 0; e < dv; ++e) {
+        const size_t at = static_cast<size_t>((h * sq + i) * dv + e);
+        if (i == 5) REQUIRE(std::isnan(yn.values<float>()[at]));
+        else REQUIRE(yn.values<float>()[at] == y.values<float>()[at]);
+      }
+  const int64_t short_t = 300;  // every key in one tile
+  auto ks = Floats({1, heads, short_t, d}, std::vector<float>(kv.begin(), kv.begin() + heads * short_t * d));
+  auto vs = Floats({1, heads, short_t, dv}, std::vector<float>(vv.begin(), vv.begin() + heads * short_t * dv));
+  std::vector<float> ms(static_cast<size_t>(sq * short_t), 0.0f);
+  for (int64_t j = 0; j < short_t; ++j) ms[static_cast<size_t>(9 * short_t + j)] = -INFINITY;
+  auto mask_s = Floats({sq, short_t}, ms);
+  auto y1 = Output(DType::kFloat32, {1, heads, sq, dv}), y1n = Output(DType::kFloat32, {1, heads, sq, dv});
+  REQUIRE(RunKernel("Attention", attrs, {&q, &ks, &vs, &mask_s}, {&y1}).ok());
+  REQUIRE(RunKernel("Attention", nan_rows, {&q, &ks, &vs, &mask_s}, {&y1n}).ok());
+  CHECK(y1.values<float>()[9 * dv] == 0.0f);
+  CHECK(std::isnan(y1n.values<float>()[9 * dv]));
+  CHECK(y1n.values<float>()[10 * dv] == y1.values<float>()[10 * dv]);
+
   AttrMap causal = attrs;
   causal.SetInt("is_causal", 1);
   auto yc = Output(DType::kFloat32, {1, heads, sq, dv});
