@@ -40,8 +40,8 @@ ldd "$OUT/onednn_versions-3" | grep "$D3/lib/libdnnl.so.3" > /dev/null || { echo
 {
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
   for v in 2.6 3; do
-    OMP_NUM_THREADS=1 ONEDNN_VERBOSE=1 "$OUT/onednn_versions-$v" --only sgemm --seconds 0.01 2>&1 \
-      | grep -E '^# oneDNN|info,cpu,isa|info,cpu,runtime' | sed 's/^/# /' || true
+    OMP_NUM_THREADS=1 ONEDNN_VERBOSE=1 "$OUT/onednn_versions-$v" --only 'matmul_f32 1x' --seconds 0.01 2>&1 \
+      | grep -E '^# oneDNN|info,cpu,isa|info,cpu,runtime' | sed 's/^# //; s/^/# /' || true
   done
 } > "$OUT/raw/header.txt"
 cat "$OUT/raw/header.txt"
