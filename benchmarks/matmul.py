@@ -49,7 +49,8 @@ def models():
     for s in (128, 512):
         out.append(("attention", f"scores-h12-s{s}", {"a": r(1, 12, s, 64), "b": r(1, 12, 64, s)}, None))
         p = np.abs(r(1, 12, s, s))
-        out.append(("attention", f"pv-h12-s{s}", {"a": (p / p.sum(-1, keepdims=True)).astype(np.float32), "b": r(1, 12, s, 64)}, None))
+        p = (p / p.sum(-1, keepdims=True)).astype(np.float32)
+        out.append(("attention", f"pv-h12-s{s}", {"a": p, "b": r(1, 12, s, 64)}, None))
     out.append(("broadcast", "broadcast-b8-s128-768x768", {"a": r(8, 128, 768), "b": r(768, 768)}, None))
     return out
 

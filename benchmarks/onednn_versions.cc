@@ -7,9 +7,9 @@
 // `#if DNNL_VERSION_MAJOR >= 3`.
 //
 // Each case prints one line, tab-separated: case, median milliseconds, the fastest call's
-// milliseconds, the implementation oneDNN chose (impl_info_str), and the largest relative error of a few sampled outputs against a
-// double-precision reference (an int8 case against the exact integer result).  The thread count is
-// oneDNN's OpenMP team: set OMP_NUM_THREADS.
+// milliseconds, the implementation oneDNN chose (impl_info_str), and the largest relative error of
+// a few sampled outputs against a double-precision reference (an int8 case against the exact
+// integer result). The thread count is oneDNN's OpenMP team: set OMP_NUM_THREADS.
 //
 //   onednn_versions              every case but the graph API's
 //   onednn_versions --sdpa       only the graph API's attention (oneDNN 3.x)
@@ -317,8 +317,8 @@ void MatMulInt8(int64_t m, int64_t k, int64_t n, bool zp, bool baked = false) {
     for (int64_t p = 0; p < k; ++p) acc += (int64_t(xv[i * k + p]) - sc.src_zp) * wv[p * n + j];
     err = std::max(err, RelErr(yv[i * n + j], double(acc) * sc.src_scale * sc.w_scale[j]));
   }
-  Report(std::string("matmul_u8s8") + (zp ? "_zp" : "") + (baked ? "_baked" : "") + " " + std::to_string(m) + "x" + std::to_string(k) + "x" +
-             std::to_string(n),
+  Report(std::string("matmul_u8s8") + (zp ? "_zp" : "") + (baked ? "_baked" : "") + " " + std::to_string(m) + "x" +
+             std::to_string(k) + "x" + std::to_string(n),
          ms, pd.impl_info_str(), err);
 }
 
@@ -367,8 +367,8 @@ void ConvInt8(int64_t c, int64_t hw, int64_t oc, bool zp, bool baked = false) {
     for (int64_t ci = 0; ci < c; ++ci) acc += (int64_t(xv[ci * hw * hw + pix]) - sc.src_zp) * wv[o * c + ci];
     err = std::max(err, RelErr(yv[o * hw * hw + pix], double(acc) * sc.src_scale * sc.w_scale[o]));
   }
-  Report(std::string("conv_u8s8") + (zp ? "_zp" : "") + (baked ? "_baked" : "") + " " + std::to_string(c) + "x" + std::to_string(hw) + "x" +
-             std::to_string(hw) + " k1 ->" + std::to_string(oc),
+  Report(std::string("conv_u8s8") + (zp ? "_zp" : "") + (baked ? "_baked" : "") + " " + std::to_string(c) + "x" +
+             std::to_string(hw) + "x" + std::to_string(hw) + " k1 ->" + std::to_string(oc),
          ms, pd.impl_info_str(), err);
 #if DNNL_VERSION_MAJOR < 3
   if (baked) {
@@ -537,8 +537,12 @@ int main(int argc, char** argv) {
   if (!sdpa) {
     // The zoo's linear layers: Whisper-tiny fc1 and fc2, BERT-base's FFN up, ViT-B's qkv, Swin-T's
     // stage-1 MLP, a classifier head.
-    for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{
-             {1500, 384, 1536}, {1500, 1536, 384}, {128, 768, 3072}, {197, 768, 2304}, {3136, 96, 384}, {1, 2048, 1000}})
+    for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1500, 384, 1536},
+                                                               {1500, 1536, 384},
+                                                               {128, 768, 3072},
+                                                               {197, 768, 2304},
+                                                               {3136, 96, 384},
+                                                               {1, 2048, 1000}})
       cases.push_back({"matmul_f32 " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n),
                        [=] { MatMulF32(m, k, n); }});
     // ResNet-50 stage 1: the 3x3 and a 1x1.
