@@ -41,6 +41,8 @@ Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
   return work >= kOneDnnSgemmMinWork && OneDnnBuilt() ? Library::kOneDnn : BlasLibrary();
 }
 
+bool SgemmSplits(int64_t m, int64_t n, int64_t k) { return BlockLength(m, n, k) < (n >= m ? n : m); }
+
 int64_t SgemmColumnBlock(int64_t m, int64_t n, int64_t k) { return n >= m ? BlockLength(m, n, k) : n; }
 
 void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

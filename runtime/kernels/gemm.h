@@ -32,6 +32,10 @@ namespace kiln::cpu {
 void ParallelSgemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// Whether ParallelSgemm cuts C[m, n] (op(A) m x k) into more than one block (products of at
+// least 2^22 multiply-adds with room for two blocks); a smaller one is one Sgemm call.
+bool SgemmSplits(int64_t m, int64_t n, int64_t k);
+
 // The columns per block ParallelSgemm cuts C[m, n] (op(A) m x k) into when it cuts C's
 // columns; n when it makes one call or cuts rows. A caller that runs the blocks itself
 // (each with Sgemm below, then its own per-block work) makes the same calls, so gets the

@@ -126,15 +126,26 @@ Status MatMulKernel(const KernelCall& call) {
       ApplyEpilogue(epilogue, y);
       return;
     }
-    NdIndex it(y.dims, batch_rank);
-    int64_t i = 0;
-    do {
+    // One product per batch item. Items too small for ParallelSgemm to cut (attention's
+    // [h, S, S] products), or at least as many as threads, go to the threads whole; otherwise
+    // each is cut. Either way the calls, so the bits, depend on the shapes only.
+    auto item = [&](int64_t i, ThreadPool* threads) {
+      NdIndex it(y.dims, batch_rank);
+      for (int64_t d = batch_rank - 1, r = i; d >= 0; r /= y.dims[d], --d) it.idx[d] = r % y.dims[d];  // last axis fastest
       const int64_t oa = it.Offset(sa, batch_rank) * m * k;
       const int64_t ob = it.Offset(sb, batch_rank) * k * n;
-      Gemm<T>(call.threads, false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, beta, py + i * m * n, n);
+      Gemm<T>(threads, false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, beta, py + i * m * n, n);
       ApplyEpilogue(epilogue, y, i * m * n, m * n);
-      ++i;
-    } while (it.Next(batch_rank));
+    };
+    const int threads = call.threads ? call.threads->size() : 1;
+    if (batch > 1 && threads > 1 && (!SgemmSplits(m, n, k) || batch >= threads)) {
+      ParallelFor(call.threads, batch, MinItemsPerPart(m * n * k),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i) item(i, nullptr);
+                  });
+    } else {
+      for (int64_t i = 0; i < batch; ++i) item(i, call.threads);
+    }
   };
   if (!VisitGemmType(a.dtype, [&](auto tag) {
         using T = decltype(tag);

@@ -296,6 +296,41 @@ TEST_CASE("MatMul and Gemm split over threads (runtime/kernels/gemm.h): same bit
   }
 }
 
+TEST_CASE("batched MatMul split over threads: items whole (small products) or cut (large), the same bits") {
+  Pools pools;
+  // [2, 3] items of 33 x 17 x 29 (too small to cut: the items go to the threads, a broadcast B
+  // included), and 2 items of 96 x 300 x 1000 (fewer items than some pools' threads: each cut).
+  struct Shape {
+    std::vector<int64_t> a, b, y;
+  };
+  for (const Shape& sh : {Shape{{2, 3, 33, 17}, {3, 17, 29}, {2, 3, 33, 29}}, Shape{{2, 96, 300}, {2, 300, 1000}, {2, 96, 1000}}}) {
+    const int64_t m = sh.a[sh.a.size() - 2], k = sh.a.back(), n = sh.b.back();
+    INFO(m << " x " << k << " x " << n << ", " << sh.y.size() - 2 << " batch dims");
+    int64_t a_count = 1, b_count = 1, batch = 1;
+    for (size_t d = 0; d + 2 < sh.a.size(); ++d) a_count *= sh.a[d];
+    for (size_t d = 0; d + 2 < sh.b.size(); ++d) b_count *= sh.b[d];
+    for (size_t d = 0; d + 2 < sh.y.size(); ++d) batch *= sh.y[d];
+    auto a = Floats(sh.a, RandomFloats(static_cast<size_t>(a_count * m * k), 18));
+    auto b = Floats(sh.b, RandomFloats(static_cast<size_t>(b_count * k * n), 19));
+    const std::vector<float> y = SameOnEveryPool(pools, DType::kFloat32, sh.y, [&](ThreadPool* pool, TestTensor& out) {
+      return RunKernelOn("MatMul", AttrMap{}, {&a, &b}, {&out}, pool);
+    });
+    const auto av = a.values<float>(), bv = b.values<float>();
+    size_t bad = 0;
+    for (int64_t t = 0; t < batch; ++t) {
+      const int64_t ta = a_count == 1 ? 0 : t, tb = b_count == 1 ? 0 : t % b_count;  // B broadcasts over the first dim
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p)
+            want += static_cast<double>(av[(ta * m + i) * k + p]) * bv[(tb * k + p) * n + j];
+          bad += !(std::fabs(y[(t * m + i) * n + j] - want) <= 1e-3 + 1e-4 * std::fabs(want));
+        }
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("pooling split over threads: planes give the same bits") {
   Pools pools;
   auto x = Floats({2, 32, 40, 40}, RandomFloats(2 * 32 * 40 * 40, 14));
