@@ -16,15 +16,18 @@ struct LibraryOp {
   std::string_view reason;
 };
 
-// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's and sdpa.h's.
+// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's, sdpa.h's and rnn.h's.
 constexpr LibraryOp kLibraryOps[] = {
     {"Attention", Library::kCudnn, "cuDNN SDPA (fused attention through the backend graph API)"},
     {"AveragePool", Library::kCudnn, "cuDNN pooling"},
     {"Conv", Library::kCudnn, "cuDNN convolution, fused with bias and activation"},
     {"ConvTranspose", Library::kCudnn, "cuDNN convolution backward-data"},
+    {"GRU", Library::kCudnn, "cuDNN RNN (cudnnRNNForward)"},
     {"Gemm", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"LSTM", Library::kCudnn, "cuDNN RNN (cudnnRNNForward)"},
     {"MatMul", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
     {"MaxPool", Library::kCudnn, "cuDNN pooling"},
+    {"RNN", Library::kCudnn, "cuDNN RNN (cudnnRNNForward)"},
 };
 static_assert(std::is_sorted(std::begin(kLibraryOps), std::end(kLibraryOps),
                              [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));

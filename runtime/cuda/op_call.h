@@ -26,6 +26,7 @@ struct DeviceTensor {
   int32_t rank = -1;  // -1: an absent optional operand
   const int64_t* dims = nullptr;
   int64_t num_elements = 0;
+  bool weight = false;  // a model weight: its data never changes while the model is loaded
 
   bool present() const { return rank >= 0; }
 };
