@@ -133,22 +133,55 @@ Status PlanRnn(std::string_view op, const AttrMap& a, std::span<const DeviceTens
 
 namespace {
 
-// A plan's descriptors and device memory, for one set of W, R and B pointers.
+// Runs cuDNN calls while the ones before succeeded; `what` names the last one run, for the error.
+struct Steps {
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  const char* what = "";
+  bool ok() const { return st == CUDNN_STATUS_SUCCESS; }
+  // kUnimplemented for cuDNN's NOT_SUPPORTED family, else CheckDnn's error naming the call.
+  Status Done(const Dnn& dnn, const CallName& name) const {
+    if (NotSupported(st)) return Refused(std::string(CheckDnn(dnn, st, what).message()));
+    return CheckDnn(dnn, st, name.str() + ": " + what);
+  }
+};
+#define KILN_RNN_STEP(steps, call, expr) \
+  if ((steps).ok()) (steps).what = (call), (steps).st = (expr)
+
+// The RNN descriptor and the weight space of one set of W, R and B, whatever the sequence length
+// and batch (cuDNN's RNN descriptor and weight space depend on neither).
+struct Weights {
+  const Dnn* dnn = nullptr;
+  RnnPlan plan;  // seq and batch unused
+  CUdeviceptr w = 0, r = 0, b = 0;
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnTensorDescriptor_t m = nullptr, bias = nullptr;  // cudnnGetRNNWeightParams's shapes
+  DeviceBuffer space;
+  size_t bytes = 0;
+
+  bool Holds(const RnnPlan& p, CUdeviceptr W, CUdeviceptr R, CUdeviceptr B) const {
+    return plan.cell == p.cell && plan.dirs == p.dirs && plan.dtype == p.dtype && plan.input == p.input &&
+           plan.hidden == p.hidden && w == W && r == R && b == B;
+  }
+  ~Weights() {
+    dnn->DestroyRNNDescriptor(rnn);  // destructors can do nothing with a failure
+    dnn->DestroyTensorDescriptor(m);
+    dnn->DestroyTensorDescriptor(bias);
+  }
+};
+
+// One plan's data descriptors, states, workspace layout and sequence lengths, over its weights.
 struct Cached {
   const Dnn* dnn = nullptr;
   RnnPlan plan;
-  CUdeviceptr w = 0, r = 0, b = 0;
-  cudnnRNNDescriptor_t rnn = nullptr;
+  Weights* weights = nullptr;
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
-  // hx/hy, cx/cy; cuDNN's y [T, N, 2H] and ONNX's Y [T, 2, N, H] for the transpose (before
-  // that, cudnnGetRNNWeightParams's matrix and bias descriptors).
+  // hx/hy, cx/cy; cuDNN's y [T, N, 2H] and ONNX's Y [T, 2, N, H] for the transpose.
   cudnnTensorDescriptor_t h = nullptr, y_from = nullptr, y_to = nullptr;
-  DeviceBuffer weights, lengths;  // the weight space; devSeqLengths
+  DeviceBuffer lengths;  // devSeqLengths
   std::vector<int32_t> host_lengths;
-  size_t weight_bytes = 0, cudnn_ws = 0, y_offset = 0, workspace = 0;
+  size_t cudnn_ws = 0, y_offset = 0, workspace = 0;
 
   ~Cached() {
-    dnn->DestroyRNNDescriptor(rnn);  // destructors can do nothing with a failure
     dnn->DestroyRNNDataDescriptor(x);
     dnn->DestroyRNNDataDescriptor(y);
     for (cudnnTensorDescriptor_t t : {h, y_from, y_to}) dnn->DestroyTensorDescriptor(t);
@@ -161,18 +194,64 @@ struct RnnLibrary::State {
   const Dnn* dnn = nullptr;
   const Driver* drv = nullptr;
   cudnnHandle_t handle = nullptr;
+  std::vector<std::unique_ptr<Weights>> weights;
   std::vector<std::unique_ptr<Cached>> cache;
 
   ~State() {
     cache.clear();  // descriptors before the handle
+    weights.clear();
     if (handle) dnn->Destroy(handle);
   }
 
-  // The descriptors of `p`, its weight space filled from W, R and B on call.stream, and its
-  // sequence lengths, into *c. Each step runs while the ones before succeeded; `what` names the
-  // last one run, for the error.
-  Status Build(std::string_view op, const RnnPlan& p, const OpCall& call, const CallName& name, Cached* c) const {
+  // The RNN descriptor of `p` and its weight space filled from W, R and B on call.stream (zero
+  // biases without B), into *w.
+  Status BuildWeights(std::string_view op, const RnnPlan& p, const OpCall& call, const CallName& name,
+                      Weights* w) const {
     const Cell& cell = *FindCell(op);
+    const size_t elem = p.dtype == DType::kFloat16 ? 2 : 4;
+    w->dnn = dnn;
+    Steps s;
+    KILN_RNN_STEP(s, "cudnnCreateRNNDescriptor", dnn->CreateRNNDescriptor(&w->rnn));
+    KILN_RNN_STEP(s, "cudnnCreateTensorDescriptor", dnn->CreateTensorDescriptor(&w->m));
+    KILN_RNN_STEP(s, "cudnnCreateTensorDescriptor", dnn->CreateTensorDescriptor(&w->bias));
+    KILN_RNN_STEP(s, "cudnnSetRNNDescriptor_v8",
+                  dnn->SetRNNDescriptor_v8(w->rnn, CUDNN_RNN_ALGO_STANDARD, static_cast<cudnnRNNMode_t>(p.cell),
+                                           CUDNN_RNN_DOUBLE_BIAS, p.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+                                           CUDNN_LINEAR_INPUT, DataType(p.dtype), CUDNN_DATA_FLOAT,
+                                           elem == 2 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH,
+                                           p.input, p.hidden, p.hidden, 1, nullptr, CUDNN_RNN_PADDED_IO_ENABLED));
+    KILN_RNN_STEP(s, "cudnnGetRNNWeightSpaceSize", dnn->GetRNNWeightSpaceSize(handle, w->rnn, &w->bytes));
+    if (!s.ok()) return s.Done(*dnn, name);
+    w->space.drv = drv;
+    KILN_RETURN_IF_ERROR(w->space.Reserve(std::max<size_t>(w->bytes, 1), "cuDNN RNN weight space"));
+    const CUstream stream = call.stream;
+    const DeviceTensor* B = Optional(call.inputs, 3);
+    const size_t G = static_cast<size_t>(cell.gates), H = static_cast<size_t>(p.hidden),
+                 I = static_cast<size_t>(p.input);
+    CUresult cr = drv->MemsetD8Async(w->space.ptr, 0, w->bytes, stream);
+    for (size_t d = 0; d < static_cast<size_t>(p.dirs); ++d)
+      for (size_t l = 0; l < 2 * G && s.ok() && cr == CUDA_SUCCESS; ++l) {
+        const size_t g = static_cast<size_t>(cell.onnx_gate[l % G]), rec = l >= G, cols = rec ? H : I;
+        void* m = nullptr;
+        void* bias = nullptr;
+        KILN_RNN_STEP(s, "cudnnGetRNNWeightParams",
+                      dnn->GetRNNWeightParams(handle, w->rnn, static_cast<int32_t>(d), w->bytes, Pointer(w->space.ptr),
+                                              static_cast<int32_t>(l), w->m, &m, w->bias, &bias));
+        const CUdeviceptr from = call.inputs[1 + rec].data + ((d * G + g) * H * cols) * elem;
+        if (s.ok()) cr = drv->MemcpyDtoDAsync(Address(m), from, H * cols * elem, stream);
+        if (s.ok() && cr == CUDA_SUCCESS && B != nullptr && bias != nullptr)
+          cr = drv->MemcpyDtoDAsync(Address(bias), B->data + ((d * 2 + rec) * G + g) * H * elem, H * elem, stream);
+      }
+    if (!s.ok()) return s.Done(*dnn, name);
+    KILN_RETURN_IF_ERROR(Check(*drv, cr, name.str() + ": filling the cuDNN RNN weight space"));
+    w->plan = p;
+    w->w = call.inputs[1].data, w->r = call.inputs[2].data, w->b = B ? B->data : 0;
+    return Status::Ok();
+  }
+
+  // The data and state descriptors of `p` over `w`, its workspace layout and its sequence
+  // lengths (uploaded on call.stream), into *c.
+  Status Build(const RnnPlan& p, Weights* w, const OpCall& call, const CallName& name, Cached* c) const {
     const cudnnDataType_t dt = DataType(p.dtype);
     const size_t elem = p.dtype == DType::kFloat16 ? 2 : 4;
     const int T = p.seq, N = p.batch, H = p.hidden, D = p.dirs;
@@ -181,77 +260,40 @@ struct RnnLibrary::State {
     const cudnnRNNDataLayout_t layout =
         p.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
     c->dnn = dnn;
+    c->weights = w;
     c->host_lengths.assign(static_cast<size_t>(N), T);
     size_t reserve = 0;
-    const char* what = "cudnnCreateRNNDescriptor";
-    cudnnStatus_t st = dnn->CreateRNNDescriptor(&c->rnn);
-#define KILN_RNN_STEP(call, expr) \
-  if (st == CUDNN_STATUS_SUCCESS) what = call, st = (expr)
-    KILN_RNN_STEP("cudnnCreateRNNDataDescriptor", dnn->CreateRNNDataDescriptor(&c->x));
-    KILN_RNN_STEP("cudnnCreateRNNDataDescriptor", dnn->CreateRNNDataDescriptor(&c->y));
+    Steps s;
+    KILN_RNN_STEP(s, "cudnnCreateRNNDataDescriptor", dnn->CreateRNNDataDescriptor(&c->x));
+    KILN_RNN_STEP(s, "cudnnCreateRNNDataDescriptor", dnn->CreateRNNDataDescriptor(&c->y));
     for (cudnnTensorDescriptor_t* t : {&c->h, &c->y_from, &c->y_to})
-      KILN_RNN_STEP("cudnnCreateTensorDescriptor", dnn->CreateTensorDescriptor(t));
-    KILN_RNN_STEP("cudnnSetRNNDescriptor_v8",
-                  dnn->SetRNNDescriptor_v8(c->rnn, CUDNN_RNN_ALGO_STANDARD, static_cast<cudnnRNNMode_t>(p.cell),
-                                           CUDNN_RNN_DOUBLE_BIAS, D == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-                                           CUDNN_LINEAR_INPUT, dt, CUDNN_DATA_FLOAT,
-                                           elem == 2 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH,
-                                           p.input, H, H, 1, nullptr, CUDNN_RNN_PADDED_IO_ENABLED));
-    KILN_RNN_STEP("cudnnSetRNNDataDescriptor",
+      KILN_RNN_STEP(s, "cudnnCreateTensorDescriptor", dnn->CreateTensorDescriptor(t));
+    KILN_RNN_STEP(s, "cudnnSetRNNDataDescriptor",
                   dnn->SetRNNDataDescriptor(c->x, dt, layout, T, N, p.input, c->host_lengths.data(), nullptr));
-    KILN_RNN_STEP("cudnnSetRNNDataDescriptor",
+    KILN_RNN_STEP(s, "cudnnSetRNNDataDescriptor",
                   dnn->SetRNNDataDescriptor(c->y, dt, layout, T, N, D * H, c->host_lengths.data(), nullptr));
-    KILN_RNN_STEP("cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->h, dt, 3, h_dims, h_strides));
-    KILN_RNN_STEP("cudnnGetRNNTempSpaceSizes",
-                  dnn->GetRNNTempSpaceSizes(handle, c->rnn, CUDNN_FWD_MODE_INFERENCE, c->x, &c->cudnn_ws, &reserve));
-    KILN_RNN_STEP("cudnnGetRNNWeightSpaceSize", dnn->GetRNNWeightSpaceSize(handle, c->rnn, &c->weight_bytes));
+    KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->h, dt, 3, h_dims, h_strides));
+    KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_from, dt, 4, y_dims, from_strides));
+    KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_to, dt, 4, y_dims, to_strides));
+    KILN_RNN_STEP(s, "cudnnGetRNNTempSpaceSizes",
+                  dnn->GetRNNTempSpaceSizes(handle, w->rnn, CUDNN_FWD_MODE_INFERENCE, c->x, &c->cudnn_ws, &reserve));
+    if (!s.ok()) return s.Done(*dnn, name);
     // cuDNN's y in the workspace: for two directions in layout 0 (transposed into Y), or no Y.
     const bool y_scratch = !p.y || (D == 2 && !p.batch_first);
     c->y_offset = AlignUp(c->cudnn_ws);
     c->workspace = c->y_offset + (y_scratch ? static_cast<size_t>(T) * N * D * H * elem : 0);
-    if (st == CUDNN_STATUS_SUCCESS && c->workspace > kMaxWorkspace)
-      return Refused("its workspace would exceed the cap of 64 MiB");
-
-    // Device memory: the weight space and the lengths, filled on the stream. GetRNNWeightParams
-    // writes each matrix's and bias's shape into y_to and y_from, set for Y's transpose after.
-    c->weights.drv = c->lengths.drv = drv;
-    if (st == CUDNN_STATUS_SUCCESS) {
-      KILN_RETURN_IF_ERROR(c->weights.Reserve(std::max<size_t>(c->weight_bytes, 1), "cuDNN RNN weight space"));
-      KILN_RETURN_IF_ERROR(c->lengths.Reserve(static_cast<size_t>(N) * sizeof(int32_t), "cuDNN RNN sequence lengths"));
-    }
-    const CUstream stream = call.stream;
-    const DeviceTensor* B = Optional(call.inputs, 3);
-    const size_t G = static_cast<size_t>(cell.gates), Hs = static_cast<size_t>(H), I = static_cast<size_t>(p.input);
-    CUresult cr = CUDA_SUCCESS;
-    if (st == CUDNN_STATUS_SUCCESS) {
-      cr = drv->MemcpyHtoDAsync(c->lengths.ptr, c->host_lengths.data(), static_cast<size_t>(N) * sizeof(int32_t), stream);
-      if (cr == CUDA_SUCCESS) cr = drv->MemsetD8Async(c->weights.ptr, 0, c->weight_bytes, stream);
-    }
-    for (size_t d = 0; d < static_cast<size_t>(D); ++d)
-      for (size_t l = 0; l < 2 * G && st == CUDNN_STATUS_SUCCESS && cr == CUDA_SUCCESS; ++l) {
-        const size_t g = static_cast<size_t>(cell.onnx_gate[l % G]), rec = l >= G, cols = rec ? Hs : I;
-        void* m = nullptr;
-        void* bias = nullptr;
-        KILN_RNN_STEP("cudnnGetRNNWeightParams",
-                      dnn->GetRNNWeightParams(handle, c->rnn, static_cast<int32_t>(d), c->weight_bytes,
-                                              Pointer(c->weights.ptr), static_cast<int32_t>(l), c->y_to, &m, c->y_from,
-                                              &bias));
-        const CUdeviceptr from = call.inputs[1 + rec].data + ((d * G + g) * Hs * cols) * elem;
-        if (st == CUDNN_STATUS_SUCCESS) cr = drv->MemcpyDtoDAsync(Address(m), from, Hs * cols * elem, stream);
-        if (st == CUDNN_STATUS_SUCCESS && cr == CUDA_SUCCESS && B != nullptr && bias != nullptr)
-          cr = drv->MemcpyDtoDAsync(Address(bias), B->data + ((d * 2 + rec) * G + g) * Hs * elem, Hs * elem, stream);
-      }
-    KILN_RNN_STEP("cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_from, dt, 4, y_dims, from_strides));
-    KILN_RNN_STEP("cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_to, dt, 4, y_dims, to_strides));
-#undef KILN_RNN_STEP
-    if (NotSupported(st)) return Refused(std::string(CheckDnn(*dnn, st, what).message()));
-    KILN_RETURN_IF_ERROR(CheckDnn(*dnn, st, name.str() + ": " + what));
-    KILN_RETURN_IF_ERROR(Check(*drv, cr, name.str() + ": filling the cuDNN RNN weight space"));
+    if (c->workspace > kMaxWorkspace) return Refused("its workspace would exceed the cap of 64 MiB");
+    c->lengths.drv = drv;
+    KILN_RETURN_IF_ERROR(c->lengths.Reserve(static_cast<size_t>(N) * sizeof(int32_t), "cuDNN RNN sequence lengths"));
+    KILN_RETURN_IF_ERROR(Check(*drv,
+                               drv->MemcpyHtoDAsync(c->lengths.ptr, c->host_lengths.data(),
+                                                    static_cast<size_t>(N) * sizeof(int32_t), call.stream),
+                               name.str() + ": cuMemcpyHtoDAsync (the sequence lengths)"));
     c->plan = p;
-    c->w = call.inputs[1].data, c->r = call.inputs[2].data, c->b = B ? B->data : 0;
     return Status::Ok();
   }
 };
+#undef KILN_RNN_STEP
 
 RnnLibrary::RnnLibrary(std::unique_ptr<State> state) : s_(std::move(state)) {}
 RnnLibrary::~RnnLibrary() = default;
@@ -292,10 +334,18 @@ Status RnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
   const DeviceTensor* Y = Optional(call.outputs, 0);
   Cached* c = nullptr;
   for (const auto& e : s_->cache)
-    if (e->plan == plan && e->w == W && e->r == R && e->b == (B ? B->data : 0)) c = e.get();
+    if (e->plan == plan && e->weights->Holds(plan, W, R, B ? B->data : 0)) c = e.get();
   if (c == nullptr) {
+    Weights* w = nullptr;
+    for (const auto& e : s_->weights)
+      if (e->Holds(plan, W, R, B ? B->data : 0)) w = e.get();
+    if (w == nullptr) {
+      auto built = std::make_unique<Weights>();
+      KILN_RETURN_IF_ERROR(s_->BuildWeights(op, plan, call, name, built.get()));
+      w = s_->weights.emplace_back(std::move(built)).get();
+    }
     auto built = std::make_unique<Cached>();
-    KILN_RETURN_IF_ERROR(s_->Build(op, plan, call, name, built.get()));
+    KILN_RETURN_IF_ERROR(s_->Build(plan, w, call, name, built.get()));
     c = s_->cache.emplace_back(std::move(built)).get();
   }
   if (call.workspace_bytes < c->workspace)
@@ -305,10 +355,10 @@ Status RnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
   void* y = y_scratch ? Pointer(call.workspace + c->y_offset) : ptr(Y);
   const bool lstm = plan.cell == CUDNN_LSTM;
   const cudnnStatus_t st = dnn.RNNForward(
-      s_->handle, c->rnn, CUDNN_FWD_MODE_INFERENCE, reinterpret_cast<const int32_t*>(c->lengths.ptr), c->x,
+      s_->handle, c->weights->rnn, CUDNN_FWD_MODE_INFERENCE, static_cast<const int32_t*>(Pointer(c->lengths.ptr)), c->x,
       ptr(&call.inputs[0]), c->y, y, c->h, ptr(Optional(call.inputs, 5)), ptr(Optional(call.outputs, 1)), c->h,
       lstm ? ptr(Optional(call.inputs, 6)) : nullptr, lstm ? ptr(Optional(call.outputs, 2)) : nullptr,
-      c->weight_bytes, Pointer(c->weights.ptr), c->cudnn_ws, Pointer(call.workspace), 0, nullptr);
+      c->weights->bytes, Pointer(c->weights->space.ptr), c->cudnn_ws, Pointer(call.workspace), 0, nullptr);
   if (NotSupported(st)) return Refused(std::string(CheckDnn(dnn, st, "cudnnRNNForward").message()));
   if (st != CUDNN_STATUS_SUCCESS) return CheckDnn(dnn, st, name.str() + ": cudnnRNNForward");
   if (y_scratch && Y) {  // cuDNN's [T, N, 2H] into ONNX's [T, 2, N, H]
@@ -320,5 +370,6 @@ Status RnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
 }
 
 size_t RnnLibrary::cached_plans() const { return s_->cache.size(); }
+size_t RnnLibrary::weight_spaces() const { return s_->weights.size(); }
 
 }  // namespace kiln::cuda

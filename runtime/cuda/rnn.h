@@ -35,10 +35,11 @@
 //
 // ---- Memory -----------------------------------------------------------------------------------
 // The weight space is the library object's own device memory, allocated and filled (device to
-// device copies on call.stream) at the first Run of each plan and set of W, R, B pointers, and
-// kept: W, R and B must be model weights (their data never changes), else the op is refused. With
-// it, per plan: the RNN and data descriptors, and the sequence lengths cudnnRNNForward reads
-// from device memory (devSeqLengths: every batch entry's length is seq). A steady-state Run with
+// device copies on call.stream) with the RNN descriptor at the first Run with a set of W, R and B
+// pointers, and kept for every sequence length and batch (cuDNN's weight space depends on
+// neither): W, R and B must be model weights (their data never changes), else the op is refused.
+// Per plan (shapes): the data and state descriptors, and the sequence lengths cudnnRNNForward
+// reads from device memory (devSeqLengths: every batch entry's length is seq). A steady-state Run with
 // an earlier call's shapes and pointers allocates nothing and only enqueues cudnnRNNForward (and,
 // for a bidirectional Y in layout 0, the cudnnAddTensor). The workspace (OpCall::workspace) holds
 // cudnnGetRNNTempSpaceSizes's inference workspace and, where needed, cuDNN's y.
@@ -119,8 +120,10 @@ class RnnLibrary final : public Library {
   // other failed library or driver call.
   Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
 
-  // Plans with their descriptors and weight spaces (for tests).
+  // Plans with their descriptors, and weight spaces (one per W, R and B, whatever the shapes);
+  // for tests.
   size_t cached_plans() const;
+  size_t weight_spaces() const;
 
  private:
   struct State;

@@ -23,6 +23,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -172,6 +173,7 @@ struct CudnnRnnForm {
   bool float16 = false;     // the node in float16 (the model casts its input and outputs)
   std::string activations;  // one direction's list, when not empty
   bool clip = false, peepholes = false, lens = false;  // refused forms
+  bool symbolic_seq = false;  // x's sequence length the symbol S
 };
 
 std::string CudnnRnnName(const CudnnRnnForm& f) {
@@ -202,8 +204,10 @@ std::vector<uint8_t> CudnnRnnArtifact(const CudnnRnnForm& f, bool float16) {
     for (int64_t v : d) s.push_back(std::to_string(v));
     return s;
   };
-  kiln::testing::AddInput(g, "x", dims(f.batch_first ? std::vector<int64_t>{B, kRnnSeq, kRnnInput}
-                                                     : std::vector<int64_t>{kRnnSeq, B, kRnnInput}));
+  std::vector<std::string> x_dims = dims(f.batch_first ? std::vector<int64_t>{B, kRnnSeq, kRnnInput}
+                                                       : std::vector<int64_t>{kRnnSeq, B, kRnnInput});
+  if (f.symbolic_seq) x_dims[f.batch_first ? 1 : 0] = "S";
+  kiln::testing::AddInput(g, "x", x_dims);
   // A float32 initializer `name`, cast to float16 as `name`_h for a float16 node; returns what the node reads.
   auto init = [&](const std::string& name, std::vector<int64_t> d, uint32_t seed, float bound) {
     int64_t n = 1;
@@ -262,13 +266,12 @@ std::vector<uint8_t> CudnnRnnArtifact(const CudnnRnnForm& f, bool float16) {
   return kiln::testing::CompileModel(m, options);
 }
 
-io::HostTensor CudnnRnnInput(const CudnnRnnForm& f) {
+io::HostTensor CudnnRnnInput(const CudnnRnnForm& f, int64_t seq = kRnnSeq) {
   io::HostTensor t;
   t.name = "x";
   t.dtype = DType::kFloat32;
-  t.dims = f.batch_first ? std::vector<int64_t>{kRnnBatch, kRnnSeq, kRnnInput}
-                         : std::vector<int64_t>{kRnnSeq, kRnnBatch, kRnnInput};
-  const std::vector<float> v = CudnnRnnValues(kRnnSeq * kRnnBatch * kRnnInput, 7, -1.0f, 1.0f);
+  t.dims = f.batch_first ? std::vector<int64_t>{kRnnBatch, seq, kRnnInput} : std::vector<int64_t>{seq, kRnnBatch, kRnnInput};
+  const std::vector<float> v = CudnnRnnValues(seq * kRnnBatch * kRnnInput, 7, -1.0f, 1.0f);
   t.bytes.resize(v.size() * sizeof(float));
   std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
   return t;
@@ -428,6 +431,38 @@ TEST_CASE("[emulated] LSTM on cuDNN RNN: steady-state runs allocate nothing and 
   CHECK_MESSAGE(CudnnRnnCalls(log, "cudnnRNNForward") == 5, log);
   CHECK_MESSAGE(CudnnRnnCalls(log, "cuMemcpyDtoDAsync") == 0, log);  // the weight space is kept
   kiln::testing::CheckClose(got, want, kRnnFloat32Tolerance, kRnnFloat32Tolerance, "LSTM on cuDNN RNN");
+}
+
+TEST_CASE("[emulated] LSTM on cuDNN RNN with a symbolic sequence length: one weight space for every length") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  CudnnRnnForm f;
+  f.direction = "bidirectional", f.symbolic_seq = true;
+  auto model = Model::Load(CudnnRnnArtifact(f, false));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
+  ContextOptions options;
+  options.device = Device::kCuda;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  const int64_t lengths[] = {5, 9, 2, 5};
+  for (size_t run = 0; run < std::size(lengths); ++run) {
+    const int64_t seq = lengths[run];
+    INFO("sequence length " << seq);
+    const std::vector<io::HostTensor> inputs = {CudnnRnnInput(f, seq)};
+    const std::vector<io::HostTensor> want = kiln::testing::RunCpuReference(*model, inputs);
+    std::vector<io::HostTensor> got = kiln::testing::Sentinel(want);
+    std::vector<TensorView> out = kiln::testing::Views(got);
+    emu->log_begin();
+    Status st = ctx->Run(kiln::testing::Views(inputs), out);
+    if (st.ok()) st = ctx->Synchronize();
+    const std::string log = emu->log_take();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(ctx->stats().last_fallbacks.empty());
+    CHECK_MESSAGE(CudnnRnnCalls(log, "cudnnRNNForward") == 1, log);
+    // Only the first run fills the weight space: per direction and linear layer a matrix and a bias.
+    CHECK_MESSAGE(CudnnRnnCalls(log, "cuMemcpyDtoDAsync") == (run == 0 ? 2 * 8 * 2 : 0), log);
+    kiln::testing::CheckClose(got, want, kRnnFloat32Tolerance, kRnnFloat32Tolerance, "LSTM on cuDNN RNN");
+  }
 }
 
 }  // namespace
