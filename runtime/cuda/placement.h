@@ -41,6 +41,8 @@ class LibraryPlacement {
   // "" when cuBLASLt and cuDNN are both in use; else which is missing and why, for the context's
   // device_note().
   const std::string& note() const { return note_; }
+  // Device bytes the libraries hold for the context's instructions (cuDNN RNN's weight spaces).
+  uint64_t held_bytes() const { return rnn_ ? rnn_->held_bytes() : 0; }
 
   // The decisions of entry `e` at its binding `s` (made now unless they are current).
   struct Decisions {

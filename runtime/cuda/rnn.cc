@@ -372,4 +372,11 @@ Status RnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
 size_t RnnLibrary::cached_plans() const { return s_->cache.size(); }
 size_t RnnLibrary::weight_spaces() const { return s_->weights.size(); }
 
+uint64_t RnnLibrary::held_bytes() const {
+  uint64_t n = 0;
+  for (const auto& w : s_->weights) n += w->space.bytes;
+  for (const auto& c : s_->cache) n += c->lengths.bytes;
+  return n;
+}
+
 }  // namespace kiln::cuda

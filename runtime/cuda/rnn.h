@@ -124,6 +124,8 @@ class RnnLibrary final : public Library {
   // for tests.
   size_t cached_plans() const;
   size_t weight_spaces() const;
+  // Device bytes the object holds: its weight spaces and sequence lengths.
+  uint64_t held_bytes() const;
 
  private:
   struct State;

@@ -431,6 +431,21 @@ TEST_CASE("[emulated] LSTM on cuDNN RNN: steady-state runs allocate nothing and 
   CHECK_MESSAGE(CudnnRnnCalls(log, "cudnnRNNForward") == 5, log);
   CHECK_MESSAGE(CudnnRnnCalls(log, "cuMemcpyDtoDAsync") == 0, log);  // the weight space is kept
   kiln::testing::CheckClose(got, want, kRnnFloat32Tolerance, kRnnFloat32Tolerance, "LSTM on cuDNN RNN");
+
+  // The context's device memory counts the weight space: against the same model with clip (its
+  // LSTM on the host), it holds the workspace cap (64 MiB) and at least W, R and B once more.
+  CudnnRnnForm clip = f;
+  clip.clip = true;
+  auto host_model = Model::Load(CudnnRnnArtifact(clip, false));
+  REQUIRE_MESSAGE(host_model.ok(), host_model.status().ToString());
+  auto host_ctx = ExecutionContext::Create(*host_model, options);
+  REQUIRE_MESSAGE(host_ctx.ok(), host_ctx.status().ToString());
+  std::vector<io::HostTensor> host_got = kiln::testing::Sentinel(want);
+  std::vector<TensorView> host_out = kiln::testing::Views(host_got);
+  REQUIRE(host_ctx->Run(in, host_out).ok());
+  REQUIRE(host_ctx->Synchronize().ok());
+  const uint64_t wrb = 2 * (4 * kRnnHidden * kRnnInput + 4 * kRnnHidden * kRnnHidden + 8 * kRnnHidden) * sizeof(float);
+  CHECK(ctx->memory_usage().device_bytes >= host_ctx->memory_usage().device_bytes + (uint64_t{64} << 20) + wrb);
 }
 
 TEST_CASE("[emulated] LSTM on cuDNN RNN with a symbolic sequence length: one weight space for every length") {
