@@ -62,8 +62,9 @@ void LibraryPlacement::Operands(const PreparedEntry& pe, const PreparedInstructi
   for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
     if (ops[i] < 0) continue;
     const cpu::TensorRef& r = s.refs[ops[i]];
-    dts_[i] = {memory.Address(dm, pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements,
-               pe.tensors[static_cast<size_t>(ops[i])].storage == StorageKind::kWeight};
+    const bool weight = pe.tensors[static_cast<size_t>(ops[i])].storage == StorageKind::kWeight;
+    dts_[i] = {memory.Address(dm, pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements, weight,
+               weight ? r.data : nullptr};
   }
 }
 

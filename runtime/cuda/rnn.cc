@@ -98,8 +98,6 @@ Status PlanRnn(std::string_view op, const AttrMap& a, std::span<const DeviceTens
   for (size_t i = 1; i < 4; ++i)
     if (const DeviceTensor* t = Optional(inputs, i); t && !t->weight)
       return Refused("W, R or B is not a model weight (its weight space is filled once)");
-  if (Optional(inputs, 4))
-    return Refused("sequence_lens (cuDNN takes each batch entry's length on the host; not built)");
   if (direction == "reverse") return Refused("direction reverse (cuDNN's one-direction RNN runs forward only)");
   if (a.Has("clip")) return Refused("clip");
   if (lstm && a.GetInt("input_forget", 0) != 0) return Refused("input_forget");
@@ -122,6 +120,18 @@ Status PlanRnn(std::string_view op, const AttrMap& a, std::span<const DeviceTens
     return Refused("layout 1 with two directions and a state ([batch, 2, hidden] is not cuDNN's [2, batch, hidden])");
   for (const int64_t d : {seq, batch, input, hidden})
     if (d < 1 || d > std::numeric_limits<int32_t>::max() / 8) return Refused("an empty dim or one beyond int32");
+  if (const DeviceTensor* l = Optional(inputs, 4)) {
+    if (l->dtype != DType::kInt32 || l->rank != 1 || l->dims[0] != batch)
+      return InvalidArgument("LSTM/GRU/RNN: sequence_lens must be int32 [batch]");
+    if (l->host == nullptr)
+      return Refused("sequence_lens computed at run time (cuDNN takes the lengths on the host; a model weight's are read)");
+    const int32_t* v = static_cast<const int32_t*>(l->host);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (v[b] < 0 || v[b] > seq) return InvalidArgument("LSTM/GRU/RNN: a sequence length outside [0, seq]");
+      if (v[b] == 0) return Refused("a sequence length of 0 (cuDNN's are at least 1)");
+    }
+    p.lens = true;
+  }
   p.dtype = x.dtype;
   p.seq = static_cast<int32_t>(seq), p.batch = static_cast<int32_t>(batch);
   p.input = static_cast<int32_t>(input), p.hidden = static_cast<int32_t>(hidden);
@@ -261,7 +271,13 @@ struct RnnLibrary::State {
         p.batch_first ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
     c->dnn = dnn;
     c->weights = w;
-    c->host_lengths.assign(static_cast<size_t>(N), T);
+    if (p.lens) {
+      const auto* v = static_cast<const int32_t*>(call.inputs[4].host);
+      c->host_lengths.assign(v, v + N);
+    } else {
+      c->host_lengths.assign(static_cast<size_t>(N), T);
+    }
+    static double zero_fill = 0;  // paddingFill, read only: zero in float32 and float16 alike
     size_t reserve = 0;
     Steps s;
     KILN_RNN_STEP(s, "cudnnCreateRNNDataDescriptor", dnn->CreateRNNDataDescriptor(&c->x));
@@ -271,7 +287,8 @@ struct RnnLibrary::State {
     KILN_RNN_STEP(s, "cudnnSetRNNDataDescriptor",
                   dnn->SetRNNDataDescriptor(c->x, dt, layout, T, N, p.input, c->host_lengths.data(), nullptr));
     KILN_RNN_STEP(s, "cudnnSetRNNDataDescriptor",
-                  dnn->SetRNNDataDescriptor(c->y, dt, layout, T, N, D * H, c->host_lengths.data(), nullptr));
+                  dnn->SetRNNDataDescriptor(c->y, dt, layout, T, N, D * H, c->host_lengths.data(),
+                                            &zero_fill));
     KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->h, dt, 3, h_dims, h_strides));
     KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_from, dt, 4, y_dims, from_strides));
     KILN_RNN_STEP(s, "cudnnSetTensorNdDescriptor", dnn->SetTensorNdDescriptor(c->y_to, dt, 4, y_dims, to_strides));
@@ -334,7 +351,10 @@ Status RnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
   const DeviceTensor* Y = Optional(call.outputs, 0);
   Cached* c = nullptr;
   for (const auto& e : s_->cache)
-    if (e->plan == plan && e->weights->Holds(plan, W, R, B ? B->data : 0)) c = e.get();
+    if (e->plan == plan && e->weights->Holds(plan, W, R, B ? B->data : 0) &&
+        (!plan.lens || std::equal(e->host_lengths.begin(), e->host_lengths.end(),
+                                  static_cast<const int32_t*>(call.inputs[4].host))))
+      c = e.get();
   if (c == nullptr) {
     Weights* w = nullptr;
     for (const auto& e : s_->weights)

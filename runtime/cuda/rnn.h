@@ -29,6 +29,12 @@
 //             [batch, dirs, hidden] are cuDNN's [dirs, batch, hidden] for one direction only.
 // states      initial_h / initial_c are hx / cx, Y_h / Y_c are hy / cy, read and written in place
 //             ([dirs, batch, hidden]); absent ones are NULL (zero initial state, no final state).
+// lengths     sequence_lens, a model weight, read on the host (from the Model's bytes) into the
+//             RNN data descriptors' seqLengthArray and the device copy cudnnRNNForward reads
+//             (devSeqLengths): each batch entry runs its own steps, the backward direction from
+//             its own last step, Y_h / Y_c are its last step's, and Y's steps past its length
+//             are zeros (paddingFill 0), as ONNX and the CPU kernel have them. Without it every
+//             length is seq.
 // dtypes      float32 (math in float32 with CUDNN_FMA_MATH: no TF32) and float16 (stored in
 //             float16, math in float32, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION), one for every
 //             tensor of the op.
@@ -38,15 +44,16 @@
 // device copies on call.stream) with the RNN descriptor at the first Run with a set of W, R and B
 // pointers, and kept for every sequence length and batch (cuDNN's weight space depends on
 // neither): W, R and B must be model weights (their data never changes), else the op is refused.
-// Per plan (shapes): the data and state descriptors, and the sequence lengths cudnnRNNForward
-// reads from device memory (devSeqLengths: every batch entry's length is seq). A steady-state Run with
-// an earlier call's shapes and pointers allocates nothing and only enqueues cudnnRNNForward (and,
-// for a bidirectional Y in layout 0, the cudnnAddTensor). The workspace (OpCall::workspace) holds
+// Per plan (shapes, and sequence_lens's values): the data and state descriptors, and the
+// sequence lengths cudnnRNNForward reads from device memory (devSeqLengths). A steady-state Run
+// with an earlier call's shapes and pointers allocates nothing and only enqueues cudnnRNNForward
+// (and, for a bidirectional Y in layout 0, the cudnnAddTensor). The workspace (OpCall::workspace) holds
 // cudnnGetRNNTempSpaceSizes's inference workspace and, where needed, cuDNN's y.
 //
 // ---- Refused (kUnimplemented with the reason; the CPU backend runs the op) -----------------------
-// sequence_lens (cuDNN's RNN data descriptor takes each batch entry's length on the host, which
-// would mean reading the tensor back every call), direction reverse, clip, LSTM input_forget and
+// sequence_lens that is not a model weight (cuDNN's RNN data descriptor takes the lengths on the
+// host: reading a computed tensor back would wait on the device every call) or holds a length 0
+// (cuDNN's are at least 1), direction reverse, clip, LSTM input_forget and
 // peepholes (P), GRU linear_before_reset 0, activations other than the defaults (RNN: Tanh or Relu
 // for every direction), activation_alpha / activation_beta, W, R or B not model weights, dtypes
 // other than float32 and float16, layout 1 with two directions and a state, empty tensors, and
@@ -84,6 +91,7 @@ struct RnnPlan {
   int32_t seq = 0, batch = 0, input = 0, hidden = 0;
   bool bias = false;                // B present
   bool y = false;                   // Y present (else cuDNN's y goes to the workspace)
+  bool lens = false;                // sequence_lens present (its values are the cache entry's)
   bool operator==(const RnnPlan&) const = default;
 };
 

@@ -317,8 +317,8 @@ cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc
 }
 
 // cuDNN API reference, cudnn_adv library: cudnnSetRNNDataDescriptor(). Each seqLengthArray
-// element in [0, maxSeqLength]; paddingFill, when not NULL, a host value of the data type
-// (float for CUDNN_DATA_HALF too, as the reference says of FLOAT and HALF data).
+// element in [1, maxSeqLength]; paddingFill, when not NULL, a host value "interpreted as the same
+// data type as that of the RNN data tensor".
 cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc, cudnnDataType_t dataType,
                                         cudnnRNNDataLayout_t layout, int maxSeqLength, int batchSize,
                                         int vectorSize, const int seqLengthArray[], void* paddingFill) {
@@ -339,13 +339,14 @@ cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t rnnDataDesc, cu
   d.dtype = dataType, d.layout = layout, d.max_seq = maxSeqLength, d.batch = batchSize, d.vec = vectorSize;
   d.lengths.assign(seqLengthArray, seqLengthArray + batchSize);
   for (int b = 0; b < batchSize; ++b)
-    if (d.lengths[static_cast<size_t>(b)] < 0 || d.lengths[static_cast<size_t>(b)] > maxSeqLength)
+    if (d.lengths[static_cast<size_t>(b)] < 1 || d.lengths[static_cast<size_t>(b)] > maxSeqLength)
       return Fail(kCall, CUDNN_STATUS_BAD_PARAM,
                   "seqLengthArray[" + std::to_string(b) + "] is " + std::to_string(d.lengths[static_cast<size_t>(b)]) +
-                      ", outside [0, maxSeqLength " + std::to_string(maxSeqLength) + "]");
+                      ", outside [1, maxSeqLength " + std::to_string(maxSeqLength) + "]");
   if (paddingFill != nullptr) {
     d.fill = true;
-    d.fill_value = *static_cast<const float*>(paddingFill);
+    d.fill_value = dataType == CUDNN_DATA_HALF ? HalfToFloat(*static_cast<const uint16_t*>(paddingFill))
+                                               : *static_cast<const float*>(paddingFill);
   }
   *rnnDataDesc = d;
   return Ok();

@@ -13,8 +13,10 @@
 // on cuDNN; the model casts its float32 input and outputs): against the CPU backend on the
 // float32 model with the same values (each one a float16), so the two differ by Y's rounding to
 // float16 each step (half an ulp: 2^-11 at 1) carried through the recurrence: within atol 2e-3 +
-// rtol 2e-3. What cuDNN's RNN does not take (clip, peepholes, sequence_lens) falls back to the
-// CPU kernel with the reason in Stats::last_fallbacks and gives the CPU backend's bits exactly.
+// rtol 2e-3. sequence_lens, a model weight, gives each batch entry its own length on cuDNN as on
+// the CPU. What cuDNN's RNN does not take (clip, peepholes, layout 1 with two directions and a
+// state) falls back to the CPU kernel with the reason in Stats::last_fallbacks and gives the CPU
+// backend's bits exactly.
 // Sizes stay small (sequence 5, hidden 8): the emulated device runs the recurrence in host loops.
 #if KILN_HAVE_CUDA
 
@@ -100,6 +102,22 @@ TEST_CASE("cuDNN RNN plan: LSTM, GRU and RNN in each layout and direction, with 
   relu.SetString("activations", "Relu,RELU");
   REQUIRE(RnnPlanOf("RNN", relu, {&x, &wr, &rr}, {&y}, &p).ok());
   CHECK(p.cell == CUDNN_RNN_RELU);
+  // sequence_lens, a model weight: its values read on the host; a length 0 is refused, one
+  // past seq is the CPU kernel's error.
+  const auto lens = Shape({3}, DType::kInt32);
+  for (const auto& form : {std::pair<std::vector<int32_t>, StatusCode>{{5, 2, 4}, StatusCode::kOk},
+                           {{5, 0, 4}, StatusCode::kUnimplemented},
+                           {{5, 6, 4}, StatusCode::kInvalidArgument}}) {
+    const std::vector<int32_t>& values = form.first;
+    const StatusCode code = form.second;
+    std::vector<DeviceTensor> ins = testing::DevViews({&x, &wr, &rr, &none, &lens}), outs = testing::DevViews({&y});
+    for (size_t i : {1, 2, 4}) ins[i].weight = true;
+    ins[4].host = values.data();
+    const Status st = PlanRnn("RNN", bidir, ins, outs, &p);
+    CHECK(st.code() == code);
+    if (code == StatusCode::kOk) CHECK(p.lens);
+    if (code == StatusCode::kUnimplemented) CHECK(Contains(st.message(), "a sequence length of 0"));
+  }
   AttrMap defaults;
   defaults.SetString("activations", "Sigmoid,Tanh,Tanh");
   const auto w4 = Shape({1, 32, 4}), r4 = Shape({1, 32, 8}), y4 = Shape({5, 1, 3, 8});
@@ -131,8 +149,8 @@ TEST_CASE("cuDNN RNN plan: what cuDNN's RNN does not take is refused with the re
   CHECK(Contains(refusal("LSTM", with("input_forget", 1), {&x, &w, &r}), "input_forget"));
   const auto p3 = Shape({1, 24});
   CHECK(Contains(refusal("LSTM", {}, {&x, &w, &r, &none, &none, &none, &none, &p3}), "peepholes"));
-  const auto lens = Shape({3}, DType::kInt32);
-  CHECK(Contains(refusal("LSTM", {}, {&x, &w, &r, &none, &lens}), "sequence_lens"));
+  const auto lens = Shape({3}, DType::kInt32);  // no host data: computed at run time
+  CHECK(Contains(refusal("LSTM", {}, {&x, &w, &r, &none, &lens}), "sequence_lens computed at run time"));
   CHECK(Contains(refusal("LSTM", {}, {&x, &w, &r}, false), "not a model weight"));
   CHECK(Contains(refusal("LSTM", with("activations", "Sigmoid,Tanh,Relu"), {&x, &w, &r}), "activations"));
   CHECK(Contains(refusal("LSTM", with("activation_alpha", 0.5f), {&x, &w, &r}), "activation_alpha/beta"));
@@ -172,7 +190,8 @@ struct CudnnRnnForm {
   bool batch_first = false; // layout 1
   bool float16 = false;     // the node in float16 (the model casts its input and outputs)
   std::string activations;  // one direction's list, when not empty
-  bool clip = false, peepholes = false, lens = false;  // refused forms
+  bool lens = false;         // sequence_lens {5, 2, 4}, a model weight
+  bool clip = false, peepholes = false;  // refused forms
   bool symbolic_seq = false;  // x's sequence length the symbol S
 };
 
@@ -362,6 +381,16 @@ TEST_CASE("[emulated] GRU and RNN run on cuDNN RNN: forward and bidirectional, i
   CheckCudnnRnn(layout1);
 }
 
+TEST_CASE("[emulated] LSTM and GRU with sequence_lens run on cuDNN RNN: lengths 5, 2 and 4, each direction") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  for (const char* op : {"LSTM", "GRU"})
+    for (const char* direction : {"forward", "bidirectional"}) {
+      CudnnRnnForm f;
+      f.op = op, f.direction = direction, f.lens = true, f.initial = true;
+      CheckCudnnRnn(f);
+    }
+}
+
 TEST_CASE("[emulated] float16 LSTM and GRU run on cuDNN RNN within float16's tolerance of the float32 CPU kernel") {
   KILN_REQUIRE_EMULATED_CUDA();
   for (const char* op : {"LSTM", "GRU"}) {
@@ -371,14 +400,14 @@ TEST_CASE("[emulated] float16 LSTM and GRU run on cuDNN RNN within float16's tol
   }
 }
 
-TEST_CASE("[emulated] forms cuDNN RNN refuses run on the CPU kernel: clip, peepholes, sequence_lens, layout 1 both ways") {
+TEST_CASE("[emulated] forms cuDNN RNN refuses run on the CPU kernel: clip, peepholes, layout 1 both ways") {
   KILN_REQUIRE_EMULATED_CUDA();
-  CudnnRnnForm clip, peepholes, lens, layout1;
-  clip.clip = true, peepholes.peepholes = true, lens.lens = true;
+  CudnnRnnForm clip, peepholes, layout1;
+  clip.clip = true, peepholes.peepholes = true;
   layout1.op = "GRU", layout1.batch_first = true, layout1.direction = "bidirectional";  // and Y_h
   for (const auto& refused :
        {std::pair<CudnnRnnForm, std::string>{clip, "cuDNN RNN: clip"}, {peepholes, "cuDNN RNN: peepholes"},
-        {lens, "cuDNN RNN: sequence_lens"}, {layout1, "cuDNN RNN: layout 1 with two directions and a state"}}) {
+        {layout1, "cuDNN RNN: layout 1 with two directions and a state"}}) {
     const CudnnRnnForm& form = refused.first;
     const std::string& reason = refused.second;
     const std::string name = CudnnRnnName(form);
