@@ -18,7 +18,7 @@ struct LibraryOp {
 
 constexpr std::string_view kCudnnRnn =
     "cuDNN RNN (cudnnRNNForward: model weights, forward or bidirectional, the default activations (RNN: Tanh or "
-    "Relu), GRU with linear_before_reset, no sequence_lens, clip or peepholes)";
+    "Relu), GRU with linear_before_reset, sequence_lens a model weight, no clip or peepholes)";
 
 // The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's, sdpa.h's and rnn.h's.
 constexpr LibraryOp kLibraryOps[] = {
