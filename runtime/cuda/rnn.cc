@@ -228,7 +228,7 @@ struct RnnLibrary::State {
                   dnn->SetRNNDescriptor_v8(w->rnn, CUDNN_RNN_ALGO_STANDARD, static_cast<cudnnRNNMode_t>(p.cell),
                                            CUDNN_RNN_DOUBLE_BIAS, p.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
                                            CUDNN_LINEAR_INPUT, DataType(p.dtype), CUDNN_DATA_FLOAT,
-                                           elem == 2 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH,
+                                           elem == 2 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
                                            p.input, p.hidden, p.hidden, 1, nullptr, CUDNN_RNN_PADDED_IO_ENABLED));
     KILN_RNN_STEP(s, "cudnnGetRNNWeightSpaceSize", dnn->GetRNNWeightSpaceSize(handle, w->rnn, &w->bytes));
     if (!s.ok()) return s.Done(*dnn, name);

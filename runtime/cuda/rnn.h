@@ -36,7 +36,7 @@
 //             are zeros (paddingFill 0), as ONNX and the CPU kernel have them. Without it every
 //             length is seq.
 // dtypes      float32 (math in float32 with CUDNN_FMA_MATH: no TF32) and float16 (stored in
-//             float16, math in float32, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION), one for every
+//             float16, math in float32, CUDNN_TENSOR_OP_MATH), one for every
 //             tensor of the op.
 //
 // ---- Memory -----------------------------------------------------------------------------------
