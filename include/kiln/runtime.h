@@ -377,7 +377,8 @@ class KILN_API ExecutionContext {
     // counted.
     uint64_t host_bytes = 0;
     // Device (0 on the CPU backend): the device arena, input staging, symbolic values, error
-    // words, the cuBLASLt/cuDNN workspace, and the uploaded weights (shared by the contexts of
+    // words, the cuBLASLt/cuDNN workspace, cuDNN RNN's weight spaces (a copy of an LSTM's, GRU's
+    // or RNN's W, R and B in cuDNN's layout), and the uploaded weights (shared by the contexts of
     // one Model on one device, so counted in each). Not counted: what the driver, cuBLASLt,
     // cuDNN and CUDA graphs allocate internally, and the loaded kernel modules.
     uint64_t device_bytes = 0;

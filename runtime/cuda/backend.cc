@@ -220,7 +220,7 @@ class CudaBackend final : public Backend {
 
   ExecutionContext::MemoryUsage memory_usage() const override {
     ExecutionContext::MemoryUsage m;
-    m.device_bytes = memory_->bytes() + dm_->model.impl().weights_size;
+    m.device_bytes = memory_->bytes() + dm_->model.impl().weights_size + placement_->held_bytes();
     return m;
   }
 

@@ -16,15 +16,22 @@ struct LibraryOp {
   std::string_view reason;
 };
 
-// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's and sdpa.h's.
+constexpr std::string_view kCudnnRnn =
+    "cuDNN RNN (cudnnRNNForward: model weights, forward or bidirectional, the default activations (RNN: Tanh or "
+    "Relu), GRU with linear_before_reset, sequence_lens a model weight, no clip or peepholes)";
+
+// The libraries' ops, sorted. What each refuses is runtime/cuda/blas.h's, dnn.h's, sdpa.h's and rnn.h's.
 constexpr LibraryOp kLibraryOps[] = {
     {"Attention", Library::kCudnn, "cuDNN SDPA (fused attention through the backend graph API)"},
     {"AveragePool", Library::kCudnn, "cuDNN pooling"},
     {"Conv", Library::kCudnn, "cuDNN convolution, fused with bias and activation"},
     {"ConvTranspose", Library::kCudnn, "cuDNN convolution backward-data"},
+    {"GRU", Library::kCudnn, kCudnnRnn},
     {"Gemm", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
+    {"LSTM", Library::kCudnn, kCudnnRnn},
     {"MatMul", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
     {"MaxPool", Library::kCudnn, "cuDNN pooling"},
+    {"RNN", Library::kCudnn, kCudnnRnn},
 };
 static_assert(std::is_sorted(std::begin(kLibraryOps), std::end(kLibraryOps),
                              [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));

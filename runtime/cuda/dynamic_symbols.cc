@@ -60,18 +60,24 @@ class Symbols {
   Symbols(void* handle, std::string library, std::string hint)
       : handle_(handle), library_(std::move(library)), hint_(std::move(hint)) {}
 
+  // One typed wrapper per entry point's type over one lookup, so that each costs the runtime a
+  // call rather than its own copy of the lookup and its error.
   template <typename Fn>
   Status operator()(const char* name, Fn& fn) const {
-    dlerror();  // clear a stale error, so a failure below reports its own
-    void* p = dlsym(handle_, name);
-    if (p == nullptr) {
-      return FailedPrecondition(library_ + " lacks " + name + " (" + DlError() + "); " + hint_);
-    }
+    void* p = nullptr;
+    Status st = Find(name, &p);
     fn = reinterpret_cast<Fn>(p);
-    return Status::Ok();
+    return st;
   }
 
  private:
+  Status Find(const char* name, void** p) const {
+    dlerror();  // clear a stale error, so a failure below reports its own
+    *p = dlsym(handle_, name);
+    if (*p == nullptr) return FailedPrecondition(library_ + " lacks " + name + " (" + DlError() + "); " + hint_);
+    return Status::Ok();
+  }
+
   void* handle_;
   std::string library_;
   std::string hint_;
@@ -149,13 +155,16 @@ Status LoadDnnFrom(const std::vector<std::string>& names, Dnn& out) {
   void* graph = nullptr;
   void* ops = nullptr;
   void* cnn = nullptr;
+  void* adv = nullptr;
   KILN_RETURN_IF_ERROR(open_sub("graph", graph));
   KILN_RETURN_IF_ERROR(open_sub("ops", ops));
   KILN_RETURN_IF_ERROR(open_sub("cnn", cnn));
+  KILN_RETURN_IF_ERROR(open_sub("adv", adv));
   const std::string major = std::to_string(CUDNN_MAJOR);
   const Symbols g(graph, "cuDNN sublibrary libcudnn_graph.so." + major, DnnHint());
   const Symbols o(ops, "cuDNN sublibrary libcudnn_ops.so." + major, DnnHint());
   const Symbols c(cnn, "cuDNN sublibrary libcudnn_cnn.so." + major, DnnHint());
+  const Symbols a(adv, "cuDNN sublibrary libcudnn_adv.so." + major, DnnHint());
 
   Dnn d;
   d.path = shim.name;
@@ -170,7 +179,7 @@ Status LoadDnnFrom(const std::vector<std::string>& names, Dnn& out) {
   // releases fails here rather than in the first convolution.
   using VersionCheckFn = cudnnStatus_t (*)();
   const std::pair<const Symbols*, const char*> checks[] = {
-      {&g, "cudnnGraphVersionCheck"}, {&o, "cudnnOpsVersionCheck"}, {&c, "cudnnCnnVersionCheck"}};
+      {&g, "cudnnGraphVersionCheck"}, {&o, "cudnnOpsVersionCheck"}, {&c, "cudnnCnnVersionCheck"}, {&a, "cudnnAdvVersionCheck"}};
   for (const auto& [lib, name] : checks) {
     VersionCheckFn check = nullptr;
     KILN_RETURN_IF_ERROR((*lib)(name, check));
@@ -230,6 +239,17 @@ Status LoadDnnFrom(const std::vector<std::string>& names, Dnn& out) {
   KILN_RETURN_IF_ERROR(
       c("cudnnGetConvolutionBackwardDataWorkspaceSize", d.GetConvolutionBackwardDataWorkspaceSize));
   KILN_RETURN_IF_ERROR(c("cudnnConvolutionBackwardData", d.ConvolutionBackwardData));
+
+  KILN_RETURN_IF_ERROR(a("cudnnCreateRNNDescriptor", d.CreateRNNDescriptor));
+  KILN_RETURN_IF_ERROR(a("cudnnDestroyRNNDescriptor", d.DestroyRNNDescriptor));
+  KILN_RETURN_IF_ERROR(a("cudnnSetRNNDescriptor_v8", d.SetRNNDescriptor_v8));
+  KILN_RETURN_IF_ERROR(a("cudnnCreateRNNDataDescriptor", d.CreateRNNDataDescriptor));
+  KILN_RETURN_IF_ERROR(a("cudnnDestroyRNNDataDescriptor", d.DestroyRNNDataDescriptor));
+  KILN_RETURN_IF_ERROR(a("cudnnSetRNNDataDescriptor", d.SetRNNDataDescriptor));
+  KILN_RETURN_IF_ERROR(a("cudnnGetRNNWeightSpaceSize", d.GetRNNWeightSpaceSize));
+  KILN_RETURN_IF_ERROR(a("cudnnGetRNNWeightParams", d.GetRNNWeightParams));
+  KILN_RETURN_IF_ERROR(a("cudnnGetRNNTempSpaceSizes", d.GetRNNTempSpaceSizes));
+  KILN_RETURN_IF_ERROR(a("cudnnRNNForward", d.RNNForward));
   out = std::move(d);
   return Status::Ok();
 }

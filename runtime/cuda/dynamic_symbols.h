@@ -61,7 +61,7 @@ struct Blas {
 // cuDNN 9. libcudnn_graph holds handles, versions, errors and the backend (graph) API that
 // runtime/cuda/sdpa.h builds attention with; the legacy (descriptor) API lives in the
 // sublibraries libcudnn_ops (tensor, filter, activation, pooling descriptors; AddTensor, pooling,
-// activation) and libcudnn_cnn (convolutions). LoadDnn opens the shim libcudnn.so.<CUDNN_MAJOR>
+// activation), libcudnn_cnn (convolutions) and libcudnn_adv (the RNN API, runtime/cuda/rnn.h). LoadDnn opens the shim libcudnn.so.<CUDNN_MAJOR>
 // (fallback libcudnn.so), then each sublibrary (looked for first beside the shim, then on the
 // loader's path) and resolves each entry point from the sublibrary whose header declares it,
 // so a missing sublibrary is reported at load time rather than as a failed call later.
@@ -114,6 +114,17 @@ struct Dnn {
   decltype(&::cudnnGetConvolutionBackwardDataAlgorithm_v7) GetConvolutionBackwardDataAlgorithm_v7 = nullptr;
   decltype(&::cudnnGetConvolutionBackwardDataWorkspaceSize) GetConvolutionBackwardDataWorkspaceSize = nullptr;
   decltype(&::cudnnConvolutionBackwardData) ConvolutionBackwardData = nullptr;
+  // cudnn_adv.h (libcudnn_adv)
+  decltype(&::cudnnCreateRNNDescriptor) CreateRNNDescriptor = nullptr;
+  decltype(&::cudnnDestroyRNNDescriptor) DestroyRNNDescriptor = nullptr;
+  decltype(&::cudnnSetRNNDescriptor_v8) SetRNNDescriptor_v8 = nullptr;
+  decltype(&::cudnnCreateRNNDataDescriptor) CreateRNNDataDescriptor = nullptr;
+  decltype(&::cudnnDestroyRNNDataDescriptor) DestroyRNNDataDescriptor = nullptr;
+  decltype(&::cudnnSetRNNDataDescriptor) SetRNNDataDescriptor = nullptr;
+  decltype(&::cudnnGetRNNWeightSpaceSize) GetRNNWeightSpaceSize = nullptr;
+  decltype(&::cudnnGetRNNWeightParams) GetRNNWeightParams = nullptr;
+  decltype(&::cudnnGetRNNTempSpaceSizes) GetRNNTempSpaceSizes = nullptr;
+  decltype(&::cudnnRNNForward) RNNForward = nullptr;
 
   size_t version = 0;         // cudnnGetVersion: major * 10000 + minor * 100 + patch, e.g. 91900
   size_t cudart_version = 0;  // the CUDA runtime it was built for, e.g. 13000

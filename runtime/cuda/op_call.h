@@ -26,6 +26,8 @@ struct DeviceTensor {
   int32_t rank = -1;  // -1: an absent optional operand
   const int64_t* dims = nullptr;
   int64_t num_elements = 0;
+  bool weight = false;  // a model weight: its data never changes while the model is loaded
+  const void* host = nullptr;  // a model weight's bytes on the host (the Model's, read-only), else null
 
   bool present() const { return rank >= 0; }
 };

@@ -35,6 +35,13 @@ std::unique_ptr<LibraryPlacement> LibraryPlacement::Create(const DeviceInfo& dev
       note("cuDNN SDPA", sdpa.status());
     else
       p->sdpa_ = std::move(*sdpa);
+    if (p->drv_ == nullptr) {
+      note("cuDNN RNN", FailedPrecondition("no CUDA driver"));
+    } else if (auto rnn = RnnLibrary::Create(**dnn, *p->drv_); !rnn.ok()) {
+      note("cuDNN RNN", rnn.status());
+    } else {
+      p->rnn_ = std::move(*rnn);
+    }
   }
   p->entries_.resize(num_entries);
   return p;
@@ -43,6 +50,7 @@ std::unique_ptr<LibraryPlacement> LibraryPlacement::Create(const DeviceInfo& dev
 cuda::Library* LibraryPlacement::Of(kiln::Library library, std::string_view op) const {
   if (library == kiln::Library::kCublasLt) return blas_.get();
   if (library == kiln::Library::kCudnn && op == "Attention") return sdpa_.get();
+  if (library == kiln::Library::kCudnn && (op == "LSTM" || op == "GRU" || op == "RNN")) return rnn_.get();
   if (library == kiln::Library::kCudnn) return dnn_.get();
   return nullptr;
 }
@@ -54,7 +62,9 @@ void LibraryPlacement::Operands(const PreparedEntry& pe, const PreparedInstructi
   for (int32_t i = 0; i < pi.num_inputs + pi.num_outputs; ++i) {
     if (ops[i] < 0) continue;
     const cpu::TensorRef& r = s.refs[ops[i]];
-    dts_[i] = {memory.Address(dm, pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements};
+    const bool weight = pe.tensors[static_cast<size_t>(ops[i])].storage == StorageKind::kWeight;
+    dts_[i] = {memory.Address(dm, pe, s, ops[i]), r.dtype, r.rank, r.dims, r.num_elements, weight,
+               weight ? r.data : nullptr};
   }
 }
 

@@ -2,7 +2,7 @@
 // its symbols and kept, so that a steady-state Run asks no library and builds no string:
 //  - a generated kernel on the device, from the artifact's cubin or PTX;
 //  - an instruction the artifact labels @cublaslt or @cudnn on that library (an Attention on
-//    cuDNN's fused attention, sdpa.h), when the library is present and accepts the op's form
+//    cuDNN's fused attention, sdpa.h; LSTM, GRU and RNN on cuDNN's RNN API, rnn.h), when the library is present and accepts the op's form
 //    (Library::Accepts), with the largest workspace planned;
 //  - everything else on the host: the executor runs it on the context's CPU backend, in a CPU
 //    fallback segment (runtime/executor/run_entry.h). A library instruction that runs on the
@@ -27,6 +27,7 @@
 #include "runtime/cuda/device_memory.h"
 #include "runtime/cuda/device_model.h"
 #include "runtime/cuda/dnn.h"
+#include "runtime/cuda/rnn.h"
 #include "runtime/cuda/sdpa.h"
 #include "runtime/entry_state.h"
 #include "runtime/model_impl.h"
@@ -40,6 +41,8 @@ class LibraryPlacement {
   // "" when cuBLASLt and cuDNN are both in use; else which is missing and why, for the context's
   // device_note().
   const std::string& note() const { return note_; }
+  // Device bytes the libraries hold for the context's instructions (cuDNN RNN's weight spaces).
+  uint64_t held_bytes() const { return rnn_ ? rnn_->held_bytes() : 0; }
 
   // The decisions of entry `e` at its binding `s` (made now unless they are current).
   struct Decisions {
@@ -64,7 +67,8 @@ class LibraryPlacement {
     bool valid = false;
     std::vector<int64_t> binding;
   };
-  // The library object of kCublasLt or kCudnn for `op` (cuDNN's Attention: the SDPA object);
+  // The library object of kCublasLt or kCudnn for `op` (cuDNN's Attention: the SDPA object;
+  // LSTM, GRU and RNN: the RNN object);
   // null when that library is missing here.
   cuda::Library* Of(kiln::Library library, std::string_view op) const;
   // The operands of instruction `pi` as device tensors, in dts_.
@@ -75,6 +79,7 @@ class LibraryPlacement {
   std::unique_ptr<BlasLibrary> blas_;  // null when missing
   std::unique_ptr<DnnLibrary> dnn_;
   std::unique_ptr<SdpaLibrary> sdpa_;  // cuDNN's backend API: null when cuDNN is missing
+  std::unique_ptr<RnnLibrary> rnn_;    // cuDNN's RNN API: null when cuDNN is missing
   std::string note_;
   std::vector<Entry> entries_;
   std::vector<DeviceTensor> dts_;  // operands of the current call

@@ -1,4 +1,5 @@
-// Standalone self-test of the emulated cuDNN (cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc, cudnn_backend.cc):
+// Standalone self-test of the emulated cuDNN (cudnn_graph.cc, cudnn_ops.cc, cudnn_cnn.cc, cudnn_backend.cc,
+// cudnn_adv.cc):
 // each case runs the library through its C API on device memory from CheckAlloc
 // (check_hooks.h) and compares with values computed by hand from cuDNN's documented semantics
 // (or, for backward data, with a direct scatter loop written here). Prints one line per case;
@@ -856,6 +857,93 @@ void CaseBackendAttention(cudnnHandle_t h) {
   }
 }
 
+// cuDNN's RNN API (cudnn_adv): a 2-step LSTM of input and hidden size 1, batch 2 with sequence
+// lengths {2, 1}, worked by hand from the LSTM equations of cudnnRNNMode_t (linear layers i, f,
+// c', o; W = {0.5, 0.25, -0.5, 1}, R = {0.1, 0.2, 0.3, 0.4}, b_W = {0.1, 0, 0, -0.1}, b_R = {0,
+// 0.1, 0.2, 0}). Batch 0: x = 1, 2 from h0 = 0.5, c0 = -0.25; step 1: i = s(0.65), f = s(0.45),
+// c' = tanh(-0.15), o = s(1.1), c1 = f c0 + i c' = -0.250479, h1 = o tanh(c1) = -0.184090; step 2:
+// c2 = -0.677721, h2 = -0.508215. Batch 1: x = 3 from h0 = -0.5, c0 = 0.75: c = -0.229485,
+// h = -0.211337, and y's padding step gets paddingFill.
+void CaseRnnLstm(cudnnHandle_t h) {
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnRNNDataDescriptor_t xd = nullptr, yd = nullptr;
+  cudnnCreateRNNDescriptor(&rnn);
+  cudnnCreateRNNDataDescriptor(&xd);
+  cudnnCreateRNNDataDescriptor(&yd);
+  cudnnStatus_t st = cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+                                              CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT,
+                                              CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, 1, 1, 1, 1, nullptr,
+                                              CUDNN_RNN_PADDED_IO_ENABLED);
+  Report("cudnnSetRNNDescriptor_v8 (LSTM)", st == CUDNN_STATUS_SUCCESS, StatusStr(st) + " " + LastError());
+  const int lengths[] = {2, 1};
+  float fill = -7.0f;
+  for (cudnnRNNDataDescriptor_t d : {xd, yd}) {
+    st = cudnnSetRNNDataDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, 2, 2, 1, lengths,
+                                   &fill);
+    Report("cudnnSetRNNDataDescriptor", st == CUDNN_STATUS_SUCCESS, StatusStr(st) + " " + LastError());
+  }
+  size_t wbytes = 0, ws = 0, reserve = 1;
+  cudnnGetRNNWeightSpaceSize(h, rnn, &wbytes);
+  st = cudnnGetRNNTempSpaceSizes(h, rnn, CUDNN_FWD_MODE_INFERENCE, xd, &ws, &reserve);
+  Report("cudnnGetRNNWeightSpaceSize / TempSpaceSizes: 8 matrices and 8 biases, no reserve in inference",
+         st == CUDNN_STATUS_SUCCESS && wbytes == 16 * sizeof(float) && reserve == 0,
+         std::to_string(wbytes) + " weight bytes, reserve " + std::to_string(reserve));
+  auto* w = static_cast<float*>(CheckAlloc(wbytes));
+  const float mat[8] = {0.5f, 0.25f, -0.5f, 1.0f, 0.1f, 0.2f, 0.3f, 0.4f};
+  const float bias[8] = {0.1f, 0, 0, -0.1f, 0, 0.1f, 0.2f, 0};
+  cudnnTensorDescriptor_t md = Tensor({1, 1, 1}), bd = Tensor({1, 1, 1});
+  bool placed = true;
+  for (int l = 0; l < 8; ++l) {
+    void* m = nullptr;
+    void* b = nullptr;
+    st = cudnnGetRNNWeightParams(h, rnn, 0, wbytes, w, l, md, &m, bd, &b);
+    placed = placed && st == CUDNN_STATUS_SUCCESS && m >= static_cast<void*>(w) && b < static_cast<void*>(w + 16);
+    if (st == CUDNN_STATUS_SUCCESS) *static_cast<float*>(m) = mat[l], *static_cast<float*>(b) = bias[l];
+  }
+  Report("cudnnGetRNNWeightParams places every linear layer's matrix and bias in the weight space", placed,
+         StatusStr(st) + " " + LastError());
+  float* x = Upload({1, 3, 2, 0});
+  float* y = Upload({0, 0, 0, 0});
+  float* hx = Upload({0.5f, -0.5f});
+  float* cx = Upload({-0.25f, 0.75f});
+  float* hy = Upload({0, 0});
+  float* cy = Upload({0, 0});
+  auto* lens = static_cast<int32_t*>(CheckAlloc(2 * sizeof(int32_t)));
+  lens[0] = 2, lens[1] = 1;
+  void* work = CheckAlloc(std::max<size_t>(ws, 1));
+  cudnnTensorDescriptor_t hd = Tensor({1, 2, 1});
+  st = cudnnRNNForward(h, rnn, CUDNN_FWD_MODE_INFERENCE, lens, xd, x, yd, y, hd, hx, hy, hd, cx, cy, wbytes, w, ws,
+                       work, 0, nullptr);
+  std::string d = st ? StatusStr(st) + " " + LastError()
+                     : Diff(CheckDownload(y, 4), {-0.184090f, -0.211337f, -0.508215f, -7.0f}, 1e-5f);
+  if (d.empty()) d = Diff(CheckDownload(hy, 2), {-0.508215f, -0.211337f}, 1e-5f);
+  if (d.empty()) d = Diff(CheckDownload(cy, 2), {-0.677721f, -0.229485f}, 1e-5f);
+  Report("cudnnRNNForward: a 2-step LSTM with lengths {2, 1} against hand-computed values", d.empty(), d);
+  st = cudnnRNNForward(h, rnn, CUDNN_FWD_MODE_INFERENCE, lens, xd, x, yd, y, hd, hx, hy, hd, cx, cy, wbytes - 4, w,
+                       ws, work, 0, nullptr);
+  Report("cudnnRNNForward refuses a weight space of the wrong size", st == CUDNN_STATUS_BAD_PARAM,
+         StatusStr(st) + " " + LastError());
+  st = cudnnRNNForward(h, rnn, CUDNN_FWD_MODE_INFERENCE, lens, xd, x + 8 * 1024 * 1024, yd, y, hd, hx, hy, hd, cx,
+                       cy, wbytes, w, ws, work, 0, nullptr);
+  Report("cudnnRNNForward refuses an x outside device memory", st == CUDNN_STATUS_BAD_PARAM,
+         StatusStr(st) + " " + LastError());
+  st = cudnnSetRNNDataDescriptor(xd, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, 2, 2, 1, lengths,
+                                 nullptr);
+  Report("cudnnSetRNNDataDescriptor: SEQ_MAJOR_PACKED is not emulated", st == CUDNN_STATUS_NOT_SUPPORTED,
+         StatusStr(st) + " " + LastError());
+  st = cudnnSetRNNDescriptor_v8(rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
+                                CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, 1, 1, 1, 1,
+                                nullptr, CUDNN_RNN_PADDED_IO_ENABLED);
+  Report("cudnnSetRNNDescriptor_v8 refuses SKIP_INPUT", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st) + " " + LastError());
+  for (cudnnTensorDescriptor_t t : {md, bd, hd}) cudnnDestroyTensorDescriptor(t);
+  cudnnDestroyRNNDataDescriptor(xd);
+  cudnnDestroyRNNDataDescriptor(yd);
+  cudnnDestroyRNNDescriptor(rnn);
+  for (void* p : {static_cast<void*>(w), static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(hx),
+                  static_cast<void*>(cx), static_cast<void*>(hy), static_cast<void*>(cy), static_cast<void*>(lens), work})
+    CheckFree(p);
+}
+
 void CaseNoContext() {
   CheckContextCurrent(false);
   cudnnHandle_t h = nullptr;
@@ -893,6 +981,7 @@ int main() {
   CaseSetters();
   CaseFault(h);
   CaseBackendAttention(h);
+  CaseRnnLstm(h);
   st = cudnnDestroy(h);
   Report("cudnnDestroy", st == CUDNN_STATUS_SUCCESS, StatusStr(st));
   return ReportSummary();

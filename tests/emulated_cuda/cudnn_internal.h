@@ -1,5 +1,5 @@
 // The emulated cuDNN 9 legacy (descriptor) API: what its sources (cudnn_graph.cc,
-// cudnn_ops.cc, cudnn_cnn.cc, and the backend API's cudnn_backend.cc) share. Test support only: built into one shared library that
+// cudnn_ops.cc, cudnn_cnn.cc, the backend API's cudnn_backend.cc and the RNN API's cudnn_adv.cc) share. Test support only: built into one shared library that
 // stands in for libcudnn.so.9 and its sublibraries libcudnn_graph / _ops / _cnn.so.9.
 //
 // Everything here is written from NVIDIA's cuDNN 9 API reference (the cudnn_graph, cudnn_ops
@@ -109,7 +109,7 @@ const char* StatusName(cudnnStatus_t status);
 // Handles and descriptors are registered while alive, so that a destroyed or never-created one
 // is refused with CUDNN_STATUS_BAD_PARAM rather than read (cuDNN's behaviour there is undefined;
 // this is a test aid).
-enum class Kind : uint8_t { kHandle, kTensor, kFilter, kConvolution, kActivation, kPooling, kBackend };
+enum class Kind : uint8_t { kHandle, kTensor, kFilter, kConvolution, kActivation, kPooling, kBackend, kRnn, kRnnData };
 void Register(const void* object, Kind kind);
 void Unregister(const void* object);
 bool IsLive(const void* object, Kind kind);

@@ -82,6 +82,8 @@ TEST_CASE("LoadDnn: cuDNN 9, legacy and backend entry points from the sublibrari
   CHECK(Contains(where.dli_fname, "libcudnn_ops.so"));
   REQUIRE(dladdr(reinterpret_cast<const void*>(d.Create), &where) != 0);
   CHECK(Contains(where.dli_fname, "libcudnn_graph.so"));
+  REQUIRE(dladdr(reinterpret_cast<const void*>(d.RNNForward), &where) != 0);  // runtime/cuda/rnn.h
+  CHECK(Contains(where.dli_fname, "libcudnn_adv.so"));
   // The backend (graph) API, for attention (runtime/cuda/sdpa.h), is libcudnn_graph's too.
   for (const void* backend : {reinterpret_cast<const void*>(d.BackendCreateDescriptor),
                               reinterpret_cast<const void*>(d.BackendDestroyDescriptor),
