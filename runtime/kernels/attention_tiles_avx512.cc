@@ -8,8 +8,12 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !KILN_SELECTIVE
 #include <immintrin.h>
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#endif
 
 namespace kiln::cpu::avx512 {
 namespace {
@@ -144,7 +148,11 @@ const AttentionTiles kTiles = {Scores, Values};
 
 }  // namespace kiln::cpu::avx512
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 
 namespace kiln::cpu {
