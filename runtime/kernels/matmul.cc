@@ -45,6 +45,15 @@ void Gemm(ThreadPool* threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k
   }
 }
 
+// Whether a batched MatMul's items may go to the threads whole. Not in a selective runtime
+// (runtime/kernels/selective.h), built for size: there each item's product is cut instead, and
+// this path's code would cost its 300,000-byte budget.
+#if KILN_SELECTIVE
+constexpr bool kBatchItemsOnThreads = false;
+#else
+constexpr bool kBatchItemsOnThreads = true;
+#endif
+
 // Calls f(T{}) for the dtypes MatMul and Gemm take; false for others.
 template <typename F>
 bool VisitGemmType(DType dt, F&& f) {
@@ -138,7 +147,7 @@ Status MatMulKernel(const KernelCall& call) {
       ApplyEpilogue(epilogue, y, i * m * n, m * n);
     };
     const int threads = call.threads ? call.threads->size() : 1;
-    if (batch > 1 && threads > 1 && (!SgemmSplits(m, n, k) || batch >= threads)) {
+    if (kBatchItemsOnThreads && batch > 1 && threads > 1 && (!SgemmSplits(m, n, k) || batch >= threads)) {
       ParallelFor(call.threads, batch, MinItemsPerPart(m * n * k),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i) item(i, nullptr);
