@@ -41,6 +41,7 @@
 #include "tests/gpu_test_util.h"
 #include "tests/random_floats.h"
 #include "tests/runtime/count_allocations.h"
+#include "tests/runtime/cuda/emulated_run.h"
 #include "tests/runtime/cuda/library_test_util.h"
 #include "tests/text_util.h"
 
@@ -296,12 +297,7 @@ io::HostTensor CudnnRnnInput(const CudnnRnnForm& f, int64_t seq = kRnnSeq) {
   return t;
 }
 
-struct CudnnRnnRun {
-  std::vector<io::HostTensor> got, want;
-  std::string log;
-  Stats stats;
-  kiln::Library library = kiln::Library::kCpuKernel;  // the artifact's placement of the node on cuda
-};
+using CudnnRnnRun = kiln::testing::EmulatedCudaRun;
 
 size_t CudnnRnnCalls(const std::string& log, const std::string& call) {
   size_t n = 0;
@@ -317,26 +313,7 @@ CudnnRnnRun RunCudnnRnn(const CudnnRnnForm& f) {
   auto reference = f.float16 ? Model::Load(CudnnRnnArtifact(f, false)) : model;
   REQUIRE_MESSAGE(reference.ok(), reference.status().ToString());
   const std::vector<io::HostTensor> inputs = {CudnnRnnInput(f)};
-  CudnnRnnRun r;
-  r.want = kiln::testing::RunCpuReference(*reference, inputs);
-  ContextOptions options;
-  options.device = Device::kCuda;
-  auto ctx = ExecutionContext::Create(*model, options);
-  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
-  const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
-  for (int run = 0; run < 2; ++run) {
-    r.got = kiln::testing::Sentinel(r.want);
-    std::vector<TensorView> out = kiln::testing::Views(r.got);
-    if (run == 1) emu->log_begin();
-    Status st = ctx->Run(kiln::testing::Views(inputs), out);
-    if (st.ok()) st = ctx->Synchronize();
-    if (run == 1) r.log = emu->log_take();
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
-  }
-  r.stats = ctx->stats();
-  for (const InstructionInfo& info : model->entries()[static_cast<size_t>(r.stats.last_entry)].instructions)
-    if (info.op == f.op) r.library = info.library("cuda");
-  return r;
+  return kiln::testing::RunTwiceOnCuda(*model, *reference, inputs, f.op);
 }
 
 void CheckCudnnRnn(const CudnnRnnForm& f) {

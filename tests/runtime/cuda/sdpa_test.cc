@@ -36,6 +36,7 @@
 #include "tests/cpu_reference.h"
 #include "tests/gpu_test_util.h"
 #include "tests/runtime/count_allocations.h"
+#include "tests/runtime/cuda/emulated_run.h"
 #include "tests/runtime/cuda/library_test_util.h"
 #include "tests/text_util.h"
 
@@ -204,12 +205,7 @@ io::HostTensor SdpaInput(const std::string& name, const std::vector<int64_t>& di
   return t;
 }
 
-struct SdpaRun {
-  std::vector<io::HostTensor> got, want;
-  std::string log;
-  Stats stats;
-  kiln::Library library = kiln::Library::kCpuKernel;  // the artifact's placement of the Attention on cuda
-};
+using SdpaRun = kiln::testing::EmulatedCudaRun;
 
 // Runs `artifact` (of model `m`'s inputs) twice on --device cuda (the second run reuses the plan
 // and the variant pack) and once on the CPU backend; the log and stats are the second CUDA run's.
@@ -219,27 +215,9 @@ SdpaRun RunSdpa(const std::vector<uint8_t>& artifact, const SdpaModel& m) {
   const std::vector<io::HostTensor> inputs = {SdpaInput("q", SdpaDims(m, m.q_seq), 1),
                                               SdpaInput("k", SdpaDims(m, m.kv_seq), 2),
                                               SdpaInput("v", SdpaDims(m, m.kv_seq), 3)};
-  SdpaRun r;
-  r.want = kiln::testing::RunCpuReference(*model, inputs);
   ContextOptions options;
-  options.device = Device::kCuda;
   options.profile = true;
-  auto ctx = ExecutionContext::Create(*model, options);
-  REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
-  const kiln::testing::EmulatedCudaControl* emu = kiln::testing::EmulatedCuda();
-  for (int run = 0; run < 2; ++run) {
-    r.got = kiln::testing::Sentinel(r.want);
-    std::vector<TensorView> out = kiln::testing::Views(r.got);
-    if (run == 1) emu->log_begin();
-    Status st = ctx->Run(kiln::testing::Views(inputs), out);
-    if (st.ok()) st = ctx->Synchronize();
-    if (run == 1) r.log = emu->log_take();
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
-  }
-  r.stats = ctx->stats();
-  for (const InstructionInfo& info : model->entries()[static_cast<size_t>(r.stats.last_entry)].instructions)
-    if (info.op == "Attention") r.library = info.library("cuda");
-  return r;
+  return kiln::testing::RunTwiceOnCuda(*model, *model, inputs, "Attention", options);
 }
 
 size_t SdpaExecutes(const std::string& log) {
