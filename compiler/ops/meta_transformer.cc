@@ -152,14 +152,25 @@ Result<AttentionDims> ReadAttentionDims(MetaContext& ctx, const Value& Q, const 
   AttentionDims d;
   d.batch = Q.shape[0];
   Sym k_head;
+  // Kiln's packed_qkv (compiler/passes/attention.h): each input [B, S, 3 * hidden], Q, K and V
+  // its first, second and third thirds of columns.
+  const int64_t packed = attrs.GetInt("packed_qkv", 0);
+  if (packed != 0 && packed != 1)
+    return InvalidArgument("attribute 'packed_qkv': expected 0 or 1, found " + std::to_string(packed));
+  if (packed && Q.rank() != 3) return InvalidArgument("attribute 'packed_qkv': expected 3-D inputs");
   if (Q.rank() == 3) {
     KILN_ASSIGN_OR_RETURN(int64_t hq, HeadsAttr(attrs, "q_num_heads", true, "for 3-D inputs"));
     KILN_ASSIGN_OR_RETURN(int64_t hkv, HeadsAttr(attrs, "kv_num_heads", true, "for 3-D inputs"));
+    if (packed && hq != hkv)
+      return InvalidArgument("attribute 'packed_qkv': expected q_num_heads (" + std::to_string(hq) +
+                             ") equal to kv_num_heads (" + std::to_string(hkv) + ")");
     d.q_heads = Sym(hq), d.kv_heads = Sym(hkv), d.q_seq = Q.shape[1], d.kv_seq = K.shape[1];
     KILN_RETURN_IF_ERROR(Unify(ctx, d.kv_seq, V.shape[1], "input V dim 1 (kv sequence)"));
-    KILN_ASSIGN_OR_RETURN(d.head, PerHead(ctx, Q.shape[2], hq, "input Q dim 2 (hidden size)"));
-    KILN_ASSIGN_OR_RETURN(k_head, PerHead(ctx, K.shape[2], hkv, "input K dim 2 (hidden size)"));
-    KILN_ASSIGN_OR_RETURN(d.v_head, PerHead(ctx, V.shape[2], hkv, "input V dim 2 (hidden size)"));
+    const int64_t parts = packed ? 3 : 1;
+    KILN_ASSIGN_OR_RETURN(d.head, PerHead(ctx, Q.shape[2], parts * hq, "input Q dim 2 (hidden size)"));
+    KILN_ASSIGN_OR_RETURN(k_head, PerHead(ctx, K.shape[2], parts * hkv, "input K dim 2 (hidden size)"));
+    KILN_ASSIGN_OR_RETURN(d.v_head, PerHead(ctx, V.shape[2], parts * hkv, "input V dim 2 (hidden size)"));
+    if (packed) KILN_RETURN_IF_ERROR(Unify(ctx, d.head, d.v_head, "packed V's head size against Q's"));
   } else {
     d.q_heads = Q.shape[1], d.kv_heads = K.shape[1], d.q_seq = Q.shape[2], d.kv_seq = K.shape[2];
     d.head = Q.shape[3], k_head = K.shape[3], d.v_head = V.shape[3];

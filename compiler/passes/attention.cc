@@ -43,6 +43,10 @@ struct Match {
   // tensors (kNoValue otherwise), the head counts, and Y's last Reshape (absorbed).
   ir::ValueId q3 = ir::kNoValue, k3 = ir::kNoValue, v3 = ir::kNoValue, y3 = ir::kNoValue;
   int64_t q_heads = 0, kv_heads = 0;
+  // The packed form of the 3-D one: Q, K and V the three thirds of one [b, S, 3 * H * D] tensor
+  // (q3 = k3 = v3), split off by Reshape to [b, S, 3, H, D], Transpose(2, 0, 3, 1, 4) and
+  // Split, Slice or Gather on axis 0 (then Squeeze): the node's packed_qkv.
+  bool packed = false;
 };
 
 class Matcher {
@@ -310,15 +314,82 @@ class Matcher {
       return ir::kNoValue;
     return Merged(Node(i).inputs[0], heads);
   }
+  // For `x` = Squeeze(Split(t)[part]), Squeeze(Slice(t, part, part + 1, axis 0)) or
+  // Gather(t, part, axis 0), with t = Transpose(Reshape(x3, [b, S, 3, H, D]), [2, 0, 3, 1, 4]):
+  // x3 [b, S, 3 * H * D] (kNoValue otherwise); *heads set to H.
+  ir::ValueId PackedOf(ir::ValueId x, int64_t part, int64_t* heads) const {
+    int i = producer_[x];
+    if (i < 0 || !Plain(Node(i))) return ir::kNoValue;
+    ir::ValueId t = ir::kNoValue;
+    const ir::Value& xv = t_.value(x);
+    if (Node(i).op == "Gather" && Node(i).inputs.size() == 2 && Node(i).attrs.GetInt("axis", 0) == 0) {
+      const ir::Value& index = t_.value(Node(i).inputs[1]);
+      if (!index.is_const() || index.rank() != 0 || (index.data->IntAt(0) != part && index.data->IntAt(0) != part - 3))
+        return ir::kNoValue;
+      t = Node(i).inputs[0];
+    } else if (Node(i).op == "Squeeze") {
+      const ir::ValueId one = Node(i).inputs[0];  // [1, b, H, S, D]: Squeeze removed dim 0
+      const ir::Value& ov = t_.value(one);
+      if (ov.rank() != kRank + 1 || ov.shape[0].value() != 1) return ir::kNoValue;
+      for (int d = 0; d < kRank; ++d)
+        if (!ov.shape[d + 1].Same(xv.shape[d])) return ir::kNoValue;
+      i = producer_[one];
+      if (i < 0 || !Plain(Node(i))) return ir::kNoValue;
+      const ir::Node& n = Node(i);
+      if (n.op == "Split" && n.attrs.GetInt("axis", 0) == 0 && n.outputs.size() == 3 &&
+          n.outputs[static_cast<size_t>(part)] == one) {
+        t = n.inputs[0];
+      } else if (n.op == "Slice" && n.inputs.size() >= 3) {
+        // starts [part] (or part - 3), axes absent or [0], steps absent or [1]
+        const auto ints = [&](size_t k) -> std::optional<std::vector<int64_t>> {
+          if (k >= n.inputs.size() || n.inputs[k] == ir::kNoValue) return std::nullopt;
+          const ir::Value& c = t_.value(n.inputs[k]);
+          if (!c.is_const() || c.rank() != 1 || c.data->num_elements() != 1) return std::vector<int64_t>{};
+          return std::vector<int64_t>{c.data->IntAt(0)};
+        };
+        const auto start = ints(1), axes = ints(3), steps = ints(4);
+        if (!start || start->size() != 1 || ((*start)[0] != part && (*start)[0] != part - 3) ||
+            (axes && *axes != std::vector<int64_t>{0}) || (steps && *steps != std::vector<int64_t>{1}))
+          return ir::kNoValue;
+        t = n.inputs[0];
+      } else {
+        return ir::kNoValue;
+      }
+    } else {
+      return ir::kNoValue;
+    }
+    const int tr = producer_[t];
+    if (tr < 0 || !Plain(Node(tr)) || Node(tr).op != "Transpose" ||
+        Node(tr).attrs.GetInts("perm") != std::vector<int64_t>{2, 0, 3, 1, 4})
+      return ir::kNoValue;
+    const int r = producer_[Node(tr).inputs[0]];
+    if (r < 0 || !Plain(Node(r)) || Node(r).op != "Reshape") return ir::kNoValue;
+    const ir::ValueId x3 = Node(r).inputs[0];
+    const ir::Value &x3v = t_.value(x3), &x5 = t_.value(Node(r).outputs[0]);
+    if (x3v.rank() != 3 || x5.rank() != kRank + 1 || x5.shape[2].value() != 3 || !x3v.shape[0].Same(x5.shape[0]) ||
+        !x3v.shape[1].Same(x5.shape[1]))
+      return ir::kNoValue;
+    const auto h = x5.shape[3].value(), d = x5.shape[4].value(), width = x3v.shape[2].value();
+    if (!h || !d || !width || 3 * *h * *d != *width) return ir::kNoValue;
+    *heads = *h;
+    return x3;
+  }
   // Fills the 3-D form's fields of `m` where it applies (see Match).
   void ThreeD(Match* m) {
     int64_t hq = 0, hk = 0, hv = 0;
-    const ir::ValueId q3 = HeadsOf(m->q, &hq);
-    const ir::ValueId k3 = m->k_perm == std::vector<int64_t>{0, 2, 1, 3} ? Merged(m->k, &hk)
-                           : m->k_perm.empty()                          ? HeadsOf(m->k, &hk)
-                                                                         : ir::kNoValue;
-    const ir::ValueId v3 = HeadsOf(m->v, &hv);
-    if (q3 == ir::kNoValue || k3 == ir::kNoValue || v3 == ir::kNoValue || hk != hv) return;
+    ir::ValueId q3 = HeadsOf(m->q, &hq);
+    ir::ValueId k3 = m->k_perm == std::vector<int64_t>{0, 2, 1, 3} ? Merged(m->k, &hk)
+                     : m->k_perm.empty()                          ? HeadsOf(m->k, &hk)
+                                                                   : ir::kNoValue;
+    ir::ValueId v3 = HeadsOf(m->v, &hv);
+    bool packed = false;
+    if (q3 == ir::kNoValue || k3 == ir::kNoValue || v3 == ir::kNoValue || hk != hv) {
+      q3 = PackedOf(m->q, 0, &hq);
+      if (q3 == ir::kNoValue || !m->k_perm.empty() || PackedOf(m->k, 1, &hk) != q3 || PackedOf(m->v, 2, &hv) != q3)
+        return;
+      k3 = v3 = q3;
+      packed = true;
+    }
     // Y [b, H, Sq, Dv] -> (Reshapes to its own shape) -> Transpose(0, 2, 1, 3) -> Reshape to
     // [b, Sq, H * Dv], each read by the next alone.
     ir::ValueId y = Node(m->pv).outputs[0];
@@ -343,7 +414,7 @@ class Matcher {
         !yv.shape[1].Same(y4.shape[2]) || *h != hq)
       return;
     chain.push_back(r);
-    m->q3 = q3, m->k3 = k3, m->v3 = v3, m->y3 = y3, m->q_heads = hq, m->kv_heads = hk;
+    m->q3 = q3, m->k3 = k3, m->v3 = v3, m->y3 = y3, m->q_heads = hq, m->kv_heads = hk, m->packed = packed;
     m->absorbed.insert(m->absorbed.end(), chain.begin(), chain.end());
   }
   bool SameShape(ir::ValueId a, ir::ValueId b) const {
@@ -530,6 +601,7 @@ Result<ir::Trace> Rewrite(const ir::Trace& trace, const std::vector<Match>& matc
     if (three_d) {
       a.attrs.SetInt("q_num_heads", m.q_heads);
       a.attrs.SetInt("kv_num_heads", m.kv_heads);
+      if (m.packed) a.attrs.SetInt("packed_qkv", 1);
     }
     const ir::SymShape expect = t.value(y).shape;
     KILN_RETURN_IF_ERROR(ir::InferNode(t, a));

@@ -33,6 +33,15 @@
 // mask, or an infinity in Q or K) then gives NaN, as the written-out Softmax does, instead of
 // ONNX Attention's zeros (the guard's value too). A row a boolean mask masks throughout averages
 // V in the written-out graph with a finite fill; the Attention node gives NaN or zeros there.
+// The 3-D form: where Q, K and V are each Transpose(Reshape(x, [b, S, H, D]), [0, 2, 1, 3]) of a
+// [b, S, H * D] tensor x, and Y goes back through Transpose(0, 2, 1, 3) and Reshape to
+// [b, Sq, H * Dv], the node reads and writes those 3-D tensors (q_num_heads, kv_num_heads) and
+// the Reshapes and Transposes go. Its packed form: where Q, K and V are the parts 0, 1 and 2 of
+// one [b, S, 3 * H * D] tensor x (PyTorch's packed in-projection, timm's `qkv` Linear) taken by
+// Reshape(x, [b, S, 3, H, D]), Transpose(2, 0, 3, 1, 4), then Split on axis 0 and Squeeze, Slice
+// on axis 0 and Squeeze (dynamo's unbind), or Gather on axis 0, the node is Attention(x, x, x)
+// with Kiln's attribute `packed_qkv` 1: each input [b, S, 3 * hidden], Q read from its first
+// third of columns, K from its second, V from its third (no copy of any of them).
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.
 #pragma once
 

@@ -173,9 +173,10 @@ Status BuildGraph(Builder& b, cudnnHandle_t handle, std::span<const TensorSpec> 
 
 cudnnDataType_t DnnType(DType t) { return t == DType::kBFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF; }
 
-// Strides of a [B, H, S, D] view: packed 4-D, or the 3-D [B, S, H*D] tensor's.
-std::array<int64_t, 4> HeadStrides(bool three_d, int64_t heads, int64_t seq, int64_t dim) {
-  if (three_d) return {seq * heads * dim, dim, heads * dim, 1};
+// Strides of a [B, H, S, D] view: packed 4-D, or the 3-D [B, S, H*D] tensor's, or with packed_qkv
+// a third of the 3-D [B, S, 3*H*D] tensor's columns (`parts` 3).
+std::array<int64_t, 4> HeadStrides(bool three_d, int64_t heads, int64_t seq, int64_t dim, int64_t parts = 1) {
+  if (three_d) return {seq * parts * heads * dim, dim, parts * heads * dim, 1};
   return {heads * seq * dim, seq * dim, dim, 1};
 }
 
@@ -206,6 +207,7 @@ struct PlanHash {
                       p.mask_dims[2], p.mask_dims[3]})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h ^ (static_cast<size_t>(p.dtype) << 1) ^ (p.three_d ? 0x9e37u : 0u) ^ (p.mask ? 0x7f4au : 0u) ^
+           (p.packed ? 0x51c3u : 0u) ^
            std::hash<float>()(p.scale);
   }
 };
@@ -224,20 +226,26 @@ Status PlanSdpa(const AttrMap& attrs, std::span<const DeviceTensor> inputs, std:
                    " must all be 3-D or all 4-D");
   SdpaPlan p;
   p.three_d = q.rank == 3;
+  p.packed = attrs.GetInt("packed_qkv", 0) != 0;
   p.batch = q.dims[0];
   int64_t kv_heads = 0;
+  if (p.packed && (!p.three_d || k.dims[2] != q.dims[2] || v.dims[2] != q.dims[2]))
+    return Invalid("packed_qkv needs Q " + ShapeText(q) + ", K " + ShapeText(k) + " and V " + ShapeText(v) +
+                   " 3-D, each [batch, sequence, 3 * hidden]");
   if (p.three_d) {
+    const int64_t parts = p.packed ? 3 : 1;  // each input's hidden size: its last dim / parts
     p.heads = attrs.GetInt("q_num_heads", 0), kv_heads = attrs.GetInt("kv_num_heads", 0);
-    if (p.heads < 1 || kv_heads < 1 || q.dims[2] % p.heads != 0 || k.dims[2] % kv_heads != 0 ||
-        v.dims[2] % kv_heads != 0)
+    if (p.heads < 1 || kv_heads < 1 || q.dims[2] % (parts * p.heads) != 0 || k.dims[2] % (parts * kv_heads) != 0 ||
+        v.dims[2] % (parts * kv_heads) != 0)
       return Invalid("q_num_heads and kv_num_heads must divide the hidden sizes of Q " + ShapeText(q) + ", K " +
-                     ShapeText(k) + " and V " + ShapeText(v));
-    p.q_seq = q.dims[1], p.kv_seq = k.dims[1], p.head = q.dims[2] / p.heads, p.v_head = v.dims[2] / kv_heads;
+                     ShapeText(k) + " and V " + ShapeText(v) + (p.packed ? " (a third of each)" : ""));
+    p.q_seq = q.dims[1], p.kv_seq = k.dims[1], p.head = q.dims[2] / parts / p.heads,
+    p.v_head = v.dims[2] / parts / kv_heads;
   } else {
     p.heads = q.dims[1], kv_heads = k.dims[1], p.q_seq = q.dims[2], p.kv_seq = k.dims[2];
     p.head = q.dims[3], p.v_head = v.dims[3];
   }
-  const int64_t k_head = p.three_d ? k.dims[2] / kv_heads : k.dims[3];
+  const int64_t k_head = p.three_d ? k.dims[2] / (p.packed ? 3 : 1) / kv_heads : k.dims[3];
   const int64_t v_seq = p.three_d ? v.dims[1] : v.dims[2];
   const int64_t v_heads = p.three_d ? kv_heads : v.dims[1];
   const int64_t y_want[] = {p.batch, p.three_d ? p.q_seq : p.heads, p.three_d ? p.heads * p.v_head : p.q_seq,
@@ -305,14 +313,15 @@ struct SdpaLibrary::State {
     Builder b(*dnn, name);
     const cudnnDataType_t dt = DnnType(p.dtype), f32 = CUDNN_DATA_FLOAT;
     const int64_t B = p.batch, H = p.heads, Sq = p.q_seq, Sk = p.kv_seq, D = p.head, Dv = p.v_head;
-    const auto ks = HeadStrides(p.three_d, H, Sk, D);
+    const int64_t parts = p.packed ? 3 : 1;
+    const auto ks = HeadStrides(p.three_d, H, Sk, D, parts);
     const int64_t* m = p.mask_dims;
     const std::array<int64_t, 4> rows = {B, H, Sq, Sk}, row_strides = {H * Sq * Sk, Sq * Sk, Sk, 1};
     const std::array<int64_t, 4> stats = {B, H, Sq, 1}, stat_strides = {H * Sq, Sq, 1, 1};
     std::vector<TensorSpec> tensors = {
-        {kQ, dt, {B, H, Sq, D}, HeadStrides(p.three_d, H, Sq, D), false, false},
+        {kQ, dt, {B, H, Sq, D}, HeadStrides(p.three_d, H, Sq, D, parts), false, false},
         {kK, dt, {B, H, D, Sk}, {ks[0], ks[1], ks[3], ks[2]}, false, false},  // K^T: K's strides swapped
-        {kV, dt, {B, H, Sk, Dv}, HeadStrides(p.three_d, H, Sk, Dv), false, false},
+        {kV, dt, {B, H, Sk, Dv}, HeadStrides(p.three_d, H, Sk, Dv, parts), false, false},
         {kY, dt, {B, H, Sq, Dv}, HeadStrides(p.three_d, H, Sq, Dv), false, false},
         {kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true},
         {kMask, dt, {m[0], m[1], m[2], m[3]}, {m[1] * m[2] * m[3], m[2] * m[3], m[3], 1}, false, false},
@@ -450,7 +459,10 @@ Status SdpaLibrary::Run(std::string_view op, const OpCall& call, std::string_vie
                            " bytes of workspace, the call has " + std::to_string(call.workspace_bytes));
   auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); };
   const DeviceTensor* mask = Optional(call.inputs, 3);
-  const std::array<void*, 6> ptrs = {ptr(call.inputs[0].data), ptr(call.inputs[1].data), ptr(call.inputs[2].data),
+  // packed_qkv: K's and V's columns start one and two thirds into their rows.
+  const CUdeviceptr third = plan.packed ? static_cast<CUdeviceptr>(plan.heads * plan.head * DTypeSize(plan.dtype)) : 0;
+  const std::array<void*, 6> ptrs = {ptr(call.inputs[0].data), ptr(call.inputs[1].data + third),
+                                     ptr(call.inputs[2].data + 2 * third),
                                      ptr(call.outputs[0].data), mask ? ptr(mask->data) : nullptr,
                                      ptr(call.workspace)};
   if (const cudnnStatus_t st = s_->dnn->SetStream(s_->handle, call.stream); st != CUDNN_STATUS_SUCCESS)

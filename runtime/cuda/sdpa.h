@@ -24,7 +24,9 @@
 //
 // ---- What runs here (everything else is kUnimplemented with the reason, for the CPU backend) ----
 //   Q, K, V, Y        float16 or bfloat16, one dtype (float32 is refused: cuDNN's fused attention
-//                     takes half types only); 4-D, or 3-D with q_num_heads == kv_num_heads;
+//                     takes half types only); 4-D, or 3-D with q_num_heads == kv_num_heads
+//                     (with Kiln's packed_qkv too: each input [B, S, 3*H*D], Q, K and V its
+//                     thirds of columns, read through strides and offset pointers);
 //                     as many K/V heads as Q heads (grouped-query attention is refused); head
 //                     sizes D and Dv multiples of 8 and at most 128; no empty tensor.
 //   attn_mask         absent, or additive of Q's dtype (a boolean mask is refused) whose last
@@ -63,6 +65,7 @@ namespace kiln::cuda {
 struct SdpaPlan {
   int64_t batch = 0, heads = 0, q_seq = 0, kv_seq = 0, head = 0, v_head = 0;
   bool three_d = false;              // Q, K, V and Y are [B, S, H*D]
+  bool packed = false;               // packed_qkv: Q, K and V are thirds of [B, S, 3*H*D] tensors
   DType dtype = DType::kFloat16;     // of Q, K, V, Y and the mask: float16 or bfloat16
   bool mask = false;
   int64_t mask_dims[4] = {};         // the mask's dims, right-aligned into [b|1, h|1, Sq|1, Sk]

@@ -152,9 +152,11 @@ Status RotaryEmbedding(const KernelCall& call) {
 // ---- Attention -------------------------------------------------------------------------
 
 // The sizes of one Attention call, Q, K and V seen as [batch, heads, sequence, head size].
+// `packed`: Kiln's packed_qkv (compiler/passes/attention.h), each input [batch, sequence,
+// 3 * hidden], Q read from its first third of columns, K from its second, V from its third.
 struct AttentionShape {
   int64_t batch = 0, q_heads = 0, kv_heads = 0, q_seq = 0, kv_seq = 0, past = 0, total = 0, head = 0, v_head = 0;
-  bool three_d = false;
+  bool three_d = false, packed = false;
 };
 
 // Reads and checks the shapes of the inputs; the outputs are checked by the kernel.
@@ -167,21 +169,29 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
     return OpError(kName, "Q, K and V must all be 3-D or all 4-D, got " + ShapeStr(q) + ", " + ShapeStr(k) + ", " +
                               ShapeStr(v));
   a->three_d = q.rank == 3;
+  a->packed = attrs.GetInt("packed_qkv", 0) != 0;
   a->batch = q.dims[0];
+  if (a->packed && (!a->three_d || q.dims[2] % 3 != 0 || k.dims[2] != q.dims[2] || v.dims[2] != q.dims[2]))
+    return OpError(kName, "packed_qkv needs Q, K and V 3-D, each [batch, sequence, 3 * hidden], got " + ShapeStr(q) +
+                              ", " + ShapeStr(k) + ", " + ShapeStr(v));
   if (a->three_d) {
     a->q_heads = attrs.GetInt("q_num_heads", 0), a->kv_heads = attrs.GetInt("kv_num_heads", 0);
-    if (a->q_heads < 1 || a->kv_heads < 1 || q.dims[2] % a->q_heads != 0 || k.dims[2] % a->kv_heads != 0 ||
-        v.dims[2] % a->kv_heads != 0)
+    const int64_t parts = a->packed ? 3 : 1;  // each input's hidden size: its last dim / parts
+    if (a->q_heads < 1 || a->kv_heads < 1 || q.dims[2] % (parts * a->q_heads) != 0 ||
+        k.dims[2] % (parts * a->kv_heads) != 0 || v.dims[2] % (parts * a->kv_heads) != 0)
       return OpError(kName, "q_num_heads " + std::to_string(a->q_heads) + " and kv_num_heads " +
                                 std::to_string(a->kv_heads) + " must divide the hidden sizes of " + ShapeStr(q) +
-                                ", " + ShapeStr(k) + ", " + ShapeStr(v));
+                                ", " + ShapeStr(k) + ", " + ShapeStr(v) + (a->packed ? " (a third of each)" : ""));
+    if (a->packed && a->q_heads != a->kv_heads)
+      return OpError(kName, "packed_qkv needs q_num_heads and kv_num_heads equal, got " + std::to_string(a->q_heads) +
+                                " and " + std::to_string(a->kv_heads));
     a->q_seq = q.dims[1], a->kv_seq = k.dims[1];
-    a->head = q.dims[2] / a->q_heads, a->v_head = v.dims[2] / a->kv_heads;
+    a->head = q.dims[2] / parts / a->q_heads, a->v_head = v.dims[2] / parts / a->kv_heads;
   } else {
     a->q_heads = q.dims[1], a->kv_heads = k.dims[1], a->q_seq = q.dims[2], a->kv_seq = k.dims[2];
     a->head = q.dims[3], a->v_head = v.dims[3];
   }
-  const int64_t k_head = a->three_d ? k.dims[2] / a->kv_heads : k.dims[3];
+  const int64_t k_head = a->three_d ? k.dims[2] / (a->packed ? 3 : 1) / a->kv_heads : k.dims[3];
   const int64_t v_heads = a->three_d ? a->kv_heads : v.dims[1];
   const int64_t v_seq = a->three_d ? v.dims[1] : v.dims[2];
   if (k.dims[0] != a->batch || v.dims[0] != a->batch || k_head != a->head || v_heads != a->kv_heads ||
@@ -256,12 +266,14 @@ size_t AttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> input
   return static_cast<size_t>(sizes.floats()) * sizeof(float);
 }
 
-// Offsets of element (b, h, s, 0) of a Q/K/V-layout tensor: [B,H,S,D] or [B,S,H*D].
+// Offsets of element (b, h, s, 0) of a Q/K/V-layout tensor: [B,H,S,D] or [B,S,H*D]; or, packed
+// (`part` 0, 1, 2: Q, K, V), the part'th third of each row of a [B,S,3*H*D] tensor.
 struct HeadLayout {
-  int64_t b = 0, h = 0, s = 0;
-  HeadLayout(bool three_d, int64_t heads, int64_t seq, int64_t dim)
-      : b(heads * seq * dim), h(three_d ? dim : seq * dim), s(three_d ? heads * dim : dim) {}
-  int64_t at(int64_t bi, int64_t hi, int64_t si) const { return bi * b + hi * h + si * s; }
+  int64_t b = 0, h = 0, s = 0, c = 0;
+  HeadLayout(bool three_d, int64_t heads, int64_t seq, int64_t dim, bool packed = false, int64_t part = 0)
+      : b(heads * seq * dim * (packed ? 3 : 1)), h(three_d ? dim : seq * dim),
+        s(three_d ? heads * dim * (packed ? 3 : 1) : dim), c(packed ? part * heads * dim : 0) {}
+  int64_t at(int64_t bi, int64_t hi, int64_t si) const { return bi * b + hi * h + si * s + c; }
 };
 
 // Widens rows [s0, s0 + seq) of every (b, h) of `t` into `out` ([B,H,rows,dim], at row s0).
@@ -407,8 +419,9 @@ Status Attention(const KernelCall& call) {
 
   // Where row s of head (b, h) of Q, K and V starts: in the inputs, or in the gathered copies
   // ([B, H, rows, dim], rows one after the other).
-  const HeadLayout q_layout(a.three_d, a.q_heads, a.q_seq, a.head);
-  const HeadLayout k_layout(a.three_d, a.kv_heads, a.kv_seq, a.head), v_layout(a.three_d, a.kv_heads, a.kv_seq, a.v_head);
+  const HeadLayout q_layout(a.three_d, a.q_heads, a.q_seq, a.head, a.packed, 0);
+  const HeadLayout k_layout(a.three_d, a.kv_heads, a.kv_seq, a.head, a.packed, 1),
+      v_layout(a.three_d, a.kv_heads, a.kv_seq, a.v_head, a.packed, 2);
   const float *q_base = wq, *k_base = wk, *v_base = wv;
   HeadLayout q_rows(false, a.q_heads, a.q_seq, a.head), k_rows(false, a.kv_heads, a.total, a.head),
       v_rows(false, a.kv_heads, a.total, a.v_head);
