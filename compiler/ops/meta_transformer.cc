@@ -23,11 +23,12 @@ Status CheckStorage(const Value& v, std::string_view what, bool allow_double) {
 
 // `d` divided by a positive constant `n` (a head count): exact for a constant `d`, else the
 // quotient with the guard that `n` divides `d`.
-Result<Sym> PerHead(MetaContext& ctx, const Sym& d, int64_t n, std::string_view what) {
+Result<Sym> PerHead(MetaContext& ctx, const Sym& d, int64_t n, std::string_view what,
+                    std::string_view of = "the number of heads") {
   if (auto c = d.value()) {
     if (*c % n != 0)
       return InvalidArgument(std::string(what) + " " + std::to_string(*c) + ": expected a multiple of " +
-                             std::to_string(n) + " (the number of heads)");
+                             std::to_string(n) + " (" + std::string(of) + ")");
     return Sym(*c / n);
   }
   AddGuard(ctx, Eq(Mod(d, Sym(n)), Sym(0)));
@@ -167,9 +168,10 @@ Result<AttentionDims> ReadAttentionDims(MetaContext& ctx, const Value& Q, const 
     d.q_heads = Sym(hq), d.kv_heads = Sym(hkv), d.q_seq = Q.shape[1], d.kv_seq = K.shape[1];
     KILN_RETURN_IF_ERROR(Unify(ctx, d.kv_seq, V.shape[1], "input V dim 1 (kv sequence)"));
     const int64_t parts = packed ? 3 : 1;
-    KILN_ASSIGN_OR_RETURN(d.head, PerHead(ctx, Q.shape[2], parts * hq, "input Q dim 2 (hidden size)"));
-    KILN_ASSIGN_OR_RETURN(k_head, PerHead(ctx, K.shape[2], parts * hkv, "input K dim 2 (hidden size)"));
-    KILN_ASSIGN_OR_RETURN(d.v_head, PerHead(ctx, V.shape[2], parts * hkv, "input V dim 2 (hidden size)"));
+    const char* of = packed ? "3 times the number of heads, packed_qkv" : "the number of heads";
+    KILN_ASSIGN_OR_RETURN(d.head, PerHead(ctx, Q.shape[2], parts * hq, "input Q dim 2 (hidden size)", of));
+    KILN_ASSIGN_OR_RETURN(k_head, PerHead(ctx, K.shape[2], parts * hkv, "input K dim 2 (hidden size)", of));
+    KILN_ASSIGN_OR_RETURN(d.v_head, PerHead(ctx, V.shape[2], parts * hkv, "input V dim 2 (hidden size)", of));
     if (packed) KILN_RETURN_IF_ERROR(Unify(ctx, d.head, d.v_head, "packed V's head size against Q's"));
   } else {
     d.q_heads = Q.shape[1], d.kv_heads = K.shape[1], d.q_seq = Q.shape[2], d.kv_seq = K.shape[2];

@@ -78,6 +78,24 @@ TEST_CASE("Attention meta: 3-D inputs take their head counts from the attributes
   CHECK(s.message() == "node 'n' (Attention): q heads 4: expected a multiple of the kv heads 3");
 }
 
+TEST_CASE("Attention meta: packed_qkv, each input [B, S, 3 * H * D] holding Q, K and V in thirds") {
+  TransformerGraph g;
+  const DType f = DType::kFloat32;
+  ValueId x = g.In(f, {2, 5, 3 * 4 * 8});  // 4 heads of 8
+  REQUIRE(g.Run("Attention", {x, x, x}, Ints({{"q_num_heads", 4}, {"kv_num_heads", 4}, {"packed_qkv", 1}})).ok());
+  CHECK(g.Shape(0) == "[2, 5, 32]");
+  Status s = g.Run("Attention", {x, x, x}, Ints({{"q_num_heads", 4}, {"kv_num_heads", 2}, {"packed_qkv", 1}}));
+  CHECK(s.message() == "node 'n' (Attention): attribute 'packed_qkv': expected q_num_heads (4) equal to kv_num_heads (2)");
+  s = g.Run("Attention", {x, x, x}, Ints({{"q_num_heads", 4}, {"kv_num_heads", 4}, {"packed_qkv", 2}}));
+  CHECK(s.message() == "node 'n' (Attention): attribute 'packed_qkv': expected 0 or 1, found 2");
+  ValueId q4 = g.In(f, {1, 2, 4, 24});
+  s = g.Run("Attention", {q4, q4, q4}, Ints({{"packed_qkv", 1}}));
+  CHECK(s.message() == "node 'n' (Attention): attribute 'packed_qkv': expected 3-D inputs");
+  ValueId odd = g.In(f, {2, 5, 40});  // 40 is not 3 parts of 4 heads
+  s = g.Run("Attention", {odd, odd, odd}, Ints({{"q_num_heads", 4}, {"kv_num_heads", 4}, {"packed_qkv", 1}}));
+  CHECK(s.message() == "node 'n' (Attention): input Q dim 2 (hidden size) 40: expected a multiple of 12 (3 times the number of heads, packed_qkv)");
+}
+
 TEST_CASE("Attention meta: invalid and unsupported attributes and inputs") {
   TransformerGraph g;
   const DType f = DType::kFloat32;

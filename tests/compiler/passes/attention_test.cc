@@ -215,6 +215,79 @@ TEST_CASE("attention: Swin's shifted windows: a relative-position bias, then a w
   }
 }
 
+// timm's attention (ViT, Swin): qkv [B, S, 3 * H * D] -> Reshape [B, S, 3, H, D] ->
+// Transpose(2, 0, 3, 1, 4) -> Q, K and V taken apart by `split` ("Split": Split then Squeeze,
+// TorchScript; "Slice": Slice then Squeeze each, dynamo's unbind; "Gather") -> Q scaled,
+// K transposed -> Softmax -> P V -> Transpose(0, 2, 1, 3) -> Reshape [B, S, H * D].
+onnx::ModelProto TimmAttention(const std::string& split) {
+  const int64_t b = 2, s = 5, h = 2, d = 6;
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {std::to_string(b), std::to_string(s), std::to_string(3 * h * d)});
+  AddInt64Init(g, "five", {5}, {b, s, 3, h, d});
+  AddNode(g, "Reshape", {"x", "five"}, {"x5"}, "reshape");
+  AttrInts(AddNode(g, "Transpose", {"x5"}, {"t"}, "permute"), "perm", {2, 0, 3, 1, 4});
+  AddInt64Init(g, "axis0", {1}, {0});
+  const char* parts[] = {"q", "k", "v"};
+  if (split == "Split") {
+    AddInt64Init(g, "ones", {3}, {1, 1, 1});
+    AttrInt(AddNode(g, "Split", {"t", "ones"}, {"q1", "k1", "v1"}, "split"), "axis", 0);
+  }
+  for (int64_t p = 0; p < 3; ++p) {
+    const std::string name = parts[p], one = name + "1";
+    if (split == "Gather") {
+      AddInt64Init(g, "i" + name, {}, {p});
+      AttrInt(AddNode(g, "Gather", {"t", "i" + name}, {name}, "gather_" + name), "axis", 0);
+      continue;
+    }
+    if (split == "Slice") {
+      AddInt64Init(g, "start_" + name, {1}, {p});
+      AddInt64Init(g, "end_" + name, {1}, {p + 1});
+      AddNode(g, "Slice", {"t", "start_" + name, "end_" + name, "axis0"}, {one}, "slice_" + name);
+    }
+    AddNode(g, "Squeeze", {one, "axis0"}, {name}, "squeeze_" + name);
+  }
+  AddFloatInit(g, "scale", {}, {0.5f});
+  AddNode(g, "Mul", {"q", "scale"}, {"qs"}, "q_scale");
+  AttrInts(AddNode(g, "Transpose", {"k"}, {"kt"}, "kt"), "perm", {0, 1, 3, 2});
+  AddNode(g, "MatMul", {"qs", "kt"}, {"s"}, "qk");
+  AttrInt(AddNode(g, "Softmax", {"s"}, {"p"}, "softmax"), "axis", -1);
+  AddNode(g, "MatMul", {"p", "v"}, {"y4"}, "pv");
+  AttrInts(AddNode(g, "Transpose", {"y4"}, {"yt"}, "yt"), "perm", {0, 2, 1, 3});
+  AddInt64Init(g, "three", {3}, {b, s, h * d});
+  AddNode(g, "Reshape", {"yt", "three"}, {"y"}, "merge");
+  AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("attention: timm's packed qkv (Split, Slice or Gather) becomes one Attention reading it in place") {
+  for (const char* split : {"Split", "Slice", "Gather"}) {
+    INFO(split);
+    const onnx::ModelProto m = TimmAttention(split);
+    const CompiledWithLog c = CompileWithLog(m);
+    INFO(c.fusion_trace);
+    CHECK(c.Logged("attention: 1 scaled dot-product attentions -> Attention"));
+    // Q, K and V are x's thirds: no Reshape, Transpose, Split, Slice, Gather or Squeeze is left.
+    CHECK(c.fusion_trace.find("y = Attention(x, x, x, scale=0.5, masked_rows_nan=1, q_num_heads=2, kv_num_heads=2, "
+                              "packed_qkv=1)") != std::string::npos);
+    for (const char* gone : {"Transpose", "Reshape", "Split", "Slice", "Gather", "Squeeze", "kiln.Fused"})
+      CHECK(c.fusion_trace.find(gone) == std::string::npos);
+    const std::vector<float> xv = kiln::testing::RandomFloats(2 * 5 * 36, 31);
+    const int64_t dims[] = {2, 5, 36};
+    const std::vector<TensorView> in = {TensorView::Host(xv.data(), DType::kFloat32, dims, 3)};
+    ContextOptions options;
+    options.device = Device::kCpu;
+    const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+    const auto got = RunFloat(c.bytes, in, options);
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].size() == want[0].size());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      INFO("element " << i);
+      CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
+    }
+  }
+}
+
 TEST_CASE("attention: a mask added before the scale, or a Softmax over another axis, stays op by op and says why") {
   for (const bool axis2 : {false, true}) {
     auto m = MakeModel(18);

@@ -88,6 +88,16 @@ TEST_CASE("cuDNN SDPA plan: 4-D and 3-D float16 attention, the default scale, a 
   CHECK(p.kv_seq == 12);
   CHECK(p.scale == 0.5f);
   CHECK(std::vector<int64_t>(p.mask_dims, p.mask_dims + 4) == std::vector<int64_t>{1, 1, 8, 12});
+  CHECK(!p.packed);
+
+  // Kiln's packed_qkv: each input [B, S, 3 * H * D], the head size a third of its width over H.
+  const auto x = Shape({1, 8, 3 * 2 * 32}, DType::kBFloat16);
+  a.SetInt("packed_qkv", 1);
+  REQUIRE(SdpaPlanOf(a, {&x, &x, &x}, {&y3}, &p).ok());
+  CHECK(p.packed);
+  CHECK(p.head == 32);
+  CHECK(p.v_head == 32);
+  CHECK(SdpaPlanOf(a, {&q3, &k3, &k3}, {&y3}, &p).code() == StatusCode::kInvalidArgument);  // widths not 3 parts
 }
 
 TEST_CASE("cuDNN SDPA plan: what cuDNN's fused attention does not take is refused with the reason") {
@@ -144,12 +154,13 @@ struct SdpaModel {
   int64_t batch = 1, heads = 2, q_seq = 16, kv_seq = 24, head = 64;
   bool mask = true;     // a constant [batch, 1, Sq, Sk] mask: broadcast over the heads
   bool three_d = false;  // Q, K, V and Y as [B, S, H*D]
+  bool packed = false;   // with three_d: Kiln's packed_qkv, Q, K and V each [B, S, 3*H*D], their thirds read
   std::string seq;       // SdpaChainArtifact: a symbol for both sequence lengths (then no mask)
   passes::Precision precision = passes::Precision::kFp16;
 };
 
 std::vector<int64_t> SdpaDims(const SdpaModel& m, int64_t seq) {
-  if (m.three_d) return {m.batch, seq, m.heads * m.head};
+  if (m.three_d) return {m.batch, seq, (m.packed ? 3 : 1) * m.heads * m.head};
   return {m.batch, m.heads, seq, m.head};
 }
 
@@ -181,6 +192,7 @@ std::vector<uint8_t> SdpaArtifact(const SdpaModel& m, std::vector<std::string>* 
   if (m.three_d) {
     kiln::testing::AttrInt(n, "q_num_heads", m.heads);
     kiln::testing::AttrInt(n, "kv_num_heads", m.heads);
+    if (m.packed) kiln::testing::AttrInt(n, "packed_qkv", 1);
   }
   kiln::testing::AddOutput(g, "y");
   compiler::CompileOptions options;  // the default GPU archs
@@ -235,9 +247,11 @@ TEST_CASE("[emulated] Attention runs on cuDNN SDPA in float16: head sizes 64 and
   wide.batch = 2, wide.heads = 3, wide.q_seq = 8, wide.kv_seq = 12, wide.head = 80;
   SdpaModel three_d;
   three_d.three_d = true, three_d.mask = false, three_d.q_seq = 8, three_d.kv_seq = 8;
-  for (const SdpaModel& m : {four_d, wide, three_d}) {
+  SdpaModel packed;  // thirds of [2, S, 3 * 2 * 32] tensors: strides 192, K and V's pointers offset
+  packed.three_d = true, packed.packed = true, packed.batch = 2, packed.q_seq = 8, packed.kv_seq = 12, packed.head = 32;
+  for (const SdpaModel& m : {four_d, wide, three_d, packed}) {
     INFO("B " << m.batch << ", H " << m.heads << ", Sq " << m.q_seq << ", Sk " << m.kv_seq << ", D " << m.head
-              << (m.mask ? ", masked" : "") << (m.three_d ? ", 3-D" : ""));
+              << (m.mask ? ", masked" : "") << (m.three_d ? ", 3-D" : "") << (m.packed ? ", packed" : ""));
     const SdpaRun r = RunSdpa(SdpaArtifact(m), m);
     CHECK(r.library == kiln::Library::kCudnn);
     CHECK(r.stats.last_fallbacks.empty());

@@ -253,6 +253,71 @@ TEST_CASE("Attention: tiles of queries and keys (online softmax) against float64
   check(yc.values<float>(), ReferenceAttention(qv, kv, vv, nullptr, heads, sq, t, d, dv, scale, true));
 }
 
+// Kiln's packed_qkv: each input [B, S, 3 * H * D], Q, K and V its column thirds (timm's qkv
+// Linear), against the float64 reference on the heads taken apart; float32 is read in place,
+// float16 gathered first. Batch 2, so the batch stride (3 * S * H * D) is crossed.
+TEST_CASE("Attention: packed_qkv reads Q, K and V as the thirds of one [B, S, 3*H*D] tensor") {
+  const int64_t batch = 2, heads = 3, s = 70, d = 16, width = 3 * heads * d;
+  const std::vector<float> xv = kiln::testing::RandomFloats(batch * s * width, 21);
+  auto x = Floats({batch, s, width}, xv);
+  AttrMap attrs;
+  attrs.SetFloat("scale", 0.25f);
+  attrs.SetInt("q_num_heads", heads);
+  attrs.SetInt("kv_num_heads", heads);
+  attrs.SetInt("packed_qkv", 1);
+  auto y = Output(DType::kFloat32, {batch, s, heads * d});
+  REQUIRE(RunKernel("Attention", attrs, {&x, &x, &x}, {&y}).ok());
+  auto h16 = [](const std::vector<float>& v) {  // through float16, as the float16 run sees it
+    std::vector<float> r;
+    for (float f : v) r.push_back(HalfToFloat(FloatToHalf(f)));
+    return r;
+  };
+  TestTensor x16(DType::kFloat16, {batch, s, width}, 2);
+  for (size_t i = 0; i < xv.size(); ++i) x16.data<uint16_t>()[i] = FloatToHalf(xv[i]);
+  auto y16 = Output(DType::kFloat16, {batch, s, heads * d});
+  REQUIRE(RunKernel("Attention", attrs, {&x16, &x16, &x16}, {&y16}).ok());
+  const std::vector<float> x_half = h16(xv);
+  for (int64_t b = 0; b < batch; ++b) {
+    // part p of head h, row i: x[b, i, p * H * D + h * D + e], as [H, S, D]
+    auto part = [&](const std::vector<float>& src, int64_t p) {
+      std::vector<float> r(static_cast<size_t>(heads * s * d));
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t e = 0; e < d; ++e)
+            r[static_cast<size_t>((h * s + i) * d + e)] = src[static_cast<size_t>((b * s + i) * width + p * heads * d + h * d + e)];
+      return r;
+    };
+    const std::vector<float> want = ReferenceAttention(part(xv, 0), part(xv, 1), part(xv, 2), nullptr, heads, s, s, d, d, 0.25, false);
+    const std::vector<float> want16 =
+        ReferenceAttention(part(x_half, 0), part(x_half, 1), part(x_half, 2), nullptr, heads, s, s, d, d, 0.25, false);
+    int bad = 0, bad16 = 0;
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < d; ++e) {
+          const float w = want[static_cast<size_t>((h * s + i) * d + e)], w16 = want16[static_cast<size_t>((h * s + i) * d + e)];
+          const size_t at = static_cast<size_t>((b * s + i) * heads * d + h * d + e);  // Y [B, S, H * D]
+          bad += !(std::fabs(y.values<float>()[at] - w) <= 2e-5f + 2e-5f * std::fabs(w));
+          // float16 Y: its rounding (2^-11 relative) on a float32 computation of float16 inputs
+          bad16 += !(std::fabs(HalfToFloat(y16.values<uint16_t>()[at]) - w16) <= 1e-3f * (1 + std::fabs(w16)));
+        }
+    CHECK(bad == 0);
+    CHECK(bad16 == 0);
+  }
+  // Bad forms: a width that is not three parts of the heads, unequal head counts, 4-D inputs.
+  auto odd = Floats({1, 2, 8}, std::vector<float>(16, 0.0f));
+  auto y_odd = Output(DType::kFloat32, {1, 2, 2});
+  CHECK(RunKernel("Attention", attrs, {&odd, &odd, &odd}, {&y_odd}).message() ==
+        "Attention: packed_qkv needs Q, K and V 3-D, each [batch, sequence, 3 * hidden], got [1, 2, 8], [1, 2, 8], [1, 2, 8]");
+  AttrMap gqa = attrs;
+  gqa.SetInt("kv_num_heads", 1);
+  CHECK(RunKernel("Attention", gqa, {&x, &x, &x}, {&y}).message() ==
+        "Attention: packed_qkv needs q_num_heads and kv_num_heads equal, got 3 and 1");
+  auto q4 = Floats({1, 1, 2, 6}, std::vector<float>(12, 0.0f));
+  auto y4 = Output(DType::kFloat32, {1, 1, 2, 2});
+  CHECK(RunKernel("Attention", attrs, {&q4, &q4, &q4}, {&y4}).message() ==
+        "Attention: packed_qkv needs Q, K and V 3-D, each [batch, sequence, 3 * hidden], got [1, 1, 2, 6], [1, 1, 2, 6], [1, 1, 2, 6]");
+}
+
 TEST_CASE("RotaryEmbedding: halves, interleaved, partial rotation, 3-D input") {
   auto x = Floats({1, 1, 1, 4}, {1, 2, 3, 4});
   auto cos = Floats({2, 2}, {1, 1, 0, 1});  // positions 0 and 1

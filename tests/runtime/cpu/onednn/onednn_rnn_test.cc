@@ -30,6 +30,12 @@ struct Form {
   std::string activations;  // the attribute, when not empty
 };
 
+Form MakeForm(const char* op, const char* direction, bool initial, bool lbr = false) {
+  Form f;
+  f.op = op, f.direction = direction, f.initial = initial, f.lbr = lbr;
+  return f;
+}
+
 onnx::ModelProto RnnModel(const Form& f) {
   const int64_t gates = f.op == "LSTM" ? 4 : f.op == "RNN" ? 1 : 3, dirs = f.direction == "bidirectional" ? 2 : 1;
   auto m = testing::MakeModel(14);
@@ -102,17 +108,17 @@ TEST_CASE("oneDNN RNN: LSTM, GRU and RNN match Kiln's kernels in every direction
   std::vector<Form> forms;
   for (const char* dir : {"forward", "reverse", "bidirectional"})
     for (const bool initial : {false, true}) {
-      forms.push_back({"LSTM", dir, initial});
-      forms.push_back({"GRU", dir, initial, false});
-      forms.push_back({"GRU", dir, initial, true});
-      forms.push_back({"RNN", dir, initial});
+      forms.push_back(MakeForm("LSTM", dir, initial));
+      forms.push_back(MakeForm("GRU", dir, initial, false));
+      forms.push_back(MakeForm("GRU", dir, initial, true));
+      forms.push_back(MakeForm("RNN", dir, initial));
     }
   for (const char* act : {"Relu", "Sigmoid"}) {
-    Form f{"RNN", "bidirectional", true};
+    Form f = MakeForm("RNN", "bidirectional", true);
     f.activations = act;
     forms.push_back(f);
   }
-  Form small{"RNN", "bidirectional", true};
+  Form small = MakeForm("RNN", "bidirectional", true);
   small.batch = 1;
   forms.push_back(small);
   for (const Form& f : forms) {
