@@ -7,6 +7,7 @@
 
 #include "runtime/kernels/activation.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/gemv.h"
 #include "runtime/kernels/kernel_util.h"
 
 namespace kiln::cpu::recurrent {
@@ -214,6 +215,9 @@ void ProjectInputs(const Geometry& g, const KernelCall& call, int64_t d, int64_t
 
 void AddRecurrent(const Geometry& g, const float* h, const float* r, int64_t n, float* out, int64_t out_stride) {
   if (g.batch == 0 || n == 0 || g.hidden == 0) return;
+  if (g.batch == 1) {  // a matrix-vector product: R's rows read where they are (gemv.h)
+    if (const GemvFn gemv = ActiveGemv()) return gemv(r, g.hidden, h, n, g.hidden, out);
+  }
   Sgemm(false, true, g.batch, n, g.hidden, 1.0f, h, g.hidden, r, g.hidden, 1.0f, out, out_stride);
 }
 

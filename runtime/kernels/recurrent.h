@@ -75,7 +75,8 @@ inline Status CheckShape(std::string_view op, const TensorRef* t, std::initializ
 void ProjectInputs(const Geometry& g, const KernelCall& call, int64_t d, int64_t gates, int64_t r_bias_gates,
                    float* out);
 
-// out [batch, n] += h [batch, H] · r^T, r [n, H] row-major.
+// out [batch, n] += h [batch, H] · r^T, r [n, H] row-major: on Sgemm, or at batch 1 on gemv.h's
+// product where the CPU has it.
 void AddRecurrent(const Geometry& g, const float* h, const float* r, int64_t n, float* out, int64_t out_stride);
 
 }  // namespace kiln::cpu::recurrent
