@@ -14,12 +14,15 @@
 namespace kiln::cpu {
 
 struct AttentionTiles {
-  // s[r * lds + j] = scale * sum_e q[r * ldq + e] * K[j][e], for r < rows, j < cols, e < d; kt
-  // holds K transposed in panels of kKeyPanel keys: panel p, keys [p * 64, p * 64 + 64), is
-  // [d, 64] floats at kt + p * d * 64, zero past the last key. All pointers are float32; no
-  // alignment is required.
+  // s[r * lds + j] = scale * sum_e q[r * ldq + e] * K[j][e] (+ bias[r * ldb + j] when bias is
+  // not null: the additive mask, ldb 0 for one row broadcast over the queries), for r < rows,
+  // j < cols, e < d; kt holds K transposed in panels of kKeyPanel keys: panel p, keys
+  // [p * 64, p * 64 + 64), is [d, 64] floats at kt + p * d * 64, zero past the last key. When
+  // row_max is not null, row_max[r] = the largest s[r * lds + j] over j < cols, NaNs aside (-inf
+  // when there is none), computed from the registers as the tile is stored (the softmax's first
+  // pass, without reading the tile back). All pointers are float32; no alignment is required.
   void (*scores)(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
-                 float* s, int64_t lds);
+                 const float* bias, int64_t ldb, float* s, int64_t lds, float* row_max);
   // o[r * ldo + e] = (accumulate ? o[r * ldo + e] : 0) + sum_j p[r * ldp + j] * v[j * ldv + e],
   // for r < rows, e < dv; dv at most kMaxValueDim.
   void (*values)(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t rows, int64_t cols, int64_t dv,

@@ -13,6 +13,10 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+// GCC 12's shuffle intrinsics pass _mm512_undefined_ps() as the unused merge source, which
+// -Wmaybe-uninitialized flags (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace kiln::cpu::avx512 {
@@ -33,10 +37,12 @@ __mmask16 LanesBelow(int64_t n, int v) {
 constexpr int kScoreRows = 6;
 
 // Scores of the keys [0, cols) of one panel of at most NV * 16 keys, every row; kt is the
-// panel, [d, 64].
+// panel, [d, 64]. With `lane_max`, lane_max[r][l] becomes the max of itself and row r's stored
+// scores in lane l (-inf in the lanes past cols; NaNs aside: max_ps keeps its second operand
+// when either is NaN).
 template <int NV>
 void ScoresPanel(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
-                 float* s, int64_t lds) {
+                 const float* bias, int64_t ldb, float* s, int64_t lds, __m512* lane_max) {
   __mmask16 store[NV];
   for (int v = 0; v < NV; ++v) store[v] = LanesBelow(cols, v);
   const __m512 k_scale = _mm512_set1_ps(scale);
@@ -63,23 +69,55 @@ void ScoresPanel(const float* q, int64_t ldq, const float* kt, int64_t rows, int
 #pragma GCC unroll 8
     for (int i = 0; i < kScoreRows; ++i) {
       if (i >= n) break;
+      __m512 m = lane_max ? lane_max[r0 + i] : _mm512_setzero_ps();
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v)
-        _mm512_mask_storeu_ps(s + (r0 + i) * lds + v * kLanes, store[v], _mm512_mul_ps(acc[i][v], k_scale));
+      for (int v = 0; v < NV; ++v) {
+        __m512 x = _mm512_mul_ps(acc[i][v], k_scale);
+        if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(store[v], bias + (r0 + i) * ldb + v * kLanes));
+        _mm512_mask_storeu_ps(s + (r0 + i) * lds + v * kLanes, store[v], x);
+        m = _mm512_mask_max_ps(m, store[v], x, m);
+      }
+      if (lane_max) lane_max[r0 + i] = m;
     }
   }
 }
 
+// The largest of v's lanes (none is NaN), in the 512-bit register.
+float LaneMax(__m512 v) {
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
+  v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
+  v = _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
+  return _mm512_cvtss_f32(v);
+}
+
+// Rows per pass over the panels when the row maxima are asked for: their lane maxima (8 KiB)
+// stay on the stack, in L1. The Attention kernel's query tiles are 128 rows: one pass.
+constexpr int64_t kMaxRowsPerPass = 128;
+
 void Scores(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t cols, int64_t d, float scale,
-            float* s, int64_t lds) {
-  int64_t j = 0;
-  for (; j + kKeyPanel <= cols; j += kKeyPanel, kt += d * kKeyPanel)
-    ScoresPanel<4>(q, ldq, kt, rows, kKeyPanel, d, scale, s + j, lds);
-  // The last panel: one vector of keys, or the whole zero-padded panel with the stores masked
-  // (two builds rather than four keep the runtime's size; 17 to 48 keys pay at most 47 more).
-  const int64_t left = cols - j;
-  if (left > kLanes) ScoresPanel<4>(q, ldq, kt, rows, left, d, scale, s + j, lds);
-  else if (left > 0) ScoresPanel<1>(q, ldq, kt, rows, left, d, scale, s + j, lds);
+            const float* bias, int64_t ldb, float* s, int64_t lds, float* row_max) {
+  __m512 lanes[kMaxRowsPerPass];
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRowsPerPass) {
+    const int64_t n = Min(kMaxRowsPerPass, rows - r0);
+    __m512* lane_max = row_max ? lanes : nullptr;
+    if (lane_max)
+      for (int64_t i = 0; i < n; ++i) lane_max[i] = _mm512_set1_ps(-__builtin_inff());
+    const float* qr = q + r0 * ldq;
+    const float* br = bias ? bias + r0 * ldb : nullptr;
+    float* sr = s + r0 * lds;
+    const float* kp = kt;
+    int64_t j = 0;
+    for (; j + kKeyPanel <= cols; j += kKeyPanel, kp += d * kKeyPanel)
+      ScoresPanel<4>(qr, ldq, kp, n, kKeyPanel, d, scale, br ? br + j : nullptr, ldb, sr + j, lds, lane_max);
+    // The last panel: one vector of keys, or the whole zero-padded panel with the stores masked
+    // (two builds rather than four keep the runtime's size; 17 to 48 keys pay at most 47 more).
+    const int64_t left = cols - j;
+    if (left > kLanes) ScoresPanel<4>(qr, ldq, kp, n, left, d, scale, br ? br + j : nullptr, ldb, sr + j, lds, lane_max);
+    else if (left > 0) ScoresPanel<1>(qr, ldq, kp, n, left, d, scale, br ? br + j : nullptr, ldb, sr + j, lds, lane_max);
+    if (lane_max)
+      for (int64_t i = 0; i < n; ++i) row_max[r0 + i] = LaneMax(lane_max[i]);
+  }
 }
 
 // Output rows per register block for NV vectors of the value head (1, 2 or 4): 12, 24 and 24
@@ -151,6 +189,7 @@ const AttentionTiles kTiles = {Scores, Values};
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
 #endif

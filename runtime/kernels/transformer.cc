@@ -241,7 +241,7 @@ const AttentionTiles* TilesFor(const AttentionShape& a) {
 // V, past then new, [B,Hkv,T,D] and [B,Hkv,T,Dv]; with the AVX-512 tiles, K transposed in
 // panels of 64 keys (attention_tiles.h), [B,Hkv,Tp/64,D,64] (Tp: T rounded up to 64, zero after
 // T); then per slot a score tile [bq, bk], the
-// output rows [bq, Dv] and each row's running max and sum. bk is T when qk_matmul_output_mode 3
+// output rows [bq, Dv], each row's running max and sum, and each row's max in the tile. bk is T when qk_matmul_output_mode 3
 // is asked for (the probabilities need the whole row's sum before they are written).
 struct AttentionScratch {
   int64_t q = 0, k = 0, v = 0, kt_cols = 0, kt = 0, bq = 0, bk = 0, slot = 0, slots = 0;
@@ -250,7 +250,7 @@ struct AttentionScratch {
         k(in_place ? 0 : a.batch * a.kv_heads * a.total * a.head),
         v(in_place ? 0 : a.batch * a.kv_heads * a.total * a.v_head), kt_cols((a.total + kKeyPanel - 1) / kKeyPanel * kKeyPanel),
         kt(TilesFor(a) ? a.batch * a.kv_heads * a.head * kt_cols : 0), bq(std::min(a.q_seq, kQueryBlock)),
-        bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 2 * bq),
+        bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 3 * bq),
         slots(std::min(kSlots, a.batch * a.q_heads * ((a.q_seq + kQueryBlock - 1) / kQueryBlock))) {}
   int64_t floats() const { return q + k + v + kt + slots * slot; }
 };
@@ -473,6 +473,7 @@ Status Attention(const KernelCall& call) {
   const HeadLayout y_layout(a.three_d, a.q_heads, a.q_seq, dv);
   const RowMath& rows = ActiveRowMath();
   const bool plain_bias = bias.Plain(t) && !qk_out && softcap == 0;
+  const bool fused_max = plain_bias && tiles && a.head > 0;
   // All keys in one tile and a float32 Y: each row is normalised before P V, which the GEMM
   // then writes into Y itself; otherwise the output rows are kept and rescaled per tile.
   const bool one_tile = t <= sizes.bk && y.dtype == DType::kFloat32;
@@ -488,6 +489,7 @@ Status Attention(const KernelCall& call) {
     float* o = scores + sizes.bq * sizes.bk;
     float* row_max = o + sizes.bq * dv;
     float* row_sum = row_max + sizes.bq;
+    float* tile_maxima = row_sum + sizes.bq;  // from the AVX-512 scores, as it stores the tile
     const float* qh = q_base + q_rows.at(b, h, i0);
     const float* kh = k_base + k_rows.at(b, h / group, 0);
     const float* kt_head = kt + (b * a.kv_heads + h / group) * a.head * sizes.kt_cols;
@@ -508,8 +510,12 @@ Status Attention(const KernelCall& call) {
     const int64_t qk_base = bh * a.q_seq * t;
     for (int64_t j0 = 0; j0 < t; j0 += sizes.bk) {
       const int64_t cols = std::min(sizes.bk, t - j0);
-      if (a.head > 0 && tiles) {
-        tiles->scores(qh, ldq, kt_head + j0 * a.head, rows_n, cols, a.head, scale, scores, cols);
+      if (fused_max) {  // the mask added and each row's max taken as the tile is stored
+        const float* m = bias.mask ? bias.mask->as<const float>() + bias.MaskOffset(b, h, i0) + j0 : nullptr;
+        tiles->scores(qh, ldq, kt_head + j0 * a.head, rows_n, cols, a.head, scale, m, bias.mask_strides[2], scores,
+                      cols, tile_maxima);
+      } else if (a.head > 0 && tiles) {
+        tiles->scores(qh, ldq, kt_head + j0 * a.head, rows_n, cols, a.head, scale, nullptr, 0, scores, cols, nullptr);
       } else if (a.head > 0) {
         Sgemm(false, true, rows_n, cols, a.head, scale, qh, ldq, kh + j0 * ldk, ldk, 0.0f, scores, cols);
       } else {
@@ -523,7 +529,9 @@ Status Attention(const KernelCall& call) {
             for (int64_t j = 0; j < cols; ++j) Store(*qk_out, qk_base + i * t + j0 + j, row[j]);
         };
         float tile_max;
-        if (plain_bias) {
+        if (fused_max) {
+          tile_max = tile_maxima[r];
+        } else if (plain_bias) {
           const float* m = bias.mask ? bias.mask->as<const float>() + bias.MaskOffset(b, h, i) + j0 : nullptr;
           tile_max = rows.add_max(row, m, cols);
         } else {
