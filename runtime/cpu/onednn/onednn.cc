@@ -410,6 +410,10 @@ class ConvOp final : public LayoutOp {
   const void* held_from_ = nullptr;
 };
 
+// The multiply-adds per output (input channels times the window) up to which a 1-D Conv runs
+// with plain X and Y (ConvOp::Plan).
+constexpr int64_t kPlainConvMaxMacs = 16;
+
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int threads, bool weights_constant,
                                                 bool nhwc) {
   constexpr std::string_view kName = "Conv";
@@ -497,10 +501,25 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
     dnnl::primitive_attr attr;
     attr.set_post_ops(PostOps(spec));
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides,
-                                               dilations, pad_l, pad_r);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
+    const auto make = [&](const memory::desc& x_md, const memory::desc& y_md) {
+      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                                 dnnl::algorithm::convolution_direct, x_md, w_any, b_md, y_md, strides,
+                                                 dilations, pad_l, pad_r);
+      return dnnl::convolution_forward::primitive_desc(desc, attr, engine, /*allow_empty=*/true);
+    };
+    dnnl::convolution_forward::primitive_desc pd = make(x_any, y_any);
+    // A few multiply-adds per output (a first layer over raw audio or one channel): the
+    // convolution costs less than reordering its Y out of oneDNN's NWC / NHWC, so X and Y are
+    // asked for plain, which oneDNN's gemm-based convolution writes directly. wav2vec2-base's
+    // first Conv (1 -> 512 channels, kernel 10, stride 5, 16000 samples) at 1 thread: 0.17 ms
+    // plain, against 0.33 ms on brgconv and 0.46 ms to reorder its Y to NCW
+    // (benchmarks/results/2026-12-05-attention-3.md). Its sums run over the whole window in
+    // every thread, so the bits do not depend on the thread count (tests/runtime/cpu/onednn).
+    if (const int64_t macs = w.num_elements / std::max<int64_t>(w.dims[0], 1);
+        !nhwc && !grouped && macs <= kPlainConvMaxMacs && x.rank == 3 && dt == DType::kFloat32) {
+      const auto plain_pd = make(memory::desc(xd, type, PlainTag(x.rank)), memory::desc(yd, type, PlainTag(x.rank)));
+      if (plain_pd && !std::string_view(plain_pd.impl_info_str()).starts_with("ref")) pd = plain_pd;
+    }
     if (!pd)
       return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
                                                   : "oneDNN has no convolution for this form");
