@@ -16,7 +16,8 @@
 
 namespace kiln::cpu {
 
-// A 64-byte-aligned heap block that only grows.
+// A 64-byte-aligned heap block that only grows; from 2 MiB, 2 MiB-aligned and advised for
+// transparent huge pages (host_memory.cc).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
