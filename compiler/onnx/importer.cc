@@ -42,7 +42,7 @@
 //   Gemm                      legacy `broadcast` attr dropped
 //   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list,
 //                             else one comma-separated STRING (e.g. "Relu,Tanh")
-// Unimplemented: op versions refused by op_versions.cc, non-default domains, non-tensor graph inputs, string / complex
+// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu and BiasAdd aside: written as the ONNX ops they compose, ImportContribNode), non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
 // and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
@@ -178,6 +178,10 @@ class Importer {
                      const std::string& where);
   Status ImportMainInputs(const onnx::GraphProto& g);
   Status ImportNode(const onnx::NodeProto& np, int index, ir::Block& block);
+  // onnxruntime's com.microsoft ops that are compositions of ONNX ops (ContribOperators.md):
+  // Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd, written as those ONNX ops.
+  Status ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
+                           ir::Block& block);
   Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
   Status ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a, Node& node,
                      const std::string& where);
@@ -985,9 +989,10 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   if (op.empty()) return DataLoss("node #" + std::to_string(index) + " " + Q(np.name()) + " has no op_type");
   const std::string name = UniqueNodeName(np.name().empty() ? op + "_" + std::to_string(index) : np.name());
   const std::string where = "node " + Q(name) + " (" + op + ")";
+  if (np.domain() == "com.microsoft") return ImportContribNode(np, name, where, block);
   if (!np.domain().empty() && np.domain() != "ai.onnx")
     return Unimplemented(where + ": domain " + Q(np.domain()) + " op " + Q(op) +
-                         " is not supported (only the default ONNX domain)");
+                         " is not supported (the default ONNX domain, and some of com.microsoft's ops)");
   if (op == "Constant") return ImportConstantNode(np, where);
 
   Node node;
@@ -1029,6 +1034,84 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   }
   block.nodes.push_back(std::move(node));
   return Status::Ok();
+}
+
+Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
+                                   ir::Block& block) {
+  const std::string& op = np.op_type();
+  // (ONNX ops it becomes, inputs: least, most)
+  struct Form { const char* op; int min_in, max_in; };
+  static constexpr Form kForms[] = {
+      {"Gelu", 1, 1}, {"FastGelu", 1, 2}, {"BiasGelu", 2, 2}, {"QuickGelu", 1, 1}, {"BiasAdd", 3, 3}};
+  const Form* form = nullptr;
+  for (const Form& f : kForms)
+    if (op == f.op) form = &f;
+  if (form == nullptr)
+    return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) +
+                         " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu "
+                         "and BiasAdd)");
+  std::vector<ValueId> in;
+  for (int i = 0; i < np.input_size(); ++i) {
+    if (np.input(i).empty()) {
+      in.push_back(kNoValue);
+      continue;
+    }
+    const auto id = Lookup(np.input(i));
+    if (!id)
+      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
+                      " is not defined by any earlier node, initializer or graph input");
+    in.push_back(*id);
+  }
+  while (!in.empty() && in.back() == kNoValue) in.pop_back();
+  if (static_cast<int>(in.size()) < form->min_in || static_cast<int>(in.size()) > form->max_in || in[0] == kNoValue)
+    return InvalidArgument(where + ": com.microsoft " + op + " takes " + std::to_string(form->min_in) +
+                           (form->max_in > form->min_in ? " or " + std::to_string(form->max_in) : std::string()) +
+                           " inputs, got " + std::to_string(in.size()));
+  if (np.output_size() != 1 || np.output(0).empty())
+    return InvalidArgument(where + ": com.microsoft " + op + " has one output, got " +
+                           std::to_string(np.output_size()));
+  float alpha = 1.702f;  // QuickGelu's default
+  for (const onnx::AttributeProto& a : np.attribute()) {
+    if (op == "QuickGelu" && a.name() == "alpha" && a.type() == onnx::AttributeProto::FLOAT) {
+      alpha = a.f();
+      continue;
+    }
+    return InvalidArgument(where + ": com.microsoft " + op + " has no attribute " + Q(a.name()) +
+                           (op == "QuickGelu" ? " (it has a float 'alpha')" : " (it has none)"));
+  }
+  // Each step a node; the last writes the node's output.
+  const auto step = [&](const std::string& step_op, std::vector<ValueId> inputs, bool last,
+                        const std::string& approximate = "") -> Result<ValueId> {
+    Node n;
+    n.op = step_op;
+    n.name = last ? name : UniqueNodeName(name + "/" + step_op);
+    n.inputs = std::move(inputs);
+    if (!approximate.empty()) n.attrs.SetString("approximate", approximate);
+    Value v;
+    v.name = last ? np.output(0) : UniqueValueName(name + "/" + step_op);
+    value_names_.insert(v.name);
+    if (last) ApplyTypeInfo(v);
+    const ValueId id = trace_.AddValue(std::move(v));
+    if (last) KILN_RETURN_IF_ERROR(DefineOutput(np.output(0), id, where));
+    n.outputs = {id};
+    block.nodes.push_back(std::move(n));
+    return id;
+  };
+  const DType dt = trace_.value(in[0]).dtype;
+  if (op == "Gelu") return step("Gelu", {in[0]}, true, "none").status();
+  if (op == "BiasGelu" || (op == "FastGelu" && in.size() == 2)) {
+    KILN_ASSIGN_OR_RETURN(const ValueId sum, step("Add", {in[0], in[1]}, false));
+    return step("Gelu", {sum}, true, op == "BiasGelu" ? "none" : "tanh").status();
+  }
+  if (op == "FastGelu") return step("Gelu", {in[0]}, true, "tanh").status();
+  if (op == "QuickGelu") {  // x * sigmoid(alpha * x)
+    KILN_ASSIGN_OR_RETURN(const ValueId ax, step("Mul", {in[0], AddFloatScalar(name + "/alpha", dt, alpha)}, false));
+    KILN_ASSIGN_OR_RETURN(const ValueId sig, step("Sigmoid", {ax}, false));
+    return step("Mul", {in[0], sig}, true).status();
+  }
+  // BiasAdd: X + bias + skip, in that order
+  KILN_ASSIGN_OR_RETURN(const ValueId xb, step("Add", {in[0], in[1]}, false));
+  return step("Add", {xb, in[2]}, true).status();
 }
 
 Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& source) {
