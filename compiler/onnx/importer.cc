@@ -42,7 +42,7 @@
 //   Gemm                      legacy `broadcast` attr dropped
 //   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list,
 //                             else one comma-separated STRING (e.g. "Relu,Tanh")
-// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu and BiasAdd aside: written as the ONNX ops they compose, ImportContribNode), non-tensor graph inputs, string / complex
+// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd and its layer norms aside: written as the ONNX ops they compose, ImportContribNode), non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
 // and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
@@ -179,7 +179,8 @@ class Importer {
   Status ImportMainInputs(const onnx::GraphProto& g);
   Status ImportNode(const onnx::NodeProto& np, int index, ir::Block& block);
   // onnxruntime's com.microsoft ops that are compositions of ONNX ops (ContribOperators.md):
-  // Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd, written as those ONNX ops.
+  // Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd, SkipLayerNormalization,
+  // SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, written as those ONNX ops.
   Status ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                            ir::Block& block);
   Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
@@ -1039,17 +1040,31 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
 Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                                    ir::Block& block) {
   const std::string& op = np.op_type();
-  // (ONNX ops it becomes, inputs: least, most)
-  struct Form { const char* op; int min_in, max_in; };
-  static constexpr Form kForms[] = {
-      {"Gelu", 1, 1}, {"FastGelu", 1, 2}, {"BiasGelu", 2, 2}, {"QuickGelu", 1, 1}, {"BiasAdd", 3, 3}};
+  // Inputs: least, most; outputs Kiln writes (others must be absent); float attributes taken.
+  struct Form {
+    const char* op;
+    int min_in, max_in;
+    std::vector<int> outputs;
+    std::vector<const char*> floats, ints;
+  };
+  static const Form kForms[] = {
+      {"Gelu", 1, 1, {0}, {}, {}},
+      {"FastGelu", 1, 2, {0}, {}, {}},
+      {"BiasGelu", 2, 2, {0}, {}, {}},
+      {"QuickGelu", 1, 1, {0}, {"alpha"}, {}},
+      {"BiasAdd", 3, 3, {0}, {}, {}},
+      {"SkipLayerNormalization", 3, 5, {0, 3}, {"epsilon"}, {}},
+      {"SkipSimplifiedLayerNormalization", 3, 4, {0, 3}, {"epsilon"}, {}},
+      {"SimplifiedLayerNormalization", 2, 2, {0}, {"epsilon"}, {"axis", "stash_type"}},
+  };
   const Form* form = nullptr;
   for (const Form& f : kForms)
     if (op == f.op) form = &f;
   if (form == nullptr)
     return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) +
-                         " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu "
-                         "and BiasAdd)");
+                         " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu, "
+                         "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization and "
+                         "SimplifiedLayerNormalization)");
   std::vector<ValueId> in;
   for (int i = 0; i < np.input_size(); ++i) {
     if (np.input(i).empty()) {
@@ -1063,55 +1078,97 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
     in.push_back(*id);
   }
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
-  if (static_cast<int>(in.size()) < form->min_in || static_cast<int>(in.size()) > form->max_in || in[0] == kNoValue)
+  const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };
+  if (static_cast<int>(in.size()) < form->min_in || static_cast<int>(in.size()) > form->max_in)
     return InvalidArgument(where + ": com.microsoft " + op + " takes " + std::to_string(form->min_in) +
-                           (form->max_in > form->min_in ? " or " + std::to_string(form->max_in) : std::string()) +
+                           (form->max_in > form->min_in ? " to " + std::to_string(form->max_in) : std::string()) +
                            " inputs, got " + std::to_string(in.size()));
-  if (np.output_size() != 1 || np.output(0).empty())
-    return InvalidArgument(where + ": com.microsoft " + op + " has one output, got " +
-                           std::to_string(np.output_size()));
-  float alpha = 1.702f;  // QuickGelu's default
+  for (int i = 0; i < form->min_in; ++i)
+    if (!given(static_cast<size_t>(i)))
+      return InvalidArgument(where + ": com.microsoft " + op + " input #" + std::to_string(i) + " is required");
+  for (int i = 0; i < np.output_size(); ++i)
+    if (!np.output(i).empty() && std::find(form->outputs.begin(), form->outputs.end(), i) == form->outputs.end())
+      return Unimplemented(where + ": com.microsoft " + op + " output #" + std::to_string(i) + " (" +
+                           Q(np.output(i)) + ") is not produced by Kiln (it writes output" +
+                           (form->outputs.size() > 1 ? "s 0 and 3" : " 0") + ")");
+  if (np.output_size() < 1 || np.output(0).empty())
+    return InvalidArgument(where + ": com.microsoft " + op + " needs its output #0");
+  AttrMap attrs;
   for (const onnx::AttributeProto& a : np.attribute()) {
-    if (op == "QuickGelu" && a.name() == "alpha" && a.type() == onnx::AttributeProto::FLOAT) {
-      alpha = a.f();
-      continue;
-    }
-    return InvalidArgument(where + ": com.microsoft " + op + " has no attribute " + Q(a.name()) +
-                           (op == "QuickGelu" ? " (it has a float 'alpha')" : " (it has none)"));
+    const bool f = std::find_if(form->floats.begin(), form->floats.end(), [&](const char* n) { return a.name() == n; }) !=
+                   form->floats.end();
+    const bool i = std::find_if(form->ints.begin(), form->ints.end(), [&](const char* n) { return a.name() == n; }) !=
+                   form->ints.end();
+    if (f && a.type() == onnx::AttributeProto::FLOAT) attrs.SetFloat(a.name(), a.f());
+    else if (i && a.type() == onnx::AttributeProto::INT) attrs.SetInt(a.name(), a.i());
+    else
+      return InvalidArgument(where + ": com.microsoft " + op + " has no " +
+                             onnx::AttributeProto::AttributeType_Name(a.type()) + " attribute " + Q(a.name()));
   }
-  // Each step a node; the last writes the node's output.
-  const auto step = [&](const std::string& step_op, std::vector<ValueId> inputs, bool last,
-                        const std::string& approximate = "") -> Result<ValueId> {
+  // Each step a node, writing output `out` of np (-1: an intermediate value).
+  const auto step = [&](const std::string& step_op, std::vector<ValueId> inputs, int out,
+                        AttrMap step_attrs = {}) -> Result<ValueId> {
     Node n;
     n.op = step_op;
-    n.name = last ? name : UniqueNodeName(name + "/" + step_op);
+    n.name = out == 0 ? name : UniqueNodeName(name + "/" + step_op);
     n.inputs = std::move(inputs);
-    if (!approximate.empty()) n.attrs.SetString("approximate", approximate);
+    n.attrs = std::move(step_attrs);
+    const bool named = out >= 0 && out < np.output_size() && !np.output(out).empty();
     Value v;
-    v.name = last ? np.output(0) : UniqueValueName(name + "/" + step_op);
+    v.name = named ? np.output(out) : UniqueValueName(name + "/" + step_op);
     value_names_.insert(v.name);
-    if (last) ApplyTypeInfo(v);
+    if (named) ApplyTypeInfo(v);
     const ValueId id = trace_.AddValue(std::move(v));
-    if (last) KILN_RETURN_IF_ERROR(DefineOutput(np.output(0), id, where));
+    if (named) KILN_RETURN_IF_ERROR(DefineOutput(np.output(out), id, where));
     n.outputs = {id};
     block.nodes.push_back(std::move(n));
     return id;
   };
+  const auto gelu = [](const char* approximate) {
+    AttrMap a;
+    a.SetString("approximate", approximate);
+    return a;
+  };
   const DType dt = trace_.value(in[0]).dtype;
-  if (op == "Gelu") return step("Gelu", {in[0]}, true, "none").status();
-  if (op == "BiasGelu" || (op == "FastGelu" && in.size() == 2)) {
-    KILN_ASSIGN_OR_RETURN(const ValueId sum, step("Add", {in[0], in[1]}, false));
-    return step("Gelu", {sum}, true, op == "BiasGelu" ? "none" : "tanh").status();
+  if (op == "Gelu") return step("Gelu", {in[0]}, 0, gelu("none")).status();
+  if (op == "BiasGelu" || (op == "FastGelu" && given(1))) {
+    KILN_ASSIGN_OR_RETURN(const ValueId sum, step("Add", {in[0], in[1]}, -1));
+    return step("Gelu", {sum}, 0, gelu(op == "BiasGelu" ? "none" : "tanh")).status();
   }
-  if (op == "FastGelu") return step("Gelu", {in[0]}, true, "tanh").status();
-  if (op == "QuickGelu") {  // x * sigmoid(alpha * x)
-    KILN_ASSIGN_OR_RETURN(const ValueId ax, step("Mul", {in[0], AddFloatScalar(name + "/alpha", dt, alpha)}, false));
-    KILN_ASSIGN_OR_RETURN(const ValueId sig, step("Sigmoid", {ax}, false));
-    return step("Mul", {in[0], sig}, true).status();
+  if (op == "FastGelu") return step("Gelu", {in[0]}, 0, gelu("tanh")).status();
+  if (op == "QuickGelu") {  // x * sigmoid(alpha * x), alpha 1.702 by default
+    const float alpha = attrs.GetFloat("alpha", 1.702f);
+    KILN_ASSIGN_OR_RETURN(const ValueId ax, step("Mul", {in[0], AddFloatScalar(name + "/alpha", dt, alpha)}, -1));
+    KILN_ASSIGN_OR_RETURN(const ValueId sig, step("Sigmoid", {ax}, -1));
+    return step("Mul", {in[0], sig}, 0).status();
   }
-  // BiasAdd: X + bias + skip, in that order
-  KILN_ASSIGN_OR_RETURN(const ValueId xb, step("Add", {in[0], in[1]}, false));
-  return step("Add", {xb, in[2]}, true).status();
+  if (op == "BiasAdd") {  // X + bias + skip, in that order
+    KILN_ASSIGN_OR_RETURN(const ValueId xb, step("Add", {in[0], in[1]}, -1));
+    return step("Add", {xb, in[2]}, 0).status();
+  }
+  AttrMap norm;  // over the last axis, statistics in float32 (ONNX's stash_type 1)
+  norm.SetInt("axis", attrs.GetInt("axis", -1));
+  norm.SetInt("stash_type", attrs.GetInt("stash_type", 1));
+  if (op == "SimplifiedLayerNormalization") {  // RMSNormalization, LayerNormalization's epsilon default
+    norm.SetFloat("epsilon", attrs.GetFloat("epsilon", 1e-5f));
+    return step("RMSNormalization", {in[0], in[1]}, 0, norm).status();
+  }
+  // SkipLayerNormalization (input, skip, gamma, beta, bias) and SkipSimplifiedLayerNormalization
+  // (input, skip, gamma, bias): the norm of input + skip (+ bias), that sum output #3. Their
+  // epsilon must be given: onnxruntime's transformer optimizer always writes it.
+  if (!attrs.Has("epsilon"))
+    return InvalidArgument(where + ": com.microsoft " + op + " needs its 'epsilon' attribute");
+  norm.SetFloat("epsilon", attrs.GetFloat("epsilon", 0.0f));
+  const bool simplified = op == "SkipSimplifiedLayerNormalization";
+  const size_t bias_at = simplified ? 3 : 4;
+  KILN_ASSIGN_OR_RETURN(ValueId sum, step("Add", {in[0], in[1]}, given(bias_at) ? -1 : 3));
+  if (given(bias_at)) {
+    KILN_ASSIGN_OR_RETURN(sum, step("Add", {sum, in[bias_at]}, 3));
+  }
+  if (simplified) return step("RMSNormalization", {sum, in[2]}, 0, norm).status();
+  std::vector<ValueId> ln = {sum, in[2]};
+  if (given(3)) ln.push_back(in[3]);
+  return step("LayerNormalization", ln, 0, norm).status();
 }
 
 Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& source) {

@@ -98,10 +98,92 @@ TEST_CASE("com.microsoft ops: wrong arity, an unknown attribute and an op Kiln l
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK(s.message().find("node 'contrib' (BiasGelu): com.microsoft BiasGelu takes 2 inputs, got 1") != std::string::npos);
   s = CompileStatus(ContribModel("Gelu", 1, bias, skip, 2.0f));
-  CHECK(s.message().find("com.microsoft Gelu has no attribute 'alpha' (it has none)") != std::string::npos);
-  s = CompileStatus(ContribModel("SkipLayerNormalization", 3, bias, skip));
+  CHECK(s.message().find("com.microsoft Gelu has no FLOAT attribute 'alpha'") != std::string::npos);
+  s = CompileStatus(ContribModel("EmbedLayerNormalization", 3, bias, skip));
   CHECK(s.code() == StatusCode::kUnimplemented);
-  CHECK(s.message().find("domain 'com.microsoft' op 'SkipLayerNormalization' is not supported") != std::string::npos);
+  CHECK(s.message().find("domain 'com.microsoft' op 'EmbedLayerNormalization' is not supported") != std::string::npos);
+}
+
+// y, sum = op(x, skip, gamma[, beta][, bias]) (SkipLayerNormalization: x, skip, gamma, beta,
+// bias; SkipSimplifiedLayerNormalization: x, skip, gamma, bias), or y = op(x, gamma)
+// (SimplifiedLayerNormalization); x and skip [3, 8], the others [8] initializers.
+onnx::ModelProto NormModel(const std::string& op, const std::vector<float>& skip, const std::vector<float>& gamma,
+                           const std::vector<float>& beta, const std::vector<float>& bias, bool epsilon = true,
+                           bool mean_output = false) {
+  auto m = MakeModel(17);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {std::to_string(kContribRows), std::to_string(kContribCols)});
+  AddFloatInit(g, "gamma", {kContribCols}, gamma);
+  std::vector<std::string> ins = {"x"}, outs = {"y"};
+  if (op != "SimplifiedLayerNormalization") {
+    AddFloatInit(g, "skip", {kContribRows, kContribCols}, skip);
+    AddFloatInit(g, "beta", {kContribCols}, beta);
+    AddFloatInit(g, "bias", {kContribCols}, bias);
+    ins.push_back("skip");
+    ins.push_back("gamma");
+    if (op == "SkipLayerNormalization") ins.push_back("beta");
+    ins.push_back("bias");
+    outs = {"y", mean_output ? "mean" : "", "", "sum"};
+  } else {
+    ins.push_back("gamma");
+  }
+  auto* n = AddNode(g, op, ins, outs, "norm");
+  n->set_domain("com.microsoft");
+  if (epsilon) AttrFloat(n, "epsilon", 1e-3f);
+  AddOutput(g, "y");
+  if (op != "SimplifiedLayerNormalization") AddOutput(g, "sum");
+  return m;
+}
+
+TEST_CASE("com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization") {
+  const std::vector<float> x = kiln::testing::RandomFloats(kContribRows * kContribCols, 15, -3.0f, 3.0f);
+  const std::vector<float> skip = kiln::testing::RandomFloats(kContribRows * kContribCols, 16, -1.0f, 1.0f);
+  const std::vector<float> gamma = kiln::testing::RandomFloats(kContribCols, 17, 0.5f, 1.5f);
+  const std::vector<float> beta = kiln::testing::RandomFloats(kContribCols, 18, -0.5f, 0.5f);
+  const std::vector<float> bias = kiln::testing::RandomFloats(kContribCols, 19, -0.5f, 0.5f);
+  const int64_t dims[] = {kContribRows, kContribCols};
+  const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 2)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  for (const char* op : {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization"}) {
+    CAPTURE(op);
+    const std::string o = op;
+    const auto got = RunFloat(CompileModel(NormModel(o, skip, gamma, beta, bias)), in, options);
+    REQUIRE(got.size() == (o == "SimplifiedLayerNormalization" ? 1u : 2u));
+    int bad = 0;
+    for (int64_t r = 0; r < kContribRows; ++r) {
+      std::vector<double> s(kContribCols);
+      double mean = 0, sq = 0;
+      for (int64_t c = 0; c < kContribCols; ++c) {
+        const size_t at = static_cast<size_t>(r * kContribCols + c);
+        s[static_cast<size_t>(c)] = o == "SimplifiedLayerNormalization" ? x[at] : double{x[at]} + skip[at] + bias[static_cast<size_t>(c)];
+        if (o != "SimplifiedLayerNormalization")
+          bad += !(std::fabs(got[1][at] - s[static_cast<size_t>(c)]) <= 1e-6 * (1 + std::fabs(s[static_cast<size_t>(c)])));
+        mean += s[static_cast<size_t>(c)] / kContribCols;
+      }
+      const bool layer = o == "SkipLayerNormalization";
+      for (int64_t c = 0; c < kContribCols; ++c) {
+        const double d = s[static_cast<size_t>(c)] - (layer ? mean : 0.0);
+        sq += d * d / kContribCols;
+      }
+      for (int64_t c = 0; c < kContribCols; ++c) {
+        const size_t at = static_cast<size_t>(r * kContribCols + c);
+        const double w = (s[static_cast<size_t>(c)] - (layer ? mean : 0.0)) / std::sqrt(sq + 1e-3) * gamma[static_cast<size_t>(c)] +
+                         (layer ? beta[static_cast<size_t>(c)] : 0.0);
+        bad += !(std::fabs(got[0][at] - w) <= 2e-6 * (1 + std::fabs(w)));
+      }
+    }
+    CHECK(bad == 0);
+  }
+  // No epsilon on the Skip forms, and the mean output, are errors that say so.
+  Status s = CompileStatus(NormModel("SkipLayerNormalization", skip, gamma, beta, bias, false));
+  CHECK(s.message().find("com.microsoft SkipLayerNormalization needs its 'epsilon' attribute") != std::string::npos);
+  s = CompileStatus(NormModel("SkipLayerNormalization", skip, gamma, beta, bias, true, true));
+  CHECK(s.code() == StatusCode::kUnimplemented);
+  CHECK(s.message().find("output #1 ('mean') is not produced by Kiln (it writes outputs 0 and 3)") != std::string::npos);
 }
 
 }  // namespace
