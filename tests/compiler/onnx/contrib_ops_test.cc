@@ -107,7 +107,7 @@ TEST_CASE("com.microsoft ops: wrong arity, an unknown attribute and an op Kiln l
 // y, sum = op(x, skip, gamma[, beta][, bias]) (SkipLayerNormalization: x, skip, gamma, beta,
 // bias; SkipSimplifiedLayerNormalization: x, skip, gamma, bias), or y = op(x, gamma)
 // (SimplifiedLayerNormalization); x and skip [3, 8], the others [8] initializers.
-onnx::ModelProto NormModel(const std::string& op, const std::vector<float>& skip, const std::vector<float>& gamma,
+onnx::ModelProto ContribNormModel(const std::string& op, const std::vector<float>& skip, const std::vector<float>& gamma,
                            const std::vector<float>& beta, const std::vector<float>& bias, bool epsilon = true,
                            bool mean_output = false) {
   auto m = MakeModel(17);
@@ -151,7 +151,7 @@ TEST_CASE("com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalizatio
   for (const char* op : {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization"}) {
     CAPTURE(op);
     const std::string o = op;
-    const auto got = RunFloat(CompileModel(NormModel(o, skip, gamma, beta, bias)), in, options);
+    const auto got = RunFloat(CompileModel(ContribNormModel(o, skip, gamma, beta, bias)), in, options);
     REQUIRE(got.size() == (o == "SimplifiedLayerNormalization" ? 1u : 2u));
     int bad = 0;
     for (int64_t r = 0; r < kContribRows; ++r) {
@@ -179,9 +179,9 @@ TEST_CASE("com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalizatio
     CHECK(bad == 0);
   }
   // No epsilon on the Skip forms, and the mean output, are errors that say so.
-  Status s = CompileStatus(NormModel("SkipLayerNormalization", skip, gamma, beta, bias, false));
+  Status s = CompileStatus(ContribNormModel("SkipLayerNormalization", skip, gamma, beta, bias, false));
   CHECK(s.message().find("com.microsoft SkipLayerNormalization needs its 'epsilon' attribute") != std::string::npos);
-  s = CompileStatus(NormModel("SkipLayerNormalization", skip, gamma, beta, bias, true, true));
+  s = CompileStatus(ContribNormModel("SkipLayerNormalization", skip, gamma, beta, bias, true, true));
   CHECK(s.code() == StatusCode::kUnimplemented);
   CHECK(s.message().find("output #1 ('mean') is not produced by Kiln (it writes outputs 0 and 3)") != std::string::npos);
 }
