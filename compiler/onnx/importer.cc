@@ -990,7 +990,11 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   if (op.empty()) return DataLoss("node #" + std::to_string(index) + " " + Q(np.name()) + " has no op_type");
   const std::string name = UniqueNodeName(np.name().empty() ? op + "_" + std::to_string(index) : np.name());
   const std::string where = "node " + Q(name) + " (" + op + ")";
-  if (np.domain() == "com.microsoft") return ImportContribNode(np, name, where, block);
+  // onnxruntime registers SimplifiedLayerNormalization in the default domain (an op of its own,
+  // not ONNX's), and its optimizer writes it there.
+  const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+  if (np.domain() == "com.microsoft" || (default_domain && op == "SimplifiedLayerNormalization"))
+    return ImportContribNode(np, name, where, block);
   if (!np.domain().empty() && np.domain() != "ai.onnx")
     return Unimplemented(where + ": domain " + Q(np.domain()) + " op " + Q(op) +
                          " is not supported (the default ONNX domain, and some of com.microsoft's ops)");
@@ -1080,7 +1084,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
   const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };
   if (static_cast<int>(in.size()) < form->min_in || static_cast<int>(in.size()) > form->max_in)
-    return InvalidArgument(where + ": com.microsoft " + op + " takes " + std::to_string(form->min_in) +
+    return InvalidArgument(where + ": " + op + " takes " + std::to_string(form->min_in) +
                            (form->max_in > form->min_in ? " to " + std::to_string(form->max_in) : std::string()) +
                            " inputs, got " + std::to_string(in.size()));
   for (int i = 0; i < form->min_in; ++i)
