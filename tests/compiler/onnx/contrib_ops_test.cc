@@ -19,16 +19,22 @@ namespace {
 
 constexpr int64_t kContribRows = 3, kContribCols = 8;
 
-// y = op(x[, bias][, skip]) with x [3, 8], bias [8], skip [3, 8]; the extra inputs are
-// initializers.
-onnx::ModelProto ContribModel(const std::string& op, int inputs, const std::vector<float>& bias,
-                              const std::vector<float>& skip, float alpha = 0) {
+// An opset-17 model that imports com.microsoft's version 1, with input x [3, 8].
+onnx::ModelProto ContribModelWithX() {
   auto m = MakeModel(17);
   auto* ms = m.add_opset_import();
   ms->set_domain("com.microsoft");
   ms->set_version(1);
+  AddInput(m.mutable_graph(), "x", {std::to_string(kContribRows), std::to_string(kContribCols)});
+  return m;
+}
+
+// y = op(x[, bias][, skip]) with x [3, 8], bias [8], skip [3, 8]; the extra inputs are
+// initializers.
+onnx::ModelProto ContribModel(const std::string& op, int inputs, const std::vector<float>& bias,
+                              const std::vector<float>& skip, float alpha = 0) {
+  auto m = ContribModelWithX();
   auto* g = m.mutable_graph();
-  AddInput(g, "x", {std::to_string(kContribRows), std::to_string(kContribCols)});
   std::vector<std::string> ins = {"x"};
   if (inputs > 1) {
     AddFloatInit(g, "bias", {kContribCols}, bias);
@@ -110,12 +116,8 @@ TEST_CASE("com.microsoft ops: wrong arity, an unknown attribute and an op Kiln l
 onnx::ModelProto ContribNormModel(const std::string& op, const std::vector<float>& skip, const std::vector<float>& gamma,
                            const std::vector<float>& beta, const std::vector<float>& bias, bool epsilon = true,
                            bool mean_output = false) {
-  auto m = MakeModel(17);
-  auto* ms = m.add_opset_import();
-  ms->set_domain("com.microsoft");
-  ms->set_version(1);
+  auto m = ContribModelWithX();
   auto* g = m.mutable_graph();
-  AddInput(g, "x", {std::to_string(kContribRows), std::to_string(kContribCols)});
   AddFloatInit(g, "gamma", {kContribCols}, gamma);
   std::vector<std::string> ins = {"x"}, outs = {"y"};
   if (op != "SimplifiedLayerNormalization") {

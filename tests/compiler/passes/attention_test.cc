@@ -75,6 +75,21 @@ void CheckAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, bo
   CHECK(nan_rows <= kAttentionHeads * kHead);  // row 1 of each head at most
 }
 
+// The fused artifact against the written-out graph, op by op (--no-fuse), on `in`: every element
+// within 1e-5.
+void CheckViewsAgainstUnfused(const onnx::ModelProto& m, const CompiledWithLog& c, const std::vector<TensorView>& in) {
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  const auto got = RunFloat(c.bytes, in, options);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].size() == want[0].size());
+  for (size_t i = 0; i < got[0].size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
+  }
+}
+
 // TorchScript's BERT: MatMul(Q, Transpose(K)), Div by sqrt(d), Add of the extended mask,
 // Softmax, PyTorch's Where(IsNaN(P), 0, P), MatMul with V.
 onnx::ModelProto TorchScriptBert() {
@@ -203,16 +218,7 @@ TEST_CASE("attention: Swin's shifted windows: a relative-position bias, then a w
   const std::vector<TensorView> in = {TensorView::Host(qv.data(), DType::kFloat32, dims, 4),
                                       TensorView::Host(kv.data(), DType::kFloat32, dims, 4),
                                       TensorView::Host(vv.data(), DType::kFloat32, dims, 4)};
-  ContextOptions options;
-  options.device = Device::kCpu;
-  const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
-  const auto got = RunFloat(c.bytes, in, options);
-  REQUIRE(got.size() == 1);
-  REQUIRE(got[0].size() == want[0].size());
-  for (size_t i = 0; i < got[0].size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
-  }
+  CheckViewsAgainstUnfused(m, c, in);
 }
 
 // timm's attention (ViT, Swin): qkv [B, S, 3 * H * D] -> Reshape [B, S, 3, H, D] ->
@@ -274,17 +280,7 @@ TEST_CASE("attention: timm's packed qkv (Split, Slice or Gather) becomes one Att
       CHECK(c.fusion_trace.find(gone) == std::string::npos);
     const std::vector<float> xv = kiln::testing::RandomFloats(2 * 5 * 36, 31);
     const int64_t dims[] = {2, 5, 36};
-    const std::vector<TensorView> in = {TensorView::Host(xv.data(), DType::kFloat32, dims, 3)};
-    ContextOptions options;
-    options.device = Device::kCpu;
-    const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
-    const auto got = RunFloat(c.bytes, in, options);
-    REQUIRE(got.size() == 1);
-    REQUIRE(got[0].size() == want[0].size());
-    for (size_t i = 0; i < got[0].size(); ++i) {
-      INFO("element " << i);
-      CHECK(got[0][i] == doctest::Approx(want[0][i]).epsilon(1e-5).scale(1.0));
-    }
+    CheckViewsAgainstUnfused(m, c, {TensorView::Host(xv.data(), DType::kFloat32, dims, 3)});
   }
 }
 
