@@ -14,6 +14,7 @@
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/attention.h"
 #include "compiler/passes/channels_last.h"
+#include "compiler/passes/qdq.h"
 #include "compiler/passes/value_inputs.h"
 #include "compiler/pipeline/stage_work.h"
 #include "runtime/clock.h"
@@ -33,7 +34,8 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
 // The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
 // folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h) and
 // keeps NCHW; the CPU backend folds every activation, runs 2-D Convs in NHWC
-// (passes/channels_last.h) and attention as one op (passes/attention.h), where the CUDA plan
+// (passes/channels_last.h), quantized groups as integer ops (passes/qdq.h) and attention as one
+// op (passes/attention.h), where the CUDA plan
 // makes one op only of the attentions cuDNN's fused attention takes (passes/cudnn_sdpa_filter.h).
 // Where the two differ, the entry gets a plan for each backend
 // (EntryRecord::backend: "cuda" first, then "cpu", the same prologue), so that a machine
@@ -53,11 +55,12 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
       KILN_ASSIGN_OR_RETURN(const ir::Trace cpu_trace,
                             passes::FoldEpilogues(entry.trace, &cpu, EpilogueActivations::kAny));
       split = gpu != cpu || (options.cpu_channels_last && passes::ChannelsLastChanges(cpu_trace)) ||
-              passes::AttentionChanges(entry.trace);
+              passes::AttentionChanges(entry.trace) || passes::QdqChanges(entry.trace);
     }
   } else {
     entry.channels_last = fusion && options.cpu_channels_last;  // no GPU plan: the CPU backend's
     entry.attention = fusion;
+    entry.int8_ops = fusion;
   }
   plans->push_back(std::move(entry));
   if (split) {
@@ -68,6 +71,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->back().channels_last = options.cpu_channels_last;
     plans->back().attention = true;
     plans->back().cuda_attention = false;
+    plans->back().int8_ops = true;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

@@ -97,11 +97,14 @@ struct CompileSummary {
 // archs); `channels_last` is for the CPU backend's plan; `attention` makes recognised attentions
 // one Attention op (compiler/passes/attention.h, run first), all of them, or with
 // `attention_keep` set only those it keeps (the CUDA plan's: passes/cudnn_sdpa_filter.h).
+// It starts with the quantized groups (compiler/passes/qdq.h): folded into QLinearConv and
+// QLinearMatMul with `int8_ops` (the CPU backend's plan), and the DequantizeLinear of every
+// constant folded.
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny,
                               bool channels_last = false, bool attention = false,
-                              const passes::AttentionFilter& attention_keep = {});
+                              const passes::AttentionFilter& attention_keep = {}, bool int8_ops = false);
 
 // A frontend's `import` stage: the trace of the model with the given input dims fixed (name ->
 // dims, -1 keeps a dim as declared; empty: the model's own shapes). The driver calls it once,

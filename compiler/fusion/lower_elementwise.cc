@@ -1,5 +1,6 @@
 // Lowerings of the elementwise ops: arithmetic, comparisons and logic with broadcasting,
-// the activations, Cast, Where, Clip, inference BatchNormalization, and the generators
+// the activations, Cast, Where, Clip, inference BatchNormalization, QuantizeLinear and
+// DequantizeLinear (one scale and zero point, or one per index along the axis), and the generators
 // ConstantOfShape and Range. Formulas follow the CPU kernels in runtime/kernels/unary.cc and
 // elementwise.cc, so a fused region computes what the unfused ops compute.
 #include <cmath>
@@ -259,6 +260,68 @@ Result<int32_t> CastLike(LowerContext& ctx, const ir::Node& n, int o, std::span<
   return Cast(ctx, n, o, c);
 }
 
+// QuantizeLinear's and DequantizeLinear's scale (input 1) or zero point (input 2) for the
+// element at `c`: one for the tensor, or one per index along `axis`. Blocked parameters have
+// no fused form.
+Result<int32_t> QuantParam(LowerContext& ctx, const ir::Node& n, int i, std::span<const int32_t> c) {
+  if (n.attrs.GetInt("block_size", 0) != 0) return Unimplemented("blocked quantization has no fused form");
+  const ir::Value& p = ctx.trace().value(n.inputs[static_cast<size_t>(i)]);
+  if (p.rank() == 0) return ctx.ValueAt(n.inputs[static_cast<size_t>(i)], {});
+  const int rank = ctx.trace().value(n.inputs[0]).rank();
+  int64_t axis = n.attrs.GetInt("axis", 1);
+  if (axis < 0) axis += rank;
+  const int32_t zero = ctx.builder().ConstI(0);
+  if (p.rank() == 1 && p.shape[0].value() == 1) return ctx.ValueAt(n.inputs[static_cast<size_t>(i)], {&zero, 1});
+  if (p.rank() != 1 || axis < 0 || axis >= rank) return Unimplemented("these quantization parameters have no fused form");
+  return ctx.ValueAt(n.inputs[static_cast<size_t>(i)], c.subspan(static_cast<size_t>(axis), 1));
+}
+
+bool HasInput(const ir::Node& n, size_t i) { return n.inputs.size() > i && n.inputs[i] != ir::kNoValue; }
+
+// As runtime/kernels/quantize.cc: (float32(x) - float32(zero point)) * scale, in float32.
+Result<int32_t> DequantizeLinear(LowerContext& ctx, const ir::Node& n, int, std::span<const int32_t> c) {
+  ProgramBuilder& b = ctx.builder();
+  if (ctx.trace().value(n.inputs[1]).dtype != DType::kFloat32)
+    return Unimplemented("DequantizeLinear with a scale other than float32 has no fused form");
+  KILN_ASSIGN_OR_RETURN(int32_t x, ctx.ValueAt(n.inputs[0], c));
+  if (b.TypeOf(x) != ScalarType::kI64) return Unimplemented("DequantizeLinear of floats has no fused form");
+  int32_t d = b.Convert(x, ScalarType::kF32);
+  if (HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(int32_t zp, QuantParam(ctx, n, 2, c));
+    d = b.Binary(Op::kSub, d, b.Convert(zp, ScalarType::kF32));
+  }
+  KILN_ASSIGN_OR_RETURN(int32_t scale, QuantParam(ctx, n, 1, c));
+  return b.Binary(Op::kMul, d, scale);
+}
+
+// As runtime/kernels/quantize.cc: x / scale in float32, rounded half to even, plus the zero
+// point, saturated to the output's range; NaN gives its lowest value.
+Result<int32_t> QuantizeLinear(LowerContext& ctx, const ir::Node& n, int, std::span<const int32_t> c) {
+  ProgramBuilder& b = ctx.builder();
+  const DType out = OutDType(ctx, n);
+  double lo = 0, hi = 0;
+  switch (out) {
+    case DType::kInt8: lo = -128, hi = 127; break;
+    case DType::kUInt8: lo = 0, hi = 255; break;
+    case DType::kInt16: lo = -32768, hi = 32767; break;
+    case DType::kUInt16: lo = 0, hi = 65535; break;
+    default: return Unimplemented("QuantizeLinear to " + std::string(DTypeName(out)) + " has no fused form");
+  }
+  if (ctx.trace().value(n.inputs[0]).dtype != DType::kFloat32 || ctx.trace().value(n.inputs[1]).dtype != DType::kFloat32)
+    return Unimplemented("QuantizeLinear of other than float32 by a float32 scale has no fused form");
+  KILN_ASSIGN_OR_RETURN(int32_t x, ctx.ValueAt(n.inputs[0], c));
+  KILN_ASSIGN_OR_RETURN(int32_t scale, QuantParam(ctx, n, 1, c));
+  const int32_t v = b.Binary(Op::kDiv, x, scale);
+  int32_t r = b.Unary(Op::kRound, v);
+  if (HasInput(n, 2)) {
+    KILN_ASSIGN_OR_RETURN(int32_t zp, QuantParam(ctx, n, 2, c));
+    r = b.Binary(Op::kAdd, r, b.Convert(zp, ScalarType::kF32));
+  }
+  // |r| beyond 2^24 rounds in float32 where the kernel adds in double: both saturate there.
+  r = b.Binary(Op::kMin, b.Binary(Op::kMax, r, F(b, lo, r)), F(b, hi, r));
+  return b.Cast(b.Select(b.Unary(Op::kIsNaN, v), F(b, lo, r), r), out);
+}
+
 constexpr Lowering kLowerings[] = {
     {"Abs", UnaryOp<Simple<Op::kAbs>, false>},
     {"Acos", UnaryOp<Simple<Op::kAcos>>},
@@ -275,6 +338,7 @@ constexpr Lowering kLowerings[] = {
     {"ConstantOfShape", ConstantOfShape},
     {"Cos", UnaryOp<Simple<Op::kCos>>},
     {"Cosh", UnaryOp<Simple<Op::kCosh>>},
+    {"DequantizeLinear", DequantizeLinear},
     {"Div", BinaryOp<Op::kDiv>},
     {"Elu", UnaryOp<Elu>},
     {"Equal", Compare<Op::kEq>},
@@ -301,6 +365,7 @@ constexpr Lowering kLowerings[] = {
     {"Or", BinaryOp<Op::kOr>},
     {"PRelu", PRelu},
     {"Pow", Pow},
+    {"QuantizeLinear", QuantizeLinear},
     {"Range", Range},
     {"Reciprocal", UnaryOp<Simple<Op::kReciprocal>>},
     {"Relu", UnaryOp<Relu, false>},

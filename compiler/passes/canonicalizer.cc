@@ -110,7 +110,9 @@ Status Canonicalizer::Process(ir::Node node, std::vector<ir::Node>& out) {
     return Status::Ok();
   }
   if (!NeedsInstruction(node)) return Status::Ok();
-  if (CanFold(trace_, node)) return FoldNode(trace_, node);
+  // A DequantizeLinear of a constant (a quantized weight) stays for the fusion stage, which
+  // folds it into an integer op or else into a float constant (passes/qdq.h).
+  if (CanFold(trace_, node) && node.op != "DequantizeLinear") return FoldNode(trace_, node);
   node.when = when_;
   out.push_back(std::move(node));
   return Status::Ok();

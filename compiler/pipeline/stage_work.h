@@ -63,6 +63,9 @@ struct EntryWork {
   // (passes/cudnn_sdpa_filter.h), and leaves the others written out (MatMuls on cuBLASLt, the
   // softmax a generated kernel): for the `cuda` plan.
   bool cuda_attention = false;
+  // Whether it folds quantized Conv and MatMul groups into QLinearConv and QLinearMatMul
+  // (passes/qdq.h), which oneDNN runs: for a plan the CPU backend runs.
+  bool int8_ops = false;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
 

@@ -259,8 +259,15 @@ class CpuBackend final : public Backend {
         return w >= 0 && pe.tensors[static_cast<size_t>(w)].storage == StorageKind::kWeight;
       };
       const bool recurrent = pi.kernel->op == "LSTM" || pi.kernel->op == "GRU" || pi.kernel->op == "RNN";
-      const bool constant = weight(1) && (!recurrent || (weight(2) && (pi.num_inputs <= 3 || weight(3) ||
-                                                                       pe.operands[pi.operands_begin + 3] < 0)));
+      bool constant = weight(1) && (!recurrent || (weight(2) && (pi.num_inputs <= 3 || weight(3) ||
+                                                                 pe.operands[pi.operands_begin + 3] < 0)));
+      // QLinearConv and QLinearMatMul: every input but X (W or B, the bias, scales and zero
+      // points), which oneDNN reads when planning.
+      if (pi.kernel->op == "QLinearConv" || pi.kernel->op == "QLinearMatMul") {
+        constant = pi.num_inputs >= 8;
+        for (int i = 1; i < pi.num_inputs && constant; ++i)
+          constant = weight(i) || pe.operands[static_cast<size_t>(pi.operands_begin + i)] < 0;
+      }
       auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
       if (op.ok()) {
         p.ops[k] = std::move(*op);

@@ -22,6 +22,8 @@ constexpr LibraryOp kOneDnn[] = {
              "peepholes or input_forget; batch 16 and up)"},
     {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
+    {"QLinearConv", "oneDNN int8 convolution (s8 W with zero point 0; W, bias, scales and zero points model weights)"},
+    {"QLinearMatMul", "oneDNN int8 matmul (a 2-D s8 B with zero point 0; B, scales and zero points model weights)"},
     {"RNN", "oneDNN's vanilla_rnn_forward (float32 model weights, one of Tanh, Relu and Sigmoid for every "
             "direction, no sequence_lens or clip)"},
     {"kiln.NhwcConv", "oneDNN convolution on NHWC tensors, its epilogue as post-ops"},

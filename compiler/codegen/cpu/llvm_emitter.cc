@@ -344,6 +344,18 @@ LLVMValueRef Emitter::CastTo(LLVMValueRef x, ScalarType from, DType to) {
   if (from_int) {
     if (narrow == i64_) return x;
     n = LLVMBuildTrunc(b_, x, narrow, "");  // integer narrowing wraps, as a C cast does
+  } else if (narrow == i8_ || narrow == i16_) {
+    // Saturating, NaN to 0: clamped in x's own type, where the 8- and 16-bit bounds are exact,
+    // then truncated through int32. The same values as the double path below, but LLVM keeps
+    // it in vectors (llvm.fptosi.sat to i8 was scalarized: 1.2 ns per QuantizeLinear element).
+    const bool byte = narrow == i8_;
+    const double lo = is_signed ? (byte ? -128.0 : -32768.0) : 0.0, hi = is_signed ? (byte ? 127.0 : 32767.0)
+                                                                                    : (byte ? 255.0 : 65535.0);
+    LLVMTypeRef ft = LLVMTypeOf(x);
+    LLVMValueRef c = Intrinsic("llvm.maxnum", {ft}, {x, LLVMConstReal(ft, lo)});
+    c = Intrinsic("llvm.minnum", {ft}, {c, LLVMConstReal(ft, hi)});
+    c = LLVMBuildSelect(b_, LLVMBuildFCmp(b_, LLVMRealUNO, x, x, ""), LLVMConstReal(ft, 0), c, "");
+    n = LLVMBuildTrunc(b_, LLVMBuildFPToSI(b_, c, i32_, ""), narrow, "");
   } else {
     // Saturating, NaN to 0, from the value widened to double (as the interpreter converts).
     LLVMValueRef d = LLVMTypeOf(x) == f64_ ? x : LLVMBuildFPExt(b_, x, f64_, "");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -151,6 +152,104 @@ std::string LayoutName(const memory::desc& md) {
   return "a blocked layout";
 }
 
+// The quantization of a QLinearConv or QLinearMatMul (ONNX opset 10 and 21: inputs x, x_scale,
+// x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point), read from model weights when
+// planning (oneDNN 2.6's convolution takes its scales and zero points only as values when the
+// primitive is made). oneDNN computes y = saturate(round(scale[c] * (sum (x - x_zp) * w + bias))
+// + y_zp) with scale[c] = x_scale * w_scale[c] / y_scale, in float32: within one step of ONNX's
+// double-precision reference.
+struct Int8Params {
+  memory::data_type x_type = memory::data_type::u8, y_type = memory::data_type::u8;
+  std::vector<float> scales;  // one, or one per output channel
+  int32_t x_zero_point = 0, y_zero_point = 0;
+};
+
+// Whether oneDNN multiplies int8 with VNNI (vpdpbusd) here: the CPU's instructions, capped by
+// ONEDNN_MAX_CPU_ISA.
+bool OneDnnHasVnni() {
+  using dnnl::cpu_isa;
+  const cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == cpu_isa::avx512_core_vnni || isa == cpu_isa::avx512_core_bf16 || isa == cpu_isa::avx512_core_amx ||
+         isa == cpu_isa::avx2_vnni;
+}
+
+memory::data_type Int8Type(DType t) { return t == DType::kInt8 ? memory::data_type::s8 : memory::data_type::u8; }
+
+// Reads `call`'s quantization for `channels` output channels (W's dim 0 for a Conv, B's last
+// for a MatMul). kUnimplemented for what oneDNN does not take: a uint8 W, a W zero point other
+// than 0, scales that are not float32 or not positive and finite.
+Status ReadInt8Params(std::string_view op, const KernelCall& call, int64_t channels, Int8Params* p) {
+  const std::string name(op);
+  if (call.inputs.size() < 8 || call.outputs.empty())
+    return InvalidArgument(name + ": expects x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale and "
+                                  "y_zero_point, and y");
+  const TensorRef &x = call.inputs[0], &w = call.inputs[3], &y = call.outputs[0];
+  for (const TensorRef* t : {&x, &y})
+    if (t->dtype != DType::kInt8 && t->dtype != DType::kUInt8)
+      return Unimplemented(name + " of " + DTypeStr(t->dtype) + " (oneDNN takes int8 and uint8)");
+  if (w.dtype != DType::kInt8)
+    return Unimplemented("a " + DTypeStr(w.dtype) + " W (oneDNN takes int8 weights)");
+  // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose 16-bit sums of two products
+  // saturate once |w0| + |w1| passes 128 (oneDNN's "int8 computation nuances"): only weights of
+  // 7 bits (onnxruntime's reduce_range) are safe there. Others run on the CPU kernel, exactly.
+  if (!OneDnnHasVnni()) {
+    int max_w = 0;
+    for (int64_t i = 0; i < w.num_elements; ++i) max_w = std::max(max_w, std::abs(int{w.as<const int8_t>()[i]}));
+    if (max_w > 64)
+      return Unimplemented("W values up to " + std::to_string(max_w) +
+                           " without VNNI, where oneDNN's 16-bit pair sums could saturate (7-bit weights, "
+                           "onnxruntime's reduce_range, are exact there)");
+  }
+  const auto scalar = [&](int i, DType dtype, const char* what) -> Status {
+    const TensorRef& t = call.inputs[static_cast<size_t>(i)];
+    if (!t.present() || t.num_elements != 1 || t.dtype != dtype)
+      return Unimplemented(std::string(what) + " " + (t.present() ? ShapeStr(t) + " " + DTypeStr(t.dtype) : "absent") +
+                           " (oneDNN takes one " + DTypeStr(dtype) + ")");
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(scalar(1, DType::kFloat32, "x_scale"));
+  KILN_RETURN_IF_ERROR(scalar(2, x.dtype, "x_zero_point"));
+  KILN_RETURN_IF_ERROR(scalar(6, DType::kFloat32, "y_scale"));
+  KILN_RETURN_IF_ERROR(scalar(7, y.dtype, "y_zero_point"));
+  const TensorRef &ws = call.inputs[4], &wzp = call.inputs[5];
+  if (ws.dtype != DType::kFloat32 || (ws.num_elements != 1 && ws.num_elements != channels))
+    return Unimplemented("w_scale " + ShapeStr(ws) + " " + DTypeStr(ws.dtype) + " (oneDNN takes float32, one or " +
+                         std::to_string(channels) + ")");
+  if (wzp.present()) {
+    if (wzp.dtype != DType::kInt8 || (wzp.num_elements != 1 && wzp.num_elements != channels))
+      return Unimplemented("w_zero_point " + ShapeStr(wzp) + " " + DTypeStr(wzp.dtype));
+    for (int64_t i = 0; i < wzp.num_elements; ++i)
+      if (wzp.as<const int8_t>()[i] != 0)
+        return Unimplemented("a W zero point of " + std::to_string(wzp.as<const int8_t>()[i]) +
+                             " (oneDNN takes int8 weights with zero point 0)");
+  }
+  const float xs = call.inputs[1].as<const float>()[0], ys = call.inputs[6].as<const float>()[0];
+  p->scales.resize(static_cast<size_t>(ws.num_elements));
+  for (int64_t i = 0; i < ws.num_elements; ++i) {
+    const double s = static_cast<double>(xs) * ws.as<const float>()[i] / ys;
+    if (!(s > 0) || !std::isfinite(s))
+      return Unimplemented("scales x " + std::to_string(xs) + ", w " + std::to_string(ws.as<const float>()[i]) +
+                           ", y " + std::to_string(ys) + " (oneDNN takes positive, finite scales)");
+    p->scales[static_cast<size_t>(i)] = static_cast<float>(s);
+  }
+  const auto zero_point = [](const TensorRef& t) {
+    return t.dtype == DType::kInt8 ? int32_t{t.as<const int8_t>()[0]} : int32_t{t.as<const uint8_t>()[0]};
+  };
+  p->x_zero_point = zero_point(call.inputs[2]);
+  p->y_zero_point = zero_point(call.inputs[7]);
+  p->x_type = Int8Type(x.dtype);
+  p->y_type = Int8Type(y.dtype);
+  return Status::Ok();
+}
+
+// The attributes that apply `p`: output scales over dst dim `channel_dim` (or common), and the
+// zero points of X and Y.
+void SetInt8Attr(const Int8Params& p, int channel_dim, dnnl::primitive_attr* attr) {
+  attr->set_output_scales(p.scales.size() > 1 ? 1 << channel_dim : 0, p.scales);
+  if (p.x_zero_point != 0) attr->set_zero_points(DNNL_ARG_SRC, 0, {p.x_zero_point});
+  if (p.y_zero_point != 0) attr->set_zero_points(DNNL_ARG_DST, 0, {p.y_zero_point});
+}
+
 // What the ops planned here share: one primitive whose X (source) and Y (destination) are in
 // the layouts oneDNN chose (pd_), with reorders from and to Kiln's NCHW in the workspace where
 // a tensor is not kept in that layout between two ops (Place).
@@ -243,7 +342,7 @@ class ConvOp final : public LayoutOp {
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
-    const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+    const TensorRef &x = call.inputs[0], &w = call.inputs[w_slot_], &y = call.outputs[0];
     if (y.num_elements == 0) return Status::Ok();
     if (call.workspace_bytes < workspace_)
       return Internal("Conv on oneDNN: workspace of " + std::to_string(call.workspace_bytes) + " bytes, needs " +
@@ -323,7 +422,7 @@ class ConvOp final : public LayoutOp {
       }
     }
     if (scratch_) KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
-    const TensorRef* bias = OptionalInput(call, 2);
+    const TensorRef* bias = OptionalInput(call, b_slot_);
     if (bias) {
       const void* b = bias->data;
       if (widen_ && bias->dtype != DType::kFloat32) {
@@ -365,7 +464,10 @@ class ConvOp final : public LayoutOp {
 
   // Conv, or kiln.NhwcConv (`nhwc`: X, Y and the residual NHWC, runtime/kernels/nhwc_conv.h).
   static Result<std::unique_ptr<OneDnnOp>> Plan(const KernelCall& call, int threads, bool weights_constant,
-                                                bool nhwc);
+                                                bool nhwc, const Int8Params* int8 = nullptr);
+  // QLinearConv: oneDNN's int8 convolution (u8 or s8 X, s8 W, s32 bias, u8 or s8 Y), its scales
+  // and zero points read from `call`'s model weights (`params_constant`, else refused).
+  static Result<std::unique_ptr<OneDnnOp>> PlanInt8(const KernelCall& call, int threads, bool params_constant);
 
  private:
   // Place's work: oneDNN's C++ API throws dnnl::error.
@@ -399,6 +501,7 @@ class ConvOp final : public LayoutOp {
   bool weights_constant_ = false;
   bool residual_ = false;
   bool pointwise_ = false;
+  int w_slot_ = 1, b_slot_ = 2;  // W's and the bias's inputs: QLinearConv's are 3 and 8
   bool r_in_layout_ = false;  // the residual arrives in Y's layout (Place)
   memory::desc w_plain_;
   dnnl::convolution_forward conv_;
@@ -414,8 +517,28 @@ class ConvOp final : public LayoutOp {
 // with plain X and Y (ConvOp::Plan).
 constexpr int64_t kPlainConvMaxMacs = 16;
 
+Result<std::unique_ptr<OneDnnOp>> ConvOp::PlanInt8(const KernelCall& q_call, int threads, bool params_constant) {
+  if (!params_constant)
+    return Unimplemented("W, the bias, scales and zero points that are not all model weights (oneDNN takes them "
+                         "when the primitive is made)");
+  if (q_call.inputs.size() < 8 || q_call.outputs.empty())
+    return InvalidArgument("QLinearConv: expects 8 or 9 inputs and Y");
+  const TensorRef& w = q_call.inputs[3];
+  if (w.rank < 3) return InvalidArgument("QLinearConv: W " + ShapeStr(w) + " must have rank 3 to 5");
+  Int8Params q;
+  KILN_RETURN_IF_ERROR(ReadInt8Params("QLinearConv", q_call, w.dims[0], &q));
+  const TensorRef* bias = OptionalInput(q_call, 8);
+  if (bias && (bias->dtype != DType::kInt32 || bias->rank != 1 || bias->dims[0] != w.dims[0]))
+    return InvalidArgument("QLinearConv: B " + ShapeStr(*bias) + " " + DTypeStr(bias->dtype) + " must be int32 with " +
+                           std::to_string(w.dims[0]) + " elements");
+  // Conv's view: X, W and B in Conv's slots.
+  const TensorRef conv_inputs[3] = {q_call.inputs[0], w, bias ? *bias : TensorRef{}};
+  const KernelCall conv_call{q_call.attrs, {conv_inputs, bias ? 3u : 2u}, q_call.outputs};
+  return Plan(conv_call, threads, true, false, &q);
+}
+
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int threads, bool weights_constant,
-                                                bool nhwc) {
+                                                bool nhwc, const Int8Params* int8) {
   constexpr std::string_view kName = "Conv";
   // kiln.NhwcConv: its NHWC operands seen with Conv's NCHW dims, their memories `nhwc`.
   const NchwViews views(op_call.attrs, op_call.inputs, op_call.outputs);
@@ -425,21 +548,24 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
   const bool x_nhwc = nhwc && XIsNhwc(op_call.attrs), y_nhwc = nhwc && YIsNhwc(op_call.attrs);
   if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("Conv: expects X and W, and Y");
   const DType dt = call.inputs[0].dtype;
-  if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
-    return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
-  for (const TensorRef* t : {&call.inputs[1], &call.outputs[0]})
-    if (t->present() && t->dtype != dt)
-      return Unimplemented("X " + DTypeStr(dt) + " with " + (t == &call.outputs[0] ? "Y " : "W ") +
-                           DTypeStr(t->dtype) + " (oneDNN's Conv in Kiln takes one type)");
+  if (!int8) {
+    if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16)
+      return Unimplemented(DTypeStr(dt) + " (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
+    for (const TensorRef* t : {&call.inputs[1], &call.outputs[0]})
+      if (t->present() && t->dtype != dt)
+        return Unimplemented("X " + DTypeStr(dt) + " with " + (t == &call.outputs[0] ? "Y " : "W ") +
+                             DTypeStr(t->dtype) + " (oneDNN's Conv in Kiln takes one type)");
+  }
   const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
   const TensorRef* bias = OptionalInput(call, 2);
-  if (bias && bias->dtype != dt && bias->dtype != DType::kFloat32)
+  if (!int8 && bias && bias->dtype != dt && bias->dtype != DType::kFloat32)
     return Unimplemented("bias " + DTypeStr(bias->dtype) + " with X " + DTypeStr(dt));
-  // The kernel's checks, on the float32 view it runs half operands on (widen.h).
+  // The kernel's checks, on the float32 view it runs half (and, for QLinearConv, integer)
+  // operands on (widen.h).
   std::vector<TensorRef> view(call.inputs.begin(), call.inputs.end());
   view.push_back(y);
   for (TensorRef& t : view)
-    if (t.present() && t.dtype == dt) t.dtype = DType::kFloat32;
+    if (t.present() && (t.dtype == dt || int8)) t.dtype = DType::kFloat32;
   const KernelCall f32_call{call.attrs, {view.data(), view.size() - 1}, {&view.back(), 1}};
   ConvGeometry g;
   KILN_RETURN_IF_ERROR(ConvGeometryFor(f32_call, &g));
@@ -462,8 +588,13 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
   auto op = std::make_unique<ConvOp>();
   op->threads_ = threads;
   op->weights_constant_ = weights_constant;
+  if (int8) {
+    op->w_slot_ = 3;
+    op->b_slot_ = 8;
+  }
   op->residual_ = residual;
-  op->pointwise_ = pointwise && !nhwc;  // Kiln's kernel transposes NHWC images: oneDNN is faster
+  // Kiln's kernel transposes NHWC images, and runs integer Convs as plain loops: oneDNN is faster.
+  op->pointwise_ = pointwise && !nhwc && !int8;
   // 1 x 1 images (a squeeze-and-excitation's Convs, a classifier head's): oneDNN's gemm-based
   // convolution, which it picks below AVX-512, gave other bits at 3 threads than at 1.
   const bool one_pixel = x.rank == 4 && x.dims[2] * x.dims[3] == 1 && y.dims[2] * y.dims[3] == 1;
@@ -492,13 +623,19 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
       pad_r.push_back(g.pad_end[i]);
     }
     // The primitive's type: bfloat16 natively (AVX512-BF16, or emulated on AVX-512), else float32.
+    // QLinearConv: u8 or s8 X and Y, s8 W, s32 bias.
     const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const auto b_type = bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const auto x_type = int8 ? int8->x_type : type, y_type = int8 ? int8->y_type : type,
+               w_type = int8 ? memory::data_type::s8 : type;
+    const auto b_type = int8 ? memory::data_type::s32
+                        : bias && bias->dtype == DType::kBFloat16 ? memory::data_type::bf16
+                                                                  : memory::data_type::f32;
     const Tag plain = PlainTag(x.rank);
-    const memory::desc x_any(xd, type, Tag::any), y_any(yd, type, Tag::any), w_any(wd, type, Tag::any);
+    const memory::desc x_any(xd, x_type, Tag::any), y_any(yd, y_type, Tag::any), w_any(wd, w_type, Tag::any);
     const memory::desc b_md = bias ? memory::desc({w.dims[0]}, b_type, Tag::x) : memory::desc();
 
     dnnl::primitive_attr attr;
+    if (int8) SetInt8Attr(*int8, 1, &attr);
     attr.set_post_ops(PostOps(spec));
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const auto make = [&](const memory::desc& x_md, const memory::desc& y_md) {
@@ -522,6 +659,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
     }
     if (!pd)
       return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
+                           : int8                 ? "oneDNN has no int8 convolution for this form on this CPU"
                                                   : "oneDNN has no convolution for this form");
     // oneDNN falls back to its reference loops where no JIT kernel takes the form (on AVX2
     // CPUs, an activation before the residual add): Kiln's kernel is much faster than those.
@@ -532,8 +670,8 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
                            ") of 1x1 images, whose sums depend on the thread count");
     op->conv_ = dnnl::convolution_forward(pd);
 
-    const memory::desc x_plain(xd, type, x_nhwc ? Tag::nhwc : plain), y_plain(yd, type, y_nhwc ? Tag::nhwc : plain),
-        w_plain(wd, type, WeightTag(x.rank, grouped));
+    const memory::desc x_plain(xd, x_type, x_nhwc ? Tag::nhwc : plain),
+        y_plain(yd, y_type, y_nhwc ? Tag::nhwc : plain), w_plain(wd, w_type, WeightTag(x.rank, grouped));
     op->pd_ = pd;
     op->x_plain_ = x_plain;
     op->y_plain_ = y_plain;
@@ -821,7 +959,7 @@ class MatMulOp final : public OneDnnOp {
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
-    const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+    const TensorRef &a = call.inputs[0], &b = call.inputs[b_slot_], &y = call.outputs[0];
     if (call.workspace_bytes < workspace_)
       return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
                       " bytes, needs " + std::to_string(workspace_));
@@ -862,10 +1000,14 @@ class MatMulOp final : public OneDnnOp {
 
   static Result<std::unique_ptr<OneDnnOp>> Plan(std::string_view op, const KernelCall& call, int threads,
                                                 bool weights_constant);
+  // QLinearMatMul: oneDNN's int8 matmul (u8 or s8 A, s8 B, u8 or s8 Y) of an A of any rank by a
+  // 2-D B, B, the scales and zero points model weights (`params_constant`, else refused).
+  static Result<std::unique_ptr<OneDnnOp>> PlanInt8(const KernelCall& call, int threads, bool params_constant);
 
  private:
   const char* name_ = "MatMul";
   int threads_ = 1;
+  int b_slot_ = 1;  // B's input: QLinearMatMul's is 3
   bool residual_ = false, bias_ = false;
   dnnl::primitive_desc pd_;
   dnnl::primitive prim_;
@@ -967,6 +1109,64 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
     return Unimplemented(std::string("oneDNN refused the matmul: ") + e.what());
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("oneDNN: out of memory planning the matmul");
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
+Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInt8(const KernelCall& call, int threads, bool params_constant) {
+  if (!params_constant)
+    return Unimplemented("B, scales and zero points that are not all model weights (oneDNN takes them when the "
+                         "primitive is made)");
+  if (call.inputs.size() < 8 || call.outputs.empty()) return InvalidArgument("QLinearMatMul: expects 8 inputs and Y");
+  const TensorRef &a = call.inputs[0], &b = call.inputs[3], &y = call.outputs[0];
+  if (b.rank != 2) return Unimplemented("B of rank " + std::to_string(b.rank) + " (oneDNN runs a 2-D B in Kiln)");
+  if (a.rank < 1) return InvalidArgument("QLinearMatMul: A must have rank >= 1");
+  const int64_t k = b.dims[0], n = b.dims[1];
+  if (a.dims[a.rank - 1] != k || y.rank < 1 || y.dims[y.rank - 1] != n)
+    return InvalidArgument("QLinearMatMul: A " + ShapeStr(a) + ", B " + ShapeStr(b) + " and Y " + ShapeStr(y) +
+                           " do not agree");
+  const int64_t m = a.num_elements / std::max<int64_t>(k, 1);
+  if (m * n != y.num_elements)
+    return Unimplemented("A " + ShapeStr(a) + " broadcast over Y " + ShapeStr(y) + " (oneDNN runs A's own rows)");
+  if (m == 0 || n == 0 || k == 0) return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  Int8Params q;
+  KILN_RETURN_IF_ERROR(ReadInt8Params("QLinearMatMul", call, n, &q));
+  auto p = std::make_unique<MatMulOp>();
+  p->name_ = "QLinearMatMul";
+  p->threads_ = threads;
+  p->b_slot_ = 3;
+  try {
+    OmpThreads omp(threads);
+    dnnl::engine& engine = Engine();
+    p->stream_ = dnnl::stream(engine);
+    const memory::desc x_md({m, k}, q.x_type, Tag::ab), y_md({m, n}, q.y_type, Tag::ab);
+    const memory::desc w_plain({k, n}, memory::data_type::s8, Tag::ab);
+    const memory::desc w_md({k, n}, memory::data_type::s8, Tag::any);
+    dnnl::primitive_attr attr;
+    SetInt8Attr(q, 1, &attr);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_md, y_md), attr, engine, /*allow_empty=*/true);
+    if (!pd) return Unimplemented("oneDNN has no int8 matmul for this form on this CPU");
+    if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
+      return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
+    p->pd_ = pd;
+    p->prim_ = dnnl::primitive(pd);
+    p->x_mem_ = memory(x_md, engine, nullptr);
+    p->y_mem_ = memory(y_md, engine, nullptr);
+    p->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    if (pd.weights_desc() != w_plain) {
+      p->w_user_ = memory(w_plain, engine, nullptr);
+      p->w_reorder_.emplace(p->w_user_, p->w_mem_);
+    }
+    if (pd.scratchpad_desc().get_size() > 0) {
+      p->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+      p->workspace_ = AlignUp(pd.scratchpad_desc().get_size());
+    }
+    p->description_ = std::string(pd.impl_info_str());
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the int8 matmul: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("oneDNN: out of memory planning the int8 matmul");
   }
   return std::unique_ptr<OneDnnOp>(std::move(p));
 }
@@ -1312,9 +1512,11 @@ const std::string& OneDnnVersion() {
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
                                              bool weights_are_constant) {
   if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant, false);
+  if (op == "QLinearConv") return ConvOp::PlanInt8(call, threads, weights_are_constant);
   if (op == kNhwcConvOp) return ConvOp::Plan(call, threads, weights_are_constant, true);
   if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
+  if (op == "QLinearMatMul") return MatMulOp::PlanInt8(call, threads, weights_are_constant);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return RnnOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
 }

@@ -36,6 +36,20 @@
 // below 16, where Kiln's kernel is faster (by the batch alone, never the thread count, so that the
 // bits do not depend on it; RNN runs on oneDNN at every batch, the faster at each).
 // Kiln's kernel runs those.
+// QLinearConv and QLinearMatMul (ONNX opset 10 and 21; what the compiler folds
+// DequantizeLinear -> Conv / MatMul -> QuantizeLinear groups into, compiler/passes/qdq.h) on
+// oneDNN's int8 convolution and matmul: u8 or s8 X, s8 W with zero point 0, s32 bias, u8 or s8
+// Y, s32 accumulation (VNNI's vpdpbusd where the CPU has it). Without VNNI, oneDNN pairs u8 by
+// s8 products in vpmaddubsw, whose 16-bit sums saturate once |w0| + |w1| passes 128: there a W
+// of values beyond 7 bits (not made with onnxruntime's reduce_range) runs on the CPU kernel,
+// which is exact, and the compile of such a model says nothing of it (it depends on the CPU
+// that runs it; Stats::last_fallbacks names it). The scales fold
+// into per-channel output scales x_scale * w_scale / y_scale; X's and Y's zero points are
+// oneDNN's zero-point attributes. oneDNN 2.6 takes them only as values when the primitive is
+// made, so W, the bias, scales and zero points must be model weights: they are read when
+// planning. Refused (the CPU kernel runs): uint8 W, a W zero point other than 0, scales not
+// float32 or not positive, a B of rank other than 2. The results are within one quantization
+// step of the CPU kernel's (oneDNN scales in float32, the kernel in double).
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
 // with a bias (its bias is a separate slow pass) and won only at stride 1.
@@ -146,10 +160,11 @@ bool OneDnnRunsBFloat16();
 bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM or GRU) for the shapes
-// and dtypes of `call` (its data is not read), for a context of `threads` threads.
+// Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU, RNN, QLinearConv or
+// QLinearMatMul) for the shapes and dtypes of `call` (its data is not read, but for QLinearConv's
+// and QLinearMatMul's model weights), for a context of `threads` threads.
 // `weights_are_constant`: input 1 (W, B) is a model weight (its data never changes), and for LSTM
-// and GRU R and B too. The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// and GRU R and B too; for QLinearConv and QLinearMatMul every input but X. The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
 // Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
 // activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the

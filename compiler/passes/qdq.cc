@@ -1,0 +1,332 @@
+#include "compiler/passes/qdq.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "compiler/passes/canonicalize.h"
+#include "compiler/passes/constant_fold.h"
+
+namespace kiln::passes {
+namespace {
+
+bool IsInt8(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
+
+// Who produces and how many read each value of the top-level nodes (model outputs count as
+// readers).
+struct Graph {
+  std::vector<int> producer, readers;
+  std::vector<int32_t> scopes;
+  explicit Graph(const ir::Trace& t) : producer(t.values.size(), -1), readers(t.values.size(), 0) {
+    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
+      const ir::Node& n = t.body.nodes[i];
+      for (ir::ValueId id : n.inputs)
+        if (id != ir::kNoValue) ++readers[static_cast<size_t>(id)];
+      for (ir::ValueId id : n.outputs)
+        if (id != ir::kNoValue) producer[static_cast<size_t>(id)] = static_cast<int>(i);
+      // A subgraph's reads keep a value alive too.
+      for (const auto& [name, block] : n.blocks)
+        for (const ir::Node& m : block->nodes)
+          for (ir::ValueId id : m.inputs)
+            if (id != ir::kNoValue) ++readers[static_cast<size_t>(id)];
+    }
+    for (ir::ValueId id : t.outputs) ++readers[static_cast<size_t>(id)];
+    scopes = ir::LoopScopes(t.body.nodes);
+  }
+  const ir::Node* Producer(const ir::Trace& t, ir::ValueId v, std::string_view op) const {
+    if (v == ir::kNoValue || producer[static_cast<size_t>(v)] < 0) return nullptr;
+    const ir::Node& n = t.body.nodes[static_cast<size_t>(producer[static_cast<size_t>(v)])];
+    return n.op == op ? &n : nullptr;
+  }
+};
+
+// One quantization: a DequantizeLinear's or QuantizeLinear's int8 tensor, scale and zero point.
+struct Quant {
+  ir::ValueId q = ir::kNoValue, scale = ir::kNoValue, zero_point = ir::kNoValue;
+  int axis = 1;  // normalized against q's rank
+};
+
+const ir::ConstData* ConstOf(const ir::Trace& t, ir::ValueId v) {
+  return v != ir::kNoValue && t.value(v).is_const() ? t.value(v).data.get() : nullptr;
+}
+
+// Checks a DequantizeLinear or QuantizeLinear `n` whose int8 side is `q`: a float32 constant
+// scale and a constant zero point of q's dtype (or none), one element each or, with
+// `per_axis` > 0, that many along `channel_axis` of q. "" or why not.
+std::string ReadQuant(const ir::Trace& t, const ir::Node& n, ir::ValueId q, int64_t per_axis, int channel_axis,
+                      Quant* out) {
+  out->q = q;
+  out->scale = n.inputs.size() > 1 ? n.inputs[1] : ir::kNoValue;
+  out->zero_point = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
+  const ir::Value& qv = t.value(q);
+  if (!IsInt8(qv.dtype)) return fmt::format("{} '{}' quantizes to {}, not int8 or uint8", n.op, n.name, DTypeName(qv.dtype));
+  if (n.attrs.GetInt("block_size", 0) != 0) return fmt::format("{} '{}' is blocked", n.op, n.name);
+  const ir::ConstData* s = ConstOf(t, out->scale);
+  const ir::ConstData* z = ConstOf(t, out->zero_point);
+  if (!s || s->dtype != DType::kFloat32)
+    return fmt::format("{} '{}' has a scale that is not a float32 constant", n.op, n.name);
+  if (out->zero_point != ir::kNoValue && (!z || z->dtype != qv.dtype))
+    return fmt::format("{} '{}' has a zero point that is not a constant of its tensor's dtype", n.op, n.name);
+  const int64_t count = s->num_elements();
+  if (count != 1) {
+    int64_t axis = n.attrs.GetInt("axis", 1);
+    if (axis < 0) axis += qv.rank();
+    if (per_axis <= 0 || axis != channel_axis ||
+        count != per_axis || s->dims.size() != 1)
+      return fmt::format("{} '{}' has {} scales (expected {})", n.op, n.name, count,
+                         per_axis > 0 ? fmt::format("1 or {} along axis {}", per_axis, channel_axis) : "1");
+  }
+  if (z && z->num_elements() != count)
+    return fmt::format("{} '{}' has {} zero points for {} scales", n.op, n.name, z->num_elements(), count);
+  for (int64_t i = 0; i < count; ++i)
+    if (!(s->FloatAt(i) > 0) || !std::isfinite(s->FloatAt(i)))
+      return fmt::format("{} '{}' has a scale of {} (a scale must be positive and finite)", n.op, n.name,
+                         s->FloatAt(i));
+  out->axis = channel_axis;
+  return "";
+}
+
+std::shared_ptr<ir::ConstData> MakeConst(DType dtype, std::vector<int64_t> dims, const void* bytes, size_t size) {
+  auto d = std::make_shared<ir::ConstData>();
+  d->dtype = dtype;
+  d->dims = std::move(dims);
+  d->bytes.assign(static_cast<const uint8_t*>(bytes), static_cast<const uint8_t*>(bytes) + size);
+  return d;
+}
+
+ir::ValueId AddConst(ir::Trace& t, std::string name, std::shared_ptr<ir::ConstData> data) {
+  ir::Value v;
+  v.name = std::move(name);
+  v.dtype = data->dtype;
+  for (int64_t d : data->dims) v.shape.push_back(d);
+  v.data = std::move(data);
+  return t.AddValue(std::move(v));
+}
+
+// `zp`, or a new zero of `dtype` when the quantization has none (ONNX's default).
+ir::ValueId ZeroPointOr(ir::Trace& t, ir::ValueId zp, DType dtype, const std::string& name) {
+  if (zp != ir::kNoValue) return zp;
+  const uint8_t zero = 0;
+  return AddConst(t, name + "#zero_point", MakeConst(dtype, {}, &zero, 1));
+}
+
+// The lowest value of an int8 or uint8 dtype.
+int64_t Lowest(DType t) { return t == DType::kInt8 ? -128 : 0; }
+
+// A fold: the integer node that replaces the node at `at`, and the nodes it absorbs.
+struct Fold {
+  size_t at = 0;
+  ir::Node node;
+  std::vector<size_t> absorbed;
+};
+
+class Folder {
+ public:
+  Folder(ir::Trace& t, const Graph& g) : t_(t), g_(g) {}
+
+  // Tries the Conv or MatMul at `i`; "" with `fold` filled, else why not ("" and no fold when
+  // no QuantizeLinear reads it: nothing to say).
+  std::string Try(size_t i, std::optional<Fold>* fold) {
+    const ir::Node& op = t_.body.nodes[i];
+    if (op.outputs.size() != 1 || op.inputs.size() < 2) return "";
+    // The float product, read only by the QuantizeLinear (or a Relu that it alone reads).
+    size_t relu = SIZE_MAX;
+    const ir::Node* q = SoleReader(op.outputs[0], i);
+    if (q && q->op == "Relu") {
+      relu = Index(*q);
+      q = SoleReader(q->outputs[0], relu);
+    }
+    if (!q || q->op != "QuantizeLinear") return "";
+    const size_t qi = Index(*q);
+    const std::string what = fmt::format("{} '{}'", op.op, op.name);
+    if (q->when != op.when || g_.scopes[qi] != g_.scopes[i] ||
+        (relu != SIZE_MAX && (t_.body.nodes[relu].when != op.when || g_.scopes[relu] != g_.scopes[i])))
+      return what + ": its QuantizeLinear runs under other conditions";
+    Quant y;
+    if (std::string why = ReadQuant(t_, *q, q->outputs[0], 0, 0, &y); !why.empty()) return what + ": " + why;
+    if (relu != SIZE_MAX) {
+      const ir::ConstData* z = ConstOf(t_, y.zero_point);
+      if ((z ? z->IntAt(0) : 0) != Lowest(t_.value(y.q).dtype))
+        return what + ": a Relu before a QuantizeLinear whose zero point is not its lowest value";
+    }
+    // X (A) through its DequantizeLinear, one scale.
+    const ir::Node* dx = g_.Producer(t_, op.inputs[0], "DequantizeLinear");
+    if (!dx) return what + ": its input is not a DequantizeLinear's";
+    Quant x;
+    if (std::string why = ReadQuant(t_, *dx, dx->inputs[0], 0, 0, &x); !why.empty()) return what + ": " + why;
+    // W (B), a constant, through its DequantizeLinear: one scale or one per output channel.
+    const ir::Node* dw = g_.Producer(t_, op.inputs[1], "DequantizeLinear");
+    if (!dw || !ConstOf(t_, dw->inputs[0])) return what + ": its weight is not a DequantizeLinear of a constant";
+    const ir::Value& wv = t_.value(dw->inputs[0]);
+    const bool conv = op.op == "Conv";
+    if (!conv && wv.rank() != 2) return what + ": a weight of rank " + std::to_string(wv.rank()) + ", not 2";
+    if (conv && wv.rank() < 3) return what + ": a weight of rank " + std::to_string(wv.rank());
+    const int channel_axis = conv ? 0 : 1;
+    const int64_t channels = ConstOf(t_, dw->inputs[0])->dims[static_cast<size_t>(channel_axis)];
+    Quant w;
+    if (std::string why = ReadQuant(t_, *dw, dw->inputs[0], channels, channel_axis, &w); !why.empty())
+      return what + ": " + why;
+
+    Fold f;
+    f.at = i;
+    f.absorbed.push_back(qi);
+    if (relu != SIZE_MAX) f.absorbed.push_back(relu);
+    ir::Node& n = f.node;
+    n.op = conv ? "QLinearConv" : "QLinearMatMul";
+    n.name = op.name;
+    n.when = op.when;
+    if (conv) n.attrs = op.attrs;
+    n.inputs = {x.q,
+                x.scale,
+                ZeroPointOr(t_, x.zero_point, t_.value(x.q).dtype, op.name + "_x"),
+                w.q,
+                w.scale,
+                ZeroPointOr(t_, w.zero_point, wv.dtype, op.name + "_w"),
+                y.scale,
+                ZeroPointOr(t_, y.zero_point, t_.value(y.q).dtype, op.name + "_y")};
+    n.outputs = {q->outputs[0]};
+    if (conv && op.inputs.size() > 2 && op.inputs[2] != ir::kNoValue) {
+      Result<ir::ValueId> bias = IntBias(op, op.inputs[2], x, w, channels);
+      if (!bias.ok()) return what + ": " + std::string(bias.status().message());
+      n.inputs.push_back(*bias);
+    }
+    *fold = std::move(f);
+    return "";
+  }
+
+ private:
+  size_t Index(const ir::Node& n) const { return static_cast<size_t>(&n - t_.body.nodes.data()); }
+
+  // The one node that reads `v` (a top-level node after `after`), or null.
+  const ir::Node* SoleReader(ir::ValueId v, size_t after) const {
+    if (g_.readers[static_cast<size_t>(v)] != 1) return nullptr;
+    for (size_t k = after + 1; k < t_.body.nodes.size(); ++k)
+      for (ir::ValueId in : t_.body.nodes[k].inputs)
+        if (in == v) return &t_.body.nodes[k];
+    return nullptr;
+  }
+
+  // Conv's float bias `b` as QLinearConv's int32 bias in the scale xs * ws[c]: the int32 tensor
+  // of its DequantizeLinear where that has this scale and zero point 0, else rounded.
+  Result<ir::ValueId> IntBias(const ir::Node& conv, ir::ValueId b, const Quant& x, const Quant& w, int64_t channels) {
+    const ir::ConstData* xs = ConstOf(t_, x.scale);
+    const ir::ConstData* ws = ConstOf(t_, w.scale);
+    const auto scale = [&](int64_t c) {
+      return static_cast<double>(xs->FloatAt(0)) * ws->FloatAt(ws->num_elements() == 1 ? 0 : c);
+    };
+    std::vector<double> values(static_cast<size_t>(channels));
+    if (const ir::Node* db = g_.Producer(t_, b, "DequantizeLinear"); db && ConstOf(t_, db->inputs[0])) {
+      const ir::ConstData* bq = ConstOf(t_, db->inputs[0]);
+      const ir::ConstData* bs = ConstOf(t_, db->inputs.size() > 1 ? db->inputs[1] : ir::kNoValue);
+      const ir::ConstData* bz = ConstOf(t_, db->inputs.size() > 2 ? db->inputs[2] : ir::kNoValue);
+      if (bq->dtype != DType::kInt32 || bq->num_elements() != channels || !bs ||
+          (bs->num_elements() != 1 && bs->num_elements() != channels) || (bz && bz->num_elements() != bs->num_elements()) ||
+          (db->inputs.size() > 2 && db->inputs[2] != ir::kNoValue && !bz))
+        return Unimplemented("its bias is not an int32 DequantizeLinear of " + std::to_string(channels) + " constants");
+      bool same = true;
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t k = bs->num_elements() == 1 ? 0 : c;
+        const double zp = bz ? static_cast<double>(bz->IntAt(k)) : 0.0;
+        same = same && zp == 0 && static_cast<float>(bs->FloatAt(k)) == static_cast<float>(scale(c));
+        values[static_cast<size_t>(c)] = (static_cast<double>(bq->IntAt(c)) - zp) * bs->FloatAt(k);
+      }
+      if (same) return db->inputs[0];
+    } else if (const ir::ConstData* bf = ConstOf(t_, b); bf && bf->num_elements() == channels) {
+      for (int64_t c = 0; c < channels; ++c) values[static_cast<size_t>(c)] = bf->FloatAt(c);
+    } else {
+      return Unimplemented("its bias is not a constant");
+    }
+    std::vector<int32_t> q(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      const double v = std::nearbyint(values[static_cast<size_t>(c)] / scale(c));
+      if (!(std::abs(v) <= std::numeric_limits<int32_t>::max()))
+        return Unimplemented(fmt::format("its bias {} is beyond int32 in the scale {}", values[static_cast<size_t>(c)],
+                                         scale(c)));
+      q[static_cast<size_t>(c)] = static_cast<int32_t>(v);
+    }
+    return AddConst(t_, conv.name + "#int32_bias", MakeConst(DType::kInt32, {channels}, q.data(), q.size() * 4));
+  }
+
+  ir::Trace& t_;
+  const Graph& g_;
+};
+
+// The Conv and MatMul nodes that fold, with the reasons of those that do not.
+std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
+  const Graph g(t);
+  Folder folder(t, g);
+  std::vector<Fold> folds;
+  for (size_t i = 0; i < t.body.nodes.size(); ++i) {
+    const std::string& op = t.body.nodes[i].op;
+    if (op != "Conv" && op != "MatMul") continue;
+    std::optional<Fold> f;
+    std::string why = folder.Try(i, &f);
+    if (!why.empty() && unfolded) unfolded->push_back(std::move(why));
+    if (f) folds.push_back(std::move(*f));
+  }
+  return folds;
+}
+
+// Folds each DequantizeLinear whose inputs are constants, then every node all of whose inputs
+// became constants that way, in order (the trace is topologically sorted).
+Status FoldConstantDequantize(ir::Trace& t) {
+  std::vector<bool> became(t.values.size(), false);
+  std::vector<ir::Node> kept;
+  kept.reserve(t.body.nodes.size());
+  for (ir::Node& n : t.body.nodes) {
+    bool reads_new = n.op == "DequantizeLinear";
+    for (ir::ValueId id : n.inputs) reads_new = reads_new || (id != ir::kNoValue && became[static_cast<size_t>(id)]);
+    if (reads_new && n.when.empty() && n.blocks.empty() && CanFold(t, n)) {
+      KILN_RETURN_IF_ERROR(FoldNode(t, n));
+      for (ir::ValueId id : n.outputs)
+        if (id != ir::kNoValue) became[static_cast<size_t>(id)] = true;
+      continue;
+    }
+    kept.push_back(std::move(n));
+  }
+  t.body.nodes = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool QdqChanges(const ir::Trace& trace) {
+  ir::Trace copy = trace;
+  return !FindFolds(copy, nullptr).empty();
+}
+
+Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops) {
+  ir::Trace t = trace;
+  if (int8_ops) {
+    std::vector<std::string> unfolded;
+    std::vector<Fold> folds = FindFolds(t, &unfolded);
+    std::vector<bool> drop(t.body.nodes.size(), false);
+    int convs = 0, matmuls = 0;
+    for (Fold& f : folds) {
+      (f.node.op == "QLinearConv" ? convs : matmuls)++;
+      for (size_t a : f.absorbed) drop[a] = true;
+      t.body.nodes[f.at] = std::move(f.node);
+    }
+    std::vector<ir::Node> kept;
+    for (size_t i = 0; i < t.body.nodes.size(); ++i)
+      if (!drop[i]) kept.push_back(std::move(t.body.nodes[i]));
+    t.body.nodes = std::move(kept);
+    if (log) {
+      if (convs + matmuls > 0)
+        log->push_back(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} "
+                                   "with MatMul -> QLinearMatMul",
+                                   convs, matmuls));
+      for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
+    }
+  }
+  KILN_RETURN_IF_ERROR(FoldConstantDequantize(t));
+  EliminateDeadCode(t);
+  return t;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,41 @@
+// Quantized (QDQ) graphs: what onnxruntime's quantize_static writes, and what TensorRT and
+// OpenVINO read as their int8 form. Every quantized tensor sits between a QuantizeLinear and
+// the DequantizeLinear nodes of its readers; the ops between keep their float form.
+//
+// Folded, for a plan the CPU backend runs (`int8_ops`), into one integer op each:
+//   y = Q(Conv(DQ(x), DQ(W)[, B]), ys, yzp)    -> QLinearConv(x, xs, xzp, W, ws, wzp, ys, yzp[, B'])
+//   y = Q(MatMul(DQ(a), DQ(B)), ys, yzp)       -> QLinearMatMul(a, as, azp, B, bs, bzp, ys, yzp)
+// (ONNX opset 10 and 21) where x and a are int8 or uint8 with one scale and zero point; W and B
+// are int8 or uint8 constants with one scale, or one per output channel (W's axis 0, B's last
+// axis); ys and yzp one element; every scale and zero point a constant; the float product read
+// only by the QuantizeLinear (or by a Relu read only by it, when y's zero point is its type's
+// lowest value, so that the saturation is the Relu). B is Conv's float bias, a constant or the
+// DequantizeLinear of an int32 constant: B' = round(B / (xs * ws[c])) in int32, which is the
+// int32 B itself when its scale is xs * ws[c] (onnxruntime's). The integer ops run on oneDNN's
+// int8 kernels (runtime/cpu/onednn/onednn.h); their int8 weights stay int8 in the artifact.
+// A Conv or MatMul that a QuantizeLinear reads but that does not fold keeps its float form, and
+// the log says why ("qdq not folded: ...").
+//
+// Every plan: a DequantizeLinear of a constant that nothing folded becomes a float constant
+// (the canonical stage leaves them for this pass), and so do the constant ops that read it.
+// Other QuantizeLinear and DequantizeLinear nodes stay, and fuse into the generated kernels of
+// their neighbours (compiler/fusion/lower_elementwise.cc): DQ -> Add -> Q is one kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/trace.h"
+#include "kiln/status.h"
+
+namespace kiln::passes {
+
+// Whether FoldQdq(trace, ..., true) would fold a group into an integer op.
+bool QdqChanges(const ir::Trace& trace);
+
+// The trace with the groups above folded (only with `int8_ops`) and the remaining
+// DequantizeLinear nodes of constants folded. Appends one line per fold count and per group
+// not folded to `log`.
+Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops);
+
+}  // namespace kiln::passes
