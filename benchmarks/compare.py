@@ -17,7 +17,9 @@ For each model:
      GPU artifact carries for it, to compare with a CPU-only one.
   2. Outputs agree: `kiln run --device cpu` and onnxruntime on test_data_set_0's inputs, every
      output within np.allclose's rule (atol 1e-4, rtol 1e-3; scripts/compare_outputs.py).
-     A model whose outputs disagree is reported and not timed.
+     A model whose outputs disagree is reported and not timed. A quantized model (QuantizeLinear,
+     DynamicQuantizeLinear, the QLinear and Integer ops) outside that rule is held to the
+     quantization's own bound instead (quantized_agreement; docs/quantization.md).
   3. For each thread count T: R rounds in this order, each one Kiln block,
      `kiln bench ART --device cpu --threads T --warmup W --iterations N --json`, then one
      onnxruntime block in this process (intra_op_num_threads T, inter_op_num_threads 1,
@@ -180,6 +182,60 @@ def check_outputs(kiln, art, set_dir, out_dir, session, feeds):
     return result
 
 
+QUANTIZED_OPS = {"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+                 "ConvInteger"}
+
+
+def quantized_model(model_path):
+    return any(n.op_type in QUANTIZED_OPS for n in onnx.load(model_path, load_external_data=False).graph.node)
+
+
+def quantized_agreement(model_path, model_dir, out_dir, feeds, agree):
+    """The accuracy rule of a quantized model (docs/quantization.md), where Kiln's outputs are
+    outside the allclose rule against onnxruntime's: a flipped rounding moves a value by a whole
+    quantization step. With the float model it was made from (FLOAT_MODEL.txt, written by
+    benchmarks/quantize.py), Kiln's error against that float model's onnxruntime outputs must be
+    no larger than onnxruntime's own quantized outputs' (rms within 10%, max within 50%). Without,
+    Kiln's max abs error against onnxruntime's unoptimised session must be at most the one that
+    onnxruntime's optimised session shows against it."""
+    def session(path, level):
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = level
+        opts.log_severity_level = 3
+        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+    def kiln_outputs(n):
+        return [np.asarray(compare_outputs.read_tensor(os.path.join(out_dir, f"output_{i}.pb"))[3], dtype=np.float64)
+                for i in range(n)]
+
+    noopt = session(model_path, ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, feeds)
+    got = kiln_outputs(len(noopt))
+    result = dict(agree, ok=True, outputs=[])
+    float_ref = os.path.join(model_dir, "FLOAT_MODEL.txt")
+    if os.path.exists(float_ref):
+        with open(float_ref) as f:
+            float_model = os.path.join(model_dir, f.read().strip(), "model.onnx")
+        ref = session(float_model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)
+        result["rule"] = "error against the float model at most onnxruntime's (rms 1.1x, max 1.5x)"
+        for i, (g, r, o) in enumerate(zip(got, ref, noopt)):
+            r, o = np.asarray(r, np.float64).ravel(), np.asarray(o, np.float64).ravel()
+            k_max, o_max = float(np.abs(g - r).max()), float(np.abs(o - r).max())
+            k_rms, o_rms = float(np.sqrt(np.mean((g - r) ** 2))), float(np.sqrt(np.mean((o - r) ** 2)))
+            ok = k_rms <= 1.1 * o_rms + 1e-6 and k_max <= 1.5 * o_max + 1e-6
+            result["outputs"].append({"index": i, "ok": ok, "kiln_max_vs_float": k_max, "ort_max_vs_float": o_max,
+                                      "kiln_rms_vs_float": k_rms, "ort_rms_vs_float": o_rms})
+            result["ok"] = result["ok"] and ok
+        return result
+    opt = session(model_path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)
+    result["rule"] = "max abs error at most onnxruntime's optimised session's against its unoptimised one"
+    for i, (g, o, p) in enumerate(zip(got, noopt, opt)):
+        o, p = np.asarray(o, np.float64).ravel(), np.asarray(p, np.float64).ravel()
+        k_max, bound = float(np.abs(g - o).max()), max(ATOL, float(np.abs(p - o).max()))
+        result["outputs"].append({"index": i, "ok": k_max <= bound, "kiln_max": k_max, "bound": bound})
+        result["ok"] = result["ok"] and k_max <= bound
+    return result
+
+
 def kiln_bench(kiln, art, set_dir, threads, warmup, iters, json_path):
     kiln_cmd([kiln, "bench", art, "--inputs", set_dir, "--device", "cpu", "--threads", str(threads),
               "--warmup", str(warmup), "--iterations", str(iters), "--json", json_path] + KILN_FLAGS,
@@ -301,6 +357,10 @@ def run_model(args, model_dir, name, record):
     record["agree"] = agree
     progress(f"  outputs {'agree' if agree['ok'] else 'DISAGREE'}: max abs error "
              f"{agree['max_abs']:.3g}, worst error/tolerance {agree['worst_ratio']:.3g}")
+    if not agree["ok"] and quantized_model(model):
+        agree = quantized_agreement(model, model_dir, os.path.join(args.work, f"{name}.outputs"), feeds, agree)
+        record["agree"] = agree
+        progress(f"  quantized model: outputs {'agree' if agree['ok'] else 'DISAGREE'} by {agree['rule']}")
     if not agree["ok"]:
         record["status"] = "outputs differ"
         return

@@ -215,6 +215,7 @@ def wav2vec2_feeds(seed, cfg):
 
 
 MODELS = {
+    "resnet50": timm_model("resnet50"),
     "convnext_tiny": timm_model("convnext_tiny"),
     "swin_tiny": timm_model("swin_tiny_patch4_window7_224"),
     "vit_b16": timm_model("vit_base_patch16_224"),

@@ -19,10 +19,13 @@
 #   legacy feature normalisations (LRN, LpNormalization, MVN), cumulative sums, scatters and
 #   gathers by index, data-dependent selections (NonZero, Compress, Unique), the Einsum equation's
 #   parser, and the signal ops (DFT, STFT, the windows, MelWeightMatrix: feature front-ends that
-#   exports rarely carry; -Os made them 24 KB smaller).
+#   exports rarely carry; -Os made them 24 KB smaller);
+# - the quantization ops' kernels (runtime/kernels/quantize.cc): in a fused artifact
+#   QuantizeLinear and DequantizeLinear run in fused programs, and the CPU backend runs
+#   QLinearConv and QLinearMatMul on oneDNN's int8 kernels; these loops are their fallbacks.
 # Hot code stays at -O2: the prologue, the context and the CPU backend's run loop, the fused-program
 # interpreter, xxHash, and the kernels a fused plan runs: GEMM, Conv, pooling, MatMul/Gemm,
-# LSTM/GRU/RNN, attention, quantised ops, signal ops, TopK, vision ops, GridSample, Einsum.
+# LSTM/GRU/RNN, attention, signal ops, TopK, vision ops, GridSample, Einsum.
 file(GLOB KILN_CUDA_BACKEND_SRC CONFIGURE_DEPENDS runtime/cuda/*.cc)
 set(KILN_RUNTIME_FOR_SIZE
   runtime/model.cc runtime/verify.cc runtime/fused/program.cc runtime/arena_plan.cc runtime/op_table.cc
@@ -35,7 +38,7 @@ set(KILN_RUNTIME_FOR_SIZE
   runtime/kernels/reverse_sequence.cc runtime/kernels/shape_ops.cc
   runtime/kernels/math.cc runtime/kernels/matrix.cc runtime/kernels/feature_norm.cc runtime/kernels/cumulative.cc
   runtime/kernels/scatter.cc runtime/kernels/tensor_scatter.cc runtime/kernels/selection.cc
-  runtime/kernels/einsum_equation.cc runtime/kernels/signal.cc)
+  runtime/kernels/einsum_equation.cc runtime/kernels/signal.cc runtime/kernels/quantize.cc)
 set_source_files_properties(${KILN_RUNTIME_FOR_SIZE} PROPERTIES COMPILE_OPTIONS $<$<NOT:$<CONFIG:Debug,MinSizeRel>>:-Os>)
 
 # kiln_runtime_footprint(): after kiln_add_libraries(kiln_runtime ...). The map of the shared

@@ -2,6 +2,9 @@
 // DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv.
 // Kiln's quantized types are int8, uint8, int16 and uint16 (it has no int4, float8 or
 // float4 dtypes); scales are float32, float16 or bfloat16.
+#include <cmath>
+#include <utility>
+
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -14,11 +17,22 @@ bool IsQuantType(DType t) {
 }
 bool IsScaleType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
 
+// A constant scale's elements must be finite and nonzero: a zero scale divides by zero in
+// QuantizeLinear, and makes every dequantized value 0.
+Status CheckScaleValues(const Value& v, std::string_view what) {
+  if (!v.is_const()) return Status::Ok();
+  for (int64_t i = 0; i < v.data->num_elements(); ++i)
+    if (const double s = v.data->FloatAt(i); s == 0 || !std::isfinite(s))
+      return InvalidArgument("input " + std::string(what) + ": element " + std::to_string(i) + " is " +
+                             std::to_string(s) + "; a scale must be finite and nonzero");
+  return Status::Ok();
+}
+
 Status CheckScaleType(const Value& v, std::string_view what) {
   if (!IsScaleType(v.dtype))
     return InvalidArgument("input " + std::string(what) + ": expected float32, float16 or bfloat16, found " +
                            DTypeStr(v.dtype));
-  return Status::Ok();
+  return CheckScaleValues(v, what);
 }
 
 // A scalar or a one-element tensor: one scale (or zero point) for the whole tensor.
@@ -212,6 +226,8 @@ Status QLinearMatMulMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckScaleType(*as, "a_scale"));
   KILN_RETURN_IF_ERROR(CheckSameDType(*as, "a_scale", *bs, "b_scale"));
   KILN_RETURN_IF_ERROR(CheckSameDType(*as, "a_scale", *ys, "y_scale"));
+  KILN_RETURN_IF_ERROR(CheckScaleValues(*bs, "b_scale"));
+  KILN_RETURN_IF_ERROR(CheckScaleValues(*ys, "y_scale"));
   if (azp) KILN_RETURN_IF_ERROR(CheckSameDType(*A, "a", *azp, "a_zero_point"));
   if (bzp) KILN_RETURN_IF_ERROR(CheckSameDType(*B, "b", *bzp, "b_zero_point"));
   KILN_ASSIGN_OR_RETURN(SymShape out, MatMulShape(ctx, *A, *B));
@@ -298,6 +314,8 @@ Status QLinearConvMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckInt8(*W, "w"));
   if (xs->dtype != DType::kFloat32) return InvalidArgument("input x_scale: expected float32, found " + DTypeStr(xs->dtype));
   KILN_RETURN_IF_ERROR(CheckSameDType(*xs, "x_scale", *ws, "w_scale"));
+  for (const auto& [v, what] : {std::pair{xs, "x_scale"}, {ws, "w_scale"}, {ys, "y_scale"}})
+    KILN_RETURN_IF_ERROR(CheckScaleValues(*v, what));
   KILN_RETURN_IF_ERROR(CheckSameDType(*xs, "x_scale", *ys, "y_scale"));
   if (xzp) KILN_RETURN_IF_ERROR(CheckSameDType(*X, "x", *xzp, "x_zero_point"));
   if (wzp) KILN_RETURN_IF_ERROR(CheckSameDType(*W, "w", *wzp, "w_zero_point"));

@@ -263,6 +263,9 @@ class CpuBackend final : public Backend {
                                                                  pe.operands[pi.operands_begin + 3] < 0)));
       // QLinearConv and QLinearMatMul: every input but X (W or B, the bias, scales and zero
       // points), which oneDNN reads when planning.
+      // MatMulInteger: B and its zero point (A's is read at each call).
+      if (pi.kernel->op == "MatMulInteger")
+        constant = weight(1) && (pi.num_inputs <= 3 || weight(3) || pe.operands[pi.operands_begin + 3] < 0);
       if (pi.kernel->op == "QLinearConv" || pi.kernel->op == "QLinearMatMul") {
         constant = pi.num_inputs >= 8;
         for (int i = 1; i < pi.num_inputs && constant; ++i)

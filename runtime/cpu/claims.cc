@@ -21,6 +21,7 @@ constexpr LibraryOp kOneDnn[] = {
     {"LSTM", "oneDNN's lstm_forward (float32 model weights, the default activations, no sequence_lens, clip, "
              "peepholes or input_forget; batch 16 and up)"},
     {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
+    {"MatMulInteger", "oneDNN int8 matmul (a 2-D s8 B with zero point 0, a model weight), int32 Y"},
     {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
     {"QLinearConv", "oneDNN int8 convolution (s8 W with zero point 0; W, bias, scales and zero points model weights)"},
     {"QLinearMatMul", "oneDNN int8 matmul (a 2-D s8 B with zero point 0; B, scales and zero points model weights)"},

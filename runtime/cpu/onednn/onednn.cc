@@ -196,40 +196,27 @@ Status ReadInt8Params(std::string_view op, const KernelCall& call, int64_t chann
     int max_w = 0;
     for (int64_t i = 0; i < w.num_elements; ++i) max_w = std::max(max_w, std::abs(int{w.as<const int8_t>()[i]}));
     if (max_w > 64)
-      return Unimplemented("W values up to " + std::to_string(max_w) +
-                           " without VNNI, where oneDNN's 16-bit pair sums could saturate (7-bit weights, "
-                           "onnxruntime's reduce_range, are exact there)");
+      return Unimplemented("W values beyond 7 bits (onnxruntime's reduce_range) without VNNI, where oneDNN's "
+                           "16-bit pair sums could saturate");
   }
-  const auto scalar = [&](int i, DType dtype, const char* what) -> Status {
+  const auto scalar = [&](int i, DType dtype) {
     const TensorRef& t = call.inputs[static_cast<size_t>(i)];
-    if (!t.present() || t.num_elements != 1 || t.dtype != dtype)
-      return Unimplemented(std::string(what) + " " + (t.present() ? ShapeStr(t) + " " + DTypeStr(t.dtype) : "absent") +
-                           " (oneDNN takes one " + DTypeStr(dtype) + ")");
-    return Status::Ok();
+    return t.present() && t.num_elements == 1 && t.dtype == dtype;
   };
-  KILN_RETURN_IF_ERROR(scalar(1, DType::kFloat32, "x_scale"));
-  KILN_RETURN_IF_ERROR(scalar(2, x.dtype, "x_zero_point"));
-  KILN_RETURN_IF_ERROR(scalar(6, DType::kFloat32, "y_scale"));
-  KILN_RETURN_IF_ERROR(scalar(7, y.dtype, "y_zero_point"));
+  if (!scalar(1, DType::kFloat32) || !scalar(2, x.dtype) || !scalar(6, DType::kFloat32) || !scalar(7, y.dtype))
+    return Unimplemented("X's or Y's quantization is not one float32 scale and one zero point of its dtype");
   const TensorRef &ws = call.inputs[4], &wzp = call.inputs[5];
-  if (ws.dtype != DType::kFloat32 || (ws.num_elements != 1 && ws.num_elements != channels))
-    return Unimplemented("w_scale " + ShapeStr(ws) + " " + DTypeStr(ws.dtype) + " (oneDNN takes float32, one or " +
-                         std::to_string(channels) + ")");
-  if (wzp.present()) {
-    if (wzp.dtype != DType::kInt8 || (wzp.num_elements != 1 && wzp.num_elements != channels))
-      return Unimplemented("w_zero_point " + ShapeStr(wzp) + " " + DTypeStr(wzp.dtype));
-    for (int64_t i = 0; i < wzp.num_elements; ++i)
-      if (wzp.as<const int8_t>()[i] != 0)
-        return Unimplemented("a W zero point of " + std::to_string(wzp.as<const int8_t>()[i]) +
-                             " (oneDNN takes int8 weights with zero point 0)");
-  }
+  bool w_ok = ws.dtype == DType::kFloat32 && (ws.num_elements == 1 || ws.num_elements == channels) &&
+              (!wzp.present() || (wzp.dtype == DType::kInt8 && wzp.num_elements == ws.num_elements));
+  for (int64_t i = 0; w_ok && wzp.present() && i < wzp.num_elements; ++i) w_ok = wzp.as<const int8_t>()[i] == 0;
+  if (!w_ok)
+    return Unimplemented("W's quantization is not float32 scales (one, or one per output channel) with int8 zero "
+                         "points 0");
   const float xs = call.inputs[1].as<const float>()[0], ys = call.inputs[6].as<const float>()[0];
   p->scales.resize(static_cast<size_t>(ws.num_elements));
   for (int64_t i = 0; i < ws.num_elements; ++i) {
     const double s = static_cast<double>(xs) * ws.as<const float>()[i] / ys;
-    if (!(s > 0) || !std::isfinite(s))
-      return Unimplemented("scales x " + std::to_string(xs) + ", w " + std::to_string(ws.as<const float>()[i]) +
-                           ", y " + std::to_string(ys) + " (oneDNN takes positive, finite scales)");
+    if (!(s > 0) || !std::isfinite(s)) return Unimplemented("x_scale * w_scale / y_scale not positive and finite");
     p->scales[static_cast<size_t>(i)] = static_cast<float>(s);
   }
   const auto zero_point = [](const TensorRef& t) {
@@ -983,7 +970,7 @@ class MatMulOp final : public OneDnnOp {
     KILN_RETURN_IF_ERROR(SetHandle(x_mem_, a.data));
     KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
     KILN_RETURN_IF_ERROR(SetHandle(y_mem_, y.data));
-    dnnl_exec_arg_t args[5] = {
+    dnnl_exec_arg_t args[6] = {
         {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
     int n = 3;
     if (bias_) {
@@ -994,6 +981,13 @@ class MatMulOp final : public OneDnnOp {
       KILN_RETURN_IF_ERROR(SetHandle(*scratch_, call.workspace));
       args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
     }
+    if (a_zero_point_) {  // MatMulInteger's A zero point, read at each call
+      const TensorRef* zp = OptionalInput(call, 2);
+      a_zero_point_value_ = !zp ? 0 : zp->dtype == DType::kInt8 ? int32_t{zp->as<const int8_t>()[0]}
+                                                                 : int32_t{zp->as<const uint8_t>()[0]};
+      KILN_RETURN_IF_ERROR(SetHandle(zp_mem_, &a_zero_point_value_));
+      args[n++] = {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem_.get()};
+    }
     const dnnl_status_t st = dnnl_primitive_execute(prim_.get(), stream_.get(), n, args);
     return st == dnnl_success ? Status::Ok() : Failed(st, "matmul");
   }
@@ -1003,9 +997,19 @@ class MatMulOp final : public OneDnnOp {
   // QLinearMatMul: oneDNN's int8 matmul (u8 or s8 A, s8 B, u8 or s8 Y) of an A of any rank by a
   // 2-D B, B, the scales and zero points model weights (`params_constant`, else refused).
   static Result<std::unique_ptr<OneDnnOp>> PlanInt8(const KernelCall& call, int threads, bool params_constant);
+  // MatMulInteger (ONNX opset 10): u8 or s8 A by a 2-D s8 B, a model weight with zero point 0
+  // (`b_constant`: B and its zero point), int32 Y; A's zero point (one) is read at each call.
+  static Result<std::unique_ptr<OneDnnOp>> PlanInteger(const KernelCall& call, int threads, bool b_constant);
 
  private:
+  // The int8 forms' primitive for A [m, k] by B [k, n] (s8) into Y [m, n] of `y_type`.
+  Status MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
+                  const dnnl::primitive_attr& attr);
+
   const char* name_ = "MatMul";
+  bool a_zero_point_ = false;  // MatMulInteger: A's zero point, a run-time value
+  int32_t a_zero_point_value_ = 0;
+  memory zp_mem_;
   int threads_ = 1;
   int b_slot_ = 1;  // B's input: QLinearMatMul's is 3
   bool residual_ = false, bias_ = false;
@@ -1136,37 +1140,84 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInt8(const KernelCall& call, int
   p->threads_ = threads;
   p->b_slot_ = 3;
   try {
-    OmpThreads omp(threads);
-    dnnl::engine& engine = Engine();
-    p->stream_ = dnnl::stream(engine);
-    const memory::desc x_md({m, k}, q.x_type, Tag::ab), y_md({m, n}, q.y_type, Tag::ab);
-    const memory::desc w_plain({k, n}, memory::data_type::s8, Tag::ab);
-    const memory::desc w_md({k, n}, memory::data_type::s8, Tag::any);
     dnnl::primitive_attr attr;
     SetInt8Attr(q, 1, &attr);
+    KILN_RETURN_IF_ERROR(p->MakeInt8(m, k, n, q.x_type, q.y_type, attr));
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the int8 matmul: ") + e.what());
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
+}
+
+Status MatMulOp::MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
+                          const dnnl::primitive_attr& int8_attr) {
+  try {
+    OmpThreads omp(threads_);
+    dnnl::engine& engine = Engine();
+    stream_ = dnnl::stream(engine);
+    const memory::desc x_md({m, k}, a_type, Tag::ab), y_md({m, n}, y_type, Tag::ab);
+    const memory::desc w_plain({k, n}, memory::data_type::s8, Tag::ab);
+    const memory::desc w_md({k, n}, memory::data_type::s8, Tag::any);
+    dnnl::primitive_attr attr = int8_attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_md, y_md), attr, engine, /*allow_empty=*/true);
     if (!pd) return Unimplemented("oneDNN has no int8 matmul for this form on this CPU");
     if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
       return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
-    p->pd_ = pd;
-    p->prim_ = dnnl::primitive(pd);
-    p->x_mem_ = memory(x_md, engine, nullptr);
-    p->y_mem_ = memory(y_md, engine, nullptr);
-    p->w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    pd_ = pd;
+    prim_ = dnnl::primitive(pd);
+    x_mem_ = memory(x_md, engine, nullptr);
+    y_mem_ = memory(y_md, engine, nullptr);
+    w_mem_ = memory(pd.weights_desc(), engine, nullptr);
     if (pd.weights_desc() != w_plain) {
-      p->w_user_ = memory(w_plain, engine, nullptr);
-      p->w_reorder_.emplace(p->w_user_, p->w_mem_);
+      w_user_ = memory(w_plain, engine, nullptr);
+      w_reorder_.emplace(w_user_, w_mem_);
     }
     if (pd.scratchpad_desc().get_size() > 0) {
-      p->scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
-      p->workspace_ = AlignUp(pd.scratchpad_desc().get_size());
+      scratch_.emplace(pd.scratchpad_desc(), engine, nullptr);
+      workspace_ = AlignUp(pd.scratchpad_desc().get_size());
     }
-    p->description_ = std::string(pd.impl_info_str());
+    if (a_zero_point_) zp_mem_ = memory({{1}, memory::data_type::s32, Tag::x}, engine, nullptr);
+    description_ = std::string(pd.impl_info_str());
   } catch (const dnnl::error& e) {
     return Unimplemented(std::string("oneDNN refused the int8 matmul: ") + e.what());
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("oneDNN: out of memory planning the int8 matmul");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInteger(const KernelCall& call, int threads, bool b_constant) {
+  if (!b_constant) return Unimplemented("a B or B zero point that is not a model weight");
+  if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("MatMulInteger: expects A and B, and Y");
+  const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+  const TensorRef *azp = OptionalInput(call, 2), *bzp = OptionalInput(call, 3);
+  if ((a.dtype != DType::kUInt8 && a.dtype != DType::kInt8) || b.dtype != DType::kInt8 || y.dtype != DType::kInt32)
+    return Unimplemented("A " + DTypeStr(a.dtype) + ", B " + DTypeStr(b.dtype) +
+                         " (oneDNN takes a uint8 or int8 A and an int8 B)");
+  if (b.rank != 2 || a.rank < 1 || a.dims[a.rank - 1] != b.dims[0] || y.dims[y.rank - 1] != b.dims[1])
+    return Unimplemented("A " + ShapeStr(a) + " by B " + ShapeStr(b) + " (oneDNN runs a 2-D B in Kiln)");
+  const int64_t k = b.dims[0], n = b.dims[1], m = a.num_elements / std::max<int64_t>(k, 1);
+  if (m * n != y.num_elements || m == 0 || n == 0 || k == 0)
+    return Unimplemented("A " + ShapeStr(a) + " broadcast over Y " + ShapeStr(y) + ", or an empty tensor");
+  if ((azp && (azp->num_elements != 1 || azp->dtype != a.dtype)) || (bzp && bzp->dtype != DType::kInt8))
+    return Unimplemented("zero points other than one for A and int8 for B");
+  for (int64_t i = 0; bzp && i < bzp->num_elements; ++i)
+    if (bzp->as<const int8_t>()[i] != 0) return Unimplemented("a B zero point other than 0");
+  if (!OneDnnHasVnni())
+    for (int64_t i = 0; i < b.num_elements; ++i)
+      if (std::abs(int{b.as<const int8_t>()[i]}) > 64)
+        return Unimplemented("B values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  auto p = std::make_unique<MatMulOp>();
+  p->name_ = "MatMulInteger";
+  p->threads_ = threads;
+  p->a_zero_point_ = true;
+  try {
+    dnnl::primitive_attr attr;
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    KILN_RETURN_IF_ERROR(p->MakeInt8(m, k, n, Int8Type(a.dtype), memory::data_type::s32, attr));
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the integer matmul: ") + e.what());
   }
   return std::unique_ptr<OneDnnOp>(std::move(p));
 }
@@ -1517,6 +1568,7 @@ Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCa
   if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
   if (op == "QLinearMatMul") return MatMulOp::PlanInt8(call, threads, weights_are_constant);
+  if (op == "MatMulInteger") return MatMulOp::PlanInteger(call, threads, weights_are_constant);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return RnnOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
 }

@@ -1,0 +1,284 @@
+// Quantized (QDQ) graphs as onnxruntime's quantize_static writes them (compiler/passes/qdq.h):
+// DequantizeLinear -> Conv / MatMul -> QuantizeLinear folded into QLinearConv / QLinearMatMul
+// (oneDNN's int8 kernels on the CPU backend), checked against the same graph compiled without
+// the fusion stage, where every QuantizeLinear, DequantizeLinear and the float Conv / MatMul run
+// as their own CPU kernels: within one quantization step of the output (the folded op rounds
+// once, the unfolded graph computes in float32 and rounds at its QuantizeLinear). QuantizeLinear
+// and DequantizeLinear fused into generated kernels give the unfused bits exactly. The int8
+// weights stay int8 in the artifact, and malformed scales are compile errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime.h"
+#include "tests/compiler/compile_util.h"
+#include "tests/compiler/onnx_model_builder.h"
+#include "tests/random_floats.h"
+
+namespace kiln::testing {
+namespace {
+
+// An initializer of `dtype` (ONNX's TensorProto data type) from raw bytes.
+template <typename T>
+void AddRawInit(onnx::GraphProto* g, const std::string& name, int dtype, std::vector<int64_t> dims,
+                const std::vector<T>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(dtype);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
+std::vector<int8_t> RandomInt8(size_t n, uint32_t seed) {
+  std::vector<int8_t> v(n);
+  uint32_t s = seed;
+  for (int8_t& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<int8_t>(static_cast<int>((s >> 16) % 255) - 127);
+  }
+  return v;
+}
+
+struct QdqShape {
+  int64_t c = 8, m = 16, hw = 10;  // Conv: X [1, c, hw, hw], W [m, c, 3, 3]
+  bool matmul = false;              // MatMul: X [6, c] by W [c, m]
+  bool relu = false;                // a Relu before the output's QuantizeLinear (zero point 0)
+  bool w_axis_1 = false;            // W's scales along axis 1: not foldable
+  float y_scale = 0.1f;
+};
+
+// y = DQ(Q(op(DQ(Q(x)), DQ(W)[, DQ(B)]))), as quantize_static writes it: X uint8 (scale
+// 0.05, zero point 128), W int8 with one scale per output channel (MatMul: one scale), B int32
+// in the scale x_scale * w_scale, Y uint8.
+onnx::ModelProto QdqModel(const QdqShape& s) {
+  auto m = MakeModel(19);
+  auto* g = m.mutable_graph();
+  const float xs = 0.05f;
+  if (s.matmul) {
+    AddInput(g, "x", {"6", std::to_string(s.c)});
+  } else {
+    AddInput(g, "x", {"1", std::to_string(s.c), std::to_string(s.hw), std::to_string(s.hw)});
+  }
+  AddFloatInit(g, "xs", {}, {xs});
+  AddRawInit<uint8_t>(g, "xzp", onnx::TensorProto::UINT8, {}, {128});
+  AddNode(g, "QuantizeLinear", {"x", "xs", "xzp"}, {"xq"}, "qx");
+  AddNode(g, "DequantizeLinear", {"xq", "xs", "xzp"}, {"xf"}, "dqx");
+  const int64_t per = s.matmul ? 1 : (s.w_axis_1 ? s.c : s.m);
+  std::vector<float> ws(static_cast<size_t>(per));
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.002f * static_cast<float>(1 + i % 5);
+  if (s.matmul) {
+    AddRawInit(g, "w", onnx::TensorProto::INT8, {s.c, s.m}, RandomInt8(static_cast<size_t>(s.c * s.m), 3));
+  } else {
+    AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c, 3, 3}, RandomInt8(static_cast<size_t>(s.m * s.c * 9), 3));
+  }
+  AddFloatInit(g, "ws", per == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{per}, ws);
+  AddRawInit(g, "wzp", onnx::TensorProto::INT8, per == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{per},
+             std::vector<int8_t>(static_cast<size_t>(per), 0));
+  auto* dqw = AddNode(g, "DequantizeLinear", {"w", "ws", "wzp"}, {"wf"}, "dqw");
+  AttrInt(dqw, "axis", s.w_axis_1 ? 1 : 0);
+  if (s.matmul) {
+    AddNode(g, "MatMul", {"xf", "wf"}, {"yf"}, "op");
+  } else {
+    std::vector<int32_t> bq(static_cast<size_t>(s.m));
+    std::vector<float> bs(static_cast<size_t>(s.m));
+    for (int64_t k = 0; k < s.m; ++k) {
+      bq[static_cast<size_t>(k)] = static_cast<int32_t>(k * 97 % 2001) - 1000;
+      bs[static_cast<size_t>(k)] = xs * ws[static_cast<size_t>(s.w_axis_1 ? 0 : k)];
+    }
+    AddRawInit(g, "b", onnx::TensorProto::INT32, {s.m}, bq);
+    AddFloatInit(g, "bs", {s.m}, bs);
+    AddRawInit(g, "bzp", onnx::TensorProto::INT32, {s.m}, std::vector<int32_t>(static_cast<size_t>(s.m), 0));
+    auto* dqb = AddNode(g, "DequantizeLinear", {"b", "bs", "bzp"}, {"bf"}, "dqb");
+    AttrInt(dqb, "axis", 0);
+    auto* conv = AddNode(g, "Conv", {"xf", "wf", "bf"}, {"yf"}, "op");
+    AttrInts(conv, "pads", {1, 1, 1, 1});
+  }
+  std::string y = "yf";
+  if (s.relu) {
+    AddNode(g, "Relu", {"yf"}, {"yr"}, "relu");
+    y = "yr";
+  }
+  AddFloatInit(g, "ys", {}, {s.y_scale});
+  AddRawInit<uint8_t>(g, "yzp", onnx::TensorProto::UINT8, {}, {static_cast<uint8_t>(s.relu ? 0 : 100)});
+  AddNode(g, "QuantizeLinear", {y, "ys", "yzp"}, {"yq"}, "qy");
+  AddNode(g, "DequantizeLinear", {"yq", "ys", "yzp"}, {"y"}, "dqy");
+  AddOutput(g, "y");
+  return m;
+}
+
+// The model's output on the CPU backend, compiled with the fusion stage (`fuse`) or without.
+std::vector<float> RunQdq(const onnx::ModelProto& m, const QdqShape& s, bool fuse) {
+  const std::vector<float> x =
+      RandomFloats(static_cast<size_t>(s.matmul ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
+  const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
+  const std::vector<TensorView> in = {
+      TensorView::Host(x.data(), DType::kFloat32, s.matmul ? mm_dims : conv_dims, s.matmul ? 2 : 4)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto out = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, fuse)), in, options);
+  REQUIRE(out.size() == 1);
+  return out[0];
+}
+
+// Elements of `a` and `b` more than one step of `scale` apart, and how many differ at all.
+std::pair<int, int> StepsApart(const std::vector<float>& a, const std::vector<float>& b, float scale) {
+  REQUIRE(a.size() == b.size());
+  int over = 0, differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    differ += a[i] != b[i];
+    over += !(std::fabs(a[i] - b[i]) <= scale * 1.0001f);
+  }
+  return {over, differ};
+}
+
+TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, within one step of the unfolded graph") {
+  for (const QdqShape s : {QdqShape{}, QdqShape{.relu = true}, QdqShape{.c = 32, .m = 24, .hw = 7},
+                           QdqShape{.c = 64, .m = 48, .matmul = true}}) {
+    CAPTURE(s.matmul);
+    CAPTURE(s.relu);
+    CAPTURE(s.c);
+    const onnx::ModelProto m = QdqModel(s);
+    const CompiledWithLog c = CompileWithLog(m);
+    const std::string op = s.matmul ? "QLinearMatMul" : "QLinearConv";
+    CHECK(c.fusion_trace.find(op) != std::string::npos);
+    CHECK(c.Logged(s.matmul ? "qdq: 0 DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, 1 with MatMul"
+                            : "qdq: 1 DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, 0 with MatMul"));
+    const std::vector<float> folded = RunQdq(m, s, true), unfolded = RunQdq(m, s, false);
+    const auto [over, differ] = StepsApart(folded, unfolded, s.y_scale);
+    CHECK(over == 0);
+    // Rounding the float32 sum and the integer one apart moves few outputs across a step.
+    CHECK(differ * 20 < static_cast<int>(folded.size()));
+    // Not a constant output: the outputs spread over many steps.
+    float lo = folded[0], hi = folded[0];
+    for (float v : folded) lo = std::min(lo, v), hi = std::max(hi, v);
+    CHECK(hi - lo > 20 * s.y_scale);
+  }
+}
+
+TEST_CASE("A QDQ Conv whose weight scales run along axis 1 stays float, says why, and computes the same") {
+  const QdqShape s{.w_axis_1 = true};
+  const onnx::ModelProto m = QdqModel(s);
+  const CompiledWithLog c = CompileWithLog(m);
+  CHECK(c.fusion_trace.find("QLinearConv") == std::string::npos);
+  CHECK(c.Logged("qdq not folded: Conv 'op': DequantizeLinear 'dqw' has 8 scales (expected 1 or 16 along axis 0)"));
+  const auto [over, differ] = StepsApart(RunQdq(m, s, true), RunQdq(m, s, false), s.y_scale);
+  CHECK(over == 0);
+  CHECK(differ == 0);
+}
+
+TEST_CASE("A QDQ model's int8 weights stay int8 in the artifact") {
+  const QdqShape s{.c = 64, .m = 64, .hw = 6};
+  const onnx::ModelProto m = QdqModel(s);
+  int64_t initializer_bytes = 0;
+  for (const auto& t : m.graph().initializer())
+    initializer_bytes += static_cast<int64_t>(t.raw_data().size() + t.float_data_size() * sizeof(float));
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  // W alone is 64 * 64 * 9 = 36864 bytes as int8, four times that widened to float32.
+  CHECK(initializer_bytes > 36864);
+  CHECK(static_cast<double>(model->weights_bytes()) <= 1.1 * static_cast<double>(initializer_bytes));
+}
+
+TEST_CASE("QuantizeLinear and DequantizeLinear fuse into generated kernels with the unfused kernels' bits") {
+  // y = DQ(Q(DQ(Q(a)) + DQ(Q(b)))): per-tensor parameters for a, per-channel (axis 1) for b,
+  // int8 and uint8, NaN and values that saturate in x.
+  auto m = MakeModel(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "a", {"2", "3", "5"});
+  AddInput(g, "b", {"2", "3", "5"});
+  AddFloatInit(g, "sa", {}, {0.07f});
+  AddRawInit<int8_t>(g, "za", onnx::TensorProto::INT8, {}, {-3});
+  AddFloatInit(g, "sb", {3}, {0.02f, 0.5f, 0.11f});
+  AddRawInit<uint8_t>(g, "zb", onnx::TensorProto::UINT8, {3}, {0, 128, 250});
+  AddNode(g, "QuantizeLinear", {"a", "sa", "za"}, {"aq"}, "qa");
+  AddNode(g, "DequantizeLinear", {"aq", "sa", "za"}, {"af"}, "dqa");
+  AddNode(g, "QuantizeLinear", {"b", "sb", "zb"}, {"bq"}, "qb");
+  AddNode(g, "DequantizeLinear", {"bq", "sb", "zb"}, {"bf"}, "dqb");
+  AddNode(g, "Add", {"af", "bf"}, {"sum"}, "add");
+  AddNode(g, "QuantizeLinear", {"sum", "sa", "za"}, {"sq"}, "qs");
+  AddNode(g, "DequantizeLinear", {"sq", "sa", "za"}, {"y"}, "dqs");
+  AddOutput(g, "y");
+  const CompiledWithLog c = CompileWithLog(m);
+  CHECK(c.Logged("7 ops -> 1 kernel"));
+  std::vector<float> a = RandomFloats(30, 21, -12.0f, 12.0f), b = RandomFloats(30, 22, -80.0f, 80.0f);
+  a[3] = std::nanf("");
+  b[7] = 1e30f;
+  const int64_t dims[] = {2, 3, 5};
+  const std::vector<TensorView> in = {TensorView::Host(a.data(), DType::kFloat32, dims, 3),
+                                      TensorView::Host(b.data(), DType::kFloat32, dims, 3)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto fused = RunFloat(c.bytes, in, options);
+  const auto unfused = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  REQUIRE(fused.size() == 1);
+  REQUIRE(unfused.size() == 1);
+  CHECK(std::memcmp(fused[0].data(), unfused[0].data(), fused[0].size() * sizeof(float)) == 0);
+  // Hand-computed: a NaN quantizes to int8's lowest value, -128, so y = (-128 + 3) * 0.07 ...
+  // plus b's element, then requantized; here the element of a alone: DQ(Q(NaN)) = -8.75.
+  float lo = fused[0][0], hi = fused[0][0];
+  for (float v : fused[0]) lo = std::min(lo, v), hi = std::max(hi, v);
+  CHECK(lo == doctest::Approx((-128 + 3) * 0.07f));  // saturated at int8's lowest
+  CHECK(hi == doctest::Approx((127 + 3) * 0.07f));   // and highest
+}
+
+TEST_CASE("A zero or non-finite quantization scale is a compile error that names the node") {
+  QdqShape s;
+  s.y_scale = 0.0f;
+  Status st = CompileStatus(QdqModel(s));
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("'qy'") != std::string::npos);
+  CHECK(st.message().find("input y_scale: element 0 is 0.000000; a scale must be finite and nonzero") !=
+        std::string::npos);
+  s.y_scale = std::numeric_limits<float>::infinity();
+  st = CompileStatus(QdqModel(s));
+  CHECK(st.message().find("a scale must be finite and nonzero") != std::string::npos);
+}
+
+TEST_CASE("MatMulInteger with an int8 weight gives the exact int32 sums, its A zero point read per call") {
+  // quantize_dynamic's MatMul: A uint8 with a zero point that changes per call, B an int8 weight
+  // (oneDNN's int8 matmul with VNNI; the CPU kernel on other CPUs, where B's 8-bit values could
+  // saturate oneDNN's 16-bit pair sums).
+  constexpr int64_t kM = 6, kK = 64, kN = 48;
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "a", {std::to_string(kM), std::to_string(kK)}, onnx::TensorProto::UINT8);
+  AddInput(g, "azp", {}, onnx::TensorProto::UINT8);
+  const std::vector<int8_t> b = RandomInt8(static_cast<size_t>(kK * kN), 9);
+  AddRawInit(g, "b", onnx::TensorProto::INT8, {kK, kN}, b);
+  AddNode(g, "MatMulInteger", {"a", "b", "azp"}, {"y"}, "mmi");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  ContextOptions options;
+  options.device = Device::kCpu;
+  auto ctx = ExecutionContext::Create(*model, options);
+  REQUIRE(ctx.ok());
+  std::vector<uint8_t> a(static_cast<size_t>(kM * kK));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  const int64_t a_dims[] = {kM, kK};
+  for (const uint8_t azp : {uint8_t{0}, uint8_t{131}}) {  // two calls, two zero points
+    CAPTURE(int{azp});
+    const std::vector<TensorView> in = {TensorView::Host(a.data(), DType::kUInt8, a_dims, 2),
+                                        TensorView::Host(&azp, DType::kUInt8, nullptr, 0)};
+    auto out = RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    const std::vector<int32_t> y = Values<int32_t>(out->at(0));
+    REQUIRE(y.size() == static_cast<size_t>(kM * kN));
+    int bad = 0;
+    for (int64_t i = 0; i < kM; ++i)
+      for (int64_t j = 0; j < kN; ++j) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < kK; ++k)
+          sum += (int64_t{a[static_cast<size_t>(i * kK + k)]} - azp) * b[static_cast<size_t>(k * kN + j)];
+        bad += y[static_cast<size_t>(i * kN + j)] != sum;
+      }
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
