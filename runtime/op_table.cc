@@ -181,6 +181,7 @@ constexpr OpInfo kOps[] = {
     {"PRelu", {2, 2, 0b11, 1, 1}, kFollow, kElementwise, ""},
     {"Pad", {2, 4, 0b11, 1, 1}, kFollow, kIndexMap, ""},
     {"Pow", {2, 2, 0b11, 1, 1}, kFloat32, kElementwise, ""},
+    {"QGemm", {6, 9, 0b111111, 1, 1}, kFloat32, kCpuOnly, "integer GEMM (cuBLASLt int8) is not wired yet"},
     {"QLinearConv", {8, 9, 0b11111111, 1, 1}, kFloat32, kCpuOnly,
      "integer convolution (cuDNN int8) is not wired yet"},
     {"QLinearMatMul", {8, 8, 0b11111111, 1, 1}, kFloat32, kCpuOnly,

@@ -42,7 +42,7 @@
 //   Gemm                      legacy `broadcast` attr dropped
 //   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list,
 //                             else one comma-separated STRING (e.g. "Relu,Tanh")
-// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd and its layer norms aside: written as the ONNX ops they compose, ImportContribNode), non-tensor graph inputs, string / complex
+// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd and its layer norms aside: written as the ONNX ops they compose, ImportContribNode; and its QGemm, a registry op), non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
 // and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
@@ -1060,6 +1060,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
       {"SkipLayerNormalization", 3, 5, {0, 3}, {"epsilon"}, {}},
       {"SkipSimplifiedLayerNormalization", 3, 4, {0, 3}, {"epsilon"}, {}},
       {"SimplifiedLayerNormalization", 2, 2, {0}, {"epsilon"}, {"axis", "stash_type"}},
+      {"QGemm", 6, 9, {0}, {"alpha"}, {"transA", "transB"}},
   };
   const Form* form = nullptr;
   for (const Form& f : kForms)
@@ -1067,8 +1068,8 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
   if (form == nullptr)
     return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) +
                          " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu, "
-                         "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization and "
-                         "SimplifiedLayerNormalization)");
+                         "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
+                         "SimplifiedLayerNormalization and QGemm)");
   std::vector<ValueId> in;
   for (int i = 0; i < np.input_size(); ++i) {
     if (np.input(i).empty()) {
@@ -1134,6 +1135,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
     return a;
   };
   const DType dt = trace_.value(in[0]).dtype;
+  if (op == "QGemm") return step("QGemm", in, 0, attrs).status();  // a registry op of its own
   if (op == "Gelu") return step("Gelu", {in[0]}, 0, gelu("none")).status();
   if (op == "BiasGelu" || (op == "FastGelu" && given(1))) {
     KILN_ASSIGN_OR_RETURN(const ValueId sum, step("Add", {in[0], in[1]}, -1));

@@ -332,9 +332,58 @@ Status QLinearConvMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// onnxruntime's com.microsoft QGemm (docs/ContribOperators.md in its repository): Y = alpha *
+// a_scale * b_scale * ((A' - a_zero_point) (B' - b_zero_point) + C), requantized by y_scale and
+// y_zero_point, or float32 without them. A and B 2-D (transA, transB), C int32 broadcast to
+// [M, N] (in the scale alpha * a_scale * b_scale, zero point 0); b_scale and b_zero_point one
+// or N elements. What the fusion stage folds DequantizeLinear -> Gemm -> QuantizeLinear into.
+Status QGemmMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
+  KILN_ASSIGN_OR_RETURN(const Value* A, Need(ctx, 0, "A"));
+  KILN_ASSIGN_OR_RETURN(const Value* as, Need(ctx, 1, "a_scale"));
+  KILN_ASSIGN_OR_RETURN(const Value* B, Need(ctx, 3, "B"));
+  KILN_ASSIGN_OR_RETURN(const Value* bs, Need(ctx, 4, "b_scale"));
+  const Value *azp = ctx.input(2), *bzp = ctx.input(5), *C = ctx.input(6), *ys = ctx.input(7), *yzp = ctx.input(8);
+  KILN_RETURN_IF_ERROR(CheckInt8(*A, "A"));
+  KILN_RETURN_IF_ERROR(CheckInt8(*B, "B"));
+  KILN_RETURN_IF_ERROR(CheckRank(*A, "input A", 2, 2));
+  KILN_RETURN_IF_ERROR(CheckRank(*B, "input B", 2, 2));
+  for (const Value* v : {as, bs, ys})
+    if (v && v->dtype != DType::kFloat32)
+      return InvalidArgument("QGemm's scales must be float32, found " + DTypeStr(v->dtype));
+  for (const auto& [v, what] : {std::pair{as, "a_scale"}, {bs, "b_scale"}, {ys, "y_scale"}})
+    if (v) KILN_RETURN_IF_ERROR(CheckScaleValues(*v, what));
+  if (azp) KILN_RETURN_IF_ERROR(CheckSameDType(*A, "A", *azp, "a_zero_point"));
+  if (bzp) KILN_RETURN_IF_ERROR(CheckSameDType(*B, "B", *bzp, "b_zero_point"));
+  if (yzp && !ys) return InvalidArgument("input y_zero_point without y_scale");
+  if (yzp) KILN_RETURN_IF_ERROR(CheckInt8(*yzp, "y_zero_point"));
+  const bool ta = ctx.attrs().GetInt("transA", 0) != 0, tb = ctx.attrs().GetInt("transB", 0) != 0;
+  const Sym M = A->shape[ta ? 1 : 0], K = A->shape[ta ? 0 : 1], N = B->shape[tb ? 0 : 1];
+  KILN_RETURN_IF_ERROR(Unify(ctx, K, B->shape[tb ? 1 : 0], "inner dims of A " + Str(A->shape) + " and B " +
+                                                               Str(B->shape)));
+  for (const auto& [v, what] : {std::pair{azp, "a_zero_point"}, {ys, "y_scale"}, {yzp, "y_zero_point"}, {as, "a_scale"}})
+    if (v && !IsPerTensor(*v))
+      return InvalidArgument("input " + std::string(what) + ": expected one element, found " + Str(v->shape));
+  KILN_RETURN_IF_ERROR(CheckMatMulParam(ctx, bs, "b_scale", N, "columns of B"));
+  KILN_RETURN_IF_ERROR(CheckMatMulParam(ctx, bzp, "b_zero_point", N, "columns of B"));
+  if (C) {
+    if (C->dtype != DType::kInt32) return InvalidArgument("input C: expected int32, found " + DTypeStr(C->dtype));
+    KILN_RETURN_IF_ERROR(CheckRank(*C, "input C", 0, 2));
+    // Unidirectional broadcasting to [M, N]: each dim 1 or the output's.
+    const auto dim = [&](const Sym& c, const Sym& want, const char* what) {
+      return c.value() == 1 ? Status::Ok() : Unify(ctx, want, c, what);
+    };
+    if (C->rank() >= 1) KILN_RETURN_IF_ERROR(dim(C->shape[C->rank() - 1], N, "input C's last dim (N)"));
+    if (C->rank() == 2) KILN_RETURN_IF_ERROR(dim(C->shape[0], M, "input C's first dim (M)"));
+  }
+  ctx.SetOutput(0, ys ? (yzp ? yzp->dtype : DType::kUInt8) : DType::kFloat32, {M, N});
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterQuantizeOps(std::vector<OpDef>& ops) {
+  Def(ops, "QGemm", QGemmMeta);
   Def(ops, "QuantizeLinear", QuantizeLinearMeta);
   Def(ops, "DequantizeLinear", DequantizeLinearMeta);
   Def(ops, "DynamicQuantizeLinear", DynamicQuantizeLinearMeta);

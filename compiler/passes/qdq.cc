@@ -163,10 +163,17 @@ class Folder {
     const ir::Node* dw = g_.Producer(t_, op.inputs[1], "DequantizeLinear");
     if (!dw || !ConstOf(t_, dw->inputs[0])) return what + ": its weight is not a DequantizeLinear of a constant";
     const ir::Value& wv = t_.value(dw->inputs[0]);
-    const bool conv = op.op == "Conv";
+    const bool conv = op.op == "Conv", gemm = op.op == "Gemm";
     if (!conv && wv.rank() != 2) return what + ": a weight of rank " + std::to_string(wv.rank()) + ", not 2";
     if (conv && wv.rank() < 3) return what + ": a weight of rank " + std::to_string(wv.rank());
-    const int channel_axis = conv ? 0 : 1;
+    const bool trans_b = gemm && op.attrs.GetInt("transB", 0) != 0;
+    const float alpha = gemm ? op.attrs.GetFloat("alpha", 1.0f) : 1.0f;
+    if (gemm && op.attrs.GetInt("transA", 0) != 0) return what + ": transA";
+    if (gemm && op.inputs.size() > 2 && op.inputs[2] != ir::kNoValue && op.attrs.GetFloat("beta", 1.0f) != 1.0f)
+      return what + ": beta other than 1";
+    if (!(alpha > 0) || !std::isfinite(alpha)) return what + ": alpha not positive and finite";
+    // W's output channels: Conv's dim 0, B's columns (dim 0 of a transposed B).
+    const int channel_axis = conv || trans_b ? 0 : 1;
     const int64_t channels = ConstOf(t_, dw->inputs[0])->dims[static_cast<size_t>(channel_axis)];
     Quant w;
     if (std::string why = ReadQuant(t_, *dw, dw->inputs[0], channels, channel_axis, &w); !why.empty())
@@ -177,10 +184,14 @@ class Folder {
     f.absorbed.push_back(qi);
     if (relu != SIZE_MAX) f.absorbed.push_back(relu);
     ir::Node& n = f.node;
-    n.op = conv ? "QLinearConv" : "QLinearMatMul";
+    n.op = conv ? "QLinearConv" : gemm ? "QGemm" : "QLinearMatMul";
     n.name = op.name;
     n.when = op.when;
     if (conv) n.attrs = op.attrs;
+    if (gemm) {
+      n.attrs.SetFloat("alpha", alpha);
+      n.attrs.SetInt("transB", trans_b ? 1 : 0);
+    }
     n.inputs = {x.q,
                 x.scale,
                 ZeroPointOr(t_, x.zero_point, t_.value(x.q).dtype, op.name + "_x"),
@@ -190,10 +201,17 @@ class Folder {
                 y.scale,
                 ZeroPointOr(t_, y.zero_point, t_.value(y.q).dtype, op.name + "_y")};
     n.outputs = {q->outputs[0]};
-    if (conv && op.inputs.size() > 2 && op.inputs[2] != ir::kNoValue) {
-      Result<ir::ValueId> bias = IntBias(op, op.inputs[2], x, w, channels);
-      if (!bias.ok()) return what + ": " + std::string(bias.status().message());
-      n.inputs.push_back(*bias);
+    ir::ValueId bias = ir::kNoValue;
+    if ((conv || gemm) && op.inputs.size() > 2 && op.inputs[2] != ir::kNoValue) {
+      Result<ir::ValueId> b = IntBias(op, op.inputs[2], x, w, channels, alpha);
+      if (!b.ok()) return what + ": " + std::string(b.status().message());
+      bias = *b;
+    }
+    if (conv && bias != ir::kNoValue) n.inputs.push_back(bias);
+    if (gemm) {  // QGemm: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point
+      const ir::ValueId ys = n.inputs[6], yzp = n.inputs[7];
+      n.inputs.resize(6);
+      n.inputs.insert(n.inputs.end(), {bias, ys, yzp});
     }
     *fold = std::move(f);
     return "";
@@ -211,14 +229,18 @@ class Folder {
     return nullptr;
   }
 
-  // Conv's float bias `b` as QLinearConv's int32 bias in the scale xs * ws[c]: the int32 tensor
-  // of its DequantizeLinear where that has this scale and zero point 0, else rounded.
-  Result<ir::ValueId> IntBias(const ir::Node& conv, ir::ValueId b, const Quant& x, const Quant& w, int64_t channels) {
+  // Conv's or Gemm's float bias `b` as QLinearConv's or QGemm's int32 bias in the scale
+  // alpha * xs * ws[c]: the int32 tensor of its DequantizeLinear where that has this scale and
+  // zero point 0, else rounded. Gemm's C must have one value per column ([N] or [1, N]).
+  Result<ir::ValueId> IntBias(const ir::Node& conv, ir::ValueId b, const Quant& x, const Quant& w, int64_t channels,
+                              float alpha) {
     const ir::ConstData* xs = ConstOf(t_, x.scale);
     const ir::ConstData* ws = ConstOf(t_, w.scale);
     const auto scale = [&](int64_t c) {
-      return static_cast<double>(xs->FloatAt(0)) * ws->FloatAt(ws->num_elements() == 1 ? 0 : c);
+      return static_cast<double>(alpha) * xs->FloatAt(0) * ws->FloatAt(ws->num_elements() == 1 ? 0 : c);
     };
+    if (const ir::Value& bv = t_.value(b); bv.rank() > 2 || (bv.rank() == 2 && bv.shape[0].value() != 1))
+      return Unimplemented("its bias is not one value per output channel");
     std::vector<double> values(static_cast<size_t>(channels));
     if (const ir::Node* db = g_.Producer(t_, b, "DequantizeLinear"); db && ConstOf(t_, db->inputs[0])) {
       const ir::ConstData* bq = ConstOf(t_, db->inputs[0]);
@@ -232,7 +254,8 @@ class Folder {
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t k = bs->num_elements() == 1 ? 0 : c;
         const double zp = bz ? static_cast<double>(bz->IntAt(k)) : 0.0;
-        same = same && zp == 0 && static_cast<float>(bs->FloatAt(k)) == static_cast<float>(scale(c));
+        same = same && zp == 0 && static_cast<float>(bs->FloatAt(k)) == static_cast<float>(scale(c)) &&
+               t_.value(b).rank() == 1;
         values[static_cast<size_t>(c)] = (static_cast<double>(bq->IntAt(c)) - zp) * bs->FloatAt(k);
       }
       if (same) return db->inputs[0];
@@ -263,7 +286,7 @@ std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
   std::vector<Fold> folds;
   for (size_t i = 0; i < t.body.nodes.size(); ++i) {
     const std::string& op = t.body.nodes[i].op;
-    if (op != "Conv" && op != "MatMul") continue;
+    if (op != "Conv" && op != "MatMul" && op != "Gemm") continue;
     std::optional<Fold> f;
     std::string why = folder.Try(i, &f);
     if (!why.empty() && unfolded) unfolded->push_back(std::move(why));
@@ -306,9 +329,9 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);
     std::vector<bool> drop(t.body.nodes.size(), false);
-    int convs = 0, matmuls = 0;
+    int convs = 0, matmuls = 0, gemms = 0;
     for (Fold& f : folds) {
-      (f.node.op == "QLinearConv" ? convs : matmuls)++;
+      (f.node.op == "QLinearConv" ? convs : f.node.op == "QGemm" ? gemms : matmuls)++;
       for (size_t a : f.absorbed) drop[a] = true;
       t.body.nodes[f.at] = std::move(f.node);
     }
@@ -317,10 +340,10 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
       if (!drop[i]) kept.push_back(std::move(t.body.nodes[i]));
     t.body.nodes = std::move(kept);
     if (log) {
-      if (convs + matmuls > 0)
+      if (convs + matmuls + gemms > 0)
         log->push_back(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} "
-                                   "with MatMul -> QLinearMatMul",
-                                   convs, matmuls));
+                                   "with MatMul -> QLinearMatMul, {} with Gemm -> QGemm",
+                                   convs, matmuls, gemms));
       for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
     }
   }

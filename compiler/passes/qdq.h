@@ -5,13 +5,16 @@
 // Folded, for a plan the CPU backend runs (`int8_ops`), into one integer op each:
 //   y = Q(Conv(DQ(x), DQ(W)[, B]), ys, yzp)    -> QLinearConv(x, xs, xzp, W, ws, wzp, ys, yzp[, B'])
 //   y = Q(MatMul(DQ(a), DQ(B)), ys, yzp)       -> QLinearMatMul(a, as, azp, B, bs, bzp, ys, yzp)
-// (ONNX opset 10 and 21) where x and a are int8 or uint8 with one scale and zero point; W and B
-// are int8 or uint8 constants with one scale, or one per output channel (W's axis 0, B's last
-// axis); ys and yzp one element; every scale and zero point a constant; the float product read
+//   y = Q(Gemm(DQ(a), DQ(B)[, C]), ys, yzp)    -> QGemm(a, as, azp, B, bs, bzp, C', ys, yzp)
+// (ONNX opset 10 and 21; onnxruntime's com.microsoft QGemm, Gemm without transA, with alpha and
+// transB, beta 1) where x and a are int8 or uint8 with one scale and zero point; W and B
+// are int8 or uint8 constants with one scale, or one per output channel (W's axis 0, B's
+// columns); ys and yzp one element; every scale and zero point a constant; the float product read
 // only by the QuantizeLinear (or by a Relu read only by it, when y's zero point is its type's
 // lowest value, so that the saturation is the Relu). B is Conv's float bias, a constant or the
 // DequantizeLinear of an int32 constant: B' = round(B / (xs * ws[c])) in int32, which is the
-// int32 B itself when its scale is xs * ws[c] (onnxruntime's). The integer ops run on oneDNN's
+// int32 B itself when its scale is xs * ws[c] (onnxruntime's); Gemm's C likewise, N values, in
+// the scale alpha * as * bs[c]. The integer ops run on oneDNN's
 // int8 kernels (runtime/cpu/onednn/onednn.h); their int8 weights stay int8 in the artifact.
 // A Conv or MatMul that a QuantizeLinear reads but that does not fold keeps its float form, and
 // the log says why ("qdq not folded: ...").

@@ -266,8 +266,8 @@ class CpuBackend final : public Backend {
       // MatMulInteger: B and its zero point (A's is read at each call).
       if (pi.kernel->op == "MatMulInteger")
         constant = weight(1) && (pi.num_inputs <= 3 || weight(3) || pe.operands[pi.operands_begin + 3] < 0);
-      if (pi.kernel->op == "QLinearConv" || pi.kernel->op == "QLinearMatMul") {
-        constant = pi.num_inputs >= 8;
+      if (pi.kernel->op == "QLinearConv" || pi.kernel->op == "QLinearMatMul" || pi.kernel->op == "QGemm") {
+        constant = pi.num_inputs >= 6;
         for (int i = 1; i < pi.num_inputs && constant; ++i)
           constant = weight(i) || pe.operands[static_cast<size_t>(pi.operands_begin + i)] < 0;
       }

@@ -23,6 +23,8 @@ constexpr LibraryOp kOneDnn[] = {
     {"MatMul", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},
     {"MatMulInteger", "oneDNN int8 matmul (a 2-D s8 B with zero point 0, a model weight), int32 Y"},
     {"MaxPool", "oneDNN pooling, in its producer's layout (a NaN in X: the CPU kernel)"},
+    {"QGemm", "oneDNN int8 matmul (an s8 B with zero point 0, C of N values; B, C, scales and zero points model "
+              "weights)"},
     {"QLinearConv", "oneDNN int8 convolution (s8 W with zero point 0; W, bias, scales and zero points model weights)"},
     {"QLinearMatMul", "oneDNN int8 matmul (a 2-D s8 B with zero point 0; B, scales and zero points model weights)"},
     {"RNN", "oneDNN's vanilla_rnn_forward (float32 model weights, one of Tanh, Relu and Sigmoid for every "

@@ -1,5 +1,5 @@
 // Integer quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
-// MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv. Rounding is half to even
+// MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv, and onnxruntime's QGemm. Rounding is half to even
 // (std::nearbyint in the default rounding mode), as ONNX's np.rint; each product is
 // computed in the precision the ONNX reference computes it in, so results match bit for
 // bit (a float16 scale product is rounded to float16 before it meets the int32
@@ -359,6 +359,52 @@ Status QLinearMatMulKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// onnxruntime's com.microsoft QGemm (compiler/ops/meta_quantize.cc): the int32 sum plus C, times
+// alpha * a_scale * b_scale[n] in double, requantized by y_scale and y_zero_point (or float32).
+Status QGemmKernel(const KernelCall& call) {
+  constexpr std::string_view kOp = "QGemm";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kOp, 6));
+  const TensorRef &a = call.inputs[0], &as = call.inputs[1], &b = call.inputs[3], &bs = call.inputs[4];
+  const TensorRef *azp = OptionalInput(call, 2), *bzp = OptionalInput(call, 5), *c = OptionalInput(call, 6);
+  const TensorRef *ys = OptionalInput(call, 7), *yzp = OptionalInput(call, 8);
+  const TensorRef& y = call.outputs[0];
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "A", a, azp));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "B", b, bzp));
+  double lo = 0, hi = 0;
+  if (ys ? !QuantRange(y.dtype, &lo, &hi) || (yzp && yzp->dtype != y.dtype) : y.dtype != DType::kFloat32)
+    return OpError(kOp, "output dtype " + DTypeStr(y.dtype) + ": expected y_zero_point's (int8 or uint8) with "
+                        "y_scale, float32 without");
+  if (as.dtype != DType::kFloat32 || bs.dtype != DType::kFloat32 || (ys && ys->dtype != DType::kFloat32))
+    return OpError(kOp, "scales must be float32");
+  if (a.rank != 2 || b.rank != 2 || y.rank != 2) return OpError(kOp, "A, B and Y must be 2-D");
+  const bool ta = call.attrs.GetInt("transA", 0) != 0, tb = call.attrs.GetInt("transB", 0) != 0;
+  const int64_t M = a.dim(ta ? 1 : 0), K = a.dim(ta ? 0 : 1), N = b.dim(tb ? 0 : 1);
+  if (b.dim(tb ? 1 : 0) != K || y.dim(0) != M || y.dim(1) != N)
+    return OpError(kOp, "A " + ShapeStr(a) + ", B " + ShapeStr(b) + " and Y " + ShapeStr(y) + " do not match");
+  KILN_RETURN_IF_ERROR(CheckRowParam(kOp, "b_scale", &bs, N));
+  KILN_RETURN_IF_ERROR(CheckRowParam(kOp, "b_zero_point", bzp, N));
+  // C's strides along m and n: 0 where it broadcasts.
+  const int64_t cn = c && c->rank >= 1 && c->dim(c->rank - 1) != 1;
+  const int64_t cm = c && c->rank == 2 && c->dim(0) != 1 ? (cn ? N : 1) : 0;
+  if (c && (c->dtype != DType::kInt32 || c->num_elements != (cm ? M : 1) * (cn ? N : 1)))
+    return OpError(kOp, "C " + ShapeStr(*c) + " must be int32, broadcast to [M, N]");
+  const double alpha = call.attrs.GetFloat("alpha", 1.0f), y_scale = ys ? FloatAt(*ys, 0) : 1.0;
+  const int32_t za = IntAt(azp, 0), y_zp = IntAt(yzp, 0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t zb = IntAt(bzp, RowIndex(bzp, n));
+      int32_t acc = c ? c->as<const int32_t>()[m * cm + n * cn] : 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc = WrapAdd(acc, WrapMul(IntAt(&a, ta ? k * M + m : m * K + k) - za, IntAt(&b, tb ? n * K + k : k * N + n) - zb));
+      const double v = static_cast<double>(acc) * alpha * FloatAt(as, 0) * FloatAt(bs, RowIndex(&bs, n));
+      if (ys)
+        StoreQuant(y, m * N + n, std::nearbyint(v / y_scale) + y_zp, lo, hi);
+      else
+        y.as<float>()[m * N + n] = static_cast<float>(v);
+    }
+  return Status::Ok();
+}
+
 // ---- integer convolution --------------------------------------------------------------------
 
 struct IntConvGeometry : WindowGeometry {
@@ -493,6 +539,7 @@ constexpr KernelDef kKernels[] = {
     {"DequantizeLinear", DequantizeLinearKernel, nullptr, true},
     {"DynamicQuantizeLinear", DynamicQuantizeLinearKernel, nullptr},
     {"MatMulInteger", MatMulIntegerKernel, nullptr},
+    {"QGemm", QGemmKernel, nullptr},
     {"QLinearConv", QLinearConvKernel, nullptr},
     {"QLinearMatMul", QLinearMatMulKernel, nullptr, true},
     {"QuantizeLinear", QuantizeLinearKernel, nullptr, true},

@@ -974,7 +974,7 @@ class MatMulOp final : public OneDnnOp {
         {DNNL_ARG_SRC, x_mem_.get()}, {DNNL_ARG_WEIGHTS, w_mem_.get()}, {DNNL_ARG_DST, y_mem_.get()}};
     int n = 3;
     if (bias_) {
-      KILN_RETURN_IF_ERROR(SetHandle(b_mem_, call.inputs[2].data));
+      KILN_RETURN_IF_ERROR(SetHandle(b_mem_, call.inputs[bias_slot_].data));
       args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
     }
     if (scratch_) {
@@ -1000,18 +1000,24 @@ class MatMulOp final : public OneDnnOp {
   // MatMulInteger (ONNX opset 10): u8 or s8 A by a 2-D s8 B, a model weight with zero point 0
   // (`b_constant`: B and its zero point), int32 Y; A's zero point (one) is read at each call.
   static Result<std::unique_ptr<OneDnnOp>> PlanInteger(const KernelCall& call, int threads, bool b_constant);
+  // onnxruntime's QGemm: u8 or s8 A [M, K] by an s8 B ([K, N], or [N, K] with transB) with zero
+  // point 0, an int32 C of N values or none, u8 or s8 Y (or float32 without y_scale); alpha
+  // and the scales fold into per-column output scales. Every input but A a model weight.
+  static Result<std::unique_ptr<OneDnnOp>> PlanQGemm(const KernelCall& call, int threads, bool params_constant);
 
  private:
-  // The int8 forms' primitive for A [m, k] by B [k, n] (s8) into Y [m, n] of `y_type`.
+  // The int8 forms' primitive for A [m, k] by B [k, n] (s8; stored [n, k] with `tb`) into Y
+  // [m, n] of `y_type`, with an s32 bias of n values (`bias_`).
   Status MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
-                  const dnnl::primitive_attr& attr);
+                  const dnnl::primitive_attr& attr, bool tb = false);
 
   const char* name_ = "MatMul";
   bool a_zero_point_ = false;  // MatMulInteger: A's zero point, a run-time value
   int32_t a_zero_point_value_ = 0;
   memory zp_mem_;
   int threads_ = 1;
-  int b_slot_ = 1;  // B's input: QLinearMatMul's is 3
+  int b_slot_ = 1;     // B's input: QLinearMatMul's and QGemm's are 3
+  int bias_slot_ = 2;  // the bias's: QGemm's C is 6
   bool residual_ = false, bias_ = false;
   dnnl::primitive_desc pd_;
   dnnl::primitive prim_;
@@ -1150,17 +1156,20 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInt8(const KernelCall& call, int
 }
 
 Status MatMulOp::MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
-                          const dnnl::primitive_attr& int8_attr) {
+                          const dnnl::primitive_attr& int8_attr, bool tb) {
   try {
     OmpThreads omp(threads_);
     dnnl::engine& engine = Engine();
     stream_ = dnnl::stream(engine);
     const memory::desc x_md({m, k}, a_type, Tag::ab), y_md({m, n}, y_type, Tag::ab);
-    const memory::desc w_plain({k, n}, memory::data_type::s8, Tag::ab);
+    const memory::desc w_plain({k, n}, memory::data_type::s8, tb ? memory::dims{1, k} : memory::dims{n, 1});
     const memory::desc w_md({k, n}, memory::data_type::s8, Tag::any);
+    const memory::desc b_md = bias_ ? memory::desc({1, n}, memory::data_type::s32, Tag::ab) : memory::desc();
     dnnl::primitive_attr attr = int8_attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_md, y_md), attr, engine, /*allow_empty=*/true);
+    const dnnl::matmul::desc desc =
+        bias_ ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine, /*allow_empty=*/true);
     if (!pd) return Unimplemented("oneDNN has no int8 matmul for this form on this CPU");
     if (const std::string impl = pd.impl_info_str(); impl.starts_with("ref"))
       return Unimplemented("oneDNN has only its reference implementation (" + impl + ") for this form on this CPU");
@@ -1169,6 +1178,7 @@ Status MatMulOp::MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_t
     x_mem_ = memory(x_md, engine, nullptr);
     y_mem_ = memory(y_md, engine, nullptr);
     w_mem_ = memory(pd.weights_desc(), engine, nullptr);
+    if (bias_) b_mem_ = memory(b_md, engine, nullptr);
     if (pd.weights_desc() != w_plain) {
       w_user_ = memory(w_plain, engine, nullptr);
       w_reorder_.emplace(w_user_, w_mem_);
@@ -1185,6 +1195,63 @@ Status MatMulOp::MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_t
     return ResourceExhausted("oneDNN: out of memory planning the int8 matmul");
   }
   return Status::Ok();
+}
+
+Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanQGemm(const KernelCall& call, int threads, bool params_constant) {
+  if (!params_constant) return Unimplemented("B, C, scales and zero points that are not all model weights");
+  if (call.inputs.size() < 6 || call.outputs.empty()) return InvalidArgument("QGemm: expects 6 to 9 inputs and Y");
+  const TensorRef &a = call.inputs[0], &as = call.inputs[1], &b = call.inputs[3], &bs = call.inputs[4];
+  const TensorRef *azp = OptionalInput(call, 2), *bzp = OptionalInput(call, 5), *c = OptionalInput(call, 6);
+  const TensorRef *ys = OptionalInput(call, 7), *yzp = OptionalInput(call, 8);
+  const TensorRef& y = call.outputs[0];
+  const bool tb = call.attrs.GetInt("transB", 0) != 0;
+  if (call.attrs.GetInt("transA", 0) != 0) return Unimplemented("transA (oneDNN reads A's own rows in Kiln)");
+  if (a.rank != 2 || b.rank != 2 || y.rank != 2 || b.dims[tb ? 1 : 0] != a.dims[1])
+    return InvalidArgument("QGemm: A " + ShapeStr(a) + " and B " + ShapeStr(b) + " do not agree");
+  const int64_t m = a.dims[0], k = a.dims[1], n = b.dims[tb ? 0 : 1];
+  if (m * n * k == 0) return Unimplemented("an empty tensor (the CPU kernel writes what it needs)");
+  if ((a.dtype != DType::kInt8 && a.dtype != DType::kUInt8) || b.dtype != DType::kInt8 ||
+      (ys && y.dtype != DType::kInt8 && y.dtype != DType::kUInt8) || (!ys && y.dtype != DType::kFloat32))
+    return Unimplemented("A " + DTypeStr(a.dtype) + ", B " + DTypeStr(b.dtype) + ", Y " + DTypeStr(y.dtype));
+  const auto one = [](const TensorRef* t, DType dtype) { return !t || (t->num_elements == 1 && t->dtype == dtype); };
+  if (!one(&as, DType::kFloat32) || !one(azp, a.dtype) || !one(ys, DType::kFloat32) || !one(yzp, y.dtype) ||
+      bs.dtype != DType::kFloat32 || (bs.num_elements != 1 && bs.num_elements != n))
+    return Unimplemented("scales and zero points other than one each (b_scale: one or N), float32 scales");
+  for (int64_t i = 0; bzp && i < bzp->num_elements; ++i)
+    if (bzp->dtype != DType::kInt8 || bzp->as<const int8_t>()[i] != 0) return Unimplemented("a B zero point other than 0");
+  if (c && (c->dtype != DType::kInt32 || c->num_elements != n || (c->rank == 2 && c->dims[0] != 1)))
+    return Unimplemented("a C of other than N int32 values");
+  if (!OneDnnHasVnni())
+    for (int64_t i = 0; i < b.num_elements; ++i)
+      if (std::abs(int{b.as<const int8_t>()[i]}) > 64)
+        return Unimplemented("B values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  const double alpha = call.attrs.GetFloat("alpha", 1.0f), y_scale = ys ? ys->as<const float>()[0] : 1.0;
+  std::vector<float> scales(static_cast<size_t>(bs.num_elements));
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const double sc = alpha * as.as<const float>()[0] * bs.as<const float>()[i] / y_scale;
+    if (!(sc > 0) || !std::isfinite(sc)) return Unimplemented("alpha * a_scale * b_scale / y_scale not positive and finite");
+    scales[i] = static_cast<float>(sc);
+  }
+  auto p = std::make_unique<MatMulOp>();
+  p->name_ = "QGemm";
+  p->threads_ = threads;
+  p->b_slot_ = 3;
+  p->bias_slot_ = 6;
+  p->bias_ = c != nullptr;
+  try {
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(scales.size() > 1 ? 2 : 0, scales);
+    const auto zero_point = [](const TensorRef* t) {
+      return !t ? 0 : t->dtype == DType::kInt8 ? int32_t{t->as<const int8_t>()[0]} : int32_t{t->as<const uint8_t>()[0]};
+    };
+    if (zero_point(azp) != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point(azp)});
+    if (zero_point(yzp) != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point(yzp)});
+    KILN_RETURN_IF_ERROR(p->MakeInt8(m, k, n, Int8Type(a.dtype), ys ? Int8Type(y.dtype) : memory::data_type::f32, attr,
+                                     tb));
+  } catch (const dnnl::error& e) {
+    return Unimplemented(std::string("oneDNN refused the int8 matmul: ") + e.what());
+  }
+  return std::unique_ptr<OneDnnOp>(std::move(p));
 }
 
 Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInteger(const KernelCall& call, int threads, bool b_constant) {
@@ -1569,6 +1636,7 @@ Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCa
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);
   if (op == "QLinearMatMul") return MatMulOp::PlanInt8(call, threads, weights_are_constant);
   if (op == "MatMulInteger") return MatMulOp::PlanInteger(call, threads, weights_are_constant);
+  if (op == "QGemm") return MatMulOp::PlanQGemm(call, threads, weights_are_constant);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return RnnOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
 }
