@@ -7,7 +7,9 @@
 // and DequantizeLinear fused into generated kernels give the unfused bits exactly. The int8
 // weights stay int8 in the artifact, and malformed scales are compile errors.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,6 +48,7 @@ std::vector<int8_t> RandomInt8(size_t n, uint32_t seed) {
 struct QdqShape {
   int64_t c = 8, m = 16, hw = 10;  // Conv: X [1, c, hw, hw], W [m, c, 3, 3]
   bool matmul = false;              // MatMul: X [6, c] by W [c, m]
+  bool gemm = false;                // Gemm: X [6, c] by W [m, c] (transB), C [m], alpha 0.5
   bool relu = false;                // a Relu before the output's QuantizeLinear (zero point 0)
   bool w_axis_1 = false;            // W's scales along axis 1: not foldable
   float y_scale = 0.1f;
@@ -58,7 +61,7 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
   auto m = MakeModel(19);
   auto* g = m.mutable_graph();
   const float xs = 0.05f;
-  if (s.matmul) {
+  if (s.matmul || s.gemm) {
     AddInput(g, "x", {"6", std::to_string(s.c)});
   } else {
     AddInput(g, "x", {"1", std::to_string(s.c), std::to_string(s.hw), std::to_string(s.hw)});
@@ -68,10 +71,13 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
   AddNode(g, "QuantizeLinear", {"x", "xs", "xzp"}, {"xq"}, "qx");
   AddNode(g, "DequantizeLinear", {"xq", "xs", "xzp"}, {"xf"}, "dqx");
   const int64_t per = s.matmul ? 1 : (s.w_axis_1 ? s.c : s.m);
+  const float alpha = s.gemm ? 0.5f : 1.0f;
   std::vector<float> ws(static_cast<size_t>(per));
   for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.002f * static_cast<float>(1 + i % 5);
   if (s.matmul) {
     AddRawInit(g, "w", onnx::TensorProto::INT8, {s.c, s.m}, RandomInt8(static_cast<size_t>(s.c * s.m), 3));
+  } else if (s.gemm) {
+    AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c}, RandomInt8(static_cast<size_t>(s.c * s.m), 3));
   } else {
     AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c, 3, 3}, RandomInt8(static_cast<size_t>(s.m * s.c * 9), 3));
   }
@@ -82,6 +88,11 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
   AttrInt(dqw, "axis", s.w_axis_1 ? 1 : 0);
   if (s.matmul) {
     AddNode(g, "MatMul", {"xf", "wf"}, {"yf"}, "op");
+  } else if (s.gemm) {  // C as a float constant, not quantized: requantized in the fold
+    AddFloatInit(g, "c", {s.m}, RandomFloats(static_cast<size_t>(s.m), 5, -2.0f, 2.0f));
+    auto* gemm = AddNode(g, "Gemm", {"xf", "wf", "c"}, {"yf"}, "op");
+    AttrInt(gemm, "transB", 1);
+    AttrFloat(gemm, "alpha", alpha);
   } else {
     std::vector<int32_t> bq(static_cast<size_t>(s.m));
     std::vector<float> bs(static_cast<size_t>(s.m));
@@ -113,10 +124,10 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
 // The model's output on the CPU backend, compiled with the fusion stage (`fuse`) or without.
 std::vector<float> RunQdq(const onnx::ModelProto& m, const QdqShape& s, bool fuse) {
   const std::vector<float> x =
-      RandomFloats(static_cast<size_t>(s.matmul ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
+      RandomFloats(static_cast<size_t>(s.matmul || s.gemm ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
   const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
   const std::vector<TensorView> in = {
-      TensorView::Host(x.data(), DType::kFloat32, s.matmul ? mm_dims : conv_dims, s.matmul ? 2 : 4)};
+      TensorView::Host(x.data(), DType::kFloat32, s.matmul || s.gemm ? mm_dims : conv_dims, s.matmul || s.gemm ? 2 : 4)};
   ContextOptions options;
   options.device = Device::kCpu;
   const auto out = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, fuse)), in, options);
@@ -137,16 +148,18 @@ std::pair<int, int> StepsApart(const std::vector<float>& a, const std::vector<fl
 
 TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, within one step of the unfolded graph") {
   for (const QdqShape s : {QdqShape{}, QdqShape{.relu = true}, QdqShape{.c = 32, .m = 24, .hw = 7},
-                           QdqShape{.c = 64, .m = 48, .matmul = true}}) {
+                           QdqShape{.c = 64, .m = 48, .matmul = true}, QdqShape{.c = 64, .m = 40, .gemm = true}}) {
     CAPTURE(s.matmul);
+    CAPTURE(s.gemm);
     CAPTURE(s.relu);
     CAPTURE(s.c);
     const onnx::ModelProto m = QdqModel(s);
     const CompiledWithLog c = CompileWithLog(m);
-    const std::string op = s.matmul ? "QLinearMatMul" : "QLinearConv";
+    const std::string op = s.matmul ? "QLinearMatMul" : s.gemm ? "QGemm" : "QLinearConv";
     CHECK(c.fusion_trace.find(op) != std::string::npos);
-    CHECK(c.Logged(s.matmul ? "qdq: 0 DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, 1 with MatMul"
-                            : "qdq: 1 DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, 0 with MatMul"));
+    CHECK(c.Logged(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} with MatMul "
+                               "-> QLinearMatMul, {} with Gemm -> QGemm",
+                               int{!s.matmul && !s.gemm}, int{s.matmul}, int{s.gemm})));
     const std::vector<float> folded = RunQdq(m, s, true), unfolded = RunQdq(m, s, false);
     const auto [over, differ] = StepsApart(folded, unfolded, s.y_scale);
     CHECK(over == 0);
@@ -236,6 +249,70 @@ TEST_CASE("A zero or non-finite quantization scale is a compile error that names
   s.y_scale = std::numeric_limits<float>::infinity();
   st = CompileStatus(QdqModel(s));
   CHECK(st.message().find("a scale must be finite and nonzero") != std::string::npos);
+}
+
+TEST_CASE("com.microsoft QGemm computes its spec's formula, requantized or float, C broadcast") {
+  // Y = alpha * a_scale * b_scale[n] * ((A - a_zp)(B' - 0) + C[n]), then y_scale / y_zero_point;
+  // onnxruntime's docs/ContribOperators.md. A uint8 [4, 16] (an input), B int8 [8, 16] (transB).
+  constexpr int64_t kM = 4, kK = 16, kN = 8;
+  const std::vector<int8_t> b = RandomInt8(static_cast<size_t>(kN * kK), 13);
+  std::vector<int32_t> c(static_cast<size_t>(kN));
+  for (int64_t n = 0; n < kN; ++n) c[static_cast<size_t>(n)] = static_cast<int32_t>(n * 311) - 1200;
+  std::vector<float> bs(static_cast<size_t>(kN));
+  for (int64_t n = 0; n < kN; ++n) bs[static_cast<size_t>(n)] = 0.01f * static_cast<float>(n + 1);
+  std::vector<uint8_t> a(static_cast<size_t>(kM * kK));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>((i * 53 + 7) % 256);
+  const float as = 0.02f, alpha = 0.75f, ys = 0.5f;
+  const uint8_t azp = 120, yzp = 7;
+  for (const bool requantized : {true, false}) {
+    CAPTURE(requantized);
+    auto m = MakeModel(17);
+    auto* ms = m.add_opset_import();
+    ms->set_domain("com.microsoft");
+    ms->set_version(1);
+    auto* g = m.mutable_graph();
+    AddInput(g, "a", {std::to_string(kM), std::to_string(kK)}, onnx::TensorProto::UINT8);
+    AddFloatInit(g, "as", {}, {as});
+    AddRawInit<uint8_t>(g, "azp", onnx::TensorProto::UINT8, {}, {azp});
+    AddRawInit(g, "b", onnx::TensorProto::INT8, {kN, kK}, b);
+    AddFloatInit(g, "bs", {kN}, bs);
+    AddRawInit(g, "bzp", onnx::TensorProto::INT8, {kN}, std::vector<int8_t>(static_cast<size_t>(kN), 0));
+    AddRawInit(g, "c", onnx::TensorProto::INT32, {kN}, c);
+    AddFloatInit(g, "ys", {}, {ys});
+    AddRawInit<uint8_t>(g, "yzp", onnx::TensorProto::UINT8, {}, {yzp});
+    std::vector<std::string> ins = {"a", "as", "azp", "b", "bs", "bzp", "c"};
+    if (requantized) ins.insert(ins.end(), {"ys", "yzp"});
+    auto* n = AddNode(g, "QGemm", ins, {"y"}, "qgemm");
+    n->set_domain("com.microsoft");
+    AttrInt(n, "transB", 1);
+    AttrFloat(n, "alpha", alpha);
+    AddOutput(g, "y");
+    auto model = Model::Load(CompileModel(m));
+    REQUIRE(model.ok());
+    ContextOptions options;
+    options.device = Device::kCpu;
+    auto ctx = ExecutionContext::Create(*model, options);
+    REQUIRE(ctx.ok());
+    const int64_t a_dims[] = {kM, kK};
+    const std::vector<TensorView> in = {TensorView::Host(a.data(), DType::kUInt8, a_dims, 2)};
+    auto out = RunToHost(*ctx, in);
+    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    int bad = 0;
+    for (int64_t i = 0; i < kM; ++i)
+      for (int64_t j = 0; j < kN; ++j) {
+        int64_t acc = c[static_cast<size_t>(j)];
+        for (int64_t k = 0; k < kK; ++k)
+          acc += (int64_t{a[static_cast<size_t>(i * kK + k)]} - azp) * b[static_cast<size_t>(j * kK + k)];
+        const double v = static_cast<double>(acc) * alpha * as * bs[static_cast<size_t>(j)];
+        if (requantized) {
+          const double q = std::clamp(std::nearbyint(v / ys) + yzp, 0.0, 255.0);
+          bad += std::fabs(Values<uint8_t>(out->at(0))[static_cast<size_t>(i * kN + j)] - q) > 1;  // one step
+        } else {
+          bad += std::fabs(Values<float>(out->at(0))[static_cast<size_t>(i * kN + j)] - v) > 1e-5 * (1 + std::fabs(v));
+        }
+      }
+    CHECK(bad == 0);
+  }
 }
 
 TEST_CASE("MatMulInteger with an int8 weight gives the exact int32 sums, its A zero point read per call") {
