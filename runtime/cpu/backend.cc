@@ -263,8 +263,8 @@ class CpuBackend final : public Backend {
                                                                  pe.operands[pi.operands_begin + 3] < 0)));
       // QLinearConv and QLinearMatMul: every input but X (W or B, the bias, scales and zero
       // points), which oneDNN reads when planning.
-      // MatMulInteger: B and its zero point (A's is read at each call).
-      if (pi.kernel->op == "MatMulInteger")
+      // MatMulInteger and ConvInteger: B (W) and its zero point (A's, X's, is read at each call).
+      if (pi.kernel->op == "MatMulInteger" || pi.kernel->op == "ConvInteger")
         constant = weight(1) && (pi.num_inputs <= 3 || weight(3) || pe.operands[pi.operands_begin + 3] < 0);
       if (pi.kernel->op == "QLinearConv" || pi.kernel->op == "QLinearMatMul" || pi.kernel->op == "QGemm") {
         constant = pi.num_inputs >= 6;

@@ -15,6 +15,8 @@ struct LibraryOp {
 constexpr LibraryOp kOneDnn[] = {
     {"AveragePool", "oneDNN pooling, in its producer's layout"},
     {"Conv", "oneDNN convolution, its epilogue as post-ops"},
+    {"ConvInteger", "oneDNN int8 convolution into int32 (an s8 W with zero point 0, a model weight; x's zero point "
+                    "subtracted after)"},
     {"GRU", "oneDNN's gru_forward / lbr_gru_forward (float32 model weights, the default activations, no "
             "sequence_lens or clip; batch 16 and up)"},
     {"Gemm", "oneDNN matmul (float32, at least 2^18 multiply-adds, a 2-D B), its epilogue as post-ops"},

@@ -427,6 +427,7 @@ class ConvOp final : public LayoutOp {
     const dnnl_status_t st = dnnl_primitive_execute(conv_.get(), stream_.get(), n, args);
     if (st != dnnl_success) return Failed(st, "convolution");
     KILN_RETURN_IF_ERROR(ReorderY());
+    if (!x_zero_point_sums_.empty()) SubtractXZeroPoint(call, y);
     if (widen_) FloatToHalves(y.dtype, static_cast<const float*>(y_dst), y.as<uint16_t>(), y.num_elements);
     return Status::Ok();
   }
@@ -455,6 +456,12 @@ class ConvOp final : public LayoutOp {
   // QLinearConv: oneDNN's int8 convolution (u8 or s8 X, s8 W, s32 bias, u8 or s8 Y), its scales
   // and zero points read from `call`'s model weights (`params_constant`, else refused).
   static Result<std::unique_ptr<OneDnnOp>> PlanInt8(const KernelCall& call, int threads, bool params_constant);
+  // ConvInteger (ONNX opset 10): the int8 convolution into an s32 Y, W a model weight with zero
+  // point 0 (`w_constant`: W and its zero point). X's zero point comes per call (from a
+  // DynamicQuantizeLinear), where oneDNN 2.6 takes it only when the primitive is made: the
+  // convolution runs on X as it is, and x_zero_point times the sum of W over the taps inside X
+  // at each output (SumsOverValidTaps) is subtracted after.
+  static Result<std::unique_ptr<OneDnnOp>> PlanInteger(const KernelCall& call, int threads, bool w_constant);
 
  private:
   // Place's work: oneDNN's C++ API throws dnnl::error.
@@ -489,6 +496,22 @@ class ConvOp final : public LayoutOp {
   bool residual_ = false;
   bool pointwise_ = false;
   int w_slot_ = 1, b_slot_ = 2;  // W's and the bias's inputs: QLinearConv's are 3 and 8
+  // ConvInteger: per output channel and position ([M, out...]), the sum of W over the taps that
+  // fall inside X; empty for the other forms.
+  std::vector<int32_t> x_zero_point_sums_;
+
+  // y -= x_zero_point * x_zero_point_sums_, for ConvInteger (Y NCHW, s32).
+  void SubtractXZeroPoint(const KernelCall& call, const TensorRef& y) const {
+    const TensorRef* zp = OptionalInput(call, 2);
+    const int32_t z = !zp ? 0 : zp->dtype == DType::kInt8 ? int32_t{zp->as<const int8_t>()[0]}
+                                                           : int32_t{zp->as<const uint8_t>()[0]};
+    if (z == 0) return;
+    const int64_t per_image = static_cast<int64_t>(x_zero_point_sums_.size());
+    int32_t* out = y.as<int32_t>();
+    for (int64_t i = 0; i < y.num_elements; ++i)
+      out[i] = static_cast<int32_t>(static_cast<uint32_t>(out[i]) - static_cast<uint32_t>(z) *
+                                                                        static_cast<uint32_t>(x_zero_point_sums_[i % per_image]));
+  }
   bool r_in_layout_ = false;  // the residual arrives in Y's layout (Place)
   memory::desc w_plain_;
   dnnl::convolution_forward conv_;
@@ -522,6 +545,70 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::PlanInt8(const KernelCall& q_call, int
   const TensorRef conv_inputs[3] = {q_call.inputs[0], w, bias ? *bias : TensorRef{}};
   const KernelCall conv_call{q_call.attrs, {conv_inputs, bias ? 3u : 2u}, q_call.outputs};
   return Plan(conv_call, threads, true, false, &q);
+}
+
+// For ConvInteger's zero point: per output channel m and output position, the sum of W[m] over
+// the taps whose input position is inside X (the others read the zero padding). [M, out...].
+std::vector<int32_t> SumsOverValidTaps(const TensorRef& w, const ConvGeometry& g) {
+  const int64_t m_count = w.dims[0], per_m = w.num_elements / std::max<int64_t>(m_count, 1);
+  const int64_t taps = g.kernel_size, channels = per_m / std::max<int64_t>(taps, 1);
+  std::vector<int64_t> tap_sums(static_cast<size_t>(m_count * taps), 0);  // over W's input channels
+  for (int64_t m = 0; m < m_count; ++m)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        tap_sums[static_cast<size_t>(m * taps + t)] += w.as<const int8_t>()[(m * channels + c) * taps + t];
+  std::vector<int32_t> sums(static_cast<size_t>(m_count * g.out_size));
+  int64_t o[kMaxSpatial] = {}, k[kMaxSpatial] = {};
+  for (int64_t p = 0; p < g.out_size; ++p) {
+    for (int64_t r = p, d = g.sr - 1; d >= 0; --d) o[d] = r % g.out[d], r /= g.out[d];
+    for (int64_t m = 0; m < m_count; ++m) {
+      int64_t sum = 0;
+      for (int64_t t = 0; t < taps; ++t) {
+        bool inside = true;
+        for (int64_t r = t, d = g.sr - 1; d >= 0; --d) {
+          k[d] = r % g.kernel[d], r /= g.kernel[d];
+          const int64_t at = o[d] * g.stride[d] - g.pad_begin[d] + k[d] * g.dilation[d];
+          inside = inside && at >= 0 && at < g.in[d];
+        }
+        if (inside) sum += tap_sums[static_cast<size_t>(m * taps + t)];
+      }
+      sums[static_cast<size_t>(m * g.out_size + p)] = static_cast<int32_t>(sum);
+    }
+  }
+  return sums;
+}
+
+Result<std::unique_ptr<OneDnnOp>> ConvOp::PlanInteger(const KernelCall& call, int threads, bool w_constant) {
+  if (!w_constant) return Unimplemented("a W or W zero point that is not a model weight");
+  if (call.inputs.size() < 2 || call.outputs.empty()) return InvalidArgument("ConvInteger: expects x and w, and y");
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  const TensorRef *xzp = OptionalInput(call, 2), *wzp = OptionalInput(call, 3);
+  if ((x.dtype != DType::kUInt8 && x.dtype != DType::kInt8) || w.dtype != DType::kInt8 || y.dtype != DType::kInt32)
+    return Unimplemented("x " + DTypeStr(x.dtype) + ", w " + DTypeStr(w.dtype) +
+                         " (oneDNN takes a uint8 or int8 x and an int8 w)");
+  if (xzp && (xzp->num_elements != 1 || xzp->dtype != x.dtype)) return Unimplemented("an x zero point of other than one");
+  for (int64_t i = 0; wzp && i < wzp->num_elements; ++i)
+    if (wzp->dtype != DType::kInt8 || wzp->as<const int8_t>()[i] != 0) return Unimplemented("a w zero point other than 0");
+  if (!OneDnnHasVnni())
+    for (int64_t i = 0; i < w.num_elements; ++i)
+      if (std::abs(int{w.as<const int8_t>()[i]}) > 64)
+        return Unimplemented("W values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  // The geometry, on the float32 view the Conv checks read.
+  TensorRef views[3] = {x, w, y};
+  for (TensorRef& v : views) v.dtype = DType::kFloat32;
+  ConvGeometry g;
+  KILN_RETURN_IF_ERROR(ConvGeometryFor(KernelCall{call.attrs, {views, 2}, {views + 2, 1}}, &g));
+  Int8Params q;
+  q.x_type = Int8Type(x.dtype);
+  q.y_type = memory::data_type::s32;
+  q.scales = {1.0f};
+  const KernelCall conv_call{call.attrs, {&call.inputs[0], 2}, call.outputs};
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<OneDnnOp> op, Plan(conv_call, threads, true, false, &q));
+  auto* conv = static_cast<ConvOp*>(op.get());
+  conv->w_slot_ = 1;
+  conv->b_slot_ = 4;  // none: ConvInteger has no bias
+  conv->x_zero_point_sums_ = SumsOverValidTaps(w, g);
+  return op;
 }
 
 Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int threads, bool weights_constant,
@@ -1631,6 +1718,7 @@ Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCa
                                              bool weights_are_constant) {
   if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant, false);
   if (op == "QLinearConv") return ConvOp::PlanInt8(call, threads, weights_are_constant);
+  if (op == "ConvInteger") return ConvOp::PlanInteger(call, threads, weights_are_constant);
   if (op == kNhwcConvOp) return ConvOp::Plan(call, threads, weights_are_constant, true);
   if (op == "MaxPool" || op == "AveragePool") return PoolOp::Plan(op, call, threads);
   if (op == "MatMul" || op == "Gemm") return MatMulOp::Plan(op, call, threads, weights_are_constant);

@@ -54,7 +54,10 @@
 // kernel's values; A's zero point, which DynamicQuantizeLinear computes per call, is passed at
 // each Run, and B and its zero point (0) must be model weights. onnxruntime's QGemm (what the
 // compiler folds DequantizeLinear -> Gemm -> QuantizeLinear into) runs on it too: its int32 C
-// is the matmul's s32 bias, added before the scales, alpha folded into them.
+// is the matmul's s32 bias, added before the scales, alpha folded into them. ConvInteger runs on
+// the int8 convolution into s32, on X as it comes; X's zero point, a per-call value that oneDNN
+// 2.6 takes only when a primitive is made, is then taken out exactly: Y -= x_zero_point * (the
+// sum of W over the taps inside X at each output), sums made once when planning.
 // ConvTranspose stays on Kiln's kernel: oneDNN 2.6's deconvolution, measured on PP-OCR's
 // 2x2/2 upsampling and four other forms, was 1.1-30x slower than Kiln's SGEMM and col2im
 // with a bias (its bias is a separate slow pass) and won only at stride 1.
@@ -166,11 +169,12 @@ bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Plans instruction `op` (Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU, RNN, QLinearConv,
-// QLinearMatMul, MatMulInteger or QGemm) for the shapes and dtypes of `call` (its data is not read, but
-// for the model weights of the integer ops), for a context of `threads` threads.
-// `weights_are_constant`: input 1 (W, B) is a model weight (its data never changes), and for LSTM
-// and GRU R and B too; for QLinearConv, QLinearMatMul and QGemm every input but X; for MatMulInteger B
-// and its zero point. The op starts with X, Y and the residual in NCHW (Place(false, false, false)).
+// QLinearMatMul, MatMulInteger, QGemm or ConvInteger) for the shapes and dtypes of `call` (its
+// data is not read, but for the model weights of the integer ops), for a context of `threads`
+// threads. `weights_are_constant`: input 1 (W, B) is a model weight (its data never changes),
+// and for LSTM and GRU R and B too; for QLinearConv, QLinearMatMul and QGemm every input but X;
+// for MatMulInteger and ConvInteger B (W) and its zero point. The op starts with X, Y and the
+// residual in NCHW (Place(false, false, false)).
 // Forms for which oneDNN has only its reference implementation (`ref:any`, as for an
 // activation before the residual add on CPUs without AVX-512) are refused too. kUnimplemented
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
