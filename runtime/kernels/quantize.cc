@@ -7,8 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/kernel_util.h"
@@ -236,16 +241,49 @@ Status DynamicQuantizeLinearKernel(const KernelCall& call) {
                             (ys ? DTypeStr(ys->dtype) + " " + ShapeStr(*ys) : std::string("<absent>")) + " and " +
                             (yzp ? DTypeStr(yzp->dtype) + " " + ShapeStr(*yzp) : std::string("<absent>")));
   const float* xv = x.as<const float>();
-  // The range always includes 0, so that 0 quantizes exactly.
+  const int64_t n = x.num_elements;
+  // The range always includes 0, so that 0 quantizes exactly; NaNs are left out of it.
   float mn = 0.0f, mx = 0.0f;
-  for (int64_t i = 0; i < x.num_elements; ++i) {
-    mn = std::min(mn, xv[i]);
-    mx = std::max(mx, xv[i]);
+  int64_t i = 0;
+#if defined(__SSE2__)
+  __m128 lo = _mm_setzero_ps(), hi = _mm_setzero_ps();
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(xv + i);
+    lo = _mm_min_ps(v, lo);  // minps and maxps return their second operand for a NaN
+    hi = _mm_max_ps(v, hi);
+  }
+  float lanes[8];
+  _mm_storeu_ps(lanes, lo);
+  _mm_storeu_ps(lanes + 4, hi);
+  for (int j = 0; j < 4; ++j) mn = std::min(mn, lanes[j]), mx = std::max(mx, lanes[4 + j]);
+#endif
+  for (; i < n; ++i) {
+    mn = xv[i] < mn ? xv[i] : mn;
+    mx = xv[i] > mx ? xv[i] : mx;
   }
   const float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
   const float zp = std::nearbyint(std::clamp(0.0f - mn / scale, 0.0f, 255.0f));
-  for (int64_t i = 0; i < x.num_elements; ++i)
-    StoreQuant(y, i, static_cast<double>(std::nearbyint(xv[i] / scale)) + zp, 0, 255);
+  // y = saturate(round(x / scale) + zp), NaN to 0. Rounding half to even by adding and taking
+  // away 1.5 * 2^23 (exact below 2^22; larger values saturate either way), so that the SSE2
+  // loop and its tail round alike without a call per element.
+  constexpr float kRound = 12582912.0f;
+  uint8_t* out = y.as<uint8_t>();
+  i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale), vr = _mm_set1_ps(kRound), vz = _mm_set1_ps(zp);
+  const __m128 v0 = _mm_setzero_ps(), v255 = _mm_set1_ps(255.0f);
+  for (; i + 4 <= n; i += 4) {
+    __m128 q = _mm_sub_ps(_mm_add_ps(_mm_div_ps(_mm_loadu_ps(xv + i), vs), vr), vr);
+    q = _mm_min_ps(_mm_max_ps(_mm_add_ps(q, vz), v0), v255);  // maxps: a NaN gives 0
+    const __m128i w = _mm_packs_epi32(_mm_cvttps_epi32(q), _mm_setzero_si128());
+    const int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
+    std::memcpy(out + i, &bytes, 4);
+  }
+#endif
+  for (; i < n; ++i) {
+    const float q = (xv[i] / scale + kRound) - kRound + zp;
+    out[i] = q > 0.0f ? static_cast<uint8_t>(q < 255.0f ? q : 255.0f) : 0;
+  }
   if (ys) ys->as<float>()[0] = scale;
   // An infinite input makes the scale infinite and zp NaN: FromDouble stores 0, not UB.
   if (yzp) yzp->as<uint8_t>()[0] = FromDouble<uint8_t>(zp);

@@ -1,6 +1,8 @@
 // Integer quantization kernels against hand-computed values; ties exercise round half to even.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "tests/runtime/kernels/kernel_test_util.h"
@@ -59,6 +61,28 @@ TEST_CASE("DynamicQuantizeLinear: range includes 0, scale (max - min) / 255") {
   CHECK(y.values<uint8_t>() == std::vector<uint8_t>{153, 255, 0, 26, 221, 179});
   CHECK(s.values<float>()[0] == doctest::Approx(5.0 / 255.0));
   CHECK(zp.values<uint8_t>()[0] == 153);
+}
+
+TEST_CASE("DynamicQuantizeLinear: the vector loop and its tail round half to even, and a NaN gives 0") {
+  // 39 values (nine blocks of four and a tail of three): exact halves of the step, both signs,
+  // the extremes, and a NaN, left out of the range. min -2.55, max 2.55: scale 0.02, zero point 128.
+  std::vector<float> v;
+  for (int i = -19; i <= 19; ++i) v.push_back(static_cast<float>(i) * 0.13f + (i % 2 ? 0.01f : 0.0f));
+  v[0] = -2.55f;
+  v[38] = 2.55f;
+  v[5] = std::nanf("");
+  TestTensor x = Floats({39}, v);
+  TestTensor y = Output(DType::kUInt8, {39}), s = Output(DType::kFloat32, {}), zp = Output(DType::kUInt8, {});
+  REQUIRE(RunKernel("DynamicQuantizeLinear", {}, {&x}, {&y, &s, &zp}).ok());
+  const float scale = s.values<float>()[0];
+  CHECK(scale == (2.55f - -2.55f) / 255.0f);
+  CHECK(zp.values<uint8_t>()[0] == 128);
+  for (size_t i = 0; i < v.size(); ++i) {
+    CAPTURE(i);
+    // ONNX's reference: saturate(rint(x / scale) + zero point), in float32 then clipped.
+    const double want = std::isnan(v[i]) ? 0.0 : std::clamp(std::nearbyint(v[i] / scale) + 128.0, 0.0, 255.0);
+    CHECK(y.values<uint8_t>()[i] == static_cast<uint8_t>(want));
+  }
 }
 
 TEST_CASE("MatMulInteger and QLinearMatMul") {
