@@ -25,6 +25,7 @@
 #include "runtime/kernels/nhwc_conv.h"
 #include "runtime/kernels/pool_geometry.h"
 #include "runtime/kernels/thread_pool.h"
+#include "runtime/kernels/transpose_bytes.h"
 #include "runtime/kernels/widen.h"
 
 namespace kiln::cpu {
@@ -299,17 +300,46 @@ class LayoutOp : public OneDnnOp {
     KILN_RETURN_IF_ERROR(SetHandle(x_user_, x_src));
     KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
     if (!x_reorder_) return Status::Ok();
+    if (x_bytes_.batch > 0) {  // [C, spatial] -> [spatial, C] per image
+      TransposeBytes(static_cast<const uint8_t*>(x_src), ws + x_offset_, x_bytes_.batch, x_bytes_.channels,
+                     x_bytes_.spatial);
+      return Status::Ok();
+    }
     return Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder");
   }
   // Points Y's memory at its place (`y_dst`, or the workspace when it is reordered after).
   Status PointY(void* y_dst, uint8_t* ws) {
+    y_user_at_ = static_cast<uint8_t*>(y_dst);
+    y_layout_at_ = y_reorder_ ? ws + y_offset_ : y_user_at_;
     KILN_RETURN_IF_ERROR(SetHandle(y_user_, y_dst));
-    return SetHandle(y_mem_, y_reorder_ ? ws + y_offset_ : y_dst);
+    return SetHandle(y_mem_, y_layout_at_);
   }
   Status ReorderY() {
     if (!y_reorder_) return Status::Ok();
+    if (y_bytes_.batch > 0) {  // [spatial, C] -> [C, spatial] per image
+      TransposeBytes(y_layout_at_, y_user_at_, y_bytes_.batch, y_bytes_.spatial, y_bytes_.channels);
+      return Status::Ok();
+    }
     return Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder");
   }
+
+  // An int8 X or Y that oneDNN holds channels-last (nhwc, nwc, ndhwc) where Kiln's is NCHW: its
+  // reorders are byte transposes (transpose_bytes.h), ten times oneDNN 2.6's reorder here.
+  // batch 0: oneDNN's reorder.
+  struct ByteLayout {
+    int64_t batch = 0, channels = 0, spatial = 0;
+  };
+  // The ByteLayout of a tensor of dims `d` and type `t` that oneDNN holds in `md`.
+  static ByteLayout BytesChannelsLast(const memory::desc& md, const memory::dims& d, memory::data_type t) {
+    if ((t != memory::data_type::u8 && t != memory::data_type::s8) || d.size() < 3 || d.size() > 5) return {};
+    const Tag last = d.size() == 3 ? Tag::nwc : d.size() == 4 ? Tag::nhwc : Tag::ndhwc;
+    if (md != memory::desc(d, t, last)) return {};
+    int64_t spatial = 1;
+    for (size_t i = 2; i < d.size(); ++i) spatial *= d[i];
+    return {d[0], d[1], spatial};
+  }
+  ByteLayout x_bytes_, y_bytes_;
+  uint8_t *y_user_at_ = nullptr, *y_layout_at_ = nullptr;
 
   int threads_ = 1;
   bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 kernels)
@@ -746,6 +776,8 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
 
     const memory::desc x_plain(xd, x_type, x_nhwc ? Tag::nhwc : plain),
         y_plain(yd, y_type, y_nhwc ? Tag::nhwc : plain), w_plain(wd, w_type, WeightTag(x.rank, grouped));
+    if (int8 && !x_nhwc) op->x_bytes_ = BytesChannelsLast(pd.src_desc(), xd, x_type);
+    if (int8 && !y_nhwc) op->y_bytes_ = BytesChannelsLast(pd.dst_desc(), yd, y_type);
     op->pd_ = pd;
     op->x_plain_ = x_plain;
     op->y_plain_ = y_plain;
