@@ -316,6 +316,78 @@ Status FoldConstantDequantize(ir::Trace& t) {
   return Status::Ok();
 }
 
+// DequantizeLinear -> Reshape / Transpose / Squeeze / Unsqueeze / Flatten ... -> QuantizeLinear
+// with the same quantization (one scale and zero point, equal, the int8 dtype kept): the layout
+// ops moved onto the int8 tensor, which they copy exactly, and the QuantizeLinear dropped.
+// quantize_static writes such pairs around every Reshape and Transpose of a transformer's heads.
+// Returns how many QuantizeLinear nodes it dropped.
+int MoveLayoutsToInt8(ir::Trace& t) {
+  const Graph g(t);
+  const auto layout = [](const std::string& op) {
+    return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten";
+  };
+  const auto scalar = [&](const ir::Node& n, size_t i, DType dtype) -> std::optional<double> {
+    if (n.inputs.size() <= i || n.inputs[i] == ir::kNoValue) return i == 2 ? std::optional<double>(0) : std::nullopt;
+    const ir::ConstData* c = ConstOf(t, n.inputs[i]);
+    if (!c || c->num_elements() != 1 || (i == 2 && c->dtype != dtype)) return std::nullopt;
+    return c->FloatAt(0);
+  };
+  const std::vector<ir::Node> nodes = t.body.nodes;  // read while `out` is written and values added
+  std::vector<ir::Node> out;
+  int moved = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& q = nodes[i];
+    std::vector<const ir::Node*> chain;  // the layout ops, last first
+    const ir::Node* d = nullptr;
+    if (q.op == "QuantizeLinear" && q.when.empty() && g.scopes[i] < 0 && q.inputs.size() >= 2 && q.outputs.size() == 1) {
+      ir::ValueId v = q.inputs[0];
+      for (;;) {
+        const int p = v == ir::kNoValue ? -1 : g.producer[static_cast<size_t>(v)];
+        if (p < 0) break;
+        const ir::Node& n = nodes[static_cast<size_t>(p)];
+        if (!n.when.empty() || g.scopes[static_cast<size_t>(p)] >= 0 || n.inputs.empty()) break;
+        if (n.op == "DequantizeLinear") {
+          d = &n;
+          break;
+        }
+        if (!layout(n.op) || n.outputs.size() != 1) break;
+        chain.push_back(&n);
+        v = n.inputs[0];
+      }
+    }
+    const DType qt = d ? t.value(q.outputs[0]).dtype : DType::kUndefined;
+    if (d && !chain.empty() && d->inputs.size() >= 2 && t.value(d->inputs[0]).dtype == qt && IsInt8(qt) &&
+        q.attrs.GetInt("block_size", 0) == 0 && d->attrs.GetInt("block_size", 0) == 0) {
+      const auto qs = scalar(q, 1, qt), qz = scalar(q, 2, qt), ds = scalar(*d, 1, qt), dz = scalar(*d, 2, qt);
+      if (qs && ds && qz && dz && *qs == *ds && *qz == *dz && ConstOf(t, q.inputs[1])->dtype == DType::kFloat32) {
+        ir::ValueId x = d->inputs[0];
+        for (size_t k = chain.size(); k-- > 0;) {
+          ir::Node n = *chain[k];
+          n.inputs[0] = x;
+          if (k == 0) {
+            n.outputs = {q.outputs[0]};
+          } else {
+            ir::Value v = t.value(n.outputs[0]);
+            v.name += "#int8";
+            v.dtype = qt;
+            v.data = nullptr;
+            v.sym.reset();
+            n.outputs = {t.AddValue(std::move(v))};
+          }
+          n.name += "#int8";
+          x = n.outputs[0];
+          out.push_back(std::move(n));
+        }
+        ++moved;
+        continue;
+      }
+    }
+    out.push_back(q);
+  }
+  t.body.nodes = std::move(out);
+  return moved;
+}
+
 }  // namespace
 
 bool QdqChanges(const ir::Trace& trace) {
@@ -325,6 +397,10 @@ bool QdqChanges(const ir::Trace& trace) {
 
 Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops) {
   ir::Trace t = trace;
+  if (const int moved = MoveLayoutsToInt8(t); moved > 0 && log)
+    log->push_back(fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains of one "
+                               "quantization run on the int8 tensor",
+                               moved));
   if (int8_ops) {
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);

@@ -238,6 +238,39 @@ TEST_CASE("QuantizeLinear and DequantizeLinear fuse into generated kernels with 
   CHECK(hi == doctest::Approx((127 + 3) * 0.07f));   // and highest
 }
 
+TEST_CASE("DequantizeLinear -> Reshape -> Transpose -> QuantizeLinear of one quantization moves onto the int8 tensor") {
+  // y = DQ(Q(Transpose(Reshape(DQ(Q(x)))))) with one scale and zero point throughout: the
+  // Reshape and Transpose run on the uint8 tensor and the inner QuantizeLinear goes, with the
+  // unfused graph's values exactly (a dequantized value quantizes back to itself).
+  auto m = MakeModel(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "12"});
+  AddFloatInit(g, "s", {}, {0.125f});
+  AddRawInit<uint8_t>(g, "z", onnx::TensorProto::UINT8, {}, {100});
+  AddInt64Init(g, "shape", {3}, {2, 3, 4});
+  AddNode(g, "QuantizeLinear", {"x", "s", "z"}, {"q0"}, "q0");
+  AddNode(g, "DequantizeLinear", {"q0", "s", "z"}, {"d0"}, "d0");
+  AddNode(g, "Reshape", {"d0", "shape"}, {"r"}, "reshape");
+  AttrInts(AddNode(g, "Transpose", {"r"}, {"tr"}, "transpose"), "perm", {0, 2, 1});
+  AddNode(g, "QuantizeLinear", {"tr", "s", "z"}, {"q1"}, "q1");
+  AddNode(g, "DequantizeLinear", {"q1", "s", "z"}, {"y"}, "d1");
+  AddOutput(g, "y");
+  const CompiledWithLog c = CompileWithLog(m);
+  CHECK(c.Logged("qdq: 1 DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains"));
+  CHECK(c.fusion_trace.find("'q1'") == std::string::npos);
+  const std::vector<float> x = RandomFloats(24, 31, -20.0f, 20.0f);
+  const int64_t dims[] = {2, 12};
+  const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 2)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto moved = RunFloat(c.bytes, in, options), unfused = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  REQUIRE(moved.size() == 1);
+  CHECK(moved[0] == unfused[0]);
+  // y[0, 0, 1] (element 1) is the reshaped [0, 1, 0], x[4], rounded to the step and saturated to
+  // the uint8 range [-12.5, 19.375].
+  CHECK(moved[0][1] == std::clamp(std::nearbyint(x[4] / 0.125f) * 0.125f, -12.5f, 19.375f));
+}
+
 TEST_CASE("A zero or non-finite quantization scale is a compile error that names the node") {
   QdqShape s;
   s.y_scale = 0.0f;
