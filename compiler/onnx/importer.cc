@@ -183,6 +183,8 @@ class Importer {
   // SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, written as those ONNX ops.
   Status ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                            ir::Block& block);
+  Status ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std::string& name, const std::string& where,
+                                   ir::Block& block);
   Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
   Status ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a, Node& node,
                      const std::string& where);
@@ -1062,6 +1064,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
       {"SimplifiedLayerNormalization", 2, 2, {0}, {"epsilon"}, {"axis", "stash_type"}},
       {"QGemm", 6, 9, {0}, {"alpha"}, {"transA", "transB"}},
   };
+  if (op == "DynamicQuantizeLSTM") return ImportDynamicQuantizeLstm(np, name, where, block);
   const Form* form = nullptr;
   for (const Form& f : kForms)
     if (op == f.op) form = &f;
@@ -1069,7 +1072,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
     return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) +
                          " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu, "
                          "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
-                         "SimplifiedLayerNormalization and QGemm)");
+                         "SimplifiedLayerNormalization, QGemm and DynamicQuantizeLSTM)");
   std::vector<ValueId> in;
   for (int i = 0; i < np.input_size(); ++i) {
     if (np.input(i).empty()) {
@@ -1175,6 +1178,88 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
   std::vector<ValueId> ln = {sum, in[2]};
   if (given(3)) ln.push_back(in[3]);
   return step("LayerNormalization", ln, 0, norm).status();
+}
+
+// com.microsoft DynamicQuantizeLSTM (onnxruntime's quantize_dynamic): X, W, R, B, sequence_lens,
+// initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point, LSTM's attributes, and
+// outputs Y, Y_h, Y_c. W [dirs, input, 4 * hidden] and R [dirs, hidden, 4 * hidden] are int8
+// (or uint8) with a scale and zero point per direction ([dirs]) or per direction and gate row
+// ([dirs, 4 * hidden]). Written as ONNX's LSTM on the dequantized weights, transposed to its
+// [dirs, 4 * hidden, input] ((W - zero point) * scale, folded at compile time): the LSTM then
+// computes in float, where onnxruntime quantizes X and H at every step, so Kiln's outputs are
+// closer to the float model's than onnxruntime's, by the activations' quantization error.
+Status Importer::ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std::string& name,
+                                           const std::string& where, ir::Block& block) {
+  std::vector<ValueId> in;
+  for (int i = 0; i < np.input_size(); ++i) {
+    if (np.input(i).empty()) {
+      in.push_back(kNoValue);
+      continue;
+    }
+    const auto id = Lookup(np.input(i));
+    if (!id)
+      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
+                      " is not defined by any earlier node, initializer or graph input");
+    in.push_back(*id);
+  }
+  if (in.size() != 12)
+    return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM takes 12 inputs (X, W, R, B, sequence_lens, "
+                                   "initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point), got " +
+                           std::to_string(in.size()));
+  for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{8}, size_t{9}, size_t{10}, size_t{11}})
+    if (in[i] == kNoValue)
+      return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM input #" + std::to_string(i) + " is required");
+  const auto add = [&](const std::string& op, std::vector<ValueId> inputs, AttrMap attrs) {
+    Node n;
+    n.op = op;
+    n.name = UniqueNodeName(name + "/" + op);
+    n.inputs = std::move(inputs);
+    n.attrs = std::move(attrs);
+    Value v;
+    v.name = UniqueValueName(name + "/" + op);
+    value_names_.insert(v.name);
+    const ValueId id = trace_.AddValue(std::move(v));
+    n.outputs = {id};
+    block.nodes.push_back(std::move(n));
+    return id;
+  };
+  const auto floats = [&](ValueId x) {
+    AttrMap a;
+    a.SetInt("to", static_cast<int64_t>(DType::kFloat32));
+    return add("Cast", {x}, a);
+  };
+  // (q - zero point) * scale, the parameters reshaped to [dirs, 1, 1 or 4 * hidden], then
+  // transposed to LSTM's [dirs, 4 * hidden, K].
+  const auto dequantize = [&](ValueId q, ValueId scale, ValueId zp, const char* what) {
+    const ValueId shape = AddInt64Const(name + "/" + what + "_param_shape", {0, 1, -1});
+    const ValueId zf = add("Reshape", {floats(zp), shape}, {});
+    const ValueId sf = add("Reshape", {scale, shape}, {});
+    const ValueId w = add("Mul", {add("Sub", {floats(q), zf}, {}), sf}, {});
+    AttrMap perm;
+    perm.SetInts("perm", {0, 2, 1});
+    return add("Transpose", {w}, perm);
+  };
+  Node lstm;
+  lstm.op = "LSTM";
+  lstm.name = name;
+  lstm.inputs = {in[0], dequantize(in[1], in[8], in[9], "W"), dequantize(in[2], in[10], in[11], "R"),
+                 in[3], in[4], in[5], in[6], in[7]};
+  while (!lstm.inputs.empty() && lstm.inputs.back() == kNoValue) lstm.inputs.pop_back();
+  for (const onnx::AttributeProto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, lstm, where));
+  int nout = std::min(np.output_size(), 3);
+  while (nout > 0 && np.output(nout - 1).empty()) --nout;
+  for (int i = 0; i < nout; ++i) {
+    Value v;
+    v.name = np.output(i).empty() ? UniqueValueName(name + "_unused_output_" + std::to_string(i)) : np.output(i);
+    value_names_.insert(v.name);
+    ApplyTypeInfo(v);
+    const ValueId id = trace_.AddValue(std::move(v));
+    if (!np.output(i).empty()) KILN_RETURN_IF_ERROR(DefineOutput(np.output(i), id, where));
+    lstm.outputs.push_back(id);
+  }
+  if (np.output_size() > 3) return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM has 3 outputs");
+  block.nodes.push_back(std::move(lstm));
+  return Status::Ok();
 }
 
 Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& source) {
