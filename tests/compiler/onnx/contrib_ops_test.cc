@@ -1,10 +1,13 @@
 // onnxruntime's com.microsoft ops that compose ONNX ops (compiler/onnx/importer.cc,
 // ImportContribNode), compiled and run on the CPU backend against their formulas in
 // onnxruntime's docs/ContribOperators.md, evaluated in double: Gelu (erf), FastGelu (tanh,
-// with and without its bias), BiasGelu, QuickGelu (alpha) and BiasAdd. And their errors.
+// with and without its bias), BiasGelu, QuickGelu (alpha) and BiasAdd, the layer norms, and
+// DynamicQuantizeLSTM against ONNX's LSTM on its dequantized weights. And their errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -194,6 +197,88 @@ TEST_CASE("com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalizatio
   s = CompileStatus(ContribNormModel("SkipLayerNormalization", skip, gamma, beta, bias, true, true));
   CHECK(s.code() == StatusCode::kUnimplemented);
   CHECK(s.message().find("output #1 ('mean') is not produced by Kiln (it writes outputs 0 and 3)") != std::string::npos);
+}
+
+// A [seq 3, batch 2, input 5] LSTM of hidden size 4, bidirectional: com.microsoft
+// DynamicQuantizeLSTM with int8 W [2, 5, 16] and R [2, 4, 16], a scale and zero point per
+// direction for W and per direction and gate row for R, against ONNX's LSTM on the same weights
+// dequantized here ((q - zero point) * scale in float32, transposed to [2, 16, K]).
+TEST_CASE("com.microsoft DynamicQuantizeLSTM runs as ONNX's LSTM on its dequantized weights") {
+  constexpr int64_t kSeq = 3, kBatch = 2, kIn = 5, kHidden = 4, kGates = 4 * kHidden, kDirs = 2;
+  const auto int8s = [](size_t n, uint32_t seed) {
+    std::vector<int8_t> v(n);
+    for (int8_t& x : v) x = static_cast<int8_t>(static_cast<int>((seed = seed * 1664525u + 1013904223u) >> 24) - 128);
+    return v;
+  };
+  const std::vector<int8_t> wq = int8s(kDirs * kIn * kGates, 1), rq = int8s(kDirs * kHidden * kGates, 2);
+  const std::vector<float> ws = {0.01f, 0.02f};
+  const std::vector<int8_t> wzp = {3, -2};
+  std::vector<float> rs(kDirs * kGates);
+  std::vector<int8_t> rzp(kDirs * kGates);
+  for (size_t i = 0; i < rs.size(); ++i) rs[i] = 0.005f * static_cast<float>(1 + i % 7), rzp[i] = static_cast<int8_t>(i % 5) - 2;
+  const std::vector<float> bias = kiln::testing::RandomFloats(kDirs * 2 * kGates, 3, -0.5f, 0.5f);
+  const auto raw = [](onnx::GraphProto* g, const std::string& name, int dtype, std::vector<int64_t> dims,
+                      const void* data, size_t bytes) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(dtype);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
+  };
+  const auto model = [&](bool quantized) {
+    auto m = MakeModel(17);
+    auto* ms = m.add_opset_import();
+    ms->set_domain("com.microsoft");
+    ms->set_version(1);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {std::to_string(kSeq), std::to_string(kBatch), std::to_string(kIn)});
+    AddFloatInit(g, "b", {kDirs, 2 * kGates}, bias);
+    if (quantized) {
+      raw(g, "w", onnx::TensorProto::INT8, {kDirs, kIn, kGates}, wq.data(), wq.size());
+      raw(g, "r", onnx::TensorProto::INT8, {kDirs, kHidden, kGates}, rq.data(), rq.size());
+      AddFloatInit(g, "ws", {kDirs}, ws);
+      raw(g, "wzp", onnx::TensorProto::INT8, {kDirs}, wzp.data(), wzp.size());
+      AddFloatInit(g, "rs", {kDirs, kGates}, rs);
+      raw(g, "rzp", onnx::TensorProto::INT8, {kDirs, kGates}, rzp.data(), rzp.size());
+      auto* n = AddNode(g, "DynamicQuantizeLSTM", {"x", "w", "r", "b", "", "", "", "", "ws", "wzp", "rs", "rzp"},
+                        {"y", "yh"}, "dq_lstm");
+      n->set_domain("com.microsoft");
+      AttrInt(n, "hidden_size", kHidden);
+      AttrString(n, "direction", "bidirectional");
+    } else {  // W[d, g, k] = (wq[d, k, g] - wzp[d]) * ws[d]; R likewise, per gate row
+      std::vector<float> w(kDirs * kGates * kIn), r(kDirs * kGates * kHidden);
+      for (int64_t d = 0; d < kDirs; ++d)
+        for (int64_t gi = 0; gi < kGates; ++gi) {
+          for (int64_t k = 0; k < kIn; ++k)
+            w[(d * kGates + gi) * kIn + k] =
+                static_cast<float>(wq[(d * kIn + k) * kGates + gi] - wzp[d]) * ws[d];
+          for (int64_t k = 0; k < kHidden; ++k)
+            r[(d * kGates + gi) * kHidden + k] =
+                static_cast<float>(rq[(d * kHidden + k) * kGates + gi] - rzp[d * kGates + gi]) * rs[d * kGates + gi];
+        }
+      AddFloatInit(g, "w", {kDirs, kGates, kIn}, w);
+      AddFloatInit(g, "r", {kDirs, kGates, kHidden}, r);
+      auto* n = AddNode(g, "LSTM", {"x", "w", "r", "b"}, {"y", "yh"}, "lstm");
+      AttrInt(n, "hidden_size", kHidden);
+      AttrString(n, "direction", "bidirectional");
+    }
+    AddOutput(g, "y");
+    AddOutput(g, "yh");
+    return m;
+  };
+  const std::vector<float> x = kiln::testing::RandomFloats(kSeq * kBatch * kIn, 4, -2.0f, 2.0f);
+  const int64_t dims[] = {kSeq, kBatch, kIn};
+  const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 3)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto got = RunFloat(CompileModel(model(true)), in, options);
+  const auto want = RunFloat(CompileModel(model(false)), in, options);
+  REQUIRE(got.size() == 2);
+  REQUIRE(want.size() == 2);
+  CHECK(got[0] == want[0]);
+  CHECK(got[1] == want[1]);
+  // Not all zeros: the weights reach the output.
+  CHECK(std::any_of(got[0].begin(), got[0].end(), [](float v) { return std::fabs(v) > 0.05f; }));
 }
 
 }  // namespace
