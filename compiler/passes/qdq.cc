@@ -64,7 +64,8 @@ std::string ReadQuant(const ir::Trace& t, const ir::Node& n, ir::ValueId q, int6
   out->scale = n.inputs.size() > 1 ? n.inputs[1] : ir::kNoValue;
   out->zero_point = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
   const ir::Value& qv = t.value(q);
-  if (!IsInt8(qv.dtype)) return fmt::format("{} '{}' quantizes to {}, not int8 or uint8", n.op, n.name, DTypeName(qv.dtype));
+  if (!IsInt8(qv.dtype))
+    return fmt::format("{} '{}' quantizes to {}, not int8 or uint8", n.op, n.name, DTypeName(qv.dtype));
   if (n.attrs.GetInt("block_size", 0) != 0) return fmt::format("{} '{}' is blocked", n.op, n.name);
   const ir::ConstData* s = ConstOf(t, out->scale);
   const ir::ConstData* z = ConstOf(t, out->zero_point);
@@ -76,8 +77,7 @@ std::string ReadQuant(const ir::Trace& t, const ir::Node& n, ir::ValueId q, int6
   if (count != 1) {
     int64_t axis = n.attrs.GetInt("axis", 1);
     if (axis < 0) axis += qv.rank();
-    if (per_axis <= 0 || axis != channel_axis ||
-        count != per_axis || s->dims.size() != 1)
+    if (per_axis <= 0 || axis != channel_axis || count != per_axis || s->dims.size() != 1)
       return fmt::format("{} '{}' has {} scales (expected {})", n.op, n.name, count,
                          per_axis > 0 ? fmt::format("1 or {} along axis {}", per_axis, channel_axis) : "1");
   }
@@ -247,7 +247,8 @@ class Folder {
       const ir::ConstData* bs = ConstOf(t_, db->inputs.size() > 1 ? db->inputs[1] : ir::kNoValue);
       const ir::ConstData* bz = ConstOf(t_, db->inputs.size() > 2 ? db->inputs[2] : ir::kNoValue);
       if (bq->dtype != DType::kInt32 || bq->num_elements() != channels || !bs ||
-          (bs->num_elements() != 1 && bs->num_elements() != channels) || (bz && bz->num_elements() != bs->num_elements()) ||
+          (bs->num_elements() != 1 && bs->num_elements() != channels) ||
+          (bz && bz->num_elements() != bs->num_elements()) ||
           (db->inputs.size() > 2 && db->inputs[2] != ir::kNoValue && !bz))
         return Unimplemented("its bias is not an int32 DequantizeLinear of " + std::to_string(channels) + " constants");
       bool same = true;
@@ -268,8 +269,8 @@ class Folder {
     for (int64_t c = 0; c < channels; ++c) {
       const double v = std::nearbyint(values[static_cast<size_t>(c)] / scale(c));
       if (!(std::abs(v) <= std::numeric_limits<int32_t>::max()))
-        return Unimplemented(fmt::format("its bias {} is beyond int32 in the scale {}", values[static_cast<size_t>(c)],
-                                         scale(c)));
+        return Unimplemented(
+            fmt::format("its bias {} is beyond int32 in the scale {}", values[static_cast<size_t>(c)], scale(c)));
       q[static_cast<size_t>(c)] = static_cast<int32_t>(v);
     }
     return AddConst(t_, conv.name + "#int32_bias", MakeConst(DType::kInt32, {channels}, q.data(), q.size() * 4));
@@ -339,7 +340,8 @@ int MoveLayoutsToInt8(ir::Trace& t) {
     const ir::Node& q = nodes[i];
     std::vector<const ir::Node*> chain;  // the layout ops, last first
     const ir::Node* d = nullptr;
-    if (q.op == "QuantizeLinear" && q.when.empty() && g.scopes[i] < 0 && q.inputs.size() >= 2 && q.outputs.size() == 1) {
+    if (q.op == "QuantizeLinear" && q.when.empty() && g.scopes[i] < 0 && q.inputs.size() >= 2 &&
+        q.outputs.size() == 1) {
       ir::ValueId v = q.inputs[0];
       for (;;) {
         const int p = v == ir::kNoValue ? -1 : g.producer[static_cast<size_t>(v)];
@@ -398,9 +400,10 @@ bool QdqChanges(const ir::Trace& trace) {
 Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops) {
   ir::Trace t = trace;
   if (const int moved = MoveLayoutsToInt8(t); moved > 0 && log)
-    log->push_back(fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains of one "
-                               "quantization run on the int8 tensor",
-                               moved));
+    log->push_back(
+        fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains of one "
+                    "quantization run on the int8 tensor",
+                    moved));
   if (int8_ops) {
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);
@@ -417,9 +420,10 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     t.body.nodes = std::move(kept);
     if (log) {
       if (convs + matmuls + gemms > 0)
-        log->push_back(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} "
-                                   "with MatMul -> QLinearMatMul, {} with Gemm -> QGemm",
-                                   convs, matmuls, gemms));
+        log->push_back(
+            fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} "
+                        "with MatMul -> QLinearMatMul, {} with Gemm -> QGemm",
+                        convs, matmuls, gemms));
       for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
     }
   }

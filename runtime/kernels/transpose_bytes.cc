@@ -36,20 +36,23 @@ void Block16(const uint8_t* src, int64_t ls, uint8_t* dst, int64_t ld) {
 
 }  // namespace
 
-void TransposeBytes(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols) {
-  for (int64_t m = 0; m < batch; ++m, src += rows * cols, dst += rows * cols) {
-    int64_t i0 = 0;
+void TransposeByteRows(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, int64_t row_begin,
+                       int64_t row_end) {
+  int64_t i0 = row_begin;
 #if defined(__SSE2__)
-    for (; i0 + 16 <= rows; i0 += 16) {
-      int64_t j0 = 0;
-      for (; j0 + 16 <= cols; j0 += 16) Block16(src + i0 * cols + j0, cols, dst + j0 * rows + i0, rows);
-      for (int64_t i = i0; i < i0 + 16; ++i)
-        for (int64_t j = j0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
-    }
-#endif
-    for (int64_t i = i0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
+  for (; i0 + 16 <= row_end; i0 += 16) {
+    int64_t j0 = 0;
+    for (; j0 + 16 <= cols; j0 += 16) Block16(src + i0 * cols + j0, cols, dst + j0 * rows + i0, rows);
+    for (int64_t i = i0; i < i0 + 16; ++i)
+      for (int64_t j = j0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
   }
+#endif
+  for (int64_t i = i0; i < row_end; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
+}
+
+void TransposeBytes(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols) {
+  for (int64_t m = 0; m < batch; ++m) TransposeByteRows(src + m * rows * cols, dst + m * rows * cols, rows, cols, 0, rows);
 }
 
 }  // namespace kiln::cpu

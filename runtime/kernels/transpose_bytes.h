@@ -11,5 +11,10 @@ namespace kiln::cpu {
 // packed: NCHW -> NHWC is rows = C, cols = H * W per image; NHWC -> NCHW is rows = H * W, cols
 // = C. src and dst must not overlap. Thread-safe (it writes only dst).
 void TransposeBytes(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols);
+// Rows [row_begin, row_end) of one `rows` x `cols` matrix into their columns of dst: a part of
+// TransposeBytes, for splitting one over threads (parts that start on a multiple of 16 keep the
+// 16 x 16 blocks).
+void TransposeByteRows(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols, int64_t row_begin,
+                       int64_t row_end);
 
 }  // namespace kiln::cpu

@@ -301,8 +301,8 @@ class LayoutOp : public OneDnnOp {
     KILN_RETURN_IF_ERROR(SetHandle(x_mem_, x_reorder_ ? ws + x_offset_ : x_src));
     if (!x_reorder_) return Status::Ok();
     if (x_bytes_.batch > 0) {  // [C, spatial] -> [spatial, C] per image
-      TransposeBytes(static_cast<const uint8_t*>(x_src), ws + x_offset_, x_bytes_.batch, x_bytes_.channels,
-                     x_bytes_.spatial);
+      Transpose(static_cast<const uint8_t*>(x_src), ws + x_offset_, x_bytes_.batch, x_bytes_.channels,
+                x_bytes_.spatial);
       return Status::Ok();
     }
     return Execute(*x_reorder_, stream_, {{DNNL_ARG_FROM, x_user_.get()}, {DNNL_ARG_TO, x_mem_.get()}}, "X reorder");
@@ -317,7 +317,7 @@ class LayoutOp : public OneDnnOp {
   Status ReorderY() {
     if (!y_reorder_) return Status::Ok();
     if (y_bytes_.batch > 0) {  // [spatial, C] -> [C, spatial] per image
-      TransposeBytes(y_layout_at_, y_user_at_, y_bytes_.batch, y_bytes_.spatial, y_bytes_.channels);
+      Transpose(y_layout_at_, y_user_at_, y_bytes_.batch, y_bytes_.spatial, y_bytes_.channels);
       return Status::Ok();
     }
     return Execute(*y_reorder_, stream_, {{DNNL_ARG_FROM, y_mem_.get()}, {DNNL_ARG_TO, y_user_.get()}}, "Y reorder");
@@ -340,6 +340,18 @@ class LayoutOp : public OneDnnOp {
   }
   ByteLayout x_bytes_, y_bytes_;
   uint8_t *y_user_at_ = nullptr, *y_layout_at_ = nullptr;
+  ThreadPool* pool_ = nullptr;  // the running call's threads, for the byte transposes
+
+  // TransposeBytes over `pool_`, in parts of whole 16-row blocks of each matrix.
+  void Transpose(const uint8_t* src, uint8_t* dst, int64_t batch, int64_t rows, int64_t cols) const {
+    const int64_t blocks = (rows + 15) / 16;
+    ParallelFor(pool_, batch * blocks, MinItemsPerPart(16 * cols), [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t m = u / blocks, r = u % blocks * 16;
+        TransposeByteRows(src + m * rows * cols, dst + m * rows * cols, rows, cols, r, std::min(rows, r + 16));
+      }
+    });
+  }
 
   int threads_ = 1;
   bool widen_ = false;  // float16 operands, computed in float32 (this oneDNN has no float16 kernels)
@@ -359,6 +371,7 @@ class ConvOp final : public LayoutOp {
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
+    pool_ = call.threads;
     const TensorRef &x = call.inputs[0], &w = call.inputs[w_slot_], &y = call.outputs[0];
     if (y.num_elements == 0) return Status::Ok();
     if (call.workspace_bytes < workspace_)

@@ -47,10 +47,10 @@ std::vector<int8_t> RandomInt8(size_t n, uint32_t seed) {
 
 struct QdqShape {
   int64_t c = 8, m = 16, hw = 10;  // Conv: X [1, c, hw, hw], W [m, c, 3, 3]
-  bool matmul = false;              // MatMul: X [6, c] by W [c, m]
-  bool gemm = false;                // Gemm: X [6, c] by W [m, c] (transB), C [m], alpha 0.5
-  bool relu = false;                // a Relu before the output's QuantizeLinear (zero point 0)
-  bool w_axis_1 = false;            // W's scales along axis 1: not foldable
+  bool matmul = false;             // MatMul: X [6, c] by W [c, m]
+  bool gemm = false;               // Gemm: X [6, c] by W [m, c] (transB), C [m], alpha 0.5
+  bool relu = false;               // a Relu before the output's QuantizeLinear (zero point 0)
+  bool w_axis_1 = false;           // W's scales along axis 1: not foldable
   float y_scale = 0.1f;
 };
 
@@ -126,8 +126,8 @@ std::vector<float> RunQdq(const onnx::ModelProto& m, const QdqShape& s, bool fus
   const std::vector<float> x =
       RandomFloats(static_cast<size_t>(s.matmul || s.gemm ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
   const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
-  const std::vector<TensorView> in = {
-      TensorView::Host(x.data(), DType::kFloat32, s.matmul || s.gemm ? mm_dims : conv_dims, s.matmul || s.gemm ? 2 : 4)};
+  const std::vector<TensorView> in = {TensorView::Host(
+      x.data(), DType::kFloat32, s.matmul || s.gemm ? mm_dims : conv_dims, s.matmul || s.gemm ? 2 : 4)};
   ContextOptions options;
   options.device = Device::kCpu;
   const auto out = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, fuse)), in, options);
@@ -157,9 +157,10 @@ TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, w
     const CompiledWithLog c = CompileWithLog(m);
     const std::string op = s.matmul ? "QLinearMatMul" : s.gemm ? "QGemm" : "QLinearConv";
     CHECK(c.fusion_trace.find(op) != std::string::npos);
-    CHECK(c.Logged(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} with MatMul "
-                               "-> QLinearMatMul, {} with Gemm -> QGemm",
-                               int{!s.matmul && !s.gemm}, int{s.matmul}, int{s.gemm})));
+    CHECK(
+        c.Logged(fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} with MatMul "
+                             "-> QLinearMatMul, {} with Gemm -> QGemm",
+                             int{!s.matmul && !s.gemm}, int{s.matmul}, int{s.gemm})));
     const std::vector<float> folded = RunQdq(m, s, true), unfolded = RunQdq(m, s, false);
     const auto [over, differ] = StepsApart(folded, unfolded, s.y_scale);
     CHECK(over == 0);
@@ -263,7 +264,8 @@ TEST_CASE("DequantizeLinear -> Reshape -> Transpose -> QuantizeLinear of one qua
   const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 2)};
   ContextOptions options;
   options.device = Device::kCpu;
-  const auto moved = RunFloat(c.bytes, in, options), unfused = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  const auto moved = RunFloat(c.bytes, in, options),
+             unfused = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
   REQUIRE(moved.size() == 1);
   CHECK(moved[0] == unfused[0]);
   // y[0, 0, 1] (element 1) is the reshaped [0, 1, 0], x[4], rounded to the step and saturated to

@@ -1,12 +1,12 @@
 // TransposeBytes (runtime/kernels/transpose_bytes.h): the 16 x 16 SSE2 blocks and the scalar
 // edges against the definition dst[b][j][i] = src[b][i][j], on shapes that are and are not
 // multiples of 16, one and two matrices.
+#include "runtime/kernels/transpose_bytes.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <vector>
-
-#include "runtime/kernels/transpose_bytes.h"
 
 namespace kiln::cpu {
 namespace {
