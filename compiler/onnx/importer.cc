@@ -185,6 +185,8 @@ class Importer {
                            ir::Block& block);
   Status ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                                    ir::Block& block);
+  Status ImportQuantizedContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
+                                    ir::Block& block);
   Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
   Status ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a, Node& node,
                      const std::string& where);
@@ -1065,6 +1067,9 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
       {"QGemm", 6, 9, {0}, {"alpha"}, {"transA", "transB"}},
   };
   if (op == "DynamicQuantizeLSTM") return ImportDynamicQuantizeLstm(np, name, where, block);
+  if (op.starts_with("QLinear") || op == "QuantizeLinear" || op == "DequantizeLinear" ||
+      op == "MatMulIntegerToFloat" || op == "DynamicQuantizeMatMul")
+    return ImportQuantizedContribNode(np, name, where, block);
   const Form* form = nullptr;
   for (const Form& f : kForms)
     if (op == f.op) form = &f;
@@ -1072,7 +1077,10 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
     return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) +
                          " is not supported (of com.microsoft's ops Kiln takes Gelu, FastGelu, BiasGelu, QuickGelu, "
                          "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
-                         "SimplifiedLayerNormalization, QGemm and DynamicQuantizeLSTM)");
+                         "SimplifiedLayerNormalization, QGemm, DynamicQuantizeLSTM, QuantizeLinear, DequantizeLinear, "
+                         "QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, "
+                         "QLinearAveragePool, QLinearGlobalAveragePool, MatMulIntegerToFloat and "
+                         "DynamicQuantizeMatMul)");
   std::vector<ValueId> in;
   for (int i = 0; i < np.input_size(); ++i) {
     if (np.input(i).empty()) {
@@ -1260,6 +1268,144 @@ Status Importer::ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std:
   if (np.output_size() > 3) return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM has 3 outputs");
   block.nodes.push_back(std::move(lstm));
   return Status::Ok();
+}
+
+// onnxruntime's quantized com.microsoft ops (quantize_static's QOperator format, quantize_dynamic's
+// fused forms), written as the ONNX ops their specification composes, which the fusion stage
+// then fuses or folds: QLinearAdd / QLinearMul = Q(DQ(A) op DQ(B)); QLinearSigmoid,
+// QLinearLeakyRelu (alpha), QLinearAveragePool (AveragePool's attributes) and
+// QLinearGlobalAveragePool = Q(op(DQ(X))); QLinearConcat (Y_scale, Y_zero_point, then (X, scale,
+// zero point) triples; axis) = Q(Concat(DQ(X_i)...)); QuantizeLinear / DequantizeLinear (axis) as
+// ONNX's; MatMulIntegerToFloat = Cast(MatMulInteger(A, B, a_zp, b_zp)) * a_scale * b_scale
+// (+ bias); DynamicQuantizeMatMul = the same on DynamicQuantizeLinear(A). An absent output zero
+// point is a zero of the input's dtype (onnxruntime's ops keep X's type). Refused:
+// channels_last 1 (NHWC inputs).
+Status Importer::ImportQuantizedContribNode(const onnx::NodeProto& np, const std::string& name,
+                                            const std::string& where, ir::Block& block) {
+  const std::string& op = np.op_type();
+  std::vector<ValueId> in;
+  for (int i = 0; i < np.input_size(); ++i) {
+    if (np.input(i).empty()) {
+      in.push_back(kNoValue);
+      continue;
+    }
+    const auto id = Lookup(np.input(i));
+    if (!id)
+      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
+                      " is not defined by any earlier node, initializer or graph input");
+    in.push_back(*id);
+  }
+  const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };
+  const auto need = [&](std::initializer_list<size_t> required, size_t max_in) -> Status {
+    if (in.size() > max_in)
+      return InvalidArgument(where + ": com.microsoft " + op + " takes at most " + std::to_string(max_in) +
+                             " inputs, got " + std::to_string(in.size()));
+    for (size_t i : required)
+      if (!given(i))
+        return InvalidArgument(where + ": com.microsoft " + op + " input #" + std::to_string(i) + " is required");
+    return Status::Ok();
+  };
+  if (np.output_size() < 1 || np.output(0).empty())
+    return InvalidArgument(where + ": com.microsoft " + op + " needs its output #0");
+  if (np.output_size() > 1) return InvalidArgument(where + ": com.microsoft " + op + " has one output");
+  Node attrs_node;  // every attribute, converted as for an ONNX node
+  for (const onnx::AttributeProto& a : np.attribute()) KILN_RETURN_IF_ERROR(ConvertAttr(np, a, attrs_node, where));
+  const AttrMap& attrs = attrs_node.attrs;
+  if (attrs.GetInt("channels_last", 0) != 0)
+    return Unimplemented(where + ": com.microsoft " + op + " with channels_last 1 (NHWC input) is not supported");
+  // One node; `out` 0 writes np's output, -1 an intermediate value.
+  const auto step = [&](const std::string& step_op, std::vector<ValueId> inputs, int out, AttrMap step_attrs = {},
+                        int outputs = 1) -> std::vector<ValueId> {
+    Node n;
+    n.op = step_op;
+    n.name = out == 0 ? name : UniqueNodeName(name + "/" + step_op);
+    n.inputs = std::move(inputs);
+    n.attrs = std::move(step_attrs);
+    for (int k = 0; k < outputs; ++k) {
+      Value v;
+      v.name = out == 0 && k == 0 ? np.output(0) : UniqueValueName(name + "/" + step_op);
+      value_names_.insert(v.name);
+      if (out == 0 && k == 0) ApplyTypeInfo(v);
+      n.outputs.push_back(trace_.AddValue(std::move(v)));
+    }
+    block.nodes.push_back(n);
+    return n.outputs;
+  };
+  const auto finish = [&](ValueId id) { return DefineOutput(np.output(0), id, where); };
+  const auto dq = [&](size_t x, size_t scale, size_t zp) {
+    std::vector<ValueId> ins = {in[x], in[scale]};
+    if (given(zp)) ins.push_back(in[zp]);
+    return step("DequantizeLinear", ins, -1)[0];
+  };
+  // Q(v) by (scale, zero point); an absent zero point is a zero of `like`'s dtype.
+  const auto q = [&](ValueId v, size_t scale, size_t zp, ValueId like) {
+    ValueId z = given(zp) ? in[zp] : kNoValue;
+    if (z == kNoValue) {
+      auto cd = std::make_shared<ConstData>();
+      cd->dtype = trace_.value(like).dtype;
+      cd->bytes.assign(DTypeSize(cd->dtype), 0);
+      z = AddConst(UniqueValueName(name + "/zero_point"), std::move(cd));
+    }
+    return step("QuantizeLinear", {v, in[scale], z}, 0)[0];
+  };
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") {
+    KILN_RETURN_IF_ERROR(need({0, 1}, 3));
+    AttrMap a;
+    a.SetInt("axis", attrs.GetInt("axis", 1));
+    return finish(step(op, in, 0, a)[0]);
+  }
+  if (op == "QLinearAdd" || op == "QLinearMul") {
+    KILN_RETURN_IF_ERROR(need({0, 1, 3, 4, 6}, 8));
+    const ValueId sum = step(op == "QLinearAdd" ? "Add" : "Mul", {dq(0, 1, 2), dq(3, 4, 5)}, -1)[0];
+    return finish(q(sum, 6, 7, in[0]));
+  }
+  if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
+      op == "QLinearAveragePool") {
+    KILN_RETURN_IF_ERROR(need({0, 1, 3}, 5));
+    AttrMap a;
+    std::string inner = op.substr(7);  // Sigmoid, LeakyRelu, GlobalAveragePool, AveragePool
+    if (op == "QLinearLeakyRelu") a.SetFloat("alpha", attrs.GetFloat("alpha", 0.01f));
+    if (op == "QLinearAveragePool") {
+      a = attrs;
+      a.Erase("channels_last");
+    }
+    return finish(q(step(inner, {dq(0, 1, 2)}, -1, a)[0], 3, 4, in[0]));
+  }
+  if (op == "QLinearConcat") {
+    if (in.size() < 5 || (in.size() - 2) % 3 != 0)
+      return InvalidArgument(where + ": com.microsoft QLinearConcat takes Y_scale, Y_zero_point and (X, X_scale, "
+                                     "X_zero_point) triples, got " + std::to_string(in.size()) + " inputs");
+    std::vector<ValueId> parts;
+    for (size_t i = 2; i < in.size(); i += 3) {
+      KILN_RETURN_IF_ERROR(need({0, i, i + 1}, in.size()));
+      parts.push_back(dq(i, i + 1, i + 2));
+    }
+    AttrMap a;
+    if (!attrs.Has("axis")) return InvalidArgument(where + ": com.microsoft QLinearConcat needs its 'axis'");
+    a.SetInt("axis", attrs.GetInt("axis", 0));
+    return finish(q(step("Concat", parts, -1, a)[0], 0, 1, in[2]));
+  }
+  // MatMulIntegerToFloat (A, B, a_scale, b_scale[, a_zero_point, b_zero_point, bias]) and
+  // DynamicQuantizeMatMul (A float, B, b_scale[, b_zero_point, bias]).
+  const bool dynamic = op == "DynamicQuantizeMatMul";
+  if (!dynamic && op != "MatMulIntegerToFloat")
+    return Unimplemented(where + ": domain 'com.microsoft' op " + Q(op) + " is not supported");
+  KILN_RETURN_IF_ERROR(dynamic ? need({0, 1, 2}, 5) : need({0, 1, 2, 3}, 7));
+  ValueId a = in[0], a_scale = dynamic ? kNoValue : in[2], a_zp = !dynamic && given(4) ? in[4] : kNoValue;
+  if (dynamic) {
+    const std::vector<ValueId> dql = step("DynamicQuantizeLinear", {in[0]}, -1, {}, 3);
+    a = dql[0], a_scale = dql[1], a_zp = dql[2];
+  }
+  const ValueId b_scale = in[dynamic ? 2 : 3];
+  const size_t b_zp = dynamic ? 3 : 5, bias = dynamic ? 4 : 6;
+  std::vector<ValueId> mm = {a, in[1], a_zp, given(b_zp) ? in[b_zp] : kNoValue};
+  while (mm.back() == kNoValue) mm.pop_back();
+  AttrMap to_float;
+  to_float.SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  const ValueId acc = step("Cast", {step("MatMulInteger", mm, -1)[0]}, -1, to_float)[0];
+  const ValueId scale = step("Mul", {a_scale, b_scale}, -1)[0];
+  if (!given(bias)) return finish(step("Mul", {acc, scale}, 0)[0]);
+  return finish(step("Add", {step("Mul", {acc, scale}, -1)[0], in[bias]}, 0)[0]);
 }
 
 Result<Trace> Importer::Run(const onnx::ModelProto& model, const std::string& source) {
