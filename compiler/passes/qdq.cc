@@ -11,6 +11,7 @@
 
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/constant_fold.h"
+#include "runtime/op_table.h"
 
 namespace kiln::passes {
 namespace {
@@ -298,11 +299,35 @@ std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
 
 // Folds each DequantizeLinear whose inputs are constants, then every node all of whose inputs
 // became constants that way, in order (the trace is topologically sorted).
+// A DequantizeLinear of an int8 constant of at least this many elements whose readers are all
+// elementwise ops stays: it fuses into their generated kernels, which widen the int8 weight as
+// they read it, so the artifact keeps it int8 (a QDQ model's quantized positional embedding).
+constexpr int64_t kKeepInt8MinElements = 4096;
+
 Status FoldConstantDequantize(ir::Trace& t) {
+  std::vector<bool> only_elementwise(t.values.size(), true);  // every reader an elementwise op
+  for (const ir::Node& n : t.body.nodes) {
+    const OpInfo* info = FindOpInfo(n.op);
+    for (ir::ValueId id : n.inputs)
+      if (id != ir::kNoValue && (!info || info->fusion != FusionKind::kElementwise || !n.blocks.empty()))
+        only_elementwise[static_cast<size_t>(id)] = false;
+    for (const auto& [name, block] : n.blocks)
+      for (const ir::Node& m : block->nodes)
+        for (ir::ValueId id : m.inputs)
+          if (id != ir::kNoValue) only_elementwise[static_cast<size_t>(id)] = false;
+  }
+  for (ir::ValueId id : t.outputs) only_elementwise[static_cast<size_t>(id)] = false;
   std::vector<bool> became(t.values.size(), false);
   std::vector<ir::Node> kept;
   kept.reserve(t.body.nodes.size());
   for (ir::Node& n : t.body.nodes) {
+    if (n.op == "DequantizeLinear" && n.outputs.size() == 1 && only_elementwise[static_cast<size_t>(n.outputs[0])]) {
+      const ir::ConstData* q = ConstOf(t, n.inputs[0]);
+      if (q && IsInt8(q->dtype) && q->num_elements() >= kKeepInt8MinElements) {
+        kept.push_back(std::move(n));
+        continue;
+      }
+    }
     bool reads_new = n.op == "DequantizeLinear";
     for (ir::ValueId id : n.inputs) reads_new = reads_new || (id != ir::kNoValue && became[static_cast<size_t>(id)]);
     if (reads_new && n.when.empty() && n.blocks.empty() && CanFold(t, n)) {

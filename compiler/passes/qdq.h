@@ -20,7 +20,9 @@
 // the log says why ("qdq not folded: ...").
 //
 // Every plan: a DequantizeLinear of a constant that nothing folded becomes a float constant
-// (the canonical stage leaves them for this pass), and so do the constant ops that read it.
+// (the canonical stage leaves them for this pass), and so do the constant ops that read it;
+// but one of an int8 constant of 4096 elements or more that only elementwise ops read stays, to
+// fuse into their kernels, which widen the int8 weight as they read it (the artifact keeps it int8).
 // Other QuantizeLinear and DequantizeLinear nodes stay, and fuse into the generated kernels of
 // their neighbours (compiler/fusion/lower_elementwise.cc): DQ -> Add -> Q is one kernel.
 #pragma once

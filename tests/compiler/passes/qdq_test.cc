@@ -197,6 +197,34 @@ TEST_CASE("A QDQ model's int8 weights stay int8 in the artifact") {
   CHECK(static_cast<double>(model->weights_bytes()) <= 1.1 * static_cast<double>(initializer_bytes));
 }
 
+TEST_CASE("An int8 weight that only elementwise ops read stays int8, widened in their kernel") {
+  // y = x + DQ(e): e an int8 [8, 1024] constant (a quantized positional embedding); the Add
+  // reads it through the fused DequantizeLinear, and the artifact holds its 8192 bytes, not
+  // 32768 of float32.
+  auto m = MakeModel(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"8", "1024"});
+  AddRawInit(g, "e", onnx::TensorProto::INT8, {8, 1024}, RandomInt8(8 * 1024, 17));
+  AddFloatInit(g, "s", {}, {0.01f});
+  AddNode(g, "DequantizeLinear", {"e", "s"}, {"ef"}, "dqe");
+  AddNode(g, "Add", {"x", "ef"}, {"y"}, "add");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE(model.ok());
+  CHECK(model->weights_bytes() < 8192 + 1024);
+  const std::vector<float> x = RandomFloats(8 * 1024, 19, -1.0f, 1.0f);
+  const int64_t dims[] = {8, 1024};
+  const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 2)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto got = RunFloat(CompileModel(m), in, options);
+  const std::vector<int8_t> e = RandomInt8(8 * 1024, 17);
+  REQUIRE(got.size() == 1);
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) bad += got[0][i] != x[i] + static_cast<float>(e[i]) * 0.01f;
+  CHECK(bad == 0);
+}
+
 TEST_CASE("QuantizeLinear and DequantizeLinear fuse into generated kernels with the unfused kernels' bits") {
   // y = DQ(Q(DQ(Q(a)) + DQ(Q(b)))): per-tensor parameters for a, per-channel (axis 1) for b,
   // int8 and uint8, NaN and values that saturate in x.
