@@ -1214,9 +1214,44 @@ Status Importer::ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std:
     return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM takes 12 inputs (X, W, R, B, sequence_lens, "
                                    "initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point), got " +
                            std::to_string(in.size()));
+  static constexpr const char* kInputs[] = {"X",    "W", "R",       "B",            "sequence_lens", "initial_h",
+                                            "initial_c", "P", "W_scale", "W_zero_point", "R_scale",     "R_zero_point"};
   for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{8}, size_t{9}, size_t{10}, size_t{11}})
     if (in[i] == kNoValue)
-      return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM input #" + std::to_string(i) + " is required");
+      return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM input " + Q(kInputs[i]) + " is required");
+  // Its attributes are LSTM's but `layout` (X is [seq, batch, input]).
+  static constexpr std::string_view kAttrs[] = {"activation_alpha", "activation_beta", "activations", "clip",
+                                                "direction",        "hidden_size",     "input_forget"};
+  for (const onnx::AttributeProto& a : np.attribute())
+    if (std::find(std::begin(kAttrs), std::end(kAttrs), a.name()) == std::end(kAttrs))
+      return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM has no attribute " + Q(a.name()));
+  // W [dirs, input, 4 * hidden] and R [dirs, hidden, 4 * hidden], their scales and zero points
+  // [dirs] or [dirs, 4 * hidden]: checked here, in the op's own layout, where their dims are
+  // known (the LSTM's checks would see them transposed).
+  const auto dims = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+    const Value& v = trace_.value(in[i]);
+    if (!v.is_const()) return std::nullopt;
+    return v.data->dims;
+  };
+  const auto fail = [&](size_t i, const std::string& want) {
+    return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM input " + Q(kInputs[i]) + ": expected " + want +
+                           ", found " + ShapeText(*dims(i)));
+  };
+  const auto w = dims(1), r = dims(2);
+  if (w && (w->size() != 3 || (*w)[2] % 4 != 0)) return fail(1, "[num_directions, input_size, 4 * hidden_size]");
+  if (r && (r->size() != 3 || (*r)[2] % 4 != 0 || (*r)[1] * 4 != (*r)[2]))
+    return fail(2, "[num_directions, hidden_size, 4 * hidden_size]");
+  if (w && r && ((*w)[0] != (*r)[0] || (*w)[2] != (*r)[2]))
+    return fail(2, "[" + std::to_string((*w)[0]) + ", hidden_size, " + std::to_string((*w)[2]) + "] (W's directions and gates)");
+  for (const auto& [p, of] : {std::pair{size_t{8}, w}, {size_t{9}, w}, {size_t{10}, r}, {size_t{11}, r}}) {
+    const auto d = dims(p);
+    if (!d || !of) continue;
+    const bool per_dir = d->size() == 1 && (*d)[0] == (*of)[0];
+    const bool per_row = d->size() == 2 && (*d)[0] == (*of)[0] && (*d)[1] == (*of)[2];
+    if (!per_dir && !per_row)
+      return fail(p, "[" + std::to_string((*of)[0]) + "] or [" + std::to_string((*of)[0]) + ", " +
+                         std::to_string((*of)[2]) + "] (per direction, or per direction and gate row)");
+  }
   const auto add = [&](const std::string& op, std::vector<ValueId> inputs, AttrMap attrs) {
     Node n;
     n.op = op;
@@ -1354,14 +1389,28 @@ Status Importer::ImportQuantizedContribNode(const onnx::NodeProto& np, const std
     a.SetInt("axis", attrs.GetInt("axis", 1));
     return finish(step(op, in, 0, a)[0]);
   }
+  // onnxruntime's QLinear ops take one scale and one zero point per tensor.
+  const auto scalars = [&](std::initializer_list<size_t> params) -> Status {
+    for (size_t i : params) {
+      if (!given(i)) continue;
+      const Value& v = trace_.value(in[i]);
+      if (v.is_const() && v.data->num_elements() != 1)
+        return InvalidArgument(where + ": com.microsoft " + op + " input #" + std::to_string(i) + " " +
+                               Q(np.input(static_cast<int>(i))) + ": a scale or zero point must be one element, found " +
+                               ShapeText(v.data->dims));
+    }
+    return Status::Ok();
+  };
   if (op == "QLinearAdd" || op == "QLinearMul") {
     KILN_RETURN_IF_ERROR(need({0, 1, 3, 4, 6}, 8));
+    KILN_RETURN_IF_ERROR(scalars({1, 2, 4, 5, 6, 7}));
     const ValueId sum = step(op == "QLinearAdd" ? "Add" : "Mul", {dq(0, 1, 2), dq(3, 4, 5)}, -1)[0];
     return finish(q(sum, 6, 7, in[0]));
   }
   if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
       op == "QLinearAveragePool") {
     KILN_RETURN_IF_ERROR(need({0, 1, 3}, 5));
+    KILN_RETURN_IF_ERROR(scalars({1, 2, 3, 4}));
     AttrMap a;
     std::string inner = op.substr(7);  // Sigmoid, LeakyRelu, GlobalAveragePool, AveragePool
     if (op == "QLinearLeakyRelu") a.SetFloat("alpha", attrs.GetFloat("alpha", 0.01f));
@@ -1376,8 +1425,10 @@ Status Importer::ImportQuantizedContribNode(const onnx::NodeProto& np, const std
       return InvalidArgument(where + ": com.microsoft QLinearConcat takes Y_scale, Y_zero_point and (X, X_scale, "
                                      "X_zero_point) triples, got " + std::to_string(in.size()) + " inputs");
     std::vector<ValueId> parts;
+    KILN_RETURN_IF_ERROR(scalars({0, 1}));
     for (size_t i = 2; i < in.size(); i += 3) {
       KILN_RETURN_IF_ERROR(need({0, i, i + 1}, in.size()));
+      KILN_RETURN_IF_ERROR(scalars({i + 1, i + 2}));
       parts.push_back(dq(i, i + 1, i + 2));
     }
     AttrMap a;

@@ -266,6 +266,20 @@ TEST_CASE("com.microsoft DynamicQuantizeLSTM runs as ONNX's LSTM on its dequanti
     AddOutput(g, "yh");
     return m;
   };
+  // Its own errors, in its own layout: an attribute it lacks (LSTM's `layout`), and W given in
+  // LSTM's [dirs, 4 * hidden, input].
+  auto bad = model(true);
+  AttrInt(bad.mutable_graph()->mutable_node(0), "layout", 1);
+  Status st = CompileStatus(bad);
+  CHECK(st.message().find("com.microsoft DynamicQuantizeLSTM has no attribute 'layout'") != std::string::npos);
+  bad = model(true);
+  auto* w = bad.mutable_graph()->mutable_initializer(1);
+  REQUIRE(w->name() == "w");
+  w->clear_dims();
+  for (int64_t d : {kDirs, kGates, kIn}) w->add_dims(d);
+  st = CompileStatus(bad);
+  CHECK(st.message().find("DynamicQuantizeLSTM input 'W': expected [num_directions, input_size, 4 * hidden_size], "
+                          "found [2, 16, 5]") != std::string::npos);
   const std::vector<float> x = kiln::testing::RandomFloats(kSeq * kBatch * kIn, 4, -2.0f, 2.0f);
   const int64_t dims[] = {kSeq, kBatch, kIn};
   const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 3)};
