@@ -176,6 +176,19 @@ bool OneDnnHasVnni() {
 
 memory::data_type Int8Type(DType t) { return t == DType::kInt8 ? memory::data_type::s8 : memory::data_type::u8; }
 
+// Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose 16-bit sums of two products
+// saturate once |w0| + |w1| passes 128 (oneDNN's "int8 computation nuances"): only int8 weights
+// of 7 bits (onnxruntime's reduce_range) are safe there. kUnimplemented for others (the CPU
+// kernel then runs them, exactly).
+Status CheckNoSaturation(const TensorRef& w, const char* name) {
+  if (OneDnnHasVnni()) return Status::Ok();
+  for (int64_t i = 0; i < w.num_elements; ++i)
+    if (std::abs(int{w.as<const int8_t>()[i]}) > 64)
+      return Unimplemented(std::string(name) + " values beyond 7 bits (onnxruntime's reduce_range) without VNNI, where "
+                           "oneDNN's 16-bit pair sums could saturate");
+  return Status::Ok();
+}
+
 // Reads `call`'s quantization for `channels` output channels (W's dim 0 for a Conv, B's last
 // for a MatMul). kUnimplemented for what oneDNN does not take: a uint8 W, a W zero point other
 // than 0, scales that are not float32 or not positive and finite.
@@ -190,16 +203,7 @@ Status ReadInt8Params(std::string_view op, const KernelCall& call, int64_t chann
       return Unimplemented(name + " of " + DTypeStr(t->dtype) + " (oneDNN takes int8 and uint8)");
   if (w.dtype != DType::kInt8)
     return Unimplemented("a " + DTypeStr(w.dtype) + " W (oneDNN takes int8 weights)");
-  // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose 16-bit sums of two products
-  // saturate once |w0| + |w1| passes 128 (oneDNN's "int8 computation nuances"): only weights of
-  // 7 bits (onnxruntime's reduce_range) are safe there. Others run on the CPU kernel, exactly.
-  if (!OneDnnHasVnni()) {
-    int max_w = 0;
-    for (int64_t i = 0; i < w.num_elements; ++i) max_w = std::max(max_w, std::abs(int{w.as<const int8_t>()[i]}));
-    if (max_w > 64)
-      return Unimplemented("W values beyond 7 bits (onnxruntime's reduce_range) without VNNI, where oneDNN's "
-                           "16-bit pair sums could saturate");
-  }
+  KILN_RETURN_IF_ERROR(CheckNoSaturation(w, "W"));
   const auto scalar = [&](int i, DType dtype) {
     const TensorRef& t = call.inputs[static_cast<size_t>(i)];
     return t.present() && t.num_elements == 1 && t.dtype == dtype;
@@ -632,10 +636,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::PlanInteger(const KernelCall& call, in
   if (xzp && (xzp->num_elements != 1 || xzp->dtype != x.dtype)) return Unimplemented("an x zero point of other than one");
   for (int64_t i = 0; wzp && i < wzp->num_elements; ++i)
     if (wzp->dtype != DType::kInt8 || wzp->as<const int8_t>()[i] != 0) return Unimplemented("a w zero point other than 0");
-  if (!OneDnnHasVnni())
-    for (int64_t i = 0; i < w.num_elements; ++i)
-      if (std::abs(int{w.as<const int8_t>()[i]}) > 64)
-        return Unimplemented("W values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  KILN_RETURN_IF_ERROR(CheckNoSaturation(w, "W"));
   // The geometry, on the float32 view the Conv checks read.
   TensorRef views[3] = {x, w, y};
   for (TensorRef& v : views) v.dtype = DType::kFloat32;
@@ -1353,10 +1354,7 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanQGemm(const KernelCall& call, in
     if (bzp->dtype != DType::kInt8 || bzp->as<const int8_t>()[i] != 0) return Unimplemented("a B zero point other than 0");
   if (c && (c->dtype != DType::kInt32 || c->num_elements != n || (c->rank == 2 && c->dims[0] != 1)))
     return Unimplemented("a C of other than N int32 values");
-  if (!OneDnnHasVnni())
-    for (int64_t i = 0; i < b.num_elements; ++i)
-      if (std::abs(int{b.as<const int8_t>()[i]}) > 64)
-        return Unimplemented("B values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  KILN_RETURN_IF_ERROR(CheckNoSaturation(b, "B"));
   const double alpha = call.attrs.GetFloat("alpha", 1.0f), y_scale = ys ? ys->as<const float>()[0] : 1.0;
   std::vector<float> scales(static_cast<size_t>(bs.num_elements));
   for (size_t i = 0; i < scales.size(); ++i) {
@@ -1403,10 +1401,7 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInteger(const KernelCall& call, 
     return Unimplemented("zero points other than one for A and int8 for B");
   for (int64_t i = 0; bzp && i < bzp->num_elements; ++i)
     if (bzp->as<const int8_t>()[i] != 0) return Unimplemented("a B zero point other than 0");
-  if (!OneDnnHasVnni())
-    for (int64_t i = 0; i < b.num_elements; ++i)
-      if (std::abs(int{b.as<const int8_t>()[i]}) > 64)
-        return Unimplemented("B values beyond 7 bits without VNNI, where oneDNN's 16-bit pair sums could saturate");
+  KILN_RETURN_IF_ERROR(CheckNoSaturation(b, "B"));
   auto p = std::make_unique<MatMulOp>();
   p->name_ = "MatMulInteger";
   p->threads_ = threads;
