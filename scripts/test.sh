@@ -175,6 +175,7 @@ has_flags() { local f; for f in "$@"; do [[ $CPU_FLAGS == *" $f "* ]] || return 
 # them, taken by one process per core; ctest runs the other tests alongside, one at a time.
 fp_paths() {
   local once total k chunks=$((4 * $(nproc))) rc=0 ctest_pid
+  rm -f "$TIER_LOGS"/fp-chunk-*.failed  # an earlier fp-paths tier's failures are not this one's
   once=$(ctest --test-dir build -N -L once | sed -n 's/^ *Test *#[0-9]*: //p' | sed 's/,/\\,/g' | paste -sd, -)
   total=$(build/tests/kiln_tests --count --test-case-exclude="$once" | sed -n 's/^.*current filters: //p')
   [[ $total =~ ^[0-9]+$ ]] || { echo "kiln_tests --count did not say how many cases there are: '$total'"; return 1; }

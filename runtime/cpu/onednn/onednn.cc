@@ -768,12 +768,17 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
     // asked for plain, which oneDNN's gemm-based convolution writes directly. wav2vec2-base's
     // first Conv (1 -> 512 channels, kernel 10, stride 5, 16000 samples) at 1 thread: 0.17 ms
     // plain, against 0.33 ms on brgconv and 0.46 ms to reorder its Y to NCW
-    // (benchmarks/results/2026-12-05-attention-3.md). Its sums run over the whole window in
-    // every thread, so the bits do not depend on the thread count (tests/runtime/cpu/onednn).
+    // (benchmarks/results/2026-12-05-attention-3.md). It runs on the calling thread alone: on
+    // more, oneDNN's gemm-based convolution split its sums differently once in CI (2 threads,
+    // the fp-paths tier), so its bits could depend on the thread count (tests/runtime/cpu/onednn).
     if (const int64_t macs = w.num_elements / std::max<int64_t>(w.dims[0], 1);
         !nhwc && !grouped && macs <= kPlainConvMaxMacs && x.rank == 3 && dt == DType::kFloat32) {
+      OmpThreads one(1);  // the primitive's team is fixed when it is made
       const auto plain_pd = make(memory::desc(xd, type, PlainTag(x.rank)), memory::desc(yd, type, PlainTag(x.rank)));
-      if (plain_pd && !std::string_view(plain_pd.impl_info_str()).starts_with("ref")) pd = plain_pd;
+      if (plain_pd && !std::string_view(plain_pd.impl_info_str()).starts_with("ref")) {
+        pd = plain_pd;
+        op->threads_ = 1;
+      }
     }
     if (!pd)
       return Unimplemented(dt == DType::kBFloat16 ? "oneDNN has no bfloat16 convolution for this form on this CPU"
