@@ -187,6 +187,9 @@ class Importer {
                                    ir::Block& block);
   Status ImportQuantizedContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                                     ir::Block& block);
+  // A com.microsoft node's inputs by id, kNoValue where one is absent; DataLoss naming one that
+  // nothing defines.
+  Result<std::vector<ValueId>> ContribInputs(const onnx::NodeProto& np, const std::string& where);
   Status ImportConstantNode(const onnx::NodeProto& np, const std::string& where);
   Status ConvertAttr(const onnx::NodeProto& np, const onnx::AttributeProto& a, Node& node,
                      const std::string& where);
@@ -1045,6 +1048,22 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   return Status::Ok();
 }
 
+Result<std::vector<ValueId>> Importer::ContribInputs(const onnx::NodeProto& np, const std::string& where) {
+  std::vector<ValueId> in;
+  for (int i = 0; i < np.input_size(); ++i) {
+    if (np.input(i).empty()) {
+      in.push_back(kNoValue);
+      continue;
+    }
+    const auto id = Lookup(np.input(i));
+    if (!id)
+      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
+                      " is not defined by any earlier node, initializer or graph input");
+    in.push_back(*id);
+  }
+  return in;
+}
+
 Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string& name, const std::string& where,
                                    ir::Block& block) {
   const std::string& op = np.op_type();
@@ -1081,18 +1100,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
                          "QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, "
                          "QLinearAveragePool, QLinearGlobalAveragePool, MatMulIntegerToFloat and "
                          "DynamicQuantizeMatMul)");
-  std::vector<ValueId> in;
-  for (int i = 0; i < np.input_size(); ++i) {
-    if (np.input(i).empty()) {
-      in.push_back(kNoValue);
-      continue;
-    }
-    const auto id = Lookup(np.input(i));
-    if (!id)
-      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
-                      " is not defined by any earlier node, initializer or graph input");
-    in.push_back(*id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> in, ContribInputs(np, where));
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
   const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };
   if (static_cast<int>(in.size()) < form->min_in || static_cast<int>(in.size()) > form->max_in)
@@ -1198,18 +1206,7 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
 // closer to the float model's than onnxruntime's, by the activations' quantization error.
 Status Importer::ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std::string& name,
                                            const std::string& where, ir::Block& block) {
-  std::vector<ValueId> in;
-  for (int i = 0; i < np.input_size(); ++i) {
-    if (np.input(i).empty()) {
-      in.push_back(kNoValue);
-      continue;
-    }
-    const auto id = Lookup(np.input(i));
-    if (!id)
-      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
-                      " is not defined by any earlier node, initializer or graph input");
-    in.push_back(*id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> in, ContribInputs(np, where));
   if (in.size() != 12)
     return InvalidArgument(where + ": com.microsoft DynamicQuantizeLSTM takes 12 inputs (X, W, R, B, sequence_lens, "
                                    "initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point), got " +
@@ -1318,18 +1315,7 @@ Status Importer::ImportDynamicQuantizeLstm(const onnx::NodeProto& np, const std:
 Status Importer::ImportQuantizedContribNode(const onnx::NodeProto& np, const std::string& name,
                                             const std::string& where, ir::Block& block) {
   const std::string& op = np.op_type();
-  std::vector<ValueId> in;
-  for (int i = 0; i < np.input_size(); ++i) {
-    if (np.input(i).empty()) {
-      in.push_back(kNoValue);
-      continue;
-    }
-    const auto id = Lookup(np.input(i));
-    if (!id)
-      return DataLoss(where + ": input #" + std::to_string(i) + " " + Q(np.input(i)) +
-                      " is not defined by any earlier node, initializer or graph input");
-    in.push_back(*id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueId> in, ContribInputs(np, where));
   const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };
   const auto need = [&](std::initializer_list<size_t> required, size_t max_in) -> Status {
     if (in.size() > max_in)
