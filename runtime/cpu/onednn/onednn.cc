@@ -174,6 +174,12 @@ bool OneDnnHasVnni() {
          isa == cpu_isa::avx2_vnni;
 }
 
+// An int8 or uint8 zero point's one value; 0 for an absent one (ONNX's default).
+int32_t ZeroPointOf(const TensorRef* t) {
+  if (t == nullptr) return 0;
+  return t->dtype == DType::kInt8 ? int32_t{t->as<const int8_t>()[0]} : int32_t{t->as<const uint8_t>()[0]};
+}
+
 memory::data_type Int8Type(DType t) { return t == DType::kInt8 ? memory::data_type::s8 : memory::data_type::u8; }
 
 // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose 16-bit sums of two products
@@ -224,11 +230,8 @@ Status ReadInt8Params(std::string_view op, const KernelCall& call, int64_t chann
     if (!(s > 0) || !std::isfinite(s)) return Unimplemented("x_scale * w_scale / y_scale not positive and finite");
     p->scales[static_cast<size_t>(i)] = static_cast<float>(s);
   }
-  const auto zero_point = [](const TensorRef& t) {
-    return t.dtype == DType::kInt8 ? int32_t{t.as<const int8_t>()[0]} : int32_t{t.as<const uint8_t>()[0]};
-  };
-  p->x_zero_point = zero_point(call.inputs[2]);
-  p->y_zero_point = zero_point(call.inputs[7]);
+  p->x_zero_point = ZeroPointOf(&call.inputs[2]);
+  p->y_zero_point = ZeroPointOf(&call.inputs[7]);
   p->x_type = Int8Type(x.dtype);
   p->y_type = Int8Type(y.dtype);
   return Status::Ok();
@@ -550,8 +553,7 @@ class ConvOp final : public LayoutOp {
   // y -= x_zero_point * x_zero_point_sums_, for ConvInteger (Y NCHW, s32).
   void SubtractXZeroPoint(const KernelCall& call, const TensorRef& y) const {
     const TensorRef* zp = OptionalInput(call, 2);
-    const int32_t z = !zp ? 0 : zp->dtype == DType::kInt8 ? int32_t{zp->as<const int8_t>()[0]}
-                                                           : int32_t{zp->as<const uint8_t>()[0]};
+    const int32_t z = ZeroPointOf(zp);
     if (z == 0) return;
     const int64_t per_image = static_cast<int64_t>(x_zero_point_sums_.size());
     int32_t* out = y.as<int32_t>();
@@ -1121,8 +1123,7 @@ class MatMulOp final : public OneDnnOp {
     }
     if (a_zero_point_) {  // MatMulInteger's A zero point, read at each call
       const TensorRef* zp = OptionalInput(call, 2);
-      a_zero_point_value_ = !zp ? 0 : zp->dtype == DType::kInt8 ? int32_t{zp->as<const int8_t>()[0]}
-                                                                 : int32_t{zp->as<const uint8_t>()[0]};
+      a_zero_point_value_ = ZeroPointOf(zp);
       KILN_RETURN_IF_ERROR(SetHandle(zp_mem_, &a_zero_point_value_));
       args[n++] = {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem_.get()};
     }
@@ -1376,11 +1377,8 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanQGemm(const KernelCall& call, in
   try {
     dnnl::primitive_attr attr;
     attr.set_output_scales(scales.size() > 1 ? 2 : 0, scales);
-    const auto zero_point = [](const TensorRef* t) {
-      return !t ? 0 : t->dtype == DType::kInt8 ? int32_t{t->as<const int8_t>()[0]} : int32_t{t->as<const uint8_t>()[0]};
-    };
-    if (zero_point(azp) != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point(azp)});
-    if (zero_point(yzp) != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point(yzp)});
+    if (ZeroPointOf(azp) != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {ZeroPointOf(azp)});
+    if (ZeroPointOf(yzp) != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {ZeroPointOf(yzp)});
     KILN_RETURN_IF_ERROR(p->MakeInt8(m, k, n, Int8Type(a.dtype), ys ? Int8Type(y.dtype) : memory::data_type::f32, attr,
                                      tb));
   } catch (const dnnl::error& e) {
