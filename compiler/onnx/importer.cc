@@ -42,7 +42,13 @@
 //   Gemm                      legacy `broadcast` attr dropped
 //   RNN/GRU/LSTM              `activations` (STRINGS) dropped when it is the default list,
 //                             else one comma-separated STRING (e.g. "Relu,Tanh")
-// Unimplemented: op versions refused by op_versions.cc, other domains (com.microsoft's Gelu, FastGelu, BiasGelu, QuickGelu, BiasAdd and its layer norms aside: written as the ONNX ops they compose, ImportContribNode; and its QGemm, a registry op), non-tensor graph inputs, string / complex
+// com.microsoft ops: those that compose ONNX ops without needing shapes (Gelu, FastGelu,
+// BiasGelu, QuickGelu, BiasAdd, the layer norms, the quantized ops) are written out here
+// (ImportContribNode); QGemm is a registry op; FusedMatMul, FusedConv, Attention,
+// MultiHeadAttention, RotaryEmbedding and EmbedLayerNormalization stay one node,
+// "com.microsoft.<op>", for the canonical stage (passes/contrib_ops.h). docs/contrib_ops.md.
+// Unimplemented: op versions refused by op_versions.cc, other domains and com.microsoft ops,
+// non-tensor graph inputs, string / complex
 // tensors, sparse tensors and initializers, GRAPH attributes with subgraph inputs (Loop,
 // Scan), GRAPHS/TENSORS/SPARSE_TENSOR attributes, TENSOR attributes other than Constant's
 // and ConstantOfShape's, other STRINGS attributes, attribute references (functions),
@@ -70,6 +76,7 @@
 
 #include "compiler/onnx/op_versions.h"
 #include "compiler/onnx/subgraph_depth.h"
+#include "compiler/passes/contrib_ops.h"
 #include "onnx/defs/schema.h"
 #include "runtime/half.h"
 #include "runtime/shape_text.h"
@@ -1000,15 +1007,18 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
   // onnxruntime registers SimplifiedLayerNormalization in the default domain (an op of its own,
   // not ONNX's), and its optimizer writes it there.
   const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
-  if (np.domain() == "com.microsoft" || (default_domain && op == "SimplifiedLayerNormalization"))
+  // com.microsoft ops whose ONNX form depends on their inputs' shapes stay one node until the
+  // canonical stage writes them out (passes/contrib_ops.h).
+  const bool shaped_contrib = np.domain() == "com.microsoft" && passes::IsShapedContribOp(op);
+  if ((np.domain() == "com.microsoft" && !shaped_contrib) || (default_domain && op == "SimplifiedLayerNormalization"))
     return ImportContribNode(np, name, where, block);
-  if (!np.domain().empty() && np.domain() != "ai.onnx")
+  if (!default_domain && !shaped_contrib)
     return Unimplemented(where + ": domain " + Q(np.domain()) + " op " + Q(op) +
                          " is not supported (the default ONNX domain, and some of com.microsoft's ops)");
   if (op == "Constant") return ImportConstantNode(np, where);
 
   Node node;
-  node.op = op;
+  node.op = shaped_contrib ? std::string(passes::kContribPrefix) + op : op;
   node.name = name;
   for (int i = 0; i < np.input_size(); ++i) {
     const std::string& in = np.input(i);
@@ -1026,9 +1036,11 @@ Status Importer::ImportNode(const onnx::NodeProto& np, int index, ir::Block& blo
         return DataLoss(where + ": attribute " + Q(np.attribute(i).name()) + " is given twice");
     KILN_RETURN_IF_ERROR(ConvertAttr(np, np.attribute(i), node, where));
   }
-  KILN_RETURN_IF_ERROR(CheckOpVersion(op, opset_, node.attrs, where));
   int keep = -1;
-  KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));
+  if (!shaped_contrib) {
+    KILN_RETURN_IF_ERROR(CheckOpVersion(op, opset_, node.attrs, where));
+    KILN_RETURN_IF_ERROR(Rewrite(np, node, where, &keep));
+  }
   int nout = keep < 0 ? np.output_size() : std::min(keep, np.output_size());
   while (nout > 0 && np.output(nout - 1).empty()) --nout;  // trailing absent outputs are simply not made
   for (int i = 0; i < nout; ++i) {
@@ -1098,8 +1110,9 @@ Status Importer::ImportContribNode(const onnx::NodeProto& np, const std::string&
                          "BiasAdd, SkipLayerNormalization, SkipSimplifiedLayerNormalization, "
                          "SimplifiedLayerNormalization, QGemm, DynamicQuantizeLSTM, QuantizeLinear, DequantizeLinear, "
                          "QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, "
-                         "QLinearAveragePool, QLinearGlobalAveragePool, MatMulIntegerToFloat and "
-                         "DynamicQuantizeMatMul)");
+                         "QLinearAveragePool, QLinearGlobalAveragePool, MatMulIntegerToFloat, "
+                         "DynamicQuantizeMatMul, FusedMatMul, FusedConv, Attention, MultiHeadAttention, "
+                         "RotaryEmbedding and EmbedLayerNormalization)");
   KILN_ASSIGN_OR_RETURN(std::vector<ValueId> in, ContribInputs(np, where));
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
   const auto given = [&](size_t i) { return i < in.size() && in[i] != kNoValue; };

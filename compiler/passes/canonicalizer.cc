@@ -1,5 +1,6 @@
 // The canonical stage's walk over any node (canonicalizer.h): inputs mapped, shapes inferred,
-// constants folded, Identity forwarded, and the checks every output dim gets.
+// constants folded, Identity forwarded, onnxruntime's shaped com.microsoft ops written as ONNX
+// ops (contrib_ops.h), and the checks every output dim gets.
 #include "compiler/passes/canonicalizer.h"
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "compiler/ops/meta_util.h"
 #include "compiler/ops/registry.h"
 #include "compiler/passes/constant_fold.h"
+#include "compiler/passes/contrib_ops.h"
 
 namespace kiln::passes {
 
@@ -50,6 +52,11 @@ Status Canonicalizer::Dispatch(ir::Node& node, std::vector<ir::Node>& out) {
   if (node.op == "If") return InlineIf(node, out);
   if (node.op == "Loop") return UnrollLoop(node, out);
   if (node.op == "Scan") return UnrollScan(node, out);
+  if (node.op.starts_with(kContribPrefix)) {  // written as ONNX ops now that its inputs' shapes are known
+    KILN_ASSIGN_OR_RETURN(std::vector<ir::Node> nodes, ExpandContribOp(trace_, node));
+    for (ir::Node& n : nodes) KILN_RETURN_IF_ERROR(Dispatch(n, out));
+    return Status::Ok();
+  }
   if (node.op == "Range") {
     KILN_ASSIGN_OR_RETURN(bool rewritten, RangeOverIntegers(node, out));
     if (rewritten) return Status::Ok();

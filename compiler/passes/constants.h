@@ -1,5 +1,5 @@
-// New constants that the fusion stage's passes write into a trace (epilogue.h's folded biases,
-// attention.h's summed masks).
+// New constants that passes write into a trace (epilogue.h's folded biases, attention.h's
+// summed masks, contrib_ops.h's axes and shapes).
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,10 @@ namespace kiln::passes {
 // (row-major, as many as dims' product), each rounded once to dtype. Returns its id.
 ir::ValueId AddFloatConstant(ir::Trace& t, std::string name, DType dtype, std::vector<int64_t> dims,
                              const std::vector<double>& values);
+
+// A new constant value `name` of `dtype` (an integer type or bool) and static `dims` holding
+// `values` (row-major, as many as dims' product), each converted as a static_cast would.
+ir::ValueId AddIntConstant(ir::Trace& t, std::string name, DType dtype, std::vector<int64_t> dims,
+                           const std::vector<int64_t>& values);
 
 }  // namespace kiln::passes
