@@ -446,3 +446,22 @@ def test_shaped_contrib_op_errors_name_the_node():
                      [nh.from_array(np.zeros((1, 1, 3, 3), np.float32), "w")])
     with pytest.raises(Exception, match=r"node 'conv' \(com.microsoft FusedConv\): activation 'Elu'"):
         kiln.compile(model, archs="none", progress=False)
+
+
+@pytest.mark.parametrize("op,names,attrs,message", [
+    ("Attention", ["x", "w"], {}, r"attribute 'num_heads' is required"),
+    ("Attention", ["x", "w"], {"num_heads": 4, "qkv_hidden_sizes": [8, 4, 12]},
+     r"qkv_hidden_sizes must be 3 positive multiples of num_heads with q's equal to k's"),
+    ("MultiHeadAttention", ["x", "", "", "", "", "", "", "", "", "beam"], {"num_heads": 2},
+     r"past_sequence_length and cache_indirection"),
+    ("EmbedLayerNormalization", ["ids", "ids", "w", "w", "", "g"], {}, r"segment_ids and segment_embedding"),
+    ("RotaryEmbedding", ["x", "x", "w", "w"], {"is_packed_batching": 1}, r"is_packed_batching 1"),
+    ("FusedMatMul", ["x", "w"], {"transQ": 1}, r"has no attribute 'transQ'"),
+], ids=lambda v: v if isinstance(v, str) and v[0].isupper() else None)
+def test_malformed_shaped_contrib_ops_are_errors_naming_the_node(op, names, attrs, message):
+    node = ms(h.make_node(op, names, ["y"], name="n", **attrs))
+    inputs = [f32("x", [1, 3, 8]), i32("ids", [1, 3]), f32("beam", [1])]
+    inits = [nh.from_array(np.zeros((8, 24), np.float32), "w"), nh.from_array(np.ones(24, np.float32), "g")]
+    model = model_of(node, [i for i in inputs if i.name in names], [f32("y", None)], [i for i in inits if i.name in names])
+    with pytest.raises(Exception, match=rf"node 'n' \(com.microsoft {op}\): {message}"):
+        kiln.compile(model, archs="none", progress=False)
