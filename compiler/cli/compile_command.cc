@@ -284,8 +284,10 @@ void AddCompileCommand(CLI::App& app) {
                   "the inputs in DIR (input_N.pb or NAME.npy as for `kiln run --inputs`, or a model folder whose "
                   "test_data_set_* are each run) and print each output's max abs and rel error and cosine "
                   "similarity, and a 'warning:' line for each value that overflowed (inf or NaN where float32 "
-                  "has none; compile with --no-fuse as well to locate it to one op). Warnings keep exit status "
-                  "0; unreadable or mismatched inputs exit 1")
+                  "has none; compile with --no-fuse as well to locate it to one op). For a quantized model, an output "
+                  "the graph writes quantized also gets its max error in quantization steps, against the graph's "
+                  "QuantizeLinear and DequantizeLinear computed op by op (one step is rounding). Warnings keep exit "
+                  "status 0; unreadable or mismatched inputs exit 1")
       ->type_name("DIR")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--loop-scan-bound", f->loop_scan_bound,

@@ -1,12 +1,14 @@
 #include "compiler/validate/precision_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <cstring>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "compiler/onnx/importer.h"
 #include "kiln/tensor_files.h"
 #include "kiln/runtime.h"
 #include "runtime/instruction_observer.h"
@@ -160,6 +162,29 @@ void FindOverflows(const std::string& set, const ObservedRun& tested, const Obse
   }
 }
 
+// Per graph output name, its quantization step (OutputReport::step), from the imported model.
+std::map<std::string, double> QuantizationSteps(const std::string& model_path, const compiler::CompileOptions& options) {
+  onnx_import::ImportOptions import_options;
+  import_options.constant_inputs = options.constant_inputs;
+  auto trace = onnx_import::ImportOnnxFile(model_path, import_options);
+  std::map<std::string, double> steps;
+  if (!trace.ok()) return steps;  // the compile that made the artifact read it: not reached
+  for (const ir::Node& n : trace->body.nodes)
+    for (ir::ValueId out : n.outputs) {
+      if (out == ir::kNoValue ||
+          std::find(trace->outputs.begin(), trace->outputs.end(), out) == trace->outputs.end())
+        continue;
+      const std::string& name = trace->value(out).name;
+      if (n.op == "QuantizeLinear") {
+        steps[name] = 1;
+      } else if (n.op == "DequantizeLinear" && n.inputs.size() >= 2 && n.inputs[1] != ir::kNoValue) {
+        const ir::Value& scale = trace->value(n.inputs[1]);
+        if (scale.is_const() && scale.data->num_elements() == 1) steps[name] = std::fabs(scale.data->FloatAt(0));
+      }
+    }
+  return steps;
+}
+
 }  // namespace
 
 Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const compiler::CompileOptions& options,
@@ -188,6 +213,7 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
                                        ref_model->inputs().size(), ref_model->outputs().size()));
   std::vector<std::string> names;
   for (const TensorInfo& t : ref_model->inputs()) names.push_back(t.name);
+  const std::map<std::string, double> steps = QuantizationSteps(model_path, options);
 
   for (const fs::path& set_dir : sets) {
     const std::string set = set_dir.filename().empty() ? set_dir.parent_path().filename().string()
@@ -207,7 +233,8 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
       const io::HostTensor& out = tested->outputs[i];
       auto m = CompareTensors(out.view(), ref->outputs[i].view());
       if (!m.ok()) return m.status().WithContext(fmt::format("{}: output {} '{}'", set_dir.string(), i, out.name));
-      report.outputs.push_back({set, out.name, out.dtype, *m});
+      const auto step = steps.find(out.name);
+      report.outputs.push_back({set, out.name, out.dtype, *m, step == steps.end() ? 0.0 : step->second});
     }
     FindOverflows(set, *tested, *ref, *ref_inputs, &report.overflows);
   }
@@ -223,19 +250,28 @@ std::string FormatPrecisionReport(const PrecisionReport& report) {
     set_w = std::max(set_w, o.set.size());
     out_w = std::max(out_w, o.output.size());
   }
-  s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}\n", "set", set_w, "output", out_w,
-                   "elements", "max abs err", "max rel err", "cosine", "inf/NaN");
+  const bool quantized = std::any_of(report.outputs.begin(), report.outputs.end(),
+                                     [](const OutputReport& o) { return o.step > 0; });
+  s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}{}\n", "set", set_w, "output", out_w,
+                   "elements", "max abs err", "max rel err", "cosine", "inf/NaN", quantized ? "  max err (steps)" : "");
   for (const OutputReport& o : report.outputs) {
     const ErrorMetrics& m = o.metrics;
-    if (m.compared == 0 && m.elements > 0)  // no element finite in both: no figure to show
-      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}\n", o.set, set_w, o.output, out_w,
-                       m.elements, "-", "-", "-", m.nonfinite);
+    const bool none = m.compared == 0 && m.elements > 0;  // no element finite in both: no figure to show
+    std::string steps;
+    if (quantized) steps = o.step > 0 && !none ? fmt::format("  {:>16.3g}", m.max_abs / o.step) : fmt::format("  {:>16}", "-");
+    if (none)
+      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}{}\n", o.set, set_w, o.output, out_w,
+                       m.elements, "-", "-", "-", m.nonfinite, steps);
     else
-      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11.4g}  {:>11.4g}  {:>12.9f}  {:>10}\n", o.set, set_w, o.output,
-                       out_w, m.elements, m.max_abs, m.max_rel, m.cosine, m.nonfinite);
+      s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11.4g}  {:>11.4g}  {:>12.9f}  {:>10}{}\n", o.set, set_w,
+                       o.output, out_w, m.elements, m.max_abs, m.max_rel, m.cosine, m.nonfinite, steps);
   }
   s += "  (rel err: |err| / max(|float32|, 1e-3 * the output's largest |float32|); inf/NaN: elements inf or NaN "
        "here, finite in float32)\n";
+  if (quantized)
+    s += "  (steps: max abs err over the output's quantization step: 1 for an integer QuantizeLinear output, the "
+         "scale of the DequantizeLinear that writes a float one; the reference computes every QuantizeLinear and "
+         "DequantizeLinear as ONNX defines them, as onnxruntime does unoptimised; one step is rounding)\n";
   for (const OutputReport& o : report.outputs) {
     const ErrorMetrics& m = o.metrics;
     if (m.compared < m.elements)

@@ -40,6 +40,13 @@
 // find the op of a fused region that overflowed, compile with --no-fuse as well: every op is
 // then an instruction of its own.
 //
+// Quantized models. A model with QuantizeLinear and DequantizeLinear (or onnxruntime's quantized
+// ops, written as them at import) is compiled with its groups folded into integer ops (passes/
+// qdq.h); the reference, unfused, computes each QuantizeLinear and DequantizeLinear as ONNX
+// defines them, as onnxruntime's unoptimised session does (tests/python/test_contrib_ops.py
+// holds the two to each other). An output the graph writes quantized gets its error in steps
+// as well (OutputReport::step): one step apart is rounding, more is a folding's error.
+//
 // Warnings never fail the validation: only unreadable input, inputs that do not match the
 // model, and failed compiles or runs are errors.
 #pragma once
@@ -61,6 +68,10 @@ struct OutputReport {
   std::string output;  // the model output's name
   DType dtype = DType::kUndefined;  // the tested artifact's output dtype
   ErrorMetrics metrics;
+  // The output's quantization step, where the model's graph writes it quantized: 1 for an
+  // integer output of QuantizeLinear (its unit), the scale of the DequantizeLinear that writes
+  // a float output (a constant of one element); 0 for any other output.
+  double step = 0;
 };
 
 // A value of the tested artifact that holds inf or NaN where the float32 reference is finite,
@@ -95,7 +106,8 @@ Result<PrecisionReport> ValidatePrecision(const std::string& model_path, const c
 // columns ("-" for the errors and cosine of an output with no element finite in both), a line
 // starting with "note: " for each output with elements left out of the errors and cosine (inf
 // or NaN in either run: how many were compared), then the warnings, each a line starting with
-// "warning: ": an output with inf or NaN where float32 has none, then each overflow.
+// "warning: ": an output with inf or NaN where float32 has none, then each overflow. Where an
+// output is quantized, a column gives its max abs error in steps.
 std::string FormatPrecisionReport(const PrecisionReport& report);
 
 }  // namespace kiln::validate

@@ -106,6 +106,17 @@ inline onnx::TensorProto* AddFloatInit(onnx::GraphProto* g, const std::string& n
   return t;
 }
 
+// An initializer of `dtype` (ONNX's TensorProto data type) from raw bytes: the elements of `v`.
+template <typename T>
+void AddRawInit(onnx::GraphProto* g, const std::string& name, int dtype, std::vector<int64_t> dims,
+                const std::vector<T>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(dtype);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
 inline kiln::Result<Trace> Import(const onnx::ModelProto& m, const ImportOptions& opts = {},
                            const std::string& base_dir = "") {
   std::string bytes;

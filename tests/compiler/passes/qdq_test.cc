@@ -24,17 +24,6 @@
 namespace kiln::testing {
 namespace {
 
-// An initializer of `dtype` (ONNX's TensorProto data type) from raw bytes.
-template <typename T>
-void AddRawInit(onnx::GraphProto* g, const std::string& name, int dtype, std::vector<int64_t> dims,
-                const std::vector<T>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(dtype);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
-}
-
 std::vector<int8_t> RandomInt8(size_t n, uint32_t seed) {
   std::vector<int8_t> v(n);
   uint32_t s = seed;

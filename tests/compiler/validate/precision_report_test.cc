@@ -327,5 +327,68 @@ TEST_CASE("precision report: an output partly inf or NaN notes how many elements
   CHECK(FormatPrecisionReport(*r).find("note:") == std::string::npos);
 }
 
+
+// y = DQ(Q(Conv(DQ(Q(x)), DQ(W)))), as onnxruntime's quantize_static writes it: x uint8 (scale
+// 0.05, zero point 128), W int8 (scale 0.01), the Conv's output uint8 (scale 0.02, zero point
+// 100), which is output `yq`; `y` is its DequantizeLinear.
+onnx::ModelProto QdqConvModel() {
+  onnx::ModelProto m = testing::MakeModel(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "4", "6", "6"});
+  AddFloatInit(g, "xs", {}, {0.05f});
+  testing::AddRawInit<uint8_t>(g, "xz", onnx::TensorProto::UINT8, {}, {128});
+  AddNode(g, "QuantizeLinear", {"x", "xs", "xz"}, {"xq"}, "qx");
+  AddNode(g, "DequantizeLinear", {"xq", "xs", "xz"}, {"xf"}, "dqx");
+  std::vector<int8_t> w(8 * 4 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+  testing::AddRawInit(g, "w", onnx::TensorProto::INT8, {8, 4, 3, 3}, w);
+  AddFloatInit(g, "ws", {}, {0.01f});
+  testing::AddRawInit<int8_t>(g, "wz", onnx::TensorProto::INT8, {}, {0});
+  AddNode(g, "DequantizeLinear", {"w", "ws", "wz"}, {"wf"}, "dqw");
+  testing::AttrInts(AddNode(g, "Conv", {"xf", "wf"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  AddFloatInit(g, "ys", {}, {0.02f});
+  testing::AddRawInit<uint8_t>(g, "yz", onnx::TensorProto::UINT8, {}, {100});
+  AddNode(g, "QuantizeLinear", {"c", "ys", "yz"}, {"yq"}, "qy");
+  AddNode(g, "DequantizeLinear", {"yq", "ys", "yz"}, {"y"}, "dqy");
+  AddOutput(g, "yq");
+  AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("precision report: a quantized model's outputs get their error in quantization steps") {
+  TempDir dir;
+  const std::string model = WriteModel(dir, QdqConvModel());
+  std::vector<float> x(4 * 6 * 6);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 29 % 101) - 50) * 0.11f;
+  io::HostTensor t;
+  t.name = "x";
+  t.dtype = DType::kFloat32;
+  t.dims = {1, 4, 6, 6};
+  t.bytes.resize(x.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), x.data(), t.bytes.size());
+  REQUIRE(io::WriteTensorProtoFile(dir / "input_0.pb", t).ok());
+  auto r = Validate(model, Options(passes::Precision::kFp32), dir.path.string());
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->outputs.size() == 2);
+  CHECK(r->outputs[0].output == "yq");
+  CHECK(r->outputs[0].step == 1);
+  CHECK(r->outputs[1].step == doctest::Approx(0.02));
+  // The artifact's QLinearConv against the graph's float Conv between Q and DQ: a rounding, at
+  // most one step apart, in the integer output and its dequantized twin alike.
+  CHECK(r->outputs[0].metrics.max_abs <= 1);
+  CHECK(r->outputs[1].metrics.max_abs <= 0.02 * 1.0001);
+  CHECK(r->outputs[0].metrics.max_abs * 0.02 == doctest::Approx(r->outputs[1].metrics.max_abs));
+  const std::string text = FormatPrecisionReport(*r);
+  CHECK(text.find("max err (steps)") != std::string::npos);
+  CHECK(text.find("one step is rounding") != std::string::npos);
+  // A float model's report has no steps column.
+  const std::string float_model = WriteModel(dir, ScaleModel());
+  WriteInput(dir / "input_0.pb", "x", {1, 2, 3, 4});
+  auto f = Validate(float_model, Options(passes::Precision::kFp32), dir.path.string());
+  REQUIRE_MESSAGE(f.ok(), f.status().ToString());
+  CHECK(f->outputs[0].step == 0);
+  CHECK(FormatPrecisionReport(*f).find("steps") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::validate
