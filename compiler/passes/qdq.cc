@@ -342,15 +342,20 @@ Status FoldConstantDequantize(ir::Trace& t) {
   return Status::Ok();
 }
 
-// DequantizeLinear -> Reshape / Transpose / Squeeze / Unsqueeze / Flatten ... -> QuantizeLinear
-// with the same quantization (one scale and zero point, equal, the int8 dtype kept): the layout
-// ops moved onto the int8 tensor, which they copy exactly, and the QuantizeLinear dropped.
-// quantize_static writes such pairs around every Reshape and Transpose of a transformer's heads.
-// Returns how many QuantizeLinear nodes it dropped.
-int MoveLayoutsToInt8(ir::Trace& t) {
+// DequantizeLinear -> Reshape / Transpose / Squeeze / Unsqueeze / Flatten / MaxPool ... ->
+// QuantizeLinear with the same quantization (one positive scale and zero point, equal, the int8
+// dtype kept): those ops moved onto the int8 tensor, where they give its elements exactly, and
+// the QuantizeLinear dropped. quantize_static writes such pairs around every Reshape and
+// Transpose of a transformer's heads, and around a CNN's MaxPool. MaxPool only with `max_pool`
+// (the CPU plan, whose kernels pool int8; cuDNN's pooling here takes float types alone). Returns
+// how many QuantizeLinear nodes it dropped.
+int MoveExactOpsToInt8(ir::Trace& t, bool max_pool) {
   const Graph g(t);
-  const auto layout = [](const std::string& op) {
-    return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten";
+  // Ops that commute with dequantizing: they move or pick elements (MaxPool: the largest, which a
+  // positive scale keeps the largest), so on the int8 tensor they give its own elements.
+  const auto exact = [&](const ir::Node& n) {
+    return n.op == "Reshape" || n.op == "Transpose" || n.op == "Squeeze" || n.op == "Unsqueeze" ||
+           n.op == "Flatten" || (max_pool && n.op == "MaxPool" && n.outputs.size() == 1);
   };
   const auto scalar = [&](const ir::Node& n, size_t i, DType dtype) -> std::optional<double> {
     if (n.inputs.size() <= i || n.inputs[i] == ir::kNoValue) return i == 2 ? std::optional<double>(0) : std::nullopt;
@@ -377,7 +382,7 @@ int MoveLayoutsToInt8(ir::Trace& t) {
           d = &n;
           break;
         }
-        if (!layout(n.op) || n.outputs.size() != 1) break;
+        if (!exact(n) || n.outputs.size() != 1) break;
         chain.push_back(&n);
         v = n.inputs[0];
       }
@@ -386,7 +391,8 @@ int MoveLayoutsToInt8(ir::Trace& t) {
     if (d && !chain.empty() && d->inputs.size() >= 2 && t.value(d->inputs[0]).dtype == qt && IsInt8(qt) &&
         q.attrs.GetInt("block_size", 0) == 0 && d->attrs.GetInt("block_size", 0) == 0) {
       const auto qs = scalar(q, 1, qt), qz = scalar(q, 2, qt), ds = scalar(*d, 1, qt), dz = scalar(*d, 2, qt);
-      if (qs && ds && qz && dz && *qs == *ds && *qz == *dz && ConstOf(t, q.inputs[1])->dtype == DType::kFloat32) {
+      if (qs && ds && qz && dz && *qs == *ds && *qs > 0 && *qz == *dz &&
+          ConstOf(t, q.inputs[1])->dtype == DType::kFloat32) {
         ir::ValueId x = d->inputs[0];
         for (size_t k = chain.size(); k-- > 0;) {
           ir::Node n = *chain[k];
@@ -424,9 +430,9 @@ bool QdqChanges(const ir::Trace& trace) {
 
 Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops) {
   ir::Trace t = trace;
-  if (const int moved = MoveLayoutsToInt8(t); moved > 0 && log)
+  if (const int moved = MoveExactOpsToInt8(t, int8_ops); moved > 0 && log)
     log->push_back(
-        fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains of one "
+        fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/.../MaxPool -> QuantizeLinear chains of one "
                     "quantization run on the int8 tensor",
                     moved));
   if (int8_ops) {

@@ -19,6 +19,10 @@
 // A Conv or MatMul that a QuantizeLinear reads but that does not fold keeps its float form, and
 // the log says why ("qdq not folded: ...").
 //
+// DQ -> Reshape / Transpose / Squeeze / Unsqueeze / Flatten ... -> Q of one quantization runs
+// those ops on the int8 tensor and drops the Q (every plan), and DQ -> MaxPool -> Q likewise
+// (with `int8_ops`: cuDNN's pooling takes float types alone).
+//
 // Every plan: a DequantizeLinear of a constant that nothing folded becomes a float constant
 // (the canonical stage leaves them for this pass), and so do the constant ops that read it;
 // but one of an int8 constant of 4096 elements or more that only elementwise ops read stays, to

@@ -274,7 +274,7 @@ TEST_CASE("DequantizeLinear -> Reshape -> Transpose -> QuantizeLinear of one qua
   AddNode(g, "DequantizeLinear", {"q1", "s", "z"}, {"y"}, "d1");
   AddOutput(g, "y");
   const CompiledWithLog c = CompileWithLog(m);
-  CHECK(c.Logged("qdq: 1 DequantizeLinear -> Reshape/Transpose/... -> QuantizeLinear chains"));
+  CHECK(c.Logged("qdq: 1 DequantizeLinear -> Reshape/Transpose/.../MaxPool -> QuantizeLinear chains"));
   CHECK(c.fusion_trace.find("'q1'") == std::string::npos);
   const std::vector<float> x = RandomFloats(24, 31, -20.0f, 20.0f);
   const int64_t dims[] = {2, 12};
@@ -288,6 +288,50 @@ TEST_CASE("DequantizeLinear -> Reshape -> Transpose -> QuantizeLinear of one qua
   // y[0, 0, 1] (element 1) is the reshaped [0, 1, 0], x[4], rounded to the step and saturated to
   // the uint8 range [-12.5, 19.375].
   CHECK(moved[0][1] == std::clamp(std::nearbyint(x[4] / 0.125f) * 0.125f, -12.5f, 19.375f));
+}
+
+TEST_CASE("DequantizeLinear -> MaxPool -> QuantizeLinear of one quantization moves onto the int8 tensor") {
+  // The padded MaxPool picks the largest element, which dequantizing keeps the largest: on the
+  // int8 tensor it gives the unfused graph's values exactly.
+  for (const bool int8 : {false, true}) {
+    CAPTURE(int8);
+    auto m = MakeModel(19);
+    auto* g = m.mutable_graph();
+    AddInput(g, "x", {"1", "3", "7", "7"});
+    AddFloatInit(g, "s", {}, {0.1f});
+    if (int8) {
+      AddRawInit<int8_t>(g, "z", onnx::TensorProto::INT8, {}, {-5});
+    } else {
+      AddRawInit<uint8_t>(g, "z", onnx::TensorProto::UINT8, {}, {120});
+    }
+    AddNode(g, "QuantizeLinear", {"x", "s", "z"}, {"q0"}, "q0");
+    AddNode(g, "DequantizeLinear", {"q0", "s", "z"}, {"d0"}, "d0");
+    auto* pool = AddNode(g, "MaxPool", {"d0"}, {"p"}, "pool");
+    AttrInts(pool, "kernel_shape", {3, 3});
+    AttrInts(pool, "pads", {1, 1, 1, 1});
+    AttrInts(pool, "strides", {2, 2});
+    AddNode(g, "QuantizeLinear", {"p", "s", "z"}, {"q1"}, "q1");
+    AddNode(g, "DequantizeLinear", {"q1", "s", "z"}, {"y"}, "d1");
+    AddOutput(g, "y");
+    const CompiledWithLog c = CompileWithLog(m);
+    CHECK(c.Logged("qdq: 1 DequantizeLinear -> Reshape/Transpose/.../MaxPool -> QuantizeLinear chains"));
+    CHECK(c.fusion_trace.find("'q1'") == std::string::npos);
+    const std::vector<float> x = RandomFloats(3 * 49, 17, -16.0f, 16.0f);
+    const int64_t dims[] = {1, 3, 7, 7};
+    const std::vector<TensorView> in = {TensorView::Host(x.data(), DType::kFloat32, dims, 4)};
+    ContextOptions options;
+    options.device = Device::kCpu;
+    const auto moved = RunFloat(c.bytes, in, options),
+               unfused = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+    REQUIRE(moved.size() == 1);
+    REQUIRE(moved[0].size() == 3 * 16);
+    CHECK(moved[0] == unfused[0]);
+    // y[0, 0, 0, 0]: the largest of x's top-left 2 x 2 corner (the rest is padding), rounded to
+    // the step and saturated.
+    const float lo = int8 ? -12.3f : -12.0f, hi = int8 ? 13.2f : 13.5f;
+    const float corner = std::max({x[0], x[1], x[7], x[8]});
+    CHECK(moved[0][0] == doctest::Approx(std::clamp(std::nearbyint(corner / 0.1f) * 0.1f, lo, hi)).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("A zero or non-finite quantization scale is a compile error that names the node") {
