@@ -108,9 +108,9 @@ TEST_CASE("com.microsoft ops: wrong arity, an unknown attribute and an op Kiln l
   CHECK(s.message().find("node 'contrib' (BiasGelu): BiasGelu takes 2 inputs, got 1") != std::string::npos);
   s = CompileStatus(ContribModel("Gelu", 1, bias, skip, 2.0f));
   CHECK(s.message().find("com.microsoft Gelu has no FLOAT attribute 'alpha'") != std::string::npos);
-  s = CompileStatus(ContribModel("EmbedLayerNormalization", 3, bias, skip));
+  s = CompileStatus(ContribModel("QAttention", 3, bias, skip));
   CHECK(s.code() == StatusCode::kUnimplemented);
-  CHECK(s.message().find("domain 'com.microsoft' op 'EmbedLayerNormalization' is not supported") != std::string::npos);
+  CHECK(s.message().find("domain 'com.microsoft' op 'QAttention' is not supported") != std::string::npos);
 }
 
 // y, sum = op(x, skip, gamma[, beta][, bias]) (SkipLayerNormalization: x, skip, gamma, beta,

@@ -19,6 +19,7 @@
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/gpu_test_util.h"
 #include "tests/random_floats.h"
 
 namespace kiln::testing {
@@ -159,6 +160,47 @@ TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, w
     float lo = folded[0], hi = folded[0];
     for (float v : folded) lo = std::min(lo, v), hi = std::max(hi, v);
     CHECK(hi - lo > 20 * s.y_scale);
+  }
+}
+
+TEST_CASE("[gpu] A QDQ model on the CUDA backend: Q and DQ in generated kernels on the device, within one step of the CPU plan's integer ops") {
+  KILN_REQUIRE_GPU();
+  // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul, the
+  // CUDA one keeps the float op (cuDNN, cuBLASLt) with its QuantizeLinear and DequantizeLinear
+  // fused into generated kernels. Every instruction runs on the device: the entry is captured
+  // as a CUDA graph, which an entry with a CPU region never is (kiln/stats.h).
+  for (const QdqShape s : {QdqShape{}, QdqShape{.c = 64, .m = 48, .matmul = true}}) {
+    CAPTURE(s.matmul);
+    const onnx::ModelProto m = QdqModel(s);
+    const std::vector<uint8_t> bytes = CompileModel(m, OptionsFor(Device::kCuda));
+    const std::vector<float> x =
+        RandomFloats(static_cast<size_t>(s.matmul ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
+    const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
+    const std::vector<TensorView> in = {
+        TensorView::Host(x.data(), DType::kFloat32, s.matmul ? mm_dims : conv_dims, s.matmul ? 2 : 4)};
+    ContextOptions cpu;
+    cpu.device = Device::kCpu;
+    const std::vector<std::vector<float>> on_cpu = RunFloat(bytes, in, cpu);
+    auto model = Model::Load(bytes);
+    REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+    ContextOptions cuda;
+    cuda.device = Device::kCuda;
+    cuda.cuda.graphs = true;
+    cuda.cuda.own_stream = true;
+    auto ctx = ExecutionContext::Create(*model, cuda);
+    REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+    std::vector<float> on_cuda;
+    for (int run = 0; run < 3; ++run) {
+      auto out = RunToHost(*ctx, in);
+      REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+      REQUIRE(out->size() == 1);
+      on_cuda = Values<float>((*out)[0]);
+    }
+    CHECK(ctx->stats().last_fallbacks.empty());
+    CHECK(ctx->stats().graph_hits >= 1);
+    const auto [over, differ] = StepsApart(on_cuda, on_cpu[0], s.y_scale);
+    CHECK(over == 0);
+    CHECK(static_cast<size_t>(differ) * 20 < on_cuda.size());
   }
 }
 
