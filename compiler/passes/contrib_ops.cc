@@ -43,12 +43,38 @@ class Writer {
   ValueId out(size_t i) const { return i < node_.outputs.size() ? node_.outputs[i] : kNoValue; }
   const AttrMap& attrs() const { return node_.attrs; }
 
-  // InvalidArgument naming the first attribute not in `known`.
-  Status CheckAttrs(std::initializer_list<std::string_view> known) const {
-    for (const auto& [name, attr] : node_.attrs.items())
-      if (std::find(known.begin(), known.end(), name) == known.end())
-        return Invalid("has no attribute '" + name + "'");
+  // InvalidArgument naming the first attribute not in `known`, or of another type than its own
+  // (onnxruntime refuses both when it loads the model).
+  Status CheckAttrs(std::initializer_list<std::pair<std::string_view, Attr::Kind>> known) const {
+    static constexpr const char* kKinds[] = {"INT", "FLOAT", "STRING", "INTS", "FLOATS"};
+    for (const auto& [name, attr] : node_.attrs.items()) {
+      const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
+      if (it == known.end()) return Invalid("has no attribute '" + name + "'");
+      if (attr.kind != it->second)
+        return Invalid("attribute '" + name + "': expected " + kKinds[static_cast<int>(it->second)] + ", found " +
+                       kKinds[static_cast<int>(attr.kind)]);
+    }
     return Status::Ok();
+  }
+  // InvalidArgument unless input i (named `name`) is a float tensor.
+  Status CheckFloat(size_t i, const char* name) const {
+    const DType dt = t_.value(in(i)).dtype;
+    if (ir::meta::IsFloat(dt)) return Status::Ok();
+    return Invalid(std::string("input '") + name + "': expected a float type, found " + ir::meta::DTypeStr(dt));
+  }
+  // InvalidArgument unless input i (named `name`) has dtype `want`.
+  Status CheckDType(size_t i, const char* name, DType want) const {
+    const DType dt = t_.value(in(i)).dtype;
+    if (dt == want) return Status::Ok();
+    return Invalid(std::string("input '") + name + "': expected " + ir::meta::DTypeStr(want) + ", found " + ir::meta::DTypeStr(dt));
+  }
+  // InvalidArgument when dim `d` of input i (named `name`) is static and not `want`.
+  Status CheckDim(size_t i, const char* name, int d, int64_t want, const std::string& what) const {
+    const ir::Value v = t_.value(in(i));
+    const auto dim = d < v.rank() ? v.shape[static_cast<size_t>(d)].value() : std::nullopt;
+    if (!dim || *dim == want) return Status::Ok();
+    return Invalid(std::string("input '") + name + "' " + ir::meta::Str(v.shape) + ": dim " + std::to_string(d) +
+                   " (" + what + ") must be " + std::to_string(want) + ", found " + std::to_string(*dim));
   }
   // InvalidArgument naming the first required input that is absent, or an input past `max`.
   Status CheckInputs(std::initializer_list<size_t> required, size_t max, std::initializer_list<const char*> names) const {
@@ -133,9 +159,12 @@ class Writer {
 // transBatchX moves X's dim 0 to just before its last (perm [1, ..., r - 2, 0, r - 1], both inputs
 // of one rank of at least 3); transX then swaps the last two dims.
 Status FusedMatMul(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"alpha", "transA", "transB", "transBatchA", "transBatchB"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"alpha", Attr::Kind::kFloat}, {"transA", Attr::Kind::kInt}, {"transB", Attr::Kind::kInt},
+                                     {"transBatchA", Attr::Kind::kInt}, {"transBatchB", Attr::Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 2, {"A", "B"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(0, "A"));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(1, "B"));
   const AttrMap& a = w.attrs();
   const bool batch[] = {a.GetInt("transBatchA", 0) != 0, a.GetInt("transBatchB", 0) != 0};
   const bool trans[] = {a.GetInt("transA", 0) != 0, a.GetInt("transB", 0) != 0};
@@ -168,23 +197,24 @@ Status FusedMatMul(Writer& w) {
 
 // ---- FusedConv: activation(Conv(X, W, B) + Z) ---------------------------------------------------
 Status FusedConv(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"activation", "activation_params", "auto_pad", "dilations", "group",
-                                     "kernel_shape", "pads", "strides"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"activation", Attr::Kind::kString}, {"activation_params", Attr::Kind::kFloats}, {"auto_pad", Attr::Kind::kString},
+                                     {"dilations", Attr::Kind::kInts}, {"group", Attr::Kind::kInt}, {"kernel_shape", Attr::Kind::kInts}, {"pads", Attr::Kind::kInts},
+                                     {"strides", Attr::Kind::kInts}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 4, {"X", "W", "B", "Z"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(0, "X"));
   AttrMap conv = w.attrs();
   const std::string activation(conv.GetString("activation", ""));
   const std::vector<float> params = conv.GetFloats("activation_params");
   conv.Erase("activation");
   conv.Erase("activation_params");
   const DType dtype = w.value(w.in(0)).dtype;
-  const auto param = [&](size_t i, float def) { return i < params.size() ? params[i] : def; };
   const size_t want = activation == "LeakyRelu" ? 1 : activation == "Clip" || activation == "HardSigmoid" ? 2 : 0;
   if (activation != "" && activation != "Relu" && activation != "Tanh" && activation != "Sigmoid" && want == 0)
     return w.NotTaken("activation '" + activation + "' (Kiln takes Relu, Tanh, Sigmoid, LeakyRelu, Clip and HardSigmoid)");
-  if (params.size() > want || (activation == "Clip" && params.size() != 2))
-    return w.Invalid("activation '" + activation + "' takes " + (activation == "Clip" ? "exactly " : "at most ") +
-                     std::to_string(want) + " activation_params, found " + std::to_string(params.size()));
+  if (params.size() != want)  // onnxruntime's FusedConv reads exactly these
+    return w.Invalid("activation '" + activation + "' takes " + std::to_string(want) + " activation_params, found " +
+                     std::to_string(params.size()));
   std::vector<ValueId> conv_in = {w.in(0), w.in(1)};
   if (w.given(2)) conv_in.push_back(w.in(2));
   const bool last_is_conv = activation.empty() && !w.given(3);
@@ -193,10 +223,10 @@ Status FusedConv(Writer& w) {
   if (activation.empty()) return Status::Ok();
   AttrMap act;
   std::vector<ValueId> act_in = {y};
-  if (activation == "LeakyRelu") act.SetFloat("alpha", param(0, 0.01f));
+  if (activation == "LeakyRelu") act.SetFloat("alpha", params[0]);
   if (activation == "HardSigmoid") {
-    act.SetFloat("alpha", param(0, 0.2f));
-    act.SetFloat("beta", param(1, 0.5f));
+    act.SetFloat("alpha", params[0]);
+    act.SetFloat("beta", params[1]);
   }
   if (activation == "Clip") act_in = {y, w.FloatScalar(params[0], dtype), w.FloatScalar(params[1], dtype)};
   w.One(activation, act_in, act, w.out(0));
@@ -209,11 +239,14 @@ Status FusedConv(Writer& w) {
 // [1] is an offset: the positions are offset + [0, sequence) in every batch row. `scale` is read
 // by neither onnxruntime's kernels nor Kiln.
 Status RotaryEmbedding(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"interleaved", "is_packed_batching", "num_heads", "rotary_embedding_dim", "scale"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"interleaved", Attr::Kind::kInt}, {"is_packed_batching", Attr::Kind::kInt}, {"num_heads", Attr::Kind::kInt},
+                                     {"rotary_embedding_dim", Attr::Kind::kInt}, {"scale", Attr::Kind::kFloat}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1, 2, 3}, 4, {"input", "position_ids", "cos_cache", "sin_cache"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
   const AttrMap& a = w.attrs();
   if (a.GetInt("is_packed_batching", 0) != 0) return w.NotTaken("is_packed_batching 1 (packed sequences)");
+  KILN_RETURN_IF_ERROR(w.CheckFloat(0, "input"));
+  KILN_RETURN_IF_ERROR(w.CheckDType(1, "position_ids", DType::kInt64));
   const ir::Value& x = w.value(w.in(0));
   const ir::Value& pos = w.value(w.in(1));
   if (x.rank() != 3 && x.rank() != 4)
@@ -223,6 +256,8 @@ Status RotaryEmbedding(Writer& w) {
   rope.SetInt("interleaved", a.GetInt("interleaved", 0));
   if (a.Has("rotary_embedding_dim")) rope.SetInt("rotary_embedding_dim", a.GetInt("rotary_embedding_dim", 0));
   int64_t heads = a.GetInt("num_heads", 0);
+  if (heads == 0 && x.rank() == 3 && a.GetInt("rotary_embedding_dim", 0) != 0)
+    return w.Invalid("a 3-D input with rotary_embedding_dim needs num_heads (as onnxruntime does)");
   if (heads == 0 && x.rank() == 3) {
     // onnxruntime derives the head size from the caches: 2 * cos_cache's last dim.
     const ir::Value& cos = w.value(w.in(2));
@@ -263,7 +298,7 @@ Status RotaryEmbedding(Writer& w) {
 // [0, sequence)] + segment_embedding[segment_ids]); embedding_sum the sum; mask_index per batch
 // row the count of mask elements equal to 1 (onnxruntime's kernel: 0 when there is no mask).
 Status EmbedLayerNormalization(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"epsilon", "mask_index_type"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"epsilon", Attr::Kind::kFloat}, {"mask_index_type", Attr::Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 2, 3, 5}, 9,
                                      {"input_ids", "segment_ids", "word_embedding", "position_embedding",
                                       "segment_embedding", "gamma", "beta", "mask", "position_ids"}));
@@ -272,12 +307,35 @@ Status EmbedLayerNormalization(Writer& w) {
   const int64_t mask_index_type = w.attrs().GetInt("mask_index_type", 1);
   if (mask_index_type != 0 && mask_index_type != 1)
     return w.Invalid("attribute 'mask_index_type': expected 0 or 1, found " + std::to_string(mask_index_type));
-  if (mask_index_type == 0 && w.out(1) != kNoValue)
-    return w.Invalid("mask_index_type 0 writes no mask_index, but output #1 is asked for");
-  if (w.value(w.in(0)).rank() != 2)
-    return w.Invalid("input_ids must be 2-D [batch, sequence], found " + ir::meta::Str(w.value(w.in(0)).shape));
-  const auto gather = [&](ValueId table, ValueId ids) { return w.One("Gather", {table, ids}); };
-  const ValueId position_ids = w.given(8) ? w.in(8) : w.Iota(w.DimScalar(w.in(0), 1));
+  const ir::Value ids = w.value(w.in(0));
+  if (ids.rank() != 2) return w.Invalid("input_ids must be 2-D [batch, sequence], found " + ir::meta::Str(ids.shape));
+  KILN_RETURN_IF_ERROR(w.CheckDType(0, "input_ids", DType::kInt32));
+  // segment_ids, mask and position_ids: int32, and input_ids' shape ([1, sequence] for
+  // position_ids too), as onnxruntime requires.
+  const std::pair<size_t, const char*> same_shape[] = {{1, "segment_ids"}, {7, "mask"}, {8, "position_ids"}};
+  for (const auto& [i, name] : same_shape) {
+    if (!w.given(i)) continue;
+    KILN_RETURN_IF_ERROR(w.CheckDType(i, name, DType::kInt32));
+    const ir::Value v = w.value(w.in(i));
+    bool fits = v.rank() == 2;
+    for (int d = 0; fits && d < 2; ++d) {
+      const auto got = v.shape[static_cast<size_t>(d)].value(), want = ids.shape[static_cast<size_t>(d)].value();
+      fits = !got || !want || *got == *want || (i == 8 && d == 0 && *got == 1);
+    }
+    if (!fits)
+      return w.Invalid(std::string("input '") + name + "' " + ir::meta::Str(v.shape) + ": expected input_ids' shape " +
+                       ir::meta::Str(ids.shape) + (i == 8 ? " (or [1, sequence])" : ""));
+  }
+  // onnxruntime refuses a negative id, which Gather would read from the end: one becomes an id
+  // past the table (INT32_MAX), which Gather refuses at run time.
+  const auto gather = [&](ValueId table, ValueId ids) {
+    const ValueId negative = w.One("Less", {ids, w.IntScalar(0, DType::kInt32)});
+    const ValueId checked = w.One("Where", {negative, w.IntScalar(INT32_MAX, DType::kInt32), ids});
+    return w.One("Gather", {table, checked});
+  };
+  AttrMap to_int32;
+  to_int32.SetInt("to", static_cast<int64_t>(DType::kInt32));
+  const ValueId position_ids = w.given(8) ? w.in(8) : w.One("Cast", {w.Iota(w.DimScalar(w.in(0), 1))}, to_int32);
   std::vector<ValueId> terms = {gather(w.in(2), w.in(0)), gather(w.in(3), position_ids)};
   if (w.given(1)) terms.push_back(gather(w.in(4), w.in(1)));
   ValueId sum = terms[0];
@@ -294,8 +352,7 @@ Status EmbedLayerNormalization(Writer& w) {
     w.One("Expand", {w.IntScalar(0, DType::kInt32), w.Dim(w.in(0), 0)}, {}, w.out(1));
     return Status::Ok();
   }
-  AttrMap to_int32, keep;
-  to_int32.SetInt("to", static_cast<int64_t>(DType::kInt32));
+  AttrMap keep;
   keep.SetInt("keepdims", 0);
   const ValueId ones = w.One("Equal", {w.in(7), w.IntScalar(1, w.value(w.in(7)).dtype)});
   w.One("ReduceSum", {w.One("Cast", {ones}, to_int32), w.Ints({1})}, keep, w.out(1));
@@ -307,10 +364,15 @@ Status EmbedLayerNormalization(Writer& w) {
 // onnxruntime's mask forms, as an additive float mask that broadcasts to [batch, heads, q_seq,
 // total]: 0 where a key is kept, mask_filter_value where it is masked. `mask` is [batch] (keys
 // at or past the value are masked), [2 * batch] (end, then start: keys outside [start, end)),
-// [batch, total] or [batch, q_seq, total] (keys where the mask is 0 are masked). `total` is the
-// total sequence (past + new keys) as an int64 scalar.
-Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, ValueId total, DType dtype) {
-  const ir::Value& m = w.value(mask);
+// [batch, total] or [batch, q_seq, total] (keys where the mask is 0 are masked); [2 * batch]
+// only where `two_batch` (Attention's mask_index, not MultiHeadAttention's key_padding_mask).
+// `total` is the total sequence (past + new keys) as an int64 scalar, `total_static` its value
+// where the shapes give it, which a 2-D or 3-D mask's last dim must equal.
+Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, ValueId total,
+                             std::optional<int64_t> total_static, bool two_batch, DType dtype) {
+  const ir::Value m = w.value(mask);
+  if (!ir::meta::IsInteger(m.dtype) && m.dtype != DType::kBool)
+    return w.Invalid("the mask " + ir::meta::Str(m.shape) + ": expected an integer type, found " + ir::meta::DTypeStr(m.dtype));
   const float filter = w.attrs().GetFloat("mask_filter_value", -10000.0f);
   ValueId keep;
   std::vector<int64_t> axes;
@@ -323,7 +385,7 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
     // batch] where both are static and the length is twice the batch, else [batch] (the mask's
     // length then must equal the batch, which the prologue checks where it is symbolic).
     const auto length = m.shape[0].value();
-    if (length && batch.value() && *length == 2 * *batch.value()) {
+    if (two_batch && length && batch.value() && *length == 2 * *batch.value()) {
       AttrMap split;
       split.SetInt("axis", 0);
       split.SetInt("num_outputs", 2);
@@ -335,6 +397,9 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
     }
     axes = {1, 2};
   } else if (m.rank() == 2 || m.rank() == 3) {
+    if (const auto last = m.shape.back().value(); last && total_static && *last != *total_static)
+      return w.Invalid("the mask " + ir::meta::Str(m.shape) + ": its last dim must be the total sequence " +
+                       std::to_string(*total_static) + " (past + new keys), found " + std::to_string(*last));
     keep = w.One("Greater", {mask, w.IntScalar(0, m.dtype)});
     axes = m.rank() == 2 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1};
   } else {
@@ -351,13 +416,14 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
 // present_key, present_value; kNoValue: a new value), the presents only `with_present`.
 Result<std::vector<ValueId>> WriteAttention(Writer& w, ValueId q, ValueId k, ValueId v, ValueId mask, ValueId bias,
                                             ValueId past_k, ValueId past_v, int64_t heads, const ir::Sym& batch,
+                                            std::optional<int64_t> total_static, bool two_batch,
                                             std::vector<ValueId> outs, bool with_present) {
   const DType dtype = w.value(w.in(0)).dtype;
   ValueId attn_mask = kNoValue;
   if (mask != kNoValue) {
     ValueId total = w.DimScalar(k, 1);
     if (past_k != kNoValue) total = w.One("Add", {w.DimScalar(past_k, 2), total});
-    KILN_ASSIGN_OR_RETURN(attn_mask, AdditiveMask(w, mask, batch, total, dtype));
+    KILN_ASSIGN_OR_RETURN(attn_mask, AdditiveMask(w, mask, batch, total, total_static, two_batch, dtype));
   }
   if (bias != kNoValue) attn_mask = attn_mask == kNoValue ? bias : w.One("Add", {attn_mask, bias});
   AttrMap a;
@@ -378,12 +444,15 @@ int64_t HeadsAttr(const Writer& w) { return w.attrs().GetInt("num_heads", 0); }
 // Q, K and V are input @ weights (+ bias) split by qkv_hidden_sizes (equal thirds by default);
 // past is [2, batch, heads, past, head size], present the same with past + sequence.
 Status Attention(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"num_heads", "qkv_hidden_sizes", "scale", "unidirectional", "mask_filter_value",
-                                     "do_rotary", "rotary_embedding_dim", "past_present_share_buffer"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Attr::Kind::kInt}, {"qkv_hidden_sizes", Attr::Kind::kInts}, {"scale", Attr::Kind::kFloat},
+                                     {"unidirectional", Attr::Kind::kInt}, {"mask_filter_value", Attr::Kind::kFloat}, {"do_rotary", Attr::Kind::kInt},
+                                     {"rotary_embedding_dim", Attr::Kind::kInt}, {"past_present_share_buffer", Attr::Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 7,
                                      {"input", "weights", "bias", "mask_index", "past", "attention_bias",
                                       "past_sequence_length"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(2));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(0, "input"));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(1, "weights"));
   const AttrMap& a = w.attrs();
   const int64_t heads = HeadsAttr(w);
   if (heads < 1) return w.Invalid("attribute 'num_heads' is required and must be at least 1");
@@ -396,17 +465,26 @@ Status Attention(Writer& w) {
   if (weights.rank() != 2)
     return w.Invalid("weights must be 2-D [input hidden, q + k + v hidden], found " + ir::meta::Str(weights.shape));
   std::vector<int64_t> sizes = a.GetInts("qkv_hidden_sizes");
+  const auto all = weights.shape[1].value();
   if (sizes.empty()) {
-    const auto all = weights.shape[1].value();
     if (!all || *all % 3 != 0)
       return w.Invalid("weights dim 1 must be a static multiple of 3 without qkv_hidden_sizes, found " +
                        weights.shape[1].ToString());
     sizes.assign(3, *all / 3);
+    if (sizes[0] % heads != 0)
+      return w.Invalid("the hidden size of Q, K and V, " + std::to_string(sizes[0]) +
+                       " (weights dim 1 / 3), is not a multiple of num_heads " + std::to_string(heads));
   }
   if (sizes.size() != 3 || sizes[0] != sizes[1] || std::any_of(sizes.begin(), sizes.end(), [&](int64_t s) {
         return s < 1 || s % heads != 0;
       }))
     return w.Invalid("qkv_hidden_sizes must be 3 positive multiples of num_heads with q's equal to k's");
+  const int64_t sum = sizes[0] + sizes[1] + sizes[2];
+  if (all && *all != sum)
+    return w.Invalid("qkv_hidden_sizes add up to " + std::to_string(sum) + ", but weights dim 1 is " +
+                     std::to_string(*all));
+  if (w.given(2)) KILN_RETURN_IF_ERROR(w.CheckDim(2, "bias", 0, sum, "q + k + v hidden"));
+  if (w.given(3)) KILN_RETURN_IF_ERROR(w.CheckDType(3, "mask_index", DType::kInt32));
   ValueId qkv = w.One("MatMul", {w.in(0), w.in(1)});
   if (w.given(2)) qkv = w.One("Add", {qkv, w.in(2)});
   AttrMap split;
@@ -417,6 +495,8 @@ Status Attention(Writer& w) {
     if (w.value(w.in(4)).rank() != 5)
       return w.Invalid("past must be 5-D [2, batch, heads, past sequence, head size], found " +
                        ir::meta::Str(w.value(w.in(4)).shape));
+    KILN_RETURN_IF_ERROR(w.CheckDim(4, "past", 0, 2, "key and value"));
+    KILN_RETURN_IF_ERROR(w.CheckDim(4, "past", 2, heads, "heads"));
     const auto half = [&](int64_t i) {
       AttrMap g;
       g.SetInt("axis", 0);
@@ -425,9 +505,14 @@ Status Attention(Writer& w) {
     past_k = half(0), past_v = half(1);
   }
   const bool present = w.out(1) != kNoValue;
+  std::optional<int64_t> total = x.shape[1].value();
+  if (total && w.given(4)) {
+    const auto past = w.value(w.in(4)).shape[3].value();
+    total = past ? std::optional<int64_t>(*total + *past) : std::nullopt;
+  }
   KILN_ASSIGN_OR_RETURN(const std::vector<ValueId> outs,
                         WriteAttention(w, parts[0], parts[1], parts[2], w.in(3), w.in(5), past_k, past_v, heads,
-                                       x.shape[0], {w.out(0), kNoValue, kNoValue}, present));
+                                       x.shape[0], total, true, {w.out(0), kNoValue, kNoValue}, present));
   if (present) {  // [2, batch, heads, total, head size]
     AttrMap axis0;
     axis0.SetInt("axis", 0);
@@ -445,13 +530,16 @@ Status Attention(Writer& w) {
 // [q + k + v hidden] is added to Q, K and V. past_key and past_value are [batch, heads, past,
 // head size], present_key and present_value the same with past + kv sequence.
 Status MultiHeadAttention(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({"num_heads", "mask_filter_value", "scale", "unidirectional"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Attr::Kind::kInt}, {"mask_filter_value", Attr::Kind::kFloat}, {"scale", Attr::Kind::kFloat},
+                                     {"unidirectional", Attr::Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0}, 10,
                                      {"query", "key", "value", "bias", "key_padding_mask", "attention_bias",
                                       "past_key", "past_value", "past_sequence_length", "cache_indirection"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(3));
+  KILN_RETURN_IF_ERROR(w.CheckFloat(0, "query"));
   const int64_t heads = HeadsAttr(w);
   if (heads < 1) return w.Invalid("attribute 'num_heads' is required and must be at least 1");
+  if (w.given(4)) KILN_RETURN_IF_ERROR(w.CheckDType(4, "key_padding_mask", DType::kInt32));
   if (w.given(8) || w.given(9))
     return w.NotTaken("past_sequence_length and cache_indirection (beam search's shared KV buffer)");
   if (w.given(6) != w.given(7)) return w.Invalid("past_key and past_value: expected both or neither");
@@ -473,6 +561,8 @@ Status MultiHeadAttention(Writer& w) {
   if (query.rank() == 5) {
     if (w.given(1) || w.given(2))
       return w.Invalid("a packed query [batch, sequence, heads, 3, head size] takes no key or value");
+    KILN_RETURN_IF_ERROR(w.CheckDim(0, "query", 2, heads, "heads"));
+    KILN_RETURN_IF_ERROR(w.CheckDim(0, "query", 3, 3, "Q, K and V"));
     q = unpack(w.in(0), 0), k = unpack(w.in(0), 1), v = unpack(w.in(0), 2);
     sizes[0] = sizes[1] = sizes[2] = hidden(query);
   } else if (query.rank() == 3) {
@@ -481,6 +571,8 @@ Status MultiHeadAttention(Writer& w) {
     sizes[0] = hidden(query);
     if (key.rank() == 5) {
       if (w.given(2)) return w.Invalid("a packed key [batch, kv sequence, heads, 2, head size] takes no value");
+      KILN_RETURN_IF_ERROR(w.CheckDim(1, "key", 2, heads, "heads"));
+      KILN_RETURN_IF_ERROR(w.CheckDim(1, "key", 3, 2, "K and V"));
       k = unpack(w.in(1), 0), v = unpack(w.in(1), 1);
       sizes[1] = sizes[2] = hidden(key);
     } else if (!w.given(2) || w.value(w.in(2)).rank() != key.rank() || (key.rank() != 3 && key.rank() != 4)) {
@@ -490,6 +582,8 @@ Status MultiHeadAttention(Writer& w) {
     } else if (key.rank() == 4) {
       if (w.given(3)) return w.NotTaken("bias with 4-D key and value");
       if (w.given(6)) return w.Invalid("past_key with 4-D key and value (they are the whole cache)");
+      KILN_RETURN_IF_ERROR(w.CheckDim(1, "key", 1, heads, "heads"));
+      KILN_RETURN_IF_ERROR(w.CheckDim(2, "value", 1, heads, "heads"));
       k = flat(w.Transpose(w.in(1), {0, 2, 1, 3})), v = flat(w.Transpose(w.in(2), {0, 2, 1, 3}));
     } else {
       sizes[1] = hidden(key), sizes[2] = hidden(w.value(w.in(2)));
@@ -500,13 +594,21 @@ Status MultiHeadAttention(Writer& w) {
   }
   if (w.given(3)) {
     if (!sizes[0] || !sizes[1] || !sizes[2]) return w.NotTaken("bias with Q, K or V of a dynamic hidden size");
+    KILN_RETURN_IF_ERROR(w.CheckDim(3, "bias", 0, *sizes[0] + *sizes[1] + *sizes[2], "q + k + v hidden"));
     AttrMap split;
     split.SetInt("axis", 0);
     const std::vector<ValueId> bias = w.Step("Split", {w.in(3), w.Ints({*sizes[0], *sizes[1], *sizes[2]})}, split, {}, 3);
     q = w.One("Add", {q, bias[0]}), k = w.One("Add", {k, bias[1]}), v = w.One("Add", {v, bias[2]});
   }
   const bool present = w.out(1) != kNoValue || w.out(2) != kNoValue;
-  return WriteAttention(w, q, k, v, w.in(4), w.in(5), w.in(6), w.in(7), heads, query.shape[0],
+  // The total sequence, where the shapes give it: the keys' (past + new).
+  const ir::Value key = w.value(w.given(1) ? w.in(1) : w.in(0));
+  std::optional<int64_t> total = key.shape[key.rank() == 4 ? 2 : 1].value();
+  if (total && w.given(6)) {
+    const auto past = w.value(w.in(6)).shape[2].value();
+    total = past ? std::optional<int64_t>(*total + *past) : std::nullopt;
+  }
+  return WriteAttention(w, q, k, v, w.in(4), w.in(5), w.in(6), w.in(7), heads, query.shape[0], total, false,
                         {w.out(0), w.out(1), w.out(2)}, present)
       .status();
 }

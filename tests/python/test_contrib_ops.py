@@ -465,3 +465,57 @@ def test_malformed_shaped_contrib_ops_are_errors_naming_the_node(op, names, attr
     model = model_of(node, [i for i in inputs if i.name in names], [f32("y", None)], [i for i in inits if i.name in names])
     with pytest.raises(Exception, match=rf"node 'n' \(com.microsoft {op}\): {message}"):
         kiln.compile(model, archs="none", progress=False)
+
+
+def compile_error(node, inputs, inits=()):
+    model = model_of(node, inputs, [f32("y", None)], list(inits))
+    with pytest.raises(kiln.Error) as e:
+        kiln.compile(model, archs="none", progress=False)
+    return str(e.value)
+
+
+def w8(name, shape, low=-1, high=1):
+    return nh.from_array(RNG.uniform(low, high, shape).astype(np.float32), name)
+
+
+def test_shaped_contrib_ops_check_attribute_types_dtypes_and_dims_as_onnxruntime_does():
+    """Each input onnxruntime refuses (a helper session's findings): an attribute of another type
+    is not silently replaced by its default, integer tensors are not multiplied by a float alpha,
+    and heads, packed parts, past and mask shapes are checked where the shapes are static."""
+    cases = [
+        (ms(h.make_node("FusedMatMul", ["a", "b"], ["y"], alpha=2, name="n")), [f32("a", [2, 3])], [w8("b", [3, 4])],
+         "attribute 'alpha': expected FLOAT, found INT"),
+        (ms(h.make_node("FusedMatMul", ["a", "b"], ["y"], name="n")), [i32("a", [2, 3])],
+         [nh.from_array(np.ones((3, 4), np.int32), "b")], "input 'A': expected a float type, found int32"),
+        (ms(h.make_node("FusedConv", ["x", "w"], ["y"], activation="LeakyRelu", name="n")), [f32("x", [1, 1, 4, 4])],
+         [w8("w", [1, 1, 3, 3])], "activation 'LeakyRelu' takes 1 activation_params, found 0"),
+        (ms(h.make_node("Attention", ["x", "w"], ["y"], num_heads=3, name="n")), [f32("x", [1, 3, 8])],
+         [w8("w", [8, 24])], "the hidden size of Q, K and V, 8 (weights dim 1 / 3), is not a multiple of num_heads 3"),
+        (ms(h.make_node("Attention", ["x", "w", "", "", "past"], ["y", "present"], num_heads=2, name="n")),
+         [f32("x", [1, 3, 8]), f32("past", [3, 1, 2, 4, 4])], [w8("w", [8, 24])],
+         "input 'past' [3, 1, 2, 4, 4]: dim 0 (key and value) must be 2, found 3"),
+        (ms(h.make_node("MultiHeadAttention", ["q"], ["y"], num_heads=2, name="n")), [f32("q", [1, 3, 4, 3, 2])], [],
+         "input 'query' [1, 3, 4, 3, 2]: dim 2 (heads) must be 2, found 4"),
+        (ms(h.make_node("MultiHeadAttention", ["q", "k", "v", "", "kpm"], ["y"], num_heads=2, name="n")),
+         [f32("q", [2, 3, 8]), f32("k", [2, 4, 8]), f32("v", [2, 4, 8]), i32("kpm", [2, 3])], [],
+         "its last dim must be the total sequence 4 (past + new keys), found 3"),
+        (ms(h.make_node("EmbedLayerNormalization", ["ids", "", "w", "p", "", "g", "", "mask"], ["y"], name="n")),
+         [i32("ids", [2, 4]), i32("mask", [2, 3])], [w8("w", [10, 8]), w8("p", [10, 8]), w8("g", [8])],
+         "input 'mask' [2, 3]: expected input_ids' shape [2, 4]"),
+        (ms(h.make_node("RotaryEmbedding", ["x", "pos", "c", "s"], ["y"], rotary_embedding_dim=4, name="n")),
+         [f32("x", [1, 3, 16]), i64("pos", [1, 3])], [w8("c", [8, 2]), w8("s", [8, 2])],
+         "a 3-D input with rotary_embedding_dim needs num_heads"),
+    ]
+    for node, inputs, inits, message in cases:
+        error = compile_error(node, inputs, inits)
+        assert f"node 'n' (com.microsoft {node.op_type}): " in error and message in error, error
+
+
+def test_a_negative_embedding_id_is_an_error_at_run_time():
+    """onnxruntime refuses a negative input id; Gather alone would read the table from its end."""
+    node = ms(h.make_node("EmbedLayerNormalization", ["ids", "", "w", "p", "", "g"], ["y"], name="n"))
+    model = model_of(node, [i32("ids", [1, 4])], [f32("y", None)], [w8("w", [10, 8]), w8("p", [10, 8]), w8("g", [8])])
+    ctx = kiln.load(kiln.compile(model, archs="none", progress=False)).context(device="cpu", cpu_threads=1)
+    assert ctx.run({"ids": np.array([[0, 1, 2, 3]], np.int32)})[0].shape == (1, 4, 8)
+    with pytest.raises(kiln.Error, match="out of range"):
+        ctx.run({"ids": np.array([[0, 1, -1, 2]], np.int32)})
