@@ -18,6 +18,7 @@ namespace {
 
 using ir::kNoValue;
 using ir::ValueId;
+using Kind = Attr::Kind;
 
 constexpr std::string_view kOps[] = {"FusedMatMul",        "FusedConv",       "Attention",
                                      "MultiHeadAttention", "RotaryEmbedding", "EmbedLayerNormalization"};
@@ -27,7 +28,9 @@ constexpr std::string_view kOps[] = {"FusedMatMul",        "FusedConv",       "A
 class Writer {
  public:
   Writer(ir::Trace& t, const ir::Node& node)
-      : t_(t), node_(node), op_(node.op.substr(kContribPrefix.size())),
+      : t_(t),
+        node_(node),
+        op_(node.op.substr(kContribPrefix.size())),
         where_("node '" + node.name + "' (com.microsoft " + op_ + ")") {}
 
   const std::string& op() const { return op_; }
@@ -45,7 +48,7 @@ class Writer {
 
   // InvalidArgument naming the first attribute not in `known`, or of another type than its own
   // (onnxruntime refuses both when it loads the model).
-  Status CheckAttrs(std::initializer_list<std::pair<std::string_view, Attr::Kind>> known) const {
+  Status CheckAttrs(std::initializer_list<std::pair<std::string_view, Kind>> known) const {
     static constexpr const char* kKinds[] = {"INT", "FLOAT", "STRING", "INTS", "FLOATS"};
     for (const auto& [name, attr] : node_.attrs.items()) {
       const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
@@ -66,18 +69,20 @@ class Writer {
   Status CheckDType(size_t i, const char* name, DType want) const {
     const DType dt = t_.value(in(i)).dtype;
     if (dt == want) return Status::Ok();
-    return Invalid(std::string("input '") + name + "': expected " + ir::meta::DTypeStr(want) + ", found " + ir::meta::DTypeStr(dt));
+    return Invalid(std::string("input '") + name + "': expected " + ir::meta::DTypeStr(want) + ", found " +
+                   ir::meta::DTypeStr(dt));
   }
   // InvalidArgument when dim `d` of input i (named `name`) is static and not `want`.
   Status CheckDim(size_t i, const char* name, int d, int64_t want, const std::string& what) const {
     const ir::Value v = t_.value(in(i));
     const auto dim = d < v.rank() ? v.shape[static_cast<size_t>(d)].value() : std::nullopt;
     if (!dim || *dim == want) return Status::Ok();
-    return Invalid(std::string("input '") + name + "' " + ir::meta::Str(v.shape) + ": dim " + std::to_string(d) +
-                   " (" + what + ") must be " + std::to_string(want) + ", found " + std::to_string(*dim));
+    return Invalid(std::string("input '") + name + "' " + ir::meta::Str(v.shape) + ": dim " + std::to_string(d) + " (" +
+                   what + ") must be " + std::to_string(want) + ", found " + std::to_string(*dim));
   }
   // InvalidArgument naming the first required input that is absent, or an input past `max`.
-  Status CheckInputs(std::initializer_list<size_t> required, size_t max, std::initializer_list<const char*> names) const {
+  Status CheckInputs(std::initializer_list<size_t> required, size_t max,
+                     std::initializer_list<const char*> names) const {
     if (node_.inputs.size() > max)
       return Invalid("takes at most " + std::to_string(max) + " inputs, got " + std::to_string(node_.inputs.size()));
     for (size_t i : required)
@@ -159,8 +164,11 @@ class Writer {
 // transBatchX moves X's dim 0 to just before its last (perm [1, ..., r - 2, 0, r - 1], both inputs
 // of one rank of at least 3); transX then swaps the last two dims.
 Status FusedMatMul(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"alpha", Attr::Kind::kFloat}, {"transA", Attr::Kind::kInt}, {"transB", Attr::Kind::kInt},
-                                     {"transBatchA", Attr::Kind::kInt}, {"transBatchB", Attr::Kind::kInt}}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"alpha", Kind::kFloat},
+                                     {"transA", Kind::kInt},
+                                     {"transB", Kind::kInt},
+                                     {"transBatchA", Kind::kInt},
+                                     {"transBatchB", Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 2, {"A", "B"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
   KILN_RETURN_IF_ERROR(w.CheckFloat(0, "A"));
@@ -197,9 +205,14 @@ Status FusedMatMul(Writer& w) {
 
 // ---- FusedConv: activation(Conv(X, W, B) + Z) ---------------------------------------------------
 Status FusedConv(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"activation", Attr::Kind::kString}, {"activation_params", Attr::Kind::kFloats}, {"auto_pad", Attr::Kind::kString},
-                                     {"dilations", Attr::Kind::kInts}, {"group", Attr::Kind::kInt}, {"kernel_shape", Attr::Kind::kInts}, {"pads", Attr::Kind::kInts},
-                                     {"strides", Attr::Kind::kInts}}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"activation", Kind::kString},
+                                     {"activation_params", Kind::kFloats},
+                                     {"auto_pad", Kind::kString},
+                                     {"dilations", Kind::kInts},
+                                     {"group", Kind::kInt},
+                                     {"kernel_shape", Kind::kInts},
+                                     {"pads", Kind::kInts},
+                                     {"strides", Kind::kInts}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 4, {"X", "W", "B", "Z"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
   KILN_RETURN_IF_ERROR(w.CheckFloat(0, "X"));
@@ -211,7 +224,8 @@ Status FusedConv(Writer& w) {
   const DType dtype = w.value(w.in(0)).dtype;
   const size_t want = activation == "LeakyRelu" ? 1 : activation == "Clip" || activation == "HardSigmoid" ? 2 : 0;
   if (activation != "" && activation != "Relu" && activation != "Tanh" && activation != "Sigmoid" && want == 0)
-    return w.NotTaken("activation '" + activation + "' (Kiln takes Relu, Tanh, Sigmoid, LeakyRelu, Clip and HardSigmoid)");
+    return w.NotTaken("activation '" + activation +
+                      "' (Kiln takes Relu, Tanh, Sigmoid, LeakyRelu, Clip and HardSigmoid)");
   if (params.size() != want)  // onnxruntime's FusedConv reads exactly these
     return w.Invalid("activation '" + activation + "' takes " + std::to_string(want) + " activation_params, found " +
                      std::to_string(params.size()));
@@ -239,8 +253,11 @@ Status FusedConv(Writer& w) {
 // [1] is an offset: the positions are offset + [0, sequence) in every batch row. `scale` is read
 // by neither onnxruntime's kernels nor Kiln.
 Status RotaryEmbedding(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"interleaved", Attr::Kind::kInt}, {"is_packed_batching", Attr::Kind::kInt}, {"num_heads", Attr::Kind::kInt},
-                                     {"rotary_embedding_dim", Attr::Kind::kInt}, {"scale", Attr::Kind::kFloat}}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"interleaved", Kind::kInt},
+                                     {"is_packed_batching", Kind::kInt},
+                                     {"num_heads", Kind::kInt},
+                                     {"rotary_embedding_dim", Kind::kInt},
+                                     {"scale", Kind::kFloat}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1, 2, 3}, 4, {"input", "position_ids", "cos_cache", "sin_cache"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(1));
   const AttrMap& a = w.attrs();
@@ -250,8 +267,10 @@ Status RotaryEmbedding(Writer& w) {
   const ir::Value& x = w.value(w.in(0));
   const ir::Value& pos = w.value(w.in(1));
   if (x.rank() != 3 && x.rank() != 4)
-    return w.Invalid("input 'input' must be 3-D [batch, sequence, hidden] or 4-D [batch, heads, sequence, head size], "
-                     "found rank " + std::to_string(x.rank()));
+    return w.Invalid(
+        "input 'input' must be 3-D [batch, sequence, hidden] or 4-D [batch, heads, sequence, head size], "
+        "found rank " +
+        std::to_string(x.rank()));
   AttrMap rope;
   rope.SetInt("interleaved", a.GetInt("interleaved", 0));
   if (a.Has("rotary_embedding_dim")) rope.SetInt("rotary_embedding_dim", a.GetInt("rotary_embedding_dim", 0));
@@ -264,9 +283,10 @@ Status RotaryEmbedding(Writer& w) {
     const auto half = cos.rank() == 2 ? cos.shape[1].value() : std::nullopt;
     const auto hidden = x.shape[2].value();
     if (!half || !hidden || *half < 1 || *hidden % (2 * *half) != 0)
-      return w.Invalid("a 3-D input without num_heads needs a static hidden size that is a multiple of 2 * cos_cache's "
-                       "last dim (the head size), found hidden " + x.shape[2].ToString() + " and cos_cache rank " +
-                       std::to_string(cos.rank()));
+      return w.Invalid(
+          "a 3-D input without num_heads needs a static hidden size that is a multiple of 2 * cos_cache's "
+          "last dim (the head size), found hidden " +
+          x.shape[2].ToString() + " and cos_cache rank " + std::to_string(cos.rank()));
     heads = *hidden / (2 * *half);
   }
   if (heads != 0) rope.SetInt("num_heads", heads);
@@ -275,11 +295,12 @@ Status RotaryEmbedding(Writer& w) {
     if (!pos.shape[0].value() || *pos.shape[0].value() != 1)
       return w.Invalid("position_ids must be [batch, sequence] or [1] (an offset), found " + ir::meta::Str(pos.shape));
     const ValueId seq = w.DimScalar(w.in(0), x.rank() == 4 ? 2 : 1);
-    const ValueId offset = w.One("Squeeze", {w.One("Cast", {w.in(1)}, [] {
-                                               AttrMap c;
-                                               c.SetInt("to", static_cast<int64_t>(DType::kInt64));
-                                               return c;
-                                             }()),
+    const ValueId offset = w.One("Squeeze", {w.One("Cast", {w.in(1)},
+                                                   [] {
+                                                     AttrMap c;
+                                                     c.SetInt("to", static_cast<int64_t>(DType::kInt64));
+                                                     return c;
+                                                   }()),
                                              w.Ints({0})});
     const ValueId range = w.One("Add", {w.Iota(seq), offset});  // its length known: the sequence
     AttrMap axis0;
@@ -298,7 +319,7 @@ Status RotaryEmbedding(Writer& w) {
 // [0, sequence)] + segment_embedding[segment_ids]); embedding_sum the sum; mask_index per batch
 // row the count of mask elements equal to 1 (onnxruntime's kernel: 0 when there is no mask).
 Status EmbedLayerNormalization(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"epsilon", Attr::Kind::kFloat}, {"mask_index_type", Attr::Kind::kInt}}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"epsilon", Kind::kFloat}, {"mask_index_type", Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0, 2, 3, 5}, 9,
                                      {"input_ids", "segment_ids", "word_embedding", "position_embedding",
                                       "segment_embedding", "gamma", "beta", "mask", "position_ids"}));
@@ -372,7 +393,8 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
                              std::optional<int64_t> total_static, bool two_batch, DType dtype) {
   const ir::Value m = w.value(mask);
   if (!ir::meta::IsInteger(m.dtype) && m.dtype != DType::kBool)
-    return w.Invalid("the mask " + ir::meta::Str(m.shape) + ": expected an integer type, found " + ir::meta::DTypeStr(m.dtype));
+    return w.Invalid("the mask " + ir::meta::Str(m.shape) + ": expected an integer type, found " +
+                     ir::meta::DTypeStr(m.dtype));
   const float filter = w.attrs().GetFloat("mask_filter_value", -10000.0f);
   ValueId keep;
   std::vector<int64_t> axes;
@@ -444,12 +466,16 @@ int64_t HeadsAttr(const Writer& w) { return w.attrs().GetInt("num_heads", 0); }
 // Q, K and V are input @ weights (+ bias) split by qkv_hidden_sizes (equal thirds by default);
 // past is [2, batch, heads, past, head size], present the same with past + sequence.
 Status Attention(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Attr::Kind::kInt}, {"qkv_hidden_sizes", Attr::Kind::kInts}, {"scale", Attr::Kind::kFloat},
-                                     {"unidirectional", Attr::Kind::kInt}, {"mask_filter_value", Attr::Kind::kFloat}, {"do_rotary", Attr::Kind::kInt},
-                                     {"rotary_embedding_dim", Attr::Kind::kInt}, {"past_present_share_buffer", Attr::Kind::kInt}}));
-  KILN_RETURN_IF_ERROR(w.CheckInputs({0, 1}, 7,
-                                     {"input", "weights", "bias", "mask_index", "past", "attention_bias",
-                                      "past_sequence_length"}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Kind::kInt},
+                                     {"qkv_hidden_sizes", Kind::kInts},
+                                     {"scale", Kind::kFloat},
+                                     {"unidirectional", Kind::kInt},
+                                     {"mask_filter_value", Kind::kFloat},
+                                     {"do_rotary", Kind::kInt},
+                                     {"rotary_embedding_dim", Kind::kInt},
+                                     {"past_present_share_buffer", Kind::kInt}}));
+  KILN_RETURN_IF_ERROR(w.CheckInputs(
+      {0, 1}, 7, {"input", "weights", "bias", "mask_index", "past", "attention_bias", "past_sequence_length"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(2));
   KILN_RETURN_IF_ERROR(w.CheckFloat(0, "input"));
   KILN_RETURN_IF_ERROR(w.CheckFloat(1, "weights"));
@@ -461,7 +487,8 @@ Status Attention(Writer& w) {
     return w.NotTaken("past_present_share_buffer and past_sequence_length (a shared KV buffer)");
   const ir::Value& x = w.value(w.in(0));
   const ir::Value& weights = w.value(w.in(1));
-  if (x.rank() != 3) return w.Invalid("input must be 3-D [batch, sequence, input hidden], found " + ir::meta::Str(x.shape));
+  if (x.rank() != 3)
+    return w.Invalid("input must be 3-D [batch, sequence, input hidden], found " + ir::meta::Str(x.shape));
   if (weights.rank() != 2)
     return w.Invalid("weights must be 2-D [input hidden, q + k + v hidden], found " + ir::meta::Str(weights.shape));
   std::vector<int64_t> sizes = a.GetInts("qkv_hidden_sizes");
@@ -475,9 +502,8 @@ Status Attention(Writer& w) {
       return w.Invalid("the hidden size of Q, K and V, " + std::to_string(sizes[0]) +
                        " (weights dim 1 / 3), is not a multiple of num_heads " + std::to_string(heads));
   }
-  if (sizes.size() != 3 || sizes[0] != sizes[1] || std::any_of(sizes.begin(), sizes.end(), [&](int64_t s) {
-        return s < 1 || s % heads != 0;
-      }))
+  if (sizes.size() != 3 || sizes[0] != sizes[1] ||
+      std::any_of(sizes.begin(), sizes.end(), [&](int64_t s) { return s < 1 || s % heads != 0; }))
     return w.Invalid("qkv_hidden_sizes must be 3 positive multiples of num_heads with q's equal to k's");
   const int64_t sum = sizes[0] + sizes[1] + sizes[2];
   if (all && *all != sum)
@@ -521,7 +547,6 @@ Status Attention(Writer& w) {
   return Status::Ok();
 }
 
-
 // MultiHeadAttention: (query, key, value, bias, key_padding_mask, attention_bias, past_key,
 // past_value, past_sequence_length, cache_indirection). query [batch, sequence, hidden]; key and
 // value [batch, kv sequence, hidden], or [batch, heads, kv sequence, head size] (cross
@@ -530,11 +555,13 @@ Status Attention(Writer& w) {
 // [q + k + v hidden] is added to Q, K and V. past_key and past_value are [batch, heads, past,
 // head size], present_key and present_value the same with past + kv sequence.
 Status MultiHeadAttention(Writer& w) {
-  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Attr::Kind::kInt}, {"mask_filter_value", Attr::Kind::kFloat}, {"scale", Attr::Kind::kFloat},
-                                     {"unidirectional", Attr::Kind::kInt}}));
+  KILN_RETURN_IF_ERROR(w.CheckAttrs({{"num_heads", Kind::kInt},
+                                     {"mask_filter_value", Kind::kFloat},
+                                     {"scale", Kind::kFloat},
+                                     {"unidirectional", Kind::kInt}}));
   KILN_RETURN_IF_ERROR(w.CheckInputs({0}, 10,
-                                     {"query", "key", "value", "bias", "key_padding_mask", "attention_bias",
-                                      "past_key", "past_value", "past_sequence_length", "cache_indirection"}));
+                                     {"query", "key", "value", "bias", "key_padding_mask", "attention_bias", "past_key",
+                                      "past_value", "past_sequence_length", "cache_indirection"}));
   KILN_RETURN_IF_ERROR(w.CheckOutputs(3));
   KILN_RETURN_IF_ERROR(w.CheckFloat(0, "query"));
   const int64_t heads = HeadsAttr(w);
@@ -576,9 +603,11 @@ Status MultiHeadAttention(Writer& w) {
       k = unpack(w.in(1), 0), v = unpack(w.in(1), 1);
       sizes[1] = sizes[2] = hidden(key);
     } else if (!w.given(2) || w.value(w.in(2)).rank() != key.rank() || (key.rank() != 3 && key.rank() != 4)) {
-      return w.Invalid("key and value must both be 3-D [batch, kv sequence, hidden] or 4-D [batch, heads, kv "
-                       "sequence, head size], found key " + ir::meta::Str(key.shape) +
-                       (w.given(2) ? " and value " + ir::meta::Str(w.value(w.in(2)).shape) : " and no value"));
+      return w.Invalid(
+          "key and value must both be 3-D [batch, kv sequence, hidden] or 4-D [batch, heads, kv "
+          "sequence, head size], found key " +
+          ir::meta::Str(key.shape) +
+          (w.given(2) ? " and value " + ir::meta::Str(w.value(w.in(2)).shape) : " and no value"));
     } else if (key.rank() == 4) {
       if (w.given(3)) return w.NotTaken("bias with 4-D key and value");
       if (w.given(6)) return w.Invalid("past_key with 4-D key and value (they are the whole cache)");
@@ -589,15 +618,18 @@ Status MultiHeadAttention(Writer& w) {
       sizes[1] = hidden(key), sizes[2] = hidden(w.value(w.in(2)));
     }
   } else {
-    return w.Invalid("query must be 3-D [batch, sequence, hidden] or 5-D packed [batch, sequence, heads, 3, head "
-                     "size], found " + ir::meta::Str(query.shape));
+    return w.Invalid(
+        "query must be 3-D [batch, sequence, hidden] or 5-D packed [batch, sequence, heads, 3, head "
+        "size], found " +
+        ir::meta::Str(query.shape));
   }
   if (w.given(3)) {
     if (!sizes[0] || !sizes[1] || !sizes[2]) return w.NotTaken("bias with Q, K or V of a dynamic hidden size");
     KILN_RETURN_IF_ERROR(w.CheckDim(3, "bias", 0, *sizes[0] + *sizes[1] + *sizes[2], "q + k + v hidden"));
     AttrMap split;
     split.SetInt("axis", 0);
-    const std::vector<ValueId> bias = w.Step("Split", {w.in(3), w.Ints({*sizes[0], *sizes[1], *sizes[2]})}, split, {}, 3);
+    const std::vector<ValueId> bias =
+        w.Step("Split", {w.in(3), w.Ints({*sizes[0], *sizes[1], *sizes[2]})}, split, {}, 3);
     q = w.One("Add", {q, bias[0]}), k = w.One("Add", {k, bias[1]}), v = w.One("Add", {v, bias[2]});
   }
   const bool present = w.out(1) != kNoValue || w.out(2) != kNoValue;

@@ -163,7 +163,8 @@ void FindOverflows(const std::string& set, const ObservedRun& tested, const Obse
 }
 
 // Per graph output name, its quantization step (OutputReport::step), from the imported model.
-std::map<std::string, double> QuantizationSteps(const std::string& model_path, const compiler::CompileOptions& options) {
+std::map<std::string, double> QuantizationSteps(const std::string& model_path,
+                                                const compiler::CompileOptions& options) {
   onnx_import::ImportOptions import_options;
   import_options.constant_inputs = options.constant_inputs;
   auto trace = onnx_import::ImportOnnxFile(model_path, import_options);
@@ -258,7 +259,8 @@ std::string FormatPrecisionReport(const PrecisionReport& report) {
     const ErrorMetrics& m = o.metrics;
     const bool none = m.compared == 0 && m.elements > 0;  // no element finite in both: no figure to show
     std::string steps;
-    if (quantized) steps = o.step > 0 && !none ? fmt::format("  {:>16.3g}", m.max_abs / o.step) : fmt::format("  {:>16}", "-");
+    if (quantized)
+      steps = o.step > 0 && !none ? fmt::format("  {:>16.3g}", m.max_abs / o.step) : fmt::format("  {:>16}", "-");
     if (none)
       s += fmt::format("  {:<{}}  {:<{}}  {:>10}  {:>11}  {:>11}  {:>12}  {:>10}{}\n", o.set, set_w, o.output, out_w,
                        m.elements, "-", "-", "-", m.nonfinite, steps);
