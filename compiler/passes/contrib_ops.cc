@@ -433,8 +433,8 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
 }
 
 // ONNX's Attention over 3-D Q, K and V ([batch, sequence, heads * head size]) with the
-// com.microsoft op's mask, attention_bias, past and attributes (`batch`: the input's dim 0;
-// the dtype: input #0's). Its outputs: `outs` (Y,
+// com.microsoft op's mask, attention_bias, past and attributes (`batch`: the input's dim 0; the
+// dtype: input #0's; `total_static` and `two_batch`: AdditiveMask's). Its outputs: `outs` (Y,
 // present_key, present_value; kNoValue: a new value), the presents only `with_present`.
 Result<std::vector<ValueId>> WriteAttention(Writer& w, ValueId q, ValueId k, ValueId v, ValueId mask, ValueId bias,
                                             ValueId past_k, ValueId past_v, int64_t heads, const ir::Sym& batch,
@@ -451,7 +451,8 @@ Result<std::vector<ValueId>> WriteAttention(Writer& w, ValueId q, ValueId k, Val
   AttrMap a;
   a.SetInt("q_num_heads", heads);
   a.SetInt("kv_num_heads", heads);
-  if (w.attrs().Has("scale")) a.SetFloat("scale", w.attrs().GetFloat("scale", 1.0f));
+  // onnxruntime reads a scale of 0 (its kernels' default) as 1 / sqrt(head size), ONNX's default.
+  if (const float scale = w.attrs().GetFloat("scale", 0.0f); scale != 0.0f) a.SetFloat("scale", scale);
   if (w.attrs().GetInt("unidirectional", 0) != 0) a.SetInt("is_causal", 1);
   std::vector<ValueId> inputs = {q, k, v, attn_mask};
   if (past_k != kNoValue) inputs.insert(inputs.end(), {past_k, past_v});

@@ -519,3 +519,10 @@ def test_a_negative_embedding_id_is_an_error_at_run_time():
     assert ctx.run({"ids": np.array([[0, 1, 2, 3]], np.int32)})[0].shape == (1, 4, 8)
     with pytest.raises(kiln.Error, match="out of range"):
         ctx.run({"ids": np.array([[0, 1, -1, 2]], np.int32)})
+
+
+def test_attention_scale_0_is_onnxruntime_default_scale():
+    """onnxruntime's Attention kernels read scale 0 as 1 / sqrt(head size)."""
+    model, batch, heads, hidden = attention_model(None, False, 0, None)
+    model.graph.node[0].attribute.append(h.make_attribute("scale", 0.0))
+    check_float(model, {"x": RNG.uniform(-1, 1, (batch, 5, hidden)).astype(np.float32)})
