@@ -50,7 +50,9 @@ class Writer {
   // (onnxruntime refuses both when it loads the model).
   Status CheckAttrs(std::initializer_list<std::pair<std::string_view, Kind>> known) const {
     static constexpr const char* kKinds[] = {"INT", "FLOAT", "STRING", "INTS", "FLOATS"};
-    for (const auto& [name, attr] : node_.attrs.items()) {
+    for (const auto& item : node_.attrs.items()) {
+      const std::string& name = item.first;  // not a structured binding: clang's lambdas cannot capture one
+      const Attr& attr = item.second;
       const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
       if (it == known.end()) return Invalid("has no attribute '" + name + "'");
       if (attr.kind != it->second)
