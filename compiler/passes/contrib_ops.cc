@@ -143,6 +143,11 @@ class Writer {
     a.SetInts("perm", std::move(perm));
     return One("Transpose", {x}, a);
   }
+  ValueId Cast(ValueId x, DType to) {
+    AttrMap a;
+    a.SetInt("to", static_cast<int64_t>(to));
+    return One("Cast", {x}, a);
+  }
   // [0, n) as int64, n an int64 scalar.
   ValueId Iota(ValueId n) { return One("Range", {IntScalar(0), n, IntScalar(1)}); }
 
@@ -297,13 +302,7 @@ Status RotaryEmbedding(Writer& w) {
     if (!pos.shape[0].value() || *pos.shape[0].value() != 1)
       return w.Invalid("position_ids must be [batch, sequence] or [1] (an offset), found " + ir::meta::Str(pos.shape));
     const ValueId seq = w.DimScalar(w.in(0), x.rank() == 4 ? 2 : 1);
-    const ValueId offset = w.One("Squeeze", {w.One("Cast", {w.in(1)},
-                                                   [] {
-                                                     AttrMap c;
-                                                     c.SetInt("to", static_cast<int64_t>(DType::kInt64));
-                                                     return c;
-                                                   }()),
-                                             w.Ints({0})});
+    const ValueId offset = w.One("Squeeze", {w.in(1), w.Ints({0})});  // int64, as checked above
     const ValueId range = w.One("Add", {w.Iota(seq), offset});  // its length known: the sequence
     AttrMap axis0;
     axis0.SetInt("axis", 0);
@@ -356,9 +355,7 @@ Status EmbedLayerNormalization(Writer& w) {
     const ValueId checked = w.One("Where", {negative, w.IntScalar(INT32_MAX, DType::kInt32), ids});
     return w.One("Gather", {table, checked});
   };
-  AttrMap to_int32;
-  to_int32.SetInt("to", static_cast<int64_t>(DType::kInt32));
-  const ValueId position_ids = w.given(8) ? w.in(8) : w.One("Cast", {w.Iota(w.DimScalar(w.in(0), 1))}, to_int32);
+  const ValueId position_ids = w.given(8) ? w.in(8) : w.Cast(w.Iota(w.DimScalar(w.in(0), 1)), DType::kInt32);
   std::vector<ValueId> terms = {gather(w.in(2), w.in(0)), gather(w.in(3), position_ids)};
   if (w.given(1)) terms.push_back(gather(w.in(4), w.in(1)));
   ValueId sum = terms[0];
@@ -378,7 +375,7 @@ Status EmbedLayerNormalization(Writer& w) {
   AttrMap keep;
   keep.SetInt("keepdims", 0);
   const ValueId ones = w.One("Equal", {w.in(7), w.IntScalar(1, w.value(w.in(7)).dtype)});
-  w.One("ReduceSum", {w.One("Cast", {ones}, to_int32), w.Ints({1})}, keep, w.out(1));
+  w.One("ReduceSum", {w.Cast(ones, DType::kInt32), w.Ints({1})}, keep, w.out(1));
   return Status::Ok();
 }
 
@@ -402,9 +399,7 @@ Result<ValueId> AdditiveMask(Writer& w, ValueId mask, const ir::Sym& batch, Valu
   std::vector<int64_t> axes;
   if (m.rank() == 1) {
     const ValueId keys = w.Unsqueeze(w.Iota(total), {0});  // [1, total]
-    AttrMap to_int64;
-    to_int64.SetInt("to", static_cast<int64_t>(DType::kInt64));
-    const ValueId index = w.One("Cast", {mask}, to_int64);
+    const ValueId index = w.Cast(mask, DType::kInt64);
     // onnxruntime tells the forms apart by the length at run time; Kiln at compile time: [2 *
     // batch] where both are static and the length is twice the batch, else [batch] (the mask's
     // length then must equal the batch, which the prologue checks where it is symbolic).
