@@ -22,12 +22,19 @@
 // Types (cuBLAS docs, cublasLtMatmul(), the table of supported type combinations) emulated here,
 // all with scale type CUDA_R_32F: A = B = C = D = CUDA_R_32F with CUBLAS_COMPUTE_32F or
 // CUBLAS_COMPUTE_32F_FAST_TF32 (computed in full fp32, a valid FAST_TF32 result), and
-// A = B = C = D = CUDA_R_16F or CUDA_R_16BF with CUBLAS_COMPUTE_32F. Every other combination
-// (including ones the real library runs, e.g. CUDA_R_64F) is CUBLAS_STATUS_NOT_SUPPORTED, as the
-// real library answers for a combination it lacks. The bias has D's type (BIAS_DATA_TYPE -1, the
-// documented default, or set to D's type; anything else is NOT_SUPPORTED).
+// A = B = C = D = CUDA_R_16F or CUDA_R_16BF with CUBLAS_COMPUTE_32F; and the integer GEMM,
+// A = B = CUDA_R_8I, C = D = CUDA_R_32I with CUBLAS_COMPUTE_32I and scale type CUDA_R_32I (int32
+// alpha and beta). Every other combination (including ones the real library runs, e.g. CUDA_R_64F,
+// or int8 D with a float scale) is CUBLAS_STATUS_NOT_SUPPORTED, as the real library answers for a
+// combination it lacks. The bias has D's type (BIAS_DATA_TYPE -1, the documented default, or set to
+// D's type; anything else is NOT_SUPPORTED); the integer GEMM takes no epilogue here.
+// The integer GEMM holds to cublasLtMatmul()'s requirements for IMMA kernels with the regular
+// (CUBLASLT_ORDER_COL) data ordering, each refused with NOT_SUPPORTED: only the "TN" format (A
+// transposed, B not), m and k multiples of 4, every leading dimension a multiple of 4, and every
+// matrix pointer 4-byte aligned (the heuristic's MIN_ALIGNMENT preferences at least 4).
 //
-// Arithmetic: each dot product is accumulated in double, in k order (each float product is exact
+// Arithmetic: the integer GEMM sums int32 products exactly and wraps to int32 (two's complement)
+// once, after alpha * sum + beta * C. Otherwise each dot product is accumulated in double, in k order (each float product is exact
 // in double, so the result does not depend on FMA contraction), then scaled, C, bias and the
 // activation are applied in double, and the value is rounded once to float (the scale type),
 // then, for a half D, once more to D's type (round to nearest even, half.h). This equals the host
@@ -277,9 +284,11 @@ bool ValidHandle(cublasLtHandle_t h) { return h != nullptr && h->magic == kHandl
 
 size_t ElementSize(cudaDataType_t t) {
   switch (t) {
-    case CUDA_R_32F: return 4;
+    case CUDA_R_32F:
+    case CUDA_R_32I: return 4;
     case CUDA_R_16F:
     case CUDA_R_16BF: return 2;
+    case CUDA_R_8I: return 1;
     default: return 0;  // not emulated
   }
 }
@@ -357,6 +366,13 @@ struct Matrix {
   int64_t stride = 0;  // elements between batch members
 };
 
+std::string Shape(const Matrix& x) {
+  std::string s = std::to_string(x.rows) + "x" + std::to_string(x.cols) + " " + TypeName(x.type) +
+                  " ld " + std::to_string(x.ld);
+  if (x.batch > 1) s += ", batch " + std::to_string(x.batch) + " stride " + std::to_string(x.stride);
+  return s;
+}
+
 // The problem a descriptor and four layouts describe, validated (Validate).
 struct Problem {
   int32_t compute = 0;
@@ -371,6 +387,7 @@ struct Problem {
   int32_t batch = 1;
   Matrix a, b, c, d;
   bool c_is_d_desc = false;  // Cdesc is the same layout object as Ddesc
+  bool integer = false;      // the int8 GEMM: A, B CUDA_R_8I; C, D, alpha, beta int32
 };
 
 // A refusal: the status, and Diagnose with the call and the reason.
@@ -437,14 +454,18 @@ cublasStatus_t Validate(const char* call, const MatmulDesc& desc, const Layout* 
                             TypeName(p->a.type) + ", B " + TypeName(p->b.type) + ", C " + TypeName(p->c.type) +
                             ", D " + TypeName(p->d.type);
   const bool same = p->b.type == t && p->c.type == t && p->d.type == t;
+  p->integer = p->compute == CUBLAS_COMPUTE_32I && p->scale == CUDA_R_32I && t == CUDA_R_8I &&
+               p->b.type == CUDA_R_8I && p->c.type == CUDA_R_32I && p->d.type == CUDA_R_32I;
   const bool supported =
-      same && p->scale == CUDA_R_32F &&
-      ((p->compute == CUBLAS_COMPUTE_32F && (t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF)) ||
-       (p->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && t == CUDA_R_32F));
+      p->integer ||
+      (same && p->scale == CUDA_R_32F &&
+       ((p->compute == CUBLAS_COMPUTE_32F && (t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF)) ||
+        (p->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && t == CUDA_R_32F)));
   if (!supported) {
     return Refuse(call, CUBLAS_STATUS_NOT_SUPPORTED,
                   combo + ": not a combination the emulation runs (A = B = C = D float32 with COMPUTE_32F "
-                          "or _FAST_TF32, float16 or bfloat16 with COMPUTE_32F; scale CUDA_R_32F)");
+                          "or _FAST_TF32, float16 or bfloat16 with COMPUTE_32F; scale CUDA_R_32F; or A = B "
+                          "CUDA_R_8I, C = D CUDA_R_32I with COMPUTE_32I and scale CUDA_R_32I)");
   }
 
   // Shapes: op(A) m x k, op(B) k x n, C and D m x n.
@@ -474,6 +495,25 @@ cublasStatus_t Validate(const char* call, const MatmulDesc& desc, const Layout* 
                   "shapes do not agree: op(A) " + dims(a_rows, a_cols) + ", op(B) " + dims(b_rows, b_cols) + ", C " +
                       dims(p->c.rows, p->c.cols) + ", D " + dims(p->d.rows, p->d.cols) +
                       " (need op(A) m x k, op(B) k x n, C and D m x n)");
+  }
+  if (p->integer) {
+    // cublasLtMatmul(): IMMA kernels with the regular data ordering.
+    if (!p->trans_a || p->trans_b) {
+      return Refuse(call, CUBLAS_STATUS_NOT_SUPPORTED,
+                    "the int8 GEMM takes only the \"TN\" format (A transposed, B not), found TRANSA " +
+                        std::to_string(op_a) + ", TRANSB " + std::to_string(op_b));
+    }
+    if (p->m % 4 != 0 || p->k % 4 != 0) {
+      return Refuse(call, CUBLAS_STATUS_NOT_SUPPORTED,
+                    "the int8 GEMM needs m and k multiples of 4, found m " + std::to_string(p->m) + ", k " +
+                        std::to_string(p->k));
+    }
+    for (const Matrix* x : {&p->a, &p->b, &p->c, &p->d}) {
+      if (x->ld % 4 != 0) {
+        return Refuse(call, CUBLAS_STATUS_NOT_SUPPORTED,
+                      "the int8 GEMM needs leading dimensions that are multiples of 4, found " + Shape(*x));
+      }
+    }
   }
   p->batch = p->d.batch;
   if (p->a.batch != p->batch || p->b.batch != p->batch || p->c.batch != p->batch) {
@@ -509,6 +549,10 @@ cublasStatus_t Validate(const char* call, const MatmulDesc& desc, const Layout* 
 
   // Epilogue (cublasLtEpilogue_t).
   p->epilogue = at.Get<uint32_t>(CUBLASLT_MATMUL_DESC_EPILOGUE);
+  if (p->integer && p->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    return Refuse(call, CUBLAS_STATUS_NOT_SUPPORTED,
+                  "epilogue " + std::to_string(p->epilogue) + " with the int8 GEMM (not emulated; DEFAULT is)");
+  }
   switch (p->epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT: break;
     case CUBLASLT_EPILOGUE_RELU: p->relu = true; break;
@@ -550,8 +594,12 @@ cublasStatus_t Validate(const char* call, const MatmulDesc& desc, const Layout* 
 }
 
 // The numerical implementation flags of the emulated algorithm (cublasLtNumericalImplFlags_t):
-// FMA-class arithmetic with a float accumulator on the input type.
+// FMA-class arithmetic with a float accumulator on the input type; IMMA with an int32 one for int8.
 uint64_t ImplFlags(const Problem& p) {
+  if (p.integer) {
+    return CUBLASLT_NUMERICAL_IMPL_FLAGS_IMMA | CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32I |
+           CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_8I;
+  }
   uint64_t input = CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_32F;
   if (p.a.type == CUDA_R_16F) input = CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F;
   if (p.a.type == CUDA_R_16BF) input = CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF;
@@ -623,13 +671,6 @@ const unsigned char* CheckRange(const char* call, const char* what, const void* 
   return static_cast<const unsigned char*>(host) - static_cast<int64_t>(offset);
 }
 
-std::string Shape(const Matrix& x) {
-  std::string s = std::to_string(x.rows) + "x" + std::to_string(x.cols) + " " + TypeName(x.type) +
-                  " ld " + std::to_string(x.ld);
-  if (x.batch > 1) s += ", batch " + std::to_string(x.batch) + " stride " + std::to_string(x.stride);
-  return s;
-}
-
 // ---- The computation --------------------------------------------------------------------------------
 
 // Everything one cublasLtMatmul needs, by value (enqueued, possibly replayed from a graph).
@@ -638,13 +679,44 @@ struct Work {
   const unsigned char *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   unsigned char* d = nullptr;
   float alpha = 1.0f, beta = 0.0f;
+  int32_t alpha_i = 1, beta_i = 0;                                 // the integer GEMM's (scale CUDA_R_32I)
   const unsigned char *alpha_dev = nullptr, *beta_dev = nullptr;  // POINTER_MODE_DEVICE
 
+  // The integer GEMM, TN only (Validate): op(A)(i, l) = A[l + i * lda], op(B)(l, j) = B[l + j * ldb].
+  void RunInteger() const {
+    int32_t al = alpha_i, be = beta_i;
+    if (alpha_dev) std::memcpy(&al, alpha_dev, 4);
+    if (beta_dev) std::memcpy(&be, beta_dev, 4);
+    std::vector<int32_t> out(p.m * p.n);  // D's values before the store
+    for (int32_t bt = 0; bt < p.batch; ++bt) {
+      const auto* pa = reinterpret_cast<const int8_t*>(a + bt * p.a.stride);
+      const auto* pb = reinterpret_cast<const int8_t*>(b + bt * p.b.stride);
+      const unsigned char* pc = c ? c + bt * p.c.stride * 4 : nullptr;
+      unsigned char* pd = d + bt * p.d.stride * 4;
+      for (uint64_t j = 0; j < p.n; ++j) {
+        for (uint64_t i = 0; i < p.m; ++i) {
+          int64_t sum = 0;  // |sum| <= k * 2^14: exact
+          for (uint64_t l = 0; l < p.k; ++l) sum += int64_t{pa[l + i * p.a.ld]} * pb[l + j * p.b.ld];
+          int64_t v = int64_t{al} * sum;
+          if (be != 0) {
+            int32_t cv;
+            std::memcpy(&cv, pc + (i + j * p.c.ld) * 4, 4);
+            v += int64_t{be} * cv;
+          }
+          out[i + j * p.m] = static_cast<int32_t>(static_cast<uint32_t>(v));  // wraps, two's complement
+        }
+      }
+      for (uint64_t j = 0; j < p.n; ++j)
+        for (uint64_t i = 0; i < p.m; ++i) std::memcpy(pd + (i + j * p.d.ld) * 4, &out[i + j * p.m], 4);
+    }
+  }
+
   void Run() const {
+    if (p.m == 0 || p.n == 0) return;
+    if (p.integer) return RunInteger();
     const float al = alpha_dev ? Load(alpha_dev, CUDA_R_32F, 0) : alpha;
     const float be = beta_dev ? Load(beta_dev, CUDA_R_32F, 0) : beta;
     const uint64_t m = p.m, n = p.n, k = p.k;
-    if (m == 0 || n == 0) return;
     std::vector<float> opa(m * k);  // op(A), column-major m x k: element (i, l) at i + l * m
     std::vector<float> opb(k);      // column j of op(B)
     std::vector<double> acc(m);
@@ -919,10 +991,16 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t li
                     std::string(FindAttr(kPrefAttrs, id)->name) + " " + std::to_string(min_align) +
                         " is below the element size: no algorithm reads unaligned elements");
     }
+    if (p.integer && min_align < 4) {
+      return Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED,
+                    std::string(FindAttr(kPrefAttrs, id)->name) + " " + std::to_string(min_align) +
+                        ": the int8 GEMM's kernels need 4-byte aligned matrices");
+    }
   }
   const uint64_t impl = ImplFlags(p);
   if ((pa.Get<uint64_t>(CUBLASLT_MATMUL_PREF_IMPL_MASK) & impl) != impl) {
-    return Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED, "IMPL_MASK excludes the emulated algorithm (FMA, 32F accumulator)");
+    return Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED,
+                  "IMPL_MASK excludes the emulated algorithm (FMA with a 32F accumulator; IMMA with 32I for int8)");
   }
   const float max_waves = pa.Get<float>(CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT);
   if (max_waves != 0.0f && max_waves < 1.0f) {
@@ -974,12 +1052,24 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cubla
   const bool device_scalars = p.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
   if (device_scalars) {
     const Extent one{0, 1};
-    w.alpha_dev = CheckRange(kCall, "alpha (POINTER_MODE_DEVICE)", alpha, one, 4, "float");
-    w.beta_dev = CheckRange(kCall, "beta (POINTER_MODE_DEVICE)", beta, one, 4, "float");
+    const char* type = p.integer ? "int32" : "float";
+    w.alpha_dev = CheckRange(kCall, "alpha (POINTER_MODE_DEVICE)", alpha, one, 4, type);
+    w.beta_dev = CheckRange(kCall, "beta (POINTER_MODE_DEVICE)", beta, one, 4, type);
     if (w.alpha_dev == nullptr || w.beta_dev == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  } else if (p.integer) {
+    std::memcpy(&w.alpha_i, alpha, 4);
+    std::memcpy(&w.beta_i, beta, 4);
   } else {
     std::memcpy(&w.alpha, alpha, 4);
     std::memcpy(&w.beta, beta, 4);
+  }
+  if (p.integer) {
+    for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"A", A}, {"B", B}, {"C", C}, {"D", D}}) {
+      if (reinterpret_cast<uintptr_t>(ptr) % 4 != 0) {
+        return Refuse(kCall, CUBLAS_STATUS_NOT_SUPPORTED,
+                      std::string(name) + " at " + Hex(ptr) + ": the int8 GEMM needs 4-byte aligned matrix pointers");
+      }
+    }
   }
 
   // C and D: in place (C == D) needs C's layout to be D's; out of place, C may have its own ld.
@@ -1009,7 +1099,7 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cubla
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   // C is read when beta != 0 (always possible with device scalars); unread, it may be NULL.
-  const bool read_c = device_scalars || w.beta != 0.0f;
+  const bool read_c = device_scalars || (p.integer ? w.beta_i != 0 : w.beta != 0.0f);
   const Extent ec = MatrixExtent(p.c);
   if (!ec.empty() && (read_c || C != nullptr)) {
     if ((w.c = CheckRange(kCall, "C", C, ec, ElementSize(p.c.type), Shape(p.c))) == nullptr) {

@@ -45,6 +45,7 @@ struct Spec {
   int32_t bias_type = -1;  // -1: BIAS_DATA_TYPE left at its default
   int64_t bias_stride = 0;
   float alpha = 1.0f, beta = 0.0f;
+  int32_t alpha_i = 1, beta_i = 0;  // with scale type CUDA_R_32I
 };
 
 struct Outcome {
@@ -110,7 +111,10 @@ Outcome Run(const Spec& s, const void* A, const void* B, const void* C, void* D)
                        results[0].state == CUBLAS_STATUS_SUCCESS && results[0].workspaceSize <= max_ws;
     o.workspace = found ? results[0].workspaceSize : 0;
     void* ws = o.workspace > 0 ? CheckAlloc(o.workspace) : nullptr;
-    o.matmul = cublasLtMatmul(g_lt, desc, &s.alpha, A, la, B, lb, &s.beta, C, s.own_c_desc ? lc : ld, D, ld,
+    const bool int_scale = s.scale == CUDA_R_32I;
+    const void* alpha = int_scale ? static_cast<const void*>(&s.alpha_i) : &s.alpha;
+    const void* beta = int_scale ? static_cast<const void*>(&s.beta_i) : &s.beta;
+    o.matmul = cublasLtMatmul(g_lt, desc, alpha, A, la, B, lb, beta, C, s.own_c_desc ? lc : ld, D, ld,
                               found ? &results[0].algo : nullptr, ws, o.workspace, nullptr);
     CheckSync();
     if (ws) CheckFree(ws);
@@ -796,6 +800,76 @@ void CaseKilnMapping() {
 
 }  // namespace
 
+// The int8 GEMM (A, B CUDA_R_8I; C, D CUDA_R_32I; COMPUTE_32I, scale CUDA_R_32I) in the "TN"
+// format IMMA kernels take: op(A) = A^T with A stored k x m (lda = k: the rows of op(A) are
+// contiguous), B stored k x n (ldb = k).
+//   op(A) = [[1 2 3 4], [-1 0 1 2], [127 -128 0 1], [0 0 0 5]], op(B) = [[1 2], [1 -1], [1 0], [1 3]]
+//   op(A) * op(B) = [[10 12], [2 4], [0 385], [5 15]]   (127*2 + -128*-1 + 1*3 = 385)
+// alpha 2, beta 1 with C all 1: [[21 25], [5 9], [1 771], [11 31]].
+void CaseInt8() {
+  const std::vector<int8_t> a = {1, 2, 3, 4, -1, 0, 1, 2, 127, -128, 0, 1, 0, 0, 0, 5};
+  const std::vector<int8_t> b = {1, 1, 1, 1, 2, -1, 0, 3};
+  int8_t* A = CheckUpload(a, 4);
+  int8_t* B = CheckUpload(b);
+  int32_t* C = CheckUpload(std::vector<int32_t>(8, 1));
+  Spec s;
+  s.compute = CUBLAS_COMPUTE_32I;
+  s.scale = CUDA_R_32I;
+  s.ta = CUBLAS_OP_T;
+  s.a = {CUDA_R_8I, 4, 4, 4};
+  s.b = {CUDA_R_8I, 4, 2, 4};
+  s.c = s.d = {CUDA_R_32I, 4, 2, 4};
+  const auto expect = [](const std::string& name, const Outcome& o, const std::vector<int32_t>& got,
+                         const std::vector<int32_t>& want) {
+    if (!o.ok()) return Report(name, false, o.str());
+    std::string text;
+    for (int32_t v : got) text += " " + std::to_string(v);
+    Report(name, got == want, "D =" + text);
+  };
+  {
+    int32_t* D = CheckUpload(std::vector<int32_t>(8, -7));
+    const Outcome plain = Run(s, A, B, D, D);
+    expect("int8 TN GEMM, int32 D", plain, CheckDownload(D, 8), {10, 2, 0, 5, 12, 4, 385, 15});
+    Spec sc = s;
+    sc.alpha_i = 2;
+    sc.beta_i = 1;
+    sc.own_c_desc = true;
+    const Outcome scaled = Run(sc, A, B, C, D);
+    expect("int8 TN GEMM, alpha 2 beta 1 with C", scaled, CheckDownload(D, 8), {21, 5, 1, 11, 25, 9, 771, 31});
+    CheckFree(D);
+  }
+  // What IMMA kernels with the regular ordering refuse: NOT_SUPPORTED, and D untouched.
+  struct Refusal {
+    const char* name;
+    Spec spec;
+    int a_offset;
+    bool heuristic_refuses;
+  };
+  Spec nn = s;
+  nn.ta = CUBLAS_OP_N;
+  Spec k3 = s;
+  k3.a = {CUDA_R_8I, 3, 4, 4};
+  k3.b = {CUDA_R_8I, 3, 2, 4};
+  Spec ld6 = s;
+  ld6.c = ld6.d = {CUDA_R_32I, 4, 2, 6};
+  Spec int8_out = s;
+  int8_out.scale = CUDA_R_32F;
+  int8_out.c = int8_out.d = {CUDA_R_8I, 4, 2, 4};
+  for (const Refusal& r : {Refusal{"op(A) N (not TN)", nn, 0, true}, Refusal{"k = 3", k3, 0, true},
+                           Refusal{"ldd 6", ld6, 0, true}, Refusal{"int8 D with a float scale (not emulated)",
+                                                                   int8_out, 0, true},
+                           Refusal{"A 1 byte past 4-byte alignment", s, 1, false}}) {
+    int32_t* D = CheckUpload(std::vector<int32_t>(12, -7));
+    const Outcome o = Run(r.spec, A + r.a_offset, B, D, D);
+    const bool refused = o.setup == CUBLAS_STATUS_SUCCESS && o.matmul == CUBLAS_STATUS_NOT_SUPPORTED &&
+                         (r.heuristic_refuses ? o.heuristic == CUBLAS_STATUS_NOT_SUPPORTED : o.algos == 1);
+    const bool untouched = CheckDownload(D, 12) == std::vector<int32_t>(12, -7);
+    Report(std::string("int8 refused: ") + r.name, refused && untouched, o.str());
+    CheckFree(D);
+  }
+  for (void* p : {(void*)A, (void*)B, (void*)C}) CheckFree(p);
+}
+
 int main() {
   if (!CheckInit()) return 1;
   const cublasStatus_t st = cublasLtCreate(&g_lt);
@@ -810,6 +884,7 @@ int main() {
   CaseHalf();
   CaseBFloat16();
   CaseUnsupported();
+  CaseInt8();
   CaseAttributeSizes();
   CaseInvalidProblems();
   CaseRandom();
