@@ -34,7 +34,8 @@ std::string EntryName(const std::string& profile, const std::vector<passes::Assu
 // The entry from the fusion stage to the plan stage, into `plans`. An artifact with GPU archs
 // folds into epilogues only the activations the CUDA libraries apply (passes/epilogue.h) and
 // keeps NCHW; the CPU backend folds every activation, runs 2-D Convs in NHWC
-// (passes/channels_last.h), quantized groups as integer ops (passes/qdq.h) and attention as one
+// (passes/channels_last.h), quantized groups as integer ops (passes/qdq.h: the CUDA plan's
+// are its quantized MatMuls on cuBLASLt's int8 GEMM) and attention as one
 // op (passes/attention.h), where the CUDA plan
 // makes one op only of the attentions cuDNN's fused attention takes (passes/cudnn_sdpa_filter.h).
 // Where the two differ, the entry gets a plan for each backend
@@ -49,6 +50,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
   if (!options.archs.empty()) {
     entry.activations = EpilogueActivations::kGpuLibraries;
     entry.cuda_attention = fusion;
+    entry.qdq = fusion ? passes::QdqTarget::kCuda : passes::QdqTarget::kNone;
     if (fusion) {
       std::vector<std::string> gpu, cpu;  // one line per annotated node, naming what it folded
       KILN_RETURN_IF_ERROR(passes::FoldEpilogues(entry.trace, &gpu, EpilogueActivations::kGpuLibraries).status());
@@ -60,7 +62,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
   } else {
     entry.channels_last = fusion && options.cpu_channels_last;  // no GPU plan: the CPU backend's
     entry.attention = fusion;
-    entry.int8_ops = fusion;
+    entry.qdq = fusion ? passes::QdqTarget::kCpu : passes::QdqTarget::kNone;
   }
   plans->push_back(std::move(entry));
   if (split) {
@@ -71,7 +73,7 @@ Status CompilePlans(StageWork& work, EntryWork entry, std::vector<EntryWork>* pl
     plans->back().channels_last = options.cpu_channels_last;
     plans->back().attention = true;
     plans->back().cuda_attention = false;
-    plans->back().int8_ops = true;
+    plans->back().qdq = passes::QdqTarget::kCpu;
   }
   for (EntryWork& plan : *plans) {
     work.entry = &plan;

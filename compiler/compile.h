@@ -13,6 +13,7 @@
 #include "compiler/passes/attention.h"
 #include "compiler/passes/epilogue.h"
 #include "compiler/passes/precision.h"
+#include "compiler/passes/qdq.h"
 #include "compiler/pipeline/pipeline.h"
 #include "compiler/profile.h"
 #include "kiln/status.h"
@@ -98,13 +99,15 @@ struct CompileSummary {
 // one Attention op (compiler/passes/attention.h, run first), all of them, or with
 // `attention_keep` set only those it keeps (the CUDA plan's: passes/cudnn_sdpa_filter.h).
 // It starts with the quantized groups (compiler/passes/qdq.h): folded into QLinearConv and
-// QLinearMatMul with `int8_ops` (the CPU backend's plan), and the DequantizeLinear of every
+// QLinearMatMul for QdqTarget::kCpu (the CPU backend's plan), on cuBLASLt's int8 GEMM for kCuda
+// (the `cuda` plan's MatMuls), and the DequantizeLinear of every
 // constant folded.
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
                               ir::Trace* folded = nullptr,
                               passes::EpilogueActivations activations = passes::EpilogueActivations::kAny,
                               bool channels_last = false, bool attention = false,
-                              const passes::AttentionFilter& attention_keep = {}, bool int8_ops = false);
+                              const passes::AttentionFilter& attention_keep = {},
+                              passes::QdqTarget qdq = passes::QdqTarget::kNone);
 
 // A frontend's `import` stage: the trace of the model with the given input dims fixed (name ->
 // dims, -1 keeps a dim as declared; empty: the model's own shapes). The driver calls it once,

@@ -11,6 +11,7 @@
 
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/constant_fold.h"
+#include "runtime/kernels/matmul_integer_trans_b.h"
 #include "runtime/op_table.h"
 
 namespace kiln::passes {
@@ -297,6 +298,120 @@ std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
   return folds;
 }
 
+// ---- The CUDA plan: quantized MatMul and Gemm on cuBLASLt's int8 GEMM ----------------------------
+
+// A new value of `dtype` with the shape of `like`.
+ir::ValueId AddLike(ir::Trace& t, ir::ValueId like, DType dtype, std::string name) {
+  ir::Value v;
+  v.name = std::move(name);
+  v.dtype = dtype;
+  v.shape = t.value(like).shape;
+  return t.AddValue(std::move(v));
+}
+
+// A node `op` of one output.
+ir::Node OneOutput(std::string op, std::string name, const std::vector<ir::Predicate>& when,
+                   std::vector<ir::ValueId> inputs, ir::ValueId output) {
+  ir::Node n;
+  n.op = std::move(op);
+  n.name = std::move(name);
+  n.when = when;
+  n.inputs = std::move(inputs);
+  n.outputs = {output};
+  return n;
+}
+
+// The folded MatMul or Gemm `f` (of the float node `op`) for the CUDA plan: the float product
+// op's output is computed from the integers, the group's Relu and QuantizeLinear stay after it,
+//   a8  = x - 128 as int8 (x uint8; an int8 x as it is)              generated kernel
+//   acc = kiln.MatMulIntegerTransB(a8, W8 [N, K])                      cuBLASLt int8 GEMM
+//   y   = float(acc + offset[n]) * (alpha * x_scale * w_scale[n])      generated kernel, with the Q
+// where W8 is W transposed (uint8 W less 128) and offset[n] = C'[n] - (x_zero_point - 128 or
+// 0) * sum_k W8[n, k], exact in int32: sum_k (x - xzp) W = sum_k a8 W8 - (xzp - 128) sum_k W8.
+// Written into `out`; "" or why not (the group then keeps its float op).
+std::string CudaIntegerGemm(ir::Trace& t, const Fold& f, const ir::Node& op, std::vector<ir::Node>* out) {
+  const ir::Node& q = f.node;
+  if (q.op == "QLinearConv") return "cuDNN's int8 convolution is not wired; the Conv stays float on cuDNN";
+  const ir::ValueId x = q.inputs[0], xs = q.inputs[1], xzp = q.inputs[2], w = q.inputs[3], ws = q.inputs[4],
+                    wzp = q.inputs[5];
+  const ir::ValueId bias = q.op == "QGemm" ? q.inputs[6] : ir::kNoValue;
+  const ir::ValueId product = op.outputs[0];
+  if (t.value(product).dtype != DType::kFloat32) return "its product is not float32";
+  if (t.value(x).rank() < 2) return "its input is 1-D";
+  const ir::ConstData* wc = ConstOf(t, w);
+  const ir::ConstData* wz = ConstOf(t, wzp);
+  const bool trans_b = q.attrs.GetInt("transB", 0) != 0;
+  const int64_t k = wc->dims[trans_b ? 1 : 0], n = wc->dims[trans_b ? 0 : 1];
+  if (k % 4 != 0 || n % 4 != 0)
+    return fmt::format("cuBLASLt's int8 GEMM needs K and N multiples of 4, found K {}, N {}", k, n);
+  const bool w_u8 = wc->dtype == DType::kUInt8, x_u8 = t.value(x).dtype == DType::kUInt8;
+  const int64_t w_shift = w_u8 ? 128 : 0;
+  for (int64_t i = 0; i < wz->num_elements(); ++i)
+    if (wz->IntAt(i) != w_shift)
+      return fmt::format("a weight zero point of {} (cuBLASLt's int8 GEMM takes a {} weight with zero point {})",
+                         wz->IntAt(i), DTypeName(wc->dtype), w_shift);
+  // W8 [N, K] and its row sums.
+  std::vector<int8_t> w8(static_cast<size_t>(n * k));
+  std::vector<int64_t> row_sum(static_cast<size_t>(n), 0);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t at = trans_b ? c * k + i : i * n + c;
+      const int64_t v = (w_u8 ? int64_t{wc->bytes[static_cast<size_t>(at)]}
+                              : int64_t{static_cast<int8_t>(wc->bytes[static_cast<size_t>(at)])}) - w_shift;
+      w8[static_cast<size_t>(c * k + i)] = static_cast<int8_t>(v);
+      row_sum[static_cast<size_t>(c)] += v;
+    }
+  const int64_t za = ConstOf(t, xzp)->IntAt(0) - (x_u8 ? 128 : 0);
+  const ir::ConstData* bc = ConstOf(t, bias);
+  std::vector<int32_t> offset(static_cast<size_t>(n));
+  bool any_offset = false;
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t o = (bc ? bc->IntAt(c) : 0) - za * row_sum[static_cast<size_t>(c)];
+    if (o < std::numeric_limits<int32_t>::min() || o > std::numeric_limits<int32_t>::max())
+      return fmt::format("its offset {} at column {} is beyond int32", o, c);
+    offset[static_cast<size_t>(c)] = static_cast<int32_t>(o);
+    any_offset = any_offset || o != 0;
+  }
+  const ir::ConstData* xsc = ConstOf(t, xs);
+  const ir::ConstData* wsc = ConstOf(t, ws);
+  const float alpha = q.op == "QGemm" ? q.attrs.GetFloat("alpha", 1.0f) : 1.0f;
+  std::vector<float> scale(static_cast<size_t>(wsc->num_elements()));
+  for (size_t c = 0; c < scale.size(); ++c)
+    scale[c] = static_cast<float>(double{alpha} * xsc->FloatAt(0) * wsc->FloatAt(static_cast<int64_t>(c)));
+
+  const std::string& name = op.name;
+  ir::ValueId a8 = x;
+  if (x_u8) {
+    const ir::ValueId wide = AddLike(t, x, DType::kInt32, name + "#x_int32");
+    const ir::ValueId shifted = AddLike(t, x, DType::kInt32, name + "#x_shifted");
+    a8 = AddLike(t, x, DType::kInt8, name + "#x_int8");
+    const int32_t k128 = 128;
+    const ir::ValueId c128 = AddConst(t, name + "#128", MakeConst(DType::kInt32, {}, &k128, 4));
+    out->push_back(OneOutput("Cast", name + "#x_int32", op.when, {x}, wide));
+    out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kInt32));
+    out->push_back(OneOutput("Sub", name + "#x_shift", op.when, {wide, c128}, shifted));
+    out->push_back(OneOutput("Cast", name + "#x_int8", op.when, {shifted}, a8));
+    out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kInt8));
+  }
+  const ir::ValueId b8 = AddConst(t, name + "#w_int8_nk", MakeConst(DType::kInt8, {n, k}, w8.data(), w8.size()));
+  ir::ValueId acc = AddLike(t, product, DType::kInt32, name + "#int32");
+  out->push_back(OneOutput(std::string(cpu::kMatMulIntegerTransBOp), name, op.when, {a8, b8}, acc));
+  if (any_offset) {
+    const ir::ValueId off =
+        AddConst(t, name + "#int32_offset", MakeConst(DType::kInt32, {n}, offset.data(), offset.size() * 4));
+    const ir::ValueId sum = AddLike(t, product, DType::kInt32, name + "#int32_offset_added");
+    out->push_back(OneOutput("Add", name + "#offset", op.when, {acc, off}, sum));
+    acc = sum;
+  }
+  const ir::ValueId wide = AddLike(t, product, DType::kFloat32, name + "#float");
+  out->push_back(OneOutput("Cast", name + "#float", op.when, {acc}, wide));
+  out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kFloat32));
+  const std::vector<int64_t> scale_dims = scale.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{n};
+  const ir::ValueId sc = AddConst(t, name + "#scale", MakeConst(DType::kFloat32, scale_dims, scale.data(), scale.size() * 4));
+  out->push_back(OneOutput("Mul", name + "#scale", op.when, {wide, sc}, product));
+  return "";
+}
+
 // Folds each DequantizeLinear whose inputs are constants, then every node all of whose inputs
 // became constants that way, in order (the trace is topologically sorted).
 // A DequantizeLinear of an int8 constant of at least this many elements whose readers are all
@@ -428,14 +543,14 @@ bool QdqChanges(const ir::Trace& trace) {
   return !FindFolds(copy, nullptr).empty();
 }
 
-Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops) {
+Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, QdqTarget target) {
   ir::Trace t = trace;
-  if (const int moved = MoveExactOpsToInt8(t, int8_ops); moved > 0 && log)
+  if (const int moved = MoveExactOpsToInt8(t, target == QdqTarget::kCpu); moved > 0 && log)
     log->push_back(
         fmt::format("qdq: {} DequantizeLinear -> Reshape/Transpose/.../MaxPool -> QuantizeLinear chains of one "
                     "quantization run on the int8 tensor",
                     moved));
-  if (int8_ops) {
+  if (target == QdqTarget::kCpu) {
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);
     std::vector<bool> drop(t.body.nodes.size(), false);
@@ -455,6 +570,34 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
             fmt::format("qdq: {} DequantizeLinear -> Conv -> QuantizeLinear groups -> QLinearConv, {} "
                         "with MatMul -> QLinearMatMul, {} with Gemm -> QGemm",
                         convs, matmuls, gemms));
+      for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
+    }
+  } else if (target == QdqTarget::kCuda) {
+    std::vector<std::string> unfolded;
+    std::vector<Fold> folds = FindFolds(t, &unfolded);
+    std::vector<std::vector<ir::Node>> replace(t.body.nodes.size());
+    int matmuls = 0, gemms = 0;
+    for (const Fold& f : folds) {
+      const ir::Node& op = t.body.nodes[f.at];
+      std::vector<ir::Node> nodes;
+      if (std::string why = CudaIntegerGemm(t, f, op, &nodes); !why.empty()) {
+        unfolded.push_back(fmt::format("{} '{}': {}", op.op, op.name, why));
+        continue;
+      }
+      (op.op == "Gemm" ? gemms : matmuls)++;
+      replace[f.at] = std::move(nodes);
+    }
+    std::vector<ir::Node> out;
+    for (size_t i = 0; i < t.body.nodes.size(); ++i) {
+      if (replace[i].empty()) out.push_back(std::move(t.body.nodes[i]));
+      else for (ir::Node& n : replace[i]) out.push_back(std::move(n));
+    }
+    t.body.nodes = std::move(out);
+    if (log) {
+      if (matmuls + gemms > 0)
+        log->push_back(fmt::format("qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups and {} with Gemm -> "
+                                   "{} (cuBLASLt int8) between generated kernels",
+                                   matmuls, gemms, cpu::kMatMulIntegerTransBOp));
       for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
     }
   }

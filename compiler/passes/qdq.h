@@ -2,7 +2,7 @@
 // OpenVINO read as their int8 form. Every quantized tensor sits between a QuantizeLinear and
 // the DequantizeLinear nodes of its readers; the ops between keep their float form.
 //
-// Folded, for a plan the CPU backend runs (`int8_ops`), into one integer op each:
+// Folded, for a plan the CPU backend runs (QdqTarget::kCpu), into one integer op each:
 //   y = Q(Conv(DQ(x), DQ(W)[, B]), ys, yzp)    -> QLinearConv(x, xs, xzp, W, ws, wzp, ys, yzp[, B'])
 //   y = Q(MatMul(DQ(a), DQ(B)), ys, yzp)       -> QLinearMatMul(a, as, azp, B, bs, bzp, ys, yzp)
 //   y = Q(Gemm(DQ(a), DQ(B)[, C]), ys, yzp)    -> QGemm(a, as, azp, B, bs, bzp, C', ys, yzp)
@@ -18,6 +18,18 @@
 // int8 kernels (runtime/cpu/onednn/onednn.h); their int8 weights stay int8 in the artifact.
 // A Conv or MatMul that a QuantizeLinear reads but that does not fold keeps its float form, and
 // the log says why ("qdq not folded: ...").
+//
+// For the `cuda` plan (QdqTarget::kCuda) the MatMul and Gemm groups that fold keep their Relu and
+// QuantizeLinear, and their float product is computed from the integers on cuBLASLt's int8 GEMM:
+//   x8 = x - 128 as int8 (a uint8 x; an int8 x as it is)
+//   acc = kiln.MatMulIntegerTransB(x8, W8)   W8 = W as int8 [N, K] (a constant, made here)
+//   product = float(acc + offset[n]) * alpha * xs * ws[n]
+// offset[n] the bias C' less (xzp - 128, or xzp) times the sum of W8's row n: exact in int32. The
+// elementwise nodes fuse into the generated kernels around the GEMM (with the Relu and the
+// QuantizeLinear after it). Conditions beyond the fold's: W int8 with zero point 0 (or uint8 with
+// 128), K and N multiples of 4 (cuBLASLt's IMMA kernels, runtime/cuda/blas.h), a float32
+// product and an input of rank 2 or more. Conv groups keep their float Conv on cuDNN (its int8
+// convolution is not wired), and the log says so.
 //
 // DQ -> Reshape / Transpose / Squeeze / Unsqueeze / Flatten ... -> Q of one quantization runs
 // those ops on the int8 tensor and drops the Q (every plan), and DQ -> MaxPool -> Q likewise
@@ -39,12 +51,18 @@
 
 namespace kiln::passes {
 
-// Whether FoldQdq(trace, ..., true) would fold a group into an integer op.
+// What FoldQdq makes of the groups above.
+enum class QdqTarget {
+  kNone,  // nothing: they keep their float ops
+  kCpu,   // QLinearConv, QLinearMatMul and QGemm, for a plan the CPU backend runs
+  kCuda,  // MatMul and Gemm groups on cuBLASLt's int8 GEMM, for the `cuda` plan (below)
+};
+
+// Whether FoldQdq(trace, ..., kCpu) would fold a group into an integer op.
 bool QdqChanges(const ir::Trace& trace);
 
-// The trace with the groups above folded (only with `int8_ops`) and the remaining
-// DequantizeLinear nodes of constants folded. Appends one line per fold count and per group
-// not folded to `log`.
-Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, bool int8_ops);
+// The trace with the groups above folded for `target` and the remaining DequantizeLinear nodes of
+// constants folded. Appends one line per fold count and per group not folded to `log`.
+Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log, QdqTarget target);
 
 }  // namespace kiln::passes

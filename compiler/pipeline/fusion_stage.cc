@@ -1,5 +1,5 @@
 // The fusion stage (pipeline.h, compile.h FusionStage): quantized groups as integer ops
-// (passes/qdq.h; for the CPU backend's plan), attention as one op (passes/attention.h;
+// (passes/qdq.h; for each backend's plan), attention as one op (passes/attention.h;
 // for the CUDA plan, where cuDNN's fused attention takes it: passes/cudnn_sdpa_filter.h); epilogues folded into MatMul, Gemm and Conv (passes/epilogue.h),
 // for the CPU backend's plan its 2-D Convs in NHWC
 // (passes/channels_last.h), then fused regions (fusion/fusion.h), each becoming one generated
@@ -22,9 +22,9 @@ namespace kiln::compiler {
 
 Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::string>* log, int* kernels,
                               ir::Trace* folded, passes::EpilogueActivations activations, bool channels_last, bool attention,
-                              const passes::AttentionFilter& attention_keep, bool int8_ops) {
+                              const passes::AttentionFilter& attention_keep, passes::QdqTarget qdq) {
   std::vector<std::string> epilogues;
-  KILN_ASSIGN_OR_RETURN(ir::Trace quantized, passes::FoldQdq(canonical, &epilogues, int8_ops));
+  KILN_ASSIGN_OR_RETURN(ir::Trace quantized, passes::FoldQdq(canonical, &epilogues, qdq));
   if (attention) {
     KILN_ASSIGN_OR_RETURN(quantized, passes::FuseAttention(quantized, &epilogues, attention_keep));
   }
@@ -67,7 +67,7 @@ Status RunFusion(StageWork& work, StageOutput& out) {
   const passes::AttentionFilter keep =
       e.cuda_attention ? passes::CudnnSdpaFilter(NewestArch(work.options.archs)) : passes::AttentionFilter{};
   KILN_ASSIGN_OR_RETURN(e.trace, FusionStage(e.trace, &lines, &kernels, nullptr, e.activations, e.channels_last,
-                                               e.attention || e.cuda_attention, keep, e.int8_ops));
+                                               e.attention || e.cuda_attention, keep, e.qdq));
   e.ops_after_fusion = static_cast<int>(e.trace.body.nodes.size());
   out.print = [&e] { return e.trace.Print(); };
   const std::string label = EntryLabel(e.record);

@@ -63,9 +63,10 @@ struct EntryWork {
   // (passes/cudnn_sdpa_filter.h), and leaves the others written out (MatMuls on cuBLASLt, the
   // softmax a generated kernel): for the `cuda` plan.
   bool cuda_attention = false;
-  // Whether it folds quantized Conv and MatMul groups into QLinearConv and QLinearMatMul
-  // (passes/qdq.h), which oneDNN runs: for a plan the CPU backend runs.
-  bool int8_ops = false;
+  // What it folds quantized Conv and MatMul groups into (passes/qdq.h): QLinearConv and
+  // QLinearMatMul, which oneDNN runs, for a plan the CPU backend runs; cuBLASLt's int8 GEMM for
+  // the `cuda` plan.
+  passes::QdqTarget qdq = passes::QdqTarget::kNone;
   serialize::EntryRecord record;  // its name and ranges, the stages recorded, the plan stage's plan
 };
 

@@ -11,6 +11,7 @@
 #include "runtime/kernels/epilogue.h"
 #include "runtime/kernels/float_storage.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/matmul_integer_trans_b.h"
 
 namespace kiln::cuda {
 namespace {
@@ -77,6 +78,13 @@ Status TypesFor(std::string_view op, DType dt, bool allow_tf32, LtMatmulPlan* p)
       return Status::Ok();
     default: return Refused(op, "cuBLASLt runs float32, float16 and bfloat16 here, found " + DTypeStr(dt));
   }
+}
+
+// TypesFor's float types for A and B, and D of the same type.
+Status FloatTypesFor(std::string_view op, DType dt, bool allow_tf32, LtMatmulPlan* p) {
+  KILN_RETURN_IF_ERROR(TypesFor(op, dt, allow_tf32, p));
+  p->d_type = p->type;
+  return Status::Ok();
 }
 
 // Parses the epilogue attributes and checks the residual input against Y, as the CPU kernels
@@ -179,7 +187,7 @@ Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
     return Invalid(
         kOp, "dtypes differ: " + DTypeStr(a.dtype) + ", " + DTypeStr(b.dtype) + " -> " + DTypeStr(y.dtype));
   }
-  KILN_RETURN_IF_ERROR(TypesFor(kOp, a.dtype, allow_tf32, plan));
+  KILN_RETURN_IF_ERROR(FloatTypesFor(kOp, a.dtype, allow_tf32, plan));
   // ONNX's promotion: a 1-D A is [1, K] and a 1-D B is [K, 1], the added dim dropped from Y.
   const bool a_vec = a.rank == 1, b_vec = b.rank == 1;
   const int64_t m = a_vec ? 1 : a.dims[a.rank - 2];
@@ -260,7 +268,7 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
     return Invalid(kOp, "operand dtypes differ: A " + DTypeStr(a.dtype) + ", B " + DTypeStr(b.dtype) +
                             (c ? ", C " + DTypeStr(c->dtype) : std::string()) + ", Y " + DTypeStr(y.dtype));
   }
-  KILN_RETURN_IF_ERROR(TypesFor(kOp, a.dtype, allow_tf32, plan));
+  KILN_RETURN_IF_ERROR(FloatTypesFor(kOp, a.dtype, allow_tf32, plan));
   const bool ta = attrs.GetInt("transA", 0) != 0;
   const bool tb = attrs.GetInt("transB", 0) != 0;
   const float alpha = attrs.GetFloat("alpha", 1.0f);
@@ -342,6 +350,54 @@ Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   return CheckInt32(kOp, *plan);
 }
 
+Status PlanMatMulIntegerTransB(std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs,
+                               LtMatmulPlan* plan) {
+  constexpr std::string_view kOp = cpu::kMatMulIntegerTransBOp;
+  *plan = LtMatmulPlan{};
+  KILN_RETURN_IF_ERROR(CheckOperands(kOp, inputs, outputs));
+  const DeviceTensor &a = inputs[0], &b = inputs[1], &y = outputs[0];
+  bool ok = a.rank >= 2 && b.rank == 2 && y.rank == a.rank && b.dims[1] == a.dims[a.rank - 1] &&
+            y.dims[y.rank - 1] == b.dims[0];
+  for (int i = 0; ok && i < a.rank - 1; ++i) ok = y.dims[i] == a.dims[i];
+  if (!ok) {
+    return Invalid(kOp, "A " + ShapeText(a) + " [..., M, K], B " + ShapeText(b) + " [N, K] and Y " + ShapeText(y) +
+                            " [..., M, N] do not match");
+  }
+  const auto int8 = [](DType t) { return t == DType::kInt8 || t == DType::kUInt8; };
+  if (!int8(a.dtype) || !int8(b.dtype) || y.dtype != DType::kInt32) {
+    return Invalid(kOp, "expected int8 or uint8 A and B and int32 Y, found " + DTypeStr(a.dtype) + ", " +
+                            DTypeStr(b.dtype) + " -> " + DTypeStr(y.dtype));
+  }
+  if (a.dtype != DType::kInt8 || b.dtype != DType::kInt8) {
+    return Refused(kOp, "cuBLASLt's int8 GEMM takes signed int8 A and B, found " + DTypeStr(a.dtype) + " and " +
+                            DTypeStr(b.dtype));
+  }
+  const int64_t rows = Product(a.dims, 0, a.rank - 1), k = b.dims[1], n = b.dims[0];
+  plan->empty = rows == 0 || n == 0;
+  if (plan->empty) return Status::Ok();
+  if (k == 0) return Refused(kOp, "K = 0 (the output is zeros)");
+  if (n % 4 != 0 || k % 4 != 0) {
+    return Refused(kOp, "cuBLASLt's int8 GEMM (IMMA, regular ordering) needs N and K multiples of 4, found N " +
+                            std::to_string(n) + ", K " + std::to_string(k));
+  }
+  plan->type = CUDA_R_8I;
+  plan->d_type = CUDA_R_32I;
+  plan->compute = CUBLAS_COMPUTE_32I;
+  plan->scale_type = CUDA_R_32I;
+  // Column-major (blas.h): cuBLASLt's A is B [N, K] read as K x N (ld K), transposed; its B is A's
+  // rows [rows, K] read as K x rows (ld K); D is Y [rows, N] read as N x rows (ld N).
+  plan->trans_a = true;
+  plan->a = {static_cast<uint64_t>(k), static_cast<uint64_t>(n), k, 0};
+  plan->b = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows), k, 0};
+  plan->d = {static_cast<uint64_t>(n), static_cast<uint64_t>(rows), n, 0};
+  plan->m = static_cast<uint64_t>(n);
+  plan->n = static_cast<uint64_t>(rows);
+  plan->k = static_cast<uint64_t>(k);
+  plan->a_input = 1;
+  plan->b_input = 0;
+  return CheckInt32(kOp, *plan);
+}
+
 // ---- Library object -----------------------------------------------------------------------------
 
 namespace {
@@ -350,7 +406,7 @@ namespace {
 // that rely on it). Pointers themselves are not part of it: the same descriptors and
 // algorithm serve every call with equal shapes and alignments.
 struct MatmulKey {
-  int32_t type = 0, compute = 0;
+  int32_t type = 0, d_type = 0, compute = 0;
   bool trans_a = false, trans_b = false, has_c = false, has_bias = false;
   uint32_t epilogue = 0;
   uint64_t m = 0, n = 0, k = 0;
@@ -368,6 +424,7 @@ struct MatmulKeyHash {
       h ^= h >> 29;
     };
     mix(static_cast<uint64_t>(k.type) << 32 | static_cast<uint32_t>(k.compute));
+    mix(static_cast<uint64_t>(k.d_type));
     mix(uint64_t{k.trans_a} | uint64_t{k.trans_b} << 1 | uint64_t{k.has_c} << 2 | uint64_t{k.has_bias} << 3 |
         uint64_t{k.epilogue} << 8);
     for (uint64_t v : {k.m, k.n, k.k, static_cast<uint64_t>(k.batch)}) mix(v);
@@ -492,7 +549,7 @@ struct BlasLibrary::State {
     }
     KILN_RETURN_IF_ERROR(Layout(plan.a, plan.type, plan.batch, &e->a, what + " (A)"));
     KILN_RETURN_IF_ERROR(Layout(plan.b, plan.type, plan.batch, &e->b, what + " (B)"));
-    KILN_RETURN_IF_ERROR(Layout(plan.d, plan.type, plan.batch, &e->d, what + " (D)"));
+    KILN_RETURN_IF_ERROR(Layout(plan.d, plan.d_type, plan.batch, &e->d, what + " (D)"));
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
@@ -531,6 +588,7 @@ struct BlasLibrary::State {
   Result<const CachedMatmul*> Find(const LtMatmulPlan& plan, const Buffers& buf, const CallName& name) {
     MatmulKey key;
     key.type = static_cast<int32_t>(plan.type);
+    key.d_type = static_cast<int32_t>(plan.d_type);
     key.compute = static_cast<int32_t>(plan.compute);
     key.trans_a = plan.trans_a;
     key.trans_b = plan.trans_b;
@@ -587,7 +645,9 @@ Status PlanFor(std::string_view op, const AttrMap& attrs, std::span<const Device
                std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan) {
   if (op == "MatMul") return PlanMatMul(attrs, inputs, outputs, allow_tf32, plan);
   if (op == "Gemm") return PlanGemm(attrs, inputs, outputs, allow_tf32, plan);
-  return Unimplemented(std::string(op) + ": Kiln runs only MatMul and Gemm on cuBLASLt");
+  if (op == cpu::kMatMulIntegerTransBOp) return PlanMatMulIntegerTransB(inputs, outputs, plan);
+  return Unimplemented(std::string(op) + ": Kiln runs only MatMul, Gemm and " +
+                       std::string(cpu::kMatMulIntegerTransBOp) + " on cuBLASLt");
 }
 
 }  // namespace
@@ -641,8 +701,14 @@ Status BlasLibrary::Gemm(const OpCall& call, std::string_view node) {
 Status BlasLibrary::Run(std::string_view op, const OpCall& call, std::string_view node) {
   if (op == "MatMul") return MatMul(call, node);
   if (op == "Gemm") return Gemm(call, node);
-  return Unimplemented(std::string(op) + " '" + std::string(node) +
-                       "': Kiln runs only MatMul and Gemm on cuBLASLt");
+  if (op == cpu::kMatMulIntegerTransBOp) {
+    LtMatmulPlan plan;
+    KILN_RETURN_IF_ERROR_CTX(PlanMatMulIntegerTransB(call.inputs, call.outputs, &plan),
+                             "node '" + std::string(node) + "'");
+    return Enqueue(op, plan, call, node);
+  }
+  return Unimplemented(std::string(op) + " '" + std::string(node) + "': Kiln runs only MatMul, Gemm and " +
+                       std::string(cpu::kMatMulIntegerTransBOp) + " on cuBLASLt");
 }
 
 Status BlasLibrary::Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call,
@@ -674,12 +740,17 @@ Status BlasLibrary::Enqueue(std::string_view op, const LtMatmulPlan& plan, const
     if (set != CUBLAS_STATUS_SUCCESS)
       return CheckBlas(*s_->blas, set, what.str() + ": cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
   }
-  // Host scalars (CUBLASLT_POINTER_MODE_HOST, the default): read before cublasLtMatmul returns.
-  const float alpha = plan.alpha, beta = plan.beta;
+  // Host scalars (CUBLASLT_POINTER_MODE_HOST, the default): read before cublasLtMatmul returns,
+  // of the scale type.
+  const float alpha_f = plan.alpha, beta_f = plan.beta;
+  const int32_t alpha_i = static_cast<int32_t>(plan.alpha), beta_i = static_cast<int32_t>(plan.beta);
+  const bool int_scale = plan.scale_type == CUDA_R_32I;
+  const void* alpha = int_scale ? static_cast<const void*>(&alpha_i) : &alpha_f;
+  const void* beta = int_scale ? static_cast<const void*>(&beta_i) : &beta_f;
   void* workspace = entry->workspace > 0 ? Ptr(call.workspace) : nullptr;
   const size_t workspace_bytes = entry->workspace > 0 ? call.workspace_bytes : 0;
-  const cublasStatus_t st = s_->blas->Matmul(s_->handle, entry->desc, &alpha, Ptr(buf.a), entry->a, Ptr(buf.b),
-                                             entry->b, &beta, Ptr(buf.c), entry->d, Ptr(buf.d), entry->d,
+  const cublasStatus_t st = s_->blas->Matmul(s_->handle, entry->desc, alpha, Ptr(buf.a), entry->a, Ptr(buf.b),
+                                             entry->b, beta, Ptr(buf.c), entry->d, Ptr(buf.d), entry->d,
                                              &entry->algo, workspace, workspace_bytes, call.stream);
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   Status result = CheckBlas(*s_->blas, st, what.str() + ": cublasLtMatmul");

@@ -1,5 +1,6 @@
 // MatMul and Gemm on cuBLASLt, with the fusion stage's epilogues (compiler/passes/epilogue.h):
-// a bias, ReLU or GELU (tanh form) run inside the GEMM.
+// a bias, ReLU or GELU (tanh form) run inside the GEMM; and the CUDA plan's integer GEMM,
+// kiln.MatMulIntegerTransB (runtime/kernels/matmul_integer_trans_b.h), on cuBLASLt's int8 kernels.
 //
 //   KILN_ASSIGN_OR_RETURN(const cuda::Blas* blas, cuda::LoadBlas());
 //   KILN_ASSIGN_OR_RETURN(auto lt, cuda::BlasLibrary::Create(*blas, {}));   // device context current
@@ -36,6 +37,20 @@
 //              beta*C, and a guess would be silently wrong. Lift this once a GPU check confirms.
 //   sizes      every dim, leading dimension and the batch count fit in int32 (cuBLASLt's
 //              documented range); K = 0 with a non-empty output is refused.
+//   int8       kiln.MatMulIntegerTransB: int8 A [..., M, K] by int8 B [N, K] into int32 Y, as
+//              cuBLASLt's CUBLAS_COMPUTE_32I with scale type CUDA_R_32I (alpha 1, beta 0), A and B
+//              CUDA_R_8I, C and D CUDA_R_32I. The mapping above makes cuBLASLt's A ONNX's B [N, K]
+//              read transposed and its B ONNX's A, untransposed: the "TN" format that cublasLtMatmul()
+//              documents as the only one its IMMA kernels take with the regular (column) ordering,
+//              which also needs m = N and k = K multiples of 4 (and so every leading dimension) and
+//              4-byte aligned pointers; any of these failing is kUnimplemented (the CPU backend
+//              runs it). uint8 operands are refused: cuBLASLt's int8 GEMM is signed (the compiler
+//              shifts uint8 activations by -128 first, compiler/passes/qdq.h). No epilogue: the
+//              zero points' correction and the scales are the generated kernel after it, which
+//              fuses with the model's next elementwise ops. (cuBLASLt's int8-output form, with a
+//              per-row alpha vector, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO, and a
+//              float bias, could requantize inside the GEMM; its rounding is not documented, so it
+//              waits for a GPU to pin it.)
 //
 // ---- Execution ------------------------------------------------------------------------------
 // For each distinct problem (the plan, plus the alignment of each pointer, which the heuristic
@@ -94,9 +109,10 @@ struct LtLayout {
 //   D[m x n] = epilogue(alpha * op(A)[m x k] * op(B)[k x n] + beta * C),  for each of `batch`
 // where A, B, C and D are the OpCall inputs/outputs named below (C shares D's layout).
 struct LtMatmulPlan {
-  cudaDataType_t type = CUDA_R_32F;  // of A, B, C and D (and the bias)
+  cudaDataType_t type = CUDA_R_32F;    // of A and B (and the bias)
+  cudaDataType_t d_type = CUDA_R_32F;  // of C and D: `type`, but CUDA_R_32I for the int8 GEMM
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale_type = CUDA_R_32F;  // alpha and beta are float
+  cudaDataType_t scale_type = CUDA_R_32F;  // alpha and beta are float, or int32 for CUDA_R_32I
   bool trans_a = false;                    // cuBLASLt's op(A) = A^T
   bool trans_b = false;
   uint64_t m = 0, n = 0, k = 0;
@@ -120,6 +136,9 @@ Status PlanMatMul(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                   std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan);
 Status PlanGemm(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                 std::span<const DeviceTensor> outputs, bool allow_tf32, LtMatmulPlan* plan);
+// The same for kiln.MatMulIntegerTransB (inputs A, B; output Y), the int8 GEMM above.
+Status PlanMatMulIntegerTransB(std::span<const DeviceTensor> inputs, std::span<const DeviceTensor> outputs,
+                               LtMatmulPlan* plan);
 
 class BlasLibrary final : public Library {
  public:
@@ -133,7 +152,7 @@ class BlasLibrary final : public Library {
   BlasLibrary(const BlasLibrary&) = delete;
   BlasLibrary& operator=(const BlasLibrary&) = delete;
 
-  // OK when `op` ("MatMul" or "Gemm") with these attributes and shapes runs here; otherwise
+  // OK when `op` ("MatMul", "Gemm" or kiln.MatMulIntegerTransB) with these attributes and shapes runs here; otherwise
   // kUnimplemented with the reason (the CPU backend then runs the op), or
   // kInvalidArgument when the op itself is malformed. Reads shapes and dtypes only.
   static Status Supports(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
@@ -161,7 +180,7 @@ class BlasLibrary final : public Library {
   // "<op> '<node>': <cuBLASLt call>: CUBLAS_STATUS_..." for any failed library call.
   Status MatMul(const OpCall& call, std::string_view node);
   Status Gemm(const OpCall& call, std::string_view node);
-  // MatMul or Gemm by name (kUnimplemented for any other op).
+  // MatMul, Gemm or kiln.MatMulIntegerTransB by name (kUnimplemented for any other op).
   Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
   // Library: Supports (cuBLASLt takes the same forms on every device Kiln runs on).
   std::string_view name() const override { return "cuBLASLt"; }

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/matmul_integer_trans_b.h"
 #include "runtime/kernels/nhwc_conv.h"
 #include "runtime/op_table.h"
 
@@ -32,6 +33,7 @@ constexpr LibraryOp kLibraryOps[] = {
     {"MatMul", Library::kCublasLt, "cuBLASLt matmul, with its bias/activation epilogue"},
     {"MaxPool", Library::kCudnn, "cuDNN pooling"},
     {"RNN", Library::kCudnn, kCudnnRnn},
+    {cpu::kMatMulIntegerTransBOp, Library::kCublasLt, "cuBLASLt int8 GEMM (IMMA, int32 accumulation)"},
 };
 static_assert(std::is_sorted(std::begin(kLibraryOps), std::end(kLibraryOps),
                              [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));

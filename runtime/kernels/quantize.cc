@@ -17,6 +17,7 @@
 
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/matmul_integer_trans_b.h"
 #include "runtime/half.h"
 
 namespace kiln::cpu {
@@ -369,6 +370,30 @@ Status MatMulIntegerKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// kiln.MatMulIntegerTransB (matmul_integer_trans_b.h): A [..., M, K] by B [N, K], no zero points.
+Status MatMulIntegerTransBKernel(const KernelCall& call) {
+  constexpr std::string_view kOp = kMatMulIntegerTransBOp;
+  const TensorRef &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+  if (y.dtype != DType::kInt32) return OpError(kOp, "output must be int32, found " + DTypeStr(y.dtype));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "A", a, nullptr));
+  KILN_RETURN_IF_ERROR(CheckInt8Operand(kOp, "B", b, nullptr));
+  bool ok = a.rank >= 2 && b.rank == 2 && y.rank == a.rank && b.dim(1) == a.dim(a.rank - 1) &&
+            y.dim(y.rank - 1) == b.dim(0);
+  for (int i = 0; ok && i < a.rank - 1; ++i) ok = y.dim(i) == a.dim(i);
+  if (!ok)
+    return OpError(kOp, "A " + ShapeStr(a) + " [..., M, K], B " + ShapeStr(b) + " [N, K] and Y " + ShapeStr(y) +
+                            " [..., M, N] do not match");
+  const int64_t K = b.dim(1), N = b.dim(0), rows = Product(a.dims, 0, a.rank - 1);
+  int32_t* out = y.as<int32_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc = WrapAdd(acc, WrapMul(IntAt(&a, r * K + k), IntAt(&b, n * K + k)));
+      out[r * N + n] = acc;
+    }
+  return Status::Ok();
+}
+
 Status QLinearMatMulKernel(const KernelCall& call) {
   constexpr std::string_view kOp = "QLinearMatMul";
   KILN_RETURN_IF_ERROR(CheckArity(call, kOp, 8));
@@ -581,6 +606,7 @@ constexpr KernelDef kKernels[] = {
     {"QLinearConv", QLinearConvKernel, nullptr},
     {"QLinearMatMul", QLinearMatMulKernel, nullptr, true},
     {"QuantizeLinear", QuantizeLinearKernel, nullptr, true},
+    {kMatMulIntegerTransBOp, MatMulIntegerTransBKernel, nullptr, false, {2, 2, 0b11, 1, 1}},
 };
 
 }  // namespace

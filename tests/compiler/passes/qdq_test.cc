@@ -163,21 +163,47 @@ TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, w
   }
 }
 
-TEST_CASE("[gpu] A QDQ model on the CUDA backend: Q and DQ in generated kernels on the device, within one step of the CPU plan's integer ops") {
-  KILN_REQUIRE_GPU();
-  // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul, the
-  // CUDA one keeps the float op (cuDNN, cuBLASLt) with its QuantizeLinear and DequantizeLinear
-  // fused into generated kernels. Every instruction runs on the device: the entry is captured
-  // as a CUDA graph, which an entry with a CPU region never is (kiln/stats.h).
-  for (const QdqShape s : {QdqShape{}, QdqShape{.c = 64, .m = 48, .matmul = true}}) {
+TEST_CASE("The cuda plan computes QDQ MatMul and Gemm groups on cuBLASLt's int8 GEMM; Conv stays float and says why") {
+  // An artifact with GPU archs: entry 0 is the cuda plan (compile.cc).
+  for (const QdqShape s : {QdqShape{.c = 64, .m = 48, .matmul = true}, QdqShape{.c = 64, .m = 40, .gemm = true}}) {
     CAPTURE(s.matmul);
+    const CompiledWithLog c = CompileWithLog(QdqModel(s), OptionsFor(Device::kCuda));
+    CHECK(c.Logged(fmt::format("(cuda plan): fusion: qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups and "
+                               "{} with Gemm -> kiln.MatMulIntegerTransB (cuBLASLt int8) between generated kernels",
+                               int{s.matmul}, int{s.gemm})));
+    CHECK(c.fusion_trace.find("kiln.MatMulIntegerTransB(") != std::string::npos);
+    CHECK(c.fusion_trace.find("= MatMul(") == std::string::npos);
+    CHECK(c.fusion_trace.find("= Gemm(") == std::string::npos);
+  }
+  const CompiledWithLog conv = CompileWithLog(QdqModel(QdqShape{}), OptionsFor(Device::kCuda));
+  CHECK(conv.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': cuDNN's int8 convolution is not wired; the Conv "
+                    "stays float on cuDNN"));
+  // N = 42 columns: not the multiple of 4 that cuBLASLt's int8 kernels need.
+  const CompiledWithLog n42 = CompileWithLog(QdqModel(QdqShape{.c = 64, .m = 42, .matmul = true}),
+                                             OptionsFor(Device::kCuda));
+  CHECK(n42.Logged("(cuda plan): fusion: qdq not folded: MatMul 'op': cuBLASLt's int8 GEMM needs K and N multiples "
+                   "of 4, found K 64, N 42"));
+  CHECK(n42.fusion_trace.find("kiln.MatMulIntegerTransB") == std::string::npos);
+}
+
+TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Q and DQ in generated kernels, within one step of the CPU plan's integer ops") {
+  KILN_REQUIRE_GPU();
+  // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul /
+  // QGemm, the CUDA one computes MatMul and Gemm on cuBLASLt's int8 GEMM (Conv keeps its float
+  // op on cuDNN) with the QuantizeLinear and DequantizeLinear nodes fused into generated
+  // kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
+  // which an entry with a CPU region never is (kiln/stats.h).
+  for (const QdqShape s : {QdqShape{}, QdqShape{.c = 64, .m = 48, .matmul = true},
+                           QdqShape{.c = 64, .m = 40, .gemm = true}, QdqShape{.c = 32, .m = 16, .relu = true}}) {
+    CAPTURE(s.matmul);
+    CAPTURE(s.gemm);
+    const bool mm = s.matmul || s.gemm;
     const onnx::ModelProto m = QdqModel(s);
     const std::vector<uint8_t> bytes = CompileModel(m, OptionsFor(Device::kCuda));
-    const std::vector<float> x =
-        RandomFloats(static_cast<size_t>(s.matmul ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(mm ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
     const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
     const std::vector<TensorView> in = {
-        TensorView::Host(x.data(), DType::kFloat32, s.matmul ? mm_dims : conv_dims, s.matmul ? 2 : 4)};
+        TensorView::Host(x.data(), DType::kFloat32, mm ? mm_dims : conv_dims, mm ? 2 : 4)};
     ContextOptions cpu;
     cpu.device = Device::kCpu;
     const std::vector<std::vector<float>> on_cpu = RunFloat(bytes, in, cpu);
@@ -201,6 +227,9 @@ TEST_CASE("[gpu] A QDQ model on the CUDA backend: Q and DQ in generated kernels 
     const auto [over, differ] = StepsApart(on_cuda, on_cpu[0], s.y_scale);
     CHECK(over == 0);
     CHECK(static_cast<size_t>(differ) * 20 < on_cuda.size());
+    float lo = on_cuda[0], hi = on_cuda[0];
+    for (float v : on_cuda) lo = std::min(lo, v), hi = std::max(hi, v);
+    CHECK(hi - lo > 20 * s.y_scale);
   }
 }
 

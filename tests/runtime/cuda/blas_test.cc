@@ -388,6 +388,45 @@ void CheckAgainstCpu(Case c) {
   CHECK(MaxRelDiff(got.v, want.v) < 1e-5);
 }
 
+TEST_CASE("cuBLASLt int8 GEMM: kiln.MatMulIntegerTransB as the TN problem IMMA kernels take") {
+  constexpr std::string_view kOp = "kiln.MatMulIntegerTransB";
+  const auto int8 = [](std::vector<int64_t> dims, DType t = DType::kInt8) { return Shape(std::move(dims), t); };
+  HostTensor a = int8({2, 3, 8}), b = int8({12, 8}), y = Shape({2, 3, 12}, DType::kInt32);
+  CHECK(Supports(kOp, {}, {&a, &b}, y).ok());
+  std::vector<DeviceTensor> ins = testing::DevViews({&a, &b});
+  DeviceTensor out[] = {y.Dev()};
+  LtMatmulPlan p;
+  REQUIRE(PlanMatMulIntegerTransB(ins, out, &p).ok());
+  // cuBLASLt's A is B [12, 8] read as 8 x 12 (ld 8), transposed; its B is A's 6 rows as 8 x 6
+  // (ld 8); D is Y as 12 x 6 (ld 12).
+  CHECK(p.type == CUDA_R_8I);
+  CHECK(p.d_type == CUDA_R_32I);
+  CHECK(p.compute == CUBLAS_COMPUTE_32I);
+  CHECK(p.scale_type == CUDA_R_32I);
+  CHECK(p.trans_a);
+  CHECK_FALSE(p.trans_b);
+  CHECK((p.m == 12 && p.n == 6 && p.k == 8 && p.batch == 1));
+  CHECK(p.a == LtLayout{8, 12, 8, 0});
+  CHECK(p.b == LtLayout{8, 6, 8, 0});
+  CHECK(p.d == LtLayout{12, 6, 12, 0});
+  CHECK((p.a_input == 1 && p.b_input == 0 && p.c_input == -1 && p.bias_input == -1));
+  // Refused, for the CPU backend: K or N not a multiple of 4, uint8 operands.
+  HostTensor b6 = int8({6, 8}), y6 = Shape({2, 3, 6}, DType::kInt32);
+  CHECK(Supports(kOp, {}, {&a, &b6}, y6).message() ==
+        "kiln.MatMulIntegerTransB: cuBLASLt's int8 GEMM (IMMA, regular ordering) needs N and K multiples of 4, "
+        "found N 6, K 8");
+  HostTensor a5 = int8({2, 3, 5}), b5 = int8({12, 5});
+  CHECK(Supports(kOp, {}, {&a5, &b5}, y).code() == StatusCode::kUnimplemented);
+  HostTensor ua = int8({2, 3, 8}, DType::kUInt8);
+  CHECK(Supports(kOp, {}, {&ua, &b}, y).message() ==
+        "kiln.MatMulIntegerTransB: cuBLASLt's int8 GEMM takes signed int8 A and B, found uint8 and int8");
+  // Malformed: kInvalidArgument.
+  HostTensor bad_y = Shape({2, 3, 12}, DType::kFloat32);
+  CHECK(Supports(kOp, {}, {&a, &b}, bad_y).code() == StatusCode::kInvalidArgument);
+  HostTensor bk = int8({12, 4});
+  CHECK(Supports(kOp, {}, {&a, &bk}, y).code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("cuBLASLt mapping evaluated per the documented semantics equals the CPU MatMul") {
   uint32_t seed = 1;
   auto r = [&seed](std::vector<int64_t> dims) { return Random(std::move(dims), seed++); };

@@ -101,6 +101,22 @@ TEST_CASE("MatMulInteger and QLinearMatMul") {
   CHECK(qy.values<int8_t>() == std::vector<int8_t>{15, 12});
 }
 
+TEST_CASE("kiln.MatMulIntegerTransB: A [..., M, K] by B [N, K] into int32") {
+  // A [2, 1, 3] by B [2, 3]: row 0 [1, -2, 3] . [4, 5, 6] = 12, . [-1, 0, 127] = 380;
+  // row 1 [-128, 0, 1] . [4, 5, 6] = -506, . [-1, 0, 127] = 255.
+  TestTensor a = I8({2, 1, 3}, {1, -2, 3, -128, 0, 1}), b = I8({2, 3}, {4, 5, 6, -1, 0, 127});
+  TestTensor y = Output(DType::kInt32, {2, 1, 2});
+  REQUIRE(RunKernel("kiln.MatMulIntegerTransB", {}, {&a, &b}, {&y}).ok());
+  CHECK(y.values<int32_t>() == std::vector<int32_t>{12, 380, -506, 255});
+  // uint8 A: 200 * 4 + 1 * 5 = 805.
+  TestTensor ua = U8({1, 2}, {200, 1}), ub = I8({1, 2}, {4, 5}), uy = Output(DType::kInt32, {1, 1});
+  REQUIRE(RunKernel("kiln.MatMulIntegerTransB", {}, {&ua, &ub}, {&uy}).ok());
+  CHECK(uy.values<int32_t>() == std::vector<int32_t>{805});
+  TestTensor wrong = Output(DType::kInt32, {2, 1, 3});
+  CHECK(RunKernel("kiln.MatMulIntegerTransB", {}, {&a, &b}, {&wrong}).message() ==
+        "kiln.MatMulIntegerTransB: A [2, 1, 3] [..., M, K], B [2, 3] [N, K] and Y [2, 1, 3] [..., M, N] do not match");
+}
+
 TEST_CASE("ConvInteger and QLinearConv (with bias, half to even)") {
   // x - 1 = 0..8 in a 3x3 image; a 2x2 kernel of ones sums each window.
   TestTensor x = U8({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), w = U8({1, 1, 2, 2}, {1, 1, 1, 1});
