@@ -300,6 +300,26 @@ std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
 
 // ---- The CUDA plan: quantized MatMul and Gemm on cuBLASLt's int8 GEMM ----------------------------
 
+// `shape` permuted: element i is shape[perm[i]] (ONNX Transpose).
+ir::SymShape Permuted(const ir::SymShape& shape, const std::vector<int64_t>& perm) {
+  ir::SymShape out;
+  for (int64_t p : perm) out.push_back(shape[static_cast<size_t>(p)]);
+  return out;
+}
+
+// "" when the Conv `op` with weight `w` [M, C, k...] is pointwise (1 x 1 taps, strides 1, no pads,
+// one group), else why not.
+std::string PointwiseConv(const ir::Node& op, const ir::ConstData& w) {
+  for (size_t d = 2; d < w.dims.size(); ++d)
+    if (w.dims[d] != 1) return "its kernel is not 1 x 1";
+  if (op.attrs.GetInt("group", 1) != 1) return "it has groups";
+  for (int64_t v : op.attrs.GetInts("strides"))
+    if (v != 1) return "its strides are not 1";
+  for (int64_t v : op.attrs.GetInts("pads"))
+    if (v != 0) return "it is padded";
+  return "";
+}
+
 // A new value of `dtype` with the shape of `like`.
 ir::ValueId AddLike(ir::Trace& t, ir::ValueId like, DType dtype, std::string name) {
   ir::Value v;
@@ -331,16 +351,23 @@ ir::Node OneOutput(std::string op, std::string name, const std::vector<ir::Predi
 // Written into `out`; "" or why not (the group then keeps its float op).
 std::string CudaIntegerGemm(ir::Trace& t, const Fold& f, const ir::Node& op, std::vector<ir::Node>* out) {
   const ir::Node& q = f.node;
-  if (q.op == "QLinearConv") return "cuDNN's int8 convolution is not wired; the Conv stays float on cuDNN";
+  const bool conv = q.op == "QLinearConv";
   const ir::ValueId x = q.inputs[0], xs = q.inputs[1], xzp = q.inputs[2], w = q.inputs[3], ws = q.inputs[4],
                     wzp = q.inputs[5];
-  const ir::ValueId bias = q.op == "QGemm" ? q.inputs[6] : ir::kNoValue;
+  const ir::ValueId bias = q.op == "QGemm" ? q.inputs[6] : conv && q.inputs.size() > 8 ? q.inputs[8] : ir::kNoValue;
   const ir::ValueId product = op.outputs[0];
   if (t.value(product).dtype != DType::kFloat32) return "its product is not float32";
   if (t.value(x).rank() < 2) return "its input is 1-D";
   const ir::ConstData* wc = ConstOf(t, w);
   const ir::ConstData* wz = ConstOf(t, wzp);
-  const bool trans_b = q.attrs.GetInt("transB", 0) != 0;
+  // A Conv is the GEMM of X's channels-last rows by W [M, C] when it is pointwise: 1 x 1 taps,
+  // strides 1, no pads, one group. Its channels go last and back in the kernels around it.
+  const int rank = t.value(x).rank();
+  if (conv) {
+    if (std::string why = PointwiseConv(op, *wc); !why.empty())
+      return why + "; cuDNN's int8 convolution is not wired, so the Conv stays float on cuDNN";
+  }
+  const bool trans_b = conv || q.attrs.GetInt("transB", 0) != 0;
   const int64_t k = wc->dims[trans_b ? 1 : 0], n = wc->dims[trans_b ? 0 : 1];
   if (k % 4 != 0 || n % 4 != 0)
     return fmt::format("cuBLASLt's int8 GEMM needs K and N multiples of 4, found K {}, N {}", k, n);
@@ -393,22 +420,44 @@ std::string CudaIntegerGemm(ir::Trace& t, const Fold& f, const ir::Node& op, std
     out->push_back(OneOutput("Cast", name + "#x_int8", op.when, {shifted}, a8));
     out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kInt8));
   }
+  // A pointwise Conv: X [N, C, D...] as [N, D..., C], and the GEMM's [N, D..., M] back after it.
+  std::vector<int64_t> to_last, to_first;
+  ir::ValueId gemm_out = product;
+  if (conv) {
+    to_last.push_back(0);
+    for (int d = 2; d < rank; ++d) to_last.push_back(d);
+    to_last.push_back(1);
+    to_first = {0, rank - 1};
+    for (int d = 1; d < rank - 1; ++d) to_first.push_back(d);
+    const ir::ValueId last = AddLike(t, a8, DType::kInt8, name + "#x_channels_last");
+    t.value(last).shape = Permuted(t.value(a8).shape, to_last);
+    out->push_back(OneOutput("Transpose", name + "#x_channels_last", op.when, {a8}, last));
+    out->back().attrs.SetInts("perm", to_last);
+    a8 = last;
+    gemm_out = AddLike(t, product, DType::kFloat32, name + "#channels_last");
+    t.value(gemm_out).shape = Permuted(t.value(product).shape, to_last);
+  }
   const ir::ValueId b8 = AddConst(t, name + "#w_int8_nk", MakeConst(DType::kInt8, {n, k}, w8.data(), w8.size()));
-  ir::ValueId acc = AddLike(t, product, DType::kInt32, name + "#int32");
+  ir::ValueId acc = AddLike(t, gemm_out, DType::kInt32, name + "#int32");
   out->push_back(OneOutput(std::string(cpu::kMatMulIntegerTransBOp), name, op.when, {a8, b8}, acc));
   if (any_offset) {
     const ir::ValueId off =
         AddConst(t, name + "#int32_offset", MakeConst(DType::kInt32, {n}, offset.data(), offset.size() * 4));
-    const ir::ValueId sum = AddLike(t, product, DType::kInt32, name + "#int32_offset_added");
+    const ir::ValueId sum = AddLike(t, gemm_out, DType::kInt32, name + "#int32_offset_added");
     out->push_back(OneOutput("Add", name + "#offset", op.when, {acc, off}, sum));
     acc = sum;
   }
-  const ir::ValueId wide = AddLike(t, product, DType::kFloat32, name + "#float");
+  const ir::ValueId wide = AddLike(t, gemm_out, DType::kFloat32, name + "#float");
   out->push_back(OneOutput("Cast", name + "#float", op.when, {acc}, wide));
   out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kFloat32));
   const std::vector<int64_t> scale_dims = scale.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{n};
-  const ir::ValueId sc = AddConst(t, name + "#scale", MakeConst(DType::kFloat32, scale_dims, scale.data(), scale.size() * 4));
-  out->push_back(OneOutput("Mul", name + "#scale", op.when, {wide, sc}, product));
+  const ir::ValueId sc =
+      AddConst(t, name + "#scale", MakeConst(DType::kFloat32, scale_dims, scale.data(), scale.size() * 4));
+  out->push_back(OneOutput("Mul", name + "#scale", op.when, {wide, sc}, gemm_out));
+  if (conv) {
+    out->push_back(OneOutput("Transpose", name + "#channels_first", op.when, {gemm_out}, product));
+    out->back().attrs.SetInts("perm", to_first);
+  }
   return "";
 }
 
@@ -576,7 +625,7 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);
     std::vector<std::vector<ir::Node>> replace(t.body.nodes.size());
-    int matmuls = 0, gemms = 0;
+    int matmuls = 0, gemms = 0, convs = 0;
     for (const Fold& f : folds) {
       const ir::Node& op = t.body.nodes[f.at];
       std::vector<ir::Node> nodes;
@@ -584,7 +633,7 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
         unfolded.push_back(fmt::format("{} '{}': {}", op.op, op.name, why));
         continue;
       }
-      (op.op == "Gemm" ? gemms : matmuls)++;
+      (op.op == "Gemm" ? gemms : op.op == "Conv" ? convs : matmuls)++;
       replace[f.at] = std::move(nodes);
     }
     std::vector<ir::Node> out;
@@ -594,10 +643,10 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     }
     t.body.nodes = std::move(out);
     if (log) {
-      if (matmuls + gemms > 0)
-        log->push_back(fmt::format("qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups and {} with Gemm -> "
-                                   "{} (cuBLASLt int8) between generated kernels",
-                                   matmuls, gemms, cpu::kMatMulIntegerTransBOp));
+      if (matmuls + gemms + convs > 0)
+        log->push_back(fmt::format("qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups, {} with Gemm and {} "
+                                   "with a pointwise Conv -> {} (cuBLASLt int8) between generated kernels",
+                                   matmuls, gemms, convs, cpu::kMatMulIntegerTransBOp));
       for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
     }
   }

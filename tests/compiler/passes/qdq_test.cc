@@ -36,11 +36,12 @@ std::vector<int8_t> RandomInt8(size_t n, uint32_t seed) {
 }
 
 struct QdqShape {
-  int64_t c = 8, m = 16, hw = 10;  // Conv: X [1, c, hw, hw], W [m, c, 3, 3]
+  int64_t c = 8, m = 16, hw = 10;  // Conv: X [1, c, hw, hw], W [m, c, 3, 3] (pads 1)
   bool matmul = false;             // MatMul: X [6, c] by W [c, m]
   bool gemm = false;               // Gemm: X [6, c] by W [m, c] (transB), C [m], alpha 0.5
   bool relu = false;               // a Relu before the output's QuantizeLinear (zero point 0)
   bool w_axis_1 = false;           // W's scales along axis 1: not foldable
+  bool pointwise = false;          // Conv: a 1 x 1 kernel, no pads
   float y_scale = 0.1f;
 };
 
@@ -69,7 +70,8 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
   } else if (s.gemm) {
     AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c}, RandomInt8(static_cast<size_t>(s.c * s.m), 3));
   } else {
-    AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c, 3, 3}, RandomInt8(static_cast<size_t>(s.m * s.c * 9), 3));
+    const int64_t k = s.pointwise ? 1 : 3;
+    AddRawInit(g, "w", onnx::TensorProto::INT8, {s.m, s.c, k, k}, RandomInt8(static_cast<size_t>(s.m * s.c * k * k), 3));
   }
   AddFloatInit(g, "ws", per == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{per}, ws);
   AddRawInit(g, "wzp", onnx::TensorProto::INT8, per == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{per},
@@ -96,7 +98,7 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
     auto* dqb = AddNode(g, "DequantizeLinear", {"b", "bs", "bzp"}, {"bf"}, "dqb");
     AttrInt(dqb, "axis", 0);
     auto* conv = AddNode(g, "Conv", {"xf", "wf", "bf"}, {"yf"}, "op");
-    AttrInts(conv, "pads", {1, 1, 1, 1});
+    if (!s.pointwise) AttrInts(conv, "pads", {1, 1, 1, 1});
   }
   std::string y = "yf";
   if (s.relu) {
@@ -163,21 +165,23 @@ TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, w
   }
 }
 
-TEST_CASE("The cuda plan computes QDQ MatMul and Gemm groups on cuBLASLt's int8 GEMM; Conv stays float and says why") {
+TEST_CASE("The cuda plan computes QDQ MatMul, Gemm and pointwise Conv groups on cuBLASLt's int8 GEMM; other Convs stay float and say why") {
   // An artifact with GPU archs: entry 0 is the cuda plan (compile.cc).
-  for (const QdqShape s : {QdqShape{.c = 64, .m = 48, .matmul = true}, QdqShape{.c = 64, .m = 40, .gemm = true}}) {
+  for (const QdqShape s : {QdqShape{.c = 64, .m = 48, .matmul = true}, QdqShape{.c = 64, .m = 40, .gemm = true},
+                           QdqShape{.c = 32, .m = 16, .pointwise = true}}) {
     CAPTURE(s.matmul);
+    CAPTURE(s.gemm);
     const CompiledWithLog c = CompileWithLog(QdqModel(s), OptionsFor(Device::kCuda));
-    CHECK(c.Logged(fmt::format("(cuda plan): fusion: qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups and "
-                               "{} with Gemm -> kiln.MatMulIntegerTransB (cuBLASLt int8) between generated kernels",
-                               int{s.matmul}, int{s.gemm})));
+    CHECK(c.Logged(fmt::format("(cuda plan): fusion: qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups, {} "
+                               "with Gemm and {} with a pointwise Conv -> kiln.MatMulIntegerTransB (cuBLASLt int8) "
+                               "between generated kernels",
+                               int{s.matmul}, int{s.gemm}, int{s.pointwise})));
     CHECK(c.fusion_trace.find("kiln.MatMulIntegerTransB(") != std::string::npos);
-    CHECK(c.fusion_trace.find("= MatMul(") == std::string::npos);
-    CHECK(c.fusion_trace.find("= Gemm(") == std::string::npos);
+    for (const char* op : {"= MatMul(", "= Gemm(", "= Conv("}) CHECK(c.fusion_trace.find(op) == std::string::npos);
   }
   const CompiledWithLog conv = CompileWithLog(QdqModel(QdqShape{}), OptionsFor(Device::kCuda));
-  CHECK(conv.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': cuDNN's int8 convolution is not wired; the Conv "
-                    "stays float on cuDNN"));
+  CHECK(conv.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': its kernel is not 1 x 1; cuDNN's int8 "
+                    "convolution is not wired, so the Conv stays float on cuDNN"));
   // N = 42 columns: not the multiple of 4 that cuBLASLt's int8 kernels need.
   const CompiledWithLog n42 = CompileWithLog(QdqModel(QdqShape{.c = 64, .m = 42, .matmul = true}),
                                              OptionsFor(Device::kCuda));
@@ -186,15 +190,16 @@ TEST_CASE("The cuda plan computes QDQ MatMul and Gemm groups on cuBLASLt's int8 
   CHECK(n42.fusion_trace.find("kiln.MatMulIntegerTransB") == std::string::npos);
 }
 
-TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Q and DQ in generated kernels, within one step of the CPU plan's integer ops") {
+TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul and pointwise Conv on cuBLASLt int8, Q and DQ in generated kernels, within one step of the CPU plan's integer ops") {
   KILN_REQUIRE_GPU();
   // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul /
-  // QGemm, the CUDA one computes MatMul and Gemm on cuBLASLt's int8 GEMM (Conv keeps its float
-  // op on cuDNN) with the QuantizeLinear and DequantizeLinear nodes fused into generated
+  // QGemm, the CUDA one computes MatMul, Gemm and a 1 x 1 Conv on cuBLASLt's int8 GEMM (a 3 x 3
+  // Conv keeps its float op on cuDNN) with the QuantizeLinear and DequantizeLinear nodes fused into generated
   // kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
   // which an entry with a CPU region never is (kiln/stats.h).
   for (const QdqShape s : {QdqShape{}, QdqShape{.c = 64, .m = 48, .matmul = true},
-                           QdqShape{.c = 64, .m = 40, .gemm = true}, QdqShape{.c = 32, .m = 16, .relu = true}}) {
+                           QdqShape{.c = 64, .m = 40, .gemm = true}, QdqShape{.c = 32, .m = 16, .relu = true},
+                           QdqShape{.c = 32, .m = 16, .relu = true, .pointwise = true}}) {
     CAPTURE(s.matmul);
     CAPTURE(s.gemm);
     const bool mm = s.matmul || s.gemm;
