@@ -267,6 +267,78 @@ void CaseAlgorithms(cudnnHandle_t h) {
   Report("IMPLICIT_PRECOMP_GEMM needs its workspace (" + std::to_string(need) + " bytes)", refused && d.empty(), d);
 }
 
+// INT8_EXT_CONFIG: int8 x [1, 4, 3, 3] and filter [4, 4, 2, 2] in NHWC, int32 compute, float y,
+// IMPLICIT_PRECOMP_GEMM. x's channels at (h, w), v = 3h + w + 1: (v, -v, 0, 1). Filters: k0 reads
+// channel 0 with taps 1 2 3 4 (the 2x2 cross-correlation of 1..9: 37 47 67 77); k1 channel 1 with
+// taps 1 (minus each window's sum: -12 -16 -24 -28); k2 channel 3 with 127 at tap (0, 0) (127);
+// k3 channel 0 with -128 at tap (1, 1) (-128 * 5, 6, 8, 9 = -640 -768 -1024 -1152). y is NHWC.
+void CaseInt8(cudnnHandle_t h) {
+  std::vector<int8_t> xv;
+  for (int i = 1; i <= 9; ++i) xv.insert(xv.end(), {static_cast<int8_t>(i), static_cast<int8_t>(-i), 0, 1});
+  std::vector<int8_t> wv(4 * 2 * 2 * 4, 0);  // [k][kh][kw][c]
+  const auto at = [](int k, int r, int q, int c) { return ((k * 2 + r) * 2 + q) * 4 + c; };
+  for (int t = 0; t < 4; ++t) {
+    wv[at(0, t / 2, t % 2, 0)] = static_cast<int8_t>(t + 1);
+    wv[at(1, t / 2, t % 2, 1)] = 1;
+  }
+  wv[at(2, 0, 0, 3)] = 127;
+  wv[at(3, 1, 1, 0)] = -128;
+  int8_t* x = CheckUpload(xv);
+  int8_t* w = CheckUpload(wv);
+  float* y = Upload(std::vector<float>(16, -7));
+  const auto nhwc = [](int n, int c, int hh, int ww, cudnnDataType_t dt) {
+    return Tensor({n, c, hh, ww}, dt, {hh * ww * c, 1, ww * c, c});
+  };
+  const auto filter = [](int k, int c, cudnnTensorFormat_t format) {
+    cudnnFilterDescriptor_t f = nullptr;
+    cudnnCreateFilterDescriptor(&f);
+    const int dims[] = {k, c, 2, 2};
+    cudnnSetFilterNdDescriptor(f, CUDNN_DATA_INT8, format, 4, dims);
+    return f;
+  };
+  auto xd = nhwc(1, 4, 3, 3, CUDNN_DATA_INT8);
+  auto yd = nhwc(1, 4, 2, 2, CUDNN_DATA_FLOAT);
+  auto wd = filter(4, 4, CUDNN_TENSOR_NHWC);
+  auto cd = Conv({0, 0}, {1, 1}, {1, 1}, CUDNN_CROSS_CORRELATION, 1, CUDNN_DATA_INT32);
+  int returned = 0;
+  cudnnConvolutionFwdAlgoPerf_t perf[16];
+  cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 16, &returned, perf);
+  int supported = 0;
+  for (int i = 0; i < returned; ++i) supported += perf[i].status == CUDNN_STATUS_SUCCESS;
+  Report("int8: IMPLICIT_PRECOMP_GEMM is the one forward algorithm",
+         st == CUDNN_STATUS_SUCCESS && supported == 1 &&
+             perf[0].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM && perf[0].status == CUDNN_STATUS_SUCCESS,
+         std::to_string(supported) + " supported");
+  size_t need = 0;
+  cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need);
+  void* ws = need ? CheckAlloc(need) : nullptr;
+  const float one = 1, zero = 0;
+  st = cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need,
+                               &zero, yd, y);
+  std::string d = st ? StatusStr(st) + " " + LastError()
+                     : Diff(CheckDownload(y, 16), {37, -12, 127, -640, 47, -16, 127, -768, 67, -24, 127, -1024, 77,
+                                                   -28, 127, -1152});
+  Report("int8 NHWC convolution, float y (INT8_EXT_CONFIG)", d.empty(), d);
+  st = cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, nullptr, 0, &zero,
+                               yd, y);
+  Report("int8: IMPLICIT_GEMM is NOT_SUPPORTED", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st));
+  auto nchw_w = filter(4, 4, CUDNN_TENSOR_NCHW);
+  st = cudnnConvolutionForward(h, &one, xd, x, nchw_w, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws,
+                               need, &zero, yd, y);
+  Report("int8: an NCHW filter is NOT_SUPPORTED", st == CUDNN_STATUS_NOT_SUPPORTED, StatusStr(st));
+  auto x3 = nhwc(1, 3, 3, 3, CUDNN_DATA_INT8);
+  auto w3 = filter(4, 3, CUDNN_TENSOR_NHWC);
+  st = cudnnConvolutionForward(h, &one, x3, x, w3, w, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need,
+                               &zero, yd, y);
+  Report("int8: 3 input channels (not a multiple of 4) is NOT_SUPPORTED", st == CUDNN_STATUS_NOT_SUPPORTED,
+         StatusStr(st));
+  for (auto t : {xd, yd, x3}) cudnnDestroyTensorDescriptor(t);
+  for (auto f : {wd, nchw_w, w3}) cudnnDestroyFilterDescriptor(f);
+  cudnnDestroyConvolutionDescriptor(cd);
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(y), ws})
+    if (p) CheckFree(p);
+}
+
 void CaseBiasActivation(cudnnHandle_t h) {
   auto xd = Tensor({1, 1, 3, 3});
   auto wd = Filter({1, 1, 2, 2});
@@ -971,6 +1043,7 @@ int main() {
   CaseOneD(h);
   CaseThreeD(h);
   CaseAlgorithms(h);
+  CaseInt8(h);
   CaseBiasActivation(h);
   CaseBackwardData(h);
   CaseAddTensor(h);

@@ -6,7 +6,13 @@
 // Algorithms: every algorithm computes the same reference convolution; the emulation reports
 // IMPLICIT_PRECOMP_GEMM, IMPLICIT_GEMM and GEMM (forward) and ALGO_1 and ALGO_0 (backward data)
 // as supported and the FFT, Winograd and DIRECT variants as CUDNN_STATUS_NOT_SUPPORTED, with the
-// workspace sizes below. A call fills the workspace bytes its algorithm needs with a pattern
+// workspace sizes below. The int8 convolution (INT8_EXT_CONFIG: x and w CUDNN_DATA_INT8, compute
+// type CUDNN_DATA_INT32, y CUDNN_DATA_FLOAT) runs forward only, with IMPLICIT_PRECOMP_GEMM alone,
+// on 4-D tensors, as cudnnConvolutionForward() documents for its int8 configurations: x and y
+// packed NHWC, the filter in CUDNN_TENSOR_NHWC format, input and output channels multiples of 4
+// (NOT_SUPPORTED otherwise; INT8_CONFIG, an int8 y, is not emulated). Its sums are exact (every
+// product of two int8 values, and every partial sum below 2^24, is a float).
+// A call fills the workspace bytes its algorithm needs with a pattern
 // after writing its output, as scratch use on a GPU would clobber them.
 #include <algorithm>
 #include <cmath>
@@ -30,6 +36,7 @@ struct Problem {
   int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   int pad[3] = {0, 0, 0}, str[3] = {1, 1, 1}, dil[3] = {1, 1, 1};
   bool flip = false;  // CUDNN_CONVOLUTION: the filter is mirrored along every spatial axis
+  bool int8 = false;  // INT8_EXT_CONFIG
   int64_t Taps() const { return k[0] * k[1] * k[2]; }
   int64_t Outs() const { return out[0] * out[1] * out[2]; }
 };
@@ -77,7 +84,10 @@ cudnnStatus_t Analyze(const cudnnTensorStruct& x, const cudnnFilterStruct& w, co
            " dims (expected arrayLength + 2)";
     return CUDNN_STATUS_BAD_PARAM;
   }
-  if (x.dtype != w.dtype || x.dtype != y.dtype) {
+  const bool int8 = x.dtype == CUDNN_DATA_INT8 && w.dtype == CUDNN_DATA_INT8 && y.dtype == CUDNN_DATA_FLOAT &&
+                    conv.compute == CUDNN_DATA_INT32;
+  p->int8 = int8;
+  if (!int8 && (x.dtype != w.dtype || x.dtype != y.dtype)) {
     *why = std::string(xn) + " is " + DTypeName(x.dtype) + ", wDesc " + DTypeName(w.dtype) + ", " + yn + " " +
            DTypeName(y.dtype) + " (they must match)";
     return CUDNN_STATUS_BAD_PARAM;
@@ -135,6 +145,28 @@ cudnnStatus_t Analyze(const cudnnTensorStruct& x, const cudnnFilterStruct& w, co
   }
   p->flip = conv.mode == CUDNN_CONVOLUTION;
   const cudnnDataType_t d = x.dtype, c = conv.compute;
+  if (int8) {
+    // cudnnConvolutionForward(): the int8 configurations' layout and channel rules.
+    if (!fwd) {
+      *why = "INT8_EXT_CONFIG backward data is not a documented configuration";
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    const auto nhwc = [](const View& v) {
+      return v.nb == 4 && v.strides[1] == 1 && v.strides[3] == v.dims[1] && v.strides[2] == v.dims[3] * v.dims[1] &&
+             v.strides[0] == v.dims[2] * v.dims[3] * v.dims[1];
+    };
+    if (nb != 4 || !nhwc(p->x) || !nhwc(p->y) || w.format != CUDNN_TENSOR_NHWC) {
+      *why = "INT8_EXT_CONFIG takes 4-D packed NHWC x and y and an NHWC filter, found " + p->x.Describe() + ", " +
+             p->y.Describe() + (w.format == CUDNN_TENSOR_NHWC ? "" : ", an NCHW filter");
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    if (p->C % 4 != 0 || p->K % 4 != 0) {
+      *why = "INT8_EXT_CONFIG needs input and output channels that are multiples of 4, found " +
+             std::to_string(p->C) + " and " + std::to_string(p->K);
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    return CUDNN_STATUS_SUCCESS;
+  }
   const bool ok = (d == CUDNN_DATA_FLOAT && c == CUDNN_DATA_FLOAT) ||     // FLOAT_CONFIG
                   (d == CUDNN_DATA_HALF && c == CUDNN_DATA_FLOAT) ||      // PSEUDO_HALF_CONFIG
                   (d == CUDNN_DATA_HALF && c == CUDNN_DATA_HALF) ||       // TRUE_HALF_CONFIG
@@ -150,6 +182,7 @@ cudnnStatus_t Analyze(const cudnnTensorStruct& x, const cudnnFilterStruct& w, co
 
 // Workspace bytes of an emulated algorithm; false when the emulation does not offer it.
 bool FwdWorkspace(cudnnConvolutionFwdAlgo_t algo, const Problem& p, size_t* bytes) {
+  if (p.int8 && algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
   switch (algo) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
       *bytes = sizeof(int32_t) * static_cast<size_t>(p.Cg * p.Taps());  // precomputed offsets
@@ -581,7 +614,7 @@ cudnnStatus_t ForwardCommon(std::string_view call, cudnnHandle_t handle, const c
   if (!FwdWorkspace(algo, *p, need)) {
     return Fail(call, CUDNN_STATUS_NOT_SUPPORTED,
                 std::string(FwdAlgoName(algo)) + " does not support this convolution (the emulation runs "
-                "IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM and GEMM)");
+                "IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM and GEMM; int8, IMPLICIT_PRECOMP_GEMM alone)");
   }
   return CUDNN_STATUS_SUCCESS;
 }

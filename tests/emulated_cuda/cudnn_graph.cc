@@ -217,6 +217,7 @@ namespace {
 
 float Load(cudnnDataType_t dtype, const void* base, int64_t off) {
   switch (dtype) {
+    case CUDNN_DATA_INT8: return static_cast<const int8_t*>(base)[off];
     case CUDNN_DATA_HALF: return HalfToFloat(static_cast<const uint16_t*>(base)[off]);
     case CUDNN_DATA_BFLOAT16: return BFloat16ToFloat(static_cast<const uint16_t*>(base)[off]);
     default: return static_cast<const float*>(base)[off];
