@@ -12,6 +12,7 @@
 #include "compiler/passes/canonicalize.h"
 #include "compiler/passes/constant_fold.h"
 #include "runtime/kernels/matmul_integer_trans_b.h"
+#include "runtime/kernels/nhwc_conv_int8.h"
 #include "runtime/op_table.h"
 
 namespace kiln::passes {
@@ -298,26 +299,13 @@ std::vector<Fold> FindFolds(ir::Trace& t, std::vector<std::string>* unfolded) {
   return folds;
 }
 
-// ---- The CUDA plan: quantized MatMul and Gemm on cuBLASLt's int8 GEMM ----------------------------
+// ---- The CUDA plan: quantized MatMul, Gemm and Conv on cuBLASLt's and cuDNN's int8 kernels ------
 
 // `shape` permuted: element i is shape[perm[i]] (ONNX Transpose).
 ir::SymShape Permuted(const ir::SymShape& shape, const std::vector<int64_t>& perm) {
   ir::SymShape out;
   for (int64_t p : perm) out.push_back(shape[static_cast<size_t>(p)]);
   return out;
-}
-
-// "" when the Conv `op` with weight `w` [M, C, k...] is pointwise (1 x 1 taps, strides 1, no pads,
-// one group), else why not.
-std::string PointwiseConv(const ir::Node& op, const ir::ConstData& w) {
-  for (size_t d = 2; d < w.dims.size(); ++d)
-    if (w.dims[d] != 1) return "its kernel is not 1 x 1";
-  if (op.attrs.GetInt("group", 1) != 1) return "it has groups";
-  for (int64_t v : op.attrs.GetInts("strides"))
-    if (v != 1) return "its strides are not 1";
-  for (int64_t v : op.attrs.GetInts("pads"))
-    if (v != 0) return "it is padded";
-  return "";
 }
 
 // A new value of `dtype` with the shape of `like`.
@@ -329,137 +317,232 @@ ir::ValueId AddLike(ir::Trace& t, ir::ValueId like, DType dtype, std::string nam
   return t.AddValue(std::move(v));
 }
 
-// A node `op` of one output.
-ir::Node OneOutput(std::string op, std::string name, const std::vector<ir::Predicate>& when,
-                   std::vector<ir::ValueId> inputs, ir::ValueId output) {
-  ir::Node n;
-  n.op = std::move(op);
-  n.name = std::move(name);
-  n.when = when;
-  n.inputs = std::move(inputs);
-  n.outputs = {output};
-  return n;
-}
+// Builds a folded group's nodes for the CUDA plan (CudaIntegerOps), appending them to `out`.
+class CudaGroup {
+ public:
+  CudaGroup(ir::Trace& t, const Fold& f, const ir::Node& op, std::vector<ir::Node>* out)
+      : t_(t), q_(f.node), op_(op), out_(out) {}
 
-// The folded MatMul or Gemm `f` (of the float node `op`) for the CUDA plan: the float product
-// op's output is computed from the integers, the group's Relu and QuantizeLinear stay after it,
-//   a8  = x - 128 as int8 (x uint8; an int8 x as it is)              generated kernel
-//   acc = kiln.MatMulIntegerTransB(a8, W8 [N, K])                      cuBLASLt int8 GEMM
-//   y   = float(acc + offset[n]) * (alpha * x_scale * w_scale[n])      generated kernel, with the Q
-// where W8 is W transposed (uint8 W less 128) and offset[n] = C'[n] - (x_zero_point - 128 or
-// 0) * sum_k W8[n, k], exact in int32: sum_k (x - xzp) W = sum_k a8 W8 - (xzp - 128) sum_k W8.
-// Written into `out`; "" or why not (the group then keeps its float op).
-std::string CudaIntegerGemm(ir::Trace& t, const Fold& f, const ir::Node& op, std::vector<ir::Node>* out) {
-  const ir::Node& q = f.node;
-  const bool conv = q.op == "QLinearConv";
-  const ir::ValueId x = q.inputs[0], xs = q.inputs[1], xzp = q.inputs[2], w = q.inputs[3], ws = q.inputs[4],
-                    wzp = q.inputs[5];
-  const ir::ValueId bias = q.op == "QGemm" ? q.inputs[6] : conv && q.inputs.size() > 8 ? q.inputs[8] : ir::kNoValue;
-  const ir::ValueId product = op.outputs[0];
-  if (t.value(product).dtype != DType::kFloat32) return "its product is not float32";
-  if (t.value(x).rank() < 2) return "its input is 1-D";
-  const ir::ConstData* wc = ConstOf(t, w);
-  const ir::ConstData* wz = ConstOf(t, wzp);
-  // A Conv is the GEMM of X's channels-last rows by W [M, C] when it is pointwise: 1 x 1 taps,
-  // strides 1, no pads, one group. Its channels go last and back in the kernels around it.
-  const int rank = t.value(x).rank();
-  if (conv) {
-    if (std::string why = PointwiseConv(op, *wc); !why.empty())
-      return why + "; cuDNN's int8 convolution is not wired, so the Conv stays float on cuDNN";
+  // "" with the nodes written, or why not (then nothing is to be kept of `out`).
+  std::string Build() {
+    const bool conv = q_.op == "QLinearConv";
+    x_ = q_.inputs[0];
+    product_ = op_.outputs[0];
+    const ir::ValueId bias = q_.op == "QGemm" ? q_.inputs[6] : conv && q_.inputs.size() > 8 ? q_.inputs[8] : ir::kNoValue;
+    if (t_.value(product_).dtype != DType::kFloat32) return "its product is not float32";
+    if (t_.value(x_).rank() < 2) return "its input is 1-D";
+    w_ = ConstOf(t_, q_.inputs[3]);
+    w_u8_ = w_->dtype == DType::kUInt8;
+    const int64_t w_shift = w_u8_ ? 128 : 0;
+    const ir::ConstData* wz = ConstOf(t_, q_.inputs[5]);
+    for (int64_t i = 0; i < wz->num_elements(); ++i)
+      if (wz->IntAt(i) != w_shift)
+        return fmt::format("a weight zero point of {} (the int8 kernels take a {} weight with zero point {})",
+                           wz->IntAt(i), DTypeName(w_->dtype), w_shift);
+    za_ = ConstOf(t_, q_.inputs[2])->IntAt(0) - (t_.value(x_).dtype == DType::kUInt8 ? 128 : 0);
+    bias_ = ConstOf(t_, bias);
+    const std::string why = conv && !PointwiseConv() ? Conv() : Gemm(conv);
+    if (!why.empty()) out_->clear();
+    return why;
   }
-  const bool trans_b = conv || q.attrs.GetInt("transB", 0) != 0;
-  const int64_t k = wc->dims[trans_b ? 1 : 0], n = wc->dims[trans_b ? 0 : 1];
-  if (k % 4 != 0 || n % 4 != 0)
-    return fmt::format("cuBLASLt's int8 GEMM needs K and N multiples of 4, found K {}, N {}", k, n);
-  const bool w_u8 = wc->dtype == DType::kUInt8, x_u8 = t.value(x).dtype == DType::kUInt8;
-  const int64_t w_shift = w_u8 ? 128 : 0;
-  for (int64_t i = 0; i < wz->num_elements(); ++i)
-    if (wz->IntAt(i) != w_shift)
-      return fmt::format("a weight zero point of {} (cuBLASLt's int8 GEMM takes a {} weight with zero point {})",
-                         wz->IntAt(i), DTypeName(wc->dtype), w_shift);
-  // W8 [N, K] and its row sums.
-  std::vector<int8_t> w8(static_cast<size_t>(n * k));
-  std::vector<int64_t> row_sum(static_cast<size_t>(n), 0);
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t i = 0; i < k; ++i) {
-      const int64_t at = trans_b ? c * k + i : i * n + c;
-      const int64_t v = (w_u8 ? int64_t{wc->bytes[static_cast<size_t>(at)]}
-                              : int64_t{static_cast<int8_t>(wc->bytes[static_cast<size_t>(at)])}) - w_shift;
-      w8[static_cast<size_t>(c * k + i)] = static_cast<int8_t>(v);
-      row_sum[static_cast<size_t>(c)] += v;
-    }
-  const int64_t za = ConstOf(t, xzp)->IntAt(0) - (x_u8 ? 128 : 0);
-  const ir::ConstData* bc = ConstOf(t, bias);
-  std::vector<int32_t> offset(static_cast<size_t>(n));
-  bool any_offset = false;
-  for (int64_t c = 0; c < n; ++c) {
-    const int64_t o = (bc ? bc->IntAt(c) : 0) - za * row_sum[static_cast<size_t>(c)];
-    if (o < std::numeric_limits<int32_t>::min() || o > std::numeric_limits<int32_t>::max())
-      return fmt::format("its offset {} at column {} is beyond int32", o, c);
-    offset[static_cast<size_t>(c)] = static_cast<int32_t>(o);
-    any_offset = any_offset || o != 0;
-  }
-  const ir::ConstData* xsc = ConstOf(t, xs);
-  const ir::ConstData* wsc = ConstOf(t, ws);
-  const float alpha = q.op == "QGemm" ? q.attrs.GetFloat("alpha", 1.0f) : 1.0f;
-  std::vector<float> scale(static_cast<size_t>(wsc->num_elements()));
-  for (size_t c = 0; c < scale.size(); ++c)
-    scale[c] = static_cast<float>(double{alpha} * xsc->FloatAt(0) * wsc->FloatAt(static_cast<int64_t>(c)));
 
-  const std::string& name = op.name;
-  ir::ValueId a8 = x;
-  if (x_u8) {
-    const ir::ValueId wide = AddLike(t, x, DType::kInt32, name + "#x_int32");
-    const ir::ValueId shifted = AddLike(t, x, DType::kInt32, name + "#x_shifted");
-    a8 = AddLike(t, x, DType::kInt8, name + "#x_int8");
+ private:
+  // W's element i as int8 (a uint8 W less 128).
+  int64_t W8(int64_t i) const {
+    const uint8_t b = w_->bytes[static_cast<size_t>(i)];
+    return w_u8_ ? int64_t{b} - 128 : int64_t{static_cast<int8_t>(b)};
+  }
+
+  // Whether the Conv is pointwise (1 x 1 taps, strides 1, no pads, one group): the GEMM of X's
+  // channels-last rows by W [M, C].
+  bool PointwiseConv() const {
+    for (size_t d = 2; d < w_->dims.size(); ++d)
+      if (w_->dims[d] != 1) return false;
+    if (op_.attrs.GetInt("group", 1) != 1) return false;
+    for (int64_t v : op_.attrs.GetInts("strides"))
+      if (v != 1) return false;
+    for (int64_t v : op_.attrs.GetInts("pads"))
+      if (v != 0) return false;
+    return true;
+  }
+
+  ir::Node& Add(std::string op, const std::string& suffix, std::vector<ir::ValueId> inputs, ir::ValueId output) {
+    ir::Node n;
+    n.op = std::move(op);
+    n.name = op_.name + suffix;
+    n.when = op_.when;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    out_->push_back(std::move(n));
+    return out_->back();
+  }
+  ir::ValueId Constant(const std::string& suffix, DType dtype, std::vector<int64_t> dims, const void* bytes,
+                       size_t size) {
+    return AddConst(t_, op_.name + suffix, MakeConst(dtype, std::move(dims), bytes, size));
+  }
+  ir::ValueId Transposed(ir::ValueId v, const std::vector<int64_t>& perm, const std::string& suffix, DType dtype) {
+    const ir::ValueId r = AddLike(t_, v, dtype, op_.name + suffix);
+    t_.value(r).shape = Permuted(t_.value(v).shape, perm);
+    Add("Transpose", suffix, {v}, r).attrs.SetInts("perm", perm);
+    return r;
+  }
+
+  // X as int8: x - 128 for a uint8 X (elementwise ops of the generated kernel before the GEMM).
+  ir::ValueId Int8Input() {
+    if (t_.value(x_).dtype == DType::kInt8) return x_;
+    const ir::ValueId wide = AddLike(t_, x_, DType::kInt32, op_.name + "#x_int32");
+    const ir::ValueId shifted = AddLike(t_, x_, DType::kInt32, op_.name + "#x_shifted");
+    const ir::ValueId a8 = AddLike(t_, x_, DType::kInt8, op_.name + "#x_int8");
     const int32_t k128 = 128;
-    const ir::ValueId c128 = AddConst(t, name + "#128", MakeConst(DType::kInt32, {}, &k128, 4));
-    out->push_back(OneOutput("Cast", name + "#x_int32", op.when, {x}, wide));
-    out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kInt32));
-    out->push_back(OneOutput("Sub", name + "#x_shift", op.when, {wide, c128}, shifted));
-    out->push_back(OneOutput("Cast", name + "#x_int8", op.when, {shifted}, a8));
-    out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kInt8));
+    Add("Cast", "#x_int32", {x_}, wide).attrs.SetInt("to", static_cast<int64_t>(DType::kInt32));
+    Add("Sub", "#x_shift", {wide, Constant("#128", DType::kInt32, {}, &k128, 4)}, shifted);
+    Add("Cast", "#x_int8", {shifted}, a8).attrs.SetInt("to", static_cast<int64_t>(DType::kInt8));
+    return a8;
   }
-  // A pointwise Conv: X [N, C, D...] as [N, D..., C], and the GEMM's [N, D..., M] back after it.
-  std::vector<int64_t> to_last, to_first;
-  ir::ValueId gemm_out = product;
-  if (conv) {
-    to_last.push_back(0);
+
+  // The offset of output channel c: C'[c] - za * (the sum of W8's taps of c); "" or why not.
+  std::string Offsets(int64_t channels, const std::vector<int64_t>& tap_sums, std::vector<int64_t>* offsets) const {
+    offsets->resize(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t o = (bias_ ? bias_->IntAt(c) : 0) - za_ * tap_sums[static_cast<size_t>(c)];
+      if (o < std::numeric_limits<int32_t>::min() || o > std::numeric_limits<int32_t>::max())
+        return fmt::format("its offset {} at channel {} is beyond int32", o, c);
+      (*offsets)[static_cast<size_t>(c)] = o;
+    }
+    return "";
+  }
+
+  // float(sums) + offsets, times alpha * xs * ws[c], into `dst` (channels last).
+  void Rescale(ir::ValueId sums, const std::vector<int64_t>& offsets, ir::ValueId dst) {
+    const int64_t channels = static_cast<int64_t>(offsets.size());
+    const bool any = std::any_of(offsets.begin(), offsets.end(), [](int64_t o) { return o != 0; });
+    const bool int_sums = t_.value(sums).dtype == DType::kInt32;
+    if (any && int_sums) {
+      std::vector<int32_t> o(offsets.begin(), offsets.end());
+      const ir::ValueId sum = AddLike(t_, sums, DType::kInt32, op_.name + "#int32_offset_added");
+      Add("Add", "#offset", {sums, Constant("#int32_offset", DType::kInt32, {channels}, o.data(), o.size() * 4)}, sum);
+      sums = sum;
+    }
+    ir::ValueId wide = sums;
+    if (int_sums) {
+      wide = AddLike(t_, sums, DType::kFloat32, op_.name + "#float");
+      Add("Cast", "#float", {sums}, wide).attrs.SetInt("to", static_cast<int64_t>(DType::kFloat32));
+    } else if (any) {  // cuDNN's float sums: the offsets in float (exact below 2^24)
+      std::vector<float> o(offsets.begin(), offsets.end());
+      const ir::ValueId sum = AddLike(t_, sums, DType::kFloat32, op_.name + "#offset_added");
+      Add("Add", "#offset", {sums, Constant("#offset", DType::kFloat32, {channels}, o.data(), o.size() * 4)}, sum);
+      wide = sum;
+    }
+    const ir::ConstData* xs = ConstOf(t_, q_.inputs[1]);
+    const ir::ConstData* ws = ConstOf(t_, q_.inputs[4]);
+    const float alpha = q_.op == "QGemm" ? q_.attrs.GetFloat("alpha", 1.0f) : 1.0f;
+    std::vector<float> scale(static_cast<size_t>(ws->num_elements()));
+    for (size_t c = 0; c < scale.size(); ++c)
+      scale[c] = static_cast<float>(double{alpha} * xs->FloatAt(0) * ws->FloatAt(static_cast<int64_t>(c)));
+    const std::vector<int64_t> dims = scale.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{channels};
+    Add("Mul", "#scale", {wide, Constant("#scale", DType::kFloat32, dims, scale.data(), scale.size() * 4)}, dst);
+  }
+
+  // MatMul, Gemm and a pointwise Conv on cuBLASLt's int8 GEMM (kiln.MatMulIntegerTransB).
+  std::string Gemm(bool conv) {
+    const bool trans_b = conv || q_.attrs.GetInt("transB", 0) != 0;
+    const int64_t k = w_->dims[trans_b ? 1 : 0], n = w_->dims[trans_b ? 0 : 1];
+    if (k % 4 != 0 || n % 4 != 0)
+      return fmt::format("cuBLASLt's int8 GEMM needs K and N multiples of 4, found K {}, N {}", k, n);
+    std::vector<int8_t> w8(static_cast<size_t>(n * k));
+    std::vector<int64_t> sums(static_cast<size_t>(n), 0), offsets;
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t v = W8(trans_b ? c * k + i : i * n + c);
+        w8[static_cast<size_t>(c * k + i)] = static_cast<int8_t>(v);
+        sums[static_cast<size_t>(c)] += v;
+      }
+    if (std::string why = Offsets(n, sums, &offsets); !why.empty()) return why;
+    ir::ValueId a8 = Int8Input();
+    // A pointwise Conv: X [N, C, D...] as [N, D..., C], and the GEMM's [N, D..., M] back after it.
+    const int rank = t_.value(x_).rank();
+    std::vector<int64_t> to_last = {0}, to_first = {0, rank - 1};
     for (int d = 2; d < rank; ++d) to_last.push_back(d);
     to_last.push_back(1);
-    to_first = {0, rank - 1};
     for (int d = 1; d < rank - 1; ++d) to_first.push_back(d);
-    const ir::ValueId last = AddLike(t, a8, DType::kInt8, name + "#x_channels_last");
-    t.value(last).shape = Permuted(t.value(a8).shape, to_last);
-    out->push_back(OneOutput("Transpose", name + "#x_channels_last", op.when, {a8}, last));
-    out->back().attrs.SetInts("perm", to_last);
-    a8 = last;
-    gemm_out = AddLike(t, product, DType::kFloat32, name + "#channels_last");
-    t.value(gemm_out).shape = Permuted(t.value(product).shape, to_last);
+    ir::ValueId gemm_out = product_;
+    if (conv) {
+      a8 = Transposed(a8, to_last, "#x_channels_last", DType::kInt8);
+      gemm_out = AddLike(t_, product_, DType::kFloat32, op_.name + "#channels_last");
+      t_.value(gemm_out).shape = Permuted(t_.value(product_).shape, to_last);
+    }
+    const ir::ValueId acc = AddLike(t_, gemm_out, DType::kInt32, op_.name + "#int32");
+    Add(std::string(cpu::kMatMulIntegerTransBOp), "", {a8, Constant("#w_int8_nk", DType::kInt8, {n, k}, w8.data(), w8.size())},
+        acc);
+    Rescale(acc, offsets, gemm_out);
+    if (conv) Add("Transpose", "#channels_first", {gemm_out}, product_).attrs.SetInts("perm", to_first);
+    return "";
   }
-  const ir::ValueId b8 = AddConst(t, name + "#w_int8_nk", MakeConst(DType::kInt8, {n, k}, w8.data(), w8.size()));
-  ir::ValueId acc = AddLike(t, gemm_out, DType::kInt32, name + "#int32");
-  out->push_back(OneOutput(std::string(cpu::kMatMulIntegerTransBOp), name, op.when, {a8, b8}, acc));
-  if (any_offset) {
-    const ir::ValueId off =
-        AddConst(t, name + "#int32_offset", MakeConst(DType::kInt32, {n}, offset.data(), offset.size() * 4));
-    const ir::ValueId sum = AddLike(t, gemm_out, DType::kInt32, name + "#int32_offset_added");
-    out->push_back(OneOutput("Add", name + "#offset", op.when, {acc, off}, sum));
-    acc = sum;
+
+  // A 2-D Conv on cuDNN's int8 convolution (kiln.NhwcConvInt8): X padded with its zero point
+  // where that is not 0 (the float graph pads with 0.0, which is the zero point), channels last,
+  // the filter [M, KH, KW, C].
+  std::string Conv() {
+    if (t_.value(x_).rank() != 4) return "it is not 2-D (cuDNN's int8 convolution here is)";
+    if (op_.attrs.GetInt("group", 1) != 1) return "it has groups (cuDNN's int8 convolution here has one)";
+    const int64_t m = w_->dims[0], c = w_->dims[1], kh = w_->dims[2], kw = w_->dims[3];
+    if (c % 4 != 0 || m % 4 != 0)
+      return fmt::format("cuDNN's int8 convolution needs channels that are multiples of 4, found {} in, {} out", c, m);
+    std::vector<int64_t> pads = op_.attrs.GetInts("pads");
+    if (pads.empty()) pads.assign(4, 0);
+    const std::string_view auto_pad = op_.attrs.GetString("auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") return "auto_pad " + std::string(auto_pad);
+    if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])
+      return "asymmetric pads (cuDNN's descriptors take one pad per axis)";
+    std::vector<int8_t> w8(static_cast<size_t>(m * kh * kw * c));
+    std::vector<int64_t> sums(static_cast<size_t>(m), 0), offsets;
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t r = 0; r < kh * kw; ++r) {
+          const int64_t v = W8((o * c + i) * kh * kw + r);
+          w8[static_cast<size_t>((o * kh * kw + r) * c + i)] = static_cast<int8_t>(v);
+          sums[static_cast<size_t>(o)] += v;
+        }
+    if (std::string why = Offsets(m, sums, &offsets); !why.empty()) return why;
+    ir::ValueId a8 = Int8Input();
+    const bool padded = pads[0] != 0 || pads[1] != 0;
+    if (padded && za_ != 0) {  // pad with the zero point, then convolve unpadded
+      const ir::ValueId p = AddLike(t_, a8, DType::kInt8, op_.name + "#x_padded");
+      ir::SymShape& shape = t_.value(p).shape;
+      shape[2] = shape[2] + ir::Sym(2 * pads[0]);
+      shape[3] = shape[3] + ir::Sym(2 * pads[1]);
+      const std::vector<int64_t> all = {0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]};
+      const int8_t value = static_cast<int8_t>(za_);
+      Add("Pad", "#x_pad", {a8, Constant("#pads", DType::kInt64, {8}, all.data(), all.size() * 8),
+                            Constant("#pad_value", DType::kInt8, {}, &value, 1)},
+          p);
+      a8 = p;
+      pads.assign(4, 0);
+    }
+    const ir::ValueId x_nhwc = Transposed(a8, {0, 2, 3, 1}, "#x_nhwc", DType::kInt8);
+    const ir::ValueId y_nhwc = AddLike(t_, product_, DType::kFloat32, op_.name + "#nhwc");
+    t_.value(y_nhwc).shape = Permuted(t_.value(product_).shape, {0, 2, 3, 1});
+    ir::Node& n = Add(std::string(cpu::kNhwcConvInt8Op), "",
+                      {x_nhwc, Constant("#w_int8_mhwc", DType::kInt8, {m, kh, kw, c}, w8.data(), w8.size())}, y_nhwc);
+    n.attrs.SetInts("pads", pads);
+    if (!op_.attrs.GetInts("strides").empty()) n.attrs.SetInts("strides", op_.attrs.GetInts("strides"));
+    if (!op_.attrs.GetInts("dilations").empty()) n.attrs.SetInts("dilations", op_.attrs.GetInts("dilations"));
+    const ir::ValueId scaled = AddLike(t_, y_nhwc, DType::kFloat32, op_.name + "#nhwc_scaled");
+    Rescale(y_nhwc, offsets, scaled);
+    Add("Transpose", "#nchw", {scaled}, product_).attrs.SetInts("perm", {0, 3, 1, 2});
+    return "";
   }
-  const ir::ValueId wide = AddLike(t, gemm_out, DType::kFloat32, name + "#float");
-  out->push_back(OneOutput("Cast", name + "#float", op.when, {acc}, wide));
-  out->back().attrs.SetInt("to", static_cast<int64_t>(DType::kFloat32));
-  const std::vector<int64_t> scale_dims = scale.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{n};
-  const ir::ValueId sc =
-      AddConst(t, name + "#scale", MakeConst(DType::kFloat32, scale_dims, scale.data(), scale.size() * 4));
-  out->push_back(OneOutput("Mul", name + "#scale", op.when, {wide, sc}, gemm_out));
-  if (conv) {
-    out->push_back(OneOutput("Transpose", name + "#channels_first", op.when, {gemm_out}, product));
-    out->back().attrs.SetInts("perm", to_first);
-  }
-  return "";
-}
+
+  ir::Trace& t_;
+  const ir::Node& q_;   // the CPU fold's integer node: its inputs are the group's quantizations
+  const ir::Node& op_;  // the float MatMul, Gemm or Conv
+  std::vector<ir::Node>* out_;
+  ir::ValueId x_ = ir::kNoValue, product_ = ir::kNoValue;
+  const ir::ConstData* w_ = nullptr;
+  const ir::ConstData* bias_ = nullptr;  // the int32 bias C' in the scale alpha * xs * ws[c]
+  bool w_u8_ = false;
+  int64_t za_ = 0;  // X's zero point on the int8 side
+};
 
 // Folds each DequantizeLinear whose inputs are constants, then every node all of whose inputs
 // became constants that way, in order (the trace is topologically sorted).
@@ -625,15 +708,17 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     std::vector<std::string> unfolded;
     std::vector<Fold> folds = FindFolds(t, &unfolded);
     std::vector<std::vector<ir::Node>> replace(t.body.nodes.size());
-    int matmuls = 0, gemms = 0, convs = 0;
+    int matmuls = 0, gemms = 0, pointwise = 0, convs = 0;
     for (const Fold& f : folds) {
       const ir::Node& op = t.body.nodes[f.at];
       std::vector<ir::Node> nodes;
-      if (std::string why = CudaIntegerGemm(t, f, op, &nodes); !why.empty()) {
+      if (std::string why = CudaGroup(t, f, op, &nodes).Build(); !why.empty()) {
         unfolded.push_back(fmt::format("{} '{}': {}", op.op, op.name, why));
         continue;
       }
-      (op.op == "Gemm" ? gemms : op.op == "Conv" ? convs : matmuls)++;
+      const bool dnn = std::any_of(nodes.begin(), nodes.end(),
+                                   [](const ir::Node& n) { return n.op == cpu::kNhwcConvInt8Op; });
+      (op.op == "Gemm" ? gemms : op.op == "MatMul" ? matmuls : dnn ? convs : pointwise)++;
       replace[f.at] = std::move(nodes);
     }
     std::vector<ir::Node> out;
@@ -643,10 +728,12 @@ Result<ir::Trace> FoldQdq(const ir::Trace& trace, std::vector<std::string>* log,
     }
     t.body.nodes = std::move(out);
     if (log) {
-      if (matmuls + gemms + convs > 0)
+      if (matmuls + gemms + pointwise + convs > 0)
         log->push_back(fmt::format("qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups, {} with Gemm and {} "
-                                   "with a pointwise Conv -> {} (cuBLASLt int8) between generated kernels",
-                                   matmuls, gemms, convs, cpu::kMatMulIntegerTransBOp));
+                                   "with a pointwise Conv -> {} (cuBLASLt int8), {} with Conv -> {} (cuDNN int8), "
+                                   "between generated kernels",
+                                   matmuls, gemms, pointwise, cpu::kMatMulIntegerTransBOp, convs,
+                                   cpu::kNhwcConvInt8Op));
       for (const std::string& why : unfolded) log->push_back("qdq not folded: " + why);
     }
   }

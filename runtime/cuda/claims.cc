@@ -5,6 +5,7 @@
 
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/matmul_integer_trans_b.h"
+#include "runtime/kernels/nhwc_conv_int8.h"
 #include "runtime/kernels/nhwc_conv.h"
 #include "runtime/op_table.h"
 
@@ -34,6 +35,7 @@ constexpr LibraryOp kLibraryOps[] = {
     {"MaxPool", Library::kCudnn, "cuDNN pooling"},
     {"RNN", Library::kCudnn, kCudnnRnn},
     {cpu::kMatMulIntegerTransBOp, Library::kCublasLt, "cuBLASLt int8 GEMM (IMMA, int32 accumulation)"},
+    {cpu::kNhwcConvInt8Op, Library::kCudnn, "cuDNN int8 convolution (INT8_EXT_CONFIG: NHWC, int32 accumulation)"},
 };
 static_assert(std::is_sorted(std::begin(kLibraryOps), std::end(kLibraryOps),
                              [](const LibraryOp& a, const LibraryOp& b) { return a.op < b.op; }));

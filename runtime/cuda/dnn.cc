@@ -10,6 +10,7 @@
 
 #include "runtime/kernels/epilogue.h"
 #include "runtime/kernels/kernel_util.h"
+#include "runtime/kernels/nhwc_conv_int8.h"
 
 namespace kiln::cuda {
 namespace {
@@ -396,6 +397,52 @@ Status PlanConv(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
   return Status::Ok();
 }
 
+// kiln.NhwcConvInt8 X [N, H, W, C], W [M, KH, KW, C], Y [N, OH, OW, M]: ONNX Conv's geometry on
+// the NCHW views of them.
+Status PlanConvInt8(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
+                    std::span<const DeviceTensor> outputs, DnnPlan* p) {
+  constexpr std::string_view kOp = cpu::kNhwcConvInt8Op;
+  if (inputs.size() < 2 || outputs.empty()) return Invalid(kOp, "expected inputs X and W and output Y");
+  const DeviceTensor &x = inputs[0], &w = inputs[1], &y = outputs[0];
+  if (x.rank != 4 || w.rank != 4 || y.rank != 4) {
+    return Invalid(kOp, "X " + ShapeText(x) + ", W " + ShapeText(w) + " and Y " + ShapeText(y) + " must be 4-D");
+  }
+  if (x.dtype != DType::kInt8 || w.dtype != DType::kInt8 || y.dtype != DType::kFloat32) {
+    return Invalid(kOp, "expected int8 X and W and float32 Y, found " + DTypeStr(x.dtype) + ", " +
+                            DTypeStr(w.dtype) + " -> " + DTypeStr(y.dtype));
+  }
+  // NCHW views: [N, C, H, W], [M, C, KH, KW], [N, M, OH, OW].
+  const int64_t xd[] = {x.dims[0], x.dims[3], x.dims[1], x.dims[2]};
+  const int64_t wd[] = {w.dims[0], w.dims[3], w.dims[1], w.dims[2]};
+  const int64_t yd[] = {y.dims[0], y.dims[3], y.dims[1], y.dims[2]};
+  const DeviceTensor xv{0, x.dtype, 4, xd, x.num_elements}, wv{0, w.dtype, 4, wd, w.num_elements},
+      yv{0, y.dtype, 4, yd, y.num_elements};
+  WindowGeometry g;
+  KILN_RETURN_IF_ERROR(ResolveConvGeometry(attrs, xv, wv, yv, &g));
+  p->op = DnnOp::kConvInt8;
+  p->dtype = DType::kInt8;
+  p->empty = y.num_elements == 0;
+  if (p->empty) return Status::Ok();
+  for (const DeviceTensor* t : {&x, &w, &y}) {
+    if (!FitsInt32(t->num_elements)) {
+      return Refused(kOp, "tensor " + ShapeText(*t) + " has more elements than cuDNN's int32 range");
+    }
+  }
+  if (x.num_elements == 0 || w.num_elements == 0) {
+    return Refused(kOp, "an empty input " + ShapeText(x) + " or kernel " + ShapeText(w) + " with a non-empty output");
+  }
+  if (g.group != 1) return Refused(kOp, "groups: cuDNN's int8 convolution runs one group here");
+  if (xd[1] % 4 != 0 || wd[0] % 4 != 0) {
+    return Refused(kOp, "cuDNN's int8 convolution needs input and output channels that are multiples of 4, found " +
+                            std::to_string(xd[1]) + " and " + std::to_string(wd[0]));
+  }
+  KILN_RETURN_IF_ERROR(CudnnWindow(kOp, g, p));
+  CudnnDims(xv, p->nb_dims, &p->x);
+  CudnnDims(wv, p->nb_dims, &p->w);
+  CudnnDims(yv, p->nb_dims, &p->y);
+  return Status::Ok();
+}
+
 Status PlanConvTranspose(const AttrMap& attrs, std::span<const DeviceTensor> inputs,
                          std::span<const DeviceTensor> outputs, DnnPlan* p) {
   constexpr std::string_view kOp = "ConvTranspose";
@@ -493,8 +540,9 @@ Status PlanDnn(std::string_view op, const AttrMap& attrs, std::span<const Device
   if (op == "Conv") return PlanConv(attrs, inputs, outputs, plan);
   if (op == "ConvTranspose") return PlanConvTranspose(attrs, inputs, outputs, plan);
   if (op == "MaxPool" || op == "AveragePool") return PlanPool(op, attrs, inputs, outputs, plan);
-  return Unimplemented(std::string(op) +
-                       ": Kiln runs only Conv, ConvTranspose, MaxPool and AveragePool on cuDNN");
+  if (op == cpu::kNhwcConvInt8Op) return PlanConvInt8(attrs, inputs, outputs, plan);
+  return Unimplemented(std::string(op) + ": Kiln runs only Conv, ConvTranspose, MaxPool, AveragePool and " +
+                       std::string(cpu::kNhwcConvInt8Op) + " on cuDNN");
 }
 
 // ---- Library object -----------------------------------------------------------------------------
@@ -548,6 +596,7 @@ cudnnDataType_t DataType(DType dt) {
   switch (dt) {
     case DType::kFloat16: return CUDNN_DATA_HALF;
     case DType::kBFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::kInt8: return CUDNN_DATA_INT8;
     default: return CUDNN_DATA_FLOAT;
   }
 }
@@ -555,6 +604,12 @@ cudnnDataType_t DataType(DType dt) {
 // What PlanDnn cannot see: the device. cuDNN's bfloat16 convolutions (PSEUDO_BFLOAT16_CONFIG)
 // and pooling need compute capability 8.0 (Ampere) or later.
 Status DeviceRefusal(const DnnOptions& options, std::string_view op, const DnnPlan& p) {
+  if (p.op == DnnOp::kConvInt8 && options.compute_capability < 61) {
+    return Refused(op, "cuDNN's int8 convolution needs compute capability 6.1 or later, the device has " +
+                           (options.compute_capability > 0 ? std::to_string(options.compute_capability / 10) +
+                                                                 "." + std::to_string(options.compute_capability % 10)
+                                                           : std::string("an unknown one")));
+  }
   if (p.dtype == DType::kBFloat16 && options.compute_capability < 80) {
     return Refused(op, "bfloat16 needs compute capability 8.0 or later, the device has " +
                            (options.compute_capability > 0 ? std::to_string(options.compute_capability / 10) +
@@ -570,6 +625,7 @@ const char* OpName(DnnOp op) {
     case DnnOp::kConvTranspose: return "ConvTranspose";
     case DnnOp::kMaxPool: return "MaxPool";
     case DnnOp::kAveragePool: return "AveragePool";
+    case DnnOp::kConvInt8: return "kiln.NhwcConvInt8";
   }
   return "?";
 }
@@ -619,11 +675,18 @@ struct DnnLibrary::State {
     return s;
   }
 
-  Status Tensor(const int32_t* dims, int nb, DType dtype, cudnnTensorDescriptor_t* out,
-                const std::string& what) const {
+  // A tensor of NCHW-ordered `dims`, packed NCHW, or packed NHWC with `nhwc` (4-D).
+  Status Tensor(const int32_t* dims, int nb, DType dtype, cudnnTensorDescriptor_t* out, const std::string& what,
+                bool nhwc = false) const {
     KILN_RETURN_IF_ERROR(Check(dnn->CreateTensorDescriptor(out), what, "cudnnCreateTensorDescriptor"));
     int32_t strides[5];
     PackedStrides(dims, nb, strides);
+    if (nhwc) {
+      strides[1] = 1;
+      strides[3] = dims[1];
+      strides[2] = dims[3] * dims[1];
+      strides[0] = dims[2] * dims[3] * dims[1];
+    }
     return Check(dnn->SetTensorNdDescriptor(*out, DataType(dtype), nb, dims, strides), what,
                  "cudnnSetTensorNdDescriptor");
   }
@@ -654,21 +717,22 @@ struct DnnLibrary::State {
 
   Status BuildConv(const DnnPlan& p, const std::string& what, CachedDnn* e) const {
     const int nb = p.nb_dims, sr = nb - 2;
-    // Conv: x -> y. ConvTranspose is the backward data of the convolution y -> x.
-    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, p.dtype, &e->x, what + " (X)"));
-    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, p.dtype, &e->y, what + " (Y)"));
+    // Conv and kiln.NhwcConvInt8: x -> y. ConvTranspose is the backward data of the convolution y -> x.
+    const bool forward = p.op != DnnOp::kConvTranspose, int8 = p.op == DnnOp::kConvInt8;
+    KILN_RETURN_IF_ERROR(Tensor(p.x.data(), nb, p.dtype, &e->x, what + " (X)", int8));
+    KILN_RETURN_IF_ERROR(Tensor(p.y.data(), nb, int8 ? DType::kFloat32 : p.dtype, &e->y, what + " (Y)", int8));
     KILN_RETURN_IF_ERROR(Check(dnn->CreateFilterDescriptor(&e->w), what, "cudnnCreateFilterDescriptor"));
-    KILN_RETURN_IF_ERROR(
-        Check(dnn->SetFilterNdDescriptor(e->w, DataType(p.dtype), CUDNN_TENSOR_NCHW, nb, p.w.data()), what,
-              "cudnnSetFilterNdDescriptor"));
+    KILN_RETURN_IF_ERROR(Check(dnn->SetFilterNdDescriptor(e->w, DataType(p.dtype),
+                                                          int8 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nb, p.w.data()),
+                               what, "cudnnSetFilterNdDescriptor"));
     KILN_RETURN_IF_ERROR(
         Check(dnn->CreateConvolutionDescriptor(&e->conv), what, "cudnnCreateConvolutionDescriptor"));
-    // The compute type is float for every dtype: float16 and bfloat16 data with float32
+    // The compute type is float for every float dtype: float16 and bfloat16 data with float32
     // accumulation are cuDNN's PSEUDO_HALF_CONFIG and PSEUDO_BFLOAT16_CONFIG (alpha and beta are
-    // float for both, as for float32).
+    // float for both, as for float32); int32 for int8 (INT8_EXT_CONFIG, float alpha and beta).
     KILN_RETURN_IF_ERROR(
         Check(dnn->SetConvolutionNdDescriptor(e->conv, sr, p.pad.data(), p.stride.data(), p.dilation.data(),
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                                              CUDNN_CROSS_CORRELATION, int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT),
               what, "cudnnSetConvolutionNdDescriptor"));
     KILN_RETURN_IF_ERROR(
         Check(dnn->SetConvolutionGroupCount(e->conv, p.group), what, "cudnnSetConvolutionGroupCount"));
@@ -683,8 +747,8 @@ struct DnnLibrary::State {
     // cuDNN's own output size must be the ONNX one (it is, for symmetric pads): a cheap host
     // check that the plan was built right before any kernel runs.
     int32_t fwd_out[5] = {};
-    const cudnnTensorDescriptor_t fwd_in = p.op == DnnOp::kConv ? e->x : e->y;
-    const std::array<int32_t, 5>& expect = p.op == DnnOp::kConv ? p.y : p.x;
+    const cudnnTensorDescriptor_t fwd_in = forward ? e->x : e->y;
+    const std::array<int32_t, 5>& expect = forward ? p.y : p.x;
     KILN_RETURN_IF_ERROR(Check(dnn->GetConvolutionNdForwardOutputDim(e->conv, fwd_in, e->w, nb, fwd_out),
                                what, "cudnnGetConvolutionNdForwardOutputDim"));
     if (!std::equal(fwd_out, fwd_out + nb, expect.begin())) {
@@ -702,7 +766,7 @@ struct DnnLibrary::State {
                 "cudnnSetActivationDescriptor"));
     }
     cudnnMathType_t chosen_math = math;
-    if (p.op == DnnOp::kConv) {
+    if (forward) {
       cudnnConvolutionFwdAlgoPerf_t perf[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
       int max_count = 0, returned = 0;
       KILN_RETURN_IF_ERROR(Check(dnn->GetConvolutionForwardAlgorithmMaxCount(handle, &max_count), what,
@@ -736,7 +800,7 @@ struct DnnLibrary::State {
       KILN_RETURN_IF_ERROR(
           Check(dnn->SetConvolutionMathType(e->conv, chosen_math), what, "cudnnSetConvolutionMathType"));
     }
-    if (p.op == DnnOp::kConv) {
+    if (forward) {
       KILN_RETURN_IF_ERROR(Check(dnn->GetConvolutionForwardWorkspaceSize(handle, e->x, e->w, e->conv, e->y,
                                                                          e->fwd_algo, &e->workspace),
                                  what, "cudnnGetConvolutionForwardWorkspaceSize"));
@@ -771,8 +835,8 @@ struct DnnLibrary::State {
     if (it != cache.end()) return &it->second;
     const std::string what = name.str();
     CachedDnn e;
-    Status st = p.op == DnnOp::kConv || p.op == DnnOp::kConvTranspose ? BuildConv(p, what, &e)
-                                                                      : BuildPool(p, what, &e);
+    const bool conv = p.op == DnnOp::kConv || p.op == DnnOp::kConvTranspose || p.op == DnnOp::kConvInt8;
+    Status st = conv ? BuildConv(p, what, &e) : BuildPool(p, what, &e);
     if (!st.ok()) {
       Release(e);
       return st;
@@ -856,7 +920,8 @@ size_t DnnLibrary::WorkspaceFor(const DnnOptions& options, std::string_view op, 
   DnnPlan plan;
   if (!PlanDnn(op, attrs, inputs, outputs, &plan).ok() || plan.empty) return 0;
   if (!DeviceRefusal(options, op, plan).ok()) return 0;
-  return plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose ? options.max_workspace_bytes : 0;
+  const bool conv = plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose || plan.op == DnnOp::kConvInt8;
+  return conv ? options.max_workspace_bytes : 0;
 }
 
 size_t DnnLibrary::Workspace(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
@@ -883,7 +948,7 @@ Status DnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view
   if (plan.empty) return Status::Ok();
   KILN_RETURN_IF_ERROR_CTX(DeviceRefusal(s_->options, op, plan), "node '" + std::string(node) + "'");
   const CallName what{op, node};  // formatted only for an error (a steady-state Run builds no string)
-  const bool conv = plan.op == DnnOp::kConv || plan.op == DnnOp::kConvTranspose;
+  const bool conv = plan.op != DnnOp::kMaxPool && plan.op != DnnOp::kAveragePool;
   if (call.inputs[0].data == 0 || call.outputs[0].data == 0 || (conv && call.inputs[1].data == 0) ||
       (plan.bias && call.inputs[2].data == 0) ||
       (plan.residual && call.inputs[cpu::kEpilogueResidualInput].data == 0)) {

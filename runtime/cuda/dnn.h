@@ -46,6 +46,13 @@
 //               count_include_pad, dilations 1.
 //   pooling     the output must be the floor-mode size (ceil_mode adding a window is refused:
 //               cuDNN computes floor-mode outputs only) and every pad below the window.
+//   int8        kiln.NhwcConvInt8 (runtime/kernels/nhwc_conv_int8.h): cudnnConvolutionForward in
+//               cuDNN's INT8_EXT_CONFIG (X and W CUDNN_DATA_INT8, compute type CUDNN_DATA_INT32,
+//               Y CUDNN_DATA_FLOAT; alpha 1 and beta 0 as floats): 2-D, one group, X and Y packed
+//               NHWC and the filter in CUDNN_TENSOR_NHWC format, input and output channels
+//               multiples of 4, symmetric pads, compute capability 6.1 or later (int8 dot
+//               products), as the cudnnConvolutionForward() reference gives its int8
+//               configurations; anything else is kUnimplemented (the CPU backend runs it).
 //
 // ---- Execution ------------------------------------------------------------------------------
 // Descriptors are created once per distinct plan (DnnPlan is the cache key) and destroyed with
@@ -114,7 +121,7 @@ Status ResolveConvTransposeGeometry(const AttrMap& attrs, const DeviceTensor& x,
 Status ResolvePoolGeometry(std::string_view op, const AttrMap& attrs, const DeviceTensor& x,
                            const DeviceTensor& y, WindowGeometry* g);
 
-enum class DnnOp : uint8_t { kConv, kConvTranspose, kMaxPool, kAveragePool };
+enum class DnnOp : uint8_t { kConv, kConvTranspose, kMaxPool, kAveragePool, kConvInt8 };
 
 // One op as cuDNN descriptors take it; also the library object's cache key (no pointers).
 struct DnnPlan {
@@ -134,11 +141,13 @@ struct DnnPlan {
   bool relu = false;
   bool count_include_pad = false;  // AveragePool
   bool empty = false;              // Y has no elements: nothing to enqueue
-  DType dtype = DType::kFloat32;   // of every tensor: float32, float16 or bfloat16
+  DType dtype = DType::kFloat32;   // of every tensor: float32, float16 or bfloat16 (kConvInt8: int8
+                                   // X and W, float32 Y; the dims above in NCHW order, the data NHWC)
   bool operator==(const DnnPlan&) const = default;
 };
 
-// Geometry, then the cuDNN mapping, for "Conv", "ConvTranspose", "MaxPool" or "AveragePool".
+// Geometry, then the cuDNN mapping, for "Conv", "ConvTranspose", "MaxPool", "AveragePool" or
+// kiln.NhwcConvInt8.
 // Errors: kInvalidArgument for malformed ops (as the CPU kernels), kUnimplemented with the reason
 // for valid ops cuDNN is not used for here (see the header comment). Reads shapes and dtypes only.
 Status PlanDnn(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -18,6 +19,7 @@
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/kernel_util.h"
 #include "runtime/kernels/matmul_integer_trans_b.h"
+#include "runtime/kernels/nhwc_conv_int8.h"
 #include "runtime/half.h"
 
 namespace kiln::cpu {
@@ -394,6 +396,57 @@ Status MatMulIntegerTransBKernel(const KernelCall& call) {
   return Status::Ok();
 }
 
+// kiln.NhwcConvInt8 (nhwc_conv_int8.h): int8 NHWC X by an [M, KH, KW, C] filter, float32 Y.
+Status NhwcConvInt8Kernel(const KernelCall& call) {
+  constexpr std::string_view kOp = kNhwcConvInt8Op;
+  const TensorRef &x = call.inputs[0], &w = call.inputs[1], &y = call.outputs[0];
+  if (x.dtype != DType::kInt8 || w.dtype != DType::kInt8 || y.dtype != DType::kFloat32)
+    return OpError(kOp, "expected int8 X and W and float32 Y, found " + DTypeStr(x.dtype) + ", " + DTypeStr(w.dtype) +
+                            " -> " + DTypeStr(y.dtype));
+  if (x.rank != 4 || w.rank != 4 || y.rank != 4 || w.dim(3) != x.dim(3) || y.dim(0) != x.dim(0) ||
+      y.dim(3) != w.dim(0))
+    return OpError(kOp, "X " + ShapeStr(x) + " [N, H, W, C], W " + ShapeStr(w) + " [M, KH, KW, C] and Y " +
+                            ShapeStr(y) + " [N, OH, OW, M] do not match");
+  const auto ints = [&](const char* name, int64_t def, size_t n) {
+    std::vector<int64_t> v = call.attrs.GetInts(name);
+    if (v.empty()) v.assign(n, def);
+    return v;
+  };
+  const std::vector<int64_t> st = ints("strides", 1, 2), pads = ints("pads", 0, 4), dil = ints("dilations", 1, 2);
+  if (st.size() != 2 || pads.size() != 4 || dil.size() != 2 || st[0] < 1 || st[1] < 1 || dil[0] < 1 || dil[1] < 1)
+    return OpError(kOp, "expected 2 strides and dilations of at least 1 and 4 pads");
+  const int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), M = w.dim(0), KH = w.dim(1), KW = w.dim(2);
+  const int64_t OH = y.dim(1), OW = y.dim(2);
+  const auto out_dim = [](int64_t in, int64_t b, int64_t e, int64_t k, int64_t s, int64_t d) {
+    const int64_t span = in + b + e - ((k - 1) * d + 1);
+    return span < 0 ? int64_t{-1} : span / s + 1;
+  };
+  if (OH != out_dim(H, pads[0], pads[2], KH, st[0], dil[0]) || OW != out_dim(W, pads[1], pads[3], KW, st[1], dil[1]))
+    return OpError(kOp, "Y " + ShapeStr(y) + " is not the output size of X " + ShapeStr(x) + " and W " + ShapeStr(w));
+  const int8_t* xp = x.as<const int8_t>();
+  const int8_t* wp = w.as<const int8_t>();
+  float* yp = y.as<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow)
+        for (int64_t m = 0; m < M; ++m) {
+          int32_t acc = 0;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * st[0] - pads[0] + kh * dil[0];
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const int64_t iw = ow * st[1] - pads[1] + kw * dil[1];
+              if (iw < 0 || iw >= W) continue;
+              const int8_t* xr = xp + ((n * H + ih) * W + iw) * C;
+              const int8_t* wr = wp + ((m * KH + kh) * KW + kw) * C;
+              for (int64_t c = 0; c < C; ++c) acc = WrapAdd(acc, int32_t{xr[c]} * wr[c]);
+            }
+          }
+          yp[((n * OH + oh) * OW + ow) * M + m] = static_cast<float>(acc);
+        }
+  return Status::Ok();
+}
+
 Status QLinearMatMulKernel(const KernelCall& call) {
   constexpr std::string_view kOp = "QLinearMatMul";
   KILN_RETURN_IF_ERROR(CheckArity(call, kOp, 8));
@@ -607,6 +660,7 @@ constexpr KernelDef kKernels[] = {
     {"QLinearMatMul", QLinearMatMulKernel, nullptr, true},
     {"QuantizeLinear", QuantizeLinearKernel, nullptr, true},
     {kMatMulIntegerTransBOp, MatMulIntegerTransBKernel, nullptr, false, {2, 2, 0b11, 1, 1}},
+    {kNhwcConvInt8Op, NhwcConvInt8Kernel, nullptr, false, {2, 2, 0b11, 1, 1}},
 };
 
 }  // namespace

@@ -42,6 +42,7 @@ struct QdqShape {
   bool relu = false;               // a Relu before the output's QuantizeLinear (zero point 0)
   bool w_axis_1 = false;           // W's scales along axis 1: not foldable
   bool pointwise = false;          // Conv: a 1 x 1 kernel, no pads
+  uint8_t x_zero_point = 128;
   float y_scale = 0.1f;
 };
 
@@ -58,7 +59,7 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
     AddInput(g, "x", {"1", std::to_string(s.c), std::to_string(s.hw), std::to_string(s.hw)});
   }
   AddFloatInit(g, "xs", {}, {xs});
-  AddRawInit<uint8_t>(g, "xzp", onnx::TensorProto::UINT8, {}, {128});
+  AddRawInit<uint8_t>(g, "xzp", onnx::TensorProto::UINT8, {}, {s.x_zero_point});
   AddNode(g, "QuantizeLinear", {"x", "xs", "xzp"}, {"xq"}, "qx");
   AddNode(g, "DequantizeLinear", {"xq", "xs", "xzp"}, {"xf"}, "dqx");
   const int64_t per = s.matmul ? 1 : (s.w_axis_1 ? s.c : s.m);
@@ -165,24 +166,38 @@ TEST_CASE("QDQ Conv and MatMul groups fold into QLinearConv and QLinearMatMul, w
   }
 }
 
-TEST_CASE("The cuda plan computes QDQ MatMul, Gemm and pointwise Conv groups on cuBLASLt's int8 GEMM; other Convs stay float and say why") {
+TEST_CASE("The cuda plan computes QDQ MatMul, Gemm and Conv groups on cuBLASLt's and cuDNN's int8 kernels, and says why not") {
   // An artifact with GPU archs: entry 0 is the cuda plan (compile.cc).
-  for (const QdqShape s : {QdqShape{.c = 64, .m = 48, .matmul = true}, QdqShape{.c = 64, .m = 40, .gemm = true},
-                           QdqShape{.c = 32, .m = 16, .pointwise = true}}) {
-    CAPTURE(s.matmul);
-    CAPTURE(s.gemm);
-    const CompiledWithLog c = CompileWithLog(QdqModel(s), OptionsFor(Device::kCuda));
+  struct Case {
+    QdqShape s;
+    int matmul, gemm, pointwise, conv;
+    const char* op;
+  };
+  for (const Case& k : {Case{QdqShape{.c = 64, .m = 48, .matmul = true}, 1, 0, 0, 0, "kiln.MatMulIntegerTransB("},
+                        Case{QdqShape{.c = 64, .m = 40, .gemm = true}, 0, 1, 0, 0, "kiln.MatMulIntegerTransB("},
+                        Case{QdqShape{.c = 32, .m = 16, .pointwise = true}, 0, 0, 1, 0, "kiln.MatMulIntegerTransB("},
+                        Case{QdqShape{}, 0, 0, 0, 1, "kiln.NhwcConvInt8("}}) {
+    CAPTURE(k.s.matmul);
+    CAPTURE(k.s.gemm);
+    CAPTURE(k.s.pointwise);
+    const CompiledWithLog c = CompileWithLog(QdqModel(k.s), OptionsFor(Device::kCuda));
     CHECK(c.Logged(fmt::format("(cuda plan): fusion: qdq: {} DequantizeLinear -> MatMul -> QuantizeLinear groups, {} "
-                               "with Gemm and {} with a pointwise Conv -> kiln.MatMulIntegerTransB (cuBLASLt int8) "
-                               "between generated kernels",
-                               int{s.matmul}, int{s.gemm}, int{s.pointwise})));
-    CHECK(c.fusion_trace.find("kiln.MatMulIntegerTransB(") != std::string::npos);
+                               "with Gemm and {} with a pointwise Conv -> kiln.MatMulIntegerTransB (cuBLASLt int8), "
+                               "{} with Conv -> kiln.NhwcConvInt8 (cuDNN int8), between generated kernels",
+                               k.matmul, k.gemm, k.pointwise, k.conv)));
+    CHECK(c.fusion_trace.find(k.op) != std::string::npos);
     for (const char* op : {"= MatMul(", "= Gemm(", "= Conv("}) CHECK(c.fusion_trace.find(op) == std::string::npos);
   }
-  const CompiledWithLog conv = CompileWithLog(QdqModel(QdqShape{}), OptionsFor(Device::kCuda));
-  CHECK(conv.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': its kernel is not 1 x 1; cuDNN's int8 "
-                    "convolution is not wired, so the Conv stays float on cuDNN"));
-  // N = 42 columns: not the multiple of 4 that cuBLASLt's int8 kernels need.
+  // X's zero point 100 (not the 128 that is 0 on the int8 side): X is padded with it before the
+  // unpadded int8 convolution, in the generated kernel that quantizes it.
+  const CompiledWithLog padded = CompileWithLog(QdqModel(QdqShape{.x_zero_point = 100}), OptionsFor(Device::kCuda));
+  CHECK(padded.fusion_trace.find("Pad 'op#x_pad'") != std::string::npos);
+  CHECK(padded.fusion_trace.find("pads=[0, 0, 0, 0]") != std::string::npos);
+  // Not folded, each with its reason: 6 input channels; N = 42 columns.
+  const CompiledWithLog c6 = CompileWithLog(QdqModel(QdqShape{.c = 6}), OptionsFor(Device::kCuda));
+  CHECK(c6.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': cuDNN's int8 convolution needs channels that are "
+                  "multiples of 4, found 6 in, 16 out"));
+  CHECK(c6.fusion_trace.find("= Conv(") != std::string::npos);
   const CompiledWithLog n42 = CompileWithLog(QdqModel(QdqShape{.c = 64, .m = 42, .matmul = true}),
                                              OptionsFor(Device::kCuda));
   CHECK(n42.Logged("(cuda plan): fusion: qdq not folded: MatMul 'op': cuBLASLt's int8 GEMM needs K and N multiples "
@@ -190,14 +205,14 @@ TEST_CASE("The cuda plan computes QDQ MatMul, Gemm and pointwise Conv groups on 
   CHECK(n42.fusion_trace.find("kiln.MatMulIntegerTransB") == std::string::npos);
 }
 
-TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul and pointwise Conv on cuBLASLt int8, Q and DQ in generated kernels, within one step of the CPU plan's integer ops") {
+TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Conv on cuDNN int8, Q and DQ in generated kernels, within one step of the CPU plan's integer ops") {
   KILN_REQUIRE_GPU();
   // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul /
-  // QGemm, the CUDA one computes MatMul, Gemm and a 1 x 1 Conv on cuBLASLt's int8 GEMM (a 3 x 3
-  // Conv keeps its float op on cuDNN) with the QuantizeLinear and DequantizeLinear nodes fused into generated
+  // QGemm, the CUDA one computes MatMul, Gemm and a 1 x 1 Conv on cuBLASLt's int8 GEMM and a 3 x 3
+  // Conv on cuDNN's int8 convolution (X padded with its zero point where that is not 0) with the QuantizeLinear and DequantizeLinear nodes fused into generated
   // kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
   // which an entry with a CPU region never is (kiln/stats.h).
-  for (const QdqShape s : {QdqShape{}, QdqShape{.c = 64, .m = 48, .matmul = true},
+  for (const QdqShape s : {QdqShape{}, QdqShape{.x_zero_point = 100}, QdqShape{.c = 64, .m = 48, .matmul = true},
                            QdqShape{.c = 64, .m = 40, .gemm = true}, QdqShape{.c = 32, .m = 16, .relu = true},
                            QdqShape{.c = 32, .m = 16, .relu = true, .pointwise = true}}) {
     CAPTURE(s.matmul);

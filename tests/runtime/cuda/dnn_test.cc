@@ -420,6 +420,37 @@ TEST_CASE("cuDNN mapping: dims, windows and paths by hand") {
   }
 }
 
+TEST_CASE("cuDNN int8: kiln.NhwcConvInt8 as INT8_EXT_CONFIG, NCHW-ordered dims, and its refusals") {
+  constexpr std::string_view kOp = "kiln.NhwcConvInt8";
+  // X [2, 9, 9, 8] NHWC, W [12, 3, 3, 8], stride 2, pad 1: Y [2, 5, 5, 12].
+  HostTensor x = Shape({2, 9, 9, 8}, DType::kInt8), w = Shape({12, 3, 3, 8}, DType::kInt8);
+  HostTensor y = Shape({2, 5, 5, 12});
+  const AttrMap a = Attrs({{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  DnnPlan p;
+  REQUIRE(PlanOf(kOp, a, {&x, &w}, {&y}, &p).ok());
+  CHECK(p.op == DnnOp::kConvInt8);
+  CHECK(p.dtype == DType::kInt8);
+  CHECK(p.x == std::array<int32_t, 5>{2, 8, 9, 9, 0});
+  CHECK(p.w == std::array<int32_t, 5>{12, 8, 3, 3, 0});
+  CHECK(p.y == std::array<int32_t, 5>{2, 12, 5, 5, 0});
+  CHECK((p.pad[0] == 1 && p.pad[1] == 1 && p.stride[0] == 2 && p.stride[1] == 2));
+  DnnOptions pascal, turing;
+  pascal.compute_capability = 60;
+  turing.compute_capability = 75;
+  std::vector<DeviceTensor> ins = testing::DevViews({&x, &w}), outs = testing::DevViews({&y});
+  CHECK(DnnLibrary::SupportsWith(turing, kOp, a, ins, outs).ok());
+  CHECK(DnnLibrary::SupportsWith(pascal, kOp, a, ins, outs).message() ==
+        "kiln.NhwcConvInt8: cuDNN's int8 convolution needs compute capability 6.1 or later, the device has 6.0");
+  // Refused: channels not multiples of 4; malformed: Y of the wrong size or dtype.
+  HostTensor x6 = Shape({2, 9, 9, 6}, DType::kInt8), w6 = Shape({12, 3, 3, 6}, DType::kInt8);
+  CHECK(PlanOf(kOp, a, {&x6, &w6}, {&y}, &p).message() ==
+        "kiln.NhwcConvInt8: cuDNN's int8 convolution needs input and output channels that are multiples of 4, found "
+        "6 and 12");
+  HostTensor y4 = Shape({2, 4, 4, 12}), yi = Shape({2, 5, 5, 12}, DType::kInt32);
+  CHECK(PlanOf(kOp, a, {&x, &w}, {&y4}, &p).code() == StatusCode::kInvalidArgument);
+  CHECK(PlanOf(kOp, a, {&x, &w}, {&yi}, &p).code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("cuDNN Workspace: the cap for convolutions, 0 for pooling and refused ops") {
   DnnOptions opt;
   opt.max_workspace_bytes = 777;

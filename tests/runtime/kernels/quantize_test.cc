@@ -117,6 +117,31 @@ TEST_CASE("kiln.MatMulIntegerTransB: A [..., M, K] by B [N, K] into int32") {
         "kiln.MatMulIntegerTransB: A [2, 1, 3] [..., M, K], B [2, 3] [N, K] and Y [2, 1, 3] [..., M, N] do not match");
 }
 
+TEST_CASE("kiln.NhwcConvInt8: int8 NHWC X by an [M, KH, KW, C] filter into float32") {
+  // X [1, 3, 3, 2]: channel 0 is 1..9, channel 1 is -1..-9. Filter 0 reads channel 0 with taps
+  // 1 2 3 4 (the 2x2 cross-correlation of 1..9: 37 47 67 77); filter 1 reads channel 1 with -128
+  // at tap (1, 1) (128 * 5, 6, 8, 9).
+  std::vector<int8_t> xv;
+  for (int i = 1; i <= 9; ++i) xv.insert(xv.end(), {static_cast<int8_t>(i), static_cast<int8_t>(-i)});
+  TestTensor x = I8({1, 3, 3, 2}, xv);
+  TestTensor w = I8({2, 2, 2, 2}, {1, 0, 2, 0, 3, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, -128});
+  TestTensor y = Output(DType::kFloat32, {1, 2, 2, 2});
+  REQUIRE(RunKernel("kiln.NhwcConvInt8", {}, {&x, &w}, {&y}).ok());
+  CHECK(y.values<float>() == std::vector<float>{37, 640, 47, 768, 67, 1024, 77, 1152});
+  // Pad 1 and stride 2: outputs at (0, 0), (0, 2), (2, 0), (2, 2) of the padded 5x5 input; the
+  // corner window sees x[0][0] alone at tap (1, 1): 4 * 1 and -128 * -1.
+  AttrMap a;
+  a.SetInts("pads", {1, 1, 1, 1});
+  a.SetInts("strides", {2, 2});
+  TestTensor yp = Output(DType::kFloat32, {1, 2, 2, 2});
+  REQUIRE(RunKernel("kiln.NhwcConvInt8", a, {&x, &w}, {&yp}).ok());
+  CHECK(yp.values<float>()[0] == 4);
+  CHECK(yp.values<float>()[1] == 128);
+  TestTensor wrong = Output(DType::kFloat32, {1, 3, 3, 2});
+  CHECK(RunKernel("kiln.NhwcConvInt8", {}, {&x, &w}, {&wrong}).message() ==
+        "kiln.NhwcConvInt8: Y [1, 3, 3, 2] is not the output size of X [1, 3, 3, 2] and W [2, 2, 2, 2]");
+}
+
 TEST_CASE("ConvInteger and QLinearConv (with bias, half to even)") {
   // x - 1 = 0..8 in a 3x3 image; a 2x2 kernel of ones sums each window.
   TestTensor x = U8({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), w = U8({1, 1, 2, 2}, {1, 1, 1, 1});
