@@ -150,6 +150,23 @@ TEST_CASE("invalid models: an unsupported op, dtype or attribute value names wha
   CHECK(dtype.code() == StatusCode::kUnimplemented);
   CHECK(Says(dtype, "'x'"));
   CHECK(Says(dtype, "element type string is not supported"));
+
+  // float8 (a QuantizeLinear to FLOAT8E4M3FN) and other ONNX types by name.
+  for (const auto& [type, text] :
+       {std::pair{17,  // FLOAT8E4M3FN
+                  "input 'x': element type FLOAT8E4M3FN (float8) is not supported: Kiln has no FP8 kernels on any "
+                  "backend yet"},
+        std::pair{21,  // UINT4
+                  "input 'x': element type UINT4 (21) is not supported (known: float32/16/64, bfloat16, "
+                  "[u]int8..64, bool)"}}) {
+    auto f = MakeModel(21);
+    AddInput(f.mutable_graph(), "x", {"2"}, type);
+    AddNode(f.mutable_graph(), "Identity", {"x"}, {"y"}, "id");
+    AddOutput(f.mutable_graph(), "y");
+    const Status st = CompileFileStatus(f);
+    CHECK(st.code() == StatusCode::kUnimplemented);
+    CHECK_MESSAGE(Says(st, text), st.ToString());
+  }
 }
 
 TEST_CASE("invalid models: an attribute whose arithmetic overflows is an error, not a crash") {
