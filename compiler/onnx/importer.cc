@@ -527,6 +527,14 @@ Status Importer::ReadExternal(const onnx::TensorProto& t, const std::string& wha
                     DTypeText(static_cast<DType>(t.data_type())) +
                     ShapeText(std::vector<int64_t>(t.dims().begin(), t.dims().end())) + " (file " + Q(file) + ")");
   const uint64_t off = static_cast<uint64_t>(offset.value_or(0));
+  // Without 'length' the data runs from the offset to the end of the file (onnx's
+  // external_data_helper reads it so): it must be the tensor's bytes exactly.
+  if (!length && off <= fsize && fsize - off != static_cast<uint64_t>(nbytes))
+    return DataLoss(what + ": external data has no 'length', so it is the " + std::to_string(fsize - off) +
+                    " bytes from offset " + std::to_string(off) + " to the end of file " + Q(file) + ", but " +
+                    DTypeText(static_cast<DType>(t.data_type())) +
+                    ShapeText(std::vector<int64_t>(t.dims().begin(), t.dims().end())) + " needs " +
+                    std::to_string(nbytes));
   if (off > fsize || fsize - off < static_cast<uint64_t>(nbytes))
     return DataLoss(what + ": external data range [" + std::to_string(off) + ", " +
                     std::to_string(off + static_cast<uint64_t>(nbytes)) +

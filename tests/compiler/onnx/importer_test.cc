@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -571,7 +572,8 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
   fs::create_directories(dir.path / "data");
   WriteBytes(dir / "data/w.bin", blob);
 
-  auto make = [](const std::string& location, const std::string& offset, const std::string& length = "16") {
+  auto make = [](const std::string& location, const std::string& offset,
+                 const std::optional<std::string>& length = "16") {
     auto m = MakeModel(13);
     auto* g = m.mutable_graph();
     AddInput(g, "x", {"4"});
@@ -586,9 +588,11 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
     e = t->add_external_data();
     e->set_key("offset");
     e->set_value(offset);
-    e = t->add_external_data();
-    e->set_key("length");
-    e->set_value(length);
+    if (length) {
+      e = t->add_external_data();
+      e->set_key("length");
+      e->set_value(*length);
+    }
     AddNode(g, "Add", {"x", "w"}, {"y"});
     AddOutput(g, "y");
     return m;
@@ -651,6 +655,18 @@ TEST_CASE("onnx import: external data is read relative to the model folder") {
   CHECK(length.status().code() == StatusCode::kDataLoss);
   CHECK(length.status().message() == "initializer 'w': external data length is 12 bytes, expected 16 for float32[4] (file '" +
                                          (dir / "data/w.bin") + "')");
+  // No 'length': the data runs to the end of the file (onnx's external_data_helper reads it so),
+  // which must then be the tensor's 16 bytes exactly.
+  auto to_end = ImportOnnxFile(save(make("data/w.bin", "8", std::nullopt)), {});
+  REQUIRE_MESSAGE(to_end.ok(), to_end.status().ToString());
+  CHECK(to_end->value(FindValue(*to_end, "w")).data->FloatAt(3) == 4.0);
+  for (const auto& [offset, left] : {std::pair{"4", "20"}, std::pair{"12", "12"}}) {
+    auto r = ImportOnnxFile(save(make("data/w.bin", offset, std::nullopt)), {});
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message() == std::string("initializer 'w': external data has no 'length', so it is the ") + left +
+                                      " bytes from offset " + offset + " to the end of file '" + (dir / "data/w.bin") +
+                                      "', but float32[4] needs 16");
+  }
   auto past_end = ImportOnnxFile(save(make("data/w.bin", "9223372036854775807")), {});
   CHECK(past_end.status().code() == StatusCode::kDataLoss);
   CHECK(Contains(past_end.status().message(), "range [9223372036854775807, 9223372036854775823) is outside file"));
