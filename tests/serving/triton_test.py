@@ -85,10 +85,15 @@ def make_repository(build, repo, refs, emulated):
         compile_model(kiln, os.path.join(data, src, "model.onnx"), os.path.join(repo, name, "1", "model.kiln"))
         with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
             f.write('backend: "kiln"\ninstance_group [{ kind: KIND_CPU }]\n')
+    # Every batched model below names the batch it waits for (preferred_batch_size) with a queue
+    # delay of seconds: Triton's batcher then runs a batch once that many requests are queued, so
+    # what the checks expect does not depend on how fast a loaded machine sends them (a short
+    # delay did: under load the rows arrived apart and ran one by one). The delay only bounds the
+    # wait of the requests left over at the end.
     shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "cls_batched", "1"))
     with open(os.path.join(repo, "cls_batched", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\nmax_batch_size: 8\n'
-                'dynamic_batching { max_queue_delay_microseconds: 20000 }\n'
+                'dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 2000000 }\n'
                 'instance_group [{ kind: KIND_CPU, count: 2 }]\n'
                 'parameters { key: "cpu_threads" value: { string_value: "1" } }\n')
     shutil.copytree(os.path.join(repo, "cls", "1"), os.path.join(repo, "corrupt", "1"))
@@ -99,13 +104,13 @@ def make_repository(build, repo, refs, emulated):
         f.write(bytes([byte[0] ^ 0xFF]))
     with open(os.path.join(repo, "corrupt", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\n')
-    # gather: batched with a long queue delay, so that concurrent rows stack into one Run;
+    # gather: batched, waiting for 3 or 4 rows, so that concurrent rows stack into one Run;
     # gather_empty: unbatched (its inputs listed with dim 0), compiled with an entry for N = 0.
     gather = os.path.join(refs, "gather", "model.onnx")
     compile_model(kiln, gather, os.path.join(repo, "gather", "1", "model.kiln"))
     with open(os.path.join(repo, "gather", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\nmax_batch_size: 8\n'
-                'dynamic_batching { max_queue_delay_microseconds: 300000 }\n'
+                'dynamic_batching { preferred_batch_size: [ 3, 4 ] max_queue_delay_microseconds: 2000000 }\n'
                 'instance_group [{ kind: KIND_CPU }]\n')
     compile_model(kiln, gather, os.path.join(repo, "gather_empty", "1", "model.kiln"), ["--profile", "x:N=0.."])
     # gather_split: entries for batches of 1 and 4 only, so that a dynamic batch of 5 runs as
@@ -114,7 +119,7 @@ def make_repository(build, repo, refs, emulated):
     compile_model(kiln, gather, split, ["--profile", "x:N=1", "--profile", "x:N=4"])
     with open(os.path.join(repo, "gather_split", "config.pbtxt"), "w") as f:
         f.write('backend: "kiln"\nmax_batch_size: 4\n'
-                'dynamic_batching { max_queue_delay_microseconds: 300000 }\n'
+                'dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 2000000 }\n'
                 'instance_group [{ kind: KIND_CPU }]\n')
     shutil.copytree(os.path.join(repo, "gather_split", "1"), os.path.join(repo, "gather_badmax", "1"))
     with open(os.path.join(repo, "gather_badmax", "config.pbtxt"), "w") as f:
