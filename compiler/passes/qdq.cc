@@ -480,50 +480,56 @@ class CudaGroup {
   }
 
   // A 2-D Conv on cuDNN's int8 convolution (kiln.NhwcConvInt8): X padded with its zero point
-  // where that is not 0 (the float graph pads with 0.0, which is the zero point), channels last,
-  // the filter [M, KH, KW, C].
+  // where that is not 0 (the float graph pads with 0.0, which is the zero point), its channels
+  // padded to a multiple of 4 (an RGB stem's 3) against zero weights, channels last; the filter
+  // [M, KH, KW, C4].
   std::string Conv() {
     if (t_.value(x_).rank() != 4) return "it is not 2-D (cuDNN's int8 convolution here is)";
     if (op_.attrs.GetInt("group", 1) != 1) return "it has groups (cuDNN's int8 convolution here has one)";
     const int64_t m = w_->dims[0], c = w_->dims[1], kh = w_->dims[2], kw = w_->dims[3];
-    if (c % 4 != 0 || m % 4 != 0)
-      return fmt::format("cuDNN's int8 convolution needs channels that are multiples of 4, found {} in, {} out", c, m);
+    const int64_t c4 = (c + 3) / 4 * 4;
+    if (m % 4 != 0)
+      return fmt::format("cuDNN's int8 convolution needs output channels that are a multiple of 4, found {}", m);
     std::vector<int64_t> pads = op_.attrs.GetInts("pads");
     if (pads.empty()) pads.assign(4, 0);
     const std::string_view auto_pad = op_.attrs.GetString("auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID") return "auto_pad " + std::string(auto_pad);
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])
       return "asymmetric pads (cuDNN's descriptors take one pad per axis)";
-    std::vector<int8_t> w8(static_cast<size_t>(m * kh * kw * c));
+    std::vector<int8_t> w8(static_cast<size_t>(m * kh * kw * c4), 0);
     std::vector<int64_t> sums(static_cast<size_t>(m), 0), offsets;
     for (int64_t o = 0; o < m; ++o)
       for (int64_t i = 0; i < c; ++i)
         for (int64_t r = 0; r < kh * kw; ++r) {
           const int64_t v = W8((o * c + i) * kh * kw + r);
-          w8[static_cast<size_t>((o * kh * kw + r) * c + i)] = static_cast<int8_t>(v);
+          w8[static_cast<size_t>((o * kh * kw + r) * c4 + i)] = static_cast<int8_t>(v);
           sums[static_cast<size_t>(o)] += v;
         }
     if (std::string why = Offsets(m, sums, &offsets); !why.empty()) return why;
     ir::ValueId a8 = Int8Input();
-    const bool padded = pads[0] != 0 || pads[1] != 0;
-    if (padded && za_ != 0) {  // pad with the zero point, then convolve unpadded
+    // Pad with the zero point, then convolve unpadded; the added channels meet zero weights, so
+    // what they hold does not matter.
+    const bool spatial = (pads[0] != 0 || pads[1] != 0) && za_ != 0;
+    if (spatial || c4 != c) {
+      const int64_t ph = spatial ? pads[0] : 0, pw = spatial ? pads[1] : 0;
       const ir::ValueId p = AddLike(t_, a8, DType::kInt8, op_.name + "#x_padded");
       ir::SymShape& shape = t_.value(p).shape;
-      shape[2] = shape[2] + ir::Sym(2 * pads[0]);
-      shape[3] = shape[3] + ir::Sym(2 * pads[1]);
-      const std::vector<int64_t> all = {0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]};
-      const int8_t value = static_cast<int8_t>(za_);
+      shape[1] = shape[1] + ir::Sym(c4 - c);
+      shape[2] = shape[2] + ir::Sym(2 * ph);
+      shape[3] = shape[3] + ir::Sym(2 * pw);
+      const std::vector<int64_t> all = {0, 0, ph, pw, 0, c4 - c, ph, pw};
+      const int8_t value = static_cast<int8_t>(spatial ? za_ : 0);
       Add("Pad", "#x_pad", {a8, Constant("#pads", DType::kInt64, {8}, all.data(), all.size() * 8),
                             Constant("#pad_value", DType::kInt8, {}, &value, 1)},
           p);
       a8 = p;
-      pads.assign(4, 0);
+      if (spatial) pads.assign(4, 0);
     }
     const ir::ValueId x_nhwc = Transposed(a8, {0, 2, 3, 1}, "#x_nhwc", DType::kInt8);
     const ir::ValueId y_nhwc = AddLike(t_, product_, DType::kFloat32, op_.name + "#nhwc");
     t_.value(y_nhwc).shape = Permuted(t_.value(product_).shape, {0, 2, 3, 1});
     ir::Node& n = Add(std::string(cpu::kNhwcConvInt8Op), "",
-                      {x_nhwc, Constant("#w_int8_mhwc", DType::kInt8, {m, kh, kw, c}, w8.data(), w8.size())}, y_nhwc);
+                      {x_nhwc, Constant("#w_int8_mhwc", DType::kInt8, {m, kh, kw, c4}, w8.data(), w8.size())}, y_nhwc);
     n.attrs.SetInts("pads", pads);
     if (!op_.attrs.GetInts("strides").empty()) n.attrs.SetInts("strides", op_.attrs.GetInts("strides"));
     if (!op_.attrs.GetInts("dilations").empty()) n.attrs.SetInts("dilations", op_.attrs.GetInts("dilations"));

@@ -50,7 +50,7 @@
 //               cuDNN's INT8_EXT_CONFIG (X and W CUDNN_DATA_INT8, compute type CUDNN_DATA_INT32,
 //               Y CUDNN_DATA_FLOAT; alpha 1 and beta 0 as floats): 2-D, one group, X and Y packed
 //               NHWC and the filter in CUDNN_TENSOR_NHWC format, input and output channels
-//               multiples of 4, symmetric pads, compute capability 6.1 or later (int8 dot
+//               multiples of 4 (the compiler pads a model's input channels), symmetric pads, compute capability 6.1 or later (int8 dot
 //               products), as the cudnnConvolutionForward() reference gives its int8
 //               configurations; anything else is kUnimplemented (the CPU backend runs it).
 //

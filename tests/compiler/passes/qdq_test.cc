@@ -193,11 +193,15 @@ TEST_CASE("The cuda plan computes QDQ MatMul, Gemm and Conv groups on cuBLASLt's
   const CompiledWithLog padded = CompileWithLog(QdqModel(QdqShape{.x_zero_point = 100}), OptionsFor(Device::kCuda));
   CHECK(padded.fusion_trace.find("Pad 'op#x_pad'") != std::string::npos);
   CHECK(padded.fusion_trace.find("pads=[0, 0, 0, 0]") != std::string::npos);
-  // Not folded, each with its reason: 6 input channels; N = 42 columns.
-  const CompiledWithLog c6 = CompileWithLog(QdqModel(QdqShape{.c = 6}), OptionsFor(Device::kCuda));
-  CHECK(c6.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': cuDNN's int8 convolution needs channels that are "
-                  "multiples of 4, found 6 in, 16 out"));
-  CHECK(c6.fusion_trace.find("= Conv(") != std::string::npos);
+  // 3 input channels (an RGB stem): padded to 4 against zero weights.
+  const CompiledWithLog c3 = CompileWithLog(QdqModel(QdqShape{.c = 3}), OptionsFor(Device::kCuda));
+  CHECK(c3.fusion_trace.find("kiln.NhwcConvInt8(") != std::string::npos);
+  CHECK(c3.fusion_trace.find("int8[16, 3, 3, 4]") != std::string::npos);
+  // Not folded, each with its reason: 6 output channels; N = 42 columns.
+  const CompiledWithLog m6 = CompileWithLog(QdqModel(QdqShape{.m = 6}), OptionsFor(Device::kCuda));
+  CHECK(m6.Logged("(cuda plan): fusion: qdq not folded: Conv 'op': cuDNN's int8 convolution needs output channels "
+                  "that are a multiple of 4, found 6"));
+  CHECK(m6.fusion_trace.find("= Conv(") != std::string::npos);
   const CompiledWithLog n42 = CompileWithLog(QdqModel(QdqShape{.c = 64, .m = 42, .matmul = true}),
                                              OptionsFor(Device::kCuda));
   CHECK(n42.Logged("(cuda plan): fusion: qdq not folded: MatMul 'op': cuBLASLt's int8 GEMM needs K and N multiples "
@@ -212,7 +216,8 @@ TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Conv 
   // Conv on cuDNN's int8 convolution (X padded with its zero point where that is not 0) with the QuantizeLinear and DequantizeLinear nodes fused into generated
   // kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
   // which an entry with a CPU region never is (kiln/stats.h).
-  for (const QdqShape s : {QdqShape{}, QdqShape{.x_zero_point = 100}, QdqShape{.c = 64, .m = 48, .matmul = true},
+  for (const QdqShape s : {QdqShape{}, QdqShape{.x_zero_point = 100}, QdqShape{.c = 3, .x_zero_point = 90},
+                           QdqShape{.c = 64, .m = 48, .matmul = true},
                            QdqShape{.c = 64, .m = 40, .gemm = true}, QdqShape{.c = 32, .m = 16, .relu = true},
                            QdqShape{.c = 32, .m = 16, .relu = true, .pointwise = true}}) {
     CAPTURE(s.matmul);
