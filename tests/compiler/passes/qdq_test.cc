@@ -114,16 +114,24 @@ onnx::ModelProto QdqModel(const QdqShape& s) {
   return m;
 }
 
+// The model's input x of QdqModel(s): [6, c] for MatMul and Gemm, [1, c, hw, hw] for Conv, in [-6, 6).
+struct QdqInput {
+  std::vector<int64_t> dims;
+  std::vector<float> x;
+  explicit QdqInput(const QdqShape& s)
+      : dims(s.matmul || s.gemm ? std::vector<int64_t>{6, s.c} : std::vector<int64_t>{1, s.c, s.hw, s.hw}),
+        x(RandomFloats(static_cast<size_t>(dims.size() == 2 ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f)) {}
+  std::vector<TensorView> Views() const {
+    return {TensorView::Host(x.data(), DType::kFloat32, dims.data(), static_cast<int>(dims.size()))};
+  }
+};
+
 // The model's output on the CPU backend, compiled with the fusion stage (`fuse`) or without.
 std::vector<float> RunQdq(const onnx::ModelProto& m, const QdqShape& s, bool fuse) {
-  const std::vector<float> x =
-      RandomFloats(static_cast<size_t>(s.matmul || s.gemm ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
-  const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
-  const std::vector<TensorView> in = {TensorView::Host(
-      x.data(), DType::kFloat32, s.matmul || s.gemm ? mm_dims : conv_dims, s.matmul || s.gemm ? 2 : 4)};
+  const QdqInput input(s);
   ContextOptions options;
   options.device = Device::kCpu;
-  const auto out = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, fuse)), in, options);
+  const auto out = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, fuse)), input.Views(), options);
   REQUIRE(out.size() == 1);
   return out[0];
 }
@@ -213,8 +221,8 @@ TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Conv 
   KILN_REQUIRE_GPU();
   // One artifact, two plans: the CPU one folds the group into QLinearConv / QLinearMatMul /
   // QGemm, the CUDA one computes MatMul, Gemm and a 1 x 1 Conv on cuBLASLt's int8 GEMM and a 3 x 3
-  // Conv on cuDNN's int8 convolution (X padded with its zero point where that is not 0) with the QuantizeLinear and DequantizeLinear nodes fused into generated
-  // kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
+  // Conv on cuDNN's int8 convolution (X padded with its zero point where that is not 0), with the
+  // QuantizeLinear and DequantizeLinear nodes fused into generated kernels. Every instruction runs on the device: the entry is captured as a CUDA graph,
   // which an entry with a CPU region never is (kiln/stats.h).
   for (const QdqShape s : {QdqShape{}, QdqShape{.x_zero_point = 100}, QdqShape{.c = 3, .x_zero_point = 90},
                            QdqShape{.c = 64, .m = 48, .matmul = true},
@@ -222,13 +230,10 @@ TEST_CASE("[gpu] A QDQ model on the CUDA backend: MatMul on cuBLASLt int8, Conv 
                            QdqShape{.c = 32, .m = 16, .relu = true, .pointwise = true}}) {
     CAPTURE(s.matmul);
     CAPTURE(s.gemm);
-    const bool mm = s.matmul || s.gemm;
     const onnx::ModelProto m = QdqModel(s);
     const std::vector<uint8_t> bytes = CompileModel(m, OptionsFor(Device::kCuda));
-    const std::vector<float> x = RandomFloats(static_cast<size_t>(mm ? 6 * s.c : s.c * s.hw * s.hw), 11, -6.0f, 6.0f);
-    const int64_t conv_dims[] = {1, s.c, s.hw, s.hw}, mm_dims[] = {6, s.c};
-    const std::vector<TensorView> in = {
-        TensorView::Host(x.data(), DType::kFloat32, mm ? mm_dims : conv_dims, mm ? 2 : 4)};
+    const QdqInput input(s);
+    const std::vector<TensorView> in = input.Views();
     ContextOptions cpu;
     cpu.device = Device::kCpu;
     const std::vector<std::vector<float>> on_cpu = RunFloat(bytes, in, cpu);
