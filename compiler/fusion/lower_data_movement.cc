@@ -61,7 +61,7 @@ int32_t IntNode(ProgramBuilder& b, const Sym& s) { return s.is_const() ? b.Const
 int32_t LastIndex(ProgramBuilder& b, const Sym& d) { return b.Binary(Op::kSub, IntNode(b, d), b.ConstI(1)); }
 // An extent that may be 0 at run time (it reads a run-time dim): its LastIndex may be -1, so a
 // coordinate clamped to it takes max(.., 0) after the min.
-bool MayBeEmpty(const Sym& d) { return ir::meta::LowerBound(d) < 1; }
+bool MayBeEmpty(const Sym& d) { return d.lo() < 1; }
 
 // The zero of a dtype's compute type.
 int32_t Zero(ProgramBuilder& b, DType dtype) {

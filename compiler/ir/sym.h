@@ -2,6 +2,11 @@
 // plan. A Sym is a constant, a named symbol ("N", "p2o.DynamicDimension.0"), or an
 // arithmetic expression over those. Construction simplifies constant sub-expressions and
 // the identities x+0, x*1, x*0, x/1, so a fully static model only ever holds constants.
+// It also keeps for each expression the range [lo(), hi()] that it takes on every call an
+// entry accepts (a dim's symbol is >= 1, a run-time dim >= 0, a value symbol is unbounded),
+// and decides from it the comparisons, Max, Min, floordiv and mod that the range settles:
+// exported models compute a dim as `where(seq == -1, 1, seq)` or `max(seq, seq)` in every
+// layer, and without this the expression doubles with depth.
 // Sym is an immutable value type (shared nodes); thread-compatible.
 #pragma once
 
@@ -35,6 +40,19 @@ class Sym {
   // elements), at least 0 and at most its bound (ir::RuntimeDim). Same name, same symbol.
   static Sym RuntimeVar(std::string name);
   bool is_runtime_var() const { return node_->op == SymOp::kVar && node_->value == 2; }
+  // A derived symbol: a name that stands for `definition`, an expression over the other
+  // symbols, so that a dim computed from it stays small however deep the model is (each layer
+  // of an exported decoder broadcasts and reshapes the previous one's dims; written out, the
+  // expression would double per layer). It has the definition's range, evaluates and
+  // substitutes through it, and Vars() lists the definition's symbols; printing gives the name.
+  // The artifact holds the definition in its expression table, evaluated once per call
+  // (TorchInductor's shape environment names such expressions the same way).
+  static Sym Derived(std::string name, const Sym& definition);
+  bool is_derived() const { return node_->op == SymOp::kVar && node_->value == 3; }
+  const Sym& definition() const { return *node_->a; }  // is_derived() only
+  // Whether the expression reads a value symbol, or a run-time dim (through derived symbols too).
+  bool reads_value_var() const { return node_->reads_value_var; }
+  bool reads_runtime_var() const { return node_->reads_runtime_var; }
 
   SymOp op() const { return node_->op; }
   bool is_const() const { return node_->op == SymOp::kConst; }
@@ -49,12 +67,21 @@ class Sym {
   // use), saturating at INT64_MAX: what printing, comparing or walking it costs. Repeated
   // doubling (s = s + s) makes it exponential in the number of ops, so callers bound it.
   int64_t tree_size() const { return node_->size; }
+  // The least and greatest value on every call an entry accepts; INT64_MIN and INT64_MAX stand
+  // for unbounded. A symbol's range is its kind's: a dim's symbol [1, INT64_MAX] (the prologue's
+  // default; a profile's 0 becomes an entry of its own, compiler/profile.h), a run-time dim
+  // [0, INT64_MAX], a value symbol unbounded.
+  int64_t lo() const { return node_->lo; }
+  int64_t hi() const { return node_->hi; }
+  // True when a >= b on every call an entry accepts, as far as the ranges and the structure
+  // show (a + c with c >= 0, a * c with a >= 0 and c >= 1, max(a, x), ...); false when unknown.
+  static bool Dominates(const Sym& a, const Sym& b);
 
   // Readable form: "N", "(N*3)", "((H+1) floordiv 2)".
   std::string ToString() const;
-  // Structural equality after simplification.
+  // Structural equality after simplification; a derived symbol equals its definition.
   bool Same(const Sym& other) const;
-  // Symbol names used, sorted and unique.
+  // Symbol names used, sorted and unique; a derived symbol's are its definition's.
   std::vector<std::string> Vars() const;
   // Evaluates with values for the named symbols; nullopt if a symbol is missing, a
   // division by zero happens or the result overflows int64.
@@ -78,7 +105,12 @@ class Sym {
     std::string name;
     std::shared_ptr<const Sym> a, b;
     int64_t size = 1;  // tree_size()
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    bool reads_value_var = false, reads_runtime_var = false;
   };
+  // Eval with each derived symbol's value computed once (a chain of them may read each twice).
+  std::optional<int64_t> EvalWith(const std::vector<std::pair<std::string, int64_t>>& bindings,
+                                  std::vector<std::pair<const Node*, std::optional<int64_t>>>& derived) const;
   static Sym Make(SymOp op, const Sym& a, const Sym& b);
   explicit Sym(std::shared_ptr<const Node> n) : node_(std::move(n)) {}
   std::shared_ptr<const Node> node_;
@@ -97,8 +129,13 @@ Sym Lt(const Sym& a, const Sym& b);
 
 using SymShape = std::vector<Sym>;
 
-// `s` with every symbol named in `with` replaced by its Sym there.
+// `s` with every symbol named in `with` replaced by its Sym there (a derived symbol's definition
+// substituted, unless `with` names the derived symbol itself).
 Sym Substitute(const Sym& s, const std::vector<std::pair<std::string, Sym>>& with);
+
+// The derived symbols `s` reads, each after the ones its definition reads (the order a
+// prologue computes them in), appended to `out` unless already there.
+void DerivedSymbols(const Sym& s, std::vector<Sym>& out);
 
 // Product of dims (1 for rank 0).
 Sym NumElements(const SymShape& shape);

@@ -146,6 +146,14 @@ class Printer {
     for (size_t i = 0; i < t_.values.size(); ++i)
       if (t_.values[i].is_const())
         out_ << "# const " << Name(static_cast<ValueId>(i)) << ": " << TypeText(t_.values[i]) << "\n";
+    std::vector<Sym> derived;  // what the shapes, known elements and guards read, in the order they are computed
+    for (const Value& v : t_.values) {
+      for (const Sym& d : v.shape) DerivedSymbols(d, derived);
+      if (v.sym)
+        for (const Sym& e : *v.sym) DerivedSymbols(e, derived);
+    }
+    for (const Guard& g : t_.guards) DerivedSymbols(g.condition, derived);
+    for (const Sym& d : derived) out_ << "# derived: " << d.name() << " = " << d.definition().ToString() << "\n";
     for (const Guard& g : t_.guards) out_ << "# guard: " << g.condition.ToString() << " from " << g.origin << "\n";
     for (const RuntimeDim& d : t_.runtime_dims) {
       out_ << "# run-time dim: " << d.symbol << " <= " << d.bound.ToString() << ", set by " << d.origin;

@@ -210,8 +210,8 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
   KILN_ASSIGN_OR_RETURN(Sym E, SliceBound(d, e, step, true));
   // x[-k:] is the last min(k, d) elements: d - max(0, d - k) written out.
   if (step == 1 && E.Same(d) && S.op() == SymOp::kMax && s.is_const() && *s.value() < 0)
-    return SliceRange{S, MinS(Sym(-*s.value()), d)};
-  const Sym diff = MaxS(Sym(0), step > 0 ? SubS(E, S) : SubS(S, E));
+    return SliceRange{S, Min(Sym(-*s.value()), d)};
+  const Sym diff = Max(Sym(0), step > 0 ? SubS(E, S) : SubS(S, E));
   const int64_t as = StepSize(step);
   return SliceRange{S, as == 1 ? diff : CeilDiv(diff, Sym(as))};
 }

@@ -119,7 +119,7 @@ std::optional<Sym> DivSym(const Sym& a, const Sym& b) {
     if (y == 0 || (x == INT64_MIN && y == -1)) return std::nullopt;
     return Sym(x / y);  // truncation, as ONNX integer Div
   }
-  if (NonNegative(a) && NonNegative(b)) return DivExact(a, b);
+  if (a.lo() >= 0 && b.lo() >= 0) return DivExact(a, b);
   return std::nullopt;
 }
 
@@ -131,7 +131,7 @@ std::optional<Sym> ModSym(const Sym& a, const Sym& b, bool fmod) {
     if (!fmod && m != 0 && ((m < 0) != (y < 0))) m += y;  // sign of the divisor
     return Sym(m);
   }
-  if (NonNegative(b) && (!fmod || NonNegative(a))) return Mod(a, b);
+  if (b.lo() >= 0 && (!fmod || a.lo() >= 0)) return Mod(a, b);
   return std::nullopt;
 }
 

@@ -99,7 +99,7 @@ Status LoopEndMeta(MetaContext& ctx) {
   else if (!unbounded.empty())
     iterations = NewRuntimeDim(ctx, out, Sym(scan_bound), "iterations that ran, at most --loop-scan-bound");
   else if (scan_bound > 0 && HasValueVar((*trips)[0]))
-    iterations = NewRuntimeDim(ctx, out, MinS(Max(Sym(0), (*trips)[0]), Sym(scan_bound)),
+    iterations = NewRuntimeDim(ctx, out, Min(Max(Sym(0), (*trips)[0]), Sym(scan_bound)),
                                "iterations that ran, at most M and --loop-scan-bound");
   else if (ctx.attrs().GetInt("exact", 0) != 0)
     iterations = (*trips)[0];

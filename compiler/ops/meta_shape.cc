@@ -309,7 +309,7 @@ Status RangeMeta(MetaContext& ctx) {
   Sym span = *dv > 0 ? SubS(limit, start) : SubS(start, limit);
   int64_t step = *dv > 0 ? *dv : -*dv;
   Sym n = CeilDiv(span, step);
-  if (!NonNegative(n)) n = Max(n, 0);
+  if (n.lo() < 0) n = Max(n, 0);
   ctx.SetOutput(0, t, {n});
   if (auto nv = n.value(); nv && *nv <= kMaxSymElements) {
     std::vector<Sym> e;

@@ -268,104 +268,31 @@ Sym AddS(const Sym& a, const Sym& b) {
   return WithOffset(ba + bb, d);
 }
 
-bool NonNegative(const Sym& s) {
-  switch (s.op()) {
-    case SymOp::kConst: return *s.value() >= 0;
-    case SymOp::kVar: return !s.is_value_var();
-    case SymOp::kEq:
-    case SymOp::kLt: return true;
-    case SymOp::kAdd:
-    case SymOp::kMul:
-    case SymOp::kFloorDiv:
-    case SymOp::kCeilDiv:
-    case SymOp::kMin: return NonNegative(s.lhs()) && NonNegative(s.rhs());
-    case SymOp::kMax: return NonNegative(s.lhs()) || NonNegative(s.rhs());
-    case SymOp::kMod: return NonNegative(s.rhs());
-    case SymOp::kSub: {
-      // base + offset with base >= 0 and offset >= 0.
-      auto [b, o] = SplitOffset(s);
-      return o >= 0 && b.op() != SymOp::kSub && NonNegative(b);
-    }
-  }
-  return false;
-}
+bool HasValueVar(const Sym& s) { return s.reads_value_var(); }
 
-bool HasValueVar(const Sym& s) {
-  switch (s.op()) {
-    case SymOp::kConst: return false;
-    case SymOp::kVar: return s.is_value_var();
-    default: return HasValueVar(s.lhs()) || HasValueVar(s.rhs());
-  }
-}
-
-bool HasRuntimeVar(const Sym& s) {
-  switch (s.op()) {
-    case SymOp::kConst: return false;
-    case SymOp::kVar: return s.is_runtime_var();
-    default: return HasRuntimeVar(s.lhs()) || HasRuntimeVar(s.rhs());
-  }
-}
-
-int64_t LowerBound(const Sym& s) {
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
-  auto add = [](int64_t a, int64_t b) {
-    int64_t r;
-    return a == kNone || b == kNone || __builtin_add_overflow(a, b, &r) ? kNone : r;
-  };
-  switch (s.op()) {
-    case SymOp::kConst: return *s.value();
-    case SymOp::kVar: return s.is_value_var() ? kNone : s.is_runtime_var() ? 0 : 1;
-    case SymOp::kAdd: return add(LowerBound(s.lhs()), LowerBound(s.rhs()));
-    case SymOp::kSub: {
-      auto [b, o] = SplitOffset(s);  // base + constant offset
-      return b.op() == SymOp::kSub ? kNone : add(LowerBound(b), o);
-    }
-    case SymOp::kMul: {
-      const int64_t a = LowerBound(s.lhs()), b = LowerBound(s.rhs());
-      int64_t r;
-      return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, &r) ? r : kNone;
-    }
-    case SymOp::kMin: return std::min(LowerBound(s.lhs()), LowerBound(s.rhs()));
-    case SymOp::kMax: return std::max(LowerBound(s.lhs()), LowerBound(s.rhs()));
-    case SymOp::kEq:
-    case SymOp::kLt: return 0;
-    default: return NonNegative(s) ? 0 : kNone;
-  }
-}
-
-Sym MinS(const Sym& a, const Sym& b) {
-  if (a.is_const() && LowerBound(b) >= *a.value()) return a;
-  if (b.is_const() && LowerBound(a) >= *b.value()) return b;
-  return Min(a, b);
-}
-
-Sym MaxS(const Sym& a, const Sym& b) {
-  if (a.is_const() && LowerBound(b) >= *a.value()) return b;
-  if (b.is_const() && LowerBound(a) >= *b.value()) return a;
-  return Max(a, b);
-}
+bool HasRuntimeVar(const Sym& s) { return s.reads_runtime_var(); }
 
 Result<Sym> SliceBound(const Sym& d, const Sym& k, int64_t step, bool is_end) {
   constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
   if (!k.is_const()) {
-    const Sym from_start = MinS(k, step > 0 ? d : AddC(d, -1));
-    if (NonNegative(k)) return from_start;
+    const Sym from_start = Min(k, step > 0 ? d : AddC(d, -1));
+    if (k.lo() >= 0) return from_start;
     // Sign unknown (a value symbol): a negative k counts from the end, chosen at run time. Both
     // forms are evaluated, so d + min(k, 0) keeps the unused one from overflowing for huge k.
     const Sym negative = Lt(k, Sym(0));
-    const Sym from_end = MaxS(Sym(step < 0 && is_end ? -1 : 0), d + Min(k, Sym(0)));
+    const Sym from_end = Max(Sym(step < 0 && is_end ? -1 : 0), d + Min(k, Sym(0)));
     return negative * from_end + (Sym(1) - negative) * from_start;
   }
   const int64_t v = *k.value();
   if (step > 0) {
     if (v >= kBig) return d;
     if (v <= -kBig) return Sym(0);
-    return v >= 0 ? MinS(Sym(v), d) : MaxS(Sym(0), AddC(d, v));
+    return v >= 0 ? Min(Sym(v), d) : Max(Sym(0), AddC(d, v));
   }
   const Sym last = AddC(d, -1);
   if (v >= kBig) return last;
   if (v <= -kBig) return Sym(is_end ? -1 : 0);
-  return v >= 0 ? MinS(Sym(v), last) : MaxS(Sym(is_end ? -1 : 0), AddC(d, v));
+  return v >= 0 ? Min(Sym(v), last) : Max(Sym(is_end ? -1 : 0), AddC(d, v));
 }
 
 Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
@@ -409,7 +336,7 @@ Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_vi
   std::vector<std::pair<std::string, Sym>> earlier;
   for (const ir::RuntimeDim& d : ctx.trace().runtime_dims) earlier.emplace_back(d.symbol, d.bound);
   const Sym b = Substitute(bound, earlier);
-  ir::RuntimeDim dim{name, NonNegative(b) ? b : Max(Sym(0), b),
+  ir::RuntimeDim dim{name, Max(Sym(0), b),
                      "node '" + ctx.node().name + "' (" + ctx.node().op + ")'s " + std::string(what)};
   auto& dims = ctx.trace().runtime_dims;
   auto it = std::find_if(dims.begin(), dims.end(), [&](const ir::RuntimeDim& d) { return d.symbol == name; });
@@ -442,8 +369,8 @@ namespace {
 // the canonical stage guards every other output dim to be >= 1 (CheckOutputDims).
 bool DimAtLeast(const Sym& d, int64_t lo) {
   if (d.is_const()) return *d.value() >= lo;
-  if (!NonNegative(d)) return true;  // guarded >= 1
-  return lo <= 0 || LowerBound(d) >= lo;
+  if (d.lo() < 0) return true;  // guarded >= 1
+  return lo <= 0 || d.lo() >= lo;
 }
 
 }  // namespace
@@ -591,7 +518,7 @@ Result<SymShape> WindowOutput(MetaContext& ctx, const SymShape& in, const Window
                              ", dilation " + std::to_string(w.dilations[i]) + ", pads " +
                              Str(w.pads) + ")");
     // (One that may be negative gets the canonical stage's guard of every output dim.)
-    if (!o.is_const() && NonNegative(o) && LowerBound(o) < 1)
+    if (!o.is_const() && o.lo() == 0)
       AddGuard(ctx, Lt(0, o), "whose output spatial dim " + std::to_string(i) + " must be >= 1");
     out.push_back(o);
   }

@@ -93,19 +93,10 @@ Sym AddC(const Sym& x, int64_t c);
 Sym SubS(const Sym& a, const Sym& b);
 // a + b with constant offsets merged.
 Sym AddS(const Sym& a, const Sym& b);
-// True when the expression is provably >= 0 (a dim's symbol is; a value symbol is not known to be).
-bool NonNegative(const Sym& s);
 // True when `s` involves a value symbol (ir::Sym::ValueVar), so its sign is not known.
 bool HasValueVar(const Sym& s);
 // True when `s` reads a run-time dim (Sym::RuntimeVar).
 bool HasRuntimeVar(const Sym& s);
-// A lower bound of `s` for every call the prologue accepts, where a dim symbol is at least 1
-// (its default range); INT64_MIN when none is known. LowerBound(T - 1) is 0.
-int64_t LowerBound(const Sym& s);
-// Min and Max, simplified where a constant side is decided by the other's lower bound:
-// MinS(1, T) is 1, MaxS(0, T - 1) is T - 1; otherwise Min(a, b) and Max(a, b).
-Sym MinS(const Sym& a, const Sym& b);
-Sym MaxS(const Sym& a, const Sym& b);
 // The index a Slice bound `k` stands for on a dim of length `d` (a start, or an end when
 // `is_end`), clamped as ONNX Slice-13 specifies: a negative k counts from the end; then with
 // step > 0 it is clamped to [0, d], with step < 0 a start to [0, d - 1] and an end to

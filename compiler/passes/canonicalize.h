@@ -32,6 +32,9 @@ struct CanonicalizeResult {
 // be; past it the stage fails with ResourceExhausted naming the node. Real models stay in the
 // tens; a hostile one doubling an expression per node would otherwise take exponential time.
 inline constexpr int64_t kMaxSymTreeSize = 4096;
+// A dim or known element larger than this (Sym::tree_size) becomes a derived symbol
+// (ir::Sym::Derived) named after the output, so what later nodes compute from it stays small.
+inline constexpr int64_t kDeriveAbove = 48;
 // The most iterations of one Loop or Scan the canonical stage unrolls.
 inline constexpr int64_t kMaxUnrolledIterations = 1024;
 

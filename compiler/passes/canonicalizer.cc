@@ -12,19 +12,6 @@
 
 namespace kiln::passes {
 
-bool IsPositive(const ir::Sym& s) {
-  switch (s.op()) {
-    case ir::SymOp::kConst: return *s.value() >= 1;
-    case ir::SymOp::kVar: return !s.is_value_var() && !s.is_runtime_var();
-    case ir::SymOp::kAdd:
-    case ir::SymOp::kMul:
-    case ir::SymOp::kMin: return IsPositive(s.lhs()) && IsPositive(s.rhs());
-    case ir::SymOp::kMax: return IsPositive(s.lhs()) || IsPositive(s.rhs());
-    case ir::SymOp::kCeilDiv: return IsPositive(s.lhs()) && IsPositive(s.rhs());
-    default: return false;
-  }
-}
-
 Status Canonicalizer::Run(const ir::Block& block, std::vector<ir::Node>& out) {
   for (const ir::Node& original : block.nodes) {
     if (undecided_) return Status::Ok();
@@ -204,24 +191,51 @@ bool Canonicalizer::NeedsInstruction(const ir::Node& node) {
   return needed;
 }
 
+ir::Sym Canonicalizer::Derive(const ir::Sym& s, const std::string& name) {
+  if (s.tree_size() <= kDeriveAbove || s.Vars().empty()) return s;
+  for (const ir::Sym& d : derived_)
+    if (d.definition().Same(s)) return d;
+  // Unique among the derived symbols and the inputs' symbols, which the artifact's expression
+  // table tells apart by name.
+  auto taken = [&](const std::string& n) {
+    for (const ir::Sym& d : derived_)
+      if (d.name() == n) return true;
+    for (ir::ValueId in : trace_.inputs)
+      for (const ir::Sym& dim : trace_.value(in).shape)
+        if (dim.op() == ir::SymOp::kVar && dim.name() == n) return true;
+    return false;
+  };
+  std::string unique = name;
+  for (int k = 2; taken(unique); ++k) unique = name + "#" + std::to_string(k);
+  derived_.push_back(ir::Sym::Derived(unique, s));
+  return derived_.back();
+}
+
 Status Canonicalizer::CheckOutputDims(const ir::Node& node) {
   for (ir::ValueId id : node.outputs) {
     if (id == ir::kNoValue) continue;
-    const ir::Value& v = trace_.value(id);
-    // Checked after every node, so no expression grows past twice the limit before it is refused.
-    auto too_big = [&](const char* what, size_t i, const ir::Sym& s) {
+    ir::Value& v = trace_.value(id);
+    for (size_t d = 0; d < v.shape.size(); ++d) v.shape[d] = Derive(v.shape[d], v.name + ".dim" + std::to_string(d));
+    if (v.sym)
+      for (size_t i = 0; i < v.sym->size(); ++i)
+        (*v.sym)[i] = Derive((*v.sym)[i], v.name + ".element" + std::to_string(i));
+    // Checked after every node, so no definition grows past twice the limit before it is refused
+    // (one node's meta function may still build a large expression from small ones).
+    auto too_big = [&](const char* what, size_t i, const ir::Sym& s) -> std::optional<Status> {
+      const int64_t size = s.is_derived() ? s.definition().tree_size() : s.tree_size();
+      if (size <= kMaxSymTreeSize) return std::nullopt;
       return ResourceExhausted("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' " + what + " " +
-                               std::to_string(i) + " is a symbolic expression of " + std::to_string(s.tree_size()) +
+                               std::to_string(i) + " is a symbolic expression of " + std::to_string(size) +
                                " terms, over the limit of " + std::to_string(kMaxSymTreeSize));
     };
     for (size_t d = 0; d < v.shape.size(); ++d)
-      if (v.shape[d].tree_size() > kMaxSymTreeSize) return too_big("dim", d, v.shape[d]);
+      if (auto e = too_big("dim", d, v.shape[d])) return *e;
     if (v.sym)
       for (size_t i = 0; i < v.sym->size(); ++i)
-        if ((*v.sym)[i].tree_size() > kMaxSymTreeSize) return too_big("element", i, (*v.sym)[i]);
+        if (auto e = too_big("element", i, (*v.sym)[i])) return *e;
     for (size_t d = 0; d < v.shape.size(); ++d) {
       const ir::Sym& dim = v.shape[d];
-      if (IsPositive(dim)) continue;
+      if (dim.lo() >= 1) continue;
       if (dim.Vars().empty()) {
         if (dim.value() && *dim.value() == 0) continue;  // an empty tensor: every op and kernel accepts it
         return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
@@ -230,7 +244,7 @@ Status Canonicalizer::CheckOutputDims(const ir::Node& node) {
       // A size that is provably >= 0 may be 0 at run time: an empty tensor, as ONNX allows (a
       // Slice past the end of a symbolic dim, max(0, W - min(5, W)); NonZero's count). Ops
       // that need more guard it themselves (a window op's extent, meta::WindowOutput).
-      if (ir::meta::NonNegative(dim)) continue;
+      if (dim.lo() >= 0) continue;
       guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
                                              "' dim " + std::to_string(d) + " must be >= 1"});
     }

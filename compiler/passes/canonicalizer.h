@@ -15,11 +15,6 @@
 
 namespace kiln::passes {
 
-// True when `s` is at least 1 for every binding the prologue accepts (dim symbols are >= 1;
-// value symbols, passes/value_inputs.h, may be any int64; run-time dims may be 0), so it needs
-// no guard. Conservative: floor division and subtraction are never assumed positive.
-bool IsPositive(const ir::Sym& s);
-
 class Canonicalizer {
  public:
   // Writes new values and the meta functions' guards into `trace`.
@@ -94,6 +89,9 @@ class Canonicalizer {
   // symbolic dim computed from the inputs (a Conv or pool extent, a value symbol) must be at
   // least 1 for the calls this entry accepts; the prologue gets a guard for it.
   Status CheckOutputDims(const ir::Node& node);
+  // `s` itself, or where it is larger than kDeriveAbove, a derived symbol for it named `name`
+  // (made unique): the same one for every expression Same() as an earlier definition.
+  ir::Sym Derive(const ir::Sym& s, const std::string& name);
 
   // ---- control_flow/: If, Loop and Scan --------------------------------------------------------
 
@@ -156,6 +154,7 @@ class Canonicalizer {
   std::string iteration_;  // inside an unrolled body: "3", or "3.1" in a nested one; else ""
   std::optional<ir::Sym> undecided_;
   std::vector<ir::Guard> guards_;        // the checks of output extents (CheckOutputDims)
+  std::vector<ir::Sym> derived_;         // the derived symbols made so far (Derive)
   std::vector<ir::Guard> entry_guards_;  // the If assumptions this entry was compiled for
   // Run-time If outputs it could not carry (shapes that differ in rank or in two dims), with
   // the reason, refused when something reads them.

@@ -3,6 +3,7 @@
 #include "compiler/passes/executors.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -20,21 +21,27 @@ inline constexpr int64_t kBufferAlignment = 64;
 struct Interval {
   ir::Sym lo, hi;
 };
-std::optional<Interval> Bounds(const ir::Sym& s, const std::vector<ir::RuntimeDim>& dims) {
+// `derived`: each derived symbol's bounds, computed once (a chain of them may read each twice).
+std::optional<Interval> Bounds(const ir::Sym& s, const std::vector<ir::RuntimeDim>& dims,
+                               std::map<std::string, std::optional<Interval>>& derived) {
   if (!ir::meta::HasRuntimeVar(s)) return Interval{s, s};
+  if (s.is_derived()) {
+    if (auto it = derived.find(s.name()); it != derived.end()) return it->second;
+    return derived[s.name()] = Bounds(s.definition(), dims, derived);
+  }
   if (s.op() == ir::SymOp::kVar) {
     for (const ir::RuntimeDim& d : dims)
       if (d.symbol == s.name()) return Interval{0, d.bound};
     return std::nullopt;
   }
-  const std::optional<Interval> a = Bounds(s.lhs(), dims), b = Bounds(s.rhs(), dims);
+  const std::optional<Interval> a = Bounds(s.lhs(), dims, derived), b = Bounds(s.rhs(), dims, derived);
   if (!a || !b) return std::nullopt;
-  const bool fixed_b = !ir::meta::HasRuntimeVar(s.rhs()) && ir::meta::LowerBound(s.rhs()) >= 1;
+  const bool fixed_b = !ir::meta::HasRuntimeVar(s.rhs()) && s.rhs().lo() >= 1;
   switch (s.op()) {
     case ir::SymOp::kAdd: return Interval{a->lo + b->lo, a->hi + b->hi};
     case ir::SymOp::kSub: return Interval{a->lo - b->hi, a->hi - b->lo};
     case ir::SymOp::kMul:
-      if (!ir::meta::NonNegative(a->lo) || !ir::meta::NonNegative(b->lo)) return std::nullopt;
+      if (a->lo.lo() < 0 || b->lo.lo() < 0) return std::nullopt;
       return Interval{a->lo * b->lo, a->hi * b->hi};
     case ir::SymOp::kFloorDiv:
       if (!fixed_b) return std::nullopt;
@@ -260,12 +267,13 @@ Result<MemoryPlan> PlanMemory(const ir::Trace& executors) {
     // A dim that depends on a run-time dim gets room for the largest value it can take.
     ir::SymShape room = v.shape;
     for (size_t d = 0; d < room.size(); ++d) {
-      const std::optional<Interval> b = Bounds(room[d], trace.runtime_dims);
+      std::map<std::string, std::optional<Interval>> derived;
+      const std::optional<Interval> b = Bounds(room[d], trace.runtime_dims, derived);
       if (!b)
         return Unimplemented("plan: tensor '" + v.name + "' dim " + std::to_string(d) + " (" + room[d].ToString() +
                              ") depends on a run-time dim in a way the memory plan cannot bound");
       room[d] = b->hi;
-      if (in_branch[id] && !ir::meta::NonNegative(room[d])) room[d] = ir::Max(room[d], 0);
+      if (in_branch[id]) room[d] = ir::Max(room[d], 0);
     }
     ir::Sym raw = ir::NumElements(room) * ir::Sym(static_cast<int64_t>(DTypeSize(v.dtype)));
     p.bytes = ir::CeilDiv(raw, kBufferAlignment) * ir::Sym(kBufferAlignment);

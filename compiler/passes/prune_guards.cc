@@ -1,6 +1,7 @@
 #include "compiler/passes/prune_guards.h"
 
 #include <limits>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -38,11 +39,17 @@ int64_t FloorDivide(int64_t a, int64_t b) {  // b > 0
 
 // nullopt: no bound known (subtraction of an unbounded value, a negative factor, division by a
 // symbol, or overflow).
-std::optional<Interval> Bounds(const ir::Sym& s, const std::map<std::string, compiler::DimRange>& ranges) {
+// `derived`: each derived symbol's bounds, computed once (a chain of them may read each twice).
+std::optional<Interval> Bounds(const ir::Sym& s, const std::map<std::string, compiler::DimRange>& ranges,
+                               std::map<std::string, std::optional<Interval>>& derived) {
   using ir::SymOp;
   switch (s.op()) {
     case SymOp::kConst: return Interval{*s.value(), *s.value()};
     case SymOp::kVar: {
+      if (s.is_derived()) {
+        if (auto it = derived.find(s.name()); it != derived.end()) return it->second;
+        return derived[s.name()] = Bounds(s.definition(), ranges, derived);
+      }
       auto it = ranges.find(s.name());
       if (it != ranges.end()) return Interval{it->second.min, it->second.max == kInf ? kInf : it->second.max};
       // Without a range: a dim is >= 1, a run-time dim >= 0, a value symbol any int64.
@@ -51,7 +58,7 @@ std::optional<Interval> Bounds(const ir::Sym& s, const std::map<std::string, com
     }
     default: break;
   }
-  const auto a = Bounds(s.lhs(), ranges), b = Bounds(s.rhs(), ranges);
+  const auto a = Bounds(s.lhs(), ranges, derived), b = Bounds(s.rhs(), ranges, derived);
   if (!a || !b) return std::nullopt;
   switch (s.op()) {
     case SymOp::kAdd: {
@@ -130,7 +137,8 @@ Verdict Enumerate(const ir::Sym& c, const std::map<std::string, compiler::DimRan
 }
 
 Verdict Decide(const ir::Sym& c, const std::map<std::string, compiler::DimRange>& ranges) {
-  if (auto b = Bounds(c, ranges)) {
+  std::map<std::string, std::optional<Interval>> derived;
+  if (auto b = Bounds(c, ranges, derived)) {
     if (b->lo >= 1 || (b->hi != kInf && b->hi <= -1)) return Verdict::kAlways;
     if (b->lo == 0 && b->hi == 0) return Verdict::kNever;
   }
@@ -141,6 +149,10 @@ Verdict Decide(const ir::Sym& c, const std::map<std::string, compiler::DimRange>
 // name has the kind of its Sym in `c`.
 void VarKinds(const ir::Sym& c, std::map<std::string, const char*>& kinds) {
   if (c.op() == ir::SymOp::kConst) return;
+  if (c.is_derived()) {
+    if (kinds.emplace(c.name(), nullptr).second) VarKinds(c.definition(), kinds);  // once: marked by a null kind
+    return;
+  }
   if (c.op() == ir::SymOp::kVar) {
     kinds[c.name()] = c.is_value_var() ? " any int64" : c.is_runtime_var() ? " >= 0" : " >= 1";
     return;
@@ -154,6 +166,7 @@ std::string RangesText(const ir::Sym& c, const std::map<std::string, compiler::D
   VarKinds(c, kinds);
   std::string s;
   for (const auto& [v, kind] : kinds) {
+    if (!kind) continue;  // a derived symbol: its definition's symbols are listed
     auto it = ranges.find(v);
     s += (s.empty() ? "" : ", ") + (it == ranges.end() ? v + kind : it->second.Describe(v));
   }
@@ -172,6 +185,10 @@ Status PruneGuards(ir::Trace& trace, const std::map<std::string, compiler::DimRa
                                             RangesText(g.condition, ranges)));
         break;
       case Verdict::kNever:
+        if (g.condition.is_const())  // decided when it was built, from the ranges of its symbols' kinds
+          return InvalidArgument(fmt::format("no input shape can run this entry: {} needs a condition that fails for "
+                                             "every input shape (a dim's symbol is >= 1, a run-time dim >= 0)",
+                                             g.origin));
         return InvalidArgument(fmt::format("no input shape in the ranges can run this entry: {} needs {}, which fails "
                                            "for every {}",
                                            g.origin, g.condition.ToString(), RangesText(g.condition, ranges)));

@@ -37,6 +37,11 @@ class ExprTable {
   int32_t Add(const ir::Sym& s) {
     std::string key = s.ToString();
     if (auto it = index_.find(key); it != index_.end()) return it->second;
+    if (s.is_derived()) {  // its definition's node, computed once (the canonical stage keeps its name unique)
+      const int32_t id = Add(s.definition());
+      index_.emplace(std::move(key), id);
+      return id;
+    }
     fb::ExprNode node;
     switch (s.op()) {
       case ir::SymOp::kConst: node = fb::ExprNode(fb::ExprOp::Const, *s.value(), 0); break;

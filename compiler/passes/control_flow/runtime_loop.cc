@@ -125,7 +125,7 @@ Status Canonicalizer::RuntimeLoop(const ir::Node& node, const ir::Block& body, i
   const auto always = [&](ir::ValueId id) { return id == ir::kNoValue || id == params[1] || KnownScalar(id) == 1; };
   std::optional<std::vector<ir::Sym>> trips;
   if (m != ir::kNoValue) trips = ir::meta::Elements(trace_.value(m));
-  const bool exact = always(cond) && always(results[0]) && trips && trips->size() == 1 && IsPositive((*trips)[0]);
+  const bool exact = always(cond) && always(results[0]) && trips && trips->size() == 1 && (*trips)[0].lo() >= 1;
   ir::Node end;
   end.op = "kiln.LoopEnd";
   end.name = node.name + "_end";

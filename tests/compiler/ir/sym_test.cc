@@ -25,6 +25,41 @@ TEST_CASE("sym: constants fold and identities simplify") {
   CHECK(Mod(Sym(-7), Sym(3)).value() == 2);
 }
 
+TEST_CASE("sym: ranges decide comparisons, max, min, floordiv and mod") {
+  const Sym seq = Sym::Var("seq"), batch = Sym::Var("batch"), n = Sym::RuntimeVar("n"), k = Sym::ValueVar("k");
+  CHECK(seq.lo() == 1);
+  CHECK(seq.hi() == INT64_MAX);
+  CHECK(n.lo() == 0);
+  CHECK(k.lo() == INT64_MIN);
+  CHECK((seq - Sym(1)).lo() == 0);
+  CHECK((Sym(10) - seq).hi() == 9);
+  CHECK(Mod(k, seq + Sym(2)).lo() == 0);
+  CHECK(Mod(Sym(5), seq).hi() == 5);
+  CHECK(CeilDiv(seq, batch).lo() == 1);
+  // An exporter's where(seq == -1, 1, seq), as torch.onnx writes a shape for Expand: seq.
+  const Sym is_minus_one = Eq(seq, Sym(-1));
+  CHECK(is_minus_one.value() == 0);
+  CHECK((is_minus_one + (Sym(1) - is_minus_one) * seq).Same(seq));
+  CHECK(Lt(n, Sym(0)).value() == 0);
+  CHECK(Lt(Sym(0), seq).value() == 1);
+  CHECK_FALSE(Lt(Sym(0), n).is_const());
+  CHECK_FALSE(Eq(k, Sym(-1)).is_const());  // a value symbol may be anything
+  // Max and Min where one side provably dominates: a sum with a non-negative term, a product
+  // with a factor >= 1, a Max that holds the other side.
+  CHECK(Max(batch * seq, seq).Same(batch * seq));
+  CHECK(Max(seq, seq * batch).Same(seq * batch));
+  CHECK(Min(seq, seq + Sym(1)).Same(seq));
+  CHECK(Max(Max(seq, batch), seq).Same(Max(seq, batch)));
+  CHECK(Max(seq - Sym(1), seq).Same(seq));
+  CHECK(Max(Sym(0), n).Same(n));
+  CHECK_FALSE(Max(seq, batch).is_const());
+  CHECK(Max(seq, batch).ToString() == "max(seq, batch)");
+  CHECK_FALSE(Max(k * seq, seq).Same(k * seq));  // k may be 0 or negative
+  CHECK(Max(k * seq, seq).ToString() == "max((k*seq), seq)");
+  CHECK(FloorDiv(Mod(seq, Sym(4)), Sym(4)).value() == 0);
+  CHECK(Mod(Mod(seq, Sym(4)), Sym(8)).Same(Mod(seq, Sym(4))));
+}
+
 TEST_CASE("sym: printing and evaluation") {
   Sym h = Sym::Var("H");
   Sym out = FloorDiv(h + Sym(1), Sym(2));

@@ -54,8 +54,11 @@ TEST_CASE("a guard no binding in the ranges passes is an error naming it") {
         "no input shape in the ranges can run this entry: node 'n' (Op) needs (0 < (H-2)), which fails for every H in 1..2");
   CHECK(Prune(ir::Eq(ir::Mod(H, 2), 1), {{"H", {2, 64, 2}}}) ==
         "no input shape in the ranges can run this entry: node 'n' (Op) needs ((H mod 2) == 1), which fails for every H in 2..64:2");
+  // A run-time dim is >= 0, so n < 0 is 0 as soon as it is built.
+  CHECK(ir::Lt(Sym::RuntimeVar("n"), 0).ToString() == "0");
   CHECK(Prune(ir::Lt(Sym::RuntimeVar("n"), 0), {}) ==
-        "no input shape in the ranges can run this entry: node 'n' (Op) needs (n < 0), which fails for every n >= 0");
+        "no input shape can run this entry: node 'n' (Op) needs a condition that fails for every input shape (a "
+        "dim's symbol is >= 1, a run-time dim >= 0)");
 }
 
 }  // namespace kiln::passes
