@@ -242,8 +242,10 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
                     fmt::join(value_symbols, ", ")));
   KILN_RETURN_IF_ERROR(CheckKeepFp32(imported, options.precision.keep_fp32));
 
-  const std::vector<Profile> profiles = options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}, {}}}
-                                                                  : options.profiles;
+  std::vector<std::string> empty_lengths;
+  const std::vector<Profile> profiles =
+      options.profiles.empty() ? std::vector<Profile>{DefaultProfile(imported, &empty_lengths)} : options.profiles;
+  for (const std::string& line : empty_lengths) log(line);
   // A range from 0 compiles one more entry, for the empty tensors (SplitEmpty): `texts` keeps
   // each entry's profile as the user wrote it.
   std::vector<ResolvedProfile> resolved;

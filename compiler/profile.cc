@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -326,6 +327,32 @@ std::string Renamed(const std::string& name, const std::string& sym, const DimRa
 }
 
 }  // namespace
+
+Profile DefaultProfile(const ir::Trace& imported, std::vector<std::string>* why) {
+  Profile p{"default", {}, {}};
+  std::set<std::string> named;
+  for (const ir::Node& n : imported.body.nodes) {
+    if (n.op != "Concat" || n.inputs.size() < 2 || n.inputs[0] == ir::kNoValue) continue;
+    if (std::find(imported.inputs.begin(), imported.inputs.end(), n.inputs[0]) == imported.inputs.end()) continue;
+    const ir::Value& past = imported.value(n.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(past.shape.size());
+    int64_t axis = n.attrs.GetInt("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || past.shape[axis].op() != ir::SymOp::kVar) continue;
+    const std::string& sym = past.shape[axis].name();
+    if (!named.insert(sym).second) continue;
+    p.dims.push_back({past.name, sym, DimRange{0, kNoMax, 1}});
+    if (why)
+      why->push_back(fmt::format("{} (input '{}' dim {}) is the length of the first part of Concat '{}': an entry for "
+                                 "{}=0 is compiled too, for an empty cache",
+                                 sym, past.name, axis, n.name, sym));
+  }
+  if (!p.dims.empty()) {
+    p.text = "default";
+    for (const DimConstraint& c : p.dims) p.text += fmt::format("; {}:{}=0..", c.input, c.dim);
+  }
+  return p;
+}
 
 std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported) {
   std::vector<ResolvedProfile> out{profile};

@@ -134,6 +134,13 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
 // range is returned alone. The entries with a 0 are marked empty_split.
 std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported);
 
+// The profile a compile without --profile uses: the model's own shapes, where a symbol that is
+// a model input's length along a Concat's axis, with that input first (a decoder's
+// `present = Concat(past, new)`, the layout of Hugging Face Optimum and ORT GenAI), ranges from
+// 0: an empty cache at the first step is a call the model takes, so SplitEmpty gives it an
+// entry (dropped where the model cannot take the 0). `why` gets one line per such symbol.
+Profile DefaultProfile(const ir::Trace& imported, std::vector<std::string>* why);
+
 // The order in which entries are tried: the given order, except that a profile whose shapes
 // all fit inside another's goes before it ('N=1' before 'N in 1..64'), so the specialised
 // entry serves the calls it can. Indices into `profiles`.

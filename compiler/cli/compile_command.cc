@@ -244,7 +244,8 @@ void AddCompileCommand(CLI::App& app) {
                   "for bit, after rounding V to the input's dtype; the input must be in host memory). Run tries "
                   "the entries in the "
                   "order given, except that one whose shapes all fit inside another's goes first, and rejects "
-                  "inputs that fit none. Without it: one entry, symbolic where the model is. Example: --profile "
+                  "inputs that fit none. Without it: one entry, symbolic where the model is, and one for an empty "
+                  "cache where a model input is the first part of a Concat (a decoder's past_seq=0). Example: --profile "
                   "'images:N=1' --profile 'images:N=1..64,H=32..1024:32' --profile 'sr=16000;x:1=512'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "

@@ -186,7 +186,8 @@ Sym Sym::ValueVar(std::string name) {  // value: the flag
 }
 
 Sym Sym::RuntimeVar(std::string name) {  // value: the flag
-  return Sym(std::make_shared<Node>(Node{SymOp::kVar, 2, std::move(name), nullptr, nullptr, 1, 0, kPosInf, false, true}));
+  return Sym(
+      std::make_shared<Node>(Node{SymOp::kVar, 2, std::move(name), nullptr, nullptr, 1, 0, kPosInf, false, true}));
 }
 
 Sym Sym::Derived(std::string name, const Sym& definition) {  // value: the flag

@@ -162,6 +162,42 @@ TEST_CASE("compile: Slice bounds past a symbolic dim clamp at run time, fused or
   }
 }
 
+TEST_CASE("compile: a model input that is a Concat's first part may be empty without a profile (a KV cache)") {
+  // present = Concat(past, new, axis=1) on past float32[B, P, 2] and x float32[B, S, 2], as a
+  // decoder's cache: P = 0 at the first step gets an entry of its own; S stays >= 1.
+  auto make = [](bool past_first) {
+    auto m = MakeModel(13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "past", {"B", "P", "2"});
+    AddInput(g, "x", {"B", "S", "2"});
+    AddNode(g, "Relu", {"x"}, {"r"});
+    const std::vector<std::string> parts = past_first ? std::vector<std::string>{"past", "r"}
+                                                       : std::vector<std::string>{"r", "past"};
+    AttrInt(AddNode(g, "Concat", parts, {"present"}, "cache"), "axis", -2);
+    AddOutput(g, "present");
+    return m;
+  };
+  auto model = kiln::Model::Load(CompileModel(make(true)));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[0].name == "P=0");
+  CHECK(model->entries()[1].name == "P >= 1");
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6}, past = {7, 8, 9, 10};
+  for (int64_t p : {0, 2}) {
+    kiln::TensorView in[] = {kiln::TensorView::Host(past.data(), kiln::DType::kFloat32, {1, p, 2}),
+                             kiln::TensorView::Host(x.data(), kiln::DType::kFloat32, {1, 3, 2})};
+    std::vector<float> want(past.begin(), past.begin() + 2 * p);
+    want.insert(want.end(), x.begin(), x.end());
+    CAPTURE(p);
+    CHECK(RunFloat(CompileModel(make(true)), in)[0] == want);
+  }
+  // A computed part first: nothing says an input may be empty, so symbols stay >= 1 in one entry.
+  auto other = kiln::Model::Load(CompileModel(make(false)));
+  REQUIRE(other.ok());
+  REQUIRE(other->entries().size() == 1);
+  CHECK(other->entries()[0].name == "default");
+}
+
 TEST_CASE("compile: a float Range over a Cast shape value has a symbolic length (YOLOv8's anchor grid)") {
   // y = Range(0.0, Cast<float>(W), 1.0) + 0.5 on x float32[1, 3, H, W]: the length is W, not data.
   auto m = MakeModel(17);

@@ -1,0 +1,128 @@
+"""Small random-weight transformers as torch.onnx exports them (tests/python/models/, written by
+make_transformer_models.py), compiled as they come, with no --shape or --profile, and run
+against onnxruntime on the same inputs: batch 1 and 3, sequence lengths 1, 7 and 64, and for
+the decoder with a KV cache past lengths 0 (the first step), 1 and 7, and a greedy generation
+under teacher forcing whose logits are compared step by step (random weights make near-ties,
+so the tokens alone would not be a check).
+
+    build/venv/bin/python -m pytest tests/python/test_exported_transformers.py   (scripts/python.sh runs it)
+"""
+import functools
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import kiln
+
+MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+VOCAB, HEADS, HEAD_DIM, LAYERS = 512, 4, 16, 2
+# float32 sums of 64-wide rows in another order than onnxruntime's: a few ulps of logits ~1.
+TOLERANCE = 1e-4
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name):
+    path = os.path.join(MODELS, name)
+    model = kiln.load(kiln.compile(path, archs="none", progress=False))
+    return model, model.context(device="cpu", cpu_threads=1)
+
+
+@functools.lru_cache(maxsize=None)
+def reference(name):
+    return ort.InferenceSession(os.path.join(MODELS, name), providers=["CPUExecutionProvider"])
+
+
+def run_both(name, feeds):
+    _, ctx = compiled(name)
+    session = reference(name)
+    order = [i.name for i in session.get_inputs()]
+    got = ctx.run([feeds[n] for n in order])
+    want = session.run(None, feeds)
+    assert len(got) == len(want)
+    return got, want
+
+
+def check(got, want):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        if w.size:
+            assert float(np.abs(g - w).max()) <= TOLERANCE
+
+
+def ids(rng, batch, seq):
+    return rng.integers(0, VOCAB, (batch, seq)).astype(np.int64)
+
+
+@pytest.mark.parametrize("name", ["gpt2.onnx", "gpt2_dynamo.onnx"])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("seq", [1, 7, 64])
+def test_decoder_without_cache(name, batch, seq):
+    rng = np.random.default_rng(batch * 100 + seq)
+    check(*run_both(name, {"input_ids": ids(rng, batch, seq)}))
+
+
+def test_decoder_shapes_stay_small():
+    # The TorchScript export's where(seq == -1, 1, seq) and residual max() once doubled a dim per
+    # layer (4097 terms at a 12-layer GPT-2's 9th layer); now every dim is batch, seq or a constant.
+    model, _ = compiled("gpt2.onnx")
+    (logits,) = model.outputs
+    assert [str(d) for d in logits.shape] == ["batch", "seq", str(VOCAB)]
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("seq", [1, 7, 64])
+def test_encoder(batch, seq):
+    rng = np.random.default_rng(batch * 100 + seq)
+    mask = np.ones((batch, seq), np.int64)
+    mask[0, seq // 2 + 1:] = 0  # the first row padded
+    check(*run_both("bert.onnx", {"input_ids": ids(rng, batch, seq), "attention_mask": mask}))
+
+
+def cache_feeds(rng, batch, past, seq):
+    feeds = {"input_ids": ids(rng, batch, seq), "attention_mask": np.ones((batch, past + seq), np.int64)}
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            shape = (batch, HEADS, past, HEAD_DIM)
+            feeds[f"past_key_values.{i}.{kind}"] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("past", [0, 1, 7])
+@pytest.mark.parametrize("seq", [1, 7])
+def test_decoder_with_cache(batch, past, seq):
+    rng = np.random.default_rng(batch * 100 + past * 10 + seq)
+    check(*run_both("gpt2_kv.onnx", cache_feeds(rng, batch, past, seq)))
+
+
+def test_empty_cache_has_its_own_entry():
+    # past_seq is the first part of the cache's Concat, so the compile adds an entry for 0.
+    model, _ = compiled("gpt2_kv.onnx")
+    assert [e.name for e in model.entries] == ["past_seq=0", "past_seq >= 1"]
+
+
+def test_greedy_generation_matches_step_by_step():
+    # Prompt of 5 tokens with an empty cache, then 12 steps of one token each: Kiln's logits at
+    # every step against onnxruntime's, both fed the same (teacher-forced) tokens and each its own
+    # cache, so a cache that drifted would show at the next step.
+    rng = np.random.default_rng(3)
+    feeds = cache_feeds(rng, 1, 0, 5)
+    kiln_cache = ort_cache = {k: v for k, v in feeds.items() if k.startswith("past")}
+    tokens = feeds["input_ids"]
+    _, ctx = compiled("gpt2_kv.onnx")
+    session = reference("gpt2_kv.onnx")
+    order = [i.name for i in session.get_inputs()]
+    total = 0
+    for step in range(13):
+        total += tokens.shape[1]
+        common = {"input_ids": tokens, "attention_mask": np.ones((1, total), np.int64)}
+        got = ctx.run([{**common, **kiln_cache}[n] for n in order])
+        want = session.run(None, {**common, **ort_cache})
+        check(got, want)
+        names = [f"past_key_values.{i}.{kind}" for i in range(LAYERS) for kind in ("key", "value")]
+        kiln_cache = dict(zip(names, got[1:]))
+        ort_cache = dict(zip(names, want[1:]))
+        assert kiln_cache[names[0]].shape[2] == total
+        tokens = np.array([[int(want[0][0, -1].argmax())]], np.int64)  # onnxruntime's choice for both
