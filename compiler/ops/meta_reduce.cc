@@ -1,11 +1,52 @@
 // Meta functions of the reductions (axes from the optional second input, opset-18 form;
 // keepdims; noop_with_empty_axes) and of ArgMax/ArgMin.
+#include <algorithm>
+
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
 namespace kiln::ir {
 using namespace meta;
 namespace {
+
+// Axes that arrive with each call (value symbols, passes/value_inputs.h: an axes input the model
+// does not fix): every output dim is an expression in them, and the CPU kernel reads the axes at
+// run time. Dim i is reduced when some axis a is i or i - rank; with keepdims it is then 1, and
+// without, the output keeps the other dims in order (rank - len(axes) of them, so the axes must
+// be distinct, as ONNX requires). Guards: each axis in [-rank, rank - 1], no axis twice.
+Status ReduceOverValueAxes(MetaContext& ctx, const Value& x, const std::vector<Sym>& axes, bool keep) {
+  const int64_t r = x.rank(), n = static_cast<int64_t>(axes.size());
+  if (!keep && n > r)
+    return InvalidArgument("axes: expected at most " + std::to_string(r) + " axes for rank " + std::to_string(r) +
+                           " data, found " + std::to_string(n));
+  for (const Sym& a : axes)
+    AddGuard(ctx, Lt(Sym(-r - 1), a) * Lt(a, Sym(r)), "whose axes must be in [-rank, rank-1]");
+  std::vector<Sym> reduced(r);
+  for (int64_t i = 0; i < r; ++i) {
+    Sym hits(0);
+    for (const Sym& a : axes) hits = hits + Eq(a, Sym(i)) + Eq(a, Sym(i - r));
+    AddGuard(ctx, Lt(hits, Sym(2)), "whose axes must be distinct");
+    reduced[i] = hits;
+  }
+  SymShape out;
+  if (keep) {
+    for (int64_t i = 0; i < r; ++i) out.push_back(reduced[i] + (Sym(1) - reduced[i]) * x.shape[i]);
+  } else {
+    std::vector<Sym> position(r);  // of dim i among the kept dims
+    Sym kept_before(0);
+    for (int64_t i = 0; i < r; ++i) {
+      position[i] = kept_before;
+      kept_before = kept_before + (Sym(1) - reduced[i]);
+    }
+    for (int64_t k = 0; k < r - n; ++k) {
+      Sym d(0);
+      for (int64_t i = 0; i < r; ++i) d = d + (Sym(1) - reduced[i]) * Eq(position[i], Sym(k)) * x.shape[i];
+      out.push_back(d);
+    }
+  }
+  ctx.SetOutput(0, x.dtype, out);
+  return Status::Ok();
+}
 
 Status ReduceMeta(MetaContext& ctx, unsigned set) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
@@ -17,21 +58,23 @@ Status ReduceMeta(MetaContext& ctx, unsigned set) {
   int64_t keep = ctx.attrs().GetInt("keepdims", 1);
   int64_t noop = ctx.attrs().GetInt("noop_with_empty_axes", 0);
   const Value* axes_in = ctx.input(1);
-  std::vector<int64_t> axes;
+  std::vector<Sym> axes;
   if (axes_in) {
     KILN_RETURN_IF_ERROR(CheckDType(*axes_in, "axes", kSignedInts));
     KILN_RETURN_IF_ERROR(CheckRank(*axes_in, "input axes", 0, 1));
-    KILN_ASSIGN_OR_RETURN(axes, NeedConstInts(*axes_in, "axes"));
+    KILN_ASSIGN_OR_RETURN(axes, NeedElements(*axes_in, "axes"));
   }
-  std::vector<bool> reduce(X->rank(), false);
-  if (axes.empty()) {
-    if (noop) {
-      ctx.SetOutput(0, X->dtype, X->shape);
-      return Status::Ok();
-    }
-    reduce.assign(X->rank(), true);
-  } else {
-    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, X->rank()));
+  if (axes.empty() && noop) {
+    ctx.SetOutput(0, X->dtype, X->shape);
+    return Status::Ok();
+  }
+  if (!std::all_of(axes.begin(), axes.end(), [](const Sym& a) { return a.is_const(); }))
+    return ReduceOverValueAxes(ctx, *X, axes, keep != 0);
+  std::vector<bool> reduce(X->rank(), axes.empty());
+  if (!axes.empty()) {
+    std::vector<int64_t> ints;
+    for (const Sym& a : axes) ints.push_back(*a.value());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(ints, X->rank()));
     for (int a : norm) reduce[a] = true;
   }
   SymShape out;

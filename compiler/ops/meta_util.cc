@@ -22,6 +22,9 @@ std::optional<std::vector<Sym>> Elements(const Value& v) {
     if (auto n = StaticCount(v); n && *n == static_cast<int64_t>(v.sym->size())) return v.sym;
     return std::nullopt;
   }
+  // An empty tensor's elements are known, whatever computes it: there are none (an axes input
+  // int64[0] that reduces every axis).
+  if (auto n = StaticCount(v); n && *n == 0) return std::vector<Sym>{};
   if (!v.data) return std::nullopt;
   DType t = v.data->dtype;
   // int64 Syms hold every value of these dtypes; uint64's upper half would turn negative.

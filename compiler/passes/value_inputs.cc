@@ -133,6 +133,10 @@ constexpr ShapeOperand kValueShapeOperands[] = {
     {"AffineGrid", 1}, {"BlackmanWindow", 0}, {"CenterCropPad", 1}, {"ConstantOfShape", 0}, {"Expand", 1},
     {"HammingWindow", 0}, {"HannWindow", 0}, {"Loop", 0}, {"Pad", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2},
     {"Reshape", 1}, {"Resize", 3}, {"Slice", 1}, {"Slice", 2}, {"Split", 1}, {"Tile", 1}, {"TopK", 1},
+    // The reductions' axes: with keepdims each reduced dim is 1, without, the rest keep their order
+    // (ops/meta_reduce.cc); the CPU kernel reads the axes at run time.
+    {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1}, {"ReduceMax", 1},
+    {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceProd", 1}, {"ReduceSum", 1}, {"ReduceSumSquare", 1},
 };
 
 }  // namespace

@@ -517,10 +517,47 @@ std::string CompileError(const onnx::ModelProto& m, std::vector<std::string> tex
 
 }  // namespace
 
+// y = Unsqueeze(x, axes): x float32[2, 3], axes int64[1] an input, which changes the rank.
+onnx::ModelProto UnsqueezeModel() {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "x", {"2", "3"});
+  testing::AddInput(g, "axes", {"1"}, onnx::TensorProto::INT64);
+  testing::AddNode(g, "Unsqueeze", {"x", "axes"}, {"y"}, "u");
+  testing::AddOutput(g, "y");
+  return m;
+}
+
+TEST_CASE("profiles with values: without a profile, a reduction's axes are read at each call") {
+  // The axes are value symbols: one entry whose output dims are computed from them at each call
+  // (keepdims 0: the dim that is not reduced), and the CPU kernel reads them.
+  auto model = Model::Load(testing::CompileModel(ReduceModel()));
+  REQUIRE(model.ok());
+  REQUIRE(model->entries().size() == 1);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  auto run = [&](int64_t axis, std::vector<float>* y) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
+    return testing::RunFirstFloat(*ctx, in, y);
+  };
+  std::vector<float> y;
+  REQUIRE(run(0, &y).ok());
+  CHECK(y == std::vector<float>{5, 7, 9});
+  REQUIRE(run(1, &y).ok());
+  CHECK(y == std::vector<float>{6, 15});
+  REQUIRE(run(-2, &y).ok());
+  CHECK(y == std::vector<float>{5, 7, 9});
+  // Out of [-rank, rank - 1]: the prologue's guard names it.
+  const std::string message(run(2, &y).message());
+  CHECK(message.find("whose axes must be in [-rank, rank-1]") != std::string::npos);
+}
+
 TEST_CASE("profiles with values: one entry per value, the input stays, and the prologue checks its elements") {
-  // Without a profile, the error names the input and shows the profile to add.
-  CHECK(CompileError(ReduceModel(), {}) ==
-        "node 'sum' (ReduceSum): data-dependent output shape: axes (axes) is not known at compile time; it depends "
+  // An op that needs the values to know its output's rank: the error names the input and shows
+  // the profile to add.
+  CHECK(CompileError(UnsqueezeModel(), {}) ==
+        "node 'u' (Unsqueeze): data-dependent output shape: axes (axes) is not known at compile time; it depends "
         "on the values of input 'axes' (int64[1]): compile an entry for each value the callers send, for example "
         "--profile 'axes=[V0]' (the prologue checks the values, which must be in host memory), or remove the input "
         "with --constant-input NAME=FILE");
