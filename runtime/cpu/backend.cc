@@ -158,7 +158,7 @@ class CpuBackend final : public Backend {
 
   ExecutionContext::MemoryUsage memory_usage() const override {
     ExecutionContext::MemoryUsage m;
-    m.host_bytes = memory_.bytes();
+    m.host_bytes = memory_.bytes() + (packs_ ? packs_->bytes() : 0);
     for (const auto& [pe, e] : plans_)
       for (const LibraryPlans& p : e.bindings)
         for (const auto& op : p.ops)
@@ -192,6 +192,9 @@ class CpuBackend final : public Backend {
     size_t next = 0;     // the one a new binding replaces once there are kMaxBindings
   };
   bool onednn_;
+  // The model weights in oneDNN's layouts, shared by every binding's ops (declared before plans_,
+  // whose ops read it, so it outlives them); null without oneDNN.
+  std::unique_ptr<WeightPacks> packs_ = NewWeightPacks();
   std::vector<std::pair<const PreparedEntry*, EntryPlans>> plans_;  // per entry, once prepared
 
   // Whether the artifact places `pi` on oneDNN on this backend (runtime/cpu/claims.cc).
@@ -271,7 +274,7 @@ class CpuBackend final : public Backend {
         for (int i = 1; i < pi.num_inputs && constant; ++i)
           constant = weight(i) || pe.operands[static_cast<size_t>(pi.operands_begin + i)] < 0;
       }
-      auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant);
+      auto op = PlanOneDnn(pi.kernel->op, call, threads_->size(), constant, *packs_);
       if (op.ok()) {
         p.ops[k] = std::move(*op);
       } else {

@@ -54,6 +54,42 @@ dnnl::engine& Engine() {
   return engine;
 }
 
+// WeightPacks: each packed copy keyed by its source (the model weight's data) and its layout.
+class Packs final : public WeightPacks {
+ public:
+  uint64_t bytes() const override {
+    uint64_t n = 0;
+    for (const Pack& p : packs_) n += p.buffer->size();
+    return n;
+  }
+  // The copy of `src` in layout `layout` (`size` bytes), and false; or, the first time, a new
+  // buffer for it and true: the caller fills it, or Drops it when that fails. nullptr when the
+  // buffer cannot be allocated.
+  std::pair<uint8_t*, bool> Acquire(const void* src, const memory::desc& layout, size_t size) {
+    for (const Pack& p : packs_)
+      if (p.src == src && p.layout == layout) return {p.buffer->data(), false};
+    auto buffer = std::make_unique<AlignedBuffer>();
+    if (!buffer->Reserve(size)) return {nullptr, true};
+    packs_.push_back({src, layout, std::move(buffer)});
+    return {packs_.back().buffer->data(), true};
+  }
+  // Forgets the buffer Acquire just made (its fill failed).
+  void Drop() { packs_.pop_back(); }
+
+ private:
+  struct Pack {
+    const void* src;
+    memory::desc layout;
+    std::unique_ptr<AlignedBuffer> buffer;
+  };
+  std::vector<Pack> packs_;
+};
+
+// An op whose model weights go into the context's Packs (set by PlanOneDnn).
+struct UsesPacks {
+  Packs* packs = nullptr;
+};
+
 // The calling thread's OpenMP team size set to `threads` for one scope (oneDNN reads it when
 // it plans and when it runs), then put back: the caller's own OpenMP code keeps its setting.
 class OmpThreads {
@@ -372,9 +408,9 @@ class LayoutOp : public OneDnnOp {
   std::string description_;
 };
 
-class ConvOp final : public LayoutOp {
+class ConvOp final : public LayoutOp, public UsesPacks {
  public:
-  uint64_t held_bytes() const override { return held_.size(); }
+  uint64_t held_bytes() const override { return 0; }  // its weights are in the Packs
 
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
@@ -385,18 +421,11 @@ class ConvOp final : public LayoutOp {
       return Internal("Conv on oneDNN: workspace of " + std::to_string(call.workspace_bytes) + " bytes, needs " +
                       std::to_string(workspace_));
     auto* ws = static_cast<uint8_t*>(call.workspace);
-    // Weights in the primitive's layout (and type): once for a model weight, else on every call.
+    // Weights in the primitive's layout (and type): once for a model weight (in the context's
+    // Packs, shared with other bindings' ops), else on every call.
     const void* weights = w.data;
     if (w_reorder_ || widen_) {
-      void* into = nullptr;
-      if (!weights_constant_) {
-        into = ws + w_offset_;
-      } else if (held_.size() == 0 || held_from_ != w.data) {
-        if (!held_.Reserve(w_bytes_)) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
-        held_from_ = w.data;
-        into = held_.data();
-      }
-      if (into != nullptr) {
+      auto fill = [&](void* into) -> Status {
         const void* plain = w.data;
         AlignedBuffer widened;  // a model weight's float32 copy, at its first call only
         if (widen_) {
@@ -411,14 +440,29 @@ class ConvOp final : public LayoutOp {
           HalvesToFloat(w.dtype, w.as<const uint16_t>(), static_cast<float*>(to), w.num_elements);
           plain = to;
         }
-        if (w_reorder_) {
-          KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
-          KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
-          KILN_RETURN_IF_ERROR(Execute(
-              *w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
+        if (!w_reorder_) return Status::Ok();
+        KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
+        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
+        return Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
+                       "weights reorder");
+      };
+      if (!weights_constant_) {
+        KILN_RETURN_IF_ERROR(fill(ws + w_offset_));
+        weights = ws + w_offset_;
+      } else {
+        if (held_ == nullptr || held_from_ != w.data) {
+          const auto [into, fresh] = packs->Acquire(w.data, pd_.weights_desc(), w_bytes_);
+          if (into == nullptr) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+          if (fresh)
+            if (Status st = fill(into); !st.ok()) {
+              packs->Drop();
+              return st;
+            }
+          held_ = into;
+          held_from_ = w.data;
         }
+        weights = held_;
       }
-      weights = weights_constant_ ? held_.data() : into;
     }
     KILN_RETURN_IF_ERROR(SetHandle(w_mem_, weights));
     // float16: X (and the residual and bias) widened into the workspace; Y computed there.
@@ -568,7 +612,7 @@ class ConvOp final : public LayoutOp {
   std::optional<dnnl::reorder> w_reorder_, r_reorder_;
   size_t w_offset_ = 0, w_bytes_ = 0;
   size_t x_widened_offset_ = 0, y_widened_offset_ = 0, w_widened_offset_ = 0, b_widened_offset_ = 0;
-  AlignedBuffer held_;
+  const uint8_t* held_ = nullptr;  // the model weight in oneDNN's layout, in the Packs
   const void* held_from_ = nullptr;
 };
 
@@ -1074,10 +1118,10 @@ Result<std::unique_ptr<OneDnnOp>> PoolOp::Plan(std::string_view op, const Kernel
 // products stay on OpenBLAS, faster below about 2^18 multiply-adds (oneDNN's call costs about
 // 0.5 us more); above, oneDNN 2.6's brgemm kernels were 1.2-11x faster than OpenBLAS's sgemm
 // here (a 1x2048 by 2048x1000 product: 89 against 999 us with the weights in cache).
-class MatMulOp final : public OneDnnOp {
+class MatMulOp final : public OneDnnOp, public UsesPacks {
  public:
   size_t workspace_bytes() const override { return workspace_; }
-  uint64_t held_bytes() const override { return held_.size(); }
+  uint64_t held_bytes() const override { return 0; }  // its weights are in the Packs
   const std::string& description() const override { return description_; }
   bool pointwise() const override { return false; }
   bool residual() const override { return residual_; }
@@ -1091,17 +1135,26 @@ class MatMulOp final : public OneDnnOp {
       return Internal(std::string(name_) + " on oneDNN: workspace of " + std::to_string(call.workspace_bytes) +
                       " bytes, needs " + std::to_string(workspace_));
     const void* weights = b.data;
-    if (w_reorder_) {  // a model weight, in oneDNN's layout once
-      if (held_.size() == 0 || held_from_ != b.data) {
-        if (!held_.Reserve(pd_.weights_desc().get_size()))
-          return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+    if (w_reorder_) {  // a model weight, in oneDNN's layout once (in the context's Packs)
+      if (held_ == nullptr || held_from_ != b.data) {
+        const memory::desc layout = pd_.weights_desc();
+        const auto [into, fresh] = packs->Acquire(b.data, layout, layout.get_size());
+        if (into == nullptr) return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+        if (fresh) {
+          Status st = SetHandle(w_user_, b.data);
+          if (st.ok()) st = SetHandle(w_mem_, into);
+          if (st.ok())
+            st = Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
+                         "weights reorder");
+          if (!st.ok()) {
+            packs->Drop();  // never left half written for the next binding
+            return st;
+          }
+        }
+        held_ = into;
         held_from_ = b.data;
-        KILN_RETURN_IF_ERROR(SetHandle(w_user_, b.data));
-        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, held_.data()));
-        KILN_RETURN_IF_ERROR(Execute(*w_reorder_, stream_,
-                                     {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}}, "weights reorder"));
       }
-      weights = held_.data();
+      weights = held_;
     }
     if (residual_) {  // oneDNN's `sum` post-op: Y holds the residual when the product starts
       const TensorRef& r = call.inputs[kEpilogueResidualInput];
@@ -1165,7 +1218,7 @@ class MatMulOp final : public OneDnnOp {
   std::optional<memory> scratch_;
   std::optional<dnnl::reorder> w_reorder_;
   size_t workspace_ = 0;
-  AlignedBuffer held_;
+  const uint8_t* held_ = nullptr;  // the model weight in oneDNN's layout, in the Packs
   const void* held_from_ = nullptr;
   std::string description_;
 };
@@ -1757,8 +1810,12 @@ const std::string& OneDnnVersion() {
   return version;
 }
 
-Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
-                                             bool weights_are_constant) {
+std::unique_ptr<WeightPacks> NewWeightPacks() { return std::make_unique<Packs>(); }
+
+namespace {
+
+Result<std::unique_ptr<OneDnnOp>> PlanOp(std::string_view op, const KernelCall& call, int threads,
+                                         bool weights_are_constant) {
   if (op == "Conv") return ConvOp::Plan(call, threads, weights_are_constant, false);
   if (op == "QLinearConv") return ConvOp::PlanInt8(call, threads, weights_are_constant);
   if (op == "ConvInteger") return ConvOp::PlanInteger(call, threads, weights_are_constant);
@@ -1770,6 +1827,15 @@ Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCa
   if (op == "QGemm") return MatMulOp::PlanQGemm(call, threads, weights_are_constant);
   if (op == "LSTM" || op == "GRU" || op == "RNN") return RnnOp::Plan(op, call, threads, weights_are_constant);
   return Unimplemented("oneDNN does not run " + std::string(op) + " in Kiln");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
+                                             bool weights_are_constant, WeightPacks& packs) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<OneDnnOp> planned, PlanOp(op, call, threads, weights_are_constant));
+  if (auto* user = dynamic_cast<UsesPacks*>(planned.get())) user->packs = &static_cast<Packs&>(packs);
+  return planned;
 }
 
 }  // namespace kiln::cpu

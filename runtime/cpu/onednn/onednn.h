@@ -70,8 +70,10 @@
 // such a tensor is not NCHW between those instructions (an InstructionObserver sees oneDNN's
 // layout there). A ResNet's blocks chain this way: a block's output is the next block's first
 // X and its residual. Weights that are model weights are
-// reordered into the chosen layout once, at the first Run of a binding, and kept with the
-// plan (OneDnnOp::held_bytes); other weights are reordered on every Run.
+// reordered into the chosen layout once, at the first Run that needs that layout, and kept in
+// the context's WeightPacks, which every binding's ops share: a decoder's MatMuls, planned again
+// for each step's cache length, reorder their weights only at the first step (LSTM, GRU and RNN
+// keep theirs with the plan, OneDnnOp::held_bytes); other weights are reordered on every Run.
 //
 // Threads: this oneDNN (Debian's libdnnl) runs its parallel loops on OpenMP (libgomp). A Run
 // sets the calling thread's OpenMP team size to the context's CpuOptions::threads for the duration
@@ -100,6 +102,18 @@
 
 namespace kiln::cpu {
 
+// The model weights in the layouts oneDNN chose, one copy per weight and layout, for the ops
+// of every binding of one context's entries. Owned by the context's CPU backend; outlives the
+// ops that read it. Thread-compatible, as a context is.
+class WeightPacks {
+ public:
+  virtual ~WeightPacks() = default;
+  // Bytes held: every packed copy.
+  virtual uint64_t bytes() const = 0;
+};
+// An empty set (null in a runtime without oneDNN).
+std::unique_ptr<WeightPacks> NewWeightPacks();
+
 // One instruction planned on oneDNN for one binding of its shapes: its primitives, made once.
 class OneDnnOp {
  public:
@@ -108,7 +122,8 @@ class OneDnnOp {
   // model weight), oneDNN's scratchpad and, for float16, the float32 copies of X, Y, the bias
   // (and W when it is not a model weight), each 64-byte aligned.
   virtual size_t workspace_bytes() const = 0;
-  // Bytes the plan holds itself: the model weights in oneDNN's layout (0 before the first Run).
+  // Bytes the plan holds itself (0 before the first Run): an LSTM's, GRU's or RNN's model weights
+  // in oneDNN's layout; a Conv's and MatMul's are in the WeightPacks, counted there.
   virtual uint64_t held_bytes() const = 0;
   // What runs, e.g. "brgconv:avx512_core, in nhwc, kept between oneDNN ops for Y" (oneDNN's
   // implementation name, its layout for X and Y, and which of them Place kept), ending in
@@ -180,7 +195,9 @@ bool OneDnnSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 // with the reason when oneDNN does not take this form (or this runtime has no oneDNN); the
 // errors of the CPU kernel's checks (kInvalidArgument) for a malformed call. The CPU backend
 // runs the CPU kernel after either.
+// `packs`: where the op's model weights are reordered into (and found, when another binding's op
+// reordered them into the same layout); it must outlive the op.
 Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view op, const KernelCall& call, int threads,
-                                             bool weights_are_constant);
+                                             bool weights_are_constant, WeightPacks& packs);
 
 }  // namespace kiln::cpu

@@ -20,7 +20,9 @@ bool OneDnnSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int
   return false;
 }
 
-Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view, const KernelCall&, int, bool) {
+std::unique_ptr<WeightPacks> NewWeightPacks() { return nullptr; }
+
+Result<std::unique_ptr<OneDnnOp>> PlanOneDnn(std::string_view, const KernelCall&, int, bool, WeightPacks&) {
   return Unimplemented("this runtime was built without oneDNN");
 }
 

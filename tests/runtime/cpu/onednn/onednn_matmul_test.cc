@@ -11,6 +11,7 @@
 
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/onednn/onednn.h"
+#include "tests/runtime/cpu/onednn/plan_alone.h"
 #include "tests/runtime/kernels/kernel_test_util.h"
 
 namespace kiln::cpu::testing {
@@ -71,7 +72,7 @@ TEST_CASE("oneDNN MatMul and Gemm: Kiln's kernels, every form, epilogue, order a
             TestTensor y = Output(DType::kFloat32, c.y);
             std::vector<TensorRef> in, out{y.ref()};
             for (const TestTensor* t : inputs) in.push_back(t->ref());
-            auto op = PlanOneDnn(c.op, KernelCall{attrs, in, out}, threads, constant);
+            auto op = PlanAlone(c.op, KernelCall{attrs, in, out}, threads, constant);
             // Below AVX-512 (the fp-paths tiers cap oneDNN), an activation before the residual
             // add has only oneDNN's reference loops, which Kiln refuses.
             if (!op.ok() && op.status().message().starts_with("oneDNN has only its reference implementation (ref")) {
@@ -116,13 +117,54 @@ TEST_CASE("oneDNN Gemm: a hand-computed product, C and Relu") {
   AttrMap attrs;
   attrs.SetString("epilogue_activation", "Relu");
   const std::vector<TensorRef> in{a.ref(), b.ref(), c.ref()}, out{y.ref()};
-  auto op = PlanOneDnn("Gemm", KernelCall{attrs, in, out}, 1, true);
+  auto op = PlanAlone("Gemm", KernelCall{attrs, in, out}, 1, true);
   REQUIRE_MESSAGE(op.ok(), op.status().ToString());
   AlignedBuffer ws;
   REQUIRE(ws.Reserve((*op)->workspace_bytes() + 1));
   REQUIRE((*op)->Run(KernelCall{attrs, in, out, ws.data(), static_cast<size_t>(ws.size())}).ok());
   const std::vector<float> got = y.values<float>();
   for (int j = 0; j < 512; ++j) CHECK(got[static_cast<size_t>(j)] == static_cast<float>(513 + j));
+}
+
+TEST_CASE("oneDNN MatMul: ops of two bindings share one reordered copy of a model weight") {
+  // A decoder's MatMul is planned again at each step's cache length; its weight is reordered once
+  // per context (WeightPacks), not once per binding. Y = A B with B = 512x512 identity plus its
+  // mirror, as above: each row of Y is A's row plus A's row reversed.
+  if (!OneDnnBuilt()) return;
+  std::vector<float> bv(512 * 512, 0.0f);
+  for (int i = 0; i < 512; ++i) {
+    bv[static_cast<size_t>(i * 512 + i)] = 1;
+    bv[static_cast<size_t>((511 - i) * 512 + i)] = 1;
+  }
+  const TestTensor b = Floats({512, 512}, bv);
+  std::unique_ptr<WeightPacks> packs = NewWeightPacks();
+  REQUIRE(packs != nullptr);
+  uint64_t after_first = 0;
+  // Two bindings whose MatMul has the same shape (a decoder's weight MatMuls at every step: one
+  // row), planned and run apart, on different A.
+  const int64_t rows = 3;
+  for (int binding = 0; binding < 2; ++binding) {
+    std::vector<float> av(static_cast<size_t>(rows * 512));
+    for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>((i + static_cast<size_t>(binding) * 13) % 97);
+    const TestTensor a = Floats({rows, 512}, av);
+    TestTensor y = Output(DType::kFloat32, {rows, 512});
+    const std::vector<TensorRef> in{a.ref(), b.ref()}, out{y.ref()};
+    auto op = PlanOneDnn("MatMul", KernelCall{AttrMap{}, in, out}, 1, true, *packs);
+    REQUIRE_MESSAGE(op.ok(), op.status().ToString());
+    AlignedBuffer ws;
+    REQUIRE(ws.Reserve((*op)->workspace_bytes() + 1));
+    REQUIRE((*op)->Run(KernelCall{AttrMap{}, in, out, ws.data(), static_cast<size_t>(ws.size())}).ok());
+    const std::vector<float> got = y.values<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 512; ++j)
+        CHECK(got[static_cast<size_t>(r * 512 + j)] ==
+              av[static_cast<size_t>(r * 512 + j)] + av[static_cast<size_t>(r * 512 + 511 - j)]);
+    CHECK((*op)->held_bytes() == 0);  // the copy is the packs', counted once
+    if (binding == 0) after_first = packs->bytes();
+  }
+  // One copy for both; none where oneDNN takes B as it is (its AVX2 and SSE4.1 kernels here).
+  CHECK((after_first == 0 || after_first >= 512 * 512 * sizeof(float)));
+  CHECK(packs->bytes() == after_first);
 }
 
 TEST_CASE("oneDNN MatMul and Gemm: what stays on OpenBLAS, with the reason") {
@@ -132,7 +174,7 @@ TEST_CASE("oneDNN MatMul and Gemm: what stays on OpenBLAS, with the reason") {
     TestTensor y = Output(dt, std::move(y_dims));
     std::vector<TensorRef> in, out{y.ref()};
     for (const TestTensor* t : inputs) in.push_back(t->ref());
-    auto planned = PlanOneDnn(op, KernelCall{attrs, in, out}, 1, true);
+    auto planned = PlanAlone(op, KernelCall{attrs, in, out}, 1, true);
     REQUIRE(planned.status().code() == StatusCode::kUnimplemented);
     return std::string(planned.status().message());
   };

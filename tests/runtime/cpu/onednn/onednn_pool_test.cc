@@ -16,6 +16,7 @@
 #include "runtime/kernels/half_convert.h"
 #include "runtime/cpu/host_memory.h"
 #include "runtime/cpu/onednn/onednn.h"
+#include "tests/runtime/cpu/onednn/plan_alone.h"
 #include "tests/runtime/kernels/kernel_test_util.h"
 #include "tests/runtime/cpu/onednn/onednn_test_util.h"
 
@@ -60,7 +61,7 @@ std::optional<std::vector<float>> RunPool(std::string_view op, const AttrMap& at
                                           std::string* description) {
   TestTensor y = Output(dt, y_dims);
   const std::vector<TensorRef> in{x.ref()}, out{y.ref()};
-  auto planned = PlanOneDnn(op, KernelCall{attrs, in, out}, threads, false);
+  auto planned = PlanAlone(op, KernelCall{attrs, in, out}, threads, false);
   if (!planned.ok() && planned.status().code() == StatusCode::kUnimplemented &&
       planned.status().message().starts_with("oneDNN has only its reference implementation (ref"))
     return std::nullopt;
@@ -115,7 +116,7 @@ TEST_CASE("oneDNN pooling: MaxPool and AveragePool against Kiln's kernel, every 
             if (include_pad == 1 && c.ceil_mode == 1) {  // oneDNN would count ceil_mode's extra pad
               TestTensor y = Output(dt, c.y);
               const std::vector<TensorRef> in{x.ref()}, out{y.ref()};
-              auto refused = PlanOneDnn(op, KernelCall{attrs, in, out}, threads, false);
+              auto refused = PlanAlone(op, KernelCall{attrs, in, out}, threads, false);
               REQUIRE(refused.status().code() == StatusCode::kUnimplemented);
               CHECK(std::string(refused.status().message()).starts_with("ceil_mode's last window"));
               continue;
@@ -229,9 +230,9 @@ TEST_CASE("oneDNN pooling: kept in its producer's layout between two Convs, with
     TestTensor y_plain = Output(DType::kFloat32, pd), y_kept = Output(DType::kFloat32, pd);
     const std::vector<TensorRef> in1{x.ref(), w1.ref()}, out1{mid.ref()}, in2{mid.ref()}, out2{pooled.ref()},
         in3{pooled.ref(), w2.ref()}, out3_plain{y_plain.ref()}, out3_kept{y_kept.ref()};
-    auto c1 = PlanOneDnn("Conv", KernelCall{conv, in1, out1}, 2, true);
-    auto p = PlanOneDnn("MaxPool", KernelCall{pool, in2, out2}, 2, false);
-    auto c2 = PlanOneDnn("Conv", KernelCall{conv, in3, out3_plain}, 2, true);
+    auto c1 = PlanAlone("Conv", KernelCall{conv, in1, out1}, 2, true);
+    auto p = PlanAlone("MaxPool", KernelCall{pool, in2, out2}, 2, false);
+    auto c2 = PlanAlone("Conv", KernelCall{conv, in3, out3_plain}, 2, true);
     REQUIRE(c1.ok());
     REQUIRE(p.ok());
     REQUIRE(c2.ok());
@@ -272,7 +273,7 @@ TEST_CASE("oneDNN pooling: what it refuses") {
     const std::vector<TensorRef> in{x.ref()};
     std::vector<TensorRef> out;
     for (const TestTensor* t : outputs) out.push_back(t->ref());
-    auto planned = PlanOneDnn(op, KernelCall{attrs, in, out}, 1, false);
+    auto planned = PlanAlone(op, KernelCall{attrs, in, out}, 1, false);
     REQUIRE(planned.status().code() == StatusCode::kUnimplemented);
     return std::string(planned.status().message());
   };

@@ -5,6 +5,7 @@
 // (reordered on every call); float16 and bfloat16. Then what oneDNN refuses, and a malformed
 // call's error.
 #include "runtime/cpu/onednn/onednn.h"
+#include "tests/runtime/cpu/onednn/plan_alone.h"
 
 #include <doctest/doctest.h>
 
@@ -135,7 +136,7 @@ std::optional<std::vector<float>> RunOneDnn(const AttrMap& attrs, const std::vec
   std::vector<TensorRef> in, out{y.ref()};
   for (const TestTensor* t : inputs) in.push_back(t->ref());
   const KernelCall plan_call{attrs, in, out};
-  auto op = PlanOneDnn("Conv", plan_call, threads, constant_weights);
+  auto op = PlanAlone("Conv", plan_call, threads, constant_weights);
   if (!op.ok() && RefusedHere(op.status(), act_then_residual)) return std::nullopt;
   REQUIRE_MESSAGE(op.ok(), op.status().ToString());
   *description = (*op)->description();
@@ -172,7 +173,7 @@ TEST_CASE("oneDNN Conv: the direct reference and Kiln's kernel, every form, epil
   if (!OneDnnBuilt()) {
     const AttrMap none;
     const KernelCall call{none, {}, {}};
-    auto op = PlanOneDnn("Conv", call, 1, true);
+    auto op = PlanAlone("Conv", call, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "this runtime was built without oneDNN");
     return;
@@ -240,7 +241,7 @@ TEST_CASE("oneDNN Conv: float16 and bfloat16, against the reference and Kiln's k
       const TestTensor x = Output(dt, c.x), w = Output(dt, c.w);
       TestTensor y = Output(dt, c.y);
       const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
-      auto op = PlanOneDnn("Conv", KernelCall{Attrs(c, "", false, false), in, out}, 1, true);
+      auto op = PlanAlone("Conv", KernelCall{Attrs(c, "", false, false), in, out}, 1, true);
       REQUIRE(op.status().code() == StatusCode::kUnimplemented);
       CHECK(op.status().message() == "oneDNN has no bfloat16 convolution for this form on this CPU");
       continue;
@@ -312,14 +313,14 @@ TEST_CASE("oneDNN Conv: a pointwise Conv says so, float16 runs on float32 copies
   TestTensor y = Output(DType::kFloat32, pointwise.y);
   const AttrMap attrs = Attrs(pointwise, "", false, false);
   const std::vector<TensorRef> in{x.ref(), w.ref(), b.ref()}, out{y.ref()};
-  auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+  auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
   REQUIRE(op.ok());
   CHECK((*op)->pointwise());  // the CPU backend keeps it on oneDNN only between oneDNN ops
   // float16: oneDNN computes in float32 on copies converted in the workspace, and says so.
   const TestTensor xh = Output(DType::kFloat16, pointwise.x), wh = Output(DType::kFloat16, pointwise.w);
   TestTensor yh = Output(DType::kFloat16, pointwise.y);
   const std::vector<TensorRef> inh{xh.ref(), wh.ref()}, outh{yh.ref()};
-  op = PlanOneDnn("Conv", KernelCall{attrs, inh, outh}, 1, true);
+  op = PlanAlone("Conv", KernelCall{attrs, inh, outh}, 1, true);
   REQUIRE(op.ok());
   CHECK((*op)->description().ends_with(", on float32 copies of its float16 operands"));
   // The 3x3: oneDNN picks its layout; whatever it picks is named (nhwc or nChw16c on AVX-512).
@@ -363,10 +364,10 @@ TEST_CASE("oneDNN Conv: tensors kept in oneDNN's layout between Convs, as X and 
     const std::vector<TensorRef> in4{y3.ref(), w4.ref(), b4.ref()};
     const std::vector<TensorRef> out2_plain{y2_plain.ref()}, out2_kept{y2_kept.ref()}, out4_plain{y4_plain.ref()},
         out4_kept{y4_kept.ref()};
-    auto op1 = PlanOneDnn("Conv", KernelCall{a1, in1, out1}, 2, true);
-    auto op2 = PlanOneDnn("Conv", KernelCall{a2, in2, out2_plain}, 2, true);
-    auto op3 = PlanOneDnn("Conv", KernelCall{a3, in3, out3}, 2, true);
-    auto op4 = PlanOneDnn("Conv", KernelCall{a4, in4, out4_plain}, 2, true);
+    auto op1 = PlanAlone("Conv", KernelCall{a1, in1, out1}, 2, true);
+    auto op2 = PlanAlone("Conv", KernelCall{a2, in2, out2_plain}, 2, true);
+    auto op3 = PlanAlone("Conv", KernelCall{a3, in3, out3}, 2, true);
+    auto op4 = PlanAlone("Conv", KernelCall{a4, in4, out4_plain}, 2, true);
     REQUIRE(op1.ok());
     REQUIRE(op2.ok());
     REQUIRE(op3.ok());
@@ -442,7 +443,7 @@ TEST_CASE("oneDNN Conv: Place makes its reorders for the plan's threads, not the
   TestTensor y = Output(DType::kFloat32, c.y);
   const AttrMap attrs = Attrs(c, "Relu", false, false);
   const std::vector<TensorRef> in{x.ref(), w.ref(), b.ref()}, out{y.ref()};
-  auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+  auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
   REQUIRE(op.ok());
   const std::string layout = (*op)->description();
   if (layout.find(", in ") == std::string::npos) {
@@ -470,7 +471,7 @@ TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the ker
     const TestTensor x = Random({1, 2, 3, 3, 3, 3}, 1), w = Random({2, 2, 1, 1, 1, 1}, 2);
     TestTensor y = Output(DType::kFloat32, {1, 2, 3, 3, 3, 3});
     const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
-    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "oneDNN convolves 1 to 3 spatial dims, not 4");
   }
@@ -478,7 +479,7 @@ TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the ker
     const TestTensor x = Random({0, 2, 3, 3}, 1), w = Random({2, 2, 1, 1}, 2);
     TestTensor y = Output(DType::kFloat32, {0, 2, 3, 3});
     const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
-    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "an empty tensor (the CPU kernel writes what it needs)");
   }
@@ -486,7 +487,7 @@ TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the ker
     const TestTensor x = Random({1, 4, 3, 3}, 1), w = Random({2, 3, 1, 1}, 2);
     TestTensor y = Output(DType::kFloat32, {1, 2, 3, 3});
     const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
-    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
     const Status kernel = RunKernel("Conv", attrs, {&x, &w}, {&y});
     REQUIRE(op.status().code() == StatusCode::kInvalidArgument);
     CHECK(op.status().ToString() == kernel.ToString());
@@ -496,19 +497,19 @@ TEST_CASE("oneDNN Conv: what it refuses, and a malformed call's error is the ker
     const TestTensor x = Output(DType::kFloat64, {1, 2, 3, 3}), w = Output(DType::kFloat64, {2, 2, 1, 1});
     TestTensor y = Output(DType::kFloat64, {1, 2, 3, 3});
     const std::vector<TensorRef> in{x.ref(), w.ref()}, out{y.ref()};
-    auto op = PlanOneDnn("Conv", KernelCall{attrs, in, out}, 1, true);
+    auto op = PlanAlone("Conv", KernelCall{attrs, in, out}, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "float64 (oneDNN runs float32, float16 and bfloat16 Convs in Kiln)");
     const TestTensor xh = Output(DType::kFloat16, {1, 2, 3, 3}), wh = Output(DType::kFloat16, {2, 2, 1, 1});
     TestTensor yf = Output(DType::kFloat32, {1, 2, 3, 3});
     const std::vector<TensorRef> inh{xh.ref(), wh.ref()}, outf{yf.ref()};
-    op = PlanOneDnn("Conv", KernelCall{attrs, inh, outf}, 1, true);
+    op = PlanAlone("Conv", KernelCall{attrs, inh, outf}, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "X float16 with Y float32 (oneDNN's Conv in Kiln takes one type)");
   }
   {  // an op oneDNN does not run in Kiln
     const KernelCall call{attrs, {}, {}};
-    auto op = PlanOneDnn("Softmax", call, 1, true);
+    auto op = PlanAlone("Softmax", call, 1, true);
     REQUIRE(op.status().code() == StatusCode::kUnimplemented);
     CHECK(op.status().message() == "oneDNN does not run Softmax in Kiln");
   }
