@@ -62,7 +62,10 @@ Status ReduceMeta(MetaContext& ctx, unsigned set) {
   if (axes_in) {
     KILN_RETURN_IF_ERROR(CheckDType(*axes_in, "axes", kSignedInts));
     KILN_RETURN_IF_ERROR(CheckRank(*axes_in, "input axes", 0, 1));
-    KILN_ASSIGN_OR_RETURN(axes, NeedElements(*axes_in, "axes"));
+    // An axes input with no elements (int64[0]) is known whatever feeds it: every axis, or none.
+    if (auto n = StaticCount(*axes_in); !n || *n != 0) {
+      KILN_ASSIGN_OR_RETURN(axes, NeedElements(*axes_in, "axes"));
+    }
   }
   if (axes.empty() && noop) {
     ctx.SetOutput(0, X->dtype, X->shape);

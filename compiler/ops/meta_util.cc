@@ -22,9 +22,6 @@ std::optional<std::vector<Sym>> Elements(const Value& v) {
     if (auto n = StaticCount(v); n && *n == static_cast<int64_t>(v.sym->size())) return v.sym;
     return std::nullopt;
   }
-  // An empty tensor's elements are known, whatever computes it: there are none (an axes input
-  // int64[0] that reduces every axis).
-  if (auto n = StaticCount(v); n && *n == 0) return std::vector<Sym>{};
   if (!v.data) return std::nullopt;
   DType t = v.data->dtype;
   // int64 Syms hold every value of these dtypes; uint64's upper half would turn negative.
@@ -413,6 +410,8 @@ Result<SymShape> Broadcast(MetaContext& ctx, const SymShape& a, const SymShape& 
 
 std::vector<Sym> BroadcastElements(const std::vector<Sym>& v, const std::vector<int64_t>& from,
                                    const std::vector<int64_t>& to) {
+  // No elements: none to broadcast, and the other dims' product may pass int64 ([2^32, 2^32, 0]).
+  if (std::find(to.begin(), to.end(), 0) != to.end()) return {};
   int64_t n = 1;
   for (int64_t d : to) n *= d;
   std::vector<Sym> out;

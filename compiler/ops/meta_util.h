@@ -30,8 +30,7 @@ inline constexpr int64_t kMaxSymElements = 1024;
 
 // ---- element access --------------------------------------------------------------------
 // The elements of `v` as Syms: `v.sym` if set, else the constant data of an integer or
-// bool tensor with at most kMaxSymElements elements, or none for an empty tensor (its shape
-// static, with a 0); nullopt otherwise.
+// bool tensor with at most kMaxSymElements elements; nullopt otherwise.
 std::optional<std::vector<Sym>> Elements(const Value& v);
 // Same, only when every element is a constant.
 std::optional<std::vector<int64_t>> ConstInts(const Value& v);
