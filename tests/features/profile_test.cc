@@ -517,6 +517,13 @@ std::string CompileError(const onnx::ModelProto& m, std::vector<std::string> tex
 
 }  // namespace
 
+// Runs a ReduceModel artifact on x = [[1, 2, 3], [4, 5, 6]] and axes = [axis].
+Status RunReduce(ExecutionContext& ctx, int64_t axis, std::vector<float>* y) {
+  static const float x[6] = {1, 2, 3, 4, 5, 6};
+  TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
+  return testing::RunFirstFloat(ctx, in, y);
+}
+
 // y = Unsqueeze(x, axes): x float32[2, 3], axes int64[1] an input, which changes the rank.
 onnx::ModelProto UnsqueezeModel() {
   auto m = testing::MakeModel(13);
@@ -536,11 +543,7 @@ TEST_CASE("profiles with values: without a profile, a reduction's axes are read 
   REQUIRE(model->entries().size() == 1);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
-  const float x[6] = {1, 2, 3, 4, 5, 6};
-  auto run = [&](int64_t axis, std::vector<float>* y) -> Status {
-    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
-    return testing::RunFirstFloat(*ctx, in, y);
-  };
+  auto run = [&](int64_t axis, std::vector<float>* y) { return RunReduce(*ctx, axis, y); };
   std::vector<float> y;
   REQUIRE(run(0, &y).ok());
   CHECK(y == std::vector<float>{5, 7, 9});
@@ -572,11 +575,7 @@ TEST_CASE("profiles with values: one entry per value, the input stays, and the p
   CHECK(model->entries()[1].prologue_text.find("check axes.values[0] == 1") != std::string::npos);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
-  const float x[6] = {1, 2, 3, 4, 5, 6};
-  auto run = [&](int64_t axis, std::vector<float>* y) -> Status {
-    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 3}), TensorView::Host(&axis, DType::kInt64, {1})};
-    return testing::RunFirstFloat(*ctx, in, y);
-  };
+  auto run = [&](int64_t axis, std::vector<float>* y) { return RunReduce(*ctx, axis, y); };
   std::vector<float> y;
   REQUIRE(run(0, &y).ok());
   CHECK(y == std::vector<float>{5, 7, 9});
