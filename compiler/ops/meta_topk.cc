@@ -37,7 +37,7 @@ Status TopKMeta(MetaContext& ctx) {
                              "), found " + std::to_string(*kv));
   } else {
     // K from a value input (passes/value_inputs.h): at most the axis dim, checked by the
-    // prologue; at least 1 by the output dim's own guard.
+    // prologue; at least 0 by the output dim's own guard.
     AddGuard(ctx, Sym(1) - Lt(x->shape[axis], k[0]));
   }
   SymShape out = x->shape;

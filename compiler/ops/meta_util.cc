@@ -365,11 +365,10 @@ Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::strin
 namespace {
 
 // Whether tensor dim `d` is at least `lo` (0 or 1) for every call an entry accepts. Dim
-// symbols are >= 1. A dim that may be 0 is provably >= 0 (a Slice length, a run-time dim):
-// the canonical stage guards every other output dim to be >= 1 (CheckOutputDims).
+// symbols are >= 1; a dim whose range reaches below 0 (a size read from a value input) is
+// guarded >= 0 by the canonical stage (CheckOutputDims), so it may be 0.
 bool DimAtLeast(const Sym& d, int64_t lo) {
   if (d.is_const()) return *d.value() >= lo;
-  if (d.lo() < 0) return true;  // guarded >= 1
   return lo <= 0 || d.lo() >= lo;
 }
 
@@ -519,9 +518,13 @@ Result<SymShape> WindowOutput(MetaContext& ctx, const SymShape& in, const Window
                              std::to_string(w.kernel[i]) + ", stride " + std::to_string(s) +
                              ", dilation " + std::to_string(w.dilations[i]) + ", pads " +
                              Str(w.pads) + ")");
-    // (One that may be negative gets the canonical stage's guard of every output dim.)
-    if (!o.is_const() && o.lo() == 0)
-      AddGuard(ctx, Lt(0, o), "whose output spatial dim " + std::to_string(i) + " must be >= 1");
+    // A window needs an output of at least 1 (the canonical stage would take 0). Every caller's
+    // output is [N, C, spatial...].
+    if (!o.is_const() && o.lo() < 1) {
+      const Value* y = ctx.output(0);
+      AddGuard(ctx, Lt(0, o),
+               "whose output '" + (y ? y->name : std::string("0")) + "' dim " + std::to_string(i + 2) + " must be >= 1");
+    }
     out.push_back(o);
   }
   return out;

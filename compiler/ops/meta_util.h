@@ -112,7 +112,7 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact = nullptr);
 // are constants and differ; otherwise records the guard Eq(a, b) on the trace.
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what);
 // Records a guard (an expression that must be nonzero at run time), once. Its origin names the
-// node, then `why` when given ("whose output spatial dim 0 must be >= 1").
+// node, then `why` when given ("whose output 'y' dim 2 must be >= 1").
 void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});
 
 // A run-time dim of the node's output `output` (ir::RuntimeDim): a Sym::RuntimeVar named after

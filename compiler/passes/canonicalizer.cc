@@ -3,6 +3,7 @@
 // ops (contrib_ops.h), and the checks every output dim gets.
 #include "compiler/passes/canonicalizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/ops/meta_util.h"
@@ -241,12 +242,17 @@ Status Canonicalizer::CheckOutputDims(const ir::Node& node) {
         return InvalidArgument("node '" + node.name + "' (" + node.op + "): output '" + v.name + "' dim " +
                                std::to_string(d) + " is " + dim.ToString() + " (negative or overflowing int64)");
       }
-      // A size that is provably >= 0 may be 0 at run time: an empty tensor, as ONNX allows (a
-      // Slice past the end of a symbolic dim, max(0, W - min(5, W)); NonZero's count). Ops
-      // that need more guard it themselves (a window op's extent, meta::WindowOutput).
+      // A size may be 0 at run time: an empty tensor, as ONNX allows (a Slice past the end of a
+      // symbolic dim, max(0, W - min(5, W)); NonZero's count; a Split size or Reshape dim read
+      // from a value input). One that is not provably >= 0 is guarded so. Ops that need more
+      // guard it themselves (a window op's extent, meta::WindowOutput), and then this one is implied.
       if (dim.lo() >= 0) continue;
-      guards_.push_back({ir::Lt(0, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
-                                             "' dim " + std::to_string(d) + " must be >= 1"});
+      const ir::Sym positive = ir::Lt(0, dim);
+      if (std::any_of(trace_.guards.begin(), trace_.guards.end(),
+                      [&](const ir::Guard& g) { return g.condition.Same(positive); }))
+        continue;
+      guards_.push_back({ir::Lt(-1, dim), "node '" + node.name + "' (" + node.op + "), whose output '" + v.name +
+                                              "' dim " + std::to_string(d) + " must be >= 0"});
     }
     const ir::Sym elements = ir::NumElements(v.shape);
     if (!elements.is_const() && elements.Vars().empty())

@@ -91,7 +91,7 @@ TEST_CASE("canonical: a symbolic output extent gets a guard that it is at least 
   REQUIRE(r.ok());
   REQUIRE(r->trace.guards.size() == 1);
   CHECK(r->trace.guards[0].condition.ToString() == "(0 < (H floordiv 2))");
-  CHECK(r->trace.guards[0].origin == "node 'pool' (MaxPool), whose output spatial dim 0 must be >= 1");
+  CHECK(r->trace.guards[0].origin == "node 'pool' (MaxPool), whose output 'y' dim 2 must be >= 1");
 }
 
 TEST_CASE("canonical: BatchNormalization after a Conv folds into its weights and bias") {

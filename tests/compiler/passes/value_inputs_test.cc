@@ -166,7 +166,7 @@ TEST_CASE("value inputs: Slice, TopK, Tile, ConstantOfShape and Range take their
   CHECK(huge.message().find("these shapes need an arena of 4000000000000256 bytes") != std::string::npos);
   const Status overflow = run(0, 6, 1, 4611686018427387904, 1, 1, &y, &steps);
   CHECK(overflow.code() == StatusCode::kInvalidArgument);
-  CHECK(overflow.message().find("from node 'tile' (Tile), whose output 'tiled' dim 0 must be >= 1 could not be "
+  CHECK(overflow.message().find("from node 'tile' (Tile), whose output 'tiled' dim 0 must be >= 0 could not be "
                                 "evaluated for r_0 = 4611686018427387904 (input 'r' element 0): expr") != std::string::npos);
   CHECK(overflow.message().find("(6 * r_0): int64 overflow computing 6 * 4611686018427387904") != std::string::npos);
   // An empty Range (n <= 0) or Slice (s >= e) is an empty tensor, as onnxruntime gives: their
@@ -176,6 +176,18 @@ TEST_CASE("value inputs: Slice, TopK, Tile, ConstantOfShape and Range take their
   REQUIRE(run(4, 1, 1, 1, 1, -5, &y, &steps).ok());
   CHECK(y[0].empty());
   CHECK(steps.empty());
+  // A size read from a value may be 0 (ONNX's empty tensor, onnxruntime's result: TopK's K,
+  // Tile's repeats, ConstantOfShape's dims), never negative.
+  REQUIRE(run(1, 4, 0, 0, 0, 2, &y, &steps).ok());
+  CHECK(y[0] == std::vector<float>{1, 4, 2});
+  CHECK(y[1].empty());
+  CHECK(y[2].empty());
+  CHECK(y[3].empty());
+  CHECK(steps == std::vector<int64_t>{0, 1});
+  const std::string negative = std::string(run(1, 4, 1, 1, -1, 2, &y, &steps).message());
+  CHECK_MESSAGE(negative.find("guard (-1 < c_0) from node 'fill' (ConstantOfShape), whose output 'zeros' dim 0 must be "
+                              ">= 0 does not hold for c_0 = -1") != std::string::npos,
+                negative);
   REQUIRE(run(1, 4, 2, 2, 3, 4, &y, &steps).ok());  // and back
   CHECK(y[0] == std::vector<float>{1, 4, 2});
   CHECK(steps == std::vector<int64_t>{0, 1, 2, 3});
