@@ -23,6 +23,10 @@ inline constexpr uint32_t kLoopsFormatVersion = 7;
 // The first format with rooms (Entry.rooms: a while loop's scan rows, which the runtime grows),
 // used only by artifacts that have them.
 inline constexpr uint32_t kRoomsFormatVersion = 8;
+// The first format with float32 value symbols (an InputCheck.values element of a float32 input
+// that binds a symbol to its bits) and the expression op FloorMulF32, used only by artifacts
+// that have them.
+inline constexpr uint32_t kFloatSymbolsFormatVersion = 9;
 // The largest value of a room (Room.initial, and what a context doubles it to).
 inline constexpr int64_t kMaxRoom = int64_t{1} << 40;
 

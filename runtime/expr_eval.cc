@@ -1,6 +1,8 @@
 #include "runtime/expr_eval.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -75,6 +77,13 @@ bool EvalExprs(std::span<const Expr> exprs, std::span<const int64_t> symbols, in
       case ExprOp::kMin: v = std::min(l, r); break;
       case ExprOp::kEq: v = l == r; break;
       case ExprOp::kLt: v = l < r; break;
+      case ExprOp::kFloorMulF32: {
+        if (r < 0 || r > UINT32_MAX) return fail(ExprErrorKind::kOverflow, l, r);
+        const double p = std::floor(static_cast<double>(l) * std::bit_cast<float>(static_cast<uint32_t>(r)));
+        if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0)) return fail(ExprErrorKind::kOverflow, l, r);
+        v = static_cast<int64_t>(p);
+        break;
+      }
       default: return fail(ExprErrorKind::kBadOperand, l, r);
     }
     if (overflow) return fail(ExprErrorKind::kOverflow, l, r);
@@ -151,6 +160,13 @@ class Printer {
         child(e.b, 0, false);
         out_ += ")";
         return;
+      case ExprOp::kFloorMulF32:
+        out_ += "floor(";
+        child(e.a, 3, false);
+        out_ += " * f32(";
+        child(e.b, 0, false);
+        out_ += "))";
+        return;
       default: break;
     }
     const char* token = InfixToken(e.op);
@@ -205,6 +221,8 @@ std::string FormatExprFailure(std::span<const Expr> exprs, std::span<const std::
   switch (why.kind) {
     case ExprErrorKind::kOverflow: {
       const Expr& e = exprs[why.node];
+      if (e.op == ExprOp::kFloorMulF32)
+        return msg + "floor(" + l + " * the float32 of bits " + r + ") is not a finite int64";
       const char* token = InfixToken(e.op);
       const char* name = e.op == ExprOp::kCeilDiv ? " ceildiv " : token ? token : " ? ";
       return msg + "int64 overflow computing " + l + name + r;

@@ -32,8 +32,9 @@ enum class ExprOp : uint8_t {
   kMin = 9,
   kEq = 10,
   kLt = 11,
+  kFloorMulF32 = 12,  // floor(a * f), f the float32 whose bits b holds (zero-extended)
 };
-inline constexpr int kNumExprOps = 12;
+inline constexpr int kNumExprOps = 13;
 
 struct Expr {
   ExprOp op = ExprOp::kConst;
@@ -54,7 +55,9 @@ struct ExprFailure {
 // Evaluates every node of `exprs` into values[0..exprs.size()), reading Var nodes from
 // `symbols` (symbols.size() bounds the Var index). False on overflow, division by zero or
 // an operand out of range, with `why` naming the node. FloorDiv/Mod round toward negative
-// infinity (Python semantics); CeilDiv toward positive infinity.
+// infinity (Python semantics); CeilDiv toward positive infinity. FloorMulF32 computes in double
+// and fails as an overflow when b is not a float32's bits, the float is not finite, or the
+// product does not fit int64.
 bool EvalExprs(std::span<const Expr> exprs, std::span<const int64_t> symbols, int64_t* values,
                ExprFailure* why);
 

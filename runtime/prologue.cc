@@ -138,8 +138,11 @@ std::string BinderText(const PrologueInput& in, int32_t symbol) {
   return "input " + Quote(in.name);
 }
 
+std::string ElementText(DType dtype, int64_t v);
+
 // " for H = 2 (input 'x' dim 2), W = 1 (input 'x' dim 3)": the symbols expression `expr` reads
-// (operands precede their node), as the failed call bound them.
+// (operands precede their node), as the failed call bound them (a float32 element's as its value,
+// though the symbol holds its bits).
 std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t expr, const PrologueScratch& s) {
   const std::vector<bool> used = ExprsRead(exprs, expr);
   std::vector<bool> reads(p.symbols.size(), false);
@@ -149,8 +152,12 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
   std::string t;
   for (size_t k = 0; k < reads.size(); ++k) {
     if (!reads[k] || k >= s.bound_by.size() || s.bound_by[k] < 0) continue;
-    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " + std::to_string(s.symbol_values[k]) + " (" +
-         BinderText(p.inputs[s.bound_by[k]], static_cast<int32_t>(k)) + ")";
+    const PrologueInput& in = p.inputs[s.bound_by[k]];
+    const bool element = std::any_of(in.values.begin(), in.values.end(),
+                                     [&](const PrologueDim& c) { return c.symbol == static_cast<int32_t>(k); });
+    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " +
+         (element ? ElementText(in.dtype, s.symbol_values[k]) : std::to_string(s.symbol_values[k])) + " (" +
+         BinderText(in, static_cast<int32_t>(k)) + ")";
   }
   return t;
 }

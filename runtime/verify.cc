@@ -235,9 +235,9 @@ class EntryVerifier {
     return DataLoss(what + " expr " + to_string(expr) + " reads a run-time dim");
   }
 
-  // An input's value checks (value symbols): an int32, int64 or bool input with constant dims whose
-  // element count is the number of checks, at most kMaxValueElements, each a constant or a
-  // symbol with a nonempty range.
+  // An input's value checks (value symbols): an int32, int64, bool or floating-point input with
+  // constant dims whose element count is the number of checks, at most kMaxValueElements, each a
+  // constant or a symbol with a nonempty range (floating-point: float32 only, bound to its bits).
   static constexpr uint32_t kMaxValueElements = 64;
   Status ValueChecks(const fb::InputCheck& in, const std::string& where, std::vector<bool>& bound) const {
     const uint32_t n = Size(in.values());
@@ -264,8 +264,10 @@ class EntryVerifier {
       const fb::DimCheck* c = in.values()->Get(k);
       const std::string ew = where + " element " + to_string(k);
       if (c->symbol() < 0) continue;
-      // A floating-point element is compared bit for bit with a constant; it binds no symbol.
-      if (floating) return DataLoss(ew + ": a " + std::string(DTypeName(dt)) + " element binds a symbol");
+      // A floating-point element is compared bit for bit with a constant; only a float32 one may
+      // bind a symbol (to its bits, read by FloorMulF32).
+      if (floating && dt != DType::kFloat32)
+        return DataLoss(ew + ": a " + std::string(DTypeName(dt)) + " element binds a symbol");
       if (c->symbol() >= static_cast<int64_t>(num_symbols_))
         return DataLoss(ew + ": symbol " + Range(c->symbol(), num_symbols_, "symbols"));
       if (c->divisor() < 1) return DataLoss(ew + ": divisor " + to_string(c->divisor()) + " < 1");

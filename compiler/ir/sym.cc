@@ -1,6 +1,9 @@
 #include "compiler/ir/sym.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "runtime/shape_text.h"
@@ -36,6 +39,13 @@ std::optional<int64_t> Apply(SymOp op, int64_t a, int64_t b) {
     case SymOp::kMin: return std::min(a, b);
     case SymOp::kEq: return a == b ? 1 : 0;
     case SymOp::kLt: return a < b ? 1 : 0;
+    case SymOp::kFloorMulF32: {
+      if (b < 0 || b > UINT32_MAX) return std::nullopt;
+      const double f = std::bit_cast<float>(static_cast<uint32_t>(b));
+      const double p = std::floor(static_cast<double>(a) * f);
+      if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0)) return std::nullopt;  // NaN, inf, > int64
+      return static_cast<int64_t>(p);
+    }
     default: return std::nullopt;
   }
 }
@@ -129,6 +139,9 @@ Range OpRange(SymOp op, Range a, Range b) {
     case SymOp::kMin: return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
     case SymOp::kEq:
     case SymOp::kLt: return {0, 1};
+    case SymOp::kFloorMulF32:
+      if (a.lo >= 0 && b.lo >= 0 && b.hi <= kF32MaxFinite) return {0, kPosInf};
+      return {};
     default: return {};
   }
 }
@@ -245,6 +258,9 @@ Sym Sym::Make(SymOp op, const Sym& a, const Sym& b) {
       if (a.hi() < b.lo()) return Sym(1);
       if (Dominates(a, b)) return Sym(0);
       break;
+    case SymOp::kFloorMulF32:
+      if (is(b, kF32One)) return a;
+      break;
     default:
       break;
   }
@@ -272,6 +288,7 @@ Sym Max(const Sym& a, const Sym& b) { return Sym::Make(SymOp::kMax, a, b); }
 Sym Min(const Sym& a, const Sym& b) { return Sym::Make(SymOp::kMin, a, b); }
 Sym Eq(const Sym& a, const Sym& b) { return Sym::Make(SymOp::kEq, a, b); }
 Sym Lt(const Sym& a, const Sym& b) { return Sym::Make(SymOp::kLt, a, b); }
+Sym FloorMulF32(const Sym& a, const Sym& bits) { return Sym::Make(SymOp::kFloorMulF32, a, bits); }
 
 std::string Sym::ToString() const {
   switch (op()) {
@@ -280,6 +297,7 @@ std::string Sym::ToString() const {
     case SymOp::kMax:
     case SymOp::kMin:
       return std::string(OpText(op())) + "(" + lhs().ToString() + ", " + rhs().ToString() + ")";
+    case SymOp::kFloorMulF32: return "floor(" + lhs().ToString() + " * f32(" + rhs().ToString() + "))";
     default:
       return "(" + lhs().ToString() + OpText(op()) + rhs().ToString() + ")";
   }
@@ -379,6 +397,7 @@ Sym SubstituteWith(const Sym& s, const std::vector<std::pair<std::string, Sym>>&
     case SymOp::kMax: return Max(a, b);
     case SymOp::kMin: return Min(a, b);
     case SymOp::kEq: return Eq(a, b);
+    case SymOp::kFloorMulF32: return FloorMulF32(a, b);
     default: return Lt(a, b);
   }
 }

@@ -24,6 +24,7 @@ enum class SymOp : uint8_t {
   kFloorDiv, kCeilDiv, kMod,   // divisor must be positive at run time
   kMax, kMin,
   kEq, kLt,                    // 1 if true else 0
+  kFloorMulF32,                // floor(a * f), f the float32 whose bits b holds (FloorMulF32)
 };
 
 class Sym {
@@ -97,6 +98,7 @@ class Sym {
   friend Sym Min(const Sym& a, const Sym& b);
   friend Sym Eq(const Sym& a, const Sym& b);
   friend Sym Lt(const Sym& a, const Sym& b);
+  friend Sym FloorMulF32(const Sym& a, const Sym& bits);
 
  private:
   struct Node {
@@ -126,6 +128,14 @@ Sym Max(const Sym& a, const Sym& b);
 Sym Min(const Sym& a, const Sym& b);
 Sym Eq(const Sym& a, const Sym& b);
 Sym Lt(const Sym& a, const Sym& b);
+// floor(a * f) where f is the float32 whose bits `bits` holds, zero-extended (a value symbol
+// of a float32 input: passes/value_inputs.h), computed in double as onnxruntime sizes a
+// Resize by its scales. Evaluation fails (no value) when `bits` is not in [0, 2^32), f is
+// not finite, or the product does not fit int64. Its range is [0, +inf) when a >= 0 and
+// `bits` is known to hold a non-negative finite float ([0, 0x7F7FFFFF]), else unbounded.
+Sym FloorMulF32(const Sym& a, const Sym& bits);
+// The bits of float32 1.0f, and the largest finite positive float32's.
+inline constexpr int64_t kF32One = 0x3F800000, kF32MaxFinite = 0x7F7FFFFF;
 
 using SymShape = std::vector<Sym>;
 

@@ -548,9 +548,24 @@ Status ResizeMeta(MetaContext& ctx) {
   } else {
     KILN_RETURN_IF_ERROR(CheckDType(*scales, "scales", kFloats));
     auto sc = FloatElements(*scales);
-    if (!sc)
-      return Unimplemented("data-dependent output shape: scales (" + scales->name +
-                           ") is not known at compile time");
+    if (!sc) {
+      // A float32 value input (passes/value_inputs.h): each dim is floor(dim * scale) at run time.
+      auto bits = Float32Bits(*scales);
+      if (!bits)
+        return Unimplemented("data-dependent output shape: scales (" + scales->name +
+                             ") is not known at compile time");
+      if (bits->size() != axes.size())
+        return InvalidArgument("scales: expected " + std::to_string(axes.size()) + " values, found " +
+                               std::to_string(bits->size()));
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const Sym& b = (*bits)[i];  // positive and finite: bits 1 to the largest finite float's
+        AddGuard(ctx, Lt(0, b), "whose scales element " + std::to_string(i) + " must be positive");
+        AddGuard(ctx, Lt(b, kF32MaxFinite + 1), "whose scales element " + std::to_string(i) + " must be finite");
+        out[axes[i]] = FloorMulF32(x->shape[axes[i]], b);
+      }
+      ctx.SetOutput(0, x->dtype, out);
+      return Status::Ok();
+    }
     if (sc->size() != axes.size())
       return InvalidArgument("scales: expected " + std::to_string(axes.size()) + " values, found " +
                              std::to_string(sc->size()));

@@ -94,13 +94,32 @@ Status OneHotMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckDType(*depth, "depth", kNumeric));
   if (auto n = StaticCount(*values); !n || *n != 2 || values->rank() != 1)
     return InvalidArgument("input values: expected [off_value, on_value] (shape [2]), found " + Str(values->shape));
+  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", -1), idx->rank() + 1));
+  SymShape out = idx->shape;
   auto d = FloatElements(*depth);
-  if (!d) return Unimplemented("data-dependent output shape: depth (" + depth->name + ") is not known at compile time");
+  if (!d) {
+    // A value input (passes/value_inputs.h): an integer one's value symbol, or a float32 one's
+    // bits, truncated (ONNX casts a float depth to int64; >= 1 makes floor the same).
+    std::optional<std::vector<Sym>> e = Elements(*depth);
+    const bool is_float = !e;
+    if (is_float) e = Float32Bits(*depth);
+    if (!e) return Unimplemented("data-dependent output shape: depth (" + depth->name + ") is not known at compile time");
+    if (e->size() != 1)
+      return InvalidArgument("input depth: expected one value, found " + std::to_string(e->size()));
+    const Sym& v = (*e)[0];
+    if (is_float) {
+      AddGuard(ctx, Lt(kF32One - 1, v), "whose depth must be >= 1");  // 1.0f and above, then negatives' bits
+      AddGuard(ctx, Lt(v, kF32MaxFinite + 1), "whose depth must be finite");
+    } else {
+      AddGuard(ctx, Lt(0, v), "whose depth must be >= 1");
+    }
+    out.insert(out.begin() + axis, is_float ? FloorMulF32(1, v) : v);
+    ctx.SetOutput(0, values->dtype, out);
+    return Status::Ok();
+  }
   if (d->size() != 1 || !(std::trunc((*d)[0]) >= 1))
     return InvalidArgument("input depth: expected one value >= 1, found " + std::to_string(d->size()) + " value(s)" +
                            (d->empty() ? std::string() : ", the first " + std::to_string((*d)[0])));
-  KILN_ASSIGN_OR_RETURN(int axis, NormAxis(ctx.attrs().GetInt("axis", -1), idx->rank() + 1));
-  SymShape out = idx->shape;
   out.insert(out.begin() + axis, Sym(static_cast<int64_t>(std::trunc((*d)[0]))));
   ctx.SetOutput(0, values->dtype, out);
   return Status::Ok();

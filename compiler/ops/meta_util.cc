@@ -19,6 +19,7 @@ std::optional<int64_t> StaticCount(const Value& v) {
 
 std::optional<std::vector<Sym>> Elements(const Value& v) {
   if (v.sym) {
+    if (!IsInteger(v.dtype) && v.dtype != DType::kBool) return std::nullopt;  // a float's bits: Float32Bits
     if (auto n = StaticCount(v); n && *n == static_cast<int64_t>(v.sym->size())) return v.sym;
     return std::nullopt;
   }
@@ -32,6 +33,12 @@ std::optional<std::vector<Sym>> Elements(const Value& v) {
   out.reserve(n);
   for (int64_t i = 0; i < n; ++i) out.emplace_back(v.data->IntAt(i));
   return out;
+}
+
+std::optional<std::vector<Sym>> Float32Bits(const Value& v) {
+  if (v.dtype != DType::kFloat32 || !v.sym) return std::nullopt;
+  if (auto n = StaticCount(v); n && *n == static_cast<int64_t>(v.sym->size())) return v.sym;
+  return std::nullopt;
 }
 
 std::optional<std::vector<int64_t>> ConstInts(const Value& v) {

@@ -29,9 +29,13 @@ namespace kiln::ir::meta {
 inline constexpr int64_t kMaxSymElements = 1024;
 
 // ---- element access --------------------------------------------------------------------
-// The elements of `v` as Syms: `v.sym` if set, else the constant data of an integer or
-// bool tensor with at most kMaxSymElements elements; nullopt otherwise.
+// The elements of `v` as Syms: `v.sym` if set (on an integer or bool tensor), else the constant
+// data of an integer or bool tensor with at most kMaxSymElements elements; nullopt otherwise.
 std::optional<std::vector<Sym>> Elements(const Value& v);
+// The elements of a float32 value input (passes/value_inputs.h) as Syms of their bits,
+// zero-extended (a value symbol each, or a constant; FloorMulF32 reads them); nullopt for any
+// other value.
+std::optional<std::vector<Sym>> Float32Bits(const Value& v);
 // Same, only when every element is a constant.
 std::optional<std::vector<int64_t>> ConstInts(const Value& v);
 // Constant data of a float (or integer) tensor as doubles (at most kMaxSymElements).

@@ -144,9 +144,7 @@ Result<CanonicalizeResult> Canonicalize(const ir::Trace& imported, const std::ve
   KeepOutputNames(imported, trace);
   // The meta functions appended their guards to trace.guards while inferring; add the
   // If assumptions and output-extent checks, and drop repeats.
-  // If assumptions come first: they are why the entry exists.
-  std::vector<ir::Guard> guards = canon.TakeGuards();
-  for (ir::Guard& g : trace.guards) guards.push_back(std::move(g));
+  std::vector<ir::Guard> guards = canon.TakeGuards(std::move(trace.guards));
   trace.guards.clear();
   for (ir::Guard& g : guards) {
     if (g.condition.is_const() && *g.condition.value() != 0) continue;

@@ -38,10 +38,12 @@ class Canonicalizer {
     return Unimplemented(it->second + "; " + reader + " reads it");
   }
   const std::optional<ir::Sym>& undecided() const { return undecided_; }
-  // Every guard the canonical stage made: the If assumptions first (they are why the entry
-  // exists), then the checks of output extents.
-  std::vector<ir::Guard> TakeGuards() {
+  // Every guard of the entry: the If assumptions first (they are why the entry exists), then the
+  // meta functions' `ops` (each states an op's own rule, the most precise reason a call fails),
+  // then the checks of output extents.
+  std::vector<ir::Guard> TakeGuards(std::vector<ir::Guard> ops) {
     std::vector<ir::Guard> all = std::move(entry_guards_);
+    all.insert(all.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
     all.insert(all.end(), std::make_move_iterator(guards_.begin()), std::make_move_iterator(guards_.end()));
     guards_.clear();
     return all;

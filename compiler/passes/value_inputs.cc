@@ -137,7 +137,10 @@ constexpr ShapeOperand kValueShapeOperands[] = {
     // (ops/meta_reduce.cc); the CPU kernel reads the axes at run time.
     {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1}, {"ReduceMax", 1},
     {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceProd", 1}, {"ReduceSum", 1}, {"ReduceSumSquare", 1},
+    {"OneHot", 1},
 };
+// Float operands read as float32 bits (FloorMulF32): a Resize's scales, OneHot's depth.
+constexpr ShapeOperand kFloatShapeOperands[] = {{"Resize", 2}, {"OneHot", 1}};
 
 }  // namespace
 
@@ -150,6 +153,14 @@ bool IsValueShapeOperand(const std::string& op, int input) {
 bool HasValueShapeOperand(const std::string& op) {
   for (const ShapeOperand& o : kValueShapeOperands)
     if (op == o.op) return true;
+  for (const ShapeOperand& o : kFloatShapeOperands)
+    if (op == o.op) return true;
+  return false;
+}
+
+bool IsFloatShapeOperand(const std::string& op, int input) {
+  for (const ShapeOperand& o : kFloatShapeOperands)
+    if (op == o.op && input == o.input) return true;
   return false;
 }
 
@@ -197,12 +208,15 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
   // Back from the If conditions and the value shape operands, through the ops whose outputs
   // depend on their inputs' values.
   std::vector<ir::ValueId> seeds;
+  std::set<ir::ValueId> float_operands;  // read directly as a float shape operand
   std::vector<const ir::Node*> nodes;
   Collect(trace.body, nodes);
   for (const ir::Node* n : nodes) {
     if (n->op == "If" && !n->inputs.empty()) seeds.push_back(n->inputs[0]);
-    for (size_t i = 0; i < n->inputs.size(); ++i)
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
       if (IsValueShapeOperand(n->op, static_cast<int>(i))) seeds.push_back(n->inputs[i]);
+      if (IsFloatShapeOperand(n->op, static_cast<int>(i))) float_operands.insert(n->inputs[i]);
+    }
   }
   const std::set<ir::ValueId> seen = ValuesReaching(trace, std::move(seeds));
 
@@ -214,7 +228,9 @@ std::vector<std::string> MarkValueInputs(ir::Trace& trace) {
   std::vector<std::string> marked;
   for (ir::ValueId id : trace.inputs) {
     ir::Value& v = trace.value(id);
-    if (!seen.count(id) || v.sym || !IsValueInputCandidate(v)) continue;
+    const bool float_operand = float_operands.count(id) && v.dtype == DType::kFloat32 && !v.is_const() &&
+                               ValueElements(v) >= 1 && ValueElements(v) <= kMaxValueElements;
+    if (v.sym || !(float_operand || (seen.count(id) && IsValueInputCandidate(v)))) continue;
     const int64_t elements = ValueElements(v);
     std::string base = Identifier(v.name);
     while (names.count(base) || names.count(base + "_0")) base += "_value";

@@ -13,10 +13,13 @@
 // memory, as TensorRT requires of shape tensors). Lowerings that need such a value as a
 // constant leave the op unfused, to its CPU kernel, which reads the input at each call.
 //
-// Not value inputs: those that set an axis or a rank (a Reduce's, Squeeze's, Unsqueeze's or
-// Slice's axes, DFT's axis) or a float value (OneHot's depth, Resize's scales). Their meta
-// functions need the values; a value profile (compiler/profile.h) fixes them per entry, or
-// --constant-input binds them. The table above lists every meta function that reads elements
+// A float32 model input read directly as a float shape operand (IsFloatShapeOperand: a Resize's
+// scales, OneHot's depth) is one too: its value symbols hold the elements' bits, which
+// ir::FloorMulF32 reads; a float computed inside the model is not tracked.
+//
+// Not value inputs: those that set a rank or an axis other than a reduction's (Squeeze's,
+// Unsqueeze's or Slice's axes, DFT's axis). Their meta functions need the values; a value
+// profile (compiler/profile.h) fixes them per entry, or --constant-input binds them. The table above lists every meta function that reads elements
 // into a shape: compiler/compile.cc checks that no other op computes a shape from a value
 // symbol.
 //
@@ -41,8 +44,13 @@ inline constexpr int64_t kMaxValueElements = 64;  // runtime/verify.cc checks th
 
 // True when input `input` of `op` is a shape operand read as value symbols (above).
 bool IsValueShapeOperand(const std::string& op, int input);
-// True when `op` has such an operand: its output shapes may hold value symbols.
+// True when `op` has such an operand, or a float one (IsFloatShapeOperand): its output shapes
+// may hold value symbols.
 bool HasValueShapeOperand(const std::string& op);
+// True when input `input` of `op` is a float shape operand: a Resize's scales, OneHot's depth.
+// A float32 model input read there directly becomes value symbols of its elements' bits
+// (meta::Float32Bits), and the sizes computed from it are FloorMulF32 expressions.
+bool IsFloatShapeOperand(const std::string& op, int input);
 
 // The values that `seeds` depend on through values, not only shapes: the seeds themselves, and
 // back from each through the node producing it (its inputs, an If's branch outputs), except

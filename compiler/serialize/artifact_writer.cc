@@ -74,6 +74,7 @@ class ExprTable {
       case ir::SymOp::kMin: return fb::ExprOp::Min;
       case ir::SymOp::kEq: return fb::ExprOp::Eq;
       case ir::SymOp::kLt: return fb::ExprOp::Lt;
+      case ir::SymOp::kFloorMulF32: return fb::ExprOp::FloorMulF32;
       default: return fb::ExprOp::Const;
     }
   }
@@ -441,10 +442,10 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
   for (const KernelRecord& k : artifact.kernels) kernels.push_back(WriteKernel(b, k));
   // Value checks need format 4, run-time dims and checks of floating-point values format 5,
   // predicated instructions (a run-time If) format 6, a run-time Loop's control format 7,
-  // room symbols format 8;
+  // room symbols format 8, float32 value symbols (and FloorMulF32, which only they feed) format 9;
   // an artifact without them stays at the version before, which older runtimes read
   // (schema/VERSIONS.md).
-  bool value_symbols = false, format5 = false, predicates = false, loops = false, rooms = false;
+  bool value_symbols = false, format5 = false, predicates = false, loops = false, rooms = false, float_symbols = false;
   for (const EntryRecord& e : artifact.entries) {
     for (const ir::RuntimeDim& d : e.plan.trace.runtime_dims) rooms = rooms || d.initial_room > 0;
     for (const ir::Node& n : e.plan.trace.body.nodes) {
@@ -455,10 +456,13 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
       const ir::Value& v = e.plan.trace.value(id);
       value_symbols = value_symbols || v.sym.has_value();
       format5 = format5 || (v.sym.has_value() && ir::meta::IsFloat(v.dtype));
+      for (size_t k = 0; v.sym && ir::meta::IsFloat(v.dtype) && k < v.sym->size(); ++k)
+        float_symbols = float_symbols || !(*v.sym)[k].is_const();
     }
     format5 = format5 || HasRuntimeDims(e.plan.trace);
   }
-  const uint32_t version = rooms           ? kRoomsFormatVersion
+  const uint32_t version = float_symbols   ? kFloatSymbolsFormatVersion
+                           : rooms         ? kRoomsFormatVersion
                            : loops         ? kLoopsFormatVersion
                            : predicates    ? kPredicatesFormatVersion
                            : format5       ? kRuntimeDimsFormatVersion

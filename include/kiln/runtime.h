@@ -31,7 +31,7 @@
 namespace kiln {
 
 // The artifact format versions this runtime reads: [kMinFormatVersion, kFormatVersion].
-inline constexpr uint32_t kFormatVersion = 8;
+inline constexpr uint32_t kFormatVersion = 9;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // One dimension of a model input or output as declared by the artifact: a constant, or

@@ -289,10 +289,18 @@ Status SumKernel(const KernelCall& c) { return VariadicKernel<Bin::kAdd>(c, "Sum
 Status MeanKernel(const KernelCall& c) { return VariadicKernel<Bin::kAdd>(c, "Mean", true); }
 
 // Pow allows a different exponent dtype (e.g. float base, int64 exponent).
-template <typename T, typename E>
+// x ^ y for a base of type T: float in float, the others in double.
+template <typename T>
+T PowOf(T x, double y) {
+  if constexpr (std::is_same_v<T, float>) return std::pow(x, static_cast<float>(y));
+  else return FromDouble<T>(std::pow(static_cast<double>(x), y));
+}
+
+// Base and exponent of one dtype, the common case, with its fast paths (x^2, x^1).
+template <typename T>
 void PowTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   if (b.num_elements == 1) {
-    const double e = static_cast<double>(b.as<const E>()[0]);
+    const double e = static_cast<double>(b.as<const T>()[0]);
     const T* pa = a.as<const T>();
     T* po = out.as<T>();
     if (e == 2.0) {
@@ -304,10 +312,32 @@ void PowTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
       return;
     }
   }
-  Broadcast2<T, E, T>(a, b, out, [](T x, E y) -> T {
-    if constexpr (std::is_same_v<T, float>) return std::pow(x, static_cast<float>(y));
-    else return FromDouble<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
-  });
+  Broadcast2<T, T, T>(a, b, out, [](T x, T y) -> T { return PowOf<T>(x, static_cast<double>(y)); });
+}
+
+// An exponent of another dtype (an integer power of a float, ...): read as a double per element,
+// one loop per base type rather than one per pair of dtypes.
+template <typename T>
+void PowMixed(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
+  const int r = out.rank;
+  const T* pa = a.as<const T>();
+  T* po = out.as<T>();
+  if (out.num_elements == 0) return;
+  if (r == 0) {
+    po[0] = PowOf<T>(pa[0], NumberAt(b, 0));
+    return;
+  }
+  int64_t sa[kMaxRank] = {}, sb[kMaxRank] = {};
+  BroadcastStrides(a, out, sa);
+  BroadcastStrides(b, out, sb);
+  const int64_t inner = out.dims[r - 1];
+  NdIndex it(out.dims, r);
+  int64_t o = 0;
+  do {
+    const int64_t oa = it.Offset(sa, r - 1), ob = it.Offset(sb, r - 1);
+    for (int64_t j = 0; j < inner; ++j) po[o + j] = PowOf<T>(pa[oa + j * sa[r - 1]], NumberAt(b, ob + j * sb[r - 1]));
+    o += inner;
+  } while (it.Next(r - 1));
 }
 
 Status PowKernel(const KernelCall& call) {
@@ -318,18 +348,17 @@ Status PowKernel(const KernelCall& call) {
   bool supported = false;
   auto visit_exp = [&](auto base_tag) {
     using T = decltype(base_tag);
-    auto run = [&](auto exp_tag) {
-      using E = decltype(exp_tag);
-      PowTyped<T, E>(a, b, out);
-      supported = true;
-    };
     switch (b.dtype) {
-      case DType::kFloat32: run(float{}); break;
-      case DType::kFloat64: run(double{}); break;
-      case DType::kInt32: run(int32_t{}); break;
-      case DType::kInt64: run(int64_t{}); break;
-      case DType::kUInt32: run(uint32_t{}); break;
-      case DType::kUInt64: run(uint64_t{}); break;
+      case DType::kFloat32:
+      case DType::kFloat64:
+      case DType::kInt32:
+      case DType::kInt64:
+      case DType::kUInt32:
+      case DType::kUInt64:
+        if (b.dtype == a.dtype) PowTyped<T>(a, b, out);
+        else PowMixed<T>(a, b, out);
+        supported = true;
+        break;
       default: break;
     }
   };

@@ -636,7 +636,19 @@ TEST_CASE("profiles with floating-point values: a Resize's scales input, compare
   testing::AddInput(g, "scales", {"4"});
   testing::AttrString(testing::AddNode(g, "Resize", {"x", "", "scales"}, {"y"}, "resize"), "mode", "nearest");
   testing::AddOutput(g, "y");
-  CHECK(CompileError(m, {}).find("--profile 'scales=[V0,V1,V2,V3]'") != std::string::npos);
+  {
+    // Scales read directly are float32 value symbols (passes/value_inputs.h); scales computed
+    // inside the model are not, and the compile names the input a profile must fix.
+    auto computed = testing::MakeModel(13);
+    auto* c = computed.mutable_graph();
+    testing::AddInput(c, "x", {"1", "1", "2", "2"});
+    testing::AddInput(c, "scales", {"4"});
+    testing::AddFloatInit(c, "one", {}, {1.0f});
+    testing::AddNode(c, "Mul", {"scales", "one"}, {"s"}, "mul");
+    testing::AttrString(testing::AddNode(c, "Resize", {"x", "", "s"}, {"y"}, "resize"), "mode", "nearest");
+    testing::AddOutput(c, "y");
+    CHECK(CompileError(computed, {}).find("--profile 'scales=[V0,V1,V2,V3]'") != std::string::npos);
+  }
   auto model = Model::Load(testing::CompileModel(m, testing::WithProfiles({"scales=[1,1,2,2]", "scales=[1, 1, 3.0, 3]"})));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);

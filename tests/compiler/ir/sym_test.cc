@@ -69,6 +69,21 @@ TEST_CASE("sym: printing and evaluation") {
   CHECK_FALSE(out.Eval({}).has_value());  // unbound symbol
 }
 
+TEST_CASE("sym: FloorMulF32 folds constants, keeps a range from its operands' and evaluates as the runtime does") {
+  const Sym h = Sym::Var("H"), s = Sym::ValueVar("scales_2");
+  CHECK(FloorMulF32(Sym(5), Sym(0x3F19999A)).value() == 3);  // floor(5 * 0.6f): 0.6f is 0.60000002
+  CHECK(FloorMulF32(h, Sym(kF32One)).Same(h));                // x * 1.0f
+  CHECK_FALSE(FloorMulF32(Sym(5), Sym(0x7F800000)).is_const());  // * inf: left to the runtime, which fails
+  const Sym out = FloorMulF32(h, s);
+  CHECK(out.ToString() == "floor(H * f32(scales_2))");
+  CHECK(out.lo() == INT64_MIN);  // the value symbol may hold a negative float's bits
+  CHECK(out.Eval({{"H", 7}, {"scales_2", 0x40200000}}) == 17);  // floor(7 * 2.5)
+  CHECK_FALSE(out.Eval({{"H", 7}, {"scales_2", -1}}).has_value());
+  const Sym positive = Max(Sym(1), Min(s, Sym(kF32MaxFinite)));  // bits in [1, largest finite]
+  CHECK(FloorMulF32(h, positive).lo() == 0);
+  CHECK(Substitute(out, {{"H", Sym(3)}, {"scales_2", Sym(0x40000000)}}).value() == 6);
+}
+
 TEST_CASE("sym: overflow and division by zero are not folded or evaluated") {
   Sym big(INT64_MAX);
   Sym sum = big + Sym(1);

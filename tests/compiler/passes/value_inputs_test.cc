@@ -342,6 +342,68 @@ TEST_CASE("value inputs: Expand to a shape input and Split by a sizes input") {
   CHECK(run({1, 3, 1}, {2, 3}, &y, &dims).message().find("(input 'split' element 1)") != std::string::npos);
 }
 
+TEST_CASE("value inputs: Resize by a float scales input and OneHot with a float depth, read as float32 bits") {
+  // r = Resize(x float32[1, 1, 2, 2], roi = "", scales float32[4]) nearest; h = OneHot(i int64[3], depth float32[]).
+  auto m = MakeModel(19);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "1", "2", "2"});
+  AddInput(g, "scales", {"4"});
+  AddInput(g, "i", {"3"}, onnx::TensorProto::INT64);
+  AddInput(g, "depth", {});
+  AddFloatInit(g, "onoff", {2}, {0, 1});
+  AddNode(g, "Resize", {"x", "", "scales"}, {"r"}, "resize");
+  AddNode(g, "OneHot", {"i", "depth", "onoff"}, {"h"}, "onehot");
+  AddOutput(g, "r");
+  AddOutput(g, "h");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
+  const std::string& prologue = model->entries()[0].prologue_text;
+  CHECK_MESSAGE(prologue.find("whose scales element 2 must be positive") != std::string::npos, prologue);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[4] = {1, 2, 3, 4};
+  const int64_t idx[3] = {0, 2, -1};
+  auto run = [&](std::vector<float> scales, float depth, std::vector<std::vector<float>>* y,
+                 std::vector<std::vector<int64_t>>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 1, 2, 2}),
+                       TensorView::Host(scales.data(), DType::kFloat32, {4}),
+                       TensorView::Host(idx, DType::kInt64, {3}), TensorView::Host(&depth, DType::kFloat32, {})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out);
+    dims->clear();
+    for (const TensorView& o : out) dims->emplace_back(o.dims, o.dims + o.rank);
+    return Status::Ok();
+  };
+  std::vector<std::vector<float>> y;
+  std::vector<std::vector<int64_t>> dims;
+  // Nearest upsampling by 2 x 1.5: floor(2 * 1.5) = 3 columns, column c from input column
+  // (c + 0.5) / 1.5 - 0.5 rounded half down (half_pixel, round_prefer_floor): 0, 0, 1; rows 0, 0, 1, 1.
+  // A depth of 3.7 is 3 (truncated, as ONNX casts it).
+  REQUIRE(run({1, 1, 2, 1.5f}, 3.7f, &y, &dims).ok());
+  CHECK(dims[0] == std::vector<int64_t>{1, 1, 4, 3});
+  CHECK(y[0] == std::vector<float>{1, 1, 2, 1, 1, 2, 3, 3, 4, 3, 3, 4});
+  CHECK(dims[1] == std::vector<int64_t>{3, 3});
+  CHECK(y[1] == std::vector<float>{1, 0, 0, 0, 0, 1, 0, 0, 1});  // -1 is the last class
+  // Downsampling by 0.6 from the same artifact: floor(2 * 0.6f) = 1; a depth of 5.
+  REQUIRE(run({1, 1, 0.6f, 0.6f}, 5.0f, &y, &dims).ok());
+  CHECK(dims[0] == std::vector<int64_t>{1, 1, 1, 1});
+  CHECK(dims[1] == std::vector<int64_t>{3, 5});
+  // A negative or infinite scale, or a depth below 1, fails the prologue with the element it reads.
+  const std::string negative(run({1, 1, -2, 1}, 3, &y, &dims).message());
+  CHECK_MESSAGE(negative.find("whose scales element 2 must be finite does not hold for scales_2 = -2 (input 'scales' "
+                              "element 2)") != std::string::npos,
+                negative);
+  const std::string inf(run({1, 1, 2, INFINITY}, 3, &y, &dims).message());
+  // (The prologue evaluates the sizes before it checks the guards: the infinite size is the error.)
+  CHECK_MESSAGE(inf.find("could not be evaluated for scales_3 = inf (input 'scales' element 3): expr") != std::string::npos,
+                inf);
+  const std::string shallow(run({1, 1, 2, 2}, 0.5f, &y, &dims).message());
+  CHECK_MESSAGE(shallow.find("whose depth must be >= 1 does not hold for depth = 0.5 (input 'depth' element 0)") !=
+                    std::string::npos,
+                shallow);
+}
 
 TEST_CASE("value inputs: Pad by a pads input and a window of an input's size") {
   // p = Pad(x float32[4], pads int64[2], mode reflect); w = HannWindow(size int64 scalar).

@@ -122,6 +122,12 @@ TEST_CASE("Pow with float base and int64 exponent") {
   auto e2 = Floats({3}, {2, 0.5f, -1});
   REQUIRE(RunKernel("Pow", {}, {&a, &e2}, {&y}).ok());
   KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{4, 1.7320508f, 0.25f}));
+  // Broadcast both ways with an exponent of another dtype: [2, 1] ^ int32 [3].
+  auto col = Floats({2, 1}, {2, 3});
+  auto row = Int32s({3}, {0, 1, 2});
+  auto grid = Output(DType::kFloat32, {2, 3});
+  REQUIRE(RunKernel("Pow", {}, {&col, &row}, {&grid}).ok());
+  CHECK(grid.values<float>() == std::vector<float>{1, 2, 4, 1, 3, 9});
 }
 
 TEST_CASE("Pow on integers saturates where the power leaves the type (2^1000 is INT32_MAX, 2^-inf is 0)") {
