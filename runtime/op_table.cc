@@ -14,7 +14,7 @@
 //  - kFloat32: Exp, Log, Pow, Reciprocal and the hyperbolic and inverse trigonometric
 //    functions (results beyond 65504, or accuracy lost near 0 and 1); ReduceSum,
 //    ReduceSumSquare, ReduceProd, ReduceLogSum(Exp), CumSum, CumProd, LpPool and LRN (sums that
-//    outgrow their inputs); LSTM, GRU and RNN (state carried over many steps);
+//    outgrow their inputs); LSTM, GRU, RNN and LinearAttention (state carried over many steps);
 //    NonMaxSuppression, RoiAlign, GridSample and AffineGrid (coordinates); DFT, STFT and the
 //    window functions; quantization, Range, ConstantOfShape, EyeLike, Det, Mod, BitCast.
 #include "runtime/op_table.h"
@@ -148,6 +148,8 @@ constexpr OpInfo kOps[] = {
     {"LeakyRelu", {1, 1, 0b1, 1, 1}, kFollow, kElementwise, ""},
     {"Less", {2, 2, 0b11, 1, 1}, kFollow, kElementwise, ""},
     {"LessOrEqual", {2, 2, 0b11, 1, 1}, kFollow, kElementwise, ""},
+    {"LinearAttention", {3, 6, 0b111, 2, 2}, kFloat32, kCpuOnly,
+     "a recurrence over the tokens, each step reading the state the last one wrote; no generated kernel"},
     {"Log", {1, 1, 0b1, 1, 1}, kFloat32, kElementwise, ""},
     {"LogSoftmax", {1, 1, 0b1, 1, 1}, kLow, kReduction, ""},
     {"LpNormalization", {1, 1, 0b1, 1, 1}, kLow, kCpuOnly, "not lowered to the reduction family yet"},

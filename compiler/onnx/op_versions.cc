@@ -59,7 +59,7 @@ constexpr OpVersion kTable[] = {
     {"If", 25, kSame, kInt2},
     {"Less", 1, kRefusedIfAttr, kLegacyBroadcast, "axis"},
     {"Less", 7, kSame, kNumpyBroadcast},
-    {"LinearAttention", 27, kRefused, "the linear-attention recurrences are not implemented"},
+    {"LinearAttention", 27, kSame, "new op: the version Kiln implements"},
     {"Loop", 25, kSame, kInt2},
     {"LpPool", 1, kRefused, "a float 'p' (LpPool-1) is not implemented; Kiln implements LpPool-2's integer 'p'"},
     {"LpPool", 2, kSame, "integer 'p'"},

@@ -1,6 +1,8 @@
-// Meta functions of the transformer ops of opsets 23 and 24: Attention, RotaryEmbedding and
-// RMSNormalization (CPU kernels in runtime/kernels/transformer.cc).
+// Meta functions of the transformer ops of opsets 23, 24 and 27: Attention, RotaryEmbedding,
+// RMSNormalization and LinearAttention (CPU kernels in runtime/kernels/transformer.cc).
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
@@ -295,10 +297,82 @@ Status AttentionMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// ---- LinearAttention -------------------------------------------------------------------
+
+// LinearAttention (opset 27), all 3-D packed with heads in the last dim: query [B, T, Hq*dk],
+// key [B, T, Hkv*dk], value [B, T, Hkv*dv]; past_state [B, Hkv, dk, dv]; decay [B, T, Hkv*dk]
+// (per key dim) or [B, T, Hkv] (per head), present exactly for the gated rules; beta [B, T, Hkv]
+// or [B, T, 1], present exactly for the delta rules -> output [B, T, Hq*dv] in query's dtype and
+// present_state [B, Hkv, dk, dv] in past_state's dtype, else query's (the ONNX reference's rule).
+// chunk_size is a tuning hint that changes no result; the kernel ignores it.
+Status LinearAttentionMeta(MetaContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 2));
+  KILN_ASSIGN_OR_RETURN(const Value* q, Need(ctx, 0, "query"));
+  KILN_ASSIGN_OR_RETURN(const Value* k, Need(ctx, 1, "key"));
+  KILN_ASSIGN_OR_RETURN(const Value* v, Need(ctx, 2, "value"));
+  const Value *past = ctx.input(3), *decay = ctx.input(4), *beta = ctx.input(5);
+  KILN_RETURN_IF_ERROR(CheckStorage(*q, "query", false));
+  for (const auto& [x, name] : {std::pair{k, "key"}, std::pair{v, "value"}, std::pair{decay, "decay"},
+                                std::pair{beta, "beta"}}) {
+    if (x) KILN_RETURN_IF_ERROR(CheckSameDType(*q, "query", *x, name));
+  }
+  const AttrMap& attrs = ctx.attrs();
+  const std::string rule(attrs.GetString("update_rule", "gated_delta"));
+  const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (!gated && !delta && rule != "linear")
+    return InvalidArgument("attribute 'update_rule': expected 'linear', 'gated', 'delta' or 'gated_delta', found '" +
+                           rule + "'");
+  if (gated != (decay != nullptr))
+    return InvalidArgument("input decay: update_rule '" + rule + (gated ? "' requires it" : "' takes none"));
+  if (delta != (beta != nullptr))
+    return InvalidArgument("input beta: update_rule '" + rule + (delta ? "' requires it" : "' takes none"));
+  KILN_ASSIGN_OR_RETURN(int64_t hq, HeadsAttr(attrs, "q_num_heads", true, "(it unpacks the heads of query)"));
+  KILN_ASSIGN_OR_RETURN(int64_t hkv, HeadsAttr(attrs, "kv_num_heads", true, "(it unpacks the heads of key and value)"));
+  if (hq % hkv != 0)
+    return InvalidArgument("attribute 'q_num_heads' " + std::to_string(hq) + ": expected a multiple of kv_num_heads " +
+                           std::to_string(hkv));
+  if (attrs.Has("scale") && !std::isfinite(attrs.GetFloat("scale", 0.0f)))
+    return InvalidArgument("attribute 'scale': expected a finite number, found " +
+                           FloatStr(attrs.GetFloat("scale", 0.0f)));
+  for (const auto& [x, name] : {std::pair{q, "input query"}, std::pair{k, "input key"}, std::pair{v, "input value"},
+                                std::pair{decay, "input decay"}, std::pair{beta, "input beta"}}) {
+    if (x) KILN_RETURN_IF_ERROR(CheckRank(*x, name, 3, 3));
+  }
+  const Sym &batch = q->shape[0], &seq = q->shape[1];
+  KILN_ASSIGN_OR_RETURN(Sym dk, PerHead(ctx, q->shape[2], hq, "input query dim 2 (hidden size)", "q_num_heads"));
+  KILN_ASSIGN_OR_RETURN(Sym k_head, PerHead(ctx, k->shape[2], hkv, "input key dim 2 (hidden size)", "kv_num_heads"));
+  KILN_ASSIGN_OR_RETURN(Sym dv, PerHead(ctx, v->shape[2], hkv, "input value dim 2 (hidden size)", "kv_num_heads"));
+  KILN_RETURN_IF_ERROR(Unify(ctx, dk, k_head, "key's head size against query's"));
+  for (const auto& [x, name] : {std::pair{k, "input key"}, std::pair{v, "input value"}, std::pair{decay, "input decay"},
+                                std::pair{beta, "input beta"}}) {
+    if (!x) continue;
+    KILN_RETURN_IF_ERROR(Unify(ctx, batch, x->shape[0], std::string(name) + " dim 0 (batch)"));
+    KILN_RETURN_IF_ERROR(Unify(ctx, seq, x->shape[1], std::string(name) + " dim 1 (sequence)"));
+  }
+  // decay: one gate per key dim, or one per head. A symbolic last dim is taken per key dim.
+  if (decay && decay->shape[2].value() != hkv)
+    KILN_RETURN_IF_ERROR(
+        Unify(ctx, Sym(hkv) * dk, decay->shape[2], "input decay dim 2 (kv_num_heads * head size, or kv_num_heads)"));
+  // beta: one rate per head, or one for all heads. A symbolic last dim is taken per head.
+  if (beta && beta->shape[2].value() != 1)
+    KILN_RETURN_IF_ERROR(Unify(ctx, Sym(hkv), beta->shape[2], "input beta dim 2 (kv_num_heads, or 1)"));
+  const SymShape state = {batch, Sym(hkv), dk, dv};
+  if (past) {
+    KILN_RETURN_IF_ERROR(CheckStorage(*past, "past_state", false));
+    KILN_RETURN_IF_ERROR(CheckRank(*past, "input past_state", 4, 4));
+    for (int d = 0; d < 4; ++d)
+      KILN_RETURN_IF_ERROR(Unify(ctx, state[d], past->shape[d], "input past_state dim " + std::to_string(d)));
+  }
+  ctx.SetOutput(0, q->dtype, {batch, seq, Sym(hq) * dv});
+  ctx.SetOutput(1, past ? past->dtype : q->dtype, state);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterTransformerOps(std::vector<OpDef>& ops) {
   Def(ops, "Attention", AttentionMeta);
+  Def(ops, "LinearAttention", LinearAttentionMeta);
   Def(ops, "RotaryEmbedding", RotaryMeta);
   Def(ops, "RMSNormalization", RmsNormMeta);
 }

@@ -1,15 +1,18 @@
-// The transformer ops of opsets 23 and 24: Attention, RotaryEmbedding and RMSNormalization,
-// each one kernel rather than the graph of primitives of its ONNX function body, so the
-// intermediates (scores, probabilities, the concatenated cache) never reach memory plans.
+// The transformer ops of opsets 23, 24 and 27: Attention, RotaryEmbedding, RMSNormalization and
+// LinearAttention, each one kernel rather than the graph of primitives of its ONNX function body,
+// so the intermediates (scores, probabilities, the concatenated cache, the running state) never
+// reach memory plans.
 //
 // Storage may be float32, float16 or bfloat16 (RMSNormalization also float64); everything
 // is computed in float32 (RMS statistics in double) and rounded to the storage type once
 // per output element. For half inputs that is at least as accurate as the reference, which
-// rounds every intermediate (scores, softmax) to half.
+// rounds every intermediate (scores, softmax) to half. LinearAttention reads float32 only.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <string>
 
 #include "runtime/kernels/attention_tiles.h"
 #include "runtime/kernels/families.h"
@@ -598,8 +601,174 @@ Status Attention(const KernelCall& call) {
   return Status::Ok();
 }
 
+// ---- LinearAttention -------------------------------------------------------------------
+
+// LinearAttention (opset 27): attention as a recurrence over the tokens, each (batch, kv head)
+// carrying a state S [dk, dv] from token to token and from call to call (past_state ->
+// present_state). For token t, in float32 as ONNX's reference:
+//   S *= exp(decay_t)                   the gated rules: per key dim (a row of S) or per head
+//   v_t = beta_t * (v_t - S^T k_t)      the delta rules
+//   S += k_t (x) v_t
+//   output_t = scale * q_t^T S          for each of the Hq / Hkv query heads sharing the kv head
+// Its operands are float32 only: the runtime widens float16 and bfloat16 ones and rounds the
+// outputs once (runtime/kernels/widen.h), the reference's float32 accumulation.
+
+// LinearAttention's operands, inputs then outputs.
+constexpr int kLaQuery = 0, kLaKey = 1, kLaValue = 2, kLaPast = 3, kLaDecay = 4, kLaBeta = 5;
+constexpr int kLaOutput = 6, kLaPresent = 7, kLaOperands = 8;
+
+// One call's sizes: query [B, T, Hq*dk], key [B, T, Hkv*dk], value [B, T, Hkv*dv], past_state
+// and present_state [B, Hkv, dk, dv], decay [B, T, Hkv*dk] (per key dim) or [B, T, Hkv] (per
+// head), beta [B, T, Hkv] or [B, T, 1], output [B, T, Hq*dv]; ops[i]: operand i, or null when
+// absent.
+struct LinearShape {
+  int64_t batch = 0, seq = 0, q_heads = 0, kv_heads = 0, dk = 0, dv = 0;
+  const TensorRef* ops[kLaOperands] = {};
+};
+
+// The one error: what the attributes and operands must be, and what they are. Built by appends
+// in a function of its own, since chains of operator+ inlined into the checks cost the
+// size-budgeted runtime (cmake/check_runtime_size.cmake) kilobytes.
+[[gnu::noinline, gnu::cold]] Status LinearShapeError(std::string_view rule, const int64_t* heads,
+                                                      const LinearShape& s) {
+  std::string m = "LinearAttention: update_rule '";
+  m.append(rule).append("', heads [q_num_heads, kv_num_heads] ").append(ShapeText(std::span(heads, 2)));
+  m.append(" and operands");
+  for (int i = 0; i < kLaOperands; ++i)
+    m.append(i ? ", " : " ").append(s.ops[i] ? ShapeStr(*s.ops[i]) : "<absent>");
+  if (s.ops[kLaQuery]) m.append(" of ").append(DTypeName(s.ops[kLaQuery]->dtype));
+  return InvalidArgument(m.append(
+      ": expected update_rule 'linear', 'gated', 'delta' or 'gated_delta', Hkv >= 1 dividing Hq, and float32 "
+      "query [B, T, Hq*dk], key [B, T, Hkv*dk], value [B, T, Hkv*dv], past_state [B, Hkv, dk, dv], decay "
+      "[B, T, Hkv*dk or Hkv] for the gated rules only, beta [B, T, Hkv or 1] for the delta rules only, output "
+      "[B, T, Hq*dv], present_state as past_state"));
+}
+
+// Whether t is float32 of the dims `want`: 3 of them, or 4 when want[3] >= 0.
+[[gnu::noinline]] bool LinearFits(const TensorRef* t, const int64_t* want) {
+  const int rank = want[3] < 0 ? 3 : 4;
+  if (t->dtype != DType::kFloat32 || t->rank != rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (t->dims[i] != want[i]) return false;
+  return true;
+}
+
+// Reads the attributes and checks every operand against them: decay and beta present exactly
+// when update_rule reads them.
+Status ReadLinearShape(const AttrMap& attrs, std::span<const TensorRef> in, std::span<const TensorRef> out,
+                       LinearShape* s) {
+  for (int i = 0; i < kLaOperands; ++i) {
+    const std::span<const TensorRef> part = i < 6 ? in : out;
+    const size_t at = i < 6 ? i : i - 6;
+    s->ops[i] = at < part.size() && part[at].present() ? &part[at] : nullptr;
+  }
+  // The rule's index is its bits: 1 the gate (decay), 2 the delta correction (beta).
+  constexpr std::string_view kRules[] = {"linear", "gated", "delta", "gated_delta"};
+  const std::string_view rule = attrs.GetString("update_rule", "gated_delta");
+  int r = 0;
+  while (r < 4 && kRules[r] != rule) ++r;
+  const int64_t heads[] = {attrs.GetInt("q_num_heads", 0), attrs.GetInt("kv_num_heads", 0)};
+  const int64_t Hq = heads[0], Hkv = heads[1];
+  const TensorRef *q = s->ops[kLaQuery], *v = s->ops[kLaValue], *y = s->ops[kLaOutput];
+  const TensorRef *decay = s->ops[kLaDecay], *beta = s->ops[kLaBeta];
+  bool ok = r < 4 && Hkv >= 1 && Hq >= 1 && Hq % Hkv == 0 && q && v && y && q->rank == 3 && v->rank == 3 &&
+            y->rank == 3 && (r & 1) == (decay != nullptr) && (r & 2) == (beta != nullptr ? 2 : 0);
+  if (ok) {
+    const int64_t B = q->dims[0], T = q->dims[1], dk = q->dims[2] / Hq, dv = v->dims[2] / Hkv;
+    // Hkv * dk <= Hq * dk <= query's dim and Hkv * dv <= value's cannot overflow; Hq * dv may, so
+    // the output's dim is compared as a quotient.
+    const int64_t gate = decay && decay->rank == 3 && decay->dims[2] == Hkv ? Hkv : Hkv * dk;
+    const int64_t rate = beta && beta->rank == 3 && beta->dims[2] == 1 ? 1 : Hkv;
+    const int64_t want[kLaOperands][4] = {{B, T, Hq * dk, -1}, {B, T, Hkv * dk, -1}, {B, T, Hkv * dv, -1},
+                                          {B, Hkv, dk, dv},    {B, T, gate, -1},      {B, T, rate, -1},
+                                          {B, T, y->dims[2], -1}, {B, Hkv, dk, dv}};
+    ok = y->dims[2] % Hq == 0 && y->dims[2] / Hq == dv;
+    for (int i = 0; i < kLaOperands; ++i) ok = ok && (!s->ops[i] || LinearFits(s->ops[i], want[i]));
+    s->batch = B, s->seq = T, s->q_heads = Hq, s->kv_heads = Hkv, s->dk = dk, s->dv = dv;
+  }
+  return ok ? Status::Ok() : LinearShapeError(rule, heads, *s);
+}
+
+// Bytes of the state [B, Hkv, dk, dv]; SIZE_MAX when that overflows (sizes no present_state has).
+size_t LinearStateBytes(const LinearShape& s) {
+  const int64_t dims[] = {s.batch, s.kv_heads, s.dk, s.dv, sizeof(float)};
+  int64_t bytes = 0;
+  return CheckedProduct(dims, 0, 5, &bytes) ? static_cast<size_t>(bytes) : SIZE_MAX;
+}
+
+// The state's scratch when the model does not read present_state.
+size_t LinearAttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> in, std::span<const TensorRef> out) {
+  LinearShape s;
+  if (!ReadLinearShape(attrs, in, out, &s).ok() || s.ops[kLaPresent]) return 0;
+  return LinearStateBytes(s);
+}
+
+// The state lives in present_state (else the workspace), starting as past_state or zeros. The
+// delta and outer-product steps go column by column of S: column m's update reads only column m,
+// so no scratch vector is needed. scale 0 (the default) is 1 / sqrt(dk).
+Status LinearAttention(const KernelCall& call) {
+  constexpr std::string_view kName = "LinearAttention";
+  KILN_RETURN_IF_ERROR(CheckArity(call, kName, 3));
+  LinearShape s;
+  KILN_RETURN_IF_ERROR(ReadLinearShape(call.attrs, call.inputs, call.outputs, &s));
+  const TensorRef *past = s.ops[kLaPast], *decay = s.ops[kLaDecay], *beta = s.ops[kLaBeta];
+  const TensorRef* present = s.ops[kLaPresent];
+  const size_t state_bytes = LinearStateBytes(s);  // present_state's size when it is there
+  if (!present) KILN_RETURN_IF_ERROR(CheckWorkspace(call, state_bytes, kName));
+  float* state = present ? present->as<float>() : static_cast<float*>(call.workspace);
+  if (past) std::memmove(state, past->data, state_bytes);  // a state updated in place stays right
+  else std::memset(state, 0, state_bytes);
+  // An empty output leaves nothing to run: no batch, no token (the state is past_state) or dv = 0.
+  // Otherwise each loop below is bounded by a real tensor's size.
+  if (call.outputs[0].num_elements == 0) return Status::Ok();
+  const int64_t Hq = s.q_heads, Hkv = s.kv_heads, dk = s.dk, dv = s.dv, group = Hq / Hkv;
+  const float attr_scale = call.attrs.GetFloat("scale", 0.0f);
+  const float scale = attr_scale != 0.0f ? attr_scale : 1.0f / std::sqrt(static_cast<float>(dk));
+  const bool head_gate = decay && decay->dims[2] == Hkv;  // else a gate per key dim
+  const int64_t beta_w = beta ? beta->dims[2] : 0;
+  const float *q = s.ops[kLaQuery]->as<const float>(), *k = s.ops[kLaKey]->as<const float>();
+  const float* v = s.ops[kLaValue]->as<const float>();
+  float* y = call.outputs[0].as<float>();
+  const int64_t per_head = s.seq * dk * dv * (group + 3);  // multiply-adds of one (batch, kv head)
+  ParallelFor(call.threads, s.batch * Hkv, MinItemsPerPart(per_head), [&](int64_t b0, int64_t b1) {
+    for (int64_t bh = b0; bh < b1; ++bh) {  // bh = b * Hkv + h
+      const int64_t h = bh % Hkv;
+      float* S = state + bh * dk * dv;
+      for (int64_t row = bh / Hkv * s.seq; row < (bh / Hkv + 1) * s.seq; ++row) {  // row = b * T + t
+        const float *kt = k + (row * Hkv + h) * dk, *vt = v + (row * Hkv + h) * dv;
+        if (decay) {
+          const float* g = decay->as<const float>() + (head_gate ? row * Hkv + h : (row * Hkv + h) * dk);
+          for (int64_t d = 0; d < dk; ++d) {
+            const float e = std::exp(g[head_gate ? 0 : d]);
+            for (int64_t m = 0; m < dv; ++m) S[d * dv + m] *= e;
+          }
+        }
+        const float rate = beta ? beta->as<const float>()[row * beta_w + (beta_w == 1 ? 0 : h)] : 1.0f;
+        for (int64_t m = 0; m < dv; ++m) {
+          float u = vt[m], read = 0.0f;
+          if (beta) {
+            for (int64_t d = 0; d < dk; ++d) read += S[d * dv + m] * kt[d];
+            u = rate * (u - read);
+          }
+          for (int64_t d = 0; d < dk; ++d) S[d * dv + m] += kt[d] * u;
+        }
+        for (int64_t hq = h * group; hq < (h + 1) * group; ++hq) {
+          const float* qt = q + (row * Hq + hq) * dk;
+          for (int64_t m = 0; m < dv; ++m) {
+            float acc = 0.0f;
+            for (int64_t d = 0; d < dk; ++d) acc += qt[d] * S[d * dv + m];
+            y[(row * Hq + hq) * dv + m] = scale * acc;
+          }
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
 constexpr KernelDef kKernels[] = {
     {"Attention", Attention, AttentionWorkspace, true},
+    {"LinearAttention", LinearAttention, LinearAttentionWorkspace},
     {"RMSNormalization", RmsNormalization, nullptr, true},
     {"RotaryEmbedding", RotaryEmbedding, nullptr, true},
 };

@@ -1,5 +1,5 @@
-// Meta functions of Attention, RotaryEmbedding and RMSNormalization: output shapes (static
-// and symbolic) and the messages for invalid or unsupported attributes.
+// Meta functions of Attention, RotaryEmbedding, RMSNormalization and LinearAttention: output
+// shapes (static and symbolic) and the messages for invalid or unsupported attributes.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -126,6 +126,61 @@ TEST_CASE("Attention meta: invalid and unsupported attributes and inputs") {
   s = g.Run("Attention", {qd, qd, qd}, {});
   CHECK(s.code() == StatusCode::kUnimplemented);
   CHECK(s.message() == "node 'n' (Attention): input Q: dtype float64 is not supported (float32, float16, bfloat16)");
+}
+
+TEST_CASE("LinearAttention meta: both outputs' shapes and dtypes, grouped heads, symbolic sizes") {
+  TransformerGraph g;
+  const DType h = DType::kFloat16, f = DType::kFloat32;
+  // 8 query heads of 8 on 4 kv heads, dk = 8, dv = 12; a float32 state with float16 activations.
+  ValueId q = g.In(h, {B, S, 64}), k = g.In(h, {B, S, 32}), v = g.In(h, {B, S, 48}), past = g.In(f, {B, 4, 8, 12});
+  ValueId decay = g.In(h, {B, S, 4}), beta = g.In(h, {B, S, 1});
+  const AttrMap heads = Ints({{"q_num_heads", 8}, {"kv_num_heads", 4}});
+  REQUIRE(g.Run("LinearAttention", {q, k, v, past, decay, beta}, heads, {true, true}).ok());
+  CHECK(g.Shape(0) == "[B, S, 96]");
+  CHECK(g.Shape(1) == "[B, 4, 8, 12]");
+  CHECK(g.t.value(g.node.outputs[0]).dtype == h);
+  CHECK(g.t.value(g.node.outputs[1]).dtype == f);
+  // Without past_state the state takes query's dtype; decay per key dim.
+  AttrMap gated = heads;
+  gated.SetString("update_rule", "gated");
+  ValueId per_dim = g.In(h, {B, S, 32});
+  REQUIRE(g.Run("LinearAttention", {q, k, v, kNoValue, per_dim}, gated, {true, true}).ok());
+  CHECK(g.Shape(1) == "[B, 4, 8, 12]");
+  CHECK(g.t.value(g.node.outputs[1]).dtype == h);
+}
+
+TEST_CASE("LinearAttention meta: shape and attribute errors name what was expected") {
+  TransformerGraph g;
+  const DType f = DType::kFloat32;
+  ValueId q = g.In(f, {2, 3, 30}), k = g.In(f, {2, 3, 8}), v = g.In(f, {2, 3, 8}), beta = g.In(f, {2, 3, 2});
+  AttrMap a = Ints({{"q_num_heads", 4}, {"kv_num_heads", 2}});
+  a.SetString("update_rule", "delta");
+  Status s = g.Run("LinearAttention", {q, k, v, kNoValue, kNoValue, beta}, a, {true, true});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "node 'n' (LinearAttention): input query dim 2 (hidden size) 30: expected a multiple of 4 (q_num_heads)");
+  ValueId q16 = g.In(f, {2, 3, 16});  // dk = 4 against the key's 8 / 2 = 4: fits
+  REQUIRE(g.Run("LinearAttention", {q16, k, v, kNoValue, kNoValue, beta}, a, {true, true}).ok());
+  ValueId q24 = g.In(f, {2, 3, 24});  // dk = 6
+  s = g.Run("LinearAttention", {q24, k, v, kNoValue, kNoValue, beta}, a, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): key's head size against query's: expected 6, found 4");
+  s = g.Run("LinearAttention", {q16, k, v}, a, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): input beta: update_rule 'delta' requires it");
+  ValueId beta3 = g.In(f, {2, 3, 3});
+  s = g.Run("LinearAttention", {q16, k, v, kNoValue, kNoValue, beta3}, a, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): input beta dim 2 (kv_num_heads, or 1): expected 2, found 3");
+  ValueId past = g.In(f, {2, 2, 4, 3});
+  s = g.Run("LinearAttention", {q16, k, v, past, kNoValue, beta}, a, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): input past_state dim 3: expected 4, found 3");
+  AttrMap three = Ints({{"q_num_heads", 3}, {"kv_num_heads", 2}});
+  three.SetString("update_rule", "linear");
+  s = g.Run("LinearAttention", {q16, k, v}, three, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): attribute 'q_num_heads' 3: expected a multiple of kv_num_heads 2");
+  AttrMap bad = a;
+  bad.SetString("update_rule", "slow");
+  s = g.Run("LinearAttention", {q16, k, v}, bad, {true, true});
+  CHECK(s.message() == "node 'n' (LinearAttention): attribute 'update_rule': expected 'linear', 'gated', 'delta' or "
+                       "'gated_delta', found 'slow'");
 }
 
 TEST_CASE("RotaryEmbedding meta") {

@@ -1,4 +1,5 @@
-// Attention, RotaryEmbedding and RMSNormalization on inputs small enough to check by hand.
+// Attention, RotaryEmbedding, RMSNormalization and LinearAttention on inputs small enough to check
+// by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -384,6 +385,156 @@ TEST_CASE("RMSNormalization: last axis, all axes with epsilon, stash_type") {
   auto bad = Floats({3}, {1, 2, 3});
   CHECK(RunKernel("RMSNormalization", {}, {&x, &bad}, {&y}).message() ==
         "RMSNormalization: scale [3] must broadcast to the normalised shape [2]");
+}
+
+// ---- LinearAttention -------------------------------------------------------------------
+
+// LinearAttention's attributes: the update rule, the head counts and an explicit scale (0: the
+// default 1/sqrt(dk)).
+AttrMap LinearAttentionAttrs(const char* rule, int64_t q_heads, int64_t kv_heads, float scale) {
+  AttrMap a;
+  a.SetString("update_rule", rule);
+  a.SetInt("q_num_heads", q_heads);
+  a.SetInt("kv_num_heads", kv_heads);
+  if (scale != 0) a.SetFloat("scale", scale);
+  return a;
+}
+
+// One head, dk = dv = 2, two tokens: q = [1, 0] then [0, 1], k = [1, 2] then [0, 1], v = [3, 4]
+// then [5, 6]. The 'linear' rule from zeros: S1 = k1 (x) v1 = [[3, 4], [6, 8]], output 1 = q1^T S1
+// = [3, 4] (S1's row 0); S2 = S1 + k2 (x) v2 = [[3, 4], [11, 14]], output 2 = its row 1 = [11, 14].
+struct LinearTwoTokens {
+  TestTensor q = Floats({1, 2, 2}, {1, 0, 0, 1});
+  TestTensor k = Floats({1, 2, 2}, {1, 2, 0, 1});
+  TestTensor v = Floats({1, 2, 2}, {3, 4, 5, 6});
+  TestTensor identity = Floats({1, 1, 2, 2}, {1, 0, 0, 1});  // a past_state
+  TestTensor y = Output(DType::kFloat32, {1, 2, 2});
+  TestTensor state = Output(DType::kFloat32, {1, 1, 2, 2});
+};
+
+TEST_CASE("LinearAttention: 'linear' rule by hand, default scale, past_state given or absent") {
+  LinearTwoTokens c;
+  auto none = Absent();
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 1, 1, 1), {&c.q, &c.k, &c.v}, {&c.y, &c.state})
+              .ok());
+  KILN_CHECK_FLOATS(c.y.values<float>(), (std::vector<float>{3, 4, 11, 14}));
+  KILN_CHECK_FLOATS(c.state.values<float>(), (std::vector<float>{3, 4, 11, 14}));
+  // The default scale 1/sqrt(dk) = 1/sqrt(2); the state is unscaled.
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 1, 1, 0), {&c.q, &c.k, &c.v}, {&c.y, &c.state})
+              .ok());
+  const float r = 1 / std::sqrt(2.0f);
+  KILN_CHECK_FLOATS(c.y.values<float>(), (std::vector<float>{3 * r, 4 * r, 11 * r, 14 * r}));
+  KILN_CHECK_FLOATS(c.state.values<float>(), (std::vector<float>{3, 4, 11, 14}));
+  // From past_state I: S1 = [[4, 4], [6, 9]], S2 = [[4, 4], [11, 15]].
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 1, 1, 1), {&c.q, &c.k, &c.v, &c.identity},
+                    {&c.y, &c.state})
+              .ok());
+  KILN_CHECK_FLOATS(c.y.values<float>(), (std::vector<float>{4, 4, 11, 15}));
+  KILN_CHECK_FLOATS(c.state.values<float>(), (std::vector<float>{4, 4, 11, 15}));
+  // present_state not read by the model: the state lives in the workspace, the output is the same.
+  auto y = Output(DType::kFloat32, {1, 2, 2});
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 1, 1, 1), {&c.q, &c.k, &c.v, &c.identity, &none},
+                    {&y})
+              .ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{4, 4, 11, 15}));
+}
+
+TEST_CASE("LinearAttention: 'gated' rule, a decay per head and per key dim") {
+  LinearTwoTokens c;
+  const float half = std::log(0.5f);
+  // Per head, S halves before each write: S1 = 0.5 I + [[3, 4], [6, 8]] = [[3.5, 4], [6, 8.5]];
+  // S2 = 0.5 S1 + [[0, 0], [5, 6]] = [[1.75, 2], [8, 10.25]].
+  auto per_head = Floats({1, 2, 1}, {half, half});
+  const AttrMap gated = LinearAttentionAttrs("gated", 1, 1, 1);
+  auto none = Absent();
+  REQUIRE(RunKernel("LinearAttention", gated, {&c.q, &c.k, &c.v, &c.identity, &per_head}, {&c.y, &c.state}).ok());
+  KILN_CHECK_FLOATS(c.y.values<float>(), (std::vector<float>{3.5f, 4, 8, 10.25f}));
+  KILN_CHECK_FLOATS(c.state.values<float>(), (std::vector<float>{1.75f, 2, 8, 10.25f}));
+  // Per key dim, row d of S scales by exp(decay[d]): token 1 halves row 0, token 2 row 1.
+  // S1 = [[0.5 + 3, 4], [6, 1 + 8]]; S2 = [[3.5, 4], [3 + 5, 4.5 + 6]].
+  auto per_dim = Floats({1, 2, 2}, {half, 0, 0, half});
+  REQUIRE(RunKernel("LinearAttention", gated, {&c.q, &c.k, &c.v, &c.identity, &per_dim}, {&c.y, &c.state}).ok());
+  KILN_CHECK_FLOATS(c.y.values<float>(), (std::vector<float>{3.5f, 4, 8, 10.5f}));
+  KILN_CHECK_FLOATS(c.state.values<float>(), (std::vector<float>{3.5f, 4, 8, 10.5f}));
+  // Without the decay the gated rule has no gate to apply.
+  Status st = RunKernel("LinearAttention", gated, {&c.q, &c.k, &c.v, &c.identity, &none}, {&c.y, &c.state});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("LinearAttention: update_rule 'gated', heads [q_num_heads, kv_num_heads] [1, 1] and "
+                          "operands [1, 2, 2], [1, 2, 2], [1, 2, 2], [1, 1, 2, 2], <absent>, <absent>, [1, 2, 2], "
+                          "[1, 1, 2, 2] of float32: expected ") == 0);
+}
+
+TEST_CASE("LinearAttention: 'delta' and 'gated_delta' rules with beta") {
+  // k = [1, 0] then [1, 1], v = [2, 3] then [4, 5], beta = 0.5 then 1, from zeros.
+  // Token 1: S0^T k = 0, v' = 0.5 * [2, 3] = [1, 1.5], S1 = [[1, 1.5], [0, 0]]; q = [1, 1] reads [1, 1.5].
+  // Token 2: S1^T k = [1, 1.5], v' = [4 - 1, 5 - 1.5] = [3, 3.5], S2 = [[4, 5], [3, 3.5]]; q = [0, 1]
+  // reads [3, 3.5].
+  auto q = Floats({1, 2, 2}, {1, 1, 0, 1});
+  auto k = Floats({1, 2, 2}, {1, 0, 1, 1});
+  auto v = Floats({1, 2, 2}, {2, 3, 4, 5});
+  auto beta = Floats({1, 2, 1}, {0.5f, 1});
+  auto none = Absent();
+  auto y = Output(DType::kFloat32, {1, 2, 2});
+  auto state = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("delta", 1, 1, 1), {&q, &k, &v, &none, &none, &beta},
+                    {&y, &state})
+              .ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 1.5f, 3, 3.5f}));
+  KILN_CHECK_FLOATS(state.values<float>(), (std::vector<float>{4, 5, 3, 3.5f}));
+  // gated_delta with a decay of ln 0.5 at token 2 only: S1 as above, then 0.5 S1 = [[0.5, 0.75], [0, 0]],
+  // whose S^T k is [0.5, 0.75]: v' = [3.5, 4.25], S2 = [[4, 5], [3.5, 4.25]], read [3.5, 4.25].
+  auto decay = Floats({1, 2, 1}, {0, std::log(0.5f)});
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("gated_delta", 1, 1, 1), {&q, &k, &v, &none, &decay, &beta},
+                    {&y, &state})
+              .ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 1.5f, 3.5f, 4.25f}));
+  KILN_CHECK_FLOATS(state.values<float>(), (std::vector<float>{4, 5, 3.5f, 4.25f}));
+}
+
+TEST_CASE("LinearAttention: grouped-query heads read the state of their kv head") {
+  // q_num_heads 2, kv_num_heads 1, one token: S = [1, 2] (x) [3, 4] = [[3, 4], [6, 8]]; q head 0
+  // = [1, 0] reads row 0, q head 1 = [0, 1] row 1.
+  auto q = Floats({1, 1, 4}, {1, 0, 0, 1});
+  auto k = Floats({1, 1, 2}, {1, 2});
+  auto v = Floats({1, 1, 2}, {3, 4});
+  auto y = Output(DType::kFloat32, {1, 1, 4});
+  auto state = Output(DType::kFloat32, {1, 1, 2, 2});
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 2, 1, 1), {&q, &k, &v}, {&y, &state}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{3, 4, 6, 8}));
+  KILN_CHECK_FLOATS(state.values<float>(), (std::vector<float>{3, 4, 6, 8}));
+  // 4 q heads on 2 kv heads, dk = dv = 1: kv head 0's state is 1 * 3, kv head 1's 2 * 5. Query heads 0
+  // and 1 share kv head 0, 2 and 3 kv head 1 (consecutive, not interleaved): [1 * 3, 2 * 3, 3 * 10, 4 * 10].
+  auto q4 = Floats({1, 1, 4}, {1, 2, 3, 4});
+  auto k2 = Floats({1, 1, 2}, {1, 2});
+  auto v2 = Floats({1, 1, 2}, {3, 5});
+  auto state2 = Output(DType::kFloat32, {1, 2, 1, 1});
+  REQUIRE(RunKernel("LinearAttention", LinearAttentionAttrs("linear", 4, 2, 1), {&q4, &k2, &v2}, {&y, &state2}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{3, 6, 30, 40}));
+  KILN_CHECK_FLOATS(state2.values<float>(), (std::vector<float>{3, 10}));
+}
+
+TEST_CASE("LinearAttention: bad attributes and shapes are errors") {
+  // One message for every check: the attributes and operands found, then what they must be.
+  const std::string expected =
+      ": expected update_rule 'linear', 'gated', 'delta' or 'gated_delta', Hkv >= 1 dividing Hq, and float32 query "
+      "[B, T, Hq*dk], key [B, T, Hkv*dk], value [B, T, Hkv*dv], past_state [B, Hkv, dk, dv], decay [B, T, Hkv*dk or "
+      "Hkv] for the gated rules only, beta [B, T, Hkv or 1] for the delta rules only, output [B, T, Hq*dv], "
+      "present_state as past_state";
+  LinearTwoTokens c;
+  Status st = RunKernel("LinearAttention", LinearAttentionAttrs("fast", 1, 1, 1), {&c.q, &c.k, &c.v}, {&c.y, &c.state});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message() == "LinearAttention: update_rule 'fast', heads [q_num_heads, kv_num_heads] [1, 1] and operands "
+                        "[1, 2, 2], [1, 2, 2], [1, 2, 2], <absent>, <absent>, <absent>, [1, 2, 2], [1, 1, 2, 2] of "
+                        "float32" + expected);
+  auto past = Floats({1, 1, 2, 1}, {0, 0});
+  st = RunKernel("LinearAttention", LinearAttentionAttrs("linear", 1, 1, 1), {&c.q, &c.k, &c.v, &past},
+                 {&c.y, &c.state});
+  CHECK(st.message() == "LinearAttention: update_rule 'linear', heads [q_num_heads, kv_num_heads] [1, 1] and "
+                        "operands [1, 2, 2], [1, 2, 2], [1, 2, 2], [1, 1, 2, 1], <absent>, <absent>, [1, 2, 2], "
+                        "[1, 1, 2, 2] of float32" + expected);
+  // 2 query heads on 3 kv heads.
+  st = RunKernel("LinearAttention", LinearAttentionAttrs("linear", 2, 3, 1), {&c.q, &c.k, &c.v}, {&c.y, &c.state});
+  CHECK(st.message().find("heads [q_num_heads, kv_num_heads] [2, 3] and") != std::string::npos);
 }
 
 }  // namespace
