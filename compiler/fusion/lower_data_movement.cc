@@ -585,9 +585,9 @@ enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 
 // The input coordinate (float) of output coordinate `x` on one axis; `out_len` and
 // `in_len` are the axis extents as kI64 nodes. Same expression trees as the CPU kernel's
-// OriginalCoordinate, so the float results are identical.
+// OriginalCoordinate, so the float results are identical (`ratio` as there).
 int32_t OriginalCoordinate(ProgramBuilder& b, FloatMath& f, CoordMode mode, int32_t x, int32_t scale,
-                           int32_t out_len_i, int32_t in_len_i, float roi_start, float roi_end) {
+                           int32_t out_len_i, int32_t in_len_i, float roi_start, float roi_end, bool ratio) {
   const int32_t out_len = f.FromInt(out_len_i), in_len = f.FromInt(in_len_i);
   const int32_t half = f.C(0.5f), one = f.C(1.0f);
   auto half_pixel = [&] { return f.Sub(f.Div(f.Add(x, half), scale), half); };
@@ -606,9 +606,10 @@ int32_t OriginalCoordinate(ProgramBuilder& b, FloatMath& f, CoordMode mode, int3
       return f.Div(x, scale);
     case CoordMode::kPytorchHalfPixel:
       return when(b.Binary(Op::kLt, b.ConstI(1), out_len_i), half_pixel(), f.C(0.0f));
-    case CoordMode::kAlignCorners:
-      return when(b.Binary(Op::kEq, out_len_i, b.ConstI(1)), f.C(0.0f),
-                  f.Div(f.Mul(x, f.Sub(in_len, one)), f.Sub(out_len, one)));
+    case CoordMode::kAlignCorners: {
+      const int32_t resized = ratio ? out_len : f.Mul(scale, in_len);
+      return when(b.Binary(Op::kEq, resized, one), f.C(0.0f), f.Div(f.Mul(x, f.Sub(in_len, one)), f.Sub(resized, one)));
+    }
     case CoordMode::kTfCropAndResize: {
       const int32_t in_m1 = f.Sub(in_len, one);
       const int32_t many =
@@ -805,7 +806,7 @@ Result<int32_t> LowerResize(LowerContext& ctx, const ir::Node& node, int, std::s
       // An unknown scale may turn out 1 at run time; the transforms then give o exactly,
       // which is what the kernel's skip gives too.
       const int32_t s = scale[i] ? f.C(*scale[i]) : f.Div(f.FromInt(out_len), f.FromInt(in_len));
-      in_x = OriginalCoordinate(b, f, coord, o, s, out_len, in_len, roi_start[i], roi_end[i]);
+      in_x = OriginalCoordinate(b, f, coord, o, s, out_len, in_len, roi_start[i], roi_end[i], ratio[i]);
     }
     if (extrapolate) {
       const int32_t out_i =

@@ -39,8 +39,10 @@ struct ResizeParams {
   bool ratio[kMaxRank] = {};
 };
 
+// `ratio`: the scale is out_len / in_len (ResizeParams::ratio); otherwise align_corners divides by
+// the resized length scale * in_len, not the output's floor of it (ONNX Resize-19's output_width).
 float OriginalCoordinate(Coord c, float x, float scale, float out_len, float in_len, float roi_start,
-                         float roi_end) {
+                         float roi_end, bool ratio) {
   switch (c) {
     case Coord::kHalfPixel: return ((x + 0.5f) / scale) - 0.5f;
     case Coord::kHalfPixelSymmetric: {
@@ -51,7 +53,10 @@ float OriginalCoordinate(Coord c, float x, float scale, float out_len, float in_
     }
     case Coord::kAsymmetric: return x / scale;
     case Coord::kPytorchHalfPixel: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
-    case Coord::kAlignCorners: return out_len == 1 ? 0.0f : x * (in_len - 1) / (out_len - 1);
+    case Coord::kAlignCorners: {
+      const float resized = ratio ? out_len : scale * in_len;
+      return resized == 1 ? 0.0f : x * (in_len - 1) / (resized - 1);
+    }
     case Coord::kTfCropAndResize:
       return out_len > 1 ? roi_start * (in_len - 1) + (x * (roi_end - roi_start) * (in_len - 1)) / (out_len - 1)
                          : 0.5f * (roi_start + roi_end) * (in_len - 1);
@@ -288,7 +293,7 @@ int BuildAxis(const ResizeParams& p, int axis, int64_t in_len, int64_t out_len, 
       in_x = static_cast<float>(o);
     } else {
       in_x = OriginalCoordinate(p.coord, static_cast<float>(o), scale, static_cast<float>(out_len),
-                                static_cast<float>(in_len), p.roi_start[axis], p.roi_end[axis]);
+                                static_cast<float>(in_len), p.roi_start[axis], p.roi_end[axis], p.ratio[axis]);
     }
     if (extrapolate && (in_x < 0 || in_x > static_cast<float>(in_len - 1))) {
       for (int t = 0; t < taps; ++t) ti[t] = -1;

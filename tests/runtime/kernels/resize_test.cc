@@ -44,6 +44,18 @@ TEST_CASE("Resize linear half_pixel 3x3 -> 5x7 from sizes") {
   for (size_t i = 0; i < ort.size(); ++i) CHECK(got[i] == doctest::Approx(ort[i]).epsilon(1e-6));
 }
 
+TEST_CASE("Resize align_corners with scales divides by the resized length, in * scale (ONNX Resize-19)") {
+  // ONNX's test_resize_downsample_scales_linear_align_corners: [2, 4] by 0.6 is [1, 2], and output
+  // column 1 reads input column 1 * (4 - 1) / (4 * 0.6 - 1) = 2.142857, between 3 and 4 (not column 3,
+  // which the output's floor(2.4) = 2 would give).
+  auto x = Floats({1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto roi = Floats({0}, {});
+  auto scales = Floats({4}, {1, 1, 0.6f, 0.6f});
+  auto y = Output(DType::kFloat32, {1, 1, 1, 2});
+  REQUIRE(RunKernel("Resize", LinearAttrs("align_corners"), {&x, &roi, &scales}, {&y}).ok());
+  KILN_CHECK_FLOATS(y.values<float>(), (std::vector<float>{1, 3.142857f}));
+}
+
 TEST_CASE("Resize linear align_corners, asymmetric downsample, pytorch_half_pixel") {
   auto x = Floats({1, 1, 3, 3}, Grid3x3());
   auto roi = Floats({0}, {});
