@@ -4,9 +4,10 @@
 //
 // Shape arithmetic: for integer/bool tensors whose elements are known (constant data or
 // `sym`), the outputs' elements are set as Syms. Integer Div truncates toward zero in
-// ONNX while Sym has only FloorDiv, so a symbolic Div is propagated only when both
-// operands are provably >= 0 (where the two agree); Mod likewise needs a divisor >= 0
-// (and, for fmod=1, a dividend >= 0). Otherwise the elements are simply not tracked.
+// ONNX while Sym divides (FloorDiv, Mod) by positive divisors only: where both operands
+// are provably >= 0 a Div is a FloorDiv; otherwise (a value symbol's sign is not known
+// until the call) Div and Mod divide magnitudes and put the sign back, each sign an
+// expression that the call decides (Sign).
 #include <cmath>
 #include <limits>
 #include <functional>
@@ -113,6 +114,9 @@ MetaFn Unary(unsigned set, std::function<std::optional<Sym>(const Sym&)> fn = nu
   };
 }
 
+// 1 where x >= 0, -1 where x < 0 (a constant where x's range decides it): x * Sign(x) is |x|.
+Sym Sign(const Sym& x) { return Sym(1) - Sym(2) * Lt(x, Sym(0)); }
+
 std::optional<Sym> DivSym(const Sym& a, const Sym& b) {
   if (a.is_const() && b.is_const()) {
     int64_t x = *a.value(), y = *b.value();
@@ -120,7 +124,9 @@ std::optional<Sym> DivSym(const Sym& a, const Sym& b) {
     return Sym(x / y);  // truncation, as ONNX integer Div
   }
   if (a.lo() >= 0 && b.lo() >= 0) return DivExact(a, b);
-  return std::nullopt;
+  // Truncation: |a| floordiv |b|, negated where exactly one of them is negative.
+  const Sym sa = Sign(a), sb = Sign(b);
+  return sa * sb * FloorDiv(a * sa, b * sb);
 }
 
 std::optional<Sym> ModSym(const Sym& a, const Sym& b, bool fmod) {
@@ -132,7 +138,14 @@ std::optional<Sym> ModSym(const Sym& a, const Sym& b, bool fmod) {
     return Sym(m);
   }
   if (b.lo() >= 0 && (!fmod || a.lo() >= 0)) return Mod(a, b);
-  return std::nullopt;
+  // fmod takes the dividend's sign: |a| mod |b|, negated for a negative a. Mod takes the
+  // divisor's: for a negative b, -((-a) mod (-b)).
+  const Sym sb = Sign(b);
+  if (fmod) {
+    const Sym sa = Sign(a);
+    return sa * Mod(a * sa, b * sb);
+  }
+  return sb * Mod(a * sb, b * sb);
 }
 
 Status ModMeta(MetaContext& ctx) {

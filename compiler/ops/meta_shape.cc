@@ -200,6 +200,13 @@ Status SqueezeMeta(MetaContext& ctx) {
   } else {
     for (int i = 0; i < x->rank(); ++i) {
       const Sym& d = x->shape[i];
+      // A dim computed from a value input's elements stays, guarded not to be 1 (the output's rank
+      // must be known; a value profile compiles the call where it is 1). A dim symbol stays an error.
+      if (!d.is_const() && HasValueVar(d)) {
+        AddGuard(ctx, Sym(1) - Eq(d, Sym(1)), "whose input dim " + std::to_string(i) +
+                                                  " must not be 1 (Squeeze without axes keeps it)");
+        continue;
+      }
       if (!d.is_const())
         return Unimplemented("Squeeze without axes on symbolic dim " + std::to_string(i) + " of " +
                              Str(x->shape) + ": whether it is 1 is not known at compile time");
@@ -277,7 +284,7 @@ Status RangeMeta(MetaContext& ctx) {
     if (stash != static_cast<int64_t>(DType::kFloat32) && stash != static_cast<int64_t>(DType::kFloat64))
       return InvalidArgument("stash_type: expected 1 (float) or 11 (double), found " + std::to_string(stash));
   }
-  // An unknown delta is named first: a value input can stand for start and limit, not for it.
+  // An unknown delta is named first: it divides the size, which a float Range needs to know.
   constexpr int kOrder[] = {2, 0, 1};
   if (IsFloat(t)) {
     auto s = FloatElements(*in[0]), l = FloatElements(*in[1]), d = FloatElements(*in[2]);
@@ -302,18 +309,23 @@ Status RangeMeta(MetaContext& ctx) {
                            ") is not known at compile time");
   if (s->size() != 1 || l->size() != 1 || d->size() != 1) return InvalidArgument("expected scalar inputs");
   const Sym &start = (*s)[0], &limit = (*l)[0], &delta = (*d)[0];
-  auto dv = delta.value();
-  if (!dv)
-    return Unimplemented("data-dependent output shape: Range with symbolic delta " + delta.ToString());
-  if (*dv == 0) return InvalidArgument("delta: expected nonzero, found 0");
-  Sym span = *dv > 0 ? SubS(limit, start) : SubS(start, limit);
-  int64_t step = *dv > 0 ? *dv : -*dv;
-  Sym n = CeilDiv(span, step);
+  // max(0, ceil((limit - start) / delta)), divided as CeilDiv needs, by a positive divisor: for a
+  // constant delta, the span toward it over |delta|; for a symbolic one (a value symbol, of
+  // either sign) the same with its sign, 1 or -1, decided at each call, where it must not be 0.
+  Sym n;
+  if (auto dv = delta.value()) {
+    if (*dv == 0) return InvalidArgument("delta: expected nonzero, found 0");
+    n = CeilDiv(*dv > 0 ? SubS(limit, start) : SubS(start, limit), Sym(*dv > 0 ? *dv : -*dv));
+  } else {
+    AddGuard(ctx, Sym(1) - Eq(delta, Sym(0)), "whose delta must be nonzero");
+    const Sym sign = Lt(Sym(0), delta) * Sym(2) - Sym(1);
+    n = CeilDiv(SubS(limit, start) * sign, delta * sign);
+  }
   if (n.lo() < 0) n = Max(n, 0);
   ctx.SetOutput(0, t, {n});
   if (auto nv = n.value(); nv && *nv <= kMaxSymElements) {
     std::vector<Sym> e;
-    for (int64_t i = 0; i < *nv; ++i) e.push_back(AddC(start, i * *dv));
+    for (int64_t i = 0; i < *nv; ++i) e.push_back(AddS(start, delta * Sym(i)));
     SetSym(ctx, 0, std::move(e));
   }
   return Status::Ok();

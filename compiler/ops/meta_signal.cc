@@ -1,6 +1,7 @@
 // Meta functions of the signal ops: DFT, STFT, the window generators (HannWindow,
 // HammingWindow, BlackmanWindow) and MelWeightMatrix. Lengths and sizes given as inputs
-// set output shapes: constant at compile time, or (a window's size) a value input's symbol.
+// set output shapes: constant at compile time, or (a window's size, STFT's frame_step and
+// frame_length, MelWeightMatrix's num_mel_bins and dft_length) a value input's symbol.
 #include "compiler/ops/families.h"
 #include "compiler/ops/meta_util.h"
 
@@ -69,6 +70,8 @@ Status DftMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// frame_step and frame_length are constants or a value input's symbols (passes/value_inputs.h),
+// which guards check at each call; the CPU kernel reads both.
 Status StftMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "signal"));
@@ -78,36 +81,36 @@ Status StftMeta(MetaContext& ctx) {
   auto c = x->shape[2].value();
   if (!c || (*c != 1 && *c != 2))
     return InvalidArgument("input signal: expected [batch, length, 1 or 2], found " + Str(x->shape));
-  KILN_ASSIGN_OR_RETURN(int64_t step, ConstScalar(*step_v, "frame_step"));
-  if (step < 1) return InvalidArgument("input frame_step: expected >= 1, found " + std::to_string(step));
+  KILN_ASSIGN_OR_RETURN(Sym step, ScalarElement(*step_v, "frame_step"));
+  KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), step), "input frame_step: expected >= 1, found " + step.ToString(),
+                               "whose frame_step must be >= 1"));
   const Value* window = Optional(ctx, 2);
-  std::optional<int64_t> len;
+  std::optional<Sym> len;
   if (const Value* l = Optional(ctx, 3)) {
-    KILN_ASSIGN_OR_RETURN(len, ConstScalar(*l, "frame_length"));
+    KILN_ASSIGN_OR_RETURN(len, ScalarElement(*l, "frame_length"));
   }
   if (window) {
     KILN_RETURN_IF_ERROR(CheckSameDType(*x, "signal", *window, "window"));
     KILN_RETURN_IF_ERROR(CheckRank(*window, "input window", 1, 1));
-    auto w = window->shape[0].value();
-    if (!w) return Unimplemented("input window: expected a static length, found " + Str(window->shape));
-    if (len && *len != *w)
-      return InvalidArgument("input frame_length (" + std::to_string(*len) + ") differs from the window's length (" +
-                             std::to_string(*w) + ")");
-    len = *w;
+    const Sym& w = window->shape[0];
+    if (len) KILN_RETURN_IF_ERROR(Unify(ctx, w, *len, "input frame_length (the window's length)"));
+    len = w;
   }
   if (!len) return InvalidArgument("expected input window or frame_length, found neither");
-  if (*len < 1) return InvalidArgument("frame_length: expected >= 1, found " + std::to_string(*len));
+  KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), *len), "frame_length: expected >= 1, found " + len->ToString(),
+                               "whose frame_length must be >= 1"));
   const bool onesided = ctx.attrs().GetInt("onesided", 1) != 0;
   if (onesided && *c == 2)
     return InvalidArgument("attribute 'onesided': a one-sided STFT needs a real signal (last dim 1), found " +
                            Str(x->shape));
-  auto n = x->shape[1].value();
-  if (!n) return Unimplemented("input signal: expected a static length, found " + Str(x->shape));
-  if (*n < *len)
-    return InvalidArgument("input signal: length " + std::to_string(*n) + " is shorter than one frame (" +
-                           std::to_string(*len) + ")");
-  const int64_t frames = 1 + (*n - *len) / step;
-  ctx.SetOutput(0, x->dtype, {x->shape[0], Sym(frames), Sym(onesided ? *len / 2 + 1 : *len), Sym(2)});
+  const Sym& n = x->shape[1];
+  const Sym span = SubS(n, *len);
+  KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(-1), span),
+                               "input signal: length " + n.ToString() + " is shorter than one frame (" +
+                                   len->ToString() + ")",
+                               "whose signal must hold one frame"));
+  const Sym frames = AddC(FloorDiv(span, step), 1);
+  ctx.SetOutput(0, x->dtype, {x->shape[0], frames, onesided ? AddC(FloorDiv(*len, Sym(2)), 1) : *len, Sym(2)});
   return Status::Ok();
 }
 
@@ -141,18 +144,20 @@ Status MelWeightMatrixMeta(MetaContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Value* rate_v, Need(ctx, 2, "sample_rate"));
   KILN_ASSIGN_OR_RETURN(const Value* lo_v, Need(ctx, 3, "lower_edge_hertz"));
   KILN_ASSIGN_OR_RETURN(const Value* hi_v, Need(ctx, 4, "upper_edge_hertz"));
-  KILN_ASSIGN_OR_RETURN(int64_t bins, ConstScalar(*bins_v, "num_mel_bins"));
-  KILN_ASSIGN_OR_RETURN(int64_t len, ConstScalar(*len_v, "dft_length"));
+  // Constants or a value input's symbols (passes/value_inputs.h); the CPU kernel reads both.
+  KILN_ASSIGN_OR_RETURN(Sym bins, ScalarElement(*bins_v, "num_mel_bins"));
+  KILN_ASSIGN_OR_RETURN(Sym len, ScalarElement(*len_v, "dft_length"));
   if (!IsInteger(rate_v->dtype))
     return InvalidArgument("input sample_rate: expected an integer, found " + DTypeStr(rate_v->dtype));
   if (lo_v->dtype != DType::kFloat32 || hi_v->dtype != DType::kFloat32)
     return Unimplemented("inputs lower_edge_hertz and upper_edge_hertz: expected float32, found " +
                          DTypeStr(lo_v->dtype) + " and " + DTypeStr(hi_v->dtype));
-  if (bins < 1 || len < 1)
-    return InvalidArgument("inputs num_mel_bins and dft_length: expected >= 1, found " + std::to_string(bins) + " and " +
-                           std::to_string(len));
+  KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), bins) * Lt(Sym(0), len),
+                               "inputs num_mel_bins and dft_length: expected >= 1, found " + bins.ToString() +
+                                   " and " + len.ToString(),
+                               "whose num_mel_bins and dft_length must be >= 1"));
   KILN_ASSIGN_OR_RETURN(DType dt, OutputDatatype(ctx));
-  ctx.SetOutput(0, dt, {Sym(len / 2 + 1), Sym(bins)});
+  ctx.SetOutput(0, dt, {AddC(FloorDiv(len, Sym(2)), 1), bins});
   return Status::Ok();
 }
 

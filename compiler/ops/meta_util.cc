@@ -328,6 +328,12 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact) {
   return FloorDiv(Product(ca, fa), Product(cb, rest_b));
 }
 
+Status Require(MetaContext& ctx, const Sym& holds, std::string_view error, std::string_view why) {
+  if (holds.is_const() && *holds.value() == 0) return InvalidArgument(std::string(error));
+  AddGuard(ctx, holds, why);
+  return Status::Ok();
+}
+
 void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why) {
   if (g.is_const() && *g.value() != 0) return;
   for (const Guard& x : ctx.trace().guards)

@@ -115,6 +115,9 @@ Sym DivExact(const Sym& a, const Sym& b, bool* exact = nullptr);
 // Requires a == b: OK when Same(); InvalidArgument(`what`: expected A, found B) when both
 // are constants and differ; otherwise records the guard Eq(a, b) on the trace.
 Status Unify(MetaContext& ctx, const Sym& expected, const Sym& found, std::string_view what);
+// Requires `holds` (1 where a condition holds, 0 where not) on every call: InvalidArgument(`error`)
+// when it is the constant 0, a guard (AddGuard, with `why`) when it is symbolic (a value symbol's).
+Status Require(MetaContext& ctx, const Sym& holds, std::string_view error, std::string_view why);
 // Records a guard (an expression that must be nonzero at run time), once. Its origin names the
 // node, then `why` when given ("whose output 'y' dim 2 must be >= 1").
 void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});

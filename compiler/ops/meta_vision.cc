@@ -50,6 +50,30 @@ Status RoiAlignMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
+// The block count and size of Col2Im over image_shape and block_shape values that are not all
+// constants: value input elements (passes/value_inputs.h), which guards check at each call. The
+// CPU kernel reads block_shape and takes the image dims from its output.
+Status Col2ImValueBlocks(MetaContext& ctx, const std::vector<Sym>& img, const std::vector<Sym>& blk,
+                         const std::vector<int64_t>& dil, const std::vector<int64_t>& str,
+                         const std::vector<int64_t>& pads, Sym* block_size, Sym* blocks) {
+  const size_t n = img.size();
+  for (size_t i = 0; i < n; ++i) {
+    KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), img[i]) * Lt(Sym(0), blk[i]),
+                                 "inputs image_shape and block_shape: expected positive values, found " + Str(img) +
+                                     " and " + Str(blk),
+                                 "whose image_shape and block_shape must be positive"));
+    // (img + pads - dilated block) floordiv stride + 1 blocks, at least 1.
+    const Sym span = SubS(AddC(img[i], pads[i] + pads[i + n]), AddC(blk[i] * Sym(dil[i]), 1 - dil[i]));
+    KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(-1), span),
+                                 "input image_shape: dim " + std::to_string(i) + " (" + img[i].ToString() +
+                                     ") is smaller than the dilated block",
+                                 "whose padded image_shape must hold the dilated block"));
+    *block_size = *block_size * blk[i];
+    *blocks = *blocks * AddC(FloorDiv(span, Sym(str[i])), 1);
+  }
+  return Status::Ok();
+}
+
 Status Col2ImMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "input"));
@@ -57,49 +81,61 @@ Status Col2ImMeta(MetaContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Value* block, Need(ctx, 2, "block_shape"));
   KILN_RETURN_IF_ERROR(CheckDType(*x, "input", kNumeric));
   KILN_RETURN_IF_ERROR(CheckRank(*x, "input input", 3, 3));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> img, NeedConstInts(*image, "image_shape"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> blk, NeedConstInts(*block, "block_shape"));
-  if (img.empty() || img.size() > static_cast<size_t>(kMaxRank - 2) || blk.size() != img.size())
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> image_elements, NeedElements(*image, "image_shape"));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> block_elements, NeedElements(*block, "block_shape"));
+  if (image_elements.empty() || image_elements.size() > static_cast<size_t>(kMaxRank - 2) ||
+      block_elements.size() != image_elements.size())
     return InvalidArgument("inputs image_shape and block_shape: expected the same length in 1.." +
-                           std::to_string(kMaxRank - 2) + ", found " + Str(img) + " and " + Str(blk));
-  const size_t n = img.size();
+                           std::to_string(kMaxRank - 2) + ", found " + Str(image_elements) + " and " +
+                           Str(block_elements));
+  const size_t n = image_elements.size();
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dil, IntsAttr(ctx.attrs(), "dilations", n, 1));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> str, IntsAttr(ctx.attrs(), "strides", n, 1));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, IntsAttr(ctx.attrs(), "pads", 2 * n, 0));
-  int64_t block_size = 1, blocks = 1;
-  for (size_t i = 0; i < n; ++i) {
-    if (img[i] < 1 || blk[i] < 1)
-      return InvalidArgument("inputs image_shape and block_shape: expected positive values, found " + Str(img) +
-                             " and " + Str(blk));
+  for (size_t i = 0; i < n; ++i)
     if (dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + n] < 0)
       return InvalidArgument("attributes 'dilations', 'strides', 'pads': expected positive dilations and strides, "
                              "pads >= 0, found " + Str(dil) + ", " + Str(str) + ", " + Str(pads));
-    // nb = (img + pads - dilated block) / stride + 1, every step checked for int64 overflow.
-    int64_t padded, dilated, nb = 0;
-    const bool overflow = __builtin_add_overflow(img[i], pads[i], &padded) ||
-                          __builtin_add_overflow(padded, pads[i + n], &padded) ||
-                          __builtin_mul_overflow(dil[i], blk[i] - 1, &dilated) ||
-                          __builtin_add_overflow(dilated, 1, &dilated);
-    if (overflow)
-      return InvalidArgument("dim " + std::to_string(i) + ": image_shape " + Str(img) + ", block_shape " + Str(blk) +
-                             ", dilations " + Str(dil) + " and pads " + Str(pads) + " overflow int64");
-    if (padded >= dilated) nb = (padded - dilated) / str[i] + 1;
-    if (nb < 1)
-      return InvalidArgument("input image_shape: dim " + std::to_string(i) + " (" + std::to_string(img[i]) +
-                             ") is smaller than the dilated block " + std::to_string(dilated));
-    if (__builtin_mul_overflow(block_size, blk[i], &block_size) || __builtin_mul_overflow(blocks, nb, &blocks))
-      return InvalidArgument("inputs image_shape and block_shape: the block size or the number of blocks of " +
-                             Str(img) + " and " + Str(blk) + " overflows int64");
+  Sym block_size(1), blocks(1);
+  const std::optional<std::vector<int64_t>> img_ints = ConstInts(*image), blk_ints = ConstInts(*block);
+  if (!img_ints || !blk_ints) {
+    KILN_RETURN_IF_ERROR(Col2ImValueBlocks(ctx, image_elements, block_elements, dil, str, pads, &block_size, &blocks));
+  } else {
+    const std::vector<int64_t> &img = *img_ints, &blk = *blk_ints;
+    int64_t size = 1, count = 1;
+    for (size_t i = 0; i < n; ++i) {
+      if (img[i] < 1 || blk[i] < 1)
+        return InvalidArgument("inputs image_shape and block_shape: expected positive values, found " + Str(img) +
+                               " and " + Str(blk));
+      // nb = (img + pads - dilated block) / stride + 1, every step checked for int64 overflow.
+      int64_t padded, dilated, nb = 0;
+      const bool overflow = __builtin_add_overflow(img[i], pads[i], &padded) ||
+                            __builtin_add_overflow(padded, pads[i + n], &padded) ||
+                            __builtin_mul_overflow(dil[i], blk[i] - 1, &dilated) ||
+                            __builtin_add_overflow(dilated, 1, &dilated);
+      if (overflow)
+        return InvalidArgument("dim " + std::to_string(i) + ": image_shape " + Str(img) + ", block_shape " +
+                               Str(blk) + ", dilations " + Str(dil) + " and pads " + Str(pads) + " overflow int64");
+      if (padded >= dilated) nb = (padded - dilated) / str[i] + 1;
+      if (nb < 1)
+        return InvalidArgument("input image_shape: dim " + std::to_string(i) + " (" + std::to_string(img[i]) +
+                               ") is smaller than the dilated block " + std::to_string(dilated));
+      if (__builtin_mul_overflow(size, blk[i], &size) || __builtin_mul_overflow(count, nb, &count))
+        return InvalidArgument("inputs image_shape and block_shape: the block size or the number of blocks of " +
+                               Str(img) + " and " + Str(blk) + " overflows int64");
+    }
+    if (auto d = x->shape[1].value(); d && *d % size != 0)
+      return InvalidArgument("input input dim 1: expected a multiple of the block size " + std::to_string(size) +
+                             ", found " + std::to_string(*d));
+    block_size = Sym(size);
+    blocks = Sym(count);
   }
   bool exact = true;
-  Sym c = DivExact(x->shape[1], Sym(block_size), &exact);
-  if (auto d = x->shape[1].value(); d && *d % block_size != 0)
-    return InvalidArgument("input input dim 1: expected a multiple of the block size " + std::to_string(block_size) +
-                           ", found " + std::to_string(*d));
-  if (!exact) AddGuard(ctx, Eq(x->shape[1], c * Sym(block_size)));
-  KILN_RETURN_IF_ERROR(Unify(ctx, Sym(blocks), x->shape[2], "input input dim 2 (number of blocks)"));
+  Sym c = DivExact(x->shape[1], block_size, &exact);
+  if (!exact) AddGuard(ctx, Eq(x->shape[1], c * block_size), "whose input dim 1 must be a multiple of the block size");
+  KILN_RETURN_IF_ERROR(Unify(ctx, blocks, x->shape[2], "input input dim 2 (number of blocks)"));
   SymShape out = {x->shape[0], c};
-  for (int64_t d : img) out.push_back(Sym(d));
+  out.insert(out.end(), image_elements.begin(), image_elements.end());
   ctx.SetOutput(0, x->dtype, out);
   return Status::Ok();
 }
@@ -135,21 +171,24 @@ Status MaxUnpoolMeta(MetaContext& ctx) {
     ctx.SetOutput(0, X->dtype, inferred);
     return Status::Ok();
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, NeedConstInts(*os, "output_shape"));
+  // Constants, or a value input's elements (passes/value_inputs.h), which guards check at each
+  // call; the CPU kernel takes the shape from its output.
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> shape, NeedElements(*os, "output_shape"));
   if (shape.size() != static_cast<size_t>(X->rank()))
     return InvalidArgument("input output_shape: expected " + std::to_string(X->rank()) + " values, found " + Str(shape));
-  SymShape out;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i < 2) {
-      KILN_RETURN_IF_ERROR(Unify(ctx, inferred[i], Sym(shape[i]), "input output_shape value " + std::to_string(i)));
-    } else if (auto d = inferred[i].value(); d && shape[i] < *d) {
-      // The unpooled tensor is placed at the origin of the requested shape, so it must fit.
-      return InvalidArgument("input output_shape: value " + std::to_string(i) + " (" + std::to_string(shape[i]) +
-                             ") is smaller than the unpooled size " + std::to_string(*d));
+    if (i < 2) {  // X's batch and channels, guarded equal to the values
+      KILN_RETURN_IF_ERROR(Unify(ctx, inferred[i], shape[i], "input output_shape value " + std::to_string(i)));
+      if (!shape[i].is_const()) shape[i] = inferred[i];
+      continue;
     }
-    out.push_back(Sym(shape[i]));
+    // The unpooled tensor is placed at the origin of the requested shape, so it must fit.
+    KILN_RETURN_IF_ERROR(Require(ctx, Sym(1) - Lt(shape[i], inferred[i]),
+                                 "input output_shape: value " + std::to_string(i) + " (" + shape[i].ToString() +
+                                     ") is smaller than the unpooled size " + inferred[i].ToString(),
+                                 "whose output_shape must hold the unpooled size"));
   }
-  ctx.SetOutput(0, X->dtype, out);
+  ctx.SetOutput(0, X->dtype, shape);
   return Status::Ok();
 }
 

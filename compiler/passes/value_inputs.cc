@@ -133,6 +133,11 @@ constexpr ShapeOperand kValueShapeOperands[] = {
     {"AffineGrid", 1}, {"BlackmanWindow", 0}, {"CenterCropPad", 1}, {"ConstantOfShape", 0}, {"Expand", 1},
     {"HammingWindow", 0}, {"HannWindow", 0}, {"Loop", 0}, {"Pad", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2},
     {"Reshape", 1}, {"Resize", 3}, {"Slice", 1}, {"Slice", 2}, {"Split", 1}, {"Tile", 1}, {"TopK", 1},
+    // Sizes that the CPU kernels read at run time (or take from their output's dims): Col2Im's
+    // image_shape and block_shape, MaxUnpool's output_shape, MelWeightMatrix's num_mel_bins and
+    // dft_length, STFT's frame_step and frame_length (ops/meta_vision.cc, ops/meta_signal.cc).
+    {"Col2Im", 1}, {"Col2Im", 2}, {"MaxUnpool", 2}, {"MelWeightMatrix", 0}, {"MelWeightMatrix", 1},
+    {"STFT", 1}, {"STFT", 3},
     // The reductions' axes: with keepdims each reduced dim is 1, without, the rest keep their order
     // (ops/meta_reduce.cc); the CPU kernel reads the axes at run time.
     {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1}, {"ReduceMax", 1},

@@ -4,14 +4,25 @@
 // Reshape's shape, with its 0 and -1 decided at each call, Expand's shape, whose 1s keep the
 // input's dims, Slice's starts and ends, Pad's pads, Split's sizes, Resize's sizes, TopK's K,
 // Tile's repeats, ConstantOfShape's, CenterCropPad's and AffineGrid's sizes, a window's size,
-// Range's start, limit and delta). Each element of such an input becomes a value symbol
-// (ir::Sym::ValueVar): the input Value's `sym` holds one per element (named after the input:
-// "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference computes with it as with a
-// dim, an If on it becomes one entry per outcome, every shape computed from it is an
-// expression checked by guards where the compiler needs a bound, and the entry's prologue
-// binds the symbols from the input's values at each call (the input must then be in host
-// memory, as TensorRT requires of shape tensors). Lowerings that need such a value as a
-// constant leave the op unfused, to its CPU kernel, which reads the input at each call.
+// Range's start, limit and delta (of either sign), Col2Im's image_shape and block_shape,
+// MaxUnpool's output_shape, MelWeightMatrix's num_mel_bins and dft_length, STFT's frame_step
+// and frame_length, a Loop's trip count, the reductions' axes, OneHot's depth). Each element of such an input
+// becomes a value symbol (ir::Sym::ValueVar): the input Value's `sym` holds one per element
+// (named after the input: "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference
+// computes with it as with a dim, an If on it becomes one entry per outcome, every shape
+// computed from it is an expression checked by guards where the compiler needs a bound, and
+// the entry's prologue binds the symbols from the input's values at each call (the input must
+// then be in host memory, as TensorRT requires of shape tensors). Lowerings that need such a
+// value as a constant leave the op unfused, to its CPU kernel, which reads the input at each
+// call.
+//
+// Between the input and the operand, the integer ops carry the symbols in their elements
+// (meta::Elements): arithmetic, comparisons, Concat, Gather, Slice, Shape of a tensor sized by
+// them, ... (an expanded ONNX function computes CenterCropPad's pads as Div(Sub(Max(shape,
+// Shape(x)), Shape(x)), 2)). A value symbol's sign is not known until the call, so integer Div
+// and Mod put the sign of their result in the expression (ops/meta_elementwise.cc), and a
+// Squeeze without axes keeps a dim that reads a value symbol, guarded not to be 1 (the rank
+// must be known; a value profile compiles the call where it is 1).
 //
 // A float32 model input read directly as a float shape operand (IsFloatShapeOperand: a Resize's
 // scales, OneHot's depth) is one too: its value symbols hold the elements' bits, which
@@ -19,8 +30,9 @@
 //
 // Not value inputs: those that set a rank or an axis other than a reduction's (Squeeze's,
 // Unsqueeze's or Slice's axes, DFT's axis). Their meta functions need the values; a value
-// profile (compiler/profile.h) fixes them per entry, or --constant-input binds them. The table above lists every meta function that reads elements
-// into a shape: compiler/compile.cc checks that no other op computes a shape from a value
+// profile (compiler/profile.h) fixes them per entry, or --constant-input binds them. The table
+// above lists every meta function that reads elements into a shape:
+// compiler/pipeline/canonical_stage.cc checks that no other op computes a shape from a value
 // symbol.
 //
 // An input qualifies when it is int32, int64 or bool (an If's own condition) with constant dims

@@ -236,32 +236,42 @@ TEST_CASE("compile: a float Range over a Cast shape value has a symbolic length 
         "floating-point Range's size needs start, limit and delta known)");
 }
 
-TEST_CASE("compile: a Range whose delta is an input names the delta, and compiles once a profile fixes it") {
+TEST_CASE("compile: a Range whose start, limit and delta are inputs, delta of either sign, from one entry") {
+  // r = Range(s, l, d), all int32 scalar inputs: the length max(0, ceil((l - s) / d)) is computed
+  // at each call, whatever d's sign.
   auto m = MakeModel(13);
   auto* g = m.mutable_graph();
-  AddInput(g, "n", {}, onnx::TensorProto::INT64);
-  AddInput(g, "d", {}, onnx::TensorProto::INT64);
-  AddInt64Init(g, "zero", {}, {0});
-  AddNode(g, "Range", {"zero", "n", "d"}, {"r"}, "range");
+  for (const char* name : {"s", "l", "d"}) AddInput(g, name, {}, onnx::TensorProto::INT32);
+  AddNode(g, "Range", {"s", "l", "d"}, {"r"}, "range");
   AddOutput(g, "r");
-  // The limit could be a value input; the delta, which divides the size, cannot.
-  auto refused = TryCompileModel(m);
-  REQUIRE_FALSE(refused.ok());
-  CHECK_MESSAGE(refused.status().message().find("node 'range' (Range): data-dependent output shape: Range delta (d) is "
-                                                "not known at compile time; it depends on the values of input 'd'") == 0,
-                refused.status().message());
-  auto model = kiln::Model::Load(CompileModel(m, WithProfiles({"d=[3]"})));
+  auto model = kiln::Model::Load(CompileModel(m));
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
   auto ctx = kiln::ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
-  const int64_t d = 3;
-  for (const int64_t n : {7, 0, 10}) {
-    kiln::TensorView in[] = {kiln::TensorView::Host(&n, kiln::DType::kInt64, {}),
-                             kiln::TensorView::Host(&d, kiln::DType::kInt64, {})};
-    auto out = RunToHost(*ctx, in);
-    REQUIRE_MESSAGE(out.ok(), out.status().ToString());
-    std::vector<int64_t> want;
-    for (int64_t v = 0; v < n; v += d) want.push_back(v);
-    CHECK(Values<int64_t>((*out)[0]) == want);
-  }
+  auto run = [&](int32_t s, int32_t l, int32_t d) -> kiln::Result<std::vector<int32_t>> {
+    kiln::TensorView in[] = {kiln::TensorView::Host(&s, kiln::DType::kInt32, {}),
+                             kiln::TensorView::Host(&l, kiln::DType::kInt32, {}),
+                             kiln::TensorView::Host(&d, kiln::DType::kInt32, {})};
+    KILN_ASSIGN_OR_RETURN(std::vector<kiln::io::HostTensor> out, RunToHost(*ctx, in));
+    return Values<int32_t>(out[0]);
+  };
+  auto values = [&](int32_t s, int32_t l, int32_t d) {
+    auto r = run(s, l, d);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return *r;
+  };
+  CHECK(values(0, 7, 3) == std::vector<int32_t>{0, 3, 6});       // ceil(7 / 3) = 3
+  CHECK(values(10, 4, -3) == std::vector<int32_t>{10, 7});       // ceil(-6 / -3) = 2
+  CHECK(values(10, 3, -3) == std::vector<int32_t>{10, 7, 4});    // ceil(-7 / -3) = 3
+  CHECK(values(5, 2, -1) == std::vector<int32_t>{5, 4, 3});
+  CHECK(values(0, 5, -1).empty());                               // ceil(5 / -1) = -5: empty
+  CHECK(values(5, 0, 2).empty());                                // ceil(-5 / 2) = -2: empty
+  CHECK(values(4, 4, -2).empty());
+  // A delta of 0 has no length; the prologue's guard says so.
+  auto zero = run(0, 5, 0);
+  REQUIRE_FALSE(zero.ok());
+  CHECK_MESSAGE(zero.status().message().find("from node 'range' (Range), whose delta must be nonzero") !=
+                    std::string_view::npos,
+                zero.status().message());
 }

@@ -446,4 +446,176 @@ TEST_CASE("value inputs: Pad by a pads input and a window of an input's size") {
   CHECK(far.message().find("Pad") != std::string::npos);
 }
 
+TEST_CASE("value inputs: Col2Im's image_shape and block_shape, two images from one artifact") {
+  // y = Col2Im(x float32[1, 2, 3], image_shape int64[2], block_shape int64[2]): 3 blocks of 2.
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"1", "2", "3"});
+  AddInput(g, "image_shape", {"2"}, onnx::TensorProto::INT64);
+  AddInput(g, "block_shape", {"2"}, onnx::TensorProto::INT64);
+  AddNode(g, "Col2Im", {"x", "image_shape", "block_shape"}, {"y"}, "col2im");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  // Column k of x is block offset k, its 3 entries the 3 blocks.
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  auto run = [&](std::vector<int64_t> image, std::vector<int64_t> block, std::vector<float>* y,
+                 std::vector<int64_t>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 2, 3}),
+                       TensorView::Host(image.data(), DType::kInt64, {2}),
+                       TensorView::Host(block.data(), DType::kInt64, {2})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out)[0];
+    dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    return Status::Ok();
+  };
+  std::vector<float> y;
+  std::vector<int64_t> dims;
+  // A 3x2 image, blocks of 1x2 at rows 0, 1, 2: y[h][k] = x[k][h].
+  REQUIRE(run({3, 2}, {1, 2}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{1, 1, 3, 2});
+  CHECK(y == std::vector<float>{1, 4, 2, 5, 3, 6});
+  // A 1x4 image, blocks of 1x2 at columns 0, 1, 2 overlapping: y[w + k] += x[k][w].
+  REQUIRE(run({1, 4}, {1, 2}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{1, 1, 1, 4});
+  CHECK(y == std::vector<float>{1, 2 + 4, 3 + 5, 6});
+  // A 2x2 image has 2 blocks of 1x2, not x's 3: a guard says so. A block of 0 divides x's 2
+  // channels by 0 in the output's dim 1: an error naming the element.
+  const std::string blocks(run({2, 2}, {1, 2}, &y, &dims).message());
+  CHECK_MESSAGE(blocks.find("from node 'col2im' (Col2Im)") != std::string::npos, blocks);
+  CHECK_MESSAGE(blocks.find("image_shape_0 = 2 (input 'image_shape' element 0)") != std::string::npos, blocks);
+  const std::string empty(run({3, 2}, {0, 2}, &y, &dims).message());
+  CHECK_MESSAGE(empty.find("block_shape_0 = 0 (input 'block_shape' element 0)") != std::string::npos, empty);
+  CHECK_MESSAGE(empty.find("division by zero") != std::string::npos, empty);
+}
+
+TEST_CASE("value inputs: CenterCropPad expanded into plain ops crops and pads at each call") {
+  // The ONNX function body of CenterCropPad over x float32[2, 5] and shape int64[2]:
+  //   pads = [(max(Shape(x), shape) - Shape(x)) / 2, the rest]; padded = Pad(x, pads);
+  //   y = Slice(padded, (Shape(padded) - shape) / 2, that + shape).
+  // Div's operand max(Shape(x), shape) - shape is >= 0, which the compiler cannot show: Div
+  // keeps the sign in its expression, and the shapes stay symbolic.
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "5"});
+  AddInput(g, "shape", {"2"}, onnx::TensorProto::INT64);
+  AddInt64Init(g, "two", {1}, {2});
+  AddNode(g, "Shape", {"x"}, {"x_shape"});
+  AddNode(g, "Max", {"x_shape", "shape"}, {"padded_shape"});
+  AddNode(g, "Sub", {"padded_shape", "x_shape"}, {"pad_amount"});
+  AddNode(g, "Div", {"pad_amount", "two"}, {"pad_left"});
+  AddNode(g, "Sub", {"pad_amount", "pad_left"}, {"pad_right"});
+  AttrInt(AddNode(g, "Concat", {"pad_left", "pad_right"}, {"pads"}), "axis", 0);
+  AddNode(g, "Pad", {"x", "pads"}, {"padded"}, "pad");
+  AddNode(g, "Shape", {"padded"}, {"padded_x_shape"});
+  AddNode(g, "Sub", {"padded_x_shape", "shape"}, {"diff"});
+  AddNode(g, "Div", {"diff", "two"}, {"starts"});
+  AddNode(g, "Add", {"starts", "shape"}, {"ends"});
+  AddNode(g, "Slice", {"padded", "starts", "ends"}, {"y"}, "crop");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto run = [&](std::vector<int64_t> shape, std::vector<float>* y, std::vector<int64_t>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 5}),
+                       TensorView::Host(shape.data(), DType::kInt64, {2})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out)[0];
+    dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    return Status::Ok();
+  };
+  std::vector<float> y;
+  std::vector<int64_t> dims;
+  // Crop to 2x3: columns (5 - 3) / 2 = 1 to 3.
+  REQUIRE(run({2, 3}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 3});
+  CHECK(y == std::vector<float>{2, 3, 4, 7, 8, 9});
+  // Pad to 4x6: one zero row above and below, one zero column on the right (1 / 2 = 0 on the left).
+  REQUIRE(run({4, 6}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{4, 6});
+  CHECK(y == std::vector<float>{0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10, 0, 0, 0, 0, 0, 0, 0});
+  // Both: 1 row from (2 - 1) / 2 = 0, 7 columns with one zero on each side.
+  REQUIRE(run({1, 7}, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{1, 7});
+  CHECK(y == std::vector<float>{0, 1, 2, 3, 4, 5, 0});
+}
+
+TEST_CASE("value inputs: integer Div and Mod of values of either sign compute as ONNX says") {
+  // Slice ends from Div(a, b) (truncating), Mod(a, b) (the divisor's sign) and Mod(a, b, fmod=1)
+  // (the dividend's sign), each + 5, over x float32[10] from 0: the lengths show the values.
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"10"});
+  AddInput(g, "a", {"1"}, onnx::TensorProto::INT64);
+  AddInput(g, "b", {"1"}, onnx::TensorProto::INT64);
+  AddInt64Init(g, "zero", {1}, {0});
+  AddInt64Init(g, "five", {1}, {5});
+  AddNode(g, "Div", {"a", "b"}, {"q"});
+  AddNode(g, "Mod", {"a", "b"}, {"r"});
+  AttrInt(AddNode(g, "Mod", {"a", "b"}, {"f"}), "fmod", 1);
+  for (const char* v : {"q", "r", "f"}) {
+    const std::string name(v);
+    AddNode(g, "Add", {name, "five"}, {name + "_end"});
+    AddNode(g, "Slice", {"x", "zero", name + "_end"}, {name + "_y"});
+    AddOutput(g, name + "_y");
+  }
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[10] = {};
+  auto lengths = [&](int64_t a, int64_t b) {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {10}), TensorView::Host(&a, DType::kInt64, {1}),
+                       TensorView::Host(&b, DType::kInt64, {1})};
+    std::vector<TensorView> out;
+    const Status st = ctx->Run(in, out);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    std::vector<int64_t> n;
+    for (const TensorView& t : out) n.push_back(t.num_elements() - 5);
+    return n;
+  };
+  // {a / b truncated, a mod b with b's sign, fmod with a's sign}
+  CHECK(lengths(-7, 2) == std::vector<int64_t>{-3, 1, -1});
+  CHECK(lengths(7, -2) == std::vector<int64_t>{-3, -1, 1});
+  CHECK(lengths(7, 2) == std::vector<int64_t>{3, 1, 1});
+  CHECK(lengths(-7, -2) == std::vector<int64_t>{3, -1, -1});
+  CHECK(lengths(-4, 2) == std::vector<int64_t>{-2, 0, 0});
+}
+
+TEST_CASE("value inputs: Squeeze without axes keeps a dim from a value, which must not be 1") {
+  // y = Squeeze(ConstantOfShape(s int64[2])): the rank is 2 unless a value is 1, which the guard refuses.
+  auto m = MakeModel(13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "s", {"2"}, onnx::TensorProto::INT64);
+  AddNode(g, "ConstantOfShape", {"s"}, {"zeros"});
+  AddNode(g, "Squeeze", {"zeros"}, {"y"}, "squeeze");
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  auto run = [&](std::vector<int64_t> s, std::vector<int64_t>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(s.data(), DType::kInt64, {2})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    return Status::Ok();
+  };
+  std::vector<int64_t> dims;
+  REQUIRE(run({2, 3}, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 3});
+  const std::string one(run({1, 3}, &dims).message());
+  CHECK_MESSAGE(one.find("from node 'squeeze' (Squeeze), whose input dim 0 must not be 1 (Squeeze without axes "
+                         "keeps it)") != std::string::npos,
+                one);
+}
+
 }  // namespace kiln::testing
