@@ -216,6 +216,50 @@ Result<SliceRange> SliceDim(MetaContext& ctx, const Sym& d, const Sym& s, const 
   return SliceRange{S, as == 1 ? diff : CeilDiv(diff, Sym(as))};
 }
 
+// The length of a slice of dim `d` from `s` to `e` by `t` (ONNX Slice-13): SliceDim's for a
+// constant step; for a step read at each call, the clamps of either sign, picked by its sign,
+// each divided by a divisor kept positive (the step's magnitude, or 1 on the unused side).
+Result<Sym> SliceLength(MetaContext& ctx, const Sym& d, const Sym& s, const Sym& e, const Sym& t) {
+  if (t.is_const()) {
+    if (*t.value() == 0) return InvalidArgument("steps: expected nonzero values, found 0");
+    KILN_ASSIGN_OR_RETURN(SliceRange r, SliceDim(ctx, d, s, e, *t.value()));
+    return r.len;
+  }
+  KILN_ASSIGN_OR_RETURN(Sym up_start, SliceBound(d, s, 1, false));
+  KILN_ASSIGN_OR_RETURN(Sym up_end, SliceBound(d, e, 1, true));
+  KILN_ASSIGN_OR_RETURN(Sym down_start, SliceBound(d, s, -1, false));
+  KILN_ASSIGN_OR_RETURN(Sym down_end, SliceBound(d, e, -1, true));
+  const Sym up = CeilDiv(Max(Sym(0), up_end - up_start), Max(t, Sym(1)));
+  // An empty dim gives nothing downwards (its clamps [0, d - 1] and [-1, d - 1] are empty).
+  const Sym down = CeilDiv(Max(Sym(0), down_start - down_end), Max(Sym(0) - t, Sym(1))) * Min(d, Sym(1));
+  return Lt(Sym(0), t) * up + Lt(t, Sym(0)) * down;
+}
+
+// A Slice whose axes or steps are read at each call (value symbols, passes/value_inputs.h): dim
+// i keeps its length unless an axis names it, then it is that slice's length. The CPU kernel
+// reads the axes and steps at run time.
+Status SliceOverValueAxes(MetaContext& ctx, const Value& x, const std::vector<Sym>& starts,
+                          const std::vector<Sym>& ends, const std::vector<Sym>& axes, const std::vector<Sym>& steps) {
+  const int64_t r = x.rank();
+  const std::vector<Sym> hits = ValueAxesHits(ctx, axes, r);
+  for (const Sym& t : steps)
+    if (!t.is_const()) AddGuard(ctx, Sym(1) - Eq(t, Sym(0)), "whose steps must be nonzero");
+  SymShape out;
+  for (int64_t i = 0; i < r; ++i) {
+    const Sym& d = x.shape[static_cast<size_t>(i)];
+    Sym dim = (Sym(1) - hits[static_cast<size_t>(i)]) * d;
+    for (size_t j = 0; j < starts.size(); ++j) {
+      const Sym names = NamesDim(axes[j], i, r);
+      if (names.is_const() && *names.value() == 0) continue;
+      KILN_ASSIGN_OR_RETURN(Sym len, SliceLength(ctx, d, starts[j], ends[j], steps[j]));
+      dim = dim + names * len;
+    }
+    out.push_back(dim);
+  }
+  ctx.SetOutput(0, x.dtype, out);
+  return Status::Ok();
+}
+
 // A Slice whose starts or ends are computed from tensor data (x[i:] in a run-time Loop's body,
 // x[:n] with n from a ReduceSum): its length on the one axis it slices is a run-time dim that
 // the CPU kernel reports, at most the axis dim (divided by the step). Axes and steps must be
@@ -265,18 +309,28 @@ Status SliceMeta(MetaContext& ctx) {
   if (ends.size() != n)
     return InvalidArgument("ends: expected " + std::to_string(n) + " values (as starts), found " +
                            std::to_string(ends.size()));
-  std::vector<int64_t> axes, steps(n, 1);
+  std::vector<Sym> sym_axes, sym_steps(n, Sym(1));
   if (const Value* a = ctx.input(3)) {
-    KILN_ASSIGN_OR_RETURN(axes, NeedConstInts(*a, "axes"));
+    KILN_ASSIGN_OR_RETURN(sym_axes, NeedElements(*a, "axes"));
   } else {
-    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < n; ++i) sym_axes.push_back(Sym(static_cast<int64_t>(i)));
   }
   if (const Value* s = ctx.input(4)) {
-    KILN_ASSIGN_OR_RETURN(steps, NeedConstInts(*s, "steps"));
+    KILN_ASSIGN_OR_RETURN(sym_steps, NeedElements(*s, "steps"));
   }
-  if (axes.size() != n || steps.size() != n)
+  if (sym_axes.size() != n || sym_steps.size() != n)
     return InvalidArgument("axes/steps: expected " + std::to_string(n) + " values (as starts), found " +
-                           std::to_string(axes.size()) + " and " + std::to_string(steps.size()));
+                           std::to_string(sym_axes.size()) + " and " + std::to_string(sym_steps.size()));
+  auto all_const = [](const std::vector<Sym>& v) {
+    return std::all_of(v.begin(), v.end(), [](const Sym& s) { return s.is_const(); });
+  };
+  if (!all_const(sym_axes) || !all_const(sym_steps))
+    return SliceOverValueAxes(ctx, *x, starts, ends, sym_axes, sym_steps);
+  std::vector<int64_t> axes, steps;
+  for (size_t i = 0; i < n; ++i) {
+    axes.push_back(*sym_axes[i].value());
+    steps.push_back(*sym_steps[i].value());
+  }
   KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, x->rank()));
   SymShape out = x->shape;
   std::optional<SliceRange> r0;
@@ -379,17 +433,40 @@ Status PadMeta(MetaContext& ctx) {
       return InvalidArgument("constant_value: expected a scalar, found shape " + Str(cv->shape));
   }
   std::vector<int> axes;
+  std::optional<std::vector<Sym>> value_axes;  // axes read at each call (value symbols)
   if (const Value* a = ctx.input(3)) {
     KILN_RETURN_IF_ERROR(CheckDType(*a, "axes", kSignedInts));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> av, NeedConstInts(*a, "axes"));
-    KILN_ASSIGN_OR_RETURN(axes, NormAxes(av, x->rank()));
+    KILN_ASSIGN_OR_RETURN(std::vector<Sym> av, NeedElements(*a, "axes"));
+    if (std::all_of(av.begin(), av.end(), [](const Sym& s) { return s.is_const(); })) {
+      std::vector<int64_t> ints;
+      for (const Sym& s : av) ints.push_back(*s.value());
+      KILN_ASSIGN_OR_RETURN(axes, NormAxes(ints, x->rank()));
+    } else {
+      value_axes = std::move(av);
+    }
   } else {
     for (int i = 0; i < x->rank(); ++i) axes.push_back(i);
   }
-  size_t k = axes.size();
-  if (pads.size() != 2 * k)
-    return InvalidArgument("pads: expected " + std::to_string(2 * k) + " values (2 per axis), found " +
+  const size_t named = value_axes ? value_axes->size() : axes.size();
+  if (pads.size() != 2 * named)
+    return InvalidArgument("pads: expected " + std::to_string(2 * named) + " values (2 per axis), found " +
                            std::to_string(pads.size()) + " " + Str(pads));
+  if (value_axes) {
+    // Each dim's pads are those of the axis that names it (none: 0), chosen at each call.
+    const int64_t r = x->rank();
+    ValueAxesHits(ctx, *value_axes, r);
+    std::vector<Sym> per_dim(2 * static_cast<size_t>(r), Sym(0));
+    for (int64_t i = 0; i < r; ++i) {
+      axes.push_back(static_cast<int>(i));
+      for (size_t j = 0; j < named; ++j) {
+        const Sym names = NamesDim((*value_axes)[j], i, r);
+        per_dim[i] = per_dim[i] + names * pads[j];
+        per_dim[i + r] = per_dim[i + r] + names * pads[j + named];
+      }
+    }
+    pads = std::move(per_dim);
+  }
+  size_t k = axes.size();
   SymShape out = x->shape;
   for (size_t i = 0; i < k; ++i) {
     const Sym& d = x->shape[axes[i]];

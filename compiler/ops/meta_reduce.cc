@@ -19,30 +19,12 @@ Status ReduceOverValueAxes(MetaContext& ctx, const Value& x, const std::vector<S
   if (!keep && n > r)
     return InvalidArgument("axes: expected at most " + std::to_string(r) + " axes for rank " + std::to_string(r) +
                            " data, found " + std::to_string(n));
-  for (const Sym& a : axes)
-    AddGuard(ctx, Lt(Sym(-r - 1), a) * Lt(a, Sym(r)), "whose axes must be in [-rank, rank-1]");
-  std::vector<Sym> reduced(r);
-  for (int64_t i = 0; i < r; ++i) {
-    Sym hits(0);
-    for (const Sym& a : axes) hits = hits + Eq(a, Sym(i)) + Eq(a, Sym(i - r));
-    AddGuard(ctx, Lt(hits, Sym(2)), "whose axes must be distinct");
-    reduced[i] = hits;
-  }
+  const std::vector<Sym> reduced = ValueAxesHits(ctx, axes, r);
   SymShape out;
   if (keep) {
     for (int64_t i = 0; i < r; ++i) out.push_back(reduced[i] + (Sym(1) - reduced[i]) * x.shape[i]);
   } else {
-    std::vector<Sym> position(r);  // of dim i among the kept dims
-    Sym kept_before(0);
-    for (int64_t i = 0; i < r; ++i) {
-      position[i] = kept_before;
-      kept_before = kept_before + (Sym(1) - reduced[i]);
-    }
-    for (int64_t k = 0; k < r - n; ++k) {
-      Sym d(0);
-      for (int64_t i = 0; i < r; ++i) d = d + (Sym(1) - reduced[i]) * Eq(position[i], Sym(k)) * x.shape[i];
-      out.push_back(d);
-    }
+    out = DimsNotHit(x.shape, reduced, r - n);
   }
   ctx.SetOutput(0, x.dtype, out);
   return Status::Ok();

@@ -174,10 +174,22 @@ Status FlattenMeta(MetaContext& ctx) {
   return Status::Ok();
 }
 
-Result<std::vector<int64_t>> AxesInput(MetaContext& ctx, const Value& v) {
+// Squeeze's and Unsqueeze's axes: constants, or value symbols (passes/value_inputs.h) whose
+// count (the rank change) is known.
+Result<std::vector<Sym>> AxesInput(const Value& v) {
   KILN_RETURN_IF_ERROR(CheckDType(v, "axes", kSignedInts));
   KILN_RETURN_IF_ERROR(CheckRank(v, "input axes", 0, 1));
-  return NeedConstInts(v, "axes");
+  return NeedElements(v, "axes");
+}
+
+bool AllConst(const std::vector<Sym>& v) {
+  return std::all_of(v.begin(), v.end(), [](const Sym& s) { return s.is_const(); });
+}
+
+std::vector<int64_t> ConstValues(const std::vector<Sym>& v) {
+  std::vector<int64_t> out;
+  for (const Sym& s : v) out.push_back(*s.value());
+  return out;
 }
 
 Status SqueezeMeta(MetaContext& ctx) {
@@ -187,8 +199,21 @@ Status SqueezeMeta(MetaContext& ctx) {
     return InvalidArgument("axes: expected the opset-13 form (axes as input 1), found an attribute");
   std::vector<bool> drop(x->rank(), false);
   if (const Value* a = ctx.input(1)) {
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesInput(ctx, *a));
-    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, x->rank()));
+    KILN_ASSIGN_OR_RETURN(std::vector<Sym> sym_axes, AxesInput(*a));
+    if (!AllConst(sym_axes)) {
+      // Axes read at each call: each named dim must be 1; the others keep their order.
+      const int64_t r = x->rank(), n = static_cast<int64_t>(sym_axes.size());
+      if (n > r)
+        return InvalidArgument("axes: expected at most " + std::to_string(r) + " axes for rank " + std::to_string(r) +
+                               " data, found " + std::to_string(n));
+      const std::vector<Sym> hits = ValueAxesHits(ctx, sym_axes, r);
+      for (int64_t i = 0; i < r; ++i)
+        AddGuard(ctx, Lt(0, (Sym(1) - hits[i]) + Eq(x->shape[i], 1)), "whose axes must name dims of size 1");
+      ctx.SetOutput(0, x->dtype, DimsNotHit(x->shape, hits, r - n));
+      PassElements(ctx, *x);
+      return Status::Ok();
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(ConstValues(sym_axes), x->rank()));
     for (int i : norm) {
       const Sym& d = x->shape[i];
       if (d.is_const() && *d.value() != 1)
@@ -227,9 +252,25 @@ Status UnsqueezeMeta(MetaContext& ctx) {
   if (ctx.attrs().Has("axes"))
     return InvalidArgument("axes: expected the opset-13 form (axes as input 1), found an attribute");
   KILN_ASSIGN_OR_RETURN(const Value* a, Need(ctx, 1, "axes"));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesInput(ctx, *a));
-  int r = x->rank() + static_cast<int>(axes.size());
-  KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, r));
+  KILN_ASSIGN_OR_RETURN(std::vector<Sym> sym_axes, AxesInput(*a));
+  int r = x->rank() + static_cast<int>(sym_axes.size());
+  if (!AllConst(sym_axes)) {
+    // Axes read at each call, over the output's rank: a named dim is 1, the others are x's in
+    // order (output dim k is x's dim k - (named dims before k)).
+    const std::vector<Sym> hits = ValueAxesHits(ctx, sym_axes, r);
+    SymShape out;
+    Sym before(0);
+    for (int k = 0; k < r; ++k) {
+      Sym d(0);
+      for (int i = 0; i < x->rank(); ++i) d = d + Eq(Sym(k) - before, Sym(i)) * x->shape[i];
+      out.push_back(hits[k] + (Sym(1) - hits[k]) * d);
+      before = before + hits[k];
+    }
+    ctx.SetOutput(0, x->dtype, out);
+    PassElements(ctx, *x);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(ConstValues(sym_axes), r));
   std::vector<bool> ins(r, false);
   for (int i : norm) ins[i] = true;
   SymShape out;

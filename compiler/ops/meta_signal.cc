@@ -9,15 +9,8 @@ namespace kiln::ir {
 using namespace meta;
 namespace {
 
-// The single element of a scalar (or one-element) integer input that sets a shape.
-Result<int64_t> ConstScalar(const Value& v, std::string_view what) {
-  if (!IsInteger(v.dtype)) return InvalidArgument("input " + std::string(what) + ": expected an integer, found " + DTypeStr(v.dtype));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> e, NeedConstInts(v, "input " + std::string(what)));
-  if (e.size() != 1) return InvalidArgument("input " + std::string(what) + ": expected one element, found " + Str(e));
-  return e[0];
-}
-
-// The same, or a value symbol when the input is a value input (passes/value_inputs.h).
+// The single element of a scalar (or one-element) integer input that sets a shape: a constant,
+// or a value symbol when the input is a value input (passes/value_inputs.h).
 Result<Sym> ScalarElement(const Value& v, std::string_view what) {
   if (!IsInteger(v.dtype)) return InvalidArgument("input " + std::string(what) + ": expected an integer, found " + DTypeStr(v.dtype));
   KILN_ASSIGN_OR_RETURN(std::vector<Sym> e, NeedElements(v, "input " + std::string(what)));
@@ -41,30 +34,37 @@ Status DftMeta(MetaContext& ctx) {
   const Sym& last = x->shape.back();
   if (auto c = last.value(); !c || (*c != 1 && *c != 2))
     return InvalidArgument("input: expected a last dim of 1 (real) or 2 (complex), found " + Str(x->shape));
-  int64_t axis = -2;
-  if (ctx.attrs().Has("axis")) axis = ctx.attrs().GetInt("axis", 1);
+  // The axis and dft_length: constants, or value symbols read at each call (passes/value_inputs.h),
+  // which the CPU kernel reads too.
+  Sym axis(-2);
+  if (ctx.attrs().Has("axis")) axis = Sym(ctx.attrs().GetInt("axis", 1));
   else if (const Value* a = Optional(ctx, 2)) {
-    KILN_ASSIGN_OR_RETURN(axis, ConstScalar(*a, "axis"));
+    KILN_ASSIGN_OR_RETURN(axis, ScalarElement(*a, "axis"));
   }
   const int rank = x->rank();
-  if (axis < -rank || axis >= rank - 1 || axis == -1)
-    return InvalidArgument("axis: expected a signal axis in [" + std::to_string(-rank) + ", " + std::to_string(-2) +
-                           "] or [0, " + std::to_string(rank - 2) + "], found " + std::to_string(axis));
-  const int ax = static_cast<int>(axis < 0 ? axis + rank : axis);
+  const Sym in_range = Lt(Sym(-rank - 1), axis) * Lt(axis, Sym(rank - 1)) * (Sym(1) - Eq(axis, Sym(-1)));
+  KILN_RETURN_IF_ERROR(Require(ctx, in_range,
+                               "axis: expected a signal axis in [" + std::to_string(-rank) + ", " + std::to_string(-2) +
+                                   "] or [0, " + std::to_string(rank - 2) + "], found " + axis.ToString(),
+                               "whose axis must be a signal axis (not the last)"));
   const bool inverse = ctx.attrs().GetInt("inverse", 0) != 0, onesided = ctx.attrs().GetInt("onesided", 0) != 0;
   if (onesided && !inverse && last.value() == 2)
     return InvalidArgument("attribute 'onesided': a forward one-sided DFT needs a real input (last dim 1), found " +
                            Str(x->shape));
-  Sym n;
+  std::optional<Sym> length;
   if (const Value* l = Optional(ctx, 1)) {
-    KILN_ASSIGN_OR_RETURN(int64_t len, ConstScalar(*l, "dft_length"));
-    if (len < 1) return InvalidArgument("input dft_length: expected >= 1, found " + std::to_string(len));
-    n = Sym(len);
-  } else {
-    n = inverse && onesided ? AddC(x->shape[ax] * Sym(2), -2) : x->shape[ax];
+    KILN_ASSIGN_OR_RETURN(length, ScalarElement(*l, "dft_length"));
+    KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), *length), "input dft_length: expected >= 1, found " + length->ToString(),
+                                 "whose dft_length must be >= 1"));
   }
   SymShape out = x->shape;
-  out[ax] = onesided && !inverse ? AddC(FloorDiv(n, Sym(2)), 1) : n;
+  for (int i = 0; i + 1 < rank; ++i) {
+    const Sym named = NamesDim(axis, i, rank);
+    if (named.is_const() && *named.value() == 0) continue;
+    const Sym n = length ? *length : inverse && onesided ? AddC(x->shape[i] * Sym(2), -2) : x->shape[i];
+    const Sym transformed = onesided && !inverse ? AddC(FloorDiv(n, Sym(2)), 1) : n;
+    out[i] = named * transformed + (Sym(1) - named) * x->shape[i];
+  }
   out.back() = Sym(inverse && onesided ? 1 : 2);
   ctx.SetOutput(0, x->dtype, out);
   return Status::Ok();

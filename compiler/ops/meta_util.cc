@@ -343,6 +343,38 @@ void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why) {
   ctx.trace().guards.push_back({g, std::move(origin)});
 }
 
+Sym NamesDim(const Sym& a, int64_t i, int64_t rank) { return Eq(a, Sym(i)) + Eq(a, Sym(i - rank)); }
+
+std::vector<Sym> ValueAxesHits(MetaContext& ctx, const std::vector<Sym>& axes, int64_t rank) {
+  for (const Sym& a : axes)
+    AddGuard(ctx, Lt(Sym(-rank - 1), a) * Lt(a, Sym(rank)), "whose axes must be in [-rank, rank-1]");
+  std::vector<Sym> hits(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) {
+    Sym h(0);
+    for (const Sym& a : axes) h = h + NamesDim(a, i, rank);
+    AddGuard(ctx, Lt(h, Sym(2)), "whose axes must be distinct");
+    hits[static_cast<size_t>(i)] = h;
+  }
+  return hits;
+}
+
+SymShape DimsNotHit(const SymShape& shape, const std::vector<Sym>& hits, int64_t count) {
+  const size_t r = shape.size();
+  std::vector<Sym> position(r);  // of dim i among the dims not hit
+  Sym before(0);
+  for (size_t i = 0; i < r; ++i) {
+    position[i] = before;
+    before = before + (Sym(1) - hits[i]);
+  }
+  SymShape out;
+  for (int64_t k = 0; k < count; ++k) {
+    Sym d(0);
+    for (size_t i = 0; i < r; ++i) d = d + (Sym(1) - hits[i]) * Eq(position[i], Sym(k)) * shape[i];
+    out.push_back(d);
+  }
+  return out;
+}
+
 Sym NewRuntimeDim(MetaContext& ctx, int output, const Sym& bound, std::string_view what) {
   const Value* out = ctx.output(output);
   const std::string name = (out ? out->name : ctx.node().name) + ".count";

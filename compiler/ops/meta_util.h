@@ -122,6 +122,16 @@ Status Require(MetaContext& ctx, const Sym& holds, std::string_view error, std::
 // node, then `why` when given ("whose output 'y' dim 2 must be >= 1").
 void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});
 
+// Axes that arrive with each call (value symbols, passes/value_inputs.h: an axes input the model
+// does not fix) over dims 0..rank-1: for each dim i, how many of `axes` name it (a == i or
+// a == i - rank), 0 or 1 under the guards this adds (each axis in [-rank, rank - 1], no dim
+// named twice, as ONNX requires of a Reduce's, Squeeze's, Unsqueeze's, Slice's and Pad's axes).
+std::vector<Sym> ValueAxesHits(MetaContext& ctx, const std::vector<Sym>& axes, int64_t rank);
+// Whether axis `a` names dim i of rank `rank`: Eq(a, i) + Eq(a, i - rank).
+Sym NamesDim(const Sym& a, int64_t i, int64_t rank);
+// The `count` dims of `shape` that `hits` (ValueAxesHits) does not name, in order.
+SymShape DimsNotHit(const SymShape& shape, const std::vector<Sym>& hits, int64_t count);
+
 // A run-time dim of the node's output `output` (ir::RuntimeDim): a Sym::RuntimeVar named after
 // that output ("idx.count"), at most `bound`, recorded in the trace once. Run-time dims in
 // `bound` are replaced by their own bounds, so it reads only input symbols.

@@ -133,6 +133,9 @@ constexpr ShapeOperand kValueShapeOperands[] = {
     {"AffineGrid", 1}, {"BlackmanWindow", 0}, {"CenterCropPad", 1}, {"ConstantOfShape", 0}, {"Expand", 1},
     {"HammingWindow", 0}, {"HannWindow", 0}, {"Loop", 0}, {"Pad", 1}, {"Range", 0}, {"Range", 1}, {"Range", 2},
     {"Reshape", 1}, {"Resize", 3}, {"Slice", 1}, {"Slice", 2}, {"Split", 1}, {"Tile", 1}, {"TopK", 1},
+    // Axes and steps: each output dim is an expression in them (meta::ValueAxesHits), and the CPU
+    // kernels read them at run time.
+    {"Slice", 3}, {"Slice", 4}, {"Squeeze", 1}, {"Unsqueeze", 1}, {"Pad", 3}, {"DFT", 1}, {"DFT", 2},
     // Sizes that the CPU kernels read at run time (or take from their output's dims): Col2Im's
     // image_shape and block_shape, MaxUnpool's output_shape, MelWeightMatrix's num_mel_bins and
     // dft_length, STFT's frame_step and frame_length (ops/meta_vision.cc, ops/meta_signal.cc).

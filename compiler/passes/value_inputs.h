@@ -6,7 +6,9 @@
 // Tile's repeats, ConstantOfShape's, CenterCropPad's and AffineGrid's sizes, a window's size,
 // Range's start, limit and delta (of either sign), Col2Im's image_shape and block_shape,
 // MaxUnpool's output_shape, MelWeightMatrix's num_mel_bins and dft_length, STFT's frame_step
-// and frame_length, a Loop's trip count, the reductions' axes, OneHot's depth). Each element of such an input
+// and frame_length, a Loop's trip count, OneHot's depth; and the axes and steps: the reductions',
+// Squeeze's and Unsqueeze's axes, Slice's axes and steps, Pad's axes, DFT's axis, over which each
+// output dim is an expression, meta::ValueAxesHits). Each element of such an input
 // becomes a value symbol (ir::Sym::ValueVar): the input Value's `sym` holds one per element
 // (named after the input: "sr", or "mode_0", "mode_1" for a 1-D one), so shape inference
 // computes with it as with a dim, an If on it becomes one entry per outcome, every shape
@@ -28,8 +30,8 @@
 // scales, OneHot's depth) is one too: its value symbols hold the elements' bits, which
 // ir::FloorMulF32 reads; a float computed inside the model is not tracked.
 //
-// Not value inputs: those that set a rank or an axis other than a reduction's (Squeeze's,
-// Unsqueeze's or Slice's axes, DFT's axis). Their meta functions need the values; a value
+// Not value inputs: values whose sizes need float arithmetic (a float Range's start, limit and
+// delta; Resize's sizes with a kept aspect ratio). Their meta functions need the values; a value
 // profile (compiler/profile.h) fixes them per entry, or --constant-input binds them. The table
 // above lists every meta function that reads elements into a shape:
 // compiler/pipeline/canonical_stage.cc checks that no other op computes a shape from a value

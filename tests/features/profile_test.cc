@@ -525,12 +525,15 @@ Status RunReduce(ExecutionContext& ctx, int64_t axis, std::vector<float>* y) {
 }
 
 // y = Unsqueeze(x, axes): x float32[2, 3], axes int64[1] an input, which changes the rank.
-onnx::ModelProto UnsqueezeModel() {
+// y = Range(0, limit, 0.5) with limit a float32 scalar input: a float Range's size is not a value
+// symbol's expression, so the compile needs the value.
+onnx::ModelProto FloatRangeModel() {
   auto m = testing::MakeModel(13);
   auto* g = m.mutable_graph();
-  testing::AddInput(g, "x", {"2", "3"});
-  testing::AddInput(g, "axes", {"1"}, onnx::TensorProto::INT64);
-  testing::AddNode(g, "Unsqueeze", {"x", "axes"}, {"y"}, "u");
+  testing::AddInput(g, "limit", {});
+  testing::AddFloatInit(g, "zero", {}, {0.0f});
+  testing::AddFloatInit(g, "half", {}, {0.5f});
+  testing::AddNode(g, "Range", {"zero", "limit", "half"}, {"y"}, "r");
   testing::AddOutput(g, "y");
   return m;
 }
@@ -557,13 +560,13 @@ TEST_CASE("profiles with values: without a profile, a reduction's axes are read 
 }
 
 TEST_CASE("profiles with values: one entry per value, the input stays, and the prologue checks its elements") {
-  // An op that needs the values to know its output's rank: the error names the input and shows
-  // the profile to add.
-  CHECK(CompileError(UnsqueezeModel(), {}) ==
-        "node 'u' (Unsqueeze): data-dependent output shape: axes (axes) is not known at compile time; it depends "
-        "on the values of input 'axes' (int64[1]): compile an entry for each value the callers send, for example "
-        "--profile 'axes=[V0]' (the prologue checks the values, which must be in host memory), or remove the input "
-        "with --constant-input NAME=FILE");
+  // An op that needs the values at compile time: the error names the input and shows the profile to add.
+  CHECK(CompileError(FloatRangeModel(), {}) ==
+        "node 'r' (Range): data-dependent output shape: Range limit (limit) is not known at compile time (a "
+        "floating-point Range's size needs start, limit and delta known); it depends on the values of input 'limit' "
+        "(float32[]): compile an entry for each value the callers send, for example --profile 'limit=V' (the "
+        "prologue checks the values, which must be in host memory), or remove the input with --constant-input "
+        "NAME=FILE");
   auto model = Model::Load(testing::CompileModel(ReduceModel(), testing::WithProfiles({"axes=[0]", "axes=[1]"})));
   REQUIRE(model.ok());
   REQUIRE(model->entries().size() == 2);

@@ -210,54 +210,121 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
   auto model = Model::Load(CompileModel(m));
   REQUIRE(model.ok());
   CHECK(model->format_version() == 3);  // no value symbols: older runtimes still read it
-
-  // Squeeze's axes operand is not one (value_inputs.h): refused at compile time, or a value profile.
-  auto r = MakeModel(16);
-  auto* h = r.mutable_graph();
-  AddInput(h, "x", {"1", "6"});
-  AddInput(h, "axes", {"1"}, onnx::TensorProto::INT64);
-  AddNode(h, "Squeeze", {"x", "axes"}, {"y"}, "squeeze");
-  AddOutput(h, "y");
-  auto pad = Import(r);
-  REQUIRE(pad.ok());
-  CHECK(passes::MarkValueInputs(*pad).empty());
 }
 
 }  // namespace
 
 
-TEST_CASE("value inputs: a Slice whose axes are an input names the axes, which a value profile fixes") {
-  auto m = MakeModel(16);
+TEST_CASE("value inputs: Slice's axes and steps, Squeeze's, Unsqueeze's and Pad's axes, DFT's axis, read at each call") {
+  // s = Slice(x float32[4, 6], starts, ends, axes, steps); q = Squeeze(z float32[1, 3, 1], qa int64[1]);
+  // u = Unsqueeze(w float32[2, 3], ua int64[2]); p = Pad(w, pads int64[2], 0, pa int64[1]).
+  auto m = MakeModel(19);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4", "6"});
-  for (const char* name : {"starts", "ends", "axes"}) AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
-  AddNode(g, "Slice", {"x", "starts", "ends", "axes"}, {"y"}, "slice");
-  AddOutput(g, "y");
-  const auto path = std::filesystem::temp_directory_path() / ("kiln_value_axes_" + std::to_string(::getpid()) + ".onnx");
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  auto artifact = compiler::CompileOnnxFile(path.string(), CpuOnly(), nullptr);
-  REQUIRE_FALSE(artifact.ok());
-  CHECK(artifact.status().message().find("axes (axes) is not known at compile time; it depends on the values of "
-                                         "input 'axes' (int64[1])") != std::string::npos);
-  compiler::CompileOptions options = CpuOnly();
-  options.profiles = {*compiler::ParseProfile("axes=[1]")};
-  auto model = Model::Load(*compiler::CompileOnnxFile(path.string(), options, nullptr));
-  std::filesystem::remove(path);
-  REQUIRE(model.ok());
+  for (const char* name : {"starts", "ends", "axes", "steps", "qa", "pa"}) AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
+  AddInput(g, "z", {"1", "3", "1"});
+  AddInput(g, "w", {"2", "3"});
+  AddInput(g, "ua", {"2"}, onnx::TensorProto::INT64);
+  AddInput(g, "pads", {"2"}, onnx::TensorProto::INT64);
+  AddNode(g, "Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"}, "slice");
+  AddNode(g, "Squeeze", {"z", "qa"}, {"q"}, "squeeze");
+  AddNode(g, "Unsqueeze", {"w", "ua"}, {"u"}, "unsqueeze");
+  AddNode(g, "Pad", {"w", "pads", "", "pa"}, {"p"}, "pad");
+  for (const char* name : {"s", "q", "u", "p"}) AddOutput(g, name);
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  REQUIRE(model->entries().size() == 1);
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
   std::vector<float> x(24);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
-  const int64_t starts = -4, ends = 5, axes = 1;  // columns 2..4 of each row: starts and ends stay symbolic
-  TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {4, 6}), TensorView::Host(&starts, DType::kInt64, {1}),
-                     TensorView::Host(&ends, DType::kInt64, {1}), TensorView::Host(&axes, DType::kInt64, {1})};
-  std::vector<TensorView> out;
-  REQUIRE(ctx->Run(in, out).ok());
-  CHECK(FloatCopies(out)[0] == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16, 20, 21, 22});
+  const float z[3] = {7, 8, 9}, w[6] = {1, 2, 3, 4, 5, 6};
+  struct Call {
+    int64_t start, end, axis, step, qa, pa;
+    std::vector<int64_t> ua, pads;
+  };
+  auto run = [&](Call c, std::vector<std::vector<float>>* y, std::vector<std::vector<int64_t>>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {4, 6}), TensorView::Host(&c.start, DType::kInt64, {1}),
+                       TensorView::Host(&c.end, DType::kInt64, {1}),        TensorView::Host(&c.axis, DType::kInt64, {1}),
+                       TensorView::Host(&c.step, DType::kInt64, {1}),       TensorView::Host(&c.qa, DType::kInt64, {1}),
+                       TensorView::Host(&c.pa, DType::kInt64, {1}),         TensorView::Host(z, DType::kFloat32, {1, 3, 1}),
+                       TensorView::Host(w, DType::kFloat32, {2, 3}),        TensorView::Host(c.ua.data(), DType::kInt64, {2}),
+                       TensorView::Host(c.pads.data(), DType::kInt64, {2})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out);
+    dims->clear();
+    for (const TensorView& o : out) dims->emplace_back(o.dims, o.dims + o.rank);
+    return Status::Ok();
+  };
+  std::vector<std::vector<float>> y;
+  std::vector<std::vector<int64_t>> dims;
+  // Columns 2..4 of each row; z's dim 0 squeezed; w as [2, 1, 3, 1]; w's rows padded 1 before, 0 after.
+  REQUIRE(run({-4, 5, 1, 1, 0, 0, {1, 3}, {1, 0}}, &y, &dims).ok());
+  CHECK(y[0] == std::vector<float>{2, 3, 4, 8, 9, 10, 14, 15, 16, 20, 21, 22});
+  CHECK(dims[1] == std::vector<int64_t>{3, 1});
+  CHECK(dims[2] == std::vector<int64_t>{2, 1, 3, 1});
+  CHECK(y[3] == std::vector<float>{0, 0, 0, 1, 2, 3, 4, 5, 6});
+  // Rows 3, 1 backwards (axis -2, step -2); z's last dim squeezed; w as [1, 2, 3, 1] (axes -1, 0);
+  // w's columns padded 0 before, 2 after.
+  REQUIRE(run({INT64_MAX, -5, -2, -2, -1, -1, {-1, 0}, {0, 2}}, &y, &dims).ok());
+  CHECK(dims[0] == std::vector<int64_t>{2, 6});
+  CHECK(y[0] == std::vector<float>{18, 19, 20, 21, 22, 23, 6, 7, 8, 9, 10, 11});
+  CHECK(dims[1] == std::vector<int64_t>{1, 3});
+  CHECK(dims[2] == std::vector<int64_t>{1, 2, 3, 1});
+  CHECK(y[3] == std::vector<float>{1, 2, 3, 0, 0, 4, 5, 6, 0, 0});
+  // Each rule ONNX states, checked by the prologue with the input and element.
+  auto fails = [&](Call c, const char* why) {
+    const std::string message(run(c, &y, &dims).message());
+    CHECK_MESSAGE(message.find(why) != std::string::npos, message);
+  };
+  fails({0, 1, 2, 1, 0, 0, {1, 3}, {0, 0}}, "whose axes must be in [-rank, rank-1]");
+  fails({0, 1, 0, 0, 0, 0, {1, 3}, {0, 0}}, "whose steps must be nonzero does not hold for steps_0 = 0");
+  fails({0, 1, 0, 1, 1, 0, {1, 3}, {0, 0}}, "whose axes must name dims of size 1");
+  fails({0, 1, 0, 1, 0, 0, {1, -3}, {0, 0}}, "whose axes must be distinct");
 }
 
+TEST_CASE("value inputs: DFT's axis and dft_length read at each call") {
+  // y = DFT(x float32[2, 4, 1], dft_length int64[], axis int64[]) (opset 20), one-sided: the
+  // transformed axis has floor(n / 2) + 1 bins.
+  auto m = MakeModel(20);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"2", "4", "1"});
+  AddInput(g, "n", {}, onnx::TensorProto::INT64);
+  AddInput(g, "axis", {}, onnx::TensorProto::INT64);
+  AttrInt(AddNode(g, "DFT", {"x", "n", "axis"}, {"y"}, "dft"), "onesided", 1);
+  AddOutput(g, "y");
+  auto model = Model::Load(CompileModel(m));
+  REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto run = [&](int64_t n, int64_t axis, std::vector<float>* y, std::vector<int64_t>* dims) -> Status {
+    TensorView in[] = {TensorView::Host(x, DType::kFloat32, {2, 4, 1}), TensorView::Host(&n, DType::kInt64, {}),
+                       TensorView::Host(&axis, DType::kInt64, {})};
+    std::vector<TensorView> out;
+    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
+    *y = FloatCopies(out)[0];
+    dims->assign(out[0].dims, out[0].dims + out[0].rank);
+    return Status::Ok();
+  };
+  std::vector<float> y;
+  std::vector<int64_t> dims;
+  // Along axis 1 with n = 4: bins 0..2 of [1, 2, 3, 4]: 10, -2 + 2i, -2.
+  REQUIRE(run(4, 1, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 3, 2});
+  const float want[6] = {10, 0, -2, 2, -2, 0};
+  for (int k = 0; k < 6; ++k) CHECK(y[k] == doctest::Approx(want[k]).epsilon(1e-6));
+  // Along axis 0 (-3) with n = 2: bins 0..1 of [1, 5]: 6, -4.
+  REQUIRE(run(2, -3, &y, &dims).ok());
+  CHECK(dims == std::vector<int64_t>{2, 4, 2});
+  CHECK(y[0] == doctest::Approx(6));
+  CHECK(y[8] == doctest::Approx(-4));
+  const std::string last(run(4, 2, &y, &dims).message());
+  CHECK_MESSAGE(last.find("whose axis must be a signal axis (not the last)") != std::string::npos, last);
+  const std::string empty(run(0, 1, &y, &dims).message());
+  CHECK_MESSAGE(empty.find("whose dft_length must be >= 1") != std::string::npos, empty);
+}
 
 TEST_CASE("value inputs: Reshape to a shape input, with its 0 and -1 decided at each call") {
   auto m = MakeModel(16);
