@@ -30,7 +30,10 @@
 //                 (decided before compiling, from the model's types and nodes)
 // Prints one line per case that is not a pass, a per-op table, and totals. With --expected,
 // exits 1 when a listed case does not pass (a regression) and lists cases that pass but are
-// not listed (the list can be raised); else exits 0.
+// not listed (the list can be raised); else exits 0. A listed case must pass as it comes (no
+// value profile, no input bound) unless its line says `# value profile`: one that then needs a
+// profile is a regression too, and a marked one that passes as it comes is reported so the
+// marker can go.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -672,11 +675,15 @@ int main(int argc, char** argv) {
   }
   if (expected_path.empty()) return 0;
 
-  std::set<std::string> expected;
+  std::set<std::string> expected, with_values;  // with_values: marked `# value profile`
   {
     std::ifstream f(expected_path);
-    for (std::string line; std::getline(f, line);)
-      if (!line.empty() && line[0] != '#') expected.insert(line);
+    for (std::string line; std::getline(f, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const std::string name = line.substr(0, line.find_first_of(" \t"));
+      expected.insert(name);
+      if (line.find("# value profile") != std::string::npos) with_values.insert(name);
+    }
   }
   std::map<std::string, std::string> known;  // case -> why it does not pass on this device
   if (!known_path.empty()) {
@@ -691,6 +698,15 @@ int main(int argc, char** argv) {
   int regressions = 0, raised = 0, listed_total = 0, listed_passing = 0, known_failing = 0;
   for (const CaseResult& r : results) {
     const bool listed = expected.count(r.name) > 0;
+    const bool as_it_comes = r.detail.find("value profile:") == std::string::npos &&
+                             r.detail.find("constant inputs:") == std::string::npos;
+    if (listed && r.outcome == Outcome::kPass && !as_it_comes && !with_values.count(r.name)) {
+      std::cout << fmt::format("REGRESSION {}: expected to pass as it comes, passes only with {}\n", r.name,
+                               r.detail.substr(r.detail.find("; ") + 2));
+      ++regressions;
+    } else if (listed && r.outcome == Outcome::kPass && as_it_comes && with_values.count(r.name)) {
+      std::cout << fmt::format("{} passes as it comes: remove its '# value profile' in {}\n", r.name, expected_path);
+    }
     listed_total += listed;
     listed_passing += listed && r.outcome == Outcome::kPass;
     auto k = known.find(r.name);
