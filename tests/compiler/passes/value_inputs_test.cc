@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,17 @@
 
 namespace kiln::testing {
 namespace {
+
+// Runs `in` and copies every output's values (as floats) and dims.
+Status RunCopies(ExecutionContext& ctx, std::span<const TensorView> in, std::vector<std::vector<float>>* y,
+                 std::vector<std::vector<int64_t>>* dims) {
+  std::vector<TensorView> out;
+  KILN_RETURN_IF_ERROR(ctx.Run(in, out));
+  *y = FloatCopies(out);
+  dims->clear();
+  for (const TensorView& o : out) dims->emplace_back(o.dims, o.dims + o.rank);
+  return Status::Ok();
+}
 
 // y = mode == 1 ? x * 2 : x + 10, with `mode` an int64 scalar input (as Silero's `sr`).
 onnx::ModelProto IfOnValueModel() {
@@ -250,12 +262,7 @@ TEST_CASE("value inputs: Slice's axes and steps, Squeeze's, Unsqueeze's and Pad'
                        TensorView::Host(&c.pa, DType::kInt64, {1}),         TensorView::Host(z, DType::kFloat32, {1, 3, 1}),
                        TensorView::Host(w, DType::kFloat32, {2, 3}),        TensorView::Host(c.ua.data(), DType::kInt64, {2}),
                        TensorView::Host(c.pads.data(), DType::kInt64, {2})};
-    std::vector<TensorView> out;
-    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
-    *y = FloatCopies(out);
-    dims->clear();
-    for (const TensorView& o : out) dims->emplace_back(o.dims, o.dims + o.rank);
-    return Status::Ok();
+    return RunCopies(*ctx, in, y, dims);
   };
   std::vector<std::vector<float>> y;
   std::vector<std::vector<int64_t>> dims;
@@ -436,12 +443,7 @@ TEST_CASE("value inputs: Resize by a float scales input and OneHot with a float 
     TensorView in[] = {TensorView::Host(x, DType::kFloat32, {1, 1, 2, 2}),
                        TensorView::Host(scales.data(), DType::kFloat32, {4}),
                        TensorView::Host(idx, DType::kInt64, {3}), TensorView::Host(&depth, DType::kFloat32, {})};
-    std::vector<TensorView> out;
-    KILN_RETURN_IF_ERROR(ctx->Run(in, out));
-    *y = FloatCopies(out);
-    dims->clear();
-    for (const TensorView& o : out) dims->emplace_back(o.dims, o.dims + o.rank);
-    return Status::Ok();
+    return RunCopies(*ctx, in, y, dims);
   };
   std::vector<std::vector<float>> y;
   std::vector<std::vector<int64_t>> dims;
