@@ -103,7 +103,8 @@ Status OneHotMeta(MetaContext& ctx) {
     std::optional<std::vector<Sym>> e = Elements(*depth);
     const bool is_float = !e;
     if (is_float) e = Float32Bits(*depth);
-    if (!e) return Unimplemented("data-dependent output shape: depth (" + depth->name + ") is not known at compile time");
+    if (!e)
+      return Unimplemented("data-dependent output shape: depth (" + depth->name + ") is not known at compile time");
     if (e->size() != 1)
       return InvalidArgument("input depth: expected one value, found " + std::to_string(e->size()));
     const Sym& v = (*e)[0];

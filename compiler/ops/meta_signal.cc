@@ -54,7 +54,8 @@ Status DftMeta(MetaContext& ctx) {
   std::optional<Sym> length;
   if (const Value* l = Optional(ctx, 1)) {
     KILN_ASSIGN_OR_RETURN(length, ScalarElement(*l, "dft_length"));
-    KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), *length), "input dft_length: expected >= 1, found " + length->ToString(),
+    KILN_RETURN_IF_ERROR(Require(ctx, Lt(Sym(0), *length),
+                                 "input dft_length: expected >= 1, found " + length->ToString(),
                                  "whose dft_length must be >= 1"));
   }
   SymShape out = x->shape;

@@ -567,8 +567,8 @@ Result<SymShape> WindowOutput(MetaContext& ctx, const SymShape& in, const Window
     // output is [N, C, spatial...].
     if (!o.is_const() && o.lo() < 1) {
       const Value* y = ctx.output(0);
-      AddGuard(ctx, Lt(0, o),
-               "whose output '" + (y ? y->name : std::string("0")) + "' dim " + std::to_string(i + 2) + " must be >= 1");
+      const std::string name = y ? y->name : std::string("0");
+      AddGuard(ctx, Lt(0, o), "whose output '" + name + "' dim " + std::to_string(i + 2) + " must be >= 1");
     }
     out.push_back(o);
   }

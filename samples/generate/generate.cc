@@ -23,8 +23,9 @@
 // sets swap roles, so no step copies the cache into new buffers. Two copies remain, both of the
 // whole cache (past + 1 rows of each layer's keys and values): the graph's own
 // present = Concat(past, new), which writes it into the context's arena, and Run's delivery of
-// present from the arena into the caller's buffer (a memmove). The context's own output views cannot serve as the next past
-// instead: they point into the arena that the next Run reuses while it reads its inputs.
+// present from the arena into the caller's buffer (a memmove). The context's own output views
+// cannot serve as the next past instead: they point into the arena that the next Run reuses
+// while it reads its inputs.
 // Uses only the public runtime API.
 #include <algorithm>
 #include <chrono>

@@ -227,13 +227,14 @@ TEST_CASE("value inputs: an int input read only through Shape, as data or as a s
 }  // namespace
 
 
-TEST_CASE("value inputs: Slice's axes and steps, Squeeze's, Unsqueeze's and Pad's axes, DFT's axis, read at each call") {
+TEST_CASE("value inputs: Slice's axes and steps, Squeeze's, Unsqueeze's and Pad's axes, read at each call") {
   // s = Slice(x float32[4, 6], starts, ends, axes, steps); q = Squeeze(z float32[1, 3, 1], qa int64[1]);
   // u = Unsqueeze(w float32[2, 3], ua int64[2]); p = Pad(w, pads int64[2], 0, pa int64[1]).
   auto m = MakeModel(19);
   auto* g = m.mutable_graph();
   AddInput(g, "x", {"4", "6"});
-  for (const char* name : {"starts", "ends", "axes", "steps", "qa", "pa"}) AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
+  for (const char* name : {"starts", "ends", "axes", "steps", "qa", "pa"})
+    AddInput(g, name, {"1"}, onnx::TensorProto::INT64);
   AddInput(g, "z", {"1", "3", "1"});
   AddInput(g, "w", {"2", "3"});
   AddInput(g, "ua", {"2"}, onnx::TensorProto::INT64);
@@ -256,11 +257,17 @@ TEST_CASE("value inputs: Slice's axes and steps, Squeeze's, Unsqueeze's and Pad'
     std::vector<int64_t> ua, pads;
   };
   auto run = [&](Call c, std::vector<std::vector<float>>* y, std::vector<std::vector<int64_t>>* dims) -> Status {
-    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {4, 6}), TensorView::Host(&c.start, DType::kInt64, {1}),
-                       TensorView::Host(&c.end, DType::kInt64, {1}),        TensorView::Host(&c.axis, DType::kInt64, {1}),
-                       TensorView::Host(&c.step, DType::kInt64, {1}),       TensorView::Host(&c.qa, DType::kInt64, {1}),
-                       TensorView::Host(&c.pa, DType::kInt64, {1}),         TensorView::Host(z, DType::kFloat32, {1, 3, 1}),
-                       TensorView::Host(w, DType::kFloat32, {2, 3}),        TensorView::Host(c.ua.data(), DType::kInt64, {2}),
+    const auto one = [](const int64_t* v) { return TensorView::Host(v, DType::kInt64, {1}); };
+    TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {4, 6}),
+                       one(&c.start),
+                       one(&c.end),
+                       one(&c.axis),
+                       one(&c.step),
+                       one(&c.qa),
+                       one(&c.pa),
+                       TensorView::Host(z, DType::kFloat32, {1, 3, 1}),
+                       TensorView::Host(w, DType::kFloat32, {2, 3}),
+                       TensorView::Host(c.ua.data(), DType::kInt64, {2}),
                        TensorView::Host(c.pads.data(), DType::kInt64, {2})};
     return RunCopies(*ctx, in, y, dims);
   };
@@ -466,7 +473,8 @@ TEST_CASE("value inputs: Resize by a float scales input and OneHot with a float 
                 negative);
   const std::string inf(run({1, 1, 2, INFINITY}, 3, &y, &dims).message());
   // (The prologue evaluates the sizes before it checks the guards: the infinite size is the error.)
-  CHECK_MESSAGE(inf.find("could not be evaluated for scales_3 = inf (input 'scales' element 3): expr") != std::string::npos,
+  CHECK_MESSAGE(inf.find("could not be evaluated for scales_3 = inf (input 'scales' element 3): expr") !=
+                    std::string::npos,
                 inf);
   const std::string shallow(run({1, 1, 2, 2}, 0.5f, &y, &dims).message());
   CHECK_MESSAGE(shallow.find("whose depth must be >= 1 does not hold for depth = 0.5 (input 'depth' element 0)") !=
