@@ -22,6 +22,8 @@ namespace {
 
 struct BenchFlags {
   io::BenchConfig config;
+  bool warmup_given = false, iterations_given = false;  // --generate's defaults are 1 and 1
+  bool seed_given = false;
   std::string device = "auto";
   std::vector<std::string> shapes;
   std::string json, trace;
@@ -75,7 +77,14 @@ bool WriteJson(const std::string& path, const nlohmann::json& doc, int indent) {
 
 int Bench(BenchFlags& f) {
   io::BenchConfig& c = f.config;
-  if (!c.random && c.inputs_dir.empty()) {
+  if (f.seed_given && !c.random && c.generate == 0) {
+    std::cerr << "kiln bench: --seed applies to --random and --generate\n";
+    return 2;
+  }
+  if (c.generate > 0) {
+    if (!f.warmup_given) c.warmup = 1;
+    if (!f.iterations_given) c.iterations = 1;
+  } else if (!c.random && c.inputs_dir.empty()) {
     std::cerr << "kiln bench: no inputs: pass --inputs DIR (input_N.pb or NAME.npy files, as for kiln run) or --random "
                  "(seeded random values; --shape NAME:DIMS fixes symbolic dims)\n";
     return 2;
@@ -150,21 +159,35 @@ void AddBenchCommand(CLI::App& app) {
                   "with --random: an input's shape, NAME:DIMS such as images:1x3x640x640 ('?' leaves a dim to the "
                   "artifact's entries); repeatable")
       ->needs(random);
-  cmd->add_option("--seed", c.seed, "seed of --random, an integer in 0..18446744073709551615 (the JSON report's seed)")
+  auto* seed = cmd->add_option("--seed", c.seed,
+                  "seed of --random (or of --generate's prompt), an integer in 0..18446744073709551615 (the JSON "
+                  "report's seed)")
       ->capture_default_str()
-      ->needs(random)
       ->check(CLI::Validator(
           [](std::string& text) {  // CLI11 alone reads "-1" as 2^64 - 1
             return io::ParseSeed(text) ? std::string()
                                        : "expected an integer in 0..18446744073709551615, got " + text;
           },
           "0..2^64-1"));
-  cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
-  auto* iterations = cmd->add_option("--iterations", c.iterations, "timed calls")
+  auto* warmup = cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones (--generate: generations, 1)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(0, 1000000));
+  auto* iterations = cmd->add_option("--iterations", c.iterations, "timed calls (--generate: generations, 1)")
                          ->capture_default_str()
                          ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  auto* generate =
+      cmd->add_option("--generate", c.generate,
+                      "time a decoder with a KV cache per generated token (inputs input_ids, past_key_values.N.key/"
+                      ".value, optional attention_mask and position_ids; outputs logits and present.N.key/.value, as "
+                      "Hugging Face Optimum exports it): each generation runs a prompt of --prompt-tokens random ids "
+                      "(from --seed) with an empty cache, then N tokens greedily, one call each, the present keys and "
+                      "values fed back as the next past. Reports the time to the first token and per generated token")
+          ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--prompt-tokens", c.prompt_tokens, "with --generate: the prompt's length in ids")
+      ->capture_default_str()
+      ->needs(generate)
+      ->check(CLI::Range(1, 1000000));
+  generate->excludes(inputs)->excludes(random);
   cmd->add_option("--duration", c.duration_s,
                   "instead of --iterations: time calls until this many seconds have passed (at least one call)")
       ->check(CLI::Validator(
@@ -214,7 +237,12 @@ void AddBenchCommand(CLI::App& app) {
       "Inputs are host tensors, so on the CUDA backend each call includes their upload; outputs stay in the context's "
       "memory and are not copied back. Memory is what the context holds after the runs (its buffers only grow, so "
       "also its peak).");
-  cmd->callback([f] { SetExitCode(Bench(*f)); });
+  cmd->callback([f, warmup, iterations, seed] {
+    f->seed_given = seed->count() > 0;
+    f->warmup_given = warmup->count() > 0;
+    f->iterations_given = iterations->count() > 0;
+    SetExitCode(Bench(*f));
+  });
 }
 
 }  // namespace kiln::cli

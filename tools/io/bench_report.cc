@@ -156,7 +156,12 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"inputs", inputs},
           {"seed", r.seed ? nlohmann::json(*r.seed) : nlohmann::json(nullptr)},
           {"entry", r.entry},
-          {"profile", r.profile ? ProfileJson(*r.profile) : nlohmann::json(nullptr)}};
+          {"profile", r.profile ? ProfileJson(*r.profile) : nlohmann::json(nullptr)},
+          {"generate", r.generate ? nlohmann::json{{"prompt_tokens", r.generate->prompt_tokens},
+                                                   {"tokens", r.generate->tokens},
+                                                   {"first_token_ms", SummaryJson(r.generate->first_token_ms, true)},
+                                                   {"generated_ids", r.generate->generated_ids}}
+                                  : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json TraceJson(const BenchResult& r) {
@@ -217,18 +222,28 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
   out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create)\n", r.load_ms);
   for (const BenchInput& in : r.inputs)
     out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
-  if (r.seed) out << fmt::format("seed:        {} (random inputs)\n", *r.seed);
-  out << fmt::format("entry:       '{}'\n", r.entry);
-  out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3), r.warmup);
-  out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";
+  if (r.seed) out << fmt::format("seed:        {} ({})\n", *r.seed, r.generate ? "random prompt" : "random inputs");
+  out << fmt::format("entry:       '{}'{}\n", r.entry, r.generate ? " (the last call's)" : "");
+  if (r.generate) {
+    out << fmt::format("generate:    {} prompt tokens, {} generated per generation (the first by the prompt's call); "
+                       "{} later calls timed in {}, after {} warm-up generations\n",
+                       r.generate->prompt_tokens, r.generate->tokens, r.iterations, Time(r.timed_s * 1e3), r.warmup);
+    out << SummaryLine("first token", r.generate->first_token_ms, true) << "  (the prompt's call)\n";
+    out << SummaryLine("per token", r.latency_ms, true) << "  (each later call: Run + Synchronize)\n";
+  } else {
+    out << fmt::format("iterations:  {} timed in {}, after {} warm-up\n", r.iterations, Time(r.timed_s * 1e3),
+                       r.warmup);
+    out << SummaryLine("latency", r.latency_ms, true) << "  (wall time of Run + Synchronize)\n";
+  }
   // A spread this wide usually means other load on the machine, or too few calls.
   if (r.latency_ms.mean > 0 && r.latency_ms.stddev > 0.1 * r.latency_ms.mean)
     out << fmt::format("             latency varies by {:.0f}% of the mean (sd/mean): other load on the machine?\n",
                        100 * r.latency_ms.stddev / r.latency_ms.mean);
-  out << fmt::format("throughput:  {:.2f} calls/s\n", r.throughput_per_s);
-  out << fmt::format("host us:     lookup {:.2f} (its prologues included)  prologue {:.2f}  computation {:.1f}  "
-                     "(medians)\n",
-                     r.lookup_us, r.prologue_us, r.computation_us);
+  out << fmt::format("throughput:  {:.2f} {}/s\n", r.throughput_per_s, r.generate ? "tokens" : "calls");
+  if (!r.generate)
+    out << fmt::format("host us:     lookup {:.2f} (its prologues included)  prologue {:.2f}  computation {:.1f}  "
+                       "(medians)\n",
+                       r.lookup_us, r.prologue_us, r.computation_us);
   if (r.gpu_ms) out << SummaryLine("gpu", *r.gpu_ms, false) << (emulated ? "  (CUDA events, emulated)\n" : "  (CUDA events)\n");
   out << fmt::format("memory:      host {}, device {} held by the context; peak RSS {} (whole process)\n",
                      Bytes(r.host_bytes), Bytes(r.device_bytes), Bytes(r.peak_rss_bytes));

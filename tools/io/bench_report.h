@@ -40,6 +40,14 @@ struct BenchInput {
   std::vector<int64_t> shape;
 };
 
+// `kiln bench --generate`: time per generated token of a KV-cache decoder.
+struct GenerateSummary {
+  int prompt_tokens = 0;                // ids in the prompt (random, from the seed)
+  int tokens = 0;                       // generated per iteration
+  LatencySummary first_token_ms;        // the prompt's call, per timed generation
+  std::vector<int64_t> generated_ids;   // of the last timed generation
+};
+
 struct BenchResult {
   std::string artifact;            // path as given
   std::string device;              // "cpu" or "cuda": the backend that ran
@@ -63,19 +71,24 @@ struct BenchResult {
   std::optional<uint64_t> seed;  // of random inputs (--random --seed); none for inputs read from files
   std::string entry;  // name of the entry the last timed call used
   std::optional<ProfileSummary> profile;
+  // With --generate: iterations, latency_ms and throughput_per_s count generated tokens (every
+  // call after a prompt's), and this holds the rest.
+  std::optional<GenerateSummary> generate;
   std::vector<TracedRun> trace;                              // the last profiled runs, oldest first
   std::vector<std::vector<InstructionInfo>> instructions;  // per entry: EntryInfo::instructions
 };
 
 // The --json document. Keys, exactly: artifact, device, device_note, threads, cuda_graphs,
 // load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
-// throughput_per_s, host_us {lookup, prologue, computation}, gpu_ms {min, p50, p90, p99,
+// throughput_per_s, host_us {lookup, prologue, computation} (zeros with --generate), gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
 // shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name,
 // op, library, member_ops, calls, total_ms, mean_us, share}], ops [{op, calls, total_ms, share}]}
 // (share: fraction 0..1 of all instruction time; name, op, member_ops: the instruction's
 // InstructionInfo; library: what ran it, Stats::last_instruction_library, as LibraryTitle names
-// it). Names need not be UTF-8: dump with error_handler_t::replace.
+// it), generate null or {prompt_tokens, tokens, first_token_ms {min, p50, p90, p99, max, mean,
+// stddev}, generated_ids} (then iterations, latency_ms and throughput_per_s are per generated
+// token). Names need not be UTF-8: dump with error_handler_t::replace.
 nlohmann::json BenchJson(const BenchResult& r);
 
 // Chrome trace of r.trace: {"traceEvents": [...], "displayTimeUnit": "ms"}. Per run, an "X"

@@ -6,7 +6,9 @@
 
 #include <charconv>
 #include <deque>
+#include <random>
 
+#include "tools/io/kv_decoder.h"
 #include "tools/io/random_inputs.h"
 #include "kiln/tensor_files.h"
 #include "runtime/clock.h"
@@ -35,6 +37,58 @@ Status Call(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vect
 
 double Median(std::vector<double> v) { return Summarize(std::move(v)).p50; }
 
+// What the context holds after the runs, and the process's peak RSS.
+void RecordMemory(const ExecutionContext& ctx, BenchResult& r) {
+  const ExecutionContext::MemoryUsage memory = ctx.memory_usage();
+  r.host_bytes = memory.host_bytes;
+  r.device_bytes = memory.device_bytes;
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) r.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+// --generate: `config.warmup` untimed generations, then `config.iterations` timed ones (or as many
+// as `config.duration_s` allows); every call after a prompt's is one generated token's.
+Status BenchGenerate(const BenchConfig& config, const Model& model, ExecutionContext& ctx, BenchResult& r,
+                     const std::function<void(const BenchProgress&)>& progress) {
+  KILN_ASSIGN_OR_RETURN(KvDecoder d, FindKvDecoder(model));
+  if (config.prompt_tokens < 1)
+    return InvalidArgument("--prompt-tokens: expected at least 1, found " + std::to_string(config.prompt_tokens));
+  std::mt19937_64 random(config.seed);
+  std::vector<int64_t> prompt(static_cast<size_t>(config.prompt_tokens));
+  for (int64_t& id : prompt) id = static_cast<int64_t>(random() % static_cast<uint64_t>(d.vocab));
+  GenerateSummary g;
+  g.prompt_tokens = config.prompt_tokens;
+  g.tokens = config.generate;
+  for (int i = 0; i < config.warmup; ++i) {
+    KILN_RETURN_IF_ERROR(Generate(ctx, model, d, prompt, config.generate, nullptr).status());
+    if (progress) progress({true, i + 1, 0});
+  }
+  std::vector<double> token_ms, first_ms;
+  const int64_t begin = NowNs();
+  int64_t end = begin;
+  for (int64_t i = 0;; ++i) {
+    const bool more = config.duration_s > 0 ? i == 0 || static_cast<double>(end - begin) < config.duration_s * 1e9
+                                            : i < config.iterations;
+    if (!more) break;
+    KILN_ASSIGN_OR_RETURN(g.generated_ids, Generate(ctx, model, d, prompt, config.generate, [&](int s, int64_t ns) {
+                            (s == 0 ? first_ms : token_ms).push_back(static_cast<double>(ns) / 1e6);
+                          }));
+    end = NowNs();
+    if (progress) progress({false, i + 1, static_cast<double>(end - begin) / 1e9});
+  }
+  double token_total_ms = 0;
+  for (double ms : token_ms) token_total_ms += ms;
+  r.iterations = static_cast<int64_t>(token_ms.size());
+  r.timed_s = static_cast<double>(end - begin) / 1e9;
+  if (!token_ms.empty()) r.latency_ms = Summarize(token_ms);
+  r.throughput_per_s = token_total_ms > 0 ? static_cast<double>(token_ms.size()) / (token_total_ms / 1e3) : 0;
+  g.first_token_ms = Summarize(std::move(first_ms));
+  r.generate = std::move(g);
+  const Stats& st = ctx.stats();
+  if (st.last_entry >= 0) r.entry = model.entries()[static_cast<size_t>(st.last_entry)].name;
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::optional<uint64_t> ParseSeed(std::string_view text) {
@@ -56,7 +110,16 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   load_options.native_code = config.native_code;
   KILN_ASSIGN_OR_RETURN(Model model, Model::Load(config.artifact, load_options));
   const int64_t load_ns = NowNs() - load_start;
-  KILN_ASSIGN_OR_RETURN(std::vector<HostTensor> inputs, PrepareInputs(config, model));
+  if (config.generate > 0 && (config.random || !config.inputs_dir.empty()))
+    return InvalidArgument("--generate makes its own inputs (a random prompt): give neither --inputs nor --random");
+  if (config.generate > 0 && config.profile)
+    return InvalidArgument("--profile and --trace do not apply to --generate (a generation's calls differ in shape)");
+  std::vector<HostTensor> inputs;
+  if (config.generate == 0) {
+    KILN_ASSIGN_OR_RETURN(inputs, PrepareInputs(config, model));
+  } else {
+    r.seed = config.seed;
+  }
   ContextOptions options;
   options.device = config.device;
   options.cuda.graphs = config.cuda_graphs;
@@ -84,6 +147,11 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   for (const HostTensor& t : inputs) {
     views.push_back(t.view());
     r.inputs.push_back({t.name, std::string(DTypeName(t.dtype)), t.dims});
+  }
+  if (config.generate > 0) {
+    KILN_RETURN_IF_ERROR(BenchGenerate(config, model, ctx, r, progress));
+    RecordMemory(ctx, r);
+    return r;
   }
   std::vector<TensorView> outputs;
   auto report = [&](const BenchProgress& p) {
@@ -131,11 +199,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   if (!gpu_ms.empty()) r.gpu_ms = Summarize(std::move(gpu_ms));
   r.graph_hits = st.graph_hits;
   r.graph_misses = st.graph_misses;
-  const ExecutionContext::MemoryUsage memory = ctx.memory_usage();
-  r.host_bytes = memory.host_bytes;
-  r.device_bytes = memory.device_bytes;
-  struct rusage usage {};
-  if (getrusage(RUSAGE_SELF, &usage) == 0) r.peak_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  RecordMemory(ctx, r);
   if (st.last_entry >= 0) r.entry = model.entries()[st.last_entry].name;
   // kiln.Fused rows on the CPU: the native code of the context's target, or the interpreter.
   const std::string& target = st.native_code_target;

@@ -42,6 +42,11 @@ struct BenchConfig {
   int64_t iterations = 100;  // timed calls, when duration_s is 0
   double duration_s = 0;     // > 0: time calls until this many seconds have passed
   size_t trace_runs = 20;    // the last profiled runs kept for the trace
+  // > 0: a decoder with a KV cache (tools/io/kv_decoder.h), timed per generated token: each
+  // warm-up and timed iteration is one greedy generation of a prompt of `prompt_tokens` random
+  // ids (from `seed`) and then `generate` tokens; no inputs are read or made.
+  int generate = 0;
+  int prompt_tokens = 8;
 };
 
 // Where the run is, for a progress line: after every call.
@@ -56,7 +61,8 @@ struct BenchProgress {
 std::optional<uint64_t> ParseSeed(std::string_view text);
 
 // Errors are those of Model::Load, the input readers, ExecutionContext::Create, Run and
-// Synchronize, unchanged; kInvalidArgument for neither or both of inputs_dir and random.
+// Synchronize, unchanged; kInvalidArgument for neither or both of inputs_dir and random (or,
+// with `generate`, either of them), and those of FindKvDecoder and Generate.
 Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void(const BenchProgress&)>& progress);
 
 }  // namespace kiln::io

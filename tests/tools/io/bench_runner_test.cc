@@ -1,6 +1,7 @@
 // `kiln bench` end to end on a tiny compiled model: random and folder inputs, the JSON
 // document's contents, the profile and trace, duration mode, and the errors.
 #include "tools/io/bench_runner.h"
+#include "tools/io/kv_decoder.h"
 
 #include <doctest/doctest.h>
 
@@ -171,6 +172,97 @@ TEST_CASE("bench runner: errors name the problem") {
   BenchConfig bad = Config(dir / "no_such.kiln");
   bad.random = true;
   CHECK(RunBench(bad, nullptr).status().code() == StatusCode::kNotFound);
+}
+
+// A KV-cache decoder in the Optimum layout, vocabulary 8, one layer, 1 head of 2: logits are row
+// `id` of a table whose largest entry is at (id + 1) mod 8, so greedy generation counts up; the
+// present keys and values are the past's with each new id's embedding [id, -id] appended.
+std::string CountingDecoder(const testing::TempDir& dir) {
+  auto m = testing::MakeModel(13);
+  auto* g = m.mutable_graph();
+  testing::AddInput(g, "input_ids", {"batch", "seq"}, onnx::TensorProto::INT64);
+  testing::AddInput(g, "past_key_values.0.key", {"batch", "1", "past", "2"});
+  testing::AddInput(g, "past_key_values.0.value", {"batch", "1", "past", "2"});
+  std::vector<float> table(64, 0.0f), emb(16);
+  for (int i = 0; i < 8; ++i) {
+    table[static_cast<size_t>(i * 8 + (i + 1) % 8)] = 1.0f;
+    emb[static_cast<size_t>(2 * i)] = static_cast<float>(i);
+    emb[static_cast<size_t>(2 * i + 1)] = static_cast<float>(-i);
+  }
+  testing::AddFloatInit(g, "table", {8, 8}, table);
+  testing::AddFloatInit(g, "emb", {8, 2}, emb);
+  testing::AddInt64Init(g, "one", {1}, {1});
+  testing::AddNode(g, "Gather", {"table", "input_ids"}, {"logits"}, "rows");
+  testing::AddNode(g, "Gather", {"emb", "input_ids"}, {"kv"}, "embed");
+  testing::AddNode(g, "Unsqueeze", {"kv", "one"}, {"kv4"}, "heads");
+  testing::AttrInt(testing::AddNode(g, "Concat", {"past_key_values.0.key", "kv4"}, {"present.0.key"}, "keys"), "axis",
+                   2);
+  testing::AttrInt(testing::AddNode(g, "Concat", {"past_key_values.0.value", "kv4"}, {"present.0.value"}, "values"),
+                   "axis", 2);
+  for (const char* name : {"logits", "present.0.key", "present.0.value"}) testing::AddOutput(g, name);
+  const std::vector<uint8_t> bytes = testing::CompileModel(m, testing::CpuOnly());
+  const std::string path = dir / "decoder.kiln";
+  testing::WriteBytes(path, std::string(bytes.begin(), bytes.end()));
+  return path;
+}
+
+TEST_CASE("bench runner: --generate times a KV-cache decoder per generated token") {
+  testing::TempDir dir;
+  const std::string artifact = CountingDecoder(dir);
+  auto model = Model::Load(artifact);
+  REQUIRE(model.ok());
+  auto d = FindKvDecoder(*model);
+  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+  CHECK(d->vocab == 8);
+  REQUIRE(d->cache.size() == 2);
+  auto ctx = ExecutionContext::Create(*model, {Device::kCpu});
+  REQUIRE(ctx.ok());
+  std::vector<int64_t> steps;
+  auto ids = Generate(*ctx, *model, *d, {5, 6}, 4, [&](int s, int64_t ns) {
+    steps.push_back(s);
+    CHECK(ns > 0);
+  });
+  REQUIRE_MESSAGE(ids.ok(), ids.status().ToString());
+  CHECK(*ids == std::vector<int64_t>{7, 0, 1, 2});
+  CHECK(steps == std::vector<int64_t>{0, 1, 2, 3});
+  // The prompt ran on the empty cache's entry, the later calls (past 2 to 4) on the other.
+  REQUIRE(model->entries().size() == 2);
+  CHECK(model->entries()[1].name == "past >= 1");
+  CHECK(ctx->stats().last_entry == 1);
+
+  BenchConfig c = Config(artifact);
+  c.generate = 5;
+  c.prompt_tokens = 3;
+  c.warmup = 1;
+  c.iterations = 2;
+  auto r = RunBench(c, nullptr);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(r->generate);
+  CHECK(r->iterations == 8);  // 2 generations of 4 calls after the prompt's
+  CHECK(r->generate->tokens == 5);
+  REQUIRE(r->generate->generated_ids.size() == 5);
+  for (size_t k = 1; k < 5; ++k)
+    CHECK(r->generate->generated_ids[k] == (r->generate->generated_ids[k - 1] + 1) % 8);
+  CHECK(r->latency_ms.min > 0);
+  CHECK(r->generate->first_token_ms.min > 0);
+  const nlohmann::json j = BenchJson(*r);
+  CHECK(j["generate"]["tokens"] == 5);
+  CHECK(j["generate"]["generated_ids"].size() == 5);
+
+  // Not a KV decoder: the error says what was expected and what is missing.
+  testing::TempDir tiny_dir;
+  BenchConfig tiny = Config(TinyArtifact(tiny_dir));
+  tiny.generate = 3;
+  auto refused = RunBench(tiny, nullptr);
+  REQUIRE_FALSE(refused.ok());
+  const std::string message(refused.status().message());
+  CHECK(message.find("not a decoder with a KV cache: expected inputs input_ids") != std::string::npos);
+  CHECK(message.find("found inputs x float32 [N, 4];") != std::string::npos);
+  CHECK(message.find("; no input input_ids") != std::string::npos);
+  CHECK(message.find("; no output present.0.key") != std::string::npos);
+  c.random = true;
+  CHECK(std::string(RunBench(c, nullptr).status().message()).find("give neither --inputs nor --random") !=
+        std::string::npos);
 }
 
 }  // namespace
