@@ -169,7 +169,8 @@ void AddBenchCommand(CLI::App& app) {
                                        : "expected an integer in 0..18446744073709551615, got " + text;
           },
           "0..2^64-1"));
-  auto* warmup = cmd->add_option("--warmup", c.warmup, "untimed calls before the timed ones (--generate: generations, 1)")
+  auto* warmup = cmd->add_option("--warmup", c.warmup,
+                                 "untimed calls before the timed ones (--generate: generations, 1)")
                      ->capture_default_str()
                      ->check(CLI::Range(0, 1000000));
   auto* iterations = cmd->add_option("--iterations", c.iterations, "timed calls (--generate: generations, 1)")

@@ -37,6 +37,13 @@ Status Call(ExecutionContext& ctx, std::span<const TensorView> inputs, std::vect
 
 double Median(std::vector<double> v) { return Summarize(std::move(v)).p50; }
 
+// Whether timed iteration `i` runs, `elapsed_ns` into the timed phase: --iterations of them, or
+// while --duration has not passed (at least one).
+bool More(const BenchConfig& config, int64_t i, int64_t elapsed_ns) {
+  if (config.duration_s > 0) return i == 0 || static_cast<double>(elapsed_ns) < config.duration_s * 1e9;
+  return i < config.iterations;
+}
+
 // What the context holds after the runs, and the process's peak RSS.
 void RecordMemory(const ExecutionContext& ctx, BenchResult& r) {
   const ExecutionContext::MemoryUsage memory = ctx.memory_usage();
@@ -67,9 +74,7 @@ Status BenchGenerate(const BenchConfig& config, const Model& model, ExecutionCon
   const int64_t begin = NowNs();
   int64_t end = begin;
   for (int64_t i = 0;; ++i) {
-    const bool more = config.duration_s > 0 ? i == 0 || static_cast<double>(end - begin) < config.duration_s * 1e9
-                                            : i < config.iterations;
-    if (!more) break;
+    if (!More(config, i, end - begin)) break;
     KILN_ASSIGN_OR_RETURN(g.generated_ids, Generate(ctx, model, d, prompt, config.generate, [&](int s, int64_t ns) {
                             (s == 0 ? first_ms : token_ms).push_back(static_cast<double>(ns) / 1e6);
                           }));
@@ -168,9 +173,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   const int64_t begin = NowNs();
   int64_t end = begin;
   for (int64_t i = 0;; ++i) {
-    const bool more = config.duration_s > 0 ? i == 0 || static_cast<double>(end - begin) < config.duration_s * 1e9
-                                            : i < config.iterations;
-    if (!more) break;
+    if (!More(config, i, end - begin)) break;
     const int64_t start = NowNs();
     KILN_RETURN_IF_ERROR(Call(ctx, views, outputs));
     end = NowNs();
