@@ -78,10 +78,11 @@ bool EvalExprs(std::span<const Expr> exprs, std::span<const int64_t> symbols, in
       case ExprOp::kEq: v = l == r; break;
       case ExprOp::kLt: v = l < r; break;
       case ExprOp::kFloorMulF32: {
-        if (r < 0 || r > UINT32_MAX) return fail(ExprErrorKind::kOverflow, l, r);
+        // b's low 32 bits are the float32 (the prologue binds them zero-extended); a product that
+        // is not finite or passes int64 is an overflow.
         const double p = std::floor(static_cast<double>(l) * std::bit_cast<float>(static_cast<uint32_t>(r)));
-        if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0)) return fail(ExprErrorKind::kOverflow, l, r);
-        v = static_cast<int64_t>(p);
+        overflow = !(p >= -0x1p63 && p < 0x1p63);
+        if (!overflow) v = static_cast<int64_t>(p);
         break;
       }
       default: return fail(ExprErrorKind::kBadOperand, l, r);
@@ -154,18 +155,15 @@ class Printer {
       case ExprOp::kMax:
       case ExprOp::kMin:
       case ExprOp::kCeilDiv:
-        out_ += e.op == ExprOp::kMax ? "max(" : e.op == ExprOp::kMin ? "min(" : "ceildiv(";
+      case ExprOp::kFloorMulF32:
+        out_ += e.op == ExprOp::kMax       ? "max("
+                : e.op == ExprOp::kMin     ? "min("
+                : e.op == ExprOp::kCeilDiv ? "ceildiv("
+                                           : "floor_mul_f32(";
         child(e.a, 0, false);
         out_ += ", ";
         child(e.b, 0, false);
         out_ += ")";
-        return;
-      case ExprOp::kFloorMulF32:
-        out_ += "floor(";
-        child(e.a, 3, false);
-        out_ += " * f32(";
-        child(e.b, 0, false);
-        out_ += "))";
         return;
       default: break;
     }
@@ -221,10 +219,8 @@ std::string FormatExprFailure(std::span<const Expr> exprs, std::span<const std::
   switch (why.kind) {
     case ExprErrorKind::kOverflow: {
       const Expr& e = exprs[why.node];
-      if (e.op == ExprOp::kFloorMulF32)
-        return msg + "floor(" + l + " * the float32 of bits " + r + ") is not a finite int64";
       const char* token = InfixToken(e.op);
-      const char* name = e.op == ExprOp::kCeilDiv ? " ceildiv " : token ? token : " ? ";
+      const char* name = e.op == ExprOp::kCeilDiv ? " ceildiv " : token ? token : " floor_mul_f32 ";
       return msg + "int64 overflow computing " + l + name + r;
     }
     case ExprErrorKind::kDivisionByZero: return msg + "division by zero (" + l + " by 0)";

@@ -32,7 +32,7 @@ enum class ExprOp : uint8_t {
   kMin = 9,
   kEq = 10,
   kLt = 11,
-  kFloorMulF32 = 12,  // floor(a * f), f the float32 whose bits b holds (zero-extended)
+  kFloorMulF32 = 12,  // floor(a * f), f the float32 whose bits b's low 32 bits hold
 };
 inline constexpr int kNumExprOps = 13;
 
@@ -55,9 +55,9 @@ struct ExprFailure {
 // Evaluates every node of `exprs` into values[0..exprs.size()), reading Var nodes from
 // `symbols` (symbols.size() bounds the Var index). False on overflow, division by zero or
 // an operand out of range, with `why` naming the node. FloorDiv/Mod round toward negative
-// infinity (Python semantics); CeilDiv toward positive infinity. FloorMulF32 computes in double
-// and fails as an overflow when b is not a float32's bits, the float is not finite, or the
-// product does not fit int64.
+// infinity (Python semantics); CeilDiv toward positive infinity. FloorMulF32 reads b's low 32 bits
+// as the float32, computes in double, and fails as an overflow when the product is not finite or
+// does not fit int64.
 bool EvalExprs(std::span<const Expr> exprs, std::span<const int64_t> symbols, int64_t* values,
                ExprFailure* why);
 

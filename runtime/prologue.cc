@@ -153,10 +153,9 @@ std::string BindingText(const Prologue& p, std::span<const Expr> exprs, int32_t 
   for (size_t k = 0; k < reads.size(); ++k) {
     if (!reads[k] || k >= s.bound_by.size() || s.bound_by[k] < 0) continue;
     const PrologueInput& in = p.inputs[s.bound_by[k]];
-    const bool element = std::any_of(in.values.begin(), in.values.end(),
-                                     [&](const PrologueDim& c) { return c.symbol == static_cast<int32_t>(k); });
-    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " +
-         (element ? ElementText(in.dtype, s.symbol_values[k]) : std::to_string(s.symbol_values[k])) + " (" +
+    DType as = DType::kInt64;  // the input's dtype for a symbol one of its elements binds
+    for (const PrologueDim& c : in.values) as = c.symbol == static_cast<int32_t>(k) ? in.dtype : as;
+    t += (t.empty() ? " for " : ", ") + p.symbols[k] + " = " + ElementText(as, s.symbol_values[k]) + " (" +
          BinderText(in, static_cast<int32_t>(k)) + ")";
   }
   return t;

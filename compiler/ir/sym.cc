@@ -39,8 +39,7 @@ std::optional<int64_t> Apply(SymOp op, int64_t a, int64_t b) {
     case SymOp::kMin: return std::min(a, b);
     case SymOp::kEq: return a == b ? 1 : 0;
     case SymOp::kLt: return a < b ? 1 : 0;
-    case SymOp::kFloorMulF32: {
-      if (b < 0 || b > UINT32_MAX) return std::nullopt;
+    case SymOp::kFloorMulF32: {  // b's low 32 bits, as the runtime reads them (runtime/expr_eval.h)
       const double f = std::bit_cast<float>(static_cast<uint32_t>(b));
       const double p = std::floor(static_cast<double>(a) * f);
       if (!(p >= -9223372036854775808.0 && p < 9223372036854775808.0)) return std::nullopt;  // NaN, inf, > int64
@@ -297,7 +296,7 @@ std::string Sym::ToString() const {
     case SymOp::kMax:
     case SymOp::kMin:
       return std::string(OpText(op())) + "(" + lhs().ToString() + ", " + rhs().ToString() + ")";
-    case SymOp::kFloorMulF32: return "floor(" + lhs().ToString() + " * f32(" + rhs().ToString() + "))";
+    case SymOp::kFloorMulF32: return "floor_mul_f32(" + lhs().ToString() + ", " + rhs().ToString() + ")";
     default:
       return "(" + lhs().ToString() + OpText(op()) + rhs().ToString() + ")";
   }

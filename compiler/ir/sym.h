@@ -130,8 +130,8 @@ Sym Eq(const Sym& a, const Sym& b);
 Sym Lt(const Sym& a, const Sym& b);
 // floor(a * f) where f is the float32 whose bits `bits` holds, zero-extended (a value symbol
 // of a float32 input: passes/value_inputs.h), computed in double as onnxruntime sizes a
-// Resize by its scales. Evaluation fails (no value) when `bits` is not in [0, 2^32), f is
-// not finite, or the product does not fit int64. Its range is [0, +inf) when a >= 0 and
+// Resize by its scales. `bits`' low 32 bits are the float (as the runtime reads
+// them). Evaluation fails (no value) when the product is not finite or does not fit int64. Its range is [0, +inf) when a >= 0 and
 // `bits` is known to hold a non-negative finite float ([0, 0x7F7FFFFF]), else unbounded.
 Sym FloorMulF32(const Sym& a, const Sym& bits);
 // The bits of float32 1.0f, and the largest finite positive float32's.

@@ -82,27 +82,30 @@ TEST_CASE("EvalExprs reports division by zero and bad operands") {
 }
 
 TEST_CASE("EvalExprs: FloorMulF32 is floor(a * f) for the float32 whose bits b holds, and fails as it must") {
-  // 0 H; 1 0.6f (0x3F19999A), 2 2.0f, 3 -1.5f (0xBFC00000), 4 +inf, 5 2^40 (not a float32's bits), 6 1e30f
-  std::vector<Expr> x = {V(0), C(0x3F19999A), C(0x40000000), C(0xBFC00000), C(0x7F800000), C(int64_t{1} << 40),
-                         C(0x7149F2CA)};
-  x.push_back(B(ExprOp::kFloorMulF32, 0, 1));  // 7: floor(5 * 0.6f) = floor(3.0000000447) = 3
-  x.push_back(B(ExprOp::kFloorMulF32, 0, 2));  // 8: 10
-  x.push_back(B(ExprOp::kFloorMulF32, 0, 3));  // 9: floor(-7.5) = -8
+  // 0 H; 1 0.6f (0x3F19999A), 2 2.0f, 3 -1.5f (0xBFC00000), 4 +inf, 5 2^40 + 2.0f's bits (its low 32 bits
+  // are the float), 6 1e30f, 7 NaN
+  std::vector<Expr> x = {V(0),          C(0x3F19999A), C(0x40000000), C(0xBFC00000), C(0x7F800000),
+                         C((int64_t{1} << 40) + 0x40000000), C(0x7149F2CA), C(0x7FC00000)};
+  x.push_back(B(ExprOp::kFloorMulF32, 0, 1));  // 8: floor(5 * 0.6f) = floor(3.0000000447) = 3
+  x.push_back(B(ExprOp::kFloorMulF32, 0, 2));  // 9: 10
+  x.push_back(B(ExprOp::kFloorMulF32, 0, 3));  // 10: floor(-7.5) = -8
+  x.push_back(B(ExprOp::kFloorMulF32, 0, 5));  // 11: 10
   std::vector<std::string> names = {"H"};
   std::vector<int64_t> syms = {5}, v(x.size());
   ExprFailure why;
   REQUIRE(EvalExprs(x, syms, v.data(), &why));
-  CHECK(v[7] == 3);
-  CHECK(v[8] == 10);
-  CHECK(v[9] == -8);
-  CHECK(PrintExpr(x, 7, names) == "floor(H * f32(1058642330))");
-  for (size_t bad : {4, 5, 6}) {
+  CHECK(v[8] == 3);
+  CHECK(v[9] == 10);
+  CHECK(v[10] == -8);
+  CHECK(v[11] == 10);
+  CHECK(PrintExpr(x, 8, names) == "floor_mul_f32(H, 1058642330)");
+  for (size_t bad : {4, 6, 7}) {
     std::vector<Expr> y = {V(0), x[bad], B(ExprOp::kFloorMulF32, 0, 1)};
     REQUIRE_FALSE(EvalExprs(y, syms, v.data(), &why));
     CHECK(why.kind == ExprErrorKind::kOverflow);
-    CHECK(FormatExprFailure(y, names, why) == "expr 2 (floor(H * f32(" + std::to_string(x[bad].a) +
-                                                  "))): floor(5 * the float32 of bits " + std::to_string(x[bad].a) +
-                                                  ") is not a finite int64");
+    CHECK(FormatExprFailure(y, names, why) == "expr 2 (floor_mul_f32(H, " + std::to_string(x[bad].a) +
+                                                  ")): int64 overflow computing 5 floor_mul_f32 " +
+                                                  std::to_string(x[bad].a));
   }
 }
 
