@@ -60,7 +60,8 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   const nlohmann::json j = BenchJson(r);
   CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
                                          "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
-                                         "memory", "inputs", "seed", "entry", "profile"});
+                                         "memory", "inputs", "seed", "entry", "profile", "generate"});
+  CHECK(j["generate"].is_null());  // not a --generate run (bench_runner_test checks one)
   CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean", "stddev"});
   CHECK(Keys(j["host_us"]) == std::set<std::string>{"lookup", "prologue", "computation"});
   CHECK(Keys(j["memory"]) == std::set<std::string>{"host_bytes", "device_bytes", "peak_rss_bytes"});
