@@ -321,16 +321,9 @@ Status SliceMeta(MetaContext& ctx) {
   if (sym_axes.size() != n || sym_steps.size() != n)
     return InvalidArgument("axes/steps: expected " + std::to_string(n) + " values (as starts), found " +
                            std::to_string(sym_axes.size()) + " and " + std::to_string(sym_steps.size()));
-  auto all_const = [](const std::vector<Sym>& v) {
-    return std::all_of(v.begin(), v.end(), [](const Sym& s) { return s.is_const(); });
-  };
-  if (!all_const(sym_axes) || !all_const(sym_steps))
+  if (!AllConst(sym_axes) || !AllConst(sym_steps))
     return SliceOverValueAxes(ctx, *x, starts, ends, sym_axes, sym_steps);
-  std::vector<int64_t> axes, steps;
-  for (size_t i = 0; i < n; ++i) {
-    axes.push_back(*sym_axes[i].value());
-    steps.push_back(*sym_steps[i].value());
-  }
+  const std::vector<int64_t> axes = ConstValues(sym_axes), steps = ConstValues(sym_steps);
   KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(axes, x->rank()));
   SymShape out = x->shape;
   std::optional<SliceRange> r0;
@@ -437,10 +430,8 @@ Status PadMeta(MetaContext& ctx) {
   if (const Value* a = ctx.input(3)) {
     KILN_RETURN_IF_ERROR(CheckDType(*a, "axes", kSignedInts));
     KILN_ASSIGN_OR_RETURN(std::vector<Sym> av, NeedElements(*a, "axes"));
-    if (std::all_of(av.begin(), av.end(), [](const Sym& s) { return s.is_const(); })) {
-      std::vector<int64_t> ints;
-      for (const Sym& s : av) ints.push_back(*s.value());
-      KILN_ASSIGN_OR_RETURN(axes, NormAxes(ints, x->rank()));
+    if (AllConst(av)) {
+      KILN_ASSIGN_OR_RETURN(axes, NormAxes(ConstValues(av), x->rank()));
     } else {
       value_axes = std::move(av);
     }

@@ -53,13 +53,10 @@ Status ReduceMeta(MetaContext& ctx, unsigned set) {
     ctx.SetOutput(0, X->dtype, X->shape);
     return Status::Ok();
   }
-  if (!std::all_of(axes.begin(), axes.end(), [](const Sym& a) { return a.is_const(); }))
-    return ReduceOverValueAxes(ctx, *X, axes, keep != 0);
+  if (!AllConst(axes)) return ReduceOverValueAxes(ctx, *X, axes, keep != 0);
   std::vector<bool> reduce(X->rank(), axes.empty());
   if (!axes.empty()) {
-    std::vector<int64_t> ints;
-    for (const Sym& a : axes) ints.push_back(*a.value());
-    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(ints, X->rank()));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> norm, NormAxes(ConstValues(axes), X->rank()));
     for (int a : norm) reduce[a] = true;
   }
   SymShape out;

@@ -182,16 +182,6 @@ Result<std::vector<Sym>> AxesInput(const Value& v) {
   return NeedElements(v, "axes");
 }
 
-bool AllConst(const std::vector<Sym>& v) {
-  return std::all_of(v.begin(), v.end(), [](const Sym& s) { return s.is_const(); });
-}
-
-std::vector<int64_t> ConstValues(const std::vector<Sym>& v) {
-  std::vector<int64_t> out;
-  for (const Sym& s : v) out.push_back(*s.value());
-  return out;
-}
-
 Status SqueezeMeta(MetaContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckMaxOutputs(ctx, 1));
   KILN_ASSIGN_OR_RETURN(const Value* x, Need(ctx, 0, "data"));

@@ -343,6 +343,16 @@ void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why) {
   ctx.trace().guards.push_back({g, std::move(origin)});
 }
 
+bool AllConst(const std::vector<Sym>& v) {
+  return std::all_of(v.begin(), v.end(), [](const Sym& s) { return s.is_const(); });
+}
+
+std::vector<int64_t> ConstValues(const std::vector<Sym>& v) {
+  std::vector<int64_t> out;
+  for (const Sym& s : v) out.push_back(*s.value());
+  return out;
+}
+
 Sym NamesDim(const Sym& a, int64_t i, int64_t rank) { return Eq(a, Sym(i)) + Eq(a, Sym(i - rank)); }
 
 std::vector<Sym> ValueAxesHits(MetaContext& ctx, const std::vector<Sym>& axes, int64_t rank) {

@@ -122,6 +122,10 @@ Status Require(MetaContext& ctx, const Sym& holds, std::string_view error, std::
 // node, then `why` when given ("whose output 'y' dim 2 must be >= 1").
 void AddGuard(MetaContext& ctx, const Sym& g, std::string_view why = {});
 
+// True when every element of `v` is a constant; ConstValues then gives them.
+bool AllConst(const std::vector<Sym>& v);
+std::vector<int64_t> ConstValues(const std::vector<Sym>& v);
+
 // Axes that arrive with each call (value symbols, passes/value_inputs.h: an axes input the model
 // does not fix) over dims 0..rank-1: for each dim i, how many of `axes` name it (a == i or
 // a == i - rank), 0 or 1 under the guards this adds (each axis in [-rank, rank - 1], no dim
