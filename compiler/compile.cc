@@ -242,35 +242,16 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
                     fmt::join(value_symbols, ", ")));
   KILN_RETURN_IF_ERROR(CheckKeepFp32(imported, options.precision.keep_fp32));
 
-  std::vector<std::string> empty_lengths;
   const std::vector<Profile> profiles =
-      options.profiles.empty() ? std::vector<Profile>{DefaultProfile(imported, &empty_lengths)} : options.profiles;
-  for (const std::string& line : empty_lengths) log(line);
-  // A range from 0 compiles one more entry, for the empty tensors (SplitEmpty): `texts` keeps
-  // each entry's profile as the user wrote it.
+      options.profiles.empty() ? std::vector<Profile>{Profile{"default", {}, {}}} : options.profiles;
   std::vector<ResolvedProfile> resolved;
-  std::vector<std::string> texts;
   for (size_t i = 0; i < profiles.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(const ResolvedProfile whole, ResolveProfile(profiles[i], imported));
-    for (ResolvedProfile& r : SplitEmpty(whole, imported)) {
-      // An empty-tensor entry that a range from 0 adds is made once, however many profiles
-      // add it or name it themselves ('x:N=0..4' with 'x:N=0..8', or with 'x:N=0').
-      bool repeated = false;
-      for (size_t j = 0; j < resolved.size() && !repeated; ++j) {
-        if (!resolved[j].Includes(r) || !r.Includes(resolved[j])) continue;
-        if (!r.empty_split && !resolved[j].empty_split)
-          return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", texts[j],
-                                             profiles[i].text, r.name));
-        if (resolved[j].empty_split && !r.empty_split) {
-          resolved[j] = std::move(r);  // the one a profile names itself: never dropped
-          texts[j] = profiles[i].text;
-        }
-        repeated = true;
-      }
-      if (repeated) continue;
-      resolved.push_back(std::move(r));
-      texts.push_back(profiles[i].text);
-    }
+    KILN_ASSIGN_OR_RETURN(ResolvedProfile r, ResolveProfile(profiles[i], imported));
+    for (size_t j = 0; j < resolved.size(); ++j)
+      if (resolved[j].Includes(r) && r.Includes(resolved[j]))
+        return InvalidArgument(fmt::format("profiles '{}' and '{}' admit the same shapes ({})", profiles[j].text,
+                                           profiles[i].text, r.name));
+    resolved.push_back(std::move(r));
   }
   // Run takes the first entry whose prologue passes: specialised entries go first.
   const std::vector<size_t> order = TryOrder(resolved);
@@ -301,7 +282,6 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
       profile.model_ns = import_ns;
       profile.value_inputs = values;
       profile.record.name = resolved[i].name;
-      const size_t entries_before = record.entries.size(), summaries_before = summary ? summary->entries.size() : 0;
       work.profile = &profile;
       work.record = &profile.record;
       Status st = RunStages(Stage::kImport, Stage::kImport, work);
@@ -311,17 +291,7 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
       else if (st.ok())
         st = CompileEntries(work);
       work.profile = nullptr;
-      if (!st.ok() && resolved[i].empty_split && st.code() == StatusCode::kInvalidArgument) {
-        // The empty-tensor entry a range from 0 added (SplitEmpty): the model does not take a 0
-        // there (a Reshape that divides by it, a broadcast against a constant). The rest of the
-        // range still compiles; calls with 0 miss, naming the range.
-        record.entries.resize(entries_before);
-        if (summary) summary->entries.resize(summaries_before);
-        log(fmt::format("entry '{}' dropped: the model cannot take this empty tensor: {}", resolved[i].name,
-                        st.message()));
-        continue;
-      }
-      if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + texts[i] + "'");
+      if (!st.ok()) return options.profiles.empty() ? st : st.WithContext("profile '" + profiles[i].text + "'");
     }
     return Status::Ok();
   };

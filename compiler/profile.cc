@@ -288,98 +288,15 @@ Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& 
     bool any = false;
     for (size_t d = 0; d < v.shape.size(); ++d) {
       if (v.shape[d].op() != ir::SymOp::kVar) continue;
-      auto it = ranges.find(v.shape[d].name());
-      out.symbols[v.shape[d].name()] = it == ranges.end() ? DimRange{} : it->second;
-      if (it != ranges.end() && it->second.fixed()) dims[d] = it->second.min, any = true;
+      // A symbol the profile does not name takes any size, 0 included (DimRange's default).
+      const DimRange& r = ranges.emplace(v.shape[d].name(), DimRange{}).first->second;
+      out.symbols[v.shape[d].name()] = r;
+      if (r.fixed()) dims[d] = r.min, any = true;
     }
     if (any) out.input_shapes[v.name] = std::move(dims);
   }
   for (const auto& [sym, r] : ranges)
     if (!r.fixed()) out.ranges.emplace(sym, r);
-  return out;
-}
-
-namespace {
-
-// Fixes symbol `sym` of `p` to `value`: every input dim bound to it is imported as that constant.
-void FixSymbol(ResolvedProfile& p, const std::string& sym, int64_t value, const ir::Trace& imported) {
-  for (ir::ValueId id : imported.inputs) {
-    const ir::Value& v = imported.value(id);
-    for (size_t d = 0; d < v.shape.size(); ++d) {
-      if (v.shape[d].op() != ir::SymOp::kVar || v.shape[d].name() != sym) continue;
-      auto [it, added] = p.input_shapes.emplace(v.name, std::vector<int64_t>(v.shape.size(), -1));
-      it->second[d] = value;
-    }
-  }
-  p.ranges.erase(sym);
-  p.symbols[sym] = DimRange{value, value, 1};
-}
-
-// `p`'s name with `sym`'s part (as DimRange::Describe wrote it) replaced by `r`'s.
-std::string Renamed(const std::string& name, const std::string& sym, const DimRange& from, const DimRange& to) {
-  const std::string old = from.Describe(sym);
-  for (size_t at = name.find(old); at != std::string::npos; at = name.find(old, at + 1)) {
-    const bool starts = at == 0 || name.compare(at - 2, 2, ", ") == 0;
-    const bool ends = at + old.size() == name.size() || name.compare(at + old.size(), 2, ", ") == 0;
-    if (starts && ends) return name.substr(0, at) + to.Describe(sym) + name.substr(at + old.size());
-  }
-  return name;
-}
-
-}  // namespace
-
-Profile DefaultProfile(const ir::Trace& imported, std::vector<std::string>* why) {
-  Profile p{"default", {}, {}};
-  std::set<std::string> named;
-  for (const ir::Node& n : imported.body.nodes) {
-    if (n.op != "Concat" || n.inputs.size() < 2 || n.inputs[0] == ir::kNoValue) continue;
-    if (std::find(imported.inputs.begin(), imported.inputs.end(), n.inputs[0]) == imported.inputs.end()) continue;
-    const ir::Value& past = imported.value(n.inputs[0]);
-    const int64_t rank = static_cast<int64_t>(past.shape.size());
-    int64_t axis = n.attrs.GetInt("axis", 0);
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank || past.shape[axis].op() != ir::SymOp::kVar) continue;
-    const std::string& sym = past.shape[axis].name();
-    if (!named.insert(sym).second) continue;
-    p.dims.push_back({past.name, sym, DimRange{0, kNoMax, 1}});
-    if (why)
-      why->push_back(fmt::format("{} (input '{}' dim {}) is the length of the first part of Concat '{}': an entry for "
-                                 "{}=0 is compiled too, for an empty cache",
-                                 sym, past.name, axis, n.name, sym));
-  }
-  if (!p.dims.empty()) {
-    p.text = "default";
-    for (const DimConstraint& c : p.dims) p.text += fmt::format("; {}:{}=0..", c.input, c.dim);
-  }
-  return p;
-}
-
-std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported) {
-  std::vector<ResolvedProfile> out{profile};
-  for (const auto& [sym, range] : profile.ranges) {
-    if (range.min != 0) continue;
-    DimRange rest = range;
-    rest.min = 1;
-    Normalise(rest);  // 1 rounded up to the divisor; not empty, since the range held a value above 0
-    std::vector<ResolvedProfile> next;
-    for (const ResolvedProfile& p : out) {
-      ResolvedProfile zero = p;
-      zero.empty_split = true;
-      FixSymbol(zero, sym, 0, imported);
-      zero.name = Renamed(p.name, sym, range, zero.symbols[sym]);
-      ResolvedProfile positive = p;
-      if (rest.fixed()) {
-        FixSymbol(positive, sym, rest.min, imported);
-      } else {
-        positive.ranges[sym] = rest;
-        positive.symbols[sym] = rest;
-      }
-      positive.name = Renamed(p.name, sym, range, rest);
-      next.push_back(std::move(zero));
-      next.push_back(std::move(positive));
-    }
-    out = std::move(next);
-  }
   return out;
 }
 

@@ -6,7 +6,7 @@
 //   --profile 'images:N=1'                                   N fixed: a static entry
 //   --profile 'images:N=1..64,H=32..1024:32,W=32..1024:32'   ranges; H and W multiples of 32
 //   --profile 'images:0=1..64'                               dim 0 by position
-//   --profile 'boxes:N=0..100'                               N may be 0: two entries
+//   --profile 'boxes:N=0..100'                               N up to 100; 0 is an empty tensor
 //   --profile 'x:N=4;mask:1=4..16'                           constraints on several inputs
 //   --profile default                                        the model's own shapes
 //   --profile 'sr=16000'                                     input sr holds 16000: a value entry
@@ -21,13 +21,17 @@
 //   DIM    the dim's symbol as the model declares it ("N", "p2o.DynamicDimension.0", or the
 //          "<input>_dim<i>" name Kiln gives an unnamed dim), or its position (digits)
 //   SPEC   V | LO..HI | LO.. (no upper bound), each optionally ':K' (a multiple of K);
-//          values >= 0 (0: an empty tensor; a range from 0 compiles a separate entry for
-//          it, SplitEmpty), K >= 1
+//          values >= 0 (0: an empty tensor), K >= 1
 //   NUM    a number as strtod reads it (an integer for an integer or bool input): the input's
 //          elements in row-major order. A group without ':' before its '=', or whose value is
 //          bracketed, fixes values (so an input named "ids:0" takes 'ids:0=[5]').
 // A symbol shared by several inputs is one symbol: constraining it at one input constrains
-// every dim bound to it, and two constraints on it must overlap.
+// every dim bound to it, and two constraints on it must overlap. A symbol no constraint names
+// takes any size, 0 included, as onnxruntime's do: a symbolic dim may be empty unless the
+// profile's range excludes 0, and the entry is compiled for that (Sym::Var's lo), so an empty
+// tensor runs through the same entry, and a call the model's own rules refuse there (a Conv
+// whose output would have no rows, a Reshape that cannot infer -1) fails its guard with the
+// reason.
 //
 // Values. An input whose values decide the program (a Reduce's axes, a Resize's sizes, Silero's
 // sample rate) can be fixed per entry, as Thunder's cache keys on the values of its scalar
@@ -52,9 +56,9 @@
 namespace kiln::compiler {
 
 // The values a dim may take: min <= v <= max and v % divisor == 0. min and max >= 0 (a
-// profile's own; a symbol it does not name is >= 1), divisor >= 1.
+// profile's own; a symbol it does not name is >= 0), divisor >= 1.
 struct DimRange {
-  int64_t min = 1;
+  int64_t min = 0;
   int64_t max = std::numeric_limits<int64_t>::max();
   int64_t divisor = 1;
 
@@ -99,20 +103,16 @@ struct ResolvedProfile {
   // Fixed dims for the importer (onnx_import::ImportOptions::input_shapes): one per input
   // with a fixed symbol, -1 where the dim keeps its declaration.
   std::map<std::string, std::vector<int64_t>> input_shapes;
-  // Symbols that stay symbolic, with the range the prologue checks (symbols not named
-  // here keep the default range, >= 1).
+  // Symbols that stay symbolic, with the range the prologue checks (>= 0 where the profile
+  // says nothing).
   std::map<std::string, DimRange> ranges;
   // Every symbol the inputs declare, with the values this profile admits (min == max where
-  // it fixes the symbol; >= 1 where it says nothing).
+  // it fixes the symbol; >= 0 where it says nothing).
   std::map<std::string, DimRange> symbols;
   // Inputs whose values this profile fixes (passes::BindInputValues), by name: integers and
   // bools as int64, floating-point elements as the bits of the input's dtype (passes::
   // FloatBits), which the prologue compares bit for bit.
   std::map<std::string, std::vector<int64_t>> values;
-  // Made by SplitEmpty with a symbol fixed to 0: an entry the compiler drops, with a log line,
-  // when the model cannot take the empty tensor (kiln compile then still succeeds).
-  bool empty_split = false;
-
   // True when every input shape (and value) `other` admits, this profile admits too. Both must
   // be resolved against the same trace.
   bool Includes(const ResolvedProfile& other) const;
@@ -126,20 +126,6 @@ struct ResolvedProfile {
 // int64, bool, float16, bfloat16, float32 or float64, whose element count differs from the
 // values', or that a value does not fit (an integer input given 2.5, an int32 one 2^31).
 Result<ResolvedProfile> ResolveProfile(const Profile& profile, const ir::Trace& imported);
-
-// A profile whose range for a symbol admits 0 (an empty tensor, 'N=0..64') as the entries it
-// compiles to: one with the symbol fixed to 0, whose tensors are statically empty, and one with
-// the rest of the range (1..64, or from the divisor), for each such symbol (so k of them give
-// 2^k entries). Symbolic dims are otherwise at least 1 in every stage. A profile with no such
-// range is returned alone. The entries with a 0 are marked empty_split.
-std::vector<ResolvedProfile> SplitEmpty(const ResolvedProfile& profile, const ir::Trace& imported);
-
-// The profile a compile without --profile uses: the model's own shapes, where a symbol that is
-// a model input's length along a Concat's axis, with that input first (a decoder's
-// `present = Concat(past, new)`, the layout of Hugging Face Optimum and ORT GenAI), ranges from
-// 0: an empty cache at the first step is a call the model takes, so SplitEmpty gives it an
-// entry (dropped where the model cannot take the 0). `why` gets one line per such symbol.
-Profile DefaultProfile(const ir::Trace& imported, std::vector<std::string>* why);
 
 // The order in which entries are tried: the given order, except that a profile whose shapes
 // all fit inside another's goes before it ('N=1' before 'N in 1..64'), so the specialised

@@ -293,11 +293,10 @@ std::string FormatPrologueFailure(const Prologue& p, std::span<const Expr> exprs
              " bound " + p.symbols[check->symbol] + " = " + std::to_string(why.bound);
     }
     case PrologueCheck::kSymbolRange:
-      // A dim's symbol is at least 1 unless a profile admits 0, which compiles an entry of its own.
+      // A dim's symbol may be 0 unless the profile's range excludes it.
       if (!why.value && why.got == 0 && check->min >= 1)
-        return dim_head + ", expected " + RangeText(*check) +
-               " (an empty tensor needs an entry compiled for it: kiln compile --profile '" + in.name + ":" +
-               p.symbols[check->symbol] + "=0..')";
+        return dim_head + ", expected " + RangeText(*check) + " (the profile excludes an empty tensor; a range from 0 " +
+               "admits it: kiln compile --profile '" + in.name + ":" + p.symbols[check->symbol] + "=0..')";
       return dim_head + ", expected " + RangeText(*check);
     case PrologueCheck::kSymbolDivisor:
       return dim_head + ", expected a multiple of " + std::to_string(check->divisor);

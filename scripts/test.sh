@@ -211,6 +211,10 @@ fp_paths_openblas() {
   local name="fp paths: OpenBLAS $2 kernels${caps[*]:+, ${caps[*]}}, $1 (this CPU: ${DEFAULT_CORE:-unknown})"
   shift 2
   if [[ $core == "$DEFAULT_CORE" ]]; then skip "$name" "they are this CPU's own, which ctest ran"
+  elif [[ $core == SkylakeX && $DEFAULT_CORE == Cooperlake ]]; then
+    # OpenBLAS's Cooperlake kernels are SkylakeX's plus bfloat16 GEMMs (kernel/x86_64/
+    # KERNEL.COOPERLAKE includes KERNEL.SKYLAKEX), which Kiln does not call.
+    skip "$name" "this CPU's Cooperlake kernels are SkylakeX's for float32, which ctest ran"
   elif ! has_flags "$@"; then skip "$name" "this CPU lacks $*"
   else tier "$name" fp_paths OPENBLAS_CORETYPE="$core" "${caps[@]}"
   fi

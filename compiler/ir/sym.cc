@@ -188,8 +188,8 @@ constexpr int kDominatesDepth = 6;
 
 Sym::Sym(int64_t v) : node_(std::make_shared<Node>(Node{SymOp::kConst, v, {}, nullptr, nullptr, 1, v, v})) {}
 
-Sym Sym::Var(std::string name) {
-  return Sym(std::make_shared<Node>(Node{SymOp::kVar, 0, std::move(name), nullptr, nullptr, 1, 1, kPosInf}));
+Sym Sym::Var(std::string name, int64_t lo) {
+  return Sym(std::make_shared<Node>(Node{SymOp::kVar, 0, std::move(name), nullptr, nullptr, 1, lo, kPosInf}));
 }
 
 Sym Sym::ValueVar(std::string name) {  // value: the flag

@@ -3,7 +3,7 @@
 // arithmetic expression over those. Construction simplifies constant sub-expressions and
 // the identities x+0, x*1, x*0, x/1, so a fully static model only ever holds constants.
 // It also keeps for each expression the range [lo(), hi()] that it takes on every call an
-// entry accepts (a dim's symbol is >= 1, a run-time dim >= 0, a value symbol is unbounded),
+// entry accepts (a dim's symbol is >= 0 or >= 1, a run-time dim >= 0, a value symbol is unbounded),
 // and decides from it the comparisons, Max, Min, floordiv and mod that the range settles:
 // exported models compute a dim as `where(seq == -1, 1, seq)` or `max(seq, seq)` in every
 // layer, and without this the expression doubles with depth.
@@ -31,7 +31,9 @@ class Sym {
  public:
   Sym() : Sym(int64_t{0}) {}
   Sym(int64_t v);  // NOLINT: implicit, so `shape = {1, n, 3}` reads naturally
-  static Sym Var(std::string name);
+  // A dim's symbol: at least `lo`, which is 0 where the entry's profile admits an empty tensor
+  // (every symbol it does not restrict, compiler/profile.h) or 1. Same name, same symbol.
+  static Sym Var(std::string name, int64_t lo = 1);
   // A value symbol: an element of a model input whose values the program depends on
   // (passes/value_inputs.h). Unlike a dim's symbol it may be 0 or negative, so no bound is
   // assumed for it. Same name, same symbol: Same() compares names only.
@@ -69,9 +71,8 @@ class Sym {
   // doubling (s = s + s) makes it exponential in the number of ops, so callers bound it.
   int64_t tree_size() const { return node_->size; }
   // The least and greatest value on every call an entry accepts; INT64_MIN and INT64_MAX stand
-  // for unbounded. A symbol's range is its kind's: a dim's symbol [1, INT64_MAX] (the prologue's
-  // default; a profile's 0 becomes an entry of its own, compiler/profile.h), a run-time dim
-  // [0, INT64_MAX], a value symbol unbounded.
+  // for unbounded. A symbol's range is its kind's: a dim's symbol [lo, INT64_MAX] (Var), a
+  // run-time dim [0, INT64_MAX], a value symbol unbounded.
   int64_t lo() const { return node_->lo; }
   int64_t hi() const { return node_->hi; }
   // True when a >= b on every call an entry accepts, as far as the ranges and the structure

@@ -88,7 +88,7 @@ Status LoopEndMeta(MetaContext& ctx) {
   else if (!trips || trips->size() != 1)
     unbounded = m == nullptr ? std::string("no M") : "M ('" + m->name + "') computed from data";
   const int64_t scan_bound = ctx.attrs().GetInt("scan_bound", 0);
-  // Exactly M when the canonical stage found that nothing else ends the loop and M >= 1. With
+  // Exactly M when the canonical stage found that nothing else ends the loop and M >= 0. With
   // --loop-scan-bound, an M that reads an input's value (which a while loop may pass as
   // INT64_MAX) has room for at most that many; a dim symbol's M (a Scan's length) is a size.
   // Without a bound the rows are room the runtime grows (kInitialScanRows at first).

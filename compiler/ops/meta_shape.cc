@@ -87,14 +87,39 @@ Status ReshapeFromValues(MetaContext& ctx, const Value& x, const std::vector<Sym
     known = known * (minus_one[i] + (Sym(1) - minus_one[i]) * dim[i]);
   }
   AddGuard(ctx, Lt(count_minus_one, 2));
+  // ONNX infers the -1 by dividing by the other dims' product, so with a -1 it may not be 0.
+  AddGuard(ctx, Lt(Sym(0), known + Sym(1) - count_minus_one), "the dims besides the -1 must not multiply to 0");
   // Every term is evaluated at each call: max(known, 1) keeps a 0 dim (allowzero) from dividing
-  // by zero where no element is -1 (with one, the count guard below fails instead).
+  // by zero where no element is -1.
   const Sym inferred = FloorDiv(total, Max(known, Sym(1)));
   SymShape out(n);
   for (size_t i = 0; i < n; ++i) out[i] = minus_one[i] * inferred + (Sym(1) - minus_one[i]) * dim[i];
   AddGuard(ctx, Eq(NumElements(out), total));
   ctx.SetOutput(0, x.dtype, out);
   return Status::Ok();
+}
+
+// True when `dim` is 0 on every call where `e` is: the same expression, or `e` a product of
+// symbols and positive constants each of which, at 0, makes `dim` 0 (batch and batch * seq).
+bool ZeroWhenZero(const Sym& dim, const Sym& e) {
+  if (dim.Same(e)) return true;
+  std::vector<Sym> factors = {e}, vars;
+  while (!factors.empty()) {
+    const Sym f = factors.back();
+    factors.pop_back();
+    if (f.op() == ir::SymOp::kMul) {
+      factors.push_back(f.lhs());
+      factors.push_back(f.rhs());
+    } else if (f.op() == ir::SymOp::kVar && !f.is_derived() && !f.is_value_var()) {
+      vars.push_back(f);
+    } else if (!f.is_const() || *f.value() <= 0) {
+      return false;
+    }
+  }
+  return std::all_of(vars.begin(), vars.end(), [&](const Sym& v) {
+    const Sym at_zero = ir::Substitute(dim, {{v.name(), Sym(0)}});
+    return at_zero.is_const() && *at_zero.value() == 0;
+  });
 }
 
 Status ReshapeMeta(MetaContext& ctx) {
@@ -122,6 +147,19 @@ Status ReshapeMeta(MetaContext& ctx) {
       out.push_back(x->shape[i]);
     } else if (v && *v < -1) {
       return InvalidArgument("shape: expected dims >= -1, found " + Str(shape));
+    } else if (!v && e.lo() <= 0 && !allowzero) {
+      // A dim computed from the input's dims that may be 0 at run time (an empty batch). A 0 there
+      // copies the input's dim, as a constant 0 does: where that dim is then 0 as well (the
+      // input's dim is batch * seq, the element batch), the result is the element; elsewhere a
+      // guard refuses the 0, since following the copy would make every dim after it an
+      // expression in both (a Reshape per layer of a decoder).
+      if (i >= x->shape.size())
+        AddGuard(ctx, Lt(Sym(0), e), "a 0 at index " + std::to_string(i) + " is past the input rank");
+      else if (!ZeroWhenZero(x->shape[i], e))
+        AddGuard(ctx, Lt(Sym(0), Lt(Sym(0), e) + Eq(x->shape[i], e)),
+                 "a 0 at index " + std::to_string(i) + " copies input dim " + std::to_string(i) + " (" +
+                     x->shape[i].ToString() + ") under allowzero=0, which Kiln refuses in a shape computed from dims");
+      out.push_back(e);
     } else {
       has_zero |= v && *v == 0;
       out.push_back(e);
@@ -144,6 +182,8 @@ Status ReshapeMeta(MetaContext& ctx) {
                                std::to_string(k) + ", found " + std::to_string(t));
       out[infer] = Sym(t / k);
     } else {
+      // ONNX infers the -1 by dividing by the other dims' product, so it may not be 0.
+      if (known.lo() <= 0) AddGuard(ctx, Lt(Sym(0), known), "the dims besides the -1 must not multiply to 0");
       bool exact = false;
       out[infer] = DivExact(total, known, &exact);
       if (!exact && out[infer].is_const())  // e.g. N*3136 / (N*5)

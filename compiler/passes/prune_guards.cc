@@ -52,9 +52,10 @@ std::optional<Interval> Bounds(const ir::Sym& s, const std::map<std::string, com
       }
       auto it = ranges.find(s.name());
       if (it != ranges.end()) return Interval{it->second.min, it->second.max == kInf ? kInf : it->second.max};
-      // Without a range: a dim is >= 1, a run-time dim >= 0, a value symbol any int64.
+      // Without a range: a dim is >= its lo() (1, or 0 where it may be empty), a run-time dim
+      // >= 0, a value symbol any int64.
       if (s.is_value_var()) return std::nullopt;
-      return Interval{s.is_runtime_var() ? 0 : 1, kInf};
+      return Interval{s.lo(), kInf};
     }
     default: break;
   }
@@ -154,7 +155,7 @@ void VarKinds(const ir::Sym& c, std::map<std::string, const char*>& kinds) {
     return;
   }
   if (c.op() == ir::SymOp::kVar) {
-    kinds[c.name()] = c.is_value_var() ? " any int64" : c.is_runtime_var() ? " >= 0" : " >= 1";
+    kinds[c.name()] = c.is_value_var() ? " any int64" : c.lo() == 0 ? " >= 0" : " >= 1";
     return;
   }
   VarKinds(c.lhs(), kinds);

@@ -28,6 +28,13 @@ Status RunImport(StageWork& work, StageOutput& out) {
   KILN_RETURN_IF_ERROR(passes::BindInputValues(p.trace, profile.values));
   if (!profile.input_shapes.empty() && p.value_inputs) passes::MarkValueInputs(p.trace);
   p.ranges = profile.ranges;
+  // A symbol whose range admits 0 is a dim that may be empty in every stage (Sym::Var's lo).
+  std::vector<std::pair<std::string, ir::Sym>> may_be_empty;
+  for (const auto& [sym, range] : profile.ranges)
+    if (range.min == 0) may_be_empty.emplace_back(sym, ir::Sym::Var(sym, 0));
+  if (!may_be_empty.empty())
+    for (ir::Value& v : p.trace.values)
+      for (ir::Sym& d : v.shape) d = ir::Substitute(d, may_be_empty);
   for (ir::ValueId id : p.trace.inputs)
     if (const ir::Value& v = p.trace.value(id); v.sym)
       for (const ir::Sym& s : *v.sym)

@@ -31,7 +31,7 @@ struct ProfileWork {
   int64_t model_ns = 0;
   bool value_inputs = false;  // mark value inputs in a model imported again
   // Set by the import stage: the profile's trace; every symbol's range, the profile's for dims
-  // (>= 1 where it says nothing) and any int64 for the value symbols (passes/value_inputs.h),
+  // (>= 0 where it says nothing) and any int64 for the value symbols (passes/value_inputs.h),
   // which may be 0 or negative; the value symbols' inputs (symbol -> input name).
   ir::Trace trace;
   std::map<std::string, DimRange> ranges;

@@ -132,9 +132,9 @@ TEST_CASE("profiles resolve by symbol or position, a fixed symbol fixes every in
   CHECK(one.name == "N=1");
   CHECK(one.input_shapes.at("x") == std::vector<int64_t>{1, -1, -1, -1});
   CHECK(one.input_shapes.at("y") == std::vector<int64_t>{1, -1});
-  CHECK(one.ranges.empty());
+  CHECK(one.ranges.count("N") == 0);  // fixed: a constant in the entry
   CHECK(one.symbols.at("N").Describe("N") == "N=1");
-  CHECK(one.symbols.at("H").Describe("H") == "H >= 1");  // not named: the default range
+  CHECK(one.symbols.at("H").Describe("H") == "H >= 0");  // not named: any size, empty included
 
   ResolvedProfile range = Resolved("x:0=1..64,2=32..1024:32,W=32..1024:32");
   CHECK(range.name == "N in 1..64, H in 32..1024:32, W in 32..1024:32");
@@ -154,39 +154,26 @@ TEST_CASE("profiles resolve by symbol or position, a fixed symbol fixes every in
   CHECK(Resolved("default").name == "default");
 }
 
-TEST_CASE("profiles: a range from 0 splits into an entry for the empty tensors and one for the rest") {
-  const ir::Trace t = TwoInputTrace();
-  auto split = [&](const std::string& text) { return SplitEmpty(Resolved(text), t); };
-  // One range from 0: N=0 fixes both inputs' dim; the rest keeps its range from 1.
-  std::vector<ResolvedProfile> n = split("x:N=0..64,H=32..1024:32");
-  REQUIRE(n.size() == 2);
-  CHECK(n[0].name == "N=0, H in 32..1024:32");
-  CHECK(n[0].input_shapes.at("x") == std::vector<int64_t>{0, -1, -1, -1});
-  CHECK(n[0].input_shapes.at("y") == std::vector<int64_t>{0, -1});
-  CHECK(n[0].ranges.count("N") == 0);
-  CHECK(n[0].ranges.at("H").min == 32);
-  CHECK(n[1].name == "N in 1..64, H in 32..1024:32");
-  CHECK(n[1].input_shapes.empty());
-  CHECK(n[1].ranges.at("N").min == 1);
-  CHECK(n[1].ranges.at("N").max == 64);
-  // With a divisor the rest starts at it; a rest of one value is fixed; two ranges give four.
-  n = split("x:W=0..:8");
-  REQUIRE(n.size() == 2);
-  CHECK(n[1].name == "W >= 8:8");
-  n = split("x:N=0..1");
-  REQUIRE(n.size() == 2);
-  CHECK(n[1].name == "N=1");
-  CHECK(n[1].input_shapes.at("y") == std::vector<int64_t>{1, -1});
-  n = split("x:N=0..2,W=0..");
-  REQUIRE(n.size() == 4);
-  CHECK(n[0].name == "N=0, W=0");
-  CHECK(n[1].name == "N=0, W >= 1");
-  CHECK(n[2].name == "N in 1..2, W=0");
-  CHECK(n[3].name == "N in 1..2, W >= 1");
-  // A fixed 0 is one entry already; no range from 0, nothing to split.
-  CHECK(split("x:N=0").size() == 1);
-  CHECK(split("x:N=0").front().input_shapes.at("x") == std::vector<int64_t>{0, -1, -1, -1});
-  CHECK(split("x:N=1..4").size() == 1);
+TEST_CASE("profiles: a symbol ranges from 0 (an empty tensor) unless the profile restricts it") {
+  // The prologue checks each range; the entry is compiled for a dim of 0 where it admits one.
+  const ResolvedProfile all = Resolved("default");
+  for (const char* sym : {"N", "H", "W"}) {
+    CAPTURE(sym);
+    CHECK(all.ranges.at(sym).min == 0);
+    CHECK(all.ranges.at(sym).max == std::numeric_limits<int64_t>::max());
+  }
+  const ResolvedProfile some = Resolved("x:N=1..64,H=32..1024:32");
+  CHECK(some.name == "N in 1..64, H in 32..1024:32");
+  CHECK(some.ranges.at("N").min == 1);
+  CHECK(some.ranges.at("H").min == 32);
+  CHECK(some.ranges.at("W").min == 0);  // not named: any size
+  CHECK(some.symbols.at("W").min == 0);
+  // A fixed 0 is a static empty tensor, imported as a constant.
+  const ResolvedProfile zero = Resolved("x:N=0");
+  CHECK(zero.input_shapes.at("x") == std::vector<int64_t>{0, -1, -1, -1});
+  CHECK(zero.input_shapes.at("y") == std::vector<int64_t>{0, -1});
+  CHECK(zero.ranges.count("N") == 0);
+  CHECK(Resolved("x:N=0..4").ranges.at("N").min == 0);
 }
 
 TEST_CASE("profiles are tried as given, except that one whose shapes fit inside another's goes first") {
@@ -319,21 +306,19 @@ TEST_CASE("profiles: one entry each, specialised ones first, and a call takes th
   REQUIRE(s.last_miss_reasons.size() == 3);
   CHECK(s.last_miss_reasons[0] == "entry 0 (N=1): input 'x' dim 0 = 0, expected 1");
   CHECK(s.last_miss_reasons[1] == "entry 1 (N=4): input 'x' dim 0 = 0, expected 4");
-  CHECK(s.last_miss_reasons[2] == "entry 2 (N in 1..64): input 'x' dim 0 (N) = 0, expected 1..64 (an empty tensor needs an "
-                                       "entry compiled for it: kiln compile --profile 'x:N=0..')");
+  CHECK(s.last_miss_reasons[2] == "entry 2 (N in 1..64): input 'x' dim 0 (N) = 0, expected 1..64 (the profile excludes an "
+                                       "empty tensor; a range from 0 admits it: kiln compile --profile 'x:N=0..')");
   CHECK(run(80).message() ==
         "entry 0 (N=1): input 'x' dim 0 = 80, expected 1\n"
         "entry 1 (N=4): input 'x' dim 0 = 80, expected 4\n"
         "entry 2 (N in 1..64): input 'x' dim 0 (N) = 80, expected 1..64");
 }
 
-TEST_CASE("profiles: an empty batch runs from its own entry, and the message for 0 says how to get one") {
-  auto bytes = testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..8"}));
-  auto model = Model::Load(bytes);
+TEST_CASE("profiles: an empty batch runs through the entry whose range admits it") {
+  auto model = Model::Load(testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..8"})));
   REQUIRE(model.ok());
-  REQUIRE(model->entries().size() == 2);
-  CHECK(model->entries()[0].name == "N=0");
-  CHECK(model->entries()[1].name == "N in 1..8");
+  REQUIRE(model->entries().size() == 1);
+  CHECK(model->entries()[0].name == "N in 0..8");
   auto ctx = ExecutionContext::Create(*model, {});
   REQUIRE(ctx.ok());
   const float x[6] = {1, 2, 3, 4, 5, 6};
@@ -341,7 +326,7 @@ TEST_CASE("profiles: an empty batch runs from its own entry, and the message for
     TensorView in[] = {TensorView::Host(x, DType::kFloat32, {n, 3})};
     std::vector<TensorView> out;
     REQUIRE(ctx->Run(in, out).ok());
-    CHECK(ctx->stats().last_entry == (n == 0 ? 0 : 1));
+    CHECK(ctx->stats().last_entry == 0);
     REQUIRE(out[0].rank == 2);
     CHECK(out[0].dims[0] == n);
     CHECK(out[0].dims[1] == 3);
@@ -349,33 +334,36 @@ TEST_CASE("profiles: an empty batch runs from its own entry, and the message for
   }
 }
 
-TEST_CASE("profiles: an empty-tensor entry the model cannot take is dropped, and one two ranges add is made once") {
-  // x[N, 3] + c[3, 3]: N = 0 does not broadcast against 3, so 'N=0' is dropped with a log line.
+TEST_CASE("profiles: an empty tensor the model cannot take fails the entry's guard at run time, naming the node") {
+  // x[N, 3] + c[3, 3]: N = 0 does not broadcast against 3, as onnxruntime also reports; N = 3
+  // (or 1) does. Only a profile that fixes the 0 fails at compile time.
   auto m = testing::MakeModel(13);
   auto* g = m.mutable_graph();
   testing::AddInput(g, "x", {"N", "3"});
   testing::AddFloatInit(g, "c", {3, 3}, std::vector<float>(9, 1.0f));
   testing::AddNode(g, "Add", {"x", "c"}, {"y"}, "add");
   testing::AddOutput(g, "y");
-  compiler::CompileOptions options = testing::WithProfiles({"x:N=0..8"});
-  std::vector<std::string> log;
-  options.log = [&](const std::string& line) { log.push_back(line); };
-  auto model = Model::Load(testing::CompileModel(m, options));
+  auto model = Model::Load(testing::CompileModel(m));
   REQUIRE(model.ok());
-  REQUIRE(model->entries().size() == 1);
-  CHECK(model->entries()[0].name == "N in 1..8");
-  CHECK(std::any_of(log.begin(), log.end(), [](const std::string& l) {
-    return l.starts_with("entry 'N=0' dropped: the model cannot take this empty tensor: ") &&
-           l.find("do not broadcast") != std::string::npos;
-  }));
-  // A profile that names the 0 itself fails as any profile does.
+  auto ctx = ExecutionContext::Create(*model, {});
+  REQUIRE(ctx.ok());
+  const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<TensorView> out;
+  TensorView three[] = {TensorView::Host(x, DType::kFloat32, {3, 3})};
+  REQUIRE(ctx->Run(three, out).ok());
+  CHECK(static_cast<const float*>(out[0].data)[8] == 10);
+  TensorView empty[] = {TensorView::Host(x, DType::kFloat32, {0, 3})};
+  const Status st = ctx->Run(empty, out);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(st.message().find("from node 'add' (Add)") != std::string::npos, st.message());
+  CHECK_MESSAGE(st.message().find("does not hold for N = 0") != std::string::npos, st.message());
   CHECK(testing::TryCompileModel(m, testing::WithProfiles({"x:N=0"})).status().code() == StatusCode::kInvalidArgument);
-  // Two ranges from 0 (and a fixed 0) share one 'N=0' entry.
-  auto shared = Model::Load(testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..4", "x:N=0..8", "x:N=0"})));
-  REQUIRE(shared.ok());
+  // A fixed 0 and ranges from 0 are entries of their own, the fixed one tried first.
+  auto several = Model::Load(testing::CompileModel(ScaleModel(), testing::WithProfiles({"x:N=0..4", "x:N=0..8", "x:N=0"})));
+  REQUIRE(several.ok());
   std::vector<std::string> names;
-  for (const auto& e : shared->entries()) names.push_back(e.name);
-  CHECK(names == std::vector<std::string>{"N=0", "N in 1..4", "N in 1..8"});
+  for (const auto& e : several->entries()) names.push_back(e.name);
+  CHECK(names == std::vector<std::string>{"N=0", "N in 0..4", "N in 0..8"});
 }
 
 TEST_CASE("profiles: an output dim the entries fix differently reads as their values joined by '|'") {

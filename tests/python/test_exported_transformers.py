@@ -97,10 +97,45 @@ def test_decoder_with_cache(batch, past, seq):
     check(*run_both("gpt2_kv.onnx", cache_feeds(rng, batch, past, seq)))
 
 
-def test_empty_cache_has_its_own_entry():
-    # past_seq is the first part of the cache's Concat, so the compile adds an entry for 0.
+def test_one_entry_takes_every_length():
+    # Every symbolic dim may be 0 without a profile: the empty cache runs through the one entry.
     model, _ = compiled("gpt2_kv.onnx")
-    assert [e.name for e in model.entries] == ["past_seq=0", "past_seq >= 1"]
+    assert [e.name for e in model.entries] == ["default"]
+    assert all(c.min == 0 for dims in model.entries[0].input_dims for c in dims if c.symbol)
+
+
+@pytest.mark.parametrize("name,batch,seq,past", [("gpt2.onnx", 1, 0, None), ("gpt2.onnx", 0, 7, None),
+                                                  ("gpt2_dynamo.onnx", 1, 0, None), ("gpt2_dynamo.onnx", 0, 7, None),
+                                                  ("bert.onnx", 1, 0, None), ("bert.onnx", 0, 7, None),
+                                                  ("gpt2_kv.onnx", 1, 0, 7), ("gpt2_kv.onnx", 0, 1, 0),
+                                                  ("gpt2_kv.onnx", 3, 0, 0)])
+def test_empty_lengths_as_onnxruntime_takes_them(name, batch, seq, past):
+    # A sequence or batch of 0, compiled as the model comes: where onnxruntime runs it, the same
+    # outputs; where it refuses, Kiln refuses too. These exports all reshape with a -1 beside a
+    # dim of 0 (or a 0 past the input's rank), which ONNX's Reshape does not define (the -1 divides
+    # by 0) and onnxruntime refuses,
+    # except with allowzero=1 (the dynamo export), where it infers a value: Kiln refuses that too,
+    # as ONNX and PyTorch's view do, naming the rule.
+    rng = np.random.default_rng(batch * 100 + seq)
+    if past is not None:
+        feeds = cache_feeds(rng, batch, past, seq)
+    else:
+        feeds = {"input_ids": ids(rng, batch, seq)}
+        if name == "bert.onnx":
+            feeds["attention_mask"] = np.ones((batch, seq), np.int64)
+    session = reference(name)
+    _, ctx = compiled(name)
+    try:
+        session.run(None, feeds)
+        refused = name == "gpt2_dynamo.onnx"
+    except Exception:  # onnxruntime's own errors: the model does not take this length
+        refused = True
+    if refused:
+        with pytest.raises(kiln.Error, match=r"\(Reshape\), (the dims besides the -1 must not multiply to 0|a 0 at "
+                                             r"index \d is past the input rank)"):
+            ctx.run([feeds[i.name] for i in session.get_inputs()])
+    else:
+        check(*run_both(name, feeds))
 
 
 def test_greedy_generation_matches_step_by_step():

@@ -69,8 +69,8 @@ TEST_CASE("prologue failure messages, one per check kind") {
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {100, 3, 32, 32})}) ==
           "entry 0 (default): input 'x' dim 0 (N) = 100, expected 1..64");
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 32, 0})}) ==
-          "entry 0 (default): input 'x' dim 3 (W) = 0, expected >= 1 (an empty tensor needs an entry compiled for "
-          "it: kiln compile --profile 'x:W=0..')");
+          "entry 0 (default): input 'x' dim 3 (W) = 0, expected >= 1 (the profile excludes an empty tensor; a range "
+          "from 0 admits it: kiln compile --profile 'x:W=0..')");
   }
   SUBCASE("symbol divisor") {
     CHECK(c.Run({TensorView::Host(buf, DType::kFloat32, {1, 3, 31, 32})}) ==

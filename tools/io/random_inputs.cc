@@ -120,7 +120,7 @@ Result<std::vector<std::vector<int64_t>>> ResolveInputShapes(std::span<const Ten
     size_t most = 0;
     for (const EntryInfo& e : entries) {
       SymbolValues fixed = FixedByEntry(e.name);
-      // An entry for empty tensors ('N=0', a profile's range from 0) times nothing: never picked.
+      // An entry for empty tensors (a profile's 'N=0') times nothing: never picked.
       std::erase_if(fixed, [](const auto& f) { return f.second == 0; });
       const size_t n = static_cast<size_t>(
           std::count_if(open.begin(), open.end(), [&](const std::string& s) { return fixed.count(s) > 0; }));

@@ -121,11 +121,12 @@ Status Canonicalizer::RuntimeLoop(const ir::Node& node, const ir::Block& body, i
       KILN_RETURN_IF_ERROR(Emit(std::move(copy), out));
     }
   }
-  // The iterations are exactly M when nothing else can end the loop and M >= 1 for every call.
+  // The iterations are exactly M when nothing else can end the loop and M >= 0 for every call
+  // (a dim's symbol: a Scan's length, which may be 0).
   const auto always = [&](ir::ValueId id) { return id == ir::kNoValue || id == params[1] || KnownScalar(id) == 1; };
   std::optional<std::vector<ir::Sym>> trips;
   if (m != ir::kNoValue) trips = ir::meta::Elements(trace_.value(m));
-  const bool exact = always(cond) && always(results[0]) && trips && trips->size() == 1 && (*trips)[0].lo() >= 1;
+  const bool exact = always(cond) && always(results[0]) && trips && trips->size() == 1 && (*trips)[0].lo() >= 0;
   ir::Node end;
   end.op = "kiln.LoopEnd";
   end.name = node.name + "_end";
