@@ -11,7 +11,7 @@
 #   scripts/sanitize.sh [--jobs N] [--fuzz-seconds N] [--fuzz-seed N] [--no-tests] [--no-fuzz] [TARGET...]
 #     --jobs N          processes at a time (default: the cores, or $KILN_SANITIZE_JOBS): the doctest
 #                       suite runs as N shards, and the fuzz targets take the slots they free
-#     --fuzz-seconds N  time per fuzz target (default 30, or $KILN_FUZZ_SECONDS)
+#     --fuzz-seconds N  time per fuzz target (default 15, or $KILN_FUZZ_SECONDS)
 #     --fuzz-seed N     libFuzzer's -seed (default 1, or $KILN_FUZZ_SEED): a fixed seed makes a CI
 #                       run explore the same inputs first, so a red run can be told from noise;
 #                       0 draws a new seed each run (use it for longer hunts)
@@ -30,7 +30,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD="${KILN_SANITIZE_BUILD:-$ROOT/build/sanitize}"
-FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}"
+FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-15}"
 JOBS="${KILN_SANITIZE_JOBS:-$(nproc)}"
 FUZZ_SEED="${KILN_FUZZ_SEED:-1}"
 RUN_TESTS=1
