@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "compiler/ops/meta_util.h"
 #include "runtime/kernels/epilogue.h"
 
@@ -17,8 +19,8 @@ Status CheckEpilogue(MetaContext& ctx, const SymShape& out, DType out_dtype) {
                            std::to_string(ctx.num_inputs()));
   const Value* r = ctx.input(residual_index);
   if (spec.residual && !r)
-    return InvalidArgument(std::string(cpu::kEpilogueResidualAttr) + " = 1: expected input " +
-                           std::to_string(residual_index) + " (the residual), found none");
+    return InvalidArgument(fmt::format("{} = 1: expected input {} (the residual), found none",
+                                       cpu::kEpilogueResidualAttr, residual_index));
   if (!spec.residual && r)
     return InvalidArgument("input " + std::to_string(residual_index) + " " + Str(r->shape) +
                            ": expected no residual, since " + std::string(cpu::kEpilogueResidualAttr) +
