@@ -235,8 +235,7 @@ void AddCompileCommand(CLI::App& app) {
                   "a shape specialisation, compiled as its own entry; repeatable. INPUT:DIM=VALUE[,DIM=VALUE...] "
                   "with DIM a symbol the model declares (N) or a position (0), VALUE a number (1), a range "
                   "(1..64, or 8.. for no upper bound) or either with ':K' for multiples of K (32..1024:32); "
-                  "0 is an empty tensor, and a range from 0 (0..64) compiles a separate entry for it (a symbolic "
-                  "dim is otherwise at least 1); "
+                  "0 is an empty tensor; a symbol the profile does not restrict takes any size, 0 included; "
                   "';' separates inputs; 'default' is the model's own shapes. INPUT=V or INPUT=[V,...] fixes "
                   "the values of an int32, int64, bool or floating-point input of at most 64 elements (sr=16000, "
                   "axes=[0,2], axes=[], scales=[1,1,2,2], M=10 for a Loop's trip count): the entry is compiled "
@@ -244,9 +243,10 @@ void AddCompileCommand(CLI::App& app) {
                   "for bit, after rounding V to the input's dtype; the input must be in host memory). Run tries "
                   "the entries in the "
                   "order given, except that one whose shapes all fit inside another's goes first, and rejects "
-                  "inputs that fit none. Without it: one entry, symbolic where the model is, and one for an empty "
-                  "cache where a model input is the first part of a Concat (a decoder's past_seq=0). Example: --profile "
-                  "'images:N=1' --profile 'images:N=1..64,H=32..1024:32' --profile 'sr=16000;x:1=512'");
+                  "inputs that fit none. Without it: one entry, symbolic where the model is, where every symbolic "
+                  "dim may be 0 (an empty batch, a decoder's empty cache) unless the model's rules refuse it at "
+                  "run time. Example: --profile 'images:N=1' --profile 'images:N=1..64,H=32..1024:32' "
+                  "--profile 'sr=16000;x:1=512'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
                   "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues and 2-D Convs in NHWC (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan and keeps NCHW there, and carries a CPU plan with them all folded and NHWC Convs where the two differ)")

@@ -1,7 +1,8 @@
 // The import stage of one profile (pipeline.h): the model with the profile's fixed dims (the
 // frontend imports it again; fixed dims become constants, so every stage sees static shapes
 // there) and fixed values bound (passes::BindInputValues), and the symbols' ranges its entries
-// share.
+// share. A symbol whose range admits 0 gets the lower bound 0 (Sym::Var's lo) in every shape and
+// shape value of the trace, so every stage treats its dims as ones that may be empty.
 #include <limits>
 
 #include "compiler/passes/value_inputs.h"
@@ -33,8 +34,11 @@ Status RunImport(StageWork& work, StageOutput& out) {
   for (const auto& [sym, range] : profile.ranges)
     if (range.min == 0) may_be_empty.emplace_back(sym, ir::Sym::Var(sym, 0));
   if (!may_be_empty.empty())
-    for (ir::Value& v : p.trace.values)
+    for (ir::Value& v : p.trace.values) {
       for (ir::Sym& d : v.shape) d = ir::Substitute(d, may_be_empty);
+      if (v.sym)
+        for (ir::Sym& e : *v.sym) e = ir::Substitute(e, may_be_empty);
+    }
   for (ir::ValueId id : p.trace.inputs)
     if (const ir::Value& v = p.trace.value(id); v.sym)
       for (const ir::Sym& s : *v.sym)
