@@ -1,6 +1,6 @@
 // generate: greedy generation with a compiled GPT-2-class decoder exported with a KV cache.
 //
-//   kiln compile gpt2_kv.onnx -o gpt2_kv.kiln      # an entry for past length 0, one for past >= 1
+//   kiln compile gpt2_kv.onnx -o gpt2_kv.kiln      # one entry: every past length, 0 included
 //   generate gpt2_kv.kiln --prompt 10,20,30,40,50 --tokens 8 [--threads T] [--warmup]
 //
 // The model takes input_ids [batch, seq], attention_mask [batch, past + seq] (optional),
