@@ -3,14 +3,16 @@
 with no --shape or --profile, and run against onnxruntime on the same inputs: the encoder at batch
 1 and 3 (its 64 frames fixed by the model); the decoder without a cache at sequence lengths 1, 7
 and 64 (its last position); the decoder with a self-attention KV cache at past lengths 0 (the
-first step), 1 and 7; and a greedy decode (encoder once, then the cached decoder token by token)
-whose logits are compared step by step under teacher forcing.
+first step), 1 and 7; a greedy decode (encoder once, then the cached decoder token by token)
+whose logits are compared step by step under teacher forcing; and a batch or sequence of 0,
+which both refuse.
 
     build/venv/bin/python -m pytest tests/python/test_exported_whisper.py   (scripts/python.sh runs it)
 """
 import numpy as np
 import pytest
 
+import kiln
 from test_exported_transformers import check, compiled, reference, run_both
 
 VOCAB, HEADS, HEAD_DIM, LAYERS = 512, 4, 16, 2
@@ -95,3 +97,27 @@ def test_greedy_decode_matches_step_by_step():
         ort_cache = dict(zip(PAST_NAMES, want[1:]))
         assert kiln_cache[PAST_NAMES[0]].shape[2] == total
         tokens = np.array([[int(want[0][0, -1].argmax())]], np.int64)  # onnxruntime's choice for both
+
+
+@pytest.mark.parametrize("name,batch,seq,past", [("whisper_encoder.onnx", 0, None, None),
+                                                  ("whisper_decoder.onnx", 1, 0, None),
+                                                  ("whisper_decoder.onnx", 0, 3, None),
+                                                  ("whisper_decoder_kv.onnx", 1, 0, 5),
+                                                  ("whisper_decoder_kv.onnx", 0, 1, 0)])
+def test_empty_lengths_as_onnxruntime_takes_them(name, batch, seq, past):
+    # A batch or sequence of 0, compiled as the model comes. Every one of these reshapes its heads
+    # with a -1 beside a dim of 0, which ONNX's Reshape leaves undefined: onnxruntime refuses each,
+    # and Kiln does too, naming the rule (test_exported_transformers.py runs the same check).
+    rng = np.random.default_rng(7)
+    if seq is None:
+        feeds = {"input_features": features(rng, batch)}
+    elif past is None:
+        feeds = {"input_ids": ids(rng, batch, seq), "encoder_hidden_states": encoded(rng, batch)}
+    else:
+        feeds = cache_feeds(rng, batch, past, seq)
+    session = reference(name)
+    with pytest.raises(Exception):
+        session.run(None, feeds)
+    _, ctx = compiled(name)
+    with pytest.raises(kiln.Error, match=r"\(Reshape\), the dims besides the -1 must not multiply to 0"):
+        ctx.run([feeds[i.name] for i in session.get_inputs()])
