@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <numeric>
-#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -66,6 +66,10 @@ Status SameCount(MetaContext& ctx, const SymShape& a, const SymShape& b, const s
   return Status::Ok();
 }
 
+// Reshape's guard that the dims besides a -1 do not multiply to 0: ONNX infers the -1 by dividing
+// by that product.
+constexpr std::string_view kMinusOneOverZero = "the dims besides the -1 must not multiply to 0";
+
 // Reshape to a shape that holds value symbols (passes/value_inputs.h), whose elements may turn
 // out to be 0 (copy the input dim, unless allowzero) or -1 (inferred) at each call: every output
 // dim is the exact expression of all three cases, and guards check what the spec requires (each
@@ -87,8 +91,8 @@ Status ReshapeFromValues(MetaContext& ctx, const Value& x, const std::vector<Sym
     known = known * (minus_one[i] + (Sym(1) - minus_one[i]) * dim[i]);
   }
   AddGuard(ctx, Lt(count_minus_one, 2));
-  // ONNX infers the -1 by dividing by the other dims' product, so with a -1 it may not be 0.
-  AddGuard(ctx, Lt(Sym(0), known + Sym(1) - count_minus_one), "the dims besides the -1 must not multiply to 0");
+  // With a -1, the other dims' product may not be 0.
+  AddGuard(ctx, Lt(Sym(0), known + Sym(1) - count_minus_one), kMinusOneOverZero);
   // Every term is evaluated at each call: max(known, 1) keeps a 0 dim (allowzero) from dividing
   // by zero where no element is -1.
   const Sym inferred = FloorDiv(total, Max(known, Sym(1)));
@@ -182,8 +186,7 @@ Status ReshapeMeta(MetaContext& ctx) {
                                std::to_string(k) + ", found " + std::to_string(t));
       out[infer] = Sym(t / k);
     } else {
-      // ONNX infers the -1 by dividing by the other dims' product, so it may not be 0.
-      if (known.lo() <= 0) AddGuard(ctx, Lt(Sym(0), known), "the dims besides the -1 must not multiply to 0");
+      if (known.lo() <= 0) AddGuard(ctx, Lt(Sym(0), known), kMinusOneOverZero);
       bool exact = false;
       out[infer] = DivExact(total, known, &exact);
       if (!exact && out[infer].is_const())  // e.g. N*3136 / (N*5)
