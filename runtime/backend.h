@@ -23,6 +23,7 @@
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "runtime/bound_cache.h"
 #include "runtime/claims.h"
 #include "runtime/entry_state.h"
 #include "runtime/instruction_observer.h"
@@ -39,6 +40,9 @@ struct BackendRun {
   void* stream;                        // the caller's stream (CUstream on CUDA), or null
   Stats& stats;
   const InstructionObserver& observer;  // empty when unset; the CPU backend calls it
+  // The entry's bound KV caches (ExecutionContext::BindCache), or null: the CPU backend runs
+  // their Attention instructions on the caller's buffers and does not deliver their outputs.
+  const EntryCaches* caches = nullptr;
 };
 
 // Instructions [begin, end) of the running entry, all under the same predicates, none a

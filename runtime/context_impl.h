@@ -12,6 +12,7 @@
 
 #include "kiln/runtime.h"
 #include "runtime/backend.h"
+#include "runtime/bound_cache.h"
 #include "runtime/entry_state.h"
 #include "runtime/executor/loop.h"
 #include "runtime/instruction_observer.h"
@@ -61,6 +62,8 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   int32_t last_ok_entry = -1;          // the entry the last Run ran, when it succeeded; else -1
   std::vector<TensorView> copy_views;  // CopyOutputs' views, reused
   InstructionObserver instruction_observer;  // runtime/instruction_observer.h; CPU backend
+  // ExecutionContext::BindCache: per entry, its bound caches (empty when none are bound).
+  std::vector<EntryCaches> caches;
 };
 
 }  // namespace kiln

@@ -32,6 +32,11 @@ struct Match {
   std::vector<ir::ValueId> masks;
   ir::ValueId cond = ir::kNoValue;
   double scale = 1;
+  // The KV cache: K = Concat(past_key, K_new) and V = Concat(past_value, V_new) on the sequence
+  // axis, absorbed (`concat_k`, `concat_v`: their nodes; -1 when not). K and V then hold K_new
+  // and V_new; the Concats' outputs become the node's present_key and present_value.
+  int concat_k = -1, concat_v = -1;
+  ir::ValueId past_k = ir::kNoValue, past_v = ir::kNoValue, present_k = ir::kNoValue, present_v = ir::kNoValue;
   // Whether Where(IsNaN(P), 0, P) follows the Softmax: a row whose every score is -inf then gives
   // zeros, as ONNX's Attention does; without it, Softmax's NaN (the node's masked_rows_nan).
   bool zeroed_nans = false;
@@ -51,8 +56,8 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const ir::Trace& t)
-      : t_(t), uses_(t), producer_(t.values.size(), -1), scopes_(ir::LoopScopes(t.body.nodes)) {
+  explicit Matcher(const ir::Trace& t, const std::set<int>& written_cache = {})
+      : t_(t), written_cache_(written_cache), uses_(t), producer_(t.values.size(), -1), scopes_(ir::LoopScopes(t.body.nodes)) {
     for (size_t i = 0; i < t.body.nodes.size(); ++i)
       for (ir::ValueId id : t.body.nodes[i].outputs)
         if (id != ir::kNoValue) producer_[id] = static_cast<int>(i);
@@ -162,6 +167,7 @@ class Matcher {
     UntransposeK(m);
     m->absorbed.push_back(s);
     m->absorbed.push_back(m->pv);
+    if (!written_cache_.contains(s)) Cache(m);
     ThreeD(m);
     return true;
   }
@@ -425,6 +431,34 @@ class Matcher {
     return true;
   }
 
+  // For `x` = Concat(past, now) on axis 2 of rank-4 tensors, read by nodes of `m` alone (and
+  // perhaps a model output): the Concat's index, *past and *now set; -1 otherwise.
+  int CacheConcat(ir::ValueId x, const Match& m, ir::ValueId* past, ir::ValueId* now) const {
+    const int i = producer_[x];
+    if (i < 0 || !Plain(Node(i)) || Node(i).op != "Concat" || Node(i).inputs.size() != 2) return -1;
+    const ir::Node& n = Node(i);
+    const int64_t axis = n.attrs.GetInt("axis", 0);
+    if ((axis != 2 && axis != 2 - kRank) || t_.value(x).rank() != kRank) return -1;
+    const auto outputs = std::count(t_.outputs.begin(), t_.outputs.end(), x);
+    if (uses_.uses[x] != static_cast<int>(uses_.readers[x].size() + outputs)) return -1;  // read inside a Loop
+    for (int r : uses_.readers[x])
+      if (std::find(m.absorbed.begin(), m.absorbed.end(), r) == m.absorbed.end()) return -1;
+    *past = n.inputs[0];
+    *now = n.inputs[1];
+    return i;
+  }
+  // Absorbs the KV cache's Concats into `m` where K and V both come from one (see Match).
+  void Cache(Match* m) {
+    if (!m->k_perm.empty()) return;
+    ir::ValueId pk = ir::kNoValue, nk = ir::kNoValue, pv = ir::kNoValue, nv = ir::kNoValue;
+    const int ck = CacheConcat(m->k, *m, &pk, &nk), cv = CacheConcat(m->v, *m, &pv, &nv);
+    if (ck < 0 || cv < 0 || ck == cv) return;
+    m->concat_k = ck, m->concat_v = cv;
+    m->past_k = pk, m->past_v = pv, m->present_k = m->k, m->present_v = m->v;
+    m->k = nk, m->v = nv;
+    m->absorbed.insert(m->absorbed.end(), {ck, cv});
+  }
+
   // Sets m->k (or m->k_perm) from m->kt: see the header.
   void UntransposeK(Match* m) {
     const ir::ValueId kt = m->kt;
@@ -462,6 +496,7 @@ class Matcher {
   }
 
   const ir::Trace& t_;
+  const std::set<int>& written_cache_;  // Softmaxes whose KV cache Concats stay written out
   Uses uses_;
   std::vector<int> producer_;
   std::vector<int32_t> scopes_;
@@ -472,9 +507,10 @@ struct Found {
   std::vector<std::string> unmatched;  // "Softmax 'name': why"
 };
 
-Found FindAll(const ir::Trace& t) {
+// `written_cache`: the Softmaxes whose KV cache Concats are not absorbed.
+Found FindAll(const ir::Trace& t, const std::set<int>& written_cache = {}) {
   Found found;
-  Matcher matcher(t);
+  Matcher matcher(t, written_cache);
   std::set<int> taken;
   for (size_t s = 0; s < t.body.nodes.size(); ++s) {
     const ir::Node& n = t.body.nodes[s];
@@ -594,8 +630,12 @@ Result<ir::Trace> Rewrite(const ir::Trace& trace, const std::vector<Match>& matc
     a.op = "Attention";
     a.name = qk.name;
     a.inputs = {three_d ? m.q3 : m.q, k, three_d ? m.v3 : m.v};
-    if (mask != ir::kNoValue) a.inputs.push_back(mask);
+    if (mask != ir::kNoValue || m.concat_k >= 0) a.inputs.push_back(mask);
     a.outputs = {y};
+    if (m.concat_k >= 0) {
+      a.inputs.insert(a.inputs.end(), {m.past_k, m.past_v});
+      a.outputs.insert(a.outputs.end(), {m.present_k, m.present_v});
+    }
     a.attrs.SetFloat("scale", static_cast<float>(m.scale));
     if (!m.zeroed_nans) a.attrs.SetInt("masked_rows_nan", 1);  // Softmax's value for a row of -inf
     if (three_d) {
@@ -603,13 +643,18 @@ Result<ir::Trace> Rewrite(const ir::Trace& trace, const std::vector<Match>& matc
       a.attrs.SetInt("kv_num_heads", m.kv_heads);
       if (m.packed) a.attrs.SetInt("packed_qkv", 1);
     }
-    const ir::SymShape expect = t.value(y).shape;
+    std::vector<ir::SymShape> expect;
+    for (ir::ValueId id : a.outputs) expect.push_back(t.value(id).shape);
     KILN_RETURN_IF_ERROR(ir::InferNode(t, a));
     t.guards.resize(guards);  // the written-out ops' guards hold them already
-    const ir::SymShape& got = t.value(y).shape;
-    bool same = got.size() == expect.size();
-    for (size_t d = 0; same && d < got.size(); ++d) same = got[d].Same(expect[d]);
-    if (!same) return Internal("attention: node '" + a.name + "' infers another shape than the MatMul it replaces");
+    for (size_t o = 0; o < a.outputs.size(); ++o) {
+      const ir::SymShape& got = t.value(a.outputs[o]).shape;
+      bool same = got.size() == expect[o].size();
+      for (size_t d = 0; same && d < got.size(); ++d) same = got[d].Same(expect[o][d]);
+      if (!same)
+        return Internal(fmt::format("attention: node '{}' infers another shape for output {} than the {} it replaces",
+                                    a.name, o, o == 0 ? "MatMul" : "Concat"));
+    }
     (*written)[static_cast<size_t>(at_pv[i])] = t.body.nodes.size();
     t.body.nodes.push_back(std::move(a));
   }
@@ -634,7 +679,17 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
   }
   std::vector<size_t> written;
   KILN_ASSIGN_OR_RETURN(ir::Trace t, Rewrite(trace, found.matches, &written));
-  if (keep) {  // the matches whose Attention node `keep` refuses stay written out
+  if (keep) {
+    // A match whose node `keep` refuses with its KV cache absorbed is matched again with the
+    // cache's Concats written out; one it refuses then stays written out.
+    std::set<int> written_cache;
+    for (size_t k = 0; k < found.matches.size(); ++k)
+      if (found.matches[k].concat_k >= 0 && !keep(t, t.body.nodes[written[k]]).empty())
+        written_cache.insert(found.matches[k].softmax);
+    if (!written_cache.empty()) {
+      found = FindAll(trace, written_cache);
+      KILN_ASSIGN_OR_RETURN(t, Rewrite(trace, found.matches, &written));
+    }
     std::vector<Match> kept;
     for (size_t k = 0; k < found.matches.size(); ++k) {
       const std::string why = keep(t, t.body.nodes[written[k]]);
@@ -650,6 +705,11 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
   if (log) {
     if (!found.matches.empty())
       log->push_back(fmt::format("attention: {} scaled dot-product attentions -> Attention", found.matches.size()));
+    const auto cached = std::count_if(found.matches.begin(), found.matches.end(), [](const Match& m) { return m.concat_k >= 0; });
+    if (cached > 0)
+      log->push_back(fmt::format("attention: {} with their KV cache's Concats (present = Concat(past, new)) -> "
+                                 "Attention's past_key, past_value, present_key and present_value",
+                                 cached));
     log->insert(log->end(), lines.begin(), lines.end());
   }
   if (found.matches.empty()) return trace;

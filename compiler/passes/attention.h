@@ -42,6 +42,13 @@
 // on axis 0 and Squeeze (dynamo's unbind), or Gather on axis 0, the node is Attention(x, x, x)
 // with Kiln's attribute `packed_qkv` 1: each input [b, S, 3 * hidden], Q read from its first
 // third of columns, K from its second, V from its third (no copy of any of them).
+// The KV cache: where K and V are Concat(past_key, K_new) and Concat(past_value, V_new) on axis 2
+// (a decoder exported with past and present, whose present outputs are those Concats), each
+// Concat read by the chain's ops alone (and perhaps as a model output), the Concats go and the
+// node is Attention(Q, K_new, V_new, mask, past_key, past_value) -> (Y, present_key,
+// present_value): the kernel writes the present rows itself, into the caller's cache where one is
+// bound (kiln/runtime.h, ExecutionContext::BindCache). Where `keep` refuses that form, the match
+// is tried again with the Concats written out.
 // The Attention node takes the first MatMul's name; it sits where the last MatMul was.
 #pragma once
 

@@ -99,8 +99,15 @@ Status Canonicalizer::Process(ir::Node node, std::vector<ir::Node>& out) {
     if (ir::meta::IsInteger(from) && from != DType::kUInt64 && ir::meta::IsFloat(trace_.value(node.outputs[0]).dtype))
       cast_from_int_[node.outputs[0]] = node.inputs[0];
   }
-  if (node.op == "Identity" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
-      node.inputs[0] != ir::kNoValue) {
+  // Ops that return their first input unchanged are Identities: a Cast or CastLike to the dtype
+  // it has already (an exporter's `weights.type(value.dtype)` in float32), and a Concat of one
+  // tensor (the past key of a decoder's first layer, as transformers' DynamicCache exports it).
+  const bool unchanged =
+      node.outputs.size() == 1 && !node.inputs.empty() && node.inputs[0] != ir::kNoValue &&
+      ((node.op == "Identity" && node.inputs.size() == 1) || (node.op == "Concat" && node.inputs.size() == 1) ||
+       ((node.op == "Cast" || node.op == "CastLike") &&
+        trace_.value(node.inputs[0]).dtype == trace_.value(node.outputs[0]).dtype));
+  if (unchanged) {
     SetMap(node.outputs[0], node.inputs[0]);
     return Status::Ok();
   }

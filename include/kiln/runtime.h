@@ -355,6 +355,36 @@ class KILN_API ExecutionContext {
   // before anything is written; a device copy's error.
   Status CopyOutputs(std::span<const TensorView> outputs, void* stream = nullptr);
 
+  // A KV cache that stays in the caller's buffers from Run to Run, each step appending its rows
+  // in place (onnxruntime-genai's past_present_share_buffer), for a decoder exported with its
+  // cache as inputs and outputs (past_key_values.N.key -> present.N.key, Hugging Face Optimum's
+  // layout): a Run then copies no part of the cache. One binding pairs a past input with the
+  // present output the model computes from it.
+  struct CacheBinding {
+    int32_t past_input = -1;      // index in Model::inputs(): a float32 [batch, heads, past, head size]
+    int32_t present_output = -1;  // index in Model::outputs(): that past and the new rows, [batch, heads, past + seq, head size]
+    int64_t capacity = 0;         // rows per head of the caller's buffer: the longest past + seq
+  };
+  // Binds `caches` (replacing any earlier bindings; empty: none). After it, each Run takes, for
+  // each binding, one caller buffer laid out [batch, heads, capacity, head size] (row r of head h
+  // of batch item b at element ((b * heads + h) * capacity + r) * head size): the past input's
+  // view and the present output's view both point at it, with dims [batch, heads, past, head size]
+  // and [batch, heads, past + seq, head size] (the rows in use). Run reads the past from rows
+  // [0, past) of each head, writes the new rows at [past, past + seq), and leaves the rest of the
+  // buffer as it was, so the next step passes the same buffer with past + seq as its past. Run
+  // then needs caller-owned `outputs`; it fails with kInvalidArgument, before it writes anything,
+  // when a bound output's view is not the buffer its past's view points at, or past + seq exceeds
+  // `capacity`. CopyOutputs fails with kFailedPrecondition while caches are bound (the present is
+  // the caller's buffer already).
+  // Only a model whose every entry computes each bound present with an Attention instruction that
+  // reads that past and nothing else reads either (the compiler makes it of
+  // present = Concat(past, new); compiler/passes/attention.h), in float32, on the CPU backend.
+  // Errors: kInvalidArgument for an index out of range, a capacity below 1, an input or output
+  // bound twice, or a binding the entries do not compute that way (the message names the entry,
+  // the tensor and what computes or reads it); kFailedPrecondition on another backend than the
+  // CPU's or a moved-from context. On an error the earlier bindings stay.
+  Status BindCache(std::span<const CacheBinding> caches);
+
   // Waits for work enqueued on `stream` (no-op on the CPU backend).
   Status Synchronize(void* stream = nullptr);
 

@@ -86,13 +86,16 @@ class CpuBackend final : public Backend {
     for (size_t k = seg.begin; k < seg.end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
+      const int32_t append = run.caches ? run.caches->of_instruction[k] : -1;
+      if (append >= 0) ops = CacheOperands(run, pi, run.caches->appends[static_cast<size_t>(append)]);
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
                             memory_.workspace(),
                             static_cast<size_t>(memory_.workspace_bytes()),
                             threads_.get(),
-                            k + 1 == seg.end ? seg.runtime_size : nullptr};
+                            k + 1 == seg.end ? seg.runtime_size : nullptr,
+                            append >= 0 ? run.caches->appends[static_cast<size_t>(append)].capacity : 0};
       const Status st = plans != nullptr && plans->ops[k] ? plans->ops[k]->Run(call) : RunInstruction(pi, call, s.sizes);
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
@@ -106,6 +109,16 @@ class CpuBackend final : public Backend {
     }
     *done = seg.end;
     return Status::Ok();
+  }
+
+  // The operands of Attention instruction `pi` with its present_key and present_value the
+  // caller's cache buffers, which its past_key and past_value point at (cache_ops_).
+  const TensorRef* CacheOperands(const BackendRun& run, const PreparedInstruction& pi, const CacheAppend& a) {
+    const TensorRef* ops = run.state.operands.data() + pi.operands_begin;
+    cache_ops_.assign(ops, ops + pi.num_inputs + pi.num_outputs);  // no allocation once this size was seen
+    cache_ops_[static_cast<size_t>(pi.num_inputs + 1)].data = run.inputs[static_cast<size_t>(a.past_key)].data;
+    cache_ops_[static_cast<size_t>(pi.num_inputs + 2)].data = run.inputs[static_cast<size_t>(a.past_value)].data;
+    return cache_ops_.data();
   }
 
   // Every tensor is in host memory: the transfers are copies, complete on return.
@@ -147,6 +160,7 @@ class CpuBackend final : public Backend {
       return Status::Ok();
     }
     for (size_t i = 0; i < n; ++i) {
+      if (run.caches && run.caches->bound_output[i]) continue;  // the kernel wrote it there
       const TensorRef& r = run.state.refs[pe.outputs[i]];
       const size_t bytes = static_cast<size_t>(r.num_elements) * DTypeSize(r.dtype);
       if (outputs[i].data != r.data && bytes > 0) std::memmove(outputs[i].data, r.data, bytes);
@@ -173,6 +187,7 @@ class CpuBackend final : public Backend {
   bool profile_;
   int64_t mark_ = 0;  // profiling: when the last instruction's time ended
   std::vector<Library> libraries_;  // Where's, per instruction
+  std::vector<TensorRef> cache_ops_;  // CacheOperands'
   HostMemory memory_;
 
   // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare.

@@ -60,6 +60,12 @@ struct KernelCall {
   // or fails with kInternal, never writing past its outputs, when they have no room for it. Null: the
   // compiler knew the size, and the kernel checks that the data gives the outputs' dims.
   int64_t* runtime_size = nullptr;
+  // Attention only, for a KV cache bound to the context (ExecutionContext::BindCache): 0, or the
+  // rows per head of the caller's cache buffers. past_key and present_key then point at one
+  // buffer [batch, kv_heads, cache_rows, head size] (past_value and present_value at another),
+  // whose first `past` rows of each head hold the past already; the kernel writes the new rows
+  // after them and reads every key and value from there.
+  int64_t cache_rows = 0;
 };
 
 using KernelFn = Status (*)(const KernelCall& call);

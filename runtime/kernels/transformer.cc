@@ -226,12 +226,20 @@ Status ReadAttentionShape(const AttrMap& attrs, std::span<const TensorRef> in, A
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 512, kSlots = 16;
 static_assert(kKeyBlock % kKeyPanel == 0, "a key tile starts at a panel of the transposed K");
 
-// Whether the kernel reads Q, K and V where they are (float32, no past cache to put before the
-// new keys, no present outputs to write): the GEMMs take their rows with the layout's stride.
-// Otherwise they are gathered, widened to float32, into the workspace first.
-bool ReadsInPlace(const AttentionShape& a, std::span<const TensorRef> in, std::span<const TensorRef> out) {
-  const bool present = (out.size() > 1 && out[1].present()) || (out.size() > 2 && out[2].present());
-  return in[0].dtype == DType::kFloat32 && a.past == 0 && !present;
+// Where the kernel reads Q, K and V from:
+//   kInputs    where they are (float32, no past cache to put before the new keys, no present
+//              outputs to write): the GEMMs take their rows with the layout's stride;
+//   kPresent   Q where it is, K and V from present_key and present_value (float32), into which
+//              the past rows (unless they are there already: a bound cache) and the new ones
+//              are written first;
+//   kWorkspace all three gathered, widened to float32, into the workspace.
+enum class KvSource { kInputs, kPresent, kWorkspace };
+
+KvSource SourceOf(const AttentionShape& a, std::span<const TensorRef> in, std::span<const TensorRef> out) {
+  if (in[0].dtype != DType::kFloat32) return KvSource::kWorkspace;
+  const bool key = out.size() > 1 && out[1].present(), value = out.size() > 2 && out[2].present();
+  if (!key && !value) return a.past == 0 ? KvSource::kInputs : KvSource::kWorkspace;
+  return key && value ? KvSource::kPresent : KvSource::kWorkspace;
 }
 
 // The AVX-512 tile products (attention_tiles.h) when this CPU has them and the value head fits
@@ -248,10 +256,10 @@ const AttentionTiles* TilesFor(const AttentionShape& a) {
 // is asked for (the probabilities need the whole row's sum before they are written).
 struct AttentionScratch {
   int64_t q = 0, k = 0, v = 0, kt_cols = 0, kt = 0, bq = 0, bk = 0, slot = 0, slots = 0;
-  AttentionScratch(const AttentionShape& a, bool whole_rows, bool in_place)
-      : q(in_place ? 0 : a.batch * a.q_heads * a.q_seq * a.head),
-        k(in_place ? 0 : a.batch * a.kv_heads * a.total * a.head),
-        v(in_place ? 0 : a.batch * a.kv_heads * a.total * a.v_head), kt_cols((a.total + kKeyPanel - 1) / kKeyPanel * kKeyPanel),
+  AttentionScratch(const AttentionShape& a, bool whole_rows, KvSource source)
+      : q(source != KvSource::kWorkspace ? 0 : a.batch * a.q_heads * a.q_seq * a.head),
+        k(source != KvSource::kWorkspace ? 0 : a.batch * a.kv_heads * a.total * a.head),
+        v(source != KvSource::kWorkspace ? 0 : a.batch * a.kv_heads * a.total * a.v_head), kt_cols((a.total + kKeyPanel - 1) / kKeyPanel * kKeyPanel),
         kt(TilesFor(a) ? a.batch * a.kv_heads * a.head * kt_cols : 0), bq(std::min(a.q_seq, kQueryBlock)),
         bk(whole_rows ? a.total : std::min(a.total, kKeyBlock)), slot(bq * bk + bq * a.v_head + 3 * bq),
         slots(std::min(kSlots, a.batch * a.q_heads * ((a.q_seq + kQueryBlock - 1) / kQueryBlock))) {}
@@ -265,7 +273,7 @@ bool WholeRows(const AttrMap& attrs, std::span<const TensorRef> outputs) {
 size_t AttentionWorkspace(const AttrMap& attrs, std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) {
   AttentionShape a;
   if (!ReadAttentionShape(attrs, inputs, &a).ok()) return 0;
-  const AttentionScratch sizes(a, WholeRows(attrs, outputs), ReadsInPlace(a, inputs, outputs));
+  const AttentionScratch sizes(a, WholeRows(attrs, outputs), SourceOf(a, inputs, outputs));
   return static_cast<size_t>(sizes.floats()) * sizeof(float);
 }
 
@@ -411,8 +419,16 @@ Status Attention(const KernelCall& call) {
   BiasSource bias;
   KILN_RETURN_IF_ERROR(ReadBias(call, a, &bias));
   const bool whole_rows = WholeRows(call.attrs, call.outputs);
-  const bool in_place = ReadsInPlace(a, call.inputs, call.outputs);
-  const AttentionScratch sizes(a, whole_rows, in_place);
+  const KvSource source = SourceOf(a, call.inputs, call.outputs);
+  // A bound cache (KernelCall::cache_rows): past and present are one buffer per tensor.
+  const int64_t present_rows = call.cache_rows > 0 ? call.cache_rows : a.total;
+  if (call.cache_rows > 0 &&
+      (source != KvSource::kPresent || a.total > call.cache_rows || call.inputs.size() < 6 ||
+       call.inputs[4].data != call.outputs[1].data || call.inputs[5].data != call.outputs[2].data))
+    return OpError(kName, "a bound KV cache needs float32 past_key and present_key (and past_value and "
+                          "present_value) in one buffer each, of at least " + std::to_string(a.total) +
+                          " rows per head; it has " + std::to_string(call.cache_rows));
+  const AttentionScratch sizes(a, whole_rows, source);
   KILN_RETURN_IF_ERROR(CheckWorkspace(call, static_cast<size_t>(sizes.floats()) * sizeof(float), kName));
   float* wq = static_cast<float*>(call.workspace);
   float* wk = wq + sizes.q;
@@ -428,9 +444,22 @@ Status Attention(const KernelCall& call) {
   const float *q_base = wq, *k_base = wk, *v_base = wv;
   HeadLayout q_rows(false, a.q_heads, a.q_seq, a.head), k_rows(false, a.kv_heads, a.total, a.head),
       v_rows(false, a.kv_heads, a.total, a.v_head);
-  if (in_place) {
+  if (source == KvSource::kInputs) {
     q_base = q.as<const float>(), k_base = k.as<const float>(), v_base = v.as<const float>();
     q_rows = q_layout, k_rows = k_layout, v_rows = v_layout;
+  } else if (source == KvSource::kPresent) {
+    float* pk = call.outputs[1].as<float>();
+    float* pv = call.outputs[2].as<float>();
+    if (a.past > 0 && call.cache_rows == 0) {
+      const HeadLayout past_k(false, a.kv_heads, a.past, a.head), past_v(false, a.kv_heads, a.past, a.v_head);
+      Gather(call.inputs[4], past_k, a.batch, a.kv_heads, a.past, a.head, present_rows, 0, pk);
+      Gather(call.inputs[5], past_v, a.batch, a.kv_heads, a.past, a.v_head, present_rows, 0, pv);
+    }
+    Gather(k, k_layout, a.batch, a.kv_heads, a.kv_seq, a.head, present_rows, a.past, pk);
+    Gather(v, v_layout, a.batch, a.kv_heads, a.kv_seq, a.v_head, present_rows, a.past, pv);
+    q_base = q.as<const float>(), k_base = pk, v_base = pv;
+    q_rows = q_layout, k_rows = HeadLayout(false, a.kv_heads, present_rows, a.head);
+    v_rows = HeadLayout(false, a.kv_heads, present_rows, a.v_head);
   } else {
     Gather(q, q_layout, a.batch, a.q_heads, a.q_seq, a.head, a.q_seq, 0, wq);
     if (a.past > 0) {

@@ -17,15 +17,14 @@
 // one-time work at its first Run and at each shape it first sees (the first time to first token
 // of a process is mostly that).
 //
-// Copies of the cache per step: the sample makes none. It holds two sets of buffers, each sized
-// for the whole generation; a step reads its past from one set and Run delivers the present
-// outputs into the other (caller-owned outputs), which the next step reads as its past: the
-// sets swap roles, so no step copies the cache into new buffers. Two copies remain, both of the
-// whole cache (past + 1 rows of each layer's keys and values): the graph's own
-// present = Concat(past, new), which writes it into the context's arena, and Run's delivery of
-// present from the arena into the caller's buffer (a memmove). The context's own output views
-// cannot serve as the next past instead: they point into the arena that the next Run reuses
-// while it reads its inputs.
+// Copies of the cache per step: none. The sample binds one buffer per layer and kind, each sized
+// for the whole generation, to the context (ExecutionContext::BindCache, onnxruntime-genai's
+// past_present_share_buffer): a step's past view and present view both point at it, and Run
+// writes only the step's new rows, after the past ones. Where the context refuses the binding
+// (an artifact whose present = Concat(past, new) stays written out, or another backend), the
+// sample says so and holds two sets of buffers instead: a step reads its past from one, Run
+// delivers the present into the other, and they swap; the graph's Concat and Run's delivery then
+// copy the whole cache at each step.
 // Uses only the public runtime API.
 #include <algorithm>
 #include <chrono>
@@ -201,6 +200,10 @@ bool ParseIds(const char* text, int64_t vocab, std::vector<int64_t>* ids, std::s
   }
 }
 
+// Rows per head of a cache buffer: the longest past + seq of a generation (the last token is not
+// fed back).
+int64_t Capacity(const std::vector<int64_t>& prompt, long tokens) { return static_cast<int64_t>(prompt.size()) + tokens - 1; }
+
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 struct Generation {
@@ -213,15 +216,16 @@ struct Generation {
 // Runs the prompt on an empty cache, then tokens - 1 steps of one token each, into `g`. Returns
 // 0, or 1 after printing why a Run failed.
 int Generate(kiln::ExecutionContext& ctx, const Layout& l, const std::vector<int64_t>& prompt, long tokens,
-             Generation* g) {
+             bool bound, Generation* g) {
   *g = {};
   g->ids.reserve(tokens), g->logit.reserve(tokens), g->margin.reserve(tokens), g->step_ms.reserve(tokens);
-  // The cache: two sets (the past of a step, its present) of one buffer per layer and kind, each
-  // for the longest sequence; `cur` is the set that holds the past.
+  // The cache: one buffer per layer and kind, each for the longest sequence; when it is not
+  // bound, two sets of them (the past of a step, its present), `cur` the set that holds the past.
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
-  const int64_t max_total = prompt_len + tokens - 1;  // the last token is not fed back
+  const int64_t max_total = Capacity(prompt, tokens);
   const size_t layers = l.past[0].size();
-  std::vector<std::vector<float>> storage(2 * 2 * layers, std::vector<float>(l.heads * max_total * l.head_dim));
+  std::vector<std::vector<float>> storage((bound ? 1 : 2) * 2 * layers,
+                                          std::vector<float>(l.heads * max_total * l.head_dim));
   auto buffer = [&](int set, int kind, size_t n) { return storage[(set * 2 + kind) * layers + n].data(); };
   std::vector<float> logits(prompt_len * l.vocab);
   std::vector<int64_t> mask(max_total, 1), positions(prompt_len);
@@ -245,8 +249,8 @@ int Generate(kiln::ExecutionContext& ctx, const Layout& l, const std::vector<int
       for (int kind = 0; kind < 2; ++kind) {
         inputs[l.past[kind][n]] =
             kiln::TensorView::Host(buffer(cur, kind, n), kiln::DType::kFloat32, {1, l.heads, past, l.head_dim});
-        outputs[l.present[kind][n]] =
-            kiln::TensorView::Host(buffer(1 - cur, kind, n), kiln::DType::kFloat32, {1, l.heads, total, l.head_dim});
+        outputs[l.present[kind][n]] = kiln::TensorView::Host(buffer(bound ? cur : 1 - cur, kind, n),
+                                                             kiln::DType::kFloat32, {1, l.heads, total, l.head_dim});
       }
     kiln::Status st = ctx.Run(inputs, outputs);
     if (!st.ok()) return Fail(("run (step " + std::to_string(k) + ", past " + std::to_string(past) + ")").c_str(), st);
@@ -262,7 +266,7 @@ int Generate(kiln::ExecutionContext& ctx, const Layout& l, const std::vector<int
     g->ids.push_back(best);
     g->logit.push_back(last[best]);
     g->margin.push_back(last[best] - second);
-    cur = 1 - cur;
+    if (!bound) cur = 1 - cur;
     past = total;
   }
   return 0;
@@ -311,13 +315,24 @@ int main(int argc, char** argv) {
   auto ctx = kiln::ExecutionContext::Create(*model, options);
   if (!ctx.ok()) return Fail("create context", ctx.status());
 
+  // Each present appended in place to its past's buffer.
+  std::vector<kiln::ExecutionContext::CacheBinding> caches;
+  for (size_t n = 0; n < l.past[0].size(); ++n)
+    for (int kind = 0; kind < 2; ++kind) caches.push_back({l.past[kind][n], l.present[kind][n], Capacity(prompt, tokens)});
+  const kiln::Status bound = ctx->BindCache(caches);
+
   Generation g;
-  if (warmup && Generate(*ctx, l, prompt, tokens, &g) != 0) return 1;
-  if (Generate(*ctx, l, prompt, tokens, &g) != 0) return 1;
+  if (warmup && Generate(*ctx, l, prompt, tokens, bound.ok(), &g) != 0) return 1;
+  if (Generate(*ctx, l, prompt, tokens, bound.ok(), &g) != 0) return 1;
 
   std::printf("model: %zu layers, %lld heads of %lld, vocabulary %lld; %s\n", l.past[0].size(), (long long)l.heads,
               (long long)l.head_dim, (long long)l.vocab, ctx->device_note().c_str());
   std::printf("prompt: %zu ids; %ld tokens generated; threads %ld (0: one per core)\n", prompt.size(), tokens, threads);
+  if (bound.ok())
+    std::printf("kv cache: appended in place, %lld rows per head (ExecutionContext::BindCache)\n",
+                (long long)Capacity(prompt, tokens));
+  else
+    std::printf("kv cache: copied at each step (BindCache: %s)\n", bound.ToString().c_str());
   for (size_t k = 0; k < g.ids.size(); ++k)
     std::printf("token %zu: id %lld, logit %.6f, margin %.6f\n", k + 1, (long long)g.ids[k], g.logit[k], g.margin[k]);
   std::printf("generated:");

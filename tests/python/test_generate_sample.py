@@ -87,6 +87,8 @@ def test_greedy_generation_matches_onnxruntime(work, warmup):
     for (_, logit, margin), (_, want_logit, want_margin) in zip(tokens, want):
         assert abs(logit - want_logit) <= TOLERANCE and abs(margin - want_margin) <= 2 * TOLERANCE, (tokens, want)
     assert f"generated: {','.join(str(w[0]) for w in want)}\n" in run.stdout
+    # The cache stayed in the sample's buffers, each step appending its row (ExecutionContext::BindCache).
+    assert f"kv cache: appended in place, {len(PROMPT) + TOKENS - 1} rows per head" in run.stdout
     assert re.search(r"^time to first token: \d+\.\d+ ms", run.stdout, re.M)
     assert re.search(rf"^time per generated token: \d+\.\d+ ms mean, .* over {TOKENS - 1} steps", run.stdout, re.M)
     # The prompt (an empty cache) and every later step ran through the one entry; the warm-up as many.
@@ -127,6 +129,10 @@ def test_position_ids(work):
     run = generate(out, "--prompt", "9,9,9", "--tokens", 15)
     assert run.returncode == 0, run.stderr
     assert "generated: 3,4,5,6,7,8,9,10,11,12,13,14,15,0,1\n" in run.stdout
+    # Its presents are Concats that no Attention reads: the context refuses to bind them, and the
+    # sample swaps two sets of buffers instead.
+    assert "kv cache: copied at each step (BindCache: INVALID_ARGUMENT: BindCache: entry 0 (default): input " \
+           "'past_key_values.0.key' -> output 'present.0.key': the present is computed by" in run.stdout
 
 
 def test_model_without_cache_is_refused(work):

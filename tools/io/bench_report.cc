@@ -160,7 +160,8 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"generate", r.generate ? nlohmann::json{{"prompt_tokens", r.generate->prompt_tokens},
                                                    {"tokens", r.generate->tokens},
                                                    {"first_token_ms", SummaryJson(r.generate->first_token_ms, true)},
-                                                   {"generated_ids", r.generate->generated_ids}}
+                                                   {"generated_ids", r.generate->generated_ids},
+                                                   {"cache", r.generate->cache}}
                                   : nlohmann::json(nullptr)}};
 }
 
@@ -228,6 +229,7 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
     out << fmt::format("generate:    {} prompt tokens, {} generated per generation (the first by the prompt's call); "
                        "{} later calls timed in {}, after {} warm-up generations\n",
                        r.generate->prompt_tokens, r.generate->tokens, r.iterations, Time(r.timed_s * 1e3), r.warmup);
+    out << fmt::format("kv cache:    {}\n", r.generate->cache);
     out << SummaryLine("first token", r.generate->first_token_ms, true) << "  (the prompt's call)\n";
     out << SummaryLine("per token", r.latency_ms, true) << "  (each later call: Run + Synchronize)\n";
   } else {

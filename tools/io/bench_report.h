@@ -46,6 +46,7 @@ struct GenerateSummary {
   int tokens = 0;                       // generated per iteration
   LatencySummary first_token_ms;        // the prompt's call, per timed generation
   std::vector<int64_t> generated_ids;   // of the last timed generation
+  std::string cache;                    // how the KV cache was kept (kv_decoder.h, Generate's *cache)
 };
 
 struct BenchResult {

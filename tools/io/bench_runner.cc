@@ -75,9 +75,12 @@ Status BenchGenerate(const BenchConfig& config, const Model& model, ExecutionCon
   int64_t end = begin;
   for (int64_t i = 0;; ++i) {
     if (!More(config, i, end - begin)) break;
-    KILN_ASSIGN_OR_RETURN(g.generated_ids, Generate(ctx, model, d, prompt, config.generate, [&](int s, int64_t ns) {
-                            (s == 0 ? first_ms : token_ms).push_back(static_cast<double>(ns) / 1e6);
-                          }));
+    KILN_ASSIGN_OR_RETURN(g.generated_ids, Generate(
+                                               ctx, model, d, prompt, config.generate,
+                                               [&](int s, int64_t ns) {
+                                                 (s == 0 ? first_ms : token_ms).push_back(static_cast<double>(ns) / 1e6);
+                                               },
+                                               &g.cache));
     end = NowNs();
     if (progress) progress({false, i + 1, static_cast<double>(end - begin) / 1e9});
   }

@@ -112,7 +112,7 @@ Result<KvDecoder> FindKvDecoder(const Model& model) {
 
 Result<std::vector<int64_t>> Generate(ExecutionContext& ctx, const Model& model, const KvDecoder& d,
                                       const std::vector<int64_t>& prompt, int tokens,
-                                      const std::function<void(int step, int64_t ns)>& step) {
+                                      const std::function<void(int step, int64_t ns)>& step, std::string* cache) {
   if (prompt.empty()) return InvalidArgument("generate: the prompt has no ids");
   if (tokens < 1)
     return InvalidArgument("generate: expected at least 1 token to generate, found " + std::to_string(tokens));
@@ -122,20 +122,33 @@ Result<std::vector<int64_t>> Generate(ExecutionContext& ctx, const Model& model,
                              std::to_string(d.vocab - 1) + " (the model's vocabulary)");
   const size_t cache_size = DTypeSize(d.cache_dtype);
   const size_t pairs = d.cache.size();
-  // Two sets of cache buffers, each for the whole generation: a call reads its past from one and
+  // The cache buffers, each for the whole generation. Bound to the context (BindCache), one set:
+  // each call appends its rows in place. Otherwise two sets: a call reads its past from one and
   // writes its present into the other; they swap after each call.
   const int64_t total = static_cast<int64_t>(prompt.size()) + tokens;
+  std::vector<ExecutionContext::CacheBinding> bindings;
+  for (const auto& [past, present] : d.cache) bindings.push_back({past, present, total});
+  const Status bound = ctx.BindCache(bindings);
+  if (cache) *cache = bound.ok() ? "appended in place (ExecutionContext::BindCache)"
+                                 : "copied at each step (" + std::string(bound.message()) + ")";
   std::vector<std::vector<uint8_t>> sets[2];
-  for (auto& set : sets)
+  for (int k = 0; k < (bound.ok() ? 1 : 2); ++k)
     for (size_t c = 0; c < pairs; ++c)
-      set.emplace_back(static_cast<size_t>(d.cache_dims[c][0] * total * d.cache_dims[c][1]) * cache_size);
+      sets[k].emplace_back(static_cast<size_t>(d.cache_dims[c][0] * total * d.cache_dims[c][1]) * cache_size);
+  // Unbinds at return, leaving the context as it was (unbinding cannot fail).
+  struct Unbind {
+    ExecutionContext* ctx;
+    ~Unbind() {
+      if (ctx) (void)ctx->BindCache({});
+    }
+  } unbind{bound.ok() ? &ctx : nullptr};
   std::vector<int64_t> ids = prompt, mask, positions, generated;
   std::vector<float> logits;
   int64_t past = 0;
   for (int s = 0; s < tokens; ++s) {
     const int64_t seq = static_cast<int64_t>(ids.size());
-    const std::vector<std::vector<uint8_t>>& read = sets[s % 2];
-    std::vector<std::vector<uint8_t>>& write = sets[(s + 1) % 2];
+    const std::vector<std::vector<uint8_t>>& read = sets[bound.ok() ? 0 : s % 2];
+    std::vector<std::vector<uint8_t>>& write = sets[bound.ok() ? 0 : (s + 1) % 2];
     std::vector<TensorView> inputs(model.inputs().size());
     const int64_t ids_dims[2] = {1, seq};
     inputs[static_cast<size_t>(d.input_ids)] = TensorView::Host(ids.data(), DType::kInt64, ids_dims, 2);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -39,13 +40,18 @@ Result<KvDecoder> FindKvDecoder(const Model& model);
 
 // Greedy generation at batch 1: runs `prompt` (>= 1 ids in [0, vocab)) with an empty cache, then
 // `tokens` - 1 more calls of one token each, the argmax of the last logits fed back with the
-// present keys and values as the next past (caller-owned outputs that become the next call's
-// inputs: no copy of the cache by this loop). Returns the `tokens` generated ids. `step` (may be
-// empty) is called after each call with its index (0: the prompt) and its wall time in ns (Run +
-// Synchronize). Errors: kInvalidArgument for an empty prompt, an id out of range or tokens < 1,
-// and those of ExecutionContext::Run and Synchronize, unchanged.
+// present keys and values as the next past. The cache is bound to the context for the generation
+// (ExecutionContext::BindCache, unbound before returning), so each call appends its rows in place;
+// where the context refuses that (another backend, an artifact whose present stays a Concat), the
+// presents go into caller-owned outputs that become the next call's inputs (the graph's Concat and
+// Run's delivery copy the cache; this loop does not). *cache (may be null) is set to which, in
+// words. Returns the `tokens` generated ids. `step` (may be empty) is called after each call with
+// its index (0: the prompt) and its wall time in ns (Run + Synchronize). Errors: kInvalidArgument
+// for an empty prompt, an id out of range or tokens < 1, and those of ExecutionContext::Run and
+// Synchronize, unchanged.
 Result<std::vector<int64_t>> Generate(ExecutionContext& ctx, const Model& model, const KvDecoder& d,
                                       const std::vector<int64_t>& prompt, int tokens,
-                                      const std::function<void(int step, int64_t ns)>& step);
+                                      const std::function<void(int step, int64_t ns)>& step,
+                                      std::string* cache = nullptr);
 
 }  // namespace kiln::io

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "compiler/passes/attention.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/compiler/onnx_model_builder.h"
+#include "tests/kv_cache_model.h"
 #include "tests/random_floats.h"
 
 namespace kiln::testing {
@@ -304,6 +306,60 @@ TEST_CASE("attention: a mask added before the scale, or a Softmax over another a
                           : "attention not fused: Softmax 'softmax': Add 'mask' masks the scores before they are "
                             "scaled"));
   }
+}
+
+TEST_CASE("attention: a KV cache's Concats become the Attention node's past and present, computed as written out") {
+  const onnx::ModelProto m = KvCacheAttention();
+  const CompiledWithLog c = CompileWithLog(m);
+  INFO(c.fusion_trace);
+  CHECK(c.Logged("attention: 1 with their KV cache's Concats (present = Concat(past, new)) -> Attention's past_key, "
+                 "past_value, present_key and present_value"));
+  CHECK(c.fusion_trace.find("y, present_key, present_value = Attention(q, k, v, _, past_key, past_value") !=
+        std::string::npos);
+  CHECK(c.fusion_trace.find("Concat(past_key") == std::string::npos);
+  // Every output against the written-out graph, past 5 rows and 2 new ones.
+  constexpr int64_t past = 5, seq = 2;
+  const std::vector<float> q = RandomFloats(kKvHeads * seq * kKvHead, 11), k = RandomFloats(kKvHeads * seq * kKvHead, 12),
+                           v = RandomFloats(kKvHeads * seq * kKvHead, 13),
+                           pk = RandomFloats(kKvHeads * past * kKvHead, 14), pv = RandomFloats(kKvHeads * past * kKvHead, 15);
+  const int64_t new_dims[] = {1, kKvHeads, seq, kKvHead}, past_dims[] = {1, kKvHeads, past, kKvHead};
+  const std::vector<TensorView> in = {TensorView::Host(q.data(), DType::kFloat32, new_dims, 4),
+                                      TensorView::Host(k.data(), DType::kFloat32, new_dims, 4),
+                                      TensorView::Host(v.data(), DType::kFloat32, new_dims, 4),
+                                      TensorView::Host(pk.data(), DType::kFloat32, past_dims, 4),
+                                      TensorView::Host(pv.data(), DType::kFloat32, past_dims, 4)};
+  ContextOptions options;
+  options.device = Device::kCpu;
+  const auto want = RunFloat(CompileModel(m, OptionsFor(Device::kCpu, false)), in, options);
+  const auto got = RunFloat(c.bytes, in, options);
+  REQUIRE(got.size() == 3);
+  for (size_t o = 0; o < 3; ++o) {
+    REQUIRE(got[o].size() == want[o].size());
+    for (size_t i = 0; i < got[o].size(); ++i) {
+      INFO("output " << o << " element " << i);
+      if (o == 0) CHECK(got[o][i] == doctest::Approx(want[o][i]).epsilon(1e-5).scale(1.0));
+      else CHECK(got[o][i] == want[o][i]);  // the present is a copy of its rows
+    }
+  }
+}
+
+TEST_CASE("attention: where the backend refuses the KV cache form, its Concats stay and the attention reads them") {
+  auto canonical = Canonical(KvCacheAttention());
+  REQUIRE(canonical.ok());
+  std::vector<std::string> log;
+  // A backend whose attention takes no past (cuDNN's, runtime/cuda/sdpa.h).
+  const passes::AttentionFilter keep = [](const ir::Trace&, const ir::Node& n) {
+    return n.inputs.size() > 4 ? std::string("a past key/value cache") : std::string();
+  };
+  auto fused = passes::FuseAttention(canonical->trace, &log, keep);
+  REQUIRE(fused.ok());
+  const std::vector<std::string> ops = Ops(*fused);
+  CHECK(std::count(ops.begin(), ops.end(), "Concat") == 2);
+  CHECK(std::count(ops.begin(), ops.end(), "Attention") == 1);
+  for (const ir::Node& n : fused->body.nodes)
+    if (n.op == "Attention") CHECK(n.inputs.size() == 3);  // Q, and K and V the Concats' outputs
+  CHECK(std::find(log.begin(), log.end(), "attention: 1 scaled dot-product attentions -> Attention") != log.end());
+  for (const std::string& line : log) CHECK(line.find("KV cache") == std::string::npos);
 }
 
 }  // namespace kiln::testing
