@@ -278,6 +278,19 @@ class Context:
             inputs = dict(inputs)  # any Mapping is by name (the extension reads dicts)
         return self._ctx.run(inputs, None if out is None else list(out))
 
+    def bind_cache(self, caches: Mapping[str, str], capacity: int) -> None:
+        """Keeps a decoder's KV cache in the caller's buffers from run to run, each run appending
+        its rows in place (ExecutionContext::BindCache in kiln/runtime.h; onnxruntime-genai's
+        past_present_share_buffer). `caches` maps each past input's name to its present output's
+        name ({"past_key_values.0.key": "present.0.key", ...}); each buffer is a C-contiguous
+        float32 array [batch, heads, capacity, head_dim]. Then run() takes, for each pair,
+        buffer[:, :, :past] as the input and buffer[:, :, :past + seq] in `out` (`out` is then
+        required), reads the past rows where they are and writes only the new ones. An empty
+        mapping unbinds. Raises kiln.Error: INVALID_ARGUMENT for a name the model lacks, a capacity
+        below 1, or a model whose presents are not computed by an Attention that reads the past
+        (the message says what computes them); FAILED_PRECONDITION on a CUDA context."""
+        self._ctx.bind_cache(dict(caches), capacity)
+
     def stats(self) -> CompileStats:
         """Thunder's CompileStats of this context's calls so far."""
         return _stats(self._ctx.stats(), self.model.entries)

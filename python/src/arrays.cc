@@ -73,7 +73,7 @@ nb::object NewNumpy(const TensorView& t, void** data) {
 
 // Either kind of array: read-only inputs and writable outputs.
 template <typename Array>
-Result<TensorView> View(const Array& a, const std::string& what) {
+Result<TensorView> View(const Array& a, const std::string& what, int64_t rows) {
   const DType dtype = FromDlpack(a.dtype());
   if (dtype == DType::kUndefined)
     return InvalidArgument(what + ": data type " + DlpackText(a.dtype()) + " has no Kiln type");
@@ -87,13 +87,19 @@ Result<TensorView> View(const Array& a, const std::string& what) {
     v.dims[d] = static_cast<int64_t>(a.shape(static_cast<size_t>(d)));
     empty = empty || v.dims[d] == 0;
   }
+  if (rows > 0 && (v.rank != 4 || v.dims[2] > rows))
+    return InvalidArgument(what + ": a bound cache's view is [batch, heads, rows in use, head size] of a buffer of " +
+                           std::to_string(rows) + " rows per head, found rank " + std::to_string(v.rank) +
+                           (v.rank == 4 ? " with " + std::to_string(v.dims[2]) + " rows" : ""));
   int64_t expected = 1;
   for (int32_t d = v.rank - 1; d >= 0 && !empty; --d) {
+    const bool cache_rows = rows > 0 && d == 2;  // the buffer's rows, of which the view holds the first
     if (v.dims[d] > 1 && a.stride(static_cast<size_t>(d)) != expected)
       return InvalidArgument(what + ": not C-contiguous (stride " + std::to_string(a.stride(static_cast<size_t>(d))) +
                              " elements in dim " + std::to_string(d) + ", expected " + std::to_string(expected) +
-                             "); pass numpy.ascontiguousarray(a) or a .contiguous() tensor");
-    expected *= v.dims[d];
+                             (rows > 0 ? "); a bound cache's view is buffer[:, :, :rows] of a C-contiguous buffer"
+                                       : "); pass numpy.ascontiguousarray(a) or a .contiguous() tensor"));
+    expected *= cache_rows ? rows : v.dims[d];
   }
   v.data = const_cast<void*>(a.data());
   if (a.device_type() == nb::device::cpu::value) {
@@ -112,8 +118,8 @@ Result<TensorView> View(const Array& a, const std::string& what) {
 
 }  // namespace
 
-Result<TensorView> ToView(const AnyArray& a, const std::string& what) { return View(a, what); }
-Result<TensorView> ToView(const WritableArray& a, const std::string& what) { return View(a, what); }
+Result<TensorView> ToView(const AnyArray& a, const std::string& what, int64_t rows) { return View(a, what, rows); }
+Result<TensorView> ToView(const WritableArray& a, const std::string& what, int64_t rows) { return View(a, what, rows); }
 
 nb::object ToNumpy(const TensorView& t) {
   void* data = nullptr;

@@ -17,11 +17,14 @@ using AnyArray = nanobind::ndarray<nanobind::ro>;
 using WritableArray = nanobind::ndarray<>;
 
 // A view of `a`'s memory, which the caller keeps alive. `what` names it in errors
-// ("input 'x'"). Errors (kInvalidArgument): a dtype Kiln has no type for, a rank above
-// kMaxRank, strides that are not C order (np.ascontiguousarray makes a copy that is), memory
-// that is neither the CPU's nor a CUDA device's.
-Result<TensorView> ToView(const AnyArray& a, const std::string& what);
-Result<TensorView> ToView(const WritableArray& a, const std::string& what);
+// ("input 'x'"). `rows` > 0: `a` views a KV cache bound with that many rows per head
+// (ExecutionContext::BindCache): rank 4, C order but for dim 2, whose stride is that of `rows`
+// rows (buffer[:, :, :n] of a C-contiguous [batch, heads, rows, head size] buffer). Errors
+// (kInvalidArgument): a dtype Kiln has no type for, a rank above kMaxRank, strides that are not
+// C order (np.ascontiguousarray makes a copy that is), memory that is neither the CPU's nor a
+// CUDA device's.
+Result<TensorView> ToView(const AnyArray& a, const std::string& what, int64_t rows = 0);
+Result<TensorView> ToView(const WritableArray& a, const std::string& what, int64_t rows = 0);
 
 // A new NumPy array holding a copy of host tensor `t`.
 nanobind::object ToNumpy(const TensorView& t);

@@ -182,7 +182,8 @@ class Context {
       for (size_t i = 0; i < n; ++i) arrays.push_back(Array(seq[i], names[i].name));
     }
     views_.resize(arrays.size());
-    for (size_t i = 0; i < arrays.size(); ++i) views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'"));
+    for (size_t i = 0; i < arrays.size(); ++i)
+      views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'", input_rows_.empty() ? 0 : input_rows_[i]));
     outputs_.clear();
     nb::list given;
     std::vector<WritableArray> targets;
@@ -197,7 +198,8 @@ class Context {
           Raise(InvalidArgument("out " + std::to_string(i) + " ('" + outs[i].name + "'): " +
                                 std::string(nb::type_name(h.type()).c_str()) + " is not a writable array"));
         targets.push_back(a);
-        outputs_.push_back(Take(ToView(a, "out " + std::to_string(i) + " ('" + outs[i].name + "')")));
+        outputs_.push_back(Take(ToView(a, "out " + std::to_string(i) + " ('" + outs[i].name + "')",
+                                       output_rows_.empty() ? 0 : output_rows_[i])));
         given.append(h);
       }
     }
@@ -223,6 +225,29 @@ class Context {
     }
     Check(st);
     return result;
+  }
+
+  // Binds KV caches (ExecutionContext::BindCache): `caches` maps each past input's name to its
+  // present output's name, every buffer `capacity` rows per head; empty unbinds.
+  void BindCache(const std::map<std::string, std::string>& caches, int64_t capacity) {
+    std::unique_lock<std::mutex> lock = Lock();
+    ExecutionContext& ctx = Open();
+    auto index = [](const std::vector<TensorInfo>& list, const std::string& name, const char* what) {
+      for (size_t i = 0; i < list.size(); ++i)
+        if (list[i].name == name) return static_cast<int32_t>(i);
+      Raise(InvalidArgument(std::string("bind_cache: the model has no ") + what + " '" + name + "'"));
+      return int32_t{-1};
+    };
+    std::vector<ExecutionContext::CacheBinding> bindings;
+    for (const auto& [past, present] : caches)
+      bindings.push_back({index(model_.inputs(), past, "input"), index(model_.outputs(), present, "output"), capacity});
+    Check(ctx.BindCache(bindings));
+    input_rows_.assign(caches.empty() ? 0 : model_.inputs().size(), 0);
+    output_rows_.assign(caches.empty() ? 0 : model_.outputs().size(), 0);
+    for (const ExecutionContext::CacheBinding& b : bindings) {
+      input_rows_[static_cast<size_t>(b.past_input)] = capacity;
+      output_rows_[static_cast<size_t>(b.present_output)] = capacity;
+    }
   }
 
   nb::dict StatsDict() {
@@ -306,6 +331,8 @@ class Context {
   std::mutex mu_;
   std::atomic<bool> closed_{false};
   std::vector<TensorView> views_, outputs_, host_;
+  // Per input and output (empty when none is bound): the rows per head of its bound cache, or 0.
+  std::vector<int64_t> input_rows_, output_rows_;
 };
 
 // kiln.compile's work: the artifact bytes and the report as a dict.
@@ -427,6 +454,7 @@ NB_MODULE(_kiln, m) {
            nb::arg("cuda_graphs") = false, nb::arg("profile") = false, nb::arg("max_loop_iterations") = 10'000'000,
            nb::arg("onednn") = true)
       .def("run", &Context::Run, nb::arg("inputs"), nb::arg("out") = nb::none())
+      .def("bind_cache", &Context::BindCache, nb::arg("caches"), nb::arg("capacity"))
       .def("stats", &Context::StatsDict)
       .def("close", &Context::Close)
       .def_prop_ro("closed", &Context::closed)

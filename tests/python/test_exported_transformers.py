@@ -161,3 +161,49 @@ def test_greedy_generation_matches_step_by_step():
         ort_cache = dict(zip(names, want[1:]))
         assert kiln_cache[names[0]].shape[2] == total
         tokens = np.array([[int(want[0][0, -1].argmax())]], np.int64)  # onnxruntime's choice for both
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_bound_cache_appends_in_place_and_matches_step_by_step(batch):
+    # The same generation with the cache bound (Context.bind_cache): one buffer per past, 20 rows
+    # per head, which each step's run reads and appends to in place. Logits and presents against
+    # onnxruntime's at every step; rows past those in use keep what they held.
+    rng = np.random.default_rng(5 + batch)
+    capacity, untouched = 20, np.float32(777)
+    model, _ = compiled("gpt2_kv.onnx")
+    ctx = model.context(device="cpu", cpu_threads=1)
+    session = reference("gpt2_kv.onnx")
+    order = [i.name for i in session.get_inputs()]
+    names = [f"past_key_values.{i}.{kind}" for i in range(LAYERS) for kind in ("key", "value")]
+    outputs = [o.name for o in session.get_outputs()]
+    ctx.bind_cache({n: n.replace("past_key_values.", "present.") for n in names}, capacity)
+    buffers = {n: np.full((batch, HEADS, capacity, HEAD_DIM), untouched, np.float32) for n in names}
+    ort_cache = {n: np.zeros((batch, HEADS, 0, HEAD_DIM), np.float32) for n in names}
+    tokens, total = ids(rng, batch, 5), 0
+    for step in range(10):
+        past, total = total, total + tokens.shape[1]
+        common = {"input_ids": tokens, "attention_mask": np.ones((batch, total), np.int64)}
+        logits = np.empty((batch, tokens.shape[1], VOCAB), np.float32)
+        out = [logits if o == "logits" else buffers[o.replace("present.", "past_key_values.")][:, :, :total]
+               for o in outputs]
+        got = ctx.run([{**common, **{n: b[:, :, :past] for n, b in buffers.items()}}[n] for n in order], out=out)
+        want = session.run(None, {**common, **ort_cache})
+        check([got[0], *(b[:, :, :total] for b in (buffers[n] for n in names))], want)
+        assert all((b[:, :, total:] == untouched).all() for b in buffers.values())
+        ort_cache = dict(zip(names, want[1:]))
+        tokens = want[0][:, -1].argmax(-1).reshape(batch, 1).astype(np.int64)
+    # Unbound, the context hands out its own arrays again: the next step, on onnxruntime's cache.
+    ctx.bind_cache({}, 1)
+    feeds = {"input_ids": tokens, "attention_mask": np.ones((batch, total + 1), np.int64), **ort_cache}
+    check(ctx.run([feeds[n] for n in order]), session.run(None, feeds))
+
+
+def test_bind_cache_errors():
+    model, _ = compiled("gpt2_kv.onnx")
+    ctx = model.context(device="cpu", cpu_threads=1)
+    with pytest.raises(kiln.Error, match="bind_cache: the model has no input 'past'"):
+        ctx.bind_cache({"past": "present.0.key"}, 8)
+    with pytest.raises(kiln.Error, match="only one of its present_key and present_value is bound: bind both"):
+        ctx.bind_cache({"past_key_values.0.key": "present.0.key"}, 8)
+    with pytest.raises(kiln.Error, match="capacity 0, expected at least 1"):
+        ctx.bind_cache({"past_key_values.0.key": "present.0.key"}, 0)
