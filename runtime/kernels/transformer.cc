@@ -242,10 +242,13 @@ KvSource SourceOf(const AttentionShape& a, std::span<const TensorRef> in, std::s
   return key && value ? KvSource::kPresent : KvSource::kWorkspace;
 }
 
-// The AVX-512 tile products (attention_tiles.h) when this CPU has them and the value head fits
-// them; null where the tiles' products run on dnnl_sgemm.
+// The AVX-512 tile products (attention_tiles.h) when this CPU has them, the value head fits them and
+// there are kMinTileQueries query rows or more; null where the products run on dnnl_sgemm. The
+// tiles read K transposed into panels, which a call makes of every key: for a decoder's step (one
+// query row against the whole cache) that copy costs more than the products it speeds up.
+constexpr int64_t kMinTileQueries = 8;
 const AttentionTiles* TilesFor(const AttentionShape& a) {
-  return a.v_head <= kMaxValueDim ? ActiveAttentionTiles() : nullptr;
+  return a.v_head <= kMaxValueDim && a.q_seq >= kMinTileQueries ? ActiveAttentionTiles() : nullptr;
 }
 
 // Workspace (float32): unless the kernel reads them in place, Q [B,Hq,Sq,D] and the whole K and
