@@ -10,35 +10,13 @@ transformers (the benchmark venv, benchmarks/zoo-setup.sh).
 """
 import argparse
 import os
+import sys
 
 import torch
-import transformers.masking_utils as masking_utils
-from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel
 
-# As in make_transformer_models.py: the TorchScript exporter has no symbolic for torch.diff, which
-# transformers' packed-sequence detection calls; every sequence here is one sequence.
-masking_utils.find_packed_sequence_indices = lambda position_ids: None
-
-
-class WithCache(torch.nn.Module):
-    """past_key_values as flat tensors in, present ones out."""
-
-    def __init__(self, model, config):
-        super().__init__()
-        self.model, self.config = model, config
-
-    def forward(self, input_ids, attention_mask, *past):
-        cache = DynamicCache(config=self.config)
-        for i in range(self.config.n_layer):
-            cache.update(past[2 * i], past[2 * i + 1], i)
-        start = past[0].shape[2]
-        positions = torch.arange(start, start + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
-                         position_ids=positions, use_cache=True)
-        present = []
-        for layer in out.past_key_values.layers[:self.config.n_layer]:
-            present += [layer.keys, layer.values]
-        return (out.logits, *present)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from make_transformer_models import WithCache  # noqa: E402  (also sets transformers up for the exporter)
 
 
 def main():

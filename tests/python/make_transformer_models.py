@@ -68,7 +68,8 @@ class Encoder(torch.nn.Module):
 
 
 class WithCache(torch.nn.Module):
-    """past_key_values as flat tensors in, present ones out (Optimum's decoder_with_past layout)."""
+    """A GPT-2's past_key_values as flat tensors in, present ones out (Optimum's decoder_with_past
+    layout); benchmarks/export_decoder.py exports larger ones with it."""
 
     def __init__(self, model, config):
         super().__init__()
@@ -76,14 +77,14 @@ class WithCache(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, *past):
         cache = DynamicCache(config=self.config)
-        for i in range(LAYERS):
+        for i in range(self.config.n_layer):
             cache.update(past[2 * i], past[2 * i + 1], i)
         start = past[0].shape[2]
         positions = torch.arange(start, start + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache,
                          position_ids=positions, use_cache=True)
         present = []
-        for layer in out.past_key_values.layers[:LAYERS]:
+        for layer in out.past_key_values.layers[:self.config.n_layer]:
             present += [layer.keys, layer.values]
         return (out.logits, *present)
 
