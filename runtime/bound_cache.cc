@@ -142,18 +142,21 @@ Status ExecutionContext::BindCache(std::span<const CacheBinding> caches) {
   return Status::Ok();
 }
 
-// Checks that each bound present's view points at its past's buffer, which has room for it.
+// Checks that each bound present's view points at its past's buffer, which has room for it. Builds
+// no string unless it fails (a Run allocates nothing).
 Status CheckCaches(const ExecutionContext::Impl& c, const PreparedEntry& pe, const EntryState& s,
                    const EntryCaches& caches, std::span<const TensorView> inputs, const std::vector<TensorView>& outputs) {
   for (const CacheAppend& a : caches.appends)
     for (const auto& [past, present] : {std::pair{a.past_key, a.present_key}, std::pair{a.past_value, a.present_value}}) {
-      const std::string name = "output " + to_string(present) + " '" + c.mi->outputs[present].name + "'";
+      auto name = [&, present = present] {
+        return "output " + to_string(present) + " '" + c.mi->outputs[present].name + "'";
+      };
       if (outputs[present].data != inputs[past].data)
-        return InvalidArgument(name + " is a bound KV cache: its view must point at the buffer of input " +
+        return InvalidArgument(name() + " is a bound KV cache: its view must point at the buffer of input " +
                                to_string(past) + " '" + c.mi->inputs[past].name + "' (ExecutionContext::BindCache)");
       const cpu::TensorRef& r = s.refs[pe.outputs[present]];
       if (r.rank != 4 || r.dims[2] > a.capacity)
-        return InvalidArgument(name + " " + ViewShapeText(r.dims, r.rank) + " needs " +
+        return InvalidArgument(name() + " " + ViewShapeText(r.dims, r.rank) + " needs " +
                                to_string(r.rank == 4 ? r.dims[2] : 0) + " rows per head; its bound cache has " +
                                to_string(a.capacity));
     }

@@ -130,7 +130,8 @@ Status RunKernel(const KernelDef& kernel, const KernelCall& call) {
   }
   for (size_t i = 0; i < n_in; ++i)
     if (IsHalf(call.inputs[i])) Widen(call.inputs[i], view[i].as<float>());
-  const KernelCall widened{call.attrs, inputs, outputs, p, call.workspace_bytes - used, call.threads, call.runtime_size};
+  const KernelCall widened{call.attrs, inputs, outputs, p, call.workspace_bytes - used, call.threads, call.runtime_size,
+                          call.cache_rows};
   Status st = kernel.run(widened);
   if (!st.ok()) return Status(st.code(), st.message() + " (its float16/bfloat16 operands widened to float32)");
   for (size_t i = 0; i < n_out; ++i)
