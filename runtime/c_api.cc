@@ -540,6 +540,18 @@ kiln_status kiln_context_copy_outputs(kiln_context* context, const kiln_tensor* 
   });
 }
 
+kiln_status kiln_context_bind_cache(kiln_context* context, const kiln_cache_binding* caches, size_t count) {
+  return Guard(context, "kiln_context_bind_cache", [&]() -> Status {
+    if (context == nullptr) return NullArgument("context");
+    if (caches == nullptr && count > 0) return NullArgument("caches");
+    KILN_RETURN_IF_ERROR(Created(*context));
+    std::vector<kiln::ExecutionContext::CacheBinding> bindings;
+    for (size_t i = 0; i < count; ++i)
+      bindings.push_back({caches[i].past_input, caches[i].present_output, caches[i].capacity});
+    return context->context->BindCache(bindings);
+  });
+}
+
 kiln_status kiln_context_synchronize(kiln_context* context, void* stream) {
   return Guard(context, "kiln_context_synchronize", [&]() -> Status {
     if (context == nullptr) return NullArgument("context");

@@ -327,6 +327,26 @@ KILN_API kiln_status kiln_context_run_into(kiln_context* context, const kiln_ten
 KILN_API kiln_status kiln_context_copy_outputs(kiln_context* context, const kiln_tensor* outputs, size_t num_outputs,
                                                void* stream);
 
+/* One KV cache kept in the caller's buffer from run to run (kiln::ExecutionContext::CacheBinding):
+ * model input `past_input` ([batch, heads, past, head size], float32) and model output
+ * `present_output` (its present, [batch, heads, past + seq, head size]) share one buffer of
+ * `capacity` rows per head, laid out [batch, heads, capacity, head size]. */
+typedef struct kiln_cache_binding {
+  int32_t past_input;
+  int32_t present_output;
+  int64_t capacity;
+} kiln_cache_binding;
+
+/* Binds caches[0..count) to the context, replacing earlier bindings (count 0: none)
+ * (kiln::ExecutionContext::BindCache, which says how a run then reads and appends the rows).
+ * A run of a context with bound caches must be kiln_context_run_into, the views of each bound
+ * past and its present pointing at the buffer. Errors: INVALID_ARGUMENT (context NULL, caches
+ * NULL with a nonzero count, an index out of range, a capacity below 1, a pair bound twice, a
+ * model whose entries do not compute each present with an Attention that reads its past, the
+ * message naming the entry and the tensor), FAILED_PRECONDITION (another backend than the CPU's;
+ * the handle's creation failed). On an error the earlier bindings stay. */
+KILN_API kiln_status kiln_context_bind_cache(kiln_context* context, const kiln_cache_binding* caches, size_t count);
+
 /* Waits for the work of earlier runs enqueued on `stream` (CUDA; returns at once on the CPU
  * backend). Errors: INVALID_ARGUMENT (context NULL), FAILED_PRECONDITION (the handle's
  * creation failed), DEVICE_ERROR. */

@@ -3,9 +3,11 @@
 // --no-fuse: Concat, MatMul and Softmax op by op) fed the cache the usual way; and its errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kiln/kiln.h"
 #include "kiln/runtime.h"
 #include "tests/compiler/compile_util.h"
 #include "tests/kv_cache_model.h"
@@ -176,6 +178,57 @@ TEST_CASE("BindCache: bad bindings, views that miss the buffer and a cache too s
   CHECK(std::string(st.message()).find("output 1 'present_key' [1, 3, 5, 4] needs 5 rows per head; its bound cache "
                                        "has 4") != std::string::npos);
   CHECK(key == before);
+}
+
+TEST_CASE("BindCache through the C API: kiln_context_bind_cache gives the C++ API's bits, and refuses bad bindings") {
+  const std::vector<uint8_t> bytes = CompileModel(KvCacheAttention());
+  ExecutionContext cpp = CacheContext(bytes);
+  REQUIRE(cpp.BindCache(BothCaches(6)).ok());
+  kiln_model* model = nullptr;
+  REQUIRE(kiln_model_load_bytes(bytes.data(), bytes.size(), nullptr, &model) == KILN_STATUS_OK);
+  kiln_context_options o;
+  REQUIRE(kiln_context_options_init(&o) == KILN_STATUS_OK);
+  o.device = KILN_DEVICE_CPU;
+  kiln_context* ctx = nullptr;
+  REQUIRE(kiln_context_create(model, &o, &ctx) == KILN_STATUS_OK);
+  CHECK(kiln_context_bind_cache(ctx, nullptr, 1) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_context_last_error(ctx)) == "kiln_context_bind_cache: caches is NULL");
+  const kiln_cache_binding bad[] = {{3, 7, 6}};
+  CHECK(kiln_context_bind_cache(ctx, bad, 1) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_context_last_error(ctx)).find("present_output 7 is not an output index") != std::string::npos);
+  const kiln_cache_binding both[] = {{3, 1, 6}, {4, 2, 6}};
+  REQUIRE(kiln_context_bind_cache(ctx, both, 2) == KILN_STATUS_OK);
+
+  std::vector<float> key(kKvHeads * 6 * kKvHead, kUntouched), value = key, y;
+  std::vector<float> c_key = key, c_value = value, c_y;
+  int64_t past = 0;
+  for (const int64_t seq : {4, 1}) {
+    const Step step(seq, 40 + static_cast<uint32_t>(seq));
+    BoundViews views(step, past, key, value, y);
+    REQUIRE(cpp.Run(views.in, views.out).ok());
+    BoundViews c_views(step, past, c_key, c_value, c_y);
+    std::vector<kiln_tensor> in, out;
+    auto c_tensor = [](const TensorView& v) {
+      kiln_tensor t{};
+      t.data = v.data;
+      t.dtype = static_cast<kiln_dtype>(v.dtype);
+      t.rank = v.rank;
+      std::copy(v.dims, v.dims + v.rank, t.dims);
+      t.memory = KILN_MEMORY_HOST;
+      return t;
+    };
+    for (const TensorView& v : c_views.in) in.push_back(c_tensor(v));
+    for (const TensorView& v : c_views.out) out.push_back(c_tensor(v));
+    REQUIRE_MESSAGE(kiln_context_run_into(ctx, in.data(), in.size(), out.data(), out.size(), nullptr) == KILN_STATUS_OK,
+                    kiln_context_last_error(ctx));
+    CHECK(c_y == y);
+    CHECK(c_key == key);
+    CHECK(c_value == value);
+    past += seq;
+  }
+  REQUIRE(kiln_context_bind_cache(ctx, nullptr, 0) == KILN_STATUS_OK);  // unbound
+  kiln_context_destroy(ctx);
+  kiln_model_destroy(model);
 }
 
 }  // namespace kiln::testing
