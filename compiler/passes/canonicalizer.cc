@@ -102,11 +102,15 @@ Status Canonicalizer::Process(ir::Node node, std::vector<ir::Node>& out) {
   // Ops that return their first input unchanged are Identities: a Cast or CastLike to the dtype
   // it has already (an exporter's `weights.type(value.dtype)` in float32), and a Concat of one
   // tensor (the past key of a decoder's first layer, as transformers' DynamicCache exports it).
+  // A float16 or bfloat16 Cast to its own dtype stays: a fused region computes in float32, and
+  // the Cast is where it rounds to the half type, as the graph op by op does.
+  const DType cast_to = node.outputs.empty() || node.outputs[0] == ir::kNoValue ? DType::kUndefined
+                                                                                : trace_.value(node.outputs[0]).dtype;
   const bool unchanged =
       node.outputs.size() == 1 && !node.inputs.empty() && node.inputs[0] != ir::kNoValue &&
       ((node.op == "Identity" && node.inputs.size() == 1) || (node.op == "Concat" && node.inputs.size() == 1) ||
-       ((node.op == "Cast" || node.op == "CastLike") &&
-        trace_.value(node.inputs[0]).dtype == trace_.value(node.outputs[0]).dtype));
+       ((node.op == "Cast" || node.op == "CastLike") && trace_.value(node.inputs[0]).dtype == cast_to &&
+        cast_to != DType::kFloat16 && cast_to != DType::kBFloat16));
   if (unchanged) {
     SetMap(node.outputs[0], node.inputs[0]);
     return Status::Ok();

@@ -222,3 +222,24 @@ TEST_CASE("canonical: Expand, Tile and Range with constant inputs and terabyte r
     CHECK_FALSE(r->trace.value(r->trace.outputs[0]).is_const());
   }
 }
+
+TEST_CASE("canonical: a Cast or CastLike to its own dtype and a one-input Concat go, except a half Cast") {
+  // x (float32) -> Cast(to float32) -> CastLike(like x) -> Concat(one input) -> Relu -> y;
+  // h (float16) -> Cast(to float16) -> Relu -> z: the half Cast is a fused region's rounding point.
+  auto m = MakeModel(18);
+  auto* g = m.mutable_graph();
+  AddInput(g, "x", {"N", "4"});
+  AddInput(g, "h", {"N", "4"}, onnx::TensorProto::FLOAT16);
+  AttrInt(AddNode(g, "Cast", {"x"}, {"x1"}, "same_cast"), "to", onnx::TensorProto::FLOAT);
+  AddNode(g, "CastLike", {"x1", "x"}, {"x2"}, "same_cast_like");
+  AttrInt(AddNode(g, "Concat", {"x2"}, {"x3"}, "one_input"), "axis", 0);
+  AddNode(g, "Relu", {"x3"}, {"y"}, "relu");
+  AttrInt(AddNode(g, "Cast", {"h"}, {"h1"}, "half_cast"), "to", onnx::TensorProto::FLOAT16);
+  AddNode(g, "Relu", {"h1"}, {"z"}, "relu_half");
+  AddOutput(g, "y");
+  AddOutput(g, "z");
+  auto r = Canonical(m);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK(Ops(r->trace) == std::vector<std::string>{"Relu", "Cast", "Relu"});
+  CHECK(r->trace.body.nodes[0].inputs[0] == r->trace.inputs[0]);  // Relu reads x itself
+}
