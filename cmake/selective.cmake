@@ -126,6 +126,13 @@ foreach(op IN LISTS kiln_ops)
   string(APPEND kiln_ops_inc "    \"${op}\",\n")
 endforeach()
 string(APPEND kiln_ops_inc "};\n")
+# ExecutionContext::BindCache needs the Attention kernel: without it the runtime leaves BindCache
+# out (runtime/kernels/selective.h, KILN_KEEPS_BOUND_CACHE), as it leaves out the C API.
+if("Attention" IN_LIST kiln_ops)
+  string(APPEND kiln_ops_inc "#define KILN_SELECTED_ATTENTION 1\n")
+else()
+  string(APPEND kiln_ops_inc "#define KILN_SELECTED_ATTENTION 0\n")
+endif()
 if(kiln_loop_control)
   string(APPEND kiln_ops_inc "constexpr bool kSelectedLoopControl = true;\n")
 else()

@@ -5,8 +5,10 @@
 
 #include "runtime/context_impl.h"
 #include "runtime/executor/binder.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln {
+#if KILN_KEEPS_BOUND_CACHE  // runtime/kernels/selective.h
 namespace {
 
 using std::to_string;
@@ -163,4 +165,5 @@ Status CheckCaches(const ExecutionContext::Impl& c, const PreparedEntry& pe, con
   return Status::Ok();
 }
 
+#endif  // KILN_KEEPS_BOUND_CACHE
 }  // namespace kiln

@@ -5,6 +5,7 @@
 // Run with the shapes of the previous call allocates nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "runtime/bound_cache.h"
 #include "runtime/entry_state.h"
 #include "runtime/executor/loop.h"
+#include "runtime/kernels/selective.h"
 #include "runtime/instruction_observer.h"
 #include "runtime/model_impl.h"
 
@@ -62,8 +64,14 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   int32_t last_ok_entry = -1;          // the entry the last Run ran, when it succeeded; else -1
   std::vector<TensorView> copy_views;  // CopyOutputs' views, reused
   InstructionObserver instruction_observer;  // runtime/instruction_observer.h; CPU backend
-  // ExecutionContext::BindCache: per entry, its bound caches (empty when none are bound).
+  // ExecutionContext::BindCache: per entry, its bound caches (empty when none are bound). A runtime
+  // without BindCache (runtime/kernels/selective.h) has an always empty table, with nothing to
+  // destroy.
+#if KILN_KEEPS_BOUND_CACHE
   std::vector<EntryCaches> caches;
+#else
+  std::array<EntryCaches, 0> caches;
+#endif
 };
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "runtime/cpu/backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -86,7 +87,7 @@ class CpuBackend final : public Backend {
     for (size_t k = seg.begin; k < seg.end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
-      const int32_t append = run.caches ? run.caches->of_instruction[k] : -1;
+      const int32_t append = KeepsBoundCache() && run.caches ? run.caches->of_instruction[k] : -1;
       if (append >= 0) ops = CacheOperands(run, pi, run.caches->appends[static_cast<size_t>(append)]);
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
@@ -115,7 +116,8 @@ class CpuBackend final : public Backend {
   // caller's cache buffers, which its past_key and past_value point at (cache_ops_).
   const TensorRef* CacheOperands(const BackendRun& run, const PreparedInstruction& pi, const CacheAppend& a) {
     const TensorRef* ops = run.state.operands.data() + pi.operands_begin;
-    cache_ops_.assign(ops, ops + pi.num_inputs + pi.num_outputs);  // no allocation once this size was seen
+    std::copy_n(ops, std::min<size_t>(cache_ops_.size(), static_cast<size_t>(pi.num_inputs + pi.num_outputs)),
+                cache_ops_.begin());
     cache_ops_[static_cast<size_t>(pi.num_inputs + 1)].data = run.inputs[static_cast<size_t>(a.past_key)].data;
     cache_ops_[static_cast<size_t>(pi.num_inputs + 2)].data = run.inputs[static_cast<size_t>(a.past_value)].data;
     return cache_ops_.data();
@@ -160,7 +162,7 @@ class CpuBackend final : public Backend {
       return Status::Ok();
     }
     for (size_t i = 0; i < n; ++i) {
-      if (run.caches && run.caches->bound_output[i]) continue;  // the kernel wrote it there
+      if (KeepsBoundCache() && run.caches && run.caches->bound_output[i]) continue;  // the kernel wrote it there
       const TensorRef& r = run.state.refs[pe.outputs[i]];
       const size_t bytes = static_cast<size_t>(r.num_elements) * DTypeSize(r.dtype);
       if (outputs[i].data != r.data && bytes > 0) std::memmove(outputs[i].data, r.data, bytes);
@@ -187,7 +189,9 @@ class CpuBackend final : public Backend {
   bool profile_;
   int64_t mark_ = 0;  // profiling: when the last instruction's time ended
   std::vector<Library> libraries_;  // Where's, per instruction
-  std::vector<TensorRef> cache_ops_;  // CacheOperands'
+  // CacheOperands': an Attention instruction's operands (runtime/op_table.h: at most 7 inputs
+  // and 4 outputs, which Load checks).
+  std::array<TensorRef, 16> cache_ops_;
   HostMemory memory_;
 
   // The oneDNN ops of one entry at one binding of its symbols (onednn.h), planned by Prepare.

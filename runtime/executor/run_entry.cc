@@ -270,7 +270,8 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
   const bool into_caller = !outputs.empty() && !IsLastDelivered(c, outputs);
   const bool runtime_dims = !pe.runtime_dims.empty();
   RuntimeDims dims(binder, e, s, inputs, st);
-  const EntryCaches* caches = c.caches.empty() || c.caches[e].empty() ? nullptr : &c.caches[e];
+  const EntryCaches* caches =
+      !cpu::KeepsBoundCache() || c.caches.empty() || c.caches[e].empty() ? nullptr : &c.caches[e];
   if (caches && !into_caller)
     return InvalidArgument("a KV cache is bound (ExecutionContext::BindCache): Run needs the caller's output views, "
                            "each bound present pointing at its past's buffer");
@@ -290,7 +291,9 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
     // The caller's output views are checked before anything is written to them: before the
     // run, or after it when run-time dims give the outputs' shapes (only Deliver writes them).
     if (into_caller && !runtime_dims) KILN_RETURN_IF_ERROR(CheckCallerOutputs(c, pe, s, outputs));
+#if KILN_KEEPS_BOUND_CACHE
     if (caches) KILN_RETURN_IF_ERROR(CheckCaches(c, pe, s, *caches, inputs, outputs));
+#endif
     st.last_computation_start = NowNs();
     status = EntryRun(c, run, dims).Go();
     st.last_computation_stop = NowNs();
@@ -313,7 +316,7 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
 
 Status CopyLastOutputs(ExecutionContext::Impl& c, std::span<const TensorView> outputs, void* stream) {
   if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none");
-  if (!c.caches.empty() && !c.caches[c.last_ok_entry].empty())
+  if (cpu::KeepsBoundCache() && !c.caches.empty() && !c.caches[c.last_ok_entry].empty())
     return FailedPrecondition("CopyOutputs: a KV cache is bound (ExecutionContext::BindCache); its present is the "
                               "caller's buffer already");
   const int32_t e = c.last_ok_entry;

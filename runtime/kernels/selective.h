@@ -65,6 +65,18 @@ constexpr bool KeepsOneDnn() {
 #endif
 }
 
+// Whether this runtime can bind a KV cache (ExecutionContext::BindCache, runtime/bound_cache.h):
+// every runtime but a selective one without the Attention kernel that appends to it, which
+// leaves ExecutionContext::BindCache undefined (a program that calls it does not link against
+// that runtime, as one that calls the C API does not), and the per-Run checks and the CPU
+// backend's operand patching out of the library. A macro as well, for the definitions it drops.
+#if KILN_SELECTIVE
+#define KILN_KEEPS_BOUND_CACHE KILN_SELECTED_ATTENTION
+#else
+#define KILN_KEEPS_BOUND_CACHE 1
+#endif
+constexpr bool KeepsBoundCache() { return KILN_KEEPS_BOUND_CACHE != 0; }
+
 // Whether this runtime may run an artifact's native CPU code (runtime/cpu/native/). A selective
 // build interprets every generated kernel instead: the loader and the mapping of executable memory
 // stay out of it (about 5 KB; sandboxes often forbid executable mappings anyway), and a model
