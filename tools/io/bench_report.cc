@@ -145,6 +145,8 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"threads", r.threads},
           {"cuda_graphs", r.cuda_graphs},
           {"load_ms", r.load_ms},
+          {"create_ms", r.create_ms},
+          {"first_call_ms", r.first_call_ms ? nlohmann::json(*r.first_call_ms) : nlohmann::json(nullptr)},
           {"warmup", r.warmup},
           {"iterations", r.iterations},
           {"latency_ms", SummaryJson(r.latency_ms, true)},
@@ -220,7 +222,11 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
     out << fmt::format(
         "cuda graphs: {}\n",
         r.cuda_graphs ? fmt::format("on ({} replays, {} captures)", r.graph_hits, r.graph_misses) : "off");
-  out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create)\n", r.load_ms);
+  out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create, {:.3f} ms of it)\n", r.load_ms,
+                     r.create_ms);
+  if (r.first_call_ms && r.latency_ms.p50 > 0)
+    out << fmt::format("first call:  {} ({:.1f} times the p50; the context's first Run + Synchronize)\n",
+                       Time(*r.first_call_ms), *r.first_call_ms / r.latency_ms.p50);
   for (const BenchInput& in : r.inputs)
     out << fmt::format("input:       {} {}{}\n", in.name, in.dtype, ShapeText(in.shape));
   if (r.seed) out << fmt::format("seed:        {} ({})\n", *r.seed, r.generate ? "random prompt" : "random inputs");

@@ -57,6 +57,10 @@ struct BenchResult {
   bool cuda_graphs = false;        // graphs in effect (requested, on CUDA, not profiling)
   std::vector<std::string> notes;  // options that had no effect, and why
   double load_ms = 0;              // Model::Load + ExecutionContext::Create
+  double create_ms = 0;            // ExecutionContext::Create alone (part of load_ms)
+  // The context's first Run + Synchronize (the first warm-up call, else the first timed one), ms;
+  // unset with --generate (first_token_ms has the prompt's calls).
+  std::optional<double> first_call_ms;
   int warmup = 0;
   int64_t iterations = 0;       // timed calls
   double timed_s = 0;           // wall time of the timed loop
@@ -80,7 +84,7 @@ struct BenchResult {
 };
 
 // The --json document. Keys, exactly: artifact, device, device_note, threads, cuda_graphs,
-// load_ms, warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
+// load_ms, create_ms, first_call_ms (or null), warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
 // throughput_per_s, host_us {lookup, prologue, computation} (zeros with --generate), gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
 // shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name,

@@ -23,6 +23,8 @@ BenchResult SampleResult() {
   r.device_note = "CPU backend";
   r.threads = 2;
   r.load_ms = 1.5;
+  r.create_ms = 0.5;
+  r.first_call_ms = 20;
   r.warmup = 3;
   r.iterations = 4;
   r.timed_s = 0.5;
@@ -59,7 +61,7 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   const BenchResult r = SampleResult();
   const nlohmann::json j = BenchJson(r);
   CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
-                                         "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
+                                         "create_ms", "first_call_ms", "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
                                          "memory", "inputs", "seed", "entry", "profile", "generate"});
   CHECK(j["generate"].is_null());  // not a --generate run (bench_runner_test checks one)
   CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean", "stddev"});
@@ -69,6 +71,8 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(j["threads"] == 2);
   CHECK(j["cuda_graphs"] == false);
   CHECK(j["iterations"] == 4);
+  CHECK(j["create_ms"] == 0.5);
+  CHECK(j["first_call_ms"] == 20.0);
   CHECK(j["latency_ms"]["p50"] == 2.0);  // nearest rank: ceil(4 * 0.5) = 2nd
   CHECK(j["latency_ms"]["p90"] == 4.0);
   CHECK(j["latency_ms"]["mean"] == 2.5);
@@ -164,6 +168,9 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   CHECK(s.find("latency ms:  min 1.000  p50 2.000  p90 4.000  p99 4.000  max 4.000  mean 2.500  sd 1.118") !=
         std::string::npos);
   CHECK(s.find("latency varies by 45% of the mean") != std::string::npos);
+  CHECK(s.find("load:        1.500 ms (Model::Load + ExecutionContext::Create, 0.500 ms of it)") != std::string::npos);
+  CHECK(s.find("first call:  20.000 ms (10.0 times the p50; the context's first Run + Synchronize)") !=
+        std::string::npos);
   CHECK(s.find("iterations:  4 timed in 500.000 ms, after 3 warm-up") != std::string::npos);
   CHECK(s.find("throughput:  8.00 calls/s") != std::string::npos);
   CHECK(s.find("host us:     lookup 0.25 (its prologues included)  prologue") != std::string::npos);
