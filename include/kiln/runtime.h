@@ -382,7 +382,8 @@ class KILN_API ExecutionContext {
   // Errors: kInvalidArgument for an index out of range, a capacity below 1, an input or output
   // bound twice, or a binding the entries do not compute that way (the message names the entry,
   // the tensor and what computes or reads it); kFailedPrecondition on another backend than the
-  // CPU's or a moved-from context. On an error the earlier bindings stay.
+  // CPU's or a moved-from context. On an error the earlier bindings stay. A selective runtime
+  // built without the Attention kernel (cmake/selective.cmake) has no BindCache.
   Status BindCache(std::span<const CacheBinding> caches);
 
   // Waits for work enqueued on `stream` (no-op on the CPU backend).
