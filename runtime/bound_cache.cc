@@ -157,10 +157,17 @@ Status CheckCaches(const ExecutionContext::Impl& c, const PreparedEntry& pe, con
         return InvalidArgument(name() + " is a bound KV cache: its view must point at the buffer of input " +
                                to_string(past) + " '" + c.mi->inputs[past].name + "' (ExecutionContext::BindCache)");
       const cpu::TensorRef& r = s.refs[pe.outputs[present]];
-      if (r.rank != 4 || r.dims[2] > a.capacity)
-        return InvalidArgument(name() + " " + ViewShapeText(r.dims, r.rank) + " needs " +
-                               to_string(r.rank == 4 ? r.dims[2] : 0) + " rows per head; its bound cache has " +
-                               to_string(a.capacity));
+      // The whole buffer's bytes, which the kernel's offsets span, must fit an int64.
+      int64_t bytes = 4;
+      bool fits = r.rank == 4;
+      for (const int64_t f : {a.capacity, fits ? r.dims[0] : 0, fits ? r.dims[1] : 0, fits ? r.dims[3] : 0})
+        fits = fits && !__builtin_mul_overflow(bytes, f, &bytes);
+      if (!fits)
+        return InvalidArgument(name() + " " + ViewShapeText(r.dims, r.rank) + ": a buffer of " +
+                               to_string(a.capacity) + " rows per head would be more bytes than an int64 counts");
+      if (r.dims[2] > a.capacity)
+        return InvalidArgument(name() + " " + ViewShapeText(r.dims, r.rank) + " needs " + to_string(r.dims[2]) +
+                               " rows per head; its bound cache has " + to_string(a.capacity));
     }
   return Status::Ok();
 }

@@ -99,7 +99,9 @@ Result<TensorView> View(const Array& a, const std::string& what, int64_t rows) {
                              " elements in dim " + std::to_string(d) + ", expected " + std::to_string(expected) +
                              (rows > 0 ? "); a bound cache's view is buffer[:, :, :rows] of a C-contiguous buffer"
                                        : "); pass numpy.ascontiguousarray(a) or a .contiguous() tensor"));
-    expected *= cache_rows ? rows : v.dims[d];
+    if (__builtin_mul_overflow(expected, cache_rows ? rows : v.dims[d], &expected))
+      return InvalidArgument(what + ": a buffer of " + std::to_string(rows) + " rows per head has more elements than "
+                             "an int64 counts");
   }
   v.data = const_cast<void*>(a.data());
   if (a.device_type() == nb::device::cpu::value) {

@@ -178,6 +178,15 @@ TEST_CASE("BindCache: bad bindings, views that miss the buffer and a cache too s
   CHECK(std::string(st.message()).find("output 1 'present_key' [1, 3, 5, 4] needs 5 rows per head; its bound cache "
                                        "has 4") != std::string::npos);
   CHECK(key == before);
+
+  // A capacity whose buffer no int64 offset spans: refused before the kernel computes one.
+  REQUIRE(ctx.BindCache(BothCaches(int64_t{1} << 62)).ok());
+  BoundViews huge(prompt, 0, key, value, y);
+  const Status overflow = ctx.Run(huge.in, huge.out);
+  CHECK(overflow.code() == StatusCode::kInvalidArgument);
+  CHECK(std::string(overflow.message()).find("a buffer of 4611686018427387904 rows per head would be more bytes than "
+                                             "an int64 counts") != std::string::npos);
+  CHECK(key == before);
 }
 
 TEST_CASE("BindCache through the C API: kiln_context_bind_cache gives the C++ API's bits, and refuses bad bindings") {
