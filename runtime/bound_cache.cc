@@ -22,17 +22,12 @@ std::vector<uint8_t> InLoops(const PreparedEntry& pe) {
   return in;
 }
 
-// The instruction with `t` among its operands (`outputs`: among its outputs) other than `skip`,
-// and the operand's position (among the outputs); -1 when none.
-int32_t FindOperand(const PreparedEntry& pe, int32_t t, bool outputs, int32_t skip, int32_t* slot) {
+// An instruction other than `skip` with `t` among its operands, or -1.
+int32_t OtherUser(const PreparedEntry& pe, int32_t t, int32_t skip) {
   for (size_t k = 0; k < pe.instructions.size(); ++k) {
     const PreparedInstruction& pi = pe.instructions[k];
-    const int32_t first = outputs ? pi.num_inputs : 0;
-    for (int32_t j = first; j < pi.num_inputs + pi.num_outputs; ++j)
-      if (pe.operands[static_cast<size_t>(pi.operands_begin + j)] == t && static_cast<int32_t>(k) != skip) {
-        *slot = j - first;
-        return static_cast<int32_t>(k);
-      }
+    const auto first = pe.operands.begin() + pi.operands_begin, last = first + pi.num_inputs + pi.num_outputs;
+    if (static_cast<int32_t>(k) != skip && std::find(first, last, t) != last) return static_cast<int32_t>(k);
   }
   return -1;
 }
@@ -61,10 +56,12 @@ bool ResolveCaches(const PreparedEntry& pe, std::span<const ExecutionContext::Ca
                              outputs[static_cast<size_t>(b.present_output)].name + "'";
     if (std::count(pe.outputs.begin(), pe.outputs.end(), present) != 1)
       return Refuse(why, pe, what, "the present is also another model output");
-    int32_t slot = 0;
-    const int32_t writer = FindOperand(pe, present, /*outputs=*/true, -1, &slot);
+    // An entry output is an arena tensor, written by one instruction (runtime/executor/segments.h).
+    const int32_t writer = pe.written_at[static_cast<size_t>(present)];
     if (writer < 0) return Refuse(why, pe, what, "no instruction computes the present");
     const PreparedInstruction& pi = pe.instructions[static_cast<size_t>(writer)];
+    const auto results = pe.operands.begin() + pi.operands_begin + pi.num_inputs;
+    const auto slot = std::find(results, results + pi.num_outputs, present) - results;
     if (pi.kernel == nullptr || pi.kernel->op != "Attention" || (slot != 1 && slot != 2) || pi.num_inputs < 6 ||
         pe.operands[static_cast<size_t>(pi.operands_begin + slot + 3)] != past)
       return Refuse(why, pe, what,
@@ -96,8 +93,7 @@ bool ResolveCaches(const PreparedEntry& pe, std::span<const ExecutionContext::Ca
                             pe.outputs[static_cast<size_t>(a.present_key)],
                             pe.outputs[static_cast<size_t>(a.present_value)]};
     for (const int32_t t : mine) {
-      int32_t slot = 0;
-      const int32_t other = FindOperand(pe, t, /*outputs=*/false, a.instruction, &slot);
+      const int32_t other = OtherUser(pe, t, a.instruction);
       if (other >= 0)
         return Refuse(why, pe, pi.label,
                       pe.instructions[static_cast<size_t>(other)].label + " also reads or writes " + pe.TensorName(t) +

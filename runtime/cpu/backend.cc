@@ -87,8 +87,9 @@ class CpuBackend final : public Backend {
     for (size_t k = seg.begin; k < seg.end; ++k) {
       const PreparedInstruction& pi = pe.instructions[k];
       const TensorRef* ops = s.operands.data() + pi.operands_begin;
-      const int32_t append = KeepsBoundCache() && run.caches ? run.caches->of_instruction[k] : -1;
-      if (append >= 0) ops = CacheOperands(run, pi, run.caches->appends[static_cast<size_t>(append)]);
+      const int32_t index = KeepsBoundCache() && run.caches ? run.caches->of_instruction[k] : -1;
+      const CacheAppend* append = index >= 0 ? &run.caches->appends[static_cast<size_t>(index)] : nullptr;
+      if (append) ops = CacheOperands(run, pi, *append);
       const KernelCall call{pi.attrs,
                             {ops, static_cast<size_t>(pi.num_inputs)},
                             {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
@@ -96,7 +97,7 @@ class CpuBackend final : public Backend {
                             static_cast<size_t>(memory_.workspace_bytes()),
                             threads_.get(),
                             k + 1 == seg.end ? seg.runtime_size : nullptr,
-                            append >= 0 ? run.caches->appends[static_cast<size_t>(append)].capacity : 0};
+                            append ? append->capacity : 0};
       const Status st = plans != nullptr && plans->ops[k] ? plans->ops[k]->Run(call) : RunInstruction(pi, call, s.sizes);
       if (!st.ok()) return st.WithContext(pi.label);
       if (run.observer) [[unlikely]]
