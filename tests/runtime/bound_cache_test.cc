@@ -67,6 +67,13 @@ struct BoundViews {
   }
 };
 
+// Checks that `st` failed with `code` and a message holding `text`.
+void CheckRefused(const Status& st, StatusCode code, const std::string& text) {
+  INFO(st.ToString());
+  CHECK(st.code() == code);
+  CHECK(std::string(st.message()).find(text) != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("BindCache: each step appends its rows in the caller's buffers, and matches the written-out graph") {
@@ -129,10 +136,7 @@ TEST_CASE("BindCache: bad bindings, views that miss the buffer and a cache too s
   const onnx::ModelProto m = KvCacheAttention();
   ExecutionContext ctx = CacheContext(CompileModel(m));
   auto refused = [&](std::vector<ExecutionContext::CacheBinding> b, const std::string& text) {
-    const Status st = ctx.BindCache(b);
-    INFO(st.ToString());
-    CHECK(st.code() == StatusCode::kInvalidArgument);
-    CHECK(std::string(st.message()).find(text) != std::string::npos);
+    CheckRefused(ctx.BindCache(b), StatusCode::kInvalidArgument, text);
   };
   refused({{5, 1, 4}}, "past_input 5 is not an input index (the model has 5)");
   refused({{3, 3, 4}}, "present_output 3 is not an output index (the model has 3)");
@@ -145,47 +149,38 @@ TEST_CASE("BindCache: bad bindings, views that miss the buffer and a cache too s
 
   // The written-out graph: its presents are Concats.
   ExecutionContext written_out = CacheContext(CompileModel(m, OptionsFor(Device::kCpu, false)));
-  const Status concat = written_out.BindCache(BothCaches());
-  CHECK(concat.code() == StatusCode::kInvalidArgument);
-  CHECK(std::string(concat.message()).find("(Concat), not as the present_key or present_value of an Attention") !=
-        std::string::npos);
+  CheckRefused(written_out.BindCache(BothCaches()), StatusCode::kInvalidArgument,
+               "(Concat), not as the present_key or present_value of an Attention");
 
   REQUIRE(ctx.BindCache(BothCaches(4)).ok());
   std::vector<float> key(kKvHeads * 4 * kKvHead, kUntouched), value = key, y;
   const Step prompt(3, 1);
   BoundViews views(prompt, 0, key, value, y);
   std::vector<TensorView> own;
-  const Status no_outputs = ctx.Run(views.in, own);
-  CHECK(no_outputs.code() == StatusCode::kInvalidArgument);
-  CHECK(std::string(no_outputs.message()).find("Run needs the caller's output views") != std::string::npos);
+  CheckRefused(ctx.Run(views.in, own), StatusCode::kInvalidArgument, "Run needs the caller's output views");
 
   std::vector<float> elsewhere(key.size());
   views.out[2].data = elsewhere.data();
-  const Status missed = ctx.Run(views.in, views.out);
-  CHECK(missed.code() == StatusCode::kInvalidArgument);
-  CHECK(std::string(missed.message()).find("output 2 'present_value' is a bound KV cache: its view must point at the "
-                                           "buffer of input 4 'past_value'") != std::string::npos);
+  CheckRefused(ctx.Run(views.in, views.out), StatusCode::kInvalidArgument,
+               "output 2 'present_value' is a bound KV cache: its view must point at the buffer of input 4 "
+               "'past_value'");
   views.out[2].data = value.data();
   REQUIRE(ctx.Run(views.in, views.out).ok());
-  const Status copy = ctx.CopyOutputs(views.out);
-  CHECK(copy.code() == StatusCode::kFailedPrecondition);
+  CheckRefused(ctx.CopyOutputs(views.out), StatusCode::kFailedPrecondition,
+               "CopyOutputs: a KV cache is bound (ExecutionContext::BindCache)");
 
   const std::vector<float> before = key;
   const Step two(2, 7);  // past 3 + 2 rows > 4
   BoundViews too_long(two, 3, key, value, y);
-  const Status st = ctx.Run(too_long.in, too_long.out);
-  CHECK(st.code() == StatusCode::kInvalidArgument);
-  CHECK(std::string(st.message()).find("output 1 'present_key' [1, 3, 5, 4] needs 5 rows per head; its bound cache "
-                                       "has 4") != std::string::npos);
+  CheckRefused(ctx.Run(too_long.in, too_long.out), StatusCode::kInvalidArgument,
+               "output 1 'present_key' [1, 3, 5, 4] needs 5 rows per head; its bound cache has 4");
   CHECK(key == before);
 
   // A capacity whose buffer no int64 offset spans: refused before the kernel computes one.
   REQUIRE(ctx.BindCache(BothCaches(int64_t{1} << 62)).ok());
   BoundViews huge(prompt, 0, key, value, y);
-  const Status overflow = ctx.Run(huge.in, huge.out);
-  CHECK(overflow.code() == StatusCode::kInvalidArgument);
-  CHECK(std::string(overflow.message()).find("a buffer of 4611686018427387904 rows per head would be more bytes than "
-                                             "an int64 counts") != std::string::npos);
+  CheckRefused(ctx.Run(huge.in, huge.out), StatusCode::kInvalidArgument,
+               "a buffer of 4611686018427387904 rows per head would be more bytes than an int64 counts");
   CHECK(key == before);
 }
 
