@@ -56,7 +56,8 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const ir::Trace& t, const std::set<int>& written_cache = {})
+  // `written_cache` must outlive the Matcher.
+  Matcher(const ir::Trace& t, const std::set<int>& written_cache)
       : t_(t), written_cache_(written_cache), uses_(t), producer_(t.values.size(), -1), scopes_(ir::LoopScopes(t.body.nodes)) {
     for (size_t i = 0; i < t.body.nodes.size(); ++i)
       for (ir::ValueId id : t.body.nodes[i].outputs)
@@ -705,7 +706,8 @@ Result<ir::Trace> FuseAttention(const ir::Trace& trace, std::vector<std::string>
   if (log) {
     if (!found.matches.empty())
       log->push_back(fmt::format("attention: {} scaled dot-product attentions -> Attention", found.matches.size()));
-    const auto cached = std::count_if(found.matches.begin(), found.matches.end(), [](const Match& m) { return m.concat_k >= 0; });
+    const auto cached =
+        std::count_if(found.matches.begin(), found.matches.end(), [](const Match& m) { return m.concat_k >= 0; });
     if (cached > 0)
       log->push_back(fmt::format("attention: {} with their KV cache's Concats (present = Concat(past, new)) -> "
                                  "Attention's past_key, past_value, present_key and present_value",
