@@ -599,6 +599,9 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->format_version = h.format_version;
   impl->max_context_bytes = ContextLimit(options);
   impl->producer = Str(a->producer());
+#if !KILN_SELECTIVE
+  // Empty in a selective runtime (Model::provenance), as KernelInfo::program is: it is for
+  // inspecting artifacts, which the full runtime's tools do.
   if (const fb::Provenance* p = a->provenance()) {
     ProvenanceInfo& info = impl->provenance;
     info.kiln_version = Str(p->kiln_version());
@@ -607,6 +610,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     for (uint32_t i = 0; i < Size(p->libraries()); ++i)
       info.libraries.emplace_back(Str(p->libraries()->Get(i)->name()), Str(p->libraries()->Get(i)->version()));
   }
+#endif
   impl->precision = a->precision() && a->precision()->size() ? Str(a->precision()) : "fp32";
   impl->inputs = IoInfos(a->inputs());
   impl->outputs = IoInfos(a->outputs());

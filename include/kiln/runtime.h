@@ -187,7 +187,8 @@ struct NativeCodeInfo {
 };
 
 // Where an artifact came from (Artifact.provenance; docs/reproducibility.md): what makes the
-// same bytes again. Artifacts written before it have every field empty.
+// same bytes again. Artifacts written before it have every field empty, and so does every
+// artifact in a selective runtime (docs/edge.md), which leaves inspection to the full runtime.
 struct ProvenanceInfo {
   std::string kiln_version;          // of the compiler that wrote it: "0.1.0"
   // The options that shaped the bytes, in `kiln compile` syntax and a fixed order, with
