@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kiln/runtime.h"
+#include "runtime/fault_injection.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
 #include "runtime/cpu/native/dispatch.h"
@@ -681,7 +682,7 @@ Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const A
 
 Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path, const LoadOptions& options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const int fd = fault::Inject("open") ? (errno = EMFILE, -1) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     std::string msg = "cannot open '" + path + "': " + std::strerror(err);
@@ -703,7 +704,7 @@ Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
                     to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
   }
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* addr = fault::Inject("mmap") ? (errno = ENOMEM, MAP_FAILED) : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping stays valid
   if (addr == MAP_FAILED)
@@ -722,7 +723,9 @@ Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& opt
   KILN_RETURN_IF_ERROR(CheckArtifactSize(bytes.size(), options));
   // Aligned like a mapping would be, so the weights blob (256-aligned in the file) is too.
   const size_t rounded = (bytes.size() + kWeightsAlignment - 1) / kWeightsAlignment * kWeightsAlignment;
-  void* copy = std::aligned_alloc(kWeightsAlignment, rounded == 0 ? kWeightsAlignment : rounded);
+  void* copy = fault::Inject("host memory")
+                   ? nullptr
+                   : std::aligned_alloc(kWeightsAlignment, rounded == 0 ? kWeightsAlignment : rounded);
   if (copy == nullptr)
     return ResourceExhausted("cannot allocate " + to_string(bytes.size()) + " bytes for the artifact");
   if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer tier: builds Kiln with clang, AddressSanitizer and UndefinedBehaviorSanitizer
-# (and libFuzzer's coverage instrumentation) in build/sanitize, runs the doctest suite there
-# with LeakSanitizer on, then runs each libFuzzer target in tests/fuzz/ for a bounded time from a
+# (and libFuzzer's coverage instrumentation) and fault injection (runtime/fault_injection.h) in
+# build/sanitize, runs the doctest suite there with LeakSanitizer on (its fault-injection case
+# refuses each resource request of Silero VAD's load, context and call in turn), then runs each libFuzzer target in tests/fuzz/ for a bounded time from a
 # seed corpus made here. Any sanitizer report, leak, crash or per-input timeout fails it.
 #
 # Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
@@ -97,7 +98,7 @@ mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_C_FLAGS="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
   -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DKILN_SANITIZE=address,undefined -DKILN_BUILD_FUZZERS=ON \
-  -DKILN_BUILD_BENCHMARKS=OFF >"$BUILD/configure.log" 2>&1 ||
+  -DKILN_BUILD_BENCHMARKS=OFF -DKILN_FAULT_INJECTION=ON >"$BUILD/configure.log" 2>&1 ||
   { cat "$BUILD/configure.log"; die "cmake configure failed (log: $BUILD/configure.log)"; }
 log "building ${BUILD_TARGETS[*]}"
 # $KILN_BUILD_LOCK: a lock file the build step holds (flock), where several builds share a machine.

@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include "runtime/fault_injection.h"
 #include "runtime/fused/interpreter.h"
 #include "runtime/kernels/widen.h"
 
@@ -24,7 +25,9 @@ bool AlignedBuffer::Reserve(uint64_t bytes) {
   // ViT-B/16 139.7 -> 138.2, BERT-base 90.1 -> 89.2 (benchmarks/results/2026-12-05-attention-3.md).
   constexpr uint64_t kHugePage = uint64_t{2} << 20;
   void* p = nullptr;
-  if (posix_memalign(&p, rounded >= kHugePage ? kHugePage : 64, static_cast<size_t>(rounded)) != 0) return false;
+  if (fault::Inject("host memory") ||
+      posix_memalign(&p, rounded >= kHugePage ? kHugePage : 64, static_cast<size_t>(rounded)) != 0)
+    return false;
 #ifdef MADV_HUGEPAGE
   if (rounded >= kHugePage) madvise(p, static_cast<size_t>(rounded / kHugePage * kHugePage), MADV_HUGEPAGE);
 #endif

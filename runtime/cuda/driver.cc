@@ -3,6 +3,7 @@
 // the ABI version of the cuda.h Kiln was compiled with (CUDA_VERSION), so the driver hands back
 // the variant (_v2, _v3, ...) whose signature is the one decltype saw in that header.
 #include "runtime/cuda/driver.h"
+#include "runtime/fault_injection.h"
 
 #include <dlfcn.h>
 
@@ -26,9 +27,11 @@ std::string VersionString(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
-std::string DlError() {
+// dlerror's message, which names the file; for a failure it did not see (an injected fault,
+// runtime/fault_injection.h), the file and that.
+std::string DlError(const std::string& file) {
   const char* e = dlerror();
-  return e ? e : "unknown dlopen error";
+  return e ? e : file + ": not opened, and dlerror() has no message";
 }
 
 // "CUDA_ERROR_NAME: description", or "CUDA error N" when the table cannot name it.
@@ -85,15 +88,15 @@ class Resolver {
 Status LoadDriverFrom(const std::string& path, Driver& out) {
   // RTLD_LOCAL: the driver's symbols stay out of the global namespace, so nothing else in the
   // process binds to them by accident. The handle is never closed: the table outlives callers.
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = fault::Inject("dlopen") ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
-    return FailedPrecondition("no CUDA driver found (" + DlError() +
+    return FailedPrecondition("no CUDA driver found (" + DlError(path) +
                               "); install the NVIDIA driver, or run on the CPU backend");
   }
   auto gpa = reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
   if (gpa == nullptr) {
     return FailedPrecondition("the CUDA driver (" + path +
-                              ") is older than CUDA 12: it lacks cuGetProcAddress_v2 (" + DlError() +
+                              ") is older than CUDA 12: it lacks cuGetProcAddress_v2 (" + DlError(path) +
                               "); Kiln needs a CUDA " + std::to_string(kBuiltMajor) + " driver");
   }
   Driver d;

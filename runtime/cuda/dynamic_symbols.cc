@@ -2,6 +2,7 @@
 // plain dlsym is right (unlike the driver's cuGetProcAddress); the major-version check stands
 // in for the ABI check: within a major version NVIDIA keeps these entry points compatible.
 #include "runtime/cuda/dynamic_symbols.h"
+#include "runtime/fault_injection.h"
 
 #include <cuda.h>  // CUDA_VERSION
 #include <dlfcn.h>
@@ -16,9 +17,11 @@ namespace {
 
 constexpr int kCudaMajor = CUDA_VERSION / 1000;
 
-std::string DlError() {
+// dlerror's message, which names the file; for a failure it did not see (an injected fault,
+// runtime/fault_injection.h), the file and that.
+std::string DlError(const std::string& file) {
   const char* e = dlerror();
-  return e ? e : "unknown dlopen error";
+  return e ? e : file + ": not opened, and dlerror() has no message";
 }
 
 std::string LibVersion(size_t v) {
@@ -42,13 +45,13 @@ Opened OpenFirst(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     // RTLD_LOCAL: nothing else in the process binds to these symbols by accident. Handles are
     // never closed: the tables outlive their callers.
-    o.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    o.handle = fault::Inject("dlopen") ? nullptr : dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (o.handle != nullptr) {
       o.name = name;
       return o;
     }
     if (!o.errors.empty()) o.errors += "; ";
-    o.errors += DlError();
+    o.errors += DlError(name);
   }
   if (names.empty()) o.errors = "no file name given";
   return o;
@@ -74,7 +77,7 @@ class Symbols {
   Status Find(const char* name, void** p) const {
     dlerror();  // clear a stale error, so a failure below reports its own
     *p = dlsym(handle_, name);
-    if (*p == nullptr) return FailedPrecondition(library_ + " lacks " + name + " (" + DlError() + "); " + hint_);
+    if (*p == nullptr) return FailedPrecondition(library_ + " lacks " + name + " (" + DlError(library_) + "); " + hint_);
     return Status::Ok();
   }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cerrno>
 #include <string>
 #include <system_error>
 
@@ -11,6 +12,7 @@
 #endif
 
 #include "runtime/clock.h"
+#include "runtime/fault_injection.h"
 
 namespace kiln::cpu {
 namespace {
@@ -65,7 +67,7 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int threads, TeamFn team)
     // pthread_create rather than std::thread, whose failure is an exception (std::system_error):
     // a selective runtime is built without exceptions (docs/edge.md), and this reports it either way.
     pthread_t t;
-    const int err = pthread_create(
+    const int err = fault::Inject("thread") ? EAGAIN : pthread_create(
         &t, nullptr,
         [](void* p) -> void* {
           static_cast<ThreadPool*>(p)->WorkerLoop();

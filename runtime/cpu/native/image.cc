@@ -1,4 +1,5 @@
 #include "runtime/cpu/native/image.h"
+#include "runtime/fault_injection.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -22,7 +23,9 @@ Result<std::unique_ptr<NativeImage>> NativeImage::Map(const uint8_t* code, uint6
   const long page = ::sysconf(_SC_PAGESIZE);
   const size_t psize = page > 0 ? static_cast<size_t>(page) : 4096;
   const size_t map_bytes = (static_cast<size_t>(bytes) + psize - 1) / psize * psize;
-  void* map = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* map = fault::Inject("native code mapping")
+                  ? (errno = ENOMEM, MAP_FAILED)
+                  : ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED)
     return ResourceExhausted("cannot map " + to_string(bytes) + " bytes of code: " + std::strerror(errno));
   std::unique_ptr<NativeImage> image(new NativeImage);

@@ -27,6 +27,7 @@
 #include "runtime/kernels/thread_pool.h"
 #include "runtime/kernels/transpose_bytes.h"
 #include "runtime/kernels/widen.h"
+#include "runtime/fault_injection.h"
 
 namespace kiln::cpu {
 namespace {
@@ -150,6 +151,11 @@ dnnl::post_ops PostOps(const EpilogueSpec& spec) {
   return post;
 }
 
+// dnnl_primitive_execute, which a fault-injection build can fail (runtime/fault_injection.h).
+dnnl_status_t PrimitiveExecute(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t* args) {
+  return fault::Inject("oneDNN primitive execution") ? dnnl_out_of_memory : dnnl_primitive_execute(prim, stream, n, args);
+}
+
 Status Failed(dnnl_status_t st, std::string_view what) {
   return Internal("oneDNN " + std::string(what) + " failed (dnnl_status_t " + std::to_string(static_cast<int>(st)) +
                   ")");
@@ -158,8 +164,7 @@ Status Failed(dnnl_status_t st, std::string_view what) {
 // Runs `prim` with `args` on `stream` (the C API: no container is built).
 Status Execute(const dnnl::primitive& prim, const dnnl::stream& stream, std::initializer_list<dnnl_exec_arg_t> args,
                std::string_view what) {
-  const dnnl_status_t st =
-      dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()), args.begin());
+  const dnnl_status_t st = PrimitiveExecute(prim.get(), stream.get(), static_cast<int>(args.size()), args.begin());
   return st == dnnl_success ? Status::Ok() : Failed(st, what);
 }
 
@@ -518,7 +523,7 @@ class ConvOp final : public LayoutOp, public UsesPacks {
     int n = 3;
     if (bias) args[n++] = {DNNL_ARG_BIAS, b_mem_.get()};
     if (scratch_) args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
-    const dnnl_status_t st = dnnl_primitive_execute(conv_.get(), stream_.get(), n, args);
+    const dnnl_status_t st = PrimitiveExecute(conv_.get(), stream_.get(), n, args);
     if (st != dnnl_success) return Failed(st, "convolution");
     KILN_RETURN_IF_ERROR(ReorderY());
     if (!x_zero_point_sums_.empty()) SubtractXZeroPoint(call, y);
@@ -951,7 +956,7 @@ class PoolOp final : public LayoutOp {
       KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws + scratch_offset_));
       args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
     }
-    const dnnl_status_t st = dnnl_primitive_execute(pool_.get(), stream_.get(), n, args);
+    const dnnl_status_t st = PrimitiveExecute(pool_.get(), stream_.get(), n, args);
     if (st != dnnl_success) return Failed(st, "pooling");
     return ReorderY();
   }
@@ -1180,7 +1185,7 @@ class MatMulOp final : public OneDnnOp, public UsesPacks {
       KILN_RETURN_IF_ERROR(SetHandle(zp_mem_, &a_zero_point_value_));
       args[n++] = {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem_.get()};
     }
-    const dnnl_status_t st = dnnl_primitive_execute(prim_.get(), stream_.get(), n, args);
+    const dnnl_status_t st = PrimitiveExecute(prim_.get(), stream_.get(), n, args);
     return st == dnnl_success ? Status::Ok() : Failed(st, "matmul");
   }
 
@@ -1531,7 +1536,7 @@ class RnnOp final : public OneDnnOp {
       KILN_RETURN_IF_ERROR(SetHandle(*scratch_, ws));
       args[n++] = {DNNL_ARG_SCRATCHPAD, scratch_->get()};
     }
-    const dnnl_status_t st = dnnl_primitive_execute(prim_.get(), stream_.get(), n, args);
+    const dnnl_status_t st = PrimitiveExecute(prim_.get(), stream_.get(), n, args);
     if (st != dnnl_success) return Failed(st, name_);
     if (dirs_ == 2 && y) {  // [seq, batch, 2 * hidden] -> Y [seq, 2, batch, hidden]
       const float* from = reinterpret_cast<const float*>(ws + dst_offset_);

@@ -1,0 +1,32 @@
+// Fault injection (docs/testing.md, "Fault injection"): each place where the runtime acquires a
+// resource that can be refused (memory, a file, its mapping, a thread, a shared library, a
+// library call) asks Inject(site) first, and acts as if refused when it says so. A build with
+// -DKILN_FAULT_INJECTION=ON (the sanitizer tier's) can make the Nth request of the process fail,
+// so that a test runs every failure path in turn and checks its Status; every other build
+// compiles the question to `false`.
+//
+//   fault::FailAt(n);                 // the request numbered n from now fails
+//   Status st = ...Load, Create, Run...;
+//   fault::FailAt(-1);                // none fails
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::fault {
+
+#if KILN_FAULT_INJECTION
+// Counts a request at `site` (a static string naming the resource: "host memory", "open") and
+// returns true when it is the one FailAt chose. Thread-safe.
+bool Inject(const char* site);
+// From now: fail request number `n` (0 is the next one), or none with -1; the count restarts.
+void FailAt(int64_t n);
+// Requests since the last FailAt, and the site of each, in order (for the test's report).
+int64_t Requests();
+std::vector<std::string> RequestSites();
+#else
+constexpr bool Inject(const char*) { return false; }
+#endif
+
+}  // namespace kiln::fault
