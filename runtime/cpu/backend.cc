@@ -39,6 +39,26 @@ class CpuBackend final : public Backend {
     return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
+  // Where sizes its table; the oneDNN ops of the binding put their model weights in their
+  // layouts; the team of threads starts (OpenMP's starts at its first parallel region). Prepare
+  // touched new arena and workspace pages (HostMemory::Place).
+  Status Warm(const BackendRun& run) override {
+    (void)Where(run);
+    if (threads_->size() > 1) ParallelFor(threads_.get(), threads_->size(), 1, [](int64_t, int64_t) {});
+    const LibraryPlans* plans = Current(run.pe);
+    if (plans == nullptr) return Status::Ok();
+    for (size_t k = 0; k < plans->ops.size(); ++k) {
+      if (!plans->ops[k]) continue;
+      const PreparedInstruction& pi = run.pe.instructions[k];
+      const TensorRef* ops = run.state.operands.data() + pi.operands_begin;
+      const KernelCall call{pi.attrs,
+                            {ops, static_cast<size_t>(pi.num_inputs)},
+                            {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)}};
+      KILN_RETURN_IF_ERROR(plans->ops[k]->PackWeights(call).WithContext(pi.label));
+    }
+    return Status::Ok();
+  }
+
   Status Begin(const BackendRun& run) override {
     if (profile_) {  // no allocation once this size was seen
       run.stats.last_instruction_ns.assign(run.pe.instructions.size(), 0);

@@ -156,6 +156,14 @@ class OneDnnOp {
   // Planned ops start with all false. Sets workspace_bytes(). kInternal when oneDNN fails to
   // make a reorder, kResourceExhausted when memory runs out: the op is then unusable.
   virtual Status Place(bool x_in_layout, bool y_in_layout, bool r_in_layout) = 0;
+  // Puts the model weights `call` reads (as Run would get them) in the op's layout, as its first
+  // Run would: into the WeightPacks, or the plan's own for LSTM, GRU and RNN. Nothing for an op
+  // without model weights to reorder, or whose weights are in place already. The CPU backend
+  // calls it when it warms a binding (ExecutionContext::Create and Warm). Errors as Run's.
+  virtual Status PackWeights(const KernelCall& call) {
+    static_cast<void>(call);
+    return Status::Ok();
+  }
   // Runs the op on `call`, whose operands have the shapes it was planned for and whose
   // workspace has workspace_bytes(). Allocates nothing of Kiln's own after the first Run.
   // kInternal when a oneDNN call fails (its status named).
