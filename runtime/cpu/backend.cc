@@ -437,6 +437,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
+  WarmSgemm();
   return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile, onednn));
 }
 

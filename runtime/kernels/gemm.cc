@@ -1,6 +1,7 @@
 #include "runtime/kernels/gemm.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "runtime/cpu/onednn/onednn.h"
 
@@ -39,6 +40,25 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return work >= kOneDnnSgemmMinWork && OneDnnBuilt() ? Library::kOneDnn : BlasLibrary();
+}
+
+void WarmSgemm() {
+  // Once per process: square products, and a row and a column (BLAS's matrix-vector kernels), of
+  // kOneDnnSgemmMinWork multiply-adds (the smallest products on oneDNN), on zeros.
+  static const bool warmed = [] {
+    constexpr int64_t n = 16, v = 128, big = 256;
+    std::vector<float> in(static_cast<size_t>(big * big)), out(static_cast<size_t>(big * big));
+    const float* a = in.data();
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        Sgemm(ta, tb, n, n, n, 1.0f, a, n, a, n, 0.0f, out.data(), n);
+        Sgemm(ta, tb, big, big, big, 1.0f, a, big, a, big, 0.0f, out.data(), big);
+        Sgemm(ta, tb, 1, v, v, 1.0f, a, ta ? 1 : v, a, v, 0.0f, out.data(), v);
+        Sgemm(ta, tb, v, 1, v, 1.0f, a, v, a, tb ? v : 1, 0.0f, out.data(), 1);
+      }
+    return true;
+  }();
+  static_cast<void>(warmed);
 }
 
 bool SgemmSplits(int64_t m, int64_t n, int64_t k) { return BlockLength(m, n, k) < (n >= m ? n : m); }
