@@ -83,7 +83,17 @@ Status WarmFor(ExecutionContext::Impl& c, std::span<const TensorView> inputs) {
     if (views[i].data == nullptr && !read) views[i].data = const_cast<uint8_t*>(kPlaceholder);
   }
   const int32_t e = ChooseEntry(c, views);
-  return e < 0 ? MissError(c) : WarmEntry(c, e, views);
+  if (e < 0) return MissError(c);
+  KILN_RETURN_IF_ERROR(WarmEntry(c, e, views));
+  // The memory grew for this entry: the entries placed before it are placed again, at the
+  // symbol values they were bound for.
+  for (size_t k = 0; k < c.entries.size(); ++k) {
+    EntryState& s = c.entries[k];
+    if (!s.bound || c.backend->Holds(s)) continue;
+    std::copy(s.binding.begin(), s.binding.end(), s.scratch.symbol_values.begin());
+    KILN_RETURN_IF_ERROR(c.backend->Prepare(c.mi->prepared[k], s));
+  }
+  return Status::Ok();
 }
 
 // An entry's inputs as host views of its constant shapes (kPlaceholder data), when every dim is
@@ -104,17 +114,11 @@ bool FixedInputs(const Prologue& p, std::vector<TensorView>& views) {
 }
 
 // Create's warm-up (ExecutionContext::Create): each entry this context runs with FixedInputs.
-// An error is left for the entry's first Run to return. A second pass warms again an entry whose
-// host memory a later entry's warm-up moved.
+// An error is left for the entry's first Run to return.
 void WarmFixedEntries(ExecutionContext::Impl& c) {
   std::vector<TensorView> views;
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t e = 0; e < c.entries.size(); ++e) {
-      const EntryState& s = c.entries[e];
-      if (c.runs_entry[e] && (pass == 0 || (s.bound && !c.backend->Holds(s))) &&
-          FixedInputs(c.mi->prepared[e].prologue, views))
-        (void)WarmFor(c, views);
-    }
+  for (size_t e = 0; e < c.entries.size(); ++e)
+    if (c.runs_entry[e] && FixedInputs(c.mi->prepared[e].prologue, views)) (void)WarmFor(c, views);
   c.stats.last_miss_reasons.clear();
 }
 
