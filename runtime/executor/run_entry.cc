@@ -321,9 +321,15 @@ Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorVie
   if (binder.NeedsBind(e)) KILN_RETURN_IF_ERROR(binder.Bind(e, inputs));
   for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
   for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
-  // Sized once, as RunEntry's first call would: the predicates' conditions, the views handed out.
+  // Sized once, as RunEntry's first call would: the predicates' conditions, the views handed out,
+  // the profile's figures per instruction.
   if (pe.has_predicates) c.scratch.conditions.reserve(pe.tensors.size());
   c.delivered.reserve(pe.outputs.size());
+  if (c.profile) {
+    c.stats.last_instruction_ns.reserve(pe.instructions.size());
+    c.stats.last_instruction_bytes.reserve(pe.instructions.size());
+    c.stats.last_instruction_library.reserve(pe.instructions.size());
+  }
   const BackendRun run{e, pe, s, inputs, nullptr, c.stats, c.instruction_observer};
   KILN_RETURN_IF_ERROR(c.backend->Warm(run));
   if (!c.host) return Status::Ok();

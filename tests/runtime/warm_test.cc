@@ -35,25 +35,27 @@ TEST_CASE("the first Run after Create of a fixed-shape model allocates no more t
   const std::vector<float> x = testing::SeededFloats(c * side * side, 3);
   const TensorView in[] = {TensorView::Host(x.data(), DType::kFloat32, {1, c, side, side})};
   for (int threads : {1, 2})
-    for (bool onednn : {false, true}) {
-      INFO(threads << " threads, oneDNN " << onednn);
-      ContextOptions options;
-      options.device = Device::kCpu;
-      options.cpu.threads = threads;
-      options.cpu.onednn = onednn;
-      auto ctx = ExecutionContext::Create(*model, options);
-      REQUIRE(ctx.ok());
-      std::vector<TensorView> out;
-      out.reserve(model->outputs().size());  // the caller's vector: Run fills it
-      bool ok = true;
-      const long first = RunAllocations(*ctx, in, out, 1, ok);
-      const long steady = RunAllocations(*ctx, in, out, 1, ok);
-      CHECK(ok);
-      CHECK_MESSAGE(first == steady, first << " allocations in the first Run, " << steady << " in the second:\n"
-                                           << testing::CountedAllocationStacks());
-      if (!onednn || !cpu::OneDnnBuilt()) CHECK(steady == 0);
-      CHECK(ctx->stats().calls == 2);
-    }
+    for (bool onednn : {false, true})
+      for (bool profile : {false, true}) {
+        INFO(threads << " threads, oneDNN " << onednn << ", profile " << profile);
+        ContextOptions options;
+        options.device = Device::kCpu;
+        options.cpu.threads = threads;
+        options.cpu.onednn = onednn;
+        options.profile = profile;
+        auto ctx = ExecutionContext::Create(*model, options);
+        REQUIRE(ctx.ok());
+        std::vector<TensorView> out;
+        out.reserve(model->outputs().size());  // the caller's vector: Run fills it
+        bool ok = true;
+        const long first = RunAllocations(*ctx, in, out, 1, ok);
+        const long steady = RunAllocations(*ctx, in, out, 1, ok);
+        CHECK(ok);
+        CHECK_MESSAGE(first == steady, first << " allocations in the first Run, " << steady << " in the second:\n"
+                                             << testing::CountedAllocationStacks());
+        if (!onednn || !cpu::OneDnnBuilt()) CHECK(steady == 0);
+        CHECK(ctx->stats().calls == 2);
+      }
 }
 
 struct SymbolicFixture {
@@ -81,12 +83,8 @@ struct SymbolicFixture {
 
 TEST_CASE("Warm: the first Run at the shapes it named allocates nothing, and Warm counts no call") {
   SymbolicFixture f;
-  SUBCASE("without data: the views' shapes only") {
-    REQUIRE(f.ctx->Warm(f.Inputs(1, 4, 5, nullptr)).ok());
-  }
-  SUBCASE("with the data the Run will read") {
-    REQUIRE(f.ctx->Warm(f.Inputs(1, 4, 5, f.data.data())).ok());
-  }
+  SUBCASE("without data: the views' shapes only") { REQUIRE(f.ctx->Warm(f.Inputs(1, 4, 5, nullptr)).ok()); }
+  SUBCASE("with the data the Run will read") { REQUIRE(f.ctx->Warm(f.Inputs(1, 4, 5, f.data.data())).ok()); }
   const Stats& st = f.ctx->stats();
   CHECK(st.calls == 0);
   CHECK(st.cache_hits == 0);
@@ -96,7 +94,8 @@ TEST_CASE("Warm: the first Run at the shapes it named allocates nothing, and War
   bool ok = true;
   const long first = RunAllocations(*f.ctx, in, f.out, 1, ok);
   CHECK(ok);
-  CHECK_MESSAGE(first == 0, first << " allocations in the first Run after Warm:\n" << testing::CountedAllocationStacks());
+  CHECK_MESSAGE(first == 0, first << " allocations in the first Run after Warm:\n"
+                                  << testing::CountedAllocationStacks());
   CHECK(st.calls == 1);
   CHECK(st.last_entry == SymbolicFixture::kEntries - 1);
   REQUIRE(f.out.size() == 1);
