@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/cpu/onednn/onednn.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln::cpu {
 namespace {
@@ -43,6 +44,7 @@ Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
 }
 
 void WarmSgemm() {
+  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // OpenBLAS and the portable GEMM set up nothing lazily
   // Once per process: square products, and a row and a column (BLAS's matrix-vector kernels), of
   // kOneDnnSgemmMinWork multiply-adds (the smallest products on oneDNN), on zeros.
   static const bool warmed = [] {

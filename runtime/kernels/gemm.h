@@ -75,7 +75,7 @@ void Dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
 // Portable: nothing to do.
 void PrepareGemmThreads();
 
-// The first call in the process runs Sgemm on zero matrices of each form (16^3 and 256^3
+// With oneDNN (OneDnnBuilt), the first call in the process runs Sgemm on zero matrices of each form (16^3 and 256^3
 // squares, one row, one column) in each transposition, so that the GEMM library's one-time setup
 // (oneDNN's dnnl_sgemm sets up each form at its first call: 2.3 ms for Silero VAD's LSTM, a row,
 // 29 ms for PP-OCRv4 det's ConvTranspose, a large transposed product) is done when the first CPU

@@ -70,7 +70,8 @@
 // such a tensor is not NCHW between those instructions (an InstructionObserver sees oneDNN's
 // layout there). A ResNet's blocks chain this way: a block's output is the next block's first
 // X and its residual. Weights that are model weights are
-// reordered into the chosen layout once, at the first Run that needs that layout, and kept in
+// reordered into the chosen layout once, when the binding is warmed (OneDnnOp::PackWeights, at
+// ExecutionContext::Create or Warm) or else at the first Run that needs that layout, and kept in
 // the context's WeightPacks, which every binding's ops share: a decoder's MatMuls, planned again
 // for each step's cache length, reorder their weights only at the first step (LSTM, GRU and RNN
 // keep theirs with the plan, OneDnnOp::held_bytes); other weights are reordered on every Run.
