@@ -44,12 +44,12 @@ Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
 }
 
 void WarmSgemm() {
-  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // OpenBLAS and the portable GEMM set up nothing lazily
-  // Once per process: square products, and a row and a column (BLAS's matrix-vector kernels), of
-  // kOneDnnSgemmMinWork multiply-adds (the smallest products on oneDNN), on zeros.
+  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // dnnl_sgemm is what sets each form up at its first call
+  // Once per process, on zeros: 16^3 (kOneDnnSgemmMinWork, the smallest product on oneDNN) and 64^3
+  // squares, a row and a column (matrix-vector kernels), in each transposition.
   static const bool warmed = [] {
-    constexpr int64_t n = 16, v = 128, big = 256;
-    std::vector<float> in(static_cast<size_t>(big * big)), out(static_cast<size_t>(big * big));
+    constexpr int64_t n = 16, big = 64, v = 128;
+    std::vector<float> in(static_cast<size_t>(v * v)), out(static_cast<size_t>(v * v));
     const float* a = in.data();
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
