@@ -241,6 +241,8 @@ class Context {
       const size_t n = nb::len(seq);
       if (n != names.size())
         Raise(InvalidArgument(std::to_string(n) + " inputs, the model has " + std::to_string(names.size())));
+      for (size_t i = 0; i < n; ++i) arrays.push_back(Array(seq[i], names[i].name));
+    }
     views_.resize(arrays.size());
     for (size_t i = 0; i < arrays.size(); ++i)
       views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'", input_rows_.empty() ? 0 : input_rows_[i]));
