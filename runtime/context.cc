@@ -69,6 +69,7 @@ int32_t ChooseEntry(ExecutionContext::Impl& c, std::span<const TensorView> input
   return -1;
 }
 
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
 // Where a warm-up's input has no data: never read (Backend::Warm), aligned for every dtype.
 alignas(64) const uint8_t kPlaceholder[64] = {};
 
@@ -121,6 +122,7 @@ void WarmFixedEntries(ExecutionContext::Impl& c) {
     if (c.runs_entry[e] && FixedInputs(c.mi->prepared[e].prologue, views)) (void)WarmFor(c, views);
   c.stats.last_miss_reasons.clear();
 }
+#endif  // KILN_KEEPS_WARM_UP
 
 // The CPU backend that runs a device backend's CPU fallback segments: on the calling thread, on
 // Kiln's CPU kernels (no oneDNN), untimed (the device backend times them: Backend::Mark).
@@ -202,7 +204,9 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     InitEntryState(impl->mi->prepared[e], impl->entries[e]);
     impl->stats.entries[e].compile = model.entries()[e].compile;
   }
+#if KILN_KEEPS_WARM_UP
   WarmFixedEntries(*impl);
+#endif
   return ExecutionContext(std::move(impl));
 }
 
@@ -246,10 +250,12 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   return run;
 }
 
+#if KILN_KEEPS_WARM_UP
 Status ExecutionContext::Warm(std::span<const TensorView> inputs) {
   if (!impl_) return FailedPrecondition("Warm on a moved-from ExecutionContext");
   return WarmFor(*impl_, inputs);
 }
+#endif
 
 Status ExecutionContext::CopyOutputs(std::span<const TensorView> outputs, void* stream) {
   if (!impl_) return FailedPrecondition("CopyOutputs on a moved-from ExecutionContext");

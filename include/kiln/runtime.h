@@ -316,7 +316,10 @@ class KILN_API ExecutionContext {
   // Create fails with kInvalidArgument when it holds another value.
   // It caps Kiln's own kernels only: oneDNN (CpuOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
   // Warm-up: Create then warms (Warm below) each entry of its backend whose every input dim is
-  // a constant and whose prologue reads no input's values, at those shapes, as host inputs.
+  // a constant and whose prologue reads no input's values, at those shapes, as host inputs (not in
+  // a selective runtime). The first CPU context of a process also runs the GEMM library's one-time
+  // setup (oneDNN's dnnl_sgemm generates its kernels at its first call of each kind of product:
+  // 25-50 ms on a busy 2-core machine).
   // A warm-up that fails (the shapes need more than LoadOptions::max_context_bytes, an
   // allocation fails) does not fail Create: the entry's first Run meets the same error and
   // returns it.
@@ -342,7 +345,8 @@ class KILN_API ExecutionContext {
   // one line per entry; shapes that cannot be computed), kResourceExhausted (over
   // LoadOptions::max_context_bytes, or an allocation failed), kDataLoss (a corrupt memory plan),
   // a library's planning error (kDeviceError on CUDA); kFailedPrecondition on a moved-from context.
-  // Thread-compatible, as Run.
+  // Thread-compatible, as Run. A selective runtime (docs/edge.md) leaves the warm-up out: there
+  // Create warms no entry and Warm is undefined (a program calling it does not link).
   Status Warm(std::span<const TensorView> inputs);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).

@@ -39,12 +39,14 @@ class CpuBackend final : public Backend {
     return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
-  // Where sizes its table; the oneDNN ops of the binding put their model weights in their
-  // layouts; the team of threads starts (OpenMP's starts at its first parallel region). Prepare
-  // touched new arena and workspace pages (HostMemory::Place).
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
+  // Where sizes its table. With oneDNN: OpenMP's team of threads, which starts at its first
+  // parallel region, starts; the binding's oneDNN ops put their model weights in their layouts.
+  // Prepare touched new arena and workspace pages (AlignedBuffer::Reserve).
   Status Warm(const BackendRun& run) override {
     (void)Where(run);
-    if (threads_->size() > 1) ParallelFor(threads_.get(), threads_->size(), 1, [](int64_t, int64_t) {});
+    if (!KeepsOneDnn() || !onednn_) return Status::Ok();  // Kiln's own pool started its workers at Create
+    if (threads_->size() > 1) threads_->Run(threads_->size(), threads_->size(), [](void*, int64_t, int64_t, int) {}, nullptr);
     const LibraryPlans* plans = Current(run.pe);
     if (plans == nullptr) return Status::Ok();
     for (size_t k = 0; k < plans->ops.size(); ++k) {
@@ -58,6 +60,7 @@ class CpuBackend final : public Backend {
     }
     return Status::Ok();
   }
+#endif
 
   Status Begin(const BackendRun& run) override {
     if (profile_) {  // no allocation once this size was seen
@@ -437,7 +440,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
-  WarmSgemm();
+  if (KILN_KEEPS_WARM_UP) WarmSgemm();
   return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile, onednn));
 }
 

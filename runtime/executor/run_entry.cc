@@ -314,6 +314,7 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
   return Status::Ok();
 }
 
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
 Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs) {
   const PreparedEntry& pe = c.mi->prepared[e];
   EntryState& s = c.entries[e];
@@ -338,6 +339,7 @@ Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorVie
   if (!c.host->Holds(s)) KILN_RETURN_IF_ERROR(c.host->Prepare(pe, s));
   return c.host->Warm(run);
 }
+#endif  // KILN_KEEPS_WARM_UP
 
 Status CopyLastOutputs(ExecutionContext::Impl& c, std::span<const TensorView> outputs, void* stream) {
   if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none");
