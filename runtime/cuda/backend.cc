@@ -90,12 +90,14 @@ class CudaBackend final : public Backend {
   }
 
   // What Begin reserves (the device arena, the staging of run.inputs that are in host memory,
-  // the symbolic values) and the library decisions with their workspace, before any Run.
+  // the symbolic values), the library decisions with their workspace, and each library
+  // instruction's plan (cuBLASLt's descriptors and algorithm), before any Run.
   Status Warm(const BackendRun& run) override {
     KILN_RETURN_IF_ERROR(Check(drv_, drv_.CtxSetCurrent(ctx_.ctx), "cuCtxSetCurrent"));
     KILN_RETURN_IF_ERROR(memory_->Reserve(run.state, run.inputs));
     views_.reserve(run.pe.outputs.size());
-    return Decide(run);
+    KILN_RETURN_IF_ERROR(Decide(run));
+    return placement_->Plan(run.entry, run.pe, run.state, *dm_, *memory_);
   }
 
   Status Begin(const BackendRun& run) override {

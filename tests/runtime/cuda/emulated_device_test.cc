@@ -681,8 +681,9 @@ TEST_CASE("[emulated] steady-state runs allocate nothing, on the host or the dev
 }
 
 // The first Run of a context warmed for its shapes (by Create for fixed shapes, by Warm for
-// symbolic ones) allocates no device memory and loads no module: the device arena, the staging of
-// host inputs, the symbolic values and the library workspace were reserved before it.
+// symbolic ones) allocates no device memory, loads no module and asks cuBLASLt for no algorithm:
+// the device arena, the staging of host inputs, the symbolic values and the library workspace were
+// reserved, and the cuBLASLt plans made, before it.
 TEST_CASE("[emulated] the first Run after Create or Warm allocates no device memory and loads no module") {
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
@@ -703,11 +704,13 @@ TEST_CASE("[emulated] the first Run after Create or Warm allocates no device mem
     ExecutionContext ctx = CreateCuda(model, Cuda());
     if (c.warm) REQUIRE(ctx.Warm(Views(c.inputs)).ok());
     const uint64_t allocations = emu->counter("device_allocations"), modules = emu->counter("module_loads");
+    const uint64_t plans = emu->counter("library_plans");
     std::vector<HostTensor> got = Sentinel(want);
     const Status st = RunInto(ctx, c.inputs, got);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
     CHECK(emu->counter("device_allocations") == allocations);
     CHECK(emu->counter("module_loads") == modules);
+    CHECK(emu->counter("library_plans") == plans);  // the MatMul/Gemm model's cuBLASLt algorithms
     CHECK(ctx.stats().calls == 1);
     CheckClose(got, want, kSmallAtol, kSmallRtol, c.what);
   }
