@@ -44,20 +44,14 @@ Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
 }
 
 void WarmSgemm() {
-  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // dnnl_sgemm is what sets each form up at its first call
-  // Once per process, on zeros: 16^3 (kOneDnnSgemmMinWork, the smallest product on oneDNN) and 64^3
-  // squares, a row and a column (matrix-vector kernels), in each transposition.
+  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // dnnl_sgemm is what sets itself up at its first call
+  // Once per process, on zeros: a one-row product (dnnl_sgemm's matrix-vector kernels) and a
+  // 32x32x16 one (its GEMM kernels), each of kOneDnnSgemmMinWork multiply-adds, the smallest on
+  // oneDNN. Each sets up its kind for every transposition.
   static const bool warmed = [] {
-    constexpr int64_t n = 16, big = 64, v = 128;
-    std::vector<float> in(static_cast<size_t>(v * v)), out(static_cast<size_t>(v * v));
-    const float* a = in.data();
-    for (const bool ta : {false, true})
-      for (const bool tb : {false, true}) {
-        Sgemm(ta, tb, n, n, n, 1.0f, a, n, a, n, 0.0f, out.data(), n);
-        Sgemm(ta, tb, big, big, big, 1.0f, a, big, a, big, 0.0f, out.data(), big);
-        Sgemm(ta, tb, 1, v, v, 1.0f, a, ta ? 1 : v, a, v, 0.0f, out.data(), v);
-        Sgemm(ta, tb, v, 1, v, 1.0f, a, v, a, tb ? v : 1, 0.0f, out.data(), 1);
-      }
+    std::vector<float> in(128 * 128), out(32 * 32);
+    Sgemm(false, false, 1, 128, 128, 1.0f, in.data(), 128, in.data(), 128, 0.0f, out.data(), 128);
+    Sgemm(false, false, 32, 32, 16, 1.0f, in.data(), 16, in.data(), 32, 0.0f, out.data(), 32);
     return true;
   }();
   static_cast<void>(warmed);

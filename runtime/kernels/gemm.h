@@ -75,12 +75,12 @@ void Dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
 // Portable: nothing to do.
 void PrepareGemmThreads();
 
-// With oneDNN (OneDnnBuilt), the first call in the process runs Sgemm on zero matrices of each
-// form (16^3 and 64^3 squares, one row, one column) in each transposition, so that the setup
-// oneDNN's dnnl_sgemm does at its first call of each form (2.3 ms for Silero VAD's LSTM, a row;
-// 29 ms for PP-OCRv4 det's ConvTranspose, a larger transposed product) is done when the first CPU
-// ExecutionContext is created (25-50 ms on a busy 2-core machine), not in a Run. Later calls do
-// nothing. Thread-safe.
+// With oneDNN (OneDnnBuilt), the first call in the process runs two small products on zeros
+// through Sgemm, one of each kind dnnl_sgemm sets up at its first call in the process (for every
+// transposition at once): its matrix-vector kernels (about 2 ms on this project's 2-core AMD EPYC:
+// Silero VAD's LSTM paid them in its first Run) and its GEMM kernels (about 30 ms: PP-OCRv4 det's
+// ConvTranspose paid them). The first CPU ExecutionContext's Create then pays them, not a Run.
+// Later calls do nothing. Thread-safe.
 void WarmSgemm();
 
 }  // namespace kiln::cpu
