@@ -400,7 +400,8 @@ Result<PreparedKernel> BuildLaunch(const fb::Kernel& k, uint32_t index) {
   return pk;
 }
 
-KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
+// `text` false leaves out the source and the printed program (ParseFor::kPreflight).
+KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p, bool text) {
   KernelInfo info;
   info.name = Str(k.name());
   for (uint32_t i = 0; i < Size(k.images()); ++i) {
@@ -408,19 +409,18 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
     info.archs.push_back(Str(im->arch()));
     info.image_bytes.push_back(Size(im->data()));
   }
-  info.source = Str(k.source());
+  if (text) info.source = Str(k.source());
 #if !KILN_SELECTIVE
-  // A selective runtime (cmake/selective.cmake) leaves the printed program, which only tools read,
-  // empty: the printer is about 3 KB of its code.
-  info.program = fused::Print(p);
-#endif
+  // A selective runtime (cmake/selective.cmake) leaves the printed program and the launch rule,
+  // which only tools read, empty: the printer is about 3 KB of its code.
+  if (text) info.program = fused::Print(p);
   if (const fb::Launch* l = k.launch()) {
     info.launch = std::string(l->kind() == fb::LaunchKind::RowReduction ? "row reduction" : "elementwise") +
                   ", block " + to_string(l->block()) + (l->vector() > 1 ? ", vector " + to_string(l->vector()) : "") +
                   ", " + to_string(l->index_bits()) + "-bit indices";
   }
+#endif
   info.bytes_moved = k.bytes_moved();
-  info.compile_ns = k.compile_ns();
   return info;
 }
 
@@ -451,7 +451,9 @@ std::string ArenaText(const PreparedEntry& pe) {
   return bytes ? to_string(*bytes) : PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
 }
 
-void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info) {
+// `text` false leaves out the stage traces (ParseFor::kPreflight).
+void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info,
+                bool text) {
   pe.name = Str(e.name());
   pe.backend = Str(e.backend());
   pe.label = "entry " + to_string(index) + " (" + pe.name + (pe.backend.empty() ? "" : ", " + pe.backend + " plan") + ")";
@@ -504,8 +506,7 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   for (uint32_t s = 0; s < Size(e.stages()); ++s) {
     const fb::Stage* st = e.stages()->Get(s);
     cs.stage_names.push_back(Str(st->name()));
-    info.stage_traces.push_back(Str(st->trace()));
-    cs.stage_time_ns.push_back(st->time_ns());
+    info.stage_traces.push_back(text ? Str(st->trace()) : std::string());
     cs.stage_ops.push_back(st->num_ops());
   }
   std::vector<bool> launched(impl.kernels.size(), false);
@@ -514,8 +515,6 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     if (k < 0 || launched[k]) continue;  // the verifier checked k < kernels
     launched[k] = true;
     ++cs.kernels;
-    const int64_t ns = impl.kernels[k].compile_ns;
-    if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
 #if !KILN_SELECTIVE
   // Empty in a selective runtime, as KernelInfo::program is (BuildKernelInfo): about 5 KB of code.
@@ -586,14 +585,21 @@ Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
                            to_string(options.max_artifact_bytes) + ")");
 }
 
-Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes,
-                                                 const LoadOptions& options) {
+}  // namespace
+
+Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const ArtifactBytes> bytes,
+                                                         const LoadOptions& options, ParseFor purpose) {
   const uint8_t* data = bytes->data();
   ArtifactHeader h;
   KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
   const fb::Artifact* a = nullptr;
   KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
-  KILN_RETURN_IF_ERROR(CheckWeights(data, h));
+#if KILN_SELECTIVE
+  const bool load = (static_cast<void>(purpose), true);  // a selective runtime has no preflight
+#else
+  const bool load = purpose == ParseFor::kLoad;
+#endif
+  if (load) KILN_RETURN_IF_ERROR(CheckWeights(data, h));
   KILN_RETURN_IF_ERROR(VerifyArtifact(*a, h.weights_size));
 
   auto impl = std::make_unique<Model::Impl>();
@@ -603,6 +609,18 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->format_version = h.format_version;
   impl->max_context_bytes = ContextLimit(options);
   impl->producer = Str(a->producer());
+#if !KILN_SELECTIVE
+  // Empty in a selective runtime (Model::provenance), as KernelInfo::program is: it is for
+  // inspecting artifacts, which the full runtime's tools do.
+  if (const fb::Provenance* p = a->provenance()) {
+    ProvenanceInfo& info = impl->provenance;
+    info.kiln_version = Str(p->kiln_version());
+    info.model_sha256 = Str(p->model_sha256());
+    for (uint32_t i = 0; i < Size(p->flags()); ++i) info.flags.push_back(Str(p->flags()->Get(i)));
+    for (uint32_t i = 0; i < Size(p->libraries()); ++i)
+      info.libraries.emplace_back(Str(p->libraries()->Get(i)->name()), Str(p->libraries()->Get(i)->version()));
+  }
+#endif
   impl->precision = a->precision() && a->precision()->size() ? Str(a->precision()) : "fp32";
   impl->inputs = IoInfos(a->inputs());
   impl->outputs = IoInfos(a->outputs());
@@ -618,7 +636,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     // The compiler validated the program it wrote: one that fails here is a corrupt artifact.
     if (Status st = fused::Validate(p); !st.ok())
       return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "': program: " + std::string(st.message()));
-    impl->kernels.push_back(BuildKernelInfo(*fk, p));
+    impl->kernels.push_back(BuildKernelInfo(*fk, p, load));
     KILN_ASSIGN_OR_RETURN(PreparedKernel pk, BuildLaunch(*fk, k));
     impl->launch.push_back(std::move(pk));
     impl->programs.push_back(std::move(p));
@@ -646,7 +664,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->entries.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     PreparedEntry& pe = impl->prepared[i];
-    BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i]);
+    BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i], load);
     KILN_RETURN_IF_ERROR(PairLoops(pe));
     KILN_RETURN_IF_ERROR(ArenaLiveness::Build(pe, &pe.liveness));
     SplitSegments(pe);
@@ -661,9 +679,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
-}  // namespace
-
-Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
+Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path, const LoadOptions& options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -692,7 +708,12 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
   ::close(fd);  // the mapping stays valid
   if (addr == MAP_FAILED)
     return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size), options);
+  return ArtifactBytes::Mapped(addr, size);
+}
+
+Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactBytes> bytes, MapArtifact(path, options));
+  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(std::move(bytes), options, ParseFor::kLoad);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
   return Model(*impl);
 }
@@ -705,13 +726,14 @@ Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& opt
   if (copy == nullptr)
     return ResourceExhausted("cannot allocate " + to_string(bytes.size()) + " bytes for the artifact");
   if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Owned(copy, bytes.size()), options);
+  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(ArtifactBytes::Owned(copy, bytes.size()), options, ParseFor::kLoad);
   if (!impl.ok()) return impl.status();
   return Model(*impl);
 }
 
 uint32_t Model::format_version() const { return impl_->format_version; }
 std::string_view Model::producer() const { return impl_->producer; }
+const ProvenanceInfo& Model::provenance() const { return impl_->provenance; }
 std::string_view Model::precision() const { return impl_->precision; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }

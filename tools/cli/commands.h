@@ -1,4 +1,4 @@
-// tools/cli/commands.h: the runtime-side subcommands (run, bench, inspect), shared by the full
+// tools/cli/commands.h: the runtime-side subcommands (run, bench, inspect, check), shared by the full
 // `kiln` tool and the runtime-only `kiln-run`. Each Add*Command registers its options and a
 // callback on `app`; the callback stores its exit status for ExitCode(). They link the runtime
 // and small libraries only (fmt, CLI11, nlohmann/json): never the compiler, ONNX or protobuf.
@@ -12,6 +12,7 @@ namespace kiln::cli {
 void AddRunCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
+void AddCheckCommand(CLI::App& app);
 
 // The exit status the chosen subcommand's callback stored (0 when none ran).
 int ExitCode();
