@@ -353,11 +353,12 @@ class KILN_API ExecutionContext {
   // would, without running any instruction, so that the next Run with inputs of the same
   // dtypes, shapes and memory kinds does no more work than a steady-state Run: it binds the
   // entry's shapes and memory plan; allocates the context's memory for them; plans the libraries
-  // (oneDNN primitives on the CPU, with the model weights they read put in their layouts;
-  // cuBLASLt's algorithms and the placement of cuBLASLt and cuDNN instructions on CUDA); on the
-  // CPU, touches the arena and workspace pages and starts the threads, and on CUDA reserves the
-  // device arena, input staging and library workspace. Left to the first Run on CUDA: CUDA graph
-  // capture, cuDNN's algorithms and plans and cuDNN RNN's weight spaces. Run-time dims are
+  // (oneDNN primitives on the CPU, with the model weights they read put in their layouts; on CUDA
+  // the placement of cuBLASLt and cuDNN instructions, cuBLASLt's algorithms and cuDNN's
+  // convolution and pooling algorithms); on the CPU, touches the arena and workspace pages and
+  // starts the threads, and on CUDA reserves the device arena, input staging and library
+  // workspace. Left to the first Run on CUDA: CUDA graph capture, cuDNN's SDPA and RNN plans and
+  // RNN weight spaces. Run-time dims are
   // prepared at their bounds, as a Run starts them. For an entry
   // with symbolic dims (a compile profile's "N in 1..64"), call it once per shape to serve;
   // Create already warmed the entries with fixed shapes.

@@ -91,7 +91,8 @@ class CudaBackend final : public Backend {
 
   // What Begin reserves (the device arena, the staging of run.inputs that are in host memory,
   // the symbolic values), the library decisions with their workspace, and each library
-  // instruction's plan (cuBLASLt's descriptors and algorithm), before any Run.
+  // instruction's plan (cuBLASLt's and cuDNN's convolution and pooling descriptors and
+  // algorithms; not yet cuDNN's SDPA and RNN plans), before any Run.
   Status Warm(const BackendRun& run) override {
     KILN_RETURN_IF_ERROR(Check(drv_, drv_.CtxSetCurrent(ctx_.ctx), "cuCtxSetCurrent"));
     KILN_RETURN_IF_ERROR(memory_->Reserve(run.state, run.inputs));
