@@ -88,6 +88,15 @@ class Backend {
   // when it runs (the CUDA backend: device addresses from EntryState::arena_offsets). Errors:
   // kResourceExhausted (over LoadOptions::max_context_bytes, or an allocation failed).
   virtual Status Prepare(const PreparedEntry& pe, EntryState& s) = 0;
+  // ExecutionContext::Warm, after Prepare of run.state's binding: does what this backend's first
+  // Run at that binding would do before its instructions (memory for run.inputs as they are,
+  // library plans and the weights they read in their layouts, threads), running none of them.
+  // The data of run.inputs may be a placeholder: it is never read. The default does nothing.
+  // Errors: kResourceExhausted, a library's.
+  virtual Status Warm(const BackendRun& run) {
+    static_cast<void>(run);
+    return Status::Ok();
+  }
 
   // ---- One Run, in order: Begin, segments and transfers, End -----------------------------
   // Before the first segment: inputs staged where the backend reads them, timers started.

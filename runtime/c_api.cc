@@ -227,15 +227,20 @@ Status ToViews(const kiln_tensor* tensors, size_t n, const char* array, std::vec
   return Status::Ok();
 }
 
-// The checks both run functions make before kiln::ExecutionContext::Run.
-Status PrepareRun(kiln_context& c, const kiln_tensor* inputs, size_t num_inputs, const kiln_tensor* outputs,
-                  size_t num_outputs) {
+// The inputs of a run or warm-up, checked and converted into c.inputs.
+Status PrepareInputs(kiln_context& c, const kiln_tensor* inputs, size_t num_inputs) {
   KILN_RETURN_IF_ERROR(Created(c));
   // Checked here, before `inputs` is read, so a wrong count never sizes the conversion.
   if (num_inputs != c.num_inputs)
     return kiln::InvalidArgument("num_inputs is " + std::to_string(num_inputs) + ", the model has " +
                                  std::to_string(c.num_inputs) + " inputs");
-  KILN_RETURN_IF_ERROR(ToViews(inputs, num_inputs, "inputs", c.inputs));
+  return ToViews(inputs, num_inputs, "inputs", c.inputs);
+}
+
+// The checks both run functions make before kiln::ExecutionContext::Run.
+Status PrepareRun(kiln_context& c, const kiln_tensor* inputs, size_t num_inputs, const kiln_tensor* outputs,
+                  size_t num_outputs) {
+  KILN_RETURN_IF_ERROR(PrepareInputs(c, inputs, num_inputs));
   if (outputs == nullptr && num_outputs > 0)
     return kiln::InvalidArgument("outputs is NULL with a count of " + std::to_string(num_outputs));
   if (num_outputs != c.num_outputs)
@@ -517,6 +522,14 @@ kiln_status kiln_context_run(kiln_context* context, const kiln_tensor* inputs, s
                             std::to_string(num_outputs));
     for (size_t i = 0; i < num_outputs; ++i) outputs[i] = ToC(context->outputs[i]);
     return Status::Ok();
+  });
+}
+
+kiln_status kiln_context_warm(kiln_context* context, const kiln_tensor* inputs, size_t num_inputs) {
+  return Guard(context, "kiln_context_warm", [&]() -> Status {
+    if (context == nullptr) return NullArgument("context");
+    KILN_RETURN_IF_ERROR(PrepareInputs(*context, inputs, num_inputs));
+    return context->context->Warm(context->inputs);
   });
 }
 

@@ -58,6 +58,73 @@ Status MissError(ExecutionContext::Impl& c) {
   return InvalidArgument(std::move(msg));
 }
 
+// The first entry this context runs whose prologue passes for `inputs` (Run's choice), or -1.
+int32_t ChooseEntry(ExecutionContext::Impl& c, std::span<const TensorView> inputs) {
+  const MemoryKind memory = c.backend->input_memory();
+  for (size_t e = 0; e < c.entries.size(); ++e) {
+    if (!c.runs_entry[e]) continue;
+    const PreparedEntry& pe = c.mi->prepared[e];
+    EntryState& s = c.entries[e];
+    if (RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure)) return static_cast<int32_t>(e);
+  }
+  return -1;
+}
+
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
+// Where a warm-up's input has no data: never read (Backend::Warm), aligned for every dtype.
+alignas(64) const uint8_t kPlaceholder[64] = {};
+
+// ExecutionContext::Warm's inputs with a placeholder where `data` is null (a prologue that reads
+// an input's values still finds it null, and says so).
+Status WarmFor(ExecutionContext::Impl& c, std::span<const TensorView> inputs) {
+  std::vector<TensorView> views(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < views.size(); ++i) {
+    const bool read = std::any_of(c.mi->prepared.begin(), c.mi->prepared.end(), [&](const PreparedEntry& pe) {
+      return i < pe.prologue.inputs.size() && !pe.prologue.inputs[i].values.empty();
+    });
+    if (views[i].data == nullptr && !read) views[i].data = const_cast<uint8_t*>(kPlaceholder);
+  }
+  const int32_t e = ChooseEntry(c, views);
+  if (e < 0) return MissError(c);
+  KILN_RETURN_IF_ERROR(WarmEntry(c, e, views));
+  // The memory grew for this entry: the entries placed before it are placed again, at the
+  // symbol values they were bound for.
+  for (size_t k = 0; k < c.entries.size(); ++k) {
+    EntryState& s = c.entries[k];
+    if (!s.bound || c.backend->Holds(s)) continue;
+    std::copy(s.binding.begin(), s.binding.end(), s.scratch.symbol_values.begin());
+    KILN_RETURN_IF_ERROR(c.backend->Prepare(c.mi->prepared[k], s));
+  }
+  return Status::Ok();
+}
+
+// An entry's inputs as host views of its constant shapes (kPlaceholder data), when every dim is
+// a constant and the prologue reads no input's values; else false.
+bool FixedInputs(const Prologue& p, std::vector<TensorView>& views) {
+  views.clear();
+  for (const PrologueInput& in : p.inputs) {
+    if (!in.values.empty() || in.dims.size() > static_cast<size_t>(kMaxRank)) return false;
+    int64_t dims[kMaxRank] = {};
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      const PrologueDim& pd = in.dims[d];
+      if (pd.symbol >= 0 && pd.min != pd.max) return false;
+      dims[d] = pd.symbol < 0 ? pd.value : pd.min;
+    }
+    views.push_back(TensorView::Host(kPlaceholder, in.dtype, dims, static_cast<int32_t>(in.dims.size())));
+  }
+  return true;
+}
+
+// Create's warm-up (ExecutionContext::Create): each entry this context runs with FixedInputs.
+// An error is left for the entry's first Run to return.
+void WarmFixedEntries(ExecutionContext::Impl& c) {
+  std::vector<TensorView> views;
+  for (size_t e = 0; e < c.entries.size(); ++e)
+    if (c.runs_entry[e] && FixedInputs(c.mi->prepared[e].prologue, views)) (void)WarmFor(c, views);
+  c.stats.last_miss_reasons.clear();
+}
+#endif  // KILN_KEEPS_WARM_UP
+
 // The CPU backend that runs a device backend's CPU fallback segments: on the calling thread, on
 // Kiln's CPU kernels (no oneDNN), untimed (the device backend times them: Backend::Mark).
 Result<std::unique_ptr<Backend>> CreateHostBackend(const Model& model) {
@@ -140,6 +207,9 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     InitEntryState(impl->mi->prepared[e], impl->entries[e]);
     impl->stats.entries[e].compile = model.entries()[e].compile;
   }
+#if KILN_KEEPS_WARM_UP
+  WarmFixedEntries(*impl);
+#endif
   return ExecutionContext(std::move(impl));
 }
 
@@ -155,14 +225,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   st.last_computation_start = st.last_computation_stop = 0;
   const int64_t start = NowNs();  // a clock read costs ~20 ns: none per entry tried
   st.last_host_start = st.last_cache_lookup_start = start;
-  const MemoryKind memory = c.backend->input_memory();
-  int32_t hit = -1;
-  for (size_t e = 0; e < c.entries.size() && hit < 0; ++e) {
-    if (!c.runs_entry[e]) continue;
-    const PreparedEntry& pe = c.mi->prepared[e];
-    EntryState& s = c.entries[e];
-    if (RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure)) hit = static_cast<int32_t>(e);
-  }
+  const int32_t hit = ChooseEntry(c, inputs);
   st.last_cache_lookup_stop = NowNs();
   if (hit == 0) {
     st.last_prologue_start = start;
@@ -173,7 +236,7 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
     const PreparedEntry& pe = c.mi->prepared[hit];
     EntryState& s = c.entries[hit];
     st.last_prologue_start = NowNs();
-    (void)RunPrologue(pe.prologue, pe.exprs, inputs, memory, s.scratch, &s.failure);
+    (void)RunPrologue(pe.prologue, pe.exprs, inputs, c.backend->input_memory(), s.scratch, &s.failure);
     st.last_prologue_stop = NowNs();
   }
   if (hit < 0) {
@@ -189,6 +252,13 @@ Status ExecutionContext::Run(std::span<const TensorView> inputs, std::vector<Ten
   st.last_host_stop = NowNs();
   return run;
 }
+
+#if KILN_KEEPS_WARM_UP
+Status ExecutionContext::Warm(std::span<const TensorView> inputs) {
+  if (!impl_) return FailedPrecondition("Warm on a moved-from ExecutionContext");
+  return WarmFor(*impl_, inputs);
+}
+#endif
 
 Status ExecutionContext::CopyOutputs(std::span<const TensorView> outputs, void* stream) {
   if (!impl_) return FailedPrecondition("CopyOutputs on a moved-from ExecutionContext");

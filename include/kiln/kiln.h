@@ -306,6 +306,19 @@ KILN_API const char* kiln_context_last_error(const kiln_context* context);
 KILN_API kiln_status kiln_context_run(kiln_context* context, const kiln_tensor* inputs, size_t num_inputs,
                                       kiln_tensor* outputs, size_t num_outputs, void* stream);
 
+/* Prepares the context for inputs of these dtypes, shapes and memory kinds, as their first run
+ * would, running nothing (kiln::ExecutionContext::Warm, which says what it does): the next run
+ * with such inputs then does no more work than a steady one. kiln_context_create already warmed
+ * the entries whose input shapes are fixed; call this for a model with symbolic shapes, once per
+ * shape to serve. num_inputs must be the model's input count; an input's data may be NULL unless
+ * an entry's prologue reads that input's values. It counts no run, hit or miss in
+ * kiln_context_stats. Errors: INVALID_ARGUMENT (context NULL; inputs NULL with a nonzero count;
+ * num_inputs not the model's count; an input's rank, dim, dtype or memory out of range; inputs
+ * that pass no entry's prologue, one line per entry), RESOURCE_EXHAUSTED (over
+ * max_context_bytes, or out of memory), DATA_LOSS (a corrupt memory plan), DEVICE_ERROR,
+ * FAILED_PRECONDITION (the handle's creation failed). */
+KILN_API kiln_status kiln_context_warm(kiln_context* context, const kiln_tensor* inputs, size_t num_inputs);
+
 /* Same, but the results are copied into the caller's buffers: outputs[i] (num_outputs = the
  * model's output count) gives data, dtype, rank and dims matching output i as computed for
  * these inputs, and memory (host, or device on the CUDA backend). Errors as kiln_context_run,

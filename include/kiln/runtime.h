@@ -277,7 +277,8 @@ struct CpuOptions {
   // Run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN where the runtime was built with it
   // (-DKILN_WITH_ONEDNN=ON) and it takes the form (runtime/cpu/claims.cc,
   // runtime/cpu/onednn/onednn.h), else on Kiln's kernels (Stats::last_fallbacks says why). The
-  // first Run at a new binding plans the oneDNN ops; the plans of the last 8 bindings are kept.
+  // first Run at a new binding (or Create, or ExecutionContext::Warm) plans the oneDNN ops; the plans
+  // of the last 8 bindings are kept.
   // Kiln's kernels' GEMMs call oneDNN's dnnl_sgemm (or OpenBLAS) either way
   // (runtime/kernels/gemm.h).
   bool onednn = true;
@@ -328,8 +329,11 @@ struct ContextOptions {
 
 // Per-thread execution state over one Model: the memory arena, scratch, and Stats.
 // Thread-compatible: use one context from one thread at a time; create one context per
-// thread to serve calls concurrently. Memory is allocated at creation and when an entry
-// first sees larger symbolic shapes, never in a steady-state Run.
+// thread to serve calls concurrently. Memory is allocated at creation, at Warm, and when an
+// entry first sees larger symbolic shapes, never in a steady-state Run. Create warms every
+// entry whose input shapes are fixed (Warm), so that the first Run of such a model costs what
+// the later ones do; a symbolic entry is warmed by Warm at the shapes the caller names, or by
+// its first Run.
 class KILN_API ExecutionContext {
  public:
   // kCuda: the CUDA backend on device_ordinal; kAuto: that, else the CPU backend (and
@@ -346,7 +350,42 @@ class KILN_API ExecutionContext {
   // ", baseline x86-64 kernels (KILN_MAX_CPU_ISA=baseline)". It is read once per process.
   // Create fails with kInvalidArgument when it holds another value.
   // It caps Kiln's own kernels only: oneDNN (CpuOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
+  // Warm-up: Create then warms (Warm below) each entry of its backend whose every input dim is
+  // a constant and whose prologue reads no input's values, at those shapes, as host inputs (not in
+  // a selective runtime). The first CPU context of a process also runs the GEMM library's one-time
+  // setup (oneDNN's dnnl_sgemm generates its kernels at its first call of each kind of product:
+  // about 32 ms on this project's 2-core machine), which its kernels' first Run paid before.
+  // A warm-up that fails (the shapes need more than LoadOptions::max_context_bytes, an
+  // allocation fails) does not fail Create: the entry's first Run meets the same error and
+  // returns it.
   static Result<ExecutionContext> Create(const Model& model, const ContextOptions& options);
+
+  // Prepares the entry that Run would choose for `inputs` as its first Run with those shapes
+  // would, without running any instruction, so that the next Run with inputs of the same
+  // dtypes, shapes and memory kinds does no more work than a steady-state Run: it binds the
+  // entry's shapes and memory plan; allocates the context's memory for them; plans the libraries
+  // (oneDNN primitives on the CPU, with the model weights they read put in their layouts; on CUDA
+  // the placement of cuBLASLt and cuDNN instructions, cuBLASLt's algorithms and cuDNN's
+  // convolution and pooling algorithms); on the CPU, touches the arena and workspace pages and
+  // starts the threads, and on CUDA reserves the device arena, input staging and library
+  // workspace. Left to the first Run on CUDA: CUDA graph capture, cuDNN's SDPA and RNN plans and
+  // RNN weight spaces. Run-time dims are
+  // prepared at their bounds, as a Run starts them. For an entry
+  // with symbolic dims (a compile profile's "N in 1..64"), call it once per shape to serve;
+  // Create already warmed the entries with fixed shapes.
+  // `inputs`: as Run's (count, dtypes, shapes, memory kinds). Their data is read only where an
+  // entry's prologue reads input values (an int64 shape input, EntryInfo::prologue_text's value
+  // checks): there it must be the real values; elsewhere `data` may be null (never dereferenced).
+  // Stats: Warm is not a call: calls, cache_hits, cache_misses, the entries' hits and every
+  // last_* figure stay as they were, except last_miss_reasons, which a miss sets as Run's does.
+  // Warm changes no result: a Run gives the same outputs with or without it.
+  // Errors: as Run's before it runs an instruction: kInvalidArgument (no entry's prologue passes,
+  // one line per entry; shapes that cannot be computed), kResourceExhausted (over
+  // LoadOptions::max_context_bytes, or an allocation failed), kDataLoss (a corrupt memory plan),
+  // a library's planning error (kDeviceError on CUDA); kFailedPrecondition on a moved-from context.
+  // Thread-compatible, as Run. A selective runtime (docs/edge.md) leaves the warm-up out: there
+  // Create warms no entry and Warm is undefined (a program calling it does not link).
+  Status Warm(std::span<const TensorView> inputs);
 
   // Runs the model. `inputs` are in the model's input order (Model::inputs()).
   // Entry selection: each entry's prologue (EntryInfo::prologue_text) is tried in order, and

@@ -284,6 +284,18 @@ class Context:
             inputs = dict(inputs)  # any Mapping is by name (the extension reads dicts)
         return self._ctx.run(inputs, None if out is None else list(out))
 
+    def warm(self, inputs: Inputs) -> None:
+        """Prepares the context for inputs like `inputs` (as run() takes them) as their first run
+        would, running nothing (ExecutionContext::Warm in kiln/runtime.h): the next run with inputs
+        of those dtypes and shapes then does only what every run does. Creating the context already
+        warmed the entries whose input shapes are fixed; call this once per shape to serve for a
+        model with symbolic shapes. The arrays' values are read only where an entry's prologue
+        checks them (an int64 shape input). It counts no call in stats(). Raises kiln.Error as
+        run() does for inputs no entry accepts, and RESOURCE_EXHAUSTED over max_context_bytes."""
+        if isinstance(inputs, Mapping) and not isinstance(inputs, dict):
+            inputs = dict(inputs)
+        self._ctx.warm(inputs)
+
     def bind_cache(self, caches: Mapping[str, str], capacity: int) -> None:
         """Keeps a decoder's KV cache in the caller's buffers from run to run, each run appending
         its rows in place (ExecutionContext::BindCache in kiln/runtime.h; onnxruntime-genai's

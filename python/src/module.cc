@@ -142,6 +142,21 @@ class Context {
     ctx_.emplace(Take(ExecutionContext::Create(model_, o)));
   }
 
+  // Prepares the context for inputs like `inputs` (as Run takes them), running nothing
+  // (ExecutionContext::Warm).
+  void Warm(nb::handle inputs) {
+    std::unique_lock<std::mutex> lock = Lock();
+    ExecutionContext& ctx = Open();
+    std::vector<AnyArray> arrays;
+    Inputs(inputs, arrays);
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = ctx.Warm(views_);
+    }
+    Check(st);
+  }
+
   // Runs on `inputs` (a sequence in the model's input order, or a mapping by name) and returns
   // the outputs as new NumPy arrays, or, with `out` (one writable array per output, of its dtype
   // and shape, on the CPU or, for a CUDA context, a CUDA device), writes them there and returns
@@ -149,39 +164,9 @@ class Context {
   nb::list Run(nb::handle inputs, nb::handle out) {
     std::unique_lock<std::mutex> lock = Lock();
     ExecutionContext& ctx = Open();
-    const std::vector<TensorInfo>& names = model_.inputs();
     // Keeps every array alive until the run ends (a conversion may make a new object).
     std::vector<AnyArray> arrays;
-    arrays.reserve(names.size());
-    if (nb::isinstance<nb::dict>(inputs)) {
-      nb::dict d = nb::borrow<nb::dict>(inputs);
-      for (auto [key, value] : d) {  // every key a name of the model's, before any is looked up
-        std::string k;
-        if (!nb::isinstance<nb::str>(key) || !nb::try_cast(key, k)) {
-          PyErr_Clear();
-          Raise(InvalidArgument("input key " + std::string(nb::repr(key).c_str()) + " is not an input name (str)"));
-        }
-        bool known = false;
-        for (const TensorInfo& t : names) known = known || t.name == k;
-        if (!known) Raise(InvalidArgument("input '" + k + "': the model has no such input"));
-      }
-      for (const TensorInfo& t : names) {
-        const nb::str key = Str(t.name);
-        if (!d.contains(key)) Raise(InvalidArgument("input '" + t.name + "' is missing"));
-        arrays.push_back(Array(d[key], t.name));
-      }
-    } else {
-      if (!nb::isinstance<nb::sequence>(inputs) || nb::isinstance<nb::str>(inputs))
-        Raise(InvalidArgument("inputs: expected a list of arrays in the model's input order or a dict by name"));
-      nb::sequence seq = nb::borrow<nb::sequence>(inputs);
-      const size_t n = nb::len(seq);
-      if (n != names.size())
-        Raise(InvalidArgument(std::to_string(n) + " inputs, the model has " + std::to_string(names.size())));
-      for (size_t i = 0; i < n; ++i) arrays.push_back(Array(seq[i], names[i].name));
-    }
-    views_.resize(arrays.size());
-    for (size_t i = 0; i < arrays.size(); ++i)
-      views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'", input_rows_.empty() ? 0 : input_rows_[i]));
+    Inputs(inputs, arrays);
     outputs_.clear();
     nb::list given;
     std::vector<WritableArray> targets;
@@ -223,6 +208,42 @@ class Context {
     }
     Check(st);
     return result;
+  }
+
+  // `inputs` (a sequence in the model's input order, or a mapping by name) as views_, of
+  // `arrays`, which the caller keeps alive while they are used.
+  void Inputs(nb::handle inputs, std::vector<AnyArray>& arrays) {
+    const std::vector<TensorInfo>& names = model_.inputs();
+    arrays.reserve(names.size());
+    if (nb::isinstance<nb::dict>(inputs)) {
+      nb::dict d = nb::borrow<nb::dict>(inputs);
+      for (auto [key, value] : d) {  // every key a name of the model's, before any is looked up
+        std::string k;
+        if (!nb::isinstance<nb::str>(key) || !nb::try_cast(key, k)) {
+          PyErr_Clear();
+          Raise(InvalidArgument("input key " + std::string(nb::repr(key).c_str()) + " is not an input name (str)"));
+        }
+        bool known = false;
+        for (const TensorInfo& t : names) known = known || t.name == k;
+        if (!known) Raise(InvalidArgument("input '" + k + "': the model has no such input"));
+      }
+      for (const TensorInfo& t : names) {
+        const nb::str key = Str(t.name);
+        if (!d.contains(key)) Raise(InvalidArgument("input '" + t.name + "' is missing"));
+        arrays.push_back(Array(d[key], t.name));
+      }
+    } else {
+      if (!nb::isinstance<nb::sequence>(inputs) || nb::isinstance<nb::str>(inputs))
+        Raise(InvalidArgument("inputs: expected a list of arrays in the model's input order or a dict by name"));
+      nb::sequence seq = nb::borrow<nb::sequence>(inputs);
+      const size_t n = nb::len(seq);
+      if (n != names.size())
+        Raise(InvalidArgument(std::to_string(n) + " inputs, the model has " + std::to_string(names.size())));
+      for (size_t i = 0; i < n; ++i) arrays.push_back(Array(seq[i], names[i].name));
+    }
+    views_.resize(arrays.size());
+    for (size_t i = 0; i < arrays.size(); ++i)
+      views_[i] = Take(ToView(arrays[i], "input '" + names[i].name + "'", input_rows_.empty() ? 0 : input_rows_[i]));
   }
 
   // Binds KV caches (ExecutionContext::BindCache): `caches` maps each past input's name to its
@@ -468,6 +489,7 @@ NB_MODULE(_kiln, m) {
            nb::arg("cuda_graphs") = false, nb::arg("profile") = false, nb::arg("max_loop_iterations") = 10'000'000,
            nb::arg("onednn") = true)
       .def("run", &Context::Run, nb::arg("inputs"), nb::arg("out") = nb::none())
+      .def("warm", &Context::Warm, nb::arg("inputs"))
       .def("bind_cache", &Context::BindCache, nb::arg("caches"), nb::arg("capacity"))
       .def("stats", &Context::StatsDict)
       .def("close", &Context::Close)

@@ -39,6 +39,29 @@ class CpuBackend final : public Backend {
     return memory_.Place(pe, s, threads_->size(), max_context_bytes_, p != nullptr ? p->workspace : 0);
   }
 
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
+  // Where sizes its table. With oneDNN: OpenMP's team of threads, which starts at its first
+  // parallel region, starts; the binding's oneDNN ops put their model weights in their layouts.
+  // Prepare touched new arena and workspace pages (AlignedBuffer::Reserve).
+  Status Warm(const BackendRun& run) override {
+    (void)Where(run);
+    if (!KeepsOneDnn() || !onednn_) return Status::Ok();  // Kiln's own pool started its workers at Create
+    if (threads_->size() > 1) threads_->Run(threads_->size(), threads_->size(), [](void*, int64_t, int64_t, int) {}, nullptr);
+    const LibraryPlans* plans = Current(run.pe);
+    if (plans == nullptr) return Status::Ok();
+    for (size_t k = 0; k < plans->ops.size(); ++k) {
+      if (!plans->ops[k]) continue;
+      const PreparedInstruction& pi = run.pe.instructions[k];
+      const TensorRef* ops = run.state.operands.data() + pi.operands_begin;
+      const KernelCall call{pi.attrs,
+                            {ops, static_cast<size_t>(pi.num_inputs)},
+                            {ops + pi.num_inputs, static_cast<size_t>(pi.num_outputs)}};
+      KILN_RETURN_IF_ERROR(plans->ops[k]->PackWeights(call).WithContext(pi.label));
+    }
+    return Status::Ok();
+  }
+#endif
+
   Status Begin(const BackendRun& run) override {
     if (profile_) {  // no allocation once this size was seen
       run.stats.last_instruction_ns.assign(run.pe.instructions.size(), 0);
@@ -417,6 +440,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Context
   auto pool = ThreadPool::Create(threads, onednn ? OpenMpTeam() : nullptr);
   if (!pool.ok()) return pool.status();
   PrepareGemmThreads();
+  if (KILN_KEEPS_WARM_UP) WarmSgemm();
   return std::unique_ptr<Backend>(new CpuBackend(model, std::move(*pool), std::move(note), options.profile, onednn));
 }
 

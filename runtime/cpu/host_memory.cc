@@ -1,6 +1,7 @@
 #include "runtime/cpu/host_memory.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include <sys/mman.h>
@@ -31,6 +32,9 @@ bool AlignedBuffer::Reserve(uint64_t bytes) {
 #ifdef MADV_HUGEPAGE
   if (rounded >= kHugePage) madvise(p, static_cast<size_t>(rounded / kHugePage * kHugePage), MADV_HUGEPAGE);
 #endif
+  // Every page touched now, where the context binds (Create, Warm, a new shape's first Run), not
+  // page-faulted in by the kernels of the Run that follows.
+  std::memset(p, 0, static_cast<size_t>(rounded));
   std::free(data_);
   data_ = static_cast<uint8_t*>(p);
   size_ = rounded;

@@ -17,7 +17,8 @@
 namespace kiln::cpu {
 
 // A 64-byte-aligned heap block that only grows; from 2 MiB, 2 MiB-aligned and advised for
-// transparent huge pages (host_memory.cc).
+// transparent huge pages (host_memory.cc). A new block is zero-filled, so its pages are touched
+// when it grows, not by the first kernel that writes them.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;

@@ -89,6 +89,18 @@ class CudaBackend final : public Backend {
                              " bytes, above LoadOptions::max_context_bytes (" + to_string(max_context_bytes_) + ")");
   }
 
+  // What Begin reserves (the device arena, the staging of run.inputs that are in host memory,
+  // the symbolic values), the library decisions with their workspace, and each library
+  // instruction's plan (cuBLASLt's and cuDNN's convolution and pooling descriptors and
+  // algorithms; not yet cuDNN's SDPA and RNN plans), before any Run.
+  Status Warm(const BackendRun& run) override {
+    KILN_RETURN_IF_ERROR(Check(drv_, drv_.CtxSetCurrent(ctx_.ctx), "cuCtxSetCurrent"));
+    KILN_RETURN_IF_ERROR(memory_->Reserve(run.state, run.inputs));
+    views_.reserve(run.pe.outputs.size());
+    KILN_RETURN_IF_ERROR(Decide(run));
+    return placement_->Plan(run.entry, run.pe, run.state, *dm_, *memory_);
+  }
+
   Status Begin(const BackendRun& run) override {
     const CUstream stream = Stream(run);
     KILN_RETURN_IF_ERROR(Check(drv_, drv_.CtxSetCurrent(ctx_.ctx), "cuCtxSetCurrent"));

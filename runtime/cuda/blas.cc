@@ -711,8 +711,15 @@ Status BlasLibrary::Run(std::string_view op, const OpCall& call, std::string_vie
                        std::string(cpu::kMatMulIntegerTransBOp) + " on cuBLASLt");
 }
 
+Status BlasLibrary::Plan(std::string_view op, const OpCall& call, std::string_view node) {
+  LtMatmulPlan plan;
+  KILN_RETURN_IF_ERROR_CTX(PlanFor(op, call.attrs, call.inputs, call.outputs, s_->options.allow_tf32, &plan),
+                           "node '" + std::string(node) + "'");
+  return Enqueue(op, plan, call, node, /*plan_only=*/true);
+}
+
 Status BlasLibrary::Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call,
-                             std::string_view node) {
+                             std::string_view node, bool plan_only) {
   if (plan.empty) return Status::Ok();
   const CallName what{op, node};  // formatted only for an error (a steady-state Run builds no string)
   Buffers buf;
@@ -725,6 +732,7 @@ Status BlasLibrary::Enqueue(std::string_view op, const LtMatmulPlan& plan, const
     return InvalidArgument(what.str() + ": a null device pointer");
   }
   KILN_ASSIGN_OR_RETURN(const CachedMatmul* entry, s_->Find(plan, buf, what));
+  if (plan_only) return Status::Ok();
   if (entry->workspace > call.workspace_bytes) {
     return InvalidArgument(what.str() + ": the algorithm needs " + std::to_string(entry->workspace) +
                            " workspace bytes, the call has " + std::to_string(call.workspace_bytes));

@@ -182,6 +182,9 @@ class BlasLibrary final : public Library {
   Status Gemm(const OpCall& call, std::string_view node);
   // MatMul, Gemm or kiln.MatMulIntegerTransB by name (kUnimplemented for any other op).
   Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
+  // The descriptors and algorithm Run would find or make for `call` (its buffers' alignments),
+  // cached; nothing enqueued. Errors as Run's.
+  Status Plan(std::string_view op, const OpCall& call, std::string_view node) override;
   // Library: Supports (cuBLASLt takes the same forms on every device Kiln runs on).
   std::string_view name() const override { return "cuBLASLt"; }
   Status Accepts(std::string_view op, const AttrMap& attrs, std::span<const DeviceTensor> inputs,
@@ -195,7 +198,10 @@ class BlasLibrary final : public Library {
  private:
   struct State;
   explicit BlasLibrary(std::unique_ptr<State> state);
-  Status Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call, std::string_view node);
+  // Enqueues `plan` for `call`; with `plan_only`, only finds or makes its cached descriptors and
+  // algorithm (Plan).
+  Status Enqueue(std::string_view op, const LtMatmulPlan& plan, const OpCall& call, std::string_view node,
+                 bool plan_only = false);
   std::unique_ptr<State> s_;
 };
 

@@ -42,26 +42,23 @@ CUdeviceptr DeviceMemory::Address(const DeviceModel& dm, const PreparedEntry& pe
 
 Status DeviceMemory::Reserve(const EntryState& s, std::span<const TensorView> inputs) {
   KILN_RETURN_IF_ERROR(arena.Reserve(std::max<uint64_t>(s.arena_needed, 64), "device arena"));
+  auto staged = [](const TensorView& v) { return v.memory == MemoryKind::kDevice ? 0 : (v.num_bytes() + 255) / 256 * 256; };
   uint64_t total = 0;
-  staging_offsets_.assign(inputs.size(), 0);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].memory == MemoryKind::kDevice) continue;
-    staging_offsets_[i] = total;
-    total += (inputs[i].num_bytes() + 255) / 256 * 256;
-  }
+  for (const TensorView& v : inputs) total += staged(v);
   KILN_RETURN_IF_ERROR(staging.Reserve(std::max<uint64_t>(total, 256), "input staging"));
+  total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    input_ptrs[i] = inputs[i].memory == MemoryKind::kDevice ? reinterpret_cast<CUdeviceptr>(inputs[i].data)
+                                                            : staging.ptr + total;
+    total += staged(inputs[i]);
+  }
   return symbolic.Reserve(std::max<uint64_t>(s.symbolic.size() * 8, 64), "symbolic values");
 }
 
 Status DeviceMemory::Stage(const EntryState& s, std::span<const TensorView> inputs, CUstream stream) {
   const Driver& drv = *drv_;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].memory == MemoryKind::kDevice) {
-      input_ptrs[i] = reinterpret_cast<CUdeviceptr>(inputs[i].data);
-      continue;
-    }
-    input_ptrs[i] = staging.ptr + staging_offsets_[i];
-    if (inputs[i].num_bytes()) {
+    if (inputs[i].memory != MemoryKind::kDevice && inputs[i].num_bytes()) {
       const CUresult r = drv.MemcpyHtoDAsync(input_ptrs[i], inputs[i].data, inputs[i].num_bytes(), stream);
       if (r != CUDA_SUCCESS) return Check(drv, r, "copy input " + to_string(i) + " to the device");
     }

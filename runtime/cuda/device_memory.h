@@ -36,8 +36,8 @@ struct DeviceBuffer {
 
 struct DeviceMemory {
   DeviceBuffer arena, staging, symbolic, err, library_ws;
-  // This Run's device address of each model input: its own when in device memory, else its
-  // place in `staging`.
+  // This Run's device address of each model input (set by Reserve): its own when in device
+  // memory, else its place in `staging`.
   std::vector<CUdeviceptr> input_ptrs;
 
   explicit DeviceMemory(const Driver& drv, size_t num_inputs);
@@ -47,7 +47,7 @@ struct DeviceMemory {
   // Device address of tensor `t` of entry `pe` at its binding `s` (0 for an absent one).
   CUdeviceptr Address(const DeviceModel& dm, const PreparedEntry& pe, const EntryState& s, int32_t t) const;
   // Reserves the arena for `s`, the staging of the host inputs (256-byte aligned one after
-  // another) and the symbolic values.
+  // another) and the symbolic values, and sets input_ptrs.
   Status Reserve(const EntryState& s, std::span<const TensorView> inputs);
   // Enqueues on `stream` the copies of the host inputs to staging and of `s`'s symbolic values;
   // device inputs are read in place.
@@ -59,7 +59,6 @@ struct DeviceMemory {
  private:
   std::array<DeviceBuffer*, 5> Buffers() { return {&arena, &staging, &symbolic, &err, &library_ws}; }
   const Driver* drv_;
-  std::vector<uint64_t> staging_offsets_;  // this Run's, per input
 };
 
 }  // namespace kiln::cuda

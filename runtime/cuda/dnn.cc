@@ -941,6 +941,11 @@ Result<size_t> DnnLibrary::Prepare(std::string_view op, const AttrMap& attrs,
   return entry->workspace;
 }
 
+Status DnnLibrary::Plan(std::string_view op, const OpCall& call, std::string_view node) {
+  const Result<size_t> planned = Prepare(op, call.attrs, call.inputs, call.outputs);
+  return planned.ok() ? Status::Ok() : planned.status().WithContext("node '" + std::string(node) + "'");
+}
+
 Status DnnLibrary::Run(std::string_view op, const OpCall& call, std::string_view node) {
   DnnPlan plan;
   KILN_RETURN_IF_ERROR_CTX(PlanDnn(op, call.attrs, call.inputs, call.outputs, &plan),

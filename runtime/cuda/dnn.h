@@ -206,6 +206,9 @@ class DnnLibrary final : public Library {
   // for a null pointer or a workspace smaller than the algorithm needs; kDeviceError
   // "<op> '<node>': <cuDNN call>: CUDNN_STATUS_..." for any failed library call.
   Status Run(std::string_view op, const OpCall& call, std::string_view node) override;
+  // Prepare for `call`'s shapes (the descriptors and algorithm do not depend on its buffers),
+  // with `node` in errors.
+  Status Plan(std::string_view op, const OpCall& call, std::string_view node) override;
   Status Conv(const OpCall& call, std::string_view node) { return Run("Conv", call, node); }
   Status ConvTranspose(const OpCall& call, std::string_view node) { return Run("ConvTranspose", call, node); }
   Status MaxPool(const OpCall& call, std::string_view node) { return Run("MaxPool", call, node); }

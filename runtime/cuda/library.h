@@ -33,6 +33,13 @@ class Library {
   // finds no way to run it after all (the caller may then run it elsewhere); kDeviceError for
   // a failed library call.
   virtual Status Run(std::string_view op, const OpCall& call, std::string_view node) = 0;
+  // Makes what Run makes at its first call with these shapes and buffers (descriptors, the
+  // algorithm), enqueuing nothing and reading no data, so that that Run asks the library for no
+  // plan (ExecutionContext::Warm). The default makes nothing. Errors as Run's.
+  virtual Status Plan(std::string_view op, const OpCall& call, std::string_view node) {
+    static_cast<void>(op), static_cast<void>(call), static_cast<void>(node);
+    return Status::Ok();
+  }
 };
 
 }  // namespace kiln::cuda

@@ -108,6 +108,32 @@ const LibraryPlacement::Decisions& LibraryPlacement::Decide(int32_t e, const Pre
   return d;
 }
 
+void LibraryPlacement::Entry::Refused(size_t k, const Status& st, const char* when) {
+  why[k] = std::string(LibraryTitle(library[k])) + " refused it when it " + when + ": " + std::string(st.message());
+  library[k] = kiln::Library::kCpuKernel;
+  host[k] = 1;
+}
+
+Status LibraryPlacement::Plan(int32_t e, const PreparedEntry& pe, const EntryState& s, const DeviceModel& dm,
+                              const DeviceMemory& memory) {
+  Entry& d = entries_[static_cast<size_t>(e)];
+  for (size_t k = 0; k < pe.instructions.size(); ++k) {
+    if (d.library[k] != kiln::Library::kCublasLt && d.library[k] != kiln::Library::kCudnn) continue;
+    const PreparedInstruction& pi = pe.instructions[k];
+    Operands(pe, pi, s, dm, memory);
+    const OpCall call{pi.attrs,
+                      {dts_.data(), static_cast<size_t>(pi.num_inputs)},
+                      {dts_.data() + pi.num_inputs, static_cast<size_t>(pi.num_outputs)},
+                      nullptr,
+                      memory.library_ws.ptr,
+                      static_cast<size_t>(memory.library_ws.bytes)};
+    const Status st = Of(d.library[k], pi.kernel->op)->Plan(pi.kernel->op, call, pi.label);
+    if (st.code() == StatusCode::kUnimplemented) d.Refused(k, st, "was planned");
+    else KILN_RETURN_IF_ERROR(st);
+  }
+  return Status::Ok();
+}
+
 Status LibraryPlacement::Run(int32_t e, const PreparedEntry& pe, size_t k, const EntryState& s, const DeviceModel& dm,
                              DeviceMemory& memory, CUstream stream, bool capturing, bool* ran) {
   *ran = false;
@@ -124,9 +150,7 @@ Status LibraryPlacement::Run(int32_t e, const PreparedEntry& pe, size_t k, const
   const OpCall call{pi.attrs, ins, outs, stream, memory.library_ws.ptr, static_cast<size_t>(memory.library_ws.bytes)};
   Status st = library->Run(op, call, pi.label);
   if (st.code() == StatusCode::kUnimplemented) {  // no algorithm for it at run time: the host runs it
-    d.library[k] = kiln::Library::kCpuKernel;
-    d.host[k] = 1;
-    d.why[k] = std::string(LibraryTitle(lib)) + " refused it when it ran: " + std::string(st.message());
+    d.Refused(k, st, "ran");
     return Status::Ok();
   }
   // A library call on a context that an earlier kernel's fault poisoned fails with the library's

@@ -61,11 +61,19 @@ class LibraryPlacement {
   // error added, unless `capturing` (a wait would end the capture).
   Status Run(int32_t e, const PreparedEntry& pe, size_t k, const EntryState& s, const DeviceModel& dm,
              DeviceMemory& memory, CUstream stream, bool capturing, bool* ran);
+  // Makes each library instruction's plan for entry `e` at its binding `s` as its Run would
+  // (Library::Plan), with `memory`'s addresses (reserved, the inputs' staging included), enqueuing
+  // nothing (ExecutionContext::Warm); an instruction its library finds no plan for goes to the
+  // host, as in Run. Errors: a library's.
+  Status Plan(int32_t e, const PreparedEntry& pe, const EntryState& s, const DeviceModel& dm, const DeviceMemory& memory);
 
  private:
   struct Entry : Decisions {
     bool valid = false;
     std::vector<int64_t> binding;
+    // Instruction k's library refused it (kUnimplemented `st`) when it `when` ("ran", "was
+    // planned"): the host runs it from now on, with the reason.
+    void Refused(size_t k, const Status& st, const char* when);
   };
   // The library object of kCublasLt or kCudnn for `op` (cuDNN's Attention: the SDPA object;
   // LSTM, GRU and RNN: the RNN object);

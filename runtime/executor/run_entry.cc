@@ -345,6 +345,33 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
   return Status::Ok();
 }
 
+#if KILN_KEEPS_WARM_UP  // runtime/kernels/selective.h
+Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs) {
+  const PreparedEntry& pe = c.mi->prepared[e];
+  EntryState& s = c.entries[e];
+  Binder binder(c);
+  if (binder.NeedsBind(e)) KILN_RETURN_IF_ERROR(binder.Bind(e, inputs));
+  for (int32_t i : pe.inputs) s.refs[i].data = inputs[pe.tensors[i].index].data;
+  for (const auto& [slot, input] : s.input_slots) s.operands[slot].data = inputs[input].data;
+  // Sized once, as RunEntry's first call would: the predicates' conditions, the views handed out,
+  // the profile's figures per instruction.
+  if (pe.has_predicates) c.scratch.conditions.reserve(pe.tensors.size());
+  c.delivered.reserve(pe.outputs.size());
+  if (c.profile) {
+    c.stats.last_instruction_ns.reserve(pe.instructions.size());
+    c.stats.last_instruction_bytes.reserve(pe.instructions.size());
+    c.stats.last_instruction_library.reserve(pe.instructions.size());
+  }
+  const BackendRun run{e, pe, s, inputs, nullptr, c.stats, c.instruction_observer};
+  KILN_RETURN_IF_ERROR(c.backend->Warm(run));
+  if (!c.host) return Status::Ok();
+  const Placement place = c.backend->Where(run);
+  if (std::find(place.host.begin(), place.host.end(), 1) == place.host.end()) return Status::Ok();
+  if (!c.host->Holds(s)) KILN_RETURN_IF_ERROR(c.host->Prepare(pe, s));
+  return c.host->Warm(run);
+}
+#endif  // KILN_KEEPS_WARM_UP
+
 Status CopyLastOutputs(ExecutionContext::Impl& c, std::span<const TensorView> outputs, void* stream) {
   if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none");
   if (cpu::KeepsBoundCache() && !c.caches.empty() && !c.caches[c.last_ok_entry].empty())

@@ -32,6 +32,12 @@ namespace kiln {
 Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs,
                 std::vector<TensorView>& outputs, void* stream);
 
+// Prepares entry `e` of context `c`, whose prologue passed for `inputs`, as RunEntry does before
+// its first instruction, running none (ExecutionContext::Warm): binds it where its symbols
+// changed, then the backend warms the binding (Backend::Warm), and on a device backend the CPU
+// backend of its fallback segments places their host memory.
+Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs);
+
 // Copies the outputs of the last successful Run into the caller's views
 // (ExecutionContext::CopyOutputs).
 Status CopyLastOutputs(ExecutionContext::Impl& c, std::span<const TensorView> outputs, void* stream);

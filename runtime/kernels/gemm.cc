@@ -1,8 +1,10 @@
 #include "runtime/kernels/gemm.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "runtime/cpu/onednn/onednn.h"
+#include "runtime/kernels/selective.h"
 
 namespace kiln::cpu {
 namespace {
@@ -39,6 +41,20 @@ void Sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 Library SgemmLibrary(int64_t m, int64_t n, int64_t k) {
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return work >= kOneDnnSgemmMinWork && OneDnnBuilt() ? Library::kOneDnn : BlasLibrary();
+}
+
+void WarmSgemm() {
+  if (!KeepsOneDnn() || !OneDnnBuilt()) return;  // dnnl_sgemm is what sets itself up at its first call
+  // Once per process, on zeros: a one-row product (dnnl_sgemm's matrix-vector kernels) and a
+  // 32x32x16 one (its GEMM kernels), each of kOneDnnSgemmMinWork multiply-adds, the smallest on
+  // oneDNN. Each sets up its kind for every transposition.
+  static const bool warmed = [] {
+    std::vector<float> in(128 * 128), out(32 * 32);
+    Sgemm(false, false, 1, 128, 128, 1.0f, in.data(), 128, in.data(), 128, 0.0f, out.data(), 128);
+    Sgemm(false, false, 32, 32, 16, 1.0f, in.data(), 16, in.data(), 32, 0.0f, out.data(), 32);
+    return true;
+  }();
+  static_cast<void>(warmed);
 }
 
 bool SgemmSplits(int64_t m, int64_t n, int64_t k) { return BlockLength(m, n, k) < (n >= m ? n : m); }

@@ -75,4 +75,12 @@ void Dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
 // Portable: nothing to do.
 void PrepareGemmThreads();
 
+// With oneDNN (OneDnnBuilt), the first call in the process runs two small products on zeros
+// through Sgemm, one of each kind dnnl_sgemm sets up at its first call in the process (for every
+// transposition at once): its matrix-vector kernels (about 2 ms on this project's 2-core AMD EPYC:
+// Silero VAD's LSTM paid them in its first Run) and its GEMM kernels (about 30 ms: PP-OCRv4 det's
+// ConvTranspose paid them). The first CPU ExecutionContext's Create then pays them, not a Run.
+// Later calls do nothing. Thread-safe.
+void WarmSgemm();
+
 }  // namespace kiln::cpu

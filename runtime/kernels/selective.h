@@ -88,6 +88,18 @@ constexpr bool KeepsDeviceBackends() {
 #endif
 }
 
+// Whether this runtime warms a context before its first Run (ExecutionContext::Create's warm-up
+// of fixed-shape entries and ExecutionContext::Warm, runtime/context.cc; Backend::Warm): every
+// runtime but a selective one, whose size budget it does not fit (about 4 KB with LTO), so that
+// there ExecutionContext::Warm is undefined (a program calling it does not link, as with
+// BindCache) and each entry's first Run at new shapes does that work. A macro as well, for the
+// definitions it drops.
+#if KILN_SELECTIVE
+#define KILN_KEEPS_WARM_UP 0
+#else
+#define KILN_KEEPS_WARM_UP 1
+#endif
+
 // Whether this runtime may run an artifact's native CPU code (runtime/cpu/native/). A selective
 // build interprets every generated kernel instead: the loader and the mapping of executable memory
 // stay out of it (about 5 KB; sandboxes often forbid executable mappings anyway), and a model

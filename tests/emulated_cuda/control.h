@@ -18,7 +18,8 @@
 //   dnn-not-supported@N   a cuDNN convolution or pooling call returns CUDNN_STATUS_NOT_SUPPORTED
 // Counters: device_allocations, device_frees, live_device_allocations, device_bytes_in_use,
 // launches, module_loads, host_compiles, graph_launches, graphs_captured, memcpys,
-// contexts_created, allocations_freed_with_context, faults_fired.
+// contexts_created, allocations_freed_with_context, faults_fired, library_plans (the libraries'
+// algorithm choices and execution plans: emulator.h, CountLibraryPlan).
 // The call log (log_begin, then log_take): one line per operation enqueued, in enqueue order:
 // "cuLaunchKernel <kernel>", "cuMemcpyHtoDAsync <bytes>", "cuMemcpyDtoHAsync <bytes>",
 // "cuMemcpyDtoDAsync <bytes>", "cuMemsetD8Async <bytes>", "cuEventRecord", "cuGraphLaunch",

@@ -959,6 +959,7 @@ KILN_LT_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t li
                                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
                                                              int* returnAlgoCount) {
   constexpr const char* kCall = "cublasLtMatmulAlgoGetHeuristic";
+  emu::CountLibraryPlan();
   if (!ValidHandle(lightHandle)) return Refuse(kCall, CUBLAS_STATUS_NOT_INITIALIZED, "not a live cuBLASLt handle");
   if (returnAlgoCount != nullptr) *returnAlgoCount = 0;
   const MatmulDesc* desc = AsDesc(operationDesc);

@@ -656,6 +656,7 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
   if (d->finalized) return Fail(kCall, CUDNN_STATUS_BAD_PARAM, std::string(TypeName(d->type)) + " is already finalized");
   KILN_DNN_TRY(Finalize(kCall, *d));
   d->finalized = true;
+  if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) kiln::emulated_cuda::CountLibraryPlan();
   return Ok();
 }
 

@@ -529,6 +529,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const
                                                      const int requestedAlgoCount, int* returnedAlgoCount,
                                                      cudnnConvolutionFwdAlgoPerf_t* perfResults) {
   constexpr std::string_view kCall = "cudnnGetConvolutionForwardAlgorithm_v7";
+  kiln::emulated_cuda::CountLibraryPlan();
   KILN_DNN_TRY(NeedHandle(kCall, handle));
   KILN_DNN_TRY(NeedTensor(kCall, "srcDesc", srcDesc));
   KILN_DNN_TRY(NeedFilter(kCall, "filterDesc", filterDesc));
@@ -788,6 +789,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle,
                                                           const int requestedAlgoCount, int* returnedAlgoCount,
                                                           cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
   constexpr std::string_view kCall = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+  kiln::emulated_cuda::CountLibraryPlan();
   KILN_DNN_TRY(NeedHandle(kCall, handle));
   KILN_DNN_TRY(NeedFilter(kCall, "filterDesc", filterDesc));
   KILN_DNN_TRY(NeedTensor(kCall, "diffDesc", diffDesc));

@@ -266,6 +266,8 @@ void Count(std::string_view name, int64_t delta) {
   it->second += static_cast<uint64_t>(delta);
 }
 
+void CountLibraryPlan() { Count("library_plans"); }
+
 void LogBegin() {
   std::lock_guard<std::mutex> lock(g_control_mu);
   g_logging = true;

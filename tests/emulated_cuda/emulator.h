@@ -57,6 +57,11 @@ KILN_EMULATED_API bool FaultDue(std::string_view name);
 // thread, at enqueue time (or capture time). Thread-safe.
 KILN_EMULATED_API void LogCall(std::string_view entry);
 
+// Counts one library plan (control.h's counter "library_plans"): a call that chooses an algorithm
+// or builds an execution plan (cublasLtMatmulAlgoGetHeuristic, cudnnGetConvolution*Algorithm_v7,
+// cudnnBackendFinalize of an execution plan). Thread-safe.
+KILN_EMULATED_API void CountLibraryPlan();
+
 // Writes "<library call>: <message>" to stderr, for a refused call whose status code alone
 // would not say why (the real libraries print nothing; this is a test aid).
 KILN_EMULATED_API void Diagnose(std::string_view call, std::string_view message);

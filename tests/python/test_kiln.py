@@ -230,6 +230,23 @@ def test_torch_tensors_in_and_out(scale_model):
     assert torch.equal(torch.from_dlpack(y), x * 2 + 1)
 
 
+def test_warm_prepares_shapes_without_a_call(scale_model):
+    ctx = scale_model.context(device="cpu")
+    ctx.warm([np.ones((4, 3), np.float32)])
+    ctx.warm({"x": np.zeros((1, 3), np.float32)})
+    s = kiln.compile_stats(ctx)
+    assert (s.calls, s.cache_hits, s.cache_misses) == (0, 0, 0)
+    (y,) = ctx.run([np.ones((4, 3), np.float32)])
+    assert np.array_equal(y, np.full((4, 3), 3, np.float32))
+    with pytest.raises(kiln.Error) as e:
+        ctx.warm([np.ones((2, 3), np.float32)])
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.message == ("entry 0 (N=1): input 'x' dim 0 = 2, expected 1\n"
+                               "entry 1 (N=4): input 'x' dim 0 = 2, expected 4")
+    s = kiln.compile_stats(ctx)
+    assert (s.calls, s.cache_hits, s.cache_misses) == (1, 1, 0)
+
+
 # --- Thunder's statistics and traces --------------------------------------------------------------
 
 def test_stats_after_hits_and_a_miss(scale_model):

@@ -486,6 +486,33 @@ TEST_CASE("C API: entry and instruction queries refuse bad arguments with a code
   CHECK(kiln_model_instruction(nullptr, 0, 0, &ins) == KILN_STATUS_INVALID_ARGUMENT);
 }
 
+TEST_CASE("C API: kiln_context_warm prepares a shape without running or counting a call") {
+  AddModel add;
+  const kiln_tensor shape = CTensor(nullptr, KILN_DTYPE_FLOAT32, {2, 3});  // no data: shapes only
+  REQUIRE(kiln_context_warm(add.ctx, &shape, 1) == KILN_STATUS_OK);
+  kiln_stats s;
+  REQUIRE(kiln_context_stats(add.ctx, &s) == KILN_STATUS_OK);
+  CHECK(s.calls == 0);
+  CHECK(s.cache_hits == 0);
+  uint64_t host = 0, dev = 0;
+  REQUIRE(kiln_context_memory(add.ctx, &host, &dev) == KILN_STATUS_OK);
+  CHECK(host == 64);  // N = 2: the arena of the run below, allocated now
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  const kiln_tensor in = CTensor(x, KILN_DTYPE_FLOAT32, {2, 3});
+  kiln_tensor out;
+  REQUIRE(kiln_context_run(add.ctx, &in, 1, &out, 1, nullptr) == KILN_STATUS_OK);
+  const float* y = static_cast<const float*>(out.data);
+  CHECK(std::vector<float>(y, y + 6) == std::vector<float>{11, 22, 33, 14, 25, 36});
+  const kiln_tensor wrong = CTensor(nullptr, KILN_DTYPE_FLOAT32, {2, 4});
+  CHECK(kiln_context_warm(add.ctx, &wrong, 1) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_context_last_error(add.ctx)).find("kiln_context_warm: ") == 0);
+  CHECK(kiln_context_warm(add.ctx, &shape, 2) == KILN_STATUS_INVALID_ARGUMENT);
+  CHECK(kiln_context_warm(nullptr, &shape, 1) == KILN_STATUS_INVALID_ARGUMENT);
+  REQUIRE(kiln_context_stats(add.ctx, &s) == KILN_STATUS_OK);
+  CHECK(s.calls == 1);
+  CHECK(s.cache_misses == 0);
+}
+
 TEST_CASE("C API: runs refuse bad tensors and counts with a code and a message naming the argument") {
   AddModel add;
   float x[6] = {1, 2, 3, 4, 5, 6};

@@ -217,6 +217,9 @@ void AddBenchCommand(CLI::App& app) {
   cmd->add_flag("--onednn,!--no-onednn", c.onednn,
                 "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");
+  cmd->add_flag("--warm,!--no-warm", c.warm,
+                "prepare the context for the inputs' shapes (ExecutionContext::Warm) after creating it, so that the first "
+                "call does only what every call does (default); --no-warm leaves that work to the first call");
   cmd->add_flag("--cuda-graphs", c.cuda_graphs,
                 "CUDA backend: capture each entry as a CUDA graph and replay it (ignored on the CPU backend, and "
                 "while profiling)");

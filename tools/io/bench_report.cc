@@ -146,6 +146,7 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"cuda_graphs", r.cuda_graphs},
           {"load_ms", r.load_ms},
           {"create_ms", r.create_ms},
+          {"warm_ms", r.warm_ms ? nlohmann::json(*r.warm_ms) : nlohmann::json(nullptr)},
           {"first_call_ms", r.first_call_ms ? nlohmann::json(*r.first_call_ms) : nlohmann::json(nullptr)},
           {"warmup", r.warmup},
           {"iterations", r.iterations},
@@ -230,8 +231,13 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
     out << fmt::format("transfers:   {} bytes host to device, {} back ({} control transfers); CPU regions {:.3f} ms "
                        "(the last call)\n",
                        r.host_to_device_bytes, r.device_to_host_bytes, r.control_transfers, r.cpu_region_ms);
-  out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create, {:.3f} ms of it)\n", r.load_ms,
-                     r.create_ms);
+  if (r.warm_ms)
+    out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create + Warm; Create {:.3f} ms, Warm at "
+                       "the inputs' shapes {:.3f} ms)\n",
+                       r.load_ms, r.create_ms, *r.warm_ms);
+  else
+    out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create, {:.3f} ms of it)\n", r.load_ms,
+                       r.create_ms);
   if (r.first_call_ms && r.latency_ms.p50 > 0)
     out << fmt::format("first call:  {} ({:.1f} times the p50; the context's first Run + Synchronize)\n",
                        Time(*r.first_call_ms), *r.first_call_ms / r.latency_ms.p50);

@@ -56,8 +56,9 @@ struct BenchResult {
   int threads = 0;                 // --threads as requested; 0 = one per core
   bool cuda_graphs = false;        // graphs in effect (requested, on CUDA, not profiling)
   std::vector<std::string> notes;  // options that had no effect, and why
-  double load_ms = 0;              // Model::Load + ExecutionContext::Create
+  double load_ms = 0;              // Model::Load + ExecutionContext::Create + ExecutionContext::Warm
   double create_ms = 0;            // ExecutionContext::Create alone (part of load_ms)
+  std::optional<double> warm_ms;   // ExecutionContext::Warm at the inputs' shapes (part of load_ms); unset: none
   // The context's first Run + Synchronize (the first warm-up call, else the first timed one), ms;
   // unset with --generate (first_token_ms has the prompt's calls).
   std::optional<double> first_call_ms;
@@ -87,7 +88,7 @@ struct BenchResult {
 };
 
 // The --json document. Keys, exactly: artifact, device, device_note, threads, cuda_graphs,
-// load_ms, create_ms, first_call_ms (or null), warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
+// load_ms, create_ms, warm_ms (or null), first_call_ms (or null), warmup, iterations, latency_ms {min, p50, p90, p99, max, mean, stddev (population)},
 // throughput_per_s, host_us {lookup, prologue, computation} (zeros with --generate), gpu_ms {min, p50, p90, p99,
 // max} or null, memory {host_bytes, device_bytes, peak_rss_bytes}, inputs [{name, dtype,
 // shape}], seed (of random inputs, 0..2^64-1) or null, entry, profile null or {instructions [{name,

@@ -38,6 +38,9 @@ struct BenchConfig {
   bool native_code = true;  // LoadOptions::native_code
   bool cuda_graphs = false;
   bool profile = false;
+  // ExecutionContext::Warm at the inputs' shapes after Create (not with --generate, whose calls
+  // change shape): the first call then does only what every call does.
+  bool warm = true;
   int warmup = 10;
   int64_t iterations = 100;  // timed calls, when duration_s is 0
   double duration_s = 0;     // > 0: time calls until this many seconds have passed

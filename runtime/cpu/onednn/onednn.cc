@@ -417,6 +417,12 @@ class ConvOp final : public LayoutOp, public UsesPacks {
  public:
   uint64_t held_bytes() const override { return 0; }  // its weights are in the Packs
 
+  Status PackWeights(const KernelCall& call) override {
+    if (!weights_constant_ || !(w_reorder_ || widen_)) return Status::Ok();
+    OmpThreads omp(threads_);
+    return HoldWeights(call.inputs[w_slot_]);
+  }
+
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
     pool_ = call.threads;
@@ -430,42 +436,11 @@ class ConvOp final : public LayoutOp, public UsesPacks {
     // Packs, shared with other bindings' ops), else on every call.
     const void* weights = w.data;
     if (w_reorder_ || widen_) {
-      auto fill = [&](void* into) -> Status {
-        const void* plain = w.data;
-        AlignedBuffer widened;  // a model weight's float32 copy, at its first call only
-        if (widen_) {
-          void* to = into;
-          if (w_reorder_ && weights_constant_) {
-            if (!widened.Reserve(static_cast<size_t>(w.num_elements) * sizeof(float)))
-              return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
-            to = widened.data();
-          } else if (w_reorder_) {
-            to = ws + w_widened_offset_;
-          }
-          HalvesToFloat(w.dtype, w.as<const uint16_t>(), static_cast<float*>(to), w.num_elements);
-          plain = to;
-        }
-        if (!w_reorder_) return Status::Ok();
-        KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
-        KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
-        return Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
-                       "weights reorder");
-      };
       if (!weights_constant_) {
-        KILN_RETURN_IF_ERROR(fill(ws + w_offset_));
+        KILN_RETURN_IF_ERROR(FillWeights(w, ws + w_offset_, ws));
         weights = ws + w_offset_;
       } else {
-        if (held_ == nullptr || held_from_ != w.data) {
-          const auto [into, fresh] = packs->Acquire(w.data, pd_.weights_desc(), w_bytes_);
-          if (into == nullptr) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
-          if (fresh)
-            if (Status st = fill(into); !st.ok()) {
-              packs->Drop();
-              return st;
-            }
-          held_ = into;
-          held_from_ = w.data;
-        }
+        KILN_RETURN_IF_ERROR(HoldWeights(w));
         weights = held_;
       }
     }
@@ -563,6 +538,46 @@ class ConvOp final : public LayoutOp, public UsesPacks {
   static Result<std::unique_ptr<OneDnnOp>> PlanInteger(const KernelCall& call, int threads, bool w_constant);
 
  private:
+  // W in the primitive's layout (and type) at `into`: widened from float16 (a model weight's
+  // float32 copy made here, another's in the workspace `ws`), then reordered.
+  Status FillWeights(const TensorRef& w, void* into, uint8_t* ws) {
+    const void* plain = w.data;
+    AlignedBuffer widened;  // a model weight's float32 copy, at its first call only
+    if (widen_) {
+      void* to = into;
+      if (w_reorder_ && weights_constant_) {
+        if (!widened.Reserve(static_cast<size_t>(w.num_elements) * sizeof(float)))
+          return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+        to = widened.data();
+      } else if (w_reorder_) {
+        to = ws + w_widened_offset_;
+      }
+      HalvesToFloat(w.dtype, w.as<const uint16_t>(), static_cast<float*>(to), w.num_elements);
+      plain = to;
+    }
+    if (!w_reorder_) return Status::Ok();
+    KILN_RETURN_IF_ERROR(SetHandle(w_user_, plain));
+    KILN_RETURN_IF_ERROR(SetHandle(w_mem_, into));
+    return Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
+                   "weights reorder");
+  }
+
+  // A model weight W in held_, in the context's Packs (filled there by the first op that needs
+  // this layout).
+  Status HoldWeights(const TensorRef& w) {
+    if (held_ != nullptr && held_from_ == w.data) return Status::Ok();
+    const auto [into, fresh] = packs->Acquire(w.data, pd_.weights_desc(), w_bytes_);
+    if (into == nullptr) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+    if (fresh)
+      if (Status st = FillWeights(w, into, nullptr); !st.ok()) {
+        packs->Drop();
+        return st;
+      }
+    held_ = into;
+    held_from_ = w.data;
+    return Status::Ok();
+  }
+
   // Place's work: oneDNN's C++ API throws dnnl::error.
   void PlaceOrThrow(bool x_in_layout, bool y_in_layout, bool r_in_layout) {
     r_in_layout_ = residual_ && r_in_layout;
@@ -1133,6 +1148,12 @@ class MatMulOp final : public OneDnnOp, public UsesPacks {
   bool CanFeed(const OneDnnOp&, int) const override { return false; }  // Y stays row-major
   Status Place(bool, bool, bool) override { return Status::Ok(); }
 
+  Status PackWeights(const KernelCall& call) override {
+    if (!w_reorder_) return Status::Ok();
+    OmpThreads omp(threads_);
+    return HoldWeights(call.inputs[b_slot_]);
+  }
+
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
     const TensorRef &a = call.inputs[0], &b = call.inputs[b_slot_], &y = call.outputs[0];
@@ -1141,24 +1162,7 @@ class MatMulOp final : public OneDnnOp, public UsesPacks {
                       " bytes, needs " + std::to_string(workspace_));
     const void* weights = b.data;
     if (w_reorder_) {  // a model weight, in oneDNN's layout once (in the context's Packs)
-      if (held_ == nullptr || held_from_ != b.data) {
-        const memory::desc layout = pd_.weights_desc();
-        const auto [into, fresh] = packs->Acquire(b.data, layout, layout.get_size());
-        if (into == nullptr) return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
-        if (fresh) {
-          Status st = SetHandle(w_user_, b.data);
-          if (st.ok()) st = SetHandle(w_mem_, into);
-          if (st.ok())
-            st = Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
-                         "weights reorder");
-          if (!st.ok()) {
-            packs->Drop();  // never left half written for the next binding
-            return st;
-          }
-        }
-        held_ = into;
-        held_from_ = b.data;
-      }
+      KILN_RETURN_IF_ERROR(HoldWeights(b));
       weights = held_;
     }
     if (residual_) {  // oneDNN's `sum` post-op: Y holds the residual when the product starts
@@ -1203,6 +1207,29 @@ class MatMulOp final : public OneDnnOp, public UsesPacks {
   static Result<std::unique_ptr<OneDnnOp>> PlanQGemm(const KernelCall& call, int threads, bool params_constant);
 
  private:
+  // A model weight B in held_, in oneDNN's layout in the context's Packs (reordered there by the
+  // first op that needs this layout).
+  Status HoldWeights(const TensorRef& b) {
+    if (held_ != nullptr && held_from_ == b.data) return Status::Ok();
+    const memory::desc layout = pd_.weights_desc();
+    const auto [into, fresh] = packs->Acquire(b.data, layout, layout.get_size());
+    if (into == nullptr) return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+    if (fresh) {
+      Status st = SetHandle(w_user_, b.data);
+      if (st.ok()) st = SetHandle(w_mem_, into);
+      if (st.ok())
+        st = Execute(*w_reorder_, stream_, {{DNNL_ARG_FROM, w_user_.get()}, {DNNL_ARG_TO, w_mem_.get()}},
+                     "weights reorder");
+      if (!st.ok()) {
+        packs->Drop();  // never left half written for the next binding
+        return st;
+      }
+    }
+    held_ = into;
+    held_from_ = b.data;
+    return Status::Ok();
+  }
+
   // The int8 forms' primitive for A [m, k] by B [k, n] (s8; stored [n, k] with `tb`) into Y
   // [m, n] of `y_type`, with an s32 bias of n values (`bias_`).
   Status MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
@@ -1503,11 +1530,16 @@ class RnnOp final : public OneDnnOp {
   bool CanFeed(const OneDnnOp&, int) const override { return false; }
   Status Place(bool, bool, bool) override { return Status::Ok(); }
 
+  Status PackWeights(const KernelCall& call) override {
+    if (held_.size() != 0 && held_from_ == call.inputs[1].data) return Status::Ok();
+    OmpThreads omp(threads_);
+    return PrepareWeights(call);
+  }
+
   Status Run(const KernelCall& call) override {
     OmpThreads omp(threads_);
     KILN_RETURN_IF_ERROR(CheckWorkspace(call, workspace_, std::string(name_) + " on oneDNN"));
-    const void* w = call.inputs[1].data;
-    if (held_.size() == 0 || held_from_ != w) KILN_RETURN_IF_ERROR(PrepareWeights(call));
+    KILN_RETURN_IF_ERROR(PackWeights(call));
     auto* ws = static_cast<uint8_t*>(call.workspace);
     const TensorRef* y = OptionalOutput(call, 0);
     void* dst_layer = dirs_ == 1 && y ? y->data : ws + dst_offset_;

@@ -70,7 +70,8 @@
 // such a tensor is not NCHW between those instructions (an InstructionObserver sees oneDNN's
 // layout there). A ResNet's blocks chain this way: a block's output is the next block's first
 // X and its residual. Weights that are model weights are
-// reordered into the chosen layout once, at the first Run that needs that layout, and kept in
+// reordered into the chosen layout once, when the binding is warmed (OneDnnOp::PackWeights, at
+// ExecutionContext::Create or Warm) or else at the first Run that needs that layout, and kept in
 // the context's WeightPacks, which every binding's ops share: a decoder's MatMuls, planned again
 // for each step's cache length, reorder their weights only at the first step (LSTM, GRU and RNN
 // keep theirs with the plan, OneDnnOp::held_bytes); other weights are reordered on every Run.
@@ -156,6 +157,14 @@ class OneDnnOp {
   // Planned ops start with all false. Sets workspace_bytes(). kInternal when oneDNN fails to
   // make a reorder, kResourceExhausted when memory runs out: the op is then unusable.
   virtual Status Place(bool x_in_layout, bool y_in_layout, bool r_in_layout) = 0;
+  // Puts the model weights `call` reads (as Run would get them) in the op's layout, as its first
+  // Run would: into the WeightPacks, or the plan's own for LSTM, GRU and RNN. Nothing for an op
+  // without model weights to reorder, or whose weights are in place already. The CPU backend
+  // calls it when it warms a binding (ExecutionContext::Create and Warm). Errors as Run's.
+  virtual Status PackWeights(const KernelCall& call) {
+    static_cast<void>(call);
+    return Status::Ok();
+  }
   // Runs the op on `call`, whose operands have the shapes it was planned for and whose
   // workspace has workspace_bytes(). Allocates nothing of Kiln's own after the first Run.
   // kInternal when a oneDNN call fails (its status named).

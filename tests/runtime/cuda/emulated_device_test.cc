@@ -680,6 +680,45 @@ TEST_CASE("[emulated] steady-state runs allocate nothing, on the host or the dev
   }
 }
 
+// The first Run of a context warmed for its shapes (by Create for fixed shapes, by Warm for
+// symbolic ones) allocates no device memory, loads no module and asks cuBLASLt or cuDNN for no
+// algorithm: the device arena, the staging of host inputs, the symbolic values and the library
+// workspace were reserved, and the cuBLASLt and cuDNN convolution plans made, before it.
+TEST_CASE("[emulated] the first Run after Create or Warm allocates no device memory and loads no module") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> artifact;
+    std::vector<HostTensor> inputs;
+    bool warm;  // symbolic shapes: Warm at the inputs' shapes
+    double atol = kSmallAtol, rtol = kSmallRtol;
+  };
+  const HostTensor x = FloatInput({3, 5}, SeededFloats(15, 5, 3.0f));
+  const Case cases[] = {{"MatMul/Gemm model, fixed shapes", MlpArtifact(), MlpInputs(), false},
+                        {"PP-OCR cls: Convs and pools on cuDNN, symbolic batch", RealArtifact(kCls), ClsOneImage(), true,
+                         kModelAtol, kModelRtol},
+                        {"a CPU fallback region, fixed shapes", RegionArtifact("3"), {x}, false},
+                        {"a CPU fallback region, symbolic N", RegionArtifact("N"), {x}, true}};
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Model model = Load(c.artifact);
+    const std::vector<HostTensor> want = testing::RunCpuReference(model, c.inputs);
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    if (c.warm) REQUIRE(ctx.Warm(Views(c.inputs)).ok());
+    const uint64_t allocations = emu->counter("device_allocations"), modules = emu->counter("module_loads");
+    const uint64_t plans = emu->counter("library_plans");
+    std::vector<HostTensor> got = Sentinel(want);
+    const Status st = RunInto(ctx, c.inputs, got);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(emu->counter("device_allocations") == allocations);
+    CHECK(emu->counter("module_loads") == modules);
+    CHECK(emu->counter("library_plans") == plans);  // cuBLASLt's and cuDNN's convolution algorithms
+    CHECK(ctx.stats().calls == 1);
+    CheckClose(got, want, c.atol, c.rtol, c.what);
+  }
+}
+
 TEST_CASE("[emulated] Run enqueues on the caller's stream, results are right after Synchronize") {
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();

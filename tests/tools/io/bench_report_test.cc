@@ -24,6 +24,7 @@ BenchResult SampleResult() {
   r.threads = 2;
   r.load_ms = 1.5;
   r.create_ms = 0.5;
+  r.warm_ms = 0.25;
   r.first_call_ms = 20;
   r.warmup = 3;
   r.iterations = 4;
@@ -61,7 +62,7 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   const BenchResult r = SampleResult();
   const nlohmann::json j = BenchJson(r);
   CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
-                                         "create_ms", "first_call_ms", "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
+                                         "create_ms", "warm_ms", "first_call_ms", "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
                                          "memory", "inputs", "seed", "entry", "profile", "generate"});
   CHECK(j["generate"].is_null());  // not a --generate run (bench_runner_test checks one)
   CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean", "stddev"});
@@ -72,6 +73,7 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   CHECK(j["cuda_graphs"] == false);
   CHECK(j["iterations"] == 4);
   CHECK(j["create_ms"] == 0.5);
+  CHECK(j["warm_ms"] == 0.25);
   CHECK(j["first_call_ms"] == 20.0);
   CHECK(j["latency_ms"]["p50"] == 2.0);  // nearest rank: ceil(4 * 0.5) = 2nd
   CHECK(j["latency_ms"]["p90"] == 4.0);
@@ -168,7 +170,14 @@ TEST_CASE("bench report: the human report shows latency, host split, memory and 
   CHECK(s.find("latency ms:  min 1.000  p50 2.000  p90 4.000  p99 4.000  max 4.000  mean 2.500  sd 1.118") !=
         std::string::npos);
   CHECK(s.find("latency varies by 45% of the mean") != std::string::npos);
-  CHECK(s.find("load:        1.500 ms (Model::Load + ExecutionContext::Create, 0.500 ms of it)") != std::string::npos);
+  CHECK(s.find("load:        1.500 ms (Model::Load + ExecutionContext::Create + Warm; Create 0.500 ms, Warm at the "
+               "inputs' shapes 0.250 ms)") != std::string::npos);
+  BenchResult cold = SampleResult();
+  cold.warm_ms.reset();  // --no-warm
+  std::ostringstream cold_out;
+  PrintBenchReport(cold, cold_out);
+  CHECK(cold_out.str().find("load:        1.500 ms (Model::Load + ExecutionContext::Create, 0.500 ms of it)") !=
+        std::string::npos);
   CHECK(s.find("first call:  20.000 ms (10.0 times the p50; the context's first Run + Synchronize)") !=
         std::string::npos);
   CHECK(s.find("iterations:  4 timed in 500.000 ms, after 3 warm-up") != std::string::npos);
