@@ -29,7 +29,8 @@
 # LSTM/GRU/RNN, attention, signal ops, TopK, vision ops, GridSample, Einsum.
 file(GLOB KILN_CUDA_BACKEND_SRC CONFIGURE_DEPENDS runtime/cuda/*.cc)
 set(KILN_RUNTIME_FOR_SIZE
-  runtime/model.cc runtime/verify.cc runtime/fused/program.cc runtime/arena_plan.cc runtime/op_table.cc
+  runtime/model.cc runtime/signature.cc runtime/weights_cipher.cc runtime/verify.cc runtime/fused/program.cc runtime/arena_plan.cc runtime/op_table.cc
+  runtime/cpu/native/load.cc runtime/cpu/native/image.cc runtime/cpu/native/target.cc
   runtime/status.cc runtime/executor/loop_pairs.cc runtime/attrs.cc runtime/tensor.cc runtime/c_api.cc runtime/bound_cache.cc
   ${KILN_CUDA_BACKEND_SRC}
   runtime/cpu/onednn/onednn.cc

@@ -28,16 +28,24 @@
 #include "runtime/executor/segments.h"
 #include "runtime/kernels/selective.h"
 #include "runtime/model_impl.h"
+#include "runtime/signature_trailer.h"
 #include "runtime/verify.h"
+#if !KILN_SELECTIVE
+#include "runtime/signature.h"
+#include "runtime/weights_cipher.h"
+#endif
 #include "schema/kiln_generated.h"
 
 namespace kiln {
 
 std::shared_ptr<const ArtifactBytes> ArtifactBytes::Mapped(void* addr, size_t size) {
-  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true));
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true, false));
 }
 std::shared_ptr<const ArtifactBytes> ArtifactBytes::Owned(void* addr, size_t size) {
-  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, false));
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, false, true));
+}
+std::shared_ptr<const ArtifactBytes> ArtifactBytes::Read(void* addr, size_t size) {
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true, true));
 }
 ArtifactBytes::~ArtifactBytes() {
   if (mapped_) munmap(addr_, size_);
@@ -591,8 +599,31 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   const uint8_t* data = bytes->data();
   ArtifactHeader h;
   KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
+  // A signature first, when one is required: nothing but the section bounds is read before it
+  // verifies (runtime/signature.h). Then encrypted weights (format 10, the trailer's flag) are
+  // decrypted in place, in Load's private copy, before their checksum, which is of the clear
+  // weights (so a file whose trailer was cut off fails it).
+  SignatureTrailer trailer;
+  const bool encrypted = h.format_version >= kEncryptedWeightsFormatVersion &&
+                         FindTrailer(data, bytes->size(), &trailer) && (trailer.flags & kTrailerWeightsEncrypted);
+#if KILN_SELECTIVE
+  if (!options.trusted_public_keys.empty() || encrypted)
+    return Unimplemented("this runtime (a selective build) verifies no signature and decrypts no weights");
+#else
+  const bool verified = !options.trusted_public_keys.empty();
+  if (verified) KILN_RETURN_IF_ERROR(VerifySignature(data, bytes->size(), h, options.trusted_public_keys));
+  if (encrypted) KILN_RETURN_IF_ERROR(CheckTrailer(bytes->size(), h, trailer));
+#endif
   const fb::Artifact* a = nullptr;
   KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
+#if !KILN_SELECTIVE
+  if (encrypted) {
+    if (!bytes->private_copy())  // Load(path) reads a private copy whenever weights_key is set
+      return FailedPrecondition("the weights are encrypted, and LoadOptions::weights_key is not set");
+    KILN_RETURN_IF_ERROR(
+        DecryptWeights(bytes->private_data() + h.weights_offset, h.weights_size, trailer, options, verified));
+  }
+#endif
   KILN_RETURN_IF_ERROR(CheckWeights(data, h));
   KILN_RETURN_IF_ERROR(VerifyArtifact(*a, h.weights_size));
 
@@ -661,6 +692,29 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
+// The `size` bytes of the open file `fd`, read into a private anonymous mapping (huge pages where
+// the kernel gives them: fewer page faults; left out of core dumps: it may hold decrypted
+// weights). A file that shrank since its size was read is kDataLoss.
+Result<std::shared_ptr<const ArtifactBytes>> ReadPrivateCopy(int fd, size_t size) {
+  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) return ResourceExhausted("cannot allocate a private copy of the artifact");
+  auto bytes = ArtifactBytes::Read(addr, size);
+  ::madvise(addr, size, MADV_HUGEPAGE);
+  ::madvise(addr, size, MADV_DONTDUMP);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(addr) + done, std::min<size_t>(size - done, size_t{1} << 30),
+                              static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done == size) return bytes;
+  char m[96];
+  std::snprintf(m, sizeof m, "read %zu of its %zu bytes (changed while read?)", done, size);
+  return DataLoss(m);
+}
+
 }  // namespace
 
 Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
@@ -687,12 +741,23 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
                     to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
   }
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping stays valid
-  if (addr == MAP_FAILED)
-    return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size), options);
+  std::shared_ptr<const ArtifactBytes> bytes;
+  if (!options.trusted_public_keys.empty() || options.weights_key) {
+    // A private copy: what is verified, and what the weights are decrypted into, is what runs;
+    // a later write to the file changes none of it (docs/security.md, "Signed artifacts").
+    Result<std::shared_ptr<const ArtifactBytes>> copy = ReadPrivateCopy(fd, size);
+    ::close(fd);
+    if (!copy.ok()) return copy.status().WithContext("'" + path + "'");
+    bytes = std::move(*copy);
+  } else {
+    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);  // the mapping stays valid
+    if (addr == MAP_FAILED)
+      return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
+    bytes = ArtifactBytes::Mapped(addr, size);
+  }
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(std::move(bytes), options);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
   return Model(*impl);
 }

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
   kiln::cli::AddBenchCommand(app);
+  kiln::cli::AddSignCommand(app);
   kiln::cli::AddOpsCommand(app);
   return kiln::cli::RunMain(app, argc, argv, "kiln");
 }

@@ -14,5 +14,6 @@ int main(int argc, char** argv) {
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
   kiln::cli::AddBenchCommand(app);
+  kiln::cli::AddSignCommand(app);
   return kiln::cli::RunMain(app, argc, argv, "kiln-run");
 }
