@@ -44,7 +44,8 @@ Status ApplyKeyFlags(const KeyFlags& flags, LoadOptions& options) {
     options.trusted_public_keys.push_back(std::move(pem));
   }
   if (flags.weights_key.empty()) return Status::Ok();
-  KILN_ASSIGN_OR_RETURN(std::array<uint8_t, 32> key, ReadKeyFile(flags.weights_key));
+  using Key = std::array<uint8_t, 32>;
+  KILN_ASSIGN_OR_RETURN(Key key, ReadKeyFile(flags.weights_key));
   options.weights_key = [key](std::string_view, std::span<uint8_t, 32> out) {
     std::copy(key.begin(), key.end(), out.begin());
     return Status::Ok();
