@@ -67,7 +67,7 @@ void AddSignCommand(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", f->output, "the signed artifact (default: replace the input)");
-  cmd->add_option("--key", f->key, "Ed25519 private key, PEM (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
+  cmd->add_option("--key", f->key, "Ed25519 private key, PEM (`openssl genpkey -algorithm ED25519 -out KEY.pem`)")
       ->required()
       ->check(CLI::ExistingFile);
   auto* encrypt = cmd->add_option("--encrypt-weights", f->encrypt_weights,

@@ -32,7 +32,7 @@ Result<Pkey> ReadPrivateKey(const std::string& pem) {
   BIO_free(bio);
   if (!key || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519)
     return InvalidArgument("the signing key is not an Ed25519 private key in PEM (\"-----BEGIN PRIVATE KEY-----\", "
-                           "as `openssl genpkey -algorithm ed25519` writes it)");
+                           "as `openssl genpkey -algorithm ED25519` writes it)");
   return key;
 }
 
