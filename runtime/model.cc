@@ -588,7 +588,13 @@ uint64_t ContextLimit(const LoadOptions& options) {
   return bytes;
 }
 
+// Also, in a selective runtime, which checks no signature and decrypts no weights
+// (cmake/selective.cmake), the refusal of LoadOptions::trusted_public_keys. Encrypted weights
+// fail its weights checksum (runtime/model.cc Parse), which is of the clear weights.
 Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
+#if KILN_SELECTIVE
+  if (!options.trusted_public_keys.empty()) return Unimplemented("a selective runtime verifies no signature");
+#endif
   if (size <= options.max_artifact_bytes) return Status::Ok();
   return ResourceExhausted("artifact is " + to_string(size) + " bytes, above LoadOptions::max_artifact_bytes (" +
                            to_string(options.max_artifact_bytes) + ")");
@@ -603,13 +609,10 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   // verifies (runtime/signature.h). Then encrypted weights (format 10, the trailer's flag) are
   // decrypted in place, in Load's private copy, before their checksum, which is of the clear
   // weights (so a file whose trailer was cut off fails it).
+#if !KILN_SELECTIVE
   SignatureTrailer trailer;
   const bool encrypted = h.format_version >= kEncryptedWeightsFormatVersion &&
                          FindTrailer(data, bytes->size(), &trailer) && (trailer.flags & kTrailerWeightsEncrypted);
-#if KILN_SELECTIVE
-  if (!options.trusted_public_keys.empty() || encrypted)
-    return Unimplemented("this runtime (a selective build) verifies no signature and decrypts no weights");
-#else
   const bool verified = !options.trusted_public_keys.empty();
   if (verified) KILN_RETURN_IF_ERROR(VerifySignature(data, bytes->size(), h, options.trusted_public_keys));
   if (encrypted) KILN_RETURN_IF_ERROR(CheckTrailer(bytes->size(), h, trailer));
@@ -692,6 +695,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
+#if !KILN_SELECTIVE
 // The `size` bytes of the open file `fd`, read into a private anonymous mapping (huge pages where
 // the kernel gives them: fewer page faults; left out of core dumps: it may hold decrypted
 // weights). A file that shrank since its size was read is kDataLoss.
@@ -714,6 +718,7 @@ Result<std::shared_ptr<const ArtifactBytes>> ReadPrivateCopy(int fd, size_t size
   std::snprintf(m, sizeof m, "read %zu of its %zu bytes (changed while read?)", done, size);
   return DataLoss(m);
 }
+#endif
 
 }  // namespace
 
@@ -741,23 +746,24 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
                     to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
   }
-  std::shared_ptr<const ArtifactBytes> bytes;
+#if !KILN_SELECTIVE  // a selective runtime refuses trusted_public_keys (CheckArtifactSize): it always maps
   if (!options.trusted_public_keys.empty() || options.weights_key) {
     // A private copy: what is verified, and what the weights are decrypted into, is what runs;
     // a later write to the file changes none of it (docs/security.md, "Signed artifacts").
     Result<std::shared_ptr<const ArtifactBytes>> copy = ReadPrivateCopy(fd, size);
     ::close(fd);
-    if (!copy.ok()) return copy.status().WithContext("'" + path + "'");
-    bytes = std::move(*copy);
-  } else {
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);  // the mapping stays valid
-    if (addr == MAP_FAILED)
-      return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
-    bytes = ArtifactBytes::Mapped(addr, size);
+    Result<std::shared_ptr<const Model::Impl>> impl =
+        copy.ok() ? Parse(std::move(*copy), options) : Result<std::shared_ptr<const Model::Impl>>(copy.status());
+    if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
+    return Model(*impl);
   }
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(std::move(bytes), options);
+#endif
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping stays valid
+  if (addr == MAP_FAILED)
+    return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
+  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size), options);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
   return Model(*impl);
 }

@@ -189,7 +189,8 @@ struct LoadOptions {
   // Ed25519 public key in PEM), kFailedPrecondition (no signature, or one by a key not listed:
   // the message gives the signer's public key in hex), kDataLoss (the signature does not verify:
   // a section or the trailer changed after signing, or a truncated file), kUnimplemented (a
-  // selective runtime, which verifies no signature).
+  // selective runtime, which verifies no signature; it also decrypts no weights, and encrypted
+  // ones fail its weights checksum: kDataLoss).
   std::vector<std::string> trusted_public_keys;
   // Encrypted weights (`kiln sign --encrypt-weights`, format version 10): called once per Load,
   // on the loading thread, with the key id the artifact names (text, up to 32 bytes, possibly
@@ -219,7 +220,10 @@ struct NativeCodeInfo {
 class KILN_API Model {
  public:
   // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
-  // checks, the memory plan where its sizes are constants, and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
+  // checks, the memory plan where its sizes are constants, and the weights checksum); with
+  // LoadOptions::trusted_public_keys or weights_key it reads the file into private memory instead,
+  // checks the signature first and decrypts the weights (their errors are listed there).
+  // Errors: kNotFound (no file), kDataLoss (corrupt or
   // truncated: the message names the section and file offset), kIncompatible (a well-formed
   // artifact of a format version outside [kMinFormatVersion, kFormatVersion]; a header whose
   // version field is damaged is kDataLoss), kResourceExhausted (over a LoadOptions limit).
