@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kiln.h"
 #include "kiln/runtime.h"
 #include "runtime/signature.h"
 #include "runtime/signature_trailer.h"
@@ -346,6 +347,59 @@ TEST_CASE("sign: encrypted weights decrypt in place under the key the callback g
   REQUIRE(resigned.ok());
   CHECK(Model::Load(*resigned, o).ok());
   CHECK(io::SignArtifact(sealed, options).status().code() == StatusCode::kInvalidArgument);
+}
+
+// kiln_weights_key_fn for the C API case: user data is the key; "refuse" makes it fail.
+kiln_status SigCKey(void* user, const char* key_id, uint8_t* key) {
+  if (std::string(key_id) == "refuse") return KILN_STATUS_NOT_FOUND;
+  std::memcpy(key, user, 32);
+  return KILN_STATUS_OK;
+}
+
+TEST_CASE("sign: the C API's load options require the signature and call the weights key function") {
+  SigKeys keys;
+  std::array<uint8_t, 32> key;
+  key.fill(0x42);
+  io::SignOptions options;
+  options.private_key_pem = keys.a_private;
+  options.encrypt_weights = true;
+  options.weights_key = key;
+  options.key_id = "c";
+  Result<std::vector<uint8_t>> sealed = io::SignArtifact(SigUnsigned(), options);
+  REQUIRE(sealed.ok());
+  kiln_load_options lo;
+  REQUIRE(kiln_load_options_init(&lo) == KILN_STATUS_OK);
+  CHECK(lo.trusted_public_keys == nullptr);
+  CHECK(lo.num_trusted_public_keys == 0);
+  CHECK((lo.weights_key == nullptr));
+  const char* trusted[] = {keys.b_public.c_str(), keys.a_public.c_str()};
+  lo.trusted_public_keys = trusted;
+  lo.num_trusted_public_keys = 2;
+  lo.weights_key = SigCKey;
+  lo.weights_key_user_data = key.data();
+  kiln_model* model = nullptr;
+  CHECK(kiln_model_load_bytes(sealed->data(), sealed->size(), &lo, &model) == KILN_STATUS_OK);
+  kiln_model_destroy(model);
+
+  lo.num_trusted_public_keys = 1;  // only b
+  CHECK(kiln_model_load_bytes(sealed->data(), sealed->size(), &lo, &model) == KILN_STATUS_FAILED_PRECONDITION);
+  CHECK(std::string(kiln_model_last_error(model)).find("which is not among the 1 trusted public key(s)") !=
+        std::string::npos);
+  kiln_model_destroy(model);
+  trusted[0] = nullptr;
+  CHECK(kiln_model_load_bytes(sealed->data(), sealed->size(), &lo, &model) == KILN_STATUS_INVALID_ARGUMENT);
+  kiln_model_destroy(model);
+
+  // The callback's status fails the load.
+  options.key_id = "refuse";
+  sealed = io::SignArtifact(SigUnsigned(), options);
+  REQUIRE(sealed.ok());
+  lo.num_trusted_public_keys = 0;
+  CHECK(kiln_model_load_bytes(sealed->data(), sealed->size(), &lo, &model) == KILN_STATUS_NOT_FOUND);
+  CHECK(std::string(kiln_model_last_error(model)).find(
+            "LoadOptions::weights_key for key id 'refuse': the weights_key callback returned NOT_FOUND") !=
+        std::string::npos);
+  kiln_model_destroy(model);
 }
 
 }  // namespace
