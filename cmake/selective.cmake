@@ -66,13 +66,11 @@ endif()
 # Each family's ops and accessor, from its source.
 file(GLOB kiln_family_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/kernels/*.cc)
 # Not in a selective runtime whatever the ops: the interpreter's AVX2 and AVX-512 builds, the C API
-# (its users link the default runtime), the CUDA backend's claims (runtime/backend_registry.cc),
-# and signature checks and weight decryption, with libcrypto (Load refuses a required signature
-# or encrypted weights as UNIMPLEMENTED).
+# (its users link the default runtime), and the CUDA backend's claims (runtime/backend_registry.cc).
+# Nor libcrypto (CMakeLists.txt, KILN_WITH_CRYPTO): it verifies no signature and decrypts no weights.
 set(KILN_SELECTIVE_DROPPED_SOURCES
   ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx2.cc ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx512.cc
-  ${CMAKE_SOURCE_DIR}/runtime/c_api.cc ${CMAKE_SOURCE_DIR}/runtime/cuda/claims.cc
-  ${CMAKE_SOURCE_DIR}/runtime/signature.cc ${CMAKE_SOURCE_DIR}/runtime/weights_cipher.cc)
+  ${CMAKE_SOURCE_DIR}/runtime/c_api.cc ${CMAKE_SOURCE_DIR}/runtime/cuda/claims.cc)
 set(kiln_accessors)
 set(kiln_found)
 foreach(file IN LISTS kiln_family_files)

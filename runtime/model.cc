@@ -30,7 +30,7 @@
 #include "runtime/model_impl.h"
 #include "runtime/signature_trailer.h"
 #include "runtime/verify.h"
-#if !KILN_SELECTIVE
+#if KILN_WITH_CRYPTO
 #include "runtime/signature.h"
 #include "runtime/weights_cipher.h"
 #endif
@@ -588,12 +588,14 @@ uint64_t ContextLimit(const LoadOptions& options) {
   return bytes;
 }
 
-// Also, in a selective runtime, which checks no signature and decrypts no weights
-// (cmake/selective.cmake), the refusal of LoadOptions::trusted_public_keys. Encrypted weights
-// fail its weights checksum (runtime/model.cc Parse), which is of the clear weights.
+// Also, in a runtime built without libcrypto (a selective one, cmake/selective.cmake; a cross
+// build with no libcrypto for its target), which checks no signature and decrypts no weights, the
+// refusal of LoadOptions::trusted_public_keys. Encrypted weights fail its weights checksum
+// (Parse), which is of the clear weights.
 Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
-#if KILN_SELECTIVE
-  if (!options.trusted_public_keys.empty()) return Unimplemented("a selective runtime verifies no signature");
+#if !KILN_WITH_CRYPTO
+  if (!options.trusted_public_keys.empty())
+    return Unimplemented("this runtime verifies no signature (built without libcrypto)");
 #endif
   if (size <= options.max_artifact_bytes) return Status::Ok();
   return ResourceExhausted("artifact is " + to_string(size) + " bytes, above LoadOptions::max_artifact_bytes (" +
@@ -609,7 +611,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   // verifies (runtime/signature.h). Then encrypted weights (format 10, the trailer's flag) are
   // decrypted in place, in Load's private copy, before their checksum, which is of the clear
   // weights (so a file whose trailer was cut off fails it).
-#if !KILN_SELECTIVE
+#if KILN_WITH_CRYPTO
   SignatureTrailer trailer;
   const bool encrypted = h.format_version >= kEncryptedWeightsFormatVersion &&
                          FindTrailer(data, bytes->size(), &trailer) && (trailer.flags & kTrailerWeightsEncrypted);
@@ -619,7 +621,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
 #endif
   const fb::Artifact* a = nullptr;
   KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
-#if !KILN_SELECTIVE
+#if KILN_WITH_CRYPTO
   if (encrypted) {
     if (!bytes->private_copy())  // Load(path) reads a private copy whenever weights_key is set
       return FailedPrecondition("the weights are encrypted, and LoadOptions::weights_key is not set");
@@ -695,7 +697,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
-#if !KILN_SELECTIVE
+#if KILN_WITH_CRYPTO
 // The `size` bytes of the open file `fd`, read into a private anonymous mapping (huge pages where
 // the kernel gives them: fewer page faults; left out of core dumps: it may hold decrypted
 // weights). A file that shrank since its size was read is kDataLoss.
@@ -746,7 +748,7 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
                     to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
   }
-#if !KILN_SELECTIVE  // a selective runtime refuses trusted_public_keys (CheckArtifactSize): it always maps
+#if KILN_WITH_CRYPTO  // without, the runtime refuses trusted_public_keys (CheckArtifactSize): it always maps
   if (!options.trusted_public_keys.empty() || options.weights_key) {
     // A private copy: what is verified, and what the weights are decrypted into, is what runs;
     // a later write to the file changes none of it (docs/security.md, "Signed artifacts").
@@ -755,6 +757,8 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
     Result<std::shared_ptr<const Model::Impl>> impl =
         copy.ok() ? Parse(std::move(*copy), options) : Result<std::shared_ptr<const Model::Impl>>(copy.status());
     if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
+    // Read-only from now on, as a mapped file is: the weights are decrypted.
+    ::mprotect(const_cast<uint8_t*>((*impl)->bytes->data()), size, PROT_READ);
     return Model(*impl);
   }
 #endif

@@ -191,7 +191,7 @@ struct LoadOptions {
   // a section or the trailer changed after signing, or a truncated file), kUnimplemented (a
   // selective runtime, which verifies no signature; it also decrypts no weights, and encrypted
   // ones fail its weights checksum: kDataLoss).
-  std::vector<std::string> trusted_public_keys;
+  std::vector<std::string> trusted_public_keys{};
   // Encrypted weights (`kiln sign --encrypt-weights`, format version 10): called once per Load,
   // on the loading thread, with the key id the artifact names (text, up to 32 bytes, possibly
   // empty) and a 32-byte buffer to fill with the AES-256 key; it returns Ok, or an error that
@@ -203,7 +203,7 @@ struct LoadOptions {
   // the weights do not decrypt (the GCM tag does not match): kInvalidArgument when the signature
   // was verified (the weights are the signer's, so the key is wrong), else kDataLoss (a wrong
   // key or changed weights). An unencrypted artifact never calls it.
-  std::function<Status(std::string_view key_id, std::span<uint8_t, 32> key)> weights_key;
+  std::function<Status(std::string_view key_id, std::span<uint8_t, 32> key)> weights_key{};
 };
 
 // One target of an artifact's native CPU code (Artifact.native_code), for inspection.

@@ -12,7 +12,7 @@ namespace kiln::cli {
 void AddRunCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
-void AddSignCommand(CLI::App& app);
+void AddSignCommand(CLI::App& app);  // only where KILN_WITH_CRYPTO: it links libcrypto
 
 // The exit status the chosen subcommand's callback stored (0 when none ran).
 int ExitCode();

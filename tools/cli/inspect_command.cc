@@ -10,7 +10,6 @@
 #include "kiln/runtime.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/shape_text.h"
-#include "runtime/signature.h"
 #include "runtime/signature_trailer.h"
 #include "tools/cli/key_options.h"
 
@@ -99,7 +98,9 @@ nlohmann::json SignatureJson(const std::string& path, bool verified) {
   SignatureTrailer t;
   if (tail.size() < sizeof t || std::memcmp(tail.data(), kTrailerMagic, sizeof kTrailerMagic) != 0) return nullptr;
   std::memcpy(&t, tail.data(), sizeof t);
-  nlohmann::json j = {{"algorithm", "Ed25519"}, {"public_key", HexBytes(t.public_key, 32)}, {"verified", verified}};
+  std::string key;
+  for (uint8_t b : t.public_key) key += fmt::format("{:02x}", b);
+  nlohmann::json j = {{"algorithm", "Ed25519"}, {"public_key", key}, {"verified", verified}};
   if (t.flags & kTrailerWeightsEncrypted)
     j["weights_cipher"] = "AES-256-GCM", j["key_id"] = std::string(t.key_id, strnlen(t.key_id, sizeof t.key_id));
   return j;
