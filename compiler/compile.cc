@@ -16,6 +16,7 @@
 #include "compiler/passes/channels_last.h"
 #include "compiler/passes/qdq.h"
 #include "compiler/passes/value_inputs.h"
+#include "compiler/provenance.h"
 #include "compiler/pipeline/stage_work.h"
 #include "runtime/clock.h"
 
@@ -224,8 +225,9 @@ Status WithValueProfileHint(const Status& st, const ir::Trace& imported, const s
 // The model through every stage (options.stop_after ends it early): import, then for each
 // profile its import and entries, then the artifact's code generation and serialisation.
 // Errors as CompileImported's; std::bad_alloc escapes, for CompileImported to report.
-Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const ImportFn& import,
-                                         const CompileOptions& options, CompileSummary* summary) {
+Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const std::string& model_sha256,
+                                         const ImportFn& import, const CompileOptions& options,
+                                         CompileSummary* summary) {
   KILN_RETURN_IF_ERROR(CheckStopAfter(options));
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
   const std::function<void(const std::string&)> log_fn = log;
@@ -263,6 +265,7 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
 
   serialize::ArtifactRecord record;
   record.source = source;
+  record.provenance = {ProvenanceFlags(options), model_sha256, ProvenanceLibraries()};
   record.precision = passes::PrecisionName(options.precision.precision);
   for (ir::ValueId id : imported.inputs) {
     record.inputs.push_back(imported.value(id));
@@ -315,6 +318,9 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
   KILN_RETURN_IF_ERROR(RunStages(Stage::kSerialize, Stage::kSerialize, work));
   if (summary) {
     summary->total_ns = NowNs() - start;
+    for (size_t i = 0; i < record.entries.size() && i < summary->entries.size(); ++i)
+      for (const serialize::StageRecord& st : record.entries[i].stages)
+        summary->entries[i].stages.push_back({st.name, st.time_ns, st.num_ops});
     // Stopped before serialize: the compile's output is each entry's trace of that stage.
     if (options.stop_after != Stage::kSerialize)
       for (size_t i = 0; i < record.entries.size(); ++i) {
@@ -327,12 +333,13 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const Import
 
 }  // namespace
 
-Result<std::vector<uint8_t>> CompileImported(const std::string& source, const ImportFn& import,
-                                             const CompileOptions& options, CompileSummary* summary) {
+Result<std::vector<uint8_t>> CompileImported(const std::string& source, const std::string& model_sha256,
+                                             const ImportFn& import, const CompileOptions& options,
+                                             CompileSummary* summary) {
   // The stages bound what they allocate (folded constants, tensor and arena sizes); a machine
   // short of memory is still an error, never an abort.
   try {
-    return RunPipeline(source, import, options, summary);
+    return RunPipeline(source, model_sha256, import, options, summary);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("out of memory compiling " + source);
   }
@@ -346,7 +353,10 @@ Result<std::vector<uint8_t>> CompileOnnxFile(const std::string& path, const Comp
     import_options.constant_inputs = options.constant_inputs;
     return onnx_import::ImportOnnxFile(path, import_options);
   };
-  return CompileImported(std::filesystem::path(path).filename().string(), import, options, summary);
+  // A file that cannot be read is the importer's error to report, with its own words.
+  Result<std::string> sha256 = FileSha256Hex(path);
+  return CompileImported(std::filesystem::path(path).filename().string(), sha256.ok() ? *sha256 : std::string(),
+                         import, options, summary);
 }
 
 }  // namespace kiln::compiler

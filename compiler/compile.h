@@ -76,6 +76,15 @@ struct EntrySummary {
   // Stopped before serialize (CompileOptions::stop_after): the entry's trace of that stage.
   std::string last_trace;
   std::string backend;  // the backend whose plan it is (EntryRecord::backend); empty: every one
+  // Each stage the entry went through, in order: its name, wall time (ns; 'import' is shared by
+  // the entries of one profile, 'codegen' by every entry) and ops in its output (-1: not counted).
+  // The artifact records no times, so that its bytes are the same at every compile.
+  struct StageTime {
+    std::string name;
+    int64_t time_ns = 0;
+    int ops = -1;
+  };
+  std::vector<StageTime> stages;
 };
 
 struct CompileSummary {
@@ -115,12 +124,14 @@ Result<ir::Trace> FusionStage(const ir::Trace& canonical, std::vector<std::strin
 using ImportFn = std::function<Result<ir::Trace>(const std::map<std::string, std::vector<int64_t>>& input_shapes)>;
 
 // The driver for any frontend: import, then every stage per profile, code generation and
-// serialisation. `source` names the model in the log and the artifact ("model.onnx").
-// options.input_shapes are passed to `import` (options.constant_inputs are the ONNX
+// serialisation. `source` names the model in the log and the artifact ("model.onnx"), and
+// `model_sha256` is its file's SHA-256 for the artifact's provenance (empty: not from a file;
+// compiler/provenance.h). options.input_shapes are passed to `import` (options.constant_inputs are the ONNX
 // frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. No bytes (an empty vector)
 // when options.stop_after is before serialize. Never throws.
-Result<std::vector<uint8_t>> CompileImported(const std::string& source, const ImportFn& import,
-                                             const CompileOptions& options, CompileSummary* summary);
+Result<std::vector<uint8_t>> CompileImported(const std::string& source, const std::string& model_sha256,
+                                             const ImportFn& import, const CompileOptions& options,
+                                             CompileSummary* summary);
 
 // CompileImported with the ONNX importer. Errors name the node, value or file. Over a limit
 // (ImportOptions' file size, constant bytes and subgraph nesting, passes::kMaxSymTreeSize, an

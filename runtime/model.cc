@@ -428,7 +428,6 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
                   ", " + to_string(l->index_bits()) + "-bit indices";
   }
   info.bytes_moved = k.bytes_moved();
-  info.compile_ns = k.compile_ns();
   return info;
 }
 
@@ -513,7 +512,6 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     const fb::Stage* st = e.stages()->Get(s);
     cs.stage_names.push_back(Str(st->name()));
     info.stage_traces.push_back(Str(st->trace()));
-    cs.stage_time_ns.push_back(st->time_ns());
     cs.stage_ops.push_back(st->num_ops());
   }
   std::vector<bool> launched(impl.kernels.size(), false);
@@ -522,8 +520,6 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
     if (k < 0 || launched[k]) continue;  // the verifier checked k < kernels
     launched[k] = true;
     ++cs.kernels;
-    const int64_t ns = impl.kernels[k].compile_ns;
-    if (ns >= 0) cs.kernel_compile_ns = std::max<int64_t>(cs.kernel_compile_ns, 0) + ns;
   }
 #if !KILN_SELECTIVE
   // Empty in a selective runtime, as KernelInfo::program is (BuildKernelInfo): about 5 KB of code.
@@ -639,6 +635,18 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->format_version = h.format_version;
   impl->max_context_bytes = ContextLimit(options);
   impl->producer = Str(a->producer());
+#if !KILN_SELECTIVE
+  // Empty in a selective runtime (Model::provenance), as KernelInfo::program is: it is for
+  // inspecting artifacts, which the full runtime's tools do.
+  if (const fb::Provenance* p = a->provenance()) {
+    ProvenanceInfo& info = impl->provenance;
+    info.kiln_version = Str(p->kiln_version());
+    info.model_sha256 = Str(p->model_sha256());
+    for (uint32_t i = 0; i < Size(p->flags()); ++i) info.flags.push_back(Str(p->flags()->Get(i)));
+    for (uint32_t i = 0; i < Size(p->libraries()); ++i)
+      info.libraries.emplace_back(Str(p->libraries()->Get(i)->name()), Str(p->libraries()->Get(i)->version()));
+  }
+#endif
   impl->precision = a->precision() && a->precision()->size() ? Str(a->precision()) : "fp32";
   impl->inputs = IoInfos(a->inputs());
   impl->outputs = IoInfos(a->outputs());
@@ -787,6 +795,7 @@ Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& opt
 
 uint32_t Model::format_version() const { return impl_->format_version; }
 std::string_view Model::producer() const { return impl_->producer; }
+const ProvenanceInfo& Model::provenance() const { return impl_->provenance; }
 std::string_view Model::precision() const { return impl_->precision; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }

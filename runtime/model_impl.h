@@ -225,6 +225,7 @@ struct [[gnu::visibility("hidden")]] Model::Impl {
   uint32_t format_version = 0;
   uint64_t max_context_bytes = UINT64_MAX;  // LoadOptions::max_context_bytes, resolved
   std::string producer;
+  ProvenanceInfo provenance;
   std::string precision;  // "fp32", "fp16" or "bf16" (verified)
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;

@@ -44,8 +44,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kUndefined: break;
   }
   // Unknown values name their number. The strings live in a static table so the returned
-  // view stays valid; values outside it share one name.
-  static constexpr std::string_view kUndefinedNames[] = {
+  // view stays valid; values outside it share one name. An array of characters, not of
+  // pointers: pointers would each need a relocation when the library is loaded.
+  static constexpr char kUndefinedNames[][14] = {
       "undefined(0)",  "undefined(1)",  "undefined(2)",  "undefined(3)",  "undefined(4)",
       "undefined(5)",  "undefined(6)",  "undefined(7)",  "undefined(8)",  "undefined(9)",
       "undefined(10)", "undefined(11)", "undefined(12)", "undefined(13)", "undefined(14)",

@@ -83,8 +83,11 @@ Result<std::vector<uint8_t>> CompileOnnx(const std::string& path, const OnnxComp
     compiler::CompileSummary summary;
     Result<std::vector<uint8_t>> bytes = compiler::CompileOnnxFile(path, c, &summary);
     if (!bytes.ok() || report == nullptr) return bytes;
-    for (const compiler::EntrySummary& e : summary.entries)
-      report->entries.push_back({e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes, e.backend});
+    for (const compiler::EntrySummary& e : summary.entries) {
+      CompileReport::Entry& out = report->entries.emplace_back();
+      out = {e.name, e.instructions, e.arena_bytes, e.lower_bound_bytes, e.backend, {}};
+      for (const compiler::EntrySummary::StageTime& st : e.stages) out.stages.push_back({st.name, st.time_ns, st.ops});
+    }
     report->total_ns = summary.total_ns;
     report->ops_before_fusion = summary.ops_before_fusion;
     report->ops_after_fusion = summary.ops_after_fusion;

@@ -198,6 +198,11 @@ void RunCompile(const CompileFlags& f) {
                              e.backend.empty() ? "" : " (" + e.backend + " plan)", e.instructions, e.arena_bytes);
     if (e.lower_bound_bytes >= 0) std::cout << fmt::format(" (lower bound {} bytes)", e.lower_bound_bytes);
     std::cout << "\n";
+    // The stage times, which the artifact does not keep (docs/reproducibility.md).
+    std::string stages;
+    for (const compiler::EntrySummary::StageTime& st : e.stages)
+      stages += fmt::format("{}{} {:.1f} ms", stages.empty() ? "" : ", ", st.name, st.time_ns / 1e6);
+    if (!stages.empty()) std::cout << "    stages: " << stages << "\n";
   }
   if (options.fuse)
     std::cout << fmt::format("  fusion: {} ops -> {} ({} distinct generated kernels)\n", summary.ops_before_fusion,

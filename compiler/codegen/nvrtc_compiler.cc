@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -53,12 +52,6 @@ bool ValidArch(const std::string& arch, bool* ptx) {
 const std::vector<std::string>& BaseOptions() {
   static const std::vector<std::string> opts = {"-std=c++17", "-fmad=false"};
   return opts;
-}
-
-std::string NvrtcVersion() {
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
-  return fmt::format("{}.{}", major, minor);
 }
 
 Status NvrtcCompile(const EmittedKernel& k, const std::string& arch, bool ptx, std::vector<uint8_t>* out) {
@@ -115,6 +108,16 @@ bool HaveNvrtc() {
 #endif
 }
 
+std::string NvrtcVersion() {
+#ifdef KILN_HAVE_NVRTC
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return fmt::format("{}.{}", major, minor);
+#else
+  return "";
+#endif
+}
+
 std::function<void(int, int, int)> TerminalProgress() {
   if (!::isatty(STDERR_FILENO)) return [](int, int, int) {};
   return [](int done, int total, int cached) {
@@ -159,11 +162,10 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     size_t arch;    // index into options.archs
     std::vector<uint8_t> data;
     Status status;
-    int64_t ns = 0;  // NVRTC time; 0 for a cache hit
   };
   std::vector<Job> jobs;
   for (size_t u : unique) {
-    for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status(), 0});
+    for (size_t a = 0; a < options.archs.size(); ++a) jobs.push_back({u, a, {}, Status()});
   }
 
   const KernelCache cache(options.cache_dir, options.use_cache);
@@ -192,9 +194,7 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
       const char* suffix = ptx ? ".ptx" : ".cubin";
       const bool hit = cache.Read(key, suffix, &job.data);
       if (!hit) {
-        const auto t0 = std::chrono::steady_clock::now();
         job.status = NvrtcCompile(k, arch, ptx, &job.data);
-        job.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
         if (!job.status.ok()) failed.store(true);
         if (job.status.ok()) cache.Write(key, suffix, job.data);
       }
@@ -227,7 +227,6 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     for (size_t a = 0; a < options.archs.size(); ++a) {
       const Job& job = jobs[base + a];
       out[k].images.push_back({options.archs[a], arch_ptx[a], job.data});
-      out[k].compile_ns += job.ns;
     }
   }
   return out;

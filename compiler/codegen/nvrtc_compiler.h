@@ -53,11 +53,14 @@ struct KernelImage {
 struct KernelImages {
   std::string kernel;               // EmittedKernel::name
   std::vector<KernelImage> images;  // one per arch, in options.archs order
-  int64_t compile_ns = 0;           // NVRTC wall time summed over its archs; 0 when all were cached
 };
 
 // True when this build has NVRTC.
 bool HaveNvrtc();
+
+// The version of the NVRTC library this process compiles with, "13.0" ("unknown" when NVRTC
+// does not say); empty without NVRTC. Part of the kernel cache's key and of the provenance.
+std::string NvrtcVersion();
 
 // Compiles `kernels` (results in the same order). Errors: kInvalidArgument for a malformed
 // arch name; kInternal naming the kernel, the arch and NVRTC's log when a kernel does not

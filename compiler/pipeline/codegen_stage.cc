@@ -132,7 +132,6 @@ Status BuildKernels(const CompileOptions& options, serialize::ArtifactRecord& re
   KILN_ASSIGN_OR_RETURN(std::vector<codegen::KernelImages> images, std::move(compiled));
   for (size_t i = 0; i < images.size(); ++i) {
     serialize::KernelRecord& k = record.kernels[gpu_index[i]];
-    k.compile_ns = images[i].compile_ns;
     for (codegen::KernelImage& im : images[i].images) k.images.push_back({im.arch, im.ptx, std::move(im.data)});
   }
   if (summary) summary->compile_jobs = stats.jobs, summary->cached_jobs = stats.cached;

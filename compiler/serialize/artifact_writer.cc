@@ -312,7 +312,7 @@ Result<flatbuffers::Offset<fb::Entry>> WriteEntry(flatbuffers::FlatBufferBuilder
   std::vector<int32_t> inputs(t.inputs.begin(), t.inputs.end()), outputs(t.outputs.begin(), t.outputs.end());
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const StageRecord& s : e.stages)
-    stages.push_back(fb::CreateStage(b, b.CreateString(s.name), b.CreateString(s.trace), s.time_ns, s.num_ops));
+    stages.push_back(fb::CreateStage(b, b.CreateString(s.name), b.CreateString(s.trace), s.num_ops));
   std::vector<FbOffsetString> symbols;
   for (const std::string& s : exprs.symbols()) symbols.push_back(b.CreateString(s));
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVector(symbols),
@@ -338,7 +338,7 @@ flatbuffers::Offset<fb::Kernel> WriteKernel(flatbuffers::FlatBufferBuilder& b, c
   auto launch = fb::CreateLaunch(b, static_cast<fb::LaunchKind>(k.launch_kind), k.block, k.vector, k.index_bits);
   return fb::CreateKernel(b, b.CreateString(k.name), b.CreateVector(archs), b.CreateString(k.source),
                           WriteProgram(b, k.fused->program), launch, b.CreateVector(images),
-                          BytesMoved(k.fused->program), k.compile_ns);
+                          BytesMoved(k.fused->program));
 }
 
 flatbuffers::Offset<fb::IoInfo> WriteIo(flatbuffers::FlatBufferBuilder& b, const ir::Value& v) {
@@ -475,11 +475,19 @@ Result<std::vector<uint8_t>> WriteArtifact(const ArtifactRecord& artifact) {
     auto code = b.CreateVector(n.code);
     native.push_back(fb::CreateNativeCode(b, b.CreateString(n.target), native::kAbiVersion, code, b.CreateVector(ks)));
   }
+  const ProvenanceRecord& p = artifact.provenance;
+  std::vector<FbOffsetString> flags;
+  for (const std::string& f : p.flags) flags.push_back(b.CreateString(f));
+  std::vector<flatbuffers::Offset<fb::LibraryVersion>> libraries;
+  for (const auto& [name, version_text] : p.libraries)
+    libraries.push_back(fb::CreateLibraryVersion(b, b.CreateString(name), b.CreateString(version_text)));
+  auto provenance = fb::CreateProvenance(b, b.CreateString(KILN_VERSION_STRING), b.CreateVector(flags),
+                                         b.CreateString(p.model_sha256), b.CreateVector(libraries));
   auto root = fb::CreateArtifact(b, version, b.CreateString("kiln " KILN_VERSION_STRING), b.CreateString(artifact.source),
                                  b.CreateVector(archs), b.CreateString(artifact.precision), b.CreateVector(inputs),
                                  b.CreateVector(outputs), b.CreateVector(wtable),
                                  b.CreateVector(kernels), b.CreateVector(entries),
-                                 native.empty() ? 0 : b.CreateVector(native));
+                                 native.empty() ? 0 : b.CreateVector(native), provenance);
   b.Finish(root, fb::ArtifactIdentifier());
 
   ArtifactHeader h{};

@@ -20,7 +20,7 @@ namespace kiln::serialize {
 struct StageRecord {
   std::string name;   // the stage's (compiler/pipeline/pipeline.h): "import", "canonical", ...
   std::string trace;  // printed trace
-  int64_t time_ns = 0;
+  int64_t time_ns = 0;  // for the compile's report (CompileSummary); not written to the artifact
   int num_ops = -1;   // ops in `trace`
 };
 
@@ -51,7 +51,6 @@ struct KernelRecord {
   int vector = 1;
   int index_bits = 64;
   std::vector<KernelImageRecord> images;
-  int64_t compile_ns = -1;    // NVRTC time of its images; -1 when not compiled (--arch none)
 };
 
 // One CPU target's native code for the kernels (Artifact.native_code; compiler/codegen/cpu/).
@@ -60,6 +59,13 @@ struct NativeCodeRecord {
   std::vector<uint8_t> code;       // the flat image
   std::vector<uint32_t> kernels;   // kernel indices with native code, ascending
   std::vector<uint32_t> offsets;   // each one's function offset in `code`
+};
+
+// Where the artifact came from (Artifact.provenance); the writer adds the Kiln version.
+struct ProvenanceRecord {
+  std::vector<std::string> flags;  // compiler::ProvenanceFlags
+  std::string model_sha256;        // lowercase hex; empty: not from a file
+  std::vector<std::pair<std::string, std::string>> libraries;  // name, version
 };
 
 struct ArtifactRecord {
@@ -73,6 +79,7 @@ struct ArtifactRecord {
   std::vector<std::string> target_archs;  // cubin archs and PTX ("compute_90"); empty: CPU-only
   std::vector<KernelRecord> kernels;
   std::vector<NativeCodeRecord> native_code;  // one per CPU target; empty: no native code
+  ProvenanceRecord provenance;
   // The kernel of each fused node's FusedKernel (nodes share FusedKernel objects across the
   // stages' traces).
   std::map<const ir::FusedKernel*, int32_t> kernel_of;

@@ -244,7 +244,7 @@ Result<std::vector<uint8_t>> Builder::Compile(const CompileOptions& options) con
     auto import = [&](const std::map<std::string, std::vector<int64_t>>& shapes) {
       return ImportTraced(recorded, shapes);
     };
-    return compiler::CompileImported("traced model '" + state_->model_name + "'", import, copts, nullptr);
+    return compiler::CompileImported("traced model '" + state_->model_name + "'", "", import, copts, nullptr);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted("out of memory compiling traced model '" + state_->model_name + "'");
   }

@@ -75,6 +75,16 @@ struct CompileReport {
     // backend. With GPU archs, an entry whose CPU plan folds more activations into epilogues
     // than the CUDA libraries apply is compiled twice, "cuda" then "cpu".
     std::string backend;
+    // The stages it went through, in order (docs/architecture.md, "Compiler stages"): "import",
+    // "canonical", "precision" (with fp16/bf16), "fusion" (not with fuse = false), "executors",
+    // "plan", "codegen". The artifact keeps each stage's trace and op count, but not its time, so
+    // that its bytes are the same at every compile (docs/reproducibility.md).
+    struct Stage {
+      std::string name;
+      int64_t time_ns = 0;  // wall time; 'import' is shared by one profile's entries, 'codegen' by all
+      int ops = -1;         // ops in the stage's output trace
+    };
+    std::vector<Stage> stages;
   };
   std::vector<Entry> entries;
   int64_t total_ns = 0;        // the whole compile

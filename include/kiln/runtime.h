@@ -146,7 +146,6 @@ struct KernelInfo {
   std::string program;               // the portable program, printed (empty in a selective runtime)
   std::string launch;                // launch rule, e.g. "elementwise, block 256, vector 4, 32-bit indices"
   int64_t bytes_moved = -1;          // input + output bytes per launch; -1 where shapes are symbolic
-  int64_t compile_ns = -1;           // NVRTC time of its images, ns; 0: all cached; -1: not recorded
 };
 
 // Limits Model::Load enforces on an artifact from an untrusted source, and that the model's
@@ -214,6 +213,24 @@ struct NativeCodeInfo {
   std::vector<uint32_t> kernels; // the generated kernels it has a function for (Model::kernels() indices)
 };
 
+// Where an artifact came from (Artifact.provenance; docs/reproducibility.md): what makes the
+// same bytes again. Artifacts written before it have every field empty, and so does every
+// artifact in a selective runtime (docs/edge.md), which leaves inspection to the full runtime.
+struct ProvenanceInfo {
+  std::string kiln_version;          // of the compiler that wrote it: "0.1.0"
+  // The options that shaped the bytes, in `kiln compile` syntax and a fixed order, with
+  // host-dependent defaults resolved: "--arch=sm_80,sm_86,sm_87,sm_89,sm_90,compute_90",
+  // "--cpu-targets=x86-64,x86-64-v3,x86-64-v4", "--shape=x=1,3,224,224", a constant input as
+  // "--constant-input=NAME=sha256:HEX" (its data's SHA-256, not its file's path).
+  std::vector<std::string> flags;
+  std::string model_sha256;          // the ONNX file's SHA-256, 64 lowercase hex digits; empty: traced
+  // The libraries the compiler was built against or ran with, as (name, version):
+  // "CUDA" (its headers), "NVRTC" (the library that made the cubins and PTX), "cuBLASLt" and
+  // "cuDNN" (the headers the CUDA plans' descriptors follow), "LLVM" (the native CPU code),
+  // "ONNX", "FlatBuffers"; those absent from the compiler's build are absent.
+  std::vector<std::pair<std::string, std::string>> libraries;
+};
+
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
 // mapped file and weights) and may be used from any thread. The mapping lives as long as
 // the last copy and every ExecutionContext made from it.
@@ -234,6 +251,7 @@ class KILN_API Model {
 
   uint32_t format_version() const;
   std::string_view producer() const;  // Kiln version that wrote the artifact
+  const ProvenanceInfo& provenance() const;
   // The `kiln compile --precision` of the artifact: "fp32", "fp16" or "bf16" (weights and
   // activations; inputs() and outputs() give the dtypes callers pass and receive). Artifacts
   // written before the field was filled read "fp32".

@@ -18,23 +18,17 @@
 
 namespace kiln {
 
-// What the compiler measured while making one entry, as the artifact records it (Thunder's
-// compile-time statistics). Stage vectors are in stage order and of equal length.
+// What the compiler made of one entry, as the artifact records it (Thunder's compile-time
+// statistics, less the times: those are the compile's report's, CompileReport::Entry, so that the
+// artifact's bytes do not depend on them). Stage vectors are in stage order and of equal length.
 struct EntryCompileStats {
   // "import", "canonical", "fusion" (absent with --no-fuse), "executors", "plan", "codegen".
   std::vector<std::string> stage_names;
-  // Wall time of each stage, ns. 'import' is shared by the entries of one profile, and
-  // 'codegen' (CUDA emission and NVRTC) is the whole artifact's, shared by all entries.
-  std::vector<int64_t> stage_time_ns;
   // Ops (trace nodes) in each stage's output trace; the ops a stage started from are the
   // previous stage's. -1 where the artifact predates the field.
   std::vector<int32_t> stage_ops;
   // Distinct generated kernels the entry launches.
   int32_t kernels = 0;
-  // NVRTC time of those kernels, summed over kernels and archs, ns; 0 when every image came
-  // from the kernel cache; -1 when not recorded (a CPU-only --arch none artifact, or an
-  // older writer). Kernels shared with other entries count in each.
-  int64_t kernel_compile_ns = -1;
 };
 
 // One entry's share of a context's calls, and its compile statistics.

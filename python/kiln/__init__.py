@@ -94,7 +94,6 @@ class Trace:
 
     name: str
     text: str
-    time_ns: int = -1
     num_ops: int = -1
 
     @property
@@ -146,7 +145,7 @@ def _entry(index: int, d: Dict[str, Any]) -> Entry:
         name=d["name"],
         backend=d["backend"],
         prologue=Trace("prologue", d["prologue"]),
-        traces=tuple(Trace(n, t, ns, ops) for n, t, ns, ops in d["stages"]),
+        traces=tuple(Trace(n, t, ops) for n, t, ops in d["stages"]),
         runtime_dims=tuple(d["runtime_dims"]),
         input_dims=tuple(tuple(check(c) for c in dims) for dims in d["input_dims"]),
         instructions=tuple((n, op, tuple(tuple(p) for p in placements), kernel)
@@ -352,6 +351,15 @@ class Model:
     @property
     def format_version(self) -> int:
         return self._model.format_version
+
+    @property
+    def provenance(self) -> Dict[str, Any]:
+        """Where the artifact came from (docs/reproducibility.md): "kiln_version", "flags" (the
+        options that shaped its bytes, in kiln compile syntax), "model_sha256" (the ONNX file's;
+        "" for a traced model) and "libraries" ({name: version} the compiler was built against).
+        Every field empty for an artifact written before Kiln recorded it."""
+        p: Dict[str, Any] = self._model.provenance
+        return p
 
     @property
     def weights_bytes(self) -> int:

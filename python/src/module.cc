@@ -85,7 +85,6 @@ nb::list EntryInfos(const Model& model) {
     for (size_t s = 0; s < e.stage_traces.size(); ++s)
       stages.append(nb::make_tuple(Str(s < e.compile.stage_names.size() ? e.compile.stage_names[s] : std::string()),
                                    Str(e.stage_traces[s]),
-                                   s < e.compile.stage_time_ns.size() ? e.compile.stage_time_ns[s] : int64_t{-1},
                                    s < e.compile.stage_ops.size() ? e.compile.stage_ops[s] : int32_t{-1}));
     d["stages"] = stages;
     d["runtime_dims"] = Strs(e.runtime_dims);
@@ -107,7 +106,6 @@ nb::list EntryInfos(const Model& model) {
     }
     d["instructions"] = instructions;
     d["kernels"] = e.compile.kernels;
-    d["kernel_compile_ns"] = e.compile.kernel_compile_ns;
     out.append(d);
   }
   return out;
@@ -472,6 +470,18 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("precision", [](const Model& mo) { return Str(std::string(mo.precision())); })
       .def_prop_ro("format_version", &Model::format_version)
       .def_prop_ro("producer", [](const Model& mo) { return Str(std::string(mo.producer())); })
+      .def_prop_ro("provenance",
+                   [](const Model& mo) {
+                     const ProvenanceInfo& p = mo.provenance();
+                     nb::dict libraries;
+                     for (const auto& [name, version] : p.libraries) libraries[Str(name)] = Str(version);
+                     nb::dict d;
+                     d["kiln_version"] = Str(p.kiln_version);
+                     d["flags"] = Strs(p.flags);
+                     d["model_sha256"] = Str(p.model_sha256);
+                     d["libraries"] = libraries;
+                     return d;
+                   })
       .def_prop_ro("weights_bytes", &Model::weights_bytes);
 
   nb::class_<Context>(m, "Context")

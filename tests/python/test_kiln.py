@@ -7,6 +7,7 @@ of scripts/test.sh (build/testdata).
 """
 import gc
 import glob
+import hashlib
 import os
 import re
 import sys
@@ -173,6 +174,21 @@ class OnlyDlpack:
 
     def __dlpack_device__(self):
         return self.a.__dlpack_device__()
+
+
+def test_provenance_names_the_model_and_flags_and_is_the_same_every_compile(tmp_path):
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "relu", [h.make_tensor_value_info("x", T.FLOAT, ["N"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["N"])])
+    onnx_path = tmp_path / "relu.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(onnx_path))
+    first = kiln.compile(str(onnx_path), str(tmp_path / "a.kiln"), archs="none", progress=False)
+    second = kiln.compile(str(onnx_path), str(tmp_path / "b.kiln"), archs="none", progress=False, cpu_targets="none")
+    p = kiln.load(first).provenance
+    assert p["model_sha256"] == hashlib.sha256(onnx_path.read_bytes()).hexdigest()
+    assert "--arch=none" in p["flags"] and "ONNX" in p["libraries"] and p["kiln_version"] == kiln.__version__
+    assert "--cpu-targets=none" in kiln.load(second).provenance["flags"]
+    again = kiln.compile(str(onnx_path), str(tmp_path / "c.kiln"), archs="none", progress=False)
+    assert open(again, "rb").read() == open(first, "rb").read()
 
 
 def test_inputs_by_order_by_name_and_through_dlpack(scale_model):

@@ -185,7 +185,7 @@ inline flatbuffers::Offset<fb::Entry> BuildEntry(flatbuffers::FlatBufferBuilder&
   }
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const auto& s : e.stage_names)
-    stages.push_back(fb::CreateStage(b, b.CreateString(s), b.CreateString("trace of " + s), 1000));
+    stages.push_back(fb::CreateStage(b, b.CreateString(s), b.CreateString("trace of " + s)));
   return fb::CreateEntry(b, b.CreateString(e.name), prologue, b.CreateVectorOfStrings(e.symbols),
                          b.CreateVectorOfStructs(e.exprs), b.CreateVector(tensors), b.CreateVector(instrs),
                          b.CreateVector(e.inputs), b.CreateVector(e.outputs), e.arena_bytes,

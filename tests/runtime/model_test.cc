@@ -344,10 +344,8 @@ TEST_CASE("Model exposes the artifact's facts") {
   CHECK(e.name == "default");
   CHECK(e.compile.stage_names == std::vector<std::string>{"import", "canonical", "fusion", "executors", "plan"});
   CHECK(e.stage_traces[0] == "trace of import");
-  CHECK(e.compile.stage_time_ns[4] == 1000);
   CHECK(e.compile.stage_ops == std::vector<int32_t>(5, -1));  // the test writer records no op counts
   CHECK(e.compile.kernels == 0);
-  CHECK(e.compile.kernel_compile_ns == -1);
   CHECK(e.arena_bytes == "N * 12");
   CHECK(e.num_instructions == 1);
   CHECK(e.prologue_text.find("  N = x.shape[0]\n  check N in 1..64\n  check x.shape[1] == 3\n") != std::string::npos);

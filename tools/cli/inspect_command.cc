@@ -4,6 +4,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/cli/commands.h"
@@ -87,6 +88,23 @@ std::string NativeCodeText(const Model& model) {
   return s;
 }
 
+// The artifact's provenance (Model::provenance; docs/reproducibility.md).
+nlohmann::json ProvenanceJson(const ProvenanceInfo& p) {
+  nlohmann::json libraries = nlohmann::json::object();
+  for (const auto& [name, version] : p.libraries) libraries[name] = version;
+  return {{"kiln_version", p.kiln_version}, {"flags", p.flags}, {"model_sha256", p.model_sha256},
+          {"libraries", libraries}};
+}
+
+std::string ProvenanceText(const ProvenanceInfo& p) {
+  if (p.kiln_version.empty()) return "provenance: not recorded (written before Kiln recorded it)\n";
+  std::vector<std::string> libraries;
+  for (const auto& [name, version] : p.libraries) libraries.push_back(name + " " + version);
+  return fmt::format("compiled by: kiln {}, model sha256 {}\ncompile flags: {}\nbuilt against: {}\n", p.kiln_version,
+                     p.model_sha256.empty() ? "none (a traced model)" : p.model_sha256, fmt::join(p.flags, " "),
+                     fmt::join(libraries, ", "));
+}
+
 // The file's signature trailer, if any (runtime/signature_trailer.h): who signed it and whether
 // its weights are encrypted. "verified" when Load checked it (--trusted-key).
 nlohmann::json SignatureJson(const std::string& path, bool verified) {
@@ -132,17 +150,17 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels, const
       nlohmann::json stages = nlohmann::json::array();
       const EntryCompileStats& c = e.compile;
       for (size_t i = 0; i < c.stage_names.size(); ++i) {
-        nlohmann::json stage = {{"name", c.stage_names[i]}, {"time_ns", c.stage_time_ns[i]}, {"ops", c.stage_ops[i]}};
+        nlohmann::json stage = {{"name", c.stage_names[i]}, {"ops", c.stage_ops[i]}};
         if (traces) stage["trace"] = e.stage_traces[i];
         stages.push_back(std::move(stage));
       }
       entries.push_back({{"name", e.name}, {"backend", e.backend}, {"prologue", e.prologue_text}, {"arena_bytes", e.arena_bytes},
                          {"runtime_dims", e.runtime_dims},
-                         {"instructions", e.num_instructions}, {"kernels", c.kernels},
-                         {"kernel_compile_ns", c.kernel_compile_ns}, {"stages", stages}});
+                         {"instructions", e.num_instructions}, {"kernels", c.kernels}, {"stages", stages}});
     }
     nlohmann::json doc = {{"format_version", model->format_version()},
                           {"producer", std::string(model->producer())},
+                          {"provenance", ProvenanceJson(model->provenance())},
                           {"precision", std::string(model->precision())},
                           {"inputs", IoJson(model->inputs())},
                           {"outputs", IoJson(model->outputs())},
@@ -163,7 +181,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels, const
                            model->kernels().empty() ? ""
                            : archs.empty()          ? " (portable programs only: a CPU-only artifact)"
                                                     : " for " + Join({archs.begin(), archs.end()}));
-  std::cout << NativeCodeText(*model);
+  std::cout << NativeCodeText(*model) << ProvenanceText(model->provenance());
   std::cout << SignatureText(SignatureJson(path, !keys.trusted_keys.empty()));
   for (const TensorInfo& t : model->inputs())
     std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), InfoShapeText(t));
@@ -186,14 +204,11 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels, const
       if (c.stage_ops[s] >= 0)
         ops = s > 0 && c.stage_ops[s - 1] >= 0 ? fmt::format(", {} -> {} ops", c.stage_ops[s - 1], c.stage_ops[s])
                                                : fmt::format(", {} ops", c.stage_ops[s]);
-      std::cout << fmt::format("stage '{}': {:.3f} ms{}\n", c.stage_names[s], c.stage_time_ns[s] / 1e6, ops);
+      std::cout << fmt::format("stage '{}'{}\n", c.stage_names[s], ops);
       // --kernels shows the fusion stage (its regions and cuts) even when traces are hidden.
       if (traces || (kernels && c.stage_names[s] == "fusion")) std::cout << e.stage_traces[s] << "\n";
     }
-    if (c.kernels > 0)
-      std::cout << fmt::format("kernels launched: {}, NVRTC {}\n", c.kernels,
-                               c.kernel_compile_ns < 0 ? std::string("not run (portable programs only)")
-                                                       : fmt::format("{:.3f} ms", c.kernel_compile_ns / 1e6));
+    if (c.kernels > 0) std::cout << fmt::format("kernels launched: {}\n", c.kernels);
   }
   if (kernels) PrintKernels(*model, true);
   else if (!model->kernels().empty()) PrintKernels(*model, false);
