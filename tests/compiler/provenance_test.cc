@@ -25,7 +25,7 @@ using kiln::compiler::Sha256Hex;
 constexpr const char* kAbcSha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-bool Has(const std::vector<std::string>& flags, const std::string& flag) {
+bool HasFlag(const std::vector<std::string>& flags, const std::string& flag) {
   return std::find(flags.begin(), flags.end(), flag) != flags.end();
 }
 
@@ -62,16 +62,16 @@ TEST_CASE("provenance: the flags that shape the bytes, resolved, and none that d
   kiln::compiler::CompileOptions o;
   o.cpu_targets = "host";
   const std::vector<std::string> flags = ProvenanceFlags(o);
-  CHECK(Has(flags, "--arch=sm_80,sm_86,sm_87,sm_89,sm_90,compute_90"));
-  CHECK(Has(flags, "--cpu-layout=nhwc"));
-  CHECK(Has(flags, "--precision=fp32"));
-  CHECK(Has(flags, "--io-precision=declared"));
+  CHECK(HasFlag(flags, "--arch=sm_80,sm_86,sm_87,sm_89,sm_90,compute_90"));
+  CHECK(HasFlag(flags, "--cpu-layout=nhwc"));
+  CHECK(HasFlag(flags, "--precision=fp32"));
+  CHECK(HasFlag(flags, "--io-precision=declared"));
   // "host" is this machine's family, named target by target.
   std::string targets = "--cpu-targets=";
   auto parsed = kiln::codegen::cpu::ParseCpuTargets("host");
   REQUIRE(parsed.ok());
   for (size_t i = 0; i < parsed->size(); ++i) targets += (i ? "," : "") + std::string((*parsed)[i]->name);
-  CHECK(Has(flags, parsed->empty() ? "--cpu-targets=none" : targets));
+  CHECK(HasFlag(flags, parsed->empty() ? "--cpu-targets=none" : targets));
   for (const std::string& f : flags) CHECK(f.find("host") == std::string::npos);
 
   // The kernel cache and the threads change no byte, so they are not flags.
@@ -96,14 +96,14 @@ TEST_CASE("provenance: the flags that shape the bytes, resolved, and none that d
   REQUIRE(profile.ok());
   o.profiles.push_back(*profile);
   const std::vector<std::string> more = ProvenanceFlags(o);
-  CHECK(Has(more, std::string("--constant-input=scale=sha256:") + kAbcSha256));
-  CHECK(Has(more, "--shape=x=1,-1,224"));
-  CHECK(Has(more, "--arch=none"));
-  CHECK(Has(more, "--no-fuse"));
-  CHECK(Has(more, "--loop-scan-bound=64"));
-  CHECK(Has(more, "--precision=fp16"));
-  CHECK(Has(more, "--keep-fp32=Softmax"));
-  CHECK(Has(more, "--profile=x:N=1..8"));
+  CHECK(HasFlag(more, std::string("--constant-input=scale=sha256:") + kAbcSha256));
+  CHECK(HasFlag(more, "--shape=x=1,-1,224"));
+  CHECK(HasFlag(more, "--arch=none"));
+  CHECK(HasFlag(more, "--no-fuse"));
+  CHECK(HasFlag(more, "--loop-scan-bound=64"));
+  CHECK(HasFlag(more, "--precision=fp16"));
+  CHECK(HasFlag(more, "--keep-fp32=Softmax"));
+  CHECK(HasFlag(more, "--profile=x:N=1..8"));
 }
 
 TEST_CASE("provenance: an artifact records its Kiln version, flags, model SHA-256 and libraries") {
@@ -125,8 +125,8 @@ TEST_CASE("provenance: an artifact records its Kiln version, flags, model SHA-25
     names.push_back(name);
     CHECK_FALSE(version.empty());
   }
-  CHECK(Has(names, "ONNX"));
-  CHECK(Has(names, "FlatBuffers"));
+  CHECK(HasFlag(names, "ONNX"));
+  CHECK(HasFlag(names, "FlatBuffers"));
 
   // The same model and options again: the same bytes (no time, no path, no order of threads).
   auto again = kiln::compiler::CompileOnnxFile(dir / "model.onnx", options, nullptr);
