@@ -254,8 +254,8 @@ kiln_tensor ToC(const kiln::TensorView& v) {
   return t;
 }
 
-kiln::Result<kiln::LoadOptions> ToLoadOptions(const kiln_load_options* o) {
-  kiln::LoadOptions out;
+// Fills *out (default-constructed) from `o` (NULL: the defaults).
+Status ToLoadOptions(const kiln_load_options* o, kiln::LoadOptions& out) {
   if (o) {
     out.max_artifact_bytes = o->max_artifact_bytes;
     out.max_context_bytes = o->max_context_bytes;
@@ -273,7 +273,7 @@ kiln::Result<kiln::LoadOptions> ToLoadOptions(const kiln_load_options* o) {
                       std::string("the weights_key callback returned ") + kiln_status_name(st));
       };
   }
-  return out;
+  return Status::Ok();
 }
 
 // A failed create's message, kept for the FAILED_PRECONDITION of later calls on the handle.
@@ -371,7 +371,8 @@ kiln_status kiln_context_options_init(kiln_context_options* options) {
 kiln_status kiln_model_load_file(const char* path, const kiln_load_options* options, kiln_model** out) {
   return LoadModel("kiln_model_load_file", out, [&]() -> kiln::Result<kiln::Model> {
     if (path == nullptr) return NullArgument("path");
-    KILN_ASSIGN_OR_RETURN(const kiln::LoadOptions o, ToLoadOptions(options));
+    kiln::LoadOptions o;
+    KILN_RETURN_IF_ERROR(ToLoadOptions(options, o));
     return kiln::Model::Load(std::string(path), o);
   });
 }
@@ -382,7 +383,8 @@ kiln_status kiln_model_load_bytes(const void* bytes, size_t size, const kiln_loa
     if (bytes == nullptr && size > 0)
       return kiln::InvalidArgument("bytes is NULL with a size of " + std::to_string(size));
     const uint8_t* p = static_cast<const uint8_t*>(bytes);
-    KILN_ASSIGN_OR_RETURN(const kiln::LoadOptions o, ToLoadOptions(options));
+    kiln::LoadOptions o;
+    KILN_RETURN_IF_ERROR(ToLoadOptions(options, o));
     return kiln::Model::Load(std::span<const uint8_t>(p, p ? size : 0), o);
   });
 }
