@@ -188,8 +188,9 @@ struct LoadOptions {
   // Ed25519 public key in PEM), kFailedPrecondition (no signature, or one by a key not listed:
   // the message gives the signer's public key in hex), kDataLoss (the signature does not verify:
   // a section or the trailer changed after signing, or a truncated file), kUnimplemented (a
-  // selective runtime, which verifies no signature; it also decrypts no weights, and encrypted
-  // ones fail its weights checksum: kDataLoss).
+  // runtime built without libcrypto, as a selective one is: it verifies no signature; it also
+  // decrypts no weights, and encrypted ones fail its weights checksum: kDataLoss). Read during
+  // Load only.
   std::vector<std::string> trusted_public_keys{};
   // Encrypted weights (`kiln sign --encrypt-weights`, format version 10): called once per Load,
   // on the loading thread, with the key id the artifact names (text, up to 32 bytes, possibly
@@ -201,7 +202,8 @@ struct LoadOptions {
   // does. Unset (the default) and an encrypted artifact: kFailedPrecondition. A key under which
   // the weights do not decrypt (the GCM tag does not match): kInvalidArgument when the signature
   // was verified (the weights are the signer's, so the key is wrong), else kDataLoss (a wrong
-  // key or changed weights). An unencrypted artifact never calls it.
+  // key or changed weights). An unencrypted artifact never calls it. Load keeps neither the
+  // callback nor the key after it returns.
   std::function<Status(std::string_view key_id, std::span<uint8_t, 32> key)> weights_key{};
 };
 
