@@ -35,7 +35,7 @@ set(KILN_RUNTIME_FOR_SIZE
   runtime/signature.cc runtime/weights_cipher.cc
   runtime/status.cc runtime/executor/loop_pairs.cc runtime/attrs.cc runtime/tensor.cc runtime/c_api.cc runtime/bound_cache.cc
   runtime/cpu/native/load.cc runtime/cpu/native/image.cc runtime/cpu/native/target.cc runtime/cpu/host_memory.cc
-  runtime/cpu/arch/x86/cpu_isa.cc
+  runtime/cpu/arch/x86/cpu_isa.cc runtime/preflight.cc
   ${KILN_CUDA_BACKEND_SRC}
   runtime/cpu/onednn/onednn.cc
   runtime/kernels/elementwise.cc runtime/kernels/unary.cc runtime/kernels/cast.cc runtime/kernels/bitcast.cc
@@ -52,7 +52,10 @@ set_source_files_properties(${KILN_RUNTIME_FOR_SIZE} PROPERTIES COMPILE_OPTIONS 
 # the budget check after it: the library stripped (strip --strip-unneeded, as `cmake --install`
 # then strip would leave it: installing copies it unchanged) must not pass
 # KILN_RUNTIME_SIZE_BUDGET bytes. Only optimised builds without sanitizers are held to it.
-set(KILN_RUNTIME_SIZE_BUDGET 2097152 CACHE STRING
+# 2 MiB until issue 46, whose deployment checks (the preflight, kiln/check.h: about 19 KB) the
+# runtime must carry for a service to ask it; 2 MiB + 64 KiB since. The selective runtime, the
+# edge build, keeps its 300,000 bytes.
+set(KILN_RUNTIME_SIZE_BUDGET 2162688 CACHE STRING
   "Most bytes the stripped libkiln_runtime.so may take; the build fails past it (0: no check)")
 function(kiln_runtime_footprint)
   set(map "")

@@ -408,7 +408,8 @@ Result<PreparedKernel> BuildLaunch(const fb::Kernel& k, uint32_t index) {
   return pk;
 }
 
-KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
+// `text` false leaves out the source and the printed program (ParseFor::kPreflight).
+KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p, bool text) {
   KernelInfo info;
   info.name = Str(k.name());
   for (uint32_t i = 0; i < Size(k.images()); ++i) {
@@ -416,17 +417,17 @@ KernelInfo BuildKernelInfo(const fb::Kernel& k, const fused::Program& p) {
     info.archs.push_back(Str(im->arch()));
     info.image_bytes.push_back(Size(im->data()));
   }
-  info.source = Str(k.source());
+  if (text) info.source = Str(k.source());
 #if !KILN_SELECTIVE
-  // A selective runtime (cmake/selective.cmake) leaves the printed program, which only tools read,
-  // empty: the printer is about 3 KB of its code.
-  info.program = fused::Print(p);
-#endif
+  // A selective runtime (cmake/selective.cmake) leaves the printed program and the launch rule,
+  // which only tools read, empty: the printer is about 3 KB of its code.
+  if (text) info.program = fused::Print(p);
   if (const fb::Launch* l = k.launch()) {
     info.launch = std::string(l->kind() == fb::LaunchKind::RowReduction ? "row reduction" : "elementwise") +
                   ", block " + to_string(l->block()) + (l->vector() > 1 ? ", vector " + to_string(l->vector()) : "") +
                   ", " + to_string(l->index_bits()) + "-bit indices";
   }
+#endif
   info.bytes_moved = k.bytes_moved();
   return info;
 }
@@ -458,7 +459,9 @@ std::string ArenaText(const PreparedEntry& pe) {
   return bytes ? to_string(*bytes) : PrintExpr(pe.exprs, pe.arena_expr, pe.prologue.symbols);
 }
 
-void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info) {
+// `text` false leaves out the stage traces (ParseFor::kPreflight).
+void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, PreparedEntry& pe, EntryInfo& info,
+                bool text) {
   pe.name = Str(e.name());
   pe.backend = Str(e.backend());
   pe.label = "entry " + to_string(index) + " (" + pe.name + (pe.backend.empty() ? "" : ", " + pe.backend + " plan") + ")";
@@ -511,7 +514,7 @@ void BuildEntry(const fb::Entry& e, uint32_t index, const Model::Impl& impl, Pre
   for (uint32_t s = 0; s < Size(e.stages()); ++s) {
     const fb::Stage* st = e.stages()->Get(s);
     cs.stage_names.push_back(Str(st->name()));
-    info.stage_traces.push_back(Str(st->trace()));
+    info.stage_traces.push_back(text ? Str(st->trace()) : std::string());
     cs.stage_ops.push_back(st->num_ops());
   }
   std::vector<bool> launched(impl.kernels.size(), false);
@@ -598,20 +601,28 @@ Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
                            to_string(options.max_artifact_bytes) + ")");
 }
 
-Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactBytes> bytes,
-                                                 const LoadOptions& options) {
+}  // namespace
+
+Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const ArtifactBytes> bytes,
+                                                         const LoadOptions& options, ParseFor purpose) {
   const uint8_t* data = bytes->data();
   ArtifactHeader h;
   KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
+#if KILN_SELECTIVE
+  const bool load = (static_cast<void>(purpose), true);  // a selective runtime has no preflight
+#else
+  const bool load = purpose == ParseFor::kLoad;
+#endif
   // A signature first, when one is required: nothing but the section bounds is read before it
   // verifies (runtime/signature.h). Then encrypted weights (format 10, the trailer's flag) are
   // decrypted in place, in Load's private copy, before their checksum, which is of the clear
-  // weights (so a file whose trailer was cut off fails it).
+  // weights (so a file whose trailer was cut off fails it). Load only: the preflight reads no
+  // page of the weights, so it neither hashes nor decrypts them.
 #if KILN_WITH_CRYPTO
   SignatureTrailer trailer;
-  const bool encrypted = h.format_version >= kEncryptedWeightsFormatVersion &&
+  const bool encrypted = load && h.format_version >= kEncryptedWeightsFormatVersion &&
                          FindTrailer(data, bytes->size(), &trailer) && (trailer.flags & kTrailerWeightsEncrypted);
-  const bool verified = !options.trusted_public_keys.empty();
+  const bool verified = load && !options.trusted_public_keys.empty();
   if (verified) KILN_RETURN_IF_ERROR(VerifySignature(data, bytes->size(), h, options.trusted_public_keys));
   if (encrypted) KILN_RETURN_IF_ERROR(CheckTrailer(bytes->size(), h, trailer));
 #endif
@@ -625,7 +636,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
         DecryptWeights(bytes->private_data() + h.weights_offset, h.weights_size, trailer, options, verified));
   }
 #endif
-  KILN_RETURN_IF_ERROR(CheckWeights(data, h));
+  if (load) KILN_RETURN_IF_ERROR(CheckWeights(data, h));
   KILN_RETURN_IF_ERROR(VerifyArtifact(*a, h.weights_size));
 
   auto impl = std::make_unique<Model::Impl>();
@@ -662,7 +673,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
     // The compiler validated the program it wrote: one that fails here is a corrupt artifact.
     if (Status st = fused::Validate(p); !st.ok())
       return DataLoss("kernel " + to_string(k) + " '" + Str(fk->name()) + "': program: " + std::string(st.message()));
-    impl->kernels.push_back(BuildKernelInfo(*fk, p));
+    impl->kernels.push_back(BuildKernelInfo(*fk, p, load));
     KILN_ASSIGN_OR_RETURN(PreparedKernel pk, BuildLaunch(*fk, k));
     impl->launch.push_back(std::move(pk));
     impl->programs.push_back(std::move(p));
@@ -690,7 +701,7 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
   impl->entries.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     PreparedEntry& pe = impl->prepared[i];
-    BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i]);
+    BuildEntry(*a->entries()->Get(i), i, *impl, pe, impl->entries[i], load);
     KILN_RETURN_IF_ERROR(PairLoops(pe));
     KILN_RETURN_IF_ERROR(ArenaLiveness::Build(pe, &pe.liveness));
     SplitSegments(pe);
@@ -706,6 +717,8 @@ Result<std::shared_ptr<const Model::Impl>> Parse(std::shared_ptr<const ArtifactB
 }
 
 #if KILN_WITH_CRYPTO
+namespace {
+
 // The `size` bytes of the open file `fd`, read into a private anonymous mapping (huge pages where
 // the kernel gives them: fewer page faults; left out of core dumps: it may hold decrypted
 // weights). A file that shrank since its size was read is kDataLoss.
@@ -728,11 +741,10 @@ Result<std::shared_ptr<const ArtifactBytes>> ReadPrivateCopy(int fd, size_t size
   std::snprintf(m, sizeof m, "read %zu of its %zu bytes (changed while read?)", done, size);
   return DataLoss(m);
 }
+}  // namespace
 #endif
 
-}  // namespace
-
-Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
+Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path, const LoadOptions& options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -762,12 +774,8 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
     // a later write to the file changes none of it (docs/security.md, "Signed artifacts").
     Result<std::shared_ptr<const ArtifactBytes>> copy = ReadPrivateCopy(fd, size);
     ::close(fd);
-    Result<std::shared_ptr<const Model::Impl>> impl =
-        copy.ok() ? Parse(std::move(*copy), options) : Result<std::shared_ptr<const Model::Impl>>(copy.status());
-    if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
-    // Read-only from now on, as a mapped file is: the weights are decrypted.
-    ::mprotect(const_cast<uint8_t*>((*impl)->bytes->data()), size, PROT_READ);
-    return Model(*impl);
+    if (!copy.ok()) return copy.status().WithContext("'" + path + "'");
+    return copy;
   }
 #endif
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -775,8 +783,18 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
   ::close(fd);  // the mapping stays valid
   if (addr == MAP_FAILED)
     return ResourceExhausted("cannot map '" + path + "' (" + to_string(size) + " bytes): " + std::strerror(err));
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Mapped(addr, size), options);
+  return ArtifactBytes::Mapped(addr, size);
+}
+
+Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactBytes> bytes, MapArtifact(path, options));
+  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(std::move(bytes), options, ParseFor::kLoad);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
+#if KILN_WITH_CRYPTO
+  // A private copy (MapArtifact) is read-only from now on, as a mapped file is: its weights are
+  // decrypted.
+  if (const ArtifactBytes& b = *(*impl)->bytes; b.private_copy()) ::mprotect(b.private_data(), b.size(), PROT_READ);
+#endif
   return Model(*impl);
 }
 
@@ -788,7 +806,7 @@ Result<Model> Model::Load(std::span<const uint8_t> bytes, const LoadOptions& opt
   if (copy == nullptr)
     return ResourceExhausted("cannot allocate " + to_string(bytes.size()) + " bytes for the artifact");
   if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
-  Result<std::shared_ptr<const Model::Impl>> impl = Parse(ArtifactBytes::Owned(copy, bytes.size()), options);
+  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(ArtifactBytes::Owned(copy, bytes.size()), options, ParseFor::kLoad);
   if (!impl.ok()) return impl.status();
   return Model(*impl);
 }

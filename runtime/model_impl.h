@@ -241,4 +241,17 @@ struct [[gnu::visibility("hidden")]] Model::Impl {
   std::vector<PreparedEntry> prepared;
 };
 
+// The artifact file mapped read-only (Model::Load's first step). Errors: kNotFound,
+// kFailedPrecondition (cannot open), kInvalidArgument (not a regular file), kResourceExhausted
+// (over options.max_artifact_bytes, or the mapping fails), kDataLoss (smaller than the header).
+Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path, const LoadOptions& options);
+
+// Model::Load's checks and preparation of mapped bytes, for Load, or for the preflight
+// (kiln/check.h), whose Model is inspected and never run: without the weights' checksum, the one
+// step that reads their pages, and without the text only tools show (stage traces, kernel
+// sources, printed programs: empty strings).
+enum class ParseFor { kLoad, kPreflight };
+Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const ArtifactBytes> bytes,
+                                                         const LoadOptions& options, ParseFor purpose);
+
 }  // namespace kiln

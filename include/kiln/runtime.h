@@ -143,7 +143,7 @@ struct KernelInfo {
   std::vector<std::string> archs;    // "sm_90" cubins, "compute_90" PTX; empty: CPU-only artifact
   std::vector<uint64_t> image_bytes; // size of each image, same order as archs
   std::string source;                // CUDA C++ source as given to NVRTC
-  std::string program;               // the portable program, printed (empty in a selective runtime)
+  std::string program;               // the portable program, printed (empty in a selective runtime, as launch is)
   std::string launch;                // launch rule, e.g. "elementwise, block 256, vector 4, 32-bit indices"
   int64_t bytes_moved = -1;          // input + output bytes per launch; -1 where shapes are symbolic
 };
@@ -233,6 +233,11 @@ struct ProvenanceInfo {
   std::vector<std::pair<std::string, std::string>> libraries;
 };
 
+struct CheckOptions;
+struct CheckReport;
+// The preflight, which reads a Model without its weights: kiln/check.h.
+KILN_API Result<CheckReport> CheckArtifact(const std::string& path, const CheckOptions& options);
+
 // A loaded, verified artifact. Immutable and thread-safe: copies are cheap (they share the
 // mapped file and weights) and may be used from any thread. The mapping lives as long as
 // the last copy and every ExecutionContext made from it.
@@ -280,6 +285,7 @@ class KILN_API Model {
   const Impl& impl() const { return *impl_; }
 
  private:
+  friend Result<CheckReport> CheckArtifact(const std::string& path, const CheckOptions& options);
   explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kiln-run " KILN_VERSION_STRING);
   kiln::cli::AddRunCommand(app);
   kiln::cli::AddInspectCommand(app);
+  kiln::cli::AddCheckCommand(app);
   kiln::cli::AddBenchCommand(app);
 #if KILN_WITH_CRYPTO
   kiln::cli::AddSignCommand(app);
