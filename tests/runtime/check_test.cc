@@ -100,7 +100,7 @@ TEST_CASE("preflight: the CPU's paths per instruction, the artifact's facts, and
   CHECK(interpreted->devices[0].notes[0].find("1 generated-kernel instructions are interpreted") == 0);
 }
 
-TEST_CASE("preflight: damaged weights pass it (it reads none) and fail Model::Load; a damaged FlatBuffer fails both") {
+TEST_CASE("preflight: damaged weights pass it (it reads none) and fail Model::Load, a damaged FlatBuffer fails both") {
   kiln::testing::TempDir dir;
   std::vector<uint8_t> bytes = kiln::testing::CompileModel(ConvAddModel());
   kiln::ArtifactHeader h;
