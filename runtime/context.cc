@@ -12,6 +12,7 @@
 #include "runtime/artifact_header.h"
 #include "runtime/clock.h"
 #include "runtime/context_impl.h"
+#include "runtime/device_resident.h"
 #include "runtime/executor/run_entry.h"
 
 namespace kiln {
@@ -127,6 +128,8 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
   }
   impl->max_loop_iterations = options.max_loop_iterations;
   impl->profile = options.profile;
+  impl->require_device_resident = options.cuda.require_device_resident;
+  if (impl->require_device_resident) KILN_RETURN_IF_ERROR(CheckResidentPlan(*impl, backend_name));
   impl->scratch.loops.reserve(16);  // a run-time Loop's frame holds the scalars it copies to the device
   impl->scratch.host_inputs.resize(model.inputs().size());
   impl->entries.resize(impl->mi->prepared.size());

@@ -57,6 +57,7 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   ExecutorScratch scratch;
   int64_t max_loop_iterations = 0;  // ContextOptions::max_loop_iterations
   bool profile = false;             // ContextOptions::profile
+  bool require_device_resident = false;  // CudaOptions::require_device_resident (runtime/device_resident.h)
   // Data pointers of the views the last Run handed out (one per model output). A caller
   // who passes that vector back without clear() gets it refilled, not treated as buffers
   // of their own: after the arena grows those pointers are freed memory.

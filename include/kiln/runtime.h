@@ -328,6 +328,17 @@ struct CudaOptions {
   // overlap and `graphs` captures without a caller's stream. Create fails with kDeviceError when
   // the stream cannot be made.
   bool own_stream = false;
+  // Fail closed on placement (docs/architecture.md, "Device residency"): the context keeps every
+  // tensor's data on the device, or refuses. ExecutionContext::Create fails with
+  // kFailedPrecondition when the context would not run on a CUDA device (Device::kAuto finding
+  // none) or when an entry it runs places an instruction on the host (a CPU region: an op no CUDA
+  // library or generated kernel runs), naming the entry, the instruction, its ONNX node and op.
+  // Run fails with kInvalidArgument for an input or a caller's output in host memory, and with
+  // kFailedPrecondition, before the instruction runs, when a library refuses an instruction at
+  // these shapes so that it would fall back to the host (naming it and the library's reason).
+  // The executor's small control transfers (a run-time If's or Loop's condition, a run-time size,
+  // the entry's symbol values) are allowed: Stats::last_control_transfers counts them.
+  bool require_device_resident = false;
 };
 
 // Options of an ExecutionContext: the common ones, then one struct per backend; a backend reads

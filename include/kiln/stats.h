@@ -129,6 +129,20 @@ struct Stats {
   // not profiling.
   std::vector<int64_t> last_instruction_bytes;
 
+  // Device backends (0 on the CPU backend): the bytes the last Run copied from host to device
+  // memory and back: inputs in host memory staged to the device, a CPU region's tensors both ways,
+  // outputs delivered into host memory (by Run, and by a CopyOutputs after it), and the control
+  // transfers below. A silent fallback to the host shows here and in last_cpu_region_ns without a
+  // profile. Reset by every Run that reaches its entry's computation.
+  uint64_t last_host_to_device_bytes = 0;
+  uint64_t last_device_to_host_bytes = 0;
+  // Of those, the executor's small control transfers, counted: a run-time If's or Loop's condition
+  // or a run-time size read to the host, a loop's scalar written to the device, the entry's symbol
+  // values uploaded at a new binding. The only copies CudaOptions::require_device_resident allows.
+  uint64_t last_control_transfers = 0;
+  // Host wall time of the last Run's CPU regions on a device backend, copies and waits included, ns.
+  int64_t last_cpu_region_ns = 0;
+
   int64_t last_host_time() const { return last_host_stop - last_host_start; }
   int64_t last_cache_lookup_time() const { return last_cache_lookup_stop - last_cache_lookup_start; }
   int64_t last_prologue_time() const { return last_prologue_stop - last_prologue_start; }

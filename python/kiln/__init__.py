@@ -169,7 +169,8 @@ class CompileStats:
     last_computation_execution_start/stop executing (CPU) or enqueueing (CUDA) the instructions
     and Kiln's own: last_gpu_ns (CUDA, -1 otherwise), entry_hits (per entry), last_entry,
     total_computation_ns, graph_hits/graph_misses, runtime_dim_binds, room_growths,
-    last_fallbacks, last_instruction_ns and, on the CPU, last_instruction_bytes (with
+    last_host_to_device_bytes/last_device_to_host_bytes, last_control_transfers and
+    last_cpu_region_ns (CUDA: what crossed between host and device, 0 on the CPU), last_fallbacks, last_instruction_ns and, on the CPU, last_instruction_bytes (with
     profile=True: the bytes each instruction read and wrote)."""
 
     calls: int
@@ -192,6 +193,10 @@ class CompileStats:
     graph_misses: int
     runtime_dim_binds: int
     room_growths: int
+    last_host_to_device_bytes: int = 0
+    last_device_to_host_bytes: int = 0
+    last_control_transfers: int = 0
+    last_cpu_region_ns: int = 0
     last_fallbacks: Tuple[Tuple[int, str], ...] = field(default=())
     last_instruction_ns: Tuple[int, ...] = field(default=())
     last_instruction_bytes: Tuple[int, ...] = field(default=())
@@ -243,6 +248,8 @@ def _stats(d: Dict[str, Any], entries: Sequence[Entry]) -> CompileStats:
         last_gpu_ns=d["last_gpu_ns"], entry_hits=tuple(d["entry_hits"]), last_entry=d["last_entry"],
         total_computation_ns=d["total_computation_ns"], graph_hits=d["graph_hits"], graph_misses=d["graph_misses"],
         runtime_dim_binds=d["runtime_dim_binds"], room_growths=d["room_growths"],
+        last_host_to_device_bytes=d["last_host_to_device_bytes"], last_device_to_host_bytes=d["last_device_to_host_bytes"],
+        last_control_transfers=d["last_control_transfers"], last_cpu_region_ns=d["last_cpu_region_ns"],
         last_fallbacks=tuple(tuple(f) for f in d["last_fallbacks"]),
         last_instruction_ns=tuple(d["last_instruction_ns"]),
         last_instruction_bytes=tuple(d["last_instruction_bytes"]),

@@ -294,6 +294,10 @@ class Context {
     d["graph_misses"] = s.graph_misses;
     d["runtime_dim_binds"] = s.runtime_dim_binds;
     d["room_growths"] = s.room_growths;
+    d["last_host_to_device_bytes"] = s.last_host_to_device_bytes;
+    d["last_device_to_host_bytes"] = s.last_device_to_host_bytes;
+    d["last_control_transfers"] = s.last_control_transfers;
+    d["last_cpu_region_ns"] = s.last_cpu_region_ns;
     nb::list fallbacks;
     for (const Stats::Fallback& f : s.last_fallbacks) fallbacks.append(nb::make_tuple(f.instruction, Str(f.reason)));
     d["last_fallbacks"] = fallbacks;

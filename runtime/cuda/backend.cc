@@ -95,13 +95,24 @@ class CudaBackend final : public Backend {
     KILN_RETURN_IF_ERROR(memory_->Reserve(run.state, run.inputs));
     KILN_RETURN_IF_ERROR(profiler_->Start(run.pe, stream));
     KILN_RETURN_IF_ERROR(memory_->Stage(run.state, run.inputs, stream));
+    for (const TensorView& in : run.inputs)
+      if (in.memory != MemoryKind::kDevice) run.stats.last_host_to_device_bytes += in.num_bytes();
+    CountSymbolic(run);
     KILN_RETURN_IF_ERROR(profiler_->Staged(stream));
     return Decide(run);
   }
 
   Status Bound(const BackendRun& run) override {
     KILN_RETURN_IF_ERROR(memory_->UploadSymbolic(run.state, Stream(run)));
+    CountSymbolic(run);
     return Decide(run);
+  }
+
+  // The symbol values DeviceMemory::UploadSymbolic copied: a control transfer (Stats).
+  static void CountSymbolic(const BackendRun& run) {
+    if (run.state.symbolic.empty()) return;
+    ++run.stats.last_control_transfers;
+    run.stats.last_host_to_device_bytes += run.state.symbolic.size() * sizeof(int64_t);
   }
 
   Placement Where(const BackendRun& run) override {
@@ -191,9 +202,11 @@ class CudaBackend final : public Backend {
         KILN_RETURN_IF_ERROR(Check(drv_, drv_.MemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(outputs[i].data), from,
                                                               r.num_bytes(), Stream(run)),
                                    "copy an output into a device buffer"));
-      else
+      else {
         KILN_RETURN_IF_ERROR(Check(drv_, drv_.MemcpyDtoHAsync(outputs[i].data, from, r.num_bytes(), Stream(run)),
                                    "copy an output to the host"));
+        run.stats.last_device_to_host_bytes += r.num_bytes();
+      }
     }
     return Status::Ok();
   }

@@ -33,6 +33,7 @@ class EntryRun {
   // the backend places it on the host, on the host; *next: the instruction after it.
   Status RunSegment(size_t k, size_t* next);
   Status RunOnHost(size_t begin, size_t end, int32_t dim);
+  Status RunOnHostTimed(size_t begin, size_t end, int32_t dim);  // RunOnHost less its timing and residency check
   // Whether instruction `pi`'s predicates hold, each condition read once per Run (and loop
   // iteration). kDataLoss for a condition that is not one bool.
   Status Holds(const PreparedInstruction& pi, bool* holds);

@@ -7,6 +7,7 @@
 #include "runtime/clock.h"
 #include "runtime/executor/binder.h"
 #include "runtime/executor/entry_run.h"
+#include "runtime/device_resident.h"
 #include "runtime/kernels/selective.h"
 
 namespace kiln {
@@ -57,6 +58,9 @@ EntryRun::EntryRun(ExecutionContext::Impl& c, const BackendRun& run, RuntimeDims
 
 Status EntryRun::Go() {
   x_.fallbacks = 0;
+  Stats& st = run_.stats;
+  st.last_host_to_device_bytes = st.last_device_to_host_bytes = st.last_control_transfers = 0;
+  st.last_cpu_region_ns = 0;
   x_.loops.clear();
   x_.loop_iterations = 0;
   if (pe_.has_predicates) x_.conditions.assign(pe_.tensors.size(), -1);  // no allocation once this size was seen
@@ -98,7 +102,7 @@ Status EntryRun::RunSegment(size_t k, size_t* next) {
   const int32_t dim = pe_.runtime_dim_of[end - 1];
   if (dim >= 0) KILN_RETURN_IF_ERROR(ResetDim(dim).WithContext(pe_.instructions[end - 1].label));  // again in a loop's body
   *next = end;
-  if (on_host) return RunOnHost(k, end, dim);
+  if (cpu::KeepsDeviceBackends() && on_host) return RunOnHost(k, end, dim);
   int64_t size = 0;
   size_t done = end;
   KILN_RETURN_IF_ERROR(backend_.RunSegment(run_, {k, end, dim >= 0 ? &size : nullptr}, &done));
@@ -114,6 +118,19 @@ Status EntryRun::RunSegment(size_t k, size_t* next) {
 
 // A CPU fallback segment of a device backend (run_entry.h says how it runs).
 Status EntryRun::RunOnHost(size_t begin, size_t end, int32_t dim) {
+  // CudaOptions::require_device_resident: Create refused the instructions the artifact places on
+  // the host, so this is a library refusing one at these shapes.
+  if (c_.require_device_resident)
+    return FailedPrecondition("require_device_resident: " + pe_.instructions[begin].label +
+                              " would run on the host in a CPU region" +
+                              (place_.why.size() > begin && !place_.why[begin].empty() ? ": " + place_.why[begin] : ""));
+  const int64_t start = NowNs();
+  const Status st = RunOnHostTimed(begin, end, dim);
+  run_.stats.last_cpu_region_ns += NowNs() - start;
+  return st;
+}
+
+Status EntryRun::RunOnHostTimed(size_t begin, size_t end, int32_t dim) {
   Backend& host = *c_.host;
   const std::string& where = pe_.instructions[begin].label;  // errors only
   if (!host.Holds(s_)) KILN_RETURN_IF_ERROR(host.Prepare(pe_, s_));
@@ -130,12 +147,14 @@ Status EntryRun::RunOnHost(size_t begin, size_t end, int32_t dim) {
       if (pt.storage == StorageKind::kArena) {
         if (pe_.written_at[t] >= static_cast<int32_t>(begin) || copied(t)) continue;
         KILN_RETURN_IF_ERROR(backend_.ToHost(run_, t, refs[i].data, Bytes(refs[i])).WithContext(pi.label));
+        run_.stats.last_device_to_host_bytes += Bytes(refs[i]);
         x_.copied.push_back(t);
       } else if (pt.storage == StorageKind::kInput && run_.inputs[pt.index].memory == MemoryKind::kDevice) {
         std::vector<uint8_t>& h = x_.host_inputs[pt.index];
         if (!copied(t)) {
           h.resize(Bytes(refs[i]));
           KILN_RETURN_IF_ERROR(backend_.ToHost(run_, t, h.data(), Bytes(refs[i])).WithContext(pi.label));
+          run_.stats.last_device_to_host_bytes += Bytes(refs[i]);
           x_.copied.push_back(t);
         }
         refs[i].data = h.data();
@@ -163,6 +182,7 @@ Status EntryRun::RunOnHost(size_t begin, size_t end, int32_t dim) {
       const cpu::TensorRef& r = refs[pi.num_inputs + o];
       if (t < 0 || Bytes(r) == 0 || pe_.last_read_at[t] < static_cast<int32_t>(end)) continue;
       KILN_RETURN_IF_ERROR(backend_.FromHost(run_, t, 0, r.data, Bytes(r)).WithContext(pi.label));
+      run_.stats.last_host_to_device_bytes += Bytes(r);
     }
   }
   Report(begin, end);
@@ -236,6 +256,10 @@ Status EntryRun::ReadScalar(int32_t t, DType dtype, void* out, const TransferNam
   }
   Status st = backend_.ToHost(run_, t, out, bytes);
   if (st.ok()) st = backend_.Wait(run_);
+  if (cpu::KeepsDeviceBackends() && c_.host != nullptr) {  // a device backend: a control transfer
+    ++run_.stats.last_control_transfers;
+    run_.stats.last_device_to_host_bytes += bytes;
+  }
   return st.ok() ? st : st.WithContext(name.str());
 }
 
@@ -245,6 +269,10 @@ Status EntryRun::WriteScalar(int32_t t, DType dtype, const void* value, const Tr
     return DataLoss(name.str() + ": " + pe_.TensorName(t) + " is " + std::string(DTypeName(r.dtype)) + " of " +
                     to_string(r.num_elements) + " elements, not one " + std::string(DTypeName(dtype)));
   const Status st = backend_.FromHost(run_, t, 0, value, DTypeSize(dtype));
+  if (cpu::KeepsDeviceBackends() && c_.host != nullptr) {  // a device backend: a control transfer
+    ++run_.stats.last_control_transfers;
+    run_.stats.last_host_to_device_bytes += DTypeSize(dtype);
+  }
   return st.ok() ? st : st.WithContext(name.str());
 }
 
@@ -275,6 +303,9 @@ Status RunEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView
   if (caches && !into_caller)
     return InvalidArgument("a KV cache is bound (ExecutionContext::BindCache): Run needs the caller's output views, "
                            "each bound present pointing at its past's buffer");
+  if (cpu::KeepsDeviceBackends() && c.require_device_resident)
+    KILN_RETURN_IF_ERROR(
+        CheckResidentTensors(c, inputs, into_caller ? std::span<const TensorView>(outputs) : std::span<const TensorView>()));
   const BackendRun run{e, pe, s, inputs, stream, st, c.instruction_observer, caches};
   const MemoryKind memory = c.backend->input_memory();
   Status status;

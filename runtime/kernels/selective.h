@@ -77,6 +77,17 @@ constexpr bool KeepsOneDnn() {
 #endif
 constexpr bool KeepsBoundCache() { return KILN_KEEPS_BOUND_CACHE != 0; }
 
+// Whether this runtime has a device backend (the CUDA backend), whose CPU regions, host-device
+// transfers and CudaOptions::require_device_resident the executor handles: every runtime but a
+// selective one, which registers the CPU backend alone, so that code stays out of it.
+constexpr bool KeepsDeviceBackends() {
+#if KILN_SELECTIVE
+  return false;
+#else
+  return true;
+#endif
+}
+
 // Whether this runtime may run an artifact's native CPU code (runtime/cpu/native/). A selective
 // build interprets every generated kernel instead: the loader and the mapping of executable memory
 // stay out of it (about 5 KB; sandboxes often forbid executable mappings anyway), and a model

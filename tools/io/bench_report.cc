@@ -153,6 +153,10 @@ nlohmann::json BenchJson(const BenchResult& r) {
           {"throughput_per_s", r.throughput_per_s},
           {"host_us", {{"lookup", r.lookup_us}, {"prologue", r.prologue_us}, {"computation", r.computation_us}}},
           {"gpu_ms", r.gpu_ms ? SummaryJson(*r.gpu_ms, false) : nlohmann::json(nullptr)},
+          {"transfers", {{"host_to_device_bytes", r.host_to_device_bytes},
+                         {"device_to_host_bytes", r.device_to_host_bytes},
+                         {"control_transfers", r.control_transfers},
+                         {"cpu_region_ms", r.cpu_region_ms}}},
           {"memory",
            {{"host_bytes", r.host_bytes}, {"device_bytes", r.device_bytes}, {"peak_rss_bytes", r.peak_rss_bytes}}},
           {"inputs", inputs},
@@ -222,6 +226,10 @@ void PrintBenchReport(const BenchResult& r, std::ostream& out, size_t top) {
     out << fmt::format(
         "cuda graphs: {}\n",
         r.cuda_graphs ? fmt::format("on ({} replays, {} captures)", r.graph_hits, r.graph_misses) : "off");
+  if (r.device == "cuda")
+    out << fmt::format("transfers:   {} bytes host to device, {} back ({} control transfers); CPU regions {:.3f} ms "
+                       "(the last call)\n",
+                       r.host_to_device_bytes, r.device_to_host_bytes, r.control_transfers, r.cpu_region_ms);
   out << fmt::format("load:        {:.3f} ms (Model::Load + ExecutionContext::Create, {:.3f} ms of it)\n", r.load_ms,
                      r.create_ms);
   if (r.first_call_ms && r.latency_ms.p50 > 0)

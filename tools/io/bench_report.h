@@ -70,6 +70,9 @@ struct BenchResult {
   double lookup_us = 0, prologue_us = 0, computation_us = 0;
   std::optional<LatencySummary> gpu_ms;  // CUDA events (Stats::last_gpu_ns); mean unused
   uint64_t graph_hits = 0, graph_misses = 0;
+  // The last call's transfers between host and device and its CPU regions' time (Stats); 0 on the CPU.
+  uint64_t host_to_device_bytes = 0, device_to_host_bytes = 0, control_transfers = 0;
+  double cpu_region_ms = 0;
   uint64_t host_bytes = 0, device_bytes = 0;  // ExecutionContext::memory_usage() after the runs
   uint64_t peak_rss_bytes = 0;                // getrusage: the whole process
   std::vector<BenchInput> inputs;

@@ -210,6 +210,10 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   if (!gpu_ms.empty()) r.gpu_ms = Summarize(std::move(gpu_ms));
   r.graph_hits = st.graph_hits;
   r.graph_misses = st.graph_misses;
+  r.host_to_device_bytes = st.last_host_to_device_bytes;
+  r.device_to_host_bytes = st.last_device_to_host_bytes;
+  r.control_transfers = st.last_control_transfers;
+  r.cpu_region_ms = static_cast<double>(st.last_cpu_region_ns) / 1e6;
   RecordMemory(ctx, r);
   if (st.last_entry >= 0) r.entry = model.entries()[st.last_entry].name;
   // kiln.Fused rows on the CPU: the native code of the context's target, or the interpreter.

@@ -795,6 +795,116 @@ TEST_CASE("[emulated] own_stream: a null stream runs on the context's own stream
   CHECK(emu->counter("graphs_captured") - captured0 == 2);
 }
 
+TEST_CASE("[emulated] Stats count the bytes between host and device and the time in CPU regions") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  {
+    // Wholly on the device: the host input in (4 x 32 floats), the output back (4 x 16), no region,
+    // and one control transfer: the entry's symbol values (one int64) uploaded.
+    const Model model = Load(MlpArtifact());
+    ExecutionContext ctx = CreateCuda(model, Cuda());
+    std::vector<HostTensor> got = Sentinel(testing::RunCpuReference(model, MlpInputs()));
+    REQUIRE(RunInto(ctx, MlpInputs(), got).ok());
+    CHECK(ctx.stats().last_host_to_device_bytes == 4 * 32 * sizeof(float) + 8);
+    CHECK(ctx.stats().last_device_to_host_bytes == 4 * 16 * sizeof(float));
+    CHECK(ctx.stats().last_control_transfers == 1);
+    CHECK(ctx.stats().last_cpu_region_ns == 0);
+  }
+  // One CPU region (Hardmax, ArgMax): Relu's output r to the host (40 bytes) and ArgMax's output
+  // back (2 int64), beside the input (10 floats) in, the symbol values (8 bytes) and the output
+  // (2 floats) out.
+  const Model model = Load(RegionArtifact("2"));
+  ExecutionContext ctx = CreateCuda(model, Cuda());
+  const HostTensor x = FloatInput({2, 5}, {0.5f, -1, 3, 2, 0, -4, 1, 1.5f, 7, 2});
+  std::vector<HostTensor> got = Sentinel(testing::RunCpuReference(model, {x}));
+  REQUIRE(RunInto(ctx, {x}, got).ok());
+  CHECK(ctx.stats().last_host_to_device_bytes == 40 + 16 + 8);
+  CHECK(ctx.stats().last_device_to_host_bytes == 40 + 8);
+  CHECK(ctx.stats().last_cpu_region_ns > 0);
+}
+
+TEST_CASE("[emulated] require_device_resident: a plan with a CPU region is refused at Create, host tensors at Run") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  ContextOptions resident = Cuda();
+  resident.cuda.require_device_resident = true;
+  const Model region = Load(RegionArtifact("2"));
+  auto refused = ExecutionContext::Create(region, resident);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(Contains(refused.status().message(), "require_device_resident: entry 0"), refused.status().ToString());
+  CHECK_MESSAGE(Contains(refused.status().message(), "'hardmax' (Hardmax) runs on the host in a CPU region"),
+                refused.status().ToString());
+
+  const Model model = Load(MlpArtifact());
+  ExecutionContext ctx = CreateCuda(model, resident);
+  const std::vector<HostTensor> inputs = MlpInputs();
+  std::vector<TensorView> out;
+  const Status host = ctx.Run(Views(inputs), out);
+  CHECK(host.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(Contains(host.message(), "require_device_resident: input 0 'x' is in host memory"), host.ToString());
+
+  // Device memory in, the outputs as views of the device's: nothing crosses but control.
+  CUdeviceptr d = 0;
+  REQUIRE(Drv().MemAlloc(&d, inputs[0].bytes.size()) == CUDA_SUCCESS);
+  REQUIRE(Drv().MemcpyHtoD(d, inputs[0].bytes.data(), inputs[0].bytes.size()) == CUDA_SUCCESS);
+  TensorView in = Views(inputs)[0];
+  in.data = reinterpret_cast<void*>(d);
+  in.memory = MemoryKind::kDevice;
+  const Status st = ctx.Run({&in, 1}, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE(ctx.Synchronize(nullptr).ok());
+  CHECK(out[0].memory == MemoryKind::kDevice);
+  CHECK(ctx.stats().last_control_transfers == 1);
+  CHECK(ctx.stats().last_host_to_device_bytes == 8);  // that transfer: the symbol values
+  CHECK(ctx.stats().last_device_to_host_bytes == 0);
+  std::vector<float> y(4 * 16), want(4 * 16);
+  REQUIRE(Drv().MemcpyDtoHAsync(y.data(), reinterpret_cast<CUdeviceptr>(out[0].data), y.size() * sizeof(float),
+                                nullptr) == CUDA_SUCCESS);
+  REQUIRE(Drv().StreamSynchronize(nullptr) == CUDA_SUCCESS);
+  const std::vector<HostTensor> ref = testing::RunCpuReference(model, inputs);
+  std::memcpy(want.data(), ref[0].bytes.data(), want.size() * sizeof(float));
+  for (size_t i = 0; i < y.size(); ++i) CHECK(std::abs(y[i] - want[i]) <= kSmallAtol + kSmallRtol * std::abs(want[i]));
+  // A caller's output in host memory is refused too.
+  std::vector<HostTensor> host_out = Sentinel(ref);
+  std::vector<TensorView> host_views = Views(host_out);
+  const Status to_host = ctx.Run({&in, 1}, host_views);
+  CHECK(to_host.code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(Contains(to_host.message(), "output 0 'y' is in host memory"), to_host.ToString());
+  REQUIRE(Drv().MemFree(d) == CUDA_SUCCESS);
+
+  // Without a GPU (the CPU backend chosen), the option refuses the context.
+  ContextOptions cpu;
+  cpu.device = Device::kCpu;
+  cpu.cuda.require_device_resident = true;
+  auto on_cpu = ExecutionContext::Create(model, cpu);
+  CHECK(on_cpu.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(Contains(on_cpu.status().message(), "require_device_resident: the context would run on the CPU backend"));
+}
+
+TEST_CASE("[emulated] require_device_resident: a library refusing a call at run time fails the Run, naming it") {
+  KILN_REQUIRE_EMULATED_CUDA();
+  const EmulatedCudaControl* emu = testing::EmulatedCuda();
+  FaultGuard guard{emu};
+  const Model model = Load(RealArtifact(kCls));
+  ContextOptions resident = Cuda();
+  resident.cuda.require_device_resident = true;
+  ExecutionContext ctx = CreateCuda(model, resident);  // every instruction on the device
+  Inject(emu, "dnn-not-supported@1");
+  std::vector<HostTensor> inputs = ClsOneImage();
+  CUdeviceptr d = 0;
+  REQUIRE(Drv().MemAlloc(&d, inputs[0].bytes.size()) == CUDA_SUCCESS);
+  REQUIRE(Drv().MemcpyHtoD(d, inputs[0].bytes.data(), inputs[0].bytes.size()) == CUDA_SUCCESS);
+  TensorView in = Views(inputs)[0];
+  in.data = reinterpret_cast<void*>(d);
+  in.memory = MemoryKind::kDevice;
+  std::vector<TensorView> out;
+  const Status st = ctx.Run({&in, 1}, out);
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(Contains(st.message(), "require_device_resident: instruction "), st.ToString());
+  CHECK_MESSAGE(Contains(st.message(), "would run on the host in a CPU region: cuDNN refused it when it ran"),
+                st.ToString());
+  REQUIRE(Drv().MemFree(d) == CUDA_SUCCESS);
+}
+
 TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a healthy context usable") {
   KILN_REQUIRE_EMULATED_CUDA();
   const EmulatedCudaControl* emu = testing::EmulatedCuda();
