@@ -7,7 +7,8 @@
 # Makefiles do not rebuild an object when only these flags change: delete it), code whose speed is
 # not a model's:
 # - code that runs once per model, context, input shape or process: loading and verifying
-#   artifacts, their fused programs and their native CPU code, memory plans, the op table,
+#   artifacts (their signatures and encrypted weights too: libcrypto does the hashing and the
+#   cipher), their fused programs and their native CPU code, memory plans, the op table,
 #   statuses, binding KV caches, host memory allocation, the CPU's features, and the C API's
 #   wrappers;
 # - the CUDA backend (runtime/cuda/): host code that plans and launches, while the GPU, cuBLASLt
@@ -31,6 +32,7 @@
 file(GLOB KILN_CUDA_BACKEND_SRC CONFIGURE_DEPENDS runtime/cuda/*.cc)
 set(KILN_RUNTIME_FOR_SIZE
   runtime/model.cc runtime/verify.cc runtime/fused/program.cc runtime/arena_plan.cc runtime/op_table.cc
+  runtime/signature.cc runtime/weights_cipher.cc
   runtime/status.cc runtime/executor/loop_pairs.cc runtime/attrs.cc runtime/tensor.cc runtime/c_api.cc runtime/bound_cache.cc
   runtime/cpu/native/load.cc runtime/cpu/native/image.cc runtime/cpu/native/target.cc runtime/cpu/host_memory.cc
   runtime/cpu/arch/x86/cpu_isa.cc runtime/preflight.cc

@@ -67,6 +67,7 @@ endif()
 file(GLOB kiln_family_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/kernels/*.cc)
 # Not in a selective runtime whatever the ops: the interpreter's AVX2 and AVX-512 builds, the C API
 # (its users link the default runtime), and the CUDA backend's claims (runtime/backend_registry.cc).
+# Nor libcrypto (CMakeLists.txt, KILN_WITH_CRYPTO): it verifies no signature and decrypts no weights.
 set(KILN_SELECTIVE_DROPPED_SOURCES
   ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx2.cc ${CMAKE_SOURCE_DIR}/runtime/fused/interpreter_avx512.cc
   ${CMAKE_SOURCE_DIR}/runtime/c_api.cc ${CMAKE_SOURCE_DIR}/runtime/cuda/claims.cc)

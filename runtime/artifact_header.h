@@ -27,6 +27,10 @@ inline constexpr uint32_t kRoomsFormatVersion = 8;
 // that binds a symbol to its bits) and the expression op FloorMulF32, used only by artifacts
 // that have them.
 inline constexpr uint32_t kFloatSymbolsFormatVersion = 9;
+// The first format whose weights may be AES-256-GCM ciphertext: the signature trailer
+// (runtime/signature_trailer.h) says whether they are, and holds the nonce and tag. Used only by
+// artifacts with encrypted weights (`kiln sign --encrypt-weights`).
+inline constexpr uint32_t kEncryptedWeightsFormatVersion = 10;
 // The largest value of a room (Room.initial, and what a context doubles it to).
 inline constexpr int64_t kMaxRoom = int64_t{1} << 40;
 

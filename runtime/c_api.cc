@@ -259,13 +259,26 @@ kiln_tensor ToC(const kiln::TensorView& v) {
   return t;
 }
 
-kiln::LoadOptions ToLoadOptions(const kiln_load_options* o) {
-  kiln::LoadOptions out;
+// Fills *out (default-constructed) from `o` (NULL: the defaults).
+Status ToLoadOptions(const kiln_load_options* o, kiln::LoadOptions& out) {
   if (o) {
     out.max_artifact_bytes = o->max_artifact_bytes;
     out.max_context_bytes = o->max_context_bytes;
+    for (size_t i = 0; i < o->num_trusted_public_keys; ++i) {
+      if (o->trusted_public_keys == nullptr || o->trusted_public_keys[i] == nullptr)
+        return kiln::InvalidArgument("kiln_load_options: trusted_public_keys or one of its entries is NULL");
+      out.trusted_public_keys.emplace_back(o->trusted_public_keys[i]);
+    }
+    if (kiln_weights_key_fn fn = o->weights_key)
+      out.weights_key = [fn, user = o->weights_key_user_data](std::string_view id, std::span<uint8_t, 32> key) {
+        const kiln_status st = fn(user, std::string(id).c_str(), key.data());
+        if (st == KILN_STATUS_OK) return Status::Ok();
+        return Status(st > KILN_STATUS_OK && st <= KILN_STATUS_DEVICE_ERROR ? static_cast<StatusCode>(st)
+                                                                             : StatusCode::kInternal,
+                      std::string("the weights_key callback returned ") + kiln_status_name(st));
+      };
   }
-  return out;
+  return Status::Ok();
 }
 
 // A failed create's message, kept for the FAILED_PRECONDITION of later calls on the handle.
@@ -348,7 +361,7 @@ const char* kiln_status_name(kiln_status status) {
 kiln_status kiln_load_options_init(kiln_load_options* options) {
   if (options == nullptr) return KILN_STATUS_INVALID_ARGUMENT;
   const kiln::LoadOptions d;
-  *options = kiln_load_options{d.max_artifact_bytes, d.max_context_bytes};
+  *options = kiln_load_options{d.max_artifact_bytes, d.max_context_bytes, nullptr, 0, nullptr, nullptr};
   return KILN_STATUS_OK;
 }
 
@@ -363,7 +376,9 @@ kiln_status kiln_context_options_init(kiln_context_options* options) {
 kiln_status kiln_model_load_file(const char* path, const kiln_load_options* options, kiln_model** out) {
   return LoadModel("kiln_model_load_file", out, [&]() -> kiln::Result<kiln::Model> {
     if (path == nullptr) return NullArgument("path");
-    return kiln::Model::Load(std::string(path), ToLoadOptions(options));
+    kiln::LoadOptions o;
+    KILN_RETURN_IF_ERROR(ToLoadOptions(options, o));
+    return kiln::Model::Load(std::string(path), o);
   });
 }
 
@@ -373,7 +388,9 @@ kiln_status kiln_model_load_bytes(const void* bytes, size_t size, const kiln_loa
     if (bytes == nullptr && size > 0)
       return kiln::InvalidArgument("bytes is NULL with a size of " + std::to_string(size));
     const uint8_t* p = static_cast<const uint8_t*>(bytes);
-    return kiln::Model::Load(std::span<const uint8_t>(p, p ? size : 0), ToLoadOptions(options));
+    kiln::LoadOptions o;
+    KILN_RETURN_IF_ERROR(ToLoadOptions(options, o));
+    return kiln::Model::Load(std::span<const uint8_t>(p, p ? size : 0), o);
   });
 }
 

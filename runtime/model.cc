@@ -29,16 +29,24 @@
 #include "runtime/executor/segments.h"
 #include "runtime/kernels/selective.h"
 #include "runtime/model_impl.h"
+#include "runtime/signature_trailer.h"
 #include "runtime/verify.h"
+#if KILN_WITH_CRYPTO
+#include "runtime/signature.h"
+#include "runtime/weights_cipher.h"
+#endif
 #include "schema/kiln_generated.h"
 
 namespace kiln {
 
 std::shared_ptr<const ArtifactBytes> ArtifactBytes::Mapped(void* addr, size_t size) {
-  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true));
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true, false));
 }
 std::shared_ptr<const ArtifactBytes> ArtifactBytes::Owned(void* addr, size_t size) {
-  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, false));
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, false, true));
+}
+std::shared_ptr<const ArtifactBytes> ArtifactBytes::Read(void* addr, size_t size) {
+  return std::shared_ptr<const ArtifactBytes>(new ArtifactBytes(addr, size, true, true));
 }
 ArtifactBytes::~ArtifactBytes() {
   if (mapped_) munmap(addr_, size_);
@@ -580,7 +588,15 @@ uint64_t ContextLimit(const LoadOptions& options) {
   return bytes;
 }
 
+// Also, in a runtime built without libcrypto (a selective one, cmake/selective.cmake; a cross
+// build with no libcrypto for its target), which checks no signature and decrypts no weights, the
+// refusal of LoadOptions::trusted_public_keys. Encrypted weights fail its weights checksum
+// (Parse), which is of the clear weights.
 Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
+#if !KILN_WITH_CRYPTO
+  if (!options.trusted_public_keys.empty())
+    return Unimplemented("this runtime verifies no signature (built without libcrypto)");
+#endif
   if (size <= options.max_artifact_bytes) return Status::Ok();
   return ResourceExhausted("artifact is " + to_string(size) + " bytes, above LoadOptions::max_artifact_bytes (" +
                            to_string(options.max_artifact_bytes) + ")");
@@ -593,12 +609,33 @@ Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const A
   const uint8_t* data = bytes->data();
   ArtifactHeader h;
   KILN_RETURN_IF_ERROR(CheckHeader(data, bytes->size(), &h));
-  const fb::Artifact* a = nullptr;
-  KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
 #if KILN_SELECTIVE
   const bool load = (static_cast<void>(purpose), true);  // a selective runtime has no preflight
 #else
   const bool load = purpose == ParseFor::kLoad;
+#endif
+  // A signature first, when one is required: nothing but the section bounds is read before it
+  // verifies (runtime/signature.h). Then encrypted weights (format 10, the trailer's flag) are
+  // decrypted in place, in Load's private copy, before their checksum, which is of the clear
+  // weights (so a file whose trailer was cut off fails it). Load only: the preflight reads no
+  // page of the weights, so it neither hashes nor decrypts them.
+#if KILN_WITH_CRYPTO
+  SignatureTrailer trailer;
+  const bool encrypted = load && h.format_version >= kEncryptedWeightsFormatVersion &&
+                         FindTrailer(data, bytes->size(), &trailer) && (trailer.flags & kTrailerWeightsEncrypted);
+  const bool verified = load && !options.trusted_public_keys.empty();
+  if (verified) KILN_RETURN_IF_ERROR(VerifySignature(data, bytes->size(), h, options.trusted_public_keys));
+  if (encrypted) KILN_RETURN_IF_ERROR(CheckTrailer(bytes->size(), h, trailer));
+#endif
+  const fb::Artifact* a = nullptr;
+  KILN_RETURN_IF_ERROR(CheckFlatBuffer(data, h, &a));
+#if KILN_WITH_CRYPTO
+  if (encrypted) {
+    if (!bytes->private_copy())  // Load(path) reads a private copy whenever weights_key is set
+      return FailedPrecondition("the weights are encrypted, and LoadOptions::weights_key is not set");
+    KILN_RETURN_IF_ERROR(
+        DecryptWeights(bytes->private_data() + h.weights_offset, h.weights_size, trailer, options, verified));
+  }
 #endif
   if (load) KILN_RETURN_IF_ERROR(CheckWeights(data, h));
   KILN_RETURN_IF_ERROR(VerifyArtifact(*a, h.weights_size));
@@ -680,6 +717,37 @@ Result<std::shared_ptr<const Model::Impl>> ParseArtifact(std::shared_ptr<const A
   return std::shared_ptr<const Model::Impl>(std::move(impl));
 }
 
+#if KILN_WITH_CRYPTO
+namespace {
+
+// The `size` bytes of the open file `fd`, read into a private anonymous mapping (huge pages where
+// the kernel gives them: fewer page faults; left out of core dumps: it may hold decrypted
+// weights). A file that shrank since its size was read is kDataLoss.
+Result<std::shared_ptr<const ArtifactBytes>> ReadPrivateCopy(int fd, size_t size) {
+  void* addr = fault::Inject("host memory")
+                   ? MAP_FAILED
+                   : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED)
+    return ResourceExhausted("cannot allocate a private copy of the artifact (" + to_string(size) + " bytes)");
+  auto bytes = ArtifactBytes::Read(addr, size);
+  ::madvise(addr, size, MADV_HUGEPAGE);
+  ::madvise(addr, size, MADV_DONTDUMP);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(addr) + done, std::min<size_t>(size - done, size_t{1} << 30),
+                              static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done == size) return bytes;
+  char m[96];
+  std::snprintf(m, sizeof m, "read %zu of its %zu bytes (changed while read?)", done, size);
+  return DataLoss(m);
+}
+}  // namespace
+#endif
+
 Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path, const LoadOptions& options) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then rejects it.
   const int fd = fault::Inject("open") ? (errno = EMFILE, -1) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -704,6 +772,16 @@ Result<std::shared_ptr<const ArtifactBytes>> MapArtifact(const std::string& path
     return DataLoss("'" + path + "': artifact is " + to_string(size) + " bytes, smaller than the " +
                     to_string(sizeof(ArtifactHeader)) + "-byte file header (truncated?)");
   }
+#if KILN_WITH_CRYPTO  // without, the runtime refuses trusted_public_keys (CheckArtifactSize): it always maps
+  if (!options.trusted_public_keys.empty() || options.weights_key) {
+    // A private copy: what is verified, and what the weights are decrypted into, is what runs;
+    // a later write to the file changes none of it (docs/security.md, "Signed artifacts").
+    Result<std::shared_ptr<const ArtifactBytes>> copy = ReadPrivateCopy(fd, size);
+    ::close(fd);
+    if (!copy.ok()) return copy.status().WithContext("'" + path + "'");
+    return copy;
+  }
+#endif
   void* addr = fault::Inject("mmap") ? (errno = ENOMEM, MAP_FAILED) : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping stays valid
@@ -716,6 +794,11 @@ Result<Model> Model::Load(const std::string& path, const LoadOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactBytes> bytes, MapArtifact(path, options));
   Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(std::move(bytes), options, ParseFor::kLoad);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
+#if KILN_WITH_CRYPTO
+  // A private copy (MapArtifact) is read-only from now on, as a mapped file is: its weights are
+  // decrypted.
+  if (const ArtifactBytes& b = *(*impl)->bytes; b.private_copy()) ::mprotect(b.private_data(), b.size(), PROT_READ);
+#endif
   return Model(*impl);
 }
 

@@ -22,24 +22,33 @@
 
 namespace kiln {
 
-// The artifact's bytes: a read-only private mmap of the file, or an owned 256-byte-aligned
-// copy of caller bytes. Released (munmap / free) by the destructor.
+// The artifact's bytes: a read-only private mmap of the file, an owned 256-byte-aligned copy of
+// caller bytes, or a private anonymous mapping the file was read into (when a signature is
+// required or weights are decrypted: no later write to the file reaches it). Released (munmap /
+// free) by the destructor.
 class ArtifactBytes {
  public:
   static std::shared_ptr<const ArtifactBytes> Mapped(void* addr, size_t size);
   static std::shared_ptr<const ArtifactBytes> Owned(void* addr, size_t size);
+  static std::shared_ptr<const ArtifactBytes> Read(void* addr, size_t size);
   ~ArtifactBytes();
   ArtifactBytes(const ArtifactBytes&) = delete;
   ArtifactBytes& operator=(const ArtifactBytes&) = delete;
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(addr_); }
   size_t size() const { return size_; }
+  // The bytes are Load's own (Owned or Read), not the file's mapping: Load may decrypt the
+  // weights in place before the Model is made, and nothing writes them after.
+  bool private_copy() const { return private_; }
+  uint8_t* private_data() const { return static_cast<uint8_t*>(addr_); }
 
  private:
-  ArtifactBytes(void* addr, size_t size, bool mapped) : addr_(addr), size_(size), mapped_(mapped) {}
+  ArtifactBytes(void* addr, size_t size, bool mapped, bool is_private)
+      : addr_(addr), size_(size), mapped_(mapped), private_(is_private) {}
   void* addr_;
   size_t size_;
   bool mapped_;
+  bool private_;
 };
 
 enum class StorageKind : uint8_t { kAbsent = 0, kInput = 1, kWeight = 2, kArena = 3, kSymbolic = 4 };

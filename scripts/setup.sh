@@ -23,7 +23,7 @@ log() { echo "[setup] $*"; }
 # --- Debian packages ------------------------------------------------------------------------
 DEBS=(cmake g++ pkg-config python3-dev flatbuffers-compiler libflatbuffers-dev libfmt-dev doctest-dev libonnx-dev
       libprotobuf-dev protobuf-compiler libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev libssl-dev libopenblas-dev libdnnl-dev llvm-19-dev python3-venv
-      libbenchmark-dev espeak-ng sox)
+      libbenchmark-dev openssl espeak-ng sox)
 bash "$ROOT/scripts/install-debs.sh" setup "${DEBS[@]}"
 
 # --- Python venv: test data and reference outputs only (Kiln itself needs no Python) ---------

@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app);
   kiln::cli::AddCheckCommand(app);
   kiln::cli::AddBenchCommand(app);
+#if KILN_WITH_CRYPTO
+  kiln::cli::AddSignCommand(app);
+#endif
   kiln::cli::AddOpsCommand(app);
   return kiln::cli::RunMain(app, argc, argv, "kiln");
 }

@@ -145,8 +145,16 @@ typedef struct kiln_instruction_info {
   const char* const* member_ops; /* kiln.Fused: the ONNX ops it replaced, in trace order */
 } kiln_instruction_info;
 
-/* kiln::LoadOptions: limits for an artifact from an untrusted source, in bytes. Start from
- * kiln_load_options_init; passing NULL options means those defaults. */
+/* kiln::LoadOptions::weights_key for encrypted weights (`kiln sign --encrypt-weights`): writes
+ * the 32-byte AES-256 key that `key_id` names (NUL-terminated text, at most 32 bytes, possibly
+ * empty) to `key` and returns KILN_STATUS_OK, or returns another status, which fails the load with
+ * a message naming it. Called at most once per load, on the loading thread, during the
+ * kiln_model_load_* call; `key` is valid only during the call and wiped after. */
+typedef kiln_status (*kiln_weights_key_fn)(void* user_data, const char* key_id, uint8_t* key);
+
+/* kiln::LoadOptions: limits for an artifact from an untrusted source, in bytes, and the keys of
+ * signed artifacts (docs/security.md). Start from kiln_load_options_init; passing NULL options
+ * means those defaults. */
 typedef struct kiln_load_options {
   /* Largest artifact accepted (the file's size, or `size` for bytes), checked before it is
    * mapped or copied; UINT64_MAX (the default): no limit. Above it: RESOURCE_EXHAUSTED. */
@@ -155,6 +163,16 @@ typedef struct kiln_load_options {
    * the host's physical memory. A constant arena above it fails the load, and a run whose
    * shapes need more fails before allocating; both RESOURCE_EXHAUSTED. */
   uint64_t max_context_bytes;
+  /* kiln::LoadOptions::trusted_public_keys: num_trusted_public_keys Ed25519 public keys, each
+   * NUL-terminated PEM text (`openssl pkey -pubout`), read during the load call only. Nonzero
+   * count: the load requires a valid signature by one of them (FAILED_PRECONDITION: unsigned or
+   * another signer; DATA_LOSS: changed after signing; INVALID_ARGUMENT: a key that is not an
+   * Ed25519 PEM public key, or a NULL array or entry). Default: NULL, 0. */
+  const char* const* trusted_public_keys;
+  size_t num_trusted_public_keys;
+  /* kiln::LoadOptions::weights_key, called with weights_key_user_data. Default: NULL, NULL. */
+  kiln_weights_key_fn weights_key;
+  void* weights_key_user_data;
 } kiln_load_options;
 
 /* kiln::ContextOptions. Start from kiln_context_options_init; passing NULL options means

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,7 +32,7 @@
 namespace kiln {
 
 // The artifact format versions this runtime reads: [kMinFormatVersion, kFormatVersion].
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // One dimension of a model input or output as declared by the artifact: a constant, or
@@ -176,6 +177,34 @@ struct LoadOptions {
   // set this to false for artifacts from a source you do not trust.
   // Model::native_code_target() and Stats::native_code_target say what was chosen, and why none.
   bool native_code = true;
+  // Ed25519 public keys whose signature Load requires (docs/security.md, "Signed artifacts";
+  // `kiln sign` makes one), each a PEM "PUBLIC KEY" block as `openssl pkey -pubout` writes it.
+  // Empty (the default): a signature is neither required nor checked. Non-empty: Load reads
+  // the file into private memory (never a mapping that a later write to the file could change),
+  // and before it trusts any field beyond the section sizes in the header, checks that the file
+  // ends with a signature trailer whose Ed25519 signature, over the SHA-256 digests of the
+  // header, the FlatBuffer (which holds any native code) and the weights, verifies under one of
+  // these keys. Errors, nothing else of the artifact read: kInvalidArgument (an entry is not an
+  // Ed25519 public key in PEM), kFailedPrecondition (no signature, or one by a key not listed:
+  // the message gives the signer's public key in hex), kDataLoss (the signature does not verify:
+  // a section or the trailer changed after signing, or a truncated file), kUnimplemented (a
+  // runtime built without libcrypto, as a selective one is: it verifies no signature; it also
+  // decrypts no weights, and encrypted ones fail its weights checksum: kDataLoss). Read during
+  // Load only.
+  std::vector<std::string> trusted_public_keys{};
+  // Encrypted weights (`kiln sign --encrypt-weights`, format version 10): called once per Load,
+  // on the loading thread, with the key id the artifact names (text, up to 32 bytes, possibly
+  // empty) and a 32-byte buffer to fill with the AES-256 key; it returns Ok, or an error that
+  // Load returns with the artifact's path as context. Load then decrypts the weights with
+  // AES-256-GCM in place, in the private copy the model runs from (the CPU backend reads them
+  // there; the CUDA backend uploads that host copy), wipes the key buffer, and writes nothing to
+  // disk. Setting it makes Load(path) read the file into private memory, as trusted_public_keys
+  // does. Unset (the default) and an encrypted artifact: kFailedPrecondition. A key under which
+  // the weights do not decrypt (the GCM tag does not match): kInvalidArgument when the signature
+  // was verified (the weights are the signer's, so the key is wrong), else kDataLoss (a wrong
+  // key or changed weights). An unencrypted artifact never calls it. Load keeps neither the
+  // callback nor the key after it returns.
+  std::function<Status(std::string_view key_id, std::span<uint8_t, 32> key)> weights_key{};
 };
 
 // One target of an artifact's native CPU code (Artifact.native_code), for inspection.
@@ -215,7 +244,10 @@ KILN_API Result<CheckReport> CheckArtifact(const std::string& path, const CheckO
 class KILN_API Model {
  public:
   // Maps the file read-only and verifies it (FlatBuffers Verifier, then Kiln's semantic
-  // checks, the memory plan where its sizes are constants, and the weights checksum). Errors: kNotFound (no file), kDataLoss (corrupt or
+  // checks, the memory plan where its sizes are constants, and the weights checksum); with
+  // LoadOptions::trusted_public_keys or weights_key it reads the file into private memory instead,
+  // checks the signature first and decrypts the weights (their errors are listed there).
+  // Errors: kNotFound (no file), kDataLoss (corrupt or
   // truncated: the message names the section and file offset), kIncompatible (a well-formed
   // artifact of a format version outside [kMinFormatVersion, kFormatVersion]; a header whose
   // version field is damaged is kDataLoss), kResourceExhausted (over a LoadOptions limit).

@@ -410,14 +410,23 @@ class Model:
 
 
 def load(artifact: Union[str, "os.PathLike[str]", bytes], *, max_artifact_bytes: Optional[int] = None,
-         max_context_bytes: Optional[int] = None) -> Model:
+         max_context_bytes: Optional[int] = None, trusted_public_keys: Sequence[str] = (),
+         weights_key: Union[None, bytes, Callable[[str], bytes]] = None) -> Model:
     """Loads a .kiln artifact from a path or from bytes (copied), checking both checksums and
     every field before trusting it. Raises kiln.Error: DATA_LOSS for a corrupt or truncated
     artifact (naming the offset), INCOMPATIBLE for a newer format, NOT_FOUND for a missing file,
-    RESOURCE_EXHAUSTED over a limit."""
+    RESOURCE_EXHAUSTED over a limit.
+
+    trusted_public_keys: Ed25519 public keys (PEM text, `openssl pkey -pubout`); when given, the
+    artifact must carry a valid signature by one of them (`kiln sign`), checked before anything
+    else (FAILED_PRECONDITION: unsigned or another signer; DATA_LOSS: changed after signing).
+    weights_key: for encrypted weights (`kiln sign --encrypt-weights`), the 32-byte AES-256 key,
+    or a callable that takes the artifact's key id (str) and returns it (docs/security.md)."""
+    keys = [str(k) for k in trusted_public_keys]
     if isinstance(artifact, (bytes, bytearray, memoryview)):
-        return Model(_kiln.Model.load_bytes(bytes(artifact), max_artifact_bytes, max_context_bytes))
-    return Model(_kiln.Model.load_file(_path(artifact, "artifact"), max_artifact_bytes, max_context_bytes))
+        return Model(_kiln.Model.load_bytes(bytes(artifact), max_artifact_bytes, max_context_bytes, keys, weights_key))
+    return Model(_kiln.Model.load_file(_path(artifact, "artifact"), max_artifact_bytes, max_context_bytes, keys,
+                                       weights_key))
 
 
 def _path(path: Union[str, "os.PathLike[str]"], what: str) -> str:

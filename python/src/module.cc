@@ -3,9 +3,11 @@
 // status code's name); nothing here throws a C++ exception past the module. The GIL is released
 // while Kiln compiles or runs.
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,10 +111,28 @@ nb::list EntryInfos(const Model& model) {
   return out;
 }
 
-LoadOptions Limits(std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
+// kiln.load's options. `weights_key`: None, the 32-byte key as bytes, or a callable that takes
+// the key id (str) and returns them; called with the GIL held (Load runs under it), and an
+// exception it raises or a wrong value fails the load as INVALID_ARGUMENT.
+LoadOptions Options(std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes,
+                    std::vector<std::string> trusted_public_keys, nb::object weights_key) {
   LoadOptions o;
   if (max_artifact_bytes) o.max_artifact_bytes = *max_artifact_bytes;
   if (max_context_bytes) o.max_context_bytes = *max_context_bytes;
+  o.trusted_public_keys = std::move(trusted_public_keys);
+  if (!weights_key.is_none())
+    o.weights_key = [weights_key](std::string_view id, std::span<uint8_t, 32> out) -> Status {
+      nb::gil_scoped_acquire gil;
+      try {
+        nb::object key = PyCallable_Check(weights_key.ptr()) ? weights_key(Str(std::string(id))) : weights_key;
+        if (!nb::isinstance<nb::bytes>(key) || nb::borrow<nb::bytes>(key).size() != out.size())
+          return InvalidArgument("weights_key: expected 32 bytes (an AES-256 key), or a callable that returns them");
+        std::memcpy(out.data(), nb::borrow<nb::bytes>(key).data(), out.size());
+        return Status::Ok();
+      } catch (nb::python_error& e) {
+        return InvalidArgument(std::string("weights_key raised ") + e.what());
+      }
+    };
   return o;
 }
 
@@ -452,17 +472,23 @@ NB_MODULE(_kiln, m) {
   nb::class_<Model>(m, "Model")
       .def_static(
           "load_file",
-          [](const std::string& path, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
-            return Take(Model::Load(path, Limits(max_artifact_bytes, max_context_bytes)));
+          [](const std::string& path, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes,
+             std::vector<std::string> trusted_public_keys, nb::object weights_key) {
+            return Take(Model::Load(
+                path, Options(max_artifact_bytes, max_context_bytes, std::move(trusted_public_keys), weights_key)));
           },
-          nb::arg("path"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none())
+          nb::arg("path"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none(),
+          nb::arg("trusted_public_keys") = std::vector<std::string>(), nb::arg("weights_key") = nb::none())
       .def_static(
           "load_bytes",
-          [](nb::bytes data, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes) {
+          [](nb::bytes data, std::optional<uint64_t> max_artifact_bytes, std::optional<uint64_t> max_context_bytes,
+             std::vector<std::string> trusted_public_keys, nb::object weights_key) {
             const std::span<const uint8_t> span(static_cast<const uint8_t*>(data.data()), data.size());
-            return Take(Model::Load(span, Limits(max_artifact_bytes, max_context_bytes)));
+            return Take(Model::Load(
+                span, Options(max_artifact_bytes, max_context_bytes, std::move(trusted_public_keys), weights_key)));
           },
-          nb::arg("data"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none())
+          nb::arg("data"), nb::arg("max_artifact_bytes") = nb::none(), nb::arg("max_context_bytes") = nb::none(),
+          nb::arg("trusted_public_keys") = std::vector<std::string>(), nb::arg("weights_key") = nb::none())
       .def_prop_ro("inputs", [](const Model& mo) { return TensorInfos(mo.inputs()); })
       .def_prop_ro("outputs", [](const Model& mo) { return TensorInfos(mo.outputs()); })
       .def_prop_ro("entries", [](const Model& mo) { return EntryInfos(mo); })

@@ -23,17 +23,17 @@ Status LoadVersion(uint32_t version) {
   return Model::Load(BuildArtifact(a)).status();
 }
 
-TEST_CASE("format versions: 1 to 9 load, a newer or older artifact is kIncompatible") {
+TEST_CASE("format versions: 1 to 10 load, a newer or older artifact is kIncompatible") {
   for (uint32_t v = kMinFormatVersion; v <= kFormatVersion; ++v) CHECK_MESSAGE(LoadVersion(v).ok(), v);
   Status st = LoadVersion(kFormatVersion + 1);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 10 is newer than this runtime supports (1..9)");
+  CHECK(st.message() == "artifact format version 11 is newer than this runtime supports (1..10)");
   st = LoadVersion(0xFFFFFFFFu);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 4294967295 is newer than this runtime supports (1..9)");
+  CHECK(st.message() == "artifact format version 4294967295 is newer than this runtime supports (1..10)");
   st = LoadVersion(kMinFormatVersion - 1);
   CHECK(st.code() == StatusCode::kIncompatible);
-  CHECK(st.message() == "artifact format version 0 is older than this runtime supports (1..9)");
+  CHECK(st.message() == "artifact format version 0 is older than this runtime supports (1..10)");
 }
 
 TEST_CASE("format versions: a damaged version field is corruption, not a newer format") {
@@ -44,7 +44,7 @@ TEST_CASE("format versions: a damaged version field is corruption, not a newer f
   Status st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
   CHECK(st.message() ==
-        "corrupt file header: format version field reads 10 (this runtime reads 1..9), but the FlatBuffer says format "
+        "corrupt file header: format version field reads 11 (this runtime reads 1..10), but the FlatBuffer says format "
         "version 1");
 
   // A header whose sections fit the file but whose FlatBuffer is not one.
@@ -55,7 +55,7 @@ TEST_CASE("format versions: a damaged version field is corruption, not a newer f
   bytes[h.flatbuffer_offset + 4] ^= 0xFF;  // the file identifier "KILN"
   st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
-  CHECK(st.message() == "corrupt file header: format version field reads 10 (this runtime reads 1..9), and bytes 64.." +
+  CHECK(st.message() == "corrupt file header: format version field reads 11 (this runtime reads 1..10), and bytes 64.." +
                             std::to_string(h.flatbuffer_offset + h.flatbuffer_size) + " are not a Kiln FlatBuffer");
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("format versions: random bytes after a valid magic are kDataLoss, neve
   Status st = Model::Load(bytes).status();
   CHECK(st.code() == StatusCode::kDataLoss);
   CHECK(st.message() ==
-        "corrupt file header: format version field reads 2880154539 (this runtime reads 1..9), and its header size "
+        "corrupt file header: format version field reads 2880154539 (this runtime reads 1..10), and its header size "
         "2880154539 or FlatBuffer section [12370169555311111083, +12370169555311111083) does not fit the file (256 "
         "bytes)");
 }

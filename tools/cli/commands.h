@@ -1,7 +1,7 @@
-// tools/cli/commands.h: the runtime-side subcommands (run, bench, inspect, check), shared by the full
-// `kiln` tool and the runtime-only `kiln-run`. Each Add*Command registers its options and a
+// tools/cli/commands.h: the runtime-side subcommands (run, bench, inspect, check, sign), shared by
+// the full `kiln` tool and the runtime-only `kiln-run`. Each Add*Command registers its options and a
 // callback on `app`; the callback stores its exit status for ExitCode(). They link the runtime
-// and small libraries only (fmt, CLI11, nlohmann/json): never the compiler, ONNX or protobuf.
+// and small libraries only (fmt, CLI11, nlohmann/json, OpenSSL's libcrypto): never the compiler, ONNX or protobuf.
 // Not thread-safe: one command line per process.
 #pragma once
 
@@ -13,6 +13,7 @@ void AddRunCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
 void AddBenchCommand(CLI::App& app);
 void AddCheckCommand(CLI::App& app);
+void AddSignCommand(CLI::App& app);  // only where KILN_WITH_CRYPTO: it links libcrypto
 
 // The exit status the chosen subcommand's callback stored (0 when none ran).
 int ExitCode();

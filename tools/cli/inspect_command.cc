@@ -1,3 +1,5 @@
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -9,6 +11,8 @@
 #include "kiln/runtime.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/shape_text.h"
+#include "runtime/signature_trailer.h"
+#include "tools/cli/key_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -101,8 +105,41 @@ std::string ProvenanceText(const ProvenanceInfo& p) {
                      fmt::join(libraries, ", "));
 }
 
-int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
-  auto model = Model::Load(path);
+// The file's signature trailer, if any (runtime/signature_trailer.h): who signed it and whether
+// its weights are encrypted. "verified" when Load checked it (--trusted-key).
+nlohmann::json SignatureJson(const std::string& path, bool verified) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  std::vector<uint8_t> tail(static_cast<size_t>(std::min<std::streamoff>(size, sizeof(SignatureTrailer))));
+  in.seekg(size - static_cast<std::streamoff>(tail.size()));
+  in.read(reinterpret_cast<char*>(tail.data()), static_cast<std::streamsize>(tail.size()));
+  SignatureTrailer t;
+  if (tail.size() < sizeof t || std::memcmp(tail.data(), kTrailerMagic, sizeof kTrailerMagic) != 0) return nullptr;
+  std::memcpy(&t, tail.data(), sizeof t);
+  std::string key;
+  for (uint8_t b : t.public_key) key += fmt::format("{:02x}", b);
+  nlohmann::json j = {{"algorithm", "Ed25519"}, {"public_key", key}, {"verified", verified}};
+  if (t.flags & kTrailerWeightsEncrypted)
+    j["weights_cipher"] = "AES-256-GCM", j["key_id"] = std::string(t.key_id, strnlen(t.key_id, sizeof t.key_id));
+  return j;
+}
+
+std::string SignatureText(const nlohmann::json& s) {
+  if (s.is_null()) return "signature: none\n";
+  std::string text = fmt::format("signature: Ed25519 by public key {}, {}\n", s["public_key"].get<std::string>(),
+                                 s["verified"].get<bool>() ? "verified (--trusted-key)" : "not verified (no --trusted-key)");
+  if (s.contains("key_id"))
+    text += fmt::format("weights: encrypted with AES-256-GCM, key id '{}'\n", s["key_id"].get<std::string>());
+  return text;
+}
+
+int Inspect(const std::string& path, bool json, bool traces, bool kernels, const KeyFlags& keys) {
+  LoadOptions options;
+  if (Status st = ApplyKeyFlags(keys, options); !st.ok()) {
+    std::cerr << "kiln inspect: " << st.ToString() << "\n";
+    return 1;
+  }
+  auto model = Model::Load(path, options);
   if (!model.ok()) {
     std::cerr << "kiln inspect: " << path << ": " << model.status().ToString() << "\n";
     return 1;
@@ -130,6 +167,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                           {"entries", entries},
                           {"kernels", KernelsJson(*model, kernels)},
                           {"native_code", NativeCodeJson(*model)},
+                          {"signature", SignatureJson(path, !keys.trusted_keys.empty())},
                           {"weights_bytes", model->weights_bytes()}};
     // Names come from the model and need not be UTF-8: invalid bytes print as U+FFFD.
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -144,6 +182,7 @@ int Inspect(const std::string& path, bool json, bool traces, bool kernels) {
                            : archs.empty()          ? " (portable programs only: a CPU-only artifact)"
                                                     : " for " + Join({archs.begin(), archs.end()}));
   std::cout << NativeCodeText(*model) << ProvenanceText(model->provenance());
+  std::cout << SignatureText(SignatureJson(path, !keys.trusted_keys.empty()));
   for (const TensorInfo& t : model->inputs())
     std::cout << fmt::format("input  {}: {}{}\n", t.name, DTypeName(t.dtype), InfoShapeText(t));
   for (const TensorInfo& t : model->outputs())
@@ -212,6 +251,7 @@ void AddInspectCommand(CLI::App& app) {
   auto traces = std::make_shared<bool>(true);
   auto kernels = std::make_shared<bool>(false);
   auto ops = std::make_shared<bool>(false);
+  auto keys = std::make_shared<KeyFlags>();
   cmd->add_option("artifact", *paths, "compiled model (.kiln); several with --ops")->required()->check(CLI::ExistingFile);
   auto* json_flag = cmd->add_flag("--json", *json, "print one JSON object (format_version, inputs, outputs, entries, kernels, "
                                                    "weights_bytes); entries include every stage's trace unless --no-traces, "
@@ -227,10 +267,11 @@ void AddInspectCommand(CLI::App& app) {
                 "(cmake -DKILN_SELECTED_OPS=FILE)")
       ->excludes(json_flag)
       ->excludes(kernels_flag);
+  AddKeyOptions(cmd, *keys);
   cmd->callback([=] {
     if (*ops) return SetExitCode(InspectOps(*paths));
     if (paths->size() != 1) throw CLI::ValidationError("artifact", "one artifact, unless --ops lists the CPU kernels of several");
-    SetExitCode(Inspect(paths->front(), *json, *traces, *kernels));
+    SetExitCode(Inspect(paths->front(), *json, *traces, *kernels, *keys));
   });
 }
 

@@ -15,5 +15,8 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app);
   kiln::cli::AddCheckCommand(app);
   kiln::cli::AddBenchCommand(app);
+#if KILN_WITH_CRYPTO
+  kiln::cli::AddSignCommand(app);
+#endif
   return kiln::cli::RunMain(app, argc, argv, "kiln-run");
 }

@@ -9,6 +9,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/device_option.h"
+#include "tools/cli/key_options.h"
 #include "tools/io/bench_report.h"
 #include "tools/io/compare.h"
 #include "kiln/tensor_files.h"
@@ -83,6 +84,7 @@ struct RunFlags {
   int threads = 0;
   bool onednn = true;
   bool native_code = true;  // LoadOptions::native_code
+  KeyFlags keys;            // LoadOptions::trusted_public_keys, weights_key
   double atol = 1e-4, rtol = 1e-3;
 };
 
@@ -113,6 +115,10 @@ int RunModel(const RunFlags& f) {
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load_options;
   load_options.native_code = f.native_code;
+  if (Status st = ApplyKeyFlags(f.keys, load_options); !st.ok()) {
+    std::cerr << "kiln run: " << st.ToString() << "\n";
+    return 1;
+  }
   auto model = Model::Load(artifact, load_options);
   if (!model.ok()) {
     std::cerr << "kiln run: " << artifact << ": " << model.status().ToString() << "\n";
@@ -244,6 +250,7 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_flag("--onednn,!--no-onednn", f->onednn,
                 "CPU backend: run Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN on oneDNN when this runtime has it "
                 "(default), or on Kiln's own kernels (--no-onednn)");
+  AddKeyOptions(cmd, f->keys);
   cmd->callback([f] { SetExitCode(RunModel(*f)); });
 }
 
