@@ -26,6 +26,8 @@ BenchResult SampleResult() {
   r.create_ms = 0.5;
   r.warm_ms = 0.25;
   r.first_call_ms = 20;
+  r.host_to_device_bytes = 4100;  // a 4 KiB input and one control transfer of 4 bytes
+  r.control_transfers = 1;
   r.warmup = 3;
   r.iterations = 4;
   r.timed_s = 0.5;
@@ -62,8 +64,13 @@ TEST_CASE("bench report: the JSON document has exactly the agreed keys and value
   const BenchResult r = SampleResult();
   const nlohmann::json j = BenchJson(r);
   CHECK(Keys(j) == std::set<std::string>{"artifact", "device", "device_note", "threads", "cuda_graphs", "load_ms",
-                                         "create_ms", "warm_ms", "first_call_ms", "warmup", "iterations", "latency_ms", "throughput_per_s", "host_us", "gpu_ms",
-                                         "memory", "inputs", "seed", "entry", "profile", "generate"});
+                                         "create_ms", "warm_ms", "first_call_ms", "warmup", "iterations", "latency_ms",
+                                         "throughput_per_s", "host_us", "gpu_ms", "transfers", "memory", "inputs", "seed",
+                                         "entry", "profile", "generate"});
+  CHECK(Keys(j["transfers"]) ==
+        std::set<std::string>{"host_to_device_bytes", "device_to_host_bytes", "control_transfers", "cpu_region_ms"});
+  CHECK(j["transfers"]["host_to_device_bytes"] == 4100);
+  CHECK(j["transfers"]["control_transfers"] == 1);
   CHECK(j["generate"].is_null());  // not a --generate run (bench_runner_test checks one)
   CHECK(Keys(j["latency_ms"]) == std::set<std::string>{"min", "p50", "p90", "p99", "max", "mean", "stddev"});
   CHECK(Keys(j["host_us"]) == std::set<std::string>{"lookup", "prologue", "computation"});
