@@ -9,6 +9,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "tests/e2e/silero_call.h"
 #include "tests/native_target.h"
 
 namespace {
@@ -26,17 +27,6 @@ std::vector<uint8_t>& Artifact() {
   }();
   return bytes;
 }
-
-struct Call {
-  std::vector<float> input = std::vector<float>(576, 0.01f);
-  std::vector<float> state = std::vector<float>(2 * 128, 0.0f);
-  int64_t sr = 16000;
-  std::vector<kiln::TensorView> views() {
-    return {kiln::TensorView::Host(input.data(), kiln::DType::kFloat32, {1, 576}),
-            kiln::TensorView::Host(state.data(), kiln::DType::kFloat32, {2, 1, 128}),
-            kiln::TensorView::Host(&sr, kiln::DType::kInt64, {})};
-  }
-};
 
 std::string RunError(std::vector<kiln::TensorView> inputs) {
   auto model = kiln::Model::Load(Artifact());
@@ -60,7 +50,7 @@ bool HaveModel() {
 
 TEST_CASE("silero: a good call passes and a bad one names input, check, expected and found") {
   if (!HaveModel()) return;
-  Call call;
+  kiln::testing::SileroCall call;
   {
     auto model = kiln::Model::Load(Artifact());
     REQUIRE(model.ok());

@@ -22,6 +22,7 @@
 
 #include "compiler/compile.h"
 #include "kiln/runtime.h"
+#include "tests/e2e/silero_call.h"
 #include "tests/native_target.h"
 #include "tests/temp_dir.h"
 
@@ -35,17 +36,6 @@ const std::map<std::string, std::string> kNamed = {
     {"native code mapping", "cannot map"},
     {"thread", "cannot start CPU worker thread"},
     {"oneDNN primitive execution", "oneDNN"},
-};
-
-struct SileroCall {
-  std::vector<float> input = std::vector<float>(576, 0.25f);
-  std::vector<float> state = std::vector<float>(2 * 128, 0.0f);
-  int64_t sr = 16000;
-  std::vector<kiln::TensorView> views() {
-    return {kiln::TensorView::Host(input.data(), kiln::DType::kFloat32, {1, 576}),
-            kiln::TensorView::Host(state.data(), kiln::DType::kFloat32, {2, 1, 128}),
-            kiln::TensorView::Host(&sr, kiln::DType::kInt64, {})};
-  }
 };
 
 std::vector<std::vector<float>> OutputFloats(const std::vector<kiln::TensorView>& outputs) {
@@ -85,7 +75,7 @@ TEST_CASE("fault injection: every resource request of Load, Create and Run on Si
     auto created = kiln::ExecutionContext::Create(*model, context_options);
     if (!created.ok()) return created.status();
     ctx.emplace(std::move(*created));
-    SileroCall call;
+    kiln::testing::SileroCall call(0.25f);
     return ctx->Run(call.views(), out);
   };
   std::optional<kiln::ExecutionContext> clean_ctx;
@@ -112,7 +102,7 @@ TEST_CASE("fault injection: every resource request of Load, Create and Run on Si
     REQUIRE_MESSAGE(named != kNamed.end(), "a site the test does not know: add it to kNamed");
     CHECK_MESSAGE(std::string(st.message()).find(named->second) != std::string::npos, st.ToString());
     if (ctx) {  // a refused call leaves the context usable: the next call is the clean one's
-      SileroCall call;
+      kiln::testing::SileroCall call(0.25f);
       std::vector<kiln::TensorView> again;
       const kiln::Status retry = ctx->Run(call.views(), again);
       REQUIRE_MESSAGE(retry.ok(), retry.ToString());

@@ -251,6 +251,22 @@ struct Pinned {
   Pinned& operator=(const Pinned&) = delete;
 };
 
+// A host tensor copied into device memory (freed at the end), and its device view.
+struct OnDevice {
+  CUdeviceptr ptr = 0;
+  TensorView view;
+  explicit OnDevice(const HostTensor& t) {
+    REQUIRE(Drv().MemAlloc(&ptr, t.bytes.size()) == CUDA_SUCCESS);
+    REQUIRE(Drv().MemcpyHtoD(ptr, t.bytes.data(), t.bytes.size()) == CUDA_SUCCESS);
+    view = t.view();
+    view.data = reinterpret_cast<void*>(ptr);
+    view.memory = MemoryKind::kDevice;
+  }
+  ~OnDevice() { Drv().MemFree(ptr); }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+};
+
 // Device memory the emulated driver holds now, and what it freed for destroyed contexts (where
 // an allocation Kiln leaked would end up): both unchanged across a case means nothing leaked.
 struct DeviceMemory {
@@ -882,13 +898,8 @@ TEST_CASE("[emulated] require_device_resident: a plan with a CPU region is refus
   CHECK_MESSAGE(Contains(host.message(), "require_device_resident: input 0 'x' is in host memory"), host.ToString());
 
   // Device memory in, the outputs as views of the device's: nothing crosses but control.
-  CUdeviceptr d = 0;
-  REQUIRE(Drv().MemAlloc(&d, inputs[0].bytes.size()) == CUDA_SUCCESS);
-  REQUIRE(Drv().MemcpyHtoD(d, inputs[0].bytes.data(), inputs[0].bytes.size()) == CUDA_SUCCESS);
-  TensorView in = Views(inputs)[0];
-  in.data = reinterpret_cast<void*>(d);
-  in.memory = MemoryKind::kDevice;
-  const Status st = ctx.Run({&in, 1}, out);
+  const OnDevice x(inputs[0]);
+  const Status st = ctx.Run({&x.view, 1}, out);
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   REQUIRE(ctx.Synchronize(nullptr).ok());
   CHECK(out[0].memory == MemoryKind::kDevice);
@@ -905,10 +916,9 @@ TEST_CASE("[emulated] require_device_resident: a plan with a CPU region is refus
   // A caller's output in host memory is refused too.
   std::vector<HostTensor> host_out = Sentinel(ref);
   std::vector<TensorView> host_views = Views(host_out);
-  const Status to_host = ctx.Run({&in, 1}, host_views);
+  const Status to_host = ctx.Run({&x.view, 1}, host_views);
   CHECK(to_host.code() == StatusCode::kInvalidArgument);
   CHECK_MESSAGE(Contains(to_host.message(), "output 0 'y' is in host memory"), to_host.ToString());
-  REQUIRE(Drv().MemFree(d) == CUDA_SUCCESS);
 
   // Without a GPU (the CPU backend chosen), the option refuses the context.
   ContextOptions cpu;
@@ -929,19 +939,13 @@ TEST_CASE("[emulated] require_device_resident: a library refusing a call at run 
   ExecutionContext ctx = CreateCuda(model, resident);  // every instruction on the device
   Inject(emu, "dnn-not-supported@1");
   std::vector<HostTensor> inputs = ClsOneImage();
-  CUdeviceptr d = 0;
-  REQUIRE(Drv().MemAlloc(&d, inputs[0].bytes.size()) == CUDA_SUCCESS);
-  REQUIRE(Drv().MemcpyHtoD(d, inputs[0].bytes.data(), inputs[0].bytes.size()) == CUDA_SUCCESS);
-  TensorView in = Views(inputs)[0];
-  in.data = reinterpret_cast<void*>(d);
-  in.memory = MemoryKind::kDevice;
+  const OnDevice x(inputs[0]);
   std::vector<TensorView> out;
-  const Status st = ctx.Run({&in, 1}, out);
+  const Status st = ctx.Run({&x.view, 1}, out);
   CHECK(st.code() == StatusCode::kFailedPrecondition);
   CHECK_MESSAGE(Contains(st.message(), "require_device_resident: instruction "), st.ToString());
   CHECK_MESSAGE(Contains(st.message(), "would run on the host in a CPU region: cuDNN refused it when it ran"),
                 st.ToString());
-  REQUIRE(Drv().MemFree(d) == CUDA_SUCCESS);
 }
 
 TEST_CASE("[emulated] faults give a precise Status, leak nothing and leave a healthy context usable") {
