@@ -121,9 +121,9 @@ TEST_CASE("provenance: an artifact records its Kiln version, flags, model SHA-25
   CHECK(p.flags == ProvenanceFlags(options));
   CHECK(p.model_sha256 == Sha256Hex(bytes.data(), bytes.size()));
   std::vector<std::string> names;
-  for (const auto& [name, version] : p.libraries) {
-    names.push_back(name);
-    CHECK_FALSE(version.empty());
+  for (const auto& library : p.libraries) {
+    names.push_back(library.first);
+    CHECK_FALSE(library.second.empty());
   }
   CHECK(HasFlag(names, "ONNX"));
   CHECK(HasFlag(names, "FlatBuffers"));
