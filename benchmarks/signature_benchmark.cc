@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/weights_artifact.h"
 #include "kiln/runtime.h"
 #include "runtime/signature_trailer.h"
 #include "runtime/weights_cipher.h"
@@ -48,33 +49,6 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kMB = 1'000'000;
-
-// y = Add(x, w) over float32[n], n = mb * 250000: one weight of `mb` MB (load_benchmark's).
-testing::ArtifactSpec WeightsSpec(int64_t mb) {
-  using testing::E;
-  using testing::T;
-  const int64_t n = mb * kMB / 4;
-  testing::ArtifactSpec a;
-  a.format_version = kFormatVersion;
-  a.inputs = {{"x", DType::kFloat32, {n}, {""}}};
-  a.outputs = {{"y", DType::kFloat32, {n}, {""}}};
-  std::vector<uint8_t> bytes(static_cast<size_t>(mb * kMB));
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
-  a.weights = {{"w", DType::kFloat32, {n}, std::move(bytes)}};
-  testing::EntrySpec e;
-  e.checks = {{"x", DType::kFloat32, {testing::Const(n)}}};
-  e.exprs = {E(fb::ExprOp::Const, n), E(fb::ExprOp::Const, 0), E(fb::ExprOp::Const, n * 4)};
-  e.tensors = {T("x", DType::kFloat32, {0}, fb::Storage::Input, 0),
-               T("w", DType::kFloat32, {0}, fb::Storage::Weight, 0),
-               T("y", DType::kFloat32, {0}, fb::Storage::Arena, 0, 1)};
-  e.instructions = {{"Add", "add0", {0, 1}, {2}, {}, -1, {}, {}}};
-  e.inputs = {0};
-  e.outputs = {2};
-  e.arena_bytes = 2;
-  a.entries = {e};
-  return a;
-}
 
 std::array<uint8_t, 32> WeightsKey() {
   std::array<uint8_t, 32> key;
