@@ -369,7 +369,7 @@ kiln_status kiln_context_options_init(kiln_context_options* options) {
   if (options == nullptr) return KILN_STATUS_INVALID_ARGUMENT;
   const kiln::ContextOptions d;
   *options = kiln_context_options{static_cast<int32_t>(d.device), d.cuda.device_ordinal, d.cuda.graphs, d.profile,
-                                  d.cpu.threads, d.max_loop_iterations};
+                                  d.cpu.threads, d.max_loop_iterations, d.cuda.require_device_resident};
   return KILN_STATUS_OK;
 }
 
@@ -507,6 +507,7 @@ kiln_status kiln_context_create(const kiln_model* model, const kiln_context_opti
       o.profile = options->profile != 0;
       o.cpu.threads = options->cpu_threads;
       o.max_loop_iterations = options->max_loop_iterations;
+      o.cuda.require_device_resident = options->require_device_resident != 0;
     }
     kiln::Result<kiln::ExecutionContext> r = kiln::ExecutionContext::Create(*model->model, o);
     if (!r.ok()) return r.status();
@@ -607,7 +608,11 @@ kiln_status kiln_context_stats(const kiln_context* context, kiln_stats* out) {
                       s.total_computation_ns,
                       s.last_gpu_ns,
                       s.graph_hits,
-                      s.graph_misses};
+                      s.graph_misses,
+                      s.last_host_to_device_bytes,
+                      s.last_device_to_host_bytes,
+                      s.last_control_transfers,
+                      s.last_cpu_region_ns};
     return Status::Ok();
   });
 }

@@ -19,7 +19,6 @@
 #include <string>
 
 #include "kiln/runtime.h"
-#include "runtime/fault_injection.h"
 #include "runtime/artifact_header.h"
 #include "runtime/checksum.h"
 #include "runtime/cpu/native/dispatch.h"
@@ -27,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/executor/loop_pairs.h"
 #include "runtime/executor/segments.h"
+#include "runtime/fault_injection.h"
 #include "runtime/kernels/selective.h"
 #include "runtime/model_impl.h"
 #include "runtime/signature_trailer.h"
@@ -588,14 +588,16 @@ uint64_t ContextLimit(const LoadOptions& options) {
   return bytes;
 }
 
-// Also, in a runtime built without libcrypto (a selective one, cmake/selective.cmake; a cross
-// build with no libcrypto for its target), which checks no signature and decrypts no weights, the
-// refusal of LoadOptions::trusted_public_keys. Encrypted weights fail its weights checksum
-// (Parse), which is of the clear weights.
+// The artifact's size against LoadOptions::max_artifact_bytes; and, in a runtime built without
+// libcrypto (a selective one, cmake/selective.cmake; a cross build with no libcrypto for its
+// target), which checks no signature and decrypts no weights, the refusal of the options that ask
+// for either. (Encrypted weights given to such a runtime without a key fail the weights checksum,
+// which is of the clear weights.)
 Status CheckArtifactSize(uint64_t size, const LoadOptions& options) {
 #if !KILN_WITH_CRYPTO
   if (!options.trusted_public_keys.empty())
     return Unimplemented("this runtime verifies no signature (built without libcrypto)");
+  if (options.weights_key) return Unimplemented("this runtime decrypts no weights (built without libcrypto)");
 #endif
   if (size <= options.max_artifact_bytes) return Status::Ok();
   return ResourceExhausted("artifact is " + to_string(size) + " bytes, above LoadOptions::max_artifact_bytes (" +

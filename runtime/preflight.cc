@@ -69,9 +69,14 @@ void CheckCpu(const Model& model, DeviceCheck& out) {
 
 Result<CheckReport> CheckArtifact(const std::string& path, const CheckOptions& options) {
   const int64_t start = NowNs();
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactBytes> bytes, MapArtifact(path, options.load));
+  // Mapped, never read into a private copy: the signature and the weights' decryption are Load's,
+  // and would read every page of the weights.
+  LoadOptions load = options.load;
+  load.trusted_public_keys.clear();
+  load.weights_key = nullptr;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactBytes> bytes, MapArtifact(path, load));
   const uint64_t file_bytes = bytes->size();
-  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(std::move(bytes), options.load, ParseFor::kPreflight);
+  Result<std::shared_ptr<const Model::Impl>> impl = ParseArtifact(std::move(bytes), load, ParseFor::kPreflight);
   if (!impl.ok()) return impl.status().WithContext("'" + path + "'");
   const Model model(*impl);
   CheckReport r;

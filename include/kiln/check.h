@@ -23,7 +23,9 @@ struct CheckOptions {
   Device device = Device::kAuto;
   int device_ordinal = 0;
   // As Model::Load would apply them: the size limits, and native_code (false: the report says
-  // the interpreter runs every generated kernel on the CPU).
+  // the interpreter runs every generated kernel on the CPU). trusted_public_keys and weights_key
+  // are not used: the signature covers the weights, and checking it, like decrypting them, reads
+  // every page of them, which is Model::Load's work.
   LoadOptions load = {};
 };
 
@@ -93,9 +95,10 @@ struct CheckReport {
 
 // Checks the artifact at `path` for options.device, reading its header and FlatBuffer and
 // verifying them as Model::Load does (checksum of the FlatBuffer, FlatBuffers Verifier, Kiln's
-// semantic checks, fixed memory plans), but not the weights. A device that cannot run the
-// artifact is not an error: its DeviceCheck says why (no driver, no cubin or PTX for the arch, a
-// library missing or of another major version). Errors are Model::Load's for a bad file:
+// semantic checks, fixed memory plans), but not the weights, nor a signature. A device that
+// cannot run the artifact is not an error: its DeviceCheck says why (no driver or device, no cubin
+// or PTX for the arch, not enough device memory); a library missing or of another major version is
+// a note, since the backend then runs its instructions on the host. Errors are Model::Load's for a bad file:
 // kNotFound, kDataLoss (corrupt: naming the section and offset), kIncompatible (format version),
 // kResourceExhausted (over options.load's limits). Thread-safe; allocates only the report.
 KILN_API Result<CheckReport> CheckArtifact(const std::string& path, const CheckOptions& options);

@@ -32,7 +32,9 @@
  * last error. A kiln_context is thread-compatible like kiln::ExecutionContext: one thread at a
  * time (create one per thread to serve calls concurrently).
  *
- * ABI. Enum values and struct layouts below are fixed for this major version; the numeric
+ * ABI. Enum values and struct layouts below are fixed for a SONAME: libkiln_runtime.so.MAJOR.MINOR
+ * before 1.0 (a minor version may change them, as 0.1, unreleased, still does), .so.MAJOR from
+ * 1.0 on. A program checks kiln_version() against KILN_VERSION_* at start; the numeric
  * values of kiln_status and kiln_dtype are those of kiln::StatusCode and kiln::DType (ONNX's
  * TensorProto.DataType). Enum-typed struct fields are int32_t so their size never depends on
  * the compiler.
@@ -188,6 +190,12 @@ typedef struct kiln_context_options {
   /* The most iterations one run's run-time Loops may take, all together, at least 1; default
    * 10^7. Past it the run fails with RESOURCE_EXHAUSTED naming the loop. */
   int64_t max_loop_iterations;
+  /* nonzero: kiln::CudaOptions::require_device_resident, fail closed rather than copy tensor
+   * data to the host: create fails (FAILED_PRECONDITION) when the context would not run on a CUDA
+   * device or an entry places an instruction on the host; a run fails (INVALID_ARGUMENT) for an
+   * input or output in host memory, or (FAILED_PRECONDITION) when a library refuses an
+   * instruction at its shapes. Default 0. */
+  int32_t require_device_resident;
 } kiln_context_options;
 
 /* A context's statistics (kiln::Stats). Times are durations in nanoseconds of the last run
@@ -205,6 +213,12 @@ typedef struct kiln_stats {
   int64_t last_gpu_ns;          /* CUDA: GPU time of the last run once synchronized; -1 otherwise */
   uint64_t graph_hits;          /* CUDA graph replays */
   uint64_t graph_misses;        /* CUDA graph captures */
+  /* A device backend's copies in the last run, bytes: inputs staged, CPU regions' tensors, the
+   * outputs copied to the host, control transfers included; 0 on the CPU backend. */
+  uint64_t last_host_to_device_bytes;
+  uint64_t last_device_to_host_bytes;
+  uint64_t last_control_transfers; /* of those, the executor's small ones (a condition, a size) */
+  int64_t last_cpu_region_ns;      /* host time of the last run's CPU regions on a device backend */
 } kiln_stats;
 
 /* The library's version and the artifact format versions its runtime reads. */

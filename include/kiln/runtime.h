@@ -203,7 +203,8 @@ struct LoadOptions {
   // the weights do not decrypt (the GCM tag does not match): kInvalidArgument when the signature
   // was verified (the weights are the signer's, so the key is wrong), else kDataLoss (a wrong
   // key or changed weights). An unencrypted artifact never calls it. Load keeps neither the
-  // callback nor the key after it returns.
+  // callback nor the key after it returns. Set in a runtime built without libcrypto:
+  // kUnimplemented.
   std::function<Status(std::string_view key_id, std::span<uint8_t, 32> key)> weights_key{};
 };
 

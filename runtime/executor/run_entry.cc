@@ -5,9 +5,9 @@
 #include <string>
 
 #include "runtime/clock.h"
+#include "runtime/device_resident.h"
 #include "runtime/executor/binder.h"
 #include "runtime/executor/entry_run.h"
-#include "runtime/device_resident.h"
 #include "runtime/kernels/selective.h"
 
 namespace kiln {

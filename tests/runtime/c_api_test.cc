@@ -94,6 +94,12 @@ TEST_CASE("C API: version, status names and option defaults mirror the C++ runti
   CHECK(co.cuda_graphs == 0);
   CHECK(co.profile == 0);
   CHECK(co.cpu_threads == 0);
+  CHECK(co.require_device_resident == 0);
+  CHECK(lo.trusted_public_keys == nullptr);
+  CHECK(lo.num_trusted_public_keys == 0);
+  const bool no_key_function = lo.weights_key == nullptr;  // doctest prints no function pointer
+  CHECK(no_key_function);
+  CHECK(lo.weights_key_user_data == nullptr);
   CHECK(kiln_load_options_init(nullptr) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(kiln_context_options_init(nullptr) == KILN_STATUS_INVALID_ARGUMENT);
 }
@@ -181,6 +187,11 @@ TEST_CASE("C API: the add model's declaration, hand-computed outputs, views, sta
   CHECK(s.total_computation_ns >= s.last_computation_ns);
   CHECK(s.last_gpu_ns == -1);
   CHECK(s.graph_hits == 0);
+  // The CPU backend copies nothing between host and device, and has no CPU regions.
+  CHECK(s.last_host_to_device_bytes == 0);
+  CHECK(s.last_device_to_host_bytes == 0);
+  CHECK(s.last_control_transfers == 0);
+  CHECK(s.last_cpu_region_ns == 0);
 
   int32_t device = -1;
   const char* note = nullptr;
@@ -464,6 +475,12 @@ TEST_CASE("C API: model queries and context creation refuse bad arguments with a
   o.device = 7;
   CHECK(kiln_context_create(add.model, &o, &c) == KILN_STATUS_INVALID_ARGUMENT);
   CHECK(Has(kiln_context_last_error(c), "kiln_context_create: unknown device 7"));
+  kiln_context_destroy(c);
+  // require_device_resident reaches CudaOptions: a CPU context is refused.
+  o = CpuContextOptions(1);
+  o.require_device_resident = 1;
+  CHECK(kiln_context_create(add.model, &o, &c) == KILN_STATUS_FAILED_PRECONDITION);
+  CHECK(Has(kiln_context_last_error(c), "require_device_resident: the context would run on the CPU backend"));
   kiln_context_destroy(c);
   // The context's errors are not the model's.
   CHECK(Has(kiln_model_last_error(add.model), "index 7"));

@@ -44,12 +44,6 @@ std::string Write(const kiln::testing::TempDir& dir, const std::vector<uint8_t>&
   return path;
 }
 
-const DeviceCheck* Find(const CheckReport& r, const std::string& device) {
-  for (const DeviceCheck& d : r.devices)
-    if (d.device == device) return &d;
-  return nullptr;
-}
-
 std::vector<std::string> Paths(const DeviceCheck& d) {
   std::vector<std::string> paths;
   for (const kiln::EntryCheck& e : d.entries)
