@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <span>
 
 #include "compiler/compile.h"
 #include "runtime/artifact_header.h"
@@ -108,6 +109,14 @@ TEST_CASE("preflight: damaged weights pass it (it reads none) and fail Model::Lo
   auto loaded = kiln::Model::Load(path);
   CHECK(loaded.status().code() == kiln::StatusCode::kDataLoss);
   CHECK(std::string(loaded.status().message()).find("weights checksum mismatch") != std::string::npos);
+  // Nor does it check a signature or decrypt (both read every weight page): the options that ask
+  // Load for them are not used, and an unsigned artifact with a key that is not one passes.
+  CheckOptions keyed;
+  keyed.load.trusted_public_keys = {"not a PEM key"};
+  keyed.load.weights_key = [](std::string_view, std::span<uint8_t, 32>) { return kiln::Internal("not called"); };
+  auto unsigned_artifact = CheckArtifact(path, keyed);
+  REQUIRE_MESSAGE(unsigned_artifact.ok(), unsigned_artifact.status().ToString());
+  CHECK(unsigned_artifact->usable);
 
   std::vector<uint8_t> flatbuffer = bytes;
   flatbuffer[h.flatbuffer_offset + h.flatbuffer_size / 2] ^= 0x40;
