@@ -26,7 +26,6 @@
 // dispatch_benchmark (per instruction on the CPU backend).
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -140,15 +139,7 @@ void BM_Load(benchmark::State& state) {
       state.SkipWithError("cannot flush the file from the CPU caches (x86-64 only)");
       break;
     }
-    const auto start = std::chrono::steady_clock::now();
-    Result<Model> m = Model::Load(path);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!m.ok()) {
-      state.SkipWithError(m.status().ToString().c_str());
-      break;
-    }
-    state.SetIterationTime(s);
-    seconds += s;
+    if (!TimedLoad(state, path, {}, &seconds)) break;
   }
   state.SetBytesProcessed(state.iterations() * mb * kMB);
   state.counters["ms_per_10MB"] =

@@ -129,17 +129,8 @@ void BM_LoadFile(benchmark::State& state) {
       return Status::Ok();
     };
   double seconds = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    Result<Model> m = Model::Load(path, options);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!m.ok()) {
-      state.SkipWithError(m.status().ToString().c_str());
-      break;
-    }
-    state.SetIterationTime(s);
-    seconds += s;
-  }
+  for (auto _ : state)
+    if (!TimedLoad(state, path, options, &seconds)) break;
   state.SetBytesProcessed(state.iterations() * mb * kMB);
   state.counters["ms_per_100MB"] =
       benchmark::Counter(seconds * 1e3 * 100 / static_cast<double>(mb), benchmark::Counter::kAvgIterations);

@@ -1,11 +1,16 @@
 // The benchmarks' artifact of one weight (load_benchmark, signature_benchmark): y = Add(x, w)
 // over float32, its weight `mb` MB of bytes that compress badly, built with the test artifact
-// builder.
+// builder; and the timing of its Model::Load.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "kiln/runtime.h"
 #include "runtime/artifact_header.h"
 #include "tests/runtime/artifact_builder_test_util.h"
 
@@ -38,6 +43,21 @@ inline testing::ArtifactSpec WeightsSpec(int64_t mb) {
   e.arena_bytes = 2;
   a.entries = {e};
   return a;
+}
+
+// One Model::Load of `path`, its wall time set as the iteration's manual time and added to
+// *seconds; false, the benchmark skipped with Load's error, when it fails.
+inline bool TimedLoad(benchmark::State& state, const std::string& path, const LoadOptions& options, double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<Model> m = Model::Load(path, options);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!m.ok()) {
+    state.SkipWithError(m.status().ToString().c_str());
+    return false;
+  }
+  state.SetIterationTime(s);
+  *seconds += s;
+  return true;
 }
 
 }  // namespace kiln

@@ -16,8 +16,8 @@
 #include "compiler/passes/channels_last.h"
 #include "compiler/passes/qdq.h"
 #include "compiler/passes/value_inputs.h"
-#include "compiler/provenance.h"
 #include "compiler/pipeline/stage_work.h"
+#include "compiler/provenance.h"
 #include "runtime/clock.h"
 
 namespace kiln::compiler {
@@ -155,7 +155,7 @@ Status CompileEntries(StageWork& work) {
         if (work.summary)
           work.summary->entries.push_back(
               {name, instructions, plan_work.arena_text, plan.lower_bound_bytes.value_or(-1), "",
-               plan_work.record.backend});
+               plan_work.record.backend, {}});
         work.log(fmt::format("{}: {} instructions, arena {}", EntryLabel(plan_work.record), instructions,
                              plan_work.arena_text));
       }
@@ -324,7 +324,7 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const std::s
     // Stopped before serialize: the compile's output is each entry's trace of that stage.
     if (options.stop_after != Stage::kSerialize)
       for (size_t i = 0; i < record.entries.size(); ++i) {
-        if (i == summary->entries.size()) summary->entries.push_back({record.entries[i].name, -1, "", -1, "", record.entries[i].backend});
+        if (i == summary->entries.size()) summary->entries.push_back({record.entries[i].name, -1, "", -1, "", record.entries[i].backend, {}});
         summary->entries[i].last_trace = record.entries[i].stages.back().trace;
       }
   }

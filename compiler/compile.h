@@ -126,8 +126,8 @@ using ImportFn = std::function<Result<ir::Trace>(const std::map<std::string, std
 // The driver for any frontend: import, then every stage per profile, code generation and
 // serialisation. `source` names the model in the log and the artifact ("model.onnx"), and
 // `model_sha256` is its file's SHA-256 for the artifact's provenance (empty: not from a file;
-// compiler/provenance.h). options.input_shapes are passed to `import` (options.constant_inputs are the ONNX
-// frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. No bytes (an empty vector)
+// compiler/provenance.h). options.input_shapes are passed to `import` (options.constant_inputs
+// are the ONNX frontend's, see CompileOnnxFile). Errors as CompileOnnxFile's. No bytes (an empty vector)
 // when options.stop_after is before serialize. Never throws.
 Result<std::vector<uint8_t>> CompileImported(const std::string& source, const std::string& model_sha256,
                                              const ImportFn& import, const CompileOptions& options,

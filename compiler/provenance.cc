@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <memory>
 
+#include <flatbuffers/base.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <onnx/common/version.h>
 
 #include "compiler/codegen/cpu/targets.h"
 #include "compiler/codegen/nvrtc_compiler.h"
-#include "flatbuffers/base.h"
 
 #ifdef KILN_HAVE_NVRTC
 #include <cublas_api.h>

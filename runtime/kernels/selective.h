@@ -28,6 +28,13 @@
 
 namespace kiln::cpu {
 
+// A selective build (cmake/selective.cmake), as a constant for the Keeps* questions below.
+#if KILN_SELECTIVE
+inline constexpr bool kSelective = true;
+#else
+inline constexpr bool kSelective = false;
+#endif
+
 // Whether this runtime keeps the CPU kernel of `op`.
 constexpr bool KeepsKernel(std::string_view op) {
 #if KILN_SELECTIVE
@@ -57,13 +64,7 @@ constexpr bool KeepsLoopControl() {
 // OneDnnBuilt() and CpuOptions::onednn): every runtime but a selective one, which is built without
 // oneDNN (cmake/selective.cmake), so that the backend's oneDNN planning (runtime/cpu/backend.cc)
 // is left out of it as code that could never run.
-constexpr bool KeepsOneDnn() {
-#if KILN_SELECTIVE
-  return false;
-#else
-  return true;
-#endif
-}
+constexpr bool KeepsOneDnn() { return !kSelective; }
 
 // Whether this runtime can bind a KV cache (ExecutionContext::BindCache, runtime/bound_cache.h):
 // every runtime but a selective one without the Attention kernel that appends to it, which
@@ -80,13 +81,7 @@ constexpr bool KeepsBoundCache() { return KILN_KEEPS_BOUND_CACHE != 0; }
 // Whether this runtime has a device backend (the CUDA backend), whose CPU regions, host-device
 // transfers and CudaOptions::require_device_resident the executor handles: every runtime but a
 // selective one, which registers the CPU backend alone, so that code stays out of it.
-constexpr bool KeepsDeviceBackends() {
-#if KILN_SELECTIVE
-  return false;
-#else
-  return true;
-#endif
-}
+constexpr bool KeepsDeviceBackends() { return !kSelective; }
 
 // Whether this runtime warms a context before its first Run (ExecutionContext::Create's warm-up
 // of fixed-shape entries and ExecutionContext::Warm, runtime/context.cc; Backend::Warm): every
@@ -104,13 +99,7 @@ constexpr bool KeepsDeviceBackends() {
 // build interprets every generated kernel instead: the loader and the mapping of executable memory
 // stay out of it (about 5 KB; sandboxes often forbid executable mappings anyway), and a model
 // loaded there says so in Model::native_code_note().
-constexpr bool KeepsNativeCode() {
-#if KILN_SELECTIVE
-  return false;
-#else
-  return true;
-#endif
-}
+constexpr bool KeepsNativeCode() { return !kSelective; }
 
 // The rows of the family table `kAll` whose op this runtime keeps, in their order.
 template <const auto& kAll>
