@@ -48,7 +48,7 @@ log "auditwheel show: $(grep -o 'constrains the platform tag to "[^"]*"' "$HOUSE
     "(all of it: build/wheelhouse/auditwheel-show.txt)"
 # NVRTC is not bundled (110 MB): the wheel requires NVIDIA's nvidia-cuda-nvrtc wheel
 # (pyproject.toml), as PyTorch's do, and the compiler library finds it in site-packages.
-# The CUDA backend opens libcuda, cuBLASLt and cuDNN with dlopen; the wheel links none of them.
+# The CUDA backend opens libcuda, cuBLASLt and cuDNN with dlopen; the wheel carries none of them.
 lib=kiln/libkiln_compiler.so.0.1
 unzip -q -o "$raw" "$lib" -d "$BUILD/wheel-raw"
 nvrtc="$("$PATCHELF" --print-needed "$BUILD/wheel-raw/$lib" | grep '^libnvrtc' || true)"
@@ -58,14 +58,16 @@ log "auditwheel repair --plat $PLAT --strip${nvrtc:+ --exclude $nvrtc}"
 PATH="$BUILD/venv/bin:$PATH" "$BUILD/venv/bin/auditwheel" repair --plat "$PLAT" --strip ${nvrtc:+--exclude "$nvrtc"} -w "$HOUSE" "$raw" >"$HOUSE/auditwheel-repair.log" 2>&1 ||
   { tail -20 "$HOUSE/auditwheel-repair.log"; log "error: auditwheel repair failed"; exit 1; }
 wheel="$(ls "$HOUSE"/kiln-*-"$PLAT".whl)"
-if [[ -n "$nvrtc" ]]; then
-  unpacked="$BUILD/wheel-raw/unpacked"
-  "$PY" -m wheel unpack -d "$unpacked" "$wheel" >/dev/null
-  # site-packages/kiln/ -> site-packages/nvidia/cu13/lib/, where nvidia-cuda-nvrtc puts it.
-  "$PATCHELF" --add-rpath '$ORIGIN/../nvidia/cu13/lib' "$unpacked"/kiln-*/"$lib"
-  "$PY" -m wheel pack -d "$HOUSE" "$unpacked"/kiln-* >/dev/null
-fi
-log "$(basename "$wheel"): $(du -m "$wheel" | cut -f1) MB, built in $((SECONDS - start)) s"
+# NVIDIA's wheels, beside kiln/ in site-packages: nvidia/cu13/lib (nvidia-cuda-nvrtc, and
+# nvidia-cublas's cuBLASLt) and nvidia/cudnn/lib (nvidia-cudnn-cu13). The runtime's dlopen of
+# cuBLASLt and cuDNN searches its own RPATH, so `pip install kiln[cuda]` needs no LD_LIBRARY_PATH.
+unpacked="$BUILD/wheel-raw/unpacked"
+"$PY" -m wheel unpack -d "$unpacked" "$wheel" >/dev/null
+[[ -z "$nvrtc" ]] || "$PATCHELF" --add-rpath '$ORIGIN/../nvidia/cu13/lib' "$unpacked"/kiln-*/"$lib"
+"$PATCHELF" --add-rpath '$ORIGIN/../nvidia/cu13/lib:$ORIGIN/../nvidia/cudnn/lib' \
+  "$unpacked"/kiln-*/kiln/libkiln_runtime.so.0.1
+"$PY" -m wheel pack -d "$HOUSE" "$unpacked"/kiln-* >/dev/null
+log "$(basename "$wheel"): $(($(stat -c %s "$wheel") / 1000000)) MB, built in $((SECONDS - start)) s"
 ((CHECK)) || exit 0
 
 # --- a clean Debian 12 with only Python ---------------------------------------------------------
