@@ -16,7 +16,7 @@ CHECK=1
 case "${1:-}" in
   "") ;;
   --no-check) CHECK=0 ;;
-  -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
   *) echo "wheel.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 
