@@ -339,8 +339,9 @@ KILN_API kiln_status kiln_context_run(kiln_context* context, const kiln_tensor* 
                                       kiln_tensor* outputs, size_t num_outputs, void* stream);
 
 /* Prepares the context for inputs of these dtypes, shapes and memory kinds, as their first run
- * would, running nothing (kiln::ExecutionContext::Warm, which says what it does): the next run
- * with such inputs then does no more work than a steady one. kiln_context_create already warmed
+ * would, and on the CPU runs the model on them a few times (kiln::ExecutionContext::Warm, which
+ * says what it does): the next run with such inputs then does no more work than a steady one. It
+ * ends the last run's output views. kiln_context_create already warmed
  * the entries whose input shapes are fixed; call this for a model with symbolic shapes, once per
  * shape to serve. num_inputs must be the model's input count; an input's data may be NULL unless
  * an entry's prologue reads that input's values. It counts no run, hit or miss in

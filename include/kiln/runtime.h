@@ -7,7 +7,7 @@
 //   kiln::TensorView in[] = {kiln::TensorView::Host(audio, kiln::DType::kFloat32, {1, 576}), ...};
 //   std::vector<kiln::TensorView> out;                          // empty: the context allocates
 //   kiln::Status st = ctx->Run(in, out);
-//   // out[i] now points into the context's memory, valid until the next Run or destruction.
+//   // out[i] now points into the context's memory, valid until the next Run, Warm or destruction.
 //
 // Errors: every call returns Status/Result and never throws or aborts. Load reports a
 // corrupt or truncated artifact as kDataLoss and a newer format as kIncompatible; Run
@@ -385,7 +385,8 @@ class KILN_API ExecutionContext {
   // It caps Kiln's own kernels only: oneDNN (CpuOptions::onednn) reads ONEDNN_MAX_CPU_ISA.
   // Warm-up: Create then warms (Warm below) each entry of its backend whose every input dim is
   // a constant and whose prologue reads no input's values, at those shapes, as host inputs (not in
-  // a selective runtime). The first CPU context of a process also runs the GEMM library's one-time
+  // a selective runtime); on the CPU that includes Warm's runs on zeros, so Create takes two to
+  // five Runs longer. The first CPU context of a process also runs the GEMM library's one-time
   // setup (oneDNN's dnnl_sgemm generates its kernels at its first call of each kind of product:
   // about 32 ms on this project's 2-core machine), which its kernels' first Run paid before.
   // A warm-up that fails (the shapes need more than LoadOptions::max_context_bytes, an
@@ -401,8 +402,12 @@ class KILN_API ExecutionContext {
   // the placement of cuBLASLt and cuDNN instructions, cuBLASLt's algorithms and cuDNN's
   // convolution and pooling algorithms); on the CPU, touches the arena and workspace pages and
   // starts the threads, and on CUDA reserves the device arena, input staging and library
-  // workspace. Left to the first Run on CUDA: CUDA graph capture, cuDNN's SDPA and RNN plans and
-  // RNN weight spaces. Run-time dims are
+  // workspace. On the CPU it then runs the entry on those inputs (zeros where `data` is null)
+  // until a run is no more than 10% faster than the one before, at most 5 times, unless a KV
+  // cache is bound or an instruction observer is set: what only an execution does (oneDNN's
+  // first execution of a primitive, the first faults on native code, the caches' first fill)
+  // is then done. Left to the first Run on CUDA: CUDA graph capture, cuDNN's SDPA and RNN plans
+  // and RNN weight spaces. Run-time dims are
   // prepared at their bounds, as a Run starts them. For an entry
   // with symbolic dims (a compile profile's "N in 1..64"), call it once per shape to serve;
   // Create already warmed the entries with fixed shapes.
@@ -411,7 +416,9 @@ class KILN_API ExecutionContext {
   // checks): there it must be the real values; elsewhere `data` may be null (never dereferenced).
   // Stats: Warm is not a call: calls, cache_hits, cache_misses, the entries' hits and every
   // last_* figure stay as they were, except last_miss_reasons, which a miss sets as Run's does.
-  // Warm changes no result: a Run gives the same outputs with or without it.
+  // Warm changes no result: a Run gives the same outputs with or without it. It ends the last
+  // Run's outputs as a Run does: their views are invalid after it, and CopyOutputs has nothing
+  // to copy.
   // Errors: as Run's before it runs an instruction: kInvalidArgument (no entry's prologue passes,
   // one line per entry; shapes that cannot be computed), kResourceExhausted (over
   // LoadOptions::max_context_bytes, or an allocation failed), kDataLoss (a corrupt memory plan),
@@ -430,7 +437,7 @@ class KILN_API ExecutionContext {
   // 16-byte vector loads when every pointer they touch allows it, scalar loads otherwise.
   // The prologues allocate nothing and throw nothing; a miss writes no output.
   // `outputs`: either empty, in which case it is filled with views into context-owned
-  // memory, valid until the next Run or the context's destruction (passing back the
+  // memory, valid until the next Run or Warm or the context's destruction (passing back the
   // vector the last Run filled, unchanged, is the same as passing it empty); or one view per
   // model output with caller-owned `data`, dtype and shape matching the computed output,
   // into which the results are copied. `stream` is a cudaStream_t for the CUDA backend, ignored
@@ -457,7 +464,8 @@ class KILN_API ExecutionContext {
   // running again. On the CUDA backend the copies are enqueued on `stream` (Synchronize before
   // reading host memory); the CPU backend copies before returning. Allocates nothing once it
   // has seen as many outputs.
-  // Errors: kFailedPrecondition when the last Run failed or there was none (nothing to copy);
+  // Errors: kFailedPrecondition when the last Run failed or there was none, or a Warm came after
+  // it (nothing to copy);
   // kInvalidArgument for a count, dtype, shape, memory kind or null `data` that does not fit,
   // before anything is written; a device copy's error.
   Status CopyOutputs(std::span<const TensorView> outputs, void* stream = nullptr);

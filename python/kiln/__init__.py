@@ -286,12 +286,13 @@ class Context:
 
     def warm(self, inputs: Inputs) -> None:
         """Prepares the context for inputs like `inputs` (as run() takes them) as their first run
-        would, running nothing (ExecutionContext::Warm in kiln/runtime.h): the next run with inputs
-        of those dtypes and shapes then does only what every run does. Creating the context already
-        warmed the entries whose input shapes are fixed; call this once per shape to serve for a
-        model with symbolic shapes. The arrays' values are read only where an entry's prologue
-        checks them (an int64 shape input). It counts no call in stats(). Raises kiln.Error as
-        run() does for inputs no entry accepts, and RESOURCE_EXHAUSTED over max_context_bytes."""
+        would (ExecutionContext::Warm in kiln/runtime.h), and on the CPU runs the model on them a
+        few times: the next run with inputs of those dtypes and shapes then costs what every run
+        does. Creating the context already warmed the entries whose input shapes are fixed; call
+        this once per shape to serve for a model with symbolic shapes. It ends the last run's
+        outputs (arrays run() returned are copies and stay valid). It counts no call in stats().
+        Raises kiln.Error as run() does for inputs no entry accepts, and RESOURCE_EXHAUSTED over
+        max_context_bytes."""
         if isinstance(inputs, Mapping) and not isinstance(inputs, dict):
             inputs = dict(inputs)
         self._ctx.warm(inputs)

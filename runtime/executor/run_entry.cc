@@ -373,7 +373,7 @@ Status WarmEntry(ExecutionContext::Impl& c, int32_t e, std::span<const TensorVie
 #endif  // KILN_KEEPS_WARM_UP
 
 Status CopyLastOutputs(ExecutionContext::Impl& c, std::span<const TensorView> outputs, void* stream) {
-  if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none");
+  if (c.last_ok_entry < 0) return FailedPrecondition("CopyOutputs: the last Run failed, or there was none, or Warm came after it");
   if (cpu::KeepsBoundCache() && !c.caches.empty() && !c.caches[c.last_ok_entry].empty())
     return FailedPrecondition("CopyOutputs: a KV cache is bound (ExecutionContext::BindCache); its present is the "
                               "caller's buffer already");
