@@ -369,7 +369,7 @@ kiln_status kiln_context_options_init(kiln_context_options* options) {
   if (options == nullptr) return KILN_STATUS_INVALID_ARGUMENT;
   const kiln::ContextOptions d;
   *options = kiln_context_options{static_cast<int32_t>(d.device), d.cuda.device_ordinal, d.cuda.graphs, d.profile,
-                                  d.cpu.threads, d.max_loop_iterations, d.cuda.require_device_resident};
+                                  d.cpu.threads, d.max_loop_iterations, d.cuda.require_device_resident, d.warm_runs};
   return KILN_STATUS_OK;
 }
 
@@ -508,6 +508,7 @@ kiln_status kiln_context_create(const kiln_model* model, const kiln_context_opti
       o.cpu.threads = options->cpu_threads;
       o.max_loop_iterations = options->max_loop_iterations;
       o.cuda.require_device_resident = options->require_device_resident != 0;
+      o.warm_runs = options->warm_runs;
     }
     kiln::Result<kiln::ExecutionContext> r = kiln::ExecutionContext::Create(*model->model, o);
     if (!r.ok()) return r.status();

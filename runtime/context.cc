@@ -83,12 +83,11 @@ alignas(64) const uint8_t kPlaceholder[64] = {};
 // predictors' first fill, the vector units' wake-up. Not with a KV cache bound (a run appends
 // to it) or an instruction observer (it would see the runs). Zeros can make a model's run-time
 // Loop run long or fail its own checks: the runs stop at kWarmLoopIterations, and an error ends
-// them, left for the next Run to meet. The stats are as before.
-constexpr int kMaxWarmRuns = 5;
+// them, left for the next Run to meet. At most ContextOptions::warm_runs. The stats are as before.
 constexpr int64_t kWarmLoopIterations = 10'000;
 void WarmRun(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs) {
   const bool bound_cache = std::any_of(c.caches.begin(), c.caches.end(), [](const auto& k) { return !k.empty(); });
-  if (c.backend->device() != Device::kCpu || bound_cache || c.instruction_observer) return;
+  if (c.backend->device() != Device::kCpu || c.warm_runs == 0 || bound_cache || c.instruction_observer) return;
   std::vector<TensorView> views(inputs.begin(), inputs.end());
   std::vector<std::unique_ptr<uint64_t[]>> zeros;  // 8-byte aligned, as every dtype needs
   for (TensorView& v : views) {
@@ -105,9 +104,9 @@ void WarmRun(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> i
   c.max_loop_iterations = std::min(max_loop_iterations, kWarmLoopIterations);
   std::vector<TensorView> outputs;
   // Until a run is no more than 10% faster than the one before (the caches and branch
-  // predictors settled, the vector units awake), at most kMaxWarmRuns times.
+  // predictors settled, the vector units awake).
   int64_t previous = INT64_MAX;
-  for (int i = 0; i < kMaxWarmRuns; ++i) {
+  for (int i = 0; i < c.warm_runs; ++i) {
     const int64_t start = NowNs();
     if (!RunEntry(c, e, views, outputs, nullptr).ok()) break;
     const int64_t ns = NowNs() - start;
@@ -198,6 +197,8 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     return InvalidArgument("unknown device " + to_string(static_cast<int>(options.device)) +
                            "; the registered backends are " + names + ", or Device::kAuto");
   }
+  if (options.warm_runs < 0 || options.warm_runs > 100)
+    return InvalidArgument("warm_runs is " + to_string(options.warm_runs) + ", expected 0 to 100");
   if (options.max_loop_iterations < 1)
     return InvalidArgument("max_loop_iterations is " + to_string(options.max_loop_iterations) + ", expected at least 1");
   if (options.cpu.threads < 0 || options.cpu.threads > CpuOptions::kMaxThreads)
@@ -243,6 +244,7 @@ Result<ExecutionContext> ExecutionContext::Create(const Model& model, const Cont
     KILN_ASSIGN_OR_RETURN(impl->host, CreateHostBackend(model));
   }
   impl->max_loop_iterations = options.max_loop_iterations;
+  impl->warm_runs = options.warm_runs;
   impl->profile = options.profile;
   impl->require_device_resident = options.cuda.require_device_resident;
   if (impl->require_device_resident) KILN_RETURN_IF_ERROR(CheckResidentPlan(*impl, backend_name));

@@ -56,6 +56,7 @@ struct [[gnu::visibility("hidden")]] ExecutionContext::Impl {
   std::vector<uint8_t> runs_entry;
   ExecutorScratch scratch;
   int64_t max_loop_iterations = 0;  // ContextOptions::max_loop_iterations
+  int32_t warm_runs = 0;            // ContextOptions::warm_runs
   bool profile = false;             // ContextOptions::profile
   bool require_device_resident = false;  // CudaOptions::require_device_resident (runtime/device_resident.h)
   // Data pointers of the views the last Run handed out (one per model output). A caller

@@ -196,6 +196,8 @@ typedef struct kiln_context_options {
    * input or output in host memory, or (FAILED_PRECONDITION) when a library refuses an
    * instruction at its shapes. Default 0. */
   int32_t require_device_resident;
+  /* kiln::ContextOptions::warm_runs: the CPU warm-up's runs at most, 0..100; default 5. */
+  int32_t warm_runs;
 } kiln_context_options;
 
 /* A context's statistics (kiln::Stats). Times are durations in nanoseconds of the last run

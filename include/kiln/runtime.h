@@ -356,6 +356,11 @@ struct ContextOptions {
   // multiply): past it the Run fails with kResourceExhausted naming the loop's instruction, so a
   // hostile model cannot spin forever. At least 1; Create fails with kInvalidArgument otherwise.
   int64_t max_loop_iterations = 10'000'000;
+  // The CPU backend's warm-up runs (ExecutionContext::Warm, and Create's warm-up of fixed-shape
+  // entries): at most this many runs on the warmed inputs, 0..100. 0: none, for a context that
+  // runs once (a tool's single call), whose first Run then does the one-time work itself.
+  // Create fails with kInvalidArgument outside the range.
+  int32_t warm_runs = 5;
   CpuOptions cpu = {};
   CudaOptions cuda = {};
 };

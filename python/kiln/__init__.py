@@ -266,10 +266,10 @@ class Context:
 
     def __init__(self, model: "Model", device: str = "auto", cpu_threads: int = 0, cuda_graphs: bool = False,
                  profile: bool = False, device_ordinal: int = 0, max_loop_iterations: int = 10_000_000,
-                 onednn: bool = True) -> None:
+                 onednn: bool = True, warm_runs: int = 5) -> None:
         self.model = model
         self._ctx = _kiln.Context(model._model, device, device_ordinal, cpu_threads, cuda_graphs, profile,
-                                  max_loop_iterations, onednn)
+                                  max_loop_iterations, onednn, warm_runs)
 
     def run(self, inputs: Inputs, out: Optional[Sequence[ArrayLike]] = None) -> List[Any]:
         """Runs the model: `inputs` in the model's input order or by name, NumPy arrays or any
@@ -386,12 +386,14 @@ class Model:
         return self._model.weights_bytes
 
     def context(self, device: str = "auto", cpu_threads: int = 0, cuda_graphs: bool = False,
-                profile: bool = False, onednn: bool = True) -> Context:
+                profile: bool = False, onednn: bool = True, warm_runs: int = 5) -> Context:
         """A new execution context: device "auto" (CUDA when usable, else the CPU), "cpu" or
         "cuda"; cpu_threads 0 is one per core; onednn False runs every CPU op on Kiln's own
         kernels (CpuOptions::onednn: Conv, MaxPool, AveragePool, MatMul, Gemm, LSTM, GRU and RNN run on
-        oneDNN by default where the runtime has it). Raises kiln.Error (FAILED_PRECONDITION when "cuda" has no driver or device)."""
-        return Context(self, device, cpu_threads, cuda_graphs, profile, onednn=onednn)
+        oneDNN by default where the runtime has it); warm_runs (ContextOptions::warm_runs, 0..100)
+        caps the CPU warm-up's runs, 0 for a context that runs once. Raises kiln.Error
+        (FAILED_PRECONDITION when "cuda" has no driver or device)."""
+        return Context(self, device, cpu_threads, cuda_graphs, profile, onednn=onednn, warm_runs=warm_runs)
 
     def default_context(self) -> Context:
         """The calling thread's context, which calling the model uses (made at the first call)."""

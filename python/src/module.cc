@@ -148,7 +148,7 @@ Device DeviceOf(const std::string& name) {
 class Context {
  public:
   Context(const Model& model, const std::string& device, int device_ordinal, int cpu_threads, bool cuda_graphs,
-          bool profile, int64_t max_loop_iterations, bool onednn)
+          bool profile, int64_t max_loop_iterations, bool onednn, int32_t warm_runs)
       : model_(model) {
     ContextOptions o;
     o.device = DeviceOf(device);
@@ -158,6 +158,7 @@ class Context {
     o.profile = profile;
     o.max_loop_iterations = max_loop_iterations;
     o.cpu.onednn = onednn;
+    o.warm_runs = warm_runs;
     o.cuda.own_stream = true;  // a null stream is then the context's own: graphs capture, contexts overlap
     ctx_.emplace(Take(ExecutionContext::Create(model_, o)));
   }
@@ -510,10 +511,10 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("weights_bytes", &Model::weights_bytes);
 
   nb::class_<Context>(m, "Context")
-      .def(nb::init<const Model&, const std::string&, int, int, bool, bool, int64_t, bool>(), nb::arg("model"),
+      .def(nb::init<const Model&, const std::string&, int, int, bool, bool, int64_t, bool, int32_t>(), nb::arg("model"),
            nb::arg("device") = "auto", nb::arg("device_ordinal") = 0, nb::arg("cpu_threads") = 0,
            nb::arg("cuda_graphs") = false, nb::arg("profile") = false, nb::arg("max_loop_iterations") = 10'000'000,
-           nb::arg("onednn") = true)
+           nb::arg("onednn") = true, nb::arg("warm_runs") = 5)
       .def("run", &Context::Run, nb::arg("inputs"), nb::arg("out") = nb::none())
       .def("warm", &Context::Warm, nb::arg("inputs"))
       .def("bind_cache", &Context::BindCache, nb::arg("caches"), nb::arg("capacity"))

@@ -95,6 +95,7 @@ TEST_CASE("C API: version, status names and option defaults mirror the C++ runti
   CHECK(co.profile == 0);
   CHECK(co.cpu_threads == 0);
   CHECK(co.require_device_resident == 0);
+  CHECK(co.warm_runs == kiln::ContextOptions{}.warm_runs);
   CHECK(lo.trusted_public_keys == nullptr);
   CHECK(lo.num_trusted_public_keys == 0);
   const bool no_key_function = lo.weights_key == nullptr;  // doctest prints no function pointer

@@ -148,6 +148,21 @@ TEST_CASE("Warm after a Run ends its outputs: CopyOutputs has nothing to copy, a
   CHECK(std::all_of(y, y + 3 * 3 * 4 * 5, [](float v) { return v == 2.0f; }));
 }
 
+TEST_CASE("ContextOptions::warm_runs outside 0..100 fails Create with the value and the range") {
+  Result<Model> model = Model::Load(testing::BuildArtifact(testing::MultiEntrySpec(2, 3)));
+  REQUIRE(model.ok());
+  ContextOptions options;
+  options.device = Device::kCpu;
+  for (int32_t runs : {-1, 101}) {
+    options.warm_runs = runs;
+    const Result<ExecutionContext> ctx = ExecutionContext::Create(*model, options);
+    CHECK(ctx.status().code() == StatusCode::kInvalidArgument);
+    CHECK(ctx.status().message() == "warm_runs is " + std::to_string(runs) + ", expected 0 to 100");
+  }
+  options.warm_runs = 0;
+  CHECK(ExecutionContext::Create(*model, options).ok());
+}
+
 TEST_CASE("Warm: inputs no entry takes fail as Run's do, counting no miss") {
   SymbolicFixture f;
   const Status st = f.ctx->Warm(f.Inputs(1, 4, 0, nullptr));  // W = 0 is below its minimum of 1

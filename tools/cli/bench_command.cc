@@ -219,7 +219,8 @@ void AddBenchCommand(CLI::App& app) {
                 "(default), or on Kiln's own kernels (--no-onednn)");
   cmd->add_flag("--warm,!--no-warm", c.warm,
                 "prepare the context for the inputs' shapes (ExecutionContext::Warm) after creating it, so that the first "
-                "call does only what every call does (default); --no-warm leaves that work to the first call");
+                "call does only what every call does (default; on the CPU it runs the model until its time settles); --no-warm "
+                "leaves that work to the first call (and Create runs no warm-up run: ContextOptions::warm_runs 0)");
   cmd->add_flag("--cuda-graphs", c.cuda_graphs,
                 "CUDA backend: capture each entry as a CUDA graph and replay it (ignored on the CPU backend, and "
                 "while profiling)");

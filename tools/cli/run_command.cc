@@ -137,6 +137,7 @@ int RunModel(const RunFlags& f) {
   options.profile = f.profile;
   options.cpu.threads = f.threads;
   options.cpu.onednn = f.onednn;
+  options.warm_runs = 0;  // one call: Create's warm-up runs would only add to it
   auto ctx = ExecutionContext::Create(*model, options);
   if (!ctx.ok()) {
     std::cerr << "kiln run: " << ctx.status().ToString() << "\n";

@@ -134,6 +134,7 @@ Result<BenchResult> RunBench(const BenchConfig& config, const std::function<void
   options.profile = config.profile;
   options.cpu.threads = config.threads;
   options.cpu.onednn = config.onednn;
+  if (!config.warm) options.warm_runs = 0;  // --no-warm: the first call does the one-time work
   // CUDA backend: a non-blocking stream of the context's own, which CUDA graphs need (capture
   // on the legacy default stream is not allowed).
   options.cuda.own_stream = true;
