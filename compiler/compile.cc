@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/codegen/nvrtc_compiler.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/attention.h"
 #include "compiler/passes/channels_last.h"
@@ -229,6 +230,10 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const std::s
                                          const ImportFn& import, const CompileOptions& options,
                                          CompileSummary* summary) {
   KILN_RETURN_IF_ERROR(CheckStopAfter(options));
+  // GPU archs need NVRTC (opened at run time, codegen/nvrtc_compiler.h): say so before the
+  // stages' work rather than at the codegen stage, whether or not the model has kernels to
+  // compile, so that the same flags make an artifact everywhere or fail everywhere alike.
+  if (!options.archs.empty() && options.stop_after >= Stage::kCodegen) KILN_RETURN_IF_ERROR(codegen::LoadNvrtc());
   auto log = [&](const std::string& line) { if (options.log) options.log(line); };
   const std::function<void(const std::string&)> log_fn = log;
   const int64_t start = NowNs();
@@ -265,7 +270,7 @@ Result<std::vector<uint8_t>> RunPipeline(const std::string& source, const std::s
 
   serialize::ArtifactRecord record;
   record.source = source;
-  record.provenance = {ProvenanceFlags(options), model_sha256, ProvenanceLibraries()};
+  record.provenance = {ProvenanceFlags(options), model_sha256, ProvenanceLibraries(options)};
   record.precision = passes::PrecisionName(options.precision.precision);
   for (ir::ValueId id : imported.inputs) {
     record.inputs.push_back(imported.value(id));

@@ -59,11 +59,13 @@ std::vector<std::string> ProvenanceFlags(const CompileOptions& options) {
   return flags;
 }
 
-std::vector<std::pair<std::string, std::string>> ProvenanceLibraries() {
+std::vector<std::pair<std::string, std::string>> ProvenanceLibraries(const CompileOptions& options) {
   std::vector<std::pair<std::string, std::string>> libs;
 #ifdef KILN_HAVE_NVRTC
   libs.emplace_back("CUDA", fmt::format("{}.{}", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10));
-  libs.emplace_back("NVRTC", codegen::NvrtcVersion());
+  // A compile with GPU archs has loaded NVRTC (RunPipeline checks it first).
+  if (const std::string nvrtc = codegen::NvrtcVersion(); !options.archs.empty() && !nvrtc.empty())
+    libs.emplace_back("NVRTC", nvrtc);
   libs.emplace_back("cuBLASLt", fmt::format("{}.{}.{}", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH));
   libs.emplace_back("cuDNN", fmt::format("{}.{}.{}", CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL));
 #endif

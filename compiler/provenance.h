@@ -19,9 +19,11 @@ namespace kiln::compiler {
 std::vector<std::string> ProvenanceFlags(const CompileOptions& options);
 
 // The libraries the compiler was built against or compiles with, as (name, version): "CUDA"
-// (cuda.h), "NVRTC" (the library loaded), "cuBLASLt", "cuDNN" (their headers), "LLVM", "ONNX",
-// "FlatBuffers"; those absent from this build are left out.
-std::vector<std::pair<std::string, std::string>> ProvenanceLibraries();
+// (cuda.h), "NVRTC" (the library loaded at run time, for GPU archs only: a CPU-only artifact
+// holds nothing of NVRTC's, and its bytes must not depend on whether this machine has NVRTC),
+// "cuBLASLt", "cuDNN" (their headers), "LLVM", "ONNX", "FlatBuffers"; those absent from this
+// build are left out.
+std::vector<std::pair<std::string, std::string>> ProvenanceLibraries(const CompileOptions& options);
 
 // SHA-256 of `size` bytes, 64 lowercase hex digits (OpenSSL's libcrypto).
 std::string Sha256Hex(const void* data, size_t size);

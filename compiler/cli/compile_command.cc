@@ -254,7 +254,8 @@ void AddCompileCommand(CLI::App& app) {
                   "--profile 'sr=16000;x:1=512'");
   cmd->add_option("--arch", f->archs,
                   "GPU archs to compile the generated kernels for, comma-separated; PTX of the newest is added "
-                  "for newer GPUs. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues and 2-D Convs in NHWC (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan and keeps NCHW there, and carries a CPU plan with them all folded and NHWC Convs where the two differ)")
+                  "for newer GPUs. GPU archs need CUDA's NVRTC, opened at run time (libnvrtc.so.13; "
+                  "KILN_NVRTC_LIBRARY names another file): without it the compile fails saying how to get it. 'none': a CPU-only artifact holding the portable programs alone, with every activation folded into Conv/MatMul/Gemm epilogues and 2-D Convs in NHWC (a GPU artifact folds only those cuDNN/cuBLASLt apply in its CUDA plan and keeps NCHW there, and carries a CPU plan with them all folded and NHWC Convs where the two differ)")
       ->capture_default_str();
   cmd->add_option("--cpu-layout", f->cpu_layout,
                   "the CPU plan's layout of 2-D Convs: nhwc (default) for oneDNN's convolutions, which run "

@@ -1,9 +1,16 @@
 // NVRTC compilation of generated kernels: a job per (kernel, arch) on a pool of threads,
 // each first looking in the on-disk cache. NVRTC programs are independent objects, and the
 // NVRTC API may be called from several threads at once.
+//
+// NVRTC is opened with dlopen + dlsym into a table of entry points typed with decltype of
+// nvrtc.h's prototypes (as runtime/cuda/dynamic_symbols.cc does cuBLASLt and cuDNN): its exported
+// names carry no ABI suffix, and the major-version check stands in for the ABI check.
 #include "compiler/codegen/nvrtc_compiler.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <atomic>
 #include <cstdio>
@@ -11,12 +18,15 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "compiler/codegen/kernel_cache.h"
 
 #ifdef KILN_HAVE_NVRTC
+#include <cuda.h>  // CUDA_VERSION: NVRTC's major is the toolkit's
 #include <nvrtc.h>
 #endif
 
@@ -44,6 +54,106 @@ bool ValidArch(const std::string& arch, bool* ptx) {
 
 #ifdef KILN_HAVE_NVRTC
 
+constexpr int kNvrtcMajor = CUDA_VERSION / 1000;
+
+// What to do when NVRTC is missing, for every error LoadNvrtc returns.
+std::string NvrtcHint() {
+  const std::string major = std::to_string(kNvrtcMajor);
+  return "install CUDA " + major + "'s NVRTC (apt install cuda-nvrtc-" + major +
+         "-0 from NVIDIA's CUDA repository, or pip install 'nvidia-cuda-nvrtc>=" + major + ",<" +
+         std::to_string(kNvrtcMajor + 1) +
+         "'), or set KILN_NVRTC_LIBRARY to its file; a CPU-only artifact (kiln compile --arch none, "
+         "archs=\"none\" in Python) needs no NVRTC";
+}
+
+// NVRTC's entry points, named without their prefix.
+struct Nvrtc {
+  decltype(&::nvrtcVersion) Version = nullptr;
+  decltype(&::nvrtcGetErrorString) GetErrorString = nullptr;
+  decltype(&::nvrtcCreateProgram) CreateProgram = nullptr;
+  decltype(&::nvrtcDestroyProgram) DestroyProgram = nullptr;
+  decltype(&::nvrtcCompileProgram) CompileProgram = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) GetProgramLogSize = nullptr;
+  decltype(&::nvrtcGetProgramLog) GetProgramLog = nullptr;
+  decltype(&::nvrtcGetPTXSize) GetPTXSize = nullptr;
+  decltype(&::nvrtcGetPTX) GetPTX = nullptr;
+  decltype(&::nvrtcGetCUBINSize) GetCUBINSize = nullptr;
+  decltype(&::nvrtcGetCUBIN) GetCUBIN = nullptr;
+  std::string version;  // "13.0"
+};
+
+// dlerror's message, which names the file.
+std::string DlError(const std::string& file) {
+  const char* e = dlerror();
+  return e ? e : file + ": not opened, and dlerror() has no message";
+}
+
+Status LoadFrom(const std::vector<std::string>& names, Nvrtc& out) {
+  const std::string major = std::to_string(kNvrtcMajor);
+  void* handle = nullptr;
+  std::string name, errors;
+  for (const std::string& n : names) {
+    // RTLD_LOCAL: nothing else in the process binds to NVRTC's symbols by accident. The handle
+    // is never closed: the table lives as long as the process.
+    handle = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      name = n;
+      break;
+    }
+    errors += (errors.empty() ? "" : "; ") + DlError(n);
+  }
+  if (handle == nullptr) {
+    return FailedPrecondition("NVRTC, which compiles the generated kernels for GPU archs, was not found (" +
+                              (names.empty() ? std::string("no file name given") : errors) + "); " + NvrtcHint());
+  }
+  Nvrtc t;
+  auto sym = [&](const char* symbol, auto& fn) -> Status {
+    dlerror();  // clear a stale error, so a failure below reports its own
+    void* p = dlsym(handle, symbol);
+    if (p == nullptr)
+      return FailedPrecondition("NVRTC (" + name + ") lacks " + symbol + " (" + DlError(name) + "); " + NvrtcHint());
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    return Status::Ok();
+  };
+  // The version first: a library of another major version is reported as such, not by the first
+  // entry point it happens to lack.
+  KILN_RETURN_IF_ERROR(sym("nvrtcVersion", t.Version));
+  int got_major = 0, got_minor = 0;
+  if (t.Version(&got_major, &got_minor) != NVRTC_SUCCESS)
+    return FailedPrecondition("NVRTC (" + name + "): nvrtcVersion failed; " + NvrtcHint());
+  t.version = fmt::format("{}.{}", got_major, got_minor);
+  if (got_major != kNvrtcMajor) {
+    return Incompatible("NVRTC " + t.version + " (" + name + ") is not major version " + major +
+                        ", which Kiln was built with; " + NvrtcHint());
+  }
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetErrorString", t.GetErrorString));
+  KILN_RETURN_IF_ERROR(sym("nvrtcCreateProgram", t.CreateProgram));
+  KILN_RETURN_IF_ERROR(sym("nvrtcDestroyProgram", t.DestroyProgram));
+  KILN_RETURN_IF_ERROR(sym("nvrtcCompileProgram", t.CompileProgram));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetProgramLogSize", t.GetProgramLogSize));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetProgramLog", t.GetProgramLog));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetPTXSize", t.GetPTXSize));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetPTX", t.GetPTX));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetCUBINSize", t.GetCUBINSize));
+  KILN_RETURN_IF_ERROR(sym("nvrtcGetCUBIN", t.GetCUBIN));
+  out = std::move(t);
+  return Status::Ok();
+}
+
+// The process's table: loaded on first use, the result kept.
+struct Loaded {
+  Status status;
+  Nvrtc api;
+};
+const Loaded& Load() {
+  static const Loaded loaded = [] {
+    Loaded l;
+    l.status = LoadFrom(NvrtcLibraryNames(), l.api);
+    return l;
+  }();
+  return loaded;
+}
+
 // NVRTC's defaults are kept where they give IEEE results (-ftz=false: denormals kept,
 // -prec-div=true, -prec-sqrt=true), and -fmad=false turns off a * b + c contracted into one
 // fused multiply-add: the CPU backend rounds the product, so a contracted kernel would differ
@@ -54,43 +164,43 @@ const std::vector<std::string>& BaseOptions() {
   return opts;
 }
 
-Status NvrtcCompile(const EmittedKernel& k, const std::string& arch, bool ptx, std::vector<uint8_t>* out) {
+Status NvrtcCompile(const Nvrtc& api, const EmittedKernel& k, const std::string& arch, bool ptx, std::vector<uint8_t>* out) {
   nvrtcProgram prog = nullptr;
   const std::string file = k.name + ".cu";
-  nvrtcResult r = nvrtcCreateProgram(&prog, k.source.c_str(), file.c_str(), 0, nullptr, nullptr);
+  nvrtcResult r = api.CreateProgram(&prog, k.source.c_str(), file.c_str(), 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) {
-    return Internal(fmt::format("NVRTC could not create a program for kernel '{}': {}", k.name, nvrtcGetErrorString(r)));
+    return Internal(fmt::format("NVRTC could not create a program for kernel '{}': {}", k.name, api.GetErrorString(r)));
   }
   std::vector<std::string> opts = BaseOptions();
   opts.push_back("--gpu-architecture=" + arch);
   std::vector<const char*> argv;
   for (const std::string& o : opts) argv.push_back(o.c_str());
-  r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  r = api.CompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   Status st;
   if (r != NVRTC_SUCCESS) {
     size_t log_size = 0;
     std::string log;
-    if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    if (api.GetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
       log.resize(log_size);
-      if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
+      if (api.GetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
       while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
     }
     st = Internal(fmt::format("NVRTC failed to compile kernel '{}' for {}: {}\n{}", k.name, arch,
-                              nvrtcGetErrorString(r), log));
+                              api.GetErrorString(r), log));
   } else {
     size_t size = 0;
-    r = ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size);
+    r = ptx ? api.GetPTXSize(prog, &size) : api.GetCUBINSize(prog, &size);
     if (r == NVRTC_SUCCESS) {
       out->resize(size);
-      r = ptx ? nvrtcGetPTX(prog, reinterpret_cast<char*>(out->data()))
-              : nvrtcGetCUBIN(prog, reinterpret_cast<char*>(out->data()));
+      r = ptx ? api.GetPTX(prog, reinterpret_cast<char*>(out->data()))
+              : api.GetCUBIN(prog, reinterpret_cast<char*>(out->data()));
     }
     if (r != NVRTC_SUCCESS) {
       st = Internal(fmt::format("NVRTC could not return the {} of kernel '{}' for {}: {}", ptx ? "PTX" : "cubin",
-                                k.name, arch, nvrtcGetErrorString(r)));
+                                k.name, arch, api.GetErrorString(r)));
     }
   }
-  nvrtcDestroyProgram(&prog);
+  api.DestroyProgram(&prog);
   return st;
 }
 
@@ -100,19 +210,52 @@ Status NvrtcCompile(const EmittedKernel& k, const std::string& arch, bool ptx, s
 
 std::vector<std::string> DefaultArchs() { return {"sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "compute_90"}; }
 
-bool HaveNvrtc() {
+std::vector<std::string> NvrtcLibraryNames() {
+  if (const char* env = std::getenv("KILN_NVRTC_LIBRARY"); env != nullptr && *env != '\0') return {env};
 #ifdef KILN_HAVE_NVRTC
-  return true;
+  const std::string versioned = "libnvrtc.so." + std::to_string(kNvrtcMajor);
+  return {versioned, "libnvrtc.so", "/usr/local/cuda/lib64/" + versioned};
 #else
-  return false;
+  return {};
 #endif
 }
 
+#ifndef KILN_HAVE_NVRTC
+namespace {
+Status NoNvrtcHeaders() {
+  return Unimplemented(
+      "this kiln was built without NVRTC's headers (no CUDA toolkit at build time) and compiles CPU-only "
+      "artifacts only: use --arch none (archs=\"none\" in Python)");
+}
+}  // namespace
+#endif
+
+Status LoadNvrtc() {
+#ifdef KILN_HAVE_NVRTC
+  return Load().status;
+#else
+  return NoNvrtcHeaders();
+#endif
+}
+
+Status LoadNvrtcFrom(const std::vector<std::string>& names, std::string* version) {
+#ifdef KILN_HAVE_NVRTC
+  Nvrtc t;
+  KILN_RETURN_IF_ERROR(LoadFrom(names, t));
+  if (version) *version = t.version;
+  return Status::Ok();
+#else
+  (void)names;
+  (void)version;
+  return NoNvrtcHeaders();
+#endif
+}
+
+bool HaveNvrtc() { return LoadNvrtc().ok(); }
+
 std::string NvrtcVersion() {
 #ifdef KILN_HAVE_NVRTC
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
-  return fmt::format("{}.{}", major, minor);
+  return Load().status.ok() ? Load().api.version : "";
 #else
   return "";
 #endif
@@ -144,8 +287,16 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
     for (const EmittedKernel& k : kernels) none.push_back({k.name, {}});
     return none;
   }
-  return Unimplemented("this kiln was built without NVRTC (no CUDA toolkit at build time); use --arch none");
+  return LoadNvrtc();
 #else
+  if (kernels.empty() || options.archs.empty()) {
+    if (options.stats) *options.stats = CompileStats{};
+    std::vector<KernelImages> none;
+    for (const EmittedKernel& k : kernels) none.push_back({k.name, {}});
+    return none;
+  }
+  KILN_RETURN_IF_ERROR(Load().status);
+  const Nvrtc& api = Load().api;
   // Kernels with identical sources are compiled once.
   std::vector<size_t> unique;            // kernel index of each unique source
   std::vector<size_t> unique_of(kernels.size());
@@ -194,7 +345,7 @@ Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel
       const char* suffix = ptx ? ".ptx" : ".cubin";
       const bool hit = cache.Read(key, suffix, &job.data);
       if (!hit) {
-        job.status = NvrtcCompile(k, arch, ptx, &job.data);
+        job.status = NvrtcCompile(api, k, arch, ptx, &job.data);
         if (!job.status.ok()) failed.store(true);
         if (job.status.ok()) cache.Write(key, suffix, job.data);
       }

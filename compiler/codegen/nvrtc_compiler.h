@@ -9,8 +9,10 @@
 // by the source, the arch, the NVRTC version and the compile options, so a changed kernel,
 // toolkit or option never reuses a stale image.
 //
-// NVRTC is linked into kiln_compiler only (never kiln_runtime). A build without the CUDA
-// toolkit has no NVRTC: CompileKernels then returns kUnimplemented.
+// NVRTC is opened with dlopen on first use (LoadNvrtc), as the runtime opens the driver,
+// cuBLASLt and cuDNN: nothing links libnvrtc, so the compiler starts without it and compiles
+// CPU-only artifacts (--arch none); GPU archs need it. NVRTC's headers are used at build time;
+// a build without the CUDA toolkit has none, and LoadNvrtc then returns kUnimplemented.
 #pragma once
 
 #include <cstdint>
@@ -55,16 +57,36 @@ struct KernelImages {
   std::vector<KernelImage> images;  // one per arch, in options.archs order
 };
 
-// True when this build has NVRTC.
+// The files LoadNvrtc tries, in order: $KILN_NVRTC_LIBRARY alone when it is set (a file name or
+// a path); else libnvrtc.so.<the CUDA major of the build's headers>, then libnvrtc.so, each
+// through dlopen's search (the RPATH of the library calling it, LD_LIBRARY_PATH, ldconfig's
+// cache), and last /usr/local/cuda/lib64/libnvrtc.so.<major>, the toolkit's default folder.
+std::vector<std::string> NvrtcLibraryNames();
+
+// Opens NVRTC from NvrtcLibraryNames(), once per process (the first call's result, success or
+// error, is kept; thread-safe). Errors:
+//   kFailedPrecondition  no file opens (naming each file tried and dlerror's message), or the
+//                        library lacks an entry point; with the remedy: install CUDA's NVRTC
+//                        (apt cuda-nvrtc-13-0, pip nvidia-cuda-nvrtc), set KILN_NVRTC_LIBRARY,
+//                        or compile a CPU-only artifact (--arch none);
+//   kIncompatible        its major version is not the build's;
+//   kUnimplemented       this build had no NVRTC headers (no CUDA toolkit at build time).
+Status LoadNvrtc();
+
+// LoadNvrtc's loader, uncached, trying `names` in order, for tests of its errors; `version`
+// ("13.0") is set on success.
+Status LoadNvrtcFrom(const std::vector<std::string>& names, std::string* version);
+
+// True when NVRTC loads (LoadNvrtc is OK): a run-time answer, not the build's.
 bool HaveNvrtc();
 
-// The version of the NVRTC library this process compiles with, "13.0" ("unknown" when NVRTC
-// does not say); empty without NVRTC. Part of the kernel cache's key and of the provenance.
+// The version of the NVRTC library this process compiles with, "13.0"; empty when NVRTC does not
+// load. Part of the kernel cache's key and of the provenance of artifacts with GPU archs.
 std::string NvrtcVersion();
 
 // Compiles `kernels` (results in the same order). Errors: kInvalidArgument for a malformed
 // arch name; kInternal naming the kernel, the arch and NVRTC's log when a kernel does not
-// compile; kUnimplemented without NVRTC.
+// compile; LoadNvrtc's error when there is something to compile and NVRTC does not load.
 Result<std::vector<KernelImages>> CompileKernels(const std::vector<EmittedKernel>& kernels,
                                                  const CompileKernelOptions& options);
 

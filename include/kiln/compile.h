@@ -1,6 +1,7 @@
 // kiln/compile.h: compile an ONNX model into a .kiln artifact in this process, as `kiln compile`
 // does (docs/architecture.md, "Compiler stages"). Part of libkiln_compiler (Kiln::compiler), which
-// links ONNX, protobuf and NVRTC; the runtime (kiln/runtime.h) needs none of them.
+// links ONNX and protobuf and opens NVRTC with dlopen for GPU archs; the runtime (kiln/runtime.h)
+// needs none of them.
 //
 //   kiln::OnnxCompileOptions options;
 //   options.profiles = {"x:N=1..64"};
@@ -45,6 +46,8 @@ struct OnnxCompileOptions {
   std::string io_precision = "declared";
   // NVRTC targets: "sm_NN" cubins and "compute_NN" PTX. nullopt: `kiln compile`'s default
   // (sm_80, sm_86, sm_87, sm_89, sm_90 and compute_90); empty: a CPU-only artifact (--arch none).
+  // Any arch needs NVRTC at run time: without it the compile fails with kFailedPrecondition
+  // naming the files looked for and how to install it (docs/cli.md, --arch).
   std::optional<std::vector<std::string>> archs;
   // Native CPU code (--cpu-targets): comma-separated x86-64, x86-64-v3, x86-64-v4, aarch64;
   // "host" (default) this machine's family; "none" the portable programs alone.
@@ -108,7 +111,8 @@ struct CompileReport {
 // an arch, a constant input whose data is null or in device memory, naming it) and for a model
 // Kiln cannot compile (naming the node, value or file); kNotFound for a missing file;
 // kUnimplemented for an op or attribute Kiln does not implement; kResourceExhausted over a limit
-// or out of memory.
+// or out of memory; with GPU archs and no NVRTC, kFailedPrecondition (kIncompatible for another
+// major version of it) before any stage runs.
 KILN_API Result<std::vector<uint8_t>> CompileOnnx(const std::string& path, const OnnxCompileOptions& options,
                                                   CompileReport* report = nullptr);
 

@@ -528,7 +528,8 @@ def compile(model: Any, output: Union[None, str, "os.PathLike[str]"] = None, *,
     as `kiln compile` does: shapes fixes input dims ({"x": [1, 3, None, None]}, None or -1 keeping
     one symbolic), profiles adds one entry per specialisation ("x:N=1..64", "sr=16000"),
     precision "fp32" | "fp16" | "bf16", archs the NVRTC targets (None: Kiln's default, sm_80 to
-    sm_90 and PTX; "none" or []: a CPU-only artifact), constant_inputs binds inputs to arrays,
+    sm_90 and PTX, which need NVRTC: `pip install kiln[cuda]`, else kiln.Error FAILED_PRECONDITION
+    saying so; "none" or []: a CPU-only artifact), constant_inputs binds inputs to arrays,
     cpu_targets the native CPU code ("host": this machine's family; "x86-64", "x86-64-v3",
     "x86-64-v4", "aarch64", several as a list or comma-separated; "none": the portable programs
     alone), cpu_layout the CPU plan's layout of 2-D Convs ("nhwc" for oneDNN's convolutions;

@@ -8,8 +8,9 @@
         onnx and onnxruntime (pip's, each with its own protobuf) and kiln in one process, in that
         order or kiln first; compiles each model with kiln.compile from an onnx.ModelProto, runs
         every stored test set on the CPU, and compares the outputs with the stored ones and with
-        onnxruntime's; then checks /proc/self/maps: every library Kiln's libraries need is mapped
-        from the wheel (kiln/, kiln.libs/), none from the system.
+        onnxruntime's; a compile for the default GPU archs without NVRTC (the wheel does not require
+        it) must fail saying how to get it; then checks /proc/self/maps: every library Kiln's
+        libraries need is mapped from the wheel (kiln/, kiln.libs/), none from the system.
 """
 import os
 import sys
@@ -20,7 +21,7 @@ ATOL = RTOL = 1e-4  # the Python tier's tolerance against onnxruntime (tests/pyt
 # on the machine it was built on.
 BUNDLED = ("libkiln_", "libonnx", "libprotobuf", "libdnnl", "libopenblas", "libgomp", "libgfortran",
            "libquadmath", "libLLVM", "libz3", "libicu", "libxml2", "libfmt", "libxxhash", "libcrypto-",
-           "libOpenCL", "libnvrtc")
+           "libOpenCL")
 
 
 def prepare(testdata, out, names):
@@ -79,6 +80,15 @@ def run(out, kiln_first):
         worst = max(worst, model_worst)
         print(f"[wheel_check] {name}: compiled in this venv, {len(cases)} stored test sets on the CPU "
               f"({ctx.device_note}): max abs diff {model_worst:.3g} against the stored outputs")
+
+    # The default archs are GPU ones, which need NVRTC: opened with dlopen, not required by the wheel.
+    try:
+        kiln.compile(proto, progress=False)
+        print("[wheel_check] NVRTC found: a compile for the default GPU archs worked")
+    except kiln.Error as e:
+        if e.code != "FAILED_PRECONDITION" or "nvidia-cuda-nvrtc" not in str(e) or "--arch none" not in str(e):
+            sys.exit(f"[wheel_check] FAIL: a GPU compile without NVRTC: {e}")
+        print(f"[wheel_check] no NVRTC: a compile for the default GPU archs says {e.code}: {str(e)[:160]}...")
 
     venv = os.path.realpath(sys.prefix)
     outside, strays = set(), []

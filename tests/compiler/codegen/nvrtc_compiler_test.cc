@@ -1,10 +1,13 @@
 // NVRTC: every test program's kernel compiles for every default arch; the cache serves a
-// second compile, and a corrupt or truncated entry is recompiled. Skipped in a build
-// without the CUDA toolkit, where CompileKernels must say so.
+// second compile, and a corrupt or truncated entry is recompiled. Skipped where NVRTC does not
+// load (or the build had no CUDA toolkit), where CompileKernels must say so. The loader's
+// errors (NVRTC opened with dlopen) name the files tried and how to get NVRTC.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +45,7 @@ TEST_CASE("NVRTC: every test kernel compiles for the default archs, then comes f
   const std::vector<EmittedKernel> kernels = TestKernels();
   if (!codegen::HaveNvrtc()) {
     Result<std::vector<KernelImages>> r = codegen::CompileKernels(kernels, {});
-    CHECK(r.status().code() == StatusCode::kUnimplemented);
+    CHECK(r.status().code() == codegen::LoadNvrtc().code());
     CHECK(r.status().message().find("--arch none") != std::string::npos);
     return;
   }
@@ -163,6 +166,77 @@ TEST_CASE("NVRTC: identical kernels compile once, no archs means no images") {
   r = codegen::CompileKernels({*k}, opts);
   REQUIRE(r.ok());
   CHECK((*r)[0].images.empty());
+}
+
+// Sets an environment variable for the scope, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_CASE("NVRTC: the files looked for, and KILN_NVRTC_LIBRARY in their place") {
+  {
+    ScopedEnv env("KILN_NVRTC_LIBRARY", nullptr);
+    const std::vector<std::string> names = codegen::NvrtcLibraryNames();
+    if (codegen::LoadNvrtc().code() != StatusCode::kUnimplemented) {  // a build with NVRTC's headers
+      REQUIRE(names.size() == 3);
+      CHECK(names[0].rfind("libnvrtc.so.", 0) == 0);  // the build's major first, then any
+      CHECK(names[1] == "libnvrtc.so");
+      CHECK(names[2] == "/usr/local/cuda/lib64/" + names[0]);
+    }
+  }
+  ScopedEnv env("KILN_NVRTC_LIBRARY", "/opt/nvrtc/libnvrtc.so.13");
+  CHECK(codegen::NvrtcLibraryNames() == std::vector<std::string>{"/opt/nvrtc/libnvrtc.so.13"});
+}
+
+TEST_CASE("NVRTC: a library that is not found is named, with how to install NVRTC") {
+  const std::vector<std::string> names = {"libkiln-test-no-such-nvrtc.so.13", "/nonexistent/kiln-test/libnvrtc.so"};
+  std::string version = "untouched";
+  const Status st = codegen::LoadNvrtcFrom(names, &version);
+  REQUIRE_FALSE(st.ok());
+  CHECK(version == "untouched");
+  const std::string& m = st.message();
+  CHECK(m.find("--arch none") != std::string::npos);
+  if (st.code() == StatusCode::kUnimplemented) return;  // no NVRTC headers in this build
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  for (const std::string& name : names) CHECK_MESSAGE(m.find(name) != std::string::npos, m);
+  CHECK_MESSAGE(m.find("apt install cuda-nvrtc-") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("pip install 'nvidia-cuda-nvrtc>=") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("KILN_NVRTC_LIBRARY") != std::string::npos, m);
+
+  // A library that opens but is not NVRTC: the entry point it lacks, and the file.
+  const Status other = codegen::LoadNvrtcFrom({"libm.so.6"}, &version);
+  CHECK(other.code() == StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(other.message().find("libm.so.6") != std::string::npos, other.message());
+  CHECK_MESSAGE(other.message().find("nvrtcVersion") != std::string::npos, other.message());
+  CHECK(version == "untouched");
+
+  // No names at all.
+  CHECK(codegen::LoadNvrtcFrom({}, &version).code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("NVRTC: the library found reports the version the cache key and the provenance use") {
+  if (!codegen::HaveNvrtc()) {
+    CHECK(codegen::NvrtcVersion().empty());
+    return;
+  }
+  std::string version;
+  const Status st = codegen::LoadNvrtcFrom(codegen::NvrtcLibraryNames(), &version);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  CHECK(version == codegen::NvrtcVersion());
+  CHECK(version.find('.') != std::string::npos);
 }
 
 }  // namespace
