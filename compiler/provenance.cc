@@ -44,11 +44,11 @@ std::vector<std::string> ProvenanceFlags(const CompileOptions& options) {
   if (auto parsed = codegen::cpu::ParseCpuTargets(options.cpu_targets); parsed.ok())
     for (const codegen::cpu::CpuTarget* t : *parsed) targets.push_back(t->name);
   flags.push_back("--cpu-targets=" + (targets.empty() ? std::string("none") : fmt::format("{}", fmt::join(targets, ","))));
-  flags.push_back(std::string("--cpu-layout=") + (options.cpu_channels_last ? "nhwc" : "nchw"));
-  flags.push_back(std::string("--precision=") + passes::PrecisionName(options.precision.precision));
+  flags.push_back(fmt::format("--cpu-layout={}", options.cpu_channels_last ? "nhwc" : "nchw"));
+  flags.push_back(fmt::format("--precision={}", passes::PrecisionName(options.precision.precision)));
   const DType io = options.precision.io_dtype;
-  flags.push_back(std::string("--io-precision=") +
-                  (io == DType::kFloat16 ? "fp16" : io == DType::kBFloat16 ? "bf16" : "declared"));
+  flags.push_back(
+      fmt::format("--io-precision={}", io == DType::kFloat16 ? "fp16" : io == DType::kBFloat16 ? "bf16" : "declared"));
   for (const std::string& k : options.precision.keep_fp32) flags.push_back("--keep-fp32=" + k);
   for (const auto& [name, dims] : options.input_shapes) flags.push_back("--shape=" + name + "=" + Dims(dims));
   for (const auto& [name, data] : options.constant_inputs)
