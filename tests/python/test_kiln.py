@@ -247,6 +247,14 @@ def test_warm_prepares_shapes_without_a_call(scale_model):
     assert (s.calls, s.cache_hits, s.cache_misses) == (1, 1, 0)
 
 
+def test_warm_runs_reaches_context_options(scale_model):
+    (y,) = scale_model.context(device="cpu", warm_runs=0).run([np.ones((4, 3), np.float32)])
+    assert np.array_equal(y, np.full((4, 3), 3, np.float32))
+    with pytest.raises(kiln.Error) as e:
+        scale_model.context(device="cpu", warm_runs=101)
+    assert (e.value.code, e.value.message) == ("INVALID_ARGUMENT", "warm_runs is 101, expected 0 to 100")
+
+
 # --- Thunder's statistics and traces --------------------------------------------------------------
 
 def test_stats_after_hits_and_a_miss(scale_model):
