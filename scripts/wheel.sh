@@ -84,7 +84,8 @@ if ! static_ok; then
     { log "error: $ONNX_SDIST does not match its pinned SHA-256"; exit 1; }
   rm -rf "$SRC/onnx-1.12.0" && tar -xzf "$SRC/$ONNX_SDIST" -C "$SRC"
 
-  rm -rf "$STATIC" "$BUILD/wheel-static-build"
+  # Kiln's build too: its dependency scan skips system headers, and these are included as such.
+  rm -rf "$STATIC" "$BUILD/wheel-static-build" "$BUILD/wheel-build"
   common=(-DCMAKE_BUILD_TYPE=Release "${ccache[@]}" -DCMAKE_POSITION_INDEPENDENT_CODE=ON
           "-DCMAKE_CXX_FLAGS=-ffunction-sections -fdata-sections" -DCMAKE_INSTALL_PREFIX="$STATIC"
           -DCMAKE_INSTALL_LIBDIR=lib)
@@ -122,9 +123,9 @@ log "Kiln with static ONNX and protobuf -> build/wheel-build, build/wheel-instal
   rm -rf "$BUILD/wheel-install" &&
   cmake --install "$BUILD/wheel-build" --prefix "$BUILD/wheel-install"; } >"$BUILD/wheel-build.log" 2>&1 ||
   { tail -30 "$BUILD/wheel-build.log"; log "error: building Kiln for the wheel failed (log: build/wheel-build.log)"; exit 1; }
-compiler_lib="$(ls "$BUILD"/wheel-install/lib/libkiln_compiler.so.*.*)"
-if "$PATCHELF" --print-needed "$compiler_lib" | grep -E '^lib(onnx|protobuf)'; then
-  log "error: $compiler_lib still links a shared ONNX or protobuf"; exit 1
+needed="$("$PATCHELF" --print-needed "$BUILD/wheel-install/lib/libkiln_compiler.so")"
+if grep -E '^lib(onnx|protobuf)' <<<"$needed"; then
+  log "error: build/wheel-install's libkiln_compiler.so still links a shared ONNX or protobuf (above)"; exit 1
 fi
 log "built in $((SECONDS - start)) s"
 
@@ -133,7 +134,8 @@ start=$SECONDS
 rm -rf "$BUILD/wheel-raw" "$HOUSE"
 log "pip wheel . (the extension module against build/wheel-install)"
 "$PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$BUILD/wheel-raw" \
-  -C build-dir="$BUILD/python-wheel/{wheel_tag}" -C cmake.define.Kiln_DIR="$BUILD/wheel-install/lib/cmake/Kiln" "$ROOT"
+  --config-settings=build-dir="$BUILD/python-wheel/{wheel_tag}" \
+  --config-settings=cmake.define.Kiln_DIR="$BUILD/wheel-install/lib/cmake/Kiln" "$ROOT"
 raw="$(ls "$BUILD"/wheel-raw/kiln-*.whl)"
 mkdir -p "$HOUSE"
 "$BUILD/venv/bin/auditwheel" show "$raw" >"$HOUSE/auditwheel-show.txt" 2>&1

@@ -8,8 +8,9 @@
         onnx and onnxruntime (pip's, each with its own protobuf) and kiln in one process, in that
         order or kiln first; --global opens onnx's and onnxruntime's extensions with RTLD_GLOBAL,
         so that the protobuf symbols they export are in the global scope when kiln is loaded (the
-        wheel's compiler library has ONNX and protobuf inside, hidden, so none binds to them);
-        compiles each model with kiln.compile from an onnx.ModelProto, runs
+        wheel's compiler library has ONNX and protobuf inside, hidden, so none binds to them;
+        NumPy is imported first, as usual: opened globally, its OpenBLAS's unprefixed internal
+        symbols would bind the wheel's OpenBLAS, python/README.md); compiles each model with kiln.compile from an onnx.ModelProto, runs
         every stored test set on the CPU, and compares the outputs with the stored ones and with
         onnxruntime's; then checks /proc/self/maps: every library Kiln's libraries need is mapped
         from the wheel (kiln/, kiln.libs/), none from the system.
@@ -53,6 +54,8 @@ def run(out, mode):
     import importlib
     order = ["kiln", "onnx", "onnxruntime"] if mode == "--kiln-first" else ["onnx", "onnxruntime", "kiln"]
     mods = {}
+    if mode == "--global":
+        import numpy  # noqa: F401  (RTLD_LOCAL, as usual: see the docstring)
     for m in order:
         if mode == "--global" and m != "kiln":
             flags = sys.getdlopenflags()
