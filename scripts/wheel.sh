@@ -117,7 +117,7 @@ start=$SECONDS
 log "Kiln with static ONNX and protobuf -> build/wheel-build, build/wheel-install"
 { cmake -S "$ROOT" -B "$BUILD/wheel-build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache[@]}" \
     -DKILN_STATIC_ONNX_PREFIX="$STATIC" -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCHMARKS=OFF \
-    -DKILN_BUILD_TRITON_BACKEND=OFF ${KILN_RUNTIME_SIZE_BUDGET:+-DKILN_RUNTIME_SIZE_BUDGET=$KILN_RUNTIME_SIZE_BUDGET} &&
+    -DKILN_BUILD_TRITON_BACKEND=OFF &&
   cmake --build "$BUILD/wheel-build" -j"$JOBS" --target kiln_runtime_shared kiln_compiler_shared kiln kiln-run \
     kiln_tensor_files &&
   rm -rf "$BUILD/wheel-install" &&
