@@ -4,9 +4,13 @@
     wheel_check.py prepare TESTDATA OUT NAME...   (build/venv, with onnx): copies each model's
         model.onnx to OUT/NAME/ and its stored test sets (input_N.pb, output_N.pb) into
         OUT/NAME/reference.npz, so the check needs no ONNX reader of its own;
-    wheel_check.py run OUT [--kiln-first]           (the clean venv the wheel went into): imports
+    wheel_check.py run OUT [--kiln-first | --global]  (the clean venv the wheel went into): imports
         onnx and onnxruntime (pip's, each with its own protobuf) and kiln in one process, in that
-        order or kiln first; compiles each model with kiln.compile from an onnx.ModelProto, runs
+        order or kiln first; --global opens onnx's and onnxruntime's extensions with RTLD_GLOBAL,
+        so that the protobuf symbols they export are in the global scope when kiln is loaded (the
+        wheel's compiler library has ONNX and protobuf inside, hidden, so none binds to them;
+        NumPy is imported first, as usual: opened globally, its OpenBLAS's unprefixed internal
+        symbols would bind the wheel's OpenBLAS, python/README.md); compiles each model with kiln.compile from an onnx.ModelProto, runs
         every stored test set on the CPU, and compares the outputs with the stored ones and with
         onnxruntime's; a compile for the default GPU archs without NVRTC (the wheel does not require
         it) must fail saying how to get it; then checks /proc/self/maps: every library Kiln's
@@ -47,14 +51,25 @@ def prepare(testdata, out, names):
         print(f"[wheel_check] {name}: model.onnx and {len(arrays)} stored tensors -> {dst}")
 
 
-def run(out, kiln_first):
+def run(out, mode):
     import importlib
-    order = ["kiln", "onnx", "onnxruntime"] if kiln_first else ["onnx", "onnxruntime", "kiln"]
-    mods = {m: importlib.import_module(m) for m in order}
+    order = ["kiln", "onnx", "onnxruntime"] if mode == "--kiln-first" else ["onnx", "onnxruntime", "kiln"]
+    mods = {}
+    if mode == "--global":
+        import numpy  # noqa: F401  (RTLD_LOCAL, as usual: see the docstring)
+    for m in order:
+        if mode == "--global" and m != "kiln":
+            flags = sys.getdlopenflags()
+            sys.setdlopenflags(os.RTLD_GLOBAL | os.RTLD_NOW)
+            mods[m] = importlib.import_module(m)
+            sys.setdlopenflags(flags)
+        else:
+            mods[m] = importlib.import_module(m)
     kiln, onnx, ort = mods["kiln"], mods["onnx"], mods["onnxruntime"]
     import numpy as np
 
-    print(f"[wheel_check] imported {', '.join(order)}: kiln from {os.path.dirname(kiln.__file__)}")
+    how = " (onnx and onnxruntime with RTLD_GLOBAL)" if mode == "--global" else ""
+    print(f"[wheel_check] imported {', '.join(order)}{how}: kiln from {os.path.dirname(kiln.__file__)}")
     worst = 0.0
     for name in sorted(os.listdir(out)):
         model_path = os.path.join(out, name, "model.onnx")
@@ -112,8 +127,8 @@ def run(out, kiln_first):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "prepare":
         prepare(argv[2], argv[3], argv[4:])
-    elif len(argv) in (3, 4) and argv[1] == "run" and argv[3:] in ([], ["--kiln-first"]):
-        run(argv[2], argv[3:] == ["--kiln-first"])
+    elif len(argv) in (3, 4) and argv[1] == "run" and argv[3:] in ([], ["--kiln-first"], ["--global"]):
+        run(argv[2], argv[3] if len(argv) == 4 else "")
     else:
         sys.exit(__doc__)
 
