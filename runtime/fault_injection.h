@@ -30,3 +30,24 @@ constexpr bool Inject(const char*) { return false; }
 #endif
 
 }  // namespace kiln::fault
+
+// A library's entry point held in a table of function pointers (the CUDA driver's, cuBLASLt's,
+// cuDNN's: runtime/cuda/), made refusable: in a fault-injection build `table.field` becomes a
+// function that asks Inject(site) and returns `error` when told to, else calls the library's.
+// Once per table field in a process (the tables are loaded once). Nothing in other builds.
+#if KILN_FAULT_INJECTION
+#define KILN_FAULT_REFUSABLE(table, field, site, error)                                             \
+  do {                                                                                              \
+    static decltype((table).field) kiln_fault_real = nullptr;                                       \
+    kiln_fault_real = (table).field;                                                                \
+    (table).field = [](auto... a) { return ::kiln::fault::Inject(site) ? (error) : kiln_fault_real(a...); }; \
+  } while (0)
+#else
+#define KILN_FAULT_REFUSABLE(table, field, site, error) \
+  do {                                                  \
+  } while (0)
+#endif
+
+namespace kiln::fault {
+
+}  // namespace kiln::fault
