@@ -181,6 +181,15 @@ std::vector<int64_t> FaultChosen(const std::vector<std::string>& sites, int64_t 
   return {chosen.begin(), chosen.end()};
 }
 
+// Leaves the process counting nothing, whatever way the test ends: other tests in it check
+// that calls allocate nothing.
+struct FaultStopAtExit {
+  FaultStopAtExit() = default;
+  FaultStopAtExit(const FaultStopAtExit&) = delete;
+  FaultStopAtExit& operator=(const FaultStopAtExit&) = delete;
+  ~FaultStopAtExit() { kiln::fault::Stop(); }
+};
+
 struct FaultReport {
   int64_t requests = 0, refused = 0, failures = 0;
   int64_t retried = 0;  // refused in Create's warm-up: the first Run asked again
@@ -353,6 +362,7 @@ std::vector<FaultModel> FaultModels(const kiln::testing::TempDir& dir, bool gpu)
 }
 
 void FaultSweepAll(kiln::Device device) {
+  const FaultStopAtExit stop;
   kiln::testing::TempDir dir;
   std::vector<FaultModel> models = FaultModels(dir, device == kiln::Device::kCuda);
   if (models.empty()) {
@@ -386,6 +396,7 @@ namespace {
 // model's sweep), each dlopen refused in turn: the load fails naming the library and the version
 // it needs, or (a refused sublibrary or second file name) finds it under another of its names.
 void FaultLibraryLoads() {
+  const FaultStopAtExit stop;
   const std::vector<std::pair<std::string, std::function<kiln::Status()>>> loads = {
       {"the CUDA driver", [] { kiln::cuda::Driver d; return kiln::cuda::LoadDriverFrom("libcuda.so.1", d); }},
       {"cuBLASLt",
