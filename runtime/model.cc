@@ -735,15 +735,24 @@ Result<std::shared_ptr<const ArtifactBytes>> ReadPrivateCopy(int fd, size_t size
   ::madvise(addr, size, MADV_HUGEPAGE);
   ::madvise(addr, size, MADV_DONTDUMP);
   size_t done = 0;
+  int err = 0;
   while (done < size) {
-    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(addr) + done, std::min<size_t>(size - done, size_t{1} << 30),
-                              static_cast<off_t>(done));
+    const ssize_t n = fault::Inject("file read")
+                          ? (errno = EIO, -1)
+                          : ::pread(fd, static_cast<uint8_t*>(addr) + done,
+                                    std::min<size_t>(size - done, size_t{1} << 30), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
   if (done == size) return bytes;
-  char m[96];
+  // The caller adds the file's name; the offset is where the read stopped.
+  char m[128];
+  if (err != 0) {
+    std::snprintf(m, sizeof m, "cannot read at offset %zu of its %zu bytes: %s", done, size, std::strerror(err));
+    return DataLoss(m);
+  }
   std::snprintf(m, sizeof m, "read %zu of its %zu bytes (changed while read?)", done, size);
   return DataLoss(m);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The sanitizer tier: builds Kiln with clang, AddressSanitizer and UndefinedBehaviorSanitizer
 # (and libFuzzer's coverage instrumentation) and fault injection (runtime/fault_injection.h) in
-# build/sanitize, runs the doctest suite there with LeakSanitizer on (its fault-injection case
-# refuses each resource request of Silero VAD's load, context and call in turn), then runs each libFuzzer target in tests/fuzz/ for a bounded time from a
+# build/sanitize, runs the doctest suite there with LeakSanitizer on (its fault-injection cases
+# refuse each resource request of Silero VAD's load, context and call in turn, on the CPU and on
+# the emulated CUDA device; scripts/release-check sweeps every real model so), then runs each
+# libFuzzer target in tests/fuzz/ for a bounded time from a
 # seed corpus made here. Any sanitizer report, leak, crash or per-input timeout fails it.
 #
 # Run after scripts/test.sh, whose outputs it reads: build/kiln (compiles the seed artifacts),
@@ -48,7 +50,7 @@ while (($#)); do
     --no-fuzz) RUN_FUZZ=0; shift ;;
     --build-only) BUILD_ONLY=1; shift ;;
     --no-build) NO_BUILD=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "sanitize.sh: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac

@@ -91,7 +91,8 @@ Status LoadDriverFrom(const std::string& path, Driver& out) {
   void* lib = fault::Inject("dlopen") ? nullptr : dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     return FailedPrecondition("no CUDA driver found (" + DlError(path) +
-                              "); install the NVIDIA driver, or run on the CPU backend");
+                              "); install an NVIDIA driver for CUDA " + std::to_string(kBuiltMajor) +
+                              " or later, or run on the CPU backend");
   }
   auto gpa = reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
   if (gpa == nullptr) {
@@ -163,6 +164,12 @@ Status LoadDriverFrom(const std::string& path, Driver& out) {
   KILN_RETURN_IF_ERROR(resolve("cuGraphLaunch", d.GraphLaunch));
   KILN_RETURN_IF_ERROR(resolve("cuGraphExecDestroy", d.GraphExecDestroy));
   KILN_RETURN_IF_ERROR(resolve("cuGraphDestroy", d.GraphDestroy));
+  // What a fault-injection build may refuse (runtime/fault_injection.h): device memory, a
+  // kernel's module, a stream, an event.
+  KILN_FAULT_REFUSABLE(d, MemAlloc, "cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY);
+  KILN_FAULT_REFUSABLE(d, ModuleLoadData, "cuModuleLoadData", CUDA_ERROR_OUT_OF_MEMORY);
+  KILN_FAULT_REFUSABLE(d, StreamCreate, "cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY);
+  KILN_FAULT_REFUSABLE(d, EventCreate, "cuEventCreate", CUDA_ERROR_OUT_OF_MEMORY);
   out = d;
   return Status::Ok();
 }

@@ -127,6 +127,7 @@ Status LoadBlasFrom(const std::vector<std::string>& names, Blas& out) {
   KILN_RETURN_IF_ERROR(sym("cublasLtMatmulPreferenceSetAttribute", b.MatmulPreferenceSetAttribute));
   KILN_RETURN_IF_ERROR(sym("cublasLtMatmulAlgoGetHeuristic", b.MatmulAlgoGetHeuristic));
   KILN_RETURN_IF_ERROR(sym("cublasLtMatmul", b.Matmul));
+  KILN_FAULT_REFUSABLE(b, Create, "cublasLtCreate", CUBLAS_STATUS_ALLOC_FAILED);  // runtime/fault_injection.h
   out = std::move(b);
   return Status::Ok();
 }
@@ -253,6 +254,7 @@ Status LoadDnnFrom(const std::vector<std::string>& names, Dnn& out) {
   KILN_RETURN_IF_ERROR(a("cudnnGetRNNWeightParams", d.GetRNNWeightParams));
   KILN_RETURN_IF_ERROR(a("cudnnGetRNNTempSpaceSizes", d.GetRNNTempSpaceSizes));
   KILN_RETURN_IF_ERROR(a("cudnnRNNForward", d.RNNForward));
+  KILN_FAULT_REFUSABLE(d, Create, "cudnnCreate", CUDNN_STATUS_ALLOC_FAILED);  // runtime/fault_injection.h
   out = std::move(d);
   return Status::Ok();
 }

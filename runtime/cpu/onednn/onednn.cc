@@ -156,6 +156,20 @@ dnnl_status_t PrimitiveExecute(dnnl_primitive_t prim, dnnl_stream_t stream, int 
   return fault::Inject("oneDNN primitive execution") ? dnnl_out_of_memory : dnnl_primitive_execute(prim, stream, n, args);
 }
 
+// Before oneDNN makes primitives or memory objects (the C++ API: it throws dnnl::error when it
+// cannot), a fault-injection build may refuse it as oneDNN would. Every caller catches it: the
+// instruction falls back to Kiln's kernel, with the reason in Stats::last_fallbacks.
+void RefuseCreation() {
+  if (fault::Inject("oneDNN primitive creation"))
+    throw dnnl::error(dnnl_out_of_memory, "could not create a primitive (out of memory)");
+}
+
+// An op's packed weights (Packs, or a buffer of its own) could not be allocated.
+Status NoMemoryForWeights(std::string_view op, uint64_t bytes) {
+  return ResourceExhausted(std::string(op) + " on oneDNN: cannot allocate " + std::to_string(bytes) +
+                           " bytes for its weights");
+}
+
 Status Failed(dnnl_status_t st, std::string_view what) {
   return Internal("oneDNN " + std::string(what) + " failed (dnnl_status_t " + std::to_string(static_cast<int>(st)) +
                   ")");
@@ -515,6 +529,7 @@ class ConvOp final : public LayoutOp, public UsesPacks {
     // when they are made, not when they run.
     OmpThreads omp(threads_);
     try {
+      RefuseCreation();
       PlaceOrThrow(x_in_layout, y_in_layout, r_in_layout);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: placing a convolution's X and Y failed: ") + e.what());
@@ -547,7 +562,7 @@ class ConvOp final : public LayoutOp, public UsesPacks {
       void* to = into;
       if (w_reorder_ && weights_constant_) {
         if (!widened.Reserve(static_cast<size_t>(w.num_elements) * sizeof(float)))
-          return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+          return NoMemoryForWeights("Conv", static_cast<uint64_t>(w.num_elements) * sizeof(float));
         to = widened.data();
       } else if (w_reorder_) {
         to = ws + w_widened_offset_;
@@ -567,7 +582,7 @@ class ConvOp final : public LayoutOp, public UsesPacks {
   Status HoldWeights(const TensorRef& w) {
     if (held_ != nullptr && held_from_ == w.data) return Status::Ok();
     const auto [into, fresh] = packs->Acquire(w.data, pd_.weights_desc(), w_bytes_);
-    if (into == nullptr) return ResourceExhausted("Conv on oneDNN: cannot allocate its weights");
+    if (into == nullptr) return NoMemoryForWeights("Conv", w_bytes_);
     if (fresh)
       if (Status st = FillWeights(w, into, nullptr); !st.ok()) {
         packs->Drop();
@@ -786,6 +801,7 @@ Result<std::unique_ptr<OneDnnOp>> ConvOp::Plan(const KernelCall& op_call, int th
   // its float16 reorders are reference loops (16 ms for 590 K values here); F16C converts.
   op->widen_ = dt == DType::kFloat16;
   try {
+    RefuseCreation();
     OmpThreads omp(threads);
     dnnl::engine& engine = Engine();
     op->stream_ = dnnl::stream(engine);
@@ -946,6 +962,7 @@ class PoolOp final : public LayoutOp {
   Status Place(bool x_in_layout, bool y_in_layout, bool) override {
     OmpThreads omp(threads_);
     try {
+      RefuseCreation();
       PlaceOrThrow(x_in_layout, y_in_layout);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: placing a pooling's X and Y failed: ") + e.what());
@@ -1109,6 +1126,7 @@ Result<std::unique_ptr<OneDnnOp>> PoolOp::Plan(std::string_view op, const Kernel
     p->kernel_bytes_ = AlignUp(KernelWorkspaceBytes(*p->nan_kernel_, call.attrs, call.inputs.first(1), call.outputs));
   }
   try {
+    RefuseCreation();
     OmpThreads omp(threads);
     p->stream_ = dnnl::stream(Engine());
     const auto type = dt == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
@@ -1213,7 +1231,7 @@ class MatMulOp final : public OneDnnOp, public UsesPacks {
     if (held_ != nullptr && held_from_ == b.data) return Status::Ok();
     const memory::desc layout = pd_.weights_desc();
     const auto [into, fresh] = packs->Acquire(b.data, layout, layout.get_size());
-    if (into == nullptr) return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+    if (into == nullptr) return NoMemoryForWeights(name_, layout.get_size());
     if (fresh) {
       Status st = SetHandle(w_user_, b.data);
       if (st.ok()) st = SetHandle(w_mem_, into);
@@ -1306,6 +1324,7 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::Plan(std::string_view op, const Kern
   p->residual_ = spec.residual;
   p->bias_ = bias != nullptr;
   try {
+    RefuseCreation();
     OmpThreads omp(threads);
     dnnl::engine& engine = Engine();
     p->stream_ = dnnl::stream(engine);
@@ -1382,6 +1401,7 @@ Result<std::unique_ptr<OneDnnOp>> MatMulOp::PlanInt8(const KernelCall& call, int
 Status MatMulOp::MakeInt8(int64_t m, int64_t k, int64_t n, memory::data_type a_type, memory::data_type y_type,
                           const dnnl::primitive_attr& int8_attr, bool tb) {
   try {
+    RefuseCreation();
     OmpThreads omp(threads_);
     dnnl::engine& engine = Engine();
     stream_ = dnnl::stream(engine);
@@ -1617,7 +1637,7 @@ class RnnOp final : public OneDnnOp {
         }
     }
     if (!held_.Reserve(b_offset_ + bias.size() * sizeof(float)))
-      return ResourceExhausted(std::string(name_) + " on oneDNN: cannot allocate its weights");
+      return NoMemoryForWeights(name_, b_offset_ + bias.size() * sizeof(float));
     held_from_ = call.inputs[1].data;
     KILN_RETURN_IF_ERROR(SetHandle(wl_user_, w.data()));
     KILN_RETURN_IF_ERROR(SetHandle(wl_mem_, held_.data()));
@@ -1724,6 +1744,7 @@ Result<std::unique_ptr<OneDnnOp>> RnnOp::Plan(std::string_view op, const KernelC
   p->gates_ = gates, p->hidden_ = hidden, p->input_ = input, p->seq_ = seq, p->batch_ = batch, p->dirs_ = dirs;
   p->lbr_ = lbr;
   try {
+    RefuseCreation();
     OmpThreads omp(threads);
     dnnl::engine& engine = Engine();
     p->stream_ = dnnl::stream(engine);
