@@ -103,7 +103,7 @@ def run(out, mode):
     except kiln.Error as e:
         if e.code != "FAILED_PRECONDITION" or "nvidia-cuda-nvrtc" not in str(e) or "--arch none" not in str(e):
             sys.exit(f"[wheel_check] FAIL: a GPU compile without NVRTC: {e}")
-        print(f"[wheel_check] no NVRTC: a compile for the default GPU archs says {e.code}: {str(e)[:160]}...")
+        print(f"[wheel_check] no NVRTC: a compile for the default GPU archs says {str(e)[:160]}...")
 
     venv = os.path.realpath(sys.prefix)
     outside, strays = set(), []
