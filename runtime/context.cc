@@ -105,12 +105,12 @@ void WarmRun(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> i
   std::vector<TensorView> outputs;
   // Until a run is no more than 10% faster than the one before (the caches and branch
   // predictors settled, the vector units awake).
-  int64_t previous = INT64_MAX;
+  int64_t previous = -1;  // the last run's ns; none yet
   for (int i = 0; i < c.warm_runs; ++i) {
     const int64_t start = NowNs();
     if (!RunEntry(c, e, views, outputs, nullptr).ok()) break;
     const int64_t ns = NowNs() - start;
-    if (ns * 10 > previous * 9) break;
+    if (previous >= 0 && ns * 10 > previous * 9) break;
     previous = ns;
   }
   c.max_loop_iterations = max_loop_iterations;
