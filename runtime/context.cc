@@ -85,6 +85,10 @@ alignas(64) const uint8_t kPlaceholder[64] = {};
 // Loop run long or fail its own checks: the runs stop at kWarmLoopIterations, and an error ends
 // them, left for the next Run to meet. At most ContextOptions::warm_runs. The stats are as before.
 constexpr int64_t kWarmLoopIterations = 10'000;
+// After the first run, no more once the runs have taken this long (ns): a model that runs for
+// milliseconds gains little from a second run (its first-execution work is done in the first),
+// and each would add its time to Create.
+constexpr int64_t kWarmBudgetNs = 10'000'000;
 void WarmRun(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> inputs) {
   const bool bound_cache = std::any_of(c.caches.begin(), c.caches.end(), [](const auto& k) { return !k.empty(); });
   if (c.backend->device() != Device::kCpu || c.warm_runs == 0 || bound_cache || c.instruction_observer) return;
@@ -104,13 +108,14 @@ void WarmRun(ExecutionContext::Impl& c, int32_t e, std::span<const TensorView> i
   c.max_loop_iterations = std::min(max_loop_iterations, kWarmLoopIterations);
   std::vector<TensorView> outputs;
   // Until a run is no more than 10% faster than the one before (the caches and branch
-  // predictors settled, the vector units awake).
+  // predictors settled, the vector units awake), or the runs have taken kWarmBudgetNs.
   int64_t previous = -1;  // the last run's ns; none yet
+  const int64_t first = NowNs();
   for (int i = 0; i < c.warm_runs; ++i) {
     const int64_t start = NowNs();
     if (!RunEntry(c, e, views, outputs, nullptr).ok()) break;
     const int64_t ns = NowNs() - start;
-    if (previous >= 0 && ns * 10 > previous * 9) break;
+    if ((previous >= 0 && ns * 10 > previous * 9) || NowNs() - first >= kWarmBudgetNs) break;
     previous = ns;
   }
   c.max_loop_iterations = max_loop_iterations;

@@ -29,9 +29,13 @@ inline std::vector<TensorView> Views(const std::vector<io::HostTensor>& ts) {
   return v;
 }
 
-// The CPU backend's outputs of `model` on `inputs`, named as the model names them.
+// The CPU backend's outputs of `model` on `inputs`, named as the model names them. The context
+// runs once: no warm-up runs (ContextOptions::warm_runs).
 inline std::vector<io::HostTensor> RunCpuReference(const Model& model, const std::vector<io::HostTensor>& inputs) {
-  auto ctx = ExecutionContext::Create(model, {Device::kCpu});
+  ContextOptions options;
+  options.device = Device::kCpu;
+  options.warm_runs = 0;
+  auto ctx = ExecutionContext::Create(model, options);
   REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
   std::vector<TensorView> out;
   const Status st = ctx->Run(Views(inputs), out);

@@ -408,7 +408,8 @@ class KILN_API ExecutionContext {
   // convolution and pooling algorithms); on the CPU, touches the arena and workspace pages and
   // starts the threads, and on CUDA reserves the device arena, input staging and library
   // workspace. On the CPU it then runs the entry on those inputs (zeros where `data` is null)
-  // until a run is no more than 10% faster than the one before, at most 5 times, unless a KV
+  // until a run is no more than 10% faster than the one before or the runs have taken 10 ms, at
+  // most ContextOptions::warm_runs times, unless a KV
   // cache is bound or an instruction observer is set: what only an execution does (oneDNN's
   // first execution of a primitive, the first faults on native code, the caches' first fill)
   // is then done. Left to the first Run on CUDA: CUDA graph capture, cuDNN's SDPA and RNN plans

@@ -95,11 +95,12 @@ inline std::vector<std::vector<float>> FloatCopies(std::span<const TensorView> t
 }
 
 // Runs artifact `bytes` on host inputs and returns copies of its outputs as float vectors.
-// `options` picks the backend (the default: kAuto).
+// `options` picks the backend (the default: kAuto). The context runs once: no warm-up runs.
 inline std::vector<std::vector<float>> RunFloat(const std::vector<uint8_t>& bytes, std::span<const TensorView> inputs,
-                                                const ContextOptions& options = {}) {
+                                                ContextOptions options = {}) {
   auto model = Model::Load(bytes);
   REQUIRE_MESSAGE(model.ok(), model.status().ToString());
+  options.warm_runs = 0;
   auto ctx = ExecutionContext::Create(*model, options);
   REQUIRE(ctx.ok());
   std::vector<TensorView> out;
